@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: MIT
+# The front door: make, make test, make demo, make install. CMake does the work.
+
+BUILD    ?= build
+ASAN     ?= build-asan
+PREFIX   ?= /usr/local
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: all test test-plain test-asan demo install fuzz format format-check tidy clean
+
+all: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+
+# The CPU tier twice, as CI runs it: a plain build and the ASan+UBSan build.
+# (The GPU tier joins automatically where a GPU is present, once it exists.)
+test: test-plain test-asan
+
+test-plain: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	cmake -S . -B $(ASAN) $(GENERATOR) -DOPENMPS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(ASAN) -j $(JOBS)
+	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+
+# The main job: the concurrency experiment of BENCHMARKS.md B1.
+demo: all
+	@scripts/demo.sh $(BUILD)
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# libFuzzer targets (clang); FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz:
+	CC=clang cmake -S . -B build-fuzz $(GENERATOR) -DOPENMPS_FUZZ=ON -DOPENMPS_SANITIZE=ON
+	cmake --build build-fuzz -j $(JOBS)
+	for f in fuzz_msg fuzz_command fuzz_ring; do \
+	  build-fuzz/tests/$$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$f || exit 1; done
+
+SOURCES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(SOURCES)
+format-check:
+	clang-format --dry-run --Werror $(SOURCES)
+tidy: all
+	clang-tidy -p $(BUILD) --quiet $(filter %.c,$(SOURCES))
+
+clean:
+	rm -rf $(BUILD) $(ASAN) build-fuzz

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/* The wire protocol between openmps processes: framing, message types and payloads. */
+#ifndef OPENMPS_PROTOCOL_H
+#define OPENMPS_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Every message on every openmps socket is one SOCK_SEQPACKET datagram:
+ * a fixed header followed by `len` payload bytes. Payloads are fixed-layout
+ * structs of explicitly sized little-endian integers, or text; none carries a
+ * pointer. File descriptors travel beside a message with SCM_RIGHTS and are
+ * named by the message type that carries them.
+ *
+ * Compatibility: a peer whose major version differs is refused with a message
+ * naming both versions. Minor versions only add message types or append
+ * fields at the end of a payload; a decoder accepts a payload longer than it
+ * knows and ignores the tail.
+ */
+
+#define OM_PROTO_MAGIC 0x53504d4fu /* "OMPS" read as little-endian bytes */
+#define OM_PROTO_MAJOR 1
+#define OM_PROTO_MINOR 0
+
+/* Largest payload of any socket message; larger ones are malformed. */
+#define OM_MSG_MAX_PAYLOAD 65536u
+/* Longest command line the front-end may send. */
+#define OM_CMD_MAX 4096u
+/* Device-memory limits carried per server or client. */
+#define OM_MAX_DEVICES 64u
+
+struct om_msg_hdr {
+    uint32_t magic;
+    uint16_t major;
+    uint16_t minor;
+    uint16_t type; /* enum om_msg_type */
+    uint16_t flags;
+    uint32_t len; /* payload bytes after this header */
+};
+
+/* The message types. Who sends each is in its comment: client (the shim or the
+ * test client), ui (the openmps-control front-end), daemon, server. */
+#define OM_MSG_TYPES(X)                                                                            \
+    X(HELLO, 1)        /* client -> daemon: struct om_hello */                                     \
+    X(COMMAND, 2)      /* ui -> daemon: one command line, text */                                  \
+    X(ANSWER, 3)       /* daemon -> ui: answer text; flags OM_ANSWER_ERROR */                      \
+    X(REFUSE, 4)       /* daemon or server -> client: reason text, then close */                   \
+    X(QUEUED, 5)       /* daemon -> client: text; the client waits for its server */               \
+    X(WELCOME, 6)      /* server -> client: struct om_welcome + ring memfd */                      \
+    X(TERMINATED, 7)   /* server -> client: reason text; the session is over */                    \
+    X(SRV_READY, 20)   /* server -> daemon: struct om_srv_ready + devices */                       \
+    X(SRV_FAULT, 21)   /* server -> daemon: reason text */                                         \
+    X(SRV_ADOPT, 22)   /* daemon -> server: struct om_srv_adopt + client socket fd */              \
+    X(SRV_CLIENT, 23)  /* server -> daemon: struct om_srv_client (up or down) */                   \
+    X(SRV_SHUTDOWN, 24) /* daemon -> server: struct om_srv_shutdown */                             \
+    X(SRV_TERMINATE, 25) /* daemon -> server: struct om_srv_terminate */                           \
+    X(SRV_RESULT, 26)  /* server -> daemon: struct om_srv_result */                                \
+    X(SRV_LIMITS, 27)  /* daemon -> server: struct om_limits for clients adopted from now on */
+
+enum om_msg_type {
+#define OM_X_ENUM(name, value) OM_MSG_##name = value,
+    OM_MSG_TYPES(OM_X_ENUM)
+#undef OM_X_ENUM
+};
+
+#define OM_ANSWER_ERROR 0x1u
+
+/* Limits handed from the daemon to a server, and asked for by a client. */
+struct om_limits {
+    uint32_t active_thread_pct_milli; /* 1000..100000, 0 = none */
+    uint32_t priority;                /* 0 normal, 1 below normal */
+    uint32_t ndevices;                /* entries of mem_limit used */
+    uint32_t reserved;
+    uint64_t mem_limit[OM_MAX_DEVICES]; /* bytes per device ordinal, 0 = none */
+};
+
+struct om_hello {
+    uint32_t pid; /* informational; the daemon trusts SO_PEERCRED only */
+    uint32_t flags;
+    struct om_limits want; /* from the client's environment; can only tighten */
+};
+
+struct om_welcome {
+    uint32_t server_pid;
+    uint32_t client_id;
+    uint32_t ring_bytes; /* size of the memfd mapping that comes with it */
+    uint32_t ndevices;
+};
+
+#define OM_DEVICE_NAME_MAX 96
+#define OM_PCI_ID_MAX 32
+struct om_device_info {
+    uint32_t ordinal;
+    uint32_t reserved;
+    uint8_t uuid[16];
+    char pci_bus_id[OM_PCI_ID_MAX]; /* NUL-terminated */
+    char name[OM_DEVICE_NAME_MAX];  /* NUL-terminated */
+};
+
+struct om_srv_ready {
+    uint32_t ndevices;
+    uint32_t reserved;
+    /* followed by ndevices x struct om_device_info */
+};
+
+struct om_srv_adopt {
+    uint32_t client_id;
+    uint32_t pid;
+    uint32_t uid;
+    uint32_t reserved;
+    struct om_limits limits; /* the client's effective limits */
+};
+
+#define OM_CLIENT_UP 1u
+#define OM_CLIENT_DOWN 2u
+struct om_srv_client {
+    uint32_t client_id;
+    uint32_t pid;
+    uint32_t event; /* OM_CLIENT_UP or OM_CLIENT_DOWN */
+    uint32_t device_mask; /* devices the client uses (bit per ordinal < 32) */
+};
+
+struct om_srv_shutdown {
+    uint32_t force; /* 0: when the last client leaves; 1: now */
+};
+
+struct om_srv_terminate {
+    uint32_t request_id;
+    uint32_t client_pid;
+};
+
+struct om_srv_result {
+    uint32_t request_id;
+    int32_t status; /* 0 or -errno */
+};
+
+#endif /* OPENMPS_PROTOCOL_H */

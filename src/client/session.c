@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* The client side of a session: handshake with the daemon and server, and calls over the ring. */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../common/config.h"
+#include "../common/msg.h"
+#include "../common/sock.h"
+
+int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
+{
+    struct om_limits l = {0};
+    const char *v;
+
+    v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    if (v && *v && om_parse_percentage(v, &l.active_thread_pct_milli) < 0) {
+        snprintf(err, errlen, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s is not a percentage in (0, 100]",
+                 v);
+        return -EINVAL;
+    }
+    v = getenv("CUDA_MPS_CLIENT_PRIORITY");
+    if (v && *v) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+            snprintf(err, errlen, "CUDA_MPS_CLIENT_PRIORITY=%s must be 0 or 1", v);
+            return -EINVAL;
+        }
+        l.priority = (uint32_t)(v[0] - '0');
+    }
+    v = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    if (v && *v && om_parse_mem_limit_list(v, &l) < 0) {
+        snprintf(err, errlen,
+                 "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s is not a list like 0=1G,1=512M", v);
+        return -EINVAL;
+    }
+    *ret = l;
+    return 0;
+}
+
+int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size_t errlen)
+{
+    char path[300];
+    int fd;
+
+    memset(c, 0, sizeof(*c));
+    c->sock = -1;
+    if (om_path_join(path, sizeof(path), pipe_dir, OM_CONTROL_SOCKET) < 0) {
+        snprintf(err, errlen, "the pipe directory path %s is too long", pipe_dir);
+        return -ENAMETOOLONG;
+    }
+    fd = om_sock_connect(path);
+    if (fd < 0) {
+        snprintf(err, errlen, "no openmps daemon at %s: %s", path, strerror(-fd));
+        return fd;
+    }
+    c->sock = fd;
+    return 0;
+}
+
+int om_client_hello(struct om_client *c, const struct om_limits *want, char *err, size_t errlen)
+{
+    struct om_hello h = {.pid = (uint32_t)getpid()};
+    int rc;
+
+    if (want)
+        h.want = *want;
+    rc = om_msg_send(c->sock, OM_MSG_HELLO, 0, &h, sizeof(h), -1);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot send the hello to the daemon: %s", strerror(-rc));
+    return rc;
+}
+
+int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t errlen)
+{
+    struct om_msg *m = malloc(sizeof(*m));
+    struct om_welcome w;
+    int fd = -1, rc;
+
+    if (!m)
+        return -ENOMEM;
+    for (;;) {
+        rc = om_msg_recv(c->sock, m, &fd, timeout_ms);
+        if (rc == -EPROTONOSUPPORT) {
+            snprintf(err, errlen, "openmps protocol version mismatch: this client speaks %u.%u, "
+                     "the daemon %u.%u", OM_PROTO_MAJOR, OM_PROTO_MINOR, m->hdr.major,
+                     m->hdr.minor);
+            goto out;
+        }
+        if (rc < 0) {
+            snprintf(err, errlen, "no welcome from the openmps server: %s",
+                     rc == -ECONNRESET ? "the connection closed" : strerror(-rc));
+            goto out;
+        }
+        if (m->hdr.type == OM_MSG_QUEUED) {
+            c->queued = true;
+            continue;
+        }
+        if (m->hdr.type == OM_MSG_REFUSE) {
+            snprintf(err, errlen, "%.1000s",
+                     om_msg_text(m, 1000) == 0 ? (const char *)m->payload : "refused");
+            rc = -EPERM;
+            goto out;
+        }
+        if (m->hdr.type != OM_MSG_WELCOME || fd < 0 ||
+            om_decode_welcome(m->payload, m->hdr.len, &w) < 0) {
+            snprintf(err, errlen, "invalid %s message instead of a welcome",
+                     om_msg_type_name(m->hdr.type));
+            rc = -EPROTO;
+            goto out;
+        }
+        break;
+    }
+    rc = om_ring_attach(fd, w.ring_bytes, &c->ring_map);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot map the command ring: %s", strerror(-rc));
+        goto out;
+    }
+    c->ring_len = w.ring_bytes;
+    om_ring_ends(c->ring_map, false, &c->tx, &c->rx);
+    c->server_pid = (pid_t)w.server_pid;
+    c->client_id = w.client_id;
+    c->ndevices = w.ndevices;
+out:
+    if (fd >= 0)
+        close(fd); /* the mapping keeps the memory */
+    free(m);
+    return rc;
+}
+
+int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, char *err,
+                   size_t errlen)
+{
+    struct om_limits want;
+    int rc = om_client_limits_from_env(&want, err, errlen);
+
+    if (rc < 0)
+        return rc;
+    rc = om_client_connect(c, pipe_dir, err, errlen);
+    if (rc == 0)
+        rc = om_client_hello(c, &want, err, errlen);
+    if (rc == 0)
+        rc = om_client_welcome(c, timeout_ms, err, errlen);
+    if (rc < 0 && c->sock >= 0) {
+        close(c->sock);
+        c->sock = -1;
+    }
+    return rc;
+}
+
+/* Called while waiting: has the server ended the session or died? */
+static bool session_over(struct om_client *c)
+{
+    struct pollfd p = {.fd = c->sock, .events = POLLIN};
+    struct om_msg *m;
+
+    if (c->dead)
+        return true;
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    m = malloc(sizeof(*m));
+    snprintf(c->why, sizeof(c->why), "the openmps server closed the session");
+    if (m && om_msg_recv(c->sock, m, NULL, 0) == 0 && m->hdr.type == OM_MSG_TERMINATED &&
+        om_msg_text(m, 200) == 0)
+        snprintf(c->why, sizeof(c->why), "%.200s", (const char *)m->payload);
+    free(m);
+    c->dead = true;
+    return true;
+}
+
+int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len,
+                   void *reply, size_t cap, uint32_t *ret_len)
+{
+    struct om_rec rec = {.len = len, .op = op, .seq = ++c->next_seq};
+    struct om_rec got;
+    int rc;
+
+    if (c->dead)
+        return -ECONNRESET;
+    while ((rc = om_ring_send(&c->tx, &rec, payload)) == -EAGAIN) {
+        if (session_over(c))
+            return -ECONNRESET;
+        om_ring_wait_space(&c->tx, len, OM_CLIENT_LIVENESS_MS, NULL);
+    }
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        rc = om_ring_recv(&c->rx, &got, reply, cap);
+        if (rc == -EAGAIN) {
+            if (session_over(c))
+                return -ECONNRESET;
+            om_ring_wait_data(&c->rx, OM_CLIENT_LIVENESS_MS, 20, NULL);
+            continue;
+        }
+        if (rc < 0)
+            return rc;
+        if (got.seq != rec.seq)
+            return -EPROTO;
+        if (ret_len)
+            *ret_len = got.len;
+        return got.status;
+    }
+}
+
+void om_client_close(struct om_client *c)
+{
+    if (c->ring_map && !c->dead) {
+        struct om_rec rec = {.op = OM_OP_GOODBYE, .seq = ++c->next_seq};
+        om_ring_send(&c->tx, &rec, NULL);
+    }
+    if (c->ring_map)
+        munmap(c->ring_map, c->ring_len);
+    if (c->sock >= 0)
+        close(c->sock);
+    c->ring_map = NULL;
+    c->sock = -1;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* Environment variables, directories and the value syntaxes shared by every openmps process. */
+#ifndef OM_CONFIG_H
+#define OM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "openmps/protocol.h"
+
+#define OM_DEFAULT_PIPE_DIR "/tmp/openmps"
+#define OM_DEFAULT_LOG_DIR "/tmp/openmps-log"
+
+/* CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY or the defaults. */
+const char *om_pipe_dir(void);
+const char *om_log_dir(void);
+
+/* Decimal unsigned integer without sign or suffix, at most max. 0 or -EINVAL. */
+int om_parse_u64(const char *s, uint64_t max, uint64_t *ret);
+
+/* Sizes as NVIDIA's tools write them: a decimal with one of the suffixes K,
+ * M, G, T (powers of 1024, either case, optional trailing B); a bare number
+ * means MiB, as nvidia-cuda-mps-control reads it. "2G", "512M", "1.5G",
+ * "3000" (= 3000M). 0 or -EINVAL (also on overflow or a fraction of a byte). */
+int om_parse_size(const char *s, uint64_t *ret);
+/* Writes a size the way get_*_pinned_mem_limit answers it: the largest unit
+ * that divides it exactly ("2G", "1536M", "4K"), plain bytes otherwise. */
+void om_format_size(uint64_t bytes, char *buf, size_t cap);
+
+/* Percentage 0 < p <= 100 with at most three decimals, as thousandths. */
+int om_parse_percentage(const char *s, uint32_t *ret_milli);
+/* One decimal, as NVIDIA prints it: "25.0", "33.3". */
+void om_format_percentage(uint32_t milli, char *buf, size_t cap);
+
+/* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT syntax: "0=1G,1=512M" (device ordinals). */
+int om_parse_mem_limit_list(const char *s, struct om_limits *limits);
+
+/*
+ * Creates dir (and missing parents, 0755) and makes sure it is safe to use:
+ * a real directory (not a symlink), owned by the effective user, not writable
+ * by others. A directory we own gets `mode`. On failure returns -errno and
+ * writes a sentence naming the problem into err.
+ */
+int om_make_private_dir(const char *dir, mode_t mode, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's event loop: accepting connections, queueing clients, signals and shutdown. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/sock.h"
+
+int64_t om_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sb_printf(struct strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (sb->oom)
+        return;
+    for (;;) {
+        size_t room = sb->cap - sb->len;
+        va_start(ap, fmt);
+        n = vsnprintf(sb->buf ? sb->buf + sb->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            sb->oom = true;
+            return;
+        }
+        if ((size_t)n < room) {
+            sb->len += (size_t)n;
+            return;
+        }
+        size_t cap = sb->cap ? sb->cap * 2 : 256;
+        while (cap < sb->len + (size_t)n + 1)
+            cap *= 2;
+        char *nb = realloc(sb->buf, cap);
+        if (!nb) {
+            sb->oom = true;
+            return;
+        }
+        sb->buf = nb;
+        sb->cap = cap;
+    }
+}
+
+void sb_free(struct strbuf *sb)
+{
+    free(sb->buf);
+    memset(sb, 0, sizeof(*sb));
+}
+
+void om_conn_close(struct daemon *d, struct conn *c)
+{
+    for (struct conn **pp = &d->conns; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    close(c->fd);
+    free(c);
+}
+
+static void accept_all(struct daemon *d)
+{
+    for (;;) {
+        int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        struct conn *c;
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                om_err("cannot accept a connection: %s", strerror(errno));
+            return;
+        }
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->kind = CONN_NEW;
+        c->since_ms = om_now_ms();
+        if (om_sock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = d->conns;
+        d->conns = c;
+    }
+}
+
+static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *m)
+{
+    char why[256];
+
+    if (om_decode_hello(m->payload, m->hdr.len, &c->hello) < 0) {
+        om_err("client %d sent an invalid hello; dropping it", (int)c->pid);
+        om_conn_close(d, c);
+        return;
+    }
+    if (d->quitting) {
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control is shutting down");
+        om_conn_close(d, c);
+        return;
+    }
+    if (d->euid != 0 && c->uid != d->euid) {
+        snprintf(why, sizeof(why),
+                 "openmps-control runs as uid %u and serves only that user; uid %u was refused "
+                 "(run the daemon as root to serve several users)",
+                 (unsigned)d->euid, (unsigned)c->uid);
+        om_info("Refusing client %d: %s", (int)c->pid, why);
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
+        om_conn_close(d, c);
+        return;
+    }
+    om_info("New client %d (uid %u) connected", (int)c->pid, (unsigned)c->uid);
+    c->kind = CONN_WAITING;
+    c->seq = d->next_seq++;
+    c->since_ms = om_now_ms();
+    om_daemon_schedule(d);
+}
+
+static void handle_command(struct daemon *d, struct conn *c, const struct om_msg *m)
+{
+    struct strbuf out = {0};
+    bool error = false;
+    int rc;
+
+    if (om_msg_text(m, OM_CMD_MAX) < 0) {
+        om_err("front-end %d sent an invalid command message; dropping it", (int)c->pid);
+        om_conn_close(d, c);
+        return;
+    }
+    if (c->awaiting_answer) {
+        om_err("front-end %d sent a command before its previous answer; dropping it",
+               (int)c->pid);
+        om_conn_close(d, c);
+        return;
+    }
+    c->kind = CONN_UI;
+    rc = om_command_run(d, c, (const char *)m->payload, &out, &error);
+    if (rc != OM_CMD_LATER) {
+        if (out.oom)
+            om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, "Error: out of memory");
+        else
+            om_msg_send(c->fd, OM_MSG_ANSWER, error ? OM_ANSWER_ERROR : 0, out.buf, out.len, -1);
+    }
+    sb_free(&out);
+}
+
+static void handle_conn(struct daemon *d, struct conn *c, short revents)
+{
+    struct om_msg *m;
+    int rc, fd = -1;
+
+    if (c->kind == CONN_WAITING) {
+        /* A waiting client only ever hangs up; anything it sends is a protocol error. */
+        om_info("Client %d left while waiting for its server", (int)c->pid);
+        om_conn_close(d, c);
+        return;
+    }
+    m = malloc(sizeof(*m));
+    if (!m)
+        return;
+    rc = om_msg_recv(c->fd, m, &fd, 0);
+    if (fd >= 0)
+        close(fd); /* nobody sends descriptors to the daemon */
+    if (rc == -EAGAIN || rc == -ETIMEDOUT) {
+        if (revents & (POLLHUP | POLLERR))
+            om_conn_close(d, c);
+        goto out;
+    }
+    if (rc == -ECONNRESET) {
+        if (c->kind == CONN_NEW)
+            om_info("connection of pid %d closed before its hello", (int)c->pid);
+        om_conn_close(d, c);
+        goto out;
+    }
+    if (rc == -EPROTONOSUPPORT) {
+        char text[200];
+        snprintf(text, sizeof(text),
+                 "openmps protocol version mismatch: the daemon speaks %u.%u, pid %d speaks %u.%u",
+                 OM_PROTO_MAJOR, OM_PROTO_MINOR, (int)c->pid, m->hdr.major, m->hdr.minor);
+        om_err("%s; dropping it", text);
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, text);
+        om_conn_close(d, c);
+        goto out;
+    }
+    if (rc < 0) {
+        om_err("malformed message from pid %d (%s); dropping the connection", (int)c->pid,
+               strerror(-rc));
+        om_conn_close(d, c);
+        goto out;
+    }
+    if (m->hdr.type == OM_MSG_HELLO && c->kind == CONN_NEW)
+        handle_hello(d, c, m);
+    else if (m->hdr.type == OM_MSG_COMMAND && (c->kind == CONN_NEW || c->kind == CONN_UI))
+        handle_command(d, c, m);
+    else {
+        om_err("unexpected %s message from pid %d; dropping the connection",
+               om_msg_type_name(m->hdr.type), (int)c->pid);
+        om_conn_close(d, c);
+    }
+out:
+    free(m);
+}
+
+static struct server *other_uid_server(struct daemon *d, uid_t uid)
+{
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->uid != uid)
+            return s;
+    return NULL;
+}
+
+static bool same_uid_stopping(struct daemon *d, uid_t uid)
+{
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->uid == uid && !om_server_for_uid(d, uid))
+            return true;
+    return false;
+}
+
+static struct conn *oldest_waiting(struct daemon *d, uint64_t after, bool any_after)
+{
+    struct conn *best = NULL;
+
+    for (struct conn *c = d->conns; c; c = c->next)
+        if (c->kind == CONN_WAITING && (!any_after || c->seq > after) &&
+            (!best || c->seq < best->seq))
+            best = c;
+    return best;
+}
+
+/*
+ * Decides for every waiting client, oldest first: hand it to its user's
+ * server, start that server, or keep waiting while another user's server has
+ * clients. A client never overtakes an older client of another user, so a
+ * busy user cannot starve a waiting one.
+ */
+void om_daemon_schedule(struct daemon *d)
+{
+    uint64_t last = 0;
+    bool first = true;
+    bool blocked = false; /* an older client of another user waits */
+    uid_t blocked_uid = 0;
+
+    for (;;) {
+        struct conn *c = oldest_waiting(d, last, !first);
+        struct server *s, *other;
+        char err[256];
+
+        if (!c)
+            break;
+        first = false;
+        last = c->seq;
+        if (d->quitting) {
+            om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control is shutting down");
+            om_conn_close(d, c);
+            continue;
+        }
+        s = om_server_for_uid(d, c->uid);
+        if (s && !(blocked && blocked_uid != c->uid)) {
+            if (s->state == SRV_ACTIVE)
+                om_server_adopt(d, s, c);
+            continue; /* INITIALIZING: adopted when it is ready */
+        }
+        if (s) /* its server runs, but an older client of another user goes first */
+            goto wait;
+        other = other_uid_server(d, c->uid);
+        if (other) {
+            if (other->nclients == 0 && !other->stop_when_idle)
+                om_server_shutdown(d, other, false);
+            goto wait;
+        }
+        if (same_uid_stopping(d, c->uid))
+            goto wait;
+        if (!om_server_spawn(d, c->uid, err, sizeof(err))) {
+            om_err("Refusing client %d: %s", (int)c->pid, err);
+            om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, err);
+            om_conn_close(d, c);
+        }
+        continue;
+    wait:
+        if (!blocked) {
+            blocked = true;
+            blocked_uid = c->uid;
+        }
+        if (!c->told_queued) {
+            char text[160];
+            c->told_queued = true;
+            snprintf(text, sizeof(text),
+                     "waiting: a server of another user is busy; uid %u is served after it",
+                     (unsigned)c->uid);
+            om_info("Client %d (uid %u) queued behind the server of another user", (int)c->pid,
+                    (unsigned)c->uid);
+            om_msg_send_text(c->fd, OM_MSG_QUEUED, 0, text);
+        }
+    }
+    /* start_server for a user while another user's server runs. */
+    if (d->start_uid >= 0 && !d->quitting) {
+        uid_t uid = (uid_t)d->start_uid;
+        struct server *other = other_uid_server(d, uid);
+        char err[256];
+        if (om_server_for_uid(d, uid)) {
+            d->start_uid = -1;
+        } else if (other) {
+            if (other->nclients == 0 && !other->stop_when_idle && !blocked)
+                om_server_shutdown(d, other, false);
+        } else if (!same_uid_stopping(d, uid)) {
+            d->start_uid = -1;
+            if (!om_server_spawn(d, uid, err, sizeof(err)))
+                om_err("start_server -uid %u: %s", (unsigned)uid, err);
+        }
+    }
+    /* Graceful shutdowns complete when the last client has left. */
+    for (struct server *s = d->servers; s; s = s->next) {
+        if (s->stop_when_idle && s->nclients == 0 && s->chan >= 0 && !s->forced) {
+            struct om_srv_shutdown m = {.force = 0};
+            om_msg_send(s->chan, OM_MSG_SRV_SHUTDOWN, 0, &m, sizeof(m), -1);
+        }
+    }
+}
+
+static void start_quit(struct daemon *d, bool force)
+{
+    if (!d->quitting)
+        om_info("Shutting down (%s)", force ? "forced" : "waiting for clients");
+    d->quitting = true;
+    for (struct server *s = d->servers; s; s = s->next)
+        if (force ? !s->forced : !s->stop_when_idle)
+            om_server_shutdown(d, s, force);
+    om_daemon_schedule(d);
+}
+
+/* Called by the quit command. */
+void om_daemon_quit(struct daemon *d, int timeout_s)
+{
+    if (timeout_s >= 0) {
+        int64_t at = om_now_ms() + (int64_t)timeout_s * 1000;
+        if (!d->quit_force_at_ms || at < d->quit_force_at_ms)
+            d->quit_force_at_ms = at ? at : 1;
+    }
+    start_quit(d, timeout_s == 0);
+}
+
+static void handle_signals(struct daemon *d)
+{
+    struct signalfd_siginfo si;
+
+    while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD) {
+            om_server_reap(d);
+            om_daemon_schedule(d);
+        } else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            om_info("Received signal %u", si.ssi_signo);
+            start_quit(d, true);
+        }
+    }
+}
+
+static void handle_timers(struct daemon *d)
+{
+    int64_t now = om_now_ms();
+    struct conn *next;
+
+    for (struct conn *c = d->conns; c; c = next) {
+        next = c->next;
+        if (c->kind == CONN_NEW && now - c->since_ms > d->hello_timeout_ms) {
+            om_err("pid %d connected but said nothing for %d ms; dropping it", (int)c->pid,
+                   d->hello_timeout_ms);
+            om_conn_close(d, c);
+        }
+    }
+    for (struct server *s = d->servers; s; s = s->next) {
+        if (s->kill_at_ms && now >= s->kill_at_ms) {
+            om_err("Server %d did not exit in time; killing it", (int)s->pid);
+            kill(s->pid, SIGKILL);
+            s->kill_at_ms = 0;
+        }
+        for (struct pending *p = s->pending; p; p = p->next) {
+            if (now < p->deadline_ms)
+                continue;
+            p->deadline_ms = INT64_MAX;
+            for (struct conn *c = d->conns; c; c = c->next) {
+                if (c->fd == p->ui_fd && c->awaiting_answer) {
+                    c->awaiting_answer = false;
+                    om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR,
+                                     "The server did not answer in time\n1");
+                }
+            }
+        }
+    }
+    if (d->quitting && d->quit_force_at_ms && now >= d->quit_force_at_ms) {
+        d->quit_force_at_ms = 0;
+        om_info("Quit timeout reached; forcing the servers down");
+        start_quit(d, true);
+    }
+}
+
+static int next_timeout(struct daemon *d)
+{
+    int64_t now = om_now_ms(), next = now + 1000;
+
+    for (struct conn *c = d->conns; c; c = c->next)
+        if (c->kind == CONN_NEW && c->since_ms + d->hello_timeout_ms + 1 < next)
+            next = c->since_ms + d->hello_timeout_ms + 1;
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->kill_at_ms && s->kill_at_ms < next)
+            next = s->kill_at_ms;
+    if (d->quit_force_at_ms && d->quit_force_at_ms < next)
+        next = d->quit_force_at_ms;
+    return next <= now ? 0 : (int)(next - now);
+}
+
+int om_daemon_run(struct daemon *d)
+{
+    struct pollfd *pfds = NULL;
+    size_t cap = 0;
+
+    om_info("openmps-control %s started (pipe directory %s, log directory %s)", OPENMPS_VERSION,
+            d->pipe_dir, d->log_dir);
+    for (;;) {
+        size_t n = 0, want = 2;
+        int rc;
+
+        if (d->quitting && !d->servers)
+            break;
+        for (struct conn *c = d->conns; c; c = c->next)
+            want++;
+        for (struct server *s = d->servers; s; s = s->next)
+            want++;
+        if (want > cap) {
+            struct pollfd *np = realloc(pfds, want * 2 * sizeof(*np));
+            if (!np) {
+                om_err("out of memory in the event loop");
+                sleep(1);
+                continue;
+            }
+            pfds = np;
+            cap = want * 2;
+        }
+        pfds[n++] = (struct pollfd){.fd = d->signal_fd, .events = POLLIN};
+        pfds[n++] = (struct pollfd){.fd = d->listen_fd, .events = POLLIN};
+        for (struct conn *c = d->conns; c; c = c->next)
+            pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        for (struct server *s = d->servers; s; s = s->next)
+            pfds[n++] = (struct pollfd){.fd = s->chan, .events = POLLIN}; /* -1 is skipped */
+        rc = poll(pfds, n, next_timeout(d));
+        if (rc < 0 && errno != EINTR) {
+            om_err("poll: %s", strerror(errno));
+            break;
+        }
+        handle_timers(d);
+        if (rc <= 0)
+            continue;
+        if (pfds[0].revents)
+            handle_signals(d);
+        if (pfds[1].revents)
+            accept_all(d);
+        /* Walk the snapshot by fd: handlers may free connections and servers. */
+        for (size_t i = 2; i < n; i++) {
+            if (!pfds[i].revents || pfds[i].fd < 0)
+                continue;
+            struct conn *c = d->conns;
+            while (c && c->fd != pfds[i].fd)
+                c = c->next;
+            if (c) {
+                handle_conn(d, c, pfds[i].revents);
+                continue;
+            }
+            struct server *s = d->servers;
+            while (s && s->chan != pfds[i].fd)
+                s = s->next;
+            if (s)
+                om_server_handle_message(d, s);
+        }
+    }
+    free(pfds);
+    while (d->conns)
+        om_conn_close(d, d->conns);
+    om_info("openmps-control exiting");
+    return 0;
+}

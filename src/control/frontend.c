@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/* The front-end: sends command lines to the running daemon and prints its answers. */
+#include "frontend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/config.h"
+#include "../common/msg.h"
+#include "../common/sock.h"
+
+static int connect_daemon(const char *pipe_dir)
+{
+    char path[300];
+    int fd;
+
+    if (om_path_join(path, sizeof(path), pipe_dir, OM_CONTROL_SOCKET) < 0) {
+        fprintf(stderr, "openmps-control: the pipe directory path %s is too long\n", pipe_dir);
+        return -1;
+    }
+    fd = om_sock_connect(path);
+    if (fd < 0) {
+        fprintf(stderr,
+                "openmps-control: cannot find the control daemon in %s (%s): start it with "
+                "`openmps-control -d`, with the same CUDA_MPS_PIPE_DIRECTORY\n",
+                pipe_dir, strerror(-fd));
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends one line and prints the answer. Returns 0, or -1 when the daemon went away. */
+static int one_command(int fd, struct om_msg *m, const char *line)
+{
+    size_t len = strlen(line);
+    int rc;
+
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        len--;
+    if (len > OM_CMD_MAX) {
+        printf("Command too long (at most %u bytes)\n", OM_CMD_MAX);
+        fflush(stdout);
+        return 0;
+    }
+    rc = om_msg_send(fd, OM_MSG_COMMAND, 0, line, len, -1);
+    if (rc == 0)
+        rc = om_msg_recv(fd, m, NULL, -1);
+    if (rc < 0 || m->hdr.type != OM_MSG_ANSWER || om_msg_text(m, OM_MSG_MAX_PAYLOAD) < 0) {
+        fprintf(stderr, "openmps-control: the connection to the daemon broke (%s)\n",
+                rc < 0 ? strerror(-rc) : "unexpected message");
+        return -1;
+    }
+    if (m->hdr.len)
+        printf("%s\n", (const char *)m->payload);
+    fflush(stdout);
+    return 0;
+}
+
+int om_frontend_run(int argc, char **argv)
+{
+    struct om_msg *m;
+    char *line = NULL;
+    size_t cap = 0;
+    int fd, rc = 0;
+
+    fd = connect_daemon(om_pipe_dir());
+    if (fd < 0)
+        return 1;
+    m = malloc(sizeof(*m));
+    if (!m) {
+        close(fd);
+        return 1;
+    }
+    if (argc > 0) {
+        /* One command given as arguments: "openmps-control start_server -uid 1000". */
+        char buf[OM_CMD_MAX + 2] = "";
+        size_t used = 0;
+        for (int i = 0; i < argc; i++) {
+            int n = snprintf(buf + used, sizeof(buf) - used, "%s%s", i ? " " : "", argv[i]);
+            if (n < 0 || (size_t)n >= sizeof(buf) - used) {
+                fprintf(stderr, "openmps-control: command too long\n");
+                rc = 1;
+                goto out;
+            }
+            used += (size_t)n;
+        }
+        rc = one_command(fd, m, buf) < 0;
+        goto out;
+    }
+    while (getline(&line, &cap, stdin) >= 0) {
+        if (one_command(fd, m, line) < 0) {
+            rc = 1;
+            break;
+        }
+    }
+out:
+    free(line);
+    free(m);
+    close(fd);
+    return rc;
+}

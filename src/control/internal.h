@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* State of the openmps-control daemon, shared by its files. */
+#ifndef OM_CONTROL_INTERNAL_H
+#define OM_CONTROL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/driver.h"
+#include "../common/msg.h"
+#include "openmps/protocol.h"
+
+/* Milliseconds a new connection may take to say who it is
+ * (OPENMPS_HELLO_TIMEOUT_MS overrides it; the tests shorten it). */
+#define OM_HELLO_TIMEOUT_MS 10000
+/* Milliseconds a running server gets to answer a request of the daemon. */
+#define OM_SERVER_REPLY_TIMEOUT_MS 5000
+/* After a forced shutdown, how long a server may take before SIGKILL. */
+#define OM_SERVER_KILL_GRACE_MS 3000
+
+enum conn_kind {
+    CONN_NEW,     /* accepted, no message yet */
+    CONN_UI,      /* front-end sending commands */
+    CONN_WAITING, /* client that said hello and waits for its server */
+};
+
+/* A socket accepted on the control socket. */
+struct conn {
+    int fd;
+    enum conn_kind kind;
+    pid_t pid; /* from SO_PEERCRED */
+    uid_t uid;
+    gid_t gid;
+    int64_t since_ms;       /* accepted (CONN_NEW) or queued (CONN_WAITING) */
+    uint64_t seq;           /* arrival order of waiting clients */
+    bool told_queued;       /* a QUEUED notice was sent */
+    bool awaiting_answer;   /* UI: a command is in flight to a server */
+    struct om_hello hello;  /* CONN_WAITING */
+    struct conn *next;
+};
+
+enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };
+
+/* A client of a server as the daemon knows it (from ADOPT until DOWN). */
+struct client_rec {
+    uint32_t id;
+    pid_t pid;
+    bool up;              /* the server confirmed the session */
+    uint32_t device_mask;
+    unsigned long pid_ns; /* inode of /proc/PID/ns/pid, 0 if unknown */
+    char command[128];
+    struct client_rec *next;
+};
+
+/* A request to a server that a UI connection waits on (terminate_client). */
+struct pending {
+    uint32_t request_id;
+    int ui_fd;
+    int64_t deadline_ms;
+    struct pending *next;
+};
+
+struct server {
+    pid_t pid;
+    uid_t uid;
+    int chan; /* socketpair end, -1 once the server closed it */
+    enum server_state state;
+    bool stop_when_idle; /* graceful shutdown asked */
+    bool forced;         /* forced shutdown sent */
+    int64_t kill_at_ms;  /* SIGKILL deadline after a forced shutdown, 0 = none */
+    int64_t started_ms;
+    char fault[256];
+    uint32_t next_client_id;
+    struct client_rec *clients;
+    unsigned nclients;
+    struct om_limits limits; /* handed to clients adopted from now on */
+    struct om_device_info devs[OM_MAX_DEVICES];
+    uint32_t ndevs;
+    struct pending *pending;
+    struct server *next;
+};
+
+struct daemon {
+    const char *pipe_dir;
+    const char *log_dir;
+    char sock_path[256];
+    char pid_path[256];
+    char server_exe[4096];
+    uid_t euid;
+    int listen_fd;
+    int signal_fd;
+    int lock_fd;
+    int server_log_fd; /* server.log, inherited by servers */
+    int hello_timeout_ms;
+    struct conn *conns;
+    struct server *servers;
+    uint64_t next_seq;
+    uint32_t next_request_id;
+    struct om_limits defaults; /* set_default_*; lost on quit */
+    int64_t start_uid;         /* start_server queued behind another user, -1 none */
+    bool quitting;
+    int64_t quit_force_at_ms; /* 0 = wait for clients */
+    bool probed;
+    struct om_device_info devs[OM_MAX_DEVICES];
+    int ndevs; /* -1: probing failed */
+    char probe_err[256];
+};
+
+/* A growing text buffer for answers. */
+struct strbuf {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+};
+void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_free(struct strbuf *sb);
+
+int64_t om_now_ms(void);
+
+/* setup.c: everything before the event loop. On failure err holds a sentence. */
+int om_daemon_setup(struct daemon *d, char *err, size_t errlen);
+int om_daemon_write_pid(struct daemon *d);
+void om_daemon_cleanup(struct daemon *d);
+
+/* daemon.c */
+int om_daemon_run(struct daemon *d);
+void om_daemon_schedule(struct daemon *d);
+void om_conn_close(struct daemon *d, struct conn *c);
+
+/* commands.c: runs one command line from a UI connection. Returns true when the
+ * answer was produced into out, false when it will be sent later (a server
+ * request is pending). */
+#define OM_CMD_LATER 1
+int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct strbuf *out,
+                   bool *ret_error);
+/* The pure parser used by om_command_run and its fuzz target: splits a line
+ * into at most max words in place. Returns the count or -E2BIG. */
+int om_command_split(char *line, char **argv, int max);
+
+/* servers.c */
+struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen);
+struct server *om_server_find_pid(struct daemon *d, pid_t pid);
+struct server *om_server_for_uid(struct daemon *d, uid_t uid);
+void om_server_adopt(struct daemon *d, struct server *s, struct conn *c);
+void om_server_shutdown(struct daemon *d, struct server *s, bool force);
+/* quit: timeout_s < 0 waits for the clients; otherwise forces after that many seconds. */
+void om_daemon_quit(struct daemon *d, int timeout_s);
+void om_server_handle_message(struct daemon *d, struct server *s);
+void om_server_reap(struct daemon *d);
+int om_server_send_limits(struct server *s);
+bool om_server_live(const struct server *s);
+/* Devices for device_query: from a running server, else probed once. */
+int om_daemon_devices(struct daemon *d, const struct om_device_info **ret);
+
+#endif

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/* Server lifecycle: starting openmps-server as a user, handing it clients, noticing its end. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+
+bool om_server_live(const struct server *s)
+{
+    return s->state == SRV_INITIALIZING || s->state == SRV_ACTIVE;
+}
+
+struct server *om_server_find_pid(struct daemon *d, pid_t pid)
+{
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->pid == pid)
+            return s;
+    return NULL;
+}
+
+/* The server of that user that may take new clients, if any. */
+struct server *om_server_for_uid(struct daemon *d, uid_t uid)
+{
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->uid == uid && om_server_live(s) && !s->stop_when_idle)
+            return s;
+    return NULL;
+}
+
+/* Moves fd to a number >= 10 so that dup2 into 3 and 4 cannot clobber it. */
+static int lift_fd(int fd)
+{
+    return fcntl(fd, F_DUPFD, 10);
+}
+
+static _Noreturn void child_fail(int log_fd, const char *what, int err)
+{
+    char line[512];
+    int n = snprintf(line, sizeof(line), "openmps-control: cannot start openmps-server: %s: %s\n",
+                     what, strerror(err));
+    if (n > 0 && write(log_fd, line, (size_t)n) < 0) {
+        /* nothing more to do */
+    }
+    _exit(127);
+}
+
+/* In the child: become uid (when the daemon is root) and exec the server. */
+static _Noreturn void exec_server(struct daemon *d, uid_t uid, int chan, int log_fd)
+{
+    char *argv[] = {"openmps-server", "--channel-fd", "3", "--log-fd", "4", NULL};
+    sigset_t none;
+    int devnull;
+
+    chan = lift_fd(chan);
+    log_fd = lift_fd(log_fd);
+    if (chan < 0 || log_fd < 0)
+        _exit(127);
+    if (dup2(chan, 3) < 0 || dup2(log_fd, 4) < 0)
+        _exit(127);
+    log_fd = 4;
+    devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0 && devnull != STDIN_FILENO) {
+        dup2(devnull, STDIN_FILENO);
+        close(devnull);
+    }
+    for (int fd = 5; fd < 65536; fd++) /* close_range is not everywhere yet */
+        if (fcntl(fd, F_GETFD) >= 0)
+            close(fd);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (d->euid == 0 && uid != 0) {
+        struct passwd *pw = getpwuid(uid);
+        gid_t gid = pw ? pw->pw_gid : (gid_t)uid;
+        if (pw ? initgroups(pw->pw_name, gid) < 0 : setgroups(0, NULL) < 0)
+            child_fail(log_fd, "setting the groups", errno);
+        if (setgid(gid) < 0)
+            child_fail(log_fd, "setgid", errno);
+        if (setuid(uid) < 0)
+            child_fail(log_fd, "setuid", errno);
+        if (setuid(0) == 0)
+            child_fail(log_fd, "dropping root", EPERM);
+        if (pw && pw->pw_dir)
+            setenv("HOME", pw->pw_dir, 1);
+    }
+    /* More than the default 8 hardware queues, so client streams overlap
+     * (DRIVER_FACTS.md); read by the driver at cuInit. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    execv(d->server_exe, argv);
+    child_fail(log_fd, d->server_exe, errno);
+}
+
+struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen)
+{
+    struct server *s;
+    int sv[2];
+    pid_t pid;
+
+    if (d->euid != 0 && uid != d->euid) {
+        snprintf(err, errlen,
+                 "openmps-control runs as uid %u and can start servers only for that user; "
+                 "run the daemon as root to serve uid %u",
+                 (unsigned)d->euid, (unsigned)uid);
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+        free(s);
+        return NULL;
+    }
+    pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        free(s);
+        return NULL;
+    }
+    if (pid == 0)
+        exec_server(d, uid, sv[1], d->server_log_fd);
+    close(sv[1]);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    s->pid = pid;
+    s->uid = uid;
+    s->chan = sv[0];
+    s->state = SRV_INITIALIZING;
+    s->started_ms = om_now_ms();
+    s->next_client_id = 1; /* ps numbers clients from 1, as NVIDIA does */
+    s->limits = d->defaults;
+    s->next = d->servers;
+    d->servers = s;
+    om_info("Starting new server %d for user %u", (int)pid, (unsigned)uid);
+    if (om_server_send_limits(s) < 0)
+        om_warn("server %d: cannot send its limits", (int)pid);
+    return s;
+}
+
+int om_server_send_limits(struct server *s)
+{
+    if (s->chan < 0)
+        return -EPIPE;
+    return om_msg_send(s->chan, OM_MSG_SRV_LIMITS, 0, &s->limits, sizeof(s->limits), -1);
+}
+
+/* Reads /proc/PID/cmdline's first word and the pid namespace, for ps. */
+static void describe_process(pid_t pid, struct client_rec *r)
+{
+    char path[64], link[64];
+    ssize_t n;
+    int fd;
+
+    snprintf(r->command, sizeof(r->command), "?");
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, r->command, sizeof(r->command) - 1);
+        close(fd);
+        if (n > 0) {
+            r->command[n] = '\0';
+            for (char *p = r->command; *p; p++)
+                if ((unsigned char)*p < 0x20)
+                    *p = '?';
+        } else {
+            snprintf(r->command, sizeof(r->command), "?");
+        }
+    }
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    n = readlink(path, link, sizeof(link) - 1);
+    if (n > 0) {
+        link[n] = '\0';
+        if (sscanf(link, "pid:[%lu]", &r->pid_ns) != 1)
+            r->pid_ns = 0;
+    }
+}
+
+/* The effective limits of a new client: the server's, tightened by what the
+ * client asked for in its environment (a client can only tighten). */
+static struct om_limits effective_limits(const struct om_limits *srv, const struct om_limits *want)
+{
+    struct om_limits l = *srv;
+
+    if (want->active_thread_pct_milli &&
+        (!l.active_thread_pct_milli || want->active_thread_pct_milli < l.active_thread_pct_milli))
+        l.active_thread_pct_milli = want->active_thread_pct_milli;
+    if (want->priority > l.priority)
+        l.priority = want->priority;
+    for (uint32_t i = 0; i < want->ndevices && i < OM_MAX_DEVICES; i++) {
+        if (want->mem_limit[i] && (!l.mem_limit[i] || want->mem_limit[i] < l.mem_limit[i]))
+            l.mem_limit[i] = want->mem_limit[i];
+        if (i + 1 > l.ndevices)
+            l.ndevices = i + 1;
+    }
+    return l;
+}
+
+void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
+{
+    struct om_srv_adopt a = {0};
+    struct client_rec *r = calloc(1, sizeof(*r));
+    int rc;
+
+    if (!r) {
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control: out of memory");
+        om_conn_close(d, c);
+        return;
+    }
+    a.client_id = s->next_client_id++;
+    a.pid = (uint32_t)c->pid;
+    a.uid = (uint32_t)c->uid;
+    a.limits = effective_limits(&s->limits, &c->hello.want);
+    rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
+    if (rc < 0) {
+        om_err("cannot hand client %d to server %d: %s", (int)c->pid, (int)s->pid, strerror(-rc));
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0,
+                         "openmps-control: the server did not take the client; see control.log");
+        free(r);
+        om_conn_close(d, c);
+        return;
+    }
+    r->id = a.client_id;
+    r->pid = c->pid;
+    describe_process(c->pid, r);
+    r->next = s->clients;
+    s->clients = r;
+    s->nclients++;
+    om_info("Accepting client %d (uid %u) for server %d as client %u", (int)c->pid,
+            (unsigned)c->uid, (int)s->pid, a.client_id);
+    om_conn_close(d, c); /* the server owns the session now */
+}
+
+void om_server_shutdown(struct daemon *d, struct server *s, bool force)
+{
+    struct om_srv_shutdown m = {.force = force ? 1u : 0u};
+
+    (void)d;
+    s->stop_when_idle = true;
+    if (s->state == SRV_ACTIVE || s->state == SRV_INITIALIZING)
+        s->state = SRV_STOPPING;
+    if (force) {
+        s->forced = true;
+        if (!s->kill_at_ms)
+            s->kill_at_ms = om_now_ms() + OM_SERVER_KILL_GRACE_MS;
+    }
+    if (s->chan < 0 || om_msg_send(s->chan, OM_MSG_SRV_SHUTDOWN, 0, &m, sizeof(m), -1) < 0) {
+        /* It cannot hear us: make sure it goes. */
+        kill(s->pid, force ? SIGKILL : SIGTERM);
+    }
+    om_info("Server %d: %s shutdown requested", (int)s->pid, force ? "forced" : "graceful");
+}
+
+static void client_down(struct server *s, uint32_t id)
+{
+    for (struct client_rec **pp = &s->clients; *pp; pp = &(*pp)->next) {
+        struct client_rec *r = *pp;
+        if (r->id != id)
+            continue;
+        om_info("Server %d: client %d (id %u) disconnected", (int)s->pid, (int)r->pid, id);
+        *pp = r->next;
+        free(r);
+        s->nclients--;
+        return;
+    }
+}
+
+static void answer_pending(struct daemon *d, struct server *s, uint32_t request_id, int status)
+{
+    for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next) {
+        struct pending *p = *pp;
+        if (p->request_id != request_id)
+            continue;
+        *pp = p->next;
+        for (struct conn *c = d->conns; c; c = c->next) {
+            if (c->fd != p->ui_fd || !c->awaiting_answer)
+                continue;
+            c->awaiting_answer = false;
+            if (status == 0)
+                om_msg_send_text(c->fd, OM_MSG_ANSWER, 0, "0");
+            else {
+                char text[160];
+                snprintf(text, sizeof(text), "Cannot terminate the client: %s\n1",
+                         strerror(-status));
+                om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, text);
+            }
+        }
+        free(p);
+        return;
+    }
+}
+
+/* Closes our end of the channel; the process is reaped on SIGCHLD. */
+static void channel_lost(struct daemon *d, struct server *s)
+{
+    if (s->chan >= 0) {
+        close(s->chan);
+        s->chan = -1;
+    }
+    while (s->pending)
+        answer_pending(d, s, s->pending->request_id, -ESRCH);
+    if (om_server_live(s) || s->state == SRV_STOPPING) {
+        /* A server that closed its channel without exiting is of no use. */
+        if (!s->kill_at_ms)
+            s->kill_at_ms = om_now_ms() + OM_SERVER_KILL_GRACE_MS;
+    }
+}
+
+void om_server_handle_message(struct daemon *d, struct server *s)
+{
+    struct om_msg *m = malloc(sizeof(*m));
+    struct om_srv_client cl;
+    struct om_srv_ready rd;
+    uint32_t a, b;
+    int rc;
+
+    if (!m)
+        return;
+    rc = om_msg_recv(s->chan, m, NULL, 0);
+    if (rc == -EAGAIN || rc == -ETIMEDOUT)
+        goto out;
+    if (rc < 0) {
+        if (rc != -ECONNRESET)
+            om_err("server %d sent a malformed message (%s); closing its channel", (int)s->pid,
+                   strerror(-rc));
+        channel_lost(d, s);
+        goto out;
+    }
+    switch (m->hdr.type) {
+    case OM_MSG_SRV_READY:
+        if (om_decode_srv_ready(m->payload, m->hdr.len, &rd, s->devs, OM_MAX_DEVICES) < 0)
+            goto bad;
+        s->ndevs = rd.ndevices;
+        if (s->state == SRV_INITIALIZING)
+            s->state = SRV_ACTIVE;
+        om_info("Server %d is ACTIVE with %u device(s) (started in %lld ms)", (int)s->pid,
+                rd.ndevices, (long long)(om_now_ms() - s->started_ms));
+        break;
+    case OM_MSG_SRV_FAULT:
+        if (om_msg_text(m, 255) < 0)
+            goto bad;
+        snprintf(s->fault, sizeof(s->fault), "%.255s", (const char *)m->payload);
+        if (s->state != SRV_STOPPING)
+            s->state = SRV_FAULT;
+        om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
+        break;
+    case OM_MSG_SRV_CLIENT:
+        if (om_decode_srv_client(m->payload, m->hdr.len, &cl) < 0)
+            goto bad;
+        if (cl.event == OM_CLIENT_DOWN) {
+            client_down(s, cl.client_id);
+        } else {
+            for (struct client_rec *r = s->clients; r; r = r->next)
+                if (r->id == cl.client_id) {
+                    r->up = true;
+                    r->device_mask = cl.device_mask;
+                }
+        }
+        break;
+    case OM_MSG_SRV_RESULT:
+        if (om_decode_u32_pair(m->payload, m->hdr.len, &a, &b) < 0)
+            goto bad;
+        answer_pending(d, s, a, (int32_t)b);
+        break;
+    default:
+        goto bad;
+    }
+    om_daemon_schedule(d);
+    goto out;
+bad:
+    om_err("server %d sent an invalid %s message; closing its channel", (int)s->pid,
+           om_msg_type_name(m->hdr.type));
+    channel_lost(d, s);
+out:
+    free(m);
+}
+
+static void server_free(struct server *s)
+{
+    while (s->clients) {
+        struct client_rec *r = s->clients;
+        s->clients = r->next;
+        free(r);
+    }
+    while (s->pending) {
+        struct pending *p = s->pending;
+        s->pending = p->next;
+        free(p);
+    }
+    if (s->chan >= 0)
+        close(s->chan);
+    free(s);
+}
+
+/* Tells every client that waits for this user's server why it will not come. */
+static void refuse_waiting(struct daemon *d, uid_t uid, const char *why)
+{
+    struct conn *c = d->conns, *next;
+
+    for (; c; c = next) {
+        next = c->next;
+        if (c->kind == CONN_WAITING && c->uid == uid) {
+            om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
+            om_info("Refusing client %d: %s", (int)c->pid, why);
+            om_conn_close(d, c);
+        }
+    }
+}
+
+void om_server_reap(struct daemon *d)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        struct server **pp = &d->servers;
+        while (*pp && (*pp)->pid != pid)
+            pp = &(*pp)->next;
+        if (!*pp)
+            continue;
+        struct server *s = *pp;
+        bool never_ready = s->state == SRV_INITIALIZING;
+        char how[64];
+        if (WIFEXITED(status))
+            snprintf(how, sizeof(how), "exit status %d", WEXITSTATUS(status));
+        else
+            snprintf(how, sizeof(how), "signal %d", WTERMSIG(status));
+        if (s->state == SRV_STOPPING && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            om_info("Server %d exited", (int)pid);
+        else
+            om_err("Server %d (uid %u) died (%s) with %u client(s)%s", (int)pid,
+                   (unsigned)s->uid, how, s->nclients,
+                   never_ready ? " before it became ready" : "");
+        *pp = s->next;
+        channel_lost(d, s);
+        if (never_ready) {
+            char why[400];
+            snprintf(why, sizeof(why), "openmps: the server for uid %u failed to start (%s%s%s); "
+                     "see server.log in %s", (unsigned)s->uid, how, s->fault[0] ? ": " : "",
+                     s->fault, d->log_dir);
+            refuse_waiting(d, s->uid, why);
+        }
+        server_free(s);
+    }
+}
+
+int om_daemon_devices(struct daemon *d, const struct om_device_info **ret)
+{
+    for (struct server *s = d->servers; s; s = s->next) {
+        if (s->state == SRV_ACTIVE) {
+            *ret = s->devs;
+            return (int)s->ndevs;
+        }
+    }
+    if (!d->probed) {
+        /* The driver stays loaded: unloading a GPU driver after cuInit is not
+         * something drivers are tested for. cuInit creates no context. */
+        static struct om_driver drv;
+        if (om_driver_open(&drv, d->probe_err, sizeof(d->probe_err)) < 0)
+            d->ndevs = -1;
+        else
+            d->ndevs = om_driver_devices(&drv, d->devs, OM_MAX_DEVICES, d->probe_err,
+                                         sizeof(d->probe_err));
+        d->probed = d->ndevs >= 0; /* a failed probe is tried again next time */
+        if (d->ndevs < 0)
+            om_warn("device_query: %s", d->probe_err);
+    }
+    *ret = d->devs;
+    return d->ndevs;
+}

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/* openmps-server: owns the CUDA context of each GPU and serves the clients the daemon hands it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/msg.h"
+#include "internal.h"
+
+static volatile sig_atomic_t got_term;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    got_term = 1;
+}
+
+/* Loads the driver and retains one primary context per device. */
+static int init_gpus(struct server *srv, char *err, size_t errlen)
+{
+    int rc = om_driver_open(&srv->drv, err, errlen);
+
+    if (rc < 0)
+        return rc;
+    srv->ndevs = om_driver_devices(&srv->drv, srv->devs, OM_MAX_DEVICES, err, errlen);
+    if (srv->ndevs < 0)
+        return srv->ndevs;
+    for (int i = 0; i < srv->ndevs; i++) {
+        om_cu_result cr = srv->drv.cuDevicePrimaryCtxRetain(&srv->ctx[i], i);
+        if (cr != OM_CUDA_SUCCESS) {
+            snprintf(err, errlen, "cannot retain the primary context of device %d: CUresult %d",
+                     i, cr);
+            return -EIO;
+        }
+        om_info("Created the server context on device %d (%s, %s)", i, srv->devs[i].name,
+                srv->devs[i].pci_bus_id);
+    }
+    return 0;
+}
+
+static int send_ready(struct server *srv)
+{
+    size_t len = sizeof(struct om_srv_ready) + (size_t)srv->ndevs * sizeof(struct om_device_info);
+    uint8_t *buf = calloc(1, len);
+    struct om_srv_ready r = {.ndevices = (uint32_t)srv->ndevs};
+    int rc;
+
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, &r, sizeof(r));
+    memcpy(buf + sizeof(r), srv->devs, (size_t)srv->ndevs * sizeof(struct om_device_info));
+    rc = om_msg_send(srv->chan, OM_MSG_SRV_READY, 0, buf, len, -1);
+    free(buf);
+    return rc;
+}
+
+static void terminate_all(struct server *srv, const char *why)
+{
+    while (srv->sessions) {
+        struct session *s = srv->sessions;
+        om_msg_send_text(s->sock, OM_MSG_TERMINATED, 0, why);
+        om_session_end(srv, s, why);
+    }
+}
+
+/* One message from the daemon. Returns false when the daemon is gone. */
+static bool handle_daemon(struct server *srv)
+{
+    static struct om_msg m;
+    struct om_srv_adopt a;
+    struct om_limits l;
+    uint32_t req, cpid;
+    int fd = -1, rc;
+
+    rc = om_msg_recv(srv->chan, &m, &fd, 0);
+    if (rc == -EAGAIN || rc == -ETIMEDOUT)
+        return true;
+    if (rc < 0) {
+        if (rc != -ECONNRESET)
+            om_err("malformed message from the daemon (%s)", strerror(-rc));
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    switch (m.hdr.type) {
+    case OM_MSG_SRV_ADOPT:
+        if (fd < 0 || om_decode_adopt(m.payload, m.hdr.len, &a) < 0) {
+            om_err("invalid client hand-over from the daemon");
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        om_session_adopt(srv, fd, &a);
+        fd = -1;
+        break;
+    case OM_MSG_SRV_LIMITS:
+        if (m.hdr.len < sizeof(l) || om_decode_limits((const void *)m.payload, &l) < 0) {
+            om_err("invalid limits from the daemon");
+            break;
+        }
+        srv->limits = l;
+        break;
+    case OM_MSG_SRV_SHUTDOWN: {
+        struct om_srv_shutdown sd = {0};
+        if (m.hdr.len >= sizeof(sd))
+            memcpy(&sd, m.payload, sizeof(sd));
+        if (sd.force) {
+            om_info("Forced shutdown: ending %u session(s)", srv->nsessions);
+            terminate_all(srv, "the server was shut down");
+        } else if (!srv->stopping) {
+            om_info("Shutdown requested: exiting when the last of %u client(s) has left",
+                    srv->nsessions);
+        }
+        srv->stopping = true;
+        break;
+    }
+    case OM_MSG_SRV_TERMINATE: {
+        struct session *s;
+        int32_t status = 0;
+        if (om_decode_u32_pair(m.payload, m.hdr.len, &req, &cpid) < 0)
+            break;
+        s = om_session_find_pid(srv, (pid_t)cpid);
+        if (s) {
+            om_info("Terminating client %d at the daemon's request", (int)cpid);
+            om_msg_send_text(s->sock, OM_MSG_TERMINATED, 0,
+                             "the client was terminated by the server (terminate_client)");
+            om_session_end(srv, s, "terminated");
+        } else {
+            status = -ESRCH;
+        }
+        uint32_t reply[2] = {req, (uint32_t)status};
+        om_msg_send(srv->chan, OM_MSG_SRV_RESULT, 0, reply, sizeof(reply), -1);
+        break;
+    }
+    default:
+        om_err("unexpected %s message from the daemon", om_msg_type_name(m.hdr.type));
+        break;
+    }
+    if (fd >= 0)
+        close(fd);
+    return true;
+}
+
+static int serve(struct server *srv)
+{
+    struct pollfd *pfds = NULL;
+    size_t cap = 0;
+
+    for (;;) {
+        size_t n = 0;
+        int rc;
+
+        if (got_term) {
+            om_info("Terminated by a signal: ending %u session(s)", srv->nsessions);
+            terminate_all(srv, "the server was stopped");
+            break;
+        }
+        if (srv->stopping && !srv->sessions)
+            break;
+        if (srv->nsessions + 1 > cap) {
+            struct pollfd *np = realloc(pfds, (srv->nsessions + 1) * 2 * sizeof(*np));
+            if (!np) {
+                sleep(1);
+                continue;
+            }
+            pfds = np;
+            cap = (srv->nsessions + 1) * 2;
+        }
+        pfds[n++] = (struct pollfd){.fd = srv->chan, .events = POLLIN};
+        for (struct session *s = srv->sessions; s; s = s->next)
+            pfds[n++] = (struct pollfd){.fd = s->sock, .events = POLLIN};
+        rc = poll(pfds, n, 1000);
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (rc <= 0)
+            continue;
+        for (size_t i = 1; i < n; i++) {
+            struct session *s;
+            if (!pfds[i].revents || !(s = om_session_find_fd(srv, pfds[i].fd)))
+                continue;
+            /* A client speaks only through its ring after the handshake: the
+             * socket becoming readable means it hung up (or misbehaved). */
+            om_session_end(srv, s, "its connection closed");
+        }
+        if (pfds[0].revents && !handle_daemon(srv)) {
+            om_err("the control daemon is gone: ending %u session(s)", srv->nsessions);
+            terminate_all(srv, "the openmps control daemon is gone");
+            break;
+        }
+    }
+    free(pfds);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct server srv;
+    struct sigaction sa = {.sa_handler = on_term};
+    char err[512];
+    int log_fd = -1;
+
+    srv.chan = -1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--channel-fd"))
+            srv.chan = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--log-fd"))
+            log_fd = atoi(argv[i + 1]);
+    }
+    if (srv.chan < 0) {
+        fprintf(stderr, "openmps-server is started by openmps-control, not by hand\n");
+        return 2;
+    }
+    om_log_init("Server", log_fd);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    srv.uid = geteuid();
+    om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
+    if (init_gpus(&srv, err, sizeof(err)) < 0) {
+        om_err("%s", err);
+        om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);
+        return 1;
+    }
+    if (send_ready(&srv) < 0) {
+        om_err("cannot reach the daemon");
+        return 1;
+    }
+    om_info("Server ready with %d device(s), driver %s (version %d)", srv.ndevs, srv.drv.path,
+            srv.drv.version);
+    serve(&srv);
+    for (int i = 0; i < srv.ndevs; i++)
+        srv.drv.cuDevicePrimaryCtxRelease(i);
+    om_info("Server exiting");
+    return 0;
+}

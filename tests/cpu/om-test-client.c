@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/* A test client: the handshake step by step, pings over the ring, and ways to misbehave. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/client/client.h"
+#include "../../src/common/config.h"
+
+/*
+ * Exit status: 0 session served, 2 usage, 3 refused, 4 session ended by the
+ * server (terminated or gone), 5 no daemon, 6 other failure.
+ */
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS]\n"
+            "       [--die-after connect|hello|welcome] [--garbage tail|len|op]\n"
+            "       [--timeout-ms MS] [--calls-until-dead]\n");
+    exit(2);
+}
+
+static void die_now(void)
+{
+    kill(getpid(), SIGKILL);
+    pause();
+}
+
+int main(int argc, char **argv)
+{
+    struct om_client c;
+    struct om_limits want;
+    const char *die_after = "", *garbage = NULL;
+    long pings = 1, size = 64, hold_ms = 0, timeout_ms = -1;
+    bool until_dead = false;
+    char err[512];
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--calls-until-dead")) {
+            until_dead = true;
+            continue;
+        }
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(a, "--pings"))
+            pings = atol(v);
+        else if (!strcmp(a, "--size"))
+            size = atol(v);
+        else if (!strcmp(a, "--hold-ms"))
+            hold_ms = atol(v);
+        else if (!strcmp(a, "--timeout-ms"))
+            timeout_ms = atol(v);
+        else if (!strcmp(a, "--die-after"))
+            die_after = v;
+        else if (!strcmp(a, "--garbage"))
+            garbage = v;
+        else
+            usage();
+    }
+    if (size < 0 || size > (long)OM_REC_MAX_PAYLOAD)
+        usage();
+    if (om_client_limits_from_env(&want, err, sizeof(err)) < 0) {
+        fprintf(stderr, "om-test-client: %s\n", err);
+        return 6;
+    }
+    rc = om_client_connect(&c, om_pipe_dir(), err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "om-test-client: %s\n", err);
+        return 5;
+    }
+    if (!strcmp(die_after, "connect"))
+        die_now();
+    if (om_client_hello(&c, &want, err, sizeof(err)) < 0) {
+        fprintf(stderr, "om-test-client: %s\n", err);
+        return 6;
+    }
+    if (!strcmp(die_after, "hello"))
+        die_now();
+    rc = om_client_welcome(&c, (int)timeout_ms, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "om-test-client: %s\n", err);
+        return rc == -EPERM ? 3 : 6;
+    }
+    printf("session server=%d id=%u queued=%d\n", (int)c.server_pid, c.client_id, c.queued);
+    fflush(stdout);
+    if (!strcmp(die_after, "welcome"))
+        die_now();
+
+    if (garbage) {
+        /* Write an impossible record or index straight into the ring. */
+        struct om_rec bad = {.len = 0, .op = 0xffff, .seq = 1};
+        if (!strcmp(garbage, "tail"))
+            __atomic_store_n(&c.tx.q->tail, c.tx.pos + (1ull << 40), __ATOMIC_RELEASE);
+        else if (!strcmp(garbage, "len")) {
+            bad.len = 0x7fffffff;
+            memcpy(c.tx.data, &bad, sizeof(bad));
+            __atomic_store_n(&c.tx.q->tail, sizeof(bad), __ATOMIC_RELEASE);
+        } else
+            om_ring_send(&c.tx, &bad, NULL);
+        om_ring_kick(c.tx.q);
+        until_dead = true;
+    }
+
+    char *out = malloc((size_t)size + 1), *in = malloc((size_t)size + 1);
+    if (!out || !in)
+        return 6;
+    for (long i = 0; i < size; i++)
+        out[i] = (char)('a' + (i * 7 + getpid()) % 26);
+    for (long n = 0; until_dead || n < pings; n++) {
+        uint32_t got = 0;
+        if (garbage)
+            rc = om_client_call(&c, OM_OP_PING, NULL, 0, in, (size_t)size, &got);
+        else
+            rc = om_client_call(&c, OM_OP_PING, out, (uint32_t)size, in, (size_t)size, &got);
+        if (rc == -ECONNRESET) {
+            printf("session ended: %s\n", c.why);
+            return 4;
+        }
+        if (rc != 0 || (!garbage && (got != (uint32_t)size || memcmp(in, out, (size_t)size)))) {
+            fprintf(stderr, "om-test-client: ping %ld: status %d, %u bytes back of %ld\n", n, rc,
+                    got, size);
+            return 6;
+        }
+        if (until_dead)
+            usleep(20000);
+    }
+    printf("pings ok %ld\n", pings);
+    fflush(stdout);
+    if (hold_ms > 0) {
+        /* Stay connected, pinging now and then so a termination is noticed. */
+        for (long t = 0; t < hold_ms; t += 50) {
+            usleep(50000);
+            rc = om_client_call(&c, OM_OP_PING, out, 8, in, (size_t)size, NULL);
+            if (rc == -ECONNRESET) {
+                printf("session ended: %s\n", c.why);
+                return 4;
+            }
+        }
+    }
+    om_client_close(&c);
+    free(out);
+    free(in);
+    return 0;
+}
