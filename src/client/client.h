@@ -61,6 +61,9 @@ int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, ch
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len,
                    void *reply, size_t cap, uint32_t *ret_len);
 
+/* False once the server ended the session or died (c->why says why). Never blocks. */
+bool om_client_alive(struct om_client *c);
+
 /* Says goodbye (when the session is alive) and frees everything. */
 void om_client_close(struct om_client *c);
 

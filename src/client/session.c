@@ -174,6 +174,11 @@ static bool session_over(struct om_client *c)
     return true;
 }
 
+bool om_client_alive(struct om_client *c)
+{
+    return !session_over(c);
+}
+
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len,
                    void *reply, size_t cap, uint32_t *ret_len)
 {

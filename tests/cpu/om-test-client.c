@@ -20,7 +20,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS]\n"
             "       [--die-after connect|hello|welcome] [--garbage tail|len|op]\n"
-            "       [--timeout-ms MS] [--calls-until-dead]\n");
+            "       [--timeout-ms MS]\n");
     exit(2);
 }
 
@@ -36,17 +36,12 @@ int main(int argc, char **argv)
     struct om_limits want;
     const char *die_after = "", *garbage = NULL;
     long pings = 1, size = 64, hold_ms = 0, timeout_ms = -1;
-    bool until_dead = false;
     char err[512];
     int rc;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--calls-until-dead")) {
-            until_dead = true;
-            continue;
-        }
         if (!v)
             usage();
         i++;
@@ -106,31 +101,33 @@ int main(int argc, char **argv)
         } else
             om_ring_send(&c.tx, &bad, NULL);
         om_ring_kick(c.tx.q);
-        until_dead = true;
+        /* Send nothing more (a valid record would overwrite the bad one):
+         * the server must end the session on its own. */
+        for (int i = 0; i < 500 && om_client_alive(&c); i++)
+            usleep(10000);
+        if (!om_client_alive(&c)) {
+            printf("session ended: %s\n", c.why);
+            return 4;
+        }
+        fprintf(stderr, "om-test-client: the server kept a session with a corrupt ring\n");
+        return 6;
     }
 
-    char *out = malloc((size_t)size + 1), *in = malloc((size_t)size + 1);
-    if (!out || !in)
-        return 6;
+    static char out[OM_REC_MAX_PAYLOAD], in[OM_REC_MAX_PAYLOAD];
     for (long i = 0; i < size; i++)
         out[i] = (char)('a' + (i * 7 + getpid()) % 26);
-    for (long n = 0; until_dead || n < pings; n++) {
+    for (long n = 0; n < pings; n++) {
         uint32_t got = 0;
-        if (garbage)
-            rc = om_client_call(&c, OM_OP_PING, NULL, 0, in, (size_t)size, &got);
-        else
-            rc = om_client_call(&c, OM_OP_PING, out, (uint32_t)size, in, (size_t)size, &got);
+        rc = om_client_call(&c, OM_OP_PING, out, (uint32_t)size, in, (size_t)size, &got);
         if (rc == -ECONNRESET) {
             printf("session ended: %s\n", c.why);
             return 4;
         }
-        if (rc != 0 || (!garbage && (got != (uint32_t)size || memcmp(in, out, (size_t)size)))) {
+        if (rc != 0 || got != (uint32_t)size || memcmp(in, out, (size_t)size)) {
             fprintf(stderr, "om-test-client: ping %ld: status %d, %u bytes back of %ld\n", n, rc,
                     got, size);
             return 6;
         }
-        if (until_dead)
-            usleep(20000);
     }
     printf("pings ok %ld\n", pings);
     fflush(stdout);
@@ -138,7 +135,7 @@ int main(int argc, char **argv)
         /* Stay connected, pinging now and then so a termination is noticed. */
         for (long t = 0; t < hold_ms; t += 50) {
             usleep(50000);
-            rc = om_client_call(&c, OM_OP_PING, out, 8, in, (size_t)size, NULL);
+            rc = om_client_call(&c, OM_OP_PING, out, 8, in, sizeof(in), NULL);
             if (rc == -ECONNRESET) {
                 printf("session ended: %s\n", c.why);
                 return 4;
@@ -146,7 +143,5 @@ int main(int argc, char **argv)
         }
     }
     om_client_close(&c);
-    free(out);
-    free(in);
     return 0;
 }

@@ -1,2 +1,791 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""IPC tests: the real openmps-control and openmps-server in fresh pipe directories.
+
+Each test is a function below; CTest runs one per process (`run.py NAME`),
+`run.py --list` names them all. The server loads the driver test double
+(tests/cpu/fakecuda) through OPENMPS_DRIVER. A test fails when any child
+process wrote a sanitizer report to its stderr.
+"""
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
 import sys
-if "--list" in sys.argv: print("placeholder")
+import tempfile
+import time
+
+BIN = os.environ.get("OM_BIN_DIR", "build")
+CLIENT = os.environ.get("OM_TEST_CLIENT", "build/tests/om-test-client")
+FAKECUDA = os.environ.get("OM_FAKECUDA", "build/tests/libfakecuda.so")
+CONTROL = os.path.join(BIN, "openmps-control")
+
+SANITIZER = re.compile(r"ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime error:")
+MAGIC, MAJOR, MINOR = 0x53504D4F, 1, 0
+MSG = {"HELLO": 1, "COMMAND": 2, "ANSWER": 3, "REFUSE": 4, "QUEUED": 5, "WELCOME": 6,
+       "TERMINATED": 7}
+HELLO_SIZE = 8 + 16 + 8 * 64  # struct om_hello
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__] = fn
+    return fn
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def wait_for(cond, timeout=10.0, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise Fail("timed out waiting for " + what)
+
+
+class Env:
+    """A daemon in its own temporary pipe and log directories."""
+
+    def __init__(self, extra_env=None, start=True, root_dir=None):
+        self.dir = root_dir or tempfile.mkdtemp(prefix="om-ipc-")
+        os.chmod(self.dir, 0o755)
+        self.pipe = os.path.join(self.dir, "pipe")
+        self.logs = os.path.join(self.dir, "log")
+        self.env = dict(os.environ)
+        self.env.update({
+            "CUDA_MPS_PIPE_DIRECTORY": self.pipe,
+            "CUDA_MPS_LOG_DIRECTORY": self.logs,
+            "OPENMPS_DRIVER": os.path.abspath(FAKECUDA),
+            "OPENMPS_HELLO_TIMEOUT_MS": "1000",
+        })
+        for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                  "CUDA_MPS_CLIENT_PRIORITY"):
+            self.env.pop(k, None)
+        if extra_env:
+            self.env.update(extra_env)
+        self.daemon = None
+        self.children = []  # (Popen, stderr path)
+        self.n = 0
+        if start:
+            self.start()
+
+    def errfile(self, tag):
+        self.n += 1
+        return os.path.join(self.dir, "%s-%d.err" % (tag, self.n))
+
+    def start(self, preexec=None):
+        err = self.errfile("daemon")
+        self.daemon = subprocess.Popen([CONTROL, "-f"], env=self.env, stdout=subprocess.DEVNULL,
+                                       stderr=open(err, "w"), preexec_fn=preexec)
+        self.children.append((self.daemon, err))
+        wait_for(lambda: os.path.exists(os.path.join(self.pipe, "control.sock")) or
+                 self.daemon.poll() is not None, what="the daemon's socket")
+        check(self.daemon.poll() is None, "daemon exited at start: " + open(err).read())
+
+    def ctl(self, text, args=None, env=None):
+        """Runs the front-end; returns (stdout, stderr, rc)."""
+        p = subprocess.run([CONTROL] + (args or []), input=text, env=env or self.env,
+                           capture_output=True, text=True, timeout=30)
+        for line in p.stderr.splitlines():
+            check(not SANITIZER.search(line), "sanitizer report in the front-end: " + p.stderr)
+        return p.stdout, p.stderr, p.returncode
+
+    def cmd(self, line):
+        out, err, rc = self.ctl(line + "\n")
+        check(rc == 0, "front-end rc %d for %r: %s" % (rc, line, err))
+        return out.rstrip("\n")
+
+    def client(self, *args, env=None, preexec=None):
+        err = self.errfile("client")
+        p = subprocess.Popen([CLIENT] + [str(a) for a in args], env=env or self.env,
+                             stdout=subprocess.PIPE, stderr=open(err, "w"), text=True,
+                             preexec_fn=preexec)
+        self.children.append((p, err))
+        p.errpath = err
+        return p
+
+    def run_client(self, *args, timeout=30, **kw):
+        p = self.client(*args, **kw)
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out, open(p.errpath).read()
+
+    def servers(self):
+        return [int(x) for x in self.cmd("get_server_list").split()]
+
+    def clients(self, spid):
+        return [int(x) for x in self.cmd("get_client_list %d" % spid).split()]
+
+    def log(self, name="control.log"):
+        try:
+            return open(os.path.join(self.logs, name)).read()
+        except FileNotFoundError:
+            return ""
+
+    def quit(self):
+        if self.daemon and self.daemon.poll() is None:
+            self.ctl("quit -t 2\n")
+            try:
+                self.daemon.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                raise Fail("the daemon did not exit after quit -t 2")
+
+    def close(self, ok):
+        try:
+            self.quit()
+        finally:
+            for p, _ in self.children:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            reports = []
+            for _, err in self.children:
+                text = open(err).read()
+                if SANITIZER.search(text):
+                    reports.append("%s:\n%s" % (err, text[-4000:]))
+            if reports:
+                raise Fail("sanitizer report(s):\n" + "\n".join(reports))
+            if ok:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def raw_msg(mtype, payload=b"", magic=MAGIC, major=MAJOR, length=None):
+    return struct.pack("<IHHHHI", magic, major, MINOR, mtype, 0,
+                       len(payload) if length is None else length) + payload
+
+
+def raw_conn(e):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(os.path.join(e.pipe, "control.sock"))
+    s.settimeout(5)
+    return s
+
+
+def recv_msg(s):
+    data = s.recv(70000)
+    if not data:
+        return None, b""
+    _, _, _, mtype, _, length = struct.unpack("<IHHHHI", data[:16])
+    return mtype, data[16:16 + length]
+
+
+def proc_uid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    return None
+
+
+def as_user(uid):
+    def fn():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return fn
+
+
+# ---------------------------------------------------------------- commands
+
+
+@test
+def commands_transcript():
+    """Every command of MPS_INTERFACE.md with its answer, as one front-end session."""
+    e = Env()
+    ok = False
+    try:
+        script = "\n".join([
+            "get_server_list",
+            "get_default_active_thread_percentage",
+            "set_default_active_thread_percentage 25",
+            "set_default_active_thread_percentage 33.333",
+            "set_default_active_thread_percentage 250",
+            "set_default_active_thread_percentage abc",
+            "get_default_active_thread_percentage",
+            "get_default_device_pinned_mem_limit 0",
+            "set_default_device_pinned_mem_limit 0 2G",
+            "get_default_device_pinned_mem_limit 0",
+            "set_default_device_pinned_mem_limit GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff 1536M",
+            "get_default_device_pinned_mem_limit 0",
+            "set_default_device_pinned_mem_limit 0 lots",
+            "set_default_device_pinned_mem_limit GPU-nope 1G",
+            "set_default_client_priority 1",
+            "get_default_client_priority",
+            "set_default_client_priority 5",
+            "device_query",
+            "device_query --csv",
+            "foo",
+            "",
+            "get_server_status",
+            "get_server_status 12345",
+            "start_server",
+            "ps -x",
+            "quit now",
+        ]) + "\n"
+        out, err, rc = e.ctl(script)
+        check(rc == 0, "rc %d: %s" % (rc, err))
+        expected = [
+            "100.0", "25.0", "33.3",
+            'Invalid percentage "250", expected between (0.0, 100.0]',
+            'Invalid percentage "abc", expected between (0.0, 100.0]',
+            "33.3",
+            "2G",
+            "1536M",
+            'Invalid memory limit "lots" (examples: 2G, 512M; a plain number is MiB)',
+            'Invalid device "GPU-nope": give an ordinal below 64 or a GPU UUID',
+            "1",
+            "Invalid priority value - must be 0 or 1!",
+            "Default",
+            "Device Ordinal  PCI IDs        UUID                                      Name"
+            "                              Attributes",
+            "0               0000:10:00.0   GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff  "
+            "openmps fake GPU 0                N/A",
+            "Default",
+            "Device Ordinal,PCI IDs,UUID,Name,Attributes",
+            "0,0000:10:00.0,GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff,openmps fake GPU 0,N/A",
+            'Unknown command "foo" (help lists the commands)',
+            "A server PID is required",
+            "Server 12345 not found",
+            "A user id (UID) is required to start a new server",
+            "Usage: ps [-p <server PID>]",
+            "Usage: quit [-t <seconds>]",
+        ]
+        got = out.splitlines()
+        check(got == expected, "transcript differs:\n" + "\n".join(
+            "%s %r" % ("  " if i < len(expected) and g == expected[i] else "!!", g)
+            for i, g in enumerate(got)) + "\nexpected:\n" + "\n".join(map(repr, expected)))
+
+        # A server, its status and its clients.
+        check(e.cmd("start_server -uid %d" % os.getuid()) == "", "start_server answers nothing")
+        spid = wait_for(lambda: e.servers(), what="a server")[0]
+        wait_for(lambda: e.cmd("get_server_status %d" % spid) == "ACTIVE", what="ACTIVE")
+        check(e.cmd("start_server -uid %d" % os.getuid()) == "", "second start_server is quiet")
+        check(e.servers() == [spid], "still one server")
+        check(e.cmd("get_active_thread_percentage %d" % spid) == "33.3", "server inherits ATP")
+        check(e.cmd("set_active_thread_percentage %d 50" % spid) == "50.0", "set ATP")
+        check(e.cmd("get_active_thread_percentage %d" % spid) == "50.0", "get ATP")
+        check(e.cmd("get_device_pinned_mem_limit %d 0" % spid) == "1536M", "inherits mem limit")
+        check(e.cmd("set_device_pinned_mem_limit %d 0 1G" % spid) == "", "set mem limit")
+        check(e.cmd("get_device_pinned_mem_limit %d 0" % spid) == "1G", "get mem limit")
+        check(e.cmd("get_device_pinned_mem_limit %d 1" % spid) == "", "unset limit is empty")
+        check(e.cmd("get_client_list %d" % spid) == "", "no clients yet")
+        check(e.cmd("ps") == "", "ps without clients is empty")
+        c1 = e.client("--hold-ms", 20000)
+        c2 = e.client("--hold-ms", 20000)
+        for c in (c1, c2):
+            check(c.stdout.readline().startswith("session server=%d" % spid), "session")
+        check(sorted(e.clients(spid)) == sorted([c1.pid, c2.pid]), "get_client_list")
+        ps = e.cmd("ps").splitlines()
+        check(ps[0] == "PID       ID        SERVER         DEVICE                    "
+              "NAMESPACE      COMMAND        ", "ps header: %r" % ps[0])
+        check(len(ps) == 3, "ps rows: %r" % ps)
+        rows = {int(r.split()[0]): r.split() for r in ps[1:]}
+        check(set(rows) == {c1.pid, c2.pid}, "ps pids")
+        check(rows[c1.pid][2] == str(spid), "ps server column")
+        check(rows[c1.pid][5].endswith("om-test-client"), "ps command column")
+        check(e.cmd("ps -p %d" % spid).splitlines() == ps, "ps -p server")
+        check(e.cmd("ps -p 1") == "Server 1 not found", "ps -p unknown")
+        dq = e.cmd("device_query %d" % spid).splitlines()
+        check(dq[4] == "Server %d" % spid and len(dq) == 7, "device_query PID: %r" % dq)
+        check(e.cmd("terminate_client %d 999999" % spid) == "Invalid process 999999!\n1",
+              "terminate unknown client")
+        check(e.cmd("terminate_client %d %d" % (spid, c1.pid)) == "0", "terminate_client")
+        out1, _ = c1.communicate(timeout=10)
+        check(c1.returncode == 4 and "terminated" in out1, "terminated client: %r" % out1)
+        wait_for(lambda: e.clients(spid) == [c2.pid], what="client list without c1")
+        check(e.cmd("get_server_status %d" % spid) == "ACTIVE", "server goes on")
+        # Arguments form, and help.
+        out, _, rc = e.ctl("", args=["get_server_list"])
+        check(rc == 0 and out.strip() == str(spid), "command as arguments: %r" % out)
+        check("terminate_client <server PID> <client PID>" in e.cmd("help"), "help")
+        # Graceful shutdown waits for c2, which is then told the server went.
+        check(e.cmd("shutdown_server %d" % spid) == "", "shutdown_server")
+        time.sleep(0.3)
+        check(e.servers() == [spid] and c2.poll() is None, "graceful shutdown waits for clients")
+        check(e.cmd("shutdown_server %d -f" % spid) == "", "shutdown_server -f")
+        out2, _ = c2.communicate(timeout=10)
+        check(c2.returncode == 4, "forced shutdown ends the client: %r" % out2)
+        wait_for(lambda: e.servers() == [], what="the server to exit")
+        check(e.cmd("shutdown_server %d" % spid) == "Server %d not found" % spid, "gone")
+        log = e.log()
+        check("set_default_active_thread_percentage 250 -> Invalid percentage" in log,
+              "errors are logged with the command")
+        check("Server %d exited" % spid in log, "server exit logged")
+        slog = e.log("server.log")
+        check("client %d: active thread percentage 50.0" % c1.pid in slog, "limits in server.log")
+        check("Client %d connected" % c1.pid in slog and "Client %d disconnected" % c2.pid in slog,
+              "server.log records clients")
+        e.quit()
+        check(e.daemon.returncode == 0, "daemon exit status %d" % e.daemon.returncode)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def frontend_without_daemon():
+    e = Env(start=False)
+    ok = False
+    try:
+        out, err, rc = e.ctl("get_server_list\n")
+        check(rc == 1, "rc %d" % rc)
+        check(out == "", "no stdout")
+        check(e.pipe in err and "openmps-control -d" in err, "message names the pipe dir: " + err)
+        out, _, rc = subprocess.run([CONTROL, "-v"], capture_output=True, text=True).stdout, 0, 0
+        check(out.startswith("openmps-control "), "-v: " + out)
+        p = subprocess.run([CONTROL, "-h"], capture_output=True, text=True)
+        check(p.returncode == 0 and "--daemon" in p.stdout, "-h")
+        p = subprocess.run([CONTROL, "-x"], capture_output=True, text=True)
+        check(p.returncode == 2 and "unknown option -x" in p.stderr, "bad option")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def daemon_background_and_sigterm():
+    """-d returns once the daemon listens; SIGTERM removes its files and stops the server."""
+    e = Env(start=False)
+    ok = False
+    try:
+        p = subprocess.run([CONTROL, "-d"], env=e.env, capture_output=True, text=True, timeout=20)
+        check(p.returncode == 0, "-d: %s" % p.stderr)
+        check(os.path.exists(os.path.join(e.pipe, "control.sock")), "socket exists after -d")
+        dpid = int(open(os.path.join(e.pipe, "openmps-control.pid")).read())
+        check(os.stat(e.pipe).st_mode & 0o777 == (0o755 if os.getuid() == 0 else 0o700),
+              "pipe directory mode")
+        check(os.stat(os.path.join(e.pipe, "control.sock")).st_mode & 0o777 ==
+              (0o666 if os.getuid() == 0 else 0o600), "socket mode")
+        e.cmd("start_server -uid %d" % os.getuid())
+        spid = wait_for(lambda: e.servers(), what="server")[0]
+        c = e.client("--hold-ms", 30000)
+        check(c.stdout.readline().startswith("session"), "session")
+        os.kill(dpid, signal.SIGTERM)
+        out, _ = c.communicate(timeout=10)
+        check(c.returncode == 4, "client told its server stopped: %r" % out)
+        wait_for(lambda: not os.path.exists("/proc/%d" % dpid), what="the daemon to exit")
+        wait_for(lambda: not os.path.exists("/proc/%d" % spid), what="the server to exit")
+        check(not os.path.exists(os.path.join(e.pipe, "control.sock")), "socket removed")
+        check(not os.path.exists(os.path.join(e.pipe, "openmps-control.pid")), "pid removed")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+# ---------------------------------------------------------------- sessions
+
+
+@test
+def clients_128_at_once():
+    e = Env()
+    ok = False
+    try:
+        procs = [e.client("--pings", 20, "--hold-ms", 3000) for _ in range(128)]
+        for p in procs:
+            line = p.stdout.readline()
+            check(line.startswith("session server="), "session line: %r" % line)
+        spid = e.servers()
+        check(len(spid) == 1, "one server for one user: %r" % spid)
+        listed = e.clients(spid[0])
+        check(sorted(listed) == sorted(p.pid for p in procs), "128 clients listed (%d)" %
+              len(listed))
+        ps = e.cmd("ps").splitlines()
+        check(len(ps) == 129, "ps lists 128 clients")
+        for p in procs:
+            p.communicate(timeout=60)
+            check(p.returncode == 0, "client exit %d: %s" % (p.returncode, open(p.errpath).read()))
+        wait_for(lambda: e.clients(spid[0]) == [], what="all clients gone")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def clients_killed_during_handshake():
+    """Clients die after connect, after hello, after the welcome, and at random instants."""
+    e = Env()
+    ok = False
+    try:
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 0, "first client: " + err)
+        spid = e.servers()[0]
+        for stage in ("connect", "hello", "welcome") * 5:
+            rc, _, _ = e.run_client("--die-after", stage)
+            check(rc == -signal.SIGKILL, "client died by SIGKILL after %s (rc %d)" % (stage, rc))
+        rng = random.Random(2)
+        victims = []
+        for i in range(60):
+            p = e.client("--pings", 200)
+            time.sleep(rng.uniform(0, 0.004))
+            p.kill()
+            victims.append(p)
+        for p in victims:
+            p.wait(timeout=10)
+        # Everything they held is freed: no clients listed, the server is the same.
+        wait_for(lambda: e.clients(spid) == [], what="the killed clients to be forgotten")
+        check(e.servers() == [spid], "server survived")
+        rc, out, err = e.run_client("--pings", 100)
+        check(rc == 0 and "pings ok 100" in out, "a client after the massacre: " + err)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def server_killed_under_clients():
+    e = Env()
+    ok = False
+    try:
+        procs = [e.client("--pings", 1, "--hold-ms", 30000) for _ in range(4)]
+        for p in procs:
+            check(p.stdout.readline().startswith("session"), "session")
+        spid = e.servers()[0]
+        t0 = time.monotonic()
+        os.kill(spid, signal.SIGKILL)
+        for p in procs:
+            out, _ = p.communicate(timeout=10)
+            check(p.returncode == 4 and "session ended" in out, "client noticed: %r" % out)
+        check(time.monotonic() - t0 < 2.0, "clients noticed within a second or so")
+        wait_for(lambda: e.servers() == [], what="the dead server to be reaped")
+        check("Server %d (uid %d) died (signal 9)" % (spid, os.getuid()) in e.log(),
+              "death logged")
+        rc, out, err = e.run_client("--pings", 5)
+        check(rc == 0, "next client: " + err)
+        new = int(re.search(r"server=(\d+)", out).group(1))
+        check(new != spid, "a new server")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def malformed_ring_records():
+    """A client that corrupts its ring loses its session; another client is not disturbed."""
+    e = Env()
+    ok = False
+    try:
+        good = e.client("--pings", 1, "--hold-ms", 4000)
+        check(good.stdout.readline().startswith("session"), "session")
+        spid = e.servers()[0]
+        for kind in ("tail", "len", "op"):
+            rc, out, err = e.run_client("--garbage", kind, timeout=10)
+            check(rc == 4, "garbage %s: rc %d out %r err %r" % (kind, rc, out, err))
+        slog = e.log("server.log")
+        check("malformed record" in slog and "unknown operation" in slog, "logged: " + slog)
+        check("protocol error" in slog, "session end reason logged")
+        good.communicate(timeout=20)
+        check(good.returncode == 0, "the other client went on: " + open(good.errpath).read())
+        check(e.servers() == [spid], "same server")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def malformed_daemon_messages():
+    """Garbage on the control socket drops that connection only."""
+    e = Env()
+    ok = False
+    try:
+        cases = [
+            b"\x00",
+            b"hello there, daemon",
+            raw_msg(MSG["COMMAND"], b"ps", magic=0xDEADBEEF),
+            raw_msg(MSG["COMMAND"], b"ps", length=1),
+            raw_msg(MSG["COMMAND"], b"ps", length=1 << 30),
+            raw_msg(999, b""),
+            raw_msg(MSG["HELLO"], b"\x01\x02"),
+            raw_msg(MSG["HELLO"], b"\xff" * HELLO_SIZE),
+            raw_msg(MSG["ANSWER"], b"I am not the daemon"),
+            raw_msg(MSG["COMMAND"], b"ps\x00hidden"),
+            raw_msg(MSG["COMMAND"], b"x" * 5000),
+            raw_msg(MSG["HELLO"], b"\x00" * HELLO_SIZE)[:-7],
+        ]
+        for data in cases:
+            s = raw_conn(e)
+            s.send(data)
+            try:
+                got = s.recv(100)
+            except socket.timeout:
+                got = None
+            check(got == b"", "connection dropped for %r (got %r)" % (data[:24], got))
+            s.close()
+        # Another major version gets a refusal naming both versions.
+        s = raw_conn(e)
+        s.send(raw_msg(MSG["HELLO"], b"\x00" * HELLO_SIZE, major=MAJOR + 1))
+        mtype, text = recv_msg(s)
+        check(mtype == MSG["REFUSE"], "version mismatch refused")
+        check(b"daemon speaks 1.0" in text and b"speaks 2.0" in text, "names versions: %r" % text)
+        s.close()
+        # A descriptor sent to the daemon is not kept.
+        s = raw_conn(e)
+        r, w = os.pipe()
+        socket.send_fds(s, [raw_msg(MSG["COMMAND"], b"get_server_list")], [w])
+        mtype, text = recv_msg(s)
+        check(mtype == MSG["ANSWER"], "command with an fd still answered")
+        os.close(w)
+        check(os.read(r, 1) == b"", "the daemon closed the descriptor it was sent")
+        os.close(r)
+        s.close()
+        # A connection that says nothing is dropped after the hello timeout.
+        s = raw_conn(e)
+        s.settimeout(5)
+        check(s.recv(10) == b"", "silent connection dropped")
+        s.close()
+        # A client that hangs up while waiting is forgotten.
+        check("said nothing" in e.log(), "silence logged")
+        check("malformed message from pid %d" % os.getpid() in e.log(), "logged with the pid")
+        rc, out, err = e.run_client("--pings", 10)
+        check(rc == 0, "daemon still serves clients: " + err)
+        check(e.cmd("get_default_client_priority") == "0", "daemon still answers")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+@test
+def server_start_failure_and_states():
+    e = Env({"FAKECUDA_FAIL_INIT": "1"})
+    ok = False
+    try:
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 3, "refused: rc %d" % rc)
+        check("failed to start" in err and "server.log" in err, "reason: " + err)
+        check("cuInit failed" in e.log("server.log"), "server.log says why")
+        check(e.servers() == [], "no server left")
+        e.quit()
+        e2 = Env({"FAKECUDA_INIT_DELAY_MS": "1500"})
+        try:
+            e2.cmd("start_server -uid %d" % os.getuid())
+            spid = e2.servers()[0]
+            check(e2.cmd("get_server_status %d" % spid) == "INITIALIZING", "INITIALIZING")
+            c = e2.client("--pings", 3)  # waits for the server to be ready
+            wait_for(lambda: e2.cmd("get_server_status %d" % spid) == "ACTIVE", what="ACTIVE")
+            c.communicate(timeout=10)
+            check(c.returncode == 0, "client served once ACTIVE")
+            e2.quit()
+        finally:
+            e2.close(True)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def stale_and_concurrent_daemons():
+    e = Env()
+    ok = False
+    try:
+        # A second daemon on the same pipe directory is refused.
+        p = subprocess.run([CONTROL, "-d"], env=e.env, capture_output=True, text=True)
+        check(p.returncode == 1 and "already running" in p.stderr and e.pipe in p.stderr,
+              "second daemon refused: %r" % p.stderr)
+        # A daemon killed hard leaves its socket and pid file; its server follows it.
+        c = e.client("--hold-ms", 30000)
+        check(c.stdout.readline().startswith("session"), "session")
+        spid = e.servers()[0]
+        e.daemon.kill()
+        e.daemon.wait()
+        check(os.path.exists(os.path.join(e.pipe, "control.sock")), "stale socket left")
+        wait_for(lambda: not os.path.exists("/proc/%d/status" % spid) or
+                 "zombie" in open("/proc/%d/status" % spid).read(), what="orphaned server exit")
+        c.communicate(timeout=10)
+        check(c.returncode == 4, "the client was told")
+        e.start()
+        check(e.cmd("get_server_list") == "", "new daemon over stale files")
+        e.quit()
+        # Several daemons started at once: exactly one wins.
+        ps = [subprocess.Popen([CONTROL, "-d"], env=e.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        rcs = [p.wait(timeout=20) for p in ps]
+        check(sorted(rcs) == [0, 1, 1, 1, 1, 1], "one daemon wins: %r" % rcs)
+        e.ctl("quit\n")
+        wait_for(lambda: not os.path.exists(os.path.join(e.pipe, "control.sock")),
+                 what="the winner to quit")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def nvidia_pipe_directory_refused():
+    e = Env(start=False)
+    ok = False
+    try:
+        os.makedirs(e.pipe, mode=0o755)
+        with open(os.path.join(e.pipe, "nvidia-cuda-mps-control.pid"), "w") as f:
+            f.write(str(os.getpid()))  # a live process stands in for NVIDIA's daemon
+        p = subprocess.run([CONTROL, "-d"], env=e.env, capture_output=True, text=True)
+        check(p.returncode == 1 and "NVIDIA" in p.stderr and e.pipe in p.stderr,
+              "refused: %r" % p.stderr)
+        os.unlink(os.path.join(e.pipe, "nvidia-cuda-mps-control.pid"))
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(os.path.join(e.pipe, "control"))
+        s.listen(1)
+        p = subprocess.run([CONTROL, "-d"], env=e.env, capture_output=True, text=True)
+        check(p.returncode == 1 and "control socket answers" in p.stderr, "socket: " + p.stderr)
+        s.close()
+        # NVIDIA's leftovers after its quit (socket files nobody listens on) are fine.
+        p = subprocess.run([CONTROL, "-d"], env=e.env, capture_output=True, text=True)
+        check(p.returncode == 0, "leftovers do not block: " + p.stderr)
+        e.ctl("quit\n")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def quit_with_timeout():
+    e = Env()
+    ok = False
+    try:
+        c = e.client("--hold-ms", 60000)
+        check(c.stdout.readline().startswith("session"), "session")
+        t0 = time.monotonic()
+        out, err, rc = e.ctl("quit -t 1\n")
+        check(rc == 0 and out == "", "quit answers nothing")
+        e.daemon.wait(timeout=15)
+        took = time.monotonic() - t0
+        check(0.8 < took < 6, "quit -t 1 took %.1f s" % took)
+        c.communicate(timeout=10)
+        check(c.returncode == 4, "client ended")
+        check("Quit timeout reached" in e.log(), "logged")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def limits_reach_the_server():
+    e = Env()
+    ok = False
+    try:
+        e.cmd("set_default_active_thread_percentage 40")
+        e.cmd("set_default_device_pinned_mem_limit 0 4G")
+        env = dict(e.env, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="10",
+                   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=8G,1=1G", CUDA_MPS_CLIENT_PRIORITY="1")
+        rc, out, err = e.run_client("--pings", 1, env=env)
+        check(rc == 0, err)
+        pid = int(re.search(r"server=(\d+)", out).group(1))
+        slog = e.log("server.log")
+        m = re.findall(r"client (\d+): (.*)", slog)
+        got = [t for _, t in m]
+        check("active thread percentage 10.0" in got, "client tightens ATP: %r" % got)
+        check("device 0 pinned memory limit 4G" in got, "client cannot loosen: %r" % got)
+        check("device 1 pinned memory limit 1G" in got, "client adds a limit: %r" % got)
+        check("priority 1 (below normal)" in got, "priority: %r" % got)
+        e.cmd("set_active_thread_percentage %d 20" % pid)
+        rc, out, err = e.run_client("--pings", 1)
+        check("active thread percentage 20.0" in e.log("server.log"), "live server limit")
+        bad = dict(e.env, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="0")
+        rc, out, err = e.run_client("--pings", 1, env=bad)
+        check(rc == 6 and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0" in err, "bad env named: " + err)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+def need_root():
+    if os.getuid() != 0:
+        print("SKIP: needs root to run processes as other users (running as uid %d)" %
+              os.getuid())
+        sys.exit(0)
+
+
+@test
+def two_users_queued():
+    """A client of a second user waits until the first user's server has no clients."""
+    need_root()
+    e = Env()
+    ok = False
+    try:
+        os.chmod(e.dir, 0o755)
+        a = e.client("--pings", 1, "--hold-ms", 1500, preexec=as_user(12001))
+        check(a.stdout.readline().startswith("session"), "user A served")
+        spid_a = e.servers()[0]
+        check(proc_uid(spid_a) == 12001, "server runs as user A")
+        t0 = time.monotonic()
+        rc, out, err = e.run_client("--pings", 3, preexec=as_user(12002), timeout=30)
+        waited = time.monotonic() - t0
+        check(rc == 0 and "queued=1" in out, "user B queued then served: %r %r" % (out, err))
+        check(waited > 1.0, "B waited for A (%.2f s)" % waited)
+        spid_b = int(re.search(r"server=(\d+)", out).group(1))
+        check(spid_b != spid_a, "B has its own server")
+        a.communicate(timeout=10)
+        check(a.returncode == 0, "A finished normally")
+        log = e.log()
+        check(log.index("(uid 12002) queued behind") <
+              log.index("Starting new server %d for user 12002" % spid_b), "order in the log")
+        check("Server %d exited" % spid_a in log, "A's server stopped when idle")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def plain_user_daemon_serves_only_its_user():
+    need_root()
+    e = Env(start=False)
+    ok = False
+    try:
+        os.makedirs(e.pipe, mode=0o700)
+        os.makedirs(e.logs, mode=0o755)
+        os.chown(e.pipe, 12003, 12003)
+        os.chown(e.logs, 12003, 12003)
+        e.start(preexec=as_user(12003))
+        rc, out, err = e.run_client("--pings", 1, preexec=as_user(12003))
+        check(rc == 0, "own user served: " + err)
+        spid = int(re.search(r"server=(\d+)", out).group(1))
+        check(proc_uid(spid) == 12003, "server runs as the daemon's user")
+        # Root can reach the socket despite its mode; the daemon still says no.
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 3 and "runs as uid 12003" in err and "uid 0 was refused" in err,
+              "other user refused: " + err)
+        out, _, _ = e.ctl("start_server -uid 12004\n")
+        check("can start servers only for that user" in out, "start_server refused: " + out)
+        out, _, _ = e.ctl("quit\n", env=dict(e.env))  # root may always quit
+        e.daemon.wait(timeout=15)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+def main():
+    if "--list" in sys.argv:
+        print("\n".join(TESTS))
+        return 0
+    names = sys.argv[1:] or list(TESTS)
+    failed = 0
+    for name in names:
+        if name not in TESTS:
+            print("no test named %s" % name)
+            return 2
+        t0 = time.monotonic()
+        try:
+            TESTS[name]()
+            print("ok %s (%.1f s)" % (name, time.monotonic() - t0))
+        except Fail as ex:
+            failed += 1
+            print("FAIL %s: %s" % (name, ex))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
