@@ -42,21 +42,21 @@ struct om_msg_hdr {
 /* The message types. Who sends each is in its comment: client (the shim or the
  * test client), ui (the openmps-control front-end), daemon, server. */
 #define OM_MSG_TYPES(X)                                                                            \
-    X(HELLO, 1)        /* client -> daemon: struct om_hello */                                     \
-    X(COMMAND, 2)      /* ui -> daemon: one command line, text */                                  \
-    X(ANSWER, 3)       /* daemon -> ui: answer text; flags OM_ANSWER_ERROR */                      \
-    X(REFUSE, 4)       /* daemon or server -> client: reason text, then close */                   \
-    X(QUEUED, 5)       /* daemon -> client: text; the client waits for its server */               \
-    X(WELCOME, 6)      /* server -> client: struct om_welcome + ring memfd */                      \
-    X(TERMINATED, 7)   /* server -> client: reason text; the session is over */                    \
-    X(SRV_READY, 20)   /* server -> daemon: struct om_srv_ready + devices */                       \
-    X(SRV_FAULT, 21)   /* server -> daemon: reason text */                                         \
-    X(SRV_ADOPT, 22)   /* daemon -> server: struct om_srv_adopt + client socket fd */              \
-    X(SRV_CLIENT, 23)  /* server -> daemon: struct om_srv_client (up or down) */                   \
-    X(SRV_SHUTDOWN, 24) /* daemon -> server: struct om_srv_shutdown */                             \
+    X(HELLO, 1)          /* client -> daemon: struct om_hello */                                   \
+    X(COMMAND, 2)        /* ui -> daemon: one command line, text */                                \
+    X(ANSWER, 3)         /* daemon -> ui: answer text; flags OM_ANSWER_ERROR */                    \
+    X(REFUSE, 4)         /* daemon or server -> client: reason text, then close */                 \
+    X(QUEUED, 5)         /* daemon -> client: text; the client waits for its server */             \
+    X(WELCOME, 6)        /* server -> client: struct om_welcome + ring memfd */                    \
+    X(TERMINATED, 7)     /* server -> client: reason text; the session is over */                  \
+    X(SRV_READY, 20)     /* server -> daemon: struct om_srv_ready + devices */                     \
+    X(SRV_FAULT, 21)     /* server -> daemon: reason text */                                       \
+    X(SRV_ADOPT, 22)     /* daemon -> server: struct om_srv_adopt + client socket fd */            \
+    X(SRV_CLIENT, 23)    /* server -> daemon: struct om_srv_client (up or down) */                 \
+    X(SRV_SHUTDOWN, 24)  /* daemon -> server: struct om_srv_shutdown */                            \
     X(SRV_TERMINATE, 25) /* daemon -> server: struct om_srv_terminate */                           \
-    X(SRV_RESULT, 26)  /* server -> daemon: struct om_srv_result */                                \
-    X(SRV_LIMITS, 27)  /* daemon -> server: struct om_limits for clients adopted from now on */
+    X(SRV_RESULT, 26)    /* server -> daemon: struct om_srv_result */                              \
+    X(SRV_LIMITS, 27)    /* daemon -> server: struct om_limits for clients adopted from now on */
 
 enum om_msg_type {
 #define OM_X_ENUM(name, value) OM_MSG_##name = value,
@@ -117,7 +117,7 @@ struct om_srv_adopt {
 struct om_srv_client {
     uint32_t client_id;
     uint32_t pid;
-    uint32_t event; /* OM_CLIENT_UP or OM_CLIENT_DOWN */
+    uint32_t event;       /* OM_CLIENT_UP or OM_CLIENT_DOWN */
     uint32_t device_mask; /* devices the client uses (bit per ordinal < 32) */
 };
 

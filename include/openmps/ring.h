@@ -45,7 +45,7 @@ struct om_ring_header {
     uint32_t sq_data_off; /* offsets of the data areas from the mapping start */
     uint32_t cq_data_off;
     _Alignas(64) struct om_ring_queue sq; /* client -> server */
-    struct om_ring_queue cq;               /* server -> client */
+    struct om_ring_queue cq;              /* server -> client */
 };
 
 /* One record. `op` names the operation (the data plane's opcode table), `seq`

@@ -24,8 +24,8 @@ struct om_client {
     pid_t server_pid;
     uint32_t client_id;
     uint32_t ndevices;
-    bool queued;      /* the daemon said we wait behind another user */
-    bool dead;        /* the session is over; why says why */
+    bool queued; /* the daemon said we wait behind another user */
+    bool dead;   /* the session is over; why says why */
     char why[256];
 };
 
@@ -58,8 +58,8 @@ int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, ch
  * -ECONNRESET when the session ended (c->why says why, within
  * OM_CLIENT_LIVENESS_MS of the server's death), -EPROTO on a corrupt ring.
  */
-int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len,
-                   void *reply, size_t cap, uint32_t *ret_len);
+int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,
+                   size_t cap, uint32_t *ret_len);
 
 /* False once the server ended the session or died (c->why says why). Never blocks. */
 bool om_client_alive(struct om_client *c);

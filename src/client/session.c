@@ -22,8 +22,8 @@ int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
 
     v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
     if (v && *v && om_parse_percentage(v, &l.active_thread_pct_milli) < 0) {
-        snprintf(err, errlen, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s is not a percentage in (0, 100]",
-                 v);
+        snprintf(err, errlen,
+                 "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s is not a percentage in (0, 100]", v);
         return -EINVAL;
     }
     v = getenv("CUDA_MPS_CLIENT_PRIORITY");
@@ -36,8 +36,8 @@ int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
     }
     v = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
     if (v && *v && om_parse_mem_limit_list(v, &l) < 0) {
-        snprintf(err, errlen,
-                 "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s is not a list like 0=1G,1=512M", v);
+        snprintf(err, errlen, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s is not a list like 0=1G,1=512M",
+                 v);
         return -EINVAL;
     }
     *ret = l;
@@ -88,9 +88,10 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
     for (;;) {
         rc = om_msg_recv(c->sock, m, &fd, timeout_ms);
         if (rc == -EPROTONOSUPPORT) {
-            snprintf(err, errlen, "openmps protocol version mismatch: this client speaks %u.%u, "
-                     "the daemon %u.%u", OM_PROTO_MAJOR, OM_PROTO_MINOR, m->hdr.major,
-                     m->hdr.minor);
+            snprintf(err, errlen,
+                     "openmps protocol version mismatch: this client speaks %u.%u, "
+                     "the daemon %u.%u",
+                     OM_PROTO_MAJOR, OM_PROTO_MINOR, m->hdr.major, m->hdr.minor);
             goto out;
         }
         if (rc < 0) {
@@ -179,8 +180,8 @@ bool om_client_alive(struct om_client *c)
     return !session_over(c);
 }
 
-int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len,
-                   void *reply, size_t cap, uint32_t *ret_len)
+int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,
+                   size_t cap, uint32_t *ret_len)
 {
     struct om_rec rec = {.len = len, .op = op, .seq = ++c->next_seq};
     struct om_rec got;

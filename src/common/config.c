@@ -89,10 +89,14 @@ int om_parse_size(const char *s, uint64_t *ret)
     if (end > s + 1 && (end[-1] == 'B' || end[-1] == 'b') && !isdigit((unsigned char)end[-2]))
         end--;
     switch (end[-1]) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    case 't': case 'T': shift = 40; break;
+    case 'k':
+    case 'K': shift = 10; break;
+    case 'm':
+    case 'M': shift = 20; break;
+    case 'g':
+    case 'G': shift = 30; break;
+    case 't':
+    case 'T': shift = 40; break;
     default: break;
     }
     if (shift)

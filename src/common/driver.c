@@ -23,7 +23,7 @@ static int resolve(struct om_driver *drv, char *err, size_t errlen)
     do {                                                                                           \
         *(void **)&drv->name = dlsym(drv->lib, #name);                                             \
         if (!drv->name) {                                                                          \
-            snprintf(err, errlen, "the driver %s has no symbol %s", drv->path, #name);            \
+            snprintf(err, errlen, "the driver %s has no symbol %s", drv->path, #name);             \
             return -ENOENT;                                                                        \
         }                                                                                          \
     } while (0)
@@ -61,8 +61,7 @@ int om_driver_open(struct om_driver *drv, char *err, size_t errlen)
     }
     if (!drv->lib) {
         snprintf(err, errlen, "cannot load the CUDA driver (%s)%s",
-                 env && *env ? env : "libcuda.so.1 in the usual places; set OPENMPS_DRIVER",
-                 tried);
+                 env && *env ? env : "libcuda.so.1 in the usual places; set OPENMPS_DRIVER", tried);
         return -ENOENT;
     }
     rc = resolve(drv, err, errlen);
@@ -124,8 +123,7 @@ int om_driver_devices(struct om_driver *drv, struct om_device_info *devs, int ma
 
 void om_format_uuid(const uint8_t u[16], char *buf, size_t cap)
 {
-    snprintf(buf, cap,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+    snprintf(buf, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
              u[14], u[15]);
 }

@@ -12,12 +12,10 @@ const char *om_msg_type_name(uint32_t type)
 {
     switch (type) {
 #define OM_X_NAME(name, value)                                                                     \
-    case value:                                                                                    \
-        return #name;
+    case value: return #name;
         OM_MSG_TYPES(OM_X_NAME)
 #undef OM_X_NAME
-    default:
-        return "unknown";
+    default: return "unknown";
     }
 }
 
@@ -162,8 +160,7 @@ int om_msg_text(const struct om_msg *m, size_t max_len)
     return 0;
 }
 
-int om_msg_send(int fd, uint16_t type, uint16_t flags, const void *payload, size_t len,
-                int send_fd)
+int om_msg_send(int fd, uint16_t type, uint16_t flags, const void *payload, size_t len, int send_fd)
 {
     struct om_msg_hdr h = {.magic = OM_PROTO_MAGIC,
                            .major = OM_PROTO_MAJOR,

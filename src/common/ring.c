@@ -101,10 +101,10 @@ int om_ring_attach(int fd, size_t len, void **ret_map)
 void om_ring_ends(void *map, bool server, struct om_ring_end *ret_tx, struct om_ring_end *ret_rx)
 {
     struct om_ring_header *h = map;
-    struct om_ring_end sq = {.q = &h->sq, .data = (uint8_t *)map + h->sq_data_off,
-                             .size = h->queue_bytes, .pos = 0};
-    struct om_ring_end cq = {.q = &h->cq, .data = (uint8_t *)map + h->cq_data_off,
-                             .size = h->queue_bytes, .pos = 0};
+    struct om_ring_end sq = {
+        .q = &h->sq, .data = (uint8_t *)map + h->sq_data_off, .size = h->queue_bytes, .pos = 0};
+    struct om_ring_end cq = {
+        .q = &h->cq, .data = (uint8_t *)map + h->cq_data_off, .size = h->queue_bytes, .pos = 0};
 
     *ret_tx = server ? cq : sq;
     *ret_rx = server ? sq : cq;
@@ -267,8 +267,7 @@ static bool has_space(struct om_ring_end *e, size_t need)
 int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us,
                       const volatile int *stop)
 {
-    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, timeout_ms, spin_us,
-                   stop);
+    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, timeout_ms, spin_us, stop);
 }
 
 int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms,

@@ -101,8 +101,7 @@ static int parse_device(struct cmd_ctx *x, const char *s, uint32_t *ret)
             return 0;
         }
     }
-    fail(x, "Invalid device \"%.64s\": give an ordinal below %u or a GPU UUID", s,
-         OM_MAX_DEVICES);
+    fail(x, "Invalid device \"%.64s\": give an ordinal below %u or a GPU UUID", s, OM_MAX_DEVICES);
     return -EINVAL;
 }
 
@@ -196,8 +195,7 @@ static int cmd_get_device_client_list(struct cmd_ctx *x)
 
 /* The device column of ps: the UUID of the first device the client uses, cut
  * to 22 characters as NVIDIA prints it; "-" before it uses one. */
-static void client_device(const struct server *s, const struct client_rec *r, char *buf,
-                          size_t cap)
+static void client_device(const struct server *s, const struct client_rec *r, char *buf, size_t cap)
 {
     snprintf(buf, cap, "-");
     for (uint32_t i = 0; i < s->ndevs && i < 32; i++) {
@@ -225,8 +223,8 @@ static int cmd_ps(struct cmd_ctx *x)
         for (struct client_rec *r = s->clients; r; r = r->next) {
             char dev[64], pid[16], id[16], spid[16], ns[24];
             if (!any)
-                sb_printf(x->out, "%-10s%-10s%-15s%-26s%-15s%-15s", "PID", "ID", "SERVER",
-                          "DEVICE", "NAMESPACE", "COMMAND");
+                sb_printf(x->out, "%-10s%-10s%-15s%-26s%-15s%-15s", "PID", "ID", "SERVER", "DEVICE",
+                          "NAMESPACE", "COMMAND");
             any = true;
             client_device(s, r, dev, sizeof(dev));
             snprintf(pid, sizeof(pid), "%d", (int)r->pid);

@@ -148,8 +148,7 @@ static void handle_command(struct daemon *d, struct conn *c, const struct om_msg
         return;
     }
     if (c->awaiting_answer) {
-        om_err("front-end %d sent a command before its previous answer; dropping it",
-               (int)c->pid);
+        om_err("front-end %d sent a command before its previous answer; dropping it", (int)c->pid);
         om_conn_close(d, c);
         return;
     }

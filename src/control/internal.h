@@ -33,11 +33,11 @@ struct conn {
     pid_t pid; /* from SO_PEERCRED */
     uid_t uid;
     gid_t gid;
-    int64_t since_ms;       /* accepted (CONN_NEW) or queued (CONN_WAITING) */
-    uint64_t seq;           /* arrival order of waiting clients */
-    bool told_queued;       /* a QUEUED notice was sent */
-    bool awaiting_answer;   /* UI: a command is in flight to a server */
-    struct om_hello hello;  /* CONN_WAITING */
+    int64_t since_ms;      /* accepted (CONN_NEW) or queued (CONN_WAITING) */
+    uint64_t seq;          /* arrival order of waiting clients */
+    bool told_queued;      /* a QUEUED notice was sent */
+    bool awaiting_answer;  /* UI: a command is in flight to a server */
+    struct om_hello hello; /* CONN_WAITING */
     struct conn *next;
 };
 
@@ -47,7 +47,7 @@ enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };
 struct client_rec {
     uint32_t id;
     pid_t pid;
-    bool up;              /* the server confirmed the session */
+    bool up; /* the server confirmed the session */
     uint32_t device_mask;
     unsigned long pid_ns; /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];
@@ -67,6 +67,7 @@ struct server {
     uid_t uid;
     int chan; /* socketpair end, -1 once the server closed it */
     enum server_state state;
+    bool ready;          /* it said READY once */
     bool stop_when_idle; /* graceful shutdown asked */
     bool forced;         /* forced shutdown sent */
     int64_t kill_at_ms;  /* SIGKILL deadline after a forced shutdown, 0 = none */

@@ -103,8 +103,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "-f") || !strcmp(a, "--foreground") || !strcmp(a, "--forground"))
             mode = 'f';
         else if (!strcmp(a, "-v") || !strcmp(a, "--version")) {
-            printf("openmps-control %s (openmps protocol %d.%d)\n", OPENMPS_VERSION,
-                   OM_PROTO_MAJOR, OM_PROTO_MINOR);
+            printf("openmps-control %s (openmps protocol %d.%d)\n", OPENMPS_VERSION, OM_PROTO_MAJOR,
+                   OM_PROTO_MINOR);
             return 0;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);

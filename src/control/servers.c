@@ -346,6 +346,7 @@ void om_server_handle_message(struct daemon *d, struct server *s)
         if (om_decode_srv_ready(m->payload, m->hdr.len, &rd, s->devs, OM_MAX_DEVICES) < 0)
             goto bad;
         s->ndevs = rd.ndevices;
+        s->ready = true;
         if (s->state == SRV_INITIALIZING)
             s->state = SRV_ACTIVE;
         om_info("Server %d is ACTIVE with %u device(s) (started in %lld ms)", (int)s->pid,
@@ -377,8 +378,7 @@ void om_server_handle_message(struct daemon *d, struct server *s)
             goto bad;
         answer_pending(d, s, a, (int32_t)b);
         break;
-    default:
-        goto bad;
+    default: goto bad;
     }
     om_daemon_schedule(d);
     goto out;
@@ -434,7 +434,7 @@ void om_server_reap(struct daemon *d)
         if (!*pp)
             continue;
         struct server *s = *pp;
-        bool never_ready = s->state == SRV_INITIALIZING;
+        bool never_ready = !s->ready;
         char how[64];
         if (WIFEXITED(status))
             snprintf(how, sizeof(how), "exit status %d", WEXITSTATUS(status));
@@ -443,16 +443,16 @@ void om_server_reap(struct daemon *d)
         if (s->state == SRV_STOPPING && WIFEXITED(status) && WEXITSTATUS(status) == 0)
             om_info("Server %d exited", (int)pid);
         else
-            om_err("Server %d (uid %u) died (%s) with %u client(s)%s", (int)pid,
-                   (unsigned)s->uid, how, s->nclients,
-                   never_ready ? " before it became ready" : "");
+            om_err("Server %d (uid %u) died (%s) with %u client(s)%s", (int)pid, (unsigned)s->uid,
+                   how, s->nclients, never_ready ? " before it became ready" : "");
         *pp = s->next;
         channel_lost(d, s);
         if (never_ready) {
             char why[400];
-            snprintf(why, sizeof(why), "openmps: the server for uid %u failed to start (%s%s%s); "
-                     "see server.log in %s", (unsigned)s->uid, how, s->fault[0] ? ": " : "",
-                     s->fault, d->log_dir);
+            snprintf(why, sizeof(why),
+                     "openmps: the server for uid %u failed to start (%s%s%s); "
+                     "see server.log in %s",
+                     (unsigned)s->uid, how, s->fault[0] ? ": " : "", s->fault, d->log_dir);
             refuse_waiting(d, s->uid, why);
         }
         server_free(s);

@@ -78,8 +78,7 @@ static int refuse_nvidia(const char *pipe_dir, char *err, size_t errlen)
     pid = read_pid_file(path);
     if (!pid_alive(pid))
         pid = 0;
-    if (om_path_join(path, sizeof(path), pipe_dir, "control") == 0 && socket_alive(path) &&
-        !pid)
+    if (om_path_join(path, sizeof(path), pipe_dir, "control") == 0 && socket_alive(path) && !pid)
         pid = -1;
     if (!pid)
         return 0;
@@ -166,8 +165,7 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
         rc = -errno;
         other = read_pid_file(d->pid_path);
         if (rc == -EWOULDBLOCK)
-            snprintf(err, errlen,
-                     "an instance of this daemon is already running on %s (pid %d)",
+            snprintf(err, errlen, "an instance of this daemon is already running on %s (pid %d)",
                      d->pipe_dir, (int)other);
         else
             snprintf(err, errlen, "cannot lock %s: %s", path, strerror(-rc));

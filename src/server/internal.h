@@ -25,7 +25,7 @@ struct session {
     uint32_t id;
     pid_t pid;
     uid_t uid;
-    int sock;          /* the client's socket, handed over by the daemon */
+    int sock; /* the client's socket, handed over by the daemon */
     int ring_fd;
     void *ring_map;
     size_t ring_len;
@@ -33,14 +33,14 @@ struct session {
     struct om_limits limits;
     pthread_t worker;
     bool worker_started;
-    volatile int stop;     /* asks the worker to leave */
-    volatile int failed;   /* the worker found a protocol error */
-    uint64_t calls;        /* records served */
+    volatile int stop;   /* asks the worker to leave */
+    volatile int failed; /* the worker found a protocol error */
+    uint64_t calls;      /* records served */
     struct session *next;
 };
 
 struct server {
-    int chan;                /* to the daemon */
+    int chan; /* to the daemon */
     uid_t uid;
     struct om_driver drv;
     struct om_device_info devs[OM_MAX_DEVICES];
@@ -49,7 +49,7 @@ struct server {
     struct om_limits limits; /* from the daemon, for new clients */
     struct session *sessions;
     unsigned nsessions;
-    bool stopping;           /* graceful: exit when the last client left */
+    bool stopping; /* graceful: exit when the last client left */
 };
 
 /* session.c */

@@ -34,8 +34,8 @@ static int init_gpus(struct server *srv, char *err, size_t errlen)
     for (int i = 0; i < srv->ndevs; i++) {
         om_cu_result cr = srv->drv.cuDevicePrimaryCtxRetain(&srv->ctx[i], i);
         if (cr != OM_CUDA_SUCCESS) {
-            snprintf(err, errlen, "cannot retain the primary context of device %d: CUresult %d",
-                     i, cr);
+            snprintf(err, errlen, "cannot retain the primary context of device %d: CUresult %d", i,
+                     cr);
             return -EIO;
         }
         om_info("Created the server context on device %d (%s, %s)", i, srv->devs[i].name,
@@ -138,9 +138,7 @@ static bool handle_daemon(struct server *srv)
         om_msg_send(srv->chan, OM_MSG_SRV_RESULT, 0, reply, sizeof(reply), -1);
         break;
     }
-    default:
-        om_err("unexpected %s message from the daemon", om_msg_type_name(m.hdr.type));
-        break;
+    default: om_err("unexpected %s message from the daemon", om_msg_type_name(m.hdr.type)); break;
     }
     if (fd >= 0)
         close(fd);

@@ -34,11 +34,8 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     struct om_rec reply = {.op = rec->op, .seq = rec->seq};
 
     switch (rec->op) {
-    case OM_OP_PING:
-        reply.len = rec->len;
-        break;
-    case OM_OP_GOODBYE:
-        return -ECONNRESET;
+    case OM_OP_PING: reply.len = rec->len; break;
+    case OM_OP_GOODBYE: return -ECONNRESET;
     default:
         om_err("client %d sent unknown operation %u; closing its session", (int)s->pid, rec->op);
         return -EPROTO;
@@ -48,8 +45,8 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         if (rc == 0)
             return 0;
         if (rc != -EAGAIN) {
-            om_err("client %d corrupted its completion ring (%s); closing its session",
-                   (int)s->pid, strerror(-rc));
+            om_err("client %d corrupted its completion ring (%s); closing its session", (int)s->pid,
+                   strerror(-rc));
             return -EPROTO;
         }
         if (om_ring_wait_space(&s->tx, reply.len, -1, &s->stop) < 0 || s->stop)
@@ -153,8 +150,8 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     /* The daemon vouches for the client, but the socket is the client's
      * own: its credentials must be the ones the daemon named. */
     if (om_sock_peercred(fd, &pid, &uid, NULL) < 0 || pid != s->pid || uid != srv->uid) {
-        om_err("refusing client %u: its socket belongs to pid %d uid %u, not pid %d uid %u",
-               s->id, (int)pid, (unsigned)uid, (int)s->pid, (unsigned)srv->uid);
+        om_err("refusing client %u: its socket belongs to pid %d uid %u, not pid %d uid %u", s->id,
+               (int)pid, (unsigned)uid, (int)s->pid, (unsigned)srv->uid);
         om_msg_send_text(fd, OM_MSG_REFUSE, 0, "openmps-server: credentials do not match");
         goto fail;
     }
@@ -186,8 +183,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->next = srv->sessions;
     srv->sessions = s;
     srv->nsessions++;
-    om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id,
-            srv->nsessions);
+    om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id, srv->nsessions);
     log_limits(s);
     report(srv, s, OM_CLIENT_UP);
     return;

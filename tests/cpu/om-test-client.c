@@ -17,10 +17,9 @@
  */
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS]\n"
-            "       [--die-after connect|hello|welcome] [--garbage tail|len|op]\n"
-            "       [--timeout-ms MS]\n");
+    fprintf(stderr, "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS]\n"
+                    "       [--die-after connect|hello|welcome] [--garbage tail|len|op]\n"
+                    "       [--timeout-ms MS]\n");
     exit(2);
 }
 

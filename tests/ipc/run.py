@@ -92,9 +92,20 @@ class Env:
         self.daemon = subprocess.Popen([CONTROL, "-f"], env=self.env, stdout=subprocess.DEVNULL,
                                        stderr=open(err, "w"), preexec_fn=preexec)
         self.children.append((self.daemon, err))
-        wait_for(lambda: os.path.exists(os.path.join(self.pipe, "control.sock")) or
-                 self.daemon.poll() is not None, what="the daemon's socket")
+        wait_for(lambda: self.listening() or self.daemon.poll() is not None,
+                 what="the daemon's socket")
         check(self.daemon.poll() is None, "daemon exited at start: " + open(err).read())
+
+    def listening(self):
+        """True when a daemon accepts connections (a stale socket file does not)."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(os.path.join(self.pipe, "control.sock"))
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
 
     def ctl(self, text, args=None, env=None):
         """Runs the front-end; returns (stdout, stderr, rc)."""

@@ -31,7 +31,7 @@ TEST(config_parse_size)
     CHECK_EQ(om_parse_size("xyz", &v), -EINVAL);
     CHECK_EQ(om_parse_size("99999999999999999999T", &v), -EINVAL);
     CHECK_EQ(om_parse_size("16777216T", &v), -EINVAL); /* 2^64 bytes */
-    CHECK_EQ(v, 7);                                   /* untouched on failure */
+    CHECK_EQ(v, 7);                                    /* untouched on failure */
 }
 
 TEST(config_format_size)
