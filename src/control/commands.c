@@ -282,7 +282,7 @@ static int cmd_terminate_client(struct cmd_ctx *x)
         return fail(x, "Server %d does not answer\n1", (int)s->pid);
     }
     p->request_id = t.request_id;
-    p->ui_fd = x->ui->fd;
+    p->ui_id = x->ui->id;
     p->deadline_ms = om_now_ms() + OM_SERVER_REPLY_TIMEOUT_MS;
     p->next = s->pending;
     s->pending = p;

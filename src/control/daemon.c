@@ -93,6 +93,7 @@ static void accept_all(struct daemon *d)
             continue;
         }
         c->fd = fd;
+        c->id = ++d->next_conn_id;
         c->kind = CONN_NEW;
         c->since_ms = om_now_ms();
         if (om_sock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
@@ -398,7 +399,7 @@ static void handle_timers(struct daemon *d)
                 continue;
             p->deadline_ms = INT64_MAX;
             for (struct conn *c = d->conns; c; c = c->next) {
-                if (c->fd == p->ui_fd && c->awaiting_answer) {
+                if (c->id == p->ui_id && c->awaiting_answer) {
                     c->awaiting_answer = false;
                     om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR,
                                      "The server did not answer in time\n1");

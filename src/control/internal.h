@@ -28,6 +28,7 @@ enum conn_kind {
 
 /* A socket accepted on the control socket. */
 struct conn {
+    uint64_t id; /* unique for the daemon's life: fds and pointers are reused */
     int fd;
     enum conn_kind kind;
     pid_t pid; /* from SO_PEERCRED */
@@ -57,7 +58,7 @@ struct client_rec {
 /* A request to a server that a UI connection waits on (terminate_client). */
 struct pending {
     uint32_t request_id;
-    int ui_fd;
+    uint64_t ui_id; /* the conn that waits for the answer */
     int64_t deadline_ms;
     struct pending *next;
 };
@@ -98,6 +99,7 @@ struct daemon {
     struct conn *conns;
     struct server *servers;
     uint64_t next_seq;
+    uint64_t next_conn_id;
     uint32_t next_request_id;
     struct om_limits defaults; /* set_default_*; lost on quit */
     int64_t start_uid;         /* start_server queued behind another user, -1 none */

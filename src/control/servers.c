@@ -288,7 +288,7 @@ static void answer_pending(struct daemon *d, struct server *s, uint32_t request_
             continue;
         *pp = p->next;
         for (struct conn *c = d->conns; c; c = c->next) {
-            if (c->fd != p->ui_fd || !c->awaiting_answer)
+            if (c->id != p->ui_id || !c->awaiting_answer)
                 continue;
             c->awaiting_answer = false;
             if (status == 0)
