@@ -713,6 +713,90 @@ def limits_reach_the_server():
         e.close(ok)
 
 
+# ---------------------------------------------------------------- the shim
+
+SHIM_DIR = os.environ.get("OM_SHIM_DIR", "build/lib")
+SHIM_SMOKE = os.environ.get("OM_SHIM_SMOKE", "build/tests/shim-smoke")
+
+
+def run_shim(e, extra=None):
+    env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR), OPENMPS_TRACE="1")
+    env.update(extra or {})
+    p = subprocess.run([SHIM_SMOKE], env=env, capture_output=True, text=True, timeout=30)
+    check(not SANITIZER.search(p.stderr), "sanitizer report in the shim: " + p.stderr)
+    check(p.returncode == 0, "shim-smoke rc %d: %s" % (p.returncode, p.stderr))
+    return p.stdout.splitlines(), p.stderr
+
+
+@test
+def shim_passthrough_without_daemon():
+    """No daemon: every call reaches the real driver (here the test double) directly."""
+    e = Env(start=False)
+    ok = False
+    try:
+        out, err = run_shim(e, {"FAKECUDA_DEVICES": "3"})
+        check(out[:7] == ["cuInit 0", "cuDriverGetVersion 0 13000", "cuDeviceGetCount 0 3",
+                          "cuDeviceGet 0 0", "cuDeviceGetName 0 openmps fake GPU 0",
+                          "cuGetProcAddress_v2 cuDeviceGetCount 0 status 0 pointer",
+                          "  through the pointer 0 3"], "passthrough answers: %r" % out)
+        check("running on the real driver" in err, "trace says passthrough: " + err)
+        # The pointer handed out is the driver's own function, not a wrapper.
+        check("lookup cuNoSuchThing 13000 0 -> 0 status 1 null" in out, "miss: %r" % out)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def shim_remote_mode_with_daemon():
+    """A daemon: the session is opened at cuInit; entry points not remoted yet answer
+    NOT_SUPPORTED and are named once; cuGetProcAddress follows the measured table."""
+    e = Env()
+    ok = False
+    try:
+        out, err = run_shim(e)
+        want = [
+            "cuInit 0",
+            "cuDriverGetVersion 0 13000",  # passthrough: answered by the local driver
+            "cuDeviceGetCount 801 -1",
+            "lookup cuMemcpyHtoD 13000 2 -> 0 status 0 pointer",
+            "  calls as 801",
+            "lookup cuMemcpyHtoD 3020 2 -> 0 status 2 null",  # per-thread needs 7000
+            "lookup cuNoSuchThing 13000 0 -> 0 status 1 null",
+            "lookup cuMemAlloc 1000 0 -> 0 status 2 null",
+            "cuGetProcAddress cuNoSuchThing 500",
+        ]
+        for w in want:
+            check(w in out, "expected %r in %r" % (w, out))
+        check(re.search(r"remote mode: server \d+, client id 1", err), "trace: " + err)
+        check(err.count("cuDeviceGetCount: not supported") == 1, "named once: " + err)
+        check("cuMemcpyHtoD_v2_ptds: not supported" in err, "the per-thread variant: " + err)
+        wait_for(lambda: "disconnected" in e.log("server.log"), what="the session to end")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def shim_refused_by_daemon():
+    """A daemon that will not serve this user: cuInit fails as an MPS client's does."""
+    need_root()
+    e = Env(start=False)
+    ok = False
+    try:
+        os.makedirs(e.pipe, mode=0o700)
+        os.makedirs(e.logs, mode=0o755)
+        os.chown(e.pipe, 12005, 12005)
+        os.chown(e.logs, 12005, 12005)
+        e.start(preexec=as_user(12005))
+        out, err = run_shim(e)
+        check(out[0] == "cuInit 805", "MPS connection failed: %r" % out)
+        check("runs as uid 12005" in err, "reason on stderr: " + err)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def need_root():
     if os.getuid() != 0:
         print("SKIP: needs root to run processes as other users (running as uid %d)" %

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The driver test double for the CPU tier: the entry points the control plane uses, no GPU. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +118,32 @@ EXPORT int cuDevicePrimaryCtxRetain(void **ctx, int dev)
 EXPORT int cuDevicePrimaryCtxRelease(int dev)
 {
     return dev < 0 || dev >= device_count() ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+/* Enough of cuGetProcAddress for the shim's passthrough tests: every name
+ * this double exports, at any version. */
+EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                               unsigned long long flags, int *status)
+{
+    Dl_info me;
+    void *h = NULL, *p = NULL;
+
+    (void)version;
+    (void)flags;
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dladdr((void *)cuInit, &me) && me.dli_fname)
+        h = dlopen(me.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+        Dl_info where;
+        p = dlsym(h, symbol);
+        /* Only this library's own functions, not the shim's same-named ones. */
+        if (p && (!dladdr(p, &where) || where.dli_fbase != me.dli_fbase))
+            p = NULL;
+        dlclose(h);
+    }
+    *pfn = p;
+    if (status)
+        *status = p ? 0 : 1;
+    return CUDA_SUCCESS;
 }

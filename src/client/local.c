@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/* Entry points the shim answers in every mode: cuInit and cuGetProcAddress. */
+#include <string.h>
+
+#include "gen/procaddr.h"
+#include "shim.h"
+
+typedef int (*init_fn)(unsigned);
+typedef int (*gpa_fn)(const char *, void **, int, uint64_t);
+typedef int (*gpa2_fn)(const char *, void **, int, uint64_t, int *);
+
+int om_cuInit(unsigned flags)
+{
+    static int index = -1;
+
+    om_shim_decide();
+    if (index < 0)
+        index = om_entry_index("cuInit");
+    switch (om_shim.mode) {
+    case OM_MODE_PASSTHROUGH:
+        if (!om_shim.real_fn[index])
+            return OM_CUDA_ERROR_NO_DEVICE;
+        return ((init_fn)om_shim.real_fn[index])(flags);
+    case OM_MODE_REMOTE: return flags == 0 ? OM_CUDA_SUCCESS : OM_CUDA_ERROR_INVALID_VALUE;
+    default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
+    }
+}
+
+/*
+ * The entry the real driver hands out for (symbol, version, flags), from the
+ * measured table (api/procaddr.tsv): the row of the highest first version
+ * <= version. Returns OM_PROC_SUCCESS with *ret_index, or the query result.
+ */
+int om_proc_lookup(const char *symbol, int version, uint64_t flags, int *ret_index)
+{
+    int lo = 0, hi = OM_PROC_VARIANT_COUNT - 1, first = -1, pick = -1;
+
+    while (lo <= hi) { /* first row of this name */
+        int mid = (lo + hi) / 2;
+        int c = strcmp(symbol, om_proc_variants[mid].name);
+        if (c <= 0) {
+            if (c == 0)
+                first = mid;
+            hi = mid - 1;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    if (first < 0)
+        return OM_PROC_SYMBOL_NOT_FOUND;
+    for (int i = first; i < OM_PROC_VARIANT_COUNT && !strcmp(om_proc_variants[i].name, symbol); i++)
+        if (om_proc_variants[i].version <= version)
+            pick = i;
+    if (pick < 0)
+        return OM_PROC_VERSION_NOT_SUFFICIENT;
+    *ret_index = (flags & OM_PROC_PER_THREAD_STREAM) ? om_proc_variants[pick].per_thread
+                                                     : om_proc_variants[pick].legacy;
+    return *ret_index < 0 ? OM_PROC_VERSION_NOT_SUFFICIENT : OM_PROC_SUCCESS;
+}
+
+/* Remote mode: as the real driver answers (measured), with our implementations. */
+static int remote_proc_address(const char *symbol, void **pfn, int version, uint64_t flags,
+                               int *status)
+{
+    int index = -1, st;
+
+    if (version > OM_DRIVER_API_VERSION) {
+        *pfn = NULL;
+        return OM_CUDA_ERROR_INVALID_VALUE; /* status left alone, as the driver does */
+    }
+    st = om_proc_lookup(symbol, version, flags, &index);
+    *pfn = st == OM_PROC_SUCCESS ? om_remote_entry(index) : NULL;
+    if (status)
+        *status = st;
+    return OM_CUDA_SUCCESS;
+}
+
+int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status)
+{
+    static int index = -1;
+
+    if (!symbol || !pfn)
+        return OM_CUDA_ERROR_INVALID_VALUE;
+    om_shim_decide();
+    if (index < 0)
+        index = om_entry_index("cuGetProcAddress_v2");
+    switch (om_shim.mode) {
+    case OM_MODE_PASSTHROUGH:
+        /* The real driver's own pointers: passthrough costs nothing after this. */
+        if (!om_shim.real_fn[index])
+            return OM_CUDA_ERROR_NO_DEVICE;
+        return ((gpa2_fn)om_shim.real_fn[index])(symbol, pfn, version, flags, status);
+    case OM_MODE_REMOTE: return remote_proc_address(symbol, pfn, version, flags, status);
+    default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
+    }
+}
+
+int om_cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags)
+{
+    static int index = -1;
+
+    if (!symbol || !pfn)
+        return OM_CUDA_ERROR_INVALID_VALUE;
+    om_shim_decide();
+    if (index < 0)
+        index = om_entry_index("cuGetProcAddress");
+    if (om_shim.mode == OM_MODE_PASSTHROUGH) {
+        if (!om_shim.real_fn[index])
+            return OM_CUDA_ERROR_NO_DEVICE;
+        return ((gpa_fn)om_shim.real_fn[index])(symbol, pfn, version, flags);
+    }
+    if (om_shim.mode == OM_MODE_REMOTE) {
+        /* The old entry point has no status: a miss is CUDA_ERROR_NOT_FOUND. */
+        int status = OM_PROC_SUCCESS;
+        int rc = remote_proc_address(symbol, pfn, version, flags, &status);
+        return rc == OM_CUDA_SUCCESS && status != OM_PROC_SUCCESS ? OM_CUDA_ERROR_NOT_FOUND : rc;
+    }
+    return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
+}

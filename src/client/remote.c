@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs. */
+#include "shim.h"
+
+/* An entry point not remoted yet: NOT_SUPPORTED, its name logged once. It
+ * never reaches the real driver, which does not know the server's handles. */
+static int unsupported(int index)
+{
+    om_note_once(index, "not supported in remote mode yet (CUDA_ERROR_NOT_SUPPORTED)");
+    return OM_CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define OM_X_STUB(i, sym, mode)                                                                    \
+    static int unsup_##sym(void)                                                                   \
+    {                                                                                              \
+        return unsupported(i);                                                                     \
+    }
+OM_ENTRIES(OM_X_STUB)
+#undef OM_X_STUB
+
+static void *const unsupported_stubs[OM_ENTRY_COUNT] = {
+#define OM_X_REF(i, sym, mode) [i] = (void *)unsup_##sym,
+    OM_ENTRIES(OM_X_REF)
+#undef OM_X_REF
+};
+
+static const unsigned char modes[OM_ENTRY_COUNT] = {
+#define OM_X_MODE(i, sym, mode) [i] = OM_ENTRY_##mode,
+    OM_ENTRIES(OM_X_MODE)
+#undef OM_X_MODE
+};
+
+void *om_remote_entry(int index)
+{
+    switch (modes[index]) {
+    case OM_ENTRY_LOCAL: return om_fn[index]; /* installed by shim.c in every mode */
+    case OM_ENTRY_PASSTHROUGH:
+        return om_shim.real_fn[index] ? om_shim.real_fn[index] : unsupported_stubs[index];
+    default: return unsupported_stubs[index];
+    }
+}
+
+void om_remote_install(void)
+{
+    for (int i = 0; i < OM_ENTRY_COUNT; i++)
+        __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);
+}

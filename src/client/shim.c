@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/* The libcuda.so.1 shim: the entry table, the real driver, and the choice of mode. */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/config.h"
+#include "../common/driver.h"
+
+/* The exported trampolines (gen/exports.S) jump through this table. Until the
+ * mode is chosen it points at the real driver (passthrough), except for the
+ * entry points that choose the mode. */
+OM_HIDDEN void *om_fn[OM_ENTRY_COUNT];
+
+struct om_shim om_shim = {.mode = OM_MODE_UNDECIDED};
+
+static const char *const entry_names[OM_ENTRY_COUNT] = {
+#define OM_X_NAME(i, sym, mode) [i] = #sym,
+    OM_ENTRIES(OM_X_NAME)
+#undef OM_X_NAME
+};
+
+const char *om_entry_name(int index)
+{
+    return index >= 0 && index < OM_ENTRY_COUNT ? entry_names[index] : "?";
+}
+
+int om_entry_index(const char *symbol)
+{
+    int lo = 0, hi = OM_ENTRY_COUNT - 1;
+
+    while (lo <= hi) { /* the table is sorted by symbol (api/gen.py checks it) */
+        int mid = (lo + hi) / 2;
+        int c = strcmp(symbol, entry_names[mid]);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
+    return -1;
+}
+
+/* Entry points the real driver lacks (an older driver): NOT_FOUND, named once. */
+static int missing(int index)
+{
+    om_note_once(index, "not in the real driver");
+    return OM_CUDA_ERROR_NOT_FOUND;
+}
+
+/* Entry points without any driver (no real driver here, no daemon). */
+static int no_driver(int index)
+{
+    om_note_once(index, "no CUDA driver was found");
+    return OM_CUDA_ERROR_NO_DEVICE;
+}
+
+#define OM_X_STUBS(i, sym, mode)                                                                   \
+    static int missing_##sym(void)                                                                 \
+    {                                                                                              \
+        return missing(i);                                                                         \
+    }                                                                                              \
+    static int nodrv_##sym(void)                                                                   \
+    {                                                                                              \
+        return no_driver(i);                                                                       \
+    }
+OM_ENTRIES(OM_X_STUBS)
+#undef OM_X_STUBS
+
+static void *const missing_stubs[OM_ENTRY_COUNT] = {
+#define OM_X_REF(i, sym, mode) [i] = (void *)missing_##sym,
+    OM_ENTRIES(OM_X_REF)
+#undef OM_X_REF
+};
+
+static void *const no_driver_stubs[OM_ENTRY_COUNT] = {
+#define OM_X_REF(i, sym, mode) [i] = (void *)nodrv_##sym,
+    OM_ENTRIES(OM_X_REF)
+#undef OM_X_REF
+};
+
+void om_note_once(int index, const char *why)
+{
+    static unsigned char noted[OM_ENTRY_COUNT];
+
+    if (index < 0 || index >= OM_ENTRY_COUNT)
+        return;
+    if (__atomic_exchange_n(&noted[index], 1, __ATOMIC_RELAXED))
+        return;
+    om_shim_log("%s: %s", entry_names[index], why);
+}
+
+void om_shim_log(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int n;
+
+    if (!om_shim.log_enabled)
+        return;
+    n = snprintf(line, sizeof(line), "openmps[%d]: ", (int)getpid());
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    /* stderr, never stdout: the program's output is the program's. */
+    if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+        /* nothing to do */
+    }
+}
+
+/* True when path is this very library (never load ourselves as the driver). */
+static bool is_self(const char *path)
+{
+    Dl_info self;
+    struct stat a, b;
+
+    if (!dladdr((void *)om_entry_name, &self) || !self.dli_fname)
+        return false;
+    return stat(path, &a) == 0 && stat(self.dli_fname, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+static void *load_real_driver(void)
+{
+    static const char *const paths[] = {
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+        "/usr/lib64/libcuda.so.1",
+        "/usr/local/nvidia/lib64/libcuda.so.1",
+        "/usr/lib/wsl/lib/libcuda.so.1",
+        NULL,
+    };
+    const char *env = getenv("OPENMPS_DRIVER");
+
+    if (env && *env) {
+        void *h = is_self(env) ? NULL : dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            om_shim_log("cannot load OPENMPS_DRIVER=%s: %s", env,
+                        is_self(env) ? "that is the openmps shim itself" : dlerror());
+        return h;
+    }
+    for (int i = 0; paths[i]; i++) {
+        void *h;
+        if (access(paths[i], R_OK) != 0 || is_self(paths[i]))
+            continue;
+        h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            snprintf(om_shim.real_path, sizeof(om_shim.real_path), "%s", paths[i]);
+            return h;
+        }
+    }
+    return NULL;
+}
+
+/* The entry points the shim answers itself in every mode. */
+static void install_local(void)
+{
+    om_fn[om_entry_index("cuInit")] = (void *)om_cuInit;
+    om_fn[om_entry_index("cuGetProcAddress")] = (void *)om_cuGetProcAddress;
+    om_fn[om_entry_index("cuGetProcAddress_v2")] = (void *)om_cuGetProcAddress_v2;
+}
+
+__attribute__((constructor)) static void shim_load(void)
+{
+    const char *trace = getenv("OPENMPS_TRACE");
+
+    om_shim.log_enabled = trace && *trace && strcmp(trace, "0") != 0;
+    om_shim.real = load_real_driver();
+    for (int i = 0; i < OM_ENTRY_COUNT; i++) {
+        void *p = om_shim.real ? dlsym(om_shim.real, entry_names[i]) : NULL;
+        om_shim.real_fn[i] = p;
+        om_fn[i] = p ? p : om_shim.real ? missing_stubs[i] : no_driver_stubs[i];
+    }
+    install_local();
+}
+
+/* Decides once, at the first cuInit or cuGetProcAddress, whether a daemon
+ * serves this process. */
+static void decide(void)
+{
+    char err[512];
+    int rc;
+
+    rc = om_client_open(&om_shim.client, om_pipe_dir(), -1, err, sizeof(err));
+    if (rc == -ENOENT || rc == -ECONNREFUSED) {
+        om_shim.mode = OM_MODE_PASSTHROUGH;
+        om_shim_log("no openmps daemon in %s: running on the real driver", om_pipe_dir());
+        return;
+    }
+    if (rc < 0) {
+        /* A daemon is there but will not serve us: fail as an MPS client
+         * does, and say why even without OPENMPS_TRACE. */
+        om_shim.mode = OM_MODE_FAILED;
+        snprintf(om_shim.failure, sizeof(om_shim.failure), "%s", err);
+        fprintf(stderr, "openmps: cannot use the openmps server: %s\n", err);
+        return;
+    }
+    om_shim.mode = OM_MODE_REMOTE;
+    om_shim_log("remote mode: server %d, client id %u", (int)om_shim.client.server_pid,
+                om_shim.client.client_id);
+    om_remote_install();
+}
+
+void om_shim_decide(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, decide);
+}

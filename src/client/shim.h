@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* State of the libcuda.so.1 shim, shared by its files. */
+#ifndef OM_SHIM_H
+#define OM_SHIM_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "gen/entries.h"
+
+#define OM_HIDDEN __attribute__((visibility("hidden")))
+
+/* CUresult values the shim returns itself (from the driver API documentation). */
+#define OM_CUDA_SUCCESS 0
+#define OM_CUDA_ERROR_INVALID_VALUE 1
+#define OM_CUDA_ERROR_NOT_INITIALIZED 3
+#define OM_CUDA_ERROR_NO_DEVICE 100
+#define OM_CUDA_ERROR_NOT_FOUND 500
+#define OM_CUDA_ERROR_NOT_SUPPORTED 801
+#define OM_CUDA_ERROR_MPS_CONNECTION_FAILED 805
+/* CUdriverProcAddress_flags and CUdriverProcAddressQueryResult */
+#define OM_PROC_LEGACY_STREAM 0x1u
+#define OM_PROC_PER_THREAD_STREAM 0x2u
+#define OM_PROC_SUCCESS 0
+#define OM_PROC_SYMBOL_NOT_FOUND 1
+#define OM_PROC_VERSION_NOT_SUFFICIENT 2
+
+/* How remote mode treats an entry point (the mode column of api/driver_api.tsv). */
+enum om_entry_mode { OM_ENTRY_REMOTE, OM_ENTRY_LOCAL, OM_ENTRY_PASSTHROUGH, OM_ENTRY_UNSUPPORTED };
+
+enum om_mode {
+    OM_MODE_UNDECIDED,   /* before the first cuInit / cuGetProcAddress */
+    OM_MODE_PASSTHROUGH, /* no daemon: the real driver does everything */
+    OM_MODE_REMOTE,      /* a server executes the work */
+    OM_MODE_FAILED,      /* a daemon refused us: every call fails like an MPS client's */
+};
+
+struct om_shim {
+    enum om_mode mode;
+    bool log_enabled; /* OPENMPS_TRACE */
+    void *real;       /* dlopen handle of the real driver, NULL when there is none */
+    char real_path[256];
+    void *real_fn[OM_ENTRY_COUNT]; /* the real driver's entry points (NULL: missing) */
+    struct om_client client;       /* the session in remote mode */
+    char failure[512];
+};
+
+extern struct om_shim om_shim;
+extern void *om_fn[OM_ENTRY_COUNT];
+
+/* shim.c */
+const char *om_entry_name(int index);
+int om_entry_index(const char *symbol); /* -1 when not a driver symbol */
+void om_shim_decide(void);
+void om_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs "<entry>: why" once per entry point (with OPENMPS_TRACE). */
+void om_note_once(int index, const char *why);
+
+/* local.c: entry points the shim answers in every mode. */
+int om_cuInit(unsigned flags);
+int om_cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags);
+int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags,
+                           int *status);
+
+/* The driver API version remote mode presents (the version the measured
+ * cuGetProcAddress table, api/procaddr.tsv, was taken from). */
+#define OM_DRIVER_API_VERSION 13000
+int om_proc_lookup(const char *symbol, int version, uint64_t flags, int *ret_index);
+
+/* remote.c: switches om_fn to the remote implementations. */
+void om_remote_install(void);
+/* The remote implementation of an entry point, or its NOT_SUPPORTED stub. */
+void *om_remote_entry(int index);
+
+#endif
