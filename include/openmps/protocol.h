@@ -65,6 +65,7 @@ enum om_msg_type {
 };
 
 #define OM_ANSWER_ERROR 0x1u
+#define OM_ANSWER_MORE 0x2u /* the answer continues in the next ANSWER message */
 
 /* Limits handed from the daemon to a server, and asked for by a client. */
 struct om_limits {

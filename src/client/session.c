@@ -47,6 +47,7 @@ int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
 int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size_t errlen)
 {
     char path[300];
+    uid_t uid = 0;
     int fd;
 
     memset(c, 0, sizeof(*c));
@@ -59,6 +60,16 @@ int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size
     if (fd < 0) {
         snprintf(err, errlen, "no openmps daemon at %s: %s", path, strerror(-fd));
         return fd;
+    }
+    /* Only a daemon run by root or by ourselves may receive our hello and
+     * hand us shared memory: anyone can create a socket in a shared /tmp. */
+    if (om_sock_peercred(fd, NULL, &uid, NULL) < 0 || (uid != 0 && uid != geteuid())) {
+        snprintf(err, errlen,
+                 "the daemon socket %s belongs to uid %u, neither root nor this user; "
+                 "refusing to use it",
+                 path, (unsigned)uid);
+        close(fd);
+        return -EACCES;
     }
     c->sock = fd;
     return 0;
@@ -81,6 +92,7 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
 {
     struct om_msg *m = malloc(sizeof(*m));
     struct om_welcome w;
+    struct om_ring_geometry geo;
     int fd = -1, rc;
 
     if (!m)
@@ -118,13 +130,13 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
         }
         break;
     }
-    rc = om_ring_attach(fd, w.ring_bytes, &c->ring_map);
+    rc = om_ring_attach(fd, w.ring_bytes, &c->ring_map, &geo);
     if (rc < 0) {
         snprintf(err, errlen, "cannot map the command ring: %s", strerror(-rc));
         goto out;
     }
     c->ring_len = w.ring_bytes;
-    om_ring_ends(c->ring_map, false, &c->tx, &c->rx);
+    om_ring_ends(c->ring_map, &geo, false, &c->tx, &c->rx);
     c->server_pid = (pid_t)w.server_pid;
     c->client_id = w.client_id;
     c->ndevices = w.ndevices;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,10 +171,28 @@ int om_parse_mem_limit_list(const char *s, struct om_limits *limits)
     return 0;
 }
 
-static int make_parents(const char *dir)
+long om_raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -1;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? 1L << 20 : (long)rl.rlim_cur;
+}
+
+/* Creates the missing parents of dir, and refuses a parent that another user
+ * could swap under us: one owned by someone else than root or us, or writable
+ * by others without the sticky bit. */
+static int make_parents(const char *dir, char *bad, size_t badlen)
 {
     char buf[4096];
     size_t len = strlen(dir);
+    struct stat st;
 
     if (len >= sizeof(buf))
         return -ENAMETOOLONG;
@@ -184,6 +203,13 @@ static int make_parents(const char *dir)
         *p = '\0';
         if (mkdir(buf, 0755) < 0 && errno != EEXIST)
             return -errno;
+        if (stat(buf, &st) < 0)
+            return -errno;
+        if ((st.st_uid != 0 && st.st_uid != geteuid()) ||
+            ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))) {
+            snprintf(bad, badlen, "%s", buf);
+            return -EPERM;
+        }
         *p = '/';
     }
     return 0;
@@ -191,6 +217,7 @@ static int make_parents(const char *dir)
 
 int om_make_private_dir(const char *dir, mode_t mode, char *err, size_t errlen)
 {
+    char bad[4096] = "";
     struct stat st;
     int rc;
 
@@ -198,7 +225,14 @@ int om_make_private_dir(const char *dir, mode_t mode, char *err, size_t errlen)
         snprintf(err, errlen, "directory %s is not an absolute path", dir);
         return -EINVAL;
     }
-    rc = make_parents(dir);
+    rc = make_parents(dir, bad, sizeof(bad));
+    if (rc == -EPERM) {
+        snprintf(err, errlen,
+                 "%s cannot be trusted: %s belongs to another user or anyone may replace its "
+                 "entries; use a directory whose parents only root or you can change",
+                 dir, bad);
+        return rc;
+    }
     if (rc == 0 && mkdir(dir, mode) < 0 && errno != EEXIST)
         rc = -errno;
     if (rc < 0) {

@@ -45,4 +45,8 @@ int om_parse_mem_limit_list(const char *s, struct om_limits *limits);
  */
 int om_make_private_dir(const char *dir, mode_t mode, char *err, size_t errlen);
 
+/* Raises the soft limit of open files to the hard limit (daemon and server
+ * hold one descriptor per client). Returns the new soft limit. */
+long om_raise_nofile(void);
+
 #endif

@@ -259,9 +259,9 @@ int om_msg_recv(int fd, struct om_msg *ret, int *ret_fd, int timeout_ms)
         return errno == EAGAIN ? -EAGAIN : -ECONNRESET;
     if (n == 0)
         return -ECONNRESET;
-    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    if (mh.msg_flags & MSG_TRUNC) {
         take_fds(&mh, NULL);
-        return (mh.msg_flags & MSG_TRUNC) ? -EMSGSIZE : -EBADMSG;
+        return -EMSGSIZE;
     }
     rc = om_msg_decode(ret, (size_t)n, &ret->hdr);
     if (rc < 0) {
@@ -269,6 +269,12 @@ int om_msg_recv(int fd, struct om_msg *ret, int *ret_fd, int timeout_ms)
         return rc;
     }
     ret->payload[ret->hdr.len] = '\0';
-    take_fds(&mh, ret_fd);
+    /* MSG_CTRUNC: the descriptors did not fit (our table is full, or the
+     * peer sent too many). The message itself is good: hand it over without
+     * a descriptor, and the caller that needed one refuses just that request. */
+    if (mh.msg_flags & MSG_CTRUNC)
+        take_fds(&mh, NULL);
+    else
+        take_fds(&mh, ret_fd);
     return 0;
 }

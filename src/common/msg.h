@@ -50,7 +50,9 @@ int om_msg_send_text(int fd, uint16_t type, uint16_t flags, const char *text);
 /*
  * Receives one message into *ret. A file descriptor that came with it is
  * stored in *ret_fd (owned by the caller) when ret_fd is not NULL; otherwise,
- * or when the message is invalid, received descriptors are closed.
+ * or when the message is invalid, received descriptors are closed. When the
+ * kernel could not deliver the descriptor (our table is full) the message is
+ * returned with *ret_fd = -1.
  * timeout_ms < 0 waits forever. Returns 0, -ETIMEDOUT, -ECONNRESET (peer
  * gone), or the decode errors of om_msg_decode.
  */

@@ -26,7 +26,8 @@ static size_t header_bytes(void)
     return (sizeof(struct om_ring_header) + 4095) & ~(size_t)4095;
 }
 
-int om_ring_create(uint32_t queue_bytes, int *ret_fd, void **ret_map, size_t *ret_len)
+int om_ring_create(uint32_t queue_bytes, int *ret_fd, void **ret_map, size_t *ret_len,
+                   struct om_ring_geometry *ret_geo)
 {
     size_t len;
     struct om_ring_header *h;
@@ -56,6 +57,9 @@ int om_ring_create(uint32_t queue_bytes, int *ret_fd, void **ret_map, size_t *re
     h->queue_bytes = queue_bytes;
     h->sq_data_off = (uint32_t)header_bytes();
     h->cq_data_off = (uint32_t)(header_bytes() + queue_bytes);
+    ret_geo->queue_bytes = h->queue_bytes;
+    ret_geo->sq_data_off = h->sq_data_off;
+    ret_geo->cq_data_off = h->cq_data_off;
     *ret_fd = fd;
     *ret_map = map;
     *ret_len = len;
@@ -66,14 +70,19 @@ fail:
     return rc;
 }
 
-int om_ring_attach(int fd, size_t len, void **ret_map)
+int om_ring_attach(int fd, size_t len, void **ret_map, struct om_ring_geometry *ret_geo)
 {
     struct om_ring_header h;
     struct stat st;
     void *map;
+    int seals;
 
     if (fstat(fd, &st) < 0)
         return -errno;
+    /* An unsealed file could be shrunk under our mapping by the peer (SIGBUS). */
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return -EBADMSG;
     if ((size_t)st.st_size != len || len < header_bytes() + 2 * 4096)
         return -EBADMSG;
     map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -94,17 +103,21 @@ int om_ring_attach(int fd, size_t len, void **ret_map)
         munmap(map, len);
         return -EBADMSG;
     }
+    ret_geo->queue_bytes = h.queue_bytes;
+    ret_geo->sq_data_off = h.sq_data_off;
+    ret_geo->cq_data_off = h.cq_data_off;
     *ret_map = map;
     return 0;
 }
 
-void om_ring_ends(void *map, bool server, struct om_ring_end *ret_tx, struct om_ring_end *ret_rx)
+void om_ring_ends(void *map, const struct om_ring_geometry *geo, bool server,
+                  struct om_ring_end *ret_tx, struct om_ring_end *ret_rx)
 {
     struct om_ring_header *h = map;
     struct om_ring_end sq = {
-        .q = &h->sq, .data = (uint8_t *)map + h->sq_data_off, .size = h->queue_bytes, .pos = 0};
+        .q = &h->sq, .data = (uint8_t *)map + geo->sq_data_off, .size = geo->queue_bytes, .pos = 0};
     struct om_ring_end cq = {
-        .q = &h->cq, .data = (uint8_t *)map + h->cq_data_off, .size = h->queue_bytes, .pos = 0};
+        .q = &h->cq, .data = (uint8_t *)map + geo->cq_data_off, .size = geo->queue_bytes, .pos = 0};
 
     *ret_tx = server ? cq : sq;
     *ret_rx = server ? sq : cq;
@@ -133,17 +146,25 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
     return syscall(SYS_futex, word, op, val, ts, NULL, 0);
 }
 
+/* Publish-then-check against the waiter's register-then-check: the full
+ * fences make the pair a Dekker handshake on every architecture, so one of
+ * the two always sees the other (no lost wake-up). */
 static void ring_bell(uint32_t *bell, uint32_t *sleepers)
 {
     __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST))
         futex(bell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
+/* Wakes unconditionally: `sleepers` lives in memory the peer can write, so a
+ * thread that must be stopped cannot rely on it. */
 void om_ring_kick(struct om_ring_queue *q)
 {
-    ring_bell(&q->doorbell, &q->sleepers);
-    ring_bell(&q->space_bell, &q->space_sleepers);
+    __atomic_fetch_add(&q->doorbell, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&q->space_bell, 1, __ATOMIC_SEQ_CST);
+    futex(&q->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+    futex(&q->space_bell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 int om_ring_send(struct om_ring_end *tx, const struct om_rec *rec, const void *payload)
@@ -213,13 +234,13 @@ static inline void cpu_relax(void)
  * waiting; bell/sleepers are the queue's futex pair. */
 static int wait_on(struct om_ring_end *e, bool (*ready)(struct om_ring_end *, size_t), size_t arg,
                    uint32_t *bell, uint32_t *sleepers, int timeout_ms, unsigned spin_us,
-                   const volatile int *stop)
+                   const int *stop)
 {
     int64_t start = now_ns();
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000000;
 
     for (unsigned i = 0; spin_us; i++) {
-        if (ready(e, arg) || (stop && *stop))
+        if (ready(e, arg) || (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)))
             return 0;
         if ((i & 63) == 63 && now_ns() - start > (int64_t)spin_us * 1000)
             break;
@@ -231,7 +252,8 @@ static int wait_on(struct om_ring_end *e, bool (*ready)(struct om_ring_end *, si
         int64_t left;
 
         __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
-        if (ready(e, arg) || (stop && *stop)) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (ready(e, arg) || (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE))) {
             __atomic_fetch_sub(sleepers, 1, __ATOMIC_SEQ_CST);
             return 0;
         }
@@ -264,14 +286,12 @@ static bool has_space(struct om_ring_end *e, size_t need)
     return used > e->size || e->size - used >= need;
 }
 
-int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us,
-                      const volatile int *stop)
+int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us, const int *stop)
 {
     return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, timeout_ms, spin_us, stop);
 }
 
-int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms,
-                       const volatile int *stop)
+int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms, const int *stop)
 {
     return wait_on(tx, has_space, (size_t)rec_total((uint32_t)need), &tx->q->space_bell,
                    &tx->q->space_sleepers, timeout_ms, 0, stop);

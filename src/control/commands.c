@@ -286,7 +286,7 @@ static int cmd_terminate_client(struct cmd_ctx *x)
     p->deadline_ms = om_now_ms() + OM_SERVER_REPLY_TIMEOUT_MS;
     p->next = s->pending;
     s->pending = p;
-    x->ui->awaiting_answer = true;
+    x->ui->awaiting = t.request_id;
     return OM_CMD_LATER;
 }
 
@@ -521,6 +521,8 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
     char *argv[MAX_WORDS];
     struct cmd_ctx x = {.d = d, .ui = ui, .argv = argv, .out = out};
     const struct command *cmd = NULL;
+    char shown[256];
+    size_t k = 0;
     int rc;
 
     snprintf(buf, sizeof(buf), "%s", line);
@@ -549,15 +551,20 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
     }
     rc = cmd->fn(&x);
     if (rc == OM_CMD_LATER) {
-        om_info("Command from pid %d: %s (answer pending)", (int)ui->pid, line);
+        om_info("Command from pid %d (uid %u): %s %s %s (answer pending)", (int)ui->pid,
+                (unsigned)ui->uid, argv[0], argv[1], argv[2]);
         return OM_CMD_LATER;
     }
 done:
+    /* Log only printable text: a command must not be able to forge log lines. */
+    for (const char *p = line; *p && k + 1 < sizeof(shown); p++)
+        shown[k++] = (unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f ? '?' : *p;
+    shown[k] = '\0';
     if (x.error)
-        om_info("Command from pid %d: %s -> %.*s", (int)ui->pid, line, (int)out->len,
-                out->buf ? out->buf : "");
+        om_info("Command from pid %d (uid %u): %s -> %.*s", (int)ui->pid, (unsigned)ui->uid, shown,
+                (int)(out->len > 200 ? 200 : out->len), out->buf ? out->buf : "");
     else
-        om_info("Command from pid %d: %s", (int)ui->pid, line);
+        om_info("Command from pid %d (uid %u): %s", (int)ui->pid, (unsigned)ui->uid, shown);
     *ret_error = x.error;
     return 0;
 }

@@ -70,6 +70,7 @@ void om_conn_close(struct daemon *d, struct conn *c)
     for (struct conn **pp = &d->conns; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
+            d->nconns--;
             break;
         }
     }
@@ -77,15 +78,77 @@ void om_conn_close(struct daemon *d, struct conn *c)
     free(c);
 }
 
+int om_send_answer(int fd, bool error, const char *text, size_t len)
+{
+    uint16_t flags = error ? OM_ANSWER_ERROR : 0;
+    int rc;
+
+    while (len > OM_ANSWER_CHUNK) {
+        rc = om_msg_send(fd, OM_MSG_ANSWER, flags | OM_ANSWER_MORE, text, OM_ANSWER_CHUNK, -1);
+        if (rc < 0)
+            return rc;
+        text += OM_ANSWER_CHUNK;
+        len -= OM_ANSWER_CHUNK;
+    }
+    return om_msg_send(fd, OM_MSG_ANSWER, flags, text, len, -1);
+}
+
+/* At most once every 10 s: a flood must not become a log flood. */
+static bool warn_allowed(struct daemon *d)
+{
+    int64_t now = om_now_ms();
+
+    if (now - d->last_accept_warning < 10000)
+        return false;
+    d->last_accept_warning = now;
+    return true;
+}
+
+static unsigned nonclient_conns(struct daemon *d, uid_t uid)
+{
+    unsigned n = 0;
+
+    for (struct conn *c = d->conns; c; c = c->next)
+        n += c->uid == uid && c->kind != CONN_WAITING;
+    return n;
+}
+
 static void accept_all(struct daemon *d)
 {
     for (;;) {
         int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         struct conn *c;
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE)
-                om_err("cannot accept a connection: %s", strerror(errno));
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* The socket stays readable: stop polling it for a moment
+                 * instead of spinning on the error. */
+                d->accept_paused_until = om_now_ms() + 100;
+                if (warn_allowed(d))
+                    om_err("cannot accept connections: %s", strerror(errno));
+            }
             return;
+        }
+        if (om_sock_peercred(fd, &pid, &uid, &gid) < 0) {
+            close(fd);
+            continue;
+        }
+        if ((long)d->nconns >= d->max_conns) {
+            if (warn_allowed(d))
+                om_err("too many connections (%u); refusing pid %d", d->nconns, (int)pid);
+            close(fd);
+            continue;
+        }
+        if (uid != 0 && uid != d->euid &&
+            nonclient_conns(d, uid) >= OM_MAX_NONCLIENT_CONNS_PER_UID) {
+            if (warn_allowed(d))
+                om_err("uid %u holds %d connections that are not clients; refusing pid %d",
+                       (unsigned)uid, OM_MAX_NONCLIENT_CONNS_PER_UID, (int)pid);
+            close(fd);
+            continue;
         }
         c = calloc(1, sizeof(*c));
         if (!c) {
@@ -96,13 +159,12 @@ static void accept_all(struct daemon *d)
         c->id = ++d->next_conn_id;
         c->kind = CONN_NEW;
         c->since_ms = om_now_ms();
-        if (om_sock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
-            close(fd);
-            free(c);
-            continue;
-        }
+        c->pid = pid;
+        c->uid = uid;
+        c->gid = gid;
         c->next = d->conns;
         d->conns = c;
+        d->nconns++;
     }
 }
 
@@ -117,6 +179,17 @@ static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *
     }
     if (d->quitting) {
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control is shutting down");
+        om_conn_close(d, c);
+        return;
+    }
+    if (c->pid == 0) {
+        /* SO_PEERCRED gives 0 for a process of a pid namespace we cannot see:
+         * such a client could not be told apart, listed or terminated. */
+        snprintf(why, sizeof(why),
+                 "openmps-control cannot see this client's pid (it runs in another pid namespace); "
+                 "run the daemon in the clients' pid namespace (hostPID in Kubernetes)");
+        om_info("Refusing a client of uid %u: %s", (unsigned)c->uid, why);
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
         om_conn_close(d, c);
         return;
     }
@@ -148,18 +221,19 @@ static void handle_command(struct daemon *d, struct conn *c, const struct om_msg
         om_conn_close(d, c);
         return;
     }
-    if (c->awaiting_answer) {
+    if (c->awaiting) {
         om_err("front-end %d sent a command before its previous answer; dropping it", (int)c->pid);
         om_conn_close(d, c);
         return;
     }
     c->kind = CONN_UI;
+    c->since_ms = om_now_ms(); /* idle time counts from the last command */
     rc = om_command_run(d, c, (const char *)m->payload, &out, &error);
     if (rc != OM_CMD_LATER) {
         if (out.oom)
             om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, "Error: out of memory");
         else
-            om_msg_send(c->fd, OM_MSG_ANSWER, error ? OM_ANSWER_ERROR : 0, out.buf, out.len, -1);
+            om_send_answer(c->fd, error, out.buf ? out.buf : "", out.len);
     }
     sb_free(&out);
 }
@@ -375,6 +449,28 @@ static void handle_signals(struct daemon *d)
     }
 }
 
+static void expire_pending(struct daemon *d, struct server *s, int64_t now)
+{
+    struct pending **pp = &s->pending;
+
+    while (*pp) {
+        struct pending *p = *pp;
+        if (now < p->deadline_ms) {
+            pp = &p->next;
+            continue;
+        }
+        for (struct conn *c = d->conns; c; c = c->next) {
+            if (c->id == p->ui_id && c->awaiting == p->request_id) {
+                c->awaiting = 0;
+                om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR,
+                                 "The server did not answer in time\n1");
+            }
+        }
+        *pp = p->next; /* a late answer finds nothing and is dropped */
+        free(p);
+    }
+}
+
 static void handle_timers(struct daemon *d)
 {
     int64_t now = om_now_ms();
@@ -386,6 +482,11 @@ static void handle_timers(struct daemon *d)
             om_err("pid %d connected but said nothing for %d ms; dropping it", (int)c->pid,
                    d->hello_timeout_ms);
             om_conn_close(d, c);
+        } else if (c->kind == CONN_UI && !c->awaiting &&
+                   now - c->since_ms > OM_UI_IDLE_TIMEOUT_MS) {
+            om_info("front-end pid %d idle for %d s; closing it", (int)c->pid,
+                    OM_UI_IDLE_TIMEOUT_MS / 1000);
+            om_conn_close(d, c);
         }
     }
     for (struct server *s = d->servers; s; s = s->next) {
@@ -394,18 +495,15 @@ static void handle_timers(struct daemon *d)
             kill(s->pid, SIGKILL);
             s->kill_at_ms = 0;
         }
-        for (struct pending *p = s->pending; p; p = p->next) {
-            if (now < p->deadline_ms)
-                continue;
-            p->deadline_ms = INT64_MAX;
-            for (struct conn *c = d->conns; c; c = c->next) {
-                if (c->id == p->ui_id && c->awaiting_answer) {
-                    c->awaiting_answer = false;
-                    om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR,
-                                     "The server did not answer in time\n1");
-                }
-            }
+        if (s->state == SRV_INITIALIZING && !s->kill_at_ms &&
+            now - s->started_ms > d->server_start_timeout_ms) {
+            snprintf(s->fault, sizeof(s->fault), "not ready after %d s",
+                     d->server_start_timeout_ms / 1000);
+            om_err("Server %d is %s; killing it", (int)s->pid, s->fault);
+            kill(s->pid, SIGKILL);
+            s->kill_at_ms = now + OM_SERVER_KILL_GRACE_MS;
         }
+        expire_pending(d, s, now);
     }
     if (d->quitting && d->quit_force_at_ms && now >= d->quit_force_at_ms) {
         d->quit_force_at_ms = 0;
@@ -421,47 +519,85 @@ static int next_timeout(struct daemon *d)
     for (struct conn *c = d->conns; c; c = c->next)
         if (c->kind == CONN_NEW && c->since_ms + d->hello_timeout_ms + 1 < next)
             next = c->since_ms + d->hello_timeout_ms + 1;
-    for (struct server *s = d->servers; s; s = s->next)
+    for (struct server *s = d->servers; s; s = s->next) {
         if (s->kill_at_ms && s->kill_at_ms < next)
             next = s->kill_at_ms;
+        if (s->state == SRV_INITIALIZING && s->started_ms + d->server_start_timeout_ms < next)
+            next = s->started_ms + d->server_start_timeout_ms + 1;
+    }
+    if (d->accept_paused_until > now && d->accept_paused_until < next)
+        next = d->accept_paused_until;
     if (d->quit_force_at_ms && d->quit_force_at_ms < next)
         next = d->quit_force_at_ms;
     return next <= now ? 0 : (int)(next - now);
 }
 
+/* Who a poll entry belongs to: looked up by id after poll, never by fd, since
+ * a handler may close a descriptor and another may get its number. */
+struct poll_owner {
+    bool is_server;
+    uint64_t id;
+};
+
+static struct conn *conn_by_id(struct daemon *d, uint64_t id)
+{
+    for (struct conn *c = d->conns; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+static struct server *server_by_id(struct daemon *d, uint64_t id)
+{
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
 int om_daemon_run(struct daemon *d)
 {
     struct pollfd *pfds = NULL;
+    struct poll_owner *owners = NULL;
     size_t cap = 0;
 
-    om_info("openmps-control %s started (pipe directory %s, log directory %s)", OPENMPS_VERSION,
-            d->pipe_dir, d->log_dir);
+    om_info("openmps-control %s started (pipe directory %s, log directory %s, up to %ld "
+            "connections)",
+            OPENMPS_VERSION, d->pipe_dir, d->log_dir, d->max_conns);
     for (;;) {
         size_t n = 0, want = 2;
         int rc;
 
         if (d->quitting && !d->servers)
             break;
-        for (struct conn *c = d->conns; c; c = c->next)
-            want++;
+        want += d->nconns;
         for (struct server *s = d->servers; s; s = s->next)
             want++;
         if (want > cap) {
             struct pollfd *np = realloc(pfds, want * 2 * sizeof(*np));
-            if (!np) {
+            struct poll_owner *no = np ? realloc(owners, want * 2 * sizeof(*no)) : NULL;
+            if (np)
+                pfds = np;
+            if (!np || !no) {
                 om_err("out of memory in the event loop");
                 sleep(1);
                 continue;
             }
-            pfds = np;
+            owners = no;
             cap = want * 2;
         }
         pfds[n++] = (struct pollfd){.fd = d->signal_fd, .events = POLLIN};
-        pfds[n++] = (struct pollfd){.fd = d->listen_fd, .events = POLLIN};
-        for (struct conn *c = d->conns; c; c = c->next)
+        /* While accepting fails for lack of descriptors, leave the socket alone. */
+        pfds[n++] = (struct pollfd){.fd = om_now_ms() < d->accept_paused_until ? -1 : d->listen_fd,
+                                    .events = POLLIN};
+        for (struct conn *c = d->conns; c; c = c->next) {
+            owners[n] = (struct poll_owner){false, c->id};
             pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-        for (struct server *s = d->servers; s; s = s->next)
+        }
+        for (struct server *s = d->servers; s; s = s->next) {
+            owners[n] = (struct poll_owner){true, s->id};
             pfds[n++] = (struct pollfd){.fd = s->chan, .events = POLLIN}; /* -1 is skipped */
+        }
         rc = poll(pfds, n, next_timeout(d));
         if (rc < 0 && errno != EINTR) {
             om_err("poll: %s", strerror(errno));
@@ -474,25 +610,22 @@ int om_daemon_run(struct daemon *d)
             handle_signals(d);
         if (pfds[1].revents)
             accept_all(d);
-        /* Walk the snapshot by fd: handlers may free connections and servers. */
         for (size_t i = 2; i < n; i++) {
             if (!pfds[i].revents || pfds[i].fd < 0)
                 continue;
-            struct conn *c = d->conns;
-            while (c && c->fd != pfds[i].fd)
-                c = c->next;
-            if (c) {
-                handle_conn(d, c, pfds[i].revents);
-                continue;
+            if (owners[i].is_server) {
+                struct server *s = server_by_id(d, owners[i].id);
+                if (s && s->chan == pfds[i].fd)
+                    om_server_handle_message(d, s);
+            } else {
+                struct conn *c = conn_by_id(d, owners[i].id);
+                if (c)
+                    handle_conn(d, c, pfds[i].revents);
             }
-            struct server *s = d->servers;
-            while (s && s->chan != pfds[i].fd)
-                s = s->next;
-            if (s)
-                om_server_handle_message(d, s);
         }
     }
     free(pfds);
+    free(owners);
     while (d->conns)
         om_conn_close(d, d->conns);
     om_info("openmps-control exiting");

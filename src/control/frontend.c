@@ -12,6 +12,8 @@
 #include "../common/msg.h"
 #include "../common/sock.h"
 
+#define OM_FRONTEND_TIMEOUT_MS 60000
+
 static int connect_daemon(const char *pipe_dir)
 {
     char path[300];
@@ -45,16 +47,25 @@ static int one_command(int fd, struct om_msg *m, const char *line)
         fflush(stdout);
         return 0;
     }
+    size_t total = 0;
+
     rc = om_msg_send(fd, OM_MSG_COMMAND, 0, line, len, -1);
-    if (rc == 0)
-        rc = om_msg_recv(fd, m, NULL, -1);
-    if (rc < 0 || m->hdr.type != OM_MSG_ANSWER || om_msg_text(m, OM_MSG_MAX_PAYLOAD) < 0) {
-        fprintf(stderr, "openmps-control: the connection to the daemon broke (%s)\n",
-                rc < 0 ? strerror(-rc) : "unexpected message");
-        return -1;
-    }
-    if (m->hdr.len)
-        printf("%s\n", (const char *)m->payload);
+    do {
+        /* Every command is answered at once, except terminate_client, which
+         * the daemon bounds to a few seconds; a minute means the daemon hangs. */
+        if (rc == 0)
+            rc = om_msg_recv(fd, m, NULL, OM_FRONTEND_TIMEOUT_MS);
+        if (rc < 0 || m->hdr.type != OM_MSG_ANSWER || om_msg_text(m, OM_MSG_MAX_PAYLOAD) < 0) {
+            fprintf(stderr, "openmps-control: the connection to the daemon broke (%s)\n",
+                    rc < 0 ? strerror(-rc) : "unexpected message");
+            return -1;
+        }
+        fwrite(m->payload, 1, m->hdr.len, stdout);
+        total += m->hdr.len;
+    } while (m->hdr.flags & OM_ANSWER_MORE);
+    /* An empty answer prints nothing, as NVIDIA's front-end does. */
+    if (total)
+        putchar('\n');
     fflush(stdout);
     return 0;
 }

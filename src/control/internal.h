@@ -19,6 +19,16 @@
 #define OM_SERVER_REPLY_TIMEOUT_MS 5000
 /* After a forced shutdown, how long a server may take before SIGKILL. */
 #define OM_SERVER_KILL_GRACE_MS 3000
+/* How long a server may stay INITIALIZING (OPENMPS_SERVER_START_TIMEOUT_MS). */
+#define OM_SERVER_START_TIMEOUT_MS 60000
+/* A front-end connection idle this long is closed. */
+#define OM_UI_IDLE_TIMEOUT_MS (10 * 60 * 1000)
+/* Connections of one user that are not (yet) clients: front-ends and silent ones. */
+#define OM_MAX_NONCLIENT_CONNS_PER_UID 32
+/* Descriptors kept free for servers, logs and the driver probe. */
+#define OM_FD_RESERVE 64
+/* Largest piece of an answer in one message (the rest follows, flagged MORE). */
+#define OM_ANSWER_CHUNK 60000
 
 enum conn_kind {
     CONN_NEW,     /* accepted, no message yet */
@@ -37,7 +47,7 @@ struct conn {
     int64_t since_ms;      /* accepted (CONN_NEW) or queued (CONN_WAITING) */
     uint64_t seq;          /* arrival order of waiting clients */
     bool told_queued;      /* a QUEUED notice was sent */
-    bool awaiting_answer;  /* UI: a command is in flight to a server */
+    uint32_t awaiting;     /* UI: request id of a command in flight to a server, 0 none */
     struct om_hello hello; /* CONN_WAITING */
     struct conn *next;
 };
@@ -64,6 +74,7 @@ struct pending {
 };
 
 struct server {
+    uint64_t id; /* unique for the daemon's life, like conn ids */
     pid_t pid;
     uid_t uid;
     int chan; /* socketpair end, -1 once the server closed it */
@@ -100,6 +111,13 @@ struct daemon {
     struct server *servers;
     uint64_t next_seq;
     uint64_t next_conn_id;
+    uint64_t next_server_id;
+    long max_conns; /* from RLIMIT_NOFILE, less OM_FD_RESERVE */
+    unsigned nconns;
+    int64_t accept_paused_until; /* after EMFILE/ENFILE */
+    int64_t last_accept_warning;
+    int server_start_timeout_ms;
+    int64_t probe_retry_at; /* a failed device probe is not retried before this */
     uint32_t next_request_id;
     struct om_limits defaults; /* set_default_*; lost on quit */
     int64_t start_uid;         /* start_server queued behind another user, -1 none */
@@ -131,6 +149,8 @@ void om_daemon_cleanup(struct daemon *d);
 int om_daemon_run(struct daemon *d);
 void om_daemon_schedule(struct daemon *d);
 void om_conn_close(struct daemon *d, struct conn *c);
+/* Sends an answer of any length (split into OM_ANSWER_CHUNK pieces). */
+int om_send_answer(int fd, bool error, const char *text, size_t len);
 
 /* commands.c: runs one command line from a UI connection. Returns true when the
  * answer was produced into out, false when it will be sent later (a server

@@ -6,13 +6,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +61,49 @@ static _Noreturn void child_fail(int log_fd, const char *what, int err)
 }
 
 /* In the child: become uid (when the daemon is root) and exec the server. */
-static _Noreturn void exec_server(struct daemon *d, uid_t uid, int chan, int log_fd)
+/* Who the server will be, looked up before fork: the child only makes system
+ * calls (no NSS, no allocation between fork and exec). */
+struct identity {
+    uid_t uid;
+    gid_t gid;
+    int ngroups;
+    gid_t groups[64];
+    char home[256];
+};
+
+static void resolve_identity(uid_t uid, struct identity *id)
+{
+    struct passwd *pw = getpwuid(uid);
+
+    memset(id, 0, sizeof(*id));
+    id->uid = uid;
+    id->gid = pw ? pw->pw_gid : (gid_t)uid; /* no passwd entry: a group of the same number */
+    if (pw) {
+        int n = (int)(sizeof(id->groups) / sizeof(id->groups[0]));
+        if (getgrouplist(pw->pw_name, id->gid, id->groups, &n) >= 0)
+            id->ngroups = n;
+        else
+            id->groups[0] = id->gid, id->ngroups = 1; /* too many groups: the primary only */
+        snprintf(id->home, sizeof(id->home), "%s", pw->pw_dir ? pw->pw_dir : "");
+    }
+}
+
+static void close_from(int first)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0u, 0u) == 0)
+        return;
+#endif
+    struct rlimit rl;
+    long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                   ? (long)rl.rlim_cur
+                   : 65536;
+    for (long fd = first; fd < max; fd++)
+        close((int)fd);
+}
+
+/* In the child: become the user (when the daemon is root) and exec the server. */
+static _Noreturn void exec_server(struct daemon *d, const struct identity *id, int chan, int log_fd)
 {
     char *argv[] = {"openmps-server", "--channel-fd", "3", "--log-fd", "4", NULL};
     sigset_t none;
@@ -76,25 +121,21 @@ static _Noreturn void exec_server(struct daemon *d, uid_t uid, int chan, int log
         dup2(devnull, STDIN_FILENO);
         close(devnull);
     }
-    for (int fd = 5; fd < 65536; fd++) /* close_range is not everywhere yet */
-        if (fcntl(fd, F_GETFD) >= 0)
-            close(fd);
+    close_from(5);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
-    if (d->euid == 0 && uid != 0) {
-        struct passwd *pw = getpwuid(uid);
-        gid_t gid = pw ? pw->pw_gid : (gid_t)uid;
-        if (pw ? initgroups(pw->pw_name, gid) < 0 : setgroups(0, NULL) < 0)
+    if (d->euid == 0 && id->uid != 0) {
+        if (setgroups((size_t)id->ngroups, id->groups) < 0)
             child_fail(log_fd, "setting the groups", errno);
-        if (setgid(gid) < 0)
+        if (setgid(id->gid) < 0)
             child_fail(log_fd, "setgid", errno);
-        if (setuid(uid) < 0)
+        if (setuid(id->uid) < 0)
             child_fail(log_fd, "setuid", errno);
         if (setuid(0) == 0)
             child_fail(log_fd, "dropping root", EPERM);
-        if (pw && pw->pw_dir)
-            setenv("HOME", pw->pw_dir, 1);
+        if (id->home[0])
+            setenv("HOME", id->home, 1);
     }
     /* More than the default 8 hardware queues, so client streams overlap
      * (DRIVER_FACTS.md); read by the driver at cuInit. */
@@ -105,6 +146,7 @@ static _Noreturn void exec_server(struct daemon *d, uid_t uid, int chan, int log
 
 struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen)
 {
+    struct identity id;
     struct server *s;
     int sv[2];
     pid_t pid;
@@ -126,6 +168,7 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
         free(s);
         return NULL;
     }
+    resolve_identity(uid, &id);
     pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -135,9 +178,10 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
         return NULL;
     }
     if (pid == 0)
-        exec_server(d, uid, sv[1], d->server_log_fd);
+        exec_server(d, &id, sv[1], d->server_log_fd);
     close(sv[1]);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    s->id = ++d->next_server_id;
     s->pid = pid;
     s->uid = uid;
     s->chan = sv[0];
@@ -288,9 +332,9 @@ static void answer_pending(struct daemon *d, struct server *s, uint32_t request_
             continue;
         *pp = p->next;
         for (struct conn *c = d->conns; c; c = c->next) {
-            if (c->id != p->ui_id || !c->awaiting_answer)
+            if (c->id != p->ui_id || c->awaiting != request_id)
                 continue;
-            c->awaiting_answer = false;
+            c->awaiting = 0;
             if (status == 0)
                 om_msg_send_text(c->fd, OM_MSG_ANSWER, 0, "0");
             else {
@@ -459,6 +503,77 @@ void om_server_reap(struct daemon *d)
     }
 }
 
+/* What the probe child reports through its pipe. */
+struct probe_result {
+    int32_t count; /* -1: failed, err says why */
+    char err[256];
+    struct om_device_info devs[OM_MAX_DEVICES];
+};
+
+/*
+ * Asks the driver about the devices in a short-lived child process: the
+ * daemon itself never loads the driver (no driver threads in a process that
+ * forks servers, no cuInit hanging the event loop for long, no driver state
+ * in a root process on behalf of any user who typed device_query).
+ */
+static int probe_devices(struct daemon *d)
+{
+    static struct probe_result r;
+    struct pollfd p;
+    size_t got = 0;
+    int pfd[2], status;
+    pid_t pid;
+
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return -errno;
+    }
+    if (pid == 0) {
+        struct om_driver drv;
+        close(pfd[0]);
+        memset(&r, 0, sizeof(r));
+        r.count = -1;
+        if (om_driver_open(&drv, r.err, sizeof(r.err)) == 0)
+            r.count = om_driver_devices(&drv, r.devs, OM_MAX_DEVICES, r.err, sizeof(r.err));
+        _exit(write(pfd[1], &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+    }
+    close(pfd[1]);
+    p = (struct pollfd){.fd = pfd[0], .events = POLLIN};
+    while (got < sizeof(r)) {
+        ssize_t n;
+        if (poll(&p, 1, 10000) <= 0)
+            break;
+        n = read(pfd[0], (char *)&r + got, sizeof(r) - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(pfd[0]);
+    if (got < sizeof(r))
+        kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (got < sizeof(r)) {
+        snprintf(d->probe_err, sizeof(d->probe_err), "the driver did not answer in 10 s");
+        return -ETIMEDOUT;
+    }
+    r.err[sizeof(r.err) - 1] = '\0';
+    if (r.count < 0 || r.count > (int)OM_MAX_DEVICES) {
+        snprintf(d->probe_err, sizeof(d->probe_err), "%s", r.count < 0 ? r.err : "bad count");
+        return -EIO;
+    }
+    for (int i = 0; i < r.count; i++) {
+        r.devs[i].name[sizeof(r.devs[i].name) - 1] = '\0';
+        r.devs[i].pci_bus_id[sizeof(r.devs[i].pci_bus_id) - 1] = '\0';
+    }
+    memcpy(d->devs, r.devs, sizeof(d->devs));
+    return r.count;
+}
+
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret)
 {
     for (struct server *s = d->servers; s; s = s->next) {
@@ -467,19 +582,15 @@ int om_daemon_devices(struct daemon *d, const struct om_device_info **ret)
             return (int)s->ndevs;
         }
     }
-    if (!d->probed) {
-        /* The driver stays loaded: unloading a GPU driver after cuInit is not
-         * something drivers are tested for. cuInit creates no context. */
-        static struct om_driver drv;
-        if (om_driver_open(&drv, d->probe_err, sizeof(d->probe_err)) < 0)
-            d->ndevs = -1;
-        else
-            d->ndevs = om_driver_devices(&drv, d->devs, OM_MAX_DEVICES, d->probe_err,
-                                         sizeof(d->probe_err));
-        d->probed = d->ndevs >= 0; /* a failed probe is tried again next time */
-        if (d->ndevs < 0)
+    /* A success is kept; a failure is tried again at most every 10 s. */
+    if (!d->probed && om_now_ms() >= d->probe_retry_at) {
+        d->ndevs = probe_devices(d);
+        d->probed = d->ndevs >= 0;
+        if (!d->probed) {
+            d->probe_retry_at = om_now_ms() + 10000;
             om_warn("device_query: %s", d->probe_err);
+        }
     }
     *ret = d->devs;
-    return d->ndevs;
+    return d->probed ? d->ndevs : -1;
 }

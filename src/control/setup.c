@@ -129,6 +129,14 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
     d->listen_fd = d->signal_fd = d->lock_fd = d->server_log_fd = -1;
     d->start_uid = -1;
     d->hello_timeout_ms = OM_HELLO_TIMEOUT_MS;
+    d->max_conns = om_raise_nofile() - OM_FD_RESERVE;
+    if (d->max_conns < 16)
+        d->max_conns = 16;
+    d->server_start_timeout_ms = OM_SERVER_START_TIMEOUT_MS;
+    if (getenv("OPENMPS_SERVER_START_TIMEOUT_MS"))
+        d->server_start_timeout_ms = atoi(getenv("OPENMPS_SERVER_START_TIMEOUT_MS"));
+    if (d->server_start_timeout_ms < 100)
+        d->server_start_timeout_ms = 100;
     if (getenv("OPENMPS_HELLO_TIMEOUT_MS"))
         d->hello_timeout_ms = atoi(getenv("OPENMPS_HELLO_TIMEOUT_MS"));
     if (d->hello_timeout_ms < 100)

@@ -15,6 +15,8 @@
 
 /* Bytes of each ring direction per client. */
 #define OM_SERVER_RING_BYTES (1u << 20)
+/* Longest a session worker sleeps before it looks at its stop flag again. */
+#define OM_SESSION_POLL_MS 100
 
 /*
  * One client's session. Everything the client holds in the server is
@@ -33,9 +35,9 @@ struct session {
     struct om_limits limits;
     pthread_t worker;
     bool worker_started;
-    volatile int stop;   /* asks the worker to leave */
-    volatile int failed; /* the worker found a protocol error */
-    uint64_t calls;      /* records served */
+    int stop;       /* asks the worker to leave (__atomic) */
+    int failed;     /* the worker found a protocol error (__atomic) */
+    uint64_t calls; /* records served */
     struct session *next;
 };
 
@@ -57,5 +59,8 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);
 void om_session_end(struct server *srv, struct session *s, const char *why);
 struct session *om_session_find_fd(struct server *srv, int fd);
 struct session *om_session_find_pid(struct server *srv, pid_t pid);
+/* Tells the daemon a client came (OM_CLIENT_UP) or went (OM_CLIENT_DOWN). Every
+ * client the daemon hands over gets exactly one UP or DOWN for its first fate. */
+void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "internal.h"
@@ -90,10 +91,14 @@ static bool handle_daemon(struct server *srv)
     }
     switch (m.hdr.type) {
     case OM_MSG_SRV_ADOPT:
-        if (fd < 0 || om_decode_adopt(m.payload, m.hdr.len, &a) < 0) {
+        if (om_decode_adopt(m.payload, m.hdr.len, &a) < 0) {
             om_err("invalid client hand-over from the daemon");
-            if (fd >= 0)
-                close(fd);
+            break;
+        }
+        if (fd < 0) {
+            om_err("client %d (id %u) came without its socket (out of file descriptors?)",
+                   (int)a.pid, a.client_id);
+            om_session_report(srv, a.client_id, (pid_t)a.pid, OM_CLIENT_DOWN);
             break;
         }
         om_session_adopt(srv, fd, &a);
@@ -219,6 +224,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     srv.uid = geteuid();
+    om_raise_nofile();
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     if (init_gpus(&srv, err, sizeof(err)) < 0) {
         om_err("%s", err);

@@ -18,14 +18,13 @@
 #include "../common/sock.h"
 
 /* Tells the daemon a client came or went. */
-static void report(struct server *srv, const struct session *s, uint32_t event)
+void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event)
 {
-    struct om_srv_client m = {.client_id = s->id, .pid = (uint32_t)s->pid, .event = event};
+    /* No device is used before the data plane exists: device_mask 0. */
+    struct om_srv_client m = {.client_id = id, .pid = (uint32_t)pid, .event = event};
 
-    if (event == OM_CLIENT_UP)
-        m.device_mask = 0; /* no device is used before the data plane exists */
     if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
-        om_warn("cannot tell the daemon about client %d", (int)s->pid);
+        om_warn("cannot tell the daemon about client %d", (int)pid);
 }
 
 /* Serves one record. Returns 0, or -EPROTO to end the session. */
@@ -49,7 +48,10 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
                    strerror(-rc));
             return -EPROTO;
         }
-        if (om_ring_wait_space(&s->tx, reply.len, -1, &s->stop) < 0 || s->stop)
+        /* Bounded waits: the doorbell is in memory the client can scribble on,
+         * so a stop request must not depend on it waking us. */
+        om_ring_wait_space(&s->tx, reply.len, OM_SESSION_POLL_MS, &s->stop);
+        if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
             return -ECONNRESET;
     }
 }
@@ -60,15 +62,15 @@ static void *worker_main(void *arg)
     uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD);
 
     if (!buf) {
-        s->failed = 1;
+        __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
         shutdown(s->sock, SHUT_RDWR);
         return NULL;
     }
-    while (!s->stop) {
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
         struct om_rec rec;
         int rc = om_ring_recv(&s->rx, &rec, buf, OM_REC_MAX_PAYLOAD);
         if (rc == -EAGAIN) {
-            om_ring_wait_data(&s->rx, -1, 50, &s->stop);
+            om_ring_wait_data(&s->rx, OM_SESSION_POLL_MS, 50, &s->stop);
             continue;
         }
         if (rc < 0) {
@@ -81,7 +83,7 @@ static void *worker_main(void *arg)
         }
         if (rc < 0) {
             if (rc == -EPROTO)
-                s->failed = 1;
+                __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
             /* The main thread notices the hang-up and frees the session. */
             shutdown(s->sock, SHUT_RDWR);
             break;
@@ -91,14 +93,22 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Stops and joins the worker; at most OM_SESSION_POLL_MS whatever the client
+ * did to the doorbells. */
+static void stop_worker(struct session *s)
+{
+    if (!s->worker_started)
+        return;
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    om_ring_kick(s->rx.q);
+    om_ring_kick(s->tx.q);
+    pthread_join(s->worker, NULL);
+    s->worker_started = false;
+}
+
 static void session_free(struct session *s)
 {
-    if (s->worker_started) {
-        s->stop = 1;
-        om_ring_kick(s->rx.q);
-        om_ring_kick(s->tx.q);
-        pthread_join(s->worker, NULL);
-    }
+    stop_worker(s);
     if (s->ring_map)
         munmap(s->ring_map, s->ring_len);
     if (s->ring_fd >= 0)
@@ -130,6 +140,7 @@ static void log_limits(const struct session *s)
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
 {
     struct om_welcome w = {0};
+    struct om_ring_geometry geo;
     struct session *s;
     pid_t pid;
     uid_t uid;
@@ -138,6 +149,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s = calloc(1, sizeof(*s));
     if (!s) {
         close(fd);
+        om_session_report(srv, a->client_id, (pid_t)a->pid, OM_CLIENT_DOWN);
         return;
     }
     s->id = a->client_id;
@@ -159,13 +171,13 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
         om_msg_send_text(fd, OM_MSG_REFUSE, 0, "openmps-server: the server is shutting down");
         goto fail;
     }
-    rc = om_ring_create(OM_SERVER_RING_BYTES, &s->ring_fd, &s->ring_map, &s->ring_len);
+    rc = om_ring_create(OM_SERVER_RING_BYTES, &s->ring_fd, &s->ring_map, &s->ring_len, &geo);
     if (rc < 0) {
         om_err("client %d: cannot create its ring: %s", (int)s->pid, strerror(-rc));
         om_msg_send_text(fd, OM_MSG_REFUSE, 0, "openmps-server: cannot create the command ring");
         goto fail;
     }
-    om_ring_ends(s->ring_map, true, &s->tx, &s->rx);
+    om_ring_ends(s->ring_map, &geo, true, &s->tx, &s->rx);
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         om_err("client %d: cannot start its worker thread", (int)s->pid);
         goto fail;
@@ -180,15 +192,18 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
         om_info("client %d left during its handshake (%s)", (int)s->pid, strerror(-rc));
         goto fail;
     }
+    /* The mapping keeps the memory; one descriptor per session is enough. */
+    close(s->ring_fd);
+    s->ring_fd = -1;
     s->next = srv->sessions;
     srv->sessions = s;
     srv->nsessions++;
     om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id, srv->nsessions);
     log_limits(s);
-    report(srv, s, OM_CLIENT_UP);
+    om_session_report(srv, s->id, s->pid, OM_CLIENT_UP);
     return;
 fail:
-    report(srv, s, OM_CLIENT_DOWN);
+    om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
     session_free(s);
 }
 
@@ -201,9 +216,11 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
         }
     }
     srv->nsessions--;
+    om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
+    stop_worker(s); /* before reading what the worker wrote */
     om_info("Client %d disconnected (%s; %llu call(s) served; %u client(s) left)", (int)s->pid,
-            s->failed ? "protocol error" : why, (unsigned long long)s->calls, srv->nsessions);
-    report(srv, s, OM_CLIENT_DOWN);
+            __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : why,
+            (unsigned long long)s->calls, srv->nsessions);
     session_free(s);
 }
 

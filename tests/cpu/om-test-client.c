@@ -18,7 +18,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS]\n"
-                    "       [--die-after connect|hello|welcome] [--garbage tail|len|op]\n"
+                    "       [--die-after connect|hello|welcome] [--garbage tail|len|op|sleepers]\n"
                     "       [--timeout-ms MS]\n");
     exit(2);
 }
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     rc = om_client_connect(&c, om_pipe_dir(), err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "om-test-client: %s\n", err);
-        return 5;
+        return rc == -EACCES ? 3 : 5;
     }
     if (!strcmp(die_after, "connect"))
         die_now();
@@ -91,6 +91,14 @@ int main(int argc, char **argv)
     if (garbage) {
         /* Write an impossible record or index straight into the ring. */
         struct om_rec bad = {.len = 0, .op = 0xffff, .seq = 1};
+        if (!strcmp(garbage, "sleepers")) {
+            /* Let the server's worker fall asleep on the doorbell, then hide
+             * the sleeper and vanish: the server must still free the session. */
+            usleep(300000);
+            __atomic_store_n(&c.tx.q->sleepers, 0, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&c.tx.q->space_sleepers, 0, __ATOMIC_SEQ_CST);
+            _exit(0);
+        }
         if (!strcmp(garbage, "tail"))
             __atomic_store_n(&c.tx.q->tail, c.tx.pos + (1ull << 40), __ATOMIC_RELEASE);
         else if (!strcmp(garbage, "len")) {

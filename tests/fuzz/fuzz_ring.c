@@ -19,11 +19,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static uint8_t buf[OM_REC_MAX_PAYLOAD];
     uint64_t tail, head;
 
-    if (fd < 0 && om_ring_create(4096, &fd, &map, &len) != 0)
+    static struct om_ring_geometry geo;
+
+    if (fd < 0 && om_ring_create(4096, &fd, &map, &len, &geo) != 0)
         return 0;
     if (size < 16)
         return 0;
-    om_ring_ends(map, true, &tx, &rx);
+    om_ring_ends(map, &geo, true, &tx, &rx);
     memcpy(&tail, data, 8);
     memcpy(&head, data + 8, 8);
     data += 16;

@@ -148,16 +148,21 @@ class Env:
 
     def quit(self):
         if self.daemon and self.daemon.poll() is None:
-            self.ctl("quit -t 2\n")
+            out, err, rc = self.ctl("quit -t 2\n")
             try:
                 self.daemon.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
-                raise Fail("the daemon did not exit after quit -t 2")
+                raise Fail("the daemon did not exit after quit -t 2 (front-end rc %d %s); log:\n%s"
+                           % (rc, err, self.log()[-1500:]))
 
     def close(self, ok):
         try:
             self.quit()
+        except Fail as ex:
+            if ok:
+                raise
+            print("(after the failure) " + str(ex)[:300])  # the first failure is the one reported
         finally:
             for p, _ in self.children:
                 if p.poll() is None:
@@ -507,6 +512,113 @@ def malformed_ring_records():
 
 
 @test
+def client_hides_the_sleeping_worker():
+    """A client that clears the ring's sleeper count and exits cannot hang the server."""
+    e = Env()
+    ok = False
+    try:
+        rc, out, err = e.run_client("--pings", 1)
+        spid = e.servers()[0]
+        for _ in range(3):
+            rc, out, err = e.run_client("--garbage", "sleepers", timeout=10)
+            check(rc == 0, "garbage client exit %d: %s" % (rc, err))
+        wait_for(lambda: e.clients(spid) == [], timeout=3, what="the sessions to be freed")
+        t0 = time.monotonic()
+        rc, out, err = e.run_client("--pings", 10)
+        check(rc == 0 and time.monotonic() - t0 < 2, "the server still serves: " + err)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def connection_flood():
+    """Connections that are not clients are capped per user and in total; the daemon
+    neither spins nor floods its log, and goes on serving."""
+    need_root()
+    def limit_fds():
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (80, 80))
+    e = Env(start=False)
+    ok = False
+    try:
+        e.start(preexec=limit_fds)  # 80 descriptors: 16 connections at most
+        socks = []
+        for _ in range(40):
+            s = raw_conn(e)
+            socks.append(s)
+            try:
+                s.send(raw_msg(MSG["COMMAND"], b"help"))
+            except OSError:
+                pass  # refused at once: the daemon already closed it
+        answered = 0
+        for s in socks:
+            try:
+                mtype, _ = recv_msg(s)
+                answered += mtype == MSG["ANSWER"]
+            except (socket.timeout, ConnectionResetError, struct.error):
+                pass
+        check(0 < answered <= 16, "total cap: %d of 40 answered" % answered)
+        for s in socks:
+            s.close()
+        time.sleep(0.5)
+        check(len(e.log()) < 100000, "log size %d after the flood" % len(e.log()))
+        check("too many connections" in e.log(), "the refusal is logged")
+        check(e.cmd("get_default_client_priority") == "0", "still answers")
+        # One user's front-ends are capped at 32 even with descriptors to spare.
+        e.quit()
+        e2 = Env()
+        try:
+            code = ("import os,socket,struct,sys\n"
+                    "os.setgroups([]); os.setgid(12008); os.setuid(12008)\n"
+                    "ok=0; ss=[]\n"
+                    "for i in range(40):\n"
+                    "  s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.settimeout(3)\n"
+                    "  s.connect(sys.argv[1]); ss.append(s)\n"
+                    "  try: s.send(struct.pack('<IHHHHI',0x53504D4F,1,0,2,0,4)+b'help')\n"
+                    "  except OSError: pass\n"
+                    "for s in ss:\n"
+                    "  try: ok += len(s.recv(100))>0\n"
+                    "  except OSError: pass\n"
+                    "print(ok)\n")
+            p = subprocess.run([sys.executable, "-c", code, os.path.join(e2.pipe, "control.sock")],
+                               capture_output=True, text=True, timeout=60)
+            check(p.stdout.strip() == "32", "per-user cap: %r %r" % (p.stdout, p.stderr))
+            check(e2.cmd("get_server_list") == "", "root still served")
+            e2.quit()
+        finally:
+            e2.close(True)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def client_in_another_pid_namespace():
+    """A daemon that cannot see its client's pid refuses it with the reason."""
+    need_root()
+    probe = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True)
+    if probe.returncode != 0:
+        print("SKIP: cannot create a pid namespace here (unshare: %s)" %
+              probe.stderr.decode().strip())
+        return
+    e = Env(start=False)
+    ok = False
+    try:
+        err = e.errfile("daemon")
+        e.daemon = subprocess.Popen(["unshare", "--pid", "--fork", CONTROL, "-f"], env=e.env,
+                                    stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+        e.children.append((e.daemon, err))
+        wait_for(e.listening, what="the daemon in its namespace")
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 3 and "another pid namespace" in err, "refused with the reason: " + err)
+        check(e.cmd("ps") == "", "no phantom client")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def malformed_daemon_messages():
     """Garbage on the control socket drops that connection only."""
     e = Env()
@@ -791,7 +903,8 @@ def shim_refused_by_daemon():
         e.start(preexec=as_user(12005))
         out, err = run_shim(e)
         check(out[0] == "cuInit 805", "MPS connection failed: %r" % out)
-        check("runs as uid 12005" in err, "reason on stderr: " + err)
+        check("belongs to uid 12005, neither root nor this user" in err,
+              "reason on stderr: " + err)
         ok = True
     finally:
         e.close(ok)
@@ -849,10 +962,18 @@ def plain_user_daemon_serves_only_its_user():
         check(rc == 0, "own user served: " + err)
         spid = int(re.search(r"server=(\d+)", out).group(1))
         check(proc_uid(spid) == 12003, "server runs as the daemon's user")
-        # Root can reach the socket despite its mode; the daemon still says no.
+        # Root can reach the socket despite its mode. Our client will not talk to
+        # a daemon of another (non-root) user...
         rc, out, err = e.run_client("--pings", 1)
-        check(rc == 3 and "runs as uid 12003" in err and "uid 0 was refused" in err,
-              "other user refused: " + err)
+        check(rc == 3 and "belongs to uid 12003, neither root nor this user" in err,
+              "client refuses a stranger's daemon: " + err)
+        # ...and the daemon would not serve another user anyway.
+        s = raw_conn(e)
+        s.send(raw_msg(MSG["HELLO"], struct.pack("<II", os.getpid(), 0) + b"\0" * (HELLO_SIZE - 8)))
+        mtype, text = recv_msg(s)
+        check(mtype == MSG["REFUSE"] and b"runs as uid 12003" in text and
+              b"uid 0 was refused" in text, "daemon refuses other users: %r" % text)
+        s.close()
         out, _, _ = e.ctl("start_server -uid 12004\n")
         check("can start servers only for that user" in out, "start_server refused: " + out)
         out, _, _ = e.ctl("quit\n", env=dict(e.env))  # root may always quit

@@ -49,6 +49,7 @@
     X(msg_decode_payloads)                                                                         \
     X(msg_socket_roundtrip)                                                                        \
     X(msg_fd_passing)                                                                              \
+    X(msg_answer_chunks)                                                                           \
     X(ring_roundtrip)                                                                              \
     X(ring_wrap)                                                                                   \
     X(ring_full)                                                                                   \

@@ -110,6 +110,16 @@ TEST(config_private_dir)
     CHECK_EQ(om_make_private_dir(link, 0700, err, sizeof(err)), -ENOTDIR);
     CHECK(strstr(err, "symlink") != NULL);
     CHECK_EQ(om_make_private_dir("relative/dir", 0700, err, sizeof(err)), -EINVAL);
+    /* A parent anyone may write (no sticky bit) could have entries swapped. */
+    snprintf(link, sizeof(link), "%s/open", base);
+    CHECK_EQ(mkdir(link, 0777), 0);
+    CHECK_EQ(chmod(link, 0777), 0);
+    snprintf(dir, sizeof(dir), "%s/open/pipe", base);
+    CHECK_EQ(om_make_private_dir(dir, 0700, err, sizeof(err)), -EPERM);
+    CHECK(strstr(err, "cannot be trusted") != NULL);
+    CHECK_EQ(chmod(link, 01777), 0); /* sticky, like /tmp: fine */
+    CHECK_EQ(om_make_private_dir(dir, 0700, err, sizeof(err)), 0);
+    snprintf(dir, sizeof(dir), "%s/a/b/pipe", base);
     if (geteuid() == 0) {
         CHECK_EQ(chown(dir, 12345, 12345), 0);
         CHECK_EQ(om_make_private_dir(dir, 0700, err, sizeof(err)), -EPERM);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "../../src/common/msg.h"
+#include "../../src/control/internal.h"
 #include "test.h"
 
 static size_t frame(uint8_t *buf, uint16_t type, const void *payload, uint32_t len)
@@ -96,6 +97,36 @@ TEST(msg_socket_roundtrip)
     CHECK_EQ(om_msg_recv(sv[1], &m, NULL, 1000), -EBADMSG);
     close(sv[0]);
     CHECK_EQ(om_msg_recv(sv[1], &m, NULL, 1000), -ECONNRESET);
+    close(sv[1]);
+}
+
+TEST(msg_answer_chunks)
+{
+    static struct om_msg m;
+    size_t len = 3 * OM_ANSWER_CHUNK + 123, got = 0;
+    char *text = malloc(len), *back = malloc(len);
+    int sv[2], pieces = 0;
+
+    CHECK(text && back);
+    for (size_t i = 0; i < len; i++)
+        text[i] = (char)('a' + i % 26);
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    int one = 4 << 20; /* room for the whole answer before anyone reads */
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+    CHECK_EQ(om_send_answer(sv[0], false, text, len), 0);
+    do {
+        CHECK_EQ(om_msg_recv(sv[1], &m, NULL, 1000), 0);
+        CHECK(got + m.hdr.len <= len);
+        memcpy(back + got, m.payload, m.hdr.len);
+        got += m.hdr.len;
+        pieces++;
+    } while (m.hdr.flags & OM_ANSWER_MORE);
+    CHECK_EQ(got, len);
+    CHECK_EQ(pieces, 4);
+    CHECK(memcmp(text, back, len) == 0);
+    free(text);
+    free(back);
+    close(sv[0]);
     close(sv[1]);
 }
 

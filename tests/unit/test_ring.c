@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the shared-memory ring, within one process and across two. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -13,15 +14,16 @@ struct pair {
     int fd;
     void *smap, *cmap;
     size_t len;
+    struct om_ring_geometry sgeo, cgeo;
     struct om_ring_end s_tx, s_rx, c_tx, c_rx;
 };
 
 static void make_pair(struct pair *p, uint32_t bytes)
 {
-    CHECK_EQ(om_ring_create(bytes, &p->fd, &p->smap, &p->len), 0);
-    CHECK_EQ(om_ring_attach(p->fd, p->len, &p->cmap), 0);
-    om_ring_ends(p->smap, true, &p->s_tx, &p->s_rx);
-    om_ring_ends(p->cmap, false, &p->c_tx, &p->c_rx);
+    CHECK_EQ(om_ring_create(bytes, &p->fd, &p->smap, &p->len, &p->sgeo), 0);
+    CHECK_EQ(om_ring_attach(p->fd, p->len, &p->cmap, &p->cgeo), 0);
+    om_ring_ends(p->smap, &p->sgeo, true, &p->s_tx, &p->s_rx);
+    om_ring_ends(p->cmap, &p->cgeo, false, &p->c_tx, &p->c_rx);
 }
 
 static void free_pair(struct pair *p)
@@ -122,9 +124,25 @@ TEST(ring_corrupt_indices)
     make_pair(&p, 4096);
     ((struct om_ring_header *)p.smap)->queue_bytes = 3000;
     void *m2;
-    CHECK_EQ(om_ring_attach(p.fd, p.len, &m2), -EBADMSG);
-    CHECK_EQ(om_ring_attach(p.fd, p.len - 4096, &m2), -EBADMSG);
+    struct om_ring_geometry g;
+    CHECK_EQ(om_ring_attach(p.fd, p.len, &m2, &g), -EBADMSG);
+    CHECK_EQ(om_ring_attach(p.fd, p.len - 4096, &m2, &g), -EBADMSG);
     free_pair(&p);
+    /* The header changed after attaching does not move the client's view. */
+    make_pair(&p, 4096);
+    ((struct om_ring_header *)p.smap)->cq_data_off = 0;
+    ((struct om_ring_header *)p.smap)->queue_bytes = 1u << 30;
+    struct om_ring_end tx, rx;
+    om_ring_ends(p.cmap, &p.cgeo, false, &tx, &rx);
+    CHECK_EQ(rx.size, 4096);
+    CHECK(rx.data == (uint8_t *)p.cmap + p.cgeo.cq_data_off && p.cgeo.cq_data_off != 0);
+    free_pair(&p);
+    /* A memfd whose size is not sealed could be shrunk under the mapping. */
+    int fd = memfd_create("unsealed", 0);
+    CHECK(fd >= 0);
+    CHECK_EQ(ftruncate(fd, 4096 * 4), 0);
+    CHECK_EQ(om_ring_attach(fd, 4096 * 4, &m2, &g), -EBADMSG);
+    close(fd);
 }
 
 TEST(ring_cross_process)
@@ -172,7 +190,7 @@ TEST(ring_wait_timeout)
 {
     struct pair p;
     struct timespec a, b;
-    volatile int stop = 0;
+    int stop = 0;
 
     make_pair(&p, 4096);
     clock_gettime(CLOCK_MONOTONIC, &a);
