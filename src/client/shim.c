@@ -134,14 +134,7 @@ static bool is_self(const char *path)
 
 static void *load_real_driver(void)
 {
-    static const char *const paths[] = {
-        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-        "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
-        "/usr/lib64/libcuda.so.1",
-        "/usr/local/nvidia/lib64/libcuda.so.1",
-        "/usr/lib/wsl/lib/libcuda.so.1",
-        NULL,
-    };
+    const char *const *paths = om_driver_default_paths;
     const char *env = getenv("OPENMPS_DRIVER");
 
     if (env && *env) {

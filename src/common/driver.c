@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const default_paths[] = {
+const char *const om_driver_default_paths[] = {
     "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
     "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
     "/usr/lib64/libcuda.so.1",
@@ -44,7 +44,7 @@ int om_driver_open(struct om_driver *drv, char *err, size_t errlen)
 {
     const char *env = getenv("OPENMPS_DRIVER");
     const char *one[] = {env, NULL};
-    const char *const *paths = env && *env ? one : default_paths;
+    const char *const *paths = env && *env ? one : om_driver_default_paths;
     char tried[1024] = "";
     om_cu_result cr;
     int rc;

@@ -30,6 +30,9 @@ struct om_driver {
     om_cu_result (*cuDevicePrimaryCtxRelease)(om_cu_device);
 };
 
+/* Where NVIDIA's installers put the real libcuda.so.1, NULL-terminated. */
+extern const char *const om_driver_default_paths[];
+
 /*
  * Loads the real driver: $OPENMPS_DRIVER when set, else the first of the
  * usual install paths that loads. Never searches by bare name (that could

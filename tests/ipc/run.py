@@ -96,6 +96,14 @@ class Env:
                  what="the daemon's socket")
         check(self.daemon.poll() is None, "daemon exited at start: " + open(err).read())
 
+    def start_as_user(self, uid):
+        """A daemon run by a plain user, in directories that user owns."""
+        os.makedirs(self.pipe, mode=0o700)
+        os.makedirs(self.logs, mode=0o755)
+        os.chown(self.pipe, uid, uid)
+        os.chown(self.logs, uid, uid)
+        self.start(preexec=as_user(uid))
+
     def listening(self):
         """True when a daemon accepts connections (a stale socket file does not)."""
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -896,11 +904,7 @@ def shim_refused_by_daemon():
     e = Env(start=False)
     ok = False
     try:
-        os.makedirs(e.pipe, mode=0o700)
-        os.makedirs(e.logs, mode=0o755)
-        os.chown(e.pipe, 12005, 12005)
-        os.chown(e.logs, 12005, 12005)
-        e.start(preexec=as_user(12005))
+        e.start_as_user(12005)
         out, err = run_shim(e)
         check(out[0] == "cuInit 805", "MPS connection failed: %r" % out)
         check("belongs to uid 12005, neither root nor this user" in err,
@@ -953,11 +957,7 @@ def plain_user_daemon_serves_only_its_user():
     e = Env(start=False)
     ok = False
     try:
-        os.makedirs(e.pipe, mode=0o700)
-        os.makedirs(e.logs, mode=0o755)
-        os.chown(e.pipe, 12003, 12003)
-        os.chown(e.logs, 12003, 12003)
-        e.start(preexec=as_user(12003))
+        e.start_as_user(12003)
         rc, out, err = e.run_client("--pings", 1, preexec=as_user(12003))
         check(rc == 0, "own user served: " + err)
         spid = int(re.search(r"server=(\d+)", out).group(1))
