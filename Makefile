@@ -42,7 +42,7 @@ fuzz:
 	for f in fuzz_msg fuzz_command fuzz_ring; do \
 	  build-fuzz/tests/$$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$f || exit 1; done
 
-SOURCES := $(shell git ls-files '*.c' '*.h' ':!src/client/gen/*' 2>/dev/null)
+SOURCES := $(shell git ls-files '*.c' '*.h' ':!src/*/gen/*' 2>/dev/null)
 format:
 	clang-format -i $(SOURCES)
 format-check:

@@ -61,6 +61,10 @@ int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, ch
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,
                    size_t cap, uint32_t *ret_len);
 
+/* Sends a record without waiting for anything back (launches, async copies):
+ * the server reports its errors at the next synchronising call. */
+int om_client_post(struct om_client *c, uint16_t op, const void *payload, uint32_t len);
+
 /* False once the server ended the session or died (c->why says why). Never blocks. */
 bool om_client_alive(struct om_client *c);
 

@@ -21,7 +21,14 @@ int om_cuInit(unsigned flags)
         if (!om_shim.real_fn[index])
             return OM_CUDA_ERROR_NO_DEVICE;
         return ((init_fn)om_shim.real_fn[index])(flags);
-    case OM_MODE_REMOTE: return flags == 0 ? OM_CUDA_SUCCESS : OM_CUDA_ERROR_INVALID_VALUE;
+    case OM_MODE_REMOTE:
+        if (flags != 0)
+            return OM_CUDA_ERROR_INVALID_VALUE;
+        /* The real driver is initialised too: the runtime's export tables
+         * (DRIVER_FACTS.md) need it. It creates no context. */
+        if (om_shim.real_fn[index] && ((init_fn)om_shim.real_fn[index])(0) != OM_CUDA_SUCCESS)
+            om_shim_log("the local driver's cuInit failed; driver-API calls still work");
+        return OM_CUDA_SUCCESS;
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
 }

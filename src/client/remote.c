@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs. */
+#include "remote.h"
 #include "shim.h"
 
 /* An entry point not remoted yet: NOT_SUPPORTED, its name logged once. It
@@ -30,8 +31,18 @@ static const unsigned char modes[OM_ENTRY_COUNT] = {
 #undef OM_X_MODE
 };
 
+/* Implementations set by remote_api.c and remote_ctx.c (NULL: not remoted). */
+static void *impl[OM_ENTRY_COUNT];
+
+void om_remote_set(int index, void *fn)
+{
+    impl[index] = fn;
+}
+
 void *om_remote_entry(int index)
 {
+    if (impl[index])
+        return impl[index];
     switch (modes[index]) {
     case OM_ENTRY_LOCAL: return om_fn[index]; /* installed by shim.c in every mode */
     case OM_ENTRY_PASSTHROUGH:
@@ -42,6 +53,8 @@ void *om_remote_entry(int index)
 
 void om_remote_install(void)
 {
+    om_remote_api_install();
+    om_remote_ctx_install();
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);
 }

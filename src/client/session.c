@@ -14,6 +14,7 @@
 #include "../common/config.h"
 #include "../common/msg.h"
 #include "../common/sock.h"
+#include "openmps/ops.h"
 
 int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
 {
@@ -190,6 +191,21 @@ static bool session_over(struct om_client *c)
 bool om_client_alive(struct om_client *c)
 {
     return !session_over(c);
+}
+
+int om_client_post(struct om_client *c, uint16_t op, const void *payload, uint32_t len)
+{
+    struct om_rec rec = {.len = len, .op = op, .flags = OM_REC_POSTED, .seq = ++c->next_seq};
+    int rc;
+
+    if (c->dead)
+        return -ECONNRESET;
+    while ((rc = om_ring_send(&c->tx, &rec, payload)) == -EAGAIN) {
+        if (session_over(c))
+            return -ECONNRESET;
+        om_ring_wait_space(&c->tx, len, OM_CLIENT_LIVENESS_MS, NULL);
+    }
+    return rc;
 }
 
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "client.h"
-#include "gen/entries.h"
+#include "../common/gen/entries.h"
 
 #define OM_HIDDEN __attribute__((visibility("hidden")))
 

@@ -140,6 +140,9 @@ static _Noreturn void exec_server(struct daemon *d, const struct identity *id, i
     /* More than the default 8 hardware queues, so client streams overlap
      * (DRIVER_FACTS.md); read by the driver at cuInit. */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* Modules load eagerly, once: a lazily loaded kernel's first launch waits
+     * for every running kernel of the context (DRIVER_FACTS.md). */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     execv(d->server_exe, argv);
     child_fail(log_fd, d->server_exe, errno);
 }

@@ -10,13 +10,43 @@
 #include <sys/types.h>
 
 #include "../common/driver.h"
+#include "../common/gen/entries.h"
 #include "../common/ring.h"
+#include "openmps/cuda_abi.h"
 #include "openmps/protocol.h"
 
 /* Bytes of each ring direction per client. */
 #define OM_SERVER_RING_BYTES (1u << 20)
+/* Largest answer of one call (a piece of a device-to-host copy, at most). */
+#define OM_REPLY_MAX (512u * 1024u)
+/* Largest staged image or copy of one call. */
+#define OM_STAGE_MAX (1u << 30)
 /* Longest a session worker sleeps before it looks at its stop flag again. */
 #define OM_SESSION_POLL_MS 100
+
+/* A set of handles a client owns (streams, events, libraries). */
+struct om_handles {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+/* Device memory a client may touch: its allocations (owned: it may free them)
+ * and the globals of modules it loaded (not owned). */
+struct om_range {
+    uint64_t base, size;
+    uint64_t mem; /* the physical allocation behind an owned range, 0 otherwise */
+    bool owned;
+};
+struct om_ranges {
+    struct om_range *v;
+    size_t n, cap;
+};
+
+/* Kernels a client obtained, with the size of their argument buffer. */
+struct om_kernel {
+    uint64_t handle;
+    uint32_t args_size;
+};
 
 /*
  * One client's session. Everything the client holds in the server is
@@ -38,6 +68,16 @@ struct session {
     int stop;       /* asks the worker to leave (__atomic) */
     int failed;     /* the worker found a protocol error (__atomic) */
     uint64_t calls; /* records served */
+    /* What the client owns; freed by session_free whatever the moment. */
+    CUstream default_stream; /* its NULL, legacy and per-thread default stream */
+    struct om_handles streams, events, libraries;
+    struct om_ranges allocs;
+    struct om_kernel *kernels;
+    size_t nkernels, kernels_cap;
+    uint8_t *stage; /* bytes the client staged for its next call */
+    size_t stage_len, stage_cap;
+    uint8_t launch_args[32768];
+    CUresult async_error; /* the first error of a posted call, for the next sync */
     struct session *next;
 };
 
@@ -53,6 +93,40 @@ struct server {
     unsigned nsessions;
     bool stopping; /* graceful: exit when the last client left */
 };
+
+/* main.c: the real driver's entry points, by index (NULL: the driver lacks it). */
+extern void *om_server_real[OM_ENTRY_COUNT];
+int om_server_ndevices(void);
+const char *om_server_entry_name(int index);
+/* Makes the server's primary context current on the calling thread. */
+CUresult om_server_bind_context(void);
+
+/* exec.c: runs one driver call of a client. */
+CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
+                 size_t out_cap, size_t *ret_out_len, bool posted);
+CUresult om_exec_sync_client(struct session *s);
+
+/* devmem.c: device memory that can be freed without waiting for other clients. */
+CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
+                         uint64_t *ret_mem);
+void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
+
+/* resources.c */
+int om_handles_add(struct om_handles *h, uint64_t v);
+bool om_handles_has(const struct om_handles *h, uint64_t v);
+bool om_handles_remove(struct om_handles *h, uint64_t v);
+void om_handles_free(struct om_handles *h);
+int om_ranges_add(struct om_ranges *r, uint64_t base, uint64_t size, uint64_t mem, bool owned);
+bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len);
+struct om_range *om_ranges_find_base(struct om_ranges *r, uint64_t base);
+void om_ranges_remove(struct om_ranges *r, struct om_range *it);
+void om_ranges_free(struct om_ranges *r);
+int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size);
+int64_t om_kernel_total(const struct session *s, uint64_t handle); /* -1: not its kernel */
+uint64_t om_hash64(const void *data, size_t len);
+int om_image_lookup(uint64_t hash, size_t size, uint64_t *ret_library);
+void om_image_add(uint64_t hash, size_t size, uint64_t library);
+pthread_mutex_t *om_image_load_lock(void);
 
 /* session.c */
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);

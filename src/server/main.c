@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* openmps-server: owns the CUDA context of each GPU and serves the clients the daemon hands it. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,34 @@
 #include "internal.h"
 
 static volatile sig_atomic_t got_term;
+static struct server *the_server;
+
+void *om_server_real[OM_ENTRY_COUNT];
+
+static const char *const entry_names[OM_ENTRY_COUNT] = {
+#define OM_X_NAME(i, sym, mode) [i] = #sym,
+    OM_ENTRIES(OM_X_NAME)
+#undef OM_X_NAME
+};
+
+const char *om_server_entry_name(int index)
+{
+    return entry_names[index];
+}
+
+int om_server_ndevices(void)
+{
+    return the_server->ndevs;
+}
+
+CUresult om_server_bind_context(void)
+{
+    CUresult (*set)(om_cu_context) = om_server_real[OM_IDX_cuCtxSetCurrent];
+
+    if (!set || the_server->ndevs == 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return set(the_server->ctx[0]); /* one device for now: the data plane's first step */
+}
 
 static void on_term(int sig)
 {
@@ -29,6 +58,8 @@ static int init_gpus(struct server *srv, char *err, size_t errlen)
 
     if (rc < 0)
         return rc;
+    for (int i = 0; i < OM_ENTRY_COUNT; i++)
+        om_server_real[i] = dlsym(srv->drv.lib, entry_names[i]);
     srv->ndevs = om_driver_devices(&srv->drv, srv->devs, OM_MAX_DEVICES, err, errlen);
     if (srv->ndevs < 0)
         return srv->ndevs;
@@ -209,6 +240,7 @@ int main(int argc, char **argv)
     int log_fd = -1;
 
     srv.chan = -1;
+    the_server = &srv;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--channel-fd"))
             srv.chan = atoi(argv[i + 1]);

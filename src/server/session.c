@@ -16,6 +16,7 @@
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "../common/sock.h"
+#include "openmps/ops.h"
 
 /* Tells the daemon a client came or went. */
 void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event)
@@ -27,20 +28,63 @@ void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t even
         om_warn("cannot tell the daemon about client %d", (int)pid);
 }
 
+/* The staging buffer: bytes a client sends ahead of the call that uses them. */
+static int stage(struct session *s, const struct om_rec *rec, const uint8_t *payload)
+{
+    if (rec->op == OM_OP_STAGE_RESET) {
+        s->stage_len = 0;
+        return 0;
+    }
+    if (rec->len > OM_STAGE_MAX - s->stage_len) {
+        om_err("client %d staged more than %u bytes; closing its session", (int)s->pid,
+               OM_STAGE_MAX);
+        return -EPROTO;
+    }
+    if (s->stage_len + rec->len > s->stage_cap) {
+        size_t cap = s->stage_cap ? s->stage_cap : 1u << 20;
+        uint8_t *nb;
+        while (cap < s->stage_len + rec->len)
+            cap *= 2;
+        nb = realloc(s->stage, cap);
+        if (!nb)
+            return -ENOMEM;
+        s->stage = nb;
+        s->stage_cap = cap;
+    }
+    memcpy(s->stage + s->stage_len, payload, rec->len);
+    s->stage_len += rec->len;
+    return 0;
+}
+
 /* Serves one record. Returns 0, or -EPROTO to end the session. */
-static int serve(struct session *s, const struct om_rec *rec, const uint8_t *payload)
+static int serve(struct session *s, const struct om_rec *rec, const uint8_t *payload,
+                 uint8_t *out)
 {
     struct om_rec reply = {.op = rec->op, .seq = rec->seq};
+    const void *reply_payload = payload;
 
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;
+    case OM_OP_STAGE_RESET:
+    case OM_OP_STAGE_APPEND: return stage(s, rec, payload) == -EPROTO ? -EPROTO : 0;
     default:
+        if (rec->op >= OM_OP_ENTRY_BASE && rec->op < OM_OP_ENTRY_BASE + OM_ENTRY_COUNT) {
+            size_t out_len = 0;
+            bool posted = rec->flags & OM_REC_POSTED;
+            reply.status = om_exec(s, rec->op - OM_OP_ENTRY_BASE, payload, rec->len, out,
+                                   OM_REPLY_MAX, &out_len, posted);
+            if (posted)
+                return 0;
+            reply.len = (uint32_t)out_len;
+            reply_payload = out;
+            break;
+        }
         om_err("client %d sent unknown operation %u; closing its session", (int)s->pid, rec->op);
         return -EPROTO;
     }
     for (;;) {
-        int rc = om_ring_send(&s->tx, &reply, payload);
+        int rc = om_ring_send(&s->tx, &reply, reply_payload);
         if (rc == 0)
             return 0;
         if (rc != -EAGAIN) {
@@ -56,12 +100,54 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     }
 }
 
+#define R(sym) om_server_real[OM_IDX_##sym]
+
+/*
+ * Everything the client held on the GPU, freed by its worker (which has the
+ * context current) when the session ends, however it ended. Its own work is
+ * waited for first: unmapping memory under a running kernel would fault the
+ * context every client shares.
+ */
+static void release_gpu_resources(struct session *s)
+{
+    if (s->default_stream || s->streams.n)
+        om_exec_sync_client(s);
+    for (size_t i = 0; i < s->events.n; i++)
+        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))((CUevent)(uintptr_t)s->events.v[i]);
+    for (size_t i = 0; i < s->streams.n; i++)
+        ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))((CUstream)(uintptr_t)s->streams.v[i]);
+    if (s->default_stream)
+        ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))(s->default_stream);
+    for (size_t i = 0; i < s->allocs.n; i++)
+        if (s->allocs.v[i].owned)
+            om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
+    if (s->allocs.n || s->streams.n || s->events.n)
+        om_info("client %d: freed %zu allocation(s), %zu stream(s), %zu event(s)", (int)s->pid,
+                s->allocs.n, s->streams.n, s->events.n);
+    om_handles_free(&s->events);
+    om_handles_free(&s->streams);
+    om_handles_free(&s->libraries); /* the images stay loaded for the next client */
+    om_ranges_free(&s->allocs);
+    s->default_stream = NULL;
+    free(s->kernels);
+    s->kernels = NULL;
+    s->nkernels = s->kernels_cap = 0;
+    free(s->stage);
+    s->stage = NULL;
+    s->stage_len = s->stage_cap = 0;
+}
+
 static void *worker_main(void *arg)
 {
     struct session *s = arg;
-    uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD);
+    uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD), *out = malloc(OM_REPLY_MAX);
 
-    if (!buf) {
+    /* The client's work runs in the server's context, on this thread. */
+    if (om_server_bind_context() != CUDA_SUCCESS)
+        om_err("client %d: cannot make the server context current", (int)s->pid);
+    if (!buf || !out) {
+        free(buf);
+        free(out);
         __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
         shutdown(s->sock, SHUT_RDWR);
         return NULL;
@@ -79,7 +165,7 @@ static void *worker_main(void *arg)
             rc = -EPROTO;
         } else {
             s->calls++;
-            rc = serve(s, &rec, buf);
+            rc = serve(s, &rec, buf, out);
         }
         if (rc < 0) {
             if (rc == -EPROTO)
@@ -89,7 +175,9 @@ static void *worker_main(void *arg)
             break;
         }
     }
+    release_gpu_resources(s);
     free(buf);
+    free(out);
     return NULL;
 }
 

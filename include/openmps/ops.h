@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Operations carried in ring records: driver entry points and the plumbing around them. */
+#ifndef OPENMPS_OPS_H
+#define OPENMPS_OPS_H
+
+/*
+ * A driver entry point travels as op OM_OP_ENTRY_BASE + its index in
+ * api/driver_api.tsv (OM_IDX_<symbol>). Client and server are built from the
+ * same table, and a session only exists between equal protocol versions.
+ * Payloads are sequences of little-endian u64s and byte strings, each entry
+ * point's layout written beside its handler in src/server/exec.c and its stub
+ * in src/client/remote_*.c.
+ */
+#define OM_OP_ENTRY_BASE 1000
+
+/* Record flags. */
+#define OM_REC_POSTED 0x1u /* asynchronous: no completion; errors are kept for the next sync */
+
+/* Plumbing operations (below OM_OP_ENTRY_BASE). */
+#define OM_OP_STAGE_RESET 10  /* drop the session's staging buffer */
+#define OM_OP_STAGE_APPEND 11 /* append the payload to it (posted) */
+
+/* Largest payload of one record the client sends; bigger data is staged in pieces. */
+#define OM_CHUNK_BYTES (256u * 1024u)
+
+#endif

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode internals shared by the client's remote_*.c files. */
+#ifndef OM_REMOTE_H
+#define OM_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/wire.h"
+#include "openmps/cuda_abi.h"
+
+/* A call that waits for the server's answer (copied into reply, cap bytes). */
+CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
+                  uint32_t *ret_len);
+/* A call that does not wait (launches, records): errors come at the next sync. */
+CUresult om_rpost(int index, const struct om_wbuf *req);
+/* Replaces the session's staging buffer with these bytes (module images, copies). */
+CUresult om_stage(const void *data, size_t len);
+
+/* remote.c: the implementation installed for an entry point in remote mode. */
+void om_remote_set(int index, void *fn);
+/* remote_api.c and remote_ctx.c fill the table. */
+void om_remote_api_install(void);
+void om_remote_ctx_install(void);
+
+#endif

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode: the entry points executed by the server, and those answered in the client. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/wire.h"
+#include "openmps/cuda_abi.h"
+#include "openmps/ops.h"
+#include "remote.h"
+#include "shim.h"
+
+/* One ring per process: calls from several threads take turns. */
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult session_error(int rc)
+{
+    if (rc == -ECONNRESET) {
+        om_shim_log("the openmps session ended: %s", om_shim.client.why);
+        return strstr(om_shim.client.why, "terminated") ? CUDA_ERROR_MPS_CLIENT_TERMINATED
+                                                          : CUDA_ERROR_MPS_CONNECTION_FAILED;
+    }
+    return CUDA_ERROR_UNKNOWN;
+}
+
+CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap, uint32_t *ret_len)
+{
+    uint32_t got = 0;
+    int rc;
+
+    if (req->overflow)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ring_lock);
+    rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
+                        (uint32_t)req->len, reply, cap, &got);
+    pthread_mutex_unlock(&ring_lock);
+    if (rc < 0)
+        return session_error(rc);
+    if (ret_len)
+        *ret_len = got;
+    return (CUresult)rc;
+}
+
+CUresult om_rpost(int index, const struct om_wbuf *req)
+{
+    int rc;
+
+    if (req->overflow)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ring_lock);
+    rc = om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
+                        (uint32_t)req->len);
+    pthread_mutex_unlock(&ring_lock);
+    return rc < 0 ? session_error(rc) : CUDA_SUCCESS;
+}
+
+/* Sends `len` bytes into the session's staging buffer, in pieces. */
+CUresult om_stage(const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    int rc;
+
+    pthread_mutex_lock(&ring_lock);
+    rc = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
+    while (rc == 0 && len > 0) {
+        uint32_t n = len > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : (uint32_t)len;
+        rc = om_client_post(&om_shim.client, OM_OP_STAGE_APPEND, p, n);
+        p += n;
+        len -= n;
+    }
+    pthread_mutex_unlock(&ring_lock);
+    return rc < 0 ? session_error(rc) : CUDA_SUCCESS;
+}
+
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+/* ------------------------------------------------------------------ devices */
+
+static CUresult r_cuDeviceGetCount(int *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = (int)om_shim.client.ndevices;
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= (int)om_shim.client.ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    char reply[256];
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetName, &req, reply, sizeof(reply) - 1, &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    reply[got < sizeof(reply) ? got : sizeof(reply) - 1] = '\0';
+    strncpy(name, reply, (size_t)len - 1);
+    name[len - 1] = '\0';
+    return CUDA_SUCCESS;
+}
+
+/* Device queries with u64 arguments and one u64 answer share one path. */
+static CUresult query_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    om_put_u64(&req, a);
+    om_put_u64(&req, b);
+    rc = om_rcall(index, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        return CUDA_ERROR_UNKNOWN;
+    *out = v;
+    return rc;
+}
+
+static CUresult r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = query_u64(OM_IDX_cuDeviceTotalMem_v2, (uint64_t)dev, 0, &v);
+    if (rc == CUDA_SUCCESS)
+        *bytes = (size_t)v;
+    return rc;
+}
+
+/* The runtime reads ~100 attributes at start: each is asked once per device. */
+#define MAX_ATTR 160
+static int attr_cache[OM_MAX_DEVICES][MAX_ATTR];
+static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
+
+static CUresult r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= (int)om_shim.client.ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    /* Managed memory is emulated without concurrent access (ARCHITECTURE.md). */
+    if (attrib == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {
+        *value = 0;
+        return CUDA_SUCCESS;
+    }
+    if (attrib >= 0 && attrib < MAX_ATTR &&
+        __atomic_load_n(&attr_known[dev][attrib], __ATOMIC_ACQUIRE)) {
+        *value = attr_cache[dev][attrib];
+        return CUDA_SUCCESS;
+    }
+    rc = query_u64(OM_IDX_cuDeviceGetAttribute, (uint64_t)(uint32_t)attrib, (uint64_t)dev, &v);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *value = (int)(int64_t)v;
+    if (attrib >= 0 && attrib < MAX_ATTR) {
+        attr_cache[dev][attrib] = *value;
+        __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult uuid_of(CUdevice dev, void *uuid)
+{
+    uint8_t reply[16];
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetUuid_v2, &req, reply, sizeof(reply), &got);
+    if (rc == CUDA_SUCCESS && got == 16)
+        memcpy(uuid, reply, 16);
+    return rc == CUDA_SUCCESS && got != 16 ? CUDA_ERROR_UNKNOWN : rc;
+}
+
+static CUresult r_cuDeviceGetUuid(void *uuid, CUdevice dev)
+{
+    return uuid_of(dev, uuid);
+}
+
+static CUresult r_cuDeviceGetUuid_v2(void *uuid, CUdevice dev)
+{
+    return uuid_of(dev, uuid);
+}
+
+static CUresult r_cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev)
+{
+    char reply[64];
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    if (!bus || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetPCIBusId, &req, reply, sizeof(reply) - 1, &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    reply[got < sizeof(reply) ? got : sizeof(reply) - 1] = '\0';
+    strncpy(bus, reply, (size_t)len - 1);
+    bus[len - 1] = '\0';
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = query_u64(OM_IDX_cuMemAlloc_v2, (uint64_t)bytes, 0, &v);
+    if (rc == CUDA_SUCCESS)
+        *dptr = v;
+    return rc;
+}
+
+static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
+{
+    uint64_t v;
+
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    return query_u64(OM_IDX_cuMemFree_v2, dptr, 0, &v);
+}
+
+static CUresult r_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    uint64_t v[2];
+    uint32_t got = 0;
+    REQ(req, 8);
+    CUresult rc = om_rcall(OM_IDX_cuMemGetInfo_v2, &req, v, sizeof(v), &got);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got != sizeof(v))
+        return CUDA_ERROR_UNKNOWN;
+    if (free_bytes)
+        *free_bytes = (size_t)v[0];
+    if (total)
+        *total = (size_t)v[1];
+    return CUDA_SUCCESS;
+}
+
+/* Host to device: the bytes go through the staging buffer; the server copies
+ * on the client's stream and waits for that stream only. */
+static CUresult htod(int index, CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+    REQ(req, 32);
+    CUresult rc;
+
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    rc = om_stage(src, n);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&req, dst);
+    om_put_u64(&req, (uint64_t)n);
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    return om_rcall(index, &req, NULL, 0, NULL);
+}
+
+/* Device to host: answered in pieces of at most OM_CHUNK_BYTES. */
+static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    uint8_t *out = dst;
+
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    while (n > 0) {
+        size_t piece = n > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : n;
+        uint32_t got = 0;
+        REQ(req, 32);
+        CUresult rc;
+        om_put_u64(&req, src);
+        om_put_u64(&req, (uint64_t)piece);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        rc = om_rcall(index, &req, out, piece, &got);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        if (got != piece)
+            return CUDA_ERROR_UNKNOWN;
+        out += piece;
+        src += piece;
+        n -= piece;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return htod(OM_IDX_cuMemcpyHtoD_v2, dst, src, n, NULL);
+}
+
+static CUresult r_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    /* Pageable memory: the driver also copies it before returning. */
+    return htod(OM_IDX_cuMemcpyHtoD_v2, dst, src, n, s);
+}
+
+static CUresult r_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return dtoh(OM_IDX_cuMemcpyDtoH_v2, dst, src, n, NULL);
+}
+
+static CUresult r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return dtoh(OM_IDX_cuMemcpyDtoH_v2, dst, src, n, s);
+}
+
+static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)
+{
+    REQ(req, 40);
+
+    om_put_u64(&req, dst);
+    om_put_u64(&req, src);
+    om_put_u64(&req, (uint64_t)n);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, wait);
+    return om_rcall(OM_IDX_cuMemcpyDtoD_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return memcpy_dd(dst, src, n, NULL, true);
+}
+
+static CUresult r_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return memcpy_dd(dst, src, n, s, false);
+}
+
+static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t count,
+                         CUstream s, bool wait)
+{
+    REQ(req, 48);
+
+    om_put_u64(&req, dst);
+    om_put_u64(&req, value);
+    om_put_u64(&req, width);
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, wait);
+    return om_rcall(OM_IDX_cuMemsetD8_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+{
+    return memset_d(d, v, 1, n, NULL, true);
+}
+
+static CUresult r_cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
+{
+    return memset_d(d, v, 2, n, NULL, true);
+}
+
+static CUresult r_cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
+{
+    return memset_d(d, v, 4, n, NULL, true);
+}
+
+static CUresult r_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+{
+    return memset_d(d, v, 1, n, s, false);
+}
+
+static CUresult r_cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+{
+    return memset_d(d, v, 2, n, s, false);
+}
+
+static CUresult r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s)
+{
+    return memset_d(d, v, 4, n, s, false);
+}
+
+/* Host allocations the program asks the driver for. Until pinned memory is
+ * shared with the server (issue #3, next step) they are plain host memory:
+ * copies from and to them work (through the staging path), zero-copy does not. */
+static CUresult r_cuMemAllocHost_v2(void **p, size_t bytes)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (posix_memalign(p, 4096, bytes ? bytes : 1) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuMemHostAlloc(void **p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    return r_cuMemAllocHost_v2(p, bytes);
+}
+
+static CUresult r_cuMemFreeHost(void *p)
+{
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ streams, events */
+
+static CUresult create_handle(int index, uint64_t a, uint64_t b, void **out)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = query_u64(index, a, b, &v);
+    if (rc == CUDA_SUCCESS)
+        *out = (void *)(uintptr_t)v;
+    return rc;
+}
+
+static CUresult handle_call(int index, const void *h, uint64_t b)
+{
+    uint64_t v;
+
+    return query_u64(index, (uint64_t)(uintptr_t)h, b, &v);
+}
+
+static CUresult r_cuStreamCreate(CUstream *s, unsigned flags)
+{
+    return create_handle(OM_IDX_cuStreamCreate, flags, 0, s);
+}
+
+static CUresult r_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
+{
+    return create_handle(OM_IDX_cuStreamCreate, flags, (uint64_t)(int64_t)priority, s);
+}
+
+static CUresult r_cuStreamDestroy_v2(CUstream s)
+{
+    return handle_call(OM_IDX_cuStreamDestroy_v2, s, 0);
+}
+
+static CUresult r_cuStreamSynchronize(CUstream s)
+{
+    return handle_call(OM_IDX_cuStreamSynchronize, s, 0);
+}
+
+static CUresult r_cuStreamQuery(CUstream s)
+{
+    return handle_call(OM_IDX_cuStreamQuery, s, 0);
+}
+
+static CUresult r_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
+{
+    REQ(req, 24);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, (uint64_t)(uintptr_t)e);
+    om_put_u64(&req, flags);
+    return om_rpost(OM_IDX_cuStreamWaitEvent, &req);
+}
+
+static CUresult r_cuEventCreate(CUevent *e, unsigned flags)
+{
+    return create_handle(OM_IDX_cuEventCreate, flags, 0, e);
+}
+
+static CUresult r_cuEventDestroy_v2(CUevent e)
+{
+    return handle_call(OM_IDX_cuEventDestroy_v2, e, 0);
+}
+
+static CUresult r_cuEventRecord(CUevent e, CUstream s)
+{
+    REQ(req, 16);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)e);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    return om_rpost(OM_IDX_cuEventRecord, &req);
+}
+
+static CUresult r_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
+{
+    (void)flags;
+    return r_cuEventRecord(e, s);
+}
+
+static CUresult r_cuEventSynchronize(CUevent e)
+{
+    return handle_call(OM_IDX_cuEventSynchronize, e, 0);
+}
+
+static CUresult r_cuEventQuery(CUevent e)
+{
+    return handle_call(OM_IDX_cuEventQuery, e, 0);
+}
+
+static CUresult r_cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = query_u64(OM_IDX_cuEventElapsedTime_v2, (uint64_t)(uintptr_t)start,
+                   (uint64_t)(uintptr_t)end, &v);
+    if (rc == CUDA_SUCCESS) {
+        uint32_t bits = (uint32_t)v;
+        memcpy(ms, &bits, sizeof(*ms));
+    }
+    return rc;
+}
+
+/* Waits for this client's streams only, never for the shared context. */
+static CUresult r_cuCtxSynchronize(void)
+{
+    REQ(req, 8);
+
+    return om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuCtxSynchronize_v2(CUcontext ctx)
+{
+    (void)ctx; /* one context per device; the client's streams are all its work */
+    return r_cuCtxSynchronize();
+}
+
+/* ------------------------------------------------------------------ table */
+
+#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
+void om_remote_api_install(void)
+{
+    OM_X_SET(cuDeviceGetCount);
+    OM_X_SET(cuDeviceGet);
+    OM_X_SET(cuDeviceGetName);
+    OM_X_SET(cuDeviceTotalMem_v2);
+    OM_X_SET(cuDeviceGetAttribute);
+    OM_X_SET(cuDeviceGetUuid);
+    OM_X_SET(cuDeviceGetUuid_v2);
+    OM_X_SET(cuDeviceGetPCIBusId);
+    OM_X_SET(cuMemAlloc_v2);
+    OM_X_SET(cuMemFree_v2);
+    OM_X_SET(cuMemGetInfo_v2);
+    OM_X_SET(cuMemcpyHtoD_v2);
+    OM_X_SET(cuMemcpyHtoDAsync_v2);
+    OM_X_SET(cuMemcpyDtoH_v2);
+    OM_X_SET(cuMemcpyDtoHAsync_v2);
+    OM_X_SET(cuMemcpyDtoD_v2);
+    OM_X_SET(cuMemcpyDtoDAsync_v2);
+    OM_X_SET(cuMemsetD8_v2);
+    OM_X_SET(cuMemsetD16_v2);
+    OM_X_SET(cuMemsetD32_v2);
+    OM_X_SET(cuMemsetD8Async);
+    OM_X_SET(cuMemsetD16Async);
+    OM_X_SET(cuMemsetD32Async);
+    OM_X_SET(cuMemAllocHost_v2);
+    OM_X_SET(cuMemHostAlloc);
+    OM_X_SET(cuMemFreeHost);
+    OM_X_SET(cuStreamCreate);
+    OM_X_SET(cuStreamCreateWithPriority);
+    OM_X_SET(cuStreamDestroy_v2);
+    OM_X_SET(cuStreamSynchronize);
+    OM_X_SET(cuStreamQuery);
+    OM_X_SET(cuStreamWaitEvent);
+    OM_X_SET(cuEventCreate);
+    OM_X_SET(cuEventDestroy_v2);
+    OM_X_SET(cuEventRecord);
+    OM_X_SET(cuEventRecordWithFlags);
+    OM_X_SET(cuEventSynchronize);
+    OM_X_SET(cuEventQuery);
+    OM_X_SET(cuEventElapsedTime_v2);
+    OM_X_SET(cuCtxSynchronize);
+    OM_X_SET(cuCtxSynchronize_v2);
+    /* The per-thread default stream variants take the same path: the server
+     * gives each client one stream for both default streams for now. */
+    om_remote_set(OM_IDX_cuMemcpyHtoD_v2_ptds, (void *)r_cuMemcpyHtoD_v2);
+    om_remote_set(OM_IDX_cuMemcpyDtoH_v2_ptds, (void *)r_cuMemcpyDtoH_v2);
+    om_remote_set(OM_IDX_cuMemcpyDtoD_v2_ptds, (void *)r_cuMemcpyDtoD_v2);
+    om_remote_set(OM_IDX_cuMemcpyHtoDAsync_v2_ptsz, (void *)r_cuMemcpyHtoDAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyDtoHAsync_v2_ptsz, (void *)r_cuMemcpyDtoHAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyDtoDAsync_v2_ptsz, (void *)r_cuMemcpyDtoDAsync_v2);
+    om_remote_set(OM_IDX_cuMemsetD8_v2_ptds, (void *)r_cuMemsetD8_v2);
+    om_remote_set(OM_IDX_cuMemsetD16_v2_ptds, (void *)r_cuMemsetD16_v2);
+    om_remote_set(OM_IDX_cuMemsetD32_v2_ptds, (void *)r_cuMemsetD32_v2);
+    om_remote_set(OM_IDX_cuMemsetD8Async_ptsz, (void *)r_cuMemsetD8Async);
+    om_remote_set(OM_IDX_cuMemsetD16Async_ptsz, (void *)r_cuMemsetD16Async);
+    om_remote_set(OM_IDX_cuMemsetD32Async_ptsz, (void *)r_cuMemsetD32Async);
+    om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)r_cuStreamSynchronize);
+    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)r_cuStreamQuery);
+    om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)r_cuStreamWaitEvent);
+    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)r_cuEventRecord);
+    om_remote_set(OM_IDX_cuEventRecordWithFlags_ptsz, (void *)r_cuEventRecordWithFlags);
+    om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);
+}

@@ -1,0 +1,815 @@
+/* SPDX-License-Identifier: MIT */
+/* The executor: runs a client's driver calls on the real driver, inside the rules of ARCHITECTURE.md. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/wire.h"
+#include "internal.h"
+
+/*
+ * Every handler takes the request (untrusted bytes, read through om_rbuf),
+ * checks every handle and address range against what this client owns, and
+ * returns a CUresult; answers go into `out`. The rules that keep clients
+ * independent: never the context's NULL stream (each client gets its own
+ * non-blocking streams), synchronous calls become asynchronous ones on the
+ * client's stream followed by a wait on that stream only, and nothing that
+ * waits for every kernel (cuMemFree, module unload) is issued for a client.
+ */
+
+#define REAL(sym) ((void *)om_server_real[OM_IDX_##sym])
+typedef CUresult (*fn_v)(void);
+
+struct call {
+    struct session *s;
+    struct om_rbuf in;
+    struct om_wbuf out;
+};
+
+static CUresult bad_request(struct call *c)
+{
+    om_err("client %d: malformed request", (int)c->s->pid);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+#define ARGS_OK(c) ((c)->in.bad ? bad_request(c) : CUDA_SUCCESS)
+
+/* The client's stream for a handle it passed: its own default stream for the
+ * NULL, legacy and per-thread handles (never the shared context's NULL
+ * stream), or a stream it created. NULL when it does not own the handle. */
+static CUstream client_stream(struct session *s, uint64_t h, CUresult *rc)
+{
+    if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
+        h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+        if (!s->default_stream) {
+            CUresult (*create)(CUstream *, unsigned) = REAL(cuStreamCreate);
+            *rc = create(&s->default_stream, CU_STREAM_NON_BLOCKING);
+            if (*rc != CUDA_SUCCESS)
+                return NULL;
+        }
+        *rc = CUDA_SUCCESS;
+        return s->default_stream;
+    }
+    if (!om_handles_has(&s->streams, h)) {
+        *rc = CUDA_ERROR_INVALID_HANDLE;
+        return NULL;
+    }
+    *rc = CUDA_SUCCESS;
+    return (CUstream)(uintptr_t)h;
+}
+
+/* Waits for this client's streams (and reports a posted call's error). */
+CUresult om_exec_sync_client(struct session *s)
+{
+    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult rc = CUDA_SUCCESS, r;
+
+    if (s->default_stream && (r = sync(s->default_stream)) != CUDA_SUCCESS)
+        rc = r;
+    for (size_t i = 0; i < s->streams.n; i++)
+        if ((r = sync((CUstream)(uintptr_t)s->streams.v[i])) != CUDA_SUCCESS && !rc)
+            rc = r;
+    return rc;
+}
+
+static CUresult take_async_error(struct session *s, CUresult rc)
+{
+    if (rc == CUDA_SUCCESS && s->async_error != CUDA_SUCCESS) {
+        rc = s->async_error;
+        s->async_error = CUDA_SUCCESS;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------ devices */
+
+static CUresult device_arg(struct call *c, CUdevice *dev)
+{
+    uint64_t d = om_get_u64(&c->in);
+
+    if (c->in.bad)
+        return bad_request(c);
+    if (d >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = (CUdevice)d;
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuDeviceGetName(struct call *c)
+{
+    char name[256] = "";
+    CUresult (*fn)(char *, int, CUdevice) = REAL(cuDeviceGetName);
+    CUdevice dev;
+    CUresult rc = device_arg(c, &dev);
+
+    if (rc == CUDA_SUCCESS && (rc = fn(name, sizeof(name), dev)) == CUDA_SUCCESS)
+        om_put_bytes(&c->out, name, strnlen(name, sizeof(name)));
+    return rc;
+}
+
+static CUresult x_cuDeviceGetPCIBusId(struct call *c)
+{
+    char bus[64] = "";
+    CUresult (*fn)(char *, int, CUdevice) = REAL(cuDeviceGetPCIBusId);
+    CUdevice dev;
+    CUresult rc = device_arg(c, &dev);
+
+    if (rc == CUDA_SUCCESS && (rc = fn(bus, sizeof(bus), dev)) == CUDA_SUCCESS)
+        om_put_bytes(&c->out, bus, strnlen(bus, sizeof(bus)));
+    return rc;
+}
+
+static CUresult x_cuDeviceTotalMem_v2(struct call *c)
+{
+    CUresult (*fn)(size_t *, CUdevice) = REAL(cuDeviceTotalMem_v2);
+    size_t bytes = 0;
+    CUdevice dev;
+    CUresult rc = device_arg(c, &dev);
+
+    if (rc == CUDA_SUCCESS && (rc = fn(&bytes, dev)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, bytes);
+    return rc;
+}
+
+static CUresult x_cuDeviceGetAttribute(struct call *c)
+{
+    CUresult (*fn)(int *, int, CUdevice) = REAL(cuDeviceGetAttribute);
+    int attrib = (int)(uint32_t)om_get_u64(&c->in), v = 0;
+    CUdevice dev;
+    CUresult rc = device_arg(c, &dev);
+
+    if (rc == CUDA_SUCCESS && (rc = fn(&v, attrib, dev)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(int64_t)v);
+    return rc;
+}
+
+static CUresult x_cuDeviceGetUuid_v2(struct call *c)
+{
+    CUresult (*fn)(void *, CUdevice) = REAL(cuDeviceGetUuid_v2);
+    uint8_t uuid[16];
+    CUdevice dev;
+    CUresult rc = device_arg(c, &dev);
+
+    if (!fn)
+        fn = REAL(cuDeviceGetUuid);
+    if (rc == CUDA_SUCCESS && (rc = fn(uuid, dev)) == CUDA_SUCCESS)
+        om_put_bytes(&c->out, uuid, sizeof(uuid));
+    return rc;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static CUresult x_cuMemAlloc_v2(struct call *c)
+{
+    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0, size = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_devmem_alloc(bytes, &base, &size, &mem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->allocs, base, size, mem, true) < 0) {
+        om_devmem_free(base, size, mem);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, base);
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuMemFree_v2(struct call *c)
+{
+    uint64_t base = om_get_u64(&c->in);
+    struct om_range *r;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    r = om_ranges_find_base(&c->s->allocs, base);
+    if (!r)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The program expects its own work on the memory to be done; other
+     * clients' work is not waited for. */
+    rc = om_exec_sync_client(c->s);
+    om_devmem_free(r->base, r->size, r->mem);
+    om_ranges_remove(&c->s->allocs, r);
+    return take_async_error(c->s, rc);
+}
+
+static CUresult x_cuMemGetInfo_v2(struct call *c)
+{
+    CUresult (*fn)(size_t *, size_t *) = REAL(cuMemGetInfo_v2);
+    size_t free_bytes = 0, total = 0;
+    CUresult rc = fn(&free_bytes, &total);
+
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(&c->out, free_bytes);
+        om_put_u64(&c->out, total);
+    }
+    return rc;
+}
+
+static CUresult x_cuMemcpyHtoD_v2(struct call *c)
+{
+    CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) = REAL(cuMemcpyHtoDAsync_v2);
+    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n != c->s->stage_len || !om_ranges_cover(&c->s->allocs, dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    rc = copy(dst, c->s->stage, n, st);
+    if (rc == CUDA_SUCCESS)
+        rc = sync(st); /* the staging buffer is reused by the next call */
+    return take_async_error(c->s, rc);
+}
+
+static CUresult x_cuMemcpyDtoH_v2(struct call *c)
+{
+    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoHAsync_v2);
+    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    uint64_t src = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n > c->out.cap || !om_ranges_cover(&c->s->allocs, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    rc = copy(c->out.p, src, n, st);
+    if (rc == CUDA_SUCCESS)
+        rc = sync(st);
+    if (rc == CUDA_SUCCESS)
+        c->out.len = n;
+    return take_async_error(c->s, rc);
+}
+
+static CUresult x_cuMemcpyDtoD_v2(struct call *c)
+{
+    CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoDAsync_v2);
+    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_ranges_cover(&c->s->allocs, dst, n) || !om_ranges_cover(&c->s->allocs, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    rc = copy(dst, src, n, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(st);
+    return take_async_error(c->s, rc);
+}
+
+static CUresult x_cuMemsetD8_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), value = om_get_u64(&c->in), width = om_get_u64(&c->in);
+    uint64_t count = om_get_u64(&c->in), sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((width != 1 && width != 2 && width != 4) || count > UINT64_MAX / 4 ||
+        !om_ranges_cover(&c->s->allocs, dst, count * width))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    if (width == 1)
+        rc = ((CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))REAL(cuMemsetD8Async))(
+            dst, (unsigned char)value, count, st);
+    else if (width == 2)
+        rc = ((CUresult(*)(CUdeviceptr, unsigned short, size_t, CUstream))REAL(
+            cuMemsetD16Async))(dst, (unsigned short)value, count, st);
+    else
+        rc = ((CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream))REAL(cuMemsetD32Async))(
+            dst, (unsigned)value, count, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(st);
+    return take_async_error(c->s, rc);
+}
+
+/* ------------------------------------------------------------------ streams, events */
+
+static CUresult x_cuStreamCreate(struct call *c)
+{
+    CUresult (*fn)(CUstream *, unsigned, int) = REAL(cuStreamCreateWithPriority);
+    uint64_t flags = om_get_u64(&c->in), prio = om_get_u64(&c->in);
+    CUstream st = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* Always non-blocking: a blocking stream would wait for the shared
+     * context's NULL stream, that is, for every client. */
+    rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_handles_add(&c->s->streams, (uint64_t)(uintptr_t)st) < 0) {
+        ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)st);
+    return CUDA_SUCCESS;
+}
+
+static CUresult owned_stream(struct call *c, CUstream *st)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *st = client_stream(c->s, h, &rc);
+    return rc;
+}
+
+static CUresult x_cuStreamDestroy_v2(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_handles_remove(&c->s->streams, h))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))((CUstream)(uintptr_t)h);
+}
+
+static CUresult x_cuStreamSynchronize(struct call *c)
+{
+    CUstream st;
+    CUresult rc = owned_stream(c, &st);
+
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    return take_async_error(c->s, rc);
+}
+
+static CUresult x_cuStreamQuery(struct call *c)
+{
+    CUstream st;
+    CUresult rc = owned_stream(c, &st);
+
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUstream))REAL(cuStreamQuery))(st);
+    return rc;
+}
+
+static CUresult owned_event(struct call *c, CUevent *ev)
+{
+    uint64_t h = om_get_u64(&c->in);
+
+    if (c->in.bad)
+        return bad_request(c);
+    if (!om_handles_has(&c->s->events, h))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *ev = (CUevent)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuStreamWaitEvent(struct call *c)
+{
+    CUstream st;
+    CUevent ev;
+    CUresult rc = owned_stream(c, &st);
+
+    if (rc == CUDA_SUCCESS)
+        rc = owned_event(c, &ev);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUstream, CUevent, unsigned))REAL(cuStreamWaitEvent))(
+            st, ev, (unsigned)om_get_u64(&c->in));
+    return rc;
+}
+
+static CUresult x_cuEventCreate(struct call *c)
+{
+    uint64_t flags = om_get_u64(&c->in);
+    CUevent ev = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUevent *, unsigned))REAL(cuEventCreate))(&ev, (unsigned)flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_handles_add(&c->s->events, (uint64_t)(uintptr_t)ev) < 0) {
+        ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(ev);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)ev);
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuEventDestroy_v2(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_handles_remove(&c->s->events, h))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))((CUevent)(uintptr_t)h);
+}
+
+static CUresult x_cuEventRecord(struct call *c)
+{
+    CUevent ev;
+    CUstream st;
+    CUresult rc = owned_event(c, &ev);
+
+    if (rc == CUDA_SUCCESS)
+        rc = owned_stream(c, &st);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, st);
+    return rc;
+}
+
+static CUresult x_cuEventSynchronize(struct call *c)
+{
+    CUevent ev;
+    CUresult rc = owned_event(c, &ev);
+
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUevent))REAL(cuEventSynchronize))(ev);
+    return take_async_error(c->s, rc);
+}
+
+static CUresult x_cuEventQuery(struct call *c)
+{
+    CUevent ev;
+    CUresult rc = owned_event(c, &ev);
+
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUevent))REAL(cuEventQuery))(ev);
+    return rc;
+}
+
+static CUresult x_cuEventElapsedTime_v2(struct call *c)
+{
+    CUresult (*fn)(float *, CUevent, CUevent) = REAL(cuEventElapsedTime_v2);
+    CUevent a, b;
+    float ms = 0;
+    uint32_t bits;
+    CUresult rc = owned_event(c, &a);
+
+    if (!fn)
+        fn = REAL(cuEventElapsedTime);
+    if (rc == CUDA_SUCCESS)
+        rc = owned_event(c, &b);
+    if (rc == CUDA_SUCCESS)
+        rc = fn(&ms, a, b);
+    if (rc == CUDA_SUCCESS) {
+        memcpy(&bits, &ms, sizeof(bits));
+        om_put_u64(&c->out, bits);
+    }
+    return rc;
+}
+
+static CUresult x_cuCtxSynchronize(struct call *c)
+{
+    return take_async_error(c->s, om_exec_sync_client(c->s));
+}
+
+static CUresult x_cuCtxGetLimit(struct call *c)
+{
+    uint64_t limit = om_get_u64(&c->in);
+    size_t v = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(size_t *, int))REAL(cuCtxGetLimit))(&v, (int)limit);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, v);
+    return rc;
+}
+
+static CUresult x_cuCtxSetLimit(struct call *c)
+{
+    uint64_t limit = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    /* Context-wide: it changes the limit for every client (noted in docs). */
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(int, size_t))REAL(cuCtxSetLimit))((int)limit, (size_t)v);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, 0);
+    return rc;
+}
+
+static CUresult x_cuCtxGetStreamPriorityRange(struct call *c)
+{
+    int least = 0, greatest = 0;
+    CUresult rc = ((CUresult(*)(int *, int *))REAL(cuCtxGetStreamPriorityRange))(&least, &greatest);
+
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, ((uint64_t)(uint32_t)greatest << 32) | (uint32_t)least);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ modules, kernels */
+
+static CUresult x_cuLibraryLoadData(struct call *c)
+{
+    CUresult (*load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **,
+                     unsigned) = REAL(cuLibraryLoadData);
+    uint64_t size = om_get_u64(&c->in), lib = 0, hash;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (size != c->s->stage_len || size == 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    hash = om_hash64(c->s->stage, size);
+    pthread_mutex_lock(om_image_load_lock());
+    if (om_image_lookup(hash, size, &lib) != 0) {
+        CUlibrary l = NULL;
+        rc = load(&l, c->s->stage, NULL, NULL, 0, NULL, NULL, 0);
+        if (rc == CUDA_SUCCESS) {
+            lib = (uint64_t)(uintptr_t)l;
+            om_image_add(hash, size, lib);
+            om_info("client %d: loaded a new module image of %llu bytes", (int)c->s->pid,
+                    (unsigned long long)size);
+        }
+    }
+    pthread_mutex_unlock(om_image_load_lock());
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_handles_has(&c->s->libraries, lib) && om_handles_add(&c->s->libraries, lib) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&c->out, lib);
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuLibraryUnload(struct call *c)
+{
+    uint64_t lib = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    /* The image stays loaded for the next client (unloading waits for every
+     * kernel); this client just loses the handle. */
+    if (rc == CUDA_SUCCESS && !om_handles_remove(&c->s->libraries, lib))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, 0);
+    return rc;
+}
+
+/* name bytes after a u64 owner: copied to a NUL-terminated string. */
+static CUresult name_arg(struct call *c, char *name, size_t cap)
+{
+    size_t len;
+    const void *p = om_get_rest(&c->in, &len);
+
+    if (c->in.bad || !p || len == 0 || len >= cap || memchr(p, '\0', len))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(name, p, len);
+    name[len] = '\0';
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuLibraryGetKernel(struct call *c)
+{
+    CUresult (*get)(CUkernel *, CUlibrary, const char *) = REAL(cuLibraryGetKernel);
+    CUresult (*info)(CUkernel, size_t, size_t *, size_t *) = REAL(cuKernelGetParamInfo);
+    uint64_t lib = om_get_u64(&c->in);
+    char name[1024];
+    CUkernel k = NULL;
+    uint64_t params[2 * 256];
+    uint32_t n = 0, total = 0;
+    CUresult rc = name_arg(c, name, sizeof(name));
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_handles_has(&c->s->libraries, lib))
+        return CUDA_ERROR_INVALID_HANDLE;
+    rc = get(&k, (CUlibrary)(uintptr_t)lib, name);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The layout answered with the handle: the client caches it, so a launch
+     * is one flat buffer (ARCHITECTURE.md). */
+    for (; n < 256; n++) {
+        size_t off = 0, size = 0;
+        if (info(k, n, &off, &size) != CUDA_SUCCESS)
+            break;
+        params[2 * n] = off;
+        params[2 * n + 1] = size;
+        if (off + size > total)
+            total = (uint32_t)(off + size);
+    }
+    if (om_kernel_note(c->s, (uint64_t)(uintptr_t)k, total) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)k);
+    om_put_u64(&c->out, n);
+    om_put_bytes(&c->out, params, 16 * (size_t)n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuLibraryGetGlobal(struct call *c)
+{
+    CUresult (*get)(CUdeviceptr *, size_t *, CUlibrary, const char *) = REAL(cuLibraryGetGlobal);
+    uint64_t lib = om_get_u64(&c->in);
+    char name[1024];
+    CUdeviceptr p = 0;
+    size_t size = 0;
+    CUresult rc = name_arg(c, name, sizeof(name));
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_handles_has(&c->s->libraries, lib))
+        return CUDA_ERROR_INVALID_HANDLE;
+    rc = get(&p, &size, (CUlibrary)(uintptr_t)lib, name);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The module's globals are shared by every client of the image (as in
+     * one process); the client may copy to and from them. */
+    if (!om_ranges_cover(&c->s->allocs, p, size))
+        om_ranges_add(&c->s->allocs, p, size, 0, false);
+    om_put_u64(&c->out, p);
+    om_put_u64(&c->out, size);
+    return CUDA_SUCCESS;
+}
+
+static CUresult owned_kernel(struct call *c, uint64_t h)
+{
+    return om_kernel_total(c->s, h) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult x_cuFuncGetAttribute(struct call *c)
+{
+    uint64_t attrib = om_get_u64(&c->in), k = om_get_u64(&c->in), dev = om_get_u64(&c->in);
+    int v = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = owned_kernel(c, k);
+    if (rc == CUDA_SUCCESS && dev >= (uint64_t)om_server_ndevices())
+        rc = CUDA_ERROR_INVALID_DEVICE;
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(int *, int, CUkernel, CUdevice))REAL(cuKernelGetAttribute))(
+            &v, (int)attrib, (CUkernel)(uintptr_t)k, (CUdevice)dev);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(int64_t)v);
+    return rc;
+}
+
+static CUresult x_cuFuncSetAttribute(struct call *c)
+{
+    uint64_t k = om_get_u64(&c->in), attrib = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = owned_kernel(c, k);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
+            (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, 0);
+    return rc;
+}
+
+static CUresult x_cuOccupancy(struct call *c)
+{
+    uint64_t k = om_get_u64(&c->in), block = om_get_u64(&c->in), smem = om_get_u64(&c->in);
+    uint64_t flags = om_get_u64(&c->in);
+    int n = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = owned_kernel(c, k);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(int *, CUfunction, int, size_t, unsigned))REAL(
+            cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags))(
+            &n, (CUfunction)(uintptr_t)k, (int)block, (size_t)smem, (unsigned)flags);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)n);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ launches */
+
+static CUresult x_cuLaunchKernel(struct call *c)
+{
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **) = REAL(cuLaunchKernel);
+    uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    size_t args_len = 0;
+    const void *args = om_get_rest(&c->in, &args_len);
+    int64_t total;
+    void *extra[5];
+    size_t size;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    total = om_kernel_total(c->s, k);
+    if (total < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((int64_t)args_len != total || smem > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    /* The argument bytes are already laid out as the kernel expects them. */
+    size = args_len;
+    memcpy(c->s->launch_args, args, args_len);
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = c->s->launch_args;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &size;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    return launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
+                  (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
+                  NULL, args_len ? extra : NULL);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+typedef CUresult (*handler)(struct call *);
+
+static handler handler_of(int index)
+{
+    switch (index) {
+#define OM_H(sym)                                                                                  \
+    case OM_IDX_##sym:                                                                             \
+        return x_##sym;
+        OM_H(cuDeviceGetName)
+        OM_H(cuDeviceGetPCIBusId)
+        OM_H(cuDeviceTotalMem_v2)
+        OM_H(cuDeviceGetAttribute)
+        OM_H(cuDeviceGetUuid_v2)
+        OM_H(cuMemAlloc_v2)
+        OM_H(cuMemFree_v2)
+        OM_H(cuMemGetInfo_v2)
+        OM_H(cuMemcpyHtoD_v2)
+        OM_H(cuMemcpyDtoH_v2)
+        OM_H(cuMemcpyDtoD_v2)
+        OM_H(cuMemsetD8_v2)
+        OM_H(cuStreamCreate)
+        OM_H(cuStreamDestroy_v2)
+        OM_H(cuStreamSynchronize)
+        OM_H(cuStreamQuery)
+        OM_H(cuStreamWaitEvent)
+        OM_H(cuEventCreate)
+        OM_H(cuEventDestroy_v2)
+        OM_H(cuEventRecord)
+        OM_H(cuEventSynchronize)
+        OM_H(cuEventQuery)
+        OM_H(cuEventElapsedTime_v2)
+        OM_H(cuCtxSynchronize)
+        OM_H(cuCtxGetLimit)
+        OM_H(cuCtxSetLimit)
+        OM_H(cuCtxGetStreamPriorityRange)
+        OM_H(cuLibraryLoadData)
+        OM_H(cuLibraryUnload)
+        OM_H(cuLibraryGetKernel)
+        OM_H(cuLibraryGetGlobal)
+        OM_H(cuFuncGetAttribute)
+        OM_H(cuFuncSetAttribute)
+        OM_H(cuLaunchKernel)
+#undef OM_H
+    case OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
+        return x_cuOccupancy;
+    default:
+        return NULL;
+    }
+}
+
+CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
+                 size_t out_cap, size_t *ret_out_len, bool posted)
+{
+    struct call c = {.s = s, .in = {.p = in, .len = in_len}, .out = {.p = out, .cap = out_cap}};
+    handler h = index >= 0 && index < OM_ENTRY_COUNT ? handler_of(index) : NULL;
+    CUresult rc;
+
+    if (!h) {
+        om_err("client %d asked for %s, which the server does not execute", (int)s->pid,
+               index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?");
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    } else {
+        rc = h(&c);
+    }
+    if (c.out.overflow)
+        rc = CUDA_ERROR_UNKNOWN;
+    if (posted && rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
+        s->async_error = rc; /* reported at the next synchronising call */
+    *ret_out_len = rc == CUDA_SUCCESS ? c.out.len : 0;
+    return rc;
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/* What each client owns in the server (handles, allocations), and the shared module cache. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "internal.h"
+
+int om_handles_add(struct om_handles *h, uint64_t v)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        uint64_t *nv = realloc(h->v, cap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        h->v = nv;
+        h->cap = cap;
+    }
+    h->v[h->n++] = v;
+    return 0;
+}
+
+bool om_handles_has(const struct om_handles *h, uint64_t v)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (h->v[i] == v)
+            return true;
+    return false;
+}
+
+bool om_handles_remove(struct om_handles *h, uint64_t v)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->v[i] == v) {
+            h->v[i] = h->v[--h->n];
+            return true;
+        }
+    }
+    return false;
+}
+
+void om_handles_free(struct om_handles *h)
+{
+    free(h->v);
+    memset(h, 0, sizeof(*h));
+}
+
+int om_ranges_add(struct om_ranges *r, uint64_t base, uint64_t size, uint64_t mem, bool owned)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        struct om_range *nv = realloc(r->v, cap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        r->v = nv;
+        r->cap = cap;
+    }
+    r->v[r->n++] = (struct om_range){base, size, mem, owned};
+    return 0;
+}
+
+bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len)
+{
+    if (len == 0)
+        return true;
+    if (addr + len < addr)
+        return false;
+    for (size_t i = 0; i < r->n; i++)
+        if (addr >= r->v[i].base && addr + len <= r->v[i].base + r->v[i].size)
+            return true;
+    return false;
+}
+
+struct om_range *om_ranges_find_base(struct om_ranges *r, uint64_t base)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->v[i].base == base && r->v[i].owned)
+            return &r->v[i];
+    return NULL;
+}
+
+void om_ranges_remove(struct om_ranges *r, struct om_range *it)
+{
+    *it = r->v[--r->n];
+}
+
+void om_ranges_free(struct om_ranges *r)
+{
+    free(r->v);
+    memset(r, 0, sizeof(*r));
+}
+
+int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size)
+{
+    if (om_kernel_total(s, handle) >= 0)
+        return 0;
+    if (s->nkernels == s->kernels_cap) {
+        size_t cap = s->kernels_cap ? s->kernels_cap * 2 : 16;
+        struct om_kernel *nk = realloc(s->kernels, cap * sizeof(*nk));
+        if (!nk)
+            return -ENOMEM;
+        s->kernels = nk;
+        s->kernels_cap = cap;
+    }
+    s->kernels[s->nkernels++] = (struct om_kernel){handle, args_size};
+    return 0;
+}
+
+int64_t om_kernel_total(const struct session *s, uint64_t handle)
+{
+    for (size_t i = 0; i < s->nkernels; i++)
+        if (s->kernels[i].handle == handle)
+            return s->kernels[i].args_size;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ module cache */
+
+/*
+ * Images are loaded once per server, keyed by content, and never unloaded
+ * while the server runs: loading and unloading wait for every running kernel
+ * of the context (DRIVER_FACTS.md), so the first load of an image is the only
+ * barrier, and 100 copies of one program pay it once.
+ */
+struct image {
+    uint64_t hash;
+    size_t size;
+    uint64_t library;
+    struct image *next;
+};
+
+static struct image *images;
+static pthread_mutex_t images_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t om_hash64(const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h ^ len;
+}
+
+int om_image_lookup(uint64_t hash, size_t size, uint64_t *ret_library)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&images_lock);
+    for (struct image *im = images; im; im = im->next) {
+        if (im->hash == hash && im->size == size) {
+            *ret_library = im->library;
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&images_lock);
+    return rc;
+}
+
+void om_image_add(uint64_t hash, size_t size, uint64_t library)
+{
+    struct image *im = calloc(1, sizeof(*im));
+
+    if (!im)
+        return; /* only the cache is lost: a later client loads the image again */
+    im->hash = hash;
+    im->size = size;
+    im->library = library;
+    pthread_mutex_lock(&images_lock);
+    im->next = images;
+    images = im;
+    pthread_mutex_unlock(&images_lock);
+}
+
+pthread_mutex_t *om_image_load_lock(void)
+{
+    static pthread_mutex_t load = PTHREAD_MUTEX_INITIALIZER;
+
+    return &load;
+}
