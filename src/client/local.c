@@ -76,7 +76,7 @@ static int remote_proc_address(const char *symbol, void **pfn, int version, uint
         return OM_CUDA_ERROR_INVALID_VALUE; /* status left alone, as the driver does */
     }
     st = om_proc_lookup(symbol, version, flags, &index);
-    *pfn = st == OM_PROC_SUCCESS ? om_remote_entry(index) : NULL;
+    *pfn = st == OM_PROC_SUCCESS ? om_trace_wrap(index, om_remote_entry(index)) : NULL;
     if (status)
         *status = st;
     return OM_CUDA_SUCCESS;
@@ -85,6 +85,7 @@ static int remote_proc_address(const char *symbol, void **pfn, int version, uint
 int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status)
 {
     static int index = -1;
+    int rc;
 
     if (!symbol || !pfn)
         return OM_CUDA_ERROR_INVALID_VALUE;
@@ -96,7 +97,9 @@ int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t
         /* The real driver's own pointers: passthrough costs nothing after this. */
         if (!om_shim.real_fn[index])
             return OM_CUDA_ERROR_NO_DEVICE;
-        return ((gpa2_fn)om_shim.real_fn[index])(symbol, pfn, version, flags, status);
+        rc = ((gpa2_fn)om_shim.real_fn[index])(symbol, pfn, version, flags, status);
+        *pfn = om_trace_wrap_pointer(*pfn);
+        return rc;
     case OM_MODE_REMOTE: return remote_proc_address(symbol, pfn, version, flags, status);
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }

@@ -44,7 +44,7 @@ void *om_remote_entry(int index)
     if (impl[index])
         return impl[index];
     switch (modes[index]) {
-    case OM_ENTRY_LOCAL: return om_fn[index]; /* installed by shim.c in every mode */
+    case OM_ENTRY_LOCAL: return om_local_fn[index] ? om_local_fn[index] : unsupported_stubs[index];
     case OM_ENTRY_PASSTHROUGH:
         return om_shim.real_fn[index] ? om_shim.real_fn[index] : unsupported_stubs[index];
     default: return unsupported_stubs[index];

@@ -10,8 +10,7 @@
 #include "openmps/cuda_abi.h"
 
 /* A call that waits for the server's answer (copied into reply, cap bytes). */
-CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
-                  uint32_t *ret_len);
+CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap, uint32_t *ret_len);
 /* A call that does not wait (launches, records): errors come at the next sync. */
 CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Replaces the session's staging buffer with these bytes (module images, copies). */

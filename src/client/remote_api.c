@@ -20,7 +20,7 @@ static CUresult session_error(int rc)
     if (rc == -ECONNRESET) {
         om_shim_log("the openmps session ended: %s", om_shim.client.why);
         return strstr(om_shim.client.why, "terminated") ? CUDA_ERROR_MPS_CLIENT_TERMINATED
-                                                          : CUDA_ERROR_MPS_CONNECTION_FAILED;
+                                                        : CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     return CUDA_ERROR_UNKNOWN;
 }
@@ -246,11 +246,12 @@ static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 
 static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
 {
-    uint64_t v;
+    REQ(req, 8);
 
     if (dptr == 0)
         return CUDA_SUCCESS;
-    return query_u64(OM_IDX_cuMemFree_v2, dptr, 0, &v);
+    om_put_u64(&req, dptr);
+    return om_rcall(OM_IDX_cuMemFree_v2, &req, NULL, 0, NULL);
 }
 
 static CUresult r_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -361,8 +362,8 @@ static CUresult r_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t 
     return memcpy_dd(dst, src, n, s, false);
 }
 
-static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t count,
-                         CUstream s, bool wait)
+static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t count, CUstream s,
+                         bool wait)
 {
     REQ(req, 48);
 
@@ -444,11 +445,14 @@ static CUresult create_handle(int index, uint64_t a, uint64_t b, void **out)
     return rc;
 }
 
+/* A call on one handle whose answer is only its status. */
 static CUresult handle_call(int index, const void *h, uint64_t b)
 {
-    uint64_t v;
+    REQ(req, 16);
 
-    return query_u64(index, (uint64_t)(uintptr_t)h, b, &v);
+    om_put_u64(&req, (uint64_t)(uintptr_t)h);
+    om_put_u64(&req, b);
+    return om_rcall(index, &req, NULL, 0, NULL);
 }
 
 static CUresult r_cuStreamCreate(CUstream *s, unsigned flags)

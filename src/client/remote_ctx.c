@@ -33,14 +33,39 @@ static CUcontext ctx_token(int dev)
     return (CUcontext)(uintptr_t)(CTX_TOKEN_BASE + 0x100u * (unsigned)(dev + 1));
 }
 
+/* Contexts the runtime obtained from the local driver through its private
+ * export tables (seen with CUDA 13.0: it retains the primary context that way
+ * instead of cuDevicePrimaryCtxRetain). They are accepted as the token of
+ * their device; the work still runs in the server. */
+static CUcontext real_ctx[OM_MAX_DEVICES];
+
+static int real_ctx_device(CUcontext ctx)
+{
+    CUresult (*get)(CUdevice *, CUcontext) = om_shim.real_fn[OM_IDX_cuCtxGetDevice_v2];
+    CUdevice dev = -1;
+
+    for (int i = 0; i < (int)om_shim.client.ndevices && i < (int)OM_MAX_DEVICES; i++)
+        if (real_ctx[i] == ctx)
+            return i;
+    if (!get || get(&dev, ctx) != CUDA_SUCCESS || dev < 0 || dev >= (int)om_shim.client.ndevices)
+        return -1;
+    if (!real_ctx[dev]) {
+        real_ctx[dev] = ctx;
+        om_shim_log("the runtime uses a context of the local driver (%p) for device %d", ctx, dev);
+    }
+    return dev;
+}
+
 static int ctx_device(CUcontext ctx)
 {
     uintptr_t v = (uintptr_t)ctx;
 
-    if (v <= CTX_TOKEN_BASE || (v - CTX_TOKEN_BASE) % 0x100u)
+    if (!ctx)
         return -1;
+    if (v <= CTX_TOKEN_BASE || (v - CTX_TOKEN_BASE) % 0x100u)
+        return real_ctx_device(ctx);
     v = (v - CTX_TOKEN_BASE) / 0x100u - 1;
-    return v < om_shim.client.ndevices ? (int)v : -1;
+    return v < om_shim.client.ndevices ? (int)v : real_ctx_device(ctx);
 }
 
 static bool valid_device(CUdevice dev)
@@ -267,7 +292,9 @@ static CUresult r_cuModuleGetLoadingMode(int *mode)
 {
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
-    *mode = CU_MODULE_EAGER_LOADING; /* the server loads every image eagerly, once */
+    /* What the driver answers by default. The server loads every image
+     * eagerly anyway; the runtime takes its usual (measured) path with lazy. */
+    *mode = CU_MODULE_LAZY_LOADING;
     return CUDA_SUCCESS;
 }
 
@@ -559,8 +586,8 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, C
     om_put_u64(&req, (uint64_t)(int64_t)block);
     om_put_u64(&req, smem);
     om_put_u64(&req, flags);
-    rc = om_rcall(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &req, &v,
-                  sizeof(v), &got);
+    rc = om_rcall(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &req, &v, sizeof(v),
+                  &got);
     if (rc == CUDA_SUCCESS)
         *n = (int)v;
     return rc;
@@ -579,9 +606,9 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction
  * the argument bytes laid out as the kernel's parameter layout says, so the
  * server launches from that buffer as is. Its errors come at the next sync.
  */
-static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                 unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
-                                 void **params, void **extra)
+static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                                 void **extra)
 {
     const struct layout *l = find_layout((uint64_t)(uintptr_t)f);
     uint8_t buf[96 + 32768];
@@ -656,6 +683,7 @@ static CUresult cls_put(CUcontext ctx, void *key, void *value,
 {
     CUresult rc = CUDA_SUCCESS;
 
+    om_shim_log("context storage put(ctx %p, key %p, value %p)", ctx, key, value);
     ctx = current_or(ctx);
     pthread_mutex_lock(&cls_lock);
     int i = 0;
@@ -674,6 +702,7 @@ static CUresult cls_put(CUcontext ctx, void *key, void *value,
 
 static CUresult cls_remove(CUcontext ctx, void *key)
 {
+    om_shim_log("context storage remove(ctx %p, key %p)", ctx, key);
     ctx = current_or(ctx);
     pthread_mutex_lock(&cls_lock);
     for (int i = 0; i < ncls; i++) {
@@ -700,6 +729,7 @@ static CUresult cls_get(void **value, CUcontext ctx, void *key)
         }
     }
     pthread_mutex_unlock(&cls_lock);
+    om_shim_log("context storage get(ctx %p, key %p) = %d", ctx, key, rc);
     return rc;
 }
 
@@ -722,6 +752,10 @@ static CUresult r_cuGetExportTable(const void **table, const void *uuid)
 
     if (!table || !uuid)
         return CUDA_ERROR_INVALID_VALUE;
+    {
+        const uint8_t *u = uuid;
+        om_shim_log("cuGetExportTable %02x%02x%02x%02x", u[0], u[1], u[2], u[3]);
+    }
     if (memcmp(uuid, cls_uuid, 16) == 0) {
         *table = cls_table;
         return CUDA_SUCCESS;
@@ -738,6 +772,9 @@ void om_remote_ctx_install(void)
 {
     OM_X_SET(cuDevicePrimaryCtxRetain);
     OM_X_SET(cuDevicePrimaryCtxRelease_v2);
+    om_remote_set(OM_IDX_cuDevicePrimaryCtxRelease, (void *)r_cuDevicePrimaryCtxRelease_v2);
+    om_remote_set(OM_IDX_cuDevicePrimaryCtxSetFlags, (void *)r_cuDevicePrimaryCtxSetFlags_v2);
+    om_remote_set(OM_IDX_cuDevicePrimaryCtxReset, (void *)r_cuDevicePrimaryCtxReset_v2);
     OM_X_SET(cuDevicePrimaryCtxGetState);
     OM_X_SET(cuDevicePrimaryCtxSetFlags_v2);
     OM_X_SET(cuDevicePrimaryCtxReset_v2);

@@ -158,11 +158,16 @@ static void *load_real_driver(void)
 }
 
 /* The entry points the shim answers itself in every mode. */
+void *om_local_fn[OM_ENTRY_COUNT];
+
 static void install_local(void)
 {
-    om_fn[om_entry_index("cuInit")] = (void *)om_cuInit;
-    om_fn[om_entry_index("cuGetProcAddress")] = (void *)om_cuGetProcAddress;
-    om_fn[om_entry_index("cuGetProcAddress_v2")] = (void *)om_cuGetProcAddress_v2;
+    om_local_fn[OM_IDX_cuInit] = (void *)om_cuInit;
+    om_local_fn[OM_IDX_cuGetProcAddress] = (void *)om_cuGetProcAddress;
+    om_local_fn[OM_IDX_cuGetProcAddress_v2] = (void *)om_cuGetProcAddress_v2;
+    for (int i = 0; i < OM_ENTRY_COUNT; i++)
+        if (om_local_fn[i])
+            om_fn[i] = om_local_fn[i];
 }
 
 __attribute__((constructor)) static void shim_load(void)
@@ -170,6 +175,7 @@ __attribute__((constructor)) static void shim_load(void)
     const char *trace = getenv("OPENMPS_TRACE");
 
     om_shim.log_enabled = trace && *trace && strcmp(trace, "0") != 0;
+    om_shim.trace_calls = om_shim.log_enabled;
     om_shim.real = load_real_driver();
     for (int i = 0; i < OM_ENTRY_COUNT; i++) {
         void *p = om_shim.real ? dlsym(om_shim.real, entry_names[i]) : NULL;
@@ -190,6 +196,7 @@ static void decide(void)
     if (rc == -ENOENT || rc == -ECONNREFUSED) {
         om_shim.mode = OM_MODE_PASSTHROUGH;
         om_shim_log("no openmps daemon in %s: running on the real driver", om_pipe_dir());
+        om_trace_install();
         return;
     }
     if (rc < 0) {
@@ -204,6 +211,7 @@ static void decide(void)
     om_shim_log("remote mode: server %d, client id %u", (int)om_shim.client.server_pid,
                 om_shim.client.client_id);
     om_remote_install();
+    om_trace_install();
 }
 
 void om_shim_decide(void)

@@ -39,7 +39,8 @@ enum om_mode {
 
 struct om_shim {
     enum om_mode mode;
-    bool log_enabled; /* OPENMPS_TRACE */
+    bool log_enabled; /* OPENMPS_TRACE: notes on stderr */
+    bool trace_calls; /* OPENMPS_TRACE: one line per call too */
     void *real;       /* dlopen handle of the real driver, NULL when there is none */
     char real_path[256];
     void *real_fn[OM_ENTRY_COUNT]; /* the real driver's entry points (NULL: missing) */
@@ -49,6 +50,7 @@ struct om_shim {
 
 extern struct om_shim om_shim;
 extern void *om_fn[OM_ENTRY_COUNT];
+extern void *om_local_fn[OM_ENTRY_COUNT]; /* the shim's own cuInit, cuGetProcAddress… */
 
 /* shim.c */
 const char *om_entry_name(int index);
@@ -68,6 +70,11 @@ int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t
  * cuGetProcAddress table, api/procaddr.tsv, was taken from). */
 #define OM_DRIVER_API_VERSION 13000
 int om_proc_lookup(const char *symbol, int version, uint64_t flags, int *ret_index);
+
+/* trace.c: with OPENMPS_TRACE, the stub that logs a call and goes on to target. */
+void *om_trace_wrap(int index, void *target);
+void *om_trace_wrap_pointer(void *target); /* finds the entry point by its target */
+void om_trace_install(void);
 
 /* remote.c: switches om_fn to the remote implementations. */
 void om_remote_install(void);

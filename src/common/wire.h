@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Building and reading the payload of a ring record: bounds-checked, little-endian u64s and bytes. */
+/* Building and reading the payload of a ring record: bounds-checked, little-endian u64s and bytes.
+ */
 #ifndef OM_WIRE_H
 #define OM_WIRE_H
 

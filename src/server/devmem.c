@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Device memory for clients through the virtual-memory API: freeing never waits for other clients. */
+/* Device memory for clients through the virtual-memory API: freeing never waits for other clients.
+ */
 #include "internal.h"
 
 #include "../common/log.h"

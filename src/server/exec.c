@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The executor: runs a client's driver calls on the real driver, inside the rules of ARCHITECTURE.md. */
+/* The executor: runs a client's driver calls on the real driver, inside the rules of
+ * ARCHITECTURE.md. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,8 +297,8 @@ static CUresult x_cuMemsetD8_v2(struct call *c)
         rc = ((CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))REAL(cuMemsetD8Async))(
             dst, (unsigned char)value, count, st);
     else if (width == 2)
-        rc = ((CUresult(*)(CUdeviceptr, unsigned short, size_t, CUstream))REAL(
-            cuMemsetD16Async))(dst, (unsigned short)value, count, st);
+        rc = ((CUresult(*)(CUdeviceptr, unsigned short, size_t, CUstream))REAL(cuMemsetD16Async))(
+            dst, (unsigned short)value, count, st);
     else
         rc = ((CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream))REAL(cuMemsetD32Async))(
             dst, (unsigned)value, count, st);
@@ -736,8 +737,8 @@ static CUresult x_cuLaunchKernel(struct call *c)
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
     return launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
-                  (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
-                  NULL, args_len ? extra : NULL);
+                  (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
+                  args_len ? extra : NULL);
 }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -748,8 +749,7 @@ static handler handler_of(int index)
 {
     switch (index) {
 #define OM_H(sym)                                                                                  \
-    case OM_IDX_##sym:                                                                             \
-        return x_##sym;
+    case OM_IDX_##sym: return x_##sym;
         OM_H(cuDeviceGetName)
         OM_H(cuDeviceGetPCIBusId)
         OM_H(cuDeviceTotalMem_v2)
@@ -785,10 +785,8 @@ static handler handler_of(int index)
         OM_H(cuFuncSetAttribute)
         OM_H(cuLaunchKernel)
 #undef OM_H
-    case OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
-        return x_cuOccupancy;
-    default:
-        return NULL;
+    case OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: return x_cuOccupancy;
+    default: return NULL;
     }
 }
 

@@ -107,8 +107,7 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
 CUresult om_exec_sync_client(struct session *s);
 
 /* devmem.c: device memory that can be freed without waiting for other clients. */
-CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
-                         uint64_t *ret_mem);
+CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
 
 /* resources.c */

@@ -57,8 +57,7 @@ static int stage(struct session *s, const struct om_rec *rec, const uint8_t *pay
 }
 
 /* Serves one record. Returns 0, or -EPROTO to end the session. */
-static int serve(struct session *s, const struct om_rec *rec, const uint8_t *payload,
-                 uint8_t *out)
+static int serve(struct session *s, const struct om_rec *rec, const uint8_t *payload, uint8_t *out)
 {
     struct om_rec reply = {.op = rec->op, .seq = rec->seq};
     const void *reply_payload = payload;
