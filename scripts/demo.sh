@@ -1,50 +1,71 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# make demo: the main job. Needs an NVIDIA GPU.
-#
-# Today it shows the control plane on the real driver: a daemon in its own
-# temporary directories, a server that owns the GPU's primary context, test
-# clients holding sessions, the front-end's view of them, and a clean quit.
-# The concurrency experiment (BENCHMARKS.md B1: N copies of a one-block
-# program, natively and under openmps) needs the data plane of issue #3 and
-# is reported as not available until it exists.
-set -eu
-BUILD=${1:-build}
-BIN=$(cd "$BUILD" && pwd)
+# make demo: the concurrency experiment of BENCHMARKS.md B1. N copies of a program whose
+# kernel runs one thread for about half a second start at once; each prints its kernel time.
+# Natively the GPU time-slices between their contexts; under openmps their kernels share the
+# server's context and run side by side. Prints each N's slowest copy against one copy.
+# Usage: scripts/demo.sh [BUILD_DIR] (N list in $DEMO_N, default "1 5 32").
+set -u
+BUILD=$(cd "${1:-build}" && pwd)
+NS=${DEMO_N:-"1 5 32"}
+SECONDS_PER_KERNEL=${DEMO_SECONDS:-0.5}
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "make demo: no NVIDIA GPU here (nvidia-smi finds none); the demo needs one." >&2
+    exit 1
+fi
+if ! command -v nvcc >/dev/null 2>&1; then
+    echo "make demo: nvcc is needed to build the experiment's program." >&2
     exit 1
 fi
 
 TMP=$(mktemp -d /tmp/openmps-demo.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
 cleanup() {
-    echo quit | "$BIN/openmps-control" >/dev/null 2>&1 || true
-    sleep 1
+    echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
+    sleep 0.5
 }
 trap cleanup EXIT
 
-echo "== GPU"
-nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
-echo "== openmps-control -d (pipe directory $CUDA_MPS_PIPE_DIRECTORY)"
-"$BIN/openmps-control" -d
-echo device_query | "$BIN/openmps-control"
-echo "== 8 clients hold sessions with the server"
-i=0
-while [ $i -lt 8 ]; do
-    "$BIN/tests/om-test-client" --pings 1000 --hold-ms 3000 >"$TMP/client.$i" 2>&1 &
-    i=$((i + 1))
+nvcc -O2 -arch=native -o "$TMP/spin" "$(dirname "$0")/../tests/gpu/spin.cu" || exit 1
+
+# Runs N copies at once; prints the slowest kernel time in ms, or FAIL with the first error.
+slowest() { # mode n
+    i=0
+    # Every copy creates its context, then launches at the same moment.
+    start=$(($(date +%s%3N) + 2000 + 60 * $2))
+    while [ $i -lt "$2" ]; do
+        if [ "$1" = openmps ]; then
+            LD_LIBRARY_PATH="$BUILD/lib" "$TMP/spin" "$ITERS" "$start" >"$TMP/out.$i" 2>&1 &
+        else
+            "$TMP/spin" "$ITERS" "$start" >"$TMP/out.$i" 2>&1 &
+        fi
+        i=$((i + 1))
+    done
+    wait
+    n_ok=$(cat "$TMP"/out.* | grep -c '^kernel_ms')
+    max=$(cat "$TMP"/out.* | awk '/^kernel_ms/ { if ($2 > m) m = $2 } END { printf "%.1f", m }')
+    if [ "$n_ok" -ne "$2" ]; then
+        echo "FAIL($n_ok/$2): $(grep -hv '^kernel_ms' "$TMP"/out.* | head -1)"
+    else
+        echo "$max"
+    fi
+    rm -f "$TMP"/out.*
+}
+
+ITERS=$("$TMP/spin" --calibrate "$SECONDS_PER_KERNEL") || exit 1
+"$BUILD/openmps-control" -d || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "B1: one thread, $ITERS dependent steps (${SECONDS_PER_KERNEL} s alone); slowest copy's kernel time (ms), ratio to one copy"
+printf '%6s  %14s %8s  %14s %8s\n' N native ratio openmps ratio
+base_native=""
+base_openmps=""
+for n in $NS; do
+    nat=$(slowest native "$n")
+    omp=$(slowest openmps "$n")
+    [ -z "$base_native" ] && base_native=$nat
+    [ -z "$base_openmps" ] && base_openmps=$omp
+    rn=$(awk -v a="$nat" -v b="$base_native" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2fx", a / b; else print "-" }')
+    ro=$(awk -v a="$omp" -v b="$base_openmps" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2fx", a / b; else print "-" }')
+    printf '%6s  %14s %8s  %14s %8s\n' "$n" "$nat" "$rn" "$omp" "$ro"
 done
-sleep 1.5
-SERVER=$(echo get_server_list | "$BIN/openmps-control")
-printf 'get_server_status %s\nps\n' "$SERVER" | "$BIN/openmps-control"
-echo "== GPU memory held by the server process (nvidia-smi)"
-nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader || true
-wait
-grep -h "pings ok" "$TMP"/client.* | sort | uniq -c
-echo "== server.log"
-cat "$CUDA_MPS_LOG_DIRECTORY/server.log"
-echo
-echo "The concurrency experiment (B1) needs the data plane (issue #3), which is not built yet."
-exit 2

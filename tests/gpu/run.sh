@@ -50,7 +50,7 @@ run() { # mode binary args...
 "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
 for bin in "$OUT"/*.static "$OUT"/*.shared; do
     [ -x "$bin" ] || continue
-    case $bin in *spin*) args=0.2 ;; *) args= ;; esac
+    case $bin in *spin*) args=20000000 ;; *) args= ;; esac
     run native "$bin" $args
     run openmps "$bin" $args
 done

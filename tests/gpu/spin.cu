@@ -1,23 +1,20 @@
 // SPDX-License-Identifier: MIT
-// B1 of BENCHMARKS.md: one thread spins for about half a second; the kernel time is printed.
-// With --managed, the kernel also adds two arrays in managed memory the host filled.
+// B1 of BENCHMARKS.md: one thread runs a fixed chain of dependent multiply-adds (a fixed amount
+// of work, so time-slicing stretches it); the kernel time is printed.
+//   spin ITERATIONS [START_AT_EPOCH_MS]   runs the chain, launching no earlier than START_AT
+//   spin --calibrate SECONDS              prints the iterations that take SECONDS alone
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
-__global__ void spin(long long cycles, unsigned long long *out)
+__global__ void spin(long long iterations, unsigned long long *out)
 {
-    long long start = clock64();
     unsigned long long x = 1;
-    while (clock64() - start < cycles)
-        x = x * 6364136223846793005ull + 1442695040888963407ull; // a dependent chain
+    for (long long i = 0; i < iterations; i++)
+        x = x * 6364136223846793005ull + 1442695040888963407ull; // each step needs the last
     *out = x;
-}
-
-__global__ void add(const float *a, const float *b, float *c, int n)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        c[i] = a[i] + b[i];
 }
 
 #define CHECK(call)                                                                                \
@@ -29,44 +26,60 @@ __global__ void add(const float *a, const float *b, float *c, int n)
         }                                                                                          \
     } while (0)
 
-int main(int argc, char **argv)
+static int run(long long iterations, float *ms, unsigned long long *result)
 {
-    double seconds = argc > 1 ? atof(argv[1]) : 0.5;
-    bool managed = argc > 2 && !strcmp(argv[2], "--managed");
-    int clock_khz = 0, n = 1 << 20;
-    unsigned long long *d_out, h_out = 0;
+    unsigned long long *d_out;
     cudaEvent_t a, b;
-    float ms = 0;
 
-    CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     CHECK(cudaMalloc(&d_out, sizeof(*d_out)));
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     CHECK(cudaEventRecord(a));
-    spin<<<1, 1>>>((long long)(seconds * clock_khz * 1000.0), d_out);
+    spin<<<1, 1>>>(iterations, d_out);
     CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    CHECK(cudaMemcpy(&h_out, d_out, sizeof(h_out), cudaMemcpyDeviceToHost));
-    if (h_out == 0) {
-        fprintf(stderr, "spin: the kernel wrote nothing\n");
-        return 1;
+    CHECK(cudaEventElapsedTime(ms, a, b));
+    CHECK(cudaMemcpy(result, d_out, sizeof(*result), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(d_out));
+    return 0;
+}
+
+static unsigned long long reference(long long iterations)
+{
+    unsigned long long x = 1;
+    for (long long i = 0; i < iterations; i++)
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return x;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned long long result = 0;
+    float ms = 0;
+
+    if (argc == 3 && !strcmp(argv[1], "--calibrate")) {
+        long long probe = 1 << 22;
+        if (run(probe, &ms, &result) || run(probe, &ms, &result)) // the second is warm
+            return 1;
+        printf("%lld\n", (long long)(atof(argv[2]) * 1000.0 / ms * probe));
+        return 0;
     }
-    if (managed) {
-        float *x, *y, *z;
-        CHECK(cudaMallocManaged(&x, n * sizeof(float)));
-        CHECK(cudaMallocManaged(&y, n * sizeof(float)));
-        CHECK(cudaMallocManaged(&z, n * sizeof(float)));
-        for (int i = 0; i < n; i++)
-            x[i] = 1.0f * i, y[i] = 2.0f;
-        add<<<256, 256>>>(x, y, z, n);
-        CHECK(cudaDeviceSynchronize());
-        for (int i = 0; i < n; i++)
-            if (z[i] != x[i] + 2.0f) {
-                fprintf(stderr, "spin: managed add wrong at %d: %f\n", i, z[i]);
-                return 1;
-            }
+    long long iterations = argc > 1 ? atoll(argv[1]) : 1 << 24;
+    if (argc > 2) {
+        cudaFree(0); // create the context first, then wait for the common start
+        long long at = atoll(argv[2]);
+        long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+        if (at > now)
+            std::this_thread::sleep_for(std::chrono::milliseconds(at - now));
+    }
+    if (run(iterations, &ms, &result))
+        return 1;
+    if (iterations <= (1ll << 28) && result != reference(iterations)) {
+        fprintf(stderr, "spin: wrong result %llx\n", result);
+        return 1;
     }
     printf("kernel_ms %.3f\n", ms);
     return 0;
