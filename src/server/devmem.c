@@ -18,9 +18,15 @@
 
 static bool have_vmm(void)
 {
-    return R(cuMemCreate) && R(cuMemAddressReserve) && R(cuMemMap) && R(cuMemSetAccess) &&
-           R(cuMemUnmap) && R(cuMemRelease) && R(cuMemAddressFree) &&
-           R(cuMemGetAllocationGranularity);
+    static const int need[] = {OM_IDX_cuMemCreate,      OM_IDX_cuMemAddressReserve,
+                               OM_IDX_cuMemMap,         OM_IDX_cuMemSetAccess,
+                               OM_IDX_cuMemUnmap,       OM_IDX_cuMemRelease,
+                               OM_IDX_cuMemAddressFree, OM_IDX_cuMemGetAllocationGranularity};
+
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (!om_server_has(need[i]))
+            return false;
+    return true;
 }
 
 CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem)

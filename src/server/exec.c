@@ -152,7 +152,7 @@ static CUresult x_cuDeviceGetUuid_v2(struct call *c)
     CUdevice dev;
     CUresult rc = device_arg(c, &dev);
 
-    if (!fn)
+    if (!om_server_has(OM_IDX_cuDeviceGetUuid_v2))
         fn = REAL(cuDeviceGetUuid);
     if (rc == CUDA_SUCCESS && (rc = fn(uuid, dev)) == CUDA_SUCCESS)
         om_put_bytes(&c->out, uuid, sizeof(uuid));
@@ -471,7 +471,7 @@ static CUresult x_cuEventElapsedTime_v2(struct call *c)
     uint32_t bits;
     CUresult rc = owned_event(c, &a);
 
-    if (!fn)
+    if (!om_server_has(OM_IDX_cuEventElapsedTime_v2))
         fn = REAL(cuEventElapsedTime);
     if (rc == CUDA_SUCCESS)
         rc = owned_event(c, &b);

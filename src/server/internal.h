@@ -97,6 +97,8 @@ struct server {
 /* main.c: the real driver's entry points, by index (NULL: the driver lacks it). */
 extern void *om_server_real[OM_ENTRY_COUNT];
 int om_server_ndevices(void);
+CUresult om_server_missing(void);
+bool om_server_has(int index); /* false: the real driver lacks it (a stub answers) */
 const char *om_server_entry_name(int index);
 /* Makes the server's primary context current on the calling thread. */
 CUresult om_server_bind_context(void);

@@ -26,6 +26,17 @@ static const char *const entry_names[OM_ENTRY_COUNT] = {
 #undef OM_X_NAME
 };
 
+/* What the server calls for an entry point its driver lacks: never a NULL jump. */
+CUresult om_server_missing(void)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+bool om_server_has(int index)
+{
+    return om_server_real[index] != (void *)om_server_missing;
+}
+
 const char *om_server_entry_name(int index)
 {
     return entry_names[index];
@@ -58,8 +69,11 @@ static int init_gpus(struct server *srv, char *err, size_t errlen)
 
     if (rc < 0)
         return rc;
-    for (int i = 0; i < OM_ENTRY_COUNT; i++)
+    for (int i = 0; i < OM_ENTRY_COUNT; i++) {
         om_server_real[i] = dlsym(srv->drv.lib, entry_names[i]);
+        if (!om_server_real[i])
+            om_server_real[i] = (void *)om_server_missing;
+    }
     srv->ndevs = om_driver_devices(&srv->drv, srv->devs, OM_MAX_DEVICES, err, errlen);
     if (srv->ndevs < 0)
         return srv->ndevs;

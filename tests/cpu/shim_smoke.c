@@ -59,8 +59,6 @@ int main(void)
         rc = cuGetProcAddress_v2(q[i].sym, &fn, q[i].version, q[i].flags, &status);
         printf("lookup %s %d %llu -> %d status %d %s\n", q[i].sym, q[i].version,
                (unsigned long long)q[i].flags, rc, status, fn ? "pointer" : "null");
-        if (fn)
-            printf("  calls as %d\n", ((CUresult(*)(void))fn)());
     }
     rc = cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0);
     printf("cuGetProcAddress cuNoSuchThing %d\n", rc);

@@ -13,6 +13,7 @@
 #define CUDA_ERROR_NOT_INITIALIZED 3
 #define CUDA_ERROR_NO_DEVICE 100
 #define CUDA_ERROR_INVALID_DEVICE 101
+#define CUDA_ERROR_NOT_FOUND_FAKE 500
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -145,5 +146,282 @@ EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     *pfn = p;
     if (status)
         *status = p ? 0 : 1;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the data plane's part
+ * Device memory is host memory (a CUdeviceptr is the host address), streams and events are
+ * tokens, and work is done at once. Module images are text: "fakecubin\n" then one line per
+ * kernel, "name:size,size,...", the parameter sizes. Launches are appended to the file named
+ * by FAKECUDA_LAUNCH_LOG (kernel, grid, block, argument bytes in hex); the kernel fill_u32
+ * (pointer, value, count) really fills, so tests can read the effect back.
+ */
+#include <stdint.h>
+
+typedef unsigned long long dptr_t;
+
+static size_t allocated;
+
+EXPORT int cuCtxSetCurrent(void *ctx)
+{
+    (void)ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceTotalMem_v2(size_t *bytes, int dev)
+{
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = 16ull << 30;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceGetUuid_v2(unsigned char *uuid, int dev)
+{
+    return cuDeviceGetUuid(uuid, dev);
+}
+
+EXPORT int cuDeviceGetAttribute(int *v, int attrib, int dev)
+{
+    if (!v)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *v = attrib == 16 ? 132 : attrib; /* 16: multiprocessors; others echo their number */
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
+{
+    void *m;
+
+    if (!p || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    m = calloc(1, bytes);
+    if (!m)
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    allocated += bytes;
+    *p = (dptr_t)(uintptr_t)m;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemFree_v2(dptr_t p)
+{
+    free((void *)(uintptr_t)p);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    *free_bytes = (16ull << 30) - allocated;
+    *total = 16ull << 30;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
+{
+    (void)s;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
+{
+    (void)s;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemcpyDtoDAsync_v2(dptr_t dst, dptr_t src, size_t n, void *s)
+{
+    (void)s;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemsetD8Async(dptr_t d, unsigned char v, size_t n, void *s)
+{
+    (void)s;
+    memset((void *)(uintptr_t)d, v, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
+{
+    (void)s;
+    for (size_t i = 0; i < n; i++)
+        ((unsigned short *)(uintptr_t)d)[i] = v;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemsetD32Async(dptr_t d, unsigned v, size_t n, void *s)
+{
+    (void)s;
+    for (size_t i = 0; i < n; i++)
+        ((unsigned *)(uintptr_t)d)[i] = v;
+    return CUDA_SUCCESS;
+}
+
+static char tokens[1024];
+static int next_token;
+
+static void *new_token(void)
+{
+    return next_token < (int)sizeof(tokens) ? &tokens[next_token++] : NULL;
+}
+
+EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
+{
+    (void)flags, (void)prio;
+    *s = new_token();
+    return *s ? CUDA_SUCCESS : 2;
+}
+
+EXPORT int cuStreamCreate(void **s, unsigned flags)
+{
+    return cuStreamCreateWithPriority(s, flags, 0);
+}
+
+#define TRIVIAL(name, ...)                                                                         \
+    EXPORT int name(__VA_ARGS__)                                                                   \
+    {                                                                                              \
+        return CUDA_SUCCESS;                                                                       \
+    }
+TRIVIAL(cuStreamDestroy_v2, void *s)
+TRIVIAL(cuStreamSynchronize, void *s)
+TRIVIAL(cuStreamQuery, void *s)
+TRIVIAL(cuStreamWaitEvent, void *s, void *e, unsigned f)
+TRIVIAL(cuEventDestroy_v2, void *e)
+TRIVIAL(cuEventRecord, void *e, void *s)
+TRIVIAL(cuEventSynchronize, void *e)
+TRIVIAL(cuEventQuery, void *e)
+
+EXPORT int cuEventCreate(void **e, unsigned flags)
+{
+    (void)flags;
+    *e = new_token();
+    return *e ? CUDA_SUCCESS : 2;
+}
+
+EXPORT int cuEventElapsedTime_v2(float *ms, void *a, void *b)
+{
+    *ms = a == b ? 0.0f : 1.5f;
+    return CUDA_SUCCESS;
+}
+
+/* Libraries: a copy of the image; kernels: (library, line) pairs. */
+struct fake_kernel {
+    char name[64];
+    int nparams;
+    size_t sizes[16];
+};
+static struct fake_kernel kernels[256];
+static int nkernels;
+static int libraries_loaded;
+
+EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, unsigned nj,
+                             void *lo, void **lv, unsigned nl)
+{
+    const char *p = code;
+
+    (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
+    if (strncmp(p, "fakecubin\n", 10) != 0)
+        return 200; /* CUDA_ERROR_INVALID_IMAGE */
+    for (p += 10; *p && nkernels < 256;) {
+        struct fake_kernel *k = &kernels[nkernels];
+        const char *colon = strchr(p, ':'), *end = strchr(p, '\n');
+        if (!colon || !end || colon > end || colon - p >= 63)
+            return 200;
+        memcpy(k->name, p, (size_t)(colon - p));
+        k->name[colon - p] = '\0';
+        k->nparams = 0;
+        for (const char *q = colon + 1; q < end && k->nparams < 16;) {
+            k->sizes[k->nparams++] = strtoul(q, (char **)&q, 10);
+            if (*q == ',')
+                q++;
+        }
+        nkernels++;
+        p = end + 1;
+    }
+    libraries_loaded++;
+    *lib = new_token();
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLibraryGetKernel(void **k, void *lib, const char *name)
+{
+    (void)lib;
+    for (int i = nkernels - 1; i >= 0; i--) {
+        if (strcmp(kernels[i].name, name) == 0) {
+            *k = &kernels[i];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND_FAKE;
+}
+
+EXPORT int cuKernelGetParamInfo(void *kernel, size_t index, size_t *offset, size_t *size)
+{
+    struct fake_kernel *k = kernel;
+    size_t off = 0;
+
+    if ((int)index >= k->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0;; i++) {
+        off = (off + k->sizes[i] - 1) / k->sizes[i] * k->sizes[i]; /* natural alignment */
+        if (i == index)
+            break;
+        off += k->sizes[i];
+    }
+    *offset = off;
+    *size = k->sizes[index];
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuKernelGetAttribute(int *v, int attrib, void *k, int dev)
+{
+    (void)k, (void)dev;
+    *v = attrib + 1000;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned smem, void *s, void **params, void **extra)
+{
+    struct fake_kernel *k = f;
+    const unsigned char *args = NULL;
+    size_t len = 0;
+    const char *log = getenv("FAKECUDA_LAUNCH_LOG");
+
+    (void)smem, (void)s, (void)params;
+    if (gx == 0 || bx == 0 || bx * by * bz > 1024)
+        return 9; /* CUDA_ERROR_INVALID_VALUE for a launch configuration: invalid config */
+    for (int i = 0; extra && extra[i]; i += 2) {
+        if (extra[i] == (void *)1)
+            args = extra[i + 1];
+        else if (extra[i] == (void *)2)
+            len = *(size_t *)extra[i + 1];
+    }
+    if (log) {
+        FILE *f2 = fopen(log, "a");
+        if (f2) {
+            fprintf(f2, "%s %u,%u,%u %u,%u,%u ", k->name, gx, gy, gz, bx, by, bz);
+            for (size_t i = 0; i < len; i++)
+                fprintf(f2, "%02x", args[i]);
+            fprintf(f2, "\n");
+            fclose(f2);
+        }
+    }
+    if (strcmp(k->name, "fill_u32") == 0 && len >= 16) {
+        uint64_t p;
+        uint32_t v, n;
+        memcpy(&p, args, 8);
+        memcpy(&v, args + 8, 4);
+        memcpy(&n, args + 12, 4);
+        for (uint32_t i = 0; i < n; i++)
+            ((uint32_t *)(uintptr_t)p)[i] = v;
+    }
     return CUDA_SUCCESS;
 }

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/* A driver-API program for the CPU tier, run through the shim against a server that drives the
+ * driver test double: data round trips, argument bytes, ownership, errors.
+ *   remote_driver roundtrip      every copy and set kind, a module, launches, streams, events
+ *   remote_driver hold           allocates, prints the address, keeps the session 10 s
+ *   remote_driver steal ADDR     tries to read and free memory it does not own
+ *   remote_driver copyloop       copies 8 MiB back and forth until killed
+ * Exit status 0 when every check passed; the first failed check is printed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+
+CUresult cuInit(unsigned);
+CUresult cuDeviceGetCount(int *);
+CUresult cuDeviceGetAttribute(int *, int, int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuMemcpyDtoD_v2(CUdeviceptr, CUdeviceptr, size_t);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
+CUresult cuMemsetD16_v2(CUdeviceptr, unsigned short, size_t);
+CUresult cuMemsetD32Async(CUdeviceptr, unsigned, size_t, CUstream);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventElapsedTime_v2(float *, CUevent, CUevent);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "remote_driver: line %d: %s\n", __LINE__, #cond);                      \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+
+static void setup(void)
+{
+    CUcontext ctx;
+    int n = 0;
+
+    OK(cuInit(0));
+    OK(cuDeviceGetCount(&n));
+    EXPECT(n >= 1);
+    OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(cuCtxSetCurrent(ctx));
+}
+
+static void roundtrip(void)
+{
+    const size_t big = 3 * 1024 * 1024 + 17; /* several staging pieces, odd size */
+    unsigned char *h = malloc(big), *back = malloc(big);
+    CUdeviceptr a, b;
+    CUstream s;
+    CUevent e0, e1;
+    float ms = -1;
+    int sms = 0;
+
+    EXPECT(h && back);
+    OK(cuDeviceGetAttribute(&sms, 16, 0));
+    EXPECT(sms == 132);
+    OK(cuMemAlloc_v2(&a, big));
+    OK(cuMemAlloc_v2(&b, big));
+    for (size_t i = 0; i < big; i++)
+        h[i] = (unsigned char)(i * 31 + 7);
+    /* HtoD, DtoH */
+    OK(cuMemcpyHtoD_v2(a, h, big));
+    memset(back, 0, big);
+    OK(cuMemcpyDtoH_v2(back, a, big));
+    EXPECT(memcmp(h, back, big) == 0);
+    /* DtoD */
+    OK(cuMemcpyDtoD_v2(b, a, big));
+    memset(back, 0, big);
+    OK(cuMemcpyDtoH_v2(back, b, big));
+    EXPECT(memcmp(h, back, big) == 0);
+    /* memsets of 8, 16 and 32 bits */
+    OK(cuMemsetD8_v2(a, 0xab, 100));
+    OK(cuMemcpyDtoH_v2(back, a, 101));
+    EXPECT(back[0] == 0xab && back[99] == 0xab && back[100] == h[100]);
+    OK(cuMemsetD16_v2(a, 0x1234, 50));
+    OK(cuMemcpyDtoH_v2(back, a, 100));
+    EXPECT(((unsigned short *)back)[0] == 0x1234 && ((unsigned short *)back)[49] == 0x1234);
+    /* streams, async copies, events */
+    OK(cuStreamCreate(&s, 0));
+    OK(cuEventCreate(&e0, 0));
+    OK(cuEventCreate(&e1, 0));
+    OK(cuEventRecord(e0, s));
+    OK(cuMemsetD32Async(b, 0xdeadbeef, 1000, s));
+    OK(cuMemcpyHtoDAsync_v2(a + 4096, h, 4096, s));
+    OK(cuEventRecord(e1, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuEventSynchronize(e1));
+    OK(cuEventElapsedTime_v2(&ms, e0, e1));
+    EXPECT(ms == 1.5f); /* the test double's answer travelled back */
+    OK(cuMemcpyDtoHAsync_v2(back, b, 4000, s));
+    EXPECT(((unsigned *)back)[0] == 0xdeadbeef && ((unsigned *)back)[999] == 0xdeadbeef);
+    OK(cuMemcpyDtoHAsync_v2(back, a + 4096, 4096, s));
+    EXPECT(memcmp(back, h, 4096) == 0);
+    /* a module and launches: argument bytes as laid out by the kernel's parameters */
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\nmix:1,8,2\n";
+    CUmodule mod;
+    CUfunction fill, mix;
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+    OK(cuModuleGetFunction(&mix, mod, "mix"));
+    EXPECT(cuModuleGetFunction(&mix, mod, "nope") != 0);
+    unsigned value = 0x01020304, count = 256;
+    void *fill_args[] = {&b, &value, &count};
+    OK(cuLaunchKernel(fill, 2, 1, 1, 128, 1, 1, 0, s, fill_args, NULL));
+    unsigned char c8 = 0x7f;
+    unsigned long long u64 = 0x1122334455667788ull;
+    unsigned short u16 = 0xbeef;
+    void *mix_args[] = {&c8, &u64, &u16};
+    OK(cuLaunchKernel(mix, 1, 2, 3, 4, 5, 6, 0, NULL, mix_args, NULL));
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(back, b, 4 * 257));
+    EXPECT(((unsigned *)back)[0] == value && ((unsigned *)back)[255] == value &&
+           ((unsigned *)back)[256] == 0xdeadbeef);
+    /* errors: a launch error comes at the next sync; bad handles; other memory */
+    OK(cuLaunchKernel(fill, 0, 1, 1, 1, 1, 1, 0, s, fill_args, NULL)); /* posted */
+    EXPECT(cuStreamSynchronize(s) == 9);                               /* reported here */
+    OK(cuStreamSynchronize(s));                                        /* and only once */
+    EXPECT(cuLaunchKernel((CUfunction)0x1234, 1, 1, 1, 1, 1, 1, 0, s, fill_args, NULL) == 400);
+    EXPECT(cuStreamSynchronize((CUstream)0x4321) == 400);
+    EXPECT(cuMemcpyDtoH_v2(back, a + big, 1) == 1); /* one byte past the allocation */
+    EXPECT(cuMemcpyHtoD_v2(0x1000, h, 16) == 1);    /* nobody's memory */
+    EXPECT(cuMemFree_v2(a + 8) == 1);               /* not the start of an allocation */
+    OK(cuMemFree_v2(a));
+    EXPECT(cuMemFree_v2(a) == 1); /* freed already */
+    EXPECT(cuMemcpyDtoH_v2(back, a, 16) == 1);
+    OK(cuStreamDestroy_v2(s));
+    OK(cuMemFree_v2(b));
+    free(h);
+    free(back);
+    printf("roundtrip ok\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "roundtrip";
+    CUdeviceptr p;
+    static unsigned char buf[8 << 20];
+
+    setup();
+    if (!strcmp(mode, "roundtrip")) {
+        roundtrip();
+    } else if (!strcmp(mode, "hold")) {
+        OK(cuMemAlloc_v2(&p, 4096));
+        OK(cuMemsetD8_v2(p, 0x5a, 4096));
+        printf("%llu\n", p);
+        fflush(stdout);
+        sleep(10);
+    } else if (!strcmp(mode, "steal") && argc > 2) {
+        p = strtoull(argv[2], NULL, 10);
+        EXPECT(cuMemcpyDtoH_v2(buf, p, 16) == 1);
+        EXPECT(cuMemcpyHtoD_v2(p, buf, 16) == 1);
+        EXPECT(cuMemFree_v2(p) == 1);
+        printf("steal refused\n");
+    } else if (!strcmp(mode, "copyloop")) {
+        OK(cuMemAlloc_v2(&p, sizeof(buf)));
+        printf("copying\n");
+        fflush(stdout);
+        for (;;) {
+            OK(cuMemcpyHtoD_v2(p, buf, sizeof(buf)));
+            OK(cuMemcpyDtoH_v2(buf, p, sizeof(buf)));
+        }
+    } else {
+        fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|copyloop\n");
+        return 2;
+    }
+    return 0;
+}
