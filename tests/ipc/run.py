@@ -979,6 +979,28 @@ def remote_client_killed_mid_copy():
 
 
 @test
+def openmps_run_wrapper():
+    """openmps run -- CMD puts the shim first in LD_LIBRARY_PATH and runs CMD as a client."""
+    e = Env()
+    ok = False
+    try:
+        env = dict(e.env, LD_LIBRARY_PATH="/somewhere/else")
+        p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", REMOTE_DRIVER, "roundtrip"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "roundtrip ok" in p.stdout, "run: %r" % p.stderr)
+        p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", "sh", "-c",
+                            "echo $LD_LIBRARY_PATH"], env=env, capture_output=True, text=True)
+        want = os.path.abspath(SHIM_DIR) + ":/somewhere/else"
+        check(p.stdout.strip() == want, "LD_LIBRARY_PATH %r, want %r" % (p.stdout, want))
+        p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", "/no/such/program"],
+                           env=env, capture_output=True, text=True)
+        check(p.returncode == 127 and "cannot run /no/such/program" in p.stderr, p.stderr)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def shim_refused_by_daemon():
     """A daemon that will not serve this user: cuInit fails as an MPS client's does."""
     need_root()

@@ -40,31 +40,31 @@
     X(30, cuCtxDisablePeerAccess, UNSUPPORTED) \
     X(31, cuCtxEnablePeerAccess, UNSUPPORTED) \
     X(32, cuCtxFromGreenCtx, UNSUPPORTED) \
-    X(33, cuCtxGetApiVersion, UNSUPPORTED) \
-    X(34, cuCtxGetCacheConfig, UNSUPPORTED) \
-    X(35, cuCtxGetCurrent, UNSUPPORTED) \
+    X(33, cuCtxGetApiVersion, LOCAL) \
+    X(34, cuCtxGetCacheConfig, LOCAL) \
+    X(35, cuCtxGetCurrent, LOCAL) \
     X(36, cuCtxGetDevResource, UNSUPPORTED) \
-    X(37, cuCtxGetDevice, UNSUPPORTED) \
-    X(38, cuCtxGetDevice_v2, UNSUPPORTED) \
+    X(37, cuCtxGetDevice, LOCAL) \
+    X(38, cuCtxGetDevice_v2, LOCAL) \
     X(39, cuCtxGetExecAffinity, UNSUPPORTED) \
-    X(40, cuCtxGetFlags, UNSUPPORTED) \
-    X(41, cuCtxGetId, UNSUPPORTED) \
-    X(42, cuCtxGetLimit, UNSUPPORTED) \
+    X(40, cuCtxGetFlags, LOCAL) \
+    X(41, cuCtxGetId, LOCAL) \
+    X(42, cuCtxGetLimit, REMOTE) \
     X(43, cuCtxGetSharedMemConfig, UNSUPPORTED) \
-    X(44, cuCtxGetStreamPriorityRange, UNSUPPORTED) \
+    X(44, cuCtxGetStreamPriorityRange, REMOTE) \
     X(45, cuCtxPopCurrent, UNSUPPORTED) \
-    X(46, cuCtxPopCurrent_v2, UNSUPPORTED) \
+    X(46, cuCtxPopCurrent_v2, LOCAL) \
     X(47, cuCtxPushCurrent, UNSUPPORTED) \
-    X(48, cuCtxPushCurrent_v2, UNSUPPORTED) \
+    X(48, cuCtxPushCurrent_v2, LOCAL) \
     X(49, cuCtxRecordEvent, UNSUPPORTED) \
     X(50, cuCtxResetPersistingL2Cache, UNSUPPORTED) \
-    X(51, cuCtxSetCacheConfig, UNSUPPORTED) \
-    X(52, cuCtxSetCurrent, UNSUPPORTED) \
+    X(51, cuCtxSetCacheConfig, LOCAL) \
+    X(52, cuCtxSetCurrent, LOCAL) \
     X(53, cuCtxSetFlags, UNSUPPORTED) \
-    X(54, cuCtxSetLimit, UNSUPPORTED) \
+    X(54, cuCtxSetLimit, REMOTE) \
     X(55, cuCtxSetSharedMemConfig, UNSUPPORTED) \
-    X(56, cuCtxSynchronize, UNSUPPORTED) \
-    X(57, cuCtxSynchronize_v2, UNSUPPORTED) \
+    X(56, cuCtxSynchronize, REMOTE) \
+    X(57, cuCtxSynchronize_v2, REMOTE) \
     X(58, cuCtxWaitEvent, UNSUPPORTED) \
     X(59, cuDestroyExternalMemory, UNSUPPORTED) \
     X(60, cuDestroyExternalSemaphore, UNSUPPORTED) \
@@ -72,10 +72,10 @@
     X(62, cuDevSmResourceSplitByCount, UNSUPPORTED) \
     X(63, cuDeviceCanAccessPeer, UNSUPPORTED) \
     X(64, cuDeviceComputeCapability, UNSUPPORTED) \
-    X(65, cuDeviceGet, UNSUPPORTED) \
-    X(66, cuDeviceGetAttribute, UNSUPPORTED) \
+    X(65, cuDeviceGet, LOCAL) \
+    X(66, cuDeviceGetAttribute, REMOTE) \
     X(67, cuDeviceGetByPCIBusId, UNSUPPORTED) \
-    X(68, cuDeviceGetCount, UNSUPPORTED) \
+    X(68, cuDeviceGetCount, LOCAL) \
     X(69, cuDeviceGetDefaultMemPool, UNSUPPORTED) \
     X(70, cuDeviceGetDevResource, UNSUPPORTED) \
     X(71, cuDeviceGetExecAffinitySupport, UNSUPPORTED) \
@@ -83,59 +83,59 @@
     X(73, cuDeviceGetHostAtomicCapabilities, UNSUPPORTED) \
     X(74, cuDeviceGetLuid, UNSUPPORTED) \
     X(75, cuDeviceGetMemPool, UNSUPPORTED) \
-    X(76, cuDeviceGetName, UNSUPPORTED) \
+    X(76, cuDeviceGetName, REMOTE) \
     X(77, cuDeviceGetNvSciSyncAttributes, UNSUPPORTED) \
     X(78, cuDeviceGetP2PAtomicCapabilities, UNSUPPORTED) \
     X(79, cuDeviceGetP2PAttribute, UNSUPPORTED) \
-    X(80, cuDeviceGetPCIBusId, UNSUPPORTED) \
+    X(80, cuDeviceGetPCIBusId, REMOTE) \
     X(81, cuDeviceGetProperties, UNSUPPORTED) \
     X(82, cuDeviceGetTexture1DLinearMaxWidth, UNSUPPORTED) \
-    X(83, cuDeviceGetUuid, UNSUPPORTED) \
-    X(84, cuDeviceGetUuid_v2, UNSUPPORTED) \
+    X(83, cuDeviceGetUuid, REMOTE) \
+    X(84, cuDeviceGetUuid_v2, REMOTE) \
     X(85, cuDeviceGraphMemTrim, UNSUPPORTED) \
-    X(86, cuDevicePrimaryCtxGetState, UNSUPPORTED) \
-    X(87, cuDevicePrimaryCtxRelease, UNSUPPORTED) \
-    X(88, cuDevicePrimaryCtxRelease_v2, UNSUPPORTED) \
-    X(89, cuDevicePrimaryCtxReset, UNSUPPORTED) \
-    X(90, cuDevicePrimaryCtxReset_v2, UNSUPPORTED) \
-    X(91, cuDevicePrimaryCtxRetain, UNSUPPORTED) \
-    X(92, cuDevicePrimaryCtxSetFlags, UNSUPPORTED) \
-    X(93, cuDevicePrimaryCtxSetFlags_v2, UNSUPPORTED) \
+    X(86, cuDevicePrimaryCtxGetState, LOCAL) \
+    X(87, cuDevicePrimaryCtxRelease, LOCAL) \
+    X(88, cuDevicePrimaryCtxRelease_v2, LOCAL) \
+    X(89, cuDevicePrimaryCtxReset, LOCAL) \
+    X(90, cuDevicePrimaryCtxReset_v2, LOCAL) \
+    X(91, cuDevicePrimaryCtxRetain, LOCAL) \
+    X(92, cuDevicePrimaryCtxSetFlags, LOCAL) \
+    X(93, cuDevicePrimaryCtxSetFlags_v2, LOCAL) \
     X(94, cuDeviceRegisterAsyncNotification, UNSUPPORTED) \
     X(95, cuDeviceSetGraphMemAttribute, UNSUPPORTED) \
     X(96, cuDeviceSetMemPool, UNSUPPORTED) \
     X(97, cuDeviceTotalMem, UNSUPPORTED) \
-    X(98, cuDeviceTotalMem_v2, UNSUPPORTED) \
+    X(98, cuDeviceTotalMem_v2, REMOTE) \
     X(99, cuDeviceUnregisterAsyncNotification, UNSUPPORTED) \
     X(100, cuDriverGetVersion, PASSTHROUGH) \
-    X(101, cuEventCreate, UNSUPPORTED) \
+    X(101, cuEventCreate, REMOTE) \
     X(102, cuEventDestroy, UNSUPPORTED) \
-    X(103, cuEventDestroy_v2, UNSUPPORTED) \
-    X(104, cuEventElapsedTime, UNSUPPORTED) \
-    X(105, cuEventElapsedTime_v2, UNSUPPORTED) \
-    X(106, cuEventQuery, UNSUPPORTED) \
-    X(107, cuEventRecord, UNSUPPORTED) \
-    X(108, cuEventRecordWithFlags, UNSUPPORTED) \
-    X(109, cuEventRecordWithFlags_ptsz, UNSUPPORTED) \
-    X(110, cuEventRecord_ptsz, UNSUPPORTED) \
-    X(111, cuEventSynchronize, UNSUPPORTED) \
+    X(103, cuEventDestroy_v2, REMOTE) \
+    X(104, cuEventElapsedTime, REMOTE) \
+    X(105, cuEventElapsedTime_v2, REMOTE) \
+    X(106, cuEventQuery, REMOTE) \
+    X(107, cuEventRecord, REMOTE) \
+    X(108, cuEventRecordWithFlags, REMOTE) \
+    X(109, cuEventRecordWithFlags_ptsz, REMOTE) \
+    X(110, cuEventRecord_ptsz, REMOTE) \
+    X(111, cuEventSynchronize, REMOTE) \
     X(112, cuExternalMemoryGetMappedBuffer, UNSUPPORTED) \
     X(113, cuExternalMemoryGetMappedMipmappedArray, UNSUPPORTED) \
     X(114, cuFlushGPUDirectRDMAWrites, UNSUPPORTED) \
-    X(115, cuFuncGetAttribute, UNSUPPORTED) \
+    X(115, cuFuncGetAttribute, REMOTE) \
     X(116, cuFuncGetModule, UNSUPPORTED) \
     X(117, cuFuncGetName, UNSUPPORTED) \
     X(118, cuFuncGetParamInfo, UNSUPPORTED) \
     X(119, cuFuncIsLoaded, UNSUPPORTED) \
     X(120, cuFuncLoad, UNSUPPORTED) \
-    X(121, cuFuncSetAttribute, UNSUPPORTED) \
+    X(121, cuFuncSetAttribute, REMOTE) \
     X(122, cuFuncSetBlockShape, UNSUPPORTED) \
-    X(123, cuFuncSetCacheConfig, UNSUPPORTED) \
+    X(123, cuFuncSetCacheConfig, LOCAL) \
     X(124, cuFuncSetSharedMemConfig, UNSUPPORTED) \
     X(125, cuFuncSetSharedSize, UNSUPPORTED) \
-    X(126, cuGetErrorName, UNSUPPORTED) \
-    X(127, cuGetErrorString, UNSUPPORTED) \
-    X(128, cuGetExportTable, PASSTHROUGH) \
+    X(126, cuGetErrorName, PASSTHROUGH) \
+    X(127, cuGetErrorString, PASSTHROUGH) \
+    X(128, cuGetExportTable, LOCAL) \
     X(129, cuGetProcAddress, LOCAL) \
     X(130, cuGetProcAddress_v2, LOCAL) \
     X(131, cuGraphAddBatchMemOpNode, UNSUPPORTED) \
@@ -257,13 +257,13 @@
     X(247, cuIpcOpenEventHandle, UNSUPPORTED) \
     X(248, cuIpcOpenMemHandle, UNSUPPORTED) \
     X(249, cuIpcOpenMemHandle_v2, UNSUPPORTED) \
-    X(250, cuKernelGetAttribute, UNSUPPORTED) \
-    X(251, cuKernelGetFunction, UNSUPPORTED) \
+    X(250, cuKernelGetAttribute, REMOTE) \
+    X(251, cuKernelGetFunction, LOCAL) \
     X(252, cuKernelGetLibrary, UNSUPPORTED) \
     X(253, cuKernelGetName, UNSUPPORTED) \
     X(254, cuKernelGetParamInfo, UNSUPPORTED) \
-    X(255, cuKernelSetAttribute, UNSUPPORTED) \
-    X(256, cuKernelSetCacheConfig, UNSUPPORTED) \
+    X(255, cuKernelSetAttribute, REMOTE) \
+    X(256, cuKernelSetCacheConfig, LOCAL) \
     X(257, cuLaunch, UNSUPPORTED) \
     X(258, cuLaunchCooperativeKernel, UNSUPPORTED) \
     X(259, cuLaunchCooperativeKernelMultiDevice, UNSUPPORTED) \
@@ -272,20 +272,20 @@
     X(262, cuLaunchGridAsync, UNSUPPORTED) \
     X(263, cuLaunchHostFunc, UNSUPPORTED) \
     X(264, cuLaunchHostFunc_ptsz, UNSUPPORTED) \
-    X(265, cuLaunchKernel, UNSUPPORTED) \
+    X(265, cuLaunchKernel, REMOTE) \
     X(266, cuLaunchKernelEx, UNSUPPORTED) \
     X(267, cuLaunchKernelEx_ptsz, UNSUPPORTED) \
-    X(268, cuLaunchKernel_ptsz, UNSUPPORTED) \
+    X(268, cuLaunchKernel_ptsz, REMOTE) \
     X(269, cuLibraryEnumerateKernels, UNSUPPORTED) \
-    X(270, cuLibraryGetGlobal, UNSUPPORTED) \
-    X(271, cuLibraryGetKernel, UNSUPPORTED) \
+    X(270, cuLibraryGetGlobal, REMOTE) \
+    X(271, cuLibraryGetKernel, REMOTE) \
     X(272, cuLibraryGetKernelCount, UNSUPPORTED) \
     X(273, cuLibraryGetManaged, UNSUPPORTED) \
     X(274, cuLibraryGetModule, UNSUPPORTED) \
     X(275, cuLibraryGetUnifiedFunction, UNSUPPORTED) \
-    X(276, cuLibraryLoadData, UNSUPPORTED) \
+    X(276, cuLibraryLoadData, REMOTE) \
     X(277, cuLibraryLoadFromFile, UNSUPPORTED) \
-    X(278, cuLibraryUnload, UNSUPPORTED) \
+    X(278, cuLibraryUnload, REMOTE) \
     X(279, cuLinkAddData, UNSUPPORTED) \
     X(280, cuLinkAddData_v2, UNSUPPORTED) \
     X(281, cuLinkAddFile, UNSUPPORTED) \
@@ -309,11 +309,11 @@
     X(299, cuMemAllocFromPoolAsync, UNSUPPORTED) \
     X(300, cuMemAllocFromPoolAsync_ptsz, UNSUPPORTED) \
     X(301, cuMemAllocHost, UNSUPPORTED) \
-    X(302, cuMemAllocHost_v2, UNSUPPORTED) \
+    X(302, cuMemAllocHost_v2, LOCAL) \
     X(303, cuMemAllocManaged, UNSUPPORTED) \
     X(304, cuMemAllocPitch, UNSUPPORTED) \
     X(305, cuMemAllocPitch_v2, UNSUPPORTED) \
-    X(306, cuMemAlloc_v2, UNSUPPORTED) \
+    X(306, cuMemAlloc_v2, REMOTE) \
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
     X(308, cuMemBatchDecompressAsync_ptsz, UNSUPPORTED) \
     X(309, cuMemCreate, UNSUPPORTED) \
@@ -325,8 +325,8 @@
     X(315, cuMemFree, UNSUPPORTED) \
     X(316, cuMemFreeAsync, UNSUPPORTED) \
     X(317, cuMemFreeAsync_ptsz, UNSUPPORTED) \
-    X(318, cuMemFreeHost, UNSUPPORTED) \
-    X(319, cuMemFree_v2, UNSUPPORTED) \
+    X(318, cuMemFreeHost, LOCAL) \
+    X(319, cuMemFree_v2, REMOTE) \
     X(320, cuMemGetAccess, UNSUPPORTED) \
     X(321, cuMemGetAddressRange, UNSUPPORTED) \
     X(322, cuMemGetAddressRange_v2, UNSUPPORTED) \
@@ -335,9 +335,9 @@
     X(325, cuMemGetDefaultMemPool, UNSUPPORTED) \
     X(326, cuMemGetHandleForAddressRange, UNSUPPORTED) \
     X(327, cuMemGetInfo, UNSUPPORTED) \
-    X(328, cuMemGetInfo_v2, UNSUPPORTED) \
+    X(328, cuMemGetInfo_v2, REMOTE) \
     X(329, cuMemGetMemPool, UNSUPPORTED) \
-    X(330, cuMemHostAlloc, UNSUPPORTED) \
+    X(330, cuMemHostAlloc, LOCAL) \
     X(331, cuMemHostGetDevicePointer, UNSUPPORTED) \
     X(332, cuMemHostGetDevicePointer_v2, UNSUPPORTED) \
     X(333, cuMemHostGetFlags, UNSUPPORTED) \
@@ -419,16 +419,16 @@
     X(409, cuMemcpyDtoA_v2_ptds, UNSUPPORTED) \
     X(410, cuMemcpyDtoD, UNSUPPORTED) \
     X(411, cuMemcpyDtoDAsync, UNSUPPORTED) \
-    X(412, cuMemcpyDtoDAsync_v2, UNSUPPORTED) \
-    X(413, cuMemcpyDtoDAsync_v2_ptsz, UNSUPPORTED) \
-    X(414, cuMemcpyDtoD_v2, UNSUPPORTED) \
-    X(415, cuMemcpyDtoD_v2_ptds, UNSUPPORTED) \
+    X(412, cuMemcpyDtoDAsync_v2, REMOTE) \
+    X(413, cuMemcpyDtoDAsync_v2_ptsz, REMOTE) \
+    X(414, cuMemcpyDtoD_v2, REMOTE) \
+    X(415, cuMemcpyDtoD_v2_ptds, REMOTE) \
     X(416, cuMemcpyDtoH, UNSUPPORTED) \
     X(417, cuMemcpyDtoHAsync, UNSUPPORTED) \
-    X(418, cuMemcpyDtoHAsync_v2, UNSUPPORTED) \
-    X(419, cuMemcpyDtoHAsync_v2_ptsz, UNSUPPORTED) \
-    X(420, cuMemcpyDtoH_v2, UNSUPPORTED) \
-    X(421, cuMemcpyDtoH_v2_ptds, UNSUPPORTED) \
+    X(418, cuMemcpyDtoHAsync_v2, REMOTE) \
+    X(419, cuMemcpyDtoHAsync_v2_ptsz, REMOTE) \
+    X(420, cuMemcpyDtoH_v2, REMOTE) \
+    X(421, cuMemcpyDtoH_v2_ptds, REMOTE) \
     X(422, cuMemcpyHtoA, UNSUPPORTED) \
     X(423, cuMemcpyHtoAAsync, UNSUPPORTED) \
     X(424, cuMemcpyHtoAAsync_v2, UNSUPPORTED) \
@@ -437,20 +437,20 @@
     X(427, cuMemcpyHtoA_v2_ptds, UNSUPPORTED) \
     X(428, cuMemcpyHtoD, UNSUPPORTED) \
     X(429, cuMemcpyHtoDAsync, UNSUPPORTED) \
-    X(430, cuMemcpyHtoDAsync_v2, UNSUPPORTED) \
-    X(431, cuMemcpyHtoDAsync_v2_ptsz, UNSUPPORTED) \
-    X(432, cuMemcpyHtoD_v2, UNSUPPORTED) \
-    X(433, cuMemcpyHtoD_v2_ptds, UNSUPPORTED) \
+    X(430, cuMemcpyHtoDAsync_v2, REMOTE) \
+    X(431, cuMemcpyHtoDAsync_v2_ptsz, REMOTE) \
+    X(432, cuMemcpyHtoD_v2, REMOTE) \
+    X(433, cuMemcpyHtoD_v2_ptds, REMOTE) \
     X(434, cuMemcpyPeer, UNSUPPORTED) \
     X(435, cuMemcpyPeerAsync, UNSUPPORTED) \
     X(436, cuMemcpyPeerAsync_ptsz, UNSUPPORTED) \
     X(437, cuMemcpyPeer_ptds, UNSUPPORTED) \
     X(438, cuMemcpy_ptds, UNSUPPORTED) \
     X(439, cuMemsetD16, UNSUPPORTED) \
-    X(440, cuMemsetD16Async, UNSUPPORTED) \
-    X(441, cuMemsetD16Async_ptsz, UNSUPPORTED) \
-    X(442, cuMemsetD16_v2, UNSUPPORTED) \
-    X(443, cuMemsetD16_v2_ptds, UNSUPPORTED) \
+    X(440, cuMemsetD16Async, REMOTE) \
+    X(441, cuMemsetD16Async_ptsz, REMOTE) \
+    X(442, cuMemsetD16_v2, REMOTE) \
+    X(443, cuMemsetD16_v2_ptds, REMOTE) \
     X(444, cuMemsetD2D16, UNSUPPORTED) \
     X(445, cuMemsetD2D16Async, UNSUPPORTED) \
     X(446, cuMemsetD2D16Async_ptsz, UNSUPPORTED) \
@@ -467,32 +467,32 @@
     X(457, cuMemsetD2D8_v2, UNSUPPORTED) \
     X(458, cuMemsetD2D8_v2_ptds, UNSUPPORTED) \
     X(459, cuMemsetD32, UNSUPPORTED) \
-    X(460, cuMemsetD32Async, UNSUPPORTED) \
-    X(461, cuMemsetD32Async_ptsz, UNSUPPORTED) \
-    X(462, cuMemsetD32_v2, UNSUPPORTED) \
-    X(463, cuMemsetD32_v2_ptds, UNSUPPORTED) \
+    X(460, cuMemsetD32Async, REMOTE) \
+    X(461, cuMemsetD32Async_ptsz, REMOTE) \
+    X(462, cuMemsetD32_v2, REMOTE) \
+    X(463, cuMemsetD32_v2_ptds, REMOTE) \
     X(464, cuMemsetD8, UNSUPPORTED) \
-    X(465, cuMemsetD8Async, UNSUPPORTED) \
-    X(466, cuMemsetD8Async_ptsz, UNSUPPORTED) \
-    X(467, cuMemsetD8_v2, UNSUPPORTED) \
-    X(468, cuMemsetD8_v2_ptds, UNSUPPORTED) \
+    X(465, cuMemsetD8Async, REMOTE) \
+    X(466, cuMemsetD8Async_ptsz, REMOTE) \
+    X(467, cuMemsetD8_v2, REMOTE) \
+    X(468, cuMemsetD8_v2_ptds, REMOTE) \
     X(469, cuMipmappedArrayCreate, UNSUPPORTED) \
     X(470, cuMipmappedArrayDestroy, UNSUPPORTED) \
     X(471, cuMipmappedArrayGetLevel, UNSUPPORTED) \
     X(472, cuMipmappedArrayGetMemoryRequirements, UNSUPPORTED) \
     X(473, cuMipmappedArrayGetSparseProperties, UNSUPPORTED) \
     X(474, cuModuleEnumerateFunctions, UNSUPPORTED) \
-    X(475, cuModuleGetFunction, UNSUPPORTED) \
+    X(475, cuModuleGetFunction, REMOTE) \
     X(476, cuModuleGetFunctionCount, UNSUPPORTED) \
     X(477, cuModuleGetGlobal, UNSUPPORTED) \
-    X(478, cuModuleGetGlobal_v2, UNSUPPORTED) \
-    X(479, cuModuleGetLoadingMode, UNSUPPORTED) \
+    X(478, cuModuleGetGlobal_v2, REMOTE) \
+    X(479, cuModuleGetLoadingMode, LOCAL) \
     X(480, cuModuleGetSurfRef, UNSUPPORTED) \
     X(481, cuModuleGetTexRef, UNSUPPORTED) \
     X(482, cuModuleLoad, UNSUPPORTED) \
-    X(483, cuModuleLoadData, UNSUPPORTED) \
-    X(484, cuModuleLoadDataEx, UNSUPPORTED) \
-    X(485, cuModuleLoadFatBinary, UNSUPPORTED) \
+    X(483, cuModuleLoadData, REMOTE) \
+    X(484, cuModuleLoadDataEx, REMOTE) \
+    X(485, cuModuleLoadFatBinary, REMOTE) \
     X(486, cuModuleUnload, UNSUPPORTED) \
     X(487, cuMulticastAddDevice, UNSUPPORTED) \
     X(488, cuMulticastBindAddr, UNSUPPORTED) \
@@ -501,8 +501,8 @@
     X(491, cuMulticastGetGranularity, UNSUPPORTED) \
     X(492, cuMulticastUnbind, UNSUPPORTED) \
     X(493, cuOccupancyAvailableDynamicSMemPerBlock, UNSUPPORTED) \
-    X(494, cuOccupancyMaxActiveBlocksPerMultiprocessor, UNSUPPORTED) \
-    X(495, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, UNSUPPORTED) \
+    X(494, cuOccupancyMaxActiveBlocksPerMultiprocessor, REMOTE) \
+    X(495, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, REMOTE) \
     X(496, cuOccupancyMaxActiveClusters, UNSUPPORTED) \
     X(497, cuOccupancyMaxPotentialBlockSize, UNSUPPORTED) \
     X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, UNSUPPORTED) \
@@ -536,10 +536,10 @@
     X(526, cuStreamBeginCapture_v2_ptsz, UNSUPPORTED) \
     X(527, cuStreamCopyAttributes, UNSUPPORTED) \
     X(528, cuStreamCopyAttributes_ptsz, UNSUPPORTED) \
-    X(529, cuStreamCreate, UNSUPPORTED) \
-    X(530, cuStreamCreateWithPriority, UNSUPPORTED) \
+    X(529, cuStreamCreate, REMOTE) \
+    X(530, cuStreamCreateWithPriority, REMOTE) \
     X(531, cuStreamDestroy, UNSUPPORTED) \
-    X(532, cuStreamDestroy_v2, UNSUPPORTED) \
+    X(532, cuStreamDestroy_v2, REMOTE) \
     X(533, cuStreamEndCapture, UNSUPPORTED) \
     X(534, cuStreamEndCapture_ptsz, UNSUPPORTED) \
     X(535, cuStreamGetAttribute, UNSUPPORTED) \
@@ -565,18 +565,18 @@
     X(555, cuStreamGetPriority_ptsz, UNSUPPORTED) \
     X(556, cuStreamIsCapturing, UNSUPPORTED) \
     X(557, cuStreamIsCapturing_ptsz, UNSUPPORTED) \
-    X(558, cuStreamQuery, UNSUPPORTED) \
-    X(559, cuStreamQuery_ptsz, UNSUPPORTED) \
+    X(558, cuStreamQuery, REMOTE) \
+    X(559, cuStreamQuery_ptsz, REMOTE) \
     X(560, cuStreamSetAttribute, UNSUPPORTED) \
     X(561, cuStreamSetAttribute_ptsz, UNSUPPORTED) \
-    X(562, cuStreamSynchronize, UNSUPPORTED) \
-    X(563, cuStreamSynchronize_ptsz, UNSUPPORTED) \
+    X(562, cuStreamSynchronize, REMOTE) \
+    X(563, cuStreamSynchronize_ptsz, REMOTE) \
     X(564, cuStreamUpdateCaptureDependencies, UNSUPPORTED) \
     X(565, cuStreamUpdateCaptureDependencies_ptsz, UNSUPPORTED) \
     X(566, cuStreamUpdateCaptureDependencies_v2, UNSUPPORTED) \
     X(567, cuStreamUpdateCaptureDependencies_v2_ptsz, UNSUPPORTED) \
-    X(568, cuStreamWaitEvent, UNSUPPORTED) \
-    X(569, cuStreamWaitEvent_ptsz, UNSUPPORTED) \
+    X(568, cuStreamWaitEvent, REMOTE) \
+    X(569, cuStreamWaitEvent_ptsz, REMOTE) \
     X(570, cuStreamWaitValue32, UNSUPPORTED) \
     X(571, cuStreamWaitValue32_ptsz, UNSUPPORTED) \
     X(572, cuStreamWaitValue32_v2, UNSUPPORTED) \
