@@ -7,7 +7,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all test test-plain test-asan demo install fuzz format format-check tidy clean
+.PHONY: all test test-plain test-asan test-gpu demo install fuzz format format-check tidy clean
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -15,12 +15,20 @@ all: $(BUILD)/CMakeCache.txt
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-# The CPU tier twice, as CI runs it: a plain build and the ASan+UBSan build.
-# (The GPU tier joins automatically where a GPU is present, once it exists.)
-test: test-plain test-asan
+# The CPU tier twice, as CI runs it: a plain build and the ASan+UBSan build; then the GPU
+# tier where an NVIDIA GPU and nvcc are present.
+test: test-plain test-asan test-gpu
 
 test-plain: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-gpu: all
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && \
+	    command -v nvcc >/dev/null 2>&1; then \
+	    tests/gpu/run.sh $(BUILD); \
+	else \
+	    echo "GPU tier skipped: no NVIDIA GPU or no nvcc here"; \
+	fi
 
 test-asan:
 	cmake -S . -B $(ASAN) $(GENERATOR) -DOPENMPS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug

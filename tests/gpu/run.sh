@@ -50,9 +50,56 @@ run() { # mode binary args...
 "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
 for bin in "$OUT"/*.static "$OUT"/*.shared; do
     [ -x "$bin" ] || continue
-    case $bin in *spin*) args=20000000 ;; *) args= ;; esac
+    case $bin in
+    *spin*) args=20000000 ;;
+    *stall* | *launch_rate*) continue ;; # below
+    *) args= ;;
+    esac
     run native "$bin" $args
     run openmps "$bin" $args
 done
+
+# No client stalls another: B's calls while A's kernel runs for about 3 s.
+for kind in static shared; do
+    bin="$OUT/stall.$kind"
+    [ -x "$bin" ] || continue
+    LD_LIBRARY_PATH="$BUILD/lib" "$bin" long 1600000000 >"$OUT/stall.a" 2>&1 &
+    apid=$!
+    while ! grep -q launched "$OUT/stall.a" 2>/dev/null && kill -0 $apid 2>/dev/null; do
+        sleep 0.05
+    done
+    sleep 0.3
+    LD_LIBRARY_PATH="$BUILD/lib" "$bin" calls >"$OUT/stall.b" 2>&1
+    wait $apid
+    worst=$(awk '/^worst_ms/ { m = $3; for (i = 5; i <= NF; i += 2) if ($i > m) m = $i; print m }' "$OUT/stall.b")
+    a_done=$(awk '/^a_done_ms/ { print $2 }' "$OUT/stall.a")
+    b_done=$(awk '/^b_done_ms/ { print $2 }' "$OUT/stall.b")
+    if [ -n "$worst" ] && [ -n "$a_done" ] && [ -n "$b_done" ] &&
+        awk -v w="$worst" -v a="$a_done" -v b="$b_done" 'BEGIN { exit !(w <= 1.0 && b < a) }'; then
+        passes=$((passes + 1))
+        echo "PASS stall.$kind openmps: $(grep worst_ms "$OUT/stall.b"); B done $(awk -v a="$a_done" -v b="$b_done" 'BEGIN { printf "%.0f", a - b }') ms before A"
+    else
+        fails=$((fails + 1))
+        echo "FAIL stall.$kind openmps: $(cat "$OUT/stall.b" "$OUT/stall.a" | tr '\n' ' ')"
+    fi
+done
+
+# Passthrough costs nothing: launches natively and with the shim but no daemon.
+if [ -x "$OUT/launch_rate.static" ]; then
+    for i in 1 2 3; do
+        n=$("$OUT/launch_rate.static" | awk '{ print $2 }')
+        p=$(CUDA_MPS_PIPE_DIRECTORY="$TMP/none" LD_LIBRARY_PATH="$BUILD/lib" "$OUT/launch_rate.static" | awk '{ print $2 }')
+        r=$(LD_LIBRARY_PATH="$BUILD/lib" "$OUT/launch_rate.static" | awk '{ print $2 }')
+        echo "launch_us native $n passthrough $p openmps $r"
+    done | tee "$OUT/launch_rate.txt"
+    med() { sort -n | sed -n 2p; }
+    n=$(awk '{ print $3 }' "$OUT/launch_rate.txt" | med)
+    p=$(awk '{ print $5 }' "$OUT/launch_rate.txt" | med)
+    if awk -v n="$n" -v p="$p" 'BEGIN { exit !(n > 0 && p <= n * 1.05) }'; then
+        passes=$((passes + 1)); echo "PASS launch_rate passthrough: median $p us vs native $n us"
+    else
+        fails=$((fails + 1)); echo "FAIL launch_rate passthrough: median $p us vs native $n us"
+    fi
+fi
 echo "gpu tier: $passes passed, $fails failed"
 exit $fails
