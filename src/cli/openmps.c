@@ -75,5 +75,6 @@ int main(int argc, char **argv)
     setenv("LD_LIBRARY_PATH", path, 1);
     execvp(argv[first], argv + first);
     fprintf(stderr, "openmps: cannot run %s: %s\n", argv[first], strerror(errno));
+    free(path);
     return 127;
 }

@@ -16,6 +16,9 @@ CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Replaces the session's staging buffer with these bytes (module images, copies). */
 CUresult om_stage(const void *data, size_t len);
 
+/* remote_api.c: managed shadows to the device before work on stream s is submitted. */
+CUresult om_managed_push(CUstream s);
+
 /* remote.c: the implementation installed for an entry point in remote mode. */
 void om_remote_set(int index, void *fn);
 /* remote_api.c and remote_ctx.c fill the table. */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../common/wire.h"
 #include "openmps/cuda_abi.h"
@@ -77,6 +78,8 @@ CUresult om_stage(const void *data, size_t len)
 #define REQ(name, size)                                                                            \
     uint8_t name##_buf[size];                                                                      \
     struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+static bool managed_forget(CUdeviceptr ptr);
 
 /* ------------------------------------------------------------------ devices */
 
@@ -248,10 +251,15 @@ static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
 {
     REQ(req, 8);
 
+    CUresult rc;
+
     if (dptr == 0)
         return CUDA_SUCCESS;
     om_put_u64(&req, dptr);
-    return om_rcall(OM_IDX_cuMemFree_v2, &req, NULL, 0, NULL);
+    rc = om_rcall(OM_IDX_cuMemFree_v2, &req, NULL, 0, NULL);
+    if (rc == CUDA_SUCCESS)
+        managed_forget(dptr);
+    return rc;
 }
 
 static CUresult r_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -406,6 +414,112 @@ static CUresult r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream
     return memset_d(d, v, 4, n, s, false);
 }
 
+/* ------------------------------------------------------------------ managed memory */
+
+/*
+ * Managed memory, emulated as the pre-Pascal model (ARCHITECTURE.md): the
+ * server allocates device memory at an address D; the client maps a host
+ * shadow at the same D, so one pointer is valid on both sides. The shadow goes
+ * to the device before each launch and comes back after each synchronising
+ * call. The program is told CONCURRENT_MANAGED_ACCESS = 0, as on such GPUs.
+ * (Every managed byte moves at each launch and sync: dirty-page tracking is
+ * the next refinement.)
+ */
+struct managed {
+    CUdeviceptr base;
+    size_t size;
+};
+static struct managed managed[256];
+static int nmanaged;
+static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult htod(int index, CUdeviceptr dst, const void *src, size_t n, CUstream stream);
+static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream stream);
+
+static CUresult r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
+{
+    uint64_t reply[2];
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+    void *shadow;
+
+    (void)flags;
+    if (!dptr || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (__atomic_load_n(&nmanaged, __ATOMIC_ACQUIRE) == (int)(sizeof(managed) / sizeof(managed[0])))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, bytes);
+    rc = om_rcall(OM_IDX_cuMemAllocManaged, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got != sizeof(reply))
+        return CUDA_ERROR_UNKNOWN;
+    shadow = mmap((void *)(uintptr_t)reply[0], (size_t)reply[1], PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (shadow != (void *)(uintptr_t)reply[0]) {
+        om_shim_log("managed memory: the address 0x%llx is taken in this process",
+                    (unsigned long long)reply[0]);
+        if (shadow != MAP_FAILED)
+            munmap(shadow, (size_t)reply[1]);
+        REQ(fr, 8);
+        om_put_u64(&fr, reply[0]);
+        om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&managed_lock);
+    managed[nmanaged++] = (struct managed){reply[0], (size_t)reply[1]};
+    pthread_mutex_unlock(&managed_lock);
+    *dptr = reply[0];
+    return CUDA_SUCCESS;
+}
+
+/* Before work is submitted: every shadow to the device, on the work's stream. */
+CUresult om_managed_push(CUstream s)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!__atomic_load_n(&nmanaged, __ATOMIC_ACQUIRE))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&managed_lock);
+    for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
+        rc = htod(OM_IDX_cuMemcpyHtoD_v2, managed[i].base, (const void *)(uintptr_t)managed[i].base,
+                  managed[i].size, s);
+    pthread_mutex_unlock(&managed_lock);
+    return rc;
+}
+
+/* After a synchronising call: the device's view back into the shadows. */
+static CUresult managed_pull(CUresult rc)
+{
+    if (rc != CUDA_SUCCESS || !__atomic_load_n(&nmanaged, __ATOMIC_ACQUIRE))
+        return rc;
+    pthread_mutex_lock(&managed_lock);
+    for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
+        rc = dtoh(OM_IDX_cuMemcpyDtoH_v2, (void *)(uintptr_t)managed[i].base, managed[i].base,
+                  managed[i].size, NULL);
+    pthread_mutex_unlock(&managed_lock);
+    return rc;
+}
+
+/* Forgets a managed range being freed; true when ptr was one. */
+static bool managed_forget(CUdeviceptr ptr)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&managed_lock);
+    for (int i = 0; i < nmanaged; i++) {
+        if (managed[i].base == ptr) {
+            munmap((void *)(uintptr_t)ptr, managed[i].size);
+            managed[i] = managed[--nmanaged];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&managed_lock);
+    return found;
+}
+
 /* Host allocations the program asks the driver for. Until pinned memory is
  * shared with the server (issue #3, next step) they are plain host memory:
  * copies from and to them work (through the staging path), zero-copy does not. */
@@ -472,7 +586,7 @@ static CUresult r_cuStreamDestroy_v2(CUstream s)
 
 static CUresult r_cuStreamSynchronize(CUstream s)
 {
-    return handle_call(OM_IDX_cuStreamSynchronize, s, 0);
+    return managed_pull(handle_call(OM_IDX_cuStreamSynchronize, s, 0));
 }
 
 static CUresult r_cuStreamQuery(CUstream s)
@@ -517,7 +631,7 @@ static CUresult r_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
 
 static CUresult r_cuEventSynchronize(CUevent e)
 {
-    return handle_call(OM_IDX_cuEventSynchronize, e, 0);
+    return managed_pull(handle_call(OM_IDX_cuEventSynchronize, e, 0));
 }
 
 static CUresult r_cuEventQuery(CUevent e)
@@ -546,7 +660,7 @@ static CUresult r_cuCtxSynchronize(void)
 {
     REQ(req, 8);
 
-    return om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL);
+    return managed_pull(om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL));
 }
 
 static CUresult r_cuCtxSynchronize_v2(CUcontext ctx)
@@ -583,6 +697,7 @@ void om_remote_api_install(void)
     OM_X_SET(cuMemsetD8Async);
     OM_X_SET(cuMemsetD16Async);
     OM_X_SET(cuMemsetD32Async);
+    OM_X_SET(cuMemAllocManaged);
     OM_X_SET(cuMemAllocHost_v2);
     OM_X_SET(cuMemHostAlloc);
     OM_X_SET(cuMemFreeHost);

@@ -642,6 +642,9 @@ static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     }
     if (args_len > 32768 || (args_len && !args))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = om_managed_push(s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     om_put_u64(&req, (uint64_t)(uintptr_t)f);
     om_put_u64(&req, ((uint64_t)gy << 32) | gx);
     om_put_u64(&req, ((uint64_t)bx << 32) | gz);

@@ -179,6 +179,26 @@ static CUresult x_cuMemAlloc_v2(struct call *c)
     return CUDA_SUCCESS;
 }
 
+static CUresult x_cuMemAllocManaged(struct call *c)
+{
+    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0, size = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* Device memory at an address the client then shadows on its side. */
+    rc = om_devmem_alloc(bytes, &base, &size, &mem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->allocs, base, size, mem, true) < 0) {
+        om_devmem_free(base, size, mem);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, base);
+    om_put_u64(&c->out, size);
+    return CUDA_SUCCESS;
+}
+
 static CUresult x_cuMemFree_v2(struct call *c)
 {
     uint64_t base = om_get_u64(&c->in);
@@ -756,6 +776,7 @@ static handler handler_of(int index)
         OM_H(cuDeviceGetAttribute)
         OM_H(cuDeviceGetUuid_v2)
         OM_H(cuMemAlloc_v2)
+        OM_H(cuMemAllocManaged)
         OM_H(cuMemFree_v2)
         OM_H(cuMemGetInfo_v2)
         OM_H(cuMemcpyHtoD_v2)

@@ -24,6 +24,7 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemcpyDtoD_v2(CUdeviceptr, CUdeviceptr, size_t);
@@ -135,6 +136,18 @@ static void roundtrip(void)
     OK(cuMemcpyDtoH_v2(back, b, 4 * 257));
     EXPECT(((unsigned *)back)[0] == value && ((unsigned *)back)[255] == value &&
            ((unsigned *)back)[256] == 0xdeadbeef);
+    /* managed memory: one pointer for the host and the kernels */
+    CUdeviceptr m;
+    OK(cuMemAllocManaged(&m, 1 << 20, 1));
+    unsigned *mh = (unsigned *)(uintptr_t)m;
+    for (int i = 0; i < 1024; i++)
+        mh[i] = (unsigned)i;
+    unsigned half = 512, mark = 0xcafe;
+    void *managed_args[] = {&m, &mark, &half};
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, managed_args, NULL));
+    OK(cuCtxSynchronize());
+    EXPECT(mh[0] == 0xcafe && mh[511] == 0xcafe && mh[512] == 512 && mh[1023] == 1023);
+    OK(cuMemFree_v2(m));
     /* errors: a launch error comes at the next sync; bad handles; other memory */
     OK(cuLaunchKernel(fill, 0, 1, 1, 1, 1, 1, 0, s, fill_args, NULL)); /* posted */
     EXPECT(cuStreamSynchronize(s) == 9);                               /* reported here */

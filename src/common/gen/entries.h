@@ -310,7 +310,7 @@
     X(300, cuMemAllocFromPoolAsync_ptsz, UNSUPPORTED) \
     X(301, cuMemAllocHost, UNSUPPORTED) \
     X(302, cuMemAllocHost_v2, LOCAL) \
-    X(303, cuMemAllocManaged, UNSUPPORTED) \
+    X(303, cuMemAllocManaged, REMOTE) \
     X(304, cuMemAllocPitch, UNSUPPORTED) \
     X(305, cuMemAllocPitch_v2, UNSUPPORTED) \
     X(306, cuMemAlloc_v2, REMOTE) \

@@ -2,6 +2,7 @@
 /* The driver test double for the CPU tier: the entry points the control plane uses, no GPU. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,24 +194,49 @@ EXPORT int cuDeviceGetAttribute(int *v, int attrib, int dev)
     return CUDA_SUCCESS;
 }
 
+/* "Device" addresses come from a region of their own, aligned like a GPU's, so a
+ * client can map a managed-memory shadow at the same address. */
+#define FAKE_VA_BASE 0x300000000000ull
+#define FAKE_ALIGN 65536ull
+static dptr_t next_va = FAKE_VA_BASE;
+struct fake_alloc {
+    dptr_t base;
+    size_t size;
+};
+static struct fake_alloc fake_allocs[4096];
+static int nfake_allocs;
+
 EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
 {
+    size_t size = (bytes + FAKE_ALIGN - 1) / FAKE_ALIGN * FAKE_ALIGN;
     void *m;
 
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    m = calloc(1, bytes);
-    if (!m)
+    if (nfake_allocs == 4096)
         return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
-    allocated += bytes;
+    m = mmap((void *)(uintptr_t)next_va, size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == MAP_FAILED)
+        return 2;
+    next_va += size + FAKE_ALIGN;
+    allocated += size;
+    fake_allocs[nfake_allocs++] = (struct fake_alloc){(dptr_t)(uintptr_t)m, size};
     *p = (dptr_t)(uintptr_t)m;
     return CUDA_SUCCESS;
 }
 
 EXPORT int cuMemFree_v2(dptr_t p)
 {
-    free((void *)(uintptr_t)p);
-    return CUDA_SUCCESS;
+    for (int i = 0; i < nfake_allocs; i++) {
+        if (fake_allocs[i].base == p) {
+            munmap((void *)(uintptr_t)p, fake_allocs[i].size);
+            allocated -= fake_allocs[i].size;
+            fake_allocs[i] = fake_allocs[--nfake_allocs];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
