@@ -30,15 +30,15 @@ trap cleanup EXIT
 nvcc -O2 -arch=native -o "$TMP/spin" "$(dirname "$0")/../tests/gpu/spin.cu" || exit 1
 
 # Runs N copies at once; prints the slowest kernel time in ms, or FAIL with the first error.
-slowest() { # mode n
+slowest() { # mode n [--managed]
     i=0
     # Every copy creates its context, then launches at the same moment.
     start=$(($(date +%s%3N) + 2000 + 60 * $2))
     while [ $i -lt "$2" ]; do
         if [ "$1" = openmps ]; then
-            LD_LIBRARY_PATH="$BUILD/lib" "$TMP/spin" "$ITERS" "$start" >"$TMP/out.$i" 2>&1 &
+            LD_LIBRARY_PATH="$BUILD/lib" "$TMP/spin" "$ITERS" "$start" ${3:-} >"$TMP/out.$i" 2>&1 &
         else
-            "$TMP/spin" "$ITERS" "$start" >"$TMP/out.$i" 2>&1 &
+            "$TMP/spin" "$ITERS" "$start" ${3:-} >"$TMP/out.$i" 2>&1 &
         fi
         i=$((i + 1))
     done
@@ -57,15 +57,19 @@ ITERS=$("$TMP/spin" --calibrate "$SECONDS_PER_KERNEL") || exit 1
 "$BUILD/openmps-control" -d || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "B1: one thread, $ITERS dependent steps (${SECONDS_PER_KERNEL} s alone); slowest copy's kernel time (ms), ratio to one copy"
-printf '%6s  %14s %8s  %14s %8s\n' N native ratio openmps ratio
-base_native=""
-base_openmps=""
-for n in $NS; do
-    nat=$(slowest native "$n")
-    omp=$(slowest openmps "$n")
-    [ -z "$base_native" ] && base_native=$nat
-    [ -z "$base_openmps" ] && base_openmps=$omp
-    rn=$(awk -v a="$nat" -v b="$base_native" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2fx", a / b; else print "-" }')
-    ro=$(awk -v a="$omp" -v b="$base_openmps" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2fx", a / b; else print "-" }')
-    printf '%6s  %14s %8s  %14s %8s\n' "$n" "$nat" "$rn" "$omp" "$ro"
+for variant in plain managed; do
+    flag=
+    [ $variant = managed ] && flag=--managed && echo "Managed-memory variant: the thread first adds two arrays the host filled in managed memory"
+    printf '%6s  %14s %8s  %14s %8s\n' N native ratio openmps ratio
+    base_native=""
+    base_openmps=""
+    for n in $NS; do
+        nat=$(slowest native "$n" $flag)
+        omp=$(slowest openmps "$n" $flag)
+        [ -z "$base_native" ] && base_native=$nat
+        [ -z "$base_openmps" ] && base_openmps=$omp
+        rn=$(awk -v a="$nat" -v b="$base_native" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2fx", a / b; else print "-" }')
+        ro=$(awk -v a="$omp" -v b="$base_openmps" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2fx", a / b; else print "-" }')
+        printf '%6s  %14s %8s  %14s %8s\n' "$n" "$nat" "$rn" "$omp" "$ro"
+    done
 done

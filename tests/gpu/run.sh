@@ -57,6 +57,11 @@ for bin in "$OUT"/*.static "$OUT"/*.shared; do
     esac
     run native "$bin" $args
     run openmps "$bin" $args
+    case $bin in
+    *spin*) # the managed-memory variant
+        run native "$bin" 20000000 0 --managed
+        run openmps "$bin" 20000000 0 --managed ;;
+    esac
 done
 
 # No client stalls another: B's calls while A's kernel runs for about 3 s.

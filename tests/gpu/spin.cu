@@ -1,13 +1,26 @@
 // SPDX-License-Identifier: MIT
 // B1 of BENCHMARKS.md: one thread runs a fixed chain of dependent multiply-adds (a fixed amount
 // of work, so time-slicing stretches it); the kernel time is printed.
-//   spin ITERATIONS [START_AT_EPOCH_MS]   runs the chain, launching no earlier than START_AT
+//   spin ITERATIONS [START_AT_EPOCH_MS [--managed]]  runs the chain, launching no earlier than
+//        START_AT; with --managed the same thread first adds two arrays of managed memory that
+//        the host filled, and the host checks the sums afterwards (the tutorial's variant)
 //   spin --calibrate SECONDS              prints the iterations that take SECONDS alone
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+
+__global__ void add_then_spin(int n, const float *x, float *y, long long iterations,
+                              unsigned long long *out)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] + y[i];
+    unsigned long long v = 1;
+    for (long long i = 0; i < iterations; i++)
+        v = v * 6364136223846793005ull + 1442695040888963407ull;
+    *out = v;
+}
 
 __global__ void spin(long long iterations, unsigned long long *out)
 {
@@ -26,6 +39,9 @@ __global__ void spin(long long iterations, unsigned long long *out)
         }                                                                                          \
     } while (0)
 
+static const int managed_n = 1 << 16;
+static float *mx, *my; // managed arrays when --managed
+
 static int run(long long iterations, float *ms, unsigned long long *result)
 {
     unsigned long long *d_out;
@@ -35,7 +51,10 @@ static int run(long long iterations, float *ms, unsigned long long *result)
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     CHECK(cudaEventRecord(a));
-    spin<<<1, 1>>>(iterations, d_out);
+    if (mx)
+        add_then_spin<<<1, 1>>>(managed_n, mx, my, iterations, d_out);
+    else
+        spin<<<1, 1>>>(iterations, d_out);
     CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
@@ -66,6 +85,12 @@ int main(int argc, char **argv)
         return 0;
     }
     long long iterations = argc > 1 ? atoll(argv[1]) : 1 << 24;
+    if (argc > 3 && !strcmp(argv[3], "--managed")) {
+        CHECK(cudaMallocManaged(&mx, managed_n * sizeof(float)));
+        CHECK(cudaMallocManaged(&my, managed_n * sizeof(float)));
+        for (int i = 0; i < managed_n; i++)
+            mx[i] = (float)i, my[i] = 2.0f;
+    }
     if (argc > 2) {
         cudaFree(0); // create the context first, then wait for the common start
         long long at = atoll(argv[2]);
@@ -80,6 +105,12 @@ int main(int argc, char **argv)
     if (iterations <= (1ll << 28) && result != reference(iterations)) {
         fprintf(stderr, "spin: wrong result %llx\n", result);
         return 1;
+    }
+    for (int i = 0; mx && i < managed_n; i++) {
+        if (my[i] != (float)i + 2.0f) {
+            fprintf(stderr, "spin: managed sum wrong at %d: %f\n", i, my[i]);
+            return 1;
+        }
     }
     printf("kernel_ms %.3f\n", ms);
     return 0;
