@@ -16,6 +16,10 @@ CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Replaces the session's staging buffer with these bytes (module images, copies). */
 CUresult om_stage(const void *data, size_t len);
 
+/* remote_api.c: a device attribute (cached); device ranges of this process. */
+CUresult om_device_attribute(int dev, int attrib, int *value);
+void om_devrange_add(CUdeviceptr base, size_t size);
+
 /* remote_api.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);
 

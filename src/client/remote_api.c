@@ -81,6 +81,55 @@ CUresult om_stage(const void *data, size_t len)
 
 static bool managed_forget(CUdeviceptr ptr);
 
+/* The device memory this process obtained (allocations, module globals), so a
+ * copy with unified addressing (cuMemcpy) knows which side each pointer is on. */
+struct devrange {
+    CUdeviceptr base;
+    size_t size;
+};
+static struct devrange *devranges;
+static size_t ndevranges, devranges_cap;
+static pthread_mutex_t devranges_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void om_devrange_add(CUdeviceptr base, size_t size)
+{
+    pthread_mutex_lock(&devranges_lock);
+    if (ndevranges == devranges_cap) {
+        size_t cap = devranges_cap ? devranges_cap * 2 : 64;
+        struct devrange *n = realloc(devranges, cap * sizeof(*n));
+        if (n) {
+            devranges = n;
+            devranges_cap = cap;
+        }
+    }
+    if (ndevranges < devranges_cap)
+        devranges[ndevranges++] = (struct devrange){base, size};
+    pthread_mutex_unlock(&devranges_lock);
+}
+
+static void devrange_remove(CUdeviceptr base)
+{
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++) {
+        if (devranges[i].base == base) {
+            devranges[i] = devranges[--ndevranges];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&devranges_lock);
+}
+
+static bool on_device(CUdeviceptr p)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges && !found; i++)
+        found = p >= devranges[i].base && p - devranges[i].base < devranges[i].size;
+    pthread_mutex_unlock(&devranges_lock);
+    return found;
+}
+
 /* ------------------------------------------------------------------ devices */
 
 static CUresult r_cuDeviceGetCount(int *count)
@@ -185,6 +234,11 @@ static CUresult r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+CUresult om_device_attribute(int dev, int attrib, int *value)
+{
+    return r_cuDeviceGetAttribute(value, attrib, dev);
+}
+
 static CUresult uuid_of(CUdevice dev, void *uuid)
 {
     uint8_t reply[16];
@@ -242,8 +296,10 @@ static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     rc = query_u64(OM_IDX_cuMemAlloc_v2, (uint64_t)bytes, 0, &v);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         *dptr = v;
+        om_devrange_add(v, bytes);
+    }
     return rc;
 }
 
@@ -257,8 +313,8 @@ static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     om_put_u64(&req, dptr);
     rc = om_rcall(OM_IDX_cuMemFree_v2, &req, NULL, 0, NULL);
-    if (rc == CUDA_SUCCESS)
-        managed_forget(dptr);
+    if (rc == CUDA_SUCCESS && !managed_forget(dptr))
+        devrange_remove(dptr);
     return rc;
 }
 
@@ -368,6 +424,33 @@ static CUresult r_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 static CUresult r_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return memcpy_dd(dst, src, n, s, false);
+}
+
+/* Unified addressing: each side is device memory of this process or host memory
+ * (managed memory counts as host here: its shadow is current between launches). */
+static CUresult memcpy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)
+{
+    bool d_dev = on_device(dst), s_dev = on_device(src);
+
+    if (d_dev && s_dev)
+        return memcpy_dd(dst, src, n, s, wait);
+    if (d_dev)
+        return htod(OM_IDX_cuMemcpyHtoD_v2, dst, (const void *)(uintptr_t)src, n, s);
+    if (s_dev)
+        return dtoh(OM_IDX_cuMemcpyDtoH_v2, (void *)(uintptr_t)dst, src, n, s);
+    if (n)
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return memcpy_any(dst, src, n, NULL, true);
+}
+
+static CUresult r_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return memcpy_any(dst, src, n, s, false);
 }
 
 static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t count, CUstream s,
@@ -594,6 +677,34 @@ static CUresult r_cuStreamQuery(CUstream s)
     return handle_call(OM_IDX_cuStreamQuery, s, 0);
 }
 
+/* Host functions run in this process, in stream order: the stream's work is
+ * waited for, the function runs, and only then does the caller go on to
+ * submit later work. (The driver runs them on a thread of its own and does not
+ * block the caller; the order the program sees is the same.) */
+static CUresult r_cuLaunchHostFunc(CUstream s, void (*fn)(void *), void *data)
+{
+    CUresult rc;
+
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = r_cuStreamSynchronize(s);
+    if (rc == CUDA_SUCCESS)
+        fn(data);
+    return rc;
+}
+
+static CUresult r_cuStreamAddCallback(CUstream s, void (*cb)(CUstream, CUresult, void *),
+                                      void *data, unsigned flags)
+{
+    CUresult rc;
+
+    if (!cb || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = r_cuStreamSynchronize(s);
+    cb(s, rc, data); /* called with the stream's error, as the driver does */
+    return CUDA_SUCCESS;
+}
+
 static CUresult r_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
 {
     REQ(req, 24);
@@ -690,6 +801,10 @@ void om_remote_api_install(void)
     OM_X_SET(cuMemcpyDtoH_v2);
     OM_X_SET(cuMemcpyDtoHAsync_v2);
     OM_X_SET(cuMemcpyDtoD_v2);
+    OM_X_SET(cuMemcpy);
+    OM_X_SET(cuMemcpyAsync);
+    om_remote_set(OM_IDX_cuMemcpy_ptds, (void *)r_cuMemcpy);
+    om_remote_set(OM_IDX_cuMemcpyAsync_ptsz, (void *)r_cuMemcpyAsync);
     OM_X_SET(cuMemcpyDtoDAsync_v2);
     OM_X_SET(cuMemsetD8_v2);
     OM_X_SET(cuMemsetD16_v2);
@@ -707,6 +822,10 @@ void om_remote_api_install(void)
     OM_X_SET(cuStreamSynchronize);
     OM_X_SET(cuStreamQuery);
     OM_X_SET(cuStreamWaitEvent);
+    OM_X_SET(cuLaunchHostFunc);
+    OM_X_SET(cuStreamAddCallback);
+    om_remote_set(OM_IDX_cuLaunchHostFunc_ptsz, (void *)r_cuLaunchHostFunc);
+    om_remote_set(OM_IDX_cuStreamAddCallback_ptsz, (void *)r_cuStreamAddCallback);
     OM_X_SET(cuEventCreate);
     OM_X_SET(cuEventDestroy_v2);
     OM_X_SET(cuEventRecord);

@@ -501,6 +501,7 @@ static CUresult r_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary
         return rc;
     if (got != sizeof(reply))
         return CUDA_ERROR_UNKNOWN;
+    om_devrange_add(reply[0], (size_t)reply[1]);
     if (dptr)
         *dptr = reply[0];
     if (bytes)
@@ -601,6 +602,34 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction
 
 /* ------------------------------------------------------------------ launches */
 
+/* The launch limits of the device, checked before a launch is posted so that a
+ * bad configuration fails at the launch, as it does natively. */
+static CUresult check_config(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned smem)
+{
+    /* CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK (1), MAX_BLOCK_DIM_X..Z (2-4),
+     * MAX_GRID_DIM_X..Z (5-7), MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (97) */
+    int lim[8] = {0}, smem_max = 0;
+    int dev = ctx_depth ? ctx_device(ctx_stack[ctx_depth - 1]) : 0;
+
+    if (dev < 0)
+        dev = 0;
+    for (int a = 1; a <= 7; a++)
+        if (om_device_attribute(dev, a, &lim[a]) != CUDA_SUCCESS)
+            return CUDA_SUCCESS; /* unknown limits: let the server's driver judge */
+    if (om_device_attribute(dev, 97, &smem_max) != CUDA_SUCCESS)
+        smem_max = 0;
+    if (!gx || !gy || !gz || !bx || !by || !bz)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((uint64_t)bx * by * bz > (uint64_t)lim[1] || bx > (unsigned)lim[2] ||
+        by > (unsigned)lim[3] || bz > (unsigned)lim[4] || gx > (unsigned)lim[5] ||
+        gy > (unsigned)lim[6] || gz > (unsigned)lim[7])
+        return CUDA_ERROR_INVALID_VALUE;
+    if (smem_max > 0 && smem > (unsigned)smem_max)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 /*
  * A launch is posted, not waited for: one record with the configuration and
  * the argument bytes laid out as the kernel's parameter layout says, so the
@@ -619,6 +648,9 @@ static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
 
     if (!l)
         return CUDA_ERROR_INVALID_HANDLE;
+    CUresult cfg = check_config(gx, gy, gz, bx, by, bz, smem);
+    if (cfg != CUDA_SUCCESS)
+        return cfg; /* synchronously, as the driver reports a bad configuration */
     if (extra) {
         for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
             if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)

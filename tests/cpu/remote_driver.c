@@ -25,6 +25,8 @@ CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
+CUresult cuMemcpy(CUdeviceptr, CUdeviceptr, size_t);
+CUresult cuLaunchHostFunc(CUstream, void (*)(void *), void *);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemcpyDtoD_v2(CUdeviceptr, CUdeviceptr, size_t);
@@ -64,6 +66,13 @@ static void setup(void)
     EXPECT(n >= 1);
     OK(cuDevicePrimaryCtxRetain(&ctx, 0));
     OK(cuCtxSetCurrent(ctx));
+}
+
+static int order[4], norder;
+
+static void host_fn(void *tag)
+{
+    order[norder++] = (int)(intptr_t)tag;
 }
 
 static void roundtrip(void)
@@ -117,7 +126,7 @@ static void roundtrip(void)
     OK(cuMemcpyDtoHAsync_v2(back, a + 4096, 4096, s));
     EXPECT(memcmp(back, h, 4096) == 0);
     /* a module and launches: argument bytes as laid out by the kernel's parameters */
-    static const char image[] = "fakecubin\nfill_u32:8,4,4\nmix:1,8,2\n";
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\nmix:1,8,2\nfail:4\n";
     CUmodule mod;
     CUfunction fill, mix;
     OK(cuModuleLoadData(&mod, image));
@@ -136,6 +145,23 @@ static void roundtrip(void)
     OK(cuMemcpyDtoH_v2(back, b, 4 * 257));
     EXPECT(((unsigned *)back)[0] == value && ((unsigned *)back)[255] == value &&
            ((unsigned *)back)[256] == 0xdeadbeef);
+    /* cuMemcpy with unified addressing: the side of each pointer is known */
+    unsigned char small[64], small2[64];
+    for (int i = 0; i < 64; i++)
+        small[i] = (unsigned char)(200 - i);
+    OK(cuMemcpy(a, (CUdeviceptr)(uintptr_t)small, 64));       /* host to device */
+    OK(cuMemcpy(a + 64, a, 64));                              /* device to device */
+    OK(cuMemcpy((CUdeviceptr)(uintptr_t)small2, a + 64, 64)); /* device to host */
+    EXPECT(memcmp(small, small2, 64) == 0);
+    memset(small2, 0, 64);
+    OK(cuMemcpy((CUdeviceptr)(uintptr_t)small2, (CUdeviceptr)(uintptr_t)small, 64)); /* host */
+    EXPECT(memcmp(small, small2, 64) == 0);
+    /* host functions run in stream order, in this process */
+    OK(cuLaunchHostFunc(s, host_fn, (void *)1));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_args, NULL));
+    OK(cuLaunchHostFunc(s, host_fn, (void *)2));
+    OK(cuStreamSynchronize(s));
+    EXPECT(norder == 2 && order[0] == 1 && order[1] == 2);
     /* managed memory: one pointer for the host and the kernels */
     CUdeviceptr m;
     OK(cuMemAllocManaged(&m, 1 << 20, 1));
@@ -149,9 +175,17 @@ static void roundtrip(void)
     EXPECT(mh[0] == 0xcafe && mh[511] == 0xcafe && mh[512] == 512 && mh[1023] == 1023);
     OK(cuMemFree_v2(m));
     /* errors: a launch error comes at the next sync; bad handles; other memory */
-    OK(cuLaunchKernel(fill, 0, 1, 1, 1, 1, 1, 0, s, fill_args, NULL)); /* posted */
-    EXPECT(cuStreamSynchronize(s) == 9);                               /* reported here */
-    OK(cuStreamSynchronize(s));                                        /* and only once */
+    /* a bad configuration fails at the launch, as natively */
+    EXPECT(cuLaunchKernel(fill, 0, 1, 1, 1, 1, 1, 0, s, fill_args, NULL) == 1);
+    EXPECT(cuLaunchKernel(fill, 1, 1, 1, 1025, 1, 1, 0, s, fill_args, NULL) == 1);
+    EXPECT(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 65, 0, s, fill_args, NULL) == 1);
+    /* an error of the launched work comes at the next synchronising call, once */
+    CUfunction failing;
+    OK(cuModuleGetFunction(&failing, mod, "fail"));
+    void *fail_args[] = {&count};
+    OK(cuLaunchKernel(failing, 1, 1, 1, 1, 1, 1, 0, s, fail_args, NULL)); /* posted */
+    EXPECT(cuStreamSynchronize(s) == 719);                                /* reported here */
+    OK(cuStreamSynchronize(s));
     EXPECT(cuLaunchKernel((CUfunction)0x1234, 1, 1, 1, 1, 1, 1, 0, s, fill_args, NULL) == 400);
     EXPECT(cuStreamSynchronize((CUstream)0x4321) == 400);
     EXPECT(cuMemcpyDtoH_v2(back, a + big, 1) == 1); /* one byte past the allocation */

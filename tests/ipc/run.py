@@ -923,16 +923,16 @@ def remote_data_round_trips():
         check(p.returncode == 0 and "roundtrip ok" in out, "roundtrip: %r %r" % (out, err))
         check(not SANITIZER.search(err), "sanitizer: " + err)
         launches = open(log).read().splitlines()
-        check(len(launches) == 3, "three launches reached the driver: %r" % launches)
+        check(len(launches) == 4, "four launches reached the driver: %r" % launches)
         name, grid, block, args = launches[0].split()
         check((name, grid, block) == ("fill_u32", "2,1,1", "128,1,1"), launches[0])
         check(args[16:] == "0403020100010000", "value and count bytes: " + args)
         check(launches[1] == "mix 1,2,3 4,5,6 7f000000000000008877665544332211efbe",
               "a char, a u64 at offset 8, a u16 at 16: " + launches[1])
-        check(launches[2].startswith("fill_u32 1,1,1 1,1,1 ") and
-              launches[2].endswith("feca000000020000"), "the managed fill: " + launches[2])
+        check(launches[3].startswith("fill_u32 1,1,1 1,1,1 ") and
+              launches[3].endswith("feca000000020000"), "the managed fill: " + launches[3])
         slog = e.log("server.log")
-        check("loaded a new module image of 36 bytes" in slog, "the module was loaded")
+        check("loaded a new module image of 43 bytes" in slog, "the module was loaded")
         ok = True
     finally:
         e.close(ok)

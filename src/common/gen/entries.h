@@ -270,8 +270,8 @@
     X(260, cuLaunchCooperativeKernel_ptsz, UNSUPPORTED) \
     X(261, cuLaunchGrid, UNSUPPORTED) \
     X(262, cuLaunchGridAsync, UNSUPPORTED) \
-    X(263, cuLaunchHostFunc, UNSUPPORTED) \
-    X(264, cuLaunchHostFunc_ptsz, UNSUPPORTED) \
+    X(263, cuLaunchHostFunc, LOCAL) \
+    X(264, cuLaunchHostFunc_ptsz, LOCAL) \
     X(265, cuLaunchKernel, REMOTE) \
     X(266, cuLaunchKernelEx, UNSUPPORTED) \
     X(267, cuLaunchKernelEx_ptsz, UNSUPPORTED) \
@@ -372,7 +372,7 @@
     X(362, cuMemSetAccess, UNSUPPORTED) \
     X(363, cuMemSetMemPool, UNSUPPORTED) \
     X(364, cuMemUnmap, UNSUPPORTED) \
-    X(365, cuMemcpy, UNSUPPORTED) \
+    X(365, cuMemcpy, LOCAL) \
     X(366, cuMemcpy2D, UNSUPPORTED) \
     X(367, cuMemcpy2DAsync, UNSUPPORTED) \
     X(368, cuMemcpy2DAsync_v2, UNSUPPORTED) \
@@ -396,8 +396,8 @@
     X(386, cuMemcpy3DPeer_ptds, UNSUPPORTED) \
     X(387, cuMemcpy3D_v2, UNSUPPORTED) \
     X(388, cuMemcpy3D_v2_ptds, UNSUPPORTED) \
-    X(389, cuMemcpyAsync, UNSUPPORTED) \
-    X(390, cuMemcpyAsync_ptsz, UNSUPPORTED) \
+    X(389, cuMemcpyAsync, LOCAL) \
+    X(390, cuMemcpyAsync_ptsz, LOCAL) \
     X(391, cuMemcpyAtoA, UNSUPPORTED) \
     X(392, cuMemcpyAtoA_v2, UNSUPPORTED) \
     X(393, cuMemcpyAtoA_v2_ptds, UNSUPPORTED) \
@@ -445,7 +445,7 @@
     X(435, cuMemcpyPeerAsync, UNSUPPORTED) \
     X(436, cuMemcpyPeerAsync_ptsz, UNSUPPORTED) \
     X(437, cuMemcpyPeer_ptds, UNSUPPORTED) \
-    X(438, cuMemcpy_ptds, UNSUPPORTED) \
+    X(438, cuMemcpy_ptds, LOCAL) \
     X(439, cuMemsetD16, UNSUPPORTED) \
     X(440, cuMemsetD16Async, REMOTE) \
     X(441, cuMemsetD16Async_ptsz, REMOTE) \
@@ -520,8 +520,8 @@
     X(510, cuProfilerStop, UNSUPPORTED) \
     X(511, cuSignalExternalSemaphoresAsync, UNSUPPORTED) \
     X(512, cuSignalExternalSemaphoresAsync_ptsz, UNSUPPORTED) \
-    X(513, cuStreamAddCallback, UNSUPPORTED) \
-    X(514, cuStreamAddCallback_ptsz, UNSUPPORTED) \
+    X(513, cuStreamAddCallback, LOCAL) \
+    X(514, cuStreamAddCallback_ptsz, LOCAL) \
     X(515, cuStreamAttachMemAsync, UNSUPPORTED) \
     X(516, cuStreamAttachMemAsync_ptsz, UNSUPPORTED) \
     X(517, cuStreamBatchMemOp, UNSUPPORTED) \

@@ -190,7 +190,19 @@ EXPORT int cuDeviceGetAttribute(int *v, int attrib, int dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    *v = attrib == 16 ? 132 : attrib; /* 16: multiprocessors; others echo their number */
+    /* An H100's launch limits and SM count; other attributes echo their number. */
+    switch (attrib) {
+    case 1:
+    case 2:
+    case 3: *v = 1024; break;
+    case 4: *v = 64; break;
+    case 5: *v = 2147483647; break;
+    case 6:
+    case 7: *v = 65535; break;
+    case 16: *v = 132; break;
+    case 97: *v = 232448; break;
+    default: *v = attrib; break;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -422,6 +434,8 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
     const char *log = getenv("FAKECUDA_LAUNCH_LOG");
 
     (void)smem, (void)s, (void)params;
+    if (strcmp(k->name, "fail") == 0)
+        return 719; /* CUDA_ERROR_LAUNCH_FAILED, as a faulting kernel reports */
     if (gx == 0 || bx == 0 || bx * by * bz > 1024)
         return 9; /* CUDA_ERROR_INVALID_VALUE for a launch configuration: invalid config */
     for (int i = 0; extra && extra[i]; i += 2) {
