@@ -28,6 +28,9 @@ for src in "$HERE"/*.cu; do
             >>"$OUT/$name.build.log" 2>&1 || {
         echo "BUILD FAIL $name"; cat "$OUT/$name.build.log"; fails=$((fails + 1)); }
 done
+# The 8-stream program once more with the per-thread default stream.
+nvcc -O2 -arch="$ARCH" --default-stream per-thread -o "$OUT/streams_ptds.static" \
+    "$HERE/streams.cu" >>"$OUT/streams.build.log" 2>&1 || fails=$((fails + 1))
 
 run() { # mode binary args...
     mode=$1; shift
