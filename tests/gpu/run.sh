@@ -109,5 +109,16 @@ if [ -x "$OUT/launch_rate.static" ]; then
         fails=$((fails + 1)); echo "FAIL launch_rate passthrough: median $p us vs native $n us"
     fi
 fi
+# GPU memory held by a client process (B4): one client holding its session.
+if [ -x "$OUT/stall.static" ]; then
+    LD_LIBRARY_PATH="$BUILD/lib" "$OUT/stall.static" long 1600000000 >"$OUT/b4.out" 2>&1 &
+    cpid=$!
+    while ! grep -q launched "$OUT/b4.out" 2>/dev/null && kill -0 $cpid 2>/dev/null; do
+        sleep 0.05
+    done
+    echo "B4: GPU memory per process while one client runs (client pid $cpid):"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | sed 's/^/  /'
+    wait $cpid
+fi
 echo "gpu tier: $passes passed, $fails failed"
 exit $fails
