@@ -39,6 +39,57 @@ static CUresult bad_request(struct call *c)
 /* The client's stream for a handle it passed: its own default stream for the
  * NULL, legacy and per-thread handles (never the shared context's NULL
  * stream), or a stream it created. NULL when it does not own the handle. */
+/* The event a stream's later readers wait on (one per stream, reused: a wait
+ * takes the event's state when it is enqueued). */
+static CUevent sync_event(struct session *s, CUstream st, CUresult *rc)
+{
+    CUresult (*create)(CUevent *, unsigned) = REAL(cuEventCreate);
+
+    for (size_t i = 0; i < s->nsync_events; i++)
+        if (s->sync_events[i].stream == st)
+            return s->sync_events[i].event;
+    if (s->nsync_events == s->sync_events_cap) {
+        size_t cap = s->sync_events_cap ? s->sync_events_cap * 2 : 8;
+        struct om_sync_event *n = realloc(s->sync_events, cap * sizeof(*n));
+        if (!n) {
+            *rc = CUDA_ERROR_OUT_OF_MEMORY;
+            return NULL;
+        }
+        s->sync_events = n;
+        s->sync_events_cap = cap;
+    }
+    CUevent ev = NULL;
+    *rc = create(&ev, CU_EVENT_DISABLE_TIMING);
+    if (*rc != CUDA_SUCCESS)
+        return NULL;
+    s->sync_events[s->nsync_events++] = (struct om_sync_event){st, ev};
+    return ev;
+}
+
+/* `later` waits for everything enqueued on `first` so far. */
+static CUresult order_after(struct session *s, CUstream later, CUstream first)
+{
+    CUresult rc = CUDA_SUCCESS;
+    CUevent ev = sync_event(s, first, &rc);
+
+    if (!ev)
+        return rc;
+    rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, first);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUstream, CUevent, unsigned))REAL(cuStreamWaitEvent))(later, ev, 0);
+    return rc;
+}
+
+/*
+ * The client's stream for a handle it passed: its own default stream for the
+ * NULL, legacy and per-thread handles (never the shared context's NULL
+ * stream), or a stream it created. NULL when it does not own the handle.
+ *
+ * The legacy default stream's semantics inside one client are rebuilt with
+ * events (ARCHITECTURE.md): work on it waits for the client's blocking streams,
+ * and work on a blocking stream waits for it. Streams created non-blocking and
+ * clients using only the default stream pay nothing.
+ */
 static CUstream client_stream(struct session *s, uint64_t h, CUresult *rc)
 {
     if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
@@ -50,14 +101,18 @@ static CUstream client_stream(struct session *s, uint64_t h, CUresult *rc)
                 return NULL;
         }
         *rc = CUDA_SUCCESS;
-        return s->default_stream;
+        for (size_t i = 0; i < s->blocking.n && *rc == CUDA_SUCCESS; i++)
+            *rc = order_after(s, s->default_stream, (CUstream)(uintptr_t)s->blocking.v[i]);
+        return *rc == CUDA_SUCCESS ? s->default_stream : NULL;
     }
     if (!om_handles_has(&s->streams, h)) {
         *rc = CUDA_ERROR_INVALID_HANDLE;
         return NULL;
     }
     *rc = CUDA_SUCCESS;
-    return (CUstream)(uintptr_t)h;
+    if (s->default_stream && om_handles_has(&s->blocking, h))
+        *rc = order_after(s, (CUstream)(uintptr_t)h, s->default_stream);
+    return *rc == CUDA_SUCCESS ? (CUstream)(uintptr_t)h : NULL;
 }
 
 /* Waits for this client's streams (and reports a posted call's error). */
@@ -343,7 +398,10 @@ static CUresult x_cuStreamCreate(struct call *c)
     rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (om_handles_add(&c->s->streams, (uint64_t)(uintptr_t)st) < 0) {
+    if (om_handles_add(&c->s->streams, (uint64_t)(uintptr_t)st) < 0 ||
+        (!(flags & CU_STREAM_NON_BLOCKING) &&
+         om_handles_add(&c->s->blocking, (uint64_t)(uintptr_t)st) < 0)) {
+        om_handles_remove(&c->s->streams, (uint64_t)(uintptr_t)st);
         ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -371,6 +429,14 @@ static CUresult x_cuStreamDestroy_v2(struct call *c)
         return rc;
     if (!om_handles_remove(&c->s->streams, h))
         return CUDA_ERROR_INVALID_HANDLE;
+    om_handles_remove(&c->s->blocking, h);
+    for (size_t i = 0; i < c->s->nsync_events; i++) {
+        if (c->s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
+            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(c->s->sync_events[i].event);
+            c->s->sync_events[i] = c->s->sync_events[--c->s->nsync_events];
+            break;
+        }
+    }
     return ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))((CUstream)(uintptr_t)h);
 }
 

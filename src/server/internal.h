@@ -42,6 +42,12 @@ struct om_ranges {
     size_t n, cap;
 };
 
+/* The event that orders other streams after a stream (legacy default stream). */
+struct om_sync_event {
+    CUstream stream;
+    CUevent event;
+};
+
 /* Kernels a client obtained, with the size of their argument buffer. */
 struct om_kernel {
     uint64_t handle;
@@ -71,6 +77,9 @@ struct session {
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream; /* its NULL, legacy and per-thread default stream */
     struct om_handles streams, events, libraries;
+    struct om_handles blocking; /* streams the client created blocking (legacy semantics) */
+    struct om_sync_event *sync_events;
+    size_t nsync_events, sync_events_cap;
     struct om_ranges allocs;
     struct om_kernel *kernels;
     size_t nkernels, kernels_cap;

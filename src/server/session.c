@@ -113,6 +113,12 @@ static void release_gpu_resources(struct session *s)
         om_exec_sync_client(s);
     for (size_t i = 0; i < s->events.n; i++)
         ((CUresult(*)(CUevent))R(cuEventDestroy_v2))((CUevent)(uintptr_t)s->events.v[i]);
+    for (size_t i = 0; i < s->nsync_events; i++)
+        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(s->sync_events[i].event);
+    free(s->sync_events);
+    s->sync_events = NULL;
+    s->nsync_events = s->sync_events_cap = 0;
+    om_handles_free(&s->blocking);
     for (size_t i = 0; i < s->streams.n; i++)
         ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))((CUstream)(uintptr_t)s->streams.v[i]);
     if (s->default_stream)

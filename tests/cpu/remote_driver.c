@@ -222,6 +222,23 @@ int main(int argc, char **argv)
         EXPECT(cuMemcpyHtoD_v2(p, buf, 16) == 1);
         EXPECT(cuMemFree_v2(p) == 1);
         printf("steal refused\n");
+    } else if (!strcmp(mode, "legacy") && argc > 2) {
+        /* a launch on a created stream, then a memset on the legacy default stream */
+        static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+        unsigned v = 1, n = 1;
+        CUstream s;
+        CUmodule mod;
+        CUfunction fill;
+        OK(cuMemAlloc_v2(&p, 4096));
+        OK(cuStreamCreate(&s, (unsigned)atoi(argv[2]))); /* 0 blocking, 1 non-blocking */
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+        void *args[] = {&p, &v, &n};
+        OK(cuMemsetD8_v2(p, 0, 16));
+        OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(cuMemsetD8_v2(p, 0, 16));
+        OK(cuCtxSynchronize());
+        printf("legacy ok\n");
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

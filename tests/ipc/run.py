@@ -922,7 +922,7 @@ def remote_data_round_trips():
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "roundtrip ok" in out, "roundtrip: %r %r" % (out, err))
         check(not SANITIZER.search(err), "sanitizer: " + err)
-        launches = open(log).read().splitlines()
+        launches = [l for l in open(log).read().splitlines() if l not in ("record", "wait")]
         check(len(launches) == 4, "four launches reached the driver: %r" % launches)
         name, grid, block, args = launches[0].split()
         check((name, grid, block) == ("fill_u32", "2,1,1", "128,1,1"), launches[0])
@@ -933,6 +933,36 @@ def remote_data_round_trips():
               launches[3].endswith("feca000000020000"), "the managed fill: " + launches[3])
         slog = e.log("server.log")
         check("loaded a new module image of 43 bytes" in slog, "the module was loaded")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_legacy_default_stream():
+    """Inside one client, the legacy default stream and its blocking streams wait for each
+    other (events between its own server streams); non-blocking streams cost nothing."""
+    e = Env(start=False)
+    ok = False
+    try:
+        log = os.path.join(e.dir, "launches")
+        e.env["FAKECUDA_LAUNCH_LOG"] = log
+        e.start()
+        for flags, want_waits in (("0", True), ("1", False)):
+            open(log, "w").close()
+            p = remote(e, "legacy", flags)
+            out, err = p.communicate(timeout=30)
+            check(p.returncode == 0, "legacy %s: %r" % (flags, err))
+            lines = open(log).read().split()
+            waits = lines.count("wait")
+            if want_waits:
+                # the launch on the blocking stream waits for the default stream's memset,
+                # the second memset waits for the launch
+                k = lines.index("fill_u32")
+                check(lines[k - 2:k] == ["record", "wait"] and "wait" in lines[k + 1:],
+                      "blocking stream ordered with the default stream: %r" % lines)
+            else:
+                check(waits == 0, "non-blocking stream: no waits: %r" % lines)
         ok = True
     finally:
         e.close(ok)
