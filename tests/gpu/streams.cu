@@ -22,6 +22,14 @@ __global__ void scale(float *x, int n, float f)
         }                                                                                          \
     } while (0)
 
+__global__ void late_write(int *p, long long cycles, int value)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+    *p = value;
+}
+
 static std::vector<int> order;
 static void CUDART_CB note(void *tag)
 {
@@ -77,6 +85,16 @@ int main()
     CHECK(cudaStreamSynchronize(s));
     if (order.size() != 2 || order[0] != 1 || order[1] != 2) {
         fprintf(stderr, "streams: callbacks out of order\n");
+        return 1;
+    }
+    // the legacy default stream waits for a blocking stream: no explicit sync here
+    int *flag, got = 0;
+    CHECK(cudaMalloc(&flag, sizeof(int)));
+    CHECK(cudaMemset(flag, 0, sizeof(int)));
+    late_write<<<1, 1, 0, s>>>(flag, 100000000, 42); // ~50 ms, on the blocking stream s
+    CHECK(cudaMemcpy(&got, flag, sizeof(int), cudaMemcpyDeviceToHost)); // legacy stream
+    if (got != 42) {
+        fprintf(stderr, "streams: the default stream did not wait for stream s (%d)\n", got);
         return 1;
     }
     // 8 threads, 8 streams
