@@ -20,6 +20,8 @@ static CUresult session_error(int rc)
 {
     if (rc == -ECONNRESET) {
         om_shim_log("the openmps session ended: %s", om_shim.client.why);
+        if (om_shim.client.end_code)
+            return om_shim.client.end_code; /* a GPU fault reaches every client */
         return strstr(om_shim.client.why, "terminated") ? CUDA_ERROR_MPS_CLIENT_TERMINATED
                                                         : CUDA_ERROR_MPS_CONNECTION_FAILED;
     }

@@ -181,8 +181,10 @@ static bool session_over(struct om_client *c)
     m = malloc(sizeof(*m));
     snprintf(c->why, sizeof(c->why), "the openmps server closed the session");
     if (m && om_msg_recv(c->sock, m, NULL, 0) == 0 && m->hdr.type == OM_MSG_TERMINATED &&
-        om_msg_text(m, 200) == 0)
+        om_msg_text(m, 200) == 0) {
         snprintf(c->why, sizeof(c->why), "%.200s", (const char *)m->payload);
+        c->end_code = m->hdr.flags; /* the GPU fault that ended it, if one did */
+    }
     free(m);
     c->dead = true;
     return true;

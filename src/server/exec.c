@@ -893,6 +893,11 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
     }
     if (c.out.overflow)
         rc = CUDA_ERROR_UNKNOWN;
+    if (om_server_fatal(rc)) {
+        om_err("client %d: %s failed with CUresult %d, a fatal GPU fault", (int)s->pid,
+               om_server_entry_name(index), rc);
+        om_server_fault(rc, s->pid);
+    }
     if (posted && rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
         s->async_error = rc; /* reported at the next synchronising call */
     *ret_out_len = rc == CUDA_SUCCESS ? c.out.len : 0;

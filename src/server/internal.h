@@ -107,6 +107,11 @@ struct server {
 extern void *om_server_real[OM_ENTRY_COUNT];
 int om_server_ndevices(void);
 CUresult om_server_missing(void);
+/* A fatal GPU fault: the context is unusable for every client. om_server_fault
+ * records the first one (thread-safe) and wakes the main loop, which ends every
+ * session with the reason and exits; the daemon starts a new server. */
+bool om_server_fatal(CUresult rc);
+void om_server_fault(CUresult rc, pid_t pid);
 bool om_server_has(int index); /* false: the real driver lacks it (a stub answers) */
 const char *om_server_entry_name(int index);
 /* Makes the server's primary context current on the calling thread. */

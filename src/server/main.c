@@ -2,6 +2,7 @@
 /* openmps-server: owns the CUDA context of each GPU and serves the clients the daemon hands it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +18,42 @@
 
 static volatile sig_atomic_t got_term;
 static struct server *the_server;
+
+/* A fatal GPU fault seen by any session's worker: the first one is kept, and a
+ * byte on fault_pipe wakes the main loop. */
+static int fault_code;
+static int fault_pid;
+static int fault_pipe[2] = {-1, -1};
+
+bool om_server_fatal(CUresult rc)
+{
+    /* Errors after which the context itself is unusable (sticky). */
+    switch (rc) {
+    case 700:
+    case 702:
+    case 710:
+    case 714:
+    case 715:
+    case 716:
+    case 717:
+    case 718:
+    case 719: return true;
+    default: return false;
+    }
+}
+
+void om_server_fault(CUresult rc, pid_t pid)
+{
+    int expected = 0;
+
+    if (__atomic_compare_exchange_n(&fault_code, &expected, rc, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&fault_pid, (int)pid, __ATOMIC_SEQ_CST);
+        if (write(fault_pipe[1], "f", 1) < 0) {
+            /* the main loop also checks at its next wake-up */
+        }
+    }
+}
 
 void *om_server_real[OM_ENTRY_COUNT];
 
@@ -106,11 +143,13 @@ static int send_ready(struct server *srv)
     return rc;
 }
 
-static void terminate_all(struct server *srv, const char *why)
+/* Ends every session; `code` (a CUresult, 0 for none) is what the clients'
+ * pending and later calls return. */
+static void terminate_all(struct server *srv, const char *why, int code)
 {
     while (srv->sessions) {
         struct session *s = srv->sessions;
-        om_msg_send_text(s->sock, OM_MSG_TERMINATED, 0, why);
+        om_msg_send_text(s->sock, OM_MSG_TERMINATED, (uint16_t)code, why);
         om_session_end(srv, s, why);
     }
 }
@@ -162,7 +201,7 @@ static bool handle_daemon(struct server *srv)
             memcpy(&sd, m.payload, sizeof(sd));
         if (sd.force) {
             om_info("Forced shutdown: ending %u session(s)", srv->nsessions);
-            terminate_all(srv, "the server was shut down");
+            terminate_all(srv, "the server was shut down", 0);
         } else if (!srv->stopping) {
             om_info("Shutdown requested: exiting when the last of %u client(s) has left",
                     srv->nsessions);
@@ -206,29 +245,46 @@ static int serve(struct server *srv)
 
         if (got_term) {
             om_info("Terminated by a signal: ending %u session(s)", srv->nsessions);
-            terminate_all(srv, "the server was stopped");
+            terminate_all(srv, "the server was stopped", 0);
             break;
         }
         if (srv->stopping && !srv->sessions)
             break;
-        if (srv->nsessions + 1 > cap) {
-            struct pollfd *np = realloc(pfds, (srv->nsessions + 1) * 2 * sizeof(*np));
+        if (__atomic_load_n(&fault_code, __ATOMIC_SEQ_CST)) {
+            /*
+             * MPS semantics: every client of the GPU is told, then the context
+             * is recreated. A new server process is the surest new context:
+             * the daemon starts one for the next client.
+             */
+            char why[200];
+            snprintf(why, sizeof(why),
+                     "a fatal GPU fault (CUresult %d) in client %d; the server restarts",
+                     fault_code, fault_pid);
+            om_err("FAULT: %s; ending %u session(s)", why, srv->nsessions);
+            om_msg_send_text(srv->chan, OM_MSG_SRV_FAULT, 0, why);
+            terminate_all(srv, why, fault_code);
+            free(pfds);
+            return 3;
+        }
+        if (srv->nsessions + 2 > cap) {
+            struct pollfd *np = realloc(pfds, (srv->nsessions + 2) * 2 * sizeof(*np));
             if (!np) {
                 sleep(1);
                 continue;
             }
             pfds = np;
-            cap = (srv->nsessions + 1) * 2;
+            cap = (srv->nsessions + 2) * 2;
         }
         pfds[n++] = (struct pollfd){.fd = srv->chan, .events = POLLIN};
         for (struct session *s = srv->sessions; s; s = s->next)
             pfds[n++] = (struct pollfd){.fd = s->sock, .events = POLLIN};
+        pfds[n++] = (struct pollfd){.fd = fault_pipe[0], .events = POLLIN};
         rc = poll(pfds, n, 1000);
         if (rc < 0 && errno != EINTR)
             break;
         if (rc <= 0)
             continue;
-        for (size_t i = 1; i < n; i++) {
+        for (size_t i = 1; i + 1 < n; i++) {
             struct session *s;
             if (!pfds[i].revents || !(s = om_session_find_fd(srv, pfds[i].fd)))
                 continue;
@@ -238,7 +294,7 @@ static int serve(struct server *srv)
         }
         if (pfds[0].revents && !handle_daemon(srv)) {
             om_err("the control daemon is gone: ending %u session(s)", srv->nsessions);
-            terminate_all(srv, "the openmps control daemon is gone");
+            terminate_all(srv, "the openmps control daemon is gone", 0);
             break;
         }
     }
@@ -271,6 +327,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     srv.uid = geteuid();
     om_raise_nofile();
+    if (pipe2(fault_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        om_err("cannot create the fault pipe: %s", strerror(errno));
+        return 1;
+    }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     if (init_gpus(&srv, err, sizeof(err)) < 0) {
         om_err("%s", err);
@@ -283,7 +343,10 @@ int main(int argc, char **argv)
     }
     om_info("Server ready with %d device(s), driver %s (version %d)", srv.ndevs, srv.drv.path,
             srv.drv.version);
-    serve(&srv);
+    if (serve(&srv) == 3) {
+        om_info("Server exiting after a GPU fault");
+        return 3; /* the context is unusable: nothing to release */
+    }
     for (int i = 0; i < srv.ndevs; i++)
         srv.drv.cuDevicePrimaryCtxRelease(i);
     om_info("Server exiting");

@@ -184,7 +184,7 @@ static void roundtrip(void)
     OK(cuModuleGetFunction(&failing, mod, "fail"));
     void *fail_args[] = {&count};
     OK(cuLaunchKernel(failing, 1, 1, 1, 1, 1, 1, 0, s, fail_args, NULL)); /* posted */
-    EXPECT(cuStreamSynchronize(s) == 719);                                /* reported here */
+    EXPECT(cuStreamSynchronize(s) == 701);                                /* reported here */
     OK(cuStreamSynchronize(s));
     EXPECT(cuLaunchKernel((CUfunction)0x1234, 1, 1, 1, 1, 1, 1, 0, s, fill_args, NULL) == 400);
     EXPECT(cuStreamSynchronize((CUstream)0x4321) == 400);
@@ -239,6 +239,19 @@ int main(int argc, char **argv)
         OK(cuMemsetD8_v2(p, 0, 16));
         OK(cuCtxSynchronize());
         printf("legacy ok\n");
+    } else if (!strcmp(mode, "fault")) {
+        /* a kernel that faults: the error reaches this client at its next sync */
+        static const char image[] = "fakecubin\nfault:4\n";
+        unsigned n = 1;
+        CUmodule mod;
+        CUfunction f;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&f, mod, "fault"));
+        void *args[] = {&n};
+        OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        CUresult rc = cuCtxSynchronize();
+        printf("fault %d\n", rc);
+        return rc == 700 ? 0 : 1;
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

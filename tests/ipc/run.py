@@ -969,6 +969,36 @@ def remote_legacy_default_stream():
 
 
 @test
+def remote_fault_restarts_the_server():
+    """A fatal GPU fault in one client: that client gets the error, the other clients are told
+    the server restarts, and the next client gets a new server (MPS's FAULT, then recovery)."""
+    e = Env()
+    ok = False
+    try:
+        other = remote(e, "hold")
+        check(other.stdout.readline().strip().isdigit(), "a second client holds a session")
+        spid = e.servers()[0]
+        p = remote(e, "fault")
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "fault 700" in out, "the faulting client: %r %r" % (out, err))
+        wait_for(lambda: e.servers() != [spid], what="the faulted server to go")
+        slog = e.log("server.log")
+        check("FAULT: a fatal GPU fault (CUresult 700) in client %d" % p.pid in slog,
+              "the fault is logged: " + slog[-800:])
+        other.kill()
+        other.wait()
+        check("reports a fault" in e.log(), "the daemon logged the fault")
+        p = remote(e, "roundtrip")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0, "the next client is served: %r" % err)
+        new = e.servers()
+        check(new and new[0] != spid, "by a new server: %r" % new)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_ownership_between_clients():
     """A client cannot read, write or free another client's memory."""
     e = Env()

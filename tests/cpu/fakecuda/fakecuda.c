@@ -456,7 +456,9 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
 
     (void)smem, (void)s, (void)params;
     if (strcmp(k->name, "fail") == 0)
-        return 719; /* CUDA_ERROR_LAUNCH_FAILED, as a faulting kernel reports */
+        return 701; /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: an error, the context lives on */
+    if (strcmp(k->name, "fault") == 0)
+        return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS: the context is lost */
     if (gx == 0 || bx == 0 || bx * by * bz > 1024)
         return 9; /* CUDA_ERROR_INVALID_VALUE for a launch configuration: invalid config */
     for (int i = 0; extra && extra[i]; i += 2) {
