@@ -815,7 +815,9 @@ def limits_reach_the_server():
         rc, out, err = e.run_client("--pings", 1, env=env)
         check(rc == 0, err)
         pid = int(re.search(r"server=(\d+)", out).group(1))
-        slog = e.log("server.log")
+        # the server logs the limits just after its welcome: wait for the lines
+        slog = wait_for(lambda: "priority 1 (below normal)" in e.log("server.log") and
+                        e.log("server.log"), what="the limits in server.log")
         m = re.findall(r"client (\d+): (.*)", slog)
         got = [t for _, t in m]
         check("active thread percentage 10.0" in got, "client tightens ATP: %r" % got)
@@ -824,7 +826,8 @@ def limits_reach_the_server():
         check("priority 1 (below normal)" in got, "priority: %r" % got)
         e.cmd("set_active_thread_percentage %d 20" % pid)
         rc, out, err = e.run_client("--pings", 1)
-        check("active thread percentage 20.0" in e.log("server.log"), "live server limit")
+        wait_for(lambda: "active thread percentage 20.0" in e.log("server.log"),
+                 what="the live server's new limit")
         bad = dict(e.env, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="0")
         rc, out, err = e.run_client("--pings", 1, env=bad)
         check(rc == 6 and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0" in err, "bad env named: " + err)
