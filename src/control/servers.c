@@ -469,6 +469,21 @@ static void refuse_waiting(struct daemon *d, uid_t uid, const char *why)
     }
 }
 
+/* A server that dies right after reporting a fault: its last words are read
+ * before its channel is closed, so the log says why it went. */
+static void drain_fault(struct server *s)
+{
+    struct om_msg *m = s->chan >= 0 ? malloc(sizeof(*m)) : NULL;
+
+    for (int i = 0; m && i < 256 && om_msg_recv(s->chan, m, NULL, 0) == 0; i++) {
+        if (m->hdr.type == OM_MSG_SRV_FAULT && om_msg_text(m, 255) == 0 && !s->fault[0]) {
+            snprintf(s->fault, sizeof(s->fault), "%.255s", (const char *)m->payload);
+            om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
+        }
+    }
+    free(m);
+}
+
 void om_server_reap(struct daemon *d)
 {
     int status;
@@ -481,6 +496,7 @@ void om_server_reap(struct daemon *d)
         if (!*pp)
             continue;
         struct server *s = *pp;
+        drain_fault(s);
         bool never_ready = !s->ready;
         char how[64];
         if (WIFEXITED(status))
