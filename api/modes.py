@@ -18,7 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src", "client")
 SERVER_HELPERS = {"om_rcall", "om_rpost", "query_u64", "handle_call", "htod", "dtoh",
                   "memcpy_dd", "memset_d", "create_handle", "two_u64", "load_image",
-                  "get_kernel", "attr_call", "uuid_of"}
+                  "get_kernel", "attr_call", "uuid_of", "post_launch", "stream_query",
+                  "memset_2d", "memcpy_2d", "memcpy_any", "om_remote_entry", "om_stage"}
 
 
 def functions(text):
@@ -35,7 +36,7 @@ def functions(text):
 
 def derive():
     bodies, installed = {}, {}
-    for name in ("remote_api.c", "remote_ctx.c"):
+    for name in ("remote_api.c", "remote_ctx.c", "remote_mem2d.c"):
         text = open(os.path.join(SRC, name)).read()
         bodies.update(functions(text))
         for m in re.finditer(r"OM_X_SET\((\w+)\)", text):

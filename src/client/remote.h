@@ -3,6 +3,7 @@
 #ifndef OM_REMOTE_H
 #define OM_REMOTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,12 @@ CUresult om_stage(const void *data, size_t len);
 /* remote_api.c: a device attribute (cached); device ranges of this process. */
 CUresult om_device_attribute(int dev, int attrib, int *value);
 void om_devrange_add(CUdeviceptr base, size_t size);
+/* The device or managed range holding p, if this process has one. */
+bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
+/* remote_ctx.c: the calling thread's current context (NULL: none). */
+void om_current_context(CUcontext *ret);
+/* remote_mem2d.c fills its part of the table. */
+void om_remote_mem2d_install(void);
 
 /* remote_api.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);

@@ -83,6 +83,15 @@ CUresult om_stage(const void *data, size_t len)
 
 static bool managed_forget(CUdeviceptr ptr);
 
+/* Managed allocations: device memory with a host shadow at the same address. */
+struct managed {
+    CUdeviceptr base;
+    size_t size;
+};
+static struct managed managed[256];
+static int nmanaged;
+static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* The device memory this process obtained (allocations, module globals), so a
  * copy with unified addressing (cuMemcpy) knows which side each pointer is on. */
 struct devrange {
@@ -119,6 +128,35 @@ static void devrange_remove(CUdeviceptr base)
         }
     }
     pthread_mutex_unlock(&devranges_lock);
+}
+
+bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges && !found; i++) {
+        if (p >= devranges[i].base && p - devranges[i].base < devranges[i].size) {
+            *ret_base = devranges[i].base;
+            *ret_size = devranges[i].size;
+            *ret_managed = false;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&devranges_lock);
+    if (found)
+        return true;
+    pthread_mutex_lock(&managed_lock);
+    for (int i = 0; i < nmanaged && !found; i++) {
+        if (p >= managed[i].base && p - managed[i].base < managed[i].size) {
+            *ret_base = managed[i].base;
+            *ret_size = managed[i].size;
+            *ret_managed = true;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&managed_lock);
+    return found;
 }
 
 static bool on_device(CUdeviceptr p)
@@ -510,13 +548,6 @@ static CUresult r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream
  * (Every managed byte moves at each launch and sync: dirty-page tracking is
  * the next refinement.)
  */
-struct managed {
-    CUdeviceptr base;
-    size_t size;
-};
-static struct managed managed[256];
-static int nmanaged;
-static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult htod(int index, CUdeviceptr dst, const void *src, size_t n, CUstream stream);
 static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream stream);
@@ -707,6 +738,47 @@ static CUresult r_cuStreamAddCallback(CUstream s, void (*cb)(CUstream, CUresult,
     return CUDA_SUCCESS;
 }
 
+static CUresult stream_query(int index, CUstream s, uint64_t *out)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 8);
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    rc = om_rcall(index, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    *out = v;
+    return rc;
+}
+
+static CUresult r_cuStreamGetFlags(CUstream s, unsigned *flags)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = stream_query(OM_IDX_cuStreamGetFlags, s, &v);
+    if (rc == CUDA_SUCCESS)
+        *flags = (unsigned)v;
+    return rc;
+}
+
+static CUresult r_cuStreamGetPriority(CUstream s, int *prio)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!prio)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = stream_query(OM_IDX_cuStreamGetPriority, s, &v);
+    if (rc == CUDA_SUCCESS)
+        *prio = (int)(int64_t)v;
+    return rc;
+}
+
 static CUresult r_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
 {
     REQ(req, 24);
@@ -825,6 +897,10 @@ void om_remote_api_install(void)
     OM_X_SET(cuStreamQuery);
     OM_X_SET(cuStreamWaitEvent);
     OM_X_SET(cuLaunchHostFunc);
+    OM_X_SET(cuStreamGetFlags);
+    OM_X_SET(cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)r_cuStreamGetFlags);
+    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)r_cuStreamGetPriority);
     OM_X_SET(cuStreamAddCallback);
     om_remote_set(OM_IDX_cuLaunchHostFunc_ptsz, (void *)r_cuLaunchHostFunc);
     om_remote_set(OM_IDX_cuStreamAddCallback_ptsz, (void *)r_cuStreamAddCallback);

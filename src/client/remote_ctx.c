@@ -136,6 +136,11 @@ static CUresult r_cuCtxSetCurrent(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+void om_current_context(CUcontext *ret)
+{
+    *ret = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+}
+
 static CUresult r_cuCtxGetCurrent(CUcontext *ctx)
 {
     if (!ctx)
@@ -635,12 +640,16 @@ static CUresult check_config(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
  * the argument bytes laid out as the kernel's parameter layout says, so the
  * server launches from that buffer as is. Its errors come at the next sync.
  */
-static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
-                                 void **extra)
+/* A launch attribute (CUlaunchAttribute): an id, padding, a 64-byte value. */
+#define LAUNCH_ATTR_BYTES 72
+#define MAX_LAUNCH_ATTRS 16
+
+static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                            void **extra, const void *attrs, unsigned nattrs)
 {
     const struct layout *l = find_layout((uint64_t)(uintptr_t)f);
-    uint8_t buf[96 + 32768];
+    uint8_t buf[128 + MAX_LAUNCH_ATTRS * LAUNCH_ATTR_BYTES + 32768];
     struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
     const void *args = NULL;
     size_t args_len = 0;
@@ -648,6 +657,8 @@ static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
 
     if (!l)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (nattrs > MAX_LAUNCH_ATTRS || (nattrs && !attrs))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult cfg = check_config(gx, gy, gz, bx, by, bz, smem);
     if (cfg != CUDA_SUCCESS)
         return cfg; /* synchronously, as the driver reports a bad configuration */
@@ -683,8 +694,50 @@ static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     om_put_u64(&req, ((uint64_t)bz << 32) | by);
     om_put_u64(&req, smem);
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    if (!nattrs) {
+        om_put_bytes(&req, args, args_len);
+        return om_rpost(OM_IDX_cuLaunchKernel, &req);
+    }
+    om_put_u64(&req, nattrs);
+    om_put_bytes(&req, attrs, (size_t)nattrs * LAUNCH_ATTR_BYTES);
     om_put_bytes(&req, args, args_len);
-    return om_rpost(OM_IDX_cuLaunchKernel, &req);
+    return om_rpost(OM_IDX_cuLaunchKernelEx, &req);
+}
+
+static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                                 void **extra)
+{
+    return post_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
+}
+
+/* CUlaunchConfig as the driver API documents it. */
+struct launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    const void *attrs;
+    unsigned nattrs;
+};
+
+static CUresult r_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f, void **params,
+                                   void **extra)
+{
+    if (!cfg)
+        return CUDA_ERROR_INVALID_VALUE;
+    return post_launch(f, cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz, cfg->smem,
+                       cfg->stream, params, extra, cfg->attrs, cfg->nattrs);
+}
+
+static CUresult r_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                            CUstream s, void **params)
+{
+    uint8_t attr[LAUNCH_ATTR_BYTES] = {0};
+    int one = 1, id = 2; /* CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
+
+    memcpy(attr, &id, sizeof(id));
+    memcpy(attr + 8, &one, sizeof(one));
+    return post_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL, attr, 1);
 }
 
 /* ------------------------------------------------------------------ export tables */
@@ -849,4 +902,8 @@ void om_remote_ctx_install(void)
     OM_X_SET(cuGetExportTable);
     OM_X_SET(cuCtxGetDevice_v2);
     om_remote_set(OM_IDX_cuLaunchKernel_ptsz, (void *)r_cuLaunchKernel);
+    OM_X_SET(cuLaunchKernelEx);
+    OM_X_SET(cuLaunchCooperativeKernel);
+    om_remote_set(OM_IDX_cuLaunchKernelEx_ptsz, (void *)r_cuLaunchKernelEx);
+    om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)r_cuLaunchCooperativeKernel);
 }

@@ -382,6 +382,105 @@ static CUresult x_cuMemsetD8_v2(struct call *c)
     return take_async_error(c->s, rc);
 }
 
+/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. */
+static bool region_ok(struct session *s, uint64_t base, uint64_t pitch, uint64_t width,
+                      uint64_t height)
+{
+    if (!height || !width)
+        return true;
+    if (width > pitch || height - 1 > (UINT64_MAX - width) / pitch)
+        return false;
+    return om_ranges_cover(&s->allocs, base, (height - 1) * pitch + width);
+}
+
+static CUresult x_cuMemsetD2D8_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), pitch = om_get_u64(&c->in), value = om_get_u64(&c->in);
+    uint64_t elem = om_get_u64(&c->in), w = om_get_u64(&c->in), h = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((elem != 1 && elem != 2 && elem != 4) || w > UINT64_MAX / 4 ||
+        !region_ok(c->s, dst, pitch, w * elem, h))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    if (elem == 1)
+        rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))REAL(
+            cuMemsetD2D8Async))(dst, pitch, (unsigned char)value, w, h, st);
+    else if (elem == 2)
+        rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream))REAL(
+            cuMemsetD2D16Async))(dst, pitch, (unsigned short)value, w, h, st);
+    else
+        rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream))REAL(
+            cuMemsetD2D32Async))(dst, pitch, (unsigned)value, w, h, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    return take_async_error(c->s, rc);
+}
+
+/* 2D copies: device to device as asked; a host side is the staging buffer
+ * (to the device) or the answer (from it), packed with pitch = width. */
+static CUresult x_cuMemcpy2D_v2(struct call *c)
+{
+    uint64_t stype = om_get_u64(&c->in), dtype = om_get_u64(&c->in);
+    uint64_t sdev = om_get_u64(&c->in), spitch = om_get_u64(&c->in);
+    uint64_t ddev = om_get_u64(&c->in), dpitch = om_get_u64(&c->in);
+    uint64_t w = om_get_u64(&c->in), sh = om_get_u64(&c->in), h = om_get_u64(&c->in);
+    uint64_t wait = om_get_u64(&c->in);
+    CUDA_MEMCPY2D m = {0};
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((stype != CU_MEMORYTYPE_HOST && stype != CU_MEMORYTYPE_DEVICE) ||
+        (dtype != CU_MEMORYTYPE_HOST && dtype != CU_MEMORYTYPE_DEVICE) ||
+        (stype == CU_MEMORYTYPE_HOST && dtype == CU_MEMORYTYPE_HOST) || !w || !h ||
+        h > UINT64_MAX / w)
+        return CUDA_ERROR_INVALID_VALUE;
+    m.WidthInBytes = w;
+    m.Height = h;
+    m.srcMemoryType = (int)stype;
+    m.dstMemoryType = (int)dtype;
+    if (stype == CU_MEMORYTYPE_DEVICE) {
+        if (!region_ok(c->s, sdev, spitch, w, h))
+            return CUDA_ERROR_INVALID_VALUE;
+        m.srcDevice = sdev;
+        m.srcPitch = spitch;
+    } else {
+        if (c->s->stage_len != w * h)
+            return CUDA_ERROR_INVALID_VALUE;
+        m.srcHost = c->s->stage;
+        m.srcPitch = w;
+    }
+    if (dtype == CU_MEMORYTYPE_DEVICE) {
+        if (!region_ok(c->s, ddev, dpitch, w, h))
+            return CUDA_ERROR_INVALID_VALUE;
+        m.dstDevice = ddev;
+        m.dstPitch = dpitch;
+    } else {
+        if (w * h > c->out.cap)
+            return CUDA_ERROR_INVALID_VALUE;
+        m.dstHost = c->out.p;
+        m.dstPitch = w;
+        wait = 1; /* the answer is read when the call returns */
+    }
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    rc = ((CUresult(*)(const CUDA_MEMCPY2D *, CUstream))REAL(cuMemcpy2DAsync_v2))(&m, st);
+    if (rc == CUDA_SUCCESS && (wait || stype == CU_MEMORYTYPE_HOST))
+        rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    if (rc == CUDA_SUCCESS && dtype == CU_MEMORYTYPE_HOST)
+        c->out.len = w * h;
+    return take_async_error(c->s, rc);
+}
+
 /* ------------------------------------------------------------------ streams, events */
 
 static CUresult x_cuStreamCreate(struct call *c)
@@ -827,6 +926,122 @@ static CUresult x_cuLaunchKernel(struct call *c)
                   args_len ? extra : NULL);
 }
 
+/* CUlaunchConfig / CUlaunchAttribute (72 bytes: an id, padding, a 64-byte value). */
+struct launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+};
+#define LAUNCH_ATTR_BYTES 72
+
+/* Attributes whose values hold no handle (events, graph nodes): they travel as
+ * bytes. The others would need translating and are refused for now. */
+static bool attribute_allowed(int id)
+{
+    switch (id) {
+    case 0:  /* ignore */
+    case 1:  /* access policy window: a device address */
+    case 2:  /* cooperative */
+    case 3:  /* synchronization policy */
+    case 4:  /* cluster dimension */
+    case 5:  /* cluster scheduling policy */
+    case 6:  /* programmatic stream serialization */
+    case 8:  /* priority */
+    case 9:  /* memory sync domain map */
+    case 10: /* memory sync domain */
+    case 11: /* preferred cluster dimension */
+    case 14: /* preferred shared memory carveout */ return true;
+    default: return false;
+    }
+}
+
+static CUresult x_cuLaunchKernelEx(struct call *c)
+{
+    CUresult (*launch)(const struct launch_config *, CUfunction, void **, void **) =
+        REAL(cuLaunchKernelEx);
+    uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    uint64_t nattrs = om_get_u64(&c->in);
+    uint8_t attrs[16 * LAUNCH_ATTR_BYTES];
+    const void *ap = nattrs <= 16 ? om_get_bytes(&c->in, nattrs * LAUNCH_ATTR_BYTES) : NULL;
+    size_t args_len = 0;
+    const void *args = om_get_rest(&c->in, &args_len);
+    struct launch_config cfg;
+    void *extra[5];
+    size_t size;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (nattrs > 16 || !ap)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(attrs, ap, nattrs * LAUNCH_ATTR_BYTES);
+    for (uint64_t i = 0; i < nattrs; i++) {
+        int id;
+        memcpy(&id, attrs + i * LAUNCH_ATTR_BYTES, sizeof(id));
+        if (!attribute_allowed(id)) {
+            om_err("client %d: launch attribute %d is not supported", (int)c->s->pid, id);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    if (om_kernel_total(c->s, k) != (int64_t)args_len || smem > UINT32_MAX)
+        return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    size = args_len;
+    memcpy(c->s->launch_args, args, args_len);
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = c->s->launch_args;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &size;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    cfg = (struct launch_config){
+        (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
+        (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
+        attrs,       (unsigned)nattrs};
+    return launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
+}
+
+static CUresult x_cuStreamGetFlags(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    unsigned flags = 0;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = client_stream(c->s, h, &rc);
+    if (st)
+        rc = ((CUresult(*)(CUstream, unsigned *))REAL(cuStreamGetFlags))(st, &flags);
+    /* What the client asked for: its blocking streams are non-blocking on the server. */
+    if (rc == CUDA_SUCCESS && (om_handles_has(&c->s->blocking, h) || h <= 2))
+        flags &= ~CU_STREAM_NON_BLOCKING;
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, flags);
+    return rc;
+}
+
+static CUresult x_cuStreamGetPriority(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    int prio = 0;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = client_stream(c->s, h, &rc);
+    if (st)
+        rc = ((CUresult(*)(CUstream, int *))REAL(cuStreamGetPriority))(st, &prio);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(int64_t)prio);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 typedef CUresult (*handler)(struct call *);
@@ -849,6 +1064,8 @@ static handler handler_of(int index)
         OM_H(cuMemcpyDtoH_v2)
         OM_H(cuMemcpyDtoD_v2)
         OM_H(cuMemsetD8_v2)
+        OM_H(cuMemsetD2D8_v2)
+        OM_H(cuMemcpy2D_v2)
         OM_H(cuStreamCreate)
         OM_H(cuStreamDestroy_v2)
         OM_H(cuStreamSynchronize)
@@ -871,6 +1088,9 @@ static handler handler_of(int index)
         OM_H(cuFuncGetAttribute)
         OM_H(cuFuncSetAttribute)
         OM_H(cuLaunchKernel)
+        OM_H(cuLaunchKernelEx)
+        OM_H(cuStreamGetFlags)
+        OM_H(cuStreamGetPriority)
 #undef OM_H
     case OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: return x_cuOccupancy;
     default: return NULL;

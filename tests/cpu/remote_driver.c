@@ -27,6 +27,30 @@ CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemcpy(CUdeviceptr, CUdeviceptr, size_t);
 CUresult cuLaunchHostFunc(CUstream, void (*)(void *), void *);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
+CUresult cuMemsetD2D8_v2(CUdeviceptr, size_t, unsigned char, size_t, size_t);
+typedef struct {
+    size_t srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, CUstream, void **);
+CUresult cuStreamGetFlags(CUstream, unsigned *);
+CUresult cuStreamGetPriority(CUstream, int *);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemcpyDtoD_v2(CUdeviceptr, CUdeviceptr, size_t);
@@ -162,6 +186,67 @@ static void roundtrip(void)
     OK(cuLaunchHostFunc(s, host_fn, (void *)2));
     OK(cuStreamSynchronize(s));
     EXPECT(norder == 2 && order[0] == 1 && order[1] == 2);
+    /* a cooperative launch travels as an extended launch with its attribute */
+    OK(cuLaunchCooperativeKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_args));
+    OK(cuStreamSynchronize(s));
+    unsigned sflags = 9;
+    int sprio = 9;
+    OK(cuStreamGetFlags(s, &sflags));
+    EXPECT(sflags == 0); /* created blocking: that is what the client sees */
+    OK(cuStreamGetPriority(s, &sprio));
+    EXPECT(sprio == -1);
+    /* pitched memory, 2D sets and copies, pointer queries */
+    CUdeviceptr img, img2, base = 0;
+    size_t pitch = 0, range = 0;
+    unsigned mtype = 0;
+    static unsigned char host2d[100 * 37], back2d[100 * 37];
+    OK(cuMemAllocPitch_v2(&img, &pitch, 100, 37, 4));
+    EXPECT(pitch == 512);
+    OK(cuMemAllocPitch_v2(&img2, &pitch, 100, 37, 4));
+    OK(cuMemGetAddressRange_v2(&base, &range, img + 700));
+    EXPECT(base == img && range == 512 * 37);
+    OK(cuPointerGetAttribute(&mtype, 2, img + 5));
+    EXPECT(mtype == 2);
+    EXPECT(cuPointerGetAttribute(&mtype, 2, (CUdeviceptr)(uintptr_t)host2d) == 1);
+    OK(cuMemsetD2D8_v2(img, pitch, 0x11, 100, 37));
+    for (int i = 0; i < 100 * 37; i++)
+        host2d[i] = (unsigned char)(i * 7);
+    CUDA_MEMCPY2D c2 = {.srcMemoryType = 1,
+                        .srcHost = host2d,
+                        .srcPitch = 100,
+                        .dstMemoryType = 2,
+                        .dstDevice = img,
+                        .dstPitch = pitch,
+                        .dstXInBytes = 8,
+                        .dstY = 2,
+                        .WidthInBytes = 90,
+                        .Height = 30};
+    OK(cuMemcpy2D_v2(&c2)); /* host to device, into a window of the image */
+    CUDA_MEMCPY2D d2 = {.srcMemoryType = 2,
+                        .srcDevice = img,
+                        .srcPitch = pitch,
+                        .dstMemoryType = 2,
+                        .dstDevice = img2,
+                        .dstPitch = pitch,
+                        .WidthInBytes = 100,
+                        .Height = 37};
+    OK(cuMemcpy2D_v2(&d2)); /* device to device, whole */
+    CUDA_MEMCPY2D h2 = {.srcMemoryType = 2,
+                        .srcDevice = img2,
+                        .srcPitch = pitch,
+                        .dstMemoryType = 1,
+                        .dstHost = back2d,
+                        .dstPitch = 100,
+                        .WidthInBytes = 100,
+                        .Height = 37};
+    OK(cuMemcpy2D_v2(&h2)); /* device to host */
+    EXPECT(back2d[0] == 0x11 && back2d[2 * 100 + 7] == 0x11);
+    EXPECT(back2d[2 * 100 + 8] == host2d[0] && back2d[31 * 100 + 97] == host2d[29 * 100 + 89]);
+    EXPECT(back2d[32 * 100 + 8] == 0x11);
+    c2.Height = 38; /* one row past the allocation */
+    EXPECT(cuMemcpy2D_v2(&c2) == 1);
+    OK(cuMemFree_v2(img));
+    OK(cuMemFree_v2(img2));
     /* managed memory: one pointer for the host and the kernels */
     CUdeviceptr m;
     OK(cuMemAllocManaged(&m, 1 << 20, 1));

@@ -265,16 +265,16 @@
     X(255, cuKernelSetAttribute, REMOTE) \
     X(256, cuKernelSetCacheConfig, LOCAL) \
     X(257, cuLaunch, UNSUPPORTED) \
-    X(258, cuLaunchCooperativeKernel, UNSUPPORTED) \
+    X(258, cuLaunchCooperativeKernel, REMOTE) \
     X(259, cuLaunchCooperativeKernelMultiDevice, UNSUPPORTED) \
-    X(260, cuLaunchCooperativeKernel_ptsz, UNSUPPORTED) \
+    X(260, cuLaunchCooperativeKernel_ptsz, REMOTE) \
     X(261, cuLaunchGrid, UNSUPPORTED) \
     X(262, cuLaunchGridAsync, UNSUPPORTED) \
     X(263, cuLaunchHostFunc, LOCAL) \
     X(264, cuLaunchHostFunc_ptsz, LOCAL) \
     X(265, cuLaunchKernel, REMOTE) \
-    X(266, cuLaunchKernelEx, UNSUPPORTED) \
-    X(267, cuLaunchKernelEx_ptsz, UNSUPPORTED) \
+    X(266, cuLaunchKernelEx, REMOTE) \
+    X(267, cuLaunchKernelEx_ptsz, REMOTE) \
     X(268, cuLaunchKernel_ptsz, REMOTE) \
     X(269, cuLibraryEnumerateKernels, UNSUPPORTED) \
     X(270, cuLibraryGetGlobal, REMOTE) \
@@ -312,7 +312,7 @@
     X(302, cuMemAllocHost_v2, LOCAL) \
     X(303, cuMemAllocManaged, REMOTE) \
     X(304, cuMemAllocPitch, UNSUPPORTED) \
-    X(305, cuMemAllocPitch_v2, UNSUPPORTED) \
+    X(305, cuMemAllocPitch_v2, REMOTE) \
     X(306, cuMemAlloc_v2, REMOTE) \
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
     X(308, cuMemBatchDecompressAsync_ptsz, UNSUPPORTED) \
@@ -329,7 +329,7 @@
     X(319, cuMemFree_v2, REMOTE) \
     X(320, cuMemGetAccess, UNSUPPORTED) \
     X(321, cuMemGetAddressRange, UNSUPPORTED) \
-    X(322, cuMemGetAddressRange_v2, UNSUPPORTED) \
+    X(322, cuMemGetAddressRange_v2, LOCAL) \
     X(323, cuMemGetAllocationGranularity, UNSUPPORTED) \
     X(324, cuMemGetAllocationPropertiesFromHandle, UNSUPPORTED) \
     X(325, cuMemGetDefaultMemPool, UNSUPPORTED) \
@@ -372,16 +372,16 @@
     X(362, cuMemSetAccess, UNSUPPORTED) \
     X(363, cuMemSetMemPool, UNSUPPORTED) \
     X(364, cuMemUnmap, UNSUPPORTED) \
-    X(365, cuMemcpy, LOCAL) \
+    X(365, cuMemcpy, REMOTE) \
     X(366, cuMemcpy2D, UNSUPPORTED) \
     X(367, cuMemcpy2DAsync, UNSUPPORTED) \
-    X(368, cuMemcpy2DAsync_v2, UNSUPPORTED) \
-    X(369, cuMemcpy2DAsync_v2_ptsz, UNSUPPORTED) \
+    X(368, cuMemcpy2DAsync_v2, REMOTE) \
+    X(369, cuMemcpy2DAsync_v2_ptsz, REMOTE) \
     X(370, cuMemcpy2DUnaligned, UNSUPPORTED) \
-    X(371, cuMemcpy2DUnaligned_v2, UNSUPPORTED) \
-    X(372, cuMemcpy2DUnaligned_v2_ptds, UNSUPPORTED) \
-    X(373, cuMemcpy2D_v2, UNSUPPORTED) \
-    X(374, cuMemcpy2D_v2_ptds, UNSUPPORTED) \
+    X(371, cuMemcpy2DUnaligned_v2, REMOTE) \
+    X(372, cuMemcpy2DUnaligned_v2_ptds, REMOTE) \
+    X(373, cuMemcpy2D_v2, REMOTE) \
+    X(374, cuMemcpy2D_v2_ptds, REMOTE) \
     X(375, cuMemcpy3D, UNSUPPORTED) \
     X(376, cuMemcpy3DAsync, UNSUPPORTED) \
     X(377, cuMemcpy3DAsync_v2, UNSUPPORTED) \
@@ -396,8 +396,8 @@
     X(386, cuMemcpy3DPeer_ptds, UNSUPPORTED) \
     X(387, cuMemcpy3D_v2, UNSUPPORTED) \
     X(388, cuMemcpy3D_v2_ptds, UNSUPPORTED) \
-    X(389, cuMemcpyAsync, LOCAL) \
-    X(390, cuMemcpyAsync_ptsz, LOCAL) \
+    X(389, cuMemcpyAsync, REMOTE) \
+    X(390, cuMemcpyAsync_ptsz, REMOTE) \
     X(391, cuMemcpyAtoA, UNSUPPORTED) \
     X(392, cuMemcpyAtoA_v2, UNSUPPORTED) \
     X(393, cuMemcpyAtoA_v2_ptds, UNSUPPORTED) \
@@ -441,31 +441,31 @@
     X(431, cuMemcpyHtoDAsync_v2_ptsz, REMOTE) \
     X(432, cuMemcpyHtoD_v2, REMOTE) \
     X(433, cuMemcpyHtoD_v2_ptds, REMOTE) \
-    X(434, cuMemcpyPeer, UNSUPPORTED) \
-    X(435, cuMemcpyPeerAsync, UNSUPPORTED) \
-    X(436, cuMemcpyPeerAsync_ptsz, UNSUPPORTED) \
-    X(437, cuMemcpyPeer_ptds, UNSUPPORTED) \
-    X(438, cuMemcpy_ptds, LOCAL) \
+    X(434, cuMemcpyPeer, REMOTE) \
+    X(435, cuMemcpyPeerAsync, REMOTE) \
+    X(436, cuMemcpyPeerAsync_ptsz, REMOTE) \
+    X(437, cuMemcpyPeer_ptds, REMOTE) \
+    X(438, cuMemcpy_ptds, REMOTE) \
     X(439, cuMemsetD16, UNSUPPORTED) \
     X(440, cuMemsetD16Async, REMOTE) \
     X(441, cuMemsetD16Async_ptsz, REMOTE) \
     X(442, cuMemsetD16_v2, REMOTE) \
     X(443, cuMemsetD16_v2_ptds, REMOTE) \
     X(444, cuMemsetD2D16, UNSUPPORTED) \
-    X(445, cuMemsetD2D16Async, UNSUPPORTED) \
-    X(446, cuMemsetD2D16Async_ptsz, UNSUPPORTED) \
-    X(447, cuMemsetD2D16_v2, UNSUPPORTED) \
-    X(448, cuMemsetD2D16_v2_ptds, UNSUPPORTED) \
+    X(445, cuMemsetD2D16Async, REMOTE) \
+    X(446, cuMemsetD2D16Async_ptsz, REMOTE) \
+    X(447, cuMemsetD2D16_v2, REMOTE) \
+    X(448, cuMemsetD2D16_v2_ptds, REMOTE) \
     X(449, cuMemsetD2D32, UNSUPPORTED) \
-    X(450, cuMemsetD2D32Async, UNSUPPORTED) \
-    X(451, cuMemsetD2D32Async_ptsz, UNSUPPORTED) \
-    X(452, cuMemsetD2D32_v2, UNSUPPORTED) \
-    X(453, cuMemsetD2D32_v2_ptds, UNSUPPORTED) \
+    X(450, cuMemsetD2D32Async, REMOTE) \
+    X(451, cuMemsetD2D32Async_ptsz, REMOTE) \
+    X(452, cuMemsetD2D32_v2, REMOTE) \
+    X(453, cuMemsetD2D32_v2_ptds, REMOTE) \
     X(454, cuMemsetD2D8, UNSUPPORTED) \
-    X(455, cuMemsetD2D8Async, UNSUPPORTED) \
-    X(456, cuMemsetD2D8Async_ptsz, UNSUPPORTED) \
-    X(457, cuMemsetD2D8_v2, UNSUPPORTED) \
-    X(458, cuMemsetD2D8_v2_ptds, UNSUPPORTED) \
+    X(455, cuMemsetD2D8Async, REMOTE) \
+    X(456, cuMemsetD2D8Async_ptsz, REMOTE) \
+    X(457, cuMemsetD2D8_v2, REMOTE) \
+    X(458, cuMemsetD2D8_v2_ptds, REMOTE) \
     X(459, cuMemsetD32, UNSUPPORTED) \
     X(460, cuMemsetD32Async, REMOTE) \
     X(461, cuMemsetD32Async_ptsz, REMOTE) \
@@ -512,8 +512,8 @@
     X(502, cuParamSetf, UNSUPPORTED) \
     X(503, cuParamSeti, UNSUPPORTED) \
     X(504, cuParamSetv, UNSUPPORTED) \
-    X(505, cuPointerGetAttribute, UNSUPPORTED) \
-    X(506, cuPointerGetAttributes, UNSUPPORTED) \
+    X(505, cuPointerGetAttribute, LOCAL) \
+    X(506, cuPointerGetAttributes, LOCAL) \
     X(507, cuPointerSetAttribute, UNSUPPORTED) \
     X(508, cuProfilerInitialize, UNSUPPORTED) \
     X(509, cuProfilerStart, UNSUPPORTED) \
@@ -556,13 +556,13 @@
     X(546, cuStreamGetCtx_v2_ptsz, UNSUPPORTED) \
     X(547, cuStreamGetDevice, UNSUPPORTED) \
     X(548, cuStreamGetDevice_ptsz, UNSUPPORTED) \
-    X(549, cuStreamGetFlags, UNSUPPORTED) \
-    X(550, cuStreamGetFlags_ptsz, UNSUPPORTED) \
+    X(549, cuStreamGetFlags, REMOTE) \
+    X(550, cuStreamGetFlags_ptsz, REMOTE) \
     X(551, cuStreamGetGreenCtx, UNSUPPORTED) \
     X(552, cuStreamGetId, UNSUPPORTED) \
     X(553, cuStreamGetId_ptsz, UNSUPPORTED) \
-    X(554, cuStreamGetPriority, UNSUPPORTED) \
-    X(555, cuStreamGetPriority_ptsz, UNSUPPORTED) \
+    X(554, cuStreamGetPriority, REMOTE) \
+    X(555, cuStreamGetPriority_ptsz, REMOTE) \
     X(556, cuStreamIsCapturing, UNSUPPORTED) \
     X(557, cuStreamIsCapturing_ptsz, UNSUPPORTED) \
     X(558, cuStreamQuery, REMOTE) \

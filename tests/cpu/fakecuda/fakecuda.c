@@ -488,3 +488,92 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
     }
     return CUDA_SUCCESS;
 }
+
+EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, size_t h, void *s)
+{
+    (void)s;
+    for (size_t r = 0; r < h; r++)
+        memset((char *)(uintptr_t)d + r * pitch, v, w);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w, size_t h, void *s)
+{
+    for (size_t r = 0; r < h; r++)
+        cuMemsetD16Async(d + r * pitch, v, w, s);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemsetD2D32Async(dptr_t d, size_t pitch, unsigned v, size_t w, size_t h, void *s)
+{
+    for (size_t r = 0; r < h; r++)
+        cuMemsetD32Async(d + r * pitch, v, w, s);
+    return CUDA_SUCCESS;
+}
+
+/* CUDA_MEMCPY2D, host (1) and device (2) sides: both are host memory here. */
+struct fake_memcpy2d {
+    size_t sx, sy;
+    int stype;
+    const void *shost;
+    dptr_t sdev;
+    void *sarr;
+    size_t spitch;
+    size_t dx, dy;
+    int dtype;
+    void *dhost;
+    dptr_t ddev;
+    void *darr;
+    size_t dpitch;
+    size_t w, h;
+};
+
+EXPORT int cuMemcpy2DAsync_v2(const struct fake_memcpy2d *c, void *s)
+{
+    const char *src = c->stype == 1 ? c->shost : (const char *)(uintptr_t)c->sdev;
+    char *dst = c->dtype == 1 ? c->dhost : (char *)(uintptr_t)c->ddev;
+
+    (void)s;
+    if (c->stype > 2 || c->dtype > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t r = 0; r < c->h; r++)
+        memmove(dst + (c->dy + r) * c->dpitch + c->dx, src + (c->sy + r) * c->spitch + c->sx, c->w);
+    return CUDA_SUCCESS;
+}
+
+struct fake_launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    void *stream;
+    unsigned char *attrs;
+    unsigned nattrs;
+};
+
+EXPORT int cuLaunchKernelEx(const struct fake_launch_config *c, void *f, void **params,
+                            void **extra)
+{
+    char line[64];
+
+    for (unsigned i = 0; i < c->nattrs; i++) {
+        int id, v;
+        memcpy(&id, c->attrs + 72 * i, 4);
+        memcpy(&v, c->attrs + 72 * i + 8, 4);
+        snprintf(line, sizeof(line), "attr %d %d", id, v);
+        log_line(line);
+    }
+    return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params,
+                          extra);
+}
+
+EXPORT int cuStreamGetFlags(void *s, unsigned *flags)
+{
+    (void)s;
+    *flags = 1; /* the server makes every stream non-blocking */
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamGetPriority(void *s, int *prio)
+{
+    (void)s;
+    *prio = -1;
+    return CUDA_SUCCESS;
+}

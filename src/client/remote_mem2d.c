@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode: pitched memory, 2D copies and sets, pointer queries, peer copies on one device. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "openmps/ops.h"
+#include "remote.h"
+#include "shim.h"
+
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+/* CUmemorytype and CUpointer_attribute values from the driver API documentation. */
+enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };
+enum {
+    PA_CONTEXT = 1,
+    PA_MEMORY_TYPE = 2,
+    PA_DEVICE_POINTER = 3,
+    PA_HOST_POINTER = 4,
+    PA_SYNC_MEMOPS = 6,
+    PA_BUFFER_ID = 7,
+    PA_IS_MANAGED = 8,
+    PA_DEVICE_ORDINAL = 9,
+    PA_RANGE_START_ADDR = 11,
+    PA_RANGE_SIZE = 12,
+    PA_MAPPED = 13,
+};
+
+/* The pitch the driver would choose: rows aligned to 512 bytes. */
+#define PITCH_ALIGN 512
+
+static CUresult r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                     unsigned elem)
+{
+    size_t p;
+    CUresult (*alloc)(CUdeviceptr *, size_t) = om_remote_entry(OM_IDX_cuMemAlloc_v2);
+    CUresult rc;
+
+    if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+    if (height > SIZE_MAX / p)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = alloc(dptr, p * height);
+    if (rc == CUDA_SUCCESS)
+        *pitch = p;
+    return rc;
+}
+
+static CUresult r_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+    CUdeviceptr b;
+    size_t s;
+    bool managed;
+
+    if (!om_devrange_find(p, &b, &s, &managed))
+        return CUDA_ERROR_NOT_FOUND;
+    if (base)
+        *base = b;
+    if (size)
+        *size = s;
+    return CUDA_SUCCESS;
+}
+
+/* One attribute of a pointer this process knows; -1 for an unknown pointer. */
+static int pointer_attribute(void *data, int attr, CUdeviceptr p)
+{
+    CUdeviceptr base;
+    size_t size;
+    bool managed;
+    CUcontext ctx = NULL;
+
+    if (!om_devrange_find(p, &base, &size, &managed))
+        return -1;
+    switch (attr) {
+    case PA_CONTEXT:
+        om_current_context(&ctx);
+        *(CUcontext *)data = ctx;
+        return 0;
+    case PA_MEMORY_TYPE: *(unsigned *)data = MT_DEVICE; return 0;
+    case PA_DEVICE_POINTER: *(CUdeviceptr *)data = p; return 0;
+    case PA_HOST_POINTER:
+        if (!managed)
+            return 1;
+        *(void **)data = (void *)(uintptr_t)p;
+        return 0;
+    case PA_SYNC_MEMOPS:
+    case PA_MAPPED: *(int *)data = 1; return 0;
+    case PA_BUFFER_ID: *(unsigned long long *)data = base; return 0;
+    case PA_IS_MANAGED: *(int *)data = managed; return 0;
+    case PA_DEVICE_ORDINAL: *(int *)data = 0; return 0;
+    case PA_RANGE_START_ADDR: *(CUdeviceptr *)data = base; return 0;
+    case PA_RANGE_SIZE: *(size_t *)data = size; return 0;
+    default: return 2;
+    }
+}
+
+static CUresult r_cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
+{
+    int rc;
+
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = pointer_attribute(data, attr, p);
+    if (rc == 2) {
+        om_shim_log("cuPointerGetAttribute: attribute %d is not supported in remote mode", attr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Unknown pointers are not an error here: their attributes read as zero. */
+static CUresult r_cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p)
+{
+    if (!attrs || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i])
+            continue;
+        if (pointer_attribute(data[i], attrs[i], p) != 0) {
+            size_t width = attrs[i] == PA_MEMORY_TYPE || attrs[i] == PA_SYNC_MEMOPS ||
+                                   attrs[i] == PA_IS_MANAGED || attrs[i] == PA_DEVICE_ORDINAL ||
+                                   attrs[i] == PA_MAPPED
+                               ? sizeof(int)
+                               : sizeof(void *);
+            memset(data[i], 0, width);
+            if (attrs[i] == PA_DEVICE_ORDINAL)
+                *(int *)data[i] = -2; /* no device, as the driver says */
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ 2D sets */
+
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint64_t value, unsigned elem,
+                          size_t width, size_t height, CUstream s, bool wait)
+{
+    REQ(req, 64);
+
+    om_put_u64(&req, dst);
+    om_put_u64(&req, pitch);
+    om_put_u64(&req, value);
+    om_put_u64(&req, elem);
+    om_put_u64(&req, width);
+    om_put_u64(&req, height);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, wait);
+    return om_rcall(OM_IDX_cuMemsetD2D8_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
+{
+    return memset_2d(d, pitch, v, 1, w, h, NULL, true);
+}
+
+static CUresult r_cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
+                                   size_t h)
+{
+    return memset_2d(d, pitch, v, 2, w, h, NULL, true);
+}
+
+static CUresult r_cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned v, size_t w, size_t h)
+{
+    return memset_2d(d, pitch, v, 4, w, h, NULL, true);
+}
+
+static CUresult r_cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w,
+                                    size_t h, CUstream s)
+{
+    return memset_2d(d, pitch, v, 1, w, h, s, false);
+}
+
+static CUresult r_cuMemsetD2D16Async(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
+                                     size_t h, CUstream s)
+{
+    return memset_2d(d, pitch, v, 2, w, h, s, false);
+}
+
+static CUresult r_cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned v, size_t w, size_t h,
+                                     CUstream s)
+{
+    return memset_2d(d, pitch, v, 4, w, h, s, false);
+}
+
+/* ------------------------------------------------------------------ 2D copies */
+
+static int side(int type, const void *host, CUdeviceptr dev)
+{
+    if (type == MT_UNIFIED) {
+        CUdeviceptr b;
+        size_t s;
+        bool managed;
+        return om_devrange_find(dev ? dev : (CUdeviceptr)(uintptr_t)host, &b, &s, &managed) &&
+                       !managed
+                   ? MT_DEVICE
+                   : MT_HOST;
+    }
+    return type;
+}
+
+/*
+ * Device to device goes to the server as is; host rows are packed: the rows
+ * of a host source are staged back to back, and rows for a host destination
+ * come back packed, in pieces, and are spread over its pitch here.
+ */
+static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
+{
+    int st, dt;
+    size_t w, h;
+
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    st = side(c->srcMemoryType, c->srcHost, c->srcDevice);
+    dt = side(c->dstMemoryType, c->dstHost, c->dstDevice);
+    w = c->WidthInBytes;
+    h = c->Height;
+    if (st == MT_ARRAY || dt == MT_ARRAY) {
+        om_shim_log("2D copies with CUDA arrays are not supported in remote mode yet");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (!w || !h)
+        return CUDA_SUCCESS;
+    const uint8_t *src =
+        st == MT_HOST
+            ? (const uint8_t *)(c->srcHost ? c->srcHost : (const void *)(uintptr_t)c->srcDevice)
+            : NULL;
+    uint8_t *dst = dt == MT_HOST
+                       ? (uint8_t *)(c->dstHost ? c->dstHost : (void *)(uintptr_t)c->dstDevice)
+                       : NULL;
+    CUdeviceptr sdev = st == MT_DEVICE ? c->srcDevice + c->srcY * c->srcPitch + c->srcXInBytes : 0;
+    CUdeviceptr ddev = dt == MT_DEVICE ? c->dstDevice + c->dstY * c->dstPitch + c->dstXInBytes : 0;
+    if (src)
+        src += c->srcY * c->srcPitch + c->srcXInBytes;
+    if (dst)
+        dst += c->dstY * c->dstPitch + c->dstXInBytes;
+    if (st == MT_HOST && dt == MT_HOST) {
+        for (size_t r = 0; r < h; r++)
+            memmove(dst + r * c->dstPitch, src + r * c->srcPitch, w);
+        return CUDA_SUCCESS;
+    }
+    REQ(req, 80);
+    om_put_u64(&req, st);
+    om_put_u64(&req, dt);
+    om_put_u64(&req, sdev);
+    om_put_u64(&req, c->srcPitch);
+    om_put_u64(&req, ddev);
+    om_put_u64(&req, c->dstPitch);
+    om_put_u64(&req, w);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    if (st == MT_DEVICE && dt == MT_DEVICE) {
+        om_put_u64(&req, h);
+        om_put_u64(&req, wait);
+        return om_rcall(OM_IDX_cuMemcpy2D_v2, &req, NULL, 0, NULL);
+    }
+    if (st == MT_HOST) { /* host to device: all rows packed in one staging */
+        uint8_t *packed = malloc(w * h);
+        CUresult rc;
+        if (!packed)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t r = 0; r < h; r++)
+            memcpy(packed + r * w, src + r * c->srcPitch, w);
+        rc = om_stage(packed, w * h);
+        free(packed);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        om_put_u64(&req, h);
+        om_put_u64(&req, 1);
+        return om_rcall(OM_IDX_cuMemcpy2D_v2, &req, NULL, 0, NULL);
+    }
+    /* device to host: as many rows per call as fit one answer */
+    size_t rows = OM_CHUNK_BYTES / w ? OM_CHUNK_BYTES / w : 0;
+    if (rows == 0) {
+        CUresult (*dtoh)(void *, CUdeviceptr, size_t) = om_remote_entry(OM_IDX_cuMemcpyDtoH_v2);
+        for (size_t r = 0; r < h; r++) {
+            CUresult rc = dtoh(dst + r * c->dstPitch, sdev + r * c->srcPitch, w);
+            if (rc != CUDA_SUCCESS)
+                return rc;
+        }
+        return CUDA_SUCCESS;
+    }
+    uint8_t *packed = malloc(rows * w);
+    CUresult rc = packed ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t r = 0; r < h && rc == CUDA_SUCCESS; r += rows) {
+        size_t n = h - r < rows ? h - r : rows;
+        uint32_t got = 0;
+        REQ(piece, 80);
+        om_put_u64(&piece, st);
+        om_put_u64(&piece, dt);
+        om_put_u64(&piece, sdev + r * c->srcPitch);
+        om_put_u64(&piece, c->srcPitch);
+        om_put_u64(&piece, 0);
+        om_put_u64(&piece, w);
+        om_put_u64(&piece, w);
+        om_put_u64(&piece, (uint64_t)(uintptr_t)s);
+        om_put_u64(&piece, n);
+        om_put_u64(&piece, 1);
+        rc = om_rcall(OM_IDX_cuMemcpy2D_v2, &piece, packed, n * w, &got);
+        if (rc == CUDA_SUCCESS && got != n * w)
+            rc = CUDA_ERROR_UNKNOWN;
+        for (size_t k = 0; rc == CUDA_SUCCESS && k < n; k++)
+            memcpy(dst + (r + k) * c->dstPitch, packed + k * w, w);
+    }
+    free(packed);
+    return rc;
+}
+
+static CUresult r_cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
+{
+    return memcpy_2d(c, NULL, true);
+}
+
+static CUresult r_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s)
+{
+    return memcpy_2d(c, s, false);
+}
+
+/* Peer copies between contexts of one device are device-to-device copies. */
+static CUresult r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                               size_t n)
+{
+    CUresult (*dd)(CUdeviceptr, CUdeviceptr, size_t) = om_remote_entry(OM_IDX_cuMemcpyDtoD_v2);
+
+    (void)dctx, (void)sctx;
+    return dd(dst, src, n);
+}
+
+static CUresult r_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+                                    CUcontext sctx, size_t n, CUstream s)
+{
+    CUresult (*dd)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        om_remote_entry(OM_IDX_cuMemcpyDtoDAsync_v2);
+
+    (void)dctx, (void)sctx;
+    return dd(dst, src, n, s);
+}
+
+#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
+void om_remote_mem2d_install(void)
+{
+    OM_X_SET(cuMemAllocPitch_v2);
+    OM_X_SET(cuMemGetAddressRange_v2);
+    OM_X_SET(cuPointerGetAttribute);
+    OM_X_SET(cuPointerGetAttributes);
+    OM_X_SET(cuMemsetD2D8_v2);
+    OM_X_SET(cuMemsetD2D16_v2);
+    OM_X_SET(cuMemsetD2D32_v2);
+    OM_X_SET(cuMemsetD2D8Async);
+    OM_X_SET(cuMemsetD2D16Async);
+    OM_X_SET(cuMemsetD2D32Async);
+    OM_X_SET(cuMemcpy2D_v2);
+    OM_X_SET(cuMemcpy2DAsync_v2);
+    OM_X_SET(cuMemcpyPeer);
+    OM_X_SET(cuMemcpyPeerAsync);
+    om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2, (void *)r_cuMemcpy2D_v2);
+    om_remote_set(OM_IDX_cuMemcpy2D_v2_ptds, (void *)r_cuMemcpy2D_v2);
+    om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2_ptds, (void *)r_cuMemcpy2D_v2);
+    om_remote_set(OM_IDX_cuMemcpy2DAsync_v2_ptsz, (void *)r_cuMemcpy2DAsync_v2);
+    om_remote_set(OM_IDX_cuMemsetD2D8_v2_ptds, (void *)r_cuMemsetD2D8_v2);
+    om_remote_set(OM_IDX_cuMemsetD2D16_v2_ptds, (void *)r_cuMemsetD2D16_v2);
+    om_remote_set(OM_IDX_cuMemsetD2D32_v2_ptds, (void *)r_cuMemsetD2D32_v2);
+    om_remote_set(OM_IDX_cuMemsetD2D8Async_ptsz, (void *)r_cuMemsetD2D8Async);
+    om_remote_set(OM_IDX_cuMemsetD2D16Async_ptsz, (void *)r_cuMemsetD2D16Async);
+    om_remote_set(OM_IDX_cuMemsetD2D32Async_ptsz, (void *)r_cuMemsetD2D32Async);
+    om_remote_set(OM_IDX_cuMemcpyPeer_ptds, (void *)r_cuMemcpyPeer);
+    om_remote_set(OM_IDX_cuMemcpyPeerAsync_ptsz, (void *)r_cuMemcpyPeerAsync);
+}
