@@ -908,7 +908,7 @@ static CUresult x_cuLaunchKernel(struct call *c)
     total = om_kernel_total(c->s, k);
     if (total < 0)
         return CUDA_ERROR_INVALID_HANDLE;
-    if ((int64_t)args_len != total || smem > UINT32_MAX)
+    if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     st = client_stream(c->s, sh, &rc);
     if (!st)
@@ -986,7 +986,8 @@ static CUresult x_cuLaunchKernelEx(struct call *c)
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    if (om_kernel_total(c->s, k) != (int64_t)args_len || smem > UINT32_MAX)
+    if (om_kernel_total(c->s, k) != (int64_t)args_len ||
+        args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     st = client_stream(c->s, sh, &rc);
     if (!st)
