@@ -19,7 +19,8 @@ SRC = os.path.join(os.path.dirname(HERE), "src", "client")
 SERVER_HELPERS = {"om_rcall", "om_rpost", "query_u64", "handle_call", "htod", "dtoh",
                   "memcpy_dd", "memset_d", "create_handle", "two_u64", "load_image",
                   "get_kernel", "attr_call", "uuid_of", "post_launch", "stream_query",
-                  "memset_2d", "memcpy_2d", "memcpy_any", "om_remote_entry", "om_stage"}
+                  "memset_2d", "memcpy_2d", "memcpy_any", "om_remote_entry", "om_stage",
+                  "om_rcall_locked"}
 
 
 def functions(text):
@@ -36,7 +37,7 @@ def functions(text):
 
 def derive():
     bodies, installed = {}, {}
-    for name in ("remote_api.c", "remote_ctx.c", "remote_mem2d.c"):
+    for name in ("remote_api.c", "remote_ctx.c", "remote_mem2d.c", "remote_hostmem.c"):
         text = open(os.path.join(SRC, name)).read()
         bodies.update(functions(text))
         for m in re.finditer(r"OM_X_SET\((\w+)\)", text):

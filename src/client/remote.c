@@ -56,6 +56,7 @@ void om_remote_install(void)
     om_remote_api_install();
     om_remote_ctx_install();
     om_remote_mem2d_install();
+    om_remote_hostmem_install();
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);
 }

@@ -12,6 +12,16 @@
 
 /* A call that waits for the server's answer (copied into reply, cap bytes). */
 CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap, uint32_t *ret_len);
+/* om_rcall with the ring already held (om_ring_lock), for exchanges that
+ * continue on the socket (pinned memory's memfd). */
+void om_ring_lock(void);
+void om_ring_unlock(void);
+CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size_t cap,
+                         uint32_t *ret_len);
+/* remote_hostmem.c: the server's address of pinned bytes [p, p + n), if shared. */
+bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
+void om_remote_hostmem_install(void);
+
 /* A call that does not wait (launches, records): errors come at the next sync. */
 CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Replaces the session's staging buffer with these bytes (module images, copies). */

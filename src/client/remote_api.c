@@ -28,6 +28,33 @@ static CUresult session_error(int rc)
     return CUDA_ERROR_UNKNOWN;
 }
 
+void om_ring_lock(void)
+{
+    pthread_mutex_lock(&ring_lock);
+}
+
+void om_ring_unlock(void)
+{
+    pthread_mutex_unlock(&ring_lock);
+}
+
+CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size_t cap,
+                         uint32_t *ret_len)
+{
+    uint32_t got = 0;
+    int rc;
+
+    if (req->overflow)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
+                        (uint32_t)req->len, reply, cap, &got);
+    if (rc < 0)
+        return session_error(rc);
+    if (ret_len)
+        *ret_len = got;
+    return (CUresult)rc;
+}
+
 CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap, uint32_t *ret_len)
 {
     uint32_t got = 0;
@@ -376,33 +403,67 @@ static CUresult r_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
-/* Host to device: the bytes go through the staging buffer; the server copies
- * on the client's stream and waits for that stream only. */
-static CUresult htod(int index, CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+static CUresult handle_call(int index, const void *h, uint64_t b);
+
+/* Waits for one of this client's streams (a synchronous copy from pinned memory). */
+static CUresult sync_stream(CUstream s)
+{
+    return handle_call(OM_IDX_cuStreamSynchronize, s, 0);
+}
+
+/* Host to device: pageable bytes go through the staging buffer and the server
+ * copies them on the client's stream and waits for that stream only; pinned
+ * pages shared with the server are copied from directly. */
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, bool async)
 {
     REQ(req, 32);
+    uint64_t server_src;
     CUresult rc;
 
     if (n && !src)
         return CUDA_ERROR_INVALID_VALUE;
     if (n == 0)
         return CUDA_SUCCESS;
+    if (om_pinned_lookup(src, n, &server_src)) {
+        /* Shared pinned pages: DMA from them, asynchronously, as the driver does. */
+        om_put_u64(&req, dst);
+        om_put_u64(&req, server_src);
+        om_put_u64(&req, (uint64_t)n);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        rc = om_rpost(OM_IDX_cuMemcpyHtoDAsync_v2, &req);
+        if (rc == CUDA_SUCCESS && !async)
+            rc = sync_stream(stream);
+        return rc;
+    }
     rc = om_stage(src, n);
     if (rc != CUDA_SUCCESS)
         return rc;
     om_put_u64(&req, dst);
     om_put_u64(&req, (uint64_t)n);
     om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-    return om_rcall(index, &req, NULL, 0, NULL);
+    return om_rcall(OM_IDX_cuMemcpyHtoD_v2, &req, NULL, 0, NULL);
 }
 
 /* Device to host: answered in pieces of at most OM_CHUNK_BYTES. */
-static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream stream)
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async)
 {
     uint8_t *out = dst;
+    uint64_t server_dst;
 
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
+    if (n && om_pinned_lookup(dst, n, &server_dst)) {
+        REQ(req, 32);
+        CUresult rc;
+        om_put_u64(&req, server_dst);
+        om_put_u64(&req, src);
+        om_put_u64(&req, (uint64_t)n);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        rc = om_rpost(OM_IDX_cuMemcpyDtoHAsync_v2, &req);
+        if (rc == CUDA_SUCCESS && !async)
+            rc = sync_stream(stream);
+        return rc;
+    }
     while (n > 0) {
         size_t piece = n > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : n;
         uint32_t got = 0;
@@ -411,7 +472,7 @@ static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream s
         om_put_u64(&req, src);
         om_put_u64(&req, (uint64_t)piece);
         om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-        rc = om_rcall(index, &req, out, piece, &got);
+        rc = om_rcall(OM_IDX_cuMemcpyDtoH_v2, &req, out, piece, &got);
         if (rc != CUDA_SUCCESS)
             return rc;
         if (got != piece)
@@ -425,23 +486,24 @@ static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream s
 
 static CUresult r_cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
-    return htod(OM_IDX_cuMemcpyHtoD_v2, dst, src, n, NULL);
+    return htod(dst, src, n, NULL, false);
 }
 
 static CUresult r_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-    /* Pageable memory: the driver also copies it before returning. */
-    return htod(OM_IDX_cuMemcpyHtoD_v2, dst, src, n, s);
+    /* Pageable memory is copied before this returns, as the driver does;
+     * pinned memory is copied asynchronously. */
+    return htod(dst, src, n, s, true);
 }
 
 static CUresult r_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
-    return dtoh(OM_IDX_cuMemcpyDtoH_v2, dst, src, n, NULL);
+    return dtoh(dst, src, n, NULL, false);
 }
 
 static CUresult r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    return dtoh(OM_IDX_cuMemcpyDtoH_v2, dst, src, n, s);
+    return dtoh(dst, src, n, s, true);
 }
 
 static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)
@@ -475,9 +537,9 @@ static CUresult memcpy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream 
     if (d_dev && s_dev)
         return memcpy_dd(dst, src, n, s, wait);
     if (d_dev)
-        return htod(OM_IDX_cuMemcpyHtoD_v2, dst, (const void *)(uintptr_t)src, n, s);
+        return htod(dst, (const void *)(uintptr_t)src, n, s, !wait);
     if (s_dev)
-        return dtoh(OM_IDX_cuMemcpyDtoH_v2, (void *)(uintptr_t)dst, src, n, s);
+        return dtoh((void *)(uintptr_t)dst, src, n, s, !wait);
     if (n)
         memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -549,8 +611,8 @@ static CUresult r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream
  * the next refinement.)
  */
 
-static CUresult htod(int index, CUdeviceptr dst, const void *src, size_t n, CUstream stream);
-static CUresult dtoh(int index, void *dst, CUdeviceptr src, size_t n, CUstream stream);
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, bool async);
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async);
 
 static CUresult r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
 {
@@ -599,8 +661,8 @@ CUresult om_managed_push(CUstream s)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&managed_lock);
     for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
-        rc = htod(OM_IDX_cuMemcpyHtoD_v2, managed[i].base, (const void *)(uintptr_t)managed[i].base,
-                  managed[i].size, s);
+        rc = htod(managed[i].base, (const void *)(uintptr_t)managed[i].base, managed[i].size, s,
+                  false);
     pthread_mutex_unlock(&managed_lock);
     return rc;
 }
@@ -612,8 +674,8 @@ static CUresult managed_pull(CUresult rc)
         return rc;
     pthread_mutex_lock(&managed_lock);
     for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
-        rc = dtoh(OM_IDX_cuMemcpyDtoH_v2, (void *)(uintptr_t)managed[i].base, managed[i].base,
-                  managed[i].size, NULL);
+        rc =
+            dtoh((void *)(uintptr_t)managed[i].base, managed[i].base, managed[i].size, NULL, false);
     pthread_mutex_unlock(&managed_lock);
     return rc;
 }
@@ -634,30 +696,6 @@ static bool managed_forget(CUdeviceptr ptr)
     }
     pthread_mutex_unlock(&managed_lock);
     return found;
-}
-
-/* Host allocations the program asks the driver for. Until pinned memory is
- * shared with the server (issue #3, next step) they are plain host memory:
- * copies from and to them work (through the staging path), zero-copy does not. */
-static CUresult r_cuMemAllocHost_v2(void **p, size_t bytes)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (posix_memalign(p, 4096, bytes ? bytes : 1) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    return CUDA_SUCCESS;
-}
-
-static CUresult r_cuMemHostAlloc(void **p, size_t bytes, unsigned flags)
-{
-    (void)flags;
-    return r_cuMemAllocHost_v2(p, bytes);
-}
-
-static CUresult r_cuMemFreeHost(void *p)
-{
-    free(p);
-    return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ streams, events */
@@ -887,9 +925,6 @@ void om_remote_api_install(void)
     OM_X_SET(cuMemsetD16Async);
     OM_X_SET(cuMemsetD32Async);
     OM_X_SET(cuMemAllocManaged);
-    OM_X_SET(cuMemAllocHost_v2);
-    OM_X_SET(cuMemHostAlloc);
-    OM_X_SET(cuMemFreeHost);
     OM_X_SET(cuStreamCreate);
     OM_X_SET(cuStreamCreateWithPriority);
     OM_X_SET(cuStreamDestroy_v2);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../common/config.h"
@@ -178,6 +179,14 @@ static bool session_over(struct om_client *c)
         return true;
     if (poll(&p, 1, 0) <= 0)
         return false;
+    /* A pinned-memory descriptor that follows an answer is not an ending:
+     * the caller of that call takes it. */
+    {
+        struct om_msg_hdr h;
+        ssize_t n = recv(c->sock, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+        if (n == (ssize_t)sizeof(h) && h.magic == OM_PROTO_MAGIC && h.type == OM_MSG_HOST_MEM)
+            return false;
+    }
     m = malloc(sizeof(*m));
     snprintf(c->why, sizeof(c->why), "the openmps server closed the session");
     if (m && om_msg_recv(c->sock, m, NULL, 0) == 0 && m->hdr.type == OM_MSG_TERMINATED &&

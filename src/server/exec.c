@@ -254,6 +254,91 @@ static CUresult x_cuMemAllocManaged(struct call *c)
     return CUDA_SUCCESS;
 }
 
+/* Pinned host memory: the region's memfd goes to the client after the answer. */
+static CUresult x_cuMemHostAlloc(struct call *c)
+{
+    uint64_t bytes = om_get_u64(&c->in);
+    struct om_hostmem *h;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (c->s->nhostmem == c->s->hostmem_cap) {
+        size_t cap = c->s->hostmem_cap ? c->s->hostmem_cap * 2 : 8;
+        struct om_hostmem **n = realloc(c->s->hostmem, cap * sizeof(*n));
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        c->s->hostmem = n;
+        c->s->hostmem_cap = cap;
+    }
+    rc = om_hostmem_alloc(bytes, &h);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    c->s->hostmem[c->s->nhostmem++] = h;
+    c->s->send_fd_after = h->fd;
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
+    om_put_u64(&c->out, h->len);
+    om_put_u64(&c->out, h->device);
+    return CUDA_SUCCESS;
+}
+
+static CUresult x_cuMemFreeHost(struct call *c)
+{
+    uint64_t addr = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (size_t i = 0; i < c->s->nhostmem; i++) {
+        struct om_hostmem *h = c->s->hostmem[i];
+        if ((uint64_t)(uintptr_t)h->addr != addr)
+            continue;
+        rc = om_exec_sync_client(c->s); /* its own copies may still use the pages */
+        c->s->hostmem[i] = c->s->hostmem[--c->s->nhostmem];
+        om_hostmem_release(h);
+        return take_async_error(c->s, rc);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Copies between device memory and pinned memory: straight from and into the
+ * shared pages, asynchronous like the driver's. */
+static CUresult x_cuMemcpyHtoDAsync_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_ranges_cover(&c->s->allocs, dst, n) || !om_hostmem_find(c->s, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
+        dst, (const void *)(uintptr_t)src, n, st);
+}
+
+static CUresult x_cuMemcpyDtoHAsync_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_ranges_cover(&c->s->allocs, src, n) || !om_hostmem_find(c->s, dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = client_stream(c->s, sh, &rc);
+    if (!st)
+        return rc;
+    return ((CUresult(*)(void *, CUdeviceptr, size_t, CUstream))REAL(cuMemcpyDtoHAsync_v2))(
+        (void *)(uintptr_t)dst, src, n, st);
+}
+
 static CUresult x_cuMemFree_v2(struct call *c)
 {
     uint64_t base = om_get_u64(&c->in);
@@ -986,8 +1071,8 @@ static CUresult x_cuLaunchKernelEx(struct call *c)
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    if (om_kernel_total(c->s, k) != (int64_t)args_len ||
-        args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
+    if (om_kernel_total(c->s, k) != (int64_t)args_len || args_len > sizeof(c->s->launch_args) ||
+        smem > UINT32_MAX)
         return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     st = client_stream(c->s, sh, &rc);
     if (!st)
@@ -1059,6 +1144,10 @@ static handler handler_of(int index)
         OM_H(cuDeviceGetUuid_v2)
         OM_H(cuMemAlloc_v2)
         OM_H(cuMemAllocManaged)
+        OM_H(cuMemHostAlloc)
+        OM_H(cuMemFreeHost)
+        OM_H(cuMemcpyHtoDAsync_v2)
+        OM_H(cuMemcpyDtoHAsync_v2)
         OM_H(cuMemFree_v2)
         OM_H(cuMemGetInfo_v2)
         OM_H(cuMemcpyHtoD_v2)

@@ -48,6 +48,15 @@ struct om_sync_event {
     CUevent event;
 };
 
+/* A region of pinned host memory shared with a client (hostmem.c). */
+struct om_hostmem {
+    int fd;     /* the memfd, kept for the next client the region goes to */
+    void *addr; /* the server's mapping, registered with the driver */
+    size_t len;
+    CUdeviceptr device;
+    struct om_hostmem *next; /* in the pool */
+};
+
 /* Kernels a client obtained, with the size of their argument buffer. */
 struct om_kernel {
     uint64_t handle;
@@ -77,7 +86,10 @@ struct session {
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream; /* its NULL, legacy and per-thread default stream */
     struct om_handles streams, events, libraries;
-    struct om_handles blocking; /* streams the client created blocking (legacy semantics) */
+    struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
+    struct om_hostmem **hostmem; /* pinned regions the client holds */
+    int send_fd_after;           /* a memfd to send once the call's completion is out */
+    size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;
     struct om_ranges allocs;
@@ -125,6 +137,11 @@ CUresult om_exec_sync_client(struct session *s);
 /* devmem.c: device memory that can be freed without waiting for other clients. */
 CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
+
+/* hostmem.c */
+CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
+void om_hostmem_release(struct om_hostmem *h); /* to the pool; registration stays */
+struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
 
 /* resources.c */
 int om_handles_add(struct om_handles *h, uint64_t v);

@@ -61,6 +61,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
 {
     struct om_rec reply = {.op = rec->op, .seq = rec->seq};
     const void *reply_payload = payload;
+    int rc_fd = -1;
 
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
@@ -77,6 +78,8 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
                 return 0;
             reply.len = (uint32_t)out_len;
             reply_payload = out;
+            rc_fd = s->send_fd_after;
+            s->send_fd_after = -1;
             break;
         }
         om_err("client %d sent unknown operation %u; closing its session", (int)s->pid, rec->op);
@@ -84,8 +87,14 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     }
     for (;;) {
         int rc = om_ring_send(&s->tx, &reply, reply_payload);
-        if (rc == 0)
+        if (rc == 0) {
+            /* A descriptor that belongs to this answer follows it on the socket. */
+            if (rc_fd >= 0) {
+                uint64_t len = 0;
+                om_msg_send(s->sock, OM_MSG_HOST_MEM, 0, &len, sizeof(len), rc_fd);
+            }
             return 0;
+        }
         if (rc != -EAGAIN) {
             om_err("client %d corrupted its completion ring (%s); closing its session", (int)s->pid,
                    strerror(-rc));
@@ -126,9 +135,15 @@ static void release_gpu_resources(struct session *s)
     for (size_t i = 0; i < s->allocs.n; i++)
         if (s->allocs.v[i].owned)
             om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
-    if (s->allocs.n || s->streams.n || s->events.n)
-        om_info("client %d: freed %zu allocation(s), %zu stream(s), %zu event(s)", (int)s->pid,
-                s->allocs.n, s->streams.n, s->events.n);
+    for (size_t i = 0; i < s->nhostmem; i++)
+        om_hostmem_release(s->hostmem[i]);
+    free(s->hostmem);
+    s->hostmem = NULL;
+    if (s->allocs.n || s->streams.n || s->events.n || s->nhostmem)
+        om_info("client %d: freed %zu allocation(s), %zu stream(s), %zu event(s), %zu pinned "
+                "region(s)",
+                (int)s->pid, s->allocs.n, s->streams.n, s->events.n, s->nhostmem);
+    s->nhostmem = s->hostmem_cap = 0;
     om_handles_free(&s->events);
     om_handles_free(&s->streams);
     om_handles_free(&s->libraries); /* the images stay loaded for the next client */
@@ -250,6 +265,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->uid = (uid_t)a->uid;
     s->sock = fd;
     s->ring_fd = -1;
+    s->send_fd_after = -1;
     s->limits = a->limits;
     fcntl(fd, F_SETFL, O_NONBLOCK);
     /* The daemon vouches for the client, but the socket is the client's

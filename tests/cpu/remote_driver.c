@@ -51,6 +51,11 @@ CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, uns
                                    unsigned, unsigned, CUstream, void **);
 CUresult cuStreamGetFlags(CUstream, unsigned *);
 CUresult cuStreamGetPriority(CUstream, int *);
+CUresult cuMemAllocHost_v2(void **, size_t);
+CUresult cuMemFreeHost(void *);
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *, void *, unsigned);
+CUresult cuMemHostRegister_v2(void *, size_t, unsigned);
+CUresult cuMemHostUnregister(void *);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemcpyDtoD_v2(CUdeviceptr, CUdeviceptr, size_t);
@@ -195,6 +200,31 @@ static void roundtrip(void)
     EXPECT(sflags == 0); /* created blocking: that is what the client sees */
     OK(cuStreamGetPriority(s, &sprio));
     EXPECT(sprio == -1);
+    /* pinned memory shared with the server: asynchronous copies straight from and into it */
+    unsigned char *pin_in, *pin_out;
+    CUdeviceptr pin_dev = 0;
+    OK(cuMemAllocHost_v2((void **)&pin_in, 1 << 20));
+    OK(cuMemAllocHost_v2((void **)&pin_out, 1 << 20));
+    for (int i = 0; i < 1 << 20; i++)
+        pin_in[i] = (unsigned char)(i * 13);
+    memset(pin_out, 0, 1 << 20);
+    OK(cuMemcpyHtoDAsync_v2(b, pin_in, 1 << 20, s));
+    OK(cuMemcpyDtoHAsync_v2(pin_out, b, 1 << 20, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(memcmp(pin_in, pin_out, 1 << 20) == 0);
+    OK(cuMemHostGetDevicePointer_v2(&pin_dev, pin_in + 16, 0));
+    EXPECT(pin_dev == (CUdeviceptr)(uintptr_t)(pin_in + 16)); /* one pointer on both sides */
+    OK(cuMemcpyHtoD_v2(b, pin_in + 5, 1000));                 /* synchronous, from pinned */
+    OK(cuMemcpyDtoH_v2(back, b, 1000));
+    EXPECT(memcmp(back, pin_in + 5, 1000) == 0);
+    OK(cuMemFreeHost(pin_in));
+    OK(cuMemFreeHost(pin_out));
+    EXPECT(cuMemFreeHost(pin_in) == 1);
+    /* memory the program registers itself stays pageable to openmps */
+    OK(cuMemHostRegister_v2(small, sizeof(small), 0));
+    EXPECT(cuMemHostGetDevicePointer_v2(&pin_dev, small, 0) == 801);
+    OK(cuMemcpyHtoD_v2(b, small, sizeof(small)));
+    OK(cuMemHostUnregister(small));
     /* pitched memory, 2D sets and copies, pointer queries */
     CUdeviceptr img, img2, base = 0;
     size_t pitch = 0, range = 0;

@@ -309,7 +309,7 @@
     X(299, cuMemAllocFromPoolAsync, UNSUPPORTED) \
     X(300, cuMemAllocFromPoolAsync_ptsz, UNSUPPORTED) \
     X(301, cuMemAllocHost, UNSUPPORTED) \
-    X(302, cuMemAllocHost_v2, LOCAL) \
+    X(302, cuMemAllocHost_v2, REMOTE) \
     X(303, cuMemAllocManaged, REMOTE) \
     X(304, cuMemAllocPitch, UNSUPPORTED) \
     X(305, cuMemAllocPitch_v2, REMOTE) \
@@ -325,7 +325,7 @@
     X(315, cuMemFree, UNSUPPORTED) \
     X(316, cuMemFreeAsync, UNSUPPORTED) \
     X(317, cuMemFreeAsync_ptsz, UNSUPPORTED) \
-    X(318, cuMemFreeHost, LOCAL) \
+    X(318, cuMemFreeHost, REMOTE) \
     X(319, cuMemFree_v2, REMOTE) \
     X(320, cuMemGetAccess, UNSUPPORTED) \
     X(321, cuMemGetAddressRange, UNSUPPORTED) \
@@ -337,13 +337,13 @@
     X(327, cuMemGetInfo, UNSUPPORTED) \
     X(328, cuMemGetInfo_v2, REMOTE) \
     X(329, cuMemGetMemPool, UNSUPPORTED) \
-    X(330, cuMemHostAlloc, LOCAL) \
+    X(330, cuMemHostAlloc, REMOTE) \
     X(331, cuMemHostGetDevicePointer, UNSUPPORTED) \
-    X(332, cuMemHostGetDevicePointer_v2, UNSUPPORTED) \
-    X(333, cuMemHostGetFlags, UNSUPPORTED) \
+    X(332, cuMemHostGetDevicePointer_v2, LOCAL) \
+    X(333, cuMemHostGetFlags, LOCAL) \
     X(334, cuMemHostRegister, UNSUPPORTED) \
-    X(335, cuMemHostRegister_v2, UNSUPPORTED) \
-    X(336, cuMemHostUnregister, UNSUPPORTED) \
+    X(335, cuMemHostRegister_v2, LOCAL) \
+    X(336, cuMemHostUnregister, LOCAL) \
     X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
     X(338, cuMemMap, UNSUPPORTED) \
     X(339, cuMemMapArrayAsync, UNSUPPORTED) \

@@ -577,3 +577,16 @@ EXPORT int cuStreamGetPriority(void *s, int *prio)
     *prio = -1;
     return CUDA_SUCCESS;
 }
+
+EXPORT int cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
+{
+    (void)p, (void)n, (void)flags;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuMemHostGetDevicePointer_v2(dptr_t *d, void *p, unsigned flags)
+{
+    (void)flags;
+    *d = (dptr_t)(uintptr_t)p; /* unified addressing: the same pointer */
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode: pinned host memory shared with the server, and copies straight from and into it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../common/msg.h"
+#include "openmps/ops.h"
+#include "remote.h"
+#include "shim.h"
+
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+/*
+ * cuMemHostAlloc asks the server for pages: it makes a memfd, maps and
+ * registers it, and sends the memfd after its answer; this process maps it at
+ * the server's address when that is free here (so the pointer means the same
+ * memory on both sides, as unified addressing promises), elsewhere otherwise.
+ * Copies between device memory and these pages are asynchronous DMA by the
+ * server, no staging. Memory the program registers itself (cuMemHostRegister)
+ * cannot be shared: it stays pageable to openmps (copies work, staged; a
+ * device pointer to it is refused).
+ */
+struct pinned {
+    uint8_t *addr;   /* here */
+    uint64_t server; /* the server's address of the same pages */
+    size_t len;
+    CUdeviceptr device;
+    unsigned flags;
+    bool registered; /* a cuMemHostRegister region: not shared */
+};
+static struct pinned *pinned;
+static size_t npinned, pinned_cap;
+static pthread_rwlock_t pinned_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static int add_region(struct pinned r)
+{
+    int rc = 0;
+
+    pthread_rwlock_wrlock(&pinned_lock);
+    if (npinned == pinned_cap) {
+        size_t cap = pinned_cap ? pinned_cap * 2 : 16;
+        struct pinned *n = realloc(pinned, cap * sizeof(*n));
+        if (n) {
+            pinned = n;
+            pinned_cap = cap;
+        }
+    }
+    if (npinned < pinned_cap)
+        pinned[npinned++] = r;
+    else
+        rc = -ENOMEM;
+    pthread_rwlock_unlock(&pinned_lock);
+    return rc;
+}
+
+/* The shared region holding [p, p + n): its server address for p. */
+bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server)
+{
+    bool found = false;
+
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned && !found; i++) {
+        const struct pinned *r = &pinned[i];
+        if (!r->registered && (const uint8_t *)p >= r->addr && n <= r->len &&
+            (size_t)((const uint8_t *)p - r->addr) <= r->len - n) {
+            *ret_server = r->server + (uint64_t)((const uint8_t *)p - r->addr);
+            found = true;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return found;
+}
+
+static CUresult r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
+{
+    uint64_t reply[3];
+    uint32_t got = 0;
+    REQ(req, 16);
+    struct om_msg *m;
+    CUresult rc;
+    int fd = -1;
+    void *at;
+
+    if (!pp || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    m = malloc(sizeof(*m));
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, bytes);
+    om_put_u64(&req, flags);
+    /* The answer and the memfd after it are one exchange: no other call between. */
+    om_ring_lock();
+    rc = om_rcall_locked(OM_IDX_cuMemHostAlloc, &req, reply, sizeof(reply), &got);
+    if (rc == CUDA_SUCCESS &&
+        (got != sizeof(reply) || om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 ||
+         m->hdr.type != OM_MSG_HOST_MEM || fd < 0))
+        rc = CUDA_ERROR_UNKNOWN;
+    om_ring_unlock();
+    free(m);
+    if (rc != CUDA_SUCCESS) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    at = mmap((void *)(uintptr_t)reply[0], (size_t)reply[1], PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    if (at == MAP_FAILED) {
+        om_shim_log("pinned memory: 0x%llx is taken here; the pointer differs from the server's",
+                    (unsigned long long)reply[0]);
+        at = mmap(NULL, (size_t)reply[1], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    if (at == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (add_region((struct pinned){at, reply[0], (size_t)reply[1], reply[2], flags, false}) < 0) {
+        munmap(at, (size_t)reply[1]);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = at;
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuMemAllocHost_v2(void **pp, size_t bytes)
+{
+    return r_cuMemHostAlloc(pp, bytes, 0);
+}
+
+static CUresult r_cuMemFreeHost(void *p)
+{
+    struct pinned r = {0};
+    bool found = false;
+    REQ(req, 8);
+
+    pthread_rwlock_wrlock(&pinned_lock);
+    for (size_t i = 0; i < npinned; i++) {
+        if (pinned[i].addr == p && !pinned[i].registered) {
+            r = pinned[i];
+            pinned[i] = pinned[--npinned];
+            found = true;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    if (!found)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap(r.addr, r.len);
+    om_put_u64(&req, r.server);
+    return om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags)
+{
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!dptr || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned; i++) {
+        const struct pinned *r = &pinned[i];
+        if ((uint8_t *)p >= r->addr && (uint8_t *)p < r->addr + r->len) {
+            if (r->registered) {
+                om_shim_log("a device pointer to memory registered with cuMemHostRegister is not "
+                            "supported in remote mode (allocate it with cuMemHostAlloc)");
+                rc = CUDA_ERROR_NOT_SUPPORTED;
+            } else {
+                *dptr = r->device + (CUdeviceptr)((uint8_t *)p - r->addr);
+                rc = CUDA_SUCCESS;
+            }
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return rc;
+}
+
+static CUresult r_cuMemHostGetFlags(unsigned *flags, void *p)
+{
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned; i++) {
+        if ((uint8_t *)p >= pinned[i].addr && (uint8_t *)p < pinned[i].addr + pinned[i].len) {
+            *flags = pinned[i].flags;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return rc;
+}
+
+static CUresult r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
+{
+    if (!p || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (add_region((struct pinned){p, 0, bytes, 0, flags, true}) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuMemHostUnregister(void *p)
+{
+    CUresult rc = CUDA_ERROR_INVALID_VALUE; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED (713) */
+
+    pthread_rwlock_wrlock(&pinned_lock);
+    for (size_t i = 0; i < npinned; i++) {
+        if (pinned[i].addr == p && pinned[i].registered) {
+            pinned[i] = pinned[--npinned];
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return rc == CUDA_SUCCESS ? rc : 713;
+}
+
+#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
+void om_remote_hostmem_install(void)
+{
+    OM_X_SET(cuMemHostAlloc);
+    OM_X_SET(cuMemAllocHost_v2);
+    OM_X_SET(cuMemFreeHost);
+    OM_X_SET(cuMemHostGetDevicePointer_v2);
+    OM_X_SET(cuMemHostGetFlags);
+    OM_X_SET(cuMemHostRegister_v2);
+    OM_X_SET(cuMemHostUnregister);
+}

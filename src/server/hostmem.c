@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* Pinned host memory shared with clients: memfd pages mapped here, registered with the driver. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "internal.h"
+
+/*
+ * The server makes the pages (a sealed memfd), maps them, registers them with
+ * the driver (so copies are DMA and kernels may read them), and hands the memfd
+ * to the client, who maps it at the same address when it can (then one
+ * pointer works on both sides, as with unified addressing). Registration is
+ * never undone while the server runs: cuMemHostUnregister waits for every
+ * running kernel (DRIVER_FACTS.md). Freed regions go to a pool, zeroed, for
+ * the next allocation of a size they fit.
+ */
+
+#define R(sym) om_server_real[OM_IDX_##sym]
+
+static struct om_hostmem *pool;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct om_hostmem *pool_take(size_t len)
+{
+    struct om_hostmem **best = NULL;
+
+    pthread_mutex_lock(&pool_lock);
+    for (struct om_hostmem **pp = &pool; *pp; pp = &(*pp)->next)
+        if ((*pp)->len >= len && (*pp)->len <= 2 * len && (!best || (*pp)->len < (*best)->len))
+            best = pp;
+    struct om_hostmem *h = best ? *best : NULL;
+    if (h)
+        *best = h->next;
+    pthread_mutex_unlock(&pool_lock);
+    if (h) {
+        memset(h->addr, 0, h->len); /* nothing of the previous client's */
+        h->next = NULL;
+    }
+    return h;
+}
+
+CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+    struct om_hostmem *h;
+    CUresult rc;
+
+    if (bytes == 0 || bytes > (1ull << 40))
+        return CUDA_ERROR_INVALID_VALUE;
+    len = (bytes + page - 1) / page * page;
+    h = pool_take(len);
+    if (h) {
+        *ret = h;
+        return CUDA_SUCCESS;
+    }
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->len = len;
+    h->fd = memfd_create("openmps-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (h->fd < 0 || ftruncate(h->fd, (off_t)len) < 0 ||
+        fcntl(h->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+        goto fail;
+    /* From a range of its own, which a client's process is unlikely to use, so
+     * the client can map the pages at the same address. */
+    static uint64_t next = 0x600000000000ull;
+    for (int tries = 0; tries < 64; tries++) {
+        uint64_t at = __atomic_fetch_add(&next, len + (1u << 21), __ATOMIC_RELAXED);
+        h->addr = mmap((void *)(uintptr_t)at, len, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_FIXED_NOREPLACE, h->fd, 0);
+        if (h->addr != MAP_FAILED)
+            break;
+    }
+    if (h->addr == MAP_FAILED)
+        h->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
+    if (h->addr == MAP_FAILED) {
+        h->addr = NULL;
+        goto fail;
+    }
+    /* CU_MEMHOSTREGISTER_PORTABLE | DEVICEMAP */
+    rc = ((CUresult(*)(void *, size_t, unsigned))R(cuMemHostRegister_v2))(h->addr, len, 0x3);
+    if (rc != CUDA_SUCCESS) {
+        munmap(h->addr, len);
+        close(h->fd);
+        free(h);
+        return rc;
+    }
+    if (((CUresult(*)(CUdeviceptr *, void *, unsigned))R(cuMemHostGetDevicePointer_v2))(
+            &h->device, h->addr, 0) != CUDA_SUCCESS)
+        h->device = (CUdeviceptr)(uintptr_t)h->addr;
+    *ret = h;
+    return CUDA_SUCCESS;
+fail:
+    om_err("pinned memory of %zu bytes: %s", len, strerror(errno));
+    if (h->fd >= 0)
+        close(h->fd);
+    free(h);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void om_hostmem_release(struct om_hostmem *h)
+{
+    pthread_mutex_lock(&pool_lock);
+    h->next = pool;
+    pool = h;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+/* The session's region holding [addr, addr + n), by the server's address. */
+struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n)
+{
+    for (size_t i = 0; i < s->nhostmem; i++) {
+        struct om_hostmem *h = s->hostmem[i];
+        uint64_t base = (uint64_t)(uintptr_t)h->addr;
+        if (addr >= base && n <= h->len && addr - base <= h->len - n)
+            return h;
+    }
+    return NULL;
+}
