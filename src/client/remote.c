@@ -7,7 +7,12 @@
  * never reaches the real driver, which does not know the server's handles. */
 static int unsupported(int index)
 {
+    static unsigned char told[OM_ENTRY_COUNT];
+
     om_note_once(index, "not supported in remote mode yet (CUDA_ERROR_NOT_SUPPORTED)");
+    /* Once per entry point, server.log gets the name too (the shim itself is silent). */
+    if (!__atomic_exchange_n(&told[index], 1, __ATOMIC_RELAXED))
+        om_post_note_unsupported(index);
     return OM_CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -24,6 +24,8 @@ void om_remote_hostmem_install(void);
 
 /* A call that does not wait (launches, records): errors come at the next sync. */
 CUresult om_rpost(int index, const struct om_wbuf *req);
+/* Tells the server (for server.log) that this process met an unsupported entry point. */
+void om_post_note_unsupported(int index);
 /* Replaces the session's staging buffer with these bytes (module images, copies). */
 CUresult om_stage(const void *data, size_t len);
 

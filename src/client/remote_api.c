@@ -86,6 +86,15 @@ CUresult om_rpost(int index, const struct om_wbuf *req)
     return rc < 0 ? session_error(rc) : CUDA_SUCCESS;
 }
 
+void om_post_note_unsupported(int index)
+{
+    uint64_t v = (uint64_t)index;
+
+    pthread_mutex_lock(&ring_lock);
+    om_client_post(&om_shim.client, OM_OP_NOTE_UNSUPPORTED, &v, sizeof(v));
+    pthread_mutex_unlock(&ring_lock);
+}
+
 /* Sends `len` bytes into the session's staging buffer, in pieces. */
 CUresult om_stage(const void *data, size_t len)
 {

@@ -68,6 +68,16 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     case OM_OP_GOODBYE: return -ECONNRESET;
     case OM_OP_STAGE_RESET:
     case OM_OP_STAGE_APPEND: return stage(s, rec, payload) == -EPROTO ? -EPROTO : 0;
+    case OM_OP_NOTE_UNSUPPORTED: {
+        uint64_t index = 0;
+        if (rec->len == sizeof(index))
+            memcpy(&index, payload, sizeof(index));
+        if (rec->len == sizeof(index) && index < OM_ENTRY_COUNT)
+            om_info("client %d called %s, which openmps does not support yet "
+                    "(CUDA_ERROR_NOT_SUPPORTED)",
+                    (int)s->pid, om_server_entry_name((int)index));
+        return 0;
+    }
     default:
         if (rec->op >= OM_OP_ENTRY_BASE && rec->op < OM_OP_ENTRY_BASE + OM_ENTRY_COUNT) {
             size_t out_len = 0;
