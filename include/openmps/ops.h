@@ -19,8 +19,8 @@
 /* Plumbing operations (below OM_OP_ENTRY_BASE). */
 #define OM_OP_STAGE_RESET 10  /* drop the session's staging buffer */
 #define OM_OP_STAGE_APPEND 11 /* append the payload to it (posted) */
-#define OM_OP_NOTE_UNSUPPORTED                                                                     \
-    12 /* u64 entry index: the client met an unsupported entry (posted) */
+/* u64 entry index: the client met an entry point openmps does not support (for server.log) */
+#define OM_OP_NOTE_UNSUPPORTED 12
 
 /* Largest payload of one record the client sends; bigger data is staged in pieces. */
 #define OM_CHUNK_BYTES (256u * 1024u)

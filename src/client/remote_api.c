@@ -91,7 +91,7 @@ void om_post_note_unsupported(int index)
     uint64_t v = (uint64_t)index;
 
     pthread_mutex_lock(&ring_lock);
-    om_client_post(&om_shim.client, OM_OP_NOTE_UNSUPPORTED, &v, sizeof(v));
+    om_client_call(&om_shim.client, OM_OP_NOTE_UNSUPPORTED, &v, sizeof(v), NULL, 0, NULL);
     pthread_mutex_unlock(&ring_lock);
 }
 

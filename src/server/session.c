@@ -76,7 +76,10 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
             om_info("client %d called %s, which openmps does not support yet "
                     "(CUDA_ERROR_NOT_SUPPORTED)",
                     (int)s->pid, om_server_entry_name((int)index));
-        return 0;
+        if (rec->flags & OM_REC_POSTED)
+            return 0;
+        reply.len = 0; /* answered, so the line is written before the client goes on */
+        break;
     }
     default:
         if (rec->op >= OM_OP_ENTRY_BASE && rec->op < OM_OP_ENTRY_BASE + OM_ENTRY_COUNT) {
