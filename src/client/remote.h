@@ -22,6 +22,8 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
 void om_remote_hostmem_install(void);
 
+/* A call with two u64 arguments and one u64 answer (out may be NULL). */
+CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out);
 /* A call that does not wait (launches, records): errors come at the next sync. */
 CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Tells the server (for server.log) that this process met an unsupported entry point. */

@@ -245,8 +245,8 @@ static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* Device queries with u64 arguments and one u64 answer share one path. */
-static CUresult query_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
+/* Calls with two u64 arguments and one u64 answer share one path. */
+CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
 {
     uint64_t v = 0;
     uint32_t got = 0;
@@ -258,7 +258,8 @@ static CUresult query_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
     rc = om_rcall(index, &req, &v, sizeof(v), &got);
     if (rc == CUDA_SUCCESS && got != sizeof(v))
         return CUDA_ERROR_UNKNOWN;
-    *out = v;
+    if (out)
+        *out = v;
     return rc;
 }
 
@@ -269,7 +270,7 @@ static CUresult r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = query_u64(OM_IDX_cuDeviceTotalMem_v2, (uint64_t)dev, 0, &v);
+    rc = om_rcall_u64(OM_IDX_cuDeviceTotalMem_v2, (uint64_t)dev, 0, &v);
     if (rc == CUDA_SUCCESS)
         *bytes = (size_t)v;
     return rc;
@@ -299,7 +300,7 @@ static CUresult r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
         *value = attr_cache[dev][attrib];
         return CUDA_SUCCESS;
     }
-    rc = query_u64(OM_IDX_cuDeviceGetAttribute, (uint64_t)(uint32_t)attrib, (uint64_t)dev, &v);
+    rc = om_rcall_u64(OM_IDX_cuDeviceGetAttribute, (uint64_t)(uint32_t)attrib, (uint64_t)dev, &v);
     if (rc != CUDA_SUCCESS)
         return rc;
     *value = (int)(int64_t)v;
@@ -371,7 +372,7 @@ static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = query_u64(OM_IDX_cuMemAlloc_v2, (uint64_t)bytes, 0, &v);
+    rc = om_rcall_u64(OM_IDX_cuMemAlloc_v2, (uint64_t)bytes, 0, &v);
     if (rc == CUDA_SUCCESS) {
         *dptr = v;
         om_devrange_add(v, bytes);
@@ -716,7 +717,7 @@ static CUresult create_handle(int index, uint64_t a, uint64_t b, void **out)
 
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = query_u64(index, a, b, &v);
+    rc = om_rcall_u64(index, a, b, &v);
     if (rc == CUDA_SUCCESS)
         *out = (void *)(uintptr_t)v;
     return rc;
@@ -878,8 +879,8 @@ static CUresult r_cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
 
     if (!ms)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = query_u64(OM_IDX_cuEventElapsedTime_v2, (uint64_t)(uintptr_t)start,
-                   (uint64_t)(uintptr_t)end, &v);
+    rc = om_rcall_u64(OM_IDX_cuEventElapsedTime_v2, (uint64_t)(uintptr_t)start,
+                      (uint64_t)(uintptr_t)end, &v);
     if (rc == CUDA_SUCCESS) {
         uint32_t bits = (uint32_t)v;
         memcpy(ms, &bits, sizeof(*ms));

@@ -226,23 +226,6 @@ static CUresult r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
     return CUDA_SUCCESS;
 }
 
-static CUresult two_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
-{
-    uint64_t v = 0;
-    uint32_t got = 0;
-    REQ(req, 16);
-    CUresult rc;
-
-    om_put_u64(&req, a);
-    om_put_u64(&req, b);
-    rc = om_rcall(index, &req, &v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(v))
-        return CUDA_ERROR_UNKNOWN;
-    if (out)
-        *out = v;
-    return rc;
-}
-
 static CUresult r_cuCtxGetLimit(size_t *value, int limit)
 {
     uint64_t v;
@@ -250,7 +233,7 @@ static CUresult r_cuCtxGetLimit(size_t *value, int limit)
 
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = two_u64(OM_IDX_cuCtxGetLimit, (uint64_t)(uint32_t)limit, 0, &v);
+    rc = om_rcall_u64(OM_IDX_cuCtxGetLimit, (uint64_t)(uint32_t)limit, 0, &v);
     if (rc == CUDA_SUCCESS)
         *value = (size_t)v;
     return rc;
@@ -258,13 +241,13 @@ static CUresult r_cuCtxGetLimit(size_t *value, int limit)
 
 static CUresult r_cuCtxSetLimit(int limit, size_t value)
 {
-    return two_u64(OM_IDX_cuCtxSetLimit, (uint64_t)(uint32_t)limit, value, NULL);
+    return om_rcall_u64(OM_IDX_cuCtxSetLimit, (uint64_t)(uint32_t)limit, value, NULL);
 }
 
 static CUresult r_cuCtxGetStreamPriorityRange(int *least, int *greatest)
 {
     uint64_t v;
-    CUresult rc = two_u64(OM_IDX_cuCtxGetStreamPriorityRange, 0, 0, &v);
+    CUresult rc = om_rcall_u64(OM_IDX_cuCtxGetStreamPriorityRange, 0, 0, &v);
 
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -393,7 +376,7 @@ static CUresult r_cuModuleLoadFatBinary(CUmodule *mod, const void *image)
 
 static CUresult r_cuLibraryUnload(CUlibrary lib)
 {
-    return two_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
+    return om_rcall_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
 }
 
 /* Parameter layouts of the kernels this process obtained, by handle. */

@@ -204,19 +204,26 @@ bool om_client_alive(struct om_client *c)
     return !session_over(c);
 }
 
-int om_client_post(struct om_client *c, uint16_t op, const void *payload, uint32_t len)
+/* Puts one record in the ring, waiting for room while the session lives. */
+static int send_record(struct om_client *c, const struct om_rec *rec, const void *payload)
 {
-    struct om_rec rec = {.len = len, .op = op, .flags = OM_REC_POSTED, .seq = ++c->next_seq};
     int rc;
 
     if (c->dead)
         return -ECONNRESET;
-    while ((rc = om_ring_send(&c->tx, &rec, payload)) == -EAGAIN) {
+    while ((rc = om_ring_send(&c->tx, rec, payload)) == -EAGAIN) {
         if (session_over(c))
             return -ECONNRESET;
-        om_ring_wait_space(&c->tx, len, OM_CLIENT_LIVENESS_MS, NULL);
+        om_ring_wait_space(&c->tx, rec->len, OM_CLIENT_LIVENESS_MS, NULL);
     }
     return rc;
+}
+
+int om_client_post(struct om_client *c, uint16_t op, const void *payload, uint32_t len)
+{
+    struct om_rec rec = {.len = len, .op = op, .flags = OM_REC_POSTED, .seq = ++c->next_seq};
+
+    return send_record(c, &rec, payload);
 }
 
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,
@@ -224,15 +231,8 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
 {
     struct om_rec rec = {.len = len, .op = op, .seq = ++c->next_seq};
     struct om_rec got;
-    int rc;
+    int rc = send_record(c, &rec, payload);
 
-    if (c->dead)
-        return -ECONNRESET;
-    while ((rc = om_ring_send(&c->tx, &rec, payload)) == -EAGAIN) {
-        if (session_over(c))
-            return -ECONNRESET;
-        om_ring_wait_space(&c->tx, len, OM_CLIENT_LIVENESS_MS, NULL);
-    }
     if (rc < 0)
         return rc;
     for (;;) {
