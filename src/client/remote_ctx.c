@@ -379,6 +379,11 @@ static CUresult r_cuLibraryUnload(CUlibrary lib)
     return om_rcall_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
 }
 
+static CUresult r_cuModuleUnload(CUmodule mod)
+{
+    return r_cuLibraryUnload(mod); /* modules are libraries in the server */
+}
+
 /* Parameter layouts of the kernels this process obtained, by handle. */
 struct layout {
     uint64_t kernel;
@@ -868,6 +873,7 @@ void om_remote_ctx_install(void)
     OM_X_SET(cuModuleLoadDataEx);
     OM_X_SET(cuModuleLoadFatBinary);
     OM_X_SET(cuLibraryUnload);
+    OM_X_SET(cuModuleUnload);
     OM_X_SET(cuLibraryGetKernel);
     OM_X_SET(cuModuleGetFunction);
     OM_X_SET(cuKernelGetFunction);

@@ -317,6 +317,51 @@ static CUresult r_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s)
     return memcpy_2d(c, s, false);
 }
 
+/* A 3D copy without arrays is Depth 2D copies, one per slice. */
+static CUresult memcpy_3d(const CUDA_MEMCPY3D *c, CUstream s, bool wait)
+{
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->srcMemoryType == MT_ARRAY || c->dstMemoryType == MT_ARRAY || c->srcLOD || c->dstLOD) {
+        om_shim_log("3D copies with CUDA arrays are not supported in remote mode yet");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    for (size_t z = 0; z < c->Depth; z++) {
+        size_t sslice = (c->srcZ + z) * c->srcHeight * c->srcPitch;
+        size_t dslice = (c->dstZ + z) * c->dstHeight * c->dstPitch;
+        CUDA_MEMCPY2D p = {
+            .srcXInBytes = c->srcXInBytes,
+            .srcY = c->srcY,
+            .srcMemoryType = c->srcMemoryType,
+            .srcHost = c->srcHost ? (const uint8_t *)c->srcHost + sslice : NULL,
+            .srcDevice = c->srcDevice ? c->srcDevice + sslice : 0,
+            .srcPitch = c->srcPitch,
+            .dstXInBytes = c->dstXInBytes,
+            .dstY = c->dstY,
+            .dstMemoryType = c->dstMemoryType,
+            .dstHost = c->dstHost ? (uint8_t *)c->dstHost + dslice : NULL,
+            .dstDevice = c->dstDevice ? c->dstDevice + dslice : 0,
+            .dstPitch = c->dstPitch,
+            .WidthInBytes = c->WidthInBytes,
+            .Height = c->Height,
+        };
+        CUresult rc = memcpy_2d(&p, s, wait);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult r_cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
+{
+    return memcpy_3d(c, NULL, true);
+}
+
+static CUresult r_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s)
+{
+    return memcpy_3d(c, s, false);
+}
+
 /* Peer copies between contexts of one device are device-to-device copies. */
 static CUresult r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                                size_t n)
@@ -352,6 +397,10 @@ void om_remote_mem2d_install(void)
     OM_X_SET(cuMemsetD2D32Async);
     OM_X_SET(cuMemcpy2D_v2);
     OM_X_SET(cuMemcpy2DAsync_v2);
+    OM_X_SET(cuMemcpy3D_v2);
+    OM_X_SET(cuMemcpy3DAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpy3D_v2_ptds, (void *)r_cuMemcpy3D_v2);
+    om_remote_set(OM_IDX_cuMemcpy3DAsync_v2_ptsz, (void *)r_cuMemcpy3DAsync_v2);
     OM_X_SET(cuMemcpyPeer);
     OM_X_SET(cuMemcpyPeerAsync);
     om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2, (void *)r_cuMemcpy2D_v2);

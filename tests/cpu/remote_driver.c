@@ -47,6 +47,23 @@ typedef struct {
     size_t WidthInBytes, Height;
 } CUDA_MEMCPY2D;
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
+typedef struct {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray, *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray, *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *);
+CUresult cuModuleUnload(CUmodule);
 CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    unsigned, unsigned, CUstream, void **);
 CUresult cuStreamGetFlags(CUstream, unsigned *);
@@ -275,6 +292,46 @@ static void roundtrip(void)
     EXPECT(back2d[32 * 100 + 8] == 0x11);
     c2.Height = 36; /* rows 2..37 of a 37-row image: one past the allocation */
     EXPECT(cuMemcpy2D_v2(&c2) == 1);
+    /* 3D: host box 60x5x4 into a device volume of pitch 512, height 8, and back */
+    CUdeviceptr vol;
+    static unsigned char box[60 * 5 * 6], box2[60 * 5 * 4]; /* box: room for the bad copy */
+    OK(cuMemAlloc_v2(&vol, 512 * 8 * 6));
+    for (int i = 0; i < 60 * 5 * 6; i++)
+        box[i] = (unsigned char)(i * 3 + 1);
+    CUDA_MEMCPY3D in3 = {.srcMemoryType = 1,
+                         .srcHost = box,
+                         .srcPitch = 60,
+                         .srcHeight = 5,
+                         .dstMemoryType = 2,
+                         .dstDevice = vol,
+                         .dstPitch = 512,
+                         .dstHeight = 8,
+                         .dstXInBytes = 4,
+                         .dstY = 1,
+                         .dstZ = 1,
+                         .WidthInBytes = 60,
+                         .Height = 5,
+                         .Depth = 4};
+    OK(cuMemcpy3D_v2(&in3));
+    CUDA_MEMCPY3D out3 = {.srcMemoryType = 2,
+                          .srcDevice = vol,
+                          .srcPitch = 512,
+                          .srcHeight = 8,
+                          .srcXInBytes = 4,
+                          .srcY = 1,
+                          .srcZ = 1,
+                          .dstMemoryType = 1,
+                          .dstHost = box2,
+                          .dstPitch = 60,
+                          .dstHeight = 5,
+                          .WidthInBytes = 60,
+                          .Height = 5,
+                          .Depth = 4};
+    OK(cuMemcpy3D_v2(&out3));
+    EXPECT(memcmp(box, box2, sizeof(box2)) == 0);
+    in3.Depth = 6; /* slices 1..6 of a 6-slice volume: one past */
+    EXPECT(cuMemcpy3D_v2(&in3) == 1);
+    OK(cuMemFree_v2(vol));
     OK(cuMemFree_v2(img));
     OK(cuMemFree_v2(img2));
     /* managed memory: one pointer for the host and the kernels */
@@ -310,6 +367,8 @@ static void roundtrip(void)
     EXPECT(cuMemFree_v2(a) == 1); /* freed already */
     EXPECT(cuMemcpyDtoH_v2(back, a, 16) == 1);
     OK(cuStreamDestroy_v2(s));
+    OK(cuModuleUnload(mod));
+    EXPECT(cuModuleGetFunction(&mix, mod, "mix") == 400); /* its handle is gone */
     OK(cuMemFree_v2(b));
     free(h);
     free(back);

@@ -384,8 +384,8 @@
     X(374, cuMemcpy2D_v2_ptds, REMOTE) \
     X(375, cuMemcpy3D, UNSUPPORTED) \
     X(376, cuMemcpy3DAsync, UNSUPPORTED) \
-    X(377, cuMemcpy3DAsync_v2, UNSUPPORTED) \
-    X(378, cuMemcpy3DAsync_v2_ptsz, UNSUPPORTED) \
+    X(377, cuMemcpy3DAsync_v2, REMOTE) \
+    X(378, cuMemcpy3DAsync_v2_ptsz, REMOTE) \
     X(379, cuMemcpy3DBatchAsync, UNSUPPORTED) \
     X(380, cuMemcpy3DBatchAsync_ptsz, UNSUPPORTED) \
     X(381, cuMemcpy3DBatchAsync_v2, UNSUPPORTED) \
@@ -394,8 +394,8 @@
     X(384, cuMemcpy3DPeerAsync, UNSUPPORTED) \
     X(385, cuMemcpy3DPeerAsync_ptsz, UNSUPPORTED) \
     X(386, cuMemcpy3DPeer_ptds, UNSUPPORTED) \
-    X(387, cuMemcpy3D_v2, UNSUPPORTED) \
-    X(388, cuMemcpy3D_v2_ptds, UNSUPPORTED) \
+    X(387, cuMemcpy3D_v2, REMOTE) \
+    X(388, cuMemcpy3D_v2_ptds, REMOTE) \
     X(389, cuMemcpyAsync, REMOTE) \
     X(390, cuMemcpyAsync_ptsz, REMOTE) \
     X(391, cuMemcpyAtoA, UNSUPPORTED) \
@@ -493,7 +493,7 @@
     X(483, cuModuleLoadData, REMOTE) \
     X(484, cuModuleLoadDataEx, REMOTE) \
     X(485, cuModuleLoadFatBinary, REMOTE) \
-    X(486, cuModuleUnload, UNSUPPORTED) \
+    X(486, cuModuleUnload, REMOTE) \
     X(487, cuMulticastAddDevice, UNSUPPORTED) \
     X(488, cuMulticastBindAddr, UNSUPPORTED) \
     X(489, cuMulticastBindMem, UNSUPPORTED) \
