@@ -19,7 +19,7 @@ SRC = os.path.join(os.path.dirname(HERE), "src", "client")
 SERVER_HELPERS = {"om_rcall", "om_rpost", "om_rcall_u64", "handle_call", "htod", "dtoh",
                   "memcpy_dd", "memset_d", "create_handle", "load_image",
                   "get_kernel", "attr_call", "uuid_of", "post_launch", "stream_query",
-                  "memset_2d", "memcpy_2d", "memcpy_3d", "memcpy_any", "om_remote_entry", "om_stage",
+                  "memset_2d", "memcpy_2d", "memcpy_3d", "memcpy_any", "om_remote_entry", "om_rcall_staged",
                   "om_rcall_locked"}
 
 

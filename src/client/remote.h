@@ -28,8 +28,10 @@ CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out);
 CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Tells the server (for server.log) that this process met an unsupported entry point. */
 void om_post_note_unsupported(int index);
-/* Replaces the session's staging buffer with these bytes (module images, copies). */
-CUresult om_stage(const void *data, size_t len);
+/* Stages bytes (module images, copies from pageable memory) and makes the call
+ * that uses them, with no other call of this process in between. */
+CUresult om_rcall_staged(int index, const void *data, size_t len, const struct om_wbuf *req,
+                         void *reply, size_t cap, uint32_t *ret_len);
 
 /* remote_api.c: a device attribute (cached); device ranges of this process. */
 CUresult om_device_attribute(int dev, int attrib, int *value);

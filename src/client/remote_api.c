@@ -95,22 +95,29 @@ void om_post_note_unsupported(int index)
     pthread_mutex_unlock(&ring_lock);
 }
 
-/* Sends `len` bytes into the session's staging buffer, in pieces. */
-CUresult om_stage(const void *data, size_t len)
+/*
+ * Stages `len` bytes (in pieces) and makes the call that uses them, as one
+ * exchange: the staging buffer is the session's, so no other thread's call
+ * may come between.
+ */
+CUresult om_rcall_staged(int index, const void *data, size_t len, const struct om_wbuf *req,
+                         void *reply, size_t cap, uint32_t *ret_len)
 {
     const uint8_t *p = data;
-    int rc;
+    CUresult rc;
+    int sent;
 
     pthread_mutex_lock(&ring_lock);
-    rc = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
-    while (rc == 0 && len > 0) {
+    sent = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
+    while (sent == 0 && len > 0) {
         uint32_t n = len > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : (uint32_t)len;
-        rc = om_client_post(&om_shim.client, OM_OP_STAGE_APPEND, p, n);
+        sent = om_client_post(&om_shim.client, OM_OP_STAGE_APPEND, p, n);
         p += n;
         len -= n;
     }
+    rc = sent < 0 ? session_error(sent) : om_rcall_locked(index, req, reply, cap, ret_len);
     pthread_mutex_unlock(&ring_lock);
-    return rc < 0 ? session_error(rc) : CUDA_SUCCESS;
+    return rc;
 }
 
 #define REQ(name, size)                                                                            \
@@ -445,13 +452,10 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
             rc = sync_stream(stream);
         return rc;
     }
-    rc = om_stage(src, n);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     om_put_u64(&req, dst);
     om_put_u64(&req, (uint64_t)n);
     om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-    return om_rcall(OM_IDX_cuMemcpyHtoD_v2, &req, NULL, 0, NULL);
+    return om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, src, n, &req, NULL, 0, NULL);
 }
 
 /* Device to host: answered in pieces of at most OM_CHUNK_BYTES. */

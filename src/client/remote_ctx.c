@@ -338,11 +338,8 @@ static CUresult load_image(int index, void **handle, const void *code)
     size = image_size(code, &start);
     if (size == 0 || size > (1u << 30))
         return CUDA_ERROR_INVALID_IMAGE;
-    rc = om_stage(start, size);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     om_put_u64(&req, (uint64_t)size);
-    rc = om_rcall(index, &req, &v, sizeof(v), &got);
+    rc = om_rcall_staged(index, start, size, &req, &v, sizeof(v), &got);
     if (rc == CUDA_SUCCESS && got != sizeof(v))
         return CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS)

@@ -262,13 +262,11 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
             return CUDA_ERROR_OUT_OF_MEMORY;
         for (size_t r = 0; r < h; r++)
             memcpy(packed + r * w, src + r * c->srcPitch, w);
-        rc = om_stage(packed, w * h);
-        free(packed);
-        if (rc != CUDA_SUCCESS)
-            return rc;
         om_put_u64(&req, h);
         om_put_u64(&req, 1);
-        return om_rcall(OM_IDX_cuMemcpy2D_v2, &req, NULL, 0, NULL);
+        rc = om_rcall_staged(OM_IDX_cuMemcpy2D_v2, packed, w * h, &req, NULL, 0, NULL);
+        free(packed);
+        return rc;
     }
     /* device to host: as many rows per call as fit one answer */
     size_t rows = OM_CHUNK_BYTES / w ? OM_CHUNK_BYTES / w : 0;

@@ -6,6 +6,7 @@
  *   remote_driver steal ADDR     tries to read and free memory it does not own
  *   remote_driver copyloop       copies 8 MiB back and forth until killed
  * Exit status 0 when every check passed; the first failed check is printed. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,30 @@ static void setup(void)
 }
 
 static int order[4], norder;
+
+/* Copies of 8 threads at once: each stages its own bytes. */
+static void *copier(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    size_t n = 600000 + (size_t)id * 1000;
+    unsigned char *h = malloc(n), *back = malloc(n);
+    CUdeviceptr d;
+    intptr_t bad = 0;
+
+    if (!h || !back || cuMemAlloc_v2(&d, n) != 0)
+        return (void *)1;
+    for (int round = 0; round < 20 && !bad; round++) {
+        memset(h, id * 16 + round, n);
+        bad |= cuMemcpyHtoD_v2(d, h, n) != 0;
+        memset(back, 0, n);
+        bad |= cuMemcpyDtoH_v2(back, d, n) != 0;
+        bad |= memcmp(h, back, n) != 0;
+    }
+    cuMemFree_v2(d);
+    free(h);
+    free(back);
+    return (void *)bad;
+}
 
 static void host_fn(void *tag)
 {
@@ -426,6 +451,18 @@ int main(int argc, char **argv)
         CUresult rc = cuCtxSynchronize();
         printf("fault %d\n", rc);
         return rc == 700 ? 0 : 1;
+    } else if (!strcmp(mode, "threads")) {
+        pthread_t t[8];
+        void *bad;
+        int failed = 0;
+        for (int i = 0; i < 8; i++)
+            EXPECT(pthread_create(&t[i], NULL, copier, (void *)(intptr_t)i) == 0);
+        for (int i = 0; i < 8; i++) {
+            pthread_join(t[i], &bad);
+            failed += bad != NULL;
+        }
+        EXPECT(failed == 0);
+        printf("threads ok\n");
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

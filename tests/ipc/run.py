@@ -1009,6 +1009,20 @@ def remote_fault_restarts_the_server():
 
 
 @test
+def remote_threads_of_one_client():
+    """Eight threads of one client copying at once: each one's bytes arrive intact."""
+    e = Env()
+    ok = False
+    try:
+        p = remote(e, "threads")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "threads ok" in out, "threads: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_ownership_between_clients():
     """A client cannot read, write or free another client's memory."""
     e = Env()
