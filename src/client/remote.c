@@ -58,6 +58,14 @@ void *om_remote_entry(int index)
 
 void om_remote_install(void)
 {
+    /* The server runs every client's work on its first device for now: a
+     * client that could pick another would silently get device 0. So it sees
+     * one device (as CUDA_VISIBLE_DEVICES=0 would show it). */
+    if (om_shim.client.ndevices > 1) {
+        om_shim_log("the server has %u devices; clients use device 0 only for now",
+                    om_shim.client.ndevices);
+        om_shim.client.ndevices = 1;
+    }
     om_remote_api_install();
     om_remote_ctx_install();
     om_remote_mem2d_install();

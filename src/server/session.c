@@ -21,8 +21,11 @@
 /* Tells the daemon a client came or went. */
 void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event)
 {
-    /* No device is used before the data plane exists: device_mask 0. */
-    struct om_srv_client m = {.client_id = id, .pid = (uint32_t)pid, .event = event};
+    /* Every client's work runs on device 0 for now (the shim shows it one device). */
+    struct om_srv_client m = {.client_id = id,
+                              .pid = (uint32_t)pid,
+                              .event = event,
+                              .device_mask = event == OM_CLIENT_UP && srv->ndevs > 0 ? 1u : 0u};
 
     if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
         om_warn("cannot tell the daemon about client %d", (int)pid);

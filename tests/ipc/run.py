@@ -321,6 +321,11 @@ def commands_transcript():
         check(set(rows) == {c1.pid, c2.pid}, "ps pids")
         check(rows[c1.pid][2] == str(spid), "ps server column")
         check(rows[c1.pid][5].endswith("om-test-client"), "ps command column")
+        check(rows[c1.pid][3] == "GPU-f0f1f2f3-f4f5-f6f7", "ps device column: %r" % rows[c1.pid])
+        dcl = e.cmd("get_device_client_list %d" % spid).splitlines()
+        check(dcl[0] == "[0] 0000:10:00.0, openmps fake GPU 0" and
+              sorted(dcl[1:]) == sorted(["%d.1" % c1.pid, "%d.1" % c2.pid]),
+              "get_device_client_list: %r" % dcl)
         check(e.cmd("ps -p %d" % spid).splitlines() == ps, "ps -p server")
         check(e.cmd("ps -p 1") == "Server 1 not found", "ps -p unknown")
         dq = e.cmd("device_query %d" % spid).splitlines()
@@ -1081,6 +1086,21 @@ def openmps_run_wrapper():
         p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", "/no/such/program"],
                            env=env, capture_output=True, text=True)
         check(p.returncode == 127 and "cannot run /no/such/program" in p.stderr, p.stderr)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def shim_sees_one_device_of_many():
+    """A server with three GPUs: clients run on device 0 and see only it, for now."""
+    e = Env({"FAKECUDA_DEVICES": "3"})
+    ok = False
+    try:
+        out, err = run_shim(e)
+        check("cuDeviceGetCount 0 1" in out, "one device: %r" % out)
+        check("the server has 3 devices; clients use device 0 only" in err, err)
+        check(len(e.cmd("device_query").splitlines()) == 5, "device_query lists all three")
         ok = True
     finally:
         e.close(ok)
