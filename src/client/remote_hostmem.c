@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/msg.h"
@@ -23,9 +25,11 @@
  * the server's address when that is free here (so the pointer means the same
  * memory on both sides, as unified addressing promises), elsewhere otherwise.
  * Copies between device memory and these pages are asynchronous DMA by the
- * server, no staging. Memory the program registers itself (cuMemHostRegister)
- * cannot be shared: it stays pageable to openmps (copies work, staged; a
- * device pointer to it is refused).
+ * server, no staging. Memory the program registers itself
+ * (cuMemHostRegister) is moved, in place, onto a memfd: its pages are copied
+ * into one and the memfd is mapped over them at the same address, so the
+ * program's pointer and data stay what they were; the server then maps and
+ * registers the same pages.
  */
 struct pinned {
     uint8_t *addr;   /* here */
@@ -68,7 +72,7 @@ bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server)
     pthread_rwlock_rdlock(&pinned_lock);
     for (size_t i = 0; i < npinned && !found; i++) {
         const struct pinned *r = &pinned[i];
-        if (!r->registered && (const uint8_t *)p >= r->addr && n <= r->len &&
+        if ((const uint8_t *)p >= r->addr && n <= r->len &&
             (size_t)((const uint8_t *)p - r->addr) <= r->len - n) {
             *ret_server = r->server + (uint64_t)((const uint8_t *)p - r->addr);
             found = true;
@@ -165,14 +169,8 @@ static CUresult r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsig
     for (size_t i = 0; i < npinned; i++) {
         const struct pinned *r = &pinned[i];
         if ((uint8_t *)p >= r->addr && (uint8_t *)p < r->addr + r->len) {
-            if (r->registered) {
-                om_shim_log("a device pointer to memory registered with cuMemHostRegister is not "
-                            "supported in remote mode (allocate it with cuMemHostAlloc)");
-                rc = CUDA_ERROR_NOT_SUPPORTED;
-            } else {
-                *dptr = r->device + (CUdeviceptr)((uint8_t *)p - r->addr);
-                rc = CUDA_SUCCESS;
-            }
+            *dptr = r->device + (CUdeviceptr)((uint8_t *)p - r->addr);
+            rc = CUDA_SUCCESS;
             break;
         }
     }
@@ -200,27 +198,74 @@ static CUresult r_cuMemHostGetFlags(unsigned *flags, void *p)
 
 static CUresult r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)p & ~(page - 1);
+    size_t len = ((uintptr_t)p + bytes + page - 1) / page * page - start;
+    uint64_t reply[2];
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+    int fd;
+
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (add_region((struct pinned){p, 0, bytes, 0, flags, true}) < 0)
+    /* The pages move onto a memfd, in place: same address, same bytes. */
+    fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* The whole pages are copied, also bytes around the program's range that
+     * belong to its neighbours: a raw system call, so that checkers which
+     * track object bounds (ASan intercepts pwrite) do not take it for an
+     * overflow. */
+    if (ftruncate(fd, (off_t)len) < 0 ||
+        syscall(SYS_pwrite64, fd, (void *)start, len, (off_t)0) != (long)len ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
+        mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+            MAP_FAILED) {
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE; /* the pages are unchanged unless the last step ran */
+    }
+    om_put_u64(&req, start);
+    om_put_u64(&req, len);
+    /* The memfd goes on the socket just before the call that takes it. */
+    om_ring_lock();
+    rc = om_msg_send(om_shim.client.sock, OM_MSG_HOST_MEM, 0, NULL, 0, fd) < 0
+             ? CUDA_ERROR_MPS_CONNECTION_FAILED
+             : om_rcall_locked(OM_IDX_cuMemHostRegister_v2, &req, reply, sizeof(reply), &got);
+    om_ring_unlock();
+    close(fd);
+    if (rc == CUDA_SUCCESS && got != sizeof(reply))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc != CUDA_SUCCESS)
+        return rc; /* the memory stays usable, on the memfd, unregistered */
+    if (add_region((struct pinned){(uint8_t *)start, reply[0], len, reply[1], flags, true}) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     return CUDA_SUCCESS;
 }
 
+/* The program keeps its memory (now on the memfd); the server lets go of it. */
 static CUresult r_cuMemHostUnregister(void *p)
 {
-    CUresult rc = CUDA_ERROR_INVALID_VALUE; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED (713) */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *start = (uint8_t *)((uintptr_t)p & ~(page - 1));
+    struct pinned r = {0};
+    bool found = false;
+    REQ(req, 8);
 
     pthread_rwlock_wrlock(&pinned_lock);
     for (size_t i = 0; i < npinned; i++) {
-        if (pinned[i].addr == p && pinned[i].registered) {
+        if (pinned[i].addr == start && pinned[i].registered) {
+            r = pinned[i];
             pinned[i] = pinned[--npinned];
-            rc = CUDA_SUCCESS;
+            found = true;
             break;
         }
     }
     pthread_rwlock_unlock(&pinned_lock);
-    return rc == CUDA_SUCCESS ? rc : 713;
+    if (!found)
+        return 713; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED */
+    om_put_u64(&req, r.server);
+    return om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);
 }
 
 #define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)

@@ -2,10 +2,12 @@
 /* The executor: runs a client's driver calls on the real driver, inside the rules of
  * ARCHITECTURE.md. */
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/msg.h"
 #include "../common/wire.h"
 #include "internal.h"
 
@@ -254,6 +256,19 @@ static CUresult x_cuMemAllocManaged(struct call *c)
     return CUDA_SUCCESS;
 }
 
+static int hostmem_slot(struct session *s)
+{
+    if (s->nhostmem == s->hostmem_cap) {
+        size_t cap = s->hostmem_cap ? s->hostmem_cap * 2 : 8;
+        struct om_hostmem **n = realloc(s->hostmem, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        s->hostmem = n;
+        s->hostmem_cap = cap;
+    }
+    return 0;
+}
+
 /* Pinned host memory: the region's memfd goes to the client after the answer. */
 static CUresult x_cuMemHostAlloc(struct call *c)
 {
@@ -263,14 +278,8 @@ static CUresult x_cuMemHostAlloc(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (c->s->nhostmem == c->s->hostmem_cap) {
-        size_t cap = c->s->hostmem_cap ? c->s->hostmem_cap * 2 : 8;
-        struct om_hostmem **n = realloc(c->s->hostmem, cap * sizeof(*n));
-        if (!n)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        c->s->hostmem = n;
-        c->s->hostmem_cap = cap;
-    }
+    if (hostmem_slot(c->s) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     rc = om_hostmem_alloc(bytes, &h);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -278,6 +287,40 @@ static CUresult x_cuMemHostAlloc(struct call *c)
     c->s->send_fd_after = h->fd;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
     om_put_u64(&c->out, h->len);
+    om_put_u64(&c->out, h->device);
+    return CUDA_SUCCESS;
+}
+
+/* The client's own memory, moved onto a memfd it sends on its socket just
+ * before this call. */
+static CUresult x_cuMemHostRegister_v2(struct call *c)
+{
+    uint64_t addr = om_get_u64(&c->in), len = om_get_u64(&c->in);
+    struct om_msg *m = malloc(sizeof(*m));
+    struct om_hostmem *h;
+    int fd = -1;
+    CUresult rc = ARGS_OK(c);
+
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS &&
+        (om_msg_recv(c->s->sock, m, &fd, 2000) != 0 || m->hdr.type != OM_MSG_HOST_MEM || fd < 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    free(m);
+    if (rc != CUDA_SUCCESS) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    if (hostmem_slot(c->s) < 0) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rc = om_hostmem_adopt(fd, addr, len, &h);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    c->s->hostmem[c->s->nhostmem++] = h;
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
     om_put_u64(&c->out, h->device);
     return CUDA_SUCCESS;
 }
@@ -1146,6 +1189,7 @@ static handler handler_of(int index)
         OM_H(cuMemAllocManaged)
         OM_H(cuMemHostAlloc)
         OM_H(cuMemFreeHost)
+        OM_H(cuMemHostRegister_v2)
         OM_H(cuMemcpyHtoDAsync_v2)
         OM_H(cuMemcpyDtoHAsync_v2)
         OM_H(cuMemFree_v2)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -103,6 +104,54 @@ fail:
         close(h->fd);
     free(h);
     return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
+ * Memory the client registered (cuMemHostRegister): it moved those pages onto
+ * a memfd at the same address and sends the memfd; the server maps it (at the
+ * same address when it can) and registers it. fd is consumed.
+ */
+CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret)
+{
+    struct om_hostmem *h;
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    CUresult rc;
+
+    /* A size the client could still shrink would fault the server later. */
+    if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) < 0 || (size_t)st.st_size < len ||
+        len == 0) {
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    h->fd = fd;
+    h->len = len;
+    h->addr = mmap((void *)(uintptr_t)client_addr, len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    if (h->addr == MAP_FAILED)
+        h->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h->addr == MAP_FAILED) {
+        close(fd);
+        free(h);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rc = ((CUresult(*)(void *, size_t, unsigned))R(cuMemHostRegister_v2))(h->addr, len, 0x3);
+    if (rc != CUDA_SUCCESS) {
+        munmap(h->addr, len);
+        close(fd);
+        free(h);
+        return rc;
+    }
+    if (((CUresult(*)(CUdeviceptr *, void *, unsigned))R(cuMemHostGetDevicePointer_v2))(
+            &h->device, h->addr, 0) != CUDA_SUCCESS)
+        h->device = (CUdeviceptr)(uintptr_t)h->addr;
+    *ret = h;
+    return CUDA_SUCCESS;
 }
 
 void om_hostmem_release(struct om_hostmem *h)

@@ -141,6 +141,7 @@ void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
 /* hostmem.c */
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
 void om_hostmem_release(struct om_hostmem *h); /* to the pool; registration stays */
+CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
 
 /* resources.c */

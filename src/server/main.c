@@ -277,7 +277,9 @@ static int serve(struct server *srv)
         }
         pfds[n++] = (struct pollfd){.fd = srv->chan, .events = POLLIN};
         for (struct session *s = srv->sessions; s; s = s->next)
-            pfds[n++] = (struct pollfd){.fd = s->sock, .events = POLLIN};
+            /* Only the hang-up: a client's descriptor messages (pinned memory
+             * it registers) are read by its worker, in order with its calls. */
+            pfds[n++] = (struct pollfd){.fd = s->sock, .events = POLLRDHUP};
         pfds[n++] = (struct pollfd){.fd = fault_pipe[0], .events = POLLIN};
         rc = poll(pfds, n, 1000);
         if (rc < 0 && errno != EINTR)
@@ -288,8 +290,6 @@ static int serve(struct server *srv)
             struct session *s;
             if (!pfds[i].revents || !(s = om_session_find_fd(srv, pfds[i].fd)))
                 continue;
-            /* A client speaks only through its ring after the handshake: the
-             * socket becoming readable means it hung up (or misbehaved). */
             om_session_end(srv, s, "its connection closed");
         }
         if (pfds[0].revents && !handle_daemon(srv)) {

@@ -262,11 +262,34 @@ static void roundtrip(void)
     OK(cuMemFreeHost(pin_in));
     OK(cuMemFreeHost(pin_out));
     EXPECT(cuMemFreeHost(pin_in) == 1);
-    /* memory the program registers itself stays pageable to openmps */
-    OK(cuMemHostRegister_v2(small, sizeof(small), 0));
-    EXPECT(cuMemHostGetDevicePointer_v2(&pin_dev, small, 0) == 801);
-    OK(cuMemcpyHtoD_v2(b, small, sizeof(small)));
-    OK(cuMemHostUnregister(small));
+    /* memory the program registers itself: shared in place, same pointer, same bytes */
+    unsigned char *mine = malloc(3 * 4096 + 100);
+    EXPECT(mine != NULL);
+    for (int i = 0; i < 3 * 4096 + 100; i++)
+        mine[i] = (unsigned char)(i * 11);
+    OK(cuMemHostRegister_v2(mine + 50, 3 * 4096, 0));
+    for (int i = 0; i < 3 * 4096 + 100; i++)
+        EXPECT(mine[i] == (unsigned char)(i * 11)); /* the program's bytes are intact */
+    /* a kernel writes the pages through their device pointer (the same as the host
+     * pointer when the server could map them at the program's address) */
+    OK(cuMemHostGetDevicePointer_v2(&pin_dev, mine + 64, 0));
+    unsigned four = 4, mark2 = 0x0badf00d;
+    void *reg_args[] = {&pin_dev, &mark2, &four};
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, reg_args, NULL));
+    OK(cuStreamSynchronize(s));
+    EXPECT(((unsigned *)(mine + 64))[0] == 0x0badf00d &&
+           ((unsigned *)(mine + 64))[3] == 0x0badf00d);
+    for (int i = 64; i < 80; i++)
+        mine[i] = (unsigned char)(i * 11);
+    OK(cuMemcpyHtoDAsync_v2(b, mine + 50, 3 * 4096, s)); /* straight from the pages */
+    OK(cuMemsetD8_v2(b, 0x77, 10));
+    OK(cuMemcpyDtoHAsync_v2(mine + 50, b, 3 * 4096, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(mine[50] == 0x77 && mine[59] == 0x77 && mine[60] == (unsigned char)(60 * 11));
+    OK(cuMemHostUnregister(mine + 50));
+    EXPECT(cuMemHostUnregister(mine + 50) == 713);
+    mine[0] = 1; /* still the program's memory */
+    free(mine);
     /* pitched memory, 2D sets and copies, pointer queries */
     CUdeviceptr img, img2, base = 0;
     size_t pitch = 0, range = 0;

@@ -938,14 +938,14 @@ def remote_data_round_trips():
         lines = open(log).read().splitlines()
         check("attr 2 1" in lines, "the cooperative attribute reached the driver: %r" % lines)
         launches = [l for l in lines if l not in ("record", "wait") and not l.startswith("attr")]
-        check(len(launches) == 5, "five launches reached the driver: %r" % launches)
+        check(len(launches) == 6, "six launches reached the driver: %r" % launches)
         name, grid, block, args = launches[0].split()
         check((name, grid, block) == ("fill_u32", "2,1,1", "128,1,1"), launches[0])
         check(args[16:] == "0403020100010000", "value and count bytes: " + args)
         check(launches[1] == "mix 1,2,3 4,5,6 7f000000000000008877665544332211efbe",
               "a char, a u64 at offset 8, a u16 at 16: " + launches[1])
-        check(launches[4].startswith("fill_u32 1,1,1 1,1,1 ") and
-              launches[4].endswith("feca000000020000"), "the managed fill: " + launches[4])
+        check(launches[5].startswith("fill_u32 1,1,1 1,1,1 ") and
+              launches[5].endswith("feca000000020000"), "the managed fill: " + launches[5])
         slog = e.log("server.log")
         check("loaded a new module image of 43 bytes" in slog, "the module was loaded")
         ok = True

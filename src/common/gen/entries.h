@@ -342,8 +342,8 @@
     X(332, cuMemHostGetDevicePointer_v2, LOCAL) \
     X(333, cuMemHostGetFlags, LOCAL) \
     X(334, cuMemHostRegister, UNSUPPORTED) \
-    X(335, cuMemHostRegister_v2, LOCAL) \
-    X(336, cuMemHostUnregister, LOCAL) \
+    X(335, cuMemHostRegister_v2, REMOTE) \
+    X(336, cuMemHostUnregister, REMOTE) \
     X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
     X(338, cuMemMap, UNSUPPORTED) \
     X(339, cuMemMapArrayAsync, UNSUPPORTED) \
