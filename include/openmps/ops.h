@@ -24,5 +24,7 @@
 
 /* Largest payload of one record the client sends; bigger data is staged in pieces. */
 #define OM_CHUNK_BYTES (256u * 1024u)
+/* Largest staging of one call: bigger pageable copies are several calls. */
+#define OM_STAGE_PIECE (64u << 20)
 
 #endif

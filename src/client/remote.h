@@ -20,6 +20,7 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
                          uint32_t *ret_len);
 /* remote_hostmem.c: the server's address of pinned bytes [p, p + n), if shared. */
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
+int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned */
 void om_remote_hostmem_install(void);
 
 /* A call with two u64 arguments and one u64 answer (out may be NULL). */

@@ -202,6 +202,32 @@ bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bo
     return found;
 }
 
+/* True when [p, p + n) lies in managed memory: between launches its host
+ * shadow is the current copy, so copies and sets act on the shadow. */
+static bool in_managed(CUdeviceptr p, size_t n)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&managed_lock);
+    for (int i = 0; i < nmanaged && !found; i++)
+        found = p >= managed[i].base && n <= managed[i].size &&
+                p - managed[i].base <= managed[i].size - n;
+    pthread_mutex_unlock(&managed_lock);
+    return found;
+}
+
+/*
+ * Which copy is newer. The pre-Pascal model the program was told about
+ * (CONCURRENT_MANAGED_ACCESS = 0) forbids host access while device work is
+ * outstanding, so: after a pull the host may write (host_dirty), after a push
+ * kernels may write (device_dirty). A launch pushes only if the host may have
+ * written; a synchronising call pulls only if kernels may have.
+ */
+static int device_dirty;
+static int host_dirty = 1;
+
+static CUresult managed_pull_if_dirty(void);
+
 static bool on_device(CUdeviceptr p)
 {
     bool found = false;
@@ -441,6 +467,13 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
         return CUDA_ERROR_INVALID_VALUE;
     if (n == 0)
         return CUDA_SUCCESS;
+    if (in_managed(dst, n)) {
+        rc = managed_pull_if_dirty();
+        if (rc == CUDA_SUCCESS)
+            memmove((void *)(uintptr_t)dst, src, n);
+        __atomic_store_n(&host_dirty, 1, __ATOMIC_RELEASE);
+        return rc;
+    }
     if (om_pinned_lookup(src, n, &server_src)) {
         /* Shared pinned pages: DMA from them, asynchronously, as the driver does. */
         om_put_u64(&req, dst);
@@ -452,10 +485,20 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
             rc = sync_stream(stream);
         return rc;
     }
-    om_put_u64(&req, dst);
-    om_put_u64(&req, (uint64_t)n);
-    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-    return om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, src, n, &req, NULL, 0, NULL);
+    /* Pageable bytes are staged in pieces of OM_STAGE_PIECE: a copy of any
+     * size, and the server keeps no huge buffer. */
+    for (size_t off = 0; off < n; off += OM_STAGE_PIECE) {
+        size_t piece = n - off < OM_STAGE_PIECE ? n - off : OM_STAGE_PIECE;
+        REQ(one, 32);
+        om_put_u64(&one, dst + off);
+        om_put_u64(&one, (uint64_t)piece);
+        om_put_u64(&one, (uint64_t)(uintptr_t)stream);
+        rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const uint8_t *)src + off, piece, &one, NULL,
+                             0, NULL);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
 }
 
 /* Device to host: answered in pieces of at most OM_CHUNK_BYTES. */
@@ -466,6 +509,12 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
 
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
+    if (n && in_managed(src, n)) {
+        CUresult rc = managed_pull_if_dirty();
+        if (rc == CUDA_SUCCESS)
+            memmove(dst, (const void *)(uintptr_t)src, n);
+        return rc;
+    }
     if (n && om_pinned_lookup(dst, n, &server_dst)) {
         REQ(req, 32);
         CUresult rc;
@@ -524,6 +573,11 @@ static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
 {
     REQ(req, 40);
 
+    if (in_managed(dst, n))
+        return dtoh((void *)(uintptr_t)dst, src, n, s, false); /* into the shadow */
+    if (in_managed(src, n))
+        return htod(dst, (const void *)(uintptr_t)src, n, s, !wait); /* from the shadow */
+
     om_put_u64(&req, dst);
     om_put_u64(&req, src);
     om_put_u64(&req, (uint64_t)n);
@@ -573,6 +627,14 @@ static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t
                          bool wait)
 {
     REQ(req, 48);
+
+    if (count <= SIZE_MAX / width && in_managed(dst, count * width)) {
+        CUresult rc = managed_pull_if_dirty();
+        for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
+            memcpy((uint8_t *)(uintptr_t)dst + i * width, &value, width); /* little-endian */
+        __atomic_store_n(&host_dirty, 1, __ATOMIC_RELEASE);
+        return rc;
+    }
 
     om_put_u64(&req, dst);
     om_put_u64(&req, value);
@@ -639,8 +701,6 @@ static CUresult r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned fl
     (void)flags;
     if (!dptr || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (__atomic_load_n(&nmanaged, __ATOMIC_ACQUIRE) == (int)(sizeof(managed) / sizeof(managed[0])))
-        return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&req, bytes);
     rc = om_rcall(OM_IDX_cuMemAllocManaged, &req, reply, sizeof(reply), &got);
     if (rc != CUDA_SUCCESS)
@@ -660,13 +720,43 @@ static CUresult r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned fl
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&managed_lock);
-    managed[nmanaged++] = (struct managed){reply[0], (size_t)reply[1]};
+    bool room = nmanaged < (int)(sizeof(managed) / sizeof(managed[0]));
+    if (room) {
+        managed[nmanaged++] = (struct managed){reply[0], (size_t)reply[1]};
+        __atomic_store_n(&host_dirty, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&managed_lock);
+    if (!room) {
+        munmap(shadow, (size_t)reply[1]);
+        REQ(fr, 8);
+        om_put_u64(&fr, reply[0]);
+        om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *dptr = reply[0];
     return CUDA_SUCCESS;
 }
 
-/* Before work is submitted: every shadow to the device, on the work's stream. */
+/* The shadow's bytes to the device: a staged copy of the range itself (htod
+ * would take the shadow's own path). */
+static CUresult push_range(CUdeviceptr base, size_t size, CUstream s)
+{
+    for (size_t off = 0; off < size; off += OM_STAGE_PIECE) {
+        size_t piece = size - off < OM_STAGE_PIECE ? size - off : OM_STAGE_PIECE;
+        REQ(req, 32);
+        om_put_u64(&req, base + off);
+        om_put_u64(&req, (uint64_t)piece);
+        om_put_u64(&req, (uint64_t)(uintptr_t)s);
+        CUresult rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const void *)(uintptr_t)(base + off),
+                                      piece, &req, NULL, 0, NULL);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Before work is submitted: every shadow to the device, on the work's stream;
+ * afterwards the device's copy is the newer one until the next pull. */
 CUresult om_managed_push(CUstream s)
 {
     CUresult rc = CUDA_SUCCESS;
@@ -674,24 +764,60 @@ CUresult om_managed_push(CUstream s)
     if (!__atomic_load_n(&nmanaged, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
     pthread_mutex_lock(&managed_lock);
-    for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
-        rc = htod(managed[i].base, (const void *)(uintptr_t)managed[i].base, managed[i].size, s,
-                  false);
+    if (__atomic_load_n(&host_dirty, __ATOMIC_ACQUIRE)) {
+        for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
+            rc = push_range(managed[i].base, managed[i].size, s);
+        if (rc == CUDA_SUCCESS)
+            __atomic_store_n(&host_dirty, 0, __ATOMIC_RELEASE);
+    }
+    if (nmanaged)
+        __atomic_store_n(&device_dirty, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&managed_lock);
     return rc;
 }
 
-/* After a synchronising call: the device's view back into the shadows. */
-static CUresult managed_pull(CUresult rc)
+/* The device's view back into the shadows, when kernels may have changed it:
+ * host writes made since the last pull are kept otherwise. */
+static CUresult managed_pull_if_dirty(void)
 {
-    if (rc != CUDA_SUCCESS || !__atomic_load_n(&nmanaged, __ATOMIC_ACQUIRE))
-        return rc;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!__atomic_load_n(&device_dirty, __ATOMIC_ACQUIRE))
+        return CUDA_SUCCESS;
+    /* The device copy is read after this client's work finished. */
+    {
+        REQ(sync, 8);
+        rc = om_rcall(OM_IDX_cuCtxSynchronize, &sync, NULL, 0, NULL);
+    }
     pthread_mutex_lock(&managed_lock);
-    for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++)
-        rc =
-            dtoh((void *)(uintptr_t)managed[i].base, managed[i].base, managed[i].size, NULL, false);
+    for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++) {
+        CUdeviceptr base = managed[i].base;
+        for (size_t off = 0; off < managed[i].size && rc == CUDA_SUCCESS; off += OM_CHUNK_BYTES) {
+            size_t piece =
+                managed[i].size - off < OM_CHUNK_BYTES ? managed[i].size - off : OM_CHUNK_BYTES;
+            uint32_t got = 0;
+            REQ(req, 32);
+            om_put_u64(&req, base + off);
+            om_put_u64(&req, (uint64_t)piece);
+            om_put_u64(&req, 0);
+            rc = om_rcall(OM_IDX_cuMemcpyDtoH_v2, &req, (void *)(uintptr_t)(base + off), piece,
+                          &got);
+            if (rc == CUDA_SUCCESS && got != piece)
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+    }
+    if (rc == CUDA_SUCCESS) {
+        __atomic_store_n(&device_dirty, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&host_dirty, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&managed_lock);
     return rc;
+}
+
+/* After a synchronising call. */
+static CUresult managed_pull(CUresult rc)
+{
+    return rc == CUDA_SUCCESS ? managed_pull_if_dirty() : rc;
 }
 
 /* Forgets a managed range being freed; true when ptr was one. */

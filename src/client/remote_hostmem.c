@@ -159,6 +159,22 @@ static CUresult r_cuMemFreeHost(void *p)
     return om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);
 }
 
+int om_pinned_device_pointer(void *p, CUdeviceptr *ret)
+{
+    int rc = -1;
+
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned; i++) {
+        if ((uint8_t *)p >= pinned[i].addr && (uint8_t *)p < pinned[i].addr + pinned[i].len) {
+            *ret = pinned[i].device + (CUdeviceptr)((uint8_t *)p - pinned[i].addr);
+            rc = 0;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return rc;
+}
+
 static CUresult r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags)
 {
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -209,6 +225,17 @@ static CUresult r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
+    /* Pages already moved for another registration (or shared pinned memory)
+     * cannot move again: the driver refuses overlapping registrations too. */
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned; i++) {
+        if ((uintptr_t)pinned[i].addr < start + len &&
+            start < (uintptr_t)pinned[i].addr + pinned[i].len) {
+            pthread_rwlock_unlock(&pinned_lock);
+            return 712; /* CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED */
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
     /* The pages move onto a memfd, in place: same address, same bytes. */
     fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)

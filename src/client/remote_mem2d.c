@@ -72,8 +72,22 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
     bool managed;
     CUcontext ctx = NULL;
 
-    if (!om_devrange_find(p, &base, &size, &managed))
-        return -1;
+    if (!om_devrange_find(p, &base, &size, &managed)) {
+        uint64_t server;
+        CUdeviceptr dev;
+        if (!om_pinned_lookup((const void *)(uintptr_t)p, 1, &server) ||
+            om_pinned_device_pointer((void *)(uintptr_t)p, &dev) != 0)
+            return -1;
+        switch (attr) { /* pinned host memory */
+        case PA_MEMORY_TYPE: *(unsigned *)data = MT_HOST; return 0;
+        case PA_DEVICE_POINTER: *(CUdeviceptr *)data = dev; return 0;
+        case PA_HOST_POINTER: *(void **)data = (void *)(uintptr_t)p; return 0;
+        case PA_IS_MANAGED: *(int *)data = 0; return 0;
+        case PA_DEVICE_ORDINAL: *(int *)data = 0; return 0;
+        case PA_MAPPED: *(int *)data = 1; return 0;
+        default: return 2;
+        }
+    }
     switch (attr) {
     case PA_CONTEXT:
         om_current_context(&ctx);

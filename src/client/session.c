@@ -245,8 +245,12 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
         }
         if (rc < 0)
             return rc;
-        if (got.seq != rec.seq)
-            return -EPROTO;
+        if (got.seq != rec.seq) {
+            /* Out of step with the server: nothing after this can be trusted. */
+            c->dead = true;
+            snprintf(c->why, sizeof(c->why), "the session lost step with the server");
+            return -ECONNRESET;
+        }
         if (ret_len)
             *ret_len = got.len;
         return got.status;

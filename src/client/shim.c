@@ -170,8 +170,24 @@ static void install_local(void)
             om_fn[i] = om_local_fn[i];
 }
 
+/* A child of fork shares the parent's ring and socket: it must not use them
+ * (natively a child cannot use the parent's context either). */
+static void forked_child(void)
+{
+    if (om_shim.mode != OM_MODE_REMOTE)
+        return;
+    om_shim.client.dead = true;
+    snprintf(om_shim.client.why, sizeof(om_shim.client.why),
+             "a child process cannot use its parent's openmps session");
+    if (om_shim.client.sock >= 0) {
+        close(om_shim.client.sock);
+        om_shim.client.sock = -1;
+    }
+}
+
 __attribute__((constructor)) static void shim_load(void)
 {
+    pthread_atfork(NULL, NULL, forked_child);
     const char *trace = getenv("OPENMPS_TRACE");
 
     om_shim.log_enabled = trace && *trace && strcmp(trace, "0") != 0;

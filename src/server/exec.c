@@ -303,8 +303,9 @@ static CUresult x_cuMemHostRegister_v2(struct call *c)
 
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == CUDA_SUCCESS &&
-        (om_msg_recv(c->s->sock, m, &fd, 2000) != 0 || m->hdr.type != OM_MSG_HOST_MEM || fd < 0))
+    /* The descriptor message is always taken, even for a malformed request,
+     * so that the next registration pairs with its own. */
+    if (om_msg_recv(c->s->sock, m, &fd, 2000) != 0 || m->hdr.type != OM_MSG_HOST_MEM || fd < 0)
         rc = CUDA_ERROR_INVALID_VALUE;
     free(m);
     if (rc != CUDA_SUCCESS) {
@@ -338,7 +339,7 @@ static CUresult x_cuMemFreeHost(struct call *c)
             continue;
         rc = om_exec_sync_client(c->s); /* its own copies may still use the pages */
         c->s->hostmem[i] = c->s->hostmem[--c->s->nhostmem];
-        om_hostmem_release(h);
+        om_hostmem_release(h, true);
         return take_async_error(c->s, rc);
     }
     return CUDA_ERROR_INVALID_VALUE;
@@ -654,8 +655,14 @@ static CUresult x_cuStreamDestroy_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!om_handles_remove(&c->s->streams, h))
+    if (!om_handles_has(&c->s->streams, h))
         return CUDA_ERROR_INVALID_HANDLE;
+    /* Its work must be done before the stream is forgotten: later frees and the
+     * session's end wait only for streams they know. */
+    rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))((CUstream)(uintptr_t)h);
+    if (rc != CUDA_SUCCESS && c->s->async_error == CUDA_SUCCESS)
+        c->s->async_error = rc;
+    om_handles_remove(&c->s->streams, h);
     om_handles_remove(&c->s->blocking, h);
     for (size_t i = 0; i < c->s->nsync_events; i++) {
         if (c->s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
@@ -853,12 +860,12 @@ static CUresult x_cuLibraryLoadData(struct call *c)
         return CUDA_ERROR_INVALID_IMAGE;
     hash = om_hash64(c->s->stage, size);
     pthread_mutex_lock(om_image_load_lock());
-    if (om_image_lookup(hash, size, &lib) != 0) {
+    if (om_image_lookup(c->s->stage, hash, size, &lib) != 0) {
         CUlibrary l = NULL;
         rc = load(&l, c->s->stage, NULL, NULL, 0, NULL, NULL, 0);
         if (rc == CUDA_SUCCESS) {
             lib = (uint64_t)(uintptr_t)l;
-            om_image_add(hash, size, lib);
+            om_image_add(c->s->stage, hash, size, lib);
             om_info("client %d: loaded a new module image of %llu bytes", (int)c->s->pid,
                     (unsigned long long)size);
         }
@@ -1254,6 +1261,8 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
     }
     if (posted && rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
         s->async_error = rc; /* reported at the next synchronising call */
+    if (posted)
+        s->send_fd_after = -1; /* a descriptor only ever follows an answer */
     *ret_out_len = rc == CUDA_SUCCESS ? c.out.len : 0;
     return rc;
 }

@@ -131,6 +131,7 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
     }
     h->fd = fd;
     h->len = len;
+    h->adopted = true;
     h->addr = mmap((void *)(uintptr_t)client_addr, len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
     if (h->addr == MAP_FAILED)
@@ -154,11 +155,25 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
     return CUDA_SUCCESS;
 }
 
-void om_hostmem_release(struct om_hostmem *h)
+/*
+ * A region the client is done with. It is reused only when nobody can still
+ * see its pages: the client unmapped it (cuMemFreeHost) or its process is gone.
+ * Otherwise, and always for the program's own pages (cuMemHostRegister), it is
+ * parked: still registered (unregistering waits for every kernel), never
+ * handed to anyone else.
+ */
+void om_hostmem_release(struct om_hostmem *h, bool reusable)
 {
+    static struct om_hostmem *parked;
+
     pthread_mutex_lock(&pool_lock);
-    h->next = pool;
-    pool = h;
+    if (reusable && !h->adopted) {
+        h->next = pool;
+        pool = h;
+    } else {
+        h->next = parked;
+        parked = h;
+    }
     pthread_mutex_unlock(&pool_lock);
 }
 

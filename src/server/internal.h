@@ -54,6 +54,7 @@ struct om_hostmem {
     void *addr; /* the server's mapping, registered with the driver */
     size_t len;
     CUdeviceptr device;
+    bool adopted;            /* the client's own pages (cuMemHostRegister): never reused */
     struct om_hostmem *next; /* in the pool */
 };
 
@@ -80,9 +81,11 @@ struct session {
     struct om_limits limits;
     pthread_t worker;
     bool worker_started;
-    int stop;       /* asks the worker to leave (__atomic) */
-    int failed;     /* the worker found a protocol error (__atomic) */
-    uint64_t calls; /* records served */
+    int stop;               /* asks the worker to leave (__atomic) */
+    int failed;             /* the worker found a protocol error (__atomic) */
+    uint64_t calls;         /* records served */
+    const char *end_reason; /* set by the main thread when it ends the session */
+    unsigned left_after;    /* sessions left then, for the log */
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream; /* its NULL, legacy and per-thread default stream */
     struct om_handles streams, events, libraries;
@@ -140,7 +143,8 @@ void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
 
 /* hostmem.c */
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
-void om_hostmem_release(struct om_hostmem *h); /* to the pool; registration stays */
+/* Done with a region: reusable (the client unmapped it, or is dead) or parked. */
+void om_hostmem_release(struct om_hostmem *h, bool reusable);
 CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
 
@@ -157,13 +161,15 @@ void om_ranges_free(struct om_ranges *r);
 int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size);
 int64_t om_kernel_total(const struct session *s, uint64_t handle); /* -1: not its kernel */
 uint64_t om_hash64(const void *data, size_t len);
-int om_image_lookup(uint64_t hash, size_t size, uint64_t *ret_library);
-void om_image_add(uint64_t hash, size_t size, uint64_t library);
+int om_image_lookup(const void *bytes, uint64_t hash, size_t size, uint64_t *ret_library);
+void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t library);
 pthread_mutex_t *om_image_load_lock(void);
 
 /* session.c */
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);
 void om_session_end(struct server *srv, struct session *s, const char *why);
+/* Waits (at most timeout_ms) for the workers of ended sessions to finish freeing. */
+void om_session_wait_workers(int timeout_ms);
 struct session *om_session_find_fd(struct server *srv, int fd);
 struct session *om_session_find_pid(struct server *srv, pid_t pid);
 /* Tells the daemon a client came (OM_CLIENT_UP) or went (OM_CLIENT_DOWN). Every

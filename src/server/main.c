@@ -344,9 +344,11 @@ int main(int argc, char **argv)
     om_info("Server ready with %d device(s), driver %s (version %d)", srv.ndevs, srv.drv.path,
             srv.drv.version);
     if (serve(&srv) == 3) {
+        om_session_wait_workers(2000);
         om_info("Server exiting after a GPU fault");
         return 3; /* the context is unusable: nothing to release */
     }
+    om_session_wait_workers(10000);
     for (int i = 0; i < srv.ndevs; i++)
         srv.drv.cuDevicePrimaryCtxRelease(i);
     om_info("Server exiting");

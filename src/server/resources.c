@@ -127,6 +127,7 @@ int64_t om_kernel_total(const struct session *s, uint64_t handle)
 struct image {
     uint64_t hash;
     size_t size;
+    uint8_t *bytes; /* the image itself: a hash match is confirmed byte for byte */
     uint64_t library;
     struct image *next;
 };
@@ -146,13 +147,13 @@ uint64_t om_hash64(const void *data, size_t len)
     return h ^ len;
 }
 
-int om_image_lookup(uint64_t hash, size_t size, uint64_t *ret_library)
+int om_image_lookup(const void *bytes, uint64_t hash, size_t size, uint64_t *ret_library)
 {
     int rc = -ENOENT;
 
     pthread_mutex_lock(&images_lock);
     for (struct image *im = images; im; im = im->next) {
-        if (im->hash == hash && im->size == size) {
+        if (im->hash == hash && im->size == size && memcmp(im->bytes, bytes, size) == 0) {
             *ret_library = im->library;
             rc = 0;
             break;
@@ -162,12 +163,17 @@ int om_image_lookup(uint64_t hash, size_t size, uint64_t *ret_library)
     return rc;
 }
 
-void om_image_add(uint64_t hash, size_t size, uint64_t library)
+void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t library)
 {
     struct image *im = calloc(1, sizeof(*im));
 
-    if (!im)
+    if (im)
+        im->bytes = malloc(size);
+    if (!im || !im->bytes) {
+        free(im);
         return; /* only the cache is lost: a later client loads the image again */
+    }
+    memcpy(im->bytes, bytes, size);
     im->hash = hash;
     im->size = size;
     im->library = library;

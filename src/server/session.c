@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,12 +37,20 @@ static int stage(struct session *s, const struct om_rec *rec, const uint8_t *pay
 {
     if (rec->op == OM_OP_STAGE_RESET) {
         s->stage_len = 0;
+        if (s->stage_cap > (64u << 20)) { /* a big copy's buffer is not kept */
+            free(s->stage);
+            s->stage = NULL;
+            s->stage_cap = 0;
+        }
         return 0;
     }
+    if (s->stage_len > OM_STAGE_MAX)
+        return 0; /* already too much: the call that uses it will fail */
     if (rec->len > OM_STAGE_MAX - s->stage_len) {
-        om_err("client %d staged more than %u bytes; closing its session", (int)s->pid,
-               OM_STAGE_MAX);
-        return -EPROTO;
+        /* The call that uses it fails (its length does not match); the client
+         * splits big copies, so only a misbehaving one gets here. */
+        s->stage_len = OM_STAGE_MAX + 1;
+        return 0;
     }
     if (s->stage_len + rec->len > s->stage_cap) {
         size_t cap = s->stage_cap ? s->stage_cap : 1u << 20;
@@ -124,6 +133,18 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     }
 }
 
+static void session_destroy(struct session *s);
+
+/* Workers still freeing a session: the server waits for them before it exits. */
+static int live_workers;
+
+void om_session_wait_workers(int timeout_ms)
+{
+    for (int waited = 0; __atomic_load_n(&live_workers, __ATOMIC_ACQUIRE) && waited < timeout_ms;
+         waited += 10)
+        usleep(10000);
+}
+
 #define R(sym) om_server_real[OM_IDX_##sym]
 
 /*
@@ -151,8 +172,11 @@ static void release_gpu_resources(struct session *s)
     for (size_t i = 0; i < s->allocs.n; i++)
         if (s->allocs.v[i].owned)
             om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
+    /* Pages the client still maps (it may live on, or have forked) are not
+     * reused; a dead process's are. */
+    bool gone = kill(s->pid, 0) < 0 && errno == ESRCH;
     for (size_t i = 0; i < s->nhostmem; i++)
-        om_hostmem_release(s->hostmem[i]);
+        om_hostmem_release(s->hostmem[i], gone);
     free(s->hostmem);
     s->hostmem = NULL;
     if (s->allocs.n || s->streams.n || s->events.n || s->nhostmem)
@@ -206,33 +230,32 @@ static void *worker_main(void *arg)
         if (rc < 0) {
             if (rc == -EPROTO)
                 __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
-            /* The main thread notices the hang-up and frees the session. */
+            /* The main thread notices the hang-up and ends the session; this
+             * thread waits for that, then frees it. */
             shutdown(s->sock, SHUT_RDWR);
+            while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+                usleep(10000);
             break;
         }
     }
-    release_gpu_resources(s);
     free(buf);
     free(out);
+    /*
+     * The session is this thread's alone now (the main thread unlinked it and
+     * never waits for it): waiting for the client's own GPU work here stalls
+     * nobody else, however long that work runs.
+     */
+    release_gpu_resources(s);
+    om_info("Client %d disconnected (%s; %llu call(s) served; %u client(s) left)", (int)s->pid,
+            __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
+            (unsigned long long)s->calls, s->left_after);
+    session_destroy(s);
+    __atomic_fetch_sub(&live_workers, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-/* Stops and joins the worker; at most OM_SESSION_POLL_MS whatever the client
- * did to the doorbells. */
-static void stop_worker(struct session *s)
+static void session_destroy(struct session *s)
 {
-    if (!s->worker_started)
-        return;
-    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
-    om_ring_kick(s->rx.q);
-    om_ring_kick(s->tx.q);
-    pthread_join(s->worker, NULL);
-    s->worker_started = false;
-}
-
-static void session_free(struct session *s)
-{
-    stop_worker(s);
     if (s->ring_map)
         munmap(s->ring_map, s->ring_len);
     if (s->ring_fd >= 0)
@@ -308,6 +331,8 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
         goto fail;
     }
     s->worker_started = true;
+    __atomic_fetch_add(&live_workers, 1, __ATOMIC_RELEASE);
+    pthread_detach(s->worker);
     w.server_pid = (uint32_t)getpid();
     w.client_id = s->id;
     w.ring_bytes = (uint32_t)s->ring_len;
@@ -329,7 +354,13 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     return;
 fail:
     om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
-    session_free(s);
+    if (s->worker_started) {
+        s->end_reason = "its handshake failed";
+        om_ring_kick(s->rx.q);
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE); /* last touch: the worker frees it */
+    } else {
+        session_destroy(s);
+    }
 }
 
 void om_session_end(struct server *srv, struct session *s, const char *why)
@@ -342,11 +373,20 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
     }
     srv->nsessions--;
     om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
-    stop_worker(s); /* before reading what the worker wrote */
-    om_info("Client %d disconnected (%s; %llu call(s) served; %u client(s) left)", (int)s->pid,
-            __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : why,
-            (unsigned long long)s->calls, srv->nsessions);
-    session_free(s);
+    s->end_reason = why;
+    s->left_after = srv->nsessions;
+    if (!s->worker_started) {
+        om_info("Client %d disconnected (%s)", (int)s->pid, why);
+        session_destroy(s);
+        return;
+    }
+    /* The worker frees the session once its own GPU work is done: the main
+     * thread never waits for a client's kernels. The kicks come before the
+     * stop flag: once the flag is set, the session may be gone at any moment
+     * (the worker notices the flag within OM_SESSION_POLL_MS either way). */
+    om_ring_kick(s->rx.q);
+    om_ring_kick(s->tx.q);
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 }
 
 struct session *om_session_find_fd(struct server *srv, int fd)

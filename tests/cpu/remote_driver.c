@@ -7,6 +7,7 @@
  *   remote_driver copyloop       copies 8 MiB back and forth until killed
  * Exit status 0 when every check passed; the first failed check is printed. */
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,6 +255,9 @@ static void roundtrip(void)
     OK(cuMemcpyDtoHAsync_v2(pin_out, b, 1 << 20, s));
     OK(cuStreamSynchronize(s));
     EXPECT(memcmp(pin_in, pin_out, 1 << 20) == 0);
+    unsigned ptype = 0;
+    OK(cuPointerGetAttribute(&ptype, 2, (CUdeviceptr)(uintptr_t)(pin_in + 3)));
+    EXPECT(ptype == 1); /* host memory, pinned */
     OK(cuMemHostGetDevicePointer_v2(&pin_dev, pin_in + 16, 0));
     EXPECT(pin_dev == (CUdeviceptr)(uintptr_t)(pin_in + 16)); /* one pointer on both sides */
     OK(cuMemcpyHtoD_v2(b, pin_in + 5, 1000));                 /* synchronous, from pinned */
@@ -393,6 +397,19 @@ static void roundtrip(void)
     OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, managed_args, NULL));
     OK(cuCtxSynchronize());
     EXPECT(mh[0] == 0xcafe && mh[511] == 0xcafe && mh[512] == 512 && mh[1023] == 1023);
+    /* a host write after a sync survives the next sync */
+    mh[700] = 4242;
+    OK(cuCtxSynchronize());
+    EXPECT(mh[700] == 4242);
+    /* a device-side set of managed memory, then a launch, then a sync: both kept */
+    OK(cuMemsetD32Async(m + 4 * 800, 0x11111111, 8, s));
+    unsigned one = 1, mark3 = 0x33;
+    CUdeviceptr m0 = m;
+    void *m_args[] = {&m0, &mark3, &one};
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, m_args, NULL));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, m_args, NULL)); /* twice: no undo */
+    OK(cuCtxSynchronize());
+    EXPECT(mh[0] == 0x33 && mh[800] == 0x11111111 && mh[807] == 0x11111111 && mh[700] == 4242);
     OK(cuMemFree_v2(m));
     /* errors: a launch error comes at the next sync; bad handles; other memory */
     /* a bad configuration fails at the launch, as natively */
@@ -474,6 +491,21 @@ int main(int argc, char **argv)
         CUresult rc = cuCtxSynchronize();
         printf("fault %d\n", rc);
         return rc == 700 ? 0 : 1;
+    } else if (!strcmp(mode, "fork")) {
+        /* a child cannot use its parent's session; the parent goes on */
+        OK(cuMemAlloc_v2(&p, 4096));
+        pid_t child = fork();
+        if (child == 0) {
+            CUdeviceptr q;
+            _exit(cuMemAlloc_v2(&q, 4096) == 805 ? 0 : 1);
+        }
+        int status = 0;
+        EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+               WEXITSTATUS(status) == 0);
+        OK(cuMemsetD8_v2(p, 0x42, 4096));
+        OK(cuMemcpyDtoH_v2(buf, p, 4096));
+        EXPECT(buf[4095] == 0x42);
+        printf("fork ok\n");
     } else if (!strcmp(mode, "threads")) {
         pthread_t t[8];
         void *bad;

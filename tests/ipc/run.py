@@ -938,7 +938,7 @@ def remote_data_round_trips():
         lines = open(log).read().splitlines()
         check("attr 2 1" in lines, "the cooperative attribute reached the driver: %r" % lines)
         launches = [l for l in lines if l not in ("record", "wait") and not l.startswith("attr")]
-        check(len(launches) == 6, "six launches reached the driver: %r" % launches)
+        check(len(launches) == 8, "eight launches reached the driver: %r" % launches)
         name, grid, block, args = launches[0].split()
         check((name, grid, block) == ("fill_u32", "2,1,1", "128,1,1"), launches[0])
         check(args[16:] == "0403020100010000", "value and count bytes: " + args)
@@ -1022,6 +1022,21 @@ def remote_threads_of_one_client():
         p = remote(e, "threads")
         out, err = p.communicate(timeout=120)
         check(p.returncode == 0 and "threads ok" in out, "threads: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_fork_of_a_client():
+    """A forked child cannot use its parent's session (the call fails cleanly); the parent
+    goes on undisturbed."""
+    e = Env()
+    ok = False
+    try:
+        p = remote(e, "fork")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "fork ok" in out, "fork: %r %r" % (out, err))
         ok = True
     finally:
         e.close(ok)
