@@ -81,11 +81,11 @@ struct session {
     struct om_limits limits;
     pthread_t worker;
     bool worker_started;
-    int stop;               /* asks the worker to leave (__atomic) */
-    int failed;             /* the worker found a protocol error (__atomic) */
-    uint64_t calls;         /* records served */
-    const char *end_reason; /* set by the main thread when it ends the session */
-    unsigned left_after;    /* sessions left then, for the log */
+    int stop;             /* asks the worker to leave (__atomic) */
+    int failed;           /* the worker found a protocol error (__atomic) */
+    uint64_t calls;       /* records served */
+    char end_reason[200]; /* a copy: the caller's text may not outlive the worker */
+    unsigned left_after;  /* sessions left then, for the log */
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream; /* its NULL, legacy and per-thread default stream */
     struct om_handles streams, events, libraries;

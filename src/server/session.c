@@ -355,7 +355,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
 fail:
     om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
     if (s->worker_started) {
-        s->end_reason = "its handshake failed";
+        snprintf(s->end_reason, sizeof(s->end_reason), "its handshake failed");
         om_ring_kick(s->rx.q);
         __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE); /* last touch: the worker frees it */
     } else {
@@ -373,7 +373,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
     }
     srv->nsessions--;
     om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
-    s->end_reason = why;
+    snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
     s->left_after = srv->nsessions;
     if (!s->worker_started) {
         om_info("Client %d disconnected (%s)", (int)s->pid, why);
