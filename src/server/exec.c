@@ -935,6 +935,16 @@ static CUresult x_cuLibraryGetKernel(struct call *c)
         if (off + size > total)
             total = (uint32_t)(off + size);
     }
+    if (n == 256) {
+        size_t off = 0, size = 0;
+        if (info(k, n, &off, &size) == CUDA_SUCCESS) {
+            /* Forwarding part of the parameters would run the kernel with
+             * garbage: refuse the kernel instead, by name. */
+            om_err("client %d: kernel %s has more than 256 parameters: not supported",
+                   (int)c->s->pid, name);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
     if (om_kernel_note(c->s, (uint64_t)(uintptr_t)k, total) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)k);
