@@ -454,6 +454,24 @@ static CUresult sync_stream(CUstream s)
     return handle_call(OM_IDX_cuStreamSynchronize, s, 0);
 }
 
+/* Pageable bytes to the device, staged in pieces of OM_STAGE_PIECE: a copy of
+ * any size, and the server keeps no huge buffer. */
+static CUresult staged_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+    for (size_t off = 0; off < n; off += OM_STAGE_PIECE) {
+        size_t piece = n - off < OM_STAGE_PIECE ? n - off : OM_STAGE_PIECE;
+        REQ(one, 32);
+        om_put_u64(&one, dst + off);
+        om_put_u64(&one, (uint64_t)piece);
+        om_put_u64(&one, (uint64_t)(uintptr_t)stream);
+        CUresult rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const uint8_t *)src + off, piece,
+                                      &one, NULL, 0, NULL);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Host to device: pageable bytes go through the staging buffer and the server
  * copies them on the client's stream and waits for that stream only; pinned
  * pages shared with the server are copied from directly. */
@@ -485,20 +503,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
             rc = sync_stream(stream);
         return rc;
     }
-    /* Pageable bytes are staged in pieces of OM_STAGE_PIECE: a copy of any
-     * size, and the server keeps no huge buffer. */
-    for (size_t off = 0; off < n; off += OM_STAGE_PIECE) {
-        size_t piece = n - off < OM_STAGE_PIECE ? n - off : OM_STAGE_PIECE;
-        REQ(one, 32);
-        om_put_u64(&one, dst + off);
-        om_put_u64(&one, (uint64_t)piece);
-        om_put_u64(&one, (uint64_t)(uintptr_t)stream);
-        rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const uint8_t *)src + off, piece, &one, NULL,
-                             0, NULL);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    return CUDA_SUCCESS;
+    return staged_htod(dst, src, n, stream);
 }
 
 /* Device to host: answered in pieces of at most OM_CHUNK_BYTES. */
@@ -741,18 +746,7 @@ static CUresult r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned fl
  * would take the shadow's own path). */
 static CUresult push_range(CUdeviceptr base, size_t size, CUstream s)
 {
-    for (size_t off = 0; off < size; off += OM_STAGE_PIECE) {
-        size_t piece = size - off < OM_STAGE_PIECE ? size - off : OM_STAGE_PIECE;
-        REQ(req, 32);
-        om_put_u64(&req, base + off);
-        om_put_u64(&req, (uint64_t)piece);
-        om_put_u64(&req, (uint64_t)(uintptr_t)s);
-        CUresult rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const void *)(uintptr_t)(base + off),
-                                      piece, &req, NULL, 0, NULL);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    return CUDA_SUCCESS;
+    return staged_htod(base, (const void *)(uintptr_t)base, size, s);
 }
 
 /* Before work is submitted: every shadow to the device, on the work's stream;

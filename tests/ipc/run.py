@@ -1013,33 +1013,30 @@ def remote_fault_restarts_the_server():
         e.close(ok)
 
 
-@test
-def remote_threads_of_one_client():
-    """Eight threads of one client copying at once: each one's bytes arrive intact."""
+def remote_case(case, timeout):
+    """Runs one case of the remote driver against a fresh daemon; it must print "CASE ok"."""
     e = Env()
     ok = False
     try:
-        p = remote(e, "threads")
-        out, err = p.communicate(timeout=120)
-        check(p.returncode == 0 and "threads ok" in out, "threads: %r %r" % (out, err))
+        p = remote(e, case)
+        out, err = p.communicate(timeout=timeout)
+        check(p.returncode == 0 and "%s ok" % case in out, "%s: %r %r" % (case, out, err))
         ok = True
     finally:
         e.close(ok)
+
+
+@test
+def remote_threads_of_one_client():
+    """Eight threads of one client copying at once: each one's bytes arrive intact."""
+    remote_case("threads", 120)
 
 
 @test
 def remote_fork_of_a_client():
     """A forked child cannot use its parent's session (the call fails cleanly); the parent
     goes on undisturbed."""
-    e = Env()
-    ok = False
-    try:
-        p = remote(e, "fork")
-        out, err = p.communicate(timeout=60)
-        check(p.returncode == 0 and "fork ok" in out, "fork: %r %r" % (out, err))
-        ok = True
-    finally:
-        e.close(ok)
+    remote_case("fork", 60)
 
 
 @test
