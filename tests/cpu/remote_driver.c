@@ -5,6 +5,8 @@
  *   remote_driver hold           allocates, prints the address, keeps the session 10 s
  *   remote_driver steal ADDR     tries to read and free memory it does not own
  *   remote_driver copyloop       copies 8 MiB back and forth until killed
+ *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
+ *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
 #include <pthread.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -440,6 +443,54 @@ static void roundtrip(void)
     printf("roundtrip ok\n");
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* The ring's two costs as a program sees them, against the driver test double
+ * (so the server's side is cheap and the figure is the transport's). A launch
+ * is posted: it returns once its record is in the ring. A cuCtxSynchronize is a
+ * round trip: record, server, completion. Timings are printed, never judged. */
+static void bench(long n)
+{
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+    CUdeviceptr p;
+    CUstream s;
+    CUmodule mod;
+    CUfunction fill;
+    unsigned v = 7, count = 1;
+    void *args[] = {&p, &v, &count};
+    double t0, t1, t2;
+
+    EXPECT(n > 0);
+    OK(cuMemAlloc_v2(&p, 4096));
+    OK(cuStreamCreate(&s, 1)); /* non-blocking: no legacy-stream ordering in the figure */
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+    for (int i = 0; i < 1000; i++) /* warm-up: layout cached, both sides awake */
+        OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+    OK(cuStreamSynchronize(s));
+    t0 = now_us();
+    for (long i = 0; i < n; i++)
+        OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+    t1 = now_us();
+    OK(cuStreamSynchronize(s));
+    t2 = now_us();
+    printf("bench launches %ld enqueue_us %.3f drained_us %.3f\n", n, (t1 - t0) / (double)n,
+           (t2 - t0) / (double)n);
+    t0 = now_us();
+    for (long i = 0; i < n; i++)
+        OK(cuCtxSynchronize());
+    t1 = now_us();
+    printf("bench round_trips %ld round_trip_us %.3f\n", n, (t1 - t0) / (double)n);
+    OK(cuStreamDestroy_v2(s));
+    OK(cuMemFree_v2(p));
+    printf("bench ok\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
@@ -518,6 +569,8 @@ int main(int argc, char **argv)
         }
         EXPECT(failed == 0);
         printf("threads ok\n");
+    } else if (!strcmp(mode, "bench") && argc > 2) {
+        bench(atol(argv[2]));
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");
@@ -527,7 +580,8 @@ int main(int argc, char **argv)
             OK(cuMemcpyDtoH_v2(buf, p, sizeof(buf)));
         }
     } else {
-        fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|copyloop\n");
+        fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
+                        "FLAGS|fault|fork|threads|bench N|copyloop\n");
         return 2;
     }
     return 0;

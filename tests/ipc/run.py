@@ -1040,6 +1040,32 @@ def remote_fork_of_a_client():
 
 
 @test
+def remote_ring_benchmark():
+    """The ring's cost through the shim against the driver test double: posted launches
+    (enqueue) and round trips. The figures are recorded (stdout and ring-benchmark.txt in the
+    build directory), never judged: CI machines vary too much for a timing to fail a test."""
+    e = Env()
+    ok = False
+    try:
+        p = remote(e, "bench", "200000")
+        out, err = p.communicate(timeout=240)
+        check(p.returncode == 0 and "bench ok" in out, "bench: %r %r" % (out, err))
+        enq = re.search(r"enqueue_us ([0-9.]+) drained_us ([0-9.]+)", out)
+        rt = re.search(r"round_trip_us ([0-9.]+)", out)
+        check(enq and rt, "bench printed its figures: %r" % out)
+        line = "%s ring benchmark (driver test double, %d CPUs): launch enqueue %s us, " \
+               "enqueue+drain %s us, round trip %s us" % (
+                   time.strftime("%Y-%m-%d %H:%M:%S"), os.cpu_count() or 0,
+                   enq.group(1), enq.group(2), rt.group(1))
+        print(line)
+        with open(os.path.join(BIN, "ring-benchmark.txt"), "a") as f:
+            f.write(line + "\n")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_ownership_between_clients():
     """A client cannot read, write or free another client's memory."""
     e = Env()
