@@ -7,7 +7,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all test test-plain test-asan test-gpu demo install fuzz format format-check tidy clean
+.PHONY: all test test-plain test-asan test-gpu demo bench install fuzz format format-check tidy clean
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -38,6 +38,11 @@ test-asan:
 # The main job: the concurrency experiment of BENCHMARKS.md B1.
 demo: all
 	@scripts/demo.sh $(BUILD)
+
+# The benchmark harness (issue #4): B1 and B1c natively, under NVIDIA MPS and under openmps.
+# Options through BENCH_N, BENCH_REPEATS, BENCH_MODES, BENCH_WORKLOADS, BENCH_OUT.
+bench: all
+	@python3 bench/run.py --build $(BUILD)
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The one script for the GPU machine: builds, runs the tests (the GPU tier
 # joins them where a GPU is present) and the demo, and writes every log under
-# $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo]
+# $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench]
 set -u
 OUT=${OUT:-$PWD/gpu-logs}
 mkdir -p "$OUT"
@@ -20,6 +20,7 @@ for step in $STEPS; do
     case $step in
     test) make test >"$OUT/test.log" 2>&1 ;;
     demo) make demo >"$OUT/demo.log" 2>&1 ;;
+    bench) BENCH_OUT="$OUT/bench" make bench >"$OUT/bench.log" 2>&1 ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
     esac
     rc=$?

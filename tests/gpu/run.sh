@@ -61,9 +61,11 @@ for bin in "$OUT"/*.static "$OUT"/*.shared; do
     run native "$bin" $args
     run openmps "$bin" $args
     case $bin in
-    *spin*) # the managed-memory variant
+    *spin*) # the managed-memory variant, and the chain of B1c (4 kernels, 4 dependent tiny ones)
         run native "$bin" 20000000 0 --managed
-        run openmps "$bin" 20000000 0 --managed ;;
+        run openmps "$bin" 20000000 0 --managed
+        run native "$bin" 20000000 0 --chain
+        run openmps "$bin" 20000000 0 --chain ;;
     esac
 done
 

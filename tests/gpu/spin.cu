@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // B1 of BENCHMARKS.md: one thread runs a fixed chain of dependent multiply-adds (a fixed amount
 // of work, so time-slicing stretches it); the kernel time is printed.
-//   spin ITERATIONS [START_AT_EPOCH_MS [--managed]]  runs the chain, launching no earlier than
-//        START_AT; with --managed the same thread first adds two arrays of managed memory that
-//        the host filled, and the host checks the sums afterwards (the tutorial's variant)
+//   spin ITERATIONS [START_AT_EPOCH_MS [--managed|--chain]]  runs the chain, launching no
+//        earlier than START_AT; with --managed the same thread first adds two arrays of managed
+//        memory that the host filled, and the host checks the sums afterwards (the tutorial's
+//        variant); with --chain the work is split in 4 kernels, each followed by a dependent
+//        tiny kernel, on the default stream (B1c); the time printed covers the whole chain
 //   spin --calibrate SECONDS              prints the iterations that take SECONDS alone
 #include <chrono>
 #include <cstdio>
@@ -30,6 +32,18 @@ __global__ void spin(long long iterations, unsigned long long *out)
     *out = x;
 }
 
+// B1c: one quarter of the chain, continuing from the state the previous kernel left.
+__global__ void spin_from(long long iterations, unsigned long long *state)
+{
+    unsigned long long x = *state;
+    for (long long i = 0; i < iterations; i++)
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    *state = x;
+}
+
+// B1c: the tiny kernel that depends on the one before it.
+__global__ void count_step(unsigned long long *steps) { *steps += 1; }
+
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
@@ -41,26 +55,39 @@ __global__ void spin(long long iterations, unsigned long long *out)
 
 static const int managed_n = 1 << 16;
 static float *mx, *my; // managed arrays when --managed
+static bool chain;      // --chain: 4 x [quarter kernel -> tiny kernel]
 
 static int run(long long iterations, float *ms, unsigned long long *result)
 {
-    unsigned long long *d_out;
+    unsigned long long *d_out, steps = 0, one = 1;
     cudaEvent_t a, b;
 
-    CHECK(cudaMalloc(&d_out, sizeof(*d_out)));
+    CHECK(cudaMalloc(&d_out, 2 * sizeof(*d_out)));
+    CHECK(cudaMemcpy(d_out, &one, sizeof(one), cudaMemcpyHostToDevice));
+    CHECK(cudaMemset(d_out + 1, 0, sizeof(*d_out)));
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     CHECK(cudaEventRecord(a));
-    if (mx)
+    if (mx) {
         add_then_spin<<<1, 1>>>(managed_n, mx, my, iterations, d_out);
-    else
+    } else if (chain) {
+        for (int i = 0; i < 4; i++) {
+            spin_from<<<1, 1>>>(iterations / 4, d_out);
+            count_step<<<1, 1>>>(d_out + 1);
+        }
+    } else
         spin<<<1, 1>>>(iterations, d_out);
     CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
     CHECK(cudaEventElapsedTime(ms, a, b));
     CHECK(cudaMemcpy(result, d_out, sizeof(*result), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&steps, d_out + 1, sizeof(steps), cudaMemcpyDeviceToHost));
     CHECK(cudaFree(d_out));
+    if (chain && steps != 4) {
+        fprintf(stderr, "spin: the chain ran %llu tiny kernels, not 4\n", steps);
+        return 1;
+    }
     return 0;
 }
 
@@ -85,6 +112,9 @@ int main(int argc, char **argv)
         return 0;
     }
     long long iterations = argc > 1 ? atoll(argv[1]) : 1 << 24;
+    chain = argc > 3 && !strcmp(argv[3], "--chain");
+    if (chain)
+        iterations -= iterations % 4; // four equal quarters
     if (argc > 3 && !strcmp(argv[3], "--managed")) {
         CHECK(cudaMallocManaged(&mx, managed_n * sizeof(float)));
         CHECK(cudaMallocManaged(&my, managed_n * sizeof(float)));

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The benchmark harness (issue #4), first part: B1 and B1c of BENCHMARKS.md in three modes,
+one after the other on the same machine.
+
+  native   every copy has its own context: the GPU time-slices between them
+  mps      NVIDIA's MPS, when nvidia-cuda-mps-control exists: started with its own pipe and
+           log directories, always told to quit at the end
+  openmps  this project: a daemon in temporary directories, the shim first in LD_LIBRARY_PATH
+
+For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
+moment; the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
+repeated; the table gives the median, the spread (min-max) and the ratio of the median to the
+mode's median at N = 1. Every run goes to bench.csv; the B1/B1c plot to b1.png (matplotlib) or,
+without matplotlib, to b1.svg. Without an NVIDIA GPU or nvcc it says so and exits 1.
+
+Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
+                    [--modes native,mps,openmps] [--workloads b1,b1c] [--seconds 0.5]
+                    [--native-max-n 64]
+"""
+import argparse
+import csv
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORKLOAD_FLAGS = {"b1": [], "b1m": ["--managed"], "b1c": ["--chain"]}
+WORKLOAD_TITLES = {
+    "b1": "B1: one thread, one kernel",
+    "b1m": "B1, managed-memory variant",
+    "b1c": "B1c: 4 x [kernel -> dependent tiny kernel]",
+}
+
+
+def progress(text):
+    sys.stderr.write("\r\033[K" + text)
+    sys.stderr.flush()
+
+
+class Mode:
+    """Starts and stops what a mode needs; env() is what its clients run with."""
+
+    def __init__(self, name, build, tmp):
+        self.name = name
+        self.build = build
+        self.pipe = os.path.join(tmp, name, "pipe")
+        self.log = os.path.join(tmp, name, "log")
+        os.makedirs(self.pipe)
+        os.makedirs(self.log)
+        self.started = False
+
+    def env(self):
+        env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=self.pipe,
+                   CUDA_MPS_LOG_DIRECTORY=self.log)
+        if self.name == "openmps":
+            lib = os.path.join(self.build, "lib")
+            env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
+                                            if env.get("LD_LIBRARY_PATH") else "")
+        return env
+
+    def control(self):
+        if self.name == "mps":
+            return ["nvidia-cuda-mps-control"]
+        return [os.path.join(self.build, "openmps-control")]
+
+    def start(self):
+        if self.name == "native":
+            return
+        subprocess.run(self.control() + ["-d"], env=self.env(), check=True)
+        self.started = True
+
+    def stop(self):
+        if not self.started:
+            return
+        subprocess.run(self.control(), input="quit\n", env=self.env(), text=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        self.started = False
+
+
+def run_copies(binary, iterations, n, flags, env, timeout):
+    """N copies at once; returns (slowest kernel ms or None, copies that succeeded, first error)."""
+    start_at = int(time.time() * 1000) + 2000 + 60 * n  # every copy creates its context first
+    procs = [subprocess.Popen([binary, str(iterations), str(start_at)] + flags, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    times, error = [], ""
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            err = "timed out after %.0f s" % timeout
+        got = [float(line.split()[1]) for line in out.splitlines() if line.startswith("kernel_ms ")]
+        if p.returncode == 0 and got:
+            times.append(got[0])
+        elif not error:
+            error = (err.strip().splitlines() or ["exit %d" % p.returncode])[-1][:200]
+    return (max(times) if len(times) == n else None), len(times), error
+
+
+def build_workload(out):
+    binary = os.path.join(out, "spin")
+    arch = os.environ.get("OPENMPS_GPU_ARCH", "native")
+    subprocess.run(["nvcc", "-O2", "-arch=" + arch, "-o", binary,
+                    os.path.join(ROOT, "tests", "gpu", "spin.cu")], check=True)
+    return binary
+
+
+def calibrate(binary, seconds):
+    out = subprocess.run([binary, "--calibrate", str(seconds)], check=True, text=True,
+                         stdout=subprocess.PIPE).stdout
+    return int(out.split()[0])
+
+
+def summarize(rows, workloads, modes, ns):
+    """The table: per workload, per N, per mode the median (spread) and the ratio to N = 1."""
+    lines = []
+    for w in workloads:
+        lines.append(WORKLOAD_TITLES[w] + "; slowest copy's kernel time, ms: median (min-max), "
+                     "ratio to one copy")
+        header = "%5s" % "N" + "".join("  %-34s" % m for m in modes)
+        lines.append(header)
+        base = {}
+        for n in ns:
+            cells = []
+            for m in modes:
+                runs = [r for r in rows if r["workload"] == w and r["mode"] == m and r["n"] == n]
+                if not runs:
+                    cells.append("%-34s" % "-")
+                    continue
+                good = [r["slowest_ms"] for r in runs if r["slowest_ms"] is not None]
+                if len(good) < len(runs):
+                    bad = next(r for r in runs if r["slowest_ms"] is None)
+                    cells.append("%-34s" % ("FAIL %d/%d ran" % (bad["ok"], n)))
+                    continue
+                med = statistics.median(good)
+                base.setdefault(m, med if n == ns[0] else None)
+                ratio = ("%.2fx" % (med / base[m])) if base.get(m) else "-"
+                cells.append("%-34s" % ("%.1f (%.1f-%.1f) %s" % (med, min(good), max(good), ratio)))
+            lines.append("%5d" % n + "".join("  " + c for c in cells))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def ratios(rows, workload, mode, ns):
+    pts, base = [], None
+    for n in ns:
+        good = [r["slowest_ms"] for r in rows if r["workload"] == workload and r["mode"] == mode
+                and r["n"] == n]
+        if not good or None in good:
+            continue
+        med = statistics.median(good)
+        if base is None and n == ns[0]:
+            base = med
+        if base:
+            pts.append((n, med / base))
+    return pts
+
+
+def plot(rows, workloads, modes, ns, out):
+    """b1.png with matplotlib; otherwise an SVG of the same lines, written here."""
+    series = [(w, m, ratios(rows, w, m, ns)) for w in workloads for m in modes]
+    series = [s for s in series if s[2]]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        path = os.path.join(out, "b1.svg")
+        write_svg(series, ns, path)
+        return path + " (matplotlib is not installed: SVG instead of PNG)"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for w, m, pts in series:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                linestyle="-" if w == "b1" else "--", label="%s %s" % (w.upper(), m))
+    ax.set_xlabel("copies (N)")
+    ax.set_ylabel("slowest kernel time / one copy's")
+    ax.set_yscale("log")
+    ax.set_xticks(ns)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax.set_title("B1: N copies of a one-thread kernel on one GPU")
+    path = os.path.join(out, "b1.png")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+def write_svg(series, ns, path):
+    import math
+    w, h, pad = 640, 400, 50
+    top = max([p[1] for _, _, pts in series for p in pts] + [2.0])
+    x_of = lambda n: pad + (w - 2 * pad) * (ns.index(n) / max(1, len(ns) - 1))
+    y_of = lambda r: h - pad - (h - 2 * pad) * (math.log(max(r, 1e-3)) / math.log(top))
+    colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d">' % (w, h),
+             '<rect width="100%" height="100%" fill="white"/>',
+             '<text x="%d" y="20" font-size="14">B1: slowest kernel time / one copy\'s '
+             '(log scale) against N</text>' % pad]
+    for n in ns:
+        parts.append('<text x="%.0f" y="%d" font-size="11" text-anchor="middle">%d</text>'
+                     % (x_of(n), h - pad + 16, n))
+    for r in (1, 2, 5, 10, 20, 50, 100):
+        if r <= top:
+            parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>'
+                         '<text x="%d" y="%.1f" font-size="11" text-anchor="end">%dx</text>'
+                         % (pad, w - pad, y_of(r), y_of(r), pad - 4, y_of(r) + 4, r))
+    for i, (wl, mode, pts) in enumerate(series):
+        c = colours[i % len(colours)]
+        d = " ".join("%.1f,%.1f" % (x_of(n), y_of(r)) for n, r in pts)
+        dash = "" if wl == "b1" else ' stroke-dasharray="6,4"'
+        parts.append('<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>'
+                     % (c, dash, d))
+        parts.append('<text x="%d" y="%d" font-size="12" fill="%s">%s %s</text>'
+                     % (w - pad - 120, pad + 16 * i, c, wl.upper(), mode))
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench-out")))
+    ap.add_argument("--n", default=os.environ.get("BENCH_N", "1 5 16 32 48 64 128"))
+    ap.add_argument("--repeats", type=int, default=int(os.environ.get("BENCH_REPEATS", "3")))
+    ap.add_argument("--modes", default=os.environ.get("BENCH_MODES", "native,mps,openmps"))
+    ap.add_argument("--workloads", default=os.environ.get("BENCH_WORKLOADS", "b1,b1c"))
+    ap.add_argument("--seconds", type=float, default=0.5, help="one copy's kernel time alone")
+    ap.add_argument("--native-max-n", type=int,
+                    default=int(os.environ.get("BENCH_NATIVE_MAX_N", "64")),
+                    help="largest N run natively (time-slicing 128 copies takes over a minute)")
+    args = ap.parse_args()
+
+    if shutil.which("nvidia-smi") is None or subprocess.run(
+            ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+        print("bench: no NVIDIA GPU here (nvidia-smi finds none); the benchmarks need one.",
+              file=sys.stderr)
+        return 1
+    if shutil.which("nvcc") is None:
+        print("bench: nvcc is needed to build the workloads.", file=sys.stderr)
+        return 1
+    ns = sorted({int(x) for x in args.n.split()})
+    workloads = [w for w in args.workloads.split(",") if w]
+    modes = [m for m in args.modes.split(",") if m]
+    for w in workloads:
+        if w not in WORKLOAD_FLAGS:
+            print("bench: unknown workload %r (known: %s)" % (w, ", ".join(WORKLOAD_FLAGS)),
+                  file=sys.stderr)
+            return 2
+    if "mps" in modes and shutil.which("nvidia-cuda-mps-control") is None:
+        print("bench: nvidia-cuda-mps-control not found: the NVIDIA MPS column is left out",
+              file=sys.stderr)
+        modes.remove("mps")
+    os.makedirs(args.out, exist_ok=True)
+    binary = build_workload(args.out)
+    iterations = calibrate(binary, args.seconds)
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         text=True, stdout=subprocess.PIPE).stdout.strip()
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="openmps-bench.")
+    csv_path = os.path.join(args.out, "bench.csv")
+    with open(csv_path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["time", "workload", "mode", "n", "repeat", "slowest_ms", "ok", "error"])
+        for m in modes:
+            mode = Mode(m, args.build, tmp)
+            try:
+                mode.start()
+                env = mode.env()
+                run_copies(binary, iterations, 1, [], env, 120)  # warm-up, not recorded
+                for w in workloads:
+                    for n in ns:
+                        if m == "native" and n > args.native_max_n:
+                            continue
+                        for rep in range(args.repeats):
+                            progress("%s %s N=%d run %d/%d" % (m, w, n, rep + 1, args.repeats))
+                            slowest, ok, err = run_copies(binary, iterations, n, WORKLOAD_FLAGS[w],
+                                                          env, 60 + 2 * args.seconds * n)
+                            row = {"workload": w, "mode": m, "n": n, "slowest_ms": slowest,
+                                   "ok": ok}
+                            rows.append(row)
+                            out.writerow([time.strftime("%Y-%m-%dT%H:%M:%S"), w, m, n, rep,
+                                          "" if slowest is None else "%.3f" % slowest, ok, err])
+                            f.flush()
+                            if slowest is None and err:
+                                progress("")
+                                print("%s %s N=%d: %d of %d copies ran; first error: %s"
+                                      % (m, w, n, ok, n, err), file=sys.stderr)
+            finally:
+                mode.stop()
+    progress("")
+    print("%s; one copy %.2f s alone (%d steps); %d repeat(s) per point" %
+          (gpu, args.seconds, iterations, args.repeats))
+    print(summarize(rows, workloads, modes, ns))
+    print("every run: %s" % csv_path)
+    print("plot: %s" % plot(rows, workloads, modes, ns, args.out))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
