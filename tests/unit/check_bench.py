@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The harness's arithmetic and output without a GPU: medians, spreads and ratios in the table,
+failed points shown as failures (never as figures), the plot's lines, and the exit status and
+message of `bench/run.py` where no GPU is found."""
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "bench", "run.py"))
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL: " + what)
+
+
+def row(w, m, n, ms, ok=None):
+    return {"workload": w, "mode": m, "n": n, "slowest_ms": ms, "ok": n if ok is None else ok}
+
+
+rows = [row("b1", "native", 1, 500.0), row("b1", "native", 1, 502.0), row("b1", "native", 1, 490.0),
+        row("b1", "native", 5, 2500.0), row("b1", "native", 5, 2400.0), row("b1", "native", 5, 2600.0),
+        row("b1", "mps", 1, 500.0), row("b1", "mps", 5, None, ok=3),
+        row("b1", "openmps", 1, 400.0), row("b1", "openmps", 5, 440.0)]
+table = bench.summarize(rows, ["b1"], ["native", "mps", "openmps"], [1, 5])
+lines = table.splitlines()
+n5 = next(l for l in lines if l.strip().startswith("5 "))
+check("2500.0 (2400.0-2600.0) 5.00x" in n5, "native N=5: median of 3, spread, ratio to 500: %r" % n5)
+check("FAIL 3/5 ran" in n5, "a failed point is shown as a failure: %r" % n5)
+check("440.0 (440.0-440.0) 1.10x" in n5, "openmps ratio to its own N=1: %r" % n5)
+check(bench.ratios(rows, "b1", "mps", [1, 5]) == [(1, 1.0)], "a failed point has no ratio")
+with tempfile.TemporaryDirectory() as out:
+    where = bench.plot(rows, ["b1"], ["native", "mps", "openmps"], [1, 5], out)
+    path = where.split()[0]
+    check(os.path.getsize(path) > 200, "a plot was written: %s" % where)
+    if path.endswith(".svg"):
+        svg = open(path).read()
+        check(svg.count("<polyline") == 3, "one line per mode with figures: %d" % svg.count("<polyline"))
+    env = dict(os.environ, PATH=out)  # no nvidia-smi on this PATH
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--out", out],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 1 and "no NVIDIA GPU" in p.stderr,
+          "without a GPU: exit 1 and says so (%d, %r)" % (p.returncode, p.stderr))
+print("bench checks: %d failure(s)" % failures)
+sys.exit(1 if failures else 0)
