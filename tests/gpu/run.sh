@@ -94,21 +94,24 @@ for kind in static shared; do
     fi
 done
 
-# Passthrough costs nothing: launches natively and with the shim but no daemon.
+# Passthrough costs nothing: launches natively and with the shim but no daemon, interleaved,
+# 7 processes each. One process's figure moves by 10% from run to run (3.5-4.3 us measured), so
+# the check compares the best of each: the floor is where a per-call overhead would show.
 if [ -x "$OUT/launch_rate.static" ]; then
-    for i in 1 2 3; do
+    for i in 1 2 3 4 5 6 7; do
         n=$("$OUT/launch_rate.static" | awk '{ print $2 }')
         p=$(CUDA_MPS_PIPE_DIRECTORY="$TMP/none" LD_LIBRARY_PATH="$BUILD/lib" "$OUT/launch_rate.static" | awk '{ print $2 }')
         r=$(LD_LIBRARY_PATH="$BUILD/lib" "$OUT/launch_rate.static" | awk '{ print $2 }')
         echo "launch_us native $n passthrough $p openmps $r"
     done | tee "$OUT/launch_rate.txt"
-    med() { sort -n | sed -n 2p; }
-    n=$(awk '{ print $3 }' "$OUT/launch_rate.txt" | med)
-    p=$(awk '{ print $5 }' "$OUT/launch_rate.txt" | med)
-    if awk -v n="$n" -v p="$p" 'BEGIN { exit !(n > 0 && p <= n * 1.05) }'; then
-        passes=$((passes + 1)); echo "PASS launch_rate passthrough: median $p us vs native $n us"
+    best() { sort -n | head -1; }
+    n=$(awk '{ print $3 }' "$OUT/launch_rate.txt" | best)
+    p=$(awk '{ print $5 }' "$OUT/launch_rate.txt" | best)
+    r=$(awk '{ print $7 }' "$OUT/launch_rate.txt" | best)
+    if awk -v n="$n" -v p="$p" 'BEGIN { exit !(n > 0 && p > 0 && p <= n * 1.05) }'; then
+        passes=$((passes + 1)); echo "PASS launch_rate passthrough: best $p us vs native $n us (remote $r us)"
     else
-        fails=$((fails + 1)); echo "FAIL launch_rate passthrough: median $p us vs native $n us"
+        fails=$((fails + 1)); echo "FAIL launch_rate passthrough: best $p us vs native $n us (remote $r us)"
     fi
 fi
 # GPU memory held by a client process (B4): one client holding its session.
