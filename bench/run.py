@@ -39,7 +39,11 @@ WORKLOAD_TITLES = {
 
 
 def progress(text):
-    sys.stderr.write("\r\033[K" + text)
+    """One updating line on a terminal; in a log, one plain line per point."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + text)
+    elif text:
+        sys.stderr.write(text + "\n")
     sys.stderr.flush()
 
 
