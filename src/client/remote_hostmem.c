@@ -136,23 +136,31 @@ static CUresult r_cuMemAllocHost_v2(void **pp, size_t bytes)
     return r_cuMemHostAlloc(pp, bytes, 0);
 }
 
-static CUresult r_cuMemFreeHost(void *p)
+/* Removes the region that starts at `addr` (allocated, or registered) from the
+ * table into *out; false when there is none. */
+static bool take_pinned(const void *addr, bool registered, struct pinned *out)
 {
-    struct pinned r = {0};
     bool found = false;
-    REQ(req, 8);
 
     pthread_rwlock_wrlock(&pinned_lock);
     for (size_t i = 0; i < npinned; i++) {
-        if (pinned[i].addr == p && !pinned[i].registered) {
-            r = pinned[i];
+        if (pinned[i].addr == addr && pinned[i].registered == registered) {
+            *out = pinned[i];
             pinned[i] = pinned[--npinned];
             found = true;
             break;
         }
     }
     pthread_rwlock_unlock(&pinned_lock);
-    if (!found)
+    return found;
+}
+
+static CUresult r_cuMemFreeHost(void *p)
+{
+    struct pinned r;
+    REQ(req, 8);
+
+    if (!take_pinned(p, false, &r))
         return CUDA_ERROR_INVALID_VALUE;
     munmap(r.addr, r.len);
     om_put_u64(&req, r.server);
@@ -275,21 +283,10 @@ static CUresult r_cuMemHostUnregister(void *p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint8_t *start = (uint8_t *)((uintptr_t)p & ~(page - 1));
-    struct pinned r = {0};
-    bool found = false;
+    struct pinned r;
     REQ(req, 8);
 
-    pthread_rwlock_wrlock(&pinned_lock);
-    for (size_t i = 0; i < npinned; i++) {
-        if (pinned[i].addr == start && pinned[i].registered) {
-            r = pinned[i];
-            pinned[i] = pinned[--npinned];
-            found = true;
-            break;
-        }
-    }
-    pthread_rwlock_unlock(&pinned_lock);
-    if (!found)
+    if (!take_pinned(start, true, &r))
         return 713; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED */
     om_put_u64(&req, r.server);
     return om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);

@@ -218,40 +218,40 @@ static CUresult x_cuDeviceGetUuid_v2(struct call *c)
 
 /* ------------------------------------------------------------------ memory */
 
-static CUresult x_cuMemAlloc_v2(struct call *c)
+/* Device memory of the call's byte count, recorded as the client's; answers its address. */
+static CUresult alloc_for_client(struct call *c, uint64_t *size)
 {
-    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0, size = 0;
+    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = om_devmem_alloc(bytes, &base, &size, &mem);
+    rc = om_devmem_alloc(bytes, &base, size, &mem);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (om_ranges_add(&c->s->allocs, base, size, mem, true) < 0) {
-        om_devmem_free(base, size, mem);
+    if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {
+        om_devmem_free(base, *size, mem);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     om_put_u64(&c->out, base);
     return CUDA_SUCCESS;
 }
 
+static CUresult x_cuMemAlloc_v2(struct call *c)
+{
+    uint64_t size = 0;
+
+    return alloc_for_client(c, &size);
+}
+
 static CUresult x_cuMemAllocManaged(struct call *c)
 {
-    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0, size = 0;
-    CUresult rc = ARGS_OK(c);
+    /* Device memory at an address the client then shadows on its side. */
+    uint64_t size = 0;
+    CUresult rc = alloc_for_client(c, &size);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    /* Device memory at an address the client then shadows on its side. */
-    rc = om_devmem_alloc(bytes, &base, &size, &mem);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (om_ranges_add(&c->s->allocs, base, size, mem, true) < 0) {
-        om_devmem_free(base, size, mem);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    om_put_u64(&c->out, base);
     om_put_u64(&c->out, size);
     return CUDA_SUCCESS;
 }
