@@ -7,6 +7,8 @@ one after the other on the same machine.
   mps      NVIDIA's MPS, when nvidia-cuda-mps-control exists: started with its own pipe and
            log directories, always told to quit at the end
   openmps  this project: a daemon in temporary directories, the shim first in LD_LIBRARY_PATH
+  openmps-nosched  the same with the server's scheduler off (OPENMPS_SCHED=off): what the
+           scheduler is worth, past 32 client streams
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
 moment; the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
@@ -62,7 +64,9 @@ class Mode:
     def env(self):
         env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=self.pipe,
                    CUDA_MPS_LOG_DIRECTORY=self.log)
-        if self.name == "openmps":
+        if self.name.startswith("openmps"):
+            if self.name == "openmps-nosched":
+                env["OPENMPS_SCHED"] = "off"  # the daemon passes it on to the server
             lib = os.path.join(self.build, "lib")
             env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
                                             if env.get("LD_LIBRARY_PATH") else "")
@@ -71,7 +75,7 @@ class Mode:
     def control(self):
         if self.name == "mps":
             return ["nvidia-cuda-mps-control"]
-        return [os.path.join(self.build, "openmps-control")]
+        return [os.path.join(self.build, "openmps-control")]  # openmps, openmps-nosched
 
     def start(self):
         if self.name == "native":
@@ -87,13 +91,16 @@ class Mode:
         self.started = False
 
 
-def run_copies(binary, iterations, n, flags, env, timeout):
-    """N copies at once; returns (slowest kernel ms or None, copies that succeeded, first error)."""
+def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
+    """N copies at once; returns (slowest kernel ms or None, copies that succeeded, first error).
+    detail (a dict) gets, for the slowest copy, its kernel's own time on the GPU's clock and how
+    long after the first copy's kernel it started: a late start (queued behind other work)
+    tells apart from a slow run (sharing an SM)."""
     start_at = int(time.time() * 1000) + 2000 + 60 * n  # every copy creates its context first
     procs = [subprocess.Popen([binary, str(iterations), str(start_at)] + flags, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(n)]
-    times, error = [], ""
+    times, gpu, error = [], [], ""
     deadline = time.time() + timeout
     for p in procs:
         try:
@@ -103,10 +110,17 @@ def run_copies(binary, iterations, n, flags, env, timeout):
             out, err = p.communicate()
             err = "timed out after %.0f s" % timeout
         got = [float(line.split()[1]) for line in out.splitlines() if line.startswith("kernel_ms ")]
+        g = [line.split() for line in out.splitlines() if line.startswith("gpu_start_ns ")]
         if p.returncode == 0 and got:
             times.append(got[0])
+            if g:
+                gpu.append((got[0], int(g[0][1]), int(g[0][3])))
         elif not error:
             error = (err.strip().splitlines() or ["exit %d" % p.returncode])[-1][:200]
+    if detail is not None and gpu:
+        worst = max(gpu)
+        detail["gpu_ms"] = (worst[2] - worst[1]) / 1e6
+        detail["start_delay_ms"] = (worst[1] - min(x[1] for x in gpu)) / 1e6
     return (max(times) if len(times) == n else None), len(times), error
 
 
@@ -273,7 +287,8 @@ def main():
     csv_path = os.path.join(args.out, "bench.csv")
     with open(csv_path, "w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["time", "workload", "mode", "n", "repeat", "slowest_ms", "ok", "error"])
+        out.writerow(["time", "workload", "mode", "n", "repeat", "slowest_ms", "ok", "error",
+                      "slowest_gpu_ms", "slowest_start_delay_ms"])
         for m in modes:
             mode = Mode(m, args.build, tmp)
             try:
@@ -286,13 +301,16 @@ def main():
                             continue
                         for rep in range(args.repeats):
                             progress("%s %s N=%d run %d/%d" % (m, w, n, rep + 1, args.repeats))
+                            detail = {}
                             slowest, ok, err = run_copies(binary, iterations, n, WORKLOAD_FLAGS[w],
-                                                          env, 60 + 2 * args.seconds * n)
+                                                          env, 60 + 2 * args.seconds * n, detail)
                             row = {"workload": w, "mode": m, "n": n, "slowest_ms": slowest,
                                    "ok": ok}
                             rows.append(row)
                             out.writerow([time.strftime("%Y-%m-%dT%H:%M:%S"), w, m, n, rep,
-                                          "" if slowest is None else "%.3f" % slowest, ok, err])
+                                          "" if slowest is None else "%.3f" % slowest, ok, err,
+                                          "%.3f" % detail.get("gpu_ms", -1),
+                                          "%.3f" % detail.get("start_delay_ms", -1)])
                             f.flush()
                             if slowest is None and err:
                                 progress("")

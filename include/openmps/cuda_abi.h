@@ -46,6 +46,7 @@ enum {
 };
 
 #define CU_STREAM_NON_BLOCKING 0x1u
+#define CU_CTX_SCHED_BLOCKING_SYNC 0x4u
 #define CU_EVENT_DISABLE_TIMING 0x2u
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)

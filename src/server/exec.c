@@ -76,6 +76,7 @@ static CUresult order_after(struct session *s, CUstream later, CUstream first)
 
     if (!ev)
         return rc;
+    om_sched_before(s, first); /* the record is an operation on `first` */
     rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, first);
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUstream, CUevent, unsigned))REAL(cuStreamWaitEvent))(later, ev, 0);
@@ -92,8 +93,11 @@ static CUresult order_after(struct session *s, CUstream later, CUstream first)
  * and work on a blocking stream waits for it. Streams created non-blocking and
  * clients using only the default stream pay nothing.
  */
-static CUstream client_stream(struct session *s, uint64_t h, CUresult *rc)
+static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc)
 {
+    CUstream st;
+
+    *rc = CUDA_SUCCESS;
     if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
         h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
         if (!s->default_stream) {
@@ -102,25 +106,35 @@ static CUstream client_stream(struct session *s, uint64_t h, CUresult *rc)
             if (*rc != CUDA_SUCCESS)
                 return NULL;
         }
-        *rc = CUDA_SUCCESS;
+        st = s->default_stream;
+        if (enqueue)
+            om_sched_before(s, st);
         for (size_t i = 0; i < s->blocking.n && *rc == CUDA_SUCCESS; i++)
-            *rc = order_after(s, s->default_stream, (CUstream)(uintptr_t)s->blocking.v[i]);
-        return *rc == CUDA_SUCCESS ? s->default_stream : NULL;
+            *rc = order_after(s, st, (CUstream)(uintptr_t)s->blocking.v[i]);
+        return *rc == CUDA_SUCCESS ? st : NULL;
     }
     if (!om_handles_has(&s->streams, h)) {
         *rc = CUDA_ERROR_INVALID_HANDLE;
         return NULL;
     }
-    *rc = CUDA_SUCCESS;
+    st = (CUstream)(uintptr_t)h;
+    if (enqueue)
+        om_sched_before(s, st);
     if (s->default_stream && om_handles_has(&s->blocking, h))
-        *rc = order_after(s, (CUstream)(uintptr_t)h, s->default_stream);
-    return *rc == CUDA_SUCCESS ? (CUstream)(uintptr_t)h : NULL;
+        *rc = order_after(s, st, s->default_stream);
+    return *rc == CUDA_SUCCESS ? st : NULL;
+}
+
+/* The stream an operation is about to be enqueued on: it may wait for the scheduler first. */
+static CUstream client_stream(struct session *s, uint64_t h, CUresult *rc)
+{
+    return find_stream(s, h, true, rc);
 }
 
 /* Waits for this client's streams (and reports a posted call's error). */
 CUresult om_exec_sync_client(struct session *s)
 {
-    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult (*sync)(CUstream) = om_wait_stream;
     CUresult rc = CUDA_SUCCESS, r;
 
     if (s->default_stream && (r = sync(s->default_stream)) != CUDA_SUCCESS)
@@ -418,7 +432,7 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
 static CUresult x_cuMemcpyHtoD_v2(struct call *c)
 {
     CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) = REAL(cuMemcpyHtoDAsync_v2);
-    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult (*sync)(CUstream) = om_wait_stream;
     uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     CUresult rc = ARGS_OK(c);
     CUstream st;
@@ -439,7 +453,7 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
 static CUresult x_cuMemcpyDtoH_v2(struct call *c)
 {
     CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoHAsync_v2);
-    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult (*sync)(CUstream) = om_wait_stream;
     uint64_t src = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     CUresult rc = ARGS_OK(c);
     CUstream st;
@@ -462,7 +476,7 @@ static CUresult x_cuMemcpyDtoH_v2(struct call *c)
 static CUresult x_cuMemcpyDtoD_v2(struct call *c)
 {
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoDAsync_v2);
-    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult (*sync)(CUstream) = om_wait_stream;
     uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
     uint64_t sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
     CUresult rc = ARGS_OK(c);
@@ -485,7 +499,7 @@ static CUresult x_cuMemsetD8_v2(struct call *c)
 {
     uint64_t dst = om_get_u64(&c->in), value = om_get_u64(&c->in), width = om_get_u64(&c->in);
     uint64_t count = om_get_u64(&c->in), sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
-    CUresult (*sync)(CUstream) = REAL(cuStreamSynchronize);
+    CUresult (*sync)(CUstream) = om_wait_stream;
     CUresult rc = ARGS_OK(c);
     CUstream st;
 
@@ -548,7 +562,7 @@ static CUresult x_cuMemsetD2D8_v2(struct call *c)
         rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream))REAL(
             cuMemsetD2D32Async))(dst, pitch, (unsigned)value, w, h, st);
     if (rc == CUDA_SUCCESS && wait)
-        rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+        rc = om_wait_stream(st);
     return take_async_error(c->s, rc);
 }
 
@@ -604,7 +618,7 @@ static CUresult x_cuMemcpy2D_v2(struct call *c)
         return rc;
     rc = ((CUresult(*)(const CUDA_MEMCPY2D *, CUstream))REAL(cuMemcpy2DAsync_v2))(&m, st);
     if (rc == CUDA_SUCCESS && (wait || stype == CU_MEMORYTYPE_HOST))
-        rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+        rc = om_wait_stream(st);
     if (rc == CUDA_SUCCESS && dtype == CU_MEMORYTYPE_HOST)
         c->out.len = w * h;
     return take_async_error(c->s, rc);
@@ -633,18 +647,20 @@ static CUresult x_cuStreamCreate(struct call *c)
         ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    om_sched_stream_created();
     om_put_u64(&c->out, (uint64_t)(uintptr_t)st);
     return CUDA_SUCCESS;
 }
 
-static CUresult owned_stream(struct call *c, CUstream *st)
+/* A stream argument; `enqueue`: the call puts an operation on it (see client_stream). */
+static CUresult owned_stream(struct call *c, bool enqueue, CUstream *st)
 {
     uint64_t h = om_get_u64(&c->in);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    *st = client_stream(c->s, h, &rc);
+    *st = find_stream(c->s, h, enqueue, &rc);
     return rc;
 }
 
@@ -659,11 +675,12 @@ static CUresult x_cuStreamDestroy_v2(struct call *c)
         return CUDA_ERROR_INVALID_HANDLE;
     /* Its work must be done before the stream is forgotten: later frees and the
      * session's end wait only for streams they know. */
-    rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))((CUstream)(uintptr_t)h);
+    rc = om_wait_stream((CUstream)(uintptr_t)h);
     if (rc != CUDA_SUCCESS && c->s->async_error == CUDA_SUCCESS)
         c->s->async_error = rc;
     om_handles_remove(&c->s->streams, h);
     om_handles_remove(&c->s->blocking, h);
+    om_sched_stream_destroyed(c->s, (CUstream)(uintptr_t)h);
     for (size_t i = 0; i < c->s->nsync_events; i++) {
         if (c->s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
             ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(c->s->sync_events[i].event);
@@ -677,17 +694,17 @@ static CUresult x_cuStreamDestroy_v2(struct call *c)
 static CUresult x_cuStreamSynchronize(struct call *c)
 {
     CUstream st;
-    CUresult rc = owned_stream(c, &st);
+    CUresult rc = owned_stream(c, false, &st);
 
     if (rc == CUDA_SUCCESS)
-        rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+        rc = om_wait_stream(st);
     return take_async_error(c->s, rc);
 }
 
 static CUresult x_cuStreamQuery(struct call *c)
 {
     CUstream st;
-    CUresult rc = owned_stream(c, &st);
+    CUresult rc = owned_stream(c, false, &st);
 
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUstream))REAL(cuStreamQuery))(st);
@@ -710,7 +727,7 @@ static CUresult x_cuStreamWaitEvent(struct call *c)
 {
     CUstream st;
     CUevent ev;
-    CUresult rc = owned_stream(c, &st);
+    CUresult rc = owned_stream(c, true, &st);
 
     if (rc == CUDA_SUCCESS)
         rc = owned_event(c, &ev);
@@ -757,7 +774,7 @@ static CUresult x_cuEventRecord(struct call *c)
     CUresult rc = owned_event(c, &ev);
 
     if (rc == CUDA_SUCCESS)
-        rc = owned_stream(c, &st);
+        rc = owned_stream(c, true, &st);
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, st);
     return rc;
@@ -769,7 +786,7 @@ static CUresult x_cuEventSynchronize(struct call *c)
     CUresult rc = owned_event(c, &ev);
 
     if (rc == CUDA_SUCCESS)
-        rc = ((CUresult(*)(CUevent))REAL(cuEventSynchronize))(ev);
+        rc = om_wait_event(ev);
     return take_async_error(c->s, rc);
 }
 
@@ -1066,9 +1083,12 @@ static CUresult x_cuLaunchKernel(struct call *c)
     extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
-    return launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
-                  (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
-                  args_len ? extra : NULL);
+    rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
+                (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
+                args_len ? extra : NULL);
+    if (rc == CUDA_SUCCESS)
+        om_sched_launched(c->s, st, k);
+    return rc;
 }
 
 /* CUlaunchConfig / CUlaunchAttribute (72 bytes: an id, padding, a 64-byte value). */
@@ -1148,7 +1168,10 @@ static CUresult x_cuLaunchKernelEx(struct call *c)
         (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
-    return launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
+    rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
+    if (rc == CUDA_SUCCESS)
+        om_sched_launched(c->s, st, k);
+    return rc;
 }
 
 static CUresult x_cuStreamGetFlags(struct call *c)
@@ -1160,7 +1183,7 @@ static CUresult x_cuStreamGetFlags(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    st = client_stream(c->s, h, &rc);
+    st = find_stream(c->s, h, false, &rc);
     if (st)
         rc = ((CUresult(*)(CUstream, unsigned *))REAL(cuStreamGetFlags))(st, &flags);
     /* What the client asked for: its blocking streams are non-blocking on the server. */
@@ -1180,7 +1203,7 @@ static CUresult x_cuStreamGetPriority(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    st = client_stream(c->s, h, &rc);
+    st = find_stream(c->s, h, false, &rc);
     if (st)
         rc = ((CUresult(*)(CUstream, int *))REAL(cuStreamGetPriority))(st, &prio);
     if (rc == CUDA_SUCCESS)

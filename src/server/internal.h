@@ -58,6 +58,14 @@ struct om_hostmem {
     struct om_hostmem *next; /* in the pool */
 };
 
+/* A client stream's last kernel, while the scheduler watches it (sched.c). */
+struct om_sched_stream {
+    CUstream stream;
+    uint64_t kernel;      /* the kernel launched last on it; 0 when its successor went */
+    uint64_t launched_ns; /* CLOCK_MONOTONIC */
+    uint32_t short_runs;  /* decisions taken on short kernels, for the periodic re-measure */
+};
+
 /* Kernels a client obtained, with the size of their argument buffer. */
 struct om_kernel {
     uint64_t handle;
@@ -96,6 +104,8 @@ struct session {
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;
     struct om_ranges allocs;
+    struct om_sched_stream *sched; /* its streams' last kernels, while scheduling is on */
+    size_t nsched, sched_cap;
     struct om_kernel *kernels;
     size_t nkernels, kernels_cap;
     uint8_t *stage; /* bytes the client staged for its next call */
@@ -164,6 +174,22 @@ uint64_t om_hash64(const void *data, size_t len);
 int om_image_lookup(const void *bytes, uint64_t hash, size_t size, uint64_t *ret_library);
 void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t library);
 pthread_mutex_t *om_image_load_lock(void);
+
+/* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
+CUresult om_wait_stream(CUstream st);
+CUresult om_wait_event(CUevent ev);
+
+/* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
+#define OM_SCHED_MAX_QUEUES 32 /* the driver's ceiling of CUDA_DEVICE_MAX_CONNECTIONS */
+void om_sched_init(void);
+void om_sched_report(void); /* a line in the log: what the scheduler did */
+void om_sched_stream_created(void);
+void om_sched_stream_destroyed(struct session *s, CUstream st);
+void om_sched_session_free(struct session *s);
+/* Before an operation is enqueued on a client's stream: returns once it may go. */
+void om_sched_before(struct session *s, CUstream st);
+/* After a kernel was enqueued on a client's stream. */
+void om_sched_launched(struct session *s, CUstream st, uint64_t kernel);
 
 /* session.c */
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);

@@ -115,6 +115,13 @@ static int init_gpus(struct server *srv, char *err, size_t errlen)
     if (srv->ndevs < 0)
         return srv->ndevs;
     for (int i = 0; i < srv->ndevs; i++) {
+        /* Synchronizing threads sleep instead of spinning (wait.c says why). */
+        CUresult fr =
+            ((CUresult(*)(CUdevice, unsigned))om_server_real[OM_IDX_cuDevicePrimaryCtxSetFlags_v2])(
+                i, CU_CTX_SCHED_BLOCKING_SYNC);
+        if (fr != CUDA_SUCCESS)
+            om_warn("device %d: cannot make synchronization block (CUresult %d): waits spin", i,
+                    (int)fr);
         om_cu_result cr = srv->drv.cuDevicePrimaryCtxRetain(&srv->ctx[i], i);
         if (cr != OM_CUDA_SUCCESS) {
             snprintf(err, errlen, "cannot retain the primary context of device %d: CUresult %d", i,
@@ -332,6 +339,7 @@ int main(int argc, char **argv)
         return 1;
     }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
+    om_sched_init();
     if (init_gpus(&srv, err, sizeof(err)) < 0) {
         om_err("%s", err);
         om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);
@@ -349,6 +357,7 @@ int main(int argc, char **argv)
         return 3; /* the context is unusable: nothing to release */
     }
     om_session_wait_workers(10000);
+    om_sched_report();
     for (int i = 0; i < srv.ndevs; i++)
         srv.drv.cuDevicePrimaryCtxRelease(i);
     om_info("Server exiting");

@@ -165,10 +165,14 @@ static void release_gpu_resources(struct session *s)
     s->sync_events = NULL;
     s->nsync_events = s->sync_events_cap = 0;
     om_handles_free(&s->blocking);
-    for (size_t i = 0; i < s->streams.n; i++)
+    for (size_t i = 0; i < s->streams.n; i++) {
+        om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->streams.v[i]);
         ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))((CUstream)(uintptr_t)s->streams.v[i]);
+    }
+    om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
         ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))(s->default_stream);
+    om_sched_session_free(s);
     for (size_t i = 0; i < s->allocs.n; i++)
         if (s->allocs.v[i].owned)
             om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
@@ -202,6 +206,9 @@ static void *worker_main(void *arg)
     struct session *s = arg;
     uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD), *out = malloc(OM_REPLY_MAX);
 
+    /* Its default stream counts for the scheduler from now on, though the stream itself is
+     * made at its first use: clients that start together are all counted before they launch. */
+    om_sched_stream_created();
     /* The client's work runs in the server's context, on this thread. */
     if (om_server_bind_context() != CUDA_SUCCESS)
         om_err("client %d: cannot make the server context current", (int)s->pid);

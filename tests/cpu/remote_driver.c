@@ -5,6 +5,7 @@
  *   remote_driver hold           allocates, prints the address, keeps the session 10 s
  *   remote_driver steal ADDR     tries to read and free memory it does not own
  *   remote_driver copyloop       copies 8 MiB back and forth until killed
+ *   remote_driver chain          kernel pairs on the default stream, for the scheduler
  *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -88,6 +89,7 @@ CUresult cuMemsetD16_v2(CUdeviceptr, unsigned short, size_t);
 CUresult cuMemsetD32Async(CUdeviceptr, unsigned, size_t, CUstream);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamQuery(CUstream);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
@@ -491,6 +493,38 @@ static void bench(long n)
     printf("bench ok\n");
 }
 
+/* Work for the server's scheduler (sched.c), with the test double's kernels keeping their
+ * stream busy (FAKECUDA_KERNEL_MS): two [kernel -> kernel] pairs and an event record on the
+ * default stream. A stream query right after the first launch must answer at once
+ * (CUDA_ERROR_NOT_READY): only enqueued operations wait for the scheduler. */
+static void chain(void)
+{
+    static const char image[] = "fakecubin\nlong:4\ntiny:4\n";
+    CUmodule mod;
+    CUfunction lng, tiny;
+    CUevent ev;
+    unsigned v = 1;
+    void *args[] = {&v};
+    double t0;
+    CUresult q;
+
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&lng, mod, "long"));
+    OK(cuModuleGetFunction(&tiny, mod, "tiny"));
+    OK(cuEventCreate(&ev, 0));
+    OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    t0 = now_us();
+    q = cuStreamQuery(NULL);
+    printf("chain query %d in %.0f us\n", q, now_us() - t0);
+    OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuEventRecord(ev, NULL));
+    OK(cuEventSynchronize(ev));
+    OK(cuCtxSynchronize());
+    printf("chain ok\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
@@ -569,6 +603,8 @@ int main(int argc, char **argv)
         }
         EXPECT(failed == 0);
         printf("threads ok\n");
+    } else if (!strcmp(mode, "chain")) {
+        chain();
     } else if (!strcmp(mode, "bench") && argc > 2) {
         bench(atol(argv[2]));
     } else if (!strcmp(mode, "copyloop")) {
@@ -581,7 +617,7 @@ int main(int argc, char **argv)
         }
     } else {
         fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
-                        "FLAGS|fault|fork|threads|bench N|copyloop\n");
+                        "FLAGS|fault|fork|threads|chain|bench N|copyloop\n");
         return 2;
     }
     return 0;

@@ -13,32 +13,49 @@
 #include <cstring>
 #include <thread>
 
+// The GPU's global clock (ns): when a kernel really started and ended, printed next to the
+// event time, so the harness can tell a late start from a slow run.
+__device__ unsigned long long global_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 __global__ void add_then_spin(int n, const float *x, float *y, long long iterations,
                               unsigned long long *out)
 {
+    out[2] = global_ns();
     for (int i = 0; i < n; i++)
         y[i] = x[i] + y[i];
     unsigned long long v = 1;
     for (long long i = 0; i < iterations; i++)
         v = v * 6364136223846793005ull + 1442695040888963407ull;
     *out = v;
+    out[3] = global_ns();
 }
 
 __global__ void spin(long long iterations, unsigned long long *out)
 {
+    out[2] = global_ns();
     unsigned long long x = 1;
     for (long long i = 0; i < iterations; i++)
         x = x * 6364136223846793005ull + 1442695040888963407ull; // each step needs the last
     *out = x;
+    out[3] = global_ns();
 }
 
 // B1c: one quarter of the chain, continuing from the state the previous kernel left.
+// state[1] counts the tiny kernels, state[2..3] are the chain's start and end times.
 __global__ void spin_from(long long iterations, unsigned long long *state)
 {
+    if (state[1] == 0)
+        state[2] = global_ns();
     unsigned long long x = *state;
     for (long long i = 0; i < iterations; i++)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
     *state = x;
+    state[3] = global_ns();
 }
 
 // B1c: the tiny kernel that depends on the one before it.
@@ -57,14 +74,16 @@ static const int managed_n = 1 << 16;
 static float *mx, *my; // managed arrays when --managed
 static bool chain;      // --chain: 4 x [quarter kernel -> tiny kernel]
 
+static unsigned long long gpu_times[2]; // the kernel's (or chain's) start and end, global ns
+
 static int run(long long iterations, float *ms, unsigned long long *result)
 {
     unsigned long long *d_out, steps = 0, one = 1;
     cudaEvent_t a, b;
 
-    CHECK(cudaMalloc(&d_out, 2 * sizeof(*d_out)));
+    CHECK(cudaMalloc(&d_out, 4 * sizeof(*d_out)));
     CHECK(cudaMemcpy(d_out, &one, sizeof(one), cudaMemcpyHostToDevice));
-    CHECK(cudaMemset(d_out + 1, 0, sizeof(*d_out)));
+    CHECK(cudaMemset(d_out + 1, 0, 3 * sizeof(*d_out)));
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     CHECK(cudaEventRecord(a));
@@ -83,6 +102,7 @@ static int run(long long iterations, float *ms, unsigned long long *result)
     CHECK(cudaEventElapsedTime(ms, a, b));
     CHECK(cudaMemcpy(result, d_out, sizeof(*result), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(&steps, d_out + 1, sizeof(steps), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(gpu_times, d_out + 2, sizeof(gpu_times), cudaMemcpyDeviceToHost));
     CHECK(cudaFree(d_out));
     if (chain && steps != 4) {
         fprintf(stderr, "spin: the chain ran %llu tiny kernels, not 4\n", steps);
@@ -143,5 +163,6 @@ int main(int argc, char **argv)
         }
     }
     printf("kernel_ms %.3f\n", ms);
+    printf("gpu_start_ns %llu gpu_end_ns %llu\n", gpu_times[0], gpu_times[1]);
     return 0;
 }

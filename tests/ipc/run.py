@@ -983,6 +983,49 @@ def remote_legacy_default_stream():
         e.close(ok)
 
 
+def chain_times(sched):
+    """Runs the remote driver's chain with kernels of 100 ms in the test double; returns the
+    times (ms) at which its launches and its event record reached the driver, and its output."""
+    e = Env(start=False)
+    ok = False
+    try:
+        tlog = os.path.join(e.dir, "times")
+        e.env.update({"FAKECUDA_KERNEL_MS": "100", "FAKECUDA_TIME_LOG": tlog})
+        if sched:
+            e.env["OPENMPS_SCHED"] = sched
+        e.start()
+        p = remote(e, "chain")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "chain ok" in out, "chain: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        rows = [l.split() for l in open(tlog).read().splitlines()]
+        check([r[0] for r in rows] == ["long", "tiny", "long", "tiny", "record"],
+              "the chain reached the driver in order: %r" % rows)
+        check("scheduling: %s" % (sched or "auto") in e.log("server.log"),
+              "the server logged its scheduling mode")
+        ok = True
+        return [int(r[1]) for r in rows], out
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_scheduler_holds_work_behind_long_kernels():
+    """With scheduling on (OPENMPS_SCHED=always; by default it turns on past 32 client
+    streams), each operation after a running kernel waits in the server until that kernel is
+    done, so nothing dependent sits in a shared hardware queue; a stream query still answers
+    at once. With one client stream (auto) everything goes to the driver at once."""
+    t, out = chain_times("always")
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    check(all(g >= 90 for g in gaps), "each operation waited for the 100 ms kernel before it: "
+          "gaps %r ms" % gaps)
+    q = re.search(r"chain query (\d+) in (\d+) us", out)
+    check(q and q.group(1) == "600" and int(q.group(2)) < 50000,
+          "the stream query answered NOT_READY without waiting: %r" % out)
+    t, out = chain_times(None)
+    check(t[-1] - t[0] < 90, "without shared queues nothing waits: %r ms" % t)
+
+
 @test
 def remote_fault_restarts_the_server():
     """A fatal GPU fault in one client: that client gets the error, the other clients are told

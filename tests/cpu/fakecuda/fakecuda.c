@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,8 +329,63 @@ EXPORT int cuStreamCreate(void **s, unsigned flags)
         return CUDA_SUCCESS;                                                                       \
     }
 TRIVIAL(cuStreamDestroy_v2, void *s)
-TRIVIAL(cuStreamSynchronize, void *s)
-TRIVIAL(cuStreamQuery, void *s)
+TRIVIAL(cuDevicePrimaryCtxSetFlags_v2, int dev, unsigned flags)
+
+/* FAKECUDA_KERNEL_MS: each launch keeps its stream busy that long after the stream's earlier
+ * work (cuStreamQuery answers CUDA_ERROR_NOT_READY meanwhile, cuStreamSynchronize sleeps), so
+ * the server's scheduler has running kernels to wait for. FAKECUDA_TIME_LOG: a file that gets
+ * "<kernel name or record> <milliseconds, monotonic>" for every launch and event record. */
+static uint64_t busy_until_ms[sizeof(tokens)]; /* per stream token (__atomic) */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t *busy_slot(void *s)
+{
+    char *c = s;
+    return c >= tokens && c < tokens + sizeof(tokens) ? &busy_until_ms[c - tokens] : NULL;
+}
+
+static void time_line(const char *what)
+{
+    const char *log = getenv("FAKECUDA_TIME_LOG");
+    FILE *f = log ? fopen(log, "a") : NULL;
+
+    if (f) {
+        fprintf(f, "%s %llu\n", what, (unsigned long long)mono_ms());
+        fclose(f);
+    }
+}
+
+static void stream_runs(void *s)
+{
+    const char *ms = getenv("FAKECUDA_KERNEL_MS");
+    uint64_t *b = busy_slot(s), now = mono_ms(), until;
+
+    if (!ms || !b)
+        return;
+    until = __atomic_load_n(b, __ATOMIC_RELAXED);
+    __atomic_store_n(b, (until > now ? until : now) + (uint64_t)atoi(ms), __ATOMIC_RELAXED);
+}
+
+EXPORT int cuStreamQuery(void *s)
+{
+    uint64_t *b = busy_slot(s);
+    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_ms() ? 600 : CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamSynchronize(void *s)
+{
+    uint64_t *b = busy_slot(s), now;
+
+    while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_ms()))
+        usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now) * 1000);
+    return CUDA_SUCCESS;
+}
 static void log_line(const char *what)
 {
     const char *log = getenv("FAKECUDA_LAUNCH_LOG");
@@ -352,6 +408,7 @@ EXPORT int cuEventRecord(void *e, void *s)
 {
     (void)e, (void)s;
     log_line("record");
+    time_line("record");
     return CUDA_SUCCESS;
 }
 TRIVIAL(cuEventSynchronize, void *e)
@@ -454,7 +511,7 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
     size_t len = 0;
     const char *log = getenv("FAKECUDA_LAUNCH_LOG");
 
-    (void)smem, (void)s, (void)params;
+    (void)smem, (void)params;
     if (strcmp(k->name, "fail") == 0)
         return 701; /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: an error, the context lives on */
     if (strcmp(k->name, "fault") == 0)
@@ -477,6 +534,8 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
             fclose(f2);
         }
     }
+    time_line(k->name);
+    stream_runs(s);
     if (strcmp(k->name, "fill_u32") == 0 && len >= 16) {
         uint64_t p;
         uint32_t v, n;

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* How the server's threads wait for the GPU: briefly spinning, then asleep in the driver. */
+#include <time.h>
+
+#include "internal.h"
+
+/*
+ * A context's default scheduling (CU_CTX_SCHED_AUTO) spins the CPU in every synchronize while
+ * the process has fewer contexts than CPUs, which the server always has. With a hundred
+ * clients each waiting for a long kernel, a hundred server threads would spin on a few cores
+ * and starve the threads that launch the other clients' kernels: those launches then land late
+ * and the clients' kernels look twice as long (B1 at 48 and 128 clients, issue #4). So the
+ * server's contexts block on an interrupt (CU_CTX_SCHED_BLOCKING_SYNC, set at start), and a wait
+ * first polls for a short while, so that a short kernel's completion is not paid with the
+ * interrupt's wake-up.
+ */
+
+#define R(sym) om_server_real[OM_IDX_##sym]
+#define SPIN_NS 100000ull /* 100 µs: a short kernel, or a small copy, is done by then */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+CUresult om_wait_stream(CUstream st)
+{
+    CUresult (*query)(CUstream) = (CUresult(*)(CUstream))R(cuStreamQuery);
+    uint64_t start = now_ns();
+    CUresult rc;
+
+    while ((rc = query(st)) == CUDA_ERROR_NOT_READY)
+        if (now_ns() - start > SPIN_NS)
+            return ((CUresult(*)(CUstream))R(cuStreamSynchronize))(st);
+    return rc;
+}
+
+CUresult om_wait_event(CUevent ev)
+{
+    CUresult (*query)(CUevent) = (CUresult(*)(CUevent))R(cuEventQuery);
+    uint64_t start = now_ns();
+    CUresult rc;
+
+    while ((rc = query(ev)) == CUDA_ERROR_NOT_READY)
+        if (now_ns() - start > SPIN_NS)
+            return ((CUresult(*)(CUevent))R(cuEventSynchronize))(ev);
+    return rc;
+}
