@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The benchmark harness (issue #4), first part: B1 and B1c of BENCHMARKS.md in three modes,
-one after the other on the same machine.
+"""The benchmark harness (issue #4): B1-B6 of BENCHMARKS.md in three modes, one after the other
+on the same machine.
 
   native   every copy has its own context: the GPU time-slices between them
   mps      NVIDIA's MPS, when nvidia-cuda-mps-control exists: started with its own pipe and
@@ -14,11 +14,13 @@ For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels
 moment; the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
 repeated; the table gives the median, the spread (min-max) and the ratio of the median to the
 mode's median at N = 1. Every run goes to bench.csv; the B1/B1c plot to b1.png (matplotlib) or,
-without matplotlib, to b1.svg. Without an NVIDIA GPU or nvcc it says so and exits 1.
+without matplotlib, to b1.svg. B2-B6 (bench/calls.cu, bench/figures.py): one table of figures
+(median of the repeats per mode, openmps over native and over MPS, the goal), every run in
+figures.csv. Without an NVIDIA GPU or nvcc it says so and exits 1.
 
 Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
-                    [--modes native,mps,openmps] [--workloads b1,b1c] [--seconds 0.5]
-                    [--native-max-n 64]
+                    [--modes native,mps,openmps] [--workloads b1,b1c,b2,b3,b4,b5,b6]
+                    [--seconds 0.5] [--native-max-n 64] [--b4-clients 128]
 """
 import argparse
 import csv
@@ -32,6 +34,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import figures  # noqa: E402  (bench/figures.py: B2-B6)
 WORKLOAD_FLAGS = {"b1": [], "b1m": ["--managed"], "b1c": ["--chain"]}
 WORKLOAD_TITLES = {
     "b1": "B1: one thread, one kernel",
@@ -124,12 +128,19 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
     return (max(times) if len(times) == n else None), len(times), error
 
 
-def build_workload(out):
-    binary = os.path.join(out, "spin")
+def nvcc(src, binary, *flags):
     arch = os.environ.get("OPENMPS_GPU_ARCH", "native")
-    subprocess.run(["nvcc", "-O2", "-arch=" + arch, "-o", binary,
-                    os.path.join(ROOT, "tests", "gpu", "spin.cu")], check=True)
+    subprocess.run(["nvcc", "-O2", "-arch=" + arch, "-o", binary, src] + list(flags), check=True)
     return binary
+
+
+def build_workloads(out):
+    """spin (B1), calls (B2-B6) and calls-fresh: the same with a module image no server has
+    seen (its salt is the time of this run)."""
+    return (nvcc(os.path.join(ROOT, "tests", "gpu", "spin.cu"), os.path.join(out, "spin")),
+            nvcc(os.path.join(HERE, "calls.cu"), os.path.join(out, "calls")),
+            nvcc(os.path.join(HERE, "calls.cu"), os.path.join(out, "calls-fresh"),
+                 "-DSALT=%d" % (int(time.time()) % 1000000 + 1)))
 
 
 def calibrate(binary, seconds):
@@ -250,7 +261,10 @@ def main():
     ap.add_argument("--n", default=os.environ.get("BENCH_N", "1 5 16 32 48 64 128"))
     ap.add_argument("--repeats", type=int, default=int(os.environ.get("BENCH_REPEATS", "3")))
     ap.add_argument("--modes", default=os.environ.get("BENCH_MODES", "native,mps,openmps"))
-    ap.add_argument("--workloads", default=os.environ.get("BENCH_WORKLOADS", "b1,b1c"))
+    ap.add_argument("--workloads",
+                    default=os.environ.get("BENCH_WORKLOADS", "b1,b1c,b2,b3,b4,b5,b6"))
+    ap.add_argument("--b4-clients", type=int, default=int(os.environ.get("BENCH_B4_N", "128")),
+                    help="clients B4 starts at once (natively at most 16: each holds a context)")
     ap.add_argument("--seconds", type=float, default=0.5, help="one copy's kernel time alone")
     ap.add_argument("--native-max-n", type=int,
                     default=int(os.environ.get("BENCH_NATIVE_MAX_N", "64")),
@@ -268,18 +282,27 @@ def main():
     ns = sorted({int(x) for x in args.n.split()})
     workloads = [w for w in args.workloads.split(",") if w]
     modes = [m for m in args.modes.split(",") if m]
+    others = {"b2": "b2", "b3": "b3", "b4": "b4", "b5": "b5", "b6": "b6"}
     for w in workloads:
-        if w not in WORKLOAD_FLAGS:
-            print("bench: unknown workload %r (known: %s)" % (w, ", ".join(WORKLOAD_FLAGS)),
-                  file=sys.stderr)
+        if w not in WORKLOAD_FLAGS and w not in others:
+            print("bench: unknown workload %r (known: %s)"
+                  % (w, ", ".join(list(WORKLOAD_FLAGS) + list(others))), file=sys.stderr)
             return 2
+    fig_workloads = [w for w in workloads if w in others]
+    workloads = [w for w in workloads if w in WORKLOAD_FLAGS]
     if "mps" in modes and shutil.which("nvidia-cuda-mps-control") is None:
         print("bench: nvidia-cuda-mps-control not found: the NVIDIA MPS column is left out",
               file=sys.stderr)
         modes.remove("mps")
     os.makedirs(args.out, exist_ok=True)
-    binary = build_workload(args.out)
+    binary, calls, calls_fresh = build_workloads(args.out)
     iterations = calibrate(binary, args.seconds)
+    fill_iters = int(subprocess.run([calls, "fill-calibrate", "12"], check=True, text=True,
+                                    stdout=subprocess.PIPE).stdout.split()[0])
+    fig_rows = []
+    fig_csv = open(os.path.join(args.out, "figures.csv"), "w", newline="")
+    fig_out = csv.writer(fig_csv)
+    fig_out.writerow(["time", "workload", "mode", "repeat", "figure", "value", "error"])
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          text=True, stdout=subprocess.PIPE).stdout.strip()
     rows = []
@@ -316,14 +339,48 @@ def main():
                                 progress("")
                                 print("%s %s N=%d: %d of %d copies ran; first error: %s"
                                       % (m, w, n, ok, n, err), file=sys.stderr)
+                for w in fig_workloads:
+                    for rep in range(1 if w == "b4" else args.repeats):
+                        progress("%s %s run %d/%d" % (m, w, rep + 1, args.repeats))
+                        try:
+                            if w == "b2":
+                                vals = figures.b2(calls, env)
+                            elif w == "b3":
+                                vals = figures.b3(calls, env)
+                            elif w == "b4":
+                                n4 = min(args.b4_clients, 16) if m == "native" else args.b4_clients
+                                vals = figures.b4(calls, env, n4)
+                            elif w == "b5":
+                                vals = figures.b5(calls, env, fill_iters)
+                            else:
+                                vals = figures.b6(calls, calls_fresh, env, iterations * 6)
+                            err = ""
+                        except (RuntimeError, subprocess.TimeoutExpired, KeyError) as e:
+                            vals, err = {}, str(e)[:200]
+                            progress("")
+                            print("%s %s: %s" % (m, w, err), file=sys.stderr)
+                        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+                        for k, v in vals.items():
+                            fig_rows.append({"workload": w, "mode": m, "figure": k, "value": v})
+                            fig_out.writerow([stamp, w, m, rep, k, "%.4f" % v, ""])
+                        if err:
+                            fig_out.writerow([stamp, w, m, rep, "", "", err])
+                        fig_csv.flush()
             finally:
                 mode.stop()
+    fig_csv.close()
     progress("")
     print("%s; one copy %.2f s alone (%d steps); %d repeat(s) per point" %
           (gpu, args.seconds, iterations, args.repeats))
-    print(summarize(rows, workloads, modes, ns))
-    print("every run: %s" % csv_path)
-    print("plot: %s" % plot(rows, workloads, modes, ns, args.out))
+    if workloads:
+        print(summarize(rows, workloads, modes, ns))
+        print("every run: %s" % csv_path)
+        print("plot: %s" % plot(rows, workloads, modes, ns, args.out))
+    if fig_workloads:
+        print("\nB2-B6: median of %d repeat(s) (B4: one run; natively at most 16 clients)"
+              % args.repeats)
+        print(figures.table(fig_rows, modes))
+        print("every run: %s" % os.path.join(args.out, "figures.csv"))
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -50,5 +50,25 @@ with tempfile.TemporaryDirectory() as out:
                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check(p.returncode == 1 and "no NVIDIA GPU" in p.stderr,
           "without a GPU: exit 1 and says so (%d, %r)" % (p.returncode, p.stderr))
+# B2-B6: the program's lines become figures; the table gives medians, ratios and the goal.
+figs = bench.figures
+v = figs.parse("launch_us 4.5\nfill_start_ms 100 fill_end_ms 350\nnoise here\n")
+check(v == {"launch_us": 4.5, "fill_start_ms": 100.0, "fill_end_ms": 350.0}, "parse: %r" % v)
+frows = [{"mode": m, "figure": f, "value": x} for m, f, x in (
+    ("native", "launch_us", 3.0), ("native", "launch_us", 5.0), ("native", "launch_us", 4.0),
+    ("mps", "launch_us", 4.0), ("openmps", "launch_us", 4.4), ("openmps", "launch_us", 3.6),
+    ("openmps", "launch_us", 5.0), ("openmps", "h2d_pinned_gbs", 54.0),
+    ("openmps", "b4_clients_ready", 128), ("openmps", "b4_clients_started", 128),
+    ("mps", "b4_clients_ready", 48), ("mps", "b4_clients_started", 128))]
+t = figs.table(frows, ["native", "mps", "openmps"]).splitlines()
+launch = next(l for l in t if "empty-kernel launch" in l).split()
+check(launch[-8:] == ["4", "4", "4.4", "1.10", "1.10", "<=", "4.0", "NO"],
+      "launch: medians 4 and 4.4, ratio 1.10, goal missed: %r" % launch)
+pinned = next(l for l in t if "host to device, pinned" in l)
+check(pinned.split()[-1] == "yes" and " - " in pinned, "pinned: met, no native figure: %r" % pinned)
+ready = next(l for l in t if "clients served" in l)
+check("48/128" in ready and "128/128" in ready and ready.split()[-1] == "yes",
+      "clients served, per mode: %r" % ready)
+check(not any("copy4" in l or "4-byte" in l for l in t), "figures never measured are left out")
 print("bench checks: %d failure(s)" % failures)
 sys.exit(1 if failures else 0)

@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: MIT
+"""B2-B6 of BENCHMARKS.md: the runs of bench/calls.cu in one mode, and the table of their
+figures side by side (bench/run.py starts and stops the modes)."""
+import select
+import statistics
+import subprocess
+import time
+
+# figure: (workload, what it is, unit, goal as text, goal test on the openmps median)
+FIGURES = {
+    "launch_us": ("b2", "asynchronous empty-kernel launch", "us", "<= 4.0", lambda v: v <= 4.0),
+    "launch_sync_us": ("b2", "launch + stream synchronize", "us", "<= 12", lambda v: v <= 12),
+    "copy4_us": ("b2", "4-byte cudaMemcpy host to device", "us", "<= 8", lambda v: v <= 8),
+    "alloc_free_us": ("b2", "cudaMalloc + cudaFree, 1 MiB", "us", "<= 155", lambda v: v <= 155),
+    "first_kernel_s": ("b2", "process start to first kernel done", "s", "<= 0.15",
+                       lambda v: v <= 0.15),
+    "h2d_pinned_gbs": ("b3", "64 MiB host to device, pinned", "GB/s", ">= 50", lambda v: v >= 50),
+    "d2h_pinned_gbs": ("b3", "64 MiB device to host, pinned", "GB/s", ">= 50", lambda v: v >= 50),
+    "h2d_pageable_gbs": ("b3", "64 MiB host to device, pageable", "GB/s", ">= 12",
+                         lambda v: v >= 12),
+    "d2h_pageable_gbs": ("b3", "64 MiB device to host, pageable", "GB/s", ">= 12",
+                         lambda v: v >= 12),
+    "b4_clients_ready": ("b4", "clients served (of those started)", "", "all", None),
+    "b4_client_mib": ("b4", "GPU memory per client process (nvidia-smi)", "MiB", "<= 64",
+                      lambda v: v <= 64),
+    "b4_server_mib": ("b4", "GPU memory of the server", "MiB", "<= 600", lambda v: v <= 600),
+    "b5_alone_per_s": ("b5", "launches/s, one client alone", "/s", "", None),
+    "b5_agg4_per_s": ("b5", "aggregate launches/s, 4 clients", "/s", ">= 96", lambda v: v >= 96),
+    "b5_agg8_per_s": ("b5", "aggregate launches/s, 8 clients", "/s", ">= 96", lambda v: v >= 96),
+    "b5_fair8": ("b5", "slowest/fastest client, 8 clients", "x", "<= 1.10", lambda v: v <= 1.10),
+    "b6_alloc_free_ms": ("b6", "B's worst cudaMalloc + cudaFree during A's kernel", "ms", "<= 1",
+                         lambda v: v <= 1),
+    "b6_host_alloc_free_ms": ("b6", "B's worst cudaMallocHost + cudaFreeHost", "ms", "<= 1",
+                              lambda v: v <= 1),
+    "b6_first_launch_ms": ("b6", "B's first launch + sync, module loaded", "ms", "<= 1",
+                           lambda v: v <= 1),
+    "b6_new_module_ms": ("b6", "B's first launch + sync, never-seen module", "ms", "reported",
+                         None),
+    "b6_overlapped": ("b6", "B's calls all ran during A's kernel (1 = yes)", "", "1",
+                      lambda v: v == 1),
+}
+
+
+def parse(out):
+    vals = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            try:
+                vals[parts[0]] = float(parts[1])
+            except ValueError:
+                pass
+        if len(parts) == 4 and parts[0] == "fill_start_ms":
+            vals["fill_end_ms"] = float(parts[3])
+    return vals
+
+
+def run_one(cmd, env, timeout=120):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[1:]), p.returncode,
+                                                 (p.stderr.strip().splitlines() or [""])[-1]))
+    return parse(p.stdout)
+
+
+def b2(calls, env):
+    vals = run_one([calls, "overheads"], env)
+    spawn = time.time_ns()
+    vals.update(run_one([calls, "first", str(spawn)], env))
+    return {k: vals[k] for k in ("launch_us", "launch_sync_us", "copy4_us", "alloc_free_us",
+                                 "first_kernel_s") if k in vals}
+
+
+def b3(calls, env):
+    return run_one([calls, "bandwidth"], env)
+
+
+def gpu_memory():
+    """{pid: MiB} of the processes nvidia-smi lists on the GPU."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], text=True,
+                         stdout=subprocess.PIPE).stdout
+    mem = {}
+    for line in out.splitlines():
+        try:
+            pid, mib = [int(x) for x in line.split(",")]
+            mem[pid] = mem.get(pid, 0) + mib
+        except ValueError:
+            pass
+    return mem
+
+
+def b4(calls, env, n):
+    procs = [subprocess.Popen([calls, "hold"], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             for _ in range(n)]
+    try:
+        ready, deadline = 0, time.time() + 120
+        for p in procs:  # each prints "ready", or exits (refused); a client left waiting is not
+            left = deadline - time.time()
+            if left > 0 and select.select([p.stdout], [], [], left)[0] and \
+                    p.stdout.readline().strip() == "ready":
+                ready += 1
+        mem = gpu_memory()
+        pids = {p.pid for p in procs}
+        client = max([mem.get(pid, 0) for pid in pids] or [0])
+        others = sum(m for pid, m in mem.items() if pid not in pids)
+    finally:
+        for p in procs:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return {"b4_clients_ready": ready, "b4_clients_started": n, "b4_client_mib": client,
+            "b4_server_mib": others}
+
+
+def fill_round(calls, env, n, iters):
+    start = int(time.time() * 1000) + 2000 + 60 * n
+    procs = [subprocess.Popen([calls, "fill", str(iters), str(start)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    spans = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        v = parse(out)
+        if p.returncode != 0 or "fill_end_ms" not in v:
+            raise RuntimeError("fill: %s" % (err.strip().splitlines() or ["no output"])[-1])
+        spans.append((v["fill_start_ms"], v["fill_end_ms"]))
+    total = max(e for _, e in spans) - min(s for s, _ in spans)
+    each = [e - s for s, e in spans]
+    return 20.0 * n / (total / 1000.0), max(each) / min(each)
+
+
+def b5(calls, env, iters):
+    alone, _ = fill_round(calls, env, 1, iters)
+    agg4, _ = fill_round(calls, env, 4, iters)
+    agg8, fair8 = fill_round(calls, env, 8, iters)
+    return {"b5_alone_per_s": alone, "b5_agg4_per_s": agg4, "b5_agg8_per_s": agg8,
+            "b5_fair8": fair8}
+
+
+def b6(calls, calls_fresh, env, long_iters):
+    a = subprocess.Popen([calls, "long", str(long_iters)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        if a.stdout.readline().strip() != "launched":
+            raise RuntimeError("b6: client A did not launch")
+        time.sleep(0.3)  # A's kernel is running
+        loaded = run_one([calls, "isolation"], env)
+        fresh = run_one([calls_fresh, "isolation"], env)
+        out, _ = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            a.kill()
+    a_done = parse(out).get("a_done_ms", 0)
+    return {"b6_alloc_free_ms": max(loaded["alloc_free_worst_ms"], fresh["alloc_free_worst_ms"]),
+            "b6_host_alloc_free_ms": max(loaded["host_alloc_free_worst_ms"],
+                                         fresh["host_alloc_free_worst_ms"]),
+            "b6_first_launch_ms": loaded["first_launch_sync_ms"],
+            "b6_new_module_ms": fresh["first_launch_sync_ms"],
+            "b6_overlapped": 1 if max(loaded["b_done_ms"], fresh["b_done_ms"]) < a_done else 0}
+
+
+def table(rows, modes):
+    """rows: dicts with workload, mode, figure, value. One line per figure: the median per mode,
+    openmps over native and over NVIDIA MPS, the goal and whether openmps meets it."""
+    cols = ["figure", "unit"] + modes + ["vs native", "vs MPS", "goal", "met"]
+    out = [cols]
+    for name, (w, title, unit, goal, ok) in FIGURES.items():
+        med = {}
+        for m in modes:
+            v = [r["value"] for r in rows if r["figure"] == name and r["mode"] == m]
+            if v:
+                med[m] = statistics.median(v)
+        if not med:
+            continue
+        cell = lambda m: ("%.3g" % med[m]) if m in med else "-"
+        if name == "b4_clients_ready":
+            started = {r["mode"]: r["value"] for r in rows if r["figure"] == "b4_clients_started"}
+            cell = lambda m: ("%d/%d" % (med[m], started.get(m, 0))) if m in med else "-"
+        ratio = lambda ref: ("%.2f" % (med["openmps"] / med[ref])
+                             if "openmps" in med and med.get(ref) else "-")
+        met = "-"
+        if ok and "openmps" in med:
+            met = "yes" if ok(med["openmps"]) else "NO"
+        if name == "b4_clients_ready" and "openmps" in med:
+            met = "yes" if med["openmps"] == started.get("openmps") else "NO"
+        out.append(["%s %s" % (w.upper(), title), unit] + [cell(m) for m in modes] +
+                   [ratio("native"), ratio("mps"), goal, met])
+    widths = [max(len(str(r[i])) for r in out) for i in range(len(cols))]
+    return "\n".join("  ".join(str(c).ljust(wd) for c, wd in zip(r, widths)) for r in out)
