@@ -22,6 +22,12 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
 int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned */
 void om_remote_hostmem_install(void);
+/* Pinned memory shared with the server, for the shim's own use (the staging area). */
+CUresult om_pinned_alloc(void **pp, size_t bytes);
+/* remote_staging.c: a pageable copy of n bytes through the pinned staging area, on stream s.
+ * *handled false: too small or no area; the caller copies through the ring. */
+CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, CUstream s,
+                         bool async, bool *handled);
 
 /* A call with two u64 arguments and one u64 answer (out may be NULL). */
 CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out);

@@ -503,10 +503,13 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
             rc = sync_stream(stream);
         return rc;
     }
-    return staged_htod(dst, src, n, stream);
+    bool staged;
+    rc = om_staging_copy(true, dst, (void *)(uintptr_t)src, n, stream, async, &staged);
+    return staged ? rc : staged_htod(dst, src, n, stream);
 }
 
-/* Device to host: answered in pieces of at most OM_CHUNK_BYTES. */
+/* Device to host: pinned pages directly, large copies through the staging area
+ * (remote_staging.c), the rest answered in pieces of at most OM_CHUNK_BYTES. */
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async)
 {
     uint8_t *out = dst;
@@ -532,6 +535,10 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
             rc = sync_stream(stream);
         return rc;
     }
+    bool staged;
+    CUresult staged_rc = om_staging_copy(false, src, dst, n, stream, async, &staged);
+    if (staged)
+        return staged_rc;
     while (n > 0) {
         size_t piece = n > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : n;
         uint32_t got = 0;

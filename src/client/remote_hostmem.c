@@ -131,6 +131,11 @@ static CUresult r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
     return CUDA_SUCCESS;
 }
 
+CUresult om_pinned_alloc(void **pp, size_t bytes)
+{
+    return r_cuMemHostAlloc(pp, bytes, 0);
+}
+
 static CUresult r_cuMemAllocHost_v2(void **pp, size_t bytes)
 {
     return r_cuMemHostAlloc(pp, bytes, 0);

@@ -168,12 +168,39 @@ static void roundtrip(void)
     OK(cuMemAlloc_v2(&a, big));
     OK(cuMemAlloc_v2(&b, big));
     for (size_t i = 0; i < big; i++)
-        h[i] = (unsigned char)(i * 31 + 7);
+        h[i] = (unsigned char)((uint32_t)(i * 2654435761u) >> 24); /* no short period */
     /* HtoD, DtoH */
     OK(cuMemcpyHtoD_v2(a, h, big));
     memset(back, 0, big);
     OK(cuMemcpyDtoH_v2(back, a, big));
     EXPECT(memcmp(h, back, big) == 0);
+    /* Larger pageable copies: the staging area's pieces wrap around its slots; odd sizes and
+     * unaligned host pointers; an asynchronous pageable copy has taken its bytes on return */
+    {
+        const size_t n2 = 9 * 1024 * 1024 + 5;
+        unsigned char *h2 = malloc(n2 + 3), *b2 = malloc(n2 + 3), *want = malloc(n2);
+        CUdeviceptr d2;
+        EXPECT(h2 && b2 && want);
+        for (size_t i = 0; i < n2; i++)
+            h2[i + 3] = (unsigned char)((uint32_t)(i * 2246822519u) >> 23);
+        OK(cuMemAlloc_v2(&d2, n2));
+        OK(cuMemcpyHtoD_v2(d2, h2 + 3, n2));
+        memset(b2, 0, n2 + 3);
+        OK(cuMemcpyDtoH_v2(b2 + 1, d2, n2));
+        EXPECT(memcmp(h2 + 3, b2 + 1, n2) == 0);
+        for (size_t i = 0; i < n2; i++)
+            want[i] = h2[i + 3] ^= 0x5a;
+        OK(cuMemcpyHtoDAsync_v2(d2, h2 + 3, n2, NULL));
+        memset(h2, 0xee, n2 + 3); /* the source may change once the call returned */
+        memset(b2, 0, n2 + 3);
+        OK(cuMemcpyDtoHAsync_v2(b2, d2, n2, NULL));
+        OK(cuCtxSynchronize());
+        EXPECT(memcmp(want, b2, n2) == 0);
+        OK(cuMemFree_v2(d2));
+        free(h2);
+        free(b2);
+        free(want);
+    }
     /* DtoD */
     OK(cuMemcpyDtoD_v2(b, a, big));
     memset(back, 0, big);

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/* Large copies between pageable memory and the device: a pipelined pinned staging area. */
+#include <pthread.h>
+#include <string.h>
+
+#include "../common/gen/entries.h"
+#include "remote.h"
+#include "shim.h"
+
+/*
+ * The driver copies pageable memory through a staging buffer of its own, one piece after the
+ * other (6.6-11 GB/s on an H100, BENCHMARKS.md B3). Here the process holds a pinned area
+ * shared with the server (STAGE_SLOTS slots): the CPU copies one slot while the copy engine
+ * moves another, so a copy takes about as long as the CPU's memcpy of its bytes alone.
+ *
+ * To the device: memcpy into a free slot, post the DMA from the slot and an event record;
+ * a slot is free again once its event has completed. From the device: post the DMAs of the
+ * first STAGE_SLOTS pieces, then for each piece in turn wait for its event, memcpy it out and
+ * post the DMA of the piece STAGE_SLOTS further into the slot just emptied.
+ *
+ * Everything goes on the caller's stream, in order with its other work; the slots' events are
+ * the process's own, made once. One copy uses the area at a time (stage_lock); copies under
+ * STAGE_MIN_BYTES, and every copy when the area cannot be had, go through the ring as before.
+ */
+
+#define STAGE_SLOTS 4
+#define STAGE_SLOT_BYTES (2u << 20)
+#define STAGE_MIN_BYTES (256u << 10)
+
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
+static int stage_state; /* 0: not tried yet, 1: ready, -1: not available (the ring is used) */
+static uint8_t *stage;
+static uint64_t stage_server; /* the area's address in the server */
+static uint64_t slot_event[STAGE_SLOTS];
+static bool
+    slot_busy[STAGE_SLOTS]; /* a DMA was posted on the slot since its event last completed */
+
+static bool stage_ready(void)
+{
+    if (stage_state)
+        return stage_state > 0;
+    stage_state = -1;
+    void *p = NULL;
+    CUresult rc = om_pinned_alloc(&p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES);
+    if (rc != CUDA_SUCCESS) {
+        om_shim_log("no pinned staging area (CUresult %d): large pageable copies go through the "
+                    "ring, more slowly",
+                    (int)rc);
+        return false;
+    }
+    if (!om_pinned_lookup(p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES, &stage_server))
+        return false;
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        REQ(req, 8);
+        uint32_t got = 0;
+        om_put_u64(&req, CU_EVENT_DISABLE_TIMING);
+        if (om_rcall(OM_IDX_cuEventCreate, &req, &slot_event[i], sizeof(slot_event[i]), &got) !=
+                CUDA_SUCCESS ||
+            got != sizeof(slot_event[i]))
+            return false;
+    }
+    stage = p;
+    memset(stage, 0, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES); /* its pages exist from now on */
+    stage_state = 1;
+    return true;
+}
+
+/* Waits until the slot's last DMA is done. */
+static CUresult slot_wait(int i)
+{
+    REQ(req, 8);
+
+    if (!slot_busy[i])
+        return CUDA_SUCCESS;
+    slot_busy[i] = false;
+    om_put_u64(&req, slot_event[i]);
+    return om_rcall(OM_IDX_cuEventSynchronize, &req, NULL, 0, NULL);
+}
+
+/* Posts a DMA between the slot and the device, then the slot's event record. */
+static CUresult slot_post(int i, int index, CUdeviceptr dev, size_t len, CUstream s)
+{
+    uint64_t slot = stage_server + (uint64_t)i * STAGE_SLOT_BYTES;
+    REQ(copy, 32);
+    REQ(rec, 16);
+    CUresult rc;
+
+    om_put_u64(&copy, index == OM_IDX_cuMemcpyHtoDAsync_v2 ? dev : slot);
+    om_put_u64(&copy, index == OM_IDX_cuMemcpyHtoDAsync_v2 ? slot : dev);
+    om_put_u64(&copy, (uint64_t)len);
+    om_put_u64(&copy, (uint64_t)(uintptr_t)s);
+    rc = om_rpost(index, &copy);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&rec, slot_event[i]);
+    om_put_u64(&rec, (uint64_t)(uintptr_t)s);
+    rc = om_rpost(OM_IDX_cuEventRecord, &rec);
+    slot_busy[i] = rc == CUDA_SUCCESS;
+    return rc;
+}
+
+static size_t piece_of(size_t n, size_t off)
+{
+    return n - off < STAGE_SLOT_BYTES ? n - off : STAGE_SLOT_BYTES;
+}
+
+static CUresult htod(CUdeviceptr dst, const uint8_t *src, size_t n, CUstream s, bool async)
+{
+    CUresult rc = CUDA_SUCCESS;
+    int last = 0;
+    size_t k = 0;
+
+    for (size_t off = 0; off < n && rc == CUDA_SUCCESS; off += STAGE_SLOT_BYTES, k++) {
+        int i = (int)(k % STAGE_SLOTS);
+        size_t len = piece_of(n, off);
+        rc = slot_wait(i);
+        if (rc == CUDA_SUCCESS) {
+            memcpy(stage + (size_t)i * STAGE_SLOT_BYTES, src + off, len);
+            rc = slot_post(i, OM_IDX_cuMemcpyHtoDAsync_v2, dst + off, len, s);
+        }
+        last = i;
+    }
+    /* The caller's bytes are in the slots already; a synchronous copy also waits for the
+     * device. The last piece's event follows every piece of this copy on the stream, so the
+     * slots this copy used are all free then. */
+    if (rc == CUDA_SUCCESS && !async) {
+        for (size_t i = 0; i < k && i < STAGE_SLOTS; i++)
+            if ((int)i != last)
+                slot_busy[i] = false;
+        rc = slot_wait(last);
+    }
+    return rc;
+}
+
+static CUresult dtoh(uint8_t *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    size_t pieces = (n + STAGE_SLOT_BYTES - 1) / STAGE_SLOT_BYTES;
+    CUresult rc = CUDA_SUCCESS;
+
+    for (size_t k = 0; k < pieces && k < STAGE_SLOTS && rc == CUDA_SUCCESS; k++) {
+        rc = slot_wait((int)k);
+        if (rc == CUDA_SUCCESS)
+            rc = slot_post((int)k, OM_IDX_cuMemcpyDtoHAsync_v2, src + k * STAGE_SLOT_BYTES,
+                           piece_of(n, k * STAGE_SLOT_BYTES), s);
+    }
+    for (size_t k = 0; k < pieces && rc == CUDA_SUCCESS; k++) {
+        int i = (int)(k % STAGE_SLOTS);
+        size_t off = k * STAGE_SLOT_BYTES, next = (k + STAGE_SLOTS) * STAGE_SLOT_BYTES;
+        rc = slot_wait(i);
+        if (rc != CUDA_SUCCESS)
+            break;
+        memcpy(dst + off, stage + (size_t)i * STAGE_SLOT_BYTES, piece_of(n, off));
+        if (k + STAGE_SLOTS < pieces)
+            rc = slot_post(i, OM_IDX_cuMemcpyDtoHAsync_v2, src + next, piece_of(n, next), s);
+    }
+    return rc;
+}
+
+CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, CUstream s,
+                         bool async, bool *handled)
+{
+    CUresult rc;
+
+    *handled = false;
+    if (n < STAGE_MIN_BYTES)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&stage_lock);
+    if (!stage_ready()) {
+        pthread_mutex_unlock(&stage_lock);
+        return CUDA_SUCCESS;
+    }
+    *handled = true;
+    rc = to_device ? htod(dev, host, n, s, async) : dtoh(host, dev, n, s);
+    pthread_mutex_unlock(&stage_lock);
+    return rc;
+}
