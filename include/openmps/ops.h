@@ -24,6 +24,8 @@
 
 /* Largest payload of one record the client sends; bigger data is staged in pieces. */
 #define OM_CHUNK_BYTES (256u * 1024u)
+/* Largest host-to-device copy whose bytes ride in the call itself (no staging records). */
+#define OM_INLINE_COPY_MAX 4096u
 /* Largest staging of one call: bigger pageable copies are several calls. */
 #define OM_STAGE_PIECE (64u << 20)
 

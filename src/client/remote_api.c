@@ -454,10 +454,19 @@ static CUresult sync_stream(CUstream s)
     return handle_call(OM_IDX_cuStreamSynchronize, s, 0);
 }
 
-/* Pageable bytes to the device, staged in pieces of OM_STAGE_PIECE: a copy of
- * any size, and the server keeps no huge buffer. */
+/* Pageable bytes to the device: inline in the call up to OM_INLINE_COPY_MAX, otherwise
+ * staged in pieces of OM_STAGE_PIECE: a copy of any size, and the server keeps no huge
+ * buffer. */
 static CUresult staged_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
 {
+    if (n <= OM_INLINE_COPY_MAX) { /* the bytes ride in the call: one record, not three */
+        REQ(req, 24 + OM_INLINE_COPY_MAX);
+        om_put_u64(&req, dst);
+        om_put_u64(&req, (uint64_t)n);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        om_put_bytes(&req, src, n);
+        return om_rcall(OM_IDX_cuMemcpyHtoD_v2, &req, NULL, 0, NULL);
+    }
     for (size_t off = 0; off < n; off += OM_STAGE_PIECE) {
         size_t piece = n - off < OM_STAGE_PIECE ? n - off : OM_STAGE_PIECE;
         REQ(one, 32);

@@ -10,6 +10,7 @@
 #include "../common/msg.h"
 #include "../common/wire.h"
 #include "internal.h"
+#include "openmps/ops.h"
 
 /*
  * Every handler takes the request (untrusted bytes, read through om_rbuf),
@@ -434,19 +435,30 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
     CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) = REAL(cuMemcpyHtoDAsync_v2);
     CUresult (*sync)(CUstream) = om_wait_stream;
     uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    size_t inline_len = 0;
+    const void *inline_bytes = om_get_rest(&c->in, &inline_len);
+    const void *src = c->s->stage;
     CUresult rc = ARGS_OK(c);
     CUstream st;
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (n != c->s->stage_len || !om_ranges_cover(&c->s->allocs, dst, n))
+    /* A small copy's bytes follow the arguments; a larger one's were staged before. */
+    if (inline_len) {
+        if (inline_len != n || n > OM_INLINE_COPY_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+        src = inline_bytes;
+    } else if (n != c->s->stage_len) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!om_ranges_cover(&c->s->allocs, dst, n))
         return CUDA_ERROR_INVALID_VALUE;
     st = client_stream(c->s, sh, &rc);
     if (!st)
         return rc;
-    rc = copy(dst, c->s->stage, n, st);
+    rc = copy(dst, src, n, st);
     if (rc == CUDA_SUCCESS)
-        rc = sync(st); /* the staging buffer is reused by the next call */
+        rc = sync(st); /* the request and the staging buffer are reused by the next call */
     return take_async_error(c->s, rc);
 }
 
