@@ -115,16 +115,20 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
             err = "timed out after %.0f s" % timeout
         got = [float(line.split()[1]) for line in out.splitlines() if line.startswith("kernel_ms ")]
         g = [line.split() for line in out.splitlines() if line.startswith("gpu_start_ns ")]
+        h = [line.split() for line in out.splitlines() if line.startswith("host_a_ns ")]
         if p.returncode == 0 and got:
             times.append(got[0])
-            if g:
-                gpu.append((got[0], int(g[0][1]), int(g[0][3])))
+            if g and h:
+                gpu.append((got[0], int(g[0][1]), int(g[0][3]), int(h[0][1]), int(h[0][3])))
         elif not error:
             error = (err.strip().splitlines() or ["exit %d" % p.returncode])[-1][:200]
     if detail is not None and gpu:
         worst = max(gpu)
         detail["gpu_ms"] = (worst[2] - worst[1]) / 1e6
         detail["start_delay_ms"] = (worst[1] - min(x[1] for x in gpu)) / 1e6
+        # the host's side of it (the GPU's global timer follows the host's real-time clock)
+        detail["launch_call_ms"] = (worst[4] - worst[3]) / 1e6
+        detail["gpu_after_launch_ms"] = (worst[1] - worst[4]) / 1e6
     return (max(times) if len(times) == n else None), len(times), error
 
 
@@ -311,7 +315,8 @@ def main():
     with open(csv_path, "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["time", "workload", "mode", "n", "repeat", "slowest_ms", "ok", "error",
-                      "slowest_gpu_ms", "slowest_start_delay_ms"])
+                      "slowest_gpu_ms", "slowest_start_delay_ms", "slowest_launch_call_ms",
+                      "slowest_gpu_start_after_launch_ms"])
         for m in modes:
             mode = Mode(m, args.build, tmp)
             try:
@@ -333,7 +338,9 @@ def main():
                             out.writerow([time.strftime("%Y-%m-%dT%H:%M:%S"), w, m, n, rep,
                                           "" if slowest is None else "%.3f" % slowest, ok, err,
                                           "%.3f" % detail.get("gpu_ms", -1),
-                                          "%.3f" % detail.get("start_delay_ms", -1)])
+                                          "%.3f" % detail.get("start_delay_ms", -1),
+                                          "%.3f" % detail.get("launch_call_ms", -1),
+                                          "%.3f" % detail.get("gpu_after_launch_ms", -1)])
                             f.flush()
                             if slowest is None and err:
                                 progress("")

@@ -75,6 +75,14 @@ static float *mx, *my; // managed arrays when --managed
 static bool chain;      // --chain: 4 x [quarter kernel -> tiny kernel]
 
 static unsigned long long gpu_times[2]; // the kernel's (or chain's) start and end, global ns
+static long long host_a_ns, host_launched_ns; // before the first event, after the launch call
+
+static long long realtime_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
 
 static int run(long long iterations, float *ms, unsigned long long *result)
 {
@@ -86,6 +94,7 @@ static int run(long long iterations, float *ms, unsigned long long *result)
     CHECK(cudaMemset(d_out + 1, 0, 3 * sizeof(*d_out)));
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
+    host_a_ns = realtime_ns();
     CHECK(cudaEventRecord(a));
     if (mx) {
         add_then_spin<<<1, 1>>>(managed_n, mx, my, iterations, d_out);
@@ -96,6 +105,7 @@ static int run(long long iterations, float *ms, unsigned long long *result)
         }
     } else
         spin<<<1, 1>>>(iterations, d_out);
+    host_launched_ns = realtime_ns();
     CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
@@ -164,5 +174,6 @@ int main(int argc, char **argv)
     }
     printf("kernel_ms %.3f\n", ms);
     printf("gpu_start_ns %llu gpu_end_ns %llu\n", gpu_times[0], gpu_times[1]);
+    printf("host_a_ns %lld host_launched_ns %lld\n", host_a_ns, host_launched_ns);
     return 0;
 }
