@@ -10,7 +10,9 @@
 //   none    no event b: the host notes when cuStreamQuery first says done
 // Prints, per variant, the slowest stream's b - a (or launch-to-done) over one stream alone.
 //   queues STREAMS KERNEL_MS STAGGER_US
+//   queues STREAMS KERNEL_MS 0 vmm   the virtual-memory probe (vmm_probe)
 #include <chrono>
+#include <cuda.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +97,71 @@ static double run(int nstreams, long long iters, int stagger_us, const char *var
     return worst;
 }
 
+// While STREAMS-1 long kernels run: map fresh device memory through the virtual-memory API
+// (what the server's cudaMalloc does), or unmap some ("free"), then time event a, a short
+// kernel writing that memory (or other memory), event b on a stream of its own.
+static void vmm_probe(int nstreams, long long iters, unsigned long long *d, bool free_first)
+{
+    std::vector<cudaStream_t> s(nstreams);
+    for (int i = 0; i < nstreams; i++)
+        CHECK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemAccessDesc access = {};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    size_t gran = 0;
+    cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUmemGenericAllocationHandle old_mem;
+    CUdeviceptr old_base;
+    if (free_first) { // mapped before the kernels start, unmapped while they run
+        cuMemCreate(&old_mem, gran, &prop, 0);
+        cuMemAddressReserve(&old_base, gran, 0, 0, 0);
+        cuMemMap(old_base, gran, 0, old_mem, 0);
+        cuMemSetAccess(old_base, gran, &access, 1);
+    }
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 1; i < nstreams; i++)
+        spin<<<1, 1, 0, s[i]>>>(iters, d + i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    double t0 = now_ms();
+    CUmemGenericAllocationHandle mem;
+    CUdeviceptr base;
+    if (free_first) {
+        cuMemUnmap(old_base, gran);
+        cuMemRelease(old_mem);
+        cuMemAddressFree(old_base, gran);
+        base = (CUdeviceptr)d;
+    } else {
+        cuMemCreate(&mem, gran, &prop, 0);
+        cuMemAddressReserve(&base, gran, 0, 0, 0);
+        cuMemMap(base, gran, 0, mem, 0);
+        cuMemSetAccess(base, gran, &access, 1);
+    }
+    double t1 = now_ms();
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    CHECK(cudaEventRecord(a, s[0]));
+    spin<<<1, 1, 0, s[0]>>>(1, (unsigned long long *)base);
+    CHECK(cudaEventRecord(b, s[0]));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    printf("vmm %s with %d kernels running: host calls %.3f ms, short kernel a->b %.3f ms\n",
+           free_first ? "unmap" : "map", nstreams - 1, t1 - t0, ms);
+    CHECK(cudaDeviceSynchronize());
+    if (!free_first) {
+        cuMemUnmap(base, gran);
+        cuMemRelease(mem);
+        cuMemAddressFree(base, gran);
+    }
+    for (int i = 0; i < nstreams; i++)
+        cudaStreamDestroy(s[i]);
+}
+
 int main(int argc, char **argv)
 {
     int nstreams = argc > 1 ? atoi(argv[1]) : 128;
@@ -107,6 +174,12 @@ int main(int argc, char **argv)
     double t = run(1, probe, 0, "eager", d);
     t = run(1, probe, 0, "eager", d);
     long long iters = (long long)(kernel_ms / t * probe);
+    if (argc > 4 && !strcmp(argv[4], "vmm")) {
+        vmm_probe(nstreams, iters, d, false);
+        vmm_probe(nstreams, iters, d, true);
+        vmm_probe(2, iters, d, false);
+        return 0;
+    }
     for (const char *v : {"eager", "held", "none"}) {
         double one = run(1, iters, 0, v, d);
         double all = run(nstreams, iters, stagger, v, d);
