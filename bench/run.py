@@ -9,6 +9,8 @@ on the same machine.
   openmps  this project: a daemon in temporary directories, the shim first in LD_LIBRARY_PATH
   openmps-nosched  the same with the server's scheduler off (OPENMPS_SCHED=off): what the
            scheduler is worth, past 32 client streams
+  openmps-yield  the same with the server's waits spinning with sched_yield in the driver
+           (OPENMPS_SERVER_SYNC=yield) instead of polling, then sleeping
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
 moment; the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
@@ -71,6 +73,8 @@ class Mode:
         if self.name.startswith("openmps"):
             if self.name == "openmps-nosched":
                 env["OPENMPS_SCHED"] = "off"  # the daemon passes it on to the server
+            if self.name == "openmps-yield":
+                env["OPENMPS_SERVER_SYNC"] = "yield"
             lib = os.path.join(self.build, "lib")
             env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
                                             if env.get("LD_LIBRARY_PATH") else "")

@@ -46,6 +46,8 @@ enum {
 };
 
 #define CU_STREAM_NON_BLOCKING 0x1u
+#define CU_CTX_SCHED_SPIN 0x1u
+#define CU_CTX_SCHED_YIELD 0x2u
 #define CU_CTX_SCHED_BLOCKING_SYNC 0x4u
 #define CU_EVENT_DISABLE_TIMING 0x2u
 #define CU_STREAM_LEGACY ((CUstream)0x1)

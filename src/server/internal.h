@@ -176,6 +176,7 @@ void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t librar
 pthread_mutex_t *om_image_load_lock(void);
 
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
+unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
 

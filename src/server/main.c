@@ -118,7 +118,7 @@ static int init_gpus(struct server *srv, char *err, size_t errlen)
         /* Synchronizing threads sleep instead of spinning (wait.c says why). */
         CUresult fr =
             ((CUresult(*)(CUdevice, unsigned))om_server_real[OM_IDX_cuDevicePrimaryCtxSetFlags_v2])(
-                i, CU_CTX_SCHED_BLOCKING_SYNC);
+                i, om_wait_context_flags());
         if (fr != CUDA_SUCCESS)
             om_warn("device %d: cannot make synchronization block (CUresult %d): waits spin", i,
                     (int)fr);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* How the server's threads wait for the GPU: briefly spinning, then asleep in the driver. */
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -18,6 +20,21 @@
 #define R(sym) om_server_real[OM_IDX_##sym]
 #define SPIN_NS 100000ull /* 100 µs: a short kernel, or a small copy, is done by then */
 
+/* OPENMPS_SERVER_SYNC: blocking (the default: poll, then sleep), yield (the driver's spin
+ * with sched_yield) or spin (the driver's own spin): for measuring the choice. */
+static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
+
+unsigned om_wait_context_flags(void)
+{
+    const char *v = getenv("OPENMPS_SERVER_SYNC");
+
+    if (v && !strcmp(v, "yield"))
+        sync_flags = CU_CTX_SCHED_YIELD;
+    else if (v && !strcmp(v, "spin"))
+        sync_flags = CU_CTX_SCHED_SPIN;
+    return sync_flags;
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -32,6 +49,8 @@ CUresult om_wait_stream(CUstream st)
     uint64_t start = now_ns();
     CUresult rc;
 
+    if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
+        return ((CUresult(*)(CUstream))R(cuStreamSynchronize))(st);
     while ((rc = query(st)) == CUDA_ERROR_NOT_READY)
         if (now_ns() - start > SPIN_NS)
             return ((CUresult(*)(CUstream))R(cuStreamSynchronize))(st);
@@ -44,6 +63,8 @@ CUresult om_wait_event(CUevent ev)
     uint64_t start = now_ns();
     CUresult rc;
 
+    if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
+        return ((CUresult(*)(CUevent))R(cuEventSynchronize))(ev);
     while ((rc = query(ev)) == CUDA_ERROR_NOT_READY)
         if (now_ns() - start > SPIN_NS)
             return ((CUresult(*)(CUevent))R(cuEventSynchronize))(ev);
