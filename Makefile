@@ -39,7 +39,7 @@ test-asan:
 demo: all
 	@scripts/demo.sh $(BUILD)
 
-# The benchmark harness (issue #4): B1 and B1c natively, under NVIDIA MPS and under openmps.
+# The benchmark harness (issue #4): B1-B6 natively, under NVIDIA MPS and under openmps.
 # Options through BENCH_N, BENCH_REPEATS, BENCH_MODES, BENCH_WORKLOADS, BENCH_OUT.
 bench: all
 	@python3 bench/run.py --build $(BUILD)
