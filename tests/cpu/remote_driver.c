@@ -5,7 +5,8 @@
  *   remote_driver hold           allocates, prints the address, keeps the session 10 s
  *   remote_driver steal ADDR     tries to read and free memory it does not own
  *   remote_driver copyloop       copies 8 MiB back and forth until killed
- *   remote_driver chain          kernel pairs on the default stream, for the scheduler
+ *   remote_driver chain [PAIRS]  [kernel, kernel] pairs (default 2), then an event record, on
+ *                                the default stream: work for the server's scheduler
  *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -521,10 +522,10 @@ static void bench(long n)
 }
 
 /* Work for the server's scheduler (sched.c), with the test double's kernels keeping their
- * stream busy (FAKECUDA_KERNEL_MS): two [kernel -> kernel] pairs and an event record on the
+ * stream busy (FAKECUDA_KERNEL_MS): [kernel -> kernel] pairs and an event record on the
  * default stream. A stream query right after the first launch must answer at once
  * (CUDA_ERROR_NOT_READY): only enqueued operations wait for the scheduler. */
-static void chain(void)
+static void chain(int pairs)
 {
     static const char image[] = "fakecubin\nlong:4\ntiny:4\n";
     CUmodule mod;
@@ -544,8 +545,10 @@ static void chain(void)
     q = cuStreamQuery(NULL);
     printf("chain query %d in %.0f us\n", q, now_us() - t0);
     OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
-    OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
-    OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    for (int i = 1; i < pairs; i++) {
+        OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    }
     OK(cuEventRecord(ev, NULL));
     OK(cuEventSynchronize(ev));
     OK(cuCtxSynchronize());
@@ -631,7 +634,7 @@ int main(int argc, char **argv)
         EXPECT(failed == 0);
         printf("threads ok\n");
     } else if (!strcmp(mode, "chain")) {
-        chain();
+        chain(argc > 2 ? atoi(argv[2]) : 2);
     } else if (!strcmp(mode, "bench") && argc > 2) {
         bench(atol(argv[2]));
     } else if (!strcmp(mode, "copyloop")) {
@@ -644,7 +647,7 @@ int main(int argc, char **argv)
         }
     } else {
         fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
-                        "FLAGS|fault|fork|threads|chain|bench N|copyloop\n");
+                        "FLAGS|fault|fork|threads|chain [PAIRS]|bench N|copyloop\n");
         return 2;
     }
     return 0;

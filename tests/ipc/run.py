@@ -983,23 +983,23 @@ def remote_legacy_default_stream():
         e.close(ok)
 
 
-def chain_times(sched):
-    """Runs the remote driver's chain with kernels of 100 ms in the test double; returns the
+def chain_times(sched, kernel_ms=100, pairs=2):
+    """Runs the remote driver's chain with kernels of kernel_ms in the test double; returns the
     times (ms) at which its launches and its event record reached the driver, and its output."""
     e = Env(start=False)
     ok = False
     try:
         tlog = os.path.join(e.dir, "times")
-        e.env.update({"FAKECUDA_KERNEL_MS": "100", "FAKECUDA_TIME_LOG": tlog})
+        e.env.update({"FAKECUDA_KERNEL_MS": str(kernel_ms), "FAKECUDA_TIME_LOG": tlog})
         if sched:
             e.env["OPENMPS_SCHED"] = sched
         e.start()
-        p = remote(e, "chain")
+        p = remote(e, "chain", str(pairs))
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "chain ok" in out, "chain: %r %r" % (out, err))
         check(not SANITIZER.search(err), "sanitizer: " + err)
         rows = [l.split() for l in open(tlog).read().splitlines()]
-        check([r[0] for r in rows] == ["long", "tiny", "long", "tiny", "record"],
+        check([r[0] for r in rows] == ["long", "tiny"] * pairs + ["record"],
               "the chain reached the driver in order: %r" % rows)
         check("scheduling: %s" % (sched or "auto") in e.log("server.log"),
               "the server logged its scheduling mode")
@@ -1024,6 +1024,14 @@ def remote_scheduler_holds_work_behind_long_kernels():
           "the stream query answered NOT_READY without waiting: %r" % out)
     t, out = chain_times(None)
     check(t[-1] - t[0] < 90, "without shared queues nothing waits: %r ms" % t)
+
+
+@test
+def remote_scheduler_bounds_its_waits():
+    """A kernel never measured is waited for at most 2 s (it might wait for work its own client
+    submits later): past that the next operation goes to the driver anyway."""
+    t, out = chain_times("always", kernel_ms=2600, pairs=1)
+    check(1900 <= t[1] - t[0] < 2500, "the wait behind the 2.6 s kernel gave up at 2 s: %r" % t)
 
 
 @test
