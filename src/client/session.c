@@ -231,6 +231,7 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
 {
     struct om_rec rec = {.len = len, .op = op, .seq = ++c->next_seq};
     struct om_rec got;
+    bool spun = false;
     int rc = send_record(c, &rec, payload);
 
     if (rc < 0)
@@ -238,9 +239,18 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
     for (;;) {
         rc = om_ring_recv(&c->rx, &got, reply, cap);
         if (rc == -EAGAIN) {
+            if (c->dead)
+                return -ECONNRESET;
+            /* Most answers come within microseconds: spin for them first, and look at the
+             * socket (a system call) only when none came. */
+            if (!spun) {
+                spun = true;
+                if (om_ring_wait_data(&c->rx, 0, 20, NULL) == 0)
+                    continue;
+            }
             if (session_over(c))
                 return -ECONNRESET;
-            om_ring_wait_data(&c->rx, OM_CLIENT_LIVENESS_MS, 20, NULL);
+            om_ring_wait_data(&c->rx, OM_CLIENT_LIVENESS_MS, 0, NULL);
             continue;
         }
         if (rc < 0)

@@ -17,7 +17,6 @@
  * interrupt's wake-up.
  */
 
-#define R(sym) om_server_real[OM_IDX_##sym]
 #define SPIN_NS 100000ull /* 100 µs: a short kernel, or a small copy, is done by then */
 
 /* OPENMPS_SERVER_SYNC: blocking (the default: poll, then sleep), yield (the driver's spin
@@ -43,30 +42,30 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-CUresult om_wait_stream(CUstream st)
+/* Streams and events are both pointers to the driver, and the two pairs of calls take one. */
+typedef CUresult (*handle_call)(void *);
+
+static CUresult wait_for(void *h, int query_index, int sync_index)
 {
-    CUresult (*query)(CUstream) = (CUresult(*)(CUstream))R(cuStreamQuery);
+    handle_call query = (handle_call)om_server_real[query_index];
+    handle_call sync = (handle_call)om_server_real[sync_index];
     uint64_t start = now_ns();
     CUresult rc;
 
     if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
-        return ((CUresult(*)(CUstream))R(cuStreamSynchronize))(st);
-    while ((rc = query(st)) == CUDA_ERROR_NOT_READY)
+        return sync(h);
+    while ((rc = query(h)) == CUDA_ERROR_NOT_READY)
         if (now_ns() - start > SPIN_NS)
-            return ((CUresult(*)(CUstream))R(cuStreamSynchronize))(st);
+            return sync(h);
     return rc;
+}
+
+CUresult om_wait_stream(CUstream st)
+{
+    return wait_for(st, OM_IDX_cuStreamQuery, OM_IDX_cuStreamSynchronize);
 }
 
 CUresult om_wait_event(CUevent ev)
 {
-    CUresult (*query)(CUevent) = (CUresult(*)(CUevent))R(cuEventQuery);
-    uint64_t start = now_ns();
-    CUresult rc;
-
-    if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
-        return ((CUresult(*)(CUevent))R(cuEventSynchronize))(ev);
-    while ((rc = query(ev)) == CUDA_ERROR_NOT_READY)
-        if (now_ns() - start > SPIN_NS)
-            return ((CUresult(*)(CUevent))R(cuEventSynchronize))(ev);
-    return rc;
+    return wait_for(ev, OM_IDX_cuEventQuery, OM_IDX_cuEventSynchronize);
 }
