@@ -175,19 +175,22 @@ def b6(calls, calls_fresh, env, long_iters):
 
 
 def table(rows, modes):
-    """rows: dicts with workload, mode, figure, value. One line per figure: the median per mode,
-    openmps over native and over NVIDIA MPS, the goal and whether openmps meets it."""
+    """rows: dicts with workload, mode, figure, value. One line per figure: the median per mode
+    with the spread [min-max] of its runs, openmps over native and over NVIDIA MPS (medians),
+    the goal and whether the openmps median meets it."""
     cols = ["figure", "unit"] + modes + ["vs native", "vs MPS", "goal", "met"]
     out = [cols]
     for name, (w, title, unit, goal, ok) in FIGURES.items():
-        med = {}
+        med, spread = {}, {}
         for m in modes:
             v = [r["value"] for r in rows if r["figure"] == name and r["mode"] == m]
             if v:
                 med[m] = statistics.median(v)
+                if min(v) != max(v):
+                    spread[m] = " [%.3g-%.3g]" % (min(v), max(v))
         if not med:
             continue
-        cell = lambda m: ("%.3g" % med[m]) if m in med else "-"
+        cell = lambda m: ("%.3g%s" % (med[m], spread.get(m, ""))) if m in med else "-"
         if name == "b4_clients_ready":
             started = {r["mode"]: r["value"] for r in rows if r["figure"] == "b4_clients_started"}
             cell = lambda m: ("%d/%d" % (med[m], started.get(m, 0))) if m in med else "-"

@@ -62,8 +62,8 @@ frows = [{"mode": m, "figure": f, "value": x} for m, f, x in (
     ("mps", "b4_clients_ready", 48), ("mps", "b4_clients_started", 128))]
 t = figs.table(frows, ["native", "mps", "openmps"]).splitlines()
 launch = next(l for l in t if "empty-kernel launch" in l).split()
-check(launch[-8:] == ["4", "4", "4.4", "1.10", "1.10", "<=", "4.0", "NO"],
-      "launch: medians 4 and 4.4, ratio 1.10, goal missed: %r" % launch)
+check(launch[-10:] == ["4", "[3-5]", "4", "4.4", "[3.6-5]", "1.10", "1.10", "<=", "4.0", "NO"],
+      "launch: medians with spreads, ratio 1.10, goal missed: %r" % launch)
 pinned = next(l for l in t if "host to device, pinned" in l)
 check(pinned.split()[-1] == "yes" and " - " in pinned, "pinned: met, no native figure: %r" % pinned)
 ready = next(l for l in t if "clients served" in l)
