@@ -24,6 +24,7 @@ int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned
 void om_remote_hostmem_install(void);
 /* Pinned memory shared with the server, for the shim's own use (the staging area). */
 CUresult om_pinned_alloc(void **pp, size_t bytes);
+CUresult om_pinned_free(void *p);
 /* remote_staging.c: a pageable copy of n bytes through the pinned staging area, on stream s.
  * *handled false: too small or no area; the caller copies through the ring. */
 CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, CUstream s,

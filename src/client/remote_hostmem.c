@@ -136,6 +136,13 @@ CUresult om_pinned_alloc(void **pp, size_t bytes)
     return r_cuMemHostAlloc(pp, bytes, 0);
 }
 
+static CUresult r_cuMemFreeHost(void *p);
+
+CUresult om_pinned_free(void *p)
+{
+    return r_cuMemFreeHost(p);
+}
+
 static CUresult r_cuMemAllocHost_v2(void **pp, size_t bytes)
 {
     return r_cuMemHostAlloc(pp, bytes, 0);

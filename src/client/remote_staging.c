@@ -24,7 +24,9 @@
  *
  * Everything goes on the caller's stream, in order with its other work; the slots' events are
  * the process's own, made once. One copy uses the area at a time (stage_lock); copies under
- * STAGE_MIN_BYTES, and every copy when the area cannot be had, go through the ring as before.
+ * STAGE_MIN_BYTES, a copy while another thread's copy has the area, a copy on a stream other
+ * than the one whose DMA still uses a slot, and every copy when the area cannot be had go
+ * through the ring as before: a copy never waits for another stream's work.
  */
 
 #define STAGE_SLOTS 4
@@ -43,8 +45,9 @@ static int stage_state; /* 0: not tried yet, 1: ready, -1: not available (the ri
 static uint8_t *stage;
 static uint64_t stage_server; /* the area's address in the server */
 static uint64_t slot_event[STAGE_SLOTS];
-static bool
-    slot_busy[STAGE_SLOTS]; /* a DMA was posted on the slot since its event last completed */
+/* A DMA was posted on the slot since its event last completed, on this stream: */
+static bool slot_busy[STAGE_SLOTS];
+static CUstream slot_stream[STAGE_SLOTS];
 
 /*
  * One core's memcpy moves 7-10 GB/s (the H100 machine), about what the driver's pageable copy
@@ -168,16 +171,26 @@ static bool stage_ready(void)
                     (int)rc);
         return false;
     }
-    if (!om_pinned_lookup(p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES, &stage_server))
-        return false;
-    for (int i = 0; i < STAGE_SLOTS; i++) {
+    int made = 0;
+    bool ok = om_pinned_lookup(p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES, &stage_server);
+    while (ok && made < STAGE_SLOTS) {
         REQ(req, 8);
         uint32_t got = 0;
         om_put_u64(&req, CU_EVENT_DISABLE_TIMING);
-        if (om_rcall(OM_IDX_cuEventCreate, &req, &slot_event[i], sizeof(slot_event[i]), &got) !=
-                CUDA_SUCCESS ||
-            got != sizeof(slot_event[i]))
-            return false;
+        ok = om_rcall(OM_IDX_cuEventCreate, &req, &slot_event[made], sizeof(slot_event[made]),
+                      &got) == CUDA_SUCCESS &&
+             got == sizeof(slot_event[made]);
+        made += ok;
+    }
+    if (!ok) { /* give back what was made: the ring path needs none of it */
+        for (int i = 0; i < made; i++) {
+            REQ(req, 8);
+            om_put_u64(&req, slot_event[i]);
+            om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
+        }
+        om_pinned_free(p);
+        om_shim_log("no pinned staging area: large pageable copies go through the ring");
+        return false;
     }
     stage = p;
     memset(stage, 0, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES); /* its pages exist from now on */
@@ -198,8 +211,10 @@ static CUresult slot_wait(int i)
     return om_rcall(OM_IDX_cuEventSynchronize, &req, NULL, 0, NULL);
 }
 
-/* Posts a DMA between the slot and the device, then the slot's event record. */
-static CUresult slot_post(int i, int index, CUdeviceptr dev, size_t len, CUstream s)
+/* Posts a DMA between the slot and the device, then the slot's event record. The first piece
+ * of a copy is a call, not a post, so that a bad address or stream fails the copy at once, as
+ * the driver's would. */
+static CUresult slot_post(int i, int index, CUdeviceptr dev, size_t len, CUstream s, bool first)
 {
     uint64_t slot = stage_server + (uint64_t)i * STAGE_SLOT_BYTES;
     REQ(copy, 32);
@@ -210,13 +225,16 @@ static CUresult slot_post(int i, int index, CUdeviceptr dev, size_t len, CUstrea
     om_put_u64(&copy, index == OM_IDX_cuMemcpyHtoDAsync_v2 ? slot : dev);
     om_put_u64(&copy, (uint64_t)len);
     om_put_u64(&copy, (uint64_t)(uintptr_t)s);
-    rc = om_rpost(index, &copy);
+    rc = first ? om_rcall(index, &copy, NULL, 0, NULL) : om_rpost(index, &copy);
     if (rc != CUDA_SUCCESS)
         return rc;
     om_put_u64(&rec, slot_event[i]);
     om_put_u64(&rec, (uint64_t)(uintptr_t)s);
     rc = om_rpost(OM_IDX_cuEventRecord, &rec);
-    slot_busy[i] = rc == CUDA_SUCCESS;
+    slot_busy[i] = true;
+    slot_stream[i] = s;
+    if (rc != CUDA_SUCCESS)
+        stage_state = -1; /* the slot's DMA is not tracked: never use the area again */
     return rc;
 }
 
@@ -237,7 +255,7 @@ static CUresult htod(CUdeviceptr dst, const uint8_t *src, size_t n, CUstream s, 
         rc = slot_wait(i);
         if (rc == CUDA_SUCCESS) {
             shared_memcpy(stage + (size_t)i * STAGE_SLOT_BYTES, src + off, len);
-            rc = slot_post(i, OM_IDX_cuMemcpyHtoDAsync_v2, dst + off, len, s);
+            rc = slot_post(i, OM_IDX_cuMemcpyHtoDAsync_v2, dst + off, len, s, k == 0);
         }
         last = i;
     }
@@ -262,7 +280,7 @@ static CUresult dtoh(uint8_t *dst, CUdeviceptr src, size_t n, CUstream s)
         rc = slot_wait((int)k);
         if (rc == CUDA_SUCCESS)
             rc = slot_post((int)k, OM_IDX_cuMemcpyDtoHAsync_v2, src + k * STAGE_SLOT_BYTES,
-                           piece_of(n, k * STAGE_SLOT_BYTES), s);
+                           piece_of(n, k * STAGE_SLOT_BYTES), s, k == 0);
     }
     for (size_t k = 0; k < pieces && rc == CUDA_SUCCESS; k++) {
         int i = (int)(k % STAGE_SLOTS);
@@ -272,9 +290,25 @@ static CUresult dtoh(uint8_t *dst, CUdeviceptr src, size_t n, CUstream s)
             break;
         shared_memcpy(dst + off, stage + (size_t)i * STAGE_SLOT_BYTES, piece_of(n, off));
         if (k + STAGE_SLOTS < pieces)
-            rc = slot_post(i, OM_IDX_cuMemcpyDtoHAsync_v2, src + next, piece_of(n, next), s);
+            rc = slot_post(i, OM_IDX_cuMemcpyDtoHAsync_v2, src + next, piece_of(n, next), s, false);
     }
     return rc;
+}
+
+/* True when no slot is still in use by a copy on another stream: waiting for it would tie
+ * this copy to that stream's work (a long kernel, or work that waits for this stream). */
+static bool slots_free_of_other_streams(CUstream s)
+{
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        if (!slot_busy[i] || slot_stream[i] == s)
+            continue;
+        REQ(req, 8);
+        om_put_u64(&req, slot_event[i]);
+        if (om_rcall(OM_IDX_cuEventQuery, &req, NULL, 0, NULL) != CUDA_SUCCESS)
+            return false;
+        slot_busy[i] = false;
+    }
+    return true;
 }
 
 CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, CUstream s,
@@ -287,8 +321,11 @@ CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, 
      * the ring path answers it with its session's error. */
     if (n < STAGE_MIN_BYTES || om_shim.client.dead)
         return CUDA_SUCCESS;
-    pthread_mutex_lock(&stage_lock);
-    if (!stage_ready()) {
+    /* Another thread's copy has the area, or a copy on another stream still uses a slot: this
+     * copy takes the ring (slower, but tied to nothing else). */
+    if (pthread_mutex_trylock(&stage_lock) != 0)
+        return CUDA_SUCCESS;
+    if (!stage_ready() || !slots_free_of_other_streams(s)) {
         pthread_mutex_unlock(&stage_lock);
         return CUDA_SUCCESS;
     }

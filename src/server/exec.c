@@ -69,15 +69,17 @@ static CUevent sync_event(struct session *s, CUstream st, CUresult *rc)
     return ev;
 }
 
-/* `later` waits for everything enqueued on `first` so far. */
-static CUresult order_after(struct session *s, CUstream later, CUstream first)
+/* `later` waits for everything enqueued on `first` so far. `enqueue`: the caller enqueues an
+ * operation on `later` next (else it only queries or waits, and must not be held). */
+static CUresult order_after(struct session *s, CUstream later, CUstream first, bool enqueue)
 {
     CUresult rc = CUDA_SUCCESS;
     CUevent ev = sync_event(s, first, &rc);
 
     if (!ev)
         return rc;
-    om_sched_before(s, first); /* the record is an operation on `first` */
+    if (enqueue)
+        om_sched_before(s, first); /* the record is an operation on `first` */
     rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, first);
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUstream, CUevent, unsigned))REAL(cuStreamWaitEvent))(later, ev, 0);
@@ -111,7 +113,7 @@ static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, CUresul
         if (enqueue)
             om_sched_before(s, st);
         for (size_t i = 0; i < s->blocking.n && *rc == CUDA_SUCCESS; i++)
-            *rc = order_after(s, st, (CUstream)(uintptr_t)s->blocking.v[i]);
+            *rc = order_after(s, st, (CUstream)(uintptr_t)s->blocking.v[i], enqueue);
         return *rc == CUDA_SUCCESS ? st : NULL;
     }
     if (!om_handles_has(&s->streams, h)) {
@@ -122,7 +124,7 @@ static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, CUresul
     if (enqueue)
         om_sched_before(s, st);
     if (s->default_stream && om_handles_has(&s->blocking, h))
-        *rc = order_after(s, st, s->default_stream);
+        *rc = order_after(s, st, s->default_stream, enqueue);
     return *rc == CUDA_SUCCESS ? st : NULL;
 }
 

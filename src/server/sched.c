@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* When a client stream's next operation goes to the GPU: at once, or after the long kernel
- * before it has finished (ARCHITECTURE.md, "Hardware queues are finite"). */
+ * before it has finished (the design's ARCHITECTURE.md, "Hardware queues are finite";
+ * docs/architecture.md, "The fast path and the scheduler"). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,19 +10,21 @@
 #include "internal.h"
 
 /*
- * One context has a fixed number of hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32;
- * DRIVER_FACTS.md). With more client streams than queues, streams share queues, and an
- * operation that depends on a kernel still running (the next kernel of a chain, an event
- * record, a copy of the result) waits at the head of its queue and blocks every other stream
- * queued behind it: chains then run in waves. Independent kernels on a shared queue do run
- * side by side; only the waiting dependent operation hurts.
+ * One context has a fixed number of hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32,
+ * which the daemon sets to 32 for its servers unless already set; DRIVER_FACTS.md). With more
+ * client streams than queues, streams share queues, and an operation that depends on a kernel still
+ * running (the next kernel of a chain, an event record, a copy of the result) waits at the head of
+ * its queue and blocks every other stream queued behind it: chains then run in waves. Independent
+ * kernels on a shared queue do run side by side; only the waiting dependent operation hurts.
  *
  * So, while the client streams outnumber the queues, an operation whose stream's last
  * operation was a kernel predicted to run long is held here, in the client's worker, until
- * that kernel has finished; then it goes to the GPU with nothing left to wait for. Only the
- * client whose stream it is waits (its worker executes its calls in order, so nothing of it
- * is reordered). Kernels predicted short (their measured durations) go straight through, and
- * with no more streams than queues nothing here costs more than a comparison.
+ * that kernel has finished; then it goes to the GPU with nothing left to wait for. Only
+ * clients whose work is all on their default stream are held (may_hold): their worker's order
+ * is their stream's order, so the hold delays nothing of theirs that could have run. A client
+ * with streams of its own is never held (holding one of its streams in its worker would stop
+ * its other streams). Kernels predicted short (their measured durations) go straight through,
+ * and with no more streams than queues nothing here costs more than a comparison.
  *
  * Completion is watched with cuStreamQuery, which enqueues nothing: an event recorded to
  * watch the kernel would itself be the dependent operation that blocks the queue.
@@ -204,11 +207,25 @@ void om_sched_session_free(struct session *s)
     s->nsched = s->sched_cap = 0;
 }
 
+/* Whether holding this client's operations costs only this client's waiting: its work is all
+ * on its default stream, so its worker's order is that stream's order and nothing of it could
+ * have run meanwhile. A client with streams of its own overlaps them; holding one stream's
+ * operation in its worker would hold back the others, so its work is never held. */
+static bool may_hold(const struct session *s)
+{
+    return s->streams.n == 0;
+}
+
 void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
 {
     struct om_sched_stream *t;
 
-    if (!active() || !(t = find(s, st, true)))
+    if (!may_hold(s) || !active()) {
+        if ((t = find(s, st, false)))
+            t->kernel = 0; /* no stale kernel for when scheduling starts again */
+        return;
+    }
+    if (!(t = find(s, st, true)))
         return;
     t->kernel = kernel;
     t->launched_ns = now_ns();
@@ -229,10 +246,12 @@ void om_sched_before(struct session *s, CUstream st)
     uint64_t kernel, start, bound;
     uint32_t pred;
 
-    if (!s->nsched || !(t = find(s, st, false)) || !t->kernel || !active())
+    if (!s->nsched || !(t = find(s, st, false)) || !t->kernel)
         return;
     kernel = t->kernel;
     t->kernel = 0; /* whatever happens below, the next operation follows this one */
+    if (!may_hold(s) || !active())
+        return;
     pred = predicted_us(kernel);
     if (pred && pred < SHORT_US && ++t->short_runs % RESAMPLE_EVERY)
         return;
@@ -242,8 +261,12 @@ void om_sched_before(struct session *s, CUstream st)
         CUresult rc = query(st);
         uint64_t t_now = now_ns();
         if (rc != CUDA_ERROR_NOT_READY) {
-            if (rc == CUDA_SUCCESS)
-                learn(kernel, t_now - t->launched_ns);
+            /* Launch to completion seen, when it was seen running; done at the first look, the
+             * time is only an upper bound (the client may have computed meanwhile): it counts
+             * only when it proves the kernel short. */
+            uint64_t ns = t_now - t->launched_ns;
+            if (rc == CUDA_SUCCESS && (counted || ns < SHORT_US * 1000ull))
+                learn(kernel, ns);
             return; /* an error surfaces through the operation itself */
         }
         if (!counted)

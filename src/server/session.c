@@ -213,13 +213,13 @@ static void *worker_main(void *arg)
     if (om_server_bind_context() != CUDA_SUCCESS)
         om_err("client %d: cannot make the server context current", (int)s->pid);
     if (!buf || !out) {
-        free(buf);
-        free(out);
+        /* Ended like a protocol error, and freed below like any session. */
         __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
         shutdown(s->sock, SHUT_RDWR);
-        return NULL;
+        while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+            usleep(10000);
     }
-    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+    while (buf && out && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
         struct om_rec rec;
         int rc = om_ring_recv(&s->rx, &rec, buf, OM_REC_MAX_PAYLOAD);
         if (rc == -EAGAIN) {

@@ -7,6 +7,7 @@
  *   remote_driver copyloop       copies 8 MiB back and forth until killed
  *   remote_driver chain [PAIRS]  [kernel, kernel] pairs (default 2), then an event record, on
  *                                the default stream: work for the server's scheduler
+ *   remote_driver streams2       several streams under the scheduler and the staging area
  *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -555,6 +556,60 @@ static void chain(int pairs)
     printf("chain ok\n");
 }
 
+/* Several streams under the scheduler (FAKECUDA_KERNEL_MS, OPENMPS_SCHED=always): a client
+ * with streams of its own is never held (a kernel on s2 goes while s1's kernel runs and s1 has
+ * an event record after it); a query on a blocking stream answers at once while the default
+ * stream runs a kernel; a pageable copy on an idle stream does not wait for the staging slots an
+ * asynchronous copy on s1 still uses behind s1's kernel. Prints the two times. */
+static void streams2(void)
+{
+    static const char image[] = "fakecubin\nlong:4\ntiny:4\n";
+    const size_t n = 9 * 1024 * 1024 + 3;
+    unsigned char *h1 = malloc(n), *h2 = malloc(n), *back = malloc(n);
+    CUstream s1, s2, s3, sb;
+    CUmodule mod;
+    CUfunction lng, tiny;
+    CUevent ev;
+    CUdeviceptr d1, d2;
+    unsigned v = 1;
+    void *args[] = {&v};
+    double t0, query_us, staged_ms;
+
+    EXPECT(h1 && h2 && back);
+    for (size_t i = 0; i < n; i++) {
+        h1[i] = (unsigned char)((uint32_t)(i * 2654435761u) >> 24);
+        h2[i] = (unsigned char)~h1[i];
+    }
+    OK(cuStreamCreate(&s1, 1));
+    OK(cuStreamCreate(&s2, 1));
+    OK(cuStreamCreate(&s3, 1));
+    OK(cuStreamCreate(&sb, 0));
+    OK(cuMemAlloc_v2(&d1, n));
+    OK(cuMemAlloc_v2(&d2, n));
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&lng, mod, "long"));
+    OK(cuModuleGetFunction(&tiny, mod, "tiny"));
+    OK(cuEventCreate(&ev, 0));
+    OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s1, args, NULL));
+    OK(cuEventRecord(ev, s1));
+    OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
+    OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    t0 = now_us();
+    EXPECT(cuStreamQuery(sb) == 0);
+    query_us = now_us() - t0;
+    OK(cuMemcpyHtoDAsync_v2(d1, h1, n, s1)); /* behind s1's kernel */
+    t0 = now_us();
+    OK(cuMemcpyHtoDAsync_v2(d2, h2, n, s3)); /* s3 is idle: nothing to wait for */
+    staged_ms = (now_us() - t0) / 1000;
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(back, d1, n));
+    EXPECT(memcmp(back, h1, n) == 0);
+    OK(cuMemcpyDtoH_v2(back, d2, n));
+    EXPECT(memcmp(back, h2, n) == 0);
+    printf("streams2 query_us %.0f staged_ms %.1f\n", query_us, staged_ms);
+    printf("streams2 ok\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
@@ -633,6 +688,8 @@ int main(int argc, char **argv)
         }
         EXPECT(failed == 0);
         printf("threads ok\n");
+    } else if (!strcmp(mode, "streams2")) {
+        streams2();
     } else if (!strcmp(mode, "chain")) {
         chain(argc > 2 ? atoi(argv[2]) : 2);
     } else if (!strcmp(mode, "bench") && argc > 2) {
@@ -647,7 +704,7 @@ int main(int argc, char **argv)
         }
     } else {
         fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
-                        "FLAGS|fault|fork|threads|chain [PAIRS]|bench N|copyloop\n");
+                        "FLAGS|fault|fork|threads|chain [PAIRS]|streams2|bench N|copyloop\n");
         return 2;
     }
     return 0;

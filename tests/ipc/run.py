@@ -1027,6 +1027,34 @@ def remote_scheduler_holds_work_behind_long_kernels():
 
 
 @test
+def remote_scheduler_leaves_streams_alone():
+    """Under the scheduler, a client with streams of its own is never held (its s2 kernel goes
+    while s1's kernel runs, though an event record follows that kernel on s1); a stream query
+    answers at once; a pageable copy never waits for staging slots that another stream's copy
+    still uses behind a 300 ms kernel."""
+    e = Env(start=False)
+    ok = False
+    try:
+        tlog = os.path.join(e.dir, "times")
+        e.env.update({"FAKECUDA_KERNEL_MS": "300", "FAKECUDA_TIME_LOG": tlog,
+                      "OPENMPS_SCHED": "always"})
+        e.start()
+        p = remote(e, "streams2")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "streams2 ok" in out, "streams2: %r %r" % (out, err))
+        rows = [l.split() for l in open(tlog).read().splitlines()]
+        check([r[0] for r in rows[:3]] == ["long", "record", "tiny"], "order: %r" % rows)
+        check(int(rows[2][1]) - int(rows[0][1]) < 150,
+              "the kernel on s2 was not held behind s1's kernel: %r" % rows)
+        m = re.search(r"query_us (\d+) staged_ms ([0-9.]+)", out)
+        check(m and int(m.group(1)) < 100000, "the query answered at once: %r" % out)
+        check(m and float(m.group(2)) < 200, "the copy did not wait for s1's slots: %r" % out)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_scheduler_bounds_its_waits():
     """A kernel never measured is waited for at most 2 s (it might wait for work its own client
     submits later): past that the next operation goes to the driver anyway."""

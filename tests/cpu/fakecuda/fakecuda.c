@@ -404,15 +404,36 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
     return CUDA_SUCCESS;
 }
 TRIVIAL(cuEventDestroy_v2, void *e)
+/* An event is done when the work its stream had at the record is (FAKECUDA_KERNEL_MS). */
+static uint64_t event_ready_ms[sizeof(tokens)]; /* per event token (__atomic) */
+
 EXPORT int cuEventRecord(void *e, void *s)
 {
-    (void)e, (void)s;
+    uint64_t *ready = busy_slot(e), *busy = busy_slot(s);
+
     log_line("record");
     time_line("record");
+    if (ready)
+        ready = &event_ready_ms[ready - busy_until_ms];
+    if (ready)
+        __atomic_store_n(ready, busy ? __atomic_load_n(busy, __ATOMIC_RELAXED) : 0,
+                         __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
-TRIVIAL(cuEventSynchronize, void *e)
-TRIVIAL(cuEventQuery, void *e)
+
+EXPORT int cuEventQuery(void *e)
+{
+    uint64_t *b = busy_slot(e);
+    b = b ? &event_ready_ms[b - busy_until_ms] : NULL;
+    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_ms() ? 600 : CUDA_SUCCESS;
+}
+
+EXPORT int cuEventSynchronize(void *e)
+{
+    while (cuEventQuery(e) == 600)
+        usleep(1000);
+    return CUDA_SUCCESS;
+}
 
 EXPORT int cuEventCreate(void **e, unsigned flags)
 {
