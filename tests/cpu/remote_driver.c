@@ -606,6 +606,9 @@ static void streams2(void)
     EXPECT(memcmp(back, h1, n) == 0);
     OK(cuMemcpyDtoH_v2(back, d2, n));
     EXPECT(memcmp(back, h2, n) == 0);
+    free(h1);
+    free(h2);
+    free(back);
     printf("streams2 query_us %.0f staged_ms %.1f\n", query_us, staged_ms);
     printf("streams2 ok\n");
 }
