@@ -91,12 +91,16 @@ class Mode:
         subprocess.run(self.control() + ["-d"], env=self.env(), check=True)
         self.started = True
 
-    def stop(self):
+    def stop(self, keep_logs=None):
         if not self.started:
             return
         subprocess.run(self.control(), input="quit\n", env=self.env(), text=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
         self.started = False
+        if keep_logs:  # the daemon's and the server's logs, for what the figures do not say
+            time.sleep(1)  # the server writes its last lines as it exits
+            shutil.copytree(self.log, os.path.join(keep_logs, "logs-" + self.name),
+                            dirs_exist_ok=True)
 
 
 def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
@@ -378,7 +382,7 @@ def main():
                             fig_out.writerow([stamp, w, m, rep, "", "", err])
                         fig_csv.flush()
             finally:
-                mode.stop()
+                mode.stop(keep_logs=args.out)
     fig_csv.close()
     progress("")
     print("%s; one copy %.2f s alone (%d steps); %d repeat(s) per point" %

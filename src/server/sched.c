@@ -273,6 +273,9 @@ void om_sched_before(struct session *s, CUstream st)
             __atomic_add_fetch(&held_ops, 1, __ATOMIC_RELAXED);
         if (t_now - start > bound || __atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
             __atomic_add_fetch(&gave_up, 1, __ATOMIC_RELAXED);
+            om_info("client %d: stopped waiting for its kernel after %llu ms (its usual "
+                    "duration: %u us); the next operation queues behind it",
+                    (int)s->pid, (unsigned long long)((t_now - start) / 1000000), pred);
             return;
         }
         /* Poll often early (short kernels), rarely late (long ones): at most 1 ms late. */
