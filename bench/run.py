@@ -354,6 +354,7 @@ def main():
                                 progress("")
                                 print("%s %s N=%d: %d of %d copies ran; first error: %s"
                                       % (m, w, n, ok, n, err), file=sys.stderr)
+                                break  # a refusal (NVIDIA MPS past 48) repeats: one run shows it
                 for w in fig_workloads:
                     for rep in range(1 if w == "b4" else args.repeats):
                         progress("%s %s run %d/%d" % (m, w, rep + 1, args.repeats))
