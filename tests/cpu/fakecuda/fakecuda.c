@@ -2,6 +2,7 @@
 /* The driver test double for the CPU tier: the entry points the control plane uses, no GPU. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <stdio.h>
@@ -219,37 +220,50 @@ struct fake_alloc {
 static struct fake_alloc fake_allocs[4096];
 static int nfake_allocs;
 
+/* The server calls from one thread per client, as it calls the real driver: allocations are
+ * serialised like the driver's. */
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
 EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
 {
     size_t size = (bytes + FAKE_ALIGN - 1) / FAKE_ALIGN * FAKE_ALIGN;
     void *m;
+    int rc = CUDA_SUCCESS;
 
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (nfake_allocs == 4096)
-        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
-    m = mmap((void *)(uintptr_t)next_va, size, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (m == MAP_FAILED)
-        return 2;
-    next_va += size + FAKE_ALIGN;
-    allocated += size;
-    fake_allocs[nfake_allocs++] = (struct fake_alloc){(dptr_t)(uintptr_t)m, size};
-    *p = (dptr_t)(uintptr_t)m;
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&alloc_lock);
+    m = nfake_allocs == 4096 ? MAP_FAILED
+                             : mmap((void *)(uintptr_t)next_va, size, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == MAP_FAILED) {
+        rc = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    } else {
+        next_va += size + FAKE_ALIGN;
+        allocated += size;
+        fake_allocs[nfake_allocs++] = (struct fake_alloc){(dptr_t)(uintptr_t)m, size};
+        *p = (dptr_t)(uintptr_t)m;
+    }
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
 }
 
 EXPORT int cuMemFree_v2(dptr_t p)
 {
+    int rc = CUDA_ERROR_INVALID_VALUE;
+
+    pthread_mutex_lock(&alloc_lock);
     for (int i = 0; i < nfake_allocs; i++) {
         if (fake_allocs[i].base == p) {
             munmap((void *)(uintptr_t)p, fake_allocs[i].size);
             allocated -= fake_allocs[i].size;
             fake_allocs[i] = fake_allocs[--nfake_allocs];
-            return CUDA_SUCCESS;
+            rc = CUDA_SUCCESS;
+            break;
         }
     }
-    return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
 }
 
 EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -303,12 +317,13 @@ EXPORT int cuMemsetD32Async(dptr_t d, unsigned v, size_t n, void *s)
     return CUDA_SUCCESS;
 }
 
-static char tokens[1024];
+static char tokens[16384]; /* streams and events, never reused */
 static int next_token;
 
 static void *new_token(void)
 {
-    return next_token < (int)sizeof(tokens) ? &tokens[next_token++] : NULL;
+    int t = __atomic_fetch_add(&next_token, 1, __ATOMIC_RELAXED); /* one thread per client */
+    return t < (int)sizeof(tokens) ? &tokens[t] : NULL;
 }
 
 EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
