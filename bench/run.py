@@ -127,7 +127,8 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
         if p.returncode == 0 and got:
             times.append(got[0])
             if g and h:
-                gpu.append((got[0], int(g[0][1]), int(g[0][3]), int(h[0][1]), int(h[0][3])))
+                pid = int(h[0][5]) if len(h[0]) > 5 else p.pid
+                gpu.append((got[0], int(g[0][1]), int(g[0][3]), int(h[0][1]), int(h[0][3]), pid))
         elif not error:
             error = (err.strip().splitlines() or ["exit %d" % p.returncode])[-1][:200]
     if detail is not None and gpu:
@@ -137,6 +138,7 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
         # the host's side of it (the GPU's global timer follows the host's real-time clock)
         detail["launch_call_ms"] = (worst[4] - worst[3]) / 1e6
         detail["gpu_after_launch_ms"] = (worst[1] - worst[4]) / 1e6
+        detail["pid"] = worst[5]  # for the server's timeline (OPENMPS_LOG_LEVEL=3)
     return (max(times) if len(times) == n else None), len(times), error
 
 
@@ -324,7 +326,7 @@ def main():
         out = csv.writer(f)
         out.writerow(["time", "workload", "mode", "n", "repeat", "slowest_ms", "ok", "error",
                       "slowest_gpu_ms", "slowest_start_delay_ms", "slowest_launch_call_ms",
-                      "slowest_gpu_start_after_launch_ms"])
+                      "slowest_gpu_start_after_launch_ms", "slowest_pid"])
         for m in modes:
             mode = Mode(m, args.build, tmp)
             try:
@@ -348,7 +350,8 @@ def main():
                                           "%.3f" % detail.get("gpu_ms", -1),
                                           "%.3f" % detail.get("start_delay_ms", -1),
                                           "%.3f" % detail.get("launch_call_ms", -1),
-                                          "%.3f" % detail.get("gpu_after_launch_ms", -1)])
+                                          "%.3f" % detail.get("gpu_after_launch_ms", -1),
+                                          detail.get("pid", "")])
                             f.flush()
                             if slowest is None and err:
                                 progress("")

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <unistd.h>
 
 // The GPU's global clock (ns): when a kernel really started and ended, printed next to the
 // event time, so the harness can tell a late start from a slow run.
@@ -174,6 +175,7 @@ int main(int argc, char **argv)
     }
     printf("kernel_ms %.3f\n", ms);
     printf("gpu_start_ns %llu gpu_end_ns %llu\n", gpu_times[0], gpu_times[1]);
-    printf("host_a_ns %lld host_launched_ns %lld\n", host_a_ns, host_launched_ns);
+    printf("host_a_ns %lld host_launched_ns %lld pid %d\n", host_a_ns, host_launched_ns,
+           (int)getpid());
     return 0;
 }

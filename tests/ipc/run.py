@@ -1055,6 +1055,27 @@ def remote_scheduler_leaves_streams_alone():
 
 
 @test
+def server_timeline_at_debug_level():
+    """OPENMPS_LOG_LEVEL=3: the server logs each call of each client with its start and length
+    (the timeline for questions the benchmarks do not answer); at the default level it does not."""
+    for level, want in (("3", True), (None, False)):
+        e = Env(extra_env={"OPENMPS_LOG_LEVEL": level} if level else None)
+        ok = False
+        try:
+            p = remote(e, "chain", "1")
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0, "chain: %r" % err)
+            lines = [l for l in e.log("server.log").splitlines() if "timeline client %d" % p.pid in l]
+            check(bool(lines) == want, "timeline lines at level %s: %d" % (level, len(lines)))
+            if want:
+                check(any(re.search(r"cuLaunchKernel start_us \d+ took_us \d+ rc 0", l)
+                          for l in lines), "a launch in the timeline: %r" % lines[:5])
+            ok = True
+        finally:
+            e.close(ok)
+
+
+@test
 def remote_scheduler_bounds_its_waits():
     """A kernel never measured is waited for at most 2 s (it might wait for work its own client
     submits later): past that the next operation goes to the driver anyway."""
