@@ -13,7 +13,7 @@ on the same machine.
            (OPENMPS_SERVER_SYNC=yield) instead of polling, then sleeping
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
-moment; the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
+moment (each says when its context exists; then all get one start time); the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
 repeated; the table gives the median, the spread (min-max) and the ratio of the median to the
 mode's median at N = 1. Every run goes to bench.csv; the B1/B1c plot to b1.png (matplotlib) or,
 without matplotlib, to b1.svg. B2-B6 (bench/calls.cu, bench/figures.py): one table of figures
@@ -27,6 +27,7 @@ Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--rep
 import argparse
 import csv
 import os
+import select
 import shutil
 import statistics
 import subprocess
@@ -108,10 +109,27 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
     detail (a dict) gets, for the slowest copy, its kernel's own time on the GPU's clock and how
     long after the first copy's kernel it started: a late start (queued behind other work)
     tells apart from a slow run (sharing an SM)."""
-    start_at = int(time.time() * 1000) + 2000 + 60 * n  # every copy creates its context first
-    procs = [subprocess.Popen([binary, str(iterations), str(start_at)] + flags, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([binary, str(iterations), "stdin"] + flags, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
              for _ in range(n)]
+    # Every copy creates its context (or its session) and says "ready"; then all get one start
+    # time, shortly after the last is ready. A copy that fails first (refused) says nothing.
+    ready_by, ready = time.time() + 60 + 0.5 * n, set()
+    for p in procs:
+        left = ready_by - time.time()
+        if left > 0 and select.select([p.stdout], [], [], left)[0] and \
+                p.stdout.readline().strip() == "ready":
+            ready.add(p.pid)
+    start_at = int(time.time() * 1000) + 300
+    for p in procs:
+        try:
+            if p.pid in ready:
+                p.stdin.write("%d\n" % start_at)
+            p.stdin.close()  # a copy not ready reads no start time and gives up
+        except OSError:
+            pass
+        p.stdin = None
     times, gpu, error = [], [], ""
     deadline = time.time() + timeout
     for p in procs:

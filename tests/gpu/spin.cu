@@ -2,7 +2,8 @@
 // B1 of BENCHMARKS.md: one thread runs a fixed chain of dependent multiply-adds (a fixed amount
 // of work, so time-slicing stretches it); the kernel time is printed.
 //   spin ITERATIONS [START_AT_EPOCH_MS [--managed|--chain]]  runs the chain, launching no
-//        earlier than START_AT; with --managed the same thread first adds two arrays of managed
+//        earlier than START_AT (START_AT "stdin": print "ready" once the context exists, then
+//        read START_AT from standard input); with --managed the same thread first adds two arrays of managed
 //        memory that the host filled, and the host checks the sums afterwards (the tutorial's
 //        variant); with --chain the work is split in 4 kernels, each followed by a dependent
 //        tiny kernel, on the default stream (B1c); the time printed covers the whole chain
@@ -155,6 +156,14 @@ int main(int argc, char **argv)
     if (argc > 2) {
         cudaFree(0); // create the context first, then wait for the common start
         long long at = atoll(argv[2]);
+        if (!strcmp(argv[2], "stdin")) { // the harness: say so, then read the start time
+            printf("ready\n");
+            fflush(stdout);
+            if (scanf("%lld", &at) != 1) {
+                fprintf(stderr, "spin: no start time on standard input\n");
+                return 1;
+            }
+        }
         long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();

@@ -50,6 +50,30 @@ with tempfile.TemporaryDirectory() as out:
                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check(p.returncode == 1 and "no NVIDIA GPU" in p.stderr,
           "without a GPU: exit 1 and says so (%d, %r)" % (p.returncode, p.stderr))
+# B1's start protocol with stand-ins for spin: each says "ready", reads the common start time,
+# and prints what spin prints; a copy that fails before it is ready counts as not run.
+with tempfile.TemporaryDirectory() as d:
+    good = os.path.join(d, "spin-good")
+    with open(good, "w") as f:
+        f.write("#!%s\nimport os, sys, time\nprint('ready', flush=True)\n"
+                "at = int(sys.stdin.readline())\ntime.sleep(max(0, at / 1000 - time.time()))\n"
+                "late = time.time() * 1000 - at\n"
+                "print('kernel_ms %%.3f' %% (100 + late))\n"
+                "print('gpu_start_ns 1000 gpu_end_ns 2000')\n"
+                "print('host_a_ns 5 host_launched_ns 7 pid %%d' %% os.getpid())\n" % sys.executable)
+    bad = os.path.join(d, "spin-bad")
+    with open(bad, "w") as f:
+        f.write("#!/bin/sh\necho 'spin: refused' >&2\nexit 1\n")
+    os.chmod(good, 0o755)
+    os.chmod(bad, 0o755)
+    detail = {}
+    slowest, ok, err = bench.run_copies(good, 1, 5, [], dict(os.environ), 30, detail)
+    check(ok == 5 and slowest is not None and 100 <= slowest < 150,
+          "five copies started together: %r %r %r" % (slowest, ok, err))
+    check(detail.get("gpu_ms") == 0.001 and detail.get("pid"), "the slowest copy's detail: %r" % detail)
+    slowest, ok, err = bench.run_copies(bad, 1, 3, [], dict(os.environ), 30)
+    check(slowest is None and ok == 0 and "refused" in err, "refused copies: %r %r" % (ok, err))
+
 # B2-B6: the program's lines become figures; the table gives medians, ratios and the goal.
 figs = bench.figures
 v = figs.parse("launch_us 4.5\nfill_start_ms 100 fill_end_ms 350\nnoise here\n")
