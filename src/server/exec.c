@@ -243,11 +243,11 @@ static CUresult alloc_for_client(struct call *c, uint64_t *size)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = om_devmem_alloc(bytes, &base, size, &mem);
+    rc = om_devmem_take(c->s, bytes, &base, size, &mem);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {
-        om_devmem_free(base, *size, mem);
+        om_devmem_give(c->s, base, *size, mem);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     om_put_u64(&c->out, base);
@@ -414,7 +414,7 @@ static CUresult x_cuMemFree_v2(struct call *c)
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */
     rc = om_exec_sync_client(c->s);
-    om_devmem_free(r->base, r->size, r->mem);
+    om_devmem_give(c->s, r->base, r->size, r->mem);
     om_ranges_remove(&c->s->allocs, r);
     return take_async_error(c->s, rc);
 }

@@ -19,6 +19,8 @@
 #define OM_SERVER_RING_BYTES (1u << 20)
 /* Largest answer of one call (a piece of a device-to-host copy, at most). */
 #define OM_REPLY_MAX (512u * 1024u)
+/* Freed allocations a client keeps for its next ones (devmem.c). */
+#define OM_DEVCACHE_ENTRIES 8
 /* Largest staged image or copy of one call. */
 #define OM_STAGE_MAX (1u << 30)
 /* Longest a session worker sleeps before it looks at its stop flag again. */
@@ -104,6 +106,8 @@ struct session {
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;
     struct om_ranges allocs;
+    struct om_range devcache[OM_DEVCACHE_ENTRIES]; /* its freed allocations, for its next */
+    size_t ndevcache;
     struct om_sched_stream *sched; /* its streams' last kernels, while scheduling is on */
     size_t nsched, sched_cap;
     struct om_kernel *kernels;
@@ -150,6 +154,11 @@ CUresult om_exec_sync_client(struct session *s);
 /* devmem.c: device memory that can be freed without waiting for other clients. */
 CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
+/* The same for a client, through its cache of freed allocations (reused by it alone). */
+CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
+                        uint64_t *ret_mem);
+void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem);
+void om_devmem_drop_cache(struct session *s); /* at the session's end */
 
 /* hostmem.c */
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);

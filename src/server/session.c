@@ -192,6 +192,7 @@ static void release_gpu_resources(struct session *s)
     for (size_t i = 0; i < s->allocs.n; i++)
         if (s->allocs.v[i].owned)
             om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
+    om_devmem_drop_cache(s);
     /* Pages the client still maps (it may live on, or have forked) are not
      * reused; a dead process's are. */
     bool gone = kill(s->pid, 0) < 0 && errno == ESRCH;

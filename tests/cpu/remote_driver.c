@@ -8,6 +8,7 @@
  *   remote_driver chain [PAIRS]  [kernel, kernel] pairs (default 2), then an event record, on
  *                                the default stream: work for the server's scheduler
  *   remote_driver streams2       several streams under the scheduler and the staging area
+ *   remote_driver cache          the server's cache of a client's freed allocations
  *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -32,6 +33,7 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemcpy(CUdeviceptr, CUdeviceptr, size_t);
 CUresult cuLaunchHostFunc(CUstream, void (*)(void *), void *);
@@ -613,6 +615,27 @@ static void streams2(void)
     printf("streams2 ok\n");
 }
 
+/* The server keeps a client's freed allocation for its next one of that size; what it keeps
+ * is freed with the session (the free memory at start is printed, to compare across clients). */
+static void cache(void)
+{
+    size_t free0 = 0, total = 0;
+    CUdeviceptr a, b, c;
+
+    OK(cuMemGetInfo_v2(&free0, &total));
+    OK(cuMemAlloc_v2(&a, 1 << 20));
+    OK(cuMemFree_v2(a));
+    OK(cuMemAlloc_v2(&b, 1 << 20));
+    EXPECT(b == a); /* the freed allocation came back */
+    OK(cuMemAlloc_v2(&c, 1 << 20));
+    EXPECT(c != a);
+    OK(cuMemsetD8_v2(c, 1, 1 << 20));
+    OK(cuMemFree_v2(b));
+    OK(cuMemFree_v2(c));
+    printf("cache free_at_start %zu\n", free0);
+    printf("cache ok\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
@@ -691,6 +714,8 @@ int main(int argc, char **argv)
         }
         EXPECT(failed == 0);
         printf("threads ok\n");
+    } else if (!strcmp(mode, "cache")) {
+        cache();
     } else if (!strcmp(mode, "streams2")) {
         streams2();
     } else if (!strcmp(mode, "chain")) {
@@ -707,7 +732,7 @@ int main(int argc, char **argv)
         }
     } else {
         fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
-                        "FLAGS|fault|fork|threads|chain [PAIRS]|streams2|bench N|copyloop\n");
+                        "FLAGS|fault|fork|threads|chain [PAIRS]|streams2|cache|bench N|copyloop\n");
         return 2;
     }
     return 0;

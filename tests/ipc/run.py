@@ -1055,6 +1055,27 @@ def remote_scheduler_leaves_streams_alone():
 
 
 @test
+def remote_allocation_cache_is_the_clients_own():
+    """A client's freed allocation comes back for its next one of the same size; the server
+    frees what it kept when the client goes (the next client starts with as much free memory)."""
+    e = Env()
+    ok = False
+    try:
+        frees = []
+        for _ in range(2):
+            p = remote(e, "cache")
+            out, err = p.communicate(timeout=30)
+            check(p.returncode == 0 and "cache ok" in out, "cache: %r %r" % (out, err))
+            frees.append(int(re.search(r"free_at_start (\d+)", out).group(1)))
+            wait_for(lambda: "Client %d disconnected" % p.pid in e.log("server.log"),
+                     what="the client's session to end")
+        check(frees[0] == frees[1], "nothing left behind: %r" % frees)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def server_timeline_at_debug_level():
     """OPENMPS_LOG_LEVEL=3: the server logs each call of each client with its start and length
     (the timeline for questions the benchmarks do not answer); at the default level it does not."""
