@@ -30,14 +30,15 @@
  * watch the kernel would itself be the dependent operation that blocks the queue.
  *
  * Durations: per kernel handle (module images are loaded once per server, so every client of
- * a program shares its kernels' handles), an average of the waits that ended with the kernel
- * done: launch to completion seen. Every 32nd decision on a kernel predicted short waits
- * anyway, so a kernel that became long is noticed.
+ * a program shares its kernels' handles), an average of launch to completion seen, taken from
+ * waits that saw the kernel running (or, done at the first look, only when that proves it
+ * short: the client may have computed for a while before its next call). Every 32nd decision
+ * on a kernel predicted short waits anyway, so a kernel that became long is noticed.
  *
  * A wait is bounded (twice the prediction plus 50 ms; 2 s for a kernel never measured): a
- * kernel that spins until a later operation of its own client runs (a flag set by a kernel it
- * launches next on another stream) would otherwise never finish. Past the bound the operation
- * goes to the GPU and queues there as it would without this scheduler.
+ * kernel that spins until something its client does later (a call that sets a flag it polls)
+ * would otherwise never finish. Past the bound the operation goes to the GPU and queues there
+ * as it would without this scheduler, and the log says so.
  */
 
 /* A kernel running at most this long blocks a shared queue briefly enough to let it. */
