@@ -74,6 +74,28 @@ with tempfile.TemporaryDirectory() as d:
     slowest, ok, err = bench.run_copies(bad, 1, 3, [], dict(os.environ), 30)
     check(slowest is None and ok == 0 and "refused" in err, "refused copies: %r %r" % (ok, err))
 
+# The timeline reader (bench/timeline.py): the calls of every client around one launch.
+spec_t = importlib.util.spec_from_file_location("timeline", os.path.join(ROOT, "bench", "timeline.py"))
+timeline = importlib.util.module_from_spec(spec_t)
+spec_t.loader.exec_module(timeline)
+with tempfile.TemporaryDirectory() as d:
+    log = os.path.join(d, "server.log")
+    with open(log, "w") as f:
+        for t, pid, entry in ((1000, 7, "cuMemsetD8_v2"), (40000, 8, "cuEventRecord"),
+                              (49000, 7, "cuLaunchKernel"), (50000, 9, "cuLaunchKernel"),
+                              (50500, 8, "cuMemcpyDtoH_v2"), (90000, 9, "cuEventRecord")):
+            f.write("[2026-11-22 14:00:00.000 Server  1] DEBUG: timeline client %d %s start_us %d "
+                    "took_us 3 rc 0\n" % (pid, entry, t))
+        f.write("a line of another kind\n")
+    calls = timeline.read(log)
+    check(len(calls) == 6, "six timeline lines read: %r" % calls)
+    t0, rows = timeline.window(calls, 9, 1, before_ms=5, after_ms=1)
+    check(t0 == 50000 and [(r[1], r[2]) for r in rows] ==
+          [(7, "cuLaunchKernel"), (9, "cuLaunchKernel"), (8, "cuMemcpyDtoH_v2")],
+          "the window around client 9's launch: %r" % rows)
+    check(rows[0][0] == -1.0, "times relative to the launch, in ms: %r" % rows)
+    check(timeline.window(calls, 8, 1) is None, "client 8 launched nothing")
+
 # B2-B6: the program's lines become figures; the table gives medians, ratios and the goal.
 figs = bench.figures
 v = figs.parse("launch_us 4.5\nfill_start_ms 100 fill_end_ms 350\nnoise here\n")

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""What every client of a server did around one client's kernel launch, from the timeline the
+server writes at OPENMPS_LOG_LEVEL=3 ("timeline client PID ENTRY start_us T took_us D rc R").
+
+  bench/timeline.py SERVER_LOG PID [--before-ms 50] [--after-ms 5] [--launch N]
+
+Finds the Nth launch (default: the first) of client PID and prints, in time order, every call
+of every client that started in the window around it, with its time relative to that launch:
+to see what was enqueued just before a kernel that started late on the GPU (B1 in
+docs/benchmarks.md). Exit status 1 when the log has no launch of that client.
+"""
+import argparse
+import re
+import sys
+
+LINE = re.compile(r"timeline client (\d+) (\S+) start_us (\d+) took_us (\d+) rc (-?\d+)")
+LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel_ptsz", "cuLaunchKernelEx_ptsz")
+
+
+def read(path):
+    calls = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = LINE.search(line)
+            if m:
+                calls.append((int(m.group(3)), int(m.group(1)), m.group(2), int(m.group(4)),
+                              int(m.group(5))))
+    calls.sort()
+    return calls
+
+
+def window(calls, pid, nth=1, before_ms=50.0, after_ms=5.0):
+    """The calls around client pid's nth launch: (launch start_us, [(dt_ms, pid, entry, took_us,
+    rc)]), or None when it has no such launch."""
+    launches = [c for c in calls if c[1] == pid and c[2] in LAUNCHES]
+    if len(launches) < nth:
+        return None
+    t0 = launches[nth - 1][0]
+    lo, hi = t0 - before_ms * 1000, t0 + after_ms * 1000
+    return t0, [((t - t0) / 1000.0, p, e, took, rc) for t, p, e, took, rc in calls if lo <= t <= hi]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("log")
+    ap.add_argument("pid", type=int)
+    ap.add_argument("--before-ms", type=float, default=50.0)
+    ap.add_argument("--after-ms", type=float, default=5.0)
+    ap.add_argument("--launch", type=int, default=1, help="which launch of the client (1 = first)")
+    args = ap.parse_args()
+    w = window(read(args.log), args.pid, args.launch, args.before_ms, args.after_ms)
+    if w is None:
+        print("timeline: no launch %d of client %d in %s (was OPENMPS_LOG_LEVEL=3 set for the "
+              "daemon?)" % (args.launch, args.pid, args.log), file=sys.stderr)
+        return 1
+    t0, rows = w
+    print("client %d's launch %d at start_us %d; calls of every client from %.1f ms before to "
+          "%.1f ms after:" % (args.pid, args.launch, t0, args.before_ms, args.after_ms))
+    for dt, p, e, took, rc in rows:
+        mark = "  <==" if p == args.pid and e in LAUNCHES and dt == 0 else ""
+        print("%+10.3f ms  client %-7d %-28s %8d us  rc %d%s" % (dt, p, e, took, rc, mark))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
