@@ -46,7 +46,8 @@ slowest() { # mode n [--managed]
     n_ok=$(cat "$TMP"/out.* | grep -c '^kernel_ms')
     max=$(cat "$TMP"/out.* | awk '/^kernel_ms/ { if ($2 > m) m = $2 } END { printf "%.1f", m }')
     if [ "$n_ok" -ne "$2" ]; then
-        echo "FAIL($n_ok/$2): $(grep -hv '^kernel_ms' "$TMP"/out.* | head -1)"
+        echo "FAIL($n_ok/$2): $(grep -hvE '^(kernel_ms|gpu_start_ns|host_a_ns) ' "$TMP"/out.* |
+            head -1)"
     else
         echo "$max"
     fi
