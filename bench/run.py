@@ -117,9 +117,8 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
     # time, shortly after the last is ready. A copy that fails first (refused) says nothing.
     ready_by, ready = time.time() + 60 + 0.5 * n, set()
     for p in procs:
-        left = ready_by - time.time()
-        if left > 0 and select.select([p.stdout], [], [], left)[0] and \
-                p.stdout.readline().strip() == "ready":
+        left = max(0.0, ready_by - time.time())  # past the deadline: only those ready already
+        if select.select([p.stdout], [], [], left)[0] and p.stdout.readline().strip() == "ready":
             ready.add(p.pid)
     start_at = int(time.time() * 1000) + 300
     for p in procs:

@@ -15,7 +15,8 @@ import re
 import sys
 
 LINE = re.compile(r"timeline client (\d+) (\S+) start_us (\d+) took_us (\d+) rc (-?\d+)")
-LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel_ptsz", "cuLaunchKernelEx_ptsz")
+LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel_ptsz", "cuLaunchKernelEx_ptsz",
+            "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz")
 
 
 def read(path):

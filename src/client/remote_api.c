@@ -423,7 +423,9 @@ static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     om_put_u64(&req, dptr);
     rc = om_rcall(OM_IDX_cuMemFree_v2, &req, NULL, 0, NULL);
-    if (rc == CUDA_SUCCESS && !managed_forget(dptr))
+    /* The server frees the memory whenever it knew it, also when it reports an earlier
+     * asynchronous error with the answer; only INVALID_VALUE means it kept nothing. */
+    if (rc != CUDA_ERROR_INVALID_VALUE && !managed_forget(dptr))
         devrange_remove(dptr);
     return rc;
 }

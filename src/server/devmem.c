@@ -131,7 +131,10 @@ void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem)
  * A client's freed allocations are kept for its next allocation of the same size (at most
  * OM_DEVCACHE_ENTRIES of at most CACHE_MAX_BYTES each): a map through the virtual-memory API costs
  * 80-120 µs (B2: cudaMalloc + cudaFree of 1 MiB, 20-30 times the driver's own, which caches
- * too). Only the same client gets them back (their bytes are its own), freed with the session.
+ * too). Only the same client gets them back (their bytes are its own), freed with the session,
+ * or at once when an allocation of the client fails for want of memory. Managed allocations
+ * are not kept: the client maps a host shadow at the address, and a fresh reservation lets the
+ * driver choose another address when that one was taken on the client's side.
  */
 #define CACHE_MAX_BYTES (32ull << 20)
 
@@ -153,13 +156,18 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
             return CUDA_SUCCESS;
         }
     }
-    return om_devmem_alloc(bytes, ret_base, ret_size, ret_mem);
+    CUresult rc = om_devmem_alloc(bytes, ret_base, ret_size, ret_mem);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && s->ndevcache) { /* what it keeps must not cost it */
+        om_devmem_drop_cache(s);
+        rc = om_devmem_alloc(bytes, ret_base, ret_size, ret_mem);
+    }
+    return rc;
 }
 
 void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem)
 {
     if (s->ndevcache < OM_DEVCACHE_ENTRIES && size <= CACHE_MAX_BYTES) {
-        s->devcache[s->ndevcache++] = (struct om_range){base, size, mem, true};
+        s->devcache[s->ndevcache++] = (struct om_range){base, size, mem, true, false};
         return;
     }
     om_devmem_free(base, size, mem);

@@ -235,21 +235,25 @@ static CUresult x_cuDeviceGetUuid_v2(struct call *c)
 
 /* ------------------------------------------------------------------ memory */
 
-/* Device memory of the call's byte count, recorded as the client's; answers its address. */
-static CUresult alloc_for_client(struct call *c, uint64_t *size)
+/* Device memory of the call's byte count, recorded as the client's; answers its address. A
+ * managed allocation (the client shadows it at that address) is always a new one, and is never
+ * kept for reuse when freed (devmem.c). */
+static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
 {
     uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = om_devmem_take(c->s, bytes, &base, size, &mem);
+    rc = managed ? om_devmem_alloc(bytes, &base, size, &mem)
+                 : om_devmem_take(c->s, bytes, &base, size, &mem);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {
-        om_devmem_give(c->s, base, *size, mem);
+        om_devmem_free(base, *size, mem);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    c->s->allocs.v[c->s->allocs.n - 1].managed = managed;
     om_put_u64(&c->out, base);
     return CUDA_SUCCESS;
 }
@@ -258,14 +262,14 @@ static CUresult x_cuMemAlloc_v2(struct call *c)
 {
     uint64_t size = 0;
 
-    return alloc_for_client(c, &size);
+    return alloc_for_client(c, false, &size);
 }
 
 static CUresult x_cuMemAllocManaged(struct call *c)
 {
     /* Device memory at an address the client then shadows on its side. */
     uint64_t size = 0;
-    CUresult rc = alloc_for_client(c, &size);
+    CUresult rc = alloc_for_client(c, true, &size);
 
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -414,7 +418,10 @@ static CUresult x_cuMemFree_v2(struct call *c)
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */
     rc = om_exec_sync_client(c->s);
-    om_devmem_give(c->s, r->base, r->size, r->mem);
+    if (r->managed)
+        om_devmem_free(r->base, r->size, r->mem);
+    else
+        om_devmem_give(c->s, r->base, r->size, r->mem);
     om_ranges_remove(&c->s->allocs, r);
     return take_async_error(c->s, rc);
 }

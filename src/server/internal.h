@@ -38,6 +38,7 @@ struct om_range {
     uint64_t base, size;
     uint64_t mem; /* the physical allocation behind an owned range, 0 otherwise */
     bool owned;
+    bool managed; /* shadowed in the client: never kept for reuse (devmem.c) */
 };
 struct om_ranges {
     struct om_range *v;

@@ -57,7 +57,7 @@ int om_ranges_add(struct om_ranges *r, uint64_t base, uint64_t size, uint64_t me
         r->v = nv;
         r->cap = cap;
     }
-    r->v[r->n++] = (struct om_range){base, size, mem, owned};
+    r->v[r->n++] = (struct om_range){base, size, mem, owned, false};
     return 0;
 }
 

@@ -2,6 +2,7 @@
 /* When a client stream's next operation goes to the GPU: at once, or after the long kernel
  * before it has finished (the design's ARCHITECTURE.md, "Hardware queues are finite";
  * docs/architecture.md, "The fast path and the scheduler"). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -272,11 +273,16 @@ void om_sched_before(struct session *s, CUstream st)
         }
         if (!counted)
             __atomic_add_fetch(&held_ops, 1, __ATOMIC_RELAXED);
-        if (t_now - start > bound || __atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&s->stop, __ATOMIC_RELAXED))
+            return; /* the session ends: nothing more goes to the GPU for it */
+        if (t_now - start > bound) {
+            char usual[32] = "unknown";
+            if (pred)
+                snprintf(usual, sizeof(usual), "%u us", pred);
             __atomic_add_fetch(&gave_up, 1, __ATOMIC_RELAXED);
             om_info("client %d: stopped waiting for its kernel after %llu ms (its usual "
-                    "duration: %u us); the next operation queues behind it",
-                    (int)s->pid, (unsigned long long)((t_now - start) / 1000000), pred);
+                    "duration: %s); the next operation queues behind it",
+                    (int)s->pid, (unsigned long long)((t_now - start) / 1000000), usual);
             return;
         }
         /* Poll often early (short kernels), rarely late (long ones): at most 1 ms late. */

@@ -69,7 +69,6 @@ static int stage(struct session *s, const struct om_rec *rec, const uint8_t *pay
     return 0;
 }
 
-/* Serves one record. Returns 0, or -EPROTO to end the session. */
 static uint64_t mono_us(void)
 {
     struct timespec ts;
@@ -78,6 +77,7 @@ static uint64_t mono_us(void)
     return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Serves one record. Returns 0, or -EPROTO to end the session. */
 static int serve(struct session *s, const struct om_rec *rec, const uint8_t *payload, uint8_t *out)
 {
     struct om_rec reply = {.op = rec->op, .seq = rec->seq};

@@ -632,6 +632,22 @@ static void cache(void)
     OK(cuMemsetD8_v2(c, 1, 1 << 20));
     OK(cuMemFree_v2(b));
     OK(cuMemFree_v2(c));
+    /* managed memory neither takes kept allocations nor is kept: its address is also the
+     * client's shadow */
+    CUdeviceptr m1, m2;
+    OK(cuMemAllocManaged(&m1, 1 << 20, 1));
+    EXPECT(m1 != b && m1 != c);
+    OK(cuMemFree_v2(m1));
+    OK(cuMemAllocManaged(&m2, 1 << 20, 1));
+    EXPECT(m2 != m1 && m2 != b && m2 != c);
+    OK(cuMemFree_v2(m2));
+    CUdeviceptr plain[3];
+    for (int i = 0; i < 3; i++) { /* b and c come back, never the managed m1 or m2 */
+        OK(cuMemAlloc_v2(&plain[i], 1 << 20));
+        EXPECT(plain[i] != m1 && plain[i] != m2);
+    }
+    for (int i = 0; i < 3; i++)
+        OK(cuMemFree_v2(plain[i]));
     printf("cache free_at_start %zu\n", free0);
     printf("cache ok\n");
 }

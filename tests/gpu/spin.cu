@@ -154,7 +154,7 @@ int main(int argc, char **argv)
             mx[i] = (float)i, my[i] = 2.0f;
     }
     if (argc > 2) {
-        cudaFree(0); // create the context first, then wait for the common start
+        CHECK(cudaFree(0)); // create the context first, then wait for the common start
         long long at = atoll(argv[2]);
         if (!strcmp(argv[2], "stdin")) { // the harness: say so, then read the start time
             printf("ready\n");

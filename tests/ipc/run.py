@@ -1056,8 +1056,9 @@ def remote_scheduler_leaves_streams_alone():
 
 @test
 def remote_allocation_cache_is_the_clients_own():
-    """A client's freed allocation comes back for its next one of the same size; the server
-    frees what it kept when the client goes (the next client starts with as much free memory)."""
+    """A client's freed allocation comes back for its next one of the same size (never a managed
+    one); the server frees what it kept when the client goes (the next client starts with as
+    much free memory)."""
     e = Env()
     ok = False
     try:

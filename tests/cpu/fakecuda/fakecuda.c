@@ -268,7 +268,9 @@ EXPORT int cuMemFree_v2(dptr_t p)
 
 EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
+    pthread_mutex_lock(&alloc_lock);
     *free_bytes = (16ull << 30) - allocated;
+    pthread_mutex_unlock(&alloc_lock);
     *total = 16ull << 30;
     return CUDA_SUCCESS;
 }
