@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../common/gen/entries.h"
+#include "../common/clock.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -69,14 +70,6 @@ static struct {
           .go = PTHREAD_COND_INITIALIZER,
           .done = PTHREAD_COND_INITIALIZER};
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Part `id` of `parts` of the job, on 64-byte boundaries. */
 static void copy_part(int id, int parts)
 {
@@ -92,9 +85,9 @@ static void *helper_main(void *arg)
     uint64_t seen = 0, g;
 
     for (;;) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = om_mono_ns();
         while ((g = __atomic_load_n(&pool.generation, __ATOMIC_ACQUIRE)) == seen &&
-               now_ns() - t0 < SPIN_NS)
+               om_mono_ns() - t0 < SPIN_NS)
             ;
         if (g == seen) {
             pthread_mutex_lock(&pool.lock);
@@ -149,8 +142,8 @@ static void shared_memcpy(void *dst, const void *src, size_t len)
     pthread_cond_broadcast(&pool.go);
     pthread_mutex_unlock(&pool.lock);
     copy_part(0, pool.helpers + 1);
-    uint64_t t0 = now_ns();
-    while (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE) && now_ns() - t0 < SPIN_NS)
+    uint64_t t0 = om_mono_ns();
+    while (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE) && om_mono_ns() - t0 < SPIN_NS)
         ;
     pthread_mutex_lock(&pool.lock);
     while (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE))

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "ring.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -215,10 +217,7 @@ int om_ring_recv(struct om_ring_end *rx, struct om_rec *ret_rec, void *buf, size
 
 static int64_t now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (int64_t)om_mono_ns();
 }
 
 static inline void cpu_relax(void)

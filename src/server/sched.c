@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../common/log.h"
+#include "../common/clock.h"
 #include "internal.h"
 
 /*
@@ -65,14 +66,6 @@ static struct {
     uint64_t kernel; /* 0: free (__atomic) */
     uint32_t avg_us; /* 0: not measured yet (__atomic) */
 } durations[TABLE_SLOTS];
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void om_sched_init(void)
 {
@@ -230,7 +223,7 @@ void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
     if (!(t = find(s, st, true)))
         return;
     t->kernel = kernel;
-    t->launched_ns = now_ns();
+    t->launched_ns = om_mono_ns();
 }
 
 static void pause_ns(uint64_t ns)
@@ -257,11 +250,11 @@ void om_sched_before(struct session *s, CUstream st)
     pred = predicted_us(kernel);
     if (pred && pred < SHORT_US && ++t->short_runs % RESAMPLE_EVERY)
         return;
-    start = now_ns();
+    start = om_mono_ns();
     bound = pred ? 2 * (uint64_t)pred * 1000 + MARGIN_NS : UNKNOWN_BOUND_NS;
     for (bool counted = false;; counted = true) {
         CUresult rc = query(st);
-        uint64_t t_now = now_ns();
+        uint64_t t_now = om_mono_ns();
         if (rc != CUDA_ERROR_NOT_READY) {
             /* Launch to completion seen, when it was seen running; done at the first look, the
              * time is only an upper bound (the client may have computed meanwhile): it counts

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/log.h"
 #include "../common/msg.h"
@@ -69,14 +70,6 @@ static int stage(struct session *s, const struct om_rec *rec, const uint8_t *pay
     return 0;
 }
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Serves one record. Returns 0, or -EPROTO to end the session. */
 static int serve(struct session *s, const struct om_rec *rec, const uint8_t *payload, uint8_t *out)
 {
@@ -106,7 +99,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         if (rec->op >= OM_OP_ENTRY_BASE && rec->op < OM_OP_ENTRY_BASE + OM_ENTRY_COUNT) {
             size_t out_len = 0;
             bool posted = rec->flags & OM_REC_POSTED;
-            uint64_t t0 = om_log_level_current >= OM_LOG_DEBUG ? mono_us() : 0;
+            uint64_t t0 = om_log_level_current >= OM_LOG_DEBUG ? (om_mono_ns() / 1000) : 0;
             reply.status = om_exec(s, rec->op - OM_OP_ENTRY_BASE, payload, rec->len, out,
                                    OM_REPLY_MAX, &out_len, posted);
             /* At debug level, every call's start and length: a timeline of what each client
@@ -114,7 +107,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
             if (t0)
                 om_debug("timeline client %d %s start_us %llu took_us %llu rc %d", (int)s->pid,
                          om_server_entry_name(rec->op - OM_OP_ENTRY_BASE), (unsigned long long)t0,
-                         (unsigned long long)(mono_us() - t0), (int)reply.status);
+                         (unsigned long long)((om_mono_ns() / 1000) - t0), (int)reply.status);
             if (posted)
                 return 0;
             reply.len = (uint32_t)out_len;

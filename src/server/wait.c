@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "../common/clock.h"
 
 /*
  * A context's default scheduling (CU_CTX_SCHED_AUTO) spins the CPU in every synchronize while
@@ -34,14 +35,6 @@ unsigned om_wait_context_flags(void)
     return sync_flags;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Streams and events are both pointers to the driver, and the two pairs of calls take one. */
 typedef CUresult (*handle_call)(void *);
 
@@ -49,13 +42,13 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
 {
     handle_call query = (handle_call)om_server_real[query_index];
     handle_call sync = (handle_call)om_server_real[sync_index];
-    uint64_t start = now_ns();
+    uint64_t start = om_mono_ns();
     CUresult rc;
 
     if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
         return sync(h);
     while ((rc = query(h)) == CUDA_ERROR_NOT_READY)
-        if (now_ns() - start > SPIN_NS)
+        if (om_mono_ns() - start > SPIN_NS)
             return sync(h);
     return rc;
 }
