@@ -156,6 +156,9 @@ def run_copies(binary, iterations, n, flags, env, timeout, detail=None):
         detail["launch_call_ms"] = (worst[4] - worst[3]) / 1e6
         detail["gpu_after_launch_ms"] = (worst[1] - worst[4]) / 1e6
         detail["pid"] = worst[5]  # for the server's timeline (OPENMPS_LOG_LEVEL=3)
+        # copies whose kernel started over 100 ms after the first one's: one wave or several
+        first = min(x[1] for x in gpu)
+        detail["late"] = sum(1 for x in gpu if x[1] - first > 100e6)
     return (max(times) if len(times) == n else None), len(times), error
 
 
@@ -343,7 +346,8 @@ def main():
         out = csv.writer(f)
         out.writerow(["time", "workload", "mode", "n", "repeat", "slowest_ms", "ok", "error",
                       "slowest_gpu_ms", "slowest_start_delay_ms", "slowest_launch_call_ms",
-                      "slowest_gpu_start_after_launch_ms", "slowest_pid"])
+                      "slowest_gpu_start_after_launch_ms", "slowest_pid",
+                      "copies_started_late"])
         for m in modes:
             mode = Mode(m, args.build, tmp)
             try:
@@ -368,7 +372,7 @@ def main():
                                           "%.3f" % detail.get("start_delay_ms", -1),
                                           "%.3f" % detail.get("launch_call_ms", -1),
                                           "%.3f" % detail.get("gpu_after_launch_ms", -1),
-                                          detail.get("pid", "")])
+                                          detail.get("pid", ""), detail.get("late", "")])
                             f.flush()
                             if slowest is None and err:
                                 progress("")

@@ -49,7 +49,9 @@ enum {
 #define CU_CTX_SCHED_SPIN 0x1u
 #define CU_CTX_SCHED_YIELD 0x2u
 #define CU_CTX_SCHED_BLOCKING_SYNC 0x4u
+#define CU_EVENT_BLOCKING_SYNC 0x1u
 #define CU_EVENT_DISABLE_TIMING 0x2u
+#define CU_MEMHOSTALLOC_PORTABLE 0x1u
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
 #define CU_LAUNCH_PARAM_END ((void *)0x00)

@@ -446,7 +446,7 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
     uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     size_t inline_len = 0;
     const void *inline_bytes = om_get_rest(&c->in, &inline_len);
-    const void *src = c->s->stage;
+    const uint8_t *src = c->s->stage;
     CUresult rc = ARGS_OK(c);
     CUstream st;
 
@@ -465,9 +465,16 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
     st = client_stream(c->s, sh, &rc);
     if (!st)
         return rc;
-    rc = copy(dst, src, n, st);
-    if (rc == CUDA_SUCCESS)
-        rc = sync(st); /* the request and the staging buffer are reused by the next call */
+    /* Through the pinned reply buffer, which this call leaves empty (replybuf.c says why the
+     * driver never sees the request's or the staging buffer's pageable bytes), a piece at a
+     * time: the buffer, the request and the staging buffer are reused by the next call. */
+    for (uint64_t off = 0; off < n && rc == CUDA_SUCCESS; off += c->out.cap) {
+        size_t piece = n - off < c->out.cap ? (size_t)(n - off) : c->out.cap;
+        memcpy(c->out.p, src + off, piece);
+        rc = copy(dst + off, c->out.p, piece, st);
+        if (rc == CUDA_SUCCESS)
+            rc = sync(st);
+    }
     return take_async_error(c->s, rc);
 }
 
@@ -587,6 +594,31 @@ static CUresult x_cuMemsetD2D8_v2(struct call *c)
     return take_async_error(c->s, rc);
 }
 
+/* A staged 2D copy to the device (m complete, its source the packed staging buffer), through
+ * the pinned reply buffer (replybuf.c) in groups of whole rows. */
+static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh)
+{
+    const uint8_t *src = m->srcHost;
+    size_t w = m->WidthInBytes, rows = c->out.cap / w, h = m->Height;
+    CUdeviceptr dst = m->dstDevice;
+    CUresult rc = CUDA_SUCCESS;
+    CUstream st = client_stream(c->s, sh, &rc);
+
+    if (!st)
+        return rc;
+    for (size_t r = 0; r < h && rc == CUDA_SUCCESS; r += rows) {
+        size_t n = h - r < rows ? h - r : rows;
+        memcpy(c->out.p, src + r * w, n * w);
+        m->srcHost = c->out.p;
+        m->Height = n;
+        m->dstDevice = dst + r * m->dstPitch;
+        rc = ((CUresult(*)(const CUDA_MEMCPY2D *, CUstream))REAL(cuMemcpy2DAsync_v2))(m, st);
+        if (rc == CUDA_SUCCESS)
+            rc = om_wait_stream(st);
+    }
+    return take_async_error(c->s, rc);
+}
+
 /* 2D copies: device to device as asked; a host side is the staging buffer
  * (to the device) or the answer (from it), packed with pitch = width. */
 static CUresult x_cuMemcpy2D_v2(struct call *c)
@@ -634,6 +666,8 @@ static CUresult x_cuMemcpy2D_v2(struct call *c)
         m.dstPitch = w;
         wait = 1; /* the answer is read when the call returns */
     }
+    if (stype == CU_MEMORYTYPE_HOST && w <= c->out.cap) /* to device memory, then */
+        return copy2d_htod_pieces(c, &m, sh);
     st = client_stream(c->s, sh, &rc);
     if (!st)
         return rc;

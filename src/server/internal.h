@@ -161,6 +161,18 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s); /* at the session's end */
 
+/* warm.c: grows the driver's stream and event pools at the start, while no kernel runs. */
+void om_warm_driver_pools(void);
+
+/* replybuf.c: a worker's reply buffer of OM_REPLY_MAX bytes, pinned where the driver allows
+ * it: the server's side of a client's small copies (exec.c). */
+struct om_replybuf {
+    void *p;
+    bool pinned;
+};
+struct om_replybuf om_replybuf_get(void); /* .p NULL: out of memory */
+void om_replybuf_put(struct om_replybuf b);
+
 /* hostmem.c */
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
 /* Done with a region: reusable (the client unmapped it, or is dead) or parked. */

@@ -214,7 +214,8 @@ static void release_gpu_resources(struct session *s)
 static void *worker_main(void *arg)
 {
     struct session *s = arg;
-    uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD), *out = malloc(OM_REPLY_MAX);
+    uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD), *out;
+    struct om_replybuf reply;
 
     /* Its default stream counts for the scheduler from now on, though the stream itself is
      * made at its first use: clients that start together are all counted before they launch. */
@@ -222,6 +223,8 @@ static void *worker_main(void *arg)
     /* The client's work runs in the server's context, on this thread. */
     if (om_server_bind_context() != CUDA_SUCCESS)
         om_err("client %d: cannot make the server context current", (int)s->pid);
+    reply = om_replybuf_get(); /* pinned, in that context: replybuf.c says why */
+    out = reply.p;
     if (!buf || !out) {
         /* Ended like a protocol error, and freed below like any session. */
         __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
@@ -256,13 +259,13 @@ static void *worker_main(void *arg)
         }
     }
     free(buf);
-    free(out);
     /*
      * The session is this thread's alone now (the main thread unlinked it and
      * never waits for it): waiting for the client's own GPU work here stalls
      * nobody else, however long that work runs.
      */
     release_gpu_resources(s);
+    om_replybuf_put(reply); /* after the client's streams are done with it */
     om_info("Client %d disconnected (%s; %llu call(s) served; %u client(s) left)", (int)s->pid,
             __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
             (unsigned long long)s->calls, s->left_after);

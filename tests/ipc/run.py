@@ -924,12 +924,15 @@ def remote(e, *args, extra=None):
 @test
 def remote_data_round_trips():
     """Every copy and set kind, a module, launches with their argument bytes, streams, events
-    and errors, through the server and the driver test double."""
+    and errors, through the server and the driver test double; the server never gives the
+    driver pageable host memory to copy."""
     e = Env(start=False)
     ok = False
     try:
         log = os.path.join(e.dir, "launches")
         e.env["FAKECUDA_LAUNCH_LOG"] = log  # the server launches: it inherits the daemon's env
+        pageable = os.path.join(e.dir, "pageable")
+        e.env["FAKECUDA_PAGEABLE_LOG"] = pageable
         e.start()
         p = remote(e, "roundtrip")
         out, err = p.communicate(timeout=60)
@@ -948,6 +951,9 @@ def remote_data_round_trips():
               launches[5].endswith("feca000000020000"), "the managed fill: " + launches[5])
         slog = e.log("server.log")
         check("loaded a new module image of 43 bytes" in slog, "the module was loaded")
+        # the server hands the driver pinned memory only (replybuf.c): every size and kind above
+        seen = open(pageable).read() if os.path.exists(pageable) else ""
+        check(not seen, "the server copied to or from pageable memory:\n" + seen[:2000])
         ok = True
     finally:
         e.close(ok)
@@ -983,6 +989,15 @@ def remote_legacy_default_stream():
         e.close(ok)
 
 
+def client_times(tlog):
+    """The rows of the test double's time log after the 1024 event records of the server's start
+    (warm.c grows the driver's pools before it takes clients): the clients' work."""
+    rows = [l.split() for l in open(tlog).read().splitlines()]
+    check(len(rows) > 1024 and all(r[0] == "record" for r in rows[:1024]),
+          "the server's start recorded 1024 events first: %r" % rows[:3])
+    return rows[1024:]
+
+
 def chain_times(sched, kernel_ms=100, pairs=2):
     """Runs the remote driver's chain with kernels of kernel_ms in the test double; returns the
     times (ms) at which its launches and its event record reached the driver, and its output."""
@@ -998,7 +1013,7 @@ def chain_times(sched, kernel_ms=100, pairs=2):
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "chain ok" in out, "chain: %r %r" % (out, err))
         check(not SANITIZER.search(err), "sanitizer: " + err)
-        rows = [l.split() for l in open(tlog).read().splitlines()]
+        rows = client_times(tlog)
         check([r[0] for r in rows] == ["long", "tiny"] * pairs + ["record"],
               "the chain reached the driver in order: %r" % rows)
         check("scheduling: %s" % (sched or "auto") in e.log("server.log"),
@@ -1042,7 +1057,7 @@ def remote_scheduler_leaves_streams_alone():
         p = remote(e, "streams2")
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "streams2 ok" in out, "streams2: %r %r" % (out, err))
-        rows = [l.split() for l in open(tlog).read().splitlines()]
+        rows = client_times(tlog)
         check([r[0] for r in rows[:3]] == ["long", "record", "tiny"], "order: %r" % rows)
         check(int(rows[2][1]) - int(rows[0][1]) < 150,
               "the kernel on s2 was not held behind s1's kernel: %r" % rows)

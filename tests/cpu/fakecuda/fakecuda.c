@@ -17,6 +17,7 @@
 #define CUDA_ERROR_NO_DEVICE 100
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_NOT_FOUND_FAKE 500
+#define CUDA_ERROR_OUT_OF_MEMORY_FAKE 2
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -275,9 +276,98 @@ EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
+/* Pinned host memory: what cuMemHostAlloc returned and cuMemHostRegister registered. With
+ * FAKECUDA_PAGEABLE_LOG set, a copy to or from other host memory (which the real driver stages
+ * through buffers of its own, holding a lock of the context meanwhile: the server's replybuf.c)
+ * appends "pageable ENTRY BYTES" to that file. */
+static struct {
+    uintptr_t base;
+    size_t len;
+} pinned[4096];
+static int npinned;
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Never fails: past the table's end a region is pinned but not remembered (its copies would
+ * count as pageable; no test comes near). */
+static int pin(void *p, size_t n)
+{
+    int i;
+
+    pthread_mutex_lock(&pinned_lock);
+    for (i = 0; i < npinned && pinned[i].base != (uintptr_t)p; i++)
+        ;
+    if (i < (int)(sizeof(pinned) / sizeof(pinned[0]))) {
+        pinned[i].base = (uintptr_t)p;
+        pinned[i].len = n;
+        if (i == npinned)
+            npinned++;
+    }
+    pthread_mutex_unlock(&pinned_lock);
+    return CUDA_SUCCESS;
+}
+
+static int unpin(void *p)
+{
+    int rc = CUDA_ERROR_INVALID_VALUE;
+
+    pthread_mutex_lock(&pinned_lock);
+    for (int i = 0; i < npinned; i++)
+        if (pinned[i].base == (uintptr_t)p) {
+            pinned[i] = pinned[--npinned];
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&pinned_lock);
+    return rc;
+}
+
+static void note_host_side(const char *entry, const void *p, size_t n)
+{
+    const char *log = getenv("FAKECUDA_PAGEABLE_LOG");
+    int found = 0;
+    FILE *f;
+
+    if (!log || !n)
+        return;
+    pthread_mutex_lock(&pinned_lock);
+    for (int i = 0; i < npinned && !found; i++)
+        found =
+            (uintptr_t)p >= pinned[i].base && (uintptr_t)p - pinned[i].base + n <= pinned[i].len;
+    pthread_mutex_unlock(&pinned_lock);
+    if (!found && (f = fopen(log, "a")) != NULL) {
+        fprintf(f, "pageable %s %zu\n", entry, n);
+        fclose(f);
+    }
+}
+
+EXPORT int cuMemHostAlloc(void **pp, size_t n, unsigned flags)
+{
+    (void)flags;
+    if (!pp || !n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(*pp = malloc(n)))
+        return CUDA_ERROR_OUT_OF_MEMORY_FAKE;
+    return pin(*pp, n);
+}
+
+EXPORT int cuMemFreeHost(void *p)
+{
+    int rc = unpin(p);
+
+    if (rc == CUDA_SUCCESS)
+        free(p);
+    return rc;
+}
+
+EXPORT int cuMemHostUnregister(void *p)
+{
+    return unpin(p);
+}
+
 EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 {
     (void)s;
+    note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
 }
@@ -285,6 +375,7 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 {
     (void)s;
+    note_host_side("cuMemcpyDtoHAsync_v2", dst, n);
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
@@ -421,6 +512,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
     return CUDA_SUCCESS;
 }
 TRIVIAL(cuEventDestroy_v2, void *e)
+TRIVIAL(cuCtxSynchronize, void)
 /* An event is done when the work its stream had at the record is (FAKECUDA_KERNEL_MS). */
 static uint64_t event_ready_ms[sizeof(tokens)]; /* per event token (__atomic) */
 
@@ -633,6 +725,14 @@ EXPORT int cuMemcpy2DAsync_v2(const struct fake_memcpy2d *c, void *s)
     (void)s;
     if (c->stype > 2 || c->dtype > 2)
         return CUDA_ERROR_INVALID_VALUE;
+    if (c->h) { /* the host side's bytes: from the first row's start to the last row's end */
+        if (c->stype == 1)
+            note_host_side("cuMemcpy2DAsync_v2", src + c->sy * c->spitch + c->sx,
+                           (c->h - 1) * c->spitch + c->w);
+        if (c->dtype == 1)
+            note_host_side("cuMemcpy2DAsync_v2", dst + c->dy * c->dpitch + c->dx,
+                           (c->h - 1) * c->dpitch + c->w);
+    }
     for (size_t r = 0; r < c->h; r++)
         memmove(dst + (c->dy + r) * c->dpitch + c->dx, src + (c->sy + r) * c->spitch + c->sx, c->w);
     return CUDA_SUCCESS;
@@ -677,8 +777,8 @@ EXPORT int cuStreamGetPriority(void *s, int *prio)
 
 EXPORT int cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
 {
-    (void)p, (void)n, (void)flags;
-    return CUDA_SUCCESS;
+    (void)flags;
+    return pin(p, n);
 }
 
 EXPORT int cuMemHostGetDevicePointer_v2(dptr_t *d, void *p, unsigned flags)
