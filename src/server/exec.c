@@ -439,42 +439,6 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
     return rc;
 }
 
-/*
- * A copy of one aligned 4- or 8-byte value (a flag, a counter, a pointer) is written by the
- * stream itself (cuStreamWriteValue32/64, in stream order, with the fence before it that a
- * copy has): no copy engine and no DMA to set up, the shortest way through the GPU for the
- * commonest tiny copy (B2's 4-byte copy in docs/benchmarks.md). Returns false where it does not
- * apply or the driver refuses stream memory operations (then never tried again).
- */
-static bool write_scalar(CUdeviceptr dst, const uint8_t *src, uint64_t n, CUstream st, CUresult *rc)
-{
-    static int refused; /* (__atomic) */
-    uint32_t v32;
-    uint64_t v64;
-
-    if ((n != 4 && n != 8) || (dst & (n - 1)) || __atomic_load_n(&refused, __ATOMIC_RELAXED) ||
-        !om_server_has(OM_IDX_cuStreamWriteValue32_v2) ||
-        !om_server_has(OM_IDX_cuStreamWriteValue64_v2))
-        return false;
-    if (n == 4) {
-        memcpy(&v32, src, 4);
-        *rc = ((CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))REAL(
-            cuStreamWriteValue32_v2))(st, dst, v32, 0);
-    } else {
-        memcpy(&v64, src, 8);
-        *rc = ((CUresult(*)(CUstream, CUdeviceptr, uint64_t, unsigned))REAL(
-            cuStreamWriteValue64_v2))(st, dst, v64, 0);
-    }
-    if (*rc == CUDA_ERROR_NOT_SUPPORTED) {
-        *rc = CUDA_SUCCESS; /* the copy engine's turn */
-        if (!__atomic_exchange_n(&refused, 1, __ATOMIC_RELAXED))
-            om_info("the driver refuses stream memory operations: 4- and 8-byte copies use the "
-                    "copy engine");
-        return false;
-    }
-    return true;
-}
-
 static CUresult x_cuMemcpyHtoD_v2(struct call *c)
 {
     CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) = REAL(cuMemcpyHtoDAsync_v2);
@@ -501,11 +465,6 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
     st = client_stream(c->s, sh, &rc);
     if (!st)
         return rc;
-    if (write_scalar(dst, src, n, st, &rc)) {
-        if (rc == CUDA_SUCCESS)
-            rc = sync(st);
-        return take_async_error(c->s, rc);
-    }
     /* Through the pinned reply buffer, which this call leaves empty (replybuf.c says why the
      * driver never sees the request's or the staging buffer's pageable bytes), a piece at a
      * time: the buffer, the request and the staging buffer are reused by the next call. */

@@ -960,26 +960,6 @@ def remote_data_round_trips():
 
 
 @test
-def remote_copies_without_stream_memory_operations():
-    """A driver that refuses stream memory operations: the server's 4- and 8-byte copies take
-    the copy engine instead (said once in its log), and every copy still arrives."""
-    e = Env(start=False)
-    ok = False
-    try:
-        e.env["FAKECUDA_NO_STREAM_MEMOPS"] = "1"
-        e.start()
-        p = remote(e, "roundtrip")
-        out, err = p.communicate(timeout=60)
-        check(p.returncode == 0 and "roundtrip ok" in out, "roundtrip: %r %r" % (out, err))
-        check(not SANITIZER.search(err), "sanitizer: " + err)
-        slog = e.log("server.log")
-        check(slog.count("refuses stream memory operations") == 1, "said once: " + slog[-2000:])
-        ok = True
-    finally:
-        e.close(ok)
-
-
-@test
 def remote_legacy_default_stream():
     """Inside one client, the legacy default stream and its blocking streams wait for each
     other (events between its own server streams); non-blocking streams cost nothing."""

@@ -372,29 +372,6 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
     return CUDA_SUCCESS;
 }
 
-/* FAKECUDA_NO_STREAM_MEMOPS=1: refused, as by a driver without stream memory operations. */
-EXPORT int cuStreamWriteValue32_v2(void *s, dptr_t addr, unsigned v, unsigned flags)
-{
-    (void)s, (void)flags;
-    if (getenv("FAKECUDA_NO_STREAM_MEMOPS"))
-        return 801; /* CUDA_ERROR_NOT_SUPPORTED */
-    if (addr & 3)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy((void *)(uintptr_t)addr, &v, 4);
-    return CUDA_SUCCESS;
-}
-
-EXPORT int cuStreamWriteValue64_v2(void *s, dptr_t addr, unsigned long long v, unsigned flags)
-{
-    (void)s, (void)flags;
-    if (getenv("FAKECUDA_NO_STREAM_MEMOPS"))
-        return 801;
-    if (addr & 7)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy((void *)(uintptr_t)addr, &v, 8);
-    return CUDA_SUCCESS;
-}
-
 EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 {
     (void)s;
