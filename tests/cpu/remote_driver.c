@@ -178,6 +178,22 @@ static void roundtrip(void)
     memset(back, 0, big);
     OK(cuMemcpyDtoH_v2(back, a, big));
     EXPECT(memcmp(h, back, big) == 0);
+    /* Tiny copies (inline in the call, through the server's pinned reply buffer) at aligned and
+     * unaligned offsets, between bytes they must leave alone */
+    {
+        const unsigned char v[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+        unsigned char got[48];
+        OK(cuMemcpyHtoD_v2(a + 4, v, 4));
+        OK(cuMemcpyHtoD_v2(a + 8, v + 4, 8));
+        OK(cuMemcpyHtoD_v2(a + 20, v, 8));
+        OK(cuMemcpyHtoD_v2(a + 32, v, 12));
+        OK(cuMemcpyDtoH_v2(got, a, 48));
+        EXPECT(memcmp(got, h, 4) == 0 && memcmp(got + 4, v, 4) == 0 &&
+               memcmp(got + 8, v + 4, 8) == 0 && memcmp(got + 16, h + 16, 4) == 0 &&
+               memcmp(got + 20, v, 8) == 0 && memcmp(got + 28, h + 28, 4) == 0 &&
+               memcmp(got + 32, v, 12) == 0 && memcmp(got + 44, h + 44, 4) == 0);
+        OK(cuMemcpyHtoD_v2(a, h, 48)); /* as before, for what follows */
+    }
     /* Larger pageable copies: the staging area's pieces wrap around its slots; odd sizes and
      * unaligned host pointers; an asynchronous pageable copy has taken its bytes on return */
     {
