@@ -595,11 +595,13 @@ static CUresult x_cuMemsetD2D8_v2(struct call *c)
 }
 
 /* A staged 2D copy to the device (m complete, its source the packed staging buffer), through
- * the pinned reply buffer (replybuf.c) in groups of whole rows. */
+ * the pinned reply buffer (replybuf.c): groups of whole rows, or a row in pieces where one row
+ * is wider than the buffer. */
 static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh)
 {
     const uint8_t *src = m->srcHost;
-    size_t w = m->WidthInBytes, rows = c->out.cap / w, h = m->Height;
+    size_t w = m->WidthInBytes, h = m->Height, cap = c->out.cap;
+    size_t rows = w <= cap ? cap / w : 1; /* w > 0: x_cuMemcpy2D_v2 refuses 0 */
     CUdeviceptr dst = m->dstDevice;
     CUresult rc = CUDA_SUCCESS;
     CUstream st = client_stream(c->s, sh, &rc);
@@ -608,6 +610,17 @@ static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh
         return rc;
     for (size_t r = 0; r < h && rc == CUDA_SUCCESS; r += rows) {
         size_t n = h - r < rows ? h - r : rows;
+        if (w > cap) { /* one wide row, a piece at a time */
+            for (size_t off = 0; off < w && rc == CUDA_SUCCESS; off += cap) {
+                size_t piece = w - off < cap ? w - off : cap;
+                memcpy(c->out.p, src + r * w + off, piece);
+                rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(
+                    cuMemcpyHtoDAsync_v2))(dst + r * m->dstPitch + off, c->out.p, piece, st);
+                if (rc == CUDA_SUCCESS)
+                    rc = om_wait_stream(st);
+            }
+            continue;
+        }
         memcpy(c->out.p, src + r * w, n * w);
         m->srcHost = c->out.p;
         m->Height = n;
@@ -666,7 +679,7 @@ static CUresult x_cuMemcpy2D_v2(struct call *c)
         m.dstPitch = w;
         wait = 1; /* the answer is read when the call returns */
     }
-    if (stype == CU_MEMORYTYPE_HOST && w <= c->out.cap) /* to device memory, then */
+    if (stype == CU_MEMORYTYPE_HOST) /* to device memory, then */
         return copy2d_htod_pieces(c, &m, sh);
     st = client_stream(c->s, sh, &rc);
     if (!st)

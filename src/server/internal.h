@@ -170,8 +170,12 @@ struct om_replybuf {
     void *p;
     bool pinned;
 };
-struct om_replybuf om_replybuf_get(void); /* .p NULL: out of memory */
+/* Plain memory where the context is not current (nothing can be pinned); .p NULL: out of
+ * memory. */
+struct om_replybuf om_replybuf_get(bool context_current);
 void om_replybuf_put(struct om_replybuf b);
+void om_replybuf_prefill(void); /* at the start, with the context current */
+void om_replybuf_trim(void);    /* once no session is left: frees what is kept beyond a few */
 
 /* hostmem.c */
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);

@@ -345,8 +345,10 @@ int main(int argc, char **argv)
         om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);
         return 1;
     }
-    if (om_server_bind_context() == CUDA_SUCCESS)
-        om_warm_driver_pools(); /* before any client: warm.c says why */
+    if (om_server_bind_context() == CUDA_SUCCESS) {
+        om_warm_driver_pools(); /* before any client: warm.c and replybuf.c say why */
+        om_replybuf_prefill();
+    }
     if (send_ready(&srv) < 0) {
         om_err("cannot reach the daemon");
         return 1;

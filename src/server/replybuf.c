@@ -19,25 +19,54 @@
  * client's own stream.
  *
  * So each worker's reply buffer (OM_REPLY_MAX bytes) is pinned, and its H2D copies pass through
- * it too, since a call that copies to the device answers nothing (exec.c). Pinning takes a
- * fraction of a millisecond, so buffers of ended sessions are kept for the next ones, up to
- * KEEP (KEEP x 512 KiB of pinned memory while no client runs). Where pinning fails, the buffer
- * is plain memory and copies take the driver's pageable path, slower but correct.
+ * it too, since a call that copies to the device answers nothing (exec.c). Pinning and freeing
+ * pinned memory are driver calls best not made while clients' kernels run, so buffers are
+ * pinned ahead at the start (PREFILL, warm.c), kept when a session ends, and only beyond KEEP
+ * freed, once no session is left (KEEP x 512 KiB stay pinned while no client runs). Where
+ * pinning fails, the buffer is plain memory and copies take the driver's pageable path, slower
+ * but correct.
  */
 
 #define KEEP 64
+#define PREFILL 16
+#define MAX_KEPT 4096
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *kept[KEEP];
+static void *kept[MAX_KEPT];
 static int nkept;
 static int warned; /* (__atomic) */
 
 #define R(sym) om_server_real[OM_IDX_##sym]
 
-struct om_replybuf om_replybuf_get(void)
+/* A pinned buffer, or NULL with *rc saying why. */
+static void *pin_one(CUresult *rc)
+{
+    void *p = NULL;
+
+    *rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (om_server_has(OM_IDX_cuMemHostAlloc))
+        /* Portable: pinned for every context of the server (one per GPU). */
+        *rc = ((CUresult(*)(void **, size_t, unsigned))R(cuMemHostAlloc))(&p, OM_REPLY_MAX,
+                                                                          CU_MEMHOSTALLOC_PORTABLE);
+    return *rc == CUDA_SUCCESS ? p : NULL;
+}
+
+void om_replybuf_prefill(void)
+{
+    CUresult rc;
+    void *p;
+
+    for (int i = 0; i < PREFILL && (p = pin_one(&rc)) != NULL; i++) {
+        pthread_mutex_lock(&lock);
+        kept[nkept++] = p;
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+struct om_replybuf om_replybuf_get(bool context_current)
 {
     struct om_replybuf b = {NULL, true};
-    CUresult rc;
+    CUresult rc = CUDA_ERROR_INVALID_CONTEXT;
 
     pthread_mutex_lock(&lock);
     if (nkept > 0)
@@ -45,14 +74,9 @@ struct om_replybuf om_replybuf_get(void)
     pthread_mutex_unlock(&lock);
     if (b.p)
         return b;
-    rc = CUDA_ERROR_NOT_SUPPORTED;
-    if (om_server_has(OM_IDX_cuMemHostAlloc))
-        /* Portable: pinned for every context of the server (one per GPU). */
-        rc = ((CUresult(*)(void **, size_t, unsigned))R(cuMemHostAlloc))(&b.p, OM_REPLY_MAX,
-                                                                         CU_MEMHOSTALLOC_PORTABLE);
-    if (rc == CUDA_SUCCESS && b.p)
+    if (context_current && (b.p = pin_one(&rc)) != NULL)
         return b;
-    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    if (context_current && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         om_warn("cannot pin a reply buffer (CUresult %d): small copies take the driver's "
                 "pageable path",
                 (int)rc);
@@ -70,11 +94,25 @@ void om_replybuf_put(struct om_replybuf b)
         return;
     }
     pthread_mutex_lock(&lock);
-    if (nkept < KEEP) {
+    if (nkept < MAX_KEPT) {
         kept[nkept++] = b.p;
         b.p = NULL;
     }
     pthread_mutex_unlock(&lock);
-    if (b.p)
+    if (b.p) /* past thousands of sessions at once: rather free now than leak */
         ((CUresult(*)(void *))R(cuMemFreeHost))(b.p);
+}
+
+void om_replybuf_trim(void)
+{
+    for (;;) {
+        void *p = NULL;
+        pthread_mutex_lock(&lock);
+        if (nkept > KEEP)
+            p = kept[--nkept];
+        pthread_mutex_unlock(&lock);
+        if (!p)
+            return;
+        ((CUresult(*)(void *))R(cuMemFreeHost))(p);
+    }
 }

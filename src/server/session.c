@@ -221,9 +221,10 @@ static void *worker_main(void *arg)
      * made at its first use: clients that start together are all counted before they launch. */
     om_sched_stream_created();
     /* The client's work runs in the server's context, on this thread. */
-    if (om_server_bind_context() != CUDA_SUCCESS)
+    bool bound = om_server_bind_context() == CUDA_SUCCESS;
+    if (!bound)
         om_err("client %d: cannot make the server context current", (int)s->pid);
-    reply = om_replybuf_get(); /* pinned, in that context: replybuf.c says why */
+    reply = om_replybuf_get(bound); /* pinned, in that context: replybuf.c says why */
     out = reply.p;
     if (!buf || !out) {
         /* Ended like a protocol error, and freed below like any session. */
@@ -270,7 +271,8 @@ static void *worker_main(void *arg)
             __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
             (unsigned long long)s->calls, s->left_after);
     session_destroy(s);
-    __atomic_fetch_sub(&live_workers, 1, __ATOMIC_RELEASE);
+    if (__atomic_sub_fetch(&live_workers, 1, __ATOMIC_ACQ_REL) == 0)
+        om_replybuf_trim(); /* no client's kernel runs now (a new one may start: rare, harmless) */
     return NULL;
 }
 

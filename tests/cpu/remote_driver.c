@@ -156,6 +156,39 @@ static void host_fn(void *tag)
     order[norder++] = (int)(intptr_t)tag;
 }
 
+/* A 2D copy of w x h bytes from the host into device rows `pitch` apart (set to 0x33 first),
+ * read back whole: the rows arrive, the gaps between them stay. The server copies these
+ * through a pinned buffer of 512 KiB, in groups of rows or, for wider rows, a row in pieces. */
+static void copy2d_check(size_t w, size_t h, size_t pitch)
+{
+    unsigned char *src = malloc(w * h), *back = malloc(pitch * h);
+    CUdeviceptr d;
+
+    EXPECT(src && back && pitch >= w);
+    for (size_t i = 0; i < w * h; i++)
+        src[i] = (unsigned char)((uint32_t)(i * 2654435761u) >> 24);
+    OK(cuMemAlloc_v2(&d, pitch * h));
+    OK(cuMemsetD8_v2(d, 0x33, pitch * h));
+    CUDA_MEMCPY2D c = {.srcMemoryType = 1,
+                       .srcHost = src,
+                       .srcPitch = w,
+                       .dstMemoryType = 2,
+                       .dstDevice = d,
+                       .dstPitch = pitch,
+                       .WidthInBytes = w,
+                       .Height = h};
+    OK(cuMemcpy2D_v2(&c));
+    OK(cuMemcpyDtoH_v2(back, d, pitch * h));
+    for (size_t r = 0; r < h; r++) {
+        EXPECT(memcmp(back + r * pitch, src + r * w, w) == 0);
+        for (size_t x = w; x < pitch; x++)
+            EXPECT(back[r * pitch + x] == 0x33);
+    }
+    OK(cuMemFree_v2(d));
+    free(src);
+    free(back);
+}
+
 static void roundtrip(void)
 {
     const size_t big = 3 * 1024 * 1024 + 17; /* several staging pieces, odd size */
@@ -394,6 +427,8 @@ static void roundtrip(void)
     EXPECT(back2d[0] == 0x11 && back2d[2 * 100 + 7] == 0x11);
     EXPECT(back2d[2 * 100 + 8] == host2d[0] && back2d[31 * 100 + 97] == host2d[29 * 100 + 89]);
     EXPECT(back2d[32 * 100 + 8] == 0x11);
+    copy2d_check(4096, 200, 8192);          /* 800 KiB: two groups of rows */
+    copy2d_check(600 * 1024, 2, 700 << 10); /* rows wider than the server's buffer */
     c2.Height = 36; /* rows 2..37 of a 37-row image: one past the allocation */
     EXPECT(cuMemcpy2D_v2(&c2) == 1);
     /* 3D: host box 60x5x4 into a device volume of pitch 512, height 8, and back */

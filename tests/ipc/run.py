@@ -960,6 +960,29 @@ def remote_data_round_trips():
 
 
 @test
+def remote_copies_without_pinned_memory():
+    """No pinned memory to be had: the server says so once, and every copy still arrives (through
+    the driver's pageable path)."""
+    e = Env(start=False)
+    ok = False
+    try:
+        pageable = os.path.join(e.dir, "pageable")
+        e.env.update({"FAKECUDA_FAIL_HOST_ALLOC": "1", "FAKECUDA_PAGEABLE_LOG": pageable})
+        e.start()
+        for _ in range(2):
+            p = remote(e, "roundtrip")
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "roundtrip ok" in out, "roundtrip: %r %r" % (out, err))
+            check(not SANITIZER.search(err), "sanitizer: " + err)
+        slog = e.log("server.log")
+        check(slog.count("cannot pin a reply buffer") == 1, "said once: " + slog[-2000:])
+        check(os.path.exists(pageable), "the copies took the pageable path")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_legacy_default_stream():
     """Inside one client, the legacy default stream and its blocking streams wait for each
     other (events between its own server streams); non-blocking streams cost nothing."""

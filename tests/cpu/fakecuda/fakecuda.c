@@ -340,11 +340,14 @@ static void note_host_side(const char *entry, const void *p, size_t n)
     }
 }
 
+/* FAKECUDA_FAIL_HOST_ALLOC=1: no pinned memory to be had. */
 EXPORT int cuMemHostAlloc(void **pp, size_t n, unsigned flags)
 {
     (void)flags;
     if (!pp || !n)
         return CUDA_ERROR_INVALID_VALUE;
+    if (getenv("FAKECUDA_FAIL_HOST_ALLOC"))
+        return CUDA_ERROR_OUT_OF_MEMORY_FAKE;
     if (!(*pp = malloc(n)))
         return CUDA_ERROR_OUT_OF_MEMORY_FAKE;
     return pin(*pp, n);
