@@ -19,8 +19,8 @@
 //                              and of 20 cudaMallocHost + cudaFreeHost of 1 MiB, and its first
 //                              launch + sync (its module: loaded already or never seen, as the
 //                              harness arranges); milliseconds
-// Built twice by the harness: the second build (-DSALT=n) has a module image no server has
-// seen, for B6's first load.
+// Built once by the harness, and again for every B6 repeat with -DSALT=n: a module image no
+// server has seen, for B6's first load (the server keeps every image it loaded).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -4,6 +4,9 @@
 server writes at OPENMPS_LOG_LEVEL=3 ("timeline client PID ENTRY start_us T took_us D rc R").
 
   bench/timeline.py SERVER_LOG PID [--before-ms 50] [--after-ms 5] [--launch N]
+  bench/timeline.py --calls SERVER_LOG
+        per driver entry: how many calls, and the median and 90th percentile of their time in
+        the server (what a round trip costs beyond the server's part is the transport's)
   bench/timeline.py --slow BENCH_CSV SERVER_LOG [--late-ms 100]
         the same for every B1 point of bench.csv whose slowest copy's kernel started on the
         GPU more than LATE_MS after its launch call returned
@@ -89,7 +92,22 @@ def slow_points(csv_path, log, late_ms, before_ms, after_ms):
     return status
 
 
+def call_summary(log):
+    """Per entry: count, median and 90th percentile of took_us."""
+    by = {}
+    for _, _, e, took, _ in read(log):
+        by.setdefault(e, []).append(took)
+    print("%-32s %8s %10s %10s" % ("entry", "calls", "median_us", "p90_us"))
+    for e, v in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        v.sort()
+        print("%-32s %8d %10d %10d" % (e, len(v), v[len(v) // 2], v[min(len(v) - 1,
+                                                                      len(v) * 9 // 10)]))
+    return 0 if by else 1
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--calls":
+        return call_summary(sys.argv[2])
     if len(sys.argv) > 1 and sys.argv[1] == "--slow":
         ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
         ap.add_argument("--slow", nargs=2, metavar=("BENCH_CSV", "SERVER_LOG"), required=True)
