@@ -95,6 +95,29 @@ with tempfile.TemporaryDirectory() as d:
           "the window around client 9's launch: %r" % rows)
     check(rows[0][0] == -1.0, "times relative to the launch, in ms: %r" % rows)
     check(timeline.window(calls, 8, 1) is None, "client 8 launched nothing")
+    # --calls: per entry, how many and the median time; --slow: the late points of bench.csv,
+    # with the calls begun before the window still running at the launch
+    tool = os.path.join(ROOT, "bench", "timeline.py")
+    out = subprocess.run([sys.executable, tool, "--calls", log], stdout=subprocess.PIPE,
+                         text=True).stdout.split()
+    i = out.index("cuLaunchKernel")
+    check(out[i + 1:i + 4] == ["2", "3", "3"], "--calls: two launches of 3 us: %r" % out)
+    with open(log, "a") as f:  # a call of client 7 begun long before 9's launch, still running
+        f.write("[x] DEBUG: timeline client 7 cuEventCreate start_us 2000 took_us 60000 rc 0\n")
+    csv_path = os.path.join(d, "bench.csv")
+    with open(csv_path, "w") as f:
+        f.write("time,workload,mode,n,repeat,slowest_ms,ok,error,slowest_gpu_ms,"
+                "slowest_start_delay_ms,slowest_launch_call_ms,slowest_gpu_start_after_launch_ms,"
+                "slowest_pid,copies_started_late\n"
+                "t,b1,openmps,128,0,1000.0,128,,499.0,499.0,0.1,499.0,9,1\n"
+                "t,b1,openmps,128,1,501.0,128,,499.0,1.0,0.1,-1.0,7,0\n")
+    r = subprocess.run([sys.executable, tool, "--slow", csv_path, log], stdout=subprocess.PIPE,
+                       text=True)
+    check(r.returncode == 0 and "1 point(s) with a kernel started" in r.stdout and
+          "(pid 9)" in r.stdout and "(pid 7)" not in r.stdout, "--slow: one late point: %r" %
+          r.stdout)
+    check("still running at the launch: 1" in r.stdout and "cuEventCreate" in r.stdout and
+          "ends +12.000 ms" in r.stdout, "--slow: the call still running: %r" % r.stdout)
 
 # B2-B6: the program's lines become figures; the table gives medians, ratios and the goal.
 figs = bench.figures
