@@ -983,6 +983,37 @@ def remote_copies_without_pinned_memory():
 
 
 @test
+def server_grows_driver_pools_unless_told_not_to():
+    """At its start, before any client, the server grows the driver's stream and event pools
+    (warm.c): 1 024 event records reach the driver first and the log says so;
+    OPENMPS_SERVER_WARM=off leaves that out, and says so."""
+    for warm in (None, "off"):
+        e = Env(start=False)
+        ok = False
+        try:
+            tlog = os.path.join(e.dir, "times")
+            e.env["FAKECUDA_TIME_LOG"] = tlog
+            if warm:
+                e.env["OPENMPS_SERVER_WARM"] = warm
+            e.start()
+            p = remote(e, "hold")
+            wait_for(lambda: "driver pools" in e.log("server.log"), what="the server's start")
+            p.kill()
+            p.communicate(timeout=30)
+            slog = e.log("server.log")
+            records = open(tlog).read().split().count("record") if os.path.exists(tlog) else 0
+            if warm:
+                check("not grown ahead (OPENMPS_SERVER_WARM=off)" in slog, slog[-1500:])
+                check(records == 0, "no event recorded at the start: %d" % records)
+            else:
+                check("grew them with 128 streams and 1024 events" in slog, slog[-1500:])
+                check(records == 1024, "1024 events recorded at the start: %d" % records)
+            ok = True
+        finally:
+            e.close(ok)
+
+
+@test
 def remote_legacy_default_stream():
     """Inside one client, the legacy default stream and its blocking streams wait for each
     other (events between its own server streams); non-blocking streams cost nothing."""
