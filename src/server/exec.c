@@ -945,7 +945,8 @@ static CUresult x_cuLibraryLoadData(struct call *c)
         return CUDA_ERROR_INVALID_IMAGE;
     hash = om_hash64(c->s->stage, size);
     pthread_mutex_lock(om_image_load_lock());
-    if (om_image_lookup(c->s->stage, hash, size, &lib) != 0) {
+    bool known = om_image_lookup(c->s->stage, hash, size, &lib) == 0;
+    if (!known) {
         CUlibrary l = NULL;
         rc = load(&l, c->s->stage, NULL, NULL, 0, NULL, NULL, 0);
         if (rc == CUDA_SUCCESS) {
@@ -958,6 +959,11 @@ static CUresult x_cuLibraryLoadData(struct call *c)
     pthread_mutex_unlock(om_image_load_lock());
     if (rc != CUDA_SUCCESS)
         return rc;
+    /* For the servers after this one (imgcache.c); the staging buffer is this session's. */
+    if (known)
+        om_imgcache_used(size, hash);
+    else
+        om_imgcache_store(c->s->stage, size, hash);
     if (!om_handles_has(&c->s->libraries, lib) && om_handles_add(&c->s->libraries, lib) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&c->out, lib);

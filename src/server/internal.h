@@ -161,6 +161,12 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s); /* at the session's end */
 
+/* imgcache.c: the user's module images on disk, loaded at the start while no kernel runs. */
+void om_imgcache_init(void);
+void om_imgcache_preload(void); /* with the context current, before any client */
+void om_imgcache_store(const void *bytes, size_t size, uint64_t hash); /* a new image */
+void om_imgcache_used(size_t size, uint64_t hash);                     /* a known one again */
+
 /* warm.c: grows the driver's stream and event pools at the start, while no kernel runs. */
 void om_warm_driver_pools(void);
 

@@ -340,6 +340,7 @@ int main(int argc, char **argv)
     }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     om_sched_init();
+    om_imgcache_init();
     if (init_gpus(&srv, err, sizeof(err)) < 0) {
         om_err("%s", err);
         om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);
@@ -348,6 +349,7 @@ int main(int argc, char **argv)
     if (om_server_bind_context() == CUDA_SUCCESS) {
         om_warm_driver_pools(); /* before any client: warm.c and replybuf.c say why */
         om_replybuf_prefill();
+        om_imgcache_preload(); /* the images of earlier servers, while nothing runs */
     }
     if (send_ready(&srv) < 0) {
         om_err("cannot reach the daemon");

@@ -71,6 +71,9 @@ class Env:
             "CUDA_MPS_LOG_DIRECTORY": self.logs,
             "OPENMPS_DRIVER": os.path.abspath(FAKECUDA),
             "OPENMPS_HELLO_TIMEOUT_MS": "1000",
+            # no module images carried from one test's server to the next (imgcache.c): a
+            # test that wants the cache names a directory of its own
+            "OPENMPS_MODULE_CACHE": "off",
         })
         for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
                   "CUDA_MPS_CLIENT_PRIORITY"):
@@ -1011,6 +1014,52 @@ def server_grows_driver_pools_unless_told_not_to():
             ok = True
         finally:
             e.close(ok)
+
+
+@test
+def module_images_carried_to_the_next_server():
+    """A module image a server loaded is written to the user's cache and loaded by the next
+    server at its start, so the client's load finds it loaded; a file whose bytes do not match
+    its name is removed; an image larger than the cache is not kept."""
+    cache = tempfile.mkdtemp(prefix="om-cache-")
+    try:
+        os.chmod(cache, 0o700)
+        cdir = os.path.join(cache, "modules")
+        runs = []
+        for extra in ({}, {}, {"OPENMPS_MODULE_CACHE_MAX": "0.04K"}):
+            e = Env(start=False)
+            ok = False
+            try:
+                e.env.update({"OPENMPS_MODULE_CACHE": cdir})
+                e.env.update(extra)
+                if len(runs) == 1:  # before the second server: a file that lies about its bytes
+                    with open(os.path.join(cdir, "0000000000000001-5.img"), "w") as f:
+                        f.write("fakecubin\n")
+                if len(runs) == 2:  # the third starts with an empty cache and a small limit
+                    for name in os.listdir(cdir):
+                        os.unlink(os.path.join(cdir, name))
+                e.start()
+                p = remote(e, "roundtrip")
+                out, err = p.communicate(timeout=60)
+                check(p.returncode == 0 and "roundtrip ok" in out, "roundtrip: %r %r" % (out, err))
+                check(not SANITIZER.search(err), "sanitizer: " + err)
+                runs.append((e.log("server.log"), sorted(os.listdir(cdir))))
+                ok = True
+            finally:
+                e.close(ok)
+        (log1, files1), (log2, files2), (log3, files3) = runs
+        check("loaded a new module image of 43 bytes" in log1, "the first server loaded it")
+        check(any(f.endswith("-43.img") for f in files1), "and kept it: %r" % files1)
+        check(os.stat(cdir).st_mode & 0o777 == 0o700, "the cache is the user's alone")
+        check("module cache: loaded 1 image(s), 43 bytes" in log2,
+              "the second server loaded it at its start: " + log2[-1500:])
+        check("loaded a new module image" not in log2, "so the client's load found it loaded")
+        check("removed 0000000000000001-5.img (its bytes do not match its name)" in log2 and
+              "0000000000000001-5.img" not in files2, "the lying file was removed: %r" % files2)
+        check("loaded a new module image of 43 bytes" in log3 and files3 == [],
+              "over the limit: loaded, not kept: %r" % files3)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @test
