@@ -8,6 +8,7 @@ set -eu
 BUILD=${1:-build}
 T=$(mktemp -d)
 export CUDA_MPS_PIPE_DIRECTORY=$T/p CUDA_MPS_LOG_DIRECTORY=$T/l OPENMPS_LOG_LEVEL=3
+export OPENMPS_MODULE_CACHE=$T/modules
 mkdir -p "$T/p" "$T/l"
 nvcc -O2 -arch=native -o "$T/calls" bench/calls.cu
 "$BUILD/openmps-control" -d

@@ -70,7 +70,10 @@ class Mode:
 
     def env(self):
         env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=self.pipe,
-                   CUDA_MPS_LOG_DIRECTORY=self.log)
+                   CUDA_MPS_LOG_DIRECTORY=self.log,
+                   # a module cache of the run's own (the user's would carry images from one
+                   # run to the next, and B6's never-seen module must be never seen)
+                   OPENMPS_MODULE_CACHE=os.path.join(os.path.dirname(self.pipe), "modules"))
         if self.name.startswith("openmps"):
             if self.name == "openmps-nosched":
                 env["OPENMPS_SCHED"] = "off"  # the daemon passes it on to the server

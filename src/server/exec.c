@@ -961,7 +961,7 @@ static CUresult x_cuLibraryLoadData(struct call *c)
         return rc;
     /* For the servers after this one (imgcache.c); the staging buffer is this session's. */
     if (known)
-        om_imgcache_used(size, hash);
+        om_imgcache_used(c->s->stage, size, hash);
     else
         om_imgcache_store(c->s->stage, size, hash);
     if (!om_handles_has(&c->s->libraries, lib) && om_handles_add(&c->s->libraries, lib) < 0)

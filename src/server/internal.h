@@ -165,7 +165,7 @@ void om_devmem_drop_cache(struct session *s); /* at the session's end */
 void om_imgcache_init(void);
 void om_imgcache_preload(void); /* with the context current, before any client */
 void om_imgcache_store(const void *bytes, size_t size, uint64_t hash); /* a new image */
-void om_imgcache_used(size_t size, uint64_t hash);                     /* a known one again */
+void om_imgcache_used(const void *bytes, size_t size, uint64_t hash);  /* a known one again */
 
 /* warm.c: grows the driver's stream and event pools at the start, while no kernel runs. */
 void om_warm_driver_pools(void);

@@ -340,12 +340,12 @@ int main(int argc, char **argv)
     }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     om_sched_init();
-    om_imgcache_init();
     if (init_gpus(&srv, err, sizeof(err)) < 0) {
         om_err("%s", err);
         om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);
         return 1;
     }
+    om_imgcache_init(); /* its directory depends on the driver and the GPU */
     if (om_server_bind_context() == CUDA_SUCCESS) {
         om_warm_driver_pools(); /* before any client: warm.c and replybuf.c say why */
         om_replybuf_prefill();

@@ -712,6 +712,14 @@ int main(int argc, char **argv)
     setup();
     if (!strcmp(mode, "roundtrip")) {
         roundtrip();
+    } else if (!strcmp(mode, "image") && argc > 2) { /* loads a module of one kernel, NAME */
+        char image[128];
+        CUmodule mod;
+        CUfunction f;
+        snprintf(image, sizeof(image), "fakecubin\n%.64s:8\n", argv[2]);
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&f, mod, argv[2]));
+        printf("image ok\n");
     } else if (!strcmp(mode, "hold")) {
         OK(cuMemAlloc_v2(&p, 4096));
         OK(cuMemsetD8_v2(p, 0x5a, 4096));

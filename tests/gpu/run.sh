@@ -14,6 +14,7 @@ passes=0
 
 TMP=$(mktemp -d /tmp/openmps-gpu.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
+export OPENMPS_MODULE_CACHE="$TMP/modules" # not the user's: each run starts from an empty one
 cleanup() {
     echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
     sleep 0.5
