@@ -315,7 +315,7 @@ void om_imgcache_preload(void)
         size_t before;
         CUresult rc;
         if (v[i].size > max_bytes - bytes)
-            continue; /* older ones that no longer fit: deleted at the next write */
+            continue; /* older ones that no longer fit: the trim below deletes them */
         if (om_mono_ns() - t0 > PRELOAD_BUDGET_NS) {
             stopped = "its time ran out";
             break;
