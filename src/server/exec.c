@@ -439,10 +439,28 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
     return rc;
 }
 
+/* Host bytes to device memory through the pinned reply buffer, which a call that copies to the
+ * device leaves empty (replybuf.c says why the driver never sees the request's or the staging
+ * buffer's pageable bytes), a piece at a time, each waited for: the buffer, the request and the
+ * staging buffer are reused by the next call. */
+static CUresult htod_through_reply(struct call *c, CUdeviceptr dst, const uint8_t *src, uint64_t n,
+                                   CUstream st)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    for (uint64_t off = 0; off < n && rc == CUDA_SUCCESS; off += c->out.cap) {
+        size_t piece = n - off < c->out.cap ? (size_t)(n - off) : c->out.cap;
+        memcpy(c->out.p, src + off, piece);
+        rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
+            dst + off, c->out.p, piece, st);
+        if (rc == CUDA_SUCCESS)
+            rc = om_wait_stream(st);
+    }
+    return rc;
+}
+
 static CUresult x_cuMemcpyHtoD_v2(struct call *c)
 {
-    CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) = REAL(cuMemcpyHtoDAsync_v2);
-    CUresult (*sync)(CUstream) = om_wait_stream;
     uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     size_t inline_len = 0;
     const void *inline_bytes = om_get_rest(&c->in, &inline_len);
@@ -465,17 +483,7 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
     st = client_stream(c->s, sh, &rc);
     if (!st)
         return rc;
-    /* Through the pinned reply buffer, which this call leaves empty (replybuf.c says why the
-     * driver never sees the request's or the staging buffer's pageable bytes), a piece at a
-     * time: the buffer, the request and the staging buffer are reused by the next call. */
-    for (uint64_t off = 0; off < n && rc == CUDA_SUCCESS; off += c->out.cap) {
-        size_t piece = n - off < c->out.cap ? (size_t)(n - off) : c->out.cap;
-        memcpy(c->out.p, src + off, piece);
-        rc = copy(dst + off, c->out.p, piece, st);
-        if (rc == CUDA_SUCCESS)
-            rc = sync(st);
-    }
-    return take_async_error(c->s, rc);
+    return take_async_error(c->s, htod_through_reply(c, dst, src, n, st));
 }
 
 static CUresult x_cuMemcpyDtoH_v2(struct call *c)
@@ -611,14 +619,7 @@ static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh
     for (size_t r = 0; r < h && rc == CUDA_SUCCESS; r += rows) {
         size_t n = h - r < rows ? h - r : rows;
         if (w > cap) { /* one wide row, a piece at a time */
-            for (size_t off = 0; off < w && rc == CUDA_SUCCESS; off += cap) {
-                size_t piece = w - off < cap ? w - off : cap;
-                memcpy(c->out.p, src + r * w + off, piece);
-                rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(
-                    cuMemcpyHtoDAsync_v2))(dst + r * m->dstPitch + off, c->out.p, piece, st);
-                if (rc == CUDA_SUCCESS)
-                    rc = om_wait_stream(st);
-            }
+            rc = htod_through_reply(c, dst + r * m->dstPitch, src + r * w, w, st);
             continue;
         }
         memcpy(c->out.p, src + r * w, n * w);
@@ -945,8 +946,7 @@ static CUresult x_cuLibraryLoadData(struct call *c)
         return CUDA_ERROR_INVALID_IMAGE;
     hash = om_hash64(c->s->stage, size);
     pthread_mutex_lock(om_image_load_lock());
-    bool known = om_image_lookup(c->s->stage, hash, size, &lib) == 0;
-    if (!known) {
+    if (om_image_lookup(c->s->stage, hash, size, &lib) != 0) {
         CUlibrary l = NULL;
         rc = load(&l, c->s->stage, NULL, NULL, 0, NULL, NULL, 0);
         if (rc == CUDA_SUCCESS) {
@@ -960,10 +960,7 @@ static CUresult x_cuLibraryLoadData(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     /* For the servers after this one (imgcache.c); the staging buffer is this session's. */
-    if (known)
-        om_imgcache_used(c->s->stage, size, hash);
-    else
-        om_imgcache_store(c->s->stage, size, hash);
+    om_imgcache_store(c->s->stage, size, hash);
     if (!om_handles_has(&c->s->libraries, lib) && om_handles_add(&c->s->libraries, lib) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&c->out, lib);

@@ -405,10 +405,3 @@ void om_imgcache_store(const void *bytes, size_t size, uint64_t hash)
     }
     unlink(tmp); /* a full disk, most likely: nothing kept */
 }
-
-void om_imgcache_used(const void *bytes, size_t size, uint64_t hash)
-{
-    /* Marks it used; where it went (trimmed by another server, removed by the user), writes
-     * it again: a server writes an image only when it sees it for the first time otherwise. */
-    om_imgcache_store(bytes, size, hash);
-}

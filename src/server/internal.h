@@ -164,8 +164,9 @@ void om_devmem_drop_cache(struct session *s); /* at the session's end */
 /* imgcache.c: the user's module images on disk, loaded at the start while no kernel runs. */
 void om_imgcache_init(void);
 void om_imgcache_preload(void); /* with the context current, before any client */
-void om_imgcache_store(const void *bytes, size_t size, uint64_t hash); /* a new image */
-void om_imgcache_used(const void *bytes, size_t size, uint64_t hash);  /* a known one again */
+/* An image a client loaded: written when the cache lacks it (a new one, or one trimmed or
+ * removed since), otherwise marked used now. */
+void om_imgcache_store(const void *bytes, size_t size, uint64_t hash);
 
 /* warm.c: grows the driver's stream and event pools at the start, while no kernel runs. */
 void om_warm_driver_pools(void);
