@@ -20,10 +20,11 @@ static CUresult session_error(int rc)
 {
     if (rc == -ECONNRESET) {
         om_shim_log("the openmps session ended: %s", om_shim.client.why);
-        if (om_shim.client.end_code)
-            return om_shim.client.end_code; /* a GPU fault reaches every client */
-        return strstr(om_shim.client.why, "terminated") ? CUDA_ERROR_MPS_CLIENT_TERMINATED
-                                                        : CUDA_ERROR_MPS_CONNECTION_FAILED;
+        /* The server's ending names its code: a GPU fault's, or terminate_client's
+         * CUDA_ERROR_MPS_CLIENT_TERMINATED; an ending without one (the server stopped or
+         * died) is a lost connection. */
+        return om_shim.client.end_code ? (CUresult)om_shim.client.end_code
+                                       : CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     return CUDA_ERROR_UNKNOWN;
 }
@@ -145,8 +146,10 @@ static struct devrange *devranges;
 static size_t ndevranges, devranges_cap;
 static pthread_mutex_t devranges_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void om_devrange_add(CUdeviceptr base, size_t size)
+int om_devrange_add(CUdeviceptr base, size_t size)
 {
+    int rc = 0;
+
     pthread_mutex_lock(&devranges_lock);
     if (ndevranges == devranges_cap) {
         size_t cap = devranges_cap ? devranges_cap * 2 : 64;
@@ -158,7 +161,10 @@ void om_devrange_add(CUdeviceptr base, size_t size)
     }
     if (ndevranges < devranges_cap)
         devranges[ndevranges++] = (struct devrange){base, size};
+    else
+        rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
+    return rc;
 }
 
 static void devrange_remove(CUdeviceptr base)
@@ -406,10 +412,15 @@ static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     rc = om_rcall_u64(OM_IDX_cuMemAlloc_v2, (uint64_t)bytes, 0, &v);
-    if (rc == CUDA_SUCCESS) {
-        *dptr = v;
-        om_devrange_add(v, bytes);
+    if (rc == CUDA_SUCCESS && om_devrange_add(v, bytes) < 0) {
+        /* An allocation this process could not tell from host memory is not handed out. */
+        REQ(fr, 8);
+        om_put_u64(&fr, v);
+        om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (rc == CUDA_SUCCESS)
+        *dptr = v;
     return rc;
 }
 
@@ -1000,8 +1011,12 @@ static CUresult r_cuEventRecord(CUevent e, CUstream s)
 
 static CUresult r_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
 {
-    (void)flags;
-    return r_cuEventRecord(e, s);
+    REQ(req, 24);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)e);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, flags);
+    return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
 }
 
 static CUresult r_cuEventSynchronize(CUevent e)

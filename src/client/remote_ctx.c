@@ -491,7 +491,8 @@ static CUresult r_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary
         return rc;
     if (got != sizeof(reply))
         return CUDA_ERROR_UNKNOWN;
-    om_devrange_add(reply[0], (size_t)reply[1]);
+    if (om_devrange_add(reply[0], (size_t)reply[1]) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (dptr)
         *dptr = reply[0];
     if (bytes)

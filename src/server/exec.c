@@ -39,6 +39,15 @@ static CUresult bad_request(struct call *c)
 
 #define ARGS_OK(c) ((c)->in.bad ? bad_request(c) : CUDA_SUCCESS)
 
+/* The bytes the client staged for this call (session.c): exactly n of them, or why not (a
+ * budget refused some, or the client staged another length: `mismatch`). */
+static CUresult staged(struct call *c, uint64_t n, CUresult mismatch)
+{
+    if (c->s->stage_error != CUDA_SUCCESS)
+        return c->s->stage_error;
+    return n == c->s->stage_len ? CUDA_SUCCESS : mismatch;
+}
+
 /* The client's stream for a handle it passed: its own default stream for the
  * NULL, legacy and per-thread handles (never the shared context's NULL
  * stream), or a stream it created. NULL when it does not own the handle. */
@@ -277,6 +286,27 @@ static CUresult x_cuMemAllocManaged(struct call *c)
     return CUDA_SUCCESS;
 }
 
+/* A client's pinned bytes, page-rounded as regions are, under its budget (budget.c). */
+static uint64_t pinned_len(uint64_t bytes)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+    return bytes > UINT64_MAX - page ? UINT64_MAX : (bytes + page - 1) / page * page;
+}
+
+static CUresult pinned_budget_take(struct session *s, uint64_t bytes, const char *what)
+{
+    if (s->nhostmem >= om_budget.client_pinned_regions ||
+        !om_budget_take(&s->pinned_bytes, pinned_len(bytes), om_budget.client_pinned))
+        return om_budget_refuse(s, OM_BUDGET_PINNED, what);
+    return CUDA_SUCCESS;
+}
+
+static void pinned_budget_give(struct session *s, uint64_t bytes)
+{
+    om_budget_give(&s->pinned_bytes, pinned_len(bytes));
+}
+
 static int hostmem_slot(struct session *s)
 {
     if (s->nhostmem == s->hostmem_cap) {
@@ -299,11 +329,18 @@ static CUresult x_cuMemHostAlloc(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (hostmem_slot(c->s) < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = om_hostmem_alloc(bytes, &h);
+    if (bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = hostmem_slot(c->s) < 0 ? CUDA_ERROR_OUT_OF_MEMORY
+                                : pinned_budget_take(c->s, bytes, "cuMemHostAlloc");
     if (rc != CUDA_SUCCESS)
         return rc;
+    rc = om_hostmem_alloc(bytes, &h);
+    if (rc != CUDA_SUCCESS) {
+        pinned_budget_give(c->s, bytes);
+        return rc;
+    }
+    c->s->pinned_bytes += h->len - pinned_len(bytes); /* a pooled region may be larger */
     c->s->hostmem[c->s->nhostmem++] = h;
     c->s->send_fd_after = h->fd;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
@@ -334,13 +371,21 @@ static CUresult x_cuMemHostRegister_v2(struct call *c)
             close(fd);
         return rc;
     }
-    if (hostmem_slot(c->s) < 0) {
+    if (len == 0 || len > (1ull << 40)) {
         close(fd);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    rc = hostmem_slot(c->s) < 0 ? CUDA_ERROR_OUT_OF_MEMORY
+                                : pinned_budget_take(c->s, len, "cuMemHostRegister");
+    if (rc != CUDA_SUCCESS) {
+        close(fd);
+        return rc;
     }
     rc = om_hostmem_adopt(fd, addr, len, &h);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        pinned_budget_give(c->s, len);
         return rc;
+    }
     c->s->hostmem[c->s->nhostmem++] = h;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
     om_put_u64(&c->out, h->device);
@@ -360,6 +405,7 @@ static CUresult x_cuMemFreeHost(struct call *c)
             continue;
         rc = om_exec_sync_client(c->s); /* its own copies may still use the pages */
         c->s->hostmem[i] = c->s->hostmem[--c->s->nhostmem];
+        pinned_budget_give(c->s, h->len);
         om_hostmem_release(h, true);
         return take_async_error(c->s, rc);
     }
@@ -475,8 +521,8 @@ static CUresult x_cuMemcpyHtoD_v2(struct call *c)
         if (inline_len != n || n > OM_INLINE_COPY_MAX)
             return CUDA_ERROR_INVALID_VALUE;
         src = inline_bytes;
-    } else if (n != c->s->stage_len) {
-        return CUDA_ERROR_INVALID_VALUE;
+    } else if ((rc = staged(c, n, CUDA_ERROR_INVALID_VALUE)) != CUDA_SUCCESS) {
+        return rc;
     }
     if (!om_ranges_cover(&c->s->allocs, dst, n))
         return CUDA_ERROR_INVALID_VALUE;
@@ -663,8 +709,11 @@ static CUresult x_cuMemcpy2D_v2(struct call *c)
         m.srcDevice = sdev;
         m.srcPitch = spitch;
     } else {
-        if (c->s->stage_len != w * h)
+        if (h && w > UINT64_MAX / h)
             return CUDA_ERROR_INVALID_VALUE;
+        CUresult rs = staged(c, w * h, CUDA_ERROR_INVALID_VALUE);
+        if (rs != CUDA_SUCCESS)
+            return rs;
         m.srcHost = c->s->stage;
         m.srcPitch = w;
     }
@@ -704,6 +753,8 @@ static CUresult x_cuStreamCreate(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (c->s->streams.n >= om_budget.client_streams)
+        return om_budget_refuse(c->s, OM_BUDGET_STREAMS, "cuStreamCreate");
     /* Always non-blocking: a blocking stream would wait for the shared
      * context's NULL stream, that is, for every client. */
     rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
@@ -794,16 +845,22 @@ static CUresult owned_event(struct call *c, CUevent *ev)
 
 static CUresult x_cuStreamWaitEvent(struct call *c)
 {
+    /* Every argument is read and checked before anything is enqueued or held. */
+    uint64_t sh = om_get_u64(&c->in), eh = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
     CUstream st;
-    CUevent ev;
-    CUresult rc = owned_stream(c, true, &st);
 
-    if (rc == CUDA_SUCCESS)
-        rc = owned_event(c, &ev);
-    if (rc == CUDA_SUCCESS)
-        rc = ((CUresult(*)(CUstream, CUevent, unsigned))REAL(cuStreamWaitEvent))(
-            st, ev, (unsigned)om_get_u64(&c->in));
-    return rc;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (flags > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!om_handles_has(&c->s->events, eh))
+        return CUDA_ERROR_INVALID_HANDLE;
+    st = find_stream(c->s, sh, true, &rc);
+    if (!st)
+        return rc;
+    return ((CUresult(*)(CUstream, CUevent, unsigned))REAL(cuStreamWaitEvent))(
+        st, (CUevent)(uintptr_t)eh, (unsigned)flags);
 }
 
 static CUresult x_cuEventCreate(struct call *c)
@@ -812,6 +869,8 @@ static CUresult x_cuEventCreate(struct call *c)
     CUevent ev = NULL;
     CUresult rc = ARGS_OK(c);
 
+    if (rc == CUDA_SUCCESS && c->s->events.n >= om_budget.client_events)
+        return om_budget_refuse(c->s, OM_BUDGET_EVENTS, "cuEventCreate");
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUevent *, unsigned))REAL(cuEventCreate))(&ev, (unsigned)flags);
     if (rc != CUDA_SUCCESS)
@@ -847,6 +906,30 @@ static CUresult x_cuEventRecord(struct call *c)
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, st);
     return rc;
+}
+
+/* Its flags (CU_EVENT_RECORD_EXTERNAL for graphs) go to the driver; without them, as a record. */
+static CUresult x_cuEventRecordWithFlags(struct call *c)
+{
+    uint64_t eh = om_get_u64(&c->in), sh = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (flags > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!om_handles_has(&c->s->events, eh))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags && !om_server_has(OM_IDX_cuEventRecordWithFlags))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    st = find_stream(c->s, sh, true, &rc);
+    if (!st)
+        return rc;
+    if (!om_server_has(OM_IDX_cuEventRecordWithFlags))
+        return ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))((CUevent)(uintptr_t)eh, st);
+    return ((CUresult(*)(CUevent, CUstream, unsigned))REAL(cuEventRecordWithFlags))(
+        (CUevent)(uintptr_t)eh, st, (unsigned)flags);
 }
 
 static CUresult x_cuEventSynchronize(struct call *c)
@@ -942,14 +1025,34 @@ static CUresult x_cuLibraryLoadData(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (size != c->s->stage_len || size == 0)
+    if (size == 0)
         return CUDA_ERROR_INVALID_IMAGE;
+    if ((rc = staged(c, size, CUDA_ERROR_INVALID_IMAGE)) != CUDA_SUCCESS)
+        return rc;
     hash = om_hash64(c->s->stage, size);
     pthread_mutex_lock(om_image_load_lock());
     if (om_image_lookup(c->s->stage, hash, size, &lib) != 0) {
         CUlibrary l = NULL;
+        /* A new image: it stays loaded while the server runs, so it counts against the
+         * client's budget and the server's (budget.c). */
+        if (c->s->image_count >= om_budget.client_image_count ||
+            !om_budget_take(&c->s->image_bytes, size, om_budget.client_images)) {
+            pthread_mutex_unlock(om_image_load_lock());
+            return om_budget_refuse(c->s, OM_BUDGET_IMAGES, "loading a new module image");
+        }
+        if (!om_image_budget_take(size)) {
+            om_budget_give(&c->s->image_bytes, size);
+            pthread_mutex_unlock(om_image_load_lock());
+            return om_budget_refuse(c->s, OM_BUDGET_IMAGES,
+                                    "loading a new module image (the server's own budget, "
+                                    "OPENMPS_SERVER_IMAGE_MAX, is spent)");
+        }
         rc = load(&l, c->s->stage, NULL, NULL, 0, NULL, NULL, 0);
-        if (rc == CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS) {
+            om_budget_give(&c->s->image_bytes, size);
+            om_image_budget_give(size);
+        } else {
+            c->s->image_count++;
             lib = (uint64_t)(uintptr_t)l;
             om_image_add(c->s->stage, hash, size, lib);
             om_info("client %d: loaded a new module image of %llu bytes", (int)c->s->pid,
@@ -1317,6 +1420,7 @@ static handler handler_of(int index)
         OM_H(cuStreamQuery)
         OM_H(cuStreamWaitEvent)
         OM_H(cuEventCreate)
+        OM_H(cuEventRecordWithFlags)
         OM_H(cuEventDestroy_v2)
         OM_H(cuEventRecord)
         OM_H(cuEventSynchronize)

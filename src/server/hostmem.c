@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -25,8 +26,42 @@
 
 #define R(sym) om_server_real[OM_IDX_##sym]
 
-static struct om_hostmem *pool;
+/*
+ * Regions no client holds: `pool` (the server's own pages, zeroed when taken again) and
+ * `doomed` (to be unregistered and unmapped). Both are released only while no session runs
+ * (om_hostmem_trim), since unregistering waits for every running kernel; the pool keeps
+ * POOL_KEEP bytes across that for the next clients. Every registered byte counts against the
+ * server's pinned budget (budget.c), pooled and doomed ones included, so what is kept is
+ * bounded whatever clients do.
+ */
+#define POOL_KEEP (64ull << 20)
+
+static struct om_hostmem *pool, *doomed;
+static uint64_t pinned_total; /* bytes registered: held, pooled and doomed (__atomic) */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t om_hostmem_total(void)
+{
+    return __atomic_load_n(&pinned_total, __ATOMIC_RELAXED);
+}
+
+/* Room for len more bytes under the server's budget; logged at most once a minute. */
+static bool server_budget_take(size_t len)
+{
+    static uint64_t last_log_s;
+    uint64_t now = (uint64_t)time(NULL);
+
+    if (om_budget_take(&pinned_total, len, om_budget.server_pinned))
+        return true;
+    if (now >= last_log_s + 60) {
+        last_log_s = now;
+        om_warn("pinned host memory of %zu bytes refused: the server holds %llu bytes, its budget "
+                "(OPENMPS_SERVER_PINNED_MAX) is %llu",
+                len, (unsigned long long)om_hostmem_total(),
+                (unsigned long long)om_budget.server_pinned);
+    }
+    return false;
+}
 
 static struct om_hostmem *pool_take(size_t len)
 {
@@ -54,16 +89,20 @@ CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret)
     CUresult rc;
 
     if (bytes == 0 || bytes > (1ull << 40))
-        return CUDA_ERROR_INVALID_VALUE;
+        return bytes ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
     len = (bytes + page - 1) / page * page;
     h = pool_take(len);
     if (h) {
         *ret = h;
         return CUDA_SUCCESS;
     }
-    h = calloc(1, sizeof(*h));
-    if (!h)
+    if (!server_budget_take(len))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        om_budget_give(&pinned_total, len);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     h->len = len;
     h->fd = memfd_create("openmps-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (h->fd < 0 || ftruncate(h->fd, (off_t)len) < 0 ||
@@ -91,6 +130,7 @@ CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret)
         munmap(h->addr, len);
         close(h->fd);
         free(h);
+        om_budget_give(&pinned_total, len);
         return rc;
     }
     if (((CUresult(*)(CUdeviceptr *, void *, unsigned))R(cuMemHostGetDevicePointer_v2))(
@@ -103,6 +143,7 @@ fail:
     if (h->fd >= 0)
         close(h->fd);
     free(h);
+    om_budget_give(&pinned_total, len);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -124,9 +165,14 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
         close(fd);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (!server_budget_take(len)) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     h = calloc(1, sizeof(*h));
     if (!h) {
         close(fd);
+        om_budget_give(&pinned_total, len);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     h->fd = fd;
@@ -139,6 +185,7 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
     if (h->addr == MAP_FAILED) {
         close(fd);
         free(h);
+        om_budget_give(&pinned_total, len);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     rc = ((CUresult(*)(void *, size_t, unsigned))R(cuMemHostRegister_v2))(h->addr, len, 0x3);
@@ -146,6 +193,7 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
         munmap(h->addr, len);
         close(fd);
         free(h);
+        om_budget_give(&pinned_total, len);
         return rc;
     }
     if (((CUresult(*)(CUdeviceptr *, void *, unsigned))R(cuMemHostGetDevicePointer_v2))(
@@ -156,25 +204,78 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
 }
 
 /*
- * A region the client is done with. It is reused only when nobody can still
- * see its pages: the client unmapped it (cuMemFreeHost) or its process is gone.
- * Otherwise, and always for the program's own pages (cuMemHostRegister), it is
- * parked: still registered (unregistering waits for every kernel), never
- * handed to anyone else.
+ * A region the client is done with. Its pages go to another client only when
+ * nobody can still see them: the client unmapped them (cuMemFreeHost) or its
+ * process has no memory left (exited, killed, a zombie). Otherwise, and always
+ * for the program's own pages (cuMemHostRegister), the region is doomed: it is
+ * unregistered and unmapped here at the next moment no session runs, while the
+ * client's own mapping (if it lives on) stays valid.
  */
 void om_hostmem_release(struct om_hostmem *h, bool reusable)
 {
-    static struct om_hostmem *parked;
-
     pthread_mutex_lock(&pool_lock);
     if (reusable && !h->adopted) {
         h->next = pool;
         pool = h;
     } else {
-        h->next = parked;
-        parked = h;
+        h->next = doomed;
+        doomed = h;
     }
     pthread_mutex_unlock(&pool_lock);
+}
+
+static void region_destroy(struct om_hostmem *h)
+{
+    CUresult (*unregister)(void *) = (CUresult(*)(void *))R(cuMemHostUnregister);
+
+    if (unregister)
+        unregister(h->addr);
+    munmap(h->addr, h->len);
+    close(h->fd);
+    om_budget_give(&pinned_total, h->len);
+    free(h);
+}
+
+/*
+ * Called when the last session's worker is done (no client's work can be running, so
+ * unregistering waits for nothing; a client that connects meanwhile may wait for it once,
+ * as for om_replybuf_trim). Needs the context current.
+ */
+void om_hostmem_trim(void)
+{
+    struct om_hostmem *drop, *keep = NULL, **tail = &keep;
+    uint64_t kept = 0, freed = 0;
+    size_t n = 0;
+
+    pthread_mutex_lock(&pool_lock);
+    drop = doomed;
+    doomed = NULL;
+    while (pool) {
+        struct om_hostmem *h = pool;
+        pool = h->next;
+        if (kept + h->len <= POOL_KEEP) {
+            kept += h->len;
+            h->next = NULL;
+            *tail = h;
+            tail = &h->next;
+        } else {
+            h->next = drop;
+            drop = h;
+        }
+    }
+    pool = keep;
+    pthread_mutex_unlock(&pool_lock);
+    while (drop) {
+        struct om_hostmem *h = drop;
+        drop = h->next;
+        freed += h->len;
+        n++;
+        region_destroy(h);
+    }
+    if (n)
+        om_info("released %zu pinned region(s) of ended sessions (%llu bytes); %llu bytes kept "
+                "for reuse",
+                n, (unsigned long long)freed, (unsigned long long)kept);
 }
 
 /* The session's region holding [addr, addr + n), by the server's address. */

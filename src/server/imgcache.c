@@ -326,9 +326,16 @@ void om_imgcache_preload(void)
             free(img);
             continue;
         }
+        if (!om_image_budget_take(v[i].size)) {
+            free(img);
+            stopped = "the server's budget of module images (OPENMPS_SERVER_IMAGE_MAX) is spent";
+            break;
+        }
         write_marker(v[i].name);
         before = free_device_memory();
         rc = load(&lib, img, NULL, NULL, 0, NULL, NULL, 0);
+        if (rc != CUDA_SUCCESS)
+            om_image_budget_give(v[i].size);
         if (rc == CUDA_SUCCESS) {
             size_t after = free_device_memory();
             om_image_add(img, v[i].hash, v[i].size, (uint64_t)(uintptr_t)lib);

@@ -115,6 +115,12 @@ struct session {
     size_t nkernels, kernels_cap;
     uint8_t *stage; /* bytes the client staged for its next call */
     size_t stage_len, stage_cap;
+    CUresult stage_error; /* why the staged bytes are incomplete (a budget), for their user */
+    /* What counts against the client's budgets (budget.c). */
+    uint64_t pinned_bytes; /* pinned regions it holds */
+    uint64_t image_bytes;  /* module images new to the server that it loaded */
+    uint32_t image_count;
+    unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
     uint8_t launch_args[32768];
     CUresult async_error; /* the first error of a posted call, for the next sync */
     struct session *next;
@@ -152,6 +158,29 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
                  size_t out_cap, size_t *ret_out_len, bool posted);
 CUresult om_exec_sync_client(struct session *s);
 
+/* budget.c: what a client, and all clients together, may make the server hold. */
+struct om_budget {
+    uint64_t client_pinned, server_pinned; /* bytes of pinned host memory */
+    uint64_t server_stage;                 /* bytes of all sessions' staging buffers */
+    uint64_t client_images, server_images; /* bytes of module images loaded */
+    uint32_t client_pinned_regions, client_image_count, client_streams, client_events;
+};
+extern struct om_budget om_budget;
+enum om_budget_kind {
+    OM_BUDGET_PINNED,
+    OM_BUDGET_STAGE,
+    OM_BUDGET_IMAGES,
+    OM_BUDGET_STREAMS,
+    OM_BUDGET_EVENTS,
+    OM_BUDGET_KINDS
+};
+void om_budget_init(void); /* from the environment, once at the start */
+/* Adds n to *counter unless that passes max (atomic); false: refused, nothing changed. */
+bool om_budget_take(uint64_t *counter, uint64_t n, uint64_t max);
+void om_budget_give(uint64_t *counter, uint64_t n);
+/* Logs the first refusal of a kind per client; returns CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult om_budget_refuse(struct session *s, enum om_budget_kind kind, const char *what);
+
 /* devmem.c: device memory that can be freed without waiting for other clients. */
 CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
@@ -186,8 +215,11 @@ void om_replybuf_trim(void);    /* once no session is left: frees what is kept b
 
 /* hostmem.c */
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
-/* Done with a region: reusable (the client unmapped it, or is dead) or parked. */
+/* Done with a region: reusable (the client unmapped it, or its memory is gone) or doomed. */
 void om_hostmem_release(struct om_hostmem *h, bool reusable);
+/* With no session left: releases doomed regions and the pool beyond what is kept. */
+void om_hostmem_trim(void);
+uint64_t om_hostmem_total(void); /* bytes registered now, for the server's budget */
 CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
 
@@ -206,6 +238,9 @@ int64_t om_kernel_total(const struct session *s, uint64_t handle); /* -1: not it
 uint64_t om_hash64(const void *data, size_t len);
 int om_image_lookup(const void *bytes, uint64_t hash, size_t size, uint64_t *ret_library);
 void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t library);
+/* The server's budget of loaded image bytes: taken before a new image is loaded. */
+bool om_image_budget_take(size_t size);
+void om_image_budget_give(size_t size);
 pthread_mutex_t *om_image_load_lock(void);
 
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */

@@ -224,7 +224,7 @@ static bool handle_daemon(struct server *srv)
         s = om_session_find_pid(srv, (pid_t)cpid);
         if (s) {
             om_info("Terminating client %d at the daemon's request", (int)cpid);
-            om_msg_send_text(s->sock, OM_MSG_TERMINATED, 0,
+            om_msg_send_text(s->sock, OM_MSG_TERMINATED, CUDA_ERROR_MPS_CLIENT_TERMINATED,
                              "the client was terminated by the server (terminate_client)");
             om_session_end(srv, s, "terminated");
         } else {
@@ -340,6 +340,7 @@ int main(int argc, char **argv)
     }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     om_sched_init();
+    om_budget_init();
     if (init_gpus(&srv, err, sizeof(err)) < 0) {
         om_err("%s", err);
         om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);

@@ -34,40 +34,60 @@ void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t even
         om_warn("cannot tell the daemon about client %d", (int)pid);
 }
 
-/* The staging buffer: bytes a client sends ahead of the call that uses them. */
-static int stage(struct session *s, const struct om_rec *rec, const uint8_t *payload)
+/* Bytes of every session's staging buffer, under the server's budget (budget.c). */
+static uint64_t stage_total;
+
+static void stage_drop(struct session *s)
+{
+    free(s->stage);
+    om_budget_give(&stage_total, s->stage_cap);
+    s->stage = NULL;
+    s->stage_cap = 0;
+}
+
+/*
+ * The staging buffer: bytes a client sends ahead of the call that uses them (a module image, a
+ * 2D copy's rows). When they cannot all be kept (more than one call may stage, or the server's
+ * budget for staging is spent, or memory is out), the rest of the sequence is dropped and
+ * stage_error tells the call that uses it why: the session goes on.
+ */
+static void stage(struct session *s, const struct om_rec *rec, const uint8_t *payload)
 {
     if (rec->op == OM_OP_STAGE_RESET) {
         s->stage_len = 0;
-        if (s->stage_cap > (64u << 20)) { /* a big copy's buffer is not kept */
-            free(s->stage);
-            s->stage = NULL;
-            s->stage_cap = 0;
-        }
-        return 0;
+        s->stage_error = CUDA_SUCCESS;
+        if (s->stage_cap > (64u << 20)) /* a big copy's buffer is not kept */
+            stage_drop(s);
+        return;
     }
-    if (s->stage_len > OM_STAGE_MAX)
-        return 0; /* already too much: the call that uses it will fail */
+    if (s->stage_error != CUDA_SUCCESS)
+        return;
     if (rec->len > OM_STAGE_MAX - s->stage_len) {
-        /* The call that uses it fails (its length does not match); the client
-         * splits big copies, so only a misbehaving one gets here. */
-        s->stage_len = OM_STAGE_MAX + 1;
-        return 0;
+        /* The client splits big copies, so only a misbehaving one gets here. */
+        s->stage_error = CUDA_ERROR_INVALID_VALUE;
+        return;
     }
     if (s->stage_len + rec->len > s->stage_cap) {
         size_t cap = s->stage_cap ? s->stage_cap : 1u << 20;
         uint8_t *nb;
         while (cap < s->stage_len + rec->len)
             cap *= 2;
+        if (!om_budget_take(&stage_total, cap - s->stage_cap, om_budget.server_stage)) {
+            s->stage_error = om_budget_refuse(s, OM_BUDGET_STAGE, "staging a call's bytes");
+            return;
+        }
         nb = realloc(s->stage, cap);
-        if (!nb)
-            return -ENOMEM;
+        if (!nb) {
+            om_budget_give(&stage_total, cap - s->stage_cap);
+            om_err("client %d: no memory for %zu staged bytes", (int)s->pid, cap);
+            s->stage_error = CUDA_ERROR_OUT_OF_MEMORY;
+            return;
+        }
         s->stage = nb;
         s->stage_cap = cap;
     }
     memcpy(s->stage + s->stage_len, payload, rec->len);
     s->stage_len += rec->len;
-    return 0;
 }
 
 /* Serves one record. Returns 0, or -EPROTO to end the session. */
@@ -81,7 +101,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;
     case OM_OP_STAGE_RESET:
-    case OM_OP_STAGE_APPEND: return stage(s, rec, payload) == -EPROTO ? -EPROTO : 0;
+    case OM_OP_STAGE_APPEND: stage(s, rec, payload); return 0;
     case OM_OP_NOTE_UNSUPPORTED: {
         uint64_t index = 0;
         if (rec->len == sizeof(index))
@@ -162,6 +182,44 @@ void om_session_wait_workers(int timeout_ms)
  * waited for first: unmapping memory under a running kernel would fault the
  * context every client shares.
  */
+/*
+ * Whether the client's process can no longer touch its pinned pages: it is gone, a zombie, or
+ * exiting with its memory already released. The session's end alone does not say so: a
+ * process that closed its session, or a child it forked, may still map them. A process
+ * exits its memory before it closes its descriptors, so when the session ended because the
+ * client died, this is true by the time the worker asks.
+ */
+static bool memory_gone(pid_t pid)
+{
+    char path[64], buf[512];
+    ssize_t n;
+    int fd;
+
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* pid (comm) S ...: the command may hold ')' itself, so the last one ends it */
+    const char *paren = strrchr(buf, ')');
+    if (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
+        return true;
+    /* Field 23 is vsize: 0 once the process has no memory (in exit, before it is a zombie). */
+    const char *p = paren ? paren + 2 : NULL;
+    for (int field = 3; p && field < 23; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    return p && p[0] == '0' && p[1] == ' ';
+}
+
 static void release_gpu_resources(struct session *s)
 {
     if (s->default_stream || s->streams.n)
@@ -186,11 +244,12 @@ static void release_gpu_resources(struct session *s)
         if (s->allocs.v[i].owned)
             om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
     om_devmem_drop_cache(s);
-    /* Pages the client still maps (it may live on, or have forked) are not
-     * reused; a dead process's are. */
-    bool gone = kill(s->pid, 0) < 0 && errno == ESRCH;
+    /* Pages the client may still map (it lives on, or forked) are not reused; those of a
+     * process whose memory is gone are. */
+    bool gone = memory_gone(s->pid);
     for (size_t i = 0; i < s->nhostmem; i++)
         om_hostmem_release(s->hostmem[i], gone);
+    s->pinned_bytes = 0;
     free(s->hostmem);
     s->hostmem = NULL;
     if (s->allocs.n || s->streams.n || s->events.n || s->nhostmem)
@@ -206,9 +265,8 @@ static void release_gpu_resources(struct session *s)
     free(s->kernels);
     s->kernels = NULL;
     s->nkernels = s->kernels_cap = 0;
-    free(s->stage);
-    s->stage = NULL;
-    s->stage_len = s->stage_cap = 0;
+    stage_drop(s);
+    s->stage_len = 0;
 }
 
 static void *worker_main(void *arg)
@@ -271,8 +329,12 @@ static void *worker_main(void *arg)
             __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
             (unsigned long long)s->calls, s->left_after);
     session_destroy(s);
-    if (__atomic_sub_fetch(&live_workers, 1, __ATOMIC_ACQ_REL) == 0)
-        om_replybuf_trim(); /* no client's kernel runs now (a new one may start: rare, harmless) */
+    if (__atomic_sub_fetch(&live_workers, 1, __ATOMIC_ACQ_REL) == 0) {
+        /* No client's kernel runs now (a new client may start one: rare, and it then waits once
+         * for a release that waits for every kernel). */
+        om_replybuf_trim();
+        om_hostmem_trim();
+    }
     return NULL;
 }
 

@@ -101,6 +101,9 @@ CUresult cuEventSynchronize(CUevent);
 CUresult cuEventElapsedTime_v2(float *, CUevent, CUevent);
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
+CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned);
+CUresult cuEventDestroy_v2(CUevent);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 
@@ -703,6 +706,70 @@ static void cache(void)
     printf("cache ok\n");
 }
 
+/* Every budget of the server (budget.c), set small by the test's environment: past each the
+ * call fails with CUDA_ERROR_OUT_OF_MEMORY (2) and the session goes on. */
+static void budgets(void)
+{
+    static unsigned char buf[4096];
+    CUstream st[8];
+    CUevent ev[8];
+    CUdeviceptr p;
+    CUmodule mod;
+    void *h, *h2;
+    int ns = 0, ne = 0;
+
+    /* pinned: OPENMPS_CLIENT_PINNED_MAX=1M */
+    EXPECT(cuMemHostAlloc(&h, 2 << 20, 0) == 2);
+    OK(cuMemHostAlloc(&h, 768 << 10, 0));
+    EXPECT(cuMemHostAlloc(&h2, 512 << 10, 0) == 2);
+    OK(cuMemFreeHost(h));
+    OK(cuMemHostAlloc(&h2, 512 << 10, 0)); /* freed bytes count no more */
+    OK(cuMemFreeHost(h2));
+    /* streams and events: OPENMPS_CLIENT_MAX_STREAMS=4, OPENMPS_CLIENT_MAX_EVENTS=4 */
+    while (ns < 8 && cuStreamCreate(&st[ns], 1) == 0)
+        ns++;
+    EXPECT(ns == 4);
+    EXPECT(cuStreamCreate(&st[ns], 1) == 2);
+    OK(cuStreamDestroy_v2(st[--ns]));
+    OK(cuStreamCreate(&st[ns++], 1));
+    while (ne < 8 && cuEventCreate(&ev[ne], 0) == 0)
+        ne++;
+    EXPECT(ne == 4);
+    OK(cuEventDestroy_v2(ev[--ne]));
+    OK(cuEventCreate(&ev[ne++], 0));
+    EXPECT(cuEventCreate(&ev[ne], 0) == 2);
+    /* module images new to the server: OPENMPS_CLIENT_MAX_IMAGES=2 */
+    OK(cuModuleLoadData(&mod, "fakecubin\nbudget_a:8\n"));
+    OK(cuModuleLoadData(&mod, "fakecubin\nbudget_b:8\n"));
+    EXPECT(cuModuleLoadData(&mod, "fakecubin\nbudget_c:8\n") == 2);
+    OK(cuModuleLoadData(&mod, "fakecubin\nbudget_a:8\n")); /* loaded already: free */
+    /* and the session goes on */
+    OK(cuMemAlloc_v2(&p, sizeof(buf)));
+    memset(buf, 0x3c, sizeof(buf));
+    OK(cuMemcpyHtoD_v2(p, buf, sizeof(buf)));
+    memset(buf, 0, sizeof(buf));
+    OK(cuMemcpyDtoH_v2(buf, p, sizeof(buf)));
+    EXPECT(buf[0] == 0x3c && buf[sizeof(buf) - 1] == 0x3c);
+    printf("budgets ok\n");
+}
+
+/* A module image of `bytes` bytes (one kernel, then lines the test double skips). */
+static int big_image(size_t bytes)
+{
+    char *img = malloc(bytes + 1);
+    CUmodule mod;
+    int rc;
+
+    EXPECT(img != NULL && bytes > 64);
+    memset(img, 0, bytes + 1);
+    strcpy(img, "fakecubin\nbig:8\n");
+    for (size_t i = strlen(img); i + 4 <= bytes; i += 4)
+        memcpy(img + i, "x:8\n", 4);
+    rc = cuModuleLoadData(&mod, img);
+    free(img);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
@@ -797,6 +864,35 @@ int main(int argc, char **argv)
         chain(argc > 2 ? atoi(argv[2]) : 2);
     } else if (!strcmp(mode, "bench") && argc > 2) {
         bench(atol(argv[2]));
+    } else if (!strcmp(mode, "budgets")) {
+        budgets();
+    } else if (!strcmp(mode, "bigimage") && argc > 2) {
+        printf("bigimage %d\n", big_image(strtoull(argv[2], NULL, 10)));
+    } else if (!strcmp(mode, "pinned") && argc > 2) {
+        /* pinned memory, written, then kept until the process ends (argv[3] "hold": 10 s) */
+        void *h;
+        size_t n = strtoull(argv[2], NULL, 10);
+        OK(cuMemHostAlloc(&h, n, 0));
+        memset(h, 0x77, n);
+        printf("pinned\n");
+        fflush(stdout);
+        if (argc > 3 && !strcmp(argv[3], "hold"))
+            sleep(10);
+    } else if (!strcmp(mode, "eventflags")) {
+        CUevent e;
+        OK(cuEventCreate(&e, 0));
+        OK(cuEventRecordWithFlags(e, NULL, 1)); /* CU_EVENT_RECORD_EXTERNAL */
+        OK(cuEventSynchronize(e));
+        printf("eventflags ok\n");
+    } else if (!strcmp(mode, "until_ended")) {
+        /* reports the error that ends the session (terminate_client, the server's end) */
+        CUresult rc;
+        OK(cuMemAlloc_v2(&p, 4096));
+        printf("ready\n");
+        fflush(stdout);
+        for (int i = 0; i < 3000 && (rc = cuCtxSynchronize()) == 0; i++)
+            usleep(10000);
+        printf("ended %d\n", rc);
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

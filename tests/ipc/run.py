@@ -1292,6 +1292,186 @@ def remote_allocation_cache_is_the_clients_own():
         e.close(ok)
 
 
+def pinned_fds(spid, nbytes=False):
+    """The server's pinned regions (one memfd named openmps-pinned each, hostmem.c): how many,
+    or their bytes."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % spid):
+        path = "/proc/%d/fd/%s" % (spid, fd)
+        try:
+            if os.readlink(path).startswith("/memfd:openmps-pinned"):
+                n += os.stat(path).st_size if nbytes else 1
+        except OSError:
+            pass
+    return n
+
+
+def ended(e, pid):
+    return "Client %d disconnected" % pid in e.log("server.log")
+
+
+@test
+def pinned_memory_of_ended_clients_is_reused_or_released():
+    """Issue #9, defect 1: clients that exit or are killed holding pinned memory leave nothing
+    behind. Their regions go to the next clients (20 runs in a row hold one region, not 20), and
+    once no client is left the server unregisters what it does not keep (64 MiB)."""
+    unreg = os.path.join(tempfile.mkdtemp(prefix="om-unreg-"), "unregister.log")
+    e = Env(extra_env={"FAKECUDA_UNREGISTER_LOG": unreg})
+    ok = False
+    try:
+        spid = None
+        for i in range(20):  # exit without freeing: the process is a zombie a moment later
+            p = remote(e, "pinned", str(16 << 20))
+            out, err = p.communicate(timeout=30)
+            check(p.returncode == 0 and "pinned" in out, "pinned: %r %r" % (out, err))
+            wait_for(lambda: ended(e, p.pid), what="client %d's session to end" % i)
+            spid = spid or e.servers()[0]
+        n = pinned_fds(spid)
+        check(n <= 2, "20 clients that each left 16 MiB pinned: the server holds %d regions" % n)
+        # 16 killed at once while holding 48 MiB each, three times: their regions go to the
+        # next ones, and with no client left the server keeps at most 64 MiB.
+        for rnd in range(3):
+            ps = [remote(e, "pinned", str(48 << 20), "hold") for _ in range(16)]
+            for p in ps:
+                check(p.stdout.readline().strip() == "pinned", "a holder did not pin")
+            for p in ps:
+                p.kill()
+            for p in ps:
+                p.communicate(timeout=30)
+                wait_for(lambda: ended(e, p.pid), what="a killed client's session to end")
+            try:
+                wait_for(lambda: pinned_fds(spid, True) <= (64 << 20), timeout=20)
+            except Fail:
+                raise Fail("round %d: the server still holds %d pinned bytes with no client"
+                           % (rnd, pinned_fds(spid, True)))
+        check(os.path.exists(unreg) and open(unreg).read().count("unregister") >= 16,
+              "the released regions were unregistered from the driver")
+        check("released" in e.log("server.log"), "the log says what was released")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+BUDGETS = {"OPENMPS_CLIENT_PINNED_MAX": "1M", "OPENMPS_CLIENT_MAX_STREAMS": "4",
+           "OPENMPS_CLIENT_MAX_EVENTS": "4", "OPENMPS_CLIENT_MAX_IMAGES": "2"}
+
+
+@test
+def client_budgets_refuse_and_the_session_goes_on():
+    """What one client can make the server hold has a budget: pinned memory, streams, events,
+    new module images. Past each the call fails with CUDA_ERROR_OUT_OF_MEMORY, the refusal is
+    logged once per kind, the session and the other clients go on; a 1 TiB pinned allocation
+    is refused with the default budgets."""
+    e = Env(extra_env=BUDGETS)
+    ok = False
+    try:
+        other = remote(e, "hold")
+        check(other.stdout.readline().strip().isdigit(), "the other client allocated")
+        p = remote(e, "budgets")
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "budgets ok" in out, "budgets: %r %r" % (out, err))
+        log = e.log("server.log")
+        for kind in ("pinned host memory", "streams", "events", "module images"):
+            check(log.count("over its budget of " + kind) == 1,
+                  "one refusal of %s logged: %s" % (kind, log[-2000:]))
+        check(other.poll() is None, "the other client is still served")
+        other.kill()
+        ok = True
+    finally:
+        e.close(ok)
+    e = Env()
+    ok = False
+    try:
+        p = subprocess.run([REMOTE_DRIVER, "pinned", str(1 << 40)], capture_output=True,
+                           text=True, timeout=30,
+                           env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)))
+        check(p.returncode != 0 and "cuMemHostAlloc(&h, n, 0)" in p.stderr,
+              "1 TiB of pinned memory refused: %r %r" % (p.stdout, p.stderr))
+        check("budget" in e.log("server.log"), "the refusal is logged")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def staging_has_a_server_budget():
+    """Issue #9, defect 5: the staging buffers of all sessions share a budget; past it the
+    call that uses the staged bytes fails with CUDA_ERROR_OUT_OF_MEMORY (not a wrong length),
+    and the same client's next call works."""
+    e = Env(extra_env={"OPENMPS_SERVER_STAGE_MAX": "2M"})
+    ok = False
+    try:
+        p = remote(e, "bigimage", str(3 << 20))
+        out, err = p.communicate(timeout=30)
+        check("bigimage 2" in out, "a 3 MiB image over a 2 MiB budget: %r %r" % (out, err))
+        p = remote(e, "bigimage", str(1 << 20))
+        out, err = p.communicate(timeout=30)
+        check("bigimage 0" in out, "a 1 MiB image fits: %r %r" % (out, err))
+        check("over its budget of staging memory" in e.log("server.log"), "logged")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def module_images_are_not_kept_in_server_memory():
+    """Issue #9, defect 6: the server knows the images it loaded by their hashes, not by copies:
+    64 distinct images of 1 MiB leave its resident memory far below 64 MiB more."""
+    env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
+    e = Env(extra_env=env)
+    ok = False
+    try:
+        def rss(pid):
+            for line in open("/proc/%d/status" % pid):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) << 10
+            return 0
+        p = remote(e, "bigimage", str(1 << 20))
+        check("bigimage 0" in p.communicate(timeout=30)[0], "first image")
+        spid = e.servers()[0]
+        wait_for(lambda: ended(e, p.pid), what="the first session to end")
+        before = rss(spid)
+        for i in range(64):
+            p = remote(e, "bigimage", str((1 << 20) + 8 * (i + 1)))  # a new image each time
+            out, err = p.communicate(timeout=30)
+            check("bigimage 0" in out, "image %d: %r %r" % (i, out, err))
+        wait_for(lambda: ended(e, p.pid), what="the last session to end")
+        grown = rss(spid) - before
+        check(grown < (24 << 20), "the server grew by %d MiB for 64 MiB of images" % (grown >> 20))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def event_record_flags_and_ending_codes():
+    """Issue #9, defect 12: cuEventRecordWithFlags reaches the driver with its flags; a client
+    ended by terminate_client gets CUDA_ERROR_MPS_CLIENT_TERMINATED (810) and one whose server
+    stops gets CUDA_ERROR_MPS_CONNECTION_FAILED (805), from the server's code, not its text."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-flags-"), "launch.log")
+    e = Env(extra_env={"FAKECUDA_LAUNCH_LOG": log})
+    ok = False
+    try:
+        p = remote(e, "eventflags")
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "eventflags ok" in out, "eventflags: %r %r" % (out, err))
+        check("record flags 1" in open(log).read(), "the flags reached the driver")
+        p = remote(e, "until_ended")
+        check(p.stdout.readline().strip() == "ready", "client ready")
+        spid = e.servers()[0]
+        e.cmd("terminate_client %d %d" % (spid, p.pid))
+        out, _ = p.communicate(timeout=30)
+        check("ended 810" in out, "terminated: %r" % out)
+        p = remote(e, "until_ended")
+        check(p.stdout.readline().strip() == "ready", "client ready")
+        e.cmd("shutdown_server %d -f" % e.servers()[0])
+        out, _ = p.communicate(timeout=30)
+        check("ended 805" in out, "server shut down: %r" % out)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 @test
 def server_timeline_at_debug_level():
     """OPENMPS_LOG_LEVEL=3: the server logs each call of each client with its start and length

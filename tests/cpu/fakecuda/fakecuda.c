@@ -362,11 +362,6 @@ EXPORT int cuMemFreeHost(void *p)
     return rc;
 }
 
-EXPORT int cuMemHostUnregister(void *p)
-{
-    return unpin(p);
-}
-
 EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 {
     (void)s;
@@ -531,6 +526,15 @@ EXPORT int cuEventRecord(void *e, void *s)
         __atomic_store_n(ready, busy ? __atomic_load_n(busy, __ATOMIC_RELAXED) : 0,
                          __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
+}
+
+EXPORT int cuEventRecordWithFlags(void *e, void *s, unsigned flags)
+{
+    char line[64];
+
+    snprintf(line, sizeof(line), "record flags %u", flags);
+    log_line(line);
+    return cuEventRecord(e, s);
 }
 
 EXPORT int cuEventQuery(void *e)
@@ -782,6 +786,19 @@ EXPORT int cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
 {
     (void)flags;
     return pin(p, n);
+}
+
+/* Releases of pinned regions are counted in FAKECUDA_UNREGISTER_LOG (one line each). */
+EXPORT int cuMemHostUnregister(void *p)
+{
+    const char *log = getenv("FAKECUDA_UNREGISTER_LOG");
+    FILE *f = log ? fopen(log, "a") : NULL;
+
+    if (f) {
+        fprintf(f, "unregister %p\n", p);
+        fclose(f);
+    }
+    return unpin(p);
 }
 
 EXPORT int cuMemHostGetDevicePointer_v2(dptr_t *d, void *p, unsigned flags)
