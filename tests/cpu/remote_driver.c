@@ -878,6 +878,24 @@ int main(int argc, char **argv)
         fflush(stdout);
         if (argc > 3 && !strcmp(argv[3], "hold"))
             sleep(10);
+    } else if (!strcmp(mode, "manyallocs") && argc > 2) {
+        /* allocations, each checked through cuMemcpy (unified addressing: the shim must know
+         * it is device memory); one the shim cannot record must be refused, not handed out */
+        int n = atoi(argv[2]), refused = 0;
+        static unsigned char in[256], out[256];
+        for (int i = 0; i < n; i++) {
+            CUresult rc = cuMemAlloc_v2(&p, sizeof(in));
+            EXPECT(rc == 0 || rc == 2);
+            if (rc) {
+                refused++;
+                continue;
+            }
+            memset(in, i & 0xff, sizeof(in));
+            OK(cuMemcpy(p, (CUdeviceptr)(uintptr_t)in, sizeof(in)));
+            OK(cuMemcpy((CUdeviceptr)(uintptr_t)out, p, sizeof(out)));
+            EXPECT(!memcmp(in, out, sizeof(in)));
+        }
+        printf("manyallocs ok refused %d\n", refused);
     } else if (!strcmp(mode, "eventflags")) {
         CUevent e;
         OK(cuEventCreate(&e, 0));

@@ -915,6 +915,16 @@ def shim_remote_mode_with_daemon():
 
 
 REMOTE_DRIVER = os.environ.get("OM_REMOTE_DRIVER", "build/tests/remote-driver")
+FAILREALLOC = os.environ.get("OM_FAILREALLOC", "build/tests/libfailrealloc.so")
+
+
+def sanitized_build():
+    """True for the ASan+UBSan build (its CMakeCache says so)."""
+    try:
+        cache = open(os.path.join(BIN, "CMakeCache.txt")).read()
+    except OSError:
+        return False
+    return "OPENMPS_SANITIZE:BOOL=ON" in cache
 
 
 def remote(e, *args, extra=None):
@@ -1438,6 +1448,30 @@ def module_images_are_not_kept_in_server_memory():
         wait_for(lambda: ended(e, p.pid), what="the last session to end")
         grown = rss(spid) - before
         check(grown < (24 << 20), "the server grew by %d MiB for 64 MiB of images" % (grown >> 20))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def allocation_the_shim_cannot_record_is_refused():
+    """Issue #9, defect 12: when the shim's table of device ranges cannot grow, the allocation
+    is freed and refused (CUDA_ERROR_OUT_OF_MEMORY) instead of handed out unrecorded, where a
+    later cuMemcpy took it for host memory and wrote through the device address."""
+    if sanitized_build():
+        print("skipped: realloc cannot be interposed in front of the sanitizer's")
+        return
+    e = Env()
+    ok = False
+    try:
+        # 64 ranges fit the first table (16 bytes each); growing it to 128 asks for 2048.
+        p = remote(e, "manyallocs", "80",
+                   extra={"LD_PRELOAD": os.path.abspath(FAILREALLOC),
+                          "FAILREALLOC_BYTES": "2048"})
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "manyallocs ok" in out, "allocations: rc %d %r %r"
+              % (p.returncode, out, err[-500:]))
+        check("refused 0" not in out, "the failed growth was felt: %r" % out)
         ok = True
     finally:
         e.close(ok)
