@@ -28,14 +28,14 @@
 
 /*
  * Regions no client holds: `pool` (the server's own pages, zeroed when taken again) and
- * `doomed` (to be unregistered and unmapped). Both are released only while no session runs
- * (om_hostmem_trim), since unregistering waits for every running kernel; the pool keeps
- * POOL_KEEP bytes across that for the next clients. Every registered byte counts against the
- * server's pinned budget (budget.c), pooled and doomed ones included, so what is kept is
- * bounded whatever clients do.
+ * `doomed` (to be unregistered and unmapped). While clients run, pooled regions go to the next
+ * allocations that fit them; both lists are released only once no session runs
+ * (om_hostmem_trim), since unregistering waits for every running kernel. Registering is cheap
+ * and waits for nothing, so nothing is kept across that: the server's pinned memory and
+ * descriptors return to their baseline whenever it is idle. Every registered byte counts
+ * against the server's pinned budget (budget.c), pooled and doomed ones included, so what is
+ * kept is bounded whatever clients do.
  */
-#define POOL_KEEP (64ull << 20)
-
 static struct om_hostmem *pool, *doomed;
 static uint64_t pinned_total; /* bytes registered: held, pooled and doomed (__atomic) */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -243,8 +243,8 @@ static void region_destroy(struct om_hostmem *h)
  */
 void om_hostmem_trim(void)
 {
-    struct om_hostmem *drop, *keep = NULL, **tail = &keep;
-    uint64_t kept = 0, freed = 0;
+    struct om_hostmem *drop;
+    uint64_t freed = 0;
     size_t n = 0;
 
     pthread_mutex_lock(&pool_lock);
@@ -253,17 +253,9 @@ void om_hostmem_trim(void)
     while (pool) {
         struct om_hostmem *h = pool;
         pool = h->next;
-        if (kept + h->len <= POOL_KEEP) {
-            kept += h->len;
-            h->next = NULL;
-            *tail = h;
-            tail = &h->next;
-        } else {
-            h->next = drop;
-            drop = h;
-        }
+        h->next = drop;
+        drop = h;
     }
-    pool = keep;
     pthread_mutex_unlock(&pool_lock);
     while (drop) {
         struct om_hostmem *h = drop;
@@ -273,9 +265,8 @@ void om_hostmem_trim(void)
         region_destroy(h);
     }
     if (n)
-        om_info("released %zu pinned region(s) of ended sessions (%llu bytes); %llu bytes kept "
-                "for reuse",
-                n, (unsigned long long)freed, (unsigned long long)kept);
+        om_info("released %zu pinned region(s) of ended sessions (%llu bytes)", n,
+                (unsigned long long)freed);
 }
 
 /* The session's region holding [addr, addr + n), by the server's address. */

@@ -217,7 +217,7 @@ void om_replybuf_trim(void);    /* once no session is left: frees what is kept b
 CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
 /* Done with a region: reusable (the client unmapped it, or its memory is gone) or doomed. */
 void om_hostmem_release(struct om_hostmem *h, bool reusable);
-/* With no session left: releases doomed regions and the pool beyond what is kept. */
+/* With no session left: releases the regions no client holds (pooled and doomed). */
 void om_hostmem_trim(void);
 uint64_t om_hostmem_total(void); /* bytes registered now, for the server's budget */
 CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);

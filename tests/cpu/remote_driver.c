@@ -753,6 +753,38 @@ static void budgets(void)
     printf("budgets ok\n");
 }
 
+static int big_image(size_t bytes);
+
+/* A hostile client: takes all it can of every budget, says how much, then holds it. */
+static void hostile(void)
+{
+    static CUstream st[100000];
+    static CUevent ev[100000];
+    int npinned = 0, ns = 0, ne = 0, nimg = 0, rc;
+    void *h;
+    CUmodule mod;
+    char img[64];
+
+    while (npinned < 100000 && cuMemHostAlloc(&h, 1 << 20, 0) == 0) {
+        memset(h, 0x5a, 1 << 20);
+        npinned++;
+    }
+    while (ns < 100000 && cuStreamCreate(&st[ns], 1) == 0)
+        ns++;
+    while (ne < 100000 && cuEventCreate(&ev[ne], 0) == 0)
+        ne++;
+    for (; nimg < 100000; nimg++) {
+        snprintf(img, sizeof(img), "fakecubin\nk%d_%d:8\n", (int)getpid(), nimg);
+        if (cuModuleLoadData(&mod, img) != 0)
+            break;
+    }
+    rc = big_image(64u << 20);
+    printf("hostile pinned_mib %d streams %d events %d images %d big_image %d\n", npinned, ns, ne,
+           nimg, rc);
+    fflush(stdout);
+    sleep(60);
+}
+
 /* A module image of `bytes` bytes (one kernel, then lines the test double skips). */
 static int big_image(size_t bytes)
 {
@@ -864,6 +896,8 @@ int main(int argc, char **argv)
         chain(argc > 2 ? atoi(argv[2]) : 2);
     } else if (!strcmp(mode, "bench") && argc > 2) {
         bench(atol(argv[2]));
+    } else if (!strcmp(mode, "hostile")) {
+        hostile();
     } else if (!strcmp(mode, "budgets")) {
         budgets();
     } else if (!strcmp(mode, "bigimage") && argc > 2) {

@@ -1323,8 +1323,8 @@ def ended(e, pid):
 @test
 def pinned_memory_of_ended_clients_is_reused_or_released():
     """Issue #9, defect 1: clients that exit or are killed holding pinned memory leave nothing
-    behind. Their regions go to the next clients (20 runs in a row hold one region, not 20), and
-    once no client is left the server unregisters what it does not keep (64 MiB)."""
+    behind. Their regions go to the next clients while others run, and once no client is left
+    the server unregisters them all (20 runs in a row hold at most one region, not 20)."""
     unreg = os.path.join(tempfile.mkdtemp(prefix="om-unreg-"), "unregister.log")
     e = Env(extra_env={"FAKECUDA_UNREGISTER_LOG": unreg})
     ok = False
@@ -1338,10 +1338,10 @@ def pinned_memory_of_ended_clients_is_reused_or_released():
             spid = spid or e.servers()[0]
         n = pinned_fds(spid)
         check(n <= 2, "20 clients that each left 16 MiB pinned: the server holds %d regions" % n)
-        # 16 killed at once while holding 48 MiB each, three times: their regions go to the
-        # next ones, and with no client left the server keeps at most 64 MiB.
+        # 16 killed at once while holding 8 MiB each, three times: with no client left the
+        # server holds no pinned memory.
         for rnd in range(3):
-            ps = [remote(e, "pinned", str(48 << 20), "hold") for _ in range(16)]
+            ps = [remote(e, "pinned", str(8 << 20), "hold") for _ in range(16)]
             for p in ps:
                 check(p.stdout.readline().strip() == "pinned", "a holder did not pin")
             for p in ps:
@@ -1350,7 +1350,7 @@ def pinned_memory_of_ended_clients_is_reused_or_released():
                 p.communicate(timeout=30)
                 wait_for(lambda: ended(e, p.pid), what="a killed client's session to end")
             try:
-                wait_for(lambda: pinned_fds(spid, True) <= (64 << 20), timeout=20)
+                wait_for(lambda: pinned_fds(spid) == 0, timeout=20)
             except Fail:
                 raise Fail("round %d: the server still holds %d pinned bytes with no client"
                            % (rnd, pinned_fds(spid, True)))
@@ -1398,6 +1398,66 @@ def client_budgets_refuse_and_the_session_goes_on():
         check(p.returncode != 0 and "cuMemHostAlloc(&h, n, 0)" in p.stderr,
               "1 TiB of pinned memory refused: %r %r" % (p.stdout, p.stderr))
         check("budget" in e.log("server.log"), "the refusal is logged")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+def proc_status(pid, key):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) << 10
+    return 0
+
+
+@test
+def thirty_two_hostile_clients_stay_in_budget():
+    """32 clients each take all they can of every budget at once (pinned memory, streams,
+    events, new module images, a 64 MiB staged image): each gets exactly its budget, the
+    server's memory stays under the sum of its budgets, and once they are killed its
+    descriptors and pinned memory return to where they were."""
+    budgets = {"OPENMPS_CLIENT_PINNED_MAX": "4M", "OPENMPS_SERVER_PINNED_MAX": "64M",
+               "OPENMPS_CLIENT_MAX_STREAMS": "16", "OPENMPS_CLIENT_MAX_EVENTS": "64",
+               "OPENMPS_CLIENT_MAX_IMAGES": "8", "OPENMPS_SERVER_STAGE_MAX": "32M",
+               "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
+    e = Env(extra_env=budgets)
+    ok = False
+    try:
+        first = remote(e, "hold")
+        check(first.stdout.readline().strip().isdigit(), "a first client")
+        spid = e.servers()[0]
+        fds0, rss0 = len(os.listdir("/proc/%d/fd" % spid)), proc_status(spid, "VmRSS")
+        ps = [remote(e, "hostile") for _ in range(32)]
+        lines = []
+        for p in ps:
+            line = p.stdout.readline()
+            check(line.startswith("hostile"), "a hostile client: %r %r" % (line, p.poll()))
+            lines.append(dict(zip(line.split()[1::2], map(int, line.split()[2::2]))))
+        peak_rss = proc_status(spid, "VmRSS")
+        pinned = sum(x["pinned_mib"] for x in lines)
+        check(pinned <= 64 and all(x["pinned_mib"] <= 4 for x in lines),
+              "pinned within the budgets: %d MiB in all" % pinned)
+        check(all(x["streams"] == 16 and x["events"] == 64 and x["images"] == 8 for x in lines),
+              "every client got exactly its budget of streams, events, images: %r" % lines[:3])
+        grown = peak_rss - rss0
+        print("32 hostile clients: server RSS %d -> %d MiB, pinned %d MiB, big images loaded %d"
+              % (rss0 >> 20, peak_rss >> 20, pinned, sum(x["big_image"] == 0 for x in lines)))
+        check(grown < (64 + 32 + 48) << 20, "the server grew by %d MiB" % (grown >> 20))
+        for p in ps:
+            p.kill()
+        for p in ps:
+            p.communicate(timeout=30)
+            wait_for(lambda: ended(e, p.pid), what="a hostile client's session to end")
+        first.kill()
+        first.communicate(timeout=30)
+        wait_for(lambda: ended(e, first.pid), what="the first client's session to end")
+        try:
+            wait_for(lambda: len(os.listdir("/proc/%d/fd" % spid)) <= fds0 and
+                     pinned_fds(spid) == 0, timeout=20)
+        except Fail:
+            raise Fail("after the clients: %d descriptors (%d before), %d pinned bytes"
+                       % (len(os.listdir("/proc/%d/fd" % spid)), fds0,
+                          pinned_fds(spid, True)))
         ok = True
     finally:
         e.close(ok)
