@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,43 @@ void om_log_write(enum om_log_level level, const char *fmt, ...)
     write_all(log_fd >= 0 ? log_fd : STDERR_FILENO, line, off);
     if (log_stderr && log_fd >= 0)
         write_all(STDERR_FILENO, line, off);
+}
+
+const char *om_log_escape(char *dst, size_t cap, const char *src, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+
+    if (cap == 0)
+        return dst;
+    for (size_t i = 0; i < len && src[i]; i++) {
+        unsigned char ch = (unsigned char)src[i];
+        char esc[4];
+        size_t n = 0;
+
+        if (ch == '\\') {
+            esc[n++] = '\\';
+            esc[n++] = '\\';
+        } else if (ch < 0x20 || ch > 0x7e) {
+            esc[n++] = '\\';
+            esc[n++] = 'x';
+            esc[n++] = hex[ch >> 4];
+            esc[n++] = hex[ch & 15];
+        } else {
+            esc[n++] = (char)ch;
+        }
+        /* Every piece but the last leaves room for the "..." that marks a cut. */
+        bool last = i + 1 >= len || !src[i + 1];
+        if (k + n + (last ? 1 : 4) > cap) {
+            for (int j = 0; j < 3 && k + 1 < cap; j++)
+                dst[k++] = '.';
+            break;
+        }
+        memcpy(dst + k, esc, n);
+        k += n;
+    }
+    dst[k] = '\0';
+    return dst;
 }
 
 void om_assert_fail(const char *cond, const char *file, int line)
