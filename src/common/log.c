@@ -3,7 +3,6 @@
 #include "log.h"
 
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,39 +71,47 @@ void om_log_write(enum om_log_level level, const char *fmt, ...)
         write_all(STDERR_FILENO, line, off);
 }
 
-const char *om_log_escape(char *dst, size_t cap, const char *src, size_t len)
+/* How many characters byte ch takes once escaped, written into esc. */
+static size_t escape_byte(unsigned char ch, char esc[4])
 {
     static const char hex[] = "0123456789abcdef";
-    size_t k = 0;
+
+    if (ch == '\\') {
+        esc[0] = esc[1] = '\\';
+        return 2;
+    }
+    if (ch < 0x20 || ch > 0x7e) {
+        esc[0] = '\\';
+        esc[1] = 'x';
+        esc[2] = hex[ch >> 4];
+        esc[3] = hex[ch & 15];
+        return 4;
+    }
+    esc[0] = (char)ch;
+    return 1;
+}
+
+const char *om_log_escape(char *dst, size_t cap, const char *src, size_t len)
+{
+    size_t k = 0, total = 0, i;
+    char esc[4];
 
     if (cap == 0)
         return dst;
-    for (size_t i = 0; i < len && src[i]; i++) {
-        unsigned char ch = (unsigned char)src[i];
-        char esc[4];
-        size_t n = 0;
-
-        if (ch == '\\') {
-            esc[n++] = '\\';
-            esc[n++] = '\\';
-        } else if (ch < 0x20 || ch > 0x7e) {
-            esc[n++] = '\\';
-            esc[n++] = 'x';
-            esc[n++] = hex[ch >> 4];
-            esc[n++] = hex[ch & 15];
-        } else {
-            esc[n++] = (char)ch;
-        }
-        /* Every piece but the last leaves room for the "..." that marks a cut. */
-        bool last = i + 1 >= len || !src[i + 1];
-        if (k + n + (last ? 1 : 4) > cap) {
-            for (int j = 0; j < 3 && k + 1 < cap; j++)
-                dst[k++] = '.';
+    for (i = 0; i < len && src[i]; i++)
+        total += escape_byte((unsigned char)src[i], esc);
+    len = i;
+    /* When it does not all fit, room is left for the "..." that marks the cut;
+     * an escape is never cut in half. */
+    for (i = 0; i < len; i++) {
+        size_t n = escape_byte((unsigned char)src[i], esc);
+        if (total + 1 > cap && k + n + 4 > cap)
             break;
-        }
         memcpy(dst + k, esc, n);
         k += n;
     }
+    for (int j = 0; i < len && j < 3 && k + 1 < cap; j++)
+        dst[k++] = '.';
     dst[k] = '\0';
     return dst;
 }
