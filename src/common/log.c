@@ -71,6 +71,51 @@ void om_log_write(enum om_log_level level, const char *fmt, ...)
         write_all(STDERR_FILENO, line, off);
 }
 
+/* How many characters byte ch takes once escaped, written into esc. */
+static size_t escape_byte(unsigned char ch, char esc[4])
+{
+    static const char hex[] = "0123456789abcdef";
+
+    if (ch == '\\') {
+        esc[0] = esc[1] = '\\';
+        return 2;
+    }
+    if (ch < 0x20 || ch > 0x7e) {
+        esc[0] = '\\';
+        esc[1] = 'x';
+        esc[2] = hex[ch >> 4];
+        esc[3] = hex[ch & 15];
+        return 4;
+    }
+    esc[0] = (char)ch;
+    return 1;
+}
+
+const char *om_log_escape(char *dst, size_t cap, const char *src, size_t len)
+{
+    size_t k = 0, total = 0, i;
+    char esc[4];
+
+    if (cap == 0)
+        return dst;
+    for (i = 0; i < len && src[i]; i++)
+        total += escape_byte((unsigned char)src[i], esc);
+    len = i;
+    /* When it does not all fit, room is left for the "..." that marks the cut;
+     * an escape is never cut in half. */
+    for (i = 0; i < len; i++) {
+        size_t n = escape_byte((unsigned char)src[i], esc);
+        if (total + 1 > cap && k + n + 4 > cap)
+            break;
+        memcpy(dst + k, esc, n);
+        k += n;
+    }
+    for (int j = 0; i < len && j < 3 && k + 1 < cap; j++)
+        dst[k++] = '.';
+    dst[k] = '\0';
+    return dst;
+}
+
 void om_assert_fail(const char *cond, const char *file, int line)
 {
     om_log_write(OM_LOG_ERROR, "assertion failed: %s at %s:%d", cond, file, line);

@@ -4,6 +4,7 @@
 #define OM_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum om_log_level { OM_LOG_ERROR = 0, OM_LOG_WARN = 1, OM_LOG_INFO = 2, OM_LOG_DEBUG = 3 };
 
@@ -28,6 +29,13 @@ void om_log_write(enum om_log_level level, const char *fmt, ...)
 #define om_warn(...) om_log(OM_LOG_WARN, __VA_ARGS__)
 #define om_info(...) om_log(OM_LOG_INFO, __VA_ARGS__)
 #define om_debug(...) om_log(OM_LOG_DEBUG, __VA_ARGS__)
+
+/* Text that another process supplied (a command line, a fault message), made safe
+ * for a log line: bytes outside printable ASCII and the backslash are written as
+ * \xNN (\\ for the backslash), so no escape sequence or line break reaches a
+ * terminal that shows the log; at most len bytes of src are read, and a result that
+ * does not fit in cap ends in "...". Returns dst. */
+const char *om_log_escape(char *dst, size_t cap, const char *src, size_t len);
 
 /* Fatal internal inconsistency: logs file, line and condition, then aborts.
  * Stays on in release builds. */

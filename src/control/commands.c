@@ -105,6 +105,14 @@ static int parse_device(struct cmd_ctx *x, const char *s, uint32_t *ret)
     return -EINVAL;
 }
 
+/* Clients are shown to root and to their own user only: their pids and
+ * command lines are nobody else's business. A server's clients all belong to
+ * the server's user. */
+static bool sees_clients_of(const struct cmd_ctx *x, const struct server *s)
+{
+    return x->ui->uid == 0 || x->ui->uid == s->uid;
+}
+
 static int cmd_get_server_list(struct cmd_ctx *x)
 {
     for (struct server *s = x->d->servers; s; s = s->next)
@@ -161,6 +169,8 @@ static int cmd_get_client_list(struct cmd_ctx *x)
 
     if (parse_pid(x, x->argv[1], &s) < 0)
         return 0;
+    if (!sees_clients_of(x, s))
+        return 0; /* as a server without clients */
     for (struct client_rec *r = s->clients; r; r = r->next)
         sb_printf(x->out, "%s%d", x->out->len ? "\n" : "", (int)r->pid);
     return 0;
@@ -175,7 +185,7 @@ static int cmd_get_device_client_list(struct cmd_ctx *x)
     if (x->argc == 2 && parse_pid(x, x->argv[1], &only) < 0)
         return 0;
     for (struct server *s = x->d->servers; s; s = s->next) {
-        if (only && s != only)
+        if ((only && s != only) || !sees_clients_of(x, s))
             continue;
         for (uint32_t i = 0; i < s->ndevs && i < 32; i++) {
             bool header = false;
@@ -218,7 +228,7 @@ static int cmd_ps(struct cmd_ctx *x)
     if (x->argc == 3 && parse_pid(x, x->argv[2], &only) < 0)
         return 0;
     for (struct server *s = x->d->servers; s; s = s->next) {
-        if (only && s != only)
+        if ((only && s != only) || !sees_clients_of(x, s))
             continue;
         for (struct client_rec *r = s->clients; r; r = r->next) {
             char dev[64], pid[16], id[16], spid[16], ns[24];
@@ -298,7 +308,7 @@ static int cmd_quit(struct cmd_ctx *x)
                                           om_parse_u64(x->argv[2], 86400 * 365, &t) < 0)))
         return fail(x, "Usage: quit [-t <seconds>]");
     om_info("quit command issued%s%s", x->argc == 3 ? " with timeout of " : "",
-            x->argc == 3 ? x->argv[2] : "");
+            x->argc == 3 ? x->argv[2] : ""); /* digits only: om_parse_u64 took them */
     om_daemon_quit(x->d, x->argc == 3 ? (int)t : -1);
     return 0;
 }
@@ -521,10 +531,12 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
     char *argv[MAX_WORDS];
     struct cmd_ctx x = {.d = d, .ui = ui, .argv = argv, .out = out};
     const struct command *cmd = NULL;
-    char shown[256];
-    size_t k = 0;
+    char shown[256], answer[256];
     int rc;
 
+    /* Everything the peer typed is escaped before it reaches the log: no
+     * terminal escape sequence, no forged line. */
+    om_log_escape(shown, sizeof(shown), line, OM_CMD_MAX);
     snprintf(buf, sizeof(buf), "%s", line);
     x.argc = om_command_split(buf, argv, MAX_WORDS);
     if (x.argc == 0)
@@ -551,20 +563,20 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
     }
     rc = cmd->fn(&x);
     if (rc == OM_CMD_LATER) {
-        om_info("Command from pid %d (uid %u): %s %s %s (answer pending)", (int)ui->pid,
-                (unsigned)ui->uid, argv[0], argv[1], argv[2]);
+        om_peer_info(d, ui->uid, "Command from pid %d (uid %u): %s (answer pending)", (int)ui->pid,
+                     (unsigned)ui->uid, shown);
         return OM_CMD_LATER;
     }
 done:
-    /* Log only printable text: a command must not be able to forge log lines. */
-    for (const char *p = line; *p && k + 1 < sizeof(shown); p++)
-        shown[k++] = (unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f ? '?' : *p;
-    shown[k] = '\0';
+    /* The answer of an error echoes what was typed: escaped as well. */
     if (x.error)
-        om_info("Command from pid %d (uid %u): %s -> %.*s", (int)ui->pid, (unsigned)ui->uid, shown,
-                (int)(out->len > 200 ? 200 : out->len), out->buf ? out->buf : "");
+        om_peer_info(d, ui->uid, "Command from pid %d (uid %u): %s -> %s", (int)ui->pid,
+                     (unsigned)ui->uid, shown,
+                     om_log_escape(answer, sizeof(answer), out->buf ? out->buf : "",
+                                   out->len > 200 ? 200 : out->len));
     else
-        om_info("Command from pid %d (uid %u): %s", (int)ui->pid, (unsigned)ui->uid, shown);
+        om_peer_info(d, ui->uid, "Command from pid %d (uid %u): %s", (int)ui->pid,
+                     (unsigned)ui->uid, shown);
     *ret_error = x.error;
     return 0;
 }

@@ -65,17 +65,142 @@ void sb_free(struct strbuf *sb)
     memset(sb, 0, sizeof(*sb));
 }
 
-void om_conn_close(struct daemon *d, struct conn *c)
+/* The user's entry, made when missing; NULL only when out of memory. */
+static struct peer *peer_get(struct daemon *d, uid_t uid)
 {
-    for (struct conn **pp = &d->conns; *pp; pp = &(*pp)->next) {
-        if (*pp == c) {
-            *pp = c->next;
-            d->nconns--;
-            break;
+    struct peer *p;
+
+    for (p = d->peers; p; p = p->next)
+        if (p->uid == uid)
+            return p;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->uid = uid;
+    p->log_milli = (int64_t)OM_PEER_LOG_BURST * 1000;
+    p->log_at_ms = om_now_ms();
+    p->next = d->peers;
+    d->peers = p;
+    return p;
+}
+
+static void peer_refill(struct peer *p, int64_t now)
+{
+    int64_t full = (int64_t)OM_PEER_LOG_BURST * 1000;
+
+    if (now > p->log_at_ms) {
+        p->log_milli += (now - p->log_at_ms) * OM_PEER_LOG_PER_S;
+        if (p->log_milli > full)
+            p->log_milli = full;
+    }
+    p->log_at_ms = now;
+}
+
+/* Says how many lines were left out, once the user may log again. */
+static void peer_report(struct peer *p)
+{
+    if (!p->log_suppressed || p->log_milli < 1000)
+        return;
+    p->log_milli -= 1000;
+    om_log_write(OM_LOG_WARN, "uid %u: %llu log line(s) suppressed (more than %d a second)",
+                 (unsigned)p->uid, (unsigned long long)p->log_suppressed, OM_PEER_LOG_PER_S);
+    p->log_suppressed = 0;
+}
+
+bool om_peer_log_ok(struct daemon *d, uid_t uid)
+{
+    struct peer *p = peer_get(d, uid);
+
+    if (!p)
+        return true;
+    peer_refill(p, om_now_ms());
+    peer_report(p);
+    if (p->log_milli < 1000) {
+        p->log_suppressed++;
+        return false;
+    }
+    p->log_milli -= 1000;
+    return true;
+}
+
+/* Reports what was suppressed and forgets users with nothing left to count. */
+static void peers_sweep(struct daemon *d, int64_t now)
+{
+    for (struct peer **pp = &d->peers; *pp;) {
+        struct peer *p = *pp;
+        peer_refill(p, now);
+        peer_report(p);
+        if (!p->nonclient && !p->waiting && !p->log_suppressed &&
+            p->log_milli == (int64_t)OM_PEER_LOG_BURST * 1000) {
+            *pp = p->next;
+            free(p);
+        } else {
+            pp = &p->next;
         }
     }
+}
+
+/* Moves a connection to another kind, keeping its user's counts. */
+static void conn_set_kind(struct daemon *d, struct conn *c, enum conn_kind kind)
+{
+    if (c->kind == CONN_WAITING) {
+        c->peer->waiting--;
+        if (c->wprev)
+            c->wprev->wnext = c->wnext;
+        else
+            d->wait_head = c->wnext;
+        if (c->wnext)
+            c->wnext->wprev = c->wprev;
+        else
+            d->wait_tail = c->wprev;
+        c->wnext = c->wprev = NULL;
+    } else {
+        c->peer->nonclient--;
+    }
+    c->kind = kind;
+    if (kind == CONN_WAITING) {
+        c->peer->waiting++;
+        c->wprev = d->wait_tail;
+        if (d->wait_tail)
+            d->wait_tail->wnext = c;
+        else
+            d->wait_head = c;
+        d->wait_tail = c;
+    } else {
+        c->peer->nonclient++;
+    }
+}
+
+/* The connection is unlinked and its descriptor closed at once; the memory
+ * waits for the end of the event loop's round, so that the round can still
+ * tell that an entry of its poll set is gone. */
+void om_conn_close(struct daemon *d, struct conn *c)
+{
+    if (c->kind == CONN_WAITING)
+        conn_set_kind(d, c, CONN_NEW);
+    c->peer->nonclient--;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        d->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    d->nconns--;
     close(c->fd);
-    free(c);
+    c->fd = -1;
+    c->dead = true;
+    c->prev = NULL;
+    c->next = d->dead_conns;
+    d->dead_conns = c;
+}
+
+static void free_dead_conns(struct daemon *d)
+{
+    while (d->dead_conns) {
+        struct conn *c = d->dead_conns;
+        d->dead_conns = c->next;
+        free(c);
+    }
 }
 
 int om_send_answer(int fd, bool error, const char *text, size_t len)
@@ -104,13 +229,78 @@ static bool warn_allowed(struct daemon *d)
     return true;
 }
 
-static unsigned nonclient_conns(struct daemon *d, uid_t uid)
+/*
+ * Whether one more connection of this user fits; if not, why holds a refusal
+ * that names the limit. Root and the daemon's user may use the whole table;
+ * everybody else leaves some of it to root. The user being served (its server
+ * runs) may queue clients freely; a user without a server, whose clients can
+ * only wait, gets a budget, and all such users together a share of the table,
+ * so that the served user's clients and root's front-ends always get in.
+ */
+static bool admit(struct daemon *d, struct peer *p, char *why, size_t len)
 {
-    unsigned n = 0;
+    long share = d->max_conns - d->max_conns / 4;
+    long per_user =
+        share / 2 < OM_MAX_UNSERVED_CONNS_PER_UID ? share / 2 : OM_MAX_UNSERVED_CONNS_PER_UID;
+    long root_reserve = d->max_conns / 8 > 2 ? d->max_conns / 8 : 2;
+    long unserved = 0;
 
-    for (struct conn *c = d->conns; c; c = c->next)
-        n += c->uid == uid && c->kind != CONN_WAITING;
-    return n;
+    if ((long)d->nconns >= d->max_conns) {
+        snprintf(why, len,
+                 "openmps-control has %u connections open, its limit (from RLIMIT_NOFILE); "
+                 "try again later",
+                 d->nconns);
+        return false;
+    }
+    if (p->uid == 0 || p->uid == d->euid)
+        return true;
+    if ((long)d->nconns >= d->max_conns - root_reserve) {
+        snprintf(why, len,
+                 "openmps-control has %u connections open; the last %ld of its %ld are kept for "
+                 "root; try again later",
+                 d->nconns, root_reserve, d->max_conns);
+        return false;
+    }
+    if (p->nonclient >= OM_MAX_NONCLIENT_CONNS_PER_UID) {
+        snprintf(why, len,
+                 "uid %u holds %u connections that are not clients (front-ends or silent ones), "
+                 "the limit per user",
+                 (unsigned)p->uid, p->nonclient);
+        return false;
+    }
+    if (om_server_for_uid(d, p->uid))
+        return true;
+    if ((long)(p->nonclient + p->waiting) >= per_user) {
+        snprintf(
+            why, len,
+            "uid %u holds %u connections (clients waiting for a server, front-ends) and has no "
+            "server running: the limit of %ld per such user; try again when its waiting "
+            "clients are served",
+            (unsigned)p->uid, p->nonclient + p->waiting, per_user);
+        return false;
+    }
+    for (struct peer *q = d->peers; q; q = q->next)
+        if (q->uid != 0 && q->uid != d->euid && !om_server_for_uid(d, q->uid))
+            unserved += q->nonclient + q->waiting;
+    if (unserved >= share) {
+        snprintf(why, len,
+                 "users without a running server hold %ld connections, the limit of %ld they "
+                 "share; uid %u may try again later",
+                 unserved, share, (unsigned)p->uid);
+        return false;
+    }
+    return true;
+}
+
+/* Closes a socket whose peer may already have sent something: what is unread
+ * at close turns into a reset at the peer, which would then miss the refusal. */
+static void drain_close(int fd)
+{
+    char buf[64];
+
+    while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+    close(fd);
 }
 
 static void accept_all(struct daemon *d)
@@ -118,6 +308,8 @@ static void accept_all(struct daemon *d)
     for (;;) {
         int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         struct conn *c;
+        struct peer *p;
+        char why[256];
         pid_t pid;
         uid_t uid;
         gid_t gid;
@@ -136,18 +328,17 @@ static void accept_all(struct daemon *d)
             close(fd);
             continue;
         }
-        if ((long)d->nconns >= d->max_conns) {
-            if (warn_allowed(d))
-                om_err("too many connections (%u); refusing pid %d", d->nconns, (int)pid);
+        p = peer_get(d, uid);
+        if (!p) {
             close(fd);
             continue;
         }
-        if (uid != 0 && uid != d->euid &&
-            nonclient_conns(d, uid) >= OM_MAX_NONCLIENT_CONNS_PER_UID) {
-            if (warn_allowed(d))
-                om_err("uid %u holds %d connections that are not clients; refusing pid %d",
-                       (unsigned)uid, OM_MAX_NONCLIENT_CONNS_PER_UID, (int)pid);
-            close(fd);
+        if (!admit(d, p, why, sizeof(why))) {
+            /* The whole table full is everybody's problem: said at most every 10 s. */
+            if ((long)d->nconns >= d->max_conns ? warn_allowed(d) : om_peer_log_ok(d, uid))
+                om_err("too many connections: refusing pid %d: %s", (int)pid, why);
+            om_msg_send_text(fd, OM_MSG_REFUSE, 0, why);
+            drain_close(fd);
             continue;
         }
         c = calloc(1, sizeof(*c));
@@ -162,7 +353,11 @@ static void accept_all(struct daemon *d)
         c->pid = pid;
         c->uid = uid;
         c->gid = gid;
+        c->peer = p;
+        p->nonclient++;
         c->next = d->conns;
+        if (d->conns)
+            d->conns->prev = c;
         d->conns = c;
         d->nconns++;
     }
@@ -173,7 +368,7 @@ static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *
     char why[256];
 
     if (om_decode_hello(m->payload, m->hdr.len, &c->hello) < 0) {
-        om_err("client %d sent an invalid hello; dropping it", (int)c->pid);
+        om_peer_err(d, c->uid, "client %d sent an invalid hello; dropping it", (int)c->pid);
         om_conn_close(d, c);
         return;
     }
@@ -188,7 +383,7 @@ static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *
         snprintf(why, sizeof(why),
                  "openmps-control cannot see this client's pid (it runs in another pid namespace); "
                  "run the daemon in the clients' pid namespace (hostPID in Kubernetes)");
-        om_info("Refusing a client of uid %u: %s", (unsigned)c->uid, why);
+        om_peer_info(d, c->uid, "Refusing a client of uid %u: %s", (unsigned)c->uid, why);
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
         om_conn_close(d, c);
         return;
@@ -198,14 +393,13 @@ static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *
                  "openmps-control runs as uid %u and serves only that user; uid %u was refused "
                  "(run the daemon as root to serve several users)",
                  (unsigned)d->euid, (unsigned)c->uid);
-        om_info("Refusing client %d: %s", (int)c->pid, why);
+        om_peer_info(d, c->uid, "Refusing client %d: %s", (int)c->pid, why);
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
         om_conn_close(d, c);
         return;
     }
-    om_info("New client %d (uid %u) connected", (int)c->pid, (unsigned)c->uid);
-    c->kind = CONN_WAITING;
-    c->seq = d->next_seq++;
+    om_peer_info(d, c->uid, "New client %d (uid %u) connected", (int)c->pid, (unsigned)c->uid);
+    conn_set_kind(d, c, CONN_WAITING);
     c->since_ms = om_now_ms();
     om_daemon_schedule(d);
 }
@@ -217,16 +411,19 @@ static void handle_command(struct daemon *d, struct conn *c, const struct om_msg
     int rc;
 
     if (om_msg_text(m, OM_CMD_MAX) < 0) {
-        om_err("front-end %d sent an invalid command message; dropping it", (int)c->pid);
+        om_peer_err(d, c->uid, "front-end %d sent an invalid command message; dropping it",
+                    (int)c->pid);
         om_conn_close(d, c);
         return;
     }
     if (c->awaiting) {
-        om_err("front-end %d sent a command before its previous answer; dropping it", (int)c->pid);
+        om_peer_err(d, c->uid,
+                    "front-end %d sent a command before its previous answer; dropping it",
+                    (int)c->pid);
         om_conn_close(d, c);
         return;
     }
-    c->kind = CONN_UI;
+    conn_set_kind(d, c, CONN_UI);
     c->since_ms = om_now_ms(); /* idle time counts from the last command */
     rc = om_command_run(d, c, (const char *)m->payload, &out, &error);
     if (rc != OM_CMD_LATER) {
@@ -245,8 +442,9 @@ static void handle_conn(struct daemon *d, struct conn *c, short revents)
 
     if (c->kind == CONN_WAITING) {
         /* A waiting client only ever hangs up; anything it sends is a protocol error. */
-        om_info("Client %d left while waiting for its server", (int)c->pid);
+        om_peer_info(d, c->uid, "Client %d left while waiting for its server", (int)c->pid);
         om_conn_close(d, c);
+        om_daemon_schedule(d); /* it may have held others back */
         return;
     }
     m = malloc(sizeof(*m));
@@ -262,7 +460,7 @@ static void handle_conn(struct daemon *d, struct conn *c, short revents)
     }
     if (rc == -ECONNRESET) {
         if (c->kind == CONN_NEW)
-            om_info("connection of pid %d closed before its hello", (int)c->pid);
+            om_peer_info(d, c->uid, "connection of pid %d closed before its hello", (int)c->pid);
         om_conn_close(d, c);
         goto out;
     }
@@ -271,14 +469,14 @@ static void handle_conn(struct daemon *d, struct conn *c, short revents)
         snprintf(text, sizeof(text),
                  "openmps protocol version mismatch: the daemon speaks %u.%u, pid %d speaks %u.%u",
                  OM_PROTO_MAJOR, OM_PROTO_MINOR, (int)c->pid, m->hdr.major, m->hdr.minor);
-        om_err("%s; dropping it", text);
+        om_peer_err(d, c->uid, "%s; dropping it", text);
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, text);
         om_conn_close(d, c);
         goto out;
     }
     if (rc < 0) {
-        om_err("malformed message from pid %d (%s); dropping the connection", (int)c->pid,
-               strerror(-rc));
+        om_peer_err(d, c->uid, "malformed message from pid %d (%s); dropping the connection",
+                    (int)c->pid, strerror(-rc));
         om_conn_close(d, c);
         goto out;
     }
@@ -287,8 +485,8 @@ static void handle_conn(struct daemon *d, struct conn *c, short revents)
     else if (m->hdr.type == OM_MSG_COMMAND && (c->kind == CONN_NEW || c->kind == CONN_UI))
         handle_command(d, c, m);
     else {
-        om_err("unexpected %s message from pid %d; dropping the connection",
-               om_msg_type_name(m->hdr.type), (int)c->pid);
+        om_peer_err(d, c->uid, "unexpected %s message from pid %d; dropping the connection",
+                    om_msg_type_name(m->hdr.type), (int)c->pid);
         om_conn_close(d, c);
     }
 out:
@@ -311,39 +509,30 @@ static bool same_uid_stopping(struct daemon *d, uid_t uid)
     return false;
 }
 
-static struct conn *oldest_waiting(struct daemon *d, uint64_t after, bool any_after)
+void om_daemon_schedule(struct daemon *d)
 {
-    struct conn *best = NULL;
-
-    for (struct conn *c = d->conns; c; c = c->next)
-        if (c->kind == CONN_WAITING && (!any_after || c->seq > after) &&
-            (!best || c->seq < best->seq))
-            best = c;
-    return best;
+    d->sched_dirty = true;
 }
 
 /*
  * Decides for every waiting client, oldest first: hand it to its user's
  * server, start that server, or keep waiting while another user's server has
  * clients. A client never overtakes an older client of another user, so a
- * busy user cannot starve a waiting one.
+ * busy user cannot starve a waiting one. One pass is linear in the number of
+ * waiting clients, and runs at most once per round of the event loop.
  */
-void om_daemon_schedule(struct daemon *d)
+static void schedule_pass(struct daemon *d)
 {
-    uint64_t last = 0;
-    bool first = true;
     bool blocked = false; /* an older client of another user waits */
     uid_t blocked_uid = 0;
+    struct conn *next;
 
-    for (;;) {
-        struct conn *c = oldest_waiting(d, last, !first);
+    d->sched_dirty = false;
+    for (struct conn *c = d->wait_head; c; c = next) {
         struct server *s, *other;
         char err[256];
 
-        if (!c)
-            break;
-        first = false;
-        last = c->seq;
+        next = c->wnext; /* c may be handed over or refused below */
         if (d->quitting) {
             om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control is shutting down");
             om_conn_close(d, c);
@@ -366,7 +555,7 @@ void om_daemon_schedule(struct daemon *d)
         if (same_uid_stopping(d, c->uid))
             goto wait;
         if (!om_server_spawn(d, c->uid, err, sizeof(err))) {
-            om_err("Refusing client %d: %s", (int)c->pid, err);
+            om_peer_err(d, c->uid, "Refusing client %d: %s", (int)c->pid, err);
             om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, err);
             om_conn_close(d, c);
         }
@@ -382,8 +571,8 @@ void om_daemon_schedule(struct daemon *d)
             snprintf(text, sizeof(text),
                      "waiting: a server of another user is busy; uid %u is served after it",
                      (unsigned)c->uid);
-            om_info("Client %d (uid %u) queued behind the server of another user", (int)c->pid,
-                    (unsigned)c->uid);
+            om_peer_info(d, c->uid, "Client %d (uid %u) queued behind the server of another user",
+                         (int)c->pid, (unsigned)c->uid);
             om_msg_send_text(c->fd, OM_MSG_QUEUED, 0, text);
         }
     }
@@ -479,13 +668,13 @@ static void handle_timers(struct daemon *d)
     for (struct conn *c = d->conns; c; c = next) {
         next = c->next;
         if (c->kind == CONN_NEW && now - c->since_ms > d->hello_timeout_ms) {
-            om_err("pid %d connected but said nothing for %d ms; dropping it", (int)c->pid,
-                   d->hello_timeout_ms);
+            om_peer_err(d, c->uid, "pid %d connected but said nothing for %d ms; dropping it",
+                        (int)c->pid, d->hello_timeout_ms);
             om_conn_close(d, c);
         } else if (c->kind == CONN_UI && !c->awaiting &&
                    now - c->since_ms > OM_UI_IDLE_TIMEOUT_MS) {
-            om_info("front-end pid %d idle for %d s; closing it", (int)c->pid,
-                    OM_UI_IDLE_TIMEOUT_MS / 1000);
+            om_peer_info(d, c->uid, "front-end pid %d idle for %d s; closing it", (int)c->pid,
+                         OM_UI_IDLE_TIMEOUT_MS / 1000);
             om_conn_close(d, c);
         }
     }
@@ -505,6 +694,7 @@ static void handle_timers(struct daemon *d)
         }
         expire_pending(d, s, now);
     }
+    peers_sweep(d, now);
     if (d->quitting && d->quit_force_at_ms && now >= d->quit_force_at_ms) {
         d->quit_force_at_ms = 0;
         om_info("Quit timeout reached; forcing the servers down");
@@ -532,20 +722,14 @@ static int next_timeout(struct daemon *d)
     return next <= now ? 0 : (int)(next - now);
 }
 
-/* Who a poll entry belongs to: looked up by id after poll, never by fd, since
- * a handler may close a descriptor and another may get its number. */
+/* Who a poll entry belongs to. A handler may close a connection and another
+ * may get its descriptor's number: a closed connection stays allocated, marked
+ * dead, until the round ends; a server is looked up by id. */
 struct poll_owner {
     bool is_server;
     uint64_t id;
+    struct conn *conn;
 };
-
-static struct conn *conn_by_id(struct daemon *d, uint64_t id)
-{
-    for (struct conn *c = d->conns; c; c = c->next)
-        if (c->id == id)
-            return c;
-    return NULL;
-}
 
 static struct server *server_by_id(struct daemon *d, uint64_t id)
 {
@@ -591,11 +775,11 @@ int om_daemon_run(struct daemon *d)
         pfds[n++] = (struct pollfd){.fd = om_now_ms() < d->accept_paused_until ? -1 : d->listen_fd,
                                     .events = POLLIN};
         for (struct conn *c = d->conns; c; c = c->next) {
-            owners[n] = (struct poll_owner){false, c->id};
+            owners[n] = (struct poll_owner){false, c->id, c};
             pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
         }
         for (struct server *s = d->servers; s; s = s->next) {
-            owners[n] = (struct poll_owner){true, s->id};
+            owners[n] = (struct poll_owner){true, s->id, NULL};
             pfds[n++] = (struct pollfd){.fd = s->chan, .events = POLLIN}; /* -1 is skipped */
         }
         rc = poll(pfds, n, next_timeout(d));
@@ -604,30 +788,35 @@ int om_daemon_run(struct daemon *d)
             break;
         }
         handle_timers(d);
-        if (rc <= 0)
-            continue;
-        if (pfds[0].revents)
+        if (rc > 0 && pfds[0].revents)
             handle_signals(d);
-        if (pfds[1].revents)
+        if (rc > 0 && pfds[1].revents)
             accept_all(d);
-        for (size_t i = 2; i < n; i++) {
+        for (size_t i = 2; rc > 0 && i < n; i++) {
             if (!pfds[i].revents || pfds[i].fd < 0)
                 continue;
             if (owners[i].is_server) {
                 struct server *s = server_by_id(d, owners[i].id);
                 if (s && s->chan == pfds[i].fd)
                     om_server_handle_message(d, s);
-            } else {
-                struct conn *c = conn_by_id(d, owners[i].id);
-                if (c)
-                    handle_conn(d, c, pfds[i].revents);
+            } else if (!owners[i].conn->dead) {
+                handle_conn(d, owners[i].conn, pfds[i].revents);
             }
         }
+        if (d->sched_dirty)
+            schedule_pass(d);
+        free_dead_conns(d);
     }
     free(pfds);
     free(owners);
     while (d->conns)
         om_conn_close(d, d->conns);
+    free_dead_conns(d);
+    while (d->peers) {
+        struct peer *p = d->peers;
+        d->peers = p->next;
+        free(p);
+    }
     om_info("openmps-control exiting");
     return 0;
 }

@@ -52,9 +52,17 @@ static int one_command(int fd, struct om_msg *m, const char *line)
     rc = om_msg_send(fd, OM_MSG_COMMAND, 0, line, len, -1);
     do {
         /* Every command is answered at once, except terminate_client, which
-         * the daemon bounds to a few seconds; a minute means the daemon hangs. */
+         * the daemon bounds to a few seconds; a minute means the daemon hangs.
+         * A failed send is read after too: a daemon that refused the
+         * connection said why before it closed it. */
+        int rrc = om_msg_recv(fd, m, NULL, rc == 0 ? OM_FRONTEND_TIMEOUT_MS : 1000);
+        if (rrc == 0 && m->hdr.type == OM_MSG_REFUSE && om_msg_text(m, 1000) == 0) {
+            fprintf(stderr, "openmps-control: the daemon refused the connection: %s\n",
+                    (const char *)m->payload);
+            return -1;
+        }
         if (rc == 0)
-            rc = om_msg_recv(fd, m, NULL, OM_FRONTEND_TIMEOUT_MS);
+            rc = rrc;
         if (rc < 0 || m->hdr.type != OM_MSG_ANSWER || om_msg_text(m, OM_MSG_MAX_PAYLOAD) < 0) {
             fprintf(stderr, "openmps-control: the connection to the daemon broke (%s)\n",
                     rc < 0 ? strerror(-rc) : "unexpected message");

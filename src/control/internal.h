@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "../common/driver.h"
+#include "../common/log.h"
 #include "../common/msg.h"
 #include "openmps/protocol.h"
 
@@ -25,6 +26,15 @@
 #define OM_UI_IDLE_TIMEOUT_MS (10 * 60 * 1000)
 /* Connections of one user that are not (yet) clients: front-ends and silent ones. */
 #define OM_MAX_NONCLIENT_CONNS_PER_UID 32
+/* Connections of a user without a running server of its own (clients queued behind
+ * another user's server, front-ends, silent ones): at most this many per user, and
+ * at most half of what all such users share (three quarters of the table). Root,
+ * the daemon's user and the user being served are not held to it. */
+#define OM_MAX_UNSERVED_CONNS_PER_UID 256
+/* Log lines that one user's peers may cause: a burst, then this many per second;
+ * the rest are counted and reported in one line. */
+#define OM_PEER_LOG_BURST 300
+#define OM_PEER_LOG_PER_S 10
 /* Descriptors kept free for servers, logs and the driver probe. */
 #define OM_FD_RESERVE 64
 /* Largest piece of an answer in one message (the rest follows, flagged MORE). */
@@ -36,6 +46,17 @@ enum conn_kind {
     CONN_WAITING, /* client that said hello and waits for its server */
 };
 
+/* What the daemon keeps per user that has connections or recently caused log lines. */
+struct peer {
+    uid_t uid;
+    unsigned nonclient; /* CONN_NEW and CONN_UI connections */
+    unsigned waiting;   /* CONN_WAITING connections */
+    int64_t log_milli;  /* log lines it may still cause, in thousandths */
+    int64_t log_at_ms;  /* when log_milli was last refilled */
+    uint64_t log_suppressed;
+    struct peer *next;
+};
+
 /* A socket accepted on the control socket. */
 struct conn {
     uint64_t id; /* unique for the daemon's life: fds and pointers are reused */
@@ -44,12 +65,14 @@ struct conn {
     pid_t pid; /* from SO_PEERCRED */
     uid_t uid;
     gid_t gid;
-    int64_t since_ms;      /* accepted (CONN_NEW) or queued (CONN_WAITING) */
-    uint64_t seq;          /* arrival order of waiting clients */
-    bool told_queued;      /* a QUEUED notice was sent */
-    uint32_t awaiting;     /* UI: request id of a command in flight to a server, 0 none */
-    struct om_hello hello; /* CONN_WAITING */
-    struct conn *next;
+    int64_t since_ms;           /* accepted (CONN_NEW) or queued (CONN_WAITING) */
+    bool told_queued;           /* a QUEUED notice was sent */
+    uint32_t awaiting;          /* UI: request id of a command in flight to a server, 0 none */
+    struct om_hello hello;      /* CONN_WAITING */
+    struct peer *peer;          /* its user's counts */
+    bool dead;                  /* closed; freed at the end of the event loop's round */
+    struct conn *next, *prev;   /* d->conns; next also chains d->dead_conns */
+    struct conn *wnext, *wprev; /* d->wait_head: waiting clients in arrival order */
 };
 
 enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };
@@ -108,8 +131,11 @@ struct daemon {
     int server_log_fd; /* server.log, inherited by servers */
     int hello_timeout_ms;
     struct conn *conns;
+    struct conn *wait_head, *wait_tail; /* CONN_WAITING, oldest first */
+    struct conn *dead_conns;
+    struct peer *peers;
+    bool sched_dirty; /* om_daemon_schedule was asked for since the last pass */
     struct server *servers;
-    uint64_t next_seq;
     uint64_t next_conn_id;
     uint64_t next_server_id;
     long max_conns; /* from RLIMIT_NOFILE, less OM_FD_RESERVE */
@@ -147,8 +173,20 @@ void om_daemon_cleanup(struct daemon *d);
 
 /* daemon.c */
 int om_daemon_run(struct daemon *d);
+/* Asks for a scheduling pass over the waiting clients; it runs once at the end
+ * of the event loop's round, however often it was asked for. */
 void om_daemon_schedule(struct daemon *d);
 void om_conn_close(struct daemon *d, struct conn *c);
+/* True when a log line caused by a peer of this user may be written (a token
+ * bucket per user); false counts the line as suppressed. */
+bool om_peer_log_ok(struct daemon *d, uid_t uid);
+#define om_peer_log(d, uid, level, ...)                                                            \
+    do {                                                                                           \
+        if ((int)(level) <= om_log_level_current && om_peer_log_ok((d), (uid)))                    \
+            om_log_write((level), __VA_ARGS__);                                                    \
+    } while (0)
+#define om_peer_err(d, uid, ...) om_peer_log(d, uid, OM_LOG_ERROR, __VA_ARGS__)
+#define om_peer_info(d, uid, ...) om_peer_log(d, uid, OM_LOG_INFO, __VA_ARGS__)
 /* Sends an answer of any length (split into OM_ANSWER_CHUNK pieces). */
 int om_send_answer(int fd, bool error, const char *text, size_t len);
 

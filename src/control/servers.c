@@ -223,7 +223,7 @@ static void describe_process(pid_t pid, struct client_rec *r)
         if (n > 0) {
             r->command[n] = '\0';
             for (char *p = r->command; *p; p++)
-                if ((unsigned char)*p < 0x20)
+                if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
                     *p = '?';
         } else {
             snprintf(r->command, sizeof(r->command), "?");
@@ -288,8 +288,8 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     r->next = s->clients;
     s->clients = r;
     s->nclients++;
-    om_info("Accepting client %d (uid %u) for server %d as client %u", (int)c->pid,
-            (unsigned)c->uid, (int)s->pid, a.client_id);
+    om_peer_info(d, c->uid, "Accepting client %d (uid %u) for server %d as client %u", (int)c->pid,
+                 (unsigned)c->uid, (int)s->pid, a.client_id);
     om_conn_close(d, c); /* the server owns the session now */
 }
 
@@ -313,13 +313,14 @@ void om_server_shutdown(struct daemon *d, struct server *s, bool force)
     om_info("Server %d: %s shutdown requested", (int)s->pid, force ? "forced" : "graceful");
 }
 
-static void client_down(struct server *s, uint32_t id)
+static void client_down(struct daemon *d, struct server *s, uint32_t id)
 {
     for (struct client_rec **pp = &s->clients; *pp; pp = &(*pp)->next) {
         struct client_rec *r = *pp;
         if (r->id != id)
             continue;
-        om_info("Server %d: client %d (id %u) disconnected", (int)s->pid, (int)r->pid, id);
+        om_peer_info(d, s->uid, "Server %d: client %d (id %u) disconnected", (int)s->pid,
+                     (int)r->pid, id);
         *pp = r->next;
         free(r);
         s->nclients--;
@@ -402,7 +403,8 @@ void om_server_handle_message(struct daemon *d, struct server *s)
     case OM_MSG_SRV_FAULT:
         if (om_msg_text(m, 255) < 0)
             goto bad;
-        snprintf(s->fault, sizeof(s->fault), "%.255s", (const char *)m->payload);
+        /* The server runs as its user: its words are escaped like any peer's. */
+        om_log_escape(s->fault, sizeof(s->fault), (const char *)m->payload, 255);
         if (s->state != SRV_STOPPING)
             s->state = SRV_FAULT;
         om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
@@ -411,7 +413,7 @@ void om_server_handle_message(struct daemon *d, struct server *s)
         if (om_decode_srv_client(m->payload, m->hdr.len, &cl) < 0)
             goto bad;
         if (cl.event == OM_CLIENT_DOWN) {
-            client_down(s, cl.client_id);
+            client_down(d, s, cl.client_id);
         } else {
             for (struct client_rec *r = s->clients; r; r = r->next)
                 if (r->id == cl.client_id) {
@@ -463,7 +465,7 @@ static void refuse_waiting(struct daemon *d, uid_t uid, const char *why)
         next = c->next;
         if (c->kind == CONN_WAITING && c->uid == uid) {
             om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
-            om_info("Refusing client %d: %s", (int)c->pid, why);
+            om_peer_info(d, uid, "Refusing client %d: %s", (int)c->pid, why);
             om_conn_close(d, c);
         }
     }
@@ -477,7 +479,7 @@ static void drain_fault(struct server *s)
 
     for (int i = 0; m && i < 256 && om_msg_recv(s->chan, m, NULL, 0) == 0; i++) {
         if (m->hdr.type == OM_MSG_SRV_FAULT && om_msg_text(m, 255) == 0 && !s->fault[0]) {
-            snprintf(s->fault, sizeof(s->fault), "%.255s", (const char *)m->payload);
+            om_log_escape(s->fault, sizeof(s->fault), (const char *)m->payload, 255);
             om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
         }
     }

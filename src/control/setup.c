@@ -115,6 +115,29 @@ static void find_server_exe(struct daemon *d)
     snprintf(d->server_exe, sizeof(d->server_exe), "%s/openmps-server", dirname(self));
 }
 
+/* Opens a log for appending, readable by its owner only: a log left 0644 by
+ * an older version is tightened too. */
+static int open_log(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[300];
+    int fd, rc;
+
+    if (om_path_join(path, sizeof(path), dir, name) < 0) {
+        snprintf(err, errlen, "the log directory path %s is too long", dir);
+        return -ENAMETOOLONG;
+    }
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || fchmod(fd, 0600) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot %s %s: %s", fd < 0 ? "open" : "restrict the mode of", path,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
 {
     char path[300];
@@ -148,7 +171,10 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
     rc = om_make_private_dir(d->pipe_dir, pipe_mode, err, errlen);
     if (rc < 0)
         return rc;
-    rc = om_make_private_dir(d->log_dir, 0755, err, errlen);
+    /* The logs name every user's processes and commands: root's (or the
+     * daemon's user's) only. Servers write server.log through the descriptor
+     * they inherit, so they need no access to the directory. */
+    rc = om_make_private_dir(d->log_dir, 0700, err, errlen);
     if (rc < 0)
         return rc;
     rc = refuse_nvidia(d->pipe_dir, err, errlen);
@@ -188,20 +214,13 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
         snprintf(err, errlen, "cannot listen on %s: %s", d->sock_path, strerror(-d->listen_fd));
         return d->listen_fd;
     }
-    if (om_path_join(path, sizeof(path), d->log_dir, "control.log") < 0 ||
-        (log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "cannot open %s/control.log: %s", d->log_dir, strerror(errno));
-        return rc;
-    }
+    log_fd = open_log(d->log_dir, "control.log", err, errlen);
+    if (log_fd < 0)
+        return log_fd;
     om_log_init("Control", log_fd);
-    if (om_path_join(path, sizeof(path), d->log_dir, "server.log") < 0 ||
-        (d->server_log_fd =
-             open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "cannot open %s/server.log: %s", d->log_dir, strerror(errno));
-        return rc;
-    }
+    d->server_log_fd = open_log(d->log_dir, "server.log", err, errlen);
+    if (d->server_log_fd < 0)
+        return d->server_log_fd;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);

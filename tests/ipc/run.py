@@ -181,7 +181,7 @@ class Env:
                     p.wait()
             reports = []
             for _, err in self.children:
-                text = open(err).read()
+                text = open(err, errors="replace").read()  # a daemon may echo any byte
                 if SANITIZER.search(text):
                     reports.append("%s:\n%s" % (err, text[-4000:]))
             if reports:
@@ -594,7 +594,7 @@ def connection_flood():
                     "  try: s.send(struct.pack('<IHHHHI',0x53504D4F,1,0,2,0,4)+b'help')\n"
                     "  except OSError: pass\n"
                     "for s in ss:\n"
-                    "  try: ok += len(s.recv(100))>0\n"
+                    "  try: d=s.recv(100); ok += len(d)>16 and d[8]==3\n"  # ANSWER, not REFUSE
                     "  except OSError: pass\n"
                     "print(ok)\n")
             p = subprocess.run([sys.executable, "-c", code, os.path.join(e2.pipe, "control.sock")],
@@ -691,6 +691,86 @@ def malformed_daemon_messages():
         rc, out, err = e.run_client("--pings", 10)
         check(rc == 0, "daemon still serves clients: " + err)
         check(e.cmd("get_default_client_priority") == "0", "daemon still answers")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def log_flood_is_rate_limited():
+    """A user's flood of commands and malformed messages adds a bounded number of lines
+    to control.log and a line saying how many were suppressed; other users' lines and,
+    after a pause, the flooder's own are logged again."""
+    need_root()
+    e = Env()
+    ok = False
+    try:
+        path = os.path.join(e.logs, "control.log")
+        before = os.path.getsize(path)
+        code = ("import os,socket,struct,sys,time\n"
+                "os.setgroups([]); os.setgid(12006); os.setuid(12006)\n"
+                "def msg(t, p): return struct.pack('<IHHHHI',0x53504D4F,1,0,t,0,len(p))+p\n"
+                "ui=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); ui.connect(sys.argv[1])\n"
+                "n=0; t0=time.monotonic()\n"
+                "while (n < 3000 or time.monotonic() < t0+3) and time.monotonic() < t0+30:\n"
+                "  ui.send(msg(2, b'no_such_command %d' % n)); ui.recv(70000); n+=1\n"
+                "  if n % 20 == 0:\n"
+                "    s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect(sys.argv[1])\n"
+                "    s.send(b'garbage'); s.recv(100); s.close(); n+=1\n"
+                "print(n)\n")
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-c", code, os.path.join(e.pipe, "control.sock")],
+                           capture_output=True, text=True, timeout=120)
+        flood_s = time.monotonic() - t0
+        check(p.returncode == 0, "the flood ran: %r" % p.stderr)
+        sent = int(p.stdout)
+        # 300 lines at once, then 10 a second, under 200 bytes each.
+        grown = os.path.getsize(path) - before
+        bound = (300 + 10 * flood_s + 20) * 200
+        print("%d messages in %.1f s grew control.log by %d bytes" % (sent, flood_s, grown))
+        check(sent >= 3000, "the flood sent %d messages, too few to tell" % sent)
+        check(grown < bound, "%d messages grew control.log by %d bytes" % (sent, grown))
+        wait_for(lambda: re.search(r"uid 12006: \d+ log line\(s\) suppressed", e.log()),
+                 what="the suppressed lines' count")
+        # Root's lines are not held back by another user's flood.
+        e.cmd("root_marker_command")
+        check('Unknown command \\"root_marker_command\\"' in e.log() or
+              "root_marker_command" in e.log(), "root's command logged at once")
+        # The flooder's lines come back once its allowance refills.
+        def flooder_logged():
+            ctl_as(e, 12006, "after_the_flood\n")
+            return "after_the_flood" in e.log()
+        wait_for(flooder_logged, timeout=20, what="the flooder's next command in the log")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def log_escapes_control_characters():
+    """Escape sequences and control bytes a user types reach control.log escaped."""
+    e = Env()
+    ok = False
+    try:
+        evil = b"\x1b[31mred\x1b]0;title\x07 \x9b2J\x7f\x01\rFAKE LINE \\x41"
+        s = raw_conn(e)
+        s.send(raw_msg(MSG["COMMAND"], evil))
+        mtype, text = recv_msg(s)
+        check(mtype == MSG["ANSWER"] and text.startswith(b'Unknown command "\x1b[31mred'),
+              "the answer echoes the command: %r" % text)
+        s.close()
+        out, _, _ = e.ctl("set_default_active_thread_percentage \x1b[2J\x1b[H\n")
+        check("Invalid percentage" in out, "an error that echoes its argument: %r" % out)
+        e.cmd("get_server_list")
+        raw = open(os.path.join(e.logs, "control.log"), "rb").read()
+        bad = sorted(set(b for b in raw if (b < 0x20 and b != 0x0a) or b >= 0x7f))
+        check(not bad, "control bytes in control.log: %r" % bad)
+        check(b"(uid %d): " % os.getuid() + rb'\x1b[31mred\x1b]0;title\x07 \x9b2J\x7f\x01\x0dFAKE LINE \\x41 -> '
+              rb'Unknown command "\x1b[31mred\x1b]0;title\x07"' in raw,
+              "the command and its answer logged escaped: %r" % raw[-600:])
+        check(rb'\x1b[2J\x1b[H", expected' in raw, "an argument echoed in an error: %r" %
+              raw[-600:])
+        check(b"\nFAKE LINE" not in raw and b"\rFAKE" not in raw, "no forged line")
         ok = True
     finally:
         e.close(ok)
@@ -1813,6 +1893,155 @@ def two_users_queued():
         e.close(ok)
 
 
+# A plain user's script that opens connections and holds them until its stdin closes:
+# per connection it sends one message and reports the first answer's type and text.
+FLOOD = r"""
+import json, os, socket, struct, sys
+uid, path, count, mtype, payload = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), \
+    int(sys.argv[4]), bytes.fromhex(sys.argv[5])
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+held, got = [], []
+for i in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path); s.settimeout(20); held.append(s)
+    try: s.send(struct.pack('<IHHHHI', 0x53504D4F, 1, 0, mtype, 0, len(payload)) + payload)
+    except OSError: pass
+    try:
+        d = s.recv(70000)
+        got.append([struct.unpack('<H', d[8:10])[0], d[16:].decode(errors='replace')]
+                   if d else ['eof', ''])
+    except OSError as ex: got.append(['error', str(ex)])
+print(json.dumps(got), flush=True)
+sys.stdin.read()
+"""
+
+
+def flood_as(e, uid, count, mtype, payload=b""):
+    """Starts FLOOD as uid; returns (Popen, [[type, text] per connection])."""
+    p = subprocess.Popen([sys.executable, "-c", FLOOD, str(uid), os.path.join(e.pipe, "control.sock"),
+                          str(count), str(mtype), payload.hex()], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    import json
+    line = p.stdout.readline()
+    check(line, "the flood as uid %d ended early" % uid)
+    return p, json.loads(line)
+
+
+def hello_payload(pid):
+    return struct.pack("<II", pid, 0) + b"\0" * (HELLO_SIZE - 8)
+
+
+def ctl_as(e, uid, text):
+    """The front-end run as another user: its stdout."""
+    p = subprocess.run([CONTROL], input=text, env=e.env, capture_output=True, text=True,
+                       timeout=30, preexec_fn=as_user(uid))
+    check(p.returncode == 0, "front-end as uid %d: rc %d %s" % (uid, p.returncode, p.stderr))
+    return p.stdout.rstrip("\n")
+
+
+@test
+def queued_flood_leaves_room_for_root_and_served_user():
+    """Users without a server who flood waiting clients are held to a budget: root's
+    front-end and the served user's new clients still get in, the flooders get a refusal
+    naming the limit. (The served user's new client then waits its turn behind the older
+    clients of the others, as every client does, and is served once they have gone.)"""
+    need_root()
+    def limit_fds():
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (80, 80))  # 16 connections in all
+    e = Env(start=False)
+    ok = False
+    floods = []
+    try:
+        e.start(preexec=limit_fds)
+        a = e.client("--pings", 1, "--hold-ms", 60000, preexec=as_user(12001))
+        check(a.stdout.readline().startswith("session"), "user A served")
+        for uid in (12002, 12009):
+            p, got = flood_as(e, uid, 40, MSG["HELLO"], hello_payload(0))
+            floods.append(p)
+            queued = [g for g in got if g[0] == MSG["QUEUED"]]
+            refused = [g for g in got if g[0] == MSG["REFUSE"]]
+            # A hello that reaches the daemon just as it closes a refused connection turns
+            # the refusal into a reset (the kernel's rule for unread data).
+            reset = [g for g in got if g[0] == "error" and "reset" in g[1]]
+            check(0 < len(queued) <= 8 and refused and
+                  len(queued) + len(refused) + len(reset) == 40,
+                  "uid %d: %d queued, %d refused, %d reset of 40: %r" %
+                  (uid, len(queued), len(refused), len(reset), got))
+            check("uid %d" % uid in refused[0][1] and "limit" in refused[0][1],
+                  "the refusal names the user and the limit: %r" % refused[0][1])
+        check(e.cmd("get_server_list") != "", "root's front-end still answers")
+        a2 = e.client("--pings", 3, preexec=as_user(12001))
+        wait_for(lambda: "Client %d (uid 12001) queued" % a2.pid in e.log() or
+                 a2.poll() is not None, what="A's second client to be queued")
+        check(a2.poll() is None, "the served user's new client got in: %s" %
+              open(a2.errpath).read())
+        check("holds" in e.log(), "the refusal is logged")
+        for p in floods:
+            p.stdin.close()
+            p.wait(timeout=30)
+        floods = []
+        out, _ = a2.communicate(timeout=30)
+        check(a2.returncode == 0 and "queued=1" in out,
+              "served once the flooders' clients left, while A's first still runs: %r" % out)
+        check(a.poll() is None, "A's first client still runs")
+        ok = True
+    finally:
+        for p in floods:
+            p.stdin.close()
+            p.wait(timeout=30)
+        e.close(ok)
+
+
+@test
+def queue_of_thousands_is_linear():
+    """Queueing costs the daemon linear time in the queue's length: 1 000 more waiting
+    clients on top of 4 000 are queued in seconds (the quadratic scan took about a minute)."""
+    need_root()
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    total, batch = 5000, 1000
+    if hard != resource.RLIM_INFINITY and hard < total + 500:
+        print("SKIP: needs %d descriptors, the hard limit is %d" % (total + 500, hard))
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    e = Env({"OPENMPS_HELLO_TIMEOUT_MS": "300000"})  # measure the queue, not the time-out
+    ok = False
+    held = []
+    try:
+        a = e.client("--pings", 1, "--hold-ms", 600000, preexec=as_user(12001))
+        check(a.stdout.readline().startswith("session"), "user A served")
+        path = os.path.join(e.pipe, "control.sock")
+        hello = raw_msg(MSG["HELLO"], hello_payload(os.getpid()))
+        times = []
+        for start in range(0, total, batch):
+            t0 = time.monotonic()
+            socks = []
+            for _ in range(batch):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(path)  # blocking: waits while the listen backlog is full
+                s.settimeout(300)
+                s.send(hello)
+                socks.append(s)
+            for s in socks:
+                mtype, _ = recv_msg(s)
+                check(mtype == MSG["QUEUED"], "queued (got %r)" % mtype)
+            times.append(time.monotonic() - t0)
+            held += socks
+            print("queued %d..%d in %.2f s" % (start, start + batch, times[-1]))
+        check(times[-1] < 10.0, "1 000 more clients at %d queued took %.1f s" %
+              (total - batch, times[-1]))
+        for s in held:
+            s.close()
+        held = []
+        check(e.cmd("get_server_list") != "", "the daemon answers after they left")
+        ok = True
+    finally:
+        for s in held:
+            s.close()
+        e.close(ok)
+
+
 @test
 def plain_user_daemon_serves_only_its_user():
     need_root()
@@ -1840,6 +2069,68 @@ def plain_user_daemon_serves_only_its_user():
         check("can start servers only for that user" in out, "start_server refused: " + out)
         out, _, _ = e.ctl("quit\n", env=dict(e.env))  # root may always quit
         e.daemon.wait(timeout=15)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def logs_readable_by_root_only():
+    """The log directory and its logs are not world-readable (an older daemon's 0644 logs
+    are tightened), and a user's server still writes server.log."""
+    need_root()
+    e = Env(start=False)
+    ok = False
+    try:
+        os.makedirs(e.logs, mode=0o755)
+        os.chmod(e.logs, 0o755)
+        for name in ("control.log", "server.log"):
+            with open(os.path.join(e.logs, name), "w") as f:
+                f.write("old line\n")
+            os.chmod(os.path.join(e.logs, name), 0o644)
+        e.start()
+        check(os.stat(e.logs).st_mode & 0o777 == 0o700, "log directory mode %o" %
+              (os.stat(e.logs).st_mode & 0o777))
+        for name in ("control.log", "server.log"):
+            mode = os.stat(os.path.join(e.logs, name)).st_mode & 0o777
+            check(mode == 0o600, "%s mode %o" % (name, mode))
+        rc, out, err = e.run_client("--pings", 1, preexec=as_user(12001))
+        check(rc == 0, "user served: " + err)
+        spid = int(re.search(r"server=(\d+)", out).group(1))
+        check(re.search(r"Server +%d\]" % spid, e.log("server.log")),
+              "the user's server wrote server.log")
+        p = subprocess.run([sys.executable, "-c", "import os; os.setgroups([]); os.setgid(12002); "
+                            "os.setuid(12002); open(%r).read()" %
+                            os.path.join(e.logs, "control.log")], capture_output=True, text=True)
+        check(p.returncode != 0 and "Permission denied" in p.stderr,
+              "another user cannot read control.log: %r" % p.stderr[-200:])
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def clients_shown_to_their_user_and_root():
+    """ps, get_client_list and get_device_client_list show a plain user its own clients
+    only; root sees every user's."""
+    need_root()
+    e = Env()
+    ok = False
+    try:
+        a = e.client("--pings", 1, "--hold-ms", 30000, preexec=as_user(12001))
+        check(a.stdout.readline().startswith("session"), "user A served")
+        spid = e.servers()[0]
+        wait_for(lambda: str(a.pid) in e.cmd("ps"), what="root sees A's client in ps")
+        check(e.clients(spid) == [a.pid], "root: get_client_list")
+        check("%d.1" % a.pid in e.cmd("get_device_client_list"), "root: get_device_client_list")
+        own = ctl_as(e, 12001, "ps\nget_client_list %d\nget_device_client_list\n" % spid)
+        check(own.count(str(a.pid)) == 3 and "om-test-client" in own,
+              "A sees its own client everywhere: %r" % own)
+        other = ctl_as(e, 12002, "ps\nps -p %d\nget_client_list %d\nget_device_client_list\n"
+                       "get_device_client_list %d\nget_server_list\n" % (spid, spid, spid))
+        check(str(a.pid) not in other and "om-test-client" not in other,
+              "another user sees none of A's clients: %r" % other)
+        check(other.strip() == str(spid), "but the server is listed: %r" % other)
         ok = True
     finally:
         e.close(ok)

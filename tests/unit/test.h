@@ -56,7 +56,8 @@
     X(ring_corrupt_indices)                                                                        \
     X(ring_cross_process)                                                                          \
     X(ring_wait_timeout)                                                                           \
-    X(command_split)
+    X(command_split)                                                                               \
+    X(log_escape)
 
 #define OM_X_DECL(name) TEST(name);
 OM_UNIT_TESTS(OM_X_DECL)
