@@ -117,6 +117,12 @@ static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, CUresul
             *rc = create(&s->default_stream, CU_STREAM_NON_BLOCKING);
             if (*rc != CUDA_SUCCESS)
                 return NULL;
+            if (om_idle_track(s->default_stream) < 0) {
+                ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(s->default_stream);
+                s->default_stream = NULL;
+                *rc = CUDA_ERROR_OUT_OF_MEMORY;
+                return NULL;
+            }
         }
         st = s->default_stream;
         if (enqueue)
@@ -760,11 +766,15 @@ static CUresult x_cuStreamCreate(struct call *c)
     rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (om_idle_track(st) < 0) {
+        ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (om_handles_add(&c->s->streams, (uint64_t)(uintptr_t)st) < 0 ||
         (!(flags & CU_STREAM_NON_BLOCKING) &&
          om_handles_add(&c->s->blocking, (uint64_t)(uintptr_t)st) < 0)) {
         om_handles_remove(&c->s->streams, (uint64_t)(uintptr_t)st);
-        ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
+        om_idle_stream_destroy(st);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     om_sched_stream_created();
@@ -808,7 +818,7 @@ static CUresult x_cuStreamDestroy_v2(struct call *c)
             break;
         }
     }
-    return ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))((CUstream)(uintptr_t)h);
+    return om_idle_stream_destroy((CUstream)(uintptr_t)h);
 }
 
 static CUresult x_cuStreamSynchronize(struct call *c)

@@ -269,6 +269,38 @@ void om_hostmem_trim(void)
                 (unsigned long long)freed);
 }
 
+/*
+ * Doomed regions are released while clients run too, at a moment when no client stream has
+ * work (idle.c): then unregistering waits for nothing. A client that enqueues a kernel between
+ * that look and the release makes the release wait for it once (the same window as
+ * om_hostmem_trim's). Called by the main thread, at most once a second and after every event;
+ * the look costs one cuStreamQuery per client stream, and is made only when something is
+ * doomed.
+ */
+void om_hostmem_reap(void)
+{
+    struct om_hostmem *drop;
+    uint64_t freed = 0;
+    size_t n = 0;
+
+    if (!__atomic_load_n(&doomed, __ATOMIC_ACQUIRE) || !om_idle_now())
+        return;
+    pthread_mutex_lock(&pool_lock);
+    drop = doomed;
+    doomed = NULL;
+    pthread_mutex_unlock(&pool_lock);
+    while (drop) {
+        struct om_hostmem *h = drop;
+        drop = h->next;
+        freed += h->len;
+        n++;
+        region_destroy(h);
+    }
+    if (n)
+        om_debug("released %zu pinned region(s) clients left behind (%llu bytes)", n,
+                 (unsigned long long)freed);
+}
+
 /* The session's region holding [addr, addr + n), by the server's address. */
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n)
 {

@@ -219,6 +219,8 @@ CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
 void om_hostmem_release(struct om_hostmem *h, bool reusable);
 /* With no session left: releases the regions no client holds (pooled and doomed). */
 void om_hostmem_trim(void);
+/* While clients run: releases doomed regions when no client's work runs (om_idle_now). */
+void om_hostmem_reap(void);
 uint64_t om_hostmem_total(void); /* bytes registered now, for the server's budget */
 CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
@@ -242,6 +244,11 @@ void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t librar
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);
 pthread_mutex_t *om_image_load_lock(void);
+
+/* idle.c: every client stream, to tell when none has work (nothing of clients runs). */
+int om_idle_track(CUstream st);               /* -ENOMEM: the caller destroys the stream */
+CUresult om_idle_stream_destroy(CUstream st); /* forgets it, then destroys it */
+bool om_idle_now(void);                       /* no client stream has work (asked, not waited) */
 
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */

@@ -291,6 +291,7 @@ static int serve(struct server *srv)
         rc = poll(pfds, n, 1000);
         if (rc < 0 && errno != EINTR)
             break;
+        om_hostmem_reap(); /* pinned regions left behind, once nothing of clients runs */
         if (rc <= 0)
             continue;
         for (size_t i = 1; i + 1 < n; i++) {

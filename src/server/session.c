@@ -234,11 +234,11 @@ static void release_gpu_resources(struct session *s)
     om_handles_free(&s->blocking);
     for (size_t i = 0; i < s->streams.n; i++) {
         om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->streams.v[i]);
-        ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))((CUstream)(uintptr_t)s->streams.v[i]);
+        om_idle_stream_destroy((CUstream)(uintptr_t)s->streams.v[i]);
     }
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
-        ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))(s->default_stream);
+        om_idle_stream_destroy(s->default_stream);
     om_sched_session_free(s);
     for (size_t i = 0; i < s->allocs.n; i++)
         if (s->allocs.v[i].owned)

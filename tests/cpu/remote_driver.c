@@ -930,6 +930,21 @@ int main(int argc, char **argv)
             EXPECT(!memcmp(in, out, sizeof(in)));
         }
         printf("manyallocs ok refused %d\n", refused);
+    } else if (!strcmp(mode, "register") && argc > 2) {
+        /* the program's own pages, registered, used, unregistered, N times */
+        int n = atoi(argv[2]);
+        for (int i = 0; i < n; i++) {
+            void *m = NULL;
+            EXPECT(posix_memalign(&m, 4096, 1 << 20) == 0);
+            memset(m, i & 0xff, 1 << 20);
+            OK(cuMemHostRegister_v2(m, 1 << 20, 0));
+            OK(cuMemAlloc_v2(&p, 1 << 20));
+            OK(cuMemcpyHtoD_v2(p, m, 1 << 20));
+            OK(cuMemHostUnregister(m));
+            OK(cuMemFree_v2(p));
+            free(m);
+        }
+        printf("register ok\n");
     } else if (!strcmp(mode, "eventflags")) {
         CUevent e;
         OK(cuEventCreate(&e, 0));

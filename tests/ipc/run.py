@@ -1383,13 +1383,14 @@ def remote_allocation_cache_is_the_clients_own():
 
 
 def pinned_fds(spid, nbytes=False):
-    """The server's pinned regions (one memfd named openmps-pinned each, hostmem.c): how many,
-    or their bytes."""
+    """The server's pinned regions (one memfd each, hostmem.c: openmps-pinned for those it
+    made, openmps-registered for a client's own pages): how many, or their bytes."""
     n = 0
     for fd in os.listdir("/proc/%d/fd" % spid):
         path = "/proc/%d/fd/%s" % (spid, fd)
         try:
-            if os.readlink(path).startswith("/memfd:openmps-pinned"):
+            if os.readlink(path).startswith(("/memfd:openmps-pinned",
+                                             "/memfd:openmps-registered")):
                 n += os.stat(path).st_size if nbytes else 1
         except OSError:
             pass
@@ -1437,6 +1438,32 @@ def pinned_memory_of_ended_clients_is_reused_or_released():
         check(os.path.exists(unreg) and open(unreg).read().count("unregister") >= 16,
               "the released regions were unregistered from the driver")
         check("released" in e.log("server.log"), "the log says what was released")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def registered_memory_is_released_while_others_run():
+    """A client that registers and unregisters its own pages while another client holds a
+    session: the server releases each region at a moment no client's work runs, without
+    waiting for the server to be idle (its pinned descriptors do not pile up)."""
+    e = Env()
+    ok = False
+    try:
+        other = remote(e, "until_ended")  # a session for 30 s
+        check(other.stdout.readline().strip() == "ready", "the other client holds a session")
+        spid = e.servers()[0]
+        p = remote(e, "register", "20")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "register ok" in out, "register: %r %r" % (out, err))
+        try:
+            wait_for(lambda: pinned_fds(spid) == 0, timeout=20)
+        except Fail:
+            raise Fail("%d registered regions still held while another client runs"
+                       % pinned_fds(spid))
+        check(other.poll() is None, "the other client still runs")
+        other.kill()
         ok = True
     finally:
         e.close(ok)
