@@ -44,7 +44,10 @@ class StateWatch(threading.Thread):
         while not self.stop_ev.is_set():
             st = self.h.ctl("get_server_status %d" % self.spid, timeout=5)
             lst = self.h.servers()
-            cur = (" ".join(st) or "-", ",".join(str(x) for x in lst) or "-")
+            status = " ".join(st) or "-"
+            if "not found" in status:
+                status = "gone"
+            cur = (status, ",".join(str(x) for x in lst) or "-")
             if cur != last:
                 self.seen.append((sl.now(), cur[0], cur[1]))
                 last = cur

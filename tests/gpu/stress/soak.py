@@ -203,6 +203,7 @@ def run(h, cfg, summary, verdicts):
     sampler.start()
     end = t0 + cfg["seconds"]
     server_gone = None
+    aborted = None
 
     def reap(slot, force=False):
         p, mode, k, ts, life = slots[slot]
@@ -243,6 +244,10 @@ def run(h, cfg, summary, verdicts):
                 server_gone = "%.1f s: server %d is gone (now %r)" % (tnow - t0, spid,
                                                                      h.servers())
                 h.say(server_gone)
+                break
+            if sampler.abort:
+                aborted = "%.1f s: %s" % (tnow - t0, sampler.abort)
+                h.say("soak: stopping early: " + aborted)
                 break
         for slot in list(slots):
             reap(slot)
@@ -315,6 +320,8 @@ def run(h, cfg, summary, verdicts):
     summary.append("server %d with no clients, before (after the warm-up) and after the soak:"
                    % spid)
     summary.append(sl.table(idle_rows, ["figure", "before", "after", "delta", "tolerance", "ok"]))
+    summary.append("descriptors by kind, before: %s; after: %s" % (sl.fd_line(idle_before),
+                                                                   sl.fd_line(idle_after)))
     summary.append("")
     summary.append("server.log: %d sessions connected, %d disconnected, %d ERROR lines, "
                    "%d WARN lines; control.log: %d ERROR lines"
@@ -329,6 +336,8 @@ def run(h, cfg, summary, verdicts):
                      "%d failed of %d" % (counts["failed"], counts["started"])))
     verdicts.append(("flat during the soak", flat_ok, "first vs last %.0f s" % win))
     verdicts.append(("idle figures back to baseline", idle_ok, "see the table"))
+    if aborted:
+        verdicts.append(("stayed within the machine's limits", False, aborted))
     return 0 if all(v[1] for v in verdicts) else 1
 
 

@@ -12,7 +12,7 @@
 // result prints "mismatch ..." (exit 2). T: CLOCK_MONOTONIC milliseconds (Python's
 // time.monotonic() * 1000 reads the same clock). With STRESS_FAKE=1 the module image is one for
 // the CPU tier's driver test double and kernel results are not checked (its kernels do nothing);
-// copies still are.
+// copies still are. STRESS_NO_REGISTER=1 leaves cuMemHostRegister out of the pinned work.
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -139,6 +139,7 @@ enum { NVARIANTS = 3, MAX_LIVE = 32 };
 
 static const char *mode = "?";
 static bool fake;
+static bool no_register; // STRESS_NO_REGISTER=1: no cuMemHostRegister in the pinned work
 static size_t max_bytes = 64u << 20;
 static unsigned long long rng_state;
 static CUmodule modules[NVARIANTS];
@@ -243,8 +244,8 @@ static void expect_same(const unsigned char *want, const unsigned char *got, siz
         size_t i = 0;
         while (i < n && want[i] == got[i])
             i++;
-        mismatch(line, "%s: %zu bytes, first difference at %zu (%u, want %u)", what, n, i,
-                 got[i], want[i]);
+        mismatch(line, "%s: %zu bytes, first difference at %zu (%u, want %u)", what, n, i, got[i],
+                 want[i]);
     }
 }
 
@@ -406,7 +407,7 @@ static void op_pinned()
     CK(cuMemFree(d));
     CK(cuMemFreeHost(src));
     CK(cuMemFreeHost(dst));
-    if (rnd_below(4) == 0) {
+    if (rnd_below(4) == 0 && !no_register) {
         // memory of the program's own, registered and unregistered
         size_t m = rnd_size(4096, 8 << 20), page = (size_t)sysconf(_SC_PAGESIZE);
         m = (m + page - 1) / page * page;
@@ -632,6 +633,8 @@ int main(int argc, char **argv)
         max_bytes = 1u << 20;
     const char *f = getenv("STRESS_FAKE");
     fake = f && *f && strcmp(f, "0") != 0;
+    const char *nr = getenv("STRESS_NO_REGISTER");
+    no_register = nr && *nr && strcmp(nr, "0") != 0;
     rng_state = ((unsigned long long)getpid() << 32) ^ (unsigned long long)(now_ms() * 1000) ^
                 0x9e3779b97f4a7c15ull;
     if (!rng_state)

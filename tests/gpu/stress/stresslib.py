@@ -42,8 +42,17 @@ def env_float(name, default):
     return float(v) if v.strip() else default
 
 
+class Parser(argparse.ArgumentParser):
+    """Arguments, then the words of STRESS_ARGS (scripts/gpu.sh passes --fake that way)."""
+
+    def parse_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return argparse.ArgumentParser.parse_args(
+            self, args + os.environ.get("STRESS_ARGS", "").split(), namespace)
+
+
 def base_args(description, out_default):
-    ap = argparse.ArgumentParser(description=description)
+    ap = Parser(description=description)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"),
                     help="the build directory (openmps-control, openmps-server, lib/)")
     ap.add_argument("--out", default=out_default, help="where logs, CSV and summary go")
@@ -248,7 +257,7 @@ class Harness:
         """The server's figures now: MiB of resident and shared memory, descriptors, threads,
         its GPU memory (nvidia-smi, by pid) and the GPU's in all. Missing figures are None."""
         s = {"t": now(), "spid": spid}
-        for k in METRICS:
+        for k in METRICS + FD_KINDS:
             s[k] = None
         if spid:
             try:
@@ -261,7 +270,7 @@ class Harness:
                             s["shmem_mib"] = int(v.split()[0]) / 1024.0
                         elif k == "Threads":
                             s["threads"] = int(v.split()[0])
-                s["fds"] = len(os.listdir("/proc/%d/fd" % spid))
+                s.update(fd_kinds(spid))
             except (OSError, ValueError, IndexError):
                 pass
         if self.nvsmi:
@@ -274,6 +283,48 @@ class Harness:
             if tot and tot[0].strip().isdigit():
                 s["gpu_total_mib"] = float(tot[0].strip())
         return s
+
+
+FD_KINDS = ("fd_memfd", "fd_socket", "fd_pipe", "fd_nvidia", "fd_other")
+
+
+def fd_kinds(pid):
+    """The process's descriptors: how many, and of which kind (memfd: the pinned regions)."""
+    d = "/proc/%d/fd" % pid
+    k = dict.fromkeys(FD_KINDS, 0)
+    names = os.listdir(d)
+    for n in names:
+        try:
+            t = os.readlink(os.path.join(d, n))
+        except OSError:
+            continue
+        if t.startswith("/memfd:"):
+            k["fd_memfd"] += 1
+        elif t.startswith("socket:"):
+            k["fd_socket"] += 1
+        elif t.startswith("pipe:"):
+            k["fd_pipe"] += 1
+        elif t.startswith("/dev/nvidia"):
+            k["fd_nvidia"] += 1
+        else:
+            k["fd_other"] += 1
+    k["fds"] = len(names)
+    return k
+
+
+def mem_available_mib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def fd_line(s):
+    return ", ".join("%s %s" % (k[3:], fmt(s.get(k))) for k in FD_KINDS)
 
 
 def smi(args):
@@ -302,11 +353,18 @@ def pid_alive(pid):
 
 class Sampler(threading.Thread):
     """Samples the server every period seconds into a CSV (and a list), with the figures the
-    caller adds (extra() returns a dict)."""
+    caller adds (extra() returns a dict). It also guards the machine: when the server holds
+    more than STRESS_ABORT_RSS_MIB (32768) resident or STRESS_ABORT_FDS (200000) descriptors,
+    or the machine has less than STRESS_MIN_AVAIL_MIB (16384) available, abort says why and
+    the workload stops early (and fails)."""
 
     def __init__(self, h, path, period, extra=None):
         threading.Thread.__init__(self, daemon=True)
         self.h, self.period, self.extra = h, period, extra
+        self.abort = None
+        self.max_rss = env_float("STRESS_ABORT_RSS_MIB", 32768)
+        self.max_fds = env_int("STRESS_ABORT_FDS", 200000)
+        self.min_avail = env_float("STRESS_MIN_AVAIL_MIB", 16384)
         self.samples = []
         self.t0 = now()
         self.stop_ev = threading.Event()
@@ -320,12 +378,23 @@ class Sampler(threading.Thread):
                 sv = self.h.servers()
                 s = self.h.sample(sv[0] if sv else None)
                 s["nservers"] = len(sv)
+                s["avail_mib"] = mem_available_mib()
                 if self.extra:
                     s.update(self.extra())
                 s["t"] = round(t - self.t0, 2)
                 self.samples.append(s)
+                if s.get("rss_mib") is not None and s["rss_mib"] > self.max_rss:
+                    self.abort = "the server's VmRSS is %.0f MiB (limit %.0f)" % (s["rss_mib"],
+                                                                                 self.max_rss)
+                elif s.get("fds") is not None and s["fds"] > self.max_fds:
+                    self.abort = "the server holds %d descriptors (limit %d)" % (s["fds"],
+                                                                                self.max_fds)
+                elif s["avail_mib"] is not None and s["avail_mib"] < self.min_avail:
+                    self.abort = "the machine has %.0f MiB available (limit %.0f)" % (
+                        s["avail_mib"], self.min_avail)
                 if self.w is None:
-                    self.w = csv.DictWriter(self.f, fieldnames=list(s.keys()))
+                    self.w = csv.DictWriter(self.f, fieldnames=list(s.keys()),
+                                            extrasaction="ignore")
                     self.w.writeheader()
                 self.w.writerow(s)
                 self.f.flush()

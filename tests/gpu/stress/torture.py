@@ -149,16 +149,51 @@ def run(h, cfg, modes, summary, verdicts):
     # Victims.
     vf = open(os.path.join(h.out, "victims.csv"), "w", newline="")
     vw = csv.writer(vf)
-    vw.writerow(["n", "mode", "pid", "delay_ms", "killed_after_ms", "phase", "outcome", "last"])
+    vw.writerow(["n", "mode", "pid", "delay_ms", "killed_at_ms", "phase", "outcome", "last"])
     running = {}  # slot -> (proc, mode, n, t0, delay)
-    started = killed = self_exit = 0
+    st = {"started": 0, "killed": 0, "self_exit": 0}
     phases = {}
     bad_victims = []
     server_changes = []
+    aborted = None
+    lateness = []
+
+    def sweep():
+        """Kills the victims whose time has come, records those gone."""
+        tnow = sl.now()
+        for slot in list(running):
+            p, mode, k, ts, delay = running[slot]
+            rc = p.poll()
+            after = (tnow - ts) * 1000
+            if rc is None and after >= delay:
+                try:
+                    p.send_signal(signal.SIGKILL)
+                except OSError:
+                    pass
+                p.wait()
+                rc = p.returncode
+                outcome = "killed" if rc == -signal.SIGKILL else "exit %s" % rc
+            elif rc is None:
+                continue
+            else:
+                outcome = "exit %s (before its kill)" % rc
+            lateness.append(after - delay)
+            lines = sl.read_lines(os.path.join(vdir, "slot%d" % slot))
+            ph = phase_of(lines)
+            if outcome == "killed":
+                st["killed"] += 1
+            else:
+                st["self_exit"] += 1
+                bad_victims.append("victim %d (%s, pid %d) %s: %s" % (k, mode, p.pid, outcome,
+                                                                     " | ".join(lines[-3:])))
+            phases[(mode, ph)] = phases.get((mode, ph), 0) + 1
+            vw.writerow([k, mode, p.pid, "%.1f" % delay, "%.1f" % after, ph, outcome,
+                         lines[-1][:200] if lines else ""])
+            del running[slot]
+
     t0 = sl.now()
     last_check = 0.0
     deadline = t0 + cfg["seconds"]
-    n = 0
     while True:
         tnow = sl.now()
         # The server: the same process all along.
@@ -168,57 +203,36 @@ def run(h, cfg, modes, summary, verdicts):
                 server_changes.append("%.1f s: server %d is gone (now %r)"
                                       % (tnow - t0, spid, h.servers()))
                 break
-        for slot in list(running):
-            p, mode, k, ts, delay = running[slot]
-            rc = p.poll()
-            if rc is None and (tnow - ts) * 1000 >= delay:
-                try:
-                    p.send_signal(signal.SIGKILL)
-                except OSError:
-                    pass
-                p.wait()
-                rc = p.returncode
-                if rc == -signal.SIGKILL:
-                    killed += 1
-                    outcome = "killed"
-                else:
-                    outcome = "exit %s" % rc
-            elif rc is None:
-                continue
-            else:
-                outcome = "exit %s (before its kill)" % rc
-            after = (sl.now() - ts) * 1000
-            out = os.path.join(vdir, "slot%d" % slot)
-            lines = sl.read_lines(out)
-            ph = phase_of(lines)
-            if outcome != "killed":
-                self_exit += 1
-                bad_victims.append("victim %d (%s, pid %d) %s: %s" % (k, mode, p.pid, outcome,
-                                                                     " | ".join(lines[-3:])))
-            phases[(mode, ph)] = phases.get((mode, ph), 0) + 1
-            vw.writerow([k, mode, p.pid, "%.1f" % delay, "%.1f" % after, ph, outcome,
-                         lines[-1][:200] if lines else ""])
-            del running[slot]
-        if killed + self_exit >= cfg["kills"] and not running:
+            if sampler.abort:
+                aborted = sampler.abort
+                h.say("torture: stopping early: " + aborted)
+                break
+        sweep()
+        if st["started"] >= cfg["kills"] and not running:
             break
         if tnow >= deadline:
             if not running:
                 break
         else:
             for slot in range(cfg["parallel"]):
-                if slot in running or started >= cfg["kills"]:
+                if slot in running or st["started"] >= cfg["kills"]:
                     continue
+                n = st["started"]
                 mode = modes[n % len(modes)]
                 delay = (random.uniform(0, 2) if random.random() < 0.1
                          else random.uniform(0, cfg["max_delay_ms"]))
-                out = os.path.join(vdir, "slot%d" % slot)
-                p = h.client(mode, [], out)
+                p = h.client(mode, [], os.path.join(vdir, "slot%d" % slot))
                 running[slot] = (p, mode, n, sl.now(), delay)
-                started += 1
-                n += 1
+                st["started"] += 1
+                sweep()  # between starts too: a short delay is kept even in a burst
         time.sleep(0.001)
+    for slot in list(running):  # left by an early stop
+        p = running[slot][0]
+        p.kill()
+        p.wait()
     vf.close()
     t_kill = sl.now() - t0
+    started, killed, self_exit = st["started"], st["killed"], st["self_exit"]
     h.say("victims: %d started, %d killed, %d exited by themselves, in %.1f s"
           % (started, killed, self_exit, t_kill))
     for b in bad_victims[:20]:
@@ -282,6 +296,11 @@ def run(h, cfg, modes, summary, verdicts):
     summary.append("victims: %d started, %d killed, %d exited by themselves; killing took "
                    "%.1f s; whole run %.0f s" % (started, killed, self_exit, t_kill,
                                                  time.time() - t_start))
+    if lateness:
+        lateness.sort()
+        summary.append("kills came %.1f ms after their planned instant (median; 95th percentile "
+                       "%.1f ms, the poll loop's and process starts' delay)"
+                       % (lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.95)]))
     prow = []
     for m in modes:
         prow.append([m] + [str(phases.get((m, ph), 0))
@@ -298,6 +317,8 @@ def run(h, cfg, modes, summary, verdicts):
     summary.append("server %d, before (after warm-up) and after (no clients, %.0f s settled):"
                    % (spid, cfg["settle"]))
     summary.append(sl.table(rows, ["figure", "before", "after", "delta", "tolerance", "ok"]))
+    summary.append("descriptors by kind, before: %s; after: %s" % (sl.fd_line(before),
+                                                                   sl.fd_line(after)))
     summary.append("")
     summary.append("server.log: %d sessions connected, %d disconnected, %d ERROR lines, "
                    "%d WARN lines; control.log: %d ERROR lines"
@@ -313,6 +334,8 @@ def run(h, cfg, modes, summary, verdicts):
     verdicts.append(("survivors' results", surv_ok and bool(surv),
                      "%d of %d ok" % (sum(1 for r in surv_rows if r[2] == "0"), len(surv))))
     verdicts.append(("resources back to baseline", res_ok, "see the table"))
+    if aborted:
+        verdicts.append(("stayed within the machine's limits", False, aborted))
     verdicts.append(("a new client afterwards", prc == 0 and qrc == 0 and post_same,
                      "mixed exit %s, probe exit %s, server %r" % (prc, qrc, h.servers())))
     return 0 if all(v[1] for v in verdicts) else 1
