@@ -2,7 +2,14 @@
 # SPDX-License-Identifier: MIT
 # The one script for the GPU machine: builds, runs the tests (the GPU tier
 # joins them where a GPU is present) and the demo, and writes every log under
-# $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench]
+# $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
+# [fault] [soak] [soak-start] [soak-collect]. The stress steps (issue #9; tests/gpu/stress/):
+#   torture       1000 clients killed with SIGKILL at random instants (TORTURE_* settings)
+#   fault         a faulting kernel among working clients, the time to recover (FAULT_*)
+#   soak          128 clients for SOAK_SECONDS (600) of mixed work, sampled (SOAK_*)
+#   soak-start    the soak in the background (setsid), into SOAK_DIR (/tmp/openmps-soak)
+#   soak-collect  waits up to SOAK_WAIT s (560) for it, copies it to $OUT/soak, prints it
+# The stress drivers add STRESS_ARGS to their arguments (--fake: a dry run without a GPU).
 set -u
 OUT=${OUT:-$PWD/gpu-logs}
 mkdir -p "$OUT"
@@ -30,11 +37,59 @@ for step in $STEPS; do
             python3 bench/timeline.py --slow "$OUT/b1diag/bench.csv" \
                 "$OUT/b1diag/logs-openmps/server.log"
         } >"$OUT/b1diag.log" 2>&1 ;;
+    torture | fault)
+        { make && python3 "tests/gpu/stress/$step.py" --build build --out "$OUT/$step"; } \
+            >"$OUT/$step.log" 2>&1 ;;
+    soak)
+        { make && python3 tests/gpu/stress/soak.py --build build --out "$OUT/soak" \
+            --seconds "${SOAK_SECONDS:-600}"; } >"$OUT/soak.log" 2>&1 ;;
+    soak-start)
+        # Detached: the next call collects it. Its output goes to SOAK_DIR only.
+        sdir=${SOAK_DIR:-/tmp/openmps-soak}
+        {
+            if make && rm -rf "$sdir" && mkdir -p "$sdir"; then
+                setsid python3 tests/gpu/stress/soak.py --build build --out "$sdir" \
+                    --seconds "${SOAK_SECONDS:-600}" </dev/null >"$sdir/console.txt" 2>&1 &
+                sleep 5
+                if [ -f "$sdir/soak.log" ]; then
+                    echo "soak started in the background into $sdir:"
+                    cat "$sdir/soak.log"
+                else
+                    echo "the soak did not start:"; cat "$sdir/console.txt"; false
+                fi
+            else
+                echo "cannot build or make $sdir"; false
+            fi
+        } >"$OUT/soak-start.log" 2>&1 ;;
+    soak-collect)
+        sdir=${SOAK_DIR:-/tmp/openmps-soak}
+        {
+            waited=0
+            while [ ! -f "$sdir/done" ] && [ "$waited" -lt "${SOAK_WAIT:-560}" ] &&
+                [ -d "$sdir" ]; do
+                sleep 5; waited=$((waited + 5))
+            done
+            rm -rf "$OUT/soak" && mkdir -p "$OUT/soak"
+            for f in "$sdir"/*; do [ -f "$f" ] && cp "$f" "$OUT/soak/"; done
+            [ -d "$sdir/failures" ] && cp -r "$sdir/failures" "$OUT/soak/"
+            if [ -f "$sdir/done" ]; then
+                cat "$sdir/summary.txt"
+                grep -q PASS "$sdir/done"
+            else
+                echo "the soak is not done after ${waited} s (or $sdir is missing); so far:"
+                tail -n 20 "$sdir/console.txt" 2>/dev/null
+                tail -n 3 "$sdir/soak.csv" 2>/dev/null
+                false
+            fi
+        } >"$OUT/soak-collect.log" 2>&1 ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
     esac
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
-    tail -5 "$OUT/$step.log"
+    case $step in
+    torture | fault | soak*) tail -n 70 "$OUT/$step.log" ;;
+    *) tail -5 "$OUT/$step.log" ;;
+    esac
     [ $rc -eq 0 ] || status=1
 done
 # The device tool brings back at most 8 files: each harness folder travels as one archive,
