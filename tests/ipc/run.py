@@ -1526,7 +1526,7 @@ def shim_sees_one_device_of_many():
 @test
 def shim_refused_by_daemon():
     """A daemon that will not serve this user: cuInit fails as an MPS client's does."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:
@@ -1547,10 +1547,63 @@ def need_root():
         sys.exit(0)
 
 
+def reachable_by_others(path, mode):
+    """Whether a user other than root can reach path with the given permission bits (0o5: read
+    and run, 0o4: read): every directory above it searchable by others, path itself allowed."""
+    path = os.path.realpath(path)
+    d = os.path.dirname(path)
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == os.path.dirname(d):
+            break
+        d = os.path.dirname(d)
+    return os.stat(path).st_mode & mode == mode
+
+
+def need_binaries_for_other_users():
+    """Processes run as other users (the daemon, the server it starts for a user, the test
+    client, the driver test double the server loads) need their files reachable. A checkout in
+    a directory others cannot enter (root's home, 0700) is not: the files are then copied to a
+    temporary directory they can enter, with the libraries they load from such a directory, and
+    the test runs those copies. Skips, saying why, where even that cannot be done."""
+    global CONTROL, CLIENT, FAKECUDA
+    need_root()
+    tmp = tempfile.gettempdir()
+    if not reachable_by_others(tmp, 0o1):
+        print("SKIP: other users cannot enter the temporary directory %s (set TMPDIR to one "
+              "they can)" % tmp)
+        sys.exit(0)
+    files = {"control": CONTROL, "server": os.path.join(os.path.dirname(CONTROL), "openmps-server"),
+             "client": CLIENT, "fakecuda": FAKECUDA}
+    if all(reachable_by_others(f, 0o4 if k == "fakecuda" else 0o5) for k, f in files.items()):
+        return
+    copy = tempfile.mkdtemp(prefix="om-bin-")
+    os.chmod(copy, 0o755)
+    import atexit
+    atexit.register(shutil.rmtree, copy, True)
+    libs = set()
+    for f in files.values():
+        # the libraries a file loads from a place others cannot reach go beside the copies
+        p = subprocess.run(["ldd", f], capture_output=True, text=True)
+        for lib in re.findall(r"=> (/\S+)", p.stdout):
+            if not reachable_by_others(lib, 0o4):
+                libs.add(lib)
+    for f in list(files.values()) + sorted(libs):
+        shutil.copy(f, copy)  # the daemon finds openmps-server beside itself: both go here
+        os.chmod(os.path.join(copy, os.path.basename(f)), 0o755)
+    if libs:
+        os.environ["LD_LIBRARY_PATH"] = copy + (":" + os.environ["LD_LIBRARY_PATH"]
+                                                if os.environ.get("LD_LIBRARY_PATH") else "")
+    CONTROL, CLIENT, FAKECUDA = (os.path.join(copy, os.path.basename(files[k]))
+                                 for k in ("control", "client", "fakecuda"))
+    print("the build is not reachable by other users: running copies in %s" % copy)
+
+
 @test
 def two_users_queued():
     """A client of a second user waits until the first user's server has no clients."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env()
     ok = False
     try:
@@ -1564,7 +1617,8 @@ def two_users_queued():
         wait_for(lambda: "(uid 12002) queued behind" in e.log() or b.poll() is not None,
                  what="user B to be queued")
         check(b.poll() is None and e.servers() == [spid_a],
-              "B is not served while A holds its session")
+              "B is not served while A holds its session (B's exit %r, servers %r): %s"
+              % (b.poll(), e.servers(), open(b.errpath).read()))
         a.communicate(timeout=60)  # A lets go, its server stops when idle, B is served
         check(a.returncode == 0, "A finished normally")
         out, _ = b.communicate(timeout=60)
@@ -1583,7 +1637,7 @@ def two_users_queued():
 
 @test
 def plain_user_daemon_serves_only_its_user():
-    need_root()
+    need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:
