@@ -5,7 +5,8 @@
 `make test` runs the IPC tests once this way, so that a test which leans on timing fails in CI
 rather than in someone's submission on a busy machine. The busy loops run at normal priority.
 They end with this process, however it ends: killed here when the command returns, fails or
-this process is signalled, and otherwise by the kernel (PR_SET_PDEATHSIG) or by themselves
+this process is signalled (which also ends the command's whole process group, so tests that
+ctest left running go too), and otherwise by the kernel (PR_SET_PDEATHSIG) or by themselves
 once their parent is gone (each checks it between short bursts) or after --max-s seconds.
 The exit status is the command's (128+N for a signal N).
 """
@@ -26,6 +27,13 @@ while os.getppid() == parent and time.monotonic() < end:
     for _ in range(100000):
         pass
 """
+
+
+def group_signal(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # the group is gone already
 
 
 def main(argv):
@@ -57,17 +65,20 @@ def main(argv):
                                           str(max_s)]))
         print("load.py: %d busy loop(s) (pids %s) while: %s" %
               (loops, " ".join(str(p.pid) for p in busy), " ".join(cmd)), flush=True)
-        child = subprocess.Popen(cmd)
+        # its own process group: ended as a whole below (ctest leaves its running tests
+        # behind when it is itself terminated)
+        child = subprocess.Popen(cmd, start_new_session=True)
         rc = child.wait()
         return 128 - rc if rc < 0 else rc
     finally:
-        if child and child.poll() is None:
-            child.terminate()
+        if child:
+            group_signal(child.pid, signal.SIGTERM)
             try:
                 child.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+                pass
+            group_signal(child.pid, signal.SIGKILL)  # whatever of the group is left
+            child.wait()
         for p in busy:
             p.kill()
         for p in busy:

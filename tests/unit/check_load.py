@@ -57,14 +57,19 @@ p.communicate(timeout=60)
 check(p.returncode == 3, "the command's status: %r" % p.returncode)
 check(gone(loops), "the loops end with a failing command")
 
-# Stopped with SIGTERM while the command runs: the command and the loops are ended.
-p, loops, cmd_pid = start(["sh", "-c", "echo $$; exec sleep 600"])
+# Stopped with SIGTERM while the command runs: the loops, the command and what the command
+# started are ended (ctest, terminated, leaves its running tests behind).
+p, loops, cmd_pid = start(["sh", "-c", "sleep 600 & echo $!; wait"])
 check(all(running(x) for x in loops), "the loops run while the command does")
 os.kill(p.pid, signal.SIGTERM)
-p.communicate(timeout=60)
+p.wait(timeout=60)
 check(p.returncode == 128 + signal.SIGTERM, "status after SIGTERM: %r" % p.returncode)
 check(gone(loops), "the loops end when the generator is stopped")
-check(cmd_pid.isdigit() and gone([int(cmd_pid)]), "the command ends too: %r" % cmd_pid)
+check(cmd_pid.isdigit() and gone([int(cmd_pid)]), "what the command started ends too: %r" %
+      cmd_pid)
+if cmd_pid.isdigit() and running(int(cmd_pid)):
+    os.kill(int(cmd_pid), signal.SIGKILL)
+p.stdout.close()
 
 # Killed outright (nothing of it runs to clean up): the loops notice and end.
 p, loops, cmd_pid = start(["sh", "-c", "echo $$; exec sleep 600"])
