@@ -614,7 +614,7 @@ static void chain(int pairs)
  * an event record after it); a query on a blocking stream answers at once while the default
  * stream runs a kernel; a pageable copy on an idle stream does not wait for the staging slots an
  * asynchronous copy on s1 still uses behind s1's kernel. Prints the two times, and whether s1
- * was still busy once the copy on s3 was staged. */
+ * was still busy once the copy on s3 was staged (and when, from s1's launch). */
 static void streams2(void)
 {
     static const char image[] = "fakecubin\nlong:4\ntiny:4\n";
@@ -627,7 +627,7 @@ static void streams2(void)
     CUdeviceptr d1, d2;
     unsigned v = 1;
     void *args[] = {&v};
-    double t0, query_us, staged_ms;
+    double t0, t_long, query_us, staged_ms, s1_ms;
     int s1_busy;
 
     EXPECT(h1 && h2 && back);
@@ -645,6 +645,7 @@ static void streams2(void)
     OK(cuModuleGetFunction(&lng, mod, "long"));
     OK(cuModuleGetFunction(&tiny, mod, "tiny"));
     OK(cuEventCreate(&ev, 0));
+    t_long = now_us();
     OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s1, args, NULL));
     OK(cuEventRecord(ev, s1));
     OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
@@ -659,6 +660,7 @@ static void streams2(void)
     /* s1 still busy (its kernel, then its copy) once the copy on s3 is staged: that copy did
      * not wait for s1's slots, whatever the time the machine took to stage it */
     s1_busy = cuStreamQuery(s1) == 600;
+    s1_ms = (now_us() - t_long) / 1000;
     OK(cuCtxSynchronize());
     OK(cuMemcpyDtoH_v2(back, d1, n));
     EXPECT(memcmp(back, h1, n) == 0);
@@ -667,7 +669,8 @@ static void streams2(void)
     free(h1);
     free(h2);
     free(back);
-    printf("streams2 query_us %.0f staged_ms %.1f s1_busy %d\n", query_us, staged_ms, s1_busy);
+    printf("streams2 query_us %.0f staged_ms %.1f s1_busy %d s1_query_at_ms %.1f\n", query_us,
+           staged_ms, s1_busy, s1_ms);
     printf("streams2 ok\n");
 }
 

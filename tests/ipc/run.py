@@ -725,7 +725,7 @@ def server_start_failure_and_states():
         check(rc == 3, "refused: rc %d" % rc)
         check("failed to start" in err and "server.log" in err, "reason: " + err)
         check("cuInit failed" in e.log("server.log"), "server.log says why")
-        check(e.servers() == [], "no server left")
+        wait_for(lambda: e.servers() == [], what="no server left")
         e.quit()
         # the server's cuInit waits until the test opens the gate: INITIALIZING for as long as
         # the test needs to look, on any machine (a fixed delay ran out under load)
@@ -833,7 +833,7 @@ def quit_with_timeout():
         took = time.monotonic() - t0
         # the client would hold 60 s: a quit that waits for it fails here, load does not
         check(0.8 < took < 30, "quit -t 1 took %.1f s" % took)
-        c.communicate(timeout=10)
+        c.communicate(timeout=30)
         check(c.returncode == 4, "client ended")
         check("Quit timeout reached" in e.log(), "logged")
         ok = True
@@ -1261,15 +1261,17 @@ def remote_scheduler_holds_work_behind_long_kernels():
     streams), each operation after a running kernel waits in the server until that kernel is
     done, so nothing dependent sits in a shared hardware queue; a stream query still answers
     at once. With one client stream (auto) everything goes to the driver at once."""
-    # 400 ms kernels: a held operation waits at least that (load only adds); one that is not
-    # held, or a query that waits for the kernel, misses by a margin no loaded machine closes
-    t, out = chain_times("always", kernel_ms=400)
+    # 1 s kernels: a held operation waits at least that (load only adds); a query that waits for
+    # the kernel answers 0, not NOT_READY, and takes a second, where a loaded machine's round
+    # trip takes milliseconds
+    t, out = chain_times("always", kernel_ms=1000)
     gaps = [b - a for a, b in zip(t, t[1:])]
-    check(all(g >= 360 for g in gaps), "each operation waited for the 400 ms kernel before it: "
+    check(all(g >= 900 for g in gaps), "each operation waited for the 1 s kernel before it: "
           "gaps %r ms" % gaps)
     q = re.search(r"chain query (\d+) in (\d+) us", out)
-    check(q and q.group(1) == "600" and int(q.group(2)) < 200000,
+    check(q and q.group(1) == "600" and int(q.group(2)) < 500000,
           "the stream query answered NOT_READY without waiting: %r" % out)
+    # 400 ms kernels: one not held goes at once, where held it would wait 400 ms after each
     t, out = chain_times(None, kernel_ms=400)
     # held, the four operations after kernels would take 1 600 ms
     check(t[-1] - t[0] < 800, "without shared queues nothing waits: %r ms" % t)
@@ -1285,10 +1287,11 @@ def remote_scheduler_leaves_streams_alone():
     ok = False
     try:
         tlog = os.path.join(e.dir, "times")
-        # 1.5 s kernels: whatever waits for s1's kernel waits that long, far more than a loaded
-        # machine adds to work that waits for nothing (and less than the 2 s after which the
-        # scheduler stops waiting for a kernel never measured)
-        e.env.update({"FAKECUDA_KERNEL_MS": "1500", "FAKECUDA_TIME_LOG": tlog,
+        # 4 s kernels: whatever waits for s1's kernel waits that long (or 2 s, where the
+        # scheduler stops waiting for a kernel never measured), far more than a loaded machine
+        # adds to work that waits for nothing (s1 was queried some 0.3-0.5 s after its launch
+        # with both cores busy, up to 1.5 s on a machine five times overloaded)
+        e.env.update({"FAKECUDA_KERNEL_MS": "4000", "FAKECUDA_TIME_LOG": tlog,
                       "OPENMPS_SCHED": "always"})
         e.start()
         p = remote(e, "streams2")
@@ -1297,12 +1300,14 @@ def remote_scheduler_leaves_streams_alone():
         rows = client_times(tlog)
         check([r[0] for r in rows[:3]] == ["long", "record", "tiny"], "order: %r" % rows)
         check(int(rows[2][1]) - int(rows[0][1]) < 1000,
-              "the kernel on s2 was not held behind s1's 1.5 s kernel: %r" % rows)
+              "the kernel on s2 was not held behind s1's 4 s kernel: %r" % rows)
         m = re.search(r"query_us (\d+) staged_ms ([0-9.]+) s1_busy (\d)", out)
-        check(m and int(m.group(1)) < 750000, "the query answered at once: %r" % out)
+        check(m and int(m.group(1)) < 1000000, "the query answered at once: %r" % out)
         # an event, not a time: s1 (its kernel, then its copy) was still busy when the copy on
         # s3 had been staged, so that copy did not wait for s1's slots
         check(m and m.group(3) == "1", "the copy did not wait for s1's slots: %r" % out)
+        print("figures (bounds above): s2's kernel %d ms after s1's; %s" %
+              (int(rows[2][1]) - int(rows[0][1]), out.splitlines()[0]))
         ok = True
     finally:
         e.close(ok)
