@@ -744,9 +744,9 @@ def server_start_failure_and_states():
             wait_for(lambda: e2.cmd("get_server_status %d" % spid) == "ACTIVE", what="ACTIVE")
             c.communicate(timeout=60)
             check(c.returncode == 0, "client served once ACTIVE")
-            shutil.rmtree(os.path.dirname(gate), ignore_errors=True)
             e2.quit()
         finally:
+            shutil.rmtree(os.path.dirname(gate), ignore_errors=True)
             e2.close(True)
         ok = True
     finally:
