@@ -7,7 +7,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all test test-plain test-asan test-gpu demo bench install fuzz format format-check tidy clean
+.PHONY: all test test-plain test-loaded test-asan test-gpu demo bench install fuzz format format-check tidy clean
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -15,12 +15,17 @@ all: $(BUILD)/CMakeCache.txt
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-# The CPU tier twice, as CI runs it: a plain build and the ASan+UBSan build; then the GPU
-# tier where an NVIDIA GPU and nvcc are present.
-test: test-plain test-asan test-gpu
+# The CPU tier twice, as CI runs it: a plain build and the ASan+UBSan build; the IPC tests once
+# more with every core kept busy; then the GPU tier where an NVIDIA GPU and nvcc are present.
+test: test-plain test-loaded test-asan test-gpu
 
 test-plain: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# A test that leans on timing fails here rather than on someone's busy machine. tests/load.py
+# ends its busy loops however the run ends (failure, timeout, signal).
+test-loaded: all
+	cd $(BUILD) && python3 $(CURDIR)/tests/load.py -- ctest --output-on-failure -j $(JOBS) -L ipc
 
 test-gpu: all
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && \

@@ -2,6 +2,7 @@
 /* A test client: the handshake step by step, pings over the ring, and ways to misbehave. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
  */
 static void usage(void)
 {
-    fprintf(stderr, "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS]\n"
+    fprintf(stderr, "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS|eof]\n"
                     "       [--die-after connect|hello|welcome] [--garbage tail|len|op|sleepers]\n"
                     "       [--timeout-ms MS]\n");
     exit(2);
@@ -35,6 +36,7 @@ int main(int argc, char **argv)
     struct om_limits want;
     const char *die_after = "", *garbage = NULL;
     long pings = 1, size = 64, hold_ms = 0, timeout_ms = -1;
+    bool hold_eof = false;
     char err[512];
     int rc;
 
@@ -48,6 +50,8 @@ int main(int argc, char **argv)
             pings = atol(v);
         else if (!strcmp(a, "--size"))
             size = atol(v);
+        else if (!strcmp(a, "--hold-ms") && !strcmp(v, "eof"))
+            hold_eof = true; /* until the test closes our stdin: no guess of how long it needs */
         else if (!strcmp(a, "--hold-ms"))
             hold_ms = atol(v);
         else if (!strcmp(a, "--timeout-ms"))
@@ -109,8 +113,8 @@ int main(int argc, char **argv)
             om_ring_send(&c.tx, &bad, NULL);
         om_ring_kick(c.tx.q);
         /* Send nothing more (a valid record would overwrite the bad one):
-         * the server must end the session on its own. */
-        for (int i = 0; i < 500 && om_client_alive(&c); i++)
+         * the server must end the session on its own (30 s: a bound for a failing run only). */
+        for (int i = 0; i < 3000 && om_client_alive(&c); i++)
             usleep(10000);
         if (!om_client_alive(&c)) {
             printf("session ended: %s\n", c.why);
@@ -138,10 +142,16 @@ int main(int argc, char **argv)
     }
     printf("pings ok %ld\n", pings);
     fflush(stdout);
-    if (hold_ms > 0) {
+    if (hold_ms > 0 || hold_eof) {
         /* Stay connected, pinging now and then so a termination is noticed. */
-        for (long t = 0; t < hold_ms; t += 50) {
-            usleep(50000);
+        for (long t = 0; hold_eof || t < hold_ms; t += 50) {
+            if (hold_eof) {
+                struct pollfd pfd = {.fd = 0, .events = POLLIN};
+                char junk[64];
+                if (poll(&pfd, 1, 50) > 0 && read(0, junk, sizeof(junk)) <= 0)
+                    break; /* end of file (or an error): the test lets us go */
+            } else
+                usleep(50000);
             rc = om_client_call(&c, OM_OP_PING, out, 8, in, sizeof(in), NULL);
             if (rc == -ECONNRESET) {
                 printf("session ended: %s\n", c.why);

@@ -616,7 +616,8 @@ static void chain(int pairs)
  * with streams of its own is never held (a kernel on s2 goes while s1's kernel runs and s1 has
  * an event record after it); a query on a blocking stream answers at once while the default
  * stream runs a kernel; a pageable copy on an idle stream does not wait for the staging slots an
- * asynchronous copy on s1 still uses behind s1's kernel. Prints the two times. */
+ * asynchronous copy on s1 still uses behind s1's kernel. Prints the two times, and whether s1
+ * was still busy once the copy on s3 was staged (and when, from s1's launch). */
 static void streams2(void)
 {
     static const char image[] = "fakecubin\nlong:4\ntiny:4\n";
@@ -629,7 +630,8 @@ static void streams2(void)
     CUdeviceptr d1, d2;
     unsigned v = 1;
     void *args[] = {&v};
-    double t0, query_us, staged_ms;
+    double t0, t_long, query_us, staged_ms, s1_ms;
+    int s1_busy;
 
     EXPECT(h1 && h2 && back);
     for (size_t i = 0; i < n; i++) {
@@ -646,6 +648,7 @@ static void streams2(void)
     OK(cuModuleGetFunction(&lng, mod, "long"));
     OK(cuModuleGetFunction(&tiny, mod, "tiny"));
     OK(cuEventCreate(&ev, 0));
+    t_long = now_us();
     OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s1, args, NULL));
     OK(cuEventRecord(ev, s1));
     OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
@@ -657,6 +660,10 @@ static void streams2(void)
     t0 = now_us();
     OK(cuMemcpyHtoDAsync_v2(d2, h2, n, s3)); /* s3 is idle: nothing to wait for */
     staged_ms = (now_us() - t0) / 1000;
+    /* s1 still busy (its kernel, then its copy) once the copy on s3 is staged: that copy did
+     * not wait for s1's slots, whatever the time the machine took to stage it */
+    s1_busy = cuStreamQuery(s1) == 600;
+    s1_ms = (now_us() - t_long) / 1000;
     OK(cuCtxSynchronize());
     OK(cuMemcpyDtoH_v2(back, d1, n));
     EXPECT(memcmp(back, h1, n) == 0);
@@ -665,7 +672,8 @@ static void streams2(void)
     free(h1);
     free(h2);
     free(back);
-    printf("streams2 query_us %.0f staged_ms %.1f\n", query_us, staged_ms);
+    printf("streams2 query_us %.0f staged_ms %.1f s1_busy %d s1_query_at_ms %.1f\n", query_us,
+           staged_ms, s1_busy, s1_ms);
     printf("streams2 ok\n");
 }
 

@@ -47,7 +47,9 @@ def check(cond, what):
         raise Fail(what)
 
 
-def wait_for(cond, timeout=10.0, what="condition"):
+def wait_for(cond, timeout=60.0, what="condition"):
+    """Polls cond until it is true. The deadline only bounds a failing run (a passing one
+    returns as soon as cond holds), so it is generous: a loaded CI machine must not fail here."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         v = cond()
@@ -70,7 +72,6 @@ class Env:
             "CUDA_MPS_PIPE_DIRECTORY": self.pipe,
             "CUDA_MPS_LOG_DIRECTORY": self.logs,
             "OPENMPS_DRIVER": os.path.abspath(FAKECUDA),
-            "OPENMPS_HELLO_TIMEOUT_MS": "1000",
             # no module images carried from one test's server to the next (imgcache.c): a
             # test that wants the cache names a directory of its own
             "OPENMPS_MODULE_CACHE": "off",
@@ -133,12 +134,20 @@ class Env:
 
     def client(self, *args, env=None, preexec=None):
         err = self.errfile("client")
+        # stdin a pipe: a client run with --hold-ms eof holds its session until the test
+        # closes it (communicate() does), however long the test took to get there
         p = subprocess.Popen([CLIENT] + [str(a) for a in args], env=env or self.env,
-                             stdout=subprocess.PIPE, stderr=open(err, "w"), text=True,
-                             preexec_fn=preexec)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=open(err, "w"), text=True, preexec_fn=preexec)
         self.children.append((p, err))
         p.errpath = err
         return p
+
+    def ended(self, p, timeout=60):
+        """Waits for a client the daemon or server ends, its stdin left open (closing it would
+        let a --hold-ms eof client leave on its own first); returns its stdout."""
+        p.wait(timeout=timeout)
+        return p.stdout.read()
 
     def run_client(self, *args, timeout=30, **kw):
         p = self.client(*args, **kw)
@@ -161,7 +170,7 @@ class Env:
         if self.daemon and self.daemon.poll() is None:
             out, err, rc = self.ctl("quit -t 2\n")
             try:
-                self.daemon.wait(timeout=15)
+                self.daemon.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 raise Fail("the daemon did not exit after quit -t 2 (front-end rc %d %s); log:\n%s"
@@ -198,7 +207,7 @@ def raw_msg(mtype, payload=b"", magic=MAGIC, major=MAJOR, length=None):
 def raw_conn(e):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(os.path.join(e.pipe, "control.sock"))
-    s.settimeout(5)
+    s.settimeout(20)  # bounds a failing run only: a drop or an answer ends the wait at once
     return s
 
 
@@ -311,8 +320,8 @@ def commands_transcript():
         check(e.cmd("get_device_pinned_mem_limit %d 1" % spid) == "", "unset limit is empty")
         check(e.cmd("get_client_list %d" % spid) == "", "no clients yet")
         check(e.cmd("ps") == "", "ps without clients is empty")
-        c1 = e.client("--hold-ms", 20000)
-        c2 = e.client("--hold-ms", 20000)
+        c1 = e.client("--hold-ms", "eof")
+        c2 = e.client("--hold-ms", "eof")
         for c in (c1, c2):
             check(c.stdout.readline().startswith("session server=%d" % spid), "session")
         check(sorted(e.clients(spid)) == sorted([c1.pid, c2.pid]), "get_client_list")
@@ -336,7 +345,7 @@ def commands_transcript():
         check(e.cmd("terminate_client %d 999999" % spid) == "Invalid process 999999!\n1",
               "terminate unknown client")
         check(e.cmd("terminate_client %d %d" % (spid, c1.pid)) == "0", "terminate_client")
-        out1, _ = c1.communicate(timeout=10)
+        out1 = e.ended(c1)
         check(c1.returncode == 4 and "terminated" in out1, "terminated client: %r" % out1)
         wait_for(lambda: e.clients(spid) == [c2.pid], what="client list without c1")
         check(e.cmd("get_server_status %d" % spid) == "ACTIVE", "server goes on")
@@ -349,7 +358,7 @@ def commands_transcript():
         time.sleep(0.3)
         check(e.servers() == [spid] and c2.poll() is None, "graceful shutdown waits for clients")
         check(e.cmd("shutdown_server %d -f" % spid) == "", "shutdown_server -f")
-        out2, _ = c2.communicate(timeout=10)
+        out2 = e.ended(c2)
         check(c2.returncode == 4, "forced shutdown ends the client: %r" % out2)
         wait_for(lambda: e.servers() == [], what="the server to exit")
         check(e.cmd("shutdown_server %d" % spid) == "Server %d not found" % spid, "gone")
@@ -407,7 +416,7 @@ def daemon_background_and_sigterm():
         c = e.client("--hold-ms", 30000)
         check(c.stdout.readline().startswith("session"), "session")
         os.kill(dpid, signal.SIGTERM)
-        out, _ = c.communicate(timeout=10)
+        out, _ = c.communicate(timeout=30)
         check(c.returncode == 4, "client told its server stopped: %r" % out)
         wait_for(lambda: not os.path.exists("/proc/%d" % dpid), what="the daemon to exit")
         wait_for(lambda: not os.path.exists("/proc/%d" % spid), what="the server to exit")
@@ -426,7 +435,9 @@ def clients_128_at_once():
     e = Env()
     ok = False
     try:
-        procs = [e.client("--pings", 20, "--hold-ms", 3000) for _ in range(128)]
+        # each holds its session until the test has counted all 128 (a fixed hold ran out
+        # before the last had started on a loaded machine)
+        procs = [e.client("--pings", 20, "--hold-ms", "eof") for _ in range(128)]
         for p in procs:
             line = p.stdout.readline()
             check(line.startswith("session server="), "session line: %r" % line)
@@ -489,9 +500,11 @@ def server_killed_under_clients():
         t0 = time.monotonic()
         os.kill(spid, signal.SIGKILL)
         for p in procs:
-            out, _ = p.communicate(timeout=10)
+            out, _ = p.communicate(timeout=20)
             check(p.returncode == 4 and "session ended" in out, "client noticed: %r" % out)
-        check(time.monotonic() - t0 < 2.0, "clients noticed within a second or so")
+        # they hold 30 s: noticing only when the hold ends (or never) fails here, load does not
+        check(time.monotonic() - t0 < 15.0, "clients noticed the death (%.1f s), long before "
+              "their 30 s hold ended" % (time.monotonic() - t0))
         wait_for(lambda: e.servers() == [], what="the dead server to be reaped")
         check("Server %d (uid %d) died (signal 9)" % (spid, os.getuid()) in e.log(),
               "death logged")
@@ -510,16 +523,17 @@ def malformed_ring_records():
     e = Env()
     ok = False
     try:
-        good = e.client("--pings", 1, "--hold-ms", 4000)
+        good = e.client("--pings", 1, "--hold-ms", "eof")  # in session all along
         check(good.stdout.readline().startswith("session"), "session")
         spid = e.servers()[0]
         for kind in ("tail", "len", "op"):
-            rc, out, err = e.run_client("--garbage", kind, timeout=10)
+            rc, out, err = e.run_client("--garbage", kind, timeout=30)
             check(rc == 4, "garbage %s: rc %d out %r err %r" % (kind, rc, out, err))
-        slog = e.log("server.log")
+        check(good.poll() is None, "the other client is still in its session")
+        slog = wait_for(lambda: "protocol error" in e.log("server.log") and e.log("server.log"),
+                        what="the session end reason in server.log")
         check("malformed record" in slog and "unknown operation" in slog, "logged: " + slog)
-        check("protocol error" in slog, "session end reason logged")
-        good.communicate(timeout=20)
+        good.communicate(timeout=30)
         check(good.returncode == 0, "the other client went on: " + open(good.errpath).read())
         check(e.servers() == [spid], "same server")
         ok = True
@@ -536,12 +550,12 @@ def client_hides_the_sleeping_worker():
         rc, out, err = e.run_client("--pings", 1)
         spid = e.servers()[0]
         for _ in range(3):
-            rc, out, err = e.run_client("--garbage", "sleepers", timeout=10)
+            rc, out, err = e.run_client("--garbage", "sleepers", timeout=30)
             check(rc == 0, "garbage client exit %d: %s" % (rc, err))
-        wait_for(lambda: e.clients(spid) == [], timeout=3, what="the sessions to be freed")
-        t0 = time.monotonic()
-        rc, out, err = e.run_client("--pings", 10)
-        check(rc == 0 and time.monotonic() - t0 < 2, "the server still serves: " + err)
+        # a worker asleep for good never frees its session: this waits in vain
+        wait_for(lambda: e.clients(spid) == [], what="the sessions to be freed")
+        rc, out, err = e.run_client("--pings", 10, timeout=60)
+        check(rc == 0, "the server still serves: " + err)
         ok = True
     finally:
         e.close(ok)
@@ -577,9 +591,9 @@ def connection_flood():
         check(0 < answered <= 16, "total cap: %d of 40 answered" % answered)
         for s in socks:
             s.close()
-        time.sleep(0.5)
+        wait_for(lambda: "too many connections" in e.log(), what="the refusal in the log")
+        time.sleep(0.5)  # a daemon that logs in a loop would write far more than this meanwhile
         check(len(e.log()) < 100000, "log size %d after the flood" % len(e.log()))
-        check("too many connections" in e.log(), "the refusal is logged")
         check(e.cmd("get_default_client_priority") == "0", "still answers")
         # One user's front-ends are capped at 32 even with descriptors to spare.
         e.quit()
@@ -589,7 +603,7 @@ def connection_flood():
                     "os.setgroups([]); os.setgid(12008); os.setuid(12008)\n"
                     "ok=0; ss=[]\n"
                     "for i in range(40):\n"
-                    "  s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.settimeout(3)\n"
+                    "  s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.settimeout(10)\n"
                     "  s.connect(sys.argv[1]); ss.append(s)\n"
                     "  try: s.send(struct.pack('<IHHHHI',0x53504D4F,1,0,2,0,4)+b'help')\n"
                     "  except OSError: pass\n"
@@ -598,7 +612,7 @@ def connection_flood():
                     "  except OSError: pass\n"
                     "print(ok)\n")
             p = subprocess.run([sys.executable, "-c", code, os.path.join(e2.pipe, "control.sock")],
-                               capture_output=True, text=True, timeout=60)
+                               capture_output=True, text=True, timeout=240)
             check(p.stdout.strip() == "32", "per-user cap: %r %r" % (p.stdout, p.stderr))
             check(e2.cmd("get_server_list") == "", "root still served")
             e2.quit()
@@ -637,7 +651,10 @@ def client_in_another_pid_namespace():
 @test
 def malformed_daemon_messages():
     """Garbage on the control socket drops that connection only."""
-    e = Env()
+    # a silent connection is dropped after 2 s here (10 s by default, which the other tests
+    # keep: a client stalled between its connect and its hello on a loaded machine is not
+    # dropped)
+    e = Env({"OPENMPS_HELLO_TIMEOUT_MS": "2000"})
     ok = False
     try:
         cases = [
@@ -682,7 +699,7 @@ def malformed_daemon_messages():
         s.close()
         # A connection that says nothing is dropped after the hello timeout.
         s = raw_conn(e)
-        s.settimeout(5)
+        s.settimeout(30)
         check(s.recv(10) == b"", "silent connection dropped")
         s.close()
         # A client that hangs up while waiting is forgotten.
@@ -788,19 +805,28 @@ def server_start_failure_and_states():
         check(rc == 3, "refused: rc %d" % rc)
         check("failed to start" in err and "server.log" in err, "reason: " + err)
         check("cuInit failed" in e.log("server.log"), "server.log says why")
-        check(e.servers() == [], "no server left")
+        wait_for(lambda: e.servers() == [], what="no server left")
         e.quit()
-        e2 = Env({"FAKECUDA_INIT_DELAY_MS": "1500"})
+        # the server's cuInit waits until the test opens the gate: INITIALIZING for as long as
+        # the test needs to look, on any machine (a fixed delay ran out under load)
+        gate = os.path.join(tempfile.mkdtemp(prefix="om-gate-"), "open")
+        e2 = Env({"FAKECUDA_INIT_GATE": gate})
         try:
             e2.cmd("start_server -uid %d" % os.getuid())
-            spid = e2.servers()[0]
+            spid = wait_for(lambda: e2.servers(), what="the server")[0]
             check(e2.cmd("get_server_status %d" % spid) == "INITIALIZING", "INITIALIZING")
             c = e2.client("--pings", 3)  # waits for the server to be ready
+            wait_for(lambda: "New client %d " % c.pid in e2.log() or c.poll() is not None,
+                     what="the client to wait for the starting server")
+            check(c.poll() is None, "the client waits while the server starts")
+            check(e2.cmd("get_server_status %d" % spid) == "INITIALIZING", "still INITIALIZING")
+            open(gate, "w").close()
             wait_for(lambda: e2.cmd("get_server_status %d" % spid) == "ACTIVE", what="ACTIVE")
-            c.communicate(timeout=10)
+            c.communicate(timeout=60)
             check(c.returncode == 0, "client served once ACTIVE")
             e2.quit()
         finally:
+            shutil.rmtree(os.path.dirname(gate), ignore_errors=True)
             e2.close(True)
         ok = True
     finally:
@@ -825,7 +851,7 @@ def stale_and_concurrent_daemons():
         check(os.path.exists(os.path.join(e.pipe, "control.sock")), "stale socket left")
         wait_for(lambda: not os.path.exists("/proc/%d/status" % spid) or
                  "zombie" in open("/proc/%d/status" % spid).read(), what="orphaned server exit")
-        c.communicate(timeout=10)
+        c.communicate(timeout=30)
         check(c.returncode == 4, "the client was told")
         e.start()
         check(e.cmd("get_server_list") == "", "new daemon over stale files")
@@ -880,10 +906,14 @@ def quit_with_timeout():
         t0 = time.monotonic()
         out, err, rc = e.ctl("quit -t 1\n")
         check(rc == 0 and out == "", "quit answers nothing")
-        e.daemon.wait(timeout=15)
+        try:
+            e.daemon.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            raise Fail("quit -t 1 still waits for the client after 45 s")
         took = time.monotonic() - t0
-        check(0.8 < took < 6, "quit -t 1 took %.1f s" % took)
-        c.communicate(timeout=10)
+        # the client would hold 60 s: a quit that waits for it fails here, load does not
+        check(0.8 < took < 30, "quit -t 1 took %.1f s" % took)
+        c.communicate(timeout=30)
         check(c.returncode == 4, "client ended")
         check("Quit timeout reached" in e.log(), "logged")
         ok = True
@@ -1321,15 +1351,20 @@ def remote_scheduler_holds_work_behind_long_kernels():
     streams), each operation after a running kernel waits in the server until that kernel is
     done, so nothing dependent sits in a shared hardware queue; a stream query still answers
     at once. With one client stream (auto) everything goes to the driver at once."""
-    t, out = chain_times("always")
+    # 1 s kernels: a held operation waits at least that (load only adds); a query that waits for
+    # the kernel answers 0, not NOT_READY, and takes a second, where a loaded machine's round
+    # trip takes milliseconds
+    t, out = chain_times("always", kernel_ms=1000)
     gaps = [b - a for a, b in zip(t, t[1:])]
-    check(all(g >= 90 for g in gaps), "each operation waited for the 100 ms kernel before it: "
+    check(all(g >= 900 for g in gaps), "each operation waited for the 1 s kernel before it: "
           "gaps %r ms" % gaps)
     q = re.search(r"chain query (\d+) in (\d+) us", out)
-    check(q and q.group(1) == "600" and int(q.group(2)) < 50000,
+    check(q and q.group(1) == "600" and int(q.group(2)) < 500000,
           "the stream query answered NOT_READY without waiting: %r" % out)
-    t, out = chain_times(None)
-    check(t[-1] - t[0] < 90, "without shared queues nothing waits: %r ms" % t)
+    # 400 ms kernels: one not held goes at once, where held it would wait 400 ms after each
+    t, out = chain_times(None, kernel_ms=400)
+    # held, the four operations after kernels would take 1 600 ms
+    check(t[-1] - t[0] < 800, "without shared queues nothing waits: %r ms" % t)
 
 
 @test
@@ -1337,12 +1372,16 @@ def remote_scheduler_leaves_streams_alone():
     """Under the scheduler, a client with streams of its own is never held (its s2 kernel goes
     while s1's kernel runs, though an event record follows that kernel on s1); a stream query
     answers at once; a pageable copy never waits for staging slots that another stream's copy
-    still uses behind a 300 ms kernel."""
+    still uses behind a kernel."""
     e = Env(start=False)
     ok = False
     try:
         tlog = os.path.join(e.dir, "times")
-        e.env.update({"FAKECUDA_KERNEL_MS": "300", "FAKECUDA_TIME_LOG": tlog,
+        # 4 s kernels: whatever waits for s1's kernel waits that long (or 2 s, where the
+        # scheduler stops waiting for a kernel never measured), far more than a loaded machine
+        # adds to work that waits for nothing (s1 was queried some 0.3-0.5 s after its launch
+        # with both cores busy, up to 1.5 s on a machine five times overloaded)
+        e.env.update({"FAKECUDA_KERNEL_MS": "4000", "FAKECUDA_TIME_LOG": tlog,
                       "OPENMPS_SCHED": "always"})
         e.start()
         p = remote(e, "streams2")
@@ -1350,11 +1389,15 @@ def remote_scheduler_leaves_streams_alone():
         check(p.returncode == 0 and "streams2 ok" in out, "streams2: %r %r" % (out, err))
         rows = client_times(tlog)
         check([r[0] for r in rows[:3]] == ["long", "record", "tiny"], "order: %r" % rows)
-        check(int(rows[2][1]) - int(rows[0][1]) < 150,
-              "the kernel on s2 was not held behind s1's kernel: %r" % rows)
-        m = re.search(r"query_us (\d+) staged_ms ([0-9.]+)", out)
-        check(m and int(m.group(1)) < 100000, "the query answered at once: %r" % out)
-        check(m and float(m.group(2)) < 200, "the copy did not wait for s1's slots: %r" % out)
+        check(int(rows[2][1]) - int(rows[0][1]) < 1000,
+              "the kernel on s2 was not held behind s1's 4 s kernel: %r" % rows)
+        m = re.search(r"query_us (\d+) staged_ms ([0-9.]+) s1_busy (\d)", out)
+        check(m and int(m.group(1)) < 1000000, "the query answered at once: %r" % out)
+        # an event, not a time: s1 (its kernel, then its copy) was still busy when the copy on
+        # s3 had been staged, so that copy did not wait for s1's slots
+        check(m and m.group(3) == "1", "the copy did not wait for s1's slots: %r" % out)
+        print("figures (bounds above): s2's kernel %d ms after s1's; %s" %
+              (int(rows[2][1]) - int(rows[0][1]), out.splitlines()[0]))
         ok = True
     finally:
         e.close(ok)
@@ -1698,8 +1741,10 @@ def server_timeline_at_debug_level():
 def remote_scheduler_bounds_its_waits():
     """A kernel never measured is waited for at most 2 s (it might wait for work its own client
     submits later): past that the next operation goes to the driver anyway."""
-    t, out = chain_times("always", kernel_ms=2600, pairs=1)
-    check(1900 <= t[1] - t[0] < 2500, "the wait behind the 2.6 s kernel gave up at 2 s: %r" % t)
+    # 3.4 s kernels: a wait that does not give up lasts at least 3.4 s; one that gives up at 2 s
+    # has 1.4 s to spare on a loaded machine
+    t, out = chain_times("always", kernel_ms=3400, pairs=1)
+    check(1900 <= t[1] - t[0] < 3000, "the wait behind the 3.4 s kernel gave up at 2 s: %r" % t)
 
 
 @test
@@ -1721,7 +1766,7 @@ def remote_fault_restarts_the_server():
               "the fault is logged: " + slog[-800:])
         other.kill()
         other.wait()
-        check("reports a fault" in e.log(), "the daemon logged the fault")
+        wait_for(lambda: "reports a fault" in e.log(), what="the daemon to log the fault")
         p = remote(e, "roundtrip")
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0, "the next client is served: %r" % err)
@@ -1869,7 +1914,7 @@ def shim_sees_one_device_of_many():
 @test
 def shim_refused_by_daemon():
     """A daemon that will not serve this user: cuInit fails as an MPS client's does."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:
@@ -1890,27 +1935,85 @@ def need_root():
         sys.exit(0)
 
 
+def reachable_by_others(path, mode):
+    """Whether a user other than root can reach path with the given permission bits (0o5: read
+    and run, 0o4: read): every directory above it searchable by others, path itself allowed."""
+    path = os.path.realpath(path)
+    d = os.path.dirname(path)
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == os.path.dirname(d):
+            break
+        d = os.path.dirname(d)
+    return os.stat(path).st_mode & mode == mode
+
+
+def need_binaries_for_other_users():
+    """Processes run as other users (the daemon, the server it starts for a user, the test
+    client, the driver test double the server loads) need their files reachable. A checkout in
+    a directory others cannot enter (root's home, 0700) is not: the files are then copied to a
+    temporary directory they can enter, with the libraries they load from such a directory, and
+    the test runs those copies. Skips, saying why, where even that cannot be done."""
+    global CONTROL, CLIENT, FAKECUDA
+    need_root()
+    tmp = tempfile.gettempdir()
+    if not reachable_by_others(tmp, 0o1):
+        print("SKIP: other users cannot enter the temporary directory %s (set TMPDIR to one "
+              "they can)" % tmp)
+        sys.exit(0)
+    files = {"control": CONTROL, "server": os.path.join(os.path.dirname(CONTROL), "openmps-server"),
+             "client": CLIENT, "fakecuda": FAKECUDA}
+    if all(reachable_by_others(f, 0o4 if k == "fakecuda" else 0o5) for k, f in files.items()):
+        return
+    copy = tempfile.mkdtemp(prefix="om-bin-")
+    os.chmod(copy, 0o755)
+    import atexit
+    atexit.register(shutil.rmtree, copy, True)
+    libs = set()
+    for f in files.values():
+        # the libraries a file loads from a place others cannot reach go beside the copies
+        p = subprocess.run(["ldd", f], capture_output=True, text=True)
+        for lib in re.findall(r"=> (/\S+)", p.stdout):
+            if not reachable_by_others(lib, 0o4):
+                libs.add(lib)
+    for f in list(files.values()) + sorted(libs):
+        shutil.copy(f, copy)  # the daemon finds openmps-server beside itself: both go here
+        os.chmod(os.path.join(copy, os.path.basename(f)), 0o755)
+    if libs:
+        os.environ["LD_LIBRARY_PATH"] = copy + (":" + os.environ["LD_LIBRARY_PATH"]
+                                                if os.environ.get("LD_LIBRARY_PATH") else "")
+    CONTROL, CLIENT, FAKECUDA = (os.path.join(copy, os.path.basename(files[k]))
+                                 for k in ("control", "client", "fakecuda"))
+    print("the build is not reachable by other users: running copies in %s" % copy)
+
+
 @test
 def two_users_queued():
     """A client of a second user waits until the first user's server has no clients."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env()
     ok = False
     try:
         os.chmod(e.dir, 0o755)
-        a = e.client("--pings", 1, "--hold-ms", 1500, preexec=as_user(12001))
+        # A holds its session until the test lets it go (a fixed hold could end before B came)
+        a = e.client("--pings", 1, "--hold-ms", "eof", preexec=as_user(12001))
         check(a.stdout.readline().startswith("session"), "user A served")
         spid_a = e.servers()[0]
         check(proc_uid(spid_a) == 12001, "server runs as user A")
-        t0 = time.monotonic()
-        rc, out, err = e.run_client("--pings", 3, preexec=as_user(12002), timeout=30)
-        waited = time.monotonic() - t0
-        check(rc == 0 and "queued=1" in out, "user B queued then served: %r %r" % (out, err))
-        check(waited > 1.0, "B waited for A (%.2f s)" % waited)
+        b = e.client("--pings", 3, preexec=as_user(12002))
+        wait_for(lambda: "(uid 12002) queued behind" in e.log() or b.poll() is not None,
+                 what="user B to be queued")
+        check(b.poll() is None and e.servers() == [spid_a],
+              "B is not served while A holds its session (B's exit %r, servers %r): %s"
+              % (b.poll(), e.servers(), open(b.errpath).read()))
+        a.communicate(timeout=60)  # A lets go, its server stops when idle, B is served
+        check(a.returncode == 0, "A finished normally")
+        out, _ = b.communicate(timeout=60)
+        check(b.returncode == 0 and "queued=1" in out,
+              "user B queued then served: %r %r" % (out, open(b.errpath).read()))
         spid_b = int(re.search(r"server=(\d+)", out).group(1))
         check(spid_b != spid_a, "B has its own server")
-        a.communicate(timeout=10)
-        check(a.returncode == 0, "A finished normally")
         log = e.log()
         check(log.index("(uid 12002) queued behind") <
               log.index("Starting new server %d for user 12002" % spid_b), "order in the log")
@@ -2071,7 +2174,7 @@ def queue_of_thousands_is_linear():
 
 @test
 def plain_user_daemon_serves_only_its_user():
-    need_root()
+    need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:

@@ -155,17 +155,18 @@ TEST(ring_cross_process)
     pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        /* The server side: echo every record, sleeping on the doorbell. */
+        /* The server side: echo every record, sleeping on the doorbell. The 30 s waits bound
+         * a failing run only (a lost wake-up); a loaded machine stalls a peer far less. */
         char buf[256];
         for (int i = 0; i < n; i++) {
             struct om_rec got;
             int rc;
             while ((rc = om_ring_recv(&p.s_rx, &got, buf, sizeof(buf))) == -EAGAIN)
-                om_ring_wait_data(&p.s_rx, 5000, i % 2 ? 0 : 20, NULL);
+                om_ring_wait_data(&p.s_rx, 30000, i % 2 ? 0 : 20, NULL);
             if (rc != 0 || got.seq != (uint32_t)i)
                 _exit(10);
             while (om_ring_send(&p.s_tx, &got, buf) == -EAGAIN)
-                om_ring_wait_space(&p.s_tx, got.len, 5000, NULL);
+                om_ring_wait_space(&p.s_tx, got.len, 30000, NULL);
         }
         _exit(0);
     }
@@ -176,7 +177,7 @@ TEST(ring_cross_process)
         memset(out, i & 0xff, sizeof(out));
         CHECK_EQ(om_ring_send(&p.c_tx, &r, out), 0);
         while ((rc = om_ring_recv(&p.c_rx, &got, in, sizeof(in))) == -EAGAIN)
-            CHECK_EQ(om_ring_wait_data(&p.c_rx, 5000, i % 3 ? 0 : 20, NULL), 0);
+            CHECK_EQ(om_ring_wait_data(&p.c_rx, 30000, i % 3 ? 0 : 20, NULL), 0);
         CHECK_EQ(rc, 0);
         CHECK_EQ(got.seq, i);
         CHECK(memcmp(in, out, r.len) == 0);
@@ -197,7 +198,7 @@ TEST(ring_wait_timeout)
     CHECK_EQ(om_ring_wait_data(&p.s_rx, 50, 10, NULL), -ETIMEDOUT);
     clock_gettime(CLOCK_MONOTONIC, &b);
     long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
-    CHECK(ms >= 45 && ms < 2000);
+    CHECK(ms >= 45 && ms < 10000); /* never early; late only as much as a loaded machine makes it */
     stop = 1;
     CHECK_EQ(om_ring_wait_data(&p.s_rx, 5000, 0, &stop), 0); /* a stop flag ends the wait */
     free_pair(&p);

@@ -24,7 +24,9 @@
 static int initialized;
 
 /* FAKECUDA_DEVICES: device count (default 1). FAKECUDA_FAIL_INIT=1: cuInit
- * fails with CUDA_ERROR_NO_DEVICE. FAKECUDA_INIT_DELAY_MS: cuInit sleeps. */
+ * fails with CUDA_ERROR_NO_DEVICE. FAKECUDA_INIT_DELAY_MS: cuInit sleeps.
+ * FAKECUDA_INIT_GATE: cuInit waits until that file exists (a test opens the gate when it has
+ * seen what it wanted during the start, however slow the machine). */
 static int device_count(void)
 {
     const char *v = getenv("FAKECUDA_DEVICES");
@@ -35,12 +37,14 @@ static int device_count(void)
 
 EXPORT int cuInit(unsigned flags)
 {
-    const char *delay = getenv("FAKECUDA_INIT_DELAY_MS");
+    const char *delay = getenv("FAKECUDA_INIT_DELAY_MS"), *gate = getenv("FAKECUDA_INIT_GATE");
 
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (delay)
         usleep((useconds_t)atoi(delay) * 1000);
+    while (gate && access(gate, F_OK) != 0)
+        usleep(10000);
     if (getenv("FAKECUDA_FAIL_INIT"))
         return CUDA_ERROR_NO_DEVICE;
     initialized = 1;
