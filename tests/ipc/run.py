@@ -718,7 +718,7 @@ def log_flood_is_rate_limited():
     """A user's flood of commands and malformed messages adds a bounded number of lines
     to control.log and a line saying how many were suppressed; other users' lines and,
     after a pause, the flooder's own are logged again."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env()
     ok = False
     try:
@@ -2075,7 +2075,7 @@ def queued_flood_leaves_room_for_root_and_served_user():
     front-end and the served user's new clients still get in, the flooders get a refusal
     naming the limit. (The served user's new client then waits its turn behind the older
     clients of the others, as every client does, and is served once they have gone.)"""
-    need_root()
+    need_binaries_for_other_users()
     def limit_fds():
         import resource
         resource.setrlimit(resource.RLIMIT_NOFILE, (80, 80))  # 16 connections in all
@@ -2127,7 +2127,7 @@ def queued_flood_leaves_room_for_root_and_served_user():
 def queue_of_thousands_is_linear():
     """Queueing costs the daemon linear time in the queue's length: 1 000 more waiting
     clients on top of 4 000 are queued in seconds (the quadratic scan took about a minute)."""
-    need_root()
+    need_binaries_for_other_users()
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     total, batch = 5000, 1000
@@ -2208,7 +2208,7 @@ def plain_user_daemon_serves_only_its_user():
 def logs_readable_by_root_only():
     """The log directory and its logs are not world-readable (an older daemon's 0644 logs
     are tightened), and a user's server still writes server.log."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:
@@ -2243,7 +2243,7 @@ def logs_readable_by_root_only():
 def clients_shown_to_their_user_and_root():
     """ps, get_client_list and get_device_client_list show a plain user its own clients
     only; root sees every user's."""
-    need_root()
+    need_binaries_for_other_users()
     e = Env()
     ok = False
     try:
@@ -2265,6 +2265,34 @@ def clients_shown_to_their_user_and_root():
     finally:
         e.close(ok)
 
+
+
+@test
+def changes_refused_for_other_users():
+    """Commands that change anything (quit, start_server, shutdown_server, terminate_client, the
+    set_ commands) are refused for a user who is neither root nor the daemon's, with the reason;
+    the daemon and its clients go on."""
+    need_binaries_for_other_users()
+    e = Env()
+    ok = False
+    try:
+        a = e.client("--pings", 1, "--hold-ms", "eof")
+        check(a.stdout.readline().startswith("session"), "root's client served")
+        spid = e.servers()[0]
+        cmds = ["quit", "start_server -uid 12011", "shutdown_server %d -f" % spid,
+                "terminate_client %d %d" % (spid, a.pid), "set_default_active_thread_percentage 10",
+                "set_active_thread_percentage %d 10" % spid, "set_default_client_priority 1",
+                "set_default_device_pinned_mem_limit 0 1G",
+                "set_device_pinned_mem_limit %d 0 1G" % spid]
+        out = ctl_as(e, 12011, "".join(c + "\n" for c in cmds))
+        check(out.count("Permission denied") == len(cmds),
+              "every change refused for uid 12011: %r" % out)
+        check(e.servers() == [spid] and a.poll() is None, "the server and its client go on")
+        check(e.cmd("get_default_active_thread_percentage") == "100.0", "nothing changed")
+        a.communicate(timeout=30)  # closes its stdin: it ends its session
+        ok = True
+    finally:
+        e.close(ok)
 
 def main():
     if "--list" in sys.argv:
