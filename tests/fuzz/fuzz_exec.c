@@ -60,9 +60,10 @@ struct obj {
 };
 static struct obj objs[16384];
 static size_t nobjs;
-static int phase = O_SERVER; /* whose calls run now */
-static const char *entry;    /* the driver entry being checked, for the message */
-static uint8_t *reply;       /* om_exec's answer buffer: the server's own, pinned */
+static int phase = O_SERVER;   /* whose calls run now */
+static const char *entry;      /* the driver entry being checked, for the message */
+static struct session *fuzzed; /* the session of the input */
+static uint8_t *reply;         /* om_exec's answer buffer: the server's own, pinned */
 
 static void note(int kind, uint64_t base, uint64_t size, bool alloc)
 {
@@ -459,12 +460,62 @@ static CUresult w_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f
                                               void **))(cfg, f, params, extra);
 }
 
+/* The bytes of an image the driver reads, by the image's own headers (the driver takes no
+ * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
+ * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. */
+static uint64_t image_extent(const uint8_t *p, uint64_t have)
+{
+    uint32_t magic = 0;
+
+    if (have >= 4)
+        memcpy(&magic, p, 4);
+    if (magic == OM_FATBIN_MAGIC) {
+        uint16_t header;
+        uint64_t fat;
+        if (have < 16)
+            return UINT64_MAX;
+        memcpy(&header, p + 6, 2);
+        memcpy(&fat, p + 8, 8);
+        return fat > UINT64_MAX - header ? UINT64_MAX : header + fat;
+    }
+    if (have >= 5 && !memcmp(p,
+                             "\x7f"
+                             "ELF\x02",
+                             5)) {
+        uint64_t shoff, phoff;
+        uint16_t phentsize, phnum, shentsize, shnum;
+        if (have < 64)
+            return UINT64_MAX;
+        memcpy(&phoff, p + 32, 8);
+        memcpy(&shoff, p + 40, 8);
+        memcpy(&phentsize, p + 54, 2);
+        memcpy(&phnum, p + 56, 2);
+        memcpy(&shentsize, p + 58, 2);
+        memcpy(&shnum, p + 60, 2);
+        uint64_t a = (uint64_t)shentsize * shnum, b = (uint64_t)phentsize * phnum;
+        if (shoff > UINT64_MAX - a || phoff > UINT64_MAX - b)
+            return UINT64_MAX;
+        return shoff + a > phoff + b ? shoff + a : phoff + b;
+    }
+    const uint8_t *nul = memchr(p, 0, have);
+    return nul ? (uint64_t)(nul - p) + 1 : UINT64_MAX;
+}
+
 static CUresult w_cuLibraryLoadData(CUlibrary *lib, const void *code, void *jo, void **jv,
                                     unsigned nj, void *lo, void **lv, unsigned nl)
 {
     CUresult rc;
 
     ENTER(cuLibraryLoadData);
+    /* The image is the client's staged bytes, and the driver reads none past them. */
+    if (phase == O_FUZZED &&
+        (code != fuzzed->stage || image_extent(code, fuzzed->stage_len) > fuzzed->stage_len)) {
+        fprintf(stderr,
+                "fuzz_exec: %s received an image whose headers reach past the %zu byte(s) the "
+                "client staged\n",
+                entry, fuzzed->stage_len);
+        abort();
+    }
     rc = ORIG(cuLibraryLoadData, CUresult(*)(CUlibrary *, const void *, void *, void **, unsigned,
                                              void *, void **, unsigned))(lib, code, jo, jv, nj, lo,
                                                                          lv, nl);
@@ -691,7 +742,8 @@ static uint64_t victim_call(struct session *s, int index, const uint64_t *args, 
     size_t n = 0;
 
     memcpy(in, args, nargs * 8);
-    memcpy(in + nargs * 8, tail, tail_len);
+    if (tail_len)
+        memcpy(in + nargs * 8, tail, tail_len);
     if (call(s, index, in, nargs * 8 + tail_len, false, &n) != CUDA_SUCCESS) {
         fprintf(stderr, "fuzz_exec: the victim's %s failed\n", om_server_entry_name(index));
         abort();
@@ -721,8 +773,8 @@ static void make_victim(void)
     e2 = VICTIM(cuEventCreate, NULL, 0, 2);
     om_fuzz_stage(victim, OM_OP_STAGE_RESET, NULL, 0);
     om_fuzz_stage(victim, OM_OP_STAGE_APPEND, (const uint8_t *)victim_image,
-                  sizeof(victim_image) - 1);
-    lib = VICTIM(cuLibraryLoadData, NULL, 0, sizeof(victim_image) - 1);
+                  sizeof(victim_image)); /* with its NUL, as the shim sends a text image */
+    lib = VICTIM(cuLibraryLoadData, NULL, 0, sizeof(victim_image));
     k = VICTIM(cuLibraryGetKernel, "victim_fill", 11, lib);
     h = VICTIM(cuMemHostAlloc, NULL, 0, 8192);
     memcpy(args, &a1, 8);
@@ -786,7 +838,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         init();
         ready = true;
     }
-    s = session_new();
+    fuzzed = s = session_new();
     nvals = nvictim_vals;
     phase = O_FUZZED;
     for (int r = 0; r < MAX_RECORDS && size >= 4; r++) {

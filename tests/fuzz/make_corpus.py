@@ -75,8 +75,9 @@ def launch_dims(gx, bx):
 
 
 def exec_seeds():
-    image = b"fakecubin\nfill_u32:8,4,4\nfail:8\n"
-    victim_image = b"fakecubin\nvictim_fill:8,4,4\nvictim_other:8\n"
+    # Text images travel with their NUL, as the shim sends them (remote_ctx.c's image_size).
+    image = b"fakecubin\nfill_u32:8,4,4\nfail:8\n\0"
+    victim_image = b"fakecubin\nvictim_fill:8,4,4\nvictim_other:8\n\0"
     args = struct.pack("<QII", F(9), 7, 16)
     yield "alloc-copy", b"".join([
         rec("cuMemAlloc_v2", 4096),
@@ -153,6 +154,16 @@ def exec_seeds():
         rec("cuMemAllocManaged", 4096, 1),
         rec("cuMemsetD8_v2", F(0), 9, 2, 2048, 0, 0, posted=True),
         rec("cuStreamSynchronize", 0), rec("cuMemFree_v2", F(0))])
+    # Images whose own headers reach past what was staged: the driver takes no size, so the
+    # server must refuse them rather than let the driver read past its staging buffer.
+    elf = bytearray(64)
+    elf[0:5] = b"\x7fELF\x02"
+    struct.pack_into("<QQ", elf, 32, 64, 1 << 20)  # program headers at 64, sections at 1 MiB
+    struct.pack_into("<HHHH", elf, 54, 56, 1, 64, 8)
+    yield "image-past-staged", b"".join([
+        stage(b"fakecubin\nfill_u32:8,4,4\n"), rec("cuLibraryLoadData", 25),  # no NUL
+        stage(bytes(elf)), rec("cuLibraryLoadData", len(elf)),
+        stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)), rec("cuLibraryLoadData", 16)])
     yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
         IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
         IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
