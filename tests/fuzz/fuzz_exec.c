@@ -429,6 +429,38 @@ static CUresult w_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *m, CUstream s)
     return ORIG(cuMemcpy2DAsync_v2, CUresult(*)(const CUDA_MEMCPY2D *, CUstream))(m, s);
 }
 
+/*
+ * The double's fill_u32 kernel writes where its arguments point, as a GPU kernel would. Kernel
+ * arguments are the client's own bytes, never checked (a kernel may touch any memory of the
+ * context, as in one process); on a GPU a kernel that writes outside every allocation faults
+ * the context (CUDA_ERROR_ILLEGAL_ADDRESS), which the double cannot tell, so it is answered
+ * here instead of writing outside the client's memory of this process.
+ */
+static bool kernel_faults(CUfunction f, void **extra)
+{
+    const uint8_t *args = NULL;
+    size_t len = 0;
+    uint64_t p;
+    uint32_t n;
+
+    if (phase != O_FUZZED || strcmp((const char *)f, "fill_u32") != 0) /* its name comes first */
+        return false;
+    for (int i = 0; extra && extra[i]; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            args = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            len = *(size_t *)extra[i + 1];
+    }
+    if (!args || len < 16)
+        return false;
+    memcpy(&p, args, 8);
+    memcpy(&n, args + 12, 4);
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && covers(&objs[i], p, 4ull * n))
+            return false;
+    return true;
+}
+
 static CUresult w_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                  unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
                                  void **extra)
@@ -436,6 +468,8 @@ static CUresult w_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     ENTER(cuLaunchKernel);
     check(K_KERNEL, H(f), 1);
     check(K_STREAM, H(s), 1);
+    if (kernel_faults(f, extra))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     return ORIG(cuLaunchKernel,
                 CUresult(*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, CUstream, void **, void **))(f, gx, gy, gz, bx, by, bz, smem,
@@ -456,6 +490,8 @@ static CUresult w_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f
     ENTER(cuLaunchKernelEx);
     check(K_KERNEL, H(f), 1);
     check(K_STREAM, H(cfg->stream), 1);
+    if (kernel_faults(f, extra))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     return ORIG(cuLaunchKernelEx, CUresult(*)(const struct launch_config *, CUfunction, void **,
                                               void **))(cfg, f, params, extra);
 }

@@ -587,7 +587,10 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, 
         k->name[colon - p] = '\0';
         k->nparams = 0;
         for (const char *q = colon + 1; q < end && k->nparams < 16;) {
-            k->sizes[k->nparams++] = strtoul(q, (char **)&q, 10);
+            k->sizes[k->nparams] = strtoul(q, (char **)&q, 10);
+            /* A parameter has a size (cuKernelGetParamInfo aligns by it). */
+            if (k->sizes[k->nparams] == 0 || k->sizes[k->nparams++] > 4096)
+                return 200;
             if (*q == ',')
                 q++;
         }
