@@ -164,6 +164,8 @@ def exec_seeds():
         stage(b"fakecubin\nfill_u32:8,4,4\n"), rec("cuLibraryLoadData", 25),  # no NUL
         stage(bytes(elf)), rec("cuLibraryLoadData", len(elf)),
         stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)), rec("cuLibraryLoadData", 16)])
+    # An empty append to a session that never staged (its buffer is still NULL).
+    yield "stage-empty", struct.pack("<HH", STAGE_APPEND, 0) + rec("cuLibraryLoadData", 0)
     yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
         IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
         IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
