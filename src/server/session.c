@@ -46,6 +46,8 @@ static int stage(struct session *s, const struct om_rec *rec, const uint8_t *pay
         }
         return 0;
     }
+    if (rec->len == 0)
+        return 0; /* nothing to add (the buffer may not exist yet) */
     if (s->stage_len > OM_STAGE_MAX)
         return 0; /* already too much: the call that uses it will fail */
     if (rec->len > OM_STAGE_MAX - s->stage_len) {
