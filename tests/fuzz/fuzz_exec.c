@@ -796,9 +796,11 @@ static uint64_t victim_call(struct session *s, int index, const uint64_t *args, 
 static const char victim_image[] = "fakecubin\nvictim_fill:8,4,4\nvictim_other:8\n";
 
 /* The victim owns one of everything, made the ordinary way, and lives as long as the target. */
+static struct session *victim; /* reachable: it is never released */
+
 static void make_victim(void)
 {
-    struct session *victim = session_new();
+    victim = session_new();
     uint64_t a1, a2, s1, s2, e1, e2, lib, k, h;
     uint8_t args[16] = {0};
 
