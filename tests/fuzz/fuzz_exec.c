@@ -44,7 +44,7 @@ int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32
 #define POSTED 0x8000
 #define MAX_RECORDS 64
 /* Device and pinned memory the double gives at most: it is host memory, and a fuzzer's. */
-#define MEM_CAP (16u << 20)
+#define MEM_CAP (1u << 20)
 
 /* ------------------------------------------------------------------ who owns what */
 

@@ -370,6 +370,8 @@ EXPORT int cuMemHostUnregister(void *p)
 EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 {
     (void)s;
+    if (!n) /* nothing to copy: the driver looks at no address */
+        return CUDA_SUCCESS;
     note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
@@ -378,6 +380,8 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 {
     (void)s;
+    if (!n)
+        return CUDA_SUCCESS;
     note_host_side("cuMemcpyDtoHAsync_v2", dst, n);
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -386,14 +390,16 @@ EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 EXPORT int cuMemcpyDtoDAsync_v2(dptr_t dst, dptr_t src, size_t n, void *s)
 {
     (void)s;
-    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    if (n)
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
 
 EXPORT int cuMemsetD8Async(dptr_t d, unsigned char v, size_t n, void *s)
 {
     (void)s;
-    memset((void *)(uintptr_t)d, v, n);
+    if (n)
+        memset((void *)(uintptr_t)d, v, n);
     return CUDA_SUCCESS;
 }
 
@@ -687,7 +693,7 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
 EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, size_t h, void *s)
 {
     (void)s;
-    for (size_t r = 0; r < h; r++)
+    for (size_t r = 0; w && r < h; r++)
         memset((char *)(uintptr_t)d + r * pitch, v, w);
     return CUDA_SUCCESS;
 }
@@ -739,7 +745,7 @@ EXPORT int cuMemcpy2DAsync_v2(const struct fake_memcpy2d *c, void *s)
             note_host_side("cuMemcpy2DAsync_v2", dst + c->dy * c->dpitch + c->dx,
                            (c->h - 1) * c->dpitch + c->w);
     }
-    for (size_t r = 0; r < c->h; r++)
+    for (size_t r = 0; c->w && r < c->h; r++)
         memmove(dst + (c->dy + r) * c->dpitch + c->dx, src + (c->sy + r) * c->spitch + c->sx, c->w);
     return CUDA_SUCCESS;
 }
