@@ -457,6 +457,8 @@ static bool kernel_faults(CUfunction f, void **extra)
         return false;
     memcpy(&p, args, 8);
     memcpy(&n, args + 12, 4);
+    if (p % 4)
+        return true; /* a GPU faults on it too (CUDA_ERROR_MISALIGNED_ADDRESS) */
     for (size_t i = 0; i < nobjs; i++)
         if (objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && covers(&objs[i], p, 4ull * n))
             return false;
