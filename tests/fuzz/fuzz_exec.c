@@ -20,7 +20,9 @@
  * by the driver during its calls, or answered to it), and the calls that wait for every client
  * are not made at all. Anything else aborts, naming the entry point and whose the handle was.
  * At the end of the input the session is released by session.c's own code, under the same
- * checks.
+ * checks. Not checked: the bytes of kernel arguments (a kernel may touch any memory of the
+ * context, as in one process; see kernel_faults), and ranges of 0 bytes, which touch nothing.
+ * OM_FUZZ_TRACE=1 prints a line per call, OM_FUZZ_LOG=1 the server's log.
  */
 #define _GNU_SOURCE
 #include <stdio.h>

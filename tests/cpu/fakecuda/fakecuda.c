@@ -406,6 +406,8 @@ EXPORT int cuMemsetD8Async(dptr_t d, unsigned char v, size_t n, void *s)
 EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
 {
     (void)s;
+    if (d % 2) /* the driver's rule: aligned to the element */
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++)
         ((unsigned short *)(uintptr_t)d)[i] = v;
     return CUDA_SUCCESS;
@@ -414,6 +416,8 @@ EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
 EXPORT int cuMemsetD32Async(dptr_t d, unsigned v, size_t n, void *s)
 {
     (void)s;
+    if (d % 4)
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++)
         ((unsigned *)(uintptr_t)d)[i] = v;
     return CUDA_SUCCESS;
@@ -700,6 +704,8 @@ EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, 
 
 EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w, size_t h, void *s)
 {
+    if (d % 2 || pitch % 2)
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < h; r++)
         cuMemsetD16Async(d + r * pitch, v, w, s);
     return CUDA_SUCCESS;
@@ -707,6 +713,8 @@ EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w
 
 EXPORT int cuMemsetD2D32Async(dptr_t d, size_t pitch, unsigned v, size_t w, size_t h, void *s)
 {
+    if (d % 4 || pitch % 4)
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < h; r++)
         cuMemsetD32Async(d + r * pitch, v, w, s);
     return CUDA_SUCCESS;
