@@ -52,13 +52,17 @@ bench: all
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-# libFuzzer targets (clang); FUZZ_SECONDS each.
+# libFuzzer targets (clang, with ASan and UBSan), one per directory of tests/fuzz/corpus, each
+# FUZZ_SECONDS from its saved corpus. New inputs go to build-fuzz/corpus/<target>, a crash to
+# build-fuzz/<target>-crash-*. CTest replays the saved corpora in every build.
 FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
 fuzz:
-	CC=clang cmake -S . -B build-fuzz $(GENERATOR) -DOPENMPS_FUZZ=ON -DOPENMPS_SANITIZE=ON
-	cmake --build build-fuzz -j $(JOBS)
-	for f in fuzz_msg fuzz_command fuzz_ring; do \
-	  build-fuzz/tests/$$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$f || exit 1; done
+	CC=$(FUZZ_CC) cmake -S . -B build-fuzz $(GENERATOR) -DOPENMPS_FUZZ=ON -DOPENMPS_SANITIZE=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
+	for d in tests/fuzz/corpus/*/; do f=$$(basename $$d); mkdir -p build-fuzz/corpus/$$f && \
+	  echo "== $$f" && build-fuzz/tests/$$f -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=build-fuzz/$$f- build-fuzz/corpus/$$f $$d || exit 1; done
 
 SOURCES := $(shell git ls-files '*.c' '*.h' ':!src/*/gen/*' 2>/dev/null)
 format:

@@ -1026,6 +1026,45 @@ static CUresult x_cuCtxGetStreamPriorityRange(struct call *c)
 
 /* ------------------------------------------------------------------ modules, kernels */
 
+/*
+ * Whether a module image ends within its `size` staged bytes by its own headers: the driver
+ * takes no size and reads as far as they say (a fatbin's header and payload, an ELF file's
+ * header tables, PTX to its NUL), so an image that claims more would have the driver read past
+ * the staging buffer, in the server every client shares. The same rules as the shim's
+ * image_size (src/client/remote_ctx.c).
+ */
+static bool image_within(const uint8_t *p, uint64_t size)
+{
+    uint32_t magic = 0;
+
+    if (size >= 4)
+        memcpy(&magic, p, 4);
+    if (magic == OM_FATBIN_MAGIC) {
+        uint16_t header;
+        uint64_t fat;
+        if (size < 16)
+            return false;
+        memcpy(&header, p + 6, 2);
+        memcpy(&fat, p + 8, 8);
+        return fat <= size && header <= size - fat;
+    }
+    if (size >= 5 && p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) {
+        uint64_t shoff, phoff;
+        uint16_t phentsize, phnum, shentsize, shnum;
+        if (size < 64)
+            return false;
+        memcpy(&phoff, p + 32, 8);
+        memcpy(&shoff, p + 40, 8);
+        memcpy(&phentsize, p + 54, 2);
+        memcpy(&phnum, p + 56, 2);
+        memcpy(&shentsize, p + 58, 2);
+        memcpy(&shnum, p + 60, 2);
+        return shoff <= size && (uint64_t)shentsize * shnum <= size - shoff && phoff <= size &&
+               (uint64_t)phentsize * phnum <= size - phoff;
+    }
+    return memchr(p, '\0', size) != NULL;
+}
+
 static CUresult x_cuLibraryLoadData(struct call *c)
 {
     CUresult (*load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **,
@@ -1039,6 +1078,11 @@ static CUresult x_cuLibraryLoadData(struct call *c)
         return CUDA_ERROR_INVALID_IMAGE;
     if ((rc = staged(c, size, CUDA_ERROR_INVALID_IMAGE)) != CUDA_SUCCESS)
         return rc;
+    if (!image_within(c->s->stage, size)) {
+        om_err("client %d: a module image whose headers reach past its %llu staged bytes",
+               (int)c->s->pid, (unsigned long long)size);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
     hash = om_hash64(c->s->stage, size);
     pthread_mutex_lock(om_image_load_lock());
     if (om_image_lookup(c->s->stage, hash, size, &lib) != 0) {

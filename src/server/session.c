@@ -60,8 +60,8 @@ static void stage(struct session *s, const struct om_rec *rec, const uint8_t *pa
             stage_drop(s);
         return;
     }
-    if (s->stage_error != CUDA_SUCCESS)
-        return;
+    if (s->stage_error != CUDA_SUCCESS || rec->len == 0)
+        return; /* an error already, or nothing to add (the buffer may not exist yet) */
     if (rec->len > OM_STAGE_MAX - s->stage_len) {
         /* The client splits big copies, so only a misbehaving one gets here. */
         s->stage_error = CUDA_ERROR_INVALID_VALUE;

@@ -6,9 +6,11 @@ Run it after a protocol change; libFuzzer adds what it finds beside the seeds
 (`make fuzz`), and CTest replays every file of each corpus.
 """
 import os
+import re
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ENTRIES = os.path.join(HERE, "..", "..", "src", "common", "gen", "entries.h")
 MAGIC = 0x53504D4F
 
 
@@ -33,6 +35,140 @@ def write(target, name, data):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "seed-" + name), "wb") as f:
         f.write(data)
+
+
+# fuzz_exec (tests/fuzz/fuzz_exec.c): records of u16 index (| 0x8000 posted), u16 length,
+# payload; u64 words 0xF0F0F0 << 40 | offset << 8 | n name the n-th value: the victim's
+# handles first (VICTIM), then every u64 the fuzzed session was answered, in order (F(j)).
+def entry_indices():
+    with open(ENTRIES) as f:
+        return {m.group(2): int(m.group(1))
+                for m in re.finditer(r"X\((\d+), (\w+), \w+\)", f.read())}
+
+
+IDX = entry_indices()
+STAGE_APPEND, STAGE_RESET, POSTED = 0x7FFF, 0x7FFE, 0x8000
+(V_A1, V_A2, V_A1_64, V_S1, V_S2, V_E1, V_E2, V_LIB, V_K, V_HOST, V_DEFAULT) = range(11)
+
+
+def ref(n, off=0):
+    return 0xF0F0F0 << 40 | (off & 0xFFFFFFFF) << 8 | n
+
+
+def F(j, off=0):
+    return ref(11 + j, off)
+
+
+def rec(entry, *words, tail=b"", posted=False):
+    payload = struct.pack("<%dQ" % len(words), *words) + tail
+    op = entry if isinstance(entry, int) else IDX[entry] | (POSTED if posted else 0)
+    return struct.pack("<HH", op, len(payload)) + payload
+
+
+def stage(data):
+    return struct.pack("<HH", STAGE_RESET, 0) + struct.pack("<HH", STAGE_APPEND, len(data)) + data
+
+
+def launch_dims(gx, bx):
+    # exec.c's packing: (gx | gy << 32), (gz | bx << 32), (by | bz << 32)
+    return gx | 1 << 32, 1 | bx << 32, 1 | 1 << 32
+
+
+def exec_seeds():
+    # Text images travel with their NUL, as the shim sends them (remote_ctx.c's image_size).
+    image = b"fakecubin\nfill_u32:8,4,4\nfail:8\n\0"
+    victim_image = b"fakecubin\nvictim_fill:8,4,4\nvictim_other:8\n\0"
+    args = struct.pack("<QII", F(9), 7, 16)
+    yield "alloc-copy", b"".join([
+        rec("cuMemAlloc_v2", 4096),
+        rec("cuMemcpyHtoD_v2", F(0), 8, 0, tail=b"12345678"),
+        rec("cuMemcpyDtoH_v2", F(0), 8, 0),
+        rec("cuMemsetD8_v2", F(0), 0x5A, 4, 1024, 0, 1),
+        rec("cuMemcpyDtoD_v2", F(0, 16), F(0), 8, 0, 1),
+        rec("cuMemFree_v2", F(0)),
+        rec("cuMemAlloc_v2", 4096),  # from the session's cache of freed allocations
+        rec("cuMemFree_v2", F(2))])
+    yield "stream-event", b"".join([
+        rec("cuStreamCreate", 0, 0), rec("cuEventCreate", 0),
+        rec("cuEventRecord", F(1), F(0)), rec("cuStreamWaitEvent", 0, F(1), 0),
+        rec("cuEventSynchronize", F(1)), rec("cuEventQuery", F(1)), rec("cuStreamQuery", F(0)),
+        rec("cuStreamGetFlags", F(0)), rec("cuStreamGetPriority", 0),
+        rec("cuEventElapsedTime_v2", F(1), F(1)), rec("cuStreamSynchronize", 0),
+        rec("cuEventDestroy_v2", F(1)), rec("cuStreamDestroy_v2", F(0)),
+        rec("cuCtxSynchronize")])
+    g, m, b = launch_dims(2, 64)
+    attr = struct.pack("<iiI", 8, 0, 1).ljust(72, b"\0")  # priority
+    yield "library-launch", b"".join([
+        stage(image), rec("cuLibraryLoadData", len(image)),
+        rec("cuLibraryGetKernel", F(0), tail=b"fill_u32"),  # F(1) kernel, F(2) count, F(3..8)
+        rec("cuMemAlloc_v2", 4096),  # F(9)
+        rec("cuLaunchKernel", F(1), g, m, b, 0, 0, tail=args),
+        rec("cuFuncGetAttribute", 0, F(1), 0), rec("cuFuncSetAttribute", F(1), 8, 1000),
+        rec("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", F(1), 64, 0, 0),
+        rec("cuLaunchKernelEx", F(1), g, m, b, 0, 0, 1, tail=attr + args),
+        rec("cuMemcpyDtoH_v2", F(9), 64, 0), rec("cuLibraryUnload", F(0))])
+    yield "victim-handles", b"".join([
+        rec("cuMemAlloc_v2", 4096),  # F(0): its own, beside the victim's
+        rec("cuMemcpyDtoD_v2", F(0), ref(V_A1), 16, 0, 1),
+        rec("cuMemcpyDtoD_v2", ref(V_A2), F(0), 16, 0, 1),
+        rec("cuMemcpy2D_v2", 2, 2, ref(V_A2), 256, F(0), 256, 16, 0, 4, 1),
+        rec("cuMemsetD2D8_v2", ref(V_A2), 256, 3, 1, 16, 4, 0, 1),
+        rec("cuMemcpyDtoHAsync_v2", ref(V_HOST), F(0), 8, 0),
+        rec("cuStreamSynchronize", ref(V_S1)), rec("cuEventRecord", ref(V_E1), 0),
+        rec("cuStreamWaitEvent", 0, ref(V_E2), 0),
+        rec("cuMemsetD8_v2", ref(V_A1), 1, 1, 16, 0, 1), rec("cuMemFree_v2", ref(V_A1)),
+        rec("cuMemcpyHtoD_v2", ref(V_A2), 4, 0, tail=b"abcd"),
+        rec("cuMemcpyDtoH_v2", ref(V_A1_64), 16, 0),
+        rec("cuLaunchKernel", ref(V_K), g, m, b, 0, 0, tail=struct.pack("<QII", ref(V_A1), 1, 1)),
+        rec("cuLibraryGetKernel", ref(V_LIB), tail=b"victim_fill"),
+        rec("cuStreamDestroy_v2", ref(V_S2)), rec("cuEventDestroy_v2", ref(V_E2)),
+        rec("cuMemFreeHost", ref(V_HOST)), rec("cuStreamQuery", ref(V_DEFAULT)),
+        rec("cuMemcpyHtoDAsync_v2", ref(V_A1), ref(V_HOST), 8, 0)])
+    yield "same-image", b"".join([
+        stage(victim_image), rec("cuLibraryLoadData", len(victim_image)),  # the victim's library
+        rec("cuLibraryGetKernel", F(0), tail=b"victim_fill"),
+        rec("cuMemAlloc_v2", 64),  # F(9)
+        rec("cuLaunchKernel", F(1), g, m, b, 0, 0, tail=args)])
+    yield "hostmem", b"".join([
+        rec("cuMemHostAlloc", 8192),  # F(0) address, F(1) length, F(2) device address
+        rec("cuMemAlloc_v2", 4096),  # F(3)
+        rec("cuMemcpyHtoDAsync_v2", F(3), F(0), 64, 0),
+        rec("cuMemcpyDtoHAsync_v2", F(0, 64), F(3), 64, 0),
+        rec("cuMemcpyDtoHAsync_v2", F(0, 8190), F(3), 64, 0),  # past the region's end
+        rec("cuMemFreeHost", F(0)), rec("cuMemHostRegister_v2", 0x700000000000, 4096)])
+    yield "copy-2d", b"".join([
+        rec("cuMemAlloc_v2", 65536), stage(bytes(range(64))),
+        rec("cuMemcpy2D_v2", 1, 2, 0, 0, F(0), 256, 16, 0, 4, 1),
+        rec("cuMemcpy2D_v2", 2, 1, F(0), 256, 0, 0, 16, 0, 4, 1),
+        rec("cuMemcpy2D_v2", 2, 2, F(0), 256, F(0, 4096), 512, 16, 0, 4, 0),
+        rec("cuMemsetD2D8_v2", F(0), 256, 3, 1, 16, 4, 0, 1),
+        rec("cuMemsetD2D8_v2", F(0), 256, 3, 4, 16, 4, 0, 1),
+        rec("cuMemsetD2D8_v2", F(0), 256, 3, 2, 200, 255, 0, 1)])  # past the end
+    yield "devices", b"".join([
+        rec("cuDeviceGetName", 0), rec("cuDeviceGetPCIBusId", 0), rec("cuDeviceTotalMem_v2", 0),
+        rec("cuDeviceGetAttribute", 16, 0), rec("cuDeviceGetUuid_v2", 0),
+        rec("cuDeviceGetName", 5), rec("cuMemGetInfo_v2"), rec("cuCtxGetLimit", 0),
+        rec("cuCtxSetLimit", 0, 1024), rec("cuCtxGetStreamPriorityRange"), rec(0),
+        rec(IDX["cuMemsetD8_v2"] | POSTED, 1, 1, 1, 1, 0, 0), rec("cuCtxSynchronize")])
+    yield "managed-posted", b"".join([
+        rec("cuMemAllocManaged", 4096, 1),
+        rec("cuMemsetD8_v2", F(0), 9, 2, 2048, 0, 0, posted=True),
+        rec("cuStreamSynchronize", 0), rec("cuMemFree_v2", F(0))])
+    # Images whose own headers reach past what was staged: the driver takes no size, so the
+    # server must refuse them rather than let the driver read past its staging buffer.
+    elf = bytearray(64)
+    elf[0:5] = b"\x7fELF\x02"
+    struct.pack_into("<QQ", elf, 32, 64, 1 << 20)  # program headers at 64, sections at 1 MiB
+    struct.pack_into("<HHHH", elf, 54, 56, 1, 64, 8)
+    yield "image-past-staged", b"".join([
+        stage(b"fakecubin\nfill_u32:8,4,4\n"), rec("cuLibraryLoadData", 25),  # no NUL
+        stage(bytes(elf)), rec("cuLibraryLoadData", len(elf)),
+        stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)), rec("cuLibraryLoadData", 16)])
+    # An empty append to a session that never staged (its buffer is still NULL).
+    yield "stage-empty", struct.pack("<HH", STAGE_APPEND, 0) + rec("cuLibraryLoadData", 0)
+    yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
+        IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
+        IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
 
 
 def main():
@@ -67,6 +203,8 @@ def main():
           struct.pack("<IHHIi", 4000, 1, 0, 1, 0))
     write("fuzz_ring", "bad-head", struct.pack("<QQ", len(rec), 1 << 50) + rec)
     write("fuzz_ring", "two", struct.pack("<QQ", 2 * len(rec), 0) + rec + rec)
+    for name, data in exec_seeds():
+        write("fuzz_exec", name, data)
 
 
 if __name__ == "__main__":

@@ -369,6 +369,8 @@ EXPORT int cuMemFreeHost(void *p)
 EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 {
     (void)s;
+    if (!n) /* nothing to copy: the driver looks at no address */
+        return CUDA_SUCCESS;
     note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
@@ -377,6 +379,8 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 {
     (void)s;
+    if (!n)
+        return CUDA_SUCCESS;
     note_host_side("cuMemcpyDtoHAsync_v2", dst, n);
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -385,20 +389,24 @@ EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 EXPORT int cuMemcpyDtoDAsync_v2(dptr_t dst, dptr_t src, size_t n, void *s)
 {
     (void)s;
-    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    if (n)
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
 
 EXPORT int cuMemsetD8Async(dptr_t d, unsigned char v, size_t n, void *s)
 {
     (void)s;
-    memset((void *)(uintptr_t)d, v, n);
+    if (n)
+        memset((void *)(uintptr_t)d, v, n);
     return CUDA_SUCCESS;
 }
 
 EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
 {
     (void)s;
+    if (d % 2) /* the driver's rule: aligned to the element */
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++)
         ((unsigned short *)(uintptr_t)d)[i] = v;
     return CUDA_SUCCESS;
@@ -407,6 +415,8 @@ EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
 EXPORT int cuMemsetD32Async(dptr_t d, unsigned v, size_t n, void *s)
 {
     (void)s;
+    if (d % 4)
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++)
         ((unsigned *)(uintptr_t)d)[i] = v;
     return CUDA_SUCCESS;
@@ -595,7 +605,10 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, 
         k->name[colon - p] = '\0';
         k->nparams = 0;
         for (const char *q = colon + 1; q < end && k->nparams < 16;) {
-            k->sizes[k->nparams++] = strtoul(q, (char **)&q, 10);
+            k->sizes[k->nparams] = strtoul(q, (char **)&q, 10);
+            /* A parameter has a size (cuKernelGetParamInfo aligns by it). */
+            if (k->sizes[k->nparams] == 0 || k->sizes[k->nparams++] > 4096)
+                return 200;
             if (*q == ',')
                 q++;
         }
@@ -692,13 +705,15 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
 EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, size_t h, void *s)
 {
     (void)s;
-    for (size_t r = 0; r < h; r++)
+    for (size_t r = 0; w && r < h; r++)
         memset((char *)(uintptr_t)d + r * pitch, v, w);
     return CUDA_SUCCESS;
 }
 
 EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w, size_t h, void *s)
 {
+    if (d % 2 || pitch % 2)
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < h; r++)
         cuMemsetD16Async(d + r * pitch, v, w, s);
     return CUDA_SUCCESS;
@@ -706,6 +721,8 @@ EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w
 
 EXPORT int cuMemsetD2D32Async(dptr_t d, size_t pitch, unsigned v, size_t w, size_t h, void *s)
 {
+    if (d % 4 || pitch % 4)
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < h; r++)
         cuMemsetD32Async(d + r * pitch, v, w, s);
     return CUDA_SUCCESS;
@@ -744,7 +761,7 @@ EXPORT int cuMemcpy2DAsync_v2(const struct fake_memcpy2d *c, void *s)
             note_host_side("cuMemcpy2DAsync_v2", dst + c->dy * c->dpitch + c->dx,
                            (c->h - 1) * c->dpitch + c->w);
     }
-    for (size_t r = 0; r < c->h; r++)
+    for (size_t r = 0; c->w && r < c->h; r++)
         memmove(dst + (c->dy + r) * c->dpitch + c->dx, src + (c->sy + r) * c->spitch + c->sx, c->w);
     return CUDA_SUCCESS;
 }

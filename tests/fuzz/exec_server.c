@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The parts of openmps-server that fuzz_exec needs but that are static in their files: main.c's
+ * driver loading (init_gpus, which fills om_server_real[] from $OPENMPS_DRIVER) and session.c's
+ * staging buffer and end-of-session release. Both files are compiled here as they are, so the
+ * target runs the server's own code rather than a copy of it; main() is renamed out of the way,
+ * and main.c's serve() (the daemon loop) is renamed so session.c's serve() can follow it.
+ */
+#define main om_fuzz_unused_server_main
+#define serve om_fuzz_unused_server_loop
+#include "../../src/server/main.c"
+#undef serve
+#undef main
+
+#include "../../src/server/session.c"
+
+int om_fuzz_server_init(char *err, size_t errlen);
+void om_fuzz_session_release(struct session *s);
+int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32_t len);
+
+/* Loads the driver and retains the contexts as the server's main() does. */
+int om_fuzz_server_init(char *err, size_t errlen)
+{
+    static struct server srv;
+
+    srv.chan = -1;
+    the_server = &srv;
+    om_sched_init();
+    om_budget_init();
+    return init_gpus(&srv, err, errlen);
+}
+
+/* Everything the session holds, freed as at the end of a real session. */
+void om_fuzz_session_release(struct session *s)
+{
+    release_gpu_resources(s);
+}
+
+/* OM_OP_STAGE_RESET or OM_OP_STAGE_APPEND with its payload, as the worker serves them. */
+int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32_t len)
+{
+    struct om_rec rec = {.op = op, .len = len};
+
+    stage(s, &rec, payload);
+    return 0;
+}

@@ -1,0 +1,924 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: the server's executor (src/server/exec.c's om_exec and everything it calls) on
+ * the driver test double (tests/cpu/fakecuda, loaded through OPENMPS_DRIVER as the server loads
+ * a driver), with a check layer between the two.
+ *
+ * A victim session first makes streams, events, allocations, a library, a kernel and pinned
+ * memory through ordinary calls. Each input is then a fresh session's requests: records of
+ *
+ *     u16 index (| 0x8000: posted), u16 length, length bytes of payload
+ *
+ * where index is a driver entry's OM_IDX_ (om_exec's argument), or STAGE_APPEND / STAGE_RESET
+ * for the staging buffer. An aligned u64 of the payload whose top 24 bits are 0xF0F0F0 is
+ * replaced by a value of the table below (its low byte picks it) plus a signed 32-bit offset
+ * (its bits 8-39): the victim's handles and addresses, then every u64 the fuzzed session was
+ * answered so far, so that handles of both sessions are in reach of the mutations.
+ *
+ * While the fuzzed session's calls run, every driver call is checked: each stream, event,
+ * library, kernel, device range and host range it receives must be the fuzzed session's (made
+ * by the driver during its calls, or answered to it), and the calls that wait for every client
+ * are not made at all. Anything else aborts, naming the entry point and whose the handle was.
+ * At the end of the input the session is released by session.c's own code, under the same
+ * checks. Not checked: the bytes of kernel arguments (a kernel may touch any memory of the
+ * context, as in one process; see kernel_faults), and ranges of 0 bytes, which touch nothing.
+ * OM_FUZZ_TRACE=1 prints a line per call, OM_FUZZ_LOG=1 the server's log.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../src/common/log.h"
+#include "../../src/server/internal.h"
+#include "openmps/ops.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int om_fuzz_server_init(char *err, size_t errlen);
+void om_fuzz_session_release(struct session *s);
+int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32_t len);
+
+#define STAGE_APPEND 0x7fff
+#define STAGE_RESET 0x7ffe
+#define POSTED 0x8000
+#define MAX_RECORDS 64
+/* Device and pinned memory the double gives at most: it is host memory, and a fuzzer's. */
+#define MEM_CAP (1u << 20)
+
+/* ------------------------------------------------------------------ who owns what */
+
+enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST };
+enum owner { O_SERVER, O_VICTIM, O_FUZZED };
+static const char *const kind_name[] = {"stream", "event",        "library",
+                                        "kernel", "device range", "host range"};
+
+struct obj {
+    uint64_t base, size;
+    uint8_t kind, owner;
+    bool alloc; /* device memory the driver allocated (may be freed) */
+};
+static struct obj objs[16384];
+static size_t nobjs;
+static int phase = O_SERVER;   /* whose calls run now */
+static const char *entry;      /* the driver entry being checked, for the message */
+static struct session *fuzzed; /* the session of the input */
+static uint8_t *reply;         /* om_exec's answer buffer: the server's own, pinned */
+
+static void note(int kind, uint64_t base, uint64_t size, bool alloc)
+{
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i].kind == kind && objs[i].base == base && objs[i].owner == phase)
+            return;
+    if (nobjs == sizeof(objs) / sizeof(objs[0])) {
+        fprintf(stderr, "fuzz_exec: the check layer's table is full\n");
+        abort();
+    }
+    objs[nobjs++] = (struct obj){base, size ? size : 1, (uint8_t)kind, (uint8_t)phase, alloc};
+}
+
+static void forget(int kind, uint64_t base)
+{
+    for (size_t i = 0; i < nobjs;) {
+        if (objs[i].kind == kind && objs[i].base == base && objs[i].owner == O_FUZZED)
+            objs[i] = objs[--nobjs];
+        else
+            i++;
+    }
+}
+
+static void forget_fuzzed(void)
+{
+    for (size_t i = 0; i < nobjs;) {
+        if (objs[i].owner == O_FUZZED)
+            objs[i] = objs[--nobjs];
+        else
+            i++;
+    }
+}
+
+static bool covers(const struct obj *o, uint64_t addr, uint64_t len)
+{
+    return addr >= o->base && addr - o->base <= o->size && len <= o->size - (addr - o->base);
+}
+
+static _Noreturn void violation(const char *what, int kind, uint64_t addr, uint64_t len)
+{
+    fprintf(stderr,
+            "fuzz_exec: %s received %s 0x%llx (+%llu) %s while the fuzzed session's request "
+            "ran\n",
+            entry, kind_name[kind], (unsigned long long)addr, (unsigned long long)len, what);
+    abort();
+}
+
+static _Noreturn void blame(int kind, uint64_t addr, uint64_t len);
+
+/* [addr, addr + len) of this kind is the fuzzed session's; aborts otherwise. */
+static void check(int kind, uint64_t addr, uint64_t len)
+{
+    if (phase != O_FUZZED)
+        return;
+    if ((kind == K_DEVICE || kind == K_HOST) && len == 0)
+        return; /* no byte is touched (exec.c lets any address through with a count of 0) */
+    if (kind == K_HOST && addr >= (uint64_t)(uintptr_t)reply &&
+        addr - (uint64_t)(uintptr_t)reply <= OM_REPLY_MAX &&
+        len <= OM_REPLY_MAX - (addr - (uint64_t)(uintptr_t)reply))
+        return;
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i].kind == kind && objs[i].owner == O_FUZZED && covers(&objs[i], addr, len))
+            return;
+    blame(kind, addr, len);
+}
+
+/* Not the fuzzed session's: says whose it is, and aborts. */
+static _Noreturn void blame(int kind, uint64_t addr, uint64_t len)
+{
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i].kind == kind && objs[i].owner == O_VICTIM &&
+            addr < objs[i].base + objs[i].size && objs[i].base < addr + (len ? len : 1))
+            violation("which is the victim session's", kind, addr, len);
+    violation("which the fuzzed session was never given", kind, addr, len);
+}
+
+#define H(p) ((uint64_t)(uintptr_t)(p))
+
+/* rows of w bytes, pitch apart: the bytes from the first row's start to the last row's end */
+static uint64_t extent(uint64_t pitch, uint64_t w, uint64_t h)
+{
+    if (!h || !w)
+        return 0;
+    if (h - 1 > (UINT64_MAX - w) / (pitch ? pitch : 1)) {
+        fprintf(stderr, "fuzz_exec: %s received a region that wraps around\n", entry);
+        abort();
+    }
+    return (h - 1) * pitch + w;
+}
+
+/* ------------------------------------------------------------------ the check layer */
+
+static void *orig[OM_ENTRY_COUNT];
+#define ORIG(sym, type) ((type)orig[OM_IDX_##sym])
+#define ENTER(sym) entry = #sym
+
+/* The double hands out stream and event tokens once each (16384 in all); a driver reuses
+ * handles, and a long run would run out: destroyed ones are handed out again. */
+static void *spare[16384];
+static size_t nspare;
+
+static CUresult w_cuStreamCreateWithPriority(CUstream *s, unsigned f, int prio)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    ENTER(cuStreamCreateWithPriority);
+    if (nspare)
+        *s = spare[--nspare];
+    else
+        rc = ORIG(cuStreamCreateWithPriority, CUresult(*)(CUstream *, unsigned, int))(s, f, prio);
+    if (rc == CUDA_SUCCESS)
+        note(K_STREAM, H(*s), 1, false);
+    return rc;
+}
+
+static CUresult w_cuStreamCreate(CUstream *s, unsigned f)
+{
+    return w_cuStreamCreateWithPriority(s, f, 0);
+}
+
+static CUresult w_cuStreamDestroy_v2(CUstream s)
+{
+    ENTER(cuStreamDestroy_v2);
+    check(K_STREAM, H(s), 1);
+    forget(K_STREAM, H(s));
+    if (nspare < sizeof(spare) / sizeof(spare[0]))
+        spare[nspare++] = s;
+    return CUDA_SUCCESS;
+}
+
+#define STREAM_CALL(sym)                                                                           \
+    static CUresult w_##sym(CUstream s)                                                            \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_STREAM, H(s), 1);                                                                  \
+        return ORIG(sym, CUresult(*)(CUstream))(s);                                                \
+    }
+STREAM_CALL(cuStreamQuery)
+STREAM_CALL(cuStreamSynchronize)
+
+static CUresult w_cuStreamGetFlags(CUstream s, unsigned *f)
+{
+    ENTER(cuStreamGetFlags);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetFlags, CUresult(*)(CUstream, unsigned *))(s, f);
+}
+
+static CUresult w_cuStreamGetPriority(CUstream s, int *p)
+{
+    ENTER(cuStreamGetPriority);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetPriority, CUresult(*)(CUstream, int *))(s, p);
+}
+
+static CUresult w_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
+{
+    ENTER(cuStreamWaitEvent);
+    check(K_STREAM, H(s), 1);
+    check(K_EVENT, H(e), 1);
+    return ORIG(cuStreamWaitEvent, CUresult(*)(CUstream, CUevent, unsigned))(s, e, f);
+}
+
+static CUresult w_cuEventCreate(CUevent *e, unsigned f)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    ENTER(cuEventCreate);
+    if (nspare)
+        *e = spare[--nspare];
+    else
+        rc = ORIG(cuEventCreate, CUresult(*)(CUevent *, unsigned))(e, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_EVENT, H(*e), 1, false);
+    return rc;
+}
+
+static CUresult w_cuEventDestroy_v2(CUevent e)
+{
+    ENTER(cuEventDestroy_v2);
+    check(K_EVENT, H(e), 1);
+    forget(K_EVENT, H(e));
+    if (nspare < sizeof(spare) / sizeof(spare[0]))
+        spare[nspare++] = e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult w_cuEventRecord(CUevent e, CUstream s)
+{
+    ENTER(cuEventRecord);
+    check(K_EVENT, H(e), 1);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuEventRecord, CUresult(*)(CUevent, CUstream))(e, s);
+}
+
+static CUresult w_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
+{
+    ENTER(cuEventRecordWithFlags);
+    check(K_EVENT, H(e), 1);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuEventRecordWithFlags, CUresult(*)(CUevent, CUstream, unsigned))(e, s, flags);
+}
+
+#define EVENT_CALL(sym)                                                                            \
+    static CUresult w_##sym(CUevent e)                                                             \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_EVENT, H(e), 1);                                                                   \
+        return ORIG(sym, CUresult(*)(CUevent))(e);                                                 \
+    }
+EVENT_CALL(cuEventQuery)
+EVENT_CALL(cuEventSynchronize)
+
+static CUresult w_cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
+{
+    ENTER(cuEventElapsedTime_v2);
+    check(K_EVENT, H(a), 1);
+    check(K_EVENT, H(b), 1);
+    return ORIG(cuEventElapsedTime_v2, CUresult(*)(float *, CUevent, CUevent))(ms, a, b);
+}
+
+static CUresult w_cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    CUresult rc;
+
+    ENTER(cuMemAlloc_v2);
+    if (n > MEM_CAP)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* as a full GPU would */
+    rc = ORIG(cuMemAlloc_v2, CUresult(*)(CUdeviceptr *, size_t))(p, n);
+    if (rc == CUDA_SUCCESS)
+        note(K_DEVICE, *p, n, true);
+    return rc;
+}
+
+static CUresult w_cuMemFree_v2(CUdeviceptr p)
+{
+    ENTER(cuMemFree_v2);
+    if (phase == O_FUZZED) {
+        bool mine = false;
+        for (size_t i = 0; i < nobjs && !mine; i++)
+            mine = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].alloc &&
+                   objs[i].base == p;
+        if (!mine)
+            blame(K_DEVICE, p, 1);
+        forget(K_DEVICE, p);
+    }
+    return ORIG(cuMemFree_v2, CUresult(*)(CUdeviceptr))(p);
+}
+
+static CUresult w_cuMemHostRegister_v2(void *p, size_t n, unsigned f)
+{
+    CUresult rc;
+
+    ENTER(cuMemHostRegister_v2);
+    if (n > MEM_CAP)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = ORIG(cuMemHostRegister_v2, CUresult(*)(void *, size_t, unsigned))(p, n, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_HOST, H(p), n, false);
+    return rc;
+}
+
+static CUresult w_cuMemHostAlloc(void **pp, size_t n, unsigned f)
+{
+    CUresult rc;
+
+    ENTER(cuMemHostAlloc);
+    if (n > MEM_CAP)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = ORIG(cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned))(pp, n, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_HOST, H(*pp), n, false);
+    return rc;
+}
+
+static CUresult w_cuMemFreeHost(void *p)
+{
+    ENTER(cuMemFreeHost);
+    check(K_HOST, H(p), 1);
+    forget(K_HOST, H(p));
+    return ORIG(cuMemFreeHost, CUresult(*)(void *))(p);
+}
+
+static CUresult w_cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned f)
+{
+    ENTER(cuMemHostGetDevicePointer_v2);
+    check(K_HOST, H(p), 1);
+    return ORIG(cuMemHostGetDevicePointer_v2, CUresult(*)(CUdeviceptr *, void *, unsigned))(d, p,
+                                                                                            f);
+}
+
+static CUresult w_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    ENTER(cuMemcpyHtoDAsync_v2);
+    check(K_DEVICE, dst, n);
+    check(K_HOST, H(src), n);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuMemcpyHtoDAsync_v2,
+                CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))(dst, src, n, s);
+}
+
+static CUresult w_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    ENTER(cuMemcpyDtoHAsync_v2);
+    check(K_HOST, H(dst), n);
+    check(K_DEVICE, src, n);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuMemcpyDtoHAsync_v2, CUresult(*)(void *, CUdeviceptr, size_t, CUstream))(dst, src,
+                                                                                          n, s);
+}
+
+static CUresult w_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    ENTER(cuMemcpyDtoDAsync_v2);
+    check(K_DEVICE, dst, n);
+    check(K_DEVICE, src, n);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuMemcpyDtoDAsync_v2,
+                CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))(dst, src, n, s);
+}
+
+#define MEMSET(sym, type, width)                                                                   \
+    static CUresult w_##sym(CUdeviceptr d, type v, size_t n, CUstream s)                           \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        if (n > UINT64_MAX / (width))                                                              \
+            check(K_DEVICE, d, UINT64_MAX);                                                        \
+        check(K_DEVICE, d, (uint64_t)n *(width));                                                  \
+        check(K_STREAM, H(s), 1);                                                                  \
+        return ORIG(sym, CUresult(*)(CUdeviceptr, type, size_t, CUstream))(d, v, n, s);            \
+    }
+MEMSET(cuMemsetD8Async, unsigned char, 1)
+MEMSET(cuMemsetD16Async, unsigned short, 2)
+MEMSET(cuMemsetD32Async, unsigned, 4)
+
+#define MEMSET2D(sym, type, width)                                                                 \
+    static CUresult w_##sym(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h, CUstream s)   \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        if (w > UINT64_MAX / (width))                                                              \
+            check(K_DEVICE, d, UINT64_MAX);                                                        \
+        check(K_DEVICE, d, extent(pitch, (uint64_t)w *(width), h));                                \
+        check(K_STREAM, H(s), 1);                                                                  \
+        return ORIG(sym, CUresult(*)(CUdeviceptr, size_t, type, size_t, size_t, CUstream))(        \
+            d, pitch, v, w, h, s);                                                                 \
+    }
+MEMSET2D(cuMemsetD2D8Async, unsigned char, 1)
+MEMSET2D(cuMemsetD2D16Async, unsigned short, 2)
+MEMSET2D(cuMemsetD2D32Async, unsigned, 4)
+
+static void check_side(int type, uint64_t host, uint64_t dev, uint64_t x, uint64_t y,
+                       uint64_t pitch, uint64_t w, uint64_t h)
+{
+    uint64_t at = (type == CU_MEMORYTYPE_HOST ? host : dev) + y * pitch + x;
+
+    if (type == CU_MEMORYTYPE_HOST)
+        check(K_HOST, at, extent(pitch, w, h));
+    else if (type == CU_MEMORYTYPE_DEVICE)
+        check(K_DEVICE, at, extent(pitch, w, h));
+    else if (phase == O_FUZZED) {
+        fprintf(stderr, "fuzz_exec: %s received memory type %d\n", entry, type);
+        abort();
+    }
+}
+
+static CUresult w_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *m, CUstream s)
+{
+    ENTER(cuMemcpy2DAsync_v2);
+    check_side(m->srcMemoryType, H(m->srcHost), m->srcDevice, m->srcXInBytes, m->srcY, m->srcPitch,
+               m->WidthInBytes, m->Height);
+    check_side(m->dstMemoryType, H(m->dstHost), m->dstDevice, m->dstXInBytes, m->dstY, m->dstPitch,
+               m->WidthInBytes, m->Height);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuMemcpy2DAsync_v2, CUresult(*)(const CUDA_MEMCPY2D *, CUstream))(m, s);
+}
+
+/*
+ * The double's fill_u32 kernel writes where its arguments point, as a GPU kernel would. Kernel
+ * arguments are the client's own bytes, never checked (a kernel may touch any memory of the
+ * context, as in one process); on a GPU a kernel that writes outside every allocation faults
+ * the context (CUDA_ERROR_ILLEGAL_ADDRESS), which the double cannot tell, so it is answered
+ * here instead of writing outside the client's memory of this process.
+ */
+static bool kernel_faults(CUfunction f, void **extra)
+{
+    const uint8_t *args = NULL;
+    size_t len = 0;
+    uint64_t p;
+    uint32_t n;
+
+    if (phase != O_FUZZED || strcmp((const char *)f, "fill_u32") != 0) /* its name comes first */
+        return false;
+    for (int i = 0; extra && extra[i]; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            args = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            len = *(size_t *)extra[i + 1];
+    }
+    if (!args || len < 16)
+        return false;
+    memcpy(&p, args, 8);
+    memcpy(&n, args + 12, 4);
+    if (p % 4)
+        return true; /* a GPU faults on it too (CUDA_ERROR_MISALIGNED_ADDRESS) */
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && covers(&objs[i], p, 4ull * n))
+            return false;
+    return true;
+}
+
+static CUresult w_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                                 void **extra)
+{
+    ENTER(cuLaunchKernel);
+    check(K_KERNEL, H(f), 1);
+    check(K_STREAM, H(s), 1);
+    if (kernel_faults(f, extra))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return ORIG(cuLaunchKernel,
+                CUresult(*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void **, void **))(f, gx, gy, gz, bx, by, bz, smem,
+                                                                   s, params, extra);
+}
+
+/* CUlaunchConfig, as exec.c lays it out */
+struct launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+};
+
+static CUresult w_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f, void **params,
+                                   void **extra)
+{
+    ENTER(cuLaunchKernelEx);
+    check(K_KERNEL, H(f), 1);
+    check(K_STREAM, H(cfg->stream), 1);
+    if (kernel_faults(f, extra))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return ORIG(cuLaunchKernelEx, CUresult(*)(const struct launch_config *, CUfunction, void **,
+                                              void **))(cfg, f, params, extra);
+}
+
+/* The bytes of an image the driver reads, by the image's own headers (the driver takes no
+ * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
+ * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. */
+static uint64_t image_extent(const uint8_t *p, uint64_t have)
+{
+    uint32_t magic = 0;
+
+    if (have >= 4)
+        memcpy(&magic, p, 4);
+    if (magic == OM_FATBIN_MAGIC) {
+        uint16_t header;
+        uint64_t fat;
+        if (have < 16)
+            return UINT64_MAX;
+        memcpy(&header, p + 6, 2);
+        memcpy(&fat, p + 8, 8);
+        return fat > UINT64_MAX - header ? UINT64_MAX : header + fat;
+    }
+    if (have >= 5 && !memcmp(p,
+                             "\x7f"
+                             "ELF\x02",
+                             5)) {
+        uint64_t shoff, phoff;
+        uint16_t phentsize, phnum, shentsize, shnum;
+        if (have < 64)
+            return UINT64_MAX;
+        memcpy(&phoff, p + 32, 8);
+        memcpy(&shoff, p + 40, 8);
+        memcpy(&phentsize, p + 54, 2);
+        memcpy(&phnum, p + 56, 2);
+        memcpy(&shentsize, p + 58, 2);
+        memcpy(&shnum, p + 60, 2);
+        uint64_t a = (uint64_t)shentsize * shnum, b = (uint64_t)phentsize * phnum;
+        if (shoff > UINT64_MAX - a || phoff > UINT64_MAX - b)
+            return UINT64_MAX;
+        return shoff + a > phoff + b ? shoff + a : phoff + b;
+    }
+    const uint8_t *nul = memchr(p, 0, have);
+    return nul ? (uint64_t)(nul - p) + 1 : UINT64_MAX;
+}
+
+static CUresult w_cuLibraryLoadData(CUlibrary *lib, const void *code, void *jo, void **jv,
+                                    unsigned nj, void *lo, void **lv, unsigned nl)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryLoadData);
+    /* The image is the client's staged bytes, and the driver reads none past them. */
+    if (phase == O_FUZZED &&
+        (code != fuzzed->stage || image_extent(code, fuzzed->stage_len) > fuzzed->stage_len)) {
+        fprintf(stderr,
+                "fuzz_exec: %s received an image whose headers reach past the %zu byte(s) the "
+                "client staged\n",
+                entry, fuzzed->stage_len);
+        abort();
+    }
+    rc = ORIG(cuLibraryLoadData, CUresult(*)(CUlibrary *, const void *, void *, void **, unsigned,
+                                             void *, void **, unsigned))(lib, code, jo, jv, nj, lo,
+                                                                         lv, nl);
+    if (rc == CUDA_SUCCESS)
+        note(K_LIBRARY, H(*lib), 1, false);
+    return rc;
+}
+
+static CUresult w_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryGetKernel);
+    check(K_LIBRARY, H(lib), 1);
+    rc = ORIG(cuLibraryGetKernel, CUresult(*)(CUkernel *, CUlibrary, const char *))(k, lib, name);
+    if (rc == CUDA_SUCCESS)
+        note(K_KERNEL, H(*k), 1, false);
+    return rc;
+}
+
+static CUresult w_cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+    ENTER(cuKernelGetParamInfo);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelGetParamInfo, CUresult(*)(CUkernel, size_t, size_t *, size_t *))(k, i, off,
+                                                                                         size);
+}
+
+static CUresult w_cuKernelGetAttribute(int *v, int a, CUkernel k, CUdevice d)
+{
+    ENTER(cuKernelGetAttribute);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelGetAttribute, CUresult(*)(int *, int, CUkernel, CUdevice))(v, a, k, d);
+}
+
+/* Context-wide waits: never for one client (exec.c's rules). */
+static CUresult w_cuCtxSynchronize(void)
+{
+    ENTER(cuCtxSynchronize);
+    if (phase == O_FUZZED) {
+        fprintf(stderr, "fuzz_exec: %s (waits for every client) ran for a client\n", entry);
+        abort();
+    }
+    return ORIG(cuCtxSynchronize, CUresult(*)(void))();
+}
+
+static CUresult w_cuMemHostUnregister(void *p)
+{
+    ENTER(cuMemHostUnregister);
+    if (phase == O_FUZZED) {
+        fprintf(stderr, "fuzz_exec: %s (waits for every client) ran for a client\n", entry);
+        abort();
+    }
+    return ORIG(cuMemHostUnregister, CUresult(*)(void *))(p);
+}
+
+static const struct {
+    int index;
+    void *wrapper;
+} wrappers[] = {
+#define W(sym)                                                                                     \
+    {                                                                                              \
+        OM_IDX_##sym, (void *)w_##sym                                                              \
+    }
+    W(cuStreamCreateWithPriority),
+    W(cuStreamCreate),
+    W(cuStreamDestroy_v2),
+    W(cuStreamQuery),
+    W(cuStreamSynchronize),
+    W(cuStreamGetFlags),
+    W(cuStreamGetPriority),
+    W(cuStreamWaitEvent),
+    W(cuEventCreate),
+    W(cuEventDestroy_v2),
+    W(cuEventRecord),
+    W(cuEventRecordWithFlags),
+    W(cuEventQuery),
+    W(cuEventSynchronize),
+    W(cuEventElapsedTime_v2),
+    W(cuMemAlloc_v2),
+    W(cuMemFree_v2),
+    W(cuMemHostRegister_v2),
+    W(cuMemHostAlloc),
+    W(cuMemFreeHost),
+    W(cuMemHostGetDevicePointer_v2),
+    W(cuMemcpyHtoDAsync_v2),
+    W(cuMemcpyDtoHAsync_v2),
+    W(cuMemcpyDtoDAsync_v2),
+    W(cuMemsetD8Async),
+    W(cuMemsetD16Async),
+    W(cuMemsetD32Async),
+    W(cuMemsetD2D8Async),
+    W(cuMemsetD2D16Async),
+    W(cuMemsetD2D32Async),
+    W(cuMemcpy2DAsync_v2),
+    W(cuLaunchKernel),
+    W(cuLaunchKernelEx),
+    W(cuLibraryLoadData),
+    W(cuLibraryGetKernel),
+    W(cuKernelGetParamInfo),
+    W(cuKernelGetAttribute),
+    W(cuCtxSynchronize),
+    W(cuMemHostUnregister),
+#undef W
+};
+
+/* Entry points of the double that take no handle and no address (or only the server's own). */
+static const int handle_free[] = {
+    OM_IDX_cuInit,
+    OM_IDX_cuDriverGetVersion,
+    OM_IDX_cuDeviceGetCount,
+    OM_IDX_cuDeviceGet,
+    OM_IDX_cuDeviceGetName,
+    OM_IDX_cuDeviceGetUuid,
+    OM_IDX_cuDeviceGetUuid_v2,
+    OM_IDX_cuDeviceGetPCIBusId,
+    OM_IDX_cuDevicePrimaryCtxRetain,
+    OM_IDX_cuDevicePrimaryCtxRelease,
+    OM_IDX_cuDevicePrimaryCtxSetFlags_v2,
+    OM_IDX_cuGetProcAddress_v2,
+    OM_IDX_cuCtxSetCurrent,
+    OM_IDX_cuDeviceTotalMem_v2,
+    OM_IDX_cuDeviceGetAttribute,
+    OM_IDX_cuMemGetInfo_v2,
+};
+
+/* Puts the check layer in front of every entry point the double has. An entry it has that is
+ * neither checked nor known to take no handle stops the target: add it above. */
+static void install_checks(void)
+{
+    bool known[OM_ENTRY_COUNT] = {false};
+
+    for (size_t i = 0; i < sizeof(wrappers) / sizeof(wrappers[0]); i++) {
+        int x = wrappers[i].index;
+        known[x] = true;
+        orig[x] = om_server_real[x];
+        if (om_server_has(x))
+            om_server_real[x] = wrappers[i].wrapper;
+    }
+    for (size_t i = 0; i < sizeof(handle_free) / sizeof(handle_free[0]); i++)
+        known[handle_free[i]] = true;
+    for (int x = 0; x < OM_ENTRY_COUNT; x++) {
+        if (om_server_has(x) && !known[x]) {
+            fprintf(stderr,
+                    "fuzz_exec: the driver double has %s, which the check layer does not "
+                    "check: add it to tests/fuzz/fuzz_exec.c\n",
+                    om_server_entry_name(x));
+            abort();
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ sessions */
+
+static uint64_t vals[256]; /* what a 0xF0F0F0 word may stand for */
+static size_t nvictim_vals, nvals;
+static int fuzz_sock = -1; /* a socket whose peer is gone: a registration finds no descriptor */
+static pid_t gone_pid;     /* a process that exited: the session's pinned pages are reused */
+static bool trace;         /* OM_FUZZ_TRACE: a line per call */
+
+static struct session *session_new(void)
+{
+    struct session *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        abort();
+    s->pid = gone_pid;
+    s->uid = getuid();
+    s->sock = fuzz_sock;
+    s->ring_fd = -1;
+    s->send_fd_after = -1;
+    om_sched_stream_created(); /* its default stream, as the worker counts it at its start */
+    return s;
+}
+
+static void add_val(uint64_t v)
+{
+    if (nvals < sizeof(vals) / sizeof(vals[0]))
+        vals[nvals++] = v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* One call of the session; the answer's u64s become values the input can name. */
+static CUresult call(struct session *s, int index, const void *in, size_t len, bool posted,
+                     size_t *ret_len)
+{
+    size_t n = 0;
+    CUresult rc = om_exec(s, index, in, len, reply, OM_REPLY_MAX, &n, posted);
+
+    s->send_fd_after = -1; /* the descriptor stays with its region, as after serve() sends it */
+    if (trace)
+        fprintf(stderr, "fuzz_exec: %s %s%s: CUresult %d, %zu byte(s)\n",
+                phase == O_VICTIM ? "victim" : "fuzzed",
+                index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?",
+                posted ? " (posted)" : "", (int)rc, n);
+    if (rc != CUDA_SUCCESS || posted)
+        n = 0;
+    if (ret_len)
+        *ret_len = n;
+    if (phase == O_FUZZED && n >= 8) {
+        /* What the client was given is the client's to use. */
+        if (index == OM_IDX_cuLibraryLoadData)
+            note(K_LIBRARY, get_u64(reply), 1, false);
+        if (index == OM_IDX_cuMemHostAlloc && n >= 16)
+            note(K_HOST, get_u64(reply), get_u64(reply + 8), false);
+        if (index == OM_IDX_cuLibraryGetGlobal && n >= 16)
+            note(K_DEVICE, get_u64(reply), get_u64(reply + 8), false);
+    }
+    for (size_t i = 0; i + 8 <= n && i < 64; i += 8)
+        add_val(get_u64(reply + i));
+    return rc;
+}
+
+/* A victim call that must succeed; its answer's first u64. */
+static uint64_t victim_call(struct session *s, int index, const uint64_t *args, size_t nargs,
+                            const void *tail, size_t tail_len)
+{
+    uint8_t in[256];
+    size_t n = 0;
+
+    memcpy(in, args, nargs * 8);
+    if (tail_len)
+        memcpy(in + nargs * 8, tail, tail_len);
+    if (call(s, index, in, nargs * 8 + tail_len, false, &n) != CUDA_SUCCESS) {
+        fprintf(stderr, "fuzz_exec: the victim's %s failed\n", om_server_entry_name(index));
+        abort();
+    }
+    return n >= 8 ? get_u64(reply) : 0;
+}
+
+#define VICTIM(idx, tail, tail_len, ...)                                                           \
+    victim_call(victim, OM_IDX_##idx, (const uint64_t[]){__VA_ARGS__},                             \
+                sizeof((const uint64_t[]){__VA_ARGS__}) / 8, tail, tail_len)
+
+static const char victim_image[] = "fakecubin\nvictim_fill:8,4,4\nvictim_other:8\n";
+
+/* The victim owns one of everything, made the ordinary way, and lives as long as the target. */
+static struct session *victim; /* reachable: it is never released */
+
+static void make_victim(void)
+{
+    victim = session_new();
+    uint64_t a1, a2, s1, s2, e1, e2, lib, k, h;
+    uint8_t args[16] = {0};
+
+    phase = O_VICTIM;
+    a1 = VICTIM(cuMemAlloc_v2, NULL, 0, 4096);
+    a2 = VICTIM(cuMemAlloc_v2, NULL, 0, 65536);
+    s1 = VICTIM(cuStreamCreate, NULL, 0, 0, 0); /* blocking */
+    s2 = VICTIM(cuStreamCreate, NULL, 0, 1, 0);
+    e1 = VICTIM(cuEventCreate, NULL, 0, 0);
+    e2 = VICTIM(cuEventCreate, NULL, 0, 2);
+    om_fuzz_stage(victim, OM_OP_STAGE_RESET, NULL, 0);
+    om_fuzz_stage(victim, OM_OP_STAGE_APPEND, (const uint8_t *)victim_image,
+                  sizeof(victim_image)); /* with its NUL, as the shim sends a text image */
+    lib = VICTIM(cuLibraryLoadData, NULL, 0, sizeof(victim_image));
+    k = VICTIM(cuLibraryGetKernel, "victim_fill", 11, lib);
+    h = VICTIM(cuMemHostAlloc, NULL, 0, 8192);
+    memcpy(args, &a1, 8);
+    /* grid 1x1x1, block 32x1x1 (exec.c packs two dimensions into each u64) */
+    VICTIM(cuLaunchKernel, args, 16, k, 1ull | 1ull << 32, 1ull | 32ull << 32, 1ull | 1ull << 32, 0,
+           s2);
+    VICTIM(cuMemsetD8_v2, NULL, 0, a2, 7, 1, 100, 0, 1); /* makes its default stream */
+    VICTIM(cuEventRecord, NULL, 0, e1, s1);
+    uint64_t v[] = {a1, a2, a1 + 64, s1, s2, e1, e2, lib, k, h, H(victim->default_stream)};
+    nvals = 0; /* the victim's answers: only these of them */
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        add_val(v[i]);
+    nvictim_vals = nvals;
+    phase = O_SERVER;
+}
+
+static void init(void)
+{
+    char err[512];
+    int sv[2];
+    pid_t child;
+
+    /* Quiet: a malformed request is logged, and the fuzzer makes millions. */
+    om_log_level_current = getenv("OM_FUZZ_LOG") ? OM_LOG_DEBUG : -1;
+    trace = getenv("OM_FUZZ_TRACE") != NULL;
+    setenv("OPENMPS_DRIVER", OM_FAKECUDA_PATH, 0);
+    setenv("OPENMPS_SCHED", "off", 0);
+    setenv("FAKECUDA_DEVICES", "1", 1);
+    unsetenv("FAKECUDA_KERNEL_MS");
+    unsetenv("FAKECUDA_LAUNCH_LOG");
+    unsetenv("FAKECUDA_TIME_LOG");
+    unsetenv("FAKECUDA_PAGEABLE_LOG");
+    unsetenv("FAKECUDA_FAIL_HOST_ALLOC");
+    if (om_fuzz_server_init(err, sizeof(err)) < 0) {
+        fprintf(stderr, "fuzz_exec: %s\n", err);
+        abort();
+    }
+    install_checks();
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        abort();
+    close(sv[1]);
+    fuzz_sock = sv[0];
+    child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0);
+    gone_pid = child;
+    reply = om_replybuf_get(true).p; /* pinned through the driver, as a worker's */
+    if (!reply)
+        abort();
+    make_victim();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool ready;
+    static uint8_t in[65536];
+    struct session *s;
+
+    if (!ready) {
+        init();
+        ready = true;
+    }
+    fuzzed = s = session_new();
+    nvals = nvictim_vals;
+    phase = O_FUZZED;
+    for (int r = 0; r < MAX_RECORDS && size >= 4; r++) {
+        uint16_t op = (uint16_t)(data[0] | data[1] << 8), len = (uint16_t)(data[2] | data[3] << 8);
+        data += 4;
+        size -= 4;
+        if (len > size)
+            len = (uint16_t)size;
+        memcpy(in, data, len);
+        data += len;
+        size -= len;
+        if (op == STAGE_APPEND || op == STAGE_RESET) {
+            om_fuzz_stage(s, op == STAGE_RESET ? OM_OP_STAGE_RESET : OM_OP_STAGE_APPEND, in, len);
+            continue;
+        }
+        for (size_t i = 0; i + 8 <= len; i += 8) {
+            uint64_t w = get_u64(in + i);
+            if (w >> 40 == 0xF0F0F0) {
+                w = vals[(w & 0xff) % nvals] + (uint64_t)(int64_t)(int32_t)(uint32_t)(w >> 8);
+                memcpy(in + i, &w, 8);
+            }
+        }
+        call(s, op & ~POSTED, in, len, op & POSTED, NULL);
+    }
+    om_fuzz_session_release(s);
+    free(s);
+    forget_fuzzed();
+    phase = O_SERVER;
+    return 0;
+}
