@@ -53,8 +53,14 @@ def main(argv):
         return 2
     busy = []
     child = None
+    pending = []
 
     def stop(signum, frame):
+        if child is None:
+            # Not started yet, or started but not yet known here (Popen had not returned): the
+            # stop waits until it is, so the finally below can end it.
+            pending.append(signum)
+            return
         raise SystemExit(128 + signum)  # the finally below ends the command and the loops
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -68,6 +74,8 @@ def main(argv):
         # its own process group: ended as a whole below (ctest leaves its running tests
         # behind when it is itself terminated)
         child = subprocess.Popen(cmd, start_new_session=True)
+        if pending:
+            raise SystemExit(128 + pending[0])
         rc = child.wait()
         return 128 - rc if rc < 0 else rc
     finally:
