@@ -96,12 +96,14 @@ static void peer_refill(struct peer *p, int64_t now)
     p->log_at_ms = now;
 }
 
-/* Says how many lines were left out, once the user may log again. */
-static void peer_report(struct peer *p)
+/* Says how many lines were left out, at most once a second. The line does not spend the
+ * user's allowance: a flooder retrying faster than it refills would otherwise have every
+ * token spent on reports of its own suppressed lines, and none of its lines logged again. */
+static void peer_report(struct peer *p, int64_t now)
 {
-    if (!p->log_suppressed || p->log_milli < 1000)
+    if (!p->log_suppressed || now - p->reported_ms < 1000)
         return;
-    p->log_milli -= 1000;
+    p->reported_ms = now;
     om_log_write(OM_LOG_WARN, "uid %u: %llu log line(s) suppressed (more than %d a second)",
                  (unsigned)p->uid, (unsigned long long)p->log_suppressed, OM_PEER_LOG_PER_S);
     p->log_suppressed = 0;
@@ -113,8 +115,10 @@ bool om_peer_log_ok(struct daemon *d, uid_t uid)
 
     if (!p)
         return true;
-    peer_refill(p, om_now_ms());
-    peer_report(p);
+    int64_t now = om_now_ms();
+
+    peer_refill(p, now);
+    peer_report(p, now);
     if (p->log_milli < 1000) {
         p->log_suppressed++;
         return false;
@@ -129,7 +133,7 @@ static void peers_sweep(struct daemon *d, int64_t now)
     for (struct peer **pp = &d->peers; *pp;) {
         struct peer *p = *pp;
         peer_refill(p, now);
-        peer_report(p);
+        peer_report(p, now);
         if (!p->nonclient && !p->waiting && !p->log_suppressed &&
             p->log_milli == (int64_t)OM_PEER_LOG_BURST * 1000) {
             *pp = p->next;

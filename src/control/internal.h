@@ -54,6 +54,7 @@ struct peer {
     int64_t log_milli;  /* log lines it may still cause, in thousandths */
     int64_t log_at_ms;  /* when log_milli was last refilled */
     uint64_t log_suppressed;
+    int64_t reported_ms; /* when the last "suppressed" line was written (one a second at most) */
     struct peer *next;
 };
 

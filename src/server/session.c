@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -334,6 +335,7 @@ static void *worker_main(void *arg)
          * for a release that waits for every kernel). */
         om_replybuf_trim();
         om_hostmem_trim();
+        malloc_trim(0); /* the sessions' freed heap, spread over worker threads' arenas */
     }
     return NULL;
 }

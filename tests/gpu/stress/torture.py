@@ -101,11 +101,15 @@ def run(h, cfg, modes, summary, verdicts):
     vdir = os.path.join(h.tmp, "v")
     os.makedirs(vdir)
 
-    # Warm-up: a burst as wide as the torture's, every mode a few iterations, all must pass;
-    # the server's pools and module images grow here, so that the baseline is their level.
-    h.say("warm-up: %d clients at once" % (cfg["parallel"] + cfg["survivors"]))
+    # Warm-up: a burst at least as wide as the torture's, every mode a few iterations, all must
+    # pass; the server's pools, module images and caches grow here, so that the baseline is
+    # their level. At least 72 at once: the server keeps up to 64 pinned reply buffers of
+    # 512 KiB for its next sessions (replybuf.c), and killed sessions still being freed add to
+    # the torture's own width.
+    nwarm = max(cfg["parallel"] + cfg["survivors"], 72)
+    h.say("warm-up: %d clients at once" % nwarm)
     ps = []
-    for i in range(cfg["parallel"] + cfg["survivors"]):
+    for i in range(nwarm):
         out = os.path.join(vdir, "warm%d" % i)
         ps.append((h.client(modes[i % len(modes)], ["--iters", "3"], out), out))
     warm_bad = []
