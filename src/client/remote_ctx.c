@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/image.h"
 #include "openmps/ops.h"
 #include "remote.h"
 #include "shim.h"
@@ -286,42 +287,23 @@ static CUresult r_cuModuleGetLoadingMode(int *mode)
     return CUDA_SUCCESS;
 }
 
-/* The size of a module image from its own headers (DRIVER_FACTS.md): a
- * fatbin wrapper points at a fatbin (header + payload), an ELF image ends with
- * its section or program headers, PTX ends at its NUL. 0: not an image. */
+/* The size of a module image from its own headers (common/image.c), a fatbin wrapper followed
+ * to its fatbin (DRIVER_FACTS.md). 0: not an image of at most 1 GiB. */
 static size_t image_size(const void *code, const void **ret_start)
 {
     const uint8_t *p = code;
     uint32_t magic;
+    uint64_t n;
 
     memcpy(&magic, p, 4);
     if (magic == OM_FATBIN_WRAPPER_MAGIC) {
         const void *data;
         memcpy(&data, p + 8, sizeof(data));
         p = data;
-        memcpy(&magic, p, 4);
     }
     *ret_start = p;
-    if (magic == OM_FATBIN_MAGIC) {
-        uint16_t header;
-        uint64_t fat;
-        memcpy(&header, p + 6, 2);
-        memcpy(&fat, p + 8, 8);
-        return (size_t)header + (size_t)fat;
-    }
-    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) {
-        uint64_t shoff, phoff;
-        uint16_t phentsize, phnum, shentsize, shnum;
-        memcpy(&phoff, p + 32, 8);
-        memcpy(&shoff, p + 40, 8);
-        memcpy(&phentsize, p + 54, 2);
-        memcpy(&phnum, p + 56, 2);
-        memcpy(&shentsize, p + 58, 2);
-        memcpy(&shnum, p + 60, 2);
-        uint64_t a = shoff + (uint64_t)shentsize * shnum, b = phoff + (uint64_t)phentsize * phnum;
-        return (size_t)(a > b ? a : b);
-    }
-    return strnlen((const char *)p, 64u << 20) + 1; /* PTX */
+    n = om_image_extent(p, 1u << 30);
+    return n == UINT64_MAX ? 0 : (size_t)n;
 }
 
 static CUresult load_image(int index, void **handle, const void *code)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/image.h"
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "../common/wire.h"
@@ -1028,41 +1029,12 @@ static CUresult x_cuCtxGetStreamPriorityRange(struct call *c)
 
 /*
  * Whether a module image ends within its `size` staged bytes by its own headers: the driver
- * takes no size and reads as far as they say (a fatbin's header and payload, an ELF file's
- * header tables, PTX to its NUL), so an image that claims more would have the driver read past
- * the staging buffer, in the server every client shares. The same rules as the shim's
- * image_size (src/client/remote_ctx.c).
+ * takes no size and reads as far as they say, so an image that claims more would have the
+ * driver read past the staging buffer, in the server every client shares.
  */
 static bool image_within(const uint8_t *p, uint64_t size)
 {
-    uint32_t magic = 0;
-
-    if (size >= 4)
-        memcpy(&magic, p, 4);
-    if (magic == OM_FATBIN_MAGIC) {
-        uint16_t header;
-        uint64_t fat;
-        if (size < 16)
-            return false;
-        memcpy(&header, p + 6, 2);
-        memcpy(&fat, p + 8, 8);
-        return fat <= size && header <= size - fat;
-    }
-    if (size >= 5 && p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) {
-        uint64_t shoff, phoff;
-        uint16_t phentsize, phnum, shentsize, shnum;
-        if (size < 64)
-            return false;
-        memcpy(&phoff, p + 32, 8);
-        memcpy(&shoff, p + 40, 8);
-        memcpy(&phentsize, p + 54, 2);
-        memcpy(&phnum, p + 56, 2);
-        memcpy(&shentsize, p + 58, 2);
-        memcpy(&shnum, p + 60, 2);
-        return shoff <= size && (uint64_t)shentsize * shnum <= size - shoff && phoff <= size &&
-               (uint64_t)phentsize * phnum <= size - phoff;
-    }
-    return memchr(p, '\0', size) != NULL;
+    return om_image_extent(p, size) <= size;
 }
 
 static CUresult x_cuLibraryLoadData(struct call *c)

@@ -236,6 +236,22 @@ static void region_destroy(struct om_hostmem *h)
     free(h);
 }
 
+/* Releases a list of regions; returns how many, and their bytes in *bytes. */
+static size_t destroy_all(struct om_hostmem *list, uint64_t *bytes)
+{
+    size_t n = 0;
+
+    *bytes = 0;
+    while (list) {
+        struct om_hostmem *h = list;
+        list = h->next;
+        *bytes += h->len;
+        n++;
+        region_destroy(h);
+    }
+    return n;
+}
+
 /*
  * Called when the last session's worker is done (no client's work can be running, so
  * unregistering waits for nothing; a client that connects meanwhile may wait for it once,
@@ -244,8 +260,8 @@ static void region_destroy(struct om_hostmem *h)
 void om_hostmem_trim(void)
 {
     struct om_hostmem *drop;
-    uint64_t freed = 0;
-    size_t n = 0;
+    uint64_t freed;
+    size_t n;
 
     pthread_mutex_lock(&pool_lock);
     drop = doomed;
@@ -257,13 +273,7 @@ void om_hostmem_trim(void)
         drop = h;
     }
     pthread_mutex_unlock(&pool_lock);
-    while (drop) {
-        struct om_hostmem *h = drop;
-        drop = h->next;
-        freed += h->len;
-        n++;
-        region_destroy(h);
-    }
+    n = destroy_all(drop, &freed);
     if (n)
         om_info("released %zu pinned region(s) of ended sessions (%llu bytes)", n,
                 (unsigned long long)freed);
@@ -280,8 +290,8 @@ void om_hostmem_trim(void)
 void om_hostmem_reap(void)
 {
     struct om_hostmem *drop;
-    uint64_t freed = 0;
-    size_t n = 0;
+    uint64_t freed;
+    size_t n;
 
     if (!__atomic_load_n(&doomed, __ATOMIC_ACQUIRE) || !om_idle_now())
         return;
@@ -289,13 +299,7 @@ void om_hostmem_reap(void)
     drop = doomed;
     doomed = NULL;
     pthread_mutex_unlock(&pool_lock);
-    while (drop) {
-        struct om_hostmem *h = drop;
-        drop = h->next;
-        freed += h->len;
-        n++;
-        region_destroy(h);
-    }
+    n = destroy_all(drop, &freed);
     if (n)
         om_debug("released %zu pinned region(s) clients left behind (%llu bytes)", n,
                  (unsigned long long)freed);

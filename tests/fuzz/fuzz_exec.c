@@ -512,7 +512,9 @@ static CUresult w_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f
 
 /* The bytes of an image the driver reads, by the image's own headers (the driver takes no
  * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
- * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. */
+ * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. Written apart
+ * from the server's src/common/image.c on purpose: an oracle that shares the code under test
+ * shares its mistakes. */
 static uint64_t image_extent(const uint8_t *p, uint64_t have)
 {
     uint32_t magic = 0;

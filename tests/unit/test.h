@@ -57,7 +57,8 @@
     X(ring_cross_process)                                                                          \
     X(ring_wait_timeout)                                                                           \
     X(command_split)                                                                               \
-    X(log_escape)
+    X(log_escape)                                                                                  \
+    X(image_extent)
 
 #define OM_X_DECL(name) TEST(name);
 OM_UNIT_TESTS(OM_X_DECL)
