@@ -44,12 +44,7 @@ def settings(args):
         "period": sl.env_float("SOAK_PERIOD", 2),
         "settle": sl.env_float("SOAK_SETTLE", 10),
         "tol_pct": sl.env_float("SOAK_TOL_PCT", 10),
-        "idle_tol": [("rss_mib", sl.env_float("SOAK_IDLE_TOL_RSS_MIB", 32)),
-                     ("shmem_mib", sl.env_float("SOAK_IDLE_TOL_SHMEM_MIB", 8)),
-                     ("gpu_server_mib", sl.env_float("SOAK_IDLE_TOL_GPU_MIB", 64)),
-                     ("gpu_total_mib", sl.env_float("SOAK_IDLE_TOL_GPU_MIB", 64)),
-                     ("fds", sl.env_int("SOAK_IDLE_TOL_FDS", 2)),
-                     ("threads", sl.env_int("SOAK_IDLE_TOL_THREADS", 2))],
+        "idle_tol": sl.idle_tolerances("SOAK_IDLE_TOL"),
     }
 
 

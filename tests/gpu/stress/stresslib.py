@@ -37,6 +37,17 @@ def env_int(name, default):
     return int(v) if v.strip() else default
 
 
+def idle_tolerances(prefix):
+    """How far each idle figure may move, from PREFIX_RSS_MIB (32), _SHMEM_MIB (8), _GPU_MIB (64,
+    the server's and the GPU's), _FDS (2), _THREADS (2)."""
+    gpu = env_float(prefix + "_GPU_MIB", 64)
+    return [("rss_mib", env_float(prefix + "_RSS_MIB", 32)),
+            ("shmem_mib", env_float(prefix + "_SHMEM_MIB", 8)),
+            ("gpu_server_mib", gpu), ("gpu_total_mib", gpu),
+            ("fds", env_int(prefix + "_FDS", 2)),
+            ("threads", env_int(prefix + "_THREADS", 2))]
+
+
 def env_float(name, default):
     v = os.environ.get(name, "")
     return float(v) if v.strip() else default

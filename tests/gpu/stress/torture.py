@@ -35,12 +35,7 @@ def settings():
         "survivors": sl.env_int("TORTURE_SURVIVORS", 4),
         "max_delay_ms": sl.env_float("TORTURE_MAX_DELAY_MS", 300),
         "settle": sl.env_float("TORTURE_SETTLE", 10),
-        "tol": [("rss_mib", sl.env_float("TORTURE_TOL_RSS_MIB", 32)),
-                ("shmem_mib", sl.env_float("TORTURE_TOL_SHMEM_MIB", 8)),
-                ("gpu_server_mib", sl.env_float("TORTURE_TOL_GPU_MIB", 64)),
-                ("gpu_total_mib", sl.env_float("TORTURE_TOL_GPU_MIB", 64)),
-                ("fds", sl.env_int("TORTURE_TOL_FDS", 2)),
-                ("threads", sl.env_int("TORTURE_TOL_THREADS", 2))],
+        "tol": sl.idle_tolerances("TORTURE_TOL"),
     }
 
 
