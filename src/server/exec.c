@@ -32,9 +32,28 @@ struct call {
     struct om_wbuf out;
 };
 
+/* A client's own errors are logged 16 times per session at most, then once more to say so:
+ * a program that repeats a bad call in a loop must not flood server.log, which every user's
+ * server shares. */
+#define CLIENT_ERRORS_LOGGED 16
+#define client_err(s, ...)                                                                         \
+    do {                                                                                           \
+        if ((s)->errors_logged < CLIENT_ERRORS_LOGGED)                                             \
+            om_err(__VA_ARGS__);                                                                   \
+        else if ((s)->errors_logged == CLIENT_ERRORS_LOGGED)                                       \
+            om_err("client %d: more errors of its requests; they are not logged", (int)(s)->pid);  \
+        if ((s)->errors_logged <= CLIENT_ERRORS_LOGGED)                                            \
+            (s)->errors_logged++;                                                                  \
+    } while (0)
+
+__attribute__((noinline, cold)) static void log_bad_request(struct session *s)
+{
+    client_err(s, "client %d: malformed request", (int)s->pid);
+}
+
 static CUresult bad_request(struct call *c)
 {
-    om_err("client %d: malformed request", (int)c->s->pid);
+    log_bad_request(c->s);
     return CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -1051,8 +1070,8 @@ static CUresult x_cuLibraryLoadData(struct call *c)
     if ((rc = staged(c, size, CUDA_ERROR_INVALID_IMAGE)) != CUDA_SUCCESS)
         return rc;
     if (!image_within(c->s->stage, size)) {
-        om_err("client %d: a module image whose headers reach past its %llu staged bytes",
-               (int)c->s->pid, (unsigned long long)size);
+        client_err(c->s, "client %d: a module image whose headers reach past its %llu staged bytes",
+                   (int)c->s->pid, (unsigned long long)size);
         return CUDA_ERROR_INVALID_IMAGE;
     }
     hash = om_hash64(c->s->stage, size);
@@ -1157,8 +1176,8 @@ static CUresult x_cuLibraryGetKernel(struct call *c)
         if (info(k, n, &off, &size) == CUDA_SUCCESS) {
             /* Forwarding part of the parameters would run the kernel with
              * garbage: refuse the kernel instead, by name. */
-            om_err("client %d: kernel %s has more than 256 parameters: not supported",
-                   (int)c->s->pid, name);
+            client_err(c->s, "client %d: kernel %s has more than 256 parameters: not supported",
+                       (int)c->s->pid, name);
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
@@ -1347,7 +1366,7 @@ static CUresult x_cuLaunchKernelEx(struct call *c)
         int id;
         memcpy(&id, attrs + i * LAUNCH_ATTR_BYTES, sizeof(id));
         if (!attribute_allowed(id)) {
-            om_err("client %d: launch attribute %d is not supported", (int)c->s->pid, id);
+            client_err(c->s, "client %d: launch attribute %d is not supported", (int)c->s->pid, id);
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
@@ -1480,8 +1499,8 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
     CUresult rc;
 
     if (!h) {
-        om_err("client %d asked for %s, which the server does not execute", (int)s->pid,
-               index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?");
+        client_err(s, "client %d asked for %s, which the server does not execute", (int)s->pid,
+                   index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?");
         rc = CUDA_ERROR_NOT_SUPPORTED;
     } else {
         rc = h(&c);

@@ -121,6 +121,7 @@ struct session {
     uint64_t image_bytes;  /* module images new to the server that it loaded */
     uint32_t image_count;
     unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
+    unsigned errors_logged; /* of its requests' errors (exec.c logs 16 at most) */
     uint8_t launch_args[32768];
     CUresult async_error; /* the first error of a posted call, for the next sync */
     struct session *next;

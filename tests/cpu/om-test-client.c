@@ -11,6 +11,8 @@
 
 #include "../../src/client/client.h"
 #include "../../src/common/config.h"
+#include "../../src/common/gen/entries.h"
+#include "openmps/ops.h"
 
 /*
  * Exit status: 0 session served, 2 usage, 3 refused, 4 session ended by the
@@ -20,7 +22,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS|eof]\n"
                     "       [--die-after connect|hello|welcome] [--garbage tail|len|op|sleepers]\n"
-                    "       [--timeout-ms MS]\n");
+                    "       [--timeout-ms MS] [--bad-requests N]\n");
     exit(2);
 }
 
@@ -35,7 +37,7 @@ int main(int argc, char **argv)
     struct om_client c;
     struct om_limits want;
     const char *die_after = "", *garbage = NULL;
-    long pings = 1, size = 64, hold_ms = 0, timeout_ms = -1;
+    long pings = 1, size = 64, hold_ms = 0, timeout_ms = -1, bad_requests = 0;
     bool hold_eof = false;
     char err[512];
     int rc;
@@ -60,6 +62,8 @@ int main(int argc, char **argv)
             die_after = v;
         else if (!strcmp(a, "--garbage"))
             garbage = v;
+        else if (!strcmp(a, "--bad-requests"))
+            bad_requests = atol(v);
         else
             usage();
     }
@@ -125,6 +129,19 @@ int main(int argc, char **argv)
     }
 
     static char out[OM_REC_MAX_PAYLOAD], in[OM_REC_MAX_PAYLOAD];
+    if (bad_requests > 0) {
+        /* Well-formed records whose requests are not (an allocation with no size): each must
+         * be refused (CUDA_ERROR_INVALID_VALUE, 1) and the session must go on. */
+        for (long n = 0; n < bad_requests; n++) {
+            rc = om_client_call(&c, (uint16_t)(OM_OP_ENTRY_BASE + OM_IDX_cuMemAlloc_v2), out, 0, in,
+                                sizeof(in), NULL);
+            if (rc != 1) {
+                fprintf(stderr, "om-test-client: bad request %ld: status %d\n", n, rc);
+                return 6;
+            }
+        }
+        printf("bad requests refused %ld\n", bad_requests);
+    }
     for (long i = 0; i < size; i++)
         out[i] = (char)('a' + (i * 7 + getpid()) % 26);
     for (long n = 0; n < pings; n++) {

@@ -1512,6 +1512,25 @@ def registered_memory_is_released_while_others_run():
         e.close(ok)
 
 
+@test
+def client_errors_do_not_flood_the_log():
+    """A client that repeats a malformed request gets CUDA_ERROR_INVALID_VALUE each time and keeps
+    its session; server.log (which every user's server shares) names 16 of them and says that
+    the rest are not logged."""
+    e = Env()
+    ok = False
+    try:
+        rc, out, err = e.run_client("--bad-requests", 500)
+        check(rc == 0 and "bad requests refused 500" in out and "pings ok" in out,
+              "500 malformed requests refused, then a ping: %r %r" % (out, err))
+        log = e.log("server.log")
+        check(log.count("malformed request") == 16, "16 logged: %d" % log.count("malformed request"))
+        check(log.count("they are not logged") == 1, "and one line for the rest")
+        ok = True
+    finally:
+        e.close(ok)
+
+
 BUDGETS = {"OPENMPS_CLIENT_PINNED_MAX": "1M", "OPENMPS_CLIENT_MAX_STREAMS": "4",
            "OPENMPS_CLIENT_MAX_EVENTS": "4", "OPENMPS_CLIENT_MAX_IMAGES": "2"}
 
