@@ -74,6 +74,9 @@ static void stage(struct session *s, const struct om_rec *rec, const uint8_t *pa
         while (cap < s->stage_len + rec->len)
             cap *= 2;
         if (!om_budget_take(&stage_total, cap - s->stage_cap, om_budget.server_stage)) {
+            /* the call fails: what it staged so far goes back to the budget now */
+            stage_drop(s);
+            s->stage_len = 0;
             s->stage_error = om_budget_refuse(s, OM_BUDGET_STAGE, "staging a call's bytes");
             return;
         }
@@ -81,6 +84,8 @@ static void stage(struct session *s, const struct om_rec *rec, const uint8_t *pa
         if (!nb) {
             om_budget_give(&stage_total, cap - s->stage_cap);
             om_err("client %d: no memory for %zu staged bytes", (int)s->pid, cap);
+            stage_drop(s);
+            s->stage_len = 0;
             s->stage_error = CUDA_ERROR_OUT_OF_MEMORY;
             return;
         }

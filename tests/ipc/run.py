@@ -1643,6 +1643,8 @@ def staging_has_a_server_budget():
         p = remote(e, "bigimage", str(3 << 20))
         out, err = p.communicate(timeout=30)
         check("bigimage 2" in out, "a 3 MiB image over a 2 MiB budget: %r %r" % (out, err))
+        # What the refused image had staged went back to the budget when it was refused, not
+        # only when its session's worker frees the session (later on a busy machine).
         p = remote(e, "bigimage", str(1 << 20))
         out, err = p.communicate(timeout=30)
         check("bigimage 0" in out, "a 1 MiB image fits: %r %r" % (out, err))
