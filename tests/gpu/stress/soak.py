@@ -157,35 +157,11 @@ def run(h, cfg, summary, verdicts):
         return "rt" if gpu and random.random() < 0.25 else "mixed"
 
     # Warm-up: every slot at once, a few iterations, so that the baseline is the grown level.
-    h.say("warm-up: %d clients at once" % cfg["slots"])
-    ps = []
-    for i in range(cfg["slots"]):
-        o = os.path.join(cdir, "warm%d" % i)
-        ps.append((h.client("rt" if gpu and i % 4 == 3 else "mixed",
-                            ["--iters", "3"] + extra, o), o))
-    warm_bad = 0
-    for p, o in ps:
-        try:
-            rc = p.wait(timeout=600)
-        except Exception:
-            p.kill()
-            rc = "hung"
-        if rc != 0:
-            warm_bad += 1
-            if warm_bad <= 5:
-                h.say("warm-up failure: exit %s: %s" % (rc, " | ".join(sl.read_lines(o)[-3:])))
-    verdicts.append(("warm-up clients", warm_bad == 0, "%d of %d ok" % (len(ps) - warm_bad,
-                                                                        len(ps))))
-    servers = h.servers()
-    if len(servers) != 1:
-        verdicts.append(("one server", False, "get_server_list: %r" % servers))
+    specs = [("rt" if gpu and i % 4 == 3 else "mixed", ["--iters", "3"] + extra,
+              os.path.join(cdir, "warm%d" % i)) for i in range(cfg["slots"])]
+    spid, idle_before = sl.warm_up_and_baseline(h, specs, cfg["settle"], verdicts, 600)
+    if spid is None:
         return 1
-    spid = servers[0]
-    h.wait_no_clients(spid, 60)
-    time.sleep(cfg["settle"])
-    idle_before = h.sample(spid)
-    h.say("baseline (server %d, no clients): %s" % (spid, ", ".join(
-        "%s %s" % (k, sl.fmt(idle_before[k])) for k in sl.METRICS)))
 
     counts = {"started": 0, "ok": 0, "failed": 0, "running": 0}
     sampler = sl.Sampler(h, os.path.join(h.out, "soak.csv"), cfg["period"],

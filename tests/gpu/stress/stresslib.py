@@ -299,6 +299,39 @@ class Harness:
 FD_KINDS = ("fd_memfd", "fd_socket", "fd_pipe", "fd_nvidia", "fd_other")
 
 
+def warm_up_and_baseline(h, specs, settle, verdicts, timeout):
+    """Runs the warm-up clients `specs` ((mode, args, out) each) at once, all of which must
+    pass, so that the server's pools, images and caches grow to the level the baseline then
+    measures: once they are gone and `settle` seconds later, the server with no clients.
+    Returns (server pid, that sample), or (None, None) when there is not exactly one server."""
+    h.say("warm-up: %d clients at once" % len(specs))
+    ps = [(h.client(mode, args, out), out) for mode, args, out in specs]
+    bad = []
+    for p, out in ps:
+        try:
+            rc = p.wait(timeout=timeout)
+        except Exception:
+            p.kill()
+            rc = "hung"
+        if rc != 0:
+            bad.append("%s: exit %s: %s" % (os.path.basename(out), rc,
+                                            " | ".join(read_lines(out)[-3:])))
+    verdicts.append(("warm-up clients", not bad, "%d of %d ok" % (len(ps) - len(bad), len(ps))))
+    for b in bad[:10]:
+        h.say("warm-up failure: " + b)
+    servers = h.servers()
+    if len(servers) != 1:
+        verdicts.append(("one server", False, "get_server_list: %r" % servers))
+        return None, None
+    spid = servers[0]
+    h.wait_no_clients(spid, 60)
+    time.sleep(settle)
+    before = h.sample(spid)
+    h.say("baseline (server %d, no clients): %s" % (
+        spid, ", ".join("%s %s" % (k, fmt(before[k])) for k in METRICS)))
+    return spid, before
+
+
 def fd_kinds(pid):
     """The process's descriptors: how many, and of which kind (memfd: the pinned regions)."""
     d = "/proc/%d/fd" % pid

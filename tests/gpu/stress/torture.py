@@ -102,35 +102,11 @@ def run(h, cfg, modes, summary, verdicts):
     # 512 KiB for its next sessions (replybuf.c), and killed sessions still being freed add to
     # the torture's own width.
     nwarm = max(cfg["parallel"] + cfg["survivors"], 72)
-    h.say("warm-up: %d clients at once" % nwarm)
-    ps = []
-    for i in range(nwarm):
-        out = os.path.join(vdir, "warm%d" % i)
-        ps.append((h.client(modes[i % len(modes)], ["--iters", "3"], out), out))
-    warm_bad = []
-    for p, out in ps:
-        try:
-            rc = p.wait(timeout=300)
-        except Exception:
-            p.kill()
-            rc = "hung"
-        if rc != 0:
-            warm_bad.append("%s: exit %s: %s" % (os.path.basename(out), rc,
-                                                 " | ".join(sl.read_lines(out)[-3:])))
-    verdicts.append(("warm-up clients", not warm_bad,
-                     "%d of %d ok" % (len(ps) - len(warm_bad), len(ps))))
-    for b in warm_bad[:10]:
-        h.say("warm-up failure: " + b)
-    servers = h.servers()
-    if len(servers) != 1:
-        verdicts.append(("one server", False, "get_server_list: %r" % servers))
+    specs = [(modes[i % len(modes)], ["--iters", "3"], os.path.join(vdir, "warm%d" % i))
+             for i in range(nwarm)]
+    spid, before = sl.warm_up_and_baseline(h, specs, cfg["settle"], verdicts, 300)
+    if spid is None:
         return 1
-    spid = servers[0]
-    h.wait_no_clients(spid, 60)
-    time.sleep(cfg["settle"])
-    before = h.sample(spid)
-    h.say("baseline (server %d, no clients): %s" % (
-        spid, ", ".join("%s %s" % (k, sl.fmt(before[k])) for k in sl.METRICS)))
 
     sampler = sl.Sampler(h, os.path.join(h.out, "samples.csv"), 2.0)
     sampler.start()
