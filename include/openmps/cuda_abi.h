@@ -23,6 +23,10 @@ typedef void *CUfunction;
 typedef void *CUmodule;
 typedef uint64_t CUmemGenericAllocationHandle;
 
+typedef struct {
+    char bytes[16];
+} CUuuid;
+
 enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_INVALID_VALUE = 1,
@@ -131,6 +135,23 @@ typedef struct {
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_MEMORYTYPE_ARRAY 3
 #define CU_MEMORYTYPE_UNIFIED 4
+
+/* CUlaunchAttribute: an id, padding, a 64-byte value union; CUlaunchConfig. */
+typedef struct {
+    int id;
+    char pad[8 - sizeof(int)];
+    union {
+        char bytes[64];
+    } value;
+} CUlaunchAttribute;
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

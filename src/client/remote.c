@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs. */
+#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -66,10 +67,7 @@ void om_remote_install(void)
                     om_shim.client.ndevices);
         om_shim.client.ndevices = 1;
     }
-    om_remote_api_install();
-    om_remote_ctx_install();
-    om_remote_mem2d_install();
-    om_remote_hostmem_install();
+    om_remote_gen_install(); /* every row of api/remote/ (gen/remote_stubs.c) */
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);
 }

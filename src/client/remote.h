@@ -21,7 +21,6 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 /* remote_hostmem.c: the server's address of pinned bytes [p, p + n), if shared. */
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
 int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned */
-void om_remote_hostmem_install(void);
 /* Pinned memory shared with the server, for the shim's own use (the staging area). */
 CUresult om_pinned_alloc(void **pp, size_t bytes);
 CUresult om_pinned_free(void *p);
@@ -49,16 +48,11 @@ int om_devrange_add(CUdeviceptr base, size_t size);
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
-/* remote_mem2d.c fills its part of the table. */
-void om_remote_mem2d_install(void);
 
 /* remote_api.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);
 
 /* remote.c: the implementation installed for an entry point in remote mode. */
 void om_remote_set(int index, void *fn);
-/* remote_api.c and remote_ctx.c fill the table. */
-void om_remote_api_install(void);
-void om_remote_ctx_install(void);
 
 #endif

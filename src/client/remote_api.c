@@ -10,6 +10,7 @@
 #include "../common/wire.h"
 #include "openmps/cuda_abi.h"
 #include "openmps/ops.h"
+#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -247,7 +248,7 @@ static bool on_device(CUdeviceptr p)
 
 /* ------------------------------------------------------------------ devices */
 
-static CUresult r_cuDeviceGetCount(int *count)
+CUresult om_r_cuDeviceGetCount(int *count)
 {
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
@@ -255,32 +256,13 @@ static CUresult r_cuDeviceGetCount(int *count)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGet(CUdevice *dev, int ordinal)
+CUresult om_r_cuDeviceGet(CUdevice *dev, int ordinal)
 {
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (ordinal < 0 || ordinal >= (int)om_shim.client.ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
     *dev = ordinal;
-    return CUDA_SUCCESS;
-}
-
-static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
-{
-    char reply[256];
-    uint32_t got = 0;
-    REQ(req, 16);
-    CUresult rc;
-
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceGetName, &req, reply, sizeof(reply) - 1, &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    reply[got < sizeof(reply) ? got : sizeof(reply) - 1] = '\0';
-    strncpy(name, reply, (size_t)len - 1);
-    name[len - 1] = '\0';
     return CUDA_SUCCESS;
 }
 
@@ -302,27 +284,14 @@ CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
     return rc;
 }
 
-static CUresult r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    uint64_t v;
-    CUresult rc;
-
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall_u64(OM_IDX_cuDeviceTotalMem_v2, (uint64_t)dev, 0, &v);
-    if (rc == CUDA_SUCCESS)
-        *bytes = (size_t)v;
-    return rc;
-}
-
 /* The runtime reads ~100 attributes at start: each is asked once per device. */
 #define MAX_ATTR 160
 static int attr_cache[OM_MAX_DEVICES][MAX_ATTR];
 static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
 
-static CUresult r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
+CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 {
-    uint64_t v;
+    int v = 0;
     CUresult rc;
 
     if (!value)
@@ -339,10 +308,10 @@ static CUresult r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
         *value = attr_cache[dev][attrib];
         return CUDA_SUCCESS;
     }
-    rc = om_rcall_u64(OM_IDX_cuDeviceGetAttribute, (uint64_t)(uint32_t)attrib, (uint64_t)dev, &v);
+    rc = om_rpc_cuDeviceGetAttribute(&v, attrib, dev); /* the generated stub */
     if (rc != CUDA_SUCCESS)
         return rc;
-    *value = (int)(int64_t)v;
+    *value = v;
     if (attrib >= 0 && attrib < MAX_ATTR) {
         attr_cache[dev][attrib] = *value;
         __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
@@ -352,57 +321,12 @@ static CUresult r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 
 CUresult om_device_attribute(int dev, int attrib, int *value)
 {
-    return r_cuDeviceGetAttribute(value, attrib, dev);
-}
-
-static CUresult uuid_of(CUdevice dev, void *uuid)
-{
-    uint8_t reply[16];
-    uint32_t got = 0;
-    REQ(req, 16);
-    CUresult rc;
-
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceGetUuid_v2, &req, reply, sizeof(reply), &got);
-    if (rc == CUDA_SUCCESS && got == 16)
-        memcpy(uuid, reply, 16);
-    return rc == CUDA_SUCCESS && got != 16 ? CUDA_ERROR_UNKNOWN : rc;
-}
-
-static CUresult r_cuDeviceGetUuid(void *uuid, CUdevice dev)
-{
-    return uuid_of(dev, uuid);
-}
-
-static CUresult r_cuDeviceGetUuid_v2(void *uuid, CUdevice dev)
-{
-    return uuid_of(dev, uuid);
-}
-
-static CUresult r_cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev)
-{
-    char reply[64];
-    uint32_t got = 0;
-    REQ(req, 16);
-    CUresult rc;
-
-    if (!bus || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceGetPCIBusId, &req, reply, sizeof(reply) - 1, &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    reply[got < sizeof(reply) ? got : sizeof(reply) - 1] = '\0';
-    strncpy(bus, reply, (size_t)len - 1);
-    bus[len - 1] = '\0';
-    return CUDA_SUCCESS;
+    return om_r_cuDeviceGetAttribute(value, attrib, dev);
 }
 
 /* ------------------------------------------------------------------ memory */
 
-static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+CUresult om_r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     uint64_t v;
     CUresult rc;
@@ -424,7 +348,7 @@ static CUresult r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     return rc;
 }
 
-static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
+CUresult om_r_cuMemFree_v2(CUdeviceptr dptr)
 {
     REQ(req, 8);
 
@@ -439,24 +363,6 @@ static CUresult r_cuMemFree_v2(CUdeviceptr dptr)
     if (rc != CUDA_ERROR_INVALID_VALUE && !managed_forget(dptr))
         devrange_remove(dptr);
     return rc;
-}
-
-static CUresult r_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
-{
-    uint64_t v[2];
-    uint32_t got = 0;
-    REQ(req, 8);
-    CUresult rc = om_rcall(OM_IDX_cuMemGetInfo_v2, &req, v, sizeof(v), &got);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (got != sizeof(v))
-        return CUDA_ERROR_UNKNOWN;
-    if (free_bytes)
-        *free_bytes = (size_t)v[0];
-    if (total)
-        *total = (size_t)v[1];
-    return CUDA_SUCCESS;
 }
 
 static CUresult handle_call(int index, const void *h, uint64_t b);
@@ -581,24 +487,24 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+CUresult om_r_cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
     return htod(dst, src, n, NULL, false);
 }
 
-static CUresult r_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+CUresult om_r_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     /* Pageable memory is copied before this returns, as the driver does;
      * pinned memory is copied asynchronously. */
     return htod(dst, src, n, s, true);
 }
 
-static CUresult r_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+CUresult om_r_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
     return dtoh(dst, src, n, NULL, false);
 }
 
-static CUresult r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult om_r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return dtoh(dst, src, n, s, true);
 }
@@ -620,12 +526,12 @@ static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
     return om_rcall(OM_IDX_cuMemcpyDtoD_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult om_r_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return memcpy_dd(dst, src, n, NULL, true);
 }
 
-static CUresult r_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult om_r_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return memcpy_dd(dst, src, n, s, false);
 }
@@ -647,12 +553,12 @@ static CUresult memcpy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream 
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult om_r_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return memcpy_any(dst, src, n, NULL, true);
 }
 
-static CUresult r_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult om_r_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return memcpy_any(dst, src, n, s, false);
 }
@@ -679,32 +585,32 @@ static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t
     return om_rcall(OM_IDX_cuMemsetD8_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+CUresult om_r_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
     return memset_d(d, v, 1, n, NULL, true);
 }
 
-static CUresult r_cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
+CUresult om_r_cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
 {
     return memset_d(d, v, 2, n, NULL, true);
 }
 
-static CUresult r_cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
+CUresult om_r_cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
 {
     return memset_d(d, v, 4, n, NULL, true);
 }
 
-static CUresult r_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+CUresult om_r_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
 {
     return memset_d(d, v, 1, n, s, false);
 }
 
-static CUresult r_cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+CUresult om_r_cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
 {
     return memset_d(d, v, 2, n, s, false);
 }
 
-static CUresult r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s)
+CUresult om_r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s)
 {
     return memset_d(d, v, 4, n, s, false);
 }
@@ -724,7 +630,7 @@ static CUresult r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, bool async);
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async);
 
-static CUresult r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
+CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
 {
     uint64_t reply[2];
     uint32_t got = 0;
@@ -886,55 +792,50 @@ static CUresult handle_call(int index, const void *h, uint64_t b)
     return om_rcall(index, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamCreate(CUstream *s, unsigned flags)
+CUresult om_r_cuStreamCreate(CUstream *s, unsigned flags)
 {
     return create_handle(OM_IDX_cuStreamCreate, flags, 0, s);
 }
 
-static CUresult r_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
+CUresult om_r_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
 {
     return create_handle(OM_IDX_cuStreamCreate, flags, (uint64_t)(int64_t)priority, s);
 }
 
-static CUresult r_cuStreamDestroy_v2(CUstream s)
+CUresult om_r_cuStreamDestroy_v2(CUstream s)
 {
     return handle_call(OM_IDX_cuStreamDestroy_v2, s, 0);
 }
 
-static CUresult r_cuStreamSynchronize(CUstream s)
+CUresult om_r_cuStreamSynchronize(CUstream s)
 {
     return managed_pull(handle_call(OM_IDX_cuStreamSynchronize, s, 0));
-}
-
-static CUresult r_cuStreamQuery(CUstream s)
-{
-    return handle_call(OM_IDX_cuStreamQuery, s, 0);
 }
 
 /* Host functions run in this process, in stream order: the stream's work is
  * waited for, the function runs, and only then does the caller go on to
  * submit later work. (The driver runs them on a thread of its own and does not
  * block the caller; the order the program sees is the same.) */
-static CUresult r_cuLaunchHostFunc(CUstream s, void (*fn)(void *), void *data)
+CUresult om_r_cuLaunchHostFunc(CUstream s, void (*fn)(void *), void *data)
 {
     CUresult rc;
 
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = r_cuStreamSynchronize(s);
+    rc = om_r_cuStreamSynchronize(s);
     if (rc == CUDA_SUCCESS)
         fn(data);
     return rc;
 }
 
-static CUresult r_cuStreamAddCallback(CUstream s, void (*cb)(CUstream, CUresult, void *),
-                                      void *data, unsigned flags)
+CUresult om_r_cuStreamAddCallback(CUstream s, void (*cb)(CUstream, CUresult, void *), void *data,
+                                  unsigned flags)
 {
     CUresult rc;
 
     if (!cb || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = r_cuStreamSynchronize(s);
+    rc = om_r_cuStreamSynchronize(s);
     cb(s, rc, data); /* called with the stream's error, as the driver does */
     return CUDA_SUCCESS;
 }
@@ -954,7 +855,7 @@ static CUresult stream_query(int index, CUstream s, uint64_t *out)
     return rc;
 }
 
-static CUresult r_cuStreamGetFlags(CUstream s, unsigned *flags)
+CUresult om_r_cuStreamGetFlags(CUstream s, unsigned *flags)
 {
     uint64_t v;
     CUresult rc;
@@ -967,172 +868,23 @@ static CUresult r_cuStreamGetFlags(CUstream s, unsigned *flags)
     return rc;
 }
 
-static CUresult r_cuStreamGetPriority(CUstream s, int *prio)
-{
-    uint64_t v;
-    CUresult rc;
-
-    if (!prio)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = stream_query(OM_IDX_cuStreamGetPriority, s, &v);
-    if (rc == CUDA_SUCCESS)
-        *prio = (int)(int64_t)v;
-    return rc;
-}
-
-static CUresult r_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
-{
-    REQ(req, 24);
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)s);
-    om_put_u64(&req, (uint64_t)(uintptr_t)e);
-    om_put_u64(&req, flags);
-    return om_rpost(OM_IDX_cuStreamWaitEvent, &req);
-}
-
-static CUresult r_cuEventCreate(CUevent *e, unsigned flags)
-{
-    return create_handle(OM_IDX_cuEventCreate, flags, 0, e);
-}
-
-static CUresult r_cuEventDestroy_v2(CUevent e)
-{
-    return handle_call(OM_IDX_cuEventDestroy_v2, e, 0);
-}
-
-static CUresult r_cuEventRecord(CUevent e, CUstream s)
-{
-    REQ(req, 16);
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)e);
-    om_put_u64(&req, (uint64_t)(uintptr_t)s);
-    return om_rpost(OM_IDX_cuEventRecord, &req);
-}
-
-static CUresult r_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
-{
-    REQ(req, 24);
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)e);
-    om_put_u64(&req, (uint64_t)(uintptr_t)s);
-    om_put_u64(&req, flags);
-    return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
-}
-
-static CUresult r_cuEventSynchronize(CUevent e)
+CUresult om_r_cuEventSynchronize(CUevent e)
 {
     return managed_pull(handle_call(OM_IDX_cuEventSynchronize, e, 0));
 }
 
-static CUresult r_cuEventQuery(CUevent e)
-{
-    return handle_call(OM_IDX_cuEventQuery, e, 0);
-}
-
-static CUresult r_cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
-{
-    uint64_t v;
-    CUresult rc;
-
-    if (!ms)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall_u64(OM_IDX_cuEventElapsedTime_v2, (uint64_t)(uintptr_t)start,
-                      (uint64_t)(uintptr_t)end, &v);
-    if (rc == CUDA_SUCCESS) {
-        uint32_t bits = (uint32_t)v;
-        memcpy(ms, &bits, sizeof(*ms));
-    }
-    return rc;
-}
-
 /* Waits for this client's streams only, never for the shared context. */
-static CUresult r_cuCtxSynchronize(void)
+CUresult om_r_cuCtxSynchronize(void)
 {
     REQ(req, 8);
 
     return managed_pull(om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL));
 }
 
-static CUresult r_cuCtxSynchronize_v2(CUcontext ctx)
+CUresult om_r_cuCtxSynchronize_v2(CUcontext ctx)
 {
     (void)ctx; /* one context per device; the client's streams are all its work */
-    return r_cuCtxSynchronize();
+    return om_r_cuCtxSynchronize();
 }
 
 /* ------------------------------------------------------------------ table */
-
-#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
-void om_remote_api_install(void)
-{
-    OM_X_SET(cuDeviceGetCount);
-    OM_X_SET(cuDeviceGet);
-    OM_X_SET(cuDeviceGetName);
-    OM_X_SET(cuDeviceTotalMem_v2);
-    OM_X_SET(cuDeviceGetAttribute);
-    OM_X_SET(cuDeviceGetUuid);
-    OM_X_SET(cuDeviceGetUuid_v2);
-    OM_X_SET(cuDeviceGetPCIBusId);
-    OM_X_SET(cuMemAlloc_v2);
-    OM_X_SET(cuMemFree_v2);
-    OM_X_SET(cuMemGetInfo_v2);
-    OM_X_SET(cuMemcpyHtoD_v2);
-    OM_X_SET(cuMemcpyHtoDAsync_v2);
-    OM_X_SET(cuMemcpyDtoH_v2);
-    OM_X_SET(cuMemcpyDtoHAsync_v2);
-    OM_X_SET(cuMemcpyDtoD_v2);
-    OM_X_SET(cuMemcpy);
-    OM_X_SET(cuMemcpyAsync);
-    om_remote_set(OM_IDX_cuMemcpy_ptds, (void *)r_cuMemcpy);
-    om_remote_set(OM_IDX_cuMemcpyAsync_ptsz, (void *)r_cuMemcpyAsync);
-    OM_X_SET(cuMemcpyDtoDAsync_v2);
-    OM_X_SET(cuMemsetD8_v2);
-    OM_X_SET(cuMemsetD16_v2);
-    OM_X_SET(cuMemsetD32_v2);
-    OM_X_SET(cuMemsetD8Async);
-    OM_X_SET(cuMemsetD16Async);
-    OM_X_SET(cuMemsetD32Async);
-    OM_X_SET(cuMemAllocManaged);
-    OM_X_SET(cuStreamCreate);
-    OM_X_SET(cuStreamCreateWithPriority);
-    OM_X_SET(cuStreamDestroy_v2);
-    OM_X_SET(cuStreamSynchronize);
-    OM_X_SET(cuStreamQuery);
-    OM_X_SET(cuStreamWaitEvent);
-    OM_X_SET(cuLaunchHostFunc);
-    OM_X_SET(cuStreamGetFlags);
-    OM_X_SET(cuStreamGetPriority);
-    om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)r_cuStreamGetFlags);
-    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)r_cuStreamGetPriority);
-    OM_X_SET(cuStreamAddCallback);
-    om_remote_set(OM_IDX_cuLaunchHostFunc_ptsz, (void *)r_cuLaunchHostFunc);
-    om_remote_set(OM_IDX_cuStreamAddCallback_ptsz, (void *)r_cuStreamAddCallback);
-    OM_X_SET(cuEventCreate);
-    OM_X_SET(cuEventDestroy_v2);
-    OM_X_SET(cuEventRecord);
-    OM_X_SET(cuEventRecordWithFlags);
-    OM_X_SET(cuEventSynchronize);
-    OM_X_SET(cuEventQuery);
-    OM_X_SET(cuEventElapsedTime_v2);
-    OM_X_SET(cuCtxSynchronize);
-    OM_X_SET(cuCtxSynchronize_v2);
-    /* The per-thread default stream variants take the same path: the server
-     * gives each client one stream for both default streams for now. */
-    om_remote_set(OM_IDX_cuMemcpyHtoD_v2_ptds, (void *)r_cuMemcpyHtoD_v2);
-    om_remote_set(OM_IDX_cuMemcpyDtoH_v2_ptds, (void *)r_cuMemcpyDtoH_v2);
-    om_remote_set(OM_IDX_cuMemcpyDtoD_v2_ptds, (void *)r_cuMemcpyDtoD_v2);
-    om_remote_set(OM_IDX_cuMemcpyHtoDAsync_v2_ptsz, (void *)r_cuMemcpyHtoDAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyDtoHAsync_v2_ptsz, (void *)r_cuMemcpyDtoHAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyDtoDAsync_v2_ptsz, (void *)r_cuMemcpyDtoDAsync_v2);
-    om_remote_set(OM_IDX_cuMemsetD8_v2_ptds, (void *)r_cuMemsetD8_v2);
-    om_remote_set(OM_IDX_cuMemsetD16_v2_ptds, (void *)r_cuMemsetD16_v2);
-    om_remote_set(OM_IDX_cuMemsetD32_v2_ptds, (void *)r_cuMemsetD32_v2);
-    om_remote_set(OM_IDX_cuMemsetD8Async_ptsz, (void *)r_cuMemsetD8Async);
-    om_remote_set(OM_IDX_cuMemsetD16Async_ptsz, (void *)r_cuMemsetD16Async);
-    om_remote_set(OM_IDX_cuMemsetD32Async_ptsz, (void *)r_cuMemsetD32Async);
-    om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)r_cuStreamSynchronize);
-    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)r_cuStreamQuery);
-    om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)r_cuStreamWaitEvent);
-    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)r_cuEventRecord);
-    om_remote_set(OM_IDX_cuEventRecordWithFlags_ptsz, (void *)r_cuEventRecordWithFlags);
-    om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);
-}

@@ -7,6 +7,7 @@
 
 #include "../common/image.h"
 #include "openmps/ops.h"
+#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -74,7 +75,7 @@ static bool valid_device(CUdevice dev)
     return dev >= 0 && dev < (int)om_shim.client.ndevices;
 }
 
-static CUresult r_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+CUresult om_r_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {
     if (!ctx)
         return CUDA_ERROR_INVALID_VALUE;
@@ -85,7 +86,7 @@ static CUresult r_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+CUresult om_r_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     if (!valid_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
@@ -95,7 +96,7 @@ static CUresult r_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int *active)
+CUresult om_r_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int *active)
 {
     if (!flags || !active)
         return CUDA_ERROR_INVALID_VALUE;
@@ -106,7 +107,7 @@ static CUresult r_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int 
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags)
+CUresult om_r_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags)
 {
     if (!valid_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
@@ -114,7 +115,7 @@ static CUresult r_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+CUresult om_r_cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     if (!valid_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
@@ -122,7 +123,7 @@ static CUresult r_cuDevicePrimaryCtxReset_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxSetCurrent(CUcontext ctx)
+CUresult om_r_cuCtxSetCurrent(CUcontext ctx)
 {
     if (ctx && ctx_device(ctx) < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -142,7 +143,7 @@ void om_current_context(CUcontext *ret)
     *ret = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
 }
 
-static CUresult r_cuCtxGetCurrent(CUcontext *ctx)
+CUresult om_r_cuCtxGetCurrent(CUcontext *ctx)
 {
     if (!ctx)
         return CUDA_ERROR_INVALID_VALUE;
@@ -150,7 +151,7 @@ static CUresult r_cuCtxGetCurrent(CUcontext *ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxPushCurrent_v2(CUcontext ctx)
+CUresult om_r_cuCtxPushCurrent_v2(CUcontext ctx)
 {
     if (ctx_device(ctx) < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -160,7 +161,7 @@ static CUresult r_cuCtxPushCurrent_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxPopCurrent_v2(CUcontext *ctx)
+CUresult om_r_cuCtxPopCurrent_v2(CUcontext *ctx)
 {
     if (ctx_depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -170,7 +171,7 @@ static CUresult r_cuCtxPopCurrent_v2(CUcontext *ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetDevice(CUdevice *dev)
+CUresult om_r_cuCtxGetDevice(CUdevice *dev)
 {
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
@@ -180,10 +181,10 @@ static CUresult r_cuCtxGetDevice(CUdevice *dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
+CUresult om_r_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
 {
     if (!ctx)
-        return r_cuCtxGetDevice(dev);
+        return om_r_cuCtxGetDevice(dev);
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (ctx_device(ctx) < 0)
@@ -192,7 +193,7 @@ static CUresult r_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetApiVersion(CUcontext ctx, unsigned *version)
+CUresult om_r_cuCtxGetApiVersion(CUcontext ctx, unsigned *version)
 {
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
@@ -202,7 +203,7 @@ static CUresult r_cuCtxGetApiVersion(CUcontext ctx, unsigned *version)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetFlags(unsigned *flags)
+CUresult om_r_cuCtxGetFlags(unsigned *flags)
 {
     if (!flags)
         return CUDA_ERROR_INVALID_VALUE;
@@ -212,7 +213,7 @@ static CUresult r_cuCtxGetFlags(unsigned *flags)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
+CUresult om_r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
 {
     int dev;
 
@@ -227,41 +228,9 @@ static CUresult r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetLimit(size_t *value, int limit)
-{
-    uint64_t v;
-    CUresult rc;
-
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall_u64(OM_IDX_cuCtxGetLimit, (uint64_t)(uint32_t)limit, 0, &v);
-    if (rc == CUDA_SUCCESS)
-        *value = (size_t)v;
-    return rc;
-}
-
-static CUresult r_cuCtxSetLimit(int limit, size_t value)
-{
-    return om_rcall_u64(OM_IDX_cuCtxSetLimit, (uint64_t)(uint32_t)limit, value, NULL);
-}
-
-static CUresult r_cuCtxGetStreamPriorityRange(int *least, int *greatest)
-{
-    uint64_t v;
-    CUresult rc = om_rcall_u64(OM_IDX_cuCtxGetStreamPriorityRange, 0, 0, &v);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (least)
-        *least = (int)(int32_t)(uint32_t)v;
-    if (greatest)
-        *greatest = (int)(int32_t)(uint32_t)(v >> 32);
-    return CUDA_SUCCESS;
-}
-
 static int cache_config;
 
-static CUresult r_cuCtxGetCacheConfig(int *config)
+CUresult om_r_cuCtxGetCacheConfig(int *config)
 {
     if (!config)
         return CUDA_ERROR_INVALID_VALUE;
@@ -269,7 +238,7 @@ static CUresult r_cuCtxGetCacheConfig(int *config)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxSetCacheConfig(int config)
+CUresult om_r_cuCtxSetCacheConfig(int config)
 {
     cache_config = config; /* a preference; the shared context keeps its own */
     return CUDA_SUCCESS;
@@ -277,7 +246,7 @@ static CUresult r_cuCtxSetCacheConfig(int config)
 
 /* ------------------------------------------------------------------ modules, kernels */
 
-static CUresult r_cuModuleGetLoadingMode(int *mode)
+CUresult om_r_cuModuleGetLoadingMode(int *mode)
 {
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
@@ -329,38 +298,38 @@ static CUresult load_image(int index, void **handle, const void *code)
     return rc;
 }
 
-static CUresult r_cuLibraryLoadData(CUlibrary *lib, const void *code, void *jo, void **jv,
-                                    unsigned njo, void *lo, void **lv, unsigned nlo)
+CUresult om_r_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv,
+                                unsigned njo, CUlibraryOption *lo, void **lv, unsigned nlo)
 {
     (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo; /* the server loads eagerly */
     return load_image(OM_IDX_cuLibraryLoadData, lib, code);
 }
 
-static CUresult r_cuModuleLoadData(CUmodule *mod, const void *image)
+CUresult om_r_cuModuleLoadData(CUmodule *mod, const void *image)
 {
     return load_image(OM_IDX_cuLibraryLoadData, mod, image);
 }
 
-static CUresult r_cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, void *o,
-                                     void **v)
+CUresult om_r_cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, CUjit_option *o,
+                                 void **v)
 {
     (void)n, (void)o, (void)v;
     return load_image(OM_IDX_cuLibraryLoadData, mod, image);
 }
 
-static CUresult r_cuModuleLoadFatBinary(CUmodule *mod, const void *image)
+CUresult om_r_cuModuleLoadFatBinary(CUmodule *mod, const void *image)
 {
     return load_image(OM_IDX_cuLibraryLoadData, mod, image);
 }
 
-static CUresult r_cuLibraryUnload(CUlibrary lib)
+CUresult om_r_cuLibraryUnload(CUlibrary lib)
 {
     return om_rcall_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
 }
 
-static CUresult r_cuModuleUnload(CUmodule mod)
+CUresult om_r_cuModuleUnload(CUmodule mod)
 {
-    return r_cuLibraryUnload(mod); /* modules are libraries in the server */
+    return om_r_cuLibraryUnload(mod); /* modules are libraries in the server */
 }
 
 /* Parameter layouts of the kernels this process obtained, by handle. */
@@ -436,17 +405,17 @@ static CUresult get_kernel(int index, void **out, uint64_t owner, const char *na
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+CUresult om_r_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
 {
     return get_kernel(OM_IDX_cuLibraryGetKernel, k, (uint64_t)(uintptr_t)lib, name);
 }
 
-static CUresult r_cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
+CUresult om_r_cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
 {
     return get_kernel(OM_IDX_cuLibraryGetKernel, f, (uint64_t)(uintptr_t)mod, name);
 }
 
-static CUresult r_cuKernelGetFunction(CUfunction *f, CUkernel k)
+CUresult om_r_cuKernelGetFunction(CUfunction *f, CUkernel k)
 {
     if (!f)
         return CUDA_ERROR_INVALID_VALUE;
@@ -456,8 +425,7 @@ static CUresult r_cuKernelGetFunction(CUfunction *f, CUkernel k)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib,
-                                     const char *name)
+CUresult om_r_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name)
 {
     uint64_t reply[2];
     uint32_t got = 0;
@@ -482,10 +450,9 @@ static CUresult r_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod,
-                                       const char *name)
+CUresult om_r_cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
 {
-    return r_cuLibraryGetGlobal(dptr, bytes, mod, name);
+    return om_r_cuLibraryGetGlobal(dptr, bytes, mod, name);
 }
 
 static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, uint64_t dev)
@@ -506,18 +473,18 @@ static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, ui
     return rc;
 }
 
-static CUresult r_cuFuncGetAttribute(int *value, int attrib, CUfunction f)
+CUresult om_r_cuFuncGetAttribute(int *value, int attrib, CUfunction f)
 {
     return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)f, 0);
 }
 
-static CUresult r_cuKernelGetAttribute(int *value, int attrib, CUkernel k, CUdevice dev)
+CUresult om_r_cuKernelGetAttribute(int *value, int attrib, CUkernel k, CUdevice dev)
 {
     return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)k,
                      (uint64_t)dev);
 }
 
-static CUresult r_cuFuncSetAttribute(CUfunction f, int attrib, int value)
+CUresult om_r_cuFuncSetAttribute(CUfunction f, int attrib, int value)
 {
     REQ(req, 24);
 
@@ -527,50 +494,22 @@ static CUresult r_cuFuncSetAttribute(CUfunction f, int attrib, int value)
     return om_rcall(OM_IDX_cuFuncSetAttribute, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuKernelSetAttribute(int attrib, int value, CUkernel k, CUdevice dev)
+CUresult om_r_cuKernelSetAttribute(int attrib, int value, CUkernel k, CUdevice dev)
 {
     (void)dev;
-    return r_cuFuncSetAttribute((CUfunction)k, attrib, value);
+    return om_r_cuFuncSetAttribute((CUfunction)k, attrib, value);
 }
 
-static CUresult r_cuFuncSetCacheConfig(CUfunction f, int config)
+CUresult om_r_cuFuncSetCacheConfig(CUfunction f, int config)
 {
     (void)f, (void)config; /* a preference the shared context may ignore */
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuKernelSetCacheConfig(CUkernel k, int config, CUdevice dev)
+CUresult om_r_cuKernelSetCacheConfig(CUkernel k, int config, CUdevice dev)
 {
     (void)k, (void)config, (void)dev;
     return CUDA_SUCCESS;
-}
-
-static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f,
-                                                                       int block, size_t smem,
-                                                                       unsigned flags)
-{
-    uint64_t v = 0;
-    uint32_t got = 0;
-    REQ(req, 32);
-    CUresult rc;
-
-    if (!n)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)f);
-    om_put_u64(&req, (uint64_t)(int64_t)block);
-    om_put_u64(&req, smem);
-    om_put_u64(&req, flags);
-    rc = om_rcall(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &req, &v, sizeof(v),
-                  &got);
-    if (rc == CUDA_SUCCESS)
-        *n = (int)v;
-    return rc;
-}
-
-static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block,
-                                                              size_t smem)
-{
-    return r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, smem, 0);
 }
 
 /* ------------------------------------------------------------------ launches */
@@ -672,33 +611,25 @@ static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     return om_rpost(OM_IDX_cuLaunchKernelEx, &req);
 }
 
-static CUresult r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
-                                 void **extra)
+CUresult om_r_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                             void **extra)
 {
     return post_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
 }
 
-/* CUlaunchConfig as the driver API documents it. */
-struct launch_config {
-    unsigned gx, gy, gz, bx, by, bz, smem;
-    CUstream stream;
-    const void *attrs;
-    unsigned nattrs;
-};
-
-static CUresult r_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f, void **params,
-                                   void **extra)
+CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
 {
     if (!cfg)
         return CUDA_ERROR_INVALID_VALUE;
-    return post_launch(f, cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz, cfg->smem,
-                       cfg->stream, params, extra, cfg->attrs, cfg->nattrs);
+    return post_launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX,
+                       cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params,
+                       extra, cfg->attrs, cfg->numAttrs);
 }
 
-static CUresult r_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                            unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                                            CUstream s, void **params)
+CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                        CUstream s, void **params)
 {
     uint8_t attr[LAUNCH_ATTR_BYTES] = {0};
     int one = 1, id = 2; /* CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
@@ -802,14 +733,14 @@ static void *const cls_table[] = {(void *)cls_put,          (void *)cls_remove,
 
 typedef CUresult (*export_fn)(const void **, const void *);
 
-static CUresult r_cuGetExportTable(const void **table, const void *uuid)
+CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
 {
     void *real = om_shim.real_fn[OM_IDX_cuGetExportTable];
 
     if (!table || !uuid)
         return CUDA_ERROR_INVALID_VALUE;
     {
-        const uint8_t *u = uuid;
+        const uint8_t *u = (const uint8_t *)uuid->bytes;
         om_shim_log("cuGetExportTable %02x%02x%02x%02x", u[0], u[1], u[2], u[3]);
     }
     if (memcmp(uuid, cls_uuid, 16) == 0) {
@@ -822,57 +753,3 @@ static CUresult r_cuGetExportTable(const void **table, const void *uuid)
 }
 
 /* ------------------------------------------------------------------ table */
-
-#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
-void om_remote_ctx_install(void)
-{
-    OM_X_SET(cuDevicePrimaryCtxRetain);
-    OM_X_SET(cuDevicePrimaryCtxRelease_v2);
-    om_remote_set(OM_IDX_cuDevicePrimaryCtxRelease, (void *)r_cuDevicePrimaryCtxRelease_v2);
-    om_remote_set(OM_IDX_cuDevicePrimaryCtxSetFlags, (void *)r_cuDevicePrimaryCtxSetFlags_v2);
-    om_remote_set(OM_IDX_cuDevicePrimaryCtxReset, (void *)r_cuDevicePrimaryCtxReset_v2);
-    OM_X_SET(cuDevicePrimaryCtxGetState);
-    OM_X_SET(cuDevicePrimaryCtxSetFlags_v2);
-    OM_X_SET(cuDevicePrimaryCtxReset_v2);
-    OM_X_SET(cuCtxSetCurrent);
-    OM_X_SET(cuCtxGetCurrent);
-    OM_X_SET(cuCtxPushCurrent_v2);
-    OM_X_SET(cuCtxPopCurrent_v2);
-    OM_X_SET(cuCtxGetDevice);
-    OM_X_SET(cuCtxGetApiVersion);
-    OM_X_SET(cuCtxGetFlags);
-    OM_X_SET(cuCtxGetId);
-    OM_X_SET(cuCtxGetLimit);
-    OM_X_SET(cuCtxSetLimit);
-    OM_X_SET(cuCtxGetStreamPriorityRange);
-    OM_X_SET(cuCtxGetCacheConfig);
-    OM_X_SET(cuCtxSetCacheConfig);
-    OM_X_SET(cuModuleGetLoadingMode);
-    OM_X_SET(cuLibraryLoadData);
-    OM_X_SET(cuModuleLoadData);
-    OM_X_SET(cuModuleLoadDataEx);
-    OM_X_SET(cuModuleLoadFatBinary);
-    OM_X_SET(cuLibraryUnload);
-    OM_X_SET(cuModuleUnload);
-    OM_X_SET(cuLibraryGetKernel);
-    OM_X_SET(cuModuleGetFunction);
-    OM_X_SET(cuKernelGetFunction);
-    OM_X_SET(cuLibraryGetGlobal);
-    OM_X_SET(cuModuleGetGlobal_v2);
-    OM_X_SET(cuFuncGetAttribute);
-    OM_X_SET(cuKernelGetAttribute);
-    OM_X_SET(cuFuncSetAttribute);
-    OM_X_SET(cuKernelSetAttribute);
-    OM_X_SET(cuFuncSetCacheConfig);
-    OM_X_SET(cuKernelSetCacheConfig);
-    OM_X_SET(cuOccupancyMaxActiveBlocksPerMultiprocessor);
-    OM_X_SET(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
-    OM_X_SET(cuLaunchKernel);
-    OM_X_SET(cuGetExportTable);
-    OM_X_SET(cuCtxGetDevice_v2);
-    om_remote_set(OM_IDX_cuLaunchKernel_ptsz, (void *)r_cuLaunchKernel);
-    OM_X_SET(cuLaunchKernelEx);
-    OM_X_SET(cuLaunchCooperativeKernel);
-    om_remote_set(OM_IDX_cuLaunchKernelEx_ptsz, (void *)r_cuLaunchKernelEx);
-    om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)r_cuLaunchCooperativeKernel);
-}

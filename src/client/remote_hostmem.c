@@ -12,6 +12,7 @@
 
 #include "../common/msg.h"
 #include "openmps/ops.h"
+#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -82,7 +83,7 @@ bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server)
     return found;
 }
 
-static CUresult r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
+CUresult om_r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
 {
     uint64_t reply[3];
     uint32_t got = 0;
@@ -133,19 +134,19 @@ static CUresult r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
 
 CUresult om_pinned_alloc(void **pp, size_t bytes)
 {
-    return r_cuMemHostAlloc(pp, bytes, 0);
+    return om_r_cuMemHostAlloc(pp, bytes, 0);
 }
 
-static CUresult r_cuMemFreeHost(void *p);
+CUresult om_r_cuMemFreeHost(void *p);
 
 CUresult om_pinned_free(void *p)
 {
-    return r_cuMemFreeHost(p);
+    return om_r_cuMemFreeHost(p);
 }
 
-static CUresult r_cuMemAllocHost_v2(void **pp, size_t bytes)
+CUresult om_r_cuMemAllocHost_v2(void **pp, size_t bytes)
 {
-    return r_cuMemHostAlloc(pp, bytes, 0);
+    return om_r_cuMemHostAlloc(pp, bytes, 0);
 }
 
 /* Removes the region that starts at `addr` (allocated, or registered) from the
@@ -167,7 +168,7 @@ static bool take_pinned(const void *addr, bool registered, struct pinned *out)
     return found;
 }
 
-static CUresult r_cuMemFreeHost(void *p)
+CUresult om_r_cuMemFreeHost(void *p)
 {
     struct pinned r;
     REQ(req, 8);
@@ -195,7 +196,7 @@ int om_pinned_device_pointer(void *p, CUdeviceptr *ret)
     return rc;
 }
 
-static CUresult r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags)
+CUresult om_r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags)
 {
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
@@ -214,7 +215,7 @@ static CUresult r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsig
     return rc;
 }
 
-static CUresult r_cuMemHostGetFlags(unsigned *flags, void *p)
+CUresult om_r_cuMemHostGetFlags(unsigned *flags, void *p)
 {
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
@@ -232,7 +233,7 @@ static CUresult r_cuMemHostGetFlags(unsigned *flags, void *p)
     return rc;
 }
 
-static CUresult r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
+CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p & ~(page - 1);
@@ -291,7 +292,7 @@ static CUresult r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 }
 
 /* The program keeps its memory (now on the memfd); the server lets go of it. */
-static CUresult r_cuMemHostUnregister(void *p)
+CUresult om_r_cuMemHostUnregister(void *p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint8_t *start = (uint8_t *)((uintptr_t)p & ~(page - 1));
@@ -302,16 +303,4 @@ static CUresult r_cuMemHostUnregister(void *p)
         return 713; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED */
     om_put_u64(&req, r.server);
     return om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);
-}
-
-#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
-void om_remote_hostmem_install(void)
-{
-    OM_X_SET(cuMemHostAlloc);
-    OM_X_SET(cuMemAllocHost_v2);
-    OM_X_SET(cuMemFreeHost);
-    OM_X_SET(cuMemHostGetDevicePointer_v2);
-    OM_X_SET(cuMemHostGetFlags);
-    OM_X_SET(cuMemHostRegister_v2);
-    OM_X_SET(cuMemHostUnregister);
 }

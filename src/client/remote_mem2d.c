@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "openmps/ops.h"
+#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -31,8 +32,8 @@ enum {
 /* The pitch the driver would choose: rows aligned to 512 bytes. */
 #define PITCH_ALIGN 512
 
-static CUresult r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-                                     unsigned elem)
+CUresult om_r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                 unsigned elem)
 {
     size_t p;
     CUresult (*alloc)(CUdeviceptr *, size_t) = om_remote_entry(OM_IDX_cuMemAlloc_v2);
@@ -49,7 +50,7 @@ static CUresult r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t wi
     return rc;
 }
 
-static CUresult r_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+CUresult om_r_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
     CUdeviceptr b;
     size_t s;
@@ -111,7 +112,7 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
     }
 }
 
-static CUresult r_cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
+CUresult om_r_cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
 {
     int rc;
 
@@ -126,7 +127,7 @@ static CUresult r_cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
 }
 
 /* Unknown pointers are not an error here: their attributes read as zero. */
-static CUresult r_cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p)
+CUresult om_r_cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p)
 {
     if (!attrs || !data)
         return CUDA_ERROR_INVALID_VALUE;
@@ -165,36 +166,35 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint64_t value, unsigne
     return om_rcall(OM_IDX_cuMemsetD2D8_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
+CUresult om_r_cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
 {
     return memset_2d(d, pitch, v, 1, w, h, NULL, true);
 }
 
-static CUresult r_cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
-                                   size_t h)
+CUresult om_r_cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h)
 {
     return memset_2d(d, pitch, v, 2, w, h, NULL, true);
 }
 
-static CUresult r_cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned v, size_t w, size_t h)
+CUresult om_r_cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned v, size_t w, size_t h)
 {
     return memset_2d(d, pitch, v, 4, w, h, NULL, true);
 }
 
-static CUresult r_cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w,
-                                    size_t h, CUstream s)
+CUresult om_r_cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h,
+                                CUstream s)
 {
     return memset_2d(d, pitch, v, 1, w, h, s, false);
 }
 
-static CUresult r_cuMemsetD2D16Async(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
-                                     size_t h, CUstream s)
+CUresult om_r_cuMemsetD2D16Async(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h,
+                                 CUstream s)
 {
     return memset_2d(d, pitch, v, 2, w, h, s, false);
 }
 
-static CUresult r_cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned v, size_t w, size_t h,
-                                     CUstream s)
+CUresult om_r_cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned v, size_t w, size_t h,
+                                 CUstream s)
 {
     return memset_2d(d, pitch, v, 4, w, h, s, false);
 }
@@ -319,12 +319,12 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
     return rc;
 }
 
-static CUresult r_cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
+CUresult om_r_cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
 {
     return memcpy_2d(c, NULL, true);
 }
 
-static CUresult r_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s)
+CUresult om_r_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s)
 {
     return memcpy_2d(c, s, false);
 }
@@ -364,19 +364,19 @@ static CUresult memcpy_3d(const CUDA_MEMCPY3D *c, CUstream s, bool wait)
     return CUDA_SUCCESS;
 }
 
-static CUresult r_cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
+CUresult om_r_cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
 {
     return memcpy_3d(c, NULL, true);
 }
 
-static CUresult r_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s)
+CUresult om_r_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s)
 {
     return memcpy_3d(c, s, false);
 }
 
 /* Peer copies between contexts of one device are device-to-device copies. */
-static CUresult r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
-                               size_t n)
+CUresult om_r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                           size_t n)
 {
     CUresult (*dd)(CUdeviceptr, CUdeviceptr, size_t) = om_remote_entry(OM_IDX_cuMemcpyDtoD_v2);
 
@@ -384,47 +384,12 @@ static CUresult r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
     return dd(dst, src, n);
 }
 
-static CUresult r_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
-                                    CUcontext sctx, size_t n, CUstream s)
+CUresult om_r_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                                size_t n, CUstream s)
 {
     CUresult (*dd)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
         om_remote_entry(OM_IDX_cuMemcpyDtoDAsync_v2);
 
     (void)dctx, (void)sctx;
     return dd(dst, src, n, s);
-}
-
-#define OM_X_SET(sym) om_remote_set(OM_IDX_##sym, (void *)r_##sym)
-void om_remote_mem2d_install(void)
-{
-    OM_X_SET(cuMemAllocPitch_v2);
-    OM_X_SET(cuMemGetAddressRange_v2);
-    OM_X_SET(cuPointerGetAttribute);
-    OM_X_SET(cuPointerGetAttributes);
-    OM_X_SET(cuMemsetD2D8_v2);
-    OM_X_SET(cuMemsetD2D16_v2);
-    OM_X_SET(cuMemsetD2D32_v2);
-    OM_X_SET(cuMemsetD2D8Async);
-    OM_X_SET(cuMemsetD2D16Async);
-    OM_X_SET(cuMemsetD2D32Async);
-    OM_X_SET(cuMemcpy2D_v2);
-    OM_X_SET(cuMemcpy2DAsync_v2);
-    OM_X_SET(cuMemcpy3D_v2);
-    OM_X_SET(cuMemcpy3DAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpy3D_v2_ptds, (void *)r_cuMemcpy3D_v2);
-    om_remote_set(OM_IDX_cuMemcpy3DAsync_v2_ptsz, (void *)r_cuMemcpy3DAsync_v2);
-    OM_X_SET(cuMemcpyPeer);
-    OM_X_SET(cuMemcpyPeerAsync);
-    om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2, (void *)r_cuMemcpy2D_v2);
-    om_remote_set(OM_IDX_cuMemcpy2D_v2_ptds, (void *)r_cuMemcpy2D_v2);
-    om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2_ptds, (void *)r_cuMemcpy2D_v2);
-    om_remote_set(OM_IDX_cuMemcpy2DAsync_v2_ptsz, (void *)r_cuMemcpy2DAsync_v2);
-    om_remote_set(OM_IDX_cuMemsetD2D8_v2_ptds, (void *)r_cuMemsetD2D8_v2);
-    om_remote_set(OM_IDX_cuMemsetD2D16_v2_ptds, (void *)r_cuMemsetD2D16_v2);
-    om_remote_set(OM_IDX_cuMemsetD2D32_v2_ptds, (void *)r_cuMemsetD2D32_v2);
-    om_remote_set(OM_IDX_cuMemsetD2D8Async_ptsz, (void *)r_cuMemsetD2D8Async);
-    om_remote_set(OM_IDX_cuMemsetD2D16Async_ptsz, (void *)r_cuMemsetD2D16Async);
-    om_remote_set(OM_IDX_cuMemsetD2D32Async_ptsz, (void *)r_cuMemsetD2D32Async);
-    om_remote_set(OM_IDX_cuMemcpyPeer_ptds, (void *)r_cuMemcpyPeer);
-    om_remote_set(OM_IDX_cuMemcpyPeerAsync_ptsz, (void *)r_cuMemcpyPeerAsync);
 }

@@ -9,6 +9,7 @@
 
 #include "../common/gen/entries.h"
 #include "../common/clock.h"
+#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 

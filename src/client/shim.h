@@ -27,7 +27,7 @@
 #define OM_PROC_SYMBOL_NOT_FOUND 1
 #define OM_PROC_VERSION_NOT_SUFFICIENT 2
 
-/* How remote mode treats an entry point (the mode column of api/driver_api.tsv). */
+/* How remote mode treats an entry point (from the tables of api/remote/). */
 enum om_entry_mode { OM_ENTRY_REMOTE, OM_ENTRY_LOCAL, OM_ENTRY_PASSTHROUGH, OM_ENTRY_UNSUPPORTED };
 
 enum om_mode {

@@ -71,15 +71,17 @@ void om_budget_init(void)
     om_budget.server_images = env_size("OPENMPS_SERVER_IMAGE_MAX", 8ull << 30);
     om_budget.client_streams = env_count("OPENMPS_CLIENT_MAX_STREAMS", 1024);
     om_budget.client_events = env_count("OPENMPS_CLIENT_MAX_EVENTS", 65536);
+    om_budget.client_handles = env_count("OPENMPS_CLIENT_MAX_HANDLES", 65536);
     om_format_size(om_budget.client_pinned, a, sizeof(a));
     om_format_size(om_budget.server_pinned, b, sizeof(b));
     om_format_size(om_budget.server_stage, c, sizeof(c));
     om_format_size(om_budget.client_images, d, sizeof(d));
     om_format_size(om_budget.server_images, e, sizeof(e));
     om_info("budgets: pinned %s per client, %s in all; staging %s in all; module images %s and "
-            "%u per client, %s in all; %u streams and %u events per client",
+            "%u per client, %s in all; %u streams, %u events and %u handles of each other kind per "
+            "client",
             a, b, c, d, om_budget.client_image_count, e, om_budget.client_streams,
-            om_budget.client_events);
+            om_budget.client_events, om_budget.client_handles);
 }
 
 bool om_budget_take(uint64_t *counter, uint64_t n, uint64_t max)
@@ -108,6 +110,7 @@ CUresult om_budget_refuse(struct session *s, enum om_budget_kind kind, const cha
         [OM_BUDGET_IMAGES] = "module images",
         [OM_BUDGET_STREAMS] = "streams",
         [OM_BUDGET_EVENTS] = "events",
+        [OM_BUDGET_HANDLES] = "handles of one kind",
     };
 
     if (!(s->budget_logged & (1u << kind))) {

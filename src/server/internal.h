@@ -11,6 +11,7 @@
 
 #include "../common/driver.h"
 #include "../common/gen/entries.h"
+#include "gen/handles.h"
 #include "../common/ring.h"
 #include "openmps/cuda_abi.h"
 #include "openmps/protocol.h"
@@ -26,10 +27,14 @@
 /* Longest a session worker sleeps before it looks at its stop flag again. */
 #define OM_SESSION_POLL_MS 100
 
-/* A set of handles a client owns (streams, events, libraries). */
+/* A set of handles a client owns (streams, events, libraries, …): v[0..n) in no order, for
+ * walking, and an open-addressed index of positions in v + 1 (0: empty, UINT32_MAX: removed),
+ * so a lookup costs the same with 65 536 events as with one. */
 struct om_handles {
     uint64_t *v;
     size_t n, cap;
+    uint32_t *index;
+    size_t slots, used; /* slots: a power of two or 0; used: positions and removed marks */
 };
 
 /* Device memory a client may touch: its allocations (owned: it may free them)
@@ -98,8 +103,8 @@ struct session {
     char end_reason[200]; /* a copy: the caller's text may not outlive the worker */
     unsigned left_after;  /* sessions left then, for the log */
     /* What the client owns; freed by session_free whatever the moment. */
-    CUstream default_stream; /* its NULL, legacy and per-thread default stream */
-    struct om_handles streams, events, libraries;
+    CUstream default_stream;                /* its NULL, legacy and per-thread default stream */
+    struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
@@ -158,6 +163,8 @@ CUresult om_server_bind_context(void);
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted);
 CUresult om_exec_sync_client(struct session *s);
+/* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
+void om_own_release(struct session *s);
 
 /* budget.c: what a client, and all clients together, may make the server hold. */
 struct om_budget {
@@ -165,6 +172,7 @@ struct om_budget {
     uint64_t server_stage;                 /* bytes of all sessions' staging buffers */
     uint64_t client_images, server_images; /* bytes of module images loaded */
     uint32_t client_pinned_regions, client_image_count, client_streams, client_events;
+    uint32_t client_handles; /* of each other kind of api/handles.tsv */
 };
 extern struct om_budget om_budget;
 enum om_budget_kind {
@@ -173,6 +181,7 @@ enum om_budget_kind {
     OM_BUDGET_IMAGES,
     OM_BUDGET_STREAMS,
     OM_BUDGET_EVENTS,
+    OM_BUDGET_HANDLES,
     OM_BUDGET_KINDS
 };
 void om_budget_init(void); /* from the environment, once at the start */

@@ -8,8 +8,62 @@
 #include "../common/log.h"
 #include "internal.h"
 
+#define SLOT_EMPTY 0u
+#define SLOT_GONE UINT32_MAX
+
+static size_t slot_of(uint64_t v, size_t slots)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdull; /* a 64-bit finaliser's mixing step */
+    v ^= v >> 33;
+    return (size_t)v & (slots - 1);
+}
+
+/* The slot holding v, or the slot where it would go (*ret_found false). */
+static size_t index_find(const struct om_handles *h, uint64_t v, bool *ret_found)
+{
+    size_t i = slot_of(v, h->slots), free_slot = SIZE_MAX;
+
+    for (;; i = (i + 1) & (h->slots - 1)) {
+        uint32_t e = h->index[i];
+        if (e == SLOT_EMPTY) {
+            *ret_found = false;
+            return free_slot != SIZE_MAX ? free_slot : i;
+        }
+        if (e == SLOT_GONE) {
+            if (free_slot == SIZE_MAX)
+                free_slot = i;
+        } else if (h->v[e - 1] == v) {
+            *ret_found = true;
+            return i;
+        }
+    }
+}
+
+static int index_rebuild(struct om_handles *h, size_t slots)
+{
+    uint32_t *n = calloc(slots, sizeof(*n));
+
+    if (!n)
+        return -ENOMEM;
+    free(h->index);
+    h->index = n;
+    h->slots = slots;
+    h->used = h->n;
+    for (size_t p = 0; p < h->n; p++) {
+        bool found;
+        h->index[index_find(h, h->v[p], &found)] = (uint32_t)(p + 1);
+    }
+    return 0;
+}
+
 int om_handles_add(struct om_handles *h, uint64_t v)
 {
+    bool found = false;
+    size_t slot;
+
+    if (h->n >= UINT32_MAX - 1)
+        return -ENOMEM;
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 16;
         uint64_t *nv = realloc(h->v, cap * sizeof(*nv));
@@ -18,32 +72,56 @@ int om_handles_add(struct om_handles *h, uint64_t v)
         h->v = nv;
         h->cap = cap;
     }
+    /* At most half the slots in use (positions and removed marks). */
+    if ((h->used + 1) * 2 > h->slots &&
+        index_rebuild(h, h->slots && (h->n + 1) * 4 > h->slots ? h->slots * 2
+                         : h->slots                            ? h->slots
+                                                               : 32) < 0)
+        return -ENOMEM;
+    slot = index_find(h, v, &found);
+    if (found)
+        return 0; /* already owned */
+    if (h->index[slot] == SLOT_EMPTY)
+        h->used++;
     h->v[h->n++] = v;
+    h->index[slot] = (uint32_t)h->n;
     return 0;
 }
 
 bool om_handles_has(const struct om_handles *h, uint64_t v)
 {
-    for (size_t i = 0; i < h->n; i++)
-        if (h->v[i] == v)
-            return true;
-    return false;
+    bool found = false;
+
+    if (h->slots)
+        index_find(h, v, &found);
+    return found;
 }
 
 bool om_handles_remove(struct om_handles *h, uint64_t v)
 {
-    for (size_t i = 0; i < h->n; i++) {
-        if (h->v[i] == v) {
-            h->v[i] = h->v[--h->n];
-            return true;
-        }
+    bool found = false;
+    size_t slot, pos;
+
+    if (!h->slots)
+        return false;
+    slot = index_find(h, v, &found);
+    if (!found)
+        return false;
+    pos = h->index[slot] - 1;
+    h->index[slot] = SLOT_GONE;
+    if (pos != h->n - 1) { /* the last one moves into the hole: its slot learns where */
+        uint64_t last = h->v[h->n - 1];
+        h->v[pos] = last;
+        h->index[index_find(h, last, &found)] = (uint32_t)(pos + 1);
     }
-    return false;
+    h->n--;
+    return true;
 }
 
 void om_handles_free(struct om_handles *h)
 {
     free(h->v);
+    free(h->index);
     memset(h, 0, sizeof(*h));
 }
 

@@ -208,7 +208,7 @@ void om_sched_session_free(struct session *s)
  * operation in its worker would hold back the others, so its work is never held. */
 static bool may_hold(const struct session *s)
 {
-    return s->streams.n == 0;
+    return s->own[OM_H_STREAM].n == 0;
 }
 
 void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)

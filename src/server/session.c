@@ -228,19 +228,20 @@ static bool memory_gone(pid_t pid)
 
 static void release_gpu_resources(struct session *s)
 {
-    if (s->default_stream || s->streams.n)
+    if (s->default_stream || s->own[OM_H_STREAM].n)
         om_exec_sync_client(s);
-    for (size_t i = 0; i < s->events.n; i++)
-        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))((CUevent)(uintptr_t)s->events.v[i]);
+    om_own_release(s); /* the kinds of api/handles.tsv with a destroy entry */
+    for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++)
+        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))((CUevent)(uintptr_t)s->own[OM_H_EVENT].v[i]);
     for (size_t i = 0; i < s->nsync_events; i++)
         ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(s->sync_events[i].event);
     free(s->sync_events);
     s->sync_events = NULL;
     s->nsync_events = s->sync_events_cap = 0;
     om_handles_free(&s->blocking);
-    for (size_t i = 0; i < s->streams.n; i++) {
-        om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->streams.v[i]);
-        om_idle_stream_destroy((CUstream)(uintptr_t)s->streams.v[i]);
+    for (size_t i = 0; i < s->own[OM_H_STREAM].n; i++) {
+        om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
+        om_idle_stream_destroy((CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
     }
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
@@ -258,14 +259,14 @@ static void release_gpu_resources(struct session *s)
     s->pinned_bytes = 0;
     free(s->hostmem);
     s->hostmem = NULL;
-    if (s->allocs.n || s->streams.n || s->events.n || s->nhostmem)
+    if (s->allocs.n || s->own[OM_H_STREAM].n || s->own[OM_H_EVENT].n || s->nhostmem)
         om_info("client %d: freed %zu allocation(s), %zu stream(s), %zu event(s), %zu pinned "
                 "region(s)",
-                (int)s->pid, s->allocs.n, s->streams.n, s->events.n, s->nhostmem);
+                (int)s->pid, s->allocs.n, s->own[OM_H_STREAM].n, s->own[OM_H_EVENT].n, s->nhostmem);
     s->nhostmem = s->hostmem_cap = 0;
-    om_handles_free(&s->events);
-    om_handles_free(&s->streams);
-    om_handles_free(&s->libraries); /* the images stay loaded for the next client */
+    om_handles_free(&s->own[OM_H_EVENT]);
+    om_handles_free(&s->own[OM_H_STREAM]);
+    om_handles_free(&s->own[OM_H_LIBRARY]); /* the images stay loaded for the next client */
     om_ranges_free(&s->allocs);
     s->default_stream = NULL;
     free(s->kernels);

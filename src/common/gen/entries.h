@@ -270,8 +270,8 @@
     X(260, cuLaunchCooperativeKernel_ptsz, REMOTE) \
     X(261, cuLaunchGrid, UNSUPPORTED) \
     X(262, cuLaunchGridAsync, UNSUPPORTED) \
-    X(263, cuLaunchHostFunc, LOCAL) \
-    X(264, cuLaunchHostFunc_ptsz, LOCAL) \
+    X(263, cuLaunchHostFunc, REMOTE) \
+    X(264, cuLaunchHostFunc_ptsz, REMOTE) \
     X(265, cuLaunchKernel, REMOTE) \
     X(266, cuLaunchKernelEx, REMOTE) \
     X(267, cuLaunchKernelEx_ptsz, REMOTE) \
@@ -520,8 +520,8 @@
     X(510, cuProfilerStop, UNSUPPORTED) \
     X(511, cuSignalExternalSemaphoresAsync, UNSUPPORTED) \
     X(512, cuSignalExternalSemaphoresAsync_ptsz, UNSUPPORTED) \
-    X(513, cuStreamAddCallback, LOCAL) \
-    X(514, cuStreamAddCallback_ptsz, LOCAL) \
+    X(513, cuStreamAddCallback, REMOTE) \
+    X(514, cuStreamAddCallback_ptsz, REMOTE) \
     X(515, cuStreamAttachMemAsync, UNSUPPORTED) \
     X(516, cuStreamAttachMemAsync_ptsz, UNSUPPORTED) \
     X(517, cuStreamBatchMemOp, UNSUPPORTED) \

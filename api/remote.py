@@ -1,0 +1,807 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The remote path of every driver entry point, from api/remote/*.tsv (imported by api/gen.py).
+
+Each family file (api/remote/<family>.tsv) has one row per entry point that openmps answers
+in remote mode, tab-separated:
+
+    symbol   form   params   options
+
+form     gen        client stub and server decoder are generated from `params`
+         custom     both sides are written by hand: om_r_<symbol> in src/client/api/<family>.c,
+                    om_x_<symbol> in src/server/api/<family>.c (declared by the generator,
+                    so their signatures are checked against the driver's)
+         client     the client side is written by hand (om_r_<symbol>) and uses the server
+                    only through the entry points named in `via=`; no operation of its own
+         local      answered in the client (om_r_<symbol>), no server
+         alias:SYM  the same implementation as SYM (a _ptsz/_ptds/_v2 variant of one C type)
+         shim       answered by the shim itself in every mode (cuInit, cuGetProcAddress)
+         passthrough  the real driver in the client (calls that touch no GPU state)
+
+params   for gen rows, one annotation per parameter of the prototype, in order, as
+         name:kind (the name must be the prototype's); `-` for other forms. Kinds:
+
+  in the request (host values)
+    val                 a scalar passed by value (integer, enum, device address unchecked)
+    val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
+    flags(MASK)         an unsigned whose bits lie in MASK
+    dev                 a device ordinal of the server (INVALID_DEVICE otherwise)
+    zero                must be 0 / NULL (a reserved argument); the server passes 0
+    KIND, KIND?         a handle of that kind the calling client owns (? : NULL allowed)
+    free.KIND           ... that this call destroys: dropped from the client's set on success
+    stream              a stream the call enqueues work on (the client's; its default stream
+                        for NULL/legacy/per-thread; ordering rules of ARCHITECTURE.md applied)
+    stream.query        a stream the call only queries or waits for
+    ptr(LEN)            a device address: [ptr, ptr + LEN) within the client's memory
+    in, in?             a struct read through a pointer (sizeof the pointee)
+    in:CHECK            ... checked by om_check_CHECK(struct call *, TYPE *) on the server
+    arr(COUNT,MAX)      an array of COUNT pointees (COUNT <= MAX) read through a pointer
+    str                 a NUL-terminated string of at most 4095 bytes
+  in the answer (written through a pointer by the driver)
+    out, out?           a scalar or struct (? : the pointer may be NULL; nothing written)
+    new.KIND            a handle this call creates: counted against the client's budget of
+                        that kind and owned by the client from then on
+    inout               a scalar read and written
+    outarr(COUNT,MAX)   COUNT pointees (COUNT an expression of the other parameters)
+    outbuf(LEN,MAX)     LEN bytes (char or void buffers), at most MAX travel
+  LEN, COUNT: C expressions of other parameters' names (integers).
+
+options  (space-separated) post: the call does not wait for its answer (errors reported at
+         the next synchronising call); sync: after the call, wait for its stream (the
+         synchronous variants); wrap: the generated client stub is om_rpc_<symbol> and the
+         installed function is the hand-written om_r_<symbol> (caching, managed memory);
+         via=SYM,...: for client rows, the operations used.
+
+Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
+code), budget field of struct om_budget.
+"""
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FORMS = ("gen", "custom", "client", "local", "shim", "passthrough")
+REQ_FIXED_MAX = 1 << 18  # a record's payload (OM_CHUNK_BYTES)
+
+
+class TableError(Exception):
+    pass
+
+
+def fail(where, msg):
+    raise TableError("%s: %s" % (where, msg))
+
+
+# ------------------------------------------------------------------ inputs
+
+def load_protos():
+    protos = {}
+    for n, line in enumerate(open(os.path.join(HERE, "driver_api.tsv")), 1):
+        if line.startswith("#") or not line.strip():
+            continue
+        f = line.rstrip("\n").split("\t")
+        protos[f[0]] = (f[1], split_params(f[2]), f[2])
+    return protos
+
+
+def split_params(text):
+    if text.strip() in ("void", ""):
+        return []
+    out = []
+    for p in text.split(","):
+        p = p.strip()
+        m = re.match(r"(.*?)(\w+)\s*(\[\s*\d*\s*\])?$", p)
+        if not m:
+            out.append((p, "?"))
+            continue
+        ctype = re.sub(r"\s+", " ", m.group(1).strip())
+        if m.group(3):  # an array parameter is a pointer
+            ctype += " *"
+        ctype = re.sub(r"\s*\*", " *", ctype).replace("* *", "**").strip()
+        out.append((ctype, m.group(2)))
+    return out
+
+
+def load_types():
+    types = {}
+    for line in open(os.path.join(HERE, "types.tsv")):
+        if line.startswith("#") or not line.strip():
+            continue
+        name, cls, detail = line.rstrip("\n").split("\t")
+        types[name] = (cls, detail)
+    return types
+
+
+def load_handles():
+    kinds = []
+    path = os.path.join(HERE, "handles.tsv")
+    for n, line in enumerate(open(path), 1):
+        if line.startswith("#") or not line.strip():
+            continue
+        f = line.rstrip("\n").split("\t")
+        if len(f) != 4:
+            fail("api/handles.tsv:%d" % n, "expected kind, C type, destroy entry, budget")
+        kinds.append({"kind": f[0], "ctype": f[1], "destroy": f[2], "budget": f[3], "line": n})
+    return kinds
+
+
+def load_rows(protos, kinds):
+    rows, seen = [], {}
+    folder = os.path.join(HERE, "remote")
+    for fname in sorted(os.listdir(folder)):
+        if not fname.endswith(".tsv"):
+            continue
+        family = fname[:-4]
+        for n, line in enumerate(open(os.path.join(folder, fname)), 1):
+            if line.startswith("#") or not line.strip():
+                continue
+            where = "api/remote/%s:%d" % (fname, n)
+            f = line.rstrip("\n").split("\t")
+            if len(f) < 3 or len(f) > 4:
+                fail(where, "expected symbol, form, params[, options] separated by tabs")
+            sym, form, params = f[0], f[1], f[2]
+            opts = f[3].split() if len(f) == 4 else []
+            if sym not in protos:
+                fail(where, "%s is not an entry point of api/driver_api.tsv" % sym)
+            if sym in seen:
+                fail(where, "%s is already described at %s" % (sym, seen[sym]))
+            seen[sym] = where
+            row = {"sym": sym, "family": family, "form": form, "where": where, "opts": {},
+                   "params": []}
+            for o in opts:
+                k, _, v = o.partition("=")
+                if k not in ("post", "sync", "wrap", "via"):
+                    fail(where, "unknown option %r" % o)
+                row["opts"][k] = v or True
+            if form.startswith("alias:"):
+                row["form"], row["target"] = "alias", form[6:]
+            elif form not in FORMS:
+                fail(where, "form %r is none of gen, custom, client, local, alias:SYM, "
+                     "passthrough" % form)
+            if row["form"] == "gen":
+                row["params"] = parse_params(where, sym, params, protos[sym][1], kinds)
+            elif params != "-":
+                fail(where, "only gen rows have parameter annotations (write -)")
+            if row["form"] == "client" and "via" not in row["opts"]:
+                fail(where, "a client row names the operations it uses (via=SYM,...)")
+            if "via" in row["opts"]:
+                for v in row["opts"]["via"].split(","):
+                    if v not in protos:
+                        fail(where, "via %s: not an entry point" % v)
+            rows.append(row)
+    by = {r["sym"]: r for r in rows}
+    for r in rows:
+        if r["form"] == "alias":
+            t = by.get(r["target"])
+            if not t or t["form"] == "alias":
+                fail(r["where"], "alias of %s, which has no row of its own" % r["target"])
+            if [p[0] for p in protos[t["sym"]][1]] != [p[0] for p in protos[r["sym"]][1]]:
+                fail(r["where"], "alias of %s, whose parameter types differ" % r["target"])
+        for v in (r["opts"].get("via") or "").split(",") if r["opts"].get("via") else []:
+            if v not in by or by[v]["form"] not in ("gen", "custom"):
+                fail(r["where"], "via %s, which the server does not execute" % v)
+        if r["form"] == "gen":
+            check_gen(r)
+    return rows
+
+
+ANN = re.compile(r"^(\w+):([\w.?]+)(?:\((.*)\))?(?::(\w+))?$")
+
+
+def parse_params(where, sym, text, proto, kinds):
+    kind_names = {k["kind"] for k in kinds}
+    anns = text.split()
+    if len(anns) != len(proto):
+        fail(where, "%s has %d parameters, the row annotates %d" % (sym, len(proto), len(anns)))
+    out = []
+    for (ctype, pname), ann in zip(proto, anns):
+        m = ANN.match(ann)
+        if not m:
+            fail(where, "cannot read the annotation %r" % ann)
+        name, kind, args, check = m.groups()
+        if name != pname:
+            fail(where, "parameter %s of %s is annotated as %s" % (pname, sym, name))
+        p = {"name": name, "ctype": ctype, "kind": kind, "args": args, "check": check,
+             "nullable": kind.endswith("?")}
+        base = kind.rstrip("?")
+        pointer = ctype.endswith("*")
+        if base in ("val", "flags", "dev", "zero"):
+            if base != "zero" and pointer and ctype not in ("void *",):
+                fail(where, "%s: %s is a pointer, not a value" % (name, ctype))
+            if base == "val" and args and not re.match(r"^-?\w+\.\.-?\w+$", args):
+                fail(where, "%s: val(LO..HI) expected" % name)
+            if base == "flags" and not args:
+                fail(where, "%s: flags(MASK) expected" % name)
+        elif base in ("stream", "stream.query"):
+            if ctype != "CUstream":
+                fail(where, "%s: a stream annotation on a %s" % (name, ctype))
+        elif base.startswith("free.") or base in kind_names:
+            k = base[5:] if base.startswith("free.") else base
+            if k not in kind_names:
+                fail(where, "%s: no handle kind %r in api/handles.tsv" % (name, k))
+            p["hkind"] = k
+            p["kind"] = "free" if base.startswith("free.") else "handle"
+        elif base.startswith("new."):
+            k = base[4:]
+            if k not in kind_names:
+                fail(where, "%s: no handle kind %r in api/handles.tsv" % (name, k))
+            if not pointer:
+                fail(where, "%s: new.%s needs a pointer parameter" % (name, k))
+            p["hkind"] = k
+            p["kind"] = "new"
+        elif base == "ptr":
+            if not args:
+                fail(where, "%s: ptr(LEN) expected" % name)
+        elif base in ("in", "out", "inout"):
+            if not pointer:
+                fail(where, "%s: %s needs a pointer parameter, not %s" % (name, base, ctype))
+            if pointee(ctype) == "void":
+                fail(where, "%s: %s through void * has no size (custom)" % (name, base))
+        elif base in ("arr", "outarr", "outbuf"):
+            if not pointer or not args or len(args.split(",")) != 2:
+                fail(where, "%s: %s(COUNT,MAX) on a pointer expected" % (name, base))
+        elif base == "str":
+            if ctype != "const char *":
+                fail(where, "%s: str on a %s" % (name, ctype))
+        else:
+            fail(where, "%s: unknown kind %r" % (name, kind))
+        if base in ("stream", "stream.query"):
+            p["base"] = base
+        elif base.startswith("free.") or base.startswith("new."):
+            p["base"] = base.split(".")[0]
+        elif base in kind_names:
+            p["base"] = "handle"
+        else:
+            p["base"] = base
+        out.append(p)
+    return out
+
+
+def check_gen(r):
+    names = {p["name"] for p in r["params"]}
+    streams = [p for p in r["params"] if p["base"] in ("stream", "stream.query")]
+    if r["opts"].get("sync") and len(streams) != 1:
+        fail(r["where"], "sync waits for the call's one stream parameter")
+    outs = [p for p in r["params"] if p["base"] in ("out", "new", "inout", "outarr", "outbuf")]
+    if r["opts"].get("post") and outs:
+        fail(r["where"], "a posted call has no answer: %s is an output" % outs[0]["name"])
+    for p in r["params"]:
+        if p["args"] and p["base"] in ("ptr", "arr", "outarr", "outbuf"):
+            for ident in re.findall(r"[A-Za-z_]\w*", p["args"]):
+                if ident not in names and not ident.isupper() and not ident.startswith("sizeof"):
+                    fail(r["where"], "%s: %s names no parameter" % (p["name"], ident))
+
+
+def pointee(ctype):
+    t = ctype[:-1].strip()
+    return re.sub(r"^const\s+", "", t)
+
+
+# ------------------------------------------------------------------ C text
+
+def cast_in(ctype, types, expr):
+    """The u64 a client sends for a by-value parameter."""
+    cls = types.get(ctype, ("", ""))[0]
+    if ctype.endswith("*") or cls == "handle":
+        return "(uint64_t)(uintptr_t)%s" % expr
+    if ctype in ("int", "short", "char", "long", "long long", "CUdevice", "ssize_t") or cls == "enum":
+        return "(uint64_t)(int64_t)%s" % expr
+    return "(uint64_t)%s" % expr
+
+
+def cast_out(ctype, types, expr):
+    """A by-value parameter on the server from its u64."""
+    cls = types.get(ctype, ("", ""))[0]
+    if ctype.endswith("*") or cls == "handle":
+        return "(%s)(uintptr_t)%s" % (ctype, expr)
+    return "(%s)%s" % (ctype, expr)
+
+
+def cexpr(expr, prefix="a_"):
+    return re.sub(r"\b([a-z]\w*)\b", lambda m: prefix + m.group(1), expr)
+
+
+def proto_c(sym, protos, name):
+    ret, params, _ = protos[sym]
+    return "%s %s(%s)" % (ret, name, ", ".join("%s %s" % (t, n) if not t.endswith("*") else
+                                                  "%s%s" % (t, n) for t, n in params) or "void")
+
+
+def fnptr_type(sym, protos):
+    ret, params, _ = protos[sym]
+    return "%s (*)(%s)" % (ret, ", ".join(t for t, _ in params) or "void")
+
+
+def kind_enum(k):
+    return "OM_H_" + k.upper()
+
+
+def client_stub(r, protos, types, name, static):
+    sym = r["sym"]
+    lines = ["%s%s" % ("static " if static else "", proto_c(sym, protos, name)), "{"]
+    body, checks, reads = [], [], []
+    req_fixed, var = 0, []
+    reply_parts = []
+    for p in r["params"]:
+        n, b, t = p["name"], p["base"], p["ctype"]
+        if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr"):
+            body.append("    om_put_u64(&req, %s);" % cast_in(t, types, n))
+            req_fixed += 8
+        elif b == "zero":
+            checks.append("    if (%s)\n        return CUDA_ERROR_INVALID_VALUE;" % n)
+        elif b == "in":
+            if p["nullable"]:
+                body.append("    om_put_u64(&req, %s != NULL);" % n)
+                body.append("    if (%s)\n        om_put_bytes(&req, %s, sizeof(*%s));" % (n, n, n))
+                req_fixed += 8
+            else:
+                checks.append("    if (!%s)\n        return CUDA_ERROR_INVALID_VALUE;" % n)
+                body.append("    om_put_bytes(&req, %s, sizeof(*%s));" % (n, n))
+            var.append("sizeof(*%s)" % n)
+        elif b == "arr":
+            count, mx = [a.strip() for a in p["args"].split(",")]
+            checks.append("    if ((size_t)(%s) > %s || ((%s) && !%s))\n"
+                          "        return CUDA_ERROR_INVALID_VALUE;" % (count, mx, count, n))
+            body.append("    om_put_u64(&req, (uint64_t)(%s));" % count)
+            body.append("    if (%s)\n        om_put_bytes(&req, %s, (size_t)(%s) * sizeof(*%s));"
+                        % (count, n, count, n))
+            req_fixed += 8
+            var.append("(size_t)(%s) * sizeof(*%s)" % (mx, n))
+        elif b == "str":
+            checks.append("    if (!%s || strlen(%s) > 4095)\n"
+                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, n))
+            body.append("    om_put_u64(&req, strlen(%s));" % n)
+            body.append("    om_put_bytes(&req, %s, strlen(%s));" % (n, n))
+            req_fixed += 8
+            var.append("4096")
+        elif b in ("out", "new", "inout", "outarr", "outbuf"):
+            if not p["nullable"] and b != "outbuf":
+                checks.append("    if (!%s)\n        return CUDA_ERROR_INVALID_VALUE;" % n)
+            if b == "inout":
+                body.append("    om_put_u64(&req, %s ? (uint64_t)*%s : 0);" % (n, n))
+                req_fixed += 8
+            if b == "outarr":
+                count, mx = [a.strip() for a in p["args"].split(",")]
+                checks.append("    if ((size_t)(%s) > %s)\n        return CUDA_ERROR_INVALID_VALUE;"
+                              % (count.replace("*", "*") if False else cexpr_client(count, r), mx))
+            if b == "outbuf":
+                ln, mx = [a.strip() for a in p["args"].split(",")]
+                checks.append("    if (!%s || (%s) <= 0)\n        return CUDA_ERROR_INVALID_VALUE;"
+                              % (n, ln))
+            reply_parts.append(p)
+    if r["opts"].get("post"):
+        call = "    return om_rpost(OM_IDX_%s, &req);" % sym
+    else:
+        call = None
+    cap = req_fixed + 8
+    lines.append("    uint8_t req_buf[%d%s];" % (cap, "".join(" + " + v for v in var)))
+    lines.append("    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};")
+    if reply_parts:
+        sizes = []
+        for p in reply_parts:
+            if p["base"] == "new":
+                sizes.append("8")
+            elif p["base"] == "outarr":
+                sizes.append("(%s) * sizeof(*%s)" % (p["args"].split(",")[1].strip(), p["name"]))
+            elif p["base"] == "outbuf":
+                sizes.append(p["args"].split(",")[1].strip())
+            else:
+                sizes.append("sizeof(*%s)" % p["name"])
+        lines.append("    uint8_t reply[%s];" % " + ".join(sizes))
+        lines.append("    uint32_t got = 0;")
+        lines.append("    struct om_rbuf in;")
+        lines.append("    CUresult rc;")
+    lines += checks
+    lines += body
+    if call:
+        lines.append(call)
+    else:
+        if reply_parts:
+            lines.append("    rc = om_rcall(OM_IDX_%s, &req, reply, sizeof(reply), &got);" % sym)
+            lines.append("    if (rc != CUDA_SUCCESS)\n        return rc;")
+            lines.append("    in = (struct om_rbuf){.p = reply, .len = got};")
+            for p in reply_parts:
+                n, b = p["name"], p["base"]
+                if b == "new":
+                    lines.append("    {\n        uint64_t v = om_get_u64(&in);\n"
+                                 "        if (!in.bad)\n            *%s = (%s)(uintptr_t)v;\n    }"
+                                 % (n, pointee(p["ctype"])))
+                elif b == "outarr":
+                    count = cexpr_client(p["args"].split(",")[0].strip(), r)
+                    lines.append("    {\n        const void *v = om_get_bytes(&in, (size_t)(%s) * "
+                                 "sizeof(*%s));\n        if (v && %s)\n"
+                                 "            memcpy(%s, v, (size_t)(%s) * sizeof(*%s));\n    }"
+                                 % (count, n, n, n, count, n))
+                elif b == "outbuf":
+                    ln, mx = [a.strip() for a in p["args"].split(",")]
+                    lines.append("    {\n        size_t n = (size_t)(%s) < %s ? (size_t)(%s) : %s;\n"
+                                 "        const void *v = om_get_bytes(&in, n);\n"
+                                 "        if (v)\n            memcpy(%s, v, n);\n    }"
+                                 % (ln, mx, ln, mx, n))
+                else:
+                    lines.append("    {\n        const void *v = om_get_bytes(&in, sizeof(*%s));\n"
+                                 "        if (v && %s)\n            memcpy(%s, v, sizeof(*%s));\n    }"
+                                 % (n, n, n, n))
+            lines.append("    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;")
+        else:
+            lines.append("    return om_rcall(OM_IDX_%s, &req, NULL, 0, NULL);" % sym)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def cexpr_client(expr, r):
+    """A COUNT expression on the client: an inout parameter is read through its pointer."""
+    inouts = {p["name"] for p in r["params"] if p["base"] == "inout"}
+    return re.sub(r"\b([a-z]\w*)\b",
+                  lambda m: "(%s ? *%s : 0)" % (m.group(1), m.group(1)) if m.group(1) in inouts
+                  else m.group(1), expr)
+
+
+def server_decoder(r, protos, types, kinds):
+    """x_<symbol>: reads every argument, checks each against what the calling client owns, then
+    calls the real driver; checks that fail before anything is allocated return at once, later
+    ones leave through `out`, which frees what was allocated."""
+    sym, ps = r["sym"], r["params"]
+    reads, decls, checks, allocs, streams, args, ok = [], [], [], [], [], [], []
+    gotos = False
+    for p in ps:
+        n, b, t = p["name"], p["base"], p["ctype"]
+        T = pointee(t) if t.endswith("*") else t
+        if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr",
+                 "inout", "arr", "str") or (b == "in" and p["nullable"]):
+            reads.append("    uint64_t a_%s = om_get_u64(&c->in);" % n)
+        if b == "in":
+            decls.append("    %s v_%s;" % (T, n))
+            get = "om_get_bytes(&c->in, sizeof(v_%s))" % n
+            reads.append("    const void *b_%s = %s;" % (n, ("a_%s ? %s : NULL" % (n, get))
+                                                          if p["nullable"] else get))
+            if p["nullable"]:
+                checks.append("    if (b_%s)\n        memcpy(&v_%s, b_%s, sizeof(v_%s));"
+                              % (n, n, n, n))
+                arg = "b_%s ? &v_%s : NULL" % (n, n)
+            else:
+                checks.append("    memcpy(&v_%s, b_%s, sizeof(v_%s));" % (n, n, n))
+                arg = "&v_%s" % n
+            if p["check"]:
+                checks.append("    if ((rc = om_check_%s(c, %s)) != CUDA_SUCCESS)\n"
+                              "        return rc;" % (p["check"], arg))
+            args.append(arg)
+        elif b == "arr":
+            cnt, mx = [a.strip() for a in p["args"].split(",")]
+            reads.append("    const void *b_%s = a_%s <= %s ? om_get_bytes(&c->in, (size_t)a_%s * "
+                         "sizeof(%s)) : NULL;" % (n, n, mx, n, T))
+            decls.append("    %s *v_%s = NULL;" % (T, n))
+            checks.append("    if (a_%s > %s || (a_%s && !b_%s) || a_%s != (uint64_t)(%s))\n"
+                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, mx, n, n, n, cexpr(cnt)))
+            allocs.append("    if (a_%s && !(v_%s = malloc((size_t)a_%s * sizeof(%s)))) {\n"
+                          "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
+                          % (n, n, n, T))
+            allocs.append("    if (a_%s)\n        memcpy(v_%s, b_%s, (size_t)a_%s * sizeof(%s));"
+                          % (n, n, n, n, T))
+            if p["check"]:
+                allocs.append("    if ((rc = om_check_%s(c, v_%s, (size_t)a_%s)) != CUDA_SUCCESS)\n"
+                              "        goto out;" % (p["check"], n, n))
+            gotos = True
+            args.append("v_%s" % n)
+        elif b == "str":
+            reads.append("    const char *b_%s = a_%s <= 4095 ? om_get_bytes(&c->in, a_%s) : NULL;"
+                         % (n, n, n))
+            decls.append("    char v_%s[4096];" % n)
+            checks.append("    if (!b_%s || memchr(b_%s, 0, a_%s))\n"
+                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, n, n))
+            checks.append("    memcpy(v_%s, b_%s, a_%s);\n    v_%s[a_%s] = '\\0';" % (n, n, n, n, n))
+            args.append("v_%s" % n)
+        elif b == "val":
+            if p["args"]:
+                lo, hi = p["args"].split("..")
+                checks.append("    if ((int64_t)a_%s < %s || (int64_t)a_%s > %s)\n"
+                              "        return CUDA_ERROR_INVALID_VALUE;" % (n, lo, n, hi))
+            args.append(cast_out(t, types, "a_%s" % n))
+        elif b == "flags":
+            checks.append("    if (a_%s & ~(uint64_t)(%s))\n        return CUDA_ERROR_INVALID_VALUE;"
+                          % (n, p["args"]))
+            args.append(cast_out(t, types, "a_%s" % n))
+        elif b == "dev":
+            checks.append("    if (a_%s >= (uint64_t)om_server_ndevices())\n"
+                          "        return CUDA_ERROR_INVALID_DEVICE;" % n)
+            args.append("(%s)a_%s" % (t, n))
+        elif b == "zero":
+            args.append("NULL" if t.endswith("*") else "0")
+        elif b in ("handle", "free"):
+            checks.append("    if ((rc = om_arg_handle(c, %s, a_%s, %s)) != CUDA_SUCCESS)\n"
+                          "        return rc;" % (kind_enum(p["hkind"]), n,
+                                                  "true" if p["nullable"] else "false"))
+            args.append(cast_out(t, types, "a_%s" % n))
+            if b == "free":
+                ok.append("        om_own_drop(c->s, %s, a_%s);" % (kind_enum(p["hkind"]), n))
+        elif b == "ptr":
+            checks.append("    if (!om_arg_range(c, a_%s, (uint64_t)(%s)))\n"
+                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, cexpr(p["args"])))
+            args.append("(%s)a_%s" % (t, n))
+        elif b in ("stream", "stream.query"):
+            streams.append("    s_%s = om_arg_stream(c, a_%s, %s, &rc);\n    if (!s_%s)\n"
+                           "        goto out;" % (n, n, "true" if b == "stream" else "false", n))
+            decls.append("    CUstream s_%s = NULL;" % n)
+            gotos = True
+            args.append("s_%s" % n)
+        elif b in ("out", "inout"):
+            decls.append("    %s o_%s;" % (T, n))
+            checks.append("    memset(&o_%s, 0, sizeof(o_%s));" % (n, n))
+            if b == "inout":
+                checks.append("    o_%s = (%s)a_%s;" % (n, T, n))
+            args.append("&o_%s" % n)
+            ok.append("        om_put_bytes(&c->out, &o_%s, sizeof(o_%s));" % (n, n))
+        elif b == "new":
+            decls.append("    %s o_%s = 0;" % (T, n))
+            checks.append("    if ((rc = om_own_room(c->s, %s)) != CUDA_SUCCESS)\n        return rc;"
+                          % kind_enum(p["hkind"]))
+            args.append("&o_%s" % n)
+            ok.append("        if ((rc = om_own_add(c, %s, (uint64_t)(uintptr_t)o_%s)) != "
+                      "CUDA_SUCCESS)\n            goto out;" % (kind_enum(p["hkind"]), n))
+            ok.append("        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_%s);" % n)
+            gotos = True
+        elif b == "outarr":
+            cnt, mx = [a.strip() for a in p["args"].split(",")]
+            ce = cexpr(cnt)
+            decls.append("    %s *o_%s = NULL;" % (T, n))
+            checks.append("    if ((uint64_t)(%s) > %s)\n        return CUDA_ERROR_INVALID_VALUE;"
+                          % (ce, mx))
+            allocs.append("    if ((%s) && !(o_%s = calloc((size_t)(%s), sizeof(%s)))) {\n"
+                          "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
+                          % (ce, n, ce, T))
+            gotos = True
+            args.append("o_%s" % n)
+            ok.append("        if (o_%s)\n            om_put_bytes(&c->out, o_%s, (size_t)(%s) * "
+                      "sizeof(%s));" % (n, n, ce, T))
+        elif b == "outbuf":
+            ln, mx = [a.strip() for a in p["args"].split(",")]
+            decls.append("    uint8_t o_%s[%s];" % (n, mx))
+            decls.append("    uint64_t n_%s = (uint64_t)(%s) < %s ? (uint64_t)(%s) : %s;"
+                         % (n, cexpr(ln), mx, cexpr(ln), mx))
+            checks.append("    memset(o_%s, 0, sizeof(o_%s));" % (n, n))
+            args.append("(%s)o_%s" % (t, n))
+            ok.append("        om_put_bytes(&c->out, o_%s, (size_t)n_%s);" % (n, n))
+    for p in ps:  # a buffer's length parameter passes the clamped length
+        if p["base"] == "outbuf":
+            ln = p["args"].split(",")[0].strip()
+            if re.match(r"^[a-z]\w*$", ln):
+                i = [q["name"] for q in ps].index(ln)
+                args[i] = "(%s)n_%s" % (ps[i]["ctype"], p["name"])
+    L = ["static CUresult x_%s(struct call *c)" % sym, "{"]
+    L += reads + decls
+    L += ["    CUresult rc = ARGS_OK(c);", "", "    if (rc != CUDA_SUCCESS)", "        return rc;"]
+    L += checks + allocs + streams
+    L.append("    rc = ((%s)REAL(%s))(%s);" % (fnptr_type(sym, protos), sym, ", ".join(args)))
+    if r["opts"].get("sync"):
+        sv = next(p["name"] for p in ps if p["base"] in ("stream", "stream.query"))
+        L.append("    if (rc == CUDA_SUCCESS)\n        rc = om_wait_stream(s_%s);" % sv)
+        L.append("    rc = om_take_async_error(c->s, rc);")
+    if ok:
+        L += ["    if (rc == CUDA_SUCCESS) {"] + ok + ["    }"]
+    if gotos:
+        L.append("out:")
+    L += ["    free(v_%s);" % p["name"] for p in ps if p["base"] == "arr"]
+    L += ["    free(o_%s);" % p["name"] for p in ps if p["base"] == "outarr"]
+    L += ["    return rc;", "}"]
+    return "\n".join(L)
+
+
+# ------------------------------------------------------------------ outputs
+
+def banner(what):
+    return ["/* SPDX-License-Identifier: MIT */",
+            "/* %s, generated by api/gen.py from the tables in api/remote/: do not edit. */" % what]
+
+
+def abi_names():
+    text = open(os.path.join(ROOT, "include", "openmps", "cuda_abi.h")).read()
+    names = set(re.findall(r"typedef[^;{]*?\b(\w+)\s*;", text))
+    names |= set(re.findall(r"\}\s*(\w+)\s*;", text))
+    return names
+
+
+def types_h(types, kinds):
+    have = abi_names()
+    L = banner("The CUDA types of the driver's prototypes that cuda_abi.h does not declare")
+    L += ["#ifndef OM_GEN_TYPES_H", "#define OM_GEN_TYPES_H", "", "#include <stddef.h>",
+          "#include <stdint.h>", "", "#include \"openmps/cuda_abi.h\"", ""]
+    order = {"scalar": 0, "enum": 1, "handle": 2, "struct": 3, "union": 3, "fnptr": 4}
+    for name, (cls, detail) in sorted(types.items(), key=lambda kv: (order.get(kv[1][0], 9),
+                                                                     kv[0])):
+        if name in have:
+            continue
+        if cls == "scalar":
+            L.append("typedef %s %s;" % (detail, name))
+        elif cls == "enum":
+            L.append("typedef int %s;" % name)
+        elif cls == "handle":
+            L.append("typedef struct %s_st *%s;" % (name, name))
+        elif cls in ("struct", "union"):
+            L.append("typedef %s om_%s %s; /* layout in cuda_abi.h where it is marshalled */"
+                     % (cls, name, name))
+        elif cls == "fnptr":
+            L.append("typedef %s;" % detail.replace("(*)", "(*%s)" % name, 1))
+    L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
+def handles_h(kinds):
+    L = banner("The kinds of handle a client owns in the server")
+    L += ["#ifndef OM_GEN_HANDLES_H", "#define OM_GEN_HANDLES_H", "", "enum om_handle_kind {"]
+    for k in kinds:
+        L.append("    %s," % kind_enum(k["kind"]))
+    L += ["    OM_HANDLE_KINDS", "};", "",
+          "/* X(kind, name, destroy entry index or -1, budget field) */",
+          "#define OM_HANDLE_KIND_TABLE(X) \\"]
+    for i, k in enumerate(kinds):
+        L.append("    X(%s, \"%s\", %s, %s)%s" % (
+            kind_enum(k["kind"]), k["kind"],
+            "OM_IDX_" + k["destroy"] if k["destroy"] != "-" else "-1", k["budget"],
+            " \\" if i + 1 < len(kinds) else ""))
+    L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
+def client_c(rows, protos, types):
+    L = banner("Remote mode's client stubs and the table of remote implementations")
+    L += ["#include <stdint.h>", "#include <string.h>", "", "#include \"../../common/gen/entries.h\"",
+          "#include \"../../common/wire.h\"",
+          "#include \"../remote.h\"", "#include \"remote_decls.h\"", ""]
+    for r in rows:
+        if r["form"] == "gen":
+            wrap = r["opts"].get("wrap")
+            L.append(client_stub(r, protos, types, ("om_rpc_" if wrap else "r_") + r["sym"],
+                                 not wrap))
+            L.append("")
+    L += ["void om_remote_gen_install(void)", "{"]
+    for r in rows:
+        if r["form"] in ("passthrough", "shim"):
+            continue
+        target = r["target"] if r["form"] == "alias" else r["sym"]
+        t = next(x for x in rows if x["sym"] == target)
+        fn = ("r_" if t["form"] == "gen" and not t["opts"].get("wrap") else "om_r_") + target
+        L.append("    om_remote_set(OM_IDX_%s, (void *)%s);" % (r["sym"], fn))
+    L += ["}", ""]
+    return "\n".join(L)
+
+
+def client_decls(rows, protos):
+    L = banner("The hand-written client implementations the table names")
+    L += ["#ifndef OM_GEN_REMOTE_DECLS_H", "#define OM_GEN_REMOTE_DECLS_H", "",
+          "#include \"../../common/gen/types.h\"", ""]
+    for r in rows:
+        if r["form"] in ("custom", "client", "local") or r["opts"].get("wrap"):
+            L.append("%s; /* %s */" % (proto_c(r["sym"], protos, "om_r_" + r["sym"]), r["family"]))
+        if r["form"] == "gen" and r["opts"].get("wrap"):
+            L.append("%s;" % proto_c(r["sym"], protos, "om_rpc_" + r["sym"]))
+    L += ["", "/* Installs every row's implementation (om_remote_set). */",
+          "void om_remote_gen_install(void);", "", "#endif", ""]
+    return "\n".join(L)
+
+
+def server_c(rows, protos, types, kinds):
+    L = banner("The server's decoders of generated entry points and the dispatch table")
+    L += ["#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "",
+          "#include \"../exec.h\"", ""]
+    for r in rows:
+        if r["form"] == "gen":
+            L.append(server_decoder(r, protos, types, kinds))
+            L.append("")
+    L += ["const om_handler om_handlers[OM_ENTRY_COUNT] = {"]
+    for r in rows:
+        if r["form"] == "gen":
+            L.append("    [OM_IDX_%s] = x_%s," % (r["sym"], r["sym"]))
+        elif r["form"] == "custom":
+            L.append("    [OM_IDX_%s] = om_x_%s," % (r["sym"], r["sym"]))
+    L += ["};", ""]
+    return "\n".join(L)
+
+
+def server_decls(rows):
+    L = banner("The hand-written server handlers the table names")
+    L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "struct call;", ""]
+    for r in rows:
+        if r["form"] == "custom":
+            L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
+    L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
+def modes(rows):
+    """symbol -> mode, for entries.h."""
+    out = {}
+    for r in rows:
+        f = r["form"] if r["form"] != "alias" else None
+        if f is None:
+            continue
+        out[r["sym"]] = {"gen": "remote", "custom": "remote", "client": "remote",
+                         "local": "local", "shim": "local", "passthrough": "passthrough"}[f]
+    for r in rows:
+        if r["form"] == "alias":
+            out[r["sym"]] = out[r["target"]]
+    return out
+
+
+def compat_md(rows, protos):
+    by = {r["sym"]: r for r in rows}
+    counts = {}
+    L = ["# Compatibility: every driver entry point and how openmps treats it",
+         "",
+         "Generated by `api/gen.py` from `api/driver_api.tsv` and `api/remote/*.tsv`: do not edit.",
+         "",
+         "In remote mode (a daemon answers), each entry point of the CUDA 13.0 driver is one of:",
+         "",
+         "* **generated** — its client stub and the server's checking decoder are generated from "
+         "its row;",
+         "* **custom** — written by hand on both sides (src/client/api/, src/server/api/), named "
+         "in the table;",
+         "* **client** — written in the client, using the server through other entry points;",
+         "* **local** — answered in the client (contexts, device counts);",
+         "* **shim** — the shim's own answer in every mode (`cuInit`, `cuGetProcAddress`);",
+         "* **alias** — the implementation of another variant of the same call;",
+         "* **passthrough** — the real driver in the client (touches no GPU state);",
+         "* **unsupported** — `CUDA_ERROR_NOT_SUPPORTED`, its name logged once.",
+         "",
+         "In passthrough mode (no daemon) every entry point is the real driver's.",
+         ""]
+    body = []
+    for sym in sorted(protos):
+        r = by.get(sym)
+        if not r:
+            how, fam, note = "unsupported", "", reason(sym)
+        else:
+            how = {"gen": "generated"}.get(r["form"], r["form"])
+            fam = r["family"]
+            note = ("of `%s`" % r["target"]) if r["form"] == "alias" else \
+                ("via " + ", ".join("`%s`" % v for v in r["opts"]["via"].split(","))
+                 if r["opts"].get("via") else "")
+        counts[how] = counts.get(how, 0) + 1
+        body.append("| `%s` | %s | %s | %s |" % (sym, how, fam, note))
+    L.append("| treatment | entry points |")
+    L.append("|---|---|")
+    for k in ("generated", "custom", "client", "local", "shim", "alias", "passthrough",
+              "unsupported"):
+        L.append("| %s | %d |" % (k, counts.get(k, 0)))
+    L.append("| all | %d |" % len(protos))
+    L += ["", "| entry point | treatment | family | note |", "|---|---|---|---|"] + body + [""]
+    return "\n".join(L)
+
+
+REASONS = [
+    (r"^cuGraphics|^cuGL|^cuEGL|^cuVDPAU|^cuD3D|^cuWGL", "graphics interop with a display"),
+    (r"^cuCheckpoint", "checkpointing the client's process"),
+    (r"^cuMulticast", "multicast objects"),
+]
+
+
+def reason(sym):
+    for pat, why in REASONS:
+        if re.search(pat, sym):
+            return why
+    return "not yet"
+
+
+def generate():
+    """path (relative to ROOT) -> text, and the modes for entries.h."""
+    protos = load_protos()
+    types = load_types()
+    kinds = load_handles()
+    rows = load_rows(protos, kinds)
+    out = {
+        "src/common/gen/types.h": types_h(types, kinds),
+        "src/server/gen/handles.h": handles_h(kinds),
+        "src/client/gen/remote_stubs.c": client_c(rows, protos, types),
+        "src/client/gen/remote_decls.h": client_decls(rows, protos),
+        "src/server/gen/decoders.c": server_c(rows, protos, types, kinds),
+        "src/server/gen/handlers.h": server_decls(rows),
+        "docs/compatibility.md": compat_md(rows, protos),
+    }
+    return out, modes(rows)
+
+
+if __name__ == "__main__":
+    try:
+        generate()
+    except TableError as e:
+        sys.exit(str(e))

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's hand-written handlers of copies and sets: asynchronous on the client's stream, then
+ * a wait on that stream only. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/image.h"
+#include "../../common/msg.h"
+#include "../exec.h"
+#include "openmps/ops.h"
+
+/* Copies between device memory and pinned memory: straight from and into the
+ * shared pages, asynchronous like the driver's. */
+CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_ranges_cover(&c->s->allocs, dst, n) || !om_hostmem_find(c->s, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
+        dst, (const void *)(uintptr_t)src, n, st);
+}
+
+CUresult om_x_cuMemcpyDtoHAsync_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_ranges_cover(&c->s->allocs, src, n) || !om_hostmem_find(c->s, dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    return ((CUresult(*)(void *, CUdeviceptr, size_t, CUstream))REAL(cuMemcpyDtoHAsync_v2))(
+        (void *)(uintptr_t)dst, src, n, st);
+}
+
+/* Host bytes to device memory through the pinned reply buffer, which a call that copies to the
+ * device leaves empty (replybuf.c says why the driver never sees the request's or the staging
+ * buffer's pageable bytes), a piece at a time, each waited for: the buffer, the request and the
+ * staging buffer are reused by the next call. */
+static CUresult htod_through_reply(struct call *c, CUdeviceptr dst, const uint8_t *src, uint64_t n,
+                                   CUstream st)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    for (uint64_t off = 0; off < n && rc == CUDA_SUCCESS; off += c->out.cap) {
+        size_t piece = n - off < c->out.cap ? (size_t)(n - off) : c->out.cap;
+        memcpy(c->out.p, src + off, piece);
+        rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
+            dst + off, c->out.p, piece, st);
+        if (rc == CUDA_SUCCESS)
+            rc = om_wait_stream(st);
+    }
+    return rc;
+}
+
+CUresult om_x_cuMemcpyHtoD_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    size_t inline_len = 0;
+    const void *inline_bytes = om_get_rest(&c->in, &inline_len);
+    const uint8_t *src = c->s->stage;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* A small copy's bytes follow the arguments; a larger one's were staged before. */
+    if (inline_len) {
+        if (inline_len != n || n > OM_INLINE_COPY_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+        src = inline_bytes;
+    } else if ((rc = om_staged(c, n, CUDA_ERROR_INVALID_VALUE)) != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (!om_ranges_cover(&c->s->allocs, dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    return om_take_async_error(c->s, htod_through_reply(c, dst, src, n, st));
+}
+
+CUresult om_x_cuMemcpyDtoH_v2(struct call *c)
+{
+    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoHAsync_v2);
+    CUresult (*sync)(CUstream) = om_wait_stream;
+    uint64_t src = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n > c->out.cap || !om_ranges_cover(&c->s->allocs, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    rc = copy(c->out.p, src, n, st);
+    if (rc == CUDA_SUCCESS)
+        rc = sync(st);
+    if (rc == CUDA_SUCCESS)
+        c->out.len = n;
+    return om_take_async_error(c->s, rc);
+}
+
+CUresult om_x_cuMemcpyDtoD_v2(struct call *c)
+{
+    CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoDAsync_v2);
+    CUresult (*sync)(CUstream) = om_wait_stream;
+    uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_ranges_cover(&c->s->allocs, dst, n) || !om_ranges_cover(&c->s->allocs, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    rc = copy(dst, src, n, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(st);
+    return om_take_async_error(c->s, rc);
+}
+
+CUresult om_x_cuMemsetD8_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), value = om_get_u64(&c->in), width = om_get_u64(&c->in);
+    uint64_t count = om_get_u64(&c->in), sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    CUresult (*sync)(CUstream) = om_wait_stream;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((width != 1 && width != 2 && width != 4) || count > UINT64_MAX / 4 ||
+        !om_ranges_cover(&c->s->allocs, dst, count * width))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    if (width == 1)
+        rc = ((CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))REAL(cuMemsetD8Async))(
+            dst, (unsigned char)value, count, st);
+    else if (width == 2)
+        rc = ((CUresult(*)(CUdeviceptr, unsigned short, size_t, CUstream))REAL(cuMemsetD16Async))(
+            dst, (unsigned short)value, count, st);
+    else
+        rc = ((CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream))REAL(cuMemsetD32Async))(
+            dst, (unsigned)value, count, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(st);
+    return om_take_async_error(c->s, rc);
+}
+
+/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. */
+static bool region_ok(struct session *s, uint64_t base, uint64_t pitch, uint64_t width,
+                      uint64_t height)
+{
+    if (!height || !width)
+        return true;
+    if (width > pitch || height - 1 > (UINT64_MAX - width) / pitch)
+        return false;
+    return om_ranges_cover(&s->allocs, base, (height - 1) * pitch + width);
+}
+
+CUresult om_x_cuMemsetD2D8_v2(struct call *c)
+{
+    uint64_t dst = om_get_u64(&c->in), pitch = om_get_u64(&c->in), value = om_get_u64(&c->in);
+    uint64_t elem = om_get_u64(&c->in), w = om_get_u64(&c->in), h = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((elem != 1 && elem != 2 && elem != 4) || w > UINT64_MAX / 4 ||
+        !region_ok(c->s, dst, pitch, w * elem, h))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    if (elem == 1)
+        rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))REAL(
+            cuMemsetD2D8Async))(dst, pitch, (unsigned char)value, w, h, st);
+    else if (elem == 2)
+        rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream))REAL(
+            cuMemsetD2D16Async))(dst, pitch, (unsigned short)value, w, h, st);
+    else
+        rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream))REAL(
+            cuMemsetD2D32Async))(dst, pitch, (unsigned)value, w, h, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = om_wait_stream(st);
+    return om_take_async_error(c->s, rc);
+}
+
+/* A staged 2D copy to the device (m complete, its source the packed staging buffer), through
+ * the pinned reply buffer (replybuf.c): groups of whole rows, or a row in pieces where one row
+ * is wider than the buffer. */
+static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh)
+{
+    const uint8_t *src = m->srcHost;
+    size_t w = m->WidthInBytes, h = m->Height, cap = c->out.cap;
+    size_t rows = w <= cap ? cap / w : 1; /* w > 0: x_cuMemcpy2D_v2 refuses 0 */
+    CUdeviceptr dst = m->dstDevice;
+    CUresult rc = CUDA_SUCCESS;
+    CUstream st = om_arg_stream(c, sh, true, &rc);
+
+    if (!st)
+        return rc;
+    for (size_t r = 0; r < h && rc == CUDA_SUCCESS; r += rows) {
+        size_t n = h - r < rows ? h - r : rows;
+        if (w > cap) { /* one wide row, a piece at a time */
+            rc = htod_through_reply(c, dst + r * m->dstPitch, src + r * w, w, st);
+            continue;
+        }
+        memcpy(c->out.p, src + r * w, n * w);
+        m->srcHost = c->out.p;
+        m->Height = n;
+        m->dstDevice = dst + r * m->dstPitch;
+        rc = ((CUresult(*)(const CUDA_MEMCPY2D *, CUstream))REAL(cuMemcpy2DAsync_v2))(m, st);
+        if (rc == CUDA_SUCCESS)
+            rc = om_wait_stream(st);
+    }
+    return om_take_async_error(c->s, rc);
+}
+
+/* 2D copies: device to device as asked; a host side is the staging buffer
+ * (to the device) or the answer (from it), packed with pitch = width. */
+CUresult om_x_cuMemcpy2D_v2(struct call *c)
+{
+    uint64_t stype = om_get_u64(&c->in), dtype = om_get_u64(&c->in);
+    uint64_t sdev = om_get_u64(&c->in), spitch = om_get_u64(&c->in);
+    uint64_t ddev = om_get_u64(&c->in), dpitch = om_get_u64(&c->in);
+    uint64_t w = om_get_u64(&c->in), sh = om_get_u64(&c->in), h = om_get_u64(&c->in);
+    uint64_t wait = om_get_u64(&c->in);
+    CUDA_MEMCPY2D m = {0};
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((stype != CU_MEMORYTYPE_HOST && stype != CU_MEMORYTYPE_DEVICE) ||
+        (dtype != CU_MEMORYTYPE_HOST && dtype != CU_MEMORYTYPE_DEVICE) ||
+        (stype == CU_MEMORYTYPE_HOST && dtype == CU_MEMORYTYPE_HOST) || !w || !h ||
+        h > UINT64_MAX / w)
+        return CUDA_ERROR_INVALID_VALUE;
+    m.WidthInBytes = w;
+    m.Height = h;
+    m.srcMemoryType = (int)stype;
+    m.dstMemoryType = (int)dtype;
+    if (stype == CU_MEMORYTYPE_DEVICE) {
+        if (!region_ok(c->s, sdev, spitch, w, h))
+            return CUDA_ERROR_INVALID_VALUE;
+        m.srcDevice = sdev;
+        m.srcPitch = spitch;
+    } else {
+        if (h && w > UINT64_MAX / h)
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult rs = om_staged(c, w * h, CUDA_ERROR_INVALID_VALUE);
+        if (rs != CUDA_SUCCESS)
+            return rs;
+        m.srcHost = c->s->stage;
+        m.srcPitch = w;
+    }
+    if (dtype == CU_MEMORYTYPE_DEVICE) {
+        if (!region_ok(c->s, ddev, dpitch, w, h))
+            return CUDA_ERROR_INVALID_VALUE;
+        m.dstDevice = ddev;
+        m.dstPitch = dpitch;
+    } else {
+        if (w * h > c->out.cap)
+            return CUDA_ERROR_INVALID_VALUE;
+        m.dstHost = c->out.p;
+        m.dstPitch = w;
+        wait = 1; /* the answer is read when the call returns */
+    }
+    if (stype == CU_MEMORYTYPE_HOST) /* to device memory, then */
+        return copy2d_htod_pieces(c, &m, sh);
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    rc = ((CUresult(*)(const CUDA_MEMCPY2D *, CUstream))REAL(cuMemcpy2DAsync_v2))(&m, st);
+    if (rc == CUDA_SUCCESS && (wait || stype == CU_MEMORYTYPE_HOST))
+        rc = om_wait_stream(st);
+    if (rc == CUDA_SUCCESS && dtype == CU_MEMORYTYPE_HOST)
+        c->out.len = w * h;
+    return om_take_async_error(c->s, rc);
+}

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's hand-written handlers of kernel launches. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/image.h"
+#include "../../common/msg.h"
+#include "../exec.h"
+#include "openmps/ops.h"
+
+/* ------------------------------------------------------------------ launches */
+
+CUresult om_x_cuLaunchKernel(struct call *c)
+{
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **) = REAL(cuLaunchKernel);
+    uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    size_t args_len = 0;
+    const void *args = om_get_rest(&c->in, &args_len);
+    int64_t total;
+    void *extra[5];
+    size_t size;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    total = om_kernel_total(c->s, k);
+    if (total < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    /* The argument bytes are already laid out as the kernel expects them. */
+    size = args_len;
+    memcpy(c->s->launch_args, args, args_len);
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = c->s->launch_args;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &size;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
+                (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
+                args_len ? extra : NULL);
+    if (rc == CUDA_SUCCESS)
+        om_sched_launched(c->s, st, k);
+    return rc;
+}
+
+/* CUlaunchConfig / CUlaunchAttribute (72 bytes: an id, padding, a 64-byte value). */
+struct launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+};
+#define LAUNCH_ATTR_BYTES 72
+
+/* Attributes whose values hold no handle (events, graph nodes): they travel as
+ * bytes. The others would need translating and are refused for now. */
+static bool attribute_allowed(int id)
+{
+    switch (id) {
+    case 0:  /* ignore */
+    case 1:  /* access policy window: a device address */
+    case 2:  /* cooperative */
+    case 3:  /* synchronization policy */
+    case 4:  /* cluster dimension */
+    case 5:  /* cluster scheduling policy */
+    case 6:  /* programmatic stream serialization */
+    case 8:  /* priority */
+    case 9:  /* memory sync domain map */
+    case 10: /* memory sync domain */
+    case 11: /* preferred cluster dimension */
+    case 14: /* preferred shared memory carveout */ return true;
+    default: return false;
+    }
+}
+
+CUresult om_x_cuLaunchKernelEx(struct call *c)
+{
+    CUresult (*launch)(const struct launch_config *, CUfunction, void **, void **) =
+        REAL(cuLaunchKernelEx);
+    uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    uint64_t nattrs = om_get_u64(&c->in);
+    uint8_t attrs[16 * LAUNCH_ATTR_BYTES];
+    const void *ap = nattrs <= 16 ? om_get_bytes(&c->in, nattrs * LAUNCH_ATTR_BYTES) : NULL;
+    size_t args_len = 0;
+    const void *args = om_get_rest(&c->in, &args_len);
+    struct launch_config cfg;
+    void *extra[5];
+    size_t size;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (nattrs > 16 || !ap)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(attrs, ap, nattrs * LAUNCH_ATTR_BYTES);
+    for (uint64_t i = 0; i < nattrs; i++) {
+        int id;
+        memcpy(&id, attrs + i * LAUNCH_ATTR_BYTES, sizeof(id));
+        if (!attribute_allowed(id)) {
+            client_err(c->s, "client %d: launch attribute %d is not supported", (int)c->s->pid, id);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    if (om_kernel_total(c->s, k) != (int64_t)args_len || args_len > sizeof(c->s->launch_args) ||
+        smem > UINT32_MAX)
+        return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    size = args_len;
+    memcpy(c->s->launch_args, args, args_len);
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = c->s->launch_args;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &size;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    cfg = (struct launch_config){
+        (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
+        (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
+        attrs,       (unsigned)nattrs};
+    rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
+    if (rc == CUDA_SUCCESS)
+        om_sched_launched(c->s, st, k);
+    return rc;
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's hand-written handlers of device, managed and pinned host memory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/image.h"
+#include "../../common/msg.h"
+#include "../exec.h"
+#include "openmps/ops.h"
+
+/* ------------------------------------------------------------------ memory */
+
+/* Device memory of the call's byte count, recorded as the client's; answers its address. A
+ * managed allocation (the client shadows it at that address) is always a new one, and is never
+ * kept for reuse when freed (devmem.c). */
+static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
+{
+    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = managed ? om_devmem_alloc(bytes, &base, size, &mem)
+                 : om_devmem_take(c->s, bytes, &base, size, &mem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {
+        om_devmem_free(base, *size, mem);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->s->allocs.v[c->s->allocs.n - 1].managed = managed;
+    om_put_u64(&c->out, base);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuMemAlloc_v2(struct call *c)
+{
+    uint64_t size = 0;
+
+    return alloc_for_client(c, false, &size);
+}
+
+CUresult om_x_cuMemAllocManaged(struct call *c)
+{
+    /* Device memory at an address the client then shadows on its side. */
+    uint64_t size = 0;
+    CUresult rc = alloc_for_client(c, true, &size);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, size);
+    return CUDA_SUCCESS;
+}
+
+/* A client's pinned bytes, page-rounded as regions are, under its budget (budget.c). */
+static uint64_t pinned_len(uint64_t bytes)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+    return bytes > UINT64_MAX - page ? UINT64_MAX : (bytes + page - 1) / page * page;
+}
+
+static CUresult pinned_budget_take(struct session *s, uint64_t bytes, const char *what)
+{
+    if (s->nhostmem >= om_budget.client_pinned_regions ||
+        !om_budget_take(&s->pinned_bytes, pinned_len(bytes), om_budget.client_pinned))
+        return om_budget_refuse(s, OM_BUDGET_PINNED, what);
+    return CUDA_SUCCESS;
+}
+
+static void pinned_budget_give(struct session *s, uint64_t bytes)
+{
+    om_budget_give(&s->pinned_bytes, pinned_len(bytes));
+}
+
+static int hostmem_slot(struct session *s)
+{
+    if (s->nhostmem == s->hostmem_cap) {
+        size_t cap = s->hostmem_cap ? s->hostmem_cap * 2 : 8;
+        struct om_hostmem **n = realloc(s->hostmem, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        s->hostmem = n;
+        s->hostmem_cap = cap;
+    }
+    return 0;
+}
+
+/* Pinned host memory: the region's memfd goes to the client after the answer. */
+CUresult om_x_cuMemHostAlloc(struct call *c)
+{
+    uint64_t bytes = om_get_u64(&c->in);
+    struct om_hostmem *h;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = hostmem_slot(c->s) < 0 ? CUDA_ERROR_OUT_OF_MEMORY
+                                : pinned_budget_take(c->s, bytes, "cuMemHostAlloc");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_hostmem_alloc(bytes, &h);
+    if (rc != CUDA_SUCCESS) {
+        pinned_budget_give(c->s, bytes);
+        return rc;
+    }
+    c->s->pinned_bytes += h->len - pinned_len(bytes); /* a pooled region may be larger */
+    c->s->hostmem[c->s->nhostmem++] = h;
+    c->s->send_fd_after = h->fd;
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
+    om_put_u64(&c->out, h->len);
+    om_put_u64(&c->out, h->device);
+    return CUDA_SUCCESS;
+}
+
+/* The client's own memory, moved onto a memfd it sends on its socket just
+ * before this call. */
+CUresult om_x_cuMemHostRegister_v2(struct call *c)
+{
+    uint64_t addr = om_get_u64(&c->in), len = om_get_u64(&c->in);
+    struct om_msg *m = malloc(sizeof(*m));
+    struct om_hostmem *h;
+    int fd = -1;
+    CUresult rc = ARGS_OK(c);
+
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* The descriptor message is always taken, even for a malformed request,
+     * so that the next registration pairs with its own. */
+    if (om_msg_recv(c->s->sock, m, &fd, 2000) != 0 || m->hdr.type != OM_MSG_HOST_MEM || fd < 0)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    free(m);
+    if (rc != CUDA_SUCCESS) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    if (len == 0 || len > (1ull << 40)) {
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    rc = hostmem_slot(c->s) < 0 ? CUDA_ERROR_OUT_OF_MEMORY
+                                : pinned_budget_take(c->s, len, "cuMemHostRegister");
+    if (rc != CUDA_SUCCESS) {
+        close(fd);
+        return rc;
+    }
+    rc = om_hostmem_adopt(fd, addr, len, &h);
+    if (rc != CUDA_SUCCESS) {
+        pinned_budget_give(c->s, len);
+        return rc;
+    }
+    c->s->hostmem[c->s->nhostmem++] = h;
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
+    om_put_u64(&c->out, h->device);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuMemFreeHost(struct call *c)
+{
+    uint64_t addr = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (size_t i = 0; i < c->s->nhostmem; i++) {
+        struct om_hostmem *h = c->s->hostmem[i];
+        if ((uint64_t)(uintptr_t)h->addr != addr)
+            continue;
+        rc = om_exec_sync_client(c->s); /* its own copies may still use the pages */
+        c->s->hostmem[i] = c->s->hostmem[--c->s->nhostmem];
+        pinned_budget_give(c->s, h->len);
+        om_hostmem_release(h, true);
+        return om_take_async_error(c->s, rc);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult om_x_cuMemFree_v2(struct call *c)
+{
+    uint64_t base = om_get_u64(&c->in);
+    struct om_range *r;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    r = om_ranges_find_base(&c->s->allocs, base);
+    if (!r)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The program expects its own work on the memory to be done; other
+     * clients' work is not waited for. */
+    rc = om_exec_sync_client(c->s);
+    if (r->managed)
+        om_devmem_free(r->base, r->size, r->mem);
+    else
+        om_devmem_give(c->s, r->base, r->size, r->mem);
+    om_ranges_remove(&c->s->allocs, r);
+    return om_take_async_error(c->s, rc);
+}

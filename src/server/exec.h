@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* The executor's interface to its handlers: the generated decoders (gen/decoders.c) and the
+ * hand-written ones of each API family (src/server/api/). */
+#ifndef OM_SERVER_EXEC_H
+#define OM_SERVER_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/gen/types.h"
+#include "../common/log.h"
+#include "../common/wire.h"
+#include "gen/handlers.h"
+#include "internal.h"
+
+/* The real driver's entry point (cast to its type at the call). */
+#define REAL(sym) ((void *)om_server_real[OM_IDX_##sym])
+
+/* One call of a client: its untrusted request and the answer being written. */
+struct call {
+    struct session *s;
+    struct om_rbuf in;
+    struct om_wbuf out;
+};
+
+typedef CUresult (*om_handler)(struct call *);
+/* gen/decoders.c: the handler of each entry point the server executes (NULL: none). */
+extern const om_handler om_handlers[OM_ENTRY_COUNT];
+
+/* A client's own errors are logged 16 times per session at most, then once more to say so:
+ * a program that repeats a bad call in a loop must not flood server.log, which every user's
+ * server shares. */
+#define CLIENT_ERRORS_LOGGED 16
+#define client_err(s, ...)                                                                         \
+    do {                                                                                           \
+        if ((s)->errors_logged < CLIENT_ERRORS_LOGGED)                                             \
+            om_err(__VA_ARGS__);                                                                   \
+        else if ((s)->errors_logged == CLIENT_ERRORS_LOGGED)                                       \
+            om_err("client %d: more errors of its requests; they are not logged", (int)(s)->pid);  \
+        if ((s)->errors_logged <= CLIENT_ERRORS_LOGGED)                                            \
+            (s)->errors_logged++;                                                                  \
+    } while (0)
+
+/* A request that does not parse: logged (within the limit), INVALID_VALUE. */
+CUresult om_bad_request(struct call *c);
+#define ARGS_OK(c) ((c)->in.bad ? om_bad_request(c) : CUDA_SUCCESS)
+
+/* The bytes the client staged for this call: exactly n of them, or why not (a budget refused
+ * some: that error; the client staged another length: `mismatch`). */
+CUresult om_staged(struct call *c, uint64_t n, CUresult mismatch);
+/* rc, or the first error of the client's posted calls when rc is a success (taken). */
+CUresult om_take_async_error(struct session *s, CUresult rc);
+
+/*
+ * The server stream for a stream handle the client passed: its own default stream for the
+ * NULL, legacy and per-thread handles (never the shared context's NULL stream), or a stream it
+ * created, with the legacy default stream's ordering rebuilt within the client. `enqueue`: the
+ * caller enqueues an operation on it next (the scheduler may hold it first); otherwise it only
+ * queries or waits. NULL with *rc set when the client does not own the handle.
+ */
+CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc);
+CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc);
+
+/* A handle of `kind` the calling client owns (0 allowed when `nullable`); INVALID_HANDLE. */
+CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable);
+/* [p, p + len) lies within the calling client's device memory. */
+bool om_arg_range(struct call *c, uint64_t p, uint64_t len);
+
+/* Handles a call creates: room under the client's budget of the kind (OUT_OF_MEMORY, logged
+ * once, otherwise), then owned; om_own_add destroys the object when it cannot be recorded. */
+CUresult om_own_room(struct session *s, enum om_handle_kind kind);
+CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h);
+void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
+
+#endif
