@@ -60,8 +60,7 @@ static const char bad_ptx[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
 
 // Runs axpb from module mod in the current context over n elements and checks the result
 // and the module's counter against the CPU. Returns the checksum of the output.
-static unsigned long long run_axpb(CUmodule mod, CUstream s, unsigned n, float a,
-                                   const char *what)
+static unsigned long long run_axpb(CUmodule mod, CUstream s, unsigned n, float a, const char *what)
 {
     CUfunction f;
     CUdeviceptr din, dout, counter;
@@ -166,11 +165,12 @@ int main()
     // Context a: the PTX through the linker, with logs.
     CU(cuCtxSetCurrent(a));
     static char info_log[8192], error_log[8192];
-    CUjit_option opts[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+    CUjit_option opts[] = {CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                            CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                           CU_JIT_LOG_VERBOSE, CU_JIT_OPTIMIZATION_LEVEL};
-    void *vals[] = {info_log, (void *)(size_t)sizeof info_log, error_log,
-                    (void *)(size_t)sizeof error_log, (void *)(size_t)1, (void *)(size_t)3};
+                           CU_JIT_LOG_VERBOSE,      CU_JIT_OPTIMIZATION_LEVEL};
+    void *vals[] = {info_log,          (void *)(size_t)sizeof info_log,
+                    error_log,         (void *)(size_t)sizeof error_log,
+                    (void *)(size_t)1, (void *)(size_t)3};
     CUlinkState link;
     void *cubin = nullptr;
     size_t cubin_size = 0;

@@ -107,8 +107,7 @@ static void check_hand(const char *what, const float *h, int n, float a, const H
     EXPECT_FLOATS(what, h, ref.data(), n, 0.0f);
     EXPECT_EQ(st.launches, launches);
     if (st.sum != sum) {
-        fprintf(stderr, "%s: %s: host node saw sum %.1f, expected %.1f\n", PROG, what, st.sum,
-                sum);
+        fprintf(stderr, "%s: %s: host node saw sum %.1f, expected %.1f\n", PROG, what, st.sum, sum);
         exit(1);
     }
 }
@@ -191,8 +190,8 @@ int main()
     EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_GRAPH);
     CU(cuGraphNodeGetType(nwait, &type));
     EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
-    printf("hand graph: %zu nodes, %zu roots, %zu edges, axpy has %zu dependencies\n", count,
-           roots, edges, deps);
+    printf("hand graph: %zu nodes, %zu roots, %zu edges, axpy has %zu dependencies\n", count, roots,
+           edges, deps);
 
     // Instantiate, upload, launch; then the kernel node changed in the executable graph.
     CUgraphExec e1;
@@ -274,8 +273,8 @@ int main()
     void *fill_args[] = {&tmp, &base, &nn};
     CUDA_KERNEL_NODE_PARAMS kfill = kernel_params((const void *)fill_iota, fill_args, n);
     CU(cuGraphAddKernelNode(&nfill, gm, &nalloc, 1, &kfill));
-    CUDA_MEMCPY3D cpo = copy_1d(CU_MEMORYTYPE_DEVICE, nullptr, out, CU_MEMORYTYPE_DEVICE,
-                                nullptr, tmp, bytes);
+    CUDA_MEMCPY3D cpo =
+        copy_1d(CU_MEMORYTYPE_DEVICE, nullptr, out, CU_MEMORYTYPE_DEVICE, nullptr, tmp, bytes);
     CU(cuGraphAddMemcpyNode(&nout, gm, &nfill, 1, &cpo, ctx));
     CU(cuGraphAddMemFreeNode(&nfree, gm, &nout, 1, tmp));
     CUgraphExec em;

@@ -172,11 +172,13 @@ int main()
     CU(cuMemGetAddressRange(&base, &range, d + 1000));
     EXPECT(base == d);
     EXPECT(range >= bytes);
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT,
+                                   CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                    CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_BUFFER_ID, CU_POINTER_ATTRIBUTE_MAPPED};
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_MAPPED};
     CUcontext actx = nullptr;
     unsigned mtype = 0, managed = 0; // booleans: written as 1 byte or 4, both read right from 0
     int ordinal = -1;
@@ -222,8 +224,8 @@ int main()
                               CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, bytes));
     EXPECT_EQ(preferred, dev);
     CU(cuStreamSynchronize(s));
-    CU(cuMemRangeGetAttribute(&last, sizeof last, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
-                              m, bytes));
+    CU(cuMemRangeGetAttribute(&last, sizeof last, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m,
+                              bytes));
     EXPECT_EQ(last, dev);
     CU(cuMemPrefetchAsync(m, bytes, on_host, 0, s));
     CU(cuStreamSynchronize(s));
@@ -261,8 +263,8 @@ int main()
     unsigned *rp = (unsigned *)aligned_alloc(4096, bytes);
     EXPECT(rp != nullptr);
     CU(cuMemHostRegister(rp, bytes, CU_MEMHOSTREGISTER_DEVICEMAP));
-    CU(cuMemHostGetFlags(&hflags, rp));
-    EXPECT(hflags & CU_MEMHOSTALLOC_DEVICEMAP);
+    CU(cuPointerGetAttribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)rp));
+    EXPECT_EQ(mtype, CU_MEMORYTYPE_HOST);
     CUdeviceptr rdev;
     CU(cuMemHostGetDevicePointer(&rdev, rp, 0));
     launch_pattern(rdev, 0x6666u, n, s);
@@ -271,7 +273,7 @@ int main()
     CU(cuMemHostUnregister(rp));
     free(rp);
     printf("host memory: mapped (flags devicemap|portable, checksum %016llx) and registered "
-           "(checksum %016llx) written by kernels, correct\n",
+           "(host memory type, checksum %016llx) written by kernels, correct\n",
            sum, rsum);
 
     CU(cuMemFree(d));

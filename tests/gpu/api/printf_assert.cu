@@ -123,8 +123,8 @@ int main(int argc, char **argv)
             snprintf(expect, sizeof expect, "device line %zu: %d", next,
                      next < 8 ? hv[next] * hv[next] + 3 : 0);
             if (next >= 8 || lines[k] != expect) {
-                fprintf(stderr, "%s: line %zu is '%s', expected '%s'\n", PROG, k,
-                        lines[k].c_str(), expect);
+                fprintf(stderr, "%s: line %zu is '%s', expected '%s'\n", PROG, k, lines[k].c_str(),
+                        expect);
                 return 1;
             }
             next++;

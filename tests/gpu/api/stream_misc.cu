@@ -44,7 +44,10 @@ static void CUDA_CB host_sum(void *user)
     hs->calls++;
 }
 
-static unsigned want(int i, unsigned seed, unsigned mul) { return ((unsigned)i * 2246822519u + seed) * mul; }
+static unsigned want(int i, unsigned seed, unsigned mul)
+{
+    return ((unsigned)i * 2246822519u + seed) * mul;
+}
 
 int main()
 {

@@ -11,7 +11,10 @@
 #include <cstring>
 #include <vector>
 
-static float texel(int x, int y, int z) { return (float)((x * 7 + y * 13 + z * 29) % 61); }
+static float texel(int x, int y, int z)
+{
+    return (float)((x * 7 + y * 13 + z * 29) % 61);
+}
 
 __global__ void sample2d(cudaTextureObject_t t, float *out, int w, int h, float dx)
 {
@@ -65,8 +68,7 @@ static CUDA_MEMCPY2D copy2d(size_t w_bytes, size_t h)
     return c;
 }
 
-static void check_desc3d(const char *what, CUarray a, size_t w, size_t h, size_t d,
-                         unsigned flags)
+static void check_desc3d(const char *what, CUarray a, size_t w, size_t h, size_t d, unsigned flags)
 {
     CUDA_ARRAY3D_DESCRIPTOR got;
     memset(&got, 0, sizeof got);
@@ -257,7 +259,7 @@ int main()
     CU(cuMemcpy3D(&c3));
     CUtexObject tl = make_tex(al, CU_TR_FILTER_MODE_POINT);
     sample_layered<<<dim3((W + 63) / 64, H, L), 64>>>((cudaTextureObject_t)tl, (float *)dout, W, H,
-                                                     L);
+                                                      L);
     RT(cudaDeviceSynchronize());
     CU(cuMemcpyDtoH(lout.data(), dout, W * H * L * sizeof(float)));
     EXPECT_FLOATS("layered texture", lout.data(), lay.data(), W * H * L, 0.0f);
