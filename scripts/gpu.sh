@@ -3,7 +3,9 @@
 # The one script for the GPU machine: builds, runs the tests (the GPU tier
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
-# [fault] [soak] [soak-start] [soak-collect]. The stress steps (issue #9; tests/gpu/stress/):
+# [fault] [soak] [soak-start] [soak-collect] [api]. api: only the driver-API family programs of
+# the GPU tier (issue #10; tests/gpu/api/run.sh), natively and under openmps, stdout compared.
+# The stress steps (issue #9; tests/gpu/stress/):
 #   torture       1000 clients killed with SIGKILL at random instants (TORTURE_* settings)
 #   fault         a faulting kernel among working clients, the time to recover (FAULT_*)
 #   soak          128 clients for SOAK_SECONDS (600) of mixed work, sampled (SOAK_*)
@@ -37,6 +39,8 @@ for step in $STEPS; do
             python3 bench/timeline.py --slow "$OUT/b1diag/bench.csv" \
                 "$OUT/b1diag/logs-openmps/server.log"
         } >"$OUT/b1diag.log" 2>&1 ;;
+    api)
+        { make && tests/gpu/api/run.sh build "$OUT/api"; } >"$OUT/api.log" 2>&1 ;;
     torture | fault)
         { make && python3 "tests/gpu/stress/$step.py" --build build --out "$OUT/$step"; } \
             >"$OUT/$step.log" 2>&1 ;;
@@ -87,7 +91,7 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak*) tail -n 70 "$OUT/$step.log" ;;
+    torture | fault | soak* | api) tail -n 70 "$OUT/$step.log" ;;
     *) tail -5 "$OUT/$step.log" ;;
     esac
     [ $rc -eq 0 ] || status=1

@@ -130,5 +130,8 @@ if [ -x "$OUT/stall.static" ]; then
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | sed 's/^/  /'
     wait $cpid
 fi
+# The driver-API families (issue #10): their own runner, under this daemon.
+OPENMPS_GPU_DAEMON=running sh "$HERE/api/run.sh" "$BUILD" "$OUT/api"
+fails=$((fails + $?))
 echo "gpu tier: $passes passed, $fails failed"
 exit $fails
