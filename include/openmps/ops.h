@@ -15,12 +15,16 @@
 
 /* Record flags. */
 #define OM_REC_POSTED 0x1u /* asynchronous: no completion; errors are kept for the next sync */
+#define OM_REC_OUTPUT 0x2u /* on an answer: kernel printf output waits (OM_OP_TAKE_OUTPUT) */
 
 /* Plumbing operations (below OM_OP_ENTRY_BASE). */
 #define OM_OP_STAGE_RESET 10  /* drop the session's staging buffer */
 #define OM_OP_STAGE_APPEND 11 /* append the payload to it (posted) */
 /* u64 entry index: the client met an entry point openmps does not support (for server.log) */
 #define OM_OP_NOTE_UNSUPPORTED 12
+/* u64 room: answered with up to room bytes of kernel printf output the server keeps for the client
+ */
+#define OM_OP_TAKE_OUTPUT 13
 
 /* Largest payload of one record the client sends; bigger data is staged in pieces. */
 #define OM_CHUNK_BYTES (256u * 1024u)

@@ -24,9 +24,10 @@ struct om_client {
     pid_t server_pid;
     uint32_t client_id;
     uint32_t ndevices;
-    bool queued;  /* the daemon said we wait behind another user */
-    bool dead;    /* the session is over; why says why */
-    int end_code; /* a CUresult the server gave as the reason (a GPU fault), or 0 */
+    bool queued;        /* the daemon said we wait behind another user */
+    bool dead;          /* the session is over; why says why */
+    int end_code;       /* a CUresult the server gave as the reason (a GPU fault), or 0 */
+    bool taking_output; /* in the calls that take kernel printf output (om_client_call) */
     char why[256];
 };
 

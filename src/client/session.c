@@ -226,6 +226,29 @@ int om_client_post(struct om_client *c, uint16_t op, const void *payload, uint32
     return send_record(c, &rec, payload);
 }
 
+/*
+ * Kernel printf output the server caught for this client (src/server/output.c), written to
+ * this process's stdout as the driver would have written it in a process of its own: into the
+ * program's stdio stream, then flushed. Taken right after the answer that said it waits, before
+ * the call returns to the program, so it comes before whatever the program prints next.
+ */
+static void take_output(struct om_client *c)
+{
+    static char buf[64 * 1024];
+    uint64_t room = sizeof(buf);
+    uint32_t got = 0;
+    int rc;
+
+    c->taking_output = true;
+    do {
+        rc = om_client_call(c, OM_OP_TAKE_OUTPUT, &room, sizeof(room), buf, sizeof(buf), &got);
+        if (rc >= 0 && got)
+            fwrite(buf, 1, got, stdout);
+    } while (rc >= 0 && got == sizeof(buf));
+    fflush(stdout);
+    c->taking_output = false;
+}
+
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,
                    size_t cap, uint32_t *ret_len)
 {
@@ -263,6 +286,8 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
         }
         if (ret_len)
             *ret_len = got.len;
+        if ((got.flags & OM_REC_OUTPUT) && !c->taking_output)
+            take_output(c);
         return got.status;
     }
 }

@@ -127,6 +127,9 @@ struct session {
     uint32_t image_count;
     unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
     unsigned errors_logged; /* of its requests' errors (exec.c logs 16 at most) */
+    char *output;           /* kernel printf output for the client (output.c) */
+    size_t output_len, output_cap;
+    uint64_t output_dropped;
     uint8_t launch_args[32768];
     CUresult async_error; /* the first error of a posted call, for the next sync */
     struct session *next;
@@ -163,6 +166,11 @@ CUresult om_server_bind_context(void);
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted);
 CUresult om_exec_sync_client(struct session *s);
+/* output.c: kernel printf output printed by the driver in a session's worker, for its client. */
+void om_output_bind(struct session *s); /* the calling thread's session (NULL: none) */
+bool om_output_pending(const struct session *s);
+size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
+void om_output_free(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 

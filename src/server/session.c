@@ -108,6 +108,14 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     case OM_OP_GOODBYE: return -ECONNRESET;
     case OM_OP_STAGE_RESET:
     case OM_OP_STAGE_APPEND: stage(s, rec, payload); return 0;
+    case OM_OP_TAKE_OUTPUT: { /* payload: u64, the room of the client's buffer */
+        uint64_t room = 0;
+        if (rec->len == sizeof(room))
+            memcpy(&room, payload, sizeof(room));
+        reply.len = (uint32_t)om_output_take(s, out, room < OM_REPLY_MAX ? room : OM_REPLY_MAX);
+        reply_payload = out;
+        break;
+    }
     case OM_OP_NOTE_UNSUPPORTED: {
         uint64_t index = 0;
         if (rec->len == sizeof(index))
@@ -145,6 +153,8 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         om_err("client %d sent unknown operation %u; closing its session", (int)s->pid, rec->op);
         return -EPROTO;
     }
+    if (om_output_pending(s))
+        reply.flags |= OM_REC_OUTPUT;
     for (;;) {
         int rc = om_ring_send(&s->tx, &reply, reply_payload);
         if (rc == 0) {
@@ -267,6 +277,7 @@ static void release_gpu_resources(struct session *s)
     om_handles_free(&s->own[OM_H_EVENT]);
     om_handles_free(&s->own[OM_H_STREAM]);
     om_handles_free(&s->own[OM_H_LIBRARY]); /* the images stay loaded for the next client */
+    om_output_free(s);
     om_ranges_free(&s->allocs);
     s->default_stream = NULL;
     free(s->kernels);
@@ -285,7 +296,9 @@ static void *worker_main(void *arg)
     /* Its default stream counts for the scheduler from now on, though the stream itself is
      * made at its first use: clients that start together are all counted before they launch. */
     om_sched_stream_created();
-    /* The client's work runs in the server's context, on this thread. */
+    /* The client's work runs in the server's context, on this thread; what the driver prints
+     * here (kernel printf) is the client's (output.c). */
+    om_output_bind(s);
     bool bound = om_server_bind_context() == CUDA_SUCCESS;
     if (!bound)
         om_err("client %d: cannot make the server context current", (int)s->pid);

@@ -869,6 +869,20 @@ int main(int argc, char **argv)
         CUresult rc = cuCtxSynchronize();
         printf("fault %d\n", rc);
         return rc == 700 ? 0 : 1;
+    } else if (!strcmp(mode, "printf") && argc > 2) {
+        /* a kernel that prints ARG: its line comes between the two of the host */
+        static const char image[] = "fakecubin\nprintf:4\n";
+        unsigned n = (unsigned)atoi(argv[2]);
+        CUmodule mod;
+        CUfunction f;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&f, mod, "printf"));
+        void *args[] = {&n};
+        printf("host before\n");
+        OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        OK(cuCtxSynchronize());
+        printf("host after\n");
+        return 0;
     } else if (!strcmp(mode, "fork")) {
         /* a child cannot use its parent's session; the parent goes on */
         OK(cuMemAlloc_v2(&p, 4096));

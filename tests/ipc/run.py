@@ -1045,6 +1045,31 @@ def remote(e, *args, extra=None):
 
 
 @test
+def kernel_printf_reaches_its_client():
+    """What the driver prints for a kernel's printf in the server (vfprintf on stdout, in the
+    worker of the call that flushed it) reaches that client's stdout, between the program's own
+    lines as natively, and nowhere else: not another client's output, not the server's."""
+    e = Env()
+    ok = False
+    try:
+        quiet = remote(e, "hold")  # another client, connected the whole time
+        p = remote(e, "printf", "41")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0, "printf client: %r %r" % (out, err))
+        check(out == "host before\nkernel printf 41\nhost after\n",
+              "the kernel's line between the host's: %r" % out)
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        quiet.stdin = None
+        quiet.terminate()
+        qout, _ = quiet.communicate(timeout=60)
+        check("kernel printf" not in qout, "the other client got it: %r" % qout)
+        check("kernel printf" not in e.log("server.log"), "the server logged it")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_data_round_trips():
     """Every copy and set kind, a module, launches with their argument bytes, streams, events
     and errors, through the server and the driver test double; the server never gives the

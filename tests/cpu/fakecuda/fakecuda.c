@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,8 +493,36 @@ static void stream_runs(void *s)
     __atomic_store_n(b, (until > now ? until : now) + (uint64_t)atoi(ms), __ATOMIC_RELAXED);
 }
 
+/* Device-side printf, as the driver prints it (tests/gpu/probe): the kernel `printf` leaves a
+ * line in the context's buffer; the next synchronising call prints it with vfprintf(stdout)
+ * and fflush(stdout), in the thread that made that call. */
+static char printf_pending[4096];
+static size_t printf_len;
+static pthread_mutex_t printf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void device_printf(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+}
+
+static void flush_printf(void)
+{
+    pthread_mutex_lock(&printf_lock);
+    if (printf_len) {
+        device_printf("%.*s", (int)printf_len, printf_pending);
+        fflush(stdout);
+        printf_len = 0;
+    }
+    pthread_mutex_unlock(&printf_lock);
+}
+
 EXPORT int cuStreamQuery(void *s)
 {
+    flush_printf();
     uint64_t *b = busy_slot(s);
     return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_ms() ? 600 : CUDA_SUCCESS;
 }
@@ -502,6 +531,7 @@ EXPORT int cuStreamSynchronize(void *s)
 {
     uint64_t *b = busy_slot(s), now;
 
+    flush_printf();
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_ms()))
         usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now) * 1000);
     return CUDA_SUCCESS;
@@ -690,6 +720,16 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
     }
     time_line(k->name);
     stream_runs(s);
+    if (strcmp(k->name, "printf") == 0 && len >= 4) {
+        uint32_t v;
+        memcpy(&v, args, 4);
+        pthread_mutex_lock(&printf_lock);
+        int n = snprintf(printf_pending + printf_len, sizeof(printf_pending) - printf_len,
+                         "kernel printf %u\n", v);
+        if (n > 0 && (size_t)n < sizeof(printf_pending) - printf_len)
+            printf_len += (size_t)n;
+        pthread_mutex_unlock(&printf_lock);
+    }
     if (strcmp(k->name, "fill_u32") == 0 && len >= 16) {
         uint64_t p;
         uint32_t v, n;

@@ -28,7 +28,7 @@ size_t fwrite(const void *p, size_t size, size_t n, FILE *f)
 {
     if (f == stdout)
         tell("fwrite", __builtin_return_address(0));
-    return NEXT("fwrite", size_t (*)(const void *, size_t, size_t, FILE *))(p, size, n, f);
+    return NEXT("fwrite", size_t(*)(const void *, size_t, size_t, FILE *))(p, size, n, f);
 }
 
 int fputs(const char *s, FILE *f)
@@ -86,7 +86,7 @@ ssize_t write(int fd, const void *p, size_t n)
 {
     if (fd == 1)
         tell("write", __builtin_return_address(0));
-    return NEXT("write", ssize_t (*)(int, const void *, size_t))(fd, p, n);
+    return NEXT("write", ssize_t(*)(int, const void *, size_t))(fd, p, n);
 }
 
 int fflush(FILE *f)
