@@ -86,12 +86,32 @@ for step in $STEPS; do
                 false
             fi
         } >"$OUT/soak-collect.log" 2>&1 ;;
+    # The GPU tier alone (tests/gpu/run.sh, the api programs included), without the CPU tier.
+    gputier)
+        { make && sh tests/gpu/run.sh build "$OUT/gputier"; } >"$OUT/gputier.log" 2>&1 ;;
+    # B1, B1c and B2 of a tree before a change (BEFORE_TGZ, a `git archive` of it) and of this
+    # one, on this one machine: host-to-host differences exceed what a change moves.
+    before-after)
+        {
+            rm -rf /tmp/om-before && mkdir -p /tmp/om-before &&
+                tar xzf "${BEFORE_TGZ:-bench-before.tgz}" -C /tmp/om-before &&
+                (cd /tmp/om-before && make >/dev/null) && make >/dev/null &&
+                for round in $(seq 1 "${BA_ROUNDS:-1}"); do
+                    (cd /tmp/om-before && BENCH_OUT="$OUT/before-after/before-$round" \
+                        BENCH_MODES=openmps BENCH_WORKLOADS=${BA_WORKLOADS:-b1,b1c,b2} \
+                        BENCH_N="${BA_N:-1 5 32}" BENCH_REPEATS=${BA_REPEATS:-2} make bench) &&
+                    BENCH_OUT="$OUT/before-after/after-$round" BENCH_MODES=openmps \
+                        BENCH_WORKLOADS=${BA_WORKLOADS:-b1,b1c,b2} BENCH_N="${BA_N:-1 5 32}" \
+                        BENCH_REPEATS=${BA_REPEATS:-2} make bench
+                done
+        } >"$OUT/before-after.log" 2>&1 ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
     esac
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api) tail -n 70 "$OUT/$step.log" ;;
+    torture | fault | soak* | api | gputier) tail -n 70 "$OUT/$step.log" ;;
+    before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;
     esac
     [ $rc -eq 0 ] || status=1
