@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode's transport, the bottom of the client: one call or post of an entry point through
+ * the ring, staged data before a call, and the session's end turned into a CUresult. */
+#include <errno.h>
+#include <pthread.h>
+
+#include "../common/wire.h"
+#include "openmps/cuda_abi.h"
+#include "openmps/ops.h"
+#include "remote.h"
+#include "shim.h"
+
+/* One ring per process: calls from several threads take turns. */
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult session_error(int rc)
+{
+    if (rc == -ECONNRESET) {
+        om_shim_log("the openmps session ended: %s", om_shim.client.why);
+        /* The server's ending names its code: a GPU fault's, or terminate_client's
+         * CUDA_ERROR_MPS_CLIENT_TERMINATED; an ending without one (the server stopped or
+         * died) is a lost connection. */
+        return om_shim.client.end_code ? (CUresult)om_shim.client.end_code
+                                       : CUDA_ERROR_MPS_CONNECTION_FAILED;
+    }
+    return CUDA_ERROR_UNKNOWN;
+}
+
+void om_ring_lock(void)
+{
+    pthread_mutex_lock(&ring_lock);
+}
+
+void om_ring_unlock(void)
+{
+    pthread_mutex_unlock(&ring_lock);
+}
+
+CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size_t cap,
+                         uint32_t *ret_len)
+{
+    uint32_t got = 0;
+    int rc;
+
+    if (req->overflow)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
+                        (uint32_t)req->len, reply, cap, &got);
+    if (rc < 0)
+        return session_error(rc);
+    if (ret_len)
+        *ret_len = got;
+    return (CUresult)rc;
+}
+
+CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap, uint32_t *ret_len)
+{
+    uint32_t got = 0;
+    int rc;
+
+    if (req->overflow)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ring_lock);
+    rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
+                        (uint32_t)req->len, reply, cap, &got);
+    pthread_mutex_unlock(&ring_lock);
+    if (rc < 0)
+        return session_error(rc);
+    if (ret_len)
+        *ret_len = got;
+    return (CUresult)rc;
+}
+
+CUresult om_rpost(int index, const struct om_wbuf *req)
+{
+    int rc;
+
+    if (req->overflow)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ring_lock);
+    rc = om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
+                        (uint32_t)req->len);
+    pthread_mutex_unlock(&ring_lock);
+    return rc < 0 ? session_error(rc) : CUDA_SUCCESS;
+}
+
+void om_post_note_unsupported(int index)
+{
+    uint64_t v = (uint64_t)index;
+
+    pthread_mutex_lock(&ring_lock);
+    om_client_call(&om_shim.client, OM_OP_NOTE_UNSUPPORTED, &v, sizeof(v), NULL, 0, NULL);
+    pthread_mutex_unlock(&ring_lock);
+}
+
+/*
+ * Stages `len` bytes (in pieces) and makes the call that uses them, as one
+ * exchange: the staging buffer is the session's, so no other thread's call
+ * may come between.
+ */
+CUresult om_rcall_staged(int index, const void *data, size_t len, const struct om_wbuf *req,
+                         void *reply, size_t cap, uint32_t *ret_len)
+{
+    const uint8_t *p = data;
+    CUresult rc;
+    int sent;
+
+    pthread_mutex_lock(&ring_lock);
+    sent = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
+    while (sent == 0 && len > 0) {
+        uint32_t n = len > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : (uint32_t)len;
+        sent = om_client_post(&om_shim.client, OM_OP_STAGE_APPEND, p, n);
+        p += n;
+        len -= n;
+    }
+    rc = sent < 0 ? session_error(sent) : om_rcall_locked(index, req, reply, cap, ret_len);
+    pthread_mutex_unlock(&ring_lock);
+    return rc;
+}
+
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+/* Calls with two u64 arguments and one u64 answer share one path. */
+CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    om_put_u64(&req, a);
+    om_put_u64(&req, b);
+    rc = om_rcall(index, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        return CUDA_ERROR_UNKNOWN;
+    if (out)
+        *out = v;
+    return rc;
+}
