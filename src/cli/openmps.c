@@ -115,9 +115,13 @@ static void add_file(struct tally *t, int dfd, const char *name)
             f->names_hash != om_check_names_hash(entry_names, OM_ENTRY_COUNT)) {
             t->foreign++;
         } else {
-            t->processes++;
-            for (int i = 0; i < OM_ENTRY_COUNT; i++)
+            uint64_t calls = 0;
+            for (int i = 0; i < OM_ENTRY_COUNT; i++) {
                 t->counts[i] += f->counts[i];
+                calls += f->counts[i];
+            }
+            /* A forked child that only executed another program made no call. */
+            t->processes += calls > 0;
         }
     }
     if (fd >= 0)
@@ -165,7 +169,7 @@ static int report(FILE *out, const char *cmd, int status, const struct tally *t)
     char how[128];
 
     describe_status(status, how, sizeof(how));
-    fprintf(out, "openmps check: %s %s natively; %d process%s used the CUDA driver\n", cmd, how,
+    fprintf(out, "openmps check: %s %s natively; %d process%s called the CUDA driver\n", cmd, how,
             t->processes, t->processes == 1 ? "" : "es");
     for (int i = 0; i < OM_ENTRY_COUNT; i++) {
         if (!t->counts[i])
