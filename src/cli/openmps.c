@@ -1,20 +1,36 @@
 /* SPDX-License-Identifier: MIT */
-/* openmps: runs a program as an openmps client (openmps run -- CMD ARGS). */
+/* openmps: runs a program as an openmps client (openmps run -- CMD ARGS), or natively with its
+ * driver calls counted (openmps check -- CMD ARGS). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "../client/check.h"
+#include "../common/gen/entries.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: openmps run [--] COMMAND [ARGS...]\n"
-               "Runs COMMAND with the openmps shim first in LD_LIBRARY_PATH, so its CUDA work\n"
-               "goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with no daemon\n"
-               "there, to the real driver as usual).\n");
+               "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
+               "run: runs COMMAND with the openmps shim first in LD_LIBRARY_PATH, so its CUDA\n"
+               "work goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with no daemon\n"
+               "there, to the real driver as usual).\n"
+               "check: runs COMMAND natively (never through a daemon), counts the driver entry\n"
+               "points it and its child processes call, and reports those openmps does not\n"
+               "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
+               "3 the check itself failed.\n");
 }
 
 /* The shim's folder: $OPENMPS_LIB, else ../lib/openmps (installed) or ../lib (build tree)
@@ -45,16 +61,240 @@ static int shim_dir(char *buf, size_t cap)
     return -1;
 }
 
-int main(int argc, char **argv)
+/* LD_LIBRARY_PATH with the shim's folder first. 0, or -1 with the reason on stderr. */
+static int put_shim_first(void)
 {
     char dir[PATH_MAX], *path;
     const char *old = getenv("LD_LIBRARY_PATH");
+
+    if (shim_dir(dir, sizeof(dir)) < 0) {
+        fprintf(stderr, "openmps: cannot find the shim (libcuda.so.1); set OPENMPS_LIB\n");
+        return -1;
+    }
+    if (asprintf(&path, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "") < 0)
+        return -1;
+    setenv("LD_LIBRARY_PATH", path, 1);
+    free(path);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- openmps check */
+
+enum { CHECK_OK, CHECK_UNSUPPORTED, CHECK_PROGRAM_FAILED, CHECK_ERROR };
+
+static const char *const entry_names[OM_ENTRY_COUNT] = {
+#define OM_X_NAME(i, sym, mode) [i] = #sym,
+    OM_ENTRIES(OM_X_NAME)
+#undef OM_X_NAME
+};
+
+/* The mode column as the table spells it (REMOTE, LOCAL, PASSTHROUGH, UNSUPPORTED…). */
+static const char *const entry_modes[OM_ENTRY_COUNT] = {
+#define OM_X_MODE(i, sym, mode) [i] = #mode,
+    OM_ENTRIES(OM_X_MODE)
+#undef OM_X_MODE
+};
+
+struct tally {
+    uint64_t counts[OM_ENTRY_COUNT];
+    int processes;
+    int foreign; /* files written by a shim of another entry table */
+};
+
+/* Adds one process's file to the tally. Files of processes that died before
+ * writing their header hold no count and are skipped. */
+static void add_file(struct tally *t, int dfd, const char *name)
+{
+    size_t bytes = sizeof(struct om_check_file) + OM_ENTRY_COUNT * sizeof(uint64_t);
+    struct om_check_file *f = malloc(bytes);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd >= 0 && f ? read(fd, f, bytes) : -1;
+
+    if (n >= (ssize_t)sizeof(*f) && !memcmp(f->magic, OM_CHECK_MAGIC, sizeof(f->magic))) {
+        if (n != (ssize_t)bytes || f->entries != OM_ENTRY_COUNT ||
+            f->names_hash != om_check_names_hash(entry_names, OM_ENTRY_COUNT)) {
+            t->foreign++;
+        } else {
+            uint64_t calls = 0;
+            for (int i = 0; i < OM_ENTRY_COUNT; i++) {
+                t->counts[i] += f->counts[i];
+                calls += f->counts[i];
+            }
+            /* A forked child that only executed another program made no call. */
+            t->processes += calls > 0;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    free(f);
+}
+
+/* Reads every process's file in dir, then removes them and dir. */
+static int collect(const char *dir, struct tally *t)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t sl = strlen(OM_CHECK_SUFFIX);
+
+    if (!d)
+        return -errno;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (l > sl && !strcmp(e->d_name + l - sl, OM_CHECK_SUFFIX))
+            add_file(t, dirfd(d), e->d_name);
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+    rmdir(dir);
+    return 0;
+}
+
+static void describe_status(int status, char *buf, size_t cap)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, cap, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, cap, "ended with wait status 0x%x", (unsigned)status);
+}
+
+static int report(FILE *out, const char *cmd, int status, const struct tally *t)
+{
+    bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    int called = 0, unsupported = 0, rc;
+    char how[128];
+
+    describe_status(status, how, sizeof(how));
+    fprintf(out, "openmps check: %s %s natively; %d process%s called the CUDA driver\n", cmd, how,
+            t->processes, t->processes == 1 ? "" : "es");
+    for (int i = 0; i < OM_ENTRY_COUNT; i++) {
+        if (!t->counts[i])
+            continue;
+        if (!called++)
+            fprintf(out, "%12s  %-12s %s\n", "calls", "openmps", "entry point");
+        unsupported += !strcmp(entry_modes[i], "UNSUPPORTED");
+        fprintf(out, "%12llu  %-12s %s\n", (unsigned long long)t->counts[i],
+                !strcmp(entry_modes[i], "UNSUPPORTED") ? "UNSUPPORTED" : "supported",
+                entry_names[i]);
+    }
+    if (t->processes == 0)
+        fprintf(out, "openmps check: no process loaded the openmps shim: the program called no "
+                     "CUDA driver entry point through libcuda.so.1 (a program that loads the "
+                     "driver by its full path is not seen)\n");
+    if (unsupported) {
+        fprintf(out,
+                "openmps check: %d of the %d entry points called %s not supported by openmps "
+                "%s (under openmps %s CUDA_ERROR_NOT_SUPPORTED):",
+                unsupported, called, unsupported == 1 ? "is" : "are", OPENMPS_VERSION,
+                unsupported == 1 ? "it returns" : "they return");
+        for (int i = 0; i < OM_ENTRY_COUNT; i++)
+            if (t->counts[i] && !strcmp(entry_modes[i], "UNSUPPORTED"))
+                fprintf(out, " %s", entry_names[i]);
+        fputc('\n', out);
+    } else if (called) {
+        fprintf(out,
+                "openmps check: every one of the %d entry points called is supported by "
+                "openmps %s\n",
+                called, OPENMPS_VERSION);
+    }
+    rc = unsupported ? CHECK_UNSUPPORTED : CHECK_OK;
+    if (failed) {
+        fprintf(out,
+                "openmps check: the program failed (it %s): the counts cover what it called "
+                "until then\n",
+                how);
+        rc = CHECK_PROGRAM_FAILED;
+    }
+    if (t->foreign) {
+        fprintf(out,
+                "openmps check: %d process%s ran with a shim of another openmps version "
+                "(set OPENMPS_LIB to this one's): not counted\n",
+                t->foreign, t->foreign == 1 ? "" : "es");
+        rc = CHECK_ERROR;
+    }
+    return rc;
+}
+
+static int check_main(int argc, char **argv)
+{
+    const char *outpath = NULL, *tmp = getenv("TMPDIR");
+    struct tally *t = calloc(1, sizeof(*t));
+    char dir[PATH_MAX];
+    int first = 2, status = 0, rc;
+    FILE *out = stderr;
+    pid_t pid;
+
+    if (first + 1 < argc && !strcmp(argv[first], "-o")) {
+        outpath = argv[first + 1];
+        first += 2;
+    }
+    if (first < argc && !strcmp(argv[first], "--"))
+        first++;
+    if (first >= argc || !t) {
+        usage(stderr);
+        free(t);
+        return CHECK_ERROR;
+    }
+    snprintf(dir, sizeof(dir), "%s/openmps-check.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (put_shim_first() < 0) {
+        free(t);
+        return CHECK_ERROR;
+    }
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "openmps check: cannot make a folder like %s: %s\n", dir, strerror(errno));
+        free(t);
+        return CHECK_ERROR;
+    }
+    setenv(OM_CHECK_ENV, dir, 1);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        execvp(argv[first], argv + first);
+        fprintf(stderr, "openmps check: cannot run %s: %s\n", argv[first], strerror(errno));
+        _exit(127);
+    }
+    if (pid < 0) {
+        fprintf(stderr, "openmps check: fork: %s\n", strerror(errno));
+        rmdir(dir);
+        free(t);
+        return CHECK_ERROR;
+    }
+    /* Ctrl-C is the program's to take; the report comes after it ends. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (collect(dir, t) < 0) {
+        fprintf(stderr, "openmps check: cannot read the counts in %s: %s\n", dir, strerror(errno));
+        free(t);
+        return CHECK_ERROR;
+    }
+    if (outpath && !(out = fopen(outpath, "w"))) {
+        fprintf(stderr, "openmps check: cannot write %s: %s\n", outpath, strerror(errno));
+        free(t);
+        return CHECK_ERROR;
+    }
+    rc = report(out, argv[first], status, t);
+    if (out != stderr && fclose(out) != 0)
+        rc = CHECK_ERROR;
+    free(t);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
     int first = 2;
 
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "check"))
+        return check_main(argc, argv);
     if (strcmp(argv[1], "run") != 0) {
         fprintf(stderr, "openmps: unknown command %s\n", argv[1]);
         usage(stderr);
@@ -66,15 +306,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (shim_dir(dir, sizeof(dir)) < 0) {
-        fprintf(stderr, "openmps: cannot find the shim (libcuda.so.1); set OPENMPS_LIB\n");
+    if (put_shim_first() < 0)
         return 1;
-    }
-    if (asprintf(&path, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "") < 0)
-        return 1;
-    setenv("LD_LIBRARY_PATH", path, 1);
     execvp(argv[first], argv + first);
     fprintf(stderr, "openmps: cannot run %s: %s\n", argv[first], strerror(errno));
-    free(path);
     return 127;
 }

@@ -98,7 +98,8 @@ int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t
         if (!om_shim.real_fn[index])
             return OM_CUDA_ERROR_NO_DEVICE;
         rc = ((gpa2_fn)om_shim.real_fn[index])(symbol, pfn, version, flags, status);
-        *pfn = om_trace_wrap_pointer(*pfn);
+        if (rc == OM_CUDA_SUCCESS)
+            *pfn = om_passthrough_pointer(symbol, version, flags, *pfn);
         return rc;
     case OM_MODE_REMOTE: return remote_proc_address(symbol, pfn, version, flags, status);
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
@@ -117,7 +118,10 @@ int om_cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t fl
     if (om_shim.mode == OM_MODE_PASSTHROUGH) {
         if (!om_shim.real_fn[index])
             return OM_CUDA_ERROR_NO_DEVICE;
-        return ((gpa_fn)om_shim.real_fn[index])(symbol, pfn, version, flags);
+        int got = ((gpa_fn)om_shim.real_fn[index])(symbol, pfn, version, flags);
+        if (got == OM_CUDA_SUCCESS)
+            *pfn = om_passthrough_pointer(symbol, version, flags, *pfn);
+        return got;
     }
     if (om_shim.mode == OM_MODE_REMOTE) {
         /* The old entry point has no status: a miss is CUDA_ERROR_NOT_FOUND. */

@@ -199,6 +199,9 @@ __attribute__((constructor)) static void shim_load(void)
         om_fn[i] = p ? p : om_shim.real ? missing_stubs[i] : no_driver_stubs[i];
     }
     install_local();
+    om_shim.checking = om_check_start();
+    /* Traced from the first call on (remote mode wraps its own entries again). */
+    om_trace_install();
 }
 
 /* Decides once, at the first cuInit or cuGetProcAddress, whether a daemon
@@ -208,6 +211,12 @@ static void decide(void)
     char err[512];
     int rc;
 
+    if (om_shim.checking) { /* openmps check: the program runs natively */
+        om_shim.mode = OM_MODE_PASSTHROUGH;
+        om_shim_log("openmps check: running on the real driver, counting calls");
+        om_trace_install();
+        return;
+    }
     rc = om_client_open(&om_shim.client, om_pipe_dir(), -1, err, sizeof(err));
     if (rc == -ENOENT || rc == -ECONNREFUSED) {
         om_shim.mode = OM_MODE_PASSTHROUGH;

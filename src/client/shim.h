@@ -41,6 +41,7 @@ struct om_shim {
     enum om_mode mode;
     bool log_enabled; /* OPENMPS_TRACE: notes on stderr */
     bool trace_calls; /* OPENMPS_TRACE: one line per call too */
+    bool checking;    /* OPENMPS_CHECK (openmps check): passthrough whatever daemon runs */
     void *real;       /* dlopen handle of the real driver, NULL when there is none */
     char real_path[256];
     void *real_fn[OM_ENTRY_COUNT]; /* the real driver's entry points (NULL: missing) */
@@ -73,8 +74,13 @@ int om_proc_lookup(const char *symbol, int version, uint64_t flags, int *ret_ind
 
 /* trace.c: with OPENMPS_TRACE, the stub that logs a call and goes on to target. */
 void *om_trace_wrap(int index, void *target);
-void *om_trace_wrap_pointer(void *target); /* finds the entry point by its target */
 void om_trace_install(void);
+
+/* check.c: with OPENMPS_CHECK, the stub that counts a call and goes on to target. */
+bool om_check_start(void); /* true when checking (the shim must stay in passthrough) */
+void *om_check_wrap(int index, void *target);
+/* Passthrough: a pointer from the real cuGetProcAddress, counted and traced when asked. */
+void *om_passthrough_pointer(const char *symbol, int version, uint64_t flags, void *p);
 
 /* remote.c: switches om_fn to the remote implementations. */
 void om_remote_install(void);

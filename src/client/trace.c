@@ -67,16 +67,6 @@ void *om_trace_wrap(int index, void *target)
     return stubs[index];
 }
 
-void *om_trace_wrap_pointer(void *target)
-{
-    if (!om_shim.trace_calls || !target)
-        return target;
-    for (int i = 0; i < OM_ENTRY_COUNT; i++)
-        if (om_shim.real_fn[i] == target || om_remote_entry(i) == target)
-            return om_trace_wrap(i, target);
-    return target;
-}
-
 void om_trace_install(void)
 {
     if (!om_shim.trace_calls)

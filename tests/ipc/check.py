@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""openmps check and OPENMPS_TRACE in passthrough: tests/cpu/check_prog.c on the driver test double.
+
+CTest runs one test per process (`check.py NAME`); `check.py --list` names them. A daemon runs
+in most of them: openmps check must not use it (the double reports FAKECUDA_DEVICES devices
+natively, remote mode shows one).
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as ipc  # noqa: E402  (the daemon environment, check, SANITIZER)
+
+from run import Env, check  # noqa: E402
+
+OPENMPS = os.path.join(ipc.BIN, "openmps")
+PROG = os.environ.get("OM_CHECK_PROG", "build/tests/check-prog")
+ROW = re.compile(r"^\s+(\d+)\s+(supported|UNSUPPORTED)\s+(\w+)$")
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__] = fn
+    return fn
+
+
+def om_check(e, *args, devices="3"):
+    """Runs openmps check -o REPORT -- check-prog ARGS; returns (rc, counts, report, stdout)."""
+    rep = os.path.join(e.dir, "report-%d.txt" % len(os.listdir(e.dir)))
+    env = dict(e.env, FAKECUDA_DEVICES=devices, OPENMPS_LIB=os.path.abspath(ipc.SHIM_DIR))
+    env.pop("OPENMPS_TRACE", None)
+    p = subprocess.run([OPENMPS, "check", "-o", rep, "--", PROG] + [str(a) for a in args],
+                       env=env, capture_output=True, text=True, timeout=60)
+    check(not ipc.SANITIZER.search(p.stderr), "sanitizer report: " + p.stderr)
+    text = open(rep).read()
+    counts = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if m:
+            counts[m.group(3)] = (int(m.group(1)), m.group(2))
+    return p.returncode, counts, text, p.stdout
+
+
+def env_with_daemon():
+    return Env({"FAKECUDA_DEVICES": "1"})
+
+
+def finish(e, fn):
+    ok = False
+    try:
+        fn(e)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def check_counts_supported_calls():
+    """Supported calls only: exit 0, each entry point with its count (direct and through a
+    cuGetProcAddress pointer), natively although a daemon runs."""
+    def body(e):
+        rc, counts, text, out = om_check(e, "calls", 7, 5)
+        check(rc == 0, "rc %d: %s" % (rc, text))
+        check("devices 3" in out, "ran natively, not through the daemon: %r" % out)
+        check(counts.get("cuDeviceGetCount") == (12, "supported"), "7 + 5 calls: " + text)
+        check(counts.get("cuInit") == (1, "supported"), text)
+        check(counts.get("cuGetProcAddress_v2") == (1, "supported"), text)
+        check(len(counts) == 3, "nothing else called: " + text)
+        check("UNSUPPORTED" not in text and "1 process called" in text, text)
+        check(e.servers() == [], "no server was started for the check")
+    finish(env_with_daemon(), body)
+
+
+@test
+def check_names_unsupported_calls():
+    """A call openmps does not support: exit 1, the name in the table and the summary."""
+    def body(e):
+        rc, counts, text, _ = om_check(e, "unsupported")
+        check(rc == 1, "rc %d: %s" % (rc, text))
+        check(counts.get("cuArrayCreate_v2") == (1, "UNSUPPORTED"), text)
+        check(re.search(r"1 of the 2 entry points called is not supported .*: cuArrayCreate_v2$",
+                        text, re.M), text)
+    finish(env_with_daemon(), body)
+
+
+@test
+def check_counts_children():
+    """A forked child that leaves with _exit and a forked-and-executed child: both counted,
+    the parent's counts not counted twice."""
+    def body(e):
+        rc, counts, text, _ = om_check(e, "fork", 4)
+        check(rc == 0, "rc %d: %s" % (rc, text))
+        check(counts.get("cuDeviceGetCount") == (5, "supported"), "4 + 1: " + text)
+        check(counts.get("cuInit") == (1, "supported"), "cuInit once, in the parent: " + text)
+        check("2 processes called" in text, text)
+        rc, counts, text, _ = om_check(e, "spawn", 6)
+        check(rc == 0, "rc %d: %s" % (rc, text))
+        check(counts.get("cuDeviceGetCount") == (7, "supported"), "6 + 1: " + text)
+        check(counts.get("cuInit") == (2, "supported"), "both images call cuInit: " + text)
+        check("2 processes called" in text, text)
+    finish(env_with_daemon(), body)
+
+
+@test
+def check_counts_threads():
+    """Eight threads calling at once: no call lost."""
+    def body(e):
+        rc, counts, text, _ = om_check(e, "threads", 8, 200000)
+        check(rc == 0, "rc %d: %s" % (rc, text))
+        check(counts.get("cuDeviceGetCount") == (1600000, "supported"), text)
+    finish(Env(start=False), body)
+
+
+@test
+def check_reports_a_failing_program():
+    """The program's own failure: exit 2, its status or signal named, the counts still there."""
+    def body(e):
+        rc, counts, text, _ = om_check(e, "fail", 3)
+        check(rc == 2, "rc %d: %s" % (rc, text))
+        check("exited with status 3" in text and "the program failed" in text, text)
+        check(counts.get("cuDeviceGetCount") == (1, "supported"), text)
+        rc, counts, text, _ = om_check(e, "abort")
+        check(rc == 2, "rc %d: %s" % (rc, text))
+        check("killed by signal 6" in text, text)
+        check(counts.get("cuDeviceGetCount") == (2, "supported"), text)
+    finish(Env(start=False), body)
+
+
+@test
+def trace_in_passthrough():
+    """OPENMPS_TRACE=1 without a daemon: one line per call, from the first cuInit on, the calls
+    through cuGetProcAddress pointers included; the same counts as openmps check."""
+    def body(e):
+        env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(ipc.SHIM_DIR), OPENMPS_TRACE="1")
+        p = subprocess.run([PROG, "calls", "3", "4"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, "rc %d: %s" % (p.returncode, p.stderr))
+        check("running on the real driver" in p.stderr, p.stderr)
+        calls = re.findall(r"^openmps\[\d+\] (\w+)\(.*\) = (-?\d+) \(", p.stderr, re.M)
+        names = [c[0] for c in calls]
+        check(names == ["cuInit"] + ["cuDeviceGetCount"] * 3 + ["cuGetProcAddress_v2"] +
+              ["cuDeviceGetCount"] * 4, "trace lines: %r" % names)
+        check(all(c[1] == "0" for c in calls), "results: %r" % calls)
+        _, counts, text, _ = om_check(e, "calls", 3, 4)
+        check({n: names.count(n) for n in names} == {k: v[0] for k, v in counts.items()},
+              "trace and check agree: %r, %s" % (names, text))
+    finish(Env(start=False), body)
+
+
+def main():
+    if "--list" in sys.argv:
+        print("\n".join(TESTS))
+        return 0
+    failed = 0
+    for name in sys.argv[1:] or list(TESTS):
+        if name not in TESTS:
+            print("no test named %s" % name)
+            return 2
+        try:
+            TESTS[name]()
+            print("ok %s" % name)
+        except ipc.Fail as ex:
+            failed += 1
+            print("FAIL %s: %s" % (name, ex))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
