@@ -153,6 +153,102 @@ typedef struct {
     unsigned int numAttrs;
 } CUlaunchConfig;
 
+/* Arrays, textures and surfaces (family arrays): handles and the descriptors their calls copy.
+ * Sizes from the documented layouts (checked below against the toolkit's on x86-64). */
+typedef void *CUarray;
+typedef void *CUmipmappedArray;
+typedef unsigned long long CUtexObject;
+typedef unsigned long long CUsurfObject;
+typedef int CUarray_format;
+typedef int CUresourcetype;
+typedef int CUaddress_mode;
+typedef int CUfilter_mode;
+typedef int CUresourceViewFormat;
+typedef struct {
+    size_t Width, Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+    size_t Width, Height, Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+#define CU_RESOURCE_TYPE_ARRAY 0
+#define CU_RESOURCE_TYPE_MIPMAPPED_ARRAY 1
+#define CU_RESOURCE_TYPE_LINEAR 2
+#define CU_RESOURCE_TYPE_PITCH2D 3
+typedef struct {
+    CUresourcetype resType;
+    union {
+        struct {
+            CUarray hArray;
+        } array;
+        struct {
+            CUmipmappedArray hMipmappedArray;
+        } mipmap;
+        struct {
+            CUdeviceptr devPtr;
+            CUarray_format format;
+            unsigned int numChannels;
+            size_t sizeInBytes;
+        } linear;
+        struct {
+            CUdeviceptr devPtr;
+            CUarray_format format;
+            unsigned int numChannels;
+            size_t width, height, pitchInBytes;
+        } pitch2D;
+        struct {
+            int reserved[32];
+        } reserved;
+    } res;
+    unsigned int flags;
+} CUDA_RESOURCE_DESC;
+typedef struct {
+    CUaddress_mode addressMode[3];
+    CUfilter_mode filterMode;
+    unsigned int flags;
+    unsigned int maxAnisotropy;
+    CUfilter_mode mipmapFilterMode;
+    float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp;
+    float borderColor[4];
+    int reserved[12];
+} CUDA_TEXTURE_DESC;
+typedef struct {
+    CUresourceViewFormat format;
+    size_t width, height, depth;
+    unsigned int firstMipmapLevel, lastMipmapLevel;
+    unsigned int firstLayer, lastLayer;
+    unsigned int reserved[16];
+} CUDA_RESOURCE_VIEW_DESC;
+typedef struct {
+    size_t size, alignment;
+    unsigned int reserved[4];
+} CUDA_ARRAY_MEMORY_REQUIREMENTS;
+typedef struct {
+    struct {
+        unsigned int width, height, depth;
+    } tileExtent;
+    unsigned int miptailFirstLevel;
+    unsigned long long miptailSize;
+    unsigned int flags;
+    unsigned int reserved[4];
+} CUDA_ARRAY_SPARSE_PROPERTIES;
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR) == 24, "CUDA_ARRAY_DESCRIPTOR");
+_Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40, "CUDA_ARRAY3D_DESCRIPTOR");
+_Static_assert(sizeof(CUDA_RESOURCE_DESC) == 144, "CUDA_RESOURCE_DESC");
+_Static_assert(offsetof(CUDA_RESOURCE_DESC, flags) == 136, "CUDA_RESOURCE_DESC.flags");
+_Static_assert(offsetof(CUDA_RESOURCE_DESC, res.pitch2D.pitchInBytes) == 40, "pitchInBytes");
+_Static_assert(sizeof(CUDA_TEXTURE_DESC) == 104, "CUDA_TEXTURE_DESC");
+_Static_assert(sizeof(CUDA_RESOURCE_VIEW_DESC) == 112, "CUDA_RESOURCE_VIEW_DESC");
+_Static_assert(sizeof(CUDA_ARRAY_MEMORY_REQUIREMENTS) == 32, "CUDA_ARRAY_MEMORY_REQUIREMENTS");
+_Static_assert(sizeof(CUDA_ARRAY_SPARSE_PROPERTIES) == 48, "CUDA_ARRAY_SPARSE_PROPERTIES");
+_Static_assert(offsetof(CUDA_ARRAY_SPARSE_PROPERTIES, miptailSize) == 16, "miptailSize");
+#endif
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

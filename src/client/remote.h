@@ -55,4 +55,8 @@ CUresult om_managed_push(CUstream s);
 /* remote.c: the implementation installed for an entry point in remote mode. */
 void om_remote_set(int index, void *fn);
 
+/* api/arrays.c: a 2D or 3D copy with an array operand (through cuMemcpy3D_v2's operation). */
+CUresult om_arrays_copy2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait);
+CUresult om_arrays_copy3d(const CUDA_MEMCPY3D *c, CUstream s, bool wait);
+
 #endif

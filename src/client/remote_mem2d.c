@@ -231,10 +231,8 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
     dt = side(c->dstMemoryType, c->dstHost, c->dstDevice);
     w = c->WidthInBytes;
     h = c->Height;
-    if (st == MT_ARRAY || dt == MT_ARRAY) {
-        om_shim_log("2D copies with CUDA arrays are not supported in remote mode yet");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
+    if (st == MT_ARRAY || dt == MT_ARRAY)
+        return om_arrays_copy2d(c, s, wait);
     if (!w || !h)
         return CUDA_SUCCESS;
     const uint8_t *src =
@@ -334,10 +332,8 @@ static CUresult memcpy_3d(const CUDA_MEMCPY3D *c, CUstream s, bool wait)
 {
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
-    if (c->srcMemoryType == MT_ARRAY || c->dstMemoryType == MT_ARRAY || c->srcLOD || c->dstLOD) {
-        om_shim_log("3D copies with CUDA arrays are not supported in remote mode yet");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
+    if (c->srcMemoryType == MT_ARRAY || c->dstMemoryType == MT_ARRAY || c->srcLOD || c->dstLOD)
+        return om_arrays_copy3d(c, s, wait);
     for (size_t z = 0; z < c->Depth; z++) {
         size_t sslice = (c->srcZ + z) * c->srcHeight * c->srcPitch;
         size_t dslice = (c->dstZ + z) * c->dstHeight * c->dstPitch;

@@ -72,4 +72,7 @@ CUresult om_own_room(struct session *s, enum om_handle_kind kind);
 CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h);
 void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 
+/* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
+CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d); /* arrays */
+
 #endif

@@ -50,10 +50,11 @@ int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32
 
 /* ------------------------------------------------------------------ who owns what */
 
-enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST };
+enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST, K_ARRAY, K_MIPMAP, K_OBJECT };
 enum owner { O_SERVER, O_VICTIM, O_FUZZED };
-static const char *const kind_name[] = {"stream", "event",        "library",
-                                        "kernel", "device range", "host range"};
+static const char *const kind_name[] = {"stream", "event",           "library",
+                                        "kernel", "device range",    "host range",
+                                        "array",  "mipmapped array", "texture/surface object"};
 
 struct obj {
     uint64_t base, size;
@@ -603,6 +604,205 @@ static CUresult w_cuKernelGetAttribute(int *v, int a, CUkernel k, CUdevice d)
     return ORIG(cuKernelGetAttribute, CUresult(*)(int *, int, CUkernel, CUdevice))(v, a, k, d);
 }
 
+/* Arrays, mipmapped arrays (their levels are arrays), texture and surface objects. */
+static CUresult noted(CUresult rc, int kind, uint64_t h)
+{
+    if (rc == CUDA_SUCCESS)
+        note(kind, h, 1, false);
+    return rc;
+}
+
+static CUresult w_cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    ENTER(cuArrayCreate_v2);
+    CUresult rc =
+        ORIG(cuArrayCreate_v2, CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))(a, d);
+    return noted(rc, K_ARRAY, rc == CUDA_SUCCESS ? H(*a) : 0);
+}
+
+static CUresult w_cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    ENTER(cuArray3DCreate_v2);
+    CUresult rc =
+        ORIG(cuArray3DCreate_v2, CUresult(*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))(a, d);
+    return noted(rc, K_ARRAY, rc == CUDA_SUCCESS ? H(*a) : 0);
+}
+
+static CUresult w_cuMipmappedArrayCreate(CUmipmappedArray *m, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                         unsigned n)
+{
+    ENTER(cuMipmappedArrayCreate);
+    CUresult rc =
+        ORIG(cuMipmappedArrayCreate,
+             CUresult(*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))(m, d, n);
+    return noted(rc, K_MIPMAP, rc == CUDA_SUCCESS ? H(*m) : 0);
+}
+
+static CUresult w_cuMipmappedArrayGetLevel(CUarray *a, CUmipmappedArray m, unsigned l)
+{
+    ENTER(cuMipmappedArrayGetLevel);
+    check(K_MIPMAP, H(m), 1);
+    CUresult rc =
+        ORIG(cuMipmappedArrayGetLevel, CUresult(*)(CUarray *, CUmipmappedArray, unsigned))(a, m, l);
+    return noted(rc, K_ARRAY, rc == CUDA_SUCCESS ? H(*a) : 0);
+}
+
+static CUresult w_cuArrayGetPlane(CUarray *a, CUarray p, unsigned i)
+{
+    ENTER(cuArrayGetPlane);
+    check(K_ARRAY, H(p), 1);
+    CUresult rc = ORIG(cuArrayGetPlane, CUresult(*)(CUarray *, CUarray, unsigned))(a, p, i);
+    return noted(rc, K_ARRAY, rc == CUDA_SUCCESS ? H(*a) : 0);
+}
+
+static CUresult w_cuArrayDestroy(CUarray a)
+{
+    ENTER(cuArrayDestroy);
+    check(K_ARRAY, H(a), 1);
+    forget(K_ARRAY, H(a));
+    return ORIG(cuArrayDestroy, CUresult(*)(CUarray))(a);
+}
+
+static CUresult w_cuMipmappedArrayDestroy(CUmipmappedArray m)
+{
+    CUarray l;
+
+    ENTER(cuMipmappedArrayDestroy);
+    check(K_MIPMAP, H(m), 1);
+    for (unsigned i = 0; i < 32; i++)
+        if (ORIG(cuMipmappedArrayGetLevel,
+                 CUresult(*)(CUarray *, CUmipmappedArray, unsigned))(&l, m, i) == CUDA_SUCCESS)
+            forget(K_ARRAY, H(l));
+    forget(K_MIPMAP, H(m));
+    return ORIG(cuMipmappedArrayDestroy, CUresult(*)(CUmipmappedArray))(m);
+}
+
+#define ARRAY_GETTER(sym, T)                                                                       \
+    static CUresult w_##sym(T *out, CUarray a)                                                     \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_ARRAY, H(a), 1);                                                                   \
+        return ORIG(sym, CUresult(*)(T *, CUarray))(out, a);                                       \
+    }
+ARRAY_GETTER(cuArrayGetDescriptor_v2, CUDA_ARRAY_DESCRIPTOR)
+ARRAY_GETTER(cuArray3DGetDescriptor_v2, CUDA_ARRAY3D_DESCRIPTOR)
+ARRAY_GETTER(cuArrayGetSparseProperties, CUDA_ARRAY_SPARSE_PROPERTIES)
+
+static CUresult w_cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r, CUarray a,
+                                               CUdevice d)
+{
+    ENTER(cuArrayGetMemoryRequirements);
+    check(K_ARRAY, H(a), 1);
+    return ORIG(cuArrayGetMemoryRequirements,
+                CUresult(*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUarray, CUdevice))(r, a, d);
+}
+
+static CUresult w_cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r,
+                                                        CUmipmappedArray m, CUdevice d)
+{
+    ENTER(cuMipmappedArrayGetMemoryRequirements);
+    check(K_MIPMAP, H(m), 1);
+    return ORIG(cuMipmappedArrayGetMemoryRequirements,
+                CUresult(*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUmipmappedArray, CUdevice))(r, m, d);
+}
+
+static CUresult w_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *p,
+                                                      CUmipmappedArray m)
+{
+    ENTER(cuMipmappedArrayGetSparseProperties);
+    check(K_MIPMAP, H(m), 1);
+    return ORIG(cuMipmappedArrayGetSparseProperties,
+                CUresult(*)(CUDA_ARRAY_SPARSE_PROPERTIES *, CUmipmappedArray))(p, m);
+}
+
+static void check_side3(int type, uint64_t host, uint64_t dev, void *arr, uint64_t x, uint64_t y,
+                        uint64_t z, uint64_t pitch, uint64_t height, uint64_t w, uint64_t h,
+                        uint64_t d)
+{
+    if (type == CU_MEMORYTYPE_ARRAY) {
+        check(K_ARRAY, H(arr), 1);
+        return;
+    }
+    if (!w || !h || !d)
+        return;
+    uint64_t slice = pitch * height,
+             at = (type == CU_MEMORYTYPE_HOST ? host : dev) + z * slice + y * pitch + x;
+    check(type == CU_MEMORYTYPE_HOST ? K_HOST : K_DEVICE, at,
+          (d - 1) * slice + extent(pitch, w, h));
+}
+
+static CUresult w_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *m, CUstream s)
+{
+    ENTER(cuMemcpy3DAsync_v2);
+    check_side3(m->srcMemoryType, H(m->srcHost), m->srcDevice, m->srcArray, m->srcXInBytes, m->srcY,
+                m->srcZ, m->srcPitch, m->srcHeight, m->WidthInBytes, m->Height, m->Depth);
+    check_side3(m->dstMemoryType, H(m->dstHost), m->dstDevice, m->dstArray, m->dstXInBytes, m->dstY,
+                m->dstZ, m->dstPitch, m->dstHeight, m->WidthInBytes, m->Height, m->Depth);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuMemcpy3DAsync_v2, CUresult(*)(const CUDA_MEMCPY3D *, CUstream))(m, s);
+}
+
+static void check_resource(const CUDA_RESOURCE_DESC *r)
+{
+    if (r->resType == CU_RESOURCE_TYPE_ARRAY)
+        check(K_ARRAY, H(r->res.array.hArray), 1);
+    else if (r->resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
+        check(K_MIPMAP, H(r->res.mipmap.hMipmappedArray), 1);
+    else if (r->resType == CU_RESOURCE_TYPE_LINEAR)
+        check(K_DEVICE, r->res.linear.devPtr, r->res.linear.sizeInBytes);
+    else if (r->resType == CU_RESOURCE_TYPE_PITCH2D)
+        check(K_DEVICE, r->res.pitch2D.devPtr,
+              extent(r->res.pitch2D.pitchInBytes, r->res.pitch2D.width, r->res.pitch2D.height));
+}
+
+static CUresult w_cuTexObjectCreate(CUtexObject *o, const CUDA_RESOURCE_DESC *r,
+                                    const CUDA_TEXTURE_DESC *t, const CUDA_RESOURCE_VIEW_DESC *v)
+{
+    ENTER(cuTexObjectCreate);
+    check_resource(r);
+    CUresult rc = ORIG(cuTexObjectCreate, CUresult(*)(CUtexObject *, const CUDA_RESOURCE_DESC *,
+                                                      const CUDA_TEXTURE_DESC *,
+                                                      const CUDA_RESOURCE_VIEW_DESC *))(o, r, t, v);
+    return noted(rc, K_OBJECT, rc == CUDA_SUCCESS ? *o : 0);
+}
+
+static CUresult w_cuSurfObjectCreate(CUsurfObject *o, const CUDA_RESOURCE_DESC *r)
+{
+    ENTER(cuSurfObjectCreate);
+    check_resource(r);
+    CUresult rc =
+        ORIG(cuSurfObjectCreate, CUresult(*)(CUsurfObject *, const CUDA_RESOURCE_DESC *))(o, r);
+    return noted(rc, K_OBJECT, rc == CUDA_SUCCESS ? *o : 0);
+}
+
+#define OBJECT_CALL(sym, T)                                                                        \
+    static CUresult w_##sym(T *out, unsigned long long o)                                          \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_OBJECT, o, 1);                                                                     \
+        return ORIG(sym, CUresult(*)(T *, unsigned long long))(out, o);                            \
+    }
+OBJECT_CALL(cuTexObjectGetResourceDesc, CUDA_RESOURCE_DESC)
+OBJECT_CALL(cuTexObjectGetTextureDesc, CUDA_TEXTURE_DESC)
+OBJECT_CALL(cuTexObjectGetResourceViewDesc, CUDA_RESOURCE_VIEW_DESC)
+OBJECT_CALL(cuSurfObjectGetResourceDesc, CUDA_RESOURCE_DESC)
+
+static CUresult w_cuTexObjectDestroy(CUtexObject o)
+{
+    ENTER(cuTexObjectDestroy);
+    check(K_OBJECT, o, 1);
+    forget(K_OBJECT, o);
+    return ORIG(cuTexObjectDestroy, CUresult(*)(CUtexObject))(o);
+}
+
+static CUresult w_cuSurfObjectDestroy(CUsurfObject o)
+{
+    ENTER(cuSurfObjectDestroy);
+    check(K_OBJECT, o, 1);
+    forget(K_OBJECT, o);
+    return ORIG(cuSurfObjectDestroy, CUresult(*)(CUsurfObject))(o);
+}
+
 /* Context-wide waits: never for one client (exec.c's rules). */
 static CUresult w_cuCtxSynchronize(void)
 {
@@ -671,6 +871,28 @@ static const struct {
     W(cuKernelGetAttribute),
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
+    W(cuArrayCreate_v2),
+    W(cuArray3DCreate_v2),
+    W(cuMipmappedArrayCreate),
+    W(cuMipmappedArrayGetLevel),
+    W(cuArrayGetPlane),
+    W(cuArrayDestroy),
+    W(cuMipmappedArrayDestroy),
+    W(cuArrayGetDescriptor_v2),
+    W(cuArray3DGetDescriptor_v2),
+    W(cuArrayGetSparseProperties),
+    W(cuArrayGetMemoryRequirements),
+    W(cuMipmappedArrayGetMemoryRequirements),
+    W(cuMipmappedArrayGetSparseProperties),
+    W(cuMemcpy3DAsync_v2),
+    W(cuTexObjectCreate),
+    W(cuSurfObjectCreate),
+    W(cuTexObjectGetResourceDesc),
+    W(cuTexObjectGetTextureDesc),
+    W(cuTexObjectGetResourceViewDesc),
+    W(cuSurfObjectGetResourceDesc),
+    W(cuTexObjectDestroy),
+    W(cuSurfObjectDestroy),
 #undef W
 };
 

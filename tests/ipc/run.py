@@ -1010,9 +1010,9 @@ def shim_remote_mode_with_daemon():
         for w in want:
             check(w in out, "expected %r in %r" % (w, out))
         check(re.search(r"remote mode: server \d+, client id 1", err), "trace: " + err)
-        check(out.count("cuArrayCreate_v2 801") == 2, "unsupported: NOT_SUPPORTED: %r" % out)
-        check(err.count("cuArrayCreate_v2: not supported") == 1, "named once: " + err)
-        wait_for(lambda: e.log("server.log").count("called cuArrayCreate_v2, which openmps does "
+        check(out.count("cuTexRefCreate 801") == 2, "unsupported: NOT_SUPPORTED: %r" % out)
+        check(err.count("cuTexRefCreate: not supported") == 1, "named once: " + err)
+        wait_for(lambda: e.log("server.log").count("called cuTexRefCreate, which openmps does "
                                                    "not support yet") == 1,
                  what="the unsupported call named once in server.log")
         # cuMemAlloc at version 1000 does not exist; the old cuMemAlloc (32-bit pointers)
@@ -2339,6 +2339,72 @@ def changes_refused_for_other_users():
         ok = True
     finally:
         e.close(ok)
+
+# ------------------------------------------------------------------ arrays, textures, surfaces
+
+def arrays_driver(e, *args, extra=None):
+    env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+    env.update(extra or {})
+    prog = os.path.join(os.path.dirname(REMOTE_DRIVER), "arrays-driver")
+    return subprocess.Popen([prog] + list(args), env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@test
+def arrays_copies_objects_and_session_end():
+    """Arrays with host, device and array copies (1D, 2D), regions outside an array or device
+    memory refused, texture objects over an array and over linear memory (a range past the
+    allocation refused), surface objects, a mipmapped array's level usable but not destroyable
+    and gone with its parent; at the session's end the texture object is destroyed before its
+    array (the driver double's log)."""
+    e = Env(start=False)
+    ok = False
+    try:
+        log = os.path.join(e.dir, "arrays")
+        e.env["FAKECUDA_ARRAY_LOG"] = log
+        e.start()
+        p = arrays_driver(e, "basic")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "basic ok" in out, "basic: %r %r" % (out, err))
+        keep = re.search(r"keep (0x[0-9a-f]+) (\d+)", out)
+        check(keep, "the kept array and object printed: %r" % out)
+        lines = []
+        def ended():
+            nonlocal lines
+            lines = open(log).read().splitlines() if os.path.exists(log) else []
+            return "cuArrayDestroy %s" % keep.group(1) in lines
+        wait_for(ended, what="the session's end destroys the kept array")
+        obj = lines.index("cuTexObjectDestroy %s" % keep.group(2))
+        arr = lines.index("cuArrayDestroy %s" % keep.group(1))
+        check(obj < arr, "the object before its array: %r" % lines[-6:])
+        check(any(l.startswith("cuTexObjectCreate type 2 ") for l in lines),
+              "a texture object over linear memory reached the driver")
+        check(any(l.startswith("cuMemcpy3DAsync_v2 1 0 0 0 -> 3 8 1 0 : 32 3 1") for l in lines),
+              "the 2D copy into the array reached the driver as one 3D copy: %r" % lines)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def arrays_of_another_client_refused():
+    """A client cannot copy from or to another client's array, view it through a texture or
+    surface object, read or destroy another client's texture object, or destroy its array."""
+    e = Env()
+    ok = False
+    try:
+        holder = arrays_driver(e, "hold")
+        line = holder.stdout.readline().split()
+        check(len(line) == 2, "holder printed its array and object: %r" % line)
+        p = arrays_driver(e, "steal", *line)
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "steal refused" in out, "steal: %r %r" % (out, err))
+        holder.communicate(input="end\n", timeout=30)
+        check(holder.returncode == 0, "the holder's calls worked")
+        ok = True
+    finally:
+        e.close(ok)
+
 
 def main():
     if "--list" in sys.argv:

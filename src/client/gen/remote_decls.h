@@ -5,6 +5,20 @@
 
 #include "../../common/gen/types.h"
 
+CUresult om_r_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray); /* arrays */
+CUresult om_r_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray); /* arrays */
+CUresult om_r_cuArrayDestroy(CUarray hArray); /* arrays */
+CUresult om_r_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels); /* arrays */
+CUresult om_r_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray); /* arrays */
+CUresult om_r_cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount); /* arrays */
+CUresult om_r_cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream); /* arrays */
+CUresult om_r_cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
+CUresult om_r_cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream); /* arrays */
+CUresult om_r_cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
+CUresult om_r_cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount); /* arrays */
+CUresult om_r_cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
+CUresult om_r_cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc); /* arrays */
+CUresult om_r_cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc); /* arrays */
 CUresult om_r_cuCtxGetApiVersion(CUcontext ctx, unsigned int *version); /* contexts */
 CUresult om_r_cuCtxGetCacheConfig(CUfunc_cache *pconfig); /* contexts */
 CUresult om_r_cuCtxGetCurrent(CUcontext *pctx); /* contexts */

@@ -8,6 +8,302 @@
 #include "../remote.h"
 #include "remote_decls.h"
 
+static CUresult r_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pArrayDescriptor)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pArrayDescriptor)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hArray);
+    rc = om_rcall(OM_IDX_cuArrayGetDescriptor_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pArrayDescriptor));
+        if (v && pArrayDescriptor)
+            memcpy(pArrayDescriptor, v, sizeof(*pArrayDescriptor));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pArrayDescriptor)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pArrayDescriptor)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hArray);
+    rc = om_rcall(OM_IDX_cuArray3DGetDescriptor_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pArrayDescriptor));
+        if (v && pArrayDescriptor)
+            memcpy(pArrayDescriptor, v, sizeof(*pArrayDescriptor));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned int planeIdx)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pPlaneArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hArray);
+    om_put_u64(&req, (uint64_t)planeIdx);
+    rc = om_rcall(OM_IDX_cuArrayGetPlane, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *pPlaneArray = (CUarray)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*memoryRequirements)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!memoryRequirements)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)array);
+    om_put_u64(&req, (uint64_t)(int64_t)device);
+    rc = om_rcall(OM_IDX_cuArrayGetMemoryRequirements, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*memoryRequirements));
+        if (v && memoryRequirements)
+            memcpy(memoryRequirements, v, sizeof(*memoryRequirements));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUarray array)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*sparseProperties)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!sparseProperties)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)array);
+    rc = om_rcall(OM_IDX_cuArrayGetSparseProperties, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*sparseProperties));
+        if (v && sparseProperties)
+            memcpy(sparseProperties, v, sizeof(*sparseProperties));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pLevelArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hMipmappedArray);
+    om_put_u64(&req, (uint64_t)level);
+    rc = om_rcall(OM_IDX_cuMipmappedArrayGetLevel, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *pLevelArray = (CUarray)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*memoryRequirements)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!memoryRequirements)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)mipmap);
+    om_put_u64(&req, (uint64_t)(int64_t)device);
+    rc = om_rcall(OM_IDX_cuMipmappedArrayGetMemoryRequirements, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*memoryRequirements));
+        if (v && memoryRequirements)
+            memcpy(memoryRequirements, v, sizeof(*memoryRequirements));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUmipmappedArray mipmap)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*sparseProperties)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!sparseProperties)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)mipmap);
+    rc = om_rcall(OM_IDX_cuMipmappedArrayGetSparseProperties, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*sparseProperties));
+        if (v && sparseProperties)
+            memcpy(sparseProperties, v, sizeof(*sparseProperties));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexObjectDestroy(CUtexObject texObject)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)texObject);
+    return om_rcall(OM_IDX_cuTexObjectDestroy, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pResDesc)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pResDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)texObject);
+    rc = om_rcall(OM_IDX_cuTexObjectGetResourceDesc, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pResDesc));
+        if (v && pResDesc)
+            memcpy(pResDesc, v, sizeof(*pResDesc));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pTexDesc)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pTexDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)texObject);
+    rc = om_rcall(OM_IDX_cuTexObjectGetTextureDesc, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pTexDesc));
+        if (v && pTexDesc)
+            memcpy(pTexDesc, v, sizeof(*pTexDesc));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pResViewDesc)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pResViewDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)texObject);
+    rc = om_rcall(OM_IDX_cuTexObjectGetResourceViewDesc, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pResViewDesc));
+        if (v && pResViewDesc)
+            memcpy(pResViewDesc, v, sizeof(*pResViewDesc));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuSurfObjectDestroy(CUsurfObject surfObject)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)surfObject);
+    return om_rcall(OM_IDX_cuSurfObjectDestroy, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pResDesc)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pResDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)surfObject);
+    rc = om_rcall(OM_IDX_cuSurfObjectGetResourceDesc, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pResDesc));
+        if (v && pResDesc)
+            memcpy(pResDesc, v, sizeof(*pResDesc));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     uint8_t req_buf[16];
@@ -390,6 +686,41 @@ static CUresult r_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned i
 
 void om_remote_gen_install(void)
 {
+    om_remote_set(OM_IDX_cuArrayCreate_v2, (void *)om_r_cuArrayCreate_v2);
+    om_remote_set(OM_IDX_cuArray3DCreate_v2, (void *)om_r_cuArray3DCreate_v2);
+    om_remote_set(OM_IDX_cuArrayDestroy, (void *)om_r_cuArrayDestroy);
+    om_remote_set(OM_IDX_cuArrayGetDescriptor_v2, (void *)r_cuArrayGetDescriptor_v2);
+    om_remote_set(OM_IDX_cuArray3DGetDescriptor_v2, (void *)r_cuArray3DGetDescriptor_v2);
+    om_remote_set(OM_IDX_cuArrayGetPlane, (void *)r_cuArrayGetPlane);
+    om_remote_set(OM_IDX_cuArrayGetMemoryRequirements, (void *)r_cuArrayGetMemoryRequirements);
+    om_remote_set(OM_IDX_cuArrayGetSparseProperties, (void *)r_cuArrayGetSparseProperties);
+    om_remote_set(OM_IDX_cuMipmappedArrayCreate, (void *)om_r_cuMipmappedArrayCreate);
+    om_remote_set(OM_IDX_cuMipmappedArrayDestroy, (void *)om_r_cuMipmappedArrayDestroy);
+    om_remote_set(OM_IDX_cuMipmappedArrayGetLevel, (void *)r_cuMipmappedArrayGetLevel);
+    om_remote_set(OM_IDX_cuMipmappedArrayGetMemoryRequirements, (void *)r_cuMipmappedArrayGetMemoryRequirements);
+    om_remote_set(OM_IDX_cuMipmappedArrayGetSparseProperties, (void *)r_cuMipmappedArrayGetSparseProperties);
+    om_remote_set(OM_IDX_cuMemcpyHtoA_v2, (void *)om_r_cuMemcpyHtoA_v2);
+    om_remote_set(OM_IDX_cuMemcpyHtoA_v2_ptds, (void *)om_r_cuMemcpyHtoA_v2);
+    om_remote_set(OM_IDX_cuMemcpyHtoAAsync_v2, (void *)om_r_cuMemcpyHtoAAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyHtoAAsync_v2_ptsz, (void *)om_r_cuMemcpyHtoAAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoH_v2, (void *)om_r_cuMemcpyAtoH_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoH_v2_ptds, (void *)om_r_cuMemcpyAtoH_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoHAsync_v2, (void *)om_r_cuMemcpyAtoHAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoHAsync_v2_ptsz, (void *)om_r_cuMemcpyAtoHAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoD_v2, (void *)om_r_cuMemcpyAtoD_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoD_v2_ptds, (void *)om_r_cuMemcpyAtoD_v2);
+    om_remote_set(OM_IDX_cuMemcpyDtoA_v2, (void *)om_r_cuMemcpyDtoA_v2);
+    om_remote_set(OM_IDX_cuMemcpyDtoA_v2_ptds, (void *)om_r_cuMemcpyDtoA_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoA_v2, (void *)om_r_cuMemcpyAtoA_v2);
+    om_remote_set(OM_IDX_cuMemcpyAtoA_v2_ptds, (void *)om_r_cuMemcpyAtoA_v2);
+    om_remote_set(OM_IDX_cuTexObjectCreate, (void *)om_r_cuTexObjectCreate);
+    om_remote_set(OM_IDX_cuTexObjectDestroy, (void *)r_cuTexObjectDestroy);
+    om_remote_set(OM_IDX_cuTexObjectGetResourceDesc, (void *)r_cuTexObjectGetResourceDesc);
+    om_remote_set(OM_IDX_cuTexObjectGetTextureDesc, (void *)r_cuTexObjectGetTextureDesc);
+    om_remote_set(OM_IDX_cuTexObjectGetResourceViewDesc, (void *)r_cuTexObjectGetResourceViewDesc);
+    om_remote_set(OM_IDX_cuSurfObjectCreate, (void *)om_r_cuSurfObjectCreate);
+    om_remote_set(OM_IDX_cuSurfObjectDestroy, (void *)r_cuSurfObjectDestroy);
+    om_remote_set(OM_IDX_cuSurfObjectGetResourceDesc, (void *)r_cuSurfObjectGetResourceDesc);
     om_remote_set(OM_IDX_cuCtxGetApiVersion, (void *)om_r_cuCtxGetApiVersion);
     om_remote_set(OM_IDX_cuCtxGetCacheConfig, (void *)om_r_cuCtxGetCacheConfig);
     om_remote_set(OM_IDX_cuCtxGetCurrent, (void *)om_r_cuCtxGetCurrent);

@@ -8,17 +8,17 @@
 /* X(index, symbol, mode) */
 #define OM_ENTRIES(X) \
     X(0, cuArray3DCreate, UNSUPPORTED) \
-    X(1, cuArray3DCreate_v2, UNSUPPORTED) \
+    X(1, cuArray3DCreate_v2, REMOTE) \
     X(2, cuArray3DGetDescriptor, UNSUPPORTED) \
-    X(3, cuArray3DGetDescriptor_v2, UNSUPPORTED) \
+    X(3, cuArray3DGetDescriptor_v2, REMOTE) \
     X(4, cuArrayCreate, UNSUPPORTED) \
-    X(5, cuArrayCreate_v2, UNSUPPORTED) \
-    X(6, cuArrayDestroy, UNSUPPORTED) \
+    X(5, cuArrayCreate_v2, REMOTE) \
+    X(6, cuArrayDestroy, REMOTE) \
     X(7, cuArrayGetDescriptor, UNSUPPORTED) \
-    X(8, cuArrayGetDescriptor_v2, UNSUPPORTED) \
-    X(9, cuArrayGetMemoryRequirements, UNSUPPORTED) \
-    X(10, cuArrayGetPlane, UNSUPPORTED) \
-    X(11, cuArrayGetSparseProperties, UNSUPPORTED) \
+    X(8, cuArrayGetDescriptor_v2, REMOTE) \
+    X(9, cuArrayGetMemoryRequirements, REMOTE) \
+    X(10, cuArrayGetPlane, REMOTE) \
+    X(11, cuArrayGetSparseProperties, REMOTE) \
     X(12, cuCheckpointProcessCheckpoint, UNSUPPORTED) \
     X(13, cuCheckpointProcessGetRestoreThreadId, UNSUPPORTED) \
     X(14, cuCheckpointProcessGetState, UNSUPPORTED) \
@@ -399,24 +399,24 @@
     X(389, cuMemcpyAsync, REMOTE) \
     X(390, cuMemcpyAsync_ptsz, REMOTE) \
     X(391, cuMemcpyAtoA, UNSUPPORTED) \
-    X(392, cuMemcpyAtoA_v2, UNSUPPORTED) \
-    X(393, cuMemcpyAtoA_v2_ptds, UNSUPPORTED) \
+    X(392, cuMemcpyAtoA_v2, REMOTE) \
+    X(393, cuMemcpyAtoA_v2_ptds, REMOTE) \
     X(394, cuMemcpyAtoD, UNSUPPORTED) \
-    X(395, cuMemcpyAtoD_v2, UNSUPPORTED) \
-    X(396, cuMemcpyAtoD_v2_ptds, UNSUPPORTED) \
+    X(395, cuMemcpyAtoD_v2, REMOTE) \
+    X(396, cuMemcpyAtoD_v2_ptds, REMOTE) \
     X(397, cuMemcpyAtoH, UNSUPPORTED) \
     X(398, cuMemcpyAtoHAsync, UNSUPPORTED) \
-    X(399, cuMemcpyAtoHAsync_v2, UNSUPPORTED) \
-    X(400, cuMemcpyAtoHAsync_v2_ptsz, UNSUPPORTED) \
-    X(401, cuMemcpyAtoH_v2, UNSUPPORTED) \
-    X(402, cuMemcpyAtoH_v2_ptds, UNSUPPORTED) \
+    X(399, cuMemcpyAtoHAsync_v2, REMOTE) \
+    X(400, cuMemcpyAtoHAsync_v2_ptsz, REMOTE) \
+    X(401, cuMemcpyAtoH_v2, REMOTE) \
+    X(402, cuMemcpyAtoH_v2_ptds, REMOTE) \
     X(403, cuMemcpyBatchAsync, UNSUPPORTED) \
     X(404, cuMemcpyBatchAsync_ptsz, UNSUPPORTED) \
     X(405, cuMemcpyBatchAsync_v2, UNSUPPORTED) \
     X(406, cuMemcpyBatchAsync_v2_ptsz, UNSUPPORTED) \
     X(407, cuMemcpyDtoA, UNSUPPORTED) \
-    X(408, cuMemcpyDtoA_v2, UNSUPPORTED) \
-    X(409, cuMemcpyDtoA_v2_ptds, UNSUPPORTED) \
+    X(408, cuMemcpyDtoA_v2, REMOTE) \
+    X(409, cuMemcpyDtoA_v2_ptds, REMOTE) \
     X(410, cuMemcpyDtoD, UNSUPPORTED) \
     X(411, cuMemcpyDtoDAsync, UNSUPPORTED) \
     X(412, cuMemcpyDtoDAsync_v2, REMOTE) \
@@ -431,10 +431,10 @@
     X(421, cuMemcpyDtoH_v2_ptds, REMOTE) \
     X(422, cuMemcpyHtoA, UNSUPPORTED) \
     X(423, cuMemcpyHtoAAsync, UNSUPPORTED) \
-    X(424, cuMemcpyHtoAAsync_v2, UNSUPPORTED) \
-    X(425, cuMemcpyHtoAAsync_v2_ptsz, UNSUPPORTED) \
-    X(426, cuMemcpyHtoA_v2, UNSUPPORTED) \
-    X(427, cuMemcpyHtoA_v2_ptds, UNSUPPORTED) \
+    X(424, cuMemcpyHtoAAsync_v2, REMOTE) \
+    X(425, cuMemcpyHtoAAsync_v2_ptsz, REMOTE) \
+    X(426, cuMemcpyHtoA_v2, REMOTE) \
+    X(427, cuMemcpyHtoA_v2_ptds, REMOTE) \
     X(428, cuMemcpyHtoD, UNSUPPORTED) \
     X(429, cuMemcpyHtoDAsync, UNSUPPORTED) \
     X(430, cuMemcpyHtoDAsync_v2, REMOTE) \
@@ -476,11 +476,11 @@
     X(466, cuMemsetD8Async_ptsz, REMOTE) \
     X(467, cuMemsetD8_v2, REMOTE) \
     X(468, cuMemsetD8_v2_ptds, REMOTE) \
-    X(469, cuMipmappedArrayCreate, UNSUPPORTED) \
-    X(470, cuMipmappedArrayDestroy, UNSUPPORTED) \
-    X(471, cuMipmappedArrayGetLevel, UNSUPPORTED) \
-    X(472, cuMipmappedArrayGetMemoryRequirements, UNSUPPORTED) \
-    X(473, cuMipmappedArrayGetSparseProperties, UNSUPPORTED) \
+    X(469, cuMipmappedArrayCreate, REMOTE) \
+    X(470, cuMipmappedArrayDestroy, REMOTE) \
+    X(471, cuMipmappedArrayGetLevel, REMOTE) \
+    X(472, cuMipmappedArrayGetMemoryRequirements, REMOTE) \
+    X(473, cuMipmappedArrayGetSparseProperties, REMOTE) \
     X(474, cuModuleEnumerateFunctions, UNSUPPORTED) \
     X(475, cuModuleGetFunction, REMOTE) \
     X(476, cuModuleGetFunctionCount, UNSUPPORTED) \
@@ -593,20 +593,20 @@
     X(583, cuStreamWriteValue64_ptsz, UNSUPPORTED) \
     X(584, cuStreamWriteValue64_v2, UNSUPPORTED) \
     X(585, cuStreamWriteValue64_v2_ptsz, UNSUPPORTED) \
-    X(586, cuSurfObjectCreate, UNSUPPORTED) \
-    X(587, cuSurfObjectDestroy, UNSUPPORTED) \
-    X(588, cuSurfObjectGetResourceDesc, UNSUPPORTED) \
+    X(586, cuSurfObjectCreate, REMOTE) \
+    X(587, cuSurfObjectDestroy, REMOTE) \
+    X(588, cuSurfObjectGetResourceDesc, REMOTE) \
     X(589, cuSurfRefGetArray, UNSUPPORTED) \
     X(590, cuSurfRefSetArray, UNSUPPORTED) \
     X(591, cuTensorMapEncodeIm2col, UNSUPPORTED) \
     X(592, cuTensorMapEncodeIm2colWide, UNSUPPORTED) \
     X(593, cuTensorMapEncodeTiled, UNSUPPORTED) \
     X(594, cuTensorMapReplaceAddress, UNSUPPORTED) \
-    X(595, cuTexObjectCreate, UNSUPPORTED) \
-    X(596, cuTexObjectDestroy, UNSUPPORTED) \
-    X(597, cuTexObjectGetResourceDesc, UNSUPPORTED) \
-    X(598, cuTexObjectGetResourceViewDesc, UNSUPPORTED) \
-    X(599, cuTexObjectGetTextureDesc, UNSUPPORTED) \
+    X(595, cuTexObjectCreate, REMOTE) \
+    X(596, cuTexObjectDestroy, REMOTE) \
+    X(597, cuTexObjectGetResourceDesc, REMOTE) \
+    X(598, cuTexObjectGetResourceViewDesc, REMOTE) \
+    X(599, cuTexObjectGetTextureDesc, REMOTE) \
     X(600, cuTexRefCreate, UNSUPPORTED) \
     X(601, cuTexRefDestroy, UNSUPPORTED) \
     X(602, cuTexRefGetAddress, UNSUPPORTED) \

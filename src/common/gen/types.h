@@ -11,10 +11,6 @@
 typedef unsigned int CUdeviceptr_v1;
 typedef unsigned long int CUgraphConditionalHandle;
 typedef unsigned int CUlogIterator;
-typedef unsigned long long CUsurfObject;
-typedef unsigned long long CUtexObject;
-typedef int CUaddress_mode;
-typedef int CUarray_format;
 typedef int CUatomicOperation;
 typedef int CUcoredumpSettings;
 typedef int CUdevResourceType;
@@ -22,7 +18,6 @@ typedef int CUdevice_P2PAttribute;
 typedef int CUdevice_attribute;
 typedef int CUdriverProcAddressQueryResult;
 typedef int CUexecAffinityType;
-typedef int CUfilter_mode;
 typedef int CUflushGPUDirectRDMAWritesScope;
 typedef int CUflushGPUDirectRDMAWritesTarget;
 typedef int CUfunc_cache;
@@ -60,7 +55,6 @@ typedef int CUtensorMapIm2ColWideMode;
 typedef int CUtensorMapInterleave;
 typedef int CUtensorMapL2promotion;
 typedef int CUtensorMapSwizzle;
-typedef struct CUarray_st *CUarray;
 typedef struct CUasyncCallbackHandle_st *CUasyncCallbackHandle;
 typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
 typedef struct CUexternalMemory_st *CUexternalMemory;
@@ -73,16 +67,11 @@ typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef struct CUlinkState_st *CUlinkState;
 typedef struct CUlogsCallbackHandle_st *CUlogsCallbackHandle;
 typedef struct CUmemoryPool_st *CUmemoryPool;
-typedef struct CUmipmappedArray_st *CUmipmappedArray;
 typedef struct CUsurfref_st *CUsurfref;
 typedef struct CUtexref_st *CUtexref;
 typedef struct CUuserObject_st *CUuserObject;
-typedef struct om_CUDA_ARRAY3D_DESCRIPTOR CUDA_ARRAY3D_DESCRIPTOR; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_ARRAY3D_DESCRIPTOR_v1 CUDA_ARRAY3D_DESCRIPTOR_v1; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_ARRAY_DESCRIPTOR CUDA_ARRAY_DESCRIPTOR; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_ARRAY_DESCRIPTOR_v1 CUDA_ARRAY_DESCRIPTOR_v1; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_ARRAY_MEMORY_REQUIREMENTS CUDA_ARRAY_MEMORY_REQUIREMENTS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_ARRAY_SPARSE_PROPERTIES CUDA_ARRAY_SPARSE_PROPERTIES; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS CUDA_BATCH_MEM_OP_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXTERNAL_MEMORY_BUFFER_DESC CUDA_EXTERNAL_MEMORY_BUFFER_DESC; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXTERNAL_MEMORY_HANDLE_DESC CUDA_EXTERNAL_MEMORY_HANDLE_DESC; /* layout in cuda_abi.h where it is marshalled */
@@ -103,9 +92,6 @@ typedef struct om_CUDA_MEMCPY3D_PEER CUDA_MEMCPY3D_PEER; /* layout in cuda_abi.h
 typedef struct om_CUDA_MEMCPY3D_v1 CUDA_MEMCPY3D_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMSET_NODE_PARAMS CUDA_MEMSET_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS CUDA_MEM_ALLOC_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_RESOURCE_DESC CUDA_RESOURCE_DESC; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_RESOURCE_VIEW_DESC CUDA_RESOURCE_VIEW_DESC; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_TEXTURE_DESC CUDA_TEXTURE_DESC; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUarrayMapInfo CUarrayMapInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUasyncNotificationInfo CUasyncNotificationInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointCheckpointArgs CUcheckpointCheckpointArgs; /* layout in cuda_abi.h where it is marshalled */

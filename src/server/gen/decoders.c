@@ -6,6 +6,274 @@
 
 #include "../exec.h"
 
+static CUresult x_cuArrayGetDescriptor_v2(struct call *c)
+{
+    uint64_t a_hArray = om_get_u64(&c->in);
+    CUDA_ARRAY_DESCRIPTOR o_pArrayDescriptor;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pArrayDescriptor, 0, sizeof(o_pArrayDescriptor));
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_hArray, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_ARRAY_DESCRIPTOR *, CUarray))REAL(cuArrayGetDescriptor_v2))(&o_pArrayDescriptor, (CUarray)(uintptr_t)a_hArray);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pArrayDescriptor, sizeof(o_pArrayDescriptor));
+    }
+    return rc;
+}
+
+static CUresult x_cuArray3DGetDescriptor_v2(struct call *c)
+{
+    uint64_t a_hArray = om_get_u64(&c->in);
+    CUDA_ARRAY3D_DESCRIPTOR o_pArrayDescriptor;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pArrayDescriptor, 0, sizeof(o_pArrayDescriptor));
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_hArray, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_ARRAY3D_DESCRIPTOR *, CUarray))REAL(cuArray3DGetDescriptor_v2))(&o_pArrayDescriptor, (CUarray)(uintptr_t)a_hArray);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pArrayDescriptor, sizeof(o_pArrayDescriptor));
+    }
+    return rc;
+}
+
+static CUresult x_cuArrayGetPlane(struct call *c)
+{
+    uint64_t a_hArray = om_get_u64(&c->in);
+    uint64_t a_planeIdx = om_get_u64(&c->in);
+    CUarray o_pPlaneArray = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_SUBARRAY)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_hArray, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_planeIdx < 0 || (int64_t)a_planeIdx > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUarray *, CUarray, unsigned int))REAL(cuArrayGetPlane))(&o_pPlaneArray, (CUarray)(uintptr_t)a_hArray, (unsigned int)a_planeIdx);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_SUBARRAY, (uint64_t)(uintptr_t)o_pPlaneArray)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_pPlaneArray);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuArrayGetMemoryRequirements(struct call *c)
+{
+    uint64_t a_array = om_get_u64(&c->in);
+    uint64_t a_device = om_get_u64(&c->in);
+    CUDA_ARRAY_MEMORY_REQUIREMENTS o_memoryRequirements;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_memoryRequirements, 0, sizeof(o_memoryRequirements));
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_array, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_device >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUarray, CUdevice))REAL(cuArrayGetMemoryRequirements))(&o_memoryRequirements, (CUarray)(uintptr_t)a_array, (CUdevice)a_device);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_memoryRequirements, sizeof(o_memoryRequirements));
+    }
+    return rc;
+}
+
+static CUresult x_cuArrayGetSparseProperties(struct call *c)
+{
+    uint64_t a_array = om_get_u64(&c->in);
+    CUDA_ARRAY_SPARSE_PROPERTIES o_sparseProperties;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_sparseProperties, 0, sizeof(o_sparseProperties));
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_array, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_ARRAY_SPARSE_PROPERTIES *, CUarray))REAL(cuArrayGetSparseProperties))(&o_sparseProperties, (CUarray)(uintptr_t)a_array);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_sparseProperties, sizeof(o_sparseProperties));
+    }
+    return rc;
+}
+
+static CUresult x_cuMipmappedArrayGetLevel(struct call *c)
+{
+    uint64_t a_hMipmappedArray = om_get_u64(&c->in);
+    uint64_t a_level = om_get_u64(&c->in);
+    CUarray o_pLevelArray = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_SUBARRAY)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MIPMAPPED_ARRAY, a_hMipmappedArray, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_level < 0 || (int64_t)a_level > 31)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUarray *, CUmipmappedArray, unsigned int))REAL(cuMipmappedArrayGetLevel))(&o_pLevelArray, (CUmipmappedArray)(uintptr_t)a_hMipmappedArray, (unsigned int)a_level);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_SUBARRAY, (uint64_t)(uintptr_t)o_pLevelArray)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_pLevelArray);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuMipmappedArrayGetMemoryRequirements(struct call *c)
+{
+    uint64_t a_mipmap = om_get_u64(&c->in);
+    uint64_t a_device = om_get_u64(&c->in);
+    CUDA_ARRAY_MEMORY_REQUIREMENTS o_memoryRequirements;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_memoryRequirements, 0, sizeof(o_memoryRequirements));
+    if ((rc = om_arg_handle(c, OM_H_MIPMAPPED_ARRAY, a_mipmap, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_device >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUmipmappedArray, CUdevice))REAL(cuMipmappedArrayGetMemoryRequirements))(&o_memoryRequirements, (CUmipmappedArray)(uintptr_t)a_mipmap, (CUdevice)a_device);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_memoryRequirements, sizeof(o_memoryRequirements));
+    }
+    return rc;
+}
+
+static CUresult x_cuMipmappedArrayGetSparseProperties(struct call *c)
+{
+    uint64_t a_mipmap = om_get_u64(&c->in);
+    CUDA_ARRAY_SPARSE_PROPERTIES o_sparseProperties;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_sparseProperties, 0, sizeof(o_sparseProperties));
+    if ((rc = om_arg_handle(c, OM_H_MIPMAPPED_ARRAY, a_mipmap, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_ARRAY_SPARSE_PROPERTIES *, CUmipmappedArray))REAL(cuMipmappedArrayGetSparseProperties))(&o_sparseProperties, (CUmipmappedArray)(uintptr_t)a_mipmap);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_sparseProperties, sizeof(o_sparseProperties));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexObjectDestroy(struct call *c)
+{
+    uint64_t a_texObject = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXOBJ, a_texObject, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexObject))REAL(cuTexObjectDestroy))((CUtexObject)a_texObject);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_TEXOBJ, a_texObject);
+    }
+    return rc;
+}
+
+static CUresult x_cuTexObjectGetResourceDesc(struct call *c)
+{
+    uint64_t a_texObject = om_get_u64(&c->in);
+    CUDA_RESOURCE_DESC o_pResDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pResDesc, 0, sizeof(o_pResDesc));
+    if ((rc = om_arg_handle(c, OM_H_TEXOBJ, a_texObject, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_RESOURCE_DESC *, CUtexObject))REAL(cuTexObjectGetResourceDesc))(&o_pResDesc, (CUtexObject)a_texObject);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pResDesc, sizeof(o_pResDesc));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexObjectGetTextureDesc(struct call *c)
+{
+    uint64_t a_texObject = om_get_u64(&c->in);
+    CUDA_TEXTURE_DESC o_pTexDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pTexDesc, 0, sizeof(o_pTexDesc));
+    if ((rc = om_arg_handle(c, OM_H_TEXOBJ, a_texObject, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_TEXTURE_DESC *, CUtexObject))REAL(cuTexObjectGetTextureDesc))(&o_pTexDesc, (CUtexObject)a_texObject);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pTexDesc, sizeof(o_pTexDesc));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexObjectGetResourceViewDesc(struct call *c)
+{
+    uint64_t a_texObject = om_get_u64(&c->in);
+    CUDA_RESOURCE_VIEW_DESC o_pResViewDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pResViewDesc, 0, sizeof(o_pResViewDesc));
+    if ((rc = om_arg_handle(c, OM_H_TEXOBJ, a_texObject, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_RESOURCE_VIEW_DESC *, CUtexObject))REAL(cuTexObjectGetResourceViewDesc))(&o_pResViewDesc, (CUtexObject)a_texObject);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pResViewDesc, sizeof(o_pResViewDesc));
+    }
+    return rc;
+}
+
+static CUresult x_cuSurfObjectDestroy(struct call *c)
+{
+    uint64_t a_surfObject = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_SURFOBJ, a_surfObject, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUsurfObject))REAL(cuSurfObjectDestroy))((CUsurfObject)a_surfObject);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_SURFOBJ, a_surfObject);
+    }
+    return rc;
+}
+
+static CUresult x_cuSurfObjectGetResourceDesc(struct call *c)
+{
+    uint64_t a_surfObject = om_get_u64(&c->in);
+    CUDA_RESOURCE_DESC o_pResDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pResDesc, 0, sizeof(o_pResDesc));
+    if ((rc = om_arg_handle(c, OM_H_SURFOBJ, a_surfObject, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUDA_RESOURCE_DESC *, CUsurfObject))REAL(cuSurfObjectGetResourceDesc))(&o_pResDesc, (CUsurfObject)a_surfObject);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pResDesc, sizeof(o_pResDesc));
+    }
+    return rc;
+}
+
 static CUresult x_cuCtxGetLimit(struct call *c)
 {
     uint64_t a_limit = om_get_u64(&c->in);
@@ -387,11 +655,33 @@ out:
 }
 
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
+    [OM_IDX_cuArrayCreate_v2] = om_x_cuArrayCreate_v2,
+    [OM_IDX_cuArray3DCreate_v2] = om_x_cuArray3DCreate_v2,
+    [OM_IDX_cuArrayDestroy] = om_x_cuArrayDestroy,
+    [OM_IDX_cuArrayGetDescriptor_v2] = x_cuArrayGetDescriptor_v2,
+    [OM_IDX_cuArray3DGetDescriptor_v2] = x_cuArray3DGetDescriptor_v2,
+    [OM_IDX_cuArrayGetPlane] = x_cuArrayGetPlane,
+    [OM_IDX_cuArrayGetMemoryRequirements] = x_cuArrayGetMemoryRequirements,
+    [OM_IDX_cuArrayGetSparseProperties] = x_cuArrayGetSparseProperties,
+    [OM_IDX_cuMipmappedArrayCreate] = om_x_cuMipmappedArrayCreate,
+    [OM_IDX_cuMipmappedArrayDestroy] = om_x_cuMipmappedArrayDestroy,
+    [OM_IDX_cuMipmappedArrayGetLevel] = x_cuMipmappedArrayGetLevel,
+    [OM_IDX_cuMipmappedArrayGetMemoryRequirements] = x_cuMipmappedArrayGetMemoryRequirements,
+    [OM_IDX_cuMipmappedArrayGetSparseProperties] = x_cuMipmappedArrayGetSparseProperties,
+    [OM_IDX_cuTexObjectCreate] = om_x_cuTexObjectCreate,
+    [OM_IDX_cuTexObjectDestroy] = x_cuTexObjectDestroy,
+    [OM_IDX_cuTexObjectGetResourceDesc] = x_cuTexObjectGetResourceDesc,
+    [OM_IDX_cuTexObjectGetTextureDesc] = x_cuTexObjectGetTextureDesc,
+    [OM_IDX_cuTexObjectGetResourceViewDesc] = x_cuTexObjectGetResourceViewDesc,
+    [OM_IDX_cuSurfObjectCreate] = om_x_cuSurfObjectCreate,
+    [OM_IDX_cuSurfObjectDestroy] = x_cuSurfObjectDestroy,
+    [OM_IDX_cuSurfObjectGetResourceDesc] = x_cuSurfObjectGetResourceDesc,
     [OM_IDX_cuCtxGetLimit] = x_cuCtxGetLimit,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuCtxSetLimit] = x_cuCtxSetLimit,
     [OM_IDX_cuCtxSynchronize] = om_x_cuCtxSynchronize,
     [OM_IDX_cuMemcpy2D_v2] = om_x_cuMemcpy2D_v2,
+    [OM_IDX_cuMemcpy3D_v2] = om_x_cuMemcpy3D_v2,
     [OM_IDX_cuMemcpyDtoD_v2] = om_x_cuMemcpyDtoD_v2,
     [OM_IDX_cuMemcpyDtoHAsync_v2] = om_x_cuMemcpyDtoHAsync_v2,
     [OM_IDX_cuMemcpyDtoH_v2] = om_x_cuMemcpyDtoH_v2,

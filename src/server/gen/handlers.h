@@ -5,8 +5,16 @@
 
 struct call;
 
+CUresult om_x_cuArrayCreate_v2(struct call *c); /* arrays */
+CUresult om_x_cuArray3DCreate_v2(struct call *c); /* arrays */
+CUresult om_x_cuArrayDestroy(struct call *c); /* arrays */
+CUresult om_x_cuMipmappedArrayCreate(struct call *c); /* arrays */
+CUresult om_x_cuMipmappedArrayDestroy(struct call *c); /* arrays */
+CUresult om_x_cuTexObjectCreate(struct call *c); /* arrays */
+CUresult om_x_cuSurfObjectCreate(struct call *c); /* arrays */
 CUresult om_x_cuCtxSynchronize(struct call *c); /* contexts */
 CUresult om_x_cuMemcpy2D_v2(struct call *c); /* copies */
+CUresult om_x_cuMemcpy3D_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyDtoD_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyDtoHAsync_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyDtoH_v2(struct call *c); /* copies */

@@ -8,6 +8,11 @@ enum om_handle_kind {
     OM_H_EVENT,
     OM_H_LIBRARY,
     OM_H_FUNCTION,
+    OM_H_ARRAY,
+    OM_H_MIPMAPPED_ARRAY,
+    OM_H_SUBARRAY,
+    OM_H_TEXOBJ,
+    OM_H_SURFOBJ,
     OM_HANDLE_KINDS
 };
 
@@ -16,6 +21,11 @@ enum om_handle_kind {
     X(OM_H_STREAM, "stream", -1, client_streams) \
     X(OM_H_EVENT, "event", -1, client_events) \
     X(OM_H_LIBRARY, "library", -1, client_handles) \
-    X(OM_H_FUNCTION, "function", -1, client_handles)
+    X(OM_H_FUNCTION, "function", -1, client_handles) \
+    X(OM_H_ARRAY, "array", OM_IDX_cuArrayDestroy, client_handles) \
+    X(OM_H_MIPMAPPED_ARRAY, "mipmapped_array", OM_IDX_cuMipmappedArrayDestroy, client_handles) \
+    X(OM_H_SUBARRAY, "subarray", -1, client_handles) \
+    X(OM_H_TEXOBJ, "texobj", OM_IDX_cuTexObjectDestroy, client_handles) \
+    X(OM_H_SURFOBJ, "surfobj", OM_IDX_cuSurfObjectDestroy, client_handles)
 
 #endif
