@@ -80,8 +80,8 @@ def check_names_unsupported_calls():
     def body(e):
         rc, counts, text, _ = om_check(e, "unsupported")
         check(rc == 1, "rc %d: %s" % (rc, text))
-        check(counts.get("cuArrayCreate_v2") == (1, "UNSUPPORTED"), text)
-        check(re.search(r"1 of the 2 entry points called is not supported .*: cuArrayCreate_v2$",
+        check(counts.get("cuTexRefCreate") == (1, "UNSUPPORTED"), text)
+        check(re.search(r"1 of the 2 entry points called is not supported .*: cuTexRefCreate$",
                         text, re.M), text)
     finish(env_with_daemon(), body)
 
