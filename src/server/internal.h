@@ -106,6 +106,7 @@ struct session {
     CUstream default_stream;                /* its NULL, legacy and per-thread default stream */
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
+    CUstream ctx_stream; /* api/contexts.c: joins the client's streams for cuCtxRecordEvent */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
     size_t nhostmem, hostmem_cap;
@@ -165,6 +166,8 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
 CUresult om_exec_sync_client(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
+/* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */
+void om_ctx_release(struct session *s);
 
 /* budget.c: what a client, and all clients together, may make the server hold. */
 struct om_budget {

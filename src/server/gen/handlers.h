@@ -6,6 +6,8 @@
 struct call;
 
 CUresult om_x_cuCtxSynchronize(struct call *c); /* contexts */
+CUresult om_x_cuCtxRecordEvent(struct call *c); /* contexts */
+CUresult om_x_cuCtxWaitEvent(struct call *c); /* contexts */
 CUresult om_x_cuMemcpy2D_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyDtoD_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyDtoHAsync_v2(struct call *c); /* copies */
