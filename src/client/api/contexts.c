@@ -21,9 +21,9 @@
 #define CREATED_TAG_MASK 0xffff00000000000full
 
 struct created {
-    uint64_t state; /* generation << 8 | (device + 1); low byte 0: free (__atomic) */
-    unsigned flags; /* __atomic */
-    unsigned refs;  /* cuCtxAttach / cuCtxDetach; under lock */
+    uint64_t state;    /* generation << 8 | (device + 1); low byte 0: free (__atomic) */
+    unsigned flags;    /* __atomic */
+    unsigned refs;     /* cuCtxAttach / cuCtxDetach; under lock */
     unsigned sm_count; /* its execution affinity; 0: the whole device */
     unsigned long long id;
 };
@@ -87,9 +87,9 @@ static bool valid_flags(unsigned flags)
 {
     unsigned sched = flags & CU_CTX_SCHED_MASK;
 
-    return !(flags & ~CU_CTX_FLAGS_MASK) && (sched == 0 || sched == CU_CTX_SCHED_SPIN ||
-                                             sched == CU_CTX_SCHED_YIELD ||
-                                             sched == CU_CTX_SCHED_BLOCKING_SYNC);
+    return !(flags & ~CU_CTX_FLAGS_MASK) &&
+           (sched == 0 || sched == CU_CTX_SCHED_SPIN || sched == CU_CTX_SCHED_YIELD ||
+            sched == CU_CTX_SCHED_BLOCKING_SYNC);
 }
 
 /* The execution affinity asked for: the last SM count of the array (later ones override). */
@@ -192,8 +192,7 @@ static CUresult forget(CUcontext ctx, bool detach)
         pthread_mutex_unlock(&lock);
         return CUDA_SUCCESS;
     }
-    __atomic_store_n(&created[slot].state, created[slot].state & ~(uint64_t)0xff,
-                     __ATOMIC_RELEASE);
+    __atomic_store_n(&created[slot].state, created[slot].state & ~(uint64_t)0xff, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
     om_current_context(&cur);
     if (cur == ctx)

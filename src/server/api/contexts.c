@@ -11,7 +11,7 @@ static CUstream joining_stream(struct session *s, CUresult *rc)
 {
     if (!s->ctx_stream)
         *rc = ((CUresult(*)(CUstream *, unsigned))REAL(cuStreamCreate))(&s->ctx_stream,
-                                                                          CU_STREAM_NON_BLOCKING);
+                                                                        CU_STREAM_NON_BLOCKING);
     return s->ctx_stream;
 }
 
