@@ -105,9 +105,9 @@ struct session {
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream;                /* its NULL, legacy and per-thread default stream */
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
-    struct om_handles blocking; /* streams the client created blocking (legacy semantics) */
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */
     CUstream ctx_stream;
+    struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
     size_t nhostmem, hostmem_cap;
