@@ -248,6 +248,38 @@ _Static_assert(sizeof(CUDA_ARRAY_MEMORY_REQUIREMENTS) == 32, "CUDA_ARRAY_MEMORY_
 _Static_assert(sizeof(CUDA_ARRAY_SPARSE_PROPERTIES) == 48, "CUDA_ARRAY_SPARSE_PROPERTIES");
 _Static_assert(offsetof(CUDA_ARRAY_SPARSE_PROPERTIES, miptailSize) == 16, "miptailSize");
 #endif
+/* Contexts and devices (api/remote/contexts.tsv, devices.tsv). */
+#define CUDA_ERROR_CONTEXT_IS_DESTROYED 709
+#define CU_CTX_FLAGS_MASK 0xffu
+#define CU_CTX_SCHED_MASK 0x7u
+typedef struct {
+    int type; /* CUexecAffinityType: 0 = CU_EXEC_AFFINITY_TYPE_SM_COUNT */
+    union {
+        struct {
+            unsigned int val;
+        } smCount;
+    } param;
+} CUexecAffinityParam;
+typedef struct {
+    CUexecAffinityParam *execAffinityParams;
+    int numExecAffinityParams;
+    void *cigParams; /* CUctxCigParam *: graphics interop, refused */
+} CUctxCreateParams;
+typedef struct {
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int sharedMemPerBlock;
+    int totalConstantMemory;
+    int SIMDWidth;
+    int memPitch;
+    int regsPerBlock;
+    int clockRate;
+    int textureAlign;
+} CUdevprop;
+_Static_assert(sizeof(CUexecAffinityParam) == 8, "CUexecAffinityParam");
+_Static_assert(sizeof(CUctxCreateParams) == 24, "CUctxCreateParams");
+_Static_assert(sizeof(CUdevprop) == 56, "CUdevprop");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

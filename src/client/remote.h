@@ -48,6 +48,11 @@ int om_devrange_add(CUdeviceptr base, size_t size);
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
+/* api/contexts.c: contexts made by cuCtxCreate. The device of a created context's token (-1:
+ * destroyed, -2: not a created context); its flags and id (false: not a live created one). */
+int om_ctx_created_device(CUcontext ctx);
+bool om_ctx_created_flags(CUcontext ctx, unsigned *flags);
+bool om_ctx_created_id(CUcontext ctx, unsigned long long *id);
 
 /* remote_api.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);

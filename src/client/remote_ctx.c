@@ -61,9 +61,12 @@ static int real_ctx_device(CUcontext ctx)
 static int ctx_device(CUcontext ctx)
 {
     uintptr_t v = (uintptr_t)ctx;
+    int created = om_ctx_created_device(ctx); /* api/contexts.c */
 
     if (!ctx)
         return -1;
+    if (created != -2)
+        return created;
     if (v <= CTX_TOKEN_BASE || (v - CTX_TOKEN_BASE) % 0x100u)
         return real_ctx_device(ctx);
     v = (v - CTX_TOKEN_BASE) / 0x100u - 1;
@@ -178,7 +181,7 @@ CUresult om_r_cuCtxGetDevice(CUdevice *dev)
     if (ctx_depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     *dev = ctx_device(ctx_stack[ctx_depth - 1]);
-    return CUDA_SUCCESS;
+    return *dev < 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
 }
 
 CUresult om_r_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
@@ -209,6 +212,10 @@ CUresult om_r_cuCtxGetFlags(unsigned *flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (ctx_depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (om_ctx_created_flags(ctx_stack[ctx_depth - 1], flags))
+        return CUDA_SUCCESS;
+    if (ctx_device(ctx_stack[ctx_depth - 1]) < 0)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *flags = primary_flags[ctx_device(ctx_stack[ctx_depth - 1])];
     return CUDA_SUCCESS;
 }
@@ -224,6 +231,8 @@ CUresult om_r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
     dev = ctx_device(ctx);
     if (dev < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (om_ctx_created_id(ctx, id))
+        return CUDA_SUCCESS;
     *id = (unsigned long long)dev + 1;
     return CUDA_SUCCESS;
 }

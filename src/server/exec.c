@@ -90,6 +90,11 @@ static CUresult order_after(struct session *s, CUstream later, CUstream first, b
     return rc;
 }
 
+CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool enqueue)
+{
+    return order_after(s, later, first, enqueue);
+}
+
 /*
  * The client's stream for a handle it passed: its own default stream for the
  * NULL, legacy and per-thread handles (never the shared context's NULL

@@ -60,6 +60,8 @@ CUresult om_take_async_error(struct session *s, CUresult rc);
  */
 CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc);
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc);
+/* `later` waits for everything enqueued on `first` so far (exec.c's order_after). */
+CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool enqueue);
 
 /* A handle of `kind` the calling client owns (0 allowed when `nullable`); INVALID_HANDLE. */
 CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable);

@@ -105,6 +105,8 @@ struct session {
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream;                /* its NULL, legacy and per-thread default stream */
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
+    /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */
+    CUstream ctx_stream;
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
@@ -173,6 +175,8 @@ size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved 
 void om_output_free(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
+/* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */
+void om_ctx_release(struct session *s);
 
 /* budget.c: what a client, and all clients together, may make the server hold. */
 struct om_budget {

@@ -253,6 +253,8 @@ static void release_gpu_resources(struct session *s)
         om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
         om_idle_stream_destroy((CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
     }
+    /* api/contexts.c's joining stream */
+    om_ctx_release(s);
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
         om_idle_stream_destroy(s->default_stream);

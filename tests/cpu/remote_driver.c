@@ -116,6 +116,9 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
     } while (0)
 #define OK(call) EXPECT((call) == 0)
 
+void contexts_case(void);     /* remote_contexts.c */
+void contexts_bus_case(void); /* remote_contexts.c */
+
 static void setup(void)
 {
     CUcontext ctx;
@@ -982,6 +985,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3000 && (rc = cuCtxSynchronize()) == 0; i++)
             usleep(10000);
         printf("ended %d\n", rc);
+    } else if (!strcmp(mode, "contexts")) { /* remote_contexts.c */
+        contexts_case();
+    } else if (!strcmp(mode, "contexts_bus")) {
+        contexts_bus_case();
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

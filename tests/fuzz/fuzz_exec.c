@@ -914,6 +914,16 @@ static const int handle_free[] = {
     OM_IDX_cuDeviceTotalMem_v2,
     OM_IDX_cuDeviceGetAttribute,
     OM_IDX_cuMemGetInfo_v2,
+    /* api/remote/devices.tsv's device queries */
+    OM_IDX_cuDeviceCanAccessPeer,
+    OM_IDX_cuDeviceComputeCapability,
+    OM_IDX_cuDeviceGetByPCIBusId,
+    OM_IDX_cuDeviceGetExecAffinitySupport,
+    OM_IDX_cuDeviceGetLuid,
+    OM_IDX_cuDeviceGetP2PAttribute,
+    OM_IDX_cuDeviceGetProperties,
+    OM_IDX_cuDeviceGetTexture1DLinearMaxWidth,
+    OM_IDX_cuDeviceTotalMem,
 };
 
 /* Puts the check layer in front of every entry point the double has. An entry it has that is

@@ -2406,6 +2406,41 @@ def arrays_of_another_client_refused():
         e.close(ok)
 
 
+# ------------------------------------------------------------------ contexts and devices
+
+
+@test
+def remote_contexts_and_device_queries():
+    """Created contexts (every cuCtxCreate version) with their own tokens, flags and execution
+    affinity, destroyed ones refused, the current context per thread; cuCtxRecordEvent and
+    cuCtxWaitEvent over all of the client's streams; the device queries through the server and
+    their refusals (remote_contexts.c)."""
+    e = Env({"FAKECUDA_KERNEL_MS": "3000", "FAKECUDA_WAITS_PROPAGATE": "1"})
+    ok = False
+    try:
+        p = remote(e, "contexts")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "contexts ok" in out, "contexts: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_bus_id_of_a_device_the_client_does_not_see():
+    """A server with three devices: a client (which sees device 0 only) gets INVALID_DEVICE
+    for another device's bus id."""
+    e = Env({"FAKECUDA_DEVICES": "3"})
+    ok = False
+    try:
+        p = remote(e, "contexts_bus")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "contexts_bus ok" in out, "contexts_bus: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

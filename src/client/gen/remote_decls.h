@@ -38,6 +38,22 @@ CUresult om_r_cuDevicePrimaryCtxReset_v2(CUdevice dev); /* contexts */
 CUresult om_r_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev); /* contexts */
 CUresult om_r_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags); /* contexts */
 CUresult om_r_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId); /* contexts */
+CUresult om_r_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev); /* contexts */
+CUresult om_r_cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags, CUdevice dev); /* contexts */
+CUresult om_r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev); /* contexts */
+CUresult om_r_cuCtxDestroy_v2(CUcontext ctx); /* contexts */
+CUresult om_r_cuCtxAttach(CUcontext *pctx, unsigned int flags); /* contexts */
+CUresult om_r_cuCtxDetach(CUcontext ctx); /* contexts */
+CUresult om_r_cuCtxSetFlags(unsigned int flags); /* contexts */
+CUresult om_r_cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type); /* contexts */
+CUresult om_r_cuCtxGetSharedMemConfig(CUsharedconfig *pConfig); /* contexts */
+CUresult om_r_cuCtxSetSharedMemConfig(CUsharedconfig config); /* contexts */
+CUresult om_r_cuCtxResetPersistingL2Cache(void); /* contexts */
+CUresult om_r_cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent); /* contexts */
+CUresult om_r_cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent); /* contexts */
+CUresult om_r_cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode); /* contexts */
+CUresult om_r_cuProfilerStart(void); /* contexts */
+CUresult om_r_cuProfilerStop(void); /* contexts */
 CUresult om_r_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount); /* copies */
 CUresult om_r_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream); /* copies */
 CUresult om_r_cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy); /* copies */
@@ -68,6 +84,8 @@ CUresult om_r_cuDeviceGet(CUdevice *device, int ordinal); /* devices */
 CUresult om_r_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev); /* devices */
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult om_r_cuDeviceGetCount(int *count); /* devices */
+CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId); /* devices */
+CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId);
 CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams); /* launch */
 CUresult om_r_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); /* launch */
 CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); /* launch */

@@ -481,6 +481,237 @@ static CUresult r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*canAccessPeer)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    om_put_u64(&req, (uint64_t)(int64_t)peerDev);
+    rc = om_rcall(OM_IDX_cuDeviceCanAccessPeer, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*canAccessPeer));
+        if (v && canAccessPeer)
+            memcpy(canAccessPeer, v, sizeof(*canAccessPeer));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*major) + sizeof(*minor)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!major)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!minor)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceComputeCapability, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*major));
+        if (v && major)
+            memcpy(major, v, sizeof(*major));
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*minor));
+        if (v && minor)
+            memcpy(minor, v, sizeof(*minor));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+    uint8_t req_buf[16 + 4096];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*dev)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pciBusId || strlen(pciBusId) > 4095)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, strlen(pciBusId));
+    om_put_bytes(&req, pciBusId, strlen(pciBusId));
+    rc = om_rcall(OM_IDX_cuDeviceGetByPCIBusId, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*dev));
+        if (v && dev)
+            memcpy(dev, v, sizeof(*dev));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pi)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)type);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetExecAffinitySupport, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pi));
+        if (v && pi)
+            memcpy(pi, v, sizeof(*pi));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8 + sizeof(*deviceNodeMask)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!luid || (8) <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!deviceNodeMask)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetLuid, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        size_t n = (size_t)(8) < 8 ? (size_t)(8) : 8;
+        const void *v = om_get_bytes(&in, n);
+        if (v)
+            memcpy(luid, v, n);
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*deviceNodeMask));
+        if (v && deviceNodeMask)
+            memcpy(deviceNodeMask, v, sizeof(*deviceNodeMask));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*value)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)attrib);
+    om_put_u64(&req, (uint64_t)(int64_t)srcDevice);
+    om_put_u64(&req, (uint64_t)(int64_t)dstDevice);
+    rc = om_rcall(OM_IDX_cuDeviceGetP2PAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*value));
+        if (v && value)
+            memcpy(value, v, sizeof(*value));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*prop)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetProperties, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*prop));
+        if (v && prop)
+            memcpy(prop, v, sizeof(*prop));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels, CUdevice dev)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*maxWidthInElements)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!maxWidthInElements)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)format);
+    om_put_u64(&req, (uint64_t)numChannels);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*maxWidthInElements));
+        if (v && maxWidthInElements)
+            memcpy(maxWidthInElements, v, sizeof(*maxWidthInElements));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*bytes)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceTotalMem, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*bytes));
+        if (v && bytes)
+            memcpy(bytes, v, sizeof(*bytes));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     uint8_t req_buf[8];
@@ -746,6 +977,26 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDevicePrimaryCtxSetFlags, (void *)om_r_cuDevicePrimaryCtxSetFlags_v2);
     om_remote_set(OM_IDX_cuDevicePrimaryCtxSetFlags_v2, (void *)om_r_cuDevicePrimaryCtxSetFlags_v2);
     om_remote_set(OM_IDX_cuGetExportTable, (void *)om_r_cuGetExportTable);
+    om_remote_set(OM_IDX_cuCtxCreate, (void *)om_r_cuCtxCreate_v2);
+    om_remote_set(OM_IDX_cuCtxCreate_v2, (void *)om_r_cuCtxCreate_v2);
+    om_remote_set(OM_IDX_cuCtxCreate_v3, (void *)om_r_cuCtxCreate_v3);
+    om_remote_set(OM_IDX_cuCtxCreate_v4, (void *)om_r_cuCtxCreate_v4);
+    om_remote_set(OM_IDX_cuCtxDestroy, (void *)om_r_cuCtxDestroy_v2);
+    om_remote_set(OM_IDX_cuCtxDestroy_v2, (void *)om_r_cuCtxDestroy_v2);
+    om_remote_set(OM_IDX_cuCtxPushCurrent, (void *)om_r_cuCtxPushCurrent_v2);
+    om_remote_set(OM_IDX_cuCtxPopCurrent, (void *)om_r_cuCtxPopCurrent_v2);
+    om_remote_set(OM_IDX_cuCtxAttach, (void *)om_r_cuCtxAttach);
+    om_remote_set(OM_IDX_cuCtxDetach, (void *)om_r_cuCtxDetach);
+    om_remote_set(OM_IDX_cuCtxSetFlags, (void *)om_r_cuCtxSetFlags);
+    om_remote_set(OM_IDX_cuCtxGetExecAffinity, (void *)om_r_cuCtxGetExecAffinity);
+    om_remote_set(OM_IDX_cuCtxGetSharedMemConfig, (void *)om_r_cuCtxGetSharedMemConfig);
+    om_remote_set(OM_IDX_cuCtxSetSharedMemConfig, (void *)om_r_cuCtxSetSharedMemConfig);
+    om_remote_set(OM_IDX_cuCtxResetPersistingL2Cache, (void *)om_r_cuCtxResetPersistingL2Cache);
+    om_remote_set(OM_IDX_cuCtxRecordEvent, (void *)om_r_cuCtxRecordEvent);
+    om_remote_set(OM_IDX_cuCtxWaitEvent, (void *)om_r_cuCtxWaitEvent);
+    om_remote_set(OM_IDX_cuProfilerInitialize, (void *)om_r_cuProfilerInitialize);
+    om_remote_set(OM_IDX_cuProfilerStart, (void *)om_r_cuProfilerStart);
+    om_remote_set(OM_IDX_cuProfilerStop, (void *)om_r_cuProfilerStop);
     om_remote_set(OM_IDX_cuMemcpy, (void *)om_r_cuMemcpy);
     om_remote_set(OM_IDX_cuMemcpy2DAsync_v2, (void *)om_r_cuMemcpy2DAsync_v2);
     om_remote_set(OM_IDX_cuMemcpy2DAsync_v2_ptsz, (void *)om_r_cuMemcpy2DAsync_v2);
@@ -808,6 +1059,15 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetUuid, (void *)r_cuDeviceGetUuid_v2);
     om_remote_set(OM_IDX_cuDeviceGetUuid_v2, (void *)r_cuDeviceGetUuid_v2);
     om_remote_set(OM_IDX_cuDeviceTotalMem_v2, (void *)r_cuDeviceTotalMem_v2);
+    om_remote_set(OM_IDX_cuDeviceCanAccessPeer, (void *)r_cuDeviceCanAccessPeer);
+    om_remote_set(OM_IDX_cuDeviceComputeCapability, (void *)r_cuDeviceComputeCapability);
+    om_remote_set(OM_IDX_cuDeviceGetByPCIBusId, (void *)om_r_cuDeviceGetByPCIBusId);
+    om_remote_set(OM_IDX_cuDeviceGetExecAffinitySupport, (void *)r_cuDeviceGetExecAffinitySupport);
+    om_remote_set(OM_IDX_cuDeviceGetLuid, (void *)r_cuDeviceGetLuid);
+    om_remote_set(OM_IDX_cuDeviceGetP2PAttribute, (void *)r_cuDeviceGetP2PAttribute);
+    om_remote_set(OM_IDX_cuDeviceGetProperties, (void *)r_cuDeviceGetProperties);
+    om_remote_set(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)r_cuDeviceGetTexture1DLinearMaxWidth);
+    om_remote_set(OM_IDX_cuDeviceTotalMem, (void *)r_cuDeviceTotalMem);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);

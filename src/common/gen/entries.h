@@ -29,14 +29,14 @@
     X(19, cuCoredumpGetAttributeGlobal, UNSUPPORTED) \
     X(20, cuCoredumpSetAttribute, UNSUPPORTED) \
     X(21, cuCoredumpSetAttributeGlobal, UNSUPPORTED) \
-    X(22, cuCtxAttach, UNSUPPORTED) \
-    X(23, cuCtxCreate, UNSUPPORTED) \
-    X(24, cuCtxCreate_v2, UNSUPPORTED) \
-    X(25, cuCtxCreate_v3, UNSUPPORTED) \
-    X(26, cuCtxCreate_v4, UNSUPPORTED) \
-    X(27, cuCtxDestroy, UNSUPPORTED) \
-    X(28, cuCtxDestroy_v2, UNSUPPORTED) \
-    X(29, cuCtxDetach, UNSUPPORTED) \
+    X(22, cuCtxAttach, LOCAL) \
+    X(23, cuCtxCreate, LOCAL) \
+    X(24, cuCtxCreate_v2, LOCAL) \
+    X(25, cuCtxCreate_v3, LOCAL) \
+    X(26, cuCtxCreate_v4, LOCAL) \
+    X(27, cuCtxDestroy, LOCAL) \
+    X(28, cuCtxDestroy_v2, LOCAL) \
+    X(29, cuCtxDetach, LOCAL) \
     X(30, cuCtxDisablePeerAccess, UNSUPPORTED) \
     X(31, cuCtxEnablePeerAccess, UNSUPPORTED) \
     X(32, cuCtxFromGreenCtx, UNSUPPORTED) \
@@ -46,50 +46,50 @@
     X(36, cuCtxGetDevResource, UNSUPPORTED) \
     X(37, cuCtxGetDevice, LOCAL) \
     X(38, cuCtxGetDevice_v2, LOCAL) \
-    X(39, cuCtxGetExecAffinity, UNSUPPORTED) \
+    X(39, cuCtxGetExecAffinity, LOCAL) \
     X(40, cuCtxGetFlags, LOCAL) \
     X(41, cuCtxGetId, LOCAL) \
     X(42, cuCtxGetLimit, REMOTE) \
-    X(43, cuCtxGetSharedMemConfig, UNSUPPORTED) \
+    X(43, cuCtxGetSharedMemConfig, LOCAL) \
     X(44, cuCtxGetStreamPriorityRange, REMOTE) \
-    X(45, cuCtxPopCurrent, UNSUPPORTED) \
+    X(45, cuCtxPopCurrent, LOCAL) \
     X(46, cuCtxPopCurrent_v2, LOCAL) \
-    X(47, cuCtxPushCurrent, UNSUPPORTED) \
+    X(47, cuCtxPushCurrent, LOCAL) \
     X(48, cuCtxPushCurrent_v2, LOCAL) \
-    X(49, cuCtxRecordEvent, UNSUPPORTED) \
-    X(50, cuCtxResetPersistingL2Cache, UNSUPPORTED) \
+    X(49, cuCtxRecordEvent, REMOTE) \
+    X(50, cuCtxResetPersistingL2Cache, LOCAL) \
     X(51, cuCtxSetCacheConfig, LOCAL) \
     X(52, cuCtxSetCurrent, LOCAL) \
-    X(53, cuCtxSetFlags, UNSUPPORTED) \
+    X(53, cuCtxSetFlags, LOCAL) \
     X(54, cuCtxSetLimit, REMOTE) \
-    X(55, cuCtxSetSharedMemConfig, UNSUPPORTED) \
+    X(55, cuCtxSetSharedMemConfig, LOCAL) \
     X(56, cuCtxSynchronize, REMOTE) \
     X(57, cuCtxSynchronize_v2, REMOTE) \
-    X(58, cuCtxWaitEvent, UNSUPPORTED) \
+    X(58, cuCtxWaitEvent, REMOTE) \
     X(59, cuDestroyExternalMemory, UNSUPPORTED) \
     X(60, cuDestroyExternalSemaphore, UNSUPPORTED) \
     X(61, cuDevResourceGenerateDesc, UNSUPPORTED) \
     X(62, cuDevSmResourceSplitByCount, UNSUPPORTED) \
-    X(63, cuDeviceCanAccessPeer, UNSUPPORTED) \
-    X(64, cuDeviceComputeCapability, UNSUPPORTED) \
+    X(63, cuDeviceCanAccessPeer, REMOTE) \
+    X(64, cuDeviceComputeCapability, REMOTE) \
     X(65, cuDeviceGet, LOCAL) \
     X(66, cuDeviceGetAttribute, REMOTE) \
-    X(67, cuDeviceGetByPCIBusId, UNSUPPORTED) \
+    X(67, cuDeviceGetByPCIBusId, REMOTE) \
     X(68, cuDeviceGetCount, LOCAL) \
     X(69, cuDeviceGetDefaultMemPool, UNSUPPORTED) \
     X(70, cuDeviceGetDevResource, UNSUPPORTED) \
-    X(71, cuDeviceGetExecAffinitySupport, UNSUPPORTED) \
+    X(71, cuDeviceGetExecAffinitySupport, REMOTE) \
     X(72, cuDeviceGetGraphMemAttribute, UNSUPPORTED) \
     X(73, cuDeviceGetHostAtomicCapabilities, UNSUPPORTED) \
-    X(74, cuDeviceGetLuid, UNSUPPORTED) \
+    X(74, cuDeviceGetLuid, REMOTE) \
     X(75, cuDeviceGetMemPool, UNSUPPORTED) \
     X(76, cuDeviceGetName, REMOTE) \
     X(77, cuDeviceGetNvSciSyncAttributes, UNSUPPORTED) \
     X(78, cuDeviceGetP2PAtomicCapabilities, UNSUPPORTED) \
-    X(79, cuDeviceGetP2PAttribute, UNSUPPORTED) \
+    X(79, cuDeviceGetP2PAttribute, REMOTE) \
     X(80, cuDeviceGetPCIBusId, REMOTE) \
-    X(81, cuDeviceGetProperties, UNSUPPORTED) \
-    X(82, cuDeviceGetTexture1DLinearMaxWidth, UNSUPPORTED) \
+    X(81, cuDeviceGetProperties, REMOTE) \
+    X(82, cuDeviceGetTexture1DLinearMaxWidth, REMOTE) \
     X(83, cuDeviceGetUuid, REMOTE) \
     X(84, cuDeviceGetUuid_v2, REMOTE) \
     X(85, cuDeviceGraphMemTrim, UNSUPPORTED) \
@@ -104,7 +104,7 @@
     X(94, cuDeviceRegisterAsyncNotification, UNSUPPORTED) \
     X(95, cuDeviceSetGraphMemAttribute, UNSUPPORTED) \
     X(96, cuDeviceSetMemPool, UNSUPPORTED) \
-    X(97, cuDeviceTotalMem, UNSUPPORTED) \
+    X(97, cuDeviceTotalMem, REMOTE) \
     X(98, cuDeviceTotalMem_v2, REMOTE) \
     X(99, cuDeviceUnregisterAsyncNotification, UNSUPPORTED) \
     X(100, cuDriverGetVersion, PASSTHROUGH) \
@@ -515,9 +515,9 @@
     X(505, cuPointerGetAttribute, LOCAL) \
     X(506, cuPointerGetAttributes, LOCAL) \
     X(507, cuPointerSetAttribute, UNSUPPORTED) \
-    X(508, cuProfilerInitialize, UNSUPPORTED) \
-    X(509, cuProfilerStart, UNSUPPORTED) \
-    X(510, cuProfilerStop, UNSUPPORTED) \
+    X(508, cuProfilerInitialize, LOCAL) \
+    X(509, cuProfilerStart, LOCAL) \
+    X(510, cuProfilerStop, LOCAL) \
     X(511, cuSignalExternalSemaphoresAsync, UNSUPPORTED) \
     X(512, cuSignalExternalSemaphoresAsync_ptsz, UNSUPPORTED) \
     X(513, cuStreamAddCallback, REMOTE) \

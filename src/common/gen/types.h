@@ -98,10 +98,7 @@ typedef struct om_CUcheckpointCheckpointArgs CUcheckpointCheckpointArgs; /* layo
 typedef struct om_CUcheckpointLockArgs CUcheckpointLockArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointRestoreArgs CUcheckpointRestoreArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointUnlockArgs CUcheckpointUnlockArgs; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUctxCreateParams CUctxCreateParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUdevprop CUdevprop; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUexecAffinityParam CUexecAffinityParam; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUgraphEdgeData CUgraphEdgeData; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUgraphExecUpdateResultInfo CUgraphExecUpdateResultInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h where it is marshalled */

@@ -421,6 +421,195 @@ static CUresult x_cuDeviceTotalMem_v2(struct call *c)
     return rc;
 }
 
+static CUresult x_cuDeviceCanAccessPeer(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    uint64_t a_peerDev = om_get_u64(&c->in);
+    int o_canAccessPeer;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_canAccessPeer, 0, sizeof(o_canAccessPeer));
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (a_peerDev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(int *, CUdevice, CUdevice))REAL(cuDeviceCanAccessPeer))(&o_canAccessPeer, (CUdevice)a_dev, (CUdevice)a_peerDev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_canAccessPeer, sizeof(o_canAccessPeer));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceComputeCapability(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    int o_major;
+    int o_minor;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_major, 0, sizeof(o_major));
+    memset(&o_minor, 0, sizeof(o_minor));
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(int *, int *, CUdevice))REAL(cuDeviceComputeCapability))(&o_major, &o_minor, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_major, sizeof(o_major));
+        om_put_bytes(&c->out, &o_minor, sizeof(o_minor));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetByPCIBusId(struct call *c)
+{
+    uint64_t a_pciBusId = om_get_u64(&c->in);
+    const char *b_pciBusId = a_pciBusId <= 4095 ? om_get_bytes(&c->in, a_pciBusId) : NULL;
+    CUdevice o_dev;
+    char v_pciBusId[4096];
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_dev, 0, sizeof(o_dev));
+    if (!b_pciBusId || memchr(b_pciBusId, 0, a_pciBusId))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(v_pciBusId, b_pciBusId, a_pciBusId);
+    v_pciBusId[a_pciBusId] = '\0';
+    rc = ((CUresult (*)(CUdevice *, const char *))REAL(cuDeviceGetByPCIBusId))(&o_dev, v_pciBusId);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_dev, sizeof(o_dev));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetExecAffinitySupport(struct call *c)
+{
+    uint64_t a_type = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    int o_pi;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pi, 0, sizeof(o_pi));
+    if ((int64_t)a_type < 0 || (int64_t)a_type > 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(int *, CUexecAffinityType, CUdevice))REAL(cuDeviceGetExecAffinitySupport))(&o_pi, (CUexecAffinityType)a_type, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pi, sizeof(o_pi));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetLuid(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    uint8_t o_luid[8];
+    uint64_t n_luid = (uint64_t)(8) < 8 ? (uint64_t)(8) : 8;
+    unsigned int o_deviceNodeMask;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(o_luid, 0, sizeof(o_luid));
+    memset(&o_deviceNodeMask, 0, sizeof(o_deviceNodeMask));
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(char *, unsigned int *, CUdevice))REAL(cuDeviceGetLuid))((char *)o_luid, &o_deviceNodeMask, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, o_luid, (size_t)n_luid);
+        om_put_bytes(&c->out, &o_deviceNodeMask, sizeof(o_deviceNodeMask));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetP2PAttribute(struct call *c)
+{
+    uint64_t a_attrib = om_get_u64(&c->in);
+    uint64_t a_srcDevice = om_get_u64(&c->in);
+    uint64_t a_dstDevice = om_get_u64(&c->in);
+    int o_value;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_value, 0, sizeof(o_value));
+    if ((int64_t)a_attrib < 1 || (int64_t)a_attrib > 5)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_srcDevice >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (a_dstDevice >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(int *, CUdevice_P2PAttribute, CUdevice, CUdevice))REAL(cuDeviceGetP2PAttribute))(&o_value, (CUdevice_P2PAttribute)a_attrib, (CUdevice)a_srcDevice, (CUdevice)a_dstDevice);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_value, sizeof(o_value));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetProperties(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    CUdevprop o_prop;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_prop, 0, sizeof(o_prop));
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(CUdevprop *, CUdevice))REAL(cuDeviceGetProperties))(&o_prop, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetTexture1DLinearMaxWidth(struct call *c)
+{
+    uint64_t a_format = om_get_u64(&c->in);
+    uint64_t a_numChannels = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    size_t o_maxWidthInElements;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_maxWidthInElements, 0, sizeof(o_maxWidthInElements));
+    if ((int64_t)a_numChannels < 1 || (int64_t)a_numChannels > 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(size_t *, CUarray_format, unsigned, CUdevice))REAL(cuDeviceGetTexture1DLinearMaxWidth))(&o_maxWidthInElements, (CUarray_format)a_format, (unsigned)a_numChannels, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_maxWidthInElements, sizeof(o_maxWidthInElements));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceTotalMem(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    unsigned int o_bytes;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_bytes, 0, sizeof(o_bytes));
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(unsigned int *, CUdevice))REAL(cuDeviceTotalMem))(&o_bytes, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_bytes, sizeof(o_bytes));
+    }
+    return rc;
+}
+
 static CUresult x_cuMemGetInfo_v2(struct call *c)
 {
     size_t o_free;
@@ -680,6 +869,8 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuCtxSetLimit] = x_cuCtxSetLimit,
     [OM_IDX_cuCtxSynchronize] = om_x_cuCtxSynchronize,
+    [OM_IDX_cuCtxRecordEvent] = om_x_cuCtxRecordEvent,
+    [OM_IDX_cuCtxWaitEvent] = om_x_cuCtxWaitEvent,
     [OM_IDX_cuMemcpy2D_v2] = om_x_cuMemcpy2D_v2,
     [OM_IDX_cuMemcpy3D_v2] = om_x_cuMemcpy3D_v2,
     [OM_IDX_cuMemcpyDtoD_v2] = om_x_cuMemcpyDtoD_v2,
@@ -694,6 +885,15 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetPCIBusId] = x_cuDeviceGetPCIBusId,
     [OM_IDX_cuDeviceGetUuid_v2] = x_cuDeviceGetUuid_v2,
     [OM_IDX_cuDeviceTotalMem_v2] = x_cuDeviceTotalMem_v2,
+    [OM_IDX_cuDeviceCanAccessPeer] = x_cuDeviceCanAccessPeer,
+    [OM_IDX_cuDeviceComputeCapability] = x_cuDeviceComputeCapability,
+    [OM_IDX_cuDeviceGetByPCIBusId] = x_cuDeviceGetByPCIBusId,
+    [OM_IDX_cuDeviceGetExecAffinitySupport] = x_cuDeviceGetExecAffinitySupport,
+    [OM_IDX_cuDeviceGetLuid] = x_cuDeviceGetLuid,
+    [OM_IDX_cuDeviceGetP2PAttribute] = x_cuDeviceGetP2PAttribute,
+    [OM_IDX_cuDeviceGetProperties] = x_cuDeviceGetProperties,
+    [OM_IDX_cuDeviceGetTexture1DLinearMaxWidth] = x_cuDeviceGetTexture1DLinearMaxWidth,
+    [OM_IDX_cuDeviceTotalMem] = x_cuDeviceTotalMem,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
     [OM_IDX_cuMemAllocManaged] = om_x_cuMemAllocManaged,

@@ -13,6 +13,8 @@ CUresult om_x_cuMipmappedArrayDestroy(struct call *c); /* arrays */
 CUresult om_x_cuTexObjectCreate(struct call *c); /* arrays */
 CUresult om_x_cuSurfObjectCreate(struct call *c); /* arrays */
 CUresult om_x_cuCtxSynchronize(struct call *c); /* contexts */
+CUresult om_x_cuCtxRecordEvent(struct call *c); /* contexts */
+CUresult om_x_cuCtxWaitEvent(struct call *c); /* contexts */
 CUresult om_x_cuMemcpy2D_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpy3D_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyDtoD_v2(struct call *c); /* copies */

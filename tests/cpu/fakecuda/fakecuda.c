@@ -547,16 +547,27 @@ static void log_line(const char *what)
     }
 }
 
+/* An event is done when the work its stream had at the record is (FAKECUDA_KERNEL_MS). */
+static uint64_t event_ready_ms[sizeof(tokens)]; /* per event token (__atomic) */
+
+/* FAKECUDA_WAITS_PROPAGATE=1: a stream that waits for an event stays busy until the event is
+ * done (what the device does; off by default, the scheduler's tests time streams alone). */
 EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 {
-    (void)s, (void)e, (void)f;
+    uint64_t *busy = busy_slot(s), *ready = busy_slot(e), until;
+
+    (void)f;
     log_line("wait");
+    if (getenv("FAKECUDA_WAITS_PROPAGATE") && busy && ready) {
+        ready = &event_ready_ms[ready - busy_until_ms];
+        until = __atomic_load_n(ready, __ATOMIC_RELAXED);
+        if (until > __atomic_load_n(busy, __ATOMIC_RELAXED))
+            __atomic_store_n(busy, until, __ATOMIC_RELAXED);
+    }
     return CUDA_SUCCESS;
 }
 TRIVIAL(cuEventDestroy_v2, void *e)
 TRIVIAL(cuCtxSynchronize, void)
-/* An event is done when the work its stream had at the record is (FAKECUDA_KERNEL_MS). */
-static uint64_t event_ready_ms[sizeof(tokens)]; /* per event token (__atomic) */
 
 EXPORT int cuEventRecord(void *e, void *s)
 {

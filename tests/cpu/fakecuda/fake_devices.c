@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/* The driver test double: device queries of api/remote/devices.tsv. Each answer is made of the
+ * arguments it received, so a test sees that they crossed the server unchanged. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_INVALID_DEVICE 101
+
+static int ndevices(void)
+{
+    const char *v = getenv("FAKECUDA_DEVICES");
+    return v ? atoi(v) : 1;
+}
+
+static int bad_device(int dev)
+{
+    return dev < 0 || dev >= ndevices();
+}
+
+EXPORT int cuDeviceCanAccessPeer(int *can, int dev, int peer)
+{
+    if (!can)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev) || bad_device(peer))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *can = dev != peer; /* a device is not its own peer */
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceComputeCapability(int *major, int *minor, int dev)
+{
+    if (!major || !minor)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *major = 9;
+    *minor = dev;
+    return CUDA_SUCCESS;
+}
+
+/* The bus ids of cuDeviceGetPCIBusId: 0000:1N:00.0 for device N. */
+EXPORT int cuDeviceGetByPCIBusId(int *dev, const char *bus)
+{
+    unsigned d = 0;
+    char tail[8] = "";
+
+    if (!dev || !bus || sscanf(bus, "0000:%2x:00.%1s", &d, tail) != 2 || d < 0x10)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device((int)d - 0x10))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = (int)d - 0x10;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceGetExecAffinitySupport(int *pi, int type, int dev)
+{
+    if (!pi || type != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pi = 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceGetLuid(char *luid, unsigned *mask, int dev)
+{
+    if (!luid || !mask)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    memcpy(luid, "LUID", 4);
+    memset(luid + 4, 0x40 + dev, 4);
+    *mask = 1u << dev;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceGetP2PAttribute(int *v, int attrib, int src, int dst)
+{
+    if (!v || attrib < 1 || attrib > 5)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(src) || bad_device(dst))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *v = attrib * 100 + src * 10 + dst;
+    return CUDA_SUCCESS;
+}
+
+/* CUdevprop: fourteen ints. */
+EXPORT int cuDeviceGetProperties(int *prop, int dev)
+{
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    for (int i = 0; i < 14; i++)
+        prop[i] = 1000 * (dev + 1) + i;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceGetTexture1DLinearMaxWidth(size_t *w, int format, unsigned channels, int dev)
+{
+    if (!w || (channels != 1 && channels != 2 && channels != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *w = ((size_t)1 << 28) + (size_t)format * 16 + channels;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuDeviceTotalMem(unsigned *bytes, int dev)
+{
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bad_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = 0xfffff000u - (unsigned)dev; /* the v1 call's 32 bits */
+    return CUDA_SUCCESS;
+}

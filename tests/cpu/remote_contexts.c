@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/* remote_driver contexts: created contexts, the current context per thread, events through
+ * contexts, the device queries of api/remote/devices.tsv and their refusals (run under
+ * FAKECUDA_KERNEL_MS and FAKECUDA_WAITS_PROPAGATE: a stream that waits stays busy). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+typedef struct {
+    int type;
+    unsigned val;
+} affinity_t;
+typedef struct {
+    affinity_t *aff;
+    int naff;
+    void *cig;
+} ctx_params_t;
+
+CUresult cuCtxCreate_v2(CUcontext *, unsigned, int);
+CUresult cuCtxCreate_v3(CUcontext *, affinity_t *, int, unsigned, int);
+CUresult cuCtxCreate_v4(CUcontext *, ctx_params_t *, unsigned, int);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxPushCurrent_v2(CUcontext);
+CUresult cuCtxPopCurrent_v2(CUcontext *);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxGetCurrent(CUcontext *);
+CUresult cuCtxGetDevice(int *);
+CUresult cuCtxGetDevice_v2(int *, CUcontext);
+CUresult cuCtxGetId(CUcontext, unsigned long long *);
+CUresult cuCtxGetFlags(unsigned *);
+CUresult cuCtxSetFlags(unsigned);
+CUresult cuCtxGetApiVersion(CUcontext, unsigned *);
+CUresult cuCtxGetExecAffinity(affinity_t *, int);
+CUresult cuCtxAttach(CUcontext *, unsigned);
+CUresult cuCtxDetach(CUcontext);
+CUresult cuCtxGetSharedMemConfig(int *);
+CUresult cuCtxSetSharedMemConfig(int);
+CUresult cuCtxResetPersistingL2Cache(void);
+CUresult cuCtxRecordEvent(CUcontext, CUevent);
+CUresult cuCtxWaitEvent(CUcontext, CUevent);
+CUresult cuProfilerInitialize(const char *, const char *, int);
+CUresult cuProfilerStart(void);
+CUresult cuProfilerStop(void);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuDeviceCanAccessPeer(int *, int, int);
+CUresult cuDeviceComputeCapability(int *, int *, int);
+CUresult cuDeviceGetByPCIBusId(int *, const char *);
+CUresult cuDeviceGetExecAffinitySupport(int *, int, int);
+CUresult cuDeviceGetLuid(char *, unsigned *, int);
+CUresult cuDeviceGetP2PAttribute(int *, int, int, int);
+CUresult cuDeviceGetProperties(int *, int);
+CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *, int, unsigned, int);
+CUresult cuDeviceTotalMem(unsigned *, int);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamQuery(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuMemAlloc_v2(unsigned long long *, size_t);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "remote_driver contexts: line %d: %s\n", __LINE__, #cond);             \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+#define IS(call, rc) EXPECT((call) == (rc))
+
+enum { VALUE = 1, DEVICE = 101, CONTEXT = 201, HANDLE = 400, DESTROYED = 709, UNSUPP = 801 };
+
+static CUcontext shared_ctx;
+static pthread_barrier_t phase;
+
+/* A thread of its own: no current context at first; one it makes current stays its own; a
+ * context destroyed by another thread is reported destroyed here. */
+static void *other_thread(void *arg)
+{
+    CUcontext cur = (CUcontext)1;
+    int dev = -1;
+
+    (void)arg;
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == NULL);
+    IS(cuCtxGetDevice(&dev), CONTEXT);
+    OK(cuCtxSetCurrent(shared_ctx));
+    OK(cuCtxGetDevice(&dev));
+    EXPECT(dev == 0);
+    pthread_barrier_wait(&phase); /* the main thread destroys shared_ctx */
+    pthread_barrier_wait(&phase);
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == shared_ctx);
+    IS(cuCtxGetDevice(&dev), DESTROYED);
+    IS(cuCtxPushCurrent_v2(shared_ctx), CONTEXT);
+    return NULL;
+}
+
+static void created_contexts(void)
+{
+    CUcontext primary, cur, c1, c2, c3, x;
+    unsigned long long id0, id1, id2;
+    unsigned flags, version;
+    int dev = -1, config = -1;
+    pthread_t t;
+
+    OK(cuDevicePrimaryCtxRetain(&primary, 0));
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == primary);
+    OK(cuCtxCreate_v2(&c1, 0, 0));
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == c1 && c1 != primary);
+    OK(cuCtxGetDevice(&dev));
+    EXPECT(dev == 0);
+    OK(cuCtxGetId(primary, &id0));
+    OK(cuCtxGetId(c1, &id1));
+    OK(cuCtxGetFlags(&flags));
+    EXPECT(flags == 0);
+    OK(cuCtxCreate_v2(&c2, 2, 0)); /* CU_CTX_SCHED_YIELD */
+    OK(cuCtxGetId(NULL, &id2));
+    EXPECT(id0 != id1 && id1 != id2 && id0 != id2);
+    OK(cuCtxGetFlags(&flags));
+    EXPECT(flags == 2);
+    OK(cuCtxSetFlags(4));
+    OK(cuCtxGetFlags(&flags));
+    EXPECT(flags == 4);
+    IS(cuCtxSetFlags(3), VALUE); /* two scheduling policies */
+    IS(cuCtxCreate_v2(&x, 0x100, 0), VALUE);
+    IS(cuCtxCreate_v2(&x, 0, 5), DEVICE);
+    IS(cuCtxCreate_v2(&x, 0, -1), DEVICE);
+    IS(cuCtxCreate_v2(NULL, 0, 0), VALUE);
+    OK(cuCtxGetApiVersion(c2, &version));
+    EXPECT(version >= 3020);
+
+    /* the stack: pop, push, destroy pops the current one */
+    OK(cuCtxPopCurrent_v2(&x));
+    EXPECT(x == c2);
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == c1);
+    OK(cuCtxPushCurrent_v2(c2));
+    OK(cuCtxDestroy_v2(c2));
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == c1);
+    IS(cuCtxPushCurrent_v2(c2), CONTEXT);
+    IS(cuCtxSetCurrent(c2), CONTEXT);
+    IS(cuCtxGetDevice_v2(&dev, c2), CONTEXT);
+    IS(cuCtxGetId(c2, &id2), CONTEXT);
+    IS(cuCtxGetApiVersion(c2, &version), CONTEXT);
+    IS(cuCtxDestroy_v2(c2), CONTEXT);
+    IS(cuCtxDestroy_v2(primary), CONTEXT);
+    IS(cuCtxDestroy_v2(NULL), CONTEXT);
+    OK(cuCtxCreate_v2(&c3, 0, 0)); /* a new one is never the destroyed one's token */
+    EXPECT(c3 != c2);
+    OK(cuCtxDestroy_v2(c3));
+
+    /* threads: the current context is per thread */
+    shared_ctx = c1;
+    pthread_barrier_init(&phase, NULL, 2);
+    EXPECT(pthread_create(&t, NULL, other_thread, NULL) == 0);
+    pthread_barrier_wait(&phase);
+    OK(cuCtxDestroy_v2(c1)); /* current here too: popped here, left there */
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == primary);
+    pthread_barrier_wait(&phase);
+    EXPECT(pthread_join(t, NULL) == 0);
+
+    /* execution affinity, v3 and v4 */
+    affinity_t aff[2] = {{0, 100000}, {0, 8}};
+    affinity_t a = {7, 7};
+    ctx_params_t params = {aff, 2, NULL};
+    OK(cuCtxGetExecAffinity(&a, 0));
+    EXPECT(a.type == 0 && a.val == 132); /* the double's SM count: the whole device */
+    OK(cuCtxCreate_v3(&c1, aff, 2, 0, 0));
+    OK(cuCtxGetExecAffinity(&a, 0));
+    EXPECT(a.val == 8); /* the later parameter overrides */
+    OK(cuCtxDestroy_v2(c1));
+    OK(cuCtxCreate_v3(&c1, aff, 1, 0, 0));
+    OK(cuCtxGetExecAffinity(&a, 0));
+    EXPECT(a.val == 132); /* no more than the device has */
+    IS(cuCtxGetExecAffinity(&a, 1), VALUE);
+    IS(cuCtxGetExecAffinity(NULL, 0), VALUE);
+    OK(cuCtxDestroy_v2(c1));
+    aff[0].type = 1;
+    IS(cuCtxCreate_v3(&c1, aff, 1, 0, 0), VALUE);
+    IS(cuCtxCreate_v3(&c1, NULL, 1, 0, 0), VALUE);
+    IS(cuCtxCreate_v3(&c1, aff, -1, 0, 0), VALUE);
+    aff[0].type = 0;
+    params.aff = aff + 1;
+    params.naff = 1;
+    OK(cuCtxCreate_v4(&c1, &params, 1, 0));
+    OK(cuCtxGetExecAffinity(&a, 0));
+    EXPECT(a.val == 8);
+    OK(cuCtxGetFlags(&flags));
+    EXPECT(flags == 1);
+    OK(cuCtxDestroy_v2(c1));
+    OK(cuCtxCreate_v4(&c1, NULL, 0, 0));
+    OK(cuCtxDestroy_v2(c1));
+    params.cig = &params;
+    IS(cuCtxCreate_v4(&c1, &params, 0, 0), UNSUPP);
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == primary);
+
+    /* attach and detach count uses of a created context */
+    OK(cuCtxCreate_v2(&c1, 0, 0));
+    OK(cuCtxAttach(&x, 0));
+    EXPECT(x == c1);
+    IS(cuCtxAttach(&x, 1), VALUE);
+    OK(cuCtxDetach(c1));
+    OK(cuCtxGetDevice_v2(&dev, c1));
+    OK(cuCtxDetach(c1));
+    IS(cuCtxGetDevice_v2(&dev, c1), CONTEXT);
+    IS(cuCtxDetach(c1), CONTEXT);
+
+    /* context-wide controls answered in the client */
+    OK(cuCtxSetSharedMemConfig(1));
+    OK(cuCtxGetSharedMemConfig(&config));
+    EXPECT(config == 1);
+    IS(cuCtxSetSharedMemConfig(3), VALUE);
+    OK(cuCtxResetPersistingL2Cache());
+    OK(cuProfilerStart());
+    OK(cuProfilerStop());
+    IS(cuProfilerInitialize(NULL, "out", 0), VALUE);
+    OK(cuProfilerInitialize("cfg", "out", 1));
+}
+
+/* Events through a context: the record waits for every stream of the client, the wait holds
+ * every stream of the client (the double keeps a stream busy FAKECUDA_KERNEL_MS per launch,
+ * and a waiting stream busy until its event is done). */
+static void context_events(void)
+{
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+    unsigned long long p;
+    unsigned v = 1, n = 1;
+    void *args[] = {&p, &v, &n};
+    CUstream a, b;
+    CUevent ev, ev2, ev3;
+    CUcontext c, gone;
+    CUmodule mod;
+    CUfunction fill;
+
+    OK(cuCtxCreate_v2(&c, 0, 0));
+    OK(cuCtxCreate_v2(&gone, 0, 0));
+    OK(cuCtxDestroy_v2(gone));
+    OK(cuMemAlloc_v2(&p, 4096));
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+    OK(cuStreamCreate(&a, 1));
+    OK(cuStreamCreate(&b, 1));
+    OK(cuEventCreate(&ev, 0));
+    OK(cuEventCreate(&ev2, 0));
+    OK(cuEventCreate(&ev3, 0));
+
+    /* record: done only when the kernel on stream a is */
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, a, args, NULL));
+    OK(cuCtxRecordEvent(c, ev));
+    OK(cuEventSynchronize(ev));
+    OK(cuStreamQuery(a));
+
+    /* wait: stream b (and the default stream) wait for an event of stream a */
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, a, args, NULL));
+    OK(cuEventRecord(ev, a));
+    OK(cuCtxWaitEvent(c, ev));
+    OK(cuEventRecord(ev2, b));
+    OK(cuEventSynchronize(ev2));
+    OK(cuStreamQuery(a));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, a, args, NULL));
+    OK(cuEventRecord(ev, a));
+    OK(cuCtxWaitEvent(NULL, ev)); /* the current context */
+    OK(cuEventRecord(ev3, NULL));
+    OK(cuEventSynchronize(ev3));
+    OK(cuStreamQuery(a));
+
+    /* refusals */
+    IS(cuCtxRecordEvent(gone, ev), CONTEXT);
+    IS(cuCtxWaitEvent(gone, ev), CONTEXT);
+    IS(cuCtxRecordEvent(c, NULL), HANDLE);
+    IS(cuCtxRecordEvent(c, (CUevent)((char *)ev + 4096)), HANDLE); /* not the client's */
+    IS(cuCtxWaitEvent(c, (CUevent)(uintptr_t)0x1234), HANDLE);
+    OK(cuCtxDestroy_v2(c));
+}
+
+static void device_queries(void)
+{
+    char luid[8];
+    unsigned mask = 0, small = 0;
+    int v = -1, major = -1, minor = -1, prop[14];
+    size_t w = 0;
+
+    OK(cuDeviceGetLuid(luid, &mask, 0));
+    EXPECT(!memcmp(luid, "LUID@@@@", 8) && mask == 1);
+    IS(cuDeviceGetLuid(luid, &mask, 1), DEVICE);
+    IS(cuDeviceGetLuid(NULL, &mask, 0), VALUE);
+    OK(cuDeviceGetByPCIBusId(&v, "0000:10:00.0"));
+    EXPECT(v == 0);
+    IS(cuDeviceGetByPCIBusId(&v, "no bus"), VALUE);
+    IS(cuDeviceGetByPCIBusId(&v, NULL), VALUE);
+    OK(cuDeviceGetP2PAttribute(&v, 2, 0, 0));
+    EXPECT(v == 200);
+    IS(cuDeviceGetP2PAttribute(&v, 6, 0, 0), VALUE);
+    IS(cuDeviceGetP2PAttribute(&v, 1, 0, 3), DEVICE);
+    OK(cuDeviceCanAccessPeer(&v, 0, 0));
+    EXPECT(v == 0);
+    IS(cuDeviceCanAccessPeer(&v, 0, -1), DEVICE);
+    OK(cuDeviceGetTexture1DLinearMaxWidth(&w, 0x20, 2, 0));
+    EXPECT(w == ((size_t)1 << 28) + 0x200 + 2);
+    IS(cuDeviceGetTexture1DLinearMaxWidth(&w, 0x20, 5, 0), VALUE);
+    OK(cuDeviceGetExecAffinitySupport(&v, 0, 0));
+    EXPECT(v == 1);
+    IS(cuDeviceGetExecAffinitySupport(&v, 1, 0), VALUE);
+    OK(cuDeviceGetProperties(prop, 0));
+    EXPECT(prop[0] == 1000 && prop[13] == 1013);
+    IS(cuDeviceGetProperties(prop, 2), DEVICE);
+    OK(cuDeviceComputeCapability(&major, &minor, 0));
+    EXPECT(major == 9 && minor == 0);
+    IS(cuDeviceComputeCapability(NULL, &minor, 0), VALUE);
+    OK(cuDeviceTotalMem(&small, 0));
+    EXPECT(small == 0xfffff000u);
+    IS(cuDeviceTotalMem(&small, 7), DEVICE);
+}
+
+void contexts_case(void)
+{
+    created_contexts();
+    context_events();
+    device_queries();
+    printf("contexts ok\n");
+}
+
+/* A server with more devices than the client sees: a bus id of another device is refused. */
+void contexts_bus_case(void)
+{
+    int v = -1;
+
+    OK(cuDeviceGetByPCIBusId(&v, "0000:10:00.0"));
+    EXPECT(v == 0);
+    IS(cuDeviceGetByPCIBusId(&v, "0000:11:00.0"), DEVICE);
+    printf("contexts_bus ok\n");
+}
