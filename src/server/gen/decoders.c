@@ -5,6 +5,12 @@
 #include <string.h>
 
 #include "../exec.h"
+#include "openmps/ops.h"
+
+/* A LEN or COUNT computed from several client values: each value at most this (256 TiB,
+ * more than any device range or count), the result computed in 128 bits. */
+#define OM_GEN_LEN_MAX (1ull << 48)
+__extension__ typedef unsigned __int128 om_u128;
 
 static CUresult x_cuCtxGetLimit(struct call *c)
 {
