@@ -22,7 +22,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
          name:kind (the name must be the prototype's); `-` for other forms. Kinds:
 
   in the request (host values)
-    val                 a scalar passed by value (integer, enum, device address unchecked)
+    val                 a scalar passed by value (integer, device address unchecked); an enum
+                        type needs its range:
     val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
     flags(MASK)         an unsigned whose bits lie in MASK
     dev                 a device ordinal of the server (INVALID_DEVICE otherwise)
@@ -35,16 +36,24 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     ptr(LEN)            a device address: [ptr, ptr + LEN) within the client's memory
     in, in?             a struct read through a pointer (sizeof the pointee)
     in:CHECK            ... checked by om_check_CHECK(struct call *, TYPE *) on the server
-    arr(COUNT,MAX)      an array of COUNT pointees (COUNT <= MAX) read through a pointer
+    arr(COUNT,MAX)      an array of COUNT pointees (COUNT <= MAX) read through a pointer; an
+                        array of handles: each must be the client's, of the kind whose C type
+                        it is (one kind of api/handles.tsv, or arr(..):CHECK checks them)
     str                 a NUL-terminated string of at most 4095 bytes
   in the answer (written through a pointer by the driver)
     out, out?           a scalar or struct (? : the pointer may be NULL; nothing written)
     new.KIND            a handle this call creates: counted against the client's budget of
                         that kind and owned by the client from then on
     inout               a scalar read and written
-    outarr(COUNT,MAX)   COUNT pointees (COUNT an expression of the other parameters)
+    outarr(COUNT,MAX)   COUNT pointees (COUNT an expression of the other parameters; an inout
+                        count is read as the capacity, the driver writes the real count)
+    outarr?(COUNT,MAX)  ... the pointer may be NULL: the driver gets NULL, only the other
+                        outputs travel (cuGraphGetNodes(graph, NULL, &count))
     outbuf(LEN,MAX)     LEN bytes (char or void buffers), at most MAX travel
-  LEN, COUNT: C expressions of other parameters' names (integers).
+  LEN, COUNT: C expressions of other parameters' names (integers), naming two of them at most;
+  the server refuses values that would wrap around (each at most 2^48, the result 64 bits).
+  MAX: a number (or a macro, then the compiler checks the sizes). A row is refused when its
+  largest request exceeds OM_CHUNK_BYTES or its largest answer OM_REPLY_MAX.
 
 options  (space-separated) post: the call does not wait for its answer (errors reported at
          the next synchronising call); sync: after the call, wait for its stream (the
@@ -54,6 +63,9 @@ options  (space-separated) post: the call does not wait for its answer (errors r
 
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
+
+generate(api) runs on another folder of tables (tests/unit/check_generator.py); besides the
+sources it writes tests/fuzz/gen/ (fuzz_exec's check layer for gen rows, and its handle kinds).
 """
 import os
 import re
