@@ -12,6 +12,7 @@
 import difflib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -140,8 +141,36 @@ def rejected_rows():
     expect(err is None, "the project's tables are accepted (%s)" % err)
 
 
+def compiles():
+    """The test table's outputs compile (-Werror) where the project's would: a copy of src/,
+    include/ and tests/fuzz/ with them in place of the generated files."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        print("skip: no C compiler")
+        return
+    tmp = tempfile.mkdtemp(prefix="om-gencc-")
+    try:
+        for d in ("src", "include", os.path.join("tests", "fuzz")):
+            shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d),
+                            ignore=shutil.ignore_patterns("corpus"))
+        for rel in OUTPUTS:
+            shutil.copy(os.path.join(EXPECTED, os.path.basename(rel)), os.path.join(tmp, rel))
+        for src in ("src/server/gen/decoders.c", "src/client/gen/remote_stubs.c",
+                    "tests/fuzz/fuzz_exec.c"):
+            res = subprocess.run([cc, "-std=c11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+                                  "-Wshadow", "-Wno-unused-parameter", "-include",
+                                  os.path.join(TABLE, "stubs.h"), "-I", os.path.join(tmp, "include"),
+                                  "-I", tmp, "-DOM_FAKECUDA_PATH=\"x\"", os.path.join(tmp, src)],
+                                 capture_output=True, text=True)
+            sys.stdout.write(res.stderr[:3000])
+            expect(res.returncode == 0, "the test table's %s compiles" % src)
+    finally:
+        shutil.rmtree(tmp)
+
+
 def main():
     expected_outputs("--update" in sys.argv)
+    compiles()
     rejected_rows()
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
