@@ -718,7 +718,7 @@ def server_decoder(r, protos, types, kinds):
             # the driver gets NULL and only the other outputs (the count) are answered.
             cnt, mx = [a.strip() for a in p["args"].split(",")]
             ce = cexpr(cnt, names)
-            want = "a_%s && (%s)" % (n, ce) if p["nullable"] else ce
+            # the driver gets a buffer (of one entry at least) where the client passed one
             decls.append("    %s *o_%s = NULL;" % (T, n))
             guard = len_guard(cnt, names, "return CUDA_ERROR_INVALID_VALUE;")
             big = "(uint64_t)(%s) > %s" % (ce, mx)
@@ -728,9 +728,9 @@ def server_decoder(r, protos, types, kinds):
                 big = "a_%s && %s" % (n, big)
             checks += guard
             checks.append("    if (%s)\n        return CUDA_ERROR_INVALID_VALUE;" % big)
-            allocs.append("    if ((%s) && !(o_%s = calloc((size_t)(%s), sizeof(%s)))) {\n"
+            allocs.append("    if (%s!(o_%s = calloc((size_t)(%s) ? (size_t)(%s) : 1, sizeof(%s)))) {\n"
                           "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
-                          % (want, n, ce, T))
+                          % ("a_%s && " % n if p["nullable"] else "", n, ce, ce, T))
             gotos = True
             args.append("o_%s" % n)
             ok.append("        if (o_%s)\n            om_put_bytes(&c->out, o_%s, (size_t)(%s) * "

@@ -230,7 +230,7 @@ static CUresult x_cuGraphGetNodes(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     memset(&o_numNodes, 0, sizeof(o_numNodes));
     o_numNodes = (size_t)a_numNodes;
-    if ((a_nodes && (a_numNodes)) && !(o_nodes = calloc((size_t)(a_numNodes), sizeof(CUgraphNode)))) {
+    if (a_nodes && !(o_nodes = calloc((size_t)(a_numNodes) ? (size_t)(a_numNodes) : 1, sizeof(CUgraphNode)))) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -258,7 +258,7 @@ static CUresult x_cuLibraryEnumerateKernels(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = om_arg_handle(c, OM_H_LIBRARY, a_lib, false)) != CUDA_SUCCESS)
         return rc;
-    if ((a_numKernels) && !(o_kernels = calloc((size_t)(a_numKernels), sizeof(CUkernel)))) {
+    if (!(o_kernels = calloc((size_t)(a_numKernels) ? (size_t)(a_numKernels) : 1, sizeof(CUkernel)))) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
