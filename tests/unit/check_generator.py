@@ -6,6 +6,9 @@
    and option of the vocabulary; what the generator makes of it must equal the checked-in files
    of tests/unit/generator/expected/ (after a deliberate change of the generator, read the diff
    and rewrite them: check_generator.py --update).
+   They compile, and a loopback (generator/loop_*.c: the client stubs calling the decoders,
+   a driver of its own) checks what the fixes of the decoders are about: an inout count with
+   an outarr? (cuGraphGetNodes), a LEN that would wrap, an array of handles.
 2. Rejected rows: each bad row must be refused with an error that names its file and line and
    says what is wrong.
 """
@@ -164,6 +167,22 @@ def compiles():
                                  capture_output=True, text=True)
             sys.stdout.write(res.stderr[:3000])
             expect(res.returncode == 0, "the test table's %s compiles" % src)
+        # Loopback: the client stubs call the decoders (loop_*.c): counts, ranges, handles.
+        exe = os.path.join(tmp, "loop")
+        res = subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
+                              "-include", os.path.join(TABLE, "stubs.h"),
+                              "-I", os.path.join(tmp, "include"), "-I", tmp, "-o", exe,
+                              os.path.join(tmp, "src/server/gen/decoders.c"),
+                              os.path.join(tmp, "src/client/gen/remote_stubs.c"),
+                              os.path.join(TABLE, "loop_server.c"),
+                              os.path.join(TABLE, "loop_client.c")],
+                             capture_output=True, text=True)
+        sys.stdout.write(res.stderr[:3000])
+        expect(res.returncode == 0, "the loopback of the test table builds")
+        if res.returncode == 0:
+            res = subprocess.run([exe], capture_output=True, text=True)
+            sys.stdout.write(res.stdout + res.stderr)
+            expect(res.returncode == 0, "the loopback's calls behave")
     finally:
         shutil.rmtree(tmp)
 
