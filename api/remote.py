@@ -394,6 +394,11 @@ def check_gen(r, types=None):
             for ident in re.findall(r"[A-Za-z_]\w*", p["args"]):
                 if ident not in names and not ident.isupper() and not ident.startswith("sizeof"):
                     fail(r["where"], "%s: %s names no parameter" % (p["name"], ident))
+            kinds_of = {q["name"]: q["base"] for q in r["params"]}
+            for ident in arg_names(p["args"].split(",")[0], names):
+                if kinds_of[ident] not in ("val", "flags", "dev", "inout"):
+                    fail(r["where"], "%s: %s is a %s, not a value the request carries (val, "
+                         "flags, dev, inout)" % (p["name"], ident, kinds_of[ident]))
             length = p["args"].split(",")[0]
             if len(arg_names(length, names)) > 2:
                 fail(r["where"], "%s: %s names more than two parameters (its bound against "

@@ -88,6 +88,8 @@ REJECTED = [
      "mode: the enum CUstreamCaptureMode needs its range"),
     ("a LEN naming no parameter", "cuMemsetD8_v2\tgen\tdstDevice:ptr(n) uc:val N:val",
      "dstDevice: n names no parameter"),
+    ("a COUNT of an output", "cuLibraryGetKernelCount\tgen\tcount:outbuf(count,8) lib:library",
+     "count: count is a outbuf, not a value the request carries"),
     ("an answer past OM_REPLY_MAX",
      "cuLibraryEnumerateKernels\tgen\tkernels:outarr(numKernels,100000) numKernels:val "
      "lib:library", "the largest answer is 800000 bytes, more than the server's 524288"),
