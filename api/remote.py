@@ -22,7 +22,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
          name:kind (the name must be the prototype's); `-` for other forms. Kinds:
 
   in the request (host values)
-    val                 a scalar passed by value (integer, enum, device address unchecked)
+    val                 a scalar passed by value (integer, device address unchecked); an enum
+                        type needs its range:
     val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
     flags(MASK)         an unsigned whose bits lie in MASK
     dev                 a device ordinal of the server (INVALID_DEVICE otherwise)
@@ -35,16 +36,24 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     ptr(LEN)            a device address: [ptr, ptr + LEN) within the client's memory
     in, in?             a struct read through a pointer (sizeof the pointee)
     in:CHECK            ... checked by om_check_CHECK(struct call *, TYPE *) on the server
-    arr(COUNT,MAX)      an array of COUNT pointees (COUNT <= MAX) read through a pointer
+    arr(COUNT,MAX)      an array of COUNT pointees (COUNT <= MAX) read through a pointer; an
+                        array of handles: each must be the client's, of the kind whose C type
+                        it is (one kind of api/handles.tsv, or arr(..):CHECK checks them)
     str                 a NUL-terminated string of at most 4095 bytes
   in the answer (written through a pointer by the driver)
     out, out?           a scalar or struct (? : the pointer may be NULL; nothing written)
     new.KIND            a handle this call creates: counted against the client's budget of
                         that kind and owned by the client from then on
     inout               a scalar read and written
-    outarr(COUNT,MAX)   COUNT pointees (COUNT an expression of the other parameters)
+    outarr(COUNT,MAX)   COUNT pointees (COUNT an expression of the other parameters; an inout
+                        count is read as the capacity, the driver writes the real count)
+    outarr?(COUNT,MAX)  ... the pointer may be NULL: the driver gets NULL, only the other
+                        outputs travel (cuGraphGetNodes(graph, NULL, &count))
     outbuf(LEN,MAX)     LEN bytes (char or void buffers), at most MAX travel
-  LEN, COUNT: C expressions of other parameters' names (integers).
+  LEN, COUNT: C expressions of other parameters' names (integers), naming two of them at most;
+  the server refuses values that would wrap around (each at most 2^48, the result 64 bits).
+  MAX: a number (or a macro, then the compiler checks the sizes). A row is refused when its
+  largest request exceeds OM_CHUNK_BYTES or its largest answer OM_REPLY_MAX.
 
 options  (space-separated) post: the call does not wait for its answer (errors reported at
          the next synchronising call); sync: after the call, wait for its stream (the
@@ -54,6 +63,9 @@ options  (space-separated) post: the call does not wait for its answer (errors r
 
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
+
+generate(api) runs on another folder of tables (tests/unit/check_generator.py); besides the
+sources it writes tests/fuzz/gen/ (fuzz_exec's check layer for gen rows, and its handle kinds).
 """
 import os
 import re
@@ -75,9 +87,22 @@ def fail(where, msg):
 
 # ------------------------------------------------------------------ inputs
 
-def load_protos():
+def api_file(api, name):
+    """A file of the api folder `api`; the real api/ folder's where `api` has none (a test table
+    brings its own remote/ and handles.tsv and uses the driver's prototypes and types)."""
+    path = os.path.join(api or HERE, name)
+    return path if os.path.exists(path) else os.path.join(HERE, name)
+
+
+def shown(path):
+    """A path as an error names it: relative to the repository when inside it."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
+
+
+def load_protos(api=None):
     protos = {}
-    for n, line in enumerate(open(os.path.join(HERE, "driver_api.tsv")), 1):
+    for n, line in enumerate(open(api_file(api, "driver_api.tsv")), 1):
         if line.startswith("#") or not line.strip():
             continue
         f = line.rstrip("\n").split("\t")
@@ -103,9 +128,9 @@ def split_params(text):
     return out
 
 
-def load_types():
+def load_types(api=None):
     types = {}
-    for line in open(os.path.join(HERE, "types.tsv")):
+    for line in open(api_file(api, "types.tsv")):
         if line.startswith("#") or not line.strip():
             continue
         name, cls, detail = line.rstrip("\n").split("\t")
@@ -113,22 +138,22 @@ def load_types():
     return types
 
 
-def load_handles():
+def load_handles(api=None):
     kinds = []
-    path = os.path.join(HERE, "handles.tsv")
+    path = api_file(api, "handles.tsv")
     for n, line in enumerate(open(path), 1):
         if line.startswith("#") or not line.strip():
             continue
         f = line.rstrip("\n").split("\t")
         if len(f) != 4:
-            fail("api/handles.tsv:%d" % n, "expected kind, C type, destroy entry, budget")
+            fail("%s:%d" % (shown(path), n), "expected kind, C type, destroy entry, budget")
         kinds.append({"kind": f[0], "ctype": f[1], "destroy": f[2], "budget": f[3], "line": n})
     return kinds
 
 
-def load_rows(protos, kinds):
+def load_rows(protos, kinds, api=None, types=None):
     rows, seen = [], {}
-    folder = os.path.join(HERE, "remote")
+    folder = os.path.join(api or HERE, "remote")
     for fname in sorted(os.listdir(folder)):
         if not fname.endswith(".tsv"):
             continue
@@ -136,7 +161,7 @@ def load_rows(protos, kinds):
         for n, line in enumerate(open(os.path.join(folder, fname)), 1):
             if line.startswith("#") or not line.strip():
                 continue
-            where = "api/remote/%s:%d" % (fname, n)
+            where = "%s:%d" % (shown(os.path.join(folder, fname)), n)
             f = line.rstrip("\n").split("\t")
             if len(f) < 3 or len(f) > 4:
                 fail(where, "expected symbol, form, params[, options] separated by tabs")
@@ -158,9 +183,10 @@ def load_rows(protos, kinds):
                 row["form"], row["target"] = "alias", form[6:]
             elif form not in FORMS:
                 fail(where, "form %r is none of gen, custom, client, local, alias:SYM, "
-                     "passthrough" % form)
+                     "shim, passthrough" % form)
             if row["form"] == "gen":
-                row["params"] = parse_params(where, sym, params, protos[sym][1], kinds)
+                row["params"] = parse_params(where, sym, params, protos[sym][1], kinds,
+                                             types or {})
             elif params != "-":
                 fail(where, "only gen rows have parameter annotations (write -)")
             if row["form"] == "client" and "via" not in row["opts"]:
@@ -182,14 +208,14 @@ def load_rows(protos, kinds):
             if v not in by or by[v]["form"] not in ("gen", "custom"):
                 fail(r["where"], "via %s, which the server does not execute" % v)
         if r["form"] == "gen":
-            check_gen(r)
+            check_gen(r, types or {})
     return rows
 
 
 ANN = re.compile(r"^(\w+):([\w.?]+)(?:\((.*)\))?(?::(\w+))?$")
 
 
-def parse_params(where, sym, text, proto, kinds):
+def parse_params(where, sym, text, proto, kinds, types):
     kind_names = {k["kind"] for k in kinds}
     anns = text.split()
     if len(anns) != len(proto):
@@ -211,6 +237,8 @@ def parse_params(where, sym, text, proto, kinds):
                 fail(where, "%s: %s is a pointer, not a value" % (name, ctype))
             if base == "val" and args and not re.match(r"^-?\w+\.\.-?\w+$", args):
                 fail(where, "%s: val(LO..HI) expected" % name)
+            if base == "val" and not args and types.get(ctype, ("",))[0] == "enum":
+                fail(where, "%s: the enum %s needs its range, val(LO..HI)" % (name, ctype))
             if base == "flags" and not args:
                 fail(where, "%s: flags(MASK) expected" % name)
         elif base in ("stream", "stream.query"):
@@ -241,6 +269,14 @@ def parse_params(where, sym, text, proto, kinds):
         elif base in ("arr", "outarr", "outbuf"):
             if not pointer or not args or len(args.split(",")) != 2:
                 fail(where, "%s: %s(COUNT,MAX) on a pointer expected" % (name, base))
+            el = pointee(ctype)
+            if base == "arr" and types.get(el, ("",))[0] == "handle" and not check:
+                hk = [k["kind"] for k in kinds if k["ctype"] == el]
+                if len(hk) != 1:  # each element must be checked as the client's own
+                    fail(where, "%s: an array of %s handles, which %s kind of api/handles.tsv "
+                         "names (one kind, or arr(..):CHECK)" % (name, el,
+                                                                 "more than one" if hk else "no"))
+                p["elem_kind"] = hk[0]
         elif base == "str":
             if ctype != "const char *":
                 fail(where, "%s: str on a %s" % (name, ctype))
@@ -258,7 +294,94 @@ def parse_params(where, sym, text, proto, kinds):
     return out
 
 
-def check_gen(r):
+def header_value(rel, name):
+    """A size limit #defined in the C headers (N, N * M, with u suffixes)."""
+    text = open(os.path.join(ROOT, rel)).read()
+    m = re.search(r"#define\s+%s\s+\(?([0-9u *]+)\)?" % name, text)
+    v = 1
+    for f in m.group(1).replace("u", "").split("*"):
+        v *= int(f)
+    return v
+
+
+SCALARS = {"char": 1, "unsigned char": 1, "signed char": 1, "short": 2, "unsigned short": 2,
+           "int": 4, "unsigned int": 4, "unsigned": 4, "float": 4, "uint32_t": 4, "int32_t": 4,
+           "long": 8, "unsigned long": 8, "long int": 8, "unsigned long int": 8, "long long": 8,
+           "unsigned long long": 8, "double": 8, "size_t": 8, "ssize_t": 8, "uint64_t": 8,
+           "int64_t": 8, "void": 1}
+
+
+def csize(t, types):
+    """sizeof a C type, where the tables tell it (structs: None, checked by the compiler)."""
+    t = re.sub(r"^const\s+", "", t.strip())
+    if t.endswith("*"):
+        return 8
+    if t in SCALARS:
+        return SCALARS[t]
+    cls, detail = types.get(t, ("", ""))
+    if cls == "scalar":
+        return csize(detail, types)
+    return {"enum": 4, "handle": 8, "fnptr": 8}.get(cls)
+
+
+def limit_value(expr):
+    try:
+        return int(expr, 0)
+    except ValueError:
+        return None
+
+
+def worst_sizes(r, types):
+    """The largest request and answer a row's call exchanges: bytes the tables tell, and C terms
+    for the rest (a struct's size, a MAX that is a macro), which the generated decoder asserts."""
+    req, ans, req_c, ans_c = 0, 0, [], []
+    for p in r["params"]:
+        b, el = p["base"], pointee(p["ctype"]) if p["ctype"].endswith("*") else p["ctype"]
+        mxs = p["args"].split(",")[1].strip() if b in ("arr", "outarr", "outbuf") else None
+        mx = limit_value(mxs) if mxs else None
+        size = csize(el, types)
+
+        def many(terms):
+            if mx is not None and size is not None:
+                return mx * size
+            terms.append("(uint64_t)(%s) * sizeof(%s)" % (mxs, el))
+            return 0
+
+        if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr"):
+            req += 8
+        elif b == "in":
+            req += 8
+            if size is None:
+                req_c.append("sizeof(%s)" % el)
+            else:
+                req += size
+        elif b == "arr":
+            req += 8 + many(req_c)
+        elif b == "str":
+            req += 8 + 4096
+        elif b == "inout":
+            req += 8
+            ans += size or 0
+        elif b in ("out", "new"):
+            if b == "new":
+                ans += 8
+            elif size is None:
+                ans_c.append("sizeof(%s)" % el)
+            else:
+                ans += size
+        elif b == "outarr":
+            req += 8 if p["nullable"] else 0
+            ans += many(ans_c)
+        elif b == "outbuf":
+            if mx is None:
+                ans_c.append("(uint64_t)(%s)" % mxs)
+            else:
+                ans += mx
+    return req, ans, req_c, ans_c
+
+
+def check_gen(r, types=None):
+    types = types or {}
     names = {p["name"] for p in r["params"]}
     streams = [p for p in r["params"] if p["base"] in ("stream", "stream.query")]
     if r["opts"].get("sync") and len(streams) != 1:
@@ -271,6 +394,24 @@ def check_gen(r):
             for ident in re.findall(r"[A-Za-z_]\w*", p["args"]):
                 if ident not in names and not ident.isupper() and not ident.startswith("sizeof"):
                     fail(r["where"], "%s: %s names no parameter" % (p["name"], ident))
+            kinds_of = {q["name"]: q["base"] for q in r["params"]}
+            for ident in arg_names(p["args"].split(",")[0], names):
+                if kinds_of[ident] not in ("val", "flags", "dev", "inout"):
+                    fail(r["where"], "%s: %s is a %s, not a value the request carries (val, "
+                         "flags, dev, inout)" % (p["name"], ident, kinds_of[ident]))
+            length = p["args"].split(",")[0]
+            if len(arg_names(length, names)) > 2:
+                fail(r["where"], "%s: %s names more than two parameters (its bound against "
+                     "wrapping around is for two)" % (p["name"], length.strip()))
+    req, ans, _, _ = worst_sizes(r, types)
+    req_max = header_value("include/openmps/ops.h", "OM_CHUNK_BYTES")
+    ans_max = header_value("src/server/internal.h", "OM_REPLY_MAX")
+    if req > req_max:
+        fail(r["where"], "the largest request is %d bytes, more than a record's %d "
+             "(OM_CHUNK_BYTES): lower a MAX" % (req, req_max))
+    if ans > ans_max:
+        fail(r["where"], "the largest answer is %d bytes, more than the server's %d "
+             "(OM_REPLY_MAX): lower a MAX" % (ans, ans_max))
 
 
 def pointee(ctype):
@@ -298,8 +439,29 @@ def cast_out(ctype, types, expr):
     return "(%s)%s" % (ctype, expr)
 
 
-def cexpr(expr, prefix="a_"):
-    return re.sub(r"\b([a-z]\w*)\b", lambda m: prefix + m.group(1), expr)
+def cexpr(expr, names, prefix="a_"):
+    """A LEN/COUNT expression on the server: each parameter name becomes its decoded value
+    (other identifiers are constants: sizeof, macros)."""
+    return re.sub(r"\b([A-Za-z_]\w*)\b",
+                  lambda m: prefix + m.group(1) if m.group(1) in names else m.group(1), expr)
+
+
+def arg_names(expr, names):
+    return [i for i in re.findall(r"[A-Za-z_]\w*", expr) if i in names]
+
+
+def len_guard(expr, names, fail_stmt):
+    """Checks that a LEN/COUNT expression computed from client values does not wrap around:
+    each parameter it names is at most OM_GEN_LEN_MAX and the value, computed in 128 bits,
+    fits 64. Nothing for a single name or a constant."""
+    if re.match(r"^\s*\w*\s*$", expr):
+        return []
+    used = sorted(set(arg_names(expr, names)))
+    if not used:
+        return []
+    big = " || ".join("a_%s > OM_GEN_LEN_MAX" % n for n in used)
+    wide = cexpr(expr, names, "(om_u128)a_")
+    return ["    if (%s || (%s) > UINT64_MAX)\n        %s" % (big, wide, fail_stmt)]
 
 
 def proto_c(sym, protos, name):
@@ -363,8 +525,11 @@ def client_stub(r, protos, types, name, static):
                 req_fixed += 8
             if b == "outarr":
                 count, mx = [a.strip() for a in p["args"].split(",")]
-                checks.append("    if ((size_t)(%s) > %s)\n        return CUDA_ERROR_INVALID_VALUE;"
-                              % (count.replace("*", "*") if False else cexpr_client(count, r), mx))
+                if p["nullable"]:  # NULL: only the count is asked for
+                    body.append("    om_put_u64(&req, %s != NULL);" % n)
+                    req_fixed += 8
+                checks.append("    if (%s(size_t)(%s) > %s)\n        return CUDA_ERROR_INVALID_VALUE;"
+                              % ("%s && " % n if p["nullable"] else "", cexpr_client(count, r), mx))
             if b == "outbuf":
                 ln, mx = [a.strip() for a in p["args"].split(",")]
                 checks.append("    if (!%s || (%s) <= 0)\n        return CUDA_ERROR_INVALID_VALUE;"
@@ -409,10 +574,11 @@ def client_stub(r, protos, types, name, static):
                                  % (n, pointee(p["ctype"])))
                 elif b == "outarr":
                     count = cexpr_client(p["args"].split(",")[0].strip(), r)
-                    lines.append("    {\n        const void *v = om_get_bytes(&in, (size_t)(%s) * "
+                    lines.append("    %s{\n        const void *v = om_get_bytes(&in, (size_t)(%s) * "
                                  "sizeof(*%s));\n        if (v && %s)\n"
                                  "            memcpy(%s, v, (size_t)(%s) * sizeof(*%s));\n    }"
-                                 % (count, n, n, n, count, n))
+                                 % ("if (%s) " % n if p["nullable"] else "", count, n, n, n, count,
+                                    n))
                 elif b == "outbuf":
                     ln, mx = [a.strip() for a in p["args"].split(",")]
                     lines.append("    {\n        size_t n = (size_t)(%s) < %s ? (size_t)(%s) : %s;\n"
@@ -433,7 +599,7 @@ def client_stub(r, protos, types, name, static):
 def cexpr_client(expr, r):
     """A COUNT expression on the client: an inout parameter is read through its pointer."""
     inouts = {p["name"] for p in r["params"] if p["base"] == "inout"}
-    return re.sub(r"\b([a-z]\w*)\b",
+    return re.sub(r"\b([A-Za-z_]\w*)\b",
                   lambda m: "(%s ? *%s : 0)" % (m.group(1), m.group(1)) if m.group(1) in inouts
                   else m.group(1), expr)
 
@@ -443,17 +609,18 @@ def server_decoder(r, protos, types, kinds):
     calls the real driver; checks that fail before anything is allocated return at once, later
     ones leave through `out`, which frees what was allocated."""
     sym, ps = r["sym"], r["params"]
+    names = {p["name"] for p in ps}
     reads, decls, checks, allocs, streams, args, ok = [], [], [], [], [], [], []
     gotos = False
     for p in ps:
         n, b, t = p["name"], p["base"], p["ctype"]
         T = pointee(t) if t.endswith("*") else t
         if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr",
-                 "inout", "arr", "str") or (b == "in" and p["nullable"]):
+                 "inout", "arr", "str") or (b in ("in", "outarr") and p["nullable"]):
             reads.append("    uint64_t a_%s = om_get_u64(&c->in);" % n)
         if b == "in":
             decls.append("    %s v_%s;" % (T, n))
-            get = "om_get_bytes(&c->in, sizeof(v_%s))" % n
+            get = "om_get_bytes(&c->in, sizeof(%s))" % T
             reads.append("    const void *b_%s = %s;" % (n, ("a_%s ? %s : NULL" % (n, get))
                                                           if p["nullable"] else get))
             if p["nullable"]:
@@ -472,13 +639,21 @@ def server_decoder(r, protos, types, kinds):
             reads.append("    const void *b_%s = a_%s <= %s ? om_get_bytes(&c->in, (size_t)a_%s * "
                          "sizeof(%s)) : NULL;" % (n, n, mx, n, T))
             decls.append("    %s *v_%s = NULL;" % (T, n))
+            checks += len_guard(cnt, names, "return CUDA_ERROR_INVALID_VALUE;")
             checks.append("    if (a_%s > %s || (a_%s && !b_%s) || a_%s != (uint64_t)(%s))\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, mx, n, n, n, cexpr(cnt)))
+                          "        return CUDA_ERROR_INVALID_VALUE;"
+                          % (n, mx, n, n, n, cexpr(cnt, names)))
             allocs.append("    if (a_%s && !(v_%s = malloc((size_t)a_%s * sizeof(%s)))) {\n"
                           "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
                           % (n, n, n, T))
             allocs.append("    if (a_%s)\n        memcpy(v_%s, b_%s, (size_t)a_%s * sizeof(%s));"
                           % (n, n, n, n, T))
+            hk = p.get("elem_kind")
+            if hk and not p["check"]:  # an array of handles: each the client's own
+                allocs.append("    for (uint64_t i = 0; i < a_%s; i++)\n"
+                              "        if ((rc = om_arg_handle(c, %s, (uint64_t)(uintptr_t)v_%s[i], "
+                              "false)) != CUDA_SUCCESS)\n            goto out;"
+                              % (n, kind_enum(hk), n))
             if p["check"]:
                 allocs.append("    if ((rc = om_check_%s(c, v_%s, (size_t)a_%s)) != CUDA_SUCCESS)\n"
                               "        goto out;" % (p["check"], n, n))
@@ -516,8 +691,9 @@ def server_decoder(r, protos, types, kinds):
             if b == "free":
                 ok.append("        om_own_drop(c->s, %s, a_%s);" % (kind_enum(p["hkind"]), n))
         elif b == "ptr":
+            checks += len_guard(p["args"], names, "return CUDA_ERROR_INVALID_VALUE;")
             checks.append("    if (!om_arg_range(c, a_%s, (uint64_t)(%s)))\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, cexpr(p["args"])))
+                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, cexpr(p["args"], names)))
             args.append("(%s)a_%s" % (t, n))
         elif b in ("stream", "stream.query"):
             streams.append("    s_%s = om_arg_stream(c, a_%s, %s, &rc);\n    if (!s_%s)\n"
@@ -542,14 +718,24 @@ def server_decoder(r, protos, types, kinds):
             ok.append("        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_%s);" % n)
             gotos = True
         elif b == "outarr":
+            # COUNT (the value the client sent: for an inout count, its capacity) entries are
+            # allocated, passed and answered; outarr?: the client's pointer was NULL (a_ is 0),
+            # the driver gets NULL and only the other outputs (the count) are answered.
             cnt, mx = [a.strip() for a in p["args"].split(",")]
-            ce = cexpr(cnt)
+            ce = cexpr(cnt, names)
+            # the driver gets a buffer (of one entry at least) where the client passed one
             decls.append("    %s *o_%s = NULL;" % (T, n))
-            checks.append("    if ((uint64_t)(%s) > %s)\n        return CUDA_ERROR_INVALID_VALUE;"
-                          % (ce, mx))
-            allocs.append("    if ((%s) && !(o_%s = calloc((size_t)(%s), sizeof(%s)))) {\n"
+            guard = len_guard(cnt, names, "return CUDA_ERROR_INVALID_VALUE;")
+            big = "(uint64_t)(%s) > %s" % (ce, mx)
+            if p["nullable"]:
+                guard = ["    if (a_%s) {\n%s\n    }" % (
+                    n, "\n".join("    " + l.replace("\n", "\n    ") for l in guard))] if guard else []
+                big = "a_%s && %s" % (n, big)
+            checks += guard
+            checks.append("    if (%s)\n        return CUDA_ERROR_INVALID_VALUE;" % big)
+            allocs.append("    if (%s!(o_%s = calloc((size_t)(%s) ? (size_t)(%s) : 1, sizeof(%s)))) {\n"
                           "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
-                          % (ce, n, ce, T))
+                          % ("a_%s && " % n if p["nullable"] else "", n, ce, ce, T))
             gotos = True
             args.append("o_%s" % n)
             ok.append("        if (o_%s)\n            om_put_bytes(&c->out, o_%s, (size_t)(%s) * "
@@ -558,7 +744,7 @@ def server_decoder(r, protos, types, kinds):
             ln, mx = [a.strip() for a in p["args"].split(",")]
             decls.append("    uint8_t o_%s[%s];" % (n, mx))
             decls.append("    uint64_t n_%s = (uint64_t)(%s) < %s ? (uint64_t)(%s) : %s;"
-                         % (n, cexpr(ln), mx, cexpr(ln), mx))
+                         % (n, cexpr(ln, names), mx, cexpr(ln, names), mx))
             checks.append("    memset(o_%s, 0, sizeof(o_%s));" % (n, n))
             args.append("(%s)o_%s" % (t, n))
             ok.append("        om_put_bytes(&c->out, o_%s, (size_t)n_%s);" % (n, n))
@@ -568,7 +754,17 @@ def server_decoder(r, protos, types, kinds):
             if re.match(r"^[a-z]\w*$", ln):
                 i = [q["name"] for q in ps].index(ln)
                 args[i] = "(%s)n_%s" % (ps[i]["ctype"], p["name"])
-    L = ["static CUresult x_%s(struct call *c)" % sym, "{"]
+    L = []
+    req, ans, req_c, ans_c = worst_sizes(r, types)
+    req_c = req_c if any("*" in t for t in req_c) else []  # a lone struct fits: arrays may not
+    ans_c = ans_c if any("*" in t or "sizeof" not in t for t in ans_c) else []
+    if req_c:
+        L.append("_Static_assert(%d + %s <= OM_CHUNK_BYTES, \"%s: its largest request exceeds a "
+                 "record\");" % (req, " + ".join(req_c), sym))
+    if ans_c:
+        L.append("_Static_assert(%d + %s <= OM_REPLY_MAX, \"%s: its largest answer exceeds the "
+                 "reply\");" % (ans, " + ".join(ans_c), sym))
+    L += ["static CUresult x_%s(struct call *c)" % sym, "{"]
     L += reads + decls
     L += ["    CUresult rc = ARGS_OK(c);", "", "    if (rc != CUDA_SUCCESS)", "        return rc;"]
     L += checks + allocs + streams
@@ -683,7 +879,11 @@ def client_decls(rows, protos):
 def server_c(rows, protos, types, kinds):
     L = banner("The server's decoders of generated entry points and the dispatch table")
     L += ["#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "",
-          "#include \"../exec.h\"", ""]
+          "#include \"../exec.h\"", "#include \"openmps/ops.h\"", "",
+          "/* A LEN or COUNT computed from several client values: each value at most this (256 TiB,",
+          " * more than any device range or count), the result computed in 128 bits. */",
+          "#define OM_GEN_LEN_MAX (1ull << 48)", "__extension__ typedef unsigned __int128 om_u128;",
+          ""]
     for r in rows:
         if r["form"] == "gen":
             L.append(server_decoder(r, protos, types, kinds))
@@ -705,6 +905,83 @@ def server_decls(rows):
         if r["form"] == "custom":
             L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
     L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
+# fuzz_exec.c's own kinds for the handle kinds it had before the table; the others are added to
+# its enum by tests/fuzz/gen/kinds.h.
+FUZZ_KINDS = {"stream": "K_STREAM", "event": "K_EVENT", "library": "K_LIBRARY",
+              "function": "K_KERNEL"}
+
+
+def fuzz_kind(k):
+    return FUZZ_KINDS.get(k, "K_H_" + k.upper())
+
+
+def fuzz_kinds_h(kinds):
+    L = banner("The handle kinds of api/handles.tsv that tests/fuzz/fuzz_exec.c has no kind of")
+    L += ["/* X(enum constant, name) */", "#define OM_FUZZ_GEN_KINDS(X)%s" % (" \\" if any(
+        k["kind"] not in FUZZ_KINDS for k in kinds) else "")]
+    extra = [k for k in kinds if k["kind"] not in FUZZ_KINDS]
+    for i, k in enumerate(extra):
+        L.append("    X(%s, \"%s\")%s" % (fuzz_kind(k["kind"]), k["kind"],
+                                          " \\" if i + 1 < len(extra) else ""))
+    L.append("")
+    return "\n".join(L)
+
+
+def fuzz_wrapper(r, protos, types):
+    """g_<symbol>: before the driver (the double, or fuzz_exec.c's hand-written wrapper) is
+    called, every handle, stream and device range the decoder passes must be the fuzzed
+    session's; handles the call makes become its own, those it destroys are forgotten."""
+    sym, ps = r["sym"], r["params"]
+    names = {p["name"] for p in ps}
+    L = ["static %s" % proto_c(sym, protos, "g_" + sym), "{", "    CUresult rc;", "",
+         "    ENTER(%s);" % sym]
+    after = []
+    for p in ps:
+        n, b = p["name"], p["base"]
+        if b in ("handle", "free"):
+            k = fuzz_kind(p["hkind"])
+            L.append("    %scheck(%s, H(%s), 1);" % ("if (%s)\n        " % n if p["nullable"] else "",
+                                                   k, n))
+            if b == "free":
+                after.append("        forget(%s, H(%s));" % (k, n))
+        elif b in ("stream", "stream.query"):
+            L.append("    check(K_STREAM, H(%s), 1);" % n)
+        elif b == "ptr":
+            ln = p["args"]
+            wide = re.sub(r"\b([A-Za-z_]\w*)\b", lambda m: "(om_u128)" + m.group(1)
+                          if m.group(1) in names else m.group(1), ln)
+            L.append("    check(K_DEVICE, (uint64_t)%s, (%s) > UINT64_MAX ? UINT64_MAX : "
+                     "(uint64_t)(%s));" % (n, wide, wide))
+        elif b == "arr" and p.get("elem_kind"):
+            cnt = p["args"].split(",")[0].strip()
+            L.append("    for (uint64_t i = 0; %s && i < (uint64_t)(%s); i++)\n"
+                     "        check(%s, H(%s[i]), 1);" % (n, cnt, fuzz_kind(p["elem_kind"]), n))
+        elif b == "new":
+            after.append("        note(%s, H(*%s), 1, false);" % (fuzz_kind(p["hkind"]), n))
+    L.append("    rc = ((%s)gen_next[OM_IDX_%s])(%s);" % (fnptr_type(sym, protos), sym,
+                                                       ", ".join(p["name"] for p in ps)))
+    if after:
+        L += ["    if (rc == CUDA_SUCCESS) {"] + after + ["    }"]
+    L += ["    return rc;", "}"]
+    return "\n".join(L)
+
+
+def fuzz_checks_c(rows, protos, types):
+    L = banner("tests/fuzz/fuzz_exec.c's check layer for the generated rows (included there)")
+    L += ["", "/* The entry each generated wrapper calls: the double's, or a hand-written wrapper. */",
+          "static void *gen_next[OM_ENTRY_COUNT];", ""]
+    gen = [r for r in rows if r["form"] == "gen"]
+    for r in gen:
+        L += [fuzz_wrapper(r, protos, types), ""]
+    L += ["static const struct {", "    int index;", "    void *wrapper;",
+          "} gen_wrappers[] = {"]
+    L += ["    {OM_IDX_%s, (void *)g_%s}," % (r["sym"], r["sym"]) for r in gen]
+    if not gen:
+        L.append("    {-1, NULL},")
+    L += ["};", ""]
     return "\n".join(L)
 
 
@@ -782,12 +1059,14 @@ def reason(sym):
     return "not yet"
 
 
-def generate():
-    """path (relative to ROOT) -> text, and the modes for entries.h."""
-    protos = load_protos()
-    types = load_types()
-    kinds = load_handles()
-    rows = load_rows(protos, kinds)
+def generate(api=None):
+    """path (relative to ROOT) -> text, and the modes for entries.h. `api`: the folder of the
+    tables (remote/, handles.tsv; driver_api.tsv and types.tsv where it has them), api/ when
+    None; tests/unit/check_generator.py runs it on a small table of its own."""
+    protos = load_protos(api)
+    types = load_types(api)
+    kinds = load_handles(api)
+    rows = load_rows(protos, kinds, api, types)
     out = {
         "src/common/gen/types.h": types_h(types, kinds),
         "src/server/gen/handles.h": handles_h(kinds),
@@ -796,6 +1075,8 @@ def generate():
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds),
         "src/server/gen/handlers.h": server_decls(rows),
         "docs/compatibility.md": compat_md(rows, protos),
+        "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
+        "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),
     }
     return out, modes(rows)
 

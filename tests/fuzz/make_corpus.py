@@ -171,6 +171,88 @@ def exec_seeds():
         IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
 
 
+# One seed per generated row (api/remote/*.tsv, form gen): a session makes one of each handle
+# the rows take, then calls the entry well-formed, with the victim's handles and ranges, and with
+# huge values; the decoder must refuse the last two before the driver sees them (the check layer
+# of tests/fuzz/gen/checks.c aborts otherwise).
+def gen_rows():
+    import sys
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "api"))
+    import remote
+    protos, types, kinds = remote.load_protos(), remote.load_types(), remote.load_handles()
+    return remote, types, [r for r in remote.load_rows(protos, kinds, None, types)
+                           if r["form"] == "gen"]
+
+
+# the prelude's answers: F(0) device memory, F(1) stream, F(2) event, F(3) library, F(4) kernel
+GEN_IMAGE = b"fakecubin\nfill_u32:8,4,4\n\0"
+GEN_MINE = {"ptr": F(0), "stream": F(1), "event": F(2), "library": F(3), "function": F(4),
+            "kernel": F(4)}
+GEN_VICTIM = {"ptr": ref(V_A1), "stream": ref(V_S1), "event": ref(V_E1), "library": ref(V_LIB),
+              "function": ref(V_K), "kernel": ref(V_K)}
+
+
+def gen_prelude():
+    return b"".join([rec("cuMemAlloc_v2", 4096), rec("cuStreamCreate", 0, 0),
+                     rec("cuEventCreate", 0), stage(GEN_IMAGE),
+                     rec("cuLibraryLoadData", len(GEN_IMAGE)),
+                     rec("cuLibraryGetKernel", F(3), tail=b"fill_u32")])
+
+
+def gen_request(remote, types, r, handles, huge):
+    """The payload of r's request as its decoder reads it."""
+    out = b""
+    for p in r["params"]:
+        b, el = p["base"], remote.pointee(p["ctype"]) if p["ctype"].endswith("*") else p["ctype"]
+        if b == "val":
+            lo = p["args"].split("..")[0] if p["args"] else "1"
+            v = 0xFFFFFFFFFFFFFFF0 if huge else int(lo, 0) & (1 << 64) - 1
+        elif b in ("flags", "dev"):
+            v = 0xFFFFFFFF if huge else 0
+        elif b in ("handle", "free"):
+            v = handles.get(p["hkind"], 0)
+        elif b in ("stream", "stream.query"):
+            v = handles["stream"]
+        elif b == "ptr":
+            v = handles["ptr"]
+        elif b == "inout":
+            v = 0xFFFFFFFFFFFFFFF0 if huge else 1
+        elif b == "in":
+            size = remote.csize(el, types) or 64
+            out += (struct.pack("<Q", 1) if p["nullable"] else b"") + bytes(size)
+            continue
+        elif b == "arr":
+            size = remote.csize(el, types) or 64
+            item = struct.pack("<Q", handles.get(p.get("elem_kind"), 0)) if size == 8 \
+                else bytes(size)
+            out += struct.pack("<Q", 1) + item
+            continue
+        elif b == "str":
+            out += struct.pack("<Q", 8) + b"fill_u32"
+            continue
+        elif b == "outarr" and p["nullable"]:
+            v = 1
+        else:
+            continue  # zero, out, new, outbuf, outarr: nothing in the request
+        out += struct.pack("<Q", v)
+    return out
+
+
+def gen_seeds():
+    remote, types, rows = gen_rows()
+    for r in rows:
+        posted = bool(r["opts"].get("post"))
+        op = IDX[r["sym"]] | (POSTED if posted else 0)
+
+        def one(payload):
+            return struct.pack("<HH", op, len(payload)) + payload
+        yield "gen-" + r["sym"], gen_prelude() + b"".join([
+            one(gen_request(remote, types, r, GEN_MINE, False)),
+            one(gen_request(remote, types, r, GEN_VICTIM, False)),
+            one(gen_request(remote, types, r, GEN_MINE, True)),
+            rec("cuStreamSynchronize", F(1))])
+
+
 def main():
     write("fuzz_msg", "hello", msg(1, struct.pack("<II", 42, 0) + limits(25000, 1, [1 << 30])))
     write("fuzz_msg", "command", msg(2, b"get_server_list"))
@@ -204,6 +286,8 @@ def main():
     write("fuzz_ring", "bad-head", struct.pack("<QQ", len(rec), 1 << 50) + rec)
     write("fuzz_ring", "two", struct.pack("<QQ", 2 * len(rec), 0) + rec + rec)
     for name, data in exec_seeds():
+        write("fuzz_exec", name, data)
+    for name, data in gen_seeds():
         write("fuzz_exec", name, data)
 
 

@@ -5,6 +5,12 @@
 #include <string.h>
 
 #include "../exec.h"
+#include "openmps/ops.h"
+
+/* A LEN or COUNT computed from several client values: each value at most this (256 TiB,
+ * more than any device range or count), the result computed in 128 bits. */
+#define OM_GEN_LEN_MAX (1ull << 48)
+__extension__ typedef unsigned __int128 om_u128;
 
 static CUresult x_cuArrayGetDescriptor_v2(struct call *c)
 {
@@ -581,6 +587,8 @@ static CUresult x_cuDeviceGetTexture1DLinearMaxWidth(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(&o_maxWidthInElements, 0, sizeof(o_maxWidthInElements));
+    if ((int64_t)a_format < 1 || (int64_t)a_format > 0xff)
+        return CUDA_ERROR_INVALID_VALUE;
     if ((int64_t)a_numChannels < 1 || (int64_t)a_numChannels > 4)
         return CUDA_ERROR_INVALID_VALUE;
     if (a_dev >= (uint64_t)om_server_ndevices())
