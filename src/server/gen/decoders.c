@@ -171,6 +171,49 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemPoolSetAccess(struct call *c)
+{
+    uint64_t a_pool = om_get_u64(&c->in);
+    uint64_t a_map = om_get_u64(&c->in);
+    const void *b_map = a_map <= 64 ? om_get_bytes(&c->in, (size_t)a_map * sizeof(CUmemAccessDesc)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    CUmemAccessDesc *v_map = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_map > 64 || (a_map && !b_map) || a_map != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_count < 1 || (int64_t)a_count > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_map && !(v_map = malloc((size_t)a_map * sizeof(CUmemAccessDesc)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_map)
+        memcpy(v_map, b_map, (size_t)a_map * sizeof(CUmemAccessDesc));
+    rc = ((CUresult (*)(CUmemoryPool, const CUmemAccessDesc *, size_t))REAL(cuMemPoolSetAccess))((CUmemoryPool)(uintptr_t)a_pool, v_map, (size_t)a_count);
+out:
+    free(v_map);
+    return rc;
+}
+
+static CUresult x_cuMemPoolTrimTo(struct call *c)
+{
+    uint64_t a_pool = om_get_u64(&c->in);
+    uint64_t a_minBytesToKeep = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemoryPool, size_t))REAL(cuMemPoolTrimTo))((CUmemoryPool)(uintptr_t)a_pool, (size_t)a_minBytesToKeep);
+    return rc;
+}
+
 static CUresult x_cuOccupancyMaxActiveBlocksPerMultiprocessor(struct call *c)
 {
     uint64_t a_func = om_get_u64(&c->in);
@@ -413,6 +456,22 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemGetInfo_v2] = x_cuMemGetInfo_v2,
     [OM_IDX_cuMemHostAlloc] = om_x_cuMemHostAlloc,
     [OM_IDX_cuMemHostRegister_v2] = om_x_cuMemHostRegister_v2,
+    [OM_IDX_cuMemAllocAsync] = om_x_cuMemAllocAsync,
+    [OM_IDX_cuMemAllocFromPoolAsync] = om_x_cuMemAllocFromPoolAsync,
+    [OM_IDX_cuMemFreeAsync] = om_x_cuMemFreeAsync,
+    [OM_IDX_cuMemPoolCreate] = om_x_cuMemPoolCreate,
+    [OM_IDX_cuMemPoolDestroy] = om_x_cuMemPoolDestroy,
+    [OM_IDX_cuMemPoolSetAttribute] = om_x_cuMemPoolSetAttribute,
+    [OM_IDX_cuMemPoolGetAttribute] = om_x_cuMemPoolGetAttribute,
+    [OM_IDX_cuMemPoolSetAccess] = x_cuMemPoolSetAccess,
+    [OM_IDX_cuMemPoolGetAccess] = om_x_cuMemPoolGetAccess,
+    [OM_IDX_cuMemPoolTrimTo] = x_cuMemPoolTrimTo,
+    [OM_IDX_cuDeviceGetDefaultMemPool] = om_x_cuDeviceGetDefaultMemPool,
+    [OM_IDX_cuDeviceGetMemPool] = om_x_cuDeviceGetMemPool,
+    [OM_IDX_cuDeviceSetMemPool] = om_x_cuDeviceSetMemPool,
+    [OM_IDX_cuIpcGetMemHandle] = om_x_cuIpcGetMemHandle,
+    [OM_IDX_cuIpcOpenMemHandle_v2] = om_x_cuIpcOpenMemHandle_v2,
+    [OM_IDX_cuIpcCloseMemHandle] = om_x_cuIpcCloseMemHandle,
     [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
     [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,
