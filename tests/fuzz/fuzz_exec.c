@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../src/common/gen/types.h"
 #include "../../src/common/log.h"
 #include "../../src/server/internal.h"
 #include "openmps/ops.h"
@@ -50,10 +51,10 @@ int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32
 
 /* ------------------------------------------------------------------ who owns what */
 
-enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST };
+enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST, K_POOL };
 enum owner { O_SERVER, O_VICTIM, O_FUZZED };
-static const char *const kind_name[] = {"stream", "event",        "library",
-                                        "kernel", "device range", "host range"};
+static const char *const kind_name[] = {"stream",       "event",      "library",    "kernel",
+                                        "device range", "host range", "memory pool"};
 
 struct obj {
     uint64_t base, size;
@@ -624,6 +625,97 @@ static CUresult w_cuMemHostUnregister(void *p)
     return ORIG(cuMemHostUnregister, CUresult(*)(void *))(p);
 }
 
+/* Memory family: stream-ordered pools (fake_memory.c). */
+static CUresult w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolCreate);
+    rc = ORIG(cuMemPoolCreate, CUresult(*)(CUmemoryPool *, const CUmemPoolProps *))(pool, props);
+    if (rc == CUDA_SUCCESS)
+        note(K_POOL, H(*pool), 1, false);
+    return rc;
+}
+
+static CUresult w_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    ENTER(cuMemPoolDestroy);
+    check(K_POOL, H(pool), 1);
+    forget(K_POOL, H(pool));
+    return ORIG(cuMemPoolDestroy, CUresult(*)(CUmemoryPool))(pool);
+}
+
+static CUresult w_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute a, void *v)
+{
+    ENTER(cuMemPoolSetAttribute);
+    check(K_POOL, H(pool), 1);
+    return ORIG(cuMemPoolSetAttribute,
+                CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))(pool, a, v);
+}
+
+static CUresult w_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute a, void *v)
+{
+    ENTER(cuMemPoolGetAttribute);
+    check(K_POOL, H(pool), 1);
+    return ORIG(cuMemPoolGetAttribute,
+                CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))(pool, a, v);
+}
+
+static CUresult w_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *m, size_t n)
+{
+    ENTER(cuMemPoolSetAccess);
+    check(K_POOL, H(pool), 1);
+    return ORIG(cuMemPoolSetAccess,
+                CUresult(*)(CUmemoryPool, const CUmemAccessDesc *, size_t))(pool, m, n);
+}
+
+static CUresult w_cuMemPoolGetAccess(CUmemAccess_flags *f, CUmemoryPool pool, CUmemLocation *l)
+{
+    ENTER(cuMemPoolGetAccess);
+    check(K_POOL, H(pool), 1);
+    return ORIG(cuMemPoolGetAccess,
+                CUresult(*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))(f, pool, l);
+}
+
+static CUresult w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    ENTER(cuMemPoolTrimTo);
+    check(K_POOL, H(pool), 1);
+    return ORIG(cuMemPoolTrimTo, CUresult(*)(CUmemoryPool, size_t))(pool, keep);
+}
+
+static CUresult w_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    CUresult rc;
+
+    ENTER(cuMemAllocFromPoolAsync);
+    check(K_POOL, H(pool), 1);
+    check(K_STREAM, H(s), 1);
+    if (n > MEM_CAP)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = ORIG(cuMemAllocFromPoolAsync,
+              CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))(p, n, pool, s);
+    if (rc == CUDA_SUCCESS)
+        note(K_DEVICE, *p, n, true);
+    return rc;
+}
+
+static CUresult w_cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    ENTER(cuMemFreeAsync);
+    check(K_STREAM, H(s), 1);
+    if (phase == O_FUZZED) {
+        bool mine = false;
+        for (size_t i = 0; i < nobjs && !mine; i++)
+            mine = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].alloc &&
+                   objs[i].base == p;
+        if (!mine)
+            blame(K_DEVICE, p, 1);
+        forget(K_DEVICE, p);
+    }
+    return ORIG(cuMemFreeAsync, CUresult(*)(CUdeviceptr, CUstream))(p, s);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -671,6 +763,15 @@ static const struct {
     W(cuKernelGetAttribute),
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
+    W(cuMemPoolCreate),
+    W(cuMemPoolDestroy),
+    W(cuMemPoolSetAttribute),
+    W(cuMemPoolGetAttribute),
+    W(cuMemPoolSetAccess),
+    W(cuMemPoolGetAccess),
+    W(cuMemPoolTrimTo),
+    W(cuMemAllocFromPoolAsync),
+    W(cuMemFreeAsync),
 #undef W
 };
 
