@@ -116,6 +116,7 @@ struct session {
     struct om_range devcache[OM_DEVCACHE_ENTRIES]; /* its freed allocations, for its next */
     size_t ndevcache;
     uint64_t pool_default, pool_current; /* its own pools for cuMemAllocAsync (api/mempool.c) */
+    struct om_ranges vmm_reserved, vmm_mapped; /* cuMemAddressReserve, cuMemMap (api/vmm.c) */
     struct om_sched_stream *sched;       /* its streams' last kernels, while scheduling is on */
     size_t nsched, sched_cap;
     struct om_kernel *kernels;
@@ -205,6 +206,7 @@ void om_devmem_drop_cache(struct session *s); /* at the session's end */
 /* api/mempool.c, api/ipc.c: at the session's end, before its allocations are freed. */
 void om_mempool_session_end(struct session *s);
 void om_ipc_session_end(struct session *s);
+void om_vmm_session_end(struct session *s);
 /* cuMemFree of a client's pool memory: after its own work, on its default stream. */
 CUresult om_mempool_free(struct session *s, struct om_range *r);
 /* An owned range the client frees: true when clients that opened it by an IPC handle keep it

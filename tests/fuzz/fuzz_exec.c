@@ -51,7 +51,7 @@ int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32
 
 /* ------------------------------------------------------------------ who owns what */
 
-enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST, K_POOL };
+enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST, K_POOL, K_MEMH, K_VA };
 enum owner { O_SERVER, O_VICTIM, O_FUZZED };
 static const char *const kind_name[] = {"stream",       "event",      "library",    "kernel",
                                         "device range", "host range", "memory pool"};
@@ -716,6 +716,111 @@ static CUresult w_cuMemFreeAsync(CUdeviceptr p, CUstream s)
     return ORIG(cuMemFreeAsync, CUresult(*)(CUdeviceptr, CUstream))(p, s);
 }
 
+/* The virtual memory management API (fake_memory.c; NOT_SUPPORTED unless FAKECUDA_VMM). The
+ * server's own allocations (devmem.c) run in the fuzzed phase too: what it creates is noted. */
+static CUresult w_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *p, int o)
+{
+    ENTER(cuMemGetAllocationGranularity);
+    return ORIG(cuMemGetAllocationGranularity,
+                CUresult(*)(size_t *, const CUmemAllocationProp *, int))(g, p, o);
+}
+
+static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
+                              const CUmemAllocationProp *p, unsigned long long f)
+{
+    CUresult rc;
+
+    ENTER(cuMemCreate);
+    rc =
+        ORIG(cuMemCreate, CUresult(*)(CUmemGenericAllocationHandle *, size_t,
+                                      const CUmemAllocationProp *, unsigned long long))(h, n, p, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_MEMH, *h, 1, false);
+    return rc;
+}
+
+static CUresult w_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    ENTER(cuMemRelease);
+    check(K_MEMH, h, 1);
+    return ORIG(cuMemRelease, CUresult(*)(CUmemGenericAllocationHandle))(h);
+}
+
+static CUresult w_cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t a, CUdeviceptr addr,
+                                      unsigned long long f)
+{
+    CUresult rc;
+
+    ENTER(cuMemAddressReserve);
+    rc = ORIG(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                                               unsigned long long))(p, n, a, addr, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_VA, *p, n, false);
+    return rc;
+}
+
+static CUresult w_cuMemAddressFree(CUdeviceptr p, size_t n)
+{
+    ENTER(cuMemAddressFree);
+    check(K_VA, p, n);
+    return ORIG(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t))(p, n);
+}
+
+static CUresult w_cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h,
+                           unsigned long long f)
+{
+    CUresult rc;
+
+    ENTER(cuMemMap);
+    check(K_VA, p, n);
+    check(K_MEMH, h, 1);
+    rc = ORIG(cuMemMap, CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                                    unsigned long long))(p, n, off, h, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_DEVICE, p, n, false);
+    return rc;
+}
+
+static CUresult w_cuMemUnmap(CUdeviceptr p, size_t n)
+{
+    ENTER(cuMemUnmap);
+    check(K_VA, p, n);
+    return ORIG(cuMemUnmap, CUresult(*)(CUdeviceptr, size_t))(p, n);
+}
+
+static CUresult w_cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t c)
+{
+    ENTER(cuMemSetAccess);
+    check(K_VA, p, n);
+    return ORIG(cuMemSetAccess,
+                CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))(p, n, d, c);
+}
+
+static CUresult w_cuMemGetAccess(unsigned long long *f, const CUmemLocation *l, CUdeviceptr p)
+{
+    ENTER(cuMemGetAccess);
+    check(K_VA, p, 1);
+    return ORIG(cuMemGetAccess,
+                CUresult(*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))(f, l, p);
+}
+
+static CUresult w_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+    ENTER(cuMemRetainAllocationHandle);
+    check(K_VA, H(addr), 1);
+    return ORIG(cuMemRetainAllocationHandle,
+                CUresult(*)(CUmemGenericAllocationHandle *, void *))(h, addr);
+}
+
+static CUresult w_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p,
+                                                         CUmemGenericAllocationHandle h)
+{
+    ENTER(cuMemGetAllocationPropertiesFromHandle);
+    check(K_MEMH, h, 1);
+    return ORIG(cuMemGetAllocationPropertiesFromHandle,
+                CUresult(*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))(p, h);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -772,6 +877,17 @@ static const struct {
     W(cuMemPoolTrimTo),
     W(cuMemAllocFromPoolAsync),
     W(cuMemFreeAsync),
+    W(cuMemGetAllocationGranularity),
+    W(cuMemCreate),
+    W(cuMemRelease),
+    W(cuMemAddressReserve),
+    W(cuMemAddressFree),
+    W(cuMemMap),
+    W(cuMemUnmap),
+    W(cuMemSetAccess),
+    W(cuMemGetAccess),
+    W(cuMemRetainAllocationHandle),
+    W(cuMemGetAllocationPropertiesFromHandle),
 #undef W
 };
 

@@ -369,3 +369,133 @@ CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
         *flags = (CUmemAccess_flags)v;
     return rc;
 }
+
+/* ------------------------------------------------------------------ virtual memory management */
+
+CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                            CUmemAllocationGranularity_flags option)
+{
+    REQ(req, sizeof(CUmemAllocationProp) + 8);
+    uint64_t v = 0;
+    CUresult rc;
+
+    if (!granularity || !prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, prop, sizeof(*prop));
+    om_put_u64(&req, (uint64_t)option);
+    rc = call_u64_reply(OM_IDX_cuMemGetAllocationGranularity, &req, &v);
+    if (rc == CUDA_SUCCESS)
+        *granularity = (size_t)v;
+    return rc;
+}
+
+CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                          const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    REQ(req, 16 + sizeof(CUmemAllocationProp));
+    uint64_t v = 0;
+    CUresult rc;
+
+    if (!handle || !prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, size);
+    om_put_bytes(&req, prop, sizeof(*prop));
+    om_put_u64(&req, flags);
+    rc = call_u64_reply(OM_IDX_cuMemCreate, &req, &v);
+    if (rc == CUDA_SUCCESS)
+        *handle = (CUmemGenericAllocationHandle)v;
+    return rc;
+}
+
+CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                  unsigned long long flags)
+{
+    REQ(req, 32);
+    uint64_t v = 0;
+    CUresult rc;
+
+    if (!ptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, size);
+    om_put_u64(&req, alignment);
+    om_put_u64(&req, addr);
+    om_put_u64(&req, flags);
+    rc = call_u64_reply(OM_IDX_cuMemAddressReserve, &req, &v);
+    if (rc == CUDA_SUCCESS)
+        *ptr = v;
+    return rc;
+}
+
+CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    REQ(req, 16);
+
+    om_put_u64(&req, ptr);
+    om_put_u64(&req, size);
+    return om_rcall(OM_IDX_cuMemAddressFree, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                       CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    REQ(req, 40);
+    CUresult rc;
+
+    om_put_u64(&req, ptr);
+    om_put_u64(&req, size);
+    om_put_u64(&req, offset);
+    om_put_u64(&req, (uint64_t)handle);
+    om_put_u64(&req, flags);
+    rc = om_rcall(OM_IDX_cuMemMap, &req, NULL, 0, NULL);
+    if (rc == CUDA_SUCCESS && om_devrange_add(ptr, size) < 0) {
+        /* A mapping this process could not tell from host memory is not kept. */
+        om_r_cuMemUnmap(ptr, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    REQ(req, 16);
+    CUresult rc;
+
+    om_put_u64(&req, ptr);
+    om_put_u64(&req, size);
+    rc = om_rcall(OM_IDX_cuMemUnmap, &req, NULL, 0, NULL);
+    if (rc != CUDA_ERROR_INVALID_VALUE)
+        om_devrange_remove(ptr);
+    return rc;
+}
+
+CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                             CUdeviceptr ptr)
+{
+    REQ(req, sizeof(CUmemLocation) + 8);
+    uint64_t v = 0;
+    CUresult rc;
+
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, location, sizeof(*location));
+    om_put_u64(&req, ptr);
+    rc = call_u64_reply(OM_IDX_cuMemGetAccess, &req, &v);
+    if (rc == CUDA_SUCCESS)
+        *flags = v;
+    return rc;
+}
+
+CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    REQ(req, 8);
+    uint64_t v = 0;
+    CUresult rc;
+
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, U64(addr));
+    rc = call_u64_reply(OM_IDX_cuMemRetainAllocationHandle, &req, &v);
+    if (rc == CUDA_SUCCESS)
+        *handle = (CUmemGenericAllocationHandle)v;
+    return rc;
+}

@@ -237,6 +237,52 @@ static CUresult r_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return om_rcall(OM_IDX_cuMemPoolTrimTo, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)handle);
+    return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    uint8_t req_buf[40 + (size_t)(16) * sizeof(*desc)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(count) > 16 || ((count) && !desc))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)ptr);
+    om_put_u64(&req, (uint64_t)size);
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, desc, (size_t)(count) * sizeof(*desc));
+    om_put_u64(&req, (uint64_t)count);
+    return om_rcall(OM_IDX_cuMemSetAccess, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*prop)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)handle);
+    rc = om_rcall(OM_IDX_cuMemGetAllocationPropertiesFromHandle, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*prop));
+        if (v && prop)
+            memcpy(prop, v, sizeof(*prop));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
 {
     uint8_t req_buf[32];
@@ -550,6 +596,17 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemPrefetchAsync_v2_ptsz, (void *)om_r_cuMemPrefetchAsync_v2);
     om_remote_set(OM_IDX_cuMemAdvise, (void *)om_r_cuMemAdvise);
     om_remote_set(OM_IDX_cuMemAdvise_v2, (void *)om_r_cuMemAdvise_v2);
+    om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_r_cuMemGetAllocationGranularity);
+    om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
+    om_remote_set(OM_IDX_cuMemRelease, (void *)r_cuMemRelease);
+    om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
+    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
+    om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
+    om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
+    om_remote_set(OM_IDX_cuMemSetAccess, (void *)r_cuMemSetAccess);
+    om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
+    om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)r_cuMemGetAllocationPropertiesFromHandle);
+    om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
     om_remote_set(OM_IDX_cuFuncGetAttribute, (void *)om_r_cuFuncGetAttribute);
     om_remote_set(OM_IDX_cuFuncSetAttribute, (void *)om_r_cuFuncSetAttribute);
     om_remote_set(OM_IDX_cuFuncSetCacheConfig, (void *)om_r_cuFuncSetCacheConfig);

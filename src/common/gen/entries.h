@@ -299,8 +299,8 @@
     X(289, cuLogsDumpToMemory, UNSUPPORTED) \
     X(290, cuLogsRegisterCallback, UNSUPPORTED) \
     X(291, cuLogsUnregisterCallback, UNSUPPORTED) \
-    X(292, cuMemAddressFree, UNSUPPORTED) \
-    X(293, cuMemAddressReserve, UNSUPPORTED) \
+    X(292, cuMemAddressFree, REMOTE) \
+    X(293, cuMemAddressReserve, REMOTE) \
     X(294, cuMemAdvise, LOCAL) \
     X(295, cuMemAdvise_v2, LOCAL) \
     X(296, cuMemAlloc, UNSUPPORTED) \
@@ -316,7 +316,7 @@
     X(306, cuMemAlloc_v2, REMOTE) \
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
     X(308, cuMemBatchDecompressAsync_ptsz, UNSUPPORTED) \
-    X(309, cuMemCreate, UNSUPPORTED) \
+    X(309, cuMemCreate, REMOTE) \
     X(310, cuMemDiscardAndPrefetchBatchAsync, UNSUPPORTED) \
     X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, UNSUPPORTED) \
     X(312, cuMemDiscardBatchAsync, UNSUPPORTED) \
@@ -327,11 +327,11 @@
     X(317, cuMemFreeAsync_ptsz, REMOTE) \
     X(318, cuMemFreeHost, REMOTE) \
     X(319, cuMemFree_v2, REMOTE) \
-    X(320, cuMemGetAccess, UNSUPPORTED) \
+    X(320, cuMemGetAccess, REMOTE) \
     X(321, cuMemGetAddressRange, UNSUPPORTED) \
     X(322, cuMemGetAddressRange_v2, LOCAL) \
-    X(323, cuMemGetAllocationGranularity, UNSUPPORTED) \
-    X(324, cuMemGetAllocationPropertiesFromHandle, UNSUPPORTED) \
+    X(323, cuMemGetAllocationGranularity, REMOTE) \
+    X(324, cuMemGetAllocationPropertiesFromHandle, REMOTE) \
     X(325, cuMemGetDefaultMemPool, REMOTE) \
     X(326, cuMemGetHandleForAddressRange, UNSUPPORTED) \
     X(327, cuMemGetInfo, UNSUPPORTED) \
@@ -345,7 +345,7 @@
     X(335, cuMemHostRegister_v2, REMOTE) \
     X(336, cuMemHostUnregister, REMOTE) \
     X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
-    X(338, cuMemMap, UNSUPPORTED) \
+    X(338, cuMemMap, REMOTE) \
     X(339, cuMemMapArrayAsync, UNSUPPORTED) \
     X(340, cuMemMapArrayAsync_ptsz, UNSUPPORTED) \
     X(341, cuMemPoolCreate, REMOTE) \
@@ -367,11 +367,11 @@
     X(357, cuMemPrefetchBatchAsync_ptsz, UNSUPPORTED) \
     X(358, cuMemRangeGetAttribute, UNSUPPORTED) \
     X(359, cuMemRangeGetAttributes, UNSUPPORTED) \
-    X(360, cuMemRelease, UNSUPPORTED) \
-    X(361, cuMemRetainAllocationHandle, UNSUPPORTED) \
-    X(362, cuMemSetAccess, UNSUPPORTED) \
+    X(360, cuMemRelease, REMOTE) \
+    X(361, cuMemRetainAllocationHandle, REMOTE) \
+    X(362, cuMemSetAccess, REMOTE) \
     X(363, cuMemSetMemPool, REMOTE) \
-    X(364, cuMemUnmap, UNSUPPORTED) \
+    X(364, cuMemUnmap, REMOTE) \
     X(365, cuMemcpy, REMOTE) \
     X(366, cuMemcpy2D, UNSUPPORTED) \
     X(367, cuMemcpy2DAsync, UNSUPPORTED) \

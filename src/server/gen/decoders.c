@@ -214,6 +214,70 @@ static CUresult x_cuMemPoolTrimTo(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemRelease(struct call *c)
+{
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))((CUmemGenericAllocationHandle)a_handle);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_MEMHANDLE, a_handle);
+    }
+    return rc;
+}
+
+static CUresult x_cuMemSetAccess(struct call *c)
+{
+    uint64_t a_ptr = om_get_u64(&c->in);
+    uint64_t a_size = om_get_u64(&c->in);
+    uint64_t a_desc = om_get_u64(&c->in);
+    const void *b_desc = a_desc <= 16 ? om_get_bytes(&c->in, (size_t)a_desc * sizeof(CUmemAccessDesc)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    CUmemAccessDesc *v_desc = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_ptr, (uint64_t)(a_size)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_desc > 16 || (a_desc && !b_desc) || a_desc != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_count < 1 || (int64_t)a_count > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_desc && !(v_desc = malloc((size_t)a_desc * sizeof(CUmemAccessDesc)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_desc)
+        memcpy(v_desc, b_desc, (size_t)a_desc * sizeof(CUmemAccessDesc));
+    rc = ((CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))REAL(cuMemSetAccess))((CUdeviceptr)a_ptr, (size_t)a_size, v_desc, (size_t)a_count);
+out:
+    free(v_desc);
+    return rc;
+}
+
+static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
+{
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUmemAllocationProp o_prop;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_prop, 0, sizeof(o_prop));
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))REAL(cuMemGetAllocationPropertiesFromHandle))(&o_prop, (CUmemGenericAllocationHandle)a_handle);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
+    }
+    return rc;
+}
+
 static CUresult x_cuOccupancyMaxActiveBlocksPerMultiprocessor(struct call *c)
 {
     uint64_t a_func = om_get_u64(&c->in);
@@ -472,6 +536,17 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuIpcGetMemHandle] = om_x_cuIpcGetMemHandle,
     [OM_IDX_cuIpcOpenMemHandle_v2] = om_x_cuIpcOpenMemHandle_v2,
     [OM_IDX_cuIpcCloseMemHandle] = om_x_cuIpcCloseMemHandle,
+    [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
+    [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
+    [OM_IDX_cuMemRelease] = x_cuMemRelease,
+    [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
+    [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
+    [OM_IDX_cuMemMap] = om_x_cuMemMap,
+    [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
+    [OM_IDX_cuMemSetAccess] = x_cuMemSetAccess,
+    [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
+    [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
+    [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
     [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
     [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,

@@ -36,6 +36,14 @@ CUresult om_x_cuDeviceSetMemPool(struct call *c); /* memory */
 CUresult om_x_cuIpcGetMemHandle(struct call *c); /* memory */
 CUresult om_x_cuIpcOpenMemHandle_v2(struct call *c); /* memory */
 CUresult om_x_cuIpcCloseMemHandle(struct call *c); /* memory */
+CUresult om_x_cuMemGetAllocationGranularity(struct call *c); /* memory */
+CUresult om_x_cuMemCreate(struct call *c); /* memory */
+CUresult om_x_cuMemAddressReserve(struct call *c); /* memory */
+CUresult om_x_cuMemAddressFree(struct call *c); /* memory */
+CUresult om_x_cuMemMap(struct call *c); /* memory */
+CUresult om_x_cuMemUnmap(struct call *c); /* memory */
+CUresult om_x_cuMemGetAccess(struct call *c); /* memory */
+CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* memory */
 CUresult om_x_cuFuncGetAttribute(struct call *c); /* modules */
 CUresult om_x_cuFuncSetAttribute(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */

@@ -9,6 +9,7 @@ enum om_handle_kind {
     OM_H_LIBRARY,
     OM_H_FUNCTION,
     OM_H_MEMPOOL,
+    OM_H_MEMHANDLE,
     OM_HANDLE_KINDS
 };
 
@@ -18,6 +19,7 @@ enum om_handle_kind {
     X(OM_H_EVENT, "event", -1, client_events) \
     X(OM_H_LIBRARY, "library", -1, client_handles) \
     X(OM_H_FUNCTION, "function", -1, client_handles) \
-    X(OM_H_MEMPOOL, "mempool", OM_IDX_cuMemPoolDestroy, client_handles)
+    X(OM_H_MEMPOOL, "mempool", OM_IDX_cuMemPoolDestroy, client_handles) \
+    X(OM_H_MEMHANDLE, "memhandle", OM_IDX_cuMemRelease, client_handles)
 
 #endif
