@@ -6,6 +6,9 @@
  *                                    for the session's end
  *   memory-driver export             allocates 1 MiB (bytes i & 0xff), prints "handle HEX POOL";
  *                                    then per stdin line: "free" frees it ("freed"), "exit"
+ *   memory-driver vmm                the virtual memory management API; prints "vmm HANDLE VA
+ *                                    GRANULARITY" of what it keeps, waits for "exit" on stdin
+ *   memory-driver vmmforeign H VA G  is refused another client's handle and range
  *   memory-driver import HEX POOL    opens the handle, checks the bytes, is refused what is not
  *                                    its own; waits for a stdin line, checks the bytes again,
  *                                    closes it
@@ -69,6 +72,26 @@ CUresult cuMemAdvise_v2(CUdeviceptr, size_t, int, CUmemLocation);
 CUresult cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
 CUresult cuIpcCloseMemHandle(CUdeviceptr);
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+    int type, requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+CUresult cuMemGetAllocationGranularity(size_t *, const CUmemAllocationProp *, int);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemAddressFree(CUdeviceptr, size_t);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+CUresult cuMemGetAccess(unsigned long long *, const CUmemLocation *, CUdeviceptr);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *, void *);
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *,
+                                                CUmemGenericAllocationHandle);
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
@@ -305,6 +328,100 @@ static int import(const char *hex, const char *pool)
     return 0;
 }
 
+static int vmm(void)
+{
+    CUmemAllocationProp prop = {.type = 1, .location = {1, 0}}, got;
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUmemLocation dev0 = {1, 0};
+    CUmemGenericAllocationHandle h = 0, h2 = 0, r = 0;
+    CUdeviceptr va = 0, va2 = 0, extra[8], d = 0;
+    unsigned long long flags = 0;
+    size_t g = 0;
+    char line[64];
+    int n;
+    CUresult rc;
+
+    setup();
+    OK(cuMemGetAllocationGranularity(&g, &prop, 0));
+    CHECK(g > 0, "a granularity");
+    IS(cuMemGetAllocationGranularity(&g, &prop, 7), INVALID_VALUE);
+    OK(cuMemCreate(&h, 2 * g, &prop, 0));
+    prop.requestedHandleTypes = 1; /* a POSIX descriptor: not offered */
+    IS(cuMemCreate(&h2, 2 * g, &prop, 0), NOT_SUPPORTED);
+    prop.requestedHandleTypes = 0;
+    OK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
+    OK(cuMemMap(va, 2 * g, 0, h, 0));
+    IS(cuMemMap(va + g, 2 * g, 0, h, 0), INVALID_VALUE);     /* over a mapping */
+    IS(cuMemMap(va + 3 * g, 2 * g, 0, h, 0), INVALID_VALUE); /* past its reservation */
+    IS(cuMemMap(va + 2 * g, g, 0, (CUmemGenericAllocationHandle)0x1234, 0), INVALID_HANDLE);
+    OK(cuMemSetAccess(va, 2 * g, &acc, 1));
+    IS(cuMemSetAccess(va, 2 * g, &acc, 17), INVALID_VALUE);    /* past the row's maximum */
+    IS(cuMemSetAccess(va + 2 * g, g, &acc, 1), INVALID_VALUE); /* reserved, not mapped */
+    OK(cuMemGetAccess(&flags, &dev0, va));
+    CHECK(flags == 3, "access %llu", flags);
+    round_trip(va, 2 * g, 4);
+    OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
+    CHECK(got.type == 1 && got.location.type == 1, "properties");
+    OK(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(va + 100)));
+    CHECK(r == h, "the mapped handle");
+    IS(cuMemFree_v2(va), INVALID_VALUE);            /* mapped memory is not cuMemAlloc's */
+    IS(cuMemAddressFree(va, 4 * g), INVALID_VALUE); /* still mapped */
+    OK(cuMemUnmap(va, 2 * g));
+    IS(cuMemcpyHtoD_v2(va, &flags, 8), INVALID_VALUE); /* unmapped: not its memory */
+    OK(cuMemRelease(h));
+    IS(cuMemRelease(h), INVALID_HANDLE);
+    OK(cuMemAddressFree(va, 4 * g));
+    /* cuMemAlloc through the server's own virtual memory path still works */
+    OK(cuMemAlloc_v2(&d, 1000));
+    round_trip(d, 1000, 5);
+    OK(cuMemFree_v2(d));
+    /* left for the session's end: a handle, a reservation, a mapping */
+    OK(cuMemCreate(&h2, g, &prop, 0));
+    OK(cuMemAddressReserve(&va2, g, 0, 0, 0));
+    OK(cuMemMap(va2, g, 0, h2, 0));
+    OK(cuMemSetAccess(va2, g, &acc, 1));
+    /* the budget of reservations (OPENMPS_CLIENT_MAX_HANDLES when the test sets it) */
+    for (n = 0; n < 8; n++)
+        if ((rc = cuMemAddressReserve(&extra[n], g, 0, 0, 0)) != 0)
+            break;
+    CHECK(n == 8 || rc == OUT_OF_MEMORY, "a refused reservation: %d", rc);
+    printf("reserved %d more\n", n);
+    printf("vmm %llu %llu %llu\n", h2, va2, (unsigned long long)g);
+    fflush(stdout);
+    while (fgets(line, sizeof(line), stdin))
+        if (!strncmp(line, "exit", 4))
+            break;
+    round_trip(va2, g, 6); /* the other client changed nothing */
+    printf("vmm ok\n");
+    return 0;
+}
+
+/* Another client's handle and ranges: refused. */
+static int vmm_foreign(unsigned long long h, CUdeviceptr va, size_t g)
+{
+    CUmemAllocationProp prop = {.type = 1, .location = {1, 0}};
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUmemGenericAllocationHandle r = 0;
+    CUdeviceptr mine = 0;
+    unsigned long long v = 0;
+    CUresult rc;
+
+    setup();
+    OK(cuMemAddressReserve(&mine, g, 0, 0, 0));
+    IS(cuMemMap(mine, g, 0, h, 0), INVALID_HANDLE);
+    IS(cuMemMap(va, g, 0, h, 0), INVALID_HANDLE);
+    IS(cuMemRelease(h), INVALID_HANDLE);
+    IS(cuMemGetAllocationPropertiesFromHandle((CUmemAllocationProp *)&prop, h), INVALID_HANDLE);
+    IS(cuMemUnmap(va, g), INVALID_VALUE);
+    IS(cuMemAddressFree(va, g), INVALID_VALUE);
+    IS(cuMemSetAccess(va, g, &acc, 1), INVALID_VALUE);
+    IS(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)va), INVALID_VALUE);
+    IS(cuMemcpyHtoD_v2(va, &v, 8), INVALID_VALUE);
+    OK(cuMemAddressFree(mine, g));
+    printf("foreign ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -312,6 +429,11 @@ int main(int argc, char **argv)
         return pools();
     if (argc > 1 && !strcmp(argv[1], "export"))
         return export();
+    if (argc > 1 && !strcmp(argv[1], "vmm"))
+        return vmm();
+    if (argc > 4 && !strcmp(argv[1], "vmmforeign"))
+        return vmm_foreign(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+                           (size_t)strtoull(argv[4], NULL, 10));
     if (argc > 3 && !strcmp(argv[1], "import"))
         return import(argv[2], argv[3]);
     fprintf(stderr, "usage: memory-driver pools|export|import HEX POOL\n");

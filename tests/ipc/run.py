@@ -2417,6 +2417,60 @@ def memory_ipc_handles_between_clients():
         e.close(ok)
 
 
+@test
+def memory_vmm_is_each_clients_own():
+    """The virtual memory management API through the server (the double's, FAKECUDA_VMM: the
+    server's own allocations take it too): a client maps only its own handles into its own
+    reservations, another client's handle and ranges are refused, reservations have a budget,
+    and the session's end unmaps, frees and releases what was left."""
+    e = Env(start=False)
+    ok = False
+    owner = None
+    try:
+        mlog = os.path.join(e.dir, "memory")
+        e.env.update({"FAKECUDA_MEMORY_LOG": mlog, "FAKECUDA_VMM": "1",
+                      "OPENMPS_CLIENT_MAX_HANDLES": "4"})
+        e.start()
+        owner = memory_driver(e, "vmm")
+        out = owner.stdout.readline()
+        check(out.startswith("reserved 3 more"), "budget of 4 reservations: %r" % out)
+        line = owner.stdout.readline().split()
+        check(len(line) == 4 and line[0] == "vmm", "owner: %r" % line)
+        p = memory_driver(e, "vmmforeign", line[1], line[2], line[3])
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "foreign ok" in out, "foreign: %r %r" % (out, err))
+        owner.stdin.write("exit\n")
+        owner.stdin.flush()
+        out, err = owner.communicate(timeout=60)
+        check(owner.returncode == 0 and "vmm ok" in out, "vmm: %r %r" % (out, err))
+        lines = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines = open(mlog).read().splitlines()
+            n = lambda w: sum(l.startswith(w + " ") for l in lines)
+            if n("vmmcreate") + n("vmmretain") == n("vmmrelease") and \
+                    n("reserve") == n("addrfree"):
+                break
+            time.sleep(0.05)
+        n = lambda w: sum(l.startswith(w + " ") for l in lines)
+        check(n("vmmcreate") >= 3 and n("vmmcreate") + n("vmmretain") == n("vmmrelease"),
+              "every allocation handle released: %r" % lines)
+        check(n("reserve") >= 7 and n("reserve") == n("addrfree") and
+              all(l.endswith("rc 0") for l in lines if l.startswith("addrfree")),
+              "every reservation freed: %r" % lines)
+        check(n("map") == n("unmap") and
+              all(l.endswith("rc 0") for l in lines if l.startswith(("map ", "unmap "))),
+              "every mapping unmapped: %r" % lines)
+        check(any(l.split()[0] == "setaccess" and l.split()[1].startswith("5") and
+                  l.split()[3:] == ["1", "3"] for l in lines), "set access of a mapping: %r" % lines)
+        ok = True
+    finally:
+        if owner and owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

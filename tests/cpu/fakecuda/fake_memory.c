@@ -431,6 +431,7 @@ EXPORT int cuMemRetainAllocationHandle(unsigned long long *h, void *addr)
     if (i >= 0 && h) {
         vmm[i].h->refs++;
         *h = (unsigned long long)(uintptr_t)vmm[i].h;
+        mlog("vmmretain %zu", vmm[i].h->size);
     }
     pthread_mutex_unlock(&vmm_lock);
     return i >= 0 && h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
