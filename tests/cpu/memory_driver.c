@@ -374,6 +374,7 @@ static int vmm(void)
     /* cuMemAlloc through the server's own virtual memory path still works */
     OK(cuMemAlloc_v2(&d, 1000));
     round_trip(d, 1000, 5);
+    IS(cuMemSetAccess(d, 1000, &acc, 1), INVALID_VALUE); /* not a mapping of its own */
     OK(cuMemFree_v2(d));
     /* left for the session's end: a handle, a reservation, a mapping */
     OK(cuMemCreate(&h2, g, &prop, 0));

@@ -499,3 +499,17 @@ CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, 
         *handle = (CUmemGenericAllocationHandle)v;
     return rc;
 }
+
+CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                             size_t count)
+{
+    REQ(req, 24 + 16 * sizeof(CUmemAccessDesc));
+
+    if (!desc || count == 0 || count > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, ptr);
+    om_put_u64(&req, size);
+    om_put_u64(&req, count);
+    om_put_bytes(&req, desc, count * sizeof(*desc));
+    return om_rcall(OM_IDX_cuMemSetAccess, &req, NULL, 0, NULL);
+}

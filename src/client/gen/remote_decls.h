@@ -98,6 +98,7 @@ CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignmen
 CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* memory */
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* memory */
 CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* memory */
+CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* memory */
 CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr); /* memory */
 CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* memory */
 CUresult om_r_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc); /* modules */

@@ -245,21 +245,6 @@ static CUresult r_cuMemRelease(CUmemGenericAllocationHandle handle)
     return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
-{
-    uint8_t req_buf[40 + (size_t)(16) * sizeof(*desc)];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    if ((size_t)(count) > 16 || ((count) && !desc))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)ptr);
-    om_put_u64(&req, (uint64_t)size);
-    om_put_u64(&req, (uint64_t)(count));
-    if (count)
-        om_put_bytes(&req, desc, (size_t)(count) * sizeof(*desc));
-    om_put_u64(&req, (uint64_t)count);
-    return om_rcall(OM_IDX_cuMemSetAccess, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     uint8_t req_buf[16];
@@ -603,7 +588,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
     om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
     om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
-    om_remote_set(OM_IDX_cuMemSetAccess, (void *)r_cuMemSetAccess);
+    om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
     om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
     om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)r_cuMemGetAllocationPropertiesFromHandle);
     om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);

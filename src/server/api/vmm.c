@@ -279,3 +279,54 @@ void om_vmm_session_end(struct session *s)
     om_ranges_free(&s->vmm_mapped);
     /* The handles go with the kinds of api/handles.tsv (own.c: cuMemRelease). */
 }
+
+/* [ptr, ptr + size) lies within the client's mappings (several adjacent ones allowed). */
+static bool mapped_by(const struct session *s, uint64_t ptr, uint64_t size)
+{
+    uint64_t pos = ptr, end = ptr + size;
+
+    if (size == 0 || end < ptr)
+        return false;
+    while (pos < end) {
+        bool found = false;
+        for (size_t i = 0; i < s->vmm_mapped.n && !found; i++) {
+            const struct om_range *m = &s->vmm_mapped.v[i];
+            if (pos >= m->base && pos - m->base < m->size) {
+                pos = m->base + m->size;
+                found = true;
+            }
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/*
+ * Custom, not a generated row: `ptr(size)` would accept any of the client's device memory,
+ * and its cuMemAlloc memory, module globals and memory opened by an IPC handle are the
+ * server's own mappings (devmem.c), some shared with other clients: a client may change the
+ * access of what it mapped itself only.
+ */
+#define ACCESS_DESC_MAX 16
+CUresult om_x_cuMemSetAccess(struct call *c)
+{
+    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in), count = om_get_u64(&c->in);
+    const void *b = count <= ACCESS_DESC_MAX
+                        ? om_get_bytes(&c->in, (size_t)count * sizeof(CUmemAccessDesc))
+                        : NULL;
+    CUmemAccessDesc desc[ACCESS_DESC_MAX];
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (count == 0 || count > ACCESS_DESC_MAX || !b || !mapped_by(c->s, ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(desc, b, (size_t)count * sizeof(CUmemAccessDesc));
+    for (uint64_t i = 0; i < count; i++)
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
+            desc[i].location.id >= om_server_ndevices())
+            return CUDA_ERROR_INVALID_VALUE; /* host access would be the server's process */
+    return ((CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))REAL(
+        cuMemSetAccess))(ptr, (size_t)size, desc, (size_t)count);
+}

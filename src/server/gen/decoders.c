@@ -230,36 +230,6 @@ static CUresult x_cuMemRelease(struct call *c)
     return rc;
 }
 
-static CUresult x_cuMemSetAccess(struct call *c)
-{
-    uint64_t a_ptr = om_get_u64(&c->in);
-    uint64_t a_size = om_get_u64(&c->in);
-    uint64_t a_desc = om_get_u64(&c->in);
-    const void *b_desc = a_desc <= 16 ? om_get_bytes(&c->in, (size_t)a_desc * sizeof(CUmemAccessDesc)) : NULL;
-    uint64_t a_count = om_get_u64(&c->in);
-    CUmemAccessDesc *v_desc = NULL;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!om_arg_range(c, a_ptr, (uint64_t)(a_size)))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (a_desc > 16 || (a_desc && !b_desc) || a_desc != (uint64_t)(a_count))
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((int64_t)a_count < 1 || (int64_t)a_count > 16)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (a_desc && !(v_desc = malloc((size_t)a_desc * sizeof(CUmemAccessDesc)))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    if (a_desc)
-        memcpy(v_desc, b_desc, (size_t)a_desc * sizeof(CUmemAccessDesc));
-    rc = ((CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))REAL(cuMemSetAccess))((CUdeviceptr)a_ptr, (size_t)a_size, v_desc, (size_t)a_count);
-out:
-    free(v_desc);
-    return rc;
-}
-
 static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
 {
     uint64_t a_handle = om_get_u64(&c->in);
@@ -543,7 +513,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
     [OM_IDX_cuMemMap] = om_x_cuMemMap,
     [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
-    [OM_IDX_cuMemSetAccess] = x_cuMemSetAccess,
+    [OM_IDX_cuMemSetAccess] = om_x_cuMemSetAccess,
     [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
     [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
     [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,

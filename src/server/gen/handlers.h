@@ -42,6 +42,7 @@ CUresult om_x_cuMemAddressReserve(struct call *c); /* memory */
 CUresult om_x_cuMemAddressFree(struct call *c); /* memory */
 CUresult om_x_cuMemMap(struct call *c); /* memory */
 CUresult om_x_cuMemUnmap(struct call *c); /* memory */
+CUresult om_x_cuMemSetAccess(struct call *c); /* memory */
 CUresult om_x_cuMemGetAccess(struct call *c); /* memory */
 CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* memory */
 CUresult om_x_cuFuncGetAttribute(struct call *c); /* modules */
