@@ -115,9 +115,7 @@ struct session {
     struct om_ranges allocs;
     struct om_range devcache[OM_DEVCACHE_ENTRIES]; /* its freed allocations, for its next */
     size_t ndevcache;
-    uint64_t pool_default, pool_current; /* its own pools for cuMemAllocAsync (api/mempool.c) */
-    struct om_ranges vmm_reserved, vmm_mapped; /* cuMemAddressReserve, cuMemMap (api/vmm.c) */
-    struct om_sched_stream *sched;       /* its streams' last kernels, while scheduling is on */
+    struct om_sched_stream *sched; /* its streams' last kernels, while scheduling is on */
     size_t nsched, sched_cap;
     struct om_kernel *kernels;
     size_t nkernels, kernels_cap;
@@ -132,6 +130,10 @@ struct session {
     unsigned errors_logged; /* of its requests' errors (exec.c logs 16 at most) */
     uint8_t launch_args[32768];
     CUresult async_error; /* the first error of a posted call, for the next sync */
+    /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
+     * (api/vmm.c). */
+    uint64_t pool_default, pool_current;
+    struct om_ranges vmm_reserved, vmm_mapped;
     struct session *next;
 };
 
