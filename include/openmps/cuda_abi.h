@@ -280,6 +280,26 @@ typedef struct {
 _Static_assert(sizeof(CUexecAffinityParam) == 8, "CUexecAffinityParam");
 _Static_assert(sizeof(CUctxCreateParams) == 24, "CUctxCreateParams");
 _Static_assert(sizeof(CUdevprop) == 56, "CUdevprop");
+/* Memory family: stream-ordered pools and IPC handles (api/remote/memory.tsv). */
+typedef struct {
+    int allocType;
+    int handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+_Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps as in cuda.h");
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+#define CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES 3
+#define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4
+#define CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH 6
+#define CU_MEMPOOL_ATTR_USED_MEM_HIGH 8
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

@@ -60,7 +60,7 @@ int om_devrange_add(CUdeviceptr base, size_t size)
     return rc;
 }
 
-static void devrange_remove(CUdeviceptr base)
+void om_devrange_remove(CUdeviceptr base)
 {
     pthread_mutex_lock(&devranges_lock);
     for (size_t i = 0; i < ndevranges; i++) {
@@ -235,7 +235,7 @@ CUresult om_r_cuMemFree_v2(CUdeviceptr dptr)
     /* The server frees the memory whenever it knew it, also when it reports an earlier
      * asynchronous error with the answer; only INVALID_VALUE means it kept nothing. */
     if (rc != CUDA_ERROR_INVALID_VALUE && !managed_forget(dptr))
-        devrange_remove(dptr);
+        om_devrange_remove(dptr);
     return rc;
 }
 

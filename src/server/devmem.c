@@ -68,7 +68,7 @@ CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
 
     if (bytes == 0 || bytes > (1ull << 46))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!have_vmm()) {
+    if (!have_vmm() || granularity() == 0) { /* (the test double without FAKECUDA_VMM) */
         rc = ((CUresult(*)(CUdeviceptr *, size_t))R(cuMemAlloc_v2))(&base, bytes);
         if (rc == CUDA_SUCCESS) {
             *ret_base = base;
@@ -167,7 +167,7 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem)
 {
     if (s->ndevcache < OM_DEVCACHE_ENTRIES && size <= CACHE_MAX_BYTES) {
-        s->devcache[s->ndevcache++] = (struct om_range){base, size, mem, true, false};
+        s->devcache[s->ndevcache++] = (struct om_range){base, size, mem, true, false, 0};
         return;
     }
     om_devmem_free(base, size, mem);

@@ -43,7 +43,8 @@ struct om_range {
     uint64_t base, size;
     uint64_t mem; /* the physical allocation behind an owned range, 0 otherwise */
     bool owned;
-    bool managed; /* shadowed in the client: never kept for reuse (devmem.c) */
+    bool managed;  /* shadowed in the client: never kept for reuse (devmem.c) */
+    uint64_t pool; /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
 };
 struct om_ranges {
     struct om_range *v;
@@ -134,6 +135,10 @@ struct session {
     uint64_t output_dropped;
     uint8_t launch_args[32768];
     CUresult async_error; /* the first error of a posted call, for the next sync */
+    /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
+     * (api/vmm.c). */
+    uint64_t pool_default, pool_current;
+    struct om_ranges vmm_reserved, vmm_mapped;
     struct session *next;
 };
 
@@ -211,6 +216,16 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
                         uint64_t *ret_mem);
 void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s); /* at the session's end */
+
+/* api/mempool.c, api/ipc.c: at the session's end, before its allocations are freed. */
+void om_mempool_session_end(struct session *s);
+void om_ipc_session_end(struct session *s);
+void om_vmm_session_end(struct session *s);
+/* cuMemFree of a client's pool memory: after its own work, on its default stream. */
+CUresult om_mempool_free(struct session *s, struct om_range *r);
+/* An owned range the client frees: true when clients that opened it by an IPC handle keep it
+ * alive (then ipc.c frees it after the last of them; the caller only forgets it). */
+bool om_ipc_keep(struct session *s, const struct om_range *r);
 
 /* imgcache.c: the user's module images on disk, loaded at the start while no kernel runs. */
 void om_imgcache_init(void);

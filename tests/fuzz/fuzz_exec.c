@@ -62,6 +62,7 @@ enum kind {
     K_KERNEL,
     K_DEVICE,
     K_HOST,
+    K_VA, /* an address range reserved with cuMemAddressReserve */
     OM_FUZZ_GEN_KINDS(GEN_KIND_ENUM)
 };
 enum owner { O_SERVER, O_VICTIM, O_FUZZED };
@@ -71,6 +72,7 @@ static const char *const kind_name[] = {"stream",
                                         "kernel",
                                         "device range",
                                         "host range",
+                                        "reserved address range",
                                         OM_FUZZ_GEN_KINDS(GEN_KIND_NAME)};
 __extension__ typedef unsigned __int128 om_u128; /* gen/checks.c's lengths */
 
@@ -801,6 +803,202 @@ static CUresult w_cuMemHostUnregister(void *p)
     return ORIG(cuMemHostUnregister, CUresult(*)(void *))(p);
 }
 
+/* Memory family: stream-ordered pools (fake_memory.c). */
+static CUresult w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolCreate);
+    rc = ORIG(cuMemPoolCreate, CUresult(*)(CUmemoryPool *, const CUmemPoolProps *))(pool, props);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_MEMPOOL, H(*pool), 1, false);
+    return rc;
+}
+
+static CUresult w_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    ENTER(cuMemPoolDestroy);
+    check(K_H_MEMPOOL, H(pool), 1);
+    forget(K_H_MEMPOOL, H(pool));
+    return ORIG(cuMemPoolDestroy, CUresult(*)(CUmemoryPool))(pool);
+}
+
+static CUresult w_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute a, void *v)
+{
+    ENTER(cuMemPoolSetAttribute);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolSetAttribute,
+                CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))(pool, a, v);
+}
+
+static CUresult w_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute a, void *v)
+{
+    ENTER(cuMemPoolGetAttribute);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolGetAttribute,
+                CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))(pool, a, v);
+}
+
+static CUresult w_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *m, size_t n)
+{
+    ENTER(cuMemPoolSetAccess);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolSetAccess,
+                CUresult(*)(CUmemoryPool, const CUmemAccessDesc *, size_t))(pool, m, n);
+}
+
+static CUresult w_cuMemPoolGetAccess(CUmemAccess_flags *f, CUmemoryPool pool, CUmemLocation *l)
+{
+    ENTER(cuMemPoolGetAccess);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolGetAccess,
+                CUresult(*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))(f, pool, l);
+}
+
+static CUresult w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    ENTER(cuMemPoolTrimTo);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolTrimTo, CUresult(*)(CUmemoryPool, size_t))(pool, keep);
+}
+
+static CUresult w_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    CUresult rc;
+
+    ENTER(cuMemAllocFromPoolAsync);
+    check(K_H_MEMPOOL, H(pool), 1);
+    check(K_STREAM, H(s), 1);
+    if (n > MEM_CAP)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = ORIG(cuMemAllocFromPoolAsync,
+              CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))(p, n, pool, s);
+    if (rc == CUDA_SUCCESS)
+        note(K_DEVICE, *p, n, true);
+    return rc;
+}
+
+static CUresult w_cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    ENTER(cuMemFreeAsync);
+    check(K_STREAM, H(s), 1);
+    if (phase == O_FUZZED) {
+        bool mine = false;
+        for (size_t i = 0; i < nobjs && !mine; i++)
+            mine = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].alloc &&
+                   objs[i].base == p;
+        if (!mine)
+            blame(K_DEVICE, p, 1);
+        forget(K_DEVICE, p);
+    }
+    return ORIG(cuMemFreeAsync, CUresult(*)(CUdeviceptr, CUstream))(p, s);
+}
+
+/* The virtual memory management API (fake_memory.c; NOT_SUPPORTED unless FAKECUDA_VMM). The
+ * server's own allocations (devmem.c) run in the fuzzed phase too: what it creates is noted. */
+static CUresult w_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *p, int o)
+{
+    ENTER(cuMemGetAllocationGranularity);
+    return ORIG(cuMemGetAllocationGranularity,
+                CUresult(*)(size_t *, const CUmemAllocationProp *, int))(g, p, o);
+}
+
+static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
+                              const CUmemAllocationProp *p, unsigned long long f)
+{
+    CUresult rc;
+
+    ENTER(cuMemCreate);
+    rc =
+        ORIG(cuMemCreate, CUresult(*)(CUmemGenericAllocationHandle *, size_t,
+                                      const CUmemAllocationProp *, unsigned long long))(h, n, p, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_MEMHANDLE, *h, 1, false);
+    return rc;
+}
+
+static CUresult w_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    ENTER(cuMemRelease);
+    check(K_H_MEMHANDLE, h, 1);
+    return ORIG(cuMemRelease, CUresult(*)(CUmemGenericAllocationHandle))(h);
+}
+
+static CUresult w_cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t a, CUdeviceptr addr,
+                                      unsigned long long f)
+{
+    CUresult rc;
+
+    ENTER(cuMemAddressReserve);
+    rc = ORIG(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                                               unsigned long long))(p, n, a, addr, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_VA, *p, n, false);
+    return rc;
+}
+
+static CUresult w_cuMemAddressFree(CUdeviceptr p, size_t n)
+{
+    ENTER(cuMemAddressFree);
+    check(K_VA, p, n);
+    return ORIG(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t))(p, n);
+}
+
+static CUresult w_cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h,
+                           unsigned long long f)
+{
+    CUresult rc;
+
+    ENTER(cuMemMap);
+    check(K_VA, p, n);
+    check(K_H_MEMHANDLE, h, 1);
+    rc = ORIG(cuMemMap, CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                                    unsigned long long))(p, n, off, h, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_DEVICE, p, n, false);
+    return rc;
+}
+
+static CUresult w_cuMemUnmap(CUdeviceptr p, size_t n)
+{
+    ENTER(cuMemUnmap);
+    check(K_VA, p, n);
+    return ORIG(cuMemUnmap, CUresult(*)(CUdeviceptr, size_t))(p, n);
+}
+
+static CUresult w_cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t c)
+{
+    ENTER(cuMemSetAccess);
+    check(K_VA, p, n);
+    return ORIG(cuMemSetAccess,
+                CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))(p, n, d, c);
+}
+
+static CUresult w_cuMemGetAccess(unsigned long long *f, const CUmemLocation *l, CUdeviceptr p)
+{
+    ENTER(cuMemGetAccess);
+    check(K_VA, p, 1);
+    return ORIG(cuMemGetAccess,
+                CUresult(*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))(f, l, p);
+}
+
+static CUresult w_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+    ENTER(cuMemRetainAllocationHandle);
+    check(K_VA, H(addr), 1);
+    return ORIG(cuMemRetainAllocationHandle,
+                CUresult(*)(CUmemGenericAllocationHandle *, void *))(h, addr);
+}
+
+static CUresult w_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p,
+                                                         CUmemGenericAllocationHandle h)
+{
+    ENTER(cuMemGetAllocationPropertiesFromHandle);
+    check(K_H_MEMHANDLE, h, 1);
+    return ORIG(cuMemGetAllocationPropertiesFromHandle,
+                CUresult(*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))(p, h);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -863,6 +1061,26 @@ static const struct {
     W(cuSurfObjectGetResourceDesc),
     W(cuTexObjectDestroy),
     W(cuSurfObjectDestroy),
+    W(cuMemPoolCreate),
+    W(cuMemPoolDestroy),
+    W(cuMemPoolSetAttribute),
+    W(cuMemPoolGetAttribute),
+    W(cuMemPoolSetAccess),
+    W(cuMemPoolGetAccess),
+    W(cuMemPoolTrimTo),
+    W(cuMemAllocFromPoolAsync),
+    W(cuMemFreeAsync),
+    W(cuMemGetAllocationGranularity),
+    W(cuMemCreate),
+    W(cuMemRelease),
+    W(cuMemAddressReserve),
+    W(cuMemAddressFree),
+    W(cuMemMap),
+    W(cuMemUnmap),
+    W(cuMemSetAccess),
+    W(cuMemGetAccess),
+    W(cuMemRetainAllocationHandle),
+    W(cuMemGetAllocationPropertiesFromHandle),
 #undef W
 };
 

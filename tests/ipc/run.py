@@ -2441,6 +2441,162 @@ def remote_bus_id_of_a_device_the_client_does_not_see():
         e.close(ok)
 
 
+# ------------------------------------------------------------------ memory family
+
+MEMORY_DRIVER = os.environ.get("OM_MEMORY_DRIVER", "build/tests/memory-driver")
+
+
+def memory_driver(e, *args):
+    env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+    return subprocess.Popen([MEMORY_DRIVER] + list(args), env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@test
+def memory_pools_are_each_clients_own():
+    """Stream-ordered allocation and pools through the server: each client has a default pool
+    of its own (never the device's, which every client shares), allocations are its memory
+    until freed (cuMemFreeAsync or cuMemFree), foreign pools and pools past the budget are
+    refused, and the session's end frees what it left and destroys its pools."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "memory")
+        e.env.update({"FAKECUDA_MEMORY_LOG": mlog, "OPENMPS_CLIENT_MAX_HANDLES": "4"})
+        e.start()
+        p = memory_driver(e, "pools")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "pools ok" in out, "pools: %r %r" % (out, err))
+        check("created 2 more pool(s)" in out, "the budget of 4 pools: default, p1, two more: "
+              + out)
+        q = memory_driver(e, "pools")  # a second client: another default pool
+        out2, err2 = q.communicate(timeout=60)
+        check(q.returncode == 0 and "pools ok" in out2, "pools 2: %r %r" % (out2, err2))
+        pool1 = re.search(r"pool (\d+)", out).group(1)
+        pool2 = re.search(r"pool (\d+)", out2).group(1)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines = open(mlog).read().splitlines()
+            if sum(l.startswith("pooldestroy") for l in lines) >= 10:
+                break
+            time.sleep(0.05)
+        lines = open(mlog).read().splitlines()
+        creates = [l.split()[1] for l in lines if l.startswith("poolcreate")]
+        destroys = [l.split()[1] for l in lines if l.startswith("pooldestroy")]
+        check(len(creates) == 10, "five pools per client reached the driver: %r" % lines)
+        check(len(destroys) == 10 and sorted(set(creates)) == sorted(set(destroys)),
+              "every pool destroyed (p2 early, the rest at the session's end): %r" % lines)
+        check(pool1 != pool2 or creates.count(creates[0]) > 1,
+              "the two clients' default pools differ")
+        check(any(l.startswith("setattr") and l.split()[2:] == ["4", "12345"] for l in lines),
+              "the release threshold reached the driver: %r" % lines)
+        check(any(l.startswith("trim") and l.endswith(" 777") for l in lines), "trim: %r" % lines)
+        check(any(l.startswith("setaccess") and l.split()[2:] == ["1", "3"] for l in lines),
+              "set access: %r" % lines)
+        allocs = [l for l in lines if l.startswith("poolalloc")]
+        check(len(allocs) == 8 and all("stream (nil)" not in l for l in allocs),
+              "every allocation on a client stream, never the context's NULL stream: %r" % allocs)
+        frees = [l for l in lines if l.startswith("freeasync")]
+        check(len(frees) == 8 and all(l.endswith("rc 0") for l in frees) and
+              all("stream (nil)" not in l for l in frees),
+              "every allocation freed in stream order, the kept one at the session's end: %r"
+              % frees)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def memory_ipc_handles_between_clients():
+    """cuIpcGetMemHandle in one client, cuIpcOpenMemHandle in another client of the same
+    server: the same memory at the same address, not the opener's to free; handles that are
+    not the server's refused; the memory stays while open after its exporter freed it, and the
+    last close frees it."""
+    e = Env()
+    ok = False
+    exporter = importer = None
+    try:
+        exporter = memory_driver(e, "export")
+        line = exporter.stdout.readline().split()
+        check(len(line) == 3 and line[0] == "handle", "exporter: %r" % line)
+        importer = memory_driver(e, "import", line[1], line[2])
+        got = importer.stdout.readline().strip()
+        check(got == "opened", "importer: %r %r" % (got, importer.stderr.read()
+                                                   if importer.poll() is not None else ""))
+        exporter.stdin.write("free\n")
+        exporter.stdin.flush()
+        check(exporter.stdout.readline().strip() == "freed", "the exporter freed it")
+        importer.stdin.write("read\n")
+        importer.stdin.flush()
+        out, err = importer.communicate(timeout=60)
+        check(importer.returncode == 0 and "import ok" in out, "import: %r %r" % (out, err))
+        exporter.stdin.write("exit\n")
+        exporter.stdin.flush()
+        out, err = exporter.communicate(timeout=60)
+        check(exporter.returncode == 0 and "export ok" in out, "export: %r %r" % (out, err))
+        ok = True
+    finally:
+        for p in (exporter, importer):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        e.close(ok)
+
+
+@test
+def memory_vmm_is_each_clients_own():
+    """The virtual memory management API through the server (the double's, FAKECUDA_VMM: the
+    server's own allocations take it too): a client maps only its own handles into its own
+    reservations, another client's handle and ranges are refused, reservations have a budget,
+    and the session's end unmaps, frees and releases what was left."""
+    e = Env(start=False)
+    ok = False
+    owner = None
+    try:
+        mlog = os.path.join(e.dir, "memory")
+        e.env.update({"FAKECUDA_MEMORY_LOG": mlog, "FAKECUDA_VMM": "1",
+                      "OPENMPS_CLIENT_MAX_HANDLES": "4"})
+        e.start()
+        owner = memory_driver(e, "vmm")
+        out = owner.stdout.readline()
+        check(out.startswith("reserved 3 more"), "budget of 4 reservations: %r" % out)
+        line = owner.stdout.readline().split()
+        check(len(line) == 4 and line[0] == "vmm", "owner: %r" % line)
+        p = memory_driver(e, "vmmforeign", line[1], line[2], line[3])
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "foreign ok" in out, "foreign: %r %r" % (out, err))
+        owner.stdin.write("exit\n")
+        owner.stdin.flush()
+        out, err = owner.communicate(timeout=60)
+        check(owner.returncode == 0 and "vmm ok" in out, "vmm: %r %r" % (out, err))
+        lines = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines = open(mlog).read().splitlines()
+            n = lambda w: sum(l.startswith(w + " ") for l in lines)
+            if n("vmmcreate") + n("vmmretain") == n("vmmrelease") and \
+                    n("reserve") == n("addrfree"):
+                break
+            time.sleep(0.05)
+        n = lambda w: sum(l.startswith(w + " ") for l in lines)
+        check(n("vmmcreate") >= 3 and n("vmmcreate") + n("vmmretain") == n("vmmrelease"),
+              "every allocation handle released: %r" % lines)
+        check(n("reserve") >= 7 and n("reserve") == n("addrfree") and
+              all(l.endswith("rc 0") for l in lines if l.startswith("addrfree")),
+              "every reservation freed: %r" % lines)
+        check(n("map") == n("unmap") and
+              all(l.endswith("rc 0") for l in lines if l.startswith(("map ", "unmap "))),
+              "every mapping unmapped: %r" % lines)
+        check(any(l.split()[0] == "setaccess" and l.split()[1].startswith("5") and
+                  l.split()[3:] == ["1", "3"] for l in lines), "set access of a mapping: %r" % lines)
+        ok = True
+    finally:
+        if owner and owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

@@ -103,6 +103,36 @@ CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 CUresult om_r_cuMemHostUnregister(void *p); /* memory */
 CUresult om_r_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr); /* memory */
 CUresult om_r_cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr); /* memory */
+CUresult om_r_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream); /* memory */
+CUresult om_r_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream); /* memory */
+CUresult om_r_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream); /* memory */
+CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps); /* memory */
+CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool); /* memory */
+CUresult om_r_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* memory */
+CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* memory */
+CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location); /* memory */
+CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev); /* memory */
+CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev); /* memory */
+CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool); /* memory */
+CUresult om_r_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type); /* memory */
+CUresult om_r_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type); /* memory */
+CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool); /* memory */
+CUresult om_r_cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr); /* memory */
+CUresult om_r_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags); /* memory */
+CUresult om_r_cuIpcCloseMemHandle(CUdeviceptr dptr); /* memory */
+CUresult om_r_cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream); /* memory */
+CUresult om_r_cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device); /* memory */
+CUresult om_r_cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location); /* memory */
+CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option); /* memory */
+CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags); /* memory */
+CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags); /* memory */
+CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* memory */
+CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* memory */
+CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* memory */
+CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* memory */
+CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr); /* memory */
+CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* memory */
 CUresult om_r_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc); /* modules */
 CUresult om_r_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value); /* modules */
 CUresult om_r_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config); /* modules */

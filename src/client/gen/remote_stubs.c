@@ -741,6 +741,60 @@ static CUresult r_cuMemGetInfo_v2(size_t *free, size_t *total)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    uint8_t req_buf[32 + (size_t)(64) * sizeof(*map)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(count) > 64 || ((count) && !map))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)pool);
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, map, (size_t)(count) * sizeof(*map));
+    om_put_u64(&req, (uint64_t)count);
+    return om_rcall(OM_IDX_cuMemPoolSetAccess, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)pool);
+    om_put_u64(&req, (uint64_t)minBytesToKeep);
+    return om_rcall(OM_IDX_cuMemPoolTrimTo, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)handle);
+    return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*prop)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)handle);
+    rc = om_rcall(OM_IDX_cuMemGetAllocationPropertiesFromHandle, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*prop));
+        if (v && prop)
+            memcpy(prop, v, sizeof(*prop));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
 {
     uint8_t req_buf[32];
@@ -1089,6 +1143,46 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemHostUnregister, (void *)om_r_cuMemHostUnregister);
     om_remote_set(OM_IDX_cuPointerGetAttribute, (void *)om_r_cuPointerGetAttribute);
     om_remote_set(OM_IDX_cuPointerGetAttributes, (void *)om_r_cuPointerGetAttributes);
+    om_remote_set(OM_IDX_cuMemAllocAsync, (void *)om_r_cuMemAllocAsync);
+    om_remote_set(OM_IDX_cuMemAllocAsync_ptsz, (void *)om_r_cuMemAllocAsync);
+    om_remote_set(OM_IDX_cuMemAllocFromPoolAsync, (void *)om_r_cuMemAllocFromPoolAsync);
+    om_remote_set(OM_IDX_cuMemAllocFromPoolAsync_ptsz, (void *)om_r_cuMemAllocFromPoolAsync);
+    om_remote_set(OM_IDX_cuMemFreeAsync, (void *)om_r_cuMemFreeAsync);
+    om_remote_set(OM_IDX_cuMemFreeAsync_ptsz, (void *)om_r_cuMemFreeAsync);
+    om_remote_set(OM_IDX_cuMemPoolCreate, (void *)om_r_cuMemPoolCreate);
+    om_remote_set(OM_IDX_cuMemPoolDestroy, (void *)om_r_cuMemPoolDestroy);
+    om_remote_set(OM_IDX_cuMemPoolSetAttribute, (void *)om_r_cuMemPoolSetAttribute);
+    om_remote_set(OM_IDX_cuMemPoolGetAttribute, (void *)om_r_cuMemPoolGetAttribute);
+    om_remote_set(OM_IDX_cuMemPoolSetAccess, (void *)r_cuMemPoolSetAccess);
+    om_remote_set(OM_IDX_cuMemPoolGetAccess, (void *)om_r_cuMemPoolGetAccess);
+    om_remote_set(OM_IDX_cuMemPoolTrimTo, (void *)r_cuMemPoolTrimTo);
+    om_remote_set(OM_IDX_cuDeviceGetDefaultMemPool, (void *)om_r_cuDeviceGetDefaultMemPool);
+    om_remote_set(OM_IDX_cuDeviceGetMemPool, (void *)om_r_cuDeviceGetMemPool);
+    om_remote_set(OM_IDX_cuDeviceSetMemPool, (void *)om_r_cuDeviceSetMemPool);
+    om_remote_set(OM_IDX_cuMemGetDefaultMemPool, (void *)om_r_cuMemGetDefaultMemPool);
+    om_remote_set(OM_IDX_cuMemGetMemPool, (void *)om_r_cuMemGetMemPool);
+    om_remote_set(OM_IDX_cuMemSetMemPool, (void *)om_r_cuMemSetMemPool);
+    om_remote_set(OM_IDX_cuIpcGetMemHandle, (void *)om_r_cuIpcGetMemHandle);
+    om_remote_set(OM_IDX_cuIpcOpenMemHandle_v2, (void *)om_r_cuIpcOpenMemHandle_v2);
+    om_remote_set(OM_IDX_cuIpcOpenMemHandle, (void *)om_r_cuIpcOpenMemHandle_v2);
+    om_remote_set(OM_IDX_cuIpcCloseMemHandle, (void *)om_r_cuIpcCloseMemHandle);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync, (void *)om_r_cuMemPrefetchAsync);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_ptsz, (void *)om_r_cuMemPrefetchAsync);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2, (void *)om_r_cuMemPrefetchAsync_v2);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2_ptsz, (void *)om_r_cuMemPrefetchAsync_v2);
+    om_remote_set(OM_IDX_cuMemAdvise, (void *)om_r_cuMemAdvise);
+    om_remote_set(OM_IDX_cuMemAdvise_v2, (void *)om_r_cuMemAdvise_v2);
+    om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_r_cuMemGetAllocationGranularity);
+    om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
+    om_remote_set(OM_IDX_cuMemRelease, (void *)r_cuMemRelease);
+    om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
+    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
+    om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
+    om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
+    om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
+    om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
+    om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)r_cuMemGetAllocationPropertiesFromHandle);
+    om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
     om_remote_set(OM_IDX_cuFuncGetAttribute, (void *)om_r_cuFuncGetAttribute);
     om_remote_set(OM_IDX_cuFuncSetAttribute, (void *)om_r_cuFuncSetAttribute);
     om_remote_set(OM_IDX_cuFuncSetCacheConfig, (void *)om_r_cuFuncSetCacheConfig);

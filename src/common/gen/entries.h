@@ -76,13 +76,13 @@
     X(66, cuDeviceGetAttribute, REMOTE) \
     X(67, cuDeviceGetByPCIBusId, REMOTE) \
     X(68, cuDeviceGetCount, LOCAL) \
-    X(69, cuDeviceGetDefaultMemPool, UNSUPPORTED) \
+    X(69, cuDeviceGetDefaultMemPool, REMOTE) \
     X(70, cuDeviceGetDevResource, UNSUPPORTED) \
     X(71, cuDeviceGetExecAffinitySupport, REMOTE) \
     X(72, cuDeviceGetGraphMemAttribute, UNSUPPORTED) \
     X(73, cuDeviceGetHostAtomicCapabilities, UNSUPPORTED) \
     X(74, cuDeviceGetLuid, REMOTE) \
-    X(75, cuDeviceGetMemPool, UNSUPPORTED) \
+    X(75, cuDeviceGetMemPool, REMOTE) \
     X(76, cuDeviceGetName, REMOTE) \
     X(77, cuDeviceGetNvSciSyncAttributes, UNSUPPORTED) \
     X(78, cuDeviceGetP2PAtomicCapabilities, UNSUPPORTED) \
@@ -103,7 +103,7 @@
     X(93, cuDevicePrimaryCtxSetFlags_v2, LOCAL) \
     X(94, cuDeviceRegisterAsyncNotification, UNSUPPORTED) \
     X(95, cuDeviceSetGraphMemAttribute, UNSUPPORTED) \
-    X(96, cuDeviceSetMemPool, UNSUPPORTED) \
+    X(96, cuDeviceSetMemPool, REMOTE) \
     X(97, cuDeviceTotalMem, REMOTE) \
     X(98, cuDeviceTotalMem_v2, REMOTE) \
     X(99, cuDeviceUnregisterAsyncNotification, UNSUPPORTED) \
@@ -251,12 +251,12 @@
     X(241, cuImportExternalMemory, UNSUPPORTED) \
     X(242, cuImportExternalSemaphore, UNSUPPORTED) \
     X(243, cuInit, LOCAL) \
-    X(244, cuIpcCloseMemHandle, UNSUPPORTED) \
+    X(244, cuIpcCloseMemHandle, REMOTE) \
     X(245, cuIpcGetEventHandle, UNSUPPORTED) \
-    X(246, cuIpcGetMemHandle, UNSUPPORTED) \
+    X(246, cuIpcGetMemHandle, REMOTE) \
     X(247, cuIpcOpenEventHandle, UNSUPPORTED) \
-    X(248, cuIpcOpenMemHandle, UNSUPPORTED) \
-    X(249, cuIpcOpenMemHandle_v2, UNSUPPORTED) \
+    X(248, cuIpcOpenMemHandle, REMOTE) \
+    X(249, cuIpcOpenMemHandle_v2, REMOTE) \
     X(250, cuKernelGetAttribute, REMOTE) \
     X(251, cuKernelGetFunction, LOCAL) \
     X(252, cuKernelGetLibrary, UNSUPPORTED) \
@@ -299,15 +299,15 @@
     X(289, cuLogsDumpToMemory, UNSUPPORTED) \
     X(290, cuLogsRegisterCallback, UNSUPPORTED) \
     X(291, cuLogsUnregisterCallback, UNSUPPORTED) \
-    X(292, cuMemAddressFree, UNSUPPORTED) \
-    X(293, cuMemAddressReserve, UNSUPPORTED) \
-    X(294, cuMemAdvise, UNSUPPORTED) \
-    X(295, cuMemAdvise_v2, UNSUPPORTED) \
+    X(292, cuMemAddressFree, REMOTE) \
+    X(293, cuMemAddressReserve, REMOTE) \
+    X(294, cuMemAdvise, LOCAL) \
+    X(295, cuMemAdvise_v2, LOCAL) \
     X(296, cuMemAlloc, UNSUPPORTED) \
-    X(297, cuMemAllocAsync, UNSUPPORTED) \
-    X(298, cuMemAllocAsync_ptsz, UNSUPPORTED) \
-    X(299, cuMemAllocFromPoolAsync, UNSUPPORTED) \
-    X(300, cuMemAllocFromPoolAsync_ptsz, UNSUPPORTED) \
+    X(297, cuMemAllocAsync, REMOTE) \
+    X(298, cuMemAllocAsync_ptsz, REMOTE) \
+    X(299, cuMemAllocFromPoolAsync, REMOTE) \
+    X(300, cuMemAllocFromPoolAsync_ptsz, REMOTE) \
     X(301, cuMemAllocHost, UNSUPPORTED) \
     X(302, cuMemAllocHost_v2, REMOTE) \
     X(303, cuMemAllocManaged, REMOTE) \
@@ -316,27 +316,27 @@
     X(306, cuMemAlloc_v2, REMOTE) \
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
     X(308, cuMemBatchDecompressAsync_ptsz, UNSUPPORTED) \
-    X(309, cuMemCreate, UNSUPPORTED) \
+    X(309, cuMemCreate, REMOTE) \
     X(310, cuMemDiscardAndPrefetchBatchAsync, UNSUPPORTED) \
     X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, UNSUPPORTED) \
     X(312, cuMemDiscardBatchAsync, UNSUPPORTED) \
     X(313, cuMemDiscardBatchAsync_ptsz, UNSUPPORTED) \
     X(314, cuMemExportToShareableHandle, UNSUPPORTED) \
     X(315, cuMemFree, UNSUPPORTED) \
-    X(316, cuMemFreeAsync, UNSUPPORTED) \
-    X(317, cuMemFreeAsync_ptsz, UNSUPPORTED) \
+    X(316, cuMemFreeAsync, REMOTE) \
+    X(317, cuMemFreeAsync_ptsz, REMOTE) \
     X(318, cuMemFreeHost, REMOTE) \
     X(319, cuMemFree_v2, REMOTE) \
-    X(320, cuMemGetAccess, UNSUPPORTED) \
+    X(320, cuMemGetAccess, REMOTE) \
     X(321, cuMemGetAddressRange, UNSUPPORTED) \
     X(322, cuMemGetAddressRange_v2, LOCAL) \
-    X(323, cuMemGetAllocationGranularity, UNSUPPORTED) \
-    X(324, cuMemGetAllocationPropertiesFromHandle, UNSUPPORTED) \
-    X(325, cuMemGetDefaultMemPool, UNSUPPORTED) \
+    X(323, cuMemGetAllocationGranularity, REMOTE) \
+    X(324, cuMemGetAllocationPropertiesFromHandle, REMOTE) \
+    X(325, cuMemGetDefaultMemPool, REMOTE) \
     X(326, cuMemGetHandleForAddressRange, UNSUPPORTED) \
     X(327, cuMemGetInfo, UNSUPPORTED) \
     X(328, cuMemGetInfo_v2, REMOTE) \
-    X(329, cuMemGetMemPool, UNSUPPORTED) \
+    X(329, cuMemGetMemPool, REMOTE) \
     X(330, cuMemHostAlloc, REMOTE) \
     X(331, cuMemHostGetDevicePointer, UNSUPPORTED) \
     X(332, cuMemHostGetDevicePointer_v2, LOCAL) \
@@ -345,33 +345,33 @@
     X(335, cuMemHostRegister_v2, REMOTE) \
     X(336, cuMemHostUnregister, REMOTE) \
     X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
-    X(338, cuMemMap, UNSUPPORTED) \
+    X(338, cuMemMap, REMOTE) \
     X(339, cuMemMapArrayAsync, UNSUPPORTED) \
     X(340, cuMemMapArrayAsync_ptsz, UNSUPPORTED) \
-    X(341, cuMemPoolCreate, UNSUPPORTED) \
-    X(342, cuMemPoolDestroy, UNSUPPORTED) \
+    X(341, cuMemPoolCreate, REMOTE) \
+    X(342, cuMemPoolDestroy, REMOTE) \
     X(343, cuMemPoolExportPointer, UNSUPPORTED) \
     X(344, cuMemPoolExportToShareableHandle, UNSUPPORTED) \
-    X(345, cuMemPoolGetAccess, UNSUPPORTED) \
-    X(346, cuMemPoolGetAttribute, UNSUPPORTED) \
+    X(345, cuMemPoolGetAccess, REMOTE) \
+    X(346, cuMemPoolGetAttribute, REMOTE) \
     X(347, cuMemPoolImportFromShareableHandle, UNSUPPORTED) \
     X(348, cuMemPoolImportPointer, UNSUPPORTED) \
-    X(349, cuMemPoolSetAccess, UNSUPPORTED) \
-    X(350, cuMemPoolSetAttribute, UNSUPPORTED) \
-    X(351, cuMemPoolTrimTo, UNSUPPORTED) \
-    X(352, cuMemPrefetchAsync, UNSUPPORTED) \
-    X(353, cuMemPrefetchAsync_ptsz, UNSUPPORTED) \
-    X(354, cuMemPrefetchAsync_v2, UNSUPPORTED) \
-    X(355, cuMemPrefetchAsync_v2_ptsz, UNSUPPORTED) \
+    X(349, cuMemPoolSetAccess, REMOTE) \
+    X(350, cuMemPoolSetAttribute, REMOTE) \
+    X(351, cuMemPoolTrimTo, REMOTE) \
+    X(352, cuMemPrefetchAsync, LOCAL) \
+    X(353, cuMemPrefetchAsync_ptsz, LOCAL) \
+    X(354, cuMemPrefetchAsync_v2, LOCAL) \
+    X(355, cuMemPrefetchAsync_v2_ptsz, LOCAL) \
     X(356, cuMemPrefetchBatchAsync, UNSUPPORTED) \
     X(357, cuMemPrefetchBatchAsync_ptsz, UNSUPPORTED) \
     X(358, cuMemRangeGetAttribute, UNSUPPORTED) \
     X(359, cuMemRangeGetAttributes, UNSUPPORTED) \
-    X(360, cuMemRelease, UNSUPPORTED) \
-    X(361, cuMemRetainAllocationHandle, UNSUPPORTED) \
-    X(362, cuMemSetAccess, UNSUPPORTED) \
-    X(363, cuMemSetMemPool, UNSUPPORTED) \
-    X(364, cuMemUnmap, UNSUPPORTED) \
+    X(360, cuMemRelease, REMOTE) \
+    X(361, cuMemRetainAllocationHandle, REMOTE) \
+    X(362, cuMemSetAccess, REMOTE) \
+    X(363, cuMemSetMemPool, REMOTE) \
+    X(364, cuMemUnmap, REMOTE) \
     X(365, cuMemcpy, REMOTE) \
     X(366, cuMemcpy2D, UNSUPPORTED) \
     X(367, cuMemcpy2DAsync, UNSUPPORTED) \

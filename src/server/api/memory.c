@@ -191,10 +191,14 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     r = om_ranges_find_base(&c->s->allocs, base);
     if (!r)
         return CUDA_ERROR_INVALID_VALUE;
+    if (r->pool) /* the driver's cuMemFree frees stream-ordered memory too */
+        return om_take_async_error(c->s, om_mempool_free(c->s, r));
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */
     rc = om_exec_sync_client(c->s);
-    if (r->managed)
+    if (om_ipc_keep(c->s, r))
+        ; /* clients that opened it by an IPC handle keep it (api/ipc.c) */
+    else if (r->managed)
         om_devmem_free(r->base, r->size, r->mem);
     else
         om_devmem_give(c->s, r->base, r->size, r->mem);

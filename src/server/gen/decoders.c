@@ -636,6 +636,84 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
     return rc;
 }
 
+_Static_assert(24 + (uint64_t)(64) * sizeof(CUmemAccessDesc) <= OM_CHUNK_BYTES, "cuMemPoolSetAccess: its largest request exceeds a record");
+static CUresult x_cuMemPoolSetAccess(struct call *c)
+{
+    uint64_t a_pool = om_get_u64(&c->in);
+    uint64_t a_map = om_get_u64(&c->in);
+    const void *b_map = a_map <= 64 ? om_get_bytes(&c->in, (size_t)a_map * sizeof(CUmemAccessDesc)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    CUmemAccessDesc *v_map = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_map > 64 || (a_map && !b_map) || a_map != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_count < 1 || (int64_t)a_count > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_map && !(v_map = malloc((size_t)a_map * sizeof(CUmemAccessDesc)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_map)
+        memcpy(v_map, b_map, (size_t)a_map * sizeof(CUmemAccessDesc));
+    rc = ((CUresult (*)(CUmemoryPool, const CUmemAccessDesc *, size_t))REAL(cuMemPoolSetAccess))((CUmemoryPool)(uintptr_t)a_pool, v_map, (size_t)a_count);
+out:
+    free(v_map);
+    return rc;
+}
+
+static CUresult x_cuMemPoolTrimTo(struct call *c)
+{
+    uint64_t a_pool = om_get_u64(&c->in);
+    uint64_t a_minBytesToKeep = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemoryPool, size_t))REAL(cuMemPoolTrimTo))((CUmemoryPool)(uintptr_t)a_pool, (size_t)a_minBytesToKeep);
+    return rc;
+}
+
+static CUresult x_cuMemRelease(struct call *c)
+{
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))((CUmemGenericAllocationHandle)a_handle);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_MEMHANDLE, a_handle);
+    }
+    return rc;
+}
+
+static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
+{
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUmemAllocationProp o_prop;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_prop, 0, sizeof(o_prop));
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))REAL(cuMemGetAllocationPropertiesFromHandle))(&o_prop, (CUmemGenericAllocationHandle)a_handle);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
+    }
+    return rc;
+}
+
 static CUresult x_cuOccupancyMaxActiveBlocksPerMultiprocessor(struct call *c)
 {
     uint64_t a_func = om_get_u64(&c->in);
@@ -911,6 +989,33 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemGetInfo_v2] = x_cuMemGetInfo_v2,
     [OM_IDX_cuMemHostAlloc] = om_x_cuMemHostAlloc,
     [OM_IDX_cuMemHostRegister_v2] = om_x_cuMemHostRegister_v2,
+    [OM_IDX_cuMemAllocAsync] = om_x_cuMemAllocAsync,
+    [OM_IDX_cuMemAllocFromPoolAsync] = om_x_cuMemAllocFromPoolAsync,
+    [OM_IDX_cuMemFreeAsync] = om_x_cuMemFreeAsync,
+    [OM_IDX_cuMemPoolCreate] = om_x_cuMemPoolCreate,
+    [OM_IDX_cuMemPoolDestroy] = om_x_cuMemPoolDestroy,
+    [OM_IDX_cuMemPoolSetAttribute] = om_x_cuMemPoolSetAttribute,
+    [OM_IDX_cuMemPoolGetAttribute] = om_x_cuMemPoolGetAttribute,
+    [OM_IDX_cuMemPoolSetAccess] = x_cuMemPoolSetAccess,
+    [OM_IDX_cuMemPoolGetAccess] = om_x_cuMemPoolGetAccess,
+    [OM_IDX_cuMemPoolTrimTo] = x_cuMemPoolTrimTo,
+    [OM_IDX_cuDeviceGetDefaultMemPool] = om_x_cuDeviceGetDefaultMemPool,
+    [OM_IDX_cuDeviceGetMemPool] = om_x_cuDeviceGetMemPool,
+    [OM_IDX_cuDeviceSetMemPool] = om_x_cuDeviceSetMemPool,
+    [OM_IDX_cuIpcGetMemHandle] = om_x_cuIpcGetMemHandle,
+    [OM_IDX_cuIpcOpenMemHandle_v2] = om_x_cuIpcOpenMemHandle_v2,
+    [OM_IDX_cuIpcCloseMemHandle] = om_x_cuIpcCloseMemHandle,
+    [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
+    [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
+    [OM_IDX_cuMemRelease] = x_cuMemRelease,
+    [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
+    [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
+    [OM_IDX_cuMemMap] = om_x_cuMemMap,
+    [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
+    [OM_IDX_cuMemSetAccess] = om_x_cuMemSetAccess,
+    [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
+    [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
+    [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
     [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
     [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,

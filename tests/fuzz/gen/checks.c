@@ -318,6 +318,49 @@ static CUresult g_cuMemGetInfo_v2(size_t *free, size_t *total)
     return rc;
 }
 
+static CUresult g_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolSetAccess);
+    check(K_H_MEMPOOL, H(pool), 1);
+    rc = ((CUresult (*)(CUmemoryPool, const CUmemAccessDesc *, size_t))gen_next[OM_IDX_cuMemPoolSetAccess])(pool, map, count);
+    return rc;
+}
+
+static CUresult g_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolTrimTo);
+    check(K_H_MEMPOOL, H(pool), 1);
+    rc = ((CUresult (*)(CUmemoryPool, size_t))gen_next[OM_IDX_cuMemPoolTrimTo])(pool, minBytesToKeep);
+    return rc;
+}
+
+static CUresult g_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult rc;
+
+    ENTER(cuMemRelease);
+    check(K_H_MEMHANDLE, H(handle), 1);
+    rc = ((CUresult (*)(CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemRelease])(handle);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_MEMHANDLE, H(handle));
+    }
+    return rc;
+}
+
+static CUresult g_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    CUresult rc;
+
+    ENTER(cuMemGetAllocationPropertiesFromHandle);
+    check(K_H_MEMHANDLE, H(handle), 1);
+    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemGetAllocationPropertiesFromHandle])(prop, handle);
+    return rc;
+}
+
 static CUresult g_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
 {
     CUresult rc;
@@ -473,6 +516,10 @@ static const struct {
     {OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)g_cuDeviceGetTexture1DLinearMaxWidth},
     {OM_IDX_cuDeviceTotalMem, (void *)g_cuDeviceTotalMem},
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
+    {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
+    {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
+    {OM_IDX_cuMemRelease, (void *)g_cuMemRelease},
+    {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
     {OM_IDX_cuEventCreate, (void *)g_cuEventCreate},

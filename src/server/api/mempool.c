@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream-ordered allocation (cuMemAllocAsync and pools) for clients. The device's default pool
+ * is the whole server's: one client setting its release threshold or trimming it would do so
+ * for every client. So each client gets a pool of its own, made at its first use, which it sees
+ * as the device's default (and current) pool; cuDeviceSetMemPool changes only the client's
+ * current pool. Memory from a pool is the client's (s->allocs, marked with its pool) until
+ * freed: cuMemFreeAsync on the client's stream, or cuMemFree, which waits for the client's own
+ * streams only and then frees on its default stream (the driver's cuMemFree would wait for
+ * every client's kernels).
+ */
+#include <string.h>
+
+#include "../exec.h"
+
+#define POOL_ATTR_MAX 8 /* CU_MEMPOOL_ATTR_USED_MEM_HIGH, the last one (cuda.h 13.0) */
+
+static CUresult make_pool(const CUmemPoolProps *props, uint64_t *ret)
+{
+    CUmemoryPool pool = NULL;
+    CUresult rc =
+        ((CUresult(*)(CUmemoryPool *, const CUmemPoolProps *))REAL(cuMemPoolCreate))(&pool, props);
+
+    *ret = (uint64_t)(uintptr_t)pool;
+    return rc;
+}
+
+static void destroy_pool(uint64_t pool)
+{
+    ((CUresult(*)(CUmemoryPool))REAL(cuMemPoolDestroy))((CUmemoryPool)(uintptr_t)pool);
+}
+
+/* The client's default pool, made at its first use (not counted against its handle budget:
+ * every client has exactly one). */
+static CUresult default_pool(struct session *s, uint64_t *ret)
+{
+    CUmemPoolProps props;
+    uint64_t pool = 0;
+    CUresult rc;
+
+    if (!s->pool_default) {
+        memset(&props, 0, sizeof(props));
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = 0;
+        rc = make_pool(&props, &pool);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        if (om_handles_add(&s->own[OM_H_MEMPOOL], pool) < 0) {
+            destroy_pool(pool);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        s->pool_default = pool;
+        if (!s->pool_current)
+            s->pool_current = pool;
+    }
+    *ret = s->pool_default;
+    return CUDA_SUCCESS;
+}
+
+static CUresult arg_dev(struct session *s, uint64_t dev)
+{
+    (void)s;
+    return (int64_t)dev < 0 || (int64_t)dev >= om_server_ndevices() ? CUDA_ERROR_INVALID_DEVICE
+                                                                    : CUDA_SUCCESS;
+}
+
+CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), pool = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = arg_dev(c->s, dev);
+    if (rc == CUDA_SUCCESS)
+        rc = default_pool(c->s, &pool);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, pool);
+    return rc;
+}
+
+CUresult om_x_cuDeviceGetMemPool(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), pool = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = arg_dev(c->s, dev);
+    if (rc == CUDA_SUCCESS)
+        rc = default_pool(c->s, &pool);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, c->s->pool_current);
+    return rc;
+}
+
+CUresult om_x_cuDeviceSetMemPool(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), pool = om_get_u64(&c->in), def = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = arg_dev(c->s, dev);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    if (rc == CUDA_SUCCESS)
+        rc = default_pool(c->s, &def); /* so that destroying `pool` later falls back to it */
+    if (rc == CUDA_SUCCESS)
+        c->s->pool_current = pool;
+    return rc;
+}
+
+CUresult om_x_cuMemPoolCreate(struct call *c)
+{
+    const CUmemPoolProps *in = om_get_bytes(&c->in, sizeof(CUmemPoolProps));
+    CUmemPoolProps props;
+    uint64_t pool = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!in)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&props, in, sizeof(props));
+    if (props.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        arg_dev(c->s, (uint64_t)(int64_t)props.location.id) != CUDA_SUCCESS ||
+        props.win32SecurityAttributes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (props.handleTypes) /* shareable handles would leave the server's process: not offered */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((rc = om_own_room(c->s, OM_H_MEMPOOL)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = make_pool(&props, &pool)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_add(c, OM_H_MEMPOOL, pool)) != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, pool);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuMemPoolDestroy(struct call *c)
+{
+    uint64_t pool = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (pool == c->s->pool_default) /* the driver refuses to destroy a device's default pool */
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Allocations still out of it stay valid (the driver releases the pool after them). */
+    destroy_pool(pool);
+    om_own_drop(c->s, OM_H_MEMPOOL, pool);
+    if (c->s->pool_current == pool)
+        c->s->pool_current = c->s->pool_default;
+    return CUDA_SUCCESS;
+}
+
+/* Attributes 1-3 are ints, 4-8 64-bit counts (cuda.h). */
+static bool attr_is_int(uint64_t attr)
+{
+    return attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+CUresult om_x_cuMemPoolSetAttribute(struct call *c)
+{
+    uint64_t pool = om_get_u64(&c->in), attr = om_get_u64(&c->in), value = om_get_u64(&c->in);
+    int iv = (int)value;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* Settable: the reuse policies, the release threshold, and the two high marks (reset). */
+    if (attr < 1 || attr > POOL_ATTR_MAX ||
+        (!attr_is_int(attr) && attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD &&
+         attr != CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && attr != CU_MEMPOOL_ATTR_USED_MEM_HIGH))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ((CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))REAL(cuMemPoolSetAttribute))(
+        (CUmemoryPool)(uintptr_t)pool, (CUmemPool_attribute)attr,
+        attr_is_int(attr) ? (void *)&iv : (void *)&value);
+}
+
+CUresult om_x_cuMemPoolGetAttribute(struct call *c)
+{
+    uint64_t pool = om_get_u64(&c->in), attr = om_get_u64(&c->in), value = 0;
+    int iv = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (attr < 1 || attr > POOL_ATTR_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))REAL(cuMemPoolGetAttribute))(
+        (CUmemoryPool)(uintptr_t)pool, (CUmemPool_attribute)attr,
+        attr_is_int(attr) ? (void *)&iv : (void *)&value);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, attr_is_int(attr) ? (uint64_t)(int64_t)iv : value);
+    return rc;
+}
+
+/* bytes from `pool` on the client's stream `h`, recorded as the client's. */
+static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64_t h)
+{
+    CUdeviceptr p = 0;
+    CUstream st;
+    CUresult rc;
+
+    if (bytes == 0 || bytes > (1ull << 46))
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, h, true, &rc);
+    if (!st)
+        return rc;
+    rc = ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))REAL(
+        cuMemAllocFromPoolAsync))(&p, (size_t)bytes, (CUmemoryPool)(uintptr_t)pool, st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->allocs, p, bytes, 0, true) < 0) {
+        ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(p, st);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->s->allocs.v[c->s->allocs.n - 1].pool = pool;
+    om_put_u64(&c->out, p);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuMemAllocAsync(struct call *c)
+{
+    uint64_t bytes = om_get_u64(&c->in), h = om_get_u64(&c->in), pool = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = default_pool(c->s, &pool);
+    return rc == CUDA_SUCCESS ? alloc_from(c, bytes, c->s->pool_current, h) : rc;
+}
+
+CUresult om_x_cuMemAllocFromPoolAsync(struct call *c)
+{
+    uint64_t bytes = om_get_u64(&c->in), pool = om_get_u64(&c->in), h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    return rc == CUDA_SUCCESS ? alloc_from(c, bytes, pool, h) : rc;
+}
+
+CUresult om_x_cuMemFreeAsync(struct call *c)
+{
+    uint64_t base = om_get_u64(&c->in), h = om_get_u64(&c->in);
+    struct om_range *r;
+    CUstream st;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    r = om_ranges_find_base(&c->s->allocs, base);
+    if (!r)
+        return CUDA_ERROR_INVALID_VALUE;
+    st = om_arg_stream(c, h, true, &rc);
+    if (!st)
+        return rc;
+    if (r->pool) {
+        rc = ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
+        if (rc == CUDA_SUCCESS)
+            om_ranges_remove(&c->s->allocs, r);
+        return rc;
+    }
+    /* Memory of cuMemAlloc freed in stream order: after that stream's work (the client's own),
+     * then as cuMemFree frees it, never waiting for other clients. */
+    rc = ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    if (!om_ipc_keep(c->s, r)) {
+        if (r->managed)
+            om_devmem_free(r->base, r->size, r->mem);
+        else
+            om_devmem_give(c->s, r->base, r->size, r->mem);
+    }
+    om_ranges_remove(&c->s->allocs, r);
+    return rc;
+}
+
+/* cuMemFree of pool memory (memory.c): after the client's own work, on its default stream. */
+CUresult om_mempool_free(struct session *s, struct om_range *r)
+{
+    CUresult rc = om_exec_sync_client(s), frc;
+    CUstream st = om_find_stream(s, 0, true, &frc);
+
+    frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
+    om_ranges_remove(&s->allocs, r);
+    return rc != CUDA_SUCCESS ? rc : frc;
+}
+
+void om_mempool_session_end(struct session *s)
+{
+    CUresult rc;
+    CUstream st = NULL;
+    bool any = false;
+
+    for (size_t i = 0; i < s->allocs.n; i++)
+        any |= s->allocs.v[i].pool != 0;
+    if (any)
+        st = om_find_stream(s, 0, true, &rc);
+    for (size_t i = s->allocs.n; i-- > 0;) {
+        if (!s->allocs.v[i].pool)
+            continue;
+        if (st)
+            ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(s->allocs.v[i].base, st);
+        om_ranges_remove(&s->allocs, &s->allocs.v[i]);
+    }
+    if (st)
+        ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    /* The pools themselves go with the kinds of api/handles.tsv (own.c). */
+    s->pool_default = s->pool_current = 0;
+}
+
+/* Custom only because the generated decoder of an `in` struct parameter does not compile
+ * (api/remote.py sizes it before declaring it). */
+CUresult om_x_cuMemPoolGetAccess(struct call *c)
+{
+    uint64_t pool = om_get_u64(&c->in);
+    const CUmemLocation *in = om_get_bytes(&c->in, sizeof(CUmemLocation));
+    CUmemLocation loc;
+    CUmemAccess_flags flags;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!in)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&loc, in, sizeof(loc));
+    memset(&flags, 0, sizeof(flags));
+    rc = ((CUresult(*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))REAL(
+        cuMemPoolGetAccess))(&flags, (CUmemoryPool)(uintptr_t)pool, &loc);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)flags);
+    return rc;
+}

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The virtual memory management API for clients. Allocation handles are a handle kind
+ * (`memhandle`, released at the session's end); address reservations and mappings are kept per
+ * client (s->vmm_reserved, s->vmm_mapped): a client maps only its own handles, only into its own
+ * reservations, and a mapped range is its device memory (s->allocs, not owned: cuMemFree of it
+ * is refused, as the driver refuses it) while mapped. None of these calls waits for other
+ * clients' kernels (DRIVER_FACTS.md); cuMemUnmap and cuMemAddressFree first wait for the
+ * client's own streams, as its cuMemFree does (devmem.c).
+ */
+#include <string.h>
+
+#include "../exec.h"
+
+#define VMM_MAX_BYTES (1ull << 46)
+
+/* An allocation's properties the server offers: pinned device memory of one of its devices,
+ * no shareable handle types (they would be the server's file descriptors). */
+static CUresult check_prop(const CUmemAllocationProp *p)
+{
+    if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->location.id < 0 ||
+        p->location.id >= om_server_ndevices() || p->win32HandleMetaData)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->requestedHandleTypes)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+static const CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *p)
+{
+    const void *b = om_get_bytes(&c->in, sizeof(*p));
+
+    if (!b)
+        return NULL;
+    memcpy(p, b, sizeof(*p));
+    return p;
+}
+
+CUresult om_x_cuMemGetAllocationGranularity(struct call *c)
+{
+    CUmemAllocationProp prop;
+    const CUmemAllocationProp *p = get_prop(c, &prop);
+    uint64_t option = om_get_u64(&c->in);
+    size_t g = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!p || option > 1) /* MINIMUM 0, RECOMMENDED 1 */
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = check_prop(p)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(size_t *, const CUmemAllocationProp *, int))REAL(
+        cuMemGetAllocationGranularity))(&g, p, (int)option);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, g);
+    return rc;
+}
+
+CUresult om_x_cuMemCreate(struct call *c)
+{
+    uint64_t size = om_get_u64(&c->in);
+    CUmemAllocationProp prop;
+    const CUmemAllocationProp *p = get_prop(c, &prop);
+    uint64_t flags = om_get_u64(&c->in);
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!p || flags || size == 0 || size > VMM_MAX_BYTES)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = check_prop(p)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                       unsigned long long))REAL(cuMemCreate))(&h, (size_t)size, p, 0);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, h);
+    return CUDA_SUCCESS;
+}
+
+static struct om_range *find_exact(struct om_ranges *r, uint64_t base, uint64_t size)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->v[i].base == base && r->v[i].size == size)
+            return &r->v[i];
+    return NULL;
+}
+
+static bool overlaps(const struct om_ranges *r, uint64_t base, uint64_t size)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (base < r->v[i].base + r->v[i].size && r->v[i].base < base + size)
+            return true;
+    return false;
+}
+
+CUresult om_x_cuMemAddressReserve(struct call *c)
+{
+    uint64_t size = om_get_u64(&c->in), align = om_get_u64(&c->in), addr = om_get_u64(&c->in),
+             flags = om_get_u64(&c->in);
+    CUdeviceptr p = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (size == 0 || size > VMM_MAX_BYTES || flags > 1) /* CU_MEM_ADDRESS_RESERVE_... 0 or 1 */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->s->vmm_reserved.n >= om_budget.client_handles)
+        return om_budget_refuse(c->s, OM_BUDGET_HANDLES, "cuMemAddressReserve");
+    /* addr is a hint: the driver never answers an address already reserved (another
+     * client's included). */
+    rc = ((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))REAL(
+        cuMemAddressReserve))(&p, (size_t)size, (size_t)align, addr, flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->vmm_reserved, p, size, 0, true) < 0) {
+        ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(p, (size_t)size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, p);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuMemAddressFree(struct call *c)
+{
+    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in);
+    struct om_range *r;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    r = find_exact(&c->s->vmm_reserved, ptr, size);
+    if (!r || overlaps(&c->s->vmm_mapped, ptr, size)) /* its own, and unmapped first */
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(ptr, (size_t)size);
+    if (rc == CUDA_SUCCESS)
+        om_ranges_remove(&c->s->vmm_reserved, r);
+    return rc;
+}
+
+CUresult om_x_cuMemMap(struct call *c)
+{
+    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in), offset = om_get_u64(&c->in),
+             h = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    bool inside = false;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, h, false)) != CUDA_SUCCESS)
+        return rc;
+    if (flags || size == 0 || size > VMM_MAX_BYTES || ptr + size < ptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < c->s->vmm_reserved.n && !inside; i++) {
+        const struct om_range *r = &c->s->vmm_reserved.v[i];
+        inside = ptr >= r->base && ptr - r->base <= r->size && size <= r->size - (ptr - r->base);
+    }
+    if (!inside || overlaps(&c->s->vmm_mapped, ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                       unsigned long long))REAL(cuMemMap))(ptr, (size_t)size, (size_t)offset, h, 0);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->vmm_mapped, ptr, size, h, true) < 0 ||
+        om_ranges_add(&c->s->allocs, ptr, size, 0, false) < 0) {
+        struct om_range *m = find_exact(&c->s->vmm_mapped, ptr, size);
+        if (m)
+            om_ranges_remove(&c->s->vmm_mapped, m);
+        ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemUnmap))(ptr, (size_t)size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The mapping leaves the client's device memory. */
+static void forget_mapping(struct session *s, struct om_range *m)
+{
+    for (size_t i = 0; i < s->allocs.n; i++) {
+        if (!s->allocs.v[i].owned && s->allocs.v[i].base == m->base &&
+            s->allocs.v[i].size == m->size) {
+            om_ranges_remove(&s->allocs, &s->allocs.v[i]);
+            break;
+        }
+    }
+    om_ranges_remove(&s->vmm_mapped, m);
+}
+
+CUresult om_x_cuMemUnmap(struct call *c)
+{
+    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in);
+    struct om_range *m;
+    CUresult rc = ARGS_OK(c), wrc;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    m = find_exact(&c->s->vmm_mapped, ptr, size);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    wrc = om_exec_sync_client(c->s); /* its own work on the memory first, nobody else's */
+    rc = ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemUnmap))(ptr, (size_t)size);
+    if (rc == CUDA_SUCCESS)
+        forget_mapping(c->s, m);
+    return om_take_async_error(c->s, rc != CUDA_SUCCESS ? rc : wrc);
+}
+
+/* Custom only because the generated decoder of an `in` struct parameter does not compile
+ * (api/remote.py sizes it before declaring it). */
+CUresult om_x_cuMemGetAccess(struct call *c)
+{
+    const void *b = om_get_bytes(&c->in, sizeof(CUmemLocation));
+    uint64_t ptr = om_get_u64(&c->in);
+    unsigned long long flags = 0;
+    CUmemLocation loc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!b || !om_arg_range(c, ptr, 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&loc, b, sizeof(loc));
+    rc = ((CUresult(*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))REAL(
+        cuMemGetAccess))(&flags, &loc, ptr);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, flags);
+    return rc;
+}
+
+/*
+ * The handle mapped at an address of the client's mappings. The driver counts a reference
+ * for each retain, released by cuMemRelease; the session keeps one reference per handle, so a
+ * handle the client still holds does not get a second one (its first cuMemRelease then
+ * releases it: a difference from the driver, where the memory stays until the second).
+ */
+CUresult om_x_cuMemRetainAllocationHandle(struct call *c)
+{
+    uint64_t addr = om_get_u64(&c->in);
+    CUmemGenericAllocationHandle h = 0;
+    bool inside = false;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (size_t i = 0; i < c->s->vmm_mapped.n && !inside; i++)
+        inside = addr >= c->s->vmm_mapped.v[i].base &&
+                 addr - c->s->vmm_mapped.v[i].base < c->s->vmm_mapped.v[i].size;
+    if (!inside)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *))REAL(cuMemRetainAllocationHandle))(
+        &h, (void *)(uintptr_t)addr);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_handles_has(&c->s->own[OM_H_MEMHANDLE], h))
+        ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
+    else if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, h);
+    return CUDA_SUCCESS;
+}
+
+void om_vmm_session_end(struct session *s)
+{
+    /* Its streams are done (session.c waited for them). */
+    while (s->vmm_mapped.n) {
+        struct om_range *m = &s->vmm_mapped.v[s->vmm_mapped.n - 1];
+        ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemUnmap))(m->base, (size_t)m->size);
+        forget_mapping(s, m);
+    }
+    for (size_t i = 0; i < s->vmm_reserved.n; i++)
+        ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(
+            s->vmm_reserved.v[i].base, (size_t)s->vmm_reserved.v[i].size);
+    om_ranges_free(&s->vmm_reserved);
+    om_ranges_free(&s->vmm_mapped);
+    /* The handles go with the kinds of api/handles.tsv (own.c: cuMemRelease). */
+}
+
+/* [ptr, ptr + size) lies within the client's mappings (several adjacent ones allowed). */
+static bool mapped_by(const struct session *s, uint64_t ptr, uint64_t size)
+{
+    uint64_t pos = ptr, end = ptr + size;
+
+    if (size == 0 || end < ptr)
+        return false;
+    while (pos < end) {
+        bool found = false;
+        for (size_t i = 0; i < s->vmm_mapped.n && !found; i++) {
+            const struct om_range *m = &s->vmm_mapped.v[i];
+            if (pos >= m->base && pos - m->base < m->size) {
+                pos = m->base + m->size;
+                found = true;
+            }
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/*
+ * Custom, not a generated row: `ptr(size)` would accept any of the client's device memory,
+ * and its cuMemAlloc memory, module globals and memory opened by an IPC handle are the
+ * server's own mappings (devmem.c), some shared with other clients: a client may change the
+ * access of what it mapped itself only.
+ */
+#define ACCESS_DESC_MAX 16
+CUresult om_x_cuMemSetAccess(struct call *c)
+{
+    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in), count = om_get_u64(&c->in);
+    const void *b = count <= ACCESS_DESC_MAX
+                        ? om_get_bytes(&c->in, (size_t)count * sizeof(CUmemAccessDesc))
+                        : NULL;
+    CUmemAccessDesc desc[ACCESS_DESC_MAX];
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (count == 0 || count > ACCESS_DESC_MAX || !b || !mapped_by(c->s, ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(desc, b, (size_t)count * sizeof(CUmemAccessDesc));
+    for (uint64_t i = 0; i < count; i++)
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
+            desc[i].location.id >= om_server_ndevices())
+            return CUDA_ERROR_INVALID_VALUE; /* host access would be the server's process */
+    return ((CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))REAL(
+        cuMemSetAccess))(ptr, (size_t)size, desc, (size_t)count);
+}

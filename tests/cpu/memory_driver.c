@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: MIT */
+/* The memory family's driver-API program for the CPU tier (through the shim, against a server
+ * on the driver test double):
+ *   memory-driver pools              pools and stream-ordered allocation, hints; prints its
+ *                                    default pool's handle, leaves one allocation and one pool
+ *                                    for the session's end
+ *   memory-driver export             allocates 1 MiB (bytes i & 0xff), prints "handle HEX POOL";
+ *                                    then per stdin line: "free" frees it ("freed"), "exit"
+ *   memory-driver vmm                the virtual memory management API; prints "vmm HANDLE VA
+ *                                    GRANULARITY" of what it keeps, waits for "exit" on stdin
+ *   memory-driver vmmforeign H VA G  is refused another client's handle and range
+ *   memory-driver import HEX POOL    opens the handle, checks the bytes, is refused what is not
+ *                                    its own; waits for a stdin line, checks the bytes again,
+ *                                    closes it
+ * Exit status 0 when every check passed ("MODE ok"); the first failed check is printed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUstream, *CUmemoryPool;
+typedef struct {
+    int type, id;
+} CUmemLocation;
+typedef struct {
+    CUmemLocation location;
+    int flags;
+} CUmemAccessDesc;
+typedef struct {
+    int allocType, handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
+CUresult cuMemPoolDestroy(CUmemoryPool);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
+CUresult cuMemPoolGetAttribute(CUmemoryPool, int, void *);
+CUresult cuMemPoolSetAccess(CUmemoryPool, const CUmemAccessDesc *, size_t);
+CUresult cuMemPoolGetAccess(int *, CUmemoryPool, CUmemLocation *);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *, int);
+CUresult cuDeviceGetMemPool(CUmemoryPool *, int);
+CUresult cuDeviceSetMemPool(int, CUmemoryPool);
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *, CUmemLocation *, int);
+CUresult cuMemGetMemPool(CUmemoryPool *, CUmemLocation *, int);
+CUresult cuMemSetMemPool(CUmemLocation *, int, CUmemoryPool);
+CUresult cuMemPrefetchAsync(CUdeviceptr, size_t, int, CUstream);
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream);
+CUresult cuMemAdvise(CUdeviceptr, size_t, int, int);
+CUresult cuMemAdvise_v2(CUdeviceptr, size_t, int, CUmemLocation);
+CUresult cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
+CUresult cuIpcCloseMemHandle(CUdeviceptr);
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+    int type, requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+CUresult cuMemGetAllocationGranularity(size_t *, const CUmemAllocationProp *, int);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemAddressFree(CUdeviceptr, size_t);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+CUresult cuMemGetAccess(unsigned long long *, const CUmemLocation *, CUdeviceptr);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *, void *);
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *,
+                                                CUmemGenericAllocationHandle);
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAILED line %d: ", __LINE__);                                                  \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) CHECK((rc = (call)) == 0, "%s: %d", #call, rc)
+#define IS(call, want) CHECK((rc = (call)) == (want), "%s: %d, expected %d", #call, rc, want)
+
+enum {
+    INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
+    INVALID_DEVICE = 101,
+    INVALID_HANDLE = 400,
+    NOT_SUPPORTED = 801
+};
+
+static void setup(void)
+{
+    CUcontext ctx;
+    CUresult rc;
+
+    OK(cuInit(0));
+    OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(cuCtxSetCurrent(ctx));
+}
+
+static void round_trip(CUdeviceptr d, size_t n, unsigned char seed)
+{
+    unsigned char *a = malloc(n), *b = malloc(n);
+    CUresult rc;
+
+    for (size_t i = 0; i < n; i++)
+        a[i] = (unsigned char)(i * 7 + seed);
+    OK(cuMemcpyHtoD_v2(d, a, n));
+    OK(cuMemcpyDtoH_v2(b, d, n));
+    CHECK(!memcmp(a, b, n), "bytes came back");
+    free(a);
+    free(b);
+}
+
+static int pools(void)
+{
+    CUmemoryPool def = NULL, cur = NULL, p1 = NULL, p2 = NULL, extra[8];
+    CUmemLocation dev0 = {1, 0}, host = {2, 0};
+    CUmemPoolProps props = {.allocType = 1, .location = {1, 0}};
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUdeviceptr a = 0, b = 0, c = 0, keep = 0;
+    CUstream st;
+    unsigned long long v = 0;
+    int iv = 0, flags = 0, n;
+    CUresult rc;
+
+    setup();
+    OK(cuStreamCreate(&st, 1));
+    OK(cuDeviceGetDefaultMemPool(&def, 0));
+    CHECK(def != NULL, "a default pool");
+    OK(cuDeviceGetMemPool(&cur, 0));
+    CHECK(cur == def, "the current pool is the default one");
+    OK(cuMemGetDefaultMemPool(&cur, &dev0, 1));
+    CHECK(cur == def, "the 13.0 name answers the same pool");
+    IS(cuMemGetDefaultMemPool(&cur, &host, 1), NOT_SUPPORTED);
+    IS(cuDeviceGetDefaultMemPool(&cur, 7), INVALID_DEVICE);
+    v = 12345;
+    OK(cuMemPoolSetAttribute(def, 4, &v)); /* release threshold */
+    v = 0;
+    OK(cuMemPoolGetAttribute(def, 4, &v));
+    CHECK(v == 12345, "release threshold %llu", v);
+    iv = 1;
+    OK(cuMemPoolSetAttribute(def, 2, &iv));
+    IS(cuMemPoolSetAttribute(def, 5, &v), INVALID_VALUE); /* reserved-current: read only */
+    IS(cuMemPoolGetAttribute(def, 99, &v), INVALID_VALUE);
+
+    /* stream-ordered memory, usable by copies, freed both ways */
+    OK(cuMemAllocAsync(&a, 3000, st));
+    OK(cuStreamSynchronize(st));
+    round_trip(a, 3000, 1);
+    OK(cuMemFreeAsync(a, st));
+    IS(cuMemcpyHtoD_v2(a, &v, 8), INVALID_VALUE); /* gone */
+    IS(cuMemFreeAsync(a, st), INVALID_VALUE);
+    OK(cuMemAllocAsync(&b, 5000, NULL));
+    round_trip(b, 5000, 2);
+    OK(cuMemFree_v2(b)); /* the driver allows cuMemFree of stream-ordered memory */
+    IS(cuMemAllocAsync(&c, 0, st), INVALID_VALUE);
+
+    /* a pool of its own */
+    OK(cuMemPoolCreate(&p1, &props));
+    props.handleTypes = 1; /* a POSIX descriptor: not offered */
+    IS(cuMemPoolCreate(&p2, &props), NOT_SUPPORTED);
+    props.handleTypes = 0;
+    OK(cuMemPoolSetAccess(p1, &acc, 1));
+    IS(cuMemPoolSetAccess(p1, &acc, 65), INVALID_VALUE); /* past the row's maximum */
+    OK(cuMemPoolGetAccess(&flags, p1, &dev0));
+    CHECK(flags == 3, "access flags %d", flags);
+    OK(cuMemAllocFromPoolAsync(&c, 4096, p1, st));
+    round_trip(c, 4096, 3);
+    OK(cuMemPoolTrimTo(p1, 777));
+    OK(cuMemSetMemPool(&dev0, 1, p1));
+    OK(cuDeviceGetMemPool(&cur, 0));
+    CHECK(cur == p1, "the current pool is set");
+    OK(cuMemAllocAsync(&keep, 100, st)); /* from p1, left for the session's end */
+    OK(cuMemFreeAsync(c, st));
+    IS(cuMemPoolDestroy(def), INVALID_VALUE); /* the default pool stays */
+    OK(cuMemPoolCreate(&p2, &props));
+    OK(cuMemPoolDestroy(p2));
+    IS(cuMemPoolTrimTo(p2, 0), INVALID_HANDLE); /* destroyed: no longer its own */
+    OK(cuMemGetMemPool(&cur, &dev0, 1));
+    CHECK(cur == p1, "still p1");
+
+    /* handles that are not pools of its own */
+    IS(cuMemPoolTrimTo((CUmemoryPool)(uintptr_t)0x1234, 0), INVALID_HANDLE);
+    IS(cuMemAllocFromPoolAsync(&c, 64, (CUmemoryPool)(uintptr_t)0x1234, st), INVALID_HANDLE);
+    IS(cuDeviceSetMemPool(0, (CUmemoryPool)(uintptr_t)0x1234), INVALID_HANDLE);
+
+    /* hints: its own range only */
+    OK(cuMemAlloc_v2(&a, 1 << 20));
+    OK(cuMemPrefetchAsync(a, 4096, 0, st));
+    OK(cuMemPrefetchAsync_v2(a + 100, 1000, dev0, 0, st));
+    OK(cuMemAdvise(a, 1 << 20, 1, 0));
+    OK(cuMemAdvise_v2(a, 64, 3, dev0));
+    IS(cuMemAdvise(a, 64, 99, 0), INVALID_VALUE);
+    IS(cuMemPrefetchAsync(a, (1 << 20) + 1, 0, st), INVALID_VALUE);
+    IS(cuMemPrefetchAsync(0x1000, 16, 0, st), INVALID_VALUE);
+
+    /* the budget of pools (OPENMPS_CLIENT_MAX_HANDLES when the test sets it) */
+    for (n = 0; n < 8; n++)
+        if ((rc = cuMemPoolCreate(&extra[n], &props)) != 0)
+            break;
+    CHECK(n == 8 || rc == OUT_OF_MEMORY, "a refused pool: %d", rc);
+    printf("created %d more pool(s)\n", n);
+    OK(cuStreamSynchronize(st));
+    printf("pool %llu\n", (unsigned long long)(uintptr_t)def);
+    printf("pools ok\n");
+    fflush(stdout);
+    return 0;
+}
+
+static int export(void)
+{
+    CUdeviceptr d = 0;
+    CUipcMemHandle h, h2;
+    CUmemoryPool def = NULL;
+    CUstream st;
+    unsigned char *bytes = malloc(1 << 20);
+    char line[64];
+    CUresult rc;
+
+    setup();
+    OK(cuStreamCreate(&st, 1));
+    OK(cuDeviceGetDefaultMemPool(&def, 0));
+    OK(cuMemAlloc_v2(&d, 1 << 20));
+    for (int i = 0; i < 1 << 20; i++)
+        bytes[i] = (unsigned char)i;
+    OK(cuMemcpyHtoD_v2(d, bytes, 1 << 20));
+    OK(cuIpcGetMemHandle(&h, d));
+    OK(cuIpcGetMemHandle(&h2, d + 4096)); /* within: the same allocation, the same handle */
+    CHECK(!memcmp(&h, &h2, sizeof(h)), "one handle per allocation");
+    IS(cuIpcOpenMemHandle_v2(&d, h, 1), 201); /* its own handle: CUDA_ERROR_INVALID_CONTEXT */
+    IS(cuIpcGetMemHandle(&h2, 0x1000), INVALID_VALUE);
+    CUdeviceptr pa = 0;
+    OK(cuMemAllocAsync(&pa, 4096, st));
+    IS(cuIpcGetMemHandle(&h2, pa), INVALID_VALUE); /* pool memory: cuMemPoolExportPointer */
+    printf("handle ");
+    for (size_t i = 0; i < sizeof(h); i++)
+        printf("%02x", (unsigned char)h.reserved[i]);
+    printf(" %llu\n", (unsigned long long)(uintptr_t)def);
+    fflush(stdout);
+    while (fgets(line, sizeof(line), stdin)) {
+        if (!strncmp(line, "free", 4)) {
+            OK(cuMemFree_v2(d));
+            printf("freed\n");
+            fflush(stdout);
+        } else if (!strncmp(line, "exit", 4)) {
+            break;
+        }
+    }
+    printf("export ok\n");
+    return 0;
+}
+
+static int import(const char *hex, const char *pool)
+{
+    CUipcMemHandle h, bad;
+    CUdeviceptr d = 0, d2 = 0;
+    CUmemoryPool foreign = (CUmemoryPool)(uintptr_t)strtoull(pool, NULL, 10);
+    unsigned char *bytes = malloc(1 << 20);
+    char line[64];
+    unsigned long long v = 1;
+    CUresult rc;
+
+    setup();
+    CHECK(strlen(hex) == 128, "a 64-byte handle");
+    for (int i = 0; i < 64; i++) {
+        unsigned x;
+        sscanf(hex + 2 * i, "%2x", &x);
+        h.reserved[i] = (char)x;
+    }
+    bad = h;
+    bad.reserved[20] ^= 0x5a; /* another id */
+    IS(cuIpcOpenMemHandle_v2(&d, bad, 1), INVALID_VALUE);
+    memset(&bad, 0, sizeof(bad));
+    IS(cuIpcOpenMemHandle_v2(&d, bad, 1), INVALID_VALUE);
+    IS(cuIpcOpenMemHandle_v2(&d, h, 0x10), INVALID_VALUE); /* unknown flags */
+    OK(cuIpcOpenMemHandle_v2(&d, h, 1));
+    OK(cuIpcOpenMemHandle_v2(&d2, h, 1));
+    CHECK(d == d2, "the same address each time");
+    OK(cuIpcCloseMemHandle(d2));
+    OK(cuMemcpyDtoH_v2(bytes, d, 1 << 20));
+    for (int i = 0; i < 1 << 20; i++)
+        CHECK(bytes[i] == (unsigned char)i, "byte %d of the exporter", i);
+    IS(cuMemFree_v2(d), INVALID_VALUE); /* opened, not its own to free */
+    /* the exporter's pool is not its own */
+    IS(cuMemPoolTrimTo(foreign, 0), INVALID_HANDLE);
+    IS(cuMemPoolSetAttribute(foreign, 4, &v), INVALID_HANDLE);
+    IS(cuDeviceSetMemPool(0, foreign), INVALID_HANDLE);
+    printf("opened\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 1;
+    /* the exporter freed it meanwhile: it stays while open here */
+    memset(bytes, 0, 1 << 20);
+    OK(cuMemcpyDtoH_v2(bytes, d + 4096, 4096));
+    for (int i = 0; i < 4096; i++)
+        CHECK(bytes[i] == (unsigned char)(i + 4096), "byte %d after the exporter's free", i);
+    OK(cuIpcCloseMemHandle(d));
+    IS(cuMemcpyDtoH_v2(bytes, d, 16), INVALID_VALUE); /* closed: no longer its memory */
+    IS(cuIpcCloseMemHandle(d), INVALID_VALUE);
+    IS(cuIpcOpenMemHandle_v2(&d, h, 1), INVALID_VALUE); /* freed by its exporter */
+    printf("import ok\n");
+    return 0;
+}
+
+static int vmm(void)
+{
+    CUmemAllocationProp prop = {.type = 1, .location = {1, 0}}, got;
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUmemLocation dev0 = {1, 0};
+    CUmemGenericAllocationHandle h = 0, h2 = 0, r = 0;
+    CUdeviceptr va = 0, va2 = 0, extra[8], d = 0;
+    unsigned long long flags = 0;
+    size_t g = 0;
+    char line[64];
+    int n;
+    CUresult rc;
+
+    setup();
+    OK(cuMemGetAllocationGranularity(&g, &prop, 0));
+    CHECK(g > 0, "a granularity");
+    IS(cuMemGetAllocationGranularity(&g, &prop, 7), INVALID_VALUE);
+    OK(cuMemCreate(&h, 2 * g, &prop, 0));
+    prop.requestedHandleTypes = 1; /* a POSIX descriptor: not offered */
+    IS(cuMemCreate(&h2, 2 * g, &prop, 0), NOT_SUPPORTED);
+    prop.requestedHandleTypes = 0;
+    OK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
+    OK(cuMemMap(va, 2 * g, 0, h, 0));
+    IS(cuMemMap(va + g, 2 * g, 0, h, 0), INVALID_VALUE);     /* over a mapping */
+    IS(cuMemMap(va + 3 * g, 2 * g, 0, h, 0), INVALID_VALUE); /* past its reservation */
+    IS(cuMemMap(va + 2 * g, g, 0, (CUmemGenericAllocationHandle)0x1234, 0), INVALID_HANDLE);
+    OK(cuMemSetAccess(va, 2 * g, &acc, 1));
+    IS(cuMemSetAccess(va, 2 * g, &acc, 17), INVALID_VALUE);    /* past the row's maximum */
+    IS(cuMemSetAccess(va + 2 * g, g, &acc, 1), INVALID_VALUE); /* reserved, not mapped */
+    OK(cuMemGetAccess(&flags, &dev0, va));
+    CHECK(flags == 3, "access %llu", flags);
+    round_trip(va, 2 * g, 4);
+    OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
+    CHECK(got.type == 1 && got.location.type == 1, "properties");
+    OK(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(va + 100)));
+    CHECK(r == h, "the mapped handle");
+    IS(cuMemFree_v2(va), INVALID_VALUE);            /* mapped memory is not cuMemAlloc's */
+    IS(cuMemAddressFree(va, 4 * g), INVALID_VALUE); /* still mapped */
+    OK(cuMemUnmap(va, 2 * g));
+    IS(cuMemcpyHtoD_v2(va, &flags, 8), INVALID_VALUE); /* unmapped: not its memory */
+    OK(cuMemRelease(h));
+    IS(cuMemRelease(h), INVALID_HANDLE);
+    OK(cuMemAddressFree(va, 4 * g));
+    /* cuMemAlloc through the server's own virtual memory path still works */
+    OK(cuMemAlloc_v2(&d, 1000));
+    round_trip(d, 1000, 5);
+    IS(cuMemSetAccess(d, 1000, &acc, 1), INVALID_VALUE); /* not a mapping of its own */
+    OK(cuMemFree_v2(d));
+    /* left for the session's end: a handle, a reservation, a mapping */
+    OK(cuMemCreate(&h2, g, &prop, 0));
+    OK(cuMemAddressReserve(&va2, g, 0, 0, 0));
+    OK(cuMemMap(va2, g, 0, h2, 0));
+    OK(cuMemSetAccess(va2, g, &acc, 1));
+    /* the budget of reservations (OPENMPS_CLIENT_MAX_HANDLES when the test sets it) */
+    for (n = 0; n < 8; n++)
+        if ((rc = cuMemAddressReserve(&extra[n], g, 0, 0, 0)) != 0)
+            break;
+    CHECK(n == 8 || rc == OUT_OF_MEMORY, "a refused reservation: %d", rc);
+    printf("reserved %d more\n", n);
+    printf("vmm %llu %llu %llu\n", h2, va2, (unsigned long long)g);
+    fflush(stdout);
+    while (fgets(line, sizeof(line), stdin))
+        if (!strncmp(line, "exit", 4))
+            break;
+    round_trip(va2, g, 6); /* the other client changed nothing */
+    printf("vmm ok\n");
+    return 0;
+}
+
+/* Another client's handle and ranges: refused. */
+static int vmm_foreign(unsigned long long h, CUdeviceptr va, size_t g)
+{
+    CUmemAllocationProp prop = {.type = 1, .location = {1, 0}};
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUmemGenericAllocationHandle r = 0;
+    CUdeviceptr mine = 0;
+    unsigned long long v = 0;
+    CUresult rc;
+
+    setup();
+    OK(cuMemAddressReserve(&mine, g, 0, 0, 0));
+    IS(cuMemMap(mine, g, 0, h, 0), INVALID_HANDLE);
+    IS(cuMemMap(va, g, 0, h, 0), INVALID_HANDLE);
+    IS(cuMemRelease(h), INVALID_HANDLE);
+    IS(cuMemGetAllocationPropertiesFromHandle((CUmemAllocationProp *)&prop, h), INVALID_HANDLE);
+    IS(cuMemUnmap(va, g), INVALID_VALUE);
+    IS(cuMemAddressFree(va, g), INVALID_VALUE);
+    IS(cuMemSetAccess(va, g, &acc, 1), INVALID_VALUE);
+    IS(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)va), INVALID_VALUE);
+    IS(cuMemcpyHtoD_v2(va, &v, 8), INVALID_VALUE);
+    OK(cuMemAddressFree(mine, g));
+    printf("foreign ok\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "pools"))
+        return pools();
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return export();
+    if (argc > 1 && !strcmp(argv[1], "vmm"))
+        return vmm();
+    if (argc > 4 && !strcmp(argv[1], "vmmforeign"))
+        return vmm_foreign(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+                           (size_t)strtoull(argv[4], NULL, 10));
+    if (argc > 3 && !strcmp(argv[1], "import"))
+        return import(argv[2], argv[3]);
+    fprintf(stderr, "usage: memory-driver pools|export|import HEX POOL\n");
+    return 2;
+}
