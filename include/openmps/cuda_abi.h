@@ -295,6 +295,9 @@ _Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps as in cuda.h");
 typedef struct {
     char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcMemHandle;
+typedef struct {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcEventHandle;
 #define CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES 3
 #define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH 6

@@ -220,6 +220,9 @@ void om_devmem_drop_cache(struct session *s); /* at the session's end */
 /* api/mempool.c, api/ipc.c: at the session's end, before its allocations are freed. */
 void om_mempool_session_end(struct session *s);
 void om_ipc_session_end(struct session *s);
+/* An event a session lets go of: true when no other session holds it through an IPC handle
+ * (the caller destroys it then), false when another still does. */
+bool om_ipc_event_release(uint64_t event);
 void om_vmm_session_end(struct session *s);
 /* cuMemFree of a client's pool memory: after its own work, on its default stream. */
 CUresult om_mempool_free(struct session *s, struct om_range *r);

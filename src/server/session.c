@@ -244,8 +244,10 @@ static void release_gpu_resources(struct session *s)
     om_ipc_session_end(s);     /* what it opened; what it exported stays while opened */
     om_vmm_session_end(s);     /* its mappings and reservations, before its handles go */
     om_own_release(s);         /* the kinds of api/handles.tsv with a destroy entry */
-    for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++)
-        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))((CUevent)(uintptr_t)s->own[OM_H_EVENT].v[i]);
+    for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++) /* a shared one by its last holder */
+        if (om_ipc_event_release(s->own[OM_H_EVENT].v[i]))
+            ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(
+                (CUevent)(uintptr_t)s->own[OM_H_EVENT].v[i]);
     for (size_t i = 0; i < s->nsync_events; i++)
         ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(s->sync_events[i].event);
     free(s->sync_events);

@@ -72,6 +72,14 @@ CUresult cuMemAdvise_v2(CUdeviceptr, size_t, int, CUmemLocation);
 CUresult cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
 CUresult cuIpcCloseMemHandle(CUdeviceptr);
+typedef void *CUevent;
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventQuery(CUevent);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventDestroy_v2(CUevent);
+CUresult cuIpcGetEventHandle(CUipcMemHandle *, CUevent); /* the same 64 bytes as a memory one */
+CUresult cuIpcOpenEventHandle(CUevent *, CUipcMemHandle);
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct {
     int type, requestedHandleTypes;
@@ -258,21 +266,71 @@ static int export(void)
     CUdeviceptr pa = 0;
     OK(cuMemAllocAsync(&pa, 4096, st));
     IS(cuIpcGetMemHandle(&h2, pa), INVALID_VALUE); /* pool memory: cuMemPoolExportPointer */
+    CUevent ev;
+    CUipcMemHandle eh, eh2;
+    OK(cuEventCreate(&ev, 0x6)); /* CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING */
+    OK(cuIpcGetEventHandle(&eh, ev));
+    OK(cuIpcGetEventHandle(&eh2, ev));
+    CHECK(!memcmp(&eh, &eh2, sizeof(eh)), "one handle per event");
+    IS(cuIpcGetEventHandle(&eh2, (CUevent)(uintptr_t)0x1234), 400); /* not its event */
     printf("handle ");
     for (size_t i = 0; i < sizeof(h); i++)
         printf("%02x", (unsigned char)h.reserved[i]);
-    printf(" %llu\n", (unsigned long long)(uintptr_t)def);
+    printf(" %llu ", (unsigned long long)(uintptr_t)def);
+    for (size_t i = 0; i < sizeof(eh); i++)
+        printf("%02x", (unsigned char)eh.reserved[i]);
+    printf("\n");
     fflush(stdout);
     while (fgets(line, sizeof(line), stdin)) {
         if (!strncmp(line, "free", 4)) {
             OK(cuMemFree_v2(d));
             printf("freed\n");
             fflush(stdout);
+        } else if (!strncmp(line, "event", 5)) {
+            /* the importer destroyed its hold of the event: it is still this client's */
+            OK(cuEventRecord(ev, st));
+            OK(cuEventSynchronize(ev));
+            OK(cuEventDestroy_v2(ev));
+            IS(cuEventQuery(ev), 400); /* gone for this client */
+            printf("event ok\n");
+            fflush(stdout);
         } else if (!strncmp(line, "exit", 4)) {
             break;
         }
     }
     printf("export ok\n");
+    return 0;
+}
+
+static void unhex(const char *hex, CUipcMemHandle *h)
+{
+    for (int i = 0; i < 64; i++) {
+        unsigned x;
+        sscanf(hex + 2 * i, "%2x", &x);
+        h->reserved[i] = (char)x;
+    }
+}
+
+/* The exporter's event through its IPC handle: the same event, held here until destroyed. */
+static int import_event(const char *hex)
+{
+    CUipcMemHandle h, bad;
+    CUevent ev = NULL, ev2 = NULL;
+    CUresult rc;
+
+    CHECK(strlen(hex) == 128, "a 64-byte event handle");
+    unhex(hex, &h);
+    bad = h;
+    bad.reserved[20] ^= 0x5a; /* another id */
+    IS(cuIpcOpenEventHandle(&ev, bad), INVALID_VALUE);
+    memset(&bad, 0, sizeof(bad));
+    IS(cuIpcOpenEventHandle(&ev, bad), INVALID_VALUE);
+    OK(cuIpcOpenEventHandle(&ev, h));
+    OK(cuIpcOpenEventHandle(&ev2, h));
+    CHECK(ev == ev2, "the same event each time");
+    OK(cuEventQuery(ev));
+    OK(cuEventDestroy_v2(ev)); /* its hold only: the exporter's event lives on */
+    IS(cuEventQuery(ev), 400);
     return 0;
 }
 
@@ -435,8 +493,8 @@ int main(int argc, char **argv)
     if (argc > 4 && !strcmp(argv[1], "vmmforeign"))
         return vmm_foreign(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
                            (size_t)strtoull(argv[4], NULL, 10));
-    if (argc > 3 && !strcmp(argv[1], "import"))
-        return import(argv[2], argv[3]);
+    if (argc > 3 && !strcmp(argv[1], "import")) /* HEX POOL [EVENT_HEX] */
+        return import(argv[2], argv[3]) || (argc > 4 && import_event(argv[4]));
     fprintf(stderr, "usage: memory-driver pools|export|import HEX POOL\n");
     return 2;
 }

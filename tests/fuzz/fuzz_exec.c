@@ -803,6 +803,14 @@ static CUresult w_cuMemHostUnregister(void *p)
     return ORIG(cuMemHostUnregister, CUresult(*)(void *))(p);
 }
 
+/* IPC event handles: the server asks the driver whether the client's event may be shared. */
+static CUresult w_cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e)
+{
+    ENTER(cuIpcGetEventHandle);
+    check(K_EVENT, H(e), 1);
+    return ORIG(cuIpcGetEventHandle, CUresult(*)(CUipcEventHandle *, CUevent))(h, e);
+}
+
 /* Memory family: stream-ordered pools (fake_memory.c). */
 static CUresult w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
@@ -1061,6 +1069,7 @@ static const struct {
     W(cuSurfObjectGetResourceDesc),
     W(cuTexObjectDestroy),
     W(cuSurfObjectDestroy),
+    W(cuIpcGetEventHandle),
     W(cuMemPoolCreate),
     W(cuMemPoolDestroy),
     W(cuMemPoolSetAttribute),

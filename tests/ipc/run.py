@@ -2511,15 +2511,16 @@ def memory_ipc_handles_between_clients():
     """cuIpcGetMemHandle in one client, cuIpcOpenMemHandle in another client of the same
     server: the same memory at the same address, not the opener's to free; handles that are
     not the server's refused; the memory stays while open after its exporter freed it, and the
-    last close frees it."""
+    last close frees it. An IPC event handle opens the exporter's event in the other client;
+    its destroy there lets go of its hold only."""
     e = Env()
     ok = False
     exporter = importer = None
     try:
         exporter = memory_driver(e, "export")
         line = exporter.stdout.readline().split()
-        check(len(line) == 3 and line[0] == "handle", "exporter: %r" % line)
-        importer = memory_driver(e, "import", line[1], line[2])
+        check(len(line) == 4 and line[0] == "handle", "exporter: %r" % line)
+        importer = memory_driver(e, "import", line[1], line[2], line[3])
         got = importer.stdout.readline().strip()
         check(got == "opened", "importer: %r %r" % (got, importer.stderr.read()
                                                    if importer.poll() is not None else ""))
@@ -2530,6 +2531,10 @@ def memory_ipc_handles_between_clients():
         importer.stdin.flush()
         out, err = importer.communicate(timeout=60)
         check(importer.returncode == 0 and "import ok" in out, "import: %r %r" % (out, err))
+        # the importer opened the exporter's event and let go of it: the exporter's is intact
+        exporter.stdin.write("event\n")
+        exporter.stdin.flush()
+        check(exporter.stdout.readline().strip() == "event ok", "the exporter's event lives on")
         exporter.stdin.write("exit\n")
         exporter.stdin.flush()
         out, err = exporter.communicate(timeout=60)

@@ -513,3 +513,46 @@ CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc
     om_put_bytes(&req, desc, count * sizeof(*desc));
     return om_rcall(OM_IDX_cuMemSetAccess, &req, NULL, 0, NULL);
 }
+
+/* IPC event handles (src/server/api/ipc.c): the handle is the server's blob, the opened event
+ * the same server event, now this client's too. */
+CUresult om_r_cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
+{
+    REQ(req, 8);
+    uint32_t got = 0;
+    CUresult rc;
+
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    rc = om_rcall(OM_IDX_cuIpcGetEventHandle, &req, pHandle, sizeof(*pHandle), &got);
+    return rc == CUDA_SUCCESS && got != sizeof(*pHandle) ? CUDA_ERROR_UNKNOWN : rc;
+}
+
+CUresult om_r_cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
+{
+    REQ(req, CU_IPC_HANDLE_SIZE);
+    uint64_t ev = 0;
+    uint32_t got = 0;
+    CUresult rc;
+
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, &handle, sizeof(handle));
+    rc = om_rcall(OM_IDX_cuIpcOpenEventHandle, &req, &ev, sizeof(ev), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(ev))
+        return CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *phEvent = (CUevent)(uintptr_t)ev;
+    return rc;
+}
+
+/* An event's handle goes to the server as it is: the server decides (an IPC-shared event is
+ * destroyed by its last holder). */
+CUresult om_r_cuEventDestroy_v2(CUevent hEvent)
+{
+    REQ(req, 8);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
+    return om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
+}

@@ -120,6 +120,8 @@ CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
 CUresult om_r_cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr); /* memory */
 CUresult om_r_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags); /* memory */
 CUresult om_r_cuIpcCloseMemHandle(CUdeviceptr dptr); /* memory */
+CUresult om_r_cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event); /* memory */
+CUresult om_r_cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle); /* memory */
 CUresult om_r_cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream); /* memory */
 CUresult om_r_cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream); /* memory */
 CUresult om_r_cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device); /* memory */
@@ -151,6 +153,7 @@ CUresult om_r_cuModuleLoadData(CUmodule *module, const void *image); /* modules 
 CUresult om_r_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
 CUresult om_r_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin); /* modules */
 CUresult om_r_cuModuleUnload(CUmodule hmod); /* modules */
+CUresult om_r_cuEventDestroy_v2(CUevent hEvent); /* streams */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
 CUresult om_r_cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags); /* streams */

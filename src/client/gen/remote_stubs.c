@@ -869,14 +869,6 @@ static CUresult r_cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuEventDestroy_v2(CUevent hEvent)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
-    return om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     uint8_t req_buf[24];
@@ -1166,6 +1158,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuIpcOpenMemHandle_v2, (void *)om_r_cuIpcOpenMemHandle_v2);
     om_remote_set(OM_IDX_cuIpcOpenMemHandle, (void *)om_r_cuIpcOpenMemHandle_v2);
     om_remote_set(OM_IDX_cuIpcCloseMemHandle, (void *)om_r_cuIpcCloseMemHandle);
+    om_remote_set(OM_IDX_cuIpcGetEventHandle, (void *)om_r_cuIpcGetEventHandle);
+    om_remote_set(OM_IDX_cuIpcOpenEventHandle, (void *)om_r_cuIpcOpenEventHandle);
     om_remote_set(OM_IDX_cuMemPrefetchAsync, (void *)om_r_cuMemPrefetchAsync);
     om_remote_set(OM_IDX_cuMemPrefetchAsync_ptsz, (void *)om_r_cuMemPrefetchAsync);
     om_remote_set(OM_IDX_cuMemPrefetchAsync_v2, (void *)om_r_cuMemPrefetchAsync_v2);
@@ -1204,7 +1198,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessor);
     om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
-    om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
+    om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime_v2, (void *)r_cuEventElapsedTime_v2);
     om_remote_set(OM_IDX_cuEventQuery, (void *)r_cuEventQuery);

@@ -252,9 +252,9 @@
     X(242, cuImportExternalSemaphore, UNSUPPORTED) \
     X(243, cuInit, LOCAL) \
     X(244, cuIpcCloseMemHandle, REMOTE) \
-    X(245, cuIpcGetEventHandle, UNSUPPORTED) \
+    X(245, cuIpcGetEventHandle, REMOTE) \
     X(246, cuIpcGetMemHandle, REMOTE) \
-    X(247, cuIpcOpenEventHandle, UNSUPPORTED) \
+    X(247, cuIpcOpenEventHandle, REMOTE) \
     X(248, cuIpcOpenMemHandle, REMOTE) \
     X(249, cuIpcOpenMemHandle_v2, REMOTE) \
     X(250, cuKernelGetAttribute, REMOTE) \

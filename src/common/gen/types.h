@@ -102,7 +102,6 @@ typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it 
 typedef struct om_CUgraphEdgeData CUgraphEdgeData; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUgraphExecUpdateResultInfo CUgraphExecUpdateResultInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUipcEventHandle CUipcEventHandle; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */

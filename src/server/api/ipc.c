@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * IPC memory handles between clients of one server. Every client's memory is the server's, in
- * one context, so a handle is an openmps-made blob: a magic, the server's pid and a random id
- * the server maps to (exporting client, allocation). Opening it in another client of the same
- * server adds the allocation to that client's memory, not owned (it may not free it), at the
+ * IPC memory and event handles between clients of one server. Every client's memory is the
+ * server's, in one context, so a handle is an openmps-made blob: a magic, the server's pid and a
+ * random id the server maps to (exporting client, allocation). Opening it in another client of the
+ * same server adds the allocation to that client's memory, not owned (it may not free it), at the
  * same address. The allocation lives while it is open somewhere: when its exporter frees it
  * (or leaves), the openers keep it, and the last close frees it. A handle that is not one of
  * this server's is refused with CUDA_ERROR_INVALID_VALUE.
@@ -277,4 +277,119 @@ void om_ipc_session_end(struct session *s)
                 s->allocs.v[j].owned = false;
     }
     pthread_mutex_unlock(&lock);
+}
+
+/*
+ * IPC event handles: the same openmps-made blob (magic OMPSIPCE) naming an event of the
+ * exporting client, which must have been created for it (CU_EVENT_INTERPROCESS, checked by the
+ * driver's own cuIpcGetEventHandle on the server). Opening it in another client makes the same
+ * server event that client's too, so a shared event has several holders: each client's
+ * cuEventDestroy (or its end) lets go of it, and only the last one destroys it.
+ */
+#define EVENT_MAGIC "OMPSIPCE"
+
+struct shared_event {
+    uint64_t id, event;
+    unsigned holders; /* sessions that hold it in their events */
+};
+static struct shared_event *sevents;
+static size_t nsevents, sevents_cap;
+
+static struct shared_event *find_event(uint64_t event)
+{
+    for (size_t i = 0; i < nsevents; i++)
+        if (sevents[i].event == event)
+            return &sevents[i];
+    return NULL;
+}
+
+CUresult om_x_cuIpcGetEventHandle(struct call *c)
+{
+    uint64_t ev = om_get_u64(&c->in), id = 0, pid = (uint64_t)getpid();
+    uint8_t blob[CU_IPC_HANDLE_SIZE] = {0};
+    CUipcEventHandle real;
+    struct shared_event *e;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, ev, false)) != CUDA_SUCCESS)
+        return rc;
+    /* The driver says whether the event may be shared (its flags); its handle is not used. */
+    rc = ((CUresult(*)(CUipcEventHandle *, CUevent))REAL(cuIpcGetEventHandle))(
+        &real, (CUevent)(uintptr_t)ev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    e = find_event(ev);
+    if (!e) {
+        while (id == 0 || find_id(id))
+            if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+                id = 0;
+        for (size_t i = 0; i < nsevents && id; i++)
+            if (sevents[i].id == id)
+                id = 0;
+        if (!id || grow((void **)&sevents, &sevents_cap, nsevents, sizeof(*sevents)) < 0) {
+            pthread_mutex_unlock(&lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        e = &sevents[nsevents++];
+        *e = (struct shared_event){id, ev, 1};
+    }
+    id = e->id;
+    pthread_mutex_unlock(&lock);
+    memcpy(blob, EVENT_MAGIC, 8);
+    memcpy(blob + 8, &pid, 8);
+    memcpy(blob + 16, &id, 8);
+    om_put_bytes(&c->out, blob, sizeof(blob));
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuIpcOpenEventHandle(struct call *c)
+{
+    const uint8_t *blob = om_get_bytes(&c->in, CU_IPC_HANDLE_SIZE);
+    uint64_t pid = 0, id = 0, ev = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memcpy(&pid, blob + 8, 8);
+    memcpy(&id, blob + 16, 8);
+    if (memcmp(blob, EVENT_MAGIC, 8) || pid != (uint64_t)getpid())
+        return CUDA_ERROR_INVALID_VALUE; /* not a handle of this server */
+    if ((rc = om_own_room(c->s, OM_H_EVENT)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nsevents && !ev; i++)
+        if (sevents[i].id == id)
+            ev = sevents[i].event;
+    if (!ev) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_VALUE; /* unknown, or destroyed by every holder since */
+    }
+    if (!om_handles_has(&c->s->own[OM_H_EVENT], ev)) {
+        if (om_handles_add(&c->s->own[OM_H_EVENT], ev) < 0) {
+            pthread_mutex_unlock(&lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        find_event(ev)->holders++;
+    }
+    pthread_mutex_unlock(&lock);
+    om_put_u64(&c->out, ev);
+    return CUDA_SUCCESS;
+}
+
+bool om_ipc_event_release(uint64_t event)
+{
+    bool last = true;
+    struct shared_event *e;
+
+    pthread_mutex_lock(&lock);
+    e = find_event(event);
+    if (e && --e->holders > 0)
+        last = false;
+    else if (e)
+        *e = sevents[--nsevents];
+    pthread_mutex_unlock(&lock);
+    return last;
 }

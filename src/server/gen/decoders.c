@@ -779,22 +779,6 @@ out:
     return rc;
 }
 
-static CUresult x_cuEventDestroy_v2(struct call *c)
-{
-    uint64_t a_hEvent = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_hEvent, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUevent))REAL(cuEventDestroy_v2))((CUevent)(uintptr_t)a_hEvent);
-    if (rc == CUDA_SUCCESS) {
-        om_own_drop(c->s, OM_H_EVENT, a_hEvent);
-    }
-    return rc;
-}
-
 static CUresult x_cuEventElapsedTime_v2(struct call *c)
 {
     uint64_t a_hStart = om_get_u64(&c->in);
@@ -1005,6 +989,8 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuIpcGetMemHandle] = om_x_cuIpcGetMemHandle,
     [OM_IDX_cuIpcOpenMemHandle_v2] = om_x_cuIpcOpenMemHandle_v2,
     [OM_IDX_cuIpcCloseMemHandle] = om_x_cuIpcCloseMemHandle,
+    [OM_IDX_cuIpcGetEventHandle] = om_x_cuIpcGetEventHandle,
+    [OM_IDX_cuIpcOpenEventHandle] = om_x_cuIpcOpenEventHandle,
     [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
     [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
     [OM_IDX_cuMemRelease] = x_cuMemRelease,
@@ -1025,7 +1011,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor] = x_cuOccupancyMaxActiveBlocksPerMultiprocessor,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = x_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
     [OM_IDX_cuEventCreate] = x_cuEventCreate,
-    [OM_IDX_cuEventDestroy_v2] = x_cuEventDestroy_v2,
+    [OM_IDX_cuEventDestroy_v2] = om_x_cuEventDestroy_v2,
     [OM_IDX_cuEventElapsedTime_v2] = x_cuEventElapsedTime_v2,
     [OM_IDX_cuEventQuery] = x_cuEventQuery,
     [OM_IDX_cuEventRecord] = x_cuEventRecord,

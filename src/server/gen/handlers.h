@@ -46,6 +46,8 @@ CUresult om_x_cuDeviceSetMemPool(struct call *c); /* memory */
 CUresult om_x_cuIpcGetMemHandle(struct call *c); /* memory */
 CUresult om_x_cuIpcOpenMemHandle_v2(struct call *c); /* memory */
 CUresult om_x_cuIpcCloseMemHandle(struct call *c); /* memory */
+CUresult om_x_cuIpcGetEventHandle(struct call *c); /* memory */
+CUresult om_x_cuIpcOpenEventHandle(struct call *c); /* memory */
 CUresult om_x_cuMemGetAllocationGranularity(struct call *c); /* memory */
 CUresult om_x_cuMemCreate(struct call *c); /* memory */
 CUresult om_x_cuMemAddressReserve(struct call *c); /* memory */
@@ -61,6 +63,7 @@ CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetKernel(struct call *c); /* modules */
 CUresult om_x_cuLibraryLoadData(struct call *c); /* modules */
 CUresult om_x_cuLibraryUnload(struct call *c); /* modules */
+CUresult om_x_cuEventDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */

@@ -566,13 +566,35 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
     }
     return CUDA_SUCCESS;
 }
-TRIVIAL(cuEventDestroy_v2, void *e)
 TRIVIAL(cuCtxSynchronize, void)
+
+/* Destroyed events stay destroyed: a later record of one fails (tokens are never reused). */
+static unsigned char event_gone[sizeof(tokens)];
+
+static int gone(void *e)
+{
+    char *c = e;
+    return c >= tokens && c < tokens + sizeof(tokens) &&
+           __atomic_load_n(&event_gone[c - tokens], __ATOMIC_RELAXED);
+}
+
+EXPORT int cuEventDestroy_v2(void *e)
+{
+    char *c = e;
+
+    if (gone(e))
+        return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    if (c >= tokens && c < tokens + sizeof(tokens))
+        __atomic_store_n(&event_gone[c - tokens], 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
 
 EXPORT int cuEventRecord(void *e, void *s)
 {
     uint64_t *ready = busy_slot(e), *busy = busy_slot(s);
 
+    if (gone(e))
+        return 400;
     log_line("record");
     time_line("record");
     if (ready)

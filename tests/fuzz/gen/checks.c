@@ -393,19 +393,6 @@ static CUresult g_cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return rc;
 }
 
-static CUresult g_cuEventDestroy_v2(CUevent hEvent)
-{
-    CUresult rc;
-
-    ENTER(cuEventDestroy_v2);
-    check(K_EVENT, H(hEvent), 1);
-    rc = ((CUresult (*)(CUevent))gen_next[OM_IDX_cuEventDestroy_v2])(hEvent);
-    if (rc == CUDA_SUCCESS) {
-        forget(K_EVENT, H(hEvent));
-    }
-    return rc;
-}
-
 static CUresult g_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     CUresult rc;
@@ -523,7 +510,6 @@ static const struct {
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
     {OM_IDX_cuEventCreate, (void *)g_cuEventCreate},
-    {OM_IDX_cuEventDestroy_v2, (void *)g_cuEventDestroy_v2},
     {OM_IDX_cuEventElapsedTime_v2, (void *)g_cuEventElapsedTime_v2},
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
     {OM_IDX_cuEventRecord, (void *)g_cuEventRecord},
