@@ -49,6 +49,11 @@ bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bo
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
 
+/* remote_ctx.c: the argument bytes of kernel f from kernelParams (packed into out, cap bytes)
+ * or extra's buffer: *ret_args, *ret_len (kernel nodes of graphs send them as launches do). */
+CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, size_t cap,
+                        const void **ret_args, size_t *ret_len);
+
 /* remote_api.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);
 

@@ -128,6 +128,7 @@ struct session {
     unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
     unsigned errors_logged; /* of its requests' errors (exec.c logs 16 at most) */
     uint8_t launch_args[32768];
+    unsigned captures;    /* stream captures it began and has not ended (api/graphs.c) */
     CUresult async_error; /* the first error of a posted call, for the next sync */
     struct session *next;
 };

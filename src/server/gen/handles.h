@@ -8,6 +8,9 @@ enum om_handle_kind {
     OM_H_EVENT,
     OM_H_LIBRARY,
     OM_H_FUNCTION,
+    OM_H_GRAPH,
+    OM_H_NODE,
+    OM_H_EXEC,
     OM_HANDLE_KINDS
 };
 
@@ -16,6 +19,9 @@ enum om_handle_kind {
     X(OM_H_STREAM, "stream", -1, client_streams) \
     X(OM_H_EVENT, "event", -1, client_events) \
     X(OM_H_LIBRARY, "library", -1, client_handles) \
-    X(OM_H_FUNCTION, "function", -1, client_handles)
+    X(OM_H_FUNCTION, "function", -1, client_handles) \
+    X(OM_H_GRAPH, "graph", OM_IDX_cuGraphDestroy, client_handles) \
+    X(OM_H_NODE, "node", -1, client_handles) \
+    X(OM_H_EXEC, "exec", OM_IDX_cuGraphExecDestroy, client_handles)
 
 #endif

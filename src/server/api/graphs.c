@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's hand-written handlers of graphs and stream capture (api/remote/graphs.tsv). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../exec.h"
+
+#define CAPTURE_NONE 0
+#define CAPTURE_MODE_RELAXED 2
+#define STREAM_CAPTURE_UNSUPPORTED 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+#define MAX_DEPS 4096                  /* dependencies of one new node (as the table's rows) */
+#define MAX_LIST 8192                  /* nodes (or edges) of one answer */
+
+/* ------------------------------------------------------------------ checks */
+
+CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!om_handles_has(&c->s->own[OM_H_NODE], (uint64_t)(uintptr_t)v[i]))
+            return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    uint64_t row, span;
+
+    if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->width == 0 || p->height == 0)
+        return CUDA_SUCCESS; /* touches nothing; the driver judges the rest */
+    if (__builtin_mul_overflow((uint64_t)p->width, (uint64_t)p->elementSize, &row) ||
+        __builtin_mul_overflow((uint64_t)p->height - 1, (uint64_t)p->pitch, &span) ||
+        __builtin_add_overflow(span, row, &span))
+        return CUDA_ERROR_INVALID_VALUE;
+    return om_arg_range(c, p->dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+bool om_stream_capturing(struct session *s, CUstream st)
+{
+    CUresult (*fn)(CUstream, int *) = REAL(cuStreamIsCapturing);
+    int status = CAPTURE_NONE;
+
+    if (!s->captures || !st || !fn)
+        return false;
+    return fn(st, &status) == CUDA_SUCCESS && status != CAPTURE_NONE;
+}
+
+/* Handles the driver answered become the client's (nodes of its own graphs). */
+static CUresult own_all(struct call *c, enum om_handle_kind kind, const CUgraphNode *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)(uintptr_t)v[i];
+        CUresult rc;
+        if (!h || om_handles_has(&c->s->own[kind], h))
+            continue;
+        if ((rc = om_own_room(c->s, kind)) != CUDA_SUCCESS)
+            return rc;
+        if (om_handles_add(&c->s->own[kind], h) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+CUresult om_x_cuGraphDestroy(struct call *c)
+{
+    CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraphNode *v = NULL;
+    size_t n = 0;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, h, false)) != CUDA_SUCCESS)
+        return rc;
+    /* Its nodes go with it: no longer the client's (the driver may reuse their addresses). */
+    if (nodes(((CUgraph)(uintptr_t)h), NULL, &n) == CUDA_SUCCESS && n &&
+        (v = calloc(n, sizeof(*v))) != NULL && nodes((CUgraph)(uintptr_t)h, v, &n) != CUDA_SUCCESS)
+        n = 0;
+    rc = ((CUresult(*)(CUgraph))REAL(cuGraphDestroy))((CUgraph)(uintptr_t)h);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_GRAPH, h);
+        for (size_t i = 0; v && i < n; i++)
+            om_own_drop(c->s, OM_H_NODE, (uint64_t)(uintptr_t)v[i]);
+    }
+    free(v);
+    return rc;
+}
+
+/*
+ * The lists of nodes (cuGraphGetNodes, cuGraphGetRootNodes, a node's dependencies or
+ * dependents, a graph's edges). Request: the graph or node, the capacity the client offers
+ * (its array may be NULL: then only the count is asked). Answer: the count the driver wrote,
+ * then the nodes (for edges: the `from` array, then the `to` array). Every node answered
+ * becomes the client's.
+ */
+enum list_kind { LIST_NODES, LIST_ROOTS, LIST_DEPS, LIST_DEPENDENTS, LIST_EDGES };
+
+static CUresult node_list(struct call *c, enum list_kind kind)
+{
+    uint64_t h = om_get_u64(&c->in), cap = om_get_u64(&c->in), want = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraphNode *a = NULL, *b = NULL;
+    size_t n = (size_t)cap;
+    int arrays = kind == LIST_EDGES ? 2 : 1;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_arg_handle(c, kind == LIST_DEPS || kind == LIST_DEPENDENTS ? OM_H_NODE : OM_H_GRAPH, h,
+                       false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (want && cap > MAX_LIST) {
+        client_err(c->s, "client %d: a graph list of more than %d entries is not supported",
+                   (int)c->s->pid, MAX_LIST);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (want && cap &&
+        (!(a = calloc(n, sizeof(*a))) || (arrays == 2 && !(b = calloc(n, sizeof(*b)))))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    switch (kind) {
+    case LIST_NODES:
+        rc = ((CUresult(*)(CUgraph, CUgraphNode *, size_t *))REAL(cuGraphGetNodes))(
+            (CUgraph)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_ROOTS:
+        rc = ((CUresult(*)(CUgraph, CUgraphNode *, size_t *))REAL(cuGraphGetRootNodes))(
+            (CUgraph)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_DEPS:
+        rc = ((CUresult(*)(CUgraphNode, CUgraphNode *, size_t *))REAL(cuGraphNodeGetDependencies))(
+            (CUgraphNode)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_DEPENDENTS:
+        rc = ((CUresult(*)(CUgraphNode, CUgraphNode *, size_t *))REAL(
+            cuGraphNodeGetDependentNodes))((CUgraphNode)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_EDGES:
+        rc = ((CUresult(*)(CUgraph, CUgraphNode *, CUgraphNode *, size_t *))REAL(cuGraphGetEdges))(
+            (CUgraph)(uintptr_t)h, want ? a : NULL, want ? b : NULL, &n);
+        break;
+    }
+    if (rc != CUDA_SUCCESS)
+        goto out;
+    if (want && n > cap)
+        n = (size_t)cap; /* the driver fills at most the capacity */
+    if (want && ((rc = own_all(c, OM_H_NODE, a, n)) != CUDA_SUCCESS ||
+                 (b && (rc = own_all(c, OM_H_NODE, b, n)) != CUDA_SUCCESS)))
+        goto out;
+    om_put_u64(&c->out, n);
+    if (want && n) {
+        om_put_bytes(&c->out, a, n * sizeof(*a));
+        if (b)
+            om_put_bytes(&c->out, b, n * sizeof(*b));
+    }
+out:
+    free(a);
+    free(b);
+    return rc;
+}
+
+CUresult om_x_cuGraphGetNodes(struct call *c)
+{
+    return node_list(c, LIST_NODES);
+}
+
+CUresult om_x_cuGraphGetRootNodes(struct call *c)
+{
+    return node_list(c, LIST_ROOTS);
+}
+
+CUresult om_x_cuGraphNodeGetDependencies(struct call *c)
+{
+    return node_list(c, LIST_DEPS);
+}
+
+CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c)
+{
+    return node_list(c, LIST_DEPENDENTS);
+}
+
+CUresult om_x_cuGraphGetEdges(struct call *c)
+{
+    return node_list(c, LIST_EDGES);
+}
+
+/* ------------------------------------------------------------------ kernel and memset nodes */
+
+/* The dependencies of a new node: a count, then the handles, each the client's. */
+static CUresult read_deps(struct call *c, CUgraphNode *deps, uint64_t *n)
+{
+    const void *b;
+
+    *n = om_get_u64(&c->in);
+    if (*n > MAX_DEPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    b = om_get_bytes(&c->in, *n * sizeof(CUgraphNode));
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(deps, b, *n * sizeof(CUgraphNode));
+    return om_check_nodes(c, deps, (size_t)*n);
+}
+
+/*
+ * Kernel node parameters as the client sends them (src/client/api/graphs.c): the kernel, the
+ * grid and block (as a launch sends them), the shared memory size, then the argument bytes laid
+ * out as the kernel's parameters, to the end of the request. They reach the driver through
+ * `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER), from which it copies them into the node.
+ */
+struct kernel_node {
+    CUDA_KERNEL_NODE_PARAMS p;
+    void *extra[5];
+    size_t size;
+};
+
+static CUresult read_kernel_params(struct call *c, struct kernel_node *k)
+{
+    uint64_t f = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in);
+    size_t len = 0;
+    const void *args = om_get_rest(&c->in, &len);
+    CUresult rc = ARGS_OK(c);
+    int64_t total;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    total = om_kernel_total(c->s, f);
+    if (total < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((int64_t)len != total || len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(c->s->launch_args, args, len);
+    memset(k, 0, sizeof(*k));
+    k->size = len;
+    k->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    k->extra[1] = c->s->launch_args;
+    k->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    k->extra[3] = &k->size;
+    k->extra[4] = CU_LAUNCH_PARAM_END;
+    k->p.func = (CUfunction)(uintptr_t)f;
+    k->p.gridDimX = (unsigned)g;
+    k->p.gridDimY = (unsigned)(g >> 32);
+    k->p.gridDimZ = (unsigned)m;
+    k->p.blockDimX = (unsigned)(m >> 32);
+    k->p.blockDimY = (unsigned)b;
+    k->p.blockDimZ = (unsigned)(b >> 32);
+    k->p.sharedMemBytes = (unsigned)smem;
+    k->p.extra = len ? k->extra : NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuGraphAddKernelNode_v2(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct kernel_node k;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_kernel_params(c, &k);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                       const CUDA_KERNEL_NODE_PARAMS *))REAL(cuGraphAddKernelNode_v2))(
+        &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &k.p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    struct kernel_node k;
+    CUresult rc = read_kernel_params(c, &k);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
+        cuGraphKernelNodeSetParams_v2))((CUgraphNode)(uintptr_t)node, &k.p);
+}
+
+CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
+    struct kernel_node k;
+    CUresult rc = read_kernel_params(c, &k);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
+        cuGraphExecKernelNodeSetParams_v2))((CUgraphExec)(uintptr_t)exec,
+                                            (CUgraphNode)(uintptr_t)node, &k.p);
+}
+
+/* The context a memset node runs in: the server's (the client's CUcontext is its own). */
+static CUcontext server_context(void)
+{
+    CUcontext ctx = NULL;
+    ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
+    return ctx;
+}
+
+static CUresult read_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    const void *b = om_get_bytes(&c->in, sizeof(*p));
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(p, b, sizeof(*p));
+    return om_check_memset(c, p);
+}
+
+CUresult om_x_cuGraphAddMemsetNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_memset(c, &p);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                       const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphAddMemsetNode))(
+        &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &p, server_context());
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUresult rc = read_memset(c, &p);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(
+        cuGraphExecMemsetNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
+                                         &p, server_context());
+}
+
+/* ------------------------------------------------------------------ launch */
+
+CUresult om_x_cuGraphLaunch(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, exec, false)) != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    rc =
+        ((CUresult(*)(CUgraphExec, CUstream))REAL(cuGraphLaunch))((CUgraphExec)(uintptr_t)exec, st);
+    /* Scheduled like a kernel: the executable graph is what the scheduler learns the length of. */
+    if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, st))
+        om_sched_launched(c->s, st, exec);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ graph memory */
+
+CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    uint64_t v = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (attr > 3) /* used/reserved memory, current and high watermark: each a cuuint64_t */
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult(*)(CUdevice, int, void *))REAL(cuDeviceGetGraphMemAttribute))((CUdevice)dev,
+                                                                                  (int)attr, &v);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, v);
+    return rc;
+}
+
+CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), attr = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    /* Only the high watermarks may be set, and only to 0 (a reset). */
+    if ((attr != 1 && attr != 3) || v != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ((CUresult(*)(CUdevice, int, void *))REAL(cuDeviceSetGraphMemAttribute))((CUdevice)dev,
+                                                                                    (int)attr, &v);
+}
+
+/* ------------------------------------------------------------------ stream capture */
+
+CUresult om_x_cuStreamBeginCapture_v2(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in), mode = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mode > CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The legacy default stream cannot be captured (the per-thread one can). */
+    if (sh == 0 || sh == (uint64_t)(uintptr_t)CU_STREAM_LEGACY)
+        return STREAM_CAPTURE_UNSUPPORTED;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    /* Always relaxed in the server: a global or thread-local capture would forbid "unsafe"
+     * calls to every thread of the server, that is, to the other clients. The client's mode
+     * only changes which of its own calls the driver would refuse meanwhile. */
+    rc = ((CUresult(*)(CUstream, int))REAL(cuStreamBeginCapture_v2))(st, CAPTURE_MODE_RELAXED);
+    if (rc == CUDA_SUCCESS)
+        c->s->captures++;
+    return rc;
+}
+
+CUresult om_x_cuStreamEndCapture(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraph g = NULL;
+    bool was;
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_GRAPH)) != CUDA_SUCCESS)
+        return rc;
+    was = om_stream_capturing(c->s, st);
+    rc = ((CUresult(*)(CUstream, CUgraph *))REAL(cuStreamEndCapture))(st, &g);
+    if (was && !om_stream_capturing(c->s, st))
+        c->s->captures--;
+    if (rc == CUDA_SUCCESS && g) {
+        if ((rc = om_own_add(c, OM_H_GRAPH, (uint64_t)(uintptr_t)g)) != CUDA_SUCCESS)
+            return rc;
+    }
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)g);
+    return rc;
+}
+
+/* Answer: status, id, graph, the count of dependencies, the dependencies (each becomes the
+ * client's: it may add nodes after them), their edge data. The graph is not the client's
+ * until the capture ends. */
+CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    int status = 0;
+    uint64_t id = 0;
+    CUgraph g = NULL;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    rc = ((CUresult(*)(CUstream, int *, uint64_t *, CUgraph *, const CUgraphNode **,
+                       const CUgraphEdgeData **, size_t *))REAL(cuStreamGetCaptureInfo_v3))(
+        st, &status, &id, &g, &deps, &edges, &n);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (status == CAPTURE_NONE)
+        n = 0;
+    if (n > MAX_LIST)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (n && (rc = own_all(c, OM_H_NODE, deps, n)) != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, (uint64_t)status);
+    om_put_u64(&c->out, id);
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)g);
+    om_put_u64(&c->out, n);
+    if (n) {
+        CUgraphEdgeData zero[1] = {{0}};
+        om_put_bytes(&c->out, deps, n * sizeof(*deps));
+        for (size_t i = 0; i < n; i++)
+            om_put_bytes(&c->out, edges ? &edges[i] : zero, sizeof(*edges));
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Custom rather than `in:memset`: the generator reads an `in` struct before declaring it. */
+CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUresult rc = read_memset(c, &p);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))REAL(
+        cuGraphMemsetNodeSetParams))((CUgraphNode)(uintptr_t)node, &p);
+}
