@@ -194,6 +194,14 @@ typedef struct {
     CUgraphNode errorNode;
     CUgraphNode errorFromNode;
 } CUgraphExecUpdateResultInfo;
+/* CUDA_GRAPH_INSTANTIATE_PARAMS (32 bytes). */
+typedef struct {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    int result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+_Static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32, "CUDA_GRAPH_INSTANTIATE_PARAMS");
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v1) == 56, "CUDA_KERNEL_NODE_PARAMS_v1");
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == 72, "CUDA_KERNEL_NODE_PARAMS");
 _Static_assert(sizeof(CUDA_MEMSET_NODE_PARAMS) == 40, "CUDA_MEMSET_NODE_PARAMS");

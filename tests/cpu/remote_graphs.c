@@ -93,6 +93,16 @@ CUresult cuStreamIsCapturing(CUstream, int *);
 CUresult cuStreamGetCaptureInfo_v3(CUstream, int *, unsigned long long *, CUgraph *,
                                    const CUgraphNode **, const void **, size_t *);
 CUresult cuThreadExchangeStreamCaptureMode(int *);
+typedef struct {
+    unsigned long long flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    int result_out;
+} GIP;
+CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, GIP *);
+CUresult cuGraphDebugDotPrint(CUgraph, const char *, unsigned);
+CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
+                                     int);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -205,6 +215,29 @@ static void build(void)
     EXPECT(type == 2);
     OK(cuGraphRemoveDependencies(g, &mset, &rec, 1));
     OK(cuGraphAddDependencies(g, &mset, &rec, 1));
+
+    /* the description, written by the client to its own path */
+    char dot[] = "/tmp/om-graphs-dot-XXXXXX", text[256] = {0};
+    int fd = mkstemp(dot);
+    EXPECT(fd >= 0);
+    close(fd);
+    OK(cuGraphDebugDotPrint(g, dot, 4));
+    FILE *f = fopen(dot, "r");
+    EXPECT(f && fread(text, 1, sizeof(text) - 1, f) > 0);
+    fclose(f);
+    unlink(dot);
+    EXPECT(strstr(text, "4 nodes, flags 4") != NULL);
+    EXPECT(cuGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0) == 304);
+
+    /* with parameters: uploaded on the client's stream */
+    GIP gip = {2, s, (CUgraphNode)1, 7};
+    CUgraphExec exec3;
+    OK(cuGraphInstantiateWithParams(&exec3, g, &gip));
+    EXPECT(gip.result_out == 0 && gip.hErrNode_out == NULL);
+    OK(cuGraphExecDestroy(exec3));
+    gip.flags = 0x100;
+    EXPECT(cuGraphInstantiateWithParams(&exec3, g, &gip) == INVALID_VALUE);
+    EXPECT(gip.result_out == 1);
 
     /* instantiate, launch: the kernel node fills with 7, the memset node with 9 */
     EXPECT(cuGraphInstantiateWithFlags(&exec, g, 0x100) == INVALID_VALUE);
@@ -324,6 +357,19 @@ static void capture(void)
     OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
     EXPECT(all(host, 16, 3));
     OK(cuGraphExecDestroy(exec));
+
+    /* into an existing graph, after its node */
+    CUgraphNode first = NULL;
+    n = 1;
+    OK(cuGraphGetNodes(g, &first, &n));
+    CUgraph g2 = NULL;
+    OK(cuStreamBeginCaptureToGraph(sb, g, &first, NULL, 1, 0));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL));
+    OK(cuStreamEndCapture(sb, &g2));
+    EXPECT(g2 == g);
+    n = 0;
+    OK(cuGraphGetNodes(g, NULL, &n));
+    EXPECT(n == 2);
     OK(cuGraphDestroy(g));
     printf("capture ok\n");
 }

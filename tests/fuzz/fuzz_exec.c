@@ -1005,6 +1005,52 @@ static CUresult w_cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *d, 
                 CUresult(*)(CUstream, CUgraphNode *, size_t, unsigned))(s, d, n, f);
 }
 
+/* CUDA_GRAPH_INSTANTIATE_PARAMS */
+struct instantiate_params {
+    uint64_t flags;
+    CUstream upload;
+    CUgraphNode err;
+    int result;
+};
+
+static CUresult w_cuGraphInstantiateWithParams(CUgraphExec *e, CUgraph g,
+                                               struct instantiate_params *p)
+{
+    CUresult rc;
+    ENTER(cuGraphInstantiateWithParams);
+    check(K_GRAPH, H(g), 1);
+    if (p && p->upload)
+        check(K_STREAM, H(p->upload), 1);
+    rc = ORIG(cuGraphInstantiateWithParams,
+              CUresult(*)(CUgraphExec *, CUgraph, struct instantiate_params *))(e, g, p);
+    if (rc == CUDA_SUCCESS)
+        note(K_EXEC, H(*e), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned flags)
+{
+    ENTER(cuGraphDebugDotPrint);
+    check(K_GRAPH, H(g), 1);
+    if (phase == O_FUZZED && strncmp(path, "/proc/self/fd/", 14) != 0) {
+        fprintf(stderr, "fuzz_exec: %s received the path %s\n", entry, path);
+        abort();
+    }
+    return ORIG(cuGraphDebugDotPrint, CUresult(*)(CUgraph, const char *, unsigned))(g, path, flags);
+}
+
+static CUresult w_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *d,
+                                              const void *e, size_t n, int mode)
+{
+    ENTER(cuStreamBeginCaptureToGraph);
+    check(K_STREAM, H(s), 1);
+    check(K_GRAPH, H(g), 1);
+    check_nodes(d, n);
+    return ORIG(cuStreamBeginCaptureToGraph,
+                CUresult(*)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int))(
+        s, g, d, e, n, mode);
+}
+
 /* Context-wide waits: never for one client (exec.c's rules). */
 static CUresult w_cuCtxSynchronize(void)
 {
@@ -1119,6 +1165,9 @@ static const struct {
     W(cuStreamGetCaptureInfo),
     W(cuStreamGetCaptureInfo_v3),
     W(cuStreamUpdateCaptureDependencies),
+    W(cuGraphInstantiateWithParams),
+    W(cuGraphDebugDotPrint),
+    W(cuStreamBeginCaptureToGraph),
 #undef W
 };
 

@@ -2,6 +2,7 @@
 /* The client's hand-written implementations of graphs and stream capture
  * (api/remote/graphs.tsv); the server's side is src/server/api/graphs.c. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -494,4 +495,83 @@ CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *statu
                                         CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
 {
     return om_r_cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, NULL, ndeps);
+}
+
+CUresult om_r_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                          const CUgraphEdgeData *edges, size_t n,
+                                          CUstreamCaptureMode mode)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    if (!edges_plain(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!(buf = malloc(32 + MAX_DEPS * 8)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 32 + MAX_DEPS * 8};
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(&req, (uint64_t)(int64_t)mode);
+        rc = om_rcall(OM_IDX_cuStreamBeginCaptureToGraph, &req, NULL, 0, NULL);
+    }
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    uint64_t reply[3] = {0};
+    uint32_t got = 0;
+    CUresult rc;
+    REQ(req, 24);
+
+    if (!exec || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    om_put_u64(&req, p->flags);
+    om_put_u64(&req, (uint64_t)(uintptr_t)p->hUploadStream);
+    rc = om_rcall(OM_IDX_cuGraphInstantiateWithParams, &req, reply, sizeof(reply), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(reply))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS) {
+        *exec = (CUgraphExec)(uintptr_t)reply[0];
+        p->hErrNode_out = (CUgraphNode)(uintptr_t)reply[1];
+        p->result_out = (int)reply[2];
+    } else {
+        p->hErrNode_out = NULL;
+        p->result_out = 1; /* CUDA_GRAPH_INSTANTIATE_ERROR: the server does not say more */
+    }
+    return rc;
+}
+
+/* The server has the driver describe the graph and answers the text; the path is the
+ * program's, so it is written here. */
+CUresult om_r_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned flags)
+{
+    static const size_t cap = 256u * 1024u;
+    uint32_t got = 0;
+    char *text;
+    CUresult rc;
+    FILE *f;
+    REQ(req, 16);
+
+    if (!path)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(text = malloc(cap)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    om_put_u64(&req, flags);
+    rc = om_rcall(OM_IDX_cuGraphDebugDotPrint, &req, text, cap, &got);
+    if (rc == CUDA_SUCCESS) {
+        f = fopen(path, "w");
+        if (!f || fwrite(text, 1, got, f) != got)
+            rc = 304; /* CUDA_ERROR_OPERATING_SYSTEM */
+        if (f && fclose(f) != 0)
+            rc = 304;
+    }
+    free(text);
+    return rc;
 }

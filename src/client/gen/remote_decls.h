@@ -60,6 +60,7 @@ CUresult om_r_cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
 CUresult om_r_cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
 CUresult om_r_cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx); /* graphs */
+CUresult om_r_cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags); /* graphs */
 CUresult om_r_cuGraphDestroy(CUgraph hGraph); /* graphs */
 CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
 CUresult om_r_cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
@@ -69,6 +70,7 @@ CUresult om_r_cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to
 CUresult om_r_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes); /* graphs */
 CUresult om_r_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes); /* graphs */
 CUresult om_r_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize); /* graphs */
+CUresult om_r_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams); /* graphs */
 CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
 CUresult om_r_cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream); /* graphs */
@@ -77,6 +79,7 @@ CUresult om_r_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *depende
 CUresult om_r_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes); /* graphs */
 CUresult om_r_cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies); /* graphs */
 CUresult om_r_cuStreamBeginCapture(CUstream hStream); /* graphs */
+CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* graphs */
 CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode); /* graphs */
 CUresult om_r_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph); /* graphs */
 CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out); /* graphs */

@@ -1071,6 +1071,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
     om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
+    om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
     om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)r_cuGraphDestroyNode);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)r_cuGraphEventRecordNodeGetEvent);
@@ -1092,6 +1093,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphGetRootNodes, (void *)om_r_cuGraphGetRootNodes);
     om_remote_set(OM_IDX_cuGraphInstantiate, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphInstantiateWithFlags, (void *)r_cuGraphInstantiateWithFlags);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithParams, (void *)om_r_cuGraphInstantiateWithParams);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
@@ -1111,6 +1114,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphUpload, (void *)r_cuGraphUpload);
     om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)r_cuGraphUpload);
     om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_r_cuStreamBeginCaptureToGraph);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph);
     om_remote_set(OM_IDX_cuStreamBeginCapture_ptsz, (void *)om_r_cuStreamBeginCapture);
     om_remote_set(OM_IDX_cuStreamBeginCapture_v2, (void *)om_r_cuStreamBeginCapture_v2);
     om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2);

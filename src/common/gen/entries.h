@@ -162,7 +162,7 @@
     X(152, cuGraphClone, REMOTE) \
     X(153, cuGraphConditionalHandleCreate, UNSUPPORTED) \
     X(154, cuGraphCreate, REMOTE) \
-    X(155, cuGraphDebugDotPrint, UNSUPPORTED) \
+    X(155, cuGraphDebugDotPrint, REMOTE) \
     X(156, cuGraphDestroy, REMOTE) \
     X(157, cuGraphDestroyNode, REMOTE) \
     X(158, cuGraphEventRecordNodeGetEvent, REMOTE) \
@@ -197,8 +197,8 @@
     X(187, cuGraphHostNodeSetParams, UNSUPPORTED) \
     X(188, cuGraphInstantiate, REMOTE) \
     X(189, cuGraphInstantiateWithFlags, REMOTE) \
-    X(190, cuGraphInstantiateWithParams, UNSUPPORTED) \
-    X(191, cuGraphInstantiateWithParams_ptsz, UNSUPPORTED) \
+    X(190, cuGraphInstantiateWithParams, REMOTE) \
+    X(191, cuGraphInstantiateWithParams_ptsz, REMOTE) \
     X(192, cuGraphInstantiate_v2, REMOTE) \
     X(193, cuGraphKernelNodeCopyAttributes, REMOTE) \
     X(194, cuGraphKernelNodeGetAttribute, UNSUPPORTED) \
@@ -529,8 +529,8 @@
     X(519, cuStreamBatchMemOp_v2, UNSUPPORTED) \
     X(520, cuStreamBatchMemOp_v2_ptsz, UNSUPPORTED) \
     X(521, cuStreamBeginCapture, REMOTE) \
-    X(522, cuStreamBeginCaptureToGraph, UNSUPPORTED) \
-    X(523, cuStreamBeginCaptureToGraph_ptsz, UNSUPPORTED) \
+    X(522, cuStreamBeginCaptureToGraph, REMOTE) \
+    X(523, cuStreamBeginCaptureToGraph_ptsz, REMOTE) \
     X(524, cuStreamBeginCapture_ptsz, REMOTE) \
     X(525, cuStreamBeginCapture_v2, REMOTE) \
     X(526, cuStreamBeginCapture_v2_ptsz, REMOTE) \

@@ -89,7 +89,6 @@ typedef struct om_CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS CUDA_EXTERNAL_SEMAPHORE_
 typedef struct om_CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS CUDA_EXT_SEM_SIGNAL_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS CUDA_EXT_SEM_WAIT_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_GRAPH_INSTANTIATE_PARAMS CUDA_GRAPH_INSTANTIATE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_LAUNCH_PARAMS CUDA_LAUNCH_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY2D_v1 CUDA_MEMCPY2D_v1; /* layout in cuda_abi.h where it is marshalled */

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's hand-written handlers of graphs and stream capture (api/remote/graphs.tsv). */
+#define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../exec.h"
 
@@ -10,6 +14,8 @@
 #define STREAM_CAPTURE_UNSUPPORTED 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
 #define MAX_DEPS 4096                  /* dependencies of one new node (as the table's rows) */
 #define MAX_LIST 8192                  /* nodes (or edges) of one answer */
+#define MAX_DOT (256u * 1024u)         /* bytes of one DOT description */
+#define OS_ERROR 304                   /* CUDA_ERROR_OPERATING_SYSTEM */
 
 /* ------------------------------------------------------------------ checks */
 
@@ -543,4 +549,110 @@ CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c)
         return rc;
     return ((CUresult(*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))REAL(
         cuGraphMemsetNodeSetParams))((CUgraphNode)(uintptr_t)node, &p);
+}
+
+CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in), g = om_get_u64(&c->in), mode, ndeps;
+    CUgraphNode deps[MAX_DEPS];
+    CUresult rc = read_deps(c, deps, &ndeps);
+    CUstream st;
+
+    mode = om_get_u64(&c->in);
+    if (rc == CUDA_SUCCESS)
+        rc = ARGS_OK(c);
+    if (rc == CUDA_SUCCESS && mode > CAPTURE_MODE_RELAXED)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (sh == 0 || sh == (uint64_t)(uintptr_t)CU_STREAM_LEGACY)
+        return STREAM_CAPTURE_UNSUPPORTED;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    /* Relaxed, as cuStreamBeginCapture_v2 (there). */
+    rc = ((CUresult(*)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                       int))REAL(cuStreamBeginCaptureToGraph))(
+        st, (CUgraph)(uintptr_t)g, deps, NULL, (size_t)ndeps, CAPTURE_MODE_RELAXED);
+    if (rc == CUDA_SUCCESS)
+        c->s->captures++;
+    return rc;
+}
+
+/* Answer: the executable graph, the node that failed (if the client's), the result. */
+CUresult om_x_cuGraphInstantiateWithParams(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), flags = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUDA_GRAPH_INSTANTIATE_PARAMS p;
+    CUgraphExec e = NULL;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (flags & ~(uint64_t)0xF)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, g, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_EXEC)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    p.flags = flags;
+    if (flags & 2) { /* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD: on the client's stream */
+        p.hUploadStream = om_arg_stream(c, sh, true, &rc);
+        if (!p.hUploadStream)
+            return rc;
+    }
+    rc = ((CUresult(*)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *))REAL(
+        cuGraphInstantiateWithParams))(&e, (CUgraph)(uintptr_t)g, &p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_EXEC, (uint64_t)(uintptr_t)e)) != CUDA_SUCCESS)
+        return rc;
+    if (rc == CUDA_SUCCESS) { /* a failure's answer does not travel: the client says why */
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)e);
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)p.hErrNode_out);
+        om_put_u64(&c->out, (uint64_t)(int64_t)p.result_out);
+    }
+    return rc;
+}
+
+/* The driver writes the description into a memory file of the server (by its /proc path);
+ * the client writes the text to its own path. */
+CUresult om_x_cuGraphDebugDotPrint(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    char path[64];
+    char *text = NULL;
+    off_t len;
+    int fd;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (flags & ~(uint64_t)0xFFFF)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, g, false)) != CUDA_SUCCESS)
+        return rc;
+    fd = memfd_create("openmps-dot", MFD_CLOEXEC);
+    if (fd < 0)
+        return OS_ERROR;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    rc = ((CUresult(*)(CUgraph, const char *, unsigned))REAL(cuGraphDebugDotPrint))(
+        (CUgraph)(uintptr_t)g, path, (unsigned)flags);
+    len = rc == CUDA_SUCCESS ? lseek(fd, 0, SEEK_END) : 0;
+    if (rc == CUDA_SUCCESS && (len < 0 || len > (off_t)MAX_DOT)) {
+        client_err(c->s, "client %d: a graph description of more than %u bytes is not carried",
+                   (int)c->s->pid, MAX_DOT);
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (rc == CUDA_SUCCESS && len && !(text = malloc((size_t)len)))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && len && pread(fd, text, (size_t)len, 0) != len)
+        rc = OS_ERROR;
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(&c->out, text, (size_t)len);
+    free(text);
+    close(fd);
+    return rc;
 }

@@ -665,6 +665,13 @@ EXPORT int cuGraphNodeSetEnabled(void *e, void *h, unsigned on)
     return OK;
 }
 
+/* CUDA_GRAPH_INSTANTIATE_PARAMS */
+struct instantiate_params {
+    unsigned long long flags;
+    void *hUploadStream, *hErrNode_out;
+    int result_out;
+};
+
 /* CUgraphExecUpdateResultInfo */
 struct update_info {
     int result;
@@ -914,5 +921,63 @@ int fake_capture_wait(void *s, void *e)
             }
         }
     }
+    return OK;
+}
+
+EXPORT int cuGraphInstantiateWithParams(void **out, void *h, struct instantiate_params *p)
+{
+    int rc;
+    if (!p)
+        return INVALID_VALUE;
+    rc = cuGraphInstantiateWithFlags(out, h, p->flags);
+    p->result_out = rc == OK ? 0 : 1;
+    p->hErrNode_out = NULL;
+    if (rc == OK && (p->flags & 2) && !p->hUploadStream)
+        return INVALID_VALUE;
+    return rc;
+}
+
+/* The description: the graph and its node count, as DOT. */
+EXPORT int cuGraphDebugDotPrint(void *h, const char *path, unsigned flags)
+{
+    struct fgraph *g = graph_of(h);
+    FILE *f;
+
+    if (!g || !path)
+        return INVALID_VALUE;
+    f = fopen(path, "w");
+    if (!f)
+        return 999;
+    fprintf(f, "digraph fake {\n  label=\"%d nodes, flags %u\"\n}\n", g->n, flags);
+    fclose(f);
+    return OK;
+}
+
+/* Begins a capture into an existing graph, after the given dependencies. */
+EXPORT int cuStreamBeginCaptureToGraph(void *s, void *h, void *const *deps, const void *edges,
+                                       size_t n, int mode)
+{
+    struct capture *c;
+    char m[16];
+
+    if (!s)
+        return CAPTURE_UNSUPPORTED;
+    if (edges || n > 1 || !graph_of(h))
+        return INVALID_VALUE;
+    pthread_mutex_lock(&glock);
+    if (cap_of(s)) {
+        pthread_mutex_unlock(&glock);
+        return 900;
+    }
+    for (c = caps; c < caps + MAX_CAPTURES && c->stream; c++) {
+    }
+    if (c == caps + MAX_CAPTURES) {
+        pthread_mutex_unlock(&glock);
+        return 2;
+    }
+    *c = (struct capture){s, graph_of(h), 1, 1, next_capture_id++, n ? deps[0] : NULL};
+    pthread_mutex_unlock(&glock);
+    snprintf(m, sizeof(m), "%d", mode);
+    glog("capture%s %s", "", m);
     return OK;
 }
