@@ -99,6 +99,28 @@ typedef struct {
     CUgraphNode hErrNode_out;
     int result_out;
 } GIP;
+typedef struct {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray, *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray, *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} M3D;
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuGraphAddMemcpyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const M3D *,
+                              CUcontext);
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode, const M3D *);
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode, M3D *);
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const M3D *, CUcontext);
 CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, GIP *);
 CUresult cuGraphDebugDotPrint(CUgraph, const char *, unsigned);
 CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
@@ -307,6 +329,69 @@ static void build(void)
     printf("build ok\n");
 }
 
+/* Copy nodes: device to device, device to pinned memory shared with the server; pageable host
+ * memory and ranges outside the client's memory refused. */
+static void copies(void)
+{
+    CUdeviceptr a, b;
+    unsigned char src[256], *pinned, pageable[256];
+    CUgraph g;
+    CUgraphNode d2d, d2h, x;
+    CUgraphExec exec;
+    CUstream s;
+    M3D m;
+
+    for (int i = 0; i < 256; i++)
+        src[i] = (unsigned char)i;
+    OK(cuMemAlloc_v2(&a, 256));
+    OK(cuMemAlloc_v2(&b, 256));
+    OK(cuMemHostAlloc((void **)&pinned, 256, 0));
+    memset(pinned, 0, 256);
+    OK(cuMemcpyHtoD_v2(a, src, 256));
+    OK(cuMemsetD8_v2(b, 0, 256));
+    OK(cuStreamCreate(&s, 1));
+    OK(cuGraphCreate(&g, 0));
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = m.dstMemoryType = 2;
+    m.srcDevice = a + 16, m.dstDevice = b;
+    m.srcPitch = m.dstPitch = 64, m.srcHeight = m.dstHeight = 4;
+    m.WidthInBytes = 32, m.Height = 3, m.Depth = 1; /* rows of 32 bytes, 64 apart */
+    OK(cuGraphAddMemcpyNode(&d2d, g, NULL, 0, &m, NULL));
+    M3D bad = m;
+    bad.srcDevice = a + 48, bad.Height = 4; /* ends at a + 48 + 3 * 64 + 32: past a's 256 */
+    EXPECT(cuGraphAddMemcpyNode(&x, g, NULL, 0, &bad, NULL) == INVALID_VALUE);
+    EXPECT(cuGraphMemcpyNodeSetParams(d2d, &bad) == INVALID_VALUE);
+    M3D back;
+    OK(cuGraphMemcpyNodeGetParams(d2d, &back));
+    EXPECT(back.srcDevice == a + 16 && back.Height == 3);
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = 2, m.dstMemoryType = 1;
+    m.srcDevice = b, m.dstHost = pinned;
+    m.WidthInBytes = 256, m.Height = m.Depth = 1;
+    OK(cuGraphAddMemcpyNode(&d2h, g, &d2d, 1, &m, NULL));
+    M3D pg = m;
+    pg.dstHost = pageable;
+    EXPECT(cuGraphAddMemcpyNode(&x, g, NULL, 0, &pg, NULL) == 801); /* NOT_SUPPORTED */
+    OK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    OK(cuGraphLaunch(exec, s));
+    OK(cuStreamSynchronize(s));
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 32; i++)
+            EXPECT(pinned[r * 64 + i] == (unsigned char)(16 + r * 64 + i));
+    EXPECT(pinned[32] == 0 && pinned[255] == 0);
+    m.WidthInBytes = 16; /* the executable graph's copy: 16 bytes into the pinned page's end */
+    m.dstHost = pinned + 240;
+    OK(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL));
+    m.dstHost = pageable; /* not shared with the server */
+    EXPECT(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL) == 801);
+    OK(cuGraphLaunch(exec, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(pinned[240] == 16 && pinned[255] == 31);
+    OK(cuGraphExecDestroy(exec));
+    OK(cuGraphDestroy(g));
+    printf("copies ok\n");
+}
+
 static void capture(void)
 {
     CUdeviceptr a, b;
@@ -381,6 +466,7 @@ int main(int argc, char **argv)
     setup();
     if (!strcmp(mode, "build")) {
         build();
+        copies();
     } else if (!strcmp(mode, "capture")) {
         capture();
     } else if (!strcmp(mode, "hold")) {

@@ -1005,6 +1005,95 @@ static CUresult w_cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *d, 
                 CUresult(*)(CUstream, CUgraphNode *, size_t, unsigned))(s, d, n, f);
 }
 
+static void check_side3d(int type, uint64_t host, uint64_t dev, uint64_t x, uint64_t y, uint64_t z,
+                         uint64_t pitch, uint64_t height, const CUDA_MEMCPY3D *m)
+{
+    uint64_t base = type == CU_MEMORYTYPE_HOST ? host : dev, first, last;
+
+    if (!m->WidthInBytes || !m->Height || !m->Depth)
+        return;
+    if (__builtin_mul_overflow(z, height, &first) || __builtin_add_overflow(first, y, &first) ||
+        __builtin_mul_overflow(first, pitch, &first) || __builtin_add_overflow(first, x, &first) ||
+        __builtin_add_overflow(z, m->Depth - 1, &last) ||
+        __builtin_mul_overflow(last, height, &last) || __builtin_add_overflow(last, y, &last) ||
+        __builtin_add_overflow(last, m->Height - 1, &last) ||
+        __builtin_mul_overflow(last, pitch, &last) || __builtin_add_overflow(last, x, &last) ||
+        __builtin_add_overflow(last, m->WidthInBytes, &last)) {
+        if (phase == O_FUZZED) {
+            fprintf(stderr, "fuzz_exec: %s received a copy whose extent overflows\n", entry);
+            abort();
+        }
+        return;
+    }
+    if (type == CU_MEMORYTYPE_HOST) {
+        check(K_HOST, base + first, last - first);
+    } else if (type == CU_MEMORYTYPE_DEVICE) {
+        check(K_DEVICE, base + first, last - first);
+    } else if (type == CU_MEMORYTYPE_UNIFIED && phase == O_FUZZED) {
+        for (size_t i = 0; i < nobjs; i++)
+            if ((objs[i].kind == K_DEVICE || objs[i].kind == K_HOST) && objs[i].owner == O_FUZZED &&
+                covers(&objs[i], base + first, last - first))
+                return;
+        blame(K_DEVICE, base + first, last - first);
+    } else if (phase == O_FUZZED) {
+        fprintf(stderr, "fuzz_exec: %s received memory type %d\n", entry, type);
+        abort();
+    }
+}
+
+static void check_copy3d(const CUDA_MEMCPY3D *m)
+{
+    if (!m)
+        return;
+    check_side3d(m->srcMemoryType, H(m->srcHost), m->srcDevice, m->srcXInBytes, m->srcY, m->srcZ,
+                 m->srcPitch, m->srcHeight, m);
+    check_side3d(m->dstMemoryType, H(m->dstHost), m->dstDevice, m->dstXInBytes, m->dstY, m->dstZ,
+                 m->dstPitch, m->dstHeight, m);
+}
+
+static CUresult w_cuGraphAddMemcpyNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                       const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemcpyNode);
+    check(K_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    check_copy3d(p);
+    rc = ORIG(cuGraphAddMemcpyNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                                const CUDA_MEMCPY3D *, CUcontext))(n, g, d, nd, p,
+                                                                                   ctx);
+    if (rc == CUDA_SUCCESS)
+        note(K_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphMemcpyNodeGetParams(CUgraphNode n, CUDA_MEMCPY3D *p)
+{
+    ENTER(cuGraphMemcpyNodeGetParams);
+    check(K_NODE, H(n), 1);
+    return ORIG(cuGraphMemcpyNodeGetParams, CUresult(*)(CUgraphNode, CUDA_MEMCPY3D *))(n, p);
+}
+
+static CUresult w_cuGraphMemcpyNodeSetParams(CUgraphNode n, const CUDA_MEMCPY3D *p)
+{
+    ENTER(cuGraphMemcpyNodeSetParams);
+    check(K_NODE, H(n), 1);
+    check_copy3d(p);
+    return ORIG(cuGraphMemcpyNodeSetParams, CUresult(*)(CUgraphNode, const CUDA_MEMCPY3D *))(n, p);
+}
+
+static CUresult w_cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                                 const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    ENTER(cuGraphExecMemcpyNodeSetParams);
+    check(K_EXEC, H(e), 1);
+    check(K_NODE, H(n), 1);
+    check_copy3d(p);
+    return ORIG(cuGraphExecMemcpyNodeSetParams,
+                CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))(e, n, p,
+                                                                                         ctx);
+}
+
 /* CUDA_GRAPH_INSTANTIATE_PARAMS */
 struct instantiate_params {
     uint64_t flags;
@@ -1166,6 +1255,10 @@ static const struct {
     W(cuStreamGetCaptureInfo_v3),
     W(cuStreamUpdateCaptureDependencies),
     W(cuGraphInstantiateWithParams),
+    W(cuGraphAddMemcpyNode),
+    W(cuGraphMemcpyNodeGetParams),
+    W(cuGraphMemcpyNodeSetParams),
+    W(cuGraphExecMemcpyNodeSetParams),
     W(cuGraphDebugDotPrint),
     W(cuStreamBeginCaptureToGraph),
 #undef W

@@ -2340,13 +2340,14 @@ def remote_graphs_build_launch_update():
     try:
         p = graphs_client(e, "build")
         out, err = p.communicate(timeout=60)
-        check(p.returncode == 0 and "build ok" in out, "build: %r %r" % (out, err))
+        check(p.returncode == 0 and "build ok" in out and "copies ok" in out,
+              "build: %r %r" % (out, err))
         lines = open(log).read().splitlines()
         # fill_u32(p, 7, 16): the pointer's 8 bytes, then 07000000 10000000
         check(any(l.startswith("kernelnode fill_u32 ") and l.endswith("0700000010000000")
                   for l in lines), "the kernel node's argument bytes: %r" % lines)
         check(any(l.endswith("0b00000010000000") for l in lines), "the exec update's bytes")
-        check(sum(l.startswith("launch ") for l in lines) == 3, "three launches: %r" % lines)
+        check(sum(l.startswith("launch ") for l in lines) == 5, "five launches: %r" % lines)
         ok = True
     finally:
         e.close(ok)

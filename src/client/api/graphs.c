@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The client's hand-written implementations of graphs and stream capture
  * (api/remote/graphs.tsv); the server's side is src/server/api/graphs.c. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -574,4 +575,136 @@ CUresult om_r_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned flags)
     }
     free(text);
     return rc;
+}
+
+/* ------------------------------------------------------------------ memcpy nodes */
+
+/* The offset and length of one side's bytes (as the server computes them); false: overflow. */
+static bool side_span(size_t x, size_t y, size_t z, size_t pitch, size_t height,
+                      const CUDA_MEMCPY3D *m, uint64_t *start, uint64_t *len)
+{
+    uint64_t first, last;
+
+    *start = *len = 0;
+    if (!m->WidthInBytes || !m->Height || !m->Depth)
+        return true;
+    if (__builtin_mul_overflow((uint64_t)z, (uint64_t)height, &first) ||
+        __builtin_add_overflow(first, (uint64_t)y, &first) ||
+        __builtin_mul_overflow(first, (uint64_t)pitch, &first) ||
+        __builtin_add_overflow(first, (uint64_t)x, &first) ||
+        __builtin_add_overflow((uint64_t)z, (uint64_t)m->Depth - 1, &last) ||
+        __builtin_mul_overflow(last, (uint64_t)height, &last) ||
+        __builtin_add_overflow(last, (uint64_t)y, &last) ||
+        __builtin_add_overflow(last, (uint64_t)m->Height - 1, &last) ||
+        __builtin_mul_overflow(last, (uint64_t)pitch, &last) ||
+        __builtin_add_overflow(last, (uint64_t)x, &last) ||
+        __builtin_add_overflow(last, (uint64_t)m->WidthInBytes, &last))
+        return false;
+    *start = first;
+    *len = last - first;
+    return true;
+}
+
+/* A host side must be pinned memory shared with the server: its address there replaces the
+ * program's. Pageable memory cannot be read by another process's copy node, and arrays are not
+ * carried: NOT_SUPPORTED. */
+static CUresult host_side(int type, const void **host, CUdeviceptr dev, size_t x, size_t y,
+                          size_t z, size_t pitch, size_t height, const CUDA_MEMCPY3D *m)
+{
+    uint64_t start, len, srv;
+    CUdeviceptr base;
+    size_t size;
+    bool managed;
+
+    if (type == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (type == CU_MEMORYTYPE_DEVICE)
+        return CUDA_SUCCESS;
+    if (!side_span(x, y, z, pitch, height, m, &start, &len))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!len)
+        return CUDA_SUCCESS;
+    if (type == CU_MEMORYTYPE_UNIFIED) {
+        if (om_devrange_find(dev + start, &base, &size, &managed))
+            return CUDA_SUCCESS;
+        *host = (const void *)(uintptr_t)dev;
+    }
+    if (!om_pinned_lookup((const uint8_t *)*host + start, (size_t)len, &srv))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    *host = (const void *)(uintptr_t)(srv - start);
+    return CUDA_SUCCESS;
+}
+
+static CUresult put_memcpy(struct om_wbuf *req, const CUDA_MEMCPY3D *p)
+{
+    CUDA_MEMCPY3D m;
+    const void *dst;
+    CUresult rc;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    m = *p;
+    rc = host_side(m.srcMemoryType, &m.srcHost, m.srcDevice, m.srcXInBytes, m.srcY, m.srcZ,
+                   m.srcPitch, m.srcHeight, &m);
+    if (rc == CUDA_SUCCESS && m.srcMemoryType == CU_MEMORYTYPE_UNIFIED &&
+        m.srcHost != (const void *)(uintptr_t)p->srcDevice)
+        m.srcDevice = (CUdeviceptr)(uintptr_t)m.srcHost;
+    dst = m.dstHost;
+    if (rc == CUDA_SUCCESS)
+        rc = host_side(m.dstMemoryType, &dst, m.dstDevice, m.dstXInBytes, m.dstY, m.dstZ,
+                       m.dstPitch, m.dstHeight, &m);
+    m.dstHost = (void *)(uintptr_t)dst;
+    if (rc == CUDA_SUCCESS && m.dstMemoryType == CU_MEMORYTYPE_UNIFIED &&
+        dst != (const void *)(uintptr_t)p->dstDevice)
+        m.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(req, &m, sizeof(m));
+    return rc;
+}
+
+CUresult om_r_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                   const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    (void)ctx;
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(16 + MAX_DEPS * 8 + sizeof(*p))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 16 + MAX_DEPS * 8 + sizeof(*p)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS)
+        rc = put_memcpy(&req, p);
+    if (rc == CUDA_SUCCESS)
+        rc = new_node(OM_IDX_cuGraphAddMemcpyNode, &req, node);
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *p)
+{
+    REQ(req, 8 + sizeof(CUDA_MEMCPY3D));
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_memcpy(&req, p)) != CUDA_SUCCESS)
+        return rc;
+    return om_rcall(OM_IDX_cuGraphMemcpyNodeSetParams, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    REQ(req, 16 + sizeof(CUDA_MEMCPY3D));
+    CUresult rc;
+
+    (void)ctx;
+    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_memcpy(&req, p)) != CUDA_SUCCESS)
+        return rc;
+    return om_rcall(OM_IDX_cuGraphExecMemcpyNodeSetParams, &req, NULL, 0, NULL);
 }

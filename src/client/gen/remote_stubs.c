@@ -567,6 +567,29 @@ static CUresult r_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode s
     return om_rcall(OM_IDX_cuGraphKernelNodeCopyAttributes, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*nodeParams)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemcpyNodeGetParams, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
+        if (v && nodeParams)
+            memcpy(nodeParams, v, sizeof(*nodeParams));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
     uint8_t req_buf[16];
@@ -1068,6 +1091,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
+    om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
     om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
     om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
@@ -1085,6 +1109,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)r_cuGraphExecGetFlags);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
+    om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
@@ -1101,6 +1126,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphLaunch, (void *)om_r_cuGraphLaunch);
     om_remote_set(OM_IDX_cuGraphLaunch_ptsz, (void *)om_r_cuGraphLaunch);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)r_cuGraphMemcpyNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
     om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)r_cuGraphMemsetNodeGetParams);
     om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)r_cuGraphNodeFindInClone);

@@ -152,7 +152,7 @@
     X(142, cuGraphAddKernelNode_v2, REMOTE) \
     X(143, cuGraphAddMemAllocNode, UNSUPPORTED) \
     X(144, cuGraphAddMemFreeNode, UNSUPPORTED) \
-    X(145, cuGraphAddMemcpyNode, UNSUPPORTED) \
+    X(145, cuGraphAddMemcpyNode, REMOTE) \
     X(146, cuGraphAddMemsetNode, REMOTE) \
     X(147, cuGraphAddNode, UNSUPPORTED) \
     X(148, cuGraphAddNode_v2, UNSUPPORTED) \
@@ -180,7 +180,7 @@
     X(170, cuGraphExecHostNodeSetParams, UNSUPPORTED) \
     X(171, cuGraphExecKernelNodeSetParams, REMOTE) \
     X(172, cuGraphExecKernelNodeSetParams_v2, REMOTE) \
-    X(173, cuGraphExecMemcpyNodeSetParams, UNSUPPORTED) \
+    X(173, cuGraphExecMemcpyNodeSetParams, REMOTE) \
     X(174, cuGraphExecMemsetNodeSetParams, REMOTE) \
     X(175, cuGraphExecNodeSetParams, UNSUPPORTED) \
     X(176, cuGraphExecUpdate, REMOTE) \
@@ -211,8 +211,8 @@
     X(201, cuGraphLaunch_ptsz, REMOTE) \
     X(202, cuGraphMemAllocNodeGetParams, UNSUPPORTED) \
     X(203, cuGraphMemFreeNodeGetParams, UNSUPPORTED) \
-    X(204, cuGraphMemcpyNodeGetParams, UNSUPPORTED) \
-    X(205, cuGraphMemcpyNodeSetParams, UNSUPPORTED) \
+    X(204, cuGraphMemcpyNodeGetParams, REMOTE) \
+    X(205, cuGraphMemcpyNodeSetParams, REMOTE) \
     X(206, cuGraphMemsetNodeGetParams, REMOTE) \
     X(207, cuGraphMemsetNodeSetParams, REMOTE) \
     X(208, cuGraphNodeFindInClone, REMOTE) \

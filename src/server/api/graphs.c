@@ -656,3 +656,131 @@ CUresult om_x_cuGraphDebugDotPrint(struct call *c)
     close(fd);
     return rc;
 }
+
+/* ------------------------------------------------------------------ memcpy nodes */
+
+/* The bytes one side of a 3D copy spans, from its first to its last: *start (from its base
+ * address) and *len. False when the numbers overflow. */
+static bool side_span(uint64_t x, uint64_t y, uint64_t z, uint64_t pitch, uint64_t height,
+                      uint64_t w, uint64_t h, uint64_t d, uint64_t *start, uint64_t *len)
+{
+    uint64_t first, last;
+
+    *start = *len = 0;
+    if (!w || !h || !d)
+        return true;
+    if (__builtin_mul_overflow(z, height, &first) || __builtin_add_overflow(first, y, &first) ||
+        __builtin_mul_overflow(first, pitch, &first) || __builtin_add_overflow(first, x, &first))
+        return false;
+    if (__builtin_add_overflow(z, d - 1, &last) || __builtin_mul_overflow(last, height, &last) ||
+        __builtin_add_overflow(last, y, &last) || __builtin_add_overflow(last, h - 1, &last) ||
+        __builtin_mul_overflow(last, pitch, &last) || __builtin_add_overflow(last, x, &last) ||
+        __builtin_add_overflow(last, w, &last))
+        return false;
+    *start = first;
+    *len = last - first;
+    return true;
+}
+
+/* One side of a copy node: device memory of the client, or pinned memory it shares with the
+ * server (the client sent the server's address); arrays are not carried. */
+static CUresult check_side(struct call *c, int type, uint64_t host, uint64_t dev, uint64_t x,
+                           uint64_t y, uint64_t z, uint64_t pitch, uint64_t height,
+                           const CUDA_MEMCPY3D *m)
+{
+    uint64_t start, len, base = type == CU_MEMORYTYPE_HOST ? host : dev;
+
+    if (!side_span(x, y, z, pitch, height, m->WidthInBytes, m->Height, m->Depth, &start, &len) ||
+        base > UINT64_MAX - start)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!len)
+        return CUDA_SUCCESS;
+    switch (type) {
+    case CU_MEMORYTYPE_DEVICE:
+        return om_arg_range(c, base + start, len) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_HOST:
+        return om_hostmem_find(c->s, base + start, len) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_UNIFIED:
+        return om_arg_range(c, base + start, len) || om_hostmem_find(c->s, base + start, len)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    default:
+        client_err(c->s, "client %d: a copy node of memory type %d is not supported",
+                   (int)c->s->pid, type);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+static CUresult read_memcpy(struct call *c, CUDA_MEMCPY3D *m)
+{
+    const void *b = om_get_bytes(&c->in, sizeof(*m));
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(m, b, sizeof(*m));
+    rc = check_side(c, m->srcMemoryType, (uint64_t)(uintptr_t)m->srcHost, m->srcDevice,
+                    m->srcXInBytes, m->srcY, m->srcZ, m->srcPitch, m->srcHeight, m);
+    if (rc == CUDA_SUCCESS)
+        rc = check_side(c, m->dstMemoryType, (uint64_t)(uintptr_t)m->dstHost, m->dstDevice,
+                        m->dstXInBytes, m->dstY, m->dstZ, m->dstPitch, m->dstHeight, m);
+    m->srcArray = m->dstArray = NULL;
+    return rc;
+}
+
+CUresult om_x_cuGraphAddMemcpyNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    CUDA_MEMCPY3D m;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_memcpy(c, &m);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *,
+                       CUcontext))REAL(cuGraphAddMemcpyNode))(&node, (CUgraph)(uintptr_t)g, deps,
+                                                              (size_t)ndeps, &m, server_context());
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_MEMCPY3D m;
+    CUresult rc = read_memcpy(c, &m);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphNode, const CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeSetParams))(
+        (CUgraphNode)(uintptr_t)node, &m);
+}
+
+CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
+    CUDA_MEMCPY3D m;
+    CUresult rc = read_memcpy(c, &m);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))REAL(
+        cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
+                                         &m, server_context());
+}

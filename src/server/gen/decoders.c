@@ -647,6 +647,24 @@ static CUresult x_cuGraphKernelNodeCopyAttributes(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGraphMemcpyNodeGetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUDA_MEMCPY3D o_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
+    }
+    return rc;
+}
+
 static CUresult x_cuGraphMemsetNodeGetParams(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -1149,6 +1167,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphAddEventRecordNode] = x_cuGraphAddEventRecordNode,
     [OM_IDX_cuGraphAddEventWaitNode] = x_cuGraphAddEventWaitNode,
     [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
+    [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
     [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
     [OM_IDX_cuGraphClone] = x_cuGraphClone,
     [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
@@ -1165,6 +1184,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphExecEventWaitNodeSetEvent] = x_cuGraphExecEventWaitNodeSetEvent,
     [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
     [OM_IDX_cuGraphExecKernelNodeSetParams_v2] = om_x_cuGraphExecKernelNodeSetParams_v2,
+    [OM_IDX_cuGraphExecMemcpyNodeSetParams] = om_x_cuGraphExecMemcpyNodeSetParams,
     [OM_IDX_cuGraphExecMemsetNodeSetParams] = om_x_cuGraphExecMemsetNodeSetParams,
     [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
     [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
@@ -1175,6 +1195,8 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
     [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
     [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,
+    [OM_IDX_cuGraphMemcpyNodeGetParams] = x_cuGraphMemcpyNodeGetParams,
+    [OM_IDX_cuGraphMemcpyNodeSetParams] = om_x_cuGraphMemcpyNodeSetParams,
     [OM_IDX_cuGraphMemsetNodeGetParams] = x_cuGraphMemsetNodeGetParams,
     [OM_IDX_cuGraphMemsetNodeSetParams] = om_x_cuGraphMemsetNodeSetParams,
     [OM_IDX_cuGraphNodeFindInClone] = x_cuGraphNodeFindInClone,

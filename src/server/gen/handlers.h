@@ -17,10 +17,12 @@ CUresult om_x_cuMemsetD8_v2(struct call *c); /* copies */
 CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c); /* graphs */
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddKernelNode_v2(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddMemcpyNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemsetNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
 CUresult om_x_cuGraphDestroy(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c); /* graphs */
+CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
@@ -28,6 +30,7 @@ CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphLaunch(struct call *c); /* graphs */
+CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphNodeGetDependencies(struct call *c); /* graphs */
 CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c); /* graphs */

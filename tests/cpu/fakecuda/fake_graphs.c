@@ -21,13 +21,30 @@
 #define CAPTURE_UNJOINED 904
 #define CAPTURE_UNMATCHED 902
 
-enum { KERNEL = 0, MEMSET = 2, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6, EVENT_RECORD = 7 };
+enum { KERNEL = 0, MEMCPY = 1, MEMSET = 2, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6, EVENT_RECORD = 7 };
 
 struct memset_params {
     uint64_t dst;
     size_t pitch;
     unsigned value, elementSize;
     size_t width, height;
+};
+
+/* CUDA_MEMCPY3D; memory types 1 host, 2 device, 4 unified: all host memory here */
+struct memcpy3d {
+    size_t sx, sy, sz, slod;
+    int stype;
+    const void *shost;
+    uint64_t sdev;
+    void *sarr, *r0;
+    size_t spitch, sheight;
+    size_t dx, dy, dz, dlod;
+    int dtype;
+    void *dhost;
+    uint64_t ddev;
+    void *darr, *r1;
+    size_t dpitch, dheight;
+    size_t w, h, d;
 };
 
 struct kernel_params {
@@ -50,6 +67,7 @@ struct fnode {
     unsigned char args[4096];
     size_t len;
     struct memset_params m;
+    struct memcpy3d c;
     void *event;
     struct fgraph *child;
     struct fnode *deps[MAX_DEPS];
@@ -259,6 +277,51 @@ EXPORT int cuGraphAddMemsetNode(void **out, void *g, void *const *deps, size_t n
     ADD_NODE(MEMSET);
     n->m = *p;
     return OK;
+}
+
+static int valid_copy(const struct memcpy3d *c)
+{
+    return c && (c->stype == 1 || c->stype == 2 || c->stype == 4) &&
+           (c->dtype == 1 || c->dtype == 2 || c->dtype == 4) && !c->sarr && !c->darr;
+}
+
+EXPORT int cuGraphAddMemcpyNode(void **out, void *g, void *const *deps, size_t ndeps,
+                                const struct memcpy3d *p, void *ctx)
+{
+    if (!valid_copy(p) || !ctx)
+        return INVALID_VALUE;
+    ADD_NODE(MEMCPY);
+    n->c = *p;
+    return OK;
+}
+
+EXPORT int cuGraphMemcpyNodeGetParams(void *h, struct memcpy3d *p)
+{
+    struct fnode *n = node_of(h);
+    if (!n || n->type != MEMCPY || !p)
+        return INVALID_VALUE;
+    *p = n->c;
+    return OK;
+}
+
+EXPORT int cuGraphMemcpyNodeSetParams(void *h, const struct memcpy3d *p)
+{
+    struct fnode *n = node_of(h);
+    if (!n || n->type != MEMCPY || !valid_copy(p))
+        return INVALID_VALUE;
+    n->c = *p;
+    return OK;
+}
+
+static void run_copy(const struct memcpy3d *c)
+{
+    const char *src = c->stype == 1 ? c->shost : (const char *)(uintptr_t)c->sdev;
+    char *dst = c->dtype == 1 ? c->dhost : (char *)(uintptr_t)c->ddev;
+
+    for (size_t z = 0; z < c->d; z++)
+        for (size_t y = 0; y < c->h; y++)
+            memmove(dst + ((c->dz + z) * c->dheight + c->dy + y) * c->dpitch + c->dx,
+                    src + ((c->sz + z) * c->sheight + c->sy + y) * c->spitch + c->sx, c->w);
 }
 
 EXPORT int cuGraphAddEventRecordNode(void **out, void *g, void *const *deps, size_t ndeps, void *e)
@@ -546,6 +609,8 @@ EXPORT int cuGraphLaunch(void *h, void *s)
         if (n->type == KERNEL)
             rc = fake_launch_kernel_bytes(n->k.func, n->k.gx, n->k.gy, n->k.gz, n->k.bx, n->k.by,
                                           n->k.bz, s, n->args, n->len);
+        else if (n->type == MEMCPY)
+            run_copy(&n->c);
         else if (n->type == MEMSET && n->m.elementSize == 1)
             for (size_t r = 0; r < n->m.height; r++)
                 memset((char *)(uintptr_t)n->m.dst + r * n->m.pitch, (int)n->m.value, n->m.width);
@@ -979,5 +1044,14 @@ EXPORT int cuStreamBeginCaptureToGraph(void *s, void *h, void *const *deps, cons
     pthread_mutex_unlock(&glock);
     snprintf(m, sizeof(m), "%d", mode);
     glog("capture%s %s", "", m);
+    return OK;
+}
+
+EXPORT int cuGraphExecMemcpyNodeSetParams(void *e, void *h, const struct memcpy3d *p, void *ctx)
+{
+    struct fnode *n = exec_node(exec_of(e), h);
+    if (!n || n->type != MEMCPY || !valid_copy(p) || !ctx)
+        return INVALID_VALUE;
+    n->c = *p;
     return OK;
 }
