@@ -164,6 +164,9 @@ CUresult om_server_bind_context(void);
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted);
 CUresult om_exec_sync_client(struct session *s);
+/* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
+ * waited for). */
+void om_graphs_release(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 

@@ -49,6 +49,7 @@ CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamQuery(CUstream);
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
@@ -456,6 +457,19 @@ static void capture(void)
     OK(cuGraphGetNodes(g, NULL, &n));
     EXPECT(n == 2);
     OK(cuGraphDestroy(g));
+
+    /* a capture the program breaks (a query of the capturing stream): the dependency node it
+     * was answered is no longer its own once the capture ends without a graph */
+    OK(cuStreamBeginCapture_v2(sb, 2));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL));
+    OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
+    EXPECT(ndeps == 1);
+    CUgraphNode dep = deps[0];
+    int type;
+    OK(cuGraphNodeGetType(dep, &type));
+    EXPECT(cuStreamQuery(sb) == 900);
+    EXPECT(cuStreamEndCapture(sb, &g2) == 901 && g2 == NULL);
+    EXPECT(cuGraphNodeGetType(dep, &type) == INVALID_HANDLE);
     printf("capture ok\n");
 }
 
@@ -508,6 +522,17 @@ int main(int argc, char **argv)
             OK(cuGraphAddEmptyNode(&n, g[i], NULL, 0));
         }
         OK(cuGraphInstantiateWithFlags(&e, g[1], 0));
+        /* and a capture left open */
+        CUstream s;
+        CUdeviceptr p;
+        unsigned v = 1, count = 1;
+        void *args[] = {&p, &v, &count};
+        OK(cuMemAlloc_v2(&p, 4));
+        OK(cuStreamCreate(&s, 1));
+        OK(cuStreamBeginCapture_v2(s, 0));
+        OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(cuStreamIsCapturing(s, (int *)&v));
+        EXPECT(v == 1);
         printf("leak ok\n");
     } else {
         fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N E|leak\n");

@@ -464,6 +464,57 @@ CUresult om_x_cuStreamBeginCapture_v2(struct call *c)
     return rc;
 }
 
+/* After a capture that ended without a graph: the nodes it had answered (its dependencies)
+ * went with it. Every node the client holds that is in none of its graphs is dropped (rare:
+ * each graph's nodes are listed). */
+static void prune_nodes(struct session *s)
+{
+    CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
+    struct om_handles live = {0};
+    uint64_t *drop;
+    size_t ndrop = 0;
+
+    for (size_t i = 0; i < s->own[OM_H_GRAPH].n; i++) {
+        CUgraph g = (CUgraph)(uintptr_t)s->own[OM_H_GRAPH].v[i];
+        CUgraphNode *v;
+        size_t n = 0;
+        if (nodes(g, NULL, &n) != CUDA_SUCCESS || !n || !(v = calloc(n, sizeof(*v))))
+            continue;
+        if (nodes(g, v, &n) == CUDA_SUCCESS)
+            for (size_t k = 0; k < n; k++)
+                om_handles_add(&live, (uint64_t)(uintptr_t)v[k]);
+        free(v);
+    }
+    drop = calloc(s->own[OM_H_NODE].n + 1, sizeof(*drop));
+    for (size_t i = 0; drop && i < s->own[OM_H_NODE].n; i++)
+        if (!om_handles_has(&live, s->own[OM_H_NODE].v[i]))
+            drop[ndrop++] = s->own[OM_H_NODE].v[i];
+    for (size_t i = 0; i < ndrop; i++)
+        om_own_drop(s, OM_H_NODE, drop[i]);
+    free(drop);
+    om_handles_free(&live);
+}
+
+/* The session's end: captures still open are ended (a capturing stream cannot be waited for
+ * or destroyed cleanly) and their graphs destroyed. */
+void om_graphs_release(struct session *s)
+{
+    CUresult (*end)(CUstream, CUgraph *) = REAL(cuStreamEndCapture);
+    CUresult (*destroy)(CUgraph) = REAL(cuGraphDestroy);
+
+    if (!s->captures || !end || !destroy)
+        return;
+    for (size_t i = 0; i <= s->own[OM_H_STREAM].n; i++) {
+        CUstream st = i < s->own[OM_H_STREAM].n ? (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]
+                                                : s->default_stream;
+        CUgraph g = NULL;
+        if (st && om_stream_capturing(s, st) && end(st, &g) == CUDA_SUCCESS && g &&
+            !om_handles_has(&s->own[OM_H_GRAPH], (uint64_t)(uintptr_t)g))
+            destroy(g); /* (one captured into a graph of the client's goes with the others) */
+    }
+    s->captures = 0;
+}
+
 CUresult om_x_cuStreamEndCapture(struct call *c)
 {
     uint64_t sh = om_get_u64(&c->in);
@@ -483,6 +534,8 @@ CUresult om_x_cuStreamEndCapture(struct call *c)
     rc = ((CUresult(*)(CUstream, CUgraph *))REAL(cuStreamEndCapture))(st, &g);
     if (was && !om_stream_capturing(c->s, st))
         c->s->captures--;
+    if (was && rc != CUDA_SUCCESS)
+        prune_nodes(c->s);
     if (rc == CUDA_SUCCESS && g) {
         if ((rc = om_own_add(c, OM_H_GRAPH, (uint64_t)(uintptr_t)g)) != CUDA_SUCCESS)
             return rc;
