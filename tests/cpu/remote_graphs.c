@@ -122,6 +122,9 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_
 CUresult cuGraphMemcpyNodeSetParams(CUgraphNode, const M3D *);
 CUresult cuGraphMemcpyNodeGetParams(CUgraphNode, M3D *);
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const M3D *, CUcontext);
+CUresult cuGraphKernelNodeGetAttribute(CUgraphNode, int, void *);
+CUresult cuGraphKernelNodeSetAttribute(CUgraphNode, int, const void *);
+CUresult cuGraphGetEdges_v2(CUgraph, CUgraphNode *, CUgraphNode *, void *, size_t *);
 CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, GIP *);
 CUresult cuGraphDebugDotPrint(CUgraph, const char *, unsigned);
 CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
@@ -234,6 +237,17 @@ static void build(void)
     EXPECT(n == 1 && nodes[0] == mset);
     OK(cuGraphNodeGetType(kern, &type));
     EXPECT(type == 0);
+    unsigned char attr[64] = {0}, attr_back[64] = {1};
+    attr[0] = 3; /* priority 3 */
+    OK(cuGraphKernelNodeSetAttribute(kern, 8, attr));
+    OK(cuGraphKernelNodeGetAttribute(kern, 8, attr_back));
+    EXPECT(!memcmp(attr, attr_back, sizeof(attr)));
+    EXPECT(cuGraphKernelNodeSetAttribute(kern, 7, attr) == 801); /* holds an event */
+    unsigned char edata[8 * 8];
+    memset(edata, 0xff, sizeof(edata));
+    n = 8;
+    OK(cuGraphGetEdges_v2(g, nodes, to, edata, &n));
+    EXPECT(n == 3 && edata[0] == 0 && edata[23] == 0 && edata[24] == 0xff);
     OK(cuGraphNodeGetType(mset, &type));
     EXPECT(type == 2);
     OK(cuGraphRemoveDependencies(g, &mset, &rec, 1));

@@ -1094,6 +1094,21 @@ static CUresult w_cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode n,
                                                                                          ctx);
 }
 
+static CUresult w_cuGraphKernelNodeGetAttribute(CUgraphNode n, int id, void *v)
+{
+    ENTER(cuGraphKernelNodeGetAttribute);
+    check(K_NODE, H(n), 1);
+    return ORIG(cuGraphKernelNodeGetAttribute, CUresult(*)(CUgraphNode, int, void *))(n, id, v);
+}
+
+static CUresult w_cuGraphKernelNodeSetAttribute(CUgraphNode n, int id, const void *v)
+{
+    ENTER(cuGraphKernelNodeSetAttribute);
+    check(K_NODE, H(n), 1);
+    return ORIG(cuGraphKernelNodeSetAttribute, CUresult(*)(CUgraphNode, int, const void *))(n, id,
+                                                                                            v);
+}
+
 /* CUDA_GRAPH_INSTANTIATE_PARAMS */
 struct instantiate_params {
     uint64_t flags;
@@ -1255,6 +1270,8 @@ static const struct {
     W(cuStreamGetCaptureInfo_v3),
     W(cuStreamUpdateCaptureDependencies),
     W(cuGraphInstantiateWithParams),
+    W(cuGraphKernelNodeGetAttribute),
+    W(cuGraphKernelNodeSetAttribute),
     W(cuGraphAddMemcpyNode),
     W(cuGraphMemcpyNodeGetParams),
     W(cuGraphMemcpyNodeSetParams),

@@ -708,3 +708,74 @@ CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
         return rc;
     return om_rcall(OM_IDX_cuGraphExecMemcpyNodeSetParams, &req, NULL, 0, NULL);
 }
+
+/* ------------------------------------------------------------------ edge data, attributes */
+
+/* The _v2 lists through the first versions: every edge they answer is a default one (the
+ * driver refuses the first versions, CUDA_ERROR_LOSSY_QUERY, when a graph has others). */
+static CUresult plain_edges(CUresult rc, CUgraphEdgeData *edges, const CUgraphNode *nodes,
+                            const size_t *n)
+{
+    if (rc == CUDA_SUCCESS && edges && nodes && n)
+        memset(edges, 0, *n * sizeof(*edges));
+    return rc;
+}
+
+CUresult om_r_cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to,
+                                 CUgraphEdgeData *edges, size_t *n)
+{
+    if (edges && !from)
+        return CUDA_ERROR_INVALID_VALUE;
+    return plain_edges(om_r_cuGraphGetEdges(g, from, to, n), edges, from, n);
+}
+
+CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode *deps,
+                                            CUgraphEdgeData *edges, size_t *n)
+{
+    if (edges && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    return plain_edges(om_r_cuGraphNodeGetDependencies(node, deps, n), edges, deps, n);
+}
+
+CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *deps,
+                                              CUgraphEdgeData *edges, size_t *n)
+{
+    if (edges && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    return plain_edges(om_r_cuGraphNodeGetDependentNodes(node, deps, n), edges, deps, n);
+}
+
+#define ATTR_VALUE_BYTES 64 /* CUkernelNodeAttrValue */
+
+CUresult om_r_cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
+                                            CUkernelNodeAttrValue *value)
+{
+    uint8_t v[ATTR_VALUE_BYTES];
+    uint32_t got = 0;
+    CUresult rc;
+    REQ(req, 16);
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuGraphKernelNodeGetAttribute, &req, v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        memcpy((void *)value, v, sizeof(v));
+    return rc;
+}
+
+CUresult om_r_cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
+                                            const CUkernelNodeAttrValue *value)
+{
+    REQ(req, 16 + ATTR_VALUE_BYTES);
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    om_put_bytes(&req, (const void *)value, ATTR_VALUE_BYTES);
+    return om_rcall(OM_IDX_cuGraphKernelNodeSetAttribute, &req, NULL, 0, NULL);
+}

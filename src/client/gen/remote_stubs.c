@@ -1114,6 +1114,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
     om_remote_set(OM_IDX_cuGraphGetEdges, (void *)om_r_cuGraphGetEdges);
+    om_remote_set(OM_IDX_cuGraphGetEdges_v2, (void *)om_r_cuGraphGetEdges_v2);
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);
     om_remote_set(OM_IDX_cuGraphGetRootNodes, (void *)om_r_cuGraphGetRootNodes);
     om_remote_set(OM_IDX_cuGraphInstantiate, (void *)om_r_cuGraphInstantiate);
@@ -1122,6 +1123,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphLaunch, (void *)om_r_cuGraphLaunch);
@@ -1132,7 +1135,9 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)r_cuGraphNodeFindInClone);
     om_remote_set(OM_IDX_cuGraphNodeGetDependencies, (void *)om_r_cuGraphNodeGetDependencies);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependencies_v2, (void *)om_r_cuGraphNodeGetDependencies_v2);
     om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes, (void *)om_r_cuGraphNodeGetDependentNodes);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes_v2, (void *)om_r_cuGraphNodeGetDependentNodes_v2);
     om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
     om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
     om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);

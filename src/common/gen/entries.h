@@ -190,7 +190,7 @@
     X(180, cuGraphExternalSemaphoresWaitNodeGetParams, UNSUPPORTED) \
     X(181, cuGraphExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
     X(182, cuGraphGetEdges, REMOTE) \
-    X(183, cuGraphGetEdges_v2, UNSUPPORTED) \
+    X(183, cuGraphGetEdges_v2, REMOTE) \
     X(184, cuGraphGetNodes, REMOTE) \
     X(185, cuGraphGetRootNodes, REMOTE) \
     X(186, cuGraphHostNodeGetParams, UNSUPPORTED) \
@@ -201,10 +201,10 @@
     X(191, cuGraphInstantiateWithParams_ptsz, REMOTE) \
     X(192, cuGraphInstantiate_v2, REMOTE) \
     X(193, cuGraphKernelNodeCopyAttributes, REMOTE) \
-    X(194, cuGraphKernelNodeGetAttribute, UNSUPPORTED) \
+    X(194, cuGraphKernelNodeGetAttribute, REMOTE) \
     X(195, cuGraphKernelNodeGetParams, UNSUPPORTED) \
     X(196, cuGraphKernelNodeGetParams_v2, UNSUPPORTED) \
-    X(197, cuGraphKernelNodeSetAttribute, UNSUPPORTED) \
+    X(197, cuGraphKernelNodeSetAttribute, REMOTE) \
     X(198, cuGraphKernelNodeSetParams, REMOTE) \
     X(199, cuGraphKernelNodeSetParams_v2, REMOTE) \
     X(200, cuGraphLaunch, REMOTE) \
@@ -217,9 +217,9 @@
     X(207, cuGraphMemsetNodeSetParams, REMOTE) \
     X(208, cuGraphNodeFindInClone, REMOTE) \
     X(209, cuGraphNodeGetDependencies, REMOTE) \
-    X(210, cuGraphNodeGetDependencies_v2, UNSUPPORTED) \
+    X(210, cuGraphNodeGetDependencies_v2, REMOTE) \
     X(211, cuGraphNodeGetDependentNodes, REMOTE) \
-    X(212, cuGraphNodeGetDependentNodes_v2, UNSUPPORTED) \
+    X(212, cuGraphNodeGetDependentNodes_v2, REMOTE) \
     X(213, cuGraphNodeGetEnabled, REMOTE) \
     X(214, cuGraphNodeGetType, REMOTE) \
     X(215, cuGraphNodeSetEnabled, REMOTE) \

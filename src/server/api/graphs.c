@@ -837,3 +837,67 @@ CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c)
         cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
                                          &m, server_context());
 }
+
+/* ------------------------------------------------------------------ kernel node attributes */
+
+#define ATTR_VALUE_BYTES 64 /* CUkernelNodeAttrValue (CUlaunchAttributeValue) */
+
+/* Attributes whose values hold no handle (events, device-side nodes): they travel as bytes;
+ * the others would need translating (as for launches, src/server/api/launch.c). */
+static bool node_attribute_allowed(uint64_t id)
+{
+    switch (id) {
+    case 1:  /* access policy window: a device address, a cache hint */
+    case 2:  /* cooperative */
+    case 3:  /* synchronization policy */
+    case 4:  /* cluster dimension */
+    case 5:  /* cluster scheduling policy */
+    case 6:  /* programmatic stream serialization */
+    case 8:  /* priority */
+    case 9:  /* memory sync domain map */
+    case 10: /* memory sync domain */
+    case 11: /* preferred cluster dimension */
+    case 14: /* preferred shared memory carveout */ return true;
+    default: return false;
+    }
+}
+
+CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    uint8_t v[ATTR_VALUE_BYTES] = {0};
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!node_attribute_allowed(attr))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    rc = ((CUresult(*)(CUgraphNode, int, void *))REAL(cuGraphKernelNodeGetAttribute))(
+        (CUgraphNode)(uintptr_t)node, (int)attr, v);
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(&c->out, v, sizeof(v));
+    return rc;
+}
+
+CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    const void *b = om_get_bytes(&c->in, ATTR_VALUE_BYTES);
+    uint8_t v[ATTR_VALUE_BYTES];
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!node_attribute_allowed(attr)) {
+        client_err(c->s, "client %d: kernel node attribute %d is not supported", (int)c->s->pid,
+                   (int)attr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    memcpy(v, b, sizeof(v));
+    return ((CUresult(*)(CUgraphNode, int, const void *))REAL(cuGraphKernelNodeSetAttribute))(
+        (CUgraphNode)(uintptr_t)node, (int)attr, v);
+}

@@ -28,6 +28,8 @@ CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c); /* graphs */
+CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphLaunch(struct call *c); /* graphs */
 CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c); /* graphs */

@@ -73,6 +73,7 @@ struct fnode {
     struct fnode *deps[MAX_DEPS];
     int ndeps;
     struct fnode *cloned_from;
+    unsigned char attrs[16][64]; /* kernel node attributes, by id */
 };
 struct fgraph {
     int live;
@@ -1053,5 +1054,23 @@ EXPORT int cuGraphExecMemcpyNodeSetParams(void *e, void *h, const struct memcpy3
     if (!n || n->type != MEMCPY || !valid_copy(p) || !ctx)
         return INVALID_VALUE;
     n->c = *p;
+    return OK;
+}
+
+EXPORT int cuGraphKernelNodeGetAttribute(void *h, int id, void *v)
+{
+    struct fnode *n = node_of(h);
+    if (!n || n->type != KERNEL || id < 0 || id >= 16 || !v)
+        return INVALID_VALUE;
+    memcpy(v, n->attrs[id], 64);
+    return OK;
+}
+
+EXPORT int cuGraphKernelNodeSetAttribute(void *h, int id, const void *v)
+{
+    struct fnode *n = node_of(h);
+    if (!n || n->type != KERNEL || id < 0 || id >= 16 || !v)
+        return INVALID_VALUE;
+    memcpy(n->attrs[id], v, 64);
     return OK;
 }
