@@ -630,8 +630,9 @@ static bool kernel_node_faults(const struct kernel_node_params *p)
 {
     if (!p)
         return false;
-    check(K_KERNEL, H(p->func), 1);
-    return kernel_faults(p->func, p->extra);
+    CUfunction f = p->func ? p->func : (CUfunction)p->kern;
+    check(K_KERNEL, H(f), 1);
+    return kernel_faults(f, p->extra);
 }
 
 static void check_memset_node(const CUDA_MEMSET_NODE_PARAMS *p)

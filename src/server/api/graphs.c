@@ -218,6 +218,14 @@ static CUresult read_deps(struct call *c, CUgraphNode *deps, uint64_t *n)
  * out as the kernel's parameters, to the end of the request. They reach the driver through
  * `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER), from which it copies them into the node.
  */
+/* The context a node runs in: the server's (the client's CUcontext is a token). */
+static CUcontext server_context(void)
+{
+    CUcontext ctx = NULL;
+    ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
+    return ctx;
+}
+
 struct kernel_node {
     CUDA_KERNEL_NODE_PARAMS p;
     void *extra[5];
@@ -248,7 +256,10 @@ static CUresult read_kernel_params(struct call *c, struct kernel_node *k)
     k->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     k->extra[3] = &k->size;
     k->extra[4] = CU_LAUNCH_PARAM_END;
-    k->p.func = (CUfunction)(uintptr_t)f;
+    /* The server's kernels are CUkernel handles (cuLibraryGetKernel): `kern`, in this context. */
+    k->p.func = NULL;
+    k->p.kern = (CUkernel)(uintptr_t)f;
+    k->p.ctx = server_context();
     k->p.gridDimX = (unsigned)g;
     k->p.gridDimY = (unsigned)(g >> 32);
     k->p.gridDimZ = (unsigned)m;
@@ -313,14 +324,6 @@ CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c)
     return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
         cuGraphExecKernelNodeSetParams_v2))((CUgraphExec)(uintptr_t)exec,
                                             (CUgraphNode)(uintptr_t)node, &k.p);
-}
-
-/* The context a memset node runs in: the server's (the client's CUcontext is its own). */
-static CUcontext server_context(void)
-{
-    CUcontext ctx = NULL;
-    ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
-    return ctx;
 }
 
 static CUresult read_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)

@@ -219,8 +219,10 @@ static int set_kernel(struct fnode *n, const struct kernel_params *p)
     size_t len = 0;
     char hex[2 * 4096 + 64];
 
-    if (!p || !p->func)
-        return INVALID_VALUE;
+    void *f = p ? (p->func ? p->func : p->kern) : NULL;
+
+    if (!f || (!p->func && !p->ctx))
+        return INVALID_VALUE; /* a kernel (not a function) runs in the context given */
     if (p->params)
         return NOT_SUPPORTED; /* the server never passes kernelParams */
     for (int i = 0; p->extra && p->extra[i]; i += 2) {
@@ -232,10 +234,11 @@ static int set_kernel(struct fnode *n, const struct kernel_params *p)
     if (len > sizeof(n->args) || (len && !args))
         return INVALID_VALUE;
     n->k = *p;
+    n->k.func = f;
     n->k.extra = NULL;
     memcpy(n->args, args, len);
     n->len = len;
-    snprintf(hex, sizeof(hex), "%s ", fake_kernel_name(p->func));
+    snprintf(hex, sizeof(hex), "%s ", fake_kernel_name(f));
     for (size_t i = 0; i < len; i++)
         snprintf(hex + strlen(hex), 3, "%02x", n->args[i]);
     glog("kernelnode%s %s", "", hex);
