@@ -478,6 +478,8 @@ CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *statu
         return CUDA_ERROR_UNKNOWN;
     memcpy(capture_deps, reply + 4, n * sizeof(CUgraphNode));
     memcpy(capture_edges, reply + 4 + n, n * sizeof(CUgraphEdgeData));
+    if (!edges && !edges_plain(capture_edges, (size_t)n))
+        return 214; /* CUDA_ERROR_LOSSY_QUERY: edges other than the default, not asked for */
     *status = (CUstreamCaptureStatus)reply[0];
     if (id)
         *id = reply[1];
