@@ -303,6 +303,60 @@ typedef struct {
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH 6
 #define CU_MEMPOOL_ATTR_USED_MEM_HIGH 8
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+/* Graphs and stream capture (api/remote/graphs.tsv). */
+typedef uint64_t cuuint64_t;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
+/* CUDA_KERNEL_NODE_PARAMS_v1 (56 bytes) and _v2 (= CUDA_KERNEL_NODE_PARAMS, 72 bytes). */
+typedef struct {
+    CUfunction func;
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+} CUDA_KERNEL_NODE_PARAMS_v1;
+typedef struct {
+    CUfunction func;
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+    CUkernel kern;
+    CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS;
+/* CUDA_MEMSET_NODE_PARAMS (40 bytes). */
+typedef struct {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned int value, elementSize;
+    size_t width, height;
+} CUDA_MEMSET_NODE_PARAMS;
+/* CUgraphEdgeData (8 bytes): ports, type, reserved. */
+typedef struct {
+    unsigned char from_port, to_port, type, reserved[5];
+} CUgraphEdgeData;
+/* CUgraphExecUpdateResultInfo (24 bytes). */
+typedef struct {
+    int result;
+    CUgraphNode errorNode;
+    CUgraphNode errorFromNode;
+} CUgraphExecUpdateResultInfo;
+/* CUDA_GRAPH_INSTANTIATE_PARAMS (32 bytes). */
+typedef struct {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    int result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+_Static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32, "CUDA_GRAPH_INSTANTIATE_PARAMS");
+_Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v1) == 56, "CUDA_KERNEL_NODE_PARAMS_v1");
+_Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == 72, "CUDA_KERNEL_NODE_PARAMS");
+_Static_assert(sizeof(CUDA_MEMSET_NODE_PARAMS) == 40, "CUDA_MEMSET_NODE_PARAMS");
+_Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData");
+_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == 24, "CUgraphExecUpdateResultInfo");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

@@ -55,6 +55,11 @@ int om_ctx_created_device(CUcontext ctx);
 bool om_ctx_created_flags(CUcontext ctx, unsigned *flags);
 bool om_ctx_created_id(CUcontext ctx, unsigned long long *id);
 
+/* remote_ctx.c: the argument bytes of kernel f from kernelParams (packed into out, cap bytes)
+ * or extra's buffer: *ret_args, *ret_len (kernel nodes of graphs send them as launches do). */
+CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, size_t cap,
+                        const void **ret_args, size_t *ret_len);
+
 /* remote_api.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);
 

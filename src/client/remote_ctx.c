@@ -560,24 +560,18 @@ static CUresult check_config(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 #define LAUNCH_ATTR_BYTES 72
 #define MAX_LAUNCH_ATTRS 16
 
-static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
-                            void **extra, const void *attrs, unsigned nattrs)
+/* The argument bytes of a launch of f (or a kernel node) laid out as its parameters say, from
+ * kernelParams or from extra's buffer: into out (cap bytes) or, for extra, pointed to. */
+CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, size_t cap,
+                        const void **ret_args, size_t *ret_len)
 {
     const struct layout *l = find_layout((uint64_t)(uintptr_t)f);
-    uint8_t buf[128 + MAX_LAUNCH_ATTRS * LAUNCH_ATTR_BYTES + 32768];
-    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
     const void *args = NULL;
     size_t args_len = 0;
-    uint8_t packed[32768];
+    uint8_t *packed = out;
 
     if (!l)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (nattrs > MAX_LAUNCH_ATTRS || (nattrs && !attrs))
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult cfg = check_config(gx, gy, gz, bx, by, bz, smem);
-    if (cfg != CUDA_SUCCESS)
-        return cfg; /* synchronously, as the driver reports a bad configuration */
     if (extra) {
         for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
             if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
@@ -588,7 +582,7 @@ static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                 return CUDA_ERROR_INVALID_VALUE;
         }
     } else {
-        if (l->total > sizeof(packed))
+        if (l->total > cap)
             return CUDA_ERROR_INVALID_VALUE;
         memset(packed, 0, l->total);
         for (uint32_t i = 0; i < l->nparams; i++) {
@@ -601,6 +595,31 @@ static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     }
     if (args_len > 32768 || (args_len && !args))
         return CUDA_ERROR_INVALID_VALUE;
+    *ret_args = args;
+    *ret_len = args_len;
+    return CUDA_SUCCESS;
+}
+
+static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                            void **extra, const void *attrs, unsigned nattrs)
+{
+    uint8_t buf[128 + MAX_LAUNCH_ATTRS * LAUNCH_ATTR_BYTES + 32768];
+    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
+    const void *args = NULL;
+    size_t args_len = 0;
+    uint8_t packed[32768];
+
+    if (!find_layout((uint64_t)(uintptr_t)f))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (nattrs > MAX_LAUNCH_ATTRS || (nattrs && !attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult cfg = check_config(gx, gy, gz, bx, by, bz, smem);
+    if (cfg != CUDA_SUCCESS)
+        return cfg; /* synchronously, as the driver reports a bad configuration */
+    cfg = om_kernel_args(f, params, extra, packed, sizeof(packed), &args, &args_len);
+    if (cfg != CUDA_SUCCESS)
+        return cfg;
     CUresult rc = om_managed_push(s);
     if (rc != CUDA_SUCCESS)
         return rc;

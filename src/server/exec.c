@@ -78,8 +78,11 @@ static CUevent sync_event(struct session *s, CUstream st, CUresult *rc)
 static CUresult order_after(struct session *s, CUstream later, CUstream first, bool enqueue)
 {
     CUresult rc = CUDA_SUCCESS;
-    CUevent ev = sync_event(s, first, &rc);
+    CUevent ev;
 
+    if (om_stream_capturing(s, later) || om_stream_capturing(s, first))
+        return CUDA_SUCCESS; /* a record or wait would join or break the capture */
+    ev = sync_event(s, first, &rc);
     if (!ev)
         return rc;
     if (enqueue)
@@ -125,7 +128,7 @@ CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *r
             }
         }
         st = s->default_stream;
-        if (enqueue)
+        if (enqueue && !om_stream_capturing(s, st))
             om_sched_before(s, st);
         for (size_t i = 0; i < s->blocking.n && *rc == CUDA_SUCCESS; i++)
             *rc = order_after(s, st, (CUstream)(uintptr_t)s->blocking.v[i], enqueue);
@@ -136,8 +139,8 @@ CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *r
         return NULL;
     }
     st = (CUstream)(uintptr_t)h;
-    if (enqueue)
-        om_sched_before(s, st);
+    if (enqueue && !om_stream_capturing(s, st))
+        om_sched_before(s, st); /* its stream query would invalidate a capture */
     if (s->default_stream && om_handles_has(&s->blocking, h))
         *rc = order_after(s, st, s->default_stream, enqueue);
     return *rc == CUDA_SUCCESS ? st : NULL;

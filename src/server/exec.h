@@ -76,5 +76,12 @@ void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d); /* arrays */
+/* api/graphs.c: the checks the graph family's rows name (every node handle the client's; a
+ * memset node's range within its memory), and whether a stream of a session that began a
+ * capture is capturing now (exec.c then adds no hidden ordering or scheduling hold to it:
+ * they would join other streams into the capture or invalidate it). */
+CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
+CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p);
+bool om_stream_capturing(struct session *s, CUstream st);
 
 #endif

@@ -64,8 +64,16 @@ bool om_idle_now(void)
     bool idle = query != NULL;
 
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nstreams && idle; i++)
-        idle = query(streams[i]) == CUDA_SUCCESS;
+    CUresult (*capturing)(CUstream, int *) = (CUresult(*)(CUstream, int *))R(cuStreamIsCapturing);
+    for (size_t i = 0; i < nstreams && idle; i++) {
+        int status = 0;
+        /* A query of a capturing stream would invalidate its capture: such a stream counts
+         * as busy. */
+        if (capturing && capturing(streams[i], &status) == CUDA_SUCCESS && status != 0)
+            idle = false;
+        else
+            idle = query(streams[i]) == CUDA_SUCCESS;
+    }
     pthread_mutex_unlock(&lock);
     return idle;
 }

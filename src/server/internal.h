@@ -134,6 +134,7 @@ struct session {
     size_t output_len, output_cap;
     uint64_t output_dropped;
     uint8_t launch_args[32768];
+    unsigned captures;    /* stream captures it began and has not ended (api/graphs.c) */
     CUresult async_error; /* the first error of a posted call, for the next sync */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
@@ -178,6 +179,9 @@ void om_output_bind(struct session *s); /* the calling thread's session (NULL: n
 bool om_output_pending(const struct session *s);
 size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
 void om_output_free(struct session *s);
+/* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
+ * waited for). */
+void om_graphs_release(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */

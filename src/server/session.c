@@ -238,6 +238,7 @@ static bool memory_gone(pid_t pid)
 
 static void release_gpu_resources(struct session *s)
 {
+    om_graphs_release(s);
     if (s->default_stream || s->own[OM_H_STREAM].n)
         om_exec_sync_client(s);
     om_mempool_session_end(s); /* its pool memory, before the pools go */

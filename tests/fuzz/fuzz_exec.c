@@ -782,6 +782,558 @@ static CUresult w_cuSurfObjectDestroy(CUsurfObject o)
     return ORIG(cuSurfObjectDestroy, CUresult(*)(CUsurfObject))(o);
 }
 
+/* ------------------------------------------------------------------ graphs (fake_graphs.c) */
+
+/* The kernel node parameters exec.c passes (CUDA_KERNEL_NODE_PARAMS). */
+struct kernel_node_params {
+    CUfunction func;
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    void **params, **extra;
+    void *kern, *ctx;
+};
+
+static void check_nodes(const CUgraphNode *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        check(K_H_NODE, H(v[i]), 1);
+}
+
+static void note_nodes(CUresult rc, CUgraphNode *v, const size_t *n)
+{
+    for (size_t i = 0; rc == CUDA_SUCCESS && v && n && i < *n; i++)
+        note(K_H_NODE, H(v[i]), 1, false);
+}
+
+static bool kernel_node_faults(const struct kernel_node_params *p)
+{
+    if (!p)
+        return false;
+    CUfunction f = p->func ? p->func : (CUfunction)p->kern;
+    check(K_KERNEL, H(f), 1);
+    return kernel_faults(f, p->extra);
+}
+
+static void check_memset_node(const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    if (p && p->width <= UINT64_MAX / (p->elementSize ? p->elementSize : 1))
+        check(K_DEVICE, p->dst, extent(p->pitch, (uint64_t)p->width * p->elementSize, p->height));
+    else if (p)
+        check(K_DEVICE, p->dst, UINT64_MAX);
+}
+
+static CUresult w_cuGraphCreate(CUgraph *g, unsigned f)
+{
+    CUresult rc;
+    ENTER(cuGraphCreate);
+    rc = ORIG(cuGraphCreate, CUresult(*)(CUgraph *, unsigned))(g, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_GRAPH, H(*g), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphClone(CUgraph *g, CUgraph o)
+{
+    CUresult rc;
+    ENTER(cuGraphClone);
+    check(K_H_GRAPH, H(o), 1);
+    rc = ORIG(cuGraphClone, CUresult(*)(CUgraph *, CUgraph))(g, o);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_GRAPH, H(*g), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphDestroy(CUgraph g)
+{
+    ENTER(cuGraphDestroy);
+    check(K_H_GRAPH, H(g), 1);
+    forget(K_H_GRAPH, H(g));
+    return ORIG(cuGraphDestroy, CUresult(*)(CUgraph))(g);
+}
+
+static CUresult w_cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f)
+{
+    CUresult rc;
+    ENTER(cuGraphInstantiateWithFlags);
+    check(K_H_GRAPH, H(g), 1);
+    rc = ORIG(cuGraphInstantiateWithFlags,
+              CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))(e, g, f);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_EXEC, H(*e), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphExecDestroy(CUgraphExec e)
+{
+    ENTER(cuGraphExecDestroy);
+    check(K_H_EXEC, H(e), 1);
+    forget(K_H_EXEC, H(e));
+    return ORIG(cuGraphExecDestroy, CUresult(*)(CUgraphExec))(e);
+}
+
+static CUresult w_cuGraphDestroyNode(CUgraphNode n)
+{
+    ENTER(cuGraphDestroyNode);
+    check(K_H_NODE, H(n), 1);
+    forget(K_H_NODE, H(n));
+    return ORIG(cuGraphDestroyNode, CUresult(*)(CUgraphNode))(n);
+}
+
+#define NEW_NODE(sym, extra_t, check_extra)                                                        \
+    static CUresult w_##sym(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, extra_t x) \
+    {                                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(sym);                                                                                \
+        check(K_H_GRAPH, H(g), 1);                                                                 \
+        check_nodes(d, nd);                                                                        \
+        check_extra;                                                                               \
+        rc = ORIG(sym, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, extra_t))( \
+            n, g, d, nd, x);                                                                       \
+        if (rc == CUDA_SUCCESS)                                                                    \
+            note(K_H_NODE, H(*n), 1, false);                                                       \
+        return rc;                                                                                 \
+    }
+NEW_NODE(cuGraphAddEventRecordNode, CUevent, check(K_EVENT, H(x), 1))
+NEW_NODE(cuGraphAddEventWaitNode, CUevent, check(K_EVENT, H(x), 1))
+NEW_NODE(cuGraphAddChildGraphNode, CUgraph, check(K_H_GRAPH, H(x), 1))
+
+static CUresult w_cuGraphAddEmptyNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd)
+{
+    CUresult rc;
+    ENTER(cuGraphAddEmptyNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    rc = ORIG(cuGraphAddEmptyNode,
+              CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t))(n, g, d, nd);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphAddKernelNode_v2(CUgraphNode *n, CUgraph g, const CUgraphNode *d,
+                                          size_t nd, const struct kernel_node_params *p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddKernelNode_v2);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    if (kernel_node_faults(p))
+        return CUDA_ERROR_ILLEGAL_ADDRESS; /* its launches would write outside the client's */
+    rc = ORIG(cuGraphAddKernelNode_v2,
+              CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                          const struct kernel_node_params *))(n, g, d, nd, p);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphAddMemsetNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                       const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemsetNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    check_memset_node(p);
+    rc = ORIG(cuGraphAddMemsetNode,
+              CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                          const CUDA_MEMSET_NODE_PARAMS *, CUcontext))(n, g, d, nd, p, ctx);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+#define EDGES(sym)                                                                                 \
+    static CUresult w_##sym(CUgraph g, const CUgraphNode *f, const CUgraphNode *t, size_t n)       \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_H_GRAPH, H(g), 1);                                                                 \
+        check_nodes(f, n);                                                                         \
+        check_nodes(t, n);                                                                         \
+        return ORIG(sym, CUresult(*)(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))(  \
+            g, f, t, n);                                                                           \
+    }
+EDGES(cuGraphAddDependencies)
+EDGES(cuGraphRemoveDependencies)
+
+/* Lists of nodes of the caller's graph (or node): what they answer becomes the caller's. */
+#define LIST(sym, kind, T)                                                                         \
+    static CUresult w_##sym(T h, CUgraphNode *v, size_t *n)                                        \
+    {                                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(sym);                                                                                \
+        check(kind, H(h), 1);                                                                      \
+        rc = ORIG(sym, CUresult(*)(T, CUgraphNode *, size_t *))(h, v, n);                          \
+        note_nodes(rc, v, n);                                                                      \
+        return rc;                                                                                 \
+    }
+LIST(cuGraphGetNodes, K_H_GRAPH, CUgraph)
+LIST(cuGraphGetRootNodes, K_H_GRAPH, CUgraph)
+LIST(cuGraphNodeGetDependencies, K_H_NODE, CUgraphNode)
+LIST(cuGraphNodeGetDependentNodes, K_H_NODE, CUgraphNode)
+
+static CUresult w_cuGraphGetEdges(CUgraph g, CUgraphNode *f, CUgraphNode *t, size_t *n)
+{
+    CUresult rc;
+    ENTER(cuGraphGetEdges);
+    check(K_H_GRAPH, H(g), 1);
+    rc = ORIG(cuGraphGetEdges, CUresult(*)(CUgraph, CUgraphNode *, CUgraphNode *, size_t *))(g, f,
+                                                                                             t, n);
+    note_nodes(rc, f, n);
+    note_nodes(rc, t, n);
+    return rc;
+}
+
+static CUresult w_cuGraphNodeFindInClone(CUgraphNode *n, CUgraphNode o, CUgraph g)
+{
+    CUresult rc;
+    ENTER(cuGraphNodeFindInClone);
+    check(K_H_NODE, H(o), 1);
+    check(K_H_GRAPH, H(g), 1);
+    rc = ORIG(cuGraphNodeFindInClone, CUresult(*)(CUgraphNode *, CUgraphNode, CUgraph))(n, o, g);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphNodeGetType(CUgraphNode n, int *t)
+{
+    ENTER(cuGraphNodeGetType);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphNodeGetType, CUresult(*)(CUgraphNode, int *))(n, t);
+}
+
+static CUresult w_cuGraphKernelNodeCopyAttributes(CUgraphNode a, CUgraphNode b)
+{
+    ENTER(cuGraphKernelNodeCopyAttributes);
+    check(K_H_NODE, H(a), 1);
+    check(K_H_NODE, H(b), 1);
+    return ORIG(cuGraphKernelNodeCopyAttributes, CUresult(*)(CUgraphNode, CUgraphNode))(a, b);
+}
+
+static CUresult w_cuGraphKernelNodeSetParams_v2(CUgraphNode n, const struct kernel_node_params *p)
+{
+    ENTER(cuGraphKernelNodeSetParams_v2);
+    check(K_H_NODE, H(n), 1);
+    if (kernel_node_faults(p))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return ORIG(cuGraphKernelNodeSetParams_v2,
+                CUresult(*)(CUgraphNode, const struct kernel_node_params *))(n, p);
+}
+
+static CUresult w_cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
+                                                    const struct kernel_node_params *p)
+{
+    ENTER(cuGraphExecKernelNodeSetParams_v2);
+    check(K_H_EXEC, H(e), 1);
+    check(K_H_NODE, H(n), 1);
+    if (kernel_node_faults(p))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return ORIG(cuGraphExecKernelNodeSetParams_v2,
+                CUresult(*)(CUgraphExec, CUgraphNode, const struct kernel_node_params *))(e, n, p);
+}
+
+static CUresult w_cuGraphMemsetNodeGetParams(CUgraphNode n, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    ENTER(cuGraphMemsetNodeGetParams);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphMemsetNodeGetParams, CUresult(*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))(n,
+                                                                                                 p);
+}
+
+static CUresult w_cuGraphMemsetNodeSetParams(CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    ENTER(cuGraphMemsetNodeSetParams);
+    check(K_H_NODE, H(n), 1);
+    check_memset_node(p);
+    return ORIG(cuGraphMemsetNodeSetParams,
+                CUresult(*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))(n, p);
+}
+
+static CUresult w_cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                                 const CUDA_MEMSET_NODE_PARAMS *p, CUcontext c)
+{
+    ENTER(cuGraphExecMemsetNodeSetParams);
+    check(K_H_EXEC, H(e), 1);
+    check(K_H_NODE, H(n), 1);
+    check_memset_node(p);
+    return ORIG(cuGraphExecMemsetNodeSetParams,
+                CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))(
+        e, n, p, c);
+}
+
+static CUresult w_cuGraphEventRecordNodeGetEvent(CUgraphNode n, CUevent *e)
+{
+    ENTER(cuGraphEventRecordNodeGetEvent);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphEventRecordNodeGetEvent, CUresult(*)(CUgraphNode, CUevent *))(n, e);
+}
+
+static CUresult w_cuGraphEventWaitNodeGetEvent(CUgraphNode n, CUevent *e)
+{
+    ENTER(cuGraphEventWaitNodeGetEvent);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphEventWaitNodeGetEvent, CUresult(*)(CUgraphNode, CUevent *))(n, e);
+}
+
+#define SET_EVENT(sym)                                                                             \
+    static CUresult w_##sym(CUgraphNode n, CUevent e)                                              \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        check(K_EVENT, H(e), 1);                                                                   \
+        return ORIG(sym, CUresult(*)(CUgraphNode, CUevent))(n, e);                                 \
+    }
+SET_EVENT(cuGraphEventRecordNodeSetEvent)
+SET_EVENT(cuGraphEventWaitNodeSetEvent)
+
+#define EXEC_NODE(sym, T, kind)                                                                    \
+    static CUresult w_##sym(CUgraphExec x, CUgraphNode n, T v)                                     \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_H_EXEC, H(x), 1);                                                                  \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        if ((kind) >= 0)                                                                           \
+            check(kind, (uint64_t)(uintptr_t)v, 1);                                                \
+        return ORIG(sym, CUresult(*)(CUgraphExec, CUgraphNode, T))(x, n, v);                       \
+    }
+EXEC_NODE(cuGraphExecEventRecordNodeSetEvent, CUevent, K_EVENT)
+EXEC_NODE(cuGraphExecEventWaitNodeSetEvent, CUevent, K_EVENT)
+EXEC_NODE(cuGraphExecChildGraphNodeSetParams, CUgraph, K_H_GRAPH)
+EXEC_NODE(cuGraphNodeSetEnabled, unsigned, -1)
+EXEC_NODE(cuGraphNodeGetEnabled, unsigned *, -1)
+
+static CUresult w_cuGraphExecGetFlags(CUgraphExec x, unsigned long long *f)
+{
+    ENTER(cuGraphExecGetFlags);
+    check(K_H_EXEC, H(x), 1);
+    return ORIG(cuGraphExecGetFlags, CUresult(*)(CUgraphExec, unsigned long long *))(x, f);
+}
+
+static CUresult w_cuGraphExecUpdate_v2(CUgraphExec x, CUgraph g, void *info)
+{
+    ENTER(cuGraphExecUpdate_v2);
+    check(K_H_EXEC, H(x), 1);
+    check(K_H_GRAPH, H(g), 1);
+    return ORIG(cuGraphExecUpdate_v2, CUresult(*)(CUgraphExec, CUgraph, void *))(x, g, info);
+}
+
+#define EXEC_STREAM(sym)                                                                           \
+    static CUresult w_##sym(CUgraphExec x, CUstream s)                                             \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_H_EXEC, H(x), 1);                                                                  \
+        check(K_STREAM, H(s), 1);                                                                  \
+        return ORIG(sym, CUresult(*)(CUgraphExec, CUstream))(x, s);                                \
+    }
+EXEC_STREAM(cuGraphLaunch)
+EXEC_STREAM(cuGraphUpload)
+
+static CUresult w_cuStreamBeginCapture_v2(CUstream s, int mode)
+{
+    ENTER(cuStreamBeginCapture_v2);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamBeginCapture_v2, CUresult(*)(CUstream, int))(s, mode);
+}
+
+static CUresult w_cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+    CUresult rc;
+    ENTER(cuStreamEndCapture);
+    check(K_STREAM, H(s), 1);
+    rc = ORIG(cuStreamEndCapture, CUresult(*)(CUstream, CUgraph *))(s, g);
+    if (rc == CUDA_SUCCESS && *g)
+        note(K_H_GRAPH, H(*g), 1, false);
+    return rc;
+}
+
+static CUresult w_cuStreamIsCapturing(CUstream s, int *status)
+{
+    ENTER(cuStreamIsCapturing);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamIsCapturing, CUresult(*)(CUstream, int *))(s, status);
+}
+
+static CUresult w_cuStreamGetCaptureInfo(CUstream s, int *status, uint64_t *id)
+{
+    ENTER(cuStreamGetCaptureInfo);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetCaptureInfo, CUresult(*)(CUstream, int *, uint64_t *))(s, status, id);
+}
+
+static CUresult w_cuStreamGetCaptureInfo_v3(CUstream s, int *status, uint64_t *id, CUgraph *g,
+                                            CUgraphNode **d, const void **e, size_t *n)
+{
+    CUresult rc;
+    ENTER(cuStreamGetCaptureInfo_v3);
+    check(K_STREAM, H(s), 1);
+    rc = ORIG(cuStreamGetCaptureInfo_v3,
+              CUresult(*)(CUstream, int *, uint64_t *, CUgraph *, CUgraphNode **, const void **,
+                          size_t *))(s, status, id, g, d, e, n);
+    if (rc == CUDA_SUCCESS && d)
+        note_nodes(rc, *d, n);
+    return rc;
+}
+
+static CUresult w_cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *d, size_t n,
+                                                    unsigned f)
+{
+    ENTER(cuStreamUpdateCaptureDependencies);
+    check(K_STREAM, H(s), 1);
+    check_nodes(d, n);
+    return ORIG(cuStreamUpdateCaptureDependencies,
+                CUresult(*)(CUstream, CUgraphNode *, size_t, unsigned))(s, d, n, f);
+}
+
+static void check_side3d(int type, uint64_t host, uint64_t dev, uint64_t x, uint64_t y, uint64_t z,
+                         uint64_t pitch, uint64_t height, const CUDA_MEMCPY3D *m)
+{
+    uint64_t base = type == CU_MEMORYTYPE_HOST ? host : dev, first, last;
+
+    if (!m->WidthInBytes || !m->Height || !m->Depth)
+        return;
+    if (__builtin_mul_overflow(z, height, &first) || __builtin_add_overflow(first, y, &first) ||
+        __builtin_mul_overflow(first, pitch, &first) || __builtin_add_overflow(first, x, &first) ||
+        __builtin_add_overflow(z, m->Depth - 1, &last) ||
+        __builtin_mul_overflow(last, height, &last) || __builtin_add_overflow(last, y, &last) ||
+        __builtin_add_overflow(last, m->Height - 1, &last) ||
+        __builtin_mul_overflow(last, pitch, &last) || __builtin_add_overflow(last, x, &last) ||
+        __builtin_add_overflow(last, m->WidthInBytes, &last)) {
+        if (phase == O_FUZZED) {
+            fprintf(stderr, "fuzz_exec: %s received a copy whose extent overflows\n", entry);
+            abort();
+        }
+        return;
+    }
+    if (type == CU_MEMORYTYPE_HOST) {
+        check(K_HOST, base + first, last - first);
+    } else if (type == CU_MEMORYTYPE_DEVICE) {
+        check(K_DEVICE, base + first, last - first);
+    } else if (type == CU_MEMORYTYPE_UNIFIED && phase == O_FUZZED) {
+        for (size_t i = 0; i < nobjs; i++)
+            if ((objs[i].kind == K_DEVICE || objs[i].kind == K_HOST) && objs[i].owner == O_FUZZED &&
+                covers(&objs[i], base + first, last - first))
+                return;
+        blame(K_DEVICE, base + first, last - first);
+    } else if (phase == O_FUZZED) {
+        fprintf(stderr, "fuzz_exec: %s received memory type %d\n", entry, type);
+        abort();
+    }
+}
+
+static void check_copy3d(const CUDA_MEMCPY3D *m)
+{
+    if (!m)
+        return;
+    check_side3d(m->srcMemoryType, H(m->srcHost), m->srcDevice, m->srcXInBytes, m->srcY, m->srcZ,
+                 m->srcPitch, m->srcHeight, m);
+    check_side3d(m->dstMemoryType, H(m->dstHost), m->dstDevice, m->dstXInBytes, m->dstY, m->dstZ,
+                 m->dstPitch, m->dstHeight, m);
+}
+
+static CUresult w_cuGraphAddMemcpyNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                       const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemcpyNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    check_copy3d(p);
+    rc = ORIG(cuGraphAddMemcpyNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                                const CUDA_MEMCPY3D *, CUcontext))(n, g, d, nd, p,
+                                                                                   ctx);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphMemcpyNodeGetParams(CUgraphNode n, CUDA_MEMCPY3D *p)
+{
+    ENTER(cuGraphMemcpyNodeGetParams);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphMemcpyNodeGetParams, CUresult(*)(CUgraphNode, CUDA_MEMCPY3D *))(n, p);
+}
+
+static CUresult w_cuGraphMemcpyNodeSetParams(CUgraphNode n, const CUDA_MEMCPY3D *p)
+{
+    ENTER(cuGraphMemcpyNodeSetParams);
+    check(K_H_NODE, H(n), 1);
+    check_copy3d(p);
+    return ORIG(cuGraphMemcpyNodeSetParams, CUresult(*)(CUgraphNode, const CUDA_MEMCPY3D *))(n, p);
+}
+
+static CUresult w_cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                                 const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    ENTER(cuGraphExecMemcpyNodeSetParams);
+    check(K_H_EXEC, H(e), 1);
+    check(K_H_NODE, H(n), 1);
+    check_copy3d(p);
+    return ORIG(cuGraphExecMemcpyNodeSetParams,
+                CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))(e, n, p,
+                                                                                         ctx);
+}
+
+static CUresult w_cuGraphKernelNodeGetAttribute(CUgraphNode n, int id, void *v)
+{
+    ENTER(cuGraphKernelNodeGetAttribute);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphKernelNodeGetAttribute, CUresult(*)(CUgraphNode, int, void *))(n, id, v);
+}
+
+static CUresult w_cuGraphKernelNodeSetAttribute(CUgraphNode n, int id, const void *v)
+{
+    ENTER(cuGraphKernelNodeSetAttribute);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphKernelNodeSetAttribute, CUresult(*)(CUgraphNode, int, const void *))(n, id,
+                                                                                            v);
+}
+
+/* CUDA_GRAPH_INSTANTIATE_PARAMS */
+struct instantiate_params {
+    uint64_t flags;
+    CUstream upload;
+    CUgraphNode err;
+    int result;
+};
+
+static CUresult w_cuGraphInstantiateWithParams(CUgraphExec *e, CUgraph g,
+                                               struct instantiate_params *p)
+{
+    CUresult rc;
+    ENTER(cuGraphInstantiateWithParams);
+    check(K_H_GRAPH, H(g), 1);
+    if (p && p->upload)
+        check(K_STREAM, H(p->upload), 1);
+    rc = ORIG(cuGraphInstantiateWithParams,
+              CUresult(*)(CUgraphExec *, CUgraph, struct instantiate_params *))(e, g, p);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_EXEC, H(*e), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned flags)
+{
+    ENTER(cuGraphDebugDotPrint);
+    check(K_H_GRAPH, H(g), 1);
+    if (phase == O_FUZZED && strncmp(path, "/proc/self/fd/", 14) != 0) {
+        fprintf(stderr, "fuzz_exec: %s received the path %s\n", entry, path);
+        abort();
+    }
+    return ORIG(cuGraphDebugDotPrint, CUresult(*)(CUgraph, const char *, unsigned))(g, path, flags);
+}
+
+static CUresult w_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *d,
+                                              const void *e, size_t n, int mode)
+{
+    ENTER(cuStreamBeginCaptureToGraph);
+    check(K_STREAM, H(s), 1);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, n);
+    return ORIG(cuStreamBeginCaptureToGraph,
+                CUresult(*)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int))(
+        s, g, d, e, n, mode);
+}
+
 /* Context-wide waits: never for one client (exec.c's rules). */
 static CUresult w_cuCtxSynchronize(void)
 {
@@ -1090,6 +1642,61 @@ static const struct {
     W(cuMemGetAccess),
     W(cuMemRetainAllocationHandle),
     W(cuMemGetAllocationPropertiesFromHandle),
+    W(cuGraphCreate),
+    W(cuGraphClone),
+    W(cuGraphDestroy),
+    W(cuGraphInstantiateWithFlags),
+    W(cuGraphExecDestroy),
+    W(cuGraphDestroyNode),
+    W(cuGraphAddEventRecordNode),
+    W(cuGraphAddEventWaitNode),
+    W(cuGraphAddChildGraphNode),
+    W(cuGraphAddEmptyNode),
+    W(cuGraphAddKernelNode_v2),
+    W(cuGraphAddMemsetNode),
+    W(cuGraphAddDependencies),
+    W(cuGraphRemoveDependencies),
+    W(cuGraphGetNodes),
+    W(cuGraphGetRootNodes),
+    W(cuGraphNodeGetDependencies),
+    W(cuGraphNodeGetDependentNodes),
+    W(cuGraphGetEdges),
+    W(cuGraphNodeFindInClone),
+    W(cuGraphNodeGetType),
+    W(cuGraphKernelNodeCopyAttributes),
+    W(cuGraphKernelNodeSetParams_v2),
+    W(cuGraphExecKernelNodeSetParams_v2),
+    W(cuGraphMemsetNodeGetParams),
+    W(cuGraphMemsetNodeSetParams),
+    W(cuGraphExecMemsetNodeSetParams),
+    W(cuGraphEventRecordNodeGetEvent),
+    W(cuGraphEventWaitNodeGetEvent),
+    W(cuGraphEventRecordNodeSetEvent),
+    W(cuGraphEventWaitNodeSetEvent),
+    W(cuGraphExecEventRecordNodeSetEvent),
+    W(cuGraphExecEventWaitNodeSetEvent),
+    W(cuGraphExecChildGraphNodeSetParams),
+    W(cuGraphNodeSetEnabled),
+    W(cuGraphNodeGetEnabled),
+    W(cuGraphExecGetFlags),
+    W(cuGraphExecUpdate_v2),
+    W(cuGraphLaunch),
+    W(cuGraphUpload),
+    W(cuStreamBeginCapture_v2),
+    W(cuStreamEndCapture),
+    W(cuStreamIsCapturing),
+    W(cuStreamGetCaptureInfo),
+    W(cuStreamGetCaptureInfo_v3),
+    W(cuStreamUpdateCaptureDependencies),
+    W(cuGraphInstantiateWithParams),
+    W(cuGraphKernelNodeGetAttribute),
+    W(cuGraphKernelNodeSetAttribute),
+    W(cuGraphAddMemcpyNode),
+    W(cuGraphMemcpyNodeGetParams),
+    W(cuGraphMemcpyNodeSetParams),
+    W(cuGraphExecMemcpyNodeSetParams),
+    W(cuGraphDebugDotPrint),
+    W(cuStreamBeginCaptureToGraph),
 #undef W
 };
 
@@ -1125,6 +1732,10 @@ static const int handle_free[] = {
     OM_IDX_cuDeviceGetProperties,
     OM_IDX_cuDeviceGetTexture1DLinearMaxWidth,
     OM_IDX_cuDeviceTotalMem,
+    OM_IDX_cuCtxGetCurrent, /* the server's context */
+    OM_IDX_cuDeviceGraphMemTrim,
+    OM_IDX_cuDeviceGetGraphMemAttribute,
+    OM_IDX_cuDeviceSetGraphMemAttribute,
 };
 
 /* Puts the check layer in front of every entry point the double has. An entry it has that is

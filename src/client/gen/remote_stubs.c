@@ -712,6 +712,609 @@ static CUresult r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuDeviceGraphMemTrim(CUdevice device)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(int64_t)device);
+    return om_rcall(OM_IDX_cuDeviceGraphMemTrim, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)(uintptr_t)childGraph);
+    rc = om_rcall(OM_IDX_cuGraphAddChildGraphNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*from) + (size_t)(4096) * sizeof(*to)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !from))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, from, (size_t)(numDependencies) * sizeof(*from));
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, to, (size_t)(numDependencies) * sizeof(*to));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    return om_rcall(OM_IDX_cuGraphAddDependencies, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
+{
+    uint8_t req_buf[32 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    rc = om_rcall(OM_IDX_cuGraphAddEmptyNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    rc = om_rcall(OM_IDX_cuGraphAddEventRecordNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    rc = om_rcall(OM_IDX_cuGraphAddEventWaitNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphClone)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)originalGraph);
+    rc = om_rcall(OM_IDX_cuGraphClone, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphClone = (CUgraph)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)flags);
+    rc = om_rcall(OM_IDX_cuGraphCreate, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraph = (CUgraph)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphDestroyNode(CUgraphNode hNode)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    return om_rcall(OM_IDX_cuGraphDestroyNode, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*event_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!event_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphEventRecordNodeGetEvent, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*event_out));
+        if (v && event_out)
+            memcpy(event_out, v, sizeof(*event_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphEventRecordNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*event_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!event_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphEventWaitNodeGetEvent, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*event_out));
+        if (v && event_out)
+            memcpy(event_out, v, sizeof(*event_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphEventWaitNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)childGraph);
+    return om_rcall(OM_IDX_cuGraphExecChildGraphNodeSetParams, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    return om_rcall(OM_IDX_cuGraphExecDestroy, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphExecEventRecordNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphExecEventWaitNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*flags)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    rc = om_rcall(OM_IDX_cuGraphExecGetFlags, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*flags));
+        if (v && flags)
+            memcpy(flags, v, sizeof(*flags));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*resultInfo)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    rc = om_rcall(OM_IDX_cuGraphExecUpdate_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*resultInfo));
+        if (v && resultInfo)
+            memcpy(resultInfo, v, sizeof(*resultInfo));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphExec)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)flags);
+    rc = om_rcall(OM_IDX_cuGraphInstantiateWithFlags, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphExec = (CUgraphExec)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)dst);
+    om_put_u64(&req, (uint64_t)(uintptr_t)src);
+    return om_rcall(OM_IDX_cuGraphKernelNodeCopyAttributes, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*nodeParams)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemcpyNodeGetParams, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
+        if (v && nodeParams)
+            memcpy(nodeParams, v, sizeof(*nodeParams));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*nodeParams)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemsetNodeGetParams, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
+        if (v && nodeParams)
+            memcpy(nodeParams, v, sizeof(*nodeParams));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hOriginalNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hClonedGraph);
+    rc = om_rcall(OM_IDX_cuGraphNodeFindInClone, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*isEnabled)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!isEnabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphNodeGetEnabled, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*isEnabled));
+        if (v && isEnabled)
+            memcpy(isEnabled, v, sizeof(*isEnabled));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*type)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphNodeGetType, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*type));
+        if (v && type)
+            memcpy(type, v, sizeof(*type));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)isEnabled);
+    return om_rcall(OM_IDX_cuGraphNodeSetEnabled, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*from) + (size_t)(4096) * sizeof(*to)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !from))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, from, (size_t)(numDependencies) * sizeof(*from));
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, to, (size_t)(numDependencies) * sizeof(*to));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    return om_rcall(OM_IDX_cuGraphRemoveDependencies, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    return om_rpost(OM_IDX_cuGraphUpload, &req);
+}
+
+static CUresult r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*captureStatus_out) + sizeof(*id_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!captureStatus_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamGetCaptureInfo, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*captureStatus_out));
+        if (v && captureStatus_out)
+            memcpy(captureStatus_out, v, sizeof(*captureStatus_out));
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*id_out));
+        if (v && id_out)
+            memcpy(id_out, v, sizeof(*id_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*captureStatus)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!captureStatus)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamIsCapturing, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*captureStatus));
+        if (v && captureStatus)
+            memcpy(captureStatus, v, sizeof(*captureStatus));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamUpdateCaptureDependencies, &req, NULL, 0, NULL);
+}
+
 static CUresult r_cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     uint8_t req_buf[8];
@@ -1114,6 +1717,92 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetProperties, (void *)r_cuDeviceGetProperties);
     om_remote_set(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)r_cuDeviceGetTexture1DLinearMaxWidth);
     om_remote_set(OM_IDX_cuDeviceTotalMem, (void *)r_cuDeviceTotalMem);
+    om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
+    om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)r_cuDeviceGraphMemTrim);
+    om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
+    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)r_cuGraphAddChildGraphNode);
+    om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)r_cuGraphAddDependencies);
+    om_remote_set(OM_IDX_cuGraphAddDependencies_v2, (void *)om_r_cuGraphAddDependencies_v2);
+    om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)r_cuGraphAddEmptyNode);
+    om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)r_cuGraphAddEventRecordNode);
+    om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
+    om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
+    om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
+    om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
+    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
+    om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
+    om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
+    om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
+    om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)r_cuGraphDestroyNode);
+    om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)r_cuGraphEventRecordNodeGetEvent);
+    om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)r_cuGraphEventRecordNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)r_cuGraphEventWaitNodeGetEvent);
+    om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)r_cuGraphExecDestroy);
+    om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)r_cuGraphExecGetFlags);
+    om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
+    om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
+    om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
+    om_remote_set(OM_IDX_cuGraphGetEdges, (void *)om_r_cuGraphGetEdges);
+    om_remote_set(OM_IDX_cuGraphGetEdges_v2, (void *)om_r_cuGraphGetEdges_v2);
+    om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);
+    om_remote_set(OM_IDX_cuGraphGetRootNodes, (void *)om_r_cuGraphGetRootNodes);
+    om_remote_set(OM_IDX_cuGraphInstantiate, (void *)om_r_cuGraphInstantiate);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithFlags, (void *)r_cuGraphInstantiateWithFlags);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithParams, (void *)om_r_cuGraphInstantiateWithParams);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
+    om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
+    om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
+    om_remote_set(OM_IDX_cuGraphLaunch, (void *)om_r_cuGraphLaunch);
+    om_remote_set(OM_IDX_cuGraphLaunch_ptsz, (void *)om_r_cuGraphLaunch);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)r_cuGraphMemcpyNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)r_cuGraphMemsetNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)r_cuGraphNodeFindInClone);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependencies, (void *)om_r_cuGraphNodeGetDependencies);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependencies_v2, (void *)om_r_cuGraphNodeGetDependencies_v2);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes, (void *)om_r_cuGraphNodeGetDependentNodes);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes_v2, (void *)om_r_cuGraphNodeGetDependentNodes_v2);
+    om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
+    om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);
+    om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)r_cuGraphRemoveDependencies);
+    om_remote_set(OM_IDX_cuGraphRemoveDependencies_v2, (void *)om_r_cuGraphRemoveDependencies_v2);
+    om_remote_set(OM_IDX_cuGraphUpload, (void *)r_cuGraphUpload);
+    om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)r_cuGraphUpload);
+    om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_r_cuStreamBeginCaptureToGraph);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_ptsz, (void *)om_r_cuStreamBeginCapture);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_v2, (void *)om_r_cuStreamBeginCapture_v2);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2);
+    om_remote_set(OM_IDX_cuStreamEndCapture, (void *)om_r_cuStreamEndCapture);
+    om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_r_cuStreamEndCapture);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)r_cuStreamGetCaptureInfo);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_ptsz, (void *)r_cuStreamGetCaptureInfo);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2, (void *)om_r_cuStreamGetCaptureInfo_v2);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v2);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3, (void *)om_r_cuStreamGetCaptureInfo_v3);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v3);
+    om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)r_cuStreamIsCapturing);
+    om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)r_cuStreamIsCapturing);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)r_cuStreamUpdateCaptureDependencies);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)r_cuStreamUpdateCaptureDependencies);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
+    om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);

@@ -79,7 +79,7 @@
     X(69, cuDeviceGetDefaultMemPool, REMOTE) \
     X(70, cuDeviceGetDevResource, UNSUPPORTED) \
     X(71, cuDeviceGetExecAffinitySupport, REMOTE) \
-    X(72, cuDeviceGetGraphMemAttribute, UNSUPPORTED) \
+    X(72, cuDeviceGetGraphMemAttribute, REMOTE) \
     X(73, cuDeviceGetHostAtomicCapabilities, UNSUPPORTED) \
     X(74, cuDeviceGetLuid, REMOTE) \
     X(75, cuDeviceGetMemPool, REMOTE) \
@@ -92,7 +92,7 @@
     X(82, cuDeviceGetTexture1DLinearMaxWidth, REMOTE) \
     X(83, cuDeviceGetUuid, REMOTE) \
     X(84, cuDeviceGetUuid_v2, REMOTE) \
-    X(85, cuDeviceGraphMemTrim, UNSUPPORTED) \
+    X(85, cuDeviceGraphMemTrim, REMOTE) \
     X(86, cuDevicePrimaryCtxGetState, LOCAL) \
     X(87, cuDevicePrimaryCtxRelease, LOCAL) \
     X(88, cuDevicePrimaryCtxRelease_v2, LOCAL) \
@@ -102,7 +102,7 @@
     X(92, cuDevicePrimaryCtxSetFlags, LOCAL) \
     X(93, cuDevicePrimaryCtxSetFlags_v2, LOCAL) \
     X(94, cuDeviceRegisterAsyncNotification, UNSUPPORTED) \
-    X(95, cuDeviceSetGraphMemAttribute, UNSUPPORTED) \
+    X(95, cuDeviceSetGraphMemAttribute, REMOTE) \
     X(96, cuDeviceSetMemPool, REMOTE) \
     X(97, cuDeviceTotalMem, REMOTE) \
     X(98, cuDeviceTotalMem_v2, REMOTE) \
@@ -139,97 +139,97 @@
     X(129, cuGetProcAddress, LOCAL) \
     X(130, cuGetProcAddress_v2, LOCAL) \
     X(131, cuGraphAddBatchMemOpNode, UNSUPPORTED) \
-    X(132, cuGraphAddChildGraphNode, UNSUPPORTED) \
-    X(133, cuGraphAddDependencies, UNSUPPORTED) \
-    X(134, cuGraphAddDependencies_v2, UNSUPPORTED) \
-    X(135, cuGraphAddEmptyNode, UNSUPPORTED) \
-    X(136, cuGraphAddEventRecordNode, UNSUPPORTED) \
-    X(137, cuGraphAddEventWaitNode, UNSUPPORTED) \
+    X(132, cuGraphAddChildGraphNode, REMOTE) \
+    X(133, cuGraphAddDependencies, REMOTE) \
+    X(134, cuGraphAddDependencies_v2, REMOTE) \
+    X(135, cuGraphAddEmptyNode, REMOTE) \
+    X(136, cuGraphAddEventRecordNode, REMOTE) \
+    X(137, cuGraphAddEventWaitNode, REMOTE) \
     X(138, cuGraphAddExternalSemaphoresSignalNode, UNSUPPORTED) \
     X(139, cuGraphAddExternalSemaphoresWaitNode, UNSUPPORTED) \
     X(140, cuGraphAddHostNode, UNSUPPORTED) \
-    X(141, cuGraphAddKernelNode, UNSUPPORTED) \
-    X(142, cuGraphAddKernelNode_v2, UNSUPPORTED) \
+    X(141, cuGraphAddKernelNode, REMOTE) \
+    X(142, cuGraphAddKernelNode_v2, REMOTE) \
     X(143, cuGraphAddMemAllocNode, UNSUPPORTED) \
     X(144, cuGraphAddMemFreeNode, UNSUPPORTED) \
-    X(145, cuGraphAddMemcpyNode, UNSUPPORTED) \
-    X(146, cuGraphAddMemsetNode, UNSUPPORTED) \
+    X(145, cuGraphAddMemcpyNode, REMOTE) \
+    X(146, cuGraphAddMemsetNode, REMOTE) \
     X(147, cuGraphAddNode, UNSUPPORTED) \
     X(148, cuGraphAddNode_v2, UNSUPPORTED) \
     X(149, cuGraphBatchMemOpNodeGetParams, UNSUPPORTED) \
     X(150, cuGraphBatchMemOpNodeSetParams, UNSUPPORTED) \
     X(151, cuGraphChildGraphNodeGetGraph, UNSUPPORTED) \
-    X(152, cuGraphClone, UNSUPPORTED) \
+    X(152, cuGraphClone, REMOTE) \
     X(153, cuGraphConditionalHandleCreate, UNSUPPORTED) \
-    X(154, cuGraphCreate, UNSUPPORTED) \
-    X(155, cuGraphDebugDotPrint, UNSUPPORTED) \
-    X(156, cuGraphDestroy, UNSUPPORTED) \
-    X(157, cuGraphDestroyNode, UNSUPPORTED) \
-    X(158, cuGraphEventRecordNodeGetEvent, UNSUPPORTED) \
-    X(159, cuGraphEventRecordNodeSetEvent, UNSUPPORTED) \
-    X(160, cuGraphEventWaitNodeGetEvent, UNSUPPORTED) \
-    X(161, cuGraphEventWaitNodeSetEvent, UNSUPPORTED) \
+    X(154, cuGraphCreate, REMOTE) \
+    X(155, cuGraphDebugDotPrint, REMOTE) \
+    X(156, cuGraphDestroy, REMOTE) \
+    X(157, cuGraphDestroyNode, REMOTE) \
+    X(158, cuGraphEventRecordNodeGetEvent, REMOTE) \
+    X(159, cuGraphEventRecordNodeSetEvent, REMOTE) \
+    X(160, cuGraphEventWaitNodeGetEvent, REMOTE) \
+    X(161, cuGraphEventWaitNodeSetEvent, REMOTE) \
     X(162, cuGraphExecBatchMemOpNodeSetParams, UNSUPPORTED) \
-    X(163, cuGraphExecChildGraphNodeSetParams, UNSUPPORTED) \
-    X(164, cuGraphExecDestroy, UNSUPPORTED) \
-    X(165, cuGraphExecEventRecordNodeSetEvent, UNSUPPORTED) \
-    X(166, cuGraphExecEventWaitNodeSetEvent, UNSUPPORTED) \
+    X(163, cuGraphExecChildGraphNodeSetParams, REMOTE) \
+    X(164, cuGraphExecDestroy, REMOTE) \
+    X(165, cuGraphExecEventRecordNodeSetEvent, REMOTE) \
+    X(166, cuGraphExecEventWaitNodeSetEvent, REMOTE) \
     X(167, cuGraphExecExternalSemaphoresSignalNodeSetParams, UNSUPPORTED) \
     X(168, cuGraphExecExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
-    X(169, cuGraphExecGetFlags, UNSUPPORTED) \
+    X(169, cuGraphExecGetFlags, REMOTE) \
     X(170, cuGraphExecHostNodeSetParams, UNSUPPORTED) \
-    X(171, cuGraphExecKernelNodeSetParams, UNSUPPORTED) \
-    X(172, cuGraphExecKernelNodeSetParams_v2, UNSUPPORTED) \
-    X(173, cuGraphExecMemcpyNodeSetParams, UNSUPPORTED) \
-    X(174, cuGraphExecMemsetNodeSetParams, UNSUPPORTED) \
+    X(171, cuGraphExecKernelNodeSetParams, REMOTE) \
+    X(172, cuGraphExecKernelNodeSetParams_v2, REMOTE) \
+    X(173, cuGraphExecMemcpyNodeSetParams, REMOTE) \
+    X(174, cuGraphExecMemsetNodeSetParams, REMOTE) \
     X(175, cuGraphExecNodeSetParams, UNSUPPORTED) \
-    X(176, cuGraphExecUpdate, UNSUPPORTED) \
-    X(177, cuGraphExecUpdate_v2, UNSUPPORTED) \
+    X(176, cuGraphExecUpdate, REMOTE) \
+    X(177, cuGraphExecUpdate_v2, REMOTE) \
     X(178, cuGraphExternalSemaphoresSignalNodeGetParams, UNSUPPORTED) \
     X(179, cuGraphExternalSemaphoresSignalNodeSetParams, UNSUPPORTED) \
     X(180, cuGraphExternalSemaphoresWaitNodeGetParams, UNSUPPORTED) \
     X(181, cuGraphExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
-    X(182, cuGraphGetEdges, UNSUPPORTED) \
-    X(183, cuGraphGetEdges_v2, UNSUPPORTED) \
-    X(184, cuGraphGetNodes, UNSUPPORTED) \
-    X(185, cuGraphGetRootNodes, UNSUPPORTED) \
+    X(182, cuGraphGetEdges, REMOTE) \
+    X(183, cuGraphGetEdges_v2, REMOTE) \
+    X(184, cuGraphGetNodes, REMOTE) \
+    X(185, cuGraphGetRootNodes, REMOTE) \
     X(186, cuGraphHostNodeGetParams, UNSUPPORTED) \
     X(187, cuGraphHostNodeSetParams, UNSUPPORTED) \
-    X(188, cuGraphInstantiate, UNSUPPORTED) \
-    X(189, cuGraphInstantiateWithFlags, UNSUPPORTED) \
-    X(190, cuGraphInstantiateWithParams, UNSUPPORTED) \
-    X(191, cuGraphInstantiateWithParams_ptsz, UNSUPPORTED) \
-    X(192, cuGraphInstantiate_v2, UNSUPPORTED) \
-    X(193, cuGraphKernelNodeCopyAttributes, UNSUPPORTED) \
-    X(194, cuGraphKernelNodeGetAttribute, UNSUPPORTED) \
+    X(188, cuGraphInstantiate, REMOTE) \
+    X(189, cuGraphInstantiateWithFlags, REMOTE) \
+    X(190, cuGraphInstantiateWithParams, REMOTE) \
+    X(191, cuGraphInstantiateWithParams_ptsz, REMOTE) \
+    X(192, cuGraphInstantiate_v2, REMOTE) \
+    X(193, cuGraphKernelNodeCopyAttributes, REMOTE) \
+    X(194, cuGraphKernelNodeGetAttribute, REMOTE) \
     X(195, cuGraphKernelNodeGetParams, UNSUPPORTED) \
     X(196, cuGraphKernelNodeGetParams_v2, UNSUPPORTED) \
-    X(197, cuGraphKernelNodeSetAttribute, UNSUPPORTED) \
-    X(198, cuGraphKernelNodeSetParams, UNSUPPORTED) \
-    X(199, cuGraphKernelNodeSetParams_v2, UNSUPPORTED) \
-    X(200, cuGraphLaunch, UNSUPPORTED) \
-    X(201, cuGraphLaunch_ptsz, UNSUPPORTED) \
+    X(197, cuGraphKernelNodeSetAttribute, REMOTE) \
+    X(198, cuGraphKernelNodeSetParams, REMOTE) \
+    X(199, cuGraphKernelNodeSetParams_v2, REMOTE) \
+    X(200, cuGraphLaunch, REMOTE) \
+    X(201, cuGraphLaunch_ptsz, REMOTE) \
     X(202, cuGraphMemAllocNodeGetParams, UNSUPPORTED) \
     X(203, cuGraphMemFreeNodeGetParams, UNSUPPORTED) \
-    X(204, cuGraphMemcpyNodeGetParams, UNSUPPORTED) \
-    X(205, cuGraphMemcpyNodeSetParams, UNSUPPORTED) \
-    X(206, cuGraphMemsetNodeGetParams, UNSUPPORTED) \
-    X(207, cuGraphMemsetNodeSetParams, UNSUPPORTED) \
-    X(208, cuGraphNodeFindInClone, UNSUPPORTED) \
-    X(209, cuGraphNodeGetDependencies, UNSUPPORTED) \
-    X(210, cuGraphNodeGetDependencies_v2, UNSUPPORTED) \
-    X(211, cuGraphNodeGetDependentNodes, UNSUPPORTED) \
-    X(212, cuGraphNodeGetDependentNodes_v2, UNSUPPORTED) \
-    X(213, cuGraphNodeGetEnabled, UNSUPPORTED) \
-    X(214, cuGraphNodeGetType, UNSUPPORTED) \
-    X(215, cuGraphNodeSetEnabled, UNSUPPORTED) \
+    X(204, cuGraphMemcpyNodeGetParams, REMOTE) \
+    X(205, cuGraphMemcpyNodeSetParams, REMOTE) \
+    X(206, cuGraphMemsetNodeGetParams, REMOTE) \
+    X(207, cuGraphMemsetNodeSetParams, REMOTE) \
+    X(208, cuGraphNodeFindInClone, REMOTE) \
+    X(209, cuGraphNodeGetDependencies, REMOTE) \
+    X(210, cuGraphNodeGetDependencies_v2, REMOTE) \
+    X(211, cuGraphNodeGetDependentNodes, REMOTE) \
+    X(212, cuGraphNodeGetDependentNodes_v2, REMOTE) \
+    X(213, cuGraphNodeGetEnabled, REMOTE) \
+    X(214, cuGraphNodeGetType, REMOTE) \
+    X(215, cuGraphNodeSetEnabled, REMOTE) \
     X(216, cuGraphNodeSetParams, UNSUPPORTED) \
     X(217, cuGraphReleaseUserObject, UNSUPPORTED) \
-    X(218, cuGraphRemoveDependencies, UNSUPPORTED) \
-    X(219, cuGraphRemoveDependencies_v2, UNSUPPORTED) \
+    X(218, cuGraphRemoveDependencies, REMOTE) \
+    X(219, cuGraphRemoveDependencies_v2, REMOTE) \
     X(220, cuGraphRetainUserObject, UNSUPPORTED) \
-    X(221, cuGraphUpload, UNSUPPORTED) \
-    X(222, cuGraphUpload_ptsz, UNSUPPORTED) \
+    X(221, cuGraphUpload, REMOTE) \
+    X(222, cuGraphUpload_ptsz, REMOTE) \
     X(223, cuGraphicsMapResources, UNSUPPORTED) \
     X(224, cuGraphicsMapResources_ptsz, UNSUPPORTED) \
     X(225, cuGraphicsResourceGetMappedMipmappedArray, UNSUPPORTED) \
@@ -528,28 +528,28 @@
     X(518, cuStreamBatchMemOp_ptsz, UNSUPPORTED) \
     X(519, cuStreamBatchMemOp_v2, UNSUPPORTED) \
     X(520, cuStreamBatchMemOp_v2_ptsz, UNSUPPORTED) \
-    X(521, cuStreamBeginCapture, UNSUPPORTED) \
-    X(522, cuStreamBeginCaptureToGraph, UNSUPPORTED) \
-    X(523, cuStreamBeginCaptureToGraph_ptsz, UNSUPPORTED) \
-    X(524, cuStreamBeginCapture_ptsz, UNSUPPORTED) \
-    X(525, cuStreamBeginCapture_v2, UNSUPPORTED) \
-    X(526, cuStreamBeginCapture_v2_ptsz, UNSUPPORTED) \
+    X(521, cuStreamBeginCapture, REMOTE) \
+    X(522, cuStreamBeginCaptureToGraph, REMOTE) \
+    X(523, cuStreamBeginCaptureToGraph_ptsz, REMOTE) \
+    X(524, cuStreamBeginCapture_ptsz, REMOTE) \
+    X(525, cuStreamBeginCapture_v2, REMOTE) \
+    X(526, cuStreamBeginCapture_v2_ptsz, REMOTE) \
     X(527, cuStreamCopyAttributes, UNSUPPORTED) \
     X(528, cuStreamCopyAttributes_ptsz, UNSUPPORTED) \
     X(529, cuStreamCreate, REMOTE) \
     X(530, cuStreamCreateWithPriority, REMOTE) \
     X(531, cuStreamDestroy, UNSUPPORTED) \
     X(532, cuStreamDestroy_v2, REMOTE) \
-    X(533, cuStreamEndCapture, UNSUPPORTED) \
-    X(534, cuStreamEndCapture_ptsz, UNSUPPORTED) \
+    X(533, cuStreamEndCapture, REMOTE) \
+    X(534, cuStreamEndCapture_ptsz, REMOTE) \
     X(535, cuStreamGetAttribute, UNSUPPORTED) \
     X(536, cuStreamGetAttribute_ptsz, UNSUPPORTED) \
-    X(537, cuStreamGetCaptureInfo, UNSUPPORTED) \
-    X(538, cuStreamGetCaptureInfo_ptsz, UNSUPPORTED) \
-    X(539, cuStreamGetCaptureInfo_v2, UNSUPPORTED) \
-    X(540, cuStreamGetCaptureInfo_v2_ptsz, UNSUPPORTED) \
-    X(541, cuStreamGetCaptureInfo_v3, UNSUPPORTED) \
-    X(542, cuStreamGetCaptureInfo_v3_ptsz, UNSUPPORTED) \
+    X(537, cuStreamGetCaptureInfo, REMOTE) \
+    X(538, cuStreamGetCaptureInfo_ptsz, REMOTE) \
+    X(539, cuStreamGetCaptureInfo_v2, REMOTE) \
+    X(540, cuStreamGetCaptureInfo_v2_ptsz, REMOTE) \
+    X(541, cuStreamGetCaptureInfo_v3, REMOTE) \
+    X(542, cuStreamGetCaptureInfo_v3_ptsz, REMOTE) \
     X(543, cuStreamGetCtx, UNSUPPORTED) \
     X(544, cuStreamGetCtx_ptsz, UNSUPPORTED) \
     X(545, cuStreamGetCtx_v2, UNSUPPORTED) \
@@ -563,18 +563,18 @@
     X(553, cuStreamGetId_ptsz, UNSUPPORTED) \
     X(554, cuStreamGetPriority, REMOTE) \
     X(555, cuStreamGetPriority_ptsz, REMOTE) \
-    X(556, cuStreamIsCapturing, UNSUPPORTED) \
-    X(557, cuStreamIsCapturing_ptsz, UNSUPPORTED) \
+    X(556, cuStreamIsCapturing, REMOTE) \
+    X(557, cuStreamIsCapturing_ptsz, REMOTE) \
     X(558, cuStreamQuery, REMOTE) \
     X(559, cuStreamQuery_ptsz, REMOTE) \
     X(560, cuStreamSetAttribute, UNSUPPORTED) \
     X(561, cuStreamSetAttribute_ptsz, UNSUPPORTED) \
     X(562, cuStreamSynchronize, REMOTE) \
     X(563, cuStreamSynchronize_ptsz, REMOTE) \
-    X(564, cuStreamUpdateCaptureDependencies, UNSUPPORTED) \
-    X(565, cuStreamUpdateCaptureDependencies_ptsz, UNSUPPORTED) \
-    X(566, cuStreamUpdateCaptureDependencies_v2, UNSUPPORTED) \
-    X(567, cuStreamUpdateCaptureDependencies_v2_ptsz, UNSUPPORTED) \
+    X(564, cuStreamUpdateCaptureDependencies, REMOTE) \
+    X(565, cuStreamUpdateCaptureDependencies_ptsz, REMOTE) \
+    X(566, cuStreamUpdateCaptureDependencies_v2, REMOTE) \
+    X(567, cuStreamUpdateCaptureDependencies_v2_ptsz, REMOTE) \
     X(568, cuStreamWaitEvent, REMOTE) \
     X(569, cuStreamWaitEvent_ptsz, REMOTE) \
     X(570, cuStreamWaitValue32, UNSUPPORTED) \
@@ -638,7 +638,7 @@
     X(628, cuTexRefSetMipmapLevelBias, UNSUPPORTED) \
     X(629, cuTexRefSetMipmapLevelClamp, UNSUPPORTED) \
     X(630, cuTexRefSetMipmappedArray, UNSUPPORTED) \
-    X(631, cuThreadExchangeStreamCaptureMode, UNSUPPORTED) \
+    X(631, cuThreadExchangeStreamCaptureMode, LOCAL) \
     X(632, cuUserObjectCreate, UNSUPPORTED) \
     X(633, cuUserObjectRelease, UNSUPPORTED) \
     X(634, cuUserObjectRetain, UNSUPPORTED) \

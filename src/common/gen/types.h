@@ -59,9 +59,6 @@ typedef struct CUasyncCallbackHandle_st *CUasyncCallbackHandle;
 typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
 typedef struct CUexternalMemory_st *CUexternalMemory;
 typedef struct CUexternalSemaphore_st *CUexternalSemaphore;
-typedef struct CUgraph_st *CUgraph;
-typedef struct CUgraphExec_st *CUgraphExec;
-typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUgraphicsResource_st *CUgraphicsResource;
 typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef struct CUlinkState_st *CUlinkState;
@@ -81,16 +78,12 @@ typedef struct om_CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS CUDA_EXTERNAL_SEMAPHORE_
 typedef struct om_CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS CUDA_EXT_SEM_SIGNAL_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS CUDA_EXT_SEM_WAIT_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_GRAPH_INSTANTIATE_PARAMS CUDA_GRAPH_INSTANTIATE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_KERNEL_NODE_PARAMS CUDA_KERNEL_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_KERNEL_NODE_PARAMS_v1 CUDA_KERNEL_NODE_PARAMS_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_LAUNCH_PARAMS CUDA_LAUNCH_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY2D_v1 CUDA_MEMCPY2D_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY3D_BATCH_OP CUDA_MEMCPY3D_BATCH_OP; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY3D_PEER CUDA_MEMCPY3D_PEER; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY3D_v1 CUDA_MEMCPY3D_v1; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_MEMSET_NODE_PARAMS CUDA_MEMSET_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS CUDA_MEM_ALLOC_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUarrayMapInfo CUarrayMapInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUasyncNotificationInfo CUasyncNotificationInfo; /* layout in cuda_abi.h where it is marshalled */
@@ -99,8 +92,6 @@ typedef struct om_CUcheckpointLockArgs CUcheckpointLockArgs; /* layout in cuda_a
 typedef struct om_CUcheckpointRestoreArgs CUcheckpointRestoreArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointUnlockArgs CUcheckpointUnlockArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUgraphEdgeData CUgraphEdgeData; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUgraphExecUpdateResultInfo CUgraphExecUpdateResultInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */

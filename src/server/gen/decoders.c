@@ -618,6 +618,760 @@ static CUresult x_cuDeviceTotalMem(struct call *c)
     return rc;
 }
 
+static CUresult x_cuDeviceGraphMemTrim(struct call *c)
+{
+    uint64_t a_device = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (a_device >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(CUdevice))REAL(cuDeviceGraphMemTrim))((CUdevice)a_device);
+    return rc;
+}
+
+static CUresult x_cuGraphAddChildGraphNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_childGraph = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))REAL(cuGraphAddChildGraphNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUgraph)(uintptr_t)a_childGraph);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddDependencies(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_from = om_get_u64(&c->in);
+    const void *b_from = a_from <= 4096 ? om_get_bytes(&c->in, (size_t)a_from * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_to = om_get_u64(&c->in);
+    const void *b_to = a_to <= 4096 ? om_get_bytes(&c->in, (size_t)a_to * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    CUgraphNode *v_from = NULL;
+    CUgraphNode *v_to = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_from > 4096 || (a_from && !b_from) || a_from != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_to > 4096 || (a_to && !b_to) || a_to != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_from && !(v_from = malloc((size_t)a_from * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_from)
+        memcpy(v_from, b_from, (size_t)a_from * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_from, (size_t)a_from)) != CUDA_SUCCESS)
+        goto out;
+    if (a_to && !(v_to = malloc((size_t)a_to * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_to)
+        memcpy(v_to, b_to, (size_t)a_to * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_to, (size_t)a_to)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))REAL(cuGraphAddDependencies))((CUgraph)(uintptr_t)a_hGraph, v_from, v_to, (size_t)a_numDependencies);
+out:
+    free(v_from);
+    free(v_to);
+    return rc;
+}
+
+static CUresult x_cuGraphAddEmptyNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t))REAL(cuGraphAddEmptyNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddEventRecordNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))REAL(cuGraphAddEventRecordNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUevent)(uintptr_t)a_event);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddEventWaitNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))REAL(cuGraphAddEventWaitNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUevent)(uintptr_t)a_event);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphClone(struct call *c)
+{
+    uint64_t a_originalGraph = om_get_u64(&c->in);
+    CUgraph o_phGraphClone = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_GRAPH)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_originalGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraph *, CUgraph))REAL(cuGraphClone))(&o_phGraphClone, (CUgraph)(uintptr_t)a_originalGraph);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_GRAPH, (uint64_t)(uintptr_t)o_phGraphClone)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphClone);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuGraphCreate(struct call *c)
+{
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUgraph o_phGraph = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_GRAPH)) != CUDA_SUCCESS)
+        return rc;
+    if (a_flags & ~(uint64_t)(0))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUgraph *, unsigned int))REAL(cuGraphCreate))(&o_phGraph, (unsigned int)a_flags);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_GRAPH, (uint64_t)(uintptr_t)o_phGraph)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraph);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuGraphDestroyNode(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)a_hNode);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_NODE, a_hNode);
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphEventRecordNodeGetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUevent o_event_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_event_out, 0, sizeof(o_event_out));
+    rc = ((CUresult (*)(CUgraphNode, CUevent *))REAL(cuGraphEventRecordNodeGetEvent))((CUgraphNode)(uintptr_t)a_hNode, &o_event_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_event_out, sizeof(o_event_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphEventRecordNodeSetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, CUevent))REAL(cuGraphEventRecordNodeSetEvent))((CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphEventWaitNodeGetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUevent o_event_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_event_out, 0, sizeof(o_event_out));
+    rc = ((CUresult (*)(CUgraphNode, CUevent *))REAL(cuGraphEventWaitNodeGetEvent))((CUgraphNode)(uintptr_t)a_hNode, &o_event_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_event_out, sizeof(o_event_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphEventWaitNodeSetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, CUevent))REAL(cuGraphEventWaitNodeSetEvent))((CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphExecChildGraphNodeSetParams(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_childGraph = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUgraph))REAL(cuGraphExecChildGraphNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUgraph)(uintptr_t)a_childGraph);
+    return rc;
+}
+
+static CUresult x_cuGraphExecDestroy(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec))REAL(cuGraphExecDestroy))((CUgraphExec)(uintptr_t)a_hGraphExec);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_EXEC, a_hGraphExec);
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphExecEventRecordNodeSetEvent(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))REAL(cuGraphExecEventRecordNodeSetEvent))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphExecEventWaitNodeSetEvent(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))REAL(cuGraphExecEventWaitNodeSetEvent))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphExecGetFlags(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    cuuint64_t o_flags;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_flags, 0, sizeof(o_flags));
+    rc = ((CUresult (*)(CUgraphExec, cuuint64_t *))REAL(cuGraphExecGetFlags))((CUgraphExec)(uintptr_t)a_hGraphExec, &o_flags);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_flags, sizeof(o_flags));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphExecUpdate_v2(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    CUgraphExecUpdateResultInfo o_resultInfo;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_resultInfo, 0, sizeof(o_resultInfo));
+    rc = ((CUresult (*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))REAL(cuGraphExecUpdate_v2))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraph)(uintptr_t)a_hGraph, &o_resultInfo);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_resultInfo, sizeof(o_resultInfo));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphInstantiateWithFlags(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUgraphExec o_phGraphExec = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_EXEC)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_flags & ~(uint64_t)(0xF))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))REAL(cuGraphInstantiateWithFlags))(&o_phGraphExec, (CUgraph)(uintptr_t)a_hGraph, (unsigned long long)a_flags);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_EXEC, (uint64_t)(uintptr_t)o_phGraphExec)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphExec);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuGraphKernelNodeCopyAttributes(struct call *c)
+{
+    uint64_t a_dst = om_get_u64(&c->in);
+    uint64_t a_src = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_dst, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_src, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode))REAL(cuGraphKernelNodeCopyAttributes))((CUgraphNode)(uintptr_t)a_dst, (CUgraphNode)(uintptr_t)a_src);
+    return rc;
+}
+
+static CUresult x_cuGraphMemcpyNodeGetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUDA_MEMCPY3D o_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphMemsetNodeGetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUDA_MEMSET_NODE_PARAMS o_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))REAL(cuGraphMemsetNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphNodeFindInClone(struct call *c)
+{
+    uint64_t a_hOriginalNode = om_get_u64(&c->in);
+    uint64_t a_hClonedGraph = om_get_u64(&c->in);
+    CUgraphNode o_phNode = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hOriginalNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hClonedGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraphNode, CUgraph))REAL(cuGraphNodeFindInClone))(&o_phNode, (CUgraphNode)(uintptr_t)a_hOriginalNode, (CUgraph)(uintptr_t)a_hClonedGraph);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phNode);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuGraphNodeGetEnabled(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    unsigned int o_isEnabled;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_isEnabled, 0, sizeof(o_isEnabled));
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int *))REAL(cuGraphNodeGetEnabled))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &o_isEnabled);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_isEnabled, sizeof(o_isEnabled));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphNodeGetType(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUgraphNodeType o_type;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_type, 0, sizeof(o_type));
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNodeType *))REAL(cuGraphNodeGetType))((CUgraphNode)(uintptr_t)a_hNode, &o_type);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_type, sizeof(o_type));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphNodeSetEnabled(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_isEnabled = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_isEnabled < 0 || (int64_t)a_isEnabled > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int))REAL(cuGraphNodeSetEnabled))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (unsigned int)a_isEnabled);
+    return rc;
+}
+
+static CUresult x_cuGraphRemoveDependencies(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_from = om_get_u64(&c->in);
+    const void *b_from = a_from <= 4096 ? om_get_bytes(&c->in, (size_t)a_from * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_to = om_get_u64(&c->in);
+    const void *b_to = a_to <= 4096 ? om_get_bytes(&c->in, (size_t)a_to * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    CUgraphNode *v_from = NULL;
+    CUgraphNode *v_to = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_from > 4096 || (a_from && !b_from) || a_from != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_to > 4096 || (a_to && !b_to) || a_to != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_from && !(v_from = malloc((size_t)a_from * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_from)
+        memcpy(v_from, b_from, (size_t)a_from * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_from, (size_t)a_from)) != CUDA_SUCCESS)
+        goto out;
+    if (a_to && !(v_to = malloc((size_t)a_to * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_to)
+        memcpy(v_to, b_to, (size_t)a_to * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_to, (size_t)a_to)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))REAL(cuGraphRemoveDependencies))((CUgraph)(uintptr_t)a_hGraph, v_from, v_to, (size_t)a_numDependencies);
+out:
+    free(v_from);
+    free(v_to);
+    return rc;
+}
+
+static CUresult x_cuGraphUpload(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    s_hStream = om_arg_stream(c, a_hStream, true, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUgraphExec, CUstream))REAL(cuGraphUpload))((CUgraphExec)(uintptr_t)a_hGraphExec, s_hStream);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamGetCaptureInfo(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamCaptureStatus o_captureStatus_out;
+    cuuint64_t o_id_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_captureStatus_out, 0, sizeof(o_captureStatus_out));
+    memset(&o_id_out, 0, sizeof(o_id_out));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *))REAL(cuStreamGetCaptureInfo))(s_hStream, &o_captureStatus_out, &o_id_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_captureStatus_out, sizeof(o_captureStatus_out));
+        om_put_bytes(&c->out, &o_id_out, sizeof(o_id_out));
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamIsCapturing(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamCaptureStatus o_captureStatus;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_captureStatus, 0, sizeof(o_captureStatus));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))REAL(cuStreamIsCapturing))(s_hStream, &o_captureStatus);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_captureStatus, sizeof(o_captureStatus));
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamUpdateCaptureDependencies(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))REAL(cuStreamUpdateCaptureDependencies))(s_hStream, v_dependencies, (size_t)a_numDependencies, (unsigned int)a_flags);
+out:
+    free(v_dependencies);
+    return rc;
+}
+
 static CUresult x_cuMemGetInfo_v2(struct call *c)
 {
     size_t o_free;
@@ -964,6 +1718,64 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetProperties] = x_cuDeviceGetProperties,
     [OM_IDX_cuDeviceGetTexture1DLinearMaxWidth] = x_cuDeviceGetTexture1DLinearMaxWidth,
     [OM_IDX_cuDeviceTotalMem] = x_cuDeviceTotalMem,
+    [OM_IDX_cuDeviceGetGraphMemAttribute] = om_x_cuDeviceGetGraphMemAttribute,
+    [OM_IDX_cuDeviceGraphMemTrim] = x_cuDeviceGraphMemTrim,
+    [OM_IDX_cuDeviceSetGraphMemAttribute] = om_x_cuDeviceSetGraphMemAttribute,
+    [OM_IDX_cuGraphAddChildGraphNode] = x_cuGraphAddChildGraphNode,
+    [OM_IDX_cuGraphAddDependencies] = x_cuGraphAddDependencies,
+    [OM_IDX_cuGraphAddEmptyNode] = x_cuGraphAddEmptyNode,
+    [OM_IDX_cuGraphAddEventRecordNode] = x_cuGraphAddEventRecordNode,
+    [OM_IDX_cuGraphAddEventWaitNode] = x_cuGraphAddEventWaitNode,
+    [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
+    [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
+    [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
+    [OM_IDX_cuGraphClone] = x_cuGraphClone,
+    [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
+    [OM_IDX_cuGraphDebugDotPrint] = om_x_cuGraphDebugDotPrint,
+    [OM_IDX_cuGraphDestroy] = om_x_cuGraphDestroy,
+    [OM_IDX_cuGraphDestroyNode] = x_cuGraphDestroyNode,
+    [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
+    [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,
+    [OM_IDX_cuGraphEventWaitNodeGetEvent] = x_cuGraphEventWaitNodeGetEvent,
+    [OM_IDX_cuGraphEventWaitNodeSetEvent] = x_cuGraphEventWaitNodeSetEvent,
+    [OM_IDX_cuGraphExecChildGraphNodeSetParams] = x_cuGraphExecChildGraphNodeSetParams,
+    [OM_IDX_cuGraphExecDestroy] = x_cuGraphExecDestroy,
+    [OM_IDX_cuGraphExecEventRecordNodeSetEvent] = x_cuGraphExecEventRecordNodeSetEvent,
+    [OM_IDX_cuGraphExecEventWaitNodeSetEvent] = x_cuGraphExecEventWaitNodeSetEvent,
+    [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
+    [OM_IDX_cuGraphExecKernelNodeSetParams_v2] = om_x_cuGraphExecKernelNodeSetParams_v2,
+    [OM_IDX_cuGraphExecMemcpyNodeSetParams] = om_x_cuGraphExecMemcpyNodeSetParams,
+    [OM_IDX_cuGraphExecMemsetNodeSetParams] = om_x_cuGraphExecMemsetNodeSetParams,
+    [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
+    [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
+    [OM_IDX_cuGraphGetNodes] = om_x_cuGraphGetNodes,
+    [OM_IDX_cuGraphGetRootNodes] = om_x_cuGraphGetRootNodes,
+    [OM_IDX_cuGraphInstantiateWithFlags] = x_cuGraphInstantiateWithFlags,
+    [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
+    [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
+    [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
+    [OM_IDX_cuGraphKernelNodeSetAttribute] = om_x_cuGraphKernelNodeSetAttribute,
+    [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
+    [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,
+    [OM_IDX_cuGraphMemcpyNodeGetParams] = x_cuGraphMemcpyNodeGetParams,
+    [OM_IDX_cuGraphMemcpyNodeSetParams] = om_x_cuGraphMemcpyNodeSetParams,
+    [OM_IDX_cuGraphMemsetNodeGetParams] = x_cuGraphMemsetNodeGetParams,
+    [OM_IDX_cuGraphMemsetNodeSetParams] = om_x_cuGraphMemsetNodeSetParams,
+    [OM_IDX_cuGraphNodeFindInClone] = x_cuGraphNodeFindInClone,
+    [OM_IDX_cuGraphNodeGetDependencies] = om_x_cuGraphNodeGetDependencies,
+    [OM_IDX_cuGraphNodeGetDependentNodes] = om_x_cuGraphNodeGetDependentNodes,
+    [OM_IDX_cuGraphNodeGetEnabled] = x_cuGraphNodeGetEnabled,
+    [OM_IDX_cuGraphNodeGetType] = x_cuGraphNodeGetType,
+    [OM_IDX_cuGraphNodeSetEnabled] = x_cuGraphNodeSetEnabled,
+    [OM_IDX_cuGraphRemoveDependencies] = x_cuGraphRemoveDependencies,
+    [OM_IDX_cuGraphUpload] = x_cuGraphUpload,
+    [OM_IDX_cuStreamBeginCaptureToGraph] = om_x_cuStreamBeginCaptureToGraph,
+    [OM_IDX_cuStreamBeginCapture_v2] = om_x_cuStreamBeginCapture_v2,
+    [OM_IDX_cuStreamEndCapture] = om_x_cuStreamEndCapture,
+    [OM_IDX_cuStreamGetCaptureInfo] = x_cuStreamGetCaptureInfo,
+    [OM_IDX_cuStreamGetCaptureInfo_v3] = om_x_cuStreamGetCaptureInfo_v3,
+    [OM_IDX_cuStreamIsCapturing] = x_cuStreamIsCapturing,
+    [OM_IDX_cuStreamUpdateCaptureDependencies] = x_cuStreamUpdateCaptureDependencies,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
     [OM_IDX_cuMemAllocManaged] = om_x_cuMemAllocManaged,

@@ -15,6 +15,9 @@ enum om_handle_kind {
     OM_H_SURFOBJ,
     OM_H_MEMPOOL,
     OM_H_MEMHANDLE,
+    OM_H_GRAPH,
+    OM_H_NODE,
+    OM_H_EXEC,
     OM_HANDLE_KINDS
 };
 
@@ -30,6 +33,9 @@ enum om_handle_kind {
     X(OM_H_TEXOBJ, "texobj", OM_IDX_cuTexObjectDestroy, client_handles) \
     X(OM_H_SURFOBJ, "surfobj", OM_IDX_cuSurfObjectDestroy, client_handles) \
     X(OM_H_MEMPOOL, "mempool", OM_IDX_cuMemPoolDestroy, client_handles) \
-    X(OM_H_MEMHANDLE, "memhandle", OM_IDX_cuMemRelease, client_handles)
+    X(OM_H_MEMHANDLE, "memhandle", OM_IDX_cuMemRelease, client_handles) \
+    X(OM_H_GRAPH, "graph", OM_IDX_cuGraphDestroy, client_handles) \
+    X(OM_H_NODE, "node", -1, client_handles) \
+    X(OM_H_EXEC, "exec", OM_IDX_cuGraphExecDestroy, client_handles)
 
 #endif

@@ -519,11 +519,21 @@ static void flush_printf(void)
     }
     pthread_mutex_unlock(&printf_lock);
 }
+/* fake_graphs.c: stream capture's hooks. */
+int fake_capture_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, void *s, const void *args, size_t len);
+int fake_capture_query(void *s);
+void fake_capture_record(void *e, void *s);
+int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
     flush_printf();
     uint64_t *b = busy_slot(s);
+    int captured = fake_capture_query(s);
+
+    if (captured)
+        return captured;
     return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_ms() ? 600 : CUDA_SUCCESS;
 }
 
@@ -564,7 +574,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
         if (until > __atomic_load_n(busy, __ATOMIC_RELAXED))
             __atomic_store_n(busy, until, __ATOMIC_RELAXED);
     }
-    return CUDA_SUCCESS;
+    return fake_capture_wait(s, e);
 }
 TRIVIAL(cuCtxSynchronize, void)
 
@@ -597,6 +607,7 @@ EXPORT int cuEventRecord(void *e, void *s)
         return 400;
     log_line("record");
     time_line("record");
+    fake_capture_record(e, s);
     if (ready)
         ready = &event_ready_ms[ready - busy_until_ms];
     if (ready)
@@ -741,6 +752,8 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
         else if (extra[i] == (void *)2)
             len = *(size_t *)extra[i + 1];
     }
+    if (fake_capture_kernel(f, gx, gy, gz, bx, by, bz, s, args, len))
+        return CUDA_SUCCESS; /* a node of the capture's graph, not run */
     if (log) {
         FILE *f2 = fopen(log, "a");
         if (f2) {
@@ -773,6 +786,19 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
             ((uint32_t *)(uintptr_t)p)[i] = v;
     }
     return CUDA_SUCCESS;
+}
+
+/* For fake_graphs.c: a kernel node's launch, from its argument bytes. */
+int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, void *s, const void *args, size_t len)
+{
+    void *extra[5] = {(void *)1, (void *)args, (void *)2, &len, NULL};
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, 0, s, NULL, extra);
+}
+
+const char *fake_kernel_name(void *f)
+{
+    return ((struct fake_kernel *)f)->name;
 }
 
 EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, size_t h, void *s)

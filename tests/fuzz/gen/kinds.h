@@ -8,4 +8,7 @@
     X(K_H_TEXOBJ, "texobj") \
     X(K_H_SURFOBJ, "surfobj") \
     X(K_H_MEMPOOL, "mempool") \
-    X(K_H_MEMHANDLE, "memhandle")
+    X(K_H_MEMHANDLE, "memhandle") \
+    X(K_H_GRAPH, "graph") \
+    X(K_H_NODE, "node") \
+    X(K_H_EXEC, "exec")

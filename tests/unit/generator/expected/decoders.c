@@ -153,7 +153,7 @@ static CUresult x_cuGraphAddMemsetNode(struct call *c)
     if (a_dependencies > 64 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&v_memsetParams, b_memsetParams, sizeof(v_memsetParams));
-    if ((rc = om_check_memset(c, &v_memsetParams)) != CUDA_SUCCESS)
+    if ((rc = om_check_testmemset(c, &v_memsetParams)) != CUDA_SUCCESS)
         return rc;
     if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;

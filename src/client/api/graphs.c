@@ -1,0 +1,783 @@
+/* SPDX-License-Identifier: MIT */
+/* The client's hand-written implementations of graphs and stream capture
+ * (api/remote/graphs.tsv); the server's side is src/server/api/graphs.c. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/gen/entries.h"
+#include "../gen/remote_decls.h"
+#include "../remote.h"
+#include "../shim.h"
+
+#define MAX_DEPS 4096  /* dependencies of one new node (the server's limit) */
+#define MAX_LIST 8192  /* nodes or edges of one answer (the server's limit) */
+#define ARGS_MAX 32768 /* a kernel's argument bytes */
+#define CAPTURE_MODE_GLOBAL 0
+#define CAPTURE_MODE_RELAXED 2
+
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
+static bool edges_plain(const CUgraphEdgeData *e, size_t n)
+{
+    static const CUgraphEdgeData zero;
+    for (size_t i = 0; e && i < n; i++)
+        if (memcmp(&e[i], &zero, sizeof(zero)) != 0)
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------ edges with data */
+
+/* Edge data other than the default (programmatic ports) is not carried yet. */
+CUresult om_r_cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                        const CUgraphEdgeData *edges, size_t n)
+{
+    if (!edges_plain(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return ((CUresult(*)(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))om_remote_entry(
+        OM_IDX_cuGraphAddDependencies))(g, from, to, n);
+}
+
+CUresult om_r_cuGraphRemoveDependencies_v2(CUgraph g, const CUgraphNode *from,
+                                           const CUgraphNode *to, const CUgraphEdgeData *edges,
+                                           size_t n)
+{
+    if (!edges_plain(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return ((CUresult(*)(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))om_remote_entry(
+        OM_IDX_cuGraphRemoveDependencies))(g, from, to, n);
+}
+
+CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps,
+                                                   const CUgraphEdgeData *edges, size_t n,
+                                                   unsigned flags)
+{
+    if (!edges_plain(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return ((CUresult(*)(CUstream, CUgraphNode *, size_t, unsigned))om_remote_entry(
+        OM_IDX_cuStreamUpdateCaptureDependencies))(s, deps, n, flags);
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+CUresult om_r_cuGraphDestroy(CUgraph g)
+{
+    REQ(req, 8);
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    return om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
+}
+
+/* A list of nodes (or, with `to`, of edges): see node_list in the server. */
+static CUresult node_list(int index, uint64_t h, CUgraphNode *from, CUgraphNode *to, size_t *count)
+{
+    size_t cap, n;
+    uint32_t got = 0;
+    uint64_t *reply;
+    CUresult rc;
+    REQ(req, 24);
+
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    cap = from ? *count : 0;
+    if (from && (cap > MAX_LIST || (index == OM_IDX_cuGraphGetEdges && !to)))
+        return from && cap > MAX_LIST ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    reply = malloc(8 + (to ? 2 : 1) * cap * sizeof(CUgraphNode));
+    if (!reply)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, h);
+    om_put_u64(&req, cap);
+    om_put_u64(&req, from != NULL);
+    rc = om_rcall(index, &req, reply, 8 + (to ? 2 : 1) * cap * sizeof(CUgraphNode), &got);
+    if (rc == CUDA_SUCCESS) {
+        n = (size_t)reply[0];
+        if (got < 8 || (from && (n > cap || got != 8 + (to ? 2 : 1) * n * sizeof(CUgraphNode))) ||
+            (!from && got != 8)) {
+            rc = CUDA_ERROR_UNKNOWN;
+        } else {
+            if (from) {
+                memcpy(from, reply + 1, n * sizeof(CUgraphNode));
+                if (to)
+                    memcpy(to, reply + 1 + n, n * sizeof(CUgraphNode));
+            }
+            *count = n;
+        }
+    }
+    free(reply);
+    return rc;
+}
+
+CUresult om_r_cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n)
+{
+    return node_list(OM_IDX_cuGraphGetNodes, (uint64_t)(uintptr_t)g, nodes, NULL, n);
+}
+
+CUresult om_r_cuGraphGetRootNodes(CUgraph g, CUgraphNode *nodes, size_t *n)
+{
+    return node_list(OM_IDX_cuGraphGetRootNodes, (uint64_t)(uintptr_t)g, nodes, NULL, n);
+}
+
+CUresult om_r_cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, size_t *n)
+{
+    return node_list(OM_IDX_cuGraphNodeGetDependencies, (uint64_t)(uintptr_t)node, deps, NULL, n);
+}
+
+CUresult om_r_cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *deps, size_t *n)
+{
+    return node_list(OM_IDX_cuGraphNodeGetDependentNodes, (uint64_t)(uintptr_t)node, deps, NULL, n);
+}
+
+CUresult om_r_cuGraphGetEdges(CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *n)
+{
+    if ((from == NULL) != (to == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    return node_list(OM_IDX_cuGraphGetEdges, (uint64_t)(uintptr_t)g, from, to, n);
+}
+
+CUresult om_r_cuGraphInstantiate(CUgraphExec *exec, CUgraph g, CUgraphNode *err_node, char *log,
+                                 size_t log_size)
+{
+    CUresult rc = ((CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))om_remote_entry(
+        OM_IDX_cuGraphInstantiateWithFlags))(exec, g, 0);
+
+    if (err_node)
+        *err_node = NULL; /* the server does not say which node failed */
+    if (log && log_size)
+        log[0] = '\0';
+    return rc;
+}
+
+CUresult om_r_cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphNode *err_node, int *result)
+{
+    CUgraphExecUpdateResultInfo info;
+    CUresult rc;
+
+    memset(&info, 0, sizeof(info));
+    rc = ((CUresult(*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))om_remote_entry(
+        OM_IDX_cuGraphExecUpdate_v2))(exec, g, &info);
+    if (err_node)
+        *err_node = info.errorNode;
+    if (result)
+        *result = info.result;
+    return rc;
+}
+
+CUresult om_r_cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+    REQ(req, 16);
+    CUresult rc = om_managed_push(s);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    return om_rpost(OM_IDX_cuGraphLaunch, &req);
+}
+
+/* ------------------------------------------------------------------ kernel nodes */
+
+/* The node's parameters as a launch sends them: kernel, grid and block, shared memory, then
+ * the argument bytes laid out for the kernel (src/server/api/graphs.c reads them back). */
+static CUresult put_kernel(struct om_wbuf *req, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    static __thread uint8_t packed[ARGS_MAX];
+    const void *args = NULL;
+    size_t len = 0;
+    CUfunction f;
+    CUresult rc;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    f = p->func ? p->func : (CUfunction)p->kern; /* kernels and functions are alike here */
+    rc = om_kernel_args(f, p->kernelParams, p->extra, packed, sizeof(packed), &args, &len);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(req, (uint64_t)(uintptr_t)f);
+    om_put_u64(req, ((uint64_t)p->gridDimY << 32) | p->gridDimX);
+    om_put_u64(req, ((uint64_t)p->blockDimX << 32) | p->gridDimZ);
+    om_put_u64(req, ((uint64_t)p->blockDimZ << 32) | p->blockDimY);
+    om_put_u64(req, p->sharedMemBytes);
+    om_put_bytes(req, args, len);
+    return CUDA_SUCCESS;
+}
+
+static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v;
+
+    memset(&v, 0, sizeof(v));
+    memcpy(&v, p, sizeof(*p)); /* v2 begins with v1's fields */
+    return v;
+}
+
+static CUresult put_deps(struct om_wbuf *req, const CUgraphNode *deps, size_t n)
+{
+    if (n > MAX_DEPS || (n && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(req, n);
+    om_put_bytes(req, deps, n * sizeof(*deps));
+    return CUDA_SUCCESS;
+}
+
+static CUresult new_node(int index, const struct om_wbuf *req, CUgraphNode *node)
+{
+    uint64_t reply = 0;
+    uint32_t got = 0;
+    CUresult rc = om_rcall(index, req, &reply, sizeof(reply), &got);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got != sizeof(reply))
+        return CUDA_ERROR_UNKNOWN;
+    *node = (CUgraphNode)(uintptr_t)reply;
+    return CUDA_SUCCESS;
+}
+
+#define KERNEL_REQ (16 + MAX_DEPS * 8 + 48 + ARGS_MAX)
+
+CUresult om_r_cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                      size_t n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(KERNEL_REQ)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = KERNEL_REQ};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS)
+        rc = put_kernel(&req, p);
+    if (rc == CUDA_SUCCESS)
+        rc = new_node(OM_IDX_cuGraphAddKernelNode_v2, &req, node);
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphAddKernelNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                   const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    v = from_v1(p);
+    return om_r_cuGraphAddKernelNode_v2(node, g, deps, n, &v);
+}
+
+CUresult om_r_cuGraphKernelNodeSetParams_v2(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    static __thread uint8_t buf[64 + ARGS_MAX];
+    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_kernel(&req, p)) != CUDA_SUCCESS)
+        return rc;
+    return om_rcall(OM_IDX_cuGraphKernelNodeSetParams_v2, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    v = from_v1(p);
+    return om_r_cuGraphKernelNodeSetParams_v2(node, &v);
+}
+
+CUresult om_r_cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                                const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    static __thread uint8_t buf[64 + ARGS_MAX];
+    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_kernel(&req, p)) != CUDA_SUCCESS)
+        return rc;
+    return om_rcall(OM_IDX_cuGraphExecKernelNodeSetParams_v2, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    v = from_v1(p);
+    return om_r_cuGraphExecKernelNodeSetParams_v2(exec, node, &v);
+}
+
+/* ------------------------------------------------------------------ memset nodes */
+
+/* The client's context is its own (the server runs the node in its context). */
+CUresult om_r_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                   const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    (void)ctx;
+    if (!node || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(16 + MAX_DEPS * 8 + sizeof(*p))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 16 + MAX_DEPS * 8 + sizeof(*p)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&req, p, sizeof(*p));
+        rc = new_node(OM_IDX_cuGraphAddMemsetNode, &req, node);
+    }
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    REQ(req, 16 + sizeof(CUDA_MEMSET_NODE_PARAMS));
+
+    (void)ctx;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    om_put_bytes(&req, p, sizeof(*p));
+    return om_rcall(OM_IDX_cuGraphExecMemsetNodeSetParams, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuGraphMemsetNodeSetParams(CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    REQ(req, 8 + sizeof(CUDA_MEMSET_NODE_PARAMS));
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    om_put_bytes(&req, p, sizeof(*p));
+    return om_rcall(OM_IDX_cuGraphMemsetNodeSetParams, &req, NULL, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ graph memory */
+
+CUresult om_r_cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    CUresult rc;
+    REQ(req, 16);
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuDeviceGetGraphMemAttribute, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        memcpy(value, &v, sizeof(v)); /* each attribute is a cuuint64_t */
+    return rc;
+}
+
+CUresult om_r_cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
+{
+    uint64_t v;
+    REQ(req, 24);
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&v, value, sizeof(v));
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    om_put_u64(&req, v);
+    return om_rcall(OM_IDX_cuDeviceSetGraphMemAttribute, &req, NULL, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ stream capture */
+
+/* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode). The server captures
+ * in relaxed mode whatever the client asks (see the server's side), so the mode is kept here
+ * for the program to read back; it refuses nothing. */
+static __thread int capture_mode = CAPTURE_MODE_GLOBAL;
+
+CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    int old;
+
+    if (!mode || (int)*mode < CAPTURE_MODE_GLOBAL || (int)*mode > CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    old = capture_mode;
+    capture_mode = (int)*mode;
+    *mode = (CUstreamCaptureMode)old;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    REQ(req, 16);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, (uint64_t)(int64_t)mode);
+    return om_rcall(OM_IDX_cuStreamBeginCapture_v2, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuStreamBeginCapture(CUstream s)
+{
+    return om_r_cuStreamBeginCapture_v2(s, (CUstreamCaptureMode)CAPTURE_MODE_GLOBAL);
+}
+
+CUresult om_r_cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+    uint64_t reply = 0;
+    uint32_t got = 0;
+    CUresult rc;
+    REQ(req, 8);
+
+    if (!graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    rc = om_rcall(OM_IDX_cuStreamEndCapture, &req, &reply, sizeof(reply), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(reply))
+        rc = CUDA_ERROR_UNKNOWN;
+    *graph = rc == CUDA_SUCCESS ? (CUgraph)(uintptr_t)reply : NULL;
+    return rc;
+}
+
+/* The dependencies answered last on this thread: valid until its next call, as the driver's
+ * own array is valid until the stream's next capture operation. */
+static __thread CUgraphNode capture_deps[MAX_LIST];
+static __thread CUgraphEdgeData capture_edges[MAX_LIST];
+
+CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                        CUgraph *graph, const CUgraphNode **deps,
+                                        const CUgraphEdgeData **edges, size_t *ndeps)
+{
+    static __thread uint64_t reply[4 + MAX_LIST * 2];
+    uint32_t got = 0;
+    uint64_t n;
+    CUresult rc;
+    REQ(req, 8);
+
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    rc = om_rcall(OM_IDX_cuStreamGetCaptureInfo_v3, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    n = got >= 32 ? reply[3] : 0;
+    if (got < 32 || n > MAX_LIST || got != 32 + n * (sizeof(CUgraphNode) + sizeof(CUgraphEdgeData)))
+        return CUDA_ERROR_UNKNOWN;
+    memcpy(capture_deps, reply + 4, n * sizeof(CUgraphNode));
+    memcpy(capture_edges, reply + 4 + n, n * sizeof(CUgraphEdgeData));
+    if (!edges && !edges_plain(capture_edges, (size_t)n))
+        return 214; /* CUDA_ERROR_LOSSY_QUERY: edges other than the default, not asked for */
+    *status = (CUstreamCaptureStatus)reply[0];
+    if (id)
+        *id = reply[1];
+    if (graph)
+        *graph = (CUgraph)(uintptr_t)reply[2];
+    if (deps)
+        *deps = n ? capture_deps : NULL;
+    if (edges)
+        *edges = n ? capture_edges : NULL;
+    if (ndeps)
+        *ndeps = (size_t)n;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                        CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
+{
+    return om_r_cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, NULL, ndeps);
+}
+
+CUresult om_r_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                          const CUgraphEdgeData *edges, size_t n,
+                                          CUstreamCaptureMode mode)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    if (!edges_plain(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!(buf = malloc(32 + MAX_DEPS * 8)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 32 + MAX_DEPS * 8};
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(&req, (uint64_t)(int64_t)mode);
+        rc = om_rcall(OM_IDX_cuStreamBeginCaptureToGraph, &req, NULL, 0, NULL);
+    }
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    uint64_t reply[3] = {0};
+    uint32_t got = 0;
+    CUresult rc;
+    REQ(req, 24);
+
+    if (!exec || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    om_put_u64(&req, p->flags);
+    om_put_u64(&req, (uint64_t)(uintptr_t)p->hUploadStream);
+    rc = om_rcall(OM_IDX_cuGraphInstantiateWithParams, &req, reply, sizeof(reply), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(reply))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS) {
+        *exec = (CUgraphExec)(uintptr_t)reply[0];
+        p->hErrNode_out = (CUgraphNode)(uintptr_t)reply[1];
+        p->result_out = (int)reply[2];
+    } else {
+        p->hErrNode_out = NULL;
+        p->result_out = 1; /* CUDA_GRAPH_INSTANTIATE_ERROR: the server does not say more */
+    }
+    return rc;
+}
+
+/* The server has the driver describe the graph and answers the text; the path is the
+ * program's, so it is written here. */
+CUresult om_r_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned flags)
+{
+    static const size_t cap = 256u * 1024u;
+    uint32_t got = 0;
+    char *text;
+    CUresult rc;
+    FILE *f;
+    REQ(req, 16);
+
+    if (!path)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(text = malloc(cap)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    om_put_u64(&req, flags);
+    rc = om_rcall(OM_IDX_cuGraphDebugDotPrint, &req, text, cap, &got);
+    if (rc == CUDA_SUCCESS) {
+        f = fopen(path, "w");
+        if (!f || fwrite(text, 1, got, f) != got)
+            rc = 304; /* CUDA_ERROR_OPERATING_SYSTEM */
+        if (f && fclose(f) != 0)
+            rc = 304;
+    }
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ memcpy nodes */
+
+/* The offset and length of one side's bytes (as the server computes them); false: overflow. */
+static bool side_span(size_t x, size_t y, size_t z, size_t pitch, size_t height,
+                      const CUDA_MEMCPY3D *m, uint64_t *start, uint64_t *len)
+{
+    uint64_t first, last;
+
+    *start = *len = 0;
+    if (!m->WidthInBytes || !m->Height || !m->Depth)
+        return true;
+    if (__builtin_mul_overflow((uint64_t)z, (uint64_t)height, &first) ||
+        __builtin_add_overflow(first, (uint64_t)y, &first) ||
+        __builtin_mul_overflow(first, (uint64_t)pitch, &first) ||
+        __builtin_add_overflow(first, (uint64_t)x, &first) ||
+        __builtin_add_overflow((uint64_t)z, (uint64_t)m->Depth - 1, &last) ||
+        __builtin_mul_overflow(last, (uint64_t)height, &last) ||
+        __builtin_add_overflow(last, (uint64_t)y, &last) ||
+        __builtin_add_overflow(last, (uint64_t)m->Height - 1, &last) ||
+        __builtin_mul_overflow(last, (uint64_t)pitch, &last) ||
+        __builtin_add_overflow(last, (uint64_t)x, &last) ||
+        __builtin_add_overflow(last, (uint64_t)m->WidthInBytes, &last))
+        return false;
+    *start = first;
+    *len = last - first;
+    return true;
+}
+
+/* A host side must be pinned memory shared with the server: its address there replaces the
+ * program's. Pageable memory cannot be read by another process's copy node, and arrays are not
+ * carried: NOT_SUPPORTED. */
+static CUresult host_side(int type, const void **host, CUdeviceptr dev, size_t x, size_t y,
+                          size_t z, size_t pitch, size_t height, const CUDA_MEMCPY3D *m)
+{
+    uint64_t start, len, srv;
+    CUdeviceptr base;
+    size_t size;
+    bool managed;
+
+    if (type == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (type == CU_MEMORYTYPE_DEVICE)
+        return CUDA_SUCCESS;
+    if (!side_span(x, y, z, pitch, height, m, &start, &len))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!len)
+        return CUDA_SUCCESS;
+    if (type == CU_MEMORYTYPE_UNIFIED) {
+        if (om_devrange_find(dev + start, &base, &size, &managed))
+            return CUDA_SUCCESS;
+        *host = (const void *)(uintptr_t)dev;
+    }
+    if (!om_pinned_lookup((const uint8_t *)*host + start, (size_t)len, &srv))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    *host = (const void *)(uintptr_t)(srv - start);
+    return CUDA_SUCCESS;
+}
+
+static CUresult put_memcpy(struct om_wbuf *req, const CUDA_MEMCPY3D *p)
+{
+    CUDA_MEMCPY3D m;
+    const void *dst;
+    CUresult rc;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    m = *p;
+    rc = host_side(m.srcMemoryType, &m.srcHost, m.srcDevice, m.srcXInBytes, m.srcY, m.srcZ,
+                   m.srcPitch, m.srcHeight, &m);
+    if (rc == CUDA_SUCCESS && m.srcMemoryType == CU_MEMORYTYPE_UNIFIED &&
+        m.srcHost != (const void *)(uintptr_t)p->srcDevice)
+        m.srcDevice = (CUdeviceptr)(uintptr_t)m.srcHost;
+    dst = m.dstHost;
+    if (rc == CUDA_SUCCESS)
+        rc = host_side(m.dstMemoryType, &dst, m.dstDevice, m.dstXInBytes, m.dstY, m.dstZ,
+                       m.dstPitch, m.dstHeight, &m);
+    m.dstHost = (void *)(uintptr_t)dst;
+    if (rc == CUDA_SUCCESS && m.dstMemoryType == CU_MEMORYTYPE_UNIFIED &&
+        dst != (const void *)(uintptr_t)p->dstDevice)
+        m.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(req, &m, sizeof(m));
+    return rc;
+}
+
+CUresult om_r_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                   const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    (void)ctx;
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(16 + MAX_DEPS * 8 + sizeof(*p))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 16 + MAX_DEPS * 8 + sizeof(*p)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS)
+        rc = put_memcpy(&req, p);
+    if (rc == CUDA_SUCCESS)
+        rc = new_node(OM_IDX_cuGraphAddMemcpyNode, &req, node);
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *p)
+{
+    REQ(req, 8 + sizeof(CUDA_MEMCPY3D));
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_memcpy(&req, p)) != CUDA_SUCCESS)
+        return rc;
+    return om_rcall(OM_IDX_cuGraphMemcpyNodeSetParams, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    REQ(req, 16 + sizeof(CUDA_MEMCPY3D));
+    CUresult rc;
+
+    (void)ctx;
+    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_memcpy(&req, p)) != CUDA_SUCCESS)
+        return rc;
+    return om_rcall(OM_IDX_cuGraphExecMemcpyNodeSetParams, &req, NULL, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ edge data, attributes */
+
+/* The _v2 lists through the first versions: every edge they answer is a default one (the
+ * driver refuses the first versions, CUDA_ERROR_LOSSY_QUERY, when a graph has others). */
+static CUresult plain_edges(CUresult rc, CUgraphEdgeData *edges, const CUgraphNode *nodes,
+                            const size_t *n)
+{
+    if (rc == CUDA_SUCCESS && edges && nodes && n)
+        memset(edges, 0, *n * sizeof(*edges));
+    return rc;
+}
+
+CUresult om_r_cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to,
+                                 CUgraphEdgeData *edges, size_t *n)
+{
+    if (edges && !from)
+        return CUDA_ERROR_INVALID_VALUE;
+    return plain_edges(om_r_cuGraphGetEdges(g, from, to, n), edges, from, n);
+}
+
+CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode *deps,
+                                            CUgraphEdgeData *edges, size_t *n)
+{
+    if (edges && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    return plain_edges(om_r_cuGraphNodeGetDependencies(node, deps, n), edges, deps, n);
+}
+
+CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *deps,
+                                              CUgraphEdgeData *edges, size_t *n)
+{
+    if (edges && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    return plain_edges(om_r_cuGraphNodeGetDependentNodes(node, deps, n), edges, deps, n);
+}
+
+#define ATTR_VALUE_BYTES 64 /* CUkernelNodeAttrValue */
+
+CUresult om_r_cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
+                                            CUkernelNodeAttrValue *value)
+{
+    uint8_t v[ATTR_VALUE_BYTES];
+    uint32_t got = 0;
+    CUresult rc;
+    REQ(req, 16);
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuGraphKernelNodeGetAttribute, &req, v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        memcpy((void *)value, v, sizeof(v));
+    return rc;
+}
+
+CUresult om_r_cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
+                                            const CUkernelNodeAttrValue *value)
+{
+    REQ(req, 16 + ATTR_VALUE_BYTES);
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    om_put_bytes(&req, (const void *)value, ATTR_VALUE_BYTES);
+    return om_rcall(OM_IDX_cuGraphKernelNodeSetAttribute, &req, NULL, 0, NULL);
+}

@@ -1,0 +1,906 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's hand-written handlers of graphs and stream capture (api/remote/graphs.tsv). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../exec.h"
+
+#define CAPTURE_NONE 0
+#define CAPTURE_MODE_RELAXED 2
+#define STREAM_CAPTURE_UNSUPPORTED 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+#define MAX_DEPS 4096                  /* dependencies of one new node (as the table's rows) */
+#define MAX_LIST 8192                  /* nodes (or edges) of one answer */
+#define MAX_DOT (256u * 1024u)         /* bytes of one DOT description */
+#define OS_ERROR 304                   /* CUDA_ERROR_OPERATING_SYSTEM */
+
+/* ------------------------------------------------------------------ checks */
+
+CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!om_handles_has(&c->s->own[OM_H_NODE], (uint64_t)(uintptr_t)v[i]))
+            return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    uint64_t row, span;
+
+    if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->width == 0 || p->height == 0)
+        return CUDA_SUCCESS; /* touches nothing; the driver judges the rest */
+    if (__builtin_mul_overflow((uint64_t)p->width, (uint64_t)p->elementSize, &row) ||
+        __builtin_mul_overflow((uint64_t)p->height - 1, (uint64_t)p->pitch, &span) ||
+        __builtin_add_overflow(span, row, &span))
+        return CUDA_ERROR_INVALID_VALUE;
+    return om_arg_range(c, p->dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+bool om_stream_capturing(struct session *s, CUstream st)
+{
+    CUresult (*fn)(CUstream, int *) = REAL(cuStreamIsCapturing);
+    int status = CAPTURE_NONE;
+
+    if (!s->captures || !st || !fn)
+        return false;
+    return fn(st, &status) == CUDA_SUCCESS && status != CAPTURE_NONE;
+}
+
+/* Handles the driver answered become the client's (nodes of its own graphs). */
+static CUresult own_all(struct call *c, enum om_handle_kind kind, const CUgraphNode *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)(uintptr_t)v[i];
+        CUresult rc;
+        if (!h || om_handles_has(&c->s->own[kind], h))
+            continue;
+        if ((rc = om_own_room(c->s, kind)) != CUDA_SUCCESS)
+            return rc;
+        if (om_handles_add(&c->s->own[kind], h) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+CUresult om_x_cuGraphDestroy(struct call *c)
+{
+    CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraphNode *v = NULL;
+    size_t n = 0;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, h, false)) != CUDA_SUCCESS)
+        return rc;
+    /* Its nodes go with it: no longer the client's (the driver may reuse their addresses). */
+    if (nodes(((CUgraph)(uintptr_t)h), NULL, &n) == CUDA_SUCCESS && n &&
+        (v = calloc(n, sizeof(*v))) != NULL && nodes((CUgraph)(uintptr_t)h, v, &n) != CUDA_SUCCESS)
+        n = 0;
+    rc = ((CUresult(*)(CUgraph))REAL(cuGraphDestroy))((CUgraph)(uintptr_t)h);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_GRAPH, h);
+        for (size_t i = 0; v && i < n; i++)
+            om_own_drop(c->s, OM_H_NODE, (uint64_t)(uintptr_t)v[i]);
+    }
+    free(v);
+    return rc;
+}
+
+/*
+ * The lists of nodes (cuGraphGetNodes, cuGraphGetRootNodes, a node's dependencies or
+ * dependents, a graph's edges). Request: the graph or node, the capacity the client offers
+ * (its array may be NULL: then only the count is asked). Answer: the count the driver wrote,
+ * then the nodes (for edges: the `from` array, then the `to` array). Every node answered
+ * becomes the client's.
+ */
+enum list_kind { LIST_NODES, LIST_ROOTS, LIST_DEPS, LIST_DEPENDENTS, LIST_EDGES };
+
+static CUresult node_list(struct call *c, enum list_kind kind)
+{
+    uint64_t h = om_get_u64(&c->in), cap = om_get_u64(&c->in), want = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraphNode *a = NULL, *b = NULL;
+    size_t n = (size_t)cap;
+    int arrays = kind == LIST_EDGES ? 2 : 1;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_arg_handle(c, kind == LIST_DEPS || kind == LIST_DEPENDENTS ? OM_H_NODE : OM_H_GRAPH, h,
+                       false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (want && cap > MAX_LIST) {
+        client_err(c->s, "client %d: a graph list of more than %d entries is not supported",
+                   (int)c->s->pid, MAX_LIST);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (want && cap &&
+        (!(a = calloc(n, sizeof(*a))) || (arrays == 2 && !(b = calloc(n, sizeof(*b)))))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    switch (kind) {
+    case LIST_NODES:
+        rc = ((CUresult(*)(CUgraph, CUgraphNode *, size_t *))REAL(cuGraphGetNodes))(
+            (CUgraph)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_ROOTS:
+        rc = ((CUresult(*)(CUgraph, CUgraphNode *, size_t *))REAL(cuGraphGetRootNodes))(
+            (CUgraph)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_DEPS:
+        rc = ((CUresult(*)(CUgraphNode, CUgraphNode *, size_t *))REAL(cuGraphNodeGetDependencies))(
+            (CUgraphNode)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_DEPENDENTS:
+        rc = ((CUresult(*)(CUgraphNode, CUgraphNode *, size_t *))REAL(
+            cuGraphNodeGetDependentNodes))((CUgraphNode)(uintptr_t)h, want ? a : NULL, &n);
+        break;
+    case LIST_EDGES:
+        rc = ((CUresult(*)(CUgraph, CUgraphNode *, CUgraphNode *, size_t *))REAL(cuGraphGetEdges))(
+            (CUgraph)(uintptr_t)h, want ? a : NULL, want ? b : NULL, &n);
+        break;
+    }
+    if (rc != CUDA_SUCCESS)
+        goto out;
+    if (want && n > cap)
+        n = (size_t)cap; /* the driver fills at most the capacity */
+    if (want && ((rc = own_all(c, OM_H_NODE, a, n)) != CUDA_SUCCESS ||
+                 (b && (rc = own_all(c, OM_H_NODE, b, n)) != CUDA_SUCCESS)))
+        goto out;
+    om_put_u64(&c->out, n);
+    if (want && n) {
+        om_put_bytes(&c->out, a, n * sizeof(*a));
+        if (b)
+            om_put_bytes(&c->out, b, n * sizeof(*b));
+    }
+out:
+    free(a);
+    free(b);
+    return rc;
+}
+
+CUresult om_x_cuGraphGetNodes(struct call *c)
+{
+    return node_list(c, LIST_NODES);
+}
+
+CUresult om_x_cuGraphGetRootNodes(struct call *c)
+{
+    return node_list(c, LIST_ROOTS);
+}
+
+CUresult om_x_cuGraphNodeGetDependencies(struct call *c)
+{
+    return node_list(c, LIST_DEPS);
+}
+
+CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c)
+{
+    return node_list(c, LIST_DEPENDENTS);
+}
+
+CUresult om_x_cuGraphGetEdges(struct call *c)
+{
+    return node_list(c, LIST_EDGES);
+}
+
+/* ------------------------------------------------------------------ kernel and memset nodes */
+
+/* The dependencies of a new node: a count, then the handles, each the client's. */
+static CUresult read_deps(struct call *c, CUgraphNode *deps, uint64_t *n)
+{
+    const void *b;
+
+    *n = om_get_u64(&c->in);
+    if (*n > MAX_DEPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    b = om_get_bytes(&c->in, *n * sizeof(CUgraphNode));
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(deps, b, *n * sizeof(CUgraphNode));
+    return om_check_nodes(c, deps, (size_t)*n);
+}
+
+/*
+ * Kernel node parameters as the client sends them (src/client/api/graphs.c): the kernel, the
+ * grid and block (as a launch sends them), the shared memory size, then the argument bytes laid
+ * out as the kernel's parameters, to the end of the request. They reach the driver through
+ * `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER), from which it copies them into the node.
+ */
+/* The context a node runs in: the server's (the client's CUcontext is a token). */
+static CUcontext server_context(void)
+{
+    CUcontext ctx = NULL;
+    ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
+    return ctx;
+}
+
+struct kernel_node {
+    CUDA_KERNEL_NODE_PARAMS p;
+    void *extra[5];
+    size_t size;
+};
+
+static CUresult read_kernel_params(struct call *c, struct kernel_node *k)
+{
+    uint64_t f = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in);
+    size_t len = 0;
+    const void *args = om_get_rest(&c->in, &len);
+    CUresult rc = ARGS_OK(c);
+    int64_t total;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    total = om_kernel_total(c->s, f);
+    if (total < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((int64_t)len != total || len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(c->s->launch_args, args, len);
+    memset(k, 0, sizeof(*k));
+    k->size = len;
+    k->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    k->extra[1] = c->s->launch_args;
+    k->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    k->extra[3] = &k->size;
+    k->extra[4] = CU_LAUNCH_PARAM_END;
+    /* The server's kernels are CUkernel handles (cuLibraryGetKernel): `kern`, in this context. */
+    k->p.func = NULL;
+    k->p.kern = (CUkernel)(uintptr_t)f;
+    k->p.ctx = server_context();
+    k->p.gridDimX = (unsigned)g;
+    k->p.gridDimY = (unsigned)(g >> 32);
+    k->p.gridDimZ = (unsigned)m;
+    k->p.blockDimX = (unsigned)(m >> 32);
+    k->p.blockDimY = (unsigned)b;
+    k->p.blockDimZ = (unsigned)(b >> 32);
+    k->p.sharedMemBytes = (unsigned)smem;
+    k->p.extra = len ? k->extra : NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuGraphAddKernelNode_v2(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct kernel_node k;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_kernel_params(c, &k);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                       const CUDA_KERNEL_NODE_PARAMS *))REAL(cuGraphAddKernelNode_v2))(
+        &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &k.p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    struct kernel_node k;
+    CUresult rc = read_kernel_params(c, &k);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
+        cuGraphKernelNodeSetParams_v2))((CUgraphNode)(uintptr_t)node, &k.p);
+}
+
+CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
+    struct kernel_node k;
+    CUresult rc = read_kernel_params(c, &k);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
+        cuGraphExecKernelNodeSetParams_v2))((CUgraphExec)(uintptr_t)exec,
+                                            (CUgraphNode)(uintptr_t)node, &k.p);
+}
+
+static CUresult read_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    const void *b = om_get_bytes(&c->in, sizeof(*p));
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(p, b, sizeof(*p));
+    return om_check_memset(c, p);
+}
+
+CUresult om_x_cuGraphAddMemsetNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_memset(c, &p);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                       const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphAddMemsetNode))(
+        &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &p, server_context());
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUresult rc = read_memset(c, &p);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(
+        cuGraphExecMemsetNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
+                                         &p, server_context());
+}
+
+/* ------------------------------------------------------------------ launch */
+
+CUresult om_x_cuGraphLaunch(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, exec, false)) != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    rc =
+        ((CUresult(*)(CUgraphExec, CUstream))REAL(cuGraphLaunch))((CUgraphExec)(uintptr_t)exec, st);
+    /* Scheduled like a kernel: the executable graph is what the scheduler learns the length of. */
+    if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, st))
+        om_sched_launched(c->s, st, exec);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ graph memory */
+
+CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    uint64_t v = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (attr > 3) /* used/reserved memory, current and high watermark: each a cuuint64_t */
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult(*)(CUdevice, int, void *))REAL(cuDeviceGetGraphMemAttribute))((CUdevice)dev,
+                                                                                  (int)attr, &v);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, v);
+    return rc;
+}
+
+CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c)
+{
+    uint64_t dev = om_get_u64(&c->in), attr = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    /* Only the high watermarks may be set, and only to 0 (a reset). */
+    if ((attr != 1 && attr != 3) || v != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ((CUresult(*)(CUdevice, int, void *))REAL(cuDeviceSetGraphMemAttribute))((CUdevice)dev,
+                                                                                    (int)attr, &v);
+}
+
+/* ------------------------------------------------------------------ stream capture */
+
+CUresult om_x_cuStreamBeginCapture_v2(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in), mode = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mode > CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The legacy default stream cannot be captured (the per-thread one can). */
+    if (sh == 0 || sh == (uint64_t)(uintptr_t)CU_STREAM_LEGACY)
+        return STREAM_CAPTURE_UNSUPPORTED;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    /* Always relaxed in the server: a global or thread-local capture would forbid "unsafe"
+     * calls to every thread of the server, that is, to the other clients. The client's mode
+     * only changes which of its own calls the driver would refuse meanwhile. */
+    rc = ((CUresult(*)(CUstream, int))REAL(cuStreamBeginCapture_v2))(st, CAPTURE_MODE_RELAXED);
+    if (rc == CUDA_SUCCESS)
+        c->s->captures++;
+    return rc;
+}
+
+/* After a capture that ended without a graph: the nodes it had answered (its dependencies)
+ * went with it. Every node the client holds that is in none of its graphs is dropped (rare:
+ * each graph's nodes are listed). */
+static void prune_nodes(struct session *s)
+{
+    CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
+    struct om_handles live = {0};
+    uint64_t *drop;
+    size_t ndrop = 0;
+
+    for (size_t i = 0; i < s->own[OM_H_GRAPH].n; i++) {
+        CUgraph g = (CUgraph)(uintptr_t)s->own[OM_H_GRAPH].v[i];
+        CUgraphNode *v;
+        size_t n = 0;
+        if (nodes(g, NULL, &n) != CUDA_SUCCESS || !n || !(v = calloc(n, sizeof(*v))))
+            continue;
+        if (nodes(g, v, &n) == CUDA_SUCCESS)
+            for (size_t k = 0; k < n; k++)
+                om_handles_add(&live, (uint64_t)(uintptr_t)v[k]);
+        free(v);
+    }
+    drop = calloc(s->own[OM_H_NODE].n + 1, sizeof(*drop));
+    for (size_t i = 0; drop && i < s->own[OM_H_NODE].n; i++)
+        if (!om_handles_has(&live, s->own[OM_H_NODE].v[i]))
+            drop[ndrop++] = s->own[OM_H_NODE].v[i];
+    for (size_t i = 0; i < ndrop; i++)
+        om_own_drop(s, OM_H_NODE, drop[i]);
+    free(drop);
+    om_handles_free(&live);
+}
+
+/* The session's end: captures still open are ended (a capturing stream cannot be waited for
+ * or destroyed cleanly) and their graphs destroyed. */
+void om_graphs_release(struct session *s)
+{
+    CUresult (*end)(CUstream, CUgraph *) = REAL(cuStreamEndCapture);
+    CUresult (*destroy)(CUgraph) = REAL(cuGraphDestroy);
+
+    if (!s->captures || !end || !destroy)
+        return;
+    for (size_t i = 0; i <= s->own[OM_H_STREAM].n; i++) {
+        CUstream st = i < s->own[OM_H_STREAM].n ? (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]
+                                                : s->default_stream;
+        CUgraph g = NULL;
+        if (st && om_stream_capturing(s, st) && end(st, &g) == CUDA_SUCCESS && g &&
+            !om_handles_has(&s->own[OM_H_GRAPH], (uint64_t)(uintptr_t)g))
+            destroy(g); /* (one captured into a graph of the client's goes with the others) */
+    }
+    s->captures = 0;
+}
+
+CUresult om_x_cuStreamEndCapture(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraph g = NULL;
+    bool was;
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_GRAPH)) != CUDA_SUCCESS)
+        return rc;
+    was = om_stream_capturing(c->s, st);
+    rc = ((CUresult(*)(CUstream, CUgraph *))REAL(cuStreamEndCapture))(st, &g);
+    if (was && !om_stream_capturing(c->s, st))
+        c->s->captures--;
+    if (was && rc != CUDA_SUCCESS)
+        prune_nodes(c->s);
+    if (rc == CUDA_SUCCESS && g) {
+        if ((rc = om_own_add(c, OM_H_GRAPH, (uint64_t)(uintptr_t)g)) != CUDA_SUCCESS)
+            return rc;
+    }
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)g);
+    return rc;
+}
+
+/* Answer: status, id, graph, the count of dependencies, the dependencies (each becomes the
+ * client's: it may add nodes after them), their edge data. The graph is not the client's
+ * until the capture ends. */
+CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    int status = 0;
+    uint64_t id = 0;
+    CUgraph g = NULL;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    rc = ((CUresult(*)(CUstream, int *, uint64_t *, CUgraph *, const CUgraphNode **,
+                       const CUgraphEdgeData **, size_t *))REAL(cuStreamGetCaptureInfo_v3))(
+        st, &status, &id, &g, &deps, &edges, &n);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (status == CAPTURE_NONE)
+        n = 0;
+    if (n > MAX_LIST)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (n && (rc = own_all(c, OM_H_NODE, deps, n)) != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, (uint64_t)status);
+    om_put_u64(&c->out, id);
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)g);
+    om_put_u64(&c->out, n);
+    if (n) {
+        CUgraphEdgeData zero[1] = {{0}};
+        om_put_bytes(&c->out, deps, n * sizeof(*deps));
+        for (size_t i = 0; i < n; i++)
+            om_put_bytes(&c->out, edges ? &edges[i] : zero, sizeof(*edges));
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Custom rather than `in:memset`: the generator reads an `in` struct before declaring it. */
+CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUresult rc = read_memset(c, &p);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))REAL(
+        cuGraphMemsetNodeSetParams))((CUgraphNode)(uintptr_t)node, &p);
+}
+
+CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in), g = om_get_u64(&c->in), mode, ndeps;
+    CUgraphNode deps[MAX_DEPS];
+    CUresult rc = read_deps(c, deps, &ndeps);
+    CUstream st;
+
+    mode = om_get_u64(&c->in);
+    if (rc == CUDA_SUCCESS)
+        rc = ARGS_OK(c);
+    if (rc == CUDA_SUCCESS && mode > CAPTURE_MODE_RELAXED)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (sh == 0 || sh == (uint64_t)(uintptr_t)CU_STREAM_LEGACY)
+        return STREAM_CAPTURE_UNSUPPORTED;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    /* Relaxed, as cuStreamBeginCapture_v2 (there). */
+    rc = ((CUresult(*)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                       int))REAL(cuStreamBeginCaptureToGraph))(
+        st, (CUgraph)(uintptr_t)g, deps, NULL, (size_t)ndeps, CAPTURE_MODE_RELAXED);
+    if (rc == CUDA_SUCCESS)
+        c->s->captures++;
+    return rc;
+}
+
+/* Answer: the executable graph, the node that failed (if the client's), the result. */
+CUresult om_x_cuGraphInstantiateWithParams(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), flags = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUDA_GRAPH_INSTANTIATE_PARAMS p;
+    CUgraphExec e = NULL;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (flags & ~(uint64_t)0xF)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, g, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_EXEC)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    p.flags = flags;
+    if (flags & 2) { /* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD: on the client's stream */
+        p.hUploadStream = om_arg_stream(c, sh, true, &rc);
+        if (!p.hUploadStream)
+            return rc;
+    }
+    rc = ((CUresult(*)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *))REAL(
+        cuGraphInstantiateWithParams))(&e, (CUgraph)(uintptr_t)g, &p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_EXEC, (uint64_t)(uintptr_t)e)) != CUDA_SUCCESS)
+        return rc;
+    if (rc == CUDA_SUCCESS) { /* a failure's answer does not travel: the client says why */
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)e);
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)p.hErrNode_out);
+        om_put_u64(&c->out, (uint64_t)(int64_t)p.result_out);
+    }
+    return rc;
+}
+
+/* The driver writes the description into a memory file of the server (by its /proc path);
+ * the client writes the text to its own path. */
+CUresult om_x_cuGraphDebugDotPrint(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    char path[64];
+    char *text = NULL;
+    off_t len;
+    int fd;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (flags & ~(uint64_t)0xFFFF)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, g, false)) != CUDA_SUCCESS)
+        return rc;
+    fd = memfd_create("openmps-dot", MFD_CLOEXEC);
+    if (fd < 0)
+        return OS_ERROR;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    rc = ((CUresult(*)(CUgraph, const char *, unsigned))REAL(cuGraphDebugDotPrint))(
+        (CUgraph)(uintptr_t)g, path, (unsigned)flags);
+    len = rc == CUDA_SUCCESS ? lseek(fd, 0, SEEK_END) : 0;
+    if (rc == CUDA_SUCCESS && (len < 0 || len > (off_t)MAX_DOT)) {
+        client_err(c->s, "client %d: a graph description of more than %u bytes is not carried",
+                   (int)c->s->pid, MAX_DOT);
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (rc == CUDA_SUCCESS && len && !(text = malloc((size_t)len)))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && len && pread(fd, text, (size_t)len, 0) != len)
+        rc = OS_ERROR;
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(&c->out, text, (size_t)len);
+    free(text);
+    close(fd);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ memcpy nodes */
+
+/* The bytes one side of a 3D copy spans, from its first to its last: *start (from its base
+ * address) and *len. False when the numbers overflow. */
+static bool side_span(uint64_t x, uint64_t y, uint64_t z, uint64_t pitch, uint64_t height,
+                      uint64_t w, uint64_t h, uint64_t d, uint64_t *start, uint64_t *len)
+{
+    uint64_t first, last;
+
+    *start = *len = 0;
+    if (!w || !h || !d)
+        return true;
+    if (__builtin_mul_overflow(z, height, &first) || __builtin_add_overflow(first, y, &first) ||
+        __builtin_mul_overflow(first, pitch, &first) || __builtin_add_overflow(first, x, &first))
+        return false;
+    if (__builtin_add_overflow(z, d - 1, &last) || __builtin_mul_overflow(last, height, &last) ||
+        __builtin_add_overflow(last, y, &last) || __builtin_add_overflow(last, h - 1, &last) ||
+        __builtin_mul_overflow(last, pitch, &last) || __builtin_add_overflow(last, x, &last) ||
+        __builtin_add_overflow(last, w, &last))
+        return false;
+    *start = first;
+    *len = last - first;
+    return true;
+}
+
+/* One side of a copy node: device memory of the client, or pinned memory it shares with the
+ * server (the client sent the server's address); arrays are not carried. */
+static CUresult check_side(struct call *c, int type, uint64_t host, uint64_t dev, uint64_t x,
+                           uint64_t y, uint64_t z, uint64_t pitch, uint64_t height,
+                           const CUDA_MEMCPY3D *m)
+{
+    uint64_t start, len, base = type == CU_MEMORYTYPE_HOST ? host : dev;
+
+    if (!side_span(x, y, z, pitch, height, m->WidthInBytes, m->Height, m->Depth, &start, &len) ||
+        base > UINT64_MAX - start)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!len)
+        return CUDA_SUCCESS;
+    switch (type) {
+    case CU_MEMORYTYPE_DEVICE:
+        return om_arg_range(c, base + start, len) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_HOST:
+        return om_hostmem_find(c->s, base + start, len) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_UNIFIED:
+        return om_arg_range(c, base + start, len) || om_hostmem_find(c->s, base + start, len)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    default:
+        client_err(c->s, "client %d: a copy node of memory type %d is not supported",
+                   (int)c->s->pid, type);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+static CUresult read_memcpy(struct call *c, CUDA_MEMCPY3D *m)
+{
+    const void *b = om_get_bytes(&c->in, sizeof(*m));
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(m, b, sizeof(*m));
+    rc = check_side(c, m->srcMemoryType, (uint64_t)(uintptr_t)m->srcHost, m->srcDevice,
+                    m->srcXInBytes, m->srcY, m->srcZ, m->srcPitch, m->srcHeight, m);
+    if (rc == CUDA_SUCCESS)
+        rc = check_side(c, m->dstMemoryType, (uint64_t)(uintptr_t)m->dstHost, m->dstDevice,
+                        m->dstXInBytes, m->dstY, m->dstZ, m->dstPitch, m->dstHeight, m);
+    m->srcArray = m->dstArray = NULL;
+    return rc;
+}
+
+CUresult om_x_cuGraphAddMemcpyNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    CUDA_MEMCPY3D m;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_memcpy(c, &m);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *,
+                       CUcontext))REAL(cuGraphAddMemcpyNode))(&node, (CUgraph)(uintptr_t)g, deps,
+                                                              (size_t)ndeps, &m, server_context());
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_MEMCPY3D m;
+    CUresult rc = read_memcpy(c, &m);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphNode, const CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeSetParams))(
+        (CUgraphNode)(uintptr_t)node, &m);
+}
+
+CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c)
+{
+    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
+    CUDA_MEMCPY3D m;
+    CUresult rc = read_memcpy(c, &m);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))REAL(
+        cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
+                                         &m, server_context());
+}
+
+/* ------------------------------------------------------------------ kernel node attributes */
+
+#define ATTR_VALUE_BYTES 64 /* CUkernelNodeAttrValue (CUlaunchAttributeValue) */
+
+/* Attributes whose values hold no handle (events, device-side nodes): they travel as bytes;
+ * the others would need translating (as for launches, src/server/api/launch.c). */
+static bool node_attribute_allowed(uint64_t id)
+{
+    switch (id) {
+    case 1:  /* access policy window: a device address, a cache hint */
+    case 2:  /* cooperative */
+    case 3:  /* synchronization policy */
+    case 4:  /* cluster dimension */
+    case 5:  /* cluster scheduling policy */
+    case 6:  /* programmatic stream serialization */
+    case 8:  /* priority */
+    case 9:  /* memory sync domain map */
+    case 10: /* memory sync domain */
+    case 11: /* preferred cluster dimension */
+    case 14: /* preferred shared memory carveout */ return true;
+    default: return false;
+    }
+}
+
+CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    uint8_t v[ATTR_VALUE_BYTES] = {0};
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!node_attribute_allowed(attr))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    rc = ((CUresult(*)(CUgraphNode, int, void *))REAL(cuGraphKernelNodeGetAttribute))(
+        (CUgraphNode)(uintptr_t)node, (int)attr, v);
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(&c->out, v, sizeof(v));
+    return rc;
+}
+
+CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    const void *b = om_get_bytes(&c->in, ATTR_VALUE_BYTES);
+    uint8_t v[ATTR_VALUE_BYTES];
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!node_attribute_allowed(attr)) {
+        client_err(c->s, "client %d: kernel node attribute %d is not supported", (int)c->s->pid,
+                   (int)attr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    memcpy(v, b, sizeof(v));
+    return ((CUresult(*)(CUgraphNode, int, const void *))REAL(cuGraphKernelNodeSetAttribute))(
+        (CUgraphNode)(uintptr_t)node, (int)attr, v);
+}

@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: MIT */
+/* Graphs and stream capture through the shim and the server, on the driver test double
+ * (fake_graphs.c). Modes:
+ *   remote_graphs build        a graph of every kind the double runs, instantiated, launched,
+ *                              updated; the effects read back; lists, clones, refusals
+ *   remote_graphs capture      stream capture on a blocking stream while the default stream
+ *                              works (the server's hidden ordering must not join or break it)
+ *   remote_graphs hold         prints a graph, a node and an executable graph, keeps them 10 s
+ *   remote_graphs steal G N E  uses another client's graph, node and executable graph
+ *   remote_graphs leak         creates graphs and executable graphs and ends without freeing
+ * Exit status 0 when every check passed; the first failed check is printed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUgraph, *CUgraphNode,
+    *CUgraphExec;
+
+typedef struct {
+    CUfunction func;
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void **kernelParams, **extra;
+    void *kern;
+    CUcontext ctx;
+} KNP;
+typedef struct {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned value, elementSize;
+    size_t width, height;
+} MSP;
+typedef struct {
+    int result;
+    CUgraphNode errorNode, errorFromNode;
+} UPD;
+
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamQuery(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuGraphCreate(CUgraph *, unsigned);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuGraphClone(CUgraph *, CUgraph);
+CUresult cuGraphNodeFindInClone(CUgraphNode *, CUgraphNode, CUgraph);
+CUresult cuGraphAddEmptyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KNP *);
+CUresult cuGraphAddMemsetNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const MSP *,
+                              CUcontext);
+CUresult cuGraphAddEventRecordNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent);
+CUresult cuGraphAddDependencies(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t);
+CUresult cuGraphRemoveDependencies(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t);
+CUresult cuGraphGetNodes(CUgraph, CUgraphNode *, size_t *);
+CUresult cuGraphGetRootNodes(CUgraph, CUgraphNode *, size_t *);
+CUresult cuGraphGetEdges(CUgraph, CUgraphNode *, CUgraphNode *, size_t *);
+CUresult cuGraphNodeGetDependencies(CUgraphNode, CUgraphNode *, size_t *);
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode, CUgraphNode *, size_t *);
+CUresult cuGraphNodeGetType(CUgraphNode, int *);
+CUresult cuGraphDestroyNode(CUgraphNode);
+CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode, CUevent *);
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode, MSP *);
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode, const MSP *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphInstantiate_v2(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+CUresult cuGraphExecGetFlags(CUgraphExec, unsigned long long *);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphUpload(CUgraphExec, CUstream);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const KNP *);
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode, const KNP *);
+CUresult cuGraphExecUpdate_v2(CUgraphExec, CUgraph, UPD *);
+CUresult cuGraphNodeSetEnabled(CUgraphExec, CUgraphNode, unsigned);
+CUresult cuGraphNodeGetEnabled(CUgraphExec, CUgraphNode, unsigned *);
+CUresult cuDeviceGetGraphMemAttribute(int, int, void *);
+CUresult cuDeviceSetGraphMemAttribute(int, int, void *);
+CUresult cuDeviceGraphMemTrim(int);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuStreamIsCapturing(CUstream, int *);
+CUresult cuStreamGetCaptureInfo_v3(CUstream, int *, unsigned long long *, CUgraph *,
+                                   const CUgraphNode **, const void **, size_t *);
+CUresult cuThreadExchangeStreamCaptureMode(int *);
+typedef struct {
+    unsigned long long flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    int result_out;
+} GIP;
+typedef struct {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray, *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray, *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} M3D;
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuGraphAddMemcpyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const M3D *,
+                              CUcontext);
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode, const M3D *);
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode, M3D *);
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const M3D *, CUcontext);
+CUresult cuGraphKernelNodeGetAttribute(CUgraphNode, int, void *);
+CUresult cuGraphKernelNodeSetAttribute(CUgraphNode, int, const void *);
+CUresult cuGraphGetEdges_v2(CUgraph, CUgraphNode *, CUgraphNode *, void *, size_t *);
+CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, GIP *);
+CUresult cuGraphDebugDotPrint(CUgraph, const char *, unsigned);
+CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
+                                     int);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "remote_graphs: line %d: %s\n", __LINE__, #cond);                      \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+#define INVALID_VALUE 1
+#define INVALID_HANDLE 400
+
+static CUfunction fill;
+
+static void setup(void)
+{
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+    CUcontext ctx;
+    CUmodule mod;
+
+    OK(cuInit(0));
+    OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(cuCtxSetCurrent(ctx));
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+}
+
+/* fill_u32(p, value, count) as a kernel node's parameters */
+static KNP fill_params(CUdeviceptr *p, unsigned *value, unsigned *count, void **args)
+{
+    KNP k;
+    memset(&k, 0, sizeof(k));
+    args[0] = p, args[1] = value, args[2] = count;
+    k.func = fill;
+    k.gridDimX = k.gridDimY = k.gridDimZ = 1;
+    k.blockDimX = 32, k.blockDimY = k.blockDimZ = 1;
+    k.kernelParams = args;
+    return k;
+}
+
+static int all(const unsigned *v, size_t n, unsigned want)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] != want)
+            return 0;
+    return 1;
+}
+
+static void build(void)
+{
+    CUdeviceptr a;
+    CUstream s;
+    CUevent ev, got_ev;
+    CUgraph g, clone;
+    CUgraphNode empty, kern, mset, rec, nodes[8], to[8], cn;
+    CUgraphExec exec;
+    unsigned value = 7, count = 16, host[32], on;
+    unsigned long long flags;
+    void *args[3];
+    size_t n;
+    int type;
+    UPD upd;
+
+    OK(cuMemAlloc_v2(&a, sizeof(host)));
+    OK(cuMemsetD8_v2(a, 0, sizeof(host)));
+    OK(cuStreamCreate(&s, 1));
+    OK(cuEventCreate(&ev, 0));
+    OK(cuGraphCreate(&g, 0));
+    EXPECT(cuGraphCreate(&clone, 1) == INVALID_VALUE); /* flags must be 0 */
+    OK(cuGraphAddEmptyNode(&empty, g, NULL, 0));
+    KNP k = fill_params(&a, &value, &count, args);
+    OK(cuGraphAddKernelNode_v2(&kern, g, &empty, 1, &k));
+    MSP m = {a + 64, 0, 9, 4, 16, 1};
+    OK(cuGraphAddMemsetNode(&mset, g, &kern, 1, &m, NULL));
+    OK(cuGraphAddEventRecordNode(&rec, g, &mset, 1, ev));
+    OK(cuGraphEventRecordNodeGetEvent(rec, &got_ev));
+    EXPECT(got_ev == ev);
+    MSP outside = {a + 64, 0, 9, 4, 17, 1}; /* one element past the allocation */
+    EXPECT(cuGraphAddMemsetNode(&cn, g, NULL, 0, &outside, NULL) == INVALID_VALUE);
+    EXPECT(cuGraphMemsetNodeSetParams(mset, &outside) == INVALID_VALUE);
+    MSP back;
+    OK(cuGraphMemsetNodeGetParams(mset, &back));
+    EXPECT(back.value == 9 && back.width == 16 && back.dst == a + 64);
+    EXPECT(cuGraphAddEmptyNode(&cn, g, nodes, 5000) == INVALID_VALUE); /* past the maximum */
+
+    /* lists: every node, the root, the edges, a node's neighbours */
+    OK(cuGraphGetNodes(g, NULL, &n));
+    EXPECT(n == 4);
+    n = 8;
+    OK(cuGraphGetNodes(g, nodes, &n));
+    EXPECT(n == 4 && nodes[0] == empty && nodes[1] == kern && nodes[3] == rec);
+    n = 2;
+    OK(cuGraphGetNodes(g, nodes, &n)); /* at most the capacity */
+    EXPECT(n == 2);
+    n = 8;
+    OK(cuGraphGetRootNodes(g, nodes, &n));
+    EXPECT(n == 1 && nodes[0] == empty);
+    n = 8;
+    OK(cuGraphGetEdges(g, nodes, to, &n));
+    EXPECT(n == 3 && nodes[0] == empty && to[0] == kern);
+    n = 8;
+    OK(cuGraphNodeGetDependencies(mset, nodes, &n));
+    EXPECT(n == 1 && nodes[0] == kern);
+    n = 8;
+    OK(cuGraphNodeGetDependentNodes(kern, nodes, &n));
+    EXPECT(n == 1 && nodes[0] == mset);
+    OK(cuGraphNodeGetType(kern, &type));
+    EXPECT(type == 0);
+    unsigned char attr[64] = {0}, attr_back[64] = {1};
+    attr[0] = 3; /* priority 3 */
+    OK(cuGraphKernelNodeSetAttribute(kern, 8, attr));
+    OK(cuGraphKernelNodeGetAttribute(kern, 8, attr_back));
+    EXPECT(!memcmp(attr, attr_back, sizeof(attr)));
+    EXPECT(cuGraphKernelNodeSetAttribute(kern, 7, attr) == 801); /* holds an event */
+    unsigned char edata[8 * 8];
+    memset(edata, 0xff, sizeof(edata));
+    n = 8;
+    OK(cuGraphGetEdges_v2(g, nodes, to, edata, &n));
+    EXPECT(n == 3 && edata[0] == 0 && edata[23] == 0 && edata[24] == 0xff);
+    OK(cuGraphNodeGetType(mset, &type));
+    EXPECT(type == 2);
+    OK(cuGraphRemoveDependencies(g, &mset, &rec, 1));
+    OK(cuGraphAddDependencies(g, &mset, &rec, 1));
+
+    /* the description, written by the client to its own path */
+    char dot[] = "/tmp/om-graphs-dot-XXXXXX", text[256] = {0};
+    int fd = mkstemp(dot);
+    EXPECT(fd >= 0);
+    close(fd);
+    OK(cuGraphDebugDotPrint(g, dot, 4));
+    FILE *f = fopen(dot, "r");
+    EXPECT(f && fread(text, 1, sizeof(text) - 1, f) > 0);
+    fclose(f);
+    unlink(dot);
+    EXPECT(strstr(text, "4 nodes, flags 4") != NULL);
+    EXPECT(cuGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0) == 304);
+
+    /* with parameters: uploaded on the client's stream */
+    GIP gip = {2, s, (CUgraphNode)1, 7};
+    CUgraphExec exec3;
+    OK(cuGraphInstantiateWithParams(&exec3, g, &gip));
+    EXPECT(gip.result_out == 0 && gip.hErrNode_out == NULL);
+    OK(cuGraphExecDestroy(exec3));
+    gip.flags = 0x100;
+    EXPECT(cuGraphInstantiateWithParams(&exec3, g, &gip) == INVALID_VALUE);
+    EXPECT(gip.result_out == 1);
+
+    /* instantiate, launch: the kernel node fills with 7, the memset node with 9 */
+    EXPECT(cuGraphInstantiateWithFlags(&exec, g, 0x100) == INVALID_VALUE);
+    OK(cuGraphInstantiateWithFlags(&exec, g, 1));
+    OK(cuGraphExecGetFlags(exec, &flags));
+    EXPECT(flags == 1);
+    OK(cuGraphUpload(exec, s));
+    OK(cuGraphLaunch(exec, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
+    EXPECT(all(host, 16, 7) && all(host + 16, 16, 9));
+
+    /* the executable graph's kernel node updated: 11, the graph's own node unchanged */
+    value = 11;
+    OK(cuGraphExecKernelNodeSetParams_v2(exec, kern, &k));
+    OK(cuGraphLaunch(exec, NULL));
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
+    EXPECT(all(host, 16, 11));
+    EXPECT(cuGraphNodeSetEnabled(exec, mset, 2) == INVALID_VALUE);
+    OK(cuGraphNodeSetEnabled(exec, mset, 0));
+    OK(cuGraphNodeGetEnabled(exec, mset, &on));
+    EXPECT(on == 0);
+
+    /* the graph's node set to 5, taken by a whole update */
+    value = 5;
+    OK(cuGraphKernelNodeSetParams_v2(kern, &k));
+    OK(cuGraphExecUpdate_v2(exec, g, &upd));
+    OK(cuGraphLaunch(exec, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
+    EXPECT(all(host, 16, 5));
+
+    /* the old entry point, clones */
+    CUgraphExec exec2;
+    CUgraphNode err = (CUgraphNode)1;
+    char logbuf[8] = "x";
+    OK(cuGraphInstantiate_v2(&exec2, g, &err, logbuf, sizeof(logbuf)));
+    EXPECT(err == NULL && logbuf[0] == 0);
+    OK(cuGraphExecDestroy(exec2));
+    EXPECT(cuGraphExecDestroy(exec2) == INVALID_HANDLE); /* no longer its */
+    OK(cuGraphClone(&clone, g));
+    OK(cuGraphNodeFindInClone(&cn, kern, clone));
+    OK(cuGraphNodeGetType(cn, &type));
+    EXPECT(type == 0 && cn != kern);
+    OK(cuGraphDestroy(clone));
+    EXPECT(cuGraphNodeGetType(cn, &type) == INVALID_HANDLE); /* its nodes went with it */
+    OK(cuGraphDestroyNode(rec));
+    EXPECT(cuGraphNodeGetType(rec, &type) == INVALID_HANDLE);
+
+    /* graph memory */
+    unsigned long long v = 1;
+    OK(cuDeviceGetGraphMemAttribute(0, 0, &v));
+    EXPECT(v == 4096);
+    EXPECT(cuDeviceGetGraphMemAttribute(0, 9, &v) == INVALID_VALUE);
+    v = 0;
+    OK(cuDeviceSetGraphMemAttribute(0, 1, &v));
+    v = 5;
+    EXPECT(cuDeviceSetGraphMemAttribute(0, 1, &v) == INVALID_VALUE);
+    OK(cuDeviceGraphMemTrim(0));
+    EXPECT(cuDeviceGraphMemTrim(7) == 101);
+
+    OK(cuGraphExecDestroy(exec));
+    OK(cuGraphDestroy(g));
+    EXPECT(cuGraphDestroy(g) == INVALID_HANDLE);
+    EXPECT(cuGraphNodeGetType(kern, &type) == INVALID_HANDLE);
+    printf("build ok\n");
+}
+
+/* Copy nodes: device to device, device to pinned memory shared with the server; pageable host
+ * memory and ranges outside the client's memory refused. */
+static void copies(void)
+{
+    CUdeviceptr a, b;
+    unsigned char src[256], *pinned, pageable[256];
+    CUgraph g;
+    CUgraphNode d2d, d2h, x;
+    CUgraphExec exec;
+    CUstream s;
+    M3D m;
+
+    for (int i = 0; i < 256; i++)
+        src[i] = (unsigned char)i;
+    OK(cuMemAlloc_v2(&a, 256));
+    OK(cuMemAlloc_v2(&b, 256));
+    OK(cuMemHostAlloc((void **)&pinned, 256, 0));
+    memset(pinned, 0, 256);
+    OK(cuMemcpyHtoD_v2(a, src, 256));
+    OK(cuMemsetD8_v2(b, 0, 256));
+    OK(cuStreamCreate(&s, 1));
+    OK(cuGraphCreate(&g, 0));
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = m.dstMemoryType = 2;
+    m.srcDevice = a + 16, m.dstDevice = b;
+    m.srcPitch = m.dstPitch = 64, m.srcHeight = m.dstHeight = 4;
+    m.WidthInBytes = 32, m.Height = 3, m.Depth = 1; /* rows of 32 bytes, 64 apart */
+    OK(cuGraphAddMemcpyNode(&d2d, g, NULL, 0, &m, NULL));
+    M3D bad = m;
+    bad.srcDevice = a + 48, bad.Height = 4; /* ends at a + 48 + 3 * 64 + 32: past a's 256 */
+    EXPECT(cuGraphAddMemcpyNode(&x, g, NULL, 0, &bad, NULL) == INVALID_VALUE);
+    EXPECT(cuGraphMemcpyNodeSetParams(d2d, &bad) == INVALID_VALUE);
+    M3D back;
+    OK(cuGraphMemcpyNodeGetParams(d2d, &back));
+    EXPECT(back.srcDevice == a + 16 && back.Height == 3);
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = 2, m.dstMemoryType = 1;
+    m.srcDevice = b, m.dstHost = pinned;
+    m.WidthInBytes = 256, m.Height = m.Depth = 1;
+    OK(cuGraphAddMemcpyNode(&d2h, g, &d2d, 1, &m, NULL));
+    M3D pg = m;
+    pg.dstHost = pageable;
+    EXPECT(cuGraphAddMemcpyNode(&x, g, NULL, 0, &pg, NULL) == 801); /* NOT_SUPPORTED */
+    OK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    OK(cuGraphLaunch(exec, s));
+    OK(cuStreamSynchronize(s));
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 32; i++)
+            EXPECT(pinned[r * 64 + i] == (unsigned char)(16 + r * 64 + i));
+    EXPECT(pinned[32] == 0 && pinned[255] == 0);
+    m.WidthInBytes = 16; /* the executable graph's copy: 16 bytes into the pinned page's end */
+    m.dstHost = pinned + 240;
+    OK(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL));
+    m.dstHost = pageable; /* not shared with the server */
+    EXPECT(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL) == 801);
+    OK(cuGraphLaunch(exec, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(pinned[240] == 16 && pinned[255] == 31);
+    OK(cuGraphExecDestroy(exec));
+    OK(cuGraphDestroy(g));
+    printf("copies ok\n");
+}
+
+static void capture(void)
+{
+    CUdeviceptr a, b;
+    CUstream sb;
+    CUgraph g;
+    CUgraphExec exec;
+    unsigned va = 3, vb = 4, count = 16, host[16];
+    void *aa[] = {&a, &va, &count}, *ab[] = {&b, &vb, &count};
+    int status, mode = 2;
+    unsigned long long id = 0;
+    const CUgraphNode *deps = NULL;
+    size_t ndeps = 9;
+
+    OK(cuMemAlloc_v2(&a, sizeof(host)));
+    OK(cuMemAlloc_v2(&b, sizeof(host)));
+    OK(cuMemsetD8_v2(a, 0, sizeof(host)));
+    OK(cuMemsetD8_v2(b, 0, sizeof(host)));
+    OK(cuStreamCreate(&sb, 0)); /* blocking: ordered with the default stream */
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL));
+    OK(cuCtxSynchronize());
+    EXPECT(cuStreamBeginCapture_v2(NULL, 0) == 900); /* the legacy stream cannot be captured */
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    EXPECT(mode == 0);
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    EXPECT(mode == 2);
+    OK(cuStreamBeginCapture_v2(sb, 0));
+    OK(cuStreamIsCapturing(sb, &status));
+    EXPECT(status == 1);
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL)); /* captured */
+    vb = 6;
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL)); /* runs */
+    OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
+    EXPECT(status == 1 && id != 0 && ndeps == 1 && deps && deps[0]);
+    OK(cuStreamEndCapture(sb, &g));
+    OK(cuStreamIsCapturing(sb, &status));
+    EXPECT(status == 0);
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(host, b, sizeof(host)));
+    EXPECT(all(host, 16, 6)); /* the default stream's kernel ran, not captured */
+    OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
+    EXPECT(all(host, 16, 0)); /* the captured one did not */
+    size_t n = 0;
+    OK(cuGraphGetNodes(g, NULL, &n));
+    EXPECT(n == 1);
+    OK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    OK(cuGraphLaunch(exec, sb));
+    OK(cuStreamSynchronize(sb));
+    OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
+    EXPECT(all(host, 16, 3));
+    OK(cuGraphExecDestroy(exec));
+
+    /* into an existing graph, after its node */
+    CUgraphNode first = NULL;
+    n = 1;
+    OK(cuGraphGetNodes(g, &first, &n));
+    CUgraph g2 = NULL;
+    OK(cuStreamBeginCaptureToGraph(sb, g, &first, NULL, 1, 0));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL));
+    OK(cuStreamEndCapture(sb, &g2));
+    EXPECT(g2 == g);
+    n = 0;
+    OK(cuGraphGetNodes(g, NULL, &n));
+    EXPECT(n == 2);
+    OK(cuGraphDestroy(g));
+
+    /* a capture the program breaks (a query of the capturing stream): the dependency node it
+     * was answered is no longer its own once the capture ends without a graph */
+    OK(cuStreamBeginCapture_v2(sb, 2));
+    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL));
+    OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
+    EXPECT(ndeps == 1);
+    CUgraphNode dep = deps[0];
+    int type;
+    OK(cuGraphNodeGetType(dep, &type));
+    EXPECT(cuStreamQuery(sb) == 900);
+    EXPECT(cuStreamEndCapture(sb, &g2) == 901 && g2 == NULL);
+    EXPECT(cuGraphNodeGetType(dep, &type) == INVALID_HANDLE);
+    printf("capture ok\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+
+    setup();
+    if (!strcmp(mode, "build")) {
+        build();
+        copies();
+    } else if (!strcmp(mode, "capture")) {
+        capture();
+    } else if (!strcmp(mode, "hold")) {
+        CUgraph g;
+        CUgraphNode n;
+        CUgraphExec e;
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddEmptyNode(&n, g, NULL, 0));
+        OK(cuGraphInstantiateWithFlags(&e, g, 0));
+        printf("%p %p %p\n", g, n, e);
+        fflush(stdout);
+        sleep(10);
+    } else if (!strcmp(mode, "steal") && argc > 4) {
+        CUgraph g = (CUgraph)strtoull(argv[2], NULL, 16), mine;
+        CUgraphNode n = (CUgraphNode)strtoull(argv[3], NULL, 16), own, got;
+        CUgraphExec e = (CUgraphExec)strtoull(argv[4], NULL, 16);
+        int type;
+        size_t cnt = 4;
+        OK(cuGraphCreate(&mine, 0));
+        OK(cuGraphAddEmptyNode(&own, mine, NULL, 0));
+        EXPECT(cuGraphAddEmptyNode(&got, g, NULL, 0) == INVALID_HANDLE);
+        EXPECT(cuGraphGetNodes(g, &got, &cnt) == INVALID_HANDLE);
+        EXPECT(cuGraphNodeGetType(n, &type) == INVALID_HANDLE);
+        EXPECT(cuGraphAddEmptyNode(&got, mine, &n, 1) == INVALID_HANDLE); /* in an array */
+        EXPECT(cuGraphAddDependencies(mine, &n, &own, 1) == INVALID_HANDLE);
+        EXPECT(cuGraphInstantiateWithFlags(&e, g, 0) == INVALID_HANDLE);
+        OK(cuGraphLaunch(e, NULL)); /* posted: refused at the next synchronisation */
+        EXPECT(cuCtxSynchronize() == INVALID_HANDLE);
+        EXPECT(cuGraphExecDestroy(e) == INVALID_HANDLE);
+        EXPECT(cuGraphDestroyNode(n) == INVALID_HANDLE);
+        EXPECT(cuGraphDestroy(g) == INVALID_HANDLE);
+        printf("steal refused\n");
+    } else if (!strcmp(mode, "leak")) {
+        CUgraph g[3];
+        CUgraphNode n;
+        CUgraphExec e;
+        for (int i = 0; i < 3; i++) {
+            OK(cuGraphCreate(&g[i], 0));
+            OK(cuGraphAddEmptyNode(&n, g[i], NULL, 0));
+        }
+        OK(cuGraphInstantiateWithFlags(&e, g[1], 0));
+        /* and a capture left open */
+        CUstream s;
+        CUdeviceptr p;
+        unsigned v = 1, count = 1;
+        void *args[] = {&p, &v, &count};
+        OK(cuMemAlloc_v2(&p, 4));
+        OK(cuStreamCreate(&s, 1));
+        OK(cuStreamBeginCapture_v2(s, 0));
+        OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(cuStreamIsCapturing(s, (int *)&v));
+        EXPECT(v == 1);
+        printf("leak ok\n");
+    } else {
+        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N E|leak\n");
+        return 2;
+    }
+    return 0;
+}
