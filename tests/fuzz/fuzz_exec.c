@@ -510,6 +510,53 @@ static CUresult w_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f
                                               void **))(cfg, f, params, extra);
 }
 
+/* The modules family (fake_modules.c): occupancy of one kernel, alone or in clusters. */
+static CUresult w_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f, int b,
+                                                                       size_t smem, unsigned fl)
+{
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    check(K_KERNEL, H(f), 1);
+    return ORIG(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                CUresult(*)(int *, CUfunction, int, size_t, unsigned))(n, f, b, smem, fl);
+}
+
+static CUresult w_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int b,
+                                                              size_t smem)
+{
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    check(K_KERNEL, H(f), 1);
+    return ORIG(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+                CUresult(*)(int *, CUfunction, int, size_t))(n, f, b, smem);
+}
+
+static CUresult w_cuOccupancyAvailableDynamicSMemPerBlock(size_t *size, CUfunction f, int n, int b)
+{
+    ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
+    check(K_KERNEL, H(f), 1);
+    return ORIG(cuOccupancyAvailableDynamicSMemPerBlock,
+                CUresult(*)(size_t *, CUfunction, int, int))(size, f, n, b);
+}
+
+static CUresult w_cuOccupancyMaxPotentialClusterSize(int *v, CUfunction f,
+                                                     const struct launch_config *cfg)
+{
+    ENTER(cuOccupancyMaxPotentialClusterSize);
+    check(K_KERNEL, H(f), 1);
+    check(K_STREAM, H(cfg->stream), 1);
+    return ORIG(cuOccupancyMaxPotentialClusterSize,
+                CUresult(*)(int *, CUfunction, const struct launch_config *))(v, f, cfg);
+}
+
+static CUresult w_cuOccupancyMaxActiveClusters(int *v, CUfunction f,
+                                               const struct launch_config *cfg)
+{
+    ENTER(cuOccupancyMaxActiveClusters);
+    check(K_KERNEL, H(f), 1);
+    check(K_STREAM, H(cfg->stream), 1);
+    return ORIG(cuOccupancyMaxActiveClusters,
+                CUresult(*)(int *, CUfunction, const struct launch_config *))(v, f, cfg);
+}
+
 /* The bytes of an image the driver reads, by the image's own headers (the driver takes no
  * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
  * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. Written apart
@@ -671,6 +718,11 @@ static const struct {
     W(cuKernelGetAttribute),
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
+    W(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+    W(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    W(cuOccupancyAvailableDynamicSMemPerBlock),
+    W(cuOccupancyMaxPotentialClusterSize),
+    W(cuOccupancyMaxActiveClusters),
 #undef W
 };
 

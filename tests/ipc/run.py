@@ -2315,6 +2315,98 @@ def changes_refused_for_other_users():
     finally:
         e.close(ok)
 
+
+# ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
+
+MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")
+
+
+def modules_driver(e, *args, stdin=None):
+    env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+    return subprocess.Popen([MODULES_DRIVER] + list(args), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=stdin, text=True)
+
+
+def fake_resident(b, smem):
+    """The double's occupancy model (tests/cpu/fakecuda/fake_modules.c): at most 32 blocks,
+    2048 threads and 232448 bytes of shared memory on a multiprocessor."""
+    n = min(32, 2048 // b)
+    return min(n, 232448 // smem) if smem else n
+
+
+def expected_block_size(limit, warp, sms, smem_of):
+    """The documented search: candidates from the limit down by the warp size, the most
+    resident threads wins, the largest block size among equals."""
+    best = (0, 0, 0)
+    b = limit
+    while b > 0:
+        n = fake_resident(b, smem_of(b))
+        if n * b > best[0]:
+            best = (n * b, b, n)
+        b = b - b % warp if b % warp else b - warp
+    return best[2] * sms, best[1]
+
+
+@test
+def modules_occupancy_answers_and_block_size_search():
+    """Every occupancy entry point answers what the double computes; the block-size search runs
+    in the client and calls the program's own callback for each candidate; flags, launch
+    attributes with handles and a foreign stream are refused; another client's kernel is refused
+    by every call."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "modules")
+        e.env["FAKECUDA_MODULES_LOG"] = mlog
+        e.start()
+        p = modules_driver(e, "occupancy")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "occupancy ok" in out, "occupancy: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        got = {}
+        for line in out.splitlines():
+            k, _, v = line.rpartition(" ")
+            got[k] = v
+        check(got["active 256 0"] == str(fake_resident(256, 0)), out)
+        check(got["active 96 20000"] == str(fake_resident(96, 20000)), out)
+        check(got["flags2"] == "1", "flags outside the mask: INVALID_VALUE: " + out)
+        check(got["available 4 256"] == str(232448 // 4 // 128 * 128), out)
+        # the double: a function's MAX_THREADS_PER_BLOCK is 1000 (attribute + 1000), the
+        # device's 1024, its warp size attribute 10 (echoed), 132 multiprocessors
+        grid, block = expected_block_size(1000, 10, 132, lambda b: b * 64)
+        want = "potential callback %d %d calls %d first 1000 last 10" % (grid, block, 100)
+        check(want in out, "expected %r in %r" % (want, out))
+        grid, block = expected_block_size(300, 10, 132, lambda b: 30000)
+        check("potential fixed %d %d calls 0" % (grid, block) in out, out)
+        check(got["potential flags2"] == "1", out)
+        check(got["clustersize 128"] == "16", out)
+        check(got["clusters 512 1000 2"] == str(132 * fake_resident(512, 1000) // 2), out)
+        check(got["clusters event"] == "801", "an attribute naming a handle: NOT_SUPPORTED")
+        check(got["clusters stream"] == "400", "a stream the client does not own: "
+              "INVALID_HANDLE: " + out)
+        calls = open(mlog).read().splitlines()
+        check("occupancy 96 20000 1" in calls, "the flags reached the driver: %r" % calls[:5])
+        check("occupancy 1000 64000 0" in calls and "occupancy 10 640 0" in calls,
+              "the callback's sizes reached the driver")
+        check(sum(1 for c in calls if c.startswith("occupancy")) == 2 + 100 + 30,
+              "one driver call per candidate: %r" % calls)
+        check("clusters 512,1,1 1000 cluster 2" in calls, "the cluster attribute: %r" % calls)
+        # another client's kernel
+        holder = modules_driver(e, "holdk", stdin=subprocess.PIPE)
+        handle = holder.stdout.readline().strip()
+        check(handle.isdigit(), "holder printed its kernel: %r" % handle)
+        p = modules_driver(e, "stealk", handle)
+        out, err = p.communicate(timeout=30)
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        check(p.returncode == 0, "stealk: %r %r" % (out, err))
+        for what in ("active", "flags", "available", "potential", "clustersize", "clusters"):
+            check("steal %s 400" % what in out, "%s with a foreign kernel: %r" % (what, out))
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

@@ -89,6 +89,12 @@ CUresult om_r_cuModuleLoadData(CUmodule *module, const void *image); /* modules 
 CUresult om_r_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
 CUresult om_r_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin); /* modules */
 CUresult om_r_cuModuleUnload(CUmodule hmod); /* modules */
+CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags); /* modules */
+CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
+CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config); /* modules */
+CUresult om_r_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit); /* modules */
+CUresult om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags); /* modules */
+CUresult om_r_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config); /* modules */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
 CUresult om_r_cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags); /* streams */

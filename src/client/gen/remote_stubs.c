@@ -239,7 +239,7 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CU
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
+CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -261,6 +261,31 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numB
         const void *v = om_get_bytes(&in, sizeof(*numBlocks));
         if (v && numBlocks)
             memcpy(numBlocks, v, sizeof(*numBlocks));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*dynamicSmemSize)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!dynamicSmemSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)func);
+    om_put_u64(&req, (uint64_t)(int64_t)numBlocks);
+    om_put_u64(&req, (uint64_t)(int64_t)blockSize);
+    rc = om_rcall(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*dynamicSmemSize));
+        if (v && dynamicSmemSize)
+            memcpy(dynamicSmemSize, v, sizeof(*dynamicSmemSize));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -517,7 +542,12 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuModuleLoadFatBinary, (void *)om_r_cuModuleLoadFatBinary);
     om_remote_set(OM_IDX_cuModuleUnload, (void *)om_r_cuModuleUnload);
     om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessor);
-    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)r_cuOccupancyAvailableDynamicSMemPerBlock);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveClusters, (void *)om_r_cuOccupancyMaxActiveClusters);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSize, (void *)om_r_cuOccupancyMaxPotentialBlockSize);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSizeWithFlags, (void *)om_r_cuOccupancyMaxPotentialBlockSizeWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialClusterSize, (void *)om_r_cuOccupancyMaxPotentialClusterSize);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);

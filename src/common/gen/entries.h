@@ -500,13 +500,13 @@
     X(490, cuMulticastCreate, UNSUPPORTED) \
     X(491, cuMulticastGetGranularity, UNSUPPORTED) \
     X(492, cuMulticastUnbind, UNSUPPORTED) \
-    X(493, cuOccupancyAvailableDynamicSMemPerBlock, UNSUPPORTED) \
+    X(493, cuOccupancyAvailableDynamicSMemPerBlock, REMOTE) \
     X(494, cuOccupancyMaxActiveBlocksPerMultiprocessor, REMOTE) \
     X(495, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, REMOTE) \
-    X(496, cuOccupancyMaxActiveClusters, UNSUPPORTED) \
-    X(497, cuOccupancyMaxPotentialBlockSize, UNSUPPORTED) \
-    X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, UNSUPPORTED) \
-    X(499, cuOccupancyMaxPotentialClusterSize, UNSUPPORTED) \
+    X(496, cuOccupancyMaxActiveClusters, REMOTE) \
+    X(497, cuOccupancyMaxPotentialBlockSize, REMOTE) \
+    X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, REMOTE) \
+    X(499, cuOccupancyMaxPotentialClusterSize, REMOTE) \
     X(500, cuParamSetSize, UNSUPPORTED) \
     X(501, cuParamSetTexRef, UNSUPPORTED) \
     X(502, cuParamSetf, UNSUPPORTED) \

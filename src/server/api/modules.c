@@ -216,3 +216,93 @@ CUresult om_x_cuFuncSetAttribute(struct call *c)
             (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, 0);
     return rc;
 }
+
+/* ------------------------------------------------------------------ occupancy of clusters */
+
+/* CUlaunchConfig as the driver reads it; its attributes are 72 bytes each (an id, padding, a
+ * 64-byte value), at most 16 travel. */
+struct occ_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+};
+#define OCC_ATTR_BYTES 72
+#define OCC_MAX_ATTRS 16
+
+/* The attributes a cluster query may carry: values without handles (a cluster dimension,
+ * scheduling policies, priorities, carveouts). An access policy window names a device address
+ * of the client; the others name events or graph nodes, which would need translating. */
+static bool occ_attribute_allowed(int id)
+{
+    switch (id) {
+    case 0:  /* ignore */
+    case 2:  /* cooperative */
+    case 3:  /* synchronization policy */
+    case 4:  /* cluster dimension */
+    case 5:  /* cluster scheduling policy */
+    case 6:  /* programmatic stream serialization */
+    case 8:  /* priority */
+    case 9:  /* memory sync domain map */
+    case 10: /* memory sync domain */
+    case 11: /* preferred cluster dimension */
+    case 14: /* preferred shared memory carveout */ return true;
+    default: return false;
+    }
+}
+
+/* The function, the configuration with its stream (the client's, only queried) and checked
+ * attributes, then the driver's one int. */
+static CUresult cluster_query(struct call *c,
+                              CUresult (*query)(int *, CUfunction, const struct occ_config *))
+{
+    uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
+    uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
+    uint64_t nattrs = om_get_u64(&c->in);
+    const void *ap = nattrs <= OCC_MAX_ATTRS ? om_get_bytes(&c->in, nattrs * OCC_ATTR_BYTES) : NULL;
+    uint8_t attrs[OCC_MAX_ATTRS * OCC_ATTR_BYTES];
+    struct occ_config cfg;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+    int v = 0;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (nattrs > OCC_MAX_ATTRS || (nattrs && !ap) || smem > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nattrs)
+        memcpy(attrs, ap, nattrs * OCC_ATTR_BYTES);
+    for (uint64_t i = 0; i < nattrs; i++) {
+        int id;
+        memcpy(&id, attrs + i * OCC_ATTR_BYTES, sizeof(id));
+        if (!occ_attribute_allowed(id)) {
+            client_err(c->s,
+                       "client %d: launch attribute %d in an occupancy query is not supported",
+                       (int)c->s->pid, id);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, k, false)) != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    cfg = (struct occ_config){
+        (unsigned)g,           (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
+        (unsigned)b,           (unsigned)(b >> 32), (unsigned)smem, st,
+        nattrs ? attrs : NULL, (unsigned)nattrs};
+    rc = query(&v, (CUfunction)(uintptr_t)k, &cfg);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(int64_t)v);
+    return rc;
+}
+
+CUresult om_x_cuOccupancyMaxPotentialClusterSize(struct call *c)
+{
+    return cluster_query(c, REAL(cuOccupancyMaxPotentialClusterSize));
+}
+
+CUresult om_x_cuOccupancyMaxActiveClusters(struct call *c)
+{
+    return cluster_query(c, REAL(cuOccupancyMaxActiveClusters));
+}

@@ -214,6 +214,26 @@ static CUresult x_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(struct ca
     return rc;
 }
 
+static CUresult x_cuOccupancyAvailableDynamicSMemPerBlock(struct call *c)
+{
+    uint64_t a_func = om_get_u64(&c->in);
+    uint64_t a_numBlocks = om_get_u64(&c->in);
+    uint64_t a_blockSize = om_get_u64(&c->in);
+    size_t o_dynamicSmemSize;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_dynamicSmemSize, 0, sizeof(o_dynamicSmemSize));
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_func, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(size_t *, CUfunction, int, int))REAL(cuOccupancyAvailableDynamicSMemPerBlock))(&o_dynamicSmemSize, (CUfunction)(uintptr_t)a_func, (int)a_numBlocks, (int)a_blockSize);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_dynamicSmemSize, sizeof(o_dynamicSmemSize));
+    }
+    return rc;
+}
+
 static CUresult x_cuEventCreate(struct call *c)
 {
     uint64_t a_Flags = om_get_u64(&c->in);
@@ -421,6 +441,9 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuLibraryUnload] = om_x_cuLibraryUnload,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor] = x_cuOccupancyMaxActiveBlocksPerMultiprocessor,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = x_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+    [OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock] = x_cuOccupancyAvailableDynamicSMemPerBlock,
+    [OM_IDX_cuOccupancyMaxActiveClusters] = om_x_cuOccupancyMaxActiveClusters,
+    [OM_IDX_cuOccupancyMaxPotentialClusterSize] = om_x_cuOccupancyMaxPotentialClusterSize,
     [OM_IDX_cuEventCreate] = x_cuEventCreate,
     [OM_IDX_cuEventDestroy_v2] = x_cuEventDestroy_v2,
     [OM_IDX_cuEventElapsedTime_v2] = x_cuEventElapsedTime_v2,

@@ -28,6 +28,8 @@ CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetKernel(struct call *c); /* modules */
 CUresult om_x_cuLibraryLoadData(struct call *c); /* modules */
 CUresult om_x_cuLibraryUnload(struct call *c); /* modules */
+CUresult om_x_cuOccupancyMaxActiveClusters(struct call *c); /* modules */
+CUresult om_x_cuOccupancyMaxPotentialClusterSize(struct call *c); /* modules */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* The modules family's driver-API program for the CPU tier (through the shim, a server and the
+ * driver test double); prints what it obtained, one "key values" line each, for
+ * tests/ipc/run.py to compare with what the double computes.
+ *   modules_driver occupancy      every occupancy entry point, a block-size search whose
+ *                                 callback is this program's
+ *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
+ *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
+ * Exit status 0 when every check passed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction;
+typedef size_t (*CUoccupancyB2DSize)(int);
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        struct {
+            unsigned x, y, z;
+        } dim;
+    } value;
+} CUlaunchAttribute;
+typedef struct {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    CUlaunchAttribute *attrs;
+    unsigned nattrs;
+} CUlaunchConfig;
+
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *, CUfunction, int, size_t);
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *, CUfunction, int, size_t,
+                                                              unsigned);
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *, CUfunction, int, int);
+CUresult cuOccupancyMaxPotentialBlockSize(int *, int *, CUfunction, CUoccupancyB2DSize, size_t,
+                                          int);
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *, int *, CUfunction, CUoccupancyB2DSize,
+                                                   size_t, int, unsigned);
+CUresult cuOccupancyMaxPotentialClusterSize(int *, CUfunction, const CUlaunchConfig *);
+CUresult cuOccupancyMaxActiveClusters(int *, CUfunction, const CUlaunchConfig *);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "modules_driver: line %d: %s\n", __LINE__, #cond);                     \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+
+static CUfunction load_kernel(const char *name)
+{
+    char image[128];
+    CUmodule mod;
+    CUfunction f;
+
+    snprintf(image, sizeof(image), "fakecubin\n%.64s:8\n", name);
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&f, mod, name));
+    return f;
+}
+
+/* The program's callback: 64 bytes of dynamic shared memory per thread; records its calls. */
+static int b2d_calls, b2d_first, b2d_last;
+static size_t b2d(int b)
+{
+    if (!b2d_calls++)
+        b2d_first = b;
+    b2d_last = b;
+    return (size_t)b * 64;
+}
+
+static void occupancy(void)
+{
+    CUfunction f = load_kernel("occ");
+    CUlaunchAttribute attr[2];
+    CUlaunchConfig cfg;
+    size_t avail = 0;
+    int n = 0, grid = 0, block = 0;
+
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 256, 0));
+    printf("active 256 0 %d\n", n);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 96, 20000, 1));
+    printf("active 96 20000 %d\n", n);
+    printf("flags2 %d\n", cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 96, 0, 2));
+    OK(cuOccupancyAvailableDynamicSMemPerBlock(&avail, f, 4, 256));
+    printf("available 4 256 %zu\n", avail);
+    OK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, b2d, 0, 0));
+    printf("potential callback %d %d calls %d first %d last %d\n", grid, block, b2d_calls,
+           b2d_first, b2d_last);
+    b2d_calls = 0;
+    OK(cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, NULL, 30000, 300, 1));
+    printf("potential fixed %d %d calls %d\n", grid, block, b2d_calls);
+    printf("potential flags2 %d\n",
+           cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, NULL, 0, 0, 2));
+
+    memset(&cfg, 0, sizeof(cfg));
+    memset(attr, 0, sizeof(attr));
+    cfg.gx = cfg.gy = cfg.gz = 1;
+    cfg.bx = 64, cfg.by = 2, cfg.bz = 1;
+    OK(cuOccupancyMaxPotentialClusterSize(&n, f, &cfg));
+    printf("clustersize 128 %d\n", n);
+    attr[0].id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+    attr[0].value.dim.x = 2, attr[0].value.dim.y = 1, attr[0].value.dim.z = 1;
+    cfg.bx = 512, cfg.by = 1, cfg.smem = 1000;
+    cfg.attrs = attr, cfg.nattrs = 1;
+    OK(cuOccupancyMaxActiveClusters(&n, f, &cfg));
+    printf("clusters 512 1000 2 %d\n", n);
+    attr[1].id = 7; /* CU_LAUNCH_ATTRIBUTE_EVENT: names a handle, refused */
+    cfg.nattrs = 2;
+    printf("clusters event %d\n", cuOccupancyMaxActiveClusters(&n, f, &cfg));
+    cfg.nattrs = 1;
+    cfg.stream = (CUstream)(uintptr_t)0x7777000;
+    printf("clusters stream %d\n", cuOccupancyMaxActiveClusters(&n, f, &cfg));
+    printf("occupancy ok\n");
+}
+
+/* Every call with a kernel handle this client does not own. */
+static void stealk(CUfunction f)
+{
+    CUlaunchConfig cfg;
+    size_t avail;
+    int n, grid, block;
+
+    load_kernel("thief"); /* a kernel of its own: the session has some */
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.gx = cfg.gy = cfg.gz = cfg.bx = cfg.by = cfg.bz = 1;
+    printf("steal active %d\n", cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 32, 0));
+    printf("steal flags %d\n",
+           cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 32, 0, 0));
+    printf("steal available %d\n", cuOccupancyAvailableDynamicSMemPerBlock(&avail, f, 1, 32));
+    printf("steal potential %d\n", cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0));
+    printf("steal clustersize %d\n", cuOccupancyMaxPotentialClusterSize(&n, f, &cfg));
+    printf("steal clusters %d\n", cuOccupancyMaxActiveClusters(&n, f, &cfg));
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "occupancy";
+    CUcontext ctx;
+
+    OK(cuInit(0));
+    OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(cuCtxSetCurrent(ctx));
+    if (!strcmp(mode, "occupancy")) {
+        occupancy();
+    } else if (!strcmp(mode, "holdk")) {
+        char line[16];
+        printf("%llu\n", (unsigned long long)(uintptr_t)load_kernel("held"));
+        fflush(stdout);
+        while (fgets(line, sizeof(line), stdin)) {
+        }
+    } else if (!strcmp(mode, "stealk") && argc > 2) {
+        stealk((CUfunction)(uintptr_t)strtoull(argv[2], NULL, 10));
+    } else {
+        fprintf(stderr, "modules_driver: unknown mode %s\n", mode);
+        return 2;
+    }
+    return 0;
+}
