@@ -153,6 +153,11 @@ typedef struct {
     unsigned int numAttrs;
 } CUlaunchConfig;
 
+/* The modules family (api/remote/modules.tsv, streams' memory values): the fixed-width
+ * integers of cuStreamWaitValue* / cuStreamWriteValue*. */
+typedef uint32_t cuuint32_t;
+typedef uint64_t cuuint64_t;
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

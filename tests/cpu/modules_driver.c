@@ -4,6 +4,7 @@
  * tests/ipc/run.py to compare with what the double computes.
  *   modules_driver occupancy      every occupancy entry point, a block-size search whose
  *                                 callback is this program's
+ *   modules_driver values        stream memory values on the client's memory, refused outside it
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
  *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
  * Exit status 0 when every check passed. */
@@ -47,6 +48,17 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *, int *, CUfunction, CUo
                                                    size_t, int, unsigned);
 CUresult cuOccupancyMaxPotentialClusterSize(int *, CUfunction, const CUlaunchConfig *);
 CUresult cuOccupancyMaxActiveClusters(int *, CUfunction, const CUlaunchConfig *);
+typedef unsigned long long CUdeviceptr;
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamGetId(CUstream, unsigned long long *);
+CUresult cuStreamWriteValue32_v2(CUstream, CUdeviceptr, uint32_t, unsigned);
+CUresult cuStreamWriteValue64_v2(CUstream, CUdeviceptr, uint64_t, unsigned);
+CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, uint32_t, unsigned);
+CUresult cuStreamWaitValue64_v2(CUstream, CUdeviceptr, uint64_t, unsigned);
+CUresult cuStreamWriteValue32(CUstream, CUdeviceptr, uint32_t, unsigned);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -124,6 +136,42 @@ static void occupancy(void)
     printf("occupancy ok\n");
 }
 
+/* Writes and waits on the client's memory; addresses outside it, flags outside the mask and
+ * streams it does not own are refused. */
+static void values(void)
+{
+    CUstream s;
+    CUdeviceptr p;
+    uint32_t v32[2] = {0};
+    uint64_t v64 = 0;
+    unsigned long long id = 0, id2 = 0;
+    CUstream foreign = (CUstream)(uintptr_t)0x7777000;
+
+    OK(cuMemAlloc_v2(&p, 4096));
+    OK(cuStreamCreate(&s, 0));
+    OK(cuStreamWriteValue32_v2(s, p, 0xa5a5a5a5u, 0));
+    OK(cuStreamWriteValue32(NULL, p + 4, 77, 1)); /* the v1 name, the default stream */
+    OK(cuStreamWriteValue64_v2(s, p + 8, 0x1122334455667788ull, 0));
+    OK(cuStreamWaitValue32_v2(s, p, 0xa5a5a5a5u, 1));     /* EQ */
+    OK(cuStreamWaitValue64_v2(s, p + 8, 5, 0x40000000u)); /* GEQ | FLUSH */
+    OK(cuStreamSynchronize(s));
+    OK(cuMemcpyDtoH_v2(v32, p, 8));
+    OK(cuMemcpyDtoH_v2(&v64, p + 8, 8));
+    printf("read %x %u %llx\n", v32[0], v32[1], (unsigned long long)v64);
+    printf("outside32 %d\n", cuStreamWriteValue32_v2(s, p + 4094, 1, 0));
+    printf("outside64 %d\n", cuStreamWriteValue64_v2(s, p + 4096, 1, 0));
+    printf("waitoutside %d\n", cuStreamWaitValue32_v2(s, p - 4, 1, 0));
+    printf("hostaddr %d\n", cuStreamWriteValue32_v2(s, (CUdeviceptr)(uintptr_t)&v64, 1, 0));
+    printf("writeflags %d\n", cuStreamWriteValue32_v2(s, p, 1, 2));
+    printf("waitflags %d\n", cuStreamWaitValue32_v2(s, p, 1, 4));
+    printf("foreignstream %d\n", cuStreamWriteValue32_v2(foreign, p, 1, 0));
+    OK(cuStreamGetId(s, &id));
+    OK(cuStreamGetId(NULL, &id2));
+    printf("ids %d\n", id != 0 && id2 != 0 && id != id2);
+    printf("foreignid %d\n", cuStreamGetId(foreign, &id));
+    printf("values ok\n");
+}
+
 /* Every call with a kernel handle this client does not own. */
 static void stealk(CUfunction f)
 {
@@ -153,6 +201,8 @@ int main(int argc, char **argv)
     OK(cuCtxSetCurrent(ctx));
     if (!strcmp(mode, "occupancy")) {
         occupancy();
+    } else if (!strcmp(mode, "values")) {
+        values();
     } else if (!strcmp(mode, "holdk")) {
         char line[16];
         printf("%llu\n", (unsigned long long)(uintptr_t)load_kernel("held"));

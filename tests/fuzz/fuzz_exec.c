@@ -557,6 +557,27 @@ static CUresult w_cuOccupancyMaxActiveClusters(int *v, CUfunction f,
                 CUresult(*)(int *, CUfunction, const struct launch_config *))(v, f, cfg);
 }
 
+/* Stream memory values: an address of the client's, 4 or 8 bytes, on its stream. */
+#define STREAM_VALUE(sym, type, width)                                                             \
+    static CUresult w_##sym(CUstream s, CUdeviceptr addr, type v, unsigned flags)                  \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_DEVICE, addr, width);                                                              \
+        check(K_STREAM, H(s), 1);                                                                  \
+        return ORIG(sym, CUresult(*)(CUstream, CUdeviceptr, type, unsigned))(s, addr, v, flags);   \
+    }
+STREAM_VALUE(cuStreamWriteValue32_v2, cuuint32_t, 4)
+STREAM_VALUE(cuStreamWriteValue64_v2, cuuint64_t, 8)
+STREAM_VALUE(cuStreamWaitValue32_v2, cuuint32_t, 4)
+STREAM_VALUE(cuStreamWaitValue64_v2, cuuint64_t, 8)
+
+static CUresult w_cuStreamGetId(CUstream s, unsigned long long *id)
+{
+    ENTER(cuStreamGetId);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetId, CUresult(*)(CUstream, unsigned long long *))(s, id);
+}
+
 /* The bytes of an image the driver reads, by the image's own headers (the driver takes no
  * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
  * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. Written apart
@@ -723,6 +744,11 @@ static const struct {
     W(cuOccupancyAvailableDynamicSMemPerBlock),
     W(cuOccupancyMaxPotentialClusterSize),
     W(cuOccupancyMaxActiveClusters),
+    W(cuStreamWriteValue32_v2),
+    W(cuStreamWriteValue64_v2),
+    W(cuStreamWaitValue32_v2),
+    W(cuStreamWaitValue64_v2),
+    W(cuStreamGetId),
 #undef W
 };
 

@@ -2407,6 +2407,37 @@ def modules_occupancy_answers_and_block_size_search():
         e.close(ok)
 
 
+
+@test
+def modules_stream_values_on_the_clients_memory():
+    """cuStreamWriteValue/WaitValue (v2 and v1 names) reach the driver for the client's memory
+    and its streams; an address outside its memory, flags outside the mask and a stream it
+    does not own are refused before the driver sees them."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "modules")
+        e.env["FAKECUDA_MODULES_LOG"] = mlog
+        e.start()
+        p = modules_driver(e, "values")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "values ok" in out, "values: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        check("read a5a5a5a5 77 1122334455667788" in out, "the writes landed: " + out)
+        for k, rc in (("outside32", 1), ("outside64", 1), ("waitoutside", 1), ("hostaddr", 1),
+                      ("writeflags", 1), ("waitflags", 1), ("foreignstream", 400),
+                      ("foreignid", 400), ("ids", 1)):
+            check("%s %d" % (k, rc) in out, "%s: %d expected in %r" % (k, rc, out))
+        calls = open(mlog).read().splitlines()
+        want = ["write32 2779096485 0", "write32 77 1", "write64 1234605616436508552 0",
+                "wait32 2779096485 0x1 now 2779096485",
+                "wait64 5 0x40000000 now 1234605616436508552"]
+        check(calls == want, "exactly the client's calls reached the driver: %r" % calls)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

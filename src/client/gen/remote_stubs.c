@@ -413,6 +413,73 @@ static CUresult r_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned i
     return om_rpost(OM_IDX_cuStreamWaitEvent, &req);
 }
 
+static CUresult r_cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*streamId)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!streamId)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamGetId, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*streamId));
+        if (v && streamId)
+            memcpy(streamId, v, sizeof(*streamId));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWaitValue32_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWaitValue64_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWriteValue32_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWriteValue64_v2, &req, NULL, 0, NULL);
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuCtxGetApiVersion, (void *)om_r_cuCtxGetApiVersion);
@@ -575,4 +642,22 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)om_r_cuStreamSynchronize);
     om_remote_set(OM_IDX_cuStreamWaitEvent, (void *)r_cuStreamWaitEvent);
     om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)r_cuStreamWaitEvent);
+    om_remote_set(OM_IDX_cuStreamGetId, (void *)r_cuStreamGetId);
+    om_remote_set(OM_IDX_cuStreamGetId_ptsz, (void *)r_cuStreamGetId);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2_ptsz, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_ptsz, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2_ptsz, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_ptsz, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2_ptsz, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_ptsz, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)r_cuStreamWriteValue64_v2);
 }

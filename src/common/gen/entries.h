@@ -559,8 +559,8 @@
     X(549, cuStreamGetFlags, REMOTE) \
     X(550, cuStreamGetFlags_ptsz, REMOTE) \
     X(551, cuStreamGetGreenCtx, UNSUPPORTED) \
-    X(552, cuStreamGetId, UNSUPPORTED) \
-    X(553, cuStreamGetId_ptsz, UNSUPPORTED) \
+    X(552, cuStreamGetId, REMOTE) \
+    X(553, cuStreamGetId_ptsz, REMOTE) \
     X(554, cuStreamGetPriority, REMOTE) \
     X(555, cuStreamGetPriority_ptsz, REMOTE) \
     X(556, cuStreamIsCapturing, UNSUPPORTED) \
@@ -577,22 +577,22 @@
     X(567, cuStreamUpdateCaptureDependencies_v2_ptsz, UNSUPPORTED) \
     X(568, cuStreamWaitEvent, REMOTE) \
     X(569, cuStreamWaitEvent_ptsz, REMOTE) \
-    X(570, cuStreamWaitValue32, UNSUPPORTED) \
-    X(571, cuStreamWaitValue32_ptsz, UNSUPPORTED) \
-    X(572, cuStreamWaitValue32_v2, UNSUPPORTED) \
-    X(573, cuStreamWaitValue32_v2_ptsz, UNSUPPORTED) \
-    X(574, cuStreamWaitValue64, UNSUPPORTED) \
-    X(575, cuStreamWaitValue64_ptsz, UNSUPPORTED) \
-    X(576, cuStreamWaitValue64_v2, UNSUPPORTED) \
-    X(577, cuStreamWaitValue64_v2_ptsz, UNSUPPORTED) \
-    X(578, cuStreamWriteValue32, UNSUPPORTED) \
-    X(579, cuStreamWriteValue32_ptsz, UNSUPPORTED) \
-    X(580, cuStreamWriteValue32_v2, UNSUPPORTED) \
-    X(581, cuStreamWriteValue32_v2_ptsz, UNSUPPORTED) \
-    X(582, cuStreamWriteValue64, UNSUPPORTED) \
-    X(583, cuStreamWriteValue64_ptsz, UNSUPPORTED) \
-    X(584, cuStreamWriteValue64_v2, UNSUPPORTED) \
-    X(585, cuStreamWriteValue64_v2_ptsz, UNSUPPORTED) \
+    X(570, cuStreamWaitValue32, REMOTE) \
+    X(571, cuStreamWaitValue32_ptsz, REMOTE) \
+    X(572, cuStreamWaitValue32_v2, REMOTE) \
+    X(573, cuStreamWaitValue32_v2_ptsz, REMOTE) \
+    X(574, cuStreamWaitValue64, REMOTE) \
+    X(575, cuStreamWaitValue64_ptsz, REMOTE) \
+    X(576, cuStreamWaitValue64_v2, REMOTE) \
+    X(577, cuStreamWaitValue64_v2_ptsz, REMOTE) \
+    X(578, cuStreamWriteValue32, REMOTE) \
+    X(579, cuStreamWriteValue32_ptsz, REMOTE) \
+    X(580, cuStreamWriteValue32_v2, REMOTE) \
+    X(581, cuStreamWriteValue32_v2_ptsz, REMOTE) \
+    X(582, cuStreamWriteValue64, REMOTE) \
+    X(583, cuStreamWriteValue64_ptsz, REMOTE) \
+    X(584, cuStreamWriteValue64_v2, REMOTE) \
+    X(585, cuStreamWriteValue64_v2_ptsz, REMOTE) \
     X(586, cuSurfObjectCreate, UNSUPPORTED) \
     X(587, cuSurfObjectDestroy, UNSUPPORTED) \
     X(588, cuSurfObjectGetResourceDesc, UNSUPPORTED) \

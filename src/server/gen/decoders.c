@@ -406,6 +406,119 @@ out:
     return rc;
 }
 
+static CUresult x_cuStreamGetId(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    unsigned long long o_streamId;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_streamId, 0, sizeof(o_streamId));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, unsigned long long *))REAL(cuStreamGetId))(s_hStream, &o_streamId);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_streamId, sizeof(o_streamId));
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWaitValue32_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(4)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x40000003))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))REAL(cuStreamWaitValue32_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint32_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWaitValue64_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(8)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x40000003))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))REAL(cuStreamWaitValue64_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint64_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWriteValue32_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(4)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))REAL(cuStreamWriteValue32_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint32_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWriteValue64_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(8)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))REAL(cuStreamWriteValue64_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint64_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuCtxGetLimit] = x_cuCtxGetLimit,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
@@ -458,4 +571,9 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
     [OM_IDX_cuStreamSynchronize] = om_x_cuStreamSynchronize,
     [OM_IDX_cuStreamWaitEvent] = x_cuStreamWaitEvent,
+    [OM_IDX_cuStreamGetId] = x_cuStreamGetId,
+    [OM_IDX_cuStreamWaitValue32_v2] = x_cuStreamWaitValue32_v2,
+    [OM_IDX_cuStreamWaitValue64_v2] = x_cuStreamWaitValue64_v2,
+    [OM_IDX_cuStreamWriteValue32_v2] = x_cuStreamWriteValue32_v2,
+    [OM_IDX_cuStreamWriteValue64_v2] = x_cuStreamWriteValue64_v2,
 };

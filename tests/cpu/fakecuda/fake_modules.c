@@ -126,3 +126,56 @@ EXPORT int cuOccupancyMaxActiveClusters(int *num, void *f, const struct fake_occ
     note("clusters %u,%u,%u %u cluster %u", c->bx, c->by, c->bz, c->smem, cluster);
     return CUDA_SUCCESS;
 }
+
+/* ------------------------------------------------------------------ stream memory values
+ * Device memory is host memory here: a write is done at once, a wait is recorded (its
+ * condition is not evaluated). */
+typedef unsigned long long dptr_t;
+
+EXPORT int cuStreamWriteValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned flags)
+{
+    if (addr % 4 || flags > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy((void *)(uintptr_t)addr, &v, 4);
+    note("write32 %u %u", v, flags);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamWriteValue64_v2(void *s, dptr_t addr, uint64_t v, unsigned flags)
+{
+    if (addr % 8 || flags > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy((void *)(uintptr_t)addr, &v, 8);
+    note("write64 %llu %u", (unsigned long long)v, flags);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamWaitValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned flags)
+{
+    uint32_t now;
+
+    if (addr % 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&now, (void *)(uintptr_t)addr, 4);
+    note("wait32 %u %#x now %u", v, flags, now);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamWaitValue64_v2(void *s, dptr_t addr, uint64_t v, unsigned flags)
+{
+    uint64_t now;
+
+    if (addr % 8)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&now, (void *)(uintptr_t)addr, 8);
+    note("wait64 %llu %#x now %llu", (unsigned long long)v, flags, (unsigned long long)now);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamGetId(void *s, unsigned long long *id)
+{
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    *id = 0x1000 + (unsigned long long)((uintptr_t)s & 0xffff);
+    return CUDA_SUCCESS;
+}
