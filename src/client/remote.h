@@ -46,6 +46,11 @@ CUresult om_device_attribute(int dev, int attrib, int *value);
 int om_devrange_add(CUdeviceptr base, size_t size);
 /* The device or managed range holding p, if this process has one. */
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
+/* remote_ctx.c: parameter `index` of a kernel this process obtained (its cached layout):
+ * INVALID_HANDLE for another handle, INVALID_VALUE past its last parameter. */
+CUresult om_kernel_param(uint64_t kernel, size_t index, size_t *ret_offset, size_t *ret_size);
+/* api/modules.c: the answers of a load's JIT options (empty logs of length 0, no wall time). */
+void om_jit_options_answer(unsigned n, const int *o, void **v); /* o: CUjit_option */
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
 

@@ -5,6 +5,8 @@
  *   modules_driver occupancy      every occupancy entry point, a block-size search whose
  *                                 callback is this program's
  *   modules_driver values        stream memory values on the client's memory, refused outside it
+ *   modules_driver files PATH    modules loaded from a file this program reads, JIT logs, the
+ *                                kernels' parameter queries
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
  *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
  * Exit status 0 when every check passed. */
@@ -49,6 +51,14 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *, int *, CUfunction, CUo
 CUresult cuOccupancyMaxPotentialClusterSize(int *, CUfunction, const CUlaunchConfig *);
 CUresult cuOccupancyMaxActiveClusters(int *, CUfunction, const CUlaunchConfig *);
 typedef unsigned long long CUdeviceptr;
+CUresult cuModuleLoad(CUmodule *, const char *);
+CUresult cuModuleLoadDataEx(CUmodule *, const void *, unsigned, int *, void **);
+CUresult cuLibraryLoadFromFile(void **, const char *, int *, void **, unsigned, int *, void **,
+                               unsigned);
+CUresult cuLibraryGetKernel(void **, void *, const char *);
+CUresult cuFuncGetParamInfo(CUfunction, size_t, size_t *, size_t *);
+CUresult cuKernelGetParamInfo(void *, size_t, size_t *, size_t *);
+CUresult cuFuncIsLoaded(int *, CUfunction);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuStreamCreate(CUstream *, unsigned);
@@ -172,6 +182,50 @@ static void values(void)
     printf("values ok\n");
 }
 
+static void files(const char *path)
+{
+    CUmodule mod;
+    CUfunction f;
+    void *lib, *k;
+    char info[64], error[64];
+    int opts[5] = {3, 4, 5, 6, 2}; /* INFO_LOG_BUFFER, its size, ERROR_LOG_BUFFER, its size,
+                                      WALL_TIME */
+    void *vals[5];
+    size_t off, size;
+    int state = 0;
+    float ms = -1.0f;
+
+    OK(cuModuleLoad(&mod, path));
+    OK(cuModuleGetFunction(&f, mod, "fromfile"));
+    for (size_t i = 0; i < 3; i++) {
+        OK(cuFuncGetParamInfo(f, i, &off, &size));
+        printf("param %zu %zu %zu\n", i, off, size);
+    }
+    printf("param3 %d\n", cuFuncGetParamInfo(f, 3, &off, &size));
+    printf("paramforeign %d\n",
+           cuFuncGetParamInfo((CUfunction)(uintptr_t)0x7777000, 0, &off, &size));
+    OK(cuFuncIsLoaded(&state, f));
+    printf("loaded %d\n", state);
+    printf("missing %d\n", cuModuleLoad(&mod, "/nonexistent/openmps/module.cubin"));
+    memset(info, 'X', sizeof(info));
+    memset(error, 'Y', sizeof(error));
+    vals[0] = info, vals[1] = (void *)(uintptr_t)sizeof(info);
+    vals[2] = error, vals[3] = (void *)(uintptr_t)sizeof(error);
+    vals[4] = (void *)(uintptr_t)0x12345678;
+    OK(cuLibraryLoadFromFile(&lib, path, opts, vals, 5, NULL, NULL, 0));
+    memcpy(&ms, &vals[4], sizeof(ms));
+    printf("logs %d %d %llu %llu %g\n", info[0], error[0], (unsigned long long)(uintptr_t)vals[1],
+           (unsigned long long)(uintptr_t)vals[3], (double)ms);
+    OK(cuLibraryGetKernel(&k, lib, "fromfile"));
+    OK(cuKernelGetParamInfo(k, 2, &off, &size));
+    printf("kparam 2 %zu %zu\n", off, size);
+    memset(info, 'X', sizeof(info));
+    vals[1] = (void *)(uintptr_t)sizeof(info);
+    OK(cuModuleLoadDataEx(&mod, "fakecubin\nex:4\n", 2, opts, vals));
+    printf("exlogs %d %llu\n", info[0], (unsigned long long)(uintptr_t)vals[1]);
+    printf("files ok\n");
+}
+
 /* Every call with a kernel handle this client does not own. */
 static void stealk(CUfunction f)
 {
@@ -203,6 +257,8 @@ int main(int argc, char **argv)
         occupancy();
     } else if (!strcmp(mode, "values")) {
         values();
+    } else if (!strcmp(mode, "files") && argc > 2) {
+        files(argv[2]);
     } else if (!strcmp(mode, "holdk")) {
         char line[16];
         printf("%llu\n", (unsigned long long)(uintptr_t)load_kernel("held"));

@@ -2438,6 +2438,35 @@ def modules_stream_values_on_the_clients_memory():
         e.close(ok)
 
 
+
+@test
+def modules_loaded_from_files_the_client_reads():
+    """cuModuleLoad and cuLibraryLoadFromFile: the client reads the file and sends its bytes
+    (with the NUL a text image ends at); a missing file is FILE_NOT_FOUND; the JIT log buffers
+    of a load are emptied and their sizes and the wall time set to 0 in the client; parameter
+    queries answer the kernel's layout and refuse handles the process never obtained."""
+    e = Env()
+    ok = False
+    try:
+        path = os.path.join(e.dir, "module.fakecubin")
+        image = "fakecubin\nfromfile:8,4,2\n"
+        with open(path, "w") as f:
+            f.write(image)
+        p = modules_driver(e, "files", path)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "files ok" in out, "files: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        for want in ("param 0 0 8", "param 1 8 4", "param 2 12 2", "param3 1",
+                     "paramforeign 400", "loaded 1", "missing 301", "logs 0 0 0 0 0",
+                     "kparam 2 12 2", "exlogs 0 0"):
+            check(want in out.splitlines(), "expected %r in %r" % (want, out))
+        check("loaded a new module image of %d bytes" % (len(image) + 1) in e.log("server.log"),
+              "the file's bytes reached the server")
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

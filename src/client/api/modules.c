@@ -3,6 +3,7 @@
  * search that calls the program's callback), cluster occupancy, and the queries of modules,
  * libraries, kernels and functions that the client answers or marshals itself. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,4 +152,182 @@ CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
                                            const CUlaunchConfig *config)
 {
     return cluster_call(OM_IDX_cuOccupancyMaxActiveClusters, numClusters, func, config);
+}
+
+/* ------------------------------------------------------------------ JIT options, files */
+
+/* CUjit_option values whose answers the driver writes into the program's arrays. */
+#define JIT_WALL_TIME 2
+#define JIT_INFO_LOG_BUFFER 3
+#define JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
+#define JIT_ERROR_LOG_BUFFER 5
+#define JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+
+/*
+ * The answers a load gives through its JIT options: the server loads the image without the
+ * program's options (its arrays hold pointers of this process), so no log is written: each log
+ * buffer gets an empty string, each log size (an OUT value, written into the option's slot as
+ * the driver does) 0, the wall time 0 ms. Without this a program that prints the logs would
+ * read what its buffers held before.
+ */
+void om_jit_options_answer(unsigned n, const int *o, void **v)
+{
+    if (!o || !v)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned size = 0;
+        int other = o[i] == JIT_INFO_LOG_BUFFER    ? JIT_INFO_LOG_BUFFER_SIZE_BYTES
+                    : o[i] == JIT_ERROR_LOG_BUFFER ? JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+                                                   : -1;
+
+        if (other >= 0 && v[i]) {
+            for (unsigned j = 0; j < n; j++)
+                if (o[j] == other)
+                    size = (unsigned)(uintptr_t)v[j];
+            if (size > 0)
+                ((char *)v[i])[0] = '\0';
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (o[i] == JIT_INFO_LOG_BUFFER_SIZE_BYTES || o[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+            v[i] = (void *)(uintptr_t)0;
+        } else if (o[i] == JIT_WALL_TIME) {
+            float ms = 0.0f;
+            v[i] = NULL;
+            memcpy(&v[i], &ms, sizeof(ms));
+        }
+    }
+}
+
+#define CUDA_ERROR_FILE_NOT_FOUND 301
+#define FILE_MAX (1u << 30)
+
+/* A module file, read by this process (the server never opens a client's path), with a NUL
+ * after its bytes (a PTX image ends at its NUL). NULL with *rc set when it cannot be read. */
+static char *read_module_file(const char *path, CUresult *rc)
+{
+    FILE *f;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+
+    if (!path) {
+        *rc = CUDA_ERROR_INVALID_VALUE;
+        return NULL;
+    }
+    if (!(f = fopen(path, "rb"))) {
+        *rc = CUDA_ERROR_FILE_NOT_FOUND;
+        return NULL;
+    }
+    for (;;) {
+        size_t got;
+        if (cap - len < 2) {
+            char *more;
+            cap = cap ? cap * 2 : 65536;
+            if (cap > FILE_MAX + 2u || !(more = realloc(buf, cap))) {
+                free(buf);
+                fclose(f);
+                *rc = cap > FILE_MAX + 2u ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_OUT_OF_MEMORY;
+                return NULL;
+            }
+            buf = more;
+        }
+        got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    bool failed = ferror(f) != 0;
+    fclose(f);
+    if (failed || len == 0) {
+        free(buf);
+        *rc = failed ? CUDA_ERROR_FILE_NOT_FOUND : CUDA_ERROR_INVALID_IMAGE;
+        return NULL;
+    }
+    buf[len] = '\0';
+    *rc = CUDA_SUCCESS;
+    return buf;
+}
+
+CUresult om_r_cuModuleLoad(CUmodule *module, const char *fname)
+{
+    CUresult rc;
+    char *image;
+
+    if (!module)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(image = read_module_file(fname, &rc)))
+        return rc;
+    rc = om_r_cuModuleLoadData(module, image);
+    free(image);
+    return rc;
+}
+
+CUresult om_r_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+                                    CUjit_option *jitOptions, void **jitOptionsValues,
+                                    unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                    void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    CUresult rc;
+    char *image;
+
+    if (!library)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(image = read_module_file(fileName, &rc)))
+        return rc;
+    rc = om_r_cuLibraryLoadData(library, image, jitOptions, jitOptionsValues, numJitOptions,
+                                libraryOptions, libraryOptionValues, numLibraryOptions);
+    free(image);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ kernels' own queries */
+
+CUresult om_r_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+                                   size_t *paramSize)
+{
+    return om_kernel_param((uint64_t)(uintptr_t)kernel, paramIndex, paramOffset, paramSize);
+}
+
+CUresult om_r_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                 size_t *paramSize)
+{
+    return om_kernel_param((uint64_t)(uintptr_t)func, paramIndex, paramOffset, paramSize);
+}
+
+#define FUNCTION_LOADING_STATE_LOADED 1
+
+CUresult om_r_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
+{
+    size_t off, size;
+
+    if (!state)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A handle this process obtained (its layout is known); the server loads eagerly. */
+    if (om_kernel_param((uint64_t)(uintptr_t)function, SIZE_MAX, &off, &size) ==
+        CUDA_ERROR_INVALID_HANDLE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *state = FUNCTION_LOADING_STATE_LOADED;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuFuncLoad(CUfunction function)
+{
+    size_t off, size;
+
+    if (om_kernel_param((uint64_t)(uintptr_t)function, SIZE_MAX, &off, &size) ==
+        CUDA_ERROR_INVALID_HANDLE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS; /* already loaded: the server loads every image eagerly */
+}
+
+CUresult om_r_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+    size_t off, size;
+
+    if (config < 0 || config > 2) /* CU_SHARED_MEM_CONFIG_DEFAULT..EIGHT_BYTE_BANK_SIZE */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (om_kernel_param((uint64_t)(uintptr_t)hfunc, SIZE_MAX, &off, &size) ==
+        CUDA_ERROR_INVALID_HANDLE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS; /* a preference without effect since Volta (the driver ignores it) */
 }

@@ -95,6 +95,13 @@ CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, co
 CUresult om_r_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit); /* modules */
 CUresult om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags); /* modules */
 CUresult om_r_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config); /* modules */
+CUresult om_r_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
+CUresult om_r_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function); /* modules */
+CUresult om_r_cuFuncLoad(CUfunction function); /* modules */
+CUresult om_r_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config); /* modules */
+CUresult om_r_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
+CUresult om_r_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions); /* modules */
+CUresult om_r_cuModuleLoad(CUmodule *module, const char *fname); /* modules */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
 CUresult om_r_cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags); /* streams */

@@ -615,6 +615,13 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSize, (void *)om_r_cuOccupancyMaxPotentialBlockSize);
     om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSizeWithFlags, (void *)om_r_cuOccupancyMaxPotentialBlockSizeWithFlags);
     om_remote_set(OM_IDX_cuOccupancyMaxPotentialClusterSize, (void *)om_r_cuOccupancyMaxPotentialClusterSize);
+    om_remote_set(OM_IDX_cuFuncGetParamInfo, (void *)om_r_cuFuncGetParamInfo);
+    om_remote_set(OM_IDX_cuFuncIsLoaded, (void *)om_r_cuFuncIsLoaded);
+    om_remote_set(OM_IDX_cuFuncLoad, (void *)om_r_cuFuncLoad);
+    om_remote_set(OM_IDX_cuFuncSetSharedMemConfig, (void *)om_r_cuFuncSetSharedMemConfig);
+    om_remote_set(OM_IDX_cuKernelGetParamInfo, (void *)om_r_cuKernelGetParamInfo);
+    om_remote_set(OM_IDX_cuLibraryLoadFromFile, (void *)om_r_cuLibraryLoadFromFile);
+    om_remote_set(OM_IDX_cuModuleLoad, (void *)om_r_cuModuleLoad);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);

@@ -125,13 +125,13 @@
     X(115, cuFuncGetAttribute, REMOTE) \
     X(116, cuFuncGetModule, UNSUPPORTED) \
     X(117, cuFuncGetName, UNSUPPORTED) \
-    X(118, cuFuncGetParamInfo, UNSUPPORTED) \
-    X(119, cuFuncIsLoaded, UNSUPPORTED) \
-    X(120, cuFuncLoad, UNSUPPORTED) \
+    X(118, cuFuncGetParamInfo, LOCAL) \
+    X(119, cuFuncIsLoaded, LOCAL) \
+    X(120, cuFuncLoad, LOCAL) \
     X(121, cuFuncSetAttribute, REMOTE) \
     X(122, cuFuncSetBlockShape, UNSUPPORTED) \
     X(123, cuFuncSetCacheConfig, LOCAL) \
-    X(124, cuFuncSetSharedMemConfig, UNSUPPORTED) \
+    X(124, cuFuncSetSharedMemConfig, LOCAL) \
     X(125, cuFuncSetSharedSize, UNSUPPORTED) \
     X(126, cuGetErrorName, PASSTHROUGH) \
     X(127, cuGetErrorString, PASSTHROUGH) \
@@ -261,7 +261,7 @@
     X(251, cuKernelGetFunction, LOCAL) \
     X(252, cuKernelGetLibrary, UNSUPPORTED) \
     X(253, cuKernelGetName, UNSUPPORTED) \
-    X(254, cuKernelGetParamInfo, UNSUPPORTED) \
+    X(254, cuKernelGetParamInfo, LOCAL) \
     X(255, cuKernelSetAttribute, REMOTE) \
     X(256, cuKernelSetCacheConfig, LOCAL) \
     X(257, cuLaunch, UNSUPPORTED) \
@@ -284,7 +284,7 @@
     X(274, cuLibraryGetModule, UNSUPPORTED) \
     X(275, cuLibraryGetUnifiedFunction, UNSUPPORTED) \
     X(276, cuLibraryLoadData, REMOTE) \
-    X(277, cuLibraryLoadFromFile, UNSUPPORTED) \
+    X(277, cuLibraryLoadFromFile, REMOTE) \
     X(278, cuLibraryUnload, REMOTE) \
     X(279, cuLinkAddData, UNSUPPORTED) \
     X(280, cuLinkAddData_v2, UNSUPPORTED) \
@@ -489,7 +489,7 @@
     X(479, cuModuleGetLoadingMode, LOCAL) \
     X(480, cuModuleGetSurfRef, UNSUPPORTED) \
     X(481, cuModuleGetTexRef, UNSUPPORTED) \
-    X(482, cuModuleLoad, UNSUPPORTED) \
+    X(482, cuModuleLoad, REMOTE) \
     X(483, cuModuleLoadData, REMOTE) \
     X(484, cuModuleLoadDataEx, REMOTE) \
     X(485, cuModuleLoadFatBinary, REMOTE) \
