@@ -7,6 +7,8 @@
  *   modules_driver values        stream memory values on the client's memory, refused outside it
  *   modules_driver files PATH    modules loaded from a file this program reads, JIT logs, the
  *                                kernels' parameter queries
+ *   modules_driver link PATH     the linker: logs filled in this process, a file it reads, the
+ *                                cubin copied back (in pieces when large) and loaded
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
  *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
  * Exit status 0 when every check passed. */
@@ -59,6 +61,11 @@ CUresult cuLibraryGetKernel(void **, void *, const char *);
 CUresult cuFuncGetParamInfo(CUfunction, size_t, size_t *, size_t *);
 CUresult cuKernelGetParamInfo(void *, size_t, size_t *, size_t *);
 CUresult cuFuncIsLoaded(int *, CUfunction);
+CUresult cuLinkCreate_v2(unsigned, int *, void **, void **);
+CUresult cuLinkAddData_v2(void *, int, void *, size_t, const char *, unsigned, int *, void **);
+CUresult cuLinkAddFile_v2(void *, int, const char *, unsigned, int *, void **);
+CUresult cuLinkComplete(void *, void **, size_t *);
+CUresult cuLinkDestroy(void *);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuStreamCreate(CUstream *, unsigned);
@@ -226,6 +233,67 @@ static void files(const char *path)
     printf("files ok\n");
 }
 
+static void link(const char *path)
+{
+    char info[256], error[256], a[] = "fakecubin\nlinked_a:8\n", bad[] = "garbage";
+    int opts[6] = {3, 4, 5, 6, 2, 12}; /* logs and their sizes, WALL_TIME, LOG_VERBOSE */
+    void *vals[6], *st, *st2, *cubin, *cubin2;
+    int in_opts[3] = {3, 4, 7}; /* an input's log (answered empty), OPTIMIZATION_LEVEL */
+    char in_info[32];
+    void *in_vals[3] = {in_info, (void *)(uintptr_t)sizeof(in_info), (void *)(uintptr_t)3};
+    int ptr_opt = 17; /* GLOBAL_SYMBOL_NAMES: an array of pointers */
+    void *ptr_val = NULL;
+    size_t size, size2, off, psize, big = 300000;
+    char *image;
+    CUmodule mod;
+    CUfunction f;
+    float ms = 0;
+
+    memset(info, 'X', sizeof(info));
+    memset(error, 'Y', sizeof(error));
+    memset(in_info, 'Z', sizeof(in_info));
+    vals[0] = info, vals[1] = (void *)(uintptr_t)sizeof(info);
+    vals[2] = error, vals[3] = (void *)(uintptr_t)sizeof(error);
+    vals[4] = NULL, vals[5] = (void *)(uintptr_t)1;
+    OK(cuLinkCreate_v2(6, opts, vals, &st));
+    printf("created [%s]\n", info);
+    printf("buffers %llu %llu\n", (unsigned long long)(uintptr_t)info,
+           (unsigned long long)(uintptr_t)error);
+    OK(cuLinkAddData_v2(st, 1, a, sizeof(a), "a.ptx", 3, in_opts, in_vals));
+    printf("input log %d %llu\n", in_info[0], (unsigned long long)(uintptr_t)in_vals[1]);
+    OK(cuLinkAddFile_v2(st, 1, path, 0, NULL, NULL));
+    printf("badinput %d\n", cuLinkAddData_v2(st, 0, bad, sizeof(bad), "garbage.o", 0, NULL, NULL));
+    printf("error [%s] %llu\n", error, (unsigned long long)(uintptr_t)vals[3]);
+    OK(cuLinkComplete(st, &cubin, &size));
+    memcpy(&ms, &vals[4], sizeof(ms));
+    printf("cubin %zu [%s]\n", size, (char *)cubin);
+    printf("info [%s] %llu wall %g\n", info, (unsigned long long)(uintptr_t)vals[1], (double)ms);
+    OK(cuModuleLoadData(&mod, cubin));
+    OK(cuModuleGetFunction(&f, mod, "linked_b"));
+    OK(cuFuncGetParamInfo(f, 1, &off, &psize));
+    printf("linked_b 1 %zu %zu\n", off, psize);
+    OK(cuLinkComplete(st, &cubin2, &size2));
+    printf("again %d\n", cubin2 == cubin && size2 == size);
+    OK(cuLinkDestroy(st));
+    printf("destroyed %d %d\n", cuLinkDestroy(st), cuLinkComplete(st, &cubin, &size));
+    printf("pointers %d\n", cuLinkCreate_v2(1, &ptr_opt, &ptr_val, &st2));
+
+    /* a cubin larger than one answer: it comes in pieces */
+    image = calloc(1, big + 1);
+    EXPECT(image);
+    strcpy(image, "fakecubin\n");
+    for (size_t i = strlen(image); i + 4 <= big; i += 4)
+        memcpy(image + i, "k:8\n", 4);
+    OK(cuLinkCreate_v2(0, NULL, NULL, &st2));
+    OK(cuLinkAddData_v2(st2, 0, image, big, "big.cubin", 0, NULL, NULL));
+    OK(cuLinkComplete(st2, &cubin, &size));
+    printf("big %d %d\n", size > 256 * 1024,
+           size == strlen(image) + 1 && !memcmp(cubin, image, size));
+    free(image);
+    /* st2 is left for the session's end to destroy */
+    printf("link ok\n");
+}
+
 /* Every call with a kernel handle this client does not own. */
 static void stealk(CUfunction f)
 {
@@ -259,6 +327,8 @@ int main(int argc, char **argv)
         values();
     } else if (!strcmp(mode, "files") && argc > 2) {
         files(argv[2]);
+    } else if (!strcmp(mode, "link") && argc > 2) {
+        link(argv[2]);
     } else if (!strcmp(mode, "holdk")) {
         char line[16];
         printf("%llu\n", (unsigned long long)(uintptr_t)load_kernel("held"));

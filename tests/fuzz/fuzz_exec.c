@@ -50,10 +50,10 @@ int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32
 
 /* ------------------------------------------------------------------ who owns what */
 
-enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST };
+enum kind { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_DEVICE, K_HOST, K_LINK };
 enum owner { O_SERVER, O_VICTIM, O_FUZZED };
-static const char *const kind_name[] = {"stream", "event",        "library",
-                                        "kernel", "device range", "host range"};
+static const char *const kind_name[] = {"stream",       "event",      "library",   "kernel",
+                                        "device range", "host range", "link state"};
 
 struct obj {
     uint64_t base, size;
@@ -578,6 +578,47 @@ static CUresult w_cuStreamGetId(CUstream s, unsigned long long *id)
     return ORIG(cuStreamGetId, CUresult(*)(CUstream, unsigned long long *))(s, id);
 }
 
+/* The linker: link states are the session's, an input's bytes its staged ones. */
+static CUresult w_cuLinkCreate_v2(unsigned n, int *o, void **v, void **st)
+{
+    CUresult rc;
+
+    ENTER(cuLinkCreate_v2);
+    rc = ORIG(cuLinkCreate_v2, CUresult(*)(unsigned, int *, void **, void **))(n, o, v, st);
+    if (rc == CUDA_SUCCESS)
+        note(K_LINK, H(*st), 1, false);
+    return rc;
+}
+
+static CUresult w_cuLinkAddData_v2(void *st, int type, void *data, size_t size, const char *name,
+                                   unsigned n, int *o, void **v)
+{
+    ENTER(cuLinkAddData_v2);
+    check(K_LINK, H(st), 1);
+    if (phase == O_FUZZED && (data != fuzzed->stage || size > fuzzed->stage_len)) {
+        fprintf(stderr, "fuzz_exec: %s received bytes past the %zu byte(s) the client staged\n",
+                entry, fuzzed->stage_len);
+        abort();
+    }
+    return ORIG(cuLinkAddData_v2, CUresult(*)(void *, int, void *, size_t, const char *, unsigned,
+                                              int *, void **))(st, type, data, size, name, n, o, v);
+}
+
+static CUresult w_cuLinkComplete(void *st, void **cubin, size_t *size)
+{
+    ENTER(cuLinkComplete);
+    check(K_LINK, H(st), 1);
+    return ORIG(cuLinkComplete, CUresult(*)(void *, void **, size_t *))(st, cubin, size);
+}
+
+static CUresult w_cuLinkDestroy(void *st)
+{
+    ENTER(cuLinkDestroy);
+    check(K_LINK, H(st), 1);
+    forget(K_LINK, H(st));
+    return ORIG(cuLinkDestroy, CUresult(*)(void *))(st);
+}
+
 /* The bytes of an image the driver reads, by the image's own headers (the driver takes no
  * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
  * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. Written apart
@@ -749,6 +790,10 @@ static const struct {
     W(cuStreamWaitValue32_v2),
     W(cuStreamWaitValue64_v2),
     W(cuStreamGetId),
+    W(cuLinkCreate_v2),
+    W(cuLinkAddData_v2),
+    W(cuLinkComplete),
+    W(cuLinkDestroy),
 #undef W
 };
 

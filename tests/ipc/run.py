@@ -2467,6 +2467,55 @@ def modules_loaded_from_files_the_client_reads():
         e.close(ok)
 
 
+
+@test
+def modules_linker_round_trip_with_logs_in_the_client():
+    """cuLinkCreate/AddData/AddFile/Complete/Destroy: options travel as values, the server's
+    logs fill the program's buffers and size slots, an input's file is read by the client, the
+    cubin comes back into the client's memory (in pieces when large) and loads; options that
+    are arrays of pointers are refused; a link state left at the end is destroyed."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "modules")
+        e.env["FAKECUDA_MODULES_LOG"] = mlog
+        e.start()
+        path = os.path.join(e.dir, "b.ptx")
+        with open(path, "w") as f:
+            f.write("fakecubin\nlinked_b:4,4\n")
+        p = modules_driver(e, "link", path)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "link ok" in out, "link: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        created = "fake linker: created\n"
+        added = created + "fake linker: added a.ptx (22 bytes)\nfake linker: added %s (24 " \
+            "bytes)\n" % path
+        info = added + "fake linker: complete\n"
+        error = "fake linker: garbage.o is not an image\n"
+        for want in ("created [%s]" % created, "input log 0 0", "badinput 200",
+                     "error [%s] %d" % (error, len(error) + 1),
+                     "cubin 35 [fakecubin\nlinked_a:8\nlinked_b:4,4\n]",
+                     "info [%s] %d wall 1.5" % (info, len(info) + 1), "linked_b 1 4 4",
+                     "again 1", "destroyed 400 400", "pointers 801", "big 1 1"):
+            check(want in out, "expected %r in %r" % (want, out))
+        wait_for(lambda: "disconnected" in e.log("server.log"), what="the session to end")
+        calls = open(mlog).read().splitlines()
+        check("linkcreate option 4 256" in calls and "linkcreate option 12 1" in calls,
+              "the option values reached the driver: %r" % calls)
+        # the log buffers are the server's own: no address of the client's reaches the driver
+        mine = re.search(r"^buffers (\d+) (\d+)$", out, re.M).groups()
+        given = [c.split()[-1] for c in calls if c.startswith(("linkcreate option 3 ",
+                                                                "linkcreate option 5 "))]
+        check(len(given) == 2 and not set(given) & set(mine),
+              "the driver got the server's log buffers, not the client's: %r %r" % (given, mine))
+        check("linkadd 1 24 %s options 0" % path in calls, "the file's bytes: %r" % calls)
+        check("linkadd 1 22 a.ptx options 1" in calls, "an input's scalar option only: %r" % calls)
+        check(calls.count("linkdestroy") == 2, "both link states destroyed: %r" % calls)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

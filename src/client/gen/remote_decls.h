@@ -102,6 +102,11 @@ CUresult om_r_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config);
 CUresult om_r_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
 CUresult om_r_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions); /* modules */
 CUresult om_r_cuModuleLoad(CUmodule *module, const char *fname); /* modules */
+CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
+CUresult om_r_cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
+CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut); /* modules */
+CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut); /* modules */
+CUresult om_r_cuLinkDestroy(CUlinkState state); /* modules */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
 CUresult om_r_cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags); /* streams */

@@ -622,6 +622,14 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuKernelGetParamInfo, (void *)om_r_cuKernelGetParamInfo);
     om_remote_set(OM_IDX_cuLibraryLoadFromFile, (void *)om_r_cuLibraryLoadFromFile);
     om_remote_set(OM_IDX_cuModuleLoad, (void *)om_r_cuModuleLoad);
+    om_remote_set(OM_IDX_cuLinkAddData, (void *)om_r_cuLinkAddData_v2);
+    om_remote_set(OM_IDX_cuLinkAddData_v2, (void *)om_r_cuLinkAddData_v2);
+    om_remote_set(OM_IDX_cuLinkAddFile, (void *)om_r_cuLinkAddFile_v2);
+    om_remote_set(OM_IDX_cuLinkAddFile_v2, (void *)om_r_cuLinkAddFile_v2);
+    om_remote_set(OM_IDX_cuLinkComplete, (void *)om_r_cuLinkComplete);
+    om_remote_set(OM_IDX_cuLinkCreate, (void *)om_r_cuLinkCreate_v2);
+    om_remote_set(OM_IDX_cuLinkCreate_v2, (void *)om_r_cuLinkCreate_v2);
+    om_remote_set(OM_IDX_cuLinkDestroy, (void *)om_r_cuLinkDestroy);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);

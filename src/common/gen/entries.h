@@ -286,14 +286,14 @@
     X(276, cuLibraryLoadData, REMOTE) \
     X(277, cuLibraryLoadFromFile, REMOTE) \
     X(278, cuLibraryUnload, REMOTE) \
-    X(279, cuLinkAddData, UNSUPPORTED) \
-    X(280, cuLinkAddData_v2, UNSUPPORTED) \
-    X(281, cuLinkAddFile, UNSUPPORTED) \
-    X(282, cuLinkAddFile_v2, UNSUPPORTED) \
-    X(283, cuLinkComplete, UNSUPPORTED) \
-    X(284, cuLinkCreate, UNSUPPORTED) \
-    X(285, cuLinkCreate_v2, UNSUPPORTED) \
-    X(286, cuLinkDestroy, UNSUPPORTED) \
+    X(279, cuLinkAddData, REMOTE) \
+    X(280, cuLinkAddData_v2, REMOTE) \
+    X(281, cuLinkAddFile, REMOTE) \
+    X(282, cuLinkAddFile_v2, REMOTE) \
+    X(283, cuLinkComplete, REMOTE) \
+    X(284, cuLinkCreate, REMOTE) \
+    X(285, cuLinkCreate_v2, REMOTE) \
+    X(286, cuLinkDestroy, REMOTE) \
     X(287, cuLogsCurrent, UNSUPPORTED) \
     X(288, cuLogsDumpToFile, UNSUPPORTED) \
     X(289, cuLogsDumpToMemory, UNSUPPORTED) \

@@ -8,6 +8,7 @@ enum om_handle_kind {
     OM_H_EVENT,
     OM_H_LIBRARY,
     OM_H_FUNCTION,
+    OM_H_LINKSTATE,
     OM_HANDLE_KINDS
 };
 
@@ -16,6 +17,7 @@ enum om_handle_kind {
     X(OM_H_STREAM, "stream", -1, client_streams) \
     X(OM_H_EVENT, "event", -1, client_events) \
     X(OM_H_LIBRARY, "library", -1, client_handles) \
-    X(OM_H_FUNCTION, "function", -1, client_handles)
+    X(OM_H_FUNCTION, "function", -1, client_handles) \
+    X(OM_H_LINKSTATE, "linkstate", OM_IDX_cuLinkDestroy, client_handles)
 
 #endif

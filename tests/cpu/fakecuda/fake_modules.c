@@ -179,3 +179,142 @@ EXPORT int cuStreamGetId(void *s, unsigned long long *id)
     *id = 0x1000 + (unsigned long long)((uintptr_t)s & 0xffff);
     return CUDA_SUCCESS;
 }
+
+/* ------------------------------------------------------------------ the linker
+ * Inputs are the double's text images ("fakecubin\n" then kernel lines); the linked cubin is
+ * one image of every input's kernels. The logs the options name are written as the driver
+ * writes them: text within the given size, the filled amount back into the size's slot. */
+struct fake_link {
+    unsigned n;
+    int *opts;
+    void **vals;
+    char *text;
+    size_t len;
+    int inputs;
+    size_t caps[7]; /* the logs' sizes as given, by size option (4, 6) */
+};
+
+static void link_log(struct fake_link *l, int buf_opt, const char *msg)
+{
+    int size_opt = buf_opt + 1;
+    char *buf = NULL;
+    size_t cap = 0, used;
+
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->opts[i] == buf_opt)
+            buf = l->vals[i];
+    cap = l->caps[size_opt];
+    if (!buf || !cap)
+        return;
+    used = strnlen(buf, cap);
+    if (used >= cap)
+        return;
+    snprintf(buf + used, cap - used, "%s\n", msg);
+}
+
+/* The sizes the driver writes back: the bytes each log holds, with its NUL. */
+static void link_sizes(struct fake_link *l)
+{
+    for (unsigned i = 0; i < l->n; i++) {
+        if (l->opts[i] != 3 && l->opts[i] != 5)
+            continue;
+        for (unsigned j = 0; j < l->n; j++)
+            if (l->opts[j] == l->opts[i] + 1 && l->vals[i])
+                l->vals[j] = (void *)(uintptr_t)(strlen(l->vals[i]) + 1);
+    }
+}
+
+EXPORT int cuLinkCreate_v2(unsigned n, int *opts, void **vals, void **out)
+{
+    struct fake_link *l;
+
+    if (!out || (n && (!opts || !vals)))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++)
+        if ((opts[i] == 3 || opts[i] == 5) && vals[i])
+            ((char *)vals[i])[0] = '\0';
+    if (!(l = calloc(1, sizeof(*l))) || !(l->text = strdup("fakecubin\n"))) {
+        free(l);
+        return 2;
+    }
+    l->n = n, l->opts = opts, l->vals = vals;
+    l->len = strlen(l->text);
+    for (unsigned i = 0; i < n; i++)
+        if (opts[i] == 4 || opts[i] == 6)
+            l->caps[opts[i]] = (size_t)(uintptr_t)vals[i];
+    for (unsigned i = 0; i < n; i++)
+        note("linkcreate option %d %llu", opts[i], (unsigned long long)(uintptr_t)vals[i]);
+    link_log(l, 3, "fake linker: created");
+    link_sizes(l);
+    *out = l;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLinkAddData_v2(void *st, int type, void *data, size_t size, const char *name,
+                            unsigned n, int *opts, void **vals)
+{
+    struct fake_link *l = st;
+    const char *p = data;
+    char msg[160];
+    char *more;
+    size_t body;
+
+    if (!l || !data || !size || type < 0 || type > 5 || (n && (!opts || !vals)))
+        return CUDA_ERROR_INVALID_VALUE;
+    note("linkadd %d %zu %s options %u", type, size, name ? name : "(null)", n);
+    if (size < 10 || strncmp(p, "fakecubin\n", 10) != 0) {
+        snprintf(msg, sizeof(msg), "fake linker: %.64s is not an image", name ? name : "input");
+        link_log(l, 5, msg);
+        link_sizes(l);
+        return 200; /* CUDA_ERROR_INVALID_IMAGE */
+    }
+    body = strnlen(p + 10, size - 10); /* a text image ends at its NUL or its size */
+    if (!(more = realloc(l->text, l->len + body + 1)))
+        return 2;
+    l->text = more;
+    memcpy(l->text + l->len, p + 10, body);
+    l->len += body;
+    l->text[l->len] = '\0';
+    l->inputs++;
+    snprintf(msg, sizeof(msg), "fake linker: added %.64s (%zu bytes)", name ? name : "", size);
+    link_log(l, 3, msg);
+    link_sizes(l);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLinkComplete(void *st, void **cubin, size_t *size)
+{
+    struct fake_link *l = st;
+    float ms = 1.5f;
+
+    if (!l || !cubin || !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!l->inputs) {
+        link_log(l, 5, "fake linker: nothing to link");
+        link_sizes(l);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    link_log(l, 3, "fake linker: complete");
+    link_sizes(l);
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->opts[i] == 2) {
+            l->vals[i] = NULL;
+            memcpy(&l->vals[i], &ms, sizeof(ms));
+        }
+    *cubin = l->text;
+    *size = l->len + 1;
+    note("linkcomplete %zu", l->len + 1);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLinkDestroy(void *st)
+{
+    struct fake_link *l = st;
+
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    note("linkdestroy");
+    free(l->text);
+    free(l);
+    return CUDA_SUCCESS;
+}
