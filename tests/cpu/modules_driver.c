@@ -9,6 +9,7 @@
  *                                kernels' parameter queries
  *   modules_driver link PATH     the linker: logs filled in this process, a file it reads, the
  *                                cubin copied back (in pieces when large) and loaded
+ *   modules_driver queries       a module's functions: count, enumeration, names, module, library
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
  *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
  * Exit status 0 when every check passed. */
@@ -61,6 +62,14 @@ CUresult cuLibraryGetKernel(void **, void *, const char *);
 CUresult cuFuncGetParamInfo(CUfunction, size_t, size_t *, size_t *);
 CUresult cuKernelGetParamInfo(void *, size_t, size_t *, size_t *);
 CUresult cuFuncIsLoaded(int *, CUfunction);
+CUresult cuModuleGetFunctionCount(unsigned *, CUmodule);
+CUresult cuModuleEnumerateFunctions(CUfunction *, unsigned, CUmodule);
+CUresult cuLibraryGetModule(CUmodule *, void *);
+CUresult cuLibraryGetKernelCount(unsigned *, void *);
+CUresult cuFuncGetName(const char **, CUfunction);
+CUresult cuKernelGetName(const char **, void *);
+CUresult cuFuncGetModule(CUmodule *, CUfunction);
+CUresult cuKernelGetLibrary(void **, void *);
 CUresult cuLinkCreate_v2(unsigned, int *, void **, void **);
 CUresult cuLinkAddData_v2(void *, int, void *, size_t, const char *, unsigned, int *, void **);
 CUresult cuLinkAddFile_v2(void *, int, const char *, unsigned, int *, void **);
@@ -294,6 +303,37 @@ static void link(const char *path)
     printf("link ok\n");
 }
 
+static void queries(void)
+{
+    static const char image[] = "fakecubin\nq_one:8\nq_two:4,8\n";
+    CUmodule mod, mod2, mod3;
+    CUfunction fs[3], f;
+    const char *n0, *n1, *again;
+    void *lib;
+    unsigned count = 0;
+    size_t off, size;
+
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunctionCount(&count, mod));
+    printf("count %u\n", count);
+    OK(cuLibraryGetModule(&mod2, mod));
+    printf("module same %d\n", mod2 == mod);
+    OK(cuModuleEnumerateFunctions(fs, 2, mod));
+    OK(cuFuncGetName(&n0, fs[0]));
+    OK(cuKernelGetName(&n1, fs[1]));
+    OK(cuFuncGetName(&again, fs[0]));
+    printf("names %s %s stable %d\n", n0, n1, again == n0);
+    OK(cuFuncGetParamInfo(fs[1], 1, &off, &size));
+    printf("enumerated layout %zu %zu\n", off, size);
+    OK(cuModuleGetFunction(&f, mod, "q_two"));
+    printf("same handle %d\n", f == fs[1]);
+    OK(cuFuncGetModule(&mod3, fs[0]));
+    OK(cuKernelGetLibrary(&lib, fs[1]));
+    printf("owner %d %d\n", mod3 == mod, lib == (void *)mod);
+    printf("toomany %d\n", cuModuleEnumerateFunctions(fs, 3, mod));
+    printf("queries ok\n");
+}
+
 /* Every call with a kernel handle this client does not own. */
 static void stealk(CUfunction f)
 {
@@ -329,14 +369,30 @@ int main(int argc, char **argv)
         files(argv[2]);
     } else if (!strcmp(mode, "link") && argc > 2) {
         link(argv[2]);
+    } else if (!strcmp(mode, "queries")) {
+        queries();
     } else if (!strcmp(mode, "holdk")) {
         char line[16];
-        printf("%llu\n", (unsigned long long)(uintptr_t)load_kernel("held"));
+        CUfunction held = load_kernel("held");
+        void *held_lib = NULL;
+        OK(cuKernelGetLibrary(&held_lib, held));
+        printf("%llu %llu\n", (unsigned long long)(uintptr_t)held,
+               (unsigned long long)(uintptr_t)held_lib);
         fflush(stdout);
         while (fgets(line, sizeof(line), stdin)) {
         }
-    } else if (!strcmp(mode, "stealk") && argc > 2) {
-        stealk((CUfunction)(uintptr_t)strtoull(argv[2], NULL, 10));
+    } else if (!strcmp(mode, "stealk") && argc > 3) {
+        void *lib = (void *)(uintptr_t)strtoull(argv[3], NULL, 10);
+        CUfunction f = (CUfunction)(uintptr_t)strtoull(argv[2], NULL, 10);
+        const char *name;
+        unsigned n;
+        CUfunction fs[1];
+        stealk(f);
+        printf("steal name %d\n", cuKernelGetName(&name, f));
+        printf("steal library %d\n", cuKernelGetLibrary(&lib, f));
+        lib = (void *)(uintptr_t)strtoull(argv[3], NULL, 10);
+        printf("steal count %d\n", cuLibraryGetKernelCount(&n, lib));
+        printf("steal enumerate %d\n", cuModuleEnumerateFunctions(fs, 1, lib));
     } else {
         fprintf(stderr, "modules_driver: unknown mode %s\n", mode);
         return 2;

@@ -697,6 +697,40 @@ static CUresult w_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *nam
     return rc;
 }
 
+/* The modules family's queries of libraries and kernels (fake_modules.c). */
+static CUresult w_cuLibraryGetKernelCount(unsigned *n, CUlibrary lib)
+{
+    ENTER(cuLibraryGetKernelCount);
+    check(K_LIBRARY, H(lib), 1);
+    return ORIG(cuLibraryGetKernelCount, CUresult(*)(unsigned *, CUlibrary))(n, lib);
+}
+
+static CUresult w_cuLibraryEnumerateKernels(CUkernel *ks, unsigned n, CUlibrary lib)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryEnumerateKernels);
+    check(K_LIBRARY, H(lib), 1);
+    rc = ORIG(cuLibraryEnumerateKernels, CUresult(*)(CUkernel *, unsigned, CUlibrary))(ks, n, lib);
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < n; i++)
+        note(K_KERNEL, H(ks[i]), 1, false);
+    return rc;
+}
+
+static CUresult w_cuKernelGetName(const char **name, CUkernel k)
+{
+    ENTER(cuKernelGetName);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelGetName, CUresult(*)(const char **, CUkernel))(name, k);
+}
+
+static CUresult w_cuKernelGetLibrary(CUlibrary *lib, CUkernel k)
+{
+    ENTER(cuKernelGetLibrary);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelGetLibrary, CUresult(*)(CUlibrary *, CUkernel))(lib, k);
+}
+
 static CUresult w_cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
 {
     ENTER(cuKernelGetParamInfo);
@@ -794,6 +828,10 @@ static const struct {
     W(cuLinkAddData_v2),
     W(cuLinkComplete),
     W(cuLinkDestroy),
+    W(cuLibraryGetKernelCount),
+    W(cuLibraryEnumerateKernels),
+    W(cuKernelGetName),
+    W(cuKernelGetLibrary),
 #undef W
 };
 

@@ -2393,14 +2393,16 @@ def modules_occupancy_answers_and_block_size_search():
         check("clusters 512,1,1 1000 cluster 2" in calls, "the cluster attribute: %r" % calls)
         # another client's kernel
         holder = modules_driver(e, "holdk", stdin=subprocess.PIPE)
-        handle = holder.stdout.readline().strip()
-        check(handle.isdigit(), "holder printed its kernel: %r" % handle)
-        p = modules_driver(e, "stealk", handle)
+        handles = holder.stdout.readline().split()
+        check(len(handles) == 2 and all(h.isdigit() for h in handles),
+              "holder printed its kernel and library: %r" % handles)
+        p = modules_driver(e, "stealk", *handles)
         out, err = p.communicate(timeout=30)
         holder.stdin.close()
         holder.wait(timeout=30)
         check(p.returncode == 0, "stealk: %r %r" % (out, err))
-        for what in ("active", "flags", "available", "potential", "clustersize", "clusters"):
+        for what in ("active", "flags", "available", "potential", "clustersize", "clusters",
+                     "name", "library", "count", "enumerate"):
             check("steal %s 400" % what in out, "%s with a foreign kernel: %r" % (what, out))
         ok = True
     finally:
@@ -2511,6 +2513,28 @@ def modules_linker_round_trip_with_logs_in_the_client():
         check("linkadd 1 24 %s options 0" % path in calls, "the file's bytes: %r" % calls)
         check("linkadd 1 22 a.ptx options 1" in calls, "an input's scalar option only: %r" % calls)
         check(calls.count("linkdestroy") == 2, "both link states destroyed: %r" % calls)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+
+@test
+def modules_library_and_function_queries():
+    """Counts, enumeration (the enumerated kernels get their layouts, so they launch and
+    answer parameter queries), names kept by the client, a function's module and a kernel's
+    library (modules are the server's libraries); another client's kernels and libraries are
+    refused (modules_occupancy_answers_and_block_size_search)."""
+    e = Env()
+    ok = False
+    try:
+        p = modules_driver(e, "queries")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "queries ok" in out, "queries: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        for want in ("count 2", "module same 1", "names q_one q_two stable 1",
+                     "enumerated layout 8 8", "same handle 1", "owner 1 1", "toomany 1"):
+            check(want in out.splitlines(), "expected %r in %r" % (want, out))
         ok = True
     finally:
         e.close(ok)

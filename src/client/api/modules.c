@@ -633,3 +633,133 @@ CUresult om_r_cuLinkDestroy(CUlinkState state)
     }
     return rc;
 }
+
+/* ------------------------------------------------------------------ libraries' queries */
+
+/* Modules are libraries in the server: a module handle is its library's, a function its
+ * kernel's. */
+CUresult om_r_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    return om_rpc_cuLibraryGetKernelCount(count, lib);
+}
+
+CUresult om_r_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    return om_rpc_cuLibraryGetKernelCount(count, (CUlibrary)mod);
+}
+
+CUresult om_r_cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    unsigned n = 0;
+    CUresult rc;
+
+    if (!pMod)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_rpc_cuLibraryGetKernelCount(&n, library)) != CUDA_SUCCESS)
+        return rc; /* not a library of this client's */
+    *pMod = (CUmodule)library;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    return om_rpc_cuKernelGetLibrary(pLib, kernel);
+}
+
+CUresult om_r_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    return om_rpc_cuKernelGetLibrary((CUlibrary *)hmod, (CUkernel)hfunc);
+}
+
+/* Kernels' names, kept while the process runs (the driver's strings live as long as their
+ * library, which the server never unloads). */
+struct kname {
+    uint64_t kernel;
+    char *name;
+    struct kname *next;
+};
+static struct kname *knames;
+static pthread_mutex_t knames_lock = PTHREAD_MUTEX_INITIALIZER;
+
+CUresult om_r_cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    uint64_t k = (uint64_t)(uintptr_t)hfunc;
+    char reply[4096];
+    uint32_t got = 0;
+    struct kname *e;
+    REQ(req, 8);
+    CUresult rc;
+
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&knames_lock);
+    for (e = knames; e && e->kernel != k; e = e->next) {
+    }
+    pthread_mutex_unlock(&knames_lock);
+    if (e) {
+        *name = e->name;
+        return CUDA_SUCCESS;
+    }
+    om_put_u64(&req, k);
+    rc = om_rcall(OM_IDX_cuKernelGetName, &req, reply, sizeof(reply) - 1, &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    reply[got] = '\0';
+    if (!(e = calloc(1, sizeof(*e))) || !(e->name = strdup(reply))) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->kernel = k;
+    pthread_mutex_lock(&knames_lock);
+    e->next = knames;
+    knames = e;
+    pthread_mutex_unlock(&knames_lock);
+    *name = e->name;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    return om_r_cuKernelGetName(name, (CUkernel)hfunc);
+}
+
+#define ENUMERATE_MAX 4096
+
+/* The handles from the server, then each kernel's parameter layout through its name (what a
+ * launch of it needs here). */
+CUresult om_r_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+{
+    uint64_t *reply;
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    if (!kernels || numKernels == 0 || numKernels > ENUMERATE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(reply = malloc(8 * (size_t)numKernels)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, (uint64_t)(uintptr_t)lib);
+    om_put_u64(&req, numKernels);
+    rc = om_rcall(OM_IDX_cuLibraryEnumerateKernels, &req, reply, 8 * (size_t)numKernels, &got);
+    if (rc == CUDA_SUCCESS && got != 8 * numKernels)
+        rc = CUDA_ERROR_UNKNOWN;
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < numKernels; i++) {
+        const char *name = NULL;
+        CUkernel k = NULL;
+        rc = om_r_cuKernelGetName(&name, (CUkernel)(uintptr_t)reply[i]);
+        if (rc == CUDA_SUCCESS)
+            rc = om_r_cuLibraryGetKernel(&k, lib, name);
+        if (rc == CUDA_SUCCESS && (uint64_t)(uintptr_t)k != reply[i])
+            rc = CUDA_ERROR_UNKNOWN; /* two kernels of one name: not told apart */
+        if (rc == CUDA_SUCCESS)
+            kernels[i] = k;
+    }
+    free(reply);
+    return rc;
+}
+
+CUresult om_r_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+                                         CUmodule mod)
+{
+    return om_r_cuLibraryEnumerateKernels((CUkernel *)functions, numFunctions, (CUlibrary)mod);
+}

@@ -107,6 +107,17 @@ CUresult om_r_cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const cha
 CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut); /* modules */
 CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut); /* modules */
 CUresult om_r_cuLinkDestroy(CUlinkState state); /* modules */
+CUresult om_r_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc); /* modules */
+CUresult om_r_cuFuncGetName(const char **name, CUfunction hfunc); /* modules */
+CUresult om_r_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel); /* modules */
+CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
+CUresult om_r_cuKernelGetName(const char **name, CUkernel hfunc); /* modules */
+CUresult om_r_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib); /* modules */
+CUresult om_r_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib); /* modules */
+CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
+CUresult om_r_cuLibraryGetModule(CUmodule *pMod, CUlibrary library); /* modules */
+CUresult om_r_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod); /* modules */
+CUresult om_r_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod); /* modules */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
 CUresult om_r_cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags); /* streams */

@@ -290,6 +290,52 @@ static CUresult r_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSiz
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pLib)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pLib)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)kernel);
+    rc = om_rcall(OM_IDX_cuKernelGetLibrary, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pLib));
+        if (v && pLib)
+            memcpy(pLib, v, sizeof(*pLib));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*count)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)lib);
+    rc = om_rcall(OM_IDX_cuLibraryGetKernelCount, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*count));
+        if (v && count)
+            memcpy(count, v, sizeof(*count));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     uint8_t req_buf[16];
@@ -630,6 +676,15 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuLinkCreate, (void *)om_r_cuLinkCreate_v2);
     om_remote_set(OM_IDX_cuLinkCreate_v2, (void *)om_r_cuLinkCreate_v2);
     om_remote_set(OM_IDX_cuLinkDestroy, (void *)om_r_cuLinkDestroy);
+    om_remote_set(OM_IDX_cuFuncGetModule, (void *)om_r_cuFuncGetModule);
+    om_remote_set(OM_IDX_cuFuncGetName, (void *)om_r_cuFuncGetName);
+    om_remote_set(OM_IDX_cuKernelGetLibrary, (void *)om_r_cuKernelGetLibrary);
+    om_remote_set(OM_IDX_cuKernelGetName, (void *)om_r_cuKernelGetName);
+    om_remote_set(OM_IDX_cuLibraryEnumerateKernels, (void *)om_r_cuLibraryEnumerateKernels);
+    om_remote_set(OM_IDX_cuLibraryGetKernelCount, (void *)om_r_cuLibraryGetKernelCount);
+    om_remote_set(OM_IDX_cuLibraryGetModule, (void *)om_r_cuLibraryGetModule);
+    om_remote_set(OM_IDX_cuModuleEnumerateFunctions, (void *)om_r_cuModuleEnumerateFunctions);
+    om_remote_set(OM_IDX_cuModuleGetFunctionCount, (void *)om_r_cuModuleGetFunctionCount);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);

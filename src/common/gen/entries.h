@@ -123,8 +123,8 @@
     X(113, cuExternalMemoryGetMappedMipmappedArray, UNSUPPORTED) \
     X(114, cuFlushGPUDirectRDMAWrites, UNSUPPORTED) \
     X(115, cuFuncGetAttribute, REMOTE) \
-    X(116, cuFuncGetModule, UNSUPPORTED) \
-    X(117, cuFuncGetName, UNSUPPORTED) \
+    X(116, cuFuncGetModule, REMOTE) \
+    X(117, cuFuncGetName, REMOTE) \
     X(118, cuFuncGetParamInfo, LOCAL) \
     X(119, cuFuncIsLoaded, LOCAL) \
     X(120, cuFuncLoad, LOCAL) \
@@ -259,8 +259,8 @@
     X(249, cuIpcOpenMemHandle_v2, UNSUPPORTED) \
     X(250, cuKernelGetAttribute, REMOTE) \
     X(251, cuKernelGetFunction, LOCAL) \
-    X(252, cuKernelGetLibrary, UNSUPPORTED) \
-    X(253, cuKernelGetName, UNSUPPORTED) \
+    X(252, cuKernelGetLibrary, REMOTE) \
+    X(253, cuKernelGetName, REMOTE) \
     X(254, cuKernelGetParamInfo, LOCAL) \
     X(255, cuKernelSetAttribute, REMOTE) \
     X(256, cuKernelSetCacheConfig, LOCAL) \
@@ -276,12 +276,12 @@
     X(266, cuLaunchKernelEx, REMOTE) \
     X(267, cuLaunchKernelEx_ptsz, REMOTE) \
     X(268, cuLaunchKernel_ptsz, REMOTE) \
-    X(269, cuLibraryEnumerateKernels, UNSUPPORTED) \
+    X(269, cuLibraryEnumerateKernels, REMOTE) \
     X(270, cuLibraryGetGlobal, REMOTE) \
     X(271, cuLibraryGetKernel, REMOTE) \
-    X(272, cuLibraryGetKernelCount, UNSUPPORTED) \
+    X(272, cuLibraryGetKernelCount, REMOTE) \
     X(273, cuLibraryGetManaged, UNSUPPORTED) \
-    X(274, cuLibraryGetModule, UNSUPPORTED) \
+    X(274, cuLibraryGetModule, REMOTE) \
     X(275, cuLibraryGetUnifiedFunction, UNSUPPORTED) \
     X(276, cuLibraryLoadData, REMOTE) \
     X(277, cuLibraryLoadFromFile, REMOTE) \
@@ -481,9 +481,9 @@
     X(471, cuMipmappedArrayGetLevel, UNSUPPORTED) \
     X(472, cuMipmappedArrayGetMemoryRequirements, UNSUPPORTED) \
     X(473, cuMipmappedArrayGetSparseProperties, UNSUPPORTED) \
-    X(474, cuModuleEnumerateFunctions, UNSUPPORTED) \
+    X(474, cuModuleEnumerateFunctions, REMOTE) \
     X(475, cuModuleGetFunction, REMOTE) \
-    X(476, cuModuleGetFunctionCount, UNSUPPORTED) \
+    X(476, cuModuleGetFunctionCount, REMOTE) \
     X(477, cuModuleGetGlobal, UNSUPPORTED) \
     X(478, cuModuleGetGlobal_v2, REMOTE) \
     X(479, cuModuleGetLoadingMode, LOCAL) \

@@ -109,26 +109,14 @@ static CUresult name_arg(struct call *c, char *name, size_t cap)
     return CUDA_SUCCESS;
 }
 
-CUresult om_x_cuLibraryGetKernel(struct call *c)
+/* A kernel's parameter layout (offset and size pairs in params[2 * 256]) and its argument
+ * bytes, noted as the client's (resources.c): a kernel the client may launch and query. */
+static CUresult kernel_layout(struct call *c, CUkernel k, const char *name, uint64_t *params,
+                              uint32_t *ret_n, uint32_t *ret_total)
 {
-    CUresult (*get)(CUkernel *, CUlibrary, const char *) = REAL(cuLibraryGetKernel);
     CUresult (*info)(CUkernel, size_t, size_t *, size_t *) = REAL(cuKernelGetParamInfo);
-    uint64_t lib = om_get_u64(&c->in);
-    char name[1024];
-    CUkernel k = NULL;
-    uint64_t params[2 * 256];
     uint32_t n = 0, total = 0;
-    CUresult rc = name_arg(c, name, sizeof(name));
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib))
-        return CUDA_ERROR_INVALID_HANDLE;
-    rc = get(&k, (CUlibrary)(uintptr_t)lib, name);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    /* The layout answered with the handle: the client caches it, so a launch
-     * is one flat buffer (ARCHITECTURE.md). */
     for (; n < 256; n++) {
         size_t off = 0, size = 0;
         if (info(k, n, &off, &size) != CUDA_SUCCESS)
@@ -150,10 +138,87 @@ CUresult om_x_cuLibraryGetKernel(struct call *c)
     }
     if (om_kernel_note(c->s, (uint64_t)(uintptr_t)k, total) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    *ret_n = n;
+    *ret_total = total;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuLibraryGetKernel(struct call *c)
+{
+    CUresult (*get)(CUkernel *, CUlibrary, const char *) = REAL(cuLibraryGetKernel);
+    uint64_t lib = om_get_u64(&c->in);
+    char name[1024];
+    CUkernel k = NULL;
+    uint64_t params[2 * 256];
+    uint32_t n = 0, total = 0;
+    CUresult rc = name_arg(c, name, sizeof(name));
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib))
+        return CUDA_ERROR_INVALID_HANDLE;
+    rc = get(&k, (CUlibrary)(uintptr_t)lib, name);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The layout answered with the handle: the client caches it, so a launch
+     * is one flat buffer (ARCHITECTURE.md). */
+    if ((rc = kernel_layout(c, k, name, params, &n, &total)) != CUDA_SUCCESS)
+        return rc;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)k);
     om_put_u64(&c->out, n);
     om_put_bytes(&c->out, params, 16 * (size_t)n);
     return CUDA_SUCCESS;
+}
+
+/* At most this many kernels in one answer of cuLibraryEnumerateKernels. */
+#define ENUMERATE_MAX 4096
+
+/* lib, count: the library's first `count` kernels, each noted as the client's. */
+CUresult om_x_cuLibraryEnumerateKernels(struct call *c)
+{
+    CUresult (*enumerate)(CUkernel *, unsigned, CUlibrary) = REAL(cuLibraryEnumerateKernels);
+    uint64_t lib = om_get_u64(&c->in), count = om_get_u64(&c->in);
+    uint64_t params[2 * 256];
+    CUkernel *ks;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (count == 0 || count > ENUMERATE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!(ks = calloc((size_t)count, sizeof(*ks))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = enumerate(ks, (unsigned)count, (CUlibrary)(uintptr_t)lib);
+    for (uint64_t i = 0; rc == CUDA_SUCCESS && i < count; i++) {
+        uint32_t n, total;
+        rc = kernel_layout(c, ks[i], "(enumerated)", params, &n, &total);
+        if (rc == CUDA_SUCCESS)
+            om_put_u64(&c->out, (uint64_t)(uintptr_t)ks[i]);
+    }
+    free(ks);
+    return rc;
+}
+
+/* A kernel of the client's: its name's bytes. */
+CUresult om_x_cuKernelGetName(struct call *c)
+{
+    CUresult (*get)(const char **, CUkernel) = REAL(cuKernelGetName);
+    uint64_t k = om_get_u64(&c->in);
+    const char *name = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_kernel_total(c->s, k) < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    rc = get(&name, (CUkernel)(uintptr_t)k);
+    if (rc == CUDA_SUCCESS && !name)
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        om_put_bytes(&c->out, name, strnlen(name, 4095));
+    return rc;
 }
 
 CUresult om_x_cuLibraryGetGlobal(struct call *c)
@@ -379,16 +444,19 @@ static CUresult link_options(struct call *c, struct link *l, bool logs)
         char **buf = l->opts[i] == JIT_INFO_LOG_BUFFER ? &l->info : &l->error;
         if (size_opt < 0)
             continue;
-        /* the client's size, capped: the driver writes at most that many bytes */
+        /* the client's size, capped: the driver writes at most that many bytes; the buffer
+         * is that size (the link state's count is budgeted, its buffers by this cap) */
+        uintptr_t size = 0;
         for (unsigned j = 0; j < l->n; j++) {
             if ((int)l->opts[j] != size_opt)
                 continue;
             if ((uintptr_t)l->vals[j] > LINK_LOG_MAX)
                 l->vals[j] = (void *)(uintptr_t)LINK_LOG_MAX;
+            size = (uintptr_t)l->vals[j];
         }
         if (*buf) /* the same log option twice */
             return CUDA_ERROR_INVALID_VALUE;
-        if (!(*buf = calloc(1, LINK_LOG_MAX + 1)))
+        if (!(*buf = calloc(1, size + 1)))
             return CUDA_ERROR_OUT_OF_MEMORY;
         l->vals[i] = *buf;
     }

@@ -234,6 +234,42 @@ static CUresult x_cuOccupancyAvailableDynamicSMemPerBlock(struct call *c)
     return rc;
 }
 
+static CUresult x_cuKernelGetLibrary(struct call *c)
+{
+    uint64_t a_kernel = om_get_u64(&c->in);
+    CUlibrary o_pLib;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pLib, 0, sizeof(o_pLib));
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_kernel, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUlibrary *, CUkernel))REAL(cuKernelGetLibrary))(&o_pLib, (CUkernel)(uintptr_t)a_kernel);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pLib, sizeof(o_pLib));
+    }
+    return rc;
+}
+
+static CUresult x_cuLibraryGetKernelCount(struct call *c)
+{
+    uint64_t a_lib = om_get_u64(&c->in);
+    unsigned int o_count;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_count, 0, sizeof(o_count));
+    if ((rc = om_arg_handle(c, OM_H_LIBRARY, a_lib, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(unsigned int *, CUlibrary))REAL(cuLibraryGetKernelCount))(&o_count, (CUlibrary)(uintptr_t)a_lib);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_count, sizeof(o_count));
+    }
+    return rc;
+}
+
 static CUresult x_cuEventCreate(struct call *c)
 {
     uint64_t a_Flags = om_get_u64(&c->in);
@@ -561,6 +597,10 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuLinkComplete] = om_x_cuLinkComplete,
     [OM_IDX_cuLinkCreate_v2] = om_x_cuLinkCreate_v2,
     [OM_IDX_cuLinkDestroy] = om_x_cuLinkDestroy,
+    [OM_IDX_cuKernelGetLibrary] = x_cuKernelGetLibrary,
+    [OM_IDX_cuKernelGetName] = om_x_cuKernelGetName,
+    [OM_IDX_cuLibraryEnumerateKernels] = om_x_cuLibraryEnumerateKernels,
+    [OM_IDX_cuLibraryGetKernelCount] = x_cuLibraryGetKernelCount,
     [OM_IDX_cuEventCreate] = x_cuEventCreate,
     [OM_IDX_cuEventDestroy_v2] = x_cuEventDestroy_v2,
     [OM_IDX_cuEventElapsedTime_v2] = x_cuEventElapsedTime_v2,

@@ -34,6 +34,8 @@ CUresult om_x_cuLinkAddData_v2(struct call *c); /* modules */
 CUresult om_x_cuLinkComplete(struct call *c); /* modules */
 CUresult om_x_cuLinkCreate_v2(struct call *c); /* modules */
 CUresult om_x_cuLinkDestroy(struct call *c); /* modules */
+CUresult om_x_cuKernelGetName(struct call *c); /* modules */
+CUresult om_x_cuLibraryEnumerateKernels(struct call *c); /* modules */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */

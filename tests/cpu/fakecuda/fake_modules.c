@@ -318,3 +318,47 @@ EXPORT int cuLinkDestroy(void *st)
     free(l);
     return CUDA_SUCCESS;
 }
+
+/* ------------------------------------------------------------------ kernels of a library */
+int fake_library_kernels(void *lib, void **out, int max);
+const char *fake_kernel_name(void *k, void **lib);
+
+EXPORT int cuLibraryGetKernelCount(unsigned *count, void *lib)
+{
+    if (!count || !lib)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = (unsigned)fake_library_kernels(lib, NULL, 0);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLibraryEnumerateKernels(void **ks, unsigned n, void *lib)
+{
+    if (!ks || !lib || n == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((unsigned)fake_library_kernels(lib, NULL, 0) < n)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_library_kernels(lib, ks, (int)n);
+    note("enumerate %u", n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuKernelGetName(const char **name, void *k)
+{
+    const char *n = fake_kernel_name(k, NULL);
+
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!n)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuKernelGetLibrary(void **lib, void *k)
+{
+    if (!lib)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_kernel_name(k, lib))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
