@@ -10,6 +10,7 @@
  *   modules_driver link PATH     the linker: logs filled in this process, a file it reads, the
  *                                cubin copied back (in pieces when large) and loaded
  *   modules_driver queries       a module's functions: count, enumeration, names, module, library
+ *   modules_driver streamctx     streams' context and device (two devices), cuStreamDestroy
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
  *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
  * Exit status 0 when every check passed. */
@@ -70,6 +71,12 @@ CUresult cuFuncGetName(const char **, CUfunction);
 CUresult cuKernelGetName(const char **, void *);
 CUresult cuFuncGetModule(CUmodule *, CUfunction);
 CUresult cuKernelGetLibrary(void **, void *);
+CUresult cuStreamGetCtx(CUstream, CUcontext *);
+CUresult cuStreamGetCtx_v2(CUstream, CUcontext *, void **);
+CUresult cuStreamGetDevice(CUstream, int *);
+CUresult cuStreamDestroy(CUstream);
+CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
+CUresult cuStreamGetPriority(CUstream, int *);
 CUresult cuLinkCreate_v2(unsigned, int *, void **, void **);
 CUresult cuLinkAddData_v2(void *, int, void *, size_t, const char *, unsigned, int *, void **);
 CUresult cuLinkAddFile_v2(void *, int, const char *, unsigned, int *, void **);
@@ -334,6 +341,30 @@ static void queries(void)
     printf("queries ok\n");
 }
 
+/* Clients see one device for now (the server runs them on its device 0). */
+static void streamctx(CUcontext ctx0)
+{
+    CUcontext got = NULL;
+    CUstream s0, s1;
+    void *green = (void *)1;
+    int dev = -1;
+
+    OK(cuStreamCreateWithPriority(&s1, 0, -1));
+    OK(cuStreamCreate(&s0, 0));
+    OK(cuStreamGetCtx(s1, &got));
+    printf("s1 ctx %d\n", got == ctx0);
+    OK(cuStreamGetDevice(s1, &dev));
+    printf("s1 device %d\n", dev);
+    OK(cuStreamGetCtx_v2(s0, &got, &green));
+    printf("s0 ctx %d green %d\n", got == ctx0, green == NULL);
+    OK(cuStreamGetDevice(NULL, &dev));
+    printf("null device %d\n", dev);
+    printf("foreign %d\n", cuStreamGetCtx((CUstream)(uintptr_t)0x7777000, &got));
+    OK(cuStreamDestroy(s1)); /* the v1 name */
+    printf("destroyed %d\n", cuStreamGetDevice(s1, &dev));
+    printf("streamctx ok\n");
+}
+
 /* Every call with a kernel handle this client does not own. */
 static void stealk(CUfunction f)
 {
@@ -371,6 +402,8 @@ int main(int argc, char **argv)
         link(argv[2]);
     } else if (!strcmp(mode, "queries")) {
         queries();
+    } else if (!strcmp(mode, "streamctx")) {
+        streamctx(ctx);
     } else if (!strcmp(mode, "holdk")) {
         char line[16];
         CUfunction held = load_kernel("held");

@@ -2540,6 +2540,26 @@ def modules_library_and_function_queries():
         e.close(ok)
 
 
+
+@test
+def modules_streams_context_and_device():
+    """cuStreamGetCtx/_v2 and cuStreamGetDevice answer the context a stream was created in (the
+    current one for the NULL stream); a stream the client does not own, or destroyed with the v1
+    cuStreamDestroy, is INVALID_HANDLE."""
+    e = Env()
+    ok = False
+    try:
+        p = modules_driver(e, "streamctx")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "streamctx ok" in out, "streamctx: %r %r" % (out, err))
+        for want in ("s1 ctx 1", "s1 device 0", "s0 ctx 1 green 1", "null device 0",
+                     "foreign 400", "destroyed 400"):
+            check(want in out.splitlines(), "expected %r in %r" % (want, out))
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

@@ -418,7 +418,7 @@ static CUresult r_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
 }
 
-static CUresult r_cuStreamGetPriority(CUstream hStream, int *priority)
+CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -704,8 +704,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamDestroy_v2, (void *)om_r_cuStreamDestroy_v2);
     om_remote_set(OM_IDX_cuStreamGetFlags, (void *)om_r_cuStreamGetFlags);
     om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)om_r_cuStreamGetFlags);
-    om_remote_set(OM_IDX_cuStreamGetPriority, (void *)r_cuStreamGetPriority);
-    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)r_cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamGetPriority, (void *)om_r_cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)om_r_cuStreamGetPriority);
     om_remote_set(OM_IDX_cuStreamQuery, (void *)r_cuStreamQuery);
     om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)r_cuStreamQuery);
     om_remote_set(OM_IDX_cuStreamSynchronize, (void *)om_r_cuStreamSynchronize);
@@ -730,4 +730,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)r_cuStreamWriteValue64_v2);
     om_remote_set(OM_IDX_cuStreamWriteValue64, (void *)r_cuStreamWriteValue64_v2);
     om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamDestroy, (void *)om_r_cuStreamDestroy_v2);
+    om_remote_set(OM_IDX_cuStreamGetCtx, (void *)om_r_cuStreamGetCtx);
+    om_remote_set(OM_IDX_cuStreamGetCtx_ptsz, (void *)om_r_cuStreamGetCtx);
+    om_remote_set(OM_IDX_cuStreamGetCtx_v2, (void *)om_r_cuStreamGetCtx_v2);
+    om_remote_set(OM_IDX_cuStreamGetCtx_v2_ptsz, (void *)om_r_cuStreamGetCtx_v2);
+    om_remote_set(OM_IDX_cuStreamGetDevice, (void *)om_r_cuStreamGetDevice);
+    om_remote_set(OM_IDX_cuStreamGetDevice_ptsz, (void *)om_r_cuStreamGetDevice);
 }

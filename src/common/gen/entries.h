@@ -538,7 +538,7 @@
     X(528, cuStreamCopyAttributes_ptsz, UNSUPPORTED) \
     X(529, cuStreamCreate, REMOTE) \
     X(530, cuStreamCreateWithPriority, REMOTE) \
-    X(531, cuStreamDestroy, UNSUPPORTED) \
+    X(531, cuStreamDestroy, REMOTE) \
     X(532, cuStreamDestroy_v2, REMOTE) \
     X(533, cuStreamEndCapture, UNSUPPORTED) \
     X(534, cuStreamEndCapture_ptsz, UNSUPPORTED) \
@@ -550,12 +550,12 @@
     X(540, cuStreamGetCaptureInfo_v2_ptsz, UNSUPPORTED) \
     X(541, cuStreamGetCaptureInfo_v3, UNSUPPORTED) \
     X(542, cuStreamGetCaptureInfo_v3_ptsz, UNSUPPORTED) \
-    X(543, cuStreamGetCtx, UNSUPPORTED) \
-    X(544, cuStreamGetCtx_ptsz, UNSUPPORTED) \
-    X(545, cuStreamGetCtx_v2, UNSUPPORTED) \
-    X(546, cuStreamGetCtx_v2_ptsz, UNSUPPORTED) \
-    X(547, cuStreamGetDevice, UNSUPPORTED) \
-    X(548, cuStreamGetDevice_ptsz, UNSUPPORTED) \
+    X(543, cuStreamGetCtx, REMOTE) \
+    X(544, cuStreamGetCtx_ptsz, REMOTE) \
+    X(545, cuStreamGetCtx_v2, REMOTE) \
+    X(546, cuStreamGetCtx_v2_ptsz, REMOTE) \
+    X(547, cuStreamGetDevice, REMOTE) \
+    X(548, cuStreamGetDevice_ptsz, REMOTE) \
     X(549, cuStreamGetFlags, REMOTE) \
     X(550, cuStreamGetFlags_ptsz, REMOTE) \
     X(551, cuStreamGetGreenCtx, UNSUPPORTED) \
