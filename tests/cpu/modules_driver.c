@@ -92,6 +92,7 @@ CUresult cuStreamWriteValue64_v2(CUstream, CUdeviceptr, uint64_t, unsigned);
 CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, uint32_t, unsigned);
 CUresult cuStreamWaitValue64_v2(CUstream, CUdeviceptr, uint64_t, unsigned);
 CUresult cuStreamWriteValue32(CUstream, CUdeviceptr, uint32_t, unsigned);
+CUresult cuStreamBatchMemOp(CUstream, unsigned, void *, unsigned);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -202,6 +203,33 @@ static void values(void)
     OK(cuStreamGetId(NULL, &id2));
     printf("ids %d\n", id != 0 && id2 != 0 && id != id2);
     printf("foreignid %d\n", cuStreamGetId(foreign, &id));
+    {
+        /* a batch (the v1 name): two writes, a wait, a barrier; then one op outside */
+        uint8_t ops[4][48];
+        int kind;
+        uint32_t a = 11;
+        uint64_t b = 22, alias = 0xdead;
+        memset(ops, 0, sizeof(ops));
+        kind = 2, memcpy(ops[0], &kind, 4);
+        memcpy(ops[0] + 8, &p, 8), memcpy(ops[0] + 16, &a, 4), memcpy(ops[0] + 32, &alias, 8);
+        kind = 5, memcpy(ops[1], &kind, 4);
+        v64 = p + 8, memcpy(ops[1] + 8, &v64, 8), memcpy(ops[1] + 16, &b, 8);
+        kind = 1, memcpy(ops[2], &kind, 4);
+        memcpy(ops[2] + 8, &p, 8), memcpy(ops[2] + 16, &a, 4);
+        kind = 6, memcpy(ops[3], &kind, 4);
+        OK(cuStreamBatchMemOp(s, 4, ops, 0));
+        OK(cuStreamSynchronize(s));
+        OK(cuMemcpyDtoH_v2(v32, p, 4));
+        OK(cuMemcpyDtoH_v2(&v64, p + 8, 8));
+        printf("batch %u %llu\n", v32[0], (unsigned long long)v64);
+        v64 = p + 4092;
+        memcpy(ops[1] + 8, &v64, 8);
+        printf("batchoutside %d\n", cuStreamBatchMemOp(s, 4, ops, 0));
+        kind = 9, memcpy(ops[1], &kind, 4);
+        printf("batchkind %d\n", cuStreamBatchMemOp(s, 2, ops, 0));
+        printf("batchforeign %d\n", cuStreamBatchMemOp(foreign, 1, ops, 0));
+        printf("batchflags %d\n", cuStreamBatchMemOp(s, 1, ops, 1));
+    }
     printf("values ok\n");
 }
 

@@ -571,6 +571,26 @@ STREAM_VALUE(cuStreamWriteValue64_v2, cuuint64_t, 8)
 STREAM_VALUE(cuStreamWaitValue32_v2, cuuint32_t, 4)
 STREAM_VALUE(cuStreamWaitValue64_v2, cuuint64_t, 8)
 
+/* A batch of memory operations: each address the client's, for its width. */
+static CUresult w_cuStreamBatchMemOp_v2(CUstream s, unsigned count, void *ops, unsigned flags)
+{
+    ENTER(cuStreamBatchMemOp_v2);
+    check(K_STREAM, H(s), 1);
+    for (unsigned i = 0; i < count; i++) {
+        const uint8_t *op = (const uint8_t *)ops + 48 * i;
+        int kind;
+        uint64_t addr;
+        memcpy(&kind, op, 4);
+        memcpy(&addr, op + 8, 8);
+        if (kind == 1 || kind == 2)
+            check(K_DEVICE, addr, 4);
+        else if (kind == 4 || kind == 5)
+            check(K_DEVICE, addr, 8);
+    }
+    return ORIG(cuStreamBatchMemOp_v2,
+                CUresult(*)(CUstream, unsigned, void *, unsigned))(s, count, ops, flags);
+}
+
 static CUresult w_cuStreamGetId(CUstream s, unsigned long long *id)
 {
     ENTER(cuStreamGetId);
@@ -824,6 +844,7 @@ static const struct {
     W(cuStreamWaitValue32_v2),
     W(cuStreamWaitValue64_v2),
     W(cuStreamGetId),
+    W(cuStreamBatchMemOp_v2),
     W(cuLinkCreate_v2),
     W(cuLinkAddData_v2),
     W(cuLinkComplete),

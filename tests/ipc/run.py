@@ -2428,12 +2428,15 @@ def modules_stream_values_on_the_clients_memory():
         check("read a5a5a5a5 77 1122334455667788" in out, "the writes landed: " + out)
         for k, rc in (("outside32", 1), ("outside64", 1), ("waitoutside", 1), ("hostaddr", 1),
                       ("writeflags", 1), ("waitflags", 1), ("foreignstream", 400),
-                      ("foreignid", 400), ("ids", 1)):
+                      ("foreignid", 400), ("ids", 1), ("batchoutside", 1), ("batchkind", 1),
+                      ("batchforeign", 400), ("batchflags", 1)):
             check("%s %d" % (k, rc) in out, "%s: %d expected in %r" % (k, rc, out))
         calls = open(mlog).read().splitlines()
         want = ["write32 2779096485 0", "write32 77 1", "write64 1234605616436508552 0",
                 "wait32 2779096485 0x1 now 2779096485",
-                "wait64 5 0x40000000 now 1234605616436508552"]
+                "wait64 5 0x40000000 now 1234605616436508552", "batch 4", "write32 11 0",
+                "write64 22 0", "wait32 11 0 now 11", "op 6"]
+        check("batch 11 22" in out, "the batch's writes landed: " + out)
         check(calls == want, "exactly the client's calls reached the driver: %r" % calls)
         ok = True
     finally:

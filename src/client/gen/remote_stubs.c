@@ -737,4 +737,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamGetCtx_v2_ptsz, (void *)om_r_cuStreamGetCtx_v2);
     om_remote_set(OM_IDX_cuStreamGetDevice, (void *)om_r_cuStreamGetDevice);
     om_remote_set(OM_IDX_cuStreamGetDevice_ptsz, (void *)om_r_cuStreamGetDevice);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_v2, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_v2_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
 }

@@ -524,10 +524,10 @@
     X(514, cuStreamAddCallback_ptsz, REMOTE) \
     X(515, cuStreamAttachMemAsync, UNSUPPORTED) \
     X(516, cuStreamAttachMemAsync_ptsz, UNSUPPORTED) \
-    X(517, cuStreamBatchMemOp, UNSUPPORTED) \
-    X(518, cuStreamBatchMemOp_ptsz, UNSUPPORTED) \
-    X(519, cuStreamBatchMemOp_v2, UNSUPPORTED) \
-    X(520, cuStreamBatchMemOp_v2_ptsz, UNSUPPORTED) \
+    X(517, cuStreamBatchMemOp, REMOTE) \
+    X(518, cuStreamBatchMemOp_ptsz, REMOTE) \
+    X(519, cuStreamBatchMemOp_v2, REMOTE) \
+    X(520, cuStreamBatchMemOp_v2_ptsz, REMOTE) \
     X(521, cuStreamBeginCapture, UNSUPPORTED) \
     X(522, cuStreamBeginCaptureToGraph, UNSUPPORTED) \
     X(523, cuStreamBeginCaptureToGraph_ptsz, UNSUPPORTED) \

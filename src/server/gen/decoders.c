@@ -620,4 +620,5 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamWaitValue64_v2] = x_cuStreamWaitValue64_v2,
     [OM_IDX_cuStreamWriteValue32_v2] = x_cuStreamWriteValue32_v2,
     [OM_IDX_cuStreamWriteValue64_v2] = x_cuStreamWriteValue64_v2,
+    [OM_IDX_cuStreamBatchMemOp_v2] = om_x_cuStreamBatchMemOp_v2,
 };

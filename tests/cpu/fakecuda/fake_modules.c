@@ -362,3 +362,38 @@ EXPORT int cuKernelGetLibrary(void **lib, void *k)
         return CUDA_ERROR_INVALID_HANDLE;
     return CUDA_SUCCESS;
 }
+
+/* A batch: writes done at once, waits recorded, as the single calls above. */
+EXPORT int cuStreamBatchMemOp_v2(void *s, unsigned count, unsigned char *ops, unsigned flags)
+{
+    if (!ops || !count || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    note("batch %u", count);
+    for (unsigned i = 0; i < count; i++) {
+        unsigned char *op = ops + 48 * i;
+        int kind;
+        dptr_t addr;
+        uint64_t v64 = 0, alias;
+        uint32_t v32 = 0;
+        unsigned fl;
+        memcpy(&kind, op, 4);
+        memcpy(&addr, op + 8, 8);
+        memcpy(&v32, op + 16, 4);
+        memcpy(&v64, op + 16, 8);
+        memcpy(&fl, op + 24, 4);
+        memcpy(&alias, op + 32, 8);
+        if (alias)
+            return CUDA_ERROR_INVALID_VALUE; /* the server clears the driver's field */
+        if (kind == 2)
+            cuStreamWriteValue32_v2(s, addr, v32, fl);
+        else if (kind == 5)
+            cuStreamWriteValue64_v2(s, addr, v64, fl);
+        else if (kind == 1)
+            cuStreamWaitValue32_v2(s, addr, v32, fl);
+        else if (kind == 4)
+            cuStreamWaitValue64_v2(s, addr, v64, fl);
+        else
+            note("op %d", kind);
+    }
+    return CUDA_SUCCESS;
+}
