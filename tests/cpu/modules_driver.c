@@ -11,6 +11,7 @@
  *                                cubin copied back (in pieces when large) and loaded
  *   modules_driver queries       a module's functions: count, enumeration, names, module, library
  *   modules_driver streamctx     streams' context and device (two devices), cuStreamDestroy
+ *   modules_driver attrs         stream attributes, managed memory attached to a stream
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
  *   modules_driver stealk HANDLE  uses another client's kernel handle: every call refused
  * Exit status 0 when every check passed. */
@@ -77,6 +78,11 @@ CUresult cuStreamGetDevice(CUstream, int *);
 CUresult cuStreamDestroy(CUstream);
 CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
 CUresult cuStreamGetPriority(CUstream, int *);
+CUresult cuStreamSetAttribute(CUstream, int, const void *);
+CUresult cuStreamGetAttribute(CUstream, int, void *);
+CUresult cuStreamCopyAttributes(CUstream, CUstream);
+CUresult cuStreamAttachMemAsync(CUstream, CUdeviceptr, size_t, unsigned);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuLinkCreate_v2(unsigned, int *, void **, void **);
 CUresult cuLinkAddData_v2(void *, int, void *, size_t, const char *, unsigned, int *, void **);
 CUresult cuLinkAddFile_v2(void *, int, const char *, unsigned, int *, void **);
@@ -393,6 +399,53 @@ static void streamctx(CUcontext ctx0)
     printf("streamctx ok\n");
 }
 
+/* CUstreamAttrValue's access policy window; the other members are ints at offset 0. */
+struct window {
+    CUdeviceptr base;
+    size_t bytes;
+    float hit;
+    int hitprop, missprop;
+    char pad[32];
+};
+
+static void attrs(void)
+{
+    CUstream s, s2, foreign = (CUstream)(uintptr_t)0x7777000;
+    CUdeviceptr p, m;
+    struct window w, got;
+    int prio[16] = {-2};
+    int back[16] = {0};
+
+    OK(cuMemAlloc_v2(&p, 4096));
+    OK(cuMemAllocManaged(&m, 4096, 1));
+    OK(cuStreamCreate(&s, 0));
+    OK(cuStreamCreate(&s2, 0));
+    OK(cuStreamSetAttribute(s, 8, prio)); /* PRIORITY */
+    OK(cuStreamGetAttribute(s, 8, back));
+    printf("priority %d\n", back[0]);
+    memset(&w, 0, sizeof(w));
+    w.base = p, w.bytes = 4096, w.hit = 0.5f, w.hitprop = 2;
+    OK(cuStreamSetAttribute(s, 1, &w));
+    OK(cuStreamGetAttribute(s, 1, &got));
+    printf("window %d %zu\n", got.base == p, got.bytes);
+    w.bytes = 8192;
+    printf("window outside %d\n", cuStreamSetAttribute(s, 1, &w));
+    printf("attr 7 %d\n", cuStreamSetAttribute(s, 7, prio));
+    OK(cuStreamCopyAttributes(s2, s));
+    memset(back, 0, sizeof(back));
+    OK(cuStreamGetAttribute(s2, 8, back));
+    printf("copied %d\n", back[0]);
+    printf("get foreign %d\n", cuStreamGetAttribute(foreign, 8, back));
+    printf("copy foreign %d\n", cuStreamCopyAttributes(s2, foreign));
+    printf("attach %d %d\n", cuStreamAttachMemAsync(s, m, 0, 1),
+           cuStreamAttachMemAsync(NULL, m, 4096, 2));
+    printf("attach part %d\n", cuStreamAttachMemAsync(s, m + 16, 16, 1));
+    printf("attach device %d\n", cuStreamAttachMemAsync(s, p, 0, 1));
+    printf("attach flags %d\n", cuStreamAttachMemAsync(s, m, 0, 3));
+    printf("attach foreign %d\n", cuStreamAttachMemAsync(foreign, m, 0, 4));
+    printf("attrs ok\n");
+}
+
 /* Every call with a kernel handle this client does not own. */
 static void stealk(CUfunction f)
 {
@@ -432,6 +485,8 @@ int main(int argc, char **argv)
         queries();
     } else if (!strcmp(mode, "streamctx")) {
         streamctx(ctx);
+    } else if (!strcmp(mode, "attrs")) {
+        attrs();
     } else if (!strcmp(mode, "holdk")) {
         char line[16];
         CUfunction held = load_kernel("held");

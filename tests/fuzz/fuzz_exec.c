@@ -591,6 +591,35 @@ static CUresult w_cuStreamBatchMemOp_v2(CUstream s, unsigned count, void *ops, u
                 CUresult(*)(CUstream, unsigned, void *, unsigned))(s, count, ops, flags);
 }
 
+/* Stream attributes: the client's streams; an access policy window in its memory. */
+static CUresult w_cuStreamSetAttribute(CUstream s, int attr, const void *v)
+{
+    ENTER(cuStreamSetAttribute);
+    check(K_STREAM, H(s), 1);
+    if (attr == 1) { /* CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: base_ptr, num_bytes */
+        uint64_t base, n;
+        memcpy(&base, v, 8);
+        memcpy(&n, (const uint8_t *)v + 8, 8);
+        check(K_DEVICE, base, n);
+    }
+    return ORIG(cuStreamSetAttribute, CUresult(*)(CUstream, int, const void *))(s, attr, v);
+}
+
+static CUresult w_cuStreamGetAttribute(CUstream s, int attr, void *v)
+{
+    ENTER(cuStreamGetAttribute);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetAttribute, CUresult(*)(CUstream, int, void *))(s, attr, v);
+}
+
+static CUresult w_cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+    ENTER(cuStreamCopyAttributes);
+    check(K_STREAM, H(dst), 1);
+    check(K_STREAM, H(src), 1);
+    return ORIG(cuStreamCopyAttributes, CUresult(*)(CUstream, CUstream))(dst, src);
+}
+
 static CUresult w_cuStreamGetId(CUstream s, unsigned long long *id)
 {
     ENTER(cuStreamGetId);
@@ -845,6 +874,9 @@ static const struct {
     W(cuStreamWaitValue64_v2),
     W(cuStreamGetId),
     W(cuStreamBatchMemOp_v2),
+    W(cuStreamSetAttribute),
+    W(cuStreamGetAttribute),
+    W(cuStreamCopyAttributes),
     W(cuLinkCreate_v2),
     W(cuLinkAddData_v2),
     W(cuLinkComplete),

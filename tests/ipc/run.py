@@ -2563,6 +2563,34 @@ def modules_streams_context_and_device():
         e.close(ok)
 
 
+
+@test
+def modules_stream_attributes_and_attached_memory():
+    """cuStreamSet/GetAttribute and CopyAttributes on the client's streams (an access policy
+    window only over its memory; attributes outside the stream set refused);
+    cuStreamAttachMemAsync accepts the client's whole managed allocations only."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "modules")
+        e.env["FAKECUDA_MODULES_LOG"] = mlog
+        e.start()
+        p = modules_driver(e, "attrs")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "attrs ok" in out, "attrs: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        for want in ("priority -2", "window 1 4096", "window outside 1", "attr 7 801",
+                     "copied -2", "get foreign 400", "copy foreign 400", "attach 0 0",
+                     "attach part 1", "attach device 1", "attach flags 1", "attach foreign 400"):
+            check(want in out.splitlines(), "expected %r in %r" % (want, out))
+        calls = open(mlog).read().splitlines()
+        check(calls == ["setattr 8", "setattr 1", "copyattrs"],
+              "only the accepted calls reached the driver: %r" % calls)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

@@ -142,3 +142,49 @@ CUresult om_r_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
         om_put_bytes(&req, paramArray, (size_t)count * BATCH_OP_BYTES);
     return om_rcall(OM_IDX_cuStreamBatchMemOp_v2, &req, NULL, 0, NULL);
 }
+
+/* ------------------------------------------------------------------ stream attributes */
+
+CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                   const CUstreamAttrValue *value)
+{
+    REQ(req, 16 + sizeof(CUstreamAttrValue));
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    om_put_bytes(&req, value, sizeof(*value));
+    return om_rcall(OM_IDX_cuStreamSetAttribute, &req, NULL, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ managed memory */
+
+#define MEM_ATTACH_GLOBAL 0x1
+#define MEM_ATTACH_HOST 0x2
+#define MEM_ATTACH_SINGLE 0x4
+
+/*
+ * Managed memory is emulated in this process (remote_api.c: a shadow copied to and from the
+ * device around work): there is no driver association to change. The call is checked as the
+ * driver checks it, then accepted: the range is managed memory of this process, the whole
+ * allocation (length 0, or its exact extent), one attach flag, a stream the client owns.
+ */
+CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length,
+                                     unsigned int flags)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    bool managed = false;
+    int prio;
+
+    if (flags != MEM_ATTACH_GLOBAL && flags != MEM_ATTACH_HOST && flags != MEM_ATTACH_SINGLE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!om_devrange_find(dptr, &base, &size, &managed) || !managed)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (length != 0 && (dptr != base || length != size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (hStream != NULL && hStream != CU_STREAM_LEGACY && hStream != CU_STREAM_PER_THREAD)
+        return om_r_cuStreamGetPriority(hStream, &prio);
+    return CUDA_SUCCESS;
+}

@@ -132,6 +132,8 @@ CUresult om_r_cuStreamGetCtx(CUstream hStream, CUcontext *pctx); /* streams */
 CUresult om_r_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx); /* streams */
 CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device); /* streams */
 CUresult om_r_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags); /* streams */
+CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags); /* streams */
+CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value); /* streams */
 
 /* Installs every row's implementation (om_remote_set). */
 void om_remote_gen_install(void);

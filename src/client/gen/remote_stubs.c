@@ -526,6 +526,39 @@ static CUresult r_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuu
     return om_rcall(OM_IDX_cuStreamWriteValue64_v2, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)dst);
+    om_put_u64(&req, (uint64_t)(uintptr_t)src);
+    return om_rcall(OM_IDX_cuStreamCopyAttributes, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*value_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!value_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuStreamGetAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*value_out));
+        if (v && value_out)
+            memcpy(value_out, v, sizeof(*value_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuCtxGetApiVersion, (void *)om_r_cuCtxGetApiVersion);
@@ -741,4 +774,12 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamBatchMemOp_v2_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
     om_remote_set(OM_IDX_cuStreamBatchMemOp, (void *)om_r_cuStreamBatchMemOp_v2);
     om_remote_set(OM_IDX_cuStreamBatchMemOp_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamAttachMemAsync, (void *)om_r_cuStreamAttachMemAsync);
+    om_remote_set(OM_IDX_cuStreamAttachMemAsync_ptsz, (void *)om_r_cuStreamAttachMemAsync);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes, (void *)r_cuStreamCopyAttributes);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes_ptsz, (void *)r_cuStreamCopyAttributes);
+    om_remote_set(OM_IDX_cuStreamGetAttribute, (void *)r_cuStreamGetAttribute);
+    om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)r_cuStreamGetAttribute);
+    om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
+    om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
 }

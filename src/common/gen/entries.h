@@ -522,8 +522,8 @@
     X(512, cuSignalExternalSemaphoresAsync_ptsz, UNSUPPORTED) \
     X(513, cuStreamAddCallback, REMOTE) \
     X(514, cuStreamAddCallback_ptsz, REMOTE) \
-    X(515, cuStreamAttachMemAsync, UNSUPPORTED) \
-    X(516, cuStreamAttachMemAsync_ptsz, UNSUPPORTED) \
+    X(515, cuStreamAttachMemAsync, REMOTE) \
+    X(516, cuStreamAttachMemAsync_ptsz, REMOTE) \
     X(517, cuStreamBatchMemOp, REMOTE) \
     X(518, cuStreamBatchMemOp_ptsz, REMOTE) \
     X(519, cuStreamBatchMemOp_v2, REMOTE) \
@@ -534,16 +534,16 @@
     X(524, cuStreamBeginCapture_ptsz, UNSUPPORTED) \
     X(525, cuStreamBeginCapture_v2, UNSUPPORTED) \
     X(526, cuStreamBeginCapture_v2_ptsz, UNSUPPORTED) \
-    X(527, cuStreamCopyAttributes, UNSUPPORTED) \
-    X(528, cuStreamCopyAttributes_ptsz, UNSUPPORTED) \
+    X(527, cuStreamCopyAttributes, REMOTE) \
+    X(528, cuStreamCopyAttributes_ptsz, REMOTE) \
     X(529, cuStreamCreate, REMOTE) \
     X(530, cuStreamCreateWithPriority, REMOTE) \
     X(531, cuStreamDestroy, REMOTE) \
     X(532, cuStreamDestroy_v2, REMOTE) \
     X(533, cuStreamEndCapture, UNSUPPORTED) \
     X(534, cuStreamEndCapture_ptsz, UNSUPPORTED) \
-    X(535, cuStreamGetAttribute, UNSUPPORTED) \
-    X(536, cuStreamGetAttribute_ptsz, UNSUPPORTED) \
+    X(535, cuStreamGetAttribute, REMOTE) \
+    X(536, cuStreamGetAttribute_ptsz, REMOTE) \
     X(537, cuStreamGetCaptureInfo, UNSUPPORTED) \
     X(538, cuStreamGetCaptureInfo_ptsz, UNSUPPORTED) \
     X(539, cuStreamGetCaptureInfo_v2, UNSUPPORTED) \
@@ -567,8 +567,8 @@
     X(557, cuStreamIsCapturing_ptsz, UNSUPPORTED) \
     X(558, cuStreamQuery, REMOTE) \
     X(559, cuStreamQuery_ptsz, REMOTE) \
-    X(560, cuStreamSetAttribute, UNSUPPORTED) \
-    X(561, cuStreamSetAttribute_ptsz, UNSUPPORTED) \
+    X(560, cuStreamSetAttribute, REMOTE) \
+    X(561, cuStreamSetAttribute_ptsz, REMOTE) \
     X(562, cuStreamSynchronize, REMOTE) \
     X(563, cuStreamSynchronize_ptsz, REMOTE) \
     X(564, cuStreamUpdateCaptureDependencies, UNSUPPORTED) \

@@ -206,3 +206,42 @@ CUresult om_x_cuStreamBatchMemOp_v2(struct call *c)
         return rc;
     return batch(st, (unsigned)count, copy, 0);
 }
+
+/* ------------------------------------------------------------------ stream attributes */
+
+/* stream, attribute, its 64-byte value. The stream attributes hold no handle: an access policy
+ * window's device range must be the client's; priorities, synchronisation policies and memory
+ * sync domains are values. Any other attribute: NOT_SUPPORTED. */
+CUresult om_x_cuStreamSetAttribute(struct call *c)
+{
+    CUresult (*set)(CUstream, int, const CUstreamAttrValue *) = REAL(cuStreamSetAttribute);
+    uint64_t sh = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    const void *b = om_get_bytes(&c->in, sizeof(CUstreamAttrValue));
+    CUstreamAttrValue v;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v, b, sizeof(v));
+    switch (attr) {
+    case 1: /* ACCESS_POLICY_WINDOW */
+        if (v.accessPolicyWindow.num_bytes &&
+            !om_arg_range(c, (uint64_t)(uintptr_t)v.accessPolicyWindow.base_ptr,
+                          v.accessPolicyWindow.num_bytes))
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    case 3: /* SYNCHRONIZATION_POLICY */
+    case 8: /* PRIORITY */
+    case 9: /* MEM_SYNC_DOMAIN_MAP */
+    case 10: /* MEM_SYNC_DOMAIN */ break;
+    default:
+        client_err(c->s, "client %d: stream attribute %d is not supported", (int)c->s->pid,
+                   (int)attr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    return set(st, (int)attr, &v);
+}

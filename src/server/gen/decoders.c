@@ -555,6 +555,51 @@ out:
     return rc;
 }
 
+static CUresult x_cuStreamCopyAttributes(struct call *c)
+{
+    uint64_t a_dst = om_get_u64(&c->in);
+    uint64_t a_src = om_get_u64(&c->in);
+    CUstream s_dst = NULL;
+    CUstream s_src = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    s_dst = om_arg_stream(c, a_dst, false, &rc);
+    if (!s_dst)
+        goto out;
+    s_src = om_arg_stream(c, a_src, false, &rc);
+    if (!s_src)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstream))REAL(cuStreamCopyAttributes))(s_dst, s_src);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamGetAttribute(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    uint64_t a_attr = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamAttrValue o_value_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_attr < 0 || (int64_t)a_attr > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&o_value_out, 0, sizeof(o_value_out));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamAttrID, CUstreamAttrValue *))REAL(cuStreamGetAttribute))(s_hStream, (CUstreamAttrID)a_attr, &o_value_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_value_out, sizeof(o_value_out));
+    }
+out:
+    return rc;
+}
+
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuCtxGetLimit] = x_cuCtxGetLimit,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
@@ -621,4 +666,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamWriteValue32_v2] = x_cuStreamWriteValue32_v2,
     [OM_IDX_cuStreamWriteValue64_v2] = x_cuStreamWriteValue64_v2,
     [OM_IDX_cuStreamBatchMemOp_v2] = om_x_cuStreamBatchMemOp_v2,
+    [OM_IDX_cuStreamCopyAttributes] = x_cuStreamCopyAttributes,
+    [OM_IDX_cuStreamGetAttribute] = x_cuStreamGetAttribute,
+    [OM_IDX_cuStreamSetAttribute] = om_x_cuStreamSetAttribute,
 };

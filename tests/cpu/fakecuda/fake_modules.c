@@ -397,3 +397,56 @@ EXPORT int cuStreamBatchMemOp_v2(void *s, unsigned count, unsigned char *ops, un
     }
     return CUDA_SUCCESS;
 }
+
+/* ------------------------------------------------------------------ stream attributes
+ * Kept per stream (the last 64 streams touched), 64-byte values by attribute id. */
+static struct {
+    void *s;
+    unsigned char v[16][64];
+} sattrs[64];
+static int nsattrs;
+
+static unsigned char *sattr(void *s, int attr)
+{
+    int i;
+
+    if (attr < 0 || attr >= 16)
+        return NULL;
+    for (i = 0; i < nsattrs && sattrs[i].s != s; i++) {
+    }
+    if (i == nsattrs) {
+        i = nsattrs < 64 ? nsattrs++ : 63;
+        memset(&sattrs[i], 0, sizeof(sattrs[i]));
+        sattrs[i].s = s;
+    }
+    return sattrs[i].v[attr];
+}
+
+EXPORT int cuStreamSetAttribute(void *s, int attr, const void *v)
+{
+    unsigned char *slot = sattr(s, attr);
+
+    if (!slot || !v || (attr != 1 && attr != 3 && attr != 8 && attr != 9 && attr != 10))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(slot, v, 64);
+    note("setattr %d", attr);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamGetAttribute(void *s, int attr, void *v)
+{
+    unsigned char *slot = sattr(s, attr);
+
+    if (!slot || !v)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(v, slot, 64);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamCopyAttributes(void *dst, void *src)
+{
+    for (int a = 0; a < 16; a++)
+        memcpy(sattr(dst, a), sattr(src, a), 64);
+    note("copyattrs");
+    return CUDA_SUCCESS;
+}
