@@ -231,7 +231,8 @@ static void release_gpu_resources(struct session *s)
     if (s->default_stream || s->own[OM_H_STREAM].n)
         om_exec_sync_client(s);
     om_own_release(s); /* the kinds of api/handles.tsv with a destroy entry */
-    om_link_forget_session(s); /* api/modules.c: the link states' own buffers */
+    /* api/modules.c: the link states' own buffers (own.c destroyed the link states) */
+    om_link_forget_session(s);
     for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++)
         ((CUresult(*)(CUevent))R(cuEventDestroy_v2))((CUevent)(uintptr_t)s->own[OM_H_EVENT].v[i]);
     for (size_t i = 0; i < s->nsync_events; i++)
