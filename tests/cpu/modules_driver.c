@@ -436,6 +436,7 @@ static void attrs(void)
     OK(cuStreamGetAttribute(s2, 8, back));
     printf("copied %d\n", back[0]);
     printf("get foreign %d\n", cuStreamGetAttribute(foreign, 8, back));
+    printf("get attr 65 %d\n", cuStreamGetAttribute(s, 65, back));
     printf("copy foreign %d\n", cuStreamCopyAttributes(s2, foreign));
     printf("attach %d %d\n", cuStreamAttachMemAsync(s, m, 0, 1),
            cuStreamAttachMemAsync(NULL, m, 4096, 2));

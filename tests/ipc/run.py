@@ -2580,7 +2580,8 @@ def modules_stream_attributes_and_attached_memory():
         check(p.returncode == 0 and "attrs ok" in out, "attrs: %r %r" % (out, err))
         check(not SANITIZER.search(err), "sanitizer: " + err)
         for want in ("priority -2", "window 1 4096", "window outside 1", "attr 7 801",
-                     "copied -2", "get foreign 400", "copy foreign 400", "attach 0 0",
+                     "copied -2", "get foreign 400", "get attr 65 1", "copy foreign 400",
+                     "attach 0 0",
                      "attach part 1", "attach device 1", "attach flags 1", "attach foreign 400"):
             check(want in out.splitlines(), "expected %r in %r" % (want, out))
         calls = open(mlog).read().splitlines()
