@@ -358,6 +358,27 @@ _Static_assert(sizeof(CUDA_MEMSET_NODE_PARAMS) == 40, "CUDA_MEMSET_NODE_PARAMS")
 _Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData");
 _Static_assert(sizeof(CUgraphExecUpdateResultInfo) == 24, "CUgraphExecUpdateResultInfo");
 
+/* The modules family (api/remote/modules.tsv, streams' memory values): the fixed-width
+ * integers of cuStreamWaitValue* / cuStreamWriteValue*. */
+typedef uint32_t cuuint32_t;
+typedef uint64_t cuuint64_t;
+/* CUstreamAttrValue (CUlaunchAttributeValue): a 64-byte union; the access policy window is
+ * the member whose device address the server checks. */
+typedef struct {
+    void *base_ptr;
+    size_t num_bytes;
+    float hitRatio;
+    int hitProp, missProp;
+} CUaccessPolicyWindow;
+typedef union {
+    CUaccessPolicyWindow accessPolicyWindow;
+    int syncPolicy;
+    int priority;
+    char bytes[64];
+} CUstreamAttrValue;
+_Static_assert(sizeof(CUaccessPolicyWindow) == 32, "CUaccessPolicyWindow is 32 bytes");
+_Static_assert(sizeof(CUstreamAttrValue) == 64, "CUstreamAttrValue is 64 bytes");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

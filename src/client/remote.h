@@ -47,6 +47,15 @@ int om_devrange_add(CUdeviceptr base, size_t size);
 void om_devrange_remove(CUdeviceptr base);
 /* The device or managed range holding p, if this process has one. */
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
+/* remote_ctx.c: parameter `index` of a kernel this process obtained (its cached layout):
+ * INVALID_HANDLE for another handle, INVALID_VALUE past its last parameter. */
+CUresult om_kernel_param(uint64_t kernel, size_t index, size_t *ret_offset, size_t *ret_size);
+/* api/modules.c: the answers of a load's JIT options (empty logs of length 0, no wall time). */
+void om_jit_options_answer(unsigned n, const int *o, void **v); /* o: CUjit_option */
+/* api/modules.c: a stream this process created (rc its creation's answer: returned), with
+ * the context current then (cuStreamGetCtx); forgotten when destroyed. */
+CUresult om_stream_created(CUresult rc, CUstream *s);
+void om_stream_forget(CUstream s);
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
 /* api/contexts.c: contexts made by cuCtxCreate. The device of a created context's token (-1:

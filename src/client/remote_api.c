@@ -668,17 +668,22 @@ static CUresult handle_call(int index, const void *h, uint64_t b)
 
 CUresult om_r_cuStreamCreate(CUstream *s, unsigned flags)
 {
-    return create_handle(OM_IDX_cuStreamCreate, flags, 0, s);
+    return om_stream_created(create_handle(OM_IDX_cuStreamCreate, flags, 0, s), s);
 }
 
 CUresult om_r_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
 {
-    return create_handle(OM_IDX_cuStreamCreate, flags, (uint64_t)(int64_t)priority, s);
+    return om_stream_created(
+        create_handle(OM_IDX_cuStreamCreate, flags, (uint64_t)(int64_t)priority, s), s);
 }
 
 CUresult om_r_cuStreamDestroy_v2(CUstream s)
 {
-    return handle_call(OM_IDX_cuStreamDestroy_v2, s, 0);
+    CUresult rc = handle_call(OM_IDX_cuStreamDestroy_v2, s, 0);
+
+    if (rc == CUDA_SUCCESS)
+        om_stream_forget(s);
+    return rc;
 }
 
 CUresult om_r_cuStreamSynchronize(CUstream s)

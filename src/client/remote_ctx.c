@@ -310,8 +310,11 @@ static CUresult load_image(int index, void **handle, const void *code)
 CUresult om_r_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv,
                                 unsigned njo, CUlibraryOption *lo, void **lv, unsigned nlo)
 {
-    (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo; /* the server loads eagerly */
-    return load_image(OM_IDX_cuLibraryLoadData, lib, code);
+    CUresult rc = load_image(OM_IDX_cuLibraryLoadData, lib, code);
+
+    (void)lo, (void)lv, (void)nlo; /* the server loads eagerly */
+    om_jit_options_answer(njo, jo, jv);
+    return rc;
 }
 
 CUresult om_r_cuModuleLoadData(CUmodule *mod, const void *image)
@@ -322,8 +325,10 @@ CUresult om_r_cuModuleLoadData(CUmodule *mod, const void *image)
 CUresult om_r_cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, CUjit_option *o,
                                  void **v)
 {
-    (void)n, (void)o, (void)v;
-    return load_image(OM_IDX_cuLibraryLoadData, mod, image);
+    CUresult rc = load_image(OM_IDX_cuLibraryLoadData, mod, image);
+
+    om_jit_options_answer(n, o, v);
+    return rc;
 }
 
 CUresult om_r_cuModuleLoadFatBinary(CUmodule *mod, const void *image)
@@ -422,6 +427,19 @@ CUresult om_r_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
 CUresult om_r_cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
 {
     return get_kernel(OM_IDX_cuLibraryGetKernel, f, (uint64_t)(uintptr_t)mod, name);
+}
+
+CUresult om_kernel_param(uint64_t kernel, size_t index, size_t *ret_offset, size_t *ret_size)
+{
+    const struct layout *l = find_layout(kernel);
+
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (index >= l->nparams || !ret_offset || !ret_size)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ret_offset = l->offsets[2 * index];
+    *ret_size = l->offsets[2 * index + 1];
+    return CUDA_SUCCESS;
 }
 
 CUresult om_r_cuKernelGetFunction(CUfunction *f, CUkernel k)

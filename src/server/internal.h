@@ -288,6 +288,8 @@ void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t librar
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);
 pthread_mutex_t *om_image_load_lock(void);
+/* api/modules.c: frees the records of a session's link states (destroyed by own.c). */
+void om_link_forget_session(struct session *s);
 
 /* idle.c: every client stream, to tell when none has work (nothing of clients runs). */
 int om_idle_track(CUstream st);               /* -ENOMEM: the caller destroys the stream */

@@ -245,6 +245,8 @@ static void release_gpu_resources(struct session *s)
     om_ipc_session_end(s);     /* what it opened; what it exported stays while opened */
     om_vmm_session_end(s);     /* its mappings and reservations, before its handles go */
     om_own_release(s);         /* the kinds of api/handles.tsv with a destroy entry */
+    /* api/modules.c: the link states' own buffers (own.c destroyed the link states) */
+    om_link_forget_session(s);
     for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++) /* a shared one by its last holder */
         if (om_ipc_event_release(s->own[OM_H_EVENT].v[i]))
             ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(

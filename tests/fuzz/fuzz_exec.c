@@ -490,6 +490,164 @@ static CUresult w_cuLaunchKernelEx(const struct launch_config *cfg, CUfunction f
                                               void **))(cfg, f, params, extra);
 }
 
+/* The modules family (fake_modules.c): occupancy of one kernel, alone or in clusters. */
+static CUresult w_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f, int b,
+                                                                       size_t smem, unsigned fl)
+{
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    check(K_KERNEL, H(f), 1);
+    return ORIG(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                CUresult(*)(int *, CUfunction, int, size_t, unsigned))(n, f, b, smem, fl);
+}
+
+static CUresult w_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int b,
+                                                              size_t smem)
+{
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    check(K_KERNEL, H(f), 1);
+    return ORIG(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+                CUresult(*)(int *, CUfunction, int, size_t))(n, f, b, smem);
+}
+
+static CUresult w_cuOccupancyAvailableDynamicSMemPerBlock(size_t *size, CUfunction f, int n, int b)
+{
+    ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
+    check(K_KERNEL, H(f), 1);
+    return ORIG(cuOccupancyAvailableDynamicSMemPerBlock,
+                CUresult(*)(size_t *, CUfunction, int, int))(size, f, n, b);
+}
+
+static CUresult w_cuOccupancyMaxPotentialClusterSize(int *v, CUfunction f,
+                                                     const struct launch_config *cfg)
+{
+    ENTER(cuOccupancyMaxPotentialClusterSize);
+    check(K_KERNEL, H(f), 1);
+    check(K_STREAM, H(cfg->stream), 1);
+    return ORIG(cuOccupancyMaxPotentialClusterSize,
+                CUresult(*)(int *, CUfunction, const struct launch_config *))(v, f, cfg);
+}
+
+static CUresult w_cuOccupancyMaxActiveClusters(int *v, CUfunction f,
+                                               const struct launch_config *cfg)
+{
+    ENTER(cuOccupancyMaxActiveClusters);
+    check(K_KERNEL, H(f), 1);
+    check(K_STREAM, H(cfg->stream), 1);
+    return ORIG(cuOccupancyMaxActiveClusters,
+                CUresult(*)(int *, CUfunction, const struct launch_config *))(v, f, cfg);
+}
+
+/* Stream memory values: an address of the client's, 4 or 8 bytes, on its stream. */
+#define STREAM_VALUE(sym, type, width)                                                             \
+    static CUresult w_##sym(CUstream s, CUdeviceptr addr, type v, unsigned flags)                  \
+    {                                                                                              \
+        ENTER(sym);                                                                                \
+        check(K_DEVICE, addr, width);                                                              \
+        check(K_STREAM, H(s), 1);                                                                  \
+        return ORIG(sym, CUresult(*)(CUstream, CUdeviceptr, type, unsigned))(s, addr, v, flags);   \
+    }
+STREAM_VALUE(cuStreamWriteValue32_v2, cuuint32_t, 4)
+STREAM_VALUE(cuStreamWriteValue64_v2, cuuint64_t, 8)
+STREAM_VALUE(cuStreamWaitValue32_v2, cuuint32_t, 4)
+STREAM_VALUE(cuStreamWaitValue64_v2, cuuint64_t, 8)
+
+/* A batch of memory operations: each address the client's, for its width. */
+static CUresult w_cuStreamBatchMemOp_v2(CUstream s, unsigned count, void *ops, unsigned flags)
+{
+    ENTER(cuStreamBatchMemOp_v2);
+    check(K_STREAM, H(s), 1);
+    for (unsigned i = 0; i < count; i++) {
+        const uint8_t *op = (const uint8_t *)ops + 48 * i;
+        int kind;
+        uint64_t addr;
+        memcpy(&kind, op, 4);
+        memcpy(&addr, op + 8, 8);
+        if (kind == 1 || kind == 2)
+            check(K_DEVICE, addr, 4);
+        else if (kind == 4 || kind == 5)
+            check(K_DEVICE, addr, 8);
+    }
+    return ORIG(cuStreamBatchMemOp_v2,
+                CUresult(*)(CUstream, unsigned, void *, unsigned))(s, count, ops, flags);
+}
+
+/* Stream attributes: the client's streams; an access policy window in its memory. */
+static CUresult w_cuStreamSetAttribute(CUstream s, int attr, const void *v)
+{
+    ENTER(cuStreamSetAttribute);
+    check(K_STREAM, H(s), 1);
+    if (attr == 1) { /* CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: base_ptr, num_bytes */
+        uint64_t base, n;
+        memcpy(&base, v, 8);
+        memcpy(&n, (const uint8_t *)v + 8, 8);
+        check(K_DEVICE, base, n);
+    }
+    return ORIG(cuStreamSetAttribute, CUresult(*)(CUstream, int, const void *))(s, attr, v);
+}
+
+static CUresult w_cuStreamGetAttribute(CUstream s, int attr, void *v)
+{
+    ENTER(cuStreamGetAttribute);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetAttribute, CUresult(*)(CUstream, int, void *))(s, attr, v);
+}
+
+static CUresult w_cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+    ENTER(cuStreamCopyAttributes);
+    check(K_STREAM, H(dst), 1);
+    check(K_STREAM, H(src), 1);
+    return ORIG(cuStreamCopyAttributes, CUresult(*)(CUstream, CUstream))(dst, src);
+}
+
+static CUresult w_cuStreamGetId(CUstream s, unsigned long long *id)
+{
+    ENTER(cuStreamGetId);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetId, CUresult(*)(CUstream, unsigned long long *))(s, id);
+}
+
+/* The linker: link states are the session's, an input's bytes its staged ones. */
+static CUresult w_cuLinkCreate_v2(unsigned n, int *o, void **v, void **st)
+{
+    CUresult rc;
+
+    ENTER(cuLinkCreate_v2);
+    rc = ORIG(cuLinkCreate_v2, CUresult(*)(unsigned, int *, void **, void **))(n, o, v, st);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_LINKSTATE, H(*st), 1, false);
+    return rc;
+}
+
+static CUresult w_cuLinkAddData_v2(void *st, int type, void *data, size_t size, const char *name,
+                                   unsigned n, int *o, void **v)
+{
+    ENTER(cuLinkAddData_v2);
+    check(K_H_LINKSTATE, H(st), 1);
+    if (phase == O_FUZZED && (data != fuzzed->stage || size > fuzzed->stage_len)) {
+        fprintf(stderr, "fuzz_exec: %s received bytes past the %zu byte(s) the client staged\n",
+                entry, fuzzed->stage_len);
+        abort();
+    }
+    return ORIG(cuLinkAddData_v2, CUresult(*)(void *, int, void *, size_t, const char *, unsigned,
+                                              int *, void **))(st, type, data, size, name, n, o, v);
+}
+
+static CUresult w_cuLinkComplete(void *st, void **cubin, size_t *size)
+{
+    ENTER(cuLinkComplete);
+    check(K_H_LINKSTATE, H(st), 1);
+    return ORIG(cuLinkComplete, CUresult(*)(void *, void **, size_t *))(st, cubin, size);
+}
+
+static CUresult w_cuLinkDestroy(void *st)
+{
+    ENTER(cuLinkDestroy);
+    check(K_H_LINKSTATE, H(st), 1);
+    forget(K_H_LINKSTATE, H(st));
+    return ORIG(cuLinkDestroy, CUresult(*)(void *))(st);
+}
+
 /* The bytes of an image the driver reads, by the image's own headers (the driver takes no
  * size): a fatbin's header and payload, an ELF file's header tables, PTX (and the double's
  * text images) to its NUL. UINT64_MAX: it runs past the `have` bytes there are. Written apart
@@ -566,6 +724,40 @@ static CUresult w_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *nam
     if (rc == CUDA_SUCCESS)
         note(K_KERNEL, H(*k), 1, false);
     return rc;
+}
+
+/* The modules family's queries of libraries and kernels (fake_modules.c). */
+static CUresult w_cuLibraryGetKernelCount(unsigned *n, CUlibrary lib)
+{
+    ENTER(cuLibraryGetKernelCount);
+    check(K_LIBRARY, H(lib), 1);
+    return ORIG(cuLibraryGetKernelCount, CUresult(*)(unsigned *, CUlibrary))(n, lib);
+}
+
+static CUresult w_cuLibraryEnumerateKernels(CUkernel *ks, unsigned n, CUlibrary lib)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryEnumerateKernels);
+    check(K_LIBRARY, H(lib), 1);
+    rc = ORIG(cuLibraryEnumerateKernels, CUresult(*)(CUkernel *, unsigned, CUlibrary))(ks, n, lib);
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < n; i++)
+        note(K_KERNEL, H(ks[i]), 1, false);
+    return rc;
+}
+
+static CUresult w_cuKernelGetName(const char **name, CUkernel k)
+{
+    ENTER(cuKernelGetName);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelGetName, CUresult(*)(const char **, CUkernel))(name, k);
+}
+
+static CUresult w_cuKernelGetLibrary(CUlibrary *lib, CUkernel k)
+{
+    ENTER(cuKernelGetLibrary);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelGetLibrary, CUresult(*)(CUlibrary *, CUkernel))(lib, k);
 }
 
 static CUresult w_cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
@@ -1697,6 +1889,28 @@ static const struct {
     W(cuGraphExecMemcpyNodeSetParams),
     W(cuGraphDebugDotPrint),
     W(cuStreamBeginCaptureToGraph),
+    W(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+    W(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    W(cuOccupancyAvailableDynamicSMemPerBlock),
+    W(cuOccupancyMaxPotentialClusterSize),
+    W(cuOccupancyMaxActiveClusters),
+    W(cuStreamWriteValue32_v2),
+    W(cuStreamWriteValue64_v2),
+    W(cuStreamWaitValue32_v2),
+    W(cuStreamWaitValue64_v2),
+    W(cuStreamGetId),
+    W(cuStreamBatchMemOp_v2),
+    W(cuStreamSetAttribute),
+    W(cuStreamGetAttribute),
+    W(cuStreamCopyAttributes),
+    W(cuLinkCreate_v2),
+    W(cuLinkAddData_v2),
+    W(cuLinkComplete),
+    W(cuLinkDestroy),
+    W(cuLibraryGetKernelCount),
+    W(cuLibraryEnumerateKernels),
+    W(cuKernelGetName),
+    W(cuKernelGetLibrary),
 #undef W
 };
 

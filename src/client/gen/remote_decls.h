@@ -193,6 +193,35 @@ CUresult om_r_cuModuleLoadData(CUmodule *module, const void *image); /* modules 
 CUresult om_r_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
 CUresult om_r_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin); /* modules */
 CUresult om_r_cuModuleUnload(CUmodule hmod); /* modules */
+CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags); /* modules */
+CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
+CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config); /* modules */
+CUresult om_r_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit); /* modules */
+CUresult om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags); /* modules */
+CUresult om_r_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config); /* modules */
+CUresult om_r_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
+CUresult om_r_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function); /* modules */
+CUresult om_r_cuFuncLoad(CUfunction function); /* modules */
+CUresult om_r_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config); /* modules */
+CUresult om_r_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
+CUresult om_r_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions); /* modules */
+CUresult om_r_cuModuleLoad(CUmodule *module, const char *fname); /* modules */
+CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
+CUresult om_r_cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
+CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut); /* modules */
+CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut); /* modules */
+CUresult om_r_cuLinkDestroy(CUlinkState state); /* modules */
+CUresult om_r_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc); /* modules */
+CUresult om_r_cuFuncGetName(const char **name, CUfunction hfunc); /* modules */
+CUresult om_r_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel); /* modules */
+CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
+CUresult om_r_cuKernelGetName(const char **name, CUkernel hfunc); /* modules */
+CUresult om_r_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib); /* modules */
+CUresult om_r_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib); /* modules */
+CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
+CUresult om_r_cuLibraryGetModule(CUmodule *pMod, CUlibrary library); /* modules */
+CUresult om_r_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod); /* modules */
+CUresult om_r_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod); /* modules */
 CUresult om_r_cuEventDestroy_v2(CUevent hEvent); /* streams */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
@@ -201,7 +230,15 @@ CUresult om_r_cuStreamCreate(CUstream *phStream, unsigned int Flags); /* streams
 CUresult om_r_cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority); /* streams */
 CUresult om_r_cuStreamDestroy_v2(CUstream hStream); /* streams */
 CUresult om_r_cuStreamGetFlags(CUstream hStream, unsigned int *flags); /* streams */
+CUresult om_r_cuStreamGetPriority(CUstream hStream, int *priority); /* streams */
+CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority);
 CUresult om_r_cuStreamSynchronize(CUstream hStream); /* streams */
+CUresult om_r_cuStreamGetCtx(CUstream hStream, CUcontext *pctx); /* streams */
+CUresult om_r_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx); /* streams */
+CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device); /* streams */
+CUresult om_r_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags); /* streams */
+CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags); /* streams */
+CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value); /* streams */
 
 /* Installs every row's implementation (om_remote_set). */
 void om_remote_gen_install(void);

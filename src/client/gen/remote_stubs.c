@@ -1423,7 +1423,7 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CU
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
+CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1445,6 +1445,77 @@ static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numB
         const void *v = om_get_bytes(&in, sizeof(*numBlocks));
         if (v && numBlocks)
             memcpy(numBlocks, v, sizeof(*numBlocks));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*dynamicSmemSize)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!dynamicSmemSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)func);
+    om_put_u64(&req, (uint64_t)(int64_t)numBlocks);
+    om_put_u64(&req, (uint64_t)(int64_t)blockSize);
+    rc = om_rcall(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*dynamicSmemSize));
+        if (v && dynamicSmemSize)
+            memcpy(dynamicSmemSize, v, sizeof(*dynamicSmemSize));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pLib)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pLib)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)kernel);
+    rc = om_rcall(OM_IDX_cuKernelGetLibrary, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pLib));
+        if (v && pLib)
+            memcpy(pLib, v, sizeof(*pLib));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*count)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)lib);
+    rc = om_rcall(OM_IDX_cuLibraryGetKernelCount, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*count));
+        if (v && count)
+            memcpy(count, v, sizeof(*count));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -1523,7 +1594,7 @@ static CUresult r_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
 }
 
-static CUresult r_cuStreamGetPriority(CUstream hStream, int *priority)
+CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1562,6 +1633,106 @@ static CUresult r_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned i
     om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
     om_put_u64(&req, (uint64_t)Flags);
     return om_rpost(OM_IDX_cuStreamWaitEvent, &req);
+}
+
+static CUresult r_cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*streamId)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!streamId)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamGetId, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*streamId));
+        if (v && streamId)
+            memcpy(streamId, v, sizeof(*streamId));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWaitValue32_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWaitValue64_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWriteValue32_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)value);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamWriteValue64_v2, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)dst);
+    om_put_u64(&req, (uint64_t)(uintptr_t)src);
+    return om_rcall(OM_IDX_cuStreamCopyAttributes, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*value_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!value_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuStreamGetAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*value_out));
+        if (v && value_out)
+            memcpy(value_out, v, sizeof(*value_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 void om_remote_gen_install(void)
@@ -1885,7 +2056,36 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuModuleLoadFatBinary, (void *)om_r_cuModuleLoadFatBinary);
     om_remote_set(OM_IDX_cuModuleUnload, (void *)om_r_cuModuleUnload);
     om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessor);
-    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)r_cuOccupancyAvailableDynamicSMemPerBlock);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveClusters, (void *)om_r_cuOccupancyMaxActiveClusters);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSize, (void *)om_r_cuOccupancyMaxPotentialBlockSize);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSizeWithFlags, (void *)om_r_cuOccupancyMaxPotentialBlockSizeWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialClusterSize, (void *)om_r_cuOccupancyMaxPotentialClusterSize);
+    om_remote_set(OM_IDX_cuFuncGetParamInfo, (void *)om_r_cuFuncGetParamInfo);
+    om_remote_set(OM_IDX_cuFuncIsLoaded, (void *)om_r_cuFuncIsLoaded);
+    om_remote_set(OM_IDX_cuFuncLoad, (void *)om_r_cuFuncLoad);
+    om_remote_set(OM_IDX_cuFuncSetSharedMemConfig, (void *)om_r_cuFuncSetSharedMemConfig);
+    om_remote_set(OM_IDX_cuKernelGetParamInfo, (void *)om_r_cuKernelGetParamInfo);
+    om_remote_set(OM_IDX_cuLibraryLoadFromFile, (void *)om_r_cuLibraryLoadFromFile);
+    om_remote_set(OM_IDX_cuModuleLoad, (void *)om_r_cuModuleLoad);
+    om_remote_set(OM_IDX_cuLinkAddData, (void *)om_r_cuLinkAddData_v2);
+    om_remote_set(OM_IDX_cuLinkAddData_v2, (void *)om_r_cuLinkAddData_v2);
+    om_remote_set(OM_IDX_cuLinkAddFile, (void *)om_r_cuLinkAddFile_v2);
+    om_remote_set(OM_IDX_cuLinkAddFile_v2, (void *)om_r_cuLinkAddFile_v2);
+    om_remote_set(OM_IDX_cuLinkComplete, (void *)om_r_cuLinkComplete);
+    om_remote_set(OM_IDX_cuLinkCreate, (void *)om_r_cuLinkCreate_v2);
+    om_remote_set(OM_IDX_cuLinkCreate_v2, (void *)om_r_cuLinkCreate_v2);
+    om_remote_set(OM_IDX_cuLinkDestroy, (void *)om_r_cuLinkDestroy);
+    om_remote_set(OM_IDX_cuFuncGetModule, (void *)om_r_cuFuncGetModule);
+    om_remote_set(OM_IDX_cuFuncGetName, (void *)om_r_cuFuncGetName);
+    om_remote_set(OM_IDX_cuKernelGetLibrary, (void *)om_r_cuKernelGetLibrary);
+    om_remote_set(OM_IDX_cuKernelGetName, (void *)om_r_cuKernelGetName);
+    om_remote_set(OM_IDX_cuLibraryEnumerateKernels, (void *)om_r_cuLibraryEnumerateKernels);
+    om_remote_set(OM_IDX_cuLibraryGetKernelCount, (void *)om_r_cuLibraryGetKernelCount);
+    om_remote_set(OM_IDX_cuLibraryGetModule, (void *)om_r_cuLibraryGetModule);
+    om_remote_set(OM_IDX_cuModuleEnumerateFunctions, (void *)om_r_cuModuleEnumerateFunctions);
+    om_remote_set(OM_IDX_cuModuleGetFunctionCount, (void *)om_r_cuModuleGetFunctionCount);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);
@@ -1905,12 +2105,49 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamDestroy_v2, (void *)om_r_cuStreamDestroy_v2);
     om_remote_set(OM_IDX_cuStreamGetFlags, (void *)om_r_cuStreamGetFlags);
     om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)om_r_cuStreamGetFlags);
-    om_remote_set(OM_IDX_cuStreamGetPriority, (void *)r_cuStreamGetPriority);
-    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)r_cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamGetPriority, (void *)om_r_cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)om_r_cuStreamGetPriority);
     om_remote_set(OM_IDX_cuStreamQuery, (void *)r_cuStreamQuery);
     om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)r_cuStreamQuery);
     om_remote_set(OM_IDX_cuStreamSynchronize, (void *)om_r_cuStreamSynchronize);
     om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)om_r_cuStreamSynchronize);
     om_remote_set(OM_IDX_cuStreamWaitEvent, (void *)r_cuStreamWaitEvent);
     om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)r_cuStreamWaitEvent);
+    om_remote_set(OM_IDX_cuStreamGetId, (void *)r_cuStreamGetId);
+    om_remote_set(OM_IDX_cuStreamGetId_ptsz, (void *)r_cuStreamGetId);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2_ptsz, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_ptsz, (void *)r_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2_ptsz, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_ptsz, (void *)r_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2_ptsz, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_ptsz, (void *)r_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamDestroy, (void *)om_r_cuStreamDestroy_v2);
+    om_remote_set(OM_IDX_cuStreamGetCtx, (void *)om_r_cuStreamGetCtx);
+    om_remote_set(OM_IDX_cuStreamGetCtx_ptsz, (void *)om_r_cuStreamGetCtx);
+    om_remote_set(OM_IDX_cuStreamGetCtx_v2, (void *)om_r_cuStreamGetCtx_v2);
+    om_remote_set(OM_IDX_cuStreamGetCtx_v2_ptsz, (void *)om_r_cuStreamGetCtx_v2);
+    om_remote_set(OM_IDX_cuStreamGetDevice, (void *)om_r_cuStreamGetDevice);
+    om_remote_set(OM_IDX_cuStreamGetDevice_ptsz, (void *)om_r_cuStreamGetDevice);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_v2, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_v2_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
+    om_remote_set(OM_IDX_cuStreamAttachMemAsync, (void *)om_r_cuStreamAttachMemAsync);
+    om_remote_set(OM_IDX_cuStreamAttachMemAsync_ptsz, (void *)om_r_cuStreamAttachMemAsync);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes, (void *)r_cuStreamCopyAttributes);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes_ptsz, (void *)r_cuStreamCopyAttributes);
+    om_remote_set(OM_IDX_cuStreamGetAttribute, (void *)r_cuStreamGetAttribute);
+    om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)r_cuStreamGetAttribute);
+    om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
+    om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
 }

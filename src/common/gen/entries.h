@@ -123,15 +123,15 @@
     X(113, cuExternalMemoryGetMappedMipmappedArray, UNSUPPORTED) \
     X(114, cuFlushGPUDirectRDMAWrites, UNSUPPORTED) \
     X(115, cuFuncGetAttribute, REMOTE) \
-    X(116, cuFuncGetModule, UNSUPPORTED) \
-    X(117, cuFuncGetName, UNSUPPORTED) \
-    X(118, cuFuncGetParamInfo, UNSUPPORTED) \
-    X(119, cuFuncIsLoaded, UNSUPPORTED) \
-    X(120, cuFuncLoad, UNSUPPORTED) \
+    X(116, cuFuncGetModule, REMOTE) \
+    X(117, cuFuncGetName, REMOTE) \
+    X(118, cuFuncGetParamInfo, LOCAL) \
+    X(119, cuFuncIsLoaded, LOCAL) \
+    X(120, cuFuncLoad, LOCAL) \
     X(121, cuFuncSetAttribute, REMOTE) \
     X(122, cuFuncSetBlockShape, UNSUPPORTED) \
     X(123, cuFuncSetCacheConfig, LOCAL) \
-    X(124, cuFuncSetSharedMemConfig, UNSUPPORTED) \
+    X(124, cuFuncSetSharedMemConfig, LOCAL) \
     X(125, cuFuncSetSharedSize, UNSUPPORTED) \
     X(126, cuGetErrorName, PASSTHROUGH) \
     X(127, cuGetErrorString, PASSTHROUGH) \
@@ -259,9 +259,9 @@
     X(249, cuIpcOpenMemHandle_v2, REMOTE) \
     X(250, cuKernelGetAttribute, REMOTE) \
     X(251, cuKernelGetFunction, LOCAL) \
-    X(252, cuKernelGetLibrary, UNSUPPORTED) \
-    X(253, cuKernelGetName, UNSUPPORTED) \
-    X(254, cuKernelGetParamInfo, UNSUPPORTED) \
+    X(252, cuKernelGetLibrary, REMOTE) \
+    X(253, cuKernelGetName, REMOTE) \
+    X(254, cuKernelGetParamInfo, LOCAL) \
     X(255, cuKernelSetAttribute, REMOTE) \
     X(256, cuKernelSetCacheConfig, LOCAL) \
     X(257, cuLaunch, UNSUPPORTED) \
@@ -276,24 +276,24 @@
     X(266, cuLaunchKernelEx, REMOTE) \
     X(267, cuLaunchKernelEx_ptsz, REMOTE) \
     X(268, cuLaunchKernel_ptsz, REMOTE) \
-    X(269, cuLibraryEnumerateKernels, UNSUPPORTED) \
+    X(269, cuLibraryEnumerateKernels, REMOTE) \
     X(270, cuLibraryGetGlobal, REMOTE) \
     X(271, cuLibraryGetKernel, REMOTE) \
-    X(272, cuLibraryGetKernelCount, UNSUPPORTED) \
+    X(272, cuLibraryGetKernelCount, REMOTE) \
     X(273, cuLibraryGetManaged, UNSUPPORTED) \
-    X(274, cuLibraryGetModule, UNSUPPORTED) \
+    X(274, cuLibraryGetModule, REMOTE) \
     X(275, cuLibraryGetUnifiedFunction, UNSUPPORTED) \
     X(276, cuLibraryLoadData, REMOTE) \
-    X(277, cuLibraryLoadFromFile, UNSUPPORTED) \
+    X(277, cuLibraryLoadFromFile, REMOTE) \
     X(278, cuLibraryUnload, REMOTE) \
-    X(279, cuLinkAddData, UNSUPPORTED) \
-    X(280, cuLinkAddData_v2, UNSUPPORTED) \
-    X(281, cuLinkAddFile, UNSUPPORTED) \
-    X(282, cuLinkAddFile_v2, UNSUPPORTED) \
-    X(283, cuLinkComplete, UNSUPPORTED) \
-    X(284, cuLinkCreate, UNSUPPORTED) \
-    X(285, cuLinkCreate_v2, UNSUPPORTED) \
-    X(286, cuLinkDestroy, UNSUPPORTED) \
+    X(279, cuLinkAddData, REMOTE) \
+    X(280, cuLinkAddData_v2, REMOTE) \
+    X(281, cuLinkAddFile, REMOTE) \
+    X(282, cuLinkAddFile_v2, REMOTE) \
+    X(283, cuLinkComplete, REMOTE) \
+    X(284, cuLinkCreate, REMOTE) \
+    X(285, cuLinkCreate_v2, REMOTE) \
+    X(286, cuLinkDestroy, REMOTE) \
     X(287, cuLogsCurrent, UNSUPPORTED) \
     X(288, cuLogsDumpToFile, UNSUPPORTED) \
     X(289, cuLogsDumpToMemory, UNSUPPORTED) \
@@ -481,15 +481,15 @@
     X(471, cuMipmappedArrayGetLevel, REMOTE) \
     X(472, cuMipmappedArrayGetMemoryRequirements, REMOTE) \
     X(473, cuMipmappedArrayGetSparseProperties, REMOTE) \
-    X(474, cuModuleEnumerateFunctions, UNSUPPORTED) \
+    X(474, cuModuleEnumerateFunctions, REMOTE) \
     X(475, cuModuleGetFunction, REMOTE) \
-    X(476, cuModuleGetFunctionCount, UNSUPPORTED) \
+    X(476, cuModuleGetFunctionCount, REMOTE) \
     X(477, cuModuleGetGlobal, UNSUPPORTED) \
     X(478, cuModuleGetGlobal_v2, REMOTE) \
     X(479, cuModuleGetLoadingMode, LOCAL) \
     X(480, cuModuleGetSurfRef, UNSUPPORTED) \
     X(481, cuModuleGetTexRef, UNSUPPORTED) \
-    X(482, cuModuleLoad, UNSUPPORTED) \
+    X(482, cuModuleLoad, REMOTE) \
     X(483, cuModuleLoadData, REMOTE) \
     X(484, cuModuleLoadDataEx, REMOTE) \
     X(485, cuModuleLoadFatBinary, REMOTE) \
@@ -500,13 +500,13 @@
     X(490, cuMulticastCreate, UNSUPPORTED) \
     X(491, cuMulticastGetGranularity, UNSUPPORTED) \
     X(492, cuMulticastUnbind, UNSUPPORTED) \
-    X(493, cuOccupancyAvailableDynamicSMemPerBlock, UNSUPPORTED) \
+    X(493, cuOccupancyAvailableDynamicSMemPerBlock, REMOTE) \
     X(494, cuOccupancyMaxActiveBlocksPerMultiprocessor, REMOTE) \
     X(495, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, REMOTE) \
-    X(496, cuOccupancyMaxActiveClusters, UNSUPPORTED) \
-    X(497, cuOccupancyMaxPotentialBlockSize, UNSUPPORTED) \
-    X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, UNSUPPORTED) \
-    X(499, cuOccupancyMaxPotentialClusterSize, UNSUPPORTED) \
+    X(496, cuOccupancyMaxActiveClusters, REMOTE) \
+    X(497, cuOccupancyMaxPotentialBlockSize, REMOTE) \
+    X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, REMOTE) \
+    X(499, cuOccupancyMaxPotentialClusterSize, REMOTE) \
     X(500, cuParamSetSize, UNSUPPORTED) \
     X(501, cuParamSetTexRef, UNSUPPORTED) \
     X(502, cuParamSetf, UNSUPPORTED) \
@@ -522,53 +522,53 @@
     X(512, cuSignalExternalSemaphoresAsync_ptsz, UNSUPPORTED) \
     X(513, cuStreamAddCallback, REMOTE) \
     X(514, cuStreamAddCallback_ptsz, REMOTE) \
-    X(515, cuStreamAttachMemAsync, UNSUPPORTED) \
-    X(516, cuStreamAttachMemAsync_ptsz, UNSUPPORTED) \
-    X(517, cuStreamBatchMemOp, UNSUPPORTED) \
-    X(518, cuStreamBatchMemOp_ptsz, UNSUPPORTED) \
-    X(519, cuStreamBatchMemOp_v2, UNSUPPORTED) \
-    X(520, cuStreamBatchMemOp_v2_ptsz, UNSUPPORTED) \
+    X(515, cuStreamAttachMemAsync, REMOTE) \
+    X(516, cuStreamAttachMemAsync_ptsz, REMOTE) \
+    X(517, cuStreamBatchMemOp, REMOTE) \
+    X(518, cuStreamBatchMemOp_ptsz, REMOTE) \
+    X(519, cuStreamBatchMemOp_v2, REMOTE) \
+    X(520, cuStreamBatchMemOp_v2_ptsz, REMOTE) \
     X(521, cuStreamBeginCapture, REMOTE) \
     X(522, cuStreamBeginCaptureToGraph, REMOTE) \
     X(523, cuStreamBeginCaptureToGraph_ptsz, REMOTE) \
     X(524, cuStreamBeginCapture_ptsz, REMOTE) \
     X(525, cuStreamBeginCapture_v2, REMOTE) \
     X(526, cuStreamBeginCapture_v2_ptsz, REMOTE) \
-    X(527, cuStreamCopyAttributes, UNSUPPORTED) \
-    X(528, cuStreamCopyAttributes_ptsz, UNSUPPORTED) \
+    X(527, cuStreamCopyAttributes, REMOTE) \
+    X(528, cuStreamCopyAttributes_ptsz, REMOTE) \
     X(529, cuStreamCreate, REMOTE) \
     X(530, cuStreamCreateWithPriority, REMOTE) \
-    X(531, cuStreamDestroy, UNSUPPORTED) \
+    X(531, cuStreamDestroy, REMOTE) \
     X(532, cuStreamDestroy_v2, REMOTE) \
     X(533, cuStreamEndCapture, REMOTE) \
     X(534, cuStreamEndCapture_ptsz, REMOTE) \
-    X(535, cuStreamGetAttribute, UNSUPPORTED) \
-    X(536, cuStreamGetAttribute_ptsz, UNSUPPORTED) \
+    X(535, cuStreamGetAttribute, REMOTE) \
+    X(536, cuStreamGetAttribute_ptsz, REMOTE) \
     X(537, cuStreamGetCaptureInfo, REMOTE) \
     X(538, cuStreamGetCaptureInfo_ptsz, REMOTE) \
     X(539, cuStreamGetCaptureInfo_v2, REMOTE) \
     X(540, cuStreamGetCaptureInfo_v2_ptsz, REMOTE) \
     X(541, cuStreamGetCaptureInfo_v3, REMOTE) \
     X(542, cuStreamGetCaptureInfo_v3_ptsz, REMOTE) \
-    X(543, cuStreamGetCtx, UNSUPPORTED) \
-    X(544, cuStreamGetCtx_ptsz, UNSUPPORTED) \
-    X(545, cuStreamGetCtx_v2, UNSUPPORTED) \
-    X(546, cuStreamGetCtx_v2_ptsz, UNSUPPORTED) \
-    X(547, cuStreamGetDevice, UNSUPPORTED) \
-    X(548, cuStreamGetDevice_ptsz, UNSUPPORTED) \
+    X(543, cuStreamGetCtx, REMOTE) \
+    X(544, cuStreamGetCtx_ptsz, REMOTE) \
+    X(545, cuStreamGetCtx_v2, REMOTE) \
+    X(546, cuStreamGetCtx_v2_ptsz, REMOTE) \
+    X(547, cuStreamGetDevice, REMOTE) \
+    X(548, cuStreamGetDevice_ptsz, REMOTE) \
     X(549, cuStreamGetFlags, REMOTE) \
     X(550, cuStreamGetFlags_ptsz, REMOTE) \
     X(551, cuStreamGetGreenCtx, UNSUPPORTED) \
-    X(552, cuStreamGetId, UNSUPPORTED) \
-    X(553, cuStreamGetId_ptsz, UNSUPPORTED) \
+    X(552, cuStreamGetId, REMOTE) \
+    X(553, cuStreamGetId_ptsz, REMOTE) \
     X(554, cuStreamGetPriority, REMOTE) \
     X(555, cuStreamGetPriority_ptsz, REMOTE) \
     X(556, cuStreamIsCapturing, REMOTE) \
     X(557, cuStreamIsCapturing_ptsz, REMOTE) \
     X(558, cuStreamQuery, REMOTE) \
     X(559, cuStreamQuery_ptsz, REMOTE) \
-    X(560, cuStreamSetAttribute, UNSUPPORTED) \
-    X(561, cuStreamSetAttribute_ptsz, UNSUPPORTED) \
+    X(560, cuStreamSetAttribute, REMOTE) \
+    X(561, cuStreamSetAttribute_ptsz, REMOTE) \
     X(562, cuStreamSynchronize, REMOTE) \
     X(563, cuStreamSynchronize_ptsz, REMOTE) \
     X(564, cuStreamUpdateCaptureDependencies, REMOTE) \
@@ -577,22 +577,22 @@
     X(567, cuStreamUpdateCaptureDependencies_v2_ptsz, REMOTE) \
     X(568, cuStreamWaitEvent, REMOTE) \
     X(569, cuStreamWaitEvent_ptsz, REMOTE) \
-    X(570, cuStreamWaitValue32, UNSUPPORTED) \
-    X(571, cuStreamWaitValue32_ptsz, UNSUPPORTED) \
-    X(572, cuStreamWaitValue32_v2, UNSUPPORTED) \
-    X(573, cuStreamWaitValue32_v2_ptsz, UNSUPPORTED) \
-    X(574, cuStreamWaitValue64, UNSUPPORTED) \
-    X(575, cuStreamWaitValue64_ptsz, UNSUPPORTED) \
-    X(576, cuStreamWaitValue64_v2, UNSUPPORTED) \
-    X(577, cuStreamWaitValue64_v2_ptsz, UNSUPPORTED) \
-    X(578, cuStreamWriteValue32, UNSUPPORTED) \
-    X(579, cuStreamWriteValue32_ptsz, UNSUPPORTED) \
-    X(580, cuStreamWriteValue32_v2, UNSUPPORTED) \
-    X(581, cuStreamWriteValue32_v2_ptsz, UNSUPPORTED) \
-    X(582, cuStreamWriteValue64, UNSUPPORTED) \
-    X(583, cuStreamWriteValue64_ptsz, UNSUPPORTED) \
-    X(584, cuStreamWriteValue64_v2, UNSUPPORTED) \
-    X(585, cuStreamWriteValue64_v2_ptsz, UNSUPPORTED) \
+    X(570, cuStreamWaitValue32, REMOTE) \
+    X(571, cuStreamWaitValue32_ptsz, REMOTE) \
+    X(572, cuStreamWaitValue32_v2, REMOTE) \
+    X(573, cuStreamWaitValue32_v2_ptsz, REMOTE) \
+    X(574, cuStreamWaitValue64, REMOTE) \
+    X(575, cuStreamWaitValue64_ptsz, REMOTE) \
+    X(576, cuStreamWaitValue64_v2, REMOTE) \
+    X(577, cuStreamWaitValue64_v2_ptsz, REMOTE) \
+    X(578, cuStreamWriteValue32, REMOTE) \
+    X(579, cuStreamWriteValue32_ptsz, REMOTE) \
+    X(580, cuStreamWriteValue32_v2, REMOTE) \
+    X(581, cuStreamWriteValue32_v2_ptsz, REMOTE) \
+    X(582, cuStreamWriteValue64, REMOTE) \
+    X(583, cuStreamWriteValue64_ptsz, REMOTE) \
+    X(584, cuStreamWriteValue64_v2, REMOTE) \
+    X(585, cuStreamWriteValue64_v2_ptsz, REMOTE) \
     X(586, cuSurfObjectCreate, REMOTE) \
     X(587, cuSurfObjectDestroy, REMOTE) \
     X(588, cuSurfObjectGetResourceDesc, REMOTE) \

@@ -98,7 +98,6 @@ typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda
 typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemcpyAttributes CUmemcpyAttributes; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmulticastObjectProp CUmulticastObjectProp; /* layout in cuda_abi.h where it is marshalled */
-typedef union om_CUstreamAttrValue CUstreamAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUstreamBatchMemOpParams CUstreamBatchMemOpParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUtensorMap CUtensorMap; /* layout in cuda_abi.h where it is marshalled */
 typedef void (*CUasyncCallback)(CUasyncNotificationInfo *info, void *userData, CUasyncCallbackHandle callback);

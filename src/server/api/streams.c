@@ -142,6 +142,110 @@ CUresult om_x_cuStreamGetFlags(struct call *c)
 
 /* ------------------------------------------------------------------ dispatch */
 
+/* ------------------------------------------------------------------ batches of memory operations
+ */
+
+#define BATCH_OP_BYTES 48 /* CUstreamBatchMemOpParams */
+#define BATCH_MAX 256
+
+/* One operation of a batch: its kind (CUstreamBatchMemOpType) known, its address within the
+ * client's memory for its width, its flags within their mask; the driver's own field (alias)
+ * cleared. */
+static CUresult batch_op_check(struct call *c, uint8_t *op)
+{
+    int kind;
+    uint64_t addr;
+    unsigned flags, small_flags;
+
+    memcpy(&kind, op, 4);
+    memcpy(&addr, op + 8, 8);
+    memcpy(&flags, op + 24, 4);
+    memcpy(&small_flags, op + 4, 4);
+    switch (kind) {
+    case 1:                       /* WAIT_VALUE_32 */
+    case 4:                       /* WAIT_VALUE_64 */
+        if (flags & ~0x40000003u) /* GEQ, EQ, AND, NOR; FLUSH */
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    case 2:                /* WRITE_VALUE_32 */
+    case 5:                /* WRITE_VALUE_64 */
+        if (flags & ~0x1u) /* NO_MEMORY_BARRIER */
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    case 3: /* FLUSH_REMOTE_WRITES: flags must be 0 */
+        return small_flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    case 6: /* BARRIER: SYS or GPU */
+        return small_flags > 1 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!om_arg_range(c, addr, kind == 1 || kind == 2 ? 4 : 8))
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(op + 32, 0, 8);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuStreamBatchMemOp_v2(struct call *c)
+{
+    CUresult (*batch)(CUstream, unsigned, void *, unsigned) = REAL(cuStreamBatchMemOp_v2);
+    uint64_t sh = om_get_u64(&c->in), count = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    const void *ops = count <= BATCH_MAX ? om_get_bytes(&c->in, count * BATCH_OP_BYTES) : NULL;
+    uint8_t copy[BATCH_MAX * BATCH_OP_BYTES];
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (count == 0 || count > BATCH_MAX || !ops || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(copy, ops, count * BATCH_OP_BYTES);
+    for (uint64_t i = 0; i < count; i++)
+        if ((rc = batch_op_check(c, copy + i * BATCH_OP_BYTES)) != CUDA_SUCCESS)
+            return rc;
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    return batch(st, (unsigned)count, copy, 0);
+}
+
+/* ------------------------------------------------------------------ stream attributes */
+
+/* stream, attribute, its 64-byte value. The stream attributes hold no handle: an access policy
+ * window's device range must be the client's; priorities, synchronisation policies and memory
+ * sync domains are values. Any other attribute: NOT_SUPPORTED. */
+CUresult om_x_cuStreamSetAttribute(struct call *c)
+{
+    CUresult (*set)(CUstream, int, const CUstreamAttrValue *) = REAL(cuStreamSetAttribute);
+    uint64_t sh = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    const void *b = om_get_bytes(&c->in, sizeof(CUstreamAttrValue));
+    CUstreamAttrValue v;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v, b, sizeof(v));
+    switch (attr) {
+    case 1: /* ACCESS_POLICY_WINDOW */
+        if (v.accessPolicyWindow.num_bytes &&
+            !om_arg_range(c, (uint64_t)(uintptr_t)v.accessPolicyWindow.base_ptr,
+                          v.accessPolicyWindow.num_bytes))
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    case 3: /* SYNCHRONIZATION_POLICY */
+    case 8: /* PRIORITY */
+    case 9: /* MEM_SYNC_DOMAIN_MAP */
+    case 10: /* MEM_SYNC_DOMAIN */ break;
+    default:
+        client_err(c->s, "client %d: stream attribute %d is not supported", (int)c->s->pid,
+                   (int)attr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    return set(st, (int)attr, &v);
+}
+
 /* An event shared through an IPC handle is destroyed by its last holder (ipc.c). */
 CUresult om_x_cuEventDestroy_v2(struct call *c)
 {

@@ -1511,6 +1511,62 @@ static CUresult x_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(struct ca
     return rc;
 }
 
+static CUresult x_cuOccupancyAvailableDynamicSMemPerBlock(struct call *c)
+{
+    uint64_t a_func = om_get_u64(&c->in);
+    uint64_t a_numBlocks = om_get_u64(&c->in);
+    uint64_t a_blockSize = om_get_u64(&c->in);
+    size_t o_dynamicSmemSize;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_dynamicSmemSize, 0, sizeof(o_dynamicSmemSize));
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_func, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(size_t *, CUfunction, int, int))REAL(cuOccupancyAvailableDynamicSMemPerBlock))(&o_dynamicSmemSize, (CUfunction)(uintptr_t)a_func, (int)a_numBlocks, (int)a_blockSize);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_dynamicSmemSize, sizeof(o_dynamicSmemSize));
+    }
+    return rc;
+}
+
+static CUresult x_cuKernelGetLibrary(struct call *c)
+{
+    uint64_t a_kernel = om_get_u64(&c->in);
+    CUlibrary o_pLib;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pLib, 0, sizeof(o_pLib));
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_kernel, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUlibrary *, CUkernel))REAL(cuKernelGetLibrary))(&o_pLib, (CUkernel)(uintptr_t)a_kernel);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pLib, sizeof(o_pLib));
+    }
+    return rc;
+}
+
+static CUresult x_cuLibraryGetKernelCount(struct call *c)
+{
+    uint64_t a_lib = om_get_u64(&c->in);
+    unsigned int o_count;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_count, 0, sizeof(o_count));
+    if ((rc = om_arg_handle(c, OM_H_LIBRARY, a_lib, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(unsigned int *, CUlibrary))REAL(cuLibraryGetKernelCount))(&o_count, (CUlibrary)(uintptr_t)a_lib);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_count, sizeof(o_count));
+    }
+    return rc;
+}
+
 static CUresult x_cuEventCreate(struct call *c)
 {
     uint64_t a_Flags = om_get_u64(&c->in);
@@ -1663,6 +1719,164 @@ static CUresult x_cuStreamWaitEvent(struct call *c)
     if (!s_hStream)
         goto out;
     rc = ((CUresult (*)(CUstream, CUevent, unsigned int))REAL(cuStreamWaitEvent))(s_hStream, (CUevent)(uintptr_t)a_hEvent, (unsigned int)a_Flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamGetId(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    unsigned long long o_streamId;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_streamId, 0, sizeof(o_streamId));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, unsigned long long *))REAL(cuStreamGetId))(s_hStream, &o_streamId);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_streamId, sizeof(o_streamId));
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWaitValue32_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(4)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x40000003))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))REAL(cuStreamWaitValue32_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint32_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWaitValue64_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(8)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x40000003))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))REAL(cuStreamWaitValue64_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint64_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWriteValue32_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(4)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))REAL(cuStreamWriteValue32_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint32_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamWriteValue64_v2(struct call *c)
+{
+    uint64_t a_stream = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_value = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_addr, (uint64_t)(8)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))REAL(cuStreamWriteValue64_v2))(s_stream, (CUdeviceptr)a_addr, (cuuint64_t)a_value, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamCopyAttributes(struct call *c)
+{
+    uint64_t a_dst = om_get_u64(&c->in);
+    uint64_t a_src = om_get_u64(&c->in);
+    CUstream s_dst = NULL;
+    CUstream s_src = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    s_dst = om_arg_stream(c, a_dst, false, &rc);
+    if (!s_dst)
+        goto out;
+    s_src = om_arg_stream(c, a_src, false, &rc);
+    if (!s_src)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstream))REAL(cuStreamCopyAttributes))(s_dst, s_src);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamGetAttribute(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    uint64_t a_attr = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamAttrValue o_value_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_attr < 0 || (int64_t)a_attr > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&o_value_out, 0, sizeof(o_value_out));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamAttrID, CUstreamAttrValue *))REAL(cuStreamGetAttribute))(s_hStream, (CUstreamAttrID)a_attr, &o_value_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_value_out, sizeof(o_value_out));
+    }
 out:
     return rc;
 }
@@ -1822,6 +2036,17 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuLibraryUnload] = om_x_cuLibraryUnload,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor] = x_cuOccupancyMaxActiveBlocksPerMultiprocessor,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = x_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+    [OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock] = x_cuOccupancyAvailableDynamicSMemPerBlock,
+    [OM_IDX_cuOccupancyMaxActiveClusters] = om_x_cuOccupancyMaxActiveClusters,
+    [OM_IDX_cuOccupancyMaxPotentialClusterSize] = om_x_cuOccupancyMaxPotentialClusterSize,
+    [OM_IDX_cuLinkAddData_v2] = om_x_cuLinkAddData_v2,
+    [OM_IDX_cuLinkComplete] = om_x_cuLinkComplete,
+    [OM_IDX_cuLinkCreate_v2] = om_x_cuLinkCreate_v2,
+    [OM_IDX_cuLinkDestroy] = om_x_cuLinkDestroy,
+    [OM_IDX_cuKernelGetLibrary] = x_cuKernelGetLibrary,
+    [OM_IDX_cuKernelGetName] = om_x_cuKernelGetName,
+    [OM_IDX_cuLibraryEnumerateKernels] = om_x_cuLibraryEnumerateKernels,
+    [OM_IDX_cuLibraryGetKernelCount] = x_cuLibraryGetKernelCount,
     [OM_IDX_cuEventCreate] = x_cuEventCreate,
     [OM_IDX_cuEventDestroy_v2] = om_x_cuEventDestroy_v2,
     [OM_IDX_cuEventElapsedTime_v2] = x_cuEventElapsedTime_v2,
@@ -1836,4 +2061,13 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
     [OM_IDX_cuStreamSynchronize] = om_x_cuStreamSynchronize,
     [OM_IDX_cuStreamWaitEvent] = x_cuStreamWaitEvent,
+    [OM_IDX_cuStreamGetId] = x_cuStreamGetId,
+    [OM_IDX_cuStreamWaitValue32_v2] = x_cuStreamWaitValue32_v2,
+    [OM_IDX_cuStreamWaitValue64_v2] = x_cuStreamWaitValue64_v2,
+    [OM_IDX_cuStreamWriteValue32_v2] = x_cuStreamWriteValue32_v2,
+    [OM_IDX_cuStreamWriteValue64_v2] = x_cuStreamWriteValue64_v2,
+    [OM_IDX_cuStreamBatchMemOp_v2] = om_x_cuStreamBatchMemOp_v2,
+    [OM_IDX_cuStreamCopyAttributes] = x_cuStreamCopyAttributes,
+    [OM_IDX_cuStreamGetAttribute] = x_cuStreamGetAttribute,
+    [OM_IDX_cuStreamSetAttribute] = om_x_cuStreamSetAttribute,
 };

@@ -89,11 +89,21 @@ CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetKernel(struct call *c); /* modules */
 CUresult om_x_cuLibraryLoadData(struct call *c); /* modules */
 CUresult om_x_cuLibraryUnload(struct call *c); /* modules */
+CUresult om_x_cuOccupancyMaxActiveClusters(struct call *c); /* modules */
+CUresult om_x_cuOccupancyMaxPotentialClusterSize(struct call *c); /* modules */
+CUresult om_x_cuLinkAddData_v2(struct call *c); /* modules */
+CUresult om_x_cuLinkComplete(struct call *c); /* modules */
+CUresult om_x_cuLinkCreate_v2(struct call *c); /* modules */
+CUresult om_x_cuLinkDestroy(struct call *c); /* modules */
+CUresult om_x_cuKernelGetName(struct call *c); /* modules */
+CUresult om_x_cuLibraryEnumerateKernels(struct call *c); /* modules */
 CUresult om_x_cuEventDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
+CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
+CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
 
 #endif

@@ -8,6 +8,7 @@ enum om_handle_kind {
     OM_H_EVENT,
     OM_H_LIBRARY,
     OM_H_FUNCTION,
+    OM_H_LINKSTATE,
     OM_H_ARRAY,
     OM_H_MIPMAPPED_ARRAY,
     OM_H_SUBARRAY,
@@ -27,6 +28,7 @@ enum om_handle_kind {
     X(OM_H_EVENT, "event", -1, client_events) \
     X(OM_H_LIBRARY, "library", -1, client_handles) \
     X(OM_H_FUNCTION, "function", -1, client_handles) \
+    X(OM_H_LINKSTATE, "linkstate", OM_IDX_cuLinkDestroy, client_handles) \
     X(OM_H_ARRAY, "array", OM_IDX_cuArrayDestroy, client_handles) \
     X(OM_H_MIPMAPPED_ARRAY, "mipmapped_array", OM_IDX_cuMipmappedArrayDestroy, client_handles) \
     X(OM_H_SUBARRAY, "subarray", -1, client_handles) \

@@ -95,7 +95,7 @@ static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
 
 int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                              unsigned by, unsigned bz, void *s, const void *args, size_t len);
-const char *fake_kernel_name(void *f);
+const char *fake_kernel_name(void *k, void **lib); /* fakecuda.c */
 
 static void glog(const char *fmt, const void *p, const char *extra)
 {
@@ -238,7 +238,7 @@ static int set_kernel(struct fnode *n, const struct kernel_params *p)
     n->k.extra = NULL;
     memcpy(n->args, args, len);
     n->len = len;
-    snprintf(hex, sizeof(hex), "%s ", fake_kernel_name(f));
+    snprintf(hex, sizeof(hex), "%s ", fake_kernel_name(f, NULL));
     for (size_t i = 0; i < len; i++)
         snprintf(hex + strlen(hex), 3, "%02x", n->args[i]);
     glog("kernelnode%s %s", "", hex);

@@ -657,6 +657,7 @@ struct fake_kernel {
     char name[64];
     int nparams;
     size_t sizes[16];
+    void *lib; /* the library it came with (fake_modules.c's queries) */
 };
 static struct fake_kernel kernels[256];
 static int nkernels;
@@ -666,6 +667,7 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, 
                              void *lo, void **lv, unsigned nl)
 {
     const char *p = code;
+    int first = nkernels;
 
     (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
     if (strncmp(p, "fakecubin\n", 10) != 0)
@@ -691,7 +693,35 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, 
     }
     libraries_loaded++;
     *lib = new_token();
+    for (int i = first; i < nkernels; i++)
+        kernels[i].lib = *lib;
     return CUDA_SUCCESS;
+}
+
+/* For fake_modules.c: the kernels of a library (up to max of them into out; how many it has),
+ * and a kernel's name and library (NULL: not a kernel of this double). */
+int fake_library_kernels(void *lib, void **out, int max)
+{
+    int n = 0;
+
+    for (int i = 0; i < nkernels; i++)
+        if (kernels[i].lib == lib) {
+            if (out && n < max)
+                out[n] = &kernels[i];
+            n++;
+        }
+    return n;
+}
+
+const char *fake_kernel_name(void *k, void **lib)
+{
+    struct fake_kernel *f = k;
+
+    if (f < kernels || f >= kernels + nkernels)
+        return NULL;
+    if (lib)
+        *lib = f->lib;
+    return f->name;
 }
 
 EXPORT int cuLibraryGetKernel(void **k, void *lib, const char *name)
@@ -794,11 +824,6 @@ int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, uns
 {
     void *extra[5] = {(void *)1, (void *)args, (void *)2, &len, NULL};
     return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, 0, s, NULL, extra);
-}
-
-const char *fake_kernel_name(void *f)
-{
-    return ((struct fake_kernel *)f)->name;
 }
 
 EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, size_t h, void *s)

@@ -746,6 +746,36 @@ static CUresult g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numB
     return rc;
 }
 
+static CUresult g_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
+{
+    CUresult rc;
+
+    ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
+    check(K_KERNEL, H(func), 1);
+    rc = ((CUresult (*)(size_t *, CUfunction, int, int))gen_next[OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock])(dynamicSmemSize, func, numBlocks, blockSize);
+    return rc;
+}
+
+static CUresult g_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    CUresult rc;
+
+    ENTER(cuKernelGetLibrary);
+    check(K_KERNEL, H(kernel), 1);
+    rc = ((CUresult (*)(CUlibrary *, CUkernel))gen_next[OM_IDX_cuKernelGetLibrary])(pLib, kernel);
+    return rc;
+}
+
+static CUresult g_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryGetKernelCount);
+    check(K_LIBRARY, H(lib), 1);
+    rc = ((CUresult (*)(unsigned int *, CUlibrary))gen_next[OM_IDX_cuLibraryGetKernelCount])(count, lib);
+    return rc;
+}
+
 static CUresult g_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     CUresult rc;
@@ -832,6 +862,81 @@ static CUresult g_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned i
     return rc;
 }
 
+static CUresult g_cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    CUresult rc;
+
+    ENTER(cuStreamGetId);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, unsigned long long *))gen_next[OM_IDX_cuStreamGetId])(hStream, streamId);
+    return rc;
+}
+
+static CUresult g_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    CUresult rc;
+
+    ENTER(cuStreamWaitValue32_v2);
+    check(K_STREAM, H(stream), 1);
+    check(K_DEVICE, (uint64_t)addr, (4) > UINT64_MAX ? UINT64_MAX : (uint64_t)(4));
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))gen_next[OM_IDX_cuStreamWaitValue32_v2])(stream, addr, value, flags);
+    return rc;
+}
+
+static CUresult g_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    CUresult rc;
+
+    ENTER(cuStreamWaitValue64_v2);
+    check(K_STREAM, H(stream), 1);
+    check(K_DEVICE, (uint64_t)addr, (8) > UINT64_MAX ? UINT64_MAX : (uint64_t)(8));
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))gen_next[OM_IDX_cuStreamWaitValue64_v2])(stream, addr, value, flags);
+    return rc;
+}
+
+static CUresult g_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    CUresult rc;
+
+    ENTER(cuStreamWriteValue32_v2);
+    check(K_STREAM, H(stream), 1);
+    check(K_DEVICE, (uint64_t)addr, (4) > UINT64_MAX ? UINT64_MAX : (uint64_t)(4));
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))gen_next[OM_IDX_cuStreamWriteValue32_v2])(stream, addr, value, flags);
+    return rc;
+}
+
+static CUresult g_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    CUresult rc;
+
+    ENTER(cuStreamWriteValue64_v2);
+    check(K_STREAM, H(stream), 1);
+    check(K_DEVICE, (uint64_t)addr, (8) > UINT64_MAX ? UINT64_MAX : (uint64_t)(8));
+    rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))gen_next[OM_IDX_cuStreamWriteValue64_v2])(stream, addr, value, flags);
+    return rc;
+}
+
+static CUresult g_cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+    CUresult rc;
+
+    ENTER(cuStreamCopyAttributes);
+    check(K_STREAM, H(dst), 1);
+    check(K_STREAM, H(src), 1);
+    rc = ((CUresult (*)(CUstream, CUstream))gen_next[OM_IDX_cuStreamCopyAttributes])(dst, src);
+    return rc;
+}
+
+static CUresult g_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
+{
+    CUresult rc;
+
+    ENTER(cuStreamGetAttribute);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, CUstreamAttrID, CUstreamAttrValue *))gen_next[OM_IDX_cuStreamGetAttribute])(hStream, attr, value_out);
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -906,6 +1011,9 @@ static const struct {
     {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
+    {OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)g_cuOccupancyAvailableDynamicSMemPerBlock},
+    {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
+    {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
     {OM_IDX_cuEventCreate, (void *)g_cuEventCreate},
     {OM_IDX_cuEventElapsedTime_v2, (void *)g_cuEventElapsedTime_v2},
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
@@ -914,4 +1022,11 @@ static const struct {
     {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
     {OM_IDX_cuStreamWaitEvent, (void *)g_cuStreamWaitEvent},
+    {OM_IDX_cuStreamGetId, (void *)g_cuStreamGetId},
+    {OM_IDX_cuStreamWaitValue32_v2, (void *)g_cuStreamWaitValue32_v2},
+    {OM_IDX_cuStreamWaitValue64_v2, (void *)g_cuStreamWaitValue64_v2},
+    {OM_IDX_cuStreamWriteValue32_v2, (void *)g_cuStreamWriteValue32_v2},
+    {OM_IDX_cuStreamWriteValue64_v2, (void *)g_cuStreamWriteValue64_v2},
+    {OM_IDX_cuStreamCopyAttributes, (void *)g_cuStreamCopyAttributes},
+    {OM_IDX_cuStreamGetAttribute, (void *)g_cuStreamGetAttribute},
 };
