@@ -194,9 +194,10 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */
     rc = om_exec_sync_client(c->s);
-    if (r->managed)
+    if (r->managed) {
         om_devmem_free(r->base, r->size, r->mem);
-    else
+        om_own_drop(c->s, OM_H_EXTBUF, base); /* a buffer on external memory (external.c) */
+    } else
         om_devmem_give(c->s, r->base, r->size, r->mem);
     om_ranges_remove(&c->s->allocs, r);
     return om_take_async_error(c->s, rc);

@@ -6,4 +6,7 @@
     X(K_H_MIPMAPPED_ARRAY, "mipmapped_array") \
     X(K_H_SUBARRAY, "subarray") \
     X(K_H_TEXOBJ, "texobj") \
-    X(K_H_SURFOBJ, "surfobj")
+    X(K_H_SURFOBJ, "surfobj") \
+    X(K_H_EXTMEM, "extmem") \
+    X(K_H_EXTSEM, "extsem") \
+    X(K_H_EXTBUF, "extbuf")
