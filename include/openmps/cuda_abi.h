@@ -379,6 +379,103 @@ typedef union {
 _Static_assert(sizeof(CUaccessPolicyWindow) == 32, "CUaccessPolicyWindow is 32 bytes");
 _Static_assert(sizeof(CUstreamAttrValue) == 64, "CUstreamAttrValue is 64 bytes");
 
+/* External memory and semaphores (family external): the descriptors their calls copy. Sizes
+ * from the documented layouts (checked below against the toolkit's on x86-64). */
+#define CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD 1
+#define CU_EXTERNAL_MEMORY_HANDLE_TYPE_NVSCIBUF 8
+#define CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD 9
+#define CUDA_EXTERNAL_MEMORY_DEDICATED 0x1u
+#define CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD 1
+#define CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_NVSCISYNC 6
+#define CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD 9
+typedef struct om_CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
+    int type; /* CUexternalMemoryHandleType */
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciBufObject;
+    } handle;
+    unsigned long long size;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
+typedef struct om_CUDA_EXTERNAL_MEMORY_BUFFER_DESC {
+    unsigned long long offset, size;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_BUFFER_DESC;
+typedef struct om_CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC {
+    unsigned long long offset;
+    CUDA_ARRAY3D_DESCRIPTOR arrayDesc;
+    unsigned int numLevels;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC;
+typedef struct om_CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+    int type; /* CUexternalSemaphoreHandleType */
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciSyncObj;
+    } handle;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC;
+typedef struct om_CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        union {
+            void *fence;
+            unsigned long long reserved;
+        } nvSciSync;
+        struct {
+            unsigned long long key;
+        } keyedMutex;
+        unsigned int reserved[12];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS;
+typedef struct om_CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        union {
+            void *fence;
+            unsigned long long reserved;
+        } nvSciSync;
+        struct {
+            unsigned long long key;
+            unsigned int timeoutMs;
+        } keyedMutex;
+        unsigned int reserved[10];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS;
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(CUDA_EXTERNAL_MEMORY_HANDLE_DESC) == 104, "CUDA_EXTERNAL_MEMORY_HANDLE_DESC");
+_Static_assert(offsetof(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, size) == 24, "ext memory size");
+_Static_assert(offsetof(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, flags) == 32, "ext memory flags");
+_Static_assert(sizeof(CUDA_EXTERNAL_MEMORY_BUFFER_DESC) == 88, "CUDA_EXTERNAL_MEMORY_BUFFER_DESC");
+_Static_assert(sizeof(CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC) == 120, "mipmapped array desc");
+_Static_assert(offsetof(CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC, numLevels) == 48, "numLevels");
+_Static_assert(sizeof(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC) == 96, "semaphore handle desc");
+_Static_assert(offsetof(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, flags) == 24, "semaphore flags");
+_Static_assert(sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) == 144, "signal params");
+_Static_assert(offsetof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, flags) == 72, "signal flags");
+_Static_assert(sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS) == 144, "wait params");
+_Static_assert(offsetof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, flags) == 72, "wait flags");
+#endif
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

@@ -49,7 +49,7 @@ struct om_msg_hdr {
     X(QUEUED, 5)         /* daemon -> client: text; the client waits for its server */             \
     X(WELCOME, 6)        /* server -> client: struct om_welcome + ring memfd */                    \
     X(TERMINATED, 7)     /* server -> client: reason text; flags: CUresult of a fault or 0 */      \
-    X(HOST_MEM, 8)       /* memfd of pinned memory, either way */                                  \
+    X(HOST_MEM, 8)       /* memfd of pinned memory, either way; an external memory or semaphore */ \
     X(SRV_READY, 20)     /* server -> daemon: struct om_srv_ready + devices */                     \
     X(SRV_FAULT, 21)     /* server -> daemon: reason text */                                       \
     X(SRV_ADOPT, 22)     /* daemon -> server: struct om_srv_adopt + client socket fd */            \

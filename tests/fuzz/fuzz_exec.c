@@ -1526,6 +1526,43 @@ static CUresult w_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgra
         s, g, d, e, n, mode);
 }
 
+/* External memory and semaphores (api/external.c): the imports need a descriptor, which the
+ * fuzzed client never sends; a mapped buffer is device memory of the client. */
+static CUresult w_cuImportExternalMemory(CUexternalMemory *m,
+                                         const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *d)
+{
+    ENTER(cuImportExternalMemory);
+    CUresult rc =
+        ORIG(cuImportExternalMemory,
+             CUresult(*)(CUexternalMemory *, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *))(m, d);
+    return noted(rc, K_H_EXTMEM, rc == CUDA_SUCCESS ? H(*m) : 0);
+}
+
+static CUresult w_cuImportExternalSemaphore(CUexternalSemaphore *sem,
+                                            const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *d)
+{
+    ENTER(cuImportExternalSemaphore);
+    CUresult rc = ORIG(
+        cuImportExternalSemaphore,
+        CUresult(*)(CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *))(sem, d);
+    return noted(rc, K_H_EXTSEM, rc == CUDA_SUCCESS ? H(*sem) : 0);
+}
+
+static CUresult w_cuExternalMemoryGetMappedBuffer(CUdeviceptr *p, CUexternalMemory m,
+                                                  const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *d)
+{
+    CUresult rc;
+
+    ENTER(cuExternalMemoryGetMappedBuffer);
+    check(K_H_EXTMEM, H(m), 1);
+    rc = ORIG(cuExternalMemoryGetMappedBuffer,
+              CUresult(*)(CUdeviceptr *, CUexternalMemory,
+                          const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *))(p, m, d);
+    if (rc == CUDA_SUCCESS)
+        note(K_DEVICE, *p, d->size, true);
+    return rc;
+}
+
 /* Context-wide waits: never for one client (exec.c's rules). */
 static CUresult w_cuCtxSynchronize(void)
 {
@@ -1791,6 +1828,9 @@ static const struct {
     W(cuKernelGetAttribute),
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
+    W(cuImportExternalMemory),
+    W(cuImportExternalSemaphore),
+    W(cuExternalMemoryGetMappedBuffer),
     W(cuArrayCreate_v2),
     W(cuArray3DCreate_v2),
     W(cuMipmappedArrayCreate),

@@ -86,6 +86,9 @@ CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
 CUresult om_r_cuDeviceGetCount(int *count); /* devices */
 CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId); /* devices */
 CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId);
+CUresult om_r_cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc); /* external */
+CUresult om_r_cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc); /* external */
+CUresult om_r_cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc); /* external */
 CUresult om_r_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value); /* graphs */
 CUresult om_r_cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value); /* graphs */
 CUresult om_r_cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies); /* graphs */

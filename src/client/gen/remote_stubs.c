@@ -712,6 +712,86 @@ static CUresult r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc)
+{
+    uint8_t req_buf[16 + sizeof(*mipmapDesc)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!mipmap)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!mipmapDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)extMem);
+    om_put_bytes(&req, mipmapDesc, sizeof(*mipmapDesc));
+    rc = om_rcall(OM_IDX_cuExternalMemoryGetMappedMipmappedArray, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *mipmap = (CUmipmappedArray)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)extMem);
+    return om_rcall(OM_IDX_cuDestroyExternalMemory, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
+{
+    uint8_t req_buf[40 + (size_t)(128) * sizeof(*extSemArray) + (size_t)(128) * sizeof(*paramsArray)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(numExtSems) > 128 || ((numExtSems) && !extSemArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numExtSems) > 128 || ((numExtSems) && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(numExtSems));
+    if (numExtSems)
+        om_put_bytes(&req, extSemArray, (size_t)(numExtSems) * sizeof(*extSemArray));
+    om_put_u64(&req, (uint64_t)(numExtSems));
+    if (numExtSems)
+        om_put_bytes(&req, paramsArray, (size_t)(numExtSems) * sizeof(*paramsArray));
+    om_put_u64(&req, (uint64_t)numExtSems);
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    return om_rcall(OM_IDX_cuSignalExternalSemaphoresAsync, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
+{
+    uint8_t req_buf[40 + (size_t)(128) * sizeof(*extSemArray) + (size_t)(128) * sizeof(*paramsArray)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(numExtSems) > 128 || ((numExtSems) && !extSemArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numExtSems) > 128 || ((numExtSems) && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(numExtSems));
+    if (numExtSems)
+        om_put_bytes(&req, extSemArray, (size_t)(numExtSems) * sizeof(*extSemArray));
+    om_put_u64(&req, (uint64_t)(numExtSems));
+    if (numExtSems)
+        om_put_bytes(&req, paramsArray, (size_t)(numExtSems) * sizeof(*paramsArray));
+    om_put_u64(&req, (uint64_t)numExtSems);
+    om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+    return om_rcall(OM_IDX_cuWaitExternalSemaphoresAsync, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)extSem);
+    return om_rcall(OM_IDX_cuDestroyExternalSemaphore, &req, NULL, 0, NULL);
+}
+
 static CUresult r_cuDeviceGraphMemTrim(CUdevice device)
 {
     uint8_t req_buf[16];
@@ -1888,6 +1968,16 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetProperties, (void *)r_cuDeviceGetProperties);
     om_remote_set(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)r_cuDeviceGetTexture1DLinearMaxWidth);
     om_remote_set(OM_IDX_cuDeviceTotalMem, (void *)r_cuDeviceTotalMem);
+    om_remote_set(OM_IDX_cuImportExternalMemory, (void *)om_r_cuImportExternalMemory);
+    om_remote_set(OM_IDX_cuExternalMemoryGetMappedBuffer, (void *)om_r_cuExternalMemoryGetMappedBuffer);
+    om_remote_set(OM_IDX_cuExternalMemoryGetMappedMipmappedArray, (void *)r_cuExternalMemoryGetMappedMipmappedArray);
+    om_remote_set(OM_IDX_cuDestroyExternalMemory, (void *)r_cuDestroyExternalMemory);
+    om_remote_set(OM_IDX_cuImportExternalSemaphore, (void *)om_r_cuImportExternalSemaphore);
+    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync, (void *)r_cuSignalExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync_ptsz, (void *)r_cuSignalExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync, (void *)r_cuWaitExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync_ptsz, (void *)r_cuWaitExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuDestroyExternalSemaphore, (void *)r_cuDestroyExternalSemaphore);
     om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
     om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)r_cuDeviceGraphMemTrim);
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);

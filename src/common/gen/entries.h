@@ -66,8 +66,8 @@
     X(56, cuCtxSynchronize, REMOTE) \
     X(57, cuCtxSynchronize_v2, REMOTE) \
     X(58, cuCtxWaitEvent, REMOTE) \
-    X(59, cuDestroyExternalMemory, UNSUPPORTED) \
-    X(60, cuDestroyExternalSemaphore, UNSUPPORTED) \
+    X(59, cuDestroyExternalMemory, REMOTE) \
+    X(60, cuDestroyExternalSemaphore, REMOTE) \
     X(61, cuDevResourceGenerateDesc, UNSUPPORTED) \
     X(62, cuDevSmResourceSplitByCount, UNSUPPORTED) \
     X(63, cuDeviceCanAccessPeer, REMOTE) \
@@ -119,8 +119,8 @@
     X(109, cuEventRecordWithFlags_ptsz, REMOTE) \
     X(110, cuEventRecord_ptsz, REMOTE) \
     X(111, cuEventSynchronize, REMOTE) \
-    X(112, cuExternalMemoryGetMappedBuffer, UNSUPPORTED) \
-    X(113, cuExternalMemoryGetMappedMipmappedArray, UNSUPPORTED) \
+    X(112, cuExternalMemoryGetMappedBuffer, REMOTE) \
+    X(113, cuExternalMemoryGetMappedMipmappedArray, REMOTE) \
     X(114, cuFlushGPUDirectRDMAWrites, UNSUPPORTED) \
     X(115, cuFuncGetAttribute, REMOTE) \
     X(116, cuFuncGetModule, REMOTE) \
@@ -248,8 +248,8 @@
     X(238, cuGreenCtxRecordEvent, UNSUPPORTED) \
     X(239, cuGreenCtxStreamCreate, UNSUPPORTED) \
     X(240, cuGreenCtxWaitEvent, UNSUPPORTED) \
-    X(241, cuImportExternalMemory, UNSUPPORTED) \
-    X(242, cuImportExternalSemaphore, UNSUPPORTED) \
+    X(241, cuImportExternalMemory, REMOTE) \
+    X(242, cuImportExternalSemaphore, REMOTE) \
     X(243, cuInit, LOCAL) \
     X(244, cuIpcCloseMemHandle, REMOTE) \
     X(245, cuIpcGetEventHandle, REMOTE) \
@@ -518,8 +518,8 @@
     X(508, cuProfilerInitialize, LOCAL) \
     X(509, cuProfilerStart, LOCAL) \
     X(510, cuProfilerStop, LOCAL) \
-    X(511, cuSignalExternalSemaphoresAsync, UNSUPPORTED) \
-    X(512, cuSignalExternalSemaphoresAsync_ptsz, UNSUPPORTED) \
+    X(511, cuSignalExternalSemaphoresAsync, REMOTE) \
+    X(512, cuSignalExternalSemaphoresAsync_ptsz, REMOTE) \
     X(513, cuStreamAddCallback, REMOTE) \
     X(514, cuStreamAddCallback_ptsz, REMOTE) \
     X(515, cuStreamAttachMemAsync, REMOTE) \
@@ -642,8 +642,8 @@
     X(632, cuUserObjectCreate, UNSUPPORTED) \
     X(633, cuUserObjectRelease, UNSUPPORTED) \
     X(634, cuUserObjectRetain, UNSUPPORTED) \
-    X(635, cuWaitExternalSemaphoresAsync, UNSUPPORTED) \
-    X(636, cuWaitExternalSemaphoresAsync_ptsz, UNSUPPORTED)
+    X(635, cuWaitExternalSemaphoresAsync, REMOTE) \
+    X(636, cuWaitExternalSemaphoresAsync_ptsz, REMOTE)
 
 /* The index of each entry point: OM_IDX_<symbol>. */
 #define OM_IDX_cuArray3DCreate 0

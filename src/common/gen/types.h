@@ -70,12 +70,6 @@ typedef struct CUuserObject_st *CUuserObject;
 typedef struct om_CUDA_ARRAY3D_DESCRIPTOR_v1 CUDA_ARRAY3D_DESCRIPTOR_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_ARRAY_DESCRIPTOR_v1 CUDA_ARRAY_DESCRIPTOR_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS CUDA_BATCH_MEM_OP_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXTERNAL_MEMORY_BUFFER_DESC CUDA_EXTERNAL_MEMORY_BUFFER_DESC; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXTERNAL_MEMORY_HANDLE_DESC CUDA_EXTERNAL_MEMORY_HANDLE_DESC; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS CUDA_EXT_SEM_SIGNAL_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS CUDA_EXT_SEM_WAIT_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */

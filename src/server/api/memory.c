@@ -198,10 +198,12 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     rc = om_exec_sync_client(c->s);
     if (om_ipc_keep(c->s, r))
         ; /* clients that opened it by an IPC handle keep it (api/ipc.c) */
-    else if (r->managed)
+    else if (r->managed) {
         om_devmem_free(r->base, r->size, r->mem);
-    else
+        om_own_drop(c->s, OM_H_EXTBUF, base); /* a buffer on external memory (external.c) */
+    } else {
         om_devmem_give(c->s, r->base, r->size, r->mem);
+    }
     om_ranges_remove(&c->s->allocs, r);
     return om_take_async_error(c->s, rc);
 }

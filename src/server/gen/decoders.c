@@ -618,6 +618,153 @@ static CUresult x_cuDeviceTotalMem(struct call *c)
     return rc;
 }
 
+static CUresult x_cuExternalMemoryGetMappedMipmappedArray(struct call *c)
+{
+    uint64_t a_extMem = om_get_u64(&c->in);
+    const void *b_mipmapDesc = om_get_bytes(&c->in, sizeof(CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC));
+    CUmipmappedArray o_mipmap = 0;
+    CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC v_mipmapDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_MIPMAPPED_ARRAY)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXTMEM, a_extMem, false)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_mipmapDesc, b_mipmapDesc, sizeof(v_mipmapDesc));
+    rc = ((CUresult (*)(CUmipmappedArray *, CUexternalMemory, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *))REAL(cuExternalMemoryGetMappedMipmappedArray))(&o_mipmap, (CUexternalMemory)(uintptr_t)a_extMem, &v_mipmapDesc);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_MIPMAPPED_ARRAY, (uint64_t)(uintptr_t)o_mipmap)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_mipmap);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuDestroyExternalMemory(struct call *c)
+{
+    uint64_t a_extMem = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXTMEM, a_extMem, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUexternalMemory))REAL(cuDestroyExternalMemory))((CUexternalMemory)(uintptr_t)a_extMem);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_EXTMEM, a_extMem);
+    }
+    return rc;
+}
+
+_Static_assert(1056 + (uint64_t)(128) * sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) <= OM_CHUNK_BYTES, "cuSignalExternalSemaphoresAsync: its largest request exceeds a record");
+static CUresult x_cuSignalExternalSemaphoresAsync(struct call *c)
+{
+    uint64_t a_extSemArray = om_get_u64(&c->in);
+    const void *b_extSemArray = a_extSemArray <= 128 ? om_get_bytes(&c->in, (size_t)a_extSemArray * sizeof(CUexternalSemaphore)) : NULL;
+    uint64_t a_paramsArray = om_get_u64(&c->in);
+    const void *b_paramsArray = a_paramsArray <= 128 ? om_get_bytes(&c->in, (size_t)a_paramsArray * sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS)) : NULL;
+    uint64_t a_numExtSems = om_get_u64(&c->in);
+    uint64_t a_stream = om_get_u64(&c->in);
+    CUexternalSemaphore *v_extSemArray = NULL;
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *v_paramsArray = NULL;
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (a_extSemArray > 128 || (a_extSemArray && !b_extSemArray) || a_extSemArray != (uint64_t)(a_numExtSems))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_paramsArray > 128 || (a_paramsArray && !b_paramsArray) || a_paramsArray != (uint64_t)(a_numExtSems))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_extSemArray && !(v_extSemArray = malloc((size_t)a_extSemArray * sizeof(CUexternalSemaphore)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_extSemArray)
+        memcpy(v_extSemArray, b_extSemArray, (size_t)a_extSemArray * sizeof(CUexternalSemaphore));
+    for (uint64_t i = 0; i < a_extSemArray; i++)
+        if ((rc = om_arg_handle(c, OM_H_EXTSEM, (uint64_t)(uintptr_t)v_extSemArray[i], false)) != CUDA_SUCCESS)
+            goto out;
+    if (a_paramsArray && !(v_paramsArray = malloc((size_t)a_paramsArray * sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_paramsArray)
+        memcpy(v_paramsArray, b_paramsArray, (size_t)a_paramsArray * sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS));
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(const CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *, unsigned int, CUstream))REAL(cuSignalExternalSemaphoresAsync))(v_extSemArray, v_paramsArray, (unsigned int)a_numExtSems, s_stream);
+out:
+    free(v_extSemArray);
+    free(v_paramsArray);
+    return rc;
+}
+
+_Static_assert(1056 + (uint64_t)(128) * sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS) <= OM_CHUNK_BYTES, "cuWaitExternalSemaphoresAsync: its largest request exceeds a record");
+static CUresult x_cuWaitExternalSemaphoresAsync(struct call *c)
+{
+    uint64_t a_extSemArray = om_get_u64(&c->in);
+    const void *b_extSemArray = a_extSemArray <= 128 ? om_get_bytes(&c->in, (size_t)a_extSemArray * sizeof(CUexternalSemaphore)) : NULL;
+    uint64_t a_paramsArray = om_get_u64(&c->in);
+    const void *b_paramsArray = a_paramsArray <= 128 ? om_get_bytes(&c->in, (size_t)a_paramsArray * sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS)) : NULL;
+    uint64_t a_numExtSems = om_get_u64(&c->in);
+    uint64_t a_stream = om_get_u64(&c->in);
+    CUexternalSemaphore *v_extSemArray = NULL;
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *v_paramsArray = NULL;
+    CUstream s_stream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (a_extSemArray > 128 || (a_extSemArray && !b_extSemArray) || a_extSemArray != (uint64_t)(a_numExtSems))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_paramsArray > 128 || (a_paramsArray && !b_paramsArray) || a_paramsArray != (uint64_t)(a_numExtSems))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_extSemArray && !(v_extSemArray = malloc((size_t)a_extSemArray * sizeof(CUexternalSemaphore)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_extSemArray)
+        memcpy(v_extSemArray, b_extSemArray, (size_t)a_extSemArray * sizeof(CUexternalSemaphore));
+    for (uint64_t i = 0; i < a_extSemArray; i++)
+        if ((rc = om_arg_handle(c, OM_H_EXTSEM, (uint64_t)(uintptr_t)v_extSemArray[i], false)) != CUDA_SUCCESS)
+            goto out;
+    if (a_paramsArray && !(v_paramsArray = malloc((size_t)a_paramsArray * sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_paramsArray)
+        memcpy(v_paramsArray, b_paramsArray, (size_t)a_paramsArray * sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS));
+    s_stream = om_arg_stream(c, a_stream, true, &rc);
+    if (!s_stream)
+        goto out;
+    rc = ((CUresult (*)(const CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *, unsigned int, CUstream))REAL(cuWaitExternalSemaphoresAsync))(v_extSemArray, v_paramsArray, (unsigned int)a_numExtSems, s_stream);
+out:
+    free(v_extSemArray);
+    free(v_paramsArray);
+    return rc;
+}
+
+static CUresult x_cuDestroyExternalSemaphore(struct call *c)
+{
+    uint64_t a_extSem = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXTSEM, a_extSem, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUexternalSemaphore))REAL(cuDestroyExternalSemaphore))((CUexternalSemaphore)(uintptr_t)a_extSem);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_EXTSEM, a_extSem);
+    }
+    return rc;
+}
+
 static CUresult x_cuDeviceGraphMemTrim(struct call *c)
 {
     uint64_t a_device = om_get_u64(&c->in);
@@ -1932,6 +2079,14 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetProperties] = x_cuDeviceGetProperties,
     [OM_IDX_cuDeviceGetTexture1DLinearMaxWidth] = x_cuDeviceGetTexture1DLinearMaxWidth,
     [OM_IDX_cuDeviceTotalMem] = x_cuDeviceTotalMem,
+    [OM_IDX_cuImportExternalMemory] = om_x_cuImportExternalMemory,
+    [OM_IDX_cuExternalMemoryGetMappedBuffer] = om_x_cuExternalMemoryGetMappedBuffer,
+    [OM_IDX_cuExternalMemoryGetMappedMipmappedArray] = x_cuExternalMemoryGetMappedMipmappedArray,
+    [OM_IDX_cuDestroyExternalMemory] = x_cuDestroyExternalMemory,
+    [OM_IDX_cuImportExternalSemaphore] = om_x_cuImportExternalSemaphore,
+    [OM_IDX_cuSignalExternalSemaphoresAsync] = x_cuSignalExternalSemaphoresAsync,
+    [OM_IDX_cuWaitExternalSemaphoresAsync] = x_cuWaitExternalSemaphoresAsync,
+    [OM_IDX_cuDestroyExternalSemaphore] = x_cuDestroyExternalSemaphore,
     [OM_IDX_cuDeviceGetGraphMemAttribute] = om_x_cuDeviceGetGraphMemAttribute,
     [OM_IDX_cuDeviceGraphMemTrim] = x_cuDeviceGraphMemTrim,
     [OM_IDX_cuDeviceSetGraphMemAttribute] = om_x_cuDeviceSetGraphMemAttribute,

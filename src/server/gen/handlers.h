@@ -24,6 +24,9 @@ CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyHtoD_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD2D8_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD8_v2(struct call *c); /* copies */
+CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
+CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
+CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
 CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c); /* graphs */
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddKernelNode_v2(struct call *c); /* graphs */

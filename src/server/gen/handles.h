@@ -14,6 +14,9 @@ enum om_handle_kind {
     OM_H_SUBARRAY,
     OM_H_TEXOBJ,
     OM_H_SURFOBJ,
+    OM_H_EXTMEM,
+    OM_H_EXTSEM,
+    OM_H_EXTBUF,
     OM_H_MEMPOOL,
     OM_H_MEMHANDLE,
     OM_H_GRAPH,
@@ -34,6 +37,9 @@ enum om_handle_kind {
     X(OM_H_SUBARRAY, "subarray", -1, client_handles) \
     X(OM_H_TEXOBJ, "texobj", OM_IDX_cuTexObjectDestroy, client_handles) \
     X(OM_H_SURFOBJ, "surfobj", OM_IDX_cuSurfObjectDestroy, client_handles) \
+    X(OM_H_EXTMEM, "extmem", OM_IDX_cuDestroyExternalMemory, client_handles) \
+    X(OM_H_EXTSEM, "extsem", OM_IDX_cuDestroyExternalSemaphore, client_handles) \
+    X(OM_H_EXTBUF, "extbuf", -1, client_handles) \
     X(OM_H_MEMPOOL, "mempool", OM_IDX_cuMemPoolDestroy, client_handles) \
     X(OM_H_MEMHANDLE, "memhandle", OM_IDX_cuMemRelease, client_handles) \
     X(OM_H_GRAPH, "graph", OM_IDX_cuGraphDestroy, client_handles) \

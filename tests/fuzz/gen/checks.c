@@ -309,6 +309,69 @@ static CUresult g_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return rc;
 }
 
+static CUresult g_cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc)
+{
+    CUresult rc;
+
+    ENTER(cuExternalMemoryGetMappedMipmappedArray);
+    check(K_H_EXTMEM, H(extMem), 1);
+    rc = ((CUresult (*)(CUmipmappedArray *, CUexternalMemory, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *))gen_next[OM_IDX_cuExternalMemoryGetMappedMipmappedArray])(mipmap, extMem, mipmapDesc);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_MIPMAPPED_ARRAY, H(*mipmap), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    CUresult rc;
+
+    ENTER(cuDestroyExternalMemory);
+    check(K_H_EXTMEM, H(extMem), 1);
+    rc = ((CUresult (*)(CUexternalMemory))gen_next[OM_IDX_cuDestroyExternalMemory])(extMem);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_EXTMEM, H(extMem));
+    }
+    return rc;
+}
+
+static CUresult g_cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
+{
+    CUresult rc;
+
+    ENTER(cuSignalExternalSemaphoresAsync);
+    for (uint64_t i = 0; extSemArray && i < (uint64_t)(numExtSems); i++)
+        check(K_H_EXTSEM, H(extSemArray[i]), 1);
+    check(K_STREAM, H(stream), 1);
+    rc = ((CUresult (*)(const CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *, unsigned int, CUstream))gen_next[OM_IDX_cuSignalExternalSemaphoresAsync])(extSemArray, paramsArray, numExtSems, stream);
+    return rc;
+}
+
+static CUresult g_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
+{
+    CUresult rc;
+
+    ENTER(cuWaitExternalSemaphoresAsync);
+    for (uint64_t i = 0; extSemArray && i < (uint64_t)(numExtSems); i++)
+        check(K_H_EXTSEM, H(extSemArray[i]), 1);
+    check(K_STREAM, H(stream), 1);
+    rc = ((CUresult (*)(const CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *, unsigned int, CUstream))gen_next[OM_IDX_cuWaitExternalSemaphoresAsync])(extSemArray, paramsArray, numExtSems, stream);
+    return rc;
+}
+
+static CUresult g_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
+{
+    CUresult rc;
+
+    ENTER(cuDestroyExternalSemaphore);
+    check(K_H_EXTSEM, H(extSem), 1);
+    rc = ((CUresult (*)(CUexternalSemaphore))gen_next[OM_IDX_cuDestroyExternalSemaphore])(extSem);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_EXTSEM, H(extSem));
+    }
+    return rc;
+}
+
 static CUresult g_cuDeviceGraphMemTrim(CUdevice device)
 {
     CUresult rc;
@@ -972,6 +1035,11 @@ static const struct {
     {OM_IDX_cuDeviceGetProperties, (void *)g_cuDeviceGetProperties},
     {OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)g_cuDeviceGetTexture1DLinearMaxWidth},
     {OM_IDX_cuDeviceTotalMem, (void *)g_cuDeviceTotalMem},
+    {OM_IDX_cuExternalMemoryGetMappedMipmappedArray, (void *)g_cuExternalMemoryGetMappedMipmappedArray},
+    {OM_IDX_cuDestroyExternalMemory, (void *)g_cuDestroyExternalMemory},
+    {OM_IDX_cuSignalExternalSemaphoresAsync, (void *)g_cuSignalExternalSemaphoresAsync},
+    {OM_IDX_cuWaitExternalSemaphoresAsync, (void *)g_cuWaitExternalSemaphoresAsync},
+    {OM_IDX_cuDestroyExternalSemaphore, (void *)g_cuDestroyExternalSemaphore},
     {OM_IDX_cuDeviceGraphMemTrim, (void *)g_cuDeviceGraphMemTrim},
     {OM_IDX_cuGraphAddChildGraphNode, (void *)g_cuGraphAddChildGraphNode},
     {OM_IDX_cuGraphAddDependencies, (void *)g_cuGraphAddDependencies},

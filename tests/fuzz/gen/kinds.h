@@ -8,6 +8,9 @@
     X(K_H_SUBARRAY, "subarray") \
     X(K_H_TEXOBJ, "texobj") \
     X(K_H_SURFOBJ, "surfobj") \
+    X(K_H_EXTMEM, "extmem") \
+    X(K_H_EXTSEM, "extsem") \
+    X(K_H_EXTBUF, "extbuf") \
     X(K_H_MEMPOOL, "mempool") \
     X(K_H_MEMHANDLE, "memhandle") \
     X(K_H_GRAPH, "graph") \
