@@ -64,6 +64,10 @@ options  (space-separated) post: the call does not wait for its answer (errors r
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
 
+An entry point without a row is unsupported in remote mode (CUDA_ERROR_NOT_SUPPORTED); its
+reason, shown in docs/compatibility.md, is the first row of api/unsupported.tsv (a symbol or a
+regular expression, the reason) that matches it, "not yet" where none does.
+
 generate(api) runs on another folder of tables (tests/unit/check_generator.py); besides the
 sources it writes tests/fuzz/gen/ (fuzz_exec's check layer for gen rows, and its handle kinds).
 """
@@ -1000,7 +1004,7 @@ def modes(rows):
     return out
 
 
-def compat_md(rows, protos):
+def compat_md(rows, protos, reasons):
     by = {r["sym"]: r for r in rows}
     counts = {}
     L = ["# Compatibility: every driver entry point and how openmps treats it",
@@ -1026,7 +1030,9 @@ def compat_md(rows, protos):
     for sym in sorted(protos):
         r = by.get(sym)
         if not r:
-            how, fam, note = "unsupported", "", reason(sym)
+            how, fam, note = "unsupported", "", reason(sym, reasons)
+            if note != "not yet":
+                counts["with a reason"] = counts.get("with a reason", 0) + 1
         else:
             how = {"gen": "generated"}.get(r["form"], r["form"])
             fam = r["family"]
@@ -1041,20 +1047,35 @@ def compat_md(rows, protos):
               "unsupported"):
         L.append("| %s | %d |" % (k, counts.get(k, 0)))
     L.append("| all | %d |" % len(protos))
+    L += ["", "Of the %d unsupported, %d have a reason (api/unsupported.tsv), %d are \"not yet\"."
+          % (counts.get("unsupported", 0), counts.get("with a reason", 0),
+             counts.get("unsupported", 0) - counts.get("with a reason", 0))]
     L += ["", "| entry point | treatment | family | note |", "|---|---|---|---|"] + body + [""]
     return "\n".join(L)
 
 
-REASONS = [
-    (r"^cuGraphics|^cuGL|^cuEGL|^cuVDPAU|^cuD3D|^cuWGL", "graphics interop with a display"),
-    (r"^cuCheckpoint", "checkpointing the client's process"),
-    (r"^cuMulticast", "multicast objects"),
-]
+def load_reasons(api=None):
+    """api/unsupported.tsv: (compiled pattern, reason, where); a plain symbol matches itself."""
+    out = []
+    path = api_file(api, "unsupported.tsv")
+    for n, line in enumerate(open(path), 1):
+        if line.startswith("#") or not line.strip():
+            continue
+        where = "%s:%d" % (shown(path), n)
+        f = line.rstrip("\n").split("\t")
+        if len(f) != 2 or not f[1].strip():
+            fail(where, "expected a symbol or regular expression, a reason")
+        pat = "^%s$" % f[0] if re.match(r"^\w+$", f[0]) else f[0]
+        try:
+            out.append((re.compile(pat), f[1], where))
+        except re.error as e:
+            fail(where, "%r is not a regular expression: %s" % (f[0], e))
+    return out
 
 
-def reason(sym):
-    for pat, why in REASONS:
-        if re.search(pat, sym):
+def reason(sym, reasons):
+    for pat, why, _ in reasons:
+        if pat.search(sym):
             return why
     return "not yet"
 
@@ -1067,6 +1088,7 @@ def generate(api=None):
     types = load_types(api)
     kinds = load_handles(api)
     rows = load_rows(protos, kinds, api, types)
+    reasons = load_reasons(api)
     out = {
         "src/common/gen/types.h": types_h(types, kinds),
         "src/server/gen/handles.h": handles_h(kinds),
@@ -1074,7 +1096,7 @@ def generate(api=None):
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds),
         "src/server/gen/handlers.h": server_decls(rows),
-        "docs/compatibility.md": compat_md(rows, protos),
+        "docs/compatibility.md": compat_md(rows, protos, reasons),
         "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
         "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),
     }

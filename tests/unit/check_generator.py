@@ -136,6 +136,30 @@ def rejected_rows():
             err = str(e)
         expect(err is not None and err.startswith(os.path.join(tmp, "handles.tsv") + ":5: "),
                "refused, naming handles.tsv:5: a kind without its budget (%s)" % err)
+        # unsupported.tsv: a reason for a symbol and for a pattern reach compatibility.md; a row
+        # without its reason is refused with its file and line.
+        with open(os.path.join(tmp, "handles.tsv"), "w") as f:
+            f.write(HANDLES)
+        with open(os.path.join(tmp, "remote", "r.tsv"), "w") as f:
+            f.write(GOOD)
+        with open(os.path.join(tmp, "unsupported.tsv"), "w") as f:
+            f.write("# reasons\ncuEventQuery\tbecause of a test\n^cuGraphics\tdisplays\n")
+        out, _ = remote.generate(tmp)
+        md = out["docs/compatibility.md"]
+        expect("| `cuEventQuery` | unsupported |  | because of a test |" in md and
+               "| `cuGraphicsMapResources` | unsupported |  | displays |" in md and
+               "| `cuEventSynchronize` | unsupported |  | not yet |" in md and
+               re.search(r"Of the \d+ unsupported, 1\d have a reason", md),
+               "unsupported.tsv's reasons by symbol and pattern, the rest \"not yet\", counted")
+        with open(os.path.join(tmp, "unsupported.tsv"), "a") as f:
+            f.write("cuEventSynchronize\n")
+        try:
+            remote.generate(tmp)
+            err = None
+        except remote.TableError as e:
+            err = str(e)
+        expect(err is not None and err.startswith(os.path.join(tmp, "unsupported.tsv") + ":4: "),
+               "refused, naming unsupported.tsv:4: a symbol without its reason (%s)" % err)
     finally:
         shutil.rmtree(tmp)
     # The project's own tables pass (what api/gen.py --check regenerates).
