@@ -22,7 +22,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
          name:kind (the name must be the prototype's); `-` for other forms. Kinds:
 
   in the request (host values)
-    val                 a scalar passed by value (integer, device address unchecked); an enum
+    val                 a scalar passed by value (integer, device address unchecked; a float or
+                        double travels as its bits); an enum
                         type needs its range:
     val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
     flags(MASK)         an unsigned whose bits lie in MASK
@@ -241,6 +242,10 @@ def parse_params(where, sym, text, proto, kinds, types):
                 fail(where, "%s: %s is a pointer, not a value" % (name, ctype))
             if base == "val" and args and not re.match(r"^-?\w+\.\.-?\w+$", args):
                 fail(where, "%s: val(LO..HI) expected" % name)
+            if base != "val" and floating(ctype, types):
+                fail(where, "%s: a %s is a val (it travels as its bits)" % (name, ctype))
+            if base == "val" and args and floating(ctype, types):
+                fail(where, "%s: a %s has no val(LO..HI) range" % (name, ctype))
             if base == "val" and not args and types.get(ctype, ("",))[0] == "enum":
                 fail(where, "%s: the enum %s needs its range, val(LO..HI)" % (name, ctype))
             if base == "flags" and not args:
@@ -425,8 +430,35 @@ def pointee(ctype):
 
 # ------------------------------------------------------------------ C text
 
+def floating(ctype, types):
+    """float or double (through the tables' scalar typedefs), else None."""
+    t = re.sub(r"^const\s+", "", ctype.strip())
+    while types.get(t, ("",))[0] == "scalar":
+        t = types[t][1].strip()
+    return t if t in ("float", "double") else None
+
+
+# A float or double travels as its bits in the u64 (an integer conversion would lose them).
+FLOAT_HELPERS = ["static inline uint64_t om_gen_bits_f32(float v)", "{", "    uint32_t b;", "",
+                 "    memcpy(&b, &v, sizeof(b));", "    return b;", "}", "",
+                 "static inline uint64_t om_gen_bits_f64(double v)", "{", "    uint64_t b;", "",
+                 "    memcpy(&b, &v, sizeof(b));", "    return b;", "}", "",
+                 "static inline float om_gen_f32(uint64_t b)", "{", "    uint32_t w = (uint32_t)b;",
+                 "    float v;", "", "    memcpy(&v, &w, sizeof(v));", "    return v;", "}", "",
+                 "static inline double om_gen_f64(uint64_t b)", "{", "    double v;", "",
+                 "    memcpy(&v, &b, sizeof(v));", "    return v;", "}", ""]
+
+
+def any_float(rows, types):
+    return any(p["base"] == "val" and floating(p["ctype"], types)
+               for r in rows if r["form"] == "gen" for p in r["params"])
+
+
 def cast_in(ctype, types, expr):
     """The u64 a client sends for a by-value parameter."""
+    fl = floating(ctype, types)
+    if fl:
+        return "om_gen_bits_%s(%s)" % ("f32" if fl == "float" else "f64", expr)
     cls = types.get(ctype, ("", ""))[0]
     if ctype.endswith("*") or cls == "handle":
         return "(uint64_t)(uintptr_t)%s" % expr
@@ -437,6 +469,9 @@ def cast_in(ctype, types, expr):
 
 def cast_out(ctype, types, expr):
     """A by-value parameter on the server from its u64."""
+    fl = floating(ctype, types)
+    if fl:
+        return "om_gen_%s(%s)" % ("f32" if fl == "float" else "f64", expr)
     cls = types.get(ctype, ("", ""))[0]
     if ctype.endswith("*") or cls == "handle":
         return "(%s)(uintptr_t)%s" % (ctype, expr)
@@ -848,6 +883,8 @@ def client_c(rows, protos, types):
     L += ["#include <stdint.h>", "#include <string.h>", "", "#include \"../../common/gen/entries.h\"",
           "#include \"../../common/wire.h\"",
           "#include \"../remote.h\"", "#include \"remote_decls.h\"", ""]
+    if any_float(rows, types):
+        L += FLOAT_HELPERS
     for r in rows:
         if r["form"] == "gen":
             wrap = r["opts"].get("wrap")
@@ -888,6 +925,8 @@ def server_c(rows, protos, types, kinds):
           " * more than any device range or count), the result computed in 128 bits. */",
           "#define OM_GEN_LEN_MAX (1ull << 48)", "__extension__ typedef unsigned __int128 om_u128;",
           ""]
+    if any_float(rows, types):
+        L += FLOAT_HELPERS
     for r in rows:
         if r["form"] == "gen":
             L.append(server_decoder(r, protos, types, kinds))

@@ -182,6 +182,16 @@ static CUresult g_cuStreamQuery(CUstream hStream)
     return rc;
 }
 
+static CUresult g_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMipmapLevelClamp);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, float, float))gen_next[OM_IDX_cuTexRefSetMipmapLevelClamp])(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp);
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -202,4 +212,5 @@ static const struct {
     {OM_IDX_cuStreamBeginCaptureToGraph, (void *)g_cuStreamBeginCaptureToGraph},
     {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
+    {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
 };

@@ -8,6 +8,39 @@
 #include "../remote.h"
 #include "remote_decls.h"
 
+static inline uint64_t om_gen_bits_f32(float v)
+{
+    uint32_t b;
+
+    memcpy(&b, &v, sizeof(b));
+    return b;
+}
+
+static inline uint64_t om_gen_bits_f64(double v)
+{
+    uint64_t b;
+
+    memcpy(&b, &v, sizeof(b));
+    return b;
+}
+
+static inline float om_gen_f32(uint64_t b)
+{
+    uint32_t w = (uint32_t)b;
+    float v;
+
+    memcpy(&v, &w, sizeof(v));
+    return v;
+}
+
+static inline double om_gen_f64(uint64_t b)
+{
+    double v;
+
+    memcpy(&v, &b, sizeof(v));
+    return v;
+}
+
 static CUresult r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
 {
     uint8_t req_buf[32 + sizeof(*ctxCreateParams)];
@@ -339,6 +372,16 @@ static CUresult r_cuStreamQuery(CUstream hStream)
     return om_rcall(OM_IDX_cuStreamQuery, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, om_gen_bits_f32(minMipmapLevelClamp));
+    om_put_u64(&req, om_gen_bits_f32(maxMipmapLevelClamp));
+    return om_rcall(OM_IDX_cuTexRefSetMipmapLevelClamp, &req, NULL, 0, NULL);
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuCtxCreate_v4, (void *)r_cuCtxCreate_v4);
@@ -361,4 +404,5 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamCreateWithPriority, (void *)om_r_cuStreamCreateWithPriority);
     om_remote_set(OM_IDX_cuStreamGetPriority, (void *)r_cuStreamGetPriority);
     om_remote_set(OM_IDX_cuStreamQuery, (void *)r_cuStreamQuery);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)r_cuTexRefSetMipmapLevelClamp);
 }
