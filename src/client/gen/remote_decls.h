@@ -89,6 +89,28 @@ CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId);
 CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams); /* launch */
 CUresult om_r_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); /* launch */
 CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); /* launch */
+CUresult om_r_cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z); /* legacy */
+CUresult om_r_cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes); /* legacy */
+CUresult om_r_cuParamSetSize(CUfunction hfunc, unsigned int numbytes); /* legacy */
+CUresult om_r_cuParamSeti(CUfunction hfunc, int offset, unsigned int value); /* legacy */
+CUresult om_r_cuParamSetf(CUfunction hfunc, int offset, float value); /* legacy */
+CUresult om_r_cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes); /* legacy */
+CUresult om_r_cuLaunch(CUfunction f); /* legacy */
+CUresult om_r_cuLaunchGrid(CUfunction f, int grid_width, int grid_height); /* legacy */
+CUresult om_r_cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream); /* legacy */
+CUresult om_r_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags); /* legacy */
+CUresult om_r_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray); /* legacy */
+CUresult om_r_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray); /* legacy */
+CUresult om_r_cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray); /* legacy */
+CUresult om_r_cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray); /* legacy */
+CUresult om_r_cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback); /* legacy */
+CUresult om_r_cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback); /* legacy */
+CUresult om_r_cuCoredumpGetAttribute(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCoredumpSetAttribute(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags); /* legacy */
+CUresult om_r_cuCtxDisablePeerAccess(CUcontext peerContext); /* legacy */
 CUresult om_r_cuMemAllocHost_v2(void **pp, size_t bytesize); /* memory */
 CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags); /* memory */
 CUresult om_r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes); /* memory */

@@ -712,6 +712,78 @@ static CUresult r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
+{
+    uint8_t req_buf[32 + (size_t)(16) * sizeof(*operations)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[(16) * sizeof(*capabilities)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!capabilities)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16 || ((count) && !operations))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, operations, (size_t)(count) * sizeof(*operations));
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetHostAtomicCapabilities, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, (size_t)(count) * sizeof(*capabilities));
+        if (v && capabilities)
+            memcpy(capabilities, v, (size_t)(count) * sizeof(*capabilities));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
+{
+    uint8_t req_buf[40 + (size_t)(16) * sizeof(*operations)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[(16) * sizeof(*capabilities)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!capabilities)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16 || ((count) && !operations))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, operations, (size_t)(count) * sizeof(*operations));
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(int64_t)srcDevice);
+    om_put_u64(&req, (uint64_t)(int64_t)dstDevice);
+    rc = om_rcall(OM_IDX_cuDeviceGetP2PAtomicCapabilities, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, (size_t)(count) * sizeof(*capabilities));
+        if (v && capabilities)
+            memcpy(capabilities, v, (size_t)(count) * sizeof(*capabilities));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(int64_t)target);
+    om_put_u64(&req, (uint64_t)(int64_t)scope);
+    return om_rcall(OM_IDX_cuFlushGPUDirectRDMAWrites, &req, NULL, 0, NULL);
+}
+
 static CUresult r_cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     uint8_t req_buf[8];
@@ -1074,6 +1146,31 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuLaunchKernelEx, (void *)om_r_cuLaunchKernelEx);
     om_remote_set(OM_IDX_cuLaunchKernelEx_ptsz, (void *)om_r_cuLaunchKernelEx);
     om_remote_set(OM_IDX_cuLaunchKernel_ptsz, (void *)om_r_cuLaunchKernel);
+    om_remote_set(OM_IDX_cuFuncSetBlockShape, (void *)om_r_cuFuncSetBlockShape);
+    om_remote_set(OM_IDX_cuFuncSetSharedSize, (void *)om_r_cuFuncSetSharedSize);
+    om_remote_set(OM_IDX_cuParamSetSize, (void *)om_r_cuParamSetSize);
+    om_remote_set(OM_IDX_cuParamSeti, (void *)om_r_cuParamSeti);
+    om_remote_set(OM_IDX_cuParamSetf, (void *)om_r_cuParamSetf);
+    om_remote_set(OM_IDX_cuParamSetv, (void *)om_r_cuParamSetv);
+    om_remote_set(OM_IDX_cuLaunch, (void *)om_r_cuLaunch);
+    om_remote_set(OM_IDX_cuLaunchGrid, (void *)om_r_cuLaunchGrid);
+    om_remote_set(OM_IDX_cuLaunchGridAsync, (void *)om_r_cuLaunchGridAsync);
+    om_remote_set(OM_IDX_cuLaunchCooperativeKernelMultiDevice, (void *)om_r_cuLaunchCooperativeKernelMultiDevice);
+    om_remote_set(OM_IDX_cuArrayCreate, (void *)om_r_cuArrayCreate);
+    om_remote_set(OM_IDX_cuArray3DCreate, (void *)om_r_cuArray3DCreate);
+    om_remote_set(OM_IDX_cuArrayGetDescriptor, (void *)om_r_cuArrayGetDescriptor);
+    om_remote_set(OM_IDX_cuArray3DGetDescriptor, (void *)om_r_cuArray3DGetDescriptor);
+    om_remote_set(OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)r_cuDeviceGetHostAtomicCapabilities);
+    om_remote_set(OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)r_cuDeviceGetP2PAtomicCapabilities);
+    om_remote_set(OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)r_cuFlushGPUDirectRDMAWrites);
+    om_remote_set(OM_IDX_cuDeviceRegisterAsyncNotification, (void *)om_r_cuDeviceRegisterAsyncNotification);
+    om_remote_set(OM_IDX_cuDeviceUnregisterAsyncNotification, (void *)om_r_cuDeviceUnregisterAsyncNotification);
+    om_remote_set(OM_IDX_cuCoredumpGetAttribute, (void *)om_r_cuCoredumpGetAttribute);
+    om_remote_set(OM_IDX_cuCoredumpGetAttributeGlobal, (void *)om_r_cuCoredumpGetAttributeGlobal);
+    om_remote_set(OM_IDX_cuCoredumpSetAttribute, (void *)om_r_cuCoredumpSetAttribute);
+    om_remote_set(OM_IDX_cuCoredumpSetAttributeGlobal, (void *)om_r_cuCoredumpSetAttributeGlobal);
+    om_remote_set(OM_IDX_cuCtxEnablePeerAccess, (void *)om_r_cuCtxEnablePeerAccess);
+    om_remote_set(OM_IDX_cuCtxDisablePeerAccess, (void *)om_r_cuCtxDisablePeerAccess);
     om_remote_set(OM_IDX_cuMemAllocHost_v2, (void *)om_r_cuMemAllocHost_v2);
     om_remote_set(OM_IDX_cuMemAllocManaged, (void *)om_r_cuMemAllocManaged);
     om_remote_set(OM_IDX_cuMemAllocPitch_v2, (void *)om_r_cuMemAllocPitch_v2);

@@ -618,6 +618,103 @@ static CUresult x_cuDeviceTotalMem(struct call *c)
     return rc;
 }
 
+static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
+{
+    uint64_t a_operations = om_get_u64(&c->in);
+    const void *b_operations = a_operations <= 16 ? om_get_bytes(&c->in, (size_t)a_operations * sizeof(CUatomicOperation)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    unsigned int *o_capabilities = NULL;
+    CUatomicOperation *v_operations = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((uint64_t)(a_count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_operations > 16 || (a_operations && !b_operations) || a_operations != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!(o_capabilities = calloc((size_t)(a_count) ? (size_t)(a_count) : 1, sizeof(unsigned int)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations && !(v_operations = malloc((size_t)a_operations * sizeof(CUatomicOperation)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations)
+        memcpy(v_operations, b_operations, (size_t)a_operations * sizeof(CUatomicOperation));
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice))REAL(cuDeviceGetHostAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        if (o_capabilities)
+            om_put_bytes(&c->out, o_capabilities, (size_t)(a_count) * sizeof(unsigned int));
+    }
+out:
+    free(v_operations);
+    free(o_capabilities);
+    return rc;
+}
+
+static CUresult x_cuDeviceGetP2PAtomicCapabilities(struct call *c)
+{
+    uint64_t a_operations = om_get_u64(&c->in);
+    const void *b_operations = a_operations <= 16 ? om_get_bytes(&c->in, (size_t)a_operations * sizeof(CUatomicOperation)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    uint64_t a_srcDevice = om_get_u64(&c->in);
+    uint64_t a_dstDevice = om_get_u64(&c->in);
+    unsigned int *o_capabilities = NULL;
+    CUatomicOperation *v_operations = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((uint64_t)(a_count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_operations > 16 || (a_operations && !b_operations) || a_operations != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_srcDevice >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (a_dstDevice >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!(o_capabilities = calloc((size_t)(a_count) ? (size_t)(a_count) : 1, sizeof(unsigned int)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations && !(v_operations = malloc((size_t)a_operations * sizeof(CUatomicOperation)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations)
+        memcpy(v_operations, b_operations, (size_t)a_operations * sizeof(CUatomicOperation));
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice, CUdevice))REAL(cuDeviceGetP2PAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)a_srcDevice, (CUdevice)a_dstDevice);
+    if (rc == CUDA_SUCCESS) {
+        if (o_capabilities)
+            om_put_bytes(&c->out, o_capabilities, (size_t)(a_count) * sizeof(unsigned int));
+    }
+out:
+    free(v_operations);
+    free(o_capabilities);
+    return rc;
+}
+
+static CUresult x_cuFlushGPUDirectRDMAWrites(struct call *c)
+{
+    uint64_t a_target = om_get_u64(&c->in);
+    uint64_t a_scope = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_target < 0 || (int64_t)a_target > 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_scope < 100 || (int64_t)a_scope > 200)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope))REAL(cuFlushGPUDirectRDMAWrites))((CUflushGPUDirectRDMAWritesTarget)a_target, (CUflushGPUDirectRDMAWritesScope)a_scope);
+    return rc;
+}
+
 static CUresult x_cuMemGetInfo_v2(struct call *c)
 {
     size_t o_free;
@@ -904,6 +1001,9 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceTotalMem] = x_cuDeviceTotalMem,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
+    [OM_IDX_cuDeviceGetHostAtomicCapabilities] = x_cuDeviceGetHostAtomicCapabilities,
+    [OM_IDX_cuDeviceGetP2PAtomicCapabilities] = x_cuDeviceGetP2PAtomicCapabilities,
+    [OM_IDX_cuFlushGPUDirectRDMAWrites] = x_cuFlushGPUDirectRDMAWrites,
     [OM_IDX_cuMemAllocManaged] = om_x_cuMemAllocManaged,
     [OM_IDX_cuMemAlloc_v2] = om_x_cuMemAlloc_v2,
     [OM_IDX_cuMemFreeHost] = om_x_cuMemFreeHost,

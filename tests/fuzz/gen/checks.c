@@ -309,6 +309,33 @@ static CUresult g_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return rc;
 }
 
+static CUresult g_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetHostAtomicCapabilities);
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice))gen_next[OM_IDX_cuDeviceGetHostAtomicCapabilities])(capabilities, operations, count, dev);
+    return rc;
+}
+
+static CUresult g_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetP2PAtomicCapabilities);
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice, CUdevice))gen_next[OM_IDX_cuDeviceGetP2PAtomicCapabilities])(capabilities, operations, count, srcDevice, dstDevice);
+    return rc;
+}
+
+static CUresult g_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
+{
+    CUresult rc;
+
+    ENTER(cuFlushGPUDirectRDMAWrites);
+    rc = ((CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope))gen_next[OM_IDX_cuFlushGPUDirectRDMAWrites])(target, scope);
+    return rc;
+}
+
 static CUresult g_cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     CUresult rc;
@@ -472,6 +499,9 @@ static const struct {
     {OM_IDX_cuDeviceGetProperties, (void *)g_cuDeviceGetProperties},
     {OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)g_cuDeviceGetTexture1DLinearMaxWidth},
     {OM_IDX_cuDeviceTotalMem, (void *)g_cuDeviceTotalMem},
+    {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
+    {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
+    {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
