@@ -898,6 +898,10 @@ static const int handle_free[] = {
     OM_IDX_cuDeviceGetProperties,
     OM_IDX_cuDeviceGetTexture1DLinearMaxWidth,
     OM_IDX_cuDeviceTotalMem,
+    /* api/remote/legacy.tsv's passthrough entries: the client's driver, never the server's */
+    OM_IDX_cuTensorMapEncodeTiled,
+    OM_IDX_cuTensorMapReplaceAddress,
+    OM_IDX_cuLogsCurrent,
 };
 
 /* Puts the check layer in front of every entry point the double has. An entry it has that is

@@ -2441,6 +2441,53 @@ def remote_bus_id_of_a_device_the_client_does_not_see():
         e.close(ok)
 
 
+# ------------------------------------------------------------------ legacy family
+
+
+@test
+def remote_legacy_family():
+    """api/remote/legacy.tsv (remote_legacy.c): legacy launches' per-function state reaches the
+    double as argument bytes (a float's bits intact), the multi-device cooperative launch as a
+    cooperative launch, v1 array descriptors converted, tensor maps and logs answered by the
+    client's own driver (not the server's), atomics capabilities and the RDMA flush through the
+    server, and the client's own answers (notifications, coredump settings, peer access)."""
+    e = Env(start=False)
+    ok = False
+    try:
+        launches = os.path.join(e.dir, "launches")
+        legacy = os.path.join(e.dir, "legacy")
+        e.env["FAKECUDA_LAUNCH_LOG"] = launches
+        e.env["FAKECUDA_LEGACY_LOG"] = legacy
+        e.start()
+        p = remote(e, "legacy")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "legacy ok" in out, "legacy: %r %r" % (out, err))
+        cpid = int(re.search(r"pid (\d+)", out).group(1))
+        lines = open(launches).read().splitlines()
+        args = "44332211" + "0000c03f" + "1122334455667788"  # seti, setf(1.5), setv(u64)
+        check("legacy 3,2,1 32,2,1 " + args in lines, "cuLaunchGrid's bytes: %r" % lines)
+        check("legacy 1,1,1 32,2,1 " + args in lines, "cuLaunch's bytes: %r" % lines)
+        check("other 5,1,1 8,1,1 " + "00000080" + "00" * 12 in lines,
+              "cuLaunchGridAsync of another function, its own state (-0.0f): %r" % lines)
+        coop = "legacy 2,1,1 16,1,1 " + "07000000" + "0000803f" + "1122334455667788"
+        check(coop in lines and "attr 2 1" in lines,
+              "the multi-device launch as a cooperative one: %r" % lines)
+        check(len([l for l in lines if l.startswith(("legacy ", "other "))]) == 4,
+              "no launch of a refused call reached the driver: %r" % lines)
+        log = [l.split() for l in open(legacy).read().splitlines()]
+        by = {l[0]: l for l in log}
+        for name in ("cuTensorMapEncodeTiled", "cuTensorMapReplaceAddress", "cuLogsCurrent"):
+            check(name in by and int(by[name][1]) == cpid,
+                  "%s answered by the client's driver (pid %d): %r" % (name, cpid, log))
+        check("cuFlushGPUDirectRDMAWrites" in by and int(by["cuFlushGPUDirectRDMAWrites"][1]) != cpid
+              and by["cuFlushGPUDirectRDMAWrites"][3] == "c8",
+              "cuFlushGPUDirectRDMAWrites through the server: %r" % log)
+        check(by["cuTensorMapEncodeTiled"][2] == "7f0000001000", "the address encoded: %r" % log)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))
