@@ -607,37 +607,37 @@
     X(597, cuTexObjectGetResourceDesc, REMOTE) \
     X(598, cuTexObjectGetResourceViewDesc, REMOTE) \
     X(599, cuTexObjectGetTextureDesc, REMOTE) \
-    X(600, cuTexRefCreate, UNSUPPORTED) \
-    X(601, cuTexRefDestroy, UNSUPPORTED) \
-    X(602, cuTexRefGetAddress, UNSUPPORTED) \
-    X(603, cuTexRefGetAddressMode, UNSUPPORTED) \
-    X(604, cuTexRefGetAddress_v2, UNSUPPORTED) \
-    X(605, cuTexRefGetArray, UNSUPPORTED) \
-    X(606, cuTexRefGetBorderColor, UNSUPPORTED) \
-    X(607, cuTexRefGetFilterMode, UNSUPPORTED) \
-    X(608, cuTexRefGetFlags, UNSUPPORTED) \
-    X(609, cuTexRefGetFormat, UNSUPPORTED) \
-    X(610, cuTexRefGetMaxAnisotropy, UNSUPPORTED) \
-    X(611, cuTexRefGetMipmapFilterMode, UNSUPPORTED) \
-    X(612, cuTexRefGetMipmapLevelBias, UNSUPPORTED) \
-    X(613, cuTexRefGetMipmapLevelClamp, UNSUPPORTED) \
-    X(614, cuTexRefGetMipmappedArray, UNSUPPORTED) \
-    X(615, cuTexRefSetAddress, UNSUPPORTED) \
+    X(600, cuTexRefCreate, REMOTE) \
+    X(601, cuTexRefDestroy, REMOTE) \
+    X(602, cuTexRefGetAddress, REMOTE) \
+    X(603, cuTexRefGetAddressMode, REMOTE) \
+    X(604, cuTexRefGetAddress_v2, REMOTE) \
+    X(605, cuTexRefGetArray, REMOTE) \
+    X(606, cuTexRefGetBorderColor, REMOTE) \
+    X(607, cuTexRefGetFilterMode, REMOTE) \
+    X(608, cuTexRefGetFlags, REMOTE) \
+    X(609, cuTexRefGetFormat, REMOTE) \
+    X(610, cuTexRefGetMaxAnisotropy, REMOTE) \
+    X(611, cuTexRefGetMipmapFilterMode, REMOTE) \
+    X(612, cuTexRefGetMipmapLevelBias, REMOTE) \
+    X(613, cuTexRefGetMipmapLevelClamp, REMOTE) \
+    X(614, cuTexRefGetMipmappedArray, REMOTE) \
+    X(615, cuTexRefSetAddress, REMOTE) \
     X(616, cuTexRefSetAddress2D, UNSUPPORTED) \
     X(617, cuTexRefSetAddress2D_v2, UNSUPPORTED) \
     X(618, cuTexRefSetAddress2D_v3, UNSUPPORTED) \
-    X(619, cuTexRefSetAddressMode, UNSUPPORTED) \
-    X(620, cuTexRefSetAddress_v2, UNSUPPORTED) \
-    X(621, cuTexRefSetArray, UNSUPPORTED) \
-    X(622, cuTexRefSetBorderColor, UNSUPPORTED) \
-    X(623, cuTexRefSetFilterMode, UNSUPPORTED) \
-    X(624, cuTexRefSetFlags, UNSUPPORTED) \
-    X(625, cuTexRefSetFormat, UNSUPPORTED) \
-    X(626, cuTexRefSetMaxAnisotropy, UNSUPPORTED) \
-    X(627, cuTexRefSetMipmapFilterMode, UNSUPPORTED) \
-    X(628, cuTexRefSetMipmapLevelBias, UNSUPPORTED) \
-    X(629, cuTexRefSetMipmapLevelClamp, UNSUPPORTED) \
-    X(630, cuTexRefSetMipmappedArray, UNSUPPORTED) \
+    X(619, cuTexRefSetAddressMode, REMOTE) \
+    X(620, cuTexRefSetAddress_v2, REMOTE) \
+    X(621, cuTexRefSetArray, REMOTE) \
+    X(622, cuTexRefSetBorderColor, REMOTE) \
+    X(623, cuTexRefSetFilterMode, REMOTE) \
+    X(624, cuTexRefSetFlags, REMOTE) \
+    X(625, cuTexRefSetFormat, REMOTE) \
+    X(626, cuTexRefSetMaxAnisotropy, REMOTE) \
+    X(627, cuTexRefSetMipmapFilterMode, REMOTE) \
+    X(628, cuTexRefSetMipmapLevelBias, REMOTE) \
+    X(629, cuTexRefSetMipmapLevelClamp, REMOTE) \
+    X(630, cuTexRefSetMipmappedArray, REMOTE) \
     X(631, cuThreadExchangeStreamCaptureMode, UNSUPPORTED) \
     X(632, cuUserObjectCreate, UNSUPPORTED) \
     X(633, cuUserObjectRelease, UNSUPPORTED) \

@@ -13,6 +13,7 @@ enum om_handle_kind {
     OM_H_SUBARRAY,
     OM_H_TEXOBJ,
     OM_H_SURFOBJ,
+    OM_H_TEXREF,
     OM_HANDLE_KINDS
 };
 
@@ -26,6 +27,7 @@ enum om_handle_kind {
     X(OM_H_MIPMAPPED_ARRAY, "mipmapped_array", OM_IDX_cuMipmappedArrayDestroy, client_handles) \
     X(OM_H_SUBARRAY, "subarray", -1, client_handles) \
     X(OM_H_TEXOBJ, "texobj", OM_IDX_cuTexObjectDestroy, client_handles) \
-    X(OM_H_SURFOBJ, "surfobj", OM_IDX_cuSurfObjectDestroy, client_handles)
+    X(OM_H_SURFOBJ, "surfobj", OM_IDX_cuSurfObjectDestroy, client_handles) \
+    X(OM_H_TEXREF, "texref", OM_IDX_cuTexRefDestroy, client_handles)
 
 #endif

@@ -103,3 +103,256 @@ EXPORT int cuLogsCurrent(unsigned *iterator, unsigned flags)
     legacy_log("cuLogsCurrent", 0, 0);
     return CUDA_SUCCESS;
 }
+
+/* Texture references (cuTexRefCreate): each setter's value is kept for its getter, and the
+ * setters that carry floats or addresses log them (FAKECUDA_LEGACY_LOG) with their bits. */
+struct texref {
+    unsigned magic;
+    unsigned long long dptr;
+    void *array, *mipmapped;
+    int am[3], fm, mfm, fmt, ncomp;
+    unsigned flags, aniso;
+    float bias, clamp[2], border[4];
+};
+#define TEXREF_MAGIC 0x7e8ef001u
+#define CUDA_ERROR_INVALID_HANDLE 400
+
+static struct texref *texref_of(void *h)
+{
+    struct texref *t = h;
+    return t && t->magic == TEXREF_MAGIC ? t : NULL;
+}
+
+static unsigned bits(float f)
+{
+    unsigned b;
+    memcpy(&b, &f, sizeof(b));
+    return b;
+}
+
+EXPORT int cuTexRefCreate(void **ret)
+{
+    struct texref *t = calloc(1, sizeof(*t));
+
+    if (!ret || !t) {
+        free(t);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    t->magic = TEXREF_MAGIC;
+    *ret = t;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefDestroy(void *h)
+{
+    struct texref *t = texref_of(h);
+
+    if (!t)
+        return CUDA_ERROR_INVALID_HANDLE;
+    t->magic = 0;
+    legacy_log("cuTexRefDestroy", (uintptr_t)h, 0);
+    free(t);
+    return CUDA_SUCCESS;
+}
+
+#define TEXREF(h)                                                                                  \
+    struct texref *t = texref_of(h);                                                               \
+    if (!t)                                                                                        \
+    return CUDA_ERROR_INVALID_HANDLE
+
+EXPORT int cuTexRefSetAddress_v2(size_t *off, void *h, unsigned long long dptr, size_t bytes)
+{
+    TEXREF(h);
+    t->dptr = dptr;
+    if (off)
+        *off = 0;
+    legacy_log("cuTexRefSetAddress_v2", dptr, bytes);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetAddress(unsigned *off, void *h, unsigned dptr, unsigned bytes)
+{
+    size_t o = 0;
+    int rc = cuTexRefSetAddress_v2(&o, h, dptr, bytes);
+    if (off)
+        *off = (unsigned)o;
+    return rc;
+}
+
+EXPORT int cuTexRefGetAddress_v2(unsigned long long *p, void *h)
+{
+    TEXREF(h);
+    *p = t->dptr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetAddress(unsigned *p, void *h)
+{
+    TEXREF(h);
+    *p = (unsigned)t->dptr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetAddressMode(void *h, int dim, int am)
+{
+    TEXREF(h);
+    t->am[dim] = am;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetAddressMode(int *am, void *h, int dim)
+{
+    TEXREF(h);
+    *am = t->am[dim];
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetArray(void *h, void *a, unsigned flags)
+{
+    TEXREF(h);
+    t->array = a;
+    legacy_log("cuTexRefSetArray", (uintptr_t)a, flags);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetArray(void **a, void *h)
+{
+    TEXREF(h);
+    *a = t->array;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetMipmappedArray(void *h, void *m, unsigned flags)
+{
+    TEXREF(h);
+    t->mipmapped = m;
+    legacy_log("cuTexRefSetMipmappedArray", (uintptr_t)m, flags);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetMipmappedArray(void **m, void *h)
+{
+    TEXREF(h);
+    *m = t->mipmapped;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetBorderColor(void *h, float *c)
+{
+    TEXREF(h);
+    memcpy(t->border, c, sizeof(t->border));
+    legacy_log("cuTexRefSetBorderColor", bits(c[0]), bits(c[3]));
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetBorderColor(float *c, void *h)
+{
+    TEXREF(h);
+    memcpy(c, t->border, sizeof(t->border));
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetFilterMode(void *h, int fm)
+{
+    TEXREF(h);
+    t->fm = fm;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetFilterMode(int *fm, void *h)
+{
+    TEXREF(h);
+    *fm = t->fm;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetMipmapFilterMode(void *h, int fm)
+{
+    TEXREF(h);
+    t->mfm = fm;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetMipmapFilterMode(int *fm, void *h)
+{
+    TEXREF(h);
+    *fm = t->mfm;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetFlags(void *h, unsigned flags)
+{
+    TEXREF(h);
+    t->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetFlags(unsigned *flags, void *h)
+{
+    TEXREF(h);
+    *flags = t->flags;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetFormat(void *h, int fmt, int n)
+{
+    TEXREF(h);
+    t->fmt = fmt;
+    t->ncomp = n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetFormat(int *fmt, int *n, void *h)
+{
+    TEXREF(h);
+    *fmt = t->fmt;
+    if (n)
+        *n = t->ncomp;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetMaxAnisotropy(void *h, unsigned aniso)
+{
+    TEXREF(h);
+    t->aniso = aniso;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetMaxAnisotropy(int *aniso, void *h)
+{
+    TEXREF(h);
+    *aniso = (int)t->aniso;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetMipmapLevelBias(void *h, float bias)
+{
+    TEXREF(h);
+    t->bias = bias;
+    legacy_log("cuTexRefSetMipmapLevelBias", bits(bias), 0);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetMipmapLevelBias(float *bias, void *h)
+{
+    TEXREF(h);
+    *bias = t->bias;
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefSetMipmapLevelClamp(void *h, float lo, float hi)
+{
+    TEXREF(h);
+    t->clamp[0] = lo;
+    t->clamp[1] = hi;
+    legacy_log("cuTexRefSetMipmapLevelClamp", bits(lo), bits(hi));
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuTexRefGetMipmapLevelClamp(float *lo, float *hi, void *h)
+{
+    TEXREF(h);
+    *lo = t->clamp[0];
+    *hi = t->clamp[1];
+    return CUDA_SUCCESS;
+}

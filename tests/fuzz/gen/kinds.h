@@ -6,4 +6,5 @@
     X(K_H_MIPMAPPED_ARRAY, "mipmapped_array") \
     X(K_H_SUBARRAY, "subarray") \
     X(K_H_TEXOBJ, "texobj") \
-    X(K_H_SURFOBJ, "surfobj")
+    X(K_H_SURFOBJ, "surfobj") \
+    X(K_H_TEXREF, "texref")

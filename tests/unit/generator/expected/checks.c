@@ -192,6 +192,17 @@ static CUresult g_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapL
     return rc;
 }
 
+static CUresult g_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetAddress_v2);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    check(K_DEVICE, (uint64_t)dptr, (uint64_t)(bytes));
+    rc = ((CUresult (*)(size_t *, CUtexref, CUdeviceptr, size_t))gen_next[OM_IDX_cuTexRefSetAddress_v2])(ByteOffset, hTexRef, dptr, bytes);
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -213,4 +224,5 @@ static const struct {
     {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
     {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
+    {OM_IDX_cuTexRefSetAddress_v2, (void *)g_cuTexRefSetAddress_v2},
 };
