@@ -72,6 +72,28 @@ CUresult cuCoredumpGetAttributeGlobal(int, void *, size_t *);
 CUresult cuCoredumpSetAttribute(int, void *, size_t *);
 CUresult cuCoredumpSetAttributeGlobal(int, void *, size_t *);
 CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
+CUresult cuMemAlloc_v2(unsigned long long *, size_t);
+CUresult cuMemFree_v2(unsigned long long);
+typedef void *CUtexref, *CUmipmappedArray;
+CUresult cuTexRefCreate(CUtexref *);
+CUresult cuTexRefDestroy(CUtexref);
+CUresult cuTexRefSetAddress_v2(size_t *, CUtexref, unsigned long long, size_t);
+CUresult cuTexRefGetAddress_v2(unsigned long long *, CUtexref);
+CUresult cuTexRefSetArray(CUtexref, CUarray, unsigned);
+CUresult cuTexRefGetArray(CUarray *, CUtexref);
+CUresult cuTexRefSetBorderColor(CUtexref, float *);
+CUresult cuTexRefGetBorderColor(float *, CUtexref);
+CUresult cuTexRefSetFilterMode(CUtexref, int);
+CUresult cuTexRefGetFilterMode(int *, CUtexref);
+CUresult cuTexRefSetFormat(CUtexref, int, int);
+CUresult cuTexRefGetFormat(int *, int *, CUtexref);
+CUresult cuTexRefSetFlags(CUtexref, unsigned);
+CUresult cuTexRefSetAddressMode(CUtexref, int, int);
+CUresult cuTexRefGetAddressMode(int *, CUtexref, int);
+CUresult cuTexRefSetMipmapLevelBias(CUtexref, float);
+CUresult cuTexRefGetMipmapLevelBias(float *, CUtexref);
+CUresult cuTexRefSetMipmapLevelClamp(CUtexref, float, float);
+CUresult cuTexRefGetMipmapLevelClamp(float *, float *, CUtexref);
 CUresult cuCtxDisablePeerAccess(CUcontext);
 
 #define EXPECT(cond)                                                                               \
@@ -242,6 +264,62 @@ static void client_answers(void)
     OK(cuCtxDestroy_v2(other));
 }
 
+/* Texture references made by cuTexRefCreate: values (floats bit for bit) through the server,
+ * refusals of the decoders; one is left for the session's end to destroy (printed). */
+static void texrefs(void)
+{
+    CUtexref t, kept;
+    CUarray a, got;
+    desc_v1 d = {32, 4, 0x01, 1};
+    unsigned long long p, q;
+    size_t off = 99;
+
+    OK(cuTexRefCreate(&t));
+    OK(cuMemAlloc_v2(&p, 4096));
+    OK(cuTexRefSetAddress_v2(&off, t, p + 256, 1024));
+    EXPECT(off == 0);
+    OK(cuTexRefGetAddress_v2(&q, t));
+    EXPECT(q == p + 256);
+    EXPECT(cuTexRefSetAddress_v2(&off, t, p + 256, 4096) == 1); /* past the allocation */
+    EXPECT(cuTexRefSetAddress_v2(&off, t, 0x10, 16) == 1);      /* not the client's memory */
+    OK(cuArrayCreate(&a, &d));
+    OK(cuTexRefSetArray(t, a, 1));
+    OK(cuTexRefGetArray(&got, t));
+    EXPECT(got == a);
+    EXPECT(cuTexRefSetArray(t, (CUarray)(uintptr_t)0x4444, 0) == 400); /* not the client's */
+    EXPECT(cuTexRefSetArray(t, a, 2) == 1);                            /* a flag out of mask */
+    float border[4] = {0.25f, -1.0f, 3.5e-40f /* subnormal */, -0.0f}, back[4];
+    OK(cuTexRefSetBorderColor(t, border));
+    OK(cuTexRefGetBorderColor(back, t));
+    EXPECT(memcmp(border, back, sizeof(back)) == 0);
+    OK(cuTexRefSetFilterMode(t, 1));
+    int v = -1, n = -1;
+    OK(cuTexRefGetFilterMode(&v, t));
+    EXPECT(v == 1);
+    EXPECT(cuTexRefSetFilterMode(t, 2) == 1); /* an enum out of range */
+    OK(cuTexRefSetFormat(t, 0x20, 2));
+    OK(cuTexRefGetFormat(&v, &n, t));
+    EXPECT(v == 0x20 && n == 2);
+    EXPECT(cuTexRefSetFormat(t, 0x20, 5) == 1);
+    EXPECT(cuTexRefSetFlags(t, 0x4) == 1);
+    OK(cuTexRefSetAddressMode(t, 2, 3));
+    OK(cuTexRefGetAddressMode(&v, t, 2));
+    EXPECT(v == 3);
+    EXPECT(cuTexRefSetAddressMode(t, 3, 0) == 1);
+    float bias = -0.375f, lo = 1.0e-42f, hi = 16.5f, r1, r2;
+    OK(cuTexRefSetMipmapLevelBias(t, bias));
+    OK(cuTexRefGetMipmapLevelBias(&r1, t));
+    EXPECT(memcmp(&r1, &bias, sizeof(r1)) == 0);
+    OK(cuTexRefSetMipmapLevelClamp(t, lo, hi));
+    OK(cuTexRefGetMipmapLevelClamp(&r1, &r2, t));
+    EXPECT(memcmp(&r1, &lo, sizeof(r1)) == 0 && memcmp(&r2, &hi, sizeof(r2)) == 0);
+    EXPECT(cuTexRefGetFilterMode(&v, (CUtexref)(uintptr_t)0x5555) == 400);
+    OK(cuTexRefDestroy(t));
+    EXPECT(cuTexRefGetFilterMode(&v, t) == 400); /* destroyed: no longer the client's */
+    OK(cuTexRefCreate(&kept));
+    printf("texref %llx\n", (unsigned long long)(uintptr_t)kept);
+}
+
 void legacy_case(void)
 {
     printf("pid %d\n", (int)getpid());
@@ -249,5 +327,6 @@ void legacy_case(void)
     v1_arrays();
     passthrough_and_server();
     client_answers();
+    texrefs();
     printf("legacy ok\n");
 }

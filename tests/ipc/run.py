@@ -2483,6 +2483,16 @@ def remote_legacy_family():
               and by["cuFlushGPUDirectRDMAWrites"][3] == "c8",
               "cuFlushGPUDirectRDMAWrites through the server: %r" % log)
         check(by["cuTensorMapEncodeTiled"][2] == "7f0000001000", "the address encoded: %r" % log)
+        f32 = lambda x: "%x" % struct.unpack("<I", struct.pack("<f", x))[0]
+        check(by.get("cuTexRefSetMipmapLevelBias", [""] * 3)[2] == f32(-0.375),
+              "the bias reached the driver bit for bit: %r" % log)
+        check(by.get("cuTexRefSetMipmapLevelClamp", [""] * 4)[2:4] == [f32(1.0e-42), f32(16.5)],
+              "the clamp (a subnormal) reached the driver bit for bit: %r" % log)
+        kept = re.search(r"texref ([0-9a-f]+)", out).group(1)
+        def destroyed():
+            return any(l.split()[0] == "cuTexRefDestroy" and l.split()[2] == kept
+                       for l in open(legacy).read().splitlines())
+        wait_for(destroyed, what="the session's end destroys the kept texture reference")
         ok = True
     finally:
         e.close(ok)
