@@ -79,6 +79,8 @@ CUresult cuTexRefCreate(CUtexref *);
 CUresult cuTexRefDestroy(CUtexref);
 CUresult cuTexRefSetAddress_v2(size_t *, CUtexref, unsigned long long, size_t);
 CUresult cuTexRefGetAddress_v2(unsigned long long *, CUtexref);
+CUresult cuTexRefSetAddress2D_v3(CUtexref, const desc_v2 *, unsigned long long, size_t);
+CUresult cuTexRefSetAddress2D(CUtexref, const desc_v1 *, unsigned, unsigned);
 CUresult cuTexRefSetArray(CUtexref, CUarray, unsigned);
 CUresult cuTexRefGetArray(CUarray *, CUtexref);
 CUresult cuTexRefSetBorderColor(CUtexref, float *);
@@ -282,6 +284,14 @@ static void texrefs(void)
     EXPECT(q == p + 256);
     EXPECT(cuTexRefSetAddress_v2(&off, t, p + 256, 4096) == 1); /* past the allocation */
     EXPECT(cuTexRefSetAddress_v2(&off, t, 0x10, 16) == 1);      /* not the client's memory */
+    desc_v2 d2 = {64, 16, 0x01, 1};
+    OK(cuTexRefSetAddress2D_v3(t, &d2, p, 256)); /* 16 rows of 256 bytes: the allocation */
+    d2.Height = 17;
+    EXPECT(cuTexRefSetAddress2D_v3(t, &d2, p, 256) == 1);             /* a row past it */
+    EXPECT(cuTexRefSetAddress2D_v3(t, &d2, p, (size_t)1 << 62) == 1); /* Pitch * Height wraps */
+    EXPECT(cuTexRefSetAddress2D_v3((CUtexref)(uintptr_t)0x5555, &d2, p, 16) == 400);
+    /* the v1 form: 32-bit addresses, none of which is the client's memory here */
+    EXPECT(cuTexRefSetAddress2D(t, &d, 0x1000, 64) == 1);
     OK(cuArrayCreate(&a, &d));
     OK(cuTexRefSetArray(t, a, 1));
     OK(cuTexRefGetArray(&got, t));

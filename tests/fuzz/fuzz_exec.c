@@ -654,6 +654,17 @@ static CUresult w_cuMipmappedArrayDestroy(CUmipmappedArray m)
     return ORIG(cuMipmappedArrayDestroy, CUresult(*)(CUmipmappedArray))(m);
 }
 
+/* api/remote/texrefs.tsv's custom row: the texture reference and the rows it views. */
+static CUresult w_cuTexRefSetAddress2D_v3(CUtexref t, const CUDA_ARRAY_DESCRIPTOR *d, CUdeviceptr p,
+                                          size_t pitch)
+{
+    ENTER(cuTexRefSetAddress2D_v3);
+    check(K_H_TEXREF, H(t), 1);
+    check(K_DEVICE, (uint64_t)p, (uint64_t)pitch * d->Height);
+    return ORIG(cuTexRefSetAddress2D_v3, CUresult(*)(CUtexref, const CUDA_ARRAY_DESCRIPTOR *,
+                                                     CUdeviceptr, size_t))(t, d, p, pitch);
+}
+
 #define ARRAY_GETTER(sym, T)                                                                       \
     static CUresult w_##sym(T *out, CUarray a)                                                     \
     {                                                                                              \
@@ -863,6 +874,7 @@ static const struct {
     W(cuSurfObjectGetResourceDesc),
     W(cuTexObjectDestroy),
     W(cuSurfObjectDestroy),
+    W(cuTexRefSetAddress2D_v3),
 #undef W
 };
 

@@ -2488,6 +2488,10 @@ def remote_legacy_family():
               "the bias reached the driver bit for bit: %r" % log)
         check(by.get("cuTexRefSetMipmapLevelClamp", [""] * 4)[2:4] == [f32(1.0e-42), f32(16.5)],
               "the clamp (a subnormal) reached the driver bit for bit: %r" % log)
+        check(by.get("cuTexRefSetAddress2D_v3", [""] * 4)[3] == "1000",
+              "cuTexRefSetAddress2D: the 16 rows of 256 bytes reached the driver: %r" % log)
+        check(len([l for l in log if l[0] == "cuTexRefSetAddress2D_v3"]) == 1,
+              "no refused cuTexRefSetAddress2D reached the driver: %r" % log)
         kept = re.search(r"texref ([0-9a-f]+)", out).group(1)
         def destroyed():
             return any(l.split()[0] == "cuTexRefDestroy" and l.split()[2] == kept

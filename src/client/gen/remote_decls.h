@@ -151,6 +151,8 @@ CUresult om_r_cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags,
 CUresult om_r_cuStreamDestroy_v2(CUstream hStream); /* streams */
 CUresult om_r_cuStreamGetFlags(CUstream hStream, unsigned int *flags); /* streams */
 CUresult om_r_cuStreamSynchronize(CUstream hStream); /* streams */
+CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr, size_t Pitch); /* texrefs */
+CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch); /* texrefs */
 
 /* Installs every row's implementation (om_remote_set). */
 void om_remote_gen_install(void);

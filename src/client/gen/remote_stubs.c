@@ -1794,4 +1794,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuTexRefSetMipmapLevelBias, (void *)r_cuTexRefSetMipmapLevelBias);
     om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)r_cuTexRefSetMipmapLevelClamp);
     om_remote_set(OM_IDX_cuTexRefSetMipmappedArray, (void *)r_cuTexRefSetMipmappedArray);
+    om_remote_set(OM_IDX_cuTexRefSetAddress2D_v3, (void *)om_r_cuTexRefSetAddress2D_v3);
+    om_remote_set(OM_IDX_cuTexRefSetAddress2D_v2, (void *)om_r_cuTexRefSetAddress2D_v3);
+    om_remote_set(OM_IDX_cuTexRefSetAddress2D, (void *)om_r_cuTexRefSetAddress2D);
 }

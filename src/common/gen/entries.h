@@ -623,9 +623,9 @@
     X(613, cuTexRefGetMipmapLevelClamp, REMOTE) \
     X(614, cuTexRefGetMipmappedArray, REMOTE) \
     X(615, cuTexRefSetAddress, REMOTE) \
-    X(616, cuTexRefSetAddress2D, UNSUPPORTED) \
-    X(617, cuTexRefSetAddress2D_v2, UNSUPPORTED) \
-    X(618, cuTexRefSetAddress2D_v3, UNSUPPORTED) \
+    X(616, cuTexRefSetAddress2D, REMOTE) \
+    X(617, cuTexRefSetAddress2D_v2, REMOTE) \
+    X(618, cuTexRefSetAddress2D_v3, REMOTE) \
     X(619, cuTexRefSetAddressMode, REMOTE) \
     X(620, cuTexRefSetAddress_v2, REMOTE) \
     X(621, cuTexRefSetArray, REMOTE) \

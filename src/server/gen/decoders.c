@@ -1617,4 +1617,5 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuTexRefSetMipmapLevelBias] = x_cuTexRefSetMipmapLevelBias,
     [OM_IDX_cuTexRefSetMipmapLevelClamp] = x_cuTexRefSetMipmapLevelClamp,
     [OM_IDX_cuTexRefSetMipmappedArray] = x_cuTexRefSetMipmappedArray,
+    [OM_IDX_cuTexRefSetAddress2D_v3] = om_x_cuTexRefSetAddress2D_v3,
 };

@@ -43,5 +43,6 @@ CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
+CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
 
 #endif

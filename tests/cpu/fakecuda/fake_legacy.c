@@ -356,3 +356,20 @@ EXPORT int cuTexRefGetMipmapLevelClamp(float *lo, float *hi, void *h)
     *hi = t->clamp[1];
     return CUDA_SUCCESS;
 }
+
+struct desc2 {
+    size_t w, h;
+    int format;
+    unsigned channels;
+};
+
+EXPORT int cuTexRefSetAddress2D_v3(void *h, const struct desc2 *d, unsigned long long dptr,
+                                   size_t pitch)
+{
+    TEXREF(h);
+    if (!d || pitch < d->w)
+        return CUDA_ERROR_INVALID_VALUE;
+    t->dptr = dptr;
+    legacy_log("cuTexRefSetAddress2D_v3", dptr, pitch * d->h);
+    return CUDA_SUCCESS;
+}
