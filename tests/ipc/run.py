@@ -1010,9 +1010,12 @@ def shim_remote_mode_with_daemon():
         for w in want:
             check(w in out, "expected %r in %r" % (w, out))
         check(re.search(r"remote mode: server \d+, client id 1", err), "trace: " + err)
-        check(out.count("cuTexRefCreate 801") == 2, "unsupported: NOT_SUPPORTED: %r" % out)
-        check(err.count("cuTexRefCreate: not supported") == 1, "named once: " + err)
-        wait_for(lambda: e.log("server.log").count("called cuTexRefCreate, which openmps does "
+        check(out.count("cuGraphicsUnregisterResource 801") == 2,
+              "unsupported: NOT_SUPPORTED: %r" % out)
+        check(err.count("cuGraphicsUnregisterResource: not supported") == 1,
+              "named once: " + err)
+        wait_for(lambda: e.log("server.log").count("called cuGraphicsUnregisterResource, which "
+                                                   "openmps does "
                                                    "not support yet") == 1,
                  what="the unsupported call named once in server.log")
         # cuMemAlloc at version 1000 does not exist; the old cuMemAlloc (32-bit pointers)
