@@ -438,20 +438,26 @@ def floating(ctype, types):
     return t if t in ("float", "double") else None
 
 
-# A float or double travels as its bits in the u64 (an integer conversion would lose them).
-FLOAT_HELPERS = ["static inline uint64_t om_gen_bits_f32(float v)", "{", "    uint32_t b;", "",
-                 "    memcpy(&b, &v, sizeof(b));", "    return b;", "}", "",
-                 "static inline uint64_t om_gen_bits_f64(double v)", "{", "    uint64_t b;", "",
-                 "    memcpy(&b, &v, sizeof(b));", "    return b;", "}", "",
-                 "static inline float om_gen_f32(uint64_t b)", "{", "    uint32_t w = (uint32_t)b;",
-                 "    float v;", "", "    memcpy(&v, &w, sizeof(v));", "    return v;", "}", "",
-                 "static inline double om_gen_f64(uint64_t b)", "{", "    double v;", "",
-                 "    memcpy(&v, &b, sizeof(v));", "    return v;", "}", ""]
+# A float or double travels as its bits in the u64 (an integer conversion would lose them): the
+# helpers each side needs, for the types the rows use (an unused static function is an error).
+FLOAT_HELPERS = {
+    ("client", "float"): ["static inline uint64_t om_gen_bits_f32(float v)", "{", "    uint32_t b;",
+                          "", "    memcpy(&b, &v, sizeof(b));", "    return b;", "}", ""],
+    ("client", "double"): ["static inline uint64_t om_gen_bits_f64(double v)", "{",
+                           "    uint64_t b;", "", "    memcpy(&b, &v, sizeof(b));", "    return b;",
+                           "}", ""],
+    ("server", "float"): ["static inline float om_gen_f32(uint64_t b)", "{",
+                          "    uint32_t w = (uint32_t)b;", "    float v;", "",
+                          "    memcpy(&v, &w, sizeof(v));", "    return v;", "}", ""],
+    ("server", "double"): ["static inline double om_gen_f64(uint64_t b)", "{", "    double v;", "",
+                           "    memcpy(&v, &b, sizeof(v));", "    return v;", "}", ""],
+}
 
 
-def any_float(rows, types):
-    return any(p["base"] == "val" and floating(p["ctype"], types)
-               for r in rows if r["form"] == "gen" for p in r["params"])
+def float_helpers(rows, types, side):
+    used = {floating(p["ctype"], types) for r in rows if r["form"] == "gen"
+            for p in r["params"] if p["base"] == "val"}
+    return [line for t in ("float", "double") if t in used for line in FLOAT_HELPERS[(side, t)]]
 
 
 def cast_in(ctype, types, expr):
@@ -883,8 +889,7 @@ def client_c(rows, protos, types):
     L += ["#include <stdint.h>", "#include <string.h>", "", "#include \"../../common/gen/entries.h\"",
           "#include \"../../common/wire.h\"",
           "#include \"../remote.h\"", "#include \"remote_decls.h\"", ""]
-    if any_float(rows, types):
-        L += FLOAT_HELPERS
+    L += float_helpers(rows, types, "client")
     for r in rows:
         if r["form"] == "gen":
             wrap = r["opts"].get("wrap")
@@ -925,8 +930,7 @@ def server_c(rows, protos, types, kinds):
           " * more than any device range or count), the result computed in 128 bits. */",
           "#define OM_GEN_LEN_MAX (1ull << 48)", "__extension__ typedef unsigned __int128 om_u128;",
           ""]
-    if any_float(rows, types):
-        L += FLOAT_HELPERS
+    L += float_helpers(rows, types, "server")
     for r in rows:
         if r["form"] == "gen":
             L.append(server_decoder(r, protos, types, kinds))

@@ -12,36 +12,12 @@
 #define OM_GEN_LEN_MAX (1ull << 48)
 __extension__ typedef unsigned __int128 om_u128;
 
-static inline uint64_t om_gen_bits_f32(float v)
-{
-    uint32_t b;
-
-    memcpy(&b, &v, sizeof(b));
-    return b;
-}
-
-static inline uint64_t om_gen_bits_f64(double v)
-{
-    uint64_t b;
-
-    memcpy(&b, &v, sizeof(b));
-    return b;
-}
-
 static inline float om_gen_f32(uint64_t b)
 {
     uint32_t w = (uint32_t)b;
     float v;
 
     memcpy(&v, &w, sizeof(v));
-    return v;
-}
-
-static inline double om_gen_f64(uint64_t b)
-{
-    double v;
-
-    memcpy(&v, &b, sizeof(v));
     return v;
 }
 

@@ -16,31 +16,6 @@ static inline uint64_t om_gen_bits_f32(float v)
     return b;
 }
 
-static inline uint64_t om_gen_bits_f64(double v)
-{
-    uint64_t b;
-
-    memcpy(&b, &v, sizeof(b));
-    return b;
-}
-
-static inline float om_gen_f32(uint64_t b)
-{
-    uint32_t w = (uint32_t)b;
-    float v;
-
-    memcpy(&v, &w, sizeof(v));
-    return v;
-}
-
-static inline double om_gen_f64(uint64_t b)
-{
-    double v;
-
-    memcpy(&v, &b, sizeof(v));
-    return v;
-}
-
 static CUresult r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
 {
     uint8_t req_buf[32 + sizeof(*ctxCreateParams)];
