@@ -66,6 +66,10 @@ def expected_outputs(update):
 # A row that is fine, then the row under test (line 3 of remote/r.tsv).
 GOOD = "# rejected rows\ncuStreamQuery\tgen\thStream:stream.query\n"
 REJECTED = [
+    ("a float with a range", "cuTexRefSetMipmapLevelBias\tgen\thTexRef:zero bias:val(0..1)",
+     "bias: a float has no val(LO..HI) range"),
+    ("a float as flags", "cuTexRefSetMipmapLevelBias\tgen\thTexRef:zero bias:flags(0x1)",
+     "bias: a float is a val (it travels as its bits)"),
     ("a parameter too many", "cuEventQuery\tgen\thEvent:event extra:val",
      "cuEventQuery has 1 parameters, the row annotates 2"),
     ("a parameter of another name", "cuEventQuery\tgen\tev:event",
