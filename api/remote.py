@@ -22,7 +22,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
          name:kind (the name must be the prototype's); `-` for other forms. Kinds:
 
   in the request (host values)
-    val                 a scalar passed by value (integer, device address unchecked); an enum
+    val                 a scalar passed by value (integer, device address unchecked; a float or
+                        double travels as its bits); an enum
                         type needs its range:
     val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
     flags(MASK)         an unsigned whose bits lie in MASK
@@ -63,6 +64,10 @@ options  (space-separated) post: the call does not wait for its answer (errors r
 
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
+
+An entry point without a row is unsupported in remote mode (CUDA_ERROR_NOT_SUPPORTED); its
+reason, shown in docs/compatibility.md, is the first row of api/unsupported.tsv (a symbol or a
+regular expression, the reason) that matches it, "not yet" where none does.
 
 generate(api) runs on another folder of tables (tests/unit/check_generator.py); besides the
 sources it writes tests/fuzz/gen/ (fuzz_exec's check layer for gen rows, and its handle kinds).
@@ -237,6 +242,10 @@ def parse_params(where, sym, text, proto, kinds, types):
                 fail(where, "%s: %s is a pointer, not a value" % (name, ctype))
             if base == "val" and args and not re.match(r"^-?\w+\.\.-?\w+$", args):
                 fail(where, "%s: val(LO..HI) expected" % name)
+            if base != "val" and floating(ctype, types):
+                fail(where, "%s: a %s is a val (it travels as its bits)" % (name, ctype))
+            if base == "val" and args and floating(ctype, types):
+                fail(where, "%s: a %s has no val(LO..HI) range" % (name, ctype))
             if base == "val" and not args and types.get(ctype, ("",))[0] == "enum":
                 fail(where, "%s: the enum %s needs its range, val(LO..HI)" % (name, ctype))
             if base == "flags" and not args:
@@ -421,8 +430,41 @@ def pointee(ctype):
 
 # ------------------------------------------------------------------ C text
 
+def floating(ctype, types):
+    """float or double (through the tables' scalar typedefs), else None."""
+    t = re.sub(r"^const\s+", "", ctype.strip())
+    while types.get(t, ("",))[0] == "scalar":
+        t = types[t][1].strip()
+    return t if t in ("float", "double") else None
+
+
+# A float or double travels as its bits in the u64 (an integer conversion would lose them): the
+# helpers each side needs, for the types the rows use (an unused static function is an error).
+FLOAT_HELPERS = {
+    ("client", "float"): ["static inline uint64_t om_gen_bits_f32(float v)", "{", "    uint32_t b;",
+                          "", "    memcpy(&b, &v, sizeof(b));", "    return b;", "}", ""],
+    ("client", "double"): ["static inline uint64_t om_gen_bits_f64(double v)", "{",
+                           "    uint64_t b;", "", "    memcpy(&b, &v, sizeof(b));", "    return b;",
+                           "}", ""],
+    ("server", "float"): ["static inline float om_gen_f32(uint64_t b)", "{",
+                          "    uint32_t w = (uint32_t)b;", "    float v;", "",
+                          "    memcpy(&v, &w, sizeof(v));", "    return v;", "}", ""],
+    ("server", "double"): ["static inline double om_gen_f64(uint64_t b)", "{", "    double v;", "",
+                           "    memcpy(&v, &b, sizeof(v));", "    return v;", "}", ""],
+}
+
+
+def float_helpers(rows, types, side):
+    used = {floating(p["ctype"], types) for r in rows if r["form"] == "gen"
+            for p in r["params"] if p["base"] == "val"}
+    return [line for t in ("float", "double") if t in used for line in FLOAT_HELPERS[(side, t)]]
+
+
 def cast_in(ctype, types, expr):
     """The u64 a client sends for a by-value parameter."""
+    fl = floating(ctype, types)
+    if fl:
+        return "om_gen_bits_%s(%s)" % ("f32" if fl == "float" else "f64", expr)
     cls = types.get(ctype, ("", ""))[0]
     if ctype.endswith("*") or cls == "handle":
         return "(uint64_t)(uintptr_t)%s" % expr
@@ -433,6 +475,9 @@ def cast_in(ctype, types, expr):
 
 def cast_out(ctype, types, expr):
     """A by-value parameter on the server from its u64."""
+    fl = floating(ctype, types)
+    if fl:
+        return "om_gen_%s(%s)" % ("f32" if fl == "float" else "f64", expr)
     cls = types.get(ctype, ("", ""))[0]
     if ctype.endswith("*") or cls == "handle":
         return "(%s)(uintptr_t)%s" % (ctype, expr)
@@ -844,6 +889,7 @@ def client_c(rows, protos, types):
     L += ["#include <stdint.h>", "#include <string.h>", "", "#include \"../../common/gen/entries.h\"",
           "#include \"../../common/wire.h\"",
           "#include \"../remote.h\"", "#include \"remote_decls.h\"", ""]
+    L += float_helpers(rows, types, "client")
     for r in rows:
         if r["form"] == "gen":
             wrap = r["opts"].get("wrap")
@@ -884,6 +930,7 @@ def server_c(rows, protos, types, kinds):
           " * more than any device range or count), the result computed in 128 bits. */",
           "#define OM_GEN_LEN_MAX (1ull << 48)", "__extension__ typedef unsigned __int128 om_u128;",
           ""]
+    L += float_helpers(rows, types, "server")
     for r in rows:
         if r["form"] == "gen":
             L.append(server_decoder(r, protos, types, kinds))
@@ -953,8 +1000,13 @@ def fuzz_wrapper(r, protos, types):
             ln = p["args"]
             wide = re.sub(r"\b([A-Za-z_]\w*)\b", lambda m: "(om_u128)" + m.group(1)
                           if m.group(1) in names else m.group(1), ln)
-            L.append("    check(K_DEVICE, (uint64_t)%s, (%s) > UINT64_MAX ? UINT64_MAX : "
-                     "(uint64_t)(%s));" % (n, wide, wide))
+            # One value cannot wrap around (and comparing a narrow type with UINT64_MAX is
+            # always false: -Wtype-limits); an expression is computed in 128 bits.
+            if re.match(r"^\s*\w+\s*$", ln):
+                L.append("    check(K_DEVICE, (uint64_t)%s, (uint64_t)(%s));" % (n, ln.strip()))
+            else:
+                L.append("    check(K_DEVICE, (uint64_t)%s, (%s) > UINT64_MAX ? UINT64_MAX : "
+                         "(uint64_t)(%s));" % (n, wide, wide))
         elif b == "arr" and p.get("elem_kind"):
             cnt = p["args"].split(",")[0].strip()
             L.append("    for (uint64_t i = 0; %s && i < (uint64_t)(%s); i++)\n"
@@ -1000,7 +1052,7 @@ def modes(rows):
     return out
 
 
-def compat_md(rows, protos):
+def compat_md(rows, protos, reasons):
     by = {r["sym"]: r for r in rows}
     counts = {}
     L = ["# Compatibility: every driver entry point and how openmps treats it",
@@ -1026,7 +1078,9 @@ def compat_md(rows, protos):
     for sym in sorted(protos):
         r = by.get(sym)
         if not r:
-            how, fam, note = "unsupported", "", reason(sym)
+            how, fam, note = "unsupported", "", reason(sym, reasons)
+            if note != "not yet":
+                counts["with a reason"] = counts.get("with a reason", 0) + 1
         else:
             how = {"gen": "generated"}.get(r["form"], r["form"])
             fam = r["family"]
@@ -1041,20 +1095,35 @@ def compat_md(rows, protos):
               "unsupported"):
         L.append("| %s | %d |" % (k, counts.get(k, 0)))
     L.append("| all | %d |" % len(protos))
+    L += ["", "Of the %d unsupported, %d have a reason (api/unsupported.tsv), %d are \"not yet\"."
+          % (counts.get("unsupported", 0), counts.get("with a reason", 0),
+             counts.get("unsupported", 0) - counts.get("with a reason", 0))]
     L += ["", "| entry point | treatment | family | note |", "|---|---|---|---|"] + body + [""]
     return "\n".join(L)
 
 
-REASONS = [
-    (r"^cuGraphics|^cuGL|^cuEGL|^cuVDPAU|^cuD3D|^cuWGL", "graphics interop with a display"),
-    (r"^cuCheckpoint", "checkpointing the client's process"),
-    (r"^cuMulticast", "multicast objects"),
-]
+def load_reasons(api=None):
+    """api/unsupported.tsv: (compiled pattern, reason, where); a plain symbol matches itself."""
+    out = []
+    path = api_file(api, "unsupported.tsv")
+    for n, line in enumerate(open(path), 1):
+        if line.startswith("#") or not line.strip():
+            continue
+        where = "%s:%d" % (shown(path), n)
+        f = line.rstrip("\n").split("\t")
+        if len(f) != 2 or not f[1].strip():
+            fail(where, "expected a symbol or regular expression, a reason")
+        pat = "^%s$" % f[0] if re.match(r"^\w+$", f[0]) else f[0]
+        try:
+            out.append((re.compile(pat), f[1], where))
+        except re.error as e:
+            fail(where, "%r is not a regular expression: %s" % (f[0], e))
+    return out
 
 
-def reason(sym):
-    for pat, why in REASONS:
-        if re.search(pat, sym):
+def reason(sym, reasons):
+    for pat, why, _ in reasons:
+        if pat.search(sym):
             return why
     return "not yet"
 
@@ -1067,6 +1136,7 @@ def generate(api=None):
     types = load_types(api)
     kinds = load_handles(api)
     rows = load_rows(protos, kinds, api, types)
+    reasons = load_reasons(api)
     out = {
         "src/common/gen/types.h": types_h(types, kinds),
         "src/server/gen/handles.h": handles_h(kinds),
@@ -1074,7 +1144,7 @@ def generate(api=None):
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds),
         "src/server/gen/handlers.h": server_decls(rows),
-        "docs/compatibility.md": compat_md(rows, protos),
+        "docs/compatibility.md": compat_md(rows, protos, reasons),
         "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
         "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),
     }

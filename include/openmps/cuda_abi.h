@@ -476,6 +476,32 @@ _Static_assert(sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS) == 144, "wait params"
 _Static_assert(offsetof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, flags) == 72, "wait flags");
 #endif
 
+/* Legacy family (api/remote/legacy.tsv): the v1 array descriptors (unsigned int sizes, declared
+ * by cuda.h only under __CUDA_API_VERSION_INTERNAL) and cuLaunchCooperativeKernelMultiDevice's
+ * launch parameters. */
+typedef struct {
+    unsigned int Width, Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct {
+    unsigned int Width, Height, Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+typedef struct {
+    CUfunction function;
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    void **kernelParams;
+} CUDA_LAUNCH_PARAMS;
+_Static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR_v1) == 16, "CUDA_ARRAY_DESCRIPTOR_v1");
+_Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR_v1) == 24, "CUDA_ARRAY3D_DESCRIPTOR_v1");
+_Static_assert(sizeof(CUDA_LAUNCH_PARAMS) == 56, "CUDA_LAUNCH_PARAMS");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

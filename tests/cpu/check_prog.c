@@ -14,7 +14,7 @@ typedef int CUresult;
 CUresult cuInit(unsigned flags);
 CUresult cuDeviceGetCount(int *n);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t flags, int *status);
-CUresult cuTexRefCreate(void **texref);
+CUresult cuGraphicsUnregisterResource(void *resource);
 
 static int count_n(int n)
 {
@@ -59,7 +59,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(what, "unsupported")) {
-        printf("cuTexRefCreate %d\n", cuTexRefCreate(NULL));
+        printf("cuGraphicsUnregisterResource %d\n", cuGraphicsUnregisterResource(NULL));
         return 0;
     }
     if (!strcmp(what, "fork") || !strcmp(what, "spawn")) { /* the child calls N times */

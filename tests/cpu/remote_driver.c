@@ -118,6 +118,7 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
 
 void contexts_case(void);     /* remote_contexts.c */
 void contexts_bus_case(void); /* remote_contexts.c */
+void legacy_case(void);       /* remote_legacy.c */
 
 static void setup(void)
 {
@@ -989,6 +990,8 @@ int main(int argc, char **argv)
         contexts_case();
     } else if (!strcmp(mode, "contexts_bus")) {
         contexts_bus_case();
+    } else if (!strcmp(mode, "legacy")) { /* remote_legacy.c */
+        legacy_case();
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

@@ -16,7 +16,7 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal);
 CUresult cuDeviceGetName(char *name, int len, CUdevice d);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t flags, int *status);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int version, uint64_t flags);
-CUresult cuTexRefCreate(void **texref); /* unsupported: texture references */
+CUresult cuGraphicsUnregisterResource(void *resource); /* unsupported: graphics interop */
 
 int main(void)
 {
@@ -63,10 +63,10 @@ int main(void)
     }
     rc = cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0);
     printf("cuGetProcAddress cuNoSuchThing %d\n", rc);
-    /* An entry point openmps does not remote yet (its arguments are not read). */
-    rc = cuTexRefCreate(NULL);
-    printf("cuTexRefCreate %d\n", rc);
-    rc = cuTexRefCreate(NULL);
-    printf("cuTexRefCreate %d\n", rc);
+    /* An entry point openmps does not support (its arguments are not read). */
+    rc = cuGraphicsUnregisterResource(NULL);
+    printf("cuGraphicsUnregisterResource %d\n", rc);
+    rc = cuGraphicsUnregisterResource(NULL);
+    printf("cuGraphicsUnregisterResource %d\n", rc);
     return 0;
 }

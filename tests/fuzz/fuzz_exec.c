@@ -848,6 +848,17 @@ static CUresult w_cuMipmappedArrayDestroy(CUmipmappedArray m)
     return ORIG(cuMipmappedArrayDestroy, CUresult(*)(CUmipmappedArray))(m);
 }
 
+/* api/remote/texrefs.tsv's custom row: the texture reference and the rows it views. */
+static CUresult w_cuTexRefSetAddress2D_v3(CUtexref t, const CUDA_ARRAY_DESCRIPTOR *d, CUdeviceptr p,
+                                          size_t pitch)
+{
+    ENTER(cuTexRefSetAddress2D_v3);
+    check(K_H_TEXREF, H(t), 1);
+    check(K_DEVICE, (uint64_t)p, (uint64_t)pitch * d->Height);
+    return ORIG(cuTexRefSetAddress2D_v3, CUresult(*)(CUtexref, const CUDA_ARRAY_DESCRIPTOR *,
+                                                     CUdeviceptr, size_t))(t, d, p, pitch);
+}
+
 #define ARRAY_GETTER(sym, T)                                                                       \
     static CUresult w_##sym(T *out, CUarray a)                                                     \
     {                                                                                              \
@@ -1951,6 +1962,7 @@ static const struct {
     W(cuLibraryEnumerateKernels),
     W(cuKernelGetName),
     W(cuKernelGetLibrary),
+    W(cuTexRefSetAddress2D_v3),
 #undef W
 };
 
@@ -1990,6 +2002,10 @@ static const int handle_free[] = {
     OM_IDX_cuDeviceGraphMemTrim,
     OM_IDX_cuDeviceGetGraphMemAttribute,
     OM_IDX_cuDeviceSetGraphMemAttribute,
+    /* api/remote/legacy.tsv's passthrough entries: the client's driver, never the server's */
+    OM_IDX_cuTensorMapEncodeTiled,
+    OM_IDX_cuTensorMapReplaceAddress,
+    OM_IDX_cuLogsCurrent,
 };
 
 /* Puts the check layer in front of every entry point the double has. An entry it has that is

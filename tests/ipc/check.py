@@ -80,8 +80,9 @@ def check_names_unsupported_calls():
     def body(e):
         rc, counts, text, _ = om_check(e, "unsupported")
         check(rc == 1, "rc %d: %s" % (rc, text))
-        check(counts.get("cuTexRefCreate") == (1, "UNSUPPORTED"), text)
-        check(re.search(r"1 of the 2 entry points called is not supported .*: cuTexRefCreate$",
+        check(counts.get("cuGraphicsUnregisterResource") == (1, "UNSUPPORTED"), text)
+        check(re.search(r"1 of the 2 entry points called is not supported .*: "
+                        r"cuGraphicsUnregisterResource$",
                         text, re.M), text)
     finish(env_with_daemon(), body)
 

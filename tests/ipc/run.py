@@ -1010,9 +1010,12 @@ def shim_remote_mode_with_daemon():
         for w in want:
             check(w in out, "expected %r in %r" % (w, out))
         check(re.search(r"remote mode: server \d+, client id 1", err), "trace: " + err)
-        check(out.count("cuTexRefCreate 801") == 2, "unsupported: NOT_SUPPORTED: %r" % out)
-        check(err.count("cuTexRefCreate: not supported") == 1, "named once: " + err)
-        wait_for(lambda: e.log("server.log").count("called cuTexRefCreate, which openmps does "
+        check(out.count("cuGraphicsUnregisterResource 801") == 2,
+              "unsupported: NOT_SUPPORTED: %r" % out)
+        check(err.count("cuGraphicsUnregisterResource: not supported") == 1,
+              "named once: " + err)
+        wait_for(lambda: e.log("server.log").count("called cuGraphicsUnregisterResource, which "
+                                                   "openmps does "
                                                    "not support yet") == 1,
                  what="the unsupported call named once in server.log")
         # cuMemAlloc at version 1000 does not exist; the old cuMemAlloc (32-bit pointers)
@@ -3044,6 +3047,67 @@ def external_objects_of_another_client_refused():
         check(p.returncode == 0 and "steal refused" in out, "steal: %r %r" % (out, err))
         holder.communicate(input="end\n", timeout=30)
         check(holder.returncode == 0, "the holder's calls worked")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+# ------------------------------------------------------------------ legacy family
+
+
+@test
+def remote_legacy_family():
+    """api/remote/legacy.tsv (remote_legacy.c): legacy launches' per-function state reaches the
+    double as argument bytes (a float's bits intact), the multi-device cooperative launch as a
+    cooperative launch, v1 array descriptors converted, tensor maps and logs answered by the
+    client's own driver (not the server's), atomics capabilities and the RDMA flush through the
+    server, and the client's own answers (notifications, coredump settings, peer access)."""
+    e = Env(start=False)
+    ok = False
+    try:
+        launches = os.path.join(e.dir, "launches")
+        legacy = os.path.join(e.dir, "legacy")
+        e.env["FAKECUDA_LAUNCH_LOG"] = launches
+        e.env["FAKECUDA_LEGACY_LOG"] = legacy
+        e.start()
+        p = remote(e, "legacy")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "legacy ok" in out, "legacy: %r %r" % (out, err))
+        cpid = int(re.search(r"pid (\d+)", out).group(1))
+        lines = open(launches).read().splitlines()
+        args = "44332211" + "0000c03f" + "1122334455667788"  # seti, setf(1.5), setv(u64)
+        check("legacy 3,2,1 32,2,1 " + args in lines, "cuLaunchGrid's bytes: %r" % lines)
+        check("legacy 1,1,1 32,2,1 " + args in lines, "cuLaunch's bytes: %r" % lines)
+        check("other 5,1,1 8,1,1 " + "00000080" + "00" * 12 in lines,
+              "cuLaunchGridAsync of another function, its own state (-0.0f): %r" % lines)
+        coop = "legacy 2,1,1 16,1,1 " + "07000000" + "0000803f" + "1122334455667788"
+        check(coop in lines and "attr 2 1" in lines,
+              "the multi-device launch as a cooperative one: %r" % lines)
+        check(len([l for l in lines if l.startswith(("legacy ", "other "))]) == 4,
+              "no launch of a refused call reached the driver: %r" % lines)
+        log = [l.split() for l in open(legacy).read().splitlines()]
+        by = {l[0]: l for l in log}
+        for name in ("cuTensorMapEncodeTiled", "cuTensorMapReplaceAddress", "cuLogsCurrent"):
+            check(name in by and int(by[name][1]) == cpid,
+                  "%s answered by the client's driver (pid %d): %r" % (name, cpid, log))
+        check("cuFlushGPUDirectRDMAWrites" in by and int(by["cuFlushGPUDirectRDMAWrites"][1]) != cpid
+              and by["cuFlushGPUDirectRDMAWrites"][3] == "c8",
+              "cuFlushGPUDirectRDMAWrites through the server: %r" % log)
+        check(by["cuTensorMapEncodeTiled"][2] == "7f0000001000", "the address encoded: %r" % log)
+        f32 = lambda x: "%x" % struct.unpack("<I", struct.pack("<f", x))[0]
+        check(by.get("cuTexRefSetMipmapLevelBias", [""] * 3)[2] == f32(-0.375),
+              "the bias reached the driver bit for bit: %r" % log)
+        check(by.get("cuTexRefSetMipmapLevelClamp", [""] * 4)[2:4] == [f32(1.0e-42), f32(16.5)],
+              "the clamp (a subnormal) reached the driver bit for bit: %r" % log)
+        check(by.get("cuTexRefSetAddress2D_v3", [""] * 4)[3] == "1000",
+              "cuTexRefSetAddress2D: the 16 rows of 256 bytes reached the driver: %r" % log)
+        check(len([l for l in log if l[0] == "cuTexRefSetAddress2D_v3"]) == 1,
+              "no refused cuTexRefSetAddress2D reached the driver: %r" % log)
+        kept = re.search(r"texref ([0-9a-f]+)", out).group(1)
+        def destroyed():
+            return any(l.split()[0] == "cuTexRefDestroy" and l.split()[2] == kept
+                       for l in open(legacy).read().splitlines())
+        wait_for(destroyed, what="the session's end destroys the kept texture reference")
         ok = True
     finally:
         e.close(ok)

@@ -66,6 +66,10 @@ def expected_outputs(update):
 # A row that is fine, then the row under test (line 3 of remote/r.tsv).
 GOOD = "# rejected rows\ncuStreamQuery\tgen\thStream:stream.query\n"
 REJECTED = [
+    ("a float with a range", "cuTexRefSetMipmapLevelBias\tgen\thTexRef:zero bias:val(0..1)",
+     "bias: a float has no val(LO..HI) range"),
+    ("a float as flags", "cuTexRefSetMipmapLevelBias\tgen\thTexRef:zero bias:flags(0x1)",
+     "bias: a float is a val (it travels as its bits)"),
     ("a parameter too many", "cuEventQuery\tgen\thEvent:event extra:val",
      "cuEventQuery has 1 parameters, the row annotates 2"),
     ("a parameter of another name", "cuEventQuery\tgen\tev:event",
@@ -136,6 +140,30 @@ def rejected_rows():
             err = str(e)
         expect(err is not None and err.startswith(os.path.join(tmp, "handles.tsv") + ":5: "),
                "refused, naming handles.tsv:5: a kind without its budget (%s)" % err)
+        # unsupported.tsv: a reason for a symbol and for a pattern reach compatibility.md; a row
+        # without its reason is refused with its file and line.
+        with open(os.path.join(tmp, "handles.tsv"), "w") as f:
+            f.write(HANDLES)
+        with open(os.path.join(tmp, "remote", "r.tsv"), "w") as f:
+            f.write(GOOD)
+        with open(os.path.join(tmp, "unsupported.tsv"), "w") as f:
+            f.write("# reasons\ncuEventQuery\tbecause of a test\n^cuGraphics\tdisplays\n")
+        out, _ = remote.generate(tmp)
+        md = out["docs/compatibility.md"]
+        expect("| `cuEventQuery` | unsupported |  | because of a test |" in md and
+               "| `cuGraphicsMapResources` | unsupported |  | displays |" in md and
+               "| `cuEventSynchronize` | unsupported |  | not yet |" in md and
+               re.search(r"Of the \d+ unsupported, 1\d have a reason", md),
+               "unsupported.tsv's reasons by symbol and pattern, the rest \"not yet\", counted")
+        with open(os.path.join(tmp, "unsupported.tsv"), "a") as f:
+            f.write("cuEventSynchronize\n")
+        try:
+            remote.generate(tmp)
+            err = None
+        except remote.TableError as e:
+            err = str(e)
+        expect(err is not None and err.startswith(os.path.join(tmp, "unsupported.tsv") + ":4: "),
+               "refused, naming unsupported.tsv:4: a symbol without its reason (%s)" % err)
     finally:
         shutil.rmtree(tmp)
     # The project's own tables pass (what api/gen.py --check regenerates).

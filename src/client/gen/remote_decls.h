@@ -132,6 +132,28 @@ CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode); /* g
 CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams); /* launch */
 CUresult om_r_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); /* launch */
 CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); /* launch */
+CUresult om_r_cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z); /* legacy */
+CUresult om_r_cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes); /* legacy */
+CUresult om_r_cuParamSetSize(CUfunction hfunc, unsigned int numbytes); /* legacy */
+CUresult om_r_cuParamSeti(CUfunction hfunc, int offset, unsigned int value); /* legacy */
+CUresult om_r_cuParamSetf(CUfunction hfunc, int offset, float value); /* legacy */
+CUresult om_r_cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes); /* legacy */
+CUresult om_r_cuLaunch(CUfunction f); /* legacy */
+CUresult om_r_cuLaunchGrid(CUfunction f, int grid_width, int grid_height); /* legacy */
+CUresult om_r_cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream); /* legacy */
+CUresult om_r_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags); /* legacy */
+CUresult om_r_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray); /* legacy */
+CUresult om_r_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray); /* legacy */
+CUresult om_r_cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray); /* legacy */
+CUresult om_r_cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray); /* legacy */
+CUresult om_r_cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback); /* legacy */
+CUresult om_r_cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback); /* legacy */
+CUresult om_r_cuCoredumpGetAttribute(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCoredumpSetAttribute(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
+CUresult om_r_cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags); /* legacy */
+CUresult om_r_cuCtxDisablePeerAccess(CUcontext peerContext); /* legacy */
 CUresult om_r_cuMemAllocHost_v2(void **pp, size_t bytesize); /* memory */
 CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags); /* memory */
 CUresult om_r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes); /* memory */
@@ -242,6 +264,8 @@ CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device); /* streams 
 CUresult om_r_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags); /* streams */
 CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags); /* streams */
 CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value); /* streams */
+CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr, size_t Pitch); /* texrefs */
+CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch); /* texrefs */
 
 /* Installs every row's implementation (om_remote_set). */
 void om_remote_gen_install(void);

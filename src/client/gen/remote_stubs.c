@@ -8,6 +8,14 @@
 #include "../remote.h"
 #include "remote_decls.h"
 
+static inline uint64_t om_gen_bits_f32(float v)
+{
+    uint32_t b;
+
+    memcpy(&b, &v, sizeof(b));
+    return b;
+}
+
 static CUresult r_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
     uint8_t req_buf[16];
@@ -1395,6 +1403,78 @@ static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNod
     return om_rcall(OM_IDX_cuStreamUpdateCaptureDependencies, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
+{
+    uint8_t req_buf[32 + (size_t)(16) * sizeof(*operations)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[(16) * sizeof(*capabilities)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!capabilities)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16 || ((count) && !operations))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, operations, (size_t)(count) * sizeof(*operations));
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetHostAtomicCapabilities, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, (size_t)(count) * sizeof(*capabilities));
+        if (v && capabilities)
+            memcpy(capabilities, v, (size_t)(count) * sizeof(*capabilities));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
+{
+    uint8_t req_buf[40 + (size_t)(16) * sizeof(*operations)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[(16) * sizeof(*capabilities)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!capabilities)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(count) > 16 || ((count) && !operations))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, operations, (size_t)(count) * sizeof(*operations));
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(int64_t)srcDevice);
+    om_put_u64(&req, (uint64_t)(int64_t)dstDevice);
+    rc = om_rcall(OM_IDX_cuDeviceGetP2PAtomicCapabilities, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, (size_t)(count) * sizeof(*capabilities));
+        if (v && capabilities)
+            memcpy(capabilities, v, (size_t)(count) * sizeof(*capabilities));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(int64_t)target);
+    om_put_u64(&req, (uint64_t)(int64_t)scope);
+    return om_rcall(OM_IDX_cuFlushGPUDirectRDMAWrites, &req, NULL, 0, NULL);
+}
+
 static CUresult r_cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     uint8_t req_buf[8];
@@ -1815,6 +1895,506 @@ static CUresult r_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CU
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuTexRefCreate(CUtexref *pTexRef)
+{
+    uint8_t req_buf[8];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pTexRef)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_rcall(OM_IDX_cuTexRefCreate, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *pTexRef = (CUtexref)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefDestroy(CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    return om_rcall(OM_IDX_cuTexRefDestroy, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pdptr)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pdptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetAddress, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pdptr));
+        if (v && pdptr)
+            memcpy(pdptr, v, sizeof(*pdptr));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pdptr)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pdptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetAddress_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pdptr));
+        if (v && pdptr)
+            memcpy(pdptr, v, sizeof(*pdptr));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pam)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pam)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(int64_t)dim);
+    rc = om_rcall(OM_IDX_cuTexRefGetAddressMode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pam));
+        if (v && pam)
+            memcpy(pam, v, sizeof(*pam));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*phArray)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetArray, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*phArray));
+        if (v && phArray)
+            memcpy(phArray, v, sizeof(*phArray));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[(4) * sizeof(*pBorderColor)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pBorderColor)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(4) > 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetBorderColor, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, (size_t)(4) * sizeof(*pBorderColor));
+        if (v && pBorderColor)
+            memcpy(pBorderColor, v, (size_t)(4) * sizeof(*pBorderColor));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pfm)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pfm)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetFilterMode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pfm));
+        if (v && pfm)
+            memcpy(pfm, v, sizeof(*pfm));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pFlags)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pFlags)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetFlags, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pFlags));
+        if (v && pFlags)
+            memcpy(pFlags, v, sizeof(*pFlags));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pFormat) + sizeof(*pNumChannels)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pFormat)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pNumChannels)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetFormat, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pFormat));
+        if (v && pFormat)
+            memcpy(pFormat, v, sizeof(*pFormat));
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pNumChannels));
+        if (v && pNumChannels)
+            memcpy(pNumChannels, v, sizeof(*pNumChannels));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pmaxAniso)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pmaxAniso)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetMaxAnisotropy, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pmaxAniso));
+        if (v && pmaxAniso)
+            memcpy(pmaxAniso, v, sizeof(*pmaxAniso));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pfm)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pfm)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetMipmapFilterMode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pfm));
+        if (v && pfm)
+            memcpy(pfm, v, sizeof(*pfm));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pbias)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pbias)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetMipmapLevelBias, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pbias));
+        if (v && pbias)
+            memcpy(pbias, v, sizeof(*pbias));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pminMipmapLevelClamp) + sizeof(*pmaxMipmapLevelClamp)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pminMipmapLevelClamp)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pmaxMipmapLevelClamp)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetMipmapLevelClamp, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pminMipmapLevelClamp));
+        if (v && pminMipmapLevelClamp)
+            memcpy(pminMipmapLevelClamp, v, sizeof(*pminMipmapLevelClamp));
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pmaxMipmapLevelClamp));
+        if (v && pmaxMipmapLevelClamp)
+            memcpy(pmaxMipmapLevelClamp, v, sizeof(*pmaxMipmapLevelClamp));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*phMipmappedArray)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phMipmappedArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    rc = om_rcall(OM_IDX_cuTexRefGetMipmappedArray, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*phMipmappedArray));
+        if (v && phMipmappedArray)
+            memcpy(phMipmappedArray, v, sizeof(*phMipmappedArray));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef, CUdeviceptr_v1 dptr, unsigned int bytes)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*ByteOffset)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)dptr);
+    om_put_u64(&req, (uint64_t)bytes);
+    rc = om_rcall(OM_IDX_cuTexRefSetAddress, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*ByteOffset));
+        if (v && ByteOffset)
+            memcpy(ByteOffset, v, sizeof(*ByteOffset));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*ByteOffset)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)dptr);
+    om_put_u64(&req, (uint64_t)bytes);
+    rc = om_rcall(OM_IDX_cuTexRefSetAddress_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*ByteOffset));
+        if (v && ByteOffset)
+            memcpy(ByteOffset, v, sizeof(*ByteOffset));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(int64_t)dim);
+    om_put_u64(&req, (uint64_t)(int64_t)am);
+    return om_rcall(OM_IDX_cuTexRefSetAddressMode, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hArray);
+    om_put_u64(&req, (uint64_t)Flags);
+    return om_rcall(OM_IDX_cuTexRefSetArray, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
+{
+    uint8_t req_buf[24 + (size_t)(4) * sizeof(*pBorderColor)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(4) > 4 || ((4) && !pBorderColor))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(4));
+    if (4)
+        om_put_bytes(&req, pBorderColor, (size_t)(4) * sizeof(*pBorderColor));
+    return om_rcall(OM_IDX_cuTexRefSetBorderColor, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(int64_t)fm);
+    return om_rcall(OM_IDX_cuTexRefSetFilterMode, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)Flags);
+    return om_rcall(OM_IDX_cuTexRefSetFlags, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumPackedComponents)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(int64_t)fmt);
+    om_put_u64(&req, (uint64_t)(int64_t)NumPackedComponents);
+    return om_rcall(OM_IDX_cuTexRefSetFormat, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)maxAniso);
+    return om_rcall(OM_IDX_cuTexRefSetMaxAnisotropy, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(int64_t)fm);
+    return om_rcall(OM_IDX_cuTexRefSetMipmapFilterMode, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, om_gen_bits_f32(bias));
+    return om_rcall(OM_IDX_cuTexRefSetMipmapLevelBias, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, om_gen_bits_f32(minMipmapLevelClamp));
+    om_put_u64(&req, om_gen_bits_f32(maxMipmapLevelClamp));
+    return om_rcall(OM_IDX_cuTexRefSetMipmapLevelClamp, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hMipmappedArray);
+    om_put_u64(&req, (uint64_t)Flags);
+    return om_rcall(OM_IDX_cuTexRefSetMipmappedArray, &req, NULL, 0, NULL);
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuArrayCreate_v2, (void *)om_r_cuArrayCreate_v2);
@@ -2070,6 +2650,31 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuLaunchKernelEx, (void *)om_r_cuLaunchKernelEx);
     om_remote_set(OM_IDX_cuLaunchKernelEx_ptsz, (void *)om_r_cuLaunchKernelEx);
     om_remote_set(OM_IDX_cuLaunchKernel_ptsz, (void *)om_r_cuLaunchKernel);
+    om_remote_set(OM_IDX_cuFuncSetBlockShape, (void *)om_r_cuFuncSetBlockShape);
+    om_remote_set(OM_IDX_cuFuncSetSharedSize, (void *)om_r_cuFuncSetSharedSize);
+    om_remote_set(OM_IDX_cuParamSetSize, (void *)om_r_cuParamSetSize);
+    om_remote_set(OM_IDX_cuParamSeti, (void *)om_r_cuParamSeti);
+    om_remote_set(OM_IDX_cuParamSetf, (void *)om_r_cuParamSetf);
+    om_remote_set(OM_IDX_cuParamSetv, (void *)om_r_cuParamSetv);
+    om_remote_set(OM_IDX_cuLaunch, (void *)om_r_cuLaunch);
+    om_remote_set(OM_IDX_cuLaunchGrid, (void *)om_r_cuLaunchGrid);
+    om_remote_set(OM_IDX_cuLaunchGridAsync, (void *)om_r_cuLaunchGridAsync);
+    om_remote_set(OM_IDX_cuLaunchCooperativeKernelMultiDevice, (void *)om_r_cuLaunchCooperativeKernelMultiDevice);
+    om_remote_set(OM_IDX_cuArrayCreate, (void *)om_r_cuArrayCreate);
+    om_remote_set(OM_IDX_cuArray3DCreate, (void *)om_r_cuArray3DCreate);
+    om_remote_set(OM_IDX_cuArrayGetDescriptor, (void *)om_r_cuArrayGetDescriptor);
+    om_remote_set(OM_IDX_cuArray3DGetDescriptor, (void *)om_r_cuArray3DGetDescriptor);
+    om_remote_set(OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)r_cuDeviceGetHostAtomicCapabilities);
+    om_remote_set(OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)r_cuDeviceGetP2PAtomicCapabilities);
+    om_remote_set(OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)r_cuFlushGPUDirectRDMAWrites);
+    om_remote_set(OM_IDX_cuDeviceRegisterAsyncNotification, (void *)om_r_cuDeviceRegisterAsyncNotification);
+    om_remote_set(OM_IDX_cuDeviceUnregisterAsyncNotification, (void *)om_r_cuDeviceUnregisterAsyncNotification);
+    om_remote_set(OM_IDX_cuCoredumpGetAttribute, (void *)om_r_cuCoredumpGetAttribute);
+    om_remote_set(OM_IDX_cuCoredumpGetAttributeGlobal, (void *)om_r_cuCoredumpGetAttributeGlobal);
+    om_remote_set(OM_IDX_cuCoredumpSetAttribute, (void *)om_r_cuCoredumpSetAttribute);
+    om_remote_set(OM_IDX_cuCoredumpSetAttributeGlobal, (void *)om_r_cuCoredumpSetAttributeGlobal);
+    om_remote_set(OM_IDX_cuCtxEnablePeerAccess, (void *)om_r_cuCtxEnablePeerAccess);
+    om_remote_set(OM_IDX_cuCtxDisablePeerAccess, (void *)om_r_cuCtxDisablePeerAccess);
     om_remote_set(OM_IDX_cuMemAllocHost_v2, (void *)om_r_cuMemAllocHost_v2);
     om_remote_set(OM_IDX_cuMemAllocManaged, (void *)om_r_cuMemAllocManaged);
     om_remote_set(OM_IDX_cuMemAllocPitch_v2, (void *)om_r_cuMemAllocPitch_v2);
@@ -2240,4 +2845,35 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)r_cuStreamGetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
+    om_remote_set(OM_IDX_cuTexRefCreate, (void *)r_cuTexRefCreate);
+    om_remote_set(OM_IDX_cuTexRefDestroy, (void *)r_cuTexRefDestroy);
+    om_remote_set(OM_IDX_cuTexRefGetAddress, (void *)r_cuTexRefGetAddress);
+    om_remote_set(OM_IDX_cuTexRefGetAddress_v2, (void *)r_cuTexRefGetAddress_v2);
+    om_remote_set(OM_IDX_cuTexRefGetAddressMode, (void *)r_cuTexRefGetAddressMode);
+    om_remote_set(OM_IDX_cuTexRefGetArray, (void *)r_cuTexRefGetArray);
+    om_remote_set(OM_IDX_cuTexRefGetBorderColor, (void *)r_cuTexRefGetBorderColor);
+    om_remote_set(OM_IDX_cuTexRefGetFilterMode, (void *)r_cuTexRefGetFilterMode);
+    om_remote_set(OM_IDX_cuTexRefGetFlags, (void *)r_cuTexRefGetFlags);
+    om_remote_set(OM_IDX_cuTexRefGetFormat, (void *)r_cuTexRefGetFormat);
+    om_remote_set(OM_IDX_cuTexRefGetMaxAnisotropy, (void *)r_cuTexRefGetMaxAnisotropy);
+    om_remote_set(OM_IDX_cuTexRefGetMipmapFilterMode, (void *)r_cuTexRefGetMipmapFilterMode);
+    om_remote_set(OM_IDX_cuTexRefGetMipmapLevelBias, (void *)r_cuTexRefGetMipmapLevelBias);
+    om_remote_set(OM_IDX_cuTexRefGetMipmapLevelClamp, (void *)r_cuTexRefGetMipmapLevelClamp);
+    om_remote_set(OM_IDX_cuTexRefGetMipmappedArray, (void *)r_cuTexRefGetMipmappedArray);
+    om_remote_set(OM_IDX_cuTexRefSetAddress, (void *)r_cuTexRefSetAddress);
+    om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)r_cuTexRefSetAddress_v2);
+    om_remote_set(OM_IDX_cuTexRefSetAddressMode, (void *)r_cuTexRefSetAddressMode);
+    om_remote_set(OM_IDX_cuTexRefSetArray, (void *)r_cuTexRefSetArray);
+    om_remote_set(OM_IDX_cuTexRefSetBorderColor, (void *)r_cuTexRefSetBorderColor);
+    om_remote_set(OM_IDX_cuTexRefSetFilterMode, (void *)r_cuTexRefSetFilterMode);
+    om_remote_set(OM_IDX_cuTexRefSetFlags, (void *)r_cuTexRefSetFlags);
+    om_remote_set(OM_IDX_cuTexRefSetFormat, (void *)r_cuTexRefSetFormat);
+    om_remote_set(OM_IDX_cuTexRefSetMaxAnisotropy, (void *)r_cuTexRefSetMaxAnisotropy);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapFilterMode, (void *)r_cuTexRefSetMipmapFilterMode);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelBias, (void *)r_cuTexRefSetMipmapLevelBias);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)r_cuTexRefSetMipmapLevelClamp);
+    om_remote_set(OM_IDX_cuTexRefSetMipmappedArray, (void *)r_cuTexRefSetMipmappedArray);
+    om_remote_set(OM_IDX_cuTexRefSetAddress2D_v3, (void *)om_r_cuTexRefSetAddress2D_v3);
+    om_remote_set(OM_IDX_cuTexRefSetAddress2D_v2, (void *)om_r_cuTexRefSetAddress2D_v3);
+    om_remote_set(OM_IDX_cuTexRefSetAddress2D, (void *)om_r_cuTexRefSetAddress2D);
 }

@@ -7,14 +7,14 @@
 
 /* X(index, symbol, mode) */
 #define OM_ENTRIES(X) \
-    X(0, cuArray3DCreate, UNSUPPORTED) \
+    X(0, cuArray3DCreate, REMOTE) \
     X(1, cuArray3DCreate_v2, REMOTE) \
-    X(2, cuArray3DGetDescriptor, UNSUPPORTED) \
+    X(2, cuArray3DGetDescriptor, REMOTE) \
     X(3, cuArray3DGetDescriptor_v2, REMOTE) \
-    X(4, cuArrayCreate, UNSUPPORTED) \
+    X(4, cuArrayCreate, REMOTE) \
     X(5, cuArrayCreate_v2, REMOTE) \
     X(6, cuArrayDestroy, REMOTE) \
-    X(7, cuArrayGetDescriptor, UNSUPPORTED) \
+    X(7, cuArrayGetDescriptor, REMOTE) \
     X(8, cuArrayGetDescriptor_v2, REMOTE) \
     X(9, cuArrayGetMemoryRequirements, REMOTE) \
     X(10, cuArrayGetPlane, REMOTE) \
@@ -25,10 +25,10 @@
     X(15, cuCheckpointProcessLock, UNSUPPORTED) \
     X(16, cuCheckpointProcessRestore, UNSUPPORTED) \
     X(17, cuCheckpointProcessUnlock, UNSUPPORTED) \
-    X(18, cuCoredumpGetAttribute, UNSUPPORTED) \
-    X(19, cuCoredumpGetAttributeGlobal, UNSUPPORTED) \
-    X(20, cuCoredumpSetAttribute, UNSUPPORTED) \
-    X(21, cuCoredumpSetAttributeGlobal, UNSUPPORTED) \
+    X(18, cuCoredumpGetAttribute, LOCAL) \
+    X(19, cuCoredumpGetAttributeGlobal, LOCAL) \
+    X(20, cuCoredumpSetAttribute, LOCAL) \
+    X(21, cuCoredumpSetAttributeGlobal, LOCAL) \
     X(22, cuCtxAttach, LOCAL) \
     X(23, cuCtxCreate, LOCAL) \
     X(24, cuCtxCreate_v2, LOCAL) \
@@ -37,8 +37,8 @@
     X(27, cuCtxDestroy, LOCAL) \
     X(28, cuCtxDestroy_v2, LOCAL) \
     X(29, cuCtxDetach, LOCAL) \
-    X(30, cuCtxDisablePeerAccess, UNSUPPORTED) \
-    X(31, cuCtxEnablePeerAccess, UNSUPPORTED) \
+    X(30, cuCtxDisablePeerAccess, LOCAL) \
+    X(31, cuCtxEnablePeerAccess, LOCAL) \
     X(32, cuCtxFromGreenCtx, UNSUPPORTED) \
     X(33, cuCtxGetApiVersion, LOCAL) \
     X(34, cuCtxGetCacheConfig, LOCAL) \
@@ -80,12 +80,12 @@
     X(70, cuDeviceGetDevResource, UNSUPPORTED) \
     X(71, cuDeviceGetExecAffinitySupport, REMOTE) \
     X(72, cuDeviceGetGraphMemAttribute, REMOTE) \
-    X(73, cuDeviceGetHostAtomicCapabilities, UNSUPPORTED) \
+    X(73, cuDeviceGetHostAtomicCapabilities, REMOTE) \
     X(74, cuDeviceGetLuid, REMOTE) \
     X(75, cuDeviceGetMemPool, REMOTE) \
     X(76, cuDeviceGetName, REMOTE) \
     X(77, cuDeviceGetNvSciSyncAttributes, UNSUPPORTED) \
-    X(78, cuDeviceGetP2PAtomicCapabilities, UNSUPPORTED) \
+    X(78, cuDeviceGetP2PAtomicCapabilities, REMOTE) \
     X(79, cuDeviceGetP2PAttribute, REMOTE) \
     X(80, cuDeviceGetPCIBusId, REMOTE) \
     X(81, cuDeviceGetProperties, REMOTE) \
@@ -101,12 +101,12 @@
     X(91, cuDevicePrimaryCtxRetain, LOCAL) \
     X(92, cuDevicePrimaryCtxSetFlags, LOCAL) \
     X(93, cuDevicePrimaryCtxSetFlags_v2, LOCAL) \
-    X(94, cuDeviceRegisterAsyncNotification, UNSUPPORTED) \
+    X(94, cuDeviceRegisterAsyncNotification, LOCAL) \
     X(95, cuDeviceSetGraphMemAttribute, REMOTE) \
     X(96, cuDeviceSetMemPool, REMOTE) \
     X(97, cuDeviceTotalMem, REMOTE) \
     X(98, cuDeviceTotalMem_v2, REMOTE) \
-    X(99, cuDeviceUnregisterAsyncNotification, UNSUPPORTED) \
+    X(99, cuDeviceUnregisterAsyncNotification, LOCAL) \
     X(100, cuDriverGetVersion, PASSTHROUGH) \
     X(101, cuEventCreate, REMOTE) \
     X(102, cuEventDestroy, UNSUPPORTED) \
@@ -121,7 +121,7 @@
     X(111, cuEventSynchronize, REMOTE) \
     X(112, cuExternalMemoryGetMappedBuffer, REMOTE) \
     X(113, cuExternalMemoryGetMappedMipmappedArray, REMOTE) \
-    X(114, cuFlushGPUDirectRDMAWrites, UNSUPPORTED) \
+    X(114, cuFlushGPUDirectRDMAWrites, REMOTE) \
     X(115, cuFuncGetAttribute, REMOTE) \
     X(116, cuFuncGetModule, REMOTE) \
     X(117, cuFuncGetName, REMOTE) \
@@ -129,10 +129,10 @@
     X(119, cuFuncIsLoaded, LOCAL) \
     X(120, cuFuncLoad, LOCAL) \
     X(121, cuFuncSetAttribute, REMOTE) \
-    X(122, cuFuncSetBlockShape, UNSUPPORTED) \
+    X(122, cuFuncSetBlockShape, LOCAL) \
     X(123, cuFuncSetCacheConfig, LOCAL) \
     X(124, cuFuncSetSharedMemConfig, LOCAL) \
-    X(125, cuFuncSetSharedSize, UNSUPPORTED) \
+    X(125, cuFuncSetSharedSize, LOCAL) \
     X(126, cuGetErrorName, PASSTHROUGH) \
     X(127, cuGetErrorString, PASSTHROUGH) \
     X(128, cuGetExportTable, LOCAL) \
@@ -264,12 +264,12 @@
     X(254, cuKernelGetParamInfo, LOCAL) \
     X(255, cuKernelSetAttribute, REMOTE) \
     X(256, cuKernelSetCacheConfig, LOCAL) \
-    X(257, cuLaunch, UNSUPPORTED) \
+    X(257, cuLaunch, REMOTE) \
     X(258, cuLaunchCooperativeKernel, REMOTE) \
-    X(259, cuLaunchCooperativeKernelMultiDevice, UNSUPPORTED) \
+    X(259, cuLaunchCooperativeKernelMultiDevice, REMOTE) \
     X(260, cuLaunchCooperativeKernel_ptsz, REMOTE) \
-    X(261, cuLaunchGrid, UNSUPPORTED) \
-    X(262, cuLaunchGridAsync, UNSUPPORTED) \
+    X(261, cuLaunchGrid, REMOTE) \
+    X(262, cuLaunchGridAsync, REMOTE) \
     X(263, cuLaunchHostFunc, REMOTE) \
     X(264, cuLaunchHostFunc_ptsz, REMOTE) \
     X(265, cuLaunchKernel, REMOTE) \
@@ -294,11 +294,11 @@
     X(284, cuLinkCreate, REMOTE) \
     X(285, cuLinkCreate_v2, REMOTE) \
     X(286, cuLinkDestroy, REMOTE) \
-    X(287, cuLogsCurrent, UNSUPPORTED) \
-    X(288, cuLogsDumpToFile, UNSUPPORTED) \
-    X(289, cuLogsDumpToMemory, UNSUPPORTED) \
-    X(290, cuLogsRegisterCallback, UNSUPPORTED) \
-    X(291, cuLogsUnregisterCallback, UNSUPPORTED) \
+    X(287, cuLogsCurrent, PASSTHROUGH) \
+    X(288, cuLogsDumpToFile, PASSTHROUGH) \
+    X(289, cuLogsDumpToMemory, PASSTHROUGH) \
+    X(290, cuLogsRegisterCallback, PASSTHROUGH) \
+    X(291, cuLogsUnregisterCallback, PASSTHROUGH) \
     X(292, cuMemAddressFree, REMOTE) \
     X(293, cuMemAddressReserve, REMOTE) \
     X(294, cuMemAdvise, LOCAL) \
@@ -507,11 +507,11 @@
     X(497, cuOccupancyMaxPotentialBlockSize, REMOTE) \
     X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, REMOTE) \
     X(499, cuOccupancyMaxPotentialClusterSize, REMOTE) \
-    X(500, cuParamSetSize, UNSUPPORTED) \
+    X(500, cuParamSetSize, LOCAL) \
     X(501, cuParamSetTexRef, UNSUPPORTED) \
-    X(502, cuParamSetf, UNSUPPORTED) \
-    X(503, cuParamSeti, UNSUPPORTED) \
-    X(504, cuParamSetv, UNSUPPORTED) \
+    X(502, cuParamSetf, LOCAL) \
+    X(503, cuParamSeti, LOCAL) \
+    X(504, cuParamSetv, LOCAL) \
     X(505, cuPointerGetAttribute, LOCAL) \
     X(506, cuPointerGetAttributes, LOCAL) \
     X(507, cuPointerSetAttribute, UNSUPPORTED) \
@@ -598,46 +598,46 @@
     X(588, cuSurfObjectGetResourceDesc, REMOTE) \
     X(589, cuSurfRefGetArray, UNSUPPORTED) \
     X(590, cuSurfRefSetArray, UNSUPPORTED) \
-    X(591, cuTensorMapEncodeIm2col, UNSUPPORTED) \
-    X(592, cuTensorMapEncodeIm2colWide, UNSUPPORTED) \
-    X(593, cuTensorMapEncodeTiled, UNSUPPORTED) \
-    X(594, cuTensorMapReplaceAddress, UNSUPPORTED) \
+    X(591, cuTensorMapEncodeIm2col, PASSTHROUGH) \
+    X(592, cuTensorMapEncodeIm2colWide, PASSTHROUGH) \
+    X(593, cuTensorMapEncodeTiled, PASSTHROUGH) \
+    X(594, cuTensorMapReplaceAddress, PASSTHROUGH) \
     X(595, cuTexObjectCreate, REMOTE) \
     X(596, cuTexObjectDestroy, REMOTE) \
     X(597, cuTexObjectGetResourceDesc, REMOTE) \
     X(598, cuTexObjectGetResourceViewDesc, REMOTE) \
     X(599, cuTexObjectGetTextureDesc, REMOTE) \
-    X(600, cuTexRefCreate, UNSUPPORTED) \
-    X(601, cuTexRefDestroy, UNSUPPORTED) \
-    X(602, cuTexRefGetAddress, UNSUPPORTED) \
-    X(603, cuTexRefGetAddressMode, UNSUPPORTED) \
-    X(604, cuTexRefGetAddress_v2, UNSUPPORTED) \
-    X(605, cuTexRefGetArray, UNSUPPORTED) \
-    X(606, cuTexRefGetBorderColor, UNSUPPORTED) \
-    X(607, cuTexRefGetFilterMode, UNSUPPORTED) \
-    X(608, cuTexRefGetFlags, UNSUPPORTED) \
-    X(609, cuTexRefGetFormat, UNSUPPORTED) \
-    X(610, cuTexRefGetMaxAnisotropy, UNSUPPORTED) \
-    X(611, cuTexRefGetMipmapFilterMode, UNSUPPORTED) \
-    X(612, cuTexRefGetMipmapLevelBias, UNSUPPORTED) \
-    X(613, cuTexRefGetMipmapLevelClamp, UNSUPPORTED) \
-    X(614, cuTexRefGetMipmappedArray, UNSUPPORTED) \
-    X(615, cuTexRefSetAddress, UNSUPPORTED) \
-    X(616, cuTexRefSetAddress2D, UNSUPPORTED) \
-    X(617, cuTexRefSetAddress2D_v2, UNSUPPORTED) \
-    X(618, cuTexRefSetAddress2D_v3, UNSUPPORTED) \
-    X(619, cuTexRefSetAddressMode, UNSUPPORTED) \
-    X(620, cuTexRefSetAddress_v2, UNSUPPORTED) \
-    X(621, cuTexRefSetArray, UNSUPPORTED) \
-    X(622, cuTexRefSetBorderColor, UNSUPPORTED) \
-    X(623, cuTexRefSetFilterMode, UNSUPPORTED) \
-    X(624, cuTexRefSetFlags, UNSUPPORTED) \
-    X(625, cuTexRefSetFormat, UNSUPPORTED) \
-    X(626, cuTexRefSetMaxAnisotropy, UNSUPPORTED) \
-    X(627, cuTexRefSetMipmapFilterMode, UNSUPPORTED) \
-    X(628, cuTexRefSetMipmapLevelBias, UNSUPPORTED) \
-    X(629, cuTexRefSetMipmapLevelClamp, UNSUPPORTED) \
-    X(630, cuTexRefSetMipmappedArray, UNSUPPORTED) \
+    X(600, cuTexRefCreate, REMOTE) \
+    X(601, cuTexRefDestroy, REMOTE) \
+    X(602, cuTexRefGetAddress, REMOTE) \
+    X(603, cuTexRefGetAddressMode, REMOTE) \
+    X(604, cuTexRefGetAddress_v2, REMOTE) \
+    X(605, cuTexRefGetArray, REMOTE) \
+    X(606, cuTexRefGetBorderColor, REMOTE) \
+    X(607, cuTexRefGetFilterMode, REMOTE) \
+    X(608, cuTexRefGetFlags, REMOTE) \
+    X(609, cuTexRefGetFormat, REMOTE) \
+    X(610, cuTexRefGetMaxAnisotropy, REMOTE) \
+    X(611, cuTexRefGetMipmapFilterMode, REMOTE) \
+    X(612, cuTexRefGetMipmapLevelBias, REMOTE) \
+    X(613, cuTexRefGetMipmapLevelClamp, REMOTE) \
+    X(614, cuTexRefGetMipmappedArray, REMOTE) \
+    X(615, cuTexRefSetAddress, REMOTE) \
+    X(616, cuTexRefSetAddress2D, REMOTE) \
+    X(617, cuTexRefSetAddress2D_v2, REMOTE) \
+    X(618, cuTexRefSetAddress2D_v3, REMOTE) \
+    X(619, cuTexRefSetAddressMode, REMOTE) \
+    X(620, cuTexRefSetAddress_v2, REMOTE) \
+    X(621, cuTexRefSetArray, REMOTE) \
+    X(622, cuTexRefSetBorderColor, REMOTE) \
+    X(623, cuTexRefSetFilterMode, REMOTE) \
+    X(624, cuTexRefSetFlags, REMOTE) \
+    X(625, cuTexRefSetFormat, REMOTE) \
+    X(626, cuTexRefSetMaxAnisotropy, REMOTE) \
+    X(627, cuTexRefSetMipmapFilterMode, REMOTE) \
+    X(628, cuTexRefSetMipmapLevelBias, REMOTE) \
+    X(629, cuTexRefSetMipmapLevelClamp, REMOTE) \
+    X(630, cuTexRefSetMipmappedArray, REMOTE) \
     X(631, cuThreadExchangeStreamCaptureMode, LOCAL) \
     X(632, cuUserObjectCreate, UNSUPPORTED) \
     X(633, cuUserObjectRelease, UNSUPPORTED) \

@@ -12,6 +12,15 @@
 #define OM_GEN_LEN_MAX (1ull << 48)
 __extension__ typedef unsigned __int128 om_u128;
 
+static inline float om_gen_f32(uint64_t b)
+{
+    uint32_t w = (uint32_t)b;
+    float v;
+
+    memcpy(&v, &w, sizeof(v));
+    return v;
+}
+
 static CUresult x_cuArrayGetDescriptor_v2(struct call *c)
 {
     uint64_t a_hArray = om_get_u64(&c->in);
@@ -1519,6 +1528,103 @@ out:
     return rc;
 }
 
+static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
+{
+    uint64_t a_operations = om_get_u64(&c->in);
+    const void *b_operations = a_operations <= 16 ? om_get_bytes(&c->in, (size_t)a_operations * sizeof(CUatomicOperation)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    unsigned int *o_capabilities = NULL;
+    CUatomicOperation *v_operations = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((uint64_t)(a_count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_operations > 16 || (a_operations && !b_operations) || a_operations != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dev >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!(o_capabilities = calloc((size_t)(a_count) ? (size_t)(a_count) : 1, sizeof(unsigned int)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations && !(v_operations = malloc((size_t)a_operations * sizeof(CUatomicOperation)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations)
+        memcpy(v_operations, b_operations, (size_t)a_operations * sizeof(CUatomicOperation));
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice))REAL(cuDeviceGetHostAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)a_dev);
+    if (rc == CUDA_SUCCESS) {
+        if (o_capabilities)
+            om_put_bytes(&c->out, o_capabilities, (size_t)(a_count) * sizeof(unsigned int));
+    }
+out:
+    free(v_operations);
+    free(o_capabilities);
+    return rc;
+}
+
+static CUresult x_cuDeviceGetP2PAtomicCapabilities(struct call *c)
+{
+    uint64_t a_operations = om_get_u64(&c->in);
+    const void *b_operations = a_operations <= 16 ? om_get_bytes(&c->in, (size_t)a_operations * sizeof(CUatomicOperation)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    uint64_t a_srcDevice = om_get_u64(&c->in);
+    uint64_t a_dstDevice = om_get_u64(&c->in);
+    unsigned int *o_capabilities = NULL;
+    CUatomicOperation *v_operations = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((uint64_t)(a_count) > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_operations > 16 || (a_operations && !b_operations) || a_operations != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_srcDevice >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (a_dstDevice >= (uint64_t)om_server_ndevices())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!(o_capabilities = calloc((size_t)(a_count) ? (size_t)(a_count) : 1, sizeof(unsigned int)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations && !(v_operations = malloc((size_t)a_operations * sizeof(CUatomicOperation)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_operations)
+        memcpy(v_operations, b_operations, (size_t)a_operations * sizeof(CUatomicOperation));
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice, CUdevice))REAL(cuDeviceGetP2PAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)a_srcDevice, (CUdevice)a_dstDevice);
+    if (rc == CUDA_SUCCESS) {
+        if (o_capabilities)
+            om_put_bytes(&c->out, o_capabilities, (size_t)(a_count) * sizeof(unsigned int));
+    }
+out:
+    free(v_operations);
+    free(o_capabilities);
+    return rc;
+}
+
+static CUresult x_cuFlushGPUDirectRDMAWrites(struct call *c)
+{
+    uint64_t a_target = om_get_u64(&c->in);
+    uint64_t a_scope = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_target < 0 || (int64_t)a_target > 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_scope < 100 || (int64_t)a_scope > 200)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope))REAL(cuFlushGPUDirectRDMAWrites))((CUflushGPUDirectRDMAWritesTarget)a_target, (CUflushGPUDirectRDMAWritesScope)a_scope);
+    return rc;
+}
+
 static CUresult x_cuMemGetInfo_v2(struct call *c)
 {
     size_t o_free;
@@ -2028,6 +2134,529 @@ out:
     return rc;
 }
 
+static CUresult x_cuTexRefCreate(struct call *c)
+{
+    CUtexref o_pTexRef = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_TEXREF)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexref *))REAL(cuTexRefCreate))(&o_pTexRef);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_TEXREF, (uint64_t)(uintptr_t)o_pTexRef)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_pTexRef);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuTexRefDestroy(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexref))REAL(cuTexRefDestroy))((CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_TEXREF, a_hTexRef);
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetAddress(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUdeviceptr_v1 o_pdptr;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pdptr, 0, sizeof(o_pdptr));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUdeviceptr_v1 *, CUtexref))REAL(cuTexRefGetAddress))(&o_pdptr, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pdptr, sizeof(o_pdptr));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetAddress_v2(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUdeviceptr o_pdptr;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pdptr, 0, sizeof(o_pdptr));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUdeviceptr *, CUtexref))REAL(cuTexRefGetAddress_v2))(&o_pdptr, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pdptr, sizeof(o_pdptr));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetAddressMode(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_dim = om_get_u64(&c->in);
+    CUaddress_mode o_pam;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pam, 0, sizeof(o_pam));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_dim < 0 || (int64_t)a_dim > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUaddress_mode *, CUtexref, int))REAL(cuTexRefGetAddressMode))(&o_pam, (CUtexref)(uintptr_t)a_hTexRef, (int)a_dim);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pam, sizeof(o_pam));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetArray(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUarray o_phArray;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_phArray, 0, sizeof(o_phArray));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUarray *, CUtexref))REAL(cuTexRefGetArray))(&o_phArray, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_phArray, sizeof(o_phArray));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetBorderColor(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    float *o_pBorderColor = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((uint64_t)(4) > 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!(o_pBorderColor = calloc((size_t)(4) ? (size_t)(4) : 1, sizeof(float)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    rc = ((CUresult (*)(float *, CUtexref))REAL(cuTexRefGetBorderColor))(o_pBorderColor, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        if (o_pBorderColor)
+            om_put_bytes(&c->out, o_pBorderColor, (size_t)(4) * sizeof(float));
+    }
+out:
+    free(o_pBorderColor);
+    return rc;
+}
+
+static CUresult x_cuTexRefGetFilterMode(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUfilter_mode o_pfm;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pfm, 0, sizeof(o_pfm));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUfilter_mode *, CUtexref))REAL(cuTexRefGetFilterMode))(&o_pfm, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pfm, sizeof(o_pfm));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetFlags(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    unsigned int o_pFlags;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pFlags, 0, sizeof(o_pFlags));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(unsigned int *, CUtexref))REAL(cuTexRefGetFlags))(&o_pFlags, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pFlags, sizeof(o_pFlags));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetFormat(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUarray_format o_pFormat;
+    int o_pNumChannels;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pFormat, 0, sizeof(o_pFormat));
+    memset(&o_pNumChannels, 0, sizeof(o_pNumChannels));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUarray_format *, int *, CUtexref))REAL(cuTexRefGetFormat))(&o_pFormat, &o_pNumChannels, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pFormat, sizeof(o_pFormat));
+        om_put_bytes(&c->out, &o_pNumChannels, sizeof(o_pNumChannels));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetMaxAnisotropy(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    int o_pmaxAniso;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pmaxAniso, 0, sizeof(o_pmaxAniso));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(int *, CUtexref))REAL(cuTexRefGetMaxAnisotropy))(&o_pmaxAniso, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pmaxAniso, sizeof(o_pmaxAniso));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetMipmapFilterMode(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUfilter_mode o_pfm;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pfm, 0, sizeof(o_pfm));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUfilter_mode *, CUtexref))REAL(cuTexRefGetMipmapFilterMode))(&o_pfm, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pfm, sizeof(o_pfm));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetMipmapLevelBias(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    float o_pbias;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pbias, 0, sizeof(o_pbias));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(float *, CUtexref))REAL(cuTexRefGetMipmapLevelBias))(&o_pbias, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pbias, sizeof(o_pbias));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetMipmapLevelClamp(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    float o_pminMipmapLevelClamp;
+    float o_pmaxMipmapLevelClamp;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pminMipmapLevelClamp, 0, sizeof(o_pminMipmapLevelClamp));
+    memset(&o_pmaxMipmapLevelClamp, 0, sizeof(o_pmaxMipmapLevelClamp));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(float *, float *, CUtexref))REAL(cuTexRefGetMipmapLevelClamp))(&o_pminMipmapLevelClamp, &o_pmaxMipmapLevelClamp, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pminMipmapLevelClamp, sizeof(o_pminMipmapLevelClamp));
+        om_put_bytes(&c->out, &o_pmaxMipmapLevelClamp, sizeof(o_pmaxMipmapLevelClamp));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefGetMipmappedArray(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUmipmappedArray o_phMipmappedArray;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_phMipmappedArray, 0, sizeof(o_phMipmappedArray));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmipmappedArray *, CUtexref))REAL(cuTexRefGetMipmappedArray))(&o_phMipmappedArray, (CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_phMipmappedArray, sizeof(o_phMipmappedArray));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefSetAddress(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_dptr = om_get_u64(&c->in);
+    uint64_t a_bytes = om_get_u64(&c->in);
+    unsigned int o_ByteOffset;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_ByteOffset, 0, sizeof(o_ByteOffset));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_dptr, (uint64_t)(a_bytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(unsigned int *, CUtexref, CUdeviceptr_v1, unsigned int))REAL(cuTexRefSetAddress))(&o_ByteOffset, (CUtexref)(uintptr_t)a_hTexRef, (CUdeviceptr_v1)a_dptr, (unsigned int)a_bytes);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_ByteOffset, sizeof(o_ByteOffset));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefSetAddress_v2(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_dptr = om_get_u64(&c->in);
+    uint64_t a_bytes = om_get_u64(&c->in);
+    size_t o_ByteOffset;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_ByteOffset, 0, sizeof(o_ByteOffset));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_dptr, (uint64_t)(a_bytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(size_t *, CUtexref, CUdeviceptr, size_t))REAL(cuTexRefSetAddress_v2))(&o_ByteOffset, (CUtexref)(uintptr_t)a_hTexRef, (CUdeviceptr)a_dptr, (size_t)a_bytes);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_ByteOffset, sizeof(o_ByteOffset));
+    }
+    return rc;
+}
+
+static CUresult x_cuTexRefSetAddressMode(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_dim = om_get_u64(&c->in);
+    uint64_t a_am = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_dim < 0 || (int64_t)a_dim > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_am < 0 || (int64_t)a_am > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, int, CUaddress_mode))REAL(cuTexRefSetAddressMode))((CUtexref)(uintptr_t)a_hTexRef, (int)a_dim, (CUaddress_mode)a_am);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetArray(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_hArray = om_get_u64(&c->in);
+    uint64_t a_Flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_hArray, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_Flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, CUarray, unsigned int))REAL(cuTexRefSetArray))((CUtexref)(uintptr_t)a_hTexRef, (CUarray)(uintptr_t)a_hArray, (unsigned int)a_Flags);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetBorderColor(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_pBorderColor = om_get_u64(&c->in);
+    const void *b_pBorderColor = a_pBorderColor <= 4 ? om_get_bytes(&c->in, (size_t)a_pBorderColor * sizeof(float)) : NULL;
+    float *v_pBorderColor = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_pBorderColor > 4 || (a_pBorderColor && !b_pBorderColor) || a_pBorderColor != (uint64_t)(4))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_pBorderColor && !(v_pBorderColor = malloc((size_t)a_pBorderColor * sizeof(float)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_pBorderColor)
+        memcpy(v_pBorderColor, b_pBorderColor, (size_t)a_pBorderColor * sizeof(float));
+    rc = ((CUresult (*)(CUtexref, float *))REAL(cuTexRefSetBorderColor))((CUtexref)(uintptr_t)a_hTexRef, v_pBorderColor);
+out:
+    free(v_pBorderColor);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetFilterMode(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_fm = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_fm < 0 || (int64_t)a_fm > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, CUfilter_mode))REAL(cuTexRefSetFilterMode))((CUtexref)(uintptr_t)a_hTexRef, (CUfilter_mode)a_fm);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetFlags(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_Flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_Flags & ~(uint64_t)(0x73))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, unsigned int))REAL(cuTexRefSetFlags))((CUtexref)(uintptr_t)a_hTexRef, (unsigned int)a_Flags);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetFormat(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_fmt = om_get_u64(&c->in);
+    uint64_t a_NumPackedComponents = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_fmt < 1 || (int64_t)a_fmt > 255)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_NumPackedComponents < 1 || (int64_t)a_NumPackedComponents > 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, CUarray_format, int))REAL(cuTexRefSetFormat))((CUtexref)(uintptr_t)a_hTexRef, (CUarray_format)a_fmt, (int)a_NumPackedComponents);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetMaxAnisotropy(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_maxAniso = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexref, unsigned int))REAL(cuTexRefSetMaxAnisotropy))((CUtexref)(uintptr_t)a_hTexRef, (unsigned int)a_maxAniso);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetMipmapFilterMode(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_fm = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_fm < 0 || (int64_t)a_fm > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, CUfilter_mode))REAL(cuTexRefSetMipmapFilterMode))((CUtexref)(uintptr_t)a_hTexRef, (CUfilter_mode)a_fm);
+    return rc;
+}
+
+static CUresult x_cuTexRefSetMipmapLevelBias(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_bias = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexref, float))REAL(cuTexRefSetMipmapLevelBias))((CUtexref)(uintptr_t)a_hTexRef, om_gen_f32(a_bias));
+    return rc;
+}
+
+static CUresult x_cuTexRefSetMipmapLevelClamp(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_minMipmapLevelClamp = om_get_u64(&c->in);
+    uint64_t a_maxMipmapLevelClamp = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexref, float, float))REAL(cuTexRefSetMipmapLevelClamp))((CUtexref)(uintptr_t)a_hTexRef, om_gen_f32(a_minMipmapLevelClamp), om_gen_f32(a_maxMipmapLevelClamp));
+    return rc;
+}
+
+static CUresult x_cuTexRefSetMipmappedArray(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_hMipmappedArray = om_get_u64(&c->in);
+    uint64_t a_Flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MIPMAPPED_ARRAY, a_hMipmappedArray, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_Flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUtexref, CUmipmappedArray, unsigned int))REAL(cuTexRefSetMipmappedArray))((CUtexref)(uintptr_t)a_hTexRef, (CUmipmappedArray)(uintptr_t)a_hMipmappedArray, (unsigned int)a_Flags);
+    return rc;
+}
+
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuArrayCreate_v2] = om_x_cuArrayCreate_v2,
     [OM_IDX_cuArray3DCreate_v2] = om_x_cuArray3DCreate_v2,
@@ -2147,6 +2776,9 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamUpdateCaptureDependencies] = x_cuStreamUpdateCaptureDependencies,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
+    [OM_IDX_cuDeviceGetHostAtomicCapabilities] = x_cuDeviceGetHostAtomicCapabilities,
+    [OM_IDX_cuDeviceGetP2PAtomicCapabilities] = x_cuDeviceGetP2PAtomicCapabilities,
+    [OM_IDX_cuFlushGPUDirectRDMAWrites] = x_cuFlushGPUDirectRDMAWrites,
     [OM_IDX_cuMemAllocManaged] = om_x_cuMemAllocManaged,
     [OM_IDX_cuMemAlloc_v2] = om_x_cuMemAlloc_v2,
     [OM_IDX_cuMemFreeHost] = om_x_cuMemFreeHost,
@@ -2225,4 +2857,33 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamCopyAttributes] = x_cuStreamCopyAttributes,
     [OM_IDX_cuStreamGetAttribute] = x_cuStreamGetAttribute,
     [OM_IDX_cuStreamSetAttribute] = om_x_cuStreamSetAttribute,
+    [OM_IDX_cuTexRefCreate] = x_cuTexRefCreate,
+    [OM_IDX_cuTexRefDestroy] = x_cuTexRefDestroy,
+    [OM_IDX_cuTexRefGetAddress] = x_cuTexRefGetAddress,
+    [OM_IDX_cuTexRefGetAddress_v2] = x_cuTexRefGetAddress_v2,
+    [OM_IDX_cuTexRefGetAddressMode] = x_cuTexRefGetAddressMode,
+    [OM_IDX_cuTexRefGetArray] = x_cuTexRefGetArray,
+    [OM_IDX_cuTexRefGetBorderColor] = x_cuTexRefGetBorderColor,
+    [OM_IDX_cuTexRefGetFilterMode] = x_cuTexRefGetFilterMode,
+    [OM_IDX_cuTexRefGetFlags] = x_cuTexRefGetFlags,
+    [OM_IDX_cuTexRefGetFormat] = x_cuTexRefGetFormat,
+    [OM_IDX_cuTexRefGetMaxAnisotropy] = x_cuTexRefGetMaxAnisotropy,
+    [OM_IDX_cuTexRefGetMipmapFilterMode] = x_cuTexRefGetMipmapFilterMode,
+    [OM_IDX_cuTexRefGetMipmapLevelBias] = x_cuTexRefGetMipmapLevelBias,
+    [OM_IDX_cuTexRefGetMipmapLevelClamp] = x_cuTexRefGetMipmapLevelClamp,
+    [OM_IDX_cuTexRefGetMipmappedArray] = x_cuTexRefGetMipmappedArray,
+    [OM_IDX_cuTexRefSetAddress] = x_cuTexRefSetAddress,
+    [OM_IDX_cuTexRefSetAddress_v2] = x_cuTexRefSetAddress_v2,
+    [OM_IDX_cuTexRefSetAddressMode] = x_cuTexRefSetAddressMode,
+    [OM_IDX_cuTexRefSetArray] = x_cuTexRefSetArray,
+    [OM_IDX_cuTexRefSetBorderColor] = x_cuTexRefSetBorderColor,
+    [OM_IDX_cuTexRefSetFilterMode] = x_cuTexRefSetFilterMode,
+    [OM_IDX_cuTexRefSetFlags] = x_cuTexRefSetFlags,
+    [OM_IDX_cuTexRefSetFormat] = x_cuTexRefSetFormat,
+    [OM_IDX_cuTexRefSetMaxAnisotropy] = x_cuTexRefSetMaxAnisotropy,
+    [OM_IDX_cuTexRefSetMipmapFilterMode] = x_cuTexRefSetMipmapFilterMode,
+    [OM_IDX_cuTexRefSetMipmapLevelBias] = x_cuTexRefSetMipmapLevelBias,
+    [OM_IDX_cuTexRefSetMipmapLevelClamp] = x_cuTexRefSetMipmapLevelClamp,
+    [OM_IDX_cuTexRefSetMipmappedArray] = x_cuTexRefSetMipmappedArray,
+    [OM_IDX_cuTexRefSetAddress2D_v3] = om_x_cuTexRefSetAddress2D_v3,
 };

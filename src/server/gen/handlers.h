@@ -108,5 +108,6 @@ CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
+CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
 
 #endif

@@ -14,6 +14,7 @@ enum om_handle_kind {
     OM_H_SUBARRAY,
     OM_H_TEXOBJ,
     OM_H_SURFOBJ,
+    OM_H_TEXREF,
     OM_H_EXTMEM,
     OM_H_EXTSEM,
     OM_H_EXTBUF,
@@ -37,6 +38,7 @@ enum om_handle_kind {
     X(OM_H_SUBARRAY, "subarray", -1, client_handles) \
     X(OM_H_TEXOBJ, "texobj", OM_IDX_cuTexObjectDestroy, client_handles) \
     X(OM_H_SURFOBJ, "surfobj", OM_IDX_cuSurfObjectDestroy, client_handles) \
+    X(OM_H_TEXREF, "texref", OM_IDX_cuTexRefDestroy, client_handles) \
     X(OM_H_EXTMEM, "extmem", OM_IDX_cuDestroyExternalMemory, client_handles) \
     X(OM_H_EXTSEM, "extsem", OM_IDX_cuDestroyExternalSemaphore, client_handles) \
     X(OM_H_EXTBUF, "extbuf", -1, client_handles) \

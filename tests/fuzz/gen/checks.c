@@ -737,6 +737,33 @@ static CUresult g_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNod
     return rc;
 }
 
+static CUresult g_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetHostAtomicCapabilities);
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice))gen_next[OM_IDX_cuDeviceGetHostAtomicCapabilities])(capabilities, operations, count, dev);
+    return rc;
+}
+
+static CUresult g_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetP2PAtomicCapabilities);
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice, CUdevice))gen_next[OM_IDX_cuDeviceGetP2PAtomicCapabilities])(capabilities, operations, count, srcDevice, dstDevice);
+    return rc;
+}
+
+static CUresult g_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
+{
+    CUresult rc;
+
+    ENTER(cuFlushGPUDirectRDMAWrites);
+    rc = ((CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope))gen_next[OM_IDX_cuFlushGPUDirectRDMAWrites])(target, scope);
+    return rc;
+}
+
 static CUresult g_cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     CUresult rc;
@@ -941,7 +968,7 @@ static CUresult g_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuui
 
     ENTER(cuStreamWaitValue32_v2);
     check(K_STREAM, H(stream), 1);
-    check(K_DEVICE, (uint64_t)addr, (4) > UINT64_MAX ? UINT64_MAX : (uint64_t)(4));
+    check(K_DEVICE, (uint64_t)addr, (uint64_t)(4));
     rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))gen_next[OM_IDX_cuStreamWaitValue32_v2])(stream, addr, value, flags);
     return rc;
 }
@@ -952,7 +979,7 @@ static CUresult g_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuui
 
     ENTER(cuStreamWaitValue64_v2);
     check(K_STREAM, H(stream), 1);
-    check(K_DEVICE, (uint64_t)addr, (8) > UINT64_MAX ? UINT64_MAX : (uint64_t)(8));
+    check(K_DEVICE, (uint64_t)addr, (uint64_t)(8));
     rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))gen_next[OM_IDX_cuStreamWaitValue64_v2])(stream, addr, value, flags);
     return rc;
 }
@@ -963,7 +990,7 @@ static CUresult g_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuu
 
     ENTER(cuStreamWriteValue32_v2);
     check(K_STREAM, H(stream), 1);
-    check(K_DEVICE, (uint64_t)addr, (4) > UINT64_MAX ? UINT64_MAX : (uint64_t)(4));
+    check(K_DEVICE, (uint64_t)addr, (uint64_t)(4));
     rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))gen_next[OM_IDX_cuStreamWriteValue32_v2])(stream, addr, value, flags);
     return rc;
 }
@@ -974,7 +1001,7 @@ static CUresult g_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuu
 
     ENTER(cuStreamWriteValue64_v2);
     check(K_STREAM, H(stream), 1);
-    check(K_DEVICE, (uint64_t)addr, (8) > UINT64_MAX ? UINT64_MAX : (uint64_t)(8));
+    check(K_DEVICE, (uint64_t)addr, (uint64_t)(8));
     rc = ((CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int))gen_next[OM_IDX_cuStreamWriteValue64_v2])(stream, addr, value, flags);
     return rc;
 }
@@ -997,6 +1024,295 @@ static CUresult g_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CU
     ENTER(cuStreamGetAttribute);
     check(K_STREAM, H(hStream), 1);
     rc = ((CUresult (*)(CUstream, CUstreamAttrID, CUstreamAttrValue *))gen_next[OM_IDX_cuStreamGetAttribute])(hStream, attr, value_out);
+    return rc;
+}
+
+static CUresult g_cuTexRefCreate(CUtexref *pTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefCreate);
+    rc = ((CUresult (*)(CUtexref *))gen_next[OM_IDX_cuTexRefCreate])(pTexRef);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_TEXREF, H(*pTexRef), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuTexRefDestroy(CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefDestroy);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref))gen_next[OM_IDX_cuTexRefDestroy])(hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_TEXREF, H(hTexRef));
+    }
+    return rc;
+}
+
+static CUresult g_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetAddress);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUdeviceptr_v1 *, CUtexref))gen_next[OM_IDX_cuTexRefGetAddress])(pdptr, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetAddress_v2);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUdeviceptr *, CUtexref))gen_next[OM_IDX_cuTexRefGetAddress_v2])(pdptr, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetAddressMode);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUaddress_mode *, CUtexref, int))gen_next[OM_IDX_cuTexRefGetAddressMode])(pam, hTexRef, dim);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetArray);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUarray *, CUtexref))gen_next[OM_IDX_cuTexRefGetArray])(phArray, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetBorderColor);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(float *, CUtexref))gen_next[OM_IDX_cuTexRefGetBorderColor])(pBorderColor, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetFilterMode);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUfilter_mode *, CUtexref))gen_next[OM_IDX_cuTexRefGetFilterMode])(pfm, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetFlags);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(unsigned int *, CUtexref))gen_next[OM_IDX_cuTexRefGetFlags])(pFlags, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetFormat);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUarray_format *, int *, CUtexref))gen_next[OM_IDX_cuTexRefGetFormat])(pFormat, pNumChannels, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetMaxAnisotropy);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(int *, CUtexref))gen_next[OM_IDX_cuTexRefGetMaxAnisotropy])(pmaxAniso, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetMipmapFilterMode);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUfilter_mode *, CUtexref))gen_next[OM_IDX_cuTexRefGetMipmapFilterMode])(pfm, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetMipmapLevelBias);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(float *, CUtexref))gen_next[OM_IDX_cuTexRefGetMipmapLevelBias])(pbias, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetMipmapLevelClamp);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(float *, float *, CUtexref))gen_next[OM_IDX_cuTexRefGetMipmapLevelClamp])(pminMipmapLevelClamp, pmaxMipmapLevelClamp, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefGetMipmappedArray);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUmipmappedArray *, CUtexref))gen_next[OM_IDX_cuTexRefGetMipmappedArray])(phMipmappedArray, hTexRef);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef, CUdeviceptr_v1 dptr, unsigned int bytes)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetAddress);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    check(K_DEVICE, (uint64_t)dptr, (uint64_t)(bytes));
+    rc = ((CUresult (*)(unsigned int *, CUtexref, CUdeviceptr_v1, unsigned int))gen_next[OM_IDX_cuTexRefSetAddress])(ByteOffset, hTexRef, dptr, bytes);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetAddress_v2);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    check(K_DEVICE, (uint64_t)dptr, (uint64_t)(bytes));
+    rc = ((CUresult (*)(size_t *, CUtexref, CUdeviceptr, size_t))gen_next[OM_IDX_cuTexRefSetAddress_v2])(ByteOffset, hTexRef, dptr, bytes);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetAddressMode);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, int, CUaddress_mode))gen_next[OM_IDX_cuTexRefSetAddressMode])(hTexRef, dim, am);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetArray);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    check(K_H_ARRAY, H(hArray), 1);
+    rc = ((CUresult (*)(CUtexref, CUarray, unsigned int))gen_next[OM_IDX_cuTexRefSetArray])(hTexRef, hArray, Flags);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetBorderColor);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, float *))gen_next[OM_IDX_cuTexRefSetBorderColor])(hTexRef, pBorderColor);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetFilterMode);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, CUfilter_mode))gen_next[OM_IDX_cuTexRefSetFilterMode])(hTexRef, fm);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetFlags);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, unsigned int))gen_next[OM_IDX_cuTexRefSetFlags])(hTexRef, Flags);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumPackedComponents)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetFormat);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, CUarray_format, int))gen_next[OM_IDX_cuTexRefSetFormat])(hTexRef, fmt, NumPackedComponents);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMaxAnisotropy);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, unsigned int))gen_next[OM_IDX_cuTexRefSetMaxAnisotropy])(hTexRef, maxAniso);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMipmapFilterMode);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, CUfilter_mode))gen_next[OM_IDX_cuTexRefSetMipmapFilterMode])(hTexRef, fm);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMipmapLevelBias);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, float))gen_next[OM_IDX_cuTexRefSetMipmapLevelBias])(hTexRef, bias);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMipmapLevelClamp);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, float, float))gen_next[OM_IDX_cuTexRefSetMipmapLevelClamp])(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMipmappedArray);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    check(K_H_MIPMAPPED_ARRAY, H(hMipmappedArray), 1);
+    rc = ((CUresult (*)(CUtexref, CUmipmappedArray, unsigned int))gen_next[OM_IDX_cuTexRefSetMipmappedArray])(hTexRef, hMipmappedArray, Flags);
     return rc;
 }
 
@@ -1072,6 +1388,9 @@ static const struct {
     {OM_IDX_cuStreamGetCaptureInfo, (void *)g_cuStreamGetCaptureInfo},
     {OM_IDX_cuStreamIsCapturing, (void *)g_cuStreamIsCapturing},
     {OM_IDX_cuStreamUpdateCaptureDependencies, (void *)g_cuStreamUpdateCaptureDependencies},
+    {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
+    {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
+    {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
@@ -1097,4 +1416,32 @@ static const struct {
     {OM_IDX_cuStreamWriteValue64_v2, (void *)g_cuStreamWriteValue64_v2},
     {OM_IDX_cuStreamCopyAttributes, (void *)g_cuStreamCopyAttributes},
     {OM_IDX_cuStreamGetAttribute, (void *)g_cuStreamGetAttribute},
+    {OM_IDX_cuTexRefCreate, (void *)g_cuTexRefCreate},
+    {OM_IDX_cuTexRefDestroy, (void *)g_cuTexRefDestroy},
+    {OM_IDX_cuTexRefGetAddress, (void *)g_cuTexRefGetAddress},
+    {OM_IDX_cuTexRefGetAddress_v2, (void *)g_cuTexRefGetAddress_v2},
+    {OM_IDX_cuTexRefGetAddressMode, (void *)g_cuTexRefGetAddressMode},
+    {OM_IDX_cuTexRefGetArray, (void *)g_cuTexRefGetArray},
+    {OM_IDX_cuTexRefGetBorderColor, (void *)g_cuTexRefGetBorderColor},
+    {OM_IDX_cuTexRefGetFilterMode, (void *)g_cuTexRefGetFilterMode},
+    {OM_IDX_cuTexRefGetFlags, (void *)g_cuTexRefGetFlags},
+    {OM_IDX_cuTexRefGetFormat, (void *)g_cuTexRefGetFormat},
+    {OM_IDX_cuTexRefGetMaxAnisotropy, (void *)g_cuTexRefGetMaxAnisotropy},
+    {OM_IDX_cuTexRefGetMipmapFilterMode, (void *)g_cuTexRefGetMipmapFilterMode},
+    {OM_IDX_cuTexRefGetMipmapLevelBias, (void *)g_cuTexRefGetMipmapLevelBias},
+    {OM_IDX_cuTexRefGetMipmapLevelClamp, (void *)g_cuTexRefGetMipmapLevelClamp},
+    {OM_IDX_cuTexRefGetMipmappedArray, (void *)g_cuTexRefGetMipmappedArray},
+    {OM_IDX_cuTexRefSetAddress, (void *)g_cuTexRefSetAddress},
+    {OM_IDX_cuTexRefSetAddress_v2, (void *)g_cuTexRefSetAddress_v2},
+    {OM_IDX_cuTexRefSetAddressMode, (void *)g_cuTexRefSetAddressMode},
+    {OM_IDX_cuTexRefSetArray, (void *)g_cuTexRefSetArray},
+    {OM_IDX_cuTexRefSetBorderColor, (void *)g_cuTexRefSetBorderColor},
+    {OM_IDX_cuTexRefSetFilterMode, (void *)g_cuTexRefSetFilterMode},
+    {OM_IDX_cuTexRefSetFlags, (void *)g_cuTexRefSetFlags},
+    {OM_IDX_cuTexRefSetFormat, (void *)g_cuTexRefSetFormat},
+    {OM_IDX_cuTexRefSetMaxAnisotropy, (void *)g_cuTexRefSetMaxAnisotropy},
+    {OM_IDX_cuTexRefSetMipmapFilterMode, (void *)g_cuTexRefSetMipmapFilterMode},
+    {OM_IDX_cuTexRefSetMipmapLevelBias, (void *)g_cuTexRefSetMipmapLevelBias},
+    {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
+    {OM_IDX_cuTexRefSetMipmappedArray, (void *)g_cuTexRefSetMipmappedArray},
 };

@@ -8,6 +8,7 @@
     X(K_H_SUBARRAY, "subarray") \
     X(K_H_TEXOBJ, "texobj") \
     X(K_H_SURFOBJ, "surfobj") \
+    X(K_H_TEXREF, "texref") \
     X(K_H_EXTMEM, "extmem") \
     X(K_H_EXTSEM, "extsem") \
     X(K_H_EXTBUF, "extbuf") \

@@ -12,6 +12,7 @@
 extern int loop_driver_calls, loop_nodes_was_null;
 extern size_t loop_nodes_in;
 extern uint64_t loop_range_len, loop_memset_len;
+extern float loop_clamp[2];
 void loop_own(int kind, uint64_t h);
 void loop_server_init(void);
 CUresult loop_exec(int index, const void *in, size_t len, void *out, size_t cap, size_t *out_len);
@@ -67,7 +68,7 @@ CUresult om_r_cuStreamCreateWithPriority(CUstream *s, unsigned int f, int p)
     } while (0)
 
 /* the test table's handle kinds (tests/unit/generator/handles.tsv), in order */
-enum { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_GRAPH, K_NODE };
+enum { K_STREAM, K_EVENT, K_LIBRARY, K_KERNEL, K_GRAPH, K_NODE, K_TEXREF };
 
 int main(void)
 {
@@ -142,6 +143,15 @@ int main(void)
     EXPECT(add_node(&node, mine, &dep, 1, &p, NULL) == CUDA_SUCCESS && (uintptr_t)node == 0x900 &&
                loop_driver_calls == calls + 1,
            "cuGraphAddMemsetNode depending on its own node: the new node is answered");
+
+    typedef CUresult (*clamp_fn)(CUtexref, float, float);
+    clamp_fn clamp = (clamp_fn)installed[OM_IDX_cuTexRefSetMipmapLevelClamp];
+    float lo = 0.1f, hi = -2.5e-38f; /* bits an integer conversion would lose */
+    loop_own(K_TEXREF, 0x300);
+    EXPECT(clamp((CUtexref)(uintptr_t)0x300, lo, hi) == CUDA_SUCCESS &&
+               memcmp(&loop_clamp[0], &lo, sizeof(lo)) == 0 &&
+               memcmp(&loop_clamp[1], &hi, sizeof(hi)) == 0,
+           "cuTexRefSetMipmapLevelClamp: float values reach the driver bit for bit");
     printf("%d failure(s)\n", failures);
     return failures != 0;
 }

@@ -13,6 +13,7 @@ uint64_t loop_range_len;  /* the last length om_arg_range was asked about */
 int loop_nodes_was_null;  /* cuGraphGetNodes: the driver got NULL */
 size_t loop_nodes_in;     /* ... and this count */
 uint64_t loop_memset_len; /* cuMemsetD16Async: N */
+float loop_clamp[2];      /* cuTexRefSetMipmapLevelClamp: its values */
 
 static struct {
     int kind;
@@ -130,8 +131,17 @@ static CUresult drv_add_memset_node(CUgraphNode *node, CUgraph g, const CUgraphN
     return CUDA_SUCCESS;
 }
 
+static CUresult drv_texref_clamp(CUtexref t, float lo, float hi)
+{
+    loop_driver_calls++;
+    loop_clamp[0] = lo;
+    loop_clamp[1] = hi;
+    return CUDA_SUCCESS;
+}
+
 void loop_server_init(void)
 {
+    om_server_real[OM_IDX_cuTexRefSetMipmapLevelClamp] = (void *)drv_texref_clamp;
     om_server_real[OM_IDX_cuGraphGetNodes] = (void *)drv_graph_get_nodes;
     om_server_real[OM_IDX_cuMemsetD16Async] = (void *)drv_memset_d16_async;
     om_server_real[OM_IDX_cuGraphAddMemsetNode] = (void *)drv_add_memset_node;

@@ -182,6 +182,27 @@ static CUresult g_cuStreamQuery(CUstream hStream)
     return rc;
 }
 
+static CUresult g_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetMipmapLevelClamp);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref, float, float))gen_next[OM_IDX_cuTexRefSetMipmapLevelClamp])(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp);
+    return rc;
+}
+
+static CUresult g_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefSetAddress_v2);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    check(K_DEVICE, (uint64_t)dptr, (uint64_t)(bytes));
+    rc = ((CUresult (*)(size_t *, CUtexref, CUdeviceptr, size_t))gen_next[OM_IDX_cuTexRefSetAddress_v2])(ByteOffset, hTexRef, dptr, bytes);
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -202,4 +223,6 @@ static const struct {
     {OM_IDX_cuStreamBeginCaptureToGraph, (void *)g_cuStreamBeginCaptureToGraph},
     {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
+    {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
+    {OM_IDX_cuTexRefSetAddress_v2, (void *)g_cuTexRefSetAddress_v2},
 };

@@ -12,6 +12,15 @@
 #define OM_GEN_LEN_MAX (1ull << 48)
 __extension__ typedef unsigned __int128 om_u128;
 
+static inline float om_gen_f32(uint64_t b)
+{
+    uint32_t w = (uint32_t)b;
+    float v;
+
+    memcpy(&v, &w, sizeof(v));
+    return v;
+}
+
 static CUresult x_cuCtxCreate_v4(struct call *c)
 {
     uint64_t a_ctxCreateParams = om_get_u64(&c->in);
@@ -415,6 +424,43 @@ out:
     return rc;
 }
 
+static CUresult x_cuTexRefSetMipmapLevelClamp(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_minMipmapLevelClamp = om_get_u64(&c->in);
+    uint64_t a_maxMipmapLevelClamp = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUtexref, float, float))REAL(cuTexRefSetMipmapLevelClamp))((CUtexref)(uintptr_t)a_hTexRef, om_gen_f32(a_minMipmapLevelClamp), om_gen_f32(a_maxMipmapLevelClamp));
+    return rc;
+}
+
+static CUresult x_cuTexRefSetAddress_v2(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    uint64_t a_dptr = om_get_u64(&c->in);
+    uint64_t a_bytes = om_get_u64(&c->in);
+    size_t o_ByteOffset;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_ByteOffset, 0, sizeof(o_ByteOffset));
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if (!om_arg_range(c, a_dptr, (uint64_t)(a_bytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(size_t *, CUtexref, CUdeviceptr, size_t))REAL(cuTexRefSetAddress_v2))(&o_ByteOffset, (CUtexref)(uintptr_t)a_hTexRef, (CUdeviceptr)a_dptr, (size_t)a_bytes);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_ByteOffset, sizeof(o_ByteOffset));
+    }
+    return rc;
+}
+
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuCtxCreate_v4] = x_cuCtxCreate_v4,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
@@ -433,4 +479,6 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamCreate] = om_x_cuStreamCreate,
     [OM_IDX_cuStreamGetPriority] = x_cuStreamGetPriority,
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
+    [OM_IDX_cuTexRefSetMipmapLevelClamp] = x_cuTexRefSetMipmapLevelClamp,
+    [OM_IDX_cuTexRefSetAddress_v2] = x_cuTexRefSetAddress_v2,
 };

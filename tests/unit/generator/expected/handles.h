@@ -10,6 +10,7 @@ enum om_handle_kind {
     OM_H_KERNEL,
     OM_H_GRAPH,
     OM_H_NODE,
+    OM_H_TEXREF,
     OM_HANDLE_KINDS
 };
 
@@ -20,6 +21,7 @@ enum om_handle_kind {
     X(OM_H_LIBRARY, "library", -1, client_handles) \
     X(OM_H_KERNEL, "kernel", -1, client_handles) \
     X(OM_H_GRAPH, "graph", OM_IDX_cuGraphDestroy, client_handles) \
-    X(OM_H_NODE, "node", -1, client_handles)
+    X(OM_H_NODE, "node", -1, client_handles) \
+    X(OM_H_TEXREF, "texref", -1, client_handles)
 
 #endif

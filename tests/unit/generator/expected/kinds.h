@@ -4,4 +4,5 @@
 #define OM_FUZZ_GEN_KINDS(X) \
     X(K_H_KERNEL, "kernel") \
     X(K_H_GRAPH, "graph") \
-    X(K_H_NODE, "node")
+    X(K_H_NODE, "node") \
+    X(K_H_TEXREF, "texref")

@@ -8,6 +8,14 @@
 #include "../remote.h"
 #include "remote_decls.h"
 
+static inline uint64_t om_gen_bits_f32(float v)
+{
+    uint32_t b;
+
+    memcpy(&b, &v, sizeof(b));
+    return b;
+}
+
 static CUresult r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
 {
     uint8_t req_buf[32 + sizeof(*ctxCreateParams)];
@@ -339,6 +347,39 @@ static CUresult r_cuStreamQuery(CUstream hStream)
     return om_rcall(OM_IDX_cuStreamQuery, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, om_gen_bits_f32(minMipmapLevelClamp));
+    om_put_u64(&req, om_gen_bits_f32(maxMipmapLevelClamp));
+    return om_rcall(OM_IDX_cuTexRefSetMipmapLevelClamp, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*ByteOffset)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    om_put_u64(&req, (uint64_t)dptr);
+    om_put_u64(&req, (uint64_t)bytes);
+    rc = om_rcall(OM_IDX_cuTexRefSetAddress_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*ByteOffset));
+        if (v && ByteOffset)
+            memcpy(ByteOffset, v, sizeof(*ByteOffset));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuCtxCreate_v4, (void *)r_cuCtxCreate_v4);
@@ -361,4 +402,6 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamCreateWithPriority, (void *)om_r_cuStreamCreateWithPriority);
     om_remote_set(OM_IDX_cuStreamGetPriority, (void *)r_cuStreamGetPriority);
     om_remote_set(OM_IDX_cuStreamQuery, (void *)r_cuStreamQuery);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)r_cuTexRefSetMipmapLevelClamp);
+    om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)r_cuTexRefSetAddress_v2);
 }
