@@ -44,6 +44,9 @@ CUresult om_rcall_staged(int index, const void *data, size_t len, const struct o
 CUresult om_device_attribute(int dev, int attrib, int *value);
 /* 0, or -ENOMEM: the range is not known (the caller must not hand it out). */
 int om_devrange_add(CUdeviceptr base, size_t size);
+/* The pool a range came from (stream-ordered allocation; 0: none), for pointer attributes. */
+void om_devrange_set_pool(CUdeviceptr base, uint64_t pool);
+uint64_t om_devrange_pool(CUdeviceptr p);
 void om_devrange_remove(CUdeviceptr base);
 /* The device or managed range holding p, if this process has one. */
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);

@@ -34,6 +34,7 @@ static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
 struct devrange {
     CUdeviceptr base;
     size_t size;
+    uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
 };
 static struct devrange *devranges;
 static size_t ndevranges, devranges_cap;
@@ -53,11 +54,32 @@ int om_devrange_add(CUdeviceptr base, size_t size)
         }
     }
     if (ndevranges < devranges_cap)
-        devranges[ndevranges++] = (struct devrange){base, size};
+        devranges[ndevranges++] = (struct devrange){base, size, 0};
     else
         rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
     return rc;
+}
+
+void om_devrange_set_pool(CUdeviceptr base, uint64_t pool)
+{
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++)
+        if (devranges[i].base == base)
+            devranges[i].pool = pool;
+    pthread_mutex_unlock(&devranges_lock);
+}
+
+uint64_t om_devrange_pool(CUdeviceptr p)
+{
+    uint64_t pool = 0;
+
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++)
+        if (p >= devranges[i].base && p - devranges[i].base < devranges[i].size)
+            pool = devranges[i].pool;
+    pthread_mutex_unlock(&devranges_lock);
+    return pool;
 }
 
 void om_devrange_remove(CUdeviceptr base)

@@ -26,6 +26,15 @@ enum {
     PA_DEVICE_ORDINAL = 9,
     PA_RANGE_START_ADDR = 11,
     PA_RANGE_SIZE = 12,
+    PA_IS_LEGACY_IPC_CAPABLE = 10,
+    PA_ALLOWED_HANDLE_TYPES = 14,
+    PA_IS_GPU_DIRECT_RDMA_CAPABLE = 15,
+    PA_ACCESS_FLAGS = 16,
+    PA_MEMPOOL_HANDLE = 17,
+    PA_MAPPING_SIZE = 18,
+    PA_MAPPING_BASE_ADDR = 19,
+    PA_MEMORY_BLOCK_ID = 20,
+    PA_IS_HW_DECOMPRESS_CAPABLE = 21,
     PA_MAPPED = 13,
 };
 
@@ -108,6 +117,18 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
     case PA_DEVICE_ORDINAL: *(int *)data = 0; return 0;
     case PA_RANGE_START_ADDR: *(CUdeviceptr *)data = base; return 0;
     case PA_RANGE_SIZE: *(size_t *)data = size; return 0;
+    /* The pool it came from (stream-ordered allocation), NULL otherwise: as the driver says. */
+    case PA_MEMPOOL_HANDLE: *(void **)data = (void *)(uintptr_t)om_devrange_pool(p); return 0;
+    /* What this process knows of the mapping is the allocation itself. */
+    case PA_MAPPING_SIZE: *(size_t *)data = size; return 0;
+    case PA_MAPPING_BASE_ADDR: *(CUdeviceptr *)data = base; return 0;
+    case PA_MEMORY_BLOCK_ID: *(unsigned long long *)data = base; return 0;
+    /* cuIpcGetMemHandle takes plain allocations (api/ipc.c), not pool or managed memory. */
+    case PA_IS_LEGACY_IPC_CAPABLE: *(int *)data = !managed && !om_devrange_pool(p); return 0;
+    case PA_ACCESS_FLAGS: *(unsigned *)data = 0x3; return 0; /* read-write, its own device */
+    case PA_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; return 0;
+    case PA_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case PA_IS_HW_DECOMPRESS_CAPABLE: *(int *)data = 0; return 0;
     default: return 2;
     }
 }

@@ -72,6 +72,7 @@ CUresult cuMemAdvise_v2(CUdeviceptr, size_t, int, CUmemLocation);
 CUresult cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
 CUresult cuIpcCloseMemHandle(CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 typedef void *CUevent;
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
@@ -186,6 +187,9 @@ static int pools(void)
     IS(cuMemFreeAsync(a, st), INVALID_VALUE);
     OK(cuMemAllocAsync(&b, 5000, NULL));
     round_trip(b, 5000, 2);
+    CUmemoryPool got_pool = NULL;
+    OK(cuPointerGetAttribute(&got_pool, 17, b + 100)); /* CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE */
+    CHECK(got_pool == def, "stream-ordered memory names its pool (the client's default)");
     OK(cuMemFree_v2(b)); /* the driver allows cuMemFree of stream-ordered memory */
     IS(cuMemAllocAsync(&c, 0, st), INVALID_VALUE);
 
@@ -200,6 +204,8 @@ static int pools(void)
     CHECK(flags == 3, "access flags %d", flags);
     OK(cuMemAllocFromPoolAsync(&c, 4096, p1, st));
     round_trip(c, 4096, 3);
+    OK(cuPointerGetAttribute(&got_pool, 17, c));
+    CHECK(got_pool == p1, "memory from a pool names that pool");
     OK(cuMemPoolTrimTo(p1, 777));
     OK(cuMemSetMemPool(&dev0, 1, p1));
     OK(cuDeviceGetMemPool(&cur, 0));

@@ -1723,10 +1723,10 @@ def allocation_the_shim_cannot_record_is_refused():
     e = Env()
     ok = False
     try:
-        # 64 ranges fit the first table (16 bytes each); growing it to 128 asks for 2048.
+        # 64 ranges fit the first table (24 bytes each); growing it to 128 asks for 3072.
         p = remote(e, "manyallocs", "80",
                    extra={"LD_PRELOAD": os.path.abspath(FAILREALLOC),
-                          "FAILREALLOC_BYTES": "2048"})
+                          "FAILREALLOC_BYTES": "3072"})
         out, err = p.communicate(timeout=30)
         check(p.returncode == 0 and "manyallocs ok" in out, "allocations: rc %d %r %r"
               % (p.returncode, out, err[-500:]))

@@ -18,10 +18,14 @@
 /* ------------------------------------------------------------------ stream-ordered */
 
 /* An allocation the server made: recorded here too, or freed at once and refused. */
-static CUresult got_allocation(CUresult rc, uint64_t v, size_t bytes, CUstream st,
+static CUresult got_allocation(CUresult rc, const uint64_t *v2, size_t bytes, CUstream st,
                                CUdeviceptr *dptr)
 {
-    if (rc == CUDA_SUCCESS && om_devrange_add(v, bytes) < 0) {
+    uint64_t v = v2[0];
+
+    if (rc == CUDA_SUCCESS && om_devrange_add(v, bytes) == 0)
+        om_devrange_set_pool(v, v2[1]); /* the pool it came from: MEMPOOL_HANDLE */
+    else if (rc == CUDA_SUCCESS) {
         REQ(fr, 16);
         om_put_u64(&fr, v);
         om_put_u64(&fr, U64(st));
@@ -36,7 +40,7 @@ static CUresult got_allocation(CUresult rc, uint64_t v, size_t bytes, CUstream s
 CUresult om_r_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     REQ(req, 16);
-    uint64_t v = 0;
+    uint64_t v[2] = {0, 0}; /* address, pool */
     uint32_t got = 0;
     CUresult rc;
 
@@ -44,7 +48,7 @@ CUresult om_r_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
         return CUDA_ERROR_INVALID_VALUE;
     om_put_u64(&req, bytesize);
     om_put_u64(&req, U64(hStream));
-    rc = om_rcall(OM_IDX_cuMemAllocAsync, &req, &v, sizeof(v), &got);
+    rc = om_rcall(OM_IDX_cuMemAllocAsync, &req, v, sizeof(v), &got);
     if (rc == CUDA_SUCCESS && got != sizeof(v))
         rc = CUDA_ERROR_UNKNOWN;
     return got_allocation(rc, v, bytesize, hStream, dptr);
@@ -54,7 +58,7 @@ CUresult om_r_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemo
                                       CUstream hStream)
 {
     REQ(req, 24);
-    uint64_t v = 0;
+    uint64_t v[2] = {0, 0}; /* address, pool */
     uint32_t got = 0;
     CUresult rc;
 
@@ -63,7 +67,7 @@ CUresult om_r_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemo
     om_put_u64(&req, bytesize);
     om_put_u64(&req, U64(pool));
     om_put_u64(&req, U64(hStream));
-    rc = om_rcall(OM_IDX_cuMemAllocFromPoolAsync, &req, &v, sizeof(v), &got);
+    rc = om_rcall(OM_IDX_cuMemAllocFromPoolAsync, &req, v, sizeof(v), &got);
     if (rc == CUDA_SUCCESS && got != sizeof(v))
         rc = CUDA_ERROR_UNKNOWN;
     return got_allocation(rc, v, bytesize, hStream, dptr);

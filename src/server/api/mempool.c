@@ -225,6 +225,7 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
     }
     c->s->allocs.v[c->s->allocs.n - 1].pool = pool;
     om_put_u64(&c->out, p);
+    om_put_u64(&c->out, pool); /* for the client's pointer attributes (MEMPOOL_HANDLE) */
     return CUDA_SUCCESS;
 }
 

@@ -185,8 +185,11 @@ int main()
     CU(cuModuleLoadData(&linked, cubin));
     CU(cuLinkDestroy(link)); // the cubin belongs to the link state: loaded before this
 
-    // A PTX that does not compile: the error, and a non-empty error log.
+    // A PTX that does not compile: the error, and a non-empty error log. The driver wrote the
+    // logs' lengths back into vals: they are the buffers' sizes again.
     memset(error_log, 0, sizeof error_log);
+    vals[1] = (void *)(size_t)sizeof info_log;
+    vals[3] = (void *)(size_t)sizeof error_log;
     CU(cuLinkCreate(6, opts, vals, &link));
     CUresult bad = cuLinkAddData(link, CU_JIT_INPUT_PTX, (void *)bad_ptx, sizeof bad_ptx,
                                  "broken.ptx", 0, nullptr, nullptr);

@@ -125,6 +125,11 @@ int main()
     CU(cuMemsetD32(flag, 0, 16));
     CU(cuMemsetD32(done, 0, 16));
     CU(cuMemsetD32(batch, 0, 16));
+    // Both kernels loaded first: with lazy loading, loading `fill` while `lo` waits for the flag
+    // would wait for `lo` (a module load waits for the context's work), and hang natively.
+    cudaFuncAttributes fa;
+    RT(cudaFuncGetAttributes(&fa, triple));
+    RT(cudaFuncGetAttributes(&fa, fill));
     CU(cuStreamWaitValue32(lo, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
     triple<<<n / 256, 256, 0, (cudaStream_t)lo>>>((unsigned *)buf, n);
     CU(cuStreamWriteValue64(lo, done, 0x0123456789abcdefull, CU_STREAM_WRITE_VALUE_DEFAULT));
