@@ -20,7 +20,13 @@ CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, boo
         return CUDA_SUCCESS;
     if (kind == OM_H_FUNCTION) /* kernels are kept with their argument sizes (resources.c) */
         return om_kernel_total(c->s, h) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    return om_handles_has(&c->s->own[kind], h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (om_handles_has(&c->s->own[kind], h))
+        return CUDA_SUCCESS;
+    /* A mipmap level or a plane is an array wherever one is read (api/arrays.c): its getters
+     * and copies take it; only cuArrayDestroy refuses it, by its own check. */
+    if (kind == OM_H_ARRAY && om_handles_has(&c->s->own[OM_H_SUBARRAY], h))
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_HANDLE;
 }
 
 bool om_arg_range(struct call *c, uint64_t p, uint64_t len)

@@ -162,8 +162,10 @@ CUresult om_x_cuArrayDestroy(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_arg_handle(c, OM_H_ARRAY, h, false)) != CUDA_SUCCESS)
-        return rc;
+    /* Its own arrays only: a level or a plane (usable as an array elsewhere) is not destroyed
+     * by itself. */
+    if (!om_handles_has(&c->s->own[OM_H_ARRAY], h))
+        return CUDA_ERROR_INVALID_HANDLE;
     for (unsigned i = 0; i < MAX_PLANES; i++)
         if (((CUresult(*)(CUarray *, CUarray, unsigned))REAL(cuArrayGetPlane))(
                 &planes[i], (CUarray)(uintptr_t)h, i) != CUDA_SUCCESS)
