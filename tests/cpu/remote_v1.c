@@ -87,6 +87,15 @@ CUresult cuMemcpyDtoA(CUarray, unsigned, dptr32, unsigned);
 CUresult cuMemcpyAtoD(dptr32, CUarray, unsigned, unsigned);
 CUresult cuMemcpyAtoA(CUarray, unsigned, CUarray, unsigned, unsigned);
 CUresult cuCtxSynchronize(void);
+CUresult cuMemAllocHost(void **, unsigned);
+CUresult cuMemFreeHost(void *);
+CUresult cuMemHostGetDevicePointer(dptr32 *, void *, unsigned);
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *, void *, unsigned);
+CUresult cuMemcpy2DAsync(const copy2d_v1 *, CUstream);
+CUresult cuMemcpy3DAsync(const copy3d_v1 *, CUstream);
+CUresult cuMemcpyHtoAAsync(CUarray, unsigned, const void *, unsigned, CUstream);
+CUresult cuMemcpyAtoHAsync(void *, CUarray, unsigned, unsigned, CUstream);
+CUresult cuMemsetD2D16(dptr32, unsigned, unsigned short, unsigned, unsigned);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -230,8 +239,46 @@ static void round_trips(void)
     OK(cuMemcpyAtoD(d, a, 64, 64));
     OK(cuMemcpyDtoH(out, d, 64));
     EXPECT(!memcmp(out, in + 2000, 64));
+    OK(cuMemcpyHtoAAsync(b, 8, in + 3000, 100, NULL));
+    memset(out, 0, sizeof(out));
+    OK(cuMemcpyAtoHAsync(out, b, 8, 100, NULL));
+    OK(cuCtxSynchronize());
+    EXPECT(!memcmp(out, in + 3000, 100));
     OK(cuArrayDestroy(a));
     OK(cuArrayDestroy(b));
+
+    OK(cuMemsetD2D16(p, pitch, 0x4455, 8, 2));
+    {
+        copy2d_v1 c = {.srcMemoryType = 2,
+                       .srcDevice = p,
+                       .srcPitch = pitch,
+                       .srcY = 1,
+                       .dstMemoryType = 1,
+                       .dstHost = out,
+                       .dstPitch = 20,
+                       .WidthInBytes = 20,
+                       .Height = 1};
+        copy3d_v1 c3 = {.srcMemoryType = 1,
+                        .srcHost = in,
+                        .srcPitch = 16,
+                        .srcHeight = 2,
+                        .dstMemoryType = 2,
+                        .dstDevice = e,
+                        .dstPitch = 16,
+                        .dstHeight = 2,
+                        .dstZ = 1,
+                        .WidthInBytes = 16,
+                        .Height = 2,
+                        .Depth = 2};
+        memset(out, 0, sizeof(out));
+        OK(cuMemcpy2DAsync(&c, NULL));
+        OK(cuMemcpy3DAsync(&c3, NULL));
+        OK(cuCtxSynchronize());
+        EXPECT(out[0] == 0x55 && out[1] == 0x44 && out[15] == 0x44 &&
+               out[16] == in[68]); /* row 1 past the set: cuMemcpy2DUnaligned above */
+        OK(cuMemcpyDtoH(out, e + 32, 64));
+        EXPECT(!memcmp(out, in, 64));
+    }
 
     /* a range past the allocation is refused by the server as for the _v2 call */
     EXPECT(cuMemcpyHtoD(d + 4000, in, 4096) != 0);
@@ -239,6 +286,27 @@ static void round_trips(void)
     OK(cuMemFree(e));
     OK(cuMemFree(p));
     EXPECT(cuMemFree(d) != 0);
+}
+
+/* pinned host memory: its device address is the host address (unified addressing), which a
+ * 32-bit CUdeviceptr holds only below 4 GiB */
+static void host_memory(void)
+{
+    void *h = NULL;
+    dptr32 d = 0;
+    CUdeviceptr d64 = 0;
+    CUresult rc;
+
+    OK(cuMemAllocHost(&h, 4096));
+    EXPECT(h != NULL);
+    memset(h, 0x33, 4096);
+    OK(cuMemHostGetDevicePointer_v2(&d64, h, 0));
+    rc = cuMemHostGetDevicePointer(&d, h, 0);
+    if (d64 > UINT_MAX)
+        EXPECT(rc == 801 && d == 0);
+    else
+        EXPECT(rc == 0 && d == d64);
+    OK(cuMemFreeHost(h));
 }
 
 void v1_case(int low)
@@ -250,6 +318,7 @@ void v1_case(int low)
     /* the double reports 16 GiB: more than 32 bits, reported as the largest value */
     EXPECT(free_b == UINT_MAX && total == UINT_MAX);
     EXPECT(cuMemGetInfo(NULL, &total) == 1);
+    host_memory();
     if (low)
         round_trips();
     else
