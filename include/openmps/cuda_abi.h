@@ -502,6 +502,49 @@ _Static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR_v1) == 16, "CUDA_ARRAY_DESCRIPTOR_v1
 _Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR_v1) == 24, "CUDA_ARRAY3D_DESCRIPTOR_v1");
 _Static_assert(sizeof(CUDA_LAUNCH_PARAMS) == 56, "CUDA_LAUNCH_PARAMS");
 
+/* v1 family (api/remote/v1.tsv): the CUDA 3.1-era copy structs (32-bit device addresses,
+ * unsigned int sizes), declared by cuda.h only under __CUDA_API_VERSION_INTERNAL. */
+typedef unsigned int CUdeviceptr_v1;
+typedef struct om_CUDA_MEMCPY2D_v1 {
+    unsigned int srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr_v1 srcDevice;
+    void *srcArray;
+    unsigned int srcPitch;
+    unsigned int dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr_v1 dstDevice;
+    void *dstArray;
+    unsigned int dstPitch;
+    unsigned int WidthInBytes, Height;
+} CUDA_MEMCPY2D_v1;
+typedef struct om_CUDA_MEMCPY3D_v1 {
+    unsigned int srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr_v1 srcDevice;
+    void *srcArray;
+    void *reserved0;
+    unsigned int srcPitch, srcHeight;
+    unsigned int dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr_v1 dstDevice;
+    void *dstArray;
+    void *reserved1;
+    unsigned int dstPitch, dstHeight;
+    unsigned int WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D_v1;
+_Static_assert(sizeof(CUDA_MEMCPY2D_v1) == 96, "CUDA_MEMCPY2D_v1");
+_Static_assert(offsetof(CUDA_MEMCPY2D_v1, dstXInBytes) == 44, "CUDA_MEMCPY2D_v1 dst");
+_Static_assert(offsetof(CUDA_MEMCPY2D_v1, WidthInBytes) == 84, "CUDA_MEMCPY2D_v1 width");
+_Static_assert(sizeof(CUDA_MEMCPY3D_v1) == 144, "CUDA_MEMCPY3D_v1");
+_Static_assert(offsetof(CUDA_MEMCPY3D_v1, reserved0) == 48, "CUDA_MEMCPY3D_v1 reserved0");
+_Static_assert(offsetof(CUDA_MEMCPY3D_v1, dstXInBytes) == 64, "CUDA_MEMCPY3D_v1 dst");
+_Static_assert(offsetof(CUDA_MEMCPY3D_v1, WidthInBytes) == 128, "CUDA_MEMCPY3D_v1 width");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

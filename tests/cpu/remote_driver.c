@@ -119,6 +119,7 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
 void contexts_case(void);     /* remote_contexts.c */
 void contexts_bus_case(void); /* remote_contexts.c */
 void legacy_case(void);       /* remote_legacy.c */
+void v1_case(int low);        /* remote_v1.c */
 
 static void setup(void)
 {
@@ -992,6 +993,8 @@ int main(int argc, char **argv)
         contexts_bus_case();
     } else if (!strcmp(mode, "legacy")) { /* remote_legacy.c */
         legacy_case();
+    } else if (!strcmp(mode, "v1")) { /* remote_v1.c */
+        v1_case(argc > 2 && !strcmp(argv[2], "low"));
     } else if (!strcmp(mode, "copyloop")) {
         OK(cuMemAlloc_v2(&p, sizeof(buf)));
         printf("copying\n");

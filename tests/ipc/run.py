@@ -3113,6 +3113,25 @@ def remote_legacy_family():
         e.close(ok)
 
 
+@test
+def remote_v1_entry_points():
+    """api/remote/v1.tsv (remote_v1.c): the 32-bit (v1) entry points. The aliases
+    (cuEventDestroy, cuMemHostRegister) reach the server; cuMemGetInfo saturates at 4 GiB - 1.
+    With the double's addresses above 4 GiB a v1 allocation is refused (out of memory, the
+    allocation freed again: more refusals than the double holds allocations leave room); below 4 GiB
+    (FAKECUDA_LOW_VA) every v1 copy, set and allocation round trips data through the server."""
+    for low in (False, True):
+        e = Env(extra_env={"FAKECUDA_LOW_VA": "1"} if low else None)
+        ok = False
+        try:
+            p = remote(e, "v1", *(["low"] if low else []))
+            out, err = p.communicate(timeout=120)
+            check(p.returncode == 0 and "v1 ok" in out, "v1 low=%s: %r %r" % (low, out, err))
+            ok = True
+        finally:
+            e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

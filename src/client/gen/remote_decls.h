@@ -266,6 +266,38 @@ CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t 
 CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value); /* streams */
 CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr, size_t Pitch); /* texrefs */
 CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch); /* texrefs */
+CUresult om_r_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize); /* v1 */
+CUresult om_r_cuMemAllocHost(void **pp, unsigned int bytesize); /* v1 */
+CUresult om_r_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes); /* v1 */
+CUresult om_r_cuMemFree(CUdeviceptr_v1 dptr); /* v1 */
+CUresult om_r_cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr); /* v1 */
+CUresult om_r_cuMemGetInfo(unsigned int *free, unsigned int *total); /* v1 */
+CUresult om_r_cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags); /* v1 */
+CUresult om_r_cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy); /* v1 */
+CUresult om_r_cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy); /* v1 */
+CUresult om_r_cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream); /* v1 */
+CUresult om_r_cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy); /* v1 */
+CUresult om_r_cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream); /* v1 */
+CUresult om_r_cuMemcpyAtoA(CUarray dstArray, unsigned int dstOffset, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyAtoD(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount, CUstream hStream); /* v1 */
+CUresult om_r_cuMemcpyDtoA(CUarray dstArray, unsigned int dstOffset, CUdeviceptr_v1 srcDevice, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const void *srcHost, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyHtoAAsync(CUarray dstArray, unsigned int dstOffset, const void *srcHost, unsigned int ByteCount, CUstream hStream); /* v1 */
+CUresult om_r_cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream); /* v1 */
+CUresult om_r_cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream); /* v1 */
+CUresult om_r_cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount); /* v1 */
+CUresult om_r_cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream); /* v1 */
+CUresult om_r_cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N); /* v1 */
+CUresult om_r_cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N); /* v1 */
+CUresult om_r_cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N); /* v1 */
+CUresult om_r_cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc, unsigned int Width, unsigned int Height); /* v1 */
+CUresult om_r_cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height); /* v1 */
+CUresult om_r_cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height); /* v1 */
+CUresult om_r_cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name); /* v1 */
 
 /* Installs every row's implementation (om_remote_set). */
 void om_remote_gen_install(void);

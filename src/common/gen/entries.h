@@ -109,7 +109,7 @@
     X(99, cuDeviceUnregisterAsyncNotification, LOCAL) \
     X(100, cuDriverGetVersion, PASSTHROUGH) \
     X(101, cuEventCreate, REMOTE) \
-    X(102, cuEventDestroy, UNSUPPORTED) \
+    X(102, cuEventDestroy, REMOTE) \
     X(103, cuEventDestroy_v2, REMOTE) \
     X(104, cuEventElapsedTime, REMOTE) \
     X(105, cuEventElapsedTime_v2, REMOTE) \
@@ -303,15 +303,15 @@
     X(293, cuMemAddressReserve, REMOTE) \
     X(294, cuMemAdvise, LOCAL) \
     X(295, cuMemAdvise_v2, LOCAL) \
-    X(296, cuMemAlloc, UNSUPPORTED) \
+    X(296, cuMemAlloc, REMOTE) \
     X(297, cuMemAllocAsync, REMOTE) \
     X(298, cuMemAllocAsync_ptsz, REMOTE) \
     X(299, cuMemAllocFromPoolAsync, REMOTE) \
     X(300, cuMemAllocFromPoolAsync_ptsz, REMOTE) \
-    X(301, cuMemAllocHost, UNSUPPORTED) \
+    X(301, cuMemAllocHost, REMOTE) \
     X(302, cuMemAllocHost_v2, REMOTE) \
     X(303, cuMemAllocManaged, REMOTE) \
-    X(304, cuMemAllocPitch, UNSUPPORTED) \
+    X(304, cuMemAllocPitch, REMOTE) \
     X(305, cuMemAllocPitch_v2, REMOTE) \
     X(306, cuMemAlloc_v2, REMOTE) \
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
@@ -322,26 +322,26 @@
     X(312, cuMemDiscardBatchAsync, UNSUPPORTED) \
     X(313, cuMemDiscardBatchAsync_ptsz, UNSUPPORTED) \
     X(314, cuMemExportToShareableHandle, UNSUPPORTED) \
-    X(315, cuMemFree, UNSUPPORTED) \
+    X(315, cuMemFree, REMOTE) \
     X(316, cuMemFreeAsync, REMOTE) \
     X(317, cuMemFreeAsync_ptsz, REMOTE) \
     X(318, cuMemFreeHost, REMOTE) \
     X(319, cuMemFree_v2, REMOTE) \
     X(320, cuMemGetAccess, REMOTE) \
-    X(321, cuMemGetAddressRange, UNSUPPORTED) \
+    X(321, cuMemGetAddressRange, LOCAL) \
     X(322, cuMemGetAddressRange_v2, LOCAL) \
     X(323, cuMemGetAllocationGranularity, REMOTE) \
     X(324, cuMemGetAllocationPropertiesFromHandle, REMOTE) \
     X(325, cuMemGetDefaultMemPool, REMOTE) \
     X(326, cuMemGetHandleForAddressRange, UNSUPPORTED) \
-    X(327, cuMemGetInfo, UNSUPPORTED) \
+    X(327, cuMemGetInfo, REMOTE) \
     X(328, cuMemGetInfo_v2, REMOTE) \
     X(329, cuMemGetMemPool, REMOTE) \
     X(330, cuMemHostAlloc, REMOTE) \
-    X(331, cuMemHostGetDevicePointer, UNSUPPORTED) \
+    X(331, cuMemHostGetDevicePointer, LOCAL) \
     X(332, cuMemHostGetDevicePointer_v2, LOCAL) \
     X(333, cuMemHostGetFlags, LOCAL) \
-    X(334, cuMemHostRegister, UNSUPPORTED) \
+    X(334, cuMemHostRegister, REMOTE) \
     X(335, cuMemHostRegister_v2, REMOTE) \
     X(336, cuMemHostUnregister, REMOTE) \
     X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
@@ -373,17 +373,17 @@
     X(363, cuMemSetMemPool, REMOTE) \
     X(364, cuMemUnmap, REMOTE) \
     X(365, cuMemcpy, REMOTE) \
-    X(366, cuMemcpy2D, UNSUPPORTED) \
-    X(367, cuMemcpy2DAsync, UNSUPPORTED) \
+    X(366, cuMemcpy2D, REMOTE) \
+    X(367, cuMemcpy2DAsync, REMOTE) \
     X(368, cuMemcpy2DAsync_v2, REMOTE) \
     X(369, cuMemcpy2DAsync_v2_ptsz, REMOTE) \
-    X(370, cuMemcpy2DUnaligned, UNSUPPORTED) \
+    X(370, cuMemcpy2DUnaligned, REMOTE) \
     X(371, cuMemcpy2DUnaligned_v2, REMOTE) \
     X(372, cuMemcpy2DUnaligned_v2_ptds, REMOTE) \
     X(373, cuMemcpy2D_v2, REMOTE) \
     X(374, cuMemcpy2D_v2_ptds, REMOTE) \
-    X(375, cuMemcpy3D, UNSUPPORTED) \
-    X(376, cuMemcpy3DAsync, UNSUPPORTED) \
+    X(375, cuMemcpy3D, REMOTE) \
+    X(376, cuMemcpy3DAsync, REMOTE) \
     X(377, cuMemcpy3DAsync_v2, REMOTE) \
     X(378, cuMemcpy3DAsync_v2_ptsz, REMOTE) \
     X(379, cuMemcpy3DBatchAsync, UNSUPPORTED) \
@@ -398,14 +398,14 @@
     X(388, cuMemcpy3D_v2_ptds, REMOTE) \
     X(389, cuMemcpyAsync, REMOTE) \
     X(390, cuMemcpyAsync_ptsz, REMOTE) \
-    X(391, cuMemcpyAtoA, UNSUPPORTED) \
+    X(391, cuMemcpyAtoA, REMOTE) \
     X(392, cuMemcpyAtoA_v2, REMOTE) \
     X(393, cuMemcpyAtoA_v2_ptds, REMOTE) \
-    X(394, cuMemcpyAtoD, UNSUPPORTED) \
+    X(394, cuMemcpyAtoD, REMOTE) \
     X(395, cuMemcpyAtoD_v2, REMOTE) \
     X(396, cuMemcpyAtoD_v2_ptds, REMOTE) \
-    X(397, cuMemcpyAtoH, UNSUPPORTED) \
-    X(398, cuMemcpyAtoHAsync, UNSUPPORTED) \
+    X(397, cuMemcpyAtoH, REMOTE) \
+    X(398, cuMemcpyAtoHAsync, REMOTE) \
     X(399, cuMemcpyAtoHAsync_v2, REMOTE) \
     X(400, cuMemcpyAtoHAsync_v2_ptsz, REMOTE) \
     X(401, cuMemcpyAtoH_v2, REMOTE) \
@@ -414,29 +414,29 @@
     X(404, cuMemcpyBatchAsync_ptsz, UNSUPPORTED) \
     X(405, cuMemcpyBatchAsync_v2, UNSUPPORTED) \
     X(406, cuMemcpyBatchAsync_v2_ptsz, UNSUPPORTED) \
-    X(407, cuMemcpyDtoA, UNSUPPORTED) \
+    X(407, cuMemcpyDtoA, REMOTE) \
     X(408, cuMemcpyDtoA_v2, REMOTE) \
     X(409, cuMemcpyDtoA_v2_ptds, REMOTE) \
-    X(410, cuMemcpyDtoD, UNSUPPORTED) \
-    X(411, cuMemcpyDtoDAsync, UNSUPPORTED) \
+    X(410, cuMemcpyDtoD, REMOTE) \
+    X(411, cuMemcpyDtoDAsync, REMOTE) \
     X(412, cuMemcpyDtoDAsync_v2, REMOTE) \
     X(413, cuMemcpyDtoDAsync_v2_ptsz, REMOTE) \
     X(414, cuMemcpyDtoD_v2, REMOTE) \
     X(415, cuMemcpyDtoD_v2_ptds, REMOTE) \
-    X(416, cuMemcpyDtoH, UNSUPPORTED) \
-    X(417, cuMemcpyDtoHAsync, UNSUPPORTED) \
+    X(416, cuMemcpyDtoH, REMOTE) \
+    X(417, cuMemcpyDtoHAsync, REMOTE) \
     X(418, cuMemcpyDtoHAsync_v2, REMOTE) \
     X(419, cuMemcpyDtoHAsync_v2_ptsz, REMOTE) \
     X(420, cuMemcpyDtoH_v2, REMOTE) \
     X(421, cuMemcpyDtoH_v2_ptds, REMOTE) \
-    X(422, cuMemcpyHtoA, UNSUPPORTED) \
-    X(423, cuMemcpyHtoAAsync, UNSUPPORTED) \
+    X(422, cuMemcpyHtoA, REMOTE) \
+    X(423, cuMemcpyHtoAAsync, REMOTE) \
     X(424, cuMemcpyHtoAAsync_v2, REMOTE) \
     X(425, cuMemcpyHtoAAsync_v2_ptsz, REMOTE) \
     X(426, cuMemcpyHtoA_v2, REMOTE) \
     X(427, cuMemcpyHtoA_v2_ptds, REMOTE) \
-    X(428, cuMemcpyHtoD, UNSUPPORTED) \
-    X(429, cuMemcpyHtoDAsync, UNSUPPORTED) \
+    X(428, cuMemcpyHtoD, REMOTE) \
+    X(429, cuMemcpyHtoDAsync, REMOTE) \
     X(430, cuMemcpyHtoDAsync_v2, REMOTE) \
     X(431, cuMemcpyHtoDAsync_v2_ptsz, REMOTE) \
     X(432, cuMemcpyHtoD_v2, REMOTE) \
@@ -446,32 +446,32 @@
     X(436, cuMemcpyPeerAsync_ptsz, REMOTE) \
     X(437, cuMemcpyPeer_ptds, REMOTE) \
     X(438, cuMemcpy_ptds, REMOTE) \
-    X(439, cuMemsetD16, UNSUPPORTED) \
+    X(439, cuMemsetD16, REMOTE) \
     X(440, cuMemsetD16Async, REMOTE) \
     X(441, cuMemsetD16Async_ptsz, REMOTE) \
     X(442, cuMemsetD16_v2, REMOTE) \
     X(443, cuMemsetD16_v2_ptds, REMOTE) \
-    X(444, cuMemsetD2D16, UNSUPPORTED) \
+    X(444, cuMemsetD2D16, REMOTE) \
     X(445, cuMemsetD2D16Async, REMOTE) \
     X(446, cuMemsetD2D16Async_ptsz, REMOTE) \
     X(447, cuMemsetD2D16_v2, REMOTE) \
     X(448, cuMemsetD2D16_v2_ptds, REMOTE) \
-    X(449, cuMemsetD2D32, UNSUPPORTED) \
+    X(449, cuMemsetD2D32, REMOTE) \
     X(450, cuMemsetD2D32Async, REMOTE) \
     X(451, cuMemsetD2D32Async_ptsz, REMOTE) \
     X(452, cuMemsetD2D32_v2, REMOTE) \
     X(453, cuMemsetD2D32_v2_ptds, REMOTE) \
-    X(454, cuMemsetD2D8, UNSUPPORTED) \
+    X(454, cuMemsetD2D8, REMOTE) \
     X(455, cuMemsetD2D8Async, REMOTE) \
     X(456, cuMemsetD2D8Async_ptsz, REMOTE) \
     X(457, cuMemsetD2D8_v2, REMOTE) \
     X(458, cuMemsetD2D8_v2_ptds, REMOTE) \
-    X(459, cuMemsetD32, UNSUPPORTED) \
+    X(459, cuMemsetD32, REMOTE) \
     X(460, cuMemsetD32Async, REMOTE) \
     X(461, cuMemsetD32Async_ptsz, REMOTE) \
     X(462, cuMemsetD32_v2, REMOTE) \
     X(463, cuMemsetD32_v2_ptds, REMOTE) \
-    X(464, cuMemsetD8, UNSUPPORTED) \
+    X(464, cuMemsetD8, REMOTE) \
     X(465, cuMemsetD8Async, REMOTE) \
     X(466, cuMemsetD8Async_ptsz, REMOTE) \
     X(467, cuMemsetD8_v2, REMOTE) \
@@ -484,7 +484,7 @@
     X(474, cuModuleEnumerateFunctions, REMOTE) \
     X(475, cuModuleGetFunction, REMOTE) \
     X(476, cuModuleGetFunctionCount, REMOTE) \
-    X(477, cuModuleGetGlobal, UNSUPPORTED) \
+    X(477, cuModuleGetGlobal, REMOTE) \
     X(478, cuModuleGetGlobal_v2, REMOTE) \
     X(479, cuModuleGetLoadingMode, LOCAL) \
     X(480, cuModuleGetSurfRef, UNSUPPORTED) \

@@ -239,6 +239,8 @@ EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&alloc_lock);
+    if (next_va == FAKE_VA_BASE && getenv("FAKECUDA_LOW_VA")) /* below 4 GiB: v1 entry points */
+        next_va = 0x40000000ull;
     m = nfake_allocs == 4096 ? MAP_FAILED
                              : mmap((void *)(uintptr_t)next_va, size, PROT_READ | PROT_WRITE,
                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
