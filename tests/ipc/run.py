@@ -2605,6 +2605,25 @@ def memory_vmm_is_each_clients_own():
         e.close(ok)
 
 
+
+@test
+def memory_managed_hints_and_3d_peer_copies():
+    """Advice and prefetches (single and batched, 13.0's discards) on managed memory are checked
+    in the client and recorded: cuMemRangeGetAttribute(s) answers what was asked for, piece by
+    piece; ranges that are not the client's managed memory, bad location indices, flags,
+    attributes and sizes are refused; a freed range forgets its hints. cuPointerSetAttribute
+    accepts SYNC_MEMOPS on the client's memory only. cuMemcpy3DPeer(Async) copies through
+    cuMemcpy3D's path, its ranges checked, an unknown context refused."""
+    e = Env()
+    ok = False
+    try:
+        p = memory_driver(e, "hints")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "hints ok" in out, "hints: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ graphs and stream capture
 
 REMOTE_GRAPHS = os.environ.get("OM_REMOTE_GRAPHS", "build/tests/remote-graphs")

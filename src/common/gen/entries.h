@@ -317,10 +317,10 @@
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
     X(308, cuMemBatchDecompressAsync_ptsz, UNSUPPORTED) \
     X(309, cuMemCreate, REMOTE) \
-    X(310, cuMemDiscardAndPrefetchBatchAsync, UNSUPPORTED) \
-    X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, UNSUPPORTED) \
-    X(312, cuMemDiscardBatchAsync, UNSUPPORTED) \
-    X(313, cuMemDiscardBatchAsync_ptsz, UNSUPPORTED) \
+    X(310, cuMemDiscardAndPrefetchBatchAsync, LOCAL) \
+    X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, LOCAL) \
+    X(312, cuMemDiscardBatchAsync, LOCAL) \
+    X(313, cuMemDiscardBatchAsync_ptsz, LOCAL) \
     X(314, cuMemExportToShareableHandle, UNSUPPORTED) \
     X(315, cuMemFree, UNSUPPORTED) \
     X(316, cuMemFreeAsync, REMOTE) \
@@ -363,10 +363,10 @@
     X(353, cuMemPrefetchAsync_ptsz, LOCAL) \
     X(354, cuMemPrefetchAsync_v2, LOCAL) \
     X(355, cuMemPrefetchAsync_v2_ptsz, LOCAL) \
-    X(356, cuMemPrefetchBatchAsync, UNSUPPORTED) \
-    X(357, cuMemPrefetchBatchAsync_ptsz, UNSUPPORTED) \
-    X(358, cuMemRangeGetAttribute, UNSUPPORTED) \
-    X(359, cuMemRangeGetAttributes, UNSUPPORTED) \
+    X(356, cuMemPrefetchBatchAsync, LOCAL) \
+    X(357, cuMemPrefetchBatchAsync_ptsz, LOCAL) \
+    X(358, cuMemRangeGetAttribute, LOCAL) \
+    X(359, cuMemRangeGetAttributes, LOCAL) \
     X(360, cuMemRelease, REMOTE) \
     X(361, cuMemRetainAllocationHandle, REMOTE) \
     X(362, cuMemSetAccess, REMOTE) \
@@ -390,10 +390,10 @@
     X(380, cuMemcpy3DBatchAsync_ptsz, UNSUPPORTED) \
     X(381, cuMemcpy3DBatchAsync_v2, UNSUPPORTED) \
     X(382, cuMemcpy3DBatchAsync_v2_ptsz, UNSUPPORTED) \
-    X(383, cuMemcpy3DPeer, UNSUPPORTED) \
-    X(384, cuMemcpy3DPeerAsync, UNSUPPORTED) \
-    X(385, cuMemcpy3DPeerAsync_ptsz, UNSUPPORTED) \
-    X(386, cuMemcpy3DPeer_ptds, UNSUPPORTED) \
+    X(383, cuMemcpy3DPeer, REMOTE) \
+    X(384, cuMemcpy3DPeerAsync, REMOTE) \
+    X(385, cuMemcpy3DPeerAsync_ptsz, REMOTE) \
+    X(386, cuMemcpy3DPeer_ptds, REMOTE) \
     X(387, cuMemcpy3D_v2, REMOTE) \
     X(388, cuMemcpy3D_v2_ptds, REMOTE) \
     X(389, cuMemcpyAsync, REMOTE) \
@@ -514,7 +514,7 @@
     X(504, cuParamSetv, LOCAL) \
     X(505, cuPointerGetAttribute, LOCAL) \
     X(506, cuPointerGetAttributes, LOCAL) \
-    X(507, cuPointerSetAttribute, UNSUPPORTED) \
+    X(507, cuPointerSetAttribute, LOCAL) \
     X(508, cuProfilerInitialize, LOCAL) \
     X(509, cuProfilerStart, LOCAL) \
     X(510, cuProfilerStop, LOCAL) \
