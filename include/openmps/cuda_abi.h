@@ -526,6 +526,13 @@ _Static_assert(sizeof(CUDA_MEMCPY3D_PEER) == sizeof(CUDA_MEMCPY3D) &&
                    offsetof(CUDA_MEMCPY3D_PEER, dstContext) == 152 &&
                    offsetof(CUDA_MEMCPY3D, reserved1) == 152,
                "the same layout");
+/* CUmemcpyAttributes: cuMemcpyBatchAsync's attributes of a run of copies. */
+typedef struct om_CUmemcpyAttributes {
+    int srcAccessOrder; /* CUmemcpySrcAccessOrder: 1 stream, 2 during the call, 3 any */
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned int flags; /* CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1 */
+} CUmemcpyAttributes;
+_Static_assert(sizeof(CUmemcpyAttributes) == 24, "CUmemcpyAttributes as in cuda.h");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

@@ -517,6 +517,78 @@ typedef struct {
 } CUDA_MEMCPY3D_PEER;
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *);
 CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *, CUstream);
+typedef struct {
+    int srcAccessOrder;
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned flags;
+} CUmemcpyAttributes;
+CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                            size_t *, size_t, size_t *, CUstream);
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                               size_t *, size_t, CUstream);
+
+/* cuMemcpyBatchAsync: pinned host and device sides, every range checked before any copy. */
+static void copy_batches(CUstream st)
+{
+    CUmemcpyAttributes at[2] = {{1, {0, 0}, {0, 0}, 0}, {2, {0, 0}, {0, 0}, 1}};
+    CUdeviceptr d1, d2, dst[3], src[3];
+    size_t sizes[3] = {4096, 4096, 100}, idx[2] = {0, 1}, fail = 7;
+    unsigned char *pin, *back, *pageable = malloc(4096);
+    CUresult rc;
+
+    OK(cuMemHostAlloc((void **)&pin, 3 * 4096, 0));
+    back = pin + 4096;
+    for (int i = 0; i < 4096; i++)
+        pin[i] = (unsigned char)(i * 5 + 3);
+    memset(back, 0, 4096);
+    OK(cuMemAlloc_v2(&d1, 4096));
+    OK(cuMemAlloc_v2(&d2, 4096));
+    /* host to d1, d1 to d2 would depend on each other: two batches */
+    dst[0] = d1, src[0] = (CUdeviceptr)(uintptr_t)pin;
+    OK(cuMemcpyBatchAsync_v2(dst, src, sizes, 1, at, idx, 1, st));
+    dst[0] = d2, src[0] = d1;
+    dst[1] = (CUdeviceptr)(uintptr_t)back, src[1] = d1;
+    dst[2] = (CUdeviceptr)(uintptr_t)(back + 8192 - 4096), src[2] = d1 + 4096 - 100;
+    OK(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st)); /* the 2nd waits */
+    CHECK(!memcmp(pin, back, 4096), "a batch moved the bytes");
+    CHECK(!memcmp(back + 4096, pin + 4096 - 100, 100), "the third copy");
+    memset(back, 0, 4096);
+    OK(cuMemcpyDtoH_v2(back, d2, 4096));
+    CHECK(!memcmp(pin, back, 4096), "device to device in a batch");
+    /* refusals: failIdx names the copy */
+    src[1] = (CUdeviceptr)(uintptr_t)pageable;
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == 1, "pageable host memory refused at copy 1: %zu", fail);
+    src[1] = d1 + 1; /* past the allocation by one */
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == 1, "a range past its allocation at copy 1: %zu", fail);
+    src[1] = d1;
+    dst[2] = (CUdeviceptr)(uintptr_t)pin; /* host to host */
+    src[2] = (CUdeviceptr)(uintptr_t)back;
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == 2, "host to host refused at copy 2: %zu", fail);
+    dst[2] = 0x1000; /* nobody's */
+    src[2] = d1;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    dst[2] = d2;
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, (size_t[]){0, 3}, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == SIZE_MAX, "not a copy's error: %zu", fail);
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, (size_t[]){1, 2}, 2, st), INVALID_VALUE);
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 1, at, idx, 2, st), INVALID_VALUE);
+    at[1].srcAccessOrder = 0;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    at[1].srcAccessOrder = 3;
+    at[1].flags = 2;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    at[1].flags = 0;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, NULL), INVALID_VALUE); /* legacy */
+    OK(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st));
+    OK(cuStreamSynchronize(st));
+    OK(cuMemFree_v2(d1));
+    OK(cuMemFree_v2(d2));
+    OK(cuMemFreeHost(pin));
+    free(pageable);
+}
 
 static int attr1(int attr, CUdeviceptr p, size_t n)
 {
@@ -668,6 +740,7 @@ static int hints(void)
         IS(cuMemcpy3DPeer(&c), 201 /* INVALID_CONTEXT */);
         OK(cuMemFree_v2(d2));
     }
+    copy_batches(st);
     OK(cuMemFree_v2(d));
     OK(cuMemFree_v2(m2));
     printf("hints ok\n");

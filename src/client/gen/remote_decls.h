@@ -208,6 +208,10 @@ CUresult om_r_cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *size
 CUresult om_r_cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr); /* memory */
 CUresult om_r_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy); /* memory */
 CUresult om_r_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
 CUresult om_r_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc); /* modules */
 CUresult om_r_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value); /* modules */
 CUresult om_r_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config); /* modules */

@@ -2745,6 +2745,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemcpy3DPeer_ptds, (void *)om_r_cuMemcpy3DPeer);
     om_remote_set(OM_IDX_cuMemcpy3DPeerAsync, (void *)om_r_cuMemcpy3DPeerAsync);
     om_remote_set(OM_IDX_cuMemcpy3DPeerAsync_ptsz, (void *)om_r_cuMemcpy3DPeerAsync);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync, (void *)om_r_cuMemcpyBatchAsync);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync_ptsz, (void *)om_r_cuMemcpyBatchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2, (void *)om_r_cuMemcpyBatchAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2_ptsz, (void *)om_r_cuMemcpyBatchAsync_v2_ptsz);
     om_remote_set(OM_IDX_cuFuncGetAttribute, (void *)om_r_cuFuncGetAttribute);
     om_remote_set(OM_IDX_cuFuncSetAttribute, (void *)om_r_cuFuncSetAttribute);
     om_remote_set(OM_IDX_cuFuncSetCacheConfig, (void *)om_r_cuFuncSetCacheConfig);

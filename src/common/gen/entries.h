@@ -410,10 +410,10 @@
     X(400, cuMemcpyAtoHAsync_v2_ptsz, REMOTE) \
     X(401, cuMemcpyAtoH_v2, REMOTE) \
     X(402, cuMemcpyAtoH_v2_ptds, REMOTE) \
-    X(403, cuMemcpyBatchAsync, UNSUPPORTED) \
-    X(404, cuMemcpyBatchAsync_ptsz, UNSUPPORTED) \
-    X(405, cuMemcpyBatchAsync_v2, UNSUPPORTED) \
-    X(406, cuMemcpyBatchAsync_v2_ptsz, UNSUPPORTED) \
+    X(403, cuMemcpyBatchAsync, REMOTE) \
+    X(404, cuMemcpyBatchAsync_ptsz, REMOTE) \
+    X(405, cuMemcpyBatchAsync_v2, REMOTE) \
+    X(406, cuMemcpyBatchAsync_v2_ptsz, REMOTE) \
     X(407, cuMemcpyDtoA, UNSUPPORTED) \
     X(408, cuMemcpyDtoA_v2, REMOTE) \
     X(409, cuMemcpyDtoA_v2_ptds, REMOTE) \

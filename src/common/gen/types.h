@@ -86,7 +86,6 @@ typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h w
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUmemcpyAttributes CUmemcpyAttributes; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmulticastObjectProp CUmulticastObjectProp; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUstreamBatchMemOpParams CUstreamBatchMemOpParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUtensorMap CUtensorMap; /* layout in cuda_abi.h where it is marshalled */
