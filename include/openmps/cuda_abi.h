@@ -533,6 +533,32 @@ typedef struct om_CUmemcpyAttributes {
     unsigned int flags; /* CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1 */
 } CUmemcpyAttributes;
 _Static_assert(sizeof(CUmemcpyAttributes) == 24, "CUmemcpyAttributes as in cuda.h");
+/* CUDA_MEMCPY3D_BATCH_OP: two operands (a pointer with its row length and layer height in
+ * elements, or an array with an offset), the extent, the source access order, flags. */
+typedef struct {
+    int type; /* CUmemcpy3DOperandType: 1 pointer, 2 array */
+    union {
+        struct {
+            CUdeviceptr ptr;
+            size_t rowLength, layerHeight;
+            CUmemLocation locHint;
+        } ptr;
+        struct {
+            void *array;
+            size_t x, y, z;
+        } array;
+    } op;
+} om_memcpy3d_operand;
+typedef struct om_CUDA_MEMCPY3D_BATCH_OP {
+    om_memcpy3d_operand src, dst;
+    size_t width, height, depth;
+    int srcAccessOrder;
+    unsigned int flags;
+} CUDA_MEMCPY3D_BATCH_OP;
+_Static_assert(sizeof(CUDA_MEMCPY3D_BATCH_OP) == 112 &&
+                   offsetof(CUDA_MEMCPY3D_BATCH_OP, dst) == 40 &&
+                   offsetof(CUDA_MEMCPY3D_BATCH_OP, srcAccessOrder) == 104,
+               "CUDA_MEMCPY3D_BATCH_OP as in cuda.h");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

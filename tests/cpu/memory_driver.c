@@ -526,6 +526,84 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUme
                             size_t *, size_t, size_t *, CUstream);
 CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
                                size_t *, size_t, CUstream);
+typedef struct {
+    int type;
+    union {
+        struct {
+            CUdeviceptr ptr;
+            size_t rowLength, layerHeight;
+            CUmemLocation locHint;
+        } ptr;
+        struct {
+            void *array;
+            size_t x, y, z;
+        } array;
+    } op;
+} Operand3D;
+typedef struct {
+    Operand3D src, dst;
+    size_t width, height, depth;
+    int srcAccessOrder;
+    unsigned flags;
+} CUDA_MEMCPY3D_BATCH_OP;
+CUresult cuMemcpy3DBatchAsync(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long,
+                              CUstream);
+CUresult cuMemcpy3DBatchAsync_v2(size_t, CUDA_MEMCPY3D_BATCH_OP *, unsigned long long, CUstream);
+
+/* cuMemcpy3DBatchAsync: pointer operands, each footprint checked. */
+static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back, CUdeviceptr d1)
+{
+    CUDA_MEMCPY3D_BATCH_OP op[2] = {0};
+    size_t fail = 7;
+    CUresult rc;
+
+    /* 64 x 4 x 2 from a host layout of rows of 128 and layers of 5 rows into packed device
+     * memory, then back to packed host memory */
+    op[0].src.type = 1;
+    op[0].src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)pin;
+    op[0].src.op.ptr.rowLength = 128;
+    op[0].src.op.ptr.layerHeight = 5;
+    op[0].dst.type = 1;
+    op[0].dst.op.ptr.ptr = d1;
+    op[0].width = 64, op[0].height = 4, op[0].depth = 2;
+    op[0].srcAccessOrder = 1;
+    OK(cuMemcpy3DBatchAsync_v2(1, op, 0, st));
+    op[1] = op[0];
+    op[1].src = op[0].dst;
+    op[1].dst.op.ptr.ptr = (CUdeviceptr)(uintptr_t)back;
+    op[1].srcAccessOrder = 2; /* during the call: waits */
+    memset(back, 0, 4096);
+    OK(cuMemcpy3DBatchAsync(1, &op[1], &fail, 0, st));
+    for (int z = 0; z < 2; z++)
+        for (int y = 0; y < 4; y++)
+            CHECK(!memcmp(back + (z * 4 + y) * 64, pin + (z * 5 + y) * 128, 64),
+                  "3D batch row %d of layer %d", y, z);
+    /* refusals */
+    op[1].dst.op.ptr.rowLength = 4096; /* the footprint leaves the pinned buffer */
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    CHECK(fail == 1, "footprint past the pinned memory at op 1: %zu", fail);
+    op[1].dst.op.ptr.rowLength = 0;
+    op[1].src.op.ptr.rowLength = 32; /* shorter than the width */
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    op[1].src.op.ptr.rowLength = 0;
+    op[1].src.op.ptr.layerHeight = 4096; /* past the device allocation */
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    CHECK(fail == 1, "device footprint at op 1: %zu", fail);
+    op[1].src.op.ptr.layerHeight = 0;
+    op[0].depth = 0;
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    CHECK(fail == 0, "a zero extent at op 0: %zu", fail);
+    op[0].depth = 2;
+    op[0].src.type = 2; /* an array operand */
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), NOT_SUPPORTED);
+    op[0].src.type = 3;
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+    op[0].src.type = 1;
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 1, st), INVALID_VALUE);   /* flags */
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, NULL), INVALID_VALUE); /* legacy stream */
+    op[1].srcAccessOrder = 0;
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+}
 
 /* cuMemcpyBatchAsync: pinned host and device sides, every range checked before any copy. */
 static void copy_batches(CUstream st)
@@ -584,6 +662,7 @@ static void copy_batches(CUstream st)
     IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, NULL), INVALID_VALUE); /* legacy */
     OK(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st));
     OK(cuStreamSynchronize(st));
+    copy_3d_batches(st, pin, back, d1);
     OK(cuMemFree_v2(d1));
     OK(cuMemFree_v2(d2));
     OK(cuMemFreeHost(pin));

@@ -1056,3 +1056,142 @@ CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size
         *failIdx = fail;
     return rc;
 }
+
+/*
+ * cuMemcpy3DBatchAsync: pointer-to-pointer operations (element size 1), each one's whole 3D
+ * footprint checked as cuMemcpyBatchAsync's sides are, before any is issued; then each is a
+ * cuMemcpy3DAsync on the stream. Array operands and managed memory are refused
+ * (CUDA_ERROR_NOT_SUPPORTED): not done yet.
+ */
+static CUresult batch3d_side(const om_memcpy3d_operand *o, const CUDA_MEMCPY3D_BATCH_OP *op,
+                             int *ret_type, size_t *ret_pitch, size_t *ret_layer)
+{
+    size_t row = o->op.ptr.rowLength ? o->op.ptr.rowLength : op->width;
+    size_t layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : op->height;
+    size_t span, t;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    bool managed = false;
+    uint64_t server;
+
+    if (o->type == 2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (o->type != 1 || row < op->width || layer < op->height)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* the last byte: (depth - 1) layers, (height - 1) rows, then width */
+    if (__builtin_mul_overflow(op->depth - 1, layer, &t) || __builtin_mul_overflow(t, row, &t) ||
+        __builtin_mul_overflow(op->height - 1, row, &span) ||
+        __builtin_add_overflow(span, t, &span) || __builtin_add_overflow(span, op->width, &span))
+        return CUDA_ERROR_INVALID_VALUE;
+    *ret_pitch = row;
+    *ret_layer = layer;
+    if (om_devrange_find(o->op.ptr.ptr, &base, &size, &managed)) {
+        if (span > size - (o->op.ptr.ptr - base))
+            return CUDA_ERROR_INVALID_VALUE;
+        *ret_type = CU_MEMORYTYPE_DEVICE;
+        return managed ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+    }
+    *ret_type = CU_MEMORYTYPE_HOST;
+    return om_pinned_lookup((const void *)(uintptr_t)o->op.ptr.ptr, span, &server)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult copy3d_batch(size_t n, const CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags,
+                             CUstream s, bool per_thread, size_t *fail)
+{
+    CUresult (*copy)(const CUDA_MEMCPY3D *, CUstream) = om_remote_entry(OM_IDX_cuMemcpy3DAsync_v2);
+    CUresult (*sync)(CUstream) = om_remote_entry(OM_IDX_cuStreamSynchronize);
+    bool wait = false;
+    CUresult rc = CUDA_SUCCESS;
+
+    *fail = BATCH_NOT_A_COPY;
+    if (n == 0 || !ops || flags || (uintptr_t)s == 1 || (!s && !per_thread))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
+        int st = 0, dt = 0;
+        size_t sp, sl, dp, dl;
+
+        *fail = i;
+        if (!op->width || !op->height || !op->depth || op->srcAccessOrder < 1 ||
+            op->srcAccessOrder > 3 || (op->flags & ~1u))
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((rc = batch3d_side(&op->src, op, &st, &sp, &sl)) != CUDA_SUCCESS ||
+            (rc = batch3d_side(&op->dst, op, &dt, &dp, &dl)) != CUDA_SUCCESS)
+            return rc;
+        if (st == CU_MEMORYTYPE_HOST && dt == CU_MEMORYTYPE_HOST)
+            return CUDA_ERROR_INVALID_VALUE;
+        wait |= op->srcAccessOrder == 2;
+    }
+    *fail = BATCH_NOT_A_COPY;
+    for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
+        CUDA_MEMCPY3D c = {0};
+        int st = 0, dt = 0;
+        size_t sp, sl, dp, dl;
+
+        batch3d_side(&op->src, op, &st, &sp, &sl);
+        batch3d_side(&op->dst, op, &dt, &dp, &dl);
+        c.srcMemoryType = st;
+        if (st == CU_MEMORYTYPE_HOST)
+            c.srcHost = (const void *)(uintptr_t)op->src.op.ptr.ptr;
+        else
+            c.srcDevice = op->src.op.ptr.ptr;
+        c.srcPitch = sp;
+        c.srcHeight = sl;
+        c.dstMemoryType = dt;
+        if (dt == CU_MEMORYTYPE_HOST)
+            c.dstHost = (void *)(uintptr_t)op->dst.op.ptr.ptr;
+        else
+            c.dstDevice = op->dst.op.ptr.ptr;
+        c.dstPitch = dp;
+        c.dstHeight = dl;
+        c.WidthInBytes = op->width;
+        c.Height = op->height;
+        c.Depth = op->depth;
+        if ((rc = copy(&c, s)) != CUDA_SUCCESS)
+            *fail = i;
+    }
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(s);
+    return rc;
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                      unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+
+    return copy3d_batch(numOps, opList, flags, hStream, false, &fail);
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                           unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+
+    return copy3d_batch(numOps, opList, flags, hStream, true, &fail);
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                                   unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+    CUresult rc = copy3d_batch(numOps, opList, flags, hStream, false, &fail);
+
+    if (rc != CUDA_SUCCESS && failIdx)
+        *failIdx = fail;
+    return rc;
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                        size_t *failIdx, unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+    CUresult rc = copy3d_batch(numOps, opList, flags, hStream, true, &fail);
+
+    if (rc != CUDA_SUCCESS && failIdx)
+        *failIdx = fail;
+    return rc;
+}

@@ -212,6 +212,10 @@ CUresult om_r_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
 CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
 CUresult om_r_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
 CUresult om_r_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* memory */
 CUresult om_r_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc); /* modules */
 CUresult om_r_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value); /* modules */
 CUresult om_r_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config); /* modules */

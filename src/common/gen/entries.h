@@ -386,10 +386,10 @@
     X(376, cuMemcpy3DAsync, UNSUPPORTED) \
     X(377, cuMemcpy3DAsync_v2, REMOTE) \
     X(378, cuMemcpy3DAsync_v2_ptsz, REMOTE) \
-    X(379, cuMemcpy3DBatchAsync, UNSUPPORTED) \
-    X(380, cuMemcpy3DBatchAsync_ptsz, UNSUPPORTED) \
-    X(381, cuMemcpy3DBatchAsync_v2, UNSUPPORTED) \
-    X(382, cuMemcpy3DBatchAsync_v2_ptsz, UNSUPPORTED) \
+    X(379, cuMemcpy3DBatchAsync, REMOTE) \
+    X(380, cuMemcpy3DBatchAsync_ptsz, REMOTE) \
+    X(381, cuMemcpy3DBatchAsync_v2, REMOTE) \
+    X(382, cuMemcpy3DBatchAsync_v2_ptsz, REMOTE) \
     X(383, cuMemcpy3DPeer, REMOTE) \
     X(384, cuMemcpy3DPeerAsync, REMOTE) \
     X(385, cuMemcpy3DPeerAsync_ptsz, REMOTE) \

@@ -72,7 +72,6 @@ typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS CUDA_EXT_SEM_SIGNAL_NODE_PARAM
 typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS CUDA_EXT_SEM_WAIT_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY2D_v1 CUDA_MEMCPY2D_v1; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_MEMCPY3D_BATCH_OP CUDA_MEMCPY3D_BATCH_OP; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY3D_v1 CUDA_MEMCPY3D_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS CUDA_MEM_ALLOC_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUarrayMapInfo CUarrayMapInfo; /* layout in cuda_abi.h where it is marshalled */
