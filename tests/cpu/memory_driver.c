@@ -578,7 +578,9 @@ static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back
         for (int y = 0; y < 4; y++)
             CHECK(!memcmp(back + (z * 4 + y) * 64, pin + (z * 5 + y) * 128, 64),
                   "3D batch row %d of layer %d", y, z);
-    /* refusals */
+    /* refusals: nothing of a refused batch runs (op 0 would write d1) */
+    memset(back, 0, 4096);
+    OK(cuMemcpyHtoD_v2(d1, back, 4096));
     op[1].dst.op.ptr.rowLength = 4096; /* the footprint leaves the pinned buffer */
     IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
     CHECK(fail == 1, "footprint past the pinned memory at op 1: %zu", fail);
@@ -603,6 +605,10 @@ static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back
     IS(cuMemcpy3DBatchAsync_v2(2, op, 0, NULL), INVALID_VALUE); /* legacy stream */
     op[1].srcAccessOrder = 0;
     IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+    OK(cuStreamSynchronize(st));
+    OK(cuMemcpyDtoH_v2(back, d1, 4096));
+    for (int i = 0; i < 4096; i++)
+        CHECK(back[i] == 0, "a refused batch copied (byte %d)", i);
 }
 
 /* cuMemcpyBatchAsync: pinned host and device sides, every range checked before any copy. */
