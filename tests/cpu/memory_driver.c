@@ -10,7 +10,8 @@
  *                                    GRANULARITY" of what it keeps, waits for "exit" on stdin
  *   memory-driver vmmforeign H VA G  is refused another client's handle and range
  *   memory-driver hints              managed-memory hints and cuMemRangeGetAttribute(s),
- *                                    cuPointerSetAttribute, cuMemcpy3DPeer(Async)
+ *                                    cuPointerSetAttribute, cuMemcpy3DPeer(Async), batches
+ *                                    of copies, cuMemGetHandleForAddressRange
  *   memory-driver import HEX POOL    opens the handle, checks the bytes, is refused what is not
  *                                    its own; waits for a stdin line, checks the bytes again,
  *                                    closes it
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -549,6 +551,30 @@ typedef struct {
 CUresult cuMemcpy3DBatchAsync(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long,
                               CUstream);
 CUresult cuMemcpy3DBatchAsync_v2(size_t, CUDA_MEMCPY3D_BATCH_OP *, unsigned long long, CUstream);
+CUresult cuMemGetHandleForAddressRange(void *, CUdeviceptr, size_t, int, unsigned long long);
+
+/* A dma-buf descriptor of the client's range, made by the server (the double's: a memfd with
+ * the range's bytes), arrives here; other ranges, types and flags are refused. */
+static void dma_buf(CUdeviceptr d)
+{
+    unsigned char in[4096], got[4096];
+    int fd = -1;
+    CUresult rc;
+
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (unsigned char)(i * 11 + 7);
+    OK(cuMemcpyHtoD_v2(d, in, sizeof(in)));
+    OK(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 1));
+    CHECK(fd >= 0 && pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got) &&
+              !memcmp(in, got, sizeof(in)),
+          "the dma-buf descriptor holds the range's bytes (fd %d)", fd);
+    close(fd);
+    IS(cuMemGetHandleForAddressRange(&fd, d, 8192, 1, 0), INVALID_VALUE);    /* past it */
+    IS(cuMemGetHandleForAddressRange(&fd, 0x1000, 16, 1, 0), INVALID_VALUE); /* nobody's */
+    IS(cuMemGetHandleForAddressRange(&fd, d, 4096, 2, 0), INVALID_VALUE);    /* type */
+    IS(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 2), INVALID_VALUE);    /* flags */
+    IS(cuMemGetHandleForAddressRange(NULL, d, 4096, 1, 0), INVALID_VALUE);
+}
 
 /* cuMemcpy3DBatchAsync: pointer operands, each footprint checked. */
 static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back, CUdeviceptr d1)
@@ -826,6 +852,7 @@ static int hints(void)
         OK(cuMemFree_v2(d2));
     }
     copy_batches(st);
+    dma_buf(d);
     OK(cuMemFree_v2(d));
     OK(cuMemFree_v2(m2));
     printf("hints ok\n");

@@ -336,6 +336,17 @@ static CUresult w_cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned
                                                                                             f);
 }
 
+/* A dma-buf of a range: the range must be the client's device memory. */
+static CUresult w_cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, int type,
+                                                unsigned long long flags)
+{
+    ENTER(cuMemGetHandleForAddressRange);
+    check(K_DEVICE, p, n);
+    return ORIG(cuMemGetHandleForAddressRange,
+                CUresult(*)(void *, CUdeviceptr, size_t, int, unsigned long long))(h, p, n, type,
+                                                                                   flags);
+}
+
 static CUresult w_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     ENTER(cuMemcpyHtoDAsync_v2);
@@ -1821,6 +1832,7 @@ static const struct {
     W(cuMemHostAlloc),
     W(cuMemFreeHost),
     W(cuMemHostGetDevicePointer_v2),
+    W(cuMemGetHandleForAddressRange),
     W(cuMemcpyHtoDAsync_v2),
     W(cuMemcpyDtoHAsync_v2),
     W(cuMemcpyDtoDAsync_v2),

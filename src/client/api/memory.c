@@ -3,8 +3,11 @@
  * hints of managed memory (the server's side: src/server/api/mempool.c, ipc.c). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../../common/msg.h"
 #include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
@@ -1194,4 +1197,43 @@ CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *o
     if (rc != CUDA_SUCCESS && failIdx)
         *failIdx = fail;
     return rc;
+}
+
+/* ------------------------------------------------------------------ dma-buf of a range */
+
+/* The server asks the driver for a dma-buf descriptor of the client's range (checked there)
+ * and sends it after its answer on the session socket: the answer and the descriptor are one
+ * exchange, so no other call of this process comes between. */
+CUresult om_r_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+                                            CUmemRangeHandleType handleType,
+                                            unsigned long long flags)
+{
+    REQ(req, 32);
+    struct om_msg *m;
+    CUresult rc;
+    int fd = -1;
+
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    m = malloc(sizeof(*m));
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, dptr);
+    om_put_u64(&req, size);
+    om_put_u64(&req, (uint64_t)handleType);
+    om_put_u64(&req, flags);
+    om_ring_lock();
+    rc = om_rcall_locked(OM_IDX_cuMemGetHandleForAddressRange, &req, NULL, 0, NULL);
+    if (rc == CUDA_SUCCESS && (om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 ||
+                               m->hdr.type != OM_MSG_HOST_MEM || fd < 0))
+        rc = CUDA_ERROR_UNKNOWN;
+    om_ring_unlock();
+    free(m);
+    if (rc != CUDA_SUCCESS) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    *(int *)handle = fd;
+    return CUDA_SUCCESS;
 }

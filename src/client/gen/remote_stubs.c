@@ -2753,6 +2753,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_ptsz, (void *)om_r_cuMemcpy3DBatchAsync_ptsz);
     om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_v2, (void *)om_r_cuMemcpy3DBatchAsync_v2);
     om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_v2_ptsz, (void *)om_r_cuMemcpy3DBatchAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemGetHandleForAddressRange, (void *)om_r_cuMemGetHandleForAddressRange);
     om_remote_set(OM_IDX_cuFuncGetAttribute, (void *)om_r_cuFuncGetAttribute);
     om_remote_set(OM_IDX_cuFuncSetAttribute, (void *)om_r_cuFuncSetAttribute);
     om_remote_set(OM_IDX_cuFuncSetCacheConfig, (void *)om_r_cuFuncSetCacheConfig);

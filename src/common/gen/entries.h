@@ -333,7 +333,7 @@
     X(323, cuMemGetAllocationGranularity, REMOTE) \
     X(324, cuMemGetAllocationPropertiesFromHandle, REMOTE) \
     X(325, cuMemGetDefaultMemPool, REMOTE) \
-    X(326, cuMemGetHandleForAddressRange, UNSUPPORTED) \
+    X(326, cuMemGetHandleForAddressRange, REMOTE) \
     X(327, cuMemGetInfo, UNSUPPORTED) \
     X(328, cuMemGetInfo_v2, REMOTE) \
     X(329, cuMemGetMemPool, REMOTE) \
