@@ -2098,7 +2098,10 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
     size_t n = 0;
     CUresult rc = om_exec(s, index, in, len, reply, OM_REPLY_MAX, &n, posted);
 
+    if (s->send_fd_close && s->send_fd_after >= 0)
+        close(s->send_fd_after); /* made for the client: serve() closes it once sent */
     s->send_fd_after = -1; /* the descriptor stays with its region, as after serve() sends it */
+    s->send_fd_close = false;
     if (trace)
         fprintf(stderr, "fuzz_exec: %s %s%s: CUresult %d, %zu byte(s)\n",
                 phase == O_VICTIM ? "victim" : "fuzzed",
