@@ -545,6 +545,64 @@ _Static_assert(offsetof(CUDA_MEMCPY3D_v1, reserved0) == 48, "CUDA_MEMCPY3D_v1 re
 _Static_assert(offsetof(CUDA_MEMCPY3D_v1, dstXInBytes) == 64, "CUDA_MEMCPY3D_v1 dst");
 _Static_assert(offsetof(CUDA_MEMCPY3D_v1, WidthInBytes) == 128, "CUDA_MEMCPY3D_v1 width");
 
+/* Memory family: CUDA_MEMCPY3D_PEER (CUDA_MEMCPY3D with each side's context in place of its
+ * reserved pointer; api/memory.c converts one into the other). */
+typedef struct om_CUDA_MEMCPY3D_PEER {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray;
+    void *srcContext;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray;
+    void *dstContext;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D_PEER;
+_Static_assert(sizeof(CUDA_MEMCPY3D_PEER) == 200, "CUDA_MEMCPY3D_PEER as in cuda.h");
+_Static_assert(sizeof(CUDA_MEMCPY3D_PEER) == sizeof(CUDA_MEMCPY3D) &&
+                   offsetof(CUDA_MEMCPY3D_PEER, dstContext) == 152 &&
+                   offsetof(CUDA_MEMCPY3D, reserved1) == 152,
+               "the same layout");
+/* CUmemcpyAttributes: cuMemcpyBatchAsync's attributes of a run of copies. */
+typedef struct om_CUmemcpyAttributes {
+    int srcAccessOrder; /* CUmemcpySrcAccessOrder: 1 stream, 2 during the call, 3 any */
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned int flags; /* CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1 */
+} CUmemcpyAttributes;
+_Static_assert(sizeof(CUmemcpyAttributes) == 24, "CUmemcpyAttributes as in cuda.h");
+/* CUDA_MEMCPY3D_BATCH_OP: two operands (a pointer with its row length and layer height in
+ * elements, or an array with an offset), the extent, the source access order, flags. */
+typedef struct {
+    int type; /* CUmemcpy3DOperandType: 1 pointer, 2 array */
+    union {
+        struct {
+            CUdeviceptr ptr;
+            size_t rowLength, layerHeight;
+            CUmemLocation locHint;
+        } ptr;
+        struct {
+            void *array;
+            size_t x, y, z;
+        } array;
+    } op;
+} om_memcpy3d_operand;
+typedef struct om_CUDA_MEMCPY3D_BATCH_OP {
+    om_memcpy3d_operand src, dst;
+    size_t width, height, depth;
+    int srcAccessOrder;
+    unsigned int flags;
+} CUDA_MEMCPY3D_BATCH_OP;
+_Static_assert(sizeof(CUDA_MEMCPY3D_BATCH_OP) == 112 &&
+                   offsetof(CUDA_MEMCPY3D_BATCH_OP, dst) == 40 &&
+                   offsetof(CUDA_MEMCPY3D_BATCH_OP, srcAccessOrder) == 104,
+               "CUDA_MEMCPY3D_BATCH_OP as in cuda.h");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

@@ -50,6 +50,8 @@ uint64_t om_devrange_pool(CUdeviceptr p);
 void om_devrange_remove(CUdeviceptr base);
 /* The device or managed range holding p, if this process has one. */
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
+/* api/memory.c: forgets the advice and prefetches recorded on the managed range at base. */
+void om_hints_forget(CUdeviceptr base);
 /* remote_ctx.c: parameter `index` of a kernel this process obtained (its cached layout):
  * INVALID_HANDLE for another handle, INVALID_VALUE past its last parameter. */
 CUresult om_kernel_param(uint64_t kernel, size_t index, size_t *ret_offset, size_t *ret_size);

@@ -258,6 +258,8 @@ CUresult om_r_cuMemFree_v2(CUdeviceptr dptr)
      * asynchronous error with the answer; only INVALID_VALUE means it kept nothing. */
     if (rc != CUDA_ERROR_INVALID_VALUE && !managed_forget(dptr))
         om_devrange_remove(dptr);
+    else if (rc != CUDA_ERROR_INVALID_VALUE)
+        om_hints_forget(dptr); /* api/memory.c: its advice and prefetches */
     return rc;
 }
 

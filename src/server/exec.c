@@ -198,8 +198,12 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
     }
     if (posted && rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
         s->async_error = rc; /* reported at the next synchronising call */
-    if (posted)
+    if (posted && s->send_fd_close && s->send_fd_after >= 0)
+        close(s->send_fd_after);
+    if (posted) {
         s->send_fd_after = -1; /* a descriptor only ever follows an answer */
+        s->send_fd_close = false;
+    }
     *ret_out_len = rc == CUDA_SUCCESS ? c.out.len : 0;
     return rc;
 }

@@ -111,6 +111,7 @@ struct session {
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
+    bool send_fd_close;          /* ... and close it then (a descriptor made for the client) */
     size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;

@@ -102,6 +102,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     struct om_rec reply = {.op = rec->op, .seq = rec->seq};
     const void *reply_payload = payload;
     int rc_fd = -1;
+    bool rc_fd_close = false;
 
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
@@ -147,7 +148,9 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
             reply.len = (uint32_t)out_len;
             reply_payload = out;
             rc_fd = s->send_fd_after;
+            rc_fd_close = s->send_fd_close;
             s->send_fd_after = -1;
+            s->send_fd_close = false;
             break;
         }
         om_err("client %d sent unknown operation %u; closing its session", (int)s->pid, rec->op);
@@ -163,18 +166,25 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
                 uint64_t len = 0;
                 om_msg_send(s->sock, OM_MSG_HOST_MEM, 0, &len, sizeof(len), rc_fd);
             }
+            if (rc_fd_close)
+                close(rc_fd);
             return 0;
         }
         if (rc != -EAGAIN) {
             om_err("client %d corrupted its completion ring (%s); closing its session", (int)s->pid,
                    strerror(-rc));
+            if (rc_fd_close)
+                close(rc_fd);
             return -EPROTO;
         }
         /* Bounded waits: the doorbell is in memory the client can scribble on,
          * so a stop request must not depend on it waking us. */
         om_ring_wait_space(&s->tx, reply.len, OM_SESSION_POLL_MS, &s->stop);
-        if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+            if (rc_fd_close)
+                close(rc_fd);
             return -ECONNRESET;
+        }
     }
 }
 

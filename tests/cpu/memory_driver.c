@@ -9,6 +9,9 @@
  *   memory-driver vmm                the virtual memory management API; prints "vmm HANDLE VA
  *                                    GRANULARITY" of what it keeps, waits for "exit" on stdin
  *   memory-driver vmmforeign H VA G  is refused another client's handle and range
+ *   memory-driver hints              managed-memory hints and cuMemRangeGetAttribute(s),
+ *                                    cuPointerSetAttribute, cuMemcpy3DPeer(Async), batches
+ *                                    of copies, cuMemGetHandleForAddressRange
  *   memory-driver import HEX POOL    opens the handle, checks the bytes, is refused what is not
  *                                    its own; waits for a stdin line, checks the bytes again,
  *                                    closes it
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -43,6 +47,7 @@ typedef struct {
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
 CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxGetCurrent(CUcontext *);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamSynchronize(CUstream);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
@@ -487,6 +492,379 @@ static int vmm_foreign(unsigned long long h, CUdeviceptr va, size_t g)
     return 0;
 }
 
+/* Hints and queries on managed memory (recorded in the client), cuPointerSetAttribute, 3D
+ * peer copies through cuMemcpy3D's path. */
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
+CUresult cuMemRangeGetAttribute(void *, size_t, int, CUdeviceptr, size_t);
+CUresult cuMemRangeGetAttributes(void **, size_t *, int *, size_t, CUdeviceptr, size_t);
+CUresult cuMemPrefetchBatchAsync(CUdeviceptr *, size_t *, size_t, CUmemLocation *, size_t *, size_t,
+                                 unsigned long long, CUstream);
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *, size_t *, size_t, unsigned long long, CUstream);
+CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *, size_t *, size_t, CUmemLocation *,
+                                           size_t *, size_t, unsigned long long, CUstream);
+CUresult cuPointerSetAttribute(const void *, int, CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
+CUresult cuMemFreeHost(void *);
+typedef struct {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray;
+    CUcontext srcContext;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray;
+    CUcontext dstContext;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D_PEER;
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *);
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *, CUstream);
+typedef struct {
+    int srcAccessOrder;
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned flags;
+} CUmemcpyAttributes;
+CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                            size_t *, size_t, size_t *, CUstream);
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                               size_t *, size_t, CUstream);
+typedef struct {
+    int type;
+    union {
+        struct {
+            CUdeviceptr ptr;
+            size_t rowLength, layerHeight;
+            CUmemLocation locHint;
+        } ptr;
+        struct {
+            void *array;
+            size_t x, y, z;
+        } array;
+    } op;
+} Operand3D;
+typedef struct {
+    Operand3D src, dst;
+    size_t width, height, depth;
+    int srcAccessOrder;
+    unsigned flags;
+} CUDA_MEMCPY3D_BATCH_OP;
+CUresult cuMemcpy3DBatchAsync(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long,
+                              CUstream);
+CUresult cuMemcpy3DBatchAsync_v2(size_t, CUDA_MEMCPY3D_BATCH_OP *, unsigned long long, CUstream);
+CUresult cuMemGetHandleForAddressRange(void *, CUdeviceptr, size_t, int, unsigned long long);
+
+/* A dma-buf descriptor of the client's range, made by the server (the double's: a memfd with
+ * the range's bytes), arrives here; other ranges, types and flags are refused. */
+static void dma_buf(CUdeviceptr d)
+{
+    unsigned char in[4096], got[4096];
+    int fd = -1;
+    CUresult rc;
+
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (unsigned char)(i * 11 + 7);
+    OK(cuMemcpyHtoD_v2(d, in, sizeof(in)));
+    OK(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 1));
+    CHECK(fd >= 0 && pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got) &&
+              !memcmp(in, got, sizeof(in)),
+          "the dma-buf descriptor holds the range's bytes (fd %d)", fd);
+    close(fd);
+    IS(cuMemGetHandleForAddressRange(&fd, d, 8192, 1, 0), INVALID_VALUE);    /* past it */
+    IS(cuMemGetHandleForAddressRange(&fd, 0x1000, 16, 1, 0), INVALID_VALUE); /* nobody's */
+    IS(cuMemGetHandleForAddressRange(&fd, d, 4096, 2, 0), INVALID_VALUE);    /* type */
+    IS(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 2), INVALID_VALUE);    /* flags */
+    IS(cuMemGetHandleForAddressRange(NULL, d, 4096, 1, 0), INVALID_VALUE);
+}
+
+/* cuMemcpy3DBatchAsync: pointer operands, each footprint checked. */
+static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back, CUdeviceptr d1)
+{
+    CUDA_MEMCPY3D_BATCH_OP op[2] = {0};
+    size_t fail = 7;
+    CUresult rc;
+
+    /* 64 x 4 x 2 from a host layout of rows of 128 and layers of 5 rows into packed device
+     * memory, then back to packed host memory */
+    op[0].src.type = 1;
+    op[0].src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)pin;
+    op[0].src.op.ptr.rowLength = 128;
+    op[0].src.op.ptr.layerHeight = 5;
+    op[0].dst.type = 1;
+    op[0].dst.op.ptr.ptr = d1;
+    op[0].width = 64, op[0].height = 4, op[0].depth = 2;
+    op[0].srcAccessOrder = 1;
+    OK(cuMemcpy3DBatchAsync_v2(1, op, 0, st));
+    op[1] = op[0];
+    op[1].src = op[0].dst;
+    op[1].dst.op.ptr.ptr = (CUdeviceptr)(uintptr_t)back;
+    op[1].srcAccessOrder = 2; /* during the call: waits */
+    memset(back, 0, 4096);
+    OK(cuMemcpy3DBatchAsync(1, &op[1], &fail, 0, st));
+    for (int z = 0; z < 2; z++)
+        for (int y = 0; y < 4; y++)
+            CHECK(!memcmp(back + (z * 4 + y) * 64, pin + (z * 5 + y) * 128, 64),
+                  "3D batch row %d of layer %d", y, z);
+    /* refusals: nothing of a refused batch runs (op 0 would write d1) */
+    memset(back, 0, 4096);
+    OK(cuMemcpyHtoD_v2(d1, back, 4096));
+    op[1].dst.op.ptr.rowLength = 4096; /* the footprint leaves the pinned buffer */
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    CHECK(fail == 1, "footprint past the pinned memory at op 1: %zu", fail);
+    op[1].dst.op.ptr.rowLength = 0;
+    op[1].src.op.ptr.rowLength = 32; /* shorter than the width */
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    op[1].src.op.ptr.rowLength = 0;
+    op[1].src.op.ptr.layerHeight = 4096; /* past the device allocation */
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    CHECK(fail == 1, "device footprint at op 1: %zu", fail);
+    op[1].src.op.ptr.layerHeight = 0;
+    op[0].depth = 0;
+    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    CHECK(fail == 0, "a zero extent at op 0: %zu", fail);
+    op[0].depth = 2;
+    op[0].src.type = 2; /* an array operand */
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), NOT_SUPPORTED);
+    op[0].src.type = 3;
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+    op[0].src.type = 1;
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 1, st), INVALID_VALUE);   /* flags */
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, NULL), INVALID_VALUE); /* legacy stream */
+    op[1].srcAccessOrder = 0;
+    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+    OK(cuStreamSynchronize(st));
+    OK(cuMemcpyDtoH_v2(back, d1, 4096));
+    for (int i = 0; i < 4096; i++)
+        CHECK(back[i] == 0, "a refused batch copied (byte %d)", i);
+}
+
+/* cuMemcpyBatchAsync: pinned host and device sides, every range checked before any copy. */
+static void copy_batches(CUstream st)
+{
+    CUmemcpyAttributes at[2] = {{1, {0, 0}, {0, 0}, 0}, {2, {0, 0}, {0, 0}, 1}};
+    CUdeviceptr d1, d2, dst[3], src[3];
+    size_t sizes[3] = {4096, 4096, 100}, idx[2] = {0, 1}, fail = 7;
+    unsigned char *pin, *back, *pageable = malloc(4096);
+    CUresult rc;
+
+    OK(cuMemHostAlloc((void **)&pin, 3 * 4096, 0));
+    back = pin + 4096;
+    for (int i = 0; i < 4096; i++)
+        pin[i] = (unsigned char)(i * 5 + 3);
+    memset(back, 0, 4096);
+    OK(cuMemAlloc_v2(&d1, 4096));
+    OK(cuMemAlloc_v2(&d2, 4096));
+    /* host to d1, d1 to d2 would depend on each other: two batches */
+    dst[0] = d1, src[0] = (CUdeviceptr)(uintptr_t)pin;
+    OK(cuMemcpyBatchAsync_v2(dst, src, sizes, 1, at, idx, 1, st));
+    dst[0] = d2, src[0] = d1;
+    dst[1] = (CUdeviceptr)(uintptr_t)back, src[1] = d1;
+    dst[2] = (CUdeviceptr)(uintptr_t)(back + 8192 - 4096), src[2] = d1 + 4096 - 100;
+    OK(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st)); /* the 2nd waits */
+    CHECK(!memcmp(pin, back, 4096), "a batch moved the bytes");
+    CHECK(!memcmp(back + 4096, pin + 4096 - 100, 100), "the third copy");
+    memset(back, 0, 4096);
+    OK(cuMemcpyDtoH_v2(back, d2, 4096));
+    CHECK(!memcmp(pin, back, 4096), "device to device in a batch");
+    /* refusals: failIdx names the copy */
+    src[1] = (CUdeviceptr)(uintptr_t)pageable;
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == 1, "pageable host memory refused at copy 1: %zu", fail);
+    src[1] = d1 + 1; /* past the allocation by one */
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == 1, "a range past its allocation at copy 1: %zu", fail);
+    src[1] = d1;
+    dst[2] = (CUdeviceptr)(uintptr_t)pin; /* host to host */
+    src[2] = (CUdeviceptr)(uintptr_t)back;
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == 2, "host to host refused at copy 2: %zu", fail);
+    dst[2] = 0x1000; /* nobody's */
+    src[2] = d1;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    dst[2] = d2;
+    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, (size_t[]){0, 3}, 2, &fail, st), INVALID_VALUE);
+    CHECK(fail == SIZE_MAX, "not a copy's error: %zu", fail);
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, (size_t[]){1, 2}, 2, st), INVALID_VALUE);
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 1, at, idx, 2, st), INVALID_VALUE);
+    at[1].srcAccessOrder = 0;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    at[1].srcAccessOrder = 3;
+    at[1].flags = 2;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    at[1].flags = 0;
+    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, NULL), INVALID_VALUE); /* legacy */
+    OK(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st));
+    OK(cuStreamSynchronize(st));
+    copy_3d_batches(st, pin, back, d1);
+    OK(cuMemFree_v2(d1));
+    OK(cuMemFree_v2(d2));
+    OK(cuMemFreeHost(pin));
+    free(pageable);
+}
+
+static int attr1(int attr, CUdeviceptr p, size_t n)
+{
+    int v = 12345;
+    CUresult rc;
+
+    OK(cuMemRangeGetAttribute(&v, 4, attr, p, n));
+    return v;
+}
+
+static int hints(void)
+{
+    enum { RM = 1, PREF, ACC, LAST, PREF_TYPE, PREF_ID, LAST_TYPE, LAST_ID };
+    CUdeviceptr m, m2, d, ptrs[3];
+    size_t sizes[3] = {4096, 4096, 8192}, idxs[2] = {0, 2}, sz[3];
+    CUmemLocation locs[2] = {{1, 0}, {2, 0}}, dev0 = {1, 0}, bad = {1, 99};
+    CUcontext ctx;
+    CUstream st;
+    int v = 0, acc[3], type = 0, id = 0, attrs[3] = {PREF_TYPE, PREF_ID, RM};
+    void *data[3] = {&type, &id, &v};
+    unsigned one = 1;
+    void *pinned;
+    CUresult rc;
+
+    setup();
+    OK(cuStreamCreate(&st, 0));
+    OK(cuMemAllocManaged(&m, 1 << 16, 1));
+    OK(cuMemAlloc_v2(&d, 4096));
+    /* defaults: nothing asked for yet */
+    CHECK(attr1(RM, m, 4096) == 0, "read-mostly by default");
+    CHECK(attr1(PREF, m, 4096) == -2, "no preferred location by default");
+    CHECK(attr1(LAST, m, 4096) == -2, "never prefetched");
+    CHECK(attr1(PREF_TYPE, m, 4096) == 0, "preferred location type invalid");
+    /* advice on part of the range */
+    OK(cuMemAdvise(m, 8192, 1, 0));
+    CHECK(attr1(RM, m, 8192) == 1, "read-mostly where advised");
+    CHECK(attr1(RM, m + 4096, 4096) == 1, "read-mostly inside what was advised");
+    CHECK(attr1(RM, m, 8193) == 0, "read-mostly not past what was advised");
+    OK(cuMemAdvise(m + 4096, 100, 2, 0));
+    CHECK(attr1(RM, m, 8192) == 0, "read-mostly unset on a part");
+    CHECK(attr1(RM, m, 4096) == 1, "read-mostly still on the rest");
+    OK(cuMemAdvise(m, 1 << 16, 3, 0)); /* preferred: device 0 */
+    CHECK(attr1(PREF, m, 1 << 16) == 0, "preferred location device 0");
+    OK(cuMemAdvise_v2(m + 4096, 4096, 3, (CUmemLocation){2, 0})); /* the host, on a part */
+    CHECK(attr1(PREF, m + 4096, 4096) == -1, "preferred location the CPU on that part");
+    CHECK(attr1(PREF, m, 1 << 16) == -2, "no single preferred location");
+    OK(cuMemRangeGetAttributes(data, (size_t[]){4, 4, 4}, attrs, 3, m + 8192, 4096));
+    CHECK(type == 1 && id == 0 && v == 0, "attributes: %d %d %d", type, id, v);
+    IS(cuMemAdvise_v2(m, 4096, 3, bad), INVALID_DEVICE);
+    IS(cuMemAdvise(m, 4096, 7, 0), INVALID_VALUE);
+    /* accessed-by: devices with the advice on the whole range, then CU_DEVICE_INVALID */
+    OK(cuMemAdvise(m, 1 << 16, 5, 0));
+    OK(cuMemAdvise(m, 4096, 5, -1));
+    OK(cuMemRangeGetAttribute(acc, sizeof(acc), ACC, m, 4096));
+    CHECK(acc[0] == -1 && acc[1] == 0 && acc[2] == -2, "accessed by %d %d %d", acc[0], acc[1],
+          acc[2]);
+    OK(cuMemRangeGetAttribute(acc, sizeof(acc), ACC, m, 8192));
+    CHECK(acc[0] == 0 && acc[1] == -2, "accessed by on 8192: %d %d", acc[0], acc[1]);
+    OK(cuMemAdvise(m, 4096, 6, 0));
+    OK(cuMemRangeGetAttribute(acc, 4, ACC, m, 8192));
+    CHECK(acc[0] == -2, "accessed-by unset on a part: %d", acc[0]);
+    /* prefetches, single and batched */
+    OK(cuMemPrefetchAsync(m, 4096, 0, st));
+    CHECK(attr1(LAST, m, 4096) == 0, "prefetched to device 0");
+    ptrs[0] = m;
+    ptrs[1] = m + 4096;
+    ptrs[2] = m + 8192;
+    OK(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 2, 0, st));
+    CHECK(attr1(LAST, m, 8192) == 0 && attr1(LAST, m + 8192, 8192) == -1,
+          "batched prefetch locations: %d %d", attr1(LAST, m, 8192), attr1(LAST, m + 8192, 8192));
+    CHECK(attr1(LAST_TYPE, m + 8192, 100) == 2, "host prefetch type");
+    CHECK(attr1(LAST, m, 1 << 16) == -2, "part never prefetched");
+    OK(cuMemDiscardBatchAsync(ptrs, sizes, 3, 0, st));
+    OK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st));
+    CHECK(attr1(LAST, m, 16384) == 0, "discard and prefetch to device 0");
+    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){1, 2}, 2, 0, st), INVALID_VALUE);
+    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){0, 3}, 2, 0, st), INVALID_VALUE);
+    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){0, 0}, 2, 0, st), INVALID_VALUE);
+    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 1, locs, idxs, 2, 0, st), INVALID_VALUE);
+    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, &bad, idxs, 1, 0, st), INVALID_DEVICE);
+    IS(cuMemDiscardBatchAsync(ptrs, sizes, 3, 1, st), INVALID_VALUE); /* flags */
+    memcpy(sz, sizes, sizeof(sz));
+    sz[2] = 1 << 20; /* past the allocation */
+    IS(cuMemDiscardBatchAsync(ptrs, sz, 3, 0, st), INVALID_VALUE);
+    ptrs[1] = d; /* device memory, not managed */
+    IS(cuMemDiscardBatchAsync(ptrs, sizes, 3, 0, st), INVALID_VALUE);
+    IS(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st), INVALID_VALUE);
+    ptrs[1] = 0x1000; /* nobody's */
+    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st), INVALID_VALUE);
+    /* queries: managed memory of this client only, sizes as documented */
+    IS(cuMemRangeGetAttribute(&v, 4, RM, d, 4096), INVALID_VALUE);
+    IS(cuMemRangeGetAttribute(&v, 4, RM, 0x1000, 4096), INVALID_VALUE);
+    IS(cuMemRangeGetAttribute(&v, 4, RM, m, (1 << 16) + 1), INVALID_VALUE);
+    IS(cuMemRangeGetAttribute(&v, 4, 9, m, 4096), INVALID_VALUE);
+    IS(cuMemRangeGetAttribute(&v, 8, RM, m, 4096), INVALID_VALUE);
+    IS(cuMemRangeGetAttribute(acc, 6, ACC, m, 4096), INVALID_VALUE);
+    IS(cuMemRangeGetAttributes(data, (size_t[]){4, 4, 4}, attrs, 0, m, 4096), INVALID_VALUE);
+    /* a freed range forgets its hints */
+    OK(cuMemFree_v2(m));
+    IS(cuMemRangeGetAttribute(&v, 4, RM, m, 4096), INVALID_VALUE);
+    OK(cuMemAllocManaged(&m2, 1 << 16, 1));
+    CHECK(attr1(RM, m2, 4096) == 0 && attr1(LAST, m2, 4096) == -2, "a new range has none");
+    /* cuPointerSetAttribute: SYNC_MEMOPS on this client's memory */
+    OK(cuPointerSetAttribute(&one, 6, d + 10));
+    OK(cuPointerSetAttribute(&one, 6, m2));
+    OK(cuMemHostAlloc(&pinned, 4096, 0));
+    OK(cuPointerSetAttribute(&one, 6, (CUdeviceptr)(uintptr_t)pinned + 8));
+    OK(cuPointerGetAttribute(&v, 6, d));
+    CHECK(v == 1, "sync memops reads 1");
+    IS(cuPointerSetAttribute(&one, 6, 0x1000), INVALID_VALUE);
+    IS(cuPointerSetAttribute(&one, 1, d), INVALID_VALUE);
+    IS(cuPointerSetAttribute(NULL, 6, d), INVALID_VALUE);
+    OK(cuMemFreeHost(pinned));
+    /* 3D peer copies on one device: cuMemcpy3D's path with its checks */
+    OK(cuCtxGetCurrent(&ctx));
+    {
+        unsigned char in[4096], out[4096];
+        CUDA_MEMCPY3D_PEER c = {0};
+        CUdeviceptr d2;
+        for (size_t i = 0; i < sizeof(in); i++)
+            in[i] = (unsigned char)(i * 13 + 1);
+        OK(cuMemAlloc_v2(&d2, 4096));
+        c.srcMemoryType = 1; /* host */
+        c.srcHost = in;
+        c.srcContext = ctx;
+        c.srcPitch = 1024;
+        c.srcHeight = 4;
+        c.dstMemoryType = 2; /* device */
+        c.dstDevice = d;
+        c.dstContext = ctx;
+        c.dstPitch = 1024;
+        c.dstHeight = 4;
+        c.WidthInBytes = 1024;
+        c.Height = 4;
+        c.Depth = 1;
+        OK(cuMemcpy3DPeer(&c));
+        c.srcMemoryType = 2;
+        c.srcHost = NULL;
+        c.srcDevice = d;
+        c.dstDevice = d2;
+        OK(cuMemcpy3DPeerAsync(&c, st));
+        OK(cuStreamSynchronize(st));
+        OK(cuMemcpyDtoH_v2(out, d2, sizeof(out)));
+        CHECK(!memcmp(in, out, sizeof(in)), "3D peer copies moved the bytes");
+        c.dstDevice = 0x1000; /* nobody's */
+        IS(cuMemcpy3DPeer(&c), INVALID_VALUE);
+        c.dstDevice = d2;
+        c.dstContext = (CUcontext)(uintptr_t)0x5;
+        IS(cuMemcpy3DPeer(&c), 201 /* INVALID_CONTEXT */);
+        OK(cuMemFree_v2(d2));
+    }
+    copy_batches(st);
+    dma_buf(d);
+    OK(cuMemFree_v2(d));
+    OK(cuMemFree_v2(m2));
+    printf("hints ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -496,6 +874,8 @@ int main(int argc, char **argv)
         return export();
     if (argc > 1 && !strcmp(argv[1], "vmm"))
         return vmm();
+    if (argc > 1 && !strcmp(argv[1], "hints"))
+        return hints();
     if (argc > 4 && !strcmp(argv[1], "vmmforeign"))
         return vmm_foreign(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
                            (size_t)strtoull(argv[4], NULL, 10));

@@ -336,6 +336,17 @@ static CUresult w_cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned
                                                                                             f);
 }
 
+/* A dma-buf of a range: the range must be the client's device memory. */
+static CUresult w_cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, int type,
+                                                unsigned long long flags)
+{
+    ENTER(cuMemGetHandleForAddressRange);
+    check(K_DEVICE, p, n);
+    return ORIG(cuMemGetHandleForAddressRange,
+                CUresult(*)(void *, CUdeviceptr, size_t, int, unsigned long long))(h, p, n, type,
+                                                                                   flags);
+}
+
 static CUresult w_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     ENTER(cuMemcpyHtoDAsync_v2);
@@ -1821,6 +1832,7 @@ static const struct {
     W(cuMemHostAlloc),
     W(cuMemFreeHost),
     W(cuMemHostGetDevicePointer_v2),
+    W(cuMemGetHandleForAddressRange),
     W(cuMemcpyHtoDAsync_v2),
     W(cuMemcpyDtoHAsync_v2),
     W(cuMemcpyDtoDAsync_v2),
@@ -2086,7 +2098,10 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
     size_t n = 0;
     CUresult rc = om_exec(s, index, in, len, reply, OM_REPLY_MAX, &n, posted);
 
+    if (s->send_fd_close && s->send_fd_after >= 0)
+        close(s->send_fd_after); /* made for the client: serve() closes it once sent */
     s->send_fd_after = -1; /* the descriptor stays with its region, as after serve() sends it */
+    s->send_fd_close = false;
     if (trace)
         fprintf(stderr, "fuzz_exec: %s %s%s: CUresult %d, %zu byte(s)\n",
                 phase == O_VICTIM ? "victim" : "fuzzed",

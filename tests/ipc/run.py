@@ -2605,6 +2605,34 @@ def memory_vmm_is_each_clients_own():
         e.close(ok)
 
 
+
+@test
+def memory_managed_hints_and_3d_peer_copies():
+    """Advice and prefetches (single and batched, 13.0's discards) on managed memory are checked
+    in the client and recorded: cuMemRangeGetAttribute(s) answers what was asked for, piece by
+    piece; ranges that are not the client's managed memory, bad location indices, flags,
+    attributes and sizes are refused; a freed range forgets its hints. cuPointerSetAttribute
+    accepts SYNC_MEMOPS on the client's memory only. cuMemcpy3DPeer(Async) copies through
+    cuMemcpy3D's path, its ranges checked, an unknown context refused. Batches of copies
+    (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync) check every copy before issuing any.
+    cuMemGetHandleForAddressRange: the server's dma-buf descriptor reaches the client; what is
+    refused never reaches the driver."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "memory")
+        e.env.update({"FAKECUDA_MEMORY_LOG": mlog})
+        e.start()
+        p = memory_driver(e, "hints")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "hints ok" in out, "hints: %r %r" % (out, err))
+        dmabufs = [l for l in open(mlog).read().splitlines() if l.startswith("dmabuf")]
+        check(len(dmabufs) == 1 and dmabufs[0].endswith(" 4096 flags 1"),
+              "one dma-buf reached the driver: %r" % dmabufs)
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ graphs and stream capture
 
 REMOTE_GRAPHS = os.environ.get("OM_REMOTE_GRAPHS", "build/tests/remote-graphs")

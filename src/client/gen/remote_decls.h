@@ -200,6 +200,23 @@ CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* memory */
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* memory */
 CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr); /* memory */
 CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* memory */
+CUresult om_r_cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute, CUdeviceptr devPtr, size_t count); /* memory */
+CUresult om_r_cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count); /* memory */
+CUresult om_r_cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr); /* memory */
+CUresult om_r_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy); /* memory */
+CUresult om_r_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* memory */
+CUresult om_r_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags); /* memory */
 CUresult om_r_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc); /* modules */
 CUresult om_r_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value); /* modules */
 CUresult om_r_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config); /* modules */

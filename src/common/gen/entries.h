@@ -317,10 +317,10 @@
     X(307, cuMemBatchDecompressAsync, UNSUPPORTED) \
     X(308, cuMemBatchDecompressAsync_ptsz, UNSUPPORTED) \
     X(309, cuMemCreate, REMOTE) \
-    X(310, cuMemDiscardAndPrefetchBatchAsync, UNSUPPORTED) \
-    X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, UNSUPPORTED) \
-    X(312, cuMemDiscardBatchAsync, UNSUPPORTED) \
-    X(313, cuMemDiscardBatchAsync_ptsz, UNSUPPORTED) \
+    X(310, cuMemDiscardAndPrefetchBatchAsync, LOCAL) \
+    X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, LOCAL) \
+    X(312, cuMemDiscardBatchAsync, LOCAL) \
+    X(313, cuMemDiscardBatchAsync_ptsz, LOCAL) \
     X(314, cuMemExportToShareableHandle, UNSUPPORTED) \
     X(315, cuMemFree, REMOTE) \
     X(316, cuMemFreeAsync, REMOTE) \
@@ -333,7 +333,7 @@
     X(323, cuMemGetAllocationGranularity, REMOTE) \
     X(324, cuMemGetAllocationPropertiesFromHandle, REMOTE) \
     X(325, cuMemGetDefaultMemPool, REMOTE) \
-    X(326, cuMemGetHandleForAddressRange, UNSUPPORTED) \
+    X(326, cuMemGetHandleForAddressRange, REMOTE) \
     X(327, cuMemGetInfo, REMOTE) \
     X(328, cuMemGetInfo_v2, REMOTE) \
     X(329, cuMemGetMemPool, REMOTE) \
@@ -363,10 +363,10 @@
     X(353, cuMemPrefetchAsync_ptsz, LOCAL) \
     X(354, cuMemPrefetchAsync_v2, LOCAL) \
     X(355, cuMemPrefetchAsync_v2_ptsz, LOCAL) \
-    X(356, cuMemPrefetchBatchAsync, UNSUPPORTED) \
-    X(357, cuMemPrefetchBatchAsync_ptsz, UNSUPPORTED) \
-    X(358, cuMemRangeGetAttribute, UNSUPPORTED) \
-    X(359, cuMemRangeGetAttributes, UNSUPPORTED) \
+    X(356, cuMemPrefetchBatchAsync, LOCAL) \
+    X(357, cuMemPrefetchBatchAsync_ptsz, LOCAL) \
+    X(358, cuMemRangeGetAttribute, LOCAL) \
+    X(359, cuMemRangeGetAttributes, LOCAL) \
     X(360, cuMemRelease, REMOTE) \
     X(361, cuMemRetainAllocationHandle, REMOTE) \
     X(362, cuMemSetAccess, REMOTE) \
@@ -386,14 +386,14 @@
     X(376, cuMemcpy3DAsync, REMOTE) \
     X(377, cuMemcpy3DAsync_v2, REMOTE) \
     X(378, cuMemcpy3DAsync_v2_ptsz, REMOTE) \
-    X(379, cuMemcpy3DBatchAsync, UNSUPPORTED) \
-    X(380, cuMemcpy3DBatchAsync_ptsz, UNSUPPORTED) \
-    X(381, cuMemcpy3DBatchAsync_v2, UNSUPPORTED) \
-    X(382, cuMemcpy3DBatchAsync_v2_ptsz, UNSUPPORTED) \
-    X(383, cuMemcpy3DPeer, UNSUPPORTED) \
-    X(384, cuMemcpy3DPeerAsync, UNSUPPORTED) \
-    X(385, cuMemcpy3DPeerAsync_ptsz, UNSUPPORTED) \
-    X(386, cuMemcpy3DPeer_ptds, UNSUPPORTED) \
+    X(379, cuMemcpy3DBatchAsync, REMOTE) \
+    X(380, cuMemcpy3DBatchAsync_ptsz, REMOTE) \
+    X(381, cuMemcpy3DBatchAsync_v2, REMOTE) \
+    X(382, cuMemcpy3DBatchAsync_v2_ptsz, REMOTE) \
+    X(383, cuMemcpy3DPeer, REMOTE) \
+    X(384, cuMemcpy3DPeerAsync, REMOTE) \
+    X(385, cuMemcpy3DPeerAsync_ptsz, REMOTE) \
+    X(386, cuMemcpy3DPeer_ptds, REMOTE) \
     X(387, cuMemcpy3D_v2, REMOTE) \
     X(388, cuMemcpy3D_v2_ptds, REMOTE) \
     X(389, cuMemcpyAsync, REMOTE) \
@@ -410,10 +410,10 @@
     X(400, cuMemcpyAtoHAsync_v2_ptsz, REMOTE) \
     X(401, cuMemcpyAtoH_v2, REMOTE) \
     X(402, cuMemcpyAtoH_v2_ptds, REMOTE) \
-    X(403, cuMemcpyBatchAsync, UNSUPPORTED) \
-    X(404, cuMemcpyBatchAsync_ptsz, UNSUPPORTED) \
-    X(405, cuMemcpyBatchAsync_v2, UNSUPPORTED) \
-    X(406, cuMemcpyBatchAsync_v2_ptsz, UNSUPPORTED) \
+    X(403, cuMemcpyBatchAsync, REMOTE) \
+    X(404, cuMemcpyBatchAsync_ptsz, REMOTE) \
+    X(405, cuMemcpyBatchAsync_v2, REMOTE) \
+    X(406, cuMemcpyBatchAsync_v2_ptsz, REMOTE) \
     X(407, cuMemcpyDtoA, REMOTE) \
     X(408, cuMemcpyDtoA_v2, REMOTE) \
     X(409, cuMemcpyDtoA_v2_ptds, REMOTE) \
@@ -514,7 +514,7 @@
     X(504, cuParamSetv, LOCAL) \
     X(505, cuPointerGetAttribute, LOCAL) \
     X(506, cuPointerGetAttributes, LOCAL) \
-    X(507, cuPointerSetAttribute, UNSUPPORTED) \
+    X(507, cuPointerSetAttribute, LOCAL) \
     X(508, cuProfilerInitialize, LOCAL) \
     X(509, cuProfilerStart, LOCAL) \
     X(510, cuProfilerStop, LOCAL) \

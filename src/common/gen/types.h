@@ -70,8 +70,6 @@ typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS CUDA_BATCH_MEM_OP_NODE_PARAMS; /
 typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS CUDA_EXT_SEM_SIGNAL_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS CUDA_EXT_SEM_WAIT_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_MEMCPY3D_BATCH_OP CUDA_MEMCPY3D_BATCH_OP; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_MEMCPY3D_PEER CUDA_MEMCPY3D_PEER; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS CUDA_MEM_ALLOC_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUarrayMapInfo CUarrayMapInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUasyncNotificationInfo CUasyncNotificationInfo; /* layout in cuda_abi.h where it is marshalled */
@@ -84,7 +82,6 @@ typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h w
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUmemcpyAttributes CUmemcpyAttributes; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmulticastObjectProp CUmulticastObjectProp; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUstreamBatchMemOpParams CUstreamBatchMemOpParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUtensorMap CUtensorMap; /* layout in cuda_abi.h where it is marshalled */

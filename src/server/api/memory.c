@@ -207,3 +207,31 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     om_ranges_remove(&c->s->allocs, r);
     return om_take_async_error(c->s, rc);
 }
+
+/* A dma-buf descriptor of the client's own device range (CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD;
+ * flags: CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE). The driver's descriptor goes to the
+ * client after the answer, then the server closes its copy: the server keeps nothing. */
+CUresult om_x_cuMemGetHandleForAddressRange(struct call *c)
+{
+    uint64_t dptr = om_get_u64(&c->in), size = om_get_u64(&c->in);
+    uint64_t type = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    CUresult (*get)(void *, CUdeviceptr, size_t, int, unsigned long long) =
+        REAL(cuMemGetHandleForAddressRange);
+    int fd = -1;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (type != 1 || (flags & ~1ull) || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!om_arg_range(c, dptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = get(&fd, (CUdeviceptr)dptr, (size_t)size, (int)type, flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (fd < 0)
+        return CUDA_ERROR_UNKNOWN;
+    c->s->send_fd_after = fd;
+    c->s->send_fd_close = true;
+    return CUDA_SUCCESS;
+}

@@ -2815,6 +2815,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
     [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
     [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
+    [OM_IDX_cuMemGetHandleForAddressRange] = om_x_cuMemGetHandleForAddressRange,
     [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
     [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,

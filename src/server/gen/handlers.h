@@ -86,6 +86,7 @@ CUresult om_x_cuMemUnmap(struct call *c); /* memory */
 CUresult om_x_cuMemSetAccess(struct call *c); /* memory */
 CUresult om_x_cuMemGetAccess(struct call *c); /* memory */
 CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* memory */
+CUresult om_x_cuMemGetHandleForAddressRange(struct call *c); /* memory */
 CUresult om_x_cuFuncGetAttribute(struct call *c); /* modules */
 CUresult om_x_cuFuncSetAttribute(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */
