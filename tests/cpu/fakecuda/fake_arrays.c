@@ -65,6 +65,11 @@ static struct farray *new_array(const struct desc3 *d)
 
     if (!d->w || (d->channels != 1 && d->channels != 2 && d->channels != 4))
         return NULL;
+    /* The double's arrays are host memory (and a fuzzer's): 16 MiB at most, as a device would
+     * refuse an extent past its limits. */
+    if (d->w > (1u << 16) || h > (1u << 16) || z > (1u << 12) ||
+        d->w * elem(d->format, d->channels) * h * z > (16u << 20))
+        return NULL;
     a = calloc(1, sizeof(*a));
     if (!a)
         return NULL;
@@ -72,6 +77,10 @@ static struct farray *new_array(const struct desc3 *d)
     a->desc = *d;
     a->row = d->w * elem(d->format, d->channels);
     a->bytes = calloc(1, a->row * h * z);
+    if (!a->bytes) {
+        free(a);
+        return NULL;
+    }
     return a;
 }
 
