@@ -58,6 +58,8 @@ CUresult cuGraphDestroy(CUgraph);
 CUresult cuGraphClone(CUgraph *, CUgraph);
 CUresult cuGraphNodeFindInClone(CUgraphNode *, CUgraphNode, CUgraph);
 CUresult cuGraphAddEmptyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
+CUresult cuGraphAddChildGraphNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph);
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode, CUgraph *);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KNP *);
 CUresult cuGraphAddMemsetNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const MSP *,
                               CUcontext);
@@ -548,8 +550,36 @@ int main(int argc, char **argv)
         OK(cuStreamIsCapturing(s, (int *)&v));
         EXPECT(v == 1);
         printf("leak ok\n");
+    } else if (!strcmp(mode, "child")) {
+        /* A child graph node's graph: the node's copy, usable, not destroyable, gone with
+         * the node. The parent graph is left to the session's end. */
+        CUgraph c, g, cg = NULL, cg2 = NULL;
+        CUgraphNode n, cn, in, nodes[4];
+        size_t count = 4;
+        OK(cuGraphCreate(&c, 0));
+        OK(cuGraphAddEmptyNode(&n, c, NULL, 0));
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c));
+        OK(cuGraphChildGraphNodeGetGraph(cn, &cg));
+        EXPECT(cg && cg != c);
+        OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
+        EXPECT(cg2 == cg);
+        EXPECT(cuGraphChildGraphNodeGetGraph(n, &cg2) == INVALID_VALUE); /* not a child node */
+        EXPECT(cuGraphChildGraphNodeGetGraph(cn, NULL) == INVALID_VALUE);
+        OK(cuGraphGetNodes(cg, nodes, &count));
+        EXPECT(count == 1 && nodes[0] != n);
+        OK(cuGraphAddEmptyNode(&in, cg, nodes, 1));
+        EXPECT(cuGraphDestroy(cg) == INVALID_HANDLE);
+        OK(cuGraphDestroy(c));
+        OK(cuGraphDestroyNode(cn));
+        EXPECT(cuGraphAddEmptyNode(&n, cg, NULL, 0) == INVALID_HANDLE);
+        EXPECT(cuGraphDestroyNode(in) == INVALID_HANDLE);
+        OK(cuGraphCreate(&c, 0)); /* a child left with its parent for the session's end */
+        OK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c));
+        OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
+        printf("child ok %p\n", (void *)cg);
     } else {
-        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N E|leak\n");
+        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N E|leak|child\n");
         return 2;
     }
     return 0;

@@ -1081,6 +1081,18 @@ static CUresult w_cuGraphDestroyNode(CUgraphNode n)
     return ORIG(cuGraphDestroyNode, CUresult(*)(CUgraphNode))(n);
 }
 
+/* A child graph node's graph is usable as a graph (the server's kind childgraph). */
+static CUresult w_cuGraphChildGraphNodeGetGraph(CUgraphNode n, CUgraph *g)
+{
+    CUresult rc;
+    ENTER(cuGraphChildGraphNodeGetGraph);
+    check(K_H_NODE, H(n), 1);
+    rc = ORIG(cuGraphChildGraphNodeGetGraph, CUresult(*)(CUgraphNode, CUgraph *))(n, g);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_GRAPH, H(*g), 1, false);
+    return rc;
+}
+
 #define NEW_NODE(sym, extra_t, check_extra)                                                        \
     static CUresult w_##sym(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, extra_t x) \
     {                                                                                              \
@@ -1891,6 +1903,7 @@ static const struct {
     W(cuGraphInstantiateWithFlags),
     W(cuGraphExecDestroy),
     W(cuGraphDestroyNode),
+    W(cuGraphChildGraphNodeGetGraph),
     W(cuGraphAddEventRecordNode),
     W(cuGraphAddEventWaitNode),
     W(cuGraphAddChildGraphNode),

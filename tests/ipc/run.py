@@ -2702,6 +2702,41 @@ def remote_graphs_of_another_client_refused():
         e.close(ok)
 
 
+
+@test
+def remote_graphs_child_graph():
+    """cuGraphChildGraphNodeGetGraph: the node's own copy becomes usable by the client, is not
+    destroyable, and is forgotten when its node goes; the session's end destroys the parents
+    and the double frees each copy once (no graph left, none freed twice)."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    ok = False
+    try:
+        p = graphs_client(e, "child")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "child ok" in out, "child: %r %r" % (out, err))
+
+        def live():
+            """(graphs made, graphs freed, frees of a graph not live then)"""
+            alive, made, gone, twice = set(), 0, 0, 0
+            for l in open(log).read().splitlines():
+                if l.startswith("graph+"):
+                    alive.add(l.split()[1])
+                    made += 1
+                elif l.startswith("graph-"):
+                    twice += l.split()[1] not in alive
+                    alive.discard(l.split()[1])
+                    gone += 1
+            return made, gone, twice
+        deadline = time.monotonic() + 30
+        while live()[0] != live()[1] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        made, gone, twice = live()
+        check(made == gone and twice == 0 and made >= 5, "graphs made/freed: %r" % (live(),))
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
 
 MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")

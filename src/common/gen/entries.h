@@ -158,7 +158,7 @@
     X(148, cuGraphAddNode_v2, UNSUPPORTED) \
     X(149, cuGraphBatchMemOpNodeGetParams, UNSUPPORTED) \
     X(150, cuGraphBatchMemOpNodeSetParams, UNSUPPORTED) \
-    X(151, cuGraphChildGraphNodeGetGraph, UNSUPPORTED) \
+    X(151, cuGraphChildGraphNodeGetGraph, REMOTE) \
     X(152, cuGraphClone, REMOTE) \
     X(153, cuGraphConditionalHandleCreate, UNSUPPORTED) \
     X(154, cuGraphCreate, REMOTE) \

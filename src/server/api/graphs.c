@@ -70,30 +70,107 @@ static CUresult own_all(struct call *c, enum om_handle_kind kind, const CUgraphN
 
 /* ------------------------------------------------------------------ graphs */
 
-CUresult om_x_cuGraphDestroy(struct call *c)
+#define NODE_TYPE_GRAPH 4 /* CU_GRAPH_NODE_TYPE_GRAPH */
+#define MAX_NESTING 16    /* child graphs within child graphs the server follows */
+
+/*
+ * A node (or a graph's nodes) goes: it is no longer the client's (the driver may reuse its
+ * address), nor is a child graph node's graph the client obtained with
+ * cuGraphChildGraphNodeGetGraph, nor anything within that graph. Called before the driver
+ * destroys it (afterwards the driver can no longer say what a node held).
+ */
+static void forget_graph(struct session *s, CUgraph g, int depth);
+
+static void forget_node(struct session *s, CUgraphNode n, int depth)
+{
+    CUresult (*type)(CUgraphNode, int *) = REAL(cuGraphNodeGetType);
+    CUresult (*child)(CUgraphNode, CUgraph *) = REAL(cuGraphChildGraphNodeGetGraph);
+    CUgraph g = NULL;
+    int t = -1;
+
+    om_own_drop(s, OM_H_NODE, (uint64_t)(uintptr_t)n);
+    if (depth < MAX_NESTING && type && child && type(n, &t) == CUDA_SUCCESS &&
+        t == NODE_TYPE_GRAPH && child(n, &g) == CUDA_SUCCESS && g) {
+        om_own_drop(s, OM_H_CHILDGRAPH, (uint64_t)(uintptr_t)g);
+        forget_graph(s, g, depth + 1);
+    }
+}
+
+static void forget_graph(struct session *s, CUgraph g, int depth)
 {
     CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
     CUgraphNode *v = NULL;
     size_t n = 0;
 
+    if (nodes(g, NULL, &n) == CUDA_SUCCESS && n && (v = calloc(n, sizeof(*v))) != NULL &&
+        nodes(g, v, &n) != CUDA_SUCCESS)
+        n = 0;
+    for (size_t i = 0; v && i < n; i++)
+        forget_node(s, v[i], depth);
+    free(v);
+}
+
+CUresult om_x_cuGraphDestroy(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, h, false)) != CUDA_SUCCESS)
-        return rc;
-    /* Its nodes go with it: no longer the client's (the driver may reuse their addresses). */
-    if (nodes(((CUgraph)(uintptr_t)h), NULL, &n) == CUDA_SUCCESS && n &&
-        (v = calloc(n, sizeof(*v))) != NULL && nodes((CUgraph)(uintptr_t)h, v, &n) != CUDA_SUCCESS)
-        n = 0;
+    /* The client's own graph only: a child graph node's graph goes with its node. */
+    if (!h || !om_handles_has(&c->s->own[OM_H_GRAPH], h))
+        return CUDA_ERROR_INVALID_HANDLE;
+    forget_graph(c->s, (CUgraph)(uintptr_t)h, 0);
     rc = ((CUresult(*)(CUgraph))REAL(cuGraphDestroy))((CUgraph)(uintptr_t)h);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
         om_own_drop(c->s, OM_H_GRAPH, h);
-        for (size_t i = 0; v && i < n; i++)
-            om_own_drop(c->s, OM_H_NODE, (uint64_t)(uintptr_t)v[i]);
-    }
-    free(v);
     return rc;
+}
+
+CUresult om_x_cuGraphDestroyNode(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, h, false)) != CUDA_SUCCESS)
+        return rc;
+    /* Forgotten first: a handle the client holds is never one the driver may have reused. */
+    forget_node(c->s, (CUgraphNode)(uintptr_t)h, 0);
+    return ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)h);
+}
+
+/*
+ * A child graph node's graph (the driver's clone, owned by the node): the client may add
+ * nodes to it, query it, instantiate it, but not destroy it (kind childgraph: no destroy
+ * entry; om_arg_handle accepts it where a graph is asked; cuGraphDestroy refuses it).
+ */
+CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraph g = NULL;
+    uint64_t gh;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, h, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode, CUgraph *))REAL(cuGraphChildGraphNodeGetGraph))(
+        (CUgraphNode)(uintptr_t)h, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    gh = (uint64_t)(uintptr_t)g;
+    if (gh && !om_handles_has(&c->s->own[OM_H_GRAPH], gh) &&
+        !om_handles_has(&c->s->own[OM_H_CHILDGRAPH], gh)) {
+        if ((rc = om_own_room(c->s, OM_H_CHILDGRAPH)) != CUDA_SUCCESS)
+            return rc;
+        if (om_handles_add(&c->s->own[OM_H_CHILDGRAPH], gh) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, gh);
+    return CUDA_SUCCESS;
 }
 
 /*

@@ -1031,22 +1031,6 @@ out:
     return rc;
 }
 
-static CUresult x_cuGraphDestroyNode(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)a_hNode);
-    if (rc == CUDA_SUCCESS) {
-        om_own_drop(c->s, OM_H_NODE, a_hNode);
-    }
-    return rc;
-}
-
 static CUresult x_cuGraphEventRecordNodeGetEvent(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -2727,11 +2711,12 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
     [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
     [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
+    [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
     [OM_IDX_cuGraphClone] = x_cuGraphClone,
     [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
     [OM_IDX_cuGraphDebugDotPrint] = om_x_cuGraphDebugDotPrint,
     [OM_IDX_cuGraphDestroy] = om_x_cuGraphDestroy,
-    [OM_IDX_cuGraphDestroyNode] = x_cuGraphDestroyNode,
+    [OM_IDX_cuGraphDestroyNode] = om_x_cuGraphDestroyNode,
     [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
     [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,
     [OM_IDX_cuGraphEventWaitNodeGetEvent] = x_cuGraphEventWaitNodeGetEvent,

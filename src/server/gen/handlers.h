@@ -32,8 +32,10 @@ CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddKernelNode_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemcpyNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemsetNode(struct call *c); /* graphs */
+CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c); /* graphs */
 CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
 CUresult om_x_cuGraphDestroy(struct call *c); /* graphs */
+CUresult om_x_cuGraphDestroyNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c); /* graphs */

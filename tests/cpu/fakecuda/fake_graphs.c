@@ -163,9 +163,16 @@ static struct fnode *new_node(struct fgraph *g, int type, void *const *deps, siz
     return NULL;
 }
 
+static void free_graph(struct fgraph *g);
+static struct fgraph *clone_graph(struct fgraph *g, int depth);
+
 static void drop_node(struct fnode *n)
 {
     struct fgraph *g = n->g;
+    if (n->type == GRAPH && n->child) { /* a child graph node owns its graph (a clone) */
+        free_graph(n->child);
+        n->child = NULL;
+    }
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i] == n) {
             memmove(&g->nodes[i], &g->nodes[i + 1], (size_t)(g->n - i - 1) * sizeof(n));
@@ -342,14 +349,39 @@ EXPORT int cuGraphAddEventWaitNode(void **out, void *g, void *const *deps, size_
     return OK;
 }
 
+/* The node keeps a copy of the child graph, as the driver does. */
 EXPORT int cuGraphAddChildGraphNode(void **out, void *g, void *const *deps, size_t ndeps,
                                     void *child)
 {
+    struct fgraph *copy = NULL;
     if (!graph_of(child))
         return INVALID_VALUE;
     ADD_NODE(GRAPH);
-    n->child = child;
+    pthread_mutex_lock(&glock);
+    copy = clone_graph(child, 0);
+    if (copy)
+        n->child = copy;
+    else
+        drop_node(n);
+    pthread_mutex_unlock(&glock);
+    if (!copy)
+        return 2;
+    glog("childgraph %p%s", copy, NULL);
     return OK;
+}
+
+EXPORT int cuGraphChildGraphNodeGetGraph(void *h, void **out)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != GRAPH || !out)
+        rc = INVALID_VALUE;
+    else
+        *out = n->child;
+    pthread_mutex_unlock(&glock);
+    return rc;
 }
 
 static int edges(void *g, void *const *from, void *const *to, size_t count, int add)
@@ -500,26 +532,35 @@ EXPORT int cuGraphGetEdges(void *h, void **from, void **to, size_t *count)
     return OK;
 }
 
+/* A copy of g with its nodes and edges (a child graph node's graph copied too); glock held. */
+static struct fgraph *clone_graph(struct fgraph *g, int depth)
+{
+    struct fgraph *c = depth < 8 ? new_graph() : NULL;
+    for (int i = 0; c && i < g->n; i++) {
+        struct fnode *n = new_node(c, g->nodes[i]->type, NULL, 0);
+        if (!n)
+            break;
+        memcpy(n, g->nodes[i], sizeof(*n));
+        n->g = c;
+        n->cloned_from = g->nodes[i];
+        c->nodes[i] = n;
+        if (n->type == GRAPH && n->child)
+            n->child = clone_graph(n->child, depth + 1);
+    }
+    for (int i = 0; c && i < c->n; i++) /* edges between the copies */
+        for (int d = 0; d < c->nodes[i]->ndeps; d++)
+            for (int j = 0; j < g->n; j++)
+                if (c->nodes[i]->deps[d] == g->nodes[j])
+                    c->nodes[i]->deps[d] = c->nodes[j];
+    return c;
+}
+
 EXPORT int cuGraphClone(void **out, void *h)
 {
     struct fgraph *g, *c = NULL;
     pthread_mutex_lock(&glock);
-    if ((g = graph_of(h)) && (c = new_graph())) {
-        for (int i = 0; i < g->n; i++) {
-            struct fnode *n = new_node(c, g->nodes[i]->type, NULL, 0);
-            if (!n)
-                break;
-            memcpy(n, g->nodes[i], sizeof(*n));
-            n->g = c;
-            n->cloned_from = g->nodes[i];
-            c->nodes[i] = n;
-        }
-        for (int i = 0; i < c->n; i++) /* edges between the copies */
-            for (int d = 0; d < c->nodes[i]->ndeps; d++)
-                for (int j = 0; j < g->n; j++)
-                    if (c->nodes[i]->deps[d] == g->nodes[j])
-                        c->nodes[i]->deps[d] = c->nodes[j];
-    }
+    if ((g = graph_of(h)))
+        c = clone_graph(g, 0);
     pthread_mutex_unlock(&glock);
     if (!c)
         return INVALID_VALUE;
