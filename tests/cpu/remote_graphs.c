@@ -60,6 +60,8 @@ CUresult cuGraphNodeFindInClone(CUgraphNode *, CUgraphNode, CUgraph);
 CUresult cuGraphAddEmptyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
 CUresult cuGraphAddChildGraphNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph);
 CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode, CUgraph *);
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode, KNP *);
+CUresult cuGraphKernelNodeGetParams(CUgraphNode, void *);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KNP *);
 CUresult cuGraphAddMemsetNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const MSP *,
                               CUcontext);
@@ -578,8 +580,52 @@ int main(int argc, char **argv)
         OK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c));
         OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
         printf("child ok %p\n", (void *)cg);
+    } else if (!strcmp(mode, "kernelparams")) {
+        /* A kernel node's parameters back: kernelParams point into the client's own copy of
+         * the bytes it packed (fill_u32: p at 0, value at 8, count at 12). */
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphNode kn, en;
+        unsigned value = 7, count = 16;
+        void *args[3];
+        KNP k, back, again;
+        KNP v1;
+        OK(cuMemAlloc_v2(&a, 64));
+        OK(cuGraphCreate(&g, 0));
+        k = fill_params(&a, &value, &count, args);
+        k.gridDimX = 3, k.blockDimY = 2, k.sharedMemBytes = 128;
+        OK(cuGraphAddKernelNode_v2(&kn, g, NULL, 0, &k));
+        OK(cuGraphAddEmptyNode(&en, g, NULL, 0));
+        memset(&back, 0xff, sizeof(back));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &back));
+        EXPECT(back.func == fill && back.gridDimX == 3 && back.gridDimY == 1 &&
+               back.blockDimX == 32 && back.blockDimY == 2 && back.sharedMemBytes == 128);
+        EXPECT(back.kernelParams && !back.extra);
+        EXPECT(*(CUdeviceptr *)back.kernelParams[0] == a);
+        EXPECT(*(unsigned *)back.kernelParams[1] == 7 && *(unsigned *)back.kernelParams[2] == 16);
+        EXPECT(back.kernelParams[1] != (void *)&value);
+        OK(cuGraphKernelNodeGetParams_v2(kn, &again)); /* unchanged: the same memory */
+        EXPECT(again.kernelParams == back.kernelParams);
+        value = 9; /* the program's variable is not the node's */
+        EXPECT(*(unsigned *)back.kernelParams[1] == 7);
+        OK(cuGraphKernelNodeSetParams_v2(kn, &k));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &again));
+        EXPECT(*(unsigned *)again.kernelParams[1] == 9);
+        *(unsigned *)args[2] = 4; /* the answer passed back as it is, one value changed */
+        again.kernelParams[2] = &count;
+        OK(cuGraphKernelNodeSetParams_v2(kn, &again));
+        OK(cuGraphKernelNodeGetParams(kn, &v1)); /* v1: the same fields first */
+        EXPECT(v1.func == fill && *(unsigned *)v1.kernelParams[2] == 4);
+        EXPECT(cuGraphKernelNodeGetParams_v2(en, &back) == INVALID_VALUE);
+        EXPECT(cuGraphKernelNodeGetParams_v2(kn, NULL) == INVALID_VALUE);
+        EXPECT(cuGraphKernelNodeGetParams_v2((CUgraphNode)(uintptr_t)0x7000, &back) ==
+               INVALID_HANDLE);
+        OK(cuGraphDestroyNode(kn));
+        EXPECT(cuGraphKernelNodeGetParams_v2(kn, &back) == INVALID_HANDLE);
+        printf("kernelparams ok\n");
     } else {
-        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N E|leak|child\n");
+        fprintf(stderr,
+                "usage: remote_graphs build|capture|hold|steal G N E|leak|child|kernelparams\n");
         return 2;
     }
     return 0;

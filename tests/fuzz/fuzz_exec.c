@@ -1093,6 +1093,14 @@ static CUresult w_cuGraphChildGraphNodeGetGraph(CUgraphNode n, CUgraph *g)
     return rc;
 }
 
+static CUresult w_cuGraphKernelNodeGetParams_v2(CUgraphNode n, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    ENTER(cuGraphKernelNodeGetParams_v2);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphKernelNodeGetParams_v2,
+                CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))(n, p);
+}
+
 #define NEW_NODE(sym, extra_t, check_extra)                                                        \
     static CUresult w_##sym(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, extra_t x) \
     {                                                                                              \
@@ -1904,6 +1912,7 @@ static const struct {
     W(cuGraphExecDestroy),
     W(cuGraphDestroyNode),
     W(cuGraphChildGraphNodeGetGraph),
+    W(cuGraphKernelNodeGetParams_v2),
     W(cuGraphAddEventRecordNode),
     W(cuGraphAddEventWaitNode),
     W(cuGraphAddChildGraphNode),

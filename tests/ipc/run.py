@@ -2737,6 +2737,22 @@ def remote_graphs_child_graph():
     finally:
         e.close(ok)
 
+
+@test
+def remote_graphs_kernel_node_params_back():
+    """cuGraphKernelNodeGetParams(_v2): grid, block, shared memory and the kernel from the
+    server; kernelParams pointing into the client's copy of the argument bytes (the same copy
+    while unchanged, the new values after a set); a foreign or destroyed node refused."""
+    e = Env()
+    ok = False
+    try:
+        p = graphs_client(e, "kernelparams")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "kernelparams ok" in out, "kernelparams: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
 
 MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")

@@ -2,6 +2,7 @@
 /* The client's hand-written implementations of graphs and stream capture
  * (api/remote/graphs.tsv); the server's side is src/server/api/graphs.c. */
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,9 +73,12 @@ CUresult om_r_cuGraphDestroy(CUgraph g)
     return om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
 }
 
+static void forget_kernel_copy(CUgraphNode node);
+
 CUresult om_r_cuGraphDestroyNode(CUgraphNode n)
 {
     REQ(req, 8);
+    forget_kernel_copy(n);
     om_put_u64(&req, (uint64_t)(uintptr_t)n);
     return om_rcall(OM_IDX_cuGraphDestroyNode, &req, NULL, 0, NULL);
 }
@@ -345,6 +349,147 @@ CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
         return CUDA_ERROR_INVALID_VALUE;
     v = from_v1(p);
     return om_r_cuGraphExecKernelNodeSetParams_v2(exec, node, &v);
+}
+
+/*
+ * cuGraphKernelNodeGetParams: the argument values the program gets back live in the client, one
+ * copy per node, laid out as the kernel's parameters with kernelParams pointing into it (extra,
+ * one buffer, when the kernel's layout is unknown here). A copy stays while the node's
+ * arguments are unchanged (a second call answers the same pointers); it is replaced when they
+ * changed (native: the memory is valid until the parameters are modified), freed when the node
+ * is destroyed through cuGraphDestroyNode (a destroyed graph's copies stay until a node at the
+ * same address is asked for: the memory stays bounded by the nodes ever asked for).
+ */
+struct got_kernel {
+    CUgraphNode node;
+    CUfunction f;
+    size_t len;
+    void *extra[5];
+    void **params;
+    struct got_kernel *next;
+    uint8_t bytes[];
+};
+static struct got_kernel *got_kernels;
+static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void forget_kernel_copy(CUgraphNode node)
+{
+    pthread_mutex_lock(&got_lock);
+    for (struct got_kernel **g = &got_kernels; *g; g = &(*g)->next) {
+        if ((*g)->node == node) {
+            struct got_kernel *d = *g;
+            *g = d->next;
+            free(d->params);
+            free(d);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&got_lock);
+}
+
+/* The copy for node holding these bytes (the existing one when unchanged); NULL: no memory. */
+static struct got_kernel *kernel_copy(CUgraphNode node, CUfunction f, const void *args, size_t len)
+{
+    struct got_kernel **g, *k = NULL;
+    size_t n = 0, off, size;
+
+    pthread_mutex_lock(&got_lock);
+    for (g = &got_kernels; *g && (*g)->node != node; g = &(*g)->next) {
+    }
+    if (*g && (*g)->f == f && (*g)->len == len && !memcmp((*g)->bytes, args, len)) {
+        k = *g;
+        goto out;
+    }
+    if (!(k = calloc(1, sizeof(*k) + len)))
+        goto out;
+    k->node = node;
+    k->f = f;
+    k->len = len;
+    memcpy(k->bytes, args, len);
+    while (om_kernel_param((uint64_t)(uintptr_t)f, n, &off, &size) == CUDA_SUCCESS && n < 4096)
+        n++;
+    if (n && (k->params = calloc(n, sizeof(*k->params))) != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            if (om_kernel_param((uint64_t)(uintptr_t)f, i, &off, &size) != CUDA_SUCCESS ||
+                off > len || size > len - off) {
+                free(k->params);
+                k->params = NULL;
+                break;
+            }
+            k->params[i] = k->bytes + off;
+        }
+    }
+    if (!k->params) { /* no layout here: the bytes as one buffer */
+        k->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+        k->extra[1] = k->bytes;
+        k->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+        k->extra[3] = &k->len;
+        k->extra[4] = CU_LAUNCH_PARAM_END;
+    }
+    if (*g) { /* the node's arguments changed: the old copy goes */
+        struct got_kernel *old = *g;
+        k->next = old->next;
+        free(old->params);
+        free(old);
+    } else {
+        k->next = NULL;
+    }
+    *g = k;
+out:
+    pthread_mutex_unlock(&got_lock);
+    return k;
+}
+
+CUresult om_r_cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    uint8_t *reply;
+    uint32_t got = 0;
+    uint64_t v[5];
+    struct got_kernel *k;
+    CUresult rc;
+    REQ(req, 8);
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(reply = malloc(sizeof(v) + ARGS_MAX)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    rc = om_rcall(OM_IDX_cuGraphKernelNodeGetParams_v2, &req, reply, sizeof(v) + ARGS_MAX, &got);
+    if (rc == CUDA_SUCCESS && got < sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS) {
+        memcpy(v, reply, sizeof(v));
+        k = kernel_copy(node, (CUfunction)(uintptr_t)v[0], reply + sizeof(v), got - sizeof(v));
+        if (!k) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            memset(p, 0, sizeof(*p));
+            p->func = k->f;
+            p->gridDimX = (unsigned)v[1];
+            p->gridDimY = (unsigned)(v[1] >> 32);
+            p->gridDimZ = (unsigned)v[2];
+            p->blockDimX = (unsigned)(v[2] >> 32);
+            p->blockDimY = (unsigned)v[3];
+            p->blockDimZ = (unsigned)(v[3] >> 32);
+            p->sharedMemBytes = (unsigned)v[4];
+            p->kernelParams = k->params;
+            p->extra = k->params ? NULL : k->extra;
+        }
+    }
+    free(reply);
+    return rc;
+}
+
+CUresult om_r_cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v;
+    CUresult rc;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_r_cuGraphKernelNodeGetParams_v2(node, &v)) == CUDA_SUCCESS)
+        memcpy(p, &v, sizeof(*p)); /* v2 begins with v1's fields */
+    return rc;
 }
 
 /* ------------------------------------------------------------------ memset nodes */

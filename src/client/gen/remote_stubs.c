@@ -2595,6 +2595,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams, (void *)om_r_cuGraphKernelNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams_v2, (void *)om_r_cuGraphKernelNodeGetParams_v2);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);

@@ -202,8 +202,8 @@
     X(192, cuGraphInstantiate_v2, REMOTE) \
     X(193, cuGraphKernelNodeCopyAttributes, REMOTE) \
     X(194, cuGraphKernelNodeGetAttribute, REMOTE) \
-    X(195, cuGraphKernelNodeGetParams, UNSUPPORTED) \
-    X(196, cuGraphKernelNodeGetParams_v2, UNSUPPORTED) \
+    X(195, cuGraphKernelNodeGetParams, REMOTE) \
+    X(196, cuGraphKernelNodeGetParams_v2, REMOTE) \
     X(197, cuGraphKernelNodeSetAttribute, REMOTE) \
     X(198, cuGraphKernelNodeSetParams, REMOTE) \
     X(199, cuGraphKernelNodeSetParams_v2, REMOTE) \

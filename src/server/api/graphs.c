@@ -372,6 +372,58 @@ CUresult om_x_cuGraphAddKernelNode_v2(struct call *c)
     return rc;
 }
 
+/*
+ * A kernel node's parameters back. Request: the node. Answer: the kernel (the client's
+ * handle), grid and block as read_kernel_params reads them, shared memory, then the argument
+ * bytes. The driver answers the form most recently set (docs), and the server only ever sets
+ * `extra` (one buffer): kernelParams back is refused. The client lays the bytes out again.
+ */
+CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in), f;
+    CUresult rc = ARGS_OK(c);
+    CUDA_KERNEL_NODE_PARAMS p;
+    const void *args = NULL;
+    size_t len = 0;
+    int64_t total;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    rc = ((CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))REAL(cuGraphKernelNodeGetParams_v2))(
+        (CUgraphNode)(uintptr_t)node, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The client's kernel: the CUkernel the server set, or the function it launched. */
+    f = (uint64_t)(uintptr_t)p.kern;
+    if (om_kernel_total(c->s, f) < 0)
+        f = (uint64_t)(uintptr_t)p.func;
+    if ((total = om_kernel_total(c->s, f)) < 0 || p.kernelParams) {
+        client_err(c->s,
+                   "client %d: a kernel node whose kernel or arguments the server cannot "
+                   "answer",
+                   (int)c->s->pid);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    for (int i = 0; p.extra && i < 16 && p.extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            args = p.extra[i + 1];
+        else if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && p.extra[i + 1])
+            len = *(const size_t *)p.extra[i + 1];
+    }
+    if ((int64_t)len != total || (len && !args))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    om_put_u64(&c->out, f);
+    om_put_u64(&c->out, ((uint64_t)p.gridDimY << 32) | p.gridDimX);
+    om_put_u64(&c->out, ((uint64_t)p.blockDimX << 32) | p.gridDimZ);
+    om_put_u64(&c->out, ((uint64_t)p.blockDimZ << 32) | p.blockDimY);
+    om_put_u64(&c->out, p.sharedMemBytes);
+    om_put_bytes(&c->out, args, len);
+    return CUDA_SUCCESS;
+}
+
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c)
 {
     uint64_t node = om_get_u64(&c->in);

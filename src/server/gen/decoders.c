@@ -2737,6 +2737,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
     [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
     [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
+    [OM_IDX_cuGraphKernelNodeGetParams_v2] = om_x_cuGraphKernelNodeGetParams_v2,
     [OM_IDX_cuGraphKernelNodeSetAttribute] = om_x_cuGraphKernelNodeSetAttribute,
     [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
     [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,

@@ -44,6 +44,7 @@ CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c); /* graphs */
+CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphLaunch(struct call *c); /* graphs */

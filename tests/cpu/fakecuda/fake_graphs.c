@@ -74,6 +74,8 @@ struct fnode {
     int ndeps;
     struct fnode *cloned_from;
     unsigned char attrs[16][64]; /* kernel node attributes, by id */
+    void *got_extra[5];          /* what cuGraphKernelNodeGetParams answers: the bytes above */
+    size_t got_len;
 };
 struct fgraph {
     int live;
@@ -677,6 +679,33 @@ EXPORT int cuGraphKernelNodeSetParams_v2(void *h, const struct kernel_params *p)
 {
     struct fnode *n = node_of(h);
     return n && n->type == KERNEL ? set_kernel(n, p) : INVALID_VALUE;
+}
+
+/* As the driver: the node's arguments as `extra` (the form the server set), owned by the node. */
+EXPORT int cuGraphKernelNodeGetParams_v2(void *h, struct kernel_params *p)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != KERNEL || !p) {
+        rc = INVALID_VALUE;
+    } else {
+        *p = n->k;
+        p->params = NULL;
+        p->extra = NULL;
+        if (n->len) {
+            n->got_len = n->len;
+            n->got_extra[0] = (void *)1; /* CU_LAUNCH_PARAM_BUFFER_POINTER */
+            n->got_extra[1] = n->args;
+            n->got_extra[2] = (void *)2; /* CU_LAUNCH_PARAM_BUFFER_SIZE */
+            n->got_extra[3] = &n->got_len;
+            n->got_extra[4] = NULL; /* CU_LAUNCH_PARAM_END */
+            p->extra = n->got_extra;
+        }
+    }
+    pthread_mutex_unlock(&glock);
+    return rc;
 }
 
 EXPORT int cuGraphExecKernelNodeSetParams_v2(void *e, void *h, const struct kernel_params *p)
