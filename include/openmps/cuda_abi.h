@@ -502,6 +502,21 @@ _Static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR_v1) == 16, "CUDA_ARRAY_DESCRIPTOR_v1
 _Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR_v1) == 24, "CUDA_ARRAY3D_DESCRIPTOR_v1");
 _Static_assert(sizeof(CUDA_LAUNCH_PARAMS) == 56, "CUDA_LAUNCH_PARAMS");
 
+/* Graphs (api/remote/graphs.tsv): an external semaphore node's parameters (cuda.h's _v1; _v2
+ * has the same layout). 24 bytes: two pointers, an unsigned, padding. */
+typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS {
+    struct CUexternalSemaphore_st **extSemArray; /* CUexternalSemaphore * */
+    const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray;
+    unsigned int numExtSems;
+} CUDA_EXT_SEM_SIGNAL_NODE_PARAMS;
+typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS {
+    struct CUexternalSemaphore_st **extSemArray; /* CUexternalSemaphore * */
+    const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray;
+    unsigned int numExtSems;
+} CUDA_EXT_SEM_WAIT_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS) == 24, "ext sem signal node params");
+_Static_assert(sizeof(CUDA_EXT_SEM_WAIT_NODE_PARAMS) == 24, "ext sem wait node params");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

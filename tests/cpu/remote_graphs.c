@@ -8,7 +8,14 @@
  *   remote_graphs hold         prints a graph, a node and an executable graph, keeps them 10 s
  *   remote_graphs steal G N E  uses another client's graph, node and executable graph
  *   remote_graphs leak         creates graphs and executable graphs and ends without freeing
+ *   remote_graphs child        a child graph node's graph: used, not destroyable, forgotten
+ *   remote_graphs kernelparams a kernel node's parameters back, in the client's memory
+ *   remote_graphs semnodes [S N]  external semaphore nodes; with another client's semaphore S
+ *                              and node N: every call refuses them (without: prints its own,
+ *                              then waits for a line on stdin)
  * Exit status 0 when every check passed; the first failed check is printed. */
+#define _GNU_SOURCE
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +68,43 @@ CUresult cuGraphAddEmptyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t
 CUresult cuGraphAddChildGraphNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph);
 CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode, CUgraph *);
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode, KNP *);
+typedef struct CUextSem_st *CUexternalSemaphore;
+typedef struct {
+    int type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+    } handle;
+    unsigned flags;
+    unsigned reserved[16];
+} SEM_DESC;
+typedef struct {
+    unsigned long long value; /* params.fence.value */
+    unsigned char rest[64];
+    unsigned flags;
+    unsigned reserved[16];
+} SEM_PARAMS; /* signal and wait params alike: 144 bytes */
+typedef struct {
+    CUexternalSemaphore *sems;
+    const SEM_PARAMS *params;
+    unsigned n;
+} SEM_NODE;
+CUresult cuImportExternalSemaphore(CUexternalSemaphore *, const SEM_DESC *);
+CUresult cuDestroyExternalSemaphore(CUexternalSemaphore);
+CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                                const SEM_NODE *);
+CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                              const SEM_NODE *);
+CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode, SEM_NODE *);
+CUresult cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode, SEM_NODE *);
+CUresult cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode, const SEM_NODE *);
+CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode, const SEM_NODE *);
+CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec, CUgraphNode,
+                                                          const SEM_NODE *);
+CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec, CUgraphNode, const SEM_NODE *);
 CUresult cuGraphKernelNodeGetParams(CUgraphNode, void *);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KNP *);
 CUresult cuGraphAddMemsetNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const MSP *,
@@ -144,6 +188,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, con
 #define OK(call) EXPECT((call) == 0)
 #define INVALID_VALUE 1
 #define INVALID_HANDLE 400
+#define NOT_SUPPORTED 801
 
 static CUfunction fill;
 
@@ -623,9 +668,73 @@ int main(int argc, char **argv)
         OK(cuGraphDestroyNode(kn));
         EXPECT(cuGraphKernelNodeGetParams_v2(kn, &back) == INVALID_HANDLE);
         printf("kernelparams ok\n");
+    } else if (!strcmp(mode, "semnodes")) {
+        /* External semaphore nodes: the client's semaphores only; parameters back in client
+         * memory. argv[2], argv[3]: another client's semaphore and node, or "-". */
+        CUexternalSemaphore sem[2], foreign = NULL;
+        CUgraphNode foreign_node = NULL;
+        CUgraph g;
+        CUgraphNode sn, wn, en;
+        CUgraphExec ex;
+        SEM_PARAMS sp[2];
+        SEM_NODE np, back, again;
+        char line[64];
+        for (int i = 0; i < 2; i++) {
+            SEM_DESC d = {.type = 1, .handle.fd = memfd_create("sem", 0)};
+            OK(cuImportExternalSemaphore(&sem[i], &d));
+        }
+        if (argc > 3 && strcmp(argv[2], "-")) {
+            foreign = (CUexternalSemaphore)(uintptr_t)strtoull(argv[2], NULL, 16);
+            foreign_node = (CUgraphNode)(uintptr_t)strtoull(argv[3], NULL, 16);
+        }
+        memset(sp, 0, sizeof(sp));
+        sp[0].value = 5, sp[1].value = 6;
+        np = (SEM_NODE){sem, sp, 2};
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddEmptyNode(&en, g, NULL, 0));
+        OK(cuGraphAddExternalSemaphoresSignalNode(&sn, g, &en, 1, &np));
+        OK(cuGraphAddExternalSemaphoresWaitNode(&wn, g, &sn, 1, &np));
+        OK(cuGraphExternalSemaphoresSignalNodeGetParams(sn, &back));
+        EXPECT(back.n == 2 && back.sems[0] == sem[0] && back.sems[1] == sem[1]);
+        EXPECT(back.params[0].value == 5 && back.params[1].value == 6);
+        EXPECT(back.sems != sem && back.params != sp);
+        OK(cuGraphExternalSemaphoresSignalNodeGetParams(sn, &again));
+        EXPECT(again.sems == back.sems && again.params == back.params);
+        sp[0].value = 9;
+        np.n = 1;
+        OK(cuGraphExternalSemaphoresWaitNodeSetParams(wn, &np));
+        OK(cuGraphExternalSemaphoresWaitNodeGetParams(wn, &back));
+        EXPECT(back.n == 1 && back.sems[0] == sem[0] && back.params[0].value == 9);
+        EXPECT(cuGraphExternalSemaphoresWaitNodeGetParams(sn, &back) == INVALID_VALUE);
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        OK(cuGraphExecExternalSemaphoresSignalNodeSetParams(ex, sn, &np));
+        OK(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &np));
+        np.n = 129; /* past the most one node may carry */
+        EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &np) == NOT_SUPPORTED);
+        if (foreign) { /* another client's semaphore, in every call */
+            CUexternalSemaphore mixed[2] = {sem[0], foreign};
+            SEM_NODE fp = {mixed, sp, 2};
+            CUgraphNode x;
+            EXPECT(cuGraphAddExternalSemaphoresSignalNode(&x, g, NULL, 0, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphAddExternalSemaphoresWaitNode(&x, g, NULL, 0, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphExternalSemaphoresSignalNodeGetParams(foreign_node, &back) ==
+                   INVALID_HANDLE);
+            np.n = 1;
+            EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(foreign_node, &np) ==
+                   INVALID_HANDLE);
+            printf("semnodes foreign refused\n");
+        } else {
+            printf("%p %p\n", (void *)sem[0], (void *)sn);
+            fflush(stdout);
+            if (!fgets(line, sizeof(line), stdin)) /* held until the other client is done */
+                return 0;
+        }
+        printf("semnodes ok\n");
     } else {
-        fprintf(stderr,
-                "usage: remote_graphs build|capture|hold|steal G N E|leak|child|kernelparams\n");
+        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N "
+                        "E|leak|child|kernelparams|semnodes\n");
         return 2;
     }
     return 0;

@@ -1101,6 +1101,57 @@ static CUresult w_cuGraphKernelNodeGetParams_v2(CUgraphNode n, CUDA_KERNEL_NODE_
                 CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))(n, p);
 }
 
+/* External semaphore nodes: every semaphore the fuzzed session's. */
+static void check_sems(const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    for (unsigned i = 0; p && i < p->numExtSems; i++)
+        check(K_H_EXTSEM, H(p->extSemArray[i]), 1);
+}
+
+#define SEM_NODE(kind, P)                                                                          \
+    static CUresult w_cuGraphAddExternalSemaphores##kind##Node(                                    \
+        CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, const P *p)                    \
+    {                                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(cuGraphAddExternalSemaphores##kind##Node);                                           \
+        check(K_H_GRAPH, H(g), 1);                                                                 \
+        check_nodes(d, nd);                                                                        \
+        check_sems((const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p);                      \
+        rc = ORIG(cuGraphAddExternalSemaphores##kind##Node,                                        \
+                  CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const P *))(    \
+            n, g, d, nd, p);                                                                       \
+        if (rc == CUDA_SUCCESS)                                                                    \
+            note(K_H_NODE, H(*n), 1, false);                                                       \
+        return rc;                                                                                 \
+    }                                                                                              \
+    static CUresult w_cuGraphExternalSemaphores##kind##NodeSetParams(CUgraphNode n, const P *p)    \
+    {                                                                                              \
+        ENTER(cuGraphExternalSemaphores##kind##NodeSetParams);                                     \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        check_sems((const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p);                      \
+        return ORIG(cuGraphExternalSemaphores##kind##NodeSetParams,                                \
+                    CUresult(*)(CUgraphNode, const P *))(n, p);                                    \
+    }                                                                                              \
+    static CUresult w_cuGraphExecExternalSemaphores##kind##NodeSetParams(                          \
+        CUgraphExec e, CUgraphNode n, const P *p)                                                  \
+    {                                                                                              \
+        ENTER(cuGraphExecExternalSemaphores##kind##NodeSetParams);                                 \
+        check(K_H_EXEC, H(e), 1);                                                                  \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        check_sems((const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p);                      \
+        return ORIG(cuGraphExecExternalSemaphores##kind##NodeSetParams,                            \
+                    CUresult(*)(CUgraphExec, CUgraphNode, const P *))(e, n, p);                    \
+    }                                                                                              \
+    static CUresult w_cuGraphExternalSemaphores##kind##NodeGetParams(CUgraphNode n, P *p)          \
+    {                                                                                              \
+        ENTER(cuGraphExternalSemaphores##kind##NodeGetParams);                                     \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        return ORIG(cuGraphExternalSemaphores##kind##NodeGetParams,                                \
+                    CUresult(*)(CUgraphNode, P *))(n, p);                                          \
+    }
+SEM_NODE(Signal, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS)
+SEM_NODE(Wait, CUDA_EXT_SEM_WAIT_NODE_PARAMS)
+
 #define NEW_NODE(sym, extra_t, check_extra)                                                        \
     static CUresult w_##sym(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, extra_t x) \
     {                                                                                              \
@@ -1913,6 +1964,14 @@ static const struct {
     W(cuGraphDestroyNode),
     W(cuGraphChildGraphNodeGetGraph),
     W(cuGraphKernelNodeGetParams_v2),
+    W(cuGraphAddExternalSemaphoresSignalNode),
+    W(cuGraphExternalSemaphoresSignalNodeSetParams),
+    W(cuGraphExecExternalSemaphoresSignalNodeSetParams),
+    W(cuGraphExternalSemaphoresSignalNodeGetParams),
+    W(cuGraphAddExternalSemaphoresWaitNode),
+    W(cuGraphExternalSemaphoresWaitNodeSetParams),
+    W(cuGraphExecExternalSemaphoresWaitNodeSetParams),
+    W(cuGraphExternalSemaphoresWaitNodeGetParams),
     W(cuGraphAddEventRecordNode),
     W(cuGraphAddEventWaitNode),
     W(cuGraphAddChildGraphNode),

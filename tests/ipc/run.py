@@ -2753,6 +2753,43 @@ def remote_graphs_kernel_node_params_back():
     finally:
         e.close(ok)
 
+
+@test
+def remote_graphs_external_semaphore_nodes():
+    """External semaphore nodes (add, set, exec set, get, signal and wait): the double records
+    the semaphores and values the server passed; the answer's arrays are the client's own
+    copy; more than 128 semaphores refused; another client's semaphore or node refused by
+    every call."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    ok = False
+    try:
+        holder = subprocess.Popen([REMOTE_GRAPHS, "semnodes"],
+                                  env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        handles = holder.stdout.readline().split()
+        if len(handles) != 2:
+            holder.kill()
+        check(len(handles) == 2, "holder printed its semaphore and node: %r %r" % (
+            handles, holder.communicate()[1] if len(handles) != 2 else ""))
+        lines = open(log).read().splitlines()
+        signals = [l for l in lines if l.startswith("semsignal")]
+        waits = [l for l in lines if l.startswith("semwait")]
+        check(len(signals) == 2 + 1 and signals[0].endswith("value 5") and
+              signals[1].endswith("value 6") and signals[2].endswith("value 9"),
+              "signal node parameters reached the driver: %r" % signals)
+        check(any(l.split()[1] == handles[0] for l in signals), "the client's semaphore")
+        check(len(waits) == 2 + 1 + 1, "wait node parameters reached the driver: %r" % waits)
+        p = graphs_client(e, "semnodes", *handles)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "semnodes foreign refused" in out, "foreign: %r %r" % (out, err))
+        out, err = holder.communicate("done\n", timeout=60)
+        check(holder.returncode == 0 and "semnodes ok" in out, "holder: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
 
 MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")

@@ -74,11 +74,13 @@ CUresult om_r_cuGraphDestroy(CUgraph g)
 }
 
 static void forget_kernel_copy(CUgraphNode node);
+static void forget_sem_copy(CUgraphNode node);
 
 CUresult om_r_cuGraphDestroyNode(CUgraphNode n)
 {
     REQ(req, 8);
     forget_kernel_copy(n);
+    forget_sem_copy(n);
     om_put_u64(&req, (uint64_t)(uintptr_t)n);
     return om_rcall(OM_IDX_cuGraphDestroyNode, &req, NULL, 0, NULL);
 }
@@ -954,4 +956,205 @@ CUresult om_r_cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID
     om_put_u64(&req, (uint64_t)(int64_t)attr);
     om_put_bytes(&req, (const void *)value, ATTR_VALUE_BYTES);
     return om_rcall(OM_IDX_cuGraphKernelNodeSetAttribute, &req, NULL, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ external semaphore nodes */
+
+#define MAX_SEMS 128 /* semaphores of one node (the server's limit) */
+#define SEM_PARAMS_BYTES sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS)
+#define SEM_REQ (24 + MAX_DEPS * 8 + 8 + MAX_SEMS * (8 + SEM_PARAMS_BYTES))
+
+/* The count, the semaphores, their parameters (src/server/api/graphs.c read_sems). */
+static CUresult put_sems(struct om_wbuf *req, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    if (!p || p->numExtSems > MAX_SEMS || (p->numExtSems && (!p->extSemArray || !p->paramsArray)))
+        return !p || p->numExtSems <= MAX_SEMS ? CUDA_ERROR_INVALID_VALUE
+                                               : CUDA_ERROR_NOT_SUPPORTED;
+    om_put_u64(req, p->numExtSems);
+    om_put_bytes(req, p->extSemArray, p->numExtSems * sizeof(CUexternalSemaphore));
+    om_put_bytes(req, p->paramsArray, p->numExtSems * SEM_PARAMS_BYTES);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sem_call(int index, uint64_t a, uint64_t b, bool deps_too, const CUgraphNode *deps,
+                         size_t n, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p, CUgraphNode *node)
+{
+    uint8_t *buf = malloc(SEM_REQ);
+    CUresult rc;
+
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = SEM_REQ};
+    om_put_u64(&req, a);
+    if (b || !deps_too)
+        om_put_u64(&req, b);
+    rc = deps_too ? put_deps(&req, deps, n) : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS)
+        rc = put_sems(&req, p);
+    if (rc == CUDA_SUCCESS)
+        rc = node ? new_node(index, &req, node) : om_rcall(index, &req, NULL, 0, NULL);
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *node, CUgraph g,
+                                                     const CUgraphNode *deps, size_t n,
+                                                     const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sem_call(OM_IDX_cuGraphAddExternalSemaphoresSignalNode, (uint64_t)(uintptr_t)g, 0, true,
+                    deps, n, p, node);
+}
+
+CUresult om_r_cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *node, CUgraph g,
+                                                   const CUgraphNode *deps, size_t n,
+                                                   const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sem_call(OM_IDX_cuGraphAddExternalSemaphoresWaitNode, (uint64_t)(uintptr_t)g, 0, true,
+                    deps, n, (const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p, node);
+}
+
+/* Set: the node alone (a = node, no second word); exec set: the exec, then the node. */
+CUresult om_r_cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode node,
+                                                           const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    uint8_t *buf = malloc(SEM_REQ);
+    CUresult rc;
+
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = SEM_REQ};
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_sems(&req, p)) == CUDA_SUCCESS)
+        rc = om_rcall(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, &req, NULL, 0, NULL);
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode node,
+                                                         const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p)
+{
+    uint8_t *buf = malloc(SEM_REQ);
+    CUresult rc;
+
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = SEM_REQ};
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    if ((rc = put_sems(&req, (const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p)) ==
+        CUDA_SUCCESS)
+        rc = om_rcall(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, &req, NULL, 0, NULL);
+    free(buf);
+    return rc;
+}
+
+CUresult
+om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                      const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    return sem_call(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (uint64_t)(uintptr_t)e,
+                    (uint64_t)(uintptr_t)node, false, NULL, 0, p, NULL);
+}
+
+CUresult om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                             const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p)
+{
+    return sem_call(OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams, (uint64_t)(uintptr_t)e,
+                    (uint64_t)(uintptr_t)node, false, NULL, 0,
+                    (const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p, NULL);
+}
+
+/*
+ * Get: the arrays the program gets back live in the client, one copy per node (the driver's
+ * own are owned by the node): kept while unchanged, replaced when changed, freed by
+ * cuGraphDestroyNode (as the kernel nodes' copies above).
+ */
+struct got_sems {
+    CUgraphNode node;
+    size_t len;
+    struct got_sems *next;
+    uint8_t bytes[]; /* the semaphores, then their parameters */
+};
+static struct got_sems *got_sems;
+
+static void forget_sem_copy(CUgraphNode node)
+{
+    pthread_mutex_lock(&got_lock);
+    for (struct got_sems **g = &got_sems; *g; g = &(*g)->next) {
+        if ((*g)->node == node) {
+            struct got_sems *d = *g;
+            *g = d->next;
+            free(d);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&got_lock);
+}
+
+static CUresult sem_get(int index, CUgraphNode node, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    size_t cap = 8 + MAX_SEMS * (8 + SEM_PARAMS_BYTES), len;
+    uint8_t *reply;
+    uint32_t got = 0;
+    uint64_t n = 0;
+    struct got_sems **g, *k = NULL;
+    CUresult rc;
+    REQ(req, 8);
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(reply = malloc(cap)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    rc = om_rcall(index, &req, reply, (uint32_t)cap, &got);
+    if (rc == CUDA_SUCCESS) {
+        if (got >= 8)
+            memcpy(&n, reply, 8);
+        len = (size_t)n * (8 + SEM_PARAMS_BYTES);
+        if (got < 8 || n > MAX_SEMS || got != 8 + len)
+            rc = CUDA_ERROR_UNKNOWN;
+    }
+    if (rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&got_lock);
+        for (g = &got_sems; *g && (*g)->node != node; g = &(*g)->next) {
+        }
+        if (*g && (*g)->len == len && !memcmp((*g)->bytes, reply + 8, len)) {
+            k = *g;
+        } else if ((k = malloc(sizeof(*k) + len)) != NULL) {
+            k->node = node;
+            k->len = len;
+            memcpy(k->bytes, reply + 8, len);
+            k->next = *g ? (*g)->next : NULL;
+            free(*g);
+            *g = k;
+        }
+        pthread_mutex_unlock(&got_lock);
+        if (!k) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            p->numExtSems = (unsigned)n;
+            p->extSemArray = n ? (CUexternalSemaphore *)(void *)k->bytes : NULL;
+            p->paramsArray =
+                n ? (const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *)(void *)(k->bytes + n * 8)
+                  : NULL;
+        }
+    }
+    free(reply);
+    return rc;
+}
+
+CUresult om_r_cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode node,
+                                                           CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    return sem_get(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, node, p);
+}
+
+CUresult om_r_cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode node,
+                                                         CUDA_EXT_SEM_WAIT_NODE_PARAMS *p)
+{
+    return sem_get(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, node,
+                   (CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(void *)p);
 }

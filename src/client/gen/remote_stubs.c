@@ -2559,6 +2559,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)r_cuGraphAddEmptyNode);
     om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)r_cuGraphAddEventRecordNode);
     om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
+    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresSignalNode, (void *)om_r_cuGraphAddExternalSemaphoresSignalNode);
+    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresWaitNode, (void *)om_r_cuGraphAddExternalSemaphoresWaitNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
     om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
@@ -2577,6 +2579,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)r_cuGraphExecDestroy);
     om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)r_cuGraphExecGetFlags);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
@@ -2584,6 +2588,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphGetEdges, (void *)om_r_cuGraphGetEdges);
     om_remote_set(OM_IDX_cuGraphGetEdges_v2, (void *)om_r_cuGraphGetEdges_v2);
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);

@@ -145,8 +145,8 @@
     X(135, cuGraphAddEmptyNode, REMOTE) \
     X(136, cuGraphAddEventRecordNode, REMOTE) \
     X(137, cuGraphAddEventWaitNode, REMOTE) \
-    X(138, cuGraphAddExternalSemaphoresSignalNode, UNSUPPORTED) \
-    X(139, cuGraphAddExternalSemaphoresWaitNode, UNSUPPORTED) \
+    X(138, cuGraphAddExternalSemaphoresSignalNode, REMOTE) \
+    X(139, cuGraphAddExternalSemaphoresWaitNode, REMOTE) \
     X(140, cuGraphAddHostNode, UNSUPPORTED) \
     X(141, cuGraphAddKernelNode, REMOTE) \
     X(142, cuGraphAddKernelNode_v2, REMOTE) \
@@ -174,8 +174,8 @@
     X(164, cuGraphExecDestroy, REMOTE) \
     X(165, cuGraphExecEventRecordNodeSetEvent, REMOTE) \
     X(166, cuGraphExecEventWaitNodeSetEvent, REMOTE) \
-    X(167, cuGraphExecExternalSemaphoresSignalNodeSetParams, UNSUPPORTED) \
-    X(168, cuGraphExecExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
+    X(167, cuGraphExecExternalSemaphoresSignalNodeSetParams, REMOTE) \
+    X(168, cuGraphExecExternalSemaphoresWaitNodeSetParams, REMOTE) \
     X(169, cuGraphExecGetFlags, REMOTE) \
     X(170, cuGraphExecHostNodeSetParams, UNSUPPORTED) \
     X(171, cuGraphExecKernelNodeSetParams, REMOTE) \
@@ -185,10 +185,10 @@
     X(175, cuGraphExecNodeSetParams, UNSUPPORTED) \
     X(176, cuGraphExecUpdate, REMOTE) \
     X(177, cuGraphExecUpdate_v2, REMOTE) \
-    X(178, cuGraphExternalSemaphoresSignalNodeGetParams, UNSUPPORTED) \
-    X(179, cuGraphExternalSemaphoresSignalNodeSetParams, UNSUPPORTED) \
-    X(180, cuGraphExternalSemaphoresWaitNodeGetParams, UNSUPPORTED) \
-    X(181, cuGraphExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
+    X(178, cuGraphExternalSemaphoresSignalNodeGetParams, REMOTE) \
+    X(179, cuGraphExternalSemaphoresSignalNodeSetParams, REMOTE) \
+    X(180, cuGraphExternalSemaphoresWaitNodeGetParams, REMOTE) \
+    X(181, cuGraphExternalSemaphoresWaitNodeSetParams, REMOTE) \
     X(182, cuGraphGetEdges, REMOTE) \
     X(183, cuGraphGetEdges_v2, REMOTE) \
     X(184, cuGraphGetNodes, REMOTE) \

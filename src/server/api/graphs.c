@@ -1033,3 +1033,159 @@ CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c)
     return ((CUresult(*)(CUgraphNode, int, const void *))REAL(cuGraphKernelNodeSetAttribute))(
         (CUgraphNode)(uintptr_t)node, (int)attr, v);
 }
+
+/* ------------------------------------------------------------------ external semaphore nodes */
+
+/*
+ * An external semaphore node's parameters as the client sends them: the count, the semaphores,
+ * then the count's parameter structs (signal and wait ones have one size). Every semaphore
+ * must be the client's; at most MAX_SEMS (as cuSignalExternalSemaphoresAsync's row).
+ */
+#define MAX_SEMS 128
+#define SEM_PARAMS_BYTES sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS)
+_Static_assert(sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) ==
+                   sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS),
+               "signal and wait parameters travel alike");
+
+struct sem_node {
+    CUexternalSemaphore sems[MAX_SEMS];
+    uint8_t params[MAX_SEMS * SEM_PARAMS_BYTES];
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS p; /* the wait form has the same layout */
+};
+
+static CUresult read_sems(struct call *c, struct sem_node *k)
+{
+    uint64_t n = om_get_u64(&c->in);
+    const void *h, *v;
+    CUresult rc;
+
+    if (n > MAX_SEMS)
+        return CUDA_ERROR_INVALID_VALUE;
+    h = om_get_bytes(&c->in, n * sizeof(CUexternalSemaphore));
+    v = om_get_bytes(&c->in, n * SEM_PARAMS_BYTES);
+    if ((rc = ARGS_OK(c)) != CUDA_SUCCESS)
+        return rc;
+    if (n && (!h || !v))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(k->sems, h, n * sizeof(CUexternalSemaphore));
+    memcpy(k->params, v, n * SEM_PARAMS_BYTES);
+    for (uint64_t i = 0; i < n; i++)
+        if ((rc = om_arg_handle(c, OM_H_EXTSEM, (uint64_t)(uintptr_t)k->sems[i], false)) !=
+            CUDA_SUCCESS)
+            return rc;
+    k->p.extSemArray = k->sems;
+    k->p.paramsArray = (const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *)(void *)k->params;
+    k->p.numExtSems = (unsigned)n;
+    return CUDA_SUCCESS;
+}
+
+typedef CUresult (*sem_add_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const void *);
+typedef CUresult (*sem_set_fn)(CUgraphNode, const void *);
+typedef CUresult (*sem_exec_set_fn)(CUgraphExec, CUgraphNode, const void *);
+typedef CUresult (*sem_get_fn)(CUgraphNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *);
+
+static CUresult sem_add(struct call *c, sem_add_fn add)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct sem_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_deps(c, deps, &ndeps) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_sems(c, k);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc == CUDA_SUCCESS)
+        rc = add(&node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &k->p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    free(k);
+    return rc;
+}
+
+static CUresult sem_set(struct call *c, sem_set_fn set, sem_exec_set_fn exec_set)
+{
+    uint64_t e = exec_set ? om_get_u64(&c->in) : 0, node = om_get_u64(&c->in);
+    struct sem_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_sems(c, k) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS && exec_set)
+        rc = om_arg_handle(c, OM_H_EXEC, e, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc == CUDA_SUCCESS)
+        rc = exec_set ? exec_set((CUgraphExec)(uintptr_t)e, (CUgraphNode)(uintptr_t)node, &k->p)
+                      : set((CUgraphNode)(uintptr_t)node, &k->p);
+    free(k);
+    return rc;
+}
+
+/* Answer: the count, the semaphores (the client's: checked), their parameters. */
+static CUresult sem_get(struct call *c, sem_get_fn get)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    if ((rc = get((CUgraphNode)(uintptr_t)node, &p)) != CUDA_SUCCESS)
+        return rc;
+    if (p.numExtSems > MAX_SEMS || (p.numExtSems && (!p.extSemArray || !p.paramsArray)))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (unsigned i = 0; i < p.numExtSems; i++)
+        if (om_arg_handle(c, OM_H_EXTSEM, (uint64_t)(uintptr_t)p.extSemArray[i], false) !=
+            CUDA_SUCCESS)
+            return CUDA_ERROR_NOT_SUPPORTED; /* (a semaphore the client destroyed since) */
+    om_put_u64(&c->out, p.numExtSems);
+    om_put_bytes(&c->out, p.extSemArray, p.numExtSems * sizeof(CUexternalSemaphore));
+    om_put_bytes(&c->out, p.paramsArray, p.numExtSems * SEM_PARAMS_BYTES);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuGraphAddExternalSemaphoresSignalNode(struct call *c)
+{
+    return sem_add(c, (sem_add_fn)REAL(cuGraphAddExternalSemaphoresSignalNode));
+}
+
+CUresult om_x_cuGraphAddExternalSemaphoresWaitNode(struct call *c)
+{
+    return sem_add(c, (sem_add_fn)REAL(cuGraphAddExternalSemaphoresWaitNode));
+}
+
+CUresult om_x_cuGraphExternalSemaphoresSignalNodeSetParams(struct call *c)
+{
+    return sem_set(c, (sem_set_fn)REAL(cuGraphExternalSemaphoresSignalNodeSetParams), NULL);
+}
+
+CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c)
+{
+    return sem_set(c, (sem_set_fn)REAL(cuGraphExternalSemaphoresWaitNodeSetParams), NULL);
+}
+
+CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c)
+{
+    return sem_set(c, NULL,
+                   (sem_exec_set_fn)REAL(cuGraphExecExternalSemaphoresSignalNodeSetParams));
+}
+
+CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c)
+{
+    return sem_set(c, NULL, (sem_exec_set_fn)REAL(cuGraphExecExternalSemaphoresWaitNodeSetParams));
+}
+
+CUresult om_x_cuGraphExternalSemaphoresSignalNodeGetParams(struct call *c)
+{
+    return sem_get(c, (sem_get_fn)REAL(cuGraphExternalSemaphoresSignalNodeGetParams));
+}
+
+CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c)
+{
+    return sem_get(c, (sem_get_fn)REAL(cuGraphExternalSemaphoresWaitNodeGetParams));
+}

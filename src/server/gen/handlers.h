@@ -29,6 +29,8 @@ CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
 CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
 CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c); /* graphs */
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddExternalSemaphoresSignalNode(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddExternalSemaphoresWaitNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddKernelNode_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemcpyNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemsetNode(struct call *c); /* graphs */
@@ -36,9 +38,15 @@ CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c); /* graphs */
 CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
 CUresult om_x_cuGraphDestroy(struct call *c); /* graphs */
 CUresult om_x_cuGraphDestroyNode(struct call *c); /* graphs */
+CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphExternalSemaphoresSignalNodeGetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphExternalSemaphoresSignalNodeSetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */

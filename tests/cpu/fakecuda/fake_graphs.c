@@ -22,6 +22,9 @@
 #define CAPTURE_UNMATCHED 902
 
 enum { KERNEL = 0, MEMCPY = 1, MEMSET = 2, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6, EVENT_RECORD = 7 };
+enum { SEM_SIGNAL = 8, SEM_WAIT = 9 }; /* CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL, _WAIT */
+#define FAKE_SEMS 16
+#define SEM_PARAMS 144 /* sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) */
 
 struct memset_params {
     uint64_t dst;
@@ -74,7 +77,10 @@ struct fnode {
     int ndeps;
     struct fnode *cloned_from;
     unsigned char attrs[16][64]; /* kernel node attributes, by id */
-    void *got_extra[5];          /* what cuGraphKernelNodeGetParams answers: the bytes above */
+    void *sems[FAKE_SEMS];       /* an external semaphore node's */
+    unsigned char sem_params[FAKE_SEMS][SEM_PARAMS];
+    unsigned nsems;
+    void *got_extra[5]; /* what cuGraphKernelNodeGetParams answers: the bytes above */
     size_t got_len;
 };
 struct fgraph {
@@ -1146,4 +1152,120 @@ EXPORT int cuGraphKernelNodeSetAttribute(void *h, int id, const void *v)
         return INVALID_VALUE;
     memcpy(n->attrs[id], v, 64);
     return OK;
+}
+
+/* ------------------------------------------------------------------ external semaphore nodes */
+
+struct sem_node_params {
+    void **sems;
+    const void *params;
+    unsigned n;
+};
+
+static int set_sems(struct fnode *n, int type, const struct sem_node_params *p)
+{
+    if (!n || n->type != type || !p || p->n > FAKE_SEMS || (p->n && (!p->sems || !p->params)))
+        return INVALID_VALUE;
+    for (unsigned i = 0; i < p->n; i++)
+        if (!p->sems[i])
+            return INVALID_VALUE;
+    n->nsems = p->n;
+    memcpy(n->sems, p->sems, p->n * sizeof(void *));
+    memcpy(n->sem_params, p->params, (size_t)p->n * SEM_PARAMS);
+    for (unsigned i = 0; i < p->n; i++) {
+        char v[32];
+        unsigned long long value;
+        memcpy(&value, n->sem_params[i], sizeof(value)); /* params.fence.value first */
+        snprintf(v, sizeof(v), " value %llu", value);
+        glog(type == SEM_SIGNAL ? "semsignal %p%s" : "semwait %p%s", p->sems[i], v);
+    }
+    return OK;
+}
+
+static int add_sem_node(void **out, void *g, void *const *deps, size_t ndeps, int type,
+                        const struct sem_node_params *p)
+{
+    int rc;
+    ADD_NODE(type);
+    pthread_mutex_lock(&glock);
+    if ((rc = set_sems(n, type, p)) != OK)
+        drop_node(n);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+static int get_sems(void *h, int type, struct sem_node_params *p)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != type || !p)
+        rc = INVALID_VALUE;
+    else
+        *p = (struct sem_node_params){n->sems, n->sem_params, n->nsems};
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+static int node_set_sems(void *h, int type, const struct sem_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_sems(node_of(h), type, p);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+static int exec_set_sems(void *e, void *h, int type, const struct sem_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_sems(exec_node(exec_of(e), h), type, p);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphAddExternalSemaphoresSignalNode(void **out, void *g, void *const *deps,
+                                                  size_t ndeps, const struct sem_node_params *p)
+{
+    return add_sem_node(out, g, deps, ndeps, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphAddExternalSemaphoresWaitNode(void **out, void *g, void *const *deps,
+                                                size_t ndeps, const struct sem_node_params *p)
+{
+    return add_sem_node(out, g, deps, ndeps, SEM_WAIT, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresSignalNodeGetParams(void *h, struct sem_node_params *p)
+{
+    return get_sems(h, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresWaitNodeGetParams(void *h, struct sem_node_params *p)
+{
+    return get_sems(h, SEM_WAIT, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresSignalNodeSetParams(void *h, const struct sem_node_params *p)
+{
+    return node_set_sems(h, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresWaitNodeSetParams(void *h, const struct sem_node_params *p)
+{
+    return node_set_sems(h, SEM_WAIT, p);
+}
+
+EXPORT int cuGraphExecExternalSemaphoresSignalNodeSetParams(void *e, void *h,
+                                                            const struct sem_node_params *p)
+{
+    return exec_set_sems(e, h, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphExecExternalSemaphoresWaitNodeSetParams(void *e, void *h,
+                                                          const struct sem_node_params *p)
+{
+    return exec_set_sems(e, h, SEM_WAIT, p);
 }
