@@ -516,6 +516,14 @@ typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS {
 } CUDA_EXT_SEM_WAIT_NODE_PARAMS;
 _Static_assert(sizeof(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS) == 24, "ext sem signal node params");
 _Static_assert(sizeof(CUDA_EXT_SEM_WAIT_NODE_PARAMS) == 24, "ext sem wait node params");
+/* A batch memory op node's parameters (cuda.h's _v1 and _v2 alike): 32 bytes. */
+typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS {
+    CUcontext ctx;
+    unsigned int count;
+    union om_CUstreamBatchMemOpParams *paramArray;
+    unsigned int flags;
+} CUDA_BATCH_MEM_OP_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) == 32, "batch mem op node params");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

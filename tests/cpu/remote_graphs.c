@@ -13,6 +13,7 @@
  *   remote_graphs semnodes [S N]  external semaphore nodes; with another client's semaphore S
  *                              and node N: every call refuses them (without: prints its own,
  *                              then waits for a line on stdin)
+ *   remote_graphs batchnodes   batch memory op nodes: addresses checked, operations back
  * Exit status 0 when every check passed; the first failed check is printed. */
 #define _GNU_SOURCE
 #include <sys/mman.h>
@@ -92,6 +93,28 @@ typedef struct {
     const SEM_PARAMS *params;
     unsigned n;
 } SEM_NODE;
+typedef struct {
+    int kind; /* CUstreamBatchMemOpType */
+    unsigned flags_small;
+    CUdeviceptr address;
+    unsigned long long value;
+    unsigned flags;
+    unsigned pad;
+    unsigned long long alias, unused;
+} BATCH_OP; /* CUstreamBatchMemOpParams' wait/write form: 48 bytes */
+_Static_assert(sizeof(BATCH_OP) == 48, "one operation");
+typedef struct {
+    CUcontext ctx;
+    unsigned count;
+    BATCH_OP *ops;
+    unsigned flags;
+} BATCH_NODE;
+CUresult cuGraphAddBatchMemOpNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                  const BATCH_NODE *);
+CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode, BATCH_NODE *);
+CUresult cuCtxGetCurrent(CUcontext *);
+CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode, const BATCH_NODE *);
+CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec, CUgraphNode, const BATCH_NODE *);
 CUresult cuImportExternalSemaphore(CUexternalSemaphore *, const SEM_DESC *);
 CUresult cuDestroyExternalSemaphore(CUexternalSemaphore);
 CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
@@ -732,9 +755,63 @@ int main(int argc, char **argv)
                 return 0;
         }
         printf("semnodes ok\n");
+    } else if (!strcmp(mode, "batchnodes")) {
+        /* Batch memory op nodes: every operation's address within the client's memory for its
+         * width, kinds and flags known; the operations back in client memory. */
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphNode bn, en;
+        CUgraphExec ex;
+        CUcontext ctx;
+        BATCH_OP ops[3];
+        BATCH_NODE np, back, again;
+        OK(cuCtxGetCurrent(&ctx));
+        OK(cuMemAlloc_v2(&a, 64));
+        memset(ops, 0, sizeof(ops));
+        ops[0] = (BATCH_OP){.kind = 2, .address = a, .value = 7};      /* write 32 */
+        ops[1] = (BATCH_OP){.kind = 1, .address = a + 60, .value = 1}; /* wait 32, last word */
+        ops[2] = (BATCH_OP){.kind = 5, .address = a + 8, .value = 9};  /* write 64 */
+        np = (BATCH_NODE){ctx, 3, ops, 0};
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddEmptyNode(&en, g, NULL, 0));
+        OK(cuGraphAddBatchMemOpNode(&bn, g, &en, 1, &np));
+        OK(cuGraphBatchMemOpNodeGetParams(bn, &back));
+        EXPECT(back.count == 3 && back.ops && back.ops != ops && back.flags == 0);
+        EXPECT(back.ops[0].kind == 2 && back.ops[0].address == a && back.ops[0].value == 7);
+        EXPECT(back.ops[2].kind == 5 && back.ops[2].address == a + 8);
+        OK(cuGraphBatchMemOpNodeGetParams(bn, &again));
+        EXPECT(again.ops == back.ops);
+        np.count = 1;
+        OK(cuGraphBatchMemOpNodeSetParams(bn, &np));
+        OK(cuGraphBatchMemOpNodeGetParams(bn, &back));
+        EXPECT(back.count == 1);
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        OK(cuGraphExecBatchMemOpNodeSetParams(ex, bn, &np));
+        /* refusals, in every call */
+        BATCH_OP bad[4];
+        bad[0] = (BATCH_OP){.kind = 1, .address = a + 61};        /* 32-bit wait past the end */
+        bad[1] = (BATCH_OP){.kind = 5, .address = a + 60};        /* 64-bit write past the end */
+        bad[2] = (BATCH_OP){.kind = 99, .address = a};            /* no such kind */
+        bad[3] = (BATCH_OP){.kind = 2, .address = a, .flags = 2}; /* unknown write flag */
+        for (int i = 0; i < 4; i++) {
+            BATCH_OP two[2] = {ops[0], bad[i]};
+            BATCH_NODE bp = {ctx, 2, two, 0};
+            CUgraphNode x;
+            EXPECT(cuGraphAddBatchMemOpNode(&x, g, NULL, 0, &bp) == INVALID_VALUE);
+            EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &bp) == INVALID_VALUE);
+            EXPECT(cuGraphExecBatchMemOpNodeSetParams(ex, bn, &bp) == INVALID_VALUE);
+        }
+        np.count = 257; /* past the most one node may carry */
+        EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &np) == INVALID_VALUE);
+        np.count = 1, np.flags = 1;
+        EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &np) == INVALID_VALUE);
+        EXPECT(cuGraphBatchMemOpNodeGetParams(en, &back) == INVALID_VALUE);
+        EXPECT(cuGraphBatchMemOpNodeGetParams((CUgraphNode)(uintptr_t)0x7000, &back) ==
+               INVALID_HANDLE);
+        printf("batchnodes ok\n");
     } else {
         fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N "
-                        "E|leak|child|kernelparams|semnodes\n");
+                        "E|leak|child|kernelparams|semnodes|batchnodes\n");
         return 2;
     }
     return 0;

@@ -2790,6 +2790,27 @@ def remote_graphs_external_semaphore_nodes():
     finally:
         e.close(ok)
 
+
+@test
+def remote_graphs_batch_mem_op_nodes():
+    """Batch memory op nodes (add, get, set, exec set): the double records the operations the
+    server passed; an address past the caller's memory for the operation's width, an unknown
+    kind or flag, a count past 256, node flags: refused by every call."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    ok = False
+    try:
+        p = graphs_client(e, "batchnodes")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "batchnodes ok" in out, "batchnodes: %r %r" % (out, err))
+        ops = [l.split() for l in open(log).read().splitlines() if l.startswith("batchop")]
+        # add (3), set (1), exec set (1): kinds as sent, nothing refused reached the double
+        check([o[3] for o in ops] == ["2", "1", "5", "2", "2"], "operations: %r" % ops)
+        check(int(ops[1][1], 16) == int(ops[0][1], 16) + 60, "addresses as sent: %r" % ops)
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
 
 MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")

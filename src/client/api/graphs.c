@@ -1094,13 +1094,35 @@ static void forget_sem_copy(CUgraphNode node)
     pthread_mutex_unlock(&got_lock);
 }
 
+/* The copy for node holding these bytes (the existing one when unchanged); NULL: no memory. */
+static struct got_sems *node_copy(CUgraphNode node, const void *bytes, size_t len)
+{
+    struct got_sems **g, *k;
+
+    pthread_mutex_lock(&got_lock);
+    for (g = &got_sems; *g && (*g)->node != node; g = &(*g)->next) {
+    }
+    if (*g && (*g)->len == len && !memcmp((*g)->bytes, bytes, len)) {
+        k = *g;
+    } else if ((k = malloc(sizeof(*k) + len)) != NULL) {
+        k->node = node;
+        k->len = len;
+        memcpy(k->bytes, bytes, len);
+        k->next = *g ? (*g)->next : NULL;
+        free(*g);
+        *g = k;
+    }
+    pthread_mutex_unlock(&got_lock);
+    return k;
+}
+
 static CUresult sem_get(int index, CUgraphNode node, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
 {
     size_t cap = 8 + MAX_SEMS * (8 + SEM_PARAMS_BYTES), len;
     uint8_t *reply;
     uint32_t got = 0;
     uint64_t n = 0;
-    struct got_sems **g, *k = NULL;
+    struct got_sems *k = NULL;
     CUresult rc;
     REQ(req, 8);
 
@@ -1118,20 +1140,7 @@ static CUresult sem_get(int index, CUgraphNode node, CUDA_EXT_SEM_SIGNAL_NODE_PA
             rc = CUDA_ERROR_UNKNOWN;
     }
     if (rc == CUDA_SUCCESS) {
-        pthread_mutex_lock(&got_lock);
-        for (g = &got_sems; *g && (*g)->node != node; g = &(*g)->next) {
-        }
-        if (*g && (*g)->len == len && !memcmp((*g)->bytes, reply + 8, len)) {
-            k = *g;
-        } else if ((k = malloc(sizeof(*k) + len)) != NULL) {
-            k->node = node;
-            k->len = len;
-            memcpy(k->bytes, reply + 8, len);
-            k->next = *g ? (*g)->next : NULL;
-            free(*g);
-            *g = k;
-        }
-        pthread_mutex_unlock(&got_lock);
+        k = node_copy(node, reply + 8, len);
         if (!k) {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
@@ -1157,4 +1166,103 @@ CUresult om_r_cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode node,
 {
     return sem_get(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, node,
                    (CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(void *)p);
+}
+
+/* ------------------------------------------------------------------ batch memory op nodes */
+
+#define BATCH_OP_BYTES 48 /* CUstreamBatchMemOpParams */
+#define BATCH_MAX 256     /* operations of one node (the server's limit) */
+#define BATCH_REQ (24 + MAX_DEPS * 8 + 16 + BATCH_MAX * BATCH_OP_BYTES)
+
+/* The count, the node's flags, the operations (the server checks each; the context is its). */
+static CUresult put_batch(struct om_wbuf *req, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    if (!p || p->count == 0 || p->count > BATCH_MAX || !p->paramArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(req, p->count);
+    om_put_u64(req, p->flags);
+    om_put_bytes(req, p->paramArray, (size_t)p->count * BATCH_OP_BYTES);
+    return CUDA_SUCCESS;
+}
+
+static CUresult batch_call(int index, int words, uint64_t a, uint64_t b, const CUgraphNode *deps,
+                           size_t n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p, CUgraphNode *node)
+{
+    uint8_t *buf = malloc(BATCH_REQ);
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = BATCH_REQ};
+    om_put_u64(&req, a);
+    if (words == 2)
+        om_put_u64(&req, b);
+    if (node)
+        rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS)
+        rc = put_batch(&req, p);
+    if (rc == CUDA_SUCCESS)
+        rc = node ? new_node(index, &req, node) : om_rcall(index, &req, NULL, 0, NULL);
+    free(buf);
+    return rc;
+}
+
+CUresult om_r_cuGraphAddBatchMemOpNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                       size_t n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    return batch_call(OM_IDX_cuGraphAddBatchMemOpNode, 1, (uint64_t)(uintptr_t)g, 0, deps, n, p,
+                      node);
+}
+
+CUresult om_r_cuGraphBatchMemOpNodeSetParams(CUgraphNode node,
+                                             const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    return batch_call(OM_IDX_cuGraphBatchMemOpNodeSetParams, 1, (uint64_t)(uintptr_t)node, 0, NULL,
+                      0, p, NULL);
+}
+
+CUresult om_r_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                 const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    return batch_call(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, 2, (uint64_t)(uintptr_t)e,
+                      (uint64_t)(uintptr_t)node, NULL, 0, p, NULL);
+}
+
+/* The operations back in the client's per-node copy (as external semaphore nodes'); ctx NULL. */
+CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode node, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    size_t cap = 16 + BATCH_MAX * BATCH_OP_BYTES;
+    uint8_t *reply;
+    uint32_t got = 0;
+    uint64_t v[2] = {0, 0};
+    struct got_sems *k;
+    CUresult rc;
+    REQ(req, 8);
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(reply = malloc(cap)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    rc = om_rcall(OM_IDX_cuGraphBatchMemOpNodeGetParams, &req, reply, (uint32_t)cap, &got);
+    if (rc == CUDA_SUCCESS) {
+        if (got >= 16)
+            memcpy(v, reply, 16);
+        if (got < 16 || v[0] > BATCH_MAX || got != 16 + v[0] * BATCH_OP_BYTES)
+            rc = CUDA_ERROR_UNKNOWN;
+    }
+    if (rc == CUDA_SUCCESS) {
+        if (!(k = node_copy(node, reply + 16, (size_t)v[0] * BATCH_OP_BYTES))) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            memset(p, 0, sizeof(*p));
+            p->count = (unsigned)v[0];
+            p->flags = (unsigned)v[1];
+            p->paramArray = v[0] ? (CUstreamBatchMemOpParams *)(void *)k->bytes : NULL;
+        }
+    }
+    free(reply);
+    return rc;
 }

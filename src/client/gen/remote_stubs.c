@@ -2553,6 +2553,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
     om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)r_cuDeviceGraphMemTrim);
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
+    om_remote_set(OM_IDX_cuGraphAddBatchMemOpNode, (void *)om_r_cuGraphAddBatchMemOpNode);
     om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)r_cuGraphAddChildGraphNode);
     om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)r_cuGraphAddDependencies);
     om_remote_set(OM_IDX_cuGraphAddDependencies_v2, (void *)om_r_cuGraphAddDependencies_v2);
@@ -2565,6 +2566,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
     om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
     om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
     om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
@@ -2575,6 +2578,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)r_cuGraphEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)r_cuGraphEventWaitNodeGetEvent);
     om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)r_cuGraphExecDestroy);
     om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);

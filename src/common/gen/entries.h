@@ -138,7 +138,7 @@
     X(128, cuGetExportTable, LOCAL) \
     X(129, cuGetProcAddress, LOCAL) \
     X(130, cuGetProcAddress_v2, LOCAL) \
-    X(131, cuGraphAddBatchMemOpNode, UNSUPPORTED) \
+    X(131, cuGraphAddBatchMemOpNode, REMOTE) \
     X(132, cuGraphAddChildGraphNode, REMOTE) \
     X(133, cuGraphAddDependencies, REMOTE) \
     X(134, cuGraphAddDependencies_v2, REMOTE) \
@@ -156,8 +156,8 @@
     X(146, cuGraphAddMemsetNode, REMOTE) \
     X(147, cuGraphAddNode, UNSUPPORTED) \
     X(148, cuGraphAddNode_v2, UNSUPPORTED) \
-    X(149, cuGraphBatchMemOpNodeGetParams, UNSUPPORTED) \
-    X(150, cuGraphBatchMemOpNodeSetParams, UNSUPPORTED) \
+    X(149, cuGraphBatchMemOpNodeGetParams, REMOTE) \
+    X(150, cuGraphBatchMemOpNodeSetParams, REMOTE) \
     X(151, cuGraphChildGraphNodeGetGraph, REMOTE) \
     X(152, cuGraphClone, REMOTE) \
     X(153, cuGraphConditionalHandleCreate, UNSUPPORTED) \
@@ -169,7 +169,7 @@
     X(159, cuGraphEventRecordNodeSetEvent, REMOTE) \
     X(160, cuGraphEventWaitNodeGetEvent, REMOTE) \
     X(161, cuGraphEventWaitNodeSetEvent, REMOTE) \
-    X(162, cuGraphExecBatchMemOpNodeSetParams, UNSUPPORTED) \
+    X(162, cuGraphExecBatchMemOpNodeSetParams, REMOTE) \
     X(163, cuGraphExecChildGraphNodeSetParams, REMOTE) \
     X(164, cuGraphExecDestroy, REMOTE) \
     X(165, cuGraphExecEventRecordNodeSetEvent, REMOTE) \

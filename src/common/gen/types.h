@@ -67,7 +67,6 @@ typedef struct CUmemoryPool_st *CUmemoryPool;
 typedef struct CUsurfref_st *CUsurfref;
 typedef struct CUtexref_st *CUtexref;
 typedef struct CUuserObject_st *CUuserObject;
-typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS CUDA_BATCH_MEM_OP_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY2D_v1 CUDA_MEMCPY2D_v1; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEMCPY3D_BATCH_OP CUDA_MEMCPY3D_BATCH_OP; /* layout in cuda_abi.h where it is marshalled */

@@ -1189,3 +1189,120 @@ CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c)
 {
     return sem_get(c, (sem_get_fn)REAL(cuGraphExternalSemaphoresWaitNodeGetParams));
 }
+
+/* ------------------------------------------------------------------ batch memory op nodes */
+
+/*
+ * A batch memory op node's parameters as the client sends them: the count (1 to BATCH_MAX),
+ * the node's flags (0), then the operations (48 bytes each), every one checked as
+ * cuStreamBatchMemOp's (streams.c: its kind and flags known, its address within the client's
+ * memory). The context is the server's.
+ */
+#define BATCH_OP_BYTES 48
+#define BATCH_MAX 256
+CUresult om_batch_op_check(struct call *c, uint8_t *op); /* streams.c */
+
+struct batch_node {
+    uint8_t ops[BATCH_MAX * BATCH_OP_BYTES];
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+};
+
+static CUresult read_batch(struct call *c, struct batch_node *k)
+{
+    uint64_t n = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    const void *v = n <= BATCH_MAX ? om_get_bytes(&c->in, n * BATCH_OP_BYTES) : NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n == 0 || n > BATCH_MAX || !v || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(k->ops, v, n * BATCH_OP_BYTES);
+    for (uint64_t i = 0; i < n; i++)
+        if ((rc = om_batch_op_check(c, k->ops + i * BATCH_OP_BYTES)) != CUDA_SUCCESS)
+            return rc;
+    memset(&k->p, 0, sizeof(k->p));
+    k->p.ctx = server_context();
+    k->p.count = (unsigned)n;
+    k->p.paramArray = (union om_CUstreamBatchMemOpParams *)(void *)k->ops;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuGraphAddBatchMemOpNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct batch_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_deps(c, deps, &ndeps) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_batch(c, k);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                           const CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(cuGraphAddBatchMemOpNode))(
+            &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &k->p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    free(k);
+    return rc;
+}
+
+static CUresult batch_set(struct call *c, bool exec)
+{
+    uint64_t e = exec ? om_get_u64(&c->in) : 0, node = om_get_u64(&c->in);
+    struct batch_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_batch(c, k) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS && exec)
+        rc = om_arg_handle(c, OM_H_EXEC, e, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc == CUDA_SUCCESS && exec)
+        rc = ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(
+            cuGraphExecBatchMemOpNodeSetParams))((CUgraphExec)(uintptr_t)e,
+                                                 (CUgraphNode)(uintptr_t)node, &k->p);
+    else if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(
+            cuGraphBatchMemOpNodeSetParams))((CUgraphNode)(uintptr_t)node, &k->p);
+    free(k);
+    return rc;
+}
+
+CUresult om_x_cuGraphBatchMemOpNodeSetParams(struct call *c)
+{
+    return batch_set(c, false);
+}
+
+CUresult om_x_cuGraphExecBatchMemOpNodeSetParams(struct call *c)
+{
+    return batch_set(c, true);
+}
+
+/* Answer: the count, the flags, the operations. */
+CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    rc = ((CUresult(*)(CUgraphNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(
+        cuGraphBatchMemOpNodeGetParams))((CUgraphNode)(uintptr_t)node, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (p.count > BATCH_MAX || (p.count && !p.paramArray))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    om_put_u64(&c->out, p.count);
+    om_put_u64(&c->out, p.flags);
+    om_put_bytes(&c->out, p.paramArray, (size_t)p.count * BATCH_OP_BYTES);
+    return CUDA_SUCCESS;
+}

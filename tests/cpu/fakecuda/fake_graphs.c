@@ -22,7 +22,13 @@
 #define CAPTURE_UNMATCHED 902
 
 enum { KERNEL = 0, MEMCPY = 1, MEMSET = 2, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6, EVENT_RECORD = 7 };
-enum { SEM_SIGNAL = 8, SEM_WAIT = 9 }; /* CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL, _WAIT */
+enum {
+    SEM_SIGNAL = 8,
+    SEM_WAIT = 9,
+    BATCH = 12
+}; /* CU_GRAPH_NODE_TYPE_EXT_SEMAS_*, _BATCH_MEM_OP */
+#define FAKE_OPS 8
+#define OP_BYTES 48 /* CUstreamBatchMemOpParams */
 #define FAKE_SEMS 16
 #define SEM_PARAMS 144 /* sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) */
 
@@ -80,6 +86,8 @@ struct fnode {
     void *sems[FAKE_SEMS];       /* an external semaphore node's */
     unsigned char sem_params[FAKE_SEMS][SEM_PARAMS];
     unsigned nsems;
+    unsigned char ops[FAKE_OPS][OP_BYTES]; /* a batch memory op node's */
+    unsigned nops, ops_flags;
     void *got_extra[5]; /* what cuGraphKernelNodeGetParams answers: the bytes above */
     size_t got_len;
 };
@@ -1268,4 +1276,74 @@ EXPORT int cuGraphExecExternalSemaphoresWaitNodeSetParams(void *e, void *h,
                                                           const struct sem_node_params *p)
 {
     return exec_set_sems(e, h, SEM_WAIT, p);
+}
+
+/* ------------------------------------------------------------------ batch memory op nodes */
+
+struct batch_node_params {
+    void *ctx;
+    unsigned count;
+    void *ops;
+    unsigned flags;
+};
+
+static int set_batch(struct fnode *n, const struct batch_node_params *p)
+{
+    if (!n || n->type != BATCH || !p || !p->ctx || !p->count || p->count > FAKE_OPS || !p->ops)
+        return INVALID_VALUE;
+    n->nops = p->count;
+    n->ops_flags = p->flags;
+    memcpy(n->ops, p->ops, (size_t)p->count * OP_BYTES);
+    for (unsigned i = 0; i < p->count; i++) {
+        unsigned long long addr;
+        char v[32];
+        memcpy(&addr, n->ops[i] + 8, sizeof(addr));
+        snprintf(v, sizeof(v), " kind %d", (int)n->ops[i][0]);
+        glog("batchop %p%s", (void *)(uintptr_t)addr, v);
+    }
+    return OK;
+}
+
+EXPORT int cuGraphAddBatchMemOpNode(void **out, void *g, void *const *deps, size_t ndeps,
+                                    const struct batch_node_params *p)
+{
+    int rc;
+    ADD_NODE(BATCH);
+    pthread_mutex_lock(&glock);
+    if ((rc = set_batch(n, p)) != OK)
+        drop_node(n);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphBatchMemOpNodeGetParams(void *h, struct batch_node_params *p)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != BATCH || !p)
+        rc = INVALID_VALUE;
+    else
+        *p = (struct batch_node_params){NULL, n->nops, n->ops, n->ops_flags};
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphBatchMemOpNodeSetParams(void *h, const struct batch_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_batch(node_of(h), p);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphExecBatchMemOpNodeSetParams(void *e, void *h, const struct batch_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_batch(exec_node(exec_of(e), h), p);
+    pthread_mutex_unlock(&glock);
+    return rc;
 }
