@@ -524,6 +524,37 @@ typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS {
     unsigned int flags;
 } CUDA_BATCH_MEM_OP_NODE_PARAMS;
 _Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) == 32, "batch mem op node params");
+/* The generic node parameters (cuGraphAddNode): the type, then one kind's parameters; 256
+ * bytes. Only the kinds the client dispatches are spelt out. */
+typedef struct om_CUgraphNodeParams {
+    int type; /* CUgraphNodeType */
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_KERNEL_NODE_PARAMS kernel; /* _v3: the same layout */
+        struct {
+            int flags, reserved;
+            CUcontext copyCtx;
+            CUDA_MEMCPY3D copyParams;
+        } memcpy;
+        struct {
+            CUDA_MEMSET_NODE_PARAMS p; /* _v2: these fields, then the context */
+            CUcontext ctx;
+        } memset;
+        struct {
+            CUgraph graph;
+            int ownership; /* CUgraphChildGraphNodeOwnership: 0 clone */
+        } graph;
+        struct {
+            CUevent event;
+        } event;
+        CUDA_EXT_SEM_SIGNAL_NODE_PARAMS extSem; /* signal or wait, _v2: the same layout */
+        CUDA_BATCH_MEM_OP_NODE_PARAMS memOp;
+    } u;
+    long long reserved2;
+} CUgraphNodeParams;
+_Static_assert(sizeof(CUgraphNodeParams) == 256, "graph node params");
+_Static_assert(offsetof(CUgraphNodeParams, u) == 16, "graph node params' union");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

@@ -14,6 +14,7 @@
  *                              and node N: every call refuses them (without: prints its own,
  *                              then waits for a line on stdin)
  *   remote_graphs batchnodes   batch memory op nodes: addresses checked, operations back
+ *   remote_graphs addnode      cuGraphAddNode / cuGraph(Exec)NodeSetParams, by node type
  * Exit status 0 when every check passed; the first failed check is printed. */
 #define _GNU_SOURCE
 #include <sys/mman.h>
@@ -115,6 +116,23 @@ CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode, BATCH_NODE *);
 CUresult cuCtxGetCurrent(CUcontext *);
 CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode, const BATCH_NODE *);
 CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec, CUgraphNode, const BATCH_NODE *);
+typedef struct {
+    int type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        KNP kernel;
+        struct {
+            CUevent event;
+        } event;
+        BATCH_NODE memOp;
+    } u;
+    long long reserved2;
+} NODE_PARAMS; /* CUgraphNodeParams: 256 bytes */
+_Static_assert(sizeof(NODE_PARAMS) == 256, "node params");
+CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NODE_PARAMS *);
+CUresult cuGraphNodeSetParams(CUgraphNode, NODE_PARAMS *);
+CUresult cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, NODE_PARAMS *);
 CUresult cuImportExternalSemaphore(CUexternalSemaphore *, const SEM_DESC *);
 CUresult cuDestroyExternalSemaphore(CUexternalSemaphore);
 CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
@@ -809,9 +827,71 @@ int main(int argc, char **argv)
         EXPECT(cuGraphBatchMemOpNodeGetParams((CUgraphNode)(uintptr_t)0x7000, &back) ==
                INVALID_HANDLE);
         printf("batchnodes ok\n");
+    } else if (!strcmp(mode, "addnode")) {
+        /* The generic node parameters: each type to its kind's own path. */
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphNode en, kn, rn, x;
+        CUgraphExec ex;
+        CUevent ev, ev2, got;
+        unsigned value = 7, count = 16;
+        void *args[3];
+        int type;
+        NODE_PARAMS np;
+        KNP back;
+        OK(cuMemAlloc_v2(&a, 64));
+        OK(cuEventCreate(&ev, 0));
+        OK(cuEventCreate(&ev2, 0));
+        OK(cuGraphCreate(&g, 0));
+        memset(&np, 0, sizeof(np));
+        np.type = 5;
+        OK(cuGraphAddNode(&en, g, NULL, 0, &np));
+        OK(cuGraphNodeGetType(en, &type));
+        EXPECT(type == 5);
+        memset(&np, 0, sizeof(np));
+        np.type = 0;
+        np.u.kernel = fill_params(&a, &value, &count, args);
+        OK(cuGraphAddNode(&kn, g, &en, 1, &np));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &back));
+        EXPECT(*(unsigned *)back.kernelParams[1] == 7);
+        memset(&np, 0, sizeof(np));
+        np.type = 7;
+        np.u.event.event = ev;
+        OK(cuGraphAddNode(&rn, g, &kn, 1, &np));
+        OK(cuGraphEventRecordNodeGetEvent(rn, &got));
+        EXPECT(got == ev);
+        np.u.event.event = ev2;
+        OK(cuGraphNodeSetParams(rn, &np));
+        OK(cuGraphEventRecordNodeGetEvent(rn, &got));
+        EXPECT(got == ev2);
+        memset(&np, 0, sizeof(np));
+        np.type = 0;
+        value = 11;
+        np.u.kernel = fill_params(&a, &value, &count, args);
+        OK(cuGraphNodeSetParams(kn, &np));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &back));
+        EXPECT(*(unsigned *)back.kernelParams[1] == 11);
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        OK(cuGraphExecNodeSetParams(ex, kn, &np));
+        np.type = 3; /* host: not supported by either set */
+        EXPECT(cuGraphExecNodeSetParams(ex, kn, &np) == NOT_SUPPORTED);
+        EXPECT(cuGraphNodeSetParams(kn, &np) == NOT_SUPPORTED);
+        memset(&np, 0, sizeof(np));
+        np.type = 3; /* host: not supported */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
+        np.type = 10; /* memory alloc: not supported */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
+        np.type = 5;
+        np.reserved0[1] = 1;
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
+        np.reserved0[1] = 0;
+        np.type = 7;
+        np.u.event.event = (CUevent)(uintptr_t)0x7000; /* not the client's */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_HANDLE);
+        printf("addnode ok\n");
     } else {
         fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N "
-                        "E|leak|child|kernelparams|semnodes|batchnodes\n");
+                        "E|leak|child|kernelparams|semnodes|batchnodes|addnode\n");
         return 2;
     }
     return 0;

@@ -2811,6 +2811,22 @@ def remote_graphs_batch_mem_op_nodes():
     finally:
         e.close(ok)
 
+
+@test
+def remote_graphs_generic_node_params():
+    """cuGraphAddNode and cuGraph(Exec)NodeSetParams go through each kind's own checked path
+    (empty, kernel, event record read back); host and memory nodes refused as not supported,
+    reserved fields and another client's event refused."""
+    e = Env()
+    ok = False
+    try:
+        p = graphs_client(e, "addnode")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "addnode ok" in out, "addnode: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
 
 MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")

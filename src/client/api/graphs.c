@@ -1266,3 +1266,136 @@ CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode node, CUDA_BATCH_MEM_OP
     free(reply);
     return rc;
 }
+
+/* ------------------------------------------------------------------ generic node parameters */
+
+/*
+ * cuGraphAddNode and cuGraph(Exec)NodeSetParams: dispatched by the node type to each kind's own
+ * (checked) path. Host, memory alloc/free and conditional nodes are not supported (their own
+ * entry points are not: api/unsupported.tsv), nor a child graph moved into the node.
+ */
+enum {
+    NT_KERNEL = 0,
+    NT_MEMCPY = 1,
+    NT_MEMSET = 2,
+    NT_GRAPH = 4,
+    NT_EMPTY = 5,
+    NT_WAIT_EVENT = 6,
+    NT_EVENT_RECORD = 7,
+    NT_SEM_SIGNAL = 8,
+    NT_SEM_WAIT = 9,
+    NT_BATCH = 12
+};
+#define ENTRY(sym, type) ((type)om_remote_entry(OM_IDX_##sym))
+
+static bool node_params_ok(const CUgraphNodeParams *p)
+{
+    return p && !p->reserved0[0] && !p->reserved0[1] && !p->reserved0[2] && !p->reserved2;
+}
+
+static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                         CUgraphNodeParams *p)
+{
+    if (!node_params_ok(p))
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case NT_KERNEL: return om_r_cuGraphAddKernelNode_v2(node, g, deps, n, &p->u.kernel);
+    case NT_MEMCPY:
+        return om_r_cuGraphAddMemcpyNode(node, g, deps, n, &p->u.memcpy.copyParams,
+                                         p->u.memcpy.copyCtx);
+    case NT_MEMSET:
+        return om_r_cuGraphAddMemsetNode(node, g, deps, n, &p->u.memset.p, p->u.memset.ctx);
+    case NT_GRAPH:
+        if (p->u.graph.ownership != 0) /* CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE only */
+            return CUDA_ERROR_NOT_SUPPORTED;
+        return ENTRY(cuGraphAddChildGraphNode,
+                     CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))(
+            node, g, deps, n, p->u.graph.graph);
+    case NT_EMPTY:
+        return ENTRY(cuGraphAddEmptyNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                                      size_t))(node, g, deps, n);
+    case NT_WAIT_EVENT:
+        return ENTRY(cuGraphAddEventWaitNode,
+                     CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))(
+            node, g, deps, n, p->u.event.event);
+    case NT_EVENT_RECORD:
+        return ENTRY(cuGraphAddEventRecordNode,
+                     CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))(
+            node, g, deps, n, p->u.event.event);
+    case NT_SEM_SIGNAL:
+        return om_r_cuGraphAddExternalSemaphoresSignalNode(node, g, deps, n, &p->u.extSem);
+    case NT_SEM_WAIT:
+        return om_r_cuGraphAddExternalSemaphoresWaitNode(
+            node, g, deps, n, (const CUDA_EXT_SEM_WAIT_NODE_PARAMS *)(const void *)&p->u.extSem);
+    case NT_BATCH: return om_r_cuGraphAddBatchMemOpNode(node, g, deps, n, &p->u.memOp);
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+CUresult om_r_cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                             CUgraphNodeParams *p)
+{
+    return add_node(node, g, deps, n, p);
+}
+
+CUresult om_r_cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
+{
+    if (!edges_plain(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return add_node(node, g, deps, n, p);
+}
+
+CUresult om_r_cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p)
+{
+    if (!node_params_ok(p))
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case NT_KERNEL: return om_r_cuGraphKernelNodeSetParams_v2(node, &p->u.kernel);
+    case NT_MEMCPY: return om_r_cuGraphMemcpyNodeSetParams(node, &p->u.memcpy.copyParams);
+    case NT_MEMSET: return om_r_cuGraphMemsetNodeSetParams(node, &p->u.memset.p);
+    case NT_WAIT_EVENT:
+        return ENTRY(cuGraphEventWaitNodeSetEvent,
+                     CUresult(*)(CUgraphNode, CUevent))(node, p->u.event.event);
+    case NT_EVENT_RECORD:
+        return ENTRY(cuGraphEventRecordNodeSetEvent,
+                     CUresult(*)(CUgraphNode, CUevent))(node, p->u.event.event);
+    case NT_SEM_SIGNAL:
+        return om_r_cuGraphExternalSemaphoresSignalNodeSetParams(node, &p->u.extSem);
+    case NT_SEM_WAIT:
+        return om_r_cuGraphExternalSemaphoresWaitNodeSetParams(
+            node, (const CUDA_EXT_SEM_WAIT_NODE_PARAMS *)(const void *)&p->u.extSem);
+    case NT_BATCH: return om_r_cuGraphBatchMemOpNodeSetParams(node, &p->u.memOp);
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+CUresult om_r_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraphNodeParams *p)
+{
+    if (!node_params_ok(p))
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case NT_KERNEL: return om_r_cuGraphExecKernelNodeSetParams_v2(e, node, &p->u.kernel);
+    case NT_MEMCPY:
+        return om_r_cuGraphExecMemcpyNodeSetParams(e, node, &p->u.memcpy.copyParams,
+                                                   p->u.memcpy.copyCtx);
+    case NT_MEMSET:
+        return om_r_cuGraphExecMemsetNodeSetParams(e, node, &p->u.memset.p, p->u.memset.ctx);
+    case NT_GRAPH:
+        return ENTRY(cuGraphExecChildGraphNodeSetParams,
+                     CUresult(*)(CUgraphExec, CUgraphNode, CUgraph))(e, node, p->u.graph.graph);
+    case NT_WAIT_EVENT:
+        return ENTRY(cuGraphExecEventWaitNodeSetEvent,
+                     CUresult(*)(CUgraphExec, CUgraphNode, CUevent))(e, node, p->u.event.event);
+    case NT_EVENT_RECORD:
+        return ENTRY(cuGraphExecEventRecordNodeSetEvent,
+                     CUresult(*)(CUgraphExec, CUgraphNode, CUevent))(e, node, p->u.event.event);
+    case NT_SEM_SIGNAL:
+        return om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(e, node, &p->u.extSem);
+    case NT_SEM_WAIT:
+        return om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams(
+            e, node, (const CUDA_EXT_SEM_WAIT_NODE_PARAMS *)(const void *)&p->u.extSem);
+    case NT_BATCH: return om_r_cuGraphExecBatchMemOpNodeSetParams(e, node, &p->u.memOp);
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}

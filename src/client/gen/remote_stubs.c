@@ -2566,6 +2566,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
     om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
     om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphAddNode, (void *)om_r_cuGraphAddNode);
+    om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
@@ -2590,6 +2592,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
@@ -2626,6 +2629,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
     om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
     om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeSetParams, (void *)om_r_cuGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)r_cuGraphRemoveDependencies);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies_v2, (void *)om_r_cuGraphRemoveDependencies_v2);
     om_remote_set(OM_IDX_cuGraphUpload, (void *)r_cuGraphUpload);

@@ -154,8 +154,8 @@
     X(144, cuGraphAddMemFreeNode, UNSUPPORTED) \
     X(145, cuGraphAddMemcpyNode, REMOTE) \
     X(146, cuGraphAddMemsetNode, REMOTE) \
-    X(147, cuGraphAddNode, UNSUPPORTED) \
-    X(148, cuGraphAddNode_v2, UNSUPPORTED) \
+    X(147, cuGraphAddNode, REMOTE) \
+    X(148, cuGraphAddNode_v2, REMOTE) \
     X(149, cuGraphBatchMemOpNodeGetParams, REMOTE) \
     X(150, cuGraphBatchMemOpNodeSetParams, REMOTE) \
     X(151, cuGraphChildGraphNodeGetGraph, REMOTE) \
@@ -182,7 +182,7 @@
     X(172, cuGraphExecKernelNodeSetParams_v2, REMOTE) \
     X(173, cuGraphExecMemcpyNodeSetParams, REMOTE) \
     X(174, cuGraphExecMemsetNodeSetParams, REMOTE) \
-    X(175, cuGraphExecNodeSetParams, UNSUPPORTED) \
+    X(175, cuGraphExecNodeSetParams, REMOTE) \
     X(176, cuGraphExecUpdate, REMOTE) \
     X(177, cuGraphExecUpdate_v2, REMOTE) \
     X(178, cuGraphExternalSemaphoresSignalNodeGetParams, REMOTE) \
@@ -223,7 +223,7 @@
     X(213, cuGraphNodeGetEnabled, REMOTE) \
     X(214, cuGraphNodeGetType, REMOTE) \
     X(215, cuGraphNodeSetEnabled, REMOTE) \
-    X(216, cuGraphNodeSetParams, UNSUPPORTED) \
+    X(216, cuGraphNodeSetParams, REMOTE) \
     X(217, cuGraphReleaseUserObject, UNSUPPORTED) \
     X(218, cuGraphRemoveDependencies, REMOTE) \
     X(219, cuGraphRemoveDependencies_v2, REMOTE) \

@@ -80,7 +80,6 @@ typedef struct om_CUcheckpointLockArgs CUcheckpointLockArgs; /* layout in cuda_a
 typedef struct om_CUcheckpointRestoreArgs CUcheckpointRestoreArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointUnlockArgs CUcheckpointUnlockArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */
