@@ -603,6 +603,60 @@ _Static_assert(sizeof(CUDA_MEMCPY3D_BATCH_OP) == 112 &&
                    offsetof(CUDA_MEMCPY3D_BATCH_OP, srcAccessOrder) == 104,
                "CUDA_MEMCPY3D_BATCH_OP as in cuda.h");
 
+/* Graphs (api/remote/graphs.tsv): an external semaphore node's parameters (cuda.h's _v1; _v2
+ * has the same layout). 24 bytes: two pointers, an unsigned, padding. */
+typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS {
+    struct CUexternalSemaphore_st **extSemArray; /* CUexternalSemaphore * */
+    const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray;
+    unsigned int numExtSems;
+} CUDA_EXT_SEM_SIGNAL_NODE_PARAMS;
+typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS {
+    struct CUexternalSemaphore_st **extSemArray; /* CUexternalSemaphore * */
+    const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray;
+    unsigned int numExtSems;
+} CUDA_EXT_SEM_WAIT_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS) == 24, "ext sem signal node params");
+_Static_assert(sizeof(CUDA_EXT_SEM_WAIT_NODE_PARAMS) == 24, "ext sem wait node params");
+/* A batch memory op node's parameters (cuda.h's _v1 and _v2 alike): 32 bytes. */
+typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS {
+    CUcontext ctx;
+    unsigned int count;
+    union om_CUstreamBatchMemOpParams *paramArray;
+    unsigned int flags;
+} CUDA_BATCH_MEM_OP_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) == 32, "batch mem op node params");
+/* The generic node parameters (cuGraphAddNode): the type, then one kind's parameters; 256
+ * bytes. Only the kinds the client dispatches are spelt out. */
+typedef struct om_CUgraphNodeParams {
+    int type; /* CUgraphNodeType */
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_KERNEL_NODE_PARAMS kernel; /* _v3: the same layout */
+        struct {
+            int flags, reserved;
+            CUcontext copyCtx;
+            CUDA_MEMCPY3D copyParams;
+        } memcpy;
+        struct {
+            CUDA_MEMSET_NODE_PARAMS p; /* _v2: these fields, then the context */
+            CUcontext ctx;
+        } memset;
+        struct {
+            CUgraph graph;
+            int ownership; /* CUgraphChildGraphNodeOwnership: 0 clone */
+        } graph;
+        struct {
+            CUevent event;
+        } event;
+        CUDA_EXT_SEM_SIGNAL_NODE_PARAMS extSem; /* signal or wait, _v2: the same layout */
+        CUDA_BATCH_MEM_OP_NODE_PARAMS memOp;
+    } u;
+    long long reserved2;
+} CUgraphNodeParams;
+_Static_assert(sizeof(CUgraphNodeParams) == 256, "graph node params");
+_Static_assert(offsetof(CUgraphNodeParams, u) == 16, "graph node params' union");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

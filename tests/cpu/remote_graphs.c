@@ -8,7 +8,16 @@
  *   remote_graphs hold         prints a graph, a node and an executable graph, keeps them 10 s
  *   remote_graphs steal G N E  uses another client's graph, node and executable graph
  *   remote_graphs leak         creates graphs and executable graphs and ends without freeing
+ *   remote_graphs child        a child graph node's graph: used, not destroyable, forgotten
+ *   remote_graphs kernelparams a kernel node's parameters back, in the client's memory
+ *   remote_graphs semnodes [S N]  external semaphore nodes; with another client's semaphore S
+ *                              and node N: every call refuses them (without: prints its own,
+ *                              then waits for a line on stdin)
+ *   remote_graphs batchnodes   batch memory op nodes: addresses checked, operations back
+ *   remote_graphs addnode      cuGraphAddNode / cuGraph(Exec)NodeSetParams, by node type
  * Exit status 0 when every check passed; the first failed check is printed. */
+#define _GNU_SOURCE
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +67,86 @@ CUresult cuGraphDestroy(CUgraph);
 CUresult cuGraphClone(CUgraph *, CUgraph);
 CUresult cuGraphNodeFindInClone(CUgraphNode *, CUgraphNode, CUgraph);
 CUresult cuGraphAddEmptyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
+CUresult cuGraphAddChildGraphNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph);
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode, CUgraph *);
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode, KNP *);
+typedef struct CUextSem_st *CUexternalSemaphore;
+typedef struct {
+    int type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+    } handle;
+    unsigned flags;
+    unsigned reserved[16];
+} SEM_DESC;
+typedef struct {
+    unsigned long long value; /* params.fence.value */
+    unsigned char rest[64];
+    unsigned flags;
+    unsigned reserved[16];
+} SEM_PARAMS; /* signal and wait params alike: 144 bytes */
+typedef struct {
+    CUexternalSemaphore *sems;
+    const SEM_PARAMS *params;
+    unsigned n;
+} SEM_NODE;
+typedef struct {
+    int kind; /* CUstreamBatchMemOpType */
+    unsigned flags_small;
+    CUdeviceptr address;
+    unsigned long long value;
+    unsigned flags;
+    unsigned pad;
+    unsigned long long alias, unused;
+} BATCH_OP; /* CUstreamBatchMemOpParams' wait/write form: 48 bytes */
+_Static_assert(sizeof(BATCH_OP) == 48, "one operation");
+typedef struct {
+    CUcontext ctx;
+    unsigned count;
+    BATCH_OP *ops;
+    unsigned flags;
+} BATCH_NODE;
+CUresult cuGraphAddBatchMemOpNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                  const BATCH_NODE *);
+CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode, BATCH_NODE *);
+CUresult cuCtxGetCurrent(CUcontext *);
+CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode, const BATCH_NODE *);
+CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec, CUgraphNode, const BATCH_NODE *);
+typedef struct {
+    int type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        KNP kernel;
+        struct {
+            CUevent event;
+        } event;
+        BATCH_NODE memOp;
+    } u;
+    long long reserved2;
+} NODE_PARAMS; /* CUgraphNodeParams: 256 bytes */
+_Static_assert(sizeof(NODE_PARAMS) == 256, "node params");
+CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NODE_PARAMS *);
+CUresult cuGraphNodeSetParams(CUgraphNode, NODE_PARAMS *);
+CUresult cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, NODE_PARAMS *);
+CUresult cuImportExternalSemaphore(CUexternalSemaphore *, const SEM_DESC *);
+CUresult cuDestroyExternalSemaphore(CUexternalSemaphore);
+CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                                const SEM_NODE *);
+CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                              const SEM_NODE *);
+CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode, SEM_NODE *);
+CUresult cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode, SEM_NODE *);
+CUresult cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode, const SEM_NODE *);
+CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode, const SEM_NODE *);
+CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec, CUgraphNode,
+                                                          const SEM_NODE *);
+CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec, CUgraphNode, const SEM_NODE *);
+CUresult cuGraphKernelNodeGetParams(CUgraphNode, void *);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KNP *);
 CUresult cuGraphAddMemsetNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const MSP *,
                               CUcontext);
@@ -140,6 +229,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, con
 #define OK(call) EXPECT((call) == 0)
 #define INVALID_VALUE 1
 #define INVALID_HANDLE 400
+#define NOT_SUPPORTED 801
 
 static CUfunction fill;
 
@@ -548,8 +638,260 @@ int main(int argc, char **argv)
         OK(cuStreamIsCapturing(s, (int *)&v));
         EXPECT(v == 1);
         printf("leak ok\n");
+    } else if (!strcmp(mode, "child")) {
+        /* A child graph node's graph: the node's copy, usable, not destroyable, gone with
+         * the node. The parent graph is left to the session's end. */
+        CUgraph c, g, cg = NULL, cg2 = NULL;
+        CUgraphNode n, cn, in, nodes[4];
+        size_t count = 4;
+        OK(cuGraphCreate(&c, 0));
+        OK(cuGraphAddEmptyNode(&n, c, NULL, 0));
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c));
+        OK(cuGraphChildGraphNodeGetGraph(cn, &cg));
+        EXPECT(cg && cg != c);
+        OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
+        EXPECT(cg2 == cg);
+        EXPECT(cuGraphChildGraphNodeGetGraph(n, &cg2) == INVALID_VALUE); /* not a child node */
+        EXPECT(cuGraphChildGraphNodeGetGraph(cn, NULL) == INVALID_VALUE);
+        OK(cuGraphGetNodes(cg, nodes, &count));
+        EXPECT(count == 1 && nodes[0] != n);
+        OK(cuGraphAddEmptyNode(&in, cg, nodes, 1));
+        EXPECT(cuGraphDestroy(cg) == INVALID_HANDLE);
+        OK(cuGraphDestroy(c));
+        OK(cuGraphDestroyNode(cn));
+        EXPECT(cuGraphAddEmptyNode(&n, cg, NULL, 0) == INVALID_HANDLE);
+        EXPECT(cuGraphDestroyNode(in) == INVALID_HANDLE);
+        OK(cuGraphCreate(&c, 0)); /* a child left with its parent for the session's end */
+        OK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c));
+        OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
+        printf("child ok %p\n", (void *)cg);
+    } else if (!strcmp(mode, "kernelparams")) {
+        /* A kernel node's parameters back: kernelParams point into the client's own copy of
+         * the bytes it packed (fill_u32: p at 0, value at 8, count at 12). */
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphNode kn, en;
+        unsigned value = 7, count = 16;
+        void *args[3];
+        KNP k, back, again;
+        KNP v1;
+        OK(cuMemAlloc_v2(&a, 64));
+        OK(cuGraphCreate(&g, 0));
+        k = fill_params(&a, &value, &count, args);
+        k.gridDimX = 3, k.blockDimY = 2, k.sharedMemBytes = 128;
+        OK(cuGraphAddKernelNode_v2(&kn, g, NULL, 0, &k));
+        OK(cuGraphAddEmptyNode(&en, g, NULL, 0));
+        memset(&back, 0xff, sizeof(back));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &back));
+        EXPECT(back.func == fill && back.gridDimX == 3 && back.gridDimY == 1 &&
+               back.blockDimX == 32 && back.blockDimY == 2 && back.sharedMemBytes == 128);
+        EXPECT(back.kernelParams && !back.extra);
+        EXPECT(*(CUdeviceptr *)back.kernelParams[0] == a);
+        EXPECT(*(unsigned *)back.kernelParams[1] == 7 && *(unsigned *)back.kernelParams[2] == 16);
+        EXPECT(back.kernelParams[1] != (void *)&value);
+        OK(cuGraphKernelNodeGetParams_v2(kn, &again)); /* unchanged: the same memory */
+        EXPECT(again.kernelParams == back.kernelParams);
+        value = 9; /* the program's variable is not the node's */
+        EXPECT(*(unsigned *)back.kernelParams[1] == 7);
+        OK(cuGraphKernelNodeSetParams_v2(kn, &k));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &again));
+        EXPECT(*(unsigned *)again.kernelParams[1] == 9);
+        *(unsigned *)args[2] = 4; /* the answer passed back as it is, one value changed */
+        again.kernelParams[2] = &count;
+        OK(cuGraphKernelNodeSetParams_v2(kn, &again));
+        OK(cuGraphKernelNodeGetParams(kn, &v1)); /* v1: the same fields first */
+        EXPECT(v1.func == fill && *(unsigned *)v1.kernelParams[2] == 4);
+        EXPECT(cuGraphKernelNodeGetParams_v2(en, &back) == INVALID_VALUE);
+        EXPECT(cuGraphKernelNodeGetParams_v2(kn, NULL) == INVALID_VALUE);
+        EXPECT(cuGraphKernelNodeGetParams_v2((CUgraphNode)(uintptr_t)0x7000, &back) ==
+               INVALID_HANDLE);
+        OK(cuGraphDestroyNode(kn));
+        EXPECT(cuGraphKernelNodeGetParams_v2(kn, &back) == INVALID_HANDLE);
+        printf("kernelparams ok\n");
+    } else if (!strcmp(mode, "semnodes")) {
+        /* External semaphore nodes: the client's semaphores only; parameters back in client
+         * memory. argv[2], argv[3]: another client's semaphore and node, or "-". */
+        CUexternalSemaphore sem[2], foreign = NULL;
+        CUgraphNode foreign_node = NULL;
+        CUgraph g;
+        CUgraphNode sn, wn, en;
+        CUgraphExec ex;
+        SEM_PARAMS sp[2];
+        SEM_NODE np, back, again;
+        char line[64];
+        for (int i = 0; i < 2; i++) {
+            SEM_DESC d = {.type = 1, .handle.fd = memfd_create("sem", 0)};
+            OK(cuImportExternalSemaphore(&sem[i], &d));
+        }
+        if (argc > 3 && strcmp(argv[2], "-")) {
+            foreign = (CUexternalSemaphore)(uintptr_t)strtoull(argv[2], NULL, 16);
+            foreign_node = (CUgraphNode)(uintptr_t)strtoull(argv[3], NULL, 16);
+        }
+        memset(sp, 0, sizeof(sp));
+        sp[0].value = 5, sp[1].value = 6;
+        np = (SEM_NODE){sem, sp, 2};
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddEmptyNode(&en, g, NULL, 0));
+        OK(cuGraphAddExternalSemaphoresSignalNode(&sn, g, &en, 1, &np));
+        OK(cuGraphAddExternalSemaphoresWaitNode(&wn, g, &sn, 1, &np));
+        OK(cuGraphExternalSemaphoresSignalNodeGetParams(sn, &back));
+        EXPECT(back.n == 2 && back.sems[0] == sem[0] && back.sems[1] == sem[1]);
+        EXPECT(back.params[0].value == 5 && back.params[1].value == 6);
+        EXPECT(back.sems != sem && back.params != sp);
+        OK(cuGraphExternalSemaphoresSignalNodeGetParams(sn, &again));
+        EXPECT(again.sems == back.sems && again.params == back.params);
+        sp[0].value = 9;
+        np.n = 1;
+        OK(cuGraphExternalSemaphoresWaitNodeSetParams(wn, &np));
+        OK(cuGraphExternalSemaphoresWaitNodeGetParams(wn, &back));
+        EXPECT(back.n == 1 && back.sems[0] == sem[0] && back.params[0].value == 9);
+        EXPECT(cuGraphExternalSemaphoresWaitNodeGetParams(sn, &back) == INVALID_VALUE);
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        OK(cuGraphExecExternalSemaphoresSignalNodeSetParams(ex, sn, &np));
+        OK(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &np));
+        np.n = 129; /* past the most one node may carry */
+        EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &np) == NOT_SUPPORTED);
+        if (foreign) { /* another client's semaphore, in every call */
+            CUexternalSemaphore mixed[2] = {sem[0], foreign};
+            SEM_NODE fp = {mixed, sp, 2};
+            CUgraphNode x;
+            EXPECT(cuGraphAddExternalSemaphoresSignalNode(&x, g, NULL, 0, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphAddExternalSemaphoresWaitNode(&x, g, NULL, 0, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &fp) == INVALID_HANDLE);
+            EXPECT(cuGraphExternalSemaphoresSignalNodeGetParams(foreign_node, &back) ==
+                   INVALID_HANDLE);
+            np.n = 1;
+            EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(foreign_node, &np) ==
+                   INVALID_HANDLE);
+            printf("semnodes foreign refused\n");
+        } else {
+            printf("%p %p\n", (void *)sem[0], (void *)sn);
+            fflush(stdout);
+            if (!fgets(line, sizeof(line), stdin)) /* held until the other client is done */
+                return 0;
+        }
+        printf("semnodes ok\n");
+    } else if (!strcmp(mode, "batchnodes")) {
+        /* Batch memory op nodes: every operation's address within the client's memory for its
+         * width, kinds and flags known; the operations back in client memory. */
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphNode bn, en;
+        CUgraphExec ex;
+        CUcontext ctx;
+        BATCH_OP ops[3];
+        BATCH_NODE np, back, again;
+        OK(cuCtxGetCurrent(&ctx));
+        OK(cuMemAlloc_v2(&a, 64));
+        memset(ops, 0, sizeof(ops));
+        ops[0] = (BATCH_OP){.kind = 2, .address = a, .value = 7};      /* write 32 */
+        ops[1] = (BATCH_OP){.kind = 1, .address = a + 60, .value = 1}; /* wait 32, last word */
+        ops[2] = (BATCH_OP){.kind = 5, .address = a + 8, .value = 9};  /* write 64 */
+        np = (BATCH_NODE){ctx, 3, ops, 0};
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddEmptyNode(&en, g, NULL, 0));
+        OK(cuGraphAddBatchMemOpNode(&bn, g, &en, 1, &np));
+        OK(cuGraphBatchMemOpNodeGetParams(bn, &back));
+        EXPECT(back.count == 3 && back.ops && back.ops != ops && back.flags == 0);
+        EXPECT(back.ops[0].kind == 2 && back.ops[0].address == a && back.ops[0].value == 7);
+        EXPECT(back.ops[2].kind == 5 && back.ops[2].address == a + 8);
+        OK(cuGraphBatchMemOpNodeGetParams(bn, &again));
+        EXPECT(again.ops == back.ops);
+        np.count = 1;
+        OK(cuGraphBatchMemOpNodeSetParams(bn, &np));
+        OK(cuGraphBatchMemOpNodeGetParams(bn, &back));
+        EXPECT(back.count == 1);
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        OK(cuGraphExecBatchMemOpNodeSetParams(ex, bn, &np));
+        /* refusals, in every call */
+        BATCH_OP bad[4];
+        bad[0] = (BATCH_OP){.kind = 1, .address = a + 61};        /* 32-bit wait past the end */
+        bad[1] = (BATCH_OP){.kind = 5, .address = a + 60};        /* 64-bit write past the end */
+        bad[2] = (BATCH_OP){.kind = 99, .address = a};            /* no such kind */
+        bad[3] = (BATCH_OP){.kind = 2, .address = a, .flags = 2}; /* unknown write flag */
+        for (int i = 0; i < 4; i++) {
+            BATCH_OP two[2] = {ops[0], bad[i]};
+            BATCH_NODE bp = {ctx, 2, two, 0};
+            CUgraphNode x;
+            EXPECT(cuGraphAddBatchMemOpNode(&x, g, NULL, 0, &bp) == INVALID_VALUE);
+            EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &bp) == INVALID_VALUE);
+            EXPECT(cuGraphExecBatchMemOpNodeSetParams(ex, bn, &bp) == INVALID_VALUE);
+        }
+        np.count = 257; /* past the most one node may carry */
+        EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &np) == INVALID_VALUE);
+        np.count = 1, np.flags = 1;
+        EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &np) == INVALID_VALUE);
+        EXPECT(cuGraphBatchMemOpNodeGetParams(en, &back) == INVALID_VALUE);
+        EXPECT(cuGraphBatchMemOpNodeGetParams((CUgraphNode)(uintptr_t)0x7000, &back) ==
+               INVALID_HANDLE);
+        printf("batchnodes ok\n");
+    } else if (!strcmp(mode, "addnode")) {
+        /* The generic node parameters: each type to its kind's own path. */
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphNode en, kn, rn, x;
+        CUgraphExec ex;
+        CUevent ev, ev2, got;
+        unsigned value = 7, count = 16;
+        void *args[3];
+        int type;
+        NODE_PARAMS np;
+        KNP back;
+        OK(cuMemAlloc_v2(&a, 64));
+        OK(cuEventCreate(&ev, 0));
+        OK(cuEventCreate(&ev2, 0));
+        OK(cuGraphCreate(&g, 0));
+        memset(&np, 0, sizeof(np));
+        np.type = 5;
+        OK(cuGraphAddNode(&en, g, NULL, 0, &np));
+        OK(cuGraphNodeGetType(en, &type));
+        EXPECT(type == 5);
+        memset(&np, 0, sizeof(np));
+        np.type = 0;
+        np.u.kernel = fill_params(&a, &value, &count, args);
+        OK(cuGraphAddNode(&kn, g, &en, 1, &np));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &back));
+        EXPECT(*(unsigned *)back.kernelParams[1] == 7);
+        memset(&np, 0, sizeof(np));
+        np.type = 7;
+        np.u.event.event = ev;
+        OK(cuGraphAddNode(&rn, g, &kn, 1, &np));
+        OK(cuGraphEventRecordNodeGetEvent(rn, &got));
+        EXPECT(got == ev);
+        np.u.event.event = ev2;
+        OK(cuGraphNodeSetParams(rn, &np));
+        OK(cuGraphEventRecordNodeGetEvent(rn, &got));
+        EXPECT(got == ev2);
+        memset(&np, 0, sizeof(np));
+        np.type = 0;
+        value = 11;
+        np.u.kernel = fill_params(&a, &value, &count, args);
+        OK(cuGraphNodeSetParams(kn, &np));
+        OK(cuGraphKernelNodeGetParams_v2(kn, &back));
+        EXPECT(*(unsigned *)back.kernelParams[1] == 11);
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        OK(cuGraphExecNodeSetParams(ex, kn, &np));
+        np.type = 3; /* host: not supported by either set */
+        EXPECT(cuGraphExecNodeSetParams(ex, kn, &np) == NOT_SUPPORTED);
+        EXPECT(cuGraphNodeSetParams(kn, &np) == NOT_SUPPORTED);
+        memset(&np, 0, sizeof(np));
+        np.type = 3; /* host: not supported */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
+        np.type = 10; /* memory alloc: not supported */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
+        np.type = 5;
+        np.reserved0[1] = 1;
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
+        np.reserved0[1] = 0;
+        np.type = 7;
+        np.u.event.event = (CUevent)(uintptr_t)0x7000; /* not the client's */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_HANDLE);
+        printf("addnode ok\n");
     } else {
-        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N E|leak\n");
+        fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N "
+                        "E|leak|child|kernelparams|semnodes|batchnodes|addnode\n");
         return 2;
     }
     return 0;

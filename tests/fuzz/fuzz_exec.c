@@ -1092,6 +1092,139 @@ static CUresult w_cuGraphDestroyNode(CUgraphNode n)
     return ORIG(cuGraphDestroyNode, CUresult(*)(CUgraphNode))(n);
 }
 
+/* A child graph node's graph is usable as a graph (the server's kind childgraph). */
+static CUresult w_cuGraphChildGraphNodeGetGraph(CUgraphNode n, CUgraph *g)
+{
+    CUresult rc;
+    ENTER(cuGraphChildGraphNodeGetGraph);
+    check(K_H_NODE, H(n), 1);
+    rc = ORIG(cuGraphChildGraphNodeGetGraph, CUresult(*)(CUgraphNode, CUgraph *))(n, g);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_GRAPH, H(*g), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphKernelNodeGetParams_v2(CUgraphNode n, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    ENTER(cuGraphKernelNodeGetParams_v2);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphKernelNodeGetParams_v2,
+                CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))(n, p);
+}
+
+/* External semaphore nodes: every semaphore the fuzzed session's. */
+static void check_sems(const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    for (unsigned i = 0; p && i < p->numExtSems; i++)
+        check(K_H_EXTSEM, H(p->extSemArray[i]), 1);
+}
+
+#define SEM_NODE(kind, P)                                                                          \
+    static CUresult w_cuGraphAddExternalSemaphores##kind##Node(                                    \
+        CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, const P *p)                    \
+    {                                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(cuGraphAddExternalSemaphores##kind##Node);                                           \
+        check(K_H_GRAPH, H(g), 1);                                                                 \
+        check_nodes(d, nd);                                                                        \
+        check_sems((const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p);                      \
+        rc = ORIG(cuGraphAddExternalSemaphores##kind##Node,                                        \
+                  CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const P *))(    \
+            n, g, d, nd, p);                                                                       \
+        if (rc == CUDA_SUCCESS)                                                                    \
+            note(K_H_NODE, H(*n), 1, false);                                                       \
+        return rc;                                                                                 \
+    }                                                                                              \
+    static CUresult w_cuGraphExternalSemaphores##kind##NodeSetParams(CUgraphNode n, const P *p)    \
+    {                                                                                              \
+        ENTER(cuGraphExternalSemaphores##kind##NodeSetParams);                                     \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        check_sems((const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p);                      \
+        return ORIG(cuGraphExternalSemaphores##kind##NodeSetParams,                                \
+                    CUresult(*)(CUgraphNode, const P *))(n, p);                                    \
+    }                                                                                              \
+    static CUresult w_cuGraphExecExternalSemaphores##kind##NodeSetParams(                          \
+        CUgraphExec e, CUgraphNode n, const P *p)                                                  \
+    {                                                                                              \
+        ENTER(cuGraphExecExternalSemaphores##kind##NodeSetParams);                                 \
+        check(K_H_EXEC, H(e), 1);                                                                  \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        check_sems((const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *)(const void *)p);                      \
+        return ORIG(cuGraphExecExternalSemaphores##kind##NodeSetParams,                            \
+                    CUresult(*)(CUgraphExec, CUgraphNode, const P *))(e, n, p);                    \
+    }                                                                                              \
+    static CUresult w_cuGraphExternalSemaphores##kind##NodeGetParams(CUgraphNode n, P *p)          \
+    {                                                                                              \
+        ENTER(cuGraphExternalSemaphores##kind##NodeGetParams);                                     \
+        check(K_H_NODE, H(n), 1);                                                                  \
+        return ORIG(cuGraphExternalSemaphores##kind##NodeGetParams,                                \
+                    CUresult(*)(CUgraphNode, P *))(n, p);                                          \
+    }
+SEM_NODE(Signal, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS)
+SEM_NODE(Wait, CUDA_EXT_SEM_WAIT_NODE_PARAMS)
+
+/* Batch memory op nodes: each operation's address the fuzzed session's, for its width. */
+static void check_batch(const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    for (unsigned i = 0; p && p->paramArray && i < p->count; i++) {
+        const uint8_t *op = (const uint8_t *)p->paramArray + (size_t)i * 48;
+        int kind;
+        uint64_t addr;
+        memcpy(&kind, op, 4);
+        memcpy(&addr, op + 8, 8);
+        if (kind == 1 || kind == 2)
+            check(K_DEVICE, addr, 4);
+        else if (kind == 4 || kind == 5)
+            check(K_DEVICE, addr, 8);
+    }
+}
+
+static CUresult w_cuGraphAddBatchMemOpNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d,
+                                           size_t nd, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddBatchMemOpNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    check_batch(p);
+    rc = ORIG(cuGraphAddBatchMemOpNode,
+              CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                          const CUDA_BATCH_MEM_OP_NODE_PARAMS *))(n, g, d, nd, p);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphBatchMemOpNodeSetParams(CUgraphNode n,
+                                                 const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    ENTER(cuGraphBatchMemOpNodeSetParams);
+    check(K_H_NODE, H(n), 1);
+    check_batch(p);
+    return ORIG(cuGraphBatchMemOpNodeSetParams,
+                CUresult(*)(CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *))(n, p);
+}
+
+static CUresult w_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                                     const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    ENTER(cuGraphExecBatchMemOpNodeSetParams);
+    check(K_H_EXEC, H(e), 1);
+    check(K_H_NODE, H(n), 1);
+    check_batch(p);
+    return ORIG(cuGraphExecBatchMemOpNodeSetParams,
+                CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *))(e, n,
+                                                                                              p);
+}
+
+static CUresult w_cuGraphBatchMemOpNodeGetParams(CUgraphNode n, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    ENTER(cuGraphBatchMemOpNodeGetParams);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphBatchMemOpNodeGetParams,
+                CUresult(*)(CUgraphNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *))(n, p);
+}
+
 #define NEW_NODE(sym, extra_t, check_extra)                                                        \
     static CUresult w_##sym(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd, extra_t x) \
     {                                                                                              \
@@ -1903,6 +2036,20 @@ static const struct {
     W(cuGraphInstantiateWithFlags),
     W(cuGraphExecDestroy),
     W(cuGraphDestroyNode),
+    W(cuGraphChildGraphNodeGetGraph),
+    W(cuGraphKernelNodeGetParams_v2),
+    W(cuGraphAddBatchMemOpNode),
+    W(cuGraphBatchMemOpNodeSetParams),
+    W(cuGraphExecBatchMemOpNodeSetParams),
+    W(cuGraphBatchMemOpNodeGetParams),
+    W(cuGraphAddExternalSemaphoresSignalNode),
+    W(cuGraphExternalSemaphoresSignalNodeSetParams),
+    W(cuGraphExecExternalSemaphoresSignalNodeSetParams),
+    W(cuGraphExternalSemaphoresSignalNodeGetParams),
+    W(cuGraphAddExternalSemaphoresWaitNode),
+    W(cuGraphExternalSemaphoresWaitNodeSetParams),
+    W(cuGraphExecExternalSemaphoresWaitNodeSetParams),
+    W(cuGraphExternalSemaphoresWaitNodeGetParams),
     W(cuGraphAddEventRecordNode),
     W(cuGraphAddEventWaitNode),
     W(cuGraphAddChildGraphNode),

@@ -2730,6 +2730,131 @@ def remote_graphs_of_another_client_refused():
         e.close(ok)
 
 
+
+@test
+def remote_graphs_child_graph():
+    """cuGraphChildGraphNodeGetGraph: the node's own copy becomes usable by the client, is not
+    destroyable, and is forgotten when its node goes; the session's end destroys the parents
+    and the double frees each copy once (no graph left, none freed twice)."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    ok = False
+    try:
+        p = graphs_client(e, "child")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "child ok" in out, "child: %r %r" % (out, err))
+
+        def live():
+            """(graphs made, graphs freed, frees of a graph not live then)"""
+            alive, made, gone, twice = set(), 0, 0, 0
+            for l in open(log).read().splitlines():
+                if l.startswith("graph+"):
+                    alive.add(l.split()[1])
+                    made += 1
+                elif l.startswith("graph-"):
+                    twice += l.split()[1] not in alive
+                    alive.discard(l.split()[1])
+                    gone += 1
+            return made, gone, twice
+        deadline = time.monotonic() + 30
+        while live()[0] != live()[1] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        made, gone, twice = live()
+        check(made == gone and twice == 0 and made >= 5, "graphs made/freed: %r" % (live(),))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_graphs_kernel_node_params_back():
+    """cuGraphKernelNodeGetParams(_v2): grid, block, shared memory and the kernel from the
+    server; kernelParams pointing into the client's copy of the argument bytes (the same copy
+    while unchanged, the new values after a set); a foreign or destroyed node refused."""
+    e = Env()
+    ok = False
+    try:
+        p = graphs_client(e, "kernelparams")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "kernelparams ok" in out, "kernelparams: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_graphs_external_semaphore_nodes():
+    """External semaphore nodes (add, set, exec set, get, signal and wait): the double records
+    the semaphores and values the server passed; the answer's arrays are the client's own
+    copy; more than 128 semaphores refused; another client's semaphore or node refused by
+    every call."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    ok = False
+    try:
+        holder = subprocess.Popen([REMOTE_GRAPHS, "semnodes"],
+                                  env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        handles = holder.stdout.readline().split()
+        if len(handles) != 2:
+            holder.kill()
+        check(len(handles) == 2, "holder printed its semaphore and node: %r %r" % (
+            handles, holder.communicate()[1] if len(handles) != 2 else ""))
+        lines = open(log).read().splitlines()
+        signals = [l for l in lines if l.startswith("semsignal")]
+        waits = [l for l in lines if l.startswith("semwait")]
+        check(len(signals) == 2 + 1 and signals[0].endswith("value 5") and
+              signals[1].endswith("value 6") and signals[2].endswith("value 9"),
+              "signal node parameters reached the driver: %r" % signals)
+        check(any(l.split()[1] == handles[0] for l in signals), "the client's semaphore")
+        check(len(waits) == 2 + 1 + 1, "wait node parameters reached the driver: %r" % waits)
+        p = graphs_client(e, "semnodes", *handles)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "semnodes foreign refused" in out, "foreign: %r %r" % (out, err))
+        out, err = holder.communicate("done\n", timeout=60)
+        check(holder.returncode == 0 and "semnodes ok" in out, "holder: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_graphs_batch_mem_op_nodes():
+    """Batch memory op nodes (add, get, set, exec set): the double records the operations the
+    server passed; an address past the caller's memory for the operation's width, an unknown
+    kind or flag, a count past 256, node flags: refused by every call."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    ok = False
+    try:
+        p = graphs_client(e, "batchnodes")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "batchnodes ok" in out, "batchnodes: %r %r" % (out, err))
+        ops = [l.split() for l in open(log).read().splitlines() if l.startswith("batchop")]
+        # add (3), set (1), exec set (1): kinds as sent, nothing refused reached the double
+        check([o[3] for o in ops] == ["2", "1", "5", "2", "2"], "operations: %r" % ops)
+        check(int(ops[1][1], 16) == int(ops[0][1], 16) + 60, "addresses as sent: %r" % ops)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_graphs_generic_node_params():
+    """cuGraphAddNode and cuGraph(Exec)NodeSetParams go through each kind's own checked path
+    (empty, kernel, event record read back); host and memory nodes refused as not supported,
+    reserved fields and another client's event refused."""
+    e = Env()
+    ok = False
+    try:
+        p = graphs_client(e, "addnode")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "addnode ok" in out, "addnode: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
 # ------------------------------------------------------------------ modules family (api/remote/modules.tsv)
 
 MODULES_DRIVER = os.environ.get("OM_MODULES_DRIVER", "build/tests/modules-driver")

@@ -992,14 +992,6 @@ static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphDestroyNode(CUgraphNode hNode)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    return om_rcall(OM_IDX_cuGraphDestroyNode, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     uint8_t req_buf[16];
@@ -2561,36 +2553,52 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
     om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)r_cuDeviceGraphMemTrim);
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
+    om_remote_set(OM_IDX_cuGraphAddBatchMemOpNode, (void *)om_r_cuGraphAddBatchMemOpNode);
     om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)r_cuGraphAddChildGraphNode);
     om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)r_cuGraphAddDependencies);
     om_remote_set(OM_IDX_cuGraphAddDependencies_v2, (void *)om_r_cuGraphAddDependencies_v2);
     om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)r_cuGraphAddEmptyNode);
     om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)r_cuGraphAddEventRecordNode);
     om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
+    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresSignalNode, (void *)om_r_cuGraphAddExternalSemaphoresSignalNode);
+    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresWaitNode, (void *)om_r_cuGraphAddExternalSemaphoresWaitNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
     om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
     om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphAddNode, (void *)om_r_cuGraphAddNode);
+    om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
+    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
     om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
     om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
-    om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)r_cuGraphDestroyNode);
+    om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)om_r_cuGraphDestroyNode);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)r_cuGraphEventRecordNodeGetEvent);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)r_cuGraphEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)r_cuGraphEventWaitNodeGetEvent);
     om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)r_cuGraphExecDestroy);
     om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)r_cuGraphExecGetFlags);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphGetEdges, (void *)om_r_cuGraphGetEdges);
     om_remote_set(OM_IDX_cuGraphGetEdges_v2, (void *)om_r_cuGraphGetEdges_v2);
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);
@@ -2602,6 +2610,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams, (void *)om_r_cuGraphKernelNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams_v2, (void *)om_r_cuGraphKernelNodeGetParams_v2);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
@@ -2619,6 +2629,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
     om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
     om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeSetParams, (void *)om_r_cuGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)r_cuGraphRemoveDependencies);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies_v2, (void *)om_r_cuGraphRemoveDependencies_v2);
     om_remote_set(OM_IDX_cuGraphUpload, (void *)r_cuGraphUpload);

@@ -138,15 +138,15 @@
     X(128, cuGetExportTable, LOCAL) \
     X(129, cuGetProcAddress, LOCAL) \
     X(130, cuGetProcAddress_v2, LOCAL) \
-    X(131, cuGraphAddBatchMemOpNode, UNSUPPORTED) \
+    X(131, cuGraphAddBatchMemOpNode, REMOTE) \
     X(132, cuGraphAddChildGraphNode, REMOTE) \
     X(133, cuGraphAddDependencies, REMOTE) \
     X(134, cuGraphAddDependencies_v2, REMOTE) \
     X(135, cuGraphAddEmptyNode, REMOTE) \
     X(136, cuGraphAddEventRecordNode, REMOTE) \
     X(137, cuGraphAddEventWaitNode, REMOTE) \
-    X(138, cuGraphAddExternalSemaphoresSignalNode, UNSUPPORTED) \
-    X(139, cuGraphAddExternalSemaphoresWaitNode, UNSUPPORTED) \
+    X(138, cuGraphAddExternalSemaphoresSignalNode, REMOTE) \
+    X(139, cuGraphAddExternalSemaphoresWaitNode, REMOTE) \
     X(140, cuGraphAddHostNode, UNSUPPORTED) \
     X(141, cuGraphAddKernelNode, REMOTE) \
     X(142, cuGraphAddKernelNode_v2, REMOTE) \
@@ -154,11 +154,11 @@
     X(144, cuGraphAddMemFreeNode, UNSUPPORTED) \
     X(145, cuGraphAddMemcpyNode, REMOTE) \
     X(146, cuGraphAddMemsetNode, REMOTE) \
-    X(147, cuGraphAddNode, UNSUPPORTED) \
-    X(148, cuGraphAddNode_v2, UNSUPPORTED) \
-    X(149, cuGraphBatchMemOpNodeGetParams, UNSUPPORTED) \
-    X(150, cuGraphBatchMemOpNodeSetParams, UNSUPPORTED) \
-    X(151, cuGraphChildGraphNodeGetGraph, UNSUPPORTED) \
+    X(147, cuGraphAddNode, REMOTE) \
+    X(148, cuGraphAddNode_v2, REMOTE) \
+    X(149, cuGraphBatchMemOpNodeGetParams, REMOTE) \
+    X(150, cuGraphBatchMemOpNodeSetParams, REMOTE) \
+    X(151, cuGraphChildGraphNodeGetGraph, REMOTE) \
     X(152, cuGraphClone, REMOTE) \
     X(153, cuGraphConditionalHandleCreate, UNSUPPORTED) \
     X(154, cuGraphCreate, REMOTE) \
@@ -169,26 +169,26 @@
     X(159, cuGraphEventRecordNodeSetEvent, REMOTE) \
     X(160, cuGraphEventWaitNodeGetEvent, REMOTE) \
     X(161, cuGraphEventWaitNodeSetEvent, REMOTE) \
-    X(162, cuGraphExecBatchMemOpNodeSetParams, UNSUPPORTED) \
+    X(162, cuGraphExecBatchMemOpNodeSetParams, REMOTE) \
     X(163, cuGraphExecChildGraphNodeSetParams, REMOTE) \
     X(164, cuGraphExecDestroy, REMOTE) \
     X(165, cuGraphExecEventRecordNodeSetEvent, REMOTE) \
     X(166, cuGraphExecEventWaitNodeSetEvent, REMOTE) \
-    X(167, cuGraphExecExternalSemaphoresSignalNodeSetParams, UNSUPPORTED) \
-    X(168, cuGraphExecExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
+    X(167, cuGraphExecExternalSemaphoresSignalNodeSetParams, REMOTE) \
+    X(168, cuGraphExecExternalSemaphoresWaitNodeSetParams, REMOTE) \
     X(169, cuGraphExecGetFlags, REMOTE) \
     X(170, cuGraphExecHostNodeSetParams, UNSUPPORTED) \
     X(171, cuGraphExecKernelNodeSetParams, REMOTE) \
     X(172, cuGraphExecKernelNodeSetParams_v2, REMOTE) \
     X(173, cuGraphExecMemcpyNodeSetParams, REMOTE) \
     X(174, cuGraphExecMemsetNodeSetParams, REMOTE) \
-    X(175, cuGraphExecNodeSetParams, UNSUPPORTED) \
+    X(175, cuGraphExecNodeSetParams, REMOTE) \
     X(176, cuGraphExecUpdate, REMOTE) \
     X(177, cuGraphExecUpdate_v2, REMOTE) \
-    X(178, cuGraphExternalSemaphoresSignalNodeGetParams, UNSUPPORTED) \
-    X(179, cuGraphExternalSemaphoresSignalNodeSetParams, UNSUPPORTED) \
-    X(180, cuGraphExternalSemaphoresWaitNodeGetParams, UNSUPPORTED) \
-    X(181, cuGraphExternalSemaphoresWaitNodeSetParams, UNSUPPORTED) \
+    X(178, cuGraphExternalSemaphoresSignalNodeGetParams, REMOTE) \
+    X(179, cuGraphExternalSemaphoresSignalNodeSetParams, REMOTE) \
+    X(180, cuGraphExternalSemaphoresWaitNodeGetParams, REMOTE) \
+    X(181, cuGraphExternalSemaphoresWaitNodeSetParams, REMOTE) \
     X(182, cuGraphGetEdges, REMOTE) \
     X(183, cuGraphGetEdges_v2, REMOTE) \
     X(184, cuGraphGetNodes, REMOTE) \
@@ -202,8 +202,8 @@
     X(192, cuGraphInstantiate_v2, REMOTE) \
     X(193, cuGraphKernelNodeCopyAttributes, REMOTE) \
     X(194, cuGraphKernelNodeGetAttribute, REMOTE) \
-    X(195, cuGraphKernelNodeGetParams, UNSUPPORTED) \
-    X(196, cuGraphKernelNodeGetParams_v2, UNSUPPORTED) \
+    X(195, cuGraphKernelNodeGetParams, REMOTE) \
+    X(196, cuGraphKernelNodeGetParams_v2, REMOTE) \
     X(197, cuGraphKernelNodeSetAttribute, REMOTE) \
     X(198, cuGraphKernelNodeSetParams, REMOTE) \
     X(199, cuGraphKernelNodeSetParams_v2, REMOTE) \
@@ -223,7 +223,7 @@
     X(213, cuGraphNodeGetEnabled, REMOTE) \
     X(214, cuGraphNodeGetType, REMOTE) \
     X(215, cuGraphNodeSetEnabled, REMOTE) \
-    X(216, cuGraphNodeSetParams, UNSUPPORTED) \
+    X(216, cuGraphNodeSetParams, REMOTE) \
     X(217, cuGraphReleaseUserObject, UNSUPPORTED) \
     X(218, cuGraphRemoveDependencies, REMOTE) \
     X(219, cuGraphRemoveDependencies_v2, REMOTE) \

@@ -66,9 +66,6 @@ typedef struct CUmemoryPool_st *CUmemoryPool;
 typedef struct CUsurfref_st *CUsurfref;
 typedef struct CUtexref_st *CUtexref;
 typedef struct CUuserObject_st *CUuserObject;
-typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS CUDA_BATCH_MEM_OP_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS CUDA_EXT_SEM_SIGNAL_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUDA_EXT_SEM_WAIT_NODE_PARAMS CUDA_EXT_SEM_WAIT_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS CUDA_MEM_ALLOC_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUarrayMapInfo CUarrayMapInfo; /* layout in cuda_abi.h where it is marshalled */
@@ -78,7 +75,6 @@ typedef struct om_CUcheckpointLockArgs CUcheckpointLockArgs; /* layout in cuda_a
 typedef struct om_CUcheckpointRestoreArgs CUcheckpointRestoreArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointUnlockArgs CUcheckpointUnlockArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUgraphNodeParams CUgraphNodeParams; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */

@@ -70,30 +70,107 @@ static CUresult own_all(struct call *c, enum om_handle_kind kind, const CUgraphN
 
 /* ------------------------------------------------------------------ graphs */
 
-CUresult om_x_cuGraphDestroy(struct call *c)
+#define NODE_TYPE_GRAPH 4 /* CU_GRAPH_NODE_TYPE_GRAPH */
+#define MAX_NESTING 16    /* child graphs within child graphs the server follows */
+
+/*
+ * A node (or a graph's nodes) goes: it is no longer the client's (the driver may reuse its
+ * address), nor is a child graph node's graph the client obtained with
+ * cuGraphChildGraphNodeGetGraph, nor anything within that graph. Called before the driver
+ * destroys it (afterwards the driver can no longer say what a node held).
+ */
+static void forget_graph(struct session *s, CUgraph g, int depth);
+
+static void forget_node(struct session *s, CUgraphNode n, int depth)
+{
+    CUresult (*type)(CUgraphNode, int *) = REAL(cuGraphNodeGetType);
+    CUresult (*child)(CUgraphNode, CUgraph *) = REAL(cuGraphChildGraphNodeGetGraph);
+    CUgraph g = NULL;
+    int t = -1;
+
+    om_own_drop(s, OM_H_NODE, (uint64_t)(uintptr_t)n);
+    if (depth < MAX_NESTING && type && child && type(n, &t) == CUDA_SUCCESS &&
+        t == NODE_TYPE_GRAPH && child(n, &g) == CUDA_SUCCESS && g) {
+        om_own_drop(s, OM_H_CHILDGRAPH, (uint64_t)(uintptr_t)g);
+        forget_graph(s, g, depth + 1);
+    }
+}
+
+static void forget_graph(struct session *s, CUgraph g, int depth)
 {
     CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
     CUgraphNode *v = NULL;
     size_t n = 0;
 
+    if (nodes(g, NULL, &n) == CUDA_SUCCESS && n && (v = calloc(n, sizeof(*v))) != NULL &&
+        nodes(g, v, &n) != CUDA_SUCCESS)
+        n = 0;
+    for (size_t i = 0; v && i < n; i++)
+        forget_node(s, v[i], depth);
+    free(v);
+}
+
+CUresult om_x_cuGraphDestroy(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, h, false)) != CUDA_SUCCESS)
-        return rc;
-    /* Its nodes go with it: no longer the client's (the driver may reuse their addresses). */
-    if (nodes(((CUgraph)(uintptr_t)h), NULL, &n) == CUDA_SUCCESS && n &&
-        (v = calloc(n, sizeof(*v))) != NULL && nodes((CUgraph)(uintptr_t)h, v, &n) != CUDA_SUCCESS)
-        n = 0;
+    /* The client's own graph only: a child graph node's graph goes with its node. */
+    if (!h || !om_handles_has(&c->s->own[OM_H_GRAPH], h))
+        return CUDA_ERROR_INVALID_HANDLE;
+    forget_graph(c->s, (CUgraph)(uintptr_t)h, 0);
     rc = ((CUresult(*)(CUgraph))REAL(cuGraphDestroy))((CUgraph)(uintptr_t)h);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
         om_own_drop(c->s, OM_H_GRAPH, h);
-        for (size_t i = 0; v && i < n; i++)
-            om_own_drop(c->s, OM_H_NODE, (uint64_t)(uintptr_t)v[i]);
-    }
-    free(v);
     return rc;
+}
+
+CUresult om_x_cuGraphDestroyNode(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, h, false)) != CUDA_SUCCESS)
+        return rc;
+    /* Forgotten first: a handle the client holds is never one the driver may have reused. */
+    forget_node(c->s, (CUgraphNode)(uintptr_t)h, 0);
+    return ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)h);
+}
+
+/*
+ * A child graph node's graph (the driver's clone, owned by the node): the client may add
+ * nodes to it, query it, instantiate it, but not destroy it (kind childgraph: no destroy
+ * entry; om_arg_handle accepts it where a graph is asked; cuGraphDestroy refuses it).
+ */
+CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    CUgraph g = NULL;
+    uint64_t gh;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, h, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode, CUgraph *))REAL(cuGraphChildGraphNodeGetGraph))(
+        (CUgraphNode)(uintptr_t)h, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    gh = (uint64_t)(uintptr_t)g;
+    if (gh && !om_handles_has(&c->s->own[OM_H_GRAPH], gh) &&
+        !om_handles_has(&c->s->own[OM_H_CHILDGRAPH], gh)) {
+        if ((rc = om_own_room(c->s, OM_H_CHILDGRAPH)) != CUDA_SUCCESS)
+            return rc;
+        if (om_handles_add(&c->s->own[OM_H_CHILDGRAPH], gh) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    om_put_u64(&c->out, gh);
+    return CUDA_SUCCESS;
 }
 
 /*
@@ -293,6 +370,58 @@ CUresult om_x_cuGraphAddKernelNode_v2(struct call *c)
         (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
         om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
     return rc;
+}
+
+/*
+ * A kernel node's parameters back. Request: the node. Answer: the kernel (the client's
+ * handle), grid and block as read_kernel_params reads them, shared memory, then the argument
+ * bytes. The driver answers the form most recently set (docs), and the server only ever sets
+ * `extra` (one buffer): kernelParams back is refused. The client lays the bytes out again.
+ */
+CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in), f;
+    CUresult rc = ARGS_OK(c);
+    CUDA_KERNEL_NODE_PARAMS p;
+    const void *args = NULL;
+    size_t len = 0;
+    int64_t total;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    rc = ((CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))REAL(cuGraphKernelNodeGetParams_v2))(
+        (CUgraphNode)(uintptr_t)node, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The client's kernel: the CUkernel the server set, or the function it launched. */
+    f = (uint64_t)(uintptr_t)p.kern;
+    if (om_kernel_total(c->s, f) < 0)
+        f = (uint64_t)(uintptr_t)p.func;
+    if ((total = om_kernel_total(c->s, f)) < 0 || p.kernelParams) {
+        client_err(c->s,
+                   "client %d: a kernel node whose kernel or arguments the server cannot "
+                   "answer",
+                   (int)c->s->pid);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    for (int i = 0; p.extra && i < 16 && p.extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            args = p.extra[i + 1];
+        else if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && p.extra[i + 1])
+            len = *(const size_t *)p.extra[i + 1];
+    }
+    if ((int64_t)len != total || (len && !args))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    om_put_u64(&c->out, f);
+    om_put_u64(&c->out, ((uint64_t)p.gridDimY << 32) | p.gridDimX);
+    om_put_u64(&c->out, ((uint64_t)p.blockDimX << 32) | p.gridDimZ);
+    om_put_u64(&c->out, ((uint64_t)p.blockDimZ << 32) | p.blockDimY);
+    om_put_u64(&c->out, p.sharedMemBytes);
+    om_put_bytes(&c->out, args, len);
+    return CUDA_SUCCESS;
 }
 
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c)
@@ -903,4 +1032,277 @@ CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c)
     memcpy(v, b, sizeof(v));
     return ((CUresult(*)(CUgraphNode, int, const void *))REAL(cuGraphKernelNodeSetAttribute))(
         (CUgraphNode)(uintptr_t)node, (int)attr, v);
+}
+
+/* ------------------------------------------------------------------ external semaphore nodes */
+
+/*
+ * An external semaphore node's parameters as the client sends them: the count, the semaphores,
+ * then the count's parameter structs (signal and wait ones have one size). Every semaphore
+ * must be the client's; at most MAX_SEMS (as cuSignalExternalSemaphoresAsync's row).
+ */
+#define MAX_SEMS 128
+#define SEM_PARAMS_BYTES sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS)
+_Static_assert(sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) ==
+                   sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS),
+               "signal and wait parameters travel alike");
+
+struct sem_node {
+    CUexternalSemaphore sems[MAX_SEMS];
+    uint8_t params[MAX_SEMS * SEM_PARAMS_BYTES];
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS p; /* the wait form has the same layout */
+};
+
+static CUresult read_sems(struct call *c, struct sem_node *k)
+{
+    uint64_t n = om_get_u64(&c->in);
+    const void *h, *v;
+    CUresult rc;
+
+    if (n > MAX_SEMS)
+        return CUDA_ERROR_INVALID_VALUE;
+    h = om_get_bytes(&c->in, n * sizeof(CUexternalSemaphore));
+    v = om_get_bytes(&c->in, n * SEM_PARAMS_BYTES);
+    if ((rc = ARGS_OK(c)) != CUDA_SUCCESS)
+        return rc;
+    if (n && (!h || !v))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(k->sems, h, n * sizeof(CUexternalSemaphore));
+    memcpy(k->params, v, n * SEM_PARAMS_BYTES);
+    for (uint64_t i = 0; i < n; i++)
+        if ((rc = om_arg_handle(c, OM_H_EXTSEM, (uint64_t)(uintptr_t)k->sems[i], false)) !=
+            CUDA_SUCCESS)
+            return rc;
+    k->p.extSemArray = k->sems;
+    k->p.paramsArray = (const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *)(void *)k->params;
+    k->p.numExtSems = (unsigned)n;
+    return CUDA_SUCCESS;
+}
+
+typedef CUresult (*sem_add_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const void *);
+typedef CUresult (*sem_set_fn)(CUgraphNode, const void *);
+typedef CUresult (*sem_exec_set_fn)(CUgraphExec, CUgraphNode, const void *);
+typedef CUresult (*sem_get_fn)(CUgraphNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *);
+
+static CUresult sem_add(struct call *c, sem_add_fn add)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct sem_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_deps(c, deps, &ndeps) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_sems(c, k);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc == CUDA_SUCCESS)
+        rc = add(&node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &k->p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    free(k);
+    return rc;
+}
+
+static CUresult sem_set(struct call *c, sem_set_fn set, sem_exec_set_fn exec_set)
+{
+    uint64_t e = exec_set ? om_get_u64(&c->in) : 0, node = om_get_u64(&c->in);
+    struct sem_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_sems(c, k) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS && exec_set)
+        rc = om_arg_handle(c, OM_H_EXEC, e, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc == CUDA_SUCCESS)
+        rc = exec_set ? exec_set((CUgraphExec)(uintptr_t)e, (CUgraphNode)(uintptr_t)node, &k->p)
+                      : set((CUgraphNode)(uintptr_t)node, &k->p);
+    free(k);
+    return rc;
+}
+
+/* Answer: the count, the semaphores (the client's: checked), their parameters. */
+static CUresult sem_get(struct call *c, sem_get_fn get)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    if ((rc = get((CUgraphNode)(uintptr_t)node, &p)) != CUDA_SUCCESS)
+        return rc;
+    if (p.numExtSems > MAX_SEMS || (p.numExtSems && (!p.extSemArray || !p.paramsArray)))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (unsigned i = 0; i < p.numExtSems; i++)
+        if (om_arg_handle(c, OM_H_EXTSEM, (uint64_t)(uintptr_t)p.extSemArray[i], false) !=
+            CUDA_SUCCESS)
+            return CUDA_ERROR_NOT_SUPPORTED; /* (a semaphore the client destroyed since) */
+    om_put_u64(&c->out, p.numExtSems);
+    om_put_bytes(&c->out, p.extSemArray, p.numExtSems * sizeof(CUexternalSemaphore));
+    om_put_bytes(&c->out, p.paramsArray, p.numExtSems * SEM_PARAMS_BYTES);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuGraphAddExternalSemaphoresSignalNode(struct call *c)
+{
+    return sem_add(c, (sem_add_fn)REAL(cuGraphAddExternalSemaphoresSignalNode));
+}
+
+CUresult om_x_cuGraphAddExternalSemaphoresWaitNode(struct call *c)
+{
+    return sem_add(c, (sem_add_fn)REAL(cuGraphAddExternalSemaphoresWaitNode));
+}
+
+CUresult om_x_cuGraphExternalSemaphoresSignalNodeSetParams(struct call *c)
+{
+    return sem_set(c, (sem_set_fn)REAL(cuGraphExternalSemaphoresSignalNodeSetParams), NULL);
+}
+
+CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c)
+{
+    return sem_set(c, (sem_set_fn)REAL(cuGraphExternalSemaphoresWaitNodeSetParams), NULL);
+}
+
+CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c)
+{
+    return sem_set(c, NULL,
+                   (sem_exec_set_fn)REAL(cuGraphExecExternalSemaphoresSignalNodeSetParams));
+}
+
+CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c)
+{
+    return sem_set(c, NULL, (sem_exec_set_fn)REAL(cuGraphExecExternalSemaphoresWaitNodeSetParams));
+}
+
+CUresult om_x_cuGraphExternalSemaphoresSignalNodeGetParams(struct call *c)
+{
+    return sem_get(c, (sem_get_fn)REAL(cuGraphExternalSemaphoresSignalNodeGetParams));
+}
+
+CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c)
+{
+    return sem_get(c, (sem_get_fn)REAL(cuGraphExternalSemaphoresWaitNodeGetParams));
+}
+
+/* ------------------------------------------------------------------ batch memory op nodes */
+
+/*
+ * A batch memory op node's parameters as the client sends them: the count (1 to BATCH_MAX),
+ * the node's flags (0), then the operations (48 bytes each), every one checked as
+ * cuStreamBatchMemOp's (streams.c: its kind and flags known, its address within the client's
+ * memory). The context is the server's.
+ */
+#define BATCH_OP_BYTES 48
+#define BATCH_MAX 256
+CUresult om_batch_op_check(struct call *c, uint8_t *op); /* streams.c */
+
+struct batch_node {
+    uint8_t ops[BATCH_MAX * BATCH_OP_BYTES];
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+};
+
+static CUresult read_batch(struct call *c, struct batch_node *k)
+{
+    uint64_t n = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    const void *v = n <= BATCH_MAX ? om_get_bytes(&c->in, n * BATCH_OP_BYTES) : NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n == 0 || n > BATCH_MAX || !v || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(k->ops, v, n * BATCH_OP_BYTES);
+    for (uint64_t i = 0; i < n; i++)
+        if ((rc = om_batch_op_check(c, k->ops + i * BATCH_OP_BYTES)) != CUDA_SUCCESS)
+            return rc;
+    memset(&k->p, 0, sizeof(k->p));
+    k->p.ctx = server_context();
+    k->p.count = (unsigned)n;
+    k->p.paramArray = (union om_CUstreamBatchMemOpParams *)(void *)k->ops;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_x_cuGraphAddBatchMemOpNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct batch_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_deps(c, deps, &ndeps) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS)
+        rc = read_batch(c, k);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                           const CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(cuGraphAddBatchMemOpNode))(
+            &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &k->p);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    free(k);
+    return rc;
+}
+
+static CUresult batch_set(struct call *c, bool exec)
+{
+    uint64_t e = exec ? om_get_u64(&c->in) : 0, node = om_get_u64(&c->in);
+    struct batch_node *k = malloc(sizeof(*k));
+    CUresult rc = k ? read_batch(c, k) : CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (rc == CUDA_SUCCESS && exec)
+        rc = om_arg_handle(c, OM_H_EXEC, e, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc == CUDA_SUCCESS && exec)
+        rc = ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(
+            cuGraphExecBatchMemOpNodeSetParams))((CUgraphExec)(uintptr_t)e,
+                                                 (CUgraphNode)(uintptr_t)node, &k->p);
+    else if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(
+            cuGraphBatchMemOpNodeSetParams))((CUgraphNode)(uintptr_t)node, &k->p);
+    free(k);
+    return rc;
+}
+
+CUresult om_x_cuGraphBatchMemOpNodeSetParams(struct call *c)
+{
+    return batch_set(c, false);
+}
+
+CUresult om_x_cuGraphExecBatchMemOpNodeSetParams(struct call *c)
+{
+    return batch_set(c, true);
+}
+
+/* Answer: the count, the flags, the operations. */
+CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    rc = ((CUresult(*)(CUgraphNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *))REAL(
+        cuGraphBatchMemOpNodeGetParams))((CUgraphNode)(uintptr_t)node, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (p.count > BATCH_MAX || (p.count && !p.paramArray))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    om_put_u64(&c->out, p.count);
+    om_put_u64(&c->out, p.flags);
+    om_put_bytes(&c->out, p.paramArray, (size_t)p.count * BATCH_OP_BYTES);
+    return CUDA_SUCCESS;
 }

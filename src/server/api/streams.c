@@ -184,6 +184,13 @@ static CUresult batch_op_check(struct call *c, uint8_t *op)
     return CUDA_SUCCESS;
 }
 
+/* graphs.c: a batch memory op node's operations are checked alike. */
+CUresult om_batch_op_check(struct call *c, uint8_t *op);
+CUresult om_batch_op_check(struct call *c, uint8_t *op)
+{
+    return batch_op_check(c, op);
+}
+
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c)
 {
     CUresult (*batch)(CUstream, unsigned, void *, unsigned) = REAL(cuStreamBatchMemOp_v2);

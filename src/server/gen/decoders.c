@@ -1031,22 +1031,6 @@ out:
     return rc;
 }
 
-static CUresult x_cuGraphDestroyNode(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)a_hNode);
-    if (rc == CUDA_SUCCESS) {
-        om_own_drop(c->s, OM_H_NODE, a_hNode);
-    }
-    return rc;
-}
-
 static CUresult x_cuGraphEventRecordNodeGetEvent(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -2719,32 +2703,45 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetGraphMemAttribute] = om_x_cuDeviceGetGraphMemAttribute,
     [OM_IDX_cuDeviceGraphMemTrim] = x_cuDeviceGraphMemTrim,
     [OM_IDX_cuDeviceSetGraphMemAttribute] = om_x_cuDeviceSetGraphMemAttribute,
+    [OM_IDX_cuGraphAddBatchMemOpNode] = om_x_cuGraphAddBatchMemOpNode,
     [OM_IDX_cuGraphAddChildGraphNode] = x_cuGraphAddChildGraphNode,
     [OM_IDX_cuGraphAddDependencies] = x_cuGraphAddDependencies,
     [OM_IDX_cuGraphAddEmptyNode] = x_cuGraphAddEmptyNode,
     [OM_IDX_cuGraphAddEventRecordNode] = x_cuGraphAddEventRecordNode,
     [OM_IDX_cuGraphAddEventWaitNode] = x_cuGraphAddEventWaitNode,
+    [OM_IDX_cuGraphAddExternalSemaphoresSignalNode] = om_x_cuGraphAddExternalSemaphoresSignalNode,
+    [OM_IDX_cuGraphAddExternalSemaphoresWaitNode] = om_x_cuGraphAddExternalSemaphoresWaitNode,
     [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
     [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
     [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
+    [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
+    [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
+    [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
     [OM_IDX_cuGraphClone] = x_cuGraphClone,
     [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
     [OM_IDX_cuGraphDebugDotPrint] = om_x_cuGraphDebugDotPrint,
     [OM_IDX_cuGraphDestroy] = om_x_cuGraphDestroy,
-    [OM_IDX_cuGraphDestroyNode] = x_cuGraphDestroyNode,
+    [OM_IDX_cuGraphDestroyNode] = om_x_cuGraphDestroyNode,
     [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
     [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,
     [OM_IDX_cuGraphEventWaitNodeGetEvent] = x_cuGraphEventWaitNodeGetEvent,
     [OM_IDX_cuGraphEventWaitNodeSetEvent] = x_cuGraphEventWaitNodeSetEvent,
+    [OM_IDX_cuGraphExecBatchMemOpNodeSetParams] = om_x_cuGraphExecBatchMemOpNodeSetParams,
     [OM_IDX_cuGraphExecChildGraphNodeSetParams] = x_cuGraphExecChildGraphNodeSetParams,
     [OM_IDX_cuGraphExecDestroy] = x_cuGraphExecDestroy,
     [OM_IDX_cuGraphExecEventRecordNodeSetEvent] = x_cuGraphExecEventRecordNodeSetEvent,
     [OM_IDX_cuGraphExecEventWaitNodeSetEvent] = x_cuGraphExecEventWaitNodeSetEvent,
+    [OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams,
+    [OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams,
     [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
     [OM_IDX_cuGraphExecKernelNodeSetParams_v2] = om_x_cuGraphExecKernelNodeSetParams_v2,
     [OM_IDX_cuGraphExecMemcpyNodeSetParams] = om_x_cuGraphExecMemcpyNodeSetParams,
     [OM_IDX_cuGraphExecMemsetNodeSetParams] = om_x_cuGraphExecMemsetNodeSetParams,
     [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
+    [OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams] = om_x_cuGraphExternalSemaphoresSignalNodeGetParams,
+    [OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExternalSemaphoresSignalNodeSetParams,
+    [OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams] = om_x_cuGraphExternalSemaphoresWaitNodeGetParams,
+    [OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExternalSemaphoresWaitNodeSetParams,
     [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
     [OM_IDX_cuGraphGetNodes] = om_x_cuGraphGetNodes,
     [OM_IDX_cuGraphGetRootNodes] = om_x_cuGraphGetRootNodes,
@@ -2752,6 +2749,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
     [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
     [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
+    [OM_IDX_cuGraphKernelNodeGetParams_v2] = om_x_cuGraphKernelNodeGetParams_v2,
     [OM_IDX_cuGraphKernelNodeSetAttribute] = om_x_cuGraphKernelNodeSetAttribute,
     [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
     [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,

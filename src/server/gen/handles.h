@@ -23,6 +23,7 @@ enum om_handle_kind {
     OM_H_GRAPH,
     OM_H_NODE,
     OM_H_EXEC,
+    OM_H_CHILDGRAPH,
     OM_HANDLE_KINDS
 };
 
@@ -46,6 +47,7 @@ enum om_handle_kind {
     X(OM_H_MEMHANDLE, "memhandle", OM_IDX_cuMemRelease, client_handles) \
     X(OM_H_GRAPH, "graph", OM_IDX_cuGraphDestroy, client_handles) \
     X(OM_H_NODE, "node", -1, client_handles) \
-    X(OM_H_EXEC, "exec", OM_IDX_cuGraphExecDestroy, client_handles)
+    X(OM_H_EXEC, "exec", OM_IDX_cuGraphExecDestroy, client_handles) \
+    X(OM_H_CHILDGRAPH, "childgraph", -1, client_handles)
 
 #endif

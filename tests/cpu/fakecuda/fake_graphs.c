@@ -22,6 +22,15 @@
 #define CAPTURE_UNMATCHED 902
 
 enum { KERNEL = 0, MEMCPY = 1, MEMSET = 2, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6, EVENT_RECORD = 7 };
+enum {
+    SEM_SIGNAL = 8,
+    SEM_WAIT = 9,
+    BATCH = 12
+}; /* CU_GRAPH_NODE_TYPE_EXT_SEMAS_*, _BATCH_MEM_OP */
+#define FAKE_OPS 8
+#define OP_BYTES 48 /* CUstreamBatchMemOpParams */
+#define FAKE_SEMS 16
+#define SEM_PARAMS 144 /* sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS) */
 
 struct memset_params {
     uint64_t dst;
@@ -74,6 +83,13 @@ struct fnode {
     int ndeps;
     struct fnode *cloned_from;
     unsigned char attrs[16][64]; /* kernel node attributes, by id */
+    void *sems[FAKE_SEMS];       /* an external semaphore node's */
+    unsigned char sem_params[FAKE_SEMS][SEM_PARAMS];
+    unsigned nsems;
+    unsigned char ops[FAKE_OPS][OP_BYTES]; /* a batch memory op node's */
+    unsigned nops, ops_flags;
+    void *got_extra[5]; /* what cuGraphKernelNodeGetParams answers: the bytes above */
+    size_t got_len;
 };
 struct fgraph {
     int live;
@@ -163,9 +179,16 @@ static struct fnode *new_node(struct fgraph *g, int type, void *const *deps, siz
     return NULL;
 }
 
+static void free_graph(struct fgraph *g);
+static struct fgraph *clone_graph(struct fgraph *g, int depth);
+
 static void drop_node(struct fnode *n)
 {
     struct fgraph *g = n->g;
+    if (n->type == GRAPH && n->child) { /* a child graph node owns its graph (a clone) */
+        free_graph(n->child);
+        n->child = NULL;
+    }
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i] == n) {
             memmove(&g->nodes[i], &g->nodes[i + 1], (size_t)(g->n - i - 1) * sizeof(n));
@@ -342,14 +365,39 @@ EXPORT int cuGraphAddEventWaitNode(void **out, void *g, void *const *deps, size_
     return OK;
 }
 
+/* The node keeps a copy of the child graph, as the driver does. */
 EXPORT int cuGraphAddChildGraphNode(void **out, void *g, void *const *deps, size_t ndeps,
                                     void *child)
 {
+    struct fgraph *copy = NULL;
     if (!graph_of(child))
         return INVALID_VALUE;
     ADD_NODE(GRAPH);
-    n->child = child;
+    pthread_mutex_lock(&glock);
+    copy = clone_graph(child, 0);
+    if (copy)
+        n->child = copy;
+    else
+        drop_node(n);
+    pthread_mutex_unlock(&glock);
+    if (!copy)
+        return 2;
+    glog("childgraph %p%s", copy, NULL);
     return OK;
+}
+
+EXPORT int cuGraphChildGraphNodeGetGraph(void *h, void **out)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != GRAPH || !out)
+        rc = INVALID_VALUE;
+    else
+        *out = n->child;
+    pthread_mutex_unlock(&glock);
+    return rc;
 }
 
 static int edges(void *g, void *const *from, void *const *to, size_t count, int add)
@@ -500,26 +548,35 @@ EXPORT int cuGraphGetEdges(void *h, void **from, void **to, size_t *count)
     return OK;
 }
 
+/* A copy of g with its nodes and edges (a child graph node's graph copied too); glock held. */
+static struct fgraph *clone_graph(struct fgraph *g, int depth)
+{
+    struct fgraph *c = depth < 8 ? new_graph() : NULL;
+    for (int i = 0; c && i < g->n; i++) {
+        struct fnode *n = new_node(c, g->nodes[i]->type, NULL, 0);
+        if (!n)
+            break;
+        memcpy(n, g->nodes[i], sizeof(*n));
+        n->g = c;
+        n->cloned_from = g->nodes[i];
+        c->nodes[i] = n;
+        if (n->type == GRAPH && n->child)
+            n->child = clone_graph(n->child, depth + 1);
+    }
+    for (int i = 0; c && i < c->n; i++) /* edges between the copies */
+        for (int d = 0; d < c->nodes[i]->ndeps; d++)
+            for (int j = 0; j < g->n; j++)
+                if (c->nodes[i]->deps[d] == g->nodes[j])
+                    c->nodes[i]->deps[d] = c->nodes[j];
+    return c;
+}
+
 EXPORT int cuGraphClone(void **out, void *h)
 {
     struct fgraph *g, *c = NULL;
     pthread_mutex_lock(&glock);
-    if ((g = graph_of(h)) && (c = new_graph())) {
-        for (int i = 0; i < g->n; i++) {
-            struct fnode *n = new_node(c, g->nodes[i]->type, NULL, 0);
-            if (!n)
-                break;
-            memcpy(n, g->nodes[i], sizeof(*n));
-            n->g = c;
-            n->cloned_from = g->nodes[i];
-            c->nodes[i] = n;
-        }
-        for (int i = 0; i < c->n; i++) /* edges between the copies */
-            for (int d = 0; d < c->nodes[i]->ndeps; d++)
-                for (int j = 0; j < g->n; j++)
-                    if (c->nodes[i]->deps[d] == g->nodes[j])
-                        c->nodes[i]->deps[d] = c->nodes[j];
-    }
+    if ((g = graph_of(h)))
+        c = clone_graph(g, 0);
     pthread_mutex_unlock(&glock);
     if (!c)
         return INVALID_VALUE;
@@ -636,6 +693,33 @@ EXPORT int cuGraphKernelNodeSetParams_v2(void *h, const struct kernel_params *p)
 {
     struct fnode *n = node_of(h);
     return n && n->type == KERNEL ? set_kernel(n, p) : INVALID_VALUE;
+}
+
+/* As the driver: the node's arguments as `extra` (the form the server set), owned by the node. */
+EXPORT int cuGraphKernelNodeGetParams_v2(void *h, struct kernel_params *p)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != KERNEL || !p) {
+        rc = INVALID_VALUE;
+    } else {
+        *p = n->k;
+        p->params = NULL;
+        p->extra = NULL;
+        if (n->len) {
+            n->got_len = n->len;
+            n->got_extra[0] = (void *)1; /* CU_LAUNCH_PARAM_BUFFER_POINTER */
+            n->got_extra[1] = n->args;
+            n->got_extra[2] = (void *)2; /* CU_LAUNCH_PARAM_BUFFER_SIZE */
+            n->got_extra[3] = &n->got_len;
+            n->got_extra[4] = NULL; /* CU_LAUNCH_PARAM_END */
+            p->extra = n->got_extra;
+        }
+    }
+    pthread_mutex_unlock(&glock);
+    return rc;
 }
 
 EXPORT int cuGraphExecKernelNodeSetParams_v2(void *e, void *h, const struct kernel_params *p)
@@ -1076,4 +1160,190 @@ EXPORT int cuGraphKernelNodeSetAttribute(void *h, int id, const void *v)
         return INVALID_VALUE;
     memcpy(n->attrs[id], v, 64);
     return OK;
+}
+
+/* ------------------------------------------------------------------ external semaphore nodes */
+
+struct sem_node_params {
+    void **sems;
+    const void *params;
+    unsigned n;
+};
+
+static int set_sems(struct fnode *n, int type, const struct sem_node_params *p)
+{
+    if (!n || n->type != type || !p || p->n > FAKE_SEMS || (p->n && (!p->sems || !p->params)))
+        return INVALID_VALUE;
+    for (unsigned i = 0; i < p->n; i++)
+        if (!p->sems[i])
+            return INVALID_VALUE;
+    n->nsems = p->n;
+    memcpy(n->sems, p->sems, p->n * sizeof(void *));
+    memcpy(n->sem_params, p->params, (size_t)p->n * SEM_PARAMS);
+    for (unsigned i = 0; i < p->n; i++) {
+        char v[32];
+        unsigned long long value;
+        memcpy(&value, n->sem_params[i], sizeof(value)); /* params.fence.value first */
+        snprintf(v, sizeof(v), " value %llu", value);
+        glog(type == SEM_SIGNAL ? "semsignal %p%s" : "semwait %p%s", p->sems[i], v);
+    }
+    return OK;
+}
+
+static int add_sem_node(void **out, void *g, void *const *deps, size_t ndeps, int type,
+                        const struct sem_node_params *p)
+{
+    int rc;
+    ADD_NODE(type);
+    pthread_mutex_lock(&glock);
+    if ((rc = set_sems(n, type, p)) != OK)
+        drop_node(n);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+static int get_sems(void *h, int type, struct sem_node_params *p)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != type || !p)
+        rc = INVALID_VALUE;
+    else
+        *p = (struct sem_node_params){n->sems, n->sem_params, n->nsems};
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+static int node_set_sems(void *h, int type, const struct sem_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_sems(node_of(h), type, p);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+static int exec_set_sems(void *e, void *h, int type, const struct sem_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_sems(exec_node(exec_of(e), h), type, p);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphAddExternalSemaphoresSignalNode(void **out, void *g, void *const *deps,
+                                                  size_t ndeps, const struct sem_node_params *p)
+{
+    return add_sem_node(out, g, deps, ndeps, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphAddExternalSemaphoresWaitNode(void **out, void *g, void *const *deps,
+                                                size_t ndeps, const struct sem_node_params *p)
+{
+    return add_sem_node(out, g, deps, ndeps, SEM_WAIT, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresSignalNodeGetParams(void *h, struct sem_node_params *p)
+{
+    return get_sems(h, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresWaitNodeGetParams(void *h, struct sem_node_params *p)
+{
+    return get_sems(h, SEM_WAIT, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresSignalNodeSetParams(void *h, const struct sem_node_params *p)
+{
+    return node_set_sems(h, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphExternalSemaphoresWaitNodeSetParams(void *h, const struct sem_node_params *p)
+{
+    return node_set_sems(h, SEM_WAIT, p);
+}
+
+EXPORT int cuGraphExecExternalSemaphoresSignalNodeSetParams(void *e, void *h,
+                                                            const struct sem_node_params *p)
+{
+    return exec_set_sems(e, h, SEM_SIGNAL, p);
+}
+
+EXPORT int cuGraphExecExternalSemaphoresWaitNodeSetParams(void *e, void *h,
+                                                          const struct sem_node_params *p)
+{
+    return exec_set_sems(e, h, SEM_WAIT, p);
+}
+
+/* ------------------------------------------------------------------ batch memory op nodes */
+
+struct batch_node_params {
+    void *ctx;
+    unsigned count;
+    void *ops;
+    unsigned flags;
+};
+
+static int set_batch(struct fnode *n, const struct batch_node_params *p)
+{
+    if (!n || n->type != BATCH || !p || !p->ctx || !p->count || p->count > FAKE_OPS || !p->ops)
+        return INVALID_VALUE;
+    n->nops = p->count;
+    n->ops_flags = p->flags;
+    memcpy(n->ops, p->ops, (size_t)p->count * OP_BYTES);
+    for (unsigned i = 0; i < p->count; i++) {
+        unsigned long long addr;
+        char v[32];
+        memcpy(&addr, n->ops[i] + 8, sizeof(addr));
+        snprintf(v, sizeof(v), " kind %d", (int)n->ops[i][0]);
+        glog("batchop %p%s", (void *)(uintptr_t)addr, v);
+    }
+    return OK;
+}
+
+EXPORT int cuGraphAddBatchMemOpNode(void **out, void *g, void *const *deps, size_t ndeps,
+                                    const struct batch_node_params *p)
+{
+    int rc;
+    ADD_NODE(BATCH);
+    pthread_mutex_lock(&glock);
+    if ((rc = set_batch(n, p)) != OK)
+        drop_node(n);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphBatchMemOpNodeGetParams(void *h, struct batch_node_params *p)
+{
+    struct fnode *n;
+    int rc = OK;
+    pthread_mutex_lock(&glock);
+    n = node_of(h);
+    if (!n || n->type != BATCH || !p)
+        rc = INVALID_VALUE;
+    else
+        *p = (struct batch_node_params){NULL, n->nops, n->ops, n->ops_flags};
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphBatchMemOpNodeSetParams(void *h, const struct batch_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_batch(node_of(h), p);
+    pthread_mutex_unlock(&glock);
+    return rc;
+}
+
+EXPORT int cuGraphExecBatchMemOpNodeSetParams(void *e, void *h, const struct batch_node_params *p)
+{
+    int rc;
+    pthread_mutex_lock(&glock);
+    rc = set_batch(exec_node(exec_of(e), h), p);
+    pthread_mutex_unlock(&glock);
+    return rc;
 }

@@ -471,19 +471,6 @@ static CUresult g_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return rc;
 }
 
-static CUresult g_cuGraphDestroyNode(CUgraphNode hNode)
-{
-    CUresult rc;
-
-    ENTER(cuGraphDestroyNode);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode))gen_next[OM_IDX_cuGraphDestroyNode])(hNode);
-    if (rc == CUDA_SUCCESS) {
-        forget(K_H_NODE, H(hNode));
-    }
-    return rc;
-}
-
 static CUresult g_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     CUresult rc;
@@ -1364,7 +1351,6 @@ static const struct {
     {OM_IDX_cuGraphAddEventWaitNode, (void *)g_cuGraphAddEventWaitNode},
     {OM_IDX_cuGraphClone, (void *)g_cuGraphClone},
     {OM_IDX_cuGraphCreate, (void *)g_cuGraphCreate},
-    {OM_IDX_cuGraphDestroyNode, (void *)g_cuGraphDestroyNode},
     {OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)g_cuGraphEventRecordNodeGetEvent},
     {OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)g_cuGraphEventRecordNodeSetEvent},
     {OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)g_cuGraphEventWaitNodeGetEvent},

@@ -16,4 +16,5 @@
     X(K_H_MEMHANDLE, "memhandle") \
     X(K_H_GRAPH, "graph") \
     X(K_H_NODE, "node") \
-    X(K_H_EXEC, "exec")
+    X(K_H_EXEC, "exec") \
+    X(K_H_CHILDGRAPH, "childgraph")
