@@ -628,8 +628,6 @@ static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     size_t args_len = 0;
     uint8_t packed[32768];
 
-    if (!find_layout((uint64_t)(uintptr_t)f))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (nattrs > MAX_LAUNCH_ATTRS || (nattrs && !attrs))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult cfg = check_config(gx, gy, gz, bx, by, bz, smem);

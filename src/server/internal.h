@@ -176,8 +176,9 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
                  size_t out_cap, size_t *ret_out_len, bool posted);
 CUresult om_exec_sync_client(struct session *s);
 /* output.c: kernel printf output printed by the driver in a session's worker, for its client. */
-void om_output_bind(struct session *s); /* the calling thread's session (NULL: none) */
-bool om_output_pending(const struct session *s);
+void om_output_bind(struct session *s);     /* the calling thread's session (NULL: none) */
+bool om_output_pending(struct session *s);  /* in its worker: also takes stray output */
+void om_output_launched(struct session *s); /* it launched: stray output is its */
 size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
 void om_output_free(struct session *s);
 /* api/graphs.c: at the session's end, ends the captures it left open (before its streams are

@@ -2,6 +2,7 @@
 /* Kernel printf output: caught where the driver writes it, and sent to the client it belongs to. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,13 +23,51 @@
  * The driver's printf buffer is the context's, so a flush caused by one client's call prints
  * whatever kernels of any client left in it: output is attributed to the session whose call
  * flushed it, which is the printing client itself unless another client's call flushed first
- * (docs/architecture.md).
+ * (docs/architecture.md). A flush in a thread of no session (the main loop's idle queries) goes
+ * to the session that launched last.
  */
 
 /* Bytes a session keeps for its client at most; the rest is dropped and counted. */
 #define OUTPUT_MAX (4u << 20)
 
 static __thread struct session *output_session;
+
+/* What the driver prints in a thread that serves no session (the main loop's idle queries
+ * flush the printf buffer too): kept here, and taken by the session that launched last at its
+ * next answer. */
+static pthread_mutex_t stray_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *stray;
+static size_t stray_len, stray_cap;
+static struct session *last_launcher;
+
+void om_output_launched(struct session *s)
+{
+    if (__atomic_load_n(&last_launcher, __ATOMIC_RELAXED) != s)
+        __atomic_store_n(&last_launcher, s, __ATOMIC_RELAXED);
+}
+
+static int keep_stray(const char *fmt, va_list ap, int n)
+{
+    pthread_mutex_lock(&stray_lock);
+    if (stray_len + (size_t)n + 1 <= OUTPUT_MAX) {
+        if (stray_len + (size_t)n + 1 > stray_cap) {
+            size_t cap = stray_cap ? stray_cap : 4096;
+            while (cap < stray_len + (size_t)n + 1)
+                cap *= 2;
+            char *p = realloc(stray, cap);
+            if (p) {
+                stray = p;
+                stray_cap = cap;
+            }
+        }
+        if (stray_len + (size_t)n + 1 <= stray_cap) {
+            vsnprintf(stray + stray_len, (size_t)n + 1, fmt, ap);
+            stray_len += (size_t)n;
+        }
+    }
+    pthread_mutex_unlock(&stray_lock);
+    return n;
+}
 
 void om_output_bind(struct session *s)
 {
@@ -50,13 +89,16 @@ __attribute__((visibility("default"))) int vfprintf(FILE *f, const char *fmt, va
     va_list copy;
     int n;
 
-    if (f != stdout || !s)
+    if (f != stdout)
         return real_vfprintf(f, fmt, ap);
     va_copy(copy, ap);
     n = vsnprintf(NULL, 0, fmt, copy);
     va_end(copy);
     if (n <= 0)
         return n;
+    if (!s)
+        return __atomic_load_n(&last_launcher, __ATOMIC_RELAXED) ? keep_stray(fmt, ap, n)
+                                                                 : real_vfprintf(f, fmt, ap);
     if (s->output_len + (size_t)n + 1 > OUTPUT_MAX) {
         s->output_dropped += (uint64_t)n;
         return n;
@@ -94,13 +136,42 @@ size_t om_output_take(struct session *s, void *out, size_t cap)
     return n;
 }
 
-bool om_output_pending(const struct session *s)
+/* What another thread printed since, when this session launched last (its worker only). */
+static void adopt_stray(struct session *s)
 {
+    if (!__atomic_load_n(&stray_len, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&last_launcher, __ATOMIC_RELAXED) != s)
+        return;
+    pthread_mutex_lock(&stray_lock);
+    if (stray_len && s->output_len + stray_len <= OUTPUT_MAX) {
+        if (s->output_len + stray_len > s->output_cap) {
+            char *p = realloc(s->output, s->output_len + stray_len);
+            if (p) {
+                s->output = p;
+                s->output_cap = s->output_len + stray_len;
+            }
+        }
+        if (s->output_len + stray_len <= s->output_cap) {
+            memcpy(s->output + s->output_len, stray, stray_len);
+            s->output_len += stray_len;
+            stray_len = 0;
+        }
+    }
+    pthread_mutex_unlock(&stray_lock);
+}
+
+bool om_output_pending(struct session *s)
+{
+    adopt_stray(s);
     return s->output_len > 0 || s->output_dropped > 0;
 }
 
 void om_output_free(struct session *s)
 {
+    struct session *expected = s;
+
+    __atomic_compare_exchange_n(&last_launcher, &expected, NULL, false, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
     if (output_session == s)
         output_session = NULL;
     free(s->output);

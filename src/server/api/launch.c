@@ -47,8 +47,10 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
                 (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
                 args_len ? extra : NULL);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, k);
+        om_output_launched(c->s); /* printf output flushed by no session's call is its */
+    }
     return rc;
 }
 
@@ -130,7 +132,9 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, k);
+        om_output_launched(c->s); /* printf output flushed by no session's call is its */
+    }
     return rc;
 }
