@@ -22,7 +22,8 @@ static inline void om_put_bytes(struct om_wbuf *w, const void *src, size_t n)
         w->overflow = true;
         return;
     }
-    memcpy(w->p + w->len, src, n);
+    if (n) /* src may be NULL for nothing */
+        memcpy(w->p + w->len, src, n);
     w->len += n;
 }
 

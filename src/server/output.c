@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 #include "internal.h"
@@ -39,6 +40,9 @@ static pthread_mutex_t stray_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *stray;
 static size_t stray_len, stray_cap;
 static struct session *last_launcher;
+/* Another thread is between the driver's vfprintf calls of one flush and its fflush: a worker
+ * about to answer waits for the rest (a flush is a few calls, microseconds apart). */
+static int stray_busy;
 
 void om_output_launched(struct session *s)
 {
@@ -48,6 +52,7 @@ void om_output_launched(struct session *s)
 
 static int keep_stray(const char *fmt, va_list ap, int n)
 {
+    __atomic_store_n(&stray_busy, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&stray_lock);
     if (stray_len + (size_t)n + 1 <= OUTPUT_MAX) {
         if (stray_len + (size_t)n + 1 > stray_cap) {
@@ -136,11 +141,29 @@ size_t om_output_take(struct session *s, void *out, size_t cap)
     return n;
 }
 
+/* The driver ends a flush with fflush(stdout): in a thread of no session, the flush kept for
+ * the last launcher is complete. */
+__attribute__((visibility("default"))) int fflush(FILE *f)
+{
+    static int (*real)(FILE *);
+
+    if (f == stdout && !output_session)
+        __atomic_store_n(&stray_busy, 0, __ATOMIC_RELEASE);
+    if (!real)
+        real = (int (*)(FILE *))dlsym(RTLD_NEXT, "fflush");
+    return real ? real(f) : EOF;
+}
+
 /* What another thread printed since, when this session launched last (its worker only). */
 static void adopt_stray(struct session *s)
 {
-    if (!__atomic_load_n(&stray_len, __ATOMIC_RELAXED) ||
-        __atomic_load_n(&last_launcher, __ATOMIC_RELAXED) != s)
+    if (__atomic_load_n(&last_launcher, __ATOMIC_RELAXED) != s)
+        return;
+    /* A flush under way in another thread: its last lines come within microseconds. */
+    for (int i = 0; i < 200 && __atomic_load_n(&stray_busy, __ATOMIC_ACQUIRE); i++)
+        usleep(100);
+    __atomic_store_n(&stray_busy, 0, __ATOMIC_RELEASE);
+    if (!__atomic_load_n(&stray_len, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&stray_lock);
     if (stray_len && s->output_len + stray_len <= OUTPUT_MAX) {
