@@ -10,6 +10,11 @@
 #include "../common/wire.h"
 #include "openmps/cuda_abi.h"
 
+/* A request buffer of `size` bytes on the stack, written with om_put_* (wire.h). */
+#define REQ(name, size)                                                                            \
+    uint8_t name##_buf[size];                                                                      \
+    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
+
 /* A call that waits for the server's answer (copied into reply, cap bytes). */
 CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap, uint32_t *ret_len);
 /* om_rcall with the ring already held (om_ring_lock), for exchanges that

@@ -14,10 +14,6 @@
 #include "remote.h"
 #include "shim.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 static bool managed_forget(CUdeviceptr ptr);
 
 /* Managed allocations: device memory with a host shadow at the same address. */

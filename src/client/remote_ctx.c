@@ -11,10 +11,6 @@
 #include "remote.h"
 #include "shim.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* ------------------------------------------------------------------ contexts */
 
 /*

@@ -16,10 +16,6 @@
 #include "remote.h"
 #include "shim.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /*
  * cuMemHostAlloc asks the server for pages: it makes a memfd, maps and
  * registers it, and sends the memfd after its answer; this process maps it at

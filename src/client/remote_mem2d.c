@@ -9,10 +9,6 @@
 #include "remote.h"
 #include "shim.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* CUmemorytype and CUpointer_attribute values from the driver API documentation. */
 enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };
 enum {

@@ -38,10 +38,6 @@
 #define PARALLEL_MIN_BYTES (1u << 20) /* smaller memcpys are not worth waking them */
 #define SPIN_NS 100000ull
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static int stage_state; /* 0: not tried yet, 1: ready, -1: not available (the ring is used) */
 static uint8_t *stage;

@@ -118,10 +118,6 @@ CUresult om_rcall_staged(int index, const void *data, size_t len, const struct o
     return rc;
 }
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* Calls with two u64 arguments and one u64 answer share one path. */
 CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
 {

@@ -10,10 +10,6 @@
 #include "../remote.h"
 #include "openmps/ops.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* ------------------------------------------------------------------ creations */
 
 static CUresult create(int index, uint64_t *ret, const void *desc, size_t size, uint64_t extra,

@@ -15,10 +15,6 @@
 #include "../shim.h"
 #include "openmps/ops.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* Types whose handle is a file descriptor here; the Windows handle types are refused with
  * INVALID_VALUE (no such handle on Linux), NvSci objects with NOT_SUPPORTED. */
 static CUresult fd_type(int type, int nvsci, int fd1, int fd2)

@@ -19,10 +19,6 @@
 #define CAPTURE_MODE_GLOBAL 0
 #define CAPTURE_MODE_RELAXED 2
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 static bool edges_plain(const CUgraphEdgeData *e, size_t n)
 {
     static const CUgraphEdgeData zero;

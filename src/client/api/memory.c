@@ -13,10 +13,6 @@
 #include "../shim.h"
 #include "openmps/ops.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 #define U64(x) ((uint64_t)(uintptr_t)(x))
 
 /* ------------------------------------------------------------------ stream-ordered */

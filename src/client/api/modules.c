@@ -13,10 +13,6 @@
 #include "../remote.h"
 #include "openmps/ops.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* ------------------------------------------------------------------ occupancy */
 
 /* Device attributes (CUdevice_attribute) and the function attribute the search needs. */

@@ -11,10 +11,6 @@
 #include "../remote.h"
 #include "openmps/ops.h"
 
-#define REQ(name, size)                                                                            \
-    uint8_t name##_buf[size];                                                                      \
-    struct om_wbuf name = {.p = name##_buf, .cap = sizeof(name##_buf)}
-
 /* ------------------------------------------------------------------ streams' context */
 
 CUresult om_r_cuStreamGetPriority(CUstream hStream, int *priority)
