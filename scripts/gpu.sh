@@ -86,6 +86,44 @@ for step in $STEPS; do
                 false
             fi
         } >"$OUT/soak-collect.log" 2>&1 ;;
+    # Diagnostics (issues #10, #11): the private export tables the CUDA libraries and the
+    # frameworks call (OPENMPS_TRACE_TABLES in passthrough: no daemon runs), and the pool-trim
+    # probe natively and under openmps. Into $OUT/probe.
+    probe)
+        {
+            make >/dev/null && mkdir -p "$OUT/probe" /tmp/om-probe &&
+                nvcc -O2 -arch=native -o /tmp/om-probe/libs tests/gpu/api/libs.cu -Itests/gpu/api \
+                    -lcuda -lcublas -lcufft &&
+                nvcc -O2 -arch=native -o /tmp/om-probe/pool_trim tests/gpu/probe/pool_trim.cu -lcuda
+            L="LD_LIBRARY_PATH=$PWD/build/lib CUDA_MPS_PIPE_DIRECTORY=/tmp/om-probe/none"
+            env $L OPENMPS_TRACE=1 OPENMPS_TRACE_TABLES=1 /tmp/om-probe/libs \
+                >"$OUT/probe/libs.out" 2>"$OUT/probe/libs.trace"
+            echo "libs passthrough traced: exit $?"
+            for fw in torch cupy; do
+                case $fw in
+                torch) code="import torch; a = torch.randn(512, 512, device='cuda'); print(float((a @ a).sum()))" ;;
+                cupy) code="import cupy; a = cupy.random.rand(512, 512, dtype=cupy.float32); print(float((a @ a).sum())); print(float(cupy.fft.fft(a).real.sum()))" ;;
+                esac
+                env $L OPENMPS_TRACE_TABLES=1 timeout 120 python3 -c "$code" \
+                    >"$OUT/probe/$fw.out" 2>"$OUT/probe/$fw.tables"
+                echo "$fw passthrough traced: exit $?"
+                env $L OPENMPS_TRACE=1 timeout 120 python3 -c "$code" 2>&1 | \
+                    sed -n 's/^openmps\[[0-9]*\] \([A-Za-z0-9_]*\)(.*/\1/p' | sort | uniq -c | \
+                    sort -rn >"$OUT/probe/$fw.calls"
+            done
+            echo "pool_trim natively:"; /tmp/om-probe/pool_trim
+            T=/tmp/om-probe/d && mkdir -p $T/pipe $T/log
+            CUDA_MPS_PIPE_DIRECTORY=$T/pipe CUDA_MPS_LOG_DIRECTORY=$T/log build/openmps-control -d
+            echo "pool_trim under openmps:"
+            CUDA_MPS_PIPE_DIRECTORY=$T/pipe LD_LIBRARY_PATH=$PWD/build/lib /tmp/om-probe/pool_trim
+            CUDA_MPS_PIPE_DIRECTORY=$T/pipe LD_LIBRARY_PATH=$PWD/build/lib OPENMPS_TRACE_TABLES=1 \
+                OPENMPS_TRACE=1 /tmp/om-probe/libs >"$OUT/probe/libs.remote.out" \
+                2>"$OUT/probe/libs.remote.trace"
+            echo "libs under openmps: exit $?"
+            echo quit | CUDA_MPS_PIPE_DIRECTORY=$T/pipe build/openmps-control
+            sleep 1; cp $T/log/*.log "$OUT/probe/" 2>/dev/null
+            grep -h "table\|slots" "$OUT/probe/libs.trace" | grep -v " slot [0-9]* (" | head -80
+        } >"$OUT/probe.log" 2>&1 ;;
     # The GPU tier alone (tests/gpu/run.sh, the api programs included), without the CPU tier.
     gputier)
         { make && sh tests/gpu/run.sh build "$OUT/gputier"; } >"$OUT/gputier.log" 2>&1 ;;
@@ -110,7 +148,7 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | gputier) tail -n 70 "$OUT/$step.log" ;;
+    torture | fault | soak* | api | gputier | probe) tail -n 70 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;
     esac

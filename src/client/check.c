@@ -174,7 +174,7 @@ void *om_passthrough_pointer(const char *symbol, int version, uint64_t flags, vo
     Dl_info where;
     int index = -1;
 
-    if (!p || (!om_shim.trace_calls && !om_check_counts))
+    if (!p || (!om_shim.trace_calls && !om_shim.trace_tables && !om_check_counts))
         return p;
     if (!self_base && dladdr((void *)om_passthrough_pointer, &where))
         self_base = where.dli_fbase;

@@ -776,11 +776,11 @@ typedef CUresult (*export_fn)(const void **, const void *);
 /* The tables the runtime itself asks for (DRIVER_FACTS.md), by their first four bytes: they
  * come from the real driver unmodified (two of them are covered by the runtime's integrity
  * check), and none of the slots the runtime calls takes a context or stream of the server. */
-static bool runtime_table(const CUuuid *uuid)
+bool om_runtime_table(const void *uuid)
 {
     static const uint32_t known[] = {0xf8cff951u, 0x6bd5fb6cu, 0xa094798cu,
                                      0x42d85a81u, 0x263e8860u, 0xd4082055u};
-    const uint8_t *u = (const uint8_t *)uuid->bytes;
+    const uint8_t *u = (const uint8_t *)uuid;
     uint32_t first = (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
 
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
@@ -805,7 +805,7 @@ CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
     }
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
-    if (!runtime_table(uuid)) {
+    if (!om_runtime_table(uuid)) {
         /* Another table (the CUDA libraries ask for tools tables, 21318c60…): its slots take
          * contexts and streams, which are the server's here, and the local driver crashed on
          * them (cuBLAS, measured). Not offered: as a driver without the table would answer. */

@@ -39,10 +39,11 @@ enum om_mode {
 
 struct om_shim {
     enum om_mode mode;
-    bool log_enabled; /* OPENMPS_TRACE: notes on stderr */
-    bool trace_calls; /* OPENMPS_TRACE: one line per call too */
-    bool checking;    /* OPENMPS_CHECK (openmps check): passthrough whatever daemon runs */
-    void *real;       /* dlopen handle of the real driver, NULL when there is none */
+    bool log_enabled;  /* OPENMPS_TRACE: notes on stderr */
+    bool trace_calls;  /* OPENMPS_TRACE: one line per call too */
+    bool trace_tables; /* OPENMPS_TRACE_TABLES: private export tables watched (tabletrace.c) */
+    bool checking;     /* OPENMPS_CHECK (openmps check): passthrough whatever daemon runs */
+    void *real;        /* dlopen handle of the real driver, NULL when there is none */
     char real_path[256];
     void *real_fn[OM_ENTRY_COUNT]; /* the real driver's entry points (NULL: missing) */
     struct om_client client;       /* the session in remote mode */
@@ -75,6 +76,12 @@ int om_proc_lookup(const char *symbol, int version, uint64_t flags, int *ret_ind
 /* trace.c: with OPENMPS_TRACE, the stub that logs a call and goes on to target. */
 void *om_trace_wrap(int index, void *target);
 void om_trace_install(void);
+
+/* tabletrace.c: with OPENMPS_TRACE_TABLES, cuGetExportTable hands out watched tables. */
+bool om_tabletrace_start(void);
+/* remote_ctx.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
+bool om_runtime_table(const void *uuid);
+void *om_tabletrace_wrap(int index, void *target);
 
 /* check.c: with OPENMPS_CHECK, the stub that counts a call and goes on to target. */
 bool om_check_start(void); /* true when checking (the shim must stay in passthrough) */

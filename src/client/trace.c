@@ -60,6 +60,7 @@ static void *const stubs[OM_ENTRY_COUNT] = {
 
 void *om_trace_wrap(int index, void *target)
 {
+    target = om_tabletrace_wrap(index, target);
     if (!om_shim.trace_calls || index < 0 || index >= OM_ENTRY_COUNT || !target ||
         target == stubs[index])
         return target;
@@ -69,8 +70,11 @@ void *om_trace_wrap(int index, void *target)
 
 void om_trace_install(void)
 {
-    if (!om_shim.trace_calls)
+    if (!om_shim.trace_calls) {
+        om_fn[OM_IDX_cuGetExportTable] =
+            om_tabletrace_wrap(OM_IDX_cuGetExportTable, om_fn[OM_IDX_cuGetExportTable]);
         return;
+    }
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         om_fn[i] = om_trace_wrap(i, om_fn[i]);
 }

@@ -302,6 +302,8 @@ bool om_idle_now(void);                       /* no client stream has work (aske
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
+/* From now on, this thread's waits end in the driver's own synchronize (see wait.c). */
+void om_wait_settle_pools(void);
 
 /* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
 #define OM_SCHED_MAX_QUEUES 32 /* the driver's ceiling of CUDA_DEVICE_MAX_CONNECTIONS */

@@ -15,6 +15,31 @@ CUresult cuInit(unsigned flags);
 CUresult cuDeviceGetCount(int *n);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t flags, int *status);
 CUresult cuGraphicsUnregisterResource(void *resource);
+CUresult cuGetExportTable(const void **table, const unsigned char *uuid);
+
+/* The test double's two private tables (tests/cpu/fakecuda/fake_devices.c), called through:
+ * slot 1 adds, slot 2 points to 42, slot 3 multiplies; the headless table's slot 0 adds. */
+static int tables(int adds)
+{
+    typedef uint64_t (*op)(uint64_t, uint64_t);
+    unsigned char up[16], down[16];
+    const void *const *t = NULL, *const *again = NULL, *const *h = NULL;
+    uint64_t sum = 0;
+
+    for (int i = 0; i < 16; i++) {
+        up[i] = (unsigned char)(i + 1);
+        down[i] = (unsigned char)(16 - i);
+    }
+    if (cuGetExportTable((const void **)&t, up) || cuGetExportTable((const void **)&again, up) ||
+        cuGetExportTable((const void **)&h, down))
+        return 73;
+    for (int i = 0; i < adds; i++)
+        sum += ((op)t[1])((uint64_t)i, 1);
+    printf("sum %llu mul %llu datum %d same %d headless %llu\n", (unsigned long long)sum,
+           (unsigned long long)((op)t[3])(6, 7), *(const int *)t[2], t == again,
+           (unsigned long long)((op)h[0])(2, 3));
+    return 0;
+}
 
 static int count_n(int n)
 {
@@ -35,7 +60,7 @@ static void *thread_main(void *arg)
 static int usage(void)
 {
     fprintf(stderr, "usage: check-prog calls N M | unsupported | fork N | spawn N | "
-                    "threads T N | fail STATUS | abort\n");
+                    "threads T N | fail STATUS | abort | tables N\n");
     return 64;
 }
 
@@ -91,6 +116,8 @@ int main(int argc, char **argv)
             pthread_join(t[i], NULL);
         return 0;
     }
+    if (!strcmp(what, "tables")) /* N calls of a private table's slot */
+        return tables(a);
     if (!strcmp(what, "fail")) {
         count_n(1);
         return a;

@@ -151,6 +151,41 @@ def trace_in_passthrough():
     finish(Env(start=False), body)
 
 
+@test
+def tables_traced():
+    """OPENMPS_TRACE_TABLES=1: a private export table comes back watched: its code slots log
+    their first calls (arguments and result) and are counted at exit, its data slot and its
+    results are unchanged, the same table gives the same copy, a table without a size header is
+    handed out as it is; without the variable, nothing is said."""
+    def body(e):
+        base = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(ipc.SHIM_DIR))
+        want = "sum 21 mul 42 datum 42 same 1 headless 5"
+        p = subprocess.run([PROG, "tables", "6"], env=base, capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode == 0 and p.stdout.strip() == want, "plain: %r %r" % (p.stdout, p.stderr))
+        check("table" not in p.stderr, "plain run says nothing: %r" % p.stderr)
+        p = subprocess.run([PROG, "tables", "6"], env=dict(base, OPENMPS_TRACE_TABLES="1"),
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout.strip() == want, "traced: %r %r" % (p.stdout, p.stderr))
+        err = p.stderr
+        check(re.search(r"table 01020304-05060708…: 3 slots, 2 watched", err), err)
+        check(re.search(r"table 100f0e0d: first word 0x[0-9a-f]+ is not a size: not watched", err),
+              err)
+        calls = re.findall(r"table 01020304 slot (\d+) \((0x[0-9a-f]+), (0x[0-9a-f]+),.*\) = (0x[0-9a-f]+)",
+                           err)
+        check(calls == [("1", hex(i), "0x1", hex(i + 1)) for i in range(4)] + [("3", "0x6", "0x7", "0x2a")],
+              "first calls logged: %r" % calls)
+        check(re.search(r"table 01020304 slot 1: 6 calls", err) and
+              re.search(r"table 01020304 slot 3: 1 calls", err) and
+              not re.search(r"slot 2: ", err), "counts at exit: %s" % err)
+        p = subprocess.run([PROG, "tables", "3"],
+                           env=dict(base, OPENMPS_TRACE_TABLES="1", OPENMPS_TRACE_TABLES_FIRST="0"),
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and not re.search(r"slot 1 \(", p.stderr) and
+              "slot 1: 3 calls" in p.stderr, "FIRST=0 only counts: %r" % p.stderr)
+    finish(Env(start=False), body)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

@@ -265,6 +265,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     if (!st)
         return rc;
     if (r->pool) {
+        om_wait_settle_pools();
         rc = ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
         if (rc == CUDA_SUCCESS)
             om_ranges_remove(&c->s->allocs, r);
@@ -289,6 +290,7 @@ CUresult om_mempool_free(struct session *s, struct om_range *r)
     CUresult rc = om_exec_sync_client(s), frc;
     CUstream st = om_find_stream(s, 0, true, &frc);
 
+    om_wait_settle_pools();
     frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
     om_ranges_remove(&s->allocs, r);
     return rc != CUDA_SUCCESS ? rc : frc;

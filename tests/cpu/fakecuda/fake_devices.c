@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The driver test double: device queries of api/remote/devices.tsv. Each answer is made of the
- * arguments it received, so a test sees that they crossed the server unchanged. */
+ * arguments it received, so a test sees that they crossed the server unchanged. And two private
+ * export tables (at the end). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_INVALID_DEVICE 101
+#define CUDA_ERROR_NOT_FOUND 500
 
 static int ndevices(void)
 {
@@ -117,5 +120,43 @@ EXPORT int cuDeviceTotalMem(unsigned *bytes, int dev)
     if (bad_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     *bytes = 0xfffff000u - (unsigned)dev; /* the v1 call's 32 bits */
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ private export tables
+ * Two tables for the export-table tracer's test (OPENMPS_TRACE_TABLES): uuid 01 02 … 10 starts
+ * with its size in bytes, then add(a, b), a data slot (a pointer to 42) and mul(a, b); uuid
+ * 10 0f … 01 starts with a function (no size header). Any other uuid: CUDA_ERROR_NOT_FOUND. */
+static uint64_t table_add(uint64_t a, uint64_t b)
+{
+    return a + b;
+}
+
+static uint64_t table_mul(uint64_t a, uint64_t b)
+{
+    return a * b;
+}
+
+static const int table_datum = 42;
+static const void *const sized_table[] = {(const void *)(4 * sizeof(void *)), (void *)table_add,
+                                          &table_datum, (void *)table_mul};
+static const void *const headless_table[] = {(void *)table_add, (void *)table_mul};
+
+EXPORT int cuGetExportTable(const void **table, const unsigned char *uuid)
+{
+    unsigned char up[16], down[16];
+
+    if (!table || !uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < 16; i++) {
+        up[i] = (unsigned char)(i + 1);
+        down[i] = (unsigned char)(16 - i);
+    }
+    if (!memcmp(uuid, up, 16))
+        *table = sized_table;
+    else if (!memcmp(uuid, down, 16))
+        *table = headless_table;
+    else
+        return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;
 }
