@@ -94,7 +94,10 @@ for step in $STEPS; do
             make >/dev/null && mkdir -p "$OUT/probe" /tmp/om-probe &&
                 nvcc -O2 -arch=native -o /tmp/om-probe/libs tests/gpu/api/libs.cu -Itests/gpu/api \
                     -lcuda -lcublas -lcufft &&
-                nvcc -O2 -arch=native -o /tmp/om-probe/pool_trim tests/gpu/probe/pool_trim.cu -lcuda
+                nvcc -O2 -arch=native -o /tmp/om-probe/pool_trim tests/gpu/probe/pool_trim.cu -lcuda &&
+                nvcc -O2 -arch=native -o /tmp/om-probe/tools_tables tests/gpu/probe/tools_tables.cu \
+                    -lcuda
+            echo "tools_tables natively:"; /tmp/om-probe/tools_tables
             L="LD_LIBRARY_PATH=$PWD/build/lib CUDA_MPS_PIPE_DIRECTORY=/tmp/om-probe/none"
             env $L OPENMPS_TRACE=1 OPENMPS_TRACE_TABLES=1 /tmp/om-probe/libs \
                 >"$OUT/probe/libs.out" 2>"$OUT/probe/libs.trace"

@@ -771,50 +771,10 @@ static void *const cls_table[] = {(void *)cls_put,          (void *)cls_remove,
                                   (void *)cls_unknown_slot, (void *)cls_unknown_slot,
                                   (void *)cls_unknown_slot, (void *)cls_unknown_slot};
 
-typedef CUresult (*export_fn)(const void **, const void *);
-
-/* The tables the runtime itself asks for (DRIVER_FACTS.md), by their first four bytes: they
- * come from the real driver unmodified (two of them are covered by the runtime's integrity
- * check), and none of the slots the runtime calls takes a context or stream of the server. */
-bool om_runtime_table(const void *uuid)
+/* The runtime's context-local storage table (api/tables.c serves it in remote mode). */
+const void *om_cls_table(const void *uuid)
 {
-    static const uint32_t known[] = {0xf8cff951u, 0x6bd5fb6cu, 0xa094798cu,
-                                     0x42d85a81u, 0x263e8860u, 0xd4082055u};
-    const uint8_t *u = (const uint8_t *)uuid;
-    uint32_t first = (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
-
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-        if (known[i] == first)
-            return true;
-    return false;
-}
-
-CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
-{
-    void *real = om_shim.real_fn[OM_IDX_cuGetExportTable];
-
-    if (!table || !uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    {
-        const uint8_t *u = (const uint8_t *)uuid->bytes;
-        om_shim_log("cuGetExportTable %02x%02x%02x%02x", u[0], u[1], u[2], u[3]);
-    }
-    if (memcmp(uuid, cls_uuid, 16) == 0) {
-        *table = cls_table;
-        return CUDA_SUCCESS;
-    }
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
-    if (!om_runtime_table(uuid)) {
-        /* Another table (the CUDA libraries ask for tools tables, 21318c60…): its slots take
-         * contexts and streams, which are the server's here, and the local driver crashed on
-         * them (cuBLAS, measured). Not offered: as a driver without the table would answer. */
-        om_shim_log("cuGetExportTable: table %02x%02x%02x%02x is not offered in remote mode",
-                    (unsigned)(uint8_t)uuid->bytes[0], (unsigned)(uint8_t)uuid->bytes[1],
-                    (unsigned)(uint8_t)uuid->bytes[2], (unsigned)(uint8_t)uuid->bytes[3]);
-        return CUDA_ERROR_NOT_FOUND;
-    }
-    return ((export_fn)real)(table, uuid);
+    return memcmp(uuid, cls_uuid, 16) == 0 ? (const void *)cls_table : NULL;
 }
 
 /* ------------------------------------------------------------------ table */

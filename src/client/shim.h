@@ -79,8 +79,10 @@ void om_trace_install(void);
 
 /* tabletrace.c: with OPENMPS_TRACE_TABLES, cuGetExportTable hands out watched tables. */
 bool om_tabletrace_start(void);
-/* remote_ctx.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
+/* api/tables.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
 bool om_runtime_table(const void *uuid);
+/* remote_ctx.c: the shim's context-local storage table when uuid names it, else NULL. */
+const void *om_cls_table(const void *uuid);
 void *om_tabletrace_wrap(int index, void *target);
 
 /* check.c: with OPENMPS_CHECK, the stub that counts a call and goes on to target. */

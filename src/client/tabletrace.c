@@ -7,8 +7,9 @@
  *
  * cuGetExportTable then hands out a copy of each table whose code slots are trampolines: a
  * call logs "table XXXXXXXX slot N (six argument words) = result" for its first
- * OPENMPS_TRACE_TABLES_FIRST calls (default 4; every later call is only counted) and goes on to
- * the table's own function; at exit, every slot called is listed with its count. A table is
+ * OPENMPS_TRACE_TABLES_FIRST calls (default 4; every later call is only counted), with the
+ * first four words each readable argument points to after the call (where outputs land), and goes
+ * on to the table's own function; at exit, every slot called is listed with its count. A table is
  * copied only when its first word is its size in bytes (as every table the driver serves has
  * been seen to start); a slot is wrapped only when it points into an executable mapping (a
  * table may hold data). The trampolines pass twelve integer-register-or-stack words on, as
@@ -63,6 +64,44 @@ static void say(const char *line, int n)
     }
 }
 
+/* Whether [p, p + len) lies in one mapping of this process whose permissions have `perm`
+ * ('r', 'w' or 'x') at position `at`. */
+static bool mapped(W p, W len, int at, char perm)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    bool yes = false;
+
+    if (!f)
+        return false;
+    while (!yes && fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        char perms[8];
+
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[at] == perm && p >= lo &&
+            p + len <= hi)
+            yes = true;
+    }
+    fclose(f);
+    return yes;
+}
+
+/* Whether the readable bytes at p start with a C string of 2 to 63 printable characters. */
+static bool printable(W p)
+{
+    const char *c = (const char *)(uintptr_t)p;
+    int n = 0;
+
+    while (n < 64 && c[n] >= 0x20 && c[n] < 0x7f)
+        n++;
+    return n >= 2 && n < 64 && c[n] == 0;
+}
+
+static bool executable(W p)
+{
+    return mapped(p, 1, 2, 'x');
+}
+
 static W tt_call(unsigned k, W a, W b, W c, W d, W e, W f, W g, W h, W j, W l, W m, W o)
 {
     struct tt_slot *s = &slots[k];
@@ -70,14 +109,29 @@ static W tt_call(unsigned k, W a, W b, W c, W d, W e, W f, W g, W h, W j, W l, W
     W rc = ((fn12)s->target)(a, b, c, d, e, f, g, h, j, l, m, o);
 
     if (n < log_first) {
-        char line[320];
-        int len = snprintf(line, sizeof(line),
-                           "openmps[%d] table %02x%02x%02x%02x slot %u (0x%" PRIx64 ", 0x%" PRIx64
-                           ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64
-                           ") = 0x%" PRIx64 "\n",
-                           (int)getpid(), s->uuid0[0], s->uuid0[1], s->uuid0[2], s->uuid0[3],
-                           s->index, a, b, c, d, e, f, rc);
-        say(line, len);
+        const W args[6] = {a, b, c, d, e, f};
+        char line[1024];
+        int len =
+            snprintf(line, sizeof(line),
+                     "openmps[%d] table %02x%02x%02x%02x slot %u (0x%" PRIx64 ", 0x%" PRIx64
+                     ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64 ") = 0x%" PRIx64,
+                     (int)getpid(), s->uuid0[0], s->uuid0[1], s->uuid0[2], s->uuid0[3], s->index, a,
+                     b, c, d, e, f, rc);
+        /* What the arguments that are writable memory hold after the call (outputs). */
+        for (int i = 0; i < 6 && len > 0 && len < (int)sizeof(line) - 80; i++)
+            if (args[i] >= 4096 && mapped(args[i], 64, 0, 'r') && printable(args[i]))
+                len += snprintf(line + len, sizeof(line) - (size_t)len, "; a%d = \"%.60s\"", i,
+                                (const char *)(uintptr_t)args[i]);
+            else if (args[i] >= 4096 && !(args[i] & 7) && mapped(args[i], 32, 0, 'r')) {
+                const W *q = (const W *)(uintptr_t)args[i];
+                len += snprintf(line + len, sizeof(line) - (size_t)len,
+                                "; *a%d = 0x%" PRIx64 " 0x%" PRIx64 " 0x%" PRIx64 " 0x%" PRIx64, i,
+                                q[0], q[1], q[2], q[3]);
+            }
+        if (len > 0 && len < (int)sizeof(line) - 1) {
+            line[len++] = '\n';
+            say(line, len);
+        }
     }
     return rc;
 }
@@ -104,27 +158,6 @@ static W tt_call(unsigned k, W a, W b, W c, W d, W e, W f, W g, W h, W j, W l, W
 TT_512(TT_FN, 0)
 TT_512(TT_FN, 01)
 static void *const trampolines[TT_SLOTS] = {TT_512(TT_REF, 0) TT_512(TT_REF, 01)};
-
-/* Whether p lies in an executable mapping of this process. */
-static bool executable(W p)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512];
-    bool yes = false;
-
-    if (!f)
-        return false;
-    while (!yes && fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        char perms[8];
-
-        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[2] == 'x' && p >= lo &&
-            p < hi)
-            yes = true;
-    }
-    fclose(f);
-    return yes;
-}
 
 static void summary(void)
 {
@@ -153,7 +186,7 @@ static const void *watched(const void *orig, const uint8_t uuid[16])
     pthread_mutex_lock(&lock);
     for (unsigned i = 0; i < tables_used; i++)
         if (tables[i].orig == orig && !memcmp(tables[i].uuid, uuid, 16)) {
-            ret = tables[i].copy;
+            ret = tables[i].copy ? (const void *)tables[i].copy : orig;
             goto out;
         }
     count = (unsigned)(t[0] / sizeof(W));
@@ -162,6 +195,11 @@ static const void *watched(const void *orig, const uint8_t uuid[16])
                            "openmps[%d] table %02x%02x%02x%02x: first word 0x%" PRIx64
                            " is not a size: not watched\n",
                            (int)getpid(), uuid[0], uuid[1], uuid[2], uuid[3], t[0]));
+        if (tables_used < TT_TABLES) { /* said once */
+            tables[tables_used].orig = orig;
+            memcpy(tables[tables_used].uuid, uuid, 16);
+            tables[tables_used++].copy = NULL;
+        }
         goto out;
     }
     W *copy = malloc(count * sizeof(W));

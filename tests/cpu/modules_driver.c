@@ -10,6 +10,8 @@
  *   modules_driver link PATH     the linker: logs filled in this process, a file it reads, the
  *                                cubin copied back (in pieces when large) and loaded
  *   modules_driver queries       a module's functions: count, enumeration, names, module, library
+ *   modules_driver tables        the private tables the shim serves in remote mode (21318c60,
+ *                                6e163fbe: the slots cuBLAS and cuFFT call), others refused
  *   modules_driver streamctx     streams' context and device (two devices), cuStreamDestroy
  *   modules_driver attrs         stream attributes, managed memory attached to a stream
  *   modules_driver holdk          loads a kernel, prints its handle, waits for stdin to close
@@ -375,6 +377,61 @@ static void queries(void)
     printf("queries ok\n");
 }
 
+CUresult cuGetExportTable(const void **, const unsigned char *);
+
+static void store_function(void *data, CUfunction f)
+{
+    CUfunction *seen = data;
+
+    while (*seen)
+        seen++;
+    *seen = f;
+}
+
+static void tables(void)
+{
+    static const unsigned char context[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+                                              0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+    static const unsigned char module[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                             0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+    static const char image[] = "fakecubin\nt_one:8\nt_two:4,8\nt_three:8\n";
+    typedef CUresult (*slot3)(void *, void *, void *);
+    typedef int (*slot7)(void *, CUmodule, void (*)(void *, CUfunction), void *);
+    const void *const *tc = NULL, *const *tm = NULL, *other = NULL;
+    unsigned char sized[16];
+    unsigned long long v = 7, id = 0, id2 = 0;
+    void *obj = NULL, *obj2 = NULL;
+    CUstream s;
+    CUmodule mod;
+    CUfunction seen[5] = {0}, fs[3];
+    int n;
+
+    OK(cuGetExportTable((const void **)&tc, context));
+    OK(cuGetExportTable((const void **)&tm, module));
+    printf("sizes %zu %zu\n", (size_t)tc[0], (size_t)tm[0]);
+    OK(((slot3)tc[4])(NULL, &v, NULL));
+    printf("slot4 null %llu", v);
+    OK(((slot3)tc[4])((void *)0x1234, &v, NULL));
+    printf(" ctx %llu\n", v);
+    OK(cuStreamCreate(&s, 0));
+    OK(((slot3)tc[51])(NULL, s, &obj));
+    OK(((slot3)tc[39])(NULL, obj, &v));
+    OK(cuStreamGetId(s, &id));
+    OK(((slot3)tc[51])(NULL, NULL, &obj2));
+    OK(((slot3)tc[39])(NULL, obj2, &id2));
+    printf("stream id same %d null stream %d\n", v == id && id != 0, id2 != id);
+    printf("other slot %d\n", ((slot3)tc[5])(NULL, NULL, NULL));
+    OK(cuModuleLoadData(&mod, image));
+    n = ((slot7)tm[7])(NULL, mod, store_function, seen);
+    OK(cuModuleEnumerateFunctions(fs, 3, mod));
+    printf("functions %d same %d\n", n, seen[0] == fs[0] && seen[1] == fs[1] && seen[2] == fs[2]);
+    printf("module other slot %d\n", ((slot3)tm[6])(NULL, NULL, NULL));
+    for (int i = 0; i < 16; i++)
+        sized[i] = (unsigned char)(i + 1);
+    printf("unknown table %d\n", cuGetExportTable(&other, sized));
+    printf("tables ok\n");
+}
+
 /* Clients see one device for now (the server runs them on its device 0). */
 static void streamctx(CUcontext ctx0)
 {
@@ -484,6 +541,8 @@ int main(int argc, char **argv)
         link(argv[2]);
     } else if (!strcmp(mode, "queries")) {
         queries();
+    } else if (!strcmp(mode, "tables")) {
+        tables();
     } else if (!strcmp(mode, "streamctx")) {
         streamctx(ctx);
     } else if (!strcmp(mode, "attrs")) {

@@ -3082,6 +3082,29 @@ def modules_library_and_function_queries():
         e.close(ok)
 
 
+@test
+def tables_served_in_remote_mode():
+    """The private tables cuBLAS and cuFFT ask for (21318c60, 6e163fbe) are the shim's in remote
+    mode, sized as the driver's: slot 4 says whether a context was given, slots 51 and 39 give
+    a stream's id as cuStreamGetId does (the NULL stream's its own), slot 7 calls back once per
+    function of the module with the functions cuModuleEnumerateFunctions gives; other slots
+    refuse with NOT_SUPPORTED; a table the shim neither serves nor forwards (the double's sized
+    test table) is NOT_FOUND although the local driver has it."""
+    e = Env()
+    ok = False
+    try:
+        p = modules_driver(e, "tables")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "tables ok" in out, "tables: %r %r" % (out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        for want in ("sizes 744 792", "slot4 null 0 ctx 1", "stream id same 1 null stream 1",
+                     "other slot 801", "functions 3 same 1", "module other slot 801",
+                     "unknown table 500"):
+            check(want in out.splitlines(), "expected %r in %r" % (want, out))
+        ok = True
+    finally:
+        e.close(ok)
+
 
 @test
 def modules_streams_context_and_device():

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Remote mode: the driver's private export tables (cuGetExportTable). Which tables and slots
+ * are called was found with OPENMPS_TRACE_TABLES (src/client/tabletrace.c) on the H100, with
+ * the CUDA 13.0 runtime, cuBLAS, cuFFT, PyTorch 2.11 and CuPy, and what the slots answer with
+ * tests/gpu/probe/tools_tables.cu (docs/architecture.md, "Private export tables"):
+ *
+ *  - the runtime's own six tables come from the local driver unmodified (two are covered by
+ *    the runtime's integrity check; none of the slots it calls takes a server handle), and its
+ *    context-local storage table (c693336e) is the shim's (remote_ctx.c);
+ *  - da9151d3 (called by NVRTC under CuPy: compile options in, PTX or ELF out) and 69a28e9f
+ *    (called at PyTorch's start) take no context, stream or module in the slots called: they
+ *    come from the local driver too;
+ *  - 21318c60 (tools context, asked by cuBLAS and cuFFT) and 6e163fbe (tools module, cuFFT)
+ *    take the server's streams and modules: the shim serves them itself, with the slots seen
+ *    called answered from the server and every other slot refusing (and saying which, once).
+ *    Any other table is refused as a driver without it would (CUDA_ERROR_NOT_FOUND).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/gen/entries.h"
+#include "../gen/remote_decls.h"
+#include "../remote.h"
+#include "../shim.h"
+
+typedef CUresult (*export_fn)(const void **, const void *);
+
+/* By their first eight bytes (the trace shows those). */
+static uint64_t head8(const void *uuid)
+{
+    const uint8_t *u = uuid;
+    uint64_t v = 0;
+
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | u[i];
+    return v;
+}
+
+bool om_runtime_table(const void *uuid)
+{
+    static const uint32_t known[] = {0xf8cff951u, 0x6bd5fb6cu, 0xa094798cu,
+                                     0x42d85a81u, 0x263e8860u, 0xd4082055u};
+    uint32_t first = (uint32_t)(head8(uuid) >> 32);
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (known[i] == first)
+            return true;
+    return false;
+}
+
+static bool context_free_table(const void *uuid)
+{
+    uint64_t h = head8(uuid);
+
+    return h == 0xda9151d33ae6cc41ull || h == 0x69a28e9f24498b47ull;
+}
+
+/* ------------------------------------------------------------------ slots not served */
+
+static void unserved(const char *table)
+{
+    static int said;
+
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        om_shim_log("a slot of private table %s that openmps does not serve was called "
+                    "(OPENMPS_TRACE_TABLES=1 names it)",
+                    table);
+}
+
+static CUresult tools_context_other(void)
+{
+    unserved("21318c60");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult tools_module_other(void)
+{
+    unserved("6e163fbe");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ------------------------------------------------------------------ 21318c60: tools context */
+
+/* Slot 4 (ctx, out): 1 for a context, 0 for none (measured: NULL gives 0, the runtime's
+ * context 1, eight bytes written). */
+static CUresult ctx_is_set(void *ctx, uint64_t *out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = ctx != NULL;
+    return CUDA_SUCCESS;
+}
+
+/* Slot 51 (ctx, stream, out): an object for the stream, which the library only hands to slot
+ * 39. Here the object is the stream handle itself; NULL and CU_STREAM_LEGACY give one object,
+ * as natively. */
+static CUresult stream_object(void *ctx, CUstream s, void **out)
+{
+    (void)ctx;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = s ? (void *)s : (void *)CU_STREAM_LEGACY;
+    return CUDA_SUCCESS;
+}
+
+/* Slot 39 (ctx, object, out): the stream's id, as cuStreamGetId gives it (measured: equal for
+ * the NULL, legacy, per-thread, created, non-blocking and priority streams). */
+static CUresult stream_object_id(void *ctx, void *object, unsigned long long *out)
+{
+    (void)ctx;
+    if (!out || !object)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ((CUresult(*)(CUstream, unsigned long long *))om_fn[OM_IDX_cuStreamGetId])(
+        (CUstream)object, out);
+}
+
+#define TOOLS_CONTEXT_SLOTS 92 /* as the driver's (size word 744) */
+static void *tools_context[TOOLS_CONTEXT_SLOTS + 1];
+
+/* ------------------------------------------------------------------ 6e163fbe: tools module */
+
+#define MODULE_FUNCTIONS_MAX 4096
+
+/* Slot 7 (ctx, module, callback, data, …): calls callback(data, f) for each function of the
+ * module and returns how many (measured with cuFFT: a module of one kernel, one call of a
+ * callback that stores f at data, 1 returned). The functions are the server's, named as
+ * cuModuleEnumerateFunctions names them to this client. */
+static int module_for_each_function(void *ctx, CUmodule mod, void (*callback)(void *, CUfunction),
+                                    void *data)
+{
+    unsigned count = 0;
+    CUfunction *fns;
+
+    (void)ctx;
+    if (!callback ||
+        ((CUresult(*)(unsigned *, CUmodule))om_fn[OM_IDX_cuModuleGetFunctionCount])(&count, mod) !=
+            CUDA_SUCCESS ||
+        count == 0 || count > MODULE_FUNCTIONS_MAX)
+        return 0;
+    fns = calloc(count, sizeof(*fns));
+    if (!fns)
+        return 0;
+    if (((CUresult(*)(CUfunction *, unsigned, CUmodule))om_fn[OM_IDX_cuModuleEnumerateFunctions])(
+            fns, count, mod) != CUDA_SUCCESS)
+        count = 0;
+    for (unsigned i = 0; i < count; i++)
+        callback(data, fns[i]);
+    free(fns);
+    return (int)count;
+}
+
+#define TOOLS_MODULE_SLOTS 98 /* as the driver's (size word 792) */
+static void *tools_module[TOOLS_MODULE_SLOTS + 1];
+
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_init(void)
+{
+    tools_context[0] = (void *)(uintptr_t)sizeof(tools_context);
+    for (int i = 1; i <= TOOLS_CONTEXT_SLOTS; i++)
+        tools_context[i] = (void *)tools_context_other;
+    tools_context[4] = (void *)ctx_is_set;
+    tools_context[39] = (void *)stream_object_id;
+    tools_context[51] = (void *)stream_object;
+    tools_module[0] = (void *)(uintptr_t)sizeof(tools_module);
+    for (int i = 1; i <= TOOLS_MODULE_SLOTS; i++)
+        tools_module[i] = (void *)tools_module_other;
+    tools_module[7] = (void *)module_for_each_function;
+}
+
+CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
+{
+    void *real = om_shim.real_fn[OM_IDX_cuGetExportTable];
+    uint64_t h;
+
+    if (!table || !uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    h = head8(uuid);
+    om_shim_log("cuGetExportTable %08x", (unsigned)(h >> 32));
+    if ((*table = om_cls_table(uuid)) != NULL)
+        return CUDA_SUCCESS;
+    pthread_once(&tables_once, tables_init);
+    if (h == 0x21318c6097143248ull) {
+        *table = tools_context;
+        return CUDA_SUCCESS;
+    }
+    if (h == 0x6e163fbeb958444dull) {
+        *table = tools_module;
+        return CUDA_SUCCESS;
+    }
+    if (real && (om_runtime_table(uuid) || context_free_table(uuid)))
+        return ((export_fn)real)(table, uuid);
+    om_shim_log("cuGetExportTable: table %08x is not offered in remote mode", (unsigned)(h >> 32));
+    return CUDA_ERROR_NOT_FOUND;
+}
