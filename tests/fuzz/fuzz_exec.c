@@ -1943,6 +1943,74 @@ static CUresult w_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p,
                 CUresult(*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))(p, h);
 }
 
+/* Graph memory and conditional nodes (api/graphs.c's custom rows). */
+static CUresult w_cuGraphAddMemAllocNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                         CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemAllocNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    rc = ORIG(cuGraphAddMemAllocNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                                  size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))(n, g, d,
+                                                                                         nd, p);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*n), 1, false);
+        note(K_DEVICE, p->dptr, p->bytesize, false);
+    }
+    return rc;
+}
+
+static CUresult w_cuGraphMemAllocNodeGetParams(CUgraphNode n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    ENTER(cuGraphMemAllocNodeGetParams);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphMemAllocNodeGetParams,
+                CUresult(*)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *))(n, p);
+}
+
+static CUresult w_cuGraphAddMemFreeNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                        CUdeviceptr p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemFreeNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    check(K_DEVICE, p, 1);
+    rc = ORIG(cuGraphAddMemFreeNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                                 size_t, CUdeviceptr))(n, g, d, nd, p);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *h, CUgraph g,
+                                                 CUcontext c, unsigned v, unsigned f)
+{
+    ENTER(cuGraphConditionalHandleCreate);
+    check(K_H_GRAPH, H(g), 1);
+    return ORIG(cuGraphConditionalHandleCreate,
+                CUresult(*)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned, unsigned))(
+        h, g, c, v, f);
+}
+
+static CUresult w_cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                 CUgraphNodeParams *p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    rc = ORIG(cuGraphAddNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                          CUgraphNodeParams *))(n, g, d, nd, p);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*n), 1, false);
+        for (unsigned i = 0; p->u.conditional.phGraph_out && i < p->u.conditional.size; i++)
+            note(K_H_GRAPH, H(p->u.conditional.phGraph_out[i]), 1, false);
+    }
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -2039,6 +2107,11 @@ static const struct {
     W(cuGraphChildGraphNodeGetGraph),
     W(cuGraphKernelNodeGetParams_v2),
     W(cuGraphAddBatchMemOpNode),
+    W(cuGraphAddMemAllocNode),
+    W(cuGraphMemAllocNodeGetParams),
+    W(cuGraphAddMemFreeNode),
+    W(cuGraphConditionalHandleCreate),
+    W(cuGraphAddNode),
     W(cuGraphBatchMemOpNodeSetParams),
     W(cuGraphExecBatchMemOpNodeSetParams),
     W(cuGraphBatchMemOpNodeGetParams),
