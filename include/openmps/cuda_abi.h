@@ -625,6 +625,30 @@ typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS {
     unsigned int flags;
 } CUDA_BATCH_MEM_OP_NODE_PARAMS;
 _Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) == 32, "batch mem op node params");
+/* Graph memory and conditional nodes (api/remote/graphs.tsv, the graph memory slice): an
+ * allocation node's parameters (cuda.h's _v1 and _v2 alike, 120 bytes), a conditional node's
+ * (32 bytes). CUgraphConditionalHandle is src/common/gen/types.h's 64-bit scalar. */
+typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr; /* out: written by the driver */
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120 &&
+                   offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, dptr) == 112,
+               "CUDA_MEM_ALLOC_NODE_PARAMS as in cuda.h");
+_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc as in cuda.h");
+typedef struct om_CUDA_CONDITIONAL_NODE_PARAMS {
+    unsigned long long handle; /* CUgraphConditionalHandle */
+    int type;                  /* CUgraphConditionalNodeType: 0 if, 1 while, 2 switch */
+    unsigned int size;         /* body graphs */
+    CUgraph *phGraph_out;      /* the driver's array of them, written at creation */
+    CUcontext ctx;
+} CUDA_CONDITIONAL_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_CONDITIONAL_NODE_PARAMS) == 32 &&
+                   offsetof(CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out) == 16,
+               "CUDA_CONDITIONAL_NODE_PARAMS as in cuda.h");
 /* The generic node parameters (cuGraphAddNode): the type, then one kind's parameters; 256
  * bytes. Only the kinds the client dispatches are spelt out. */
 typedef struct om_CUgraphNodeParams {
@@ -651,6 +675,11 @@ typedef struct om_CUgraphNodeParams {
         } event;
         CUDA_EXT_SEM_SIGNAL_NODE_PARAMS extSem; /* signal or wait, _v2: the same layout */
         CUDA_BATCH_MEM_OP_NODE_PARAMS memOp;
+        CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* _v2: the same layout */
+        struct {
+            CUdeviceptr dptr;
+        } free;
+        CUDA_CONDITIONAL_NODE_PARAMS conditional;
     } u;
     long long reserved2;
 } CUgraphNodeParams;

@@ -45,6 +45,7 @@ struct om_range {
     bool owned;
     bool managed;  /* shadowed in the client: never kept for reuse (devmem.c) */
     uint64_t pool; /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
+    bool graph;    /* a graph allocation's range, held by graphs (api/graphs.c) */
 };
 struct om_ranges {
     struct om_range *v;
@@ -141,6 +142,7 @@ struct session {
      * (api/vmm.c). */
     uint64_t pool_default, pool_current;
     struct om_ranges vmm_reserved, vmm_mapped;
+    struct om_graphmem *graphmem; /* graph allocations, conditional handles (api/graphs.c) */
     struct session *next;
 };
 
@@ -184,6 +186,12 @@ void om_output_free(struct session *s);
 /* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
  * waited for). */
 void om_graphs_release(struct session *s);
+/* api/graphs.c: graph allocations. A range allocated while capturing on `st` becomes the
+ * capture graph's (false: not recorded, no memory); at the session's end (its streams waited
+ * for) the allocations still recorded are freed and forgotten. */
+bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_t size,
+                          uint64_t pool);
+void om_graphmem_session_end(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */

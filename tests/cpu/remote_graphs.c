@@ -879,8 +879,8 @@ int main(int argc, char **argv)
         memset(&np, 0, sizeof(np));
         np.type = 3; /* host: not supported */
         EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
-        np.type = 10; /* memory alloc: not supported */
-        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
+        np.type = 10; /* memory alloc (remote_graphmem.c): zeroed pool properties refused */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
         np.type = 5;
         np.reserved0[1] = 1;
         EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);

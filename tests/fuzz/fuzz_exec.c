@@ -1943,6 +1943,74 @@ static CUresult w_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p,
                 CUresult(*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))(p, h);
 }
 
+/* Graph memory and conditional nodes (api/graphs.c's custom rows). */
+static CUresult w_cuGraphAddMemAllocNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                         CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemAllocNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    rc = ORIG(cuGraphAddMemAllocNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                                  size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))(n, g, d,
+                                                                                         nd, p);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*n), 1, false);
+        note(K_DEVICE, p->dptr, p->bytesize, false);
+    }
+    return rc;
+}
+
+static CUresult w_cuGraphMemAllocNodeGetParams(CUgraphNode n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    ENTER(cuGraphMemAllocNodeGetParams);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphMemAllocNodeGetParams,
+                CUresult(*)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *))(n, p);
+}
+
+static CUresult w_cuGraphAddMemFreeNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                        CUdeviceptr p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddMemFreeNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    check(K_DEVICE, p, 1);
+    rc = ORIG(cuGraphAddMemFreeNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                                 size_t, CUdeviceptr))(n, g, d, nd, p);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *h, CUgraph g,
+                                                 CUcontext c, unsigned v, unsigned f)
+{
+    ENTER(cuGraphConditionalHandleCreate);
+    check(K_H_GRAPH, H(g), 1);
+    return ORIG(cuGraphConditionalHandleCreate,
+                CUresult(*)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned, unsigned))(
+        h, g, c, v, f);
+}
+
+static CUresult w_cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                 CUgraphNodeParams *p)
+{
+    CUresult rc;
+    ENTER(cuGraphAddNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    rc = ORIG(cuGraphAddNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                          CUgraphNodeParams *))(n, g, d, nd, p);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*n), 1, false);
+        for (unsigned i = 0; p->u.conditional.phGraph_out && i < p->u.conditional.size; i++)
+            note(K_H_GRAPH, H(p->u.conditional.phGraph_out[i]), 1, false);
+    }
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -2039,6 +2107,11 @@ static const struct {
     W(cuGraphChildGraphNodeGetGraph),
     W(cuGraphKernelNodeGetParams_v2),
     W(cuGraphAddBatchMemOpNode),
+    W(cuGraphAddMemAllocNode),
+    W(cuGraphMemAllocNodeGetParams),
+    W(cuGraphAddMemFreeNode),
+    W(cuGraphConditionalHandleCreate),
+    W(cuGraphAddNode),
     W(cuGraphBatchMemOpNodeSetParams),
     W(cuGraphExecBatchMemOpNodeSetParams),
     W(cuGraphBatchMemOpNodeGetParams),
@@ -2131,40 +2204,22 @@ static const struct {
 
 /* Entry points of the double that take no handle and no address (or only the server's own). */
 static const int handle_free[] = {
-    OM_IDX_cuInit,
-    OM_IDX_cuDriverGetVersion,
-    OM_IDX_cuDeviceGetCount,
-    OM_IDX_cuDeviceGet,
-    OM_IDX_cuDeviceGetName,
-    OM_IDX_cuDeviceGetUuid,
-    OM_IDX_cuDeviceGetUuid_v2,
-    OM_IDX_cuDeviceGetPCIBusId,
-    OM_IDX_cuDevicePrimaryCtxRetain,
-    OM_IDX_cuDevicePrimaryCtxRelease,
-    OM_IDX_cuDevicePrimaryCtxSetFlags_v2,
-    OM_IDX_cuGetProcAddress_v2,
-    OM_IDX_cuCtxSetCurrent,
-    OM_IDX_cuDeviceTotalMem_v2,
-    OM_IDX_cuDeviceGetAttribute,
-    OM_IDX_cuMemGetInfo_v2,
+    OM_IDX_cuInit, OM_IDX_cuDriverGetVersion, OM_IDX_cuDeviceGetCount, OM_IDX_cuDeviceGet,
+    OM_IDX_cuDeviceGetName, OM_IDX_cuDeviceGetUuid, OM_IDX_cuDeviceGetUuid_v2,
+    OM_IDX_cuDeviceGetPCIBusId, OM_IDX_cuDevicePrimaryCtxRetain, OM_IDX_cuDevicePrimaryCtxRelease,
+    OM_IDX_cuDevicePrimaryCtxSetFlags_v2, OM_IDX_cuGetProcAddress_v2, OM_IDX_cuCtxSetCurrent,
+    OM_IDX_cuDeviceTotalMem_v2, OM_IDX_cuDeviceGetAttribute, OM_IDX_cuMemGetInfo_v2,
     /* api/remote/devices.tsv's device queries */
-    OM_IDX_cuDeviceCanAccessPeer,
-    OM_IDX_cuDeviceComputeCapability,
-    OM_IDX_cuDeviceGetByPCIBusId,
-    OM_IDX_cuDeviceGetExecAffinitySupport,
-    OM_IDX_cuDeviceGetLuid,
-    OM_IDX_cuDeviceGetP2PAttribute,
-    OM_IDX_cuDeviceGetProperties,
-    OM_IDX_cuDeviceGetTexture1DLinearMaxWidth,
-    OM_IDX_cuDeviceTotalMem,
-    OM_IDX_cuCtxGetCurrent, /* the server's context */
-    OM_IDX_cuDeviceGraphMemTrim,
-    OM_IDX_cuDeviceGetGraphMemAttribute,
+    OM_IDX_cuDeviceCanAccessPeer, OM_IDX_cuDeviceComputeCapability, OM_IDX_cuDeviceGetByPCIBusId,
+    OM_IDX_cuDeviceGetExecAffinitySupport, OM_IDX_cuDeviceGetLuid, OM_IDX_cuDeviceGetP2PAttribute,
+    OM_IDX_cuDeviceGetProperties, OM_IDX_cuDeviceGetTexture1DLinearMaxWidth,
+    OM_IDX_cuDeviceTotalMem, OM_IDX_cuCtxGetCurrent, /* the server's context */
+    OM_IDX_cuDeviceGraphMemTrim, OM_IDX_cuDeviceGetGraphMemAttribute,
     OM_IDX_cuDeviceSetGraphMemAttribute,
     /* api/remote/legacy.tsv's passthrough entries: the client's driver, never the server's */
-    OM_IDX_cuTensorMapEncodeTiled,
-    OM_IDX_cuTensorMapReplaceAddress,
-    OM_IDX_cuLogsCurrent,
+    OM_IDX_cuTensorMapEncodeTiled, OM_IDX_cuTensorMapReplaceAddress, OM_IDX_cuLogsCurrent,
+    OM_IDX_cuGetExportTable, /* the client's driver (tables for the tracer's test), never the
+                                server's */
 };
 
 /* Puts the check layer in front of every entry point the double has. An entry it has that is

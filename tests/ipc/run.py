@@ -3308,6 +3308,77 @@ def remote_v1_entry_points():
             e.close(ok)
 
 
+# ------------------------------------------------------------------ graph memory and conditional nodes
+
+REMOTE_GRAPHMEM = os.environ.get("OM_REMOTE_GRAPHMEM", "build/tests/remote-graphmem")
+
+
+def graphmem_client(e, *args):
+    env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+    return subprocess.Popen([REMOTE_GRAPHMEM] + list(args), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+
+
+@test
+def remote_graphmem_nodes_ranges_and_conditionals():
+    """Allocation and free nodes reach the double with the client's parameters; the allocation's
+    range is the client's while a graph or executable graph holds it, released with the last;
+    a captured cuMemAllocAsync/cuMemFreeAsync makes the same; conditional handles and bodies
+    are the client's, checked per graph; the session's end frees what an executable graph may
+    have left allocated."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphmem-"), "graphmem.log")
+    e = Env(extra_env={"FAKECUDA_GRAPHMEM_LOG": log, "FAKECUDA_MEMORY_LOG": log + ".mem"})
+    ok = False
+    try:
+        p = graphmem_client(e, "build")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "build ok" in out, "build: %r %r" % (out, err))
+        left = [l.split()[1] for l in out.splitlines() if l.startswith("left ")][0]
+        lines = open(log).read().splitlines()
+        check("alloc %s 4096 0 1" % lines[0].split()[1] == lines[0], "alloc recorded: %r" % lines)
+        check(sum(l.startswith("free ") for l in lines) == 1, "one free node: %r" % lines)
+        check(any(l.startswith("capalloc ") for l in lines) and
+              any(l.startswith("capfree ") for l in lines), "captured pair: %r" % lines)
+        check(any(l.startswith("handle ") and l.endswith(" 3 1") for l in lines),
+              "handle value and flags: %r" % lines)
+        conds = [l.split()[1:3] for l in lines if l.startswith("cond ")]
+        check(conds == [["1", "1"], ["2", "4"]], "conditional nodes: %r" % conds)
+
+        def freed():
+            try:
+                return any(l.startswith("freeasync %s " % left)
+                           for l in open(log + ".mem").read().splitlines())
+            except OSError:
+                return False
+        deadline = time.monotonic() + 30
+        while not freed() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(freed(), "the session's end freed the allocation its executable graph held")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_graphmem_of_another_client_refused():
+    """Another client cannot reach a client's graph allocation (copies, free nodes), use its
+    conditional handle, its graph or its conditional body graph."""
+    e = Env()
+    ok = False
+    try:
+        holder = graphmem_client(e, "hold")
+        handles = holder.stdout.readline().split()
+        check(len(handles) == 4, "holder printed its handles: %r" % handles)
+        p = graphmem_client(e, "steal", *handles)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "steal refused" in out, "steal: %r %r" % (out, err))
+        out, err = holder.communicate("go\n", timeout=60)
+        check(holder.returncode == 0 and "hold ok" in out, "holder: %r %r" % (out, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

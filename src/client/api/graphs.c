@@ -1280,9 +1280,199 @@ enum {
     NT_EVENT_RECORD = 7,
     NT_SEM_SIGNAL = 8,
     NT_SEM_WAIT = 9,
-    NT_BATCH = 12
+    NT_BATCH = 12,
+    NT_MEM_ALLOC = 10,
+    NT_MEM_FREE = 11,
+    NT_CONDITIONAL = 13
 };
 #define ENTRY(sym, type) ((type)om_remote_entry(OM_IDX_##sym))
+
+/* ------------------------------------------------------------------ graph memory, conditionals */
+
+/* Custom on the server (it records what an executable graph holds), as they were generated. */
+CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags)
+{
+    REQ(req, 16);
+    uint64_t v = 0;
+    uint32_t got = 0;
+    CUresult rc;
+
+    if (!exec)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    om_put_u64(&req, flags);
+    rc = om_rcall(OM_IDX_cuGraphInstantiateWithFlags, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *exec = (CUgraphExec)(uintptr_t)v;
+    return rc;
+}
+
+CUresult om_r_cuGraphExecDestroy(CUgraphExec exec)
+{
+    REQ(req, 8);
+    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
+    return om_rcall(OM_IDX_cuGraphExecDestroy, &req, NULL, 0, NULL);
+}
+
+#define COND_SWITCH_MAX 64 /* bodies of a switch node (the server's limit) */
+
+/* Request: graph, dependencies, pool properties, count and access descriptors, size. Answer:
+ * the node and the address (written into the caller's parameters, as the driver does). */
+CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                     size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    size_t cap = 32 + MAX_DEPS * 8 + sizeof(p->poolProps) + OM_MAX_DEVICES * 12;
+    uint64_t reply[2] = {0, 0};
+    uint32_t got = 0;
+    uint8_t *buf;
+    CUresult rc;
+
+    if (!node || !p || p->accessDescCount > OM_MAX_DEVICES ||
+        (p->accessDescCount && !p->accessDescs))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(cap)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = cap};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&req, &p->poolProps, sizeof(p->poolProps));
+        om_put_u64(&req, p->accessDescCount);
+        om_put_bytes(&req, p->accessDescs, p->accessDescCount * sizeof(CUmemAccessDesc));
+        om_put_u64(&req, p->bytesize);
+        rc = om_rcall(OM_IDX_cuGraphAddMemAllocNode, &req, reply, sizeof(reply), &got);
+    }
+    free(buf);
+    if (rc == CUDA_SUCCESS && got != sizeof(reply))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *node = (CUgraphNode)(uintptr_t)reply[0];
+    p->dptr = reply[1];
+    CUdeviceptr b;
+    size_t sz;
+    bool managed;
+    if (!om_devrange_find(reply[1], &b, &sz, &managed)) /* copies then know it is device memory */
+        om_devrange_add(reply[1], p->bytesize);
+    return CUDA_SUCCESS;
+}
+
+/* Answer: pool properties, count, descriptors, size, address; the descriptors live in a copy
+ * owned by the node here (as the driver's own). */
+CUresult om_r_cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    size_t props = sizeof(p->poolProps), cap = props + 24 + OM_MAX_DEVICES * 12;
+    uint8_t reply[sizeof(CUmemPoolProps) + 24 + OM_MAX_DEVICES * 12];
+    uint32_t got = 0;
+    uint64_t count;
+    struct got_sems *k;
+    CUresult rc;
+    REQ(req, 8);
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)node);
+    rc = om_rcall(OM_IDX_cuGraphMemAllocNodeGetParams, &req, reply, (uint32_t)cap, &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got < props + 8)
+        return CUDA_ERROR_UNKNOWN;
+    memcpy(&count, reply + props, 8);
+    if (count > OM_MAX_DEVICES || got != props + 24 + count * 12)
+        return CUDA_ERROR_UNKNOWN;
+    if (!(k = node_copy(node, reply + props + 8, count * 12)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(p, 0, sizeof(*p));
+    memcpy(&p->poolProps, reply, props);
+    p->accessDescs = count ? (const CUmemAccessDesc *)(void *)k->bytes : NULL;
+    p->accessDescCount = count;
+    memcpy(&p->bytesize, reply + props + 8 + count * 12, 8);
+    memcpy(&p->dptr, reply + props + 16 + count * 12, 8);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                    CUdeviceptr dptr)
+{
+    uint8_t *buf;
+    CUresult rc;
+
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(24 + MAX_DEPS * 8)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 24 + MAX_DEPS * 8};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(&req, dptr);
+        rc = new_node(OM_IDX_cuGraphAddMemFreeNode, &req, node);
+    }
+    free(buf);
+    return rc;
+}
+
+/* The context is the client's token: the server runs the node in its own. */
+CUresult om_r_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *h, CUgraph g, CUcontext ctx,
+                                             unsigned value, unsigned flags)
+{
+    REQ(req, 24);
+    uint64_t v = 0;
+    uint32_t got = 0;
+    CUresult rc;
+
+    (void)ctx;
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    om_put_u64(&req, value);
+    om_put_u64(&req, flags);
+    rc = om_rcall(OM_IDX_cuGraphConditionalHandleCreate, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *h = v;
+    return rc;
+}
+
+/* A conditional node: its body graphs come back into an array the node owns here (the
+ * driver's phGraph_out is its own array too). */
+static CUresult add_conditional(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                CUDA_CONDITIONAL_NODE_PARAMS *c)
+{
+    uint64_t reply[2 + COND_SWITCH_MAX];
+    uint32_t got = 0;
+    uint8_t *buf;
+    struct got_sems *k;
+    CUresult rc;
+
+    if (!node || c->size == 0 || c->size > COND_SWITCH_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(buf = malloc(48 + MAX_DEPS * 8)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 48 + MAX_DEPS * 8};
+    om_put_u64(&req, (uint64_t)(uintptr_t)g);
+    rc = put_deps(&req, deps, n);
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(&req, NT_CONDITIONAL);
+        om_put_u64(&req, c->handle);
+        om_put_u64(&req, (uint64_t)(int64_t)c->type);
+        om_put_u64(&req, c->size);
+        rc = om_rcall(OM_IDX_cuGraphAddNode, &req, reply, sizeof(reply), &got);
+    }
+    free(buf);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got < 16 || reply[1] != c->size || got != 16 + reply[1] * 8)
+        return CUDA_ERROR_UNKNOWN;
+    *node = (CUgraphNode)(uintptr_t)reply[0];
+    if (!(k = node_copy(*node, &reply[2], c->size * sizeof(CUgraph))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->phGraph_out = (CUgraph *)(void *)k->bytes;
+    return CUDA_SUCCESS;
+}
 
 static bool node_params_ok(const CUgraphNodeParams *p)
 {
@@ -1324,6 +1514,9 @@ static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, 
         return om_r_cuGraphAddExternalSemaphoresWaitNode(
             node, g, deps, n, (const CUDA_EXT_SEM_WAIT_NODE_PARAMS *)(const void *)&p->u.extSem);
     case NT_BATCH: return om_r_cuGraphAddBatchMemOpNode(node, g, deps, n, &p->u.memOp);
+    case NT_MEM_ALLOC: return om_r_cuGraphAddMemAllocNode(node, g, deps, n, &p->u.alloc);
+    case NT_MEM_FREE: return om_r_cuGraphAddMemFreeNode(node, g, deps, n, p->u.free.dptr);
+    case NT_CONDITIONAL: return add_conditional(node, g, deps, n, &p->u.conditional);
     default: return CUDA_ERROR_NOT_SUPPORTED;
     }
 }

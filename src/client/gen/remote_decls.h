@@ -108,6 +108,7 @@ CUresult om_r_cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned in
 CUresult om_r_cuGraphDestroy(CUgraph hGraph); /* graphs */
 CUresult om_r_cuGraphDestroyNode(CUgraphNode hNode); /* graphs */
 CUresult om_r_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* graphs */
+CUresult om_r_cuGraphExecDestroy(CUgraphExec hGraphExec); /* graphs */
 CUresult om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
@@ -125,6 +126,7 @@ CUresult om_r_cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode 
 CUresult om_r_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes); /* graphs */
 CUresult om_r_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes); /* graphs */
 CUresult om_r_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize); /* graphs */
+CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags); /* graphs */
 CUresult om_r_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams); /* graphs */
 CUresult om_r_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out); /* graphs */
 CUresult om_r_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
@@ -149,6 +151,10 @@ CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus 
 CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out); /* graphs */
 CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags); /* graphs */
 CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode); /* graphs */
+CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams); /* graphs */
+CUresult om_r_cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out); /* graphs */
+CUresult om_r_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr); /* graphs */
+CUresult om_r_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags); /* graphs */
 CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams); /* launch */
 CUresult om_r_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); /* launch */
 CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); /* launch */

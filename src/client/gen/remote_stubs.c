@@ -1066,14 +1066,6 @@ static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUg
     return om_rcall(OM_IDX_cuGraphExecChildGraphNodeSetParams, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
-    return om_rcall(OM_IDX_cuGraphExecDestroy, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
     uint8_t req_buf[32];
@@ -1137,30 +1129,6 @@ static CUresult r_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, C
         const void *v = om_get_bytes(&in, sizeof(*resultInfo));
         if (v && resultInfo)
             memcpy(resultInfo, v, sizeof(*resultInfo));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[8];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!phGraphExec)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
-    om_put_u64(&req, (uint64_t)flags);
-    rc = om_rcall(OM_IDX_cuGraphInstantiateWithFlags, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        uint64_t v = om_get_u64(&in);
-        if (!in.bad)
-            *phGraphExec = (CUgraphExec)(uintptr_t)v;
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -1393,6 +1361,29 @@ static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNod
     om_put_u64(&req, (uint64_t)numDependencies);
     om_put_u64(&req, (uint64_t)flags);
     return om_rcall(OM_IDX_cuStreamUpdateCaptureDependencies, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*dptr_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!dptr_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemFreeNodeGetParams, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*dptr_out));
+        if (v && dptr_out)
+            memcpy(dptr_out, v, sizeof(*dptr_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
@@ -2582,7 +2573,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)r_cuGraphExecDestroy);
+    om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)om_r_cuGraphExecDestroy);
     om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
@@ -2604,7 +2595,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);
     om_remote_set(OM_IDX_cuGraphGetRootNodes, (void *)om_r_cuGraphGetRootNodes);
     om_remote_set(OM_IDX_cuGraphInstantiate, (void *)om_r_cuGraphInstantiate);
-    om_remote_set(OM_IDX_cuGraphInstantiateWithFlags, (void *)r_cuGraphInstantiateWithFlags);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithFlags, (void *)om_r_cuGraphInstantiateWithFlags);
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
@@ -2655,6 +2646,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
+    om_remote_set(OM_IDX_cuGraphAddMemAllocNode, (void *)om_r_cuGraphAddMemAllocNode);
+    om_remote_set(OM_IDX_cuGraphMemAllocNodeGetParams, (void *)om_r_cuGraphMemAllocNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
+    om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)r_cuGraphMemFreeNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);

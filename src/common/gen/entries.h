@@ -150,8 +150,8 @@
     X(140, cuGraphAddHostNode, UNSUPPORTED) \
     X(141, cuGraphAddKernelNode, REMOTE) \
     X(142, cuGraphAddKernelNode_v2, REMOTE) \
-    X(143, cuGraphAddMemAllocNode, UNSUPPORTED) \
-    X(144, cuGraphAddMemFreeNode, UNSUPPORTED) \
+    X(143, cuGraphAddMemAllocNode, REMOTE) \
+    X(144, cuGraphAddMemFreeNode, REMOTE) \
     X(145, cuGraphAddMemcpyNode, REMOTE) \
     X(146, cuGraphAddMemsetNode, REMOTE) \
     X(147, cuGraphAddNode, REMOTE) \
@@ -160,7 +160,7 @@
     X(150, cuGraphBatchMemOpNodeSetParams, REMOTE) \
     X(151, cuGraphChildGraphNodeGetGraph, REMOTE) \
     X(152, cuGraphClone, REMOTE) \
-    X(153, cuGraphConditionalHandleCreate, UNSUPPORTED) \
+    X(153, cuGraphConditionalHandleCreate, REMOTE) \
     X(154, cuGraphCreate, REMOTE) \
     X(155, cuGraphDebugDotPrint, REMOTE) \
     X(156, cuGraphDestroy, REMOTE) \
@@ -209,8 +209,8 @@
     X(199, cuGraphKernelNodeSetParams_v2, REMOTE) \
     X(200, cuGraphLaunch, REMOTE) \
     X(201, cuGraphLaunch_ptsz, REMOTE) \
-    X(202, cuGraphMemAllocNodeGetParams, UNSUPPORTED) \
-    X(203, cuGraphMemFreeNodeGetParams, UNSUPPORTED) \
+    X(202, cuGraphMemAllocNodeGetParams, REMOTE) \
+    X(203, cuGraphMemFreeNodeGetParams, REMOTE) \
     X(204, cuGraphMemcpyNodeGetParams, REMOTE) \
     X(205, cuGraphMemcpyNodeSetParams, REMOTE) \
     X(206, cuGraphMemsetNodeGetParams, REMOTE) \

@@ -80,6 +80,10 @@ static CUresult own_all(struct call *c, enum om_handle_kind kind, const CUgraphN
  * destroys it (afterwards the driver can no longer say what a node held).
  */
 static void forget_graph(struct session *s, CUgraph g, int depth);
+/* Graph memory and conditional nodes (below): what goes with a node or a graph. */
+static void gm_forget(struct session *s, uint64_t holder, uint64_t node);
+static void cond_forget_node(struct session *s, uint64_t node, int depth);
+static void cond_forget_graph(struct session *s, uint64_t graph);
 
 static void forget_node(struct session *s, CUgraphNode n, int depth)
 {
@@ -89,6 +93,8 @@ static void forget_node(struct session *s, CUgraphNode n, int depth)
     int t = -1;
 
     om_own_drop(s, OM_H_NODE, (uint64_t)(uintptr_t)n);
+    gm_forget(s, 0, (uint64_t)(uintptr_t)n);
+    cond_forget_node(s, (uint64_t)(uintptr_t)n, depth);
     if (depth < MAX_NESTING && type && child && type(n, &t) == CUDA_SUCCESS &&
         t == NODE_TYPE_GRAPH && child(n, &g) == CUDA_SUCCESS && g) {
         om_own_drop(s, OM_H_CHILDGRAPH, (uint64_t)(uintptr_t)g);
@@ -108,6 +114,8 @@ static void forget_graph(struct session *s, CUgraph g, int depth)
     for (size_t i = 0; v && i < n; i++)
         forget_node(s, v[i], depth);
     free(v);
+    gm_forget(s, (uint64_t)(uintptr_t)g, 0);
+    cond_forget_graph(s, (uint64_t)(uintptr_t)g);
 }
 
 CUresult om_x_cuGraphDestroy(struct call *c)
@@ -641,15 +649,19 @@ void om_graphs_release(struct session *s)
                                                 : s->default_stream;
         CUgraph g = NULL;
         if (st && om_stream_capturing(s, st) && end(st, &g) == CUDA_SUCCESS && g &&
-            !om_handles_has(&s->own[OM_H_GRAPH], (uint64_t)(uintptr_t)g))
+            !om_handles_has(&s->own[OM_H_GRAPH], (uint64_t)(uintptr_t)g)) {
+            forget_graph(s, g, 0); /* its allocations' ranges (never instantiated) */
             destroy(g); /* (one captured into a graph of the client's goes with the others) */
+        }
     }
     s->captures = 0;
 }
 
+static uint64_t capture_graph(CUstream st, uint64_t *last);
+
 CUresult om_x_cuStreamEndCapture(struct call *c)
 {
-    uint64_t sh = om_get_u64(&c->in);
+    uint64_t sh = om_get_u64(&c->in), cg;
     CUresult rc = ARGS_OK(c);
     CUgraph g = NULL;
     bool was;
@@ -663,11 +675,17 @@ CUresult om_x_cuStreamEndCapture(struct call *c)
     if ((rc = om_own_room(c->s, OM_H_GRAPH)) != CUDA_SUCCESS)
         return rc;
     was = om_stream_capturing(c->s, st);
+    cg = was ? capture_graph(st, NULL) : 0;
     rc = ((CUresult(*)(CUstream, CUgraph *))REAL(cuStreamEndCapture))(st, &g);
     if (was && !om_stream_capturing(c->s, st))
         c->s->captures--;
     if (was && rc != CUDA_SUCCESS)
         prune_nodes(c->s);
+    /* A failed capture's graph is gone (unless it was the client's, cuStreamBeginCaptureToGraph):
+     * so are the ranges of what it allocated (never instantiated: nothing to free). */
+    if (was && rc != CUDA_SUCCESS && cg && !om_handles_has(&c->s->own[OM_H_GRAPH], cg) &&
+        !om_handles_has(&c->s->own[OM_H_CHILDGRAPH], cg))
+        gm_forget(c->s, cg, 0);
     if (rc == CUDA_SUCCESS && g) {
         if ((rc = om_own_add(c, OM_H_GRAPH, (uint64_t)(uintptr_t)g)) != CUDA_SUCCESS)
             return rc;
@@ -766,6 +784,8 @@ CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c)
     return rc;
 }
 
+static CUresult instantiated(struct call *c, uint64_t g, CUgraphExec e);
+
 /* Answer: the executable graph, the node that failed (if the client's), the result. */
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c)
 {
@@ -791,8 +811,7 @@ CUresult om_x_cuGraphInstantiateWithParams(struct call *c)
     }
     rc = ((CUresult(*)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *))REAL(
         cuGraphInstantiateWithParams))(&e, (CUgraph)(uintptr_t)g, &p);
-    if (rc == CUDA_SUCCESS &&
-        (rc = om_own_add(c, OM_H_EXEC, (uint64_t)(uintptr_t)e)) != CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && (rc = instantiated(c, g, e)) != CUDA_SUCCESS)
         return rc;
     if (rc == CUDA_SUCCESS) { /* a failure's answer does not travel: the client says why */
         om_put_u64(&c->out, (uint64_t)(uintptr_t)e);
@@ -1304,5 +1323,565 @@ CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c)
     om_put_u64(&c->out, p.count);
     om_put_u64(&c->out, p.flags);
     om_put_bytes(&c->out, p.paramArray, (size_t)p.count * BATCH_OP_BYTES);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ graph memory nodes */
+
+/*
+ * A graph allocation (an allocation node's, or cuMemAllocAsync's while capturing) has an
+ * address the driver reserves when the node is made, fixed while a graph or an executable graph
+ * holds the node. The range is the client's (s->allocs, marked `graph`) while anything holds it:
+ * the graph the node is in (until the node or the graph goes) and every executable graph
+ * instantiated from that graph (until it is destroyed). When the last holder goes, the range is
+ * no longer the client's, before the driver may give the address to another client; if an
+ * executable graph was ever made from it, the allocation may still be allocated (a graph that
+ * does not free it): it is freed then, after the client's own work (best effort: the driver
+ * refuses to free one that is not allocated).
+ */
+#define NODE_TYPE_CONDITIONAL 13 /* CU_GRAPH_NODE_TYPE_CONDITIONAL */
+#define GRAPH_ALLOC_MAX (1ull << 46)
+#define COND_SWITCH_MAX 64 /* bodies of a switch node the server accepts */
+#define COND_ASSIGN_DEFAULT 0x1
+
+struct gm_hold {
+    uint64_t base, size;
+    uint64_t holder; /* a graph or an executable graph */
+    uint64_t node;   /* the allocation node, for a graph holder (0: unknown) */
+    bool inst;       /* an executable graph was made with it */
+};
+struct gm_cond {
+    uint64_t handle, graph; /* a conditional handle the client made, for that graph */
+};
+struct gm_condnode {
+    uint64_t node;
+    unsigned n;
+    uint64_t body[COND_SWITCH_MAX]; /* the node's body graphs (childgraph kind) */
+};
+struct om_graphmem {
+    struct gm_hold *h;
+    size_t nh, caph;
+    struct gm_cond *c;
+    size_t nc, capc;
+    struct gm_condnode *cn;
+    size_t ncn, capcn;
+};
+
+static struct om_graphmem *gm_of(struct session *s)
+{
+    if (!s->graphmem)
+        s->graphmem = calloc(1, sizeof(*s->graphmem));
+    return s->graphmem;
+}
+
+/* Room for one more element in *v (cap elements of el bytes, n used). */
+static bool gm_grow(void **v, size_t *cap, size_t n, size_t el)
+{
+    size_t c = *cap ? *cap * 2 : 16;
+    void *p;
+
+    if (n < *cap)
+        return true;
+    if (!(p = realloc(*v, c * el)))
+        return false;
+    *v = p;
+    *cap = c;
+    return true;
+}
+
+static bool gm_held(struct session *s, uint64_t base)
+{
+    struct om_graphmem *m = s->graphmem;
+
+    for (size_t i = 0; m && i < m->nh; i++)
+        if (m->h[i].base == base)
+            return true;
+    return false;
+}
+
+/* Room for n more holds under the client's handle budget. */
+static CUresult gm_room(struct session *s, size_t n)
+{
+    struct om_graphmem *m = gm_of(s);
+
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (m->nh + n > om_budget.client_handles)
+        return om_budget_refuse(s, OM_BUDGET_HANDLES, "graph allocation");
+    return CUDA_SUCCESS;
+}
+
+static CUresult gm_add(struct session *s, uint64_t base, uint64_t size, uint64_t holder,
+                       uint64_t node, bool inst, uint64_t pool)
+{
+    struct om_graphmem *m = gm_of(s);
+    CUresult rc = gm_room(s, 1);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!gm_grow((void **)&m->h, &m->caph, m->nh, sizeof(*m->h)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!gm_held(s, base)) {
+        if (om_ranges_add(&s->allocs, base, size, 0, true) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->allocs.v[s->allocs.n - 1].graph = true;
+        s->allocs.v[s->allocs.n - 1].pool = pool;
+    }
+    m->h[m->nh++] = (struct gm_hold){base, size, holder, node, inst};
+    return CUDA_SUCCESS;
+}
+
+/* The range goes from the client's memory (the last hold of it went). */
+static void gm_release(struct session *s, uint64_t base, bool inst)
+{
+    struct om_range *r = om_ranges_find_base(&s->allocs, base);
+    CUresult rc;
+
+    if (inst) { /* it may be allocated still: freed after the client's own work */
+        CUstream st;
+        om_exec_sync_client(s);
+        st = om_find_stream(s, 0, true, &rc);
+        if (st &&
+            ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st) == CUDA_SUCCESS)
+            ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    }
+    if (r && r->graph)
+        om_ranges_remove(&s->allocs, r);
+}
+
+/* Drops the holds of `holder` (a graph or an executable graph) or of `node` (an allocation
+ * node); releases each range nothing holds any longer. Called before the driver destroys it. */
+static void gm_forget(struct session *s, uint64_t holder, uint64_t node)
+{
+    struct om_graphmem *m = s->graphmem;
+
+    for (size_t i = 0; m && i < m->nh;) {
+        struct gm_hold d = m->h[i];
+        if (!((holder && d.holder == holder) || (node && d.node == node))) {
+            i++;
+            continue;
+        }
+        m->h[i] = m->h[--m->nh];
+        if (!gm_held(s, d.base))
+            gm_release(s, d.base, d.inst);
+    }
+}
+
+/* An executable graph made from graph g holds g's allocations too. */
+static CUresult gm_copy(struct session *s, uint64_t g, uint64_t e)
+{
+    struct om_graphmem *m = s->graphmem;
+    size_t n = m ? m->nh : 0;
+    CUresult rc = CUDA_SUCCESS;
+
+    for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+        if (m->h[i].holder != g)
+            continue;
+        for (size_t k = 0; k < m->nh; k++)
+            if (m->h[k].base == m->h[i].base)
+                m->h[k].inst = true;
+        rc = gm_add(s, m->h[i].base, m->h[i].size, e, 0, true, 0);
+    }
+    return rc;
+}
+
+static CUresult instantiated(struct call *c, uint64_t g, CUgraphExec e)
+{
+    uint64_t eh = (uint64_t)(uintptr_t)e;
+    CUresult rc = om_own_add(c, OM_H_EXEC, eh);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = gm_copy(c->s, g, eh)) != CUDA_SUCCESS) { /* not recorded: it goes */
+        gm_forget(c->s, eh, 0);
+        ((CUresult(*)(CUgraphExec))REAL(cuGraphExecDestroy))(e);
+        om_own_drop(c->s, OM_H_EXEC, eh);
+    }
+    return rc;
+}
+
+CUresult om_x_cuGraphInstantiateWithFlags(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    CUgraphExec e = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_EXEC);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS && (flags & ~(uint64_t)0xF))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))REAL(
+        cuGraphInstantiateWithFlags))(&e, (CUgraph)(uintptr_t)g, flags);
+    if (rc == CUDA_SUCCESS && (rc = instantiated(c, g, e)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)e);
+    return rc;
+}
+
+CUresult om_x_cuGraphExecDestroy(struct call *c)
+{
+    uint64_t e = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_EXEC, e, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    gm_forget(c->s, e, 0); /* before the driver may reuse the addresses */
+    rc = ((CUresult(*)(CUgraphExec))REAL(cuGraphExecDestroy))((CUgraphExec)(uintptr_t)e);
+    if (rc == CUDA_SUCCESS)
+        om_own_drop(c->s, OM_H_EXEC, e);
+    return rc;
+}
+
+/* The graph a stream captures into (0: none), and the node it captured last (*last). */
+static uint64_t capture_graph(CUstream st, uint64_t *last)
+{
+    CUresult (*info)(CUstream, int *, uint64_t *, CUgraph *, const CUgraphNode **,
+                     const CUgraphEdgeData **, size_t *) = REAL(cuStreamGetCaptureInfo_v3);
+    int status = CAPTURE_NONE;
+    uint64_t id = 0;
+    CUgraph g = NULL;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+
+    if (last)
+        *last = 0;
+    if (!info || info(st, &status, &id, &g, &deps, &edges, &n) != CUDA_SUCCESS ||
+        status == CAPTURE_NONE)
+        return 0;
+    if (last && n == 1 && deps)
+        *last = (uint64_t)(uintptr_t)deps[0];
+    return (uint64_t)(uintptr_t)g;
+}
+
+bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_t size,
+                          uint64_t pool)
+{
+    uint64_t node = 0, g;
+
+    if (!om_stream_capturing(s, st) || !(g = capture_graph(st, &node)))
+        return false;
+    /* The node cuMemAllocAsync made is the capture's last one (the driver's dependencies). */
+    return gm_add(s, base, size, g, node, false, pool) == CUDA_SUCCESS;
+}
+
+void om_graphmem_session_end(struct session *s)
+{
+    struct om_graphmem *m = s->graphmem;
+    CUstream st = NULL;
+    CUresult rc;
+
+    if (!m)
+        return;
+    /* Its work is done (session.c waited): what an executable graph may have left allocated is
+     * freed while the graphs still reserve the addresses. */
+    for (size_t i = 0; i < m->nh; i++) {
+        struct om_range *r;
+        if (m->h[i].inst && (st || (st = om_find_stream(s, 0, true, &rc))))
+            ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(m->h[i].base, st);
+        for (size_t k = i + 1; k < m->nh; k++)
+            if (m->h[k].base == m->h[i].base)
+                m->h[k].inst = false; /* once */
+        if ((r = om_ranges_find_base(&s->allocs, m->h[i].base)) && r->graph)
+            om_ranges_remove(&s->allocs, r);
+    }
+    if (st)
+        ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
+    free(m->h);
+    free(m->c);
+    free(m->cn);
+    free(m);
+    s->graphmem = NULL;
+}
+
+/* An allocation node's pool properties and access descriptors: device memory of one of the
+ * server's devices, no shareable handle. */
+static CUresult check_alloc(CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    int ndev = om_server_ndevices();
+
+    if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->poolProps.location.id < 0 ||
+        p->poolProps.location.id >= ndev || p->poolProps.win32SecurityAttributes ||
+        p->poolProps.handleTypes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->bytesize == 0 || p->bytesize > GRAPH_ALLOC_MAX || p->accessDescCount > (size_t)ndev)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < p->accessDescCount; i++) {
+        const CUmemAccessDesc *d = &p->accessDescs[i];
+        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id < 0 ||
+            d->location.id >= ndev || (d->flags != 0 && d->flags != 1 && d->flags != 3))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/*
+ * Request: the graph, the dependencies, the pool properties, the count of access descriptors,
+ * the descriptors, the size. Answer: the node, the allocation's address (its range is the
+ * client's from now on).
+ */
+CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps, count, nh;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    CUmemAccessDesc descs[OM_MAX_DEVICES];
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    const void *props, *d = NULL;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    props = om_get_bytes(&c->in, sizeof(p.poolProps));
+    count = om_get_u64(&c->in);
+    if (count <= OM_MAX_DEVICES)
+        d = om_get_bytes(&c->in, count * sizeof(CUmemAccessDesc));
+    memset(&p, 0, sizeof(p));
+    p.bytesize = om_get_u64(&c->in);
+    if (rc == CUDA_SUCCESS)
+        rc = ARGS_OK(c);
+    if (rc == CUDA_SUCCESS && (!props || count > OM_MAX_DEVICES || (count && !d)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memcpy(&p.poolProps, props, sizeof(p.poolProps));
+    memcpy(descs, d, count * sizeof(*descs));
+    p.accessDescs = count ? descs : NULL;
+    p.accessDescCount = count;
+    if ((rc = check_alloc(&p)) == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc == CUDA_SUCCESS)
+        rc = gm_room(c->s, 1);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                       CUDA_MEM_ALLOC_NODE_PARAMS *))REAL(cuGraphAddMemAllocNode))(
+        &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    nh = (uint64_t)(uintptr_t)node;
+    if ((rc = om_own_add(c, OM_H_NODE, nh)) == CUDA_SUCCESS &&
+        (rc = gm_add(c->s, p.dptr, p.bytesize, g, nh, false, 0)) != CUDA_SUCCESS) {
+        forget_node(c->s, node, 0);
+        ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))(node);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(&c->out, nh);
+        om_put_u64(&c->out, p.dptr);
+    }
+    return rc;
+}
+
+/* Answer: the pool properties, the count of access descriptors, the descriptors, the size and
+ * the address. */
+CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c)
+{
+    uint64_t node = om_get_u64(&c->in);
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_NODE, node, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    rc = ((CUresult(*)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *))REAL(
+        cuGraphMemAllocNodeGetParams))((CUgraphNode)(uintptr_t)node, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (p.accessDescCount > OM_MAX_DEVICES || (p.accessDescCount && !p.accessDescs))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    p.poolProps.win32SecurityAttributes = NULL;
+    om_put_bytes(&c->out, &p.poolProps, sizeof(p.poolProps));
+    om_put_u64(&c->out, p.accessDescCount);
+    om_put_bytes(&c->out, p.accessDescs, p.accessDescCount * sizeof(CUmemAccessDesc));
+    om_put_u64(&c->out, p.bytesize);
+    om_put_u64(&c->out, p.dptr);
+    return CUDA_SUCCESS;
+}
+
+/* Request: the graph, the dependencies, the address: a graph allocation of the client's. */
+CUresult om_x_cuGraphAddMemFreeNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps, dptr;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    CUresult rc = read_deps(c, deps, &ndeps);
+
+    dptr = om_get_u64(&c->in);
+    if (rc == CUDA_SUCCESS)
+        rc = ARGS_OK(c);
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS && !gm_held(c->s, dptr))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))REAL(
+        cuGraphAddMemFreeNode))(&node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, dptr);
+    if (rc == CUDA_SUCCESS &&
+        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ conditional nodes */
+
+/*
+ * A conditional handle is device data the driver made for one graph; the client may use the
+ * handles it made, each for its own graph only (kept here, counted against its handle budget,
+ * forgotten with the graph). Request: the graph, the default launch value, the flags.
+ */
+CUresult om_x_cuGraphConditionalHandleCreate(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), value = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    struct om_graphmem *m = gm_of(c->s);
+    CUgraphConditionalHandle h = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS && ((flags & ~(uint64_t)COND_ASSIGN_DEFAULT) || value > UINT32_MAX))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && !m)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && m->nc >= om_budget.client_handles)
+        rc = om_budget_refuse(c->s, OM_BUDGET_HANDLES, "conditional handle");
+    if (rc == CUDA_SUCCESS && !gm_grow((void **)&m->c, &m->capc, m->nc, sizeof(*m->c)))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned, unsigned))REAL(
+        cuGraphConditionalHandleCreate))(&h, (CUgraph)(uintptr_t)g, server_context(),
+                                         (unsigned)value, (unsigned)flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    m->c[m->nc++] = (struct gm_cond){h, g};
+    om_put_u64(&c->out, h);
+    return CUDA_SUCCESS;
+}
+
+static void cond_forget_graph(struct session *s, uint64_t graph)
+{
+    struct om_graphmem *m = s->graphmem;
+
+    for (size_t i = 0; m && i < m->nc;)
+        if (m->c[i].graph == graph)
+            m->c[i] = m->c[--m->nc];
+        else
+            i++;
+}
+
+/* A conditional node goes: its bodies (and what is in them) are no longer the client's. */
+static void cond_forget_node(struct session *s, uint64_t node, int depth)
+{
+    struct om_graphmem *m = s->graphmem;
+    struct gm_condnode d;
+
+    for (size_t i = 0; m && i < m->ncn; i++) {
+        if (m->cn[i].node != node)
+            continue;
+        d = m->cn[i];
+        m->cn[i] = m->cn[--m->ncn];
+        for (unsigned b = 0; b < d.n; b++) {
+            om_own_drop(s, OM_H_CHILDGRAPH, d.body[b]);
+            if (depth < MAX_NESTING)
+                forget_graph(s, (CUgraph)(uintptr_t)d.body[b], depth + 1);
+        }
+        return;
+    }
+}
+
+static bool cond_known(struct session *s, uint64_t handle, uint64_t graph)
+{
+    struct om_graphmem *m = s->graphmem;
+
+    for (size_t i = 0; m && i < m->nc; i++)
+        if (m->c[i].handle == handle && m->c[i].graph == graph)
+            return true;
+    return false;
+}
+
+/*
+ * cuGraphAddNode for a conditional node (the client sends the other types to their own entry
+ * points). Request: the graph, the dependencies, the type, then the handle, the conditional
+ * type and the count of bodies. Answer: the node, the count, the body graphs (the driver's,
+ * owned by the node: the client's as child graphs are, never destroyed by it).
+ */
+CUresult om_x_cuGraphAddNode(struct call *c)
+{
+    uint64_t g = om_get_u64(&c->in), ndeps, type, handle, ctype, size;
+    CUgraphNode deps[MAX_DEPS], node = NULL;
+    struct om_graphmem *m = gm_of(c->s);
+    CUgraphNodeParams p;
+    CUresult rc = read_deps(c, deps, &ndeps);
+    uint64_t nh;
+
+    type = om_get_u64(&c->in);
+    handle = om_get_u64(&c->in);
+    ctype = om_get_u64(&c->in);
+    size = om_get_u64(&c->in);
+    if (rc == CUDA_SUCCESS)
+        rc = ARGS_OK(c);
+    if (rc == CUDA_SUCCESS && type != NODE_TYPE_CONDITIONAL)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS &&
+        !((ctype == 0 && (size == 1 || size == 2)) || (ctype == 1 && size == 1) ||
+          (ctype == 2 && size >= 1 && size <= COND_SWITCH_MAX)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
+    if (rc == CUDA_SUCCESS && !cond_known(c->s, handle, g))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = om_own_room(c->s, OM_H_NODE);
+    if (rc == CUDA_SUCCESS && c->s->own[OM_H_CHILDGRAPH].n + size > om_budget.client_handles)
+        rc = om_budget_refuse(c->s, OM_BUDGET_HANDLES, "conditional body graph");
+    if (rc == CUDA_SUCCESS && (!m || !gm_grow((void **)&m->cn, &m->capcn, m->ncn, sizeof(*m->cn))))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&p, 0, sizeof(p));
+    p.type = NODE_TYPE_CONDITIONAL;
+    p.u.conditional.handle = handle;
+    p.u.conditional.type = (int)ctype;
+    p.u.conditional.size = (unsigned)size;
+    p.u.conditional.ctx = server_context();
+    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                       CUgraphNodeParams *))REAL(cuGraphAddNode))(&node, (CUgraph)(uintptr_t)g,
+                                                                  deps, (size_t)ndeps, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    nh = (uint64_t)(uintptr_t)node;
+    if ((rc = om_own_add(c, OM_H_NODE, nh)) != CUDA_SUCCESS)
+        return rc;
+    if (!p.u.conditional.phGraph_out) {
+        forget_node(c->s, node, 0);
+        ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))(node);
+        return CUDA_ERROR_UNKNOWN;
+    }
+    m->cn[m->ncn] = (struct gm_condnode){.node = nh, .n = (unsigned)size};
+    for (uint64_t i = 0; i < size; i++) {
+        uint64_t b = (uint64_t)(uintptr_t)p.u.conditional.phGraph_out[i];
+        m->cn[m->ncn].body[i] = b;
+        if (b && om_handles_add(&c->s->own[OM_H_CHILDGRAPH], b) < 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->ncn++;
+    if (rc != CUDA_SUCCESS) {
+        forget_node(c->s, node, 0);
+        ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))(node);
+        return rc;
+    }
+    om_put_u64(&c->out, nh);
+    om_put_u64(&c->out, size);
+    for (uint64_t i = 0; i < size; i++)
+        om_put_u64(&c->out, m->cn[m->ncn - 1].body[i]);
     return CUDA_SUCCESS;
 }

@@ -191,7 +191,7 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     r = om_ranges_find_base(&c->s->allocs, base);
     if (!r)
         return CUDA_ERROR_INVALID_VALUE;
-    if (r->pool) /* the driver's cuMemFree frees stream-ordered memory too */
+    if (r->pool || r->graph) /* the driver's cuMemFree frees stream-ordered memory too */
         return om_take_async_error(c->s, om_mempool_free(c->s, r));
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */

@@ -219,6 +219,15 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
         cuMemAllocFromPoolAsync))(&p, (size_t)bytes, (CUmemoryPool)(uintptr_t)pool, st);
     if (rc != CUDA_SUCCESS)
         return rc;
+    /* While capturing, the driver made an allocation node: a graph allocation (api/graphs.c),
+     * the capture graph's, as an allocation node's own. */
+    if (om_graphmem_captured(c->s, st, p, bytes, pool)) {
+        om_put_u64(&c->out, p);
+        om_put_u64(&c->out, pool);
+        return CUDA_SUCCESS;
+    }
+    if (om_stream_capturing(c->s, st))
+        return CUDA_ERROR_OUT_OF_MEMORY; /* (could not be recorded; the capture is left so) */
     if (om_ranges_add(&c->s->allocs, p, bytes, 0, true) < 0) {
         ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(p, st);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -264,6 +273,13 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     st = om_arg_stream(c, h, true, &rc);
     if (!st)
         return rc;
+    /* A graph allocation: freed in stream order (while capturing: a free node), its range kept
+     * while its graphs hold it (api/graphs.c). While capturing, only such one may be freed (a
+     * free node frees graph allocations). */
+    if (r->graph)
+        return ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
+    if (om_stream_capturing(c->s, st))
+        return CUDA_ERROR_INVALID_VALUE;
     if (r->pool) {
         om_wait_settle_pools();
         rc = ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
@@ -292,7 +308,8 @@ CUresult om_mempool_free(struct session *s, struct om_range *r)
 
     om_wait_settle_pools();
     frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
-    om_ranges_remove(&s->allocs, r);
+    if (!r->graph) /* a graph allocation's range stays while its graphs hold it (graphs.c) */
+        om_ranges_remove(&s->allocs, r);
     return rc != CUDA_SUCCESS ? rc : frc;
 }
 

@@ -1118,22 +1118,6 @@ static CUresult x_cuGraphExecChildGraphNodeSetParams(struct call *c)
     return rc;
 }
 
-static CUresult x_cuGraphExecDestroy(struct call *c)
-{
-    uint64_t a_hGraphExec = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphExec))REAL(cuGraphExecDestroy))((CUgraphExec)(uintptr_t)a_hGraphExec);
-    if (rc == CUDA_SUCCESS) {
-        om_own_drop(c->s, OM_H_EXEC, a_hGraphExec);
-    }
-    return rc;
-}
-
 static CUresult x_cuGraphExecEventRecordNodeSetEvent(struct call *c)
 {
     uint64_t a_hGraphExec = om_get_u64(&c->in);
@@ -1208,31 +1192,6 @@ static CUresult x_cuGraphExecUpdate_v2(struct call *c)
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_resultInfo, sizeof(o_resultInfo));
     }
-    return rc;
-}
-
-static CUresult x_cuGraphInstantiateWithFlags(struct call *c)
-{
-    uint64_t a_hGraph = om_get_u64(&c->in);
-    uint64_t a_flags = om_get_u64(&c->in);
-    CUgraphExec o_phGraphExec = 0;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_EXEC)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_flags & ~(uint64_t)(0xF))
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = ((CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))REAL(cuGraphInstantiateWithFlags))(&o_phGraphExec, (CUgraph)(uintptr_t)a_hGraph, (unsigned long long)a_flags);
-    if (rc == CUDA_SUCCESS) {
-        if ((rc = om_own_add(c, OM_H_EXEC, (uint64_t)(uintptr_t)o_phGraphExec)) != CUDA_SUCCESS)
-            goto out;
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphExec);
-    }
-out:
     return rc;
 }
 
@@ -1509,6 +1468,24 @@ static CUresult x_cuStreamUpdateCaptureDependencies(struct call *c)
     rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))REAL(cuStreamUpdateCaptureDependencies))(s_hStream, v_dependencies, (size_t)a_numDependencies, (unsigned int)a_flags);
 out:
     free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphMemFreeNodeGetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUdeviceptr o_dptr_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_dptr_out, 0, sizeof(o_dptr_out));
+    rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))REAL(cuGraphMemFreeNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_dptr_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_dptr_out, sizeof(o_dptr_out));
+    }
     return rc;
 }
 
@@ -2714,6 +2691,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
     [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
     [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
+    [OM_IDX_cuGraphAddNode] = om_x_cuGraphAddNode,
     [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
     [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
     [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
@@ -2728,7 +2706,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphEventWaitNodeSetEvent] = x_cuGraphEventWaitNodeSetEvent,
     [OM_IDX_cuGraphExecBatchMemOpNodeSetParams] = om_x_cuGraphExecBatchMemOpNodeSetParams,
     [OM_IDX_cuGraphExecChildGraphNodeSetParams] = x_cuGraphExecChildGraphNodeSetParams,
-    [OM_IDX_cuGraphExecDestroy] = x_cuGraphExecDestroy,
+    [OM_IDX_cuGraphExecDestroy] = om_x_cuGraphExecDestroy,
     [OM_IDX_cuGraphExecEventRecordNodeSetEvent] = x_cuGraphExecEventRecordNodeSetEvent,
     [OM_IDX_cuGraphExecEventWaitNodeSetEvent] = x_cuGraphExecEventWaitNodeSetEvent,
     [OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams,
@@ -2745,7 +2723,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
     [OM_IDX_cuGraphGetNodes] = om_x_cuGraphGetNodes,
     [OM_IDX_cuGraphGetRootNodes] = om_x_cuGraphGetRootNodes,
-    [OM_IDX_cuGraphInstantiateWithFlags] = x_cuGraphInstantiateWithFlags,
+    [OM_IDX_cuGraphInstantiateWithFlags] = om_x_cuGraphInstantiateWithFlags,
     [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
     [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
     [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
@@ -2772,6 +2750,11 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamGetCaptureInfo_v3] = om_x_cuStreamGetCaptureInfo_v3,
     [OM_IDX_cuStreamIsCapturing] = x_cuStreamIsCapturing,
     [OM_IDX_cuStreamUpdateCaptureDependencies] = x_cuStreamUpdateCaptureDependencies,
+    [OM_IDX_cuGraphAddMemAllocNode] = om_x_cuGraphAddMemAllocNode,
+    [OM_IDX_cuGraphMemAllocNodeGetParams] = om_x_cuGraphMemAllocNodeGetParams,
+    [OM_IDX_cuGraphAddMemFreeNode] = om_x_cuGraphAddMemFreeNode,
+    [OM_IDX_cuGraphMemFreeNodeGetParams] = x_cuGraphMemFreeNodeGetParams,
+    [OM_IDX_cuGraphConditionalHandleCreate] = om_x_cuGraphConditionalHandleCreate,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
     [OM_IDX_cuDeviceGetHostAtomicCapabilities] = x_cuDeviceGetHostAtomicCapabilities,

@@ -35,6 +35,7 @@ CUresult om_x_cuGraphAddExternalSemaphoresWaitNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddKernelNode_v2(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemcpyNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemsetNode(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphBatchMemOpNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c); /* graphs */
@@ -42,6 +43,7 @@ CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
 CUresult om_x_cuGraphDestroy(struct call *c); /* graphs */
 CUresult om_x_cuGraphDestroyNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecBatchMemOpNodeSetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphExecDestroy(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c); /* graphs */
@@ -54,6 +56,7 @@ CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c); /* gra
 CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */
+CUresult om_x_cuGraphInstantiateWithFlags(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c); /* graphs */
 CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c); /* graphs */
@@ -68,6 +71,10 @@ CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c); /* graphs */
 CUresult om_x_cuStreamBeginCapture_v2(struct call *c); /* graphs */
 CUresult om_x_cuStreamEndCapture(struct call *c); /* graphs */
 CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddMemAllocNode(struct call *c); /* graphs */
+CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddMemFreeNode(struct call *c); /* graphs */
+CUresult om_x_cuGraphConditionalHandleCreate(struct call *c); /* graphs */
 CUresult om_x_cuLaunchKernel(struct call *c); /* launch */
 CUresult om_x_cuLaunchKernelEx(struct call *c); /* launch */
 CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */

@@ -1347,3 +1347,37 @@ EXPORT int cuGraphExecBatchMemOpNodeSetParams(void *e, void *h, const struct bat
     pthread_mutex_unlock(&glock);
     return rc;
 }
+
+/* fake_graphmem.c's hooks: a new graph (a conditional node's body), a node of `type` in graph
+ * g, and a node of `type` in the capture of stream s after its last one (NULL: not capturing). */
+void *fake_graph_new(void)
+{
+    struct fgraph *g;
+    pthread_mutex_lock(&glock);
+    g = new_graph();
+    pthread_mutex_unlock(&glock);
+    return g;
+}
+
+void *fake_graph_add(void *g, int type, void *const *deps, size_t ndeps)
+{
+    struct fnode *n;
+    pthread_mutex_lock(&glock);
+    n = new_node(graph_of(g), type, deps, ndeps);
+    pthread_mutex_unlock(&glock);
+    return n;
+}
+
+void *fake_capture_add(void *s, int type)
+{
+    struct capture *c;
+    struct fnode *n = NULL;
+
+    pthread_mutex_lock(&glock);
+    c = cap_of(s);
+    if (c && c->status == 1 &&
+        (n = new_node(c->g, type, c->last ? (void *const *)&c->last : NULL, c->last ? 1 : 0)))
+        c->last = n;
+    pthread_mutex_unlock(&glock);
+    return n;
+}

@@ -161,6 +161,9 @@ EXPORT int cuMemPoolTrimTo(void *pool, size_t keep)
     return CUDA_SUCCESS;
 }
 
+int fake_capture_alloc(void *s, dptr_t p, size_t bytes); /* fake_graphmem.c */
+int fake_capture_free(void *s, dptr_t p);
+
 EXPORT int cuMemAllocFromPoolAsync(dptr_t *p, size_t bytes, void *pool, void *stream)
 {
     struct fake_pool *fp = pool_of(pool);
@@ -169,6 +172,8 @@ EXPORT int cuMemAllocFromPoolAsync(dptr_t *p, size_t bytes, void *pool, void *st
     if (!fp || !p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
     rc = cuMemAlloc_v2(p, bytes);
+    if (rc == CUDA_SUCCESS)
+        fake_capture_alloc(stream, *p, bytes); /* an allocation node (fake_graphmem.c) */
     if (rc == CUDA_SUCCESS) {
         fp->used += bytes;
         if (fp->used > fp->high)
@@ -180,7 +185,7 @@ EXPORT int cuMemAllocFromPoolAsync(dptr_t *p, size_t bytes, void *pool, void *st
 
 EXPORT int cuMemFreeAsync(dptr_t p, void *stream)
 {
-    int rc = cuMemFree_v2(p);
+    int rc = fake_capture_free(stream, p) ? CUDA_SUCCESS : cuMemFree_v2(p);
 
     mlog("freeasync %llx stream %p rc %d", p, stream, rc);
     return rc;

@@ -525,19 +525,6 @@ static CUresult g_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUg
     return rc;
 }
 
-static CUresult g_cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    CUresult rc;
-
-    ENTER(cuGraphExecDestroy);
-    check(K_H_EXEC, H(hGraphExec), 1);
-    rc = ((CUresult (*)(CUgraphExec))gen_next[OM_IDX_cuGraphExecDestroy])(hGraphExec);
-    if (rc == CUDA_SUCCESS) {
-        forget(K_H_EXEC, H(hGraphExec));
-    }
-    return rc;
-}
-
 static CUresult g_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
     CUresult rc;
@@ -580,19 +567,6 @@ static CUresult g_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, C
     check(K_H_EXEC, H(hGraphExec), 1);
     check(K_H_GRAPH, H(hGraph), 1);
     rc = ((CUresult (*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))gen_next[OM_IDX_cuGraphExecUpdate_v2])(hGraphExec, hGraph, resultInfo);
-    return rc;
-}
-
-static CUresult g_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    CUresult rc;
-
-    ENTER(cuGraphInstantiateWithFlags);
-    check(K_H_GRAPH, H(hGraph), 1);
-    rc = ((CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))gen_next[OM_IDX_cuGraphInstantiateWithFlags])(phGraphExec, hGraph, flags);
-    if (rc == CUDA_SUCCESS) {
-        note(K_H_EXEC, H(*phGraphExec), 1, false);
-    }
     return rc;
 }
 
@@ -721,6 +695,16 @@ static CUresult g_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNod
     ENTER(cuStreamUpdateCaptureDependencies);
     check(K_STREAM, H(hStream), 1);
     rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))gen_next[OM_IDX_cuStreamUpdateCaptureDependencies])(hStream, dependencies, numDependencies, flags);
+    return rc;
+}
+
+static CUresult g_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+    CUresult rc;
+
+    ENTER(cuGraphMemFreeNodeGetParams);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))gen_next[OM_IDX_cuGraphMemFreeNodeGetParams])(hNode, dptr_out);
     return rc;
 }
 
@@ -1356,12 +1340,10 @@ static const struct {
     {OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)g_cuGraphEventWaitNodeGetEvent},
     {OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)g_cuGraphEventWaitNodeSetEvent},
     {OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)g_cuGraphExecChildGraphNodeSetParams},
-    {OM_IDX_cuGraphExecDestroy, (void *)g_cuGraphExecDestroy},
     {OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)g_cuGraphExecEventRecordNodeSetEvent},
     {OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)g_cuGraphExecEventWaitNodeSetEvent},
     {OM_IDX_cuGraphExecGetFlags, (void *)g_cuGraphExecGetFlags},
     {OM_IDX_cuGraphExecUpdate_v2, (void *)g_cuGraphExecUpdate_v2},
-    {OM_IDX_cuGraphInstantiateWithFlags, (void *)g_cuGraphInstantiateWithFlags},
     {OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)g_cuGraphKernelNodeCopyAttributes},
     {OM_IDX_cuGraphMemcpyNodeGetParams, (void *)g_cuGraphMemcpyNodeGetParams},
     {OM_IDX_cuGraphMemsetNodeGetParams, (void *)g_cuGraphMemsetNodeGetParams},
@@ -1374,6 +1356,7 @@ static const struct {
     {OM_IDX_cuStreamGetCaptureInfo, (void *)g_cuStreamGetCaptureInfo},
     {OM_IDX_cuStreamIsCapturing, (void *)g_cuStreamIsCapturing},
     {OM_IDX_cuStreamUpdateCaptureDependencies, (void *)g_cuStreamUpdateCaptureDependencies},
+    {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
     {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
     {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
