@@ -5,6 +5,7 @@
  * references are its lines (fakecuda.c's image format) whose name begins with "tex", its surface
  * references those beginning with "surf": the same name answers the same reference. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,30 +42,31 @@ struct map_info {
     int resourceType;
     void *resource;
     int subresourceType;
-    unsigned sub[8];
+    unsigned sub[8] __attribute__((aligned(8))); /* the union: a mip tail's u64s */
     int op, handleType;
     unsigned long long handle, offset;
     unsigned mask, flags, reserved[2];
 };
 _Static_assert(sizeof(struct map_info) == 96, "CUarrayMapInfo");
+_Static_assert(offsetof(struct map_info, op) == 56, "memOperationType");
 
+/* Every element is logged as it arrived, then checked: a test sees what reached the driver. */
 EXPORT int cuMemMapArrayAsync(struct map_info *m, unsigned count, void *stream)
 {
     if (count && !m)
         return INVALID_VALUE;
-    for (unsigned i = 0; i < count; i++) {
-        if (m[i].resourceType < 0 || m[i].resourceType > 1 || !m[i].resource ||
-            m[i].subresourceType < 0 || m[i].subresourceType > 1 || m[i].op < 1 || m[i].op > 2 ||
-            m[i].handleType != 0 || (m[i].op == 1) != (m[i].handle != 0) || m[i].mask != 1 ||
-            m[i].flags)
-            return INVALID_VALUE;
-    }
     for (unsigned i = 0; i < count; i++)
         note("cuMemMapArrayAsync %u/%u type %d res %llx sub %d op %d handle %llx offset %llu "
              "level %u x %u w %u stream %s",
              i, count, m[i].resourceType, (unsigned long long)(uintptr_t)m[i].resource,
              m[i].subresourceType, m[i].op, m[i].handle, m[i].offset, m[i].sub[0], m[i].sub[2],
              m[i].sub[5], stream ? "set" : "null");
+    for (unsigned i = 0; i < count; i++)
+        if (m[i].resourceType < 0 || m[i].resourceType > 1 || !m[i].resource ||
+            m[i].subresourceType < 0 || m[i].subresourceType > 1 || m[i].op < 1 || m[i].op > 2 ||
+            m[i].handleType != 0 || (m[i].op == 1) != (m[i].handle != 0) || m[i].mask != 1 ||
+            m[i].flags)
+            return INVALID_VALUE;
     return OK;
 }
 
