@@ -686,6 +686,49 @@ typedef struct om_CUgraphNodeParams {
 _Static_assert(sizeof(CUgraphNodeParams) == 256, "graph node params");
 _Static_assert(offsetof(CUgraphNodeParams, u) == 16, "graph node params' union");
 
+/* Sparse arrays' tile mappings (api/remote/arraymap.tsv): one element of cuMemMapArrayAsync's
+ * list. resourceType is a CU_RESOURCE_TYPE_ARRAY or _MIPMAPPED_ARRAY; subresourceType 0 sparse
+ * level, 1 mip tail; memOperationType 1 map, 2 unmap; memHandleType 0 generic (the only one). */
+#define CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_MIPTAIL 1
+#define CU_MEM_OPERATION_TYPE_MAP 1
+#define CU_MEM_OPERATION_TYPE_UNMAP 2
+#define CU_MEM_HANDLE_TYPE_GENERIC 0
+#define CUDA_ARRAY3D_SPARSE 0x40
+typedef struct {
+    CUresourcetype resourceType;
+    union {
+        CUmipmappedArray mipmap;
+        CUarray array;
+    } resource;
+    int subresourceType;
+    union {
+        struct {
+            unsigned int level, layer;
+            unsigned int offsetX, offsetY, offsetZ;
+            unsigned int extentWidth, extentHeight, extentDepth;
+        } sparseLevel;
+        struct {
+            unsigned int layer;
+            unsigned long long offset, size;
+        } miptail;
+    } subresource;
+    int memOperationType;
+    int memHandleType;
+    union {
+        CUmemGenericAllocationHandle memHandle;
+    } memHandle;
+    unsigned long long offset;
+    unsigned int deviceBitMask;
+    unsigned int flags;
+    unsigned int reserved[2];
+} CUarrayMapInfo;
+_Static_assert(sizeof(CUarrayMapInfo) == 96, "CUarrayMapInfo");
+_Static_assert(offsetof(CUarrayMapInfo, subresource) == 24, "CUarrayMapInfo.subresource");
+_Static_assert(offsetof(CUarrayMapInfo, subresource.miptail.offset) == 32, "miptail.offset");
+_Static_assert(offsetof(CUarrayMapInfo, memOperationType) == 56, "memOperationType");
+_Static_assert(offsetof(CUarrayMapInfo, memHandle) == 64, "CUarrayMapInfo.memHandle");
+_Static_assert(offsetof(CUarrayMapInfo, deviceBitMask) == 80, "deviceBitMask");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

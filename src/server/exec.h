@@ -75,7 +75,15 @@ CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h);
 void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
-CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d); /* arrays */
+CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */
+CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n); /* arraymap */
+/* api/texrefs.c: a module's texture and surface references. A library whose references a
+ * client obtained is that client's alone from then on: another client loading the same image
+ * gets its own copy (om_modref_may_share false). Libraries loaded and unloaded are noted
+ * (om_modref_release in internal.h: the session's end). */
+bool om_modref_may_share(struct session *s, uint64_t lib);
+void om_modref_loaded(struct session *s, uint64_t lib);
+void om_modref_unloaded(struct session *s, uint64_t lib);
 /* api/graphs.c: the checks the graph family's rows name (every node handle the client's; a
  * memset node's range within its memory), and whether a stream of a session that began a
  * capture is capturing now (exec.c then adds no hidden ordering or scheduling hold to it:

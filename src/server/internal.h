@@ -196,6 +196,8 @@ void om_graphmem_session_end(struct session *s);
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */
 void om_ctx_release(struct session *s);
+/* api/texrefs.c: at the session's end, the libraries it held and its module references. */
+void om_modref_release(struct session *s);
 
 /* budget.c: what a client, and all clients together, may make the server hold. */
 struct om_budget {

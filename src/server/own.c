@@ -28,6 +28,10 @@ CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, boo
      * and copies take it; only cuArrayDestroy refuses it, by its own check. */
     if (kind == OM_H_ARRAY && om_handles_has(&c->s->own[OM_H_SUBARRAY], h))
         return CUDA_SUCCESS;
+    /* A module's texture reference is a texture reference wherever one is read (its getters,
+     * setters, cuParamSetTexRef); cuTexRefDestroy refuses it by its own check (api/texrefs.c). */
+    if (kind == OM_H_TEXREF && om_handles_has(&c->s->own[OM_H_MODTEXREF], h))
+        return CUDA_SUCCESS;
     return CUDA_ERROR_INVALID_HANDLE;
 }
 

@@ -255,6 +255,7 @@ static void release_gpu_resources(struct session *s)
     om_mempool_session_end(s);  /* its pool memory, before the pools go */
     om_ipc_session_end(s);      /* what it opened; what it exported stays while opened */
     om_vmm_session_end(s);      /* its mappings and reservations, before its handles go */
+    om_modref_release(s);       /* api/texrefs.c: its libraries held, its module references */
     om_own_release(s);          /* the kinds of api/handles.tsv with a destroy entry */
     /* api/modules.c: the link states' own buffers (own.c destroyed the link states) */
     om_link_forget_session(s);

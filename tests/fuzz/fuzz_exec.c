@@ -2011,6 +2011,72 @@ static CUresult w_cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d
     return rc;
 }
 
+/* The arraymap family (fake_arraymap.c): each element's array or mipmapped array and, for a
+ * map, its allocation handle. A module's texture and surface references: a module's texture
+ * reference is noted as a texref too (the texref rows take it) but must never be destroyed. */
+static CUresult w_cuMemMapArrayAsync(CUarrayMapInfo *m, unsigned n, CUstream st)
+{
+    ENTER(cuMemMapArrayAsync);
+    for (unsigned i = 0; m && i < n; i++) {
+        if (m[i].resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
+            check(K_H_MIPMAPPED_ARRAY, H(m[i].resource.mipmap), 1);
+        else
+            check(K_H_ARRAY, H(m[i].resource.array), 1);
+        if (m[i].memOperationType == CU_MEM_OPERATION_TYPE_MAP)
+            check(K_H_MEMHANDLE, m[i].memHandle.memHandle, 1);
+    }
+    return ORIG(cuMemMapArrayAsync, CUresult(*)(CUarrayMapInfo *, unsigned, CUstream))(m, n, st);
+}
+
+static CUresult w_cuLibraryGetModule(CUmodule *mod, CUlibrary lib)
+{
+    ENTER(cuLibraryGetModule);
+    check(K_LIBRARY, H(lib), 1);
+    return ORIG(cuLibraryGetModule, CUresult(*)(CUmodule *, CUlibrary))(mod, lib);
+}
+
+static CUresult w_cuModuleGetTexRef(CUtexref *t, CUmodule mod, const char *name)
+{
+    ENTER(cuModuleGetTexRef);
+    check(K_LIBRARY, H(mod), 1); /* the double's module is its library */
+    CUresult rc =
+        ORIG(cuModuleGetTexRef, CUresult(*)(CUtexref *, CUmodule, const char *))(t, mod, name);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_TEXREF, H(*t), 1, false);
+        note(K_H_MODTEXREF, H(*t), 1, false);
+    }
+    return rc;
+}
+
+static CUresult w_cuModuleGetSurfRef(CUsurfref *sr, CUmodule mod, const char *name)
+{
+    ENTER(cuModuleGetSurfRef);
+    check(K_LIBRARY, H(mod), 1);
+    CUresult rc =
+        ORIG(cuModuleGetSurfRef, CUresult(*)(CUsurfref *, CUmodule, const char *))(sr, mod, name);
+    return noted(rc, K_H_MODSURFREF, rc == CUDA_SUCCESS ? H(*sr) : 0);
+}
+
+static CUresult w_cuTexRefDestroy(CUtexref t)
+{
+    ENTER(cuTexRefDestroy);
+    check(K_H_TEXREF, H(t), 1);
+    for (size_t i = 0; phase == O_FUZZED && i < nobjs; i++)
+        if (objs[i].kind == K_H_MODTEXREF && objs[i].base == H(t))
+            violation("which is a module's texture reference", K_H_MODTEXREF, H(t), 1);
+    CUresult rc = ORIG(cuTexRefDestroy, CUresult(*)(CUtexref))(t);
+    if (rc == CUDA_SUCCESS)
+        forget(K_H_TEXREF, H(t));
+    return rc;
+}
+
+static CUresult w_cuSurfRefGetArray(CUarray *a, CUsurfref sr)
+{
+    ENTER(cuSurfRefGetArray);
+    check(K_H_MODSURFREF, H(sr), 1);
+    return ORIG(cuSurfRefGetArray, CUresult(*)(CUarray *, CUsurfref))(a, sr);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -2098,6 +2164,12 @@ static const struct {
     W(cuMemGetAccess),
     W(cuMemRetainAllocationHandle),
     W(cuMemGetAllocationPropertiesFromHandle),
+    W(cuMemMapArrayAsync),
+    W(cuLibraryGetModule),
+    W(cuModuleGetTexRef),
+    W(cuModuleGetSurfRef),
+    W(cuTexRefDestroy),
+    W(cuSurfRefGetArray),
     W(cuGraphCreate),
     W(cuGraphClone),
     W(cuGraphDestroy),

@@ -307,8 +307,12 @@ CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device); /* streams 
 CUresult om_r_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags); /* streams */
 CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags); /* streams */
 CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value); /* streams */
+CUresult om_r_cuTexRefDestroy(CUtexref hTexRef); /* texrefs */
 CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr, size_t Pitch); /* texrefs */
 CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch); /* texrefs */
+CUresult om_r_cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name); /* texrefs */
+CUresult om_r_cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name); /* texrefs */
+CUresult om_r_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef); /* texrefs */
 CUresult om_r_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize); /* v1 */
 CUresult om_r_cuMemAllocHost(void **pp, unsigned int bytesize); /* v1 */
 CUresult om_r_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes); /* v1 */

@@ -16,6 +16,20 @@ static inline uint64_t om_gen_bits_f32(float v)
     return b;
 }
 
+static CUresult r_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+{
+    uint8_t req_buf[32 + (size_t)(256) * sizeof(*mapInfoList)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(count) > 256 || ((count) && !mapInfoList))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(count));
+    if (count)
+        om_put_bytes(&req, mapInfoList, (size_t)(count) * sizeof(*mapInfoList));
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    return om_rcall(OM_IDX_cuMemMapArrayAsync, &req, NULL, 0, NULL);
+}
+
 static CUresult r_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
     uint8_t req_buf[16];
@@ -1900,14 +1914,6 @@ static CUresult r_cuTexRefCreate(CUtexref *pTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefDestroy(CUtexref hTexRef)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
-    return om_rcall(OM_IDX_cuTexRefDestroy, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
@@ -2378,8 +2384,30 @@ static CUresult r_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray h
     return om_rcall(OM_IDX_cuTexRefSetMipmappedArray, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hSurfRef);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hArray);
+    om_put_u64(&req, (uint64_t)Flags);
+    return om_rcall(OM_IDX_cuSurfRefSetArray, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hfunc);
+    om_put_u64(&req, (uint64_t)(int64_t)texunit);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    return om_rcall(OM_IDX_cuParamSetTexRef, &req, NULL, 0, NULL);
+}
+
 void om_remote_gen_install(void)
 {
+    om_remote_set(OM_IDX_cuMemMapArrayAsync, (void *)r_cuMemMapArrayAsync);
+    om_remote_set(OM_IDX_cuMemMapArrayAsync_ptsz, (void *)r_cuMemMapArrayAsync);
     om_remote_set(OM_IDX_cuArrayCreate_v2, (void *)om_r_cuArrayCreate_v2);
     om_remote_set(OM_IDX_cuArray3DCreate_v2, (void *)om_r_cuArray3DCreate_v2);
     om_remote_set(OM_IDX_cuArrayDestroy, (void *)om_r_cuArrayDestroy);
@@ -2875,7 +2903,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuTexRefCreate, (void *)r_cuTexRefCreate);
-    om_remote_set(OM_IDX_cuTexRefDestroy, (void *)r_cuTexRefDestroy);
+    om_remote_set(OM_IDX_cuTexRefDestroy, (void *)om_r_cuTexRefDestroy);
     om_remote_set(OM_IDX_cuTexRefGetAddress, (void *)r_cuTexRefGetAddress);
     om_remote_set(OM_IDX_cuTexRefGetAddress_v2, (void *)r_cuTexRefGetAddress_v2);
     om_remote_set(OM_IDX_cuTexRefGetAddressMode, (void *)r_cuTexRefGetAddressMode);
@@ -2905,6 +2933,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuTexRefSetAddress2D_v3, (void *)om_r_cuTexRefSetAddress2D_v3);
     om_remote_set(OM_IDX_cuTexRefSetAddress2D_v2, (void *)om_r_cuTexRefSetAddress2D_v3);
     om_remote_set(OM_IDX_cuTexRefSetAddress2D, (void *)om_r_cuTexRefSetAddress2D);
+    om_remote_set(OM_IDX_cuModuleGetTexRef, (void *)om_r_cuModuleGetTexRef);
+    om_remote_set(OM_IDX_cuModuleGetSurfRef, (void *)om_r_cuModuleGetSurfRef);
+    om_remote_set(OM_IDX_cuSurfRefSetArray, (void *)r_cuSurfRefSetArray);
+    om_remote_set(OM_IDX_cuSurfRefGetArray, (void *)om_r_cuSurfRefGetArray);
+    om_remote_set(OM_IDX_cuParamSetTexRef, (void *)r_cuParamSetTexRef);
     om_remote_set(OM_IDX_cuEventDestroy, (void *)om_r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuMemHostRegister, (void *)om_r_cuMemHostRegister_v2);
     om_remote_set(OM_IDX_cuMemAlloc, (void *)om_r_cuMemAlloc);

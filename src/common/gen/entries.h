@@ -346,8 +346,8 @@
     X(336, cuMemHostUnregister, REMOTE) \
     X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
     X(338, cuMemMap, REMOTE) \
-    X(339, cuMemMapArrayAsync, UNSUPPORTED) \
-    X(340, cuMemMapArrayAsync_ptsz, UNSUPPORTED) \
+    X(339, cuMemMapArrayAsync, REMOTE) \
+    X(340, cuMemMapArrayAsync_ptsz, REMOTE) \
     X(341, cuMemPoolCreate, REMOTE) \
     X(342, cuMemPoolDestroy, REMOTE) \
     X(343, cuMemPoolExportPointer, UNSUPPORTED) \
@@ -487,8 +487,8 @@
     X(477, cuModuleGetGlobal, REMOTE) \
     X(478, cuModuleGetGlobal_v2, REMOTE) \
     X(479, cuModuleGetLoadingMode, LOCAL) \
-    X(480, cuModuleGetSurfRef, UNSUPPORTED) \
-    X(481, cuModuleGetTexRef, UNSUPPORTED) \
+    X(480, cuModuleGetSurfRef, REMOTE) \
+    X(481, cuModuleGetTexRef, REMOTE) \
     X(482, cuModuleLoad, REMOTE) \
     X(483, cuModuleLoadData, REMOTE) \
     X(484, cuModuleLoadDataEx, REMOTE) \
@@ -508,7 +508,7 @@
     X(498, cuOccupancyMaxPotentialBlockSizeWithFlags, REMOTE) \
     X(499, cuOccupancyMaxPotentialClusterSize, REMOTE) \
     X(500, cuParamSetSize, LOCAL) \
-    X(501, cuParamSetTexRef, UNSUPPORTED) \
+    X(501, cuParamSetTexRef, REMOTE) \
     X(502, cuParamSetf, LOCAL) \
     X(503, cuParamSeti, LOCAL) \
     X(504, cuParamSetv, LOCAL) \
@@ -596,8 +596,8 @@
     X(586, cuSurfObjectCreate, REMOTE) \
     X(587, cuSurfObjectDestroy, REMOTE) \
     X(588, cuSurfObjectGetResourceDesc, REMOTE) \
-    X(589, cuSurfRefGetArray, UNSUPPORTED) \
-    X(590, cuSurfRefSetArray, UNSUPPORTED) \
+    X(589, cuSurfRefGetArray, REMOTE) \
+    X(590, cuSurfRefSetArray, REMOTE) \
     X(591, cuTensorMapEncodeIm2col, PASSTHROUGH) \
     X(592, cuTensorMapEncodeIm2colWide, PASSTHROUGH) \
     X(593, cuTensorMapEncodeTiled, PASSTHROUGH) \

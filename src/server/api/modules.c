@@ -42,7 +42,9 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
     }
     hash = om_hash64(c->s->stage, size);
     pthread_mutex_lock(om_image_load_lock());
-    if (om_image_lookup(c->s->stage, hash, size, &lib) != 0) {
+    /* A library another client claimed (a module's texture references, api/texrefs.c): this
+     * client loads its own copy. */
+    if (om_image_lookup(c->s->stage, hash, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
         CUlibrary l = NULL;
         /* A new image: it stays loaded while the server runs, so it counts against the
          * client's budget and the server's (budget.c). */
@@ -75,9 +77,11 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
         return rc;
     /* For the servers after this one (imgcache.c); the staging buffer is this session's. */
     om_imgcache_store(c->s->stage, size, hash);
-    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib) &&
-        om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib)) {
+        if (om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        om_modref_loaded(c->s, lib);
+    }
     om_put_u64(&c->out, lib);
     return CUDA_SUCCESS;
 }
@@ -91,6 +95,8 @@ CUresult om_x_cuLibraryUnload(struct call *c)
      * kernel); this client just loses the handle. */
     if (rc == CUDA_SUCCESS && !om_handles_remove(&c->s->own[OM_H_LIBRARY], lib))
         rc = CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS)
+        om_modref_unloaded(c->s, lib); /* its references of the module go (api/texrefs.c) */
     if (rc == CUDA_SUCCESS)
         om_put_u64(&c->out, 0);
     return rc;

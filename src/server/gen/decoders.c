@@ -21,6 +21,38 @@ static inline float om_gen_f32(uint64_t b)
     return v;
 }
 
+_Static_assert(24 + (uint64_t)(256) * sizeof(CUarrayMapInfo) <= OM_CHUNK_BYTES, "cuMemMapArrayAsync: its largest request exceeds a record");
+static CUresult x_cuMemMapArrayAsync(struct call *c)
+{
+    uint64_t a_mapInfoList = om_get_u64(&c->in);
+    const void *b_mapInfoList = a_mapInfoList <= 256 ? om_get_bytes(&c->in, (size_t)a_mapInfoList * sizeof(CUarrayMapInfo)) : NULL;
+    uint64_t a_count = om_get_u64(&c->in);
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUarrayMapInfo *v_mapInfoList = NULL;
+    CUstream s_hStream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (a_mapInfoList > 256 || (a_mapInfoList && !b_mapInfoList) || a_mapInfoList != (uint64_t)(a_count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_mapInfoList && !(v_mapInfoList = malloc((size_t)a_mapInfoList * sizeof(CUarrayMapInfo)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_mapInfoList)
+        memcpy(v_mapInfoList, b_mapInfoList, (size_t)a_mapInfoList * sizeof(CUarrayMapInfo));
+    if ((rc = om_check_arraymap(c, v_mapInfoList, (size_t)a_mapInfoList)) != CUDA_SUCCESS)
+        goto out;
+    s_hStream = om_arg_stream(c, a_hStream, true, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUarrayMapInfo *, unsigned int, CUstream))REAL(cuMemMapArrayAsync))(v_mapInfoList, (unsigned int)a_count, s_hStream);
+out:
+    free(v_mapInfoList);
+    return rc;
+}
+
 static CUresult x_cuArrayGetDescriptor_v2(struct call *c)
 {
     uint64_t a_hArray = om_get_u64(&c->in);
@@ -2114,22 +2146,6 @@ out:
     return rc;
 }
 
-static CUresult x_cuTexRefDestroy(struct call *c)
-{
-    uint64_t a_hTexRef = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUtexref))REAL(cuTexRefDestroy))((CUtexref)(uintptr_t)a_hTexRef);
-    if (rc == CUDA_SUCCESS) {
-        om_own_drop(c->s, OM_H_TEXREF, a_hTexRef);
-    }
-    return rc;
-}
-
 static CUresult x_cuTexRefGetAddress(struct call *c)
 {
     uint64_t a_hTexRef = om_get_u64(&c->in);
@@ -2618,7 +2634,46 @@ static CUresult x_cuTexRefSetMipmappedArray(struct call *c)
     return rc;
 }
 
+static CUresult x_cuSurfRefSetArray(struct call *c)
+{
+    uint64_t a_hSurfRef = om_get_u64(&c->in);
+    uint64_t a_hArray = om_get_u64(&c->in);
+    uint64_t a_Flags = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MODSURFREF, a_hSurfRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_ARRAY, a_hArray, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_Flags & ~(uint64_t)(0))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUsurfref, CUarray, unsigned int))REAL(cuSurfRefSetArray))((CUsurfref)(uintptr_t)a_hSurfRef, (CUarray)(uintptr_t)a_hArray, (unsigned int)a_Flags);
+    return rc;
+}
+
+static CUresult x_cuParamSetTexRef(struct call *c)
+{
+    uint64_t a_hfunc = om_get_u64(&c->in);
+    uint64_t a_texunit = om_get_u64(&c->in);
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_hfunc, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_texunit < -1 || (int64_t)a_texunit > -1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUfunction, int, CUtexref))REAL(cuParamSetTexRef))((CUfunction)(uintptr_t)a_hfunc, (int)a_texunit, (CUtexref)(uintptr_t)a_hTexRef);
+    return rc;
+}
+
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
+    [OM_IDX_cuMemMapArrayAsync] = x_cuMemMapArrayAsync,
     [OM_IDX_cuArrayCreate_v2] = om_x_cuArrayCreate_v2,
     [OM_IDX_cuArray3DCreate_v2] = om_x_cuArray3DCreate_v2,
     [OM_IDX_cuArrayDestroy] = om_x_cuArrayDestroy,
@@ -2840,7 +2895,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamGetAttribute] = x_cuStreamGetAttribute,
     [OM_IDX_cuStreamSetAttribute] = om_x_cuStreamSetAttribute,
     [OM_IDX_cuTexRefCreate] = x_cuTexRefCreate,
-    [OM_IDX_cuTexRefDestroy] = x_cuTexRefDestroy,
+    [OM_IDX_cuTexRefDestroy] = om_x_cuTexRefDestroy,
     [OM_IDX_cuTexRefGetAddress] = x_cuTexRefGetAddress,
     [OM_IDX_cuTexRefGetAddress_v2] = x_cuTexRefGetAddress_v2,
     [OM_IDX_cuTexRefGetAddressMode] = x_cuTexRefGetAddressMode,
@@ -2868,4 +2923,9 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuTexRefSetMipmapLevelClamp] = x_cuTexRefSetMipmapLevelClamp,
     [OM_IDX_cuTexRefSetMipmappedArray] = x_cuTexRefSetMipmappedArray,
     [OM_IDX_cuTexRefSetAddress2D_v3] = om_x_cuTexRefSetAddress2D_v3,
+    [OM_IDX_cuModuleGetTexRef] = om_x_cuModuleGetTexRef,
+    [OM_IDX_cuModuleGetSurfRef] = om_x_cuModuleGetSurfRef,
+    [OM_IDX_cuSurfRefSetArray] = x_cuSurfRefSetArray,
+    [OM_IDX_cuSurfRefGetArray] = om_x_cuSurfRefGetArray,
+    [OM_IDX_cuParamSetTexRef] = x_cuParamSetTexRef,
 };

@@ -131,6 +131,10 @@ CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
+CUresult om_x_cuTexRefDestroy(struct call *c); /* texrefs */
 CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
+CUresult om_x_cuModuleGetTexRef(struct call *c); /* texrefs */
+CUresult om_x_cuModuleGetSurfRef(struct call *c); /* texrefs */
+CUresult om_x_cuSurfRefGetArray(struct call *c); /* texrefs */
 
 #endif

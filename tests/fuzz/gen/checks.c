@@ -4,6 +4,16 @@
 /* The entry each generated wrapper calls: the double's, or a hand-written wrapper. */
 static void *gen_next[OM_ENTRY_COUNT];
 
+static CUresult g_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+{
+    CUresult rc;
+
+    ENTER(cuMemMapArrayAsync);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUarrayMapInfo *, unsigned int, CUstream))gen_next[OM_IDX_cuMemMapArrayAsync])(mapInfoList, count, hStream);
+    return rc;
+}
+
 static CUresult g_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
     CUresult rc;
@@ -1010,19 +1020,6 @@ static CUresult g_cuTexRefCreate(CUtexref *pTexRef)
     return rc;
 }
 
-static CUresult g_cuTexRefDestroy(CUtexref hTexRef)
-{
-    CUresult rc;
-
-    ENTER(cuTexRefDestroy);
-    check(K_H_TEXREF, H(hTexRef), 1);
-    rc = ((CUresult (*)(CUtexref))gen_next[OM_IDX_cuTexRefDestroy])(hTexRef);
-    if (rc == CUDA_SUCCESS) {
-        forget(K_H_TEXREF, H(hTexRef));
-    }
-    return rc;
-}
-
 static CUresult g_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
 {
     CUresult rc;
@@ -1287,10 +1284,33 @@ static CUresult g_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray h
     return rc;
 }
 
+static CUresult g_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)
+{
+    CUresult rc;
+
+    ENTER(cuSurfRefSetArray);
+    check(K_H_MODSURFREF, H(hSurfRef), 1);
+    check(K_H_ARRAY, H(hArray), 1);
+    rc = ((CUresult (*)(CUsurfref, CUarray, unsigned int))gen_next[OM_IDX_cuSurfRefSetArray])(hSurfRef, hArray, Flags);
+    return rc;
+}
+
+static CUresult g_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuParamSetTexRef);
+    check(K_KERNEL, H(hfunc), 1);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUfunction, int, CUtexref))gen_next[OM_IDX_cuParamSetTexRef])(hfunc, texunit, hTexRef);
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
 } gen_wrappers[] = {
+    {OM_IDX_cuMemMapArrayAsync, (void *)g_cuMemMapArrayAsync},
     {OM_IDX_cuArrayGetDescriptor_v2, (void *)g_cuArrayGetDescriptor_v2},
     {OM_IDX_cuArray3DGetDescriptor_v2, (void *)g_cuArray3DGetDescriptor_v2},
     {OM_IDX_cuArrayGetPlane, (void *)g_cuArrayGetPlane},
@@ -1386,7 +1406,6 @@ static const struct {
     {OM_IDX_cuStreamCopyAttributes, (void *)g_cuStreamCopyAttributes},
     {OM_IDX_cuStreamGetAttribute, (void *)g_cuStreamGetAttribute},
     {OM_IDX_cuTexRefCreate, (void *)g_cuTexRefCreate},
-    {OM_IDX_cuTexRefDestroy, (void *)g_cuTexRefDestroy},
     {OM_IDX_cuTexRefGetAddress, (void *)g_cuTexRefGetAddress},
     {OM_IDX_cuTexRefGetAddress_v2, (void *)g_cuTexRefGetAddress_v2},
     {OM_IDX_cuTexRefGetAddressMode, (void *)g_cuTexRefGetAddressMode},
@@ -1413,4 +1432,6 @@ static const struct {
     {OM_IDX_cuTexRefSetMipmapLevelBias, (void *)g_cuTexRefSetMipmapLevelBias},
     {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
     {OM_IDX_cuTexRefSetMipmappedArray, (void *)g_cuTexRefSetMipmappedArray},
+    {OM_IDX_cuSurfRefSetArray, (void *)g_cuSurfRefSetArray},
+    {OM_IDX_cuParamSetTexRef, (void *)g_cuParamSetTexRef},
 };
