@@ -248,14 +248,15 @@ static bool memory_gone(pid_t pid)
 
 static void release_gpu_resources(struct session *s)
 {
+    /* api/shareable.c: what it exported, remembered */
+    om_shareable_session_end(s);
     om_graphs_release(s);
     if (s->default_stream || s->own[OM_H_STREAM].n)
         om_exec_sync_client(s);
-    om_mempool_session_end(s);   /* its pool memory, before the pools go */
-    om_ipc_session_end(s);       /* what it opened; what it exported stays while opened */
-    om_vmm_session_end(s);       /* its mappings and reservations, before its handles go */
-    om_shareable_session_end(s); /* what it exported, remembered */
-    om_own_release(s);           /* the kinds of api/handles.tsv with a destroy entry */
+    om_mempool_session_end(s); /* its pool memory, before the pools go */
+    om_ipc_session_end(s);     /* what it opened; what it exported stays while opened */
+    om_vmm_session_end(s);     /* its mappings and reservations, before its handles go */
+    om_own_release(s);         /* the kinds of api/handles.tsv with a destroy entry */
     /* api/modules.c: the link states' own buffers (own.c destroyed the link states) */
     om_link_forget_session(s);
     for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++) /* a shared one by its last holder */
