@@ -1943,6 +1943,84 @@ static CUresult w_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p,
                 CUresult(*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))(p, h);
 }
 
+/* Shareable handles (api/shareable.c): the exported handle or pool and the pool memory of an
+ * exported pointer are the fuzzed session's; what an import makes is its own. The imports of a
+ * descriptor need one the fuzzed client never sends; fabric handles and pointer data travel. */
+static CUresult w_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                               CUmemAllocationHandleType t, unsigned long long f)
+{
+    ENTER(cuMemExportToShareableHandle);
+    check(K_H_MEMHANDLE, h, 1);
+    return ORIG(cuMemExportToShareableHandle,
+                CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                            unsigned long long))(out, h, t, f);
+}
+
+static CUresult w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
+                                                 CUmemAllocationHandleType t)
+{
+    ENTER(cuMemImportFromShareableHandle);
+    CUresult rc =
+        ORIG(cuMemImportFromShareableHandle, CUresult(*)(CUmemGenericAllocationHandle *, void *,
+                                                         CUmemAllocationHandleType))(h, os, t);
+    return noted(rc, K_H_MEMHANDLE, rc == CUDA_SUCCESS ? *h : 0);
+}
+
+static CUresult w_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool,
+                                                   CUmemAllocationHandleType t,
+                                                   unsigned long long f)
+{
+    ENTER(cuMemPoolExportToShareableHandle);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolExportToShareableHandle,
+                CUresult(*)(void *, CUmemoryPool, CUmemAllocationHandleType, unsigned long long))(
+        out, pool, t, f);
+}
+
+static CUresult w_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os,
+                                                     CUmemAllocationHandleType t,
+                                                     unsigned long long f)
+{
+    ENTER(cuMemPoolImportFromShareableHandle);
+    CUresult rc = ORIG(cuMemPoolImportFromShareableHandle,
+                       CUresult(*)(CUmemoryPool *, void *, CUmemAllocationHandleType,
+                                   unsigned long long))(pool, os, t, f);
+    return noted(rc, K_H_MEMPOOL, rc == CUDA_SUCCESS ? H(*pool) : 0);
+}
+
+static CUresult w_cuMemPoolExportPointer(CUmemPoolPtrExportData *d, CUdeviceptr p)
+{
+    ENTER(cuMemPoolExportPointer);
+    check(K_DEVICE, p, 1);
+    return ORIG(cuMemPoolExportPointer, CUresult(*)(CUmemPoolPtrExportData *, CUdeviceptr))(d, p);
+}
+
+static CUresult w_cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool,
+                                         CUmemPoolPtrExportData *d)
+{
+    CUresult rc;
+    size_t n = 0;
+    CUdeviceptr base = 0;
+
+    ENTER(cuMemPoolImportPointer);
+    check(K_H_MEMPOOL, H(pool), 1);
+    rc = ORIG(cuMemPoolImportPointer,
+              CUresult(*)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *))(p, pool, d);
+    if (rc == CUDA_SUCCESS &&
+        ORIG(cuMemGetAddressRange_v2,
+             CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))(&base, &n, *p) == CUDA_SUCCESS)
+        note(K_DEVICE, *p, n, true);
+    return rc;
+}
+
+static CUresult w_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *n, CUdeviceptr p)
+{
+    ENTER(cuMemGetAddressRange_v2);
+    check(K_DEVICE, p, 1);
+    return ORIG(cuMemGetAddressRange_v2, CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))(base, n,
+                                                                                            p);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -1985,6 +2063,13 @@ static const struct {
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
     W(cuImportExternalMemory),
+    W(cuMemExportToShareableHandle),
+    W(cuMemImportFromShareableHandle),
+    W(cuMemPoolExportToShareableHandle),
+    W(cuMemPoolImportFromShareableHandle),
+    W(cuMemPoolExportPointer),
+    W(cuMemPoolImportPointer),
+    W(cuMemGetAddressRange_v2),
     W(cuImportExternalSemaphore),
     W(cuExternalMemoryGetMappedBuffer),
     W(cuArrayCreate_v2),

@@ -287,13 +287,15 @@ CUresult om_x_cuMemPoolImportPointer(struct call *c)
         &base, &size, p);
     if (rc == CUDA_SUCCESS && (base != p || size == 0))
         rc = CUDA_ERROR_UNKNOWN;
+    /* Already its memory: once is enough (the second import's reference is given back, the
+     * driver counting one per import, as it asks every importer to free what it imported). */
     if (rc == CUDA_SUCCESS && om_ranges_find_base(&c->s->allocs, p))
-        rc = CUDA_ERROR_INVALID_VALUE; /* already its memory: once is enough */
+        rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && om_ranges_add(&c->s->allocs, p, size, 0, true) < 0)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
         CUresult frc;
-        CUstream st = rc == CUDA_ERROR_INVALID_VALUE ? NULL : om_find_stream(c->s, 0, true, &frc);
+        CUstream st = om_find_stream(c->s, 0, true, &frc);
         if (st)
             ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(p, st);
         return rc;
