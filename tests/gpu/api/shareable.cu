@@ -125,6 +125,12 @@ static int child(int sock)
     CUmemoryPool pool;
     CU(cuMemPoolImportFromShareableHandle(&pool, (void *)(intptr_t)pfd,
                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    // the device's access to the imported pool: read-write, set where it is not
+    CUmemLocation dev0 = acc.location;
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CU(cuMemPoolGetAccess(&flags, pool, &dev0));
+    if (flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        CU(cuMemPoolSetAccess(pool, &acc, 1));
     CUdeviceptr p;
     CU(cuMemPoolImportPointer(&p, pool, &m.data));
     if (check("child reading the parent's pool memory", p, m.pool_bytes, 22u, 0))
