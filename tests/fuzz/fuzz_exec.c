@@ -1822,11 +1822,30 @@ static CUresult w_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool
     return rc;
 }
 
+/* Pool pointers the fuzzed session imported at an address it already had (api/shareable.c
+ * refuses the import and frees it again): that free gives back the extra reference only. */
+static struct {
+    uint64_t p;
+    unsigned n;
+} extra_refs[64];
+
+static bool drop_extra_ref(uint64_t p)
+{
+    for (size_t i = 0; i < sizeof(extra_refs) / sizeof(extra_refs[0]); i++)
+        if (extra_refs[i].n && extra_refs[i].p == p) {
+            extra_refs[i].n--;
+            return true;
+        }
+    return false;
+}
+
 static CUresult w_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
     ENTER(cuMemFreeAsync);
     check(K_STREAM, H(s), 1);
-    if (phase == O_FUZZED) {
+    if (phase == O_FUZZED && drop_extra_ref(p)) {
+        check(K_DEVICE, p, 1);
+    } else if (phase == O_FUZZED) {
         bool mine = false;
         for (size_t i = 0; i < nobjs && !mine; i++)
             mine = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].alloc &&
@@ -2002,14 +2021,27 @@ static CUresult w_cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool,
     size_t n = 0;
     CUdeviceptr base = 0;
 
+    CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) =
+        ORIG(cuMemGetAddressRange_v2, CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr));
+
     ENTER(cuMemPoolImportPointer);
     check(K_H_MEMPOOL, H(pool), 1);
     rc = ORIG(cuMemPoolImportPointer,
               CUresult(*)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *))(p, pool, d);
-    if (rc == CUDA_SUCCESS &&
-        ORIG(cuMemGetAddressRange_v2,
-             CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))(&base, &n, *p) == CUDA_SUCCESS)
-        note(K_DEVICE, *p, n, true);
+    if (rc != CUDA_SUCCESS || range(&base, &n, *p) != CUDA_SUCCESS)
+        return rc;
+    if (phase == O_FUZZED) {
+        bool had = false;
+        for (size_t i = 0; i < nobjs && !had; i++)
+            had = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].base == *p;
+        for (size_t i = 0; had && i < sizeof(extra_refs) / sizeof(extra_refs[0]); i++)
+            if (!extra_refs[i].n || extra_refs[i].p == *p) {
+                extra_refs[i].p = *p;
+                extra_refs[i].n++;
+                break;
+            }
+    }
+    note(K_DEVICE, *p, n, true);
     return rc;
 }
 
