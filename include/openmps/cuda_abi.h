@@ -728,6 +728,21 @@ _Static_assert(offsetof(CUarrayMapInfo, subresource.miptail.offset) == 32, "mipt
 _Static_assert(offsetof(CUarrayMapInfo, memOperationType) == 56, "memOperationType");
 _Static_assert(offsetof(CUarrayMapInfo, memHandle) == 64, "CUarrayMapInfo.memHandle");
 _Static_assert(offsetof(CUarrayMapInfo, deviceBitMask) == 80, "deviceBitMask");
+/* Shareable handles (api/remote/shareable.tsv): the handle types of CUmemAllocationHandleType
+ * (a mask in CUmemAllocationProp.requestedHandleTypes and CUmemPoolProps.handleTypes), a fabric
+ * handle and a pool pointer's export data (64 opaque bytes each). */
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 0x1
+#define CU_MEM_HANDLE_TYPE_WIN32 0x2
+#define CU_MEM_HANDLE_TYPE_WIN32_KMT 0x4
+#define CU_MEM_HANDLE_TYPE_FABRIC 0x8
+typedef struct {
+    unsigned char data[64];
+} CUmemFabricHandle;
+typedef struct om_CUmemPoolPtrExportData {
+    unsigned char reserved[64];
+} CUmemPoolPtrExportData;
+_Static_assert(sizeof(CUmemFabricHandle) == 64, "CUmemFabricHandle as in cuda.h");
+_Static_assert(sizeof(CUmemPoolPtrExportData) == 64, "CUmemPoolPtrExportData as in cuda.h");
 
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u

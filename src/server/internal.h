@@ -240,6 +240,10 @@ void om_ipc_session_end(struct session *s);
  * (the caller destroys it then), false when another still does. */
 bool om_ipc_event_release(uint64_t event);
 void om_vmm_session_end(struct session *s);
+/* api/shareable.c: a mask of shareable handle types the server offers (POSIX file descriptor,
+ * fabric; Win32 NOT_SUPPORTED, unknown bits INVALID_VALUE), and a session's end. */
+CUresult om_shareable_types(uint64_t mask);
+void om_shareable_session_end(struct session *s);
 /* cuMemFree of a client's pool memory: after its own work, on its default stream. */
 CUresult om_mempool_free(struct session *s, struct om_range *r);
 /* An owned range the client frees: true when clients that opened it by an IPC handle keep it

@@ -248,6 +248,8 @@ static bool memory_gone(pid_t pid)
 
 static void release_gpu_resources(struct session *s)
 {
+    /* api/shareable.c: what it exported, remembered */
+    om_shareable_session_end(s);
     om_graphs_release(s);
     if (s->default_stream || s->own[OM_H_STREAM].n)
         om_exec_sync_client(s);

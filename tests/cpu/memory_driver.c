@@ -200,7 +200,7 @@ static int pools(void)
 
     /* a pool of its own */
     OK(cuMemPoolCreate(&p1, &props));
-    props.handleTypes = 1; /* a POSIX descriptor: not offered */
+    props.handleTypes = 2; /* a Win32 handle: not on Linux (a POSIX one: shareable_driver.c) */
     IS(cuMemPoolCreate(&p2, &props), NOT_SUPPORTED);
     props.handleTypes = 0;
     OK(cuMemPoolSetAccess(p1, &acc, 1));
@@ -415,7 +415,7 @@ static int vmm(void)
     CHECK(g > 0, "a granularity");
     IS(cuMemGetAllocationGranularity(&g, &prop, 7), INVALID_VALUE);
     OK(cuMemCreate(&h, 2 * g, &prop, 0));
-    prop.requestedHandleTypes = 1; /* a POSIX descriptor: not offered */
+    prop.requestedHandleTypes = 2; /* a Win32 handle: not on Linux (POSIX: shareable_driver.c) */
     IS(cuMemCreate(&h2, 2 * g, &prop, 0), NOT_SUPPORTED);
     prop.requestedHandleTypes = 0;
     OK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));

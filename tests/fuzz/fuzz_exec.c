@@ -1822,11 +1822,30 @@ static CUresult w_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool
     return rc;
 }
 
+/* Pool pointers the fuzzed session imported at an address it already had (api/shareable.c
+ * refuses the import and frees it again): that free gives back the extra reference only. */
+static struct {
+    uint64_t p;
+    unsigned n;
+} extra_refs[64];
+
+static bool drop_extra_ref(uint64_t p)
+{
+    for (size_t i = 0; i < sizeof(extra_refs) / sizeof(extra_refs[0]); i++)
+        if (extra_refs[i].n && extra_refs[i].p == p) {
+            extra_refs[i].n--;
+            return true;
+        }
+    return false;
+}
+
 static CUresult w_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
     ENTER(cuMemFreeAsync);
     check(K_STREAM, H(s), 1);
-    if (phase == O_FUZZED) {
+    if (phase == O_FUZZED && drop_extra_ref(p)) {
+        check(K_DEVICE, p, 1);
+    } else if (phase == O_FUZZED) {
         bool mine = false;
         for (size_t i = 0; i < nobjs && !mine; i++)
             mine = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].alloc &&
@@ -2077,6 +2096,97 @@ static CUresult w_cuSurfRefGetArray(CUarray *a, CUsurfref sr)
     return ORIG(cuSurfRefGetArray, CUresult(*)(CUarray *, CUsurfref))(a, sr);
 }
 
+/* Shareable handles (api/shareable.c): the exported handle or pool and the pool memory of an
+ * exported pointer are the fuzzed session's; what an import makes is its own. The imports of a
+ * descriptor need one the fuzzed client never sends; fabric handles and pointer data travel. */
+static CUresult w_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                               CUmemAllocationHandleType t, unsigned long long f)
+{
+    ENTER(cuMemExportToShareableHandle);
+    check(K_H_MEMHANDLE, h, 1);
+    return ORIG(cuMemExportToShareableHandle,
+                CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                            unsigned long long))(out, h, t, f);
+}
+
+static CUresult w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
+                                                 CUmemAllocationHandleType t)
+{
+    ENTER(cuMemImportFromShareableHandle);
+    CUresult rc =
+        ORIG(cuMemImportFromShareableHandle, CUresult(*)(CUmemGenericAllocationHandle *, void *,
+                                                         CUmemAllocationHandleType))(h, os, t);
+    return noted(rc, K_H_MEMHANDLE, rc == CUDA_SUCCESS ? *h : 0);
+}
+
+static CUresult w_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool,
+                                                   CUmemAllocationHandleType t,
+                                                   unsigned long long f)
+{
+    ENTER(cuMemPoolExportToShareableHandle);
+    check(K_H_MEMPOOL, H(pool), 1);
+    return ORIG(cuMemPoolExportToShareableHandle,
+                CUresult(*)(void *, CUmemoryPool, CUmemAllocationHandleType, unsigned long long))(
+        out, pool, t, f);
+}
+
+static CUresult w_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os,
+                                                     CUmemAllocationHandleType t,
+                                                     unsigned long long f)
+{
+    ENTER(cuMemPoolImportFromShareableHandle);
+    CUresult rc = ORIG(cuMemPoolImportFromShareableHandle,
+                       CUresult(*)(CUmemoryPool *, void *, CUmemAllocationHandleType,
+                                   unsigned long long))(pool, os, t, f);
+    return noted(rc, K_H_MEMPOOL, rc == CUDA_SUCCESS ? H(*pool) : 0);
+}
+
+static CUresult w_cuMemPoolExportPointer(CUmemPoolPtrExportData *d, CUdeviceptr p)
+{
+    ENTER(cuMemPoolExportPointer);
+    check(K_DEVICE, p, 1);
+    return ORIG(cuMemPoolExportPointer, CUresult(*)(CUmemPoolPtrExportData *, CUdeviceptr))(d, p);
+}
+
+static CUresult w_cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool,
+                                         CUmemPoolPtrExportData *d)
+{
+    CUresult rc;
+    size_t n = 0;
+    CUdeviceptr base = 0;
+
+    CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) =
+        ORIG(cuMemGetAddressRange_v2, CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr));
+
+    ENTER(cuMemPoolImportPointer);
+    check(K_H_MEMPOOL, H(pool), 1);
+    rc = ORIG(cuMemPoolImportPointer,
+              CUresult(*)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *))(p, pool, d);
+    if (rc != CUDA_SUCCESS || range(&base, &n, *p) != CUDA_SUCCESS)
+        return rc;
+    if (phase == O_FUZZED) {
+        bool had = false;
+        for (size_t i = 0; i < nobjs && !had; i++)
+            had = objs[i].kind == K_DEVICE && objs[i].owner == O_FUZZED && objs[i].base == *p;
+        for (size_t i = 0; had && i < sizeof(extra_refs) / sizeof(extra_refs[0]); i++)
+            if (!extra_refs[i].n || extra_refs[i].p == *p) {
+                extra_refs[i].p = *p;
+                extra_refs[i].n++;
+                break;
+            }
+    }
+    note(K_DEVICE, *p, n, true);
+    return rc;
+}
+
+static CUresult w_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *n, CUdeviceptr p)
+{
+    ENTER(cuMemGetAddressRange_v2);
+    check(K_DEVICE, p, 1);
+    return ORIG(cuMemGetAddressRange_v2, CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))(base, n,
+                                                                                            p);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -2119,6 +2229,13 @@ static const struct {
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
     W(cuImportExternalMemory),
+    W(cuMemExportToShareableHandle),
+    W(cuMemImportFromShareableHandle),
+    W(cuMemPoolExportToShareableHandle),
+    W(cuMemPoolImportFromShareableHandle),
+    W(cuMemPoolExportPointer),
+    W(cuMemPoolImportPointer),
+    W(cuMemGetAddressRange_v2),
     W(cuImportExternalSemaphore),
     W(cuExternalMemoryGetMappedBuffer),
     W(cuArrayCreate_v2),

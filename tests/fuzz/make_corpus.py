@@ -166,6 +166,25 @@ def exec_seeds():
         stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)), rec("cuLibraryLoadData", 16)])
     # An empty append to a session that never staged (its buffer is still NULL).
     yield "stage-empty", struct.pack("<HH", STAGE_APPEND, 0) + rec("cuLibraryLoadData", 0)
+    # Shareable handles (api/shareable.c): a pool shareable as a descriptor and a fabric handle,
+    # its fabric export imported again (F(1..8) the 64 bytes, F(9) the new pool), pool memory
+    # (F(10), F(11)) exported as pointer data (F(12..19)) and imported into the new pool (its
+    # own memory already: refused, the import freed again); descriptor imports without one.
+    props = struct.pack("<iiiiQQH", 1, 9, 1, 0, 0, 0, 0).ljust(88, b"\0")
+    yield "shareable", b"".join([
+        rec("cuMemPoolCreate", tail=props),
+        rec("cuMemPoolExportToShareableHandle", F(0), 8, 0),
+        rec("cuMemPoolImportFromShareableHandle", 8, 0, *[F(j) for j in range(1, 9)]),
+        rec("cuMemAllocFromPoolAsync", 65536, F(0), 0),
+        rec("cuMemPoolExportPointer", F(10)),
+        rec("cuMemPoolImportPointer", F(9), *[F(j) for j in range(12, 20)]),
+        rec("cuMemPoolExportPointer", ref(V_A1)),
+        rec("cuMemPoolExportToShareableHandle", F(0), 1, 0),
+        rec("cuMemImportFromShareableHandle", 1, 0),
+        rec("cuMemPoolImportFromShareableHandle", 1, 0),
+        rec("cuMemExportToShareableHandle", 0x1234, 1, 0),
+        rec("cuMemPoolImportPointer", F(0), *[F(j) for j in range(12, 20)]),
+        rec("cuMemFree_v2", F(10)), rec("cuMemPoolDestroy", F(9))])
     yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
         IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
         IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])

@@ -2838,6 +2838,12 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuLibraryGetModule, (void *)om_r_cuLibraryGetModule);
     om_remote_set(OM_IDX_cuModuleEnumerateFunctions, (void *)om_r_cuModuleEnumerateFunctions);
     om_remote_set(OM_IDX_cuModuleGetFunctionCount, (void *)om_r_cuModuleGetFunctionCount);
+    om_remote_set(OM_IDX_cuMemExportToShareableHandle, (void *)om_r_cuMemExportToShareableHandle);
+    om_remote_set(OM_IDX_cuMemImportFromShareableHandle, (void *)om_r_cuMemImportFromShareableHandle);
+    om_remote_set(OM_IDX_cuMemPoolExportToShareableHandle, (void *)om_r_cuMemPoolExportToShareableHandle);
+    om_remote_set(OM_IDX_cuMemPoolImportFromShareableHandle, (void *)om_r_cuMemPoolImportFromShareableHandle);
+    om_remote_set(OM_IDX_cuMemPoolExportPointer, (void *)om_r_cuMemPoolExportPointer);
+    om_remote_set(OM_IDX_cuMemPoolImportPointer, (void *)om_r_cuMemPoolImportPointer);
     om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);

@@ -321,7 +321,7 @@
     X(311, cuMemDiscardAndPrefetchBatchAsync_ptsz, LOCAL) \
     X(312, cuMemDiscardBatchAsync, LOCAL) \
     X(313, cuMemDiscardBatchAsync_ptsz, LOCAL) \
-    X(314, cuMemExportToShareableHandle, UNSUPPORTED) \
+    X(314, cuMemExportToShareableHandle, REMOTE) \
     X(315, cuMemFree, REMOTE) \
     X(316, cuMemFreeAsync, REMOTE) \
     X(317, cuMemFreeAsync_ptsz, REMOTE) \
@@ -344,18 +344,18 @@
     X(334, cuMemHostRegister, REMOTE) \
     X(335, cuMemHostRegister_v2, REMOTE) \
     X(336, cuMemHostUnregister, REMOTE) \
-    X(337, cuMemImportFromShareableHandle, UNSUPPORTED) \
+    X(337, cuMemImportFromShareableHandle, REMOTE) \
     X(338, cuMemMap, REMOTE) \
     X(339, cuMemMapArrayAsync, REMOTE) \
     X(340, cuMemMapArrayAsync_ptsz, REMOTE) \
     X(341, cuMemPoolCreate, REMOTE) \
     X(342, cuMemPoolDestroy, REMOTE) \
-    X(343, cuMemPoolExportPointer, UNSUPPORTED) \
-    X(344, cuMemPoolExportToShareableHandle, UNSUPPORTED) \
+    X(343, cuMemPoolExportPointer, REMOTE) \
+    X(344, cuMemPoolExportToShareableHandle, REMOTE) \
     X(345, cuMemPoolGetAccess, REMOTE) \
     X(346, cuMemPoolGetAttribute, REMOTE) \
-    X(347, cuMemPoolImportFromShareableHandle, UNSUPPORTED) \
-    X(348, cuMemPoolImportPointer, UNSUPPORTED) \
+    X(347, cuMemPoolImportFromShareableHandle, REMOTE) \
+    X(348, cuMemPoolImportPointer, REMOTE) \
     X(349, cuMemPoolSetAccess, REMOTE) \
     X(350, cuMemPoolSetAttribute, REMOTE) \
     X(351, cuMemPoolTrimTo, REMOTE) \

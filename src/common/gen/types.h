@@ -75,7 +75,6 @@ typedef struct om_CUcheckpointUnlockArgs CUcheckpointUnlockArgs; /* layout in cu
 typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUmemPoolPtrExportData CUmemPoolPtrExportData; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmulticastObjectProp CUmulticastObjectProp; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUstreamBatchMemOpParams CUstreamBatchMemOpParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUtensorMap CUtensorMap; /* layout in cuda_abi.h where it is marshalled */

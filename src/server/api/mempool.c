@@ -126,8 +126,8 @@ CUresult om_x_cuMemPoolCreate(struct call *c)
         arg_dev(c->s, (uint64_t)(int64_t)props.location.id) != CUDA_SUCCESS ||
         props.win32SecurityAttributes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (props.handleTypes) /* shareable handles would leave the server's process: not offered */
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((rc = om_shareable_types((uint32_t)props.handleTypes)) != CUDA_SUCCESS)
+        return rc; /* a descriptor or a fabric handle (api/shareable.c), not Win32 */
     if ((rc = om_own_room(c->s, OM_H_MEMPOOL)) != CUDA_SUCCESS)
         return rc;
     if ((rc = make_pool(&props, &pool)) != CUDA_SUCCESS)

@@ -15,16 +15,14 @@
 #define VMM_MAX_BYTES (1ull << 46)
 
 /* An allocation's properties the server offers: pinned device memory of one of its devices,
- * no shareable handle types (they would be the server's file descriptors). */
+ * shareable as a POSIX file descriptor or a fabric handle (api/shareable.c), not Win32. */
 static CUresult check_prop(const CUmemAllocationProp *p)
 {
     if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
         p->location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->location.id < 0 ||
         p->location.id >= om_server_ndevices() || p->win32HandleMetaData)
         return CUDA_ERROR_INVALID_VALUE;
-    if (p->requestedHandleTypes)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    return CUDA_SUCCESS;
+    return om_shareable_types((uint32_t)p->requestedHandleTypes);
 }
 
 static const CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *p)

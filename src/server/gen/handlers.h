@@ -123,6 +123,12 @@ CUresult om_x_cuLinkCreate_v2(struct call *c); /* modules */
 CUresult om_x_cuLinkDestroy(struct call *c); /* modules */
 CUresult om_x_cuKernelGetName(struct call *c); /* modules */
 CUresult om_x_cuLibraryEnumerateKernels(struct call *c); /* modules */
+CUresult om_x_cuMemExportToShareableHandle(struct call *c); /* shareable */
+CUresult om_x_cuMemImportFromShareableHandle(struct call *c); /* shareable */
+CUresult om_x_cuMemPoolExportToShareableHandle(struct call *c); /* shareable */
+CUresult om_x_cuMemPoolImportFromShareableHandle(struct call *c); /* shareable */
+CUresult om_x_cuMemPoolExportPointer(struct call *c); /* shareable */
+CUresult om_x_cuMemPoolImportPointer(struct call *c); /* shareable */
 CUresult om_x_cuEventDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,6 +27,8 @@ struct fake_pool {
     unsigned long long threshold, used, high;
     int reuse[4];
     int access[8];
+    int handle_types;         /* CUmemPoolProps.handleTypes (fake_shareable.c) */
+    struct fake_pool *origin; /* an imported pool: the exporter's (no allocations from it) */
 };
 #define POOL_MAGIC 0x706f6f6cu
 
@@ -77,6 +80,7 @@ EXPORT int cuMemPoolCreate(void **pool, const struct fake_props *props)
     if (!fp)
         return 2;
     fp->magic = POOL_MAGIC;
+    fp->handle_types = props->handleTypes;
     *pool = fp;
     mlog("poolcreate %p dev %d", (void *)fp, props->loc_id);
     return CUDA_SUCCESS;
@@ -169,7 +173,7 @@ EXPORT int cuMemAllocFromPoolAsync(dptr_t *p, size_t bytes, void *pool, void *st
     struct fake_pool *fp = pool_of(pool);
     int rc;
 
-    if (!fp || !p || !bytes)
+    if (!fp || !p || !bytes || fp->origin)
         return CUDA_ERROR_INVALID_VALUE;
     rc = cuMemAlloc_v2(p, bytes);
     if (rc == CUDA_SUCCESS)
@@ -207,6 +211,7 @@ struct fake_handle {
     int fd;
     size_t size;
     int refs, maps;
+    int types; /* requestedHandleTypes (fake_shareable.c) */
 };
 static dptr_t vmm_next_va = VMM_VA_BASE;
 static struct {
@@ -264,10 +269,61 @@ EXPORT int cuMemCreate(unsigned long long *h, size_t size, const int *prop,
             close(fd);
         return 2;
     }
-    *fh = (struct fake_handle){HANDLE_MAGIC, fd, size, 1, 0};
+    *fh = (struct fake_handle){HANDLE_MAGIC, fd, size, 1, 0, prop[1]};
     *h = (unsigned long long)(uintptr_t)fh;
     mlog("vmmcreate %zu", size);
     return CUDA_SUCCESS;
+}
+
+/* For fake_shareable.c: a handle's memfd (a new descriptor), size and handle types; a new
+ * handle on a descriptor (taken) of an exported one. -1 / 0 when vmm is off or h unknown. */
+int fake_vmm_handle_dup(unsigned long long h, size_t *size, int *types)
+{
+    struct fake_handle *fh;
+    int fd = -1;
+
+    pthread_mutex_lock(&vmm_lock);
+    fh = vmm_on() ? handle_of(h) : NULL;
+    if (fh && fh->refs > 0) {
+        fd = fcntl(fh->fd, F_DUPFD_CLOEXEC, 0);
+        *size = fh->size;
+        *types = fh->types;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return fd;
+}
+
+unsigned long long fake_vmm_handle_adopt(int fd, size_t size, int types)
+{
+    struct fake_handle *fh = vmm_on() ? calloc(1, sizeof(*fh)) : NULL;
+
+    if (!fh)
+        return 0;
+    *fh = (struct fake_handle){HANDLE_MAGIC, fd, size, 1, 0, types};
+    return (unsigned long long)(uintptr_t)fh;
+}
+
+/* For fake_shareable.c: a pool's handle types and origin (-1: not a pool); a new pool imported
+ * from `origin`. */
+int fake_pool_types(void *pool, void **origin)
+{
+    struct fake_pool *fp = pool_of(pool);
+
+    if (!fp)
+        return -1;
+    *origin = fp->origin;
+    return fp->handle_types;
+}
+
+void *fake_pool_adopt(void *origin)
+{
+    struct fake_pool *fp = calloc(1, sizeof(*fp));
+
+    if (!fp)
+        return NULL;
+    fp->magic = POOL_MAGIC;
+    fp->origin = origin;
+    return fp;
 }
 
 EXPORT int cuMemRelease(unsigned long long h)

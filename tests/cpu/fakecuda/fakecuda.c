@@ -256,13 +256,31 @@ EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
     return rc;
 }
 
-int fake_external_free(unsigned long long p); /* fake_external.c: a mapped buffer */
+int fake_external_free(unsigned long long p);  /* fake_external.c: a mapped buffer */
+int fake_shareable_free(unsigned long long p); /* fake_shareable.c: an imported pointer */
+
+/* For fake_shareable.c: the allocation that holds p (0), or -1. */
+int fake_alloc_find(dptr_t p, dptr_t *base, size_t *size)
+{
+    int rc = -1;
+
+    pthread_mutex_lock(&alloc_lock);
+    for (int i = 0; i < nfake_allocs && rc < 0; i++) {
+        if (p >= fake_allocs[i].base && p - fake_allocs[i].base < fake_allocs[i].size) {
+            *base = fake_allocs[i].base;
+            *size = fake_allocs[i].size;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
+}
 
 EXPORT int cuMemFree_v2(dptr_t p)
 {
     int rc = CUDA_ERROR_INVALID_VALUE;
 
-    if (fake_external_free(p) == 0)
+    if (fake_external_free(p) == 0 || fake_shareable_free(p) == 0)
         return CUDA_SUCCESS;
 
     pthread_mutex_lock(&alloc_lock);
