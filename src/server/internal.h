@@ -142,6 +142,10 @@ struct session {
      * (api/vmm.c). */
     uint64_t pool_default, pool_current;
     struct om_ranges vmm_reserved, vmm_mapped;
+    /* api/vmm.c: the extra driver references the client holds on handles it owns (each
+     * cuMemRetainAllocationHandle of a mapped handle adds one; one cuMemRelease drops one) */
+    uint64_t *vmm_extra;
+    size_t vmm_extra_n, vmm_extra_cap;
     struct om_graphmem *graphmem; /* graph allocations, conditional handles (api/graphs.c) */
     struct session *next;
 };

@@ -437,6 +437,7 @@ static int vmm(void)
     IS(cuMemAddressFree(va, 4 * g), INVALID_VALUE); /* still mapped */
     OK(cuMemUnmap(va, 2 * g));
     IS(cuMemcpyHtoD_v2(va, &flags, 8), INVALID_VALUE); /* unmapped: not its memory */
+    OK(cuMemRelease(r)); /* the retained reference (the same value: as the driver, 2 needed) */
     OK(cuMemRelease(h));
     IS(cuMemRelease(h), INVALID_HANDLE);
     OK(cuMemAddressFree(va, 4 * g));

@@ -849,6 +849,15 @@ CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, 
     return rc;
 }
 
+/* Custom on the server's side only (it counts the extra references of retained handles). */
+CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    REQ(req, 8);
+
+    om_put_u64(&req, (uint64_t)handle);
+    return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
+}
+
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                              size_t count)
 {

@@ -219,6 +219,7 @@ CUresult om_r_cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
 CUresult om_r_cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location); /* memory */
 CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option); /* memory */
 CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags); /* memory */
+CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle); /* memory */
 CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags); /* memory */
 CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* memory */
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* memory */

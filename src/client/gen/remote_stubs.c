@@ -1524,14 +1524,6 @@ static CUresult r_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return om_rcall(OM_IDX_cuMemPoolTrimTo, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)handle);
-    return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     uint8_t req_buf[16];
@@ -2758,7 +2750,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemAdvise_v2, (void *)om_r_cuMemAdvise_v2);
     om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_r_cuMemGetAllocationGranularity);
     om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
-    om_remote_set(OM_IDX_cuMemRelease, (void *)r_cuMemRelease);
+    om_remote_set(OM_IDX_cuMemRelease, (void *)om_r_cuMemRelease);
     om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
     om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
     om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);

@@ -8,6 +8,7 @@
  * clients' kernels (DRIVER_FACTS.md); cuMemUnmap and cuMemAddressFree first wait for the
  * client's own streams, as its cuMemFree does (devmem.c).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../exec.h"
@@ -254,9 +255,24 @@ CUresult om_x_cuMemRetainAllocationHandle(struct call *c)
         &h, (void *)(uintptr_t)addr);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (om_handles_has(&c->s->own[OM_H_MEMHANDLE], h))
-        ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
-    else if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
+    if (om_handles_has(&c->s->own[OM_H_MEMHANDLE], h)) {
+        /* The handle it owns again (the driver gives the same value with one more reference):
+         * the reference is the client's, released by one more cuMemRelease, as natively. */
+        struct session *s = c->s;
+        if (s->vmm_extra_n >= om_budget.client_handles || s->vmm_extra_n == s->vmm_extra_cap) {
+            size_t cap = s->vmm_extra_cap ? s->vmm_extra_cap * 2 : 8;
+            uint64_t *v = s->vmm_extra_n < om_budget.client_handles
+                              ? realloc(s->vmm_extra, cap * sizeof(*v))
+                              : NULL;
+            if (!v) {
+                ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            s->vmm_extra = v;
+            s->vmm_extra_cap = cap;
+        }
+        s->vmm_extra[s->vmm_extra_n++] = h;
+    } else if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
         return rc;
     om_put_u64(&c->out, h);
     return CUDA_SUCCESS;
@@ -275,6 +291,11 @@ void om_vmm_session_end(struct session *s)
             s->vmm_reserved.v[i].base, (size_t)s->vmm_reserved.v[i].size);
     om_ranges_free(&s->vmm_reserved);
     om_ranges_free(&s->vmm_mapped);
+    for (size_t i = 0; i < s->vmm_extra_n; i++) /* its extra references */
+        ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(s->vmm_extra[i]);
+    free(s->vmm_extra);
+    s->vmm_extra = NULL;
+    s->vmm_extra_n = s->vmm_extra_cap = 0;
     /* The handles go with the kinds of api/handles.tsv (own.c: cuMemRelease). */
 }
 
@@ -327,4 +348,28 @@ CUresult om_x_cuMemSetAccess(struct call *c)
             return CUDA_ERROR_INVALID_VALUE; /* host access would be the server's process */
     return ((CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))REAL(
         cuMemSetAccess))(ptr, (size_t)size, desc, (size_t)count);
+}
+
+/* cuMemRelease: one of the client's extra references if it holds one, else the handle itself. */
+CUresult om_x_cuMemRelease(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    struct session *s = c->s;
+
+    if (rc == CUDA_SUCCESS)
+        rc = om_arg_handle(c, OM_H_MEMHANDLE, h, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (size_t i = 0; i < s->vmm_extra_n; i++)
+        if (s->vmm_extra[i] == h) {
+            rc = ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
+            if (rc == CUDA_SUCCESS)
+                s->vmm_extra[i] = s->vmm_extra[--s->vmm_extra_n];
+            return rc;
+        }
+    rc = ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
+    if (rc == CUDA_SUCCESS)
+        om_own_drop(s, OM_H_MEMHANDLE, h);
+    return rc;
 }

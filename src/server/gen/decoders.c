@@ -1680,22 +1680,6 @@ static CUresult x_cuMemPoolTrimTo(struct call *c)
     return rc;
 }
 
-static CUresult x_cuMemRelease(struct call *c)
-{
-    uint64_t a_handle = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))((CUmemGenericAllocationHandle)a_handle);
-    if (rc == CUDA_SUCCESS) {
-        om_own_drop(c->s, OM_H_MEMHANDLE, a_handle);
-    }
-    return rc;
-}
-
 static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
 {
     uint64_t a_handle = om_get_u64(&c->in);
@@ -2842,7 +2826,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuIpcOpenEventHandle] = om_x_cuIpcOpenEventHandle,
     [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
     [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
-    [OM_IDX_cuMemRelease] = x_cuMemRelease,
+    [OM_IDX_cuMemRelease] = om_x_cuMemRelease,
     [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
     [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
     [OM_IDX_cuMemMap] = om_x_cuMemMap,

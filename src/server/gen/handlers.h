@@ -101,6 +101,7 @@ CUresult om_x_cuIpcGetEventHandle(struct call *c); /* memory */
 CUresult om_x_cuIpcOpenEventHandle(struct call *c); /* memory */
 CUresult om_x_cuMemGetAllocationGranularity(struct call *c); /* memory */
 CUresult om_x_cuMemCreate(struct call *c); /* memory */
+CUresult om_x_cuMemRelease(struct call *c); /* memory */
 CUresult om_x_cuMemAddressReserve(struct call *c); /* memory */
 CUresult om_x_cuMemAddressFree(struct call *c); /* memory */
 CUresult om_x_cuMemMap(struct call *c); /* memory */

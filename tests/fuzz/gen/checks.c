@@ -774,19 +774,6 @@ static CUresult g_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return rc;
 }
 
-static CUresult g_cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    CUresult rc;
-
-    ENTER(cuMemRelease);
-    check(K_H_MEMHANDLE, H(handle), 1);
-    rc = ((CUresult (*)(CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemRelease])(handle);
-    if (rc == CUDA_SUCCESS) {
-        forget(K_H_MEMHANDLE, H(handle));
-    }
-    return rc;
-}
-
 static CUresult g_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     CUresult rc;
@@ -1383,7 +1370,6 @@ static const struct {
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
-    {OM_IDX_cuMemRelease, (void *)g_cuMemRelease},
     {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},

@@ -5,6 +5,7 @@
 // text that declares a texref and a surfref at module scope, its kernel reading the texref
 // (tex.1d over an array bound with cuTexRefSetArray) and writing the surfref (sust), launched with
 // cuLaunchKernel. Prints only deterministic lines; exits non-zero on a wrong result.
+// openmps-gpu-link: -lcuda
 #include <cuda.h>
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <stdio.h>
