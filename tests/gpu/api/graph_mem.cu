@@ -33,9 +33,13 @@ __global__ void bump(int *p) { *p += 100; }
 int main()
 {
     const int n = 1024;
-    int host[n];
+    // Pinned: a graph's copy node to pageable memory is refused under openmps (another process
+    // cannot reach it when the graph runs; docs/architecture.md, graphs), and graphs are built
+    // with pinned buffers as a rule.
+    int *host = NULL;
     cudaStream_t s;
     RT(cudaSetDevice(0));
+    RT(cudaMallocHost((void **)&host, n * sizeof(int)));
     RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
     // 1. alloc node -> kernel -> memcpy to host -> free node, launched several times
@@ -67,7 +71,7 @@ int main()
         for (int round = 0; round < 3; round++) {
             v = 1000 * (round + 1);
             RT(cudaGraphExecKernelNodeSetParams(e, kn, &kp));
-            memset(host, 0, sizeof(host));
+            memset(host, 0, n * sizeof(int));
             RT(cudaGraphLaunch(e, s));
             RT(cudaStreamSynchronize(s));
             for (int i = 0; i < n; i++)
@@ -91,7 +95,7 @@ int main()
         RT(cudaStreamEndCapture(s, &g));
         RT(cudaGraphInstantiate(&e, g, 0));
         for (int round = 0; round < 2; round++) {
-            memset(host, 0, sizeof(host));
+            memset(host, 0, n * sizeof(int));
             RT(cudaGraphLaunch(e, s));
             RT(cudaStreamSynchronize(s));
             for (int i = 0; i < n; i++)
@@ -173,6 +177,7 @@ int main()
         RT(cudaGraphDestroy(g));
     }
     RT(cudaStreamDestroy(s));
+    RT(cudaFreeHost(host));
     printf("graph_mem ok\n");
     return 0;
 }
