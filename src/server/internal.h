@@ -135,7 +135,11 @@ struct session {
     size_t output_len, output_cap;
     uint64_t output_dropped;
     uint8_t launch_args[32768];
-    unsigned captures;    /* stream captures it began and has not ended (api/graphs.c) */
+    unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
+    /* api/hostnodes.c: its host-callback channel and its host functions' records */
+    struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
+    uint64_t *hostrec;
+    size_t nhostrec, hostrec_cap;
     CUresult async_error; /* the first error of a posted call, for the next sync */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
@@ -184,6 +188,10 @@ void om_output_free(struct session *s);
 /* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
  * waited for). */
 void om_graphs_release(struct session *s);
+/* api/hostnodes.c: the session ends (any thread): a host function waited for is given up;
+ * then (its worker, after its work and graphs are gone) the records and channel are freed. */
+void om_hostnodes_close(struct session *s);
+void om_hostnodes_release(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */

@@ -946,7 +946,7 @@ static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGra
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1066,7 +1066,7 @@ static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUg
     return om_rcall(OM_IDX_cuGraphExecChildGraphNodeSetParams, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphExecDestroy(CUgraphExec hGraphExec)
+CUresult om_rpc_cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1141,7 +1141,7 @@ static CUresult r_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, C
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+CUresult om_rpc_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2571,7 +2571,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
-    om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
+    om_remote_set(OM_IDX_cuGraphClone, (void *)om_r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
     om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
@@ -2582,7 +2582,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)r_cuGraphExecDestroy);
+    om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)om_r_cuGraphExecDestroy);
     om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
@@ -2604,7 +2604,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);
     om_remote_set(OM_IDX_cuGraphGetRootNodes, (void *)om_r_cuGraphGetRootNodes);
     om_remote_set(OM_IDX_cuGraphInstantiate, (void *)om_r_cuGraphInstantiate);
-    om_remote_set(OM_IDX_cuGraphInstantiateWithFlags, (void *)r_cuGraphInstantiateWithFlags);
+    om_remote_set(OM_IDX_cuGraphInstantiateWithFlags, (void *)om_r_cuGraphInstantiateWithFlags);
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
@@ -2655,6 +2655,15 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
+    om_remote_set(OM_IDX_cuGraphAddHostNode, (void *)om_r_cuGraphAddHostNode);
+    om_remote_set(OM_IDX_cuGraphExecHostNodeSetParams, (void *)om_r_cuGraphExecHostNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphHostNodeGetParams, (void *)om_r_cuGraphHostNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphHostNodeSetParams, (void *)om_r_cuGraphHostNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphReleaseUserObject, (void *)om_r_cuGraphReleaseUserObject);
+    om_remote_set(OM_IDX_cuGraphRetainUserObject, (void *)om_r_cuGraphRetainUserObject);
+    om_remote_set(OM_IDX_cuUserObjectCreate, (void *)om_r_cuUserObjectCreate);
+    om_remote_set(OM_IDX_cuUserObjectRelease, (void *)om_r_cuUserObjectRelease);
+    om_remote_set(OM_IDX_cuUserObjectRetain, (void *)om_r_cuUserObjectRetain);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);

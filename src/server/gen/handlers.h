@@ -68,6 +68,10 @@ CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c); /* graphs */
 CUresult om_x_cuStreamBeginCapture_v2(struct call *c); /* graphs */
 CUresult om_x_cuStreamEndCapture(struct call *c); /* graphs */
 CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddHostNode(struct call *c); /* hostnodes */
+CUresult om_x_cuGraphExecHostNodeSetParams(struct call *c); /* hostnodes */
+CUresult om_x_cuGraphHostNodeGetParams(struct call *c); /* hostnodes */
+CUresult om_x_cuGraphHostNodeSetParams(struct call *c); /* hostnodes */
 CUresult om_x_cuLaunchKernel(struct call *c); /* launch */
 CUresult om_x_cuLaunchKernelEx(struct call *c); /* launch */
 CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */
@@ -118,6 +122,7 @@ CUresult om_x_cuKernelGetName(struct call *c); /* modules */
 CUresult om_x_cuLibraryEnumerateKernels(struct call *c); /* modules */
 CUresult om_x_cuEventDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
+CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
