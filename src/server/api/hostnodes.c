@@ -133,13 +133,14 @@ static CUresult channel(struct session *s, bool *made)
     fd = memfd_create("openmps-hostcb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (ftruncate(fd, OM_HOSTCB_BYTES) < 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
-        (map = mmap(NULL, OM_HOSTCB_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
-            MAP_FAILED ||
-        !(ch = calloc(1, sizeof(*ch)))) {
-        if (fd >= 0 && ch == NULL)
-            close(fd);
+    map = MAP_FAILED;
+    if (ftruncate(fd, OM_HOSTCB_BYTES) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        map = mmap(NULL, OM_HOSTCB_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED || !(ch = calloc(1, sizeof(*ch)))) {
+        if (map != MAP_FAILED)
+            munmap(map, OM_HOSTCB_BYTES);
+        close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ch->refs = 1;
