@@ -106,11 +106,13 @@ static CUresult channel_up(int fd)
 
 /*
  * A call that may make a host node: its request ends with whether this process still needs the
- * channel; its answer with whether the channel's descriptor follows it on the socket (then
- * read at once, the ring held, as pinned memory's is).
+ * channel; its answer (two words, or one word 0 when `short_ok`: nothing made) ends with whether
+ * the channel's descriptor follows it on the socket (then read at once, the ring held, as
+ * pinned memory's is).
  */
-static CUresult host_call(int index, struct om_wbuf *req, uint64_t *reply, size_t words)
+static CUresult host_call(int index, struct om_wbuf *req, uint64_t *reply, bool short_ok)
 {
+    const size_t words = 2;
     uint32_t got = 0;
     CUresult rc;
     bool want = !__atomic_load_n(&area, __ATOMIC_ACQUIRE);
@@ -118,14 +120,16 @@ static CUresult host_call(int index, struct om_wbuf *req, uint64_t *reply, size_
     if (!want) {
         om_put_u64(req, 0);
         rc = om_rcall(index, req, reply, words * 8, &got);
-        return rc == CUDA_SUCCESS && got != words * 8 && got != 8 ? CUDA_ERROR_UNKNOWN : rc;
+        if (rc == CUDA_SUCCESS && got != words * 8 && !(short_ok && got == 8 && !reply[0]))
+            rc = CUDA_ERROR_UNKNOWN;
+        return rc;
     }
     pthread_mutex_lock(&chan_lock);
     want = !area;
     om_put_u64(req, want ? 1 : 0);
     om_ring_lock();
     rc = om_rcall_locked(index, req, reply, words * 8, &got);
-    if (rc == CUDA_SUCCESS && got != words * 8 && got != 8)
+    if (rc == CUDA_SUCCESS && got != words * 8 && !(short_ok && got == 8 && !reply[0]))
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS && got == words * 8 && reply[words - 1]) {
         struct om_msg *m = malloc(sizeof(*m));
@@ -166,7 +170,7 @@ CUresult om_r_cuGraphAddHostNode(CUgraphNode *node, CUgraph g, const CUgraphNode
     om_put_bytes(&req, deps, n * sizeof(*deps));
     om_put_u64(&req, (uint64_t)(uintptr_t)p->fn);
     om_put_u64(&req, (uint64_t)(uintptr_t)p->userData);
-    rc = host_call(OM_IDX_cuGraphAddHostNode, &req, reply, 2);
+    rc = host_call(OM_IDX_cuGraphAddHostNode, &req, reply, false);
     free(buf);
     if (rc == CUDA_SUCCESS)
         *node = (CUgraphNode)(uintptr_t)reply[0];
@@ -256,7 +260,7 @@ CUresult om_hostfunc_capture(CUstream s, void (*fn)(void *), void *data, bool *c
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
     om_put_u64(&req, (uint64_t)(uintptr_t)fn);
     om_put_u64(&req, (uint64_t)(uintptr_t)data);
-    rc = host_call(OM_IDX_cuLaunchHostFunc, &req, reply, 2);
+    rc = host_call(OM_IDX_cuLaunchHostFunc, &req, reply, true);
     *captured = rc == CUDA_SUCCESS && reply[0];
     return rc;
 }
