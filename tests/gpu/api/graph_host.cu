@@ -86,9 +86,9 @@ int main()
     cudaGraphNode_t h;
     RT(cudaGraphAddHostNode(&h, g, &k1, 1, &hp));
     add_set(g, &h, 1, dev_flag, &nine);
-    CUDA_HOST_NODE_PARAMS back;
-    CU(cuGraphHostNodeGetParams((CUgraphNode)h, &back));
-    EXPECT(back.fn == (CUhostFn)record && back.userData == &a);
+    cudaHostNodeParams rback;
+    RT(cudaGraphHostNodeGetParams(h, &rback));
+    EXPECT(rback.fn == record && rback.userData == &a);
     cudaGraphExec_t e;
     RT(cudaGraphInstantiate(&e, g, 0));
     EXPECT_EQ(a.calls, 0);
@@ -110,8 +110,8 @@ int main()
     RT(cudaStreamSynchronize(s));
     EXPECT_EQ(a.calls, 5);
     EXPECT_EQ(b.calls, 200);
-    CU(cuGraphHostNodeGetParams((CUgraphNode)h, &back));
-    EXPECT(back.fn == (CUhostFn)record && back.userData == &a);
+    RT(cudaGraphHostNodeGetParams(h, &rback));
+    EXPECT(rback.fn == record && rback.userData == &a);
     printf("executable graph's host node replaced: %d\n", b.calls);
     RT(cudaGraphExecDestroy(e));
     RT(cudaGraphDestroy(g));
@@ -152,8 +152,11 @@ int main()
     CUuserObject o;
     CU(cuUserObjectCreate(&o, &one, (CUhostFn)destructor, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
     RT(cudaGraphCreate(&g, 0));
-    hp = {record, &d};
-    RT(cudaGraphAddHostNode(&h, g, nullptr, 0, &hp));
+    CUDA_HOST_NODE_PARAMS dp = {(CUhostFn)record, &d}, back;
+    CUgraphNode dh;
+    CU(cuGraphAddHostNode(&dh, (CUgraph)g, nullptr, 0, &dp));
+    CU(cuGraphHostNodeGetParams(dh, &back));
+    EXPECT(back.fn == (CUhostFn)record && back.userData == &d);
     CU(cuGraphRetainUserObject((CUgraph)g, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     cudaGraph_t clone;
     RT(cudaGraphClone(&clone, g));
