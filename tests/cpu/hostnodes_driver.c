@@ -7,8 +7,9 @@
  *   hostnodes_driver capture    cuLaunchHostFunc captured: runs at each replay, not at capture
  *   hostnodes_driver uobj       user objects: the destructor runs once, when the last reference
  *                               (the caller's, a graph's, a clone's, an exec's) goes
- *   hostnodes_driver hold       prints a graph and a host node, waits for a line on stdin
- *   hostnodes_driver steal G N  another client's graph and node are refused
+ *   hostnodes_driver hold       prints a graph, a host node and a stream, waits for a line on
+ *                               stdin
+ *   hostnodes_driver steal G N S  another client's graph, node and stream are refused
  *   hostnodes_driver hang       a host function that never returns (prints "blocked" first)
  * Exit status 0 when every check passed; the first failed check is printed. */
 #define _GNU_SOURCE
@@ -359,18 +360,21 @@ int main(int argc, char **argv)
         HNP p = {host_fn, &a};
         CUgraph g;
         CUgraphNode h;
+        CUstream s;
         char line[16];
+        OK(cuStreamCreate(&s, 1));
         OK(cuGraphCreate(&g, 0));
         OK(cuGraphAddHostNode(&h, g, NULL, 0, &p));
-        printf("%p %p\n", g, h);
+        printf("%p %p %p\n", g, h, s);
         fflush(stdout);
         if (!fgets(line, sizeof(line), stdin))
             return 1;
         OK(cuGraphDestroy(g));
         printf("hold ok\n");
-    } else if (!strcmp(mode, "steal") && argc > 3) {
+    } else if (!strcmp(mode, "steal") && argc > 4) {
         CUgraph g = (CUgraph)strtoull(argv[2], NULL, 16), mine;
         CUgraphNode n = (CUgraphNode)strtoull(argv[3], NULL, 16), x, own;
+        CUstream theirs = (CUstream)strtoull(argv[4], NULL, 16), s;
         CUgraphExec e;
         static struct seen a;
         HNP p = {host_fn, &a}, back;
@@ -383,6 +387,13 @@ int main(int argc, char **argv)
         OK(cuGraphInstantiateWithFlags(&e, mine, 0));
         EXPECT(cuGraphExecHostNodeSetParams(e, n, &p) == INVALID_HANDLE);
         EXPECT(cuGraphExecHostNodeSetParams((CUgraphExec)g, own, &p) == INVALID_HANDLE);
+        /* a capture of its own open, so that the server is asked about the other's stream */
+        OK(cuStreamCreate(&s, 1));
+        OK(cuStreamBeginCapture_v2(s, 0));
+        EXPECT(cuLaunchHostFunc(theirs, host_fn, &a) == INVALID_HANDLE);
+        OK(cuLaunchHostFunc(s, host_fn, &a));
+        OK(cuStreamEndCapture(s, &mine));
+        EXPECT(a.calls == 0);
         printf("steal refused\n");
     } else if (!strcmp(mode, "hang")) {
         HNP p = {blocked, NULL};

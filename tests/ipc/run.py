@@ -3358,14 +3358,15 @@ def hostnodes_user_objects():
 @test
 def hostnodes_of_another_client_refused():
     """A client cannot add a host node to another client's graph or after its node, read or set
-    another client's host node's parameters, or use its node in an executable graph."""
+    another client's host node's parameters, use its node in an executable graph, or capture a
+    host function on its stream."""
     e = Env()
     ok = False
     holder = None
     try:
         holder = hostnodes_driver(e, "hold", stdin=subprocess.PIPE)
         handles = holder.stdout.readline().split()
-        check(len(handles) == 2, "holder printed its handles: %r" % handles)
+        check(len(handles) == 3, "holder printed its handles: %r" % handles)
         p = hostnodes_driver(e, "steal", *handles)
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "steal refused" in out, "steal: %r %r" % (out, err))
