@@ -718,7 +718,6 @@ CUresult om_r_cuStreamSynchronize(CUstream s)
 CUresult om_r_cuLaunchHostFunc(CUstream s, void (*fn)(void *), void *data)
 {
     CUresult rc;
-
     bool captured = false;
 
     if (!fn)

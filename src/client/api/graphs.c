@@ -605,9 +605,9 @@ CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 CUresult om_r_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
     REQ(req, 16);
-    om_put_u64(&req, (uint64_t)(uintptr_t)s);
     CUresult rc;
 
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
     om_put_u64(&req, (uint64_t)(int64_t)mode);
     rc = om_rcall(OM_IDX_cuStreamBeginCapture_v2, &req, NULL, 0, NULL);
     om_capture_begun(rc);

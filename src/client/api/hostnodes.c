@@ -174,6 +174,8 @@ CUresult om_r_cuGraphAddHostNode(CUgraphNode *node, CUgraph g, const CUgraphNode
     free(buf);
     if (rc == CUDA_SUCCESS)
         *node = (CUgraphNode)(uintptr_t)reply[0];
+    else if (reply[0]) /* made, but the channel could not be set up here: no node to hang on */
+        om_r_cuGraphDestroyNode((CUgraphNode)(uintptr_t)reply[0]);
     return rc;
 }
 

@@ -409,7 +409,9 @@ CUresult om_x_cuLaunchHostFunc(struct call *c)
         return rc;
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
-    st = om_arg_stream(c, sh, true, &rc);
+    /* Not `enqueue`: a capturing stream gets no legacy ordering or scheduler hold anyway, and
+     * on any other stream nothing is enqueued here. */
+    st = om_arg_stream(c, sh, false, &rc);
     if (!st)
         return rc;
     if (!om_stream_capturing(c->s, st)) {
