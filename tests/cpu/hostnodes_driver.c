@@ -77,6 +77,11 @@ CUresult cuGraphNodeGetType(CUgraphNode, int *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphExecDestroy(CUgraphExec);
+typedef struct {
+    int result;
+    CUgraphNode errorNode, errorFromNode;
+} UPD; /* CUgraphExecUpdateResultInfo */
+CUresult cuGraphExecUpdate_v2(CUgraphExec, CUgraph, UPD *);
 CUresult cuUserObjectCreate(CUuserObject *, void *, void (*)(void *), unsigned, unsigned);
 CUresult cuUserObjectRetain(CUuserObject, unsigned);
 CUresult cuUserObjectRelease(CUuserObject, unsigned);
@@ -278,7 +283,7 @@ static void capture(void)
     printf("capture ok\n");
 }
 
-static int destroyed[4];
+static int destroyed[5];
 
 static void destructor(void *p)
 {
@@ -332,6 +337,31 @@ static void uobj(void)
     EXPECT(destroyed[2] == 0);
     OK(cuUserObjectRelease(o3, 1));
     EXPECT(destroyed[0] == 1 && destroyed[1] == 1 && destroyed[2] == 1);
+    /* An update: the executable graph's references become copies of the new graph's */
+    {
+        CUuserObject o4, o5;
+        CUgraph ga, gb;
+        CUgraphNode ha, hb;
+        CUgraphExec ea;
+        UPD info;
+        OK(cuUserObjectCreate(&o4, &destroyed[3], destructor, 1, 1));
+        OK(cuUserObjectCreate(&o5, &destroyed[4], destructor, 1, 1));
+        OK(cuGraphCreate(&ga, 0));
+        OK(cuGraphAddHostNode(&ha, ga, NULL, 0, &p));
+        OK(cuGraphRetainUserObject(ga, o4, 1, 1));
+        OK(cuGraphInstantiateWithFlags(&ea, ga, 0));
+        OK(cuGraphCreate(&gb, 0));
+        OK(cuGraphAddHostNode(&hb, gb, NULL, 0, &p));
+        OK(cuGraphRetainUserObject(gb, o5, 1, 1));
+        OK(cuGraphLaunch(ea, s));
+        OK(cuGraphExecUpdate_v2(ea, gb, &info));
+        OK(cuGraphDestroy(ga));
+        EXPECT(destroyed[3] == 1); /* the executable graph's copy went with the update */
+        OK(cuGraphDestroy(gb));
+        EXPECT(destroyed[4] == 0); /* it holds the new graph's now */
+        OK(cuGraphExecDestroy(ea));
+        EXPECT(destroyed[3] == 1 && destroyed[4] == 1);
+    }
     printf("uobj ok\n");
 }
 

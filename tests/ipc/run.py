@@ -3343,7 +3343,8 @@ def hostnodes_captured_host_function_runs_at_replay():
 def hostnodes_user_objects():
     """User objects: the destructor runs exactly once, when the last reference goes (the
     caller's, a graph's, its clone's, an executable graph's after its launches); moved
-    references; flags, counts and over-releases refused."""
+    references; an executable graph's replaced by the new graph's at cuGraphExecUpdate; flags,
+    counts and over-releases refused."""
     e = Env()
     ok = False
     try:

@@ -558,19 +558,19 @@ CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned lo
     return rc;
 }
 
-/* The executable graph's references go once the work it launched is done. */
-CUresult om_r_cuGraphExecDestroy(CUgraphExec e)
+/* Waits for the work the executable graph launched (the streams remembered), if it holds
+ * references; false: it holds none. */
+static bool wait_exec_work(CUgraphExec e)
 {
     CUstream streams[MAX_STREAMS];
     struct holder *hd;
     int n = 0;
     bool held = false, all = false;
-    CUresult rc = om_rpc_cuGraphExecDestroy(e);
 
-    if (rc != CUDA_SUCCESS || !__atomic_load_n(&nholders, __ATOMIC_ACQUIRE))
-        return rc;
+    if (!__atomic_load_n(&nholders, __ATOMIC_ACQUIRE))
+        return false;
     pthread_mutex_lock(&uobj_lock);
-    if ((hd = holder_of((uint64_t)(uintptr_t)e, true, false)) != NULL) {
+    if ((hd = holder_of((uint64_t)(uintptr_t)e, true, false)) != NULL && hd->nrefs) {
         held = true;
         all = hd->all_streams;
         n = hd->nstreams;
@@ -578,11 +578,44 @@ CUresult om_r_cuGraphExecDestroy(CUgraphExec e)
     }
     pthread_mutex_unlock(&uobj_lock);
     if (!held)
-        return rc;
+        return false;
     if (all)
         ((CUresult(*)(void))om_remote_entry(OM_IDX_cuCtxSynchronize))();
     for (int i = 0; !all && i < n; i++) /* a stream destroyed since: its error is no matter */
         ((CUresult(*)(CUstream))om_remote_entry(OM_IDX_cuStreamSynchronize))(streams[i]);
-    holder_drop((uint64_t)(uintptr_t)e, true);
+    return true;
+}
+
+/* The executable graph's references go once the work it launched is done. */
+CUresult om_r_cuGraphExecDestroy(CUgraphExec e)
+{
+    CUresult rc = om_rpc_cuGraphExecDestroy(e);
+
+    if (rc == CUDA_SUCCESS && __atomic_load_n(&nholders, __ATOMIC_ACQUIRE)) {
+        wait_exec_work(e);
+        holder_drop((uint64_t)(uintptr_t)e, true);
+    }
+    return rc;
+}
+
+/* An update replaces the executable graph's references by copies of the new graph's; its old
+ * ones go once the work it launched before is done. */
+CUresult om_r_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+    CUresult rc = om_rpc_cuGraphExecUpdate_v2(e, g, info);
+    uint64_t old = (uint64_t)(uintptr_t)e ^ 1; /* a key no graph handle has (they are aligned) */
+    struct holder *hd;
+
+    if (rc != CUDA_SUCCESS || !__atomic_load_n(&nholders, __ATOMIC_ACQUIRE))
+        return rc;
+    wait_exec_work(e);
+    pthread_mutex_lock(&uobj_lock);
+    hd = holder_of((uint64_t)(uintptr_t)e, true, false);
+    if (hd) /* the old references, set apart under another key, then released */
+        hd->h = old;
+    pthread_mutex_unlock(&uobj_lock);
+    holder_copy((uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)e, true);
+    if (hd)
+        holder_drop(old, true);
     return rc;
 }

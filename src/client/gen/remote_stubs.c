@@ -1117,7 +1117,7 @@ static CUresult r_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2594,7 +2594,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
-    om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
+    om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)om_r_cuGraphExecUpdate_v2);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
