@@ -232,6 +232,22 @@ static void nodes(void)
     p.fn = host_fn;
     EXPECT(cuGraphAddHostNode(&x, g, &n1, 5000, &p) == INVALID_VALUE); /* past 4096 */
     EXPECT(cuGraphHostNodeGetParams(n1, &back) != 0);                  /* a kernel node */
+    /* The server keeps a record per distinct (function, argument): 4096 per client at most */
+    {
+        static char many[5000];
+        int made = 0;
+        CUresult rc = 0;
+        p.fn = host_fn2;
+        for (int i = 0; i < 5000 && rc == 0; i++) {
+            p.data = &many[i];
+            rc = cuGraphHostNodeSetParams(h, &p);
+            made += rc == 0;
+        }
+        EXPECT(rc == 2 /* OUT_OF_MEMORY */ && made > 4000 && made < 4096);
+        p.data = &many[0]; /* a pair it has a record of still works */
+        OK(cuGraphHostNodeSetParams(h, &p));
+        p.fn = host_fn;
+    }
     OK(cuGraphExecDestroy(e));
     OK(cuGraphDestroy(g));
     printf("nodes ok\n");

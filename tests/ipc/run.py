@@ -3302,9 +3302,9 @@ def hostnodes_run_in_the_client():
     """api/remote/hostnodes.tsv: a host node of a hand-built graph runs in the client (its own
     function and argument), between the kernels around it, at each of several launches; its
     parameters back, set on the graph (a new instantiation) and on the executable graph; the
-    generic cuGraphAddNode / cuGraph(Exec)NodeSetParams of the host type; a missing function
-    and a dependency count past the maximum refused. The driver got the server's trampoline,
-    never the client's address."""
+    generic cuGraphAddNode / cuGraph(Exec)NodeSetParams of the host type; a missing function,
+    a dependency count past the maximum and distinct host functions past the server's 4096
+    records refused. The driver got the server's trampoline, never the client's address."""
     log = os.path.join(tempfile.mkdtemp(prefix="om-hostnodes-"), "graph.log")
     e = Env(extra_env={"FAKECUDA_GRAPH_LOG": log})
     ok = False
