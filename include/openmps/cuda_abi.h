@@ -744,6 +744,14 @@ typedef struct om_CUmemPoolPtrExportData {
 _Static_assert(sizeof(CUmemFabricHandle) == 64, "CUmemFabricHandle as in cuda.h");
 _Static_assert(sizeof(CUmemPoolPtrExportData) == 64, "CUmemPoolPtrExportData as in cuda.h");
 
+/* Host nodes and user objects (api/remote/hostnodes.tsv): a host node's parameters (cuda.h's
+ * _v1; _v2 has the same layout), the client's function and argument. 16 bytes. */
+typedef struct om_CUDA_HOST_NODE_PARAMS {
+    void (*fn)(void *userData);
+    void *userData;
+} CUDA_HOST_NODE_PARAMS;
+_Static_assert(sizeof(CUDA_HOST_NODE_PARAMS) == 16, "host node params");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

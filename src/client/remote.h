@@ -74,6 +74,20 @@ int om_ctx_created_device(CUcontext ctx);
 bool om_ctx_created_flags(CUcontext ctx, unsigned *flags);
 bool om_ctx_created_id(CUcontext ctx, unsigned long long *id);
 
+/* api/hostnodes.c: host functions on capturing streams (captures counted as they begin and
+ * end), and user objects' references held by graphs and executable graphs. */
+void om_capture_begun(CUresult rc);
+void om_capture_ended(CUresult rc);
+CUresult om_hostfunc_capture(CUstream s, void (*fn)(void *), void *data, bool *captured);
+CUresult om_callback_capture_check(CUstream s);
+/* api/graphs.c: the calls of two custom rows (graph memory's server side) that hostnodes.c's
+ * installed functions wrap with the user objects' references. */
+CUresult om_rpc_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags);
+CUresult om_rpc_cuGraphExecDestroy(CUgraphExec exec);
+void om_uobj_graph_destroyed(CUgraph g);
+void om_uobj_instantiated(CUgraph g, CUgraphExec e);
+void om_uobj_exec_launched(CUgraphExec e, CUstream s);
+
 /* remote_ctx.c: the argument bytes of kernel f from kernelParams (packed into out, cap bytes)
  * or extra's buffer: *ret_args, *ret_len (kernel nodes of graphs send them as launches do). */
 CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, size_t cap,

@@ -718,9 +718,14 @@ CUresult om_r_cuStreamSynchronize(CUstream s)
 CUresult om_r_cuLaunchHostFunc(CUstream s, void (*fn)(void *), void *data)
 {
     CUresult rc;
+    bool captured = false;
 
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
+    /* On a capturing stream: a host node of the capture, run at each launch (api/hostnodes.c). */
+    rc = om_hostfunc_capture(s, fn, data, &captured);
+    if (rc != CUDA_SUCCESS || captured)
+        return rc;
     rc = om_r_cuStreamSynchronize(s);
     if (rc == CUDA_SUCCESS)
         fn(data);
@@ -734,6 +739,8 @@ CUresult om_r_cuStreamAddCallback(CUstream s, void (*cb)(CUstream, CUresult, voi
 
     if (!cb || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_callback_capture_check(s)) != CUDA_SUCCESS)
+        return rc; /* not capturable, as with the driver */
     rc = om_r_cuStreamSynchronize(s);
     cb(s, rc, data); /* called with the stream's error, as the driver does */
     return CUDA_SUCCESS;

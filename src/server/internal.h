@@ -136,7 +136,11 @@ struct session {
     size_t output_len, output_cap;
     uint64_t output_dropped;
     uint8_t launch_args[32768];
-    unsigned captures;    /* stream captures it began and has not ended (api/graphs.c) */
+    unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
+    /* api/hostnodes.c: its host-callback channel and its host functions' records */
+    struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
+    uint64_t *hostrec;
+    size_t nhostrec, hostrec_cap;
     CUresult async_error; /* the first error of a posted call, for the next sync */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
@@ -196,6 +200,10 @@ void om_graphs_release(struct session *s);
 bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_t size,
                           uint64_t pool);
 void om_graphmem_session_end(struct session *s);
+/* api/hostnodes.c: the session ends (any thread): a host function waited for is given up;
+ * then (its worker, after its work and graphs are gone) the records and channel are freed. */
+void om_hostnodes_close(struct session *s);
+void om_hostnodes_release(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */

@@ -250,6 +250,7 @@ static void release_gpu_resources(struct session *s)
 {
     /* api/shareable.c: what it exported, remembered */
     om_shareable_session_end(s);
+    om_hostnodes_close(s); /* a host function still waited for is given up */
     om_graphs_release(s);
     if (s->default_stream || s->own[OM_H_STREAM].n)
         om_exec_sync_client(s);
@@ -259,6 +260,7 @@ static void release_gpu_resources(struct session *s)
     om_vmm_session_end(s);      /* its mappings and reservations, before its handles go */
     om_modref_release(s);       /* api/texrefs.c: its libraries held, its module references */
     om_own_release(s);          /* the kinds of api/handles.tsv with a destroy entry */
+    om_hostnodes_release(s);    /* api/hostnodes.c: after its graphs and their work */
     /* api/modules.c: the link states' own buffers (own.c destroyed the link states) */
     om_link_forget_session(s);
     for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++) /* a shared one by its last holder */
@@ -515,6 +517,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
      * (the worker notices the flag within OM_SESSION_POLL_MS either way). */
     om_ring_kick(s->rx.q);
     om_ring_kick(s->tx.q);
+    om_hostnodes_close(s); /* a trampoline waiting for this client returns */
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 }
 

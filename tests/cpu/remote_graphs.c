@@ -873,12 +873,12 @@ int main(int argc, char **argv)
         EXPECT(*(unsigned *)back.kernelParams[1] == 11);
         OK(cuGraphInstantiateWithFlags(&ex, g, 0));
         OK(cuGraphExecNodeSetParams(ex, kn, &np));
-        np.type = 3; /* host: not supported by either set */
-        EXPECT(cuGraphExecNodeSetParams(ex, kn, &np) == NOT_SUPPORTED);
-        EXPECT(cuGraphNodeSetParams(kn, &np) == NOT_SUPPORTED);
+        np.type = 3; /* host parameters for a kernel node: the driver refuses them */
+        EXPECT(cuGraphExecNodeSetParams(ex, kn, &np) == INVALID_VALUE);
+        EXPECT(cuGraphNodeSetParams(kn, &np) == INVALID_VALUE);
         memset(&np, 0, sizeof(np));
-        np.type = 3; /* host: not supported */
-        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == NOT_SUPPORTED);
+        np.type = 3; /* host without a function (hostnodes_driver.c adds real ones) */
+        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
         np.type = 10; /* memory alloc (remote_graphmem.c): zeroed pool properties refused */
         EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
         np.type = 5;

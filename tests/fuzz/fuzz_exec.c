@@ -2187,6 +2187,82 @@ static CUresult w_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *n, CUdevice
                                                                                             p);
 }
 
+/* Host nodes (api/remote/hostnodes.tsv): the server's trampoline never reaches the double (a
+ * launch would call it, and it would wait for a client this harness does not have); a no-op
+ * stands in, the token kept as its argument, and the trampoline is given back on the way out. */
+static void (*host_trampoline)(void *);
+static void host_noop(void *token)
+{
+    (void)token;
+}
+
+static CUDA_HOST_NODE_PARAMS host_in(const CUDA_HOST_NODE_PARAMS *p)
+{
+    CUDA_HOST_NODE_PARAMS q = {0};
+    if (p) {
+        host_trampoline = p->fn;
+        q.fn = host_noop;
+        q.userData = p->userData;
+    }
+    return q;
+}
+
+static CUresult w_cuGraphAddHostNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
+                                     const CUDA_HOST_NODE_PARAMS *p)
+{
+    CUDA_HOST_NODE_PARAMS q = host_in(p);
+    CUresult rc;
+    ENTER(cuGraphAddHostNode);
+    check(K_H_GRAPH, H(g), 1);
+    check_nodes(d, nd);
+    rc = ORIG(cuGraphAddHostNode, CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                              const CUDA_HOST_NODE_PARAMS *))(n, g, d, nd,
+                                                                              p ? &q : NULL);
+    if (rc == CUDA_SUCCESS)
+        note(K_H_NODE, H(*n), 1, false);
+    return rc;
+}
+
+static CUresult w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
+{
+    CUresult rc;
+    ENTER(cuGraphHostNodeGetParams);
+    check(K_H_NODE, H(n), 1);
+    rc = ORIG(cuGraphHostNodeGetParams, CUresult(*)(CUgraphNode, CUDA_HOST_NODE_PARAMS *))(n, p);
+    if (rc == CUDA_SUCCESS && p && p->fn == host_noop)
+        p->fn = host_trampoline;
+    return rc;
+}
+
+static CUresult w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
+{
+    CUDA_HOST_NODE_PARAMS q = host_in(p);
+    ENTER(cuGraphHostNodeSetParams);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphHostNodeSetParams,
+                CUresult(*)(CUgraphNode, const CUDA_HOST_NODE_PARAMS *))(n, p ? &q : NULL);
+}
+
+static CUresult w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                               const CUDA_HOST_NODE_PARAMS *p)
+{
+    CUDA_HOST_NODE_PARAMS q = host_in(p);
+    ENTER(cuGraphExecHostNodeSetParams);
+    check(K_H_EXEC, H(e), 1);
+    check(K_H_NODE, H(n), 1);
+    return ORIG(cuGraphExecHostNodeSetParams,
+                CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_HOST_NODE_PARAMS *))(
+        e, n, p ? &q : NULL);
+}
+
+static CUresult w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+{
+    ENTER(cuLaunchHostFunc);
+    check(K_STREAM, H(s), 1);
+    host_trampoline = fn;
+    return ORIG(cuLaunchHostFunc, CUresult(*)(CUstream, CUhostFn, void *))(s, host_noop, data);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -2318,6 +2394,11 @@ static const struct {
     W(cuGraphAddEmptyNode),
     W(cuGraphAddKernelNode_v2),
     W(cuGraphAddMemsetNode),
+    W(cuGraphAddHostNode),
+    W(cuGraphHostNodeGetParams),
+    W(cuGraphHostNodeSetParams),
+    W(cuGraphExecHostNodeSetParams),
+    W(cuLaunchHostFunc),
     W(cuGraphAddDependencies),
     W(cuGraphRemoveDependencies),
     W(cuGraphGetNodes),

@@ -164,6 +164,20 @@ def exec_seeds():
         stage(b"fakecubin\nfill_u32:8,4,4\n"), rec("cuLibraryLoadData", 25),  # no NUL
         stage(bytes(elf)), rec("cuLibraryLoadData", len(elf)),
         stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)), rec("cuLibraryLoadData", 16)])
+    # Host nodes (api/remote/hostnodes.tsv): made, read back, set, set in an executable graph,
+    # launched (the check layer's no-op stands in for the trampoline); a host function on a
+    # stream that is not capturing (nothing made); a host node after another client's handle.
+    yield "host-nodes", b"".join([
+        rec("cuGraphCreate", 0),
+        rec("cuGraphAddHostNode", F(0), 0, 0x1234, 0x5678, 1),
+        rec("cuGraphHostNodeGetParams", F(1)),
+        rec("cuGraphHostNodeSetParams", F(1), 0x9999, 0),
+        rec("cuGraphInstantiateWithFlags", F(0), 0),
+        rec("cuGraphExecHostNodeSetParams", F(5), F(1), 0x1, 0x2),
+        rec("cuGraphLaunch", F(5), 0, posted=True),
+        rec("cuLaunchHostFunc", 0, 0x1, 0x2, 0),
+        rec("cuGraphAddHostNode", ref(V_S1), 1, ref(V_E1), 0x1, 0x2, 0),
+        rec("cuStreamSynchronize", 0)])
     # An empty append to a session that never staged (its buffer is still NULL).
     yield "stage-empty", struct.pack("<HH", STAGE_APPEND, 0) + rec("cuLibraryLoadData", 0)
     # Shareable handles (api/shareable.c): a pool shareable as a descriptor and a fabric handle,

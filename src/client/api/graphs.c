@@ -65,8 +65,13 @@ CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps
 CUresult om_r_cuGraphDestroy(CUgraph g)
 {
     REQ(req, 8);
+    CUresult rc;
+
     om_put_u64(&req, (uint64_t)(uintptr_t)g);
-    return om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
+    rc = om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
+    if (rc == CUDA_SUCCESS)
+        om_uobj_graph_destroyed(g); /* api/hostnodes.c: its user objects' references */
+    return rc;
 }
 
 static void forget_kernel_copy(CUgraphNode node);
@@ -206,7 +211,10 @@ CUresult om_r_cuGraphLaunch(CUgraphExec exec, CUstream s)
         return rc;
     om_put_u64(&req, (uint64_t)(uintptr_t)exec);
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
-    return om_rpost(OM_IDX_cuGraphLaunch, &req);
+    rc = om_rpost(OM_IDX_cuGraphLaunch, &req);
+    if (rc == CUDA_SUCCESS)
+        om_uobj_exec_launched(exec, s); /* api/hostnodes.c: waited for at its destroy */
+    return rc;
 }
 
 /* ------------------------------------------------------------------ kernel nodes */
@@ -597,9 +605,13 @@ CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 CUresult om_r_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
     REQ(req, 16);
+    CUresult rc;
+
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
     om_put_u64(&req, (uint64_t)(int64_t)mode);
-    return om_rcall(OM_IDX_cuStreamBeginCapture_v2, &req, NULL, 0, NULL);
+    rc = om_rcall(OM_IDX_cuStreamBeginCapture_v2, &req, NULL, 0, NULL);
+    om_capture_begun(rc);
+    return rc;
 }
 
 CUresult om_r_cuStreamBeginCapture(CUstream s)
@@ -618,6 +630,7 @@ CUresult om_r_cuStreamEndCapture(CUstream s, CUgraph *graph)
         return CUDA_ERROR_INVALID_VALUE;
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
     rc = om_rcall(OM_IDX_cuStreamEndCapture, &req, &reply, sizeof(reply), &got);
+    om_capture_ended(rc);
     if (rc == CUDA_SUCCESS && got != sizeof(reply))
         rc = CUDA_ERROR_UNKNOWN;
     *graph = rc == CUDA_SUCCESS ? (CUgraph)(uintptr_t)reply : NULL;
@@ -690,6 +703,7 @@ CUresult om_r_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNo
     if (rc == CUDA_SUCCESS) {
         om_put_u64(&req, (uint64_t)(int64_t)mode);
         rc = om_rcall(OM_IDX_cuStreamBeginCaptureToGraph, &req, NULL, 0, NULL);
+        om_capture_begun(rc);
     }
     free(buf);
     return rc;
@@ -715,6 +729,7 @@ CUresult om_r_cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
         *exec = (CUgraphExec)(uintptr_t)reply[0];
         p->hErrNode_out = (CUgraphNode)(uintptr_t)reply[1];
         p->result_out = (int)reply[2];
+        om_uobj_instantiated(g, *exec); /* api/hostnodes.c */
     } else {
         p->hErrNode_out = NULL;
         p->result_out = 1; /* CUDA_GRAPH_INSTANTIATE_ERROR: the server does not say more */
@@ -1267,13 +1282,14 @@ CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode node, CUDA_BATCH_MEM_OP
 
 /*
  * cuGraphAddNode and cuGraph(Exec)NodeSetParams: dispatched by the node type to each kind's own
- * (checked) path. Host, memory alloc/free and conditional nodes are not supported (their own
+ * (checked) path. Memory alloc/free and conditional nodes are not supported (their own
  * entry points are not: api/unsupported.tsv), nor a child graph moved into the node.
  */
 enum {
     NT_KERNEL = 0,
     NT_MEMCPY = 1,
     NT_MEMSET = 2,
+    NT_HOST = 3,
     NT_GRAPH = 4,
     NT_EMPTY = 5,
     NT_WAIT_EVENT = 6,
@@ -1289,8 +1305,9 @@ enum {
 
 /* ------------------------------------------------------------------ graph memory, conditionals */
 
-/* Custom on the server (it records what an executable graph holds), as they were generated. */
-CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags)
+/* Custom on the server (it records what an executable graph holds), as they were generated;
+ * the installed functions are hostnodes.c's, which add the user objects' references. */
+CUresult om_rpc_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags)
 {
     REQ(req, 16);
     uint64_t v = 0;
@@ -1309,7 +1326,7 @@ CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned
     return rc;
 }
 
-CUresult om_r_cuGraphExecDestroy(CUgraphExec exec)
+CUresult om_rpc_cuGraphExecDestroy(CUgraphExec exec)
 {
     REQ(req, 8);
     om_put_u64(&req, (uint64_t)(uintptr_t)exec);
@@ -1491,6 +1508,9 @@ static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, 
                                          p->u.memcpy.copyCtx);
     case NT_MEMSET:
         return om_r_cuGraphAddMemsetNode(node, g, deps, n, &p->u.memset.p, p->u.memset.ctx);
+    case NT_HOST:
+        return om_r_cuGraphAddHostNode(node, g, deps, n,
+                                       (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
     case NT_GRAPH:
         if (p->u.graph.ownership != 0) /* CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE only */
             return CUDA_ERROR_NOT_SUPPORTED;
@@ -1543,6 +1563,9 @@ CUresult om_r_cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p)
     case NT_KERNEL: return om_r_cuGraphKernelNodeSetParams_v2(node, &p->u.kernel);
     case NT_MEMCPY: return om_r_cuGraphMemcpyNodeSetParams(node, &p->u.memcpy.copyParams);
     case NT_MEMSET: return om_r_cuGraphMemsetNodeSetParams(node, &p->u.memset.p);
+    case NT_HOST:
+        return om_r_cuGraphHostNodeSetParams(node,
+                                             (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
     case NT_WAIT_EVENT:
         return ENTRY(cuGraphEventWaitNodeSetEvent,
                      CUresult(*)(CUgraphNode, CUevent))(node, p->u.event.event);
@@ -1570,6 +1593,9 @@ CUresult om_r_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraphN
                                                    p->u.memcpy.copyCtx);
     case NT_MEMSET:
         return om_r_cuGraphExecMemsetNodeSetParams(e, node, &p->u.memset.p, p->u.memset.ctx);
+    case NT_HOST:
+        return om_r_cuGraphExecHostNodeSetParams(
+            e, node, (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
     case NT_GRAPH:
         return ENTRY(cuGraphExecChildGraphNodeSetParams,
                      CUresult(*)(CUgraphExec, CUgraphNode, CUgraph))(e, node, p->u.graph.graph);

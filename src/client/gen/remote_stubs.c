@@ -960,7 +960,7 @@ static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGra
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1123,7 +1123,7 @@ static CUresult r_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2582,7 +2582,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
-    om_remote_set(OM_IDX_cuGraphClone, (void *)r_cuGraphClone);
+    om_remote_set(OM_IDX_cuGraphClone, (void *)om_r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
     om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
@@ -2605,7 +2605,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
-    om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)r_cuGraphExecUpdate_v2);
+    om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)om_r_cuGraphExecUpdate_v2);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
@@ -2671,6 +2671,15 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
     om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)r_cuGraphMemFreeNodeGetParams);
     om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
+    om_remote_set(OM_IDX_cuGraphAddHostNode, (void *)om_r_cuGraphAddHostNode);
+    om_remote_set(OM_IDX_cuGraphExecHostNodeSetParams, (void *)om_r_cuGraphExecHostNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphHostNodeGetParams, (void *)om_r_cuGraphHostNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphHostNodeSetParams, (void *)om_r_cuGraphHostNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphReleaseUserObject, (void *)om_r_cuGraphReleaseUserObject);
+    om_remote_set(OM_IDX_cuGraphRetainUserObject, (void *)om_r_cuGraphRetainUserObject);
+    om_remote_set(OM_IDX_cuUserObjectCreate, (void *)om_r_cuUserObjectCreate);
+    om_remote_set(OM_IDX_cuUserObjectRelease, (void *)om_r_cuUserObjectRelease);
+    om_remote_set(OM_IDX_cuUserObjectRetain, (void *)om_r_cuUserObjectRetain);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);

@@ -147,7 +147,7 @@
     X(137, cuGraphAddEventWaitNode, REMOTE) \
     X(138, cuGraphAddExternalSemaphoresSignalNode, REMOTE) \
     X(139, cuGraphAddExternalSemaphoresWaitNode, REMOTE) \
-    X(140, cuGraphAddHostNode, UNSUPPORTED) \
+    X(140, cuGraphAddHostNode, REMOTE) \
     X(141, cuGraphAddKernelNode, REMOTE) \
     X(142, cuGraphAddKernelNode_v2, REMOTE) \
     X(143, cuGraphAddMemAllocNode, REMOTE) \
@@ -177,7 +177,7 @@
     X(167, cuGraphExecExternalSemaphoresSignalNodeSetParams, REMOTE) \
     X(168, cuGraphExecExternalSemaphoresWaitNodeSetParams, REMOTE) \
     X(169, cuGraphExecGetFlags, REMOTE) \
-    X(170, cuGraphExecHostNodeSetParams, UNSUPPORTED) \
+    X(170, cuGraphExecHostNodeSetParams, REMOTE) \
     X(171, cuGraphExecKernelNodeSetParams, REMOTE) \
     X(172, cuGraphExecKernelNodeSetParams_v2, REMOTE) \
     X(173, cuGraphExecMemcpyNodeSetParams, REMOTE) \
@@ -193,8 +193,8 @@
     X(183, cuGraphGetEdges_v2, REMOTE) \
     X(184, cuGraphGetNodes, REMOTE) \
     X(185, cuGraphGetRootNodes, REMOTE) \
-    X(186, cuGraphHostNodeGetParams, UNSUPPORTED) \
-    X(187, cuGraphHostNodeSetParams, UNSUPPORTED) \
+    X(186, cuGraphHostNodeGetParams, REMOTE) \
+    X(187, cuGraphHostNodeSetParams, REMOTE) \
     X(188, cuGraphInstantiate, REMOTE) \
     X(189, cuGraphInstantiateWithFlags, REMOTE) \
     X(190, cuGraphInstantiateWithParams, REMOTE) \
@@ -224,10 +224,10 @@
     X(214, cuGraphNodeGetType, REMOTE) \
     X(215, cuGraphNodeSetEnabled, REMOTE) \
     X(216, cuGraphNodeSetParams, REMOTE) \
-    X(217, cuGraphReleaseUserObject, UNSUPPORTED) \
+    X(217, cuGraphReleaseUserObject, LOCAL) \
     X(218, cuGraphRemoveDependencies, REMOTE) \
     X(219, cuGraphRemoveDependencies_v2, REMOTE) \
-    X(220, cuGraphRetainUserObject, UNSUPPORTED) \
+    X(220, cuGraphRetainUserObject, LOCAL) \
     X(221, cuGraphUpload, REMOTE) \
     X(222, cuGraphUpload_ptsz, REMOTE) \
     X(223, cuGraphicsMapResources, UNSUPPORTED) \
@@ -639,9 +639,9 @@
     X(629, cuTexRefSetMipmapLevelClamp, REMOTE) \
     X(630, cuTexRefSetMipmappedArray, REMOTE) \
     X(631, cuThreadExchangeStreamCaptureMode, LOCAL) \
-    X(632, cuUserObjectCreate, UNSUPPORTED) \
-    X(633, cuUserObjectRelease, UNSUPPORTED) \
-    X(634, cuUserObjectRetain, UNSUPPORTED) \
+    X(632, cuUserObjectCreate, LOCAL) \
+    X(633, cuUserObjectRelease, LOCAL) \
+    X(634, cuUserObjectRetain, LOCAL) \
     X(635, cuWaitExternalSemaphoresAsync, REMOTE) \
     X(636, cuWaitExternalSemaphoresAsync_ptsz, REMOTE)
 

@@ -66,7 +66,6 @@ typedef struct CUmemoryPool_st *CUmemoryPool;
 typedef struct CUsurfref_st *CUsurfref;
 typedef struct CUtexref_st *CUtexref;
 typedef struct CUuserObject_st *CUuserObject;
-typedef struct om_CUDA_HOST_NODE_PARAMS CUDA_HOST_NODE_PARAMS; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUasyncNotificationInfo CUasyncNotificationInfo; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointCheckpointArgs CUcheckpointCheckpointArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointLockArgs CUcheckpointLockArgs; /* layout in cuda_abi.h where it is marshalled */

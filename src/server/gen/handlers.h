@@ -75,6 +75,10 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemFreeNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphConditionalHandleCreate(struct call *c); /* graphs */
+CUresult om_x_cuGraphAddHostNode(struct call *c); /* hostnodes */
+CUresult om_x_cuGraphExecHostNodeSetParams(struct call *c); /* hostnodes */
+CUresult om_x_cuGraphHostNodeGetParams(struct call *c); /* hostnodes */
+CUresult om_x_cuGraphHostNodeSetParams(struct call *c); /* hostnodes */
 CUresult om_x_cuLaunchKernel(struct call *c); /* launch */
 CUresult om_x_cuLaunchKernelEx(struct call *c); /* launch */
 CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */
@@ -132,6 +136,7 @@ CUresult om_x_cuMemPoolExportPointer(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportPointer(struct call *c); /* shareable */
 CUresult om_x_cuEventDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
+CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */

@@ -21,7 +21,16 @@
 #define CAPTURE_UNJOINED 904
 #define CAPTURE_UNMATCHED 902
 
-enum { KERNEL = 0, MEMCPY = 1, MEMSET = 2, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6, EVENT_RECORD = 7 };
+enum {
+    KERNEL = 0,
+    MEMCPY = 1,
+    MEMSET = 2,
+    HOST = 3,
+    GRAPH = 4,
+    EMPTY = 5,
+    WAIT_EVENT = 6,
+    EVENT_RECORD = 7
+};
 enum {
     SEM_SIGNAL = 8,
     SEM_WAIT = 9,
@@ -90,6 +99,8 @@ struct fnode {
     unsigned nops, ops_flags;
     void *got_extra[5]; /* what cuGraphKernelNodeGetParams answers: the bytes above */
     size_t got_len;
+    void (*host_fn)(void *); /* a host node's function and argument */
+    void *host_data;
 };
 struct fgraph {
     int live;
@@ -672,6 +683,8 @@ EXPORT int cuGraphLaunch(void *h, void *s)
                                           n->k.bz, s, n->args, n->len);
         else if (n->type == MEMCPY)
             run_copy(&n->c);
+        else if (n->type == HOST)
+            n->host_fn(n->host_data); /* in order, on the launching thread */
         else if (n->type == MEMSET && n->m.elementSize == 1)
             for (size_t r = 0; r < n->m.height; r++)
                 memset((char *)(uintptr_t)n->m.dst + r * n->m.pitch, (int)n->m.value, n->m.width);
@@ -1346,6 +1359,82 @@ EXPORT int cuGraphExecBatchMemOpNodeSetParams(void *e, void *h, const struct bat
     rc = set_batch(exec_node(exec_of(e), h), p);
     pthread_mutex_unlock(&glock);
     return rc;
+}
+
+/* ------------------------------------------------------------------ host nodes */
+
+/* CUDA_HOST_NODE_PARAMS */
+struct host_params {
+    void (*fn)(void *);
+    void *data;
+};
+
+EXPORT int cuGraphAddHostNode(void **out, void *g, void *const *deps, size_t ndeps,
+                              const struct host_params *p)
+{
+    if (!p || !p->fn)
+        return INVALID_VALUE;
+    ADD_NODE(HOST);
+    n->host_fn = p->fn;
+    n->host_data = p->data;
+    glog("hostnode+ %p%s", n, NULL);
+    return OK;
+}
+
+EXPORT int cuGraphHostNodeGetParams(void *h, struct host_params *p)
+{
+    struct fnode *n = node_of(h);
+    if (!n || n->type != HOST || !p)
+        return INVALID_VALUE;
+    p->fn = n->host_fn;
+    p->data = n->host_data;
+    return OK;
+}
+
+EXPORT int cuGraphHostNodeSetParams(void *h, const struct host_params *p)
+{
+    struct fnode *n = node_of(h);
+    if (!n || n->type != HOST || !p || !p->fn)
+        return INVALID_VALUE;
+    n->host_fn = p->fn;
+    n->host_data = p->data;
+    return OK;
+}
+
+EXPORT int cuGraphExecHostNodeSetParams(void *e, void *h, const struct host_params *p)
+{
+    struct fnode *n = exec_node(exec_of(e), h);
+    if (!n || n->type != HOST || !p || !p->fn)
+        return INVALID_VALUE;
+    n->host_fn = p->fn;
+    n->host_data = p->data;
+    return OK;
+}
+
+/* On a capturing stream, a host node after the capture's last; otherwise run now (the double's
+ * streams have finished their work when a call returns). */
+EXPORT int cuLaunchHostFunc(void *s, void (*fn)(void *), void *data)
+{
+    struct capture *c;
+    struct fnode *n = NULL;
+
+    if (!fn)
+        return INVALID_VALUE;
+    pthread_mutex_lock(&glock);
+    c = cap_of(s);
+    if (c && c->status == 1 &&
+        (n = new_node(c->g, HOST, c->last ? (void *const *)&c->last : NULL, c->last ? 1 : 0))) {
+        n->host_fn = fn;
+        n->host_data = data;
+        c->last = n;
+    }
+    pthread_mutex_unlock(&glock);
+    if (c) {
+        glog("hostfunc captured%s%s", "", NULL);
+        return n ? OK : CAPTURE_INVALIDATED;
+    }
+    fn(data);
+    return OK;
 }
 
 /* fake_graphmem.c's hooks: a new graph (a conditional node's body), a node of `type` in graph
