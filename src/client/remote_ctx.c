@@ -58,11 +58,14 @@ static int ctx_device(CUcontext ctx)
 {
     uintptr_t v = (uintptr_t)ctx;
     int created = om_ctx_created_device(ctx); /* api/contexts.c */
+    int green = om_green_ctx_device(ctx);     /* api/green.c */
 
     if (!ctx)
         return -1;
     if (created != -2)
         return created;
+    if (green != -2)
+        return green;
     if (v <= CTX_TOKEN_BASE || (v - CTX_TOKEN_BASE) % 0x100u)
         return real_ctx_device(ctx);
     v = (v - CTX_TOKEN_BASE) / 0x100u - 1;

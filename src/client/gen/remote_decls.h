@@ -149,6 +149,20 @@ CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus 
 CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out); /* graphs */
 CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags); /* graphs */
 CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode); /* graphs */
+CUresult om_r_cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type); /* green */
+CUresult om_r_cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type); /* green */
+CUresult om_r_cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUdevResourceType type); /* green */
+CUresult om_r_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned int useFlags, unsigned int minCount); /* green */
+CUresult om_r_cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources); /* green */
+CUresult om_r_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags); /* green */
+CUresult om_r_cuGreenCtxDestroy(CUgreenCtx hCtx); /* green */
+CUresult om_r_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId); /* green */
+CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId);
+CUresult om_r_cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent); /* green */
+CUresult om_r_cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent); /* green */
+CUresult om_r_cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority); /* green */
+CUresult om_r_cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx); /* green */
+CUresult om_r_cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx); /* green */
 CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams); /* launch */
 CUresult om_r_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); /* launch */
 CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); /* launch */

@@ -68,6 +68,16 @@ CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c); /* graphs */
 CUresult om_x_cuStreamBeginCapture_v2(struct call *c); /* graphs */
 CUresult om_x_cuStreamEndCapture(struct call *c); /* graphs */
 CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c); /* graphs */
+CUresult om_x_cuDeviceGetDevResource(struct call *c); /* green */
+CUresult om_x_cuGreenCtxGetDevResource(struct call *c); /* green */
+CUresult om_x_cuDevSmResourceSplitByCount(struct call *c); /* green */
+CUresult om_x_cuDevResourceGenerateDesc(struct call *c); /* green */
+CUresult om_x_cuGreenCtxCreate(struct call *c); /* green */
+CUresult om_x_cuGreenCtxDestroy(struct call *c); /* green */
+CUresult om_x_cuGreenCtxRecordEvent(struct call *c); /* green */
+CUresult om_x_cuGreenCtxWaitEvent(struct call *c); /* green */
+CUresult om_x_cuGreenCtxStreamCreate(struct call *c); /* green */
+CUresult om_x_cuStreamGetGreenCtx(struct call *c); /* green */
 CUresult om_x_cuLaunchKernel(struct call *c); /* launch */
 CUresult om_x_cuLaunchKernelEx(struct call *c); /* launch */
 CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */

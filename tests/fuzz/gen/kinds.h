@@ -17,4 +17,6 @@
     X(K_H_GRAPH, "graph") \
     X(K_H_NODE, "node") \
     X(K_H_EXEC, "exec") \
-    X(K_H_CHILDGRAPH, "childgraph")
+    X(K_H_CHILDGRAPH, "childgraph") \
+    X(K_H_DEVRESDESC, "devresdesc") \
+    X(K_H_GREENCTX, "greenctx")
