@@ -70,6 +70,7 @@ CUresult om_stream_created(CUresult rc, CUstream *s);
  * context of a context token (NULL: none). */
 struct CUgreenCtx_st;
 int om_green_ctx_device(CUcontext ctx);
+bool om_green_ctx_id(CUcontext ctx, unsigned long long *id); /* false: not a green one's */
 bool om_green_current(struct CUgreenCtx_st **g);
 CUresult om_green_stream_create(CUstream *s, struct CUgreenCtx_st *g, unsigned flags, int priority);
 struct CUgreenCtx_st *om_green_of_context(CUcontext ctx);

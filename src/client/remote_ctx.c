@@ -230,7 +230,7 @@ CUresult om_r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
     dev = ctx_device(ctx);
     if (dev < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (om_ctx_created_id(ctx, id))
+    if (om_ctx_created_id(ctx, id) || om_green_ctx_id(ctx, id))
         return CUDA_SUCCESS;
     *id = (unsigned long long)dev + 1;
     return CUDA_SUCCESS;

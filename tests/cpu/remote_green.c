@@ -38,6 +38,7 @@ CUresult cuStreamGetCtx_v2(CUstream, CUcontext *, CUgreenCtx *);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxGetCurrent(CUcontext *);
 CUresult cuCtxGetDevice(int *);
+CUresult cuCtxGetId(CUcontext, unsigned long long *);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamQuery(CUstream);
@@ -225,7 +226,13 @@ static void green_contexts(const res_t *dev)
     EXPECT(cur == c1);
     OK(cuCtxGetDevice(&devno));
     EXPECT(devno == 0);
-    OK(cuStreamCreate(&s1, 0)); /* blocking, in green context 1 */
+    OK(cuCtxGetId(c1, &id));
+    OK(cuCtxGetId(primary, &id0));
+    EXPECT(id != id0 && id != 0);
+    OK(cuCtxGetId(c0, &id0));
+    EXPECT(id != id0);
+    OK(cuGreenCtxGetId(g0, &id0)); /* again: the green context's own */
+    OK(cuStreamCreate(&s1, 0));    /* blocking, in green context 1 */
     OK(cuStreamGetGreenCtx(s1, &g));
     EXPECT(g == g1);
     OK(cuStreamGetGreenCtx(NULL, &g));

@@ -28,7 +28,9 @@ static struct {
     uint64_t handle; /* the server's green context; 0: free */
     int dev;
     uint32_t gen;
+    unsigned long long id; /* its context's id (cuCtxGetId), unique in the process */
 } greens[GREEN_SLOTS];
+static unsigned long long next_id = 0x100000; /* apart from created contexts' (contexts.c) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUcontext token(unsigned slot, uint32_t gen)
@@ -55,6 +57,16 @@ int om_green_ctx_device(CUcontext ctx)
     int slot = slot_of(ctx);
 
     return slot < 0 ? slot : greens[slot].dev;
+}
+
+bool om_green_ctx_id(CUcontext ctx, unsigned long long *id)
+{
+    int slot = slot_of(ctx);
+
+    if (slot < 0)
+        return false;
+    *id = greens[slot].id;
+    return true;
 }
 
 /* The green context a context token stands for; NULL for any other context. */
@@ -253,6 +265,7 @@ CUresult om_r_cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, CUdevic
     if (slot < GREEN_SLOTS) {
         greens[slot].dev = dev;
         greens[slot].gen++;
+        greens[slot].id = next_id++;
         __atomic_store_n(&greens[slot].handle, h, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
