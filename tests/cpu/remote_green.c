@@ -40,6 +40,7 @@ CUresult cuCtxGetCurrent(CUcontext *);
 CUresult cuCtxGetDevice(int *);
 CUresult cuCtxGetId(CUcontext, unsigned long long *);
 CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamQuery(CUstream);
 CUresult cuStreamSynchronize(CUstream);
@@ -231,8 +232,12 @@ static void green_contexts(const res_t *dev)
     EXPECT(id != id0 && id != 0);
     OK(cuCtxGetId(c0, &id0));
     EXPECT(id != id0);
-    OK(cuGreenCtxGetId(g0, &id0)); /* again: the green context's own */
-    OK(cuStreamCreate(&s1, 0));    /* blocking, in green context 1 */
+    OK(cuGreenCtxGetId(g0, &id0));                         /* again: the green context's own */
+    OK(cuStreamCreateWithPriority(&s2, NON_BLOCKING, -1)); /* in green context 1 too */
+    OK(cuStreamGetGreenCtx(s2, &g));
+    EXPECT(g == g1);
+    OK(cuStreamDestroy_v2(s2));
+    OK(cuStreamCreate(&s1, 0)); /* blocking, in green context 1 */
     OK(cuStreamGetGreenCtx(s1, &g));
     EXPECT(g == g1);
     OK(cuStreamGetGreenCtx(NULL, &g));

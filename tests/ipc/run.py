@@ -3315,9 +3315,9 @@ def remote_green_contexts():
                 streams.setdefault(f[1], []).append(f[3])
         check(len(streams.get(created[0], [])) == 1,
               "one stream in the first green context (cuGreenCtxStreamCreate): %r" % lines)
-        check(len(streams.get(created[1], [])) == 2,
-              "two in the second: cuStreamCreate while its token was current, and "
-              "cuGreenCtxStreamCreate: %r" % lines)
+        check(len(streams.get(created[1], [])) == 3,
+              "three in the second: cuStreamCreateWithPriority and cuStreamCreate while its "
+              "token was current, and cuGreenCtxStreamCreate: %r" % lines)
         check("green %s destroyed sms 64" % created[0] in lines,
               "cuGreenCtxDestroy reached the driver: %r" % lines)
 
