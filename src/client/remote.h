@@ -74,6 +74,9 @@ bool om_green_ctx_id(CUcontext ctx, unsigned long long *id); /* false: not a gre
 bool om_green_current(struct CUgreenCtx_st **g);
 CUresult om_green_stream_create(CUstream *s, struct CUgreenCtx_st *g, unsigned flags, int priority);
 struct CUgreenCtx_st *om_green_of_context(CUcontext ctx);
+/* With the ring held, before a call: tells the server the calling thread's current green
+ * context when it is not the one the last call had (the NULL stream is that green context's). */
+void om_green_before_call(void);
 void om_stream_forget(CUstream s);
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);

@@ -174,7 +174,8 @@ static void green_contexts(const res_t *dev)
     CUgreenCtx g0, g1, g = NULL;
     CUcontext c0, c1, primary, cur = NULL;
     CUstream s0, s1, s2, plain;
-    CUevent ev, ev2;
+    CUevent ev, ev2, ev3;
+    unsigned out8[8];
     CUmodule mod;
     CUfunction f;
     CUdesc d;
@@ -267,6 +268,22 @@ static void green_contexts(const res_t *dev)
     OK(cuStreamCreate(&s2, NON_BLOCKING));
     OK(cuStreamGetGreenCtx(s2, &g));
     EXPECT(g == NULL);
+
+    /* the NULL stream while a green context's token is current: a stream of the green context
+     * (the double logs it), after the NULL-stream work made before (the primary context's) */
+    OK(cuEventCreate(&ev3, 0));
+    fill(f, p, 5, NULL);
+    OK(cuCtxSetCurrent(c1));
+    OK(cuEventRecord(ev3, NULL)); /* ... done only once the kernel before is */
+    OK(cuEventSynchronize(ev3));
+    OK(cuCtxSetCurrent(primary));
+    OK(cuStreamQuery(NULL));
+    OK(cuCtxSetCurrent(c1));
+    fill(f, p + 16, 6, NULL);
+    OK(cuStreamSynchronize(NULL));
+    OK(cuMemcpyDtoH_v2(out8, p, 32));
+    EXPECT(out8[0] == 5 && out8[3] == 5 && out8[4] == 6 && out8[7] == 6);
+    OK(cuCtxSetCurrent(primary));
 
     /* events: the record waits for the green context's streams; the wait holds them */
     OK(cuEventCreate(&ev, 0));

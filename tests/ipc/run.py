@@ -3294,7 +3294,8 @@ def remote_green_contexts():
     resources by reference (a changed or forged struct refused, never reaching the driver),
     splits by count, descriptors, real green contexts with their streams (the double logs in
     which green context each stream was made), the context token of a green context (streams
-    made while it is current are the green context's), events of green contexts; what the
+    made while it is current are the green context's, and so is its NULL stream, in order with
+    the NULL-stream work before), events of green contexts; what the
     client leaves is destroyed at the session's end."""
     e = Env({"FAKECUDA_KERNEL_MS": "2000", "FAKECUDA_WAITS_PROPAGATE": "1"}, start=False)
     ok = False
@@ -3315,9 +3316,10 @@ def remote_green_contexts():
                 streams.setdefault(f[1], []).append(f[3])
         check(len(streams.get(created[0], [])) == 1,
               "one stream in the first green context (cuGreenCtxStreamCreate): %r" % lines)
-        check(len(streams.get(created[1], [])) == 3,
-              "three in the second: cuStreamCreateWithPriority and cuStreamCreate while its "
-              "token was current, and cuGreenCtxStreamCreate: %r" % lines)
+        check(len(streams.get(created[1], [])) == 4,
+              "four in the second: the client's NULL stream while its token was current, "
+              "cuStreamCreateWithPriority and cuStreamCreate then, and cuGreenCtxStreamCreate: "
+              "%r" % lines)
         check("green %s destroyed sms 64" % created[0] in lines,
               "cuGreenCtxDestroy reached the driver: %r" % lines)
 

@@ -15,6 +15,7 @@
 #include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
+#include "openmps/ops.h"
 
 #define RES_BYTES 144 /* sizeof(CUdevResource) */
 #define SPLIT_MAX 256 /* groups one split answers at most (the server's bound) */
@@ -31,6 +32,8 @@ static struct {
     unsigned long long id; /* its context's id (cuCtxGetId), unique in the process */
 } greens[GREEN_SLOTS];
 static unsigned long long next_id = 0x100000; /* apart from created contexts' (contexts.c) */
+static int made;      /* a green context was made: calls check the current one (__atomic) */
+static uint64_t sent; /* the green context the server has current (under the ring lock) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUcontext token(unsigned slot, uint32_t gen)
@@ -266,6 +269,7 @@ CUresult om_r_cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, CUdevic
         greens[slot].dev = dev;
         greens[slot].gen++;
         greens[slot].id = next_id++;
+        __atomic_store_n(&made, 1, __ATOMIC_RELEASE);
         __atomic_store_n(&greens[slot].handle, h, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
@@ -289,6 +293,23 @@ CUresult om_r_cuGreenCtxDestroy(CUgreenCtx g)
             __atomic_store_n(&greens[slot].handle, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
+}
+
+void om_green_before_call(void)
+{
+    CUgreenCtx g = NULL;
+    REQ(req, 8);
+
+    if (!__atomic_load_n(&made, __ATOMIC_ACQUIRE))
+        return; /* a program without green contexts pays one load */
+    om_green_current(&g);
+    if ((uint64_t)(uintptr_t)g == sent)
+        return;
+    sent = (uint64_t)(uintptr_t)g;
+    om_put_u64(&req, sent);
+    /* posted: a refusal (a green context gone meanwhile) is reported at the next sync */
+    om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + OM_IDX_cuCtxFromGreenCtx), req.p,
+                   (uint32_t)req.len);
 }
 
 CUresult om_r_cuCtxFromGreenCtx(CUcontext *pctx, CUgreenCtx g)

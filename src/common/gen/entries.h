@@ -39,7 +39,7 @@
     X(29, cuCtxDetach, LOCAL) \
     X(30, cuCtxDisablePeerAccess, LOCAL) \
     X(31, cuCtxEnablePeerAccess, LOCAL) \
-    X(32, cuCtxFromGreenCtx, LOCAL) \
+    X(32, cuCtxFromGreenCtx, REMOTE) \
     X(33, cuCtxGetApiVersion, LOCAL) \
     X(34, cuCtxGetCacheConfig, LOCAL) \
     X(35, cuCtxGetCurrent, LOCAL) \

@@ -33,11 +33,16 @@ struct gstream {
 
 struct om_green {
     struct res res[RES_MAX];
-    uint64_t serial;            /* the last one given */
-    unsigned next;              /* the entry reused next when none is free */
-    uint64_t greens[GREEN_MAX]; /* its green contexts, destroyed at the session's end */
+    uint64_t serial; /* the last one given */
+    unsigned next;   /* the entry reused next when none is free */
+    struct {
+        uint64_t h;   /* its green contexts, destroyed at the session's end */
+        CUstream def; /* the NULL stream of the client while it is current (made at first use) */
+    } greens[GREEN_MAX];
     unsigned ngreens;
-    struct gstream *streams; /* which green context each stream made in one belongs to */
+    uint64_t current;         /* the green context current to the client's last call (0: none) */
+    CUstream primary_default; /* the session's own default stream, while a green one stands in */
+    struct gstream *streams;  /* which green context each stream made in one belongs to */
     size_t nstreams, cap;
     CUstream join; /* the stream cuGreenCtxRecordEvent joins a green context's streams on */
 };
@@ -262,7 +267,8 @@ CUresult om_x_cuGreenCtxCreate(struct call *c)
         green_destroy((uint64_t)(uintptr_t)h);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    g->greens[g->ngreens++] = (uint64_t)(uintptr_t)h;
+    g->greens[g->ngreens].h = (uint64_t)(uintptr_t)h;
+    g->greens[g->ngreens++].def = NULL;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)h);
     return CUDA_SUCCESS;
 }
@@ -285,6 +291,74 @@ void om_green_stream_gone(struct session *s, uint64_t h)
         }
 }
 
+/* A green context's stand-in default stream, at its end. */
+static void drop_default(struct session *s, CUstream def)
+{
+    if (def) {
+        om_sched_stream_destroyed(s, def);
+        om_idle_stream_destroy(def);
+    }
+}
+
+/* The client's NULL, legacy and per-thread stream (exec.c's s->default_stream) while `green`
+ * is current to its calls: that green context's own default stream (a real stream of it,
+ * made at first use), or the session's default stream for 0. The new one waits for the one
+ * before, so the client's NULL-stream work keeps its order across the change. */
+static CUresult switch_default(struct session *s, struct om_green *g, uint64_t green)
+{
+    CUstream before = s->default_stream, def = NULL;
+    CUresult rc = CUDA_SUCCESS;
+    unsigned i;
+
+    if (green == g->current)
+        return CUDA_SUCCESS;
+    if (green) {
+        for (i = 0; i < g->ngreens && g->greens[i].h != green; i++) {
+        }
+        if (i == g->ngreens)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        if (!g->greens[i].def) {
+            rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(
+                &def, (CUgreenCtx)(uintptr_t)green, CU_STREAM_NON_BLOCKING, 0);
+            if (rc != CUDA_SUCCESS)
+                return rc;
+            if (om_idle_track(def) < 0) {
+                ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(def);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            om_sched_stream_created();
+            g->greens[i].def = def;
+        }
+        def = g->greens[i].def;
+    }
+    if (!g->current)
+        g->primary_default = s->default_stream;
+    g->current = green;
+    s->default_stream = green ? def : g->primary_default;
+    if (!s->default_stream && !om_find_stream(s, 0, false, &rc)) /* made now, to follow */
+        return rc;
+    if (before && before != s->default_stream)
+        rc = om_order_after(s, s->default_stream, before, true);
+    return rc;
+}
+
+/* green context (0: none): the one current to the client's next calls (the client sends it
+ * before a call when its thread's current context changed). */
+CUresult om_x_cuCtxFromGreenCtx(struct call *c)
+{
+    uint64_t h = om_get_u64(&c->in);
+    struct om_green *g;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (h && om_arg_handle(c, OM_H_GREENCTX, h, false) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!(g = state(c->s)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return switch_default(c->s, g, h);
+}
+
 /* The green context; the client's streams made in it are destroyed first (the driver would
  * leave them unusable and leak them; their handles are no longer the client's). */
 CUresult om_x_cuGreenCtxDestroy(struct call *c)
@@ -297,16 +371,19 @@ CUresult om_x_cuGreenCtxDestroy(struct call *c)
         return rc;
     if (om_arg_handle(c, OM_H_GREENCTX, h, false) != CUDA_SUCCESS || !g)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (g->current == h && (rc = switch_default(c->s, g, 0)) != CUDA_SUCCESS)
+        return rc;
     for (size_t i = g->nstreams; i-- > 0;)
         if (i < g->nstreams && g->streams[i].green == h)
             om_stream_release(c->s, g->streams[i].stream);
-    rc = green_destroy(h);
-    om_own_drop(c->s, OM_H_GREENCTX, h);
     for (unsigned i = 0; i < g->ngreens; i++)
-        if (g->greens[i] == h) {
+        if (g->greens[i].h == h) {
+            drop_default(c->s, g->greens[i].def);
             g->greens[i] = g->greens[--g->ngreens];
             break;
         }
+    rc = green_destroy(h);
+    om_own_drop(c->s, OM_H_GREENCTX, h);
     return rc;
 }
 
@@ -430,8 +507,12 @@ void om_green_release(struct session *s)
         return;
     if (g->join)
         ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(g->join);
-    for (unsigned i = g->ngreens; i-- > 0;) /* their streams are gone (session.c) */
-        green_destroy(g->greens[i]);
+    if (g->current) /* session.c destroys the session's own default stream */
+        s->default_stream = g->primary_default;
+    for (unsigned i = g->ngreens; i-- > 0;) { /* their streams are gone (session.c) */
+        drop_default(s, g->greens[i].def);
+        green_destroy(g->greens[i].h);
+    }
     if (g->ngreens)
         om_info("client %d: destroyed %u green context(s)", (int)s->pid, g->ngreens);
     free(g->streams);

@@ -2801,6 +2801,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGreenCtxWaitEvent] = om_x_cuGreenCtxWaitEvent,
     [OM_IDX_cuGreenCtxStreamCreate] = om_x_cuGreenCtxStreamCreate,
     [OM_IDX_cuStreamGetGreenCtx] = om_x_cuStreamGetGreenCtx,
+    [OM_IDX_cuCtxFromGreenCtx] = om_x_cuCtxFromGreenCtx,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
     [OM_IDX_cuDeviceGetHostAtomicCapabilities] = x_cuDeviceGetHostAtomicCapabilities,

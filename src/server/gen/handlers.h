@@ -78,6 +78,7 @@ CUresult om_x_cuGreenCtxRecordEvent(struct call *c); /* green */
 CUresult om_x_cuGreenCtxWaitEvent(struct call *c); /* green */
 CUresult om_x_cuGreenCtxStreamCreate(struct call *c); /* green */
 CUresult om_x_cuStreamGetGreenCtx(struct call *c); /* green */
+CUresult om_x_cuCtxFromGreenCtx(struct call *c); /* green */
 CUresult om_x_cuLaunchKernel(struct call *c); /* launch */
 CUresult om_x_cuLaunchKernelEx(struct call *c); /* launch */
 CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */
