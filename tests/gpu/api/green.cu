@@ -144,6 +144,8 @@ int main()
     CU(cuCtxSetCurrent(c1));
     CU(cuCtxGetCurrent(&cur));
     EXPECT(cur == c1);
+    CU(cuStreamGetGreenCtx(nullptr, &got)); // the NULL stream: the current green context's
+    EXPECT(got == g[1]);
     RT(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
     CU(cuStreamGetGreenCtx((CUstream)rs, &got));
     EXPECT(got == g[1]);
