@@ -294,10 +294,16 @@ void om_green_stream_gone(struct session *s, uint64_t h)
 /* A green context's stand-in default stream, at its end. */
 static void drop_default(struct session *s, CUstream def)
 {
-    if (def) {
-        om_sched_stream_destroyed(s, def);
-        om_idle_stream_destroy(def);
-    }
+    if (!def)
+        return;
+    for (size_t i = 0; i < s->nsync_events; i++) /* exec.c's event of the stream */
+        if (s->sync_events[i].stream == def) {
+            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(s->sync_events[i].event);
+            s->sync_events[i] = s->sync_events[--s->nsync_events];
+            break;
+        }
+    om_sched_stream_destroyed(s, def);
+    om_idle_stream_destroy(def);
 }
 
 /* The client's NULL, legacy and per-thread stream (exec.c's s->default_stream) while `green`
