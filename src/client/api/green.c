@@ -292,6 +292,10 @@ CUresult om_r_cuGreenCtxDestroy(CUgreenCtx g)
         if (greens[slot].handle == (uint64_t)(uintptr_t)g)
             __atomic_store_n(&greens[slot].handle, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
+    om_ring_lock(); /* the server has none current now (a new one may get the same handle) */
+    if (sent == (uint64_t)(uintptr_t)g)
+        sent = 0;
+    om_ring_unlock();
     return CUDA_SUCCESS;
 }
 
