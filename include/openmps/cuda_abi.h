@@ -752,6 +752,34 @@ typedef struct om_CUDA_HOST_NODE_PARAMS {
 } CUDA_HOST_NODE_PARAMS;
 _Static_assert(sizeof(CUDA_HOST_NODE_PARAMS) == 16, "host node params");
 
+/* Green contexts and device resources (api/remote/green.tsv): CUdevResource (RESOURCE_ABI_VERSION
+ * 1), 144 bytes: the type, 92 bytes the driver keeps to itself, then 48 bytes of the type's data
+ * (for the SM type three unsigneds). The server never takes the driver's 92 bytes from a client
+ * (api/green.c keeps the real structs; the client's copy carries a reference). */
+#define CU_DEV_RESOURCE_TYPE_INVALID 0
+#define CU_DEV_RESOURCE_TYPE_SM 1
+#define CU_GREEN_CTX_DEFAULT_STREAM 0x1
+#define CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING 0x1
+#define CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE 0x2
+#define CUDA_ERROR_INVALID_RESOURCE_TYPE 914
+#define CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION 915
+typedef struct om_CUdevSmResource {
+    unsigned int smCount;
+    unsigned int minSmPartitionSize;
+    unsigned int smCoscheduledAlignment;
+} CUdevSmResource;
+struct om_CUdevResource {
+    int type; /* CUdevResourceType */
+    unsigned char _internal_padding[92];
+    union {
+        CUdevSmResource sm;
+        unsigned char _oversize[48];
+    };
+};
+_Static_assert(sizeof(struct om_CUdevResource) == 144 &&
+                   offsetof(struct om_CUdevResource, sm) == 96,
+               "CUdevResource as in cuda.h");
+
 /* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u

@@ -65,6 +65,18 @@ void om_jit_options_answer(unsigned n, const int *o, void **v); /* o: CUjit_opti
 /* api/modules.c: a stream this process created (rc its creation's answer: returned), with
  * the context current then (cuStreamGetCtx); forgotten when destroyed. */
 CUresult om_stream_created(CUresult rc, CUstream *s);
+/* api/green.c: the device of a green context's token (-1: destroyed, -2: not one); the green
+ * context the current context stands for (false: none); a stream made in one; the green
+ * context of a context token (NULL: none). */
+struct CUgreenCtx_st;
+int om_green_ctx_device(CUcontext ctx);
+bool om_green_ctx_id(CUcontext ctx, unsigned long long *id); /* false: not a green one's */
+bool om_green_current(struct CUgreenCtx_st **g);
+CUresult om_green_stream_create(CUstream *s, struct CUgreenCtx_st *g, unsigned flags, int priority);
+struct CUgreenCtx_st *om_green_of_context(CUcontext ctx);
+/* With the ring held, before a call: tells the server the calling thread's current green
+ * context when it is not the one the last call had (the NULL stream is that green context's). */
+void om_green_before_call(void);
 void om_stream_forget(CUstream s);
 /* remote_ctx.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);

@@ -688,11 +688,19 @@ static CUresult handle_call(int index, const void *h, uint64_t b)
 
 CUresult om_r_cuStreamCreate(CUstream *s, unsigned flags)
 {
+    CUgreenCtx g;
+
+    if (om_green_current(&g)) /* a green context's token is current: a stream of it */
+        return om_green_stream_create(s, g, flags, 0);
     return om_stream_created(create_handle(OM_IDX_cuStreamCreate, flags, 0, s), s);
 }
 
 CUresult om_r_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
 {
+    CUgreenCtx g;
+
+    if (om_green_current(&g))
+        return om_green_stream_create(s, g, flags, priority);
     return om_stream_created(
         create_handle(OM_IDX_cuStreamCreate, flags, (uint64_t)(int64_t)priority, s), s);
 }

@@ -58,11 +58,14 @@ static int ctx_device(CUcontext ctx)
 {
     uintptr_t v = (uintptr_t)ctx;
     int created = om_ctx_created_device(ctx); /* api/contexts.c */
+    int green = om_green_ctx_device(ctx);     /* api/green.c */
 
     if (!ctx)
         return -1;
     if (created != -2)
         return created;
+    if (green != -2)
+        return green;
     if (v <= CTX_TOKEN_BASE || (v - CTX_TOKEN_BASE) % 0x100u)
         return real_ctx_device(ctx);
     v = (v - CTX_TOKEN_BASE) / 0x100u - 1;
@@ -227,7 +230,7 @@ CUresult om_r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
     dev = ctx_device(ctx);
     if (dev < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (om_ctx_created_id(ctx, id))
+    if (om_ctx_created_id(ctx, id) || om_green_ctx_id(ctx, id))
         return CUDA_SUCCESS;
     *id = (unsigned long long)dev + 1;
     return CUDA_SUCCESS;

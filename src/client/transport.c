@@ -61,6 +61,7 @@ CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ring_lock);
+    om_green_before_call(); /* api/green.c: the current green context, when it changed */
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len, reply, cap, &got);
     pthread_mutex_unlock(&ring_lock);
@@ -78,6 +79,7 @@ CUresult om_rpost(int index, const struct om_wbuf *req)
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ring_lock);
+    om_green_before_call();
     rc = om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len);
     pthread_mutex_unlock(&ring_lock);
@@ -106,6 +108,7 @@ CUresult om_rcall_staged(int index, const void *data, size_t len, const struct o
     int sent;
 
     pthread_mutex_lock(&ring_lock);
+    om_green_before_call();
     sent = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
     while (sent == 0 && len > 0) {
         uint32_t n = len > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : (uint32_t)len;

@@ -74,6 +74,12 @@ CUresult om_own_room(struct session *s, enum om_handle_kind kind);
 CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h);
 void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 
+/* api/streams.c: a new server stream made the client's (its handle answered), and one of its
+ * streams destroyed; api/green.c: a stream gone from the client's green contexts. */
+CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags);
+CUresult om_stream_release(struct session *s, uint64_t h);
+void om_green_stream_gone(struct session *s, uint64_t h);
+
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n); /* arraymap */

@@ -109,6 +109,7 @@ struct session {
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */
     CUstream ctx_stream;
+    struct om_green *green;      /* api/green.c: its green contexts and device resources */
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
@@ -210,6 +211,8 @@ void om_own_release(struct session *s);
 void om_ctx_release(struct session *s);
 /* api/texrefs.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
+/* api/green.c: its green contexts, after its streams are destroyed. */
+void om_green_release(struct session *s);
 
 /* budget.c: what a client, and all clients together, may make the server hold. */
 struct om_budget {

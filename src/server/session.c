@@ -279,6 +279,7 @@ static void release_gpu_resources(struct session *s)
     }
     /* api/contexts.c's joining stream */
     om_ctx_release(s);
+    om_green_release(s);                             /* its green contexts, their streams gone */
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
         om_idle_stream_destroy(s->default_stream);

@@ -120,6 +120,9 @@ void contexts_case(void);     /* remote_contexts.c */
 void contexts_bus_case(void); /* remote_contexts.c */
 void legacy_case(void);       /* remote_legacy.c */
 void v1_case(int low);        /* remote_v1.c */
+void green_case(void);        /* remote_green.c */
+void green_hold_case(void);
+void green_steal_case(char **argv);
 
 static void setup(void)
 {
@@ -991,6 +994,12 @@ int main(int argc, char **argv)
         contexts_case();
     } else if (!strcmp(mode, "contexts_bus")) {
         contexts_bus_case();
+    } else if (!strcmp(mode, "green")) { /* remote_green.c */
+        green_case();
+    } else if (!strcmp(mode, "green_hold")) {
+        green_hold_case();
+    } else if (!strcmp(mode, "green_steal") && argc > 6) {
+        green_steal_case(argv + 2);
     } else if (!strcmp(mode, "legacy")) { /* remote_legacy.c */
         legacy_case();
     } else if (!strcmp(mode, "v1")) { /* remote_v1.c */

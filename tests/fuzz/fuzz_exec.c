@@ -2263,6 +2263,84 @@ static CUresult w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
     return ORIG(cuLaunchHostFunc, CUresult(*)(CUstream, CUhostFn, void *))(s, host_noop, data);
 }
 
+/* Green contexts and device resources (api/green.c): a resource the driver gets is one the
+ * driver made (the double's hidden bytes "FAKE" at offset 4), never a client's copy; the
+ * descriptors and green contexts are the fuzzed session's. */
+static void check_smres(const CUdevResource *r)
+{
+    if (r && r->type == CU_DEV_RESOURCE_TYPE_SM && memcmp(r->_internal_padding, "FAKE", 4)) {
+        fprintf(stderr, "fuzz_exec: %s got a device resource the driver did not make\n", entry);
+        abort();
+    }
+}
+
+static CUresult w_cuDeviceGetDevResource(CUdevice dev, CUdevResource *r, CUdevResourceType type)
+{
+    ENTER(cuDeviceGetDevResource);
+    return ORIG(cuDeviceGetDevResource, CUresult(*)(CUdevice, CUdevResource *, int))(dev, r, type);
+}
+
+static CUresult w_cuGreenCtxGetDevResource(CUgreenCtx g, CUdevResource *r, CUdevResourceType type)
+{
+    ENTER(cuGreenCtxGetDevResource);
+    check(K_H_GREENCTX, H(g), 1);
+    return ORIG(cuGreenCtxGetDevResource, CUresult(*)(CUgreenCtx, CUdevResource *, int))(g, r,
+                                                                                         type);
+}
+
+static CUresult w_cuDevSmResourceSplitByCount(CUdevResource *res, unsigned *nb,
+                                              const CUdevResource *in, CUdevResource *rem,
+                                              unsigned flags, unsigned min)
+{
+    ENTER(cuDevSmResourceSplitByCount);
+    check_smres(in);
+    return ORIG(cuDevSmResourceSplitByCount,
+                CUresult(*)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *,
+                            unsigned, unsigned))(res, nb, in, rem, flags, min);
+}
+
+static CUresult w_cuDevResourceGenerateDesc(CUdevResourceDesc *d, CUdevResource *r, unsigned n)
+{
+    CUresult rc;
+
+    ENTER(cuDevResourceGenerateDesc);
+    for (unsigned i = 0; r && i < n; i++)
+        check_smres(&r[i]);
+    rc = ORIG(cuDevResourceGenerateDesc,
+              CUresult(*)(CUdevResourceDesc *, CUdevResource *, unsigned))(d, r, n);
+    return noted(rc, K_H_DEVRESDESC, rc == CUDA_SUCCESS ? H(*d) : 0);
+}
+
+static CUresult w_cuGreenCtxCreate(CUgreenCtx *g, CUdevResourceDesc d, CUdevice dev, unsigned f)
+{
+    CUresult rc;
+
+    ENTER(cuGreenCtxCreate);
+    check(K_H_DEVRESDESC, H(d), 1);
+    rc = ORIG(cuGreenCtxCreate,
+              CUresult(*)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned))(g, d, dev, f);
+    return noted(rc, K_H_GREENCTX, rc == CUDA_SUCCESS ? H(*g) : 0);
+}
+
+static CUresult w_cuGreenCtxDestroy(CUgreenCtx g)
+{
+    ENTER(cuGreenCtxDestroy);
+    check(K_H_GREENCTX, H(g), 1);
+    forget(K_H_GREENCTX, H(g));
+    return ORIG(cuGreenCtxDestroy, CUresult(*)(CUgreenCtx))(g);
+}
+
+static CUresult w_cuGreenCtxStreamCreate(CUstream *s, CUgreenCtx g, unsigned f, int prio)
+{
+    CUresult rc;
+
+    ENTER(cuGreenCtxStreamCreate);
+    check(K_H_GREENCTX, H(g), 1);
+    rc = ORIG(cuGreenCtxStreamCreate, CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))(s, g, f,
+                                                                                          prio);
+    return noted(rc, K_STREAM, rc == CUDA_SUCCESS ? H(*s) : 0);
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -2465,6 +2543,13 @@ static const struct {
     W(cuKernelGetName),
     W(cuKernelGetLibrary),
     W(cuTexRefSetAddress2D_v3),
+    W(cuDeviceGetDevResource),
+    W(cuGreenCtxGetDevResource),
+    W(cuDevSmResourceSplitByCount),
+    W(cuDevResourceGenerateDesc),
+    W(cuGreenCtxCreate),
+    W(cuGreenCtxDestroy),
+    W(cuGreenCtxStreamCreate),
 #undef W
 };
 

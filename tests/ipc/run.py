@@ -3648,6 +3648,75 @@ def hostnodes_client_killed_in_its_host_function():
         e.close(ok)
 
 
+# ------------------------------------------------------------------ green contexts
+
+
+@test
+def remote_green_contexts():
+    """api/remote/green.tsv (remote_green.c) on the double's device of 132 SMs: device
+    resources by reference (a changed or forged struct refused, never reaching the driver),
+    splits by count, descriptors, real green contexts with their streams (the double logs in
+    which green context each stream was made), the context token of a green context (streams
+    made while it is current are the green context's, and so is its NULL stream, in order with
+    the NULL-stream work before), events of green contexts; what the
+    client leaves is destroyed at the session's end."""
+    e = Env({"FAKECUDA_KERNEL_MS": "2000", "FAKECUDA_WAITS_PROPAGATE": "1"}, start=False)
+    ok = False
+    try:
+        log = os.path.join(e.dir, "green.log")
+        e.env["FAKECUDA_GREEN_LOG"] = log  # the server makes them: it inherits the daemon's env
+        e.start()
+        p = remote(e, "green")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "green ok" in out, "green: %r %r" % (out, err))
+        lines = open(log).read().splitlines()
+        created = [l.split()[1] for l in lines if l.endswith("created sms 64")]
+        check(len(created) == 2, "two green contexts of 64 SMs each: %r" % lines)
+        streams = {}
+        for l in lines:
+            f = l.split()
+            if f[2] == "stream":
+                streams.setdefault(f[1], []).append(f[3])
+        check(len(streams.get(created[0], [])) == 1,
+              "one stream in the first green context (cuGreenCtxStreamCreate): %r" % lines)
+        check(len(streams.get(created[1], [])) == 4,
+              "four in the second: the client's NULL stream while its token was current, "
+              "cuStreamCreateWithPriority and cuStreamCreate then, and cuGreenCtxStreamCreate: "
+              "%r" % lines)
+        check("green %s destroyed sms 64" % created[0] in lines,
+              "cuGreenCtxDestroy reached the driver: %r" % lines)
+
+        def released():
+            return "green %s destroyed sms 64" % created[1] in open(log).read().splitlines()
+        wait_for(released, what="the session's end destroys the green context left")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_green_handles_are_each_clients_own():
+    """Another client's descriptor, green context, stream of a green context, event and device
+    resource are refused (green_hold / green_steal)."""
+    e = Env()
+    ok = False
+    try:
+        holder = subprocess.Popen([REMOTE_DRIVER, "green_hold"],
+                                  env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = holder.stdout.readline().split()
+        check(len(line) == 5, "holder printed its handles and resource: %r" % line)
+        p = remote(e, "green_steal", *line)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "steal refused" in out, "steal: %r %r" % (out, err))
+        out, err = holder.communicate(input="end\n", timeout=30)
+        check(holder.returncode == 0 and "held ok" in out, "the holder's calls worked: %r" % err)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 def main():
     if "--list" in sys.argv:
         print("\n".join(TESTS))

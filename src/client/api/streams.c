@@ -101,7 +101,7 @@ CUresult om_r_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *p
         return CUDA_ERROR_INVALID_VALUE;
     rc = stream_ctx(hStream, pCtx);
     if (rc == CUDA_SUCCESS)
-        *pGreenCtx = NULL; /* no green contexts here */
+        *pGreenCtx = om_green_of_context(*pCtx); /* api/green.c; NULL for other contexts */
     return rc;
 }
 

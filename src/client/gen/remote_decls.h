@@ -159,6 +159,20 @@ CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
 CUresult om_r_cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out); /* graphs */
 CUresult om_r_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr); /* graphs */
 CUresult om_r_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags); /* graphs */
+CUresult om_r_cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type); /* green */
+CUresult om_r_cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type); /* green */
+CUresult om_r_cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUdevResourceType type); /* green */
+CUresult om_r_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned int useFlags, unsigned int minCount); /* green */
+CUresult om_r_cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources); /* green */
+CUresult om_r_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags); /* green */
+CUresult om_r_cuGreenCtxDestroy(CUgreenCtx hCtx); /* green */
+CUresult om_r_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId); /* green */
+CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId);
+CUresult om_r_cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent); /* green */
+CUresult om_r_cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent); /* green */
+CUresult om_r_cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority); /* green */
+CUresult om_r_cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx); /* green */
+CUresult om_r_cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx); /* green */
 CUresult om_r_cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams); /* hostnodes */
 CUresult om_r_cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams); /* hostnodes */
 CUresult om_r_cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams); /* hostnodes */

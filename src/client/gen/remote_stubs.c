@@ -1400,6 +1400,29 @@ static CUresult r_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dp
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*greenCtxId)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!greenCtxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)greenCtx);
+    rc = om_rcall(OM_IDX_cuGreenCtxGetId, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*greenCtxId));
+        if (v && greenCtxId)
+            memcpy(greenCtxId, v, sizeof(*greenCtxId));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
 {
     uint8_t req_buf[32 + (size_t)(16) * sizeof(*operations)];
@@ -2671,6 +2694,19 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
     om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)r_cuGraphMemFreeNodeGetParams);
     om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
+    om_remote_set(OM_IDX_cuDeviceGetDevResource, (void *)om_r_cuDeviceGetDevResource);
+    om_remote_set(OM_IDX_cuGreenCtxGetDevResource, (void *)om_r_cuGreenCtxGetDevResource);
+    om_remote_set(OM_IDX_cuCtxGetDevResource, (void *)om_r_cuCtxGetDevResource);
+    om_remote_set(OM_IDX_cuDevSmResourceSplitByCount, (void *)om_r_cuDevSmResourceSplitByCount);
+    om_remote_set(OM_IDX_cuDevResourceGenerateDesc, (void *)om_r_cuDevResourceGenerateDesc);
+    om_remote_set(OM_IDX_cuGreenCtxCreate, (void *)om_r_cuGreenCtxCreate);
+    om_remote_set(OM_IDX_cuGreenCtxDestroy, (void *)om_r_cuGreenCtxDestroy);
+    om_remote_set(OM_IDX_cuGreenCtxGetId, (void *)om_r_cuGreenCtxGetId);
+    om_remote_set(OM_IDX_cuGreenCtxRecordEvent, (void *)om_r_cuGreenCtxRecordEvent);
+    om_remote_set(OM_IDX_cuGreenCtxWaitEvent, (void *)om_r_cuGreenCtxWaitEvent);
+    om_remote_set(OM_IDX_cuGreenCtxStreamCreate, (void *)om_r_cuGreenCtxStreamCreate);
+    om_remote_set(OM_IDX_cuStreamGetGreenCtx, (void *)om_r_cuStreamGetGreenCtx);
+    om_remote_set(OM_IDX_cuCtxFromGreenCtx, (void *)om_r_cuCtxFromGreenCtx);
     om_remote_set(OM_IDX_cuGraphAddHostNode, (void *)om_r_cuGraphAddHostNode);
     om_remote_set(OM_IDX_cuGraphExecHostNodeSetParams, (void *)om_r_cuGraphExecHostNodeSetParams);
     om_remote_set(OM_IDX_cuGraphHostNodeGetParams, (void *)om_r_cuGraphHostNodeGetParams);

@@ -39,11 +39,11 @@
     X(29, cuCtxDetach, LOCAL) \
     X(30, cuCtxDisablePeerAccess, LOCAL) \
     X(31, cuCtxEnablePeerAccess, LOCAL) \
-    X(32, cuCtxFromGreenCtx, UNSUPPORTED) \
+    X(32, cuCtxFromGreenCtx, REMOTE) \
     X(33, cuCtxGetApiVersion, LOCAL) \
     X(34, cuCtxGetCacheConfig, LOCAL) \
     X(35, cuCtxGetCurrent, LOCAL) \
-    X(36, cuCtxGetDevResource, UNSUPPORTED) \
+    X(36, cuCtxGetDevResource, REMOTE) \
     X(37, cuCtxGetDevice, LOCAL) \
     X(38, cuCtxGetDevice_v2, LOCAL) \
     X(39, cuCtxGetExecAffinity, LOCAL) \
@@ -68,8 +68,8 @@
     X(58, cuCtxWaitEvent, REMOTE) \
     X(59, cuDestroyExternalMemory, REMOTE) \
     X(60, cuDestroyExternalSemaphore, REMOTE) \
-    X(61, cuDevResourceGenerateDesc, UNSUPPORTED) \
-    X(62, cuDevSmResourceSplitByCount, UNSUPPORTED) \
+    X(61, cuDevResourceGenerateDesc, REMOTE) \
+    X(62, cuDevSmResourceSplitByCount, REMOTE) \
     X(63, cuDeviceCanAccessPeer, REMOTE) \
     X(64, cuDeviceComputeCapability, REMOTE) \
     X(65, cuDeviceGet, LOCAL) \
@@ -77,7 +77,7 @@
     X(67, cuDeviceGetByPCIBusId, REMOTE) \
     X(68, cuDeviceGetCount, LOCAL) \
     X(69, cuDeviceGetDefaultMemPool, REMOTE) \
-    X(70, cuDeviceGetDevResource, UNSUPPORTED) \
+    X(70, cuDeviceGetDevResource, REMOTE) \
     X(71, cuDeviceGetExecAffinitySupport, REMOTE) \
     X(72, cuDeviceGetGraphMemAttribute, REMOTE) \
     X(73, cuDeviceGetHostAtomicCapabilities, REMOTE) \
@@ -241,13 +241,13 @@
     X(231, cuGraphicsUnmapResources, UNSUPPORTED) \
     X(232, cuGraphicsUnmapResources_ptsz, UNSUPPORTED) \
     X(233, cuGraphicsUnregisterResource, UNSUPPORTED) \
-    X(234, cuGreenCtxCreate, UNSUPPORTED) \
-    X(235, cuGreenCtxDestroy, UNSUPPORTED) \
-    X(236, cuGreenCtxGetDevResource, UNSUPPORTED) \
-    X(237, cuGreenCtxGetId, UNSUPPORTED) \
-    X(238, cuGreenCtxRecordEvent, UNSUPPORTED) \
-    X(239, cuGreenCtxStreamCreate, UNSUPPORTED) \
-    X(240, cuGreenCtxWaitEvent, UNSUPPORTED) \
+    X(234, cuGreenCtxCreate, REMOTE) \
+    X(235, cuGreenCtxDestroy, REMOTE) \
+    X(236, cuGreenCtxGetDevResource, REMOTE) \
+    X(237, cuGreenCtxGetId, REMOTE) \
+    X(238, cuGreenCtxRecordEvent, REMOTE) \
+    X(239, cuGreenCtxStreamCreate, REMOTE) \
+    X(240, cuGreenCtxWaitEvent, REMOTE) \
     X(241, cuImportExternalMemory, REMOTE) \
     X(242, cuImportExternalSemaphore, REMOTE) \
     X(243, cuInit, LOCAL) \
@@ -558,7 +558,7 @@
     X(548, cuStreamGetDevice_ptsz, REMOTE) \
     X(549, cuStreamGetFlags, REMOTE) \
     X(550, cuStreamGetFlags_ptsz, REMOTE) \
-    X(551, cuStreamGetGreenCtx, UNSUPPORTED) \
+    X(551, cuStreamGetGreenCtx, REMOTE) \
     X(552, cuStreamGetId, REMOTE) \
     X(553, cuStreamGetId_ptsz, REMOTE) \
     X(554, cuStreamGetPriority, REMOTE) \

@@ -28,6 +28,13 @@ CUresult om_x_cuStreamCreate(struct call *c)
     rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
     if (rc != CUDA_SUCCESS)
         return rc;
+    return om_stream_adopt(c, st, flags);
+}
+
+/* A new (non-blocking) server stream becomes the client's; `flags` as the client asked (the
+ * legacy ordering of a blocking one is rebuilt within the client). Answers its handle. */
+CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags)
+{
     if (om_idle_track(st) < 0) {
         ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -65,18 +72,27 @@ CUresult om_x_cuStreamDestroy_v2(struct call *c)
         return rc;
     if (!om_handles_has(&c->s->own[OM_H_STREAM], h))
         return CUDA_ERROR_INVALID_HANDLE;
+    return om_stream_release(c->s, h);
+}
+
+/* Destroys a stream of the client's (cuStreamDestroy, cuGreenCtxDestroy). */
+CUresult om_stream_release(struct session *s, uint64_t h)
+{
+    CUresult rc;
+
+    om_green_stream_gone(s, h); /* api/green.c */
     /* Its work must be done before the stream is forgotten: later frees and the
      * session's end wait only for streams they know. */
     rc = om_wait_stream((CUstream)(uintptr_t)h);
-    if (rc != CUDA_SUCCESS && c->s->async_error == CUDA_SUCCESS)
-        c->s->async_error = rc;
-    om_handles_remove(&c->s->own[OM_H_STREAM], h);
-    om_handles_remove(&c->s->blocking, h);
-    om_sched_stream_destroyed(c->s, (CUstream)(uintptr_t)h);
-    for (size_t i = 0; i < c->s->nsync_events; i++) {
-        if (c->s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
-            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(c->s->sync_events[i].event);
-            c->s->sync_events[i] = c->s->sync_events[--c->s->nsync_events];
+    if (rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
+        s->async_error = rc;
+    om_handles_remove(&s->own[OM_H_STREAM], h);
+    om_handles_remove(&s->blocking, h);
+    om_sched_stream_destroyed(s, (CUstream)(uintptr_t)h);
+    for (size_t i = 0; i < s->nsync_events; i++) {
+        if (s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
+            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(s->sync_events[i].event);
+            s->sync_events[i] = s->sync_events[--s->nsync_events];
             break;
         }
     }

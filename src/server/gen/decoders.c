@@ -1521,6 +1521,24 @@ static CUresult x_cuGraphMemFreeNodeGetParams(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGreenCtxGetId(struct call *c)
+{
+    uint64_t a_greenCtx = om_get_u64(&c->in);
+    unsigned long long o_greenCtxId;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GREENCTX, a_greenCtx, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_greenCtxId, 0, sizeof(o_greenCtxId));
+    rc = ((CUresult (*)(CUgreenCtx, unsigned long long *))REAL(cuGreenCtxGetId))((CUgreenCtx)(uintptr_t)a_greenCtx, &o_greenCtxId);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_greenCtxId, sizeof(o_greenCtxId));
+    }
+    return rc;
+}
+
 static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
 {
     uint64_t a_operations = om_get_u64(&c->in);
@@ -2794,6 +2812,18 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphAddMemFreeNode] = om_x_cuGraphAddMemFreeNode,
     [OM_IDX_cuGraphMemFreeNodeGetParams] = x_cuGraphMemFreeNodeGetParams,
     [OM_IDX_cuGraphConditionalHandleCreate] = om_x_cuGraphConditionalHandleCreate,
+    [OM_IDX_cuDeviceGetDevResource] = om_x_cuDeviceGetDevResource,
+    [OM_IDX_cuGreenCtxGetDevResource] = om_x_cuGreenCtxGetDevResource,
+    [OM_IDX_cuDevSmResourceSplitByCount] = om_x_cuDevSmResourceSplitByCount,
+    [OM_IDX_cuDevResourceGenerateDesc] = om_x_cuDevResourceGenerateDesc,
+    [OM_IDX_cuGreenCtxCreate] = om_x_cuGreenCtxCreate,
+    [OM_IDX_cuGreenCtxDestroy] = om_x_cuGreenCtxDestroy,
+    [OM_IDX_cuGreenCtxGetId] = x_cuGreenCtxGetId,
+    [OM_IDX_cuGreenCtxRecordEvent] = om_x_cuGreenCtxRecordEvent,
+    [OM_IDX_cuGreenCtxWaitEvent] = om_x_cuGreenCtxWaitEvent,
+    [OM_IDX_cuGreenCtxStreamCreate] = om_x_cuGreenCtxStreamCreate,
+    [OM_IDX_cuStreamGetGreenCtx] = om_x_cuStreamGetGreenCtx,
+    [OM_IDX_cuCtxFromGreenCtx] = om_x_cuCtxFromGreenCtx,
     [OM_IDX_cuGraphAddHostNode] = om_x_cuGraphAddHostNode,
     [OM_IDX_cuGraphExecHostNodeSetParams] = om_x_cuGraphExecHostNodeSetParams,
     [OM_IDX_cuGraphHostNodeGetParams] = om_x_cuGraphHostNodeGetParams,

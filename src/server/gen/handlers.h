@@ -75,6 +75,17 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphAddMemFreeNode(struct call *c); /* graphs */
 CUresult om_x_cuGraphConditionalHandleCreate(struct call *c); /* graphs */
+CUresult om_x_cuDeviceGetDevResource(struct call *c); /* green */
+CUresult om_x_cuGreenCtxGetDevResource(struct call *c); /* green */
+CUresult om_x_cuDevSmResourceSplitByCount(struct call *c); /* green */
+CUresult om_x_cuDevResourceGenerateDesc(struct call *c); /* green */
+CUresult om_x_cuGreenCtxCreate(struct call *c); /* green */
+CUresult om_x_cuGreenCtxDestroy(struct call *c); /* green */
+CUresult om_x_cuGreenCtxRecordEvent(struct call *c); /* green */
+CUresult om_x_cuGreenCtxWaitEvent(struct call *c); /* green */
+CUresult om_x_cuGreenCtxStreamCreate(struct call *c); /* green */
+CUresult om_x_cuStreamGetGreenCtx(struct call *c); /* green */
+CUresult om_x_cuCtxFromGreenCtx(struct call *c); /* green */
 CUresult om_x_cuGraphAddHostNode(struct call *c); /* hostnodes */
 CUresult om_x_cuGraphExecHostNodeSetParams(struct call *c); /* hostnodes */
 CUresult om_x_cuGraphHostNodeGetParams(struct call *c); /* hostnodes */

@@ -24,6 +24,8 @@ enum om_handle_kind {
     OM_H_NODE,
     OM_H_EXEC,
     OM_H_CHILDGRAPH,
+    OM_H_DEVRESDESC,
+    OM_H_GREENCTX,
     OM_H_MODTEXREF,
     OM_H_MODSURFREF,
     OM_HANDLE_KINDS
@@ -51,6 +53,8 @@ enum om_handle_kind {
     X(OM_H_NODE, "node", -1, client_handles) \
     X(OM_H_EXEC, "exec", OM_IDX_cuGraphExecDestroy, client_handles) \
     X(OM_H_CHILDGRAPH, "childgraph", -1, client_handles) \
+    X(OM_H_DEVRESDESC, "devresdesc", -1, client_handles) \
+    X(OM_H_GREENCTX, "greenctx", -1, client_handles) \
     X(OM_H_MODTEXREF, "modtexref", -1, client_handles) \
     X(OM_H_MODSURFREF, "modsurfref", -1, client_handles)
 

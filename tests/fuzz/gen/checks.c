@@ -718,6 +718,16 @@ static CUresult g_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dp
     return rc;
 }
 
+static CUresult g_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId)
+{
+    CUresult rc;
+
+    ENTER(cuGreenCtxGetId);
+    check(K_H_GREENCTX, H(greenCtx), 1);
+    rc = ((CUresult (*)(CUgreenCtx, unsigned long long *))gen_next[OM_IDX_cuGreenCtxGetId])(greenCtx, greenCtxId);
+    return rc;
+}
+
 static CUresult g_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
 {
     CUresult rc;
@@ -1364,6 +1374,7 @@ static const struct {
     {OM_IDX_cuStreamIsCapturing, (void *)g_cuStreamIsCapturing},
     {OM_IDX_cuStreamUpdateCaptureDependencies, (void *)g_cuStreamUpdateCaptureDependencies},
     {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
+    {OM_IDX_cuGreenCtxGetId, (void *)g_cuGreenCtxGetId},
     {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
     {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},

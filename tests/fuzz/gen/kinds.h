@@ -18,5 +18,7 @@
     X(K_H_NODE, "node") \
     X(K_H_EXEC, "exec") \
     X(K_H_CHILDGRAPH, "childgraph") \
+    X(K_H_DEVRESDESC, "devresdesc") \
+    X(K_H_GREENCTX, "greenctx") \
     X(K_H_MODTEXREF, "modtexref") \
     X(K_H_MODSURFREF, "modsurfref")
