@@ -241,7 +241,9 @@ int main()
     CUdeviceptr buf;
     CU(cuModuleGetFunction(&fa, linked, "axpb"));
     CU(cuMemAlloc(&buf, n * sizeof(float)));
-    CU(cuMemsetD32(buf, 0, n));
+    // On sa itself: cuMemsetD32 on device memory may return before it is done, and sa does
+    // not wait for the NULL stream when it is non-blocking (natively this raced once).
+    CU(cuMemsetD32Async(buf, 0, n, sa));
     float two = 2.0f;
     unsigned nn = n;
     void *args[] = {&buf, &buf, &two, &nn};

@@ -4,8 +4,10 @@
 // kernel loaded as a library (a CUkernel: launched in the context of its stream) run in both;
 // cuGreenCtxRecordEvent / cuGreenCtxWaitEvent order the second green context after the first;
 // then the runtime in a green context: cuCtxFromGreenCtx + cuCtxSetCurrent, a stream made by
-// the runtime (the green context's), a <<<>>> launch on it and on the default stream.
+// the runtime (the green context's), a <<<>>> launch on it and on the default stream (the run
+// with the argument "runtime" only: the driver-API part stands on its own).
 // openmps-gpu-link: -lcuda
+// openmps-gpu-runs: - runtime
 #define PROG "green"
 #include "api.h"
 #include <vector>
@@ -67,8 +69,9 @@ static void expect_all(CUdeviceptr p, unsigned v)
         }
 }
 
-int main()
+int main(int argc, char **argv)
 {
+    bool with_runtime = argc > 1 && !strcmp(argv[1], "runtime");
     CUdevice dev;
     CUcontext primary;
     CUdevResource all, groups[2], rest, r;
@@ -138,6 +141,7 @@ int main()
     printf("green: events order one green context after another\n");
 
     // The runtime in green context 1: its stream is the green context's.
+    fprintf(stderr, "%s: the driver-API part done\n", PROG);
     CUcontext c1, cur;
     cudaStream_t rs;
     CU(cuCtxFromGreenCtx(&c1, g[1]));
@@ -146,19 +150,21 @@ int main()
     EXPECT(cur == c1);
     CU(cuStreamGetGreenCtx(nullptr, &got)); // the NULL stream: the current green context's
     EXPECT(got == g[1]);
-    RT(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
-    CU(cuStreamGetGreenCtx((CUstream)rs, &got));
-    EXPECT(got == g[1]);
-    rt_fill<<<N / 256, 256, 0, rs>>>((unsigned *)buf[1], 44, N);
-    RT(cudaGetLastError());
-    RT(cudaStreamSynchronize(rs));
-    expect_all(buf[1], 44);
-    rt_fill<<<N / 256, 256>>>((unsigned *)buf[0], 55, N);
-    RT(cudaGetLastError());
-    RT(cudaDeviceSynchronize());
-    expect_all(buf[0], 55);
-    RT(cudaStreamDestroy(rs));
-    printf("green: the runtime in a green context\n");
+    if (with_runtime) {
+        RT(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
+        CU(cuStreamGetGreenCtx((CUstream)rs, &got));
+        EXPECT(got == g[1]);
+        rt_fill<<<N / 256, 256, 0, rs>>>((unsigned *)buf[1], 44, N);
+        RT(cudaGetLastError());
+        RT(cudaStreamSynchronize(rs));
+        expect_all(buf[1], 44);
+        rt_fill<<<N / 256, 256>>>((unsigned *)buf[0], 55, N);
+        RT(cudaGetLastError());
+        RT(cudaDeviceSynchronize());
+        expect_all(buf[0], 55);
+        RT(cudaStreamDestroy(rs));
+        printf("green: the runtime in a green context\n");
+    }
 
     CU(cuCtxSetCurrent(primary));
     for (int i = 0; i < 2; i++) {
