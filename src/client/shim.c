@@ -193,6 +193,7 @@ __attribute__((constructor)) static void shim_load(void)
     om_shim.log_enabled = trace && *trace && strcmp(trace, "0") != 0;
     om_shim.trace_calls = om_shim.log_enabled;
     om_shim.trace_tables = om_tabletrace_start();
+    om_trace_crashes();
     om_shim.real = load_real_driver();
     for (int i = 0; i < OM_ENTRY_COUNT; i++) {
         void *p = om_shim.real ? dlsym(om_shim.real, entry_names[i]) : NULL;

@@ -76,6 +76,7 @@ int om_proc_lookup(const char *symbol, int version, uint64_t flags, int *ret_ind
 /* trace.c: with OPENMPS_TRACE, the stub that logs a call and goes on to target. */
 void *om_trace_wrap(int index, void *target);
 void om_trace_install(void);
+void om_trace_crashes(void); /* with OPENMPS_TRACE: a backtrace on SIGSEGV/SIGBUS */
 
 /* tabletrace.c: with OPENMPS_TRACE_TABLES, cuGetExportTable hands out watched tables. */
 bool om_tabletrace_start(void);

@@ -2,6 +2,8 @@
 /* OPENMPS_TRACE=1: one line per driver call on stderr: name, first arguments, result, microseconds.
  */
 #define _GNU_SOURCE
+#include <execinfo.h>
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,4 +79,31 @@ void om_trace_install(void)
     }
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         om_fn[i] = om_trace_wrap(i, om_fn[i]);
+}
+
+/* With OPENMPS_TRACE, a program that dies of SIGSEGV or SIGBUS prints where, with the shared
+ * object of each frame (the local driver, the runtime, the shim…), then dies as it would have. */
+static void crashed(int sig)
+{
+    void *frames[48];
+    int n = backtrace(frames, 48);
+    static const char head[] = "openmps: the program crashed; its stack:\n";
+
+    if (write(STDERR_FILENO, head, sizeof(head) - 1) < 0) {
+        /* nothing to do */
+    }
+    backtrace_symbols_fd(frames, n, STDERR_FILENO);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void om_trace_crashes(void)
+{
+    void *warm[1];
+
+    if (!om_shim.trace_calls)
+        return;
+    backtrace(warm, 1); /* loads what backtrace needs now, not in the handler */
+    signal(SIGSEGV, crashed);
+    signal(SIGBUS, crashed);
 }

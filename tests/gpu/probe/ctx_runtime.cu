@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// Probe (issue #10): the runtime started while a context the program created (cuCtxCreate) is
+// current: a cudaMalloc, a <<<>>> launch, a copy back, checked. Prints "ctx_runtime: ok".
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+__global__ void put(int *p, int v) { p[threadIdx.x] = v + threadIdx.x; }
+
+int main()
+{
+    CUdevice dev;
+    CUcontext ctx;
+    int *d, h[32];
+
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, NULL, 0, dev)) {
+        fprintf(stderr, "ctx_runtime: driver setup failed\n");
+        return 1;
+    }
+    fprintf(stderr, "ctx_runtime: created context current, starting the runtime\n");
+    if (cudaMalloc(&d, sizeof(h)) != cudaSuccess)
+        return 2;
+    put<<<1, 32>>>(d, 7);
+    if (cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost) != cudaSuccess)
+        return 3;
+    for (int i = 0; i < 32; i++)
+        if (h[i] != 7 + i)
+            return 4;
+    printf("ctx_runtime: ok\n");
+    return 0;
+}
