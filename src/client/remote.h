@@ -83,6 +83,8 @@ void om_current_context(CUcontext *ret);
 /* api/contexts.c: contexts made by cuCtxCreate. The device of a created context's token (-1:
  * destroyed, -2: not a created context); its flags and id (false: not a live created one). */
 int om_ctx_created_device(CUcontext ctx);
+/* remote_ctx.c: the local driver's context standing for one of our context tokens. */
+CUcontext om_local_context(CUcontext ctx);
 bool om_ctx_created_flags(CUcontext ctx, unsigned *flags);
 bool om_ctx_created_id(CUcontext ctx, unsigned long long *id);
 

@@ -54,6 +54,37 @@ static int real_ctx_device(CUcontext ctx)
     return dev;
 }
 
+/* For the slots of the runtime's tables that take a context (api/tables.c): the local
+ * driver's primary context of the device a token of ours stands for (a device's, a created
+ * context's, a green context's), retained in the local driver once if the runtime has not
+ * obtained it itself; any other context as it is. */
+CUcontext om_local_context(CUcontext ctx)
+{
+    uintptr_t v = (uintptr_t)ctx;
+    int dev = om_ctx_created_device(ctx);
+    CUresult (*retain)(CUcontext *, CUdevice) = om_shim.real_fn[OM_IDX_cuDevicePrimaryCtxRetain];
+    CUcontext local = NULL;
+
+    if (dev == -2)
+        dev = om_green_ctx_device(ctx);
+    if (dev == -2 && v > CTX_TOKEN_BASE && (v - CTX_TOKEN_BASE) % 0x100u == 0)
+        dev = (int)((v - CTX_TOKEN_BASE) / 0x100u) - 1;
+    if (dev < 0 || dev >= (int)om_shim.client.ndevices || dev >= (int)OM_MAX_DEVICES)
+        return ctx;
+    if (!__atomic_load_n(&real_ctx[dev], __ATOMIC_ACQUIRE) && retain &&
+        retain(&local, dev) == CUDA_SUCCESS) {
+        CUcontext none = NULL;
+        void *release = om_shim.real_fn[OM_IDX_cuDevicePrimaryCtxRelease_v2];
+        if (!__atomic_compare_exchange_n(&real_ctx[dev], &none, local, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE) &&
+            release)
+            ((CUresult(*)(CUdevice))release)(dev);
+        om_shim_log("the runtime's context checks: device %d's context of the local driver is %p",
+                    dev, (void *)real_ctx[dev]);
+    }
+    return real_ctx[dev] ? real_ctx[dev] : ctx;
+}
+
 static int ctx_device(CUcontext ctx)
 {
     uintptr_t v = (uintptr_t)ctx;

@@ -18,8 +18,11 @@
  * The tables the CUDA runtime itself asks for are not watched unless OPENMPS_TRACE_TABLES=all:
  * the runtime checks a hash over their addresses and stops with error 103 ("integrity checks
  * failed") when they are copies (measured with PyTorch and cuBLAS on the H100).
+ * OPENMPS_TRACE_TABLES=263e8860,6e163fbe watches the tables listed (by their first four bytes)
+ * and no other.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +57,16 @@ static struct tt_table tables[TT_TABLES];
 static unsigned tables_used;
 static unsigned long log_first = 4;
 static bool watch_runtime; /* OPENMPS_TRACE_TABLES=all */
+static char only[256];     /* OPENMPS_TRACE_TABLES=263e8860,…: those tables only */
+
+/* Whether the table is one of the list's (its first four bytes in hexadecimal). */
+static bool listed(const uint8_t *uuid)
+{
+    char hex[9];
+
+    snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3]);
+    return strstr(only, hex) != NULL;
+}
 static void *inner_export; /* the cuGetExportTable the program would have called */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -225,6 +238,22 @@ static const void *watched(const void *orig, const uint8_t uuid[16])
                  "openmps[%d] table %02x%02x%02x%02x-%02x%02x%02x%02x…: %u slots, %u watched\n",
                  (int)getpid(), uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6],
                  uuid[7], count - 1, wrapped));
+    if (watch_runtime) { /* =all: the whole uuid, and where each code slot is */
+        int len = snprintf(line, sizeof(line), "openmps[%d] table uuid", (int)getpid());
+        for (int i = 0; i < 16; i++)
+            len += snprintf(line + len, sizeof(line) - (size_t)len, " %02x", uuid[i]);
+        line[len++] = '\n';
+        say(line, len);
+        for (unsigned i = 1; i < count; i++) {
+            Dl_info where;
+            if (t[i] && executable(t[i]) && dladdr((void *)(uintptr_t)t[i], &where))
+                say(line,
+                    snprintf(line, sizeof(line),
+                             "openmps[%d] table %02x%02x%02x%02x slot %u at %s+0x%lx\n",
+                             (int)getpid(), uuid[0], uuid[1], uuid[2], uuid[3], i, where.dli_fname,
+                             (unsigned long)((uintptr_t)t[i] - (uintptr_t)where.dli_fbase)));
+        }
+    }
     ret = copy;
 out:
     pthread_mutex_unlock(&lock);
@@ -235,7 +264,8 @@ static int traced_export_table(const void **table, const void *uuid)
 {
     int rc = ((int (*)(const void **, const void *))inner_export)(table, uuid);
 
-    if (rc == 0 && table && *table && uuid && (watch_runtime || !om_runtime_table(uuid)))
+    if (rc == 0 && table && *table && uuid &&
+        (only[0] ? listed(uuid) : watch_runtime || !om_runtime_table(uuid)))
         *table = watched(*table, uuid);
     return rc;
 }
@@ -256,6 +286,8 @@ bool om_tabletrace_start(void)
     if (!v || !*v || !strcmp(v, "0"))
         return false;
     watch_runtime = !strcmp(v, "all");
+    if (strlen(v) >= 8 && strcmp(v, "all") != 0)
+        snprintf(only, sizeof(only), "%s", v);
     if (first && *first)
         log_first = strtoul(first, NULL, 10);
     atexit(summary);

@@ -429,6 +429,23 @@ static void tables(void)
     for (int i = 0; i < 16; i++)
         sized[i] = (unsigned char)(i + 1);
     printf("unknown table %d\n", cuGetExportTable(&other, sized));
+    {
+        /* The runtime's context checks: slot 2 gets the local driver's context for a token of
+         * ours (the double's slot echoes what it got), any other pointer as it is. */
+        static const unsigned char checks[16] = {0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43,
+                                                 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e};
+        const void *const *cc = NULL;
+        CUcontext token = NULL;
+        unsigned long long got = 0, got2 = 0, got_other = 0;
+        OK(cuGetExportTable((const void **)&cc, checks));
+        OK(cuDevicePrimaryCtxRetain(&token, 0));
+        OK(((slot3)cc[2])(token, &got, NULL));
+        OK(((slot3)cc[2])(token, &got2, NULL));
+        OK(((slot3)cc[2])((void *)0x5000, &got_other, NULL));
+        printf("checks token replaced %d stable %d other kept %d others %llu\n",
+               got != 0 && got != (unsigned long long)(uintptr_t)token, got == got2,
+               got_other == 0x5000, (unsigned long long)((slot3)cc[3])((void *)6, (void *)7, 0));
+    }
     printf("tables ok\n");
 }
 

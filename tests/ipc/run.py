@@ -3090,7 +3090,9 @@ def tables_served_in_remote_mode():
     a stream's id as cuStreamGetId does (the NULL stream's its own), slot 7 calls back once per
     function of the module with the functions cuModuleEnumerateFunctions gives; other slots
     refuse with NOT_SUPPORTED; a table the shim neither serves nor forwards (the double's sized
-    test table) is NOT_FOUND although the local driver has it."""
+    test table) is NOT_FOUND although the local driver has it; the runtime's context checks
+    (263e8860) come from the local driver with slot 2 given the local driver's context for a
+    token of ours (the double echoes it), any other context as it is, other slots unchanged."""
     e = Env()
     ok = False
     try:
@@ -3100,7 +3102,8 @@ def tables_served_in_remote_mode():
         check(not SANITIZER.search(err), "sanitizer: " + err)
         for want in ("sizes 744 792", "slot4 null 0 ctx 1", "stream id same 1 null stream 1",
                      "other slot 801", "functions 3 same 1", "module other slot 801",
-                     "unknown table 500"):
+                     "unknown table 500",
+                     "checks token replaced 1 stable 1 other kept 1 others 42"):
             check(want in out.splitlines(), "expected %r in %r" % (want, out))
         ok = True
     finally:

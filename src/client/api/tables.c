@@ -5,9 +5,9 @@
  * the CUDA 13.0 runtime, cuBLAS, cuFFT, PyTorch 2.11 and CuPy, and what the slots answer with
  * tests/gpu/probe/tools_tables.cu (docs/architecture.md, "Private export tables"):
  *
- *  - the runtime's own six tables come from the local driver unmodified (two are covered by
- *    the runtime's integrity check; none of the slots it calls takes a server handle), and its
- *    context-local storage table (c693336e) is the shim's (remote_ctx.c);
+ *  - the runtime's own six tables come from the local driver (two are covered by the runtime's
+ *    integrity check), unmodified but for slot 2 of 263e8860, which takes the current context
+ *    (below); its context-local storage table (c693336e) is the shim's (remote_ctx.c);
  *  - da9151d3 (called by NVRTC under CuPy: compile options in, PTX or ELF out) and 69a28e9f
  *    (called at PyTorch's start) take no context, stream or module in the slots called: they
  *    come from the local driver too;
@@ -156,6 +156,45 @@ static int module_for_each_function(void *ctx, CUmodule mod, void (*callback)(vo
 #define TOOLS_MODULE_SLOTS 98 /* as the driver's (size word 792) */
 static void *tools_module[TOOLS_MODULE_SLOTS + 1];
 
+/* ------------------------------------------------------------------ 263e8860: context checks */
+
+/* The runtime's table 263e8860 (context checks; not covered by its integrity check: measured,
+ * the runtime runs with it watched). Its slot 2 takes the current context first: the runtime
+ * calls it when it starts in a context it has not seen, and the local driver reads the context
+ * there (measured: a created or green context's token crashed it, at 0x2d bytes into the slot).
+ * Served as a copy whose slot 2 gets the local driver's context that the token stands for. */
+typedef uint64_t (*slot6)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+static const uint64_t *context_checks_real;
+static uint64_t *context_checks;
+
+static uint64_t context_check_2(uint64_t ctx, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+                                uint64_t a5)
+{
+    CUcontext local = om_local_context((CUcontext)(uintptr_t)ctx);
+
+    return ((slot6)(uintptr_t)context_checks_real[2])((uint64_t)(uintptr_t)local, a1, a2, a3, a4,
+                                                      a5);
+}
+
+static const void *context_checks_table(const uint64_t *real)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    size_t words = real[0] / sizeof(uint64_t);
+
+    pthread_mutex_lock(&lock);
+    if (!context_checks && real[0] % sizeof(uint64_t) == 0 && words > 2 && words < 512) {
+        uint64_t *copy = malloc(words * sizeof(uint64_t));
+        if (copy) {
+            memcpy(copy, real, words * sizeof(uint64_t));
+            context_checks_real = real;
+            copy[2] = (uint64_t)(uintptr_t)context_check_2;
+            context_checks = copy;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return context_checks ? (const void *)context_checks : (const void *)real;
+}
+
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void tables_init(void)
@@ -191,6 +230,12 @@ CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
     if (h == 0x6e163fbeb958444dull) {
         *table = tools_module;
         return CUDA_SUCCESS;
+    }
+    if (real && h == 0x263e88607cd26143ull) {
+        CUresult rc = ((export_fn)real)(table, uuid);
+        if (rc == CUDA_SUCCESS && *table)
+            *table = context_checks_table(*table);
+        return rc;
     }
     if (real && (om_runtime_table(uuid) || context_free_table(uuid)))
         return ((export_fn)real)(table, uuid);

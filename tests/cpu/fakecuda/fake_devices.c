@@ -126,7 +126,8 @@ EXPORT int cuDeviceTotalMem(unsigned *bytes, int dev)
 /* ------------------------------------------------------------------ private export tables
  * Two tables for the export-table tracer's test (OPENMPS_TRACE_TABLES): uuid 01 02 … 10 starts
  * with its size in bytes, then add(a, b), a data slot (a pointer to 42) and mul(a, b); uuid
- * 10 0f … 01 starts with a function (no size header). Any other uuid: CUDA_ERROR_NOT_FOUND. */
+ * 10 0f … 01 starts with a function (no size header); and the runtime's 263e8860 (below). Any
+ * other uuid: CUDA_ERROR_NOT_FOUND. */
 static uint64_t table_add(uint64_t a, uint64_t b)
 {
     return a + b;
@@ -142,6 +143,21 @@ static const void *const sized_table[] = {(const void *)(4 * sizeof(void *)), (v
                                           &table_datum, (void *)table_mul};
 static const void *const headless_table[] = {(void *)table_add, (void *)table_mul};
 
+/* 263e8860… (the runtime's context checks): slot 2 writes the context it was given at its
+ * second argument, so a test sees what the shim passed on. */
+static int table_context_echo(void *ctx, uint64_t *out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = (uint64_t)(uintptr_t)ctx;
+    return CUDA_SUCCESS;
+}
+
+static const void *const context_checks[] = {(const void *)(4 * sizeof(void *)), (void *)table_add,
+                                             (void *)table_context_echo, (void *)table_mul};
+static const unsigned char context_checks_uuid[16] = {
+    0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e};
+
 EXPORT int cuGetExportTable(const void **table, const unsigned char *uuid)
 {
     unsigned char up[16], down[16];
@@ -156,6 +172,8 @@ EXPORT int cuGetExportTable(const void **table, const unsigned char *uuid)
         *table = sized_table;
     else if (!memcmp(uuid, down, 16))
         *table = headless_table;
+    else if (!memcmp(uuid, context_checks_uuid, 16))
+        *table = context_checks;
     else
         return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;

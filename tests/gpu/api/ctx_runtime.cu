@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
-// Probe (issue #10): the runtime started while a context the program created (cuCtxCreate) is
-// current: a cudaMalloc, a <<<>>> launch, a copy back, checked. Prints "ctx_runtime: ok".
+// The runtime started while a context the program created (cuCtxCreate) is current: a
+// cudaMalloc, a <<<>>> launch, a copy back, checked. Prints "ctx_runtime: ok". (Under openmps
+// the runtime's context checks then see the local driver's context the token stands for:
+// src/client/api/tables.c.) With the argument "hold": then waits 3 s (to look at the process).
+// openmps-gpu-link: -lcuda
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 __global__ void put(int *p, int v) { p[threadIdx.x] = v + threadIdx.x; }
 
-int main()
+int main(int argc, char **argv)
 {
     CUdevice dev;
     CUcontext ctx;
@@ -27,5 +32,8 @@ int main()
         if (h[i] != 7 + i)
             return 4;
     printf("ctx_runtime: ok\n");
+    fflush(stdout);
+    if (argc > 1 && !strcmp(argv[1], "hold"))
+        sleep(3);
     return 0;
 }
