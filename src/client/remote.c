@@ -37,7 +37,7 @@ static const unsigned char modes[OM_ENTRY_COUNT] = {
 #undef OM_X_MODE
 };
 
-/* Implementations set by remote_api.c and remote_ctx.c (NULL: not remoted). */
+/* Implementations set by the hand-written client sides (NULL: not remoted). */
 static void *impl[OM_ENTRY_COUNT];
 
 void om_remote_set(int index, void *fn)

@@ -21,15 +21,17 @@ CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
  * continue on the socket (pinned memory's memfd). */
 void om_ring_lock(void);
 void om_ring_unlock(void);
+/* transport.c: the descriptor the server sends after an answer, ring held (-1: none). */
+int om_recv_fd_locked(void);
 CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size_t cap,
                          uint32_t *ret_len);
-/* remote_hostmem.c: the server's address of pinned bytes [p, p + n), if shared. */
+/* api/hostmem.c: the server's address of pinned bytes [p, p + n), if shared. */
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
 int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned */
 /* Pinned memory shared with the server, for the shim's own use (the staging area). */
 CUresult om_pinned_alloc(void **pp, size_t bytes);
 CUresult om_pinned_free(void *p);
-/* remote_staging.c: a pageable copy of n bytes through the pinned staging area, on stream s.
+/* staging.c: a pageable copy of n bytes through the pinned staging area, on stream s.
  * *handled false: too small or no area; the caller copies through the ring. */
 CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, CUstream s,
                          bool async, bool *handled);
@@ -45,7 +47,7 @@ void om_post_note_unsupported(int index);
 CUresult om_rcall_staged(int index, const void *data, size_t len, const struct om_wbuf *req,
                          void *reply, size_t cap, uint32_t *ret_len);
 
-/* remote_api.c: a device attribute (cached); device ranges of this process. */
+/* api/devices.c: a device attribute (cached); api/dataplane.c: device ranges of this process. */
 CUresult om_device_attribute(int dev, int attrib, int *value);
 /* 0, or -ENOMEM: the range is not known (the caller must not hand it out). */
 int om_devrange_add(CUdeviceptr base, size_t size);
@@ -57,7 +59,17 @@ void om_devrange_remove(CUdeviceptr base);
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
 /* api/memory.c: forgets the advice and prefetches recorded on the managed range at base. */
 void om_hints_forget(CUdeviceptr base);
-/* remote_ctx.c: parameter `index` of a kernel this process obtained (its cached layout):
+/* api/modules.c: the parameter layout of a kernel this process obtained, by handle (NULL:
+ * not obtained here). */
+struct om_layout {
+    uint64_t kernel;
+    uint32_t nparams;
+    uint32_t total;
+    uint32_t *offsets; /* nparams pairs of offset, size */
+    struct om_layout *next;
+};
+const struct om_layout *om_find_layout(uint64_t kernel);
+/* api/modules.c: parameter `index` of a kernel this process obtained (its cached layout):
  * INVALID_HANDLE for another handle, INVALID_VALUE past its last parameter. */
 CUresult om_kernel_param(uint64_t kernel, size_t index, size_t *ret_offset, size_t *ret_size);
 /* api/modules.c: the answers of a load's JIT options (empty logs of length 0, no wall time). */
@@ -78,12 +90,14 @@ struct CUgreenCtx_st *om_green_of_context(CUcontext ctx);
  * context when it is not the one the last call had (the NULL stream is that green context's). */
 void om_green_before_call(void);
 void om_stream_forget(CUstream s);
-/* remote_ctx.c: the calling thread's current context (NULL: none). */
+/* api/primary.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
+/* api/primary.c: the device of the calling thread's current context (0: none). */
+int om_current_device(void);
 /* api/contexts.c: contexts made by cuCtxCreate. The device of a created context's token (-1:
  * destroyed, -2: not a created context); its flags and id (false: not a live created one). */
 int om_ctx_created_device(CUcontext ctx);
-/* remote_ctx.c: the local driver's context standing for one of our context tokens. */
+/* api/primary.c: the local driver's context standing for one of our context tokens. */
 CUcontext om_local_context(CUcontext ctx);
 bool om_ctx_created_flags(CUcontext ctx, unsigned *flags);
 bool om_ctx_created_id(CUcontext ctx, unsigned long long *id);
@@ -102,12 +116,12 @@ void om_uobj_graph_destroyed(CUgraph g);
 void om_uobj_instantiated(CUgraph g, CUgraphExec e);
 void om_uobj_exec_launched(CUgraphExec e, CUstream s);
 
-/* remote_ctx.c: the argument bytes of kernel f from kernelParams (packed into out, cap bytes)
+/* api/launch.c: the argument bytes of kernel f from kernelParams (packed into out, cap bytes)
  * or extra's buffer: *ret_args, *ret_len (kernel nodes of graphs send them as launches do). */
 CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, size_t cap,
                         const void **ret_args, size_t *ret_len);
 
-/* remote_api.c: managed shadows to the device before work on stream s is submitted. */
+/* api/dataplane.c: managed shadows to the device before work on stream s is submitted. */
 CUresult om_managed_push(CUstream s);
 
 /* remote.c: the implementation installed for an entry point in remote mode. */

@@ -82,7 +82,7 @@ void om_trace_crashes(void); /* with OPENMPS_TRACE: a backtrace on SIGSEGV/SIGBU
 bool om_tabletrace_start(void);
 /* api/tables.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
 bool om_runtime_table(const void *uuid);
-/* remote_ctx.c: the shim's context-local storage table when uuid names it, else NULL. */
+/* api/primary.c: the shim's context-local storage table when uuid names it, else NULL. */
 const void *om_cls_table(const void *uuid);
 void *om_tabletrace_wrap(int index, void *target);
 

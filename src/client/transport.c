@@ -3,7 +3,10 @@
  * the ring, staged data before a call, and the session's end turned into a CUresult. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include "../common/msg.h"
 #include "../common/wire.h"
 #include "openmps/cuda_abi.h"
 #include "openmps/ops.h"
@@ -137,4 +140,23 @@ CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out)
     if (out)
         *out = v;
     return rc;
+}
+
+/* The descriptor the server sends right after an answer (a HOST_MEM message carrying it with
+ * SCM_RIGHTS: pinned memory, exported handles, the host-callback channel), with the ring still
+ * held by the caller so that nothing comes between; -1 when none came within 5 s. */
+int om_recv_fd_locked(void)
+{
+    struct om_msg *m = malloc(sizeof(*m));
+    int fd = -1;
+
+    if (!m)
+        return -1;
+    if (om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 || m->hdr.type != OM_MSG_HOST_MEM) {
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    free(m);
+    return fd;
 }

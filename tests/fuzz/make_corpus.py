@@ -75,7 +75,7 @@ def launch_dims(gx, bx):
 
 
 def exec_seeds():
-    # Text images travel with their NUL, as the shim sends them (remote_ctx.c's image_size).
+    # Text images travel with their NUL, as the shim sends them (api/modules.c's image_size).
     image = b"fakecubin\nfill_u32:8,4,4\nfail:8\n\0"
     victim_image = b"fakecubin\nvictim_fill:8,4,4\nvictim_other:8\n\0"
     args = struct.pack("<QII", F(9), 7, 16)

@@ -132,15 +132,9 @@ static CUresult host_call(int index, struct om_wbuf *req, uint64_t *reply, bool 
     if (rc == CUDA_SUCCESS && got != words * 8 && !(short_ok && got == 8 && !reply[0]))
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS && got == words * 8 && reply[words - 1]) {
-        struct om_msg *m = malloc(sizeof(*m));
-        int fd = -1;
-        if (!m || om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 ||
-            m->hdr.type != OM_MSG_HOST_MEM || fd < 0) {
-            if (fd >= 0)
-                close(fd);
+        int fd = om_recv_fd_locked();
+        if (fd < 0)
             rc = CUDA_ERROR_UNKNOWN;
-        }
-        free(m);
         om_ring_unlock();
         if (rc == CUDA_SUCCESS)
             rc = area ? (close(fd), CUDA_SUCCESS) : channel_up(fd);

@@ -305,7 +305,7 @@ CUresult om_r_cuIpcCloseMemHandle(CUdeviceptr dptr)
 /* ------------------------------------------------------------------ managed-memory hints */
 
 /*
- * Managed memory is emulated (device memory with a host shadow, remote_api.c), and the device
+ * Managed memory is emulated (device memory with a host shadow, api/dataplane.c), and the device
  * reports no concurrent managed access: prefetches, discards and advice have nothing to move.
  * They are accepted as hints once the range is known to be this client's memory (the driver
  * answers CUDA_ERROR_INVALID_VALUE for a range it does not know). Advice and prefetch
@@ -1218,31 +1218,22 @@ CUresult om_r_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size
                                             unsigned long long flags)
 {
     REQ(req, 32);
-    struct om_msg *m;
     CUresult rc;
     int fd = -1;
 
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
-    m = malloc(sizeof(*m));
-    if (!m)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&req, dptr);
     om_put_u64(&req, size);
     om_put_u64(&req, (uint64_t)handleType);
     om_put_u64(&req, flags);
     om_ring_lock();
     rc = om_rcall_locked(OM_IDX_cuMemGetHandleForAddressRange, &req, NULL, 0, NULL);
-    if (rc == CUDA_SUCCESS && (om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 ||
-                               m->hdr.type != OM_MSG_HOST_MEM || fd < 0))
+    if (rc == CUDA_SUCCESS && (fd = om_recv_fd_locked()) < 0)
         rc = CUDA_ERROR_UNKNOWN;
     om_ring_unlock();
-    free(m);
-    if (rc != CUDA_SUCCESS) {
-        if (fd >= 0)
-            close(fd);
+    if (rc != CUDA_SUCCESS)
         return rc;
-    }
     *(int *)handle = fd;
     return CUDA_SUCCESS;
 }

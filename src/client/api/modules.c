@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "../../common/gen/entries.h"
+#include "../../common/image.h"
 #include "../gen/remote_decls.h"
 #include "../remote.h"
+#include "../shim.h"
 #include "openmps/ops.h"
 
 /* ------------------------------------------------------------------ occupancy */
@@ -758,4 +760,285 @@ CUresult om_r_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int num
                                          CUmodule mod)
 {
     return om_r_cuLibraryEnumerateKernels((CUkernel *)functions, numFunctions, (CUlibrary)mod);
+}
+
+/* ------------------------------------------------------------------ loading, kernels, attributes
+ */
+
+CUresult om_r_cuModuleGetLoadingMode(int *mode)
+{
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* What the driver answers by default. The server loads every image
+     * eagerly anyway; the runtime takes its usual (measured) path with lazy. */
+    *mode = CU_MODULE_LAZY_LOADING;
+    return CUDA_SUCCESS;
+}
+
+/* The size of a module image from its own headers (common/image.c), a fatbin wrapper followed
+ * to its fatbin (DRIVER_FACTS.md). 0: not an image of at most 1 GiB. */
+static size_t image_size(const void *code, const void **ret_start)
+{
+    const uint8_t *p = code;
+    uint32_t magic;
+    uint64_t n;
+
+    memcpy(&magic, p, 4);
+    if (magic == OM_FATBIN_WRAPPER_MAGIC) {
+        const void *data;
+        memcpy(&data, p + 8, sizeof(data));
+        p = data;
+    }
+    *ret_start = p;
+    n = om_image_extent(p, 1u << 30);
+    return n == UINT64_MAX ? 0 : (size_t)n;
+}
+
+static CUresult load_image(int index, void **handle, const void *code)
+{
+    const void *start;
+    size_t size;
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 8);
+    CUresult rc;
+
+    if (!handle || !code)
+        return CUDA_ERROR_INVALID_VALUE;
+    size = image_size(code, &start);
+    if (size == 0 || size > (1u << 30))
+        return CUDA_ERROR_INVALID_IMAGE;
+    om_put_u64(&req, (uint64_t)size);
+    rc = om_rcall_staged(index, start, size, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        return CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *handle = (void *)(uintptr_t)v;
+    return rc;
+}
+
+CUresult om_r_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv,
+                                unsigned njo, CUlibraryOption *lo, void **lv, unsigned nlo)
+{
+    CUresult rc = load_image(OM_IDX_cuLibraryLoadData, lib, code);
+
+    (void)lo, (void)lv, (void)nlo; /* the server loads eagerly */
+    om_jit_options_answer(njo, jo, jv);
+    return rc;
+}
+
+CUresult om_r_cuModuleLoadData(CUmodule *mod, const void *image)
+{
+    return load_image(OM_IDX_cuLibraryLoadData, mod, image);
+}
+
+CUresult om_r_cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, CUjit_option *o,
+                                 void **v)
+{
+    CUresult rc = load_image(OM_IDX_cuLibraryLoadData, mod, image);
+
+    om_jit_options_answer(n, o, v);
+    return rc;
+}
+
+CUresult om_r_cuModuleLoadFatBinary(CUmodule *mod, const void *image)
+{
+    return load_image(OM_IDX_cuLibraryLoadData, mod, image);
+}
+
+CUresult om_r_cuLibraryUnload(CUlibrary lib)
+{
+    return om_rcall_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
+}
+
+CUresult om_r_cuModuleUnload(CUmodule mod)
+{
+    return om_r_cuLibraryUnload(mod); /* modules are libraries in the server */
+}
+
+/* Parameter layouts of the kernels this process obtained, by handle (struct om_layout,
+ * remote.h). */
+#define LAYOUT_BUCKETS 256
+static struct om_layout *layouts[LAYOUT_BUCKETS];
+static pthread_mutex_t layout_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned bucket(uint64_t k)
+{
+    return (unsigned)((k >> 4) ^ (k >> 12)) % LAYOUT_BUCKETS;
+}
+
+const struct om_layout *om_find_layout(uint64_t k)
+{
+    const struct om_layout *l;
+
+    pthread_mutex_lock(&layout_lock);
+    for (l = layouts[bucket(k)]; l && l->kernel != k; l = l->next) {
+    }
+    pthread_mutex_unlock(&layout_lock);
+    return l;
+}
+
+/* Reply of a kernel lookup: handle, nparams, then offset and size per parameter. */
+static CUresult get_kernel(int index, void **out, uint64_t owner, const char *name)
+{
+    uint64_t reply[2 + 2 * 256];
+    uint32_t got = 0;
+    REQ(req, 16 + 1024);
+    struct om_layout *l;
+    CUresult rc;
+
+    if (!out || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, owner);
+    om_put_bytes(&req, name, strlen(name));
+    rc = om_rcall(index, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got < 16 || reply[1] > 256 || got != 16 + 16 * reply[1])
+        return CUDA_ERROR_UNKNOWN;
+    *out = (void *)(uintptr_t)reply[0];
+    if (om_find_layout(reply[0]))
+        return CUDA_SUCCESS;
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    l->kernel = reply[0];
+    l->nparams = (uint32_t)reply[1];
+    l->offsets = calloc(2 * (size_t)l->nparams + 1, sizeof(uint32_t));
+    if (!l->offsets) {
+        free(l);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < l->nparams; i++) {
+        uint32_t off = (uint32_t)reply[2 + 2 * i], size = (uint32_t)reply[3 + 2 * i];
+        l->offsets[2 * i] = off;
+        l->offsets[2 * i + 1] = size;
+        if (off + size > l->total)
+            l->total = off + size;
+    }
+    pthread_mutex_lock(&layout_lock);
+    l->next = layouts[bucket(l->kernel)];
+    layouts[bucket(l->kernel)] = l;
+    pthread_mutex_unlock(&layout_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+    return get_kernel(OM_IDX_cuLibraryGetKernel, k, (uint64_t)(uintptr_t)lib, name);
+}
+
+CUresult om_r_cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
+{
+    return get_kernel(OM_IDX_cuLibraryGetKernel, f, (uint64_t)(uintptr_t)mod, name);
+}
+
+CUresult om_kernel_param(uint64_t kernel, size_t index, size_t *ret_offset, size_t *ret_size)
+{
+    const struct om_layout *l = om_find_layout(kernel);
+
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (index >= l->nparams || !ret_offset || !ret_size)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ret_offset = l->offsets[2 * index];
+    *ret_size = l->offsets[2 * index + 1];
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuKernelGetFunction(CUfunction *f, CUkernel k)
+{
+    if (!f)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!om_find_layout((uint64_t)(uintptr_t)k))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *f = (CUfunction)k; /* the server launches kernels and functions alike */
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name)
+{
+    uint64_t reply[2];
+    uint32_t got = 0;
+    REQ(req, 16 + 1024);
+    CUresult rc;
+
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)lib);
+    om_put_bytes(&req, name, strlen(name));
+    rc = om_rcall(OM_IDX_cuLibraryGetGlobal, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (got != sizeof(reply))
+        return CUDA_ERROR_UNKNOWN;
+    if (om_devrange_add(reply[0], (size_t)reply[1]) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (dptr)
+        *dptr = reply[0];
+    if (bytes)
+        *bytes = (size_t)reply[1];
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
+{
+    return om_r_cuLibraryGetGlobal(dptr, bytes, mod, name);
+}
+
+static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, uint64_t dev)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 24);
+    CUresult rc;
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uint32_t)attrib);
+    om_put_u64(&req, handle);
+    om_put_u64(&req, dev);
+    rc = om_rcall(index, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS)
+        *value = (int)(int64_t)v;
+    return rc;
+}
+
+CUresult om_r_cuFuncGetAttribute(int *value, int attrib, CUfunction f)
+{
+    return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)f, 0);
+}
+
+CUresult om_r_cuKernelGetAttribute(int *value, int attrib, CUkernel k, CUdevice dev)
+{
+    return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)k,
+                     (uint64_t)dev);
+}
+
+CUresult om_r_cuFuncSetAttribute(CUfunction f, int attrib, int value)
+{
+    REQ(req, 24);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)f);
+    om_put_u64(&req, (uint64_t)(uint32_t)attrib);
+    om_put_u64(&req, (uint64_t)(int64_t)value);
+    return om_rcall(OM_IDX_cuFuncSetAttribute, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuKernelSetAttribute(int attrib, int value, CUkernel k, CUdevice dev)
+{
+    (void)dev;
+    return om_r_cuFuncSetAttribute((CUfunction)k, attrib, value);
+}
+
+CUresult om_r_cuFuncSetCacheConfig(CUfunction f, int config)
+{
+    (void)f, (void)config; /* a preference the shared context may ignore */
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuKernelSetCacheConfig(CUkernel k, int config, CUdevice dev)
+{
+    (void)k, (void)config, (void)dev;
+    return CUDA_SUCCESS;
 }

@@ -29,15 +29,12 @@ static CUresult export(int index, void *out, uint64_t h, CUmemAllocationHandleTy
 {
     REQ(req, 24);
     CUmemFabricHandle fabric;
-    struct om_msg *m = NULL;
     uint32_t got = 0;
     int fd = -1;
     CUresult rc;
 
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    if (type == FD && !(m = malloc(sizeof(*m))))
-        return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&req, h);
     om_put_u64(&req, (uint64_t)(uint32_t)type);
     om_put_u64(&req, flags);
@@ -45,12 +42,9 @@ static CUresult export(int index, void *out, uint64_t h, CUmemAllocationHandleTy
     rc = om_rcall_locked(index, &req, &fabric, sizeof(fabric), &got);
     /* A descriptor follows a successful answer for a descriptor only (one exchange: no other
      * call of this process comes between). */
-    if (rc == CUDA_SUCCESS && type == FD &&
-        (om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 || m->hdr.type != OM_MSG_HOST_MEM ||
-         fd < 0))
+    if (rc == CUDA_SUCCESS && type == FD && (fd = om_recv_fd_locked()) < 0)
         rc = CUDA_ERROR_UNKNOWN;
     om_ring_unlock();
-    free(m);
     if (rc == CUDA_SUCCESS && type == FABRIC && got != sizeof(fabric))
         rc = CUDA_ERROR_UNKNOWN;
     if (rc != CUDA_SUCCESS) {

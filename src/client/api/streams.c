@@ -161,7 +161,7 @@ CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
 #define MEM_ATTACH_SINGLE 0x4
 
 /*
- * Managed memory is emulated in this process (remote_api.c: a shadow copied to and from the
+ * Managed memory is emulated in this process (api/dataplane.c: a shadow copied to and from the
  * device around work): there is no driver association to change. The call is checked as the
  * driver checks it, then accepted: the range is managed memory of this process, the whole
  * allocation (length 0, or its exact extent), one attach flag, a stream the client owns.

@@ -7,7 +7,7 @@
  *
  *  - the runtime's own six tables come from the local driver (two are covered by the runtime's
  *    integrity check), unmodified but for slot 2 of 263e8860, which takes the current context
- *    (below); its context-local storage table (c693336e) is the shim's (remote_ctx.c);
+ *    (below); its context-local storage table (c693336e) is the shim's (api/primary.c);
  *  - da9151d3 (called by NVRTC under CuPy: compile options in, PTX or ELF out) and 69a28e9f
  *    (called at PyTorch's start) take no context, stream or module in the slots called: they
  *    come from the local driver too;

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "openmps/ops.h"
-#include "gen/remote_decls.h"
-#include "remote.h"
-#include "shim.h"
+#include "../gen/remote_decls.h"
+#include "../remote.h"
+#include "../shim.h"
 
 /* CUmemorytype and CUpointer_attribute values from the driver API documentation. */
 enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };

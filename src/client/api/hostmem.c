@@ -10,11 +10,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../common/msg.h"
+#include "../../common/msg.h"
 #include "openmps/ops.h"
-#include "gen/remote_decls.h"
-#include "remote.h"
-#include "shim.h"
+#include "../gen/remote_decls.h"
+#include "../remote.h"
+#include "../shim.h"
 
 /*
  * cuMemHostAlloc asks the server for pages: it makes a memfd, maps and
@@ -84,27 +84,20 @@ CUresult om_r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
     uint64_t reply[3];
     uint32_t got = 0;
     REQ(req, 16);
-    struct om_msg *m;
     CUresult rc;
     int fd = -1;
     void *at;
 
     if (!pp || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    m = malloc(sizeof(*m));
-    if (!m)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     om_put_u64(&req, bytes);
     om_put_u64(&req, flags);
     /* The answer and the memfd after it are one exchange: no other call between. */
     om_ring_lock();
     rc = om_rcall_locked(OM_IDX_cuMemHostAlloc, &req, reply, sizeof(reply), &got);
-    if (rc == CUDA_SUCCESS &&
-        (got != sizeof(reply) || om_msg_recv(om_shim.client.sock, m, &fd, 5000) != 0 ||
-         m->hdr.type != OM_MSG_HOST_MEM || fd < 0))
+    if (rc == CUDA_SUCCESS && (got != sizeof(reply) || (fd = om_recv_fd_locked()) < 0))
         rc = CUDA_ERROR_UNKNOWN;
     om_ring_unlock();
-    free(m);
     if (rc != CUDA_SUCCESS) {
         if (fd >= 0)
             close(fd);

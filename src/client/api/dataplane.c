@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode: devices, memory and its copies, managed memory, streams and events. */
+/* Remote mode, the data plane as it was first built: allocations and frees, 1D copies and sets
+ * (pageable ones through staging.c), the emulated managed memory and the device ranges of this
+ * process (which side a cuMemcpy pointer is on), streams' creation, synchronisation and host
+ * functions (the synchronising calls bring managed shadows back). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -7,12 +10,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../common/wire.h"
+#include "../../common/wire.h"
 #include "openmps/cuda_abi.h"
 #include "openmps/ops.h"
-#include "gen/remote_decls.h"
-#include "remote.h"
-#include "shim.h"
+#include "../gen/remote_decls.h"
+#include "../remote.h"
+#include "../shim.h"
 
 static bool managed_forget(CUdeviceptr ptr);
 
@@ -156,66 +159,6 @@ static bool on_device(CUdeviceptr p)
     return found;
 }
 
-/* ------------------------------------------------------------------ devices */
-
-CUresult om_r_cuDeviceGetCount(int *count)
-{
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = (int)om_shim.client.ndevices;
-    return CUDA_SUCCESS;
-}
-
-CUresult om_r_cuDeviceGet(CUdevice *dev, int ordinal)
-{
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= (int)om_shim.client.ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *dev = ordinal;
-    return CUDA_SUCCESS;
-}
-
-/* The runtime reads ~100 attributes at start: each is asked once per device. */
-#define MAX_ATTR 160
-static int attr_cache[OM_MAX_DEVICES][MAX_ATTR];
-static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
-
-CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
-{
-    int v = 0;
-    CUresult rc;
-
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= (int)om_shim.client.ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    /* Managed memory is emulated without concurrent access (ARCHITECTURE.md). */
-    if (attrib == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {
-        *value = 0;
-        return CUDA_SUCCESS;
-    }
-    if (attrib >= 0 && attrib < MAX_ATTR &&
-        __atomic_load_n(&attr_known[dev][attrib], __ATOMIC_ACQUIRE)) {
-        *value = attr_cache[dev][attrib];
-        return CUDA_SUCCESS;
-    }
-    rc = om_rpc_cuDeviceGetAttribute(&v, attrib, dev); /* the generated stub */
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    *value = v;
-    if (attrib >= 0 && attrib < MAX_ATTR) {
-        attr_cache[dev][attrib] = *value;
-        __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult om_device_attribute(int dev, int attrib, int *value)
-{
-    return om_r_cuDeviceGetAttribute(value, attrib, dev);
-}
-
 /* ------------------------------------------------------------------ memory */
 
 CUresult om_r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
@@ -331,7 +274,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
 }
 
 /* Device to host: pinned pages directly, large copies through the staging area
- * (remote_staging.c), the rest answered in pieces of at most OM_CHUNK_BYTES. */
+ * (staging.c), the rest answered in pieces of at most OM_CHUNK_BYTES. */
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async)
 {
     uint8_t *out = dst;

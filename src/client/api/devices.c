@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode, the devices family's hand-written part (api/remote/devices.tsv has the rest):
+ * the device count and ordinals as the client sees them, and device attributes, each asked of
+ * the server once per device. */
+#include "openmps/cuda_abi.h"
+#include "../gen/remote_decls.h"
+#include "../remote.h"
+#include "../shim.h"
+
+CUresult om_r_cuDeviceGetCount(int *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = (int)om_shim.client.ndevices;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= (int)om_shim.client.ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+/* The runtime reads ~100 attributes at start: each is asked once per device. */
+#define MAX_ATTR 160
+static int attr_cache[OM_MAX_DEVICES][MAX_ATTR];
+static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
+
+CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
+{
+    int v = 0;
+    CUresult rc;
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= (int)om_shim.client.ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    /* Managed memory is emulated without concurrent access (ARCHITECTURE.md). */
+    if (attrib == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {
+        *value = 0;
+        return CUDA_SUCCESS;
+    }
+    if (attrib >= 0 && attrib < MAX_ATTR &&
+        __atomic_load_n(&attr_known[dev][attrib], __ATOMIC_ACQUIRE)) {
+        *value = attr_cache[dev][attrib];
+        return CUDA_SUCCESS;
+    }
+    rc = om_rpc_cuDeviceGetAttribute(&v, attrib, dev); /* the generated stub */
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *value = v;
+    if (attrib >= 0 && attrib < MAX_ATTR) {
+        attr_cache[dev][attrib] = *value;
+        __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult om_device_attribute(int dev, int attrib, int *value)
+{
+    return om_r_cuDeviceGetAttribute(value, attrib, dev);
+}
