@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -99,15 +100,27 @@ static bool mapped(W p, W len, int at, char perm)
     return yes;
 }
 
-/* Whether the readable bytes at p start with a C string of 2 to 63 printable characters. */
-static bool printable(W p)
+/* Copies len bytes at p into buf without touching them in place: the kernel reads them for us
+ * (process_vm_readv on ourselves), so an argument that only looks like a pointer, or memory a
+ * sanitizer keeps to itself, gives false instead of a crash. */
+static bool peek(W p, void *buf, size_t len)
 {
-    const char *c = (const char *)(uintptr_t)p;
+    struct iovec here = {buf, len}, there = {(void *)(uintptr_t)p, len};
+
+    return p >= 4096 && process_vm_readv(getpid(), &here, 1, &there, 1, 0) == (ssize_t)len;
+}
+
+/* Whether 65 bytes at p could be read and start with a C string of 2 to 63 printable
+ * characters (copied into text). */
+static bool printable(W p, char text[65])
+{
     int n = 0;
 
-    while (n < 64 && c[n] >= 0x20 && c[n] < 0x7f)
+    if (!peek(p, text, 65))
+        return false;
+    while (n < 64 && text[n] >= 0x20 && text[n] < 0x7f)
         n++;
-    return n >= 2 && n < 64 && c[n] == 0;
+    return n >= 2 && n < 64 && text[n] == 0;
 }
 
 static bool executable(W p)
@@ -130,17 +143,18 @@ static W tt_call(unsigned k, W a, W b, W c, W d, W e, W f, W g, W h, W j, W l, W
                      ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64 ") = 0x%" PRIx64,
                      (int)getpid(), s->uuid0[0], s->uuid0[1], s->uuid0[2], s->uuid0[3], s->index, a,
                      b, c, d, e, f, rc);
-        /* What the arguments that are writable memory hold after the call (outputs). */
-        for (int i = 0; i < 6 && len > 0 && len < (int)sizeof(line) - 80; i++)
-            if (args[i] >= 4096 && mapped(args[i], 64, 0, 'r') && printable(args[i]))
-                len += snprintf(line + len, sizeof(line) - (size_t)len, "; a%d = \"%.60s\"", i,
-                                (const char *)(uintptr_t)args[i]);
-            else if (args[i] >= 4096 && !(args[i] & 7) && mapped(args[i], 32, 0, 'r')) {
-                const W *q = (const W *)(uintptr_t)args[i];
+        /* What the arguments that point to readable memory hold after the call (outputs). */
+        for (int i = 0; i < 6 && len > 0 && len < (int)sizeof(line) - 80; i++) {
+            char text[65];
+            W q[4];
+            if (printable(args[i], text))
+                len +=
+                    snprintf(line + len, sizeof(line) - (size_t)len, "; a%d = \"%.60s\"", i, text);
+            else if (!(args[i] & 7) && peek(args[i], q, sizeof(q)))
                 len += snprintf(line + len, sizeof(line) - (size_t)len,
                                 "; *a%d = 0x%" PRIx64 " 0x%" PRIx64 " 0x%" PRIx64 " 0x%" PRIx64, i,
                                 q[0], q[1], q[2], q[3]);
-            }
+        }
         if (len > 0 && len < (int)sizeof(line) - 1) {
             line[len++] = '\n';
             say(line, len);

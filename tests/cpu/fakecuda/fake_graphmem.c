@@ -125,7 +125,8 @@ EXPORT int cuGraphAddMemAllocNode(void **out, void *g, void *const *deps, size_t
     if (cuMemAlloc_v2(&p->dptr, p->bytes) != OK)
         return 2;
     recs[i].p = *p;
-    memcpy(recs[i].descs, p->descs, p->ndescs * sizeof(*p->descs));
+    if (p->ndescs) /* (descs may be NULL with none) */
+        memcpy(recs[i].descs, p->descs, p->ndescs * sizeof(*p->descs));
     recs[i].p.descs = recs[i].descs;
     glog("alloc %llx %llu %llu %llu", p->dptr, p->bytes, (unsigned long long)p->props.location.id,
          p->ndescs);
