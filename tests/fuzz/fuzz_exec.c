@@ -2677,7 +2677,14 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
         if (index == OM_IDX_cuLibraryGetGlobal && n >= 16)
             note(K_DEVICE, get_u64(reply), get_u64(reply + 8), false);
     }
-    for (size_t i = 0; i + 8 <= n && i < 64; i += 8)
+    /* The first 8 words of an answer may be named; a device resource's (144 bytes, api/green.c)
+     * all, as the input must hand it back whole (tests/fuzz/make_corpus.py's green seed). */
+    size_t named = index == OM_IDX_cuDeviceGetDevResource ||
+                           index == OM_IDX_cuGreenCtxGetDevResource ||
+                           index == OM_IDX_cuDevSmResourceSplitByCount
+                       ? n
+                       : 64;
+    for (size_t i = 0; i + 8 <= n && i < named; i += 8)
         add_val(get_u64(reply + i));
     return rc;
 }

@@ -199,6 +199,33 @@ def exec_seeds():
         rec("cuMemExportToShareableHandle", 0x1234, 1, 0),
         rec("cuMemPoolImportPointer", F(0), *[F(j) for j in range(12, 20)]),
         rec("cuMemFree_v2", F(10)), rec("cuMemPoolDestroy", F(9))])
+    # Green contexts (api/green.c): the device's SM resource (18 words, F(0..17)) split in two
+    # (F(18) the count, the groups F(19..36) and F(37..54), the rest F(55..72)), a descriptor of
+    # the first group (F(73)), its green context (F(74)), the context's resource (F(75..92)), a
+    # stream in it (F(93)) and back (F(94)), its token made current, an event (F(95)) recorded
+    # and waited on; then forged resources, the victim's stream and event, and the destruction.
+    res = [F(j) for j in range(0, 18)]
+    forged = [F(j) for j in range(0, 17)] + [0x4141414141414141]
+    yield "green", b"".join([
+        rec("cuDeviceGetDevResource", 0, 1),
+        rec("cuDevSmResourceSplitByCount", 2, 1, 1, 0, 8, *res),
+        rec("cuDevResourceGenerateDesc", 1, *[F(j) for j in range(19, 37)]),
+        rec("cuGreenCtxCreate", F(73), 0, 1),
+        rec("cuGreenCtxGetDevResource", F(74), 1),
+        rec("cuGreenCtxStreamCreate", F(74), 1, 0),
+        rec("cuStreamGetGreenCtx", F(93)),
+        rec("cuCtxFromGreenCtx", F(74)),
+        rec("cuEventCreate", 0),
+        rec("cuGreenCtxRecordEvent", F(74), F(95)),
+        rec("cuGreenCtxWaitEvent", F(74), F(95)),
+        rec("cuGreenCtxRecordEvent", F(74), ref(V_E1)),
+        rec("cuGreenCtxStreamCreate", ref(V_S1), 1, 0),
+        rec("cuDevSmResourceSplitByCount", 2, 1, 1, 0, 8, *forged),
+        rec("cuDevResourceGenerateDesc", 1, *forged),
+        rec("cuDevResourceGenerateDesc", 100000, *res),
+        rec("cuCtxFromGreenCtx", 0),
+        rec("cuGreenCtxDestroy", F(74)),
+        rec("cuStreamGetGreenCtx", F(93))])
     yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
         IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
         IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
