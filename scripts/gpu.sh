@@ -3,8 +3,10 @@
 # The one script for the GPU machine: builds, runs the tests (the GPU tier
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
-# [fault] [soak] [soak-start] [soak-collect] [api]. api: only the driver-API family programs of
-# the GPU tier (issue #10; tests/gpu/api/run.sh), natively and under openmps, stdout compared.
+# [fault] [soak] [soak-start] [soak-collect] [api] [gputier] [before-after] [probe]. api: only the
+# driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh), natively and
+# under openmps, stdout compared; one of them looked at closely: tests/gpu/api/debug.sh NAME.
+# probe: the private export tables the libraries and frameworks call, and the pool-trim probe.
 # The stress steps (issue #9; tests/gpu/stress/):
 #   torture       1000 clients killed with SIGKILL at random instants (TORTURE_* settings)
 #   fault         a faulting kernel among working clients, the time to recover (FAULT_*)
