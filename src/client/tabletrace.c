@@ -68,6 +68,7 @@ static bool listed(const uint8_t *uuid)
     snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3]);
     return strstr(only, hex) != NULL;
 }
+
 static void *inner_export; /* the cuGetExportTable the program would have called */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
