@@ -3,9 +3,11 @@
 # The one script for the GPU machine: builds, runs the tests (the GPU tier
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
-# [fault] [soak] [soak-start] [soak-collect] [api] [gputier] [before-after] [probe]. api: only the
-# driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh), natively and
-# under openmps, stdout compared; one of them looked at closely: tests/gpu/api/debug.sh NAME.
+# [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe].
+# api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
+# natively and under openmps, stdout compared; one of them looked at closely:
+# tests/gpu/api/debug.sh NAME. frameworks: tests/gpu/frameworks/run.sh (issue #11; not yet part
+# of the tier).
 # probe: the private export tables the libraries and frameworks call, and the pool-trim probe.
 # The stress steps (issue #9; tests/gpu/stress/):
 #   torture       1000 clients killed with SIGKILL at random instants (TORTURE_* settings)
@@ -43,6 +45,9 @@ for step in $STEPS; do
         } >"$OUT/b1diag.log" 2>&1 ;;
     api)
         { make && tests/gpu/api/run.sh build "$OUT/api"; } >"$OUT/api.log" 2>&1 ;;
+    # The framework programs (issue #11; tests/gpu/frameworks/run.sh), natively and under openmps.
+    frameworks)
+        { make && tests/gpu/frameworks/run.sh build "$OUT/frameworks"; } >"$OUT/frameworks.log" 2>&1 ;;
     torture | fault)
         { make && python3 "tests/gpu/stress/$step.py" --build build --out "$OUT/$step"; } \
             >"$OUT/$step.log" 2>&1 ;;
@@ -153,7 +158,7 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | gputier | probe) tail -n 70 "$OUT/$step.log" ;;
+    torture | fault | soak* | api | frameworks | gputier | probe) tail -n 70 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;
     esac

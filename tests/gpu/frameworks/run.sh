@@ -1,0 +1,57 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The GPU tier's framework programs (issue #11): runs each tests/gpu/frameworks/*.py with the
+# machine's python3, natively and under openmps, and requires both to pass (exit 0) and to print
+# the same stdout. A program that exits 77 is skipped, its reason (stderr) printed. Usage:
+# tests/gpu/frameworks/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
+# OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
+set -u
+BUILD=$(cd "${1:-build}" && pwd)
+OUT=${2:-$BUILD/gpu-tier/frameworks}
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=${OPENMPS_GPU_PYTHON:-python3}
+LIMIT=${OPENMPS_GPU_FRAMEWORK_TIMEOUT:-600}
+mkdir -p "$OUT"
+fails=0
+passes=0
+if [ "${OPENMPS_GPU_DAEMON:-}" != running ]; then
+    TMP=$(mktemp -d /tmp/openmps-gpu-fw.XXXXXX)
+    export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
+    cleanup() {
+        echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
+        sleep 0.5
+        cp "$TMP"/log/*.log "$OUT/" 2>/dev/null
+    }
+    trap cleanup EXIT
+    "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
+fi
+for src in "$HERE"/*.py; do
+    name=$(basename "$src" .py)
+    skipped=0
+    for mode in native openmps; do
+        if [ "$mode" = openmps ]; then
+            env LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+                timeout "$LIMIT" "$PY" "$src" >"$OUT/$name.$mode.out" 2>"$OUT/$name.$mode.err"
+        else
+            env CUDA_MPS_PIPE_DIRECTORY=/nonexistent timeout "$LIMIT" "$PY" "$src" \
+                >"$OUT/$name.$mode.out" 2>"$OUT/$name.$mode.err"
+        fi
+        rc=$?
+        if [ $rc -eq 77 ]; then
+            echo "SKIP $name $mode: $(tail -n 1 "$OUT/$name.$mode.err")"
+            skipped=1
+        elif [ $rc -eq 0 ]; then
+            passes=$((passes + 1)); echo "PASS $name $mode"
+        else
+            fails=$((fails + 1))
+            echo "FAIL $name $mode (exit $rc): $(tail -n 3 "$OUT/$name.$mode.err" | tr '\n' ' ')"
+        fi
+    done
+    if [ $skipped -eq 0 ] && ! cmp -s "$OUT/$name.native.out" "$OUT/$name.openmps.out"; then
+        fails=$((fails + 1))
+        echo "DIFF $name: native and openmps printed different lines"
+        diff "$OUT/$name.native.out" "$OUT/$name.openmps.out" | head -n 20
+    fi
+done
+echo "gpu frameworks: $passes passed, $fails failed"
+exit $fails
