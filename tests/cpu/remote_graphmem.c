@@ -100,6 +100,7 @@ CUresult cuDeviceSetGraphMemAttribute(int, int, void *);
 #define OK(call) EXPECT((call) == 0)
 #define INVALID_VALUE 1
 #define INVALID_HANDLE 400
+#define NOT_SUPPORTED 801
 
 static CUcontext ctx;
 
@@ -259,6 +260,28 @@ static void build(void)
     np = cond_params(h, 1, 1); /* the handle went with its graph */
     EXPECT(cuGraphAddNode(&cn, cg, NULL, 0, &np) == INVALID_VALUE);
     OK(cuGraphDestroy(cg));
+    /* conditional bodies nest 15 deep at most (MAX_NESTING, what the server follows when a
+     * graph goes): the 15th body's own conditional node is refused */
+    {
+        CUgraph top, in;
+        int depth = 0;
+        OK(cuGraphCreate(&top, 0));
+        in = top;
+        for (;;) {
+            OK(cuGraphConditionalHandleCreate(&h2, in, ctx, 0, 0));
+            np = cond_params(h2, 1, 1);
+            CUresult r = cuGraphAddNode(&cn, in, NULL, 0, &np);
+            if (r != 0) {
+                EXPECT(r == NOT_SUPPORTED && depth == 15);
+                break;
+            }
+            EXPECT(depth < 15);
+            in = np.u.cond.bodies[0];
+            depth++;
+        }
+        OK(cuGraphDestroy(top));
+        EXPECT(cuGraphAddEmptyNode(&n2, in, NULL, 0) == INVALID_HANDLE); /* the deepest went */
+    }
     /* graph memory attributes and trim */
     OK(cuDeviceGraphMemTrim(0));
     OK(cuDeviceGetGraphMemAttribute(0, 0, &v));

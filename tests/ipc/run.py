@@ -3346,7 +3346,9 @@ def remote_graphmem_nodes_ranges_and_conditionals():
         check(any(l.startswith("handle ") and l.endswith(" 3 1") for l in lines),
               "handle value and flags: %r" % lines)
         conds = [l.split()[1:3] for l in lines if l.startswith("cond ")]
-        check(conds == [["1", "1"], ["2", "4"]], "conditional nodes: %r" % conds)
+        # the while and the switch, then 15 nested whiles (the 16th level is refused)
+        check(conds == [["1", "1"], ["2", "4"]] + [["1", "1"]] * 15,
+              "conditional nodes: %r" % conds)
 
         def freed():
             try:
@@ -3643,6 +3645,35 @@ def hostnodes_client_killed_in_its_host_function():
         p = hostnodes_driver(e, "nodes")
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "nodes ok" in out, "second client: %r %r" % (out, err))
+        ok = True
+    finally:
+        if hung and hung.poll() is None:
+            hung.kill()
+            hung.wait()
+        e.close(ok)
+
+
+@test
+def hostnodes_host_function_past_its_time_ends_the_session():
+    """A client whose host function does not return (alive, not killed) holds the driver's
+    host-callback thread, which every client's host functions share: past
+    OPENMPS_HOST_FN_TIMEOUT_S the server ends that client's session, says why, and serves the
+    next client, host nodes included."""
+    e = Env({"OPENMPS_HOST_FN_TIMEOUT_S": "1"})
+    ok = False
+    hung = None
+    try:
+        hung = hostnodes_driver(e, "hang")
+        line = hung.stdout.readline()
+        check(line.strip() == "blocked", "the host function started: %r" % line)
+        wait_for(lambda: re.search(r"client %d: its host function ran past 1 s" % hung.pid,
+                                   e.log("server.log")),
+                 what="the timeout said")
+        wait_for(lambda: re.search(r"Client %d disconnected" % hung.pid, e.log("server.log")),
+                 what="the stuck client's session ended")
+        p = hostnodes_driver(e, "nodes")
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "nodes ok" in out, "next client: %r %r" % (out, err))
         ok = True
     finally:
         if hung and hung.poll() is None:

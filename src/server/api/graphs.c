@@ -1356,6 +1356,7 @@ struct gm_cond {
 struct gm_condnode {
     uint64_t node;
     unsigned n;
+    unsigned depth; /* its bodies' nesting: 1 in a top-level graph, 2 in a body's body… */
     uint64_t body[COND_SWITCH_MAX]; /* the node's body graphs (childgraph kind) */
 };
 struct om_graphmem {
@@ -1798,6 +1799,18 @@ static void cond_forget_node(struct session *s, uint64_t node, int depth)
     }
 }
 
+/* How deep graph g lies in conditional bodies (0: not a body). */
+static unsigned cond_depth(struct session *s, uint64_t g)
+{
+    struct om_graphmem *m = s->graphmem;
+
+    for (size_t i = 0; m && i < m->ncn; i++)
+        for (unsigned b = 0; b < m->cn[i].n; b++)
+            if (m->cn[i].body[b] == g)
+                return m->cn[i].depth;
+    return 0;
+}
+
 static bool cond_known(struct session *s, uint64_t handle, uint64_t graph)
 {
     struct om_graphmem *m = s->graphmem;
@@ -1839,6 +1852,10 @@ CUresult om_x_cuGraphAddNode(struct call *c)
         rc = om_arg_handle(c, OM_H_GRAPH, g, false);
     if (rc == CUDA_SUCCESS && !cond_known(c->s, handle, g))
         rc = CUDA_ERROR_INVALID_VALUE;
+    /* Bodies deeper than the server follows when a graph goes (forget_graph) would leave the
+     * client handles to nodes the driver destroyed: refused. */
+    if (rc == CUDA_SUCCESS && cond_depth(c->s, g) + 1 >= MAX_NESTING)
+        rc = CUDA_ERROR_NOT_SUPPORTED;
     if (rc == CUDA_SUCCESS)
         rc = om_own_room(c->s, OM_H_NODE);
     if (rc == CUDA_SUCCESS && c->s->own[OM_H_CHILDGRAPH].n + size > om_budget.client_handles)
@@ -1866,7 +1883,8 @@ CUresult om_x_cuGraphAddNode(struct call *c)
         ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))(node);
         return CUDA_ERROR_UNKNOWN;
     }
-    m->cn[m->ncn] = (struct gm_condnode){.node = nh, .n = (unsigned)size};
+    m->cn[m->ncn] =
+        (struct gm_condnode){.node = nh, .n = (unsigned)size, .depth = cond_depth(c->s, g) + 1};
     for (uint64_t i = 0; i < size; i++) {
         uint64_t b = (uint64_t)(uintptr_t)p.u.conditional.phGraph_out[i];
         m->cn[m->ncn].body[i] = b;

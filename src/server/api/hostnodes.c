@@ -22,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/clock.h"
 #include "../../common/hostcb.h"
 #include "../exec.h"
 
@@ -33,10 +35,29 @@
 #define MAX_RECORDS 4096  /* distinct host functions of one session */
 #define WAIT_SLICE_MS 100 /* a waiting trampoline looks at the session's state this often */
 
+/* OPENMPS_HOST_FN_TIMEOUT_S (default 60; 0: none): how long the driver's host-callback thread,
+ * which every client's host functions share, may wait for one client's function. Past it the
+ * client's session ends (as a client that broke the protocol): a client stopped or stuck in
+ * its function must not stop every other client's host nodes. */
+static unsigned timeout_s(void)
+{
+    static unsigned v = UINT32_MAX;
+
+    if (v == UINT32_MAX) {
+        const char *e = getenv("OPENMPS_HOST_FN_TIMEOUT_S");
+        char *end = NULL;
+        unsigned long n = e && *e ? strtoul(e, &end, 10) : 60;
+        v = end && *end ? 60 : n > 86400 ? 86400 : (unsigned)n;
+    }
+    return v;
+}
+
 struct om_hostch {
     int refs;   /* the session's, and one per trampoline running (under lock) */
     int closed; /* __atomic: the session ended; nothing more is asked of the client */
     int fd;
+    int sock; /* a duplicate of the session's socket: shut down to end a client that hangs */
+    int pid;
     struct om_hostcb_area *area;
     pthread_mutex_t mu; /* one request at a time */
     uint32_t seq;
@@ -69,6 +90,8 @@ static void ch_put(struct om_hostch *ch)
         return;
     munmap(ch->area, OM_HOSTCB_BYTES);
     close(ch->fd);
+    if (ch->sock >= 0)
+        close(ch->sock);
     pthread_mutex_destroy(&ch->mu);
     free(ch);
 }
@@ -78,6 +101,7 @@ static void call_client(struct om_hostch *ch, uint64_t fn, uint64_t data)
 {
     struct om_hostcb_area *a = ch->area;
     struct timespec slice = {0, WAIT_SLICE_MS * 1000000L};
+    uint64_t start = om_mono_ns(), limit_ns = (uint64_t)timeout_s() * 1000000000ull;
     uint32_t seq;
 
     pthread_mutex_lock(&ch->mu);
@@ -93,6 +117,15 @@ static void call_client(struct om_hostch *ch, uint64_t fn, uint64_t data)
             uint32_t d = __atomic_load_n(&a->done, __ATOMIC_ACQUIRE);
             if (d == seq || __atomic_load_n(&ch->closed, __ATOMIC_ACQUIRE))
                 break;
+            if (limit_ns && om_mono_ns() - start >= limit_ns) {
+                om_err("client %d: its host function ran past %u s "
+                       "(OPENMPS_HOST_FN_TIMEOUT_S): its session ends",
+                       ch->pid, timeout_s());
+                __atomic_store_n(&ch->closed, 1, __ATOMIC_RELEASE);
+                if (ch->sock >= 0)
+                    shutdown(ch->sock, SHUT_RDWR); /* the main thread ends the session */
+                break;
+            }
             futex(&a->done, FUTEX_WAIT, d, &slice);
         }
     }
@@ -145,6 +178,8 @@ static CUresult channel(struct session *s, bool *made)
     }
     ch->refs = 1;
     ch->fd = fd;
+    ch->sock = fcntl(s->sock, F_DUPFD_CLOEXEC, 0);
+    ch->pid = (int)s->pid;
     ch->area = map;
     ch->area->magic = OM_HOSTCB_MAGIC;
     pthread_mutex_init(&ch->mu, NULL);

@@ -99,8 +99,9 @@ CUresult om_x_cuIpcGetMemHandle(struct call *c)
             r = x;
     }
     /* Its own allocations of cuMemAlloc only: pool memory has cuMemPoolExportPointer, managed
-     * memory none (the driver refuses both here too). */
-    if (!r || r->pool || r->managed)
+     * memory none (the driver refuses both here too); a graph allocation's address outlives
+     * its memory (another client could keep it after the graph went). */
+    if (!r || r->pool || r->managed || r->graph)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     e = find_owned(c->s, r->base);
