@@ -15,8 +15,8 @@
 
 #include "../exec.h"
 
-#define RES_MAX 256      /* real resources one client's copies may name; the oldest are reused */
-#define SPLIT_MAX 256    /* groups one split answers at most */
+#define RES_MAX 320      /* real resources one client's copies may name; the oldest are reused */
+#define SPLIT_MAX 256    /* groups one split answers at most (with the rest: < RES_MAX) */
 #define DESC_RES_MAX 128 /* resources one descriptor takes */
 #define DESC_MAX 1024    /* descriptors a client may make (the driver has no way to destroy one) */
 #define GREEN_MAX 64     /* green contexts a client may hold at once */
@@ -133,7 +133,7 @@ CUresult om_x_cuDeviceGetDevResource(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev != 0) /* the one device a client sees (session.c) */
         return CUDA_ERROR_INVALID_DEVICE;
     if (type != CU_DEV_RESOURCE_TYPE_SM)
         return CUDA_ERROR_INVALID_RESOURCE_TYPE;
@@ -249,7 +249,7 @@ CUresult om_x_cuGreenCtxCreate(struct call *c)
         return rc;
     if ((rc = om_arg_handle(c, OM_H_DEVRESDESC, desc, false)) != CUDA_SUCCESS)
         return rc;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev != 0) /* the one device a client sees (session.c) */
         return CUDA_ERROR_INVALID_DEVICE;
     if (flags != CU_GREEN_CTX_DEFAULT_STREAM) /* the one flag, required */
         return CUDA_ERROR_INVALID_VALUE;
@@ -296,6 +296,7 @@ static void drop_default(struct session *s, CUstream def)
 {
     if (!def)
         return;
+    om_wait_stream(def); /* its work goes on to its end: nothing else waits for it after this */
     for (size_t i = 0; i < s->nsync_events; i++) /* exec.c's event of the stream */
         if (s->sync_events[i].stream == def) {
             ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(s->sync_events[i].event);
@@ -476,6 +477,9 @@ CUresult om_x_cuGreenCtxRecordEvent(struct call *c)
     for (size_t i = 0; i < g->nstreams && rc == CUDA_SUCCESS; i++)
         if (g->streams[i].green == h)
             rc = om_order_after(c->s, g->join, (CUstream)(uintptr_t)g->streams[i].stream, true);
+    for (unsigned i = 0; i < g->ngreens && rc == CUDA_SUCCESS; i++) /* its NULL stream's work */
+        if (g->greens[i].h == h && g->greens[i].def)
+            rc = om_order_after(c->s, g->join, g->greens[i].def, true);
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, g->join);
     return rc;
@@ -502,6 +506,9 @@ CUresult om_x_cuGreenCtxWaitEvent(struct call *c)
         if (st)
             rc = wait(st, ev, 0);
     }
+    for (unsigned i = 0; i < g->ngreens && rc == CUDA_SUCCESS; i++) /* its NULL stream */
+        if (g->greens[i].h == h && g->greens[i].def)
+            rc = wait(g->greens[i].def, ev, 0);
     return rc;
 }
 
