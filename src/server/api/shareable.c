@@ -211,13 +211,10 @@ static CUresult import(struct call *c, enum om_handle_kind kind)
         return rc;
     if (others(c->s, kind, h) || om_handles_has(&c->s->own[kind], h)) {
         /* The driver gave back an object that is already someone's: sharing it would let one
-         * client destroy what another uses. An allocation handle's import holds a reference
-         * of its own (the driver's rule: each import is released once): dropped here, the
-         * holder's stays. A pool is left alone (what a second import of a pool holds is not
-         * documented). */
-        if (kind == OM_H_MEMHANDLE)
-            ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(
-                (CUmemGenericAllocationHandle)h);
+         * client destroy what another uses. Left alone: whether the import added a reference
+         * of its own is not measured (the driver's rule is one release per import; the test
+         * double answers the holder's handle without one, and releasing it there freed the
+         * holder's allocation: found by the ASan pass). A leaked reference is the lesser harm. */
         client_err(c->s,
                    "client %d: importing a shareable handle gave back the %s %#llx that a "
                    "client of this server already holds; refused (CUDA_ERROR_NOT_SUPPORTED)",
