@@ -61,11 +61,10 @@ static bool context_free_table(const void *uuid)
 
 /* ------------------------------------------------------------------ slots not served */
 
-static void unserved(const char *table)
+/* Logs once per table (said: that table's flag) that a slot openmps does not serve was called. */
+static void unserved(const char *table, int *said)
 {
-    static int said;
-
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
         om_shim_log("a slot of private table %s that openmps does not serve was called "
                     "(OPENMPS_TRACE_TABLES=1 names it)",
                     table);
@@ -73,13 +72,17 @@ static void unserved(const char *table)
 
 static CUresult tools_context_other(void)
 {
-    unserved("21318c60");
+    static int said;
+
+    unserved("21318c60", &said);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 static CUresult tools_module_other(void)
 {
-    unserved("6e163fbe");
+    static int said;
+
+    unserved("6e163fbe", &said);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
