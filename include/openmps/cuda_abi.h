@@ -379,6 +379,13 @@ typedef union {
 _Static_assert(sizeof(CUaccessPolicyWindow) == 32, "CUaccessPolicyWindow is 32 bytes");
 _Static_assert(sizeof(CUstreamAttrValue) == 64, "CUstreamAttrValue is 64 bytes");
 
+/* A tensor map (cuTensorMapEncode*): 128 opaque bytes, 64-byte aligned, encoded by the server's
+ * driver and read only by the client's kernels. */
+typedef struct {
+    _Alignas(64) cuuint64_t opaque[16];
+} CUtensorMap;
+_Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+
 /* External memory and semaphores (family external): the descriptors their calls copy. Sizes
  * from the documented layouts (checked below against the toolkit's on x86-64). */
 #define CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD 1

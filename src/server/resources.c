@@ -139,16 +139,32 @@ int om_ranges_add(struct om_ranges *r, uint64_t base, uint64_t size, uint64_t me
     return 0;
 }
 
+/* Ranges side by side cover a span together: handles mapped next to each other in one
+ * reservation are one buffer to the program (PyTorch's expandable segments grow a segment so;
+ * XLA's allocator too), and its copies and memsets cross from one mapping into the next. */
 bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len)
 {
+    uint64_t end = addr + len;
+
     if (len == 0)
         return true;
-    if (addr + len < addr)
+    if (end < addr)
         return false;
-    for (size_t i = 0; i < r->n; i++)
-        if (addr >= r->v[i].base && addr + len <= r->v[i].base + r->v[i].size)
-            return true;
-    return false;
+    while (addr < end) {
+        size_t i;
+        for (i = 0; i < r->n; i++)
+            if (addr >= r->v[i].base && addr - r->v[i].base < r->v[i].size)
+                break;
+        if (i == r->n) {
+            om_debug("[%#llx, %#llx) is not the client's memory", (unsigned long long)addr,
+                     (unsigned long long)end);
+            return false;
+        }
+        if (r->v[i].base + r->v[i].size <= addr) /* a size that wraps: no further */
+            return false;
+        addr = r->v[i].base + r->v[i].size;
+    }
+    return true;
 }
 
 struct om_range *om_ranges_find_base(struct om_ranges *r, uint64_t base)

@@ -100,6 +100,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 CUresult cuMemAddressFree(CUdeviceptr, size_t);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
+CUresult cuMemsetD32_v2(CUdeviceptr, unsigned, size_t);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
 CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 CUresult cuMemGetAccess(unsigned long long *, const CUmemLocation *, CUdeviceptr);
@@ -402,7 +404,7 @@ static int vmm(void)
     CUmemAllocationProp prop = {.type = 1, .location = {1, 0}}, got;
     CUmemAccessDesc acc = {{1, 0}, 3};
     CUmemLocation dev0 = {1, 0};
-    CUmemGenericAllocationHandle h = 0, h2 = 0, r = 0;
+    CUmemGenericAllocationHandle h = 0, h2 = 0, h3 = 0, r = 0;
     CUdeviceptr va = 0, va2 = 0, extra[8], d = 0;
     unsigned long long flags = 0;
     size_t g = 0;
@@ -429,6 +431,17 @@ static int vmm(void)
     OK(cuMemGetAccess(&flags, &dev0, va));
     CHECK(flags == 3, "access %llu", flags);
     round_trip(va, 2 * g, 4);
+    /* A second handle mapped right after the first: one buffer to the program (PyTorch's
+     * expandable segments, XLA), so copies and memsets may span both; past them, refused. */
+    OK(cuMemCreate(&h3, g, &prop, 0));
+    OK(cuMemMap(va + 2 * g, g, 0, h3, 0));
+    OK(cuMemSetAccess(va + 2 * g, g, &acc, 1));
+    round_trip(va + g, 2 * g, 8);
+    OK(cuMemsetD32_v2(va + g - 64, 0x01020304u, (g + 128) / 4));
+    IS(cuMemsetD8_v2(va + 2 * g, 0, 2 * g), INVALID_VALUE); /* into the unmapped quarter */
+    IS(cuMemcpyHtoD_v2(va + 3 * g - 8, &flags, 16), INVALID_VALUE);
+    OK(cuMemUnmap(va + 2 * g, g));
+    OK(cuMemRelease(h3));
     OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
     CHECK(got.type == 1 && got.location.type == 1, "properties");
     OK(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(va + 100)));

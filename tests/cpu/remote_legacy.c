@@ -186,7 +186,14 @@ static void passthrough_and_server(void)
                               es, 0, 0, 0, 0));
     uint64_t addr;
     memcpy(&addr, map, 8);
-    EXPECT(addr == 0x7f0000001000ull); /* the client's driver encoded it */
+    EXPECT(addr == 0x7f0000001000ull); /* the server's driver encoded it */
+    /* refused before the driver: a rank past 5, a data type past the enum, no dimensions */
+    EXPECT(cuTensorMapEncodeTiled(map, 7, 6, (void *)(uintptr_t)0x7f0000001000ull, dim, strides,
+                                  box, es, 0, 0, 0, 0) == 1);
+    EXPECT(cuTensorMapEncodeTiled(map, 99, 2, (void *)(uintptr_t)0x7f0000001000ull, dim, strides,
+                                  box, es, 0, 0, 0, 0) == 1);
+    EXPECT(cuTensorMapEncodeTiled(map, 7, 2, (void *)(uintptr_t)0x7f0000001000ull, NULL, strides,
+                                  box, es, 0, 0, 0, 0) == 1);
     OK(cuTensorMapReplaceAddress(map, (void *)(uintptr_t)0x7f0000002000ull));
     memcpy(&addr, map, 8);
     EXPECT(addr == 0x7f0000002000ull);

@@ -3267,13 +3267,17 @@ def remote_legacy_family():
               "no launch of a refused call reached the driver: %r" % lines)
         log = [l.split() for l in open(legacy).read().splitlines()]
         by = {l[0]: l for l in log}
-        for name in ("cuTensorMapEncodeTiled", "cuTensorMapReplaceAddress", "cuLogsCurrent"):
-            check(name in by and int(by[name][1]) == cpid,
-                  "%s answered by the client's driver (pid %d): %r" % (name, cpid, log))
+        check("cuLogsCurrent" in by and int(by["cuLogsCurrent"][1]) == cpid,
+              "cuLogsCurrent answered by the client's driver (pid %d): %r" % (cpid, log))
+        for name in ("cuTensorMapEncodeTiled", "cuTensorMapReplaceAddress"):
+            check(name in by and int(by[name][1]) != cpid,
+                  "%s answered by the server's driver, in its context: %r" % (name, log))
         check("cuFlushGPUDirectRDMAWrites" in by and int(by["cuFlushGPUDirectRDMAWrites"][1]) != cpid
               and by["cuFlushGPUDirectRDMAWrites"][3] == "c8",
               "cuFlushGPUDirectRDMAWrites through the server: %r" % log)
         check(by["cuTensorMapEncodeTiled"][2] == "7f0000001000", "the address encoded: %r" % log)
+        check(len([l for l in log if l[0] == "cuTensorMapEncodeTiled"]) == 1,
+              "no refused tensor map reached the driver: %r" % log)
         f32 = lambda x: "%x" % struct.unpack("<I", struct.pack("<f", x))[0]
         check(by.get("cuTexRefSetMipmapLevelBias", [""] * 3)[2] == f32(-0.375),
               "the bias reached the driver bit for bit: %r" % log)

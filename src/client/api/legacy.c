@@ -462,3 +462,27 @@ CUresult om_r_cuCtxDisablePeerAccess(CUcontext peerContext)
         return CUDA_ERROR_INVALID_CONTEXT;
     return ERR_PEER_ACCESS_NOT_ENABLED; /* never enabled */
 }
+
+/* ------------------------------------------------------------------ tensor maps */
+
+/* The map's 128 bytes go to the server's driver with the new address and come back patched
+ * (the three encoders are generated rows; a map is opaque, so no generated kind carries it
+ * both ways). */
+CUresult om_r_cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
+{
+    uint8_t buf[sizeof(CUtensorMap) + 8];
+    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
+    uint32_t got = 0;
+    CUresult rc;
+
+    if (!tensorMap)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, tensorMap, sizeof(*tensorMap));
+    om_put_u64(&req, (uint64_t)(uintptr_t)globalAddress);
+    rc = om_rcall(OM_IDX_cuTensorMapReplaceAddress, &req, buf, sizeof(CUtensorMap), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(CUtensorMap))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        memcpy(tensorMap, buf, sizeof(*tensorMap));
+    return rc;
+}

@@ -199,6 +199,7 @@ CUresult om_r_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pA
 CUresult om_r_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray); /* legacy */
 CUresult om_r_cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray); /* legacy */
 CUresult om_r_cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray); /* legacy */
+CUresult om_r_cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress); /* legacy */
 CUresult om_r_cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback); /* legacy */
 CUresult om_r_cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback); /* legacy */
 CUresult om_r_cuCoredumpGetAttribute(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */

@@ -1423,6 +1423,160 @@ CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCt
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    uint8_t req_buf[96 + (size_t)(5) * sizeof(*globalDim) + (size_t)(5) * sizeof(*globalStrides) + (size_t)(5) * sizeof(*boxDim) + (size_t)(5) * sizeof(*elementStrides)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*tensorMap)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!tensorMap)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !globalDim))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank-1) > 5 || ((tensorRank-1) && !globalStrides))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !boxDim))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !elementStrides))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)tensorDataType);
+    om_put_u64(&req, (uint64_t)tensorRank);
+    om_put_u64(&req, (uint64_t)(uintptr_t)globalAddress);
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, globalDim, (size_t)(tensorRank) * sizeof(*globalDim));
+    om_put_u64(&req, (uint64_t)(tensorRank-1));
+    if (tensorRank-1)
+        om_put_bytes(&req, globalStrides, (size_t)(tensorRank-1) * sizeof(*globalStrides));
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, boxDim, (size_t)(tensorRank) * sizeof(*boxDim));
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, elementStrides, (size_t)(tensorRank) * sizeof(*elementStrides));
+    om_put_u64(&req, (uint64_t)(int64_t)interleave);
+    om_put_u64(&req, (uint64_t)(int64_t)swizzle);
+    om_put_u64(&req, (uint64_t)(int64_t)l2Promotion);
+    om_put_u64(&req, (uint64_t)(int64_t)oobFill);
+    rc = om_rcall(OM_IDX_cuTensorMapEncodeTiled, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*tensorMap));
+        if (v && tensorMap)
+            memcpy(tensorMap, v, sizeof(*tensorMap));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    uint8_t req_buf[120 + (size_t)(5) * sizeof(*globalDim) + (size_t)(5) * sizeof(*globalStrides) + (size_t)(5) * sizeof(*pixelBoxLowerCorner) + (size_t)(5) * sizeof(*pixelBoxUpperCorner) + (size_t)(5) * sizeof(*elementStrides)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*tensorMap)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!tensorMap)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !globalDim))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank-1) > 5 || ((tensorRank-1) && !globalStrides))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank-2) > 5 || ((tensorRank-2) && !pixelBoxLowerCorner))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank-2) > 5 || ((tensorRank-2) && !pixelBoxUpperCorner))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !elementStrides))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)tensorDataType);
+    om_put_u64(&req, (uint64_t)tensorRank);
+    om_put_u64(&req, (uint64_t)(uintptr_t)globalAddress);
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, globalDim, (size_t)(tensorRank) * sizeof(*globalDim));
+    om_put_u64(&req, (uint64_t)(tensorRank-1));
+    if (tensorRank-1)
+        om_put_bytes(&req, globalStrides, (size_t)(tensorRank-1) * sizeof(*globalStrides));
+    om_put_u64(&req, (uint64_t)(tensorRank-2));
+    if (tensorRank-2)
+        om_put_bytes(&req, pixelBoxLowerCorner, (size_t)(tensorRank-2) * sizeof(*pixelBoxLowerCorner));
+    om_put_u64(&req, (uint64_t)(tensorRank-2));
+    if (tensorRank-2)
+        om_put_bytes(&req, pixelBoxUpperCorner, (size_t)(tensorRank-2) * sizeof(*pixelBoxUpperCorner));
+    om_put_u64(&req, (uint64_t)channelsPerPixel);
+    om_put_u64(&req, (uint64_t)pixelsPerColumn);
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, elementStrides, (size_t)(tensorRank) * sizeof(*elementStrides));
+    om_put_u64(&req, (uint64_t)(int64_t)interleave);
+    om_put_u64(&req, (uint64_t)(int64_t)swizzle);
+    om_put_u64(&req, (uint64_t)(int64_t)l2Promotion);
+    om_put_u64(&req, (uint64_t)(int64_t)oobFill);
+    rc = om_rcall(OM_IDX_cuTensorMapEncodeIm2col, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*tensorMap));
+        if (v && tensorMap)
+            memcpy(tensorMap, v, sizeof(*tensorMap));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    uint8_t req_buf[128 + (size_t)(5) * sizeof(*globalDim) + (size_t)(5) * sizeof(*globalStrides) + (size_t)(5) * sizeof(*elementStrides)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*tensorMap)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!tensorMap)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !globalDim))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank-1) > 5 || ((tensorRank-1) && !globalStrides))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(tensorRank) > 5 || ((tensorRank) && !elementStrides))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)tensorDataType);
+    om_put_u64(&req, (uint64_t)tensorRank);
+    om_put_u64(&req, (uint64_t)(uintptr_t)globalAddress);
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, globalDim, (size_t)(tensorRank) * sizeof(*globalDim));
+    om_put_u64(&req, (uint64_t)(tensorRank-1));
+    if (tensorRank-1)
+        om_put_bytes(&req, globalStrides, (size_t)(tensorRank-1) * sizeof(*globalStrides));
+    om_put_u64(&req, (uint64_t)(int64_t)pixelBoxLowerCornerWidth);
+    om_put_u64(&req, (uint64_t)(int64_t)pixelBoxUpperCornerWidth);
+    om_put_u64(&req, (uint64_t)channelsPerPixel);
+    om_put_u64(&req, (uint64_t)pixelsPerColumn);
+    om_put_u64(&req, (uint64_t)(tensorRank));
+    if (tensorRank)
+        om_put_bytes(&req, elementStrides, (size_t)(tensorRank) * sizeof(*elementStrides));
+    om_put_u64(&req, (uint64_t)(int64_t)interleave);
+    om_put_u64(&req, (uint64_t)(int64_t)mode);
+    om_put_u64(&req, (uint64_t)(int64_t)swizzle);
+    om_put_u64(&req, (uint64_t)(int64_t)l2Promotion);
+    om_put_u64(&req, (uint64_t)(int64_t)oobFill);
+    rc = om_rcall(OM_IDX_cuTensorMapEncodeIm2colWide, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*tensorMap));
+        if (v && tensorMap)
+            memcpy(tensorMap, v, sizeof(*tensorMap));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
 {
     uint8_t req_buf[32 + (size_t)(16) * sizeof(*operations)];
@@ -2736,6 +2890,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuArray3DCreate, (void *)om_r_cuArray3DCreate);
     om_remote_set(OM_IDX_cuArrayGetDescriptor, (void *)om_r_cuArrayGetDescriptor);
     om_remote_set(OM_IDX_cuArray3DGetDescriptor, (void *)om_r_cuArray3DGetDescriptor);
+    om_remote_set(OM_IDX_cuTensorMapEncodeTiled, (void *)r_cuTensorMapEncodeTiled);
+    om_remote_set(OM_IDX_cuTensorMapEncodeIm2col, (void *)r_cuTensorMapEncodeIm2col);
+    om_remote_set(OM_IDX_cuTensorMapEncodeIm2colWide, (void *)r_cuTensorMapEncodeIm2colWide);
+    om_remote_set(OM_IDX_cuTensorMapReplaceAddress, (void *)om_r_cuTensorMapReplaceAddress);
     om_remote_set(OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)r_cuDeviceGetHostAtomicCapabilities);
     om_remote_set(OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)r_cuDeviceGetP2PAtomicCapabilities);
     om_remote_set(OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)r_cuFlushGPUDirectRDMAWrites);

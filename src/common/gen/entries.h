@@ -598,10 +598,10 @@
     X(588, cuSurfObjectGetResourceDesc, REMOTE) \
     X(589, cuSurfRefGetArray, REMOTE) \
     X(590, cuSurfRefSetArray, REMOTE) \
-    X(591, cuTensorMapEncodeIm2col, PASSTHROUGH) \
-    X(592, cuTensorMapEncodeIm2colWide, PASSTHROUGH) \
-    X(593, cuTensorMapEncodeTiled, PASSTHROUGH) \
-    X(594, cuTensorMapReplaceAddress, PASSTHROUGH) \
+    X(591, cuTensorMapEncodeIm2col, REMOTE) \
+    X(592, cuTensorMapEncodeIm2colWide, REMOTE) \
+    X(593, cuTensorMapEncodeTiled, REMOTE) \
+    X(594, cuTensorMapReplaceAddress, REMOTE) \
     X(595, cuTexObjectCreate, REMOTE) \
     X(596, cuTexObjectDestroy, REMOTE) \
     X(597, cuTexObjectGetResourceDesc, REMOTE) \

@@ -76,7 +76,6 @@ typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmulticastObjectProp CUmulticastObjectProp; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUstreamBatchMemOpParams CUstreamBatchMemOpParams; /* layout in cuda_abi.h where it is marshalled */
-typedef struct om_CUtensorMap CUtensorMap; /* layout in cuda_abi.h where it is marshalled */
 typedef void (*CUasyncCallback)(CUasyncNotificationInfo *info, void *userData, CUasyncCallbackHandle callback);
 typedef void (*CUhostFn)(void *userData);
 typedef void (*CUlogsCallback)(void *data, CUlogLevel logLevel, char *message, size_t length);

@@ -1539,6 +1539,277 @@ static CUresult x_cuGreenCtxGetId(struct call *c)
     return rc;
 }
 
+_Static_assert(88 + (uint64_t)(5) * sizeof(cuuint64_t) + (uint64_t)(5) * sizeof(cuuint64_t) + (uint64_t)(5) * sizeof(cuuint32_t) + (uint64_t)(5) * sizeof(cuuint32_t) <= OM_CHUNK_BYTES, "cuTensorMapEncodeTiled: its largest request exceeds a record");
+static CUresult x_cuTensorMapEncodeTiled(struct call *c)
+{
+    uint64_t a_tensorDataType = om_get_u64(&c->in);
+    uint64_t a_tensorRank = om_get_u64(&c->in);
+    uint64_t a_globalAddress = om_get_u64(&c->in);
+    uint64_t a_globalDim = om_get_u64(&c->in);
+    const void *b_globalDim = a_globalDim <= 5 ? om_get_bytes(&c->in, (size_t)a_globalDim * sizeof(cuuint64_t)) : NULL;
+    uint64_t a_globalStrides = om_get_u64(&c->in);
+    const void *b_globalStrides = a_globalStrides <= 5 ? om_get_bytes(&c->in, (size_t)a_globalStrides * sizeof(cuuint64_t)) : NULL;
+    uint64_t a_boxDim = om_get_u64(&c->in);
+    const void *b_boxDim = a_boxDim <= 5 ? om_get_bytes(&c->in, (size_t)a_boxDim * sizeof(cuuint32_t)) : NULL;
+    uint64_t a_elementStrides = om_get_u64(&c->in);
+    const void *b_elementStrides = a_elementStrides <= 5 ? om_get_bytes(&c->in, (size_t)a_elementStrides * sizeof(cuuint32_t)) : NULL;
+    uint64_t a_interleave = om_get_u64(&c->in);
+    uint64_t a_swizzle = om_get_u64(&c->in);
+    uint64_t a_l2Promotion = om_get_u64(&c->in);
+    uint64_t a_oobFill = om_get_u64(&c->in);
+    CUtensorMap o_tensorMap;
+    cuuint64_t *v_globalDim = NULL;
+    cuuint64_t *v_globalStrides = NULL;
+    cuuint32_t *v_boxDim = NULL;
+    cuuint32_t *v_elementStrides = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_tensorMap, 0, sizeof(o_tensorMap));
+    if ((int64_t)a_tensorDataType < 0 || (int64_t)a_tensorDataType > 15)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_tensorRank < 1 || (int64_t)a_tensorRank > 5)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalDim > 5 || (a_globalDim && !b_globalDim) || a_globalDim != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_tensorRank > OM_GEN_LEN_MAX || ((om_u128)a_tensorRank-1) > UINT64_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalStrides > 5 || (a_globalStrides && !b_globalStrides) || a_globalStrides != (uint64_t)(a_tensorRank-1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_boxDim > 5 || (a_boxDim && !b_boxDim) || a_boxDim != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_elementStrides > 5 || (a_elementStrides && !b_elementStrides) || a_elementStrides != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_interleave < 0 || (int64_t)a_interleave > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_swizzle < 0 || (int64_t)a_swizzle > 6)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_l2Promotion < 0 || (int64_t)a_l2Promotion > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_oobFill < 0 || (int64_t)a_oobFill > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalDim && !(v_globalDim = malloc((size_t)a_globalDim * sizeof(cuuint64_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_globalDim)
+        memcpy(v_globalDim, b_globalDim, (size_t)a_globalDim * sizeof(cuuint64_t));
+    if (a_globalStrides && !(v_globalStrides = malloc((size_t)a_globalStrides * sizeof(cuuint64_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_globalStrides)
+        memcpy(v_globalStrides, b_globalStrides, (size_t)a_globalStrides * sizeof(cuuint64_t));
+    if (a_boxDim && !(v_boxDim = malloc((size_t)a_boxDim * sizeof(cuuint32_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_boxDim)
+        memcpy(v_boxDim, b_boxDim, (size_t)a_boxDim * sizeof(cuuint32_t));
+    if (a_elementStrides && !(v_elementStrides = malloc((size_t)a_elementStrides * sizeof(cuuint32_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_elementStrides)
+        memcpy(v_elementStrides, b_elementStrides, (size_t)a_elementStrides * sizeof(cuuint32_t));
+    rc = ((CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill))REAL(cuTensorMapEncodeTiled))(&o_tensorMap, (CUtensorMapDataType)a_tensorDataType, (cuuint32_t)a_tensorRank, (void *)(uintptr_t)a_globalAddress, v_globalDim, v_globalStrides, v_boxDim, v_elementStrides, (CUtensorMapInterleave)a_interleave, (CUtensorMapSwizzle)a_swizzle, (CUtensorMapL2promotion)a_l2Promotion, (CUtensorMapFloatOOBfill)a_oobFill);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_tensorMap, sizeof(o_tensorMap));
+    }
+out:
+    free(v_globalDim);
+    free(v_globalStrides);
+    free(v_boxDim);
+    free(v_elementStrides);
+    return rc;
+}
+
+_Static_assert(152 + (uint64_t)(5) * sizeof(cuuint64_t) + (uint64_t)(5) * sizeof(cuuint64_t) + (uint64_t)(5) * sizeof(cuuint32_t) <= OM_CHUNK_BYTES, "cuTensorMapEncodeIm2col: its largest request exceeds a record");
+static CUresult x_cuTensorMapEncodeIm2col(struct call *c)
+{
+    uint64_t a_tensorDataType = om_get_u64(&c->in);
+    uint64_t a_tensorRank = om_get_u64(&c->in);
+    uint64_t a_globalAddress = om_get_u64(&c->in);
+    uint64_t a_globalDim = om_get_u64(&c->in);
+    const void *b_globalDim = a_globalDim <= 5 ? om_get_bytes(&c->in, (size_t)a_globalDim * sizeof(cuuint64_t)) : NULL;
+    uint64_t a_globalStrides = om_get_u64(&c->in);
+    const void *b_globalStrides = a_globalStrides <= 5 ? om_get_bytes(&c->in, (size_t)a_globalStrides * sizeof(cuuint64_t)) : NULL;
+    uint64_t a_pixelBoxLowerCorner = om_get_u64(&c->in);
+    const void *b_pixelBoxLowerCorner = a_pixelBoxLowerCorner <= 5 ? om_get_bytes(&c->in, (size_t)a_pixelBoxLowerCorner * sizeof(int)) : NULL;
+    uint64_t a_pixelBoxUpperCorner = om_get_u64(&c->in);
+    const void *b_pixelBoxUpperCorner = a_pixelBoxUpperCorner <= 5 ? om_get_bytes(&c->in, (size_t)a_pixelBoxUpperCorner * sizeof(int)) : NULL;
+    uint64_t a_channelsPerPixel = om_get_u64(&c->in);
+    uint64_t a_pixelsPerColumn = om_get_u64(&c->in);
+    uint64_t a_elementStrides = om_get_u64(&c->in);
+    const void *b_elementStrides = a_elementStrides <= 5 ? om_get_bytes(&c->in, (size_t)a_elementStrides * sizeof(cuuint32_t)) : NULL;
+    uint64_t a_interleave = om_get_u64(&c->in);
+    uint64_t a_swizzle = om_get_u64(&c->in);
+    uint64_t a_l2Promotion = om_get_u64(&c->in);
+    uint64_t a_oobFill = om_get_u64(&c->in);
+    CUtensorMap o_tensorMap;
+    cuuint64_t *v_globalDim = NULL;
+    cuuint64_t *v_globalStrides = NULL;
+    int *v_pixelBoxLowerCorner = NULL;
+    int *v_pixelBoxUpperCorner = NULL;
+    cuuint32_t *v_elementStrides = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_tensorMap, 0, sizeof(o_tensorMap));
+    if ((int64_t)a_tensorDataType < 0 || (int64_t)a_tensorDataType > 15)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_tensorRank < 3 || (int64_t)a_tensorRank > 5)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalDim > 5 || (a_globalDim && !b_globalDim) || a_globalDim != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_tensorRank > OM_GEN_LEN_MAX || ((om_u128)a_tensorRank-1) > UINT64_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalStrides > 5 || (a_globalStrides && !b_globalStrides) || a_globalStrides != (uint64_t)(a_tensorRank-1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_tensorRank > OM_GEN_LEN_MAX || ((om_u128)a_tensorRank-2) > UINT64_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_pixelBoxLowerCorner > 5 || (a_pixelBoxLowerCorner && !b_pixelBoxLowerCorner) || a_pixelBoxLowerCorner != (uint64_t)(a_tensorRank-2))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_tensorRank > OM_GEN_LEN_MAX || ((om_u128)a_tensorRank-2) > UINT64_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_pixelBoxUpperCorner > 5 || (a_pixelBoxUpperCorner && !b_pixelBoxUpperCorner) || a_pixelBoxUpperCorner != (uint64_t)(a_tensorRank-2))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_elementStrides > 5 || (a_elementStrides && !b_elementStrides) || a_elementStrides != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_interleave < 0 || (int64_t)a_interleave > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_swizzle < 0 || (int64_t)a_swizzle > 6)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_l2Promotion < 0 || (int64_t)a_l2Promotion > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_oobFill < 0 || (int64_t)a_oobFill > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalDim && !(v_globalDim = malloc((size_t)a_globalDim * sizeof(cuuint64_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_globalDim)
+        memcpy(v_globalDim, b_globalDim, (size_t)a_globalDim * sizeof(cuuint64_t));
+    if (a_globalStrides && !(v_globalStrides = malloc((size_t)a_globalStrides * sizeof(cuuint64_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_globalStrides)
+        memcpy(v_globalStrides, b_globalStrides, (size_t)a_globalStrides * sizeof(cuuint64_t));
+    if (a_pixelBoxLowerCorner && !(v_pixelBoxLowerCorner = malloc((size_t)a_pixelBoxLowerCorner * sizeof(int)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_pixelBoxLowerCorner)
+        memcpy(v_pixelBoxLowerCorner, b_pixelBoxLowerCorner, (size_t)a_pixelBoxLowerCorner * sizeof(int));
+    if (a_pixelBoxUpperCorner && !(v_pixelBoxUpperCorner = malloc((size_t)a_pixelBoxUpperCorner * sizeof(int)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_pixelBoxUpperCorner)
+        memcpy(v_pixelBoxUpperCorner, b_pixelBoxUpperCorner, (size_t)a_pixelBoxUpperCorner * sizeof(int));
+    if (a_elementStrides && !(v_elementStrides = malloc((size_t)a_elementStrides * sizeof(cuuint32_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_elementStrides)
+        memcpy(v_elementStrides, b_elementStrides, (size_t)a_elementStrides * sizeof(cuuint32_t));
+    rc = ((CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, const int *, const int *, cuuint32_t, cuuint32_t, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill))REAL(cuTensorMapEncodeIm2col))(&o_tensorMap, (CUtensorMapDataType)a_tensorDataType, (cuuint32_t)a_tensorRank, (void *)(uintptr_t)a_globalAddress, v_globalDim, v_globalStrides, v_pixelBoxLowerCorner, v_pixelBoxUpperCorner, (cuuint32_t)a_channelsPerPixel, (cuuint32_t)a_pixelsPerColumn, v_elementStrides, (CUtensorMapInterleave)a_interleave, (CUtensorMapSwizzle)a_swizzle, (CUtensorMapL2promotion)a_l2Promotion, (CUtensorMapFloatOOBfill)a_oobFill);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_tensorMap, sizeof(o_tensorMap));
+    }
+out:
+    free(v_globalDim);
+    free(v_globalStrides);
+    free(v_pixelBoxLowerCorner);
+    free(v_pixelBoxUpperCorner);
+    free(v_elementStrides);
+    return rc;
+}
+
+_Static_assert(120 + (uint64_t)(5) * sizeof(cuuint64_t) + (uint64_t)(5) * sizeof(cuuint64_t) + (uint64_t)(5) * sizeof(cuuint32_t) <= OM_CHUNK_BYTES, "cuTensorMapEncodeIm2colWide: its largest request exceeds a record");
+static CUresult x_cuTensorMapEncodeIm2colWide(struct call *c)
+{
+    uint64_t a_tensorDataType = om_get_u64(&c->in);
+    uint64_t a_tensorRank = om_get_u64(&c->in);
+    uint64_t a_globalAddress = om_get_u64(&c->in);
+    uint64_t a_globalDim = om_get_u64(&c->in);
+    const void *b_globalDim = a_globalDim <= 5 ? om_get_bytes(&c->in, (size_t)a_globalDim * sizeof(cuuint64_t)) : NULL;
+    uint64_t a_globalStrides = om_get_u64(&c->in);
+    const void *b_globalStrides = a_globalStrides <= 5 ? om_get_bytes(&c->in, (size_t)a_globalStrides * sizeof(cuuint64_t)) : NULL;
+    uint64_t a_pixelBoxLowerCornerWidth = om_get_u64(&c->in);
+    uint64_t a_pixelBoxUpperCornerWidth = om_get_u64(&c->in);
+    uint64_t a_channelsPerPixel = om_get_u64(&c->in);
+    uint64_t a_pixelsPerColumn = om_get_u64(&c->in);
+    uint64_t a_elementStrides = om_get_u64(&c->in);
+    const void *b_elementStrides = a_elementStrides <= 5 ? om_get_bytes(&c->in, (size_t)a_elementStrides * sizeof(cuuint32_t)) : NULL;
+    uint64_t a_interleave = om_get_u64(&c->in);
+    uint64_t a_mode = om_get_u64(&c->in);
+    uint64_t a_swizzle = om_get_u64(&c->in);
+    uint64_t a_l2Promotion = om_get_u64(&c->in);
+    uint64_t a_oobFill = om_get_u64(&c->in);
+    CUtensorMap o_tensorMap;
+    cuuint64_t *v_globalDim = NULL;
+    cuuint64_t *v_globalStrides = NULL;
+    cuuint32_t *v_elementStrides = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_tensorMap, 0, sizeof(o_tensorMap));
+    if ((int64_t)a_tensorDataType < 0 || (int64_t)a_tensorDataType > 15)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_tensorRank < 3 || (int64_t)a_tensorRank > 5)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalDim > 5 || (a_globalDim && !b_globalDim) || a_globalDim != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_tensorRank > OM_GEN_LEN_MAX || ((om_u128)a_tensorRank-1) > UINT64_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalStrides > 5 || (a_globalStrides && !b_globalStrides) || a_globalStrides != (uint64_t)(a_tensorRank-1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_elementStrides > 5 || (a_elementStrides && !b_elementStrides) || a_elementStrides != (uint64_t)(a_tensorRank))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_interleave < 0 || (int64_t)a_interleave > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_mode < 0 || (int64_t)a_mode > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_swizzle < 0 || (int64_t)a_swizzle > 6)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_l2Promotion < 0 || (int64_t)a_l2Promotion > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int64_t)a_oobFill < 0 || (int64_t)a_oobFill > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_globalDim && !(v_globalDim = malloc((size_t)a_globalDim * sizeof(cuuint64_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_globalDim)
+        memcpy(v_globalDim, b_globalDim, (size_t)a_globalDim * sizeof(cuuint64_t));
+    if (a_globalStrides && !(v_globalStrides = malloc((size_t)a_globalStrides * sizeof(cuuint64_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_globalStrides)
+        memcpy(v_globalStrides, b_globalStrides, (size_t)a_globalStrides * sizeof(cuuint64_t));
+    if (a_elementStrides && !(v_elementStrides = malloc((size_t)a_elementStrides * sizeof(cuuint32_t)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_elementStrides)
+        memcpy(v_elementStrides, b_elementStrides, (size_t)a_elementStrides * sizeof(cuuint32_t));
+    rc = ((CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, int, int, cuuint32_t, cuuint32_t, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapIm2ColWideMode, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill))REAL(cuTensorMapEncodeIm2colWide))(&o_tensorMap, (CUtensorMapDataType)a_tensorDataType, (cuuint32_t)a_tensorRank, (void *)(uintptr_t)a_globalAddress, v_globalDim, v_globalStrides, (int)a_pixelBoxLowerCornerWidth, (int)a_pixelBoxUpperCornerWidth, (cuuint32_t)a_channelsPerPixel, (cuuint32_t)a_pixelsPerColumn, v_elementStrides, (CUtensorMapInterleave)a_interleave, (CUtensorMapIm2ColWideMode)a_mode, (CUtensorMapSwizzle)a_swizzle, (CUtensorMapL2promotion)a_l2Promotion, (CUtensorMapFloatOOBfill)a_oobFill);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_tensorMap, sizeof(o_tensorMap));
+    }
+out:
+    free(v_globalDim);
+    free(v_globalStrides);
+    free(v_elementStrides);
+    return rc;
+}
+
 static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
 {
     uint64_t a_operations = om_get_u64(&c->in);
@@ -2830,6 +3101,10 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphHostNodeSetParams] = om_x_cuGraphHostNodeSetParams,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
+    [OM_IDX_cuTensorMapEncodeTiled] = x_cuTensorMapEncodeTiled,
+    [OM_IDX_cuTensorMapEncodeIm2col] = x_cuTensorMapEncodeIm2col,
+    [OM_IDX_cuTensorMapEncodeIm2colWide] = x_cuTensorMapEncodeIm2colWide,
+    [OM_IDX_cuTensorMapReplaceAddress] = om_x_cuTensorMapReplaceAddress,
     [OM_IDX_cuDeviceGetHostAtomicCapabilities] = x_cuDeviceGetHostAtomicCapabilities,
     [OM_IDX_cuDeviceGetP2PAtomicCapabilities] = x_cuDeviceGetP2PAtomicCapabilities,
     [OM_IDX_cuFlushGPUDirectRDMAWrites] = x_cuFlushGPUDirectRDMAWrites,

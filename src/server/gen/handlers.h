@@ -92,6 +92,7 @@ CUresult om_x_cuGraphHostNodeGetParams(struct call *c); /* hostnodes */
 CUresult om_x_cuGraphHostNodeSetParams(struct call *c); /* hostnodes */
 CUresult om_x_cuLaunchKernel(struct call *c); /* launch */
 CUresult om_x_cuLaunchKernelEx(struct call *c); /* launch */
+CUresult om_x_cuTensorMapReplaceAddress(struct call *c); /* legacy */
 CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */
 CUresult om_x_cuMemAlloc_v2(struct call *c); /* memory */
 CUresult om_x_cuMemFreeHost(struct call *c); /* memory */

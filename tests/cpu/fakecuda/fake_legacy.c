@@ -69,13 +69,20 @@ EXPORT int cuFlushGPUDirectRDMAWrites(int target, int scope)
     return CUDA_SUCCESS;
 }
 
-/* Tensor maps: the 128-byte descriptor holds the address, the rank and the data type. */
+/* Tensor maps: the 128-byte descriptor holds the address, the rank and the data type.
+ * Encoding needs a current context (measured on the H100: without one, the driver answered XLA
+ * CUDA_ERROR_INVALID_CONTEXT). */
+extern int fake_context_made;
+#define CUDA_ERROR_INVALID_CONTEXT 201
+
 EXPORT int cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *addr,
                                   const uint64_t *dim, const uint64_t *strides, const unsigned *box,
                                   const unsigned *estrides, int interleave, int swizzle, int l2,
                                   int oob)
 {
     (void)strides, (void)box, (void)estrides, (void)interleave, (void)swizzle, (void)l2, (void)oob;
+    if (!fake_context_made)
+        return CUDA_ERROR_INVALID_CONTEXT;
     if (!map || ((uintptr_t)map & 63) || rank == 0 || rank > 5 || !dim || ((uintptr_t)addr & 15))
         return CUDA_ERROR_INVALID_VALUE;
     memset(map, 0, 128);

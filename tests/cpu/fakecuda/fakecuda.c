@@ -171,9 +171,14 @@ typedef unsigned long long dptr_t;
 
 static size_t allocated;
 
+/* Whether this process ever made a context current (the server does; a client in remote mode
+ * never does): calls the real driver answers only in a context check it (fake_legacy.c). */
+int fake_context_made;
+
 EXPORT int cuCtxSetCurrent(void *ctx)
 {
-    (void)ctx;
+    if (ctx)
+        fake_context_made = 1;
     return CUDA_SUCCESS;
 }
 

@@ -728,6 +728,33 @@ static CUresult g_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *green
     return rc;
 }
 
+static CUresult g_cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    CUresult rc;
+
+    ENTER(cuTensorMapEncodeTiled);
+    rc = ((CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill))gen_next[OM_IDX_cuTensorMapEncodeTiled])(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill);
+    return rc;
+}
+
+static CUresult g_cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    CUresult rc;
+
+    ENTER(cuTensorMapEncodeIm2col);
+    rc = ((CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, const int *, const int *, cuuint32_t, cuuint32_t, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill))gen_next[OM_IDX_cuTensorMapEncodeIm2col])(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill);
+    return rc;
+}
+
+static CUresult g_cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    CUresult rc;
+
+    ENTER(cuTensorMapEncodeIm2colWide);
+    rc = ((CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, int, int, cuuint32_t, cuuint32_t, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapIm2ColWideMode, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill))gen_next[OM_IDX_cuTensorMapEncodeIm2colWide])(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill);
+    return rc;
+}
+
 static CUresult g_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
 {
     CUresult rc;
@@ -1375,6 +1402,9 @@ static const struct {
     {OM_IDX_cuStreamUpdateCaptureDependencies, (void *)g_cuStreamUpdateCaptureDependencies},
     {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
     {OM_IDX_cuGreenCtxGetId, (void *)g_cuGreenCtxGetId},
+    {OM_IDX_cuTensorMapEncodeTiled, (void *)g_cuTensorMapEncodeTiled},
+    {OM_IDX_cuTensorMapEncodeIm2col, (void *)g_cuTensorMapEncodeIm2col},
+    {OM_IDX_cuTensorMapEncodeIm2colWide, (void *)g_cuTensorMapEncodeIm2colWide},
     {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
     {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
