@@ -43,6 +43,33 @@ FIGURES = {
                       lambda v: v == 1),
 }
 
+# B7 (bench/frameworks.py): per N, aggregate images/s; the goal is NVIDIA MPS's anchor on the
+# H100 (BENCHMARKS.md; 26 900/s from 16 copies on, all 64 served), and the slowest copy's time.
+for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900), (64, 26900)):
+    FIGURES["b7_n%d_img_s" % _n] = ("b7", "ResNet-18 fp16 batch 8, %d cop%s: images/s"
+                                    % (_n, "y" if _n == 1 else "ies"), "/s", ">= %d" % _anchor,
+                                    lambda v, a=_anchor: v >= a)
+    FIGURES["b7_n%d_served" % _n] = ("b7", "%d copies: copies served (when not all)" % _n, "",
+                                     "all", None)
+    FIGURES["b7_n%d_slowest_s" % _n] = ("b7", "%d cop%s: slowest copy's 300 batches"
+                                        % (_n, "y" if _n == 1 else "ies"), "s", "", None)
+for _tag, _what in (("b8", "a newcomer (its code seen before)"),
+                    ("b8f", "a newcomer loading a never-seen kernel")):
+    FIGURES[_tag + "_median_ms"] = ("b8", "8 copies' median batch latency, before " + _what,
+                                    "ms", "<= 2.3", lambda v: v <= 2.3)
+    FIGURES[_tag + "_worst_before_ms"] = ("b8", "8 copies' worst batch, before " + _what, "ms",
+                                          "", None)
+    FIGURES[_tag + "_worst_during_ms"] = ("b8", "8 copies' worst batch while " + _what +
+                                          " starts", "ms", "<= 10" if _tag == "b8" else "reported",
+                                          (lambda v: v <= 10) if _tag == "b8" else None)
+    FIGURES[_tag + "_newcomer_s"] = ("b8", "the newcomer's start to first result (" + _what +
+                                     ")", "s", "", None)
+for _n in (1, 2, 4, 8):
+    FIGURES["tut_n%d_s" % _n] = ("tut", "tutorial: %d cop%s of 10 matmuls 10000^2, slowest"
+                                 % (_n, "y" if _n == 1 else "ies"), "s", "", None)
+    FIGURES["tut_n%d_per_s" % _n] = ("tut", "tutorial: %d cop%s, matmuls/s together"
+                                     % (_n, "y" if _n == 1 else "ies"), "/s", "", None)
+
 
 def parse(out):
     vals = {}

@@ -18,11 +18,14 @@ repeated; the table gives the median, the spread (min-max) and the ratio of the 
 mode's median at N = 1. Every run goes to bench.csv; the B1/B1c plot to b1.png (matplotlib) or,
 without matplotlib, to b1.svg. B2-B6 (bench/calls.cu, bench/figures.py): one table of figures
 (median of the repeats per mode, openmps over native and over MPS, the goal), every run in
-figures.csv. Without an NVIDIA GPU or nvcc it says so and exits 1.
+figures.csv. B7, B8 and the tutorial with PyTorch (bench/frameworks.py, bench/torch_worker.py: copies
+of a PyTorch process; left out, with the reason, where PyTorch or torchvision is missing) add
+their figures to that table. Without an NVIDIA GPU or nvcc it says so and exits 1.
 
 Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
-                    [--modes native,mps,openmps] [--workloads b1,b1c,b2,b3,b4,b5,b6]
+                    [--modes native,mps,openmps] [--workloads b1,b1c,b2,...,b8,tut]
                     [--seconds 0.5] [--native-max-n 64] [--b4-clients 128]
+                    [--b7-n "1 4 8 16 32 64"] [--b7-native-max-n 16]
 """
 import argparse
 import csv
@@ -39,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import figures  # noqa: E402  (bench/figures.py: B2-B6)
+import frameworks  # noqa: E402  (bench/frameworks.py: B7, B8, the tutorial with PyTorch)
 WORKLOAD_FLAGS = {"b1": [], "b1m": ["--managed"], "b1c": ["--chain"]}
 WORKLOAD_TITLES = {
     "b1": "B1: one thread, one kernel",
@@ -305,14 +309,21 @@ def main():
     ap.add_argument("--repeats", type=int, default=int(os.environ.get("BENCH_REPEATS", "3")))
     ap.add_argument("--modes", default=os.environ.get("BENCH_MODES", "native,mps,openmps"))
     ap.add_argument("--workloads",
-                    default=os.environ.get("BENCH_WORKLOADS", "b1,b1c,b2,b3,b4,b5,b6"))
+                    default=os.environ.get("BENCH_WORKLOADS",
+                                           "b1,b1c,b2,b3,b4,b5,b6,b7,b8,tut"))
     ap.add_argument("--b4-clients", type=int, default=int(os.environ.get("BENCH_B4_N", "128")),
                     help="clients B4 starts at once (natively at most 16: each holds a context)")
     ap.add_argument("--seconds", type=float, default=0.5, help="one copy's kernel time alone")
     ap.add_argument("--native-max-n", type=int,
                     default=int(os.environ.get("BENCH_NATIVE_MAX_N", "64")),
                     help="largest N run natively (time-slicing 128 copies takes over a minute)")
+    ap.add_argument("--b7-n", default=os.environ.get("BENCH_B7_N", "1 4 8 16 32 64"),
+                    help="copies of B7's ResNet-18 process")
+    ap.add_argument("--b7-native-max-n", type=int,
+                    default=int(os.environ.get("BENCH_B7_NATIVE_MAX_N", "16")),
+                    help="largest B7 N run natively (time-slicing saturates at 4 copies)")
     args = ap.parse_args()
+    b7_ns = sorted({int(x) for x in args.b7_n.split()})
 
     if shutil.which("nvidia-smi") is None or subprocess.run(
             ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
@@ -325,13 +336,19 @@ def main():
     ns = sorted({int(x) for x in args.n.split()})
     workloads = [w for w in args.workloads.split(",") if w]
     modes = [m for m in args.modes.split(",") if m]
-    others = {"b2": "b2", "b3": "b3", "b4": "b4", "b5": "b5", "b6": "b6"}
+    others = {"b2": "b2", "b3": "b3", "b4": "b4", "b5": "b5", "b6": "b6", "b7": "b7", "b8": "b8",
+              "tut": "tut"}
     for w in workloads:
         if w not in WORKLOAD_FLAGS and w not in others:
             print("bench: unknown workload %r (known: %s)"
                   % (w, ", ".join(list(WORKLOAD_FLAGS) + list(others))), file=sys.stderr)
             return 2
     fig_workloads = [w for w in workloads if w in others]
+    torch_missing = frameworks.have_torch() if {"b7", "b8", "tut"} & set(fig_workloads) else None
+    if torch_missing:
+        print("bench: B7, B8 and the tutorial need PyTorch and torchvision (%s): left out"
+              % torch_missing, file=sys.stderr)
+        fig_workloads = [w for w in fig_workloads if w not in ("b7", "b8", "tut")]
     workloads = [w for w in workloads if w in WORKLOAD_FLAGS]
     if "mps" in modes and shutil.which("nvidia-cuda-mps-control") is None:
         print("bench: nvidia-cuda-mps-control not found: the NVIDIA MPS column is left out",
@@ -389,7 +406,8 @@ def main():
                                       % (m, w, n, ok, n, err), file=sys.stderr)
                                 break  # a refusal (NVIDIA MPS past 48) repeats: one run shows it
                 for w in fig_workloads:
-                    for rep in range(1 if w == "b4" else args.repeats):
+                    # B4 and B7 once (B7 repeats its rounds inside one set of copies)
+                    for rep in range(1 if w in ("b4", "b7") else args.repeats):
                         progress("%s %s run %d/%d" % (m, w, rep + 1, args.repeats))
                         try:
                             if w == "b2":
@@ -401,6 +419,15 @@ def main():
                                 vals = figures.b4(calls, env, n4)
                             elif w == "b5":
                                 vals = figures.b5(calls, env, fill_iters)
+                            elif w == "b7":
+                                vals = frameworks.b7(env, b7_ns, rounds=max(2, args.repeats),
+                                                     max_n=args.b7_native_max_n
+                                                     if m == "native" else None)
+                            elif w == "b8":
+                                vals = frameworks.b8(env)
+                                vals.update(frameworks.b8(env, fresh=True))
+                            elif w == "tut":
+                                vals = frameworks.tutorial(env)
                             else:
                                 vals = figures.b6(calls, calls_fresh(), env, iterations * 6)
                             err = ""
@@ -426,7 +453,8 @@ def main():
         print("every run: %s" % csv_path)
         print("plot: %s" % plot(rows, workloads, modes, ns, args.out))
     if fig_workloads:
-        print("\nB2-B6: median of %d repeat(s) (B4: one run; natively at most 16 clients)"
+        print("\nB2-B8: median of %d repeat(s) (B4: one run, natively at most 16 clients; B7: "
+              "one set of copies per N, the median of its rounds)"
               % args.repeats)
         print(figures.table(fig_rows, modes))
         print("every run: %s" % os.path.join(args.out, "figures.csv"))

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: MIT
+"""B7, B8 and the tutorial's PyTorch experiment (BENCHMARKS.md): copies of bench/torch_worker.py
+in one mode (bench/run.py starts and stops the modes). Each function returns its figures as a
+dict (name -> value); a copy that fails raises RuntimeError with its last error line, except
+where a refusal is itself the figure (NVIDIA MPS past 48 clients: the copies served count)."""
+import os
+import select
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_worker.py")
+PYTHON = os.environ.get("BENCH_PYTHON", sys.executable)
+
+
+def have_torch():
+    """None when PyTorch and torchvision import, otherwise why not."""
+    r = subprocess.run([PYTHON, "-c", "import torch, torchvision"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
+
+
+class Pool:
+    """N copies of one role; each says "ready" after its warm-up, then runs a round per start
+    instant it is given."""
+
+    def __init__(self, n, args, env, ready_s=None):
+        self.procs = [subprocess.Popen([PYTHON, WORKER] + args, env=env, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                      for _ in range(n)]
+        self.errors = []
+        ready_by = time.time() + (ready_s or 120 + 3 * n)
+        self.ready = []
+        for p in self.procs:
+            left = max(0.0, ready_by - time.time())
+            if select.select([p.stdout], [], [], left)[0] and p.stdout.readline().strip() == "ready":
+                self.ready.append(p)
+
+    def start(self, delay=0.5):
+        """Gives every ready copy one start instant; returns it (seconds since the epoch)."""
+        at = time.time() + delay
+        for p in self.ready:
+            p.stdin.write("%d\n" % int(at * 1000))
+            p.stdin.flush()
+        return at
+
+    def lines(self, p, prefix, count, timeout):
+        got, deadline = [], time.time() + timeout
+        while len(got) < count:
+            left = deadline - time.time()
+            if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+                raise RuntimeError("a copy gave no %r line in %.0f s" % (prefix, timeout))
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError("a copy ended: " + self.last_error(p))
+            if line.startswith(prefix):
+                got.append(line.split())
+        return got
+
+    def last_error(self, p):
+        try:
+            p.wait(timeout=10)
+            return ((p.stderr.read() or "").strip().splitlines() or ["exit %s" % p.returncode])[-1][:200]
+        except subprocess.TimeoutExpired:
+            return "still running"
+
+    def close(self):
+        for p in self.procs:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def refused(self):
+        """The last error of a copy that never became ready (closing its stdin first)."""
+        for p in self.procs:
+            if p not in self.ready:
+                try:
+                    p.stdin.close()
+                except OSError:
+                    pass
+                return self.last_error(p)
+        return ""
+
+
+def b7(env, ns, rounds=2, batches=300, max_n=None):
+    """Per N: aggregate images/s (sum over copies of 8 x batches / its time; median over
+    rounds) and the slowest copy's time (s). A mode that refuses copies (NVIDIA MPS past 48)
+    reports how many it served instead."""
+    vals = {}
+    for n in ns:
+        if max_n and n > max_n:
+            continue
+        pool = Pool(n, ["resnet", str(rounds), str(batches)], env)
+        try:
+            if len(pool.ready) < n:
+                vals["b7_n%d_served" % n] = len(pool.ready)
+                print("b7 N=%d: %d of %d copies ready; first refusal: %s"
+                      % (n, len(pool.ready), n, pool.refused()), file=sys.stderr)
+                continue
+            aggs, slowest = [], []
+            for _ in range(rounds):
+                pool.start(0.5 + 0.01 * n)
+                el = [float(pool.lines(p, "round", 1, 120 + 2 * n)[0][3]) for p in pool.ready]
+                aggs.append(sum(8 * batches / e for e in el))
+                slowest.append(max(el))
+            vals["b7_n%d_img_s" % n] = statistics.median(aggs)
+            vals["b7_n%d_slowest_s" % n] = statistics.median(slowest)
+        finally:
+            pool.close()
+    return vals
+
+
+def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0):
+    """8 copies run batches back to back; a 9th process starts `newcomer_at` s in. Figures: the
+    8's median batch latency before it (after their first second), their worst before it, their
+    worst while it starts (batches that end between its start and its first result, or that
+    began before its result and ended after), and the newcomer's time to its first result."""
+    tag = "b8f" if fresh else "b8"
+    pool = Pool(8, ["stream", str(seconds)], env)
+    try:
+        if len(pool.ready) < 8:
+            raise RuntimeError("%d of 8 copies ready: %s" % (len(pool.ready), pool.refused()))
+        at = pool.start(1.0)
+        time.sleep(max(0.0, at + newcomer_at - time.time()))
+        nc = subprocess.run([PYTHON, WORKER, "newcomer"] + (["fresh"] if fresh else []), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=120)
+        line = [x.split() for x in nc.stdout.splitlines() if x.startswith("newcomer ")]
+        if nc.returncode or not line:
+            raise RuntimeError("the newcomer failed: " +
+                               ((nc.stderr.strip().splitlines() or ["?"])[-1][:200]))
+        n0, n1 = int(line[0][1]), int(line[0][2])
+        lat = []
+        for p in pool.ready:
+            lat += [(int(x[1]), float(x[2]))
+                    for x in pool.lines(p, "lat", 1, seconds + 60)]
+            for x in p.stdout:  # the rest of its lines
+                if x.startswith("lat "):
+                    f = x.split()
+                    lat.append((int(f[1]), float(f[2])))
+        before = [ms for end, ms in lat if at + 1.0 <= end / 1e9 and end < n0]
+        during = [ms for end, ms in lat if end >= n0 and end - ms * 1e6 <= n1]
+        if not before or not during:
+            raise RuntimeError("no batch before or during the newcomer's start")
+        return {tag + "_median_ms": statistics.median(before),
+                tag + "_worst_before_ms": max(before),
+                tag + "_worst_during_ms": max(during),
+                tag + "_newcomer_s": (n1 - n0) / 1e9}
+    finally:
+        pool.close()
+
+
+def tutorial(env, ns=(1, 2, 4, 8), rounds=2):
+    """The tutorial's experiment with PyTorch: N copies of 10 products of 10000 x 10000 started
+    at one instant; per N the slowest copy's time (s, median over rounds) and the aggregate
+    products per second."""
+    vals = {}
+    for n in ns:
+        pool = Pool(n, ["matmul", str(rounds)], env)
+        try:
+            if len(pool.ready) < n:
+                raise RuntimeError("%d of %d copies ready: %s" % (len(pool.ready), n,
+                                                                pool.refused()))
+            slowest = []
+            for _ in range(rounds):
+                pool.start(0.5)
+                slowest.append(max(float(pool.lines(p, "round", 1, 300)[0][3])
+                                   for p in pool.ready))
+            vals["tut_n%d_s" % n] = statistics.median(slowest)
+            vals["tut_n%d_per_s" % n] = 10 * n / statistics.median(slowest)
+        finally:
+            pool.close()
+    return vals
