@@ -65,7 +65,8 @@ CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool 
 
 /* A handle of `kind` the calling client owns (0 allowed when `nullable`); INVALID_HANDLE. */
 CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable);
-/* [p, p + len) lies within the calling client's device memory. */
+/* [p, p + len) lies within memory of the calling client the device may touch: its device
+ * allocations, or its pinned host memory by device pointer. */
 bool om_arg_range(struct call *c, uint64_t p, uint64_t len);
 
 /* Handles a call creates: room under the client's budget of the kind (OUT_OF_MEMORY, logged

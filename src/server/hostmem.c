@@ -305,6 +305,19 @@ void om_hostmem_reap(void)
                  (unsigned long long)freed);
 }
 
+/* The session's region whose device pointer range holds [addr, addr + n) (under unified
+ * addressing the same as its server address). */
+struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n)
+{
+    for (size_t i = 0; i < s->nhostmem; i++) {
+        struct om_hostmem *h = s->hostmem[i];
+        uint64_t base = (uint64_t)h->device;
+        if (addr >= base && n <= h->len && addr - base <= h->len - n)
+            return h;
+    }
+    return NULL;
+}
+
 /* The session's region holding [addr, addr + n), by the server's address. */
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n)
 {

@@ -299,6 +299,7 @@ void om_hostmem_reap(void);
 uint64_t om_hostmem_total(void); /* bytes registered now, for the server's budget */
 CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
+struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n);
 
 /* resources.c */
 int om_handles_add(struct om_handles *h, uint64_t v);

@@ -37,7 +37,7 @@ CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, boo
 
 bool om_arg_range(struct call *c, uint64_t p, uint64_t len)
 {
-    return om_ranges_cover(&c->s->allocs, p, len);
+    return om_ranges_cover(&c->s->allocs, p, len) || (len && om_hostmem_find_device(c->s, p, len));
 }
 
 CUresult om_own_room(struct session *s, enum om_handle_kind kind)

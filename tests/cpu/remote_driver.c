@@ -359,6 +359,14 @@ static void roundtrip(void)
     OK(cuMemcpyHtoD_v2(b, pin_in + 5, 1000));                 /* synchronous, from pinned */
     OK(cuMemcpyDtoH_v2(back, b, 1000));
     EXPECT(memcmp(back, pin_in + 5, 1000) == 0);
+    /* pinned memory is device memory to memsets and device-to-device copies (XLA memsets its
+     * pinned buffers), an allocation's worth and no further */
+    OK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)(pin_out + 8), 0x5a5a5a5au, 4, s));
+    OK(cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)(pin_out + 100), b, 16));
+    OK(cuStreamSynchronize(s));
+    EXPECT(pin_out[8] == 0x5a && pin_out[23] == 0x5a && pin_out[24] == pin_in[24]);
+    EXPECT(memcmp(pin_out + 100, pin_in + 5, 16) == 0);
+    EXPECT(cuMemsetD8_v2((CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 8), 0, 16) == 1);
     OK(cuMemFreeHost(pin_in));
     OK(cuMemFreeHost(pin_out));
     EXPECT(cuMemFreeHost(pin_in) == 1);

@@ -346,6 +346,17 @@ CUresult om_r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstrea
     return dtoh(dst, src, n, s, true);
 }
 
+/* Pinned host memory of this client is device memory to the driver (unified addressing): its
+ * device pointer, which the server takes (the client's mapping is normally at the same
+ * address; where it could not be, the pointers differ). */
+static void pinned_as_device(CUdeviceptr *p)
+{
+    CUdeviceptr d;
+
+    if (om_pinned_device_pointer((void *)(uintptr_t)*p, &d) == 0)
+        *p = d;
+}
+
 static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)
 {
     REQ(req, 40);
@@ -354,6 +365,8 @@ static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
         return dtoh((void *)(uintptr_t)dst, src, n, s, false); /* into the shadow */
     if (in_managed(src, n))
         return htod(dst, (const void *)(uintptr_t)src, n, s, !wait); /* from the shadow */
+    pinned_as_device(&dst);
+    pinned_as_device(&src);
 
     om_put_u64(&req, dst);
     om_put_u64(&req, src);
@@ -413,6 +426,7 @@ static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t
         return rc;
     }
 
+    pinned_as_device(&dst);
     om_put_u64(&req, dst);
     om_put_u64(&req, value);
     om_put_u64(&req, width);

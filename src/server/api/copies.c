@@ -130,7 +130,7 @@ CUresult om_x_cuMemcpyDtoD_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!om_ranges_cover(&c->s->allocs, dst, n) || !om_ranges_cover(&c->s->allocs, src, n))
+    if (!om_arg_range(c, dst, n) || !om_arg_range(c, src, n))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
@@ -152,7 +152,7 @@ CUresult om_x_cuMemsetD8_v2(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((width != 1 && width != 2 && width != 4) || count > UINT64_MAX / 4 ||
-        !om_ranges_cover(&c->s->allocs, dst, count * width))
+        !om_arg_range(c, dst, count * width))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
