@@ -5,7 +5,10 @@
 # both to pass (exit 0) AND then to print the same stdout (a diff is shown otherwise). A source
 # names its extra link flags on a line "// openmps-gpu-link: FLAGS" and its runs on a line
 # "// openmps-gpu-runs: ARG ..." (one run per word, "-" for none; default one run without
-# arguments). Usage: tests/gpu/api/run.sh BUILD_DIR [OUT_DIR]. Called from tests/gpu/run.sh
+# arguments). A line "// openmps-gpu-pypkg: PACKAGE" (e.g. nvidia.cudnn) names a Python package of
+# the machine's python3 (OPENMPS_GPU_PYTHON) whose include/ and lib/ the source needs (-I, -L and
+# an rpath are added); where it is missing the program is skipped ("SKIP name: reason"), neither
+# passed nor failed. Usage: tests/gpu/api/run.sh BUILD_DIR [OUT_DIR]. Called from tests/gpu/run.sh
 # with OPENMPS_GPU_DAEMON=running under that run's daemon; alone, it starts its own.
 # Exit status: failures.
 set -u
@@ -15,6 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$BUILD/gpu-api # the programs, kept out of OUT (which travels back from the GPU machine)
 mkdir -p "$OUT" "$BIN"
 ARCH=${OPENMPS_GPU_ARCH:-native}
+PY=${OPENMPS_GPU_PYTHON:-python3}
 LIMIT=${OPENMPS_GPU_API_TIMEOUT:-300} # seconds per run: a hang fails instead of blocking
 fails=0
 passes=0
@@ -35,6 +39,18 @@ fi
 for src in "$HERE"/*.cu; do
     name=$(basename "$src" .cu)
     link=$(sed -n 's|^// openmps-gpu-link:||p' "$src")
+    skip=
+    for pkg in $(sed -n 's|^// openmps-gpu-pypkg:||p' "$src"); do
+        # the package's directory (a namespace package has no __file__: its first __path__)
+        dir=$("$PY" -c 'import importlib, sys; print(list(importlib.import_module(sys.argv[1]).__path__)[0])' "$pkg" 2>&1 | tail -n 1)
+        if [ ! -d "$dir/include" ] || [ ! -d "$dir/lib" ]; then
+            skip="$PY has no package $pkg with include/ and lib/ ($dir)"; break
+        fi
+        link="$link -I$dir/include -L$dir/lib -Xlinker -rpath=$dir/lib"
+    done
+    if [ -n "$skip" ]; then
+        echo "SKIP $name: $skip"; rm -f "$BIN/$name.static" "$BIN/$name.shared"; continue
+    fi
     # shellcheck disable=SC2086 # the flags are words
     nvcc -O2 -arch="$ARCH" -I"$HERE" -o "$BIN/$name.static" "$src" $link \
         >"$OUT/$name.build.log" 2>&1 &&
