@@ -36,7 +36,14 @@ if [ "${OPENMPS_GPU_DAEMON:-}" != running ]; then
     "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
 fi
 
+# OPENMPS_GPU_API_ONLY="NAME ...": only those programs (a quick look at new ones).
+SOURCES=
 for src in "$HERE"/*.cu; do
+    name=$(basename "$src" .cu)
+    case " ${OPENMPS_GPU_API_ONLY:-$name} " in *" $name "*) SOURCES="$SOURCES $src" ;; esac
+done
+
+for src in $SOURCES; do
     name=$(basename "$src" .cu)
     link=$(sed -n 's|^// openmps-gpu-link:||p' "$src")
     skip=
@@ -80,7 +87,7 @@ run() { # mode binary tag args...: the output in $OUT/<tag>.<mode>.out and .err
     fi
 }
 
-for src in "$HERE"/*.cu; do
+for src in $SOURCES; do
     name=$(basename "$src" .cu)
     runs=$(sed -n 's|^// openmps-gpu-runs:||p' "$src")
     for kind in static shared; do
