@@ -52,11 +52,32 @@ bool om_runtime_table(const void *uuid)
     return false;
 }
 
+/* OPENMPS_FORWARD_TABLES=HEX,...: tables (by their first four bytes, as the trace names them)
+ * also forwarded to the local driver, to learn whether a library that asks for one works with
+ * the local driver's answer. A diagnostic: a slot that takes a context, stream or module of the
+ * server crashes there. */
+static bool forwarded_by_user(const void *uuid)
+{
+    const char *v = getenv("OPENMPS_FORWARD_TABLES");
+    uint32_t first = (uint32_t)(head8(uuid) >> 32);
+
+    while (v && *v) {
+        char *end;
+        unsigned long x = strtoul(v, &end, 16);
+        if (end == v)
+            break;
+        if ((uint32_t)x == first)
+            return true;
+        v = *end ? end + 1 : end;
+    }
+    return false;
+}
+
 static bool context_free_table(const void *uuid)
 {
     uint64_t h = head8(uuid);
 
-    return h == 0xda9151d33ae6cc41ull || h == 0x69a28e9f24498b47ull;
+    return h == 0xda9151d33ae6cc41ull || h == 0x69a28e9f24498b47ull || forwarded_by_user(uuid);
 }
 
 /* ------------------------------------------------------------------ slots not served */
