@@ -367,6 +367,14 @@ static void roundtrip(void)
     EXPECT(pin_out[8] == 0x5a && pin_out[23] == 0x5a && pin_out[24] == pin_in[24]);
     EXPECT(memcmp(pin_out + 100, pin_in + 5, 16) == 0);
     EXPECT(cuMemsetD8_v2((CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 8), 0, 16) == 1);
+    /* and to copies between host and device memory (XLA reads 8-byte flags so) */
+    uint64_t flag8 = 0;
+    OK(cuMemcpyDtoH_v2(&flag8, (CUdeviceptr)(uintptr_t)(pin_out + 8), 8));
+    EXPECT(flag8 == 0x5a5a5a5a5a5a5a5aull);
+    flag8 = 0x0102030405060708ull;
+    OK(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)(pin_out + 200), &flag8, 8));
+    EXPECT(memcmp(pin_out + 200, &flag8, 8) == 0);
+    EXPECT(cuMemcpyDtoH_v2(&flag8, (CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 4), 8) == 1);
     OK(cuMemFreeHost(pin_in));
     OK(cuMemFreeHost(pin_out));
     EXPECT(cuMemFreeHost(pin_in) == 1);

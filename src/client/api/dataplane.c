@@ -148,6 +148,17 @@ static int host_dirty = 1;
 
 static CUresult managed_pull_if_dirty(void);
 
+/* Pinned host memory of this client is device memory to the driver (unified addressing): its
+ * device pointer, which the server takes (the client's mapping is normally at the same
+ * address; where it could not be, the pointers differ). */
+static void pinned_as_device(CUdeviceptr *p)
+{
+    CUdeviceptr d;
+
+    if (om_pinned_device_pointer((void *)(uintptr_t)*p, &d) == 0)
+        *p = d;
+}
+
 static bool on_device(CUdeviceptr p)
 {
     bool found = false;
@@ -248,6 +259,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
 
     if (n && !src)
         return CUDA_ERROR_INVALID_VALUE;
+    pinned_as_device(&dst); /* into pinned host memory: a device address to the driver */
     if (n == 0)
         return CUDA_SUCCESS;
     if (in_managed(dst, n)) {
@@ -282,6 +294,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
 
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
+    pinned_as_device(&src); /* from pinned host memory (XLA reads its flags so) */
     if (n && in_managed(src, n)) {
         CUresult rc = managed_pull_if_dirty();
         if (rc == CUDA_SUCCESS)
@@ -344,17 +357,6 @@ CUresult om_r_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 CUresult om_r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return dtoh(dst, src, n, s, true);
-}
-
-/* Pinned host memory of this client is device memory to the driver (unified addressing): its
- * device pointer, which the server takes (the client's mapping is normally at the same
- * address; where it could not be, the pointers differ). */
-static void pinned_as_device(CUdeviceptr *p)
-{
-    CUdeviceptr d;
-
-    if (om_pinned_device_pointer((void *)(uintptr_t)*p, &d) == 0)
-        *p = d;
 }
 
 static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)

@@ -8,9 +8,10 @@
  *  - the runtime's own six tables come from the local driver (two are covered by the runtime's
  *    integrity check), unmodified but for slot 2 of 263e8860, which takes the current context
  *    (below); its context-local storage table (c693336e) is the shim's (api/primary.c);
- *  - da9151d3 (called by NVRTC under CuPy: compile options in, PTX or ELF out) and 69a28e9f
- *    (called at PyTorch's start) take no context, stream or module in the slots called: they
- *    come from the local driver too;
+ *  - da9151d3 (called by NVRTC under CuPy: compile options in, PTX or ELF out), 69a28e9f
+ *    (called at PyTorch's start) and 1734dc26 (cuBLASLt's cublasLtMatmulAlgoGetHeuristic: slots
+ *    4 and 13, host pointers and small integers only; refused, cuBLASLt crashed) take no
+ *    context, stream or module in the slots called: they come from the local driver too;
  *  - 21318c60 (tools context, asked by cuBLAS and cuFFT) and 6e163fbe (tools module, cuFFT)
  *    take the server's streams and modules: the shim serves them itself, with the slots seen
  *    called answered from the server and every other slot refusing (and saying which, once).
@@ -77,7 +78,8 @@ static bool context_free_table(const void *uuid)
 {
     uint64_t h = head8(uuid);
 
-    return h == 0xda9151d33ae6cc41ull || h == 0x69a28e9f24498b47ull || forwarded_by_user(uuid);
+    return h == 0xda9151d33ae6cc41ull || h == 0x69a28e9f24498b47ull || h == 0x1734dc26800d4745ull ||
+           forwarded_by_user(uuid);
 }
 
 /* ------------------------------------------------------------------ slots not served */

@@ -22,7 +22,7 @@ CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!om_ranges_cover(&c->s->allocs, dst, n) || !om_hostmem_find(c->s, src, n))
+    if (!om_arg_range(c, dst, n) || !om_hostmem_find(c->s, src, n))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
@@ -40,7 +40,7 @@ CUresult om_x_cuMemcpyDtoHAsync_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!om_ranges_cover(&c->s->allocs, src, n) || !om_hostmem_find(c->s, dst, n))
+    if (!om_arg_range(c, src, n) || !om_hostmem_find(c->s, dst, n))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
@@ -88,7 +88,7 @@ CUresult om_x_cuMemcpyHtoD_v2(struct call *c)
     } else if ((rc = om_staged(c, n, CUDA_ERROR_INVALID_VALUE)) != CUDA_SUCCESS) {
         return rc;
     }
-    if (!om_ranges_cover(&c->s->allocs, dst, n))
+    if (!om_arg_range(c, dst, n))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
@@ -106,7 +106,7 @@ CUresult om_x_cuMemcpyDtoH_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (n > c->out.cap || !om_ranges_cover(&c->s->allocs, src, n))
+    if (n > c->out.cap || !om_arg_range(c, src, n))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
