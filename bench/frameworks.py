@@ -91,6 +91,36 @@ class Pool:
         return ""
 
 
+def cpu_sample():
+    """(busy jiffies, all jiffies) of the machine, and the CPU jiffies of the MPS servers
+    (openmps-server, nvidia-cuda-mps-server) now: where the cores went during a round."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    servers = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        if name in ("openmps-server", "nvidia-cuda-mps"):  # comm is cut at 15 characters
+            fields = st[st.rindex(")") + 2:].split()
+            servers += int(fields[11]) + int(fields[12])  # utime, stime
+    return sum(v) - v[3] - v[4], sum(v), servers
+
+
+def cpu_use(before, after):
+    """Cores busy on average (all processes), and cores the servers used."""
+    hz = os.sysconf("SC_CLK_TCK")
+    total = max(1, after[1] - before[1])
+    ncpu = os.cpu_count() or 1
+    wall = total / ncpu / hz
+    return (after[0] - before[0]) / total * ncpu, (after[2] - before[2]) / hz / max(wall, 1e-9)
+
+
 def b7(env, ns, rounds=2, batches=300, max_n=None):
     """Per N: aggregate images/s (sum over copies of 8 x batches / its time; median over
     rounds) and the slowest copy's time (s). A mode that refuses copies (NVIDIA MPS past 48)
@@ -106,14 +136,22 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
                 print("b7 N=%d: %d of %d copies ready; first refusal: %s"
                       % (n, len(pool.ready), n, pool.refused()), file=sys.stderr)
                 continue
-            aggs, slowest = [], []
+            aggs, slowest, busy, server = [], [], [], []
             for _ in range(rounds):
-                pool.start(0.5 + 0.01 * n)
+                at = pool.start(0.5 + 0.01 * n)
+                time.sleep(max(0.0, at - time.time()))
+                c0 = cpu_sample()
                 el = [float(pool.lines(p, "round", 1, 120 + 2 * n)[0][3]) for p in pool.ready]
+                b, sv = cpu_use(c0, cpu_sample())
+                busy.append(b)
+                server.append(sv)
                 aggs.append(sum(8 * batches / e for e in el))
                 slowest.append(max(el))
             vals["b7_n%d_img_s" % n] = statistics.median(aggs)
             vals["b7_n%d_slowest_s" % n] = statistics.median(slowest)
+            # where the host's cores went (BENCHMARKS.md: one copy alone is bound by the host)
+            vals["b7_n%d_cores_busy" % n] = statistics.median(busy)
+            vals["b7_n%d_server_cores" % n] = statistics.median(server)
         finally:
             pool.close()
     return vals

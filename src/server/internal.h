@@ -330,6 +330,9 @@ bool om_idle_now(void);                       /* no client stream has work (aske
 
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
+/* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. */
+bool om_spin_take(void);
+void om_spin_give(void);
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (see wait.c). */

@@ -342,7 +342,10 @@ static void *worker_main(void *arg)
         struct om_rec rec;
         int rc = om_ring_recv(&s->rx, &rec, buf, OM_REC_MAX_PAYLOAD);
         if (rc == -EAGAIN) {
-            om_ring_wait_data(&s->rx, OM_SESSION_POLL_MS, 50, &s->stop);
+            bool spin = om_spin_take();
+            om_ring_wait_data(&s->rx, OM_SESSION_POLL_MS, spin ? 50 : 0, &s->stop);
+            if (spin)
+                om_spin_give();
             continue;
         }
         if (rc < 0) {

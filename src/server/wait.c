@@ -7,6 +7,7 @@
 
 #include "internal.h"
 #include "../common/clock.h"
+#include "../common/log.h"
 
 /*
  * A context's default scheduling (CU_CTX_SCHED_AUTO) spins the CPU in every synchronize while
@@ -25,9 +26,50 @@
  * with sched_yield) or spin (the driver's own spin): for measuring the choice. */
 static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
 
+/*
+ * Spinning is worth its core only while cores are idle. A session's thread spins 50 µs for its
+ * client's next record and 100 µs for the GPU: with framework clients that launch every 20-30
+ * µs, each busy client keeps a server thread spinning all the time, so from half as many
+ * clients as cores the clients (each a busy Python thread) and the spinning threads contend
+ * for the cores. OPENMPS_SPIN_THREADS=N lets at most N server threads spin at once (the
+ * others wait in the kernel at once); unset, every thread may (what B1-B6 were measured with).
+ * B7 measures the choice (docs/benchmarks.md).
+ */
+static int spin_max = -1; /* -1: no limit */
+static int spinning;      /* threads spinning now (__atomic), counted only under a limit */
+
+bool om_spin_take(void)
+{
+    if (spin_max < 0)
+        return true;
+    if (__atomic_add_fetch(&spinning, 1, __ATOMIC_RELAXED) <= spin_max)
+        return true;
+    __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+void om_spin_give(void)
+{
+    if (spin_max >= 0)
+        __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELAXED);
+}
+
 unsigned om_wait_context_flags(void)
 {
     const char *v = getenv("OPENMPS_SERVER_SYNC");
+    const char *n = getenv("OPENMPS_SPIN_THREADS");
+
+    if (n && *n) {
+        char *end;
+        long x = strtol(n, &end, 10);
+        if (*end || x < 0 || x > 1 << 20)
+            om_warn("OPENMPS_SPIN_THREADS=%s is not a count of threads: no limit", n);
+        else if (spin_max != (int)x) {
+            spin_max = (int)x;
+            om_info("spinning: at most %d server thread(s) at once (OPENMPS_SPIN_THREADS)",
+                    spin_max);
+        }
+    }
 
     if (v && !strcmp(v, "yield"))
         sync_flags = CU_CTX_SCHED_YIELD;
@@ -64,9 +106,14 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
 
     if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
         return sync(h);
+    if (!om_spin_take())
+        return sync(h);
     while ((rc = query(h)) == CUDA_ERROR_NOT_READY)
-        if (om_mono_ns() - start > SPIN_NS)
+        if (om_mono_ns() - start > SPIN_NS) {
+            om_spin_give();
             return sync(h);
+        }
+    om_spin_give();
     return rc == CUDA_SUCCESS && settle_pools ? sync(h) : rc;
 }
 

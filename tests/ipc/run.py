@@ -1374,6 +1374,29 @@ def chain_times(sched, kernel_ms=100, pairs=2):
 
 
 @test
+def remote_spin_threads_limit_keeps_serving():
+    """OPENMPS_SPIN_THREADS=0: no server thread spins (each waits in the kernel at once), and
+    three clients at once are served as before; a value that is not a count is refused with a
+    warning that names it, and the server runs without a limit."""
+    for value, logged in (("0", "spinning: at most 0 server thread(s) at once"),
+                          ("lots", "OPENMPS_SPIN_THREADS=lots is not a count of threads")):
+        e = Env(start=False)
+        ok = False
+        try:
+            e.env["OPENMPS_SPIN_THREADS"] = value
+            e.start()
+            procs = [remote(e, "chain", "2") for _ in range(3)]
+            for p in procs:
+                out, err = p.communicate(timeout=120)
+                check(p.returncode == 0 and "chain ok" in out,
+                      "OPENMPS_SPIN_THREADS=%s: %r %r" % (value, out, err))
+            wait_for(lambda: logged in e.log("server.log"), what="the server's line: " + logged)
+            ok = True
+        finally:
+            e.close(ok)
+
+
+@test
 def remote_scheduler_holds_work_behind_long_kernels():
     """With scheduling on (OPENMPS_SCHED=always; by default it turns on past 32 client
     streams), each operation after a running kernel waits in the server until that kernel is
