@@ -6,8 +6,8 @@
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
-# tests/gpu/api/debug.sh NAME. frameworks: tests/gpu/frameworks/run.sh (issue #11; not yet part
-# of the tier).
+# tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
+# part of the tier, gputier).
 # probe: the private export tables the libraries and frameworks call, and the pool-trim probe.
 # The stress steps (issue #9; tests/gpu/stress/):
 #   torture       1000 clients killed with SIGKILL at random instants (TORTURE_* settings)

@@ -133,5 +133,9 @@ fi
 # The driver-API families (issue #10): their own runner, under this daemon.
 OPENMPS_GPU_DAEMON=running sh "$HERE/api/run.sh" "$BUILD" "$OUT/api"
 fails=$((fails + $?))
+# The libraries and frameworks (issue #11): PyTorch, CuPy, JAX, MPI with the machine's python3,
+# each natively and under openmps (a framework that is missing is skipped with its reason).
+OPENMPS_GPU_DAEMON=running sh "$HERE/frameworks/run.sh" "$BUILD" "$OUT/frameworks"
+fails=$((fails + $?))
 echo "gpu tier: $passes passed, $fails failed"
 exit $fails
