@@ -90,6 +90,11 @@ struct CUgreenCtx_st *om_green_of_context(CUcontext ctx);
  * context when it is not the one the last call had (the NULL stream is that green context's). */
 void om_green_before_call(void);
 void om_stream_forget(CUstream s);
+/* api/streams.c: the NULL, legacy and per-thread streams, and those this process created. */
+bool om_stream_known(CUstream s);
+/* api/hostnodes.c: no capture of this process is open (none begun, or all ended): then no
+ * stream of this process is capturing, and capture queries are answered here. */
+bool om_capture_none(void);
 /* api/primary.c: the calling thread's current context (NULL: none). */
 void om_current_context(CUcontext *ret);
 /* api/primary.c: the device of the calling thread's current context (0: none). */

@@ -533,6 +533,16 @@ static void capture(void)
     OK(cuStreamEndCapture(sb, &g));
     OK(cuStreamIsCapturing(sb, &status));
     EXPECT(status == 0);
+    /* no capture open: answered in the client for its own streams, the server still refuses
+     * a stream that is not the client's */
+    status = 7;
+    OK(cuStreamIsCapturing(NULL, &status));
+    EXPECT(status == 0);
+    status = 7, id = 9;
+    OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
+    EXPECT(status == 0 && ndeps == 0 && deps == NULL);
+    EXPECT(cuStreamIsCapturing((CUstream)(uintptr_t)0x7777, &status) == 400);
+    EXPECT(cuStreamIsCapturing(sb, NULL) == 1);
     OK(cuCtxSynchronize());
     OK(cuMemcpyDtoH_v2(host, b, sizeof(host)));
     EXPECT(all(host, 16, 6)); /* the default stream's kernel ran, not captured */

@@ -231,6 +231,11 @@ void om_capture_begun(CUresult rc)
         __atomic_add_fetch(&open_captures, 1, __ATOMIC_ACQ_REL);
 }
 
+bool om_capture_none(void)
+{
+    return !__atomic_load_n(&open_captures, __ATOMIC_ACQUIRE);
+}
+
 /* Ended: a graph, or an invalidated (901) or unjoined (904) capture; any other error leaves the
  * count (a stale count costs a question, never a wrong answer). */
 void om_capture_ended(CUresult rc)

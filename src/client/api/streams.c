@@ -61,6 +61,19 @@ void om_stream_forget(CUstream s)
     free(e);
 }
 
+bool om_stream_known(CUstream s)
+{
+    struct sctx *e;
+
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return true;
+    pthread_mutex_lock(&sctxs_lock);
+    for (e = sctxs; e && e->s != s; e = e->next) {
+    }
+    pthread_mutex_unlock(&sctxs_lock);
+    return e != NULL;
+}
+
 /* The stream's context: the one current at its creation; the current one for the NULL,
  * legacy and per-thread streams. A stream the server does not know as this client's:
  * INVALID_HANDLE (asked through cuStreamGetPriority). */

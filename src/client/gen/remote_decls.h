@@ -151,8 +151,12 @@ CUresult om_r_cuStreamBeginCapture(CUstream hStream); /* graphs */
 CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* graphs */
 CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode); /* graphs */
 CUresult om_r_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph); /* graphs */
+CUresult om_r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out); /* graphs */
+CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out);
 CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out); /* graphs */
 CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out); /* graphs */
+CUresult om_r_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus); /* graphs */
+CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags); /* graphs */
 CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode); /* graphs */
 CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams); /* graphs */

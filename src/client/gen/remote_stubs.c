@@ -1311,7 +1311,7 @@ static CUresult r_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
     return om_rpost(OM_IDX_cuGraphUpload, &req);
 }
 
-static CUresult r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1339,7 +1339,7 @@ static CUresult r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2830,14 +2830,14 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2);
     om_remote_set(OM_IDX_cuStreamEndCapture, (void *)om_r_cuStreamEndCapture);
     om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_r_cuStreamEndCapture);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)r_cuStreamGetCaptureInfo);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_ptsz, (void *)r_cuStreamGetCaptureInfo);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)om_r_cuStreamGetCaptureInfo);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_ptsz, (void *)om_r_cuStreamGetCaptureInfo);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2, (void *)om_r_cuStreamGetCaptureInfo_v2);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v2);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3, (void *)om_r_cuStreamGetCaptureInfo_v3);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v3);
-    om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)r_cuStreamIsCapturing);
-    om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)r_cuStreamIsCapturing);
+    om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)om_r_cuStreamIsCapturing);
+    om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)om_r_cuStreamIsCapturing);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)r_cuStreamUpdateCaptureDependencies);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)r_cuStreamUpdateCaptureDependencies);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
