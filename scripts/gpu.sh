@@ -3,7 +3,8 @@
 # The one script for the GPU machine: builds, runs the tests (the GPU tier
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
-# [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe].
+# [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
+# [torchtrace].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -45,6 +46,28 @@ for step in $STEPS; do
         } >"$OUT/b1diag.log" 2>&1 ;;
     api)
         { make && tests/gpu/api/run.sh build "$OUT/api"; } >"$OUT/api.log" 2>&1 ;;
+    # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough
+    # (what the driver sees natively) and under openmps: which calls cost a batch its time.
+    torchtrace)
+        {
+            make && T=$(mktemp -d /tmp/openmps-tt.XXXXXX)
+            [ -n "${T:-}" ] && for mode in passthrough openmps; do
+                if [ $mode = openmps ]; then
+                    export CUDA_MPS_PIPE_DIRECTORY="$T/pipe" CUDA_MPS_LOG_DIRECTORY="$T/log"
+                    build/openmps-control -d
+                else
+                    export CUDA_MPS_PIPE_DIRECTORY=/nonexistent
+                fi
+                date +%s%3N | LD_LIBRARY_PATH="$PWD/build/lib" OPENMPS_TRACE=1 timeout 300 \
+                    python3 bench/torch_worker.py resnet 1 40 >"$OUT/torchtrace.$mode.out" \
+                    2>"$T/trace.$mode"
+                echo "== $mode: $(cat "$OUT/torchtrace.$mode.out" | tr '\n' ' ')"
+                python3 bench/calltrace.py "$T/trace.$mode" --last 20 | head -n 40
+                [ $mode = openmps ] && echo quit | build/openmps-control
+            done
+            unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+            rm -rf "$T"
+        } >"$OUT/torchtrace.log" 2>&1 ;;
     # The framework programs (issue #11; tests/gpu/frameworks/run.sh), natively and under openmps.
     frameworks)
         { make && tests/gpu/frameworks/run.sh build "$OUT/frameworks"; } >"$OUT/frameworks.log" 2>&1 ;;
@@ -158,7 +181,8 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | frameworks | gputier | probe) tail -n 70 "$OUT/$step.log" ;;
+    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace)
+        tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;
     esac
