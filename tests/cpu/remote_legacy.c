@@ -43,6 +43,7 @@ CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuFuncSetBlockShape(CUfunction, int, int, int);
+CUresult cuFuncGetAttribute(int *, int, CUfunction);
 CUresult cuFuncSetSharedSize(CUfunction, unsigned);
 CUresult cuParamSetSize(CUfunction, unsigned);
 CUresult cuParamSeti(CUfunction, int, unsigned);
@@ -150,6 +151,17 @@ static void legacy_launches(void)
     EXPECT(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 4) == 1);
     EXPECT(cuLaunchCooperativeKernelMultiDevice(NULL, 1, 0) == 1);
     OK(cuCtxSynchronize());
+    /* attributes fixed at build time are asked once, those a program may set every time */
+    int v = 0;
+    for (int i = 0; i < 3; i++) {
+        OK(cuFuncGetAttribute(&v, 4, f)); /* registers */
+        EXPECT(v == 1004);
+        OK(cuFuncGetAttribute(&v, 8, f)); /* dynamic shared size: settable */
+        EXPECT(v == 1008);
+    }
+    OK(cuFuncGetAttribute(&v, 4, g)); /* another function: its own answer */
+    EXPECT(v == 1004);
+    EXPECT(cuFuncGetAttribute(NULL, 4, f) == 1);
 }
 
 static void v1_arrays(void)

@@ -3301,6 +3301,9 @@ def remote_legacy_family():
         check(by["cuTensorMapEncodeTiled"][2] == "7f0000001000", "the address encoded: %r" % log)
         check(len([l for l in log if l[0] == "cuTensorMapEncodeTiled"]) == 1,
               "no refused tensor map reached the driver: %r" % log)
+        attrs = [l[2] for l in log if l[0] == "cuKernelGetAttribute"]
+        check(attrs.count("4") == 2 and attrs.count("8") == 3,
+              "a fixed attribute asked once per function, a settable one every time: %r" % attrs)
         f32 = lambda x: "%x" % struct.unpack("<I", struct.pack("<f", x))[0]
         check(by.get("cuTexRefSetMipmapLevelBias", [""] * 3)[2] == f32(-0.375),
               "the bias reached the driver bit for bit: %r" % log)

@@ -846,8 +846,11 @@ CUresult om_r_cuModuleLoadFatBinary(CUmodule *mod, const void *image)
     return load_image(OM_IDX_cuLibraryLoadData, mod, image);
 }
 
+static void attr_cache_clear(void);
+
 CUresult om_r_cuLibraryUnload(CUlibrary lib)
 {
+    attr_cache_clear(); /* its functions' handles may come back for another image's */
     return om_rcall_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
 }
 
@@ -986,8 +989,46 @@ CUresult om_r_cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mo
     return om_r_cuLibraryGetGlobal(dptr, bytes, mod, name);
 }
 
+/*
+ * A function's attributes fixed when its image was built (threads per block, static shared,
+ * constant and local sizes, registers, PTX and binary versions, the CA cache mode, whether a
+ * cluster size must be set: attributes 0-7 and 10) are kept here once asked: cuDNN and
+ * cuBLASLt ask them around their launches, a round trip each. The attributes a program can set
+ * (dynamic shared size, carveout, cluster dimensions and policies) are always asked: module
+ * images, and so function handles, are shared by the server's clients, and another client may
+ * have set one. Direct-mapped by handle; a module or library unload empties it (a handle may
+ * be reused by the next load).
+ */
+#define ATTR_FIXED                                                                                 \
+    ((1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6) |           \
+     (1u << 7) | (1u << 10))
+#define ATTR_SLOTS 1024 /* a power of two */
+
+static struct attr_entry {
+    uint64_t handle;
+    uint64_t dev;
+    uint32_t known; /* bit a: v[a] holds attribute a */
+    int v[11];
+} attr_cache[ATTR_SLOTS];
+static pthread_mutex_t attr_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct attr_entry *attr_slot(uint64_t handle, uint64_t dev)
+{
+    uint64_t h = (handle >> 4) * 0x9E3779B97F4A7C15ull + dev;
+
+    return &attr_cache[(h >> 32) & (ATTR_SLOTS - 1)];
+}
+
+static void attr_cache_clear(void)
+{
+    pthread_mutex_lock(&attr_lock);
+    memset(attr_cache, 0, sizeof(attr_cache));
+    pthread_mutex_unlock(&attr_lock);
+}
+
 static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, uint64_t dev)
 {
+    bool fixed = attrib >= 0 && attrib <= 10 && (ATTR_FIXED >> attrib & 1);
     uint64_t v = 0;
     uint32_t got = 0;
     REQ(req, 24);
@@ -995,12 +1036,32 @@ static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, ui
 
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
+    if (fixed && handle) {
+        struct attr_entry *e = attr_slot(handle, dev);
+        bool hit;
+        pthread_mutex_lock(&attr_lock);
+        hit = e->handle == handle && e->dev == dev && (e->known >> attrib & 1);
+        if (hit)
+            *value = e->v[attrib];
+        pthread_mutex_unlock(&attr_lock);
+        if (hit)
+            return CUDA_SUCCESS;
+    }
     om_put_u64(&req, (uint64_t)(uint32_t)attrib);
     om_put_u64(&req, handle);
     om_put_u64(&req, dev);
     rc = om_rcall(index, &req, &v, sizeof(v), &got);
     if (rc == CUDA_SUCCESS)
         *value = (int)(int64_t)v;
+    if (rc == CUDA_SUCCESS && fixed && handle) {
+        struct attr_entry *e = attr_slot(handle, dev);
+        pthread_mutex_lock(&attr_lock);
+        if (e->handle != handle || e->dev != dev)
+            *e = (struct attr_entry){.handle = handle, .dev = dev};
+        e->v[attrib] = *value;
+        e->known |= 1u << attrib;
+        pthread_mutex_unlock(&attr_lock);
+    }
     return rc;
 }
 
