@@ -4,7 +4,7 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace].
+# [torchtrace] [b7diag].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -46,6 +46,14 @@ for step in $STEPS; do
         } >"$OUT/b1diag.log" 2>&1 ;;
     api)
         { make && tests/gpu/api/run.sh build "$OUT/api"; } >"$OUT/api.log" 2>&1 ;;
+    # B7 where openmps fell (16 copies) beside where it held (8), in the variants that tell the
+    # suspects apart: the scheduler off, spinning capped (B7DIAG_MODES, B7DIAG_N).
+    b7diag)
+        {
+            make && BENCH_OUT="$OUT/b7diag" BENCH_WORKLOADS=b7 BENCH_REPEATS=2 \
+                BENCH_MODES="${B7DIAG_MODES:-openmps,openmps-spincap,openmps-nosched}" \
+                BENCH_B7_N="${B7DIAG_N:-8 16}" make bench
+        } >"$OUT/b7diag.log" 2>&1 ;;
     # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough
     # (what the driver sees natively) and under openmps: which calls cost a batch its time.
     torchtrace)
@@ -181,7 +189,7 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace)
+    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;
