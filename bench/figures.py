@@ -58,7 +58,7 @@ for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900),
     FIGURES["b7_n%d_server_cores" % _n] = ("b7", "%d cop%s: host cores the server used"
                                            % (_n, "y" if _n == 1 else "ies"), "", "", None)
 for _tag, _what in (("b8", "a newcomer (its code seen before)"),
-                    ("b8f", "a newcomer loading a never-seen kernel")):
+                    ("b8f", "a newcomer loading never-seen images")):
     FIGURES[_tag + "_median_ms"] = ("b8", "8 copies' median batch latency, before " + _what,
                                     "ms", "<= 2.3", lambda v: v <= 2.3)
     FIGURES[_tag + "_worst_before_ms"] = ("b8", "8 copies' worst batch, before " + _what, "ms",
@@ -68,6 +68,8 @@ for _tag, _what in (("b8", "a newcomer (its code seen before)"),
                                           (lambda v: v <= 10) if _tag == "b8" else None)
     FIGURES[_tag + "_newcomer_s"] = ("b8", "the newcomer's start to first result (" + _what +
                                      ")", "s", "", None)
+    FIGURES[_tag + "_newcomer_cuda_s"] = ("b8", "the newcomer's PyTorch import to first result ("
+                                          + _what + ")", "s", "", None)
 for _n in (1, 2, 4, 8):
     FIGURES["tut_n%d_s" % _n] = ("tut", "tutorial: %d cop%s of 10 matmuls 10000^2, slowest"
                                  % (_n, "y" if _n == 1 else "ies"), "s", "", None)

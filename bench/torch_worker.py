@@ -11,10 +11,8 @@
   stream SECONDS         the same model; after "ready" and the start instant, batches back to
                          back for SECONDS, each synchronised; then one line per batch:
                          "lat END_NS MS"
-  newcomer [fresh]       B8's 9th process: imports PyTorch, runs one 4096 x 4096 matrix
-                         product (and, with fresh, a kernel no server has seen: a jiterator
-                         function with a new constant, compiled by NVRTC and loaded); prints
-                         "newcomer START_NS END_NS"
+  newcomer               B8's 9th process: imports PyTorch, runs one 4096 x 4096 float32
+                         matrix product; prints "newcomer START_NS END_NS IMPORTED_NS"
   matmul ROUNDS          the tutorial's exercise: a 10000 x 10000 float32 torch.matmul; one
                          warm-up product, "ready", then per round: waits for the start instant,
                          runs 10 products, synchronises, prints "round R elapsed_s E"
@@ -86,16 +84,10 @@ def main():
     elif role == "newcomer":
         import torch
 
+        t_import = time.time_ns()
         a = torch.randn(4096, 4096, device="cuda")
         (a @ a).sum().item()
-        if len(sys.argv) > 2 and sys.argv[2] == "fresh":
-            from torch.cuda import jiterator
-
-            salt = time.time_ns() % 1000003
-            fn = jiterator._create_jit_fn(
-                "template <typename T> T fresh(T x) { return x * T(%d) + T(1); }" % salt)
-            fn(a[0]).sum().item()
-        print("newcomer %d %d" % (T0, time.time_ns()), flush=True)
+        print("newcomer %d %d %d" % (T0, time.time_ns(), t_import), flush=True)
     elif role == "matmul":
         import torch
 
