@@ -439,7 +439,8 @@ static int vmm(void)
     round_trip(va + g, 2 * g, 8);
     OK(cuMemsetD32_v2(va + g - 64, 0x01020304u, (g + 128) / 4));
     IS(cuMemsetD8_v2(va + 2 * g, 0, 2 * g), INVALID_VALUE); /* into the unmapped quarter */
-    IS(cuMemcpyHtoD_v2(va + 3 * g - 8, &flags, 16), INVALID_VALUE);
+    unsigned char past[16] = {0};
+    IS(cuMemcpyHtoD_v2(va + 3 * g - 8, past, sizeof(past)), INVALID_VALUE);
     OK(cuMemUnmap(va + 2 * g, g));
     OK(cuMemRelease(h3));
     OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
