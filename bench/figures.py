@@ -53,6 +53,10 @@ for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900),
                                      "all", None)
     FIGURES["b7_n%d_slowest_s" % _n] = ("b7", "%d cop%s: slowest copy's 300 batches"
                                         % (_n, "y" if _n == 1 else "ies"), "s", "", None)
+    FIGURES["b7_n%d_gpu_mib" % _n] = ("b7", "%d cop%s: GPU memory of all processes (nvidia-smi)"
+                                      % (_n, "y" if _n == 1 else "ies"), "MiB", "", None)
+    FIGURES["b7_n%d_copy_mib" % _n] = ("b7", "%d cop%s: GPU memory of the largest copy process"
+                                       % (_n, "y" if _n == 1 else "ies"), "MiB", "", None)
     FIGURES["b7_n%d_cores_busy" % _n] = ("b7", "%d cop%s: host cores busy (all processes)"
                                          % (_n, "y" if _n == 1 else "ies"), "", "", None)
     FIGURES["b7_n%d_server_cores" % _n] = ("b7", "%d cop%s: host cores the server used"

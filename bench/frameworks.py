@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import figures
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "torch_worker.py")
 PYTHON = os.environ.get("BENCH_PYTHON", sys.executable)
@@ -136,6 +138,11 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
                 print("b7 N=%d: %d of %d copies ready; first refusal: %s"
                       % (n, len(pool.ready), n, pool.refused()), file=sys.stderr)
                 continue
+            # GPU memory with the N copies ready (models loaded, warmed up): all processes
+            # nvidia-smi lists, the copies' own and any server's (the footprint figure)
+            mem = figures.gpu_memory()
+            vals["b7_n%d_gpu_mib" % n] = sum(mem.values())
+            vals["b7_n%d_copy_mib" % n] = max([mem.get(p.pid, 0) for p in pool.ready] or [0])
             aggs, slowest, busy, server = [], [], [], []
             for _ in range(rounds):
                 at = pool.start(0.5 + 0.01 * n)
