@@ -167,7 +167,8 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem)
 {
     if (s->ndevcache < OM_DEVCACHE_ENTRIES && size <= CACHE_MAX_BYTES) {
-        s->devcache[s->ndevcache++] = (struct om_range){base, size, mem, true, false, 0, false};
+        s->devcache[s->ndevcache++] =
+            (struct om_range){base, size, mem, true, false, 0, false, false};
         return;
     }
     om_devmem_free(base, size, mem);

@@ -46,6 +46,7 @@ struct om_range {
     bool managed;  /* shadowed in the client: never kept for reuse (devmem.c) */
     uint64_t pool; /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
     bool graph;    /* a graph allocation's range, held by graphs (api/graphs.c) */
+    bool mapped;   /* a cuMemMap mapping (api/vmm.c): one buffer with a mapping beside it */
 };
 struct om_ranges {
     struct om_range *v;

@@ -135,16 +135,18 @@ int om_ranges_add(struct om_ranges *r, uint64_t base, uint64_t size, uint64_t me
         r->v = nv;
         r->cap = cap;
     }
-    r->v[r->n++] = (struct om_range){base, size, mem, owned, false, 0, false};
+    r->v[r->n++] = (struct om_range){base, size, mem, owned, false, 0, false, false};
     return 0;
 }
 
-/* Ranges side by side cover a span together: handles mapped next to each other in one
- * reservation are one buffer to the program (PyTorch's expandable segments grow a segment so;
- * XLA's allocator too), and its copies and memsets cross from one mapping into the next. */
+/* A span lies within one range, or within mappings side by side: handles mapped next to each
+ * other are one buffer to the program (PyTorch's expandable segments grow a segment so), and
+ * its copies and memsets cross from one mapping into the next. Allocations of other kinds that
+ * happen to lie side by side stay apart, as the driver keeps them. */
 bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len)
 {
     uint64_t end = addr + len;
+    bool first = true;
 
     if (len == 0)
         return true;
@@ -153,7 +155,8 @@ bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len)
     while (addr < end) {
         size_t i;
         for (i = 0; i < r->n; i++)
-            if (addr >= r->v[i].base && addr - r->v[i].base < r->v[i].size)
+            if (addr >= r->v[i].base && addr - r->v[i].base < r->v[i].size &&
+                (first || r->v[i].mapped))
                 break;
         if (i == r->n) {
             om_debug("[%#llx, %#llx) is not the client's memory", (unsigned long long)addr,
@@ -162,7 +165,10 @@ bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len)
         }
         if (r->v[i].base + r->v[i].size <= addr) /* a size that wraps: no further */
             return false;
+        if (r->v[i].base + r->v[i].size < end && !r->v[i].mapped)
+            return false; /* past an allocation that is not a mapping */
         addr = r->v[i].base + r->v[i].size;
+        first = false;
     }
     return true;
 }

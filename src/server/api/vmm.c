@@ -175,6 +175,7 @@ CUresult om_x_cuMemMap(struct call *c)
         ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemUnmap))(ptr, (size_t)size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    c->s->allocs.v[c->s->allocs.n - 1].mapped = true; /* the range just added */
     return CUDA_SUCCESS;
 }
 
