@@ -305,27 +305,25 @@ void om_hostmem_reap(void)
                  (unsigned long long)freed);
 }
 
-/* The session's region whose device pointer range holds [addr, addr + n) (under unified
- * addressing the same as its server address). */
-struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n)
+/* The session's region holding [addr, addr + n), by the server's address or by its device
+ * pointer (under unified addressing the same). */
+static struct om_hostmem *find(struct session *s, uint64_t addr, uint64_t n, bool device)
 {
     for (size_t i = 0; i < s->nhostmem; i++) {
         struct om_hostmem *h = s->hostmem[i];
-        uint64_t base = (uint64_t)h->device;
+        uint64_t base = device ? (uint64_t)h->device : (uint64_t)(uintptr_t)h->addr;
         if (addr >= base && n <= h->len && addr - base <= h->len - n)
             return h;
     }
     return NULL;
 }
 
-/* The session's region holding [addr, addr + n), by the server's address. */
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n)
 {
-    for (size_t i = 0; i < s->nhostmem; i++) {
-        struct om_hostmem *h = s->hostmem[i];
-        uint64_t base = (uint64_t)(uintptr_t)h->addr;
-        if (addr >= base && n <= h->len && addr - base <= h->len - n)
-            return h;
-    }
-    return NULL;
+    return find(s, addr, n, false);
+}
+
+struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n)
+{
+    return find(s, addr, n, true);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* How the server's threads wait for the GPU: briefly spinning, then asleep in the driver. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,22 +55,29 @@ void om_spin_give(void)
         __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELAXED);
 }
 
+static void spin_init(void)
+{
+    const char *n = getenv("OPENMPS_SPIN_THREADS");
+    char *end;
+    long x;
+
+    if (!n || !*n)
+        return;
+    x = strtol(n, &end, 10);
+    if (*end || x < 0 || x > 1 << 20) {
+        om_warn("OPENMPS_SPIN_THREADS=%s is not a count of threads: no limit", n);
+        return;
+    }
+    spin_max = (int)x;
+    om_info("spinning: at most %d server thread(s) at once (OPENMPS_SPIN_THREADS)", spin_max);
+}
+
 unsigned om_wait_context_flags(void)
 {
+    static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
     const char *v = getenv("OPENMPS_SERVER_SYNC");
-    const char *n = getenv("OPENMPS_SPIN_THREADS");
 
-    if (n && *n) {
-        char *end;
-        long x = strtol(n, &end, 10);
-        if (*end || x < 0 || x > 1 << 20)
-            om_warn("OPENMPS_SPIN_THREADS=%s is not a count of threads: no limit", n);
-        else if (spin_max != (int)x) {
-            spin_max = (int)x;
-            om_info("spinning: at most %d server thread(s) at once (OPENMPS_SPIN_THREADS)",
-                    spin_max);
-        }
-    }
+    pthread_once(&spin_once, spin_init); /* once for the server, not per device */
 
     if (v && !strcmp(v, "yield"))
         sync_flags = CU_CTX_SCHED_YIELD;

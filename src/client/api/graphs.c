@@ -658,21 +658,15 @@ static bool surely_not_capturing(CUstream s)
 
 CUresult om_r_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
 {
-    if (status && surely_not_capturing(s)) {
-        *status = (CUstreamCaptureStatus)CAPTURE_NONE;
-        return CUDA_SUCCESS;
-    }
+    if (status && surely_not_capturing(s))
+        return om_r_cuStreamGetCaptureInfo_v3(s, status, NULL, NULL, NULL, NULL, NULL);
     return om_rpc_cuStreamIsCapturing(s, status);
 }
 
 CUresult om_r_cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
 {
-    if (status && surely_not_capturing(s)) {
-        *status = (CUstreamCaptureStatus)CAPTURE_NONE;
-        if (id)
-            *id = 0;
-        return CUDA_SUCCESS;
-    }
+    if (status && surely_not_capturing(s))
+        return om_r_cuStreamGetCaptureInfo_v3(s, status, id, NULL, NULL, NULL, NULL);
     return om_rpc_cuStreamGetCaptureInfo(s, status, id);
 }
 

@@ -187,21 +187,9 @@ int om_pinned_device_pointer(void *p, CUdeviceptr *ret)
 
 CUresult om_r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags)
 {
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-
     if (!dptr || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_rwlock_rdlock(&pinned_lock);
-    for (size_t i = 0; i < npinned; i++) {
-        const struct pinned *r = &pinned[i];
-        if ((uint8_t *)p >= r->addr && (uint8_t *)p < r->addr + r->len) {
-            *dptr = r->device + (CUdeviceptr)((uint8_t *)p - r->addr);
-            rc = CUDA_SUCCESS;
-            break;
-        }
-    }
-    pthread_rwlock_unlock(&pinned_lock);
-    return rc;
+    return om_pinned_device_pointer(p, dptr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult om_r_cuMemHostGetFlags(unsigned *flags, void *p)
