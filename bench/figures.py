@@ -61,6 +61,8 @@ for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900),
                                          % (_n, "y" if _n == 1 else "ies"), "", "", None)
     FIGURES["b7_n%d_server_cores" % _n] = ("b7", "%d cop%s: host cores the server used"
                                            % (_n, "y" if _n == 1 else "ies"), "", "", None)
+    FIGURES["b7_n%d_threads_queued" % _n] = ("b7", "%d cop%s: threads waiting for a core (avg)"
+                                             % (_n, "y" if _n == 1 else "ies"), "", "", None)
 for _tag, _what in (("b8", "a newcomer (its code seen before)"),
                     ("b8f", "a newcomer loading never-seen images")):
     FIGURES[_tag + "_median_ms"] = ("b8", "8 copies' median batch latency, before " + _what,

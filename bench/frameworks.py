@@ -94,33 +94,44 @@ class Pool:
 
 
 def cpu_sample():
-    """(busy jiffies, all jiffies) of the machine, and the CPU jiffies of the MPS servers
-    (openmps-server, nvidia-cuda-mps-server) now: where the cores went during a round."""
+    """(busy jiffies, all jiffies) of the machine, the CPU jiffies of the MPS servers
+    (openmps-server, nvidia-cuda-mps-server) and the nanoseconds every thread of the machine
+    has spent runnable but waiting for a core (schedstat's run delay) now: where the cores
+    went during a round, and whether threads queued for them."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    servers = 0
+    servers = waited = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open("/proc/%s/stat" % pid) as f:
                 st = f.read()
+            tasks = os.listdir("/proc/%s/task" % pid)
         except OSError:
             continue
+        for tid in tasks:
+            try:
+                with open("/proc/%s/task/%s/schedstat" % (pid, tid)) as f:
+                    waited += int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
         name = st[st.index("(") + 1:st.rindex(")")]
         if name in ("openmps-server", "nvidia-cuda-mps"):  # comm is cut at 15 characters
             fields = st[st.rindex(")") + 2:].split()
             servers += int(fields[11]) + int(fields[12])  # utime, stime
-    return sum(v) - v[3] - v[4], sum(v), servers
+    return sum(v) - v[3] - v[4], sum(v), servers, waited
 
 
 def cpu_use(before, after):
-    """Cores busy on average (all processes), and cores the servers used."""
+    """Cores busy on average (all processes), cores the servers used, and threads waiting for
+    a core on average (run delay over wall time)."""
     hz = os.sysconf("SC_CLK_TCK")
     total = max(1, after[1] - before[1])
     ncpu = os.cpu_count() or 1
-    wall = total / ncpu / hz
-    return (after[0] - before[0]) / total * ncpu, (after[2] - before[2]) / hz / max(wall, 1e-9)
+    wall = max(total / ncpu / hz, 1e-9)
+    return ((after[0] - before[0]) / total * ncpu, (after[2] - before[2]) / hz / wall,
+            (after[3] - before[3]) / 1e9 / wall)
 
 
 def b7(env, ns, rounds=2, batches=300, max_n=None):
@@ -143,15 +154,16 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
             mem = figures.gpu_memory()
             vals["b7_n%d_gpu_mib" % n] = sum(mem.values())
             vals["b7_n%d_copy_mib" % n] = max([mem.get(p.pid, 0) for p in pool.ready] or [0])
-            aggs, slowest, busy, server = [], [], [], []
+            aggs, slowest, busy, server, queued = [], [], [], [], []
             for _ in range(rounds):
                 at = pool.start(0.5 + 0.01 * n)
                 time.sleep(max(0.0, at - time.time()))
                 c0 = cpu_sample()
                 el = [float(pool.lines(p, "round", 1, 120 + 2 * n)[0][3]) for p in pool.ready]
-                b, sv = cpu_use(c0, cpu_sample())
+                b, sv, q = cpu_use(c0, cpu_sample())
                 busy.append(b)
                 server.append(sv)
+                queued.append(q)
                 aggs.append(sum(8 * batches / e for e in el))
                 slowest.append(max(el))
             vals["b7_n%d_img_s" % n] = statistics.median(aggs)
@@ -159,6 +171,7 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
             # where the host's cores went (BENCHMARKS.md: one copy alone is bound by the host)
             vals["b7_n%d_cores_busy" % n] = statistics.median(busy)
             vals["b7_n%d_server_cores" % n] = statistics.median(server)
+            vals["b7_n%d_threads_queued" % n] = statistics.median(queued)
         finally:
             pool.close()
     return vals
