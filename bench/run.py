@@ -13,6 +13,8 @@ on the same machine.
            (OPENMPS_SERVER_SYNC=yield) instead of polling, then sleeping
   openmps-spincap  the same with at most BENCH_SPIN_THREADS (4) server threads spinning at once
            (OPENMPS_SPIN_THREADS): what spinning costs the framework clients of B7
+  openmps-spinall  the same with every server thread allowed to spin (OPENMPS_SPIN_THREADS=all),
+           as before the default left busy clients their cores
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
 moment (each says when its context exists; then all get one start time); the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
@@ -87,6 +89,8 @@ class Mode:
                 env["OPENMPS_SERVER_SYNC"] = "yield"
             if self.name == "openmps-spincap":
                 env["OPENMPS_SPIN_THREADS"] = os.environ.get("BENCH_SPIN_THREADS", "4")
+            if self.name == "openmps-spinall":
+                env["OPENMPS_SPIN_THREADS"] = "all"
             lib = os.path.join(self.build, "lib")
             env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
                                             if env.get("LD_LIBRARY_PATH") else "")

@@ -103,6 +103,8 @@ struct session {
     int stop;             /* asks the worker to leave (__atomic) */
     int failed;           /* the worker found a protocol error (__atomic) */
     uint64_t calls;       /* records served */
+    uint64_t waits;       /* times its thread found no record and waited */
+    struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
     char end_reason[200]; /* a copy: the caller's text may not outlive the worker */
     unsigned left_after;  /* sessions left then, for the log */
     /* What the client owns; freed by session_free whatever the moment. */
@@ -329,11 +331,21 @@ int om_idle_track(CUstream st);               /* -ENOMEM: the caller destroys th
 CUresult om_idle_stream_destroy(CUstream st); /* forgets it, then destroys it */
 bool om_idle_now(void);                       /* no client stream has work (asked, not waited) */
 
+/* profile.c: OPENMPS_PROFILE, a session's server time per entry point, logged as it ends. */
+bool om_profile_on(void);
+void om_profile_start(struct session *s);
+void om_profile_add(struct session *s, int index, uint64_t ns);
+void om_profile_report(struct session *s); /* and frees the profile */
+
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
 /* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. */
 bool om_spin_take(void);
 void om_spin_give(void);
+/* Whether this session thread's client is busy (it sent records lately): busy clients take
+ * cores that spinning threads then leave them. */
+void om_spin_client_busy(bool busy);
+#define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (see wait.c). */

@@ -135,8 +135,11 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
             size_t out_len = 0;
             bool posted = rec->flags & OM_REC_POSTED;
             uint64_t t0 = om_log_level_current >= OM_LOG_DEBUG ? (om_mono_ns() / 1000) : 0;
+            uint64_t p0 = s->profile ? om_mono_ns() : 0;
             reply.status = om_exec(s, rec->op - OM_OP_ENTRY_BASE, payload, rec->len, out,
                                    OM_REPLY_MAX, &out_len, posted);
+            if (p0)
+                om_profile_add(s, rec->op - OM_OP_ENTRY_BASE, om_mono_ns() - p0);
             /* At debug level, every call's start and length: a timeline of what each client
              * put on the GPU when, for questions the benchmarks' figures do not answer. */
             if (t0)
@@ -319,10 +322,12 @@ static void *worker_main(void *arg)
     struct session *s = arg;
     uint8_t *buf = malloc(OM_REC_MAX_PAYLOAD), *out;
     struct om_replybuf reply;
+    bool busy = false; /* the client sent records lately (wait.c: spinning leaves it a core) */
 
     /* Its default stream counts for the scheduler from now on, though the stream itself is
      * made at its first use: clients that start together are all counted before they launch. */
     om_sched_stream_created();
+    om_profile_start(s);
     /* The client's work runs in the server's context, on this thread; what the driver prints
      * here (kernel printf) is the client's (output.c). */
     om_output_bind(s);
@@ -343,11 +348,17 @@ static void *worker_main(void *arg)
         int rc = om_ring_recv(&s->rx, &rec, buf, OM_REC_MAX_PAYLOAD);
         if (rc == -EAGAIN) {
             bool spin = om_spin_take();
-            om_ring_wait_data(&s->rx, OM_SESSION_POLL_MS, spin ? 50 : 0, &s->stop);
+            int waited = om_ring_wait_data(&s->rx, busy ? OM_BUSY_IDLE_MS : OM_SESSION_POLL_MS,
+                                           spin ? 50 : 0, &s->stop);
             if (spin)
                 om_spin_give();
+            if (waited == -ETIMEDOUT && busy)
+                om_spin_client_busy(busy = false);
+            s->waits++;
             continue;
         }
+        if (!busy)
+            om_spin_client_busy(busy = true);
         if (rc < 0) {
             om_err("client %d sent a malformed record (%s); closing its session", (int)s->pid,
                    strerror(-rc));
@@ -367,12 +378,14 @@ static void *worker_main(void *arg)
             break;
         }
     }
+    om_spin_client_busy(false);
     free(buf);
     /*
      * The session is this thread's alone now (the main thread unlinked it and
      * never waits for it): waiting for the client's own GPU work here stalls
      * nobody else, however long that work runs.
      */
+    om_profile_report(s);
     release_gpu_resources(s);
     om_replybuf_put(reply); /* after the client's streams are done with it */
     om_info("Client %d disconnected (%s; %llu call(s) served; %u client(s) left)", (int)s->pid,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* How the server's threads wait for the GPU: briefly spinning, then asleep in the driver. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,21 +31,37 @@ static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
 
 /*
  * Spinning is worth its core only while cores are idle. A session's thread spins 50 µs for its
- * client's next record and 100 µs for the GPU: with framework clients that launch every 20-30
- * µs, each busy client keeps a server thread spinning all the time, so from half as many
- * clients as cores the clients (each a busy Python thread) and the spinning threads contend
- * for the cores. OPENMPS_SPIN_THREADS=N lets at most N server threads spin at once (the
- * others wait in the kernel at once); unset, every thread may (what B1-B6 were measured with).
- * B7 measures the choice (docs/benchmarks.md).
+ * client's next record and 100 µs for the GPU: with framework clients that launch every 5-30
+ * µs, each busy client keeps a server thread spinning all the time, so past half as many busy
+ * clients as cores, the clients (each a busy Python thread) and the spinning threads contend
+ * for the cores. Measured on the H100 machine's 16 cores (B7, 16 PyTorch copies): with every
+ * thread allowed to spin, 12 threads waited for a core on average and the copies made 10 200
+ * images/s; with none spinning, 6.7 waited and they made 22 400 (docs/benchmarks.md).
+ *
+ * So by default (auto) a thread may spin only while the busy clients and the spinning threads
+ * together leave a core free for it: spinning + busy clients < CPUs of the server. A client is
+ * busy from its record until its thread has found nothing for OM_BUSY_IDLE_MS (its client then
+ * computes, sleeps, or waits for the GPU in a call this thread serves). OPENMPS_SPIN_THREADS=N
+ * caps the spinning threads at N instead, whatever the clients do; =all lets every thread spin
+ * (what B1-B6 were measured with before the policy): for measuring the choice.
  */
-static int spin_max = -1; /* -1: no limit */
-static int spinning;      /* threads spinning now (__atomic), counted only under a limit */
+enum { SPIN_AUTO = -1, SPIN_ALL = -2 };
+static int spin_max = SPIN_AUTO;
+static int spin_cpus = 1; /* CPUs the server may run on */
+static int spinning;      /* threads spinning now (__atomic) */
+static int busy_clients;  /* sessions whose client is busy (__atomic) */
 
 bool om_spin_take(void)
 {
-    if (spin_max < 0)
+    int limit;
+
+    if (spin_max == SPIN_ALL)
         return true;
-    if (__atomic_add_fetch(&spinning, 1, __ATOMIC_RELAXED) <= spin_max)
+    limit = spin_max >= 0 ? spin_max
+                          : spin_cpus - __atomic_load_n(&busy_clients, __ATOMIC_RELAXED) - 1;
+    if (limit <= 0)
+        return false;
+    if (__atomic_add_fetch(&spinning, 1, __ATOMIC_RELAXED) <= limit)
         return true;
     __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELAXED);
     return false;
@@ -51,21 +69,41 @@ bool om_spin_take(void)
 
 void om_spin_give(void)
 {
-    if (spin_max >= 0)
+    if (spin_max != SPIN_ALL)
         __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELAXED);
+}
+
+static __thread bool thread_busy; /* this session thread's client counts as busy */
+
+void om_spin_client_busy(bool busy)
+{
+    if (busy == thread_busy)
+        return;
+    thread_busy = busy;
+    __atomic_add_fetch(&busy_clients, busy ? 1 : -1, __ATOMIC_RELAXED);
 }
 
 static void spin_init(void)
 {
     const char *n = getenv("OPENMPS_SPIN_THREADS");
+    cpu_set_t set;
     char *end;
     long x;
 
-    if (!n || !*n)
+    spin_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    if (!n || !*n || !strcmp(n, "auto")) {
+        om_info("spinning: while busy clients and spinning threads leave one of %d CPU(s) free",
+                spin_cpus);
         return;
+    }
+    if (!strcmp(n, "all")) {
+        spin_max = SPIN_ALL;
+        om_info("spinning: every thread may spin (OPENMPS_SPIN_THREADS=all)");
+        return;
+    }
     x = strtol(n, &end, 10);
     if (*end || x < 0 || x > 1 << 20) {
-        om_warn("OPENMPS_SPIN_THREADS=%s is not a count of threads: no limit", n);
+        om_warn("OPENMPS_SPIN_THREADS=%s is not auto, all or a count of threads: auto", n);
         return;
     }
     spin_max = (int)x;
@@ -105,6 +143,18 @@ void om_wait_settle_pools(void)
 /* Streams and events are both pointers to the driver, and the two pairs of calls take one. */
 typedef CUresult (*handle_call)(void *);
 
+/* Asleep in the driver: the client waits too (in its call), so it is not busy meanwhile. */
+static CUresult sleep_in(handle_call sync, void *h)
+{
+    bool was = thread_busy;
+    CUresult rc;
+
+    om_spin_client_busy(false);
+    rc = sync(h);
+    om_spin_client_busy(was);
+    return rc;
+}
+
 static CUresult wait_for(void *h, int query_index, int sync_index)
 {
     handle_call query = (handle_call)om_server_real[query_index];
@@ -114,15 +164,14 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
 
     if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
         return sync(h);
-    if (!om_spin_take())
-        return sync(h);
-    while ((rc = query(h)) == CUDA_ERROR_NOT_READY)
-        if (om_mono_ns() - start > SPIN_NS) {
-            om_spin_give();
-            return sync(h);
-        }
-    om_spin_give();
-    return rc == CUDA_SUCCESS && settle_pools ? sync(h) : rc;
+    if (om_spin_take()) {
+        while ((rc = query(h)) == CUDA_ERROR_NOT_READY && om_mono_ns() - start <= SPIN_NS)
+            ;
+        om_spin_give();
+        if (rc != CUDA_ERROR_NOT_READY)
+            return rc == CUDA_SUCCESS && settle_pools ? sync(h) : rc;
+    }
+    return sleep_in(sync, h);
 }
 
 CUresult om_wait_stream(CUstream st)

@@ -1375,11 +1375,14 @@ def chain_times(sched, kernel_ms=100, pairs=2):
 
 @test
 def remote_spin_threads_limit_keeps_serving():
-    """OPENMPS_SPIN_THREADS=0: no server thread spins (each waits in the kernel at once), and
-    three clients at once are served as before; a value that is not a count is refused with a
-    warning that names it, and the server runs without a limit."""
+    """OPENMPS_SPIN_THREADS=0: no server thread spins (each waits in the kernel at once), =all:
+    every one may, unset: while busy clients leave a CPU free; three clients at once are served
+    as before in each; a value that is none of these is refused with a warning that names it,
+    and the server keeps the default."""
     for value, logged in (("0", "spinning: at most 0 server thread(s) at once"),
-                          ("lots", "OPENMPS_SPIN_THREADS=lots is not a count of threads")):
+                          ("all", "spinning: every thread may spin"),
+                          ("", "spinning: while busy clients and spinning threads leave one"),
+                          ("lots", "OPENMPS_SPIN_THREADS=lots is not auto, all or a count")):
         e = Env(start=False)
         ok = False
         try:
