@@ -100,13 +100,13 @@ struct session {
     struct om_limits limits;
     pthread_t worker;
     bool worker_started;
-    int stop;             /* asks the worker to leave (__atomic) */
-    int failed;           /* the worker found a protocol error (__atomic) */
-    uint64_t calls;       /* records served */
-    uint64_t waits;       /* times its thread found no record and waited */
+    int stop;                   /* asks the worker to leave (__atomic) */
+    int failed;                 /* the worker found a protocol error (__atomic) */
+    uint64_t calls;             /* records served */
+    uint64_t waits;             /* times its thread found no record and waited */
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
-    char end_reason[200]; /* a copy: the caller's text may not outlive the worker */
-    unsigned left_after;  /* sessions left then, for the log */
+    char end_reason[200];       /* a copy: the caller's text may not outlive the worker */
+    unsigned left_after;        /* sessions left then, for the log */
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream;                /* its NULL, legacy and per-thread default stream */
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
@@ -346,6 +346,9 @@ void om_spin_give(void);
  * cores that spinning threads then leave them. */
 void om_spin_client_busy(bool busy);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
+/* How long a busy client's thread naps between looks at its ring (OPENMPS_NAP_US; 0: it
+ * sleeps until a record wakes it). */
+unsigned om_nap_us(void);
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (see wait.c). */

@@ -77,9 +77,8 @@ void om_profile_report(struct session *s)
     }
     *at = 0;
     for (int k = 0; k < ntop; k++)
-        at += snprintf(at, sizeof(line) - (size_t)(at - line), "%s%s %llu x %.2f us",
-                       k ? ", " : "", om_server_entry_name(top[k]),
-                       (unsigned long long)p->calls[top[k]],
+        at += snprintf(at, sizeof(line) - (size_t)(at - line), "%s%s %llu x %.2f us", k ? ", " : "",
+                       om_server_entry_name(top[k]), (unsigned long long)p->calls[top[k]],
                        p->ns[top[k]] / 1e3 / (double)p->calls[top[k]]);
     om_info("client %d: profile: %llu driver call(s) in %.1f ms of server time, %llu record(s), "
             "%llu wait(s) for one; most time: %s",

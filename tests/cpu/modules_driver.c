@@ -145,6 +145,9 @@ static void occupancy(void)
     printf("active 256 0 %d\n", n);
     OK(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 96, 20000, 1));
     printf("active 96 20000 %d\n", n);
+    n = -1; /* asked again: the client's kept answer */
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 96, 20000, 1));
+    printf("active again 96 20000 %d\n", n);
     printf("flags2 %d\n", cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 96, 0, 2));
     OK(cuOccupancyAvailableDynamicSMemPerBlock(&avail, f, 4, 256));
     printf("available 4 256 %zu\n", avail);

@@ -44,6 +44,7 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuFuncSetBlockShape(CUfunction, int, int, int);
 CUresult cuFuncGetAttribute(int *, int, CUfunction);
+CUresult cuFuncSetAttribute(CUfunction, int, int);
 CUresult cuFuncSetSharedSize(CUfunction, unsigned);
 CUresult cuParamSetSize(CUfunction, unsigned);
 CUresult cuParamSeti(CUfunction, int, unsigned);
@@ -151,7 +152,7 @@ static void legacy_launches(void)
     EXPECT(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 4) == 1);
     EXPECT(cuLaunchCooperativeKernelMultiDevice(NULL, 1, 0) == 1);
     OK(cuCtxSynchronize());
-    /* attributes fixed at build time are asked once, those a program may set every time */
+    /* attributes are asked once per function, fixed and settable alike */
     int v = 0;
     for (int i = 0; i < 3; i++) {
         OK(cuFuncGetAttribute(&v, 4, f)); /* registers */
@@ -162,6 +163,23 @@ static void legacy_launches(void)
     OK(cuFuncGetAttribute(&v, 4, g)); /* another function: its own answer */
     EXPECT(v == 1004);
     EXPECT(cuFuncGetAttribute(NULL, 4, f) == 1);
+    /* a set is what the client sees next; the same value again costs no round trip */
+    OK(cuFuncSetAttribute(f, 8, 2000));
+    OK(cuFuncSetAttribute(f, 8, 2000));
+    OK(cuFuncGetAttribute(&v, 8, f));
+    EXPECT(v == 2000);
+    /* lowered: the client sees its value, the server keeps the larger permission */
+    OK(cuFuncSetAttribute(f, 8, 500));
+    OK(cuFuncGetAttribute(&v, 8, f));
+    EXPECT(v == 500);
+    /* a hint goes to the driver as set */
+    OK(cuFuncSetAttribute(f, 9, 50));
+    OK(cuFuncGetAttribute(&v, 9, f));
+    EXPECT(v == 50);
+    /* refused: the client's value stays */
+    EXPECT(cuFuncSetAttribute(f, 8, -1) == 1);
+    OK(cuFuncGetAttribute(&v, 8, f));
+    EXPECT(v == 500);
 }
 
 static void v1_arrays(void)

@@ -786,6 +786,13 @@ static CUresult w_cuKernelGetAttribute(int *v, int a, CUkernel k, CUdevice d)
     return ORIG(cuKernelGetAttribute, CUresult(*)(int *, int, CUkernel, CUdevice))(v, a, k, d);
 }
 
+static CUresult w_cuKernelSetAttribute(int a, int v, CUkernel k, CUdevice d)
+{
+    ENTER(cuKernelSetAttribute);
+    check(K_KERNEL, H(k), 1);
+    return ORIG(cuKernelSetAttribute, CUresult(*)(int, int, CUkernel, CUdevice))(a, v, k, d);
+}
+
 /* Arrays, mipmapped arrays (their levels are arrays), texture and surface objects. */
 static CUresult noted(CUresult rc, int kind, uint64_t h)
 {
@@ -2380,6 +2387,7 @@ static const struct {
     W(cuLibraryGetKernel),
     W(cuKernelGetParamInfo),
     W(cuKernelGetAttribute),
+    W(cuKernelSetAttribute),
     W(cuCtxSynchronize),
     W(cuMemHostUnregister),
     W(cuImportExternalMemory),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's hand-written handlers of module images, kernels and their attributes. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -275,17 +276,35 @@ CUresult om_x_cuFuncGetAttribute(struct call *c)
     return rc;
 }
 
+/*
+ * Function handles are shared by the clients that loaded one image, so a value one client sets
+ * is every client's. Two attributes are permissions a launch is checked against: the largest
+ * dynamic shared memory a launch may ask (8) and whether a cluster may exceed the portable size
+ * (14). For those the function keeps the largest value any client set: a client that set what
+ * its launches need is never refused for another's smaller setting (its launches that would
+ * exceed its own setting may then run where natively they fail). Each client sees the value
+ * it set itself (the client keeps it: src/client/api/modules.c).
+ */
+#define ATTR_MAX_DYNAMIC_SHARED 8
+#define ATTR_NON_PORTABLE_CLUSTER 14
+
 CUresult om_x_cuFuncSetAttribute(struct call *c)
 {
     uint64_t k = om_get_u64(&c->in), attrib = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    CUresult (*get)(int *, int, CUkernel, CUdevice) = REAL(cuKernelGetAttribute);
     CUresult rc = ARGS_OK(c);
+    int now = 0;
 
     if (rc == CUDA_SUCCESS)
         rc = owned_kernel(c, k);
-    if (rc == CUDA_SUCCESS)
-        rc = ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
-            (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, 0);
-    return rc;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((attrib == ATTR_MAX_DYNAMIC_SHARED || attrib == ATTR_NON_PORTABLE_CLUSTER) &&
+        (int64_t)v >= 0 && (int64_t)v <= INT32_MAX &&
+        get(&now, (int)attrib, (CUkernel)(uintptr_t)k, 0) == CUDA_SUCCESS && now >= (int)v)
+        return CUDA_SUCCESS; /* already allowed: lowering it would refuse others' launches */
+    return ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
+        (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, 0);
 }
 
 /* ------------------------------------------------------------------ occupancy of clusters */

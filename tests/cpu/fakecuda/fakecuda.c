@@ -784,6 +784,14 @@ EXPORT int cuKernelGetParamInfo(void *kernel, size_t index, size_t *offset, size
     return CUDA_SUCCESS;
 }
 
+/* Attributes set by cuKernelSetAttribute (a few kernels' worth); the others read attrib + 1000. */
+static struct {
+    void *k;
+    int attrib, v;
+} kernel_attrs[64];
+static int nkernel_attrs;
+static pthread_mutex_t kernel_attrs_lock = PTHREAD_MUTEX_INITIALIZER;
+
 EXPORT int cuKernelGetAttribute(int *v, int attrib, void *k, int dev)
 {
     const char *log = getenv("FAKECUDA_LEGACY_LOG"); /* each question, for the tests to count */
@@ -796,6 +804,40 @@ EXPORT int cuKernelGetAttribute(int *v, int attrib, void *k, int dev)
     }
     (void)dev;
     *v = attrib + 1000;
+    pthread_mutex_lock(&kernel_attrs_lock);
+    for (int i = 0; i < nkernel_attrs; i++)
+        if (kernel_attrs[i].k == k && kernel_attrs[i].attrib == attrib)
+            *v = kernel_attrs[i].v;
+    pthread_mutex_unlock(&kernel_attrs_lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuKernelSetAttribute(int attrib, int v, void *k, int dev)
+{
+    const char *log = getenv("FAKECUDA_LEGACY_LOG");
+    FILE *f = log ? fopen(log, "a") : NULL;
+    int i;
+
+    if (f) {
+        fprintf(f, "cuKernelSetAttribute %d %x %llx %d\n", (int)getpid(), (unsigned)attrib,
+                (unsigned long long)(uintptr_t)k, v);
+        fclose(f);
+    }
+    (void)dev;
+    if (v < 0 || attrib < 8 || attrib > 15)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&kernel_attrs_lock);
+    for (i = 0; i < nkernel_attrs; i++)
+        if (kernel_attrs[i].k == k && kernel_attrs[i].attrib == attrib)
+            break;
+    if (i < 64) {
+        kernel_attrs[i].k = k;
+        kernel_attrs[i].attrib = attrib;
+        kernel_attrs[i].v = v;
+        if (i == nkernel_attrs)
+            nkernel_attrs++;
+    }
+    pthread_mutex_unlock(&kernel_attrs_lock);
     return CUDA_SUCCESS;
 }
 
