@@ -21,26 +21,17 @@
  * non-zero; the consumer that found the ring empty spins briefly, then
  * registers in `sleepers`, re-checks, and sleeps on the value it read.
  * `space_bell` / `space_sleepers` do the same for a producer waiting for room.
- *
- * `napping` is the consumer's promise to look at the ring again within a short while (the
- * server's thread of a busy client naps in slices of OPENMPS_NAP_US): a record the producer
- * does not wait on (om_ring_post) then wakes nobody, and the consumer takes it, with the
- * others that came meanwhile, at its next look. The consumer clears it, then re-checks the
- * ring, before it sleeps for good; the producer reads it after publishing, so one of the two
- * always sees the other. Only the consumer writes it; a producer that scribbles on it delays
- * its own records.
  */
 
 #define OM_RING_MAGIC 0x474e5252u /* "RRNG" */
 #define OM_RING_MAJOR 1
-#define OM_RING_MINOR 1
+#define OM_RING_MINOR 0
 
 struct om_ring_queue {
     _Alignas(64) uint64_t head; /* consumer's index */
     _Alignas(64) uint64_t tail; /* producer's index */
     _Alignas(64) uint32_t doorbell;
     uint32_t sleepers;
-    uint32_t napping;
     _Alignas(64) uint32_t space_bell;
     uint32_t space_sleepers;
 };

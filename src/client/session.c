@@ -204,16 +204,14 @@ bool om_client_alive(struct om_client *c)
     return !session_over(c);
 }
 
-/* Puts one record in the ring, waiting for room while the session lives. A posted record
- * does not wake a napping server thread (it looks again within microseconds). */
+/* Puts one record in the ring, waiting for room while the session lives. */
 static int send_record(struct om_client *c, const struct om_rec *rec, const void *payload)
 {
     int rc;
 
     if (c->dead)
         return -ECONNRESET;
-    while ((rc = (rec->flags & OM_REC_POSTED ? om_ring_post : om_ring_send)(&c->tx, rec,
-                                                                            payload)) == -EAGAIN) {
+    while ((rc = om_ring_send(&c->tx, rec, payload)) == -EAGAIN) {
         if (session_over(c))
             return -ECONNRESET;
         om_ring_wait_space(&c->tx, rec->len, OM_CLIENT_LIVENESS_MS, NULL);

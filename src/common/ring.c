@@ -151,12 +151,11 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
 /* Publish-then-check against the waiter's register-then-check: the full
  * fences make the pair a Dekker handshake on every architecture, so one of
  * the two always sees the other (no lost wake-up). */
-static void ring_bell(uint32_t *bell, uint32_t *sleepers, const uint32_t *napping)
+static void ring_bell(uint32_t *bell, uint32_t *sleepers)
 {
     __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) &&
-        !(napping && __atomic_load_n(napping, __ATOMIC_SEQ_CST)))
+    if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST))
         futex(bell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
@@ -170,8 +169,7 @@ void om_ring_kick(struct om_ring_queue *q)
     futex(&q->space_bell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-static int ring_send(struct om_ring_end *tx, const struct om_rec *rec, const void *payload,
-                     bool posted)
+int om_ring_send(struct om_ring_end *tx, const struct om_rec *rec, const void *payload)
 {
     uint64_t head = __atomic_load_n(&tx->q->head, __ATOMIC_ACQUIRE);
     uint64_t used = tx->pos - head;
@@ -188,18 +186,8 @@ static int ring_send(struct om_ring_end *tx, const struct om_rec *rec, const voi
         copy_in(tx, tx->pos + sizeof(*rec), payload, rec->len);
     tx->pos += total;
     __atomic_store_n(&tx->q->tail, tx->pos, __ATOMIC_RELEASE);
-    ring_bell(&tx->q->doorbell, &tx->q->sleepers, posted ? &tx->q->napping : NULL);
+    ring_bell(&tx->q->doorbell, &tx->q->sleepers);
     return 0;
-}
-
-int om_ring_send(struct om_ring_end *tx, const struct om_rec *rec, const void *payload)
-{
-    return ring_send(tx, rec, payload, false);
-}
-
-int om_ring_post(struct om_ring_end *tx, const struct om_rec *rec, const void *payload)
-{
-    return ring_send(tx, rec, payload, true);
 }
 
 int om_ring_recv(struct om_ring_end *rx, struct om_rec *ret_rec, void *buf, size_t cap)
@@ -222,7 +210,7 @@ int om_ring_recv(struct om_ring_end *rx, struct om_rec *ret_rec, void *buf, size
         copy_out(rx, rx->pos + sizeof(rec), buf, rec.len);
     rx->pos += rec_total(rec.len);
     __atomic_store_n(&rx->q->head, rx->pos, __ATOMIC_RELEASE);
-    ring_bell(&rx->q->space_bell, &rx->q->space_sleepers, NULL);
+    ring_bell(&rx->q->space_bell, &rx->q->space_sleepers);
     *ret_rec = rec;
     return rc;
 }
@@ -244,11 +232,11 @@ static inline void cpu_relax(void)
 /* The eventcount wait shared by both directions: ready() says whether to stop
  * waiting; bell/sleepers are the queue's futex pair. */
 static int wait_on(struct om_ring_end *e, bool (*ready)(struct om_ring_end *, size_t), size_t arg,
-                   uint32_t *bell, uint32_t *sleepers, int64_t timeout_ns, unsigned spin_us,
+                   uint32_t *bell, uint32_t *sleepers, int timeout_ms, unsigned spin_us,
                    const int *stop)
 {
     int64_t start = now_ns();
-    int64_t deadline = timeout_ns < 0 ? INT64_MAX : start + timeout_ns;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000000;
 
     for (unsigned i = 0; spin_us; i++) {
         if (ready(e, arg) || (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)))
@@ -283,12 +271,6 @@ static int wait_on(struct om_ring_end *e, bool (*ready)(struct om_ring_end *, si
     }
 }
 
-/* A timeout in milliseconds (-1: none) as wait_on takes it. */
-static int64_t ms_ns(int timeout_ms)
-{
-    return timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000;
-}
-
 static bool has_data(struct om_ring_end *e, size_t unused)
 {
     (void)unused;
@@ -305,25 +287,11 @@ static bool has_space(struct om_ring_end *e, size_t need)
 
 int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us, const int *stop)
 {
-    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, ms_ns(timeout_ms), spin_us,
-                   stop);
-}
-
-int om_ring_nap(struct om_ring_end *rx, unsigned nap_us, const int *stop)
-{
-    __atomic_store_n(&rx->q->napping, 1, __ATOMIC_SEQ_CST);
-    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, (int64_t)nap_us * 1000, 0,
-                   stop);
-}
-
-void om_ring_nap_end(struct om_ring_end *rx)
-{
-    __atomic_store_n(&rx->q->napping, 0, __ATOMIC_SEQ_CST);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, timeout_ms, spin_us, stop);
 }
 
 int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms, const int *stop)
 {
     return wait_on(tx, has_space, (size_t)rec_total((uint32_t)need), &tx->q->space_bell,
-                   &tx->q->space_sleepers, ms_ns(timeout_ms), 0, stop);
+                   &tx->q->space_sleepers, timeout_ms, 0, stop);
 }

@@ -46,9 +46,6 @@ void om_ring_ends(void *map, const struct om_ring_geometry *geo, bool server,
  * peer's index is impossible (the peer corrupted the ring).
  */
 int om_ring_send(struct om_ring_end *tx, const struct om_rec *rec, const void *payload);
-/* The same for a record the producer will not wait on: a napping consumer is not woken
- * (openmps/ring.h, `napping`). */
-int om_ring_post(struct om_ring_end *tx, const struct om_rec *rec, const void *payload);
 
 /*
  * Copies the next record out of the ring: header into *ret_rec, payload into
@@ -63,12 +60,6 @@ int om_ring_recv(struct om_ring_end *rx, struct om_rec *ret_rec, void *buf, size
  * *stop becomes true (checked at every wake-up). Spins spin_us first.
  * Returns 0 when data may be there, -ETIMEDOUT otherwise. */
 int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us, const int *stop);
-/* The consumer naps: promises to look again within nap_us (producers' posted records stop
- * waking it) and sleeps up to that long, woken by a record that is waited on or by *stop.
- * Returns 0 when data may be there, -ETIMEDOUT otherwise. The promise holds until
- * om_ring_nap_end, after which the caller must look at the ring once more before sleeping. */
-int om_ring_nap(struct om_ring_end *rx, unsigned nap_us, const int *stop);
-void om_ring_nap_end(struct om_ring_end *rx);
 /* Waits for room for `need` bytes in tx; same conventions. */
 int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms, const int *stop);
 

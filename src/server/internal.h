@@ -346,9 +346,6 @@ void om_spin_give(void);
  * cores that spinning threads then leave them. */
 void om_spin_client_busy(bool busy);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
-/* How long a busy client's thread naps between looks at its ring (OPENMPS_NAP_US; 0: it
- * sleeps until a record wakes it). */
-unsigned om_nap_us(void);
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (see wait.c). */

@@ -318,39 +318,20 @@ static void release_gpu_resources(struct session *s)
 }
 
 /*
- * The worker's wait for its client's next record, the one place where a session's thread
- * gives up its core (wait.c says when it may spin instead). A client that sent records lately
- * is busy: its thread spins 50 µs when allowed, then naps in slices of OPENMPS_NAP_US (100 µs)
- * during which the client's posted records (launches, asynchronous copies) wake nobody: they
- * are taken together at the next look, instead of each paying a wake-up of this thread and a
- * system call in the client (measured: nearly every record of a PyTorch client found this
- * thread asleep, 180 000 wake-ups in 620 ResNet-18 batches). A record the client waits on
- * wakes it at once. After OM_BUSY_IDLE_MS without a record the client is idle: the thread
- * sleeps until the next record, whatever it is.
+ * The worker's wait for its client's next record, the one place where a session's thread gives
+ * up its core: it spins 50 µs first when wait.c allows (cores are left for the busy clients),
+ * then sleeps until a record wakes it. A client that sent no record for OM_BUSY_IDLE_MS is no
+ * longer busy. (Napping in slices, with the client's posted records waking nobody, was tried
+ * and measured: no gain in B7 at 8, 16 or 32 copies, docs/benchmarks.md.)
  */
 static void wait_record(struct session *s, bool *busy)
 {
-    unsigned nap = om_nap_us();
     bool spin = om_spin_take();
-    int waited = -ETIMEDOUT;
-
-    if (!*busy || !nap) {
-        waited = om_ring_wait_data(&s->rx, *busy ? OM_BUSY_IDLE_MS : OM_SESSION_POLL_MS,
+    int waited = om_ring_wait_data(&s->rx, *busy ? OM_BUSY_IDLE_MS : OM_SESSION_POLL_MS,
                                    spin ? 50 : 0, &s->stop);
-        if (spin)
-            om_spin_give();
-    } else {
-        uint64_t idle_at = om_mono_ns() + OM_BUSY_IDLE_MS * 1000000ull;
 
-        if (spin) {
-            waited = om_ring_wait_data(&s->rx, 0, 50, &s->stop);
-            om_spin_give();
-        }
-        while (waited == -ETIMEDOUT && om_mono_ns() < idle_at)
-            waited = om_ring_nap(&s->rx, nap, &s->stop);
-        if (waited == -ETIMEDOUT)
-            om_ring_nap_end(&s->rx); /* the caller looks once more, then sleeps */
-    }
+    if (spin)
+        om_spin_give();
     if (waited == -ETIMEDOUT && *busy)
         om_spin_client_busy(*busy = false);
     s->waits++;

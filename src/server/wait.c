@@ -83,41 +83,13 @@ void om_spin_client_busy(bool busy)
     __atomic_add_fetch(&busy_clients, busy ? 1 : -1, __ATOMIC_RELAXED);
 }
 
-/* session.c's naps between looks at a busy client's ring: OPENMPS_NAP_US, 0 to 100000. */
-#define NAP_US_DEFAULT 100
-static unsigned nap_us = NAP_US_DEFAULT;
-
-unsigned om_nap_us(void)
-{
-    return nap_us;
-}
-
-static void nap_init(void)
-{
-    const char *n = getenv("OPENMPS_NAP_US");
-    char *end;
-    long x;
-
-    if (!n || !*n)
-        return;
-    x = strtol(n, &end, 10);
-    if (*end || x < 0 || x > 100000) {
-        om_warn("OPENMPS_NAP_US=%s is not a count of microseconds from 0 to 100000: %d", n,
-                NAP_US_DEFAULT);
-        return;
-    }
-    nap_us = (unsigned)x;
-    om_info("naps between looks at a busy client's records: %u us (OPENMPS_NAP_US)", nap_us);
-}
-
-static void waits_init(void)
+static void spin_init(void)
 {
     const char *n = getenv("OPENMPS_SPIN_THREADS");
     cpu_set_t set;
     char *end;
     long x;
 
-    nap_init();
     spin_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     if (!n || !*n || !strcmp(n, "auto")) {
         om_info("spinning: while busy clients and spinning threads leave one of %d CPU(s) free",
@@ -143,7 +115,7 @@ unsigned om_wait_context_flags(void)
     static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
     const char *v = getenv("OPENMPS_SERVER_SYNC");
 
-    pthread_once(&spin_once, waits_init); /* once for the server, not per device */
+    pthread_once(&spin_once, spin_init); /* once for the server, not per device */
 
     if (v && !strcmp(v, "yield"))
         sync_flags = CU_CTX_SCHED_YIELD;
