@@ -24,9 +24,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: openmps run [--] COMMAND [ARGS...]\n"
                "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
-               "run: runs COMMAND with the openmps shim first in LD_LIBRARY_PATH, so its CUDA\n"
-               "work goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with no daemon\n"
-               "there, to the real driver as usual).\n"
+               "run: runs COMMAND with the openmps shim preloaded and first in LD_LIBRARY_PATH,\n"
+               "so its CUDA work goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with\n"
+               "no daemon there, to the real driver as usual).\n"
                "check: runs COMMAND natively (never through a daemon), counts the driver entry\n"
                "points it and its child processes call, and reports those openmps does not\n"
                "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
@@ -61,20 +61,57 @@ static int shim_dir(char *buf, size_t cap)
     return -1;
 }
 
-/* LD_LIBRARY_PATH with the shim's folder first. 0, or -1 with the reason on stderr. */
+/* `var` with `first` in front of what it held, separated by a colon. 0 or -1. */
+static int prepend(const char *var, const char *first)
+{
+    const char *old = getenv(var);
+    char *v;
+
+    if (asprintf(&v, "%s%s%s", first, old && *old ? ":" : "", old && *old ? old : "") < 0)
+        return -1;
+    setenv(var, v, 1);
+    free(v);
+    return 0;
+}
+
+/*
+ * The shim's folder first in LD_LIBRARY_PATH (the runtime and the libraries dlopen
+ * "libcuda.so.1", cuBLASLt dlsym()s its symbols), and the shim itself in LD_PRELOAD: a library
+ * whose DT_RPATH names the driver's folder (Open MPI built with CUDA support, seen under
+ * mpirun: its ranks never reached the daemon) would otherwise load the real driver first, and
+ * every later "libcuda.so.1" would be that one. Preloaded, the shim is the libcuda.so.1 the
+ * process has from its start. 0, or -1 with the reason on stderr.
+ */
 static int put_shim_first(void)
 {
-    char dir[PATH_MAX], *path;
-    const char *old = getenv("LD_LIBRARY_PATH");
+    char dir[PATH_MAX], lib[PATH_MAX + 16];
 
     if (shim_dir(dir, sizeof(dir)) < 0) {
         fprintf(stderr, "openmps: cannot find the shim (libcuda.so.1); set OPENMPS_LIB\n");
         return -1;
     }
-    if (asprintf(&path, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "") < 0)
+    snprintf(lib, sizeof(lib), "%s/libcuda.so.1", dir);
+    if (prepend("LD_LIBRARY_PATH", dir) < 0)
         return -1;
-    setenv("LD_LIBRARY_PATH", path, 1);
-    free(path);
+    if (strpbrk(lib, ": ")) /* LD_PRELOAD splits there */
+        fprintf(stderr, "openmps: the shim's path %s has a colon or a space: not preloaded\n",
+                lib);
+    else if (prepend("LD_PRELOAD", lib) < 0)
+        return -1;
+#ifdef OM_SANITIZED
+    /* A sanitizer build's shim, preloaded, is loaded before its AddressSanitizer runtime (its
+     * dependency), which by default refuses to start unless it comes first; it works from
+     * there as well, being still ahead of the C library. */
+    {
+        const char *old = getenv("ASAN_OPTIONS");
+        char *v;
+        if (asprintf(&v, "%s%sverify_asan_link_order=0", old && *old ? old : "",
+                     old && *old ? ":" : "") >= 0) {
+            setenv("ASAN_OPTIONS", v, 1);
+            free(v);
+        }
+    }
+#endif
     return 0;
 }
 

@@ -1951,11 +1951,13 @@ def remote_client_killed_mid_copy():
 
 @test
 def openmps_run_wrapper():
-    """openmps run -- CMD puts the shim first in LD_LIBRARY_PATH and runs CMD as a client."""
+    """openmps run -- CMD puts the shim first in LD_LIBRARY_PATH and in LD_PRELOAD and runs CMD
+    as a client; a program whose DT_RPATH names another libcuda.so.1 (as Open MPI's CUDA support
+    does) gets that one with LD_LIBRARY_PATH alone, and the shim under openmps run."""
     e = Env()
     ok = False
     try:
-        env = dict(e.env, LD_LIBRARY_PATH="/somewhere/else")
+        env = dict(e.env, LD_LIBRARY_PATH="/somewhere/else", LD_PRELOAD="")
         p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", REMOTE_DRIVER, "roundtrip"],
                            env=env, capture_output=True, text=True, timeout=60)
         check(p.returncode == 0 and "roundtrip ok" in p.stdout, "run: %r" % p.stderr)
@@ -1963,6 +1965,22 @@ def openmps_run_wrapper():
                             "echo $LD_LIBRARY_PATH"], env=env, capture_output=True, text=True)
         want = os.path.abspath(SHIM_DIR) + ":/somewhere/else"
         check(p.stdout.strip() == want, "LD_LIBRARY_PATH %r, want %r" % (p.stdout, want))
+        shim = os.path.realpath(os.path.join(SHIM_DIR, "libcuda.so.1"))
+        p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", "sh", "-c",
+                            "echo $LD_PRELOAD"], env=dict(env, LD_PRELOAD="/x/libother.so"),
+                           capture_output=True, text=True)
+        check(os.path.realpath(p.stdout.strip().split(":")[0]) == shim
+              and p.stdout.strip().endswith(":/x/libother.so"),
+              "LD_PRELOAD %r: the shim, then what was there" % p.stdout)
+        probe = os.path.join(os.path.dirname(REMOTE_DRIVER), "rpath-probe")
+        p = subprocess.run([probe], env=dict(env, LD_LIBRARY_PATH=SHIM_DIR), capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0 and "libfakecuda" in p.stdout,
+              "the DT_RPATH comes before LD_LIBRARY_PATH: %r %r" % (p.stdout, p.stderr))
+        p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", probe], env=env,
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout.strip() == "cuInit from " + shim,
+              "under openmps run the shim, whatever the DT_RPATH: %r %r" % (p.stdout, p.stderr))
         p = subprocess.run([os.path.join(BIN, "openmps"), "run", "--", "/no/such/program"],
                            env=env, capture_output=True, text=True)
         check(p.returncode == 127 and "cannot run /no/such/program" in p.stderr, p.stderr)

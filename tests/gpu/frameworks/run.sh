@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The GPU tier's framework programs (issue #11): runs each tests/gpu/frameworks/*.py with the
-# machine's python3, natively and under openmps, and requires both to pass (exit 0) and to print
+# machine's python3, natively and under openmps (`openmps run`), and requires both to pass (exit 0) and to print
 # the same stdout. A program that exits 77 is skipped, its reason (stderr) printed. Usage:
 # tests/gpu/frameworks/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
@@ -30,8 +30,10 @@ for src in "$HERE"/*.py; do
     skipped=0
     for mode in native openmps; do
         if [ "$mode" = openmps ]; then
-            env LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-                timeout "$LIMIT" "$PY" "$src" >"$OUT/$name.$mode.out" 2>"$OUT/$name.$mode.err"
+            # as users run them: the shim preloaded and first in LD_LIBRARY_PATH (a library
+            # with a DT_RPATH to the driver, Open MPI's, would otherwise load the driver first)
+            timeout "$LIMIT" "$BUILD/openmps" run -- "$PY" "$src" >"$OUT/$name.$mode.out" \
+                2>"$OUT/$name.$mode.err"
         else
             env CUDA_MPS_PIPE_DIRECTORY=/nonexistent timeout "$LIMIT" "$PY" "$src" \
                 >"$OUT/$name.$mode.out" 2>"$OUT/$name.$mode.err"
