@@ -76,11 +76,13 @@ static int prepend(const char *var, const char *first)
 
 /*
  * The shim's folder first in LD_LIBRARY_PATH (the runtime and the libraries dlopen
- * "libcuda.so.1", cuBLASLt dlsym()s its symbols), and the shim itself in LD_PRELOAD: a library
- * whose DT_RPATH names the driver's folder (Open MPI built with CUDA support, seen under
- * mpirun: its ranks never reached the daemon) would otherwise load the real driver first, and
- * every later "libcuda.so.1" would be that one. Preloaded, the shim is the libcuda.so.1 the
- * process has from its start. 0, or -1 with the reason on stderr.
+ * "libcuda.so.1", cuBLASLt dlsym()s its symbols), and the shim itself in LD_PRELOAD, so that
+ * it is the libcuda.so.1 the process has from its start: whatever loads the real driver first
+ * would otherwise be what every later "libcuda.so.1" finds. Seen on the GPU machine: with
+ * LD_LIBRARY_PATH alone, 8 PyTorch ranks under Open MPI's mpirun ran on the real driver and
+ * never reached the daemon (which library loaded it is not known); preloaded, all 8 were
+ * served. A DT_RPATH naming the driver's folder is one way (it comes before LD_LIBRARY_PATH:
+ * tests/cpu/rpath_probe.c). 0, or -1 with the reason on stderr.
  */
 static int put_shim_first(void)
 {
