@@ -96,8 +96,7 @@ static int put_shim_first(void)
     if (prepend("LD_LIBRARY_PATH", dir) < 0)
         return -1;
     if (strpbrk(lib, ": ")) /* LD_PRELOAD splits there */
-        fprintf(stderr, "openmps: the shim's path %s has a colon or a space: not preloaded\n",
-                lib);
+        fprintf(stderr, "openmps: the shim's path %s has a colon or a space: not preloaded\n", lib);
     else if (prepend("LD_PRELOAD", lib) < 0)
         return -1;
 #ifdef OM_SANITIZED

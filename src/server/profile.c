@@ -13,12 +13,13 @@
  * and the wake-up when the thread slept. With OPENMPS_PROFILE set in the daemon's environment,
  * every session counts its calls and their server time per entry point, and the server logs,
  * as the client leaves, the entry points that took most of it, with the times its thread found
- * no record and waited (records per wait: how well a busy thread batches). Off, it costs one
- * test per record.
+ * no record and waited (records per wait: how well a busy thread batches), and each entry
+ * point's calls, mean and longest time. Off, it costs one test per record.
  */
 struct om_profile {
     uint64_t calls[OM_ENTRY_COUNT];
     uint64_t ns[OM_ENTRY_COUNT];
+    uint64_t max_ns[OM_ENTRY_COUNT];
 };
 
 static int enabled = -1; /* -1: not read yet */
@@ -43,6 +44,8 @@ void om_profile_add(struct session *s, int index, uint64_t ns)
     if (index >= 0 && index < OM_ENTRY_COUNT) {
         s->profile->calls[index]++;
         s->profile->ns[index] += ns;
+        if (ns > s->profile->max_ns[index])
+            s->profile->max_ns[index] = ns;
     }
 }
 
@@ -53,7 +56,7 @@ void om_profile_report(struct session *s)
     struct om_profile *p = s->profile;
     int top[TOP], ntop = 0;
     uint64_t calls = 0, ns = 0;
-    char line[TOP * 64], *at = line;
+    char line[TOP * 100], *at = line;
 
     if (!p)
         return;
@@ -76,10 +79,15 @@ void om_profile_report(struct session *s)
         top[j] = i;
     }
     *at = 0;
-    for (int k = 0; k < ntop; k++)
-        at += snprintf(at, sizeof(line) - (size_t)(at - line), "%s%s %llu x %.2f us", k ? ", " : "",
-                       om_server_entry_name(top[k]), (unsigned long long)p->calls[top[k]],
-                       p->ns[top[k]] / 1e3 / (double)p->calls[top[k]]);
+    for (int k = 0; k < ntop; k++) {
+        size_t left = sizeof(line) - (size_t)(at - line);
+        int n = snprintf(at, left, "%s%s %llu x %.2f us (max %.0f)", k ? ", " : "",
+                         om_server_entry_name(top[k]), (unsigned long long)p->calls[top[k]],
+                         p->ns[top[k]] / 1e3 / (double)p->calls[top[k]], p->max_ns[top[k]] / 1e3);
+        if (n < 0 || (size_t)n >= left)
+            break; /* the line is full: the entries shown are the largest */
+        at += n;
+    }
     om_info("client %d: profile: %llu driver call(s) in %.1f ms of server time, %llu record(s), "
             "%llu wait(s) for one; most time: %s",
             (int)s->pid, (unsigned long long)calls, ns / 1e6, (unsigned long long)s->calls,

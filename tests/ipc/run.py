@@ -1400,6 +1400,35 @@ def remote_spin_threads_limit_keeps_serving():
 
 
 @test
+def remote_profile_logs_server_time_per_entry_point():
+    """OPENMPS_PROFILE=1: as a client leaves, the server logs its driver calls, records and
+    waits, and the entry points that took most of its time, each with its count, mean and
+    longest time; unset, no profile line."""
+    for value in ("1", None):
+        e = Env(start=False)
+        ok = False
+        try:
+            if value:
+                e.env["OPENMPS_PROFILE"] = value
+            e.start()
+            p = remote(e, "chain", "2")
+            out, err = p.communicate(timeout=120)
+            check(p.returncode == 0 and "chain ok" in out, "chain: %r %r" % (out, err))
+            wait_for(lambda: "disconnected" in e.log("server.log"), what="the client's end")
+            line = [l for l in e.log("server.log").splitlines() if "profile:" in l]
+            if value:
+                check(len(line) == 1 and re.search(
+                    r"client %d: profile: \d+ driver call\(s\) in [\d.]+ ms of server time, "
+                    r"\d+ record\(s\), \d+ wait\(s\) for one; most time: .*cuLaunchKernel "
+                    r"4 x [\d.]+ us \(max \d+\)" % p.pid, line[0]), "profile line: %r" % line)
+            else:
+                check(not line, "no profile unless asked: %r" % line)
+            ok = True
+        finally:
+            e.close(ok)
+
+
+@test
 def remote_scheduler_holds_work_behind_long_kernels():
     """With scheduling on (OPENMPS_SCHED=always; by default it turns on past 32 client
     streams), each operation after a running kernel waits in the server until that kernel is
