@@ -15,8 +15,6 @@ on the same machine.
            (OPENMPS_SPIN_THREADS): what spinning costs the framework clients of B7
   openmps-spinall  the same with every server thread allowed to spin (OPENMPS_SPIN_THREADS=all),
            as before the default left busy clients their cores
-  openmps-gateK  the same with at most K server threads in the driver's launch at once
-           (OPENMPS_LAUNCH_GATE=K; openmps-gate: 4)
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
 moment (each says when its context exists; then all get one start time); the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
@@ -93,8 +91,6 @@ class Mode:
                 env["OPENMPS_SPIN_THREADS"] = os.environ.get("BENCH_SPIN_THREADS", "4")
             if self.name == "openmps-spinall":
                 env["OPENMPS_SPIN_THREADS"] = "all"
-            if self.name.startswith("openmps-gate"):
-                env["OPENMPS_LAUNCH_GATE"] = self.name[len("openmps-gate"):] or "4"
             lib = os.path.join(self.build, "lib")
             env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
                                             if env.get("LD_LIBRARY_PATH") else "")

@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's hand-written handlers of kernel launches. */
 #include <errno.h>
-#include <pthread.h>
-#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,45 +11,6 @@
 #include "openmps/ops.h"
 
 /* ------------------------------------------------------------------ launches */
-
-/*
- * OPENMPS_LAUNCH_GATE=K (an experiment, off by default): at most K server threads inside the
- * driver's launch at once, the others asleep on a semaphore. Measured, a launch costs a server
- * thread 3.7 µs with one client and 5.3 / 8 / 10 µs with 4 / 8 / 16 clients launching at once
- * (OPENMPS_PROFILE, B7): if the driver spins on a contended lock, the gate turns that spinning
- * into sleep and leaves the cores to the clients.
- */
-static sem_t gate;
-static int gate_on;
-
-static void gate_init(void)
-{
-    const char *v = getenv("OPENMPS_LAUNCH_GATE");
-    long k = v && *v ? strtol(v, NULL, 10) : 0;
-
-    if (k > 0 && k < 1024 && sem_init(&gate, 0, (unsigned)k) == 0) {
-        gate_on = 1;
-        om_info("launches: at most %ld thread(s) in the driver's launch at once "
-                "(OPENMPS_LAUNCH_GATE)",
-                k);
-    }
-}
-
-static void gate_enter(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-    pthread_once(&once, gate_init);
-    if (gate_on)
-        while (sem_wait(&gate) < 0 && errno == EINTR)
-            ;
-}
-
-static void gate_leave(void)
-{
-    if (gate_on)
-        sem_post(&gate);
-}
 
 CUresult om_x_cuLaunchKernel(struct call *c)
 {
@@ -85,11 +44,9 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
-    gate_enter();
     rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
                 (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
                 args_len ? extra : NULL);
-    gate_leave();
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, k);
         om_output_launched(c->s); /* printf output flushed by no session's call is its */
@@ -174,9 +131,7 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
-    gate_enter();
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
-    gate_leave();
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, k);
         om_output_launched(c->s); /* printf output flushed by no session's call is its */
