@@ -107,7 +107,9 @@ static bool active(void)
     int live = __atomic_load_n(&live_streams, __ATOMIC_RELAXED);
     if (live <= queues)
         return false;
-    if (!__atomic_exchange_n(&announced, 1, __ATOMIC_RELAXED))
+    /* read first: an exchange on every call would bounce the line between the workers */
+    if (!__atomic_load_n(&announced, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&announced, 1, __ATOMIC_RELAXED))
         om_info("scheduling: %d client streams share %d hardware queues; operations behind long "
                 "kernels now wait in the server",
                 live, queues);
