@@ -34,7 +34,7 @@ static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
  * client's next record and 100 µs for the GPU: with framework clients that launch every 5-30
  * µs, each busy client keeps a server thread spinning all the time, so past half as many busy
  * clients as cores, the clients (each a busy Python thread) and the spinning threads contend
- * for the cores. Measured on the H100 machine's 16 cores (B7, 16 PyTorch copies): with every
+ * for the cores. Measured on the H200 machine's 16 cores (B7, 16 PyTorch copies): with every
  * thread allowed to spin, 12 threads waited for a core on average and the copies made 10 200
  * images/s; with none spinning, 6.7 waited and they made 22 400 (docs/benchmarks.md).
  *

@@ -28,7 +28,9 @@
  * Answers kept, by function, block size, dynamic shared size and flags: PyTorch asks the same
  * question before some launches (2 round trips per ResNet-18 batch). The answer depends on the
  * function's build, the device and the function's carveout, which this client changes only
- * through cuFuncSetAttribute (that empties it, as an unload does).
+ * through cuFuncSetAttribute (that empties it, as an unload does). The server runs one device
+ * today; a CUkernel passed as a function answers for the current device, so the key gains the
+ * device when clients use several (issue #12).
  */
 #define OCC_SLOTS 256 /* a power of two */
 
