@@ -177,14 +177,15 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
     return vals
 
 
-def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0):
+def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0, timeline=None):
     """8 copies run batches back to back; a 9th process starts `newcomer_at` s in. Figures: the
     8's median batch latency before it (after their first second), their worst before it, their
     worst while it starts (batches that end between its start and its first result, or that
     began before its result and ended after), the newcomer's time to its first result and the
     part of it after PyTorch's import (the CUDA part). fresh: the first newcomer of a server's
     life, whose float32 cuBLAS images the 8 (float16 ResNets) never loaded (measured: 7 images,
-    22 MiB); otherwise a later one, which finds them loaded."""
+    22 MiB); otherwise a later one, which finds them loaded. timeline: a CSV file to write every
+    batch (end instant, latency) and the newcomer's instants to."""
     tag = "b8f" if fresh else "b8"
     pool = Pool(8, ["stream", str(seconds)], env)
     try:
@@ -208,6 +209,13 @@ def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0):
                 if x.startswith("lat "):
                     f = x.split()
                     lat.append((int(f[1]), float(f[2])))
+        if timeline:  # every batch and the newcomer's instants, for bench/b8timeline.py
+            with open(timeline, "w") as f:
+                f.write("what,end_ns,ms\n")
+                f.write("newcomer_start,%d,0\nnewcomer_imported,%d,0\nnewcomer_done,%d,0\n"
+                        % (n0, n_import, n1))
+                for end, ms in sorted(lat):
+                    f.write("batch,%d,%.3f\n" % (end, ms))
         before = [ms for end, ms in lat if at + 1.0 <= end / 1e9 and end < n0]
         during = [ms for end, ms in lat if end >= n0 and end - ms * 1e6 <= n1]
         if not before or not during:

@@ -434,8 +434,9 @@ def main():
                             elif w == "b8":
                                 # the first newcomer of the server's life loads never-seen
                                 # images; the next one finds them loaded
-                                vals = frameworks.b8(env, fresh=True)
-                                vals.update(frameworks.b8(env))
+                                tl = os.path.join(args.out, "b8-timeline-%s%s.csv")
+                                vals = frameworks.b8(env, fresh=True, timeline=tl % (m, "-fresh"))
+                                vals.update(frameworks.b8(env, timeline=tl % (m, "")))
                             elif w == "tut":
                                 vals = frameworks.tutorial(env)
                             else:

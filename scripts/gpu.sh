@@ -4,7 +4,7 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag].
+# [torchtrace] [b7diag] [b8diag].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -54,6 +54,19 @@ for step in $STEPS; do
                 BENCH_MODES="${B7DIAG_MODES:-openmps,openmps-spincap,openmps-nosched}" \
                 BENCH_B7_N="${B7DIAG_N:-8 16}" make bench
         } >"$OUT/b7diag.log" 2>&1 ;;
+    # B8's worst batches while the newcomer starts, and the server calls (of any client) that
+    # overlapped them: B8 under openmps with every call over 1 ms logged (OPENMPS_PROFILE),
+    # then bench/b8timeline.py on each timeline (B8DIAG_MODES: more modes beside).
+    b8diag)
+        {
+            make && OPENMPS_PROFILE=1 OPENMPS_PROFILE_SLOW_US=${B8DIAG_SLOW_US:-1000} \
+                BENCH_OUT="$OUT/b8diag" BENCH_WORKLOADS=b8 BENCH_REPEATS=1 \
+                BENCH_MODES="${B8DIAG_MODES:-openmps}" make bench
+            for t in "$OUT"/b8diag/b8-timeline-openmps*.csv; do
+                echo "== $t"
+                python3 bench/b8timeline.py "$t" "$OUT/b8diag/logs-openmps/server.log"
+            done
+        } >"$OUT/b8diag.log" 2>&1 ;;
     # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough
     # (what the driver sees natively) and under openmps: which calls cost a batch its time.
     torchtrace)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 #include "../common/log.h"
@@ -20,14 +21,32 @@ struct om_profile {
     uint64_t calls[OM_ENTRY_COUNT];
     uint64_t ns[OM_ENTRY_COUNT];
     uint64_t max_ns[OM_ENTRY_COUNT];
+    unsigned slow_logged;
 };
 
+/*
+ * A call that takes longer than OPENMPS_PROFILE_SLOW_US (default 2000) is also logged on its
+ * own, with the wall-clock instant it started (ns since the epoch, as Python's time.time_ns()
+ * reads it): bench/b8timeline.py lines them up with the other clients' slowest batches. At most
+ * SLOW_LINES per session.
+ */
+#define SLOW_LINES 200
+
 static int enabled = -1; /* -1: not read yet */
+static uint64_t slow_ns = 2000000;
 
 bool om_profile_on(void)
 {
     if (enabled < 0) {
-        const char *v = getenv("OPENMPS_PROFILE");
+        const char *v = getenv("OPENMPS_PROFILE"), *slow = getenv("OPENMPS_PROFILE_SLOW_US");
+        char *end;
+        long long us = slow && *slow ? strtoll(slow, &end, 10) : -1;
+
+        if (slow && *slow && (*end || us <= 0 || us > 60000000))
+            om_warn("OPENMPS_PROFILE_SLOW_US=%s is not a count of microseconds: %llu", slow,
+                    (unsigned long long)(slow_ns / 1000));
+        else if (us > 0)
+            slow_ns = (uint64_t)us * 1000;
         enabled = v && *v && strcmp(v, "0") != 0;
     }
     return enabled;
@@ -41,6 +60,16 @@ void om_profile_start(struct session *s)
 
 void om_profile_add(struct session *s, int index, uint64_t ns)
 {
+    if (ns >= slow_ns && s->profile->slow_logged < SLOW_LINES && index >= 0 &&
+        index < OM_ENTRY_COUNT) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        s->profile->slow_logged++;
+        om_info("client %d: slow call %s took %llu us from %llu", (int)s->pid,
+                om_server_entry_name(index), (unsigned long long)(ns / 1000),
+                (unsigned long long)((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec -
+                                     ns));
+    }
     if (index >= 0 && index < OM_ENTRY_COUNT) {
         s->profile->calls[index]++;
         s->profile->ns[index] += ns;

@@ -1403,13 +1403,16 @@ def remote_spin_threads_limit_keeps_serving():
 def remote_profile_logs_server_time_per_entry_point():
     """OPENMPS_PROFILE=1: as a client leaves, the server logs its driver calls, records and
     waits, and the entry points that took most of its time, each with its count, mean and
-    longest time; unset, no profile line."""
+    longest time; a call longer than OPENMPS_PROFILE_SLOW_US gets a line of its own with the
+    wall-clock instant it started; unset, no profile line."""
     for value in ("1", None):
         e = Env(start=False)
         ok = False
         try:
             if value:
                 e.env["OPENMPS_PROFILE"] = value
+                e.env["OPENMPS_PROFILE_SLOW_US"] = "1"  # every call is slow
+            t0 = time.time_ns()
             e.start()
             p = remote(e, "chain", "2")
             out, err = p.communicate(timeout=120)
@@ -1421,6 +1424,11 @@ def remote_profile_logs_server_time_per_entry_point():
                     r"client %d: profile: \d+ driver call\(s\) in [\d.]+ ms of server time, "
                     r"\d+ record\(s\), \d+ wait\(s\) for one; most time: .*cuLaunchKernel "
                     r"4 x [\d.]+ us \(max \d+\)" % p.pid, line[0]), "profile line: %r" % line)
+                # the double's calls take from under a microsecond to tens: some are logged
+                slow = re.findall(r"client %d: slow call cu\w+ took \d+ us from (\d+)"
+                                  % p.pid, e.log("server.log"))
+                check(slow and all(t0 <= int(t) <= time.time_ns() for t in slow),
+                      "slow calls, each started within the test: %r" % slow)
             else:
                 check(not line, "no profile unless asked: %r" % line)
             ok = True

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Which server calls overlap B8's worst batches: reads a timeline that bench/run.py's B8 wrote
+(b8-timeline-MODE[-fresh].csv: every batch of the 8 copies with its end instant and latency, and
+the newcomer's start, import and first result) and the server.log of that mode, whose server
+ran with OPENMPS_PROFILE=1 (each call longer than OPENMPS_PROFILE_SLOW_US logged with the
+instant it started), and prints, for the K slowest batches while the newcomer starts, the slow
+calls of any client that overlapped them. Instants are wall-clock ns since the epoch on both
+sides. Usage: bench/b8timeline.py TIMELINE.csv SERVER_LOG [--worst 10]
+"""
+import argparse
+import csv
+import re
+import sys
+
+SLOW = re.compile(r"client (\d+): slow call (\w+) took (\d+) us from (\d+)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("timeline")
+    ap.add_argument("server_log")
+    ap.add_argument("--worst", type=int, default=10)
+    a = ap.parse_args()
+    marks, batches = {}, []
+    with open(a.timeline) as f:
+        for row in csv.DictReader(f):
+            if row["what"] == "batch":
+                end, ms = int(row["end_ns"]), float(row["ms"])
+                batches.append((end - int(ms * 1e6), end, ms))
+            else:
+                marks[row["what"]] = int(row["end_ns"])
+    if not {"newcomer_start", "newcomer_done"} <= set(marks):
+        sys.exit("%s: no newcomer instants" % a.timeline)
+    n0, n1 = marks["newcomer_start"], marks["newcomer_done"]
+    calls = []
+    with open(a.server_log, errors="replace") as f:
+        for line in f:
+            m = SLOW.search(line)
+            if m:
+                start = int(m.group(4))
+                calls.append((start, start + int(m.group(3)) * 1000, m.group(1), m.group(2)))
+    during = sorted((b for b in batches if b[1] >= n0 and b[0] <= n1), key=lambda b: -b[2])
+    print("newcomer: start to first result %.2f s (import done after %.2f s); %d batches "
+          "while it started, %d slow server calls in the log"
+          % ((n1 - n0) / 1e9, (marks.get("newcomer_imported", n0) - n0) / 1e9, len(during),
+             len(calls)))
+    for start, end, ms in during[:a.worst]:
+        over = [c for c in calls if c[0] < end and c[1] > start]
+        print("batch of %.2f ms, %.3f s after the newcomer's start: %s"
+              % (ms, (start - n0) / 1e9, ", ".join("%s %s %.1f ms" % (c[2], c[3],
+                                                                    (c[1] - c[0]) / 1e6)
+                                                    for c in over) or "no slow server call"))
+
+
+if __name__ == "__main__":
+    main()
