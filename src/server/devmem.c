@@ -168,7 +168,7 @@ void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t me
 {
     if (s->ndevcache < OM_DEVCACHE_ENTRIES && size <= CACHE_MAX_BYTES) {
         s->devcache[s->ndevcache++] =
-            (struct om_range){base, size, mem, true, false, 0, false, false};
+            (struct om_range){.base = base, .size = size, .mem = mem, .owned = true};
         return;
     }
     om_devmem_free(base, size, mem);

@@ -43,10 +43,11 @@ struct om_range {
     uint64_t base, size;
     uint64_t mem; /* the physical allocation behind an owned range, 0 otherwise */
     bool owned;
-    bool managed;  /* shadowed in the client: never kept for reuse (devmem.c) */
-    uint64_t pool; /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
-    bool graph;    /* a graph allocation's range, held by graphs (api/graphs.c) */
-    bool mapped;   /* a cuMemMap mapping (api/vmm.c): one buffer with a mapping beside it */
+    bool managed;     /* shadowed in the client: never kept for reuse (devmem.c) */
+    uint64_t pool;    /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
+    bool graph;       /* a graph allocation's range, held by graphs (api/graphs.c) */
+    bool mapped;      /* a cuMemMap mapping (api/vmm.c): one buffer with a mapping beside it */
+    uint64_t charged; /* bytes counted against the client's device-memory cap (memcap.c) */
 };
 struct om_ranges {
     struct om_range *v;
@@ -102,6 +103,8 @@ struct session {
     bool worker_started;
     int stop;                   /* asks the worker to leave (__atomic) */
     int failed;                 /* the worker found a protocol error (__atomic) */
+    uint64_t device_bytes;      /* device memory it holds, as its cap counts it (memcap.c) */
+    bool memcap_logged;         /* its first refusal past the cap was logged */
     uint64_t calls;             /* records served */
     uint64_t waits;             /* times its thread found no record and waited */
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
@@ -330,6 +333,15 @@ void om_link_forget_session(struct session *s);
 int om_idle_track(CUstream st);               /* -ENOMEM: the caller destroys the stream */
 CUresult om_idle_stream_destroy(CUstream st); /* forgets it, then destroys it */
 bool om_idle_now(void);                       /* no client stream has work (asked, not waited) */
+
+/* memcap.c: the client's device-memory cap. om_memcap_check before an allocation of `bytes`
+ * (CUDA_ERROR_OUT_OF_MEMORY past the cap), om_memcap_charge once its range is recorded in
+ * s->allocs, om_allocs_remove instead of om_ranges_remove(&s->allocs, …) when it goes. */
+uint64_t om_memcap_cap(const struct session *s, int dev); /* 0: none */
+uint64_t om_memcap_used(const struct session *s, int dev);
+CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes);
+void om_memcap_charge(struct session *s, struct om_range *r);
+void om_allocs_remove(struct session *s, struct om_range *r);
 
 /* profile.c: OPENMPS_PROFILE, a session's server time per entry point, logged as it ends. */
 bool om_profile_on(void);

@@ -135,7 +135,7 @@ int om_ranges_add(struct om_ranges *r, uint64_t base, uint64_t size, uint64_t me
         r->v = nv;
         r->cap = cap;
     }
-    r->v[r->n++] = (struct om_range){base, size, mem, owned, false, 0, false, false};
+    r->v[r->n++] = (struct om_range){.base = base, .size = size, .mem = mem, .owned = owned};
     return 0;
 }
 

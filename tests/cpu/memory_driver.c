@@ -55,6 +55,9 @@ CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuDeviceTotalMem_v2(size_t *, int);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
@@ -880,6 +883,44 @@ static int hints(void)
     return 0;
 }
 
+/*
+ * Under a device-memory cap of 64 MiB (the test sets it): what the client is told of the
+ * device's memory, and which allocations fit, each line "what value".
+ */
+static int memcap(void)
+{
+    CUdeviceptr a = 0, b = 0, c = 0, m = 0, p = 0;
+    size_t fr = 0, total = 0;
+    CUstream st;
+    CUresult rc;
+
+    setup();
+    OK(cuStreamCreate(&st, 1));
+    OK(cuDeviceTotalMem_v2(&total, 0));
+    printf("totalmem %zu\n", total);
+    OK(cuMemGetInfo_v2(&fr, &total));
+    printf("start %zu %zu\n", fr, total);
+    OK(cuMemAlloc_v2(&a, 32u << 20));
+    OK(cuMemGetInfo_v2(&fr, &total));
+    printf("after32 %zu %zu\n", fr, total);
+    printf("alloc40 %d\n", (int)cuMemAlloc_v2(&b, 40u << 20));
+    printf("managed40 %d\n", (int)cuMemAllocManaged(&m, 40u << 20, 1));
+    printf("async40 %d\n", (int)cuMemAllocAsync(&p, 40u << 20, st));
+    OK(cuMemAllocAsync(&p, 16u << 20, st));
+    OK(cuMemGetInfo_v2(&fr, &total));
+    printf("after48 %zu %zu\n", fr, total);
+    printf("alloc17 %d\n", (int)cuMemAlloc_v2(&c, 17u << 20));
+    OK(cuMemFreeAsync(p, st));
+    OK(cuStreamSynchronize(st));
+    OK(cuMemFree_v2(a));
+    OK(cuMemGetInfo_v2(&fr, &total));
+    printf("freed %zu %zu\n", fr, total);
+    printf("alloc40again %d\n", (int)cuMemAlloc_v2(&b, 40u << 20));
+    OK(cuMemFree_v2(b));
+    printf("memcap ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -891,6 +932,8 @@ int main(int argc, char **argv)
         return vmm();
     if (argc > 1 && !strcmp(argv[1], "hints"))
         return hints();
+    if (argc > 1 && !strcmp(argv[1], "memcap"))
+        return memcap();
     if (argc > 4 && !strcmp(argv[1], "vmmforeign"))
         return vmm_foreign(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
                            (size_t)strtoull(argv[4], NULL, 10));

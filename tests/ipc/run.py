@@ -2537,6 +2537,46 @@ def memory_driver(e, *args):
 
 
 @test
+def memory_cap_refuses_past_it_and_shows():
+    """A device-memory cap (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, or the daemon's default, the
+    tighter of the two): cuMemGetInfo and cuDeviceTotalMem show the cap as the total and what
+    the client does not hold as free; plain, managed and stream-ordered allocations count;
+    past the cap an allocation fails with CUDA_ERROR_OUT_OF_MEMORY and nothing else changes
+    (a later one that fits succeeds); the first refusal is logged with the client's pid.
+    Without a cap the device's own figures."""
+    mib = 1 << 20
+    want = {"totalmem": "%d" % (64 * mib), "start": "%d %d" % (64 * mib, 64 * mib),
+            "after32": "%d %d" % (32 * mib, 64 * mib), "alloc40": "2", "managed40": "2",
+            "async40": "2", "after48": "%d %d" % (16 * mib, 64 * mib), "alloc17": "2",
+            "freed": "%d %d" % (64 * mib, 64 * mib), "alloc40again": "0"}
+    for how in ("client", "daemon", "none"):
+        e = Env()
+        ok = False
+        try:
+            if how == "daemon":  # before the first client: its server gets it
+                e.cmd("set_default_device_pinned_mem_limit 0 64M")
+            p = memory_driver(e, "memcap") if how != "client" else subprocess.Popen(
+                [MEMORY_DRIVER, "memcap"], env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(
+                    SHIM_DIR), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=64M"),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "memcap ok" in out, "%s: %r %r" % (how, out, err))
+            got = dict(l.split(" ", 1) for l in out.splitlines() if " " in l)
+            if how == "none":
+                check(got["totalmem"] == str(16 << 30) and got["alloc40"] == "0",
+                      "no cap: the device's figures, every allocation fits: %r" % got)
+            else:
+                for k, v in want.items():
+                    check(got.get(k) == v, "%s: %s is %r, want %r" % (how, k, got.get(k), v))
+                check(re.search(r"client %d: device 0 memory limit 64M reached \(33554432 "
+                                r"bytes held\): an allocation of 41943040 bytes refused" % p.pid,
+                                e.log("server.log")), "the refusal logged for %s" % how)
+            ok = True
+        finally:
+            e.close(ok)
+
+
+@test
 def memory_pools_are_each_clients_own():
     """Stream-ordered allocation and pools through the server: each client has a default pool
     of its own (never the device's, which every client shares), allocations are its memory

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote mode, the devices family's hand-written part (api/remote/devices.tsv has the rest):
- * the device count and ordinals as the client sees them, and device attributes, each asked of
- * the server once per device. */
+ * the device count and ordinals as the client sees them, device attributes, each asked of
+ * the server once per device, and the device's memory. */
+#include <limits.h>
+
 #include "openmps/cuda_abi.h"
 #include "../gen/remote_decls.h"
 #include "../remote.h"
@@ -63,4 +65,39 @@ CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 CUresult om_device_attribute(int dev, int attrib, int *value)
 {
     return om_r_cuDeviceGetAttribute(value, attrib, dev);
+}
+
+/* The device's memory as this client may use it: under a device-memory cap the server answers
+ * the cap (src/server/memcap.c). */
+CUresult om_r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 8);
+    CUresult rc;
+
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceTotalMem_v2, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *bytes = (size_t)v;
+    return rc;
+}
+
+/* The 32-bit form: sizes above 4 GiB - 1 are reported as 4 GiB - 1 (src/client/api/v1.c does
+ * the same for cuMemGetInfo). */
+CUresult om_r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b = 0;
+    CUresult rc;
+
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_r_cuDeviceTotalMem_v2(&b, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = b > UINT_MAX ? UINT_MAX : (unsigned int)b;
+    return rc;
 }

@@ -84,8 +84,10 @@ CUresult om_r_cuDeviceGet(CUdevice *device, int ordinal); /* devices */
 CUresult om_r_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev); /* devices */
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult om_r_cuDeviceGetCount(int *count); /* devices */
+CUresult om_r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev); /* devices */
 CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId); /* devices */
 CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId);
+CUresult om_r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev); /* devices */
 CUresult om_r_cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc); /* external */
 CUresult om_r_cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc); /* external */
 CUresult om_r_cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc); /* external */
@@ -219,6 +221,7 @@ CUresult om_r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize); /* memory */
 CUresult om_r_cuMemFreeHost(void *p); /* memory */
 CUresult om_r_cuMemFree_v2(CUdeviceptr dptr); /* memory */
 CUresult om_r_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr); /* memory */
+CUresult om_r_cuMemGetInfo_v2(size_t *free, size_t *total); /* memory */
 CUresult om_r_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags); /* memory */
 CUresult om_r_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags); /* memory */
 CUresult om_r_cuMemHostGetFlags(unsigned int *pFlags, void *p); /* memory */

@@ -480,29 +480,6 @@ static CUresult r_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*bytes)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceTotalMem_v2, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*bytes));
-        if (v && bytes)
-            memcpy(bytes, v, sizeof(*bytes));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
 static CUresult r_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
     uint8_t req_buf[24];
@@ -707,29 +684,6 @@ static CUresult r_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
         const void *v = om_get_bytes(&in, sizeof(*maxWidthInElements));
         if (v && maxWidthInElements)
             memcpy(maxWidthInElements, v, sizeof(*maxWidthInElements));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*bytes)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceTotalMem, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*bytes));
-        if (v && bytes)
-            memcpy(bytes, v, sizeof(*bytes));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -1647,35 +1601,6 @@ static CUresult r_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget ta
     om_put_u64(&req, (uint64_t)(int64_t)target);
     om_put_u64(&req, (uint64_t)(int64_t)scope);
     return om_rcall(OM_IDX_cuFlushGPUDirectRDMAWrites, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-    uint8_t req_buf[8];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*free) + sizeof(*total)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!free)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!total)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall(OM_IDX_cuMemGetInfo_v2, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*free));
-        if (v && free)
-            memcpy(free, v, sizeof(*free));
-    }
-    {
-        const void *v = om_get_bytes(&in, sizeof(*total));
-        if (v && total)
-            memcpy(total, v, sizeof(*total));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 static CUresult r_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
@@ -2718,7 +2643,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetPCIBusId, (void *)r_cuDeviceGetPCIBusId);
     om_remote_set(OM_IDX_cuDeviceGetUuid, (void *)r_cuDeviceGetUuid_v2);
     om_remote_set(OM_IDX_cuDeviceGetUuid_v2, (void *)r_cuDeviceGetUuid_v2);
-    om_remote_set(OM_IDX_cuDeviceTotalMem_v2, (void *)r_cuDeviceTotalMem_v2);
+    om_remote_set(OM_IDX_cuDeviceTotalMem_v2, (void *)om_r_cuDeviceTotalMem_v2);
     om_remote_set(OM_IDX_cuDeviceCanAccessPeer, (void *)r_cuDeviceCanAccessPeer);
     om_remote_set(OM_IDX_cuDeviceComputeCapability, (void *)r_cuDeviceComputeCapability);
     om_remote_set(OM_IDX_cuDeviceGetByPCIBusId, (void *)om_r_cuDeviceGetByPCIBusId);
@@ -2727,7 +2652,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetP2PAttribute, (void *)r_cuDeviceGetP2PAttribute);
     om_remote_set(OM_IDX_cuDeviceGetProperties, (void *)r_cuDeviceGetProperties);
     om_remote_set(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)r_cuDeviceGetTexture1DLinearMaxWidth);
-    om_remote_set(OM_IDX_cuDeviceTotalMem, (void *)r_cuDeviceTotalMem);
+    om_remote_set(OM_IDX_cuDeviceTotalMem, (void *)om_r_cuDeviceTotalMem);
     om_remote_set(OM_IDX_cuImportExternalMemory, (void *)om_r_cuImportExternalMemory);
     om_remote_set(OM_IDX_cuExternalMemoryGetMappedBuffer, (void *)om_r_cuExternalMemoryGetMappedBuffer);
     om_remote_set(OM_IDX_cuExternalMemoryGetMappedMipmappedArray, (void *)r_cuExternalMemoryGetMappedMipmappedArray);
@@ -2912,7 +2837,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemFreeHost, (void *)om_r_cuMemFreeHost);
     om_remote_set(OM_IDX_cuMemFree_v2, (void *)om_r_cuMemFree_v2);
     om_remote_set(OM_IDX_cuMemGetAddressRange_v2, (void *)om_r_cuMemGetAddressRange_v2);
-    om_remote_set(OM_IDX_cuMemGetInfo_v2, (void *)r_cuMemGetInfo_v2);
+    om_remote_set(OM_IDX_cuMemGetInfo_v2, (void *)om_r_cuMemGetInfo_v2);
     om_remote_set(OM_IDX_cuMemHostAlloc, (void *)om_r_cuMemHostAlloc);
     om_remote_set(OM_IDX_cuMemHostGetDevicePointer_v2, (void *)om_r_cuMemHostGetDevicePointer_v2);
     om_remote_set(OM_IDX_cuMemHostGetFlags, (void *)om_r_cuMemHostGetFlags);

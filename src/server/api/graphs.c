@@ -1447,7 +1447,7 @@ static void gm_release(struct session *s, uint64_t base, bool inst)
             ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
     }
     if (r && r->graph)
-        om_ranges_remove(&s->allocs, r);
+        om_allocs_remove(s, r);
 }
 
 /* Drops the holds of `holder` (a graph or an executable graph) or of `node` (an allocation
@@ -1589,7 +1589,7 @@ void om_graphmem_session_end(struct session *s)
             if (m->h[k].base == m->h[i].base)
                 m->h[k].inst = false; /* once */
         if ((r = om_ranges_find_base(&s->allocs, m->h[i].base)) && r->graph)
-            om_ranges_remove(&s->allocs, r);
+            om_allocs_remove(s, r);
     }
     if (st)
         ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);

@@ -185,7 +185,7 @@ static void forget_range(struct session *s, uint64_t base)
 {
     for (size_t i = 0; i < s->allocs.n; i++) {
         if (!s->allocs.v[i].owned && s->allocs.v[i].base == base) {
-            om_ranges_remove(&s->allocs, &s->allocs.v[i]);
+            om_allocs_remove(s, &s->allocs.v[i]);
             return;
         }
     }

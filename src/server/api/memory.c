@@ -22,6 +22,8 @@ static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+        return rc;
     rc = managed ? om_devmem_alloc(bytes, &base, size, &mem)
                  : om_devmem_take(c->s, bytes, &base, size, &mem);
     if (rc != CUDA_SUCCESS)
@@ -31,7 +33,34 @@ static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->s->allocs.v[c->s->allocs.n - 1].managed = managed;
+    om_memcap_charge(c->s, &c->s->allocs.v[c->s->allocs.n - 1]);
     om_put_u64(&c->out, base);
+    return CUDA_SUCCESS;
+}
+
+/* The device's memory as the client may use it: under its cap (memcap.c) the cap is the
+ * total, and what it does not hold of the cap is free, at most what the device has free. So a
+ * framework that sizes its pool from cuMemGetInfo (PyTorch's mem_get_info) sees its cap. */
+CUresult om_x_cuMemGetInfo_v2(struct call *c)
+{
+    size_t free_bytes = 0, total = 0;
+    uint64_t cap = om_memcap_cap(c->s, 0), used = om_memcap_used(c->s, 0);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(size_t *, size_t *))REAL(cuMemGetInfo_v2))(&free_bytes, &total);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (cap) {
+        uint64_t left = used < cap ? cap - used : 0;
+        if (cap < total)
+            total = (size_t)cap;
+        if (left < free_bytes)
+            free_bytes = (size_t)left;
+    }
+    om_put_u64(&c->out, free_bytes);
+    om_put_u64(&c->out, total);
     return CUDA_SUCCESS;
 }
 
@@ -204,7 +233,7 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     } else {
         om_devmem_give(c->s, r->base, r->size, r->mem);
     }
-    om_ranges_remove(&c->s->allocs, r);
+    om_allocs_remove(c->s, r);
     return om_take_async_error(c->s, rc);
 }
 

@@ -212,6 +212,8 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
 
     if (bytes == 0 || bytes > (1ull << 46))
         return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+        return rc;
     st = om_arg_stream(c, h, true, &rc);
     if (!st)
         return rc;
@@ -233,6 +235,7 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->s->allocs.v[c->s->allocs.n - 1].pool = pool;
+    om_memcap_charge(c->s, &c->s->allocs.v[c->s->allocs.n - 1]);
     om_put_u64(&c->out, p);
     om_put_u64(&c->out, pool); /* for the client's pointer attributes (MEMPOOL_HANDLE) */
     return CUDA_SUCCESS;
@@ -284,7 +287,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
         om_wait_settle_pools();
         rc = ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
         if (rc == CUDA_SUCCESS)
-            om_ranges_remove(&c->s->allocs, r);
+            om_allocs_remove(c->s, r);
         return rc;
     }
     /* Memory of cuMemAlloc freed in stream order: after that stream's work (the client's own),
@@ -296,7 +299,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
         else
             om_devmem_give(c->s, r->base, r->size, r->mem);
     }
-    om_ranges_remove(&c->s->allocs, r);
+    om_allocs_remove(c->s, r);
     return rc;
 }
 
@@ -309,7 +312,7 @@ CUresult om_mempool_free(struct session *s, struct om_range *r)
     om_wait_settle_pools();
     frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
     if (!r->graph) /* a graph allocation's range stays while its graphs hold it (graphs.c) */
-        om_ranges_remove(&s->allocs, r);
+        om_allocs_remove(s, r);
     return rc != CUDA_SUCCESS ? rc : frc;
 }
 
@@ -328,7 +331,7 @@ void om_mempool_session_end(struct session *s)
             continue;
         if (st)
             ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(s->allocs.v[i].base, st);
-        om_ranges_remove(&s->allocs, &s->allocs.v[i]);
+        om_allocs_remove(s, &s->allocs.v[i]);
     }
     if (st)
         ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);

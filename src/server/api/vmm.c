@@ -185,7 +185,7 @@ static void forget_mapping(struct session *s, struct om_range *m)
     for (size_t i = 0; i < s->allocs.n; i++) {
         if (!s->allocs.v[i].owned && s->allocs.v[i].base == m->base &&
             s->allocs.v[i].size == m->size) {
-            om_ranges_remove(&s->allocs, &s->allocs.v[i]);
+            om_allocs_remove(s, &s->allocs.v[i]);
             break;
         }
     }

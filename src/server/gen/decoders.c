@@ -450,24 +450,6 @@ static CUresult x_cuDeviceGetUuid_v2(struct call *c)
     return rc;
 }
 
-static CUresult x_cuDeviceTotalMem_v2(struct call *c)
-{
-    uint64_t a_dev = om_get_u64(&c->in);
-    size_t o_bytes;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_bytes, 0, sizeof(o_bytes));
-    if (a_dev >= (uint64_t)om_server_ndevices())
-        return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(size_t *, CUdevice))REAL(cuDeviceTotalMem_v2))(&o_bytes, (CUdevice)a_dev);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_bytes, sizeof(o_bytes));
-    }
-    return rc;
-}
-
 static CUresult x_cuDeviceCanAccessPeer(struct call *c)
 {
     uint64_t a_dev = om_get_u64(&c->in);
@@ -637,24 +619,6 @@ static CUresult x_cuDeviceGetTexture1DLinearMaxWidth(struct call *c)
     rc = ((CUresult (*)(size_t *, CUarray_format, unsigned, CUdevice))REAL(cuDeviceGetTexture1DLinearMaxWidth))(&o_maxWidthInElements, (CUarray_format)a_format, (unsigned)a_numChannels, (CUdevice)a_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_maxWidthInElements, sizeof(o_maxWidthInElements));
-    }
-    return rc;
-}
-
-static CUresult x_cuDeviceTotalMem(struct call *c)
-{
-    uint64_t a_dev = om_get_u64(&c->in);
-    unsigned int o_bytes;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_bytes, 0, sizeof(o_bytes));
-    if (a_dev >= (uint64_t)om_server_ndevices())
-        return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(unsigned int *, CUdevice))REAL(cuDeviceTotalMem))(&o_bytes, (CUdevice)a_dev);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_bytes, sizeof(o_bytes));
     }
     return rc;
 }
@@ -1907,24 +1871,6 @@ static CUresult x_cuFlushGPUDirectRDMAWrites(struct call *c)
     return rc;
 }
 
-static CUresult x_cuMemGetInfo_v2(struct call *c)
-{
-    size_t o_free;
-    size_t o_total;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_free, 0, sizeof(o_free));
-    memset(&o_total, 0, sizeof(o_total));
-    rc = ((CUresult (*)(size_t *, size_t *))REAL(cuMemGetInfo_v2))(&o_free, &o_total);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_free, sizeof(o_free));
-        om_put_bytes(&c->out, &o_total, sizeof(o_total));
-    }
-    return rc;
-}
-
 _Static_assert(24 + (uint64_t)(64) * sizeof(CUmemAccessDesc) <= OM_CHUNK_BYTES, "cuMemPoolSetAccess: its largest request exceeds a record");
 static CUresult x_cuMemPoolSetAccess(struct call *c)
 {
@@ -2987,7 +2933,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetName] = x_cuDeviceGetName,
     [OM_IDX_cuDeviceGetPCIBusId] = x_cuDeviceGetPCIBusId,
     [OM_IDX_cuDeviceGetUuid_v2] = x_cuDeviceGetUuid_v2,
-    [OM_IDX_cuDeviceTotalMem_v2] = x_cuDeviceTotalMem_v2,
+    [OM_IDX_cuDeviceTotalMem_v2] = om_x_cuDeviceTotalMem_v2,
     [OM_IDX_cuDeviceCanAccessPeer] = x_cuDeviceCanAccessPeer,
     [OM_IDX_cuDeviceComputeCapability] = x_cuDeviceComputeCapability,
     [OM_IDX_cuDeviceGetByPCIBusId] = x_cuDeviceGetByPCIBusId,
@@ -2996,7 +2942,6 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetP2PAttribute] = x_cuDeviceGetP2PAttribute,
     [OM_IDX_cuDeviceGetProperties] = x_cuDeviceGetProperties,
     [OM_IDX_cuDeviceGetTexture1DLinearMaxWidth] = x_cuDeviceGetTexture1DLinearMaxWidth,
-    [OM_IDX_cuDeviceTotalMem] = x_cuDeviceTotalMem,
     [OM_IDX_cuImportExternalMemory] = om_x_cuImportExternalMemory,
     [OM_IDX_cuExternalMemoryGetMappedBuffer] = om_x_cuExternalMemoryGetMappedBuffer,
     [OM_IDX_cuExternalMemoryGetMappedMipmappedArray] = x_cuExternalMemoryGetMappedMipmappedArray,
@@ -3112,7 +3057,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemAlloc_v2] = om_x_cuMemAlloc_v2,
     [OM_IDX_cuMemFreeHost] = om_x_cuMemFreeHost,
     [OM_IDX_cuMemFree_v2] = om_x_cuMemFree_v2,
-    [OM_IDX_cuMemGetInfo_v2] = x_cuMemGetInfo_v2,
+    [OM_IDX_cuMemGetInfo_v2] = om_x_cuMemGetInfo_v2,
     [OM_IDX_cuMemHostAlloc] = om_x_cuMemHostAlloc,
     [OM_IDX_cuMemHostRegister_v2] = om_x_cuMemHostRegister_v2,
     [OM_IDX_cuMemAllocAsync] = om_x_cuMemAllocAsync,

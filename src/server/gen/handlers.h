@@ -24,6 +24,7 @@ CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyHtoD_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD2D8_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD8_v2(struct call *c); /* copies */
+CUresult om_x_cuDeviceTotalMem_v2(struct call *c); /* devices */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
 CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
 CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
@@ -97,6 +98,7 @@ CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */
 CUresult om_x_cuMemAlloc_v2(struct call *c); /* memory */
 CUresult om_x_cuMemFreeHost(struct call *c); /* memory */
 CUresult om_x_cuMemFree_v2(struct call *c); /* memory */
+CUresult om_x_cuMemGetInfo_v2(struct call *c); /* memory */
 CUresult om_x_cuMemHostAlloc(struct call *c); /* memory */
 CUresult om_x_cuMemHostRegister_v2(struct call *c); /* memory */
 CUresult om_x_cuMemAllocAsync(struct call *c); /* memory */

@@ -229,15 +229,6 @@ static CUresult g_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     return rc;
 }
 
-static CUresult g_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    CUresult rc;
-
-    ENTER(cuDeviceTotalMem_v2);
-    rc = ((CUresult (*)(size_t *, CUdevice))gen_next[OM_IDX_cuDeviceTotalMem_v2])(bytes, dev);
-    return rc;
-}
-
 static CUresult g_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
     CUresult rc;
@@ -307,15 +298,6 @@ static CUresult g_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
 
     ENTER(cuDeviceGetTexture1DLinearMaxWidth);
     rc = ((CUresult (*)(size_t *, CUarray_format, unsigned, CUdevice))gen_next[OM_IDX_cuDeviceGetTexture1DLinearMaxWidth])(maxWidthInElements, format, numChannels, dev);
-    return rc;
-}
-
-static CUresult g_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    CUresult rc;
-
-    ENTER(cuDeviceTotalMem);
-    rc = ((CUresult (*)(unsigned int *, CUdevice))gen_next[OM_IDX_cuDeviceTotalMem])(bytes, dev);
     return rc;
 }
 
@@ -779,15 +761,6 @@ static CUresult g_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget ta
 
     ENTER(cuFlushGPUDirectRDMAWrites);
     rc = ((CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope))gen_next[OM_IDX_cuFlushGPUDirectRDMAWrites])(target, scope);
-    return rc;
-}
-
-static CUresult g_cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-    CUresult rc;
-
-    ENTER(cuMemGetInfo_v2);
-    rc = ((CUresult (*)(size_t *, size_t *))gen_next[OM_IDX_cuMemGetInfo_v2])(free, total);
     return rc;
 }
 
@@ -1356,7 +1329,6 @@ static const struct {
     {OM_IDX_cuDeviceGetName, (void *)g_cuDeviceGetName},
     {OM_IDX_cuDeviceGetPCIBusId, (void *)g_cuDeviceGetPCIBusId},
     {OM_IDX_cuDeviceGetUuid_v2, (void *)g_cuDeviceGetUuid_v2},
-    {OM_IDX_cuDeviceTotalMem_v2, (void *)g_cuDeviceTotalMem_v2},
     {OM_IDX_cuDeviceCanAccessPeer, (void *)g_cuDeviceCanAccessPeer},
     {OM_IDX_cuDeviceComputeCapability, (void *)g_cuDeviceComputeCapability},
     {OM_IDX_cuDeviceGetByPCIBusId, (void *)g_cuDeviceGetByPCIBusId},
@@ -1365,7 +1337,6 @@ static const struct {
     {OM_IDX_cuDeviceGetP2PAttribute, (void *)g_cuDeviceGetP2PAttribute},
     {OM_IDX_cuDeviceGetProperties, (void *)g_cuDeviceGetProperties},
     {OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)g_cuDeviceGetTexture1DLinearMaxWidth},
-    {OM_IDX_cuDeviceTotalMem, (void *)g_cuDeviceTotalMem},
     {OM_IDX_cuExternalMemoryGetMappedMipmappedArray, (void *)g_cuExternalMemoryGetMappedMipmappedArray},
     {OM_IDX_cuDestroyExternalMemory, (void *)g_cuDestroyExternalMemory},
     {OM_IDX_cuSignalExternalSemaphoresAsync, (void *)g_cuSignalExternalSemaphoresAsync},
@@ -1408,7 +1379,6 @@ static const struct {
     {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
     {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
-    {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
     {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* A client's device-memory cap (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and the daemon's limits): what
+ * counts against it, the refusal past it, and what the client is told of it. */
+#include <inttypes.h>
+
+#include "internal.h"
+#include "../common/config.h"
+#include "../common/log.h"
+
+/*
+ * MPS names the cap a "pinned device memory limit": the device memory a client may hold on
+ * one GPU. The session's limits are the daemon's for its server, tightened by the client's
+ * own variable (the daemon merges them at adoption). Counted so far: plain, pitched and
+ * managed allocations and stream-ordered (pool) allocations, each by the bytes the client
+ * holds (its range's size) from the allocation until its free; a refused allocation fails with
+ * CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Not counted yet (issue #12): physical
+ * allocations of the virtual-memory API (cuMemCreate), arrays, graph allocations. The server
+ * runs the clients' work on one device today: everything counts on device 0.
+ */
+
+uint64_t om_memcap_cap(const struct session *s, int dev)
+{
+    return dev >= 0 && (uint32_t)dev < s->limits.ndevices && dev < (int)OM_MAX_DEVICES
+               ? s->limits.mem_limit[dev]
+               : 0;
+}
+
+uint64_t om_memcap_used(const struct session *s, int dev)
+{
+    return dev == 0 ? s->device_bytes : 0;
+}
+
+CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes)
+{
+    uint64_t cap = om_memcap_cap(s, dev), used = om_memcap_used(s, dev);
+    char capb[32];
+
+    if (!cap || (bytes <= cap && used <= cap - bytes))
+        return CUDA_SUCCESS;
+    if (!s->memcap_logged) {
+        s->memcap_logged = true;
+        om_format_size(cap, capb, sizeof(capb));
+        om_warn("client %d: device %d memory limit %s reached (%" PRIu64 " bytes held): an "
+                "allocation of %" PRIu64 " bytes refused with CUDA_ERROR_OUT_OF_MEMORY; later "
+                "refusals are not logged",
+                (int)s->pid, dev, capb, used, bytes);
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void om_memcap_charge(struct session *s, struct om_range *r)
+{
+    r->charged = r->size;
+    s->device_bytes += r->size;
+}
+
+void om_allocs_remove(struct session *s, struct om_range *r)
+{
+    s->device_bytes -= r->charged <= s->device_bytes ? r->charged : s->device_bytes;
+    om_ranges_remove(&s->allocs, r);
+}
