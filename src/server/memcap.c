@@ -12,10 +12,12 @@
  * one GPU. The session's limits are the daemon's for its server, tightened by the client's
  * own variable (the daemon merges them at adoption). Counted so far: plain, pitched and
  * managed allocations and stream-ordered (pool) allocations, each by the bytes the client
- * holds (its range's size) from the allocation until its free; a refused allocation fails with
- * CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Not counted yet (issue #12): physical
- * allocations of the virtual-memory API (cuMemCreate), arrays, graph allocations. The server
- * runs the clients' work on one device today: everything counts on device 0.
+ * holds (its range's size) from the allocation until its free, and physical allocations of the
+ * virtual-memory API from cuMemCreate to the release of the handle (mapping them counts
+ * nothing more; memory imported from another process counts nothing); a refused allocation
+ * fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Not counted yet (issue #12): arrays
+ * and graph allocations. The server runs the clients' work on one device today: everything
+ * counts on device 0.
  */
 
 uint64_t om_memcap_cap(const struct session *s, int dev)
@@ -58,4 +60,23 @@ void om_allocs_remove(struct session *s, struct om_range *r)
 {
     s->device_bytes -= r->charged <= s->device_bytes ? r->charged : s->device_bytes;
     om_ranges_remove(&s->allocs, r);
+}
+
+CUresult om_memcap_created(struct session *s, uint64_t handle, uint64_t size)
+{
+    if (om_ranges_add(&s->vmm_charges, handle, size, 0, true) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->vmm_charges.v[s->vmm_charges.n - 1].charged = size;
+    s->device_bytes += size;
+    return CUDA_SUCCESS;
+}
+
+void om_memcap_released(struct session *s, uint64_t handle)
+{
+    struct om_range *r = om_ranges_find_base(&s->vmm_charges, handle);
+
+    if (!r)
+        return; /* imported, or not counted */
+    s->device_bytes -= r->charged <= s->device_bytes ? r->charged : s->device_bytes;
+    om_ranges_remove(&s->vmm_charges, r);
 }

@@ -917,6 +917,19 @@ static int memcap(void)
     printf("freed %zu %zu\n", fr, total);
     printf("alloc40again %d\n", (int)cuMemAlloc_v2(&b, 40u << 20));
     OK(cuMemFree_v2(b));
+    {
+        /* the virtual-memory API's physical memory counts from its creation to its release */
+        CUmemAllocationProp prop = {.type = 1, .location = {1, 0}};
+        CUmemGenericAllocationHandle h = 0, h2 = 0;
+        OK(cuMemCreate(&h, 48u << 20, &prop, 0));
+        OK(cuMemGetInfo_v2(&fr, &total));
+        printf("created48 %zu %zu\n", fr, total);
+        printf("alloc32 %d\n", (int)cuMemAlloc_v2(&a, 32u << 20));
+        printf("create32 %d\n", (int)cuMemCreate(&h2, 32u << 20, &prop, 0));
+        OK(cuMemRelease(h));
+        printf("released32 %d\n", (int)cuMemAlloc_v2(&a, 32u << 20));
+        OK(cuMemFree_v2(a));
+    }
     printf("memcap ok\n");
     return 0;
 }

@@ -72,7 +72,8 @@ CUresult om_x_cuMemCreate(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = check_prop(p)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS)
+    if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS ||
+        (rc = om_memcap_check(c->s, 0, size)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                        unsigned long long))REAL(cuMemCreate))(&h, (size_t)size, p, 0);
@@ -80,6 +81,11 @@ CUresult om_x_cuMemCreate(struct call *c)
         return rc;
     if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
         return rc;
+    if ((rc = om_memcap_created(c->s, h, size)) != CUDA_SUCCESS) {
+        ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
+        om_own_drop(c->s, OM_H_MEMHANDLE, h);
+        return rc;
+    }
     om_put_u64(&c->out, h);
     return CUDA_SUCCESS;
 }
@@ -297,6 +303,7 @@ void om_vmm_session_end(struct session *s)
     free(s->vmm_extra);
     s->vmm_extra = NULL;
     s->vmm_extra_n = s->vmm_extra_cap = 0;
+    om_ranges_free(&s->vmm_charges);
     /* The handles go with the kinds of api/handles.tsv (own.c: cuMemRelease). */
 }
 
@@ -370,7 +377,9 @@ CUresult om_x_cuMemRelease(struct call *c)
             return rc;
         }
     rc = ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         om_own_drop(s, OM_H_MEMHANDLE, h);
+        om_memcap_released(s, h);
+    }
     return rc;
 }
