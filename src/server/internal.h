@@ -153,7 +153,7 @@ struct session {
      * (api/vmm.c). */
     uint64_t pool_default, pool_current;
     struct om_ranges vmm_reserved, vmm_mapped;
-    struct om_ranges vmm_charges; /* its cuMemCreate handles (base) and sizes (memcap.c) */
+    struct om_ranges held; /* handles charged to its device-memory cap (base) and their bytes */
     /* api/vmm.c: the extra driver references the client holds on handles it owns (each
      * cuMemRetainAllocationHandle of a mapped handle adds one; one cuMemRelease drops one) */
     uint64_t *vmm_extra;
@@ -343,10 +343,11 @@ uint64_t om_memcap_used(const struct session *s, int dev);
 CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes);
 void om_memcap_charge(struct session *s, struct om_range *r);
 void om_allocs_remove(struct session *s, struct om_range *r);
-/* Physical memory of the virtual-memory API, counted from cuMemCreate (after the check) to
- * the release of the client's handle. */
-CUresult om_memcap_created(struct session *s, uint64_t handle, uint64_t size);
-void om_memcap_released(struct session *s, uint64_t handle);
+/* Memory behind a handle (a cuMemCreate allocation, an array), counted from its creation
+ * (after the check) to its release or destruction; om_memcap_free at the session's end. */
+CUresult om_memcap_hold(struct session *s, uint64_t handle, uint64_t size);
+void om_memcap_drop(struct session *s, uint64_t handle);
+void om_memcap_free(struct session *s);
 
 /* profile.c: OPENMPS_PROFILE, a session's server time per entry point, logged as it ends. */
 bool om_profile_on(void);

@@ -15,9 +15,10 @@
  * holds (its range's size) from the allocation until its free, and physical allocations of the
  * virtual-memory API from cuMemCreate to the release of the handle (mapping them counts
  * nothing more; memory imported from another process counts nothing); a refused allocation
- * fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Not counted yet (issue #12): arrays
- * and graph allocations. The server runs the clients' work on one device today: everything
- * counts on device 0.
+ * fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Arrays (plain, 3D, layered,
+ * mipmapped) count by their descriptor's elements (the driver may pad them: an estimate), from
+ * creation to destruction. Not counted yet (issue #12): graph allocations. The server runs the
+ * clients' work on one device today: everything counts on device 0.
  */
 
 uint64_t om_memcap_cap(const struct session *s, int dev)
@@ -62,21 +63,27 @@ void om_allocs_remove(struct session *s, struct om_range *r)
     om_ranges_remove(&s->allocs, r);
 }
 
-CUresult om_memcap_created(struct session *s, uint64_t handle, uint64_t size)
+CUresult om_memcap_hold(struct session *s, uint64_t handle, uint64_t size)
 {
-    if (om_ranges_add(&s->vmm_charges, handle, size, 0, true) < 0)
+    if (om_ranges_add(&s->held, handle, size, 0, true) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    s->vmm_charges.v[s->vmm_charges.n - 1].charged = size;
+    s->held.v[s->held.n - 1].charged = size;
     s->device_bytes += size;
     return CUDA_SUCCESS;
 }
 
-void om_memcap_released(struct session *s, uint64_t handle)
+void om_memcap_drop(struct session *s, uint64_t handle)
 {
-    struct om_range *r = om_ranges_find_base(&s->vmm_charges, handle);
+    struct om_range *r = om_ranges_find_base(&s->held, handle);
 
     if (!r)
         return; /* imported, or not counted */
     s->device_bytes -= r->charged <= s->device_bytes ? r->charged : s->device_bytes;
-    om_ranges_remove(&s->vmm_charges, r);
+    om_ranges_remove(&s->held, r);
+}
+
+void om_memcap_free(struct session *s)
+{
+    om_ranges_free(&s->held);
+    s->device_bytes = 0;
 }

@@ -423,6 +423,7 @@ static void session_destroy(struct session *s)
         close(s->ring_fd);
     if (s->sock >= 0)
         close(s->sock);
+    om_memcap_free(s);
     free(s);
 }
 

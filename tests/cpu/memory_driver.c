@@ -57,6 +57,14 @@ CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
+typedef struct {
+    size_t Width, Height;
+    int Format;
+    unsigned NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef void *CUarray;
+CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+CUresult cuArrayDestroy(CUarray);
 CUresult cuDeviceTotalMem_v2(size_t *, int);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
@@ -929,6 +937,20 @@ static int memcap(void)
         OK(cuMemRelease(h));
         printf("released32 %d\n", (int)cuMemAlloc_v2(&a, 32u << 20));
         OK(cuMemFree_v2(a));
+    }
+    {
+        /* arrays by their elements: 2048 x 2048 of float4 is 64 MiB, 1024 x 1024 floats 4 */
+        CUDA_ARRAY_DESCRIPTOR big = {2048, 2048, 0x20, 4}, small = {1024, 1024, 0x20, 1};
+        CUarray arr = NULL;
+        OK(cuMemAlloc_v2(&a, 2u << 20));
+        printf("array64 %d\n", (int)cuArrayCreate_v2(&arr, &big));
+        OK(cuArrayCreate_v2(&arr, &small));
+        OK(cuMemGetInfo_v2(&fr, &total));
+        printf("array4 %zu %zu\n", fr, total);
+        OK(cuArrayDestroy(arr));
+        OK(cuMemFree_v2(a));
+        OK(cuMemGetInfo_v2(&fr, &total));
+        printf("arraygone %zu %zu\n", fr, total);
     }
     printf("memcap ok\n");
     return 0;

@@ -2540,8 +2540,8 @@ def memory_driver(e, *args):
 def memory_cap_refuses_past_it_and_shows():
     """A device-memory cap (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, or the daemon's default, the
     tighter of the two): cuMemGetInfo and cuDeviceTotalMem show the cap as the total and what
-    the client does not hold as free; plain, managed and stream-ordered allocations and the
-    virtual-memory API's physical allocations (until released) count; past the cap an allocation fails with CUDA_ERROR_OUT_OF_MEMORY and nothing else changes
+    the client does not hold as free; plain, managed and stream-ordered allocations, the
+    virtual-memory API's physical allocations (until released) and arrays count; past the cap an allocation fails with CUDA_ERROR_OUT_OF_MEMORY and nothing else changes
     (a later one that fits succeeds); the first refusal is logged with the client's pid.
     Without a cap the device's own figures."""
     mib = 1 << 20
@@ -2550,7 +2550,8 @@ def memory_cap_refuses_past_it_and_shows():
             "async40": "2", "after48": "%d %d" % (16 * mib, 64 * mib), "alloc17": "2",
             "freed": "%d %d" % (64 * mib, 64 * mib), "alloc40again": "0",
             "created48": "%d %d" % (16 * mib, 64 * mib), "alloc32": "2", "create32": "2",
-            "released32": "0"}
+            "released32": "0", "array64": "2", "array4": "%d %d" % (58 * mib, 64 * mib),
+            "arraygone": "%d %d" % (64 * mib, 64 * mib)}
     for how in ("client", "daemon", "none"):
         e = Env(start=False)
         ok = False

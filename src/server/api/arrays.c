@@ -75,12 +75,38 @@ CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d)
     }
 }
 
-/* A creation from one descriptor of `size` bytes: room under the budget, the call, owned. */
+/* a * b, or UINT64_MAX past it (an array that large fits no cap). */
+static uint64_t times(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* The bytes an array of these dimensions holds, as the client's device-memory cap counts them
+ * (memcap.c): its elements, `levels` mipmap levels of them, each dimension halved per level
+ * (at least 1); the driver's padding is not known here. */
+static uint64_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned channels,
+                            uint64_t levels)
+{
+    uint64_t elem = element_bytes(format, channels), sum = 0;
+
+    if (!elem)
+        elem = 4 * (channels ? channels : 1); /* block-compressed, planar: an upper guess */
+    for (uint64_t l = 0; l < levels && l < 64; l++) {
+        uint64_t n = times(times(w >> l ? w >> l : 1, h >> l ? h >> l : 1), d >> l ? d >> l : 1);
+        uint64_t b = times(n, elem);
+        sum = b > UINT64_MAX - sum ? UINT64_MAX : sum + b;
+    }
+    return sum;
+}
+
+/* A creation from one descriptor of `size` bytes holding `bytes` of device memory: room under
+ * the budget and the cap, the call, owned and counted. */
 static CUresult create(struct call *c, enum om_handle_kind kind, void *desc, size_t size,
+                       uint64_t (*bytes_of)(const void *),
                        CUresult (*make)(struct call *, void *, uint64_t *))
 {
     const void *b = om_get_bytes(&c->in, size);
-    uint64_t h = 0;
+    uint64_t h = 0, bytes;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -88,12 +114,38 @@ static CUresult create(struct call *c, enum om_handle_kind kind, void *desc, siz
     if ((rc = om_own_room(c->s, kind)) != CUDA_SUCCESS)
         return rc;
     memcpy(desc, b, size);
+    bytes = bytes_of(desc);
+    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+        return rc;
     if ((rc = make(c, desc, &h)) != CUDA_SUCCESS)
         return rc;
     if ((rc = om_own_add(c, kind, h)) != CUDA_SUCCESS)
         return rc;
+    if ((rc = om_memcap_hold(c->s, h, bytes)) != CUDA_SUCCESS) {
+        ((CUresult(*)(CUarray))REAL(cuArrayDestroy))((CUarray)(uintptr_t)h);
+        om_own_drop(c->s, kind, h);
+        return rc;
+    }
     om_put_u64(&c->out, h);
     return CUDA_SUCCESS;
+}
+
+static uint64_t bytes_2d(const void *p)
+{
+    const CUDA_ARRAY_DESCRIPTOR *d = p;
+    return array_bytes(d->Width, d->Height, 1, (int)d->Format, d->NumChannels, 1);
+}
+
+/* A sparse array, or one whose memory is mapped later, holds none of its own: what backs it
+ * is mapped from cuMemCreate allocations, counted there. */
+#define ARRAY_NO_MEMORY (0x40u | 0x80u) /* CUDA_ARRAY3D_SPARSE, CUDA_ARRAY3D_DEFERRED_MAPPING */
+
+static uint64_t bytes_3d(const void *p)
+{
+    const CUDA_ARRAY3D_DESCRIPTOR *d = p;
+    if (d->Flags & ARRAY_NO_MEMORY)
+        return 0;
+    return array_bytes(d->Width, d->Height, d->Depth, (int)d->Format, d->NumChannels, 1);
 }
 
 static CUresult make_array(struct call *c, void *d, uint64_t *h)
@@ -121,13 +173,13 @@ static CUresult make_array3d(struct call *c, void *d, uint64_t *h)
 CUresult om_x_cuArrayCreate_v2(struct call *c)
 {
     CUDA_ARRAY_DESCRIPTOR d;
-    return create(c, OM_H_ARRAY, &d, sizeof(d), make_array);
+    return create(c, OM_H_ARRAY, &d, sizeof(d), bytes_2d, make_array);
 }
 
 CUresult om_x_cuArray3DCreate_v2(struct call *c)
 {
     CUDA_ARRAY3D_DESCRIPTOR d;
-    return create(c, OM_H_ARRAY, &d, sizeof(d), make_array3d);
+    return create(c, OM_H_ARRAY, &d, sizeof(d), bytes_3d, make_array3d);
 }
 
 CUresult om_x_cuMipmappedArrayCreate(struct call *c)
@@ -136,6 +188,7 @@ CUresult om_x_cuMipmappedArrayCreate(struct call *c)
     const void *b = om_get_bytes(&c->in, sizeof(CUDA_ARRAY3D_DESCRIPTOR));
     CUDA_ARRAY3D_DESCRIPTOR d;
     CUmipmappedArray m = NULL;
+    uint64_t bytes;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -145,12 +198,23 @@ CUresult om_x_cuMipmappedArrayCreate(struct call *c)
     if ((rc = om_own_room(c->s, OM_H_MIPMAPPED_ARRAY)) != CUDA_SUCCESS)
         return rc;
     memcpy(&d, b, sizeof(d));
+    bytes = d.Flags & ARRAY_NO_MEMORY
+                ? 0
+                : array_bytes(d.Width, d.Height, d.Depth, (int)d.Format, d.NumChannels, levels);
+    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+        return rc;
     rc = ((CUresult(*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))REAL(
         cuMipmappedArrayCreate))(&m, &d, (unsigned)levels);
-    if (rc == CUDA_SUCCESS &&
-        (rc = om_own_add(c, OM_H_MIPMAPPED_ARRAY, (uint64_t)(uintptr_t)m)) == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)m);
-    return rc;
+    if (rc != CUDA_SUCCESS ||
+        (rc = om_own_add(c, OM_H_MIPMAPPED_ARRAY, (uint64_t)(uintptr_t)m)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_memcap_hold(c->s, (uint64_t)(uintptr_t)m, bytes)) != CUDA_SUCCESS) {
+        ((CUresult(*)(CUmipmappedArray))REAL(cuMipmappedArrayDestroy))(m);
+        om_own_drop(c->s, OM_H_MIPMAPPED_ARRAY, (uint64_t)(uintptr_t)m);
+        return rc;
+    }
+    om_put_u64(&c->out, (uint64_t)(uintptr_t)m);
+    return CUDA_SUCCESS;
 }
 
 /* An array's planes stop being the client's with it (the driver owns them through it). */
@@ -173,6 +237,7 @@ CUresult om_x_cuArrayDestroy(struct call *c)
     rc = ((CUresult(*)(CUarray))REAL(cuArrayDestroy))((CUarray)(uintptr_t)h);
     if (rc == CUDA_SUCCESS) {
         om_own_drop(c->s, OM_H_ARRAY, h);
+        om_memcap_drop(c->s, h);
         for (unsigned i = 0; i < MAX_PLANES; i++)
             if (planes[i])
                 om_own_drop(c->s, OM_H_SUBARRAY, (uint64_t)(uintptr_t)planes[i]);
@@ -199,6 +264,7 @@ CUresult om_x_cuMipmappedArrayDestroy(struct call *c)
         (CUmipmappedArray)(uintptr_t)h);
     if (rc == CUDA_SUCCESS) {
         om_own_drop(c->s, OM_H_MIPMAPPED_ARRAY, h);
+        om_memcap_drop(c->s, h);
         for (unsigned i = 0; i < MAX_LEVELS && levels[i]; i++)
             om_own_drop(c->s, OM_H_SUBARRAY, (uint64_t)(uintptr_t)levels[i]);
     }

@@ -81,7 +81,7 @@ CUresult om_x_cuMemCreate(struct call *c)
         return rc;
     if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_memcap_created(c->s, h, size)) != CUDA_SUCCESS) {
+    if ((rc = om_memcap_hold(c->s, h, size)) != CUDA_SUCCESS) {
         ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
         om_own_drop(c->s, OM_H_MEMHANDLE, h);
         return rc;
@@ -303,7 +303,6 @@ void om_vmm_session_end(struct session *s)
     free(s->vmm_extra);
     s->vmm_extra = NULL;
     s->vmm_extra_n = s->vmm_extra_cap = 0;
-    om_ranges_free(&s->vmm_charges);
     /* The handles go with the kinds of api/handles.tsv (own.c: cuMemRelease). */
 }
 
@@ -379,7 +378,7 @@ CUresult om_x_cuMemRelease(struct call *c)
     rc = ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
     if (rc == CUDA_SUCCESS) {
         om_own_drop(s, OM_H_MEMHANDLE, h);
-        om_memcap_released(s, h);
+        om_memcap_drop(s, h);
     }
     return rc;
 }
