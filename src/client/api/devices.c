@@ -72,16 +72,11 @@ CUresult om_device_attribute(int dev, int attrib, int *value)
 CUresult om_r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     uint64_t v = 0;
-    uint32_t got = 0;
-    REQ(req, 8);
     CUresult rc;
 
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceTotalMem_v2, &req, &v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(v))
-        rc = CUDA_ERROR_UNKNOWN;
+    rc = om_rcall_u64(OM_IDX_cuDeviceTotalMem_v2, (uint64_t)(int64_t)dev, 0, &v);
     if (rc == CUDA_SUCCESS)
         *bytes = (size_t)v;
     return rc;
