@@ -10,15 +10,16 @@
 /*
  * MPS names the cap a "pinned device memory limit": the device memory a client may hold on
  * one GPU. The session's limits are the daemon's for its server, tightened by the client's
- * own variable (the daemon merges them at adoption). Counted so far: plain, pitched and
+ * own variable (the daemon merges them at adoption). What counts: plain, pitched and
  * managed allocations and stream-ordered (pool) allocations, each by the bytes the client
  * holds (its range's size) from the allocation until its free, and physical allocations of the
  * virtual-memory API from cuMemCreate to the release of the handle (mapping them counts
  * nothing more; memory imported from another process counts nothing); a refused allocation
  * fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Arrays (plain, 3D, layered,
  * mipmapped) count by their descriptor's elements (the driver may pad them: an estimate), from
- * creation to destruction. Not counted yet (issue #12): graph allocations. The server runs the
- * clients' work on one device today: everything counts on device 0.
+ * creation to destruction; graph allocations while the client's graphs hold their ranges
+ * (api/graphs.c). The server runs the clients' work on one device today: everything counts on
+ * device 0.
  */
 
 uint64_t om_memcap_cap(const struct session *s, int dev)

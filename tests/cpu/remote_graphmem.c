@@ -73,6 +73,7 @@ CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuGraphCreate(CUgraph *, unsigned);
 CUresult cuGraphDestroy(CUgraph);
 CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, ALLOC *);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode, ALLOC *);
 CUresult cuGraphAddMemFreeNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr);
 CUresult cuGraphMemFreeNodeGetParams(CUgraphNode, CUdeviceptr *);
@@ -301,6 +302,26 @@ int main(int argc, char **argv)
     setup();
     if (argc == 2 && !strcmp(argv[1], "build")) {
         build();
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "capped")) {
+        /* under a 2 MiB device-memory cap (the test's): a graph allocation counts while the
+         * client holds it */
+        CUgraph g;
+        CUgraphNode an;
+        CUdeviceptr plain;
+        ALLOC big = alloc_params(1536u << 10, NULL, 0), small = alloc_params(512u << 10, NULL, 0);
+        size_t fr = 0, total = 0;
+        OK(cuMemAlloc_v2(&plain, 1u << 20));
+        OK(cuGraphCreate(&g, 0));
+        printf("graph1536k %d\n", (int)cuGraphAddMemAllocNode(&an, g, NULL, 0, &big));
+        OK(cuGraphAddMemAllocNode(&an, g, NULL, 0, &small));
+        OK(cuMemGetInfo_v2(&fr, &total));
+        printf("held %zu %zu\n", fr, total);
+        OK(cuGraphDestroy(g));
+        OK(cuMemGetInfo_v2(&fr, &total));
+        printf("destroyed %zu %zu\n", fr, total);
+        printf("capped ok\n");
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "hold")) {

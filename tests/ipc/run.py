@@ -3508,6 +3508,30 @@ def remote_graphmem_nodes_ranges_and_conditionals():
 
 
 @test
+def remote_graphmem_counts_against_the_memory_cap():
+    """Under a 2 MiB device-memory cap a graph allocation counts from its node while the client
+    holds it: one past the cap is refused with CUDA_ERROR_OUT_OF_MEMORY, one that fits shows in
+    cuMemGetInfo, and the graph's destruction gives it back."""
+    e = Env()
+    ok = False
+    try:
+        p = subprocess.Popen([REMOTE_GRAPHMEM, "capped"], env=dict(
+            e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
+            CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=2M"), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0 and "capped ok" in out, "capped: %r %r" % (out, err))
+        got = dict(l.split(" ", 1) for l in out.splitlines() if " " in l)
+        want = {"graph1536k": "2", "held": "%d %d" % (512 << 10, 2 << 20),
+                "destroyed": "%d %d" % (1 << 20, 2 << 20)}
+        for k, v in want.items():
+            check(got.get(k) == v, "%s is %r, want %r" % (k, got.get(k), v))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_graphmem_of_another_client_refused():
     """Another client cannot reach a client's graph allocation (copies, free nodes), use its
     conditional handle, its graph or its conditional body graph."""

@@ -1423,10 +1423,14 @@ static CUresult gm_add(struct session *s, uint64_t base, uint64_t size, uint64_t
     if (!gm_grow((void **)&m->h, &m->caph, m->nh, sizeof(*m->h)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!gm_held(s, base)) {
+        /* counted against the device-memory cap while the client holds it (memcap.c) */
+        if ((rc = om_memcap_check(s, 0, size)) != CUDA_SUCCESS)
+            return rc;
         if (om_ranges_add(&s->allocs, base, size, 0, true) < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         s->allocs.v[s->allocs.n - 1].graph = true;
         s->allocs.v[s->allocs.n - 1].pool = pool;
+        om_memcap_charge(s, &s->allocs.v[s->allocs.n - 1]);
     }
     m->h[m->nh++] = (struct gm_hold){base, size, holder, node, inst};
     return CUDA_SUCCESS;
@@ -1658,6 +1662,8 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
         rc = om_own_room(c->s, OM_H_NODE);
     if (rc == CUDA_SUCCESS)
         rc = gm_room(c->s, 1);
+    if (rc == CUDA_SUCCESS) /* before the driver makes the node (gm_add counts it) */
+        rc = om_memcap_check(c->s, 0, p.bytesize);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
