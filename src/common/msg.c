@@ -106,7 +106,7 @@ int om_decode_srv_client(const void *p, size_t len, struct om_srv_client *ret)
     if (len < sizeof(c))
         return -EBADMSG;
     memcpy(&c, p, sizeof(c));
-    if (c.event != OM_CLIENT_UP && c.event != OM_CLIENT_DOWN)
+    if (c.event != OM_CLIENT_UP && c.event != OM_CLIENT_DOWN && c.event != OM_CLIENT_MEMORY)
         return -EBADMSG;
     *ret = c;
     return 0;

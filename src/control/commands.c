@@ -218,23 +218,38 @@ static void client_device(const struct server *s, const struct client_rec *r, ch
     }
 }
 
+/*
+ * ps [-v] [-p <server PID>]: NVIDIA's columns; -v (openmps) adds what the server applies to each
+ * client and what it holds: its active thread percentage and priority, its device-memory cap
+ * on device 0 and the device memory it holds there (as the server last reported it, at most
+ * OM_REPORT_MS old).
+ */
 static int cmd_ps(struct cmd_ctx *x)
 {
     struct server *only = NULL;
-    bool any = false;
+    bool any = false, verbose = false;
+    int i = 1;
 
-    if (x->argc == 2 || (x->argc == 3 && strcmp(x->argv[1], "-p") != 0))
-        return fail(x, "Usage: ps [-p <server PID>]");
-    if (x->argc == 3 && parse_pid(x, x->argv[2], &only) < 0)
+    if (i < x->argc && !strcmp(x->argv[i], "-v")) {
+        verbose = true;
+        i++;
+    }
+    if (i < x->argc && (x->argc != i + 2 || strcmp(x->argv[i], "-p") != 0))
+        return fail(x, "Usage: ps [-v] [-p <server PID>]");
+    if (i < x->argc && parse_pid(x, x->argv[i + 1], &only) < 0)
         return 0;
     for (struct server *s = x->d->servers; s; s = s->next) {
         if ((only && s != only) || !sees_clients_of(x, s))
             continue;
         for (struct client_rec *r = s->clients; r; r = r->next) {
-            char dev[64], pid[16], id[16], spid[16], ns[24];
-            if (!any)
+            char dev[64], pid[16], id[16], spid[16], ns[24], atp[16], cap[32], held[32];
+            if (!any) {
                 sb_printf(x->out, "%-10s%-10s%-15s%-26s%-15s%-15s", "PID", "ID", "SERVER", "DEVICE",
                           "NAMESPACE", "COMMAND");
+                if (verbose)
+                    sb_printf(x->out, " %-8s%-10s%-10s%-10s", "SHARE", "PRIORITY", "MEMLIMIT",
+                              "MEMORY");
+            }
             any = true;
             client_device(s, r, dev, sizeof(dev));
             snprintf(pid, sizeof(pid), "%d", (int)r->pid);
@@ -243,6 +258,18 @@ static int cmd_ps(struct cmd_ctx *x)
             snprintf(ns, sizeof(ns), "%lu", r->pid_ns);
             sb_printf(x->out, "\n%-10s%-10s%-15s%-26s%-15s%-15s", pid, id, spid, dev, ns,
                       r->command);
+            if (!verbose)
+                continue;
+            om_format_percentage(
+                r->limits.active_thread_pct_milli ? r->limits.active_thread_pct_milli : 100000, atp,
+                sizeof(atp));
+            if (r->limits.ndevices && r->limits.mem_limit[0])
+                om_format_size(r->limits.mem_limit[0], cap, sizeof(cap));
+            else
+                snprintf(cap, sizeof(cap), "-");
+            om_format_size(r->device_bytes, held, sizeof(held));
+            sb_printf(x->out, " %-8s%-10u%-10s%-10s", atp, (unsigned)r->limits.priority, cap,
+                      r->device_bytes ? held : "0");
         }
     }
     return 0;
@@ -498,7 +525,7 @@ static const struct command commands[] = {
     {"start_server", 0, 2, true, cmd_start_server, "-uid <UID>"},
     {"get_client_list", 1, 1, false, cmd_get_client_list, "<PID>"},
     {"get_device_client_list", 0, 1, false, cmd_get_device_client_list, "[<PID>]"},
-    {"ps", 0, 2, false, cmd_ps, "[-p <PID>]"},
+    {"ps", 0, 3, false, cmd_ps, "[-v] [-p <PID>]"},
     {"shutdown_server", 1, 2, true, cmd_shutdown_server, "<PID> [-f]"},
     {"terminate_client", 2, 2, true, cmd_terminate_client, "<server PID> <client PID>"},
     {"quit", 0, 2, true, cmd_quit, "[-t <seconds>]"},

@@ -84,7 +84,9 @@ struct client_rec {
     pid_t pid;
     bool up; /* the server confirmed the session */
     uint32_t device_mask;
-    unsigned long pid_ns; /* inode of /proc/PID/ns/pid, 0 if unknown */
+    struct om_limits limits; /* what the server applies to it (the server's, tightened) */
+    uint64_t device_bytes;   /* device memory it holds, as the server last said (ps -v) */
+    unsigned long pid_ns;    /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];
     struct client_rec *next;
 };

@@ -284,6 +284,7 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     }
     r->id = a.client_id;
     r->pid = c->pid;
+    r->limits = a.limits;
     describe_process(c->pid, r);
     r->next = s->clients;
     s->clients = r;
@@ -416,7 +417,9 @@ void om_server_handle_message(struct daemon *d, struct server *s)
             client_down(d, s, cl.client_id);
         } else {
             for (struct client_rec *r = s->clients; r; r = r->next)
-                if (r->id == cl.client_id) {
+                if (r->id == cl.client_id && cl.event == OM_CLIENT_MEMORY) {
+                    r->device_bytes = cl.device_bytes;
+                } else if (r->id == cl.client_id) {
                     r->up = true;
                     r->device_mask = cl.device_mask;
                 }

@@ -101,12 +101,13 @@ struct session {
     struct om_limits limits;
     pthread_t worker;
     bool worker_started;
-    int stop;                   /* asks the worker to leave (__atomic) */
-    int failed;                 /* the worker found a protocol error (__atomic) */
-    uint64_t device_bytes;      /* device memory it holds, as its cap counts it (memcap.c) */
-    bool memcap_logged;         /* its first refusal past the cap was logged */
-    uint64_t calls;             /* records served */
-    uint64_t waits;             /* times its thread found no record and waited */
+    int stop;                /* asks the worker to leave (__atomic) */
+    int failed;              /* the worker found a protocol error (__atomic) */
+    uint64_t device_bytes;   /* device memory it holds, as its cap counts it (memcap.c; __atomic) */
+    uint64_t reported_bytes; /* device_bytes as the daemon last heard it (main thread) */
+    bool memcap_logged;      /* its first refusal past the cap was logged */
+    uint64_t calls;          /* records served */
+    uint64_t waits;          /* times its thread found no record and waited */
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
     char end_reason[200];       /* a copy: the caller's text may not outlive the worker */
     unsigned left_after;        /* sessions left then, for the log */
@@ -391,5 +392,9 @@ struct session *om_session_find_pid(struct server *srv, pid_t pid);
 /* Tells the daemon a client came (OM_CLIENT_UP) or went (OM_CLIENT_DOWN). Every
  * client the daemon hands over gets exactly one UP or DOWN for its first fate. */
 void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event);
+/* Tells the daemon the device memory of each client whose use changed since it last did (for
+ * `ps -v`); the main thread, at least every OM_REPORT_MS. */
+#define OM_REPORT_MS 250
+void om_session_report_memory(struct server *srv);
 
 #endif

@@ -288,10 +288,11 @@ static int serve(struct server *srv)
              * it registers) are read by its worker, in order with its calls. */
             pfds[n++] = (struct pollfd){.fd = s->sock, .events = POLLRDHUP};
         pfds[n++] = (struct pollfd){.fd = fault_pipe[0], .events = POLLIN};
-        rc = poll(pfds, n, 1000);
+        rc = poll(pfds, n, OM_REPORT_MS);
         if (rc < 0 && errno != EINTR)
             break;
         om_hostmem_reap(); /* pinned regions left behind, once nothing of clients runs */
+        om_session_report_memory(srv);
         if (rc <= 0)
             continue;
         for (size_t i = 1; i + 1 < n; i++) {

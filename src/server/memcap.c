@@ -31,7 +31,20 @@ uint64_t om_memcap_cap(const struct session *s, int dev)
 
 uint64_t om_memcap_used(const struct session *s, int dev)
 {
-    return dev == 0 ? s->device_bytes : 0;
+    return dev == 0 ? __atomic_load_n(&s->device_bytes, __ATOMIC_RELAXED) : 0;
+}
+
+/* Its worker changes it; the main thread reads it for the daemon (session.c). */
+static void add_bytes(struct session *s, uint64_t bytes)
+{
+    __atomic_add_fetch(&s->device_bytes, bytes, __ATOMIC_RELAXED);
+}
+
+static void give_bytes(struct session *s, uint64_t bytes)
+{
+    uint64_t held = __atomic_load_n(&s->device_bytes, __ATOMIC_RELAXED);
+
+    __atomic_sub_fetch(&s->device_bytes, bytes <= held ? bytes : held, __ATOMIC_RELAXED);
 }
 
 CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes)
@@ -55,12 +68,12 @@ CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes)
 void om_memcap_charge(struct session *s, struct om_range *r)
 {
     r->charged = r->size;
-    s->device_bytes += r->size;
+    add_bytes(s, r->size);
 }
 
 void om_allocs_remove(struct session *s, struct om_range *r)
 {
-    s->device_bytes -= r->charged <= s->device_bytes ? r->charged : s->device_bytes;
+    give_bytes(s, r->charged);
     om_ranges_remove(&s->allocs, r);
 }
 
@@ -69,7 +82,7 @@ CUresult om_memcap_hold(struct session *s, uint64_t handle, uint64_t size)
     if (om_ranges_add(&s->held, handle, size, 0, true) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     s->held.v[s->held.n - 1].charged = size;
-    s->device_bytes += size;
+    add_bytes(s, size);
     return CUDA_SUCCESS;
 }
 
@@ -79,12 +92,12 @@ void om_memcap_drop(struct session *s, uint64_t handle)
 
     if (!r)
         return; /* imported, or not counted */
-    s->device_bytes -= r->charged <= s->device_bytes ? r->charged : s->device_bytes;
+    give_bytes(s, r->charged);
     om_ranges_remove(&s->held, r);
 }
 
 void om_memcap_free(struct session *s)
 {
     om_ranges_free(&s->held);
-    s->device_bytes = 0;
+    __atomic_store_n(&s->device_bytes, 0, __ATOMIC_RELAXED);
 }

@@ -35,6 +35,23 @@ void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t even
         om_warn("cannot tell the daemon about client %d", (int)pid);
 }
 
+void om_session_report_memory(struct server *srv)
+{
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        uint64_t now = __atomic_load_n(&s->device_bytes, __ATOMIC_RELAXED);
+        struct om_srv_client m = {.client_id = s->id,
+                                  .pid = (uint32_t)s->pid,
+                                  .event = OM_CLIENT_MEMORY,
+                                  .device_mask = 1u,
+                                  .device_bytes = now};
+        if (now == s->reported_bytes)
+            continue;
+        if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
+            return; /* the daemon is gone or full: the next look tries again */
+        s->reported_bytes = now;
+    }
+}
+
 /* Bytes of every session's staging buffer, under the server's budget (budget.c). */
 static uint64_t stage_total;
 

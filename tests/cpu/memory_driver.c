@@ -969,6 +969,17 @@ int main(int argc, char **argv)
         return hints();
     if (argc > 1 && !strcmp(argv[1], "memcap"))
         return memcap();
+    if (argc > 2 && !strcmp(argv[1], "hold")) { /* BYTES: held until a line on stdin */
+        CUdeviceptr p = 0;
+        char line[8];
+        CUresult rc;
+        setup();
+        OK(cuMemAlloc_v2(&p, (size_t)strtoull(argv[2], NULL, 10)));
+        printf("held\n");
+        if (fgets(line, sizeof(line), stdin))
+            OK(cuMemFree_v2(p));
+        return 0;
+    }
     if (argc > 4 && !strcmp(argv[1], "vmmforeign"))
         return vmm_foreign(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
                            (size_t)strtoull(argv[4], NULL, 10));

@@ -297,7 +297,7 @@ def commands_transcript():
             "A server PID is required",
             "Server 12345 not found",
             "A user id (UID) is required to start a new server",
-            "Usage: ps [-p <server PID>]",
+            "Usage: ps [-v] [-p <server PID>]",
             "Usage: quit [-t <seconds>]",
         ]
         got = out.splitlines()
@@ -2579,6 +2579,41 @@ def memory_cap_refuses_past_it_and_shows():
             ok = True
         finally:
             e.close(ok)
+
+
+@test
+def ps_verbose_shows_limits_and_memory():
+    """ps -v (openmps) adds, per client, its active thread percentage, priority, device-memory
+    cap and the device memory it holds (reported by the server within a second); plain ps keeps
+    NVIDIA's columns; a bad option gets the usage."""
+    e = Env()
+    ok = False
+    try:
+        p = subprocess.Popen([MEMORY_DRIVER, "hold", str(32 << 20)], env=dict(
+            e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
+            CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=1G", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="25",
+            CUDA_MPS_CLIENT_PRIORITY="1"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        check(p.stdout.readline().strip() == "held", "the client holds its memory")
+
+        def row():
+            lines = e.cmd("ps -v").splitlines()
+            mine = [l.split() for l in lines[1:] if l.split()[0] == str(p.pid)]
+            return lines[0].split(), mine[0] if mine else None
+        head, mine = wait_for(lambda: row()[1] and row()[1][-1] == "32M" and row(),
+                              what="ps -v showing the client's 32M")
+        check(head[-4:] == ["SHARE", "PRIORITY", "MEMLIMIT", "MEMORY"], "ps -v header %r" % head)
+        check(mine[-4:] == ["25.0", "1", "1G", "32M"], "ps -v row %r" % mine)
+        plain = e.cmd("ps").splitlines()
+        check(plain[0].split() == ["PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND"],
+              "plain ps keeps NVIDIA's columns: %r" % plain[0])
+        check(e.cmd("ps -x") == "Usage: ps [-v] [-p <server PID>]", "bad option: usage")
+        p.stdin.write("\n")
+        p.stdin.flush()
+        p.wait(timeout=60)
+        ok = True
+    finally:
+        e.close(ok)
 
 
 @test
