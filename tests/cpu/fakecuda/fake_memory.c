@@ -54,10 +54,44 @@ static void mlog(const char *fmt, ...)
     pthread_mutex_unlock(&lock);
 }
 
+/* The pools alive, so that a pointer that comes from elsewhere (a forged fabric handle or
+ * descriptor, as the executor's fuzzer sends) is refused without being read. */
+#define MAX_POOLS 4096
+static struct fake_pool *pools[MAX_POOLS];
+static int npools;
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct fake_pool *pool_register(struct fake_pool *fp)
+{
+    pthread_mutex_lock(&pools_lock);
+    if (npools < MAX_POOLS)
+        pools[npools++] = fp;
+    else
+        fp = NULL;
+    pthread_mutex_unlock(&pools_lock);
+    return fp;
+}
+
+static void pool_unregister(struct fake_pool *fp)
+{
+    pthread_mutex_lock(&pools_lock);
+    for (int i = 0; i < npools; i++)
+        if (pools[i] == fp) {
+            pools[i] = pools[--npools];
+            break;
+        }
+    pthread_mutex_unlock(&pools_lock);
+}
+
 static struct fake_pool *pool_of(void *p)
 {
-    struct fake_pool *fp = p;
+    struct fake_pool *fp = NULL;
 
+    pthread_mutex_lock(&pools_lock);
+    for (int i = 0; i < npools && !fp; i++)
+        if (pools[i] == p)
+            fp = pools[i];
+    pthread_mutex_unlock(&pools_lock);
     return fp && fp->magic == POOL_MAGIC ? fp : NULL;
 }
 
@@ -81,6 +115,10 @@ EXPORT int cuMemPoolCreate(void **pool, const struct fake_props *props)
         return 2;
     fp->magic = POOL_MAGIC;
     fp->handle_types = props->handleTypes;
+    if (!pool_register(fp)) {
+        free(fp);
+        return 2;
+    }
     *pool = fp;
     mlog("poolcreate %p dev %d", (void *)fp, props->loc_id);
     return CUDA_SUCCESS;
@@ -93,6 +131,7 @@ EXPORT int cuMemPoolDestroy(void *pool)
     if (!fp)
         return CUDA_ERROR_INVALID_VALUE;
     mlog("pooldestroy %p", pool);
+    pool_unregister(fp);
     fp->magic = 0;
     free(fp);
     return CUDA_SUCCESS;
@@ -323,6 +362,10 @@ void *fake_pool_adopt(void *origin)
         return NULL;
     fp->magic = POOL_MAGIC;
     fp->origin = origin;
+    if (!pool_register(fp)) {
+        free(fp);
+        return NULL;
+    }
     return fp;
 }
 
