@@ -4,7 +4,7 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag] [b8diag].
+# [torchtrace] [b7diag] [b8diag] [limits] [probe-green].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -178,6 +178,16 @@ for step in $STEPS; do
             sleep 1; cp $T/log/*.log "$OUT/probe/" 2>/dev/null
             grep -h "table\|slots" "$OUT/probe/libs.trace" | grep -v " slot [0-9]* (" | head -80
         } >"$OUT/probe.log" 2>&1 ;;
+    # The limits alone (issue #12; tests/gpu/limits/run.sh, also part of the tier).
+    limits)
+        { make && sh tests/gpu/limits/run.sh build "$OUT/limits"; } >"$OUT/limits.log" 2>&1 ;;
+    # What green contexts give the SM share (issue #12): throughput at a share, side by side,
+    # launch cost from many threads (tests/gpu/probe/green_share.cu).
+    probe-green)
+        {
+            nvcc -O2 -arch=native -o /tmp/om-green tests/gpu/probe/green_share.cu -lcuda &&
+                /tmp/om-green
+        } >"$OUT/probe-green.log" 2>&1 ;;
     # The GPU tier alone (tests/gpu/run.sh, the api programs included), without the CPU tier.
     gputier)
         { make && sh tests/gpu/run.sh build "$OUT/gputier"; } >"$OUT/gputier.log" 2>&1 ;;

@@ -133,6 +133,9 @@ fi
 # The driver-API families (issue #10): their own runner, under this daemon.
 OPENMPS_GPU_DAEMON=running sh "$HERE/api/run.sh" "$BUILD" "$OUT/api"
 fails=$((fails + $?))
+# The limits (issue #12): caps and shares under openmps, beside clients without them.
+OPENMPS_GPU_DAEMON=running sh "$HERE/limits/run.sh" "$BUILD" "$OUT/limits"
+fails=$((fails + $?))
 # The libraries and frameworks (issue #11): PyTorch, CuPy, JAX, MPI with the machine's python3,
 # each natively and under openmps (a framework that is missing is skipped with its reason).
 # OPENMPS_GPU_FRAMEWORKS=off leaves them out (a quick run of the rest; they have their own
