@@ -112,6 +112,8 @@ struct om_srv_adopt {
     uint32_t uid;
     uint32_t reserved;
     struct om_limits limits; /* the client's effective limits */
+    struct om_limits want;   /* what the client asked for itself: limits changed later for the
+                              * server's running clients are merged with it again */
 };
 
 #define OM_CLIENT_UP 1u

@@ -59,6 +59,24 @@ int om_decode_limits(const struct om_limits *in, struct om_limits *ret)
     return 0;
 }
 
+struct om_limits om_limits_merge(const struct om_limits *srv, const struct om_limits *want)
+{
+    struct om_limits l = *srv;
+
+    if (want->active_thread_pct_milli &&
+        (!l.active_thread_pct_milli || want->active_thread_pct_milli < l.active_thread_pct_milli))
+        l.active_thread_pct_milli = want->active_thread_pct_milli;
+    if (want->priority > l.priority)
+        l.priority = want->priority;
+    for (uint32_t i = 0; i < want->ndevices && i < OM_MAX_DEVICES; i++) {
+        if (want->mem_limit[i] && (!l.mem_limit[i] || want->mem_limit[i] < l.mem_limit[i]))
+            l.mem_limit[i] = want->mem_limit[i];
+        if (i + 1 > l.ndevices)
+            l.ndevices = i + 1;
+    }
+    return l;
+}
+
 int om_decode_hello(const void *p, size_t len, struct om_hello *ret)
 {
     struct om_hello h;
@@ -93,7 +111,8 @@ int om_decode_adopt(const void *p, size_t len, struct om_srv_adopt *ret)
     if (len < sizeof(a))
         return -EBADMSG;
     memcpy(&a, p, sizeof(a));
-    if (a.pid == 0 || om_decode_limits(&a.limits, &a.limits) < 0)
+    if (a.pid == 0 || om_decode_limits(&a.limits, &a.limits) < 0 ||
+        om_decode_limits(&a.want, &a.want) < 0)
         return -EBADMSG;
     *ret = a;
     return 0;

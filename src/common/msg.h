@@ -30,6 +30,9 @@ int om_msg_decode(const void *buf, size_t n, struct om_msg_hdr *ret_hdr);
 /* Payload decoders: every field is checked; longer payloads (newer minors) are
  * accepted, shorter ones are -EBADMSG. Outputs are untouched on failure. */
 int om_decode_limits(const struct om_limits *in, struct om_limits *ret);
+/* A client's effective limits: the server's (`srv`), tightened by what the client asked for in
+ * its environment (`want`): a client can only tighten. */
+struct om_limits om_limits_merge(const struct om_limits *srv, const struct om_limits *want);
 int om_decode_hello(const void *p, size_t len, struct om_hello *ret);
 int om_decode_welcome(const void *p, size_t len, struct om_welcome *ret);
 int om_decode_adopt(const void *p, size_t len, struct om_srv_adopt *ret);

@@ -85,6 +85,7 @@ struct client_rec {
     bool up; /* the server confirmed the session */
     uint32_t device_mask;
     struct om_limits limits; /* what the server applies to it (the server's, tightened) */
+    struct om_limits want;   /* what it asked for in its environment */
     uint64_t device_bytes;   /* device memory it holds, as the server last said (ps -v) */
     unsigned long pid_ns;    /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];

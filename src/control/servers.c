@@ -200,10 +200,14 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     return s;
 }
 
+/* Sends the server its limits; they apply to its running clients too (each merged again with
+ * what it asked for itself: the server does the same), so ps -v shows them at once. */
 int om_server_send_limits(struct server *s)
 {
     if (s->chan < 0)
         return -EPIPE;
+    for (struct client_rec *r = s->clients; r; r = r->next)
+        r->limits = om_limits_merge(&s->limits, &r->want);
     return om_msg_send(s->chan, OM_MSG_SRV_LIMITS, 0, &s->limits, sizeof(s->limits), -1);
 }
 
@@ -238,26 +242,6 @@ static void describe_process(pid_t pid, struct client_rec *r)
     }
 }
 
-/* The effective limits of a new client: the server's, tightened by what the
- * client asked for in its environment (a client can only tighten). */
-static struct om_limits effective_limits(const struct om_limits *srv, const struct om_limits *want)
-{
-    struct om_limits l = *srv;
-
-    if (want->active_thread_pct_milli &&
-        (!l.active_thread_pct_milli || want->active_thread_pct_milli < l.active_thread_pct_milli))
-        l.active_thread_pct_milli = want->active_thread_pct_milli;
-    if (want->priority > l.priority)
-        l.priority = want->priority;
-    for (uint32_t i = 0; i < want->ndevices && i < OM_MAX_DEVICES; i++) {
-        if (want->mem_limit[i] && (!l.mem_limit[i] || want->mem_limit[i] < l.mem_limit[i]))
-            l.mem_limit[i] = want->mem_limit[i];
-        if (i + 1 > l.ndevices)
-            l.ndevices = i + 1;
-    }
-    return l;
-}
-
 void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
 {
     struct om_srv_adopt a = {0};
@@ -272,7 +256,8 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     a.client_id = s->next_client_id++;
     a.pid = (uint32_t)c->pid;
     a.uid = (uint32_t)c->uid;
-    a.limits = effective_limits(&s->limits, &c->hello.want);
+    a.limits = om_limits_merge(&s->limits, &c->hello.want);
+    a.want = c->hello.want;
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc < 0) {
         om_err("cannot hand client %d to server %d: %s", (int)c->pid, (int)s->pid, strerror(-rc));
@@ -285,6 +270,7 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     r->id = a.client_id;
     r->pid = c->pid;
     r->limits = a.limits;
+    r->want = a.want;
     describe_process(c->pid, r);
     r->next = s->clients;
     s->clients = r;

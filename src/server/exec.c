@@ -82,6 +82,8 @@ static CUresult order_after(struct session *s, CUstream later, CUstream first, b
 
     if (om_stream_capturing(s, later) || om_stream_capturing(s, first))
         return CUDA_SUCCESS; /* a record or wait would join or break the capture */
+    if (s->share && (rc = om_share_settle(s, first, false)) != CUDA_SUCCESS)
+        return rc; /* `first`'s kernels in its shadow (share.c) are part of it */
     ev = sync_event(s, first, &rc);
     if (!ev)
         return rc;
@@ -108,7 +110,8 @@ CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool 
  * and work on a blocking stream waits for it. Streams created non-blocking and
  * clients using only the default stream pay nothing.
  */
-CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc)
+static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *ordered,
+                            CUresult *rc)
 {
     CUstream st;
 
@@ -132,6 +135,7 @@ CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *r
             om_sched_before(s, st);
         for (size_t i = 0; i < s->blocking.n && *rc == CUDA_SUCCESS; i++)
             *rc = order_after(s, st, (CUstream)(uintptr_t)s->blocking.v[i], enqueue);
+        *ordered = s->blocking.n != 0;
         return *rc == CUDA_SUCCESS ? st : NULL;
     }
     if (!om_handles_has(&s->own[OM_H_STREAM], h)) {
@@ -141,9 +145,29 @@ CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *r
     st = (CUstream)(uintptr_t)h;
     if (enqueue && !om_stream_capturing(s, st))
         om_sched_before(s, st); /* its stream query would invalidate a capture */
-    if (s->default_stream && om_handles_has(&s->blocking, h))
+    if (s->default_stream && om_handles_has(&s->blocking, h)) {
         *rc = order_after(s, st, s->default_stream, enqueue);
+        *ordered = true;
+    }
     return *rc == CUDA_SUCCESS ? st : NULL;
+}
+
+CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc)
+{
+    bool ordered = false;
+    CUstream st = find_stream(s, h, enqueue, &ordered, rc);
+
+    if (st && s->share && (*rc = om_share_settle(s, st, enqueue)) != CUDA_SUCCESS)
+        return NULL; /* its shadow's kernels come first (share.c) */
+    return st;
+}
+
+CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
+{
+    bool ordered = false;
+    CUstream st = find_stream(c->s, h, true, &ordered, rc);
+
+    return st ? om_share_launch(c->s, st, ordered, rc) : NULL;
 }
 
 /* The stream an operation is about to be enqueued on: it may wait for the scheduler first. */
@@ -163,6 +187,8 @@ CUresult om_exec_sync_client(struct session *s)
     for (size_t i = 0; i < s->own[OM_H_STREAM].n; i++)
         if ((r = sync((CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i])) != CUDA_SUCCESS && !rc)
             rc = r;
+    if (s->share && (r = om_share_wait(s)) != CUDA_SUCCESS && !rc)
+        rc = r; /* kernels on its shadow streams (share.c) */
     return rc;
 }
 

@@ -80,6 +80,25 @@ void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags);
 CUresult om_stream_release(struct session *s, uint64_t h);
 void om_green_stream_gone(struct session *s, uint64_t h);
+/* Whether st is a stream the client made in a green context of its own (api/green.c). */
+bool om_green_stream_of(struct session *s, CUstream st);
+
+/*
+ * share.c: the client's SM share. om_launch_stream is the stream a kernel launch, or a graph's,
+ * on the client's stream `h` goes to (the shadow in its lane under a share: share.c);
+ * om_share_settle makes a stream of the client wait for its shadow's kernels before any other
+ * use (exec.c calls it for every stream a call names; `enqueue` as om_find_stream's).
+ * om_share_wait waits for every shadow, om_share_stream_gone forgets a stream's, and
+ * om_share_release ends the session's (after om_exec_sync_client). The SM count and the SM
+ * resource the client is shown on a device follow its share.
+ */
+CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc);
+CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc);
+CUresult om_share_settle(struct session *s, CUstream st, bool enqueue);
+void om_share_stream_gone(struct session *s, CUstream st);
+unsigned om_share_sm_count(int dev, uint32_t pct_milli);
+unsigned om_share_client_sms(struct session *s, int dev);
+CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *res);
 
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */

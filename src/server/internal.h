@@ -98,7 +98,8 @@ struct session {
     void *ring_map;
     size_t ring_len;
     struct om_ring_end tx, rx;
-    struct om_limits limits;
+    struct om_limits limits; /* effective; the main thread stores changes (__atomic fields) */
+    struct om_limits want;   /* what the client asked for itself (merged again on a change) */
     pthread_t worker;
     bool worker_started;
     int stop;                /* asks the worker to leave (__atomic) */
@@ -117,6 +118,8 @@ struct session {
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */
     CUstream ctx_stream;
     struct om_green *green;      /* api/green.c: its green contexts and device resources */
+    struct om_share *share;      /* share.c: its SM share's lane and shadow streams */
+    bool share_logged;           /* share.c: a share was applied (a later 100 % is logged) */
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
@@ -219,6 +222,9 @@ void om_own_release(struct session *s);
 void om_ctx_release(struct session *s);
 /* api/texrefs.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
+/* share.c: waits for its shadow streams; ends its SM share (its shadows, its lane). */
+CUresult om_share_wait(struct session *s);
+void om_share_release(struct session *s);
 /* api/green.c: its green contexts, after its streams are destroyed. */
 void om_green_release(struct session *s);
 
@@ -383,6 +389,8 @@ void om_sched_before(struct session *s, CUstream st);
 void om_sched_launched(struct session *s, CUstream st, uint64_t kernel);
 
 /* session.c */
+/* The daemon changed the server's limits: applied to every running client (session.c). */
+void om_session_limits(struct server *srv, const struct om_limits *l);
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);
 void om_session_end(struct server *srv, struct session *s, const char *why);
 /* Waits (at most timeout_ms) for the workers of ended sessions to finish freeing. */

@@ -201,6 +201,7 @@ static bool handle_daemon(struct server *srv)
             break;
         }
         srv->limits = l;
+        om_session_limits(srv, &l); /* and its running clients' (beyond MPS) */
         break;
     case OM_MSG_SRV_SHUTDOWN: {
         struct om_srv_shutdown sd = {0};

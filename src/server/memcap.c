@@ -24,8 +24,10 @@
 
 uint64_t om_memcap_cap(const struct session *s, int dev)
 {
-    return dev >= 0 && (uint32_t)dev < s->limits.ndevices && dev < (int)OM_MAX_DEVICES
-               ? s->limits.mem_limit[dev]
+    /* The main thread changes them while the client runs (om_session_limits) */
+    return dev >= 0 && dev < (int)OM_MAX_DEVICES &&
+                   (uint32_t)dev < __atomic_load_n(&s->limits.ndevices, __ATOMIC_RELAXED)
+               ? __atomic_load_n(&s->limits.mem_limit[dev], __ATOMIC_RELAXED)
                : 0;
 }
 

@@ -300,6 +300,7 @@ static void release_gpu_resources(struct session *s)
     /* api/contexts.c's joining stream */
     om_ctx_release(s);
     om_green_release(s);                             /* its green contexts, their streams gone */
+    om_share_release(s);                             /* share.c: its shadow streams, its lane */
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
         om_idle_stream_destroy(s->default_stream);
@@ -462,6 +463,46 @@ static void log_limits(const struct session *s)
         om_info("client %d: priority %u (below normal)", (int)s->pid, s->limits.priority);
 }
 
+/* The daemon changed the server's limits: each running client's are merged again with what it
+ * asked for itself. The worker reads them as it goes: the SM share at its next launch
+ * (share.c), the memory cap at its next allocation and memory query (memcap.c). */
+void om_session_limits(struct server *srv, const struct om_limits *l)
+{
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        struct om_limits n = om_limits_merge(l, &s->want), *o = &s->limits;
+        char a[16], b[16];
+
+        if (n.active_thread_pct_milli != o->active_thread_pct_milli) {
+            om_format_percentage(o->active_thread_pct_milli ? o->active_thread_pct_milli : 100000,
+                                 a, sizeof(a));
+            om_format_percentage(n.active_thread_pct_milli ? n.active_thread_pct_milli : 100000,
+                                 b, sizeof(b));
+            om_info("client %d: active thread percentage %s -> %s (from its next launch)",
+                    (int)s->pid, a, b);
+            __atomic_store_n(&o->active_thread_pct_milli, n.active_thread_pct_milli,
+                             __ATOMIC_RELAXED);
+        }
+        for (uint32_t i = 0; i < OM_MAX_DEVICES; i++) {
+            uint64_t was = i < o->ndevices ? o->mem_limit[i] : 0;
+            uint64_t now = i < n.ndevices ? n.mem_limit[i] : 0;
+            if (was == now)
+                continue;
+            om_format_size(was, a, sizeof(a));
+            om_format_size(now, b, sizeof(b));
+            om_info("client %d: device %u pinned memory limit %s -> %s", (int)s->pid, i,
+                    was ? a : "none", now ? b : "none");
+            __atomic_store_n(&o->mem_limit[i], now, __ATOMIC_RELAXED);
+        }
+        if (n.ndevices > o->ndevices)
+            __atomic_store_n(&o->ndevices, n.ndevices, __ATOMIC_RELAXED);
+        if (n.priority != o->priority) {
+            om_info("client %d: priority %u -> %u (for streams it creates from now on)",
+                    (int)s->pid, o->priority, n.priority);
+            __atomic_store_n(&o->priority, n.priority, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 /* Takes ownership of fd whatever happens. */
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
 {
@@ -485,6 +526,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->ring_fd = -1;
     s->send_fd_after = -1;
     s->limits = a->limits;
+    s->want = a->want;
     fcntl(fd, F_SETFL, O_NONBLOCK);
     /* The daemon vouches for the client, but the socket is the client's
      * own: its credentials must be the ones the daemon named. */

@@ -123,6 +123,7 @@ void v1_case(int low);        /* remote_v1.c */
 void green_case(void);        /* remote_green.c */
 void green_hold_case(void);
 void green_steal_case(char **argv);
+void share_case(void); /* remote_share.c */
 
 static void setup(void)
 {
@@ -1010,6 +1011,8 @@ int main(int argc, char **argv)
         contexts_case();
     } else if (!strcmp(mode, "contexts_bus")) {
         contexts_bus_case();
+    } else if (!strcmp(mode, "share")) { /* remote_share.c */
+        share_case();
     } else if (!strcmp(mode, "green")) { /* remote_green.c */
         green_case();
     } else if (!strcmp(mode, "green_hold")) {

@@ -3930,6 +3930,114 @@ def remote_green_contexts():
 
 
 @test
+def sm_share_runs_kernels_in_a_lane_and_follows_changes():
+    """An SM share (server/share.c) on the double's device of 132 SMs: a client at 25 % (its
+    environment) is shown 32 SMs (the attribute and the SM resource) and its kernels go to
+    streams of a green context of 32 SMs; two clients at 50 % get different green contexts of
+    64; a client without a share, 132 and no green context. The stream's order holds across
+    the shadow stream (a set, a kernel, a copy: remote_share.c checks the values).
+    set_active_thread_percentage on the running server moves its running clients at their next
+    launch (a client's own tighter value stays), and 100 back to every SM; the server logs each
+    change with the client's pid, and ps -v follows."""
+    e = Env(start=False)
+    ok = False
+    clients = {}
+    try:
+        glog, llog = os.path.join(e.dir, "green.log"), os.path.join(e.dir, "launch.log")
+        e.env.update({"FAKECUDA_GREEN_LOG": glog, "FAKECUDA_LAUNCH_STREAM_LOG": llog})
+        e.start()
+
+        def start(name, pct):
+            extra = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": pct} if pct else {}
+            env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR), **extra)
+            p = subprocess.Popen([REMOTE_DRIVER, "share"], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            clients[name] = p
+            return p
+
+        def round_(p):
+            line = p.stdout.readline().split()
+            check(len(line) == 7 and line[-1] == "ok", "a round: %r (%s)" % (
+                line, "" if line else p.stderr.read()))
+            return int(line[3]), int(line[5])
+
+        def again(p):
+            open(llog, "w").close()  # this round's launches only
+            p.stdin.write("again\n")
+            p.stdin.flush()
+            return round_(p)
+
+        def lanes():
+            """green context -> SMs, and stream -> green context, from the double's log"""
+            sms, of = {}, {}
+            for l in open(glog).read().splitlines():
+                f = l.split()
+                if f[2] == "created":
+                    sms[f[1]] = int(f[4])
+                elif f[2] == "stream":
+                    of[f[3]] = f[1]
+            return sms, of
+
+        def launched_in(p):
+            """the green contexts (SM counts) this round's launches of p went to (None: a
+            stream of no green context)"""
+            sms, of = lanes()
+            streams = [l.split()[3] for l in open(llog).read().splitlines()]
+            return [(of.get(s), sms.get(of.get(s))) for s in streams]
+
+        a = start("a", "25")
+        check(round_(a) == (32, 32), "25 %: 32 SMs shown")
+        for name in ("b", "c"):
+            p = start(name, "50")
+            check(round_(p) == (64, 64), "50 %: 64 SMs shown")
+        d = start("d", None)
+        check(round_(d) == (132, 132), "no share: 132 SMs")
+        got = {}
+        for name in ("a", "b", "c", "d"):
+            check(again(clients[name]) == {"a": (32, 32), "b": (64, 64), "c": (64, 64),
+                                             "d": (132, 132)}[name], "round 2 of " + name)
+            got[name] = launched_in(clients[name])
+            check(len(got[name]) == 3, "three launches a round: %r" % got[name])
+        check(all(x[1] == 32 for x in got["a"]), "a's kernels on 32 SMs: %r" % got["a"])
+        check(all(x[1] == 64 for x in got["b"] + got["c"]), "b and c on 64: %r" % got)
+        check({x[0] for x in got["b"]}.isdisjoint({x[0] for x in got["c"]}),
+              "b and c in different green contexts (different halves): %r" % got)
+        check(all(x[0] is None for x in got["d"]), "d on no green context: %r" % got["d"])
+
+        spid = e.servers()[0]
+        check(e.cmd("set_active_thread_percentage %d 25" % spid) == "25.0", "set 25")
+        check(e.cmd("get_active_thread_percentage %d" % spid) == "25.0", "get 25")
+        for name in ("a", "b", "c", "d"):
+            check(again(clients[name]) == (32, 32), "%s at 25 %% after the change" % name)
+            check(all(x[1] == 32 for x in launched_in(clients[name])),
+                  "%s's kernels on 32 SMs now: %r" % (name, launched_in(clients[name])))
+        check(re.search(r"client %d: active thread percentage 100\.0 -> 25\.0" % d.pid,
+                        e.log("server.log")), "the change logged with d's pid")
+        rows = {l.split()[0]: l.split() for l in e.cmd("ps -v").splitlines()[1:]}
+        check(rows[str(d.pid)][-4] == "25.0", "ps -v shows d's new share: %r" % rows)
+
+        check(e.cmd("set_active_thread_percentage %d 100" % spid) == "100.0", "set 100")
+        want = {"a": 32, "b": 64, "c": 64, "d": 132}  # each back to its own
+        for name in ("a", "b", "c", "d"):
+            check(again(clients[name]) == (want[name], want[name]),
+                  "%s back to its own share" % name)
+        check(all(x[0] is None for x in launched_in(d)), "d back on no green context")
+        check(e.cmd("set_active_thread_percentage %d 0" % spid).startswith("Invalid"),
+              "0 refused")
+        for p in clients.values():
+            p.stdin.write("end\n")
+            p.stdin.flush()
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "share ok" in out, "client ends: %r %r" % (out, err))
+        ok = True
+    finally:
+        for p in clients.values():
+            if p.poll() is None:
+                p.kill()
+        e.close(ok)
+
+
+@test
 def remote_green_handles_are_each_clients_own():
     """Another client's descriptor, green context, stream of a green context, event and device
     resource are refused (green_hold / green_steal)."""

@@ -34,6 +34,7 @@ static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
 
 CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 {
+    uint64_t raw = 0;
     int v = 0;
     CUresult rc;
 
@@ -51,11 +52,15 @@ CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
         *value = attr_cache[dev][attrib];
         return CUDA_SUCCESS;
     }
-    rc = om_rpc_cuDeviceGetAttribute(&v, attrib, dev); /* the generated stub */
+    rc = om_rcall_u64(OM_IDX_cuDeviceGetAttribute, (uint64_t)(int64_t)attrib,
+                      (uint64_t)(int64_t)dev, &raw);
     if (rc != CUDA_SUCCESS)
         return rc;
+    v = (int)(int64_t)raw;
     *value = v;
-    if (attrib >= 0 && attrib < MAX_ATTR) {
+    /* The SM count follows the client's SM share, which the operator may change while it runs
+     * (set_active_thread_percentage): asked each time. */
+    if (attrib >= 0 && attrib < MAX_ATTR && attrib != 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
         attr_cache[dev][attrib] = *value;
         __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
     }

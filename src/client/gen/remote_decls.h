@@ -82,7 +82,6 @@ CUresult om_r_cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 CUresult om_r_cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N); /* copies */
 CUresult om_r_cuDeviceGet(CUdevice *device, int ordinal); /* devices */
 CUresult om_r_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev); /* devices */
-CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult om_r_cuDeviceGetCount(int *count); /* devices */
 CUresult om_r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev); /* devices */
 CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId); /* devices */

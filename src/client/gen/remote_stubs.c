@@ -383,30 +383,6 @@ static CUresult r_cuCtxSetLimit(CUlimit limit, size_t value)
     return om_rcall(OM_IDX_cuCtxSetLimit, &req, NULL, 0, NULL);
 }
 
-CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*pi)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(int64_t)attrib);
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    rc = om_rcall(OM_IDX_cuDeviceGetAttribute, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*pi));
-        if (v && pi)
-            memcpy(pi, v, sizeof(*pi));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
 static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     uint8_t req_buf[24];

@@ -529,7 +529,7 @@ CUresult om_x_cuGraphLaunch(struct call *c)
         return rc;
     if ((rc = om_arg_handle(c, OM_H_EXEC, exec, false)) != CUDA_SUCCESS)
         return rc;
-    st = om_arg_stream(c, sh, true, &rc);
+    st = om_launch_stream(c, sh, &rc); /* under an SM share, its lane's stream (share.c) */
     if (!st)
         return rc;
     rc =

@@ -56,13 +56,11 @@ static struct om_green *state(struct session *s)
 
 /* ------------------------------------------------------------------ resources */
 
-/* The SM resource a client is given on a device. Today the device's own; a client's SM share
- * (issue #12) is applied here, and every resource it splits descends from this one. */
+/* The SM resource a client is given on a device: the device's own, or under an SM share its
+ * lane's (share.c); every resource it splits descends from this one. */
 static CUresult client_sm_resource(struct session *s, int dev, struct om_CUdevResource *real)
 {
-    (void)s;
-    return ((CUresult(*)(CUdevice, struct om_CUdevResource *, int))REAL(cuDeviceGetDevResource))(
-        dev, real, CU_DEV_RESOURCE_TYPE_SM);
+    return om_share_resource(s, dev, real); /* share.c: its lane's under a share */
 }
 
 /* Keeps a real resource and writes the client's copy of it. */
@@ -280,6 +278,11 @@ static uint64_t green_of(struct session *s, uint64_t h)
         if (s->green->streams[i].stream == h)
             return s->green->streams[i].green;
     return 0;
+}
+
+bool om_green_stream_of(struct session *s, CUstream st)
+{
+    return s->green && green_of(s, (uint64_t)(uintptr_t)st) != 0;
 }
 
 void om_green_stream_gone(struct session *s, uint64_t h)

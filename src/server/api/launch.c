@@ -33,7 +33,7 @@ CUresult om_x_cuLaunchKernel(struct call *c)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    st = om_arg_stream(c, sh, true, &rc);
+    st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
     /* The argument bytes are already laid out as the kernel expects them. */
@@ -117,7 +117,7 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     if (om_kernel_total(c->s, k) != (int64_t)args_len || args_len > sizeof(c->s->launch_args) ||
         smem > UINT32_MAX)
         return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
-    st = om_arg_stream(c, sh, true, &rc);
+    st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
     size = args_len;

@@ -371,27 +371,6 @@ static CUresult x_cuCtxSetLimit(struct call *c)
     return rc;
 }
 
-static CUresult x_cuDeviceGetAttribute(struct call *c)
-{
-    uint64_t a_attrib = om_get_u64(&c->in);
-    uint64_t a_dev = om_get_u64(&c->in);
-    int o_pi;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_pi, 0, sizeof(o_pi));
-    if ((int64_t)a_attrib < 0 || (int64_t)a_attrib > 1023)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (a_dev >= (uint64_t)om_server_ndevices())
-        return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(int *, CUdevice_attribute, CUdevice))REAL(cuDeviceGetAttribute))(&o_pi, (CUdevice_attribute)a_attrib, (CUdevice)a_dev);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_pi, sizeof(o_pi));
-    }
-    return rc;
-}
-
 static CUresult x_cuDeviceGetName(struct call *c)
 {
     uint64_t a_len = om_get_u64(&c->in);
@@ -2929,7 +2908,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemcpyHtoD_v2] = om_x_cuMemcpyHtoD_v2,
     [OM_IDX_cuMemsetD2D8_v2] = om_x_cuMemsetD2D8_v2,
     [OM_IDX_cuMemsetD8_v2] = om_x_cuMemsetD8_v2,
-    [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,
+    [OM_IDX_cuDeviceGetAttribute] = om_x_cuDeviceGetAttribute,
     [OM_IDX_cuDeviceGetName] = x_cuDeviceGetName,
     [OM_IDX_cuDeviceGetPCIBusId] = x_cuDeviceGetPCIBusId,
     [OM_IDX_cuDeviceGetUuid_v2] = x_cuDeviceGetUuid_v2,

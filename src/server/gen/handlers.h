@@ -24,6 +24,7 @@ CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyHtoD_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD2D8_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD8_v2(struct call *c); /* copies */
+CUresult om_x_cuDeviceGetAttribute(struct call *c); /* devices */
 CUresult om_x_cuDeviceTotalMem_v2(struct call *c); /* devices */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
 CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */

@@ -874,6 +874,13 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
             fclose(f2);
         }
     }
+    if ((log = getenv("FAKECUDA_LAUNCH_STREAM_LOG"))) { /* which stream each launch went to */
+        FILE *f3 = fopen(log, "a");
+        if (f3) {
+            fprintf(f3, "launch %s stream %llu\n", k->name, (unsigned long long)(uintptr_t)s);
+            fclose(f3);
+        }
+    }
     time_line(k->name);
     stream_runs(s);
     if (strcmp(k->name, "printf") == 0 && len >= 4) {

@@ -193,15 +193,6 @@ static CUresult g_cuCtxSetLimit(CUlimit limit, size_t value)
     return rc;
 }
 
-static CUresult g_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
-{
-    CUresult rc;
-
-    ENTER(cuDeviceGetAttribute);
-    rc = ((CUresult (*)(int *, CUdevice_attribute, CUdevice))gen_next[OM_IDX_cuDeviceGetAttribute])(pi, attrib, dev);
-    return rc;
-}
-
 static CUresult g_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUresult rc;
@@ -1325,7 +1316,6 @@ static const struct {
     {OM_IDX_cuCtxGetLimit, (void *)g_cuCtxGetLimit},
     {OM_IDX_cuCtxGetStreamPriorityRange, (void *)g_cuCtxGetStreamPriorityRange},
     {OM_IDX_cuCtxSetLimit, (void *)g_cuCtxSetLimit},
-    {OM_IDX_cuDeviceGetAttribute, (void *)g_cuDeviceGetAttribute},
     {OM_IDX_cuDeviceGetName, (void *)g_cuDeviceGetName},
     {OM_IDX_cuDeviceGetPCIBusId, (void *)g_cuDeviceGetPCIBusId},
     {OM_IDX_cuDeviceGetUuid_v2, (void *)g_cuDeviceGetUuid_v2},

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client's SM share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, set_default_active_thread_percentage,
+ * set_active_thread_percentage; issue #12): its kernels run on about that share of the device's
+ * SMs, and from its next launch after the operator changes it.
+ *
+ * Mechanism: green contexts ("lanes") the server makes over SM partitions. For a share of p %
+ * the server splits the device's SMs into as many disjoint groups as fit of the nearest count
+ * the hardware allows (a multiple of the partition alignment, at least its minimum: 8 and 8 on
+ * a Hopper GPU; DRIVER_FACTS.md) and makes one green context of each. A client is placed on the
+ * lane of its count with the fewest clients, so two clients at 50 % run on different halves.
+ * Lanes live as long as the server; clients of the same count share them.
+ *
+ * A client's streams stay what they are (streams of the primary context: their handles are the
+ * client's, and every non-launch operation goes to them). Each stream the client launches on
+ * gets a shadow stream in its lane, and its kernel launches (cuLaunchKernel, cuLaunchKernelEx,
+ * cuGraphLaunch) go to the shadow. Order within the client's stream is kept with one event per
+ * direction, only where the kind of operation changes:
+ *
+ *   side OTHER   the client's stream has work its shadow has not waited for;
+ *   side LAUNCH  the shadow has kernels the client's stream has not waited for;
+ *   side SETTLED neither.
+ *
+ * A launch after OTHER makes the shadow wait for the stream; any other use of the stream after
+ * LAUNCH (a copy, an event record, a synchronize, a query, the legacy default stream's ordering)
+ * makes the stream wait for the shadow first (om_share_settle, called by exec.c for every
+ * stream a client's call names). Consecutive launches, and consecutive other operations, cost
+ * nothing beyond a lookup. A client without a share pays one comparison per launch.
+ *
+ * Streams the client made in green contexts of its own already run within its share (their SM
+ * resource descends from its lane's: api/green.c) and are never shadowed; a stream capturing
+ * a graph is not either (its launches are captured; the graph's launch is shadowed).
+ *
+ * A share changed while the client runs (the main thread stores the new limits) is seen at its
+ * next launch: the client moves to a lane of the new count, each shadow is replaced by one in
+ * the new lane that first waits for the old one. At 100 % the client leaves its lane: its
+ * streams wait for their shadows, which go.
+ *
+ * Reported SM count: CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT and the SM resource the client
+ * sees are its lane's (api/devices.c, api/green.c).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/config.h"
+#include "exec.h"
+
+#define LANES_MAX 64 /* lanes per device: 16 counts of 4 groups, or fewer counts of more */
+
+enum side { SIDE_SETTLED, SIDE_OTHER, SIDE_LAUNCH };
+
+struct lane {
+    unsigned sms;  /* the count asked for (the key) */
+    unsigned real; /* its green context's SMs */
+    CUgreenCtx green;
+    struct om_CUdevResource res;
+    unsigned clients; /* sessions placed on it now */
+};
+
+static struct device_lanes {
+    bool probed;
+    CUresult probe_rc;
+    unsigned total, min, align;
+    struct om_CUdevResource whole;
+    struct lane lanes[LANES_MAX];
+    unsigned nlanes;
+} devs[OM_MAX_DEVICES];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct shadow {
+    CUstream client, green;
+    CUevent to_client, to_green; /* recorded on the shadow / on the client's stream */
+    enum side side;
+    uint32_t gen; /* the placement its green stream belongs to */
+};
+
+struct om_share {
+    uint32_t pct_milli; /* the share it is placed for (0: none) */
+    uint32_t gen;       /* placements so far */
+    int dev;
+    struct lane *lane; /* NULL: the whole device */
+    struct shadow *v;
+    size_t n, cap, last;
+    bool logged_fail;
+};
+
+#define R(sym) REAL(sym)
+
+/* The device's SM resource, once (under the lock). */
+static struct device_lanes *device(int dev)
+{
+    struct device_lanes *d;
+
+    if (dev < 0 || dev >= (int)OM_MAX_DEVICES)
+        return NULL;
+    d = &devs[dev];
+    if (!d->probed) {
+        static const int need[] = {OM_IDX_cuDeviceGetDevResource, OM_IDX_cuDevSmResourceSplitByCount,
+                                   OM_IDX_cuDevResourceGenerateDesc, OM_IDX_cuGreenCtxCreate,
+                                   OM_IDX_cuGreenCtxStreamCreate};
+        d->probed = true;
+        for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+            if (!om_server_has(need[i])) {
+                d->probe_rc = CUDA_ERROR_NOT_SUPPORTED; /* a driver before green contexts */
+                return NULL;
+            }
+        d->probe_rc = ((CUresult(*)(CUdevice, struct om_CUdevResource *, int))R(
+            cuDeviceGetDevResource))(dev, &d->whole, CU_DEV_RESOURCE_TYPE_SM);
+        if (d->probe_rc == CUDA_SUCCESS) {
+            d->total = d->whole.sm.smCount;
+            d->min = d->whole.sm.minSmPartitionSize ? d->whole.sm.minSmPartitionSize : 1;
+            d->align = d->whole.sm.smCoscheduledAlignment ? d->whole.sm.smCoscheduledAlignment
+                                                           : 1;
+        }
+    }
+    return d->probe_rc == CUDA_SUCCESS && d->total ? d : NULL;
+}
+
+/* The SM count of a share: the nearest multiple of the alignment, at least the partition
+ * minimum; the device's count when that reaches it (0: no share). */
+static unsigned count_for(const struct device_lanes *d, uint32_t pct_milli)
+{
+    uint64_t exact_milli = (uint64_t)d->total * pct_milli / 100; /* SMs x 1000 */
+    uint64_t step = (uint64_t)d->align * 1000;
+    unsigned n = (unsigned)((exact_milli + step / 2) / step) * d->align;
+
+    if (n < d->min)
+        n = d->min;
+    return n >= d->total ? d->total : n;
+}
+
+unsigned om_share_sm_count(int dev, uint32_t pct_milli)
+{
+    unsigned n = 0;
+
+    pthread_mutex_lock(&lock);
+    struct device_lanes *d = device(dev);
+    if (d)
+        n = pct_milli && pct_milli < 100000 ? count_for(d, pct_milli) : d->total;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* Makes the lanes of a count: every disjoint group of it the device has (under the lock). */
+static CUresult make_lanes(struct device_lanes *d, int dev, unsigned sms)
+{
+    struct om_CUdevResource groups[LANES_MAX], rest;
+    unsigned n = LANES_MAX - d->nlanes;
+    CUresult rc;
+
+    if (n == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = ((CUresult(*)(struct om_CUdevResource *, unsigned *, const struct om_CUdevResource *,
+                       struct om_CUdevResource *, unsigned, unsigned))R(
+        cuDevSmResourceSplitByCount))(groups, &n, &d->whole, &rest, 0, sms);
+    if (rc == CUDA_SUCCESS && n == 0)
+        rc = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+        struct lane *l = &d->lanes[d->nlanes];
+        CUdevResourceDesc desc = NULL;
+
+        rc = ((CUresult(*)(CUdevResourceDesc *, struct om_CUdevResource *, unsigned))R(
+            cuDevResourceGenerateDesc))(&desc, &groups[i], 1);
+        if (rc == CUDA_SUCCESS)
+            rc = ((CUresult(*)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned))R(
+                cuGreenCtxCreate))(&l->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+        if (rc != CUDA_SUCCESS)
+            break;
+        l->sms = sms;
+        l->real = groups[i].sm.smCount;
+        l->res = groups[i];
+        l->clients = 0;
+        d->nlanes++;
+    }
+    if (rc == CUDA_SUCCESS)
+        om_info("SM share: %u green context(s) of %u SMs made (of %u)", n, groups[0].sm.smCount,
+                d->total);
+    return rc;
+}
+
+/* The lane of `sms` SMs with the fewest clients, made at first use; NULL with *rc on failure. */
+static struct lane *lane_take(int dev, unsigned sms, CUresult *rc)
+{
+    struct lane *best = NULL;
+
+    pthread_mutex_lock(&lock);
+    struct device_lanes *d = device(dev);
+    *rc = d ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    for (int pass = 0; d && pass < 2 && !best && *rc == CUDA_SUCCESS; pass++) {
+        for (unsigned i = 0; i < d->nlanes; i++)
+            if (d->lanes[i].sms == sms && (!best || d->lanes[i].clients < best->clients))
+                best = &d->lanes[i];
+        if (!best && pass == 0)
+            *rc = make_lanes(d, dev, sms);
+    }
+    if (best)
+        best->clients++;
+    else if (*rc == CUDA_SUCCESS)
+        *rc = CUDA_ERROR_UNKNOWN;
+    pthread_mutex_unlock(&lock);
+    return best;
+}
+
+static void lane_leave(struct lane *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&lock);
+    l->clients--;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------------ a session's shadows */
+
+static struct shadow *find(struct om_share *sh, CUstream st)
+{
+    if (sh->last < sh->n && sh->v[sh->last].client == st)
+        return &sh->v[sh->last];
+    for (size_t i = 0; i < sh->n; i++)
+        if (sh->v[i].client == st) {
+            sh->last = i;
+            return &sh->v[i];
+        }
+    return NULL;
+}
+
+/* `later` waits for what was enqueued on `first` so far, through `ev`. */
+static CUresult join(CUstream later, CUstream first, CUevent ev)
+{
+    CUresult rc = ((CUresult(*)(CUevent, CUstream))R(cuEventRecord))(ev, first);
+    return rc != CUDA_SUCCESS
+               ? rc
+               : ((CUresult(*)(CUstream, CUevent, unsigned))R(cuStreamWaitEvent))(later, ev, 0);
+}
+
+/* Its green stream goes (after everything on it: the destroy does not wait, the GPU finishes
+ * the work; exec.c's idle tracking forgets it first). */
+static void drop_green(struct shadow *x)
+{
+    if (x->green)
+        om_idle_stream_destroy(x->green);
+    x->green = NULL;
+}
+
+static void drop(struct om_share *sh, size_t i)
+{
+    struct shadow *x = &sh->v[i];
+
+    drop_green(x);
+    if (x->to_client)
+        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(x->to_client);
+    if (x->to_green)
+        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(x->to_green);
+    sh->v[i] = sh->v[--sh->n];
+    sh->last = 0;
+}
+
+CUresult om_share_settle(struct session *s, CUstream st, bool enqueue)
+{
+    struct shadow *x;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!s->share || !s->share->n || !(x = find(s->share, st)))
+        return CUDA_SUCCESS;
+    if (x->side == SIDE_LAUNCH)
+        rc = join(st, x->green, x->to_client);
+    if (rc == CUDA_SUCCESS)
+        x->side = enqueue ? SIDE_OTHER : SIDE_SETTLED;
+    return rc;
+}
+
+/* A new shadow of `st` in the session's lane (or its green stream replaced after a move). */
+static CUresult shadow_green(struct session *s, struct shadow *x)
+{
+    struct om_share *sh = s->share;
+    CUstream g = NULL;
+    int prio = 0;
+    CUresult rc;
+
+    ((CUresult(*)(CUstream, int *))R(cuStreamGetPriority))(x->client, &prio);
+    rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))R(cuGreenCtxStreamCreate))(
+        &g, sh->lane->green, CU_STREAM_NON_BLOCKING, prio);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_idle_track(g) < 0) {
+        ((CUresult(*)(CUstream))R(cuStreamDestroy_v2))(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (x->green) { /* moved: the new one waits for the old one's kernels */
+        rc = join(g, x->green, x->to_client);
+        drop_green(x);
+    }
+    x->green = g;
+    x->gen = sh->gen;
+    return rc;
+}
+
+static struct shadow *shadow_new(struct session *s, CUstream st, CUresult *rc)
+{
+    struct om_share *sh = s->share;
+    CUresult (*ev)(CUevent *, unsigned) = R(cuEventCreate);
+    struct shadow *x;
+
+    if (sh->n >= om_budget.client_streams + 1u) { /* its streams and its default stream */
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    if (sh->n == sh->cap) {
+        size_t cap = sh->cap ? sh->cap * 2 : 8;
+        struct shadow *v = realloc(sh->v, cap * sizeof(*v));
+        if (!v) {
+            *rc = CUDA_ERROR_OUT_OF_MEMORY;
+            return NULL;
+        }
+        sh->v = v;
+        sh->cap = cap;
+    }
+    x = &sh->v[sh->n];
+    memset(x, 0, sizeof(*x));
+    x->client = st;
+    x->side = SIDE_OTHER; /* whatever the stream holds comes first */
+    if ((*rc = ev(&x->to_client, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
+        (*rc = ev(&x->to_green, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
+        (*rc = shadow_green(s, x)) != CUDA_SUCCESS) {
+        sh->n++;
+        drop(sh, sh->n - 1);
+        return NULL;
+    }
+    sh->n++;
+    return x;
+}
+
+/* Every stream waits for its shadow, and the shadows go (the client left its lane). */
+static CUresult leave_lane(struct session *s)
+{
+    struct om_share *sh = s->share;
+    CUresult rc = CUDA_SUCCESS, r;
+
+    while (sh->n) {
+        struct shadow *x = &sh->v[sh->n - 1];
+        if (x->side == SIDE_LAUNCH && (r = join(x->client, x->green, x->to_client)) != CUDA_SUCCESS &&
+            rc == CUDA_SUCCESS)
+            rc = r;
+        drop(sh, sh->n - 1);
+    }
+    lane_leave(sh->lane);
+    sh->lane = NULL;
+    return rc;
+}
+
+/* Places the session for its current share (the main thread may have changed it). */
+static CUresult place(struct session *s, uint32_t pct)
+{
+    struct om_share *sh = s->share;
+    unsigned sms = om_share_sm_count(sh->dev, pct), total = om_share_sm_count(sh->dev, 0);
+    struct lane *l = NULL;
+    CUresult rc = CUDA_SUCCESS;
+    char p[16];
+
+    om_format_percentage(pct ? pct : 100000, p, sizeof(p));
+    if (pct && sms && sms < total) {
+        if (sh->lane && sh->lane->sms == sms) {
+            sh->pct_milli = pct;
+            return CUDA_SUCCESS;
+        }
+        l = lane_take(sh->dev, sms, &rc);
+        if (!l) {
+            if (!sh->logged_fail)
+                om_err("client %d: cannot make a green context of %u SMs for its share %s "
+                       "(CUresult %d): its kernels run on every SM",
+                       (int)s->pid, sms, p, rc);
+            sh->logged_fail = true;
+            sh->pct_milli = pct; /* not retried at every launch */
+            return leave_lane(s);
+        }
+    }
+    if (!l) {
+        rc = leave_lane(s);
+    } else {
+        lane_leave(sh->lane);
+        sh->lane = l;
+        sh->gen++;
+    }
+    sh->pct_milli = pct;
+    if (s->share_logged || pct)
+        om_info("client %d: active thread percentage %s: kernels on %u of %u SMs", (int)s->pid, p,
+                l ? l->real : total, total);
+    s->share_logged = true;
+    return rc;
+}
+
+/* Places the session for its share as the main thread last set it (at its first use, and after
+ * a change). */
+static CUresult current(struct session *s)
+{
+    uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
+    struct om_share *sh = s->share;
+
+    if (!pct && !sh)
+        return CUDA_SUCCESS; /* the common case: no share, never had one */
+    if (!sh) {
+        if (!(sh = s->share = calloc(1, sizeof(*sh))))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        sh->dev = 0; /* the one device a client sees (session.c) */
+    }
+    return pct != sh->pct_milli ? place(s, pct) : CUDA_SUCCESS;
+}
+
+CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc)
+{
+    struct om_share *sh;
+    struct shadow *x;
+
+    if ((*rc = current(s)) != CUDA_SUCCESS)
+        return NULL;
+    sh = s->share;
+    if (!sh || !sh->lane || om_stream_capturing(s, st) || om_green_stream_of(s, st))
+        return st;
+    if (!(x = find(sh, st)) && !(x = shadow_new(s, st, rc)))
+        return NULL;
+    if (x->gen != sh->gen && (*rc = shadow_green(s, x)) != CUDA_SUCCESS)
+        return NULL;
+    if ((x->side == SIDE_OTHER || ordered) &&
+        (*rc = join(x->green, st, x->to_green)) != CUDA_SUCCESS)
+        return NULL;
+    x->side = SIDE_LAUNCH;
+    return x->green;
+}
+
+unsigned om_share_client_sms(struct session *s, int dev)
+{
+    uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
+    unsigned n = 0;
+
+    if (s->share && s->share->lane && s->share->pct_milli == pct && s->share->dev == dev)
+        return s->share->lane->real;
+    pthread_mutex_lock(&lock);
+    struct device_lanes *d = device(dev);
+    if (d)
+        n = pct && pct < 100000 ? count_for(d, pct) : d->total;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *res)
+{
+    CUresult rc = current(s); /* placed now: the resource is its lane's */
+ /* placed now: the resource is its lane's */
+    if (rc == CUDA_SUCCESS && s->share && s->share->lane && s->share->dev == dev) {
+        *res = s->share->lane->res;
+        return CUDA_SUCCESS;
+    }
+    return ((CUresult(*)(CUdevice, struct om_CUdevResource *, int))R(cuDeviceGetDevResource))(
+        dev, res, CU_DEV_RESOURCE_TYPE_SM);
+}
+
+void om_share_stream_gone(struct session *s, CUstream st)
+{
+    struct om_share *sh = s->share;
+
+    for (size_t i = 0; sh && i < sh->n; i++)
+        if (sh->v[i].client == st) {
+            if (sh->v[i].side == SIDE_LAUNCH)
+                om_wait_stream(sh->v[i].green);
+            drop(sh, i);
+            return;
+        }
+}
+
+CUresult om_share_wait(struct session *s)
+{
+    CUresult rc = CUDA_SUCCESS, r;
+
+    for (size_t i = 0; s->share && i < s->share->n; i++)
+        if ((r = om_wait_stream(s->share->v[i].green)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
+            rc = r;
+    return rc;
+}
+
+void om_share_release(struct session *s)
+{
+    if (!s->share)
+        return;
+    while (s->share->n)
+        drop(s->share, s->share->n - 1);
+    lane_leave(s->share->lane);
+    free(s->share->v);
+    free(s->share);
+    s->share = NULL;
+}

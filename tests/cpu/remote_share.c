@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* remote_driver share: a client under an SM share (server/share.c), driven line by line from
+ * stdin so that the test can change its share while it runs. Each round prints the SM count it
+ * is shown (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, and the SM resource of the device), then
+ * launches a kernel on the NULL stream and on a stream of its own, each followed by a copy of
+ * the result, and checks the values: "round N sms S res R ok". Input: "again" for another
+ * round, "end" to finish ("share ok"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef void *CUstream, *CUmodule, *CUfunction, *CUevent;
+typedef struct {
+    int type;
+    unsigned char hidden[92];
+    unsigned sm_count, min_partition, alignment;
+    unsigned char rest[36];
+} res_t;
+
+CUresult cuDeviceGetAttribute(int *, int, int);
+CUresult cuDeviceGetDevResource(int, res_t *, int);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuMemAlloc_v2(unsigned long long *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+CUresult cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
+CUresult cuMemsetD32Async(unsigned long long, unsigned, size_t, CUstream);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned);
+CUresult cuCtxSynchronize(void);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "remote_driver share: line %d: %s\n", __LINE__, #cond);                \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+
+static void fill(CUfunction f, unsigned long long p, unsigned v, unsigned n, CUstream s)
+{
+    void *args[] = {&p, &v, &n};
+    OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+}
+
+void share_case(void)
+{
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+    unsigned long long a, b;
+    unsigned back[64];
+    char line[64];
+    CUmodule mod;
+    CUfunction f;
+    CUstream own;
+    CUevent ev;
+    res_t r;
+    int sms = 0;
+
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&f, mod, "fill_u32"));
+    OK(cuMemAlloc_v2(&a, sizeof(back)));
+    OK(cuMemAlloc_v2(&b, sizeof(back)));
+    OK(cuStreamCreate(&own, 0));
+    OK(cuEventCreate(&ev, 0));
+    for (unsigned round = 1;; round++) {
+        OK(cuDeviceGetAttribute(&sms, 16, 0)); /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+        OK(cuDeviceGetDevResource(0, &r, 1));
+        /* a set, a kernel after it, a copy after the kernel: the stream's order kept across
+         * the shadow stream the kernel goes to */
+        OK(cuMemsetD32Async(a, 0xdead, 64, NULL));
+        fill(f, a, round, 32, NULL);
+        OK(cuMemcpyDtoH_v2(back, a, sizeof(back)));
+        EXPECT(back[0] == round && back[31] == round && back[32] == 0xdead);
+        OK(cuMemsetD32Async(b, 0xbeef, 64, own));
+        fill(f, b, round + 100, 16, own);
+        fill(f, b + 64, round + 200, 16, own); /* two launches in a row: no join between */
+        OK(cuEventRecord(ev, own));
+        OK(cuStreamWaitEvent(NULL, ev, 0));
+        OK(cuMemcpyDtoHAsync_v2(back, b, sizeof(back), own));
+        OK(cuStreamSynchronize(own));
+        EXPECT(back[0] == round + 100 && back[16] == round + 200 && back[32] == 0xbeef);
+        OK(cuCtxSynchronize());
+        printf("round %u sms %d res %u ok\n", round, sms, r.sm_count);
+        fflush(stdout);
+        if (!fgets(line, sizeof(line), stdin) || strncmp(line, "again", 5))
+            break;
+    }
+    printf("share ok\n");
+}
