@@ -4,7 +4,7 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag] [b8diag] [limits] [probe-green].
+# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -181,6 +181,13 @@ for step in $STEPS; do
     # The limits alone (issue #12; tests/gpu/limits/run.sh, also part of the tier).
     limits)
         { make && sh tests/gpu/limits/run.sh build "$OUT/limits"; } >"$OUT/limits.log" 2>&1 ;;
+    # The driver-API families under a 50 % SM share: every kernel of the openmps runs goes
+    # through a shadow stream in a green context (server/share.c), so any order lost between a
+    # stream and its shadow shows as a difference from native. green and occupancy print the
+    # SM count, which differs there by design.
+    share-api)
+        { make && CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 sh tests/gpu/api/run.sh build "$OUT/api-share"; } \
+            >"$OUT/share-api.log" 2>&1 ;;
     # What green contexts give the SM share (issue #12): throughput at a share, side by side,
     # launch cost from many threads (tests/gpu/probe/green_share.cu).
     probe-green)

@@ -3,7 +3,8 @@
  * stdin so that the test can change its share while it runs. Each round prints the SM count it
  * is shown (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, and the SM resource of the device), then
  * launches a kernel on the NULL stream and on a stream of its own, each followed by a copy of
- * the result, and checks the values: "round N sms S res R ok". Input: "again" for another
+ * the result, and checks the values; and the device memory's total it is shown (its cap):
+ * "round N sms S res R mem T ok". Input: "again" for another
  * round, "end" to finish ("share ok"). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned);
 CUresult cuCtxSynchronize(void);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -62,6 +64,7 @@ void share_case(void)
     CUevent ev;
     res_t r;
     int sms = 0;
+    size_t free_b = 0, total_b = 0;
 
     OK(cuModuleLoadData(&mod, image));
     OK(cuModuleGetFunction(&f, mod, "fill_u32"));
@@ -87,7 +90,8 @@ void share_case(void)
         OK(cuStreamSynchronize(own));
         EXPECT(back[0] == round + 100 && back[16] == round + 200 && back[32] == 0xbeef);
         OK(cuCtxSynchronize());
-        printf("round %u sms %d res %u ok\n", round, sms, r.sm_count);
+        OK(cuMemGetInfo_v2(&free_b, &total_b));
+        printf("round %u sms %d res %u mem %zu ok\n", round, sms, r.sm_count, total_b);
         fflush(stdout);
         if (!fgets(line, sizeof(line), stdin) || strncmp(line, "again", 5))
             break;

@@ -3938,10 +3938,11 @@ def sm_share_runs_kernels_in_a_lane_and_follows_changes():
     the shadow stream (a set, a kernel, a copy: remote_share.c checks the values).
     set_active_thread_percentage on the running server moves its running clients at their next
     launch (a client's own tighter value stays), and 100 back to every SM; the server logs each
-    change with the client's pid, and ps -v follows."""
+    change with the client's pid, and ps -v follows. set_device_pinned_mem_limit reaches the
+    running clients too (cuMemGetInfo's total)."""
     e = Env(start=False)
     ok = False
-    clients = {}
+    clients, mem = {}, {}
     try:
         glog, llog = os.path.join(e.dir, "green.log"), os.path.join(e.dir, "launch.log")
         e.env.update({"FAKECUDA_GREEN_LOG": glog, "FAKECUDA_LAUNCH_STREAM_LOG": llog})
@@ -3957,8 +3958,9 @@ def sm_share_runs_kernels_in_a_lane_and_follows_changes():
 
         def round_(p):
             line = p.stdout.readline().split()
-            check(len(line) == 7 and line[-1] == "ok", "a round: %r (%s)" % (
+            check(len(line) == 9 and line[-1] == "ok", "a round: %r (%s)" % (
                 line, "" if line else p.stderr.read()))
+            mem[p.pid] = int(line[7])
             return int(line[3]), int(line[5])
 
         def again(p):
@@ -4022,6 +4024,12 @@ def sm_share_runs_kernels_in_a_lane_and_follows_changes():
             check(again(clients[name]) == (want[name], want[name]),
                   "%s back to its own share" % name)
         check(all(x[0] is None for x in launched_in(d)), "d back on no green context")
+        # the memory cap too, for running clients: cuMemGetInfo's total follows
+        check(mem[d.pid] == 16 << 30, "no cap: the device's 16 GiB")
+        check(e.cmd("set_device_pinned_mem_limit %d 0 1G" % spid) == "", "set the cap")
+        check(again(d)[0] == 132 and mem[d.pid] == 1 << 30, "d's total is the new 1G cap")
+        check(re.search(r"client %d: device 0 pinned memory limit none -> 1G" % d.pid,
+                        e.log("server.log")), "the cap's change logged with d's pid")
         check(e.cmd("set_active_thread_percentage %d 0" % spid).startswith("Invalid"),
               "0 refused")
         for p in clients.values():

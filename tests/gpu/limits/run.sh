@@ -3,6 +3,11 @@
 # The GPU tier's limit checks (issue #12), under openmps only (the limits are openmps's):
 #   memcap:    a PyTorch client under CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4G (plain caching
 #              allocator, then expandable segments) while an uncapped client computes beside it.
+#   share:     a GPU-filling kernel's throughput (share.cu) at 25 %, 50 % and 100 %
+#              (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): each within 10 % of its SM fraction of the
+#              100 % figure, and the SM count shown is the share's; two clients at 50 % side by
+#              side each keep at least 90 % of their throughput alone; a client at 25 % moved to
+#              100 % while it runs (set_active_thread_percentage) speeds up.
 # Usage: tests/gpu/limits/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -49,5 +54,68 @@ for conf in plain expandable; do
     wait $upid
     verdict "memcap.$conf.neighbour" $? "$OUT/uncapped.$conf"
 done
+# The SM share.
+ARCH=${OPENMPS_GPU_ARCH:-native}
+if nvcc -O2 -arch="$ARCH" -o "$OUT/share" "$HERE/share.cu" >"$OUT/share.build.log" 2>&1; then
+    share_run() { # pct [seconds]: "sms N blocks_per_s X" under openmps
+        if [ "$1" = 100 ]; then
+            env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" ${2:-}
+        else
+            env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="$1" LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" ${2:-}
+        fi
+    }
+    full=$(share_run 100)
+    fsms=$(echo "$full" | awk '{ print $2 }'); frate=$(echo "$full" | awk '{ print $4 }')
+    echo "share 100: $full"
+    for pct in 25 50; do
+        got=$(share_run $pct)
+        echo "share $pct: $got"
+        if echo "$got" | awk -v fs="$fsms" -v fr="$frate" -v p="$pct" '
+            { sms = $2; r = $4 } END {
+              frac = sms / fs; ratio = r / fr
+              printf "    SM fraction %.3f (share %.2f), throughput %.3f of 100 %%\n", frac, p / 100, ratio
+              exit !(sms > 0 && frac >= p / 100 * 0.9 && frac <= p / 100 * 1.1 &&
+                     ratio >= frac * 0.9 && ratio <= frac * 1.1) }'; then
+            passes=$((passes + 1)); echo "PASS share.$pct"
+        else
+            fails=$((fails + 1)); echo "FAIL share.$pct: $got against $full"
+        fi
+    done
+    alone=$(share_run 50 | awk '{ print $4 }')
+    share_run 50 6 >"$OUT/share.pair1" 2>&1 &
+    p1=$!
+    share_run 50 6 >"$OUT/share.pair2" 2>&1
+    wait $p1
+    r1=$(awk '{ print $4 }' "$OUT/share.pair1"); r2=$(awk '{ print $4 }' "$OUT/share.pair2")
+    echo "share 50 alone $alone, two side by side: $r1 and $r2"
+    if awk -v a="$alone" -v x="$r1" -v y="$r2" 'BEGIN { exit !(a > 0 && x >= 0.9 * a && y >= 0.9 * a) }'; then
+        passes=$((passes + 1)); echo "PASS share.pair: each 50 % client keeps its throughput beside the other"
+    else
+        fails=$((fails + 1)); echo "FAIL share.pair: $r1 and $r2 against $alone alone"
+    fi
+    # A running client's share changed under it: 100 % for 1.5 s, 25 % for 3 s, 100 % again.
+    # Its kernels' throughput (each kernel's end, from its start) follows: at most 0.4 of the
+    # 100 % figure in [2.5, 4] s, at least 0.8 of it in the last second.
+    spid=$(echo get_server_list | "$BUILD/openmps-control" | head -n 1)
+    env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" 7 trace \
+        >"$OUT/share.live" 2>&1 &
+    lp=$!
+    sleep 1.5
+    echo "set_active_thread_percentage $spid 25" | "$BUILD/openmps-control" >/dev/null
+    sleep 3
+    echo "set_active_thread_percentage $spid 100" | "$BUILD/openmps-control" >/dev/null
+    wait $lp
+    if awk -v fr="$frate" '/^at / { t = $2; r = $4; if (t >= 2.5 && t <= 4) { n1++; if (r > m1) m1 = r }
+                                    last[++n] = t; rate[n] = r }
+        END { for (i = 1; i <= n; i++) if (last[i] >= last[n] - 1) { n2++; if (!lo || rate[i] < lo) lo = rate[i] }
+              printf "    live: [2.5, 4] s at most %.3f of 100 %% (%d kernels), last second at least %.3f (%d)\n", m1 / fr, n1, lo / fr, n2
+              exit !(n1 > 0 && n2 > 0 && m1 <= 0.4 * fr && lo >= 0.8 * fr) }' "$OUT/share.live"; then
+        passes=$((passes + 1)); echo "PASS share.live: the running client followed 100 -> 25 -> 100"
+    else
+        fails=$((fails + 1)); echo "FAIL share.live: $(grep -c '^at' "$OUT/share.live") kernels; $(tail -n 2 "$OUT/share.live" | tr '\n' ' ')"
+    fi
+else
+    fails=$((fails + 1)); echo "BUILD FAIL share"; cat "$OUT/share.build.log"
+fi
 echo "gpu limits: $passes passed, $fails failed"
 exit $fails
