@@ -372,9 +372,8 @@ void om_spin_give(void);
 void om_spin_client_busy(bool busy);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
+/* Each ends in the driver's synchronize (pools settle, printf output comes out: wait.c). */
 CUresult om_wait_event(CUevent ev);
-/* From now on, this thread's waits end in the driver's own synchronize (see wait.c). */
-void om_wait_settle_pools(void);
 
 /* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
 #define OM_SCHED_MAX_QUEUES 32 /* the driver's ceiling of CUDA_DEVICE_MAX_CONNECTIONS */

@@ -125,20 +125,13 @@ unsigned om_wait_context_flags(void)
 }
 
 /*
- * The driver hands memory freed with cuMemFreeAsync back to its pool (and the pool's memory
- * above its release threshold back to the device, and makes it trimmable) only in a
- * synchronize call: a wait that ends in cuStreamQuery leaves it reserved (measured on the
- * H100: tests/gpu/probe/pool_trim.cu, 32 MiB freed and synchronized with a query loop stay
- * reserved after cuMemPoolTrimTo(0), natively too). So once a session's thread has freed pool
- * memory, its waits that end in a query end with the driver's synchronize as well, which then
- * returns at once (about a microsecond): its pools behave as natively.
+ * Every wait that ends in a query ends with the driver's synchronize as well, which then
+ * returns at once (about a microsecond), for two things the driver does only in a synchronize:
+ * it hands memory freed with cuMemFreeAsync back to its pool (and the pool's memory above its
+ * release threshold back to the device; measured on the H100, tests/gpu/probe/pool_trim.cu: 32
+ * MiB freed and synchronized with a query loop stay reserved after cuMemPoolTrimTo(0), natively
+ * too), and it prints the kernels' printf output (output.c).
  */
-static __thread bool settle_pools;
-
-void om_wait_settle_pools(void)
-{
-    settle_pools = true;
-}
 
 /* Streams and events are both pointers to the driver, and the two pairs of calls take one. */
 typedef CUresult (*handle_call)(void *);
@@ -168,8 +161,11 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
         while ((rc = query(h)) == CUDA_ERROR_NOT_READY && om_mono_ns() - start <= SPIN_NS)
             ;
         om_spin_give();
+        /* then the synchronize (above): the printf output must come out in this worker, for
+         * this client's answer. Seen without it: printf_assert's 136 device lines lost on the
+         * H200 (2026-11-27), flushed by nobody before the client exited. */
         if (rc != CUDA_ERROR_NOT_READY)
-            return rc == CUDA_SUCCESS && settle_pools ? sync(h) : rc;
+            return rc == CUDA_SUCCESS ? sync(h) : rc;
     }
     return sleep_in(sync, h);
 }

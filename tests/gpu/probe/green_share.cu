@@ -150,37 +150,41 @@ int main(void)
         CK(cuStreamDestroy(st));
         CK(cuGreenCtxDestroy(g));
     }
-    {   // two disjoint halves side by side, and two overlapping halves (the same SMs? split
-        // twice from the whole: the driver picks)
-        CUdevResource in = whole, a, b;
-        CUgreenCtx ga = green_of(sms / 2 / 8 * 8, &in, &a);
-        CUgreenCtx gb = green_of(sms / 2 / 8 * 8, &in, &b);
+    {   // two disjoint halves of one split side by side (a split's remainder cannot be split
+        // again: the driver answered CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION), a primary
+        // stream beside a half
+        CUdevResource halves[2], rest;
+        unsigned n = 2;
+        CUdevResourceDesc desc;
+        CUgreenCtx g[2];
         CUstream st[2];
-        CK(cuGreenCtxStreamCreate(&st[0], ga, CU_STREAM_NON_BLOCKING, 0));
-        CK(cuGreenCtxStreamCreate(&st[1], gb, CU_STREAM_NON_BLOCKING, 0));
+        CK(cuDevSmResourceSplitByCount(halves, &n, &whole, &rest, 0, sms / 2 / 8 * 8));
+        for (int i = 0; i < 2; i++) {
+            CK(cuDevResourceGenerateDesc(&desc, &halves[i], 1));
+            CK(cuGreenCtxCreate(&g[i], desc, 0, CU_GREEN_CTX_DEFAULT_STREAM));
+            CK(cuGreenCtxStreamCreate(&st[i], g[i], CU_STREAM_NON_BLOCKING, 0));
+        }
         double one = throughput(&st[0], 1, blocks, cycles);
         double two = throughput(st, 2, blocks, cycles);
-        printf("two disjoint green contexts of %u and %u SMs: one alone %.0f, both %.0f blocks/s "
-               "(%.2f x one)\n", a.sm.smCount, b.sm.smCount, one, two, two / one);
-        CUdevResource in2 = whole, c;
-        CUgreenCtx gc = green_of(sms / 2 / 8 * 8, &in2, &c);
-        CUstream sc[2] = {st[0], NULL};
-        CK(cuGreenCtxStreamCreate(&sc[1], gc, CU_STREAM_NON_BLOCKING, 0));
-        double two2 = throughput(sc, 2, blocks, cycles);
-        printf("two green contexts split alike from the whole (%u SMs each): both %.0f blocks/s "
-               "(%.2f x one): %s\n", c.sm.smCount, two2, two2 / one,
-               two2 / one > 1.5 ? "different SMs" : "the same SMs");
-        // a stream of the primary context beside a green one: the primary's may use any SM
+        printf("two disjoint green contexts of %u and %u SMs (one split): one alone %.0f, both "
+               "%.0f blocks/s (%.2f x one)\n", halves[0].sm.smCount, halves[1].sm.smCount, one,
+               two, two / one);
         CUstream mix[2] = {st[0], pst};
         double m = throughput(mix, 2, blocks, cycles);
         printf("green half + primary beside: %.0f blocks/s (%.2f x the primary alone)\n", m,
                m / full);
-        CK(cuStreamDestroy(st[0]));
-        CK(cuStreamDestroy(st[1]));
-        CK(cuStreamDestroy(sc[1]));
-        CK(cuGreenCtxDestroy(ga));
-        CK(cuGreenCtxDestroy(gb));
-        CK(cuGreenCtxDestroy(gc));
+        // a split of a split's group (what a capped client's own green contexts do)
+        CUdevResource sub[2], subrest;
+        unsigned ns = 2;
+        CUresult r = cuDevSmResourceSplitByCount(sub, &ns, &halves[1], &subrest, 0, 16);
+        const char *nm = "?";
+        cuGetErrorName(r, &nm);
+        printf("a group of a split split again into 16s: %s, %u groups\n", nm,
+               r == CUDA_SUCCESS ? ns : 0);
+        for (int i = 0; i < 2; i++) {
+            CK(cuStreamDestroy(st[i]));
+            CK(cuGreenCtxDestroy(g[i]));
+        }
     }
     // 3. launch cost from T threads
     const int ts[] = {1, 4, 8, 16};
