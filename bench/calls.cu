@@ -14,6 +14,9 @@
 //   calls fill ITERS START_MS  B5: from START_MS (epoch ms) 20 launches of a kernel of 4 blocks
 //                              of 256 threads per SM, then a sync; prints start and end (epoch ms)
 //   calls fill-calibrate MS    B5: the ITERS that make one such kernel take MS alone
+//   calls probe ITERS START_MS B5's priority figure: from START_MS, 30 times a kernel of 8
+//                              blocks of 256 threads (the fill kernel's work per thread), each
+//                              launched and waited for; prints the median latency (ms)
 //   calls long ITERS           B6, client A: one long one-thread kernel; prints "launched"
 //   calls isolation            B6, client B: the slowest of 20 cudaMalloc + cudaFree of 1 MiB
 //                              and of 20 cudaMallocHost + cudaFreeHost of 1 MiB, and its first
@@ -235,6 +238,27 @@ static int fill_calibrate(double ms_wanted)
     return 0;
 }
 
+static int probe_run(long long iters, long long start_ms)
+{
+    unsigned long long *d;
+    std::vector<double> ms;
+    CHECK(cudaMalloc(&d, sizeof(*d)));
+    fill<<<8, 256>>>(1, d); // warm-up
+    CHECK(cudaDeviceSynchronize());
+    long long now = epoch_ms();
+    if (start_ms > now)
+        std::this_thread::sleep_for(std::chrono::milliseconds(start_ms - now));
+    for (int i = 0; i < 30; i++) {
+        double t0 = now_us();
+        fill<<<8, 256>>>(iters, d);
+        CHECK(cudaDeviceSynchronize());
+        ms.push_back((now_us() - t0) / 1000);
+    }
+    std::sort(ms.begin(), ms.end());
+    printf("probe_median_ms %.3f\n", ms[ms.size() / 2]);
+    return 0;
+}
+
 static int long_kernel(long long iters)
 {
     unsigned long long *d;
@@ -289,11 +313,13 @@ int main(int argc, char **argv)
         return fill_run(atoll(argv[2]), atoll(argv[3]));
     if (!strcmp(role, "fill-calibrate") && argc > 2)
         return fill_calibrate(atof(argv[2]));
+    if (!strcmp(role, "probe") && argc > 3)
+        return probe_run(atoll(argv[2]), atoll(argv[3]));
     if (!strcmp(role, "long") && argc > 2)
         return long_kernel(atoll(argv[2]));
     if (!strcmp(role, "isolation"))
         return isolation();
     fprintf(stderr, "usage: calls overheads|first SPAWN_NS|bandwidth|hold|fill ITERS START_MS|"
-                    "fill-calibrate MS|long ITERS|isolation\n");
+                    "fill-calibrate MS|probe ITERS START_MS|long ITERS|isolation\n");
     return 2;
 }

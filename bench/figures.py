@@ -31,6 +31,9 @@ FIGURES = {
     "b5_agg4_per_s": ("b5", "aggregate launches/s, 4 clients", "/s", ">= 96", lambda v: v >= 96),
     "b5_agg8_per_s": ("b5", "aggregate launches/s, 8 clients", "/s", ">= 96", lambda v: v >= 96),
     "b5_fair8": ("b5", "slowest/fastest client, 8 clients", "x", "<= 1.10", lambda v: v <= 1.10),
+    "b5_probe_alone_ms": ("b5", "a normal-priority client's 8-block kernel, alone", "ms", "", None),
+    "b5_prio_ratio": ("b5", "its latency while 8 below-normal clients fill the GPU, over alone",
+                      "x", "<= 1.5", lambda v: v <= 1.5),
     "b6_alloc_free_ms": ("b6", "B's worst cudaMalloc + cudaFree during A's kernel", "ms", "<= 1",
                          lambda v: v <= 1),
     "b6_host_alloc_free_ms": ("b6", "B's worst cudaMallocHost + cudaFreeHost", "ms", "<= 1",
@@ -183,12 +186,37 @@ def fill_round(calls, env, n, iters):
     return 20.0 * n / (total / 1000.0), max(each) / min(each)
 
 
+def probe_latency(calls, env, iters, start):
+    v = run_one([calls, "probe", str(iters), str(start)], env)
+    return v["probe_median_ms"]
+
+
+def b5_priority(calls, env, iters):
+    """A normal-priority client's kernel latency (8 blocks, about 1 ms: the probe) alone, and
+    while 8 clients of below normal priority (CUDA_MPS_CLIENT_PRIORITY=1) fill the GPU with
+    B5's kernels: the ratio."""
+    probe_iters = max(1, iters // 12)
+    alone = probe_latency(calls, env, probe_iters, 0)
+    low = dict(env, CUDA_MPS_CLIENT_PRIORITY="1")
+    start = int(time.time() * 1000) + 2000 + 60 * 8
+    procs = [subprocess.Popen([calls, "fill", str(iters), str(start)], env=low,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    try:
+        loaded = probe_latency(calls, env, probe_iters, start + 300)
+    finally:
+        for p in procs:
+            p.communicate(timeout=120)
+    return alone, loaded / alone
+
+
 def b5(calls, env, iters):
     alone, _ = fill_round(calls, env, 1, iters)
     agg4, _ = fill_round(calls, env, 4, iters)
     agg8, fair8 = fill_round(calls, env, 8, iters)
+    probe_alone, prio = b5_priority(calls, env, iters)
     return {"b5_alone_per_s": alone, "b5_agg4_per_s": agg4, "b5_agg8_per_s": agg8,
-            "b5_fair8": fair8}
+            "b5_fair8": fair8, "b5_probe_alone_ms": probe_alone, "b5_prio_ratio": prio}
 
 
 def b6(calls, calls_fresh, env, long_iters):

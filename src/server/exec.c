@@ -119,10 +119,12 @@ static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *o
     if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
         h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
         if (!s->default_stream) {
-            CUresult (*create)(CUstream *, unsigned) = REAL(cuStreamCreate);
-            *rc = create(&s->default_stream, CU_STREAM_NON_BLOCKING);
+            CUresult (*create)(CUstream *, unsigned, int) = REAL(cuStreamCreateWithPriority);
+            int real = om_priority_stream(s, 0); /* priority.c: natively the least, 0 */
+            *rc = create(&s->default_stream, CU_STREAM_NON_BLOCKING, real);
             if (*rc != CUDA_SUCCESS)
                 return NULL;
+            om_priority_note(s, s->default_stream, 0, real);
             if (om_idle_track(s->default_stream) < 0) {
                 ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(s->default_stream);
                 s->default_stream = NULL;

@@ -93,6 +93,18 @@ bool om_green_stream_of(struct session *s, CUstream st);
  * resource the client is shown on a device follow its share.
  */
 CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc);
+/*
+ * priority.c: the real priority of a new stream of the client that asked for `requested`
+ * (normal clients one level up, below-normal ones the least), remembered where they differ
+ * (om_priority_note) so cuStreamGetPriority answers what it asked (om_priority_asked) until
+ * the stream goes (om_priority_forget); om_priority_cap_milli: the share a below-normal client
+ * is held to now (0: none), and for a normal client notes its launch.
+ */
+int om_priority_stream(struct session *s, int requested);
+void om_priority_note(struct session *s, CUstream st, int requested, int real);
+int om_priority_asked(struct session *s, CUstream st, int real);
+void om_priority_forget(struct session *s, CUstream st);
+uint32_t om_priority_cap_milli(struct session *s);
 CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc);
 CUresult om_share_settle(struct session *s, CUstream st, bool enqueue);
 void om_share_stream_gone(struct session *s, CUstream st);

@@ -60,6 +60,12 @@ struct om_sync_event {
     CUevent event;
 };
 
+/* A stream whose real priority is not the one its client asked for (priority.c). */
+struct om_stream_prio {
+    CUstream stream;
+    int asked;
+};
+
 /* A region of pinned host memory shared with a client (hostmem.c). */
 struct om_hostmem {
     int fd;     /* the memfd, kept for the next client the region goes to */
@@ -119,6 +125,8 @@ struct session {
     CUstream ctx_stream;
     struct om_green *green;      /* api/green.c: its green contexts and device resources */
     struct om_share *share;      /* share.c: its SM share's lane and shadow streams */
+    struct om_stream_prio *prio; /* priority.c: its streams' asked priorities, where changed */
+    size_t nprio, prio_cap;
     bool share_logged;           /* share.c: a share was applied (a later 100 % is logged) */
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
     struct om_hostmem **hostmem; /* pinned regions the client holds */
@@ -222,6 +230,11 @@ void om_own_release(struct session *s);
 void om_ctx_release(struct session *s);
 /* api/texrefs.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
+/* priority.c: the client priority. om_priority_counted: a session's priority went from `was`
+ * to `now` (0 at its start and end); om_priority_release: the session's end. */
+void om_priority_init(void);
+void om_priority_counted(uint32_t was, uint32_t now);
+void om_priority_release(struct session *s);
 /* share.c: waits for its shadow streams; ends its SM share (its shadows, its lane). */
 CUresult om_share_wait(struct session *s);
 void om_share_release(struct session *s);

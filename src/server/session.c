@@ -301,6 +301,7 @@ static void release_gpu_resources(struct session *s)
     om_ctx_release(s);
     om_green_release(s);                             /* its green contexts, their streams gone */
     om_share_release(s);                             /* share.c: its shadow streams, its lane */
+    om_priority_release(s);
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
         om_idle_stream_destroy(s->default_stream);
@@ -496,8 +497,10 @@ void om_session_limits(struct server *srv, const struct om_limits *l)
         if (n.ndevices > o->ndevices)
             __atomic_store_n(&o->ndevices, n.ndevices, __ATOMIC_RELAXED);
         if (n.priority != o->priority) {
-            om_info("client %d: priority %u -> %u (for streams it creates from now on)",
+            om_info("client %d: priority %u -> %u (the SM reserve at once, stream priorities for "
+                    "streams it creates from now on)",
                     (int)s->pid, o->priority, n.priority);
+            om_priority_counted(o->priority, n.priority);
             __atomic_store_n(&o->priority, n.priority, __ATOMIC_RELAXED);
         }
     }
@@ -571,6 +574,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     srv->nsessions++;
     om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id, srv->nsessions);
     log_limits(s);
+    om_priority_counted(0, s->limits.priority); /* priority.c: below-normal clients counted */
     om_session_report(srv, s->id, s->pid, OM_CLIENT_UP);
     return;
 fail:
@@ -592,6 +596,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
             break;
         }
     }
+    om_priority_counted(__atomic_load_n(&s->limits.priority, __ATOMIC_RELAXED), 0);
     srv->nsessions--;
     om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
     snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);

@@ -83,6 +83,7 @@ struct om_share {
     struct shadow *v;
     size_t n, cap, last;
     bool logged_fail;
+    bool reserve_logged; /* placed for the priority reserve once (logged) */
 };
 
 #define R(sym) REAL(sym)
@@ -349,9 +350,11 @@ static CUresult leave_lane(struct session *s)
     return rc;
 }
 
-/* Places the session for its current share (the main thread may have changed it). */
+/* Places the session for a share (its own, which the main thread may have changed, or the
+ * priority reserve's: priority.c). */
 static CUresult place(struct session *s, uint32_t pct)
 {
+    uint32_t own = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
     struct om_share *sh = s->share;
     unsigned sms = om_share_sm_count(sh->dev, pct), total = om_share_sm_count(sh->dev, 0);
     struct lane *l = NULL;
@@ -383,10 +386,15 @@ static CUresult place(struct session *s, uint32_t pct)
         sh->gen++;
     }
     sh->pct_milli = pct;
-    if (s->share_logged || pct)
+    if (pct == own && (s->share_logged || pct))
         om_info("client %d: active thread percentage %s: kernels on %u of %u SMs", (int)s->pid, p,
                 l ? l->real : total, total);
-    s->share_logged = true;
+    else if (pct != own && !sh->reserve_logged) /* it comes and goes: said once */
+        om_info("client %d: below normal priority: kernels on %u of %u SMs while a normal-priority "
+                "client launches",
+                (int)s->pid, l ? l->real : total, total);
+    sh->reserve_logged |= pct != own;
+    s->share_logged |= pct == own;
     return rc;
 }
 
@@ -395,8 +403,13 @@ static CUresult place(struct session *s, uint32_t pct)
 static CUresult current(struct session *s)
 {
     uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
+    uint32_t cap = om_priority_cap_milli(s); /* below normal beside a busy normal client */
     struct om_share *sh = s->share;
 
+    if (cap && (!pct || cap < pct))
+        pct = cap;
+    if (pct >= 100000)
+        pct = 0;
     if (!pct && !sh)
         return CUDA_SUCCESS; /* the common case: no share, never had one */
     if (!sh) {
@@ -446,8 +459,10 @@ unsigned om_share_client_sms(struct session *s, int dev)
 CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *res)
 {
     CUresult rc = current(s); /* placed now: the resource is its lane's */
- /* placed now: the resource is its lane's */
-    if (rc == CUDA_SUCCESS && s->share && s->share->lane && s->share->dev == dev) {
+    uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
+
+    if (rc == CUDA_SUCCESS && s->share && s->share->lane && s->share->dev == dev &&
+        s->share->pct_milli == pct) { /* its own share's lane, not the priority reserve's */
         *res = s->share->lane->res;
         return CUDA_SUCCESS;
     }

@@ -124,6 +124,7 @@ void green_case(void);        /* remote_green.c */
 void green_hold_case(void);
 void green_steal_case(char **argv);
 void share_case(void); /* remote_share.c */
+void priority_case(void);
 
 static void setup(void)
 {
@@ -1013,6 +1014,8 @@ int main(int argc, char **argv)
         contexts_bus_case();
     } else if (!strcmp(mode, "share")) { /* remote_share.c */
         share_case();
+    } else if (!strcmp(mode, "priority")) {
+        priority_case();
     } else if (!strcmp(mode, "green")) { /* remote_green.c */
         green_case();
     } else if (!strcmp(mode, "green_hold")) {

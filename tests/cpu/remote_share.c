@@ -6,6 +6,7 @@
  * the result, and checks the values; and the device memory's total it is shown (its cap):
  * "round N sms S res R mem T ok". Input: "again" for another
  * round, "end" to finish ("share ok"). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,9 @@ CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
+CUresult cuStreamGetPriority(CUstream, int *);
+CUresult cuCtxGetStreamPriorityRange(int *, int *);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -97,4 +101,26 @@ void share_case(void)
             break;
     }
     printf("share ok\n");
+}
+
+/* remote_driver priority: streams of priorities 0, -2, -5 and 3 (above the least: clamped),
+ * then the NULL stream; per stream "stream HANDLE asked A answered G" (HANDLE: the server's
+ * stream, as the double logs it), and the range the client is shown. */
+void priority_case(void)
+{
+    static const int asked[] = {0, -2, -5, 3};
+    int least = 7, greatest = 7, got = 7;
+    CUstream st;
+
+    OK(cuCtxGetStreamPriorityRange(&least, &greatest));
+    printf("range %d %d\n", least, greatest);
+    for (unsigned i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
+        OK(cuStreamCreateWithPriority(&st, 1, asked[i]));
+        OK(cuStreamGetPriority(st, &got));
+        printf("stream %llu asked %d answered %d\n", (unsigned long long)(uintptr_t)st, asked[i],
+               got);
+    }
+    OK(cuStreamGetPriority(NULL, &got));
+    printf("null answered %d\n", got);
+    printf("priority ok\n");
 }

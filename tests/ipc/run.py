@@ -4046,6 +4046,94 @@ def sm_share_runs_kernels_in_a_lane_and_follows_changes():
 
 
 @test
+def client_priority_orders_streams_and_reserves_sms():
+    """CUDA_MPS_CLIENT_PRIORITY (server/priority.c) on the double (stream priorities 0 to -5): a
+    normal client's streams are made one level above what it asked (0 -> -1, -2 -> -3, -5
+    stays; 3 is clamped to 0 first), a below-normal client's all at the least (0); each is
+    answered the priority it asked for, the NULL stream 0. While a normal client launches, a
+    below-normal client's kernels run in a lane of the SMs minus the reserve (12.5 %: 112 of
+    132; OPENMPS_PRIORITY_RECENT_MS made long here, so "while" is the whole test) and it is
+    still shown 132 SMs; alone before, every SM."""
+    e = Env(start=False)
+    ok = False
+    procs = []
+    try:
+        slog, glog = os.path.join(e.dir, "streams.log"), os.path.join(e.dir, "green.log")
+        llog = os.path.join(e.dir, "launch.log")
+        e.env.update({"FAKECUDA_STREAM_LOG": slog, "FAKECUDA_GREEN_LOG": glog,
+                      "FAKECUDA_LAUNCH_STREAM_LOG": llog, "OPENMPS_PRIORITY_RECENT_MS": "600000"})
+        e.start()
+        for prio, real in (("0", {0: -1, -2: -3, -5: -5, 3: -1}), ("1", {0: 0, -2: 0, -5: 0, 3: 0})):
+            p = remote(e, "priority", extra={"CUDA_MPS_CLIENT_PRIORITY": prio})
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "priority ok" in out, "priority %s: %r %r" % (prio, out, err))
+            check("range 0 -5" in out, "the driver's range shown: %r" % out)
+            made = {}
+            for l in open(slog).read().splitlines():
+                f = l.split()
+                made[f[1]] = int(f[3])
+            for l in out.splitlines():
+                f = l.split()
+                if f[0] == "stream":
+                    asked, answered = int(f[3]), int(f[5])
+                    check(answered == min(asked, 0), "priority %s: asked %d answered %d"
+                          % (prio, asked, answered))
+                    check(made.get(f[1]) == real[asked], "priority %s: asked %d made %r, want %d"
+                          % (prio, asked, made.get(f[1]), real[asked]))
+            check("null answered 0" in out, "the NULL stream: 0: %r" % out)
+
+        def start(extra):
+            env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR), **extra)
+            p = subprocess.Popen([REMOTE_DRIVER, "share"], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(p)
+            return p
+
+        def round_(p, again=True):
+            if again:
+                p.stdin.write("again\n")
+                p.stdin.flush()
+            line = p.stdout.readline().split()
+            check(len(line) == 9 and line[-1] == "ok", "a round: %r" % line)
+            return int(line[3])
+
+        def green_sms():
+            sms, of = {}, {}
+            for l in open(glog).read().splitlines() if os.path.exists(glog) else []:
+                f = l.split()
+                if f[2] == "created":
+                    sms[f[1]] = int(f[4])
+                elif f[2] == "stream":
+                    of[f[3]] = f[1]
+            return [sms.get(of.get(l.split()[3])) for l in open(llog).read().splitlines()]
+
+        low = start({"CUDA_MPS_CLIENT_PRIORITY": "1"})
+        check(round_(low, again=False) == 132, "below normal, alone: 132 SMs shown")
+        check(set(green_sms()) == {None}, "alone, its kernels on every SM: %r" % green_sms())
+        normal = start({})
+        check(round_(normal, again=False) == 132, "the normal client launched")
+        open(llog, "w").close()
+        check(round_(low) == 132, "below normal beside it: still shown 132 SMs")
+        check(set(green_sms()) == {112}, "its kernels in the lane of 112 SMs: %r" % green_sms())
+        open(llog, "w").close()
+        round_(normal)
+        check(set(green_sms()) == {None}, "the normal client's kernels on every SM")
+        check(re.search(r"client %d: below normal priority: kernels on 112 of 132 SMs" % low.pid,
+                        e.log("server.log")), "the reserve logged once with the client's pid")
+        for p in procs:
+            p.stdin.write("end\n")
+            p.stdin.flush()
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "share ok" in out, "ends: %r %r" % (out, err))
+        ok = True
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        e.close(ok)
+
+
+@test
 def remote_green_handles_are_each_clients_own():
     """Another client's descriptor, green context, stream of a green context, event and device
     resource are refused (green_hold / green_steal)."""

@@ -340,7 +340,6 @@ CUresult om_r_cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags,
 CUresult om_r_cuStreamDestroy_v2(CUstream hStream); /* streams */
 CUresult om_r_cuStreamGetFlags(CUstream hStream, unsigned int *flags); /* streams */
 CUresult om_r_cuStreamGetPriority(CUstream hStream, int *priority); /* streams */
-CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority);
 CUresult om_r_cuStreamSynchronize(CUstream hStream); /* streams */
 CUresult om_r_cuStreamGetCtx(CUstream hStream, CUcontext *pctx); /* streams */
 CUresult om_r_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx); /* streams */

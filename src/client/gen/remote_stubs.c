@@ -1821,29 +1821,6 @@ static CUresult r_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
 }
 
-CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*priority)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!priority)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
-    rc = om_rcall(OM_IDX_cuStreamGetPriority, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*priority));
-        if (v && priority)
-            memcpy(priority, v, sizeof(*priority));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
 static CUresult r_cuStreamQuery(CUstream hStream)
 {
     uint8_t req_buf[16];

@@ -307,6 +307,7 @@ static void drop_default(struct session *s, CUstream def)
             break;
         }
     om_sched_stream_destroyed(s, def);
+    om_priority_forget(s, def);
     om_idle_stream_destroy(def);
 }
 
@@ -329,9 +330,11 @@ static CUresult switch_default(struct session *s, struct om_green *g, uint64_t g
             return CUDA_ERROR_INVALID_CONTEXT;
         if (!g->greens[i].def) {
             rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(
-                &def, (CUgreenCtx)(uintptr_t)green, CU_STREAM_NON_BLOCKING, 0);
+                &def, (CUgreenCtx)(uintptr_t)green, CU_STREAM_NON_BLOCKING,
+                om_priority_stream(s, 0)); /* as the client's own default stream (exec.c) */
             if (rc != CUDA_SUCCESS)
                 return rc;
+            om_priority_note(s, def, 0, om_priority_stream(s, 0));
             if (om_idle_track(def) < 0) {
                 ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(def);
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -404,6 +407,7 @@ CUresult om_x_cuGreenCtxStreamCreate(struct call *c)
     struct om_green *g = c->s->green;
     CUstream st = NULL;
     CUresult rc = ARGS_OK(c);
+    int real;
 
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -423,12 +427,15 @@ CUresult om_x_cuGreenCtxStreamCreate(struct call *c)
     }
     /* Non-blocking, as every stream of the server (streams.c); a blocking one's ordering is
      * rebuilt within the client. */
+    real = om_priority_stream(c->s, (int)(int64_t)prio); /* priority.c */
     rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(
-        &st, (CUgreenCtx)(uintptr_t)h, CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
+        &st, (CUgreenCtx)(uintptr_t)h, CU_STREAM_NON_BLOCKING, real);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_stream_adopt(c, st, flags)) == CUDA_SUCCESS)
+    if ((rc = om_stream_adopt(c, st, flags)) == CUDA_SUCCESS) {
         g->streams[g->nstreams++] = (struct gstream){(uint64_t)(uintptr_t)st, h};
+        om_priority_note(c->s, st, (int)(int64_t)prio, real);
+    }
     return rc;
 }
 

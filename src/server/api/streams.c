@@ -18,6 +18,7 @@ CUresult om_x_cuStreamCreate(struct call *c)
     uint64_t flags = om_get_u64(&c->in), prio = om_get_u64(&c->in);
     CUstream st = NULL;
     CUresult rc = ARGS_OK(c);
+    int real;
 
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -25,10 +26,13 @@ CUresult om_x_cuStreamCreate(struct call *c)
         return om_budget_refuse(c->s, OM_BUDGET_STREAMS, "cuStreamCreate");
     /* Always non-blocking: a blocking stream would wait for the shared
      * context's NULL stream, that is, for every client. */
-    rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, (int)(int64_t)prio);
+    real = om_priority_stream(c->s, (int)(int64_t)prio); /* priority.c */
+    rc = fn(&st, (unsigned)flags | CU_STREAM_NON_BLOCKING, real);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return om_stream_adopt(c, st, flags);
+    if ((rc = om_stream_adopt(c, st, flags)) == CUDA_SUCCESS)
+        om_priority_note(c->s, st, (int)(int64_t)prio, real);
+    return rc;
 }
 
 /* A new (non-blocking) server stream becomes the client's; `flags` as the client asked (the
@@ -75,6 +79,25 @@ CUresult om_x_cuStreamDestroy_v2(struct call *c)
     return om_stream_release(c->s, h);
 }
 
+/* stream, 0: the priority the client asked for it (priority.c may have given it another). */
+CUresult om_x_cuStreamGetPriority(struct call *c)
+{
+    uint64_t zero;
+    CUstream st;
+    int real = 0;
+    CUresult rc = owned_stream(c, false, &st);
+
+    zero = om_get_u64(&c->in);
+    if (rc == CUDA_SUCCESS && (rc = ARGS_OK(c)) == CUDA_SUCCESS && zero)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUstream, int *))REAL(cuStreamGetPriority))(st, &real);
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, (uint64_t)(int64_t)om_priority_asked(c->s, st, real));
+    return rc;
+}
+
 /* Destroys a stream of the client's (cuStreamDestroy, cuGreenCtxDestroy). */
 CUresult om_stream_release(struct session *s, uint64_t h)
 {
@@ -82,6 +105,7 @@ CUresult om_stream_release(struct session *s, uint64_t h)
 
     om_green_stream_gone(s, h);                     /* api/green.c */
     om_share_stream_gone(s, (CUstream)(uintptr_t)h); /* share.c: its shadow, after its work */
+    om_priority_forget(s, (CUstream)(uintptr_t)h);   /* priority.c */
     /* Its work must be done before the stream is forgotten: later frees and the
      * session's end wait only for streams they know. */
     rc = om_wait_stream((CUstream)(uintptr_t)h);

@@ -2108,27 +2108,6 @@ out:
     return rc;
 }
 
-static CUresult x_cuStreamGetPriority(struct call *c)
-{
-    uint64_t a_hStream = om_get_u64(&c->in);
-    CUstream s_hStream = NULL;
-    int o_priority;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_priority, 0, sizeof(o_priority));
-    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
-    if (!s_hStream)
-        goto out;
-    rc = ((CUresult (*)(CUstream, int *))REAL(cuStreamGetPriority))(s_hStream, &o_priority);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_priority, sizeof(o_priority));
-    }
-out:
-    return rc;
-}
-
 static CUresult x_cuStreamQuery(struct call *c)
 {
     uint64_t a_hStream = om_get_u64(&c->in);
@@ -3105,7 +3084,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamCreate] = om_x_cuStreamCreate,
     [OM_IDX_cuStreamDestroy_v2] = om_x_cuStreamDestroy_v2,
     [OM_IDX_cuStreamGetFlags] = om_x_cuStreamGetFlags,
-    [OM_IDX_cuStreamGetPriority] = x_cuStreamGetPriority,
+    [OM_IDX_cuStreamGetPriority] = om_x_cuStreamGetPriority,
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
     [OM_IDX_cuStreamSynchronize] = om_x_cuStreamSynchronize,
     [OM_IDX_cuStreamWaitEvent] = x_cuStreamWaitEvent,

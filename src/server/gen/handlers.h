@@ -155,6 +155,7 @@ CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
+CUresult om_x_cuStreamGetPriority(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */

@@ -462,11 +462,36 @@ static void *new_token(void)
     return t < (int)sizeof(tokens) ? &tokens[t] : NULL;
 }
 
+/* Each stream's priority, as created (the driver's range: 0 least, -5 greatest), and
+ * FAKECUDA_STREAM_LOG: a line per stream made, "stream TOKEN priority P". */
+static signed char token_prio[sizeof(tokens)];
+
 EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
 {
-    (void)flags, (void)prio;
+    const char *log = getenv("FAKECUDA_STREAM_LOG");
+
+    (void)flags;
     *s = new_token();
-    return *s ? CUDA_SUCCESS : 2;
+    if (!*s)
+        return 2;
+    token_prio[(char *)*s - tokens] = (signed char)(prio > 0 ? 0 : prio < -5 ? -5 : prio);
+    if (log) {
+        FILE *f = fopen(log, "a");
+        if (f) {
+            fprintf(f, "stream %llu priority %d\n", (unsigned long long)(uintptr_t)*s, prio);
+            fclose(f);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+    if (least)
+        *least = 0;
+    if (greatest)
+        *greatest = -5;
+    return CUDA_SUCCESS;
 }
 
 EXPORT int cuStreamCreate(void **s, unsigned flags)
@@ -1009,8 +1034,8 @@ EXPORT int cuStreamGetFlags(void *s, unsigned *flags)
 
 EXPORT int cuStreamGetPriority(void *s, int *prio)
 {
-    (void)s;
-    *prio = -1;
+    char *t = s;
+    *prio = t >= tokens && t < tokens + sizeof(tokens) ? token_prio[t - tokens] : 0;
     return CUDA_SUCCESS;
 }
 

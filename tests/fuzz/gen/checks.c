@@ -890,16 +890,6 @@ static CUresult g_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     return rc;
 }
 
-static CUresult g_cuStreamGetPriority(CUstream hStream, int *priority)
-{
-    CUresult rc;
-
-    ENTER(cuStreamGetPriority);
-    check(K_STREAM, H(hStream), 1);
-    rc = ((CUresult (*)(CUstream, int *))gen_next[OM_IDX_cuStreamGetPriority])(hStream, priority);
-    return rc;
-}
-
 static CUresult g_cuStreamQuery(CUstream hStream)
 {
     CUresult rc;
@@ -1382,7 +1372,6 @@ static const struct {
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
     {OM_IDX_cuEventRecord, (void *)g_cuEventRecord},
     {OM_IDX_cuEventRecordWithFlags, (void *)g_cuEventRecordWithFlags},
-    {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
     {OM_IDX_cuStreamWaitEvent, (void *)g_cuStreamWaitEvent},
     {OM_IDX_cuStreamGetId, (void *)g_cuStreamGetId},

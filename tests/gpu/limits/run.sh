@@ -8,6 +8,10 @@
 #              100 % figure, and the SM count shown is the share's; two clients at 50 % side by
 #              side each keep at least 90 % of their throughput alone; a client at 25 % moved to
 #              100 % while it runs (set_active_thread_percentage) speeds up.
+#   priority:  a normal-priority client's 8-block kernel of about 1 ms (bench/calls.cu probe)
+#              alone, and while 8 clients of below normal priority fill the GPU with B5's
+#              kernels of 12 ms: at most 1.5 x alone (B5's priority goal); the same load at
+#              normal priority is printed beside it.
 # Usage: tests/gpu/limits/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -116,6 +120,32 @@ if nvcc -O2 -arch="$ARCH" -o "$OUT/share" "$HERE/share.cu" >"$OUT/share.build.lo
     fi
 else
     fails=$((fails + 1)); echo "BUILD FAIL share"; cat "$OUT/share.build.log"
+fi
+# Client priority.
+if nvcc -O2 -arch="$ARCH" -o "$OUT/calls" "$HERE/../../../bench/calls.cu" >"$OUT/calls.build.log" 2>&1; then
+    om() { LD_LIBRARY_PATH="$BUILD/lib" "$@"; }
+    iters=$(om "$OUT/calls" fill-calibrate 12)
+    probe_iters=$((iters / 12))
+    alone=$(om "$OUT/calls" probe "$probe_iters" 0 | awk '/probe_median_ms/ { print $2 }')
+    for prio in 1 0; do
+        start=$(($(date +%s%3N) + 2500))
+        pids=
+        for i in 1 2 3 4 5 6 7 8; do
+            CUDA_MPS_CLIENT_PRIORITY=$prio om "$OUT/calls" fill "$iters" "$start" >/dev/null 2>&1 &
+            pids="$pids $!"
+        done
+        loaded=$(om "$OUT/calls" probe "$probe_iters" $((start + 300)) | awk '/probe_median_ms/ { print $2 }')
+        wait $pids
+        echo "priority: probe alone $alone ms, beside 8 fill clients of priority $prio: $loaded ms"
+        [ $prio = 1 ] && low=$loaded
+    done
+    if awk -v a="$alone" -v l="$low" 'BEGIN { exit !(a > 0 && l > 0 && l <= 1.5 * a) }'; then
+        passes=$((passes + 1)); echo "PASS priority: $low ms beside below-normal load, $alone ms alone"
+    else
+        fails=$((fails + 1)); echo "FAIL priority: $low ms beside below-normal load, $alone ms alone (> 1.5 x)"
+    fi
+else
+    fails=$((fails + 1)); echo "BUILD FAIL calls"; cat "$OUT/calls.build.log"
 fi
 echo "gpu limits: $passes passed, $fails failed"
 exit $fails
