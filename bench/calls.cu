@@ -11,8 +11,10 @@
 //                              clock); GB/s, median of 10 after 2 warm-ups
 //   calls hold                 B4: a context, 1 MiB, one kernel; prints "ready", then waits for
 //                              its standard input to close
-//   calls fill ITERS START_MS  B5: from START_MS (epoch ms) 20 launches of a kernel of 4 blocks
-//                              of 256 threads per SM, then a sync; prints start and end (epoch ms)
+//   calls fill ITERS START_MS [sync]
+//                              B5: from START_MS (epoch ms) 20 launches of a kernel of 4 blocks
+//                              of 256 threads per SM, then a sync (sync: a sync after each);
+//                              prints start and end (epoch ms)
 //   calls fill-calibrate MS    B5: the ITERS that make one such kernel take MS alone
 //   calls probe ITERS START_MS B5's priority figure: from START_MS, 30 times a kernel of 8
 //                              blocks of 256 threads (the fill kernel's work per thread), each
@@ -201,7 +203,7 @@ static int fill_grid()
     return 4 * sms;
 }
 
-static int fill_run(long long iters, long long start_ms)
+static int fill_run(long long iters, long long start_ms, bool each)
 {
     unsigned long long *d;
     CHECK(cudaMalloc(&d, sizeof(*d)));
@@ -211,8 +213,11 @@ static int fill_run(long long iters, long long start_ms)
     if (start_ms > now)
         std::this_thread::sleep_for(std::chrono::milliseconds(start_ms - now));
     long long t0 = epoch_ms();
-    for (int i = 0; i < 20; i++)
+    for (int i = 0; i < 20; i++) {
         fill<<<fill_grid(), 256>>>(iters, d);
+        if (each)
+            CHECK(cudaDeviceSynchronize());
+    }
     CHECK(cudaDeviceSynchronize());
     printf("fill_start_ms %lld fill_end_ms %lld\n", t0, epoch_ms());
     return 0;
@@ -310,7 +315,7 @@ int main(int argc, char **argv)
     if (!strcmp(role, "hold"))
         return hold();
     if (!strcmp(role, "fill") && argc > 3)
-        return fill_run(atoll(argv[2]), atoll(argv[3]));
+        return fill_run(atoll(argv[2]), atoll(argv[3]), argc > 4 && !strcmp(argv[4], "sync"));
     if (!strcmp(role, "fill-calibrate") && argc > 2)
         return fill_calibrate(atof(argv[2]));
     if (!strcmp(role, "probe") && argc > 3)

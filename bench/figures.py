@@ -31,6 +31,8 @@ FIGURES = {
     "b5_agg4_per_s": ("b5", "aggregate launches/s, 4 clients", "/s", ">= 96", lambda v: v >= 96),
     "b5_agg8_per_s": ("b5", "aggregate launches/s, 8 clients", "/s", ">= 96", lambda v: v >= 96),
     "b5_fair8": ("b5", "slowest/fastest client, 8 clients", "x", "<= 1.10", lambda v: v <= 1.10),
+    "b5_fair8_mixed": ("b5", "slowest/fastest client, 8 clients, half waiting for each kernel",
+                       "x", "<= 1.10", lambda v: v <= 1.10),
     "b5_probe_alone_ms": ("b5", "a normal-priority client's 8-block kernel, alone", "ms", "", None),
     "b5_prio_ratio": ("b5", "its latency while 8 below-normal clients fill the GPU, over alone",
                       "x", "<= 1.5", lambda v: v <= 1.5),
@@ -169,11 +171,15 @@ def b4(calls, env, n):
             "b4_server_loaded_mib": others, "b4_server_mib": idle}
 
 
-def fill_round(calls, env, n, iters):
+def fill_round(calls, env, n, iters, mixed=False):
+    """n clients of 20 B5 kernels from one instant: aggregate kernels/s and the slowest
+    client's time over the fastest's. mixed: half of them wait for each kernel before the next
+    (launch rates that differ)."""
     start = int(time.time() * 1000) + 2000 + 60 * n
-    procs = [subprocess.Popen([calls, "fill", str(iters), str(start)], env=env,
+    procs = [subprocess.Popen([calls, "fill", str(iters), str(start)] +
+                              (["sync"] if mixed and i % 2 else []), env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(n)]
+             for i in range(n)]
     spans = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -214,9 +220,11 @@ def b5(calls, env, iters):
     alone, _ = fill_round(calls, env, 1, iters)
     agg4, _ = fill_round(calls, env, 4, iters)
     agg8, fair8 = fill_round(calls, env, 8, iters)
+    _, mixed8 = fill_round(calls, env, 8, iters, mixed=True)
     probe_alone, prio = b5_priority(calls, env, iters)
     return {"b5_alone_per_s": alone, "b5_agg4_per_s": agg4, "b5_agg8_per_s": agg8,
-            "b5_fair8": fair8, "b5_probe_alone_ms": probe_alone, "b5_prio_ratio": prio}
+            "b5_fair8": fair8, "b5_fair8_mixed": mixed8, "b5_probe_alone_ms": probe_alone,
+            "b5_prio_ratio": prio}
 
 
 def b6(calls, calls_fresh, env, long_iters):

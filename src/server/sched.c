@@ -37,6 +37,14 @@
  * short: the client may have computed for a while before its next call). Every 32nd decision
  * on a kernel predicted short waits anyway, so a kernel that became long is noticed.
  *
+ * Fair share (issue #12): the same hold also applies, whatever the stream count, while two
+ * holdable clients launch kernels not known to be short (within the last 100 ms,
+ * OPENMPS_FAIR_WINDOW_MS).
+ * Then each of them has one long kernel in the GPU's queues at a time, so the block scheduler,
+ * which starts the oldest pending kernel's blocks first, serves them in turn: a client that
+ * queues twenty kernels back to back gets no more of the GPU than one that waits for each.
+ * One client alone, or clients of short kernels, are never held for it.
+ *
  * A wait is bounded (twice the prediction plus 50 ms; 2 s for a kernel never measured): a
  * kernel that spins until something its client does later (a call that sets a flag it polls)
  * would otherwise never finish. Past the bound the operation goes to the GPU and queues there
@@ -52,6 +60,7 @@
 #define POLL_MAX_NS (1000ull * 1000)
 #define TABLE_SLOTS 4096 /* kernels whose durations are kept; a power of two */
 #define PROBES 16
+#define CONTENTION_MS 100 /* OPENMPS_FAIR_WINDOW_MS: tests make it long */
 
 enum mode { MODE_AUTO, MODE_OFF, MODE_ALWAYS };
 
@@ -61,6 +70,14 @@ static int live_streams;  /* client streams that exist now (__atomic) */
 static int announced;     /* the log said that scheduling started (__atomic) */
 static uint64_t held_ops; /* operations held, for the log at exit (__atomic) */
 static uint64_t gave_up;  /* waits that reached their bound (__atomic) */
+static int fair_announced; /* the log said that fair share started (__atomic) */
+static uint64_t contention_ns = CONTENTION_MS * 1000000ull;
+/* The last two holdable clients that launched a kernel not known short, and when (__atomic;
+ * racing updates may mix a pair: it only starts or ends holding a little early or late). */
+static struct {
+    uint32_t client;
+    uint64_t ns;
+} contenders[2];
 
 static struct {
     uint64_t kernel; /* 0: free (__atomic) */
@@ -80,6 +97,8 @@ void om_sched_init(void)
         om_warn("OPENMPS_SCHED=%s is not auto, off or always: using auto", m);
     if (q && atoi(q) > 0)
         queues = atoi(q) > OM_SCHED_MAX_QUEUES ? OM_SCHED_MAX_QUEUES : atoi(q);
+    if ((m = getenv("OPENMPS_FAIR_WINDOW_MS")) && atoi(m) > 0)
+        contention_ns = (uint64_t)atoi(m) * 1000000ull;
     om_info("scheduling: %s, %d hardware queues per context",
             mode == MODE_OFF      ? "off"
             : mode == MODE_ALWAYS ? "always"
@@ -113,6 +132,36 @@ static bool active(void)
         om_info("scheduling: %d client streams share %d hardware queues; operations behind long "
                 "kernels now wait in the server",
                 live, queues);
+    return true;
+}
+
+/* A holdable client launched a kernel not known to be short. */
+static void contend(const struct session *s, uint64_t now)
+{
+    if (__atomic_load_n(&contenders[0].client, __ATOMIC_RELAXED) != s->id) {
+        __atomic_store_n(&contenders[1].client,
+                         __atomic_load_n(&contenders[0].client, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&contenders[1].ns, __atomic_load_n(&contenders[0].ns, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&contenders[0].client, s->id, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&contenders[0].ns, now, __ATOMIC_RELAXED);
+}
+
+/* Two clients of long kernels launched lately: fair share holds (see the top). */
+static bool contended(uint64_t now)
+{
+    uint32_t a = __atomic_load_n(&contenders[0].client, __ATOMIC_RELAXED);
+    uint32_t b = __atomic_load_n(&contenders[1].client, __ATOMIC_RELAXED);
+    uint64_t tb = __atomic_load_n(&contenders[1].ns, __ATOMIC_RELAXED);
+
+    if (mode == MODE_OFF || a == b || !tb || now - tb > contention_ns)
+        return false;
+    if (!__atomic_load_n(&fair_announced, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&fair_announced, 1, __ATOMIC_RELAXED))
+        om_info("scheduling: clients of long kernels contend; each one's next operation waits "
+                "for its last long kernel (fair share)");
     return true;
 }
 
@@ -216,8 +265,9 @@ static bool may_hold(const struct session *s)
 void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
 {
     struct om_sched_stream *t;
+    uint32_t pred;
 
-    if (!may_hold(s) || !active()) {
+    if (!may_hold(s) || mode == MODE_OFF) {
         if ((t = find(s, st, false)))
             t->kernel = 0; /* no stale kernel for when scheduling starts again */
         return;
@@ -226,6 +276,9 @@ void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
         return;
     t->kernel = kernel;
     t->launched_ns = om_mono_ns();
+    pred = predicted_us(kernel);
+    if (!pred || pred >= SHORT_US)
+        contend(s, t->launched_ns);
 }
 
 static void pause_ns(uint64_t ns)
@@ -247,7 +300,7 @@ void om_sched_before(struct session *s, CUstream st)
         return;
     kernel = t->kernel;
     t->kernel = 0; /* whatever happens below, the next operation follows this one */
-    if (!may_hold(s) || !active())
+    if (!may_hold(s) || (!active() && !contended(om_mono_ns())))
         return;
     pred = predicted_us(kernel);
     if (pred && pred < SHORT_US && ++t->short_runs % RESAMPLE_EVERY)

@@ -340,7 +340,7 @@ static void roundtrip(void)
     OK(cuStreamGetFlags(s, &sflags));
     EXPECT(sflags == 0); /* created blocking: that is what the client sees */
     OK(cuStreamGetPriority(s, &sprio));
-    EXPECT(sprio == -1);
+    EXPECT(sprio == 0); /* what it asked for (cuStreamCreate: 0), whatever the server made */
     /* pinned memory shared with the server: asynchronous copies straight from and into it */
     unsigned char *pin_in, *pin_out;
     CUdeviceptr pin_dev = 0;
@@ -636,6 +636,29 @@ static void chain(int pairs)
     OK(cuEventSynchronize(ev));
     OK(cuCtxSynchronize());
     printf("chain ok\n");
+}
+
+/* Fair share (FAKECUDA_KERNEL_MS): one long kernel on the default stream, "launched", then on a
+ * line of stdin n - 1 more back to back, a synchronize, "fair ok". */
+static void fair(int n)
+{
+    static const char image[] = "fakecubin\nlong:4\n";
+    CUmodule mod;
+    CUfunction lng;
+    unsigned v = 1;
+    void *args[] = {&v};
+    char line[16];
+
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&lng, mod, "long"));
+    OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    printf("launched\n");
+    fflush(stdout);
+    EXPECT(fgets(line, sizeof(line), stdin));
+    for (int i = 1; i < n; i++)
+        OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuCtxSynchronize());
+    printf("fair ok\n");
 }
 
 /* Several streams under the scheduler (FAKECUDA_KERNEL_MS, OPENMPS_SCHED=always): a client
@@ -940,6 +963,8 @@ int main(int argc, char **argv)
         cache();
     } else if (!strcmp(mode, "streams2")) {
         streams2();
+    } else if (!strcmp(mode, "fair") && argc > 2) {
+        fair(atoi(argv[2]));
     } else if (!strcmp(mode, "chain")) {
         chain(argc > 2 ? atoi(argv[2]) : 2);
     } else if (!strcmp(mode, "bench") && argc > 2) {

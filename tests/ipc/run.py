@@ -1459,6 +1459,53 @@ def remote_scheduler_holds_work_behind_long_kernels():
 
 
 @test
+def remote_scheduler_shares_the_gpu_fairly():
+    """Fair share (sched.c): two clients of long kernels (1 s in the double) on their default
+    streams, each with one launched, then each launching two more back to back: each one's next
+    launch waits for its last kernel, so the four later launches reach the driver spread over
+    at least a kernel's time; with OPENMPS_SCHED=off they all go at once. A client alone is not
+    held (remote_scheduler_holds_work_behind_long_kernels)."""
+    for sched in (None, "off"):
+        e = Env(start=False)
+        ok = False
+        procs = []
+        try:
+            tlog = os.path.join(e.dir, "times")
+            e.env.update({"FAKECUDA_KERNEL_MS": "1000", "FAKECUDA_TIME_LOG": tlog,
+                          "OPENMPS_FAIR_WINDOW_MS": "600000"})
+            if sched:
+                e.env["OPENMPS_SCHED"] = sched
+            e.start()
+            for _ in range(2):
+                p = subprocess.Popen([REMOTE_DRIVER, "fair", "3"], env=dict(
+                    e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                procs.append(p)
+                check(p.stdout.readline().strip() == "launched", "a first kernel launched")
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            for p in procs:
+                out, err = p.communicate(timeout=60)
+                check(p.returncode == 0 and "fair ok" in out, "fair: %r %r" % (out, err))
+            t = sorted(int(r[1]) for r in client_times(tlog) if r[0] == "long")
+            check(len(t) == 6, "six launches: %r" % t)
+            later = t[2:]
+            if sched is None:
+                check(later[-1] - later[0] >= 900, "held: the later launches spread over a "
+                      "kernel's time at least: %r ms" % later)
+                check("fair share" in e.log("server.log"), "fair share logged")
+            else:
+                check(later[-1] - later[0] < 900, "not held with scheduling off: %r ms" % later)
+            ok = True
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            e.close(ok)
+
+
+@test
 def remote_scheduler_leaves_streams_alone():
     """Under the scheduler, a client with streams of its own is never held (its s2 kernel goes
     while s1's kernel runs, though an event record follows that kernel on s1); a stream query
