@@ -231,9 +231,9 @@ void om_ctx_release(struct session *s);
 /* api/texrefs.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
 /* priority.c: the client priority. om_priority_counted: a session's priority went from `was`
- * to `now` (0 at its start and end); om_priority_release: the session's end. */
+ * to `now` (-1: none, at its start and end); om_priority_release: the session's end. */
 void om_priority_init(void);
-void om_priority_counted(uint32_t was, uint32_t now);
+void om_priority_counted(int was, int now);
 void om_priority_release(struct session *s);
 /* share.c: waits for its shadow streams; ends its SM share (its shadows, its lane). */
 CUresult om_share_wait(struct session *s);
@@ -397,8 +397,16 @@ void om_sched_stream_destroyed(struct session *s, CUstream st);
 void om_sched_session_free(struct session *s);
 /* Before an operation is enqueued on a client's stream: returns once it may go. */
 void om_sched_before(struct session *s, CUstream st);
-/* After a kernel was enqueued on a client's stream. */
+/* After a kernel was enqueued on a client's stream. `kernel`: what its duration is learned by,
+ * om_sched_key of the kernel and its grid (an executable graph: its handle). */
 void om_sched_launched(struct session *s, CUstream st, uint64_t kernel);
+/* A kernel's key for the durations learned: the same kernel on a grid of 8 blocks and on one of
+ * 528 are two (measured: a B5 kernel of 12 ms and the same kernel's 0.3 ms probe shared one
+ * average, which then called the long one short). */
+static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t grid_z)
+{
+    return kernel ^ ((grid_xy * 0x9e3779b97f4a7c15ull) + grid_z) * 0xff51afd7ed558ccdull;
+}
 
 /* session.c */
 /* The daemon changed the server's limits: applied to every running client (session.c). */

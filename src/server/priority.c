@@ -12,32 +12,30 @@
  *    one's. The client is answered the priority it asked for (cuStreamGetPriority): the server
  *    remembers it per stream where it differs.
  *
- * 2. An SM reserve. While a normal-priority client has launched within the last 50 ms
- *    (OPENMPS_PRIORITY_RECENT_MS),
- *    every below-normal client's kernels run in a lane of the device's SMs minus the reserve
- *    (OPENMPS_PRIORITY_RESERVE percent of them, default 12.5: 16 of 132 SMs), through the SM
- *    share's lanes and shadow streams (share.c), so a normal client's kernel finds SMs free. A
- *    below-normal client alone, or beside normal clients that do not launch, has every SM.
+ * 2. An SM reserve. While a normal-priority client is connected, every below-normal client's
+ *    kernels run in a lane of the device's SMs minus the reserve (OPENMPS_PRIORITY_RESERVE
+ *    percent of them, default 12.5: 16 of 132 SMs), through the SM share's lanes and shadow
+ *    streams (share.c), so a normal client's kernel finds SMs free. Connected, not launching
+ *    lately: a latency-bound service is idle between its requests, and the first kernel of a
+ *    request must find the SMs free (kernels queued before the reserve came run where they
+ *    were queued). Below-normal clients among themselves have every SM.
  *
  * A priority changed for running clients (set_default_client_priority does not; a server's
  * clients change only through its limits) applies to the streams they create from then on, and
  * to the reserve at once.
  */
 #include <stdlib.h>
+#include <string.h>
 
-#include "../common/clock.h"
 #include "../common/config.h"
 #include "exec.h"
 
-#define RECENT_MS_DEFAULT 50
 #define RESERVE_DEFAULT_MILLI 12500u
 
 static int range_least, range_greatest; /* the driver's, once */
 static bool range_known;
-static int below_sessions;     /* sessions of priority 1 now (__atomic) */
-static uint64_t normal_launch; /* om_mono_ns of a normal client's last launch (__atomic) */
+static int sessions[2]; /* sessions of priority 0 and 1 now (__atomic) */
 static uint32_t reserve_milli = RESERVE_DEFAULT_MILLI;
-static uint64_t recent_ns = RECENT_MS_DEFAULT * 1000000ull;
 
 void om_priority_init(void)
 {
@@ -45,19 +43,12 @@ void om_priority_init(void)
     uint32_t milli;
 
     if (v && *v) {
-        if (om_parse_percentage(v, &milli) == 0 && milli < 100000)
+        if (!strcmp(v, "0"))
+            reserve_milli = 0;
+        else if (om_parse_percentage(v, &milli) == 0 && milli < 100000)
             reserve_milli = milli;
         else
             om_warn("OPENMPS_PRIORITY_RESERVE=%s is not a percentage below 100: 12.5", v);
-    }
-    /* how long after a normal client's last launch the reserve stays (tests make it long) */
-    if ((v = getenv("OPENMPS_PRIORITY_RECENT_MS")) && *v) {
-        char *end;
-        unsigned long ms = strtoul(v, &end, 10);
-        if (*end || ms == 0 || ms > 3600000)
-            om_warn("OPENMPS_PRIORITY_RECENT_MS=%s is not a count of milliseconds: 50", v);
-        else
-            recent_ns = ms * 1000000ull;
     }
 }
 
@@ -136,20 +127,17 @@ void om_priority_release(struct session *s)
     s->nprio = s->prio_cap = 0;
 }
 
-void om_priority_counted(uint32_t was, uint32_t now)
+void om_priority_counted(int was, int now)
 {
-    if (was != now)
-        __atomic_add_fetch(&below_sessions, now ? 1 : -1, __ATOMIC_RELAXED);
+    if (was >= 0)
+        __atomic_sub_fetch(&sessions[was ? 1 : 0], 1, __ATOMIC_RELAXED);
+    if (now >= 0)
+        __atomic_add_fetch(&sessions[now ? 1 : 0], 1, __ATOMIC_RELAXED);
 }
 
 uint32_t om_priority_cap_milli(struct session *s)
 {
-    if (!__atomic_load_n(&s->limits.priority, __ATOMIC_RELAXED)) {
-        /* a normal client: its launches matter only while below-normal clients exist */
-        if (__atomic_load_n(&below_sessions, __ATOMIC_RELAXED) > 0)
-            __atomic_store_n(&normal_launch, om_mono_ns(), __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&s->limits.priority, __ATOMIC_RELAXED) || !reserve_milli)
         return 0;
-    }
-    uint64_t last = __atomic_load_n(&normal_launch, __ATOMIC_RELAXED);
-    return last && om_mono_ns() - last < recent_ns ? 100000 - reserve_milli : 0;
+    return __atomic_load_n(&sessions[0], __ATOMIC_RELAXED) > 0 ? 100000 - reserve_milli : 0;
 }

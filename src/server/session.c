@@ -498,9 +498,9 @@ void om_session_limits(struct server *srv, const struct om_limits *l)
             __atomic_store_n(&o->ndevices, n.ndevices, __ATOMIC_RELAXED);
         if (n.priority != o->priority) {
             om_info("client %d: priority %u -> %u (the SM reserve at once, stream priorities for "
-                    "streams it creates from now on)",
+                    "the streams it creates from now on)",
                     (int)s->pid, o->priority, n.priority);
-            om_priority_counted(o->priority, n.priority);
+            om_priority_counted((int)o->priority, (int)n.priority);
             __atomic_store_n(&o->priority, n.priority, __ATOMIC_RELAXED);
         }
     }
@@ -574,7 +574,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     srv->nsessions++;
     om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id, srv->nsessions);
     log_limits(s);
-    om_priority_counted(0, s->limits.priority); /* priority.c: below-normal clients counted */
+    om_priority_counted(-1, (int)s->limits.priority); /* priority.c: clients of each priority */
     om_session_report(srv, s->id, s->pid, OM_CLIENT_UP);
     return;
 fail:
@@ -596,7 +596,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
             break;
         }
     }
-    om_priority_counted(__atomic_load_n(&s->limits.priority, __ATOMIC_RELAXED), 0);
+    om_priority_counted((int)__atomic_load_n(&s->limits.priority, __ATOMIC_RELAXED), -1);
     srv->nsessions--;
     om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
     snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);

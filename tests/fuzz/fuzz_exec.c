@@ -233,6 +233,13 @@ static CUresult w_cuStreamGetFlags(CUstream s, unsigned *f)
     return ORIG(cuStreamGetFlags, CUresult(*)(CUstream, unsigned *))(s, f);
 }
 
+static CUresult w_cuStreamGetPriority(CUstream s, int *prio)
+{
+    ENTER(cuStreamGetPriority);
+    check(K_STREAM, H(s), 1);
+    return ORIG(cuStreamGetPriority, CUresult(*)(CUstream, int *))(s, prio);
+}
+
 static CUresult w_cuEventCreate(CUevent *e, unsigned f)
 {
     CUresult rc = CUDA_SUCCESS;
@@ -2361,6 +2368,7 @@ static const struct {
     W(cuStreamDestroy_v2),
     W(cuStreamSynchronize),
     W(cuStreamGetFlags),
+    W(cuStreamGetPriority),
     W(cuEventCreate),
     W(cuEventDestroy_v2),
     W(cuEventSynchronize),
@@ -2572,6 +2580,7 @@ static const int handle_free[] = {
     OM_IDX_cuDeviceGetPCIBusId, OM_IDX_cuDevicePrimaryCtxRetain, OM_IDX_cuDevicePrimaryCtxRelease,
     OM_IDX_cuDevicePrimaryCtxSetFlags_v2, OM_IDX_cuGetProcAddress_v2, OM_IDX_cuCtxSetCurrent,
     OM_IDX_cuDeviceTotalMem_v2, OM_IDX_cuDeviceGetAttribute, OM_IDX_cuMemGetInfo_v2,
+    OM_IDX_cuCtxGetStreamPriorityRange, /* priority.c: the range, once */
     /* api/remote/devices.tsv's device queries */
     OM_IDX_cuDeviceCanAccessPeer, OM_IDX_cuDeviceComputeCapability, OM_IDX_cuDeviceGetByPCIBusId,
     OM_IDX_cuDeviceGetExecAffinitySupport, OM_IDX_cuDeviceGetLuid, OM_IDX_cuDeviceGetP2PAttribute,

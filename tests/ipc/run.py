@@ -4097,10 +4097,10 @@ def client_priority_orders_streams_and_reserves_sms():
     """CUDA_MPS_CLIENT_PRIORITY (server/priority.c) on the double (stream priorities 0 to -5): a
     normal client's streams are made one level above what it asked (0 -> -1, -2 -> -3, -5
     stays; 3 is clamped to 0 first), a below-normal client's all at the least (0); each is
-    answered the priority it asked for, the NULL stream 0. While a normal client launches, a
-    below-normal client's kernels run in a lane of the SMs minus the reserve (12.5 %: 112 of
-    132; OPENMPS_PRIORITY_RECENT_MS made long here, so "while" is the whole test) and it is
-    still shown 132 SMs; alone before, every SM."""
+    answered the priority it asked for, the NULL stream 0. While a normal client is connected,
+    a below-normal client's kernels run in a lane of the SMs minus the reserve (12.5 %: 112 of
+    132) and it is still shown 132 SMs; alone before, and after the normal client left, every
+    SM."""
     e = Env(start=False)
     ok = False
     procs = []
@@ -4108,7 +4108,7 @@ def client_priority_orders_streams_and_reserves_sms():
         slog, glog = os.path.join(e.dir, "streams.log"), os.path.join(e.dir, "green.log")
         llog = os.path.join(e.dir, "launch.log")
         e.env.update({"FAKECUDA_STREAM_LOG": slog, "FAKECUDA_GREEN_LOG": glog,
-                      "FAKECUDA_LAUNCH_STREAM_LOG": llog, "OPENMPS_PRIORITY_RECENT_MS": "600000"})
+                      "FAKECUDA_LAUNCH_STREAM_LOG": llog})
         e.start()
         for prio, real in (("0", {0: -1, -2: -3, -5: -5, 3: -1}), ("1", {0: 0, -2: 0, -5: 0, 3: 0})):
             p = remote(e, "priority", extra={"CUDA_MPS_CLIENT_PRIORITY": prio})
@@ -4167,11 +4167,19 @@ def client_priority_orders_streams_and_reserves_sms():
         check(set(green_sms()) == {None}, "the normal client's kernels on every SM")
         check(re.search(r"client %d: below normal priority: kernels on 112 of 132 SMs" % low.pid,
                         e.log("server.log")), "the reserve logged once with the client's pid")
-        for p in procs:
-            p.stdin.write("end\n")
-            p.stdin.flush()
-            out, err = p.communicate(timeout=60)
-            check(p.returncode == 0 and "share ok" in out, "ends: %r %r" % (out, err))
+        normal.stdin.write("end\n")
+        normal.stdin.flush()
+        out, err = normal.communicate(timeout=60)
+        check(normal.returncode == 0 and "share ok" in out, "the normal one ends: %r" % err)
+        wait_for(lambda: "Client %d disconnected" % normal.pid in e.log("server.log"),
+                 what="the normal client's end")
+        open(llog, "w").close()
+        round_(low)
+        check(set(green_sms()) == {None}, "alone again: every SM: %r" % green_sms())
+        low.stdin.write("end\n")
+        low.stdin.flush()
+        out, err = low.communicate(timeout=60)
+        check(low.returncode == 0 and "share ok" in out, "ends: %r %r" % (out, err))
         ok = True
     finally:
         for p in procs:

@@ -48,7 +48,7 @@ CUresult om_x_cuLaunchKernel(struct call *c)
                 (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
                 args_len ? extra : NULL);
     if (rc == CUDA_SUCCESS) {
-        om_sched_launched(c->s, st, k);
+        om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
         om_output_launched(c->s); /* printf output flushed by no session's call is its */
     }
     return rc;
@@ -133,7 +133,7 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         attrs,       (unsigned)nattrs};
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
     if (rc == CUDA_SUCCESS) {
-        om_sched_launched(c->s, st, k);
+        om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
         om_output_launched(c->s); /* printf output flushed by no session's call is its */
     }
     return rc;
