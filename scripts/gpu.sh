@@ -4,7 +4,7 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api].
+# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -178,6 +178,9 @@ for step in $STEPS; do
             sleep 1; cp $T/log/*.log "$OUT/probe/" 2>/dev/null
             grep -h "table\|slots" "$OUT/probe/libs.trace" | grep -v " slot [0-9]* (" | head -80
         } >"$OUT/probe.log" 2>&1 ;;
+    # Several GPUs alone (issue #12; tests/gpu/multi/run.sh, also part of the tier).
+    multi)
+        { make && sh tests/gpu/multi/run.sh build "$OUT/multi"; } >"$OUT/multi.log" 2>&1 ;;
     # The limits alone (issue #12; tests/gpu/limits/run.sh, also part of the tier).
     limits)
         { make && sh tests/gpu/limits/run.sh build "$OUT/limits"; } >"$OUT/limits.log" 2>&1 ;;

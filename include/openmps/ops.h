@@ -25,6 +25,9 @@
 /* u64 room: answered with up to room bytes of kernel printf output the server keeps for the client
  */
 #define OM_OP_TAKE_OUTPUT 13
+/* u64 device (the server's ordinal), posted: the calls after it run on that device, until the
+ * next; the client sends it when its calling thread's current device changed */
+#define OM_OP_SET_DEVICE 14
 
 /* Largest payload of one record the client sends; bigger data is staged in pieces. */
 #define OM_CHUNK_BYTES (256u * 1024u)

@@ -118,13 +118,13 @@ struct om_srv_adopt {
 
 #define OM_CLIENT_UP 1u
 #define OM_CLIENT_DOWN 2u
-#define OM_CLIENT_MEMORY 3u /* the device memory it holds changed: device_bytes */
+#define OM_CLIENT_MEMORY 3u /* the device memory it holds or the devices it used changed */
 struct om_srv_client {
     uint32_t client_id;
     uint32_t pid;
     uint32_t event;        /* OM_CLIENT_UP, OM_CLIENT_DOWN or OM_CLIENT_MEMORY */
     uint32_t device_mask;  /* devices the client uses (bit per ordinal < 32) */
-    uint64_t device_bytes; /* OM_CLIENT_MEMORY: what its cap counts on device 0 */
+    uint64_t device_bytes; /* OM_CLIENT_MEMORY: what its caps count, on every device */
 };
 
 struct om_srv_shutdown {

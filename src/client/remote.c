@@ -59,14 +59,8 @@ void *om_remote_entry(int index)
 
 void om_remote_install(void)
 {
-    /* The server runs every client's work on its first device for now: a
-     * client that could pick another would silently get device 0. So it sees
-     * one device (as CUDA_VISIBLE_DEVICES=0 would show it). */
-    if (om_shim.client.ndevices > 1) {
-        om_shim_log("the server has %u devices; clients use device 0 only for now",
-                    om_shim.client.ndevices);
-        om_shim.client.ndevices = 1;
-    }
+    /* Every device of the server: the calls of a thread run on its current device
+     * (om_device_before_call). */
     om_remote_gen_install(); /* every row of api/remote/ (gen/remote_stubs.c) */
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);

@@ -29,6 +29,27 @@ static CUresult session_error(int rc)
     return CUDA_ERROR_UNKNOWN;
 }
 
+/*
+ * Several devices: the server runs a session's calls on one device at a time, the last one the
+ * client named (OM_OP_SET_DEVICE, posted ahead of a call whenever the calling thread's current
+ * device differs from the one named last; under the ring lock, so in order with the calls). A
+ * client of one device sends none.
+ */
+static uint64_t device_named; /* the server starts a session on device 0 */
+
+static void device_before_call(void)
+{
+    uint64_t dev;
+
+    if (om_shim.client.ndevices < 2)
+        return;
+    dev = (uint64_t)om_current_device(); /* api/primary.c: the thread's current context's */
+    if (dev == device_named)
+        return;
+    if (om_client_post(&om_shim.client, OM_OP_SET_DEVICE, &dev, sizeof(dev)) == 0)
+        device_named = dev;
+}
+
 void om_ring_lock(void)
 {
     pthread_mutex_lock(&ring_lock);
@@ -47,6 +68,7 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
+    device_before_call();
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len, reply, cap, &got);
     if (rc < 0)
@@ -64,6 +86,7 @@ CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ring_lock);
+    device_before_call();
     om_green_before_call(); /* api/green.c: the current green context, when it changed */
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len, reply, cap, &got);
@@ -82,6 +105,7 @@ CUresult om_rpost(int index, const struct om_wbuf *req)
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ring_lock);
+    device_before_call();
     om_green_before_call();
     rc = om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len);
@@ -111,6 +135,7 @@ CUresult om_rcall_staged(int index, const void *data, size_t len, const struct o
     int sent;
 
     pthread_mutex_lock(&ring_lock);
+    device_before_call();
     om_green_before_call();
     sent = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
     while (sent == 0 && len > 0) {

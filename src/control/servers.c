@@ -405,6 +405,8 @@ void om_server_handle_message(struct daemon *d, struct server *s)
             for (struct client_rec *r = s->clients; r; r = r->next)
                 if (r->id == cl.client_id && cl.event == OM_CLIENT_MEMORY) {
                     r->device_bytes = cl.device_bytes;
+                    if (cl.device_mask)
+                        r->device_mask = cl.device_mask; /* the devices it used so far */
                 } else if (r->id == cl.client_id) {
                     r->up = true;
                     r->device_mask = cl.device_mask;

@@ -55,12 +55,16 @@ static uint64_t rounded(uint64_t bytes)
     return gran ? (bytes + gran - 1) / gran * gran : bytes;
 }
 
-CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem)
+/* On device `dev` (the context current on the calling thread is that device's); readable and
+ * writable there and from every device whose context reaches it (peer access, main.c), as
+ * cuMemAlloc's memory is. */
+CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
+                         uint64_t *ret_mem)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
-                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    CUmemAccessDesc access[OM_MAX_DEVICES];
+    size_t naccess = 0;
     CUmemGenericAllocationHandle mem = 0;
     CUdeviceptr base = 0;
     size_t gran = 0, size;
@@ -93,8 +97,13 @@ CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                        unsigned long long))R(cuMemMap))(base, size, 0, mem, 0);
     if (rc != CUDA_SUCCESS)
         goto unreserve;
+    for (int d = 0; d < om_server_ndevices() && d < (int)OM_MAX_DEVICES; d++)
+        if (d == dev || om_server_peer(d, dev))
+            access[naccess++] =
+                (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     rc = ((CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))R(cuMemSetAccess))(
-        base, size, &access, 1);
+        base, size, access, naccess);
     if (rc != CUDA_SUCCESS)
         goto unmap;
     *ret_base = base;
@@ -148,7 +157,8 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
     size = rounded(bytes);
     for (size_t i = 0; i < s->ndevcache; i++) {
         struct om_range *r = &s->devcache[i];
-        if (r->size == size) { /* what a new allocation of `bytes` would have been */
+        /* what a new allocation of `bytes` on its current device would have been */
+        if (r->size == size && r->dev == s->dev) {
             *ret_base = r->base;
             *ret_size = r->size;
             *ret_mem = r->mem;
@@ -156,19 +166,19 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
             return CUDA_SUCCESS;
         }
     }
-    CUresult rc = om_devmem_alloc(bytes, ret_base, ret_size, ret_mem);
+    CUresult rc = om_devmem_alloc(s->dev, bytes, ret_base, ret_size, ret_mem);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && s->ndevcache) { /* what it keeps must not cost it */
         om_devmem_drop_cache(s);
-        rc = om_devmem_alloc(bytes, ret_base, ret_size, ret_mem);
+        rc = om_devmem_alloc(s->dev, bytes, ret_base, ret_size, ret_mem);
     }
     return rc;
 }
 
-void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem)
+void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, uint64_t mem)
 {
     if (s->ndevcache < OM_DEVCACHE_ENTRIES && size <= CACHE_MAX_BYTES) {
         s->devcache[s->ndevcache++] =
-            (struct om_range){.base = base, .size = size, .mem = mem, .owned = true};
+            (struct om_range){.base = base, .size = size, .mem = mem, .owned = true, .dev = dev};
         return;
     }
     om_devmem_free(base, size, mem);

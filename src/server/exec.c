@@ -82,7 +82,7 @@ static CUresult order_after(struct session *s, CUstream later, CUstream first, b
 
     if (om_stream_capturing(s, later) || om_stream_capturing(s, first))
         return CUDA_SUCCESS; /* a record or wait would join or break the capture */
-    if (s->share && (rc = om_share_settle(s, first, false)) != CUDA_SUCCESS)
+    if (s->nshares && (rc = om_share_settle(s, first, false)) != CUDA_SUCCESS)
         return rc; /* `first`'s kernels in its shadow (share.c) are part of it */
     ev = sync_event(s, first, &rc);
     if (!ev)
@@ -159,7 +159,7 @@ CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *r
     bool ordered = false;
     CUstream st = find_stream(s, h, enqueue, &ordered, rc);
 
-    if (st && s->share && (*rc = om_share_settle(s, st, enqueue)) != CUDA_SUCCESS)
+    if (st && s->nshares && (*rc = om_share_settle(s, st, enqueue)) != CUDA_SUCCESS)
         return NULL; /* its shadow's kernels come first (share.c) */
     return st;
 }
@@ -186,10 +186,13 @@ CUresult om_exec_sync_client(struct session *s)
 
     if (s->default_stream && (r = sync(s->default_stream)) != CUDA_SUCCESS)
         rc = r;
+    for (int d = 0; d < (int)OM_MAX_DEVICES; d++) /* its default streams on other devices */
+        if (s->default_streams[d] && (r = sync(s->default_streams[d])) != CUDA_SUCCESS && !rc)
+            rc = r;
     for (size_t i = 0; i < s->own[OM_H_STREAM].n; i++)
         if ((r = sync((CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i])) != CUDA_SUCCESS && !rc)
             rc = r;
-    if (s->share && (r = om_share_wait(s)) != CUDA_SUCCESS && !rc)
+    if (s->nshares && (r = om_share_wait(s)) != CUDA_SUCCESS && !rc)
         rc = r; /* kernels on its shadow streams (share.c) */
     return rc;
 }

@@ -48,6 +48,7 @@ struct om_range {
     bool graph;       /* a graph allocation's range, held by graphs (api/graphs.c) */
     bool mapped;      /* a cuMemMap mapping (api/vmm.c): one buffer with a mapping beside it */
     uint64_t charged; /* bytes counted against the client's device-memory cap (memcap.c) */
+    int dev;          /* the device it is on (memcap.c counts it there; devmem.c's cache) */
 };
 struct om_ranges {
     struct om_range *v;
@@ -108,23 +109,34 @@ struct session {
     struct om_limits want;   /* what the client asked for itself (merged again on a change) */
     pthread_t worker;
     bool worker_started;
-    int stop;                /* asks the worker to leave (__atomic) */
-    int failed;              /* the worker found a protocol error (__atomic) */
-    uint64_t device_bytes;   /* device memory it holds, as its cap counts it (memcap.c; __atomic) */
-    uint64_t reported_bytes; /* device_bytes as the daemon last heard it (main thread) */
-    bool memcap_logged;      /* its first refusal past the cap was logged */
-    uint64_t calls;          /* records served */
-    uint64_t waits;          /* times its thread found no record and waited */
+    int stop;   /* asks the worker to leave (__atomic) */
+    int failed; /* the worker found a protocol error (__atomic) */
+    /* device memory it holds on each device, as its cap counts it (memcap.c; __atomic) */
+    uint64_t device_bytes[OM_MAX_DEVICES];
+    uint64_t reported_bytes;    /* device_bytes as the daemon last heard it (main thread) */
+    uint32_t reported_mask;     /* device_mask as the daemon last heard it (main thread) */
+    bool memcap_logged;         /* its first refusal past the cap was logged */
+    uint64_t calls;             /* records served */
+    uint64_t waits;             /* times its thread found no record and waited */
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
     char end_reason[200];       /* a copy: the caller's text may not outlive the worker */
     unsigned left_after;        /* sessions left then, for the log */
     /* What the client owns; freed by session_free whatever the moment. */
-    CUstream default_stream;                /* its NULL, legacy and per-thread default stream */
+    CUstream default_stream; /* its NULL, legacy and per-thread default stream */
+    /* Several devices: the device its calls run on now (OM_OP_SET_DEVICE), its default
+     * stream on each other device (default_stream is the current device's), and the devices it
+     * used (a bit each, for the daemon's ps; __atomic). */
+    int dev;
+    CUstream default_streams[OM_MAX_DEVICES];
+    uint64_t device_mask;
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */
     CUstream ctx_stream;
-    struct om_green *green;      /* api/green.c: its green contexts and device resources */
-    struct om_share *share;      /* share.c: its SM share's lane and shadow streams */
+    struct om_green *green; /* api/green.c: its green contexts and device resources */
+    struct om_share *share; /* share.c: its SM share's lane and shadow streams */
+    /* ... on its other devices (swapped like default_streams), and how many it made */
+    struct om_share *shares[OM_MAX_DEVICES];
+    unsigned nshares;
     struct om_stream_prio *prio; /* priority.c: its streams' asked priorities, where changed */
     size_t nprio, prio_cap;
     bool share_logged;           /* share.c: a share was applied (a later 100 % is logged) */
@@ -181,7 +193,8 @@ struct server {
     struct om_device_info devs[OM_MAX_DEVICES];
     int ndevs;
     om_cu_context ctx[OM_MAX_DEVICES];
-    struct om_limits limits; /* from the daemon, for new clients */
+    bool peer[OM_MAX_DEVICES][OM_MAX_DEVICES]; /* [i][j]: device i's context reaches j's memory */
+    struct om_limits limits;                   /* from the daemon, for new clients */
     struct session *sessions;
     unsigned nsessions;
     bool stopping; /* graceful: exit when the last client left */
@@ -198,8 +211,11 @@ bool om_server_fatal(CUresult rc);
 void om_server_fault(CUresult rc, pid_t pid);
 bool om_server_has(int index); /* false: the real driver lacks it (a stub answers) */
 const char *om_server_entry_name(int index);
-/* Makes the server's primary context current on the calling thread. */
+/* Makes the server's primary context of device 0 (of `dev`) current on the calling thread. */
 CUresult om_server_bind_context(void);
+CUresult om_server_bind_device(int dev);
+/* Whether device `from`'s context reaches device `to`'s memory (peer access, enabled at start). */
+bool om_server_peer(int from, int to);
 
 /* exec.c: runs one driver call of a client. */
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
@@ -267,12 +283,13 @@ void om_budget_give(uint64_t *counter, uint64_t n);
 CUresult om_budget_refuse(struct session *s, enum om_budget_kind kind, const char *what);
 
 /* devmem.c: device memory that can be freed without waiting for other clients. */
-CUresult om_devmem_alloc(uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size, uint64_t *ret_mem);
+CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
+                         uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
 /* The same for a client, through its cache of freed allocations (reused by it alone). */
 CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                         uint64_t *ret_mem);
-void om_devmem_give(struct session *s, uint64_t base, uint64_t size, uint64_t mem);
+void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s); /* at the session's end */
 
 /* api/mempool.c, api/ipc.c: at the session's end, before its allocations are freed. */
@@ -357,15 +374,17 @@ bool om_idle_now(void);                       /* no client stream has work (aske
 
 /* memcap.c: the client's device-memory cap. om_memcap_check before an allocation of `bytes`
  * (CUDA_ERROR_OUT_OF_MEMORY past the cap), om_memcap_charge once its range is recorded in
- * s->allocs, om_allocs_remove instead of om_ranges_remove(&s->allocs, …) when it goes. */
+ * s->allocs (on the session's current device), om_allocs_remove instead of
+ * om_ranges_remove(&s->allocs, …) when it goes. Counted per device. */
 uint64_t om_memcap_cap(const struct session *s, int dev); /* 0: none */
 uint64_t om_memcap_used(const struct session *s, int dev);
+uint64_t om_memcap_used_all(const struct session *s); /* on every device (ps -v) */
 CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes);
 void om_memcap_charge(struct session *s, struct om_range *r);
 void om_allocs_remove(struct session *s, struct om_range *r);
 /* Memory behind a handle (a cuMemCreate allocation, an array), counted from its creation
  * (after the check) to its release or destruction; om_memcap_free at the session's end. */
-CUresult om_memcap_hold(struct session *s, uint64_t handle, uint64_t size);
+CUresult om_memcap_hold(struct session *s, int dev, uint64_t handle, uint64_t size);
 void om_memcap_drop(struct session *s, uint64_t handle);
 void om_memcap_free(struct session *s);
 
@@ -411,6 +430,9 @@ static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t 
 /* session.c */
 /* The daemon changed the server's limits: applied to every running client (session.c). */
 void om_session_limits(struct server *srv, const struct om_limits *l);
+/* The session's calls run on device dev from now on (OM_OP_SET_DEVICE); INVALID_DEVICE past the
+ * server's devices. */
+CUresult om_session_set_device(struct session *s, uint64_t dev);
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);
 void om_session_end(struct server *srv, struct session *s, const char *why);
 /* Waits (at most timeout_ms) for the workers of ended sessions to finish freeing. */

@@ -84,13 +84,58 @@ int om_server_ndevices(void)
     return the_server->ndevs;
 }
 
-CUresult om_server_bind_context(void)
+CUresult om_server_bind_device(int dev)
 {
     CUresult (*set)(om_cu_context) = om_server_real[OM_IDX_cuCtxSetCurrent];
 
     if (!set || the_server->ndevs == 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    return set(the_server->ctx[0]); /* one device for now: the data plane's first step */
+    if (dev < 0 || dev >= the_server->ndevs)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return set(the_server->ctx[dev]);
+}
+
+CUresult om_server_bind_context(void)
+{
+    return om_server_bind_device(0); /* a session starts on device 0, as a process does */
+}
+
+/* Every context may reach every other device's memory where the hardware lets it: a client's
+ * copies between devices and kernels reading another device's memory work without the client
+ * enabling anything (its cuCtxEnablePeerAccess is bookkeeping in the shim). */
+static void enable_peer_access(struct server *srv)
+{
+    CUresult (*can)(int *, CUdevice, CUdevice) = om_server_real[OM_IDX_cuDeviceCanAccessPeer];
+    CUresult (*enable)(om_cu_context, unsigned) = om_server_real[OM_IDX_cuCtxEnablePeerAccess];
+
+    if (!om_server_has(OM_IDX_cuDeviceCanAccessPeer) ||
+        !om_server_has(OM_IDX_cuCtxEnablePeerAccess))
+        return;
+    for (int i = 0; i < srv->ndevs; i++) {
+        if (om_server_bind_device(i) != CUDA_SUCCESS)
+            continue;
+        for (int j = 0; j < srv->ndevs; j++) {
+            int ok = 0;
+            CUresult rc;
+            if (i == j || can(&ok, i, j) != CUDA_SUCCESS || !ok)
+                continue;
+            rc = enable(srv->ctx[j], 0);
+            if (rc == CUDA_SUCCESS || rc == 704) /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+                srv->peer[i][j] = true;
+            else
+                om_warn("device %d cannot reach device %d's memory: CUresult %d", i, j, (int)rc);
+        }
+    }
+    for (int i = 0; i < srv->ndevs; i++)
+        for (int j = 0; j < srv->ndevs; j++)
+            if (srv->peer[i][j])
+                om_info("peer access: device %d reaches device %d's memory", i, j);
+}
+
+bool om_server_peer(int from, int to)
+{
+    return from >= 0 && to >= 0 && from < the_server->ndevs && to < the_server->ndevs &&
+           the_server->peer[from][to];
 }
 
 static void on_term(int sig)
@@ -351,6 +396,8 @@ int main(int argc, char **argv)
         return 1;
     }
     om_imgcache_init(); /* its directory depends on the driver and the GPU */
+    if (srv.ndevs > 1)
+        enable_peer_access(&srv);
     if (om_server_bind_context() == CUDA_SUCCESS) {
         om_warm_driver_pools(); /* before any client: warm.c and replybuf.c say why */
         om_replybuf_prefill();

@@ -33,20 +33,34 @@ uint64_t om_memcap_cap(const struct session *s, int dev)
 
 uint64_t om_memcap_used(const struct session *s, int dev)
 {
-    return dev == 0 ? __atomic_load_n(&s->device_bytes, __ATOMIC_RELAXED) : 0;
+    return dev >= 0 && dev < (int)OM_MAX_DEVICES
+               ? __atomic_load_n(&s->device_bytes[dev], __ATOMIC_RELAXED)
+               : 0;
 }
 
-/* Its worker changes it; the main thread reads it for the daemon (session.c). */
-static void add_bytes(struct session *s, uint64_t bytes)
+uint64_t om_memcap_used_all(const struct session *s)
 {
-    __atomic_add_fetch(&s->device_bytes, bytes, __ATOMIC_RELAXED);
+    uint64_t n = 0;
+
+    for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
+        n += __atomic_load_n(&s->device_bytes[d], __ATOMIC_RELAXED);
+    return n;
 }
 
-static void give_bytes(struct session *s, uint64_t bytes)
+/* Its worker changes them; the main thread reads them for the daemon (session.c). */
+static void add_bytes(struct session *s, int dev, uint64_t bytes)
 {
-    uint64_t held = __atomic_load_n(&s->device_bytes, __ATOMIC_RELAXED);
+    if (dev >= 0 && dev < (int)OM_MAX_DEVICES)
+        __atomic_add_fetch(&s->device_bytes[dev], bytes, __ATOMIC_RELAXED);
+}
 
-    __atomic_sub_fetch(&s->device_bytes, bytes <= held ? bytes : held, __ATOMIC_RELAXED);
+static void give_bytes(struct session *s, int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= (int)OM_MAX_DEVICES)
+        return;
+    uint64_t held = __atomic_load_n(&s->device_bytes[dev], __ATOMIC_RELAXED);
+
+    __atomic_sub_fetch(&s->device_bytes[dev], bytes <= held ? bytes : held, __ATOMIC_RELAXED);
 }
 
 CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes)
@@ -70,21 +84,23 @@ CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes)
 void om_memcap_charge(struct session *s, struct om_range *r)
 {
     r->charged = r->size;
-    add_bytes(s, r->size);
+    r->dev = s->dev; /* made on the device its calls run on */
+    add_bytes(s, r->dev, r->size);
 }
 
 void om_allocs_remove(struct session *s, struct om_range *r)
 {
-    give_bytes(s, r->charged);
+    give_bytes(s, r->dev, r->charged);
     om_ranges_remove(&s->allocs, r);
 }
 
-CUresult om_memcap_hold(struct session *s, uint64_t handle, uint64_t size)
+CUresult om_memcap_hold(struct session *s, int dev, uint64_t handle, uint64_t size)
 {
     if (om_ranges_add(&s->held, handle, size, 0, true) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     s->held.v[s->held.n - 1].charged = size;
-    add_bytes(s, size);
+    s->held.v[s->held.n - 1].dev = dev;
+    add_bytes(s, dev, size);
     return CUDA_SUCCESS;
 }
 
@@ -94,12 +110,13 @@ void om_memcap_drop(struct session *s, uint64_t handle)
 
     if (!r)
         return; /* imported, or not counted */
-    give_bytes(s, r->charged);
+    give_bytes(s, r->dev, r->charged);
     om_ranges_remove(&s->held, r);
 }
 
 void om_memcap_free(struct session *s)
 {
     om_ranges_free(&s->held);
-    __atomic_store_n(&s->device_bytes, 0, __ATOMIC_RELAXED);
+    for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
+        __atomic_store_n(&s->device_bytes[d], 0, __ATOMIC_RELAXED);
 }

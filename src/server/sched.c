@@ -65,11 +65,11 @@
 enum mode { MODE_AUTO, MODE_OFF, MODE_ALWAYS };
 
 static enum mode mode = MODE_AUTO;
-static int queues = 8;    /* the driver's default when CUDA_DEVICE_MAX_CONNECTIONS is unset */
-static int live_streams;  /* client streams that exist now (__atomic) */
-static int announced;     /* the log said that scheduling started (__atomic) */
-static uint64_t held_ops; /* operations held, for the log at exit (__atomic) */
-static uint64_t gave_up;  /* waits that reached their bound (__atomic) */
+static int queues = 8;     /* the driver's default when CUDA_DEVICE_MAX_CONNECTIONS is unset */
+static int live_streams;   /* client streams that exist now (__atomic) */
+static int announced;      /* the log said that scheduling started (__atomic) */
+static uint64_t held_ops;  /* operations held, for the log at exit (__atomic) */
+static uint64_t gave_up;   /* waits that reached their bound (__atomic) */
 static int fair_announced; /* the log said that fair share started (__atomic) */
 static uint64_t contention_ns = CONTENTION_MS * 1000000ull;
 /* The last two holdable clients that launched a kernel not known short, and when (__atomic;

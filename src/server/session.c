@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Client sessions in the server: the handshake, the command ring, and freeing everything. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "exec.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -22,10 +22,36 @@
 #include "../common/sock.h"
 #include "openmps/ops.h"
 
+/* The client's calls run on device `dev` from now on: that device's context is made current on
+ * its worker, and its default stream there becomes the one exec.c uses. */
+CUresult om_session_set_device(struct session *s, uint64_t dev)
+{
+    CUresult rc;
+
+    if (dev >= (uint64_t)om_server_ndevices()) {
+        client_err(s, "client %d: asked for device %llu; the server has %d", (int)s->pid,
+                   (unsigned long long)dev, om_server_ndevices());
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if ((int)dev == s->dev)
+        return CUDA_SUCCESS;
+    if ((rc = om_server_bind_device((int)dev)) != CUDA_SUCCESS)
+        return rc;
+    s->default_streams[s->dev] = s->default_stream;
+    s->default_stream = s->default_streams[dev];
+    s->default_streams[dev] = NULL; /* kept in default_stream while current */
+    s->shares[s->dev] = s->share;   /* share.c: its SM share there, the same way */
+    s->share = s->shares[dev];
+    s->shares[dev] = NULL;
+    s->dev = (int)dev;
+    __atomic_or_fetch(&s->device_mask, 1ull << dev, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
 /* Tells the daemon a client came or went. */
 void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event)
 {
-    /* Every client's work runs on device 0 for now (the shim shows it one device). */
+    /* A client starts on device 0; the devices it moves to follow (om_session_report_memory). */
     struct om_srv_client m = {.client_id = id,
                               .pid = (uint32_t)pid,
                               .event = event,
@@ -38,17 +64,19 @@ void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t even
 void om_session_report_memory(struct server *srv)
 {
     for (struct session *s = srv->sessions; s; s = s->next) {
-        uint64_t now = __atomic_load_n(&s->device_bytes, __ATOMIC_RELAXED);
+        uint64_t now = om_memcap_used_all(s);
+        uint32_t mask = (uint32_t)__atomic_load_n(&s->device_mask, __ATOMIC_RELAXED);
         struct om_srv_client m = {.client_id = s->id,
                                   .pid = (uint32_t)s->pid,
                                   .event = OM_CLIENT_MEMORY,
-                                  .device_mask = 1u,
+                                  .device_mask = mask,
                                   .device_bytes = now};
-        if (now == s->reported_bytes)
+        if (now == s->reported_bytes && mask == s->reported_mask)
             continue;
         if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
             return; /* the daemon is gone or full: the next look tries again */
         s->reported_bytes = now;
+        s->reported_mask = mask;
     }
 }
 
@@ -126,6 +154,16 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     case OM_OP_GOODBYE: return -ECONNRESET;
     case OM_OP_STAGE_RESET:
     case OM_OP_STAGE_APPEND: stage(s, rec, payload); return 0;
+    case OM_OP_SET_DEVICE: { /* posted: u64, the server's ordinal */
+        uint64_t dev = UINT64_MAX;
+        CUresult drc;
+        if (rec->len == sizeof(dev))
+            memcpy(&dev, payload, sizeof(dev));
+        drc = om_session_set_device(s, dev);
+        if (drc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
+            s->async_error = drc; /* reported at its next synchronising call */
+        return 0;
+    }
     case OM_OP_TAKE_OUTPUT: { /* payload: u64, the room of the client's buffer */
         uint64_t room = 0;
         if (rec->len == sizeof(room))
@@ -299,12 +337,19 @@ static void release_gpu_resources(struct session *s)
     }
     /* api/contexts.c's joining stream */
     om_ctx_release(s);
-    om_green_release(s);                             /* its green contexts, their streams gone */
-    om_share_release(s);                             /* share.c: its shadow streams, its lane */
+    om_green_release(s); /* its green contexts, their streams gone */
+    om_share_release(s); /* share.c: its shadow streams, its lane */
     om_priority_release(s);
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)
         om_idle_stream_destroy(s->default_stream);
+    for (int d = 0; d < (int)OM_MAX_DEVICES; d++) { /* its default streams on other devices */
+        if (s->default_streams[d]) {
+            om_priority_forget(s, s->default_streams[d]);
+            om_idle_stream_destroy(s->default_streams[d]);
+        }
+        s->default_streams[d] = NULL;
+    }
     om_sched_session_free(s);
     for (size_t i = 0; i < s->allocs.n; i++)
         if (s->allocs.v[i].owned)
@@ -476,8 +521,8 @@ void om_session_limits(struct server *srv, const struct om_limits *l)
         if (n.active_thread_pct_milli != o->active_thread_pct_milli) {
             om_format_percentage(o->active_thread_pct_milli ? o->active_thread_pct_milli : 100000,
                                  a, sizeof(a));
-            om_format_percentage(n.active_thread_pct_milli ? n.active_thread_pct_milli : 100000,
-                                 b, sizeof(b));
+            om_format_percentage(n.active_thread_pct_milli ? n.active_thread_pct_milli : 100000, b,
+                                 sizeof(b));
             om_info("client %d: active thread percentage %s -> %s (from its next launch)",
                     (int)s->pid, a, b);
             __atomic_store_n(&o->active_thread_pct_milli, n.active_thread_pct_milli,
@@ -530,6 +575,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->send_fd_after = -1;
     s->limits = a->limits;
     s->want = a->want;
+    s->device_mask = 1; /* device 0, where its calls start */
     fcntl(fd, F_SETFL, O_NONBLOCK);
     /* The daemon vouches for the client, but the socket is the client's
      * own: its credentials must be the ones the daemon named. */

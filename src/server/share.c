@@ -97,7 +97,8 @@ static struct device_lanes *device(int dev)
         return NULL;
     d = &devs[dev];
     if (!d->probed) {
-        static const int need[] = {OM_IDX_cuDeviceGetDevResource, OM_IDX_cuDevSmResourceSplitByCount,
+        static const int need[] = {OM_IDX_cuDeviceGetDevResource,
+                                   OM_IDX_cuDevSmResourceSplitByCount,
                                    OM_IDX_cuDevResourceGenerateDesc, OM_IDX_cuGreenCtxCreate,
                                    OM_IDX_cuGreenCtxStreamCreate};
         d->probed = true;
@@ -111,8 +112,7 @@ static struct device_lanes *device(int dev)
         if (d->probe_rc == CUDA_SUCCESS) {
             d->total = d->whole.sm.smCount;
             d->min = d->whole.sm.minSmPartitionSize ? d->whole.sm.minSmPartitionSize : 1;
-            d->align = d->whole.sm.smCoscheduledAlignment ? d->whole.sm.smCoscheduledAlignment
-                                                           : 1;
+            d->align = d->whole.sm.smCoscheduledAlignment ? d->whole.sm.smCoscheduledAlignment : 1;
         }
     }
     return d->probe_rc == CUDA_SUCCESS && d->total ? d : NULL;
@@ -153,8 +153,9 @@ static CUresult make_lanes(struct device_lanes *d, int dev, unsigned sms)
     if (n == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     rc = ((CUresult(*)(struct om_CUdevResource *, unsigned *, const struct om_CUdevResource *,
-                       struct om_CUdevResource *, unsigned, unsigned))R(
-        cuDevSmResourceSplitByCount))(groups, &n, &d->whole, &rest, 0, sms);
+                       struct om_CUdevResource *, unsigned,
+                       unsigned))R(cuDevSmResourceSplitByCount))(groups, &n, &d->whole, &rest, 0,
+                                                                 sms);
     if (rc == CUDA_SUCCESS && n == 0)
         rc = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
     for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++) {
@@ -257,12 +258,30 @@ static void drop(struct om_share *sh, size_t i)
     sh->last = 0;
 }
 
+/* The session's shares: its current device's (i = -1), then the other devices' (s->shares[i],
+ * swapped by om_session_set_device as its default streams are). */
+static struct om_share *share_at(struct session *s, int i)
+{
+    return i < 0 ? s->share : s->shares[i];
+}
+
+#define EACH_SHARE(s, i, sh)                                                                       \
+    for (int i = -1; i < (int)OM_MAX_DEVICES; i++)                                                 \
+        if (((sh) = share_at((s), i)))
+
 CUresult om_share_settle(struct session *s, CUstream st, bool enqueue)
 {
-    struct shadow *x;
+    struct shadow *x = NULL;
+    struct om_share *sh;
     CUresult rc = CUDA_SUCCESS;
 
-    if (!s->share || !s->share->n || !(x = find(s->share, st)))
+    if (s->share && s->share->n) /* the common case: a stream of its current device */
+        x = find(s->share, st);
+    if (!x && s->nshares > 1) /* a stream of another device it used */
+        EACH_SHARE(s, i, sh)
+    if (i >= 0 && sh->n && (x = find(sh, st)))
+        break;
+    if (!x)
         return CUDA_SUCCESS;
     if (x->side == SIDE_LAUNCH)
         rc = join(st, x->green, x->to_client);
@@ -340,8 +359,8 @@ static CUresult leave_lane(struct session *s)
 
     while (sh->n) {
         struct shadow *x = &sh->v[sh->n - 1];
-        if (x->side == SIDE_LAUNCH && (r = join(x->client, x->green, x->to_client)) != CUDA_SUCCESS &&
-            rc == CUDA_SUCCESS)
+        if (x->side == SIDE_LAUNCH &&
+            (r = join(x->client, x->green, x->to_client)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
             rc = r;
         drop(sh, sh->n - 1);
     }
@@ -415,7 +434,8 @@ static CUresult current(struct session *s)
     if (!sh) {
         if (!(sh = s->share = calloc(1, sizeof(*sh))))
             return CUDA_ERROR_OUT_OF_MEMORY;
-        sh->dev = 0; /* the one device a client sees (session.c) */
+        sh->dev = s->dev; /* its lanes are this device's */
+        s->nshares++;
     }
     return pct != sh->pct_milli ? place(s, pct) : CUDA_SUCCESS;
 }
@@ -472,9 +492,10 @@ CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *
 
 void om_share_stream_gone(struct session *s, CUstream st)
 {
-    struct om_share *sh = s->share;
+    struct om_share *sh;
 
-    for (size_t i = 0; sh && i < sh->n; i++)
+    EACH_SHARE(s, d, sh)
+    for (size_t i = 0; i < sh->n; i++)
         if (sh->v[i].client == st) {
             if (sh->v[i].side == SIDE_LAUNCH)
                 om_wait_stream(sh->v[i].green);
@@ -486,21 +507,30 @@ void om_share_stream_gone(struct session *s, CUstream st)
 CUresult om_share_wait(struct session *s)
 {
     CUresult rc = CUDA_SUCCESS, r;
+    struct om_share *sh;
 
-    for (size_t i = 0; s->share && i < s->share->n; i++)
-        if ((r = om_wait_stream(s->share->v[i].green)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
+    EACH_SHARE(s, d, sh)
+    for (size_t i = 0; i < sh->n; i++)
+        if ((r = om_wait_stream(sh->v[i].green)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
             rc = r;
     return rc;
 }
 
 void om_share_release(struct session *s)
 {
-    if (!s->share)
-        return;
-    while (s->share->n)
-        drop(s->share, s->share->n - 1);
-    lane_leave(s->share->lane);
-    free(s->share->v);
-    free(s->share);
-    s->share = NULL;
+    struct om_share *sh;
+
+    EACH_SHARE(s, d, sh)
+    {
+        while (sh->n)
+            drop(sh, sh->n - 1);
+        lane_leave(sh->lane);
+        free(sh->v);
+        free(sh);
+        if (d < 0)
+            s->share = NULL;
+        else
+            s->shares[d] = NULL;
+    }
+    s->nshares = 0;
 }

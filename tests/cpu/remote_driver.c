@@ -125,6 +125,7 @@ void green_hold_case(void);
 void green_steal_case(char **argv);
 void share_case(void); /* remote_share.c */
 void priority_case(void);
+void devices_case(void); /* remote_devices.c */
 
 static void setup(void)
 {
@@ -1039,6 +1040,8 @@ int main(int argc, char **argv)
         contexts_bus_case();
     } else if (!strcmp(mode, "share")) { /* remote_share.c */
         share_case();
+    } else if (!strcmp(mode, "devices")) {
+        devices_case();
     } else if (!strcmp(mode, "priority")) {
         priority_case();
     } else if (!strcmp(mode, "green")) { /* remote_green.c */

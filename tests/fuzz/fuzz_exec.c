@@ -45,6 +45,7 @@ int om_fuzz_stage(struct session *s, uint32_t op, const uint8_t *payload, uint32
 
 #define STAGE_APPEND 0x7fff
 #define STAGE_RESET 0x7ffe
+#define SET_DEVICE 0x7ffd /* OM_OP_SET_DEVICE: u64, the device the session's calls run on */
 #define POSTED 0x8000
 #define MAX_RECORDS 64
 /* Device and pinned memory the double gives at most: it is host memory, and a fuzzer's. */
@@ -2581,6 +2582,7 @@ static const int handle_free[] = {
     OM_IDX_cuDevicePrimaryCtxSetFlags_v2, OM_IDX_cuGetProcAddress_v2, OM_IDX_cuCtxSetCurrent,
     OM_IDX_cuDeviceTotalMem_v2, OM_IDX_cuDeviceGetAttribute, OM_IDX_cuMemGetInfo_v2,
     OM_IDX_cuCtxGetStreamPriorityRange, /* priority.c: the range, once */
+    OM_IDX_cuCtxEnablePeerAccess,       /* main.c: between the server's own contexts, at start */
     /* api/remote/devices.tsv's device queries */
     OM_IDX_cuDeviceCanAccessPeer, OM_IDX_cuDeviceComputeCapability, OM_IDX_cuDeviceGetByPCIBusId,
     OM_IDX_cuDeviceGetExecAffinitySupport, OM_IDX_cuDeviceGetLuid, OM_IDX_cuDeviceGetP2PAttribute,
@@ -2826,6 +2828,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= len;
         if (op == STAGE_APPEND || op == STAGE_RESET) {
             om_fuzz_stage(s, op == STAGE_RESET ? OM_OP_STAGE_RESET : OM_OP_STAGE_APPEND, in, len);
+            continue;
+        }
+        if (op == SET_DEVICE) {
+            om_session_set_device(s, len >= 8 ? get_u64(in) : UINT64_MAX);
             continue;
         }
         for (size_t i = 0; i + 8 <= len; i += 8) {

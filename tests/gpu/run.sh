@@ -133,6 +133,9 @@ fi
 # The driver-API families (issue #10): their own runner, under this daemon.
 OPENMPS_GPU_DAEMON=running sh "$HERE/api/run.sh" "$BUILD" "$OUT/api"
 fails=$((fails + $?))
+# Several GPUs (issue #12): skipped with the reason on a machine of one.
+OPENMPS_GPU_DAEMON=running sh "$HERE/multi/run.sh" "$BUILD" "$OUT/multi"
+fails=$((fails + $?))
 # The limits (issue #12): caps and shares under openmps, beside clients without them.
 OPENMPS_GPU_DAEMON=running sh "$HERE/limits/run.sh" "$BUILD" "$OUT/limits"
 fails=$((fails + $?))

@@ -2074,14 +2074,14 @@ def openmps_run_wrapper():
 
 
 @test
-def shim_sees_one_device_of_many():
-    """A server with three GPUs: clients run on device 0 and see only it, for now."""
+def shim_sees_every_device():
+    """A server with three GPUs: a client sees all three (remote_client_uses_every_device uses
+    two of them)."""
     e = Env({"FAKECUDA_DEVICES": "3"})
     ok = False
     try:
         out, err = run_shim(e)
-        check("cuDeviceGetCount 0 1" in out, "one device: %r" % out)
-        check("the server has 3 devices; clients use device 0 only" in err, err)
+        check("cuDeviceGetCount 0 3" in out, "three devices: %r" % out)
         check(len(e.cmd("device_query").splitlines()) == 5, "device_query lists all three")
         ok = True
     finally:
@@ -2558,9 +2558,9 @@ def remote_contexts_and_device_queries():
 
 
 @test
-def remote_bus_id_of_a_device_the_client_does_not_see():
-    """A server with three devices: a client (which sees device 0 only) gets INVALID_DEVICE
-    for another device's bus id."""
+def remote_bus_id_names_each_device():
+    """A server with three devices: a client sees all three (device 2 by its bus id), and gets
+    INVALID_DEVICE for the bus id of a device that is not there."""
     e = Env({"FAKECUDA_DEVICES": "3"})
     ok = False
     try:
@@ -2569,6 +2569,59 @@ def remote_bus_id_of_a_device_the_client_does_not_see():
         check(p.returncode == 0 and "contexts_bus ok" in out, "contexts_bus: %r %r" % (out, err))
         ok = True
     finally:
+        e.close(ok)
+
+
+@test
+def remote_client_uses_every_device():
+    """A server with two devices (FAKECUDA_DEVICES=2, the double's virtual-memory API): a client
+    makes device 1's primary context current and its memory is made on device 1 (cuMemCreate's
+    location), its stream in device 1's context, its kernel fills it; a peer copy brings device
+    0's values over; peer access is answered as the driver does; the server logs the peer access
+    it enabled between its contexts, and the daemon lists the client under both devices
+    (get_device_client_list) once it used them."""
+    e = Env(start=False)
+    ok = False
+    p = None
+    try:
+        slog, mlog = os.path.join(e.dir, "streams.log"), os.path.join(e.dir, "memory.log")
+        e.env.update({"FAKECUDA_DEVICES": "2", "FAKECUDA_VMM": "1", "FAKECUDA_STREAM_LOG": slog,
+                      "FAKECUDA_MEMORY_LOG": mlog})
+        e.start()
+        p = subprocess.Popen([REMOTE_DRIVER, "devices"], env=dict(
+            e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        while True:
+            line = p.stdout.readline()
+            if not line:
+                check(False, "the client ended early: %r" % p.stderr.read())
+            lines.append(line.split())
+            if line.startswith("devices ok"):
+                break
+        made = {l.split()[1]: l.split()[5] for l in open(slog).read().splitlines()}
+        for f in lines[:2]:
+            check(made.get(f[5]) == f[1], "device %s's stream made in device %s's context: %r"
+                  % (f[1], made.get(f[5]), made))
+        creates = [l.split() for l in open(mlog).read().splitlines() if l.startswith("vmmcreate")]
+        check({c[3] for c in creates} == {"0", "1"}, "memory made on both devices: %r" % creates)
+        check("peer access: device 0 reaches device 1's memory" in e.log("server.log") and
+              "peer access: device 1 reaches device 0's memory" in e.log("server.log"),
+              "the server enabled peer access between its contexts")
+
+        def listed():
+            out = e.cmd("get_device_client_list")
+            return out.count("%d.1" % p.pid) == 2 and out
+        out = wait_for(listed, what="the client under both devices")
+        check(out.startswith("[0] 0000:10:00.0") and "[1] 0000:11:00.0" in out, out)
+        p.stdin.write("\n")
+        p.stdin.flush()
+        p.wait(timeout=60)
+        check(p.returncode == 0, "the client ends well: %r" % p.stderr.read())
+        ok = True
+    finally:
+        if p and p.poll() is None:
+            p.kill()
         e.close(ok)
 
 

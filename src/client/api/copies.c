@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode: pitched memory, 2D copies and sets, pointer queries, peer copies on one device. */
+/* Remote mode: pitched memory, 2D copies and sets, pointer queries, peer copies. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -387,7 +387,8 @@ CUresult om_r_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s)
     return memcpy_3d(c, s, false);
 }
 
-/* Peer copies between contexts of one device are device-to-device copies. */
+/* Peer copies are device-to-device copies: the server's contexts share one address space and
+ * reach each other's devices (main.c's peer access; the driver stages where they cannot). */
 CUresult om_r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                            size_t n)
 {

@@ -60,7 +60,8 @@ CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
     *value = v;
     /* The SM count follows the client's SM share, which the operator may change while it runs
      * (set_active_thread_percentage): asked each time. */
-    if (attrib >= 0 && attrib < MAX_ATTR && attrib != 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+    if (attrib >= 0 && attrib < MAX_ATTR &&
+        attrib != 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
         attr_cache[dev][attrib] = *value;
         __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
     }

@@ -19,6 +19,7 @@
 
 #define ERR_PEER_ACCESS_UNSUPPORTED ((CUresult)217)
 #define ERR_PEER_ACCESS_NOT_ENABLED ((CUresult)705)
+#define ERR_PEER_ACCESS_ALREADY_ENABLED ((CUresult)704)
 
 /* ------------------------------------------------------------------ legacy launches */
 
@@ -169,8 +170,8 @@ CUresult om_r_cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, C
 CUresult om_r_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n,
                                                    unsigned int flags)
 {
-    /* A client sees one device, and each entry must be on a device of its own. With one entry
-     * the pre- and post-launch synchronisation concern its stream only: its own order. */
+    /* Each entry must be on a device of its own; one entry is served (its pre- and post-launch
+     * synchronisation concern its stream only: its own order), several devices' are not yet. */
     if (!list || n == 0 || (flags & ~MULTI_DEVICE_FLAGS))
         return CUDA_ERROR_INVALID_VALUE;
     if (n > 1)
@@ -436,31 +437,61 @@ CUresult om_r_cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *valu
 
 /* ------------------------------------------------------------------ peer access */
 
-/* A client sees one device, so a peer context is one of the same device, which the driver
- * cannot give peer access to (cuDeviceCanAccessPeer(d, d) is 0). */
-CUresult om_r_cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+/*
+ * The server enabled peer access between its devices' contexts where the hardware allows it
+ * (main.c), so a client's copies and kernels already reach another device's memory; what the
+ * client enables is kept here, per pair of devices, to answer as the driver does: a context of
+ * the same device, or a pair the hardware cannot connect, is refused, a second enable says it
+ * already is, a disable of one never enabled says so.
+ */
+static unsigned char peer_enabled[OM_MAX_DEVICES][OM_MAX_DEVICES];
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult peer_pair(CUcontext peerContext, CUdevice *from, CUdevice *to)
 {
     CUcontext cur;
-    CUdevice dev;
+
+    om_current_context(&cur);
+    if (!cur || !peerContext || cur == peerContext ||
+        om_r_cuCtxGetDevice_v2(to, peerContext) != CUDA_SUCCESS ||
+        om_r_cuCtxGetDevice_v2(from, cur) != CUDA_SUCCESS || *from < 0 || *to < 0 ||
+        *from >= (int)OM_MAX_DEVICES || *to >= (int)OM_MAX_DEVICES)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    CUresult (*can)(int *, CUdevice, CUdevice) = om_remote_entry(OM_IDX_cuDeviceCanAccessPeer);
+    CUdevice from, to;
+    CUresult rc;
+    int ok = 0;
 
     if (Flags)
         return CUDA_ERROR_INVALID_VALUE;
-    om_current_context(&cur);
-    if (!cur || !peerContext || cur == peerContext ||
-        om_r_cuCtxGetDevice_v2(&dev, peerContext) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return ERR_PEER_ACCESS_UNSUPPORTED;
+    if ((rc = peer_pair(peerContext, &from, &to)) != CUDA_SUCCESS)
+        return rc;
+    if (from == to || can(&ok, from, to) != CUDA_SUCCESS || !ok)
+        return ERR_PEER_ACCESS_UNSUPPORTED;
+    pthread_mutex_lock(&peer_lock);
+    rc = peer_enabled[from][to] ? ERR_PEER_ACCESS_ALREADY_ENABLED : CUDA_SUCCESS;
+    peer_enabled[from][to] = 1;
+    pthread_mutex_unlock(&peer_lock);
+    return rc;
 }
 
 CUresult om_r_cuCtxDisablePeerAccess(CUcontext peerContext)
 {
-    CUcontext cur;
-    CUdevice dev;
+    CUdevice from, to;
+    CUresult rc;
 
-    om_current_context(&cur);
-    if (!cur || !peerContext || om_r_cuCtxGetDevice_v2(&dev, peerContext) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return ERR_PEER_ACCESS_NOT_ENABLED; /* never enabled */
+    if ((rc = peer_pair(peerContext, &from, &to)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&peer_lock);
+    rc = peer_enabled[from][to] ? CUDA_SUCCESS : ERR_PEER_ACCESS_NOT_ENABLED;
+    peer_enabled[from][to] = 0;
+    pthread_mutex_unlock(&peer_lock);
+    return rc; /* the server's contexts keep their access: only this client's view changes */
 }
 
 /* ------------------------------------------------------------------ tensor maps */

@@ -28,9 +28,8 @@
  * Answers kept, by function, block size, dynamic shared size and flags: PyTorch asks the same
  * question before some launches (2 round trips per ResNet-18 batch). The answer depends on the
  * function's build, the device and the function's carveout, which this client changes only
- * through cuFuncSetAttribute (that empties it, as an unload does). The server runs one device
- * today; a CUkernel passed as a function answers for the current device, so the key gains the
- * device when clients use several (issue #12).
+ * through cuFuncSetAttribute (that empties it, as an unload does). A CUkernel passed as a
+ * function answers for the current device, so the key has the device.
  */
 #define OCC_SLOTS 256 /* a power of two */
 
@@ -38,14 +37,16 @@ static struct occ_entry {
     uint64_t func, smem;
     int block;
     unsigned flags;
+    int dev;
     int n;
     bool valid;
 } occ_cache[OCC_SLOTS];
 static pthread_mutex_t occ_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct occ_entry *occ_slot(uint64_t func, int block, uint64_t smem, unsigned flags)
+static struct occ_entry *occ_slot(uint64_t func, int block, uint64_t smem, unsigned flags, int dev)
 {
-    uint64_t h = ((func >> 4) ^ (uint64_t)block << 40 ^ smem << 8 ^ flags) * 0x9E3779B97F4A7C15ull;
+    uint64_t h = ((func >> 4) ^ (uint64_t)block << 40 ^ smem << 8 ^ flags ^ (uint64_t)dev << 56) *
+                 0x9E3779B97F4A7C15ull;
 
     return &occ_cache[(h >> 32) & (OCC_SLOTS - 1)];
 }
@@ -63,13 +64,14 @@ CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlock
                                                                    unsigned int flags)
 {
     uint64_t f = (uint64_t)(uintptr_t)func;
-    struct occ_entry *e = occ_slot(f, blockSize, dynamicSMemSize, flags);
+    int dev = om_shim.client.ndevices > 1 ? om_current_device() : 0;
+    struct occ_entry *e = occ_slot(f, blockSize, dynamicSMemSize, flags, dev);
     bool hit;
     CUresult rc;
 
     pthread_mutex_lock(&occ_lock);
     hit = numBlocks && e->valid && e->func == f && e->block == blockSize &&
-          e->smem == dynamicSMemSize && e->flags == flags;
+          e->smem == dynamicSMemSize && e->flags == flags && e->dev == dev;
     if (hit)
         *numBlocks = e->n;
     pthread_mutex_unlock(&occ_lock);
@@ -79,7 +81,7 @@ CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlock
                                                                      dynamicSMemSize, flags);
     if (rc == CUDA_SUCCESS && numBlocks && f) {
         pthread_mutex_lock(&occ_lock);
-        *e = (struct occ_entry){f, dynamicSMemSize, blockSize, flags, *numBlocks, true};
+        *e = (struct occ_entry){f, dynamicSMemSize, blockSize, flags, dev, *numBlocks, true};
         pthread_mutex_unlock(&occ_lock);
     }
     return rc;

@@ -115,13 +115,13 @@ static CUresult create(struct call *c, enum om_handle_kind kind, void *desc, siz
         return rc;
     memcpy(desc, b, size);
     bytes = bytes_of(desc);
-    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
         return rc;
     if ((rc = make(c, desc, &h)) != CUDA_SUCCESS)
         return rc;
     if ((rc = om_own_add(c, kind, h)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_memcap_hold(c->s, h, bytes)) != CUDA_SUCCESS) {
+    if ((rc = om_memcap_hold(c->s, c->s->dev, h, bytes)) != CUDA_SUCCESS) {
         ((CUresult(*)(CUarray))REAL(cuArrayDestroy))((CUarray)(uintptr_t)h);
         om_own_drop(c->s, kind, h);
         return rc;
@@ -201,14 +201,14 @@ CUresult om_x_cuMipmappedArrayCreate(struct call *c)
     bytes = d.Flags & ARRAY_NO_MEMORY
                 ? 0
                 : array_bytes(d.Width, d.Height, d.Depth, (int)d.Format, d.NumChannels, levels);
-    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))REAL(
         cuMipmappedArrayCreate))(&m, &d, (unsigned)levels);
     if (rc != CUDA_SUCCESS ||
         (rc = om_own_add(c, OM_H_MIPMAPPED_ARRAY, (uint64_t)(uintptr_t)m)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_memcap_hold(c->s, (uint64_t)(uintptr_t)m, bytes)) != CUDA_SUCCESS) {
+    if ((rc = om_memcap_hold(c->s, c->s->dev, (uint64_t)(uintptr_t)m, bytes)) != CUDA_SUCCESS) {
         ((CUresult(*)(CUmipmappedArray))REAL(cuMipmappedArrayDestroy))(m);
         om_own_drop(c->s, OM_H_MIPMAPPED_ARRAY, (uint64_t)(uintptr_t)m);
         return rc;

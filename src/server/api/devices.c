@@ -19,7 +19,7 @@ CUresult om_x_cuDeviceGetAttribute(struct call *c)
     if (dev >= (uint64_t)om_server_ndevices())
         return CUDA_ERROR_INVALID_DEVICE;
     rc = ((CUresult(*)(int *, int, CUdevice))REAL(cuDeviceGetAttribute))(&v, (int)attrib,
-                                                                          (CUdevice)dev);
+                                                                         (CUdevice)dev);
     if (rc == CUDA_SUCCESS && attrib == 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
         unsigned sms = om_share_client_sms(c->s, (int)dev);
         if (sms && sms < (unsigned)v)

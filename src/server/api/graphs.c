@@ -1424,7 +1424,7 @@ static CUresult gm_add(struct session *s, uint64_t base, uint64_t size, uint64_t
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!gm_held(s, base)) {
         /* counted against the device-memory cap while the client holds it (memcap.c) */
-        if ((rc = om_memcap_check(s, 0, size)) != CUDA_SUCCESS)
+        if ((rc = om_memcap_check(s, s->dev, size)) != CUDA_SUCCESS)
             return rc;
         if (om_ranges_add(&s->allocs, base, size, 0, true) < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1663,7 +1663,7 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
     if (rc == CUDA_SUCCESS)
         rc = gm_room(c->s, 1);
     if (rc == CUDA_SUCCESS) /* before the driver makes the node (gm_add counts it) */
-        rc = om_memcap_check(c->s, 0, p.bytesize);
+        rc = om_memcap_check(c->s, c->s->dev, p.bytesize);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,

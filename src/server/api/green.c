@@ -131,7 +131,7 @@ CUresult om_x_cuDeviceGetDevResource(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0) /* the one device a client sees (session.c) */
+    if (dev >= (uint64_t)om_server_ndevices())
         return CUDA_ERROR_INVALID_DEVICE;
     if (type != CU_DEV_RESOURCE_TYPE_SM)
         return CUDA_ERROR_INVALID_RESOURCE_TYPE;
@@ -247,7 +247,7 @@ CUresult om_x_cuGreenCtxCreate(struct call *c)
         return rc;
     if ((rc = om_arg_handle(c, OM_H_DEVRESDESC, desc, false)) != CUDA_SUCCESS)
         return rc;
-    if (dev != 0) /* the one device a client sees (session.c) */
+    if (dev >= (uint64_t)om_server_ndevices())
         return CUDA_ERROR_INVALID_DEVICE;
     if (flags != CU_GREEN_CTX_DEFAULT_STREAM) /* the one flag, required */
         return CUDA_ERROR_INVALID_VALUE;

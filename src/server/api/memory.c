@@ -22,9 +22,9 @@ static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
         return rc;
-    rc = managed ? om_devmem_alloc(bytes, &base, size, &mem)
+    rc = managed ? om_devmem_alloc(c->s->dev, bytes, &base, size, &mem)
                  : om_devmem_take(c->s, bytes, &base, size, &mem);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -44,7 +44,7 @@ static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
 CUresult om_x_cuMemGetInfo_v2(struct call *c)
 {
     size_t free_bytes = 0, total = 0;
-    uint64_t cap = om_memcap_cap(c->s, 0), used = om_memcap_used(c->s, 0);
+    uint64_t cap = om_memcap_cap(c->s, c->s->dev), used = om_memcap_used(c->s, c->s->dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -231,7 +231,7 @@ CUresult om_x_cuMemFree_v2(struct call *c)
         om_devmem_free(r->base, r->size, r->mem);
         om_own_drop(c->s, OM_H_EXTBUF, base); /* a buffer on external memory (external.c) */
     } else {
-        om_devmem_give(c->s, r->base, r->size, r->mem);
+        om_devmem_give(c->s, r->dev, r->base, r->size, r->mem);
     }
     om_allocs_remove(c->s, r);
     return om_take_async_error(c->s, rc);

@@ -212,7 +212,7 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
 
     if (bytes == 0 || bytes > (1ull << 46))
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_memcap_check(c->s, 0, bytes)) != CUDA_SUCCESS)
+    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
         return rc;
     st = om_arg_stream(c, h, true, &rc);
     if (!st)
@@ -296,7 +296,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
         if (r->managed)
             om_devmem_free(r->base, r->size, r->mem);
         else
-            om_devmem_give(c->s, r->base, r->size, r->mem);
+            om_devmem_give(c->s, r->dev, r->base, r->size, r->mem);
     }
     om_allocs_remove(c->s, r);
     return rc;

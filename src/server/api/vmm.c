@@ -57,6 +57,15 @@ CUresult om_x_cuMemGetAllocationGranularity(struct call *c)
     return rc;
 }
 
+/* The device a physical allocation is made on (its cap counts it there). */
+static int prop_device(const struct session *s, const CUmemAllocationProp *p)
+{
+    return p->location.type == CU_MEM_LOCATION_TYPE_DEVICE && p->location.id >= 0 &&
+                   p->location.id < om_server_ndevices()
+               ? p->location.id
+               : s->dev;
+}
+
 CUresult om_x_cuMemCreate(struct call *c)
 {
     uint64_t size = om_get_u64(&c->in);
@@ -73,7 +82,7 @@ CUresult om_x_cuMemCreate(struct call *c)
     if ((rc = check_prop(p)) != CUDA_SUCCESS)
         return rc;
     if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS ||
-        (rc = om_memcap_check(c->s, 0, size)) != CUDA_SUCCESS)
+        (rc = om_memcap_check(c->s, prop_device(c->s, p), size)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                        unsigned long long))REAL(cuMemCreate))(&h, (size_t)size, p, 0);
@@ -81,7 +90,7 @@ CUresult om_x_cuMemCreate(struct call *c)
         return rc;
     if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_memcap_hold(c->s, h, size)) != CUDA_SUCCESS) {
+    if ((rc = om_memcap_hold(c->s, prop_device(c->s, p), h, size)) != CUDA_SUCCESS) {
         ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
         om_own_drop(c->s, OM_H_MEMHANDLE, h);
         return rc;

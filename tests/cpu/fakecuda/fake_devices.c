@@ -34,6 +34,12 @@ EXPORT int cuDeviceCanAccessPeer(int *can, int dev, int peer)
     return CUDA_SUCCESS;
 }
 
+/* The server enables peer access between its devices' contexts at its start. */
+EXPORT int cuCtxEnablePeerAccess(void *peer, unsigned flags)
+{
+    return !peer ? CUDA_ERROR_INVALID_VALUE : flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 EXPORT int cuDeviceComputeCapability(int *major, int *minor, int dev)
 {
     if (!major || !minor)

@@ -310,7 +310,7 @@ EXPORT int cuMemCreate(unsigned long long *h, size_t size, const int *prop,
     }
     *fh = (struct fake_handle){HANDLE_MAGIC, fd, size, 1, 0, prop[1]};
     *h = (unsigned long long)(uintptr_t)fh;
-    mlog("vmmcreate %zu", size);
+    mlog("vmmcreate %zu device %d", size, prop[3]); /* CUmemAllocationProp's location.id */
     return CUDA_SUCCESS;
 }
 

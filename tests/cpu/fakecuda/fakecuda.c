@@ -113,9 +113,13 @@ EXPORT int cuDeviceGetPCIBusId(char *bus, int len, int dev)
     return CUDA_SUCCESS;
 }
 
+/* Each device's primary context, and the device of the calling thread's current one (streams
+ * are made there: FAKECUDA_STREAM_LOG says which). */
+static char contexts[8];
+__thread int fake_current_device;
+
 EXPORT int cuDevicePrimaryCtxRetain(void **ctx, int dev)
 {
-    static char contexts[8];
 
     if (!ctx)
         return CUDA_ERROR_INVALID_VALUE;
@@ -177,8 +181,12 @@ int fake_context_made;
 
 EXPORT int cuCtxSetCurrent(void *ctx)
 {
+    char *c = ctx;
+
     if (ctx)
         fake_context_made = 1;
+    if (c >= contexts && c < contexts + sizeof(contexts))
+        fake_current_device = (int)(c - contexts);
     return CUDA_SUCCESS;
 }
 
@@ -463,7 +471,8 @@ static void *new_token(void)
 }
 
 /* Each stream's priority, as created (the driver's range: 0 least, -5 greatest), and
- * FAKECUDA_STREAM_LOG: a line per stream made, "stream TOKEN priority P". */
+ * FAKECUDA_STREAM_LOG: a line per stream made, "stream TOKEN priority P device D" (the device of
+ * the calling thread's current context). */
 static signed char token_prio[sizeof(tokens)];
 
 EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
@@ -478,7 +487,8 @@ EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
     if (log) {
         FILE *f = fopen(log, "a");
         if (f) {
-            fprintf(f, "stream %llu priority %d\n", (unsigned long long)(uintptr_t)*s, prio);
+            fprintf(f, "stream %llu priority %d device %d\n", (unsigned long long)(uintptr_t)*s,
+                    prio, fake_current_device);
             fclose(f);
         }
     }

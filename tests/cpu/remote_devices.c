@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* remote_driver devices: a client of a server with two devices (FAKECUDA_DEVICES=2; issue #12).
+ * On each device, made current by its primary context: memory, a stream, a kernel filling the
+ * memory, a copy back, checked, and the device's memory info; then a copy from device 0's memory
+ * to device 1's (cuMemcpyPeer) and peer access enabled and disabled as the driver answers it.
+ * Prints "device D memory ADDR stream HANDLE" per device (the test matches them against the
+ * double's logs) and "devices ok". */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction;
+
+CUresult cuDeviceGetCount(int *);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxGetDevice(int *);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuMemAlloc_v2(unsigned long long *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+CUresult cuMemcpyPeer(unsigned long long, CUcontext, unsigned long long, CUcontext, size_t);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
+CUresult cuCtxDisablePeerAccess(CUcontext);
+CUresult cuDeviceCanAccessPeer(int *, int, int);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "remote_driver devices: line %d: %s\n", __LINE__, #cond);              \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+#define IS(call, rc) EXPECT((call) == (rc))
+
+void devices_case(void)
+{
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+    CUcontext ctx[2];
+    unsigned long long mem[2];
+    unsigned back[256];
+    CUmodule mod;
+    CUfunction f;
+    CUstream st[2];
+    int n = 0, cur = -1, can = -1;
+    size_t free_b = 0, total = 0;
+
+    OK(cuDeviceGetCount(&n));
+    EXPECT(n == 2);
+    for (int d = 0; d < 2; d++) {
+        unsigned v = 0x100u + (unsigned)d, count = 256;
+        void *args[] = {&mem[d], &v, &count};
+        OK(cuDevicePrimaryCtxRetain(&ctx[d], d));
+        OK(cuCtxSetCurrent(ctx[d]));
+        OK(cuCtxGetDevice(&cur));
+        EXPECT(cur == d);
+        OK(cuModuleLoadData(&mod, image)); /* loaded once by the server, for every device */
+        OK(cuModuleGetFunction(&f, mod, "fill_u32"));
+        OK(cuMemAlloc_v2(&mem[d], sizeof(back)));
+        OK(cuStreamCreate(&st[d], 0));
+        OK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st[d], args, NULL));
+        OK(cuStreamSynchronize(st[d]));
+        OK(cuMemcpyDtoH_v2(back, mem[d], sizeof(back)));
+        EXPECT(back[0] == v && back[255] == v);
+        OK(cuMemGetInfo_v2(&free_b, &total));
+        EXPECT(total == 16ull << 30 && free_b <= total);
+        printf("device %d memory %llu stream %llu\n", d, mem[d], (unsigned long long)(uintptr_t)st[d]);
+    }
+    /* device 0's values into device 1's memory, from device 1 (current) */
+    OK(cuMemcpyPeer(mem[1], ctx[1], mem[0], ctx[0], sizeof(back)));
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(back, mem[1], sizeof(back)));
+    EXPECT(back[0] == 0x100u && back[255] == 0x100u);
+    /* peer access, as the driver answers it */
+    OK(cuDeviceCanAccessPeer(&can, 1, 0));
+    EXPECT(can == 1);
+    IS(cuCtxEnablePeerAccess(ctx[1], 0), 201); /* its own context: CUDA_ERROR_INVALID_CONTEXT */
+    OK(cuCtxEnablePeerAccess(ctx[0], 0));
+    IS(cuCtxEnablePeerAccess(ctx[0], 0), 704); /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+    OK(cuCtxDisablePeerAccess(ctx[0]));
+    IS(cuCtxDisablePeerAccess(ctx[0]), 705); /* CUDA_ERROR_PEER_ACCESS_NOT_ENABLED */
+    OK(cuCtxSetCurrent(ctx[0]));
+    printf("devices ok\n");
+    fflush(stdout);
+    /* held until told: the test looks at the daemon's view of the client meanwhile */
+    char line[8];
+    if (fgets(line, sizeof(line), stdin)) {
+    }
+}
