@@ -169,6 +169,7 @@ CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
     bool ordered = false;
     CUstream st = find_stream(c->s, h, true, &ordered, rc);
 
+    c->s->worked_mask |= 1ull << c->s->dev; /* session.c: a device it used */
     return st ? om_share_launch(c->s, st, ordered, rc) : NULL;
 }
 

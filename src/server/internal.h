@@ -124,10 +124,12 @@ struct session {
     /* What the client owns; freed by session_free whatever the moment. */
     CUstream default_stream; /* its NULL, legacy and per-thread default stream */
     /* Several devices: the device its calls run on now (OM_OP_SET_DEVICE), its default
-     * stream on each other device (default_stream is the current device's), and the devices it
-     * used (a bit each, for the daemon's ps; __atomic). */
+     * stream on each other device (default_stream is the current device's), the devices it
+     * made streams, memory or launches on (worker only), and what the daemon is told: those and
+     * the current one (a bit each, for get_device_client_list and ps; __atomic). */
     int dev;
     CUstream default_streams[OM_MAX_DEVICES];
+    uint64_t worked_mask;
     uint64_t device_mask;
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */

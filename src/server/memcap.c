@@ -85,6 +85,7 @@ void om_memcap_charge(struct session *s, struct om_range *r)
 {
     r->charged = r->size;
     r->dev = s->dev; /* made on the device its calls run on */
+    s->worked_mask |= 1ull << s->dev;
     add_bytes(s, r->dev, r->size);
 }
 

@@ -44,7 +44,9 @@ CUresult om_session_set_device(struct session *s, uint64_t dev)
     s->share = s->shares[dev];
     s->shares[dev] = NULL;
     s->dev = (int)dev;
-    __atomic_or_fetch(&s->device_mask, 1ull << dev, __ATOMIC_RELAXED);
+    /* a device it only passed through (the runtime's first calls run on device 0 before the
+     * program's cudaSetDevice) is not one it used */
+    __atomic_store_n(&s->device_mask, s->worked_mask | 1ull << dev, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
 
