@@ -73,7 +73,8 @@ void devices_case(void)
         EXPECT(back[0] == v && back[255] == v);
         OK(cuMemGetInfo_v2(&free_b, &total));
         EXPECT(total == 16ull << 30 && free_b <= total);
-        printf("device %d memory %llu stream %llu\n", d, mem[d], (unsigned long long)(uintptr_t)st[d]);
+        printf("device %d memory %llu stream %llu\n", d, mem[d],
+               (unsigned long long)(uintptr_t)st[d]);
     }
     /* device 0's values into device 1's memory, from device 1 (current) */
     OK(cuMemcpyPeer(mem[1], ctx[1], mem[0], ctx[0], sizeof(back)));
