@@ -23,18 +23,7 @@ LIMIT=${OPENMPS_GPU_API_TIMEOUT:-300} # seconds per run: a hang fails instead of
 fails=0
 passes=0
 
-if [ "${OPENMPS_GPU_DAEMON:-}" != running ]; then
-    TMP=$(mktemp -d /tmp/openmps-gpu-api.XXXXXX)
-    export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
-    export OPENMPS_MODULE_CACHE="$TMP/modules"
-    cleanup() {
-        echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
-        sleep 0.5
-        cp "$TMP"/log/*.log "$OUT/" 2>/dev/null
-    }
-    trap cleanup EXIT
-    "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
-fi
+TAG=api OWN_MODULE_CACHE=1 . "$HERE/../own_daemon.sh"
 
 # OPENMPS_GPU_API_ONLY="NAME ...": only those programs (a quick look at new ones).
 SOURCES=

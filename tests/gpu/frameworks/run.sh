@@ -14,17 +14,7 @@ LIMIT=${OPENMPS_GPU_FRAMEWORK_TIMEOUT:-600}
 mkdir -p "$OUT"
 fails=0
 passes=0
-if [ "${OPENMPS_GPU_DAEMON:-}" != running ]; then
-    TMP=$(mktemp -d /tmp/openmps-gpu-fw.XXXXXX)
-    export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
-    cleanup() {
-        echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
-        sleep 0.5
-        cp "$TMP"/log/*.log "$OUT/" 2>/dev/null
-    }
-    trap cleanup EXIT
-    "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
-fi
+TAG=fw . "$HERE/../own_daemon.sh"
 for src in "$HERE"/*.py; do
     name=$(basename "$src" .py)
     skipped=0

@@ -22,17 +22,7 @@ PY=${OPENMPS_GPU_PYTHON:-python3}
 mkdir -p "$OUT"
 fails=0
 passes=0
-if [ "${OPENMPS_GPU_DAEMON:-}" != running ]; then
-    TMP=$(mktemp -d /tmp/openmps-gpu-lim.XXXXXX)
-    export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
-    cleanup() {
-        echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
-        sleep 0.5
-        cp "$TMP"/log/*.log "$OUT/" 2>/dev/null
-    }
-    trap cleanup EXIT
-    "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
-fi
+TAG=lim . "$HERE/../own_daemon.sh"
 verdict() { # name rc file
     if [ "$2" -eq 77 ]; then
         echo "SKIP $1: $(tail -n 1 "$3.err")"

@@ -25,17 +25,7 @@ if [ "${ngpus:-0}" -lt 2 ]; then
     echo "gpu multi: 0 passed, 0 failed"
     exit 0
 fi
-if [ "${OPENMPS_GPU_DAEMON:-}" != running ]; then
-    TMP=$(mktemp -d /tmp/openmps-gpu-multi.XXXXXX)
-    export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
-    cleanup() {
-        echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
-        sleep 0.5
-        cp "$TMP"/log/*.log "$OUT/" 2>/dev/null
-    }
-    trap cleanup EXIT
-    "$BUILD/openmps-control" -d || { echo "cannot start the daemon"; exit 1; }
-fi
+TAG=multi . "$HERE/../own_daemon.sh"
 pass() { passes=$((passes + 1)); echo "PASS $*"; }
 fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 om() { LD_LIBRARY_PATH="$BUILD/lib" "$@"; }
