@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/sock.h"
 
@@ -743,6 +744,37 @@ static struct server *server_by_id(struct daemon *d, uint64_t id)
     return NULL;
 }
 
+/* The defaults of NVIDIA's daemon from its own environment (MPS_INTERFACE.md): the SM share and
+ * the priority its servers start with, as set_default_active_thread_percentage and
+ * set_default_client_priority set them; a value that is neither is logged and ignored. */
+static void defaults_from_environment(struct daemon *d)
+{
+    const char *v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    uint32_t milli;
+    char buf[16];
+
+    if (v && *v) {
+        if (om_parse_percentage(v, &milli) == 0) {
+            d->defaults.active_thread_pct_milli = milli;
+            om_format_percentage(milli, buf, sizeof(buf));
+            om_info("default active thread percentage %s (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)", buf);
+        } else {
+            om_warn("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%.32s is not a percentage in (0, 100]: "
+                    "ignored",
+                    v);
+        }
+    }
+    v = getenv("CUDA_MPS_CLIENT_PRIORITY");
+    if (v && *v) {
+        if ((v[0] == '0' || v[0] == '1') && !v[1]) {
+            d->defaults.priority = (uint32_t)(v[0] - '0');
+            om_info("default client priority %s (CUDA_MPS_CLIENT_PRIORITY)", v);
+        } else {
+            om_warn("CUDA_MPS_CLIENT_PRIORITY=%.32s is neither 0 nor 1: ignored", v);
+        }
+    }
+}
+
 int om_daemon_run(struct daemon *d)
 {
     struct pollfd *pfds = NULL;
@@ -752,6 +784,7 @@ int om_daemon_run(struct daemon *d)
     om_info("openmps-control %s started (pipe directory %s, log directory %s, up to %ld "
             "connections)",
             OPENMPS_VERSION, d->pipe_dir, d->log_dir, d->max_conns);
+    defaults_from_environment(d);
     for (;;) {
         size_t n = 0, want = 2;
         int rc;

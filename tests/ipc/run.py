@@ -4146,6 +4146,44 @@ def sm_share_runs_kernels_in_a_lane_and_follows_changes():
 
 
 @test
+def daemon_takes_its_defaults_from_its_environment():
+    """CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_CLIENT_PRIORITY in the daemon's own
+    environment are its defaults (as set_default_* would set them): get_default_* answer them
+    and a client without variables of its own runs at that share (32 of 132 SMs at 25) and
+    priority; values that are neither are logged with their name and ignored."""
+    for pct, prio, want in (("25", "1", ("25.0", "1", 32)), ("abc", "7", ("100.0", "0", 132))):
+        e = Env(start=False)
+        ok = False
+        p = None
+        try:
+            e.env.update({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": pct,
+                          "CUDA_MPS_CLIENT_PRIORITY": prio})
+            e.start()
+            check(e.cmd("get_default_active_thread_percentage") == want[0], "share default")
+            check(e.cmd("get_default_client_priority") == want[1], "priority default")
+            env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+            for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_CLIENT_PRIORITY"):
+                env.pop(k)  # the client's own: none
+            p = subprocess.Popen([REMOTE_DRIVER, "share"], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = p.communicate(input="end\n", timeout=60)
+            check(p.returncode == 0 and "share ok" in out, "client: %r %r" % (out, err))
+            check(out.split()[3] == str(want[2]), "the client's SMs: %r" % out)
+            if pct == "25":
+                check("client %d: priority 1" % p.pid in e.log("server.log"),
+                      "the priority applied to the client")
+            else:
+                log = e.log("control.log")
+                check("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=abc is not a percentage" in log and
+                      "CUDA_MPS_CLIENT_PRIORITY=7 is neither 0 nor 1" in log, "bad values named")
+            ok = True
+        finally:
+            if p and p.poll() is None:
+                p.kill()
+            e.close(ok)
+
+
+@test
 def client_priority_orders_streams_and_reserves_sms():
     """CUDA_MPS_CLIENT_PRIORITY (server/priority.c) on the double (stream priorities 0 to -5): a
     normal client's streams are made one level above what it asked (0 -> -1, -2 -> -3, -5
