@@ -99,6 +99,12 @@ bool om_capture_none(void);
 void om_current_context(CUcontext *ret);
 /* api/primary.c: the device of the calling thread's current context (0: none). */
 int om_current_device(void);
+/* The SM count of the calling thread's current context when the program created it with an
+ * execution affinity and CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1; 0
+ * otherwise (api/primary.c, api/contexts.c). */
+unsigned om_current_sm_partition(void);
+unsigned om_ctx_created_sms(CUcontext ctx);
+bool om_ctx_partitions_made(void); /* any context created with an SM count */
 /* api/contexts.c: contexts made by cuCtxCreate. The device of a created context's token (-1:
  * destroyed, -2: not a created context); its flags and id (false: not a live created one). */
 int om_ctx_created_device(CUcontext ctx);

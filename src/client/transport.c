@@ -32,22 +32,27 @@ static CUresult session_error(int rc)
 /*
  * Several devices: the server runs a session's calls on one device at a time, the last one the
  * client named (OM_OP_SET_DEVICE, posted ahead of a call whenever the calling thread's current
- * device differs from the one named last; under the ring lock, so in order with the calls). A
- * client of one device sends none.
+ * device differs from the one named last; under the ring lock, so in order with the calls). With
+ * it goes the SM partition of the current context (a created context's execution affinity,
+ * CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1): its kernels run on that many
+ * SMs (server/share.c). A client of one device and no partitions sends none.
  */
-static uint64_t device_named; /* the server starts a session on device 0 */
+static uint64_t named[2]; /* device, SMs: a session starts on device 0, no partition */
 
 static void device_before_call(void)
 {
-    uint64_t dev;
+    uint64_t now[2];
 
-    if (om_shim.client.ndevices < 2)
+    if (om_shim.client.ndevices < 2 && !om_ctx_partitions_made())
         return;
-    dev = (uint64_t)om_current_device(); /* api/primary.c: the thread's current context's */
-    if (dev == device_named)
+    now[0] = (uint64_t)om_current_device(); /* api/primary.c: the thread's current context's */
+    now[1] = om_current_sm_partition();
+    if (now[0] == named[0] && now[1] == named[1])
         return;
-    if (om_client_post(&om_shim.client, OM_OP_SET_DEVICE, &dev, sizeof(dev)) == 0)
-        device_named = dev;
+    if (om_client_post(&om_shim.client, OM_OP_SET_DEVICE, now, sizeof(now)) == 0) {
+        named[0] = now[0];
+        named[1] = now[1];
+    }
 }
 
 void om_ring_lock(void)

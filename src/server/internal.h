@@ -128,6 +128,7 @@ struct session {
      * made streams, memory or launches on (worker only), and what the daemon is told: those and
      * the current one (a bit each, for get_device_client_list and ps; __atomic). */
     int dev;
+    uint32_t ctx_sms; /* its current context's SM partition (OM_OP_SET_DEVICE; 0: none) */
     CUstream default_streams[OM_MAX_DEVICES];
     uint64_t worked_mask;
     uint64_t device_mask;
@@ -406,8 +407,11 @@ void om_spin_give(void);
 void om_spin_client_busy(bool busy);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
-/* Each ends in the driver's synchronize (pools settle, printf output comes out: wait.c). */
 CUresult om_wait_event(CUevent ev);
+/* From now on, this thread's waits end in the driver's own synchronize (pools settle: wait.c);
+ * while on, the same for printf output to come out (a client's cuCtxSynchronize). */
+void om_wait_settle_pools(void);
+void om_wait_flush_output(bool on);
 
 /* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
 #define OM_SCHED_MAX_QUEUES 32 /* the driver's ceiling of CUDA_DEVICE_MAX_CONNECTIONS */
@@ -435,6 +439,10 @@ void om_session_limits(struct server *srv, const struct om_limits *l);
 /* The session's calls run on device dev from now on (OM_OP_SET_DEVICE); INVALID_DEVICE past the
  * server's devices. */
 CUresult om_session_set_device(struct session *s, uint64_t dev);
+/* Sessions whose worker runs now (sched.c: fair share needs two). */
+int om_session_workers(void);
+/* ... and within the SM count of its current context (0: none; share.c). */
+CUresult om_session_set_partition(struct session *s, uint64_t sms);
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);
 void om_session_end(struct server *srv, struct session *s, const char *why);
 /* Waits (at most timeout_ms) for the workers of ended sessions to finish freeing. */

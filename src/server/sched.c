@@ -267,7 +267,8 @@ void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
     struct om_sched_stream *t;
     uint32_t pred;
 
-    if (!may_hold(s) || mode == MODE_OFF) {
+    /* a client alone is held only by the queues' scheduling: not a line more than before */
+    if (!may_hold(s) || mode == MODE_OFF || (om_session_workers() < 2 && !active())) {
         if ((t = find(s, st, false)))
             t->kernel = 0; /* no stale kernel for when scheduling starts again */
         return;

@@ -50,6 +50,21 @@ CUresult om_session_set_device(struct session *s, uint64_t dev)
     return CUDA_SUCCESS;
 }
 
+/* The SM count of the client's current context (0: none), for its next launches (share.c):
+ * at most the device's. */
+CUresult om_session_set_partition(struct session *s, uint64_t sms)
+{
+    unsigned total = om_share_sm_count(s->dev, 0);
+
+    if (sms > 0xffff || (total && sms > total)) {
+        client_err(s, "client %d: a context partition of %llu SMs; device %d has %u", (int)s->pid,
+                   (unsigned long long)sms, s->dev, total);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    __atomic_store_n(&s->ctx_sms, (uint32_t)sms, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
 /* Tells the daemon a client came or went. */
 void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event)
 {
@@ -156,12 +171,14 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     case OM_OP_GOODBYE: return -ECONNRESET;
     case OM_OP_STAGE_RESET:
     case OM_OP_STAGE_APPEND: stage(s, rec, payload); return 0;
-    case OM_OP_SET_DEVICE: { /* posted: u64, the server's ordinal */
-        uint64_t dev = UINT64_MAX;
+    case OM_OP_SET_DEVICE: { /* posted: u64 the server's ordinal[, u64 the context's SMs] */
+        uint64_t v[2] = {UINT64_MAX, 0};
         CUresult drc;
-        if (rec->len == sizeof(dev))
-            memcpy(&dev, payload, sizeof(dev));
-        drc = om_session_set_device(s, dev);
+        if (rec->len == 8 || rec->len == 16)
+            memcpy(v, payload, rec->len);
+        drc = om_session_set_device(s, v[0]);
+        if (drc == CUDA_SUCCESS)
+            drc = om_session_set_partition(s, v[1]);
         if (drc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
             s->async_error = drc; /* reported at its next synchronising call */
         return 0;
@@ -252,6 +269,11 @@ static void session_destroy(struct session *s);
 
 /* Workers still freeing a session: the server waits for them before it exits. */
 static int live_workers;
+
+int om_session_workers(void)
+{
+    return __atomic_load_n(&live_workers, __ATOMIC_RELAXED);
+}
 
 void om_session_wait_workers(int timeout_ms)
 {

@@ -83,7 +83,8 @@ struct om_share {
     struct shadow *v;
     size_t n, cap, last;
     bool logged_fail;
-    bool reserve_logged; /* placed for the priority reserve once (logged) */
+    bool reserve_logged;   /* placed for the priority reserve once (logged) */
+    bool partition_logged; /* placed for a context's SM partition once (logged) */
 };
 
 #define R(sym) REAL(sym)
@@ -369,11 +370,14 @@ static CUresult leave_lane(struct session *s)
     return rc;
 }
 
-/* Places the session for a share (its own, which the main thread may have changed, or the
- * priority reserve's: priority.c). */
-static CUresult place(struct session *s, uint32_t pct)
+/* Why a session is placed where it is: logged once for the reserve and for partitions, which
+ * come and go. */
+enum why { WHY_OWN, WHY_RESERVE, WHY_PARTITION };
+
+/* Places the session for a share: its own (which the main thread may have changed), the
+ * priority reserve's (priority.c) or its current context's SM partition (session.c). */
+static CUresult place(struct session *s, uint32_t pct, enum why why)
 {
-    uint32_t own = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
     struct om_share *sh = s->share;
     unsigned sms = om_share_sm_count(sh->dev, pct), total = om_share_sm_count(sh->dev, 0);
     struct lane *l = NULL;
@@ -405,15 +409,19 @@ static CUresult place(struct session *s, uint32_t pct)
         sh->gen++;
     }
     sh->pct_milli = pct;
-    if (pct == own && (s->share_logged || pct))
+    if (why == WHY_OWN && (s->share_logged || pct))
         om_info("client %d: active thread percentage %s: kernels on %u of %u SMs", (int)s->pid, p,
                 l ? l->real : total, total);
-    else if (pct != own && !sh->reserve_logged) /* it comes and goes: said once */
+    else if (why == WHY_RESERVE && !sh->reserve_logged)
         om_info("client %d: below normal priority: kernels on %u of %u SMs while a normal-priority "
-                "client launches",
+                "client is connected",
                 (int)s->pid, l ? l->real : total, total);
-    sh->reserve_logged |= pct != own;
-    s->share_logged |= pct == own;
+    else if (why == WHY_PARTITION && !sh->partition_logged)
+        om_info("client %d: a context of %u SMs (execution affinity): its kernels on %u of %u SMs",
+                (int)s->pid, s->ctx_sms, l ? l->real : total, total);
+    sh->reserve_logged |= why == WHY_RESERVE;
+    sh->partition_logged |= why == WHY_PARTITION;
+    s->share_logged |= why == WHY_OWN;
     return rc;
 }
 
@@ -423,10 +431,22 @@ static CUresult current(struct session *s)
 {
     uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
     uint32_t cap = om_priority_cap_milli(s); /* below normal beside a busy normal client */
+    uint32_t part = __atomic_load_n(&s->ctx_sms, __ATOMIC_RELAXED); /* its context's */
     struct om_share *sh = s->share;
+    enum why why = WHY_OWN;
 
-    if (cap && (!pct || cap < pct))
+    if (cap && (!pct || cap < pct)) {
         pct = cap;
+        why = WHY_RESERVE;
+    }
+    if (part) { /* as a share: the count's part of the device, rounded as a share is */
+        unsigned total = om_share_sm_count(s->dev, 0);
+        uint32_t milli = total ? (uint32_t)(((uint64_t)part * 100000 + total - 1) / total) : 0;
+        if (milli && (!pct || milli < pct)) {
+            pct = milli;
+            why = WHY_PARTITION;
+        }
+    }
     if (pct >= 100000)
         pct = 0;
     if (!pct && !sh)
@@ -437,7 +457,7 @@ static CUresult current(struct session *s)
         sh->dev = s->dev; /* its lanes are this device's */
         s->nshares++;
     }
-    return pct != sh->pct_milli ? place(s, pct) : CUDA_SUCCESS;
+    return pct != sh->pct_milli ? place(s, pct, why) : CUDA_SUCCESS;
 }
 
 CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc)

@@ -125,13 +125,31 @@ unsigned om_wait_context_flags(void)
 }
 
 /*
- * Every wait that ends in a query ends with the driver's synchronize as well, which then
- * returns at once (about a microsecond), for two things the driver does only in a synchronize:
- * it hands memory freed with cuMemFreeAsync back to its pool (and the pool's memory above its
- * release threshold back to the device; measured on the H100, tests/gpu/probe/pool_trim.cu: 32
- * MiB freed and synchronized with a query loop stay reserved after cuMemPoolTrimTo(0), natively
- * too), and it prints the kernels' printf output (output.c).
+ * Some waits that end in a query end with the driver's synchronize as well, which then returns
+ * at once, for two things the driver does only in a synchronize:
+ *  - it hands memory freed with cuMemFreeAsync back to its pool (and the pool's memory above its
+ *    release threshold back to the device; measured on the H100, tests/gpu/probe/pool_trim.cu:
+ *    32 MiB freed and synchronized with a query loop stay reserved after cuMemPoolTrimTo(0),
+ *    natively too): once a session's thread freed pool memory, all its waits (settle_pools);
+ *  - it prints the kernels' printf output, which must come out in this worker for this client's
+ *    answer (output.c): the waits of a client's cuCtxSynchronize (om_wait_flush_output). Seen
+ *    without it: printf_assert's 136 device lines lost on the H200 (2026-11-27), flushed by
+ *    nobody before the client exited. Not every wait: the synchronize costs 3 to 5 µs there
+ *    (B2's launch + synchronize went from 10.5 to 15.5 µs, its 4-byte copy from 8.1 to 11.5
+ *    when every wait had it), so output a stream synchronize did not flush comes with the
+ *    client's next device synchronize or launch.
  */
+static __thread bool settle_pools, flush_output;
+
+void om_wait_settle_pools(void)
+{
+    settle_pools = true;
+}
+
+void om_wait_flush_output(bool on)
+{
+    flush_output = on;
+}
 
 /* Streams and events are both pointers to the driver, and the two pairs of calls take one. */
 typedef CUresult (*handle_call)(void *);
@@ -161,11 +179,8 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
         while ((rc = query(h)) == CUDA_ERROR_NOT_READY && om_mono_ns() - start <= SPIN_NS)
             ;
         om_spin_give();
-        /* then the synchronize (above): the printf output must come out in this worker, for
-         * this client's answer. Seen without it: printf_assert's 136 device lines lost on the
-         * H200 (2026-11-27), flushed by nobody before the client exited. */
-        if (rc != CUDA_ERROR_NOT_READY)
-            return rc == CUDA_SUCCESS ? sync(h) : rc;
+        if (rc != CUDA_ERROR_NOT_READY) /* then the synchronize where it matters (above) */
+            return rc == CUDA_SUCCESS && (settle_pools || flush_output) ? sync(h) : rc;
     }
     return sleep_in(sync, h);
 }

@@ -125,6 +125,7 @@ void green_hold_case(void);
 void green_steal_case(char **argv);
 void share_case(void); /* remote_share.c */
 void priority_case(void);
+void partition_case(void);
 void devices_case(void); /* remote_devices.c */
 
 static void setup(void)
@@ -1042,6 +1043,8 @@ int main(int argc, char **argv)
         share_case();
     } else if (!strcmp(mode, "devices")) {
         devices_case();
+    } else if (!strcmp(mode, "partition")) {
+        partition_case();
     } else if (!strcmp(mode, "priority")) {
         priority_case();
     } else if (!strcmp(mode, "green")) { /* remote_green.c */

@@ -40,6 +40,15 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
 CUresult cuStreamGetPriority(CUstream, int *);
 CUresult cuCtxGetStreamPriorityRange(int *, int *);
+typedef void *CUcontext;
+typedef struct {
+    int type;
+    unsigned val;
+} affinity_t; /* CUexecAffinityParam with an SM count */
+CUresult cuCtxCreate_v3(CUcontext *, affinity_t *, int, unsigned, int);
+CUresult cuCtxPopCurrent_v2(CUcontext *);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxGetCurrent(CUcontext *);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -123,4 +132,37 @@ void priority_case(void)
     OK(cuStreamGetPriority(NULL, &got));
     printf("null answered %d\n", got);
     printf("priority ok\n");
+}
+
+/* remote_driver partition: a context created with an execution affinity of 16 SMs; a kernel in
+ * it, then one back in the primary context ("launched in partition", "launched in primary"). */
+void partition_case(void)
+{
+    static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+    affinity_t a = {0, 16}; /* CU_EXEC_AFFINITY_TYPE_SM_COUNT */
+    CUcontext primary, part, popped;
+    unsigned long long p;
+    unsigned back[32];
+    CUmodule mod;
+    CUfunction f;
+
+    OK(cuCtxGetCurrent(&primary));
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&f, mod, "fill_u32"));
+    OK(cuMemAlloc_v2(&p, sizeof(back)));
+    OK(cuCtxCreate_v3(&part, &a, 1, 0, 0)); /* current now */
+    fill(f, p, 7, 32, NULL);
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(back, p, sizeof(back)));
+    EXPECT(back[0] == 7 && back[31] == 7);
+    printf("launched in partition\n");
+    fflush(stdout);
+    OK(cuCtxPopCurrent_v2(&popped));
+    EXPECT(popped == part);
+    OK(cuCtxSetCurrent(primary));
+    fill(f, p, 8, 32, NULL);
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH_v2(back, p, sizeof(back)));
+    EXPECT(back[0] == 8);
+    printf("launched in primary\npartition ok\n");
 }

@@ -4146,6 +4146,42 @@ def sm_share_runs_kernels_in_a_lane_and_follows_changes():
 
 
 @test
+def context_sm_partitions_with_mps_variable():
+    """CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1 (the client's): a context
+    created with an execution affinity of 16 SMs (cuCtxCreate_v3) runs its kernels in a green
+    context of 16 SMs, and the primary context's kernels after it on every SM; without the
+    variable the affinity is recorded only (every SM), as before."""
+    for var in ("1", None):
+        e = Env(start=False)
+        ok = False
+        try:
+            glog, llog = os.path.join(e.dir, "green.log"), os.path.join(e.dir, "launch.log")
+            e.env.update({"FAKECUDA_GREEN_LOG": glog, "FAKECUDA_LAUNCH_STREAM_LOG": llog})
+            e.start()
+            extra = {"CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING": var} if var \
+                else {}
+            p = remote(e, "partition", extra=extra)
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "partition ok" in out, "partition: %r %r" % (out, err))
+            sms, of = {}, {}
+            for l in open(glog).read().splitlines() if os.path.exists(glog) else []:
+                f = l.split()
+                if f[2] == "created":
+                    sms[f[1]] = int(f[4])
+                elif f[2] == "stream":
+                    of[f[3]] = f[1]
+            got = [sms.get(of.get(l.split()[3])) for l in open(llog).read().splitlines()]
+            want = [16, None] if var else [None, None]
+            check(got == want, "launches' SMs %r, want %r" % (got, want))
+            if var:
+                check(re.search(r"client %d: a context of 16 SMs \(execution affinity\)" % p.pid,
+                                e.log("server.log")), "the partition logged with the pid")
+            ok = True
+        finally:
+            e.close(ok)
+
+
+@test
 def daemon_takes_its_defaults_from_its_environment():
     """CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_CLIENT_PRIORITY in the daemon's own
     environment are its defaults (as set_default_* would set them): get_default_* answer them

@@ -61,6 +61,22 @@ int om_ctx_created_device(CUcontext ctx)
     return (int)(__atomic_load_n(&created[slot].state, __ATOMIC_ACQUIRE) & 0xff) - 1;
 }
 
+static bool partitions_made; /* a context with an execution affinity was created (__atomic) */
+
+bool om_ctx_partitions_made(void)
+{
+    return __atomic_load_n(&partitions_made, __ATOMIC_RELAXED);
+}
+
+/* The SM count a created context was given (cuCtxCreate_v3's execution affinity), 0 for none or
+ * for another kind of context. */
+unsigned om_ctx_created_sms(CUcontext ctx)
+{
+    int slot = slot_of(ctx);
+
+    return slot < 0 ? 0 : __atomic_load_n(&created[slot].sm_count, __ATOMIC_RELAXED);
+}
+
 bool om_ctx_created_flags(CUcontext ctx, unsigned *flags)
 {
     int slot = slot_of(ctx);
@@ -132,6 +148,8 @@ static CUresult create(CUcontext *pctx, unsigned flags, CUdevice dev, unsigned s
     created[slot].flags = flags;
     created[slot].refs = 1;
     created[slot].sm_count = sm_count;
+    if (sm_count)
+        __atomic_store_n(&partitions_made, true, __ATOMIC_RELAXED);
     created[slot].id = next_id++;
     __atomic_store_n(&created[slot].state, gen << 8 | (uint64_t)(dev + 1), __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);

@@ -184,6 +184,17 @@ int om_current_device(void)
     return dev < 0 ? 0 : dev;
 }
 
+unsigned om_current_sm_partition(void)
+{
+    static int enabled = -1; /* the variable, read once */
+
+    if (enabled < 0) {
+        const char *v = getenv("CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING");
+        enabled = v && !strcmp(v, "1");
+    }
+    return enabled && ctx_depth ? om_ctx_created_sms(ctx_stack[ctx_depth - 1]) : 0;
+}
+
 CUresult om_r_cuCtxGetCurrent(CUcontext *ctx)
 {
     if (!ctx)

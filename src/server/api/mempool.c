@@ -284,6 +284,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     if (om_stream_capturing(c->s, st))
         return CUDA_ERROR_INVALID_VALUE;
     if (r->pool) {
+        om_wait_settle_pools();
         rc = ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
         if (rc == CUDA_SUCCESS)
             om_allocs_remove(c->s, r);
@@ -308,6 +309,7 @@ CUresult om_mempool_free(struct session *s, struct om_range *r)
     CUresult rc = om_exec_sync_client(s), frc;
     CUstream st = om_find_stream(s, 0, true, &frc);
 
+    om_wait_settle_pools();
     frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
     if (!r->graph) /* a graph allocation's range stays while its graphs hold it (graphs.c) */
         om_allocs_remove(s, r);

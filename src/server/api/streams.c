@@ -156,9 +156,16 @@ CUresult om_x_cuEventSynchronize(struct call *c)
     return om_take_async_error(c->s, rc);
 }
 
+/* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
+ * this client's answer (wait.c). */
 CUresult om_x_cuCtxSynchronize(struct call *c)
 {
-    return om_take_async_error(c->s, om_exec_sync_client(c->s));
+    CUresult rc;
+
+    om_wait_flush_output(true);
+    rc = om_exec_sync_client(c->s);
+    om_wait_flush_output(false);
+    return om_take_async_error(c->s, rc);
 }
 
 CUresult om_x_cuStreamGetFlags(struct call *c)
