@@ -221,8 +221,8 @@ static void client_device(const struct server *s, const struct client_rec *r, ch
 /*
  * ps [-v] [-p <server PID>]: NVIDIA's columns; -v (openmps) adds what the server applies to each
  * client and what it holds: its active thread percentage and priority, its device-memory cap
- * on device 0 and the device memory it holds there (as the server last reported it, at most
- * OM_REPORT_MS old).
+ * on device 0 (get_device_pinned_mem_limit names the others) and the device memory it holds on
+ * every device (as the server last reported it, at most OM_REPORT_MS old).
  */
 static int cmd_ps(struct cmd_ctx *x)
 {
