@@ -5,8 +5,11 @@
 the newcomer's start, import and first result) and the server.log of that mode, whose server
 ran with OPENMPS_PROFILE=1 (each call longer than OPENMPS_PROFILE_SLOW_US logged with the
 instant it started), and prints, for the K slowest batches while the newcomer starts, the slow
-calls of any client that overlapped them. Instants are wall-clock ns since the epoch on both
-sides. Usage: bench/b8timeline.py TIMELINE.csv SERVER_LOG [--worst 10]
+calls of any client that overlapped them, then the 8 copies' batches in windows of --window ms
+from a second before the newcomer's start to its first result (count, median, 99th percentile,
+longest): whether the slow batches are one stall of every copy at once, and when. Instants are
+wall-clock ns since the epoch on both sides. Usage: bench/b8timeline.py TIMELINE.csv SERVER_LOG
+[--worst 10] [--window 250]
 """
 import argparse
 import csv
@@ -21,6 +24,7 @@ def main():
     ap.add_argument("timeline")
     ap.add_argument("server_log")
     ap.add_argument("--worst", type=int, default=10)
+    ap.add_argument("--window", type=float, default=250.0, help="ms per window")
     a = ap.parse_args()
     marks, batches = {}, []
     with open(a.timeline) as f:
@@ -51,6 +55,20 @@ def main():
               % (ms, (start - n0) / 1e9, ", ".join("%s %s %.1f ms" % (c[2], c[3],
                                                                     (c[1] - c[0]) / 1e6)
                                                     for c in over) or "no slow server call"))
+    # Every copy's batches by the window they ended in (measured 2026-11-27: the worst ones of a
+    # seen-code newcomer all fell in 130 ms of its PyTorch import, before it connected).
+    step = int(a.window * 1e6)
+    wins = {}
+    for start, end, ms in batches:
+        if n0 - 1e9 <= end <= n1:
+            wins.setdefault((end - n0) // step, []).append(ms)
+    print("batches by %g ms window from the newcomer's start (its import ended at %.2f s):"
+          % (a.window, (marks.get("newcomer_imported", n0) - n0) / 1e9))
+    for k in sorted(wins):
+        v = sorted(wins[k])
+        print("  %+7.0f ms: %4d batches, median %.2f ms, p99 %.2f, longest %.2f"
+              % (k * a.window, len(v), v[len(v) // 2], v[min(len(v) - 1, int(len(v) * 0.99))],
+                 v[-1]))
 
 
 if __name__ == "__main__":

@@ -142,5 +142,33 @@ ready = next(l for l in t if "clients served" in l)
 check("48/128" in ready and "128/128" in ready and ready.split()[-1] == "yes",
       "clients served, per mode: %r" % ready)
 check(not any("copy4" in l or "4-byte" in l for l in t), "figures never measured are left out")
+
+# bench/b8timeline.py on a made-up B8 timeline: the slowest batch is attributed to the slow
+# server call that overlapped it, and the window summary shows the stall where it was.
+with tempfile.TemporaryDirectory() as d:
+    t0 = 1_000_000_000_000
+    tl, log = os.path.join(d, "tl.csv"), os.path.join(d, "server.log")
+    with open(tl, "w") as f:
+        f.write("what,end_ns,ms\nnewcomer_start,%d,0\nnewcomer_imported,%d,0\n"
+                "newcomer_done,%d,0\n" % (t0, t0 + 800_000_000, t0 + 900_000_000))
+        for i in range(400):  # a batch every 2.5 ms, 2 ms long; one of 20 ms at +512.5 ms
+            end = t0 - 100_000_000 + i * 2_500_000
+            f.write("batch,%d,%.3f\n" % (end, 20.0 if i == 245 else 2.0))
+    with open(log, "w") as f:
+        f.write("[x] client 7: slow call cuLibraryLoadData took 15000 us from %d\n"
+                % (t0 + 500_000_000))
+        f.write("[x] client 7: slow call cuMemAlloc_v2 took 2000 us from %d\n" % (t0 + 5_000_000))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "b8timeline.py"), tl, log,
+                          "--worst", "1", "--window", "250"], stdout=subprocess.PIPE, text=True)
+    lines = out.stdout.splitlines()
+    check(out.returncode == 0 and len(lines) > 3, "b8timeline runs: %r" % out.stdout)
+    check("batch of 20.00 ms" in lines[1] and "7 cuLibraryLoadData 15.0 ms" in lines[1] and
+          "cuMemAlloc" not in lines[1], "the worst batch and the call that overlapped it: %r"
+          % lines[1:2])
+    win = [l for l in lines if "+500 ms" in l]
+    check(win and "longest 20.00" in win[0] and
+          all("longest 2.00" in l for l in lines[3:] if "+500 ms" not in l),
+          "the stall in its window, and only there: %r" % lines[2:])
+
 print("bench checks: %d failure(s)" % failures)
 sys.exit(1 if failures else 0)
