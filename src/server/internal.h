@@ -144,6 +144,9 @@ struct session {
     size_t nprio, prio_cap;
     bool share_logged;           /* share.c: a share was applied (a later 100 % is logged) */
     struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
+    /* ... on its other devices: the legacy default stream orders a device's streams only
+     * (swapped like default_streams) */
+    struct om_handles blockings[OM_MAX_DEVICES];
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
     bool send_fd_close;          /* ... and close it then (a descriptor made for the client) */

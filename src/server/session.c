@@ -39,8 +39,11 @@ CUresult om_session_set_device(struct session *s, uint64_t dev)
         return rc;
     s->default_streams[s->dev] = s->default_stream;
     s->default_stream = s->default_streams[dev];
-    s->default_streams[dev] = NULL; /* kept in default_stream while current */
-    s->shares[s->dev] = s->share;   /* share.c: its SM share there, the same way */
+    s->default_streams[dev] = NULL;     /* kept in default_stream while current */
+    s->blockings[s->dev] = s->blocking; /* its blocking streams there, the same way */
+    s->blocking = s->blockings[dev];
+    memset(&s->blockings[dev], 0, sizeof(s->blockings[dev]));
+    s->shares[s->dev] = s->share; /* share.c: its SM share there, the same way */
     s->share = s->shares[dev];
     s->shares[dev] = NULL;
     s->dev = (int)dev;
@@ -355,6 +358,8 @@ static void release_gpu_resources(struct session *s)
     s->sync_events = NULL;
     s->nsync_events = s->sync_events_cap = 0;
     om_handles_free(&s->blocking);
+    for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
+        om_handles_free(&s->blockings[d]);
     for (size_t i = 0; i < s->own[OM_H_STREAM].n; i++) {
         om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
         om_idle_stream_destroy((CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);

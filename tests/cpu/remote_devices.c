@@ -27,6 +27,7 @@ CUresult cuMemcpyPeer(unsigned long long, CUcontext, unsigned long long, CUconte
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamSynchronize(CUstream);
 CUresult cuCtxSynchronize(void);
+CUresult cuMemsetD32Async(unsigned long long, unsigned, size_t, CUstream);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
 CUresult cuCtxDisablePeerAccess(CUcontext);
@@ -81,6 +82,23 @@ void devices_case(void)
     OK(cuCtxSynchronize());
     OK(cuMemcpyDtoH_v2(back, mem[1], sizeof(back)));
     EXPECT(back[0] == 0x100u && back[255] == 0x100u);
+    /* The legacy default stream orders the streams of its own device only (the driver: an
+     * event is recorded on a stream of its device): a blocking stream used on device 0, then
+     * device 1's NULL stream. */
+    {
+        CUstream b;
+        unsigned v = 5, count = 256;
+        void *args[] = {&mem[0], &v, &count};
+        OK(cuCtxSetCurrent(ctx[0]));
+        OK(cuStreamCreate(&b, 0)); /* blocking */
+        OK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, b, args, NULL));
+        OK(cuStreamSynchronize(b));
+        OK(cuCtxSetCurrent(ctx[1]));
+        OK(cuMemsetD32Async(mem[1], 9, 256, NULL));
+        OK(cuCtxSynchronize());
+        OK(cuMemcpyDtoH_v2(back, mem[1], sizeof(back)));
+        EXPECT(back[0] == 9 && back[255] == 9);
+    }
     /* peer access, as the driver answers it */
     OK(cuDeviceCanAccessPeer(&can, 1, 0));
     EXPECT(can == 1);

@@ -79,6 +79,17 @@ CUresult om_x_cuStreamDestroy_v2(struct call *c)
     return om_stream_release(c->s, h);
 }
 
+/* Whether the client created stream h blocking, on any of its devices. */
+bool om_stream_blocking(struct session *s, uint64_t h)
+{
+    if (om_handles_has(&s->blocking, h))
+        return true;
+    for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
+        if (s->blockings[d].n && om_handles_has(&s->blockings[d], h))
+            return true;
+    return false;
+}
+
 /* stream, 0: the priority the client asked for it (priority.c may have given it another). */
 CUresult om_x_cuStreamGetPriority(struct call *c)
 {
@@ -113,6 +124,9 @@ CUresult om_stream_release(struct session *s, uint64_t h)
         s->async_error = rc;
     om_handles_remove(&s->own[OM_H_STREAM], h);
     om_handles_remove(&s->blocking, h);
+    for (unsigned d = 0; d < OM_MAX_DEVICES; d++) /* one of another device's */
+        if (s->blockings[d].n)
+            om_handles_remove(&s->blockings[d], h);
     om_sched_stream_destroyed(s, (CUstream)(uintptr_t)h);
     for (size_t i = 0; i < s->nsync_events; i++) {
         if (s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
@@ -181,7 +195,7 @@ CUresult om_x_cuStreamGetFlags(struct call *c)
     if (st)
         rc = ((CUresult(*)(CUstream, unsigned *))REAL(cuStreamGetFlags))(st, &flags);
     /* What the client asked for: its blocking streams are non-blocking on the server. */
-    if (rc == CUDA_SUCCESS && (om_handles_has(&c->s->blocking, h) || h <= 2))
+    if (rc == CUDA_SUCCESS && (om_stream_blocking(c->s, h) || h <= 2))
         flags &= ~CU_STREAM_NON_BLOCKING;
     if (rc == CUDA_SUCCESS)
         om_put_u64(&c->out, flags);

@@ -474,6 +474,16 @@ static void *new_token(void)
  * FAKECUDA_STREAM_LOG: a line per stream made, "stream TOKEN priority P device D" (the device of
  * the calling thread's current context). */
 static signed char token_prio[sizeof(tokens)];
+/* The device of each stream and event token (the calling thread's at creation): an event is
+ * recorded on a stream of its own device only, as the driver requires. */
+static unsigned char token_dev[sizeof(tokens)];
+extern __thread int fake_current_device;
+
+static int token_device(void *t)
+{
+    char *c = t;
+    return c >= tokens && c < tokens + sizeof(tokens) ? token_dev[c - tokens] : -1;
+}
 
 EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
 {
@@ -484,6 +494,7 @@ EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
     if (!*s)
         return 2;
     token_prio[(char *)*s - tokens] = (signed char)(prio > 0 ? 0 : prio < -5 ? -5 : prio);
+    token_dev[(char *)*s - tokens] = (unsigned char)fake_current_device;
     if (log) {
         FILE *f = fopen(log, "a");
         if (f) {
@@ -670,6 +681,8 @@ EXPORT int cuEventRecord(void *e, void *s)
 
     if (gone(e))
         return 400;
+    if (s && token_device(e) >= 0 && token_device(s) >= 0 && token_device(e) != token_device(s))
+        return 400; /* CUDA_ERROR_INVALID_HANDLE: an event of another device's context */
     log_line("record");
     time_line("record");
     fake_capture_record(e, s);
@@ -708,6 +721,8 @@ EXPORT int cuEventCreate(void **e, unsigned flags)
 {
     (void)flags;
     *e = new_token();
+    if (*e)
+        token_dev[(char *)*e - tokens] = (unsigned char)fake_current_device;
     return *e ? CUDA_SUCCESS : 2;
 }
 
