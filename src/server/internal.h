@@ -142,8 +142,8 @@ struct session {
     unsigned nshares;
     struct om_stream_prio *prio; /* priority.c: its streams' asked priorities, where changed */
     size_t nprio, prio_cap;
-    bool share_logged;           /* share.c: a share was applied (a later 100 % is logged) */
-    struct om_handles blocking;  /* streams the client created blocking (legacy semantics) */
+    bool share_logged;          /* share.c: a share was applied (a later 100 % is logged) */
+    struct om_handles blocking; /* streams the client created blocking (legacy semantics) */
     /* ... on its other devices: the legacy default stream orders a device's streams only
      * (swapped like default_streams) */
     struct om_handles blockings[OM_MAX_DEVICES];
