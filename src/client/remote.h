@@ -54,6 +54,8 @@ int om_devrange_add(CUdeviceptr base, size_t size);
 /* The pool a range came from (stream-ordered allocation; 0: none), for pointer attributes. */
 void om_devrange_set_pool(CUdeviceptr base, uint64_t pool);
 uint64_t om_devrange_pool(CUdeviceptr p);
+/* The device a range holding p was made on (-1: none known). */
+int om_devrange_device(CUdeviceptr p);
 void om_devrange_remove(CUdeviceptr base);
 /* The device or managed range holding p, if this process has one. */
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
@@ -103,6 +105,8 @@ int om_current_device(void);
  * execution affinity and CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1; 0
  * otherwise (api/primary.c, api/contexts.c). */
 unsigned om_current_sm_partition(void);
+/* The handle of device dev's primary context, as cuDevicePrimaryCtxRetain answers it. */
+CUcontext om_primary_token(int dev);
 unsigned om_ctx_created_sms(CUcontext ctx);
 bool om_ctx_partitions_made(void); /* any context created with an SM count */
 /* api/contexts.c: contexts made by cuCtxCreate. The device of a created context's token (-1:

@@ -32,6 +32,7 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
 CUresult cuCtxDisablePeerAccess(CUcontext);
 CUresult cuDeviceCanAccessPeer(int *, int, int);
+CUresult cuPointerGetAttribute(void *, int, unsigned long long);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -76,6 +77,14 @@ void devices_case(void)
         EXPECT(total == 16ull << 30 && free_b <= total);
         printf("device %d memory %llu stream %llu\n", d, mem[d],
                (unsigned long long)(uintptr_t)st[d]);
+    }
+    /* each allocation's device and context, asked from device 1 (current) */
+    for (int d = 0; d < 2; d++) {
+        int ord = -1;
+        CUcontext owner = NULL;
+        OK(cuPointerGetAttribute(&ord, 9, mem[d]));   /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
+        OK(cuPointerGetAttribute(&owner, 1, mem[d])); /* CU_POINTER_ATTRIBUTE_CONTEXT */
+        EXPECT(ord == d && owner == ctx[d]);
     }
     /* device 0's values into device 1's memory, from device 1 (current) */
     OK(cuMemcpyPeer(mem[1], ctx[1], mem[0], ctx[0], sizeof(back)));

@@ -94,9 +94,13 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
         default: return 2;
         }
     }
+    int dev = om_devrange_device(p);
+
     switch (attr) {
-    case PA_CONTEXT:
+    case PA_CONTEXT: /* the current one on its device; another device's primary context */
         om_current_context(&ctx);
+        if (dev >= 0 && dev != om_current_device())
+            ctx = om_primary_token(dev);
         *(CUcontext *)data = ctx;
         return 0;
     case PA_MEMORY_TYPE: *(unsigned *)data = MT_DEVICE; return 0;
@@ -110,7 +114,7 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
     case PA_MAPPED: *(int *)data = 1; return 0;
     case PA_BUFFER_ID: *(unsigned long long *)data = base; return 0;
     case PA_IS_MANAGED: *(int *)data = managed; return 0;
-    case PA_DEVICE_ORDINAL: *(int *)data = 0; return 0;
+    case PA_DEVICE_ORDINAL: *(int *)data = dev >= 0 ? dev : 0; return 0;
     case PA_RANGE_START_ADDR: *(CUdeviceptr *)data = base; return 0;
     case PA_RANGE_SIZE: *(size_t *)data = size; return 0;
     /* The pool it came from (stream-ordered allocation), NULL otherwise: as the driver says. */

@@ -34,6 +34,7 @@ struct devrange {
     CUdeviceptr base;
     size_t size;
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
+    int dev;       /* the device it was made on: the calling thread's current one */
 };
 static struct devrange *devranges;
 static size_t ndevranges, devranges_cap;
@@ -53,7 +54,7 @@ int om_devrange_add(CUdeviceptr base, size_t size)
         }
     }
     if (ndevranges < devranges_cap)
-        devranges[ndevranges++] = (struct devrange){base, size, 0};
+        devranges[ndevranges++] = (struct devrange){base, size, 0, om_current_device()};
     else
         rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
@@ -79,6 +80,18 @@ uint64_t om_devrange_pool(CUdeviceptr p)
             pool = devranges[i].pool;
     pthread_mutex_unlock(&devranges_lock);
     return pool;
+}
+
+int om_devrange_device(CUdeviceptr p)
+{
+    int dev = -1;
+
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++)
+        if (p >= devranges[i].base && p - devranges[i].base < devranges[i].size)
+            dev = devranges[i].dev;
+    pthread_mutex_unlock(&devranges_lock);
+    return dev;
 }
 
 void om_devrange_remove(CUdeviceptr base)

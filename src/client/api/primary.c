@@ -32,6 +32,11 @@ static CUcontext ctx_token(int dev)
     return (CUcontext)(uintptr_t)(CTX_TOKEN_BASE + 0x100u * (unsigned)(dev + 1));
 }
 
+CUcontext om_primary_token(int dev)
+{
+    return ctx_token(dev);
+}
+
 /* Contexts the runtime obtained from the local driver through its private
  * export tables (seen with CUDA 13.0: it retains the primary context that way
  * instead of cuDevicePrimaryCtxRetain). They are accepted as the token of
