@@ -1833,10 +1833,11 @@ def allocation_the_shim_cannot_record_is_refused():
     e = Env()
     ok = False
     try:
-        # 64 ranges fit the first table (24 bytes each); growing it to 128 asks for 3072.
+        # 64 ranges fit the first table (32 bytes each: base, size, pool, device); growing it
+        # to 128 asks for 4096.
         p = remote(e, "manyallocs", "80",
                    extra={"LD_PRELOAD": os.path.abspath(FAILREALLOC),
-                          "FAILREALLOC_BYTES": "3072"})
+                          "FAILREALLOC_BYTES": "4096"})
         out, err = p.communicate(timeout=30)
         check(p.returncode == 0 and "manyallocs ok" in out, "allocations: rc %d %r %r"
               % (p.returncode, out, err[-500:]))

@@ -30,12 +30,14 @@ static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The device memory this process obtained (allocations, module globals), so a
  * copy with unified addressing (cuMemcpy) knows which side each pointer is on. */
+/* 32 bytes (ipc.allocation_the_shim_cannot_record_is_refused fails its growth by that size) */
 struct devrange {
     CUdeviceptr base;
     size_t size;
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
     int dev;       /* the device it was made on: the calling thread's current one */
 };
+_Static_assert(sizeof(struct devrange) == 32, "the test that fails the table's growth knows it");
 static struct devrange *devranges;
 static size_t ndevranges, devranges_cap;
 static pthread_mutex_t devranges_lock = PTHREAD_MUTEX_INITIALIZER;
