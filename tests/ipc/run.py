@@ -4030,6 +4030,19 @@ def remote_green_contexts():
         e.close(ok)
 
 
+def launch_green_sms(glog, llog):
+    """The SM count of the green context each launch in the double's FAKECUDA_LAUNCH_STREAM_LOG
+    went to (None: a stream of no green context), from its FAKECUDA_GREEN_LOG."""
+    sms, of = {}, {}
+    for l in open(glog).read().splitlines() if os.path.exists(glog) else []:
+        f = l.split()
+        if f[2] == "created":
+            sms[f[1]] = int(f[4])
+        elif f[2] == "stream":
+            of[f[3]] = f[1]
+    return [sms.get(of.get(l.split()[3])) for l in open(llog).read().splitlines()]
+
+
 @test
 def sm_share_runs_kernels_in_a_lane_and_follows_changes():
     """An SM share (server/share.c) on the double's device of 132 SMs: a client at 25 % (its
@@ -4164,14 +4177,7 @@ def context_sm_partitions_with_mps_variable():
             p = remote(e, "partition", extra=extra)
             out, err = p.communicate(timeout=60)
             check(p.returncode == 0 and "partition ok" in out, "partition: %r %r" % (out, err))
-            sms, of = {}, {}
-            for l in open(glog).read().splitlines() if os.path.exists(glog) else []:
-                f = l.split()
-                if f[2] == "created":
-                    sms[f[1]] = int(f[4])
-                elif f[2] == "stream":
-                    of[f[3]] = f[1]
-            got = [sms.get(of.get(l.split()[3])) for l in open(llog).read().splitlines()]
+            got = launch_green_sms(glog, llog)
             want = [16, None] if var else [None, None]
             check(got == want, "launches' SMs %r, want %r" % (got, want))
             if var:
@@ -4273,14 +4279,7 @@ def client_priority_orders_streams_and_reserves_sms():
             return int(line[3])
 
         def green_sms():
-            sms, of = {}, {}
-            for l in open(glog).read().splitlines() if os.path.exists(glog) else []:
-                f = l.split()
-                if f[2] == "created":
-                    sms[f[1]] = int(f[4])
-                elif f[2] == "stream":
-                    of[f[3]] = f[1]
-            return [sms.get(of.get(l.split()[3])) for l in open(llog).read().splitlines()]
+            return launch_green_sms(glog, llog)
 
         low = start({"CUDA_MPS_CLIENT_PRIORITY": "1"})
         check(round_(low, again=False) == 132, "below normal, alone: 132 SMs shown")
