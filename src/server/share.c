@@ -60,6 +60,7 @@ struct lane {
 
 static struct device_lanes {
     bool probed;
+    bool ready; /* probed: the fields below no longer change (__atomic; read without the lock) */
     CUresult probe_rc;
     unsigned total, min, align;
     struct om_CUdevResource whole;
@@ -106,6 +107,7 @@ static struct device_lanes *device(int dev)
         for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
             if (!om_server_has(need[i])) {
                 d->probe_rc = CUDA_ERROR_NOT_SUPPORTED; /* a driver before green contexts */
+                __atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
                 return NULL;
             }
         d->probe_rc = ((CUresult(*)(CUdevice, struct om_CUdevResource *, int))R(
@@ -115,8 +117,28 @@ static struct device_lanes *device(int dev)
             d->min = d->whole.sm.minSmPartitionSize ? d->whole.sm.minSmPartitionSize : 1;
             d->align = d->whole.sm.smCoscheduledAlignment ? d->whole.sm.smCoscheduledAlignment : 1;
         }
+        __atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
     }
     return d->probe_rc == CUDA_SUCCESS && d->total ? d : NULL;
+}
+
+/* The device's SM figures, probed once: without the lock after that (a client under a partition
+ * asks at each launch). */
+static const struct device_lanes *device_figures(int dev)
+{
+    const struct device_lanes *d;
+
+    if (dev < 0 || dev >= (int)OM_MAX_DEVICES)
+        return NULL;
+    if (!__atomic_load_n(&devs[dev].ready, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&lock);
+        device(dev);
+        pthread_mutex_unlock(&lock);
+    }
+    d = &devs[dev];
+    return __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE) && d->probe_rc == CUDA_SUCCESS && d->total
+               ? d
+               : NULL;
 }
 
 /* The SM count of a share: the nearest multiple of the alignment, at least the partition
@@ -134,14 +156,11 @@ static unsigned count_for(const struct device_lanes *d, uint32_t pct_milli)
 
 unsigned om_share_sm_count(int dev, uint32_t pct_milli)
 {
-    unsigned n = 0;
+    const struct device_lanes *d = device_figures(dev);
 
-    pthread_mutex_lock(&lock);
-    struct device_lanes *d = device(dev);
-    if (d)
-        n = pct_milli && pct_milli < 100000 ? count_for(d, pct_milli) : d->total;
-    pthread_mutex_unlock(&lock);
-    return n;
+    if (!d)
+        return 0;
+    return pct_milli && pct_milli < 100000 ? count_for(d, pct_milli) : d->total;
 }
 
 /* Makes the lanes of a count: every disjoint group of it the device has (under the lock). */
@@ -484,16 +503,10 @@ CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult 
 unsigned om_share_client_sms(struct session *s, int dev)
 {
     uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
-    unsigned n = 0;
 
     if (s->share && s->share->lane && s->share->pct_milli == pct && s->share->dev == dev)
         return s->share->lane->real;
-    pthread_mutex_lock(&lock);
-    struct device_lanes *d = device(dev);
-    if (d)
-        n = pct && pct < 100000 ? count_for(d, pct) : d->total;
-    pthread_mutex_unlock(&lock);
-    return n;
+    return om_share_sm_count(dev, pct);
 }
 
 CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *res)
