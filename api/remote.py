@@ -27,7 +27,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
                         type needs its range:
     val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
     flags(MASK)         an unsigned whose bits lie in MASK
-    dev                 a device ordinal of the server (INVALID_DEVICE otherwise)
+    dev                 a device ordinal of the client (its CUDA_VISIBLE_DEVICES numbering),
+                        passed as the server's (INVALID_DEVICE where the client has none)
     zero                must be 0 / NULL (a reserved argument); the server passes 0
     KIND, KIND?         a handle of that kind the calling client owns (? : NULL allowed)
     free.KIND           ... that this call destroys: dropped from the client's set on success
@@ -43,6 +44,9 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     str                 a NUL-terminated string of at most 4095 bytes
   in the answer (written through a pointer by the driver)
     out, out?           a scalar or struct (? : the pointer may be NULL; nothing written)
+    out:CHECK           ... turned into the client's terms by om_answer_CHECK(struct call *,
+                        TYPE *) before it travels (a device ordinal: out:dev, required for a
+                        CUdevice); its error is the call's
     new.KIND            a handle this call creates: counted against the client's budget of
                         that kind and owned by the client from then on
     inout               a scalar read and written
@@ -275,6 +279,12 @@ def parse_params(where, sym, text, proto, kinds, types):
                 fail(where, "%s: %s needs a pointer parameter, not %s" % (name, base, ctype))
             if pointee(ctype) == "void":
                 fail(where, "%s: %s through void * has no size (custom)" % (name, base))
+            # what the driver answers in the server's device numbering: the client's (devmap.c)
+            if base == "out" and pointee(ctype) == "CUdevice" and check != "dev":
+                fail(where, "%s: a device the driver answers needs out:dev (the client's "
+                     "ordinal)" % name)
+            if base == "inout" and check:
+                fail(where, "%s: inout takes no :CHECK" % name)
         elif base in ("arr", "outarr", "outbuf"):
             if not pointer or not args or len(args.split(",")) != 2:
                 fail(where, "%s: %s(COUNT,MAX) on a pointer expected" % (name, base))
@@ -656,7 +666,10 @@ def server_decoder(r, protos, types, kinds):
     sym, ps = r["sym"], r["params"]
     names = {p["name"] for p in ps}
     reads, decls, checks, allocs, streams, args, ok = [], [], [], [], [], [], []
+    answers = []
     gotos = False
+    if any(p["base"] == "out" and p["check"] for p in ps) and any(p["base"] == "new" for p in ps):
+        fail(r["where"], "an out:CHECK beside a new handle (a refused answer would leak it)")
     for p in ps:
         n, b, t = p["name"], p["base"], p["ctype"]
         T = pointee(t) if t.endswith("*") else t
@@ -722,10 +735,10 @@ def server_decoder(r, protos, types, kinds):
             checks.append("    if (a_%s & ~(uint64_t)(%s))\n        return CUDA_ERROR_INVALID_VALUE;"
                           % (n, p["args"]))
             args.append(cast_out(t, types, "a_%s" % n))
-        elif b == "dev":
-            checks.append("    if (a_%s >= (uint64_t)om_server_ndevices())\n"
-                          "        return CUDA_ERROR_INVALID_DEVICE;" % n)
-            args.append("(%s)a_%s" % (t, n))
+        elif b == "dev":  # the client's ordinal (its CUDA_VISIBLE_DEVICES): the server's
+            decls.append("    int d_%s = om_dev_in(c->s, a_%s);" % (n, n))
+            checks.append("    if (d_%s < 0)\n        return CUDA_ERROR_INVALID_DEVICE;" % n)
+            args.append("(%s)d_%s" % (t, n))
         elif b == "zero":
             args.append("NULL" if t.endswith("*") else "0")
         elif b in ("handle", "free"):
@@ -752,6 +765,8 @@ def server_decoder(r, protos, types, kinds):
             if b == "inout":
                 checks.append("    o_%s = (%s)a_%s;" % (n, T, n))
             args.append("&o_%s" % n)
+            if p["check"]:  # the answer in the client's terms first (device ordinals)
+                answers.append("        rc = om_answer_%s(c, &o_%s);" % (p["check"], n))
             ok.append("        om_put_bytes(&c->out, &o_%s, sizeof(o_%s));" % (n, n))
         elif b == "new":
             decls.append("    %s o_%s = 0;" % (T, n))
@@ -818,6 +833,8 @@ def server_decoder(r, protos, types, kinds):
         sv = next(p["name"] for p in ps if p["base"] in ("stream", "stream.query"))
         L.append("    if (rc == CUDA_SUCCESS)\n        rc = om_wait_stream(s_%s);" % sv)
         L.append("    rc = om_take_async_error(c->s, rc);")
+    if answers:
+        L += ["    if (rc == CUDA_SUCCESS) {"] + answers + ["    }"]
     if ok:
         L += ["    if (rc == CUDA_SUCCESS) {"] + ok + ["    }"]
     if gotos:

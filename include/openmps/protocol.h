@@ -65,6 +65,9 @@ enum om_msg_type {
 #undef OM_X_ENUM
 };
 
+/* REFUSE's flags: the client sees no device (its cuInit returns CUDA_ERROR_NO_DEVICE). */
+#define OM_REFUSE_NO_DEVICE 0x1u
+
 #define OM_ANSWER_ERROR 0x1u
 #define OM_ANSWER_MORE 0x2u /* the answer continues in the next ANSWER message */
 
@@ -77,10 +80,22 @@ struct om_limits {
     uint64_t mem_limit[OM_MAX_DEVICES]; /* bytes per device ordinal, 0 = none */
 };
 
+/* The client's CUDA_VISIBLE_DEVICES, as text: 64 full UUIDs fit. */
+#define OM_VISIBLE_MAX 4096u
+#define OM_HELLO_VISIBLE 0x1u /* the client set CUDA_VISIBLE_DEVICES (maybe empty): `visible` */
 struct om_hello {
     uint32_t pid; /* informational; the daemon trusts SO_PEERCRED only */
     uint32_t flags;
-    struct om_limits want; /* from the client's environment; can only tighten */
+    struct om_limits want; /* from the client's environment; can only tighten; the client's own
+                            * device ordinals (the daemon maps them to the server's) */
+    char visible[OM_VISIBLE_MAX]; /* NUL-terminated */
+};
+
+/* The devices a client sees, in its order: its ordinal i is the server's server[i]. */
+struct om_devmap {
+    uint32_t count;
+    uint32_t reserved;
+    uint8_t server[OM_MAX_DEVICES];
 };
 
 struct om_welcome {
@@ -114,6 +129,7 @@ struct om_srv_adopt {
     struct om_limits limits; /* the client's effective limits */
     struct om_limits want;   /* what the client asked for itself: limits changed later for the
                               * server's running clients are merged with it again */
+    struct om_devmap devmap; /* the client's devices (its CUDA_VISIBLE_DEVICES, resolved) */
 };
 
 #define OM_CLIENT_UP 1u

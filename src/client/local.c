@@ -29,8 +29,24 @@ int om_cuInit(unsigned flags)
         if (om_shim.real_fn[index] && ((init_fn)om_shim.real_fn[index])(0) != OM_CUDA_SUCCESS)
             om_shim_log("the local driver's cuInit failed; driver-API calls still work");
         return OM_CUDA_SUCCESS;
+    case OM_MODE_NO_DEVICE: return OM_CUDA_ERROR_NO_DEVICE;
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
+}
+
+/* OM_MODE_NO_DEVICE: the entries answer CUDA_ERROR_NO_DEVICE; cuInit and cuGetProcAddress stay
+ * ours. */
+static int no_device_proc_address(const char *symbol, void **pfn, int version, uint64_t flags,
+                                  int *status)
+{
+    int index = -1, st = om_proc_lookup(symbol, version, flags, &index);
+
+    *pfn = NULL;
+    if (st == OM_PROC_SUCCESS)
+        *pfn = om_no_device_entry(index);
+    if (status)
+        *status = st;
+    return OM_CUDA_SUCCESS;
 }
 
 /*
@@ -102,6 +118,7 @@ int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t
             *pfn = om_passthrough_pointer(symbol, version, flags, *pfn);
         return rc;
     case OM_MODE_REMOTE: return remote_proc_address(symbol, pfn, version, flags, status);
+    case OM_MODE_NO_DEVICE: return no_device_proc_address(symbol, pfn, version, flags, status);
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
 }
@@ -123,10 +140,12 @@ int om_cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t fl
             *pfn = om_passthrough_pointer(symbol, version, flags, *pfn);
         return got;
     }
-    if (om_shim.mode == OM_MODE_REMOTE) {
+    if (om_shim.mode == OM_MODE_REMOTE || om_shim.mode == OM_MODE_NO_DEVICE) {
         /* The old entry point has no status: a miss is CUDA_ERROR_NOT_FOUND. */
         int status = OM_PROC_SUCCESS;
-        int rc = remote_proc_address(symbol, pfn, version, flags, &status);
+        int rc = om_shim.mode == OM_MODE_REMOTE
+                     ? remote_proc_address(symbol, pfn, version, flags, &status)
+                     : no_device_proc_address(symbol, pfn, version, flags, &status);
         return rc == OM_CUDA_SUCCESS && status != OM_PROC_SUCCESS ? OM_CUDA_ERROR_NOT_FOUND : rc;
     }
     return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;

@@ -45,6 +45,11 @@ void om_remote_set(int index, void *fn)
     impl[index] = fn;
 }
 
+bool om_entry_is_passthrough(int index)
+{
+    return index >= 0 && index < OM_ENTRY_COUNT && modes[index] == OM_ENTRY_PASSTHROUGH;
+}
+
 void *om_remote_entry(int index)
 {
     if (impl[index])

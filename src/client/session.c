@@ -79,12 +79,27 @@ int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size
 
 int om_client_hello(struct om_client *c, const struct om_limits *want, char *err, size_t errlen)
 {
-    struct om_hello h = {.pid = (uint32_t)getpid()};
+    struct om_hello *h = calloc(1, sizeof(*h)); /* 4 KiB of text: not on a program's stack */
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     int rc;
 
+    if (!h)
+        return -ENOMEM;
+    h->pid = (uint32_t)getpid();
     if (want)
-        h.want = *want;
-    rc = om_msg_send(c->sock, OM_MSG_HELLO, 0, &h, sizeof(h), -1);
+        h->want = *want;
+    if (visible) { /* set, even empty: the daemon reads it against the server's devices */
+        if (strlen(visible) >= sizeof(h->visible)) {
+            snprintf(err, errlen, "CUDA_VISIBLE_DEVICES is longer than %zu characters",
+                     sizeof(h->visible) - 1);
+            free(h);
+            return -EINVAL;
+        }
+        h->flags |= OM_HELLO_VISIBLE;
+        strcpy(h->visible, visible);
+    }
+    rc = om_msg_send(c->sock, OM_MSG_HELLO, 0, h, sizeof(*h), -1);
+    free(h);
     if (rc < 0)
         snprintf(err, errlen, "cannot send the hello to the daemon: %s", strerror(-rc));
     return rc;
@@ -120,7 +135,8 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
         if (m->hdr.type == OM_MSG_REFUSE) {
             snprintf(err, errlen, "%.1000s",
                      om_msg_text(m, 1000) == 0 ? (const char *)m->payload : "refused");
-            rc = -EPERM;
+            /* the daemon says we see no device: a process without devices, not a failure */
+            rc = m->hdr.flags & OM_REFUSE_NO_DEVICE ? -ENODEV : -EPERM;
             goto out;
         }
         if (m->hdr.type != OM_MSG_WELCOME || fd < 0 ||

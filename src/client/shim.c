@@ -60,7 +60,7 @@ static int missing(int index)
 /* Entry points without any driver (no real driver here, no daemon). */
 static int no_driver(int index)
 {
-    om_note_once(index, "no CUDA driver was found");
+    om_note_once(index, "no device (no CUDA driver here, or CUDA_VISIBLE_DEVICES names none)");
     return OM_CUDA_ERROR_NO_DEVICE;
 }
 
@@ -87,6 +87,15 @@ static void *const no_driver_stubs[OM_ENTRY_COUNT] = {
     OM_ENTRIES(OM_X_REF)
 #undef OM_X_REF
 };
+
+void *om_no_device_entry(int index)
+{
+    if (index < 0 || index >= OM_ENTRY_COUNT)
+        return NULL;
+    if (om_entry_is_passthrough(index) && om_shim.real_fn[index])
+        return om_shim.real_fn[index]; /* cuDriverGetVersion, error names: no device needed */
+    return om_local_fn[index] ? om_local_fn[index] : no_driver_stubs[index];
+}
 
 void om_note_once(int index, const char *why)
 {
@@ -224,6 +233,15 @@ static void decide(void)
         om_shim.mode = OM_MODE_PASSTHROUGH;
         om_shim_log("no openmps daemon in %s: running on the real driver", om_pipe_dir());
         om_trace_install();
+        return;
+    }
+    if (rc == -ENODEV) {
+        /* Every entry, called directly or looked up, answers as a driver without devices:
+         * never the local driver, whose numbering is not the server's. */
+        om_shim.mode = OM_MODE_NO_DEVICE;
+        for (int i = 0; i < OM_ENTRY_COUNT; i++)
+            om_fn[i] = om_no_device_entry(i);
+        om_shim_log("%s", err);
         return;
     }
     if (rc < 0) {

@@ -35,6 +35,8 @@ enum om_mode {
     OM_MODE_PASSTHROUGH, /* no daemon: the real driver does everything */
     OM_MODE_REMOTE,      /* a server executes the work */
     OM_MODE_FAILED,      /* a daemon refused us: every call fails like an MPS client's */
+    OM_MODE_NO_DEVICE,   /* our CUDA_VISIBLE_DEVICES names none of the server's devices: every
+                          * entry returns CUDA_ERROR_NO_DEVICE, as the driver's without devices */
 };
 
 struct om_shim {
@@ -58,6 +60,9 @@ extern void *om_local_fn[OM_ENTRY_COUNT]; /* the shim's own cuInit, cuGetProcAdd
 const char *om_entry_name(int index);
 int om_entry_index(const char *symbol); /* -1 when not a driver symbol */
 void om_shim_decide(void);
+/* OM_MODE_NO_DEVICE's entry: CUDA_ERROR_NO_DEVICE, but the shim's own entries and the real
+ * driver's for what needs no device (passthrough rows: cuDriverGetVersion, error names). */
+void *om_no_device_entry(int index);
 void om_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Logs "<entry>: why" once per entry point (with OPENMPS_TRACE). */
 void om_note_once(int index, const char *why);
@@ -96,5 +101,6 @@ void *om_passthrough_pointer(const char *symbol, int version, uint64_t flags, vo
 void om_remote_install(void);
 /* The remote implementation of an entry point, or its NOT_SUPPORTED stub. */
 void *om_remote_entry(int index);
+bool om_entry_is_passthrough(int index); /* its remote-mode row: passthrough */
 
 #endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The one place that turns bytes from another process into checked protocol messages. */
 #include "msg.h"
+#include "visible.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -84,7 +85,8 @@ int om_decode_hello(const void *p, size_t len, struct om_hello *ret)
     if (len < sizeof(h))
         return -EBADMSG;
     memcpy(&h, p, sizeof(h));
-    if (h.flags != 0 || om_decode_limits(&h.want, &h.want) < 0)
+    if ((h.flags & ~OM_HELLO_VISIBLE) || om_decode_limits(&h.want, &h.want) < 0 ||
+        !memchr(h.visible, '\0', sizeof(h.visible)))
         return -EBADMSG;
     *ret = h;
     return 0;
@@ -104,7 +106,7 @@ int om_decode_welcome(const void *p, size_t len, struct om_welcome *ret)
     return 0;
 }
 
-int om_decode_adopt(const void *p, size_t len, struct om_srv_adopt *ret)
+int om_decode_adopt(const void *p, size_t len, uint32_t ndevs, struct om_srv_adopt *ret)
 {
     struct om_srv_adopt a;
 
@@ -112,7 +114,7 @@ int om_decode_adopt(const void *p, size_t len, struct om_srv_adopt *ret)
         return -EBADMSG;
     memcpy(&a, p, sizeof(a));
     if (a.pid == 0 || om_decode_limits(&a.limits, &a.limits) < 0 ||
-        om_decode_limits(&a.want, &a.want) < 0)
+        om_decode_limits(&a.want, &a.want) < 0 || om_decode_devmap(&a.devmap, ndevs, &a.devmap) < 0)
         return -EBADMSG;
     *ret = a;
     return 0;

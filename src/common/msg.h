@@ -35,7 +35,8 @@ int om_decode_limits(const struct om_limits *in, struct om_limits *ret);
 struct om_limits om_limits_merge(const struct om_limits *srv, const struct om_limits *want);
 int om_decode_hello(const void *p, size_t len, struct om_hello *ret);
 int om_decode_welcome(const void *p, size_t len, struct om_welcome *ret);
-int om_decode_adopt(const void *p, size_t len, struct om_srv_adopt *ret);
+/* ndevs: the server's devices, which the client's map must name. */
+int om_decode_adopt(const void *p, size_t len, uint32_t ndevs, struct om_srv_adopt *ret);
 int om_decode_srv_client(const void *p, size_t len, struct om_srv_client *ret);
 int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head,
                         struct om_device_info *ret_devs, uint32_t max_devs);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/visible.h"
 
 bool om_server_live(const struct server *s)
 {
@@ -253,11 +254,30 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
         om_conn_close(d, c);
         return;
     }
+    if (c->hello.flags & OM_HELLO_VISIBLE) {
+        if (om_visible_resolve(c->hello.visible, s->devs, s->ndevs, &a.devmap) == 0) {
+            char why[512];
+            snprintf(why, sizeof(why),
+                     "CUDA_VISIBLE_DEVICES=%.200s names none of the %u device(s) of the openmps "
+                     "server (their ordinals, or their UUIDs: openmps-control device_query)",
+                     c->hello.visible, (unsigned)s->ndevs);
+            om_peer_info(d, c->uid, "Client %d sees no device: %s", (int)c->pid, why);
+            /* flags: what its cuInit returns, as a process without devices gets */
+            om_msg_send_text(c->fd, OM_MSG_REFUSE, OM_REFUSE_NO_DEVICE, why);
+            free(r);
+            om_conn_close(d, c);
+            return;
+        }
+        om_peer_info(d, c->uid, "Client %d: CUDA_VISIBLE_DEVICES=%.200s, %u of %u device(s)",
+                     (int)c->pid, c->hello.visible, a.devmap.count, (unsigned)s->ndevs);
+    } else {
+        om_visible_all(s->ndevs, &a.devmap);
+    }
     a.client_id = s->next_client_id++;
     a.pid = (uint32_t)c->pid;
     a.uid = (uint32_t)c->uid;
-    a.limits = om_limits_merge(&s->limits, &c->hello.want);
-    a.want = c->hello.want;
+    a.want = om_visible_limits(&c->hello.want, &a.devmap); /* in the server's ordinals */
+    a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc < 0) {
         om_err("cannot hand client %d to server %d: %s", (int)c->pid, (int)s->pid, strerror(-rc));

@@ -113,6 +113,18 @@ unsigned om_share_sm_count(int dev, uint32_t pct_milli);
 unsigned om_share_client_sms(struct session *s, int dev);
 CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *res);
 
+/* devmap.c: the client's device ordinals (its CUDA_VISIBLE_DEVICES) and the server's. dev_in:
+ * the server's ordinal of the client's device, -1 where it has none; dev_out: the client's of a
+ * server device, -1 where it does not see it; loc_in/loc_out: a memory location, in place
+ * (device locations only; loc_in: INVALID_DEVICE where the client has no such device). */
+int om_dev_in(const struct session *s, uint64_t cdev);
+int om_dev_out(const struct session *s, int sdev);
+CUresult om_loc_in(const struct session *s, CUmemLocation *loc);
+void om_loc_out(const struct session *s, CUmemLocation *loc);
+CUresult om_answer_dev(struct call *c, CUdevice *dev);                  /* out:dev */
+CUresult om_answer_allocprop(struct call *c, CUmemAllocationProp *p);   /* out:allocprop */
+CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n); /* arr:access */
+
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n); /* arraymap */

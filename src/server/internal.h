@@ -128,7 +128,8 @@ struct session {
      * made streams, memory or launches on (worker only), and what the daemon is told: those and
      * the current one (a bit each, for get_device_client_list and ps; __atomic). */
     int dev;
-    uint32_t ctx_sms; /* its current context's SM partition (OM_OP_SET_DEVICE; 0: none) */
+    struct om_devmap devmap; /* the devices it sees, in its order (devmap.c) */
+    uint32_t ctx_sms;        /* its current context's SM partition (OM_OP_SET_DEVICE; 0: none) */
     CUstream default_streams[OM_MAX_DEVICES];
     uint64_t worked_mask;
     uint64_t device_mask;
@@ -181,7 +182,7 @@ struct session {
     CUresult async_error; /* the first error of a posted call, for the next sync */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
-    uint64_t pool_default, pool_current;
+    uint64_t pool_default[OM_MAX_DEVICES], pool_current[OM_MAX_DEVICES]; /* per device */
     struct om_ranges vmm_reserved, vmm_mapped;
     struct om_ranges held; /* handles charged to its device-memory cap (base) and their bytes */
     /* api/vmm.c: the extra driver references the client holds on handles it owns (each
@@ -439,8 +440,8 @@ static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t 
 /* session.c */
 /* The daemon changed the server's limits: applied to every running client (session.c). */
 void om_session_limits(struct server *srv, const struct om_limits *l);
-/* The session's calls run on device dev from now on (OM_OP_SET_DEVICE); INVALID_DEVICE past the
- * server's devices. */
+/* The session's calls run on its device cdev (its ordinal) from now on (OM_OP_SET_DEVICE);
+ * INVALID_DEVICE where it has none. */
 CUresult om_session_set_device(struct session *s, uint64_t dev);
 /* Sessions whose worker runs now (sched.c: fair share needs two). */
 int om_session_workers(void);
@@ -454,7 +455,8 @@ struct session *om_session_find_fd(struct server *srv, int fd);
 struct session *om_session_find_pid(struct server *srv, pid_t pid);
 /* Tells the daemon a client came (OM_CLIENT_UP) or went (OM_CLIENT_DOWN). Every
  * client the daemon hands over gets exactly one UP or DOWN for its first fate. */
-void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event);
+void om_session_report(struct server *srv, const struct session *s, uint32_t id, pid_t pid,
+                       uint32_t event);
 /* Tells the daemon the device memory of each client whose use changed since it last did (for
  * `ps -v`); the main thread, at least every OM_REPORT_MS. */
 #define OM_REPORT_MS 250

@@ -227,14 +227,14 @@ static bool handle_daemon(struct server *srv)
     }
     switch (m.hdr.type) {
     case OM_MSG_SRV_ADOPT:
-        if (om_decode_adopt(m.payload, m.hdr.len, &a) < 0) {
+        if (om_decode_adopt(m.payload, m.hdr.len, (uint32_t)srv->ndevs, &a) < 0) {
             om_err("invalid client hand-over from the daemon");
             break;
         }
         if (fd < 0) {
             om_err("client %d (id %u) came without its socket (out of file descriptors?)",
                    (int)a.pid, a.client_id);
-            om_session_report(srv, a.client_id, (pid_t)a.pid, OM_CLIENT_DOWN);
+            om_session_report(srv, NULL, a.client_id, (pid_t)a.pid, OM_CLIENT_DOWN);
             break;
         }
         om_session_adopt(srv, fd, &a);

@@ -24,18 +24,19 @@
 
 /* The client's calls run on device `dev` from now on: that device's context is made current on
  * its worker, and its default stream there becomes the one exec.c uses. */
-CUresult om_session_set_device(struct session *s, uint64_t dev)
+CUresult om_session_set_device(struct session *s, uint64_t cdev)
 {
+    int dev = om_dev_in(s, cdev); /* its ordinal, the server's device */
     CUresult rc;
 
-    if (dev >= (uint64_t)om_server_ndevices()) {
-        client_err(s, "client %d: asked for device %llu; the server has %d", (int)s->pid,
-                   (unsigned long long)dev, om_server_ndevices());
+    if (dev < 0) {
+        client_err(s, "client %d: asked for device %llu; it sees %u", (int)s->pid,
+                   (unsigned long long)cdev, s->devmap.count);
         return CUDA_ERROR_INVALID_DEVICE;
     }
-    if ((int)dev == s->dev)
+    if (dev == s->dev)
         return CUDA_SUCCESS;
-    if ((rc = om_server_bind_device((int)dev)) != CUDA_SUCCESS)
+    if ((rc = om_server_bind_device(dev)) != CUDA_SUCCESS)
         return rc;
     s->default_streams[s->dev] = s->default_stream;
     s->default_stream = s->default_streams[dev];
@@ -46,7 +47,7 @@ CUresult om_session_set_device(struct session *s, uint64_t dev)
     s->shares[s->dev] = s->share; /* share.c: its SM share there, the same way */
     s->share = s->shares[dev];
     s->shares[dev] = NULL;
-    s->dev = (int)dev;
+    s->dev = dev;
     /* a device it only passed through (the runtime's first calls run on device 0 before the
      * program's cudaSetDevice) is not one it used */
     __atomic_store_n(&s->device_mask, s->worked_mask | 1ull << dev, __ATOMIC_RELAXED);
@@ -69,13 +70,15 @@ CUresult om_session_set_partition(struct session *s, uint64_t sms)
 }
 
 /* Tells the daemon a client came or went. */
-void om_session_report(struct server *srv, uint32_t id, pid_t pid, uint32_t event)
+void om_session_report(struct server *srv, const struct session *s, uint32_t id, pid_t pid,
+                       uint32_t event)
 {
-    /* A client starts on device 0; the devices it moves to follow (om_session_report_memory). */
-    struct om_srv_client m = {.client_id = id,
-                              .pid = (uint32_t)pid,
-                              .event = event,
-                              .device_mask = event == OM_CLIENT_UP && srv->ndevs > 0 ? 1u : 0u};
+    /* A client starts on its first device (a session's, for OM_CLIENT_UP); the devices it moves
+     * to follow (om_session_report_memory). */
+    struct om_srv_client m = {.client_id = id, .pid = (uint32_t)pid, .event = event};
+
+    if (event == OM_CLIENT_UP && s && s->dev < 32)
+        m.device_mask = 1u << s->dev;
 
     if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
         om_warn("cannot tell the daemon about client %d", (int)pid);
@@ -444,7 +447,7 @@ static void *worker_main(void *arg)
     /* The client's work runs in the server's context, on this thread; what the driver prints
      * here (kernel printf) is the client's (output.c). */
     om_output_bind(s);
-    bool bound = om_server_bind_context() == CUDA_SUCCESS;
+    bool bound = om_server_bind_device(s->dev) == CUDA_SUCCESS; /* its first device */
     if (!bound)
         om_err("client %d: cannot make the server context current", (int)s->pid);
     reply = om_replybuf_get(bound); /* pinned, in that context: replybuf.c says why */
@@ -593,7 +596,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s = calloc(1, sizeof(*s));
     if (!s) {
         close(fd);
-        om_session_report(srv, a->client_id, (pid_t)a->pid, OM_CLIENT_DOWN);
+        om_session_report(srv, NULL, a->client_id, (pid_t)a->pid, OM_CLIENT_DOWN);
         return;
     }
     s->id = a->client_id;
@@ -604,7 +607,10 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->send_fd_after = -1;
     s->limits = a->limits;
     s->want = a->want;
-    s->device_mask = 1; /* device 0, where its calls start */
+    s->devmap = a->devmap; /* checked against the server's devices (om_decode_adopt) */
+    s->dev =
+        s->devmap.count ? (int)s->devmap.server[0] : 0; /* its device 0: its calls start there */
+    s->device_mask = 1ull << s->dev;
     fcntl(fd, F_SETFL, O_NONBLOCK);
     /* The daemon vouches for the client, but the socket is the client's
      * own: its credentials must be the ones the daemon named. */
@@ -635,7 +641,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     w.server_pid = (uint32_t)getpid();
     w.client_id = s->id;
     w.ring_bytes = (uint32_t)s->ring_len;
-    w.ndevices = (uint32_t)srv->ndevs;
+    w.ndevices = s->devmap.count;
     rc = om_msg_send(fd, OM_MSG_WELCOME, 0, &w, sizeof(w), s->ring_fd);
     if (rc < 0) {
         om_info("client %d left during its handshake (%s)", (int)s->pid, strerror(-rc));
@@ -650,10 +656,10 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id, srv->nsessions);
     log_limits(s);
     om_priority_counted(-1, (int)s->limits.priority); /* priority.c: clients of each priority */
-    om_session_report(srv, s->id, s->pid, OM_CLIENT_UP);
+    om_session_report(srv, s, s->id, s->pid, OM_CLIENT_UP);
     return;
 fail:
-    om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
+    om_session_report(srv, s, s->id, s->pid, OM_CLIENT_DOWN);
     if (s->worker_started) {
         snprintf(s->end_reason, sizeof(s->end_reason), "its handshake failed");
         om_ring_kick(s->rx.q);
@@ -673,7 +679,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
     }
     om_priority_counted((int)__atomic_load_n(&s->limits.priority, __ATOMIC_RELAXED), -1);
     srv->nsessions--;
-    om_session_report(srv, s->id, s->pid, OM_CLIENT_DOWN);
+    om_session_report(srv, s, s->id, s->pid, OM_CLIENT_DOWN);
     snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
     s->left_after = srv->nsessions;
     if (!s->worker_started) {

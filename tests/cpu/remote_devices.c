@@ -33,6 +33,24 @@ CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
 CUresult cuCtxDisablePeerAccess(CUcontext);
 CUresult cuDeviceCanAccessPeer(int *, int, int);
 CUresult cuPointerGetAttribute(void *, int, unsigned long long);
+CUresult cuInit(unsigned);
+CUresult cuDeviceGet(int *, int);
+CUresult cuDeviceGetName(char *, int, int);
+CUresult cuDeviceGetPCIBusId(char *, int, int);
+CUresult cuDeviceGetByPCIBusId(int *, const char *);
+CUresult cuDeviceGetAttribute(int *, int, int);
+CUresult cuDeviceTotalMem_v2(size_t *, int);
+typedef struct {
+    int type, requestedHandleTypes;
+    int location[2];
+    void *win32HandleMetaData;
+    unsigned char compression, rdma;
+    unsigned short usage;
+    unsigned char reserved[4];
+} CUmemAllocationProp;
+CUresult cuMemCreate(unsigned long long *, size_t, const CUmemAllocationProp *, unsigned long long);
+CUresult cuMemRelease(unsigned long long);
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *, unsigned long long);
 
 #define EXPECT(cond)                                                                               \
     do {                                                                                           \
@@ -123,4 +141,81 @@ void devices_case(void)
     char line[8];
     if (fgets(line, sizeof(line), stdin)) {
     }
+}
+
+/* remote_driver visible: a client whose CUDA_VISIBLE_DEVICES is "2,GPU-f0f1" on a server of
+ * three devices (FAKECUDA_DEVICES=3), and whose CUDA_MPS_PINNED_DEVICE_MEM_LIMIT is "0=64M": it
+ * sees two devices, the server's 2 then 0, renumbered; every ordinal it passes or gets back is
+ * its own. Prints "visible memory D ADDR" per device and "visible ok". */
+void visible_case(void)
+{
+    char name[64], bus[32];
+    CUcontext ctx[2];
+    unsigned long long mem[2], h = 0;
+    int n = 0, d = -1, v = 0, can = 0;
+    size_t free_b = 0, total = 0;
+
+    OK(cuDeviceGetCount(&n));
+    EXPECT(n == 2);
+    IS(cuDeviceGet(&d, 2), 101); /* CUDA_ERROR_INVALID_DEVICE: it has two */
+    OK(cuDeviceGetName(name, sizeof(name), 0));
+    EXPECT(!strcmp(name, "openmps fake GPU 2"));
+    OK(cuDeviceGetName(name, sizeof(name), 1));
+    EXPECT(!strcmp(name, "openmps fake GPU 0"));
+    IS(cuDeviceGetName(name, sizeof(name), 2), 101);
+    IS(cuDeviceGetAttribute(&v, 16, 2), 101);
+    OK(cuDeviceGetPCIBusId(bus, sizeof(bus), 0));
+    EXPECT(!strcmp(bus, "0000:12:00.0"));
+    OK(cuDeviceGetByPCIBusId(&d, "0000:10:00.0")); /* the server's device 0: its 1 */
+    EXPECT(d == 1);
+    IS(cuDeviceGetByPCIBusId(&d, "0000:11:00.0"), 101); /* a device it does not see */
+    OK(cuDeviceCanAccessPeer(&can, 0, 1));
+    EXPECT(can == 1);
+    /* its cap is on its device 0, the server's 2 */
+    OK(cuMemGetInfo_v2(&free_b, &total));
+    EXPECT(total == 64ull << 20);
+    OK(cuDeviceTotalMem_v2(&total, 1));
+    EXPECT(total == 16ull << 30);
+    for (int i = 0; i < 2; i++) {
+        int ord = -1;
+        OK(cuDevicePrimaryCtxRetain(&ctx[i], i));
+        OK(cuCtxSetCurrent(ctx[i]));
+        OK(cuMemAlloc_v2(&mem[i], 1 << 20));
+        OK(cuMemsetD32Async(mem[i], 7u + (unsigned)i, 256, NULL));
+        OK(cuCtxSynchronize());
+        OK(cuPointerGetAttribute(&ord, 9, mem[i])); /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
+        EXPECT(ord == i);
+        printf("visible memory %d %llu\n", i, mem[i]);
+    }
+    OK(cuCtxGetDevice(&d));
+    EXPECT(d == 1);
+    /* a physical allocation on its device 1 (the server's 0): its properties say 1 */
+    {
+        CUmemAllocationProp p = {.type = 1, .location = {1, 1}}, got;
+        memset(&got, 0, sizeof(got));
+        OK(cuMemCreate(&h, 2 << 20, &p, 0));
+        OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
+        EXPECT(got.location[0] == 1 && got.location[1] == 1);
+        OK(cuMemRelease(h));
+        p.location[1] = 2; /* a device it does not have */
+        IS(cuMemCreate(&h, 2 << 20, &p, 0), 1);
+    }
+    printf("visible ok\n");
+    fflush(stdout);
+}
+
+/* remote_driver novisible: CUDA_VISIBLE_DEVICES names none of the server's devices: cuInit and
+ * every later call answer CUDA_ERROR_NO_DEVICE, as for a process without devices; the driver's
+ * version is still answered (the runtime asks it first). */
+CUresult cuDriverGetVersion(int *);
+void novisible_case(void)
+{
+    int n = -1, v = 0;
+
+    OK(cuDriverGetVersion(&v));
+    EXPECT(v > 0);
+    IS(cuInit(0), 100);
+    IS(cuDeviceGetCount(&n), 100);
+    printf("novisible ok\n");
+    fflush(stdout);
 }

@@ -127,6 +127,8 @@ void share_case(void); /* remote_share.c */
 void priority_case(void);
 void partition_case(void);
 void devices_case(void); /* remote_devices.c */
+void visible_case(void);
+void novisible_case(void);
 
 static void setup(void)
 {
@@ -867,6 +869,10 @@ int main(int argc, char **argv)
     CUdeviceptr p;
     static unsigned char buf[8 << 20];
 
+    if (!strcmp(mode, "novisible")) { /* before setup: its cuInit fails */
+        novisible_case();
+        return 0;
+    }
     setup();
     if (!strcmp(mode, "roundtrip")) {
         roundtrip();
@@ -1043,6 +1049,8 @@ int main(int argc, char **argv)
         share_case();
     } else if (!strcmp(mode, "devices")) {
         devices_case();
+    } else if (!strcmp(mode, "visible")) {
+        visible_case();
     } else if (!strcmp(mode, "partition")) {
         partition_case();
     } else if (!strcmp(mode, "priority")) {

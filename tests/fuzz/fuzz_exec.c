@@ -34,6 +34,7 @@
 
 #include "../../src/common/gen/types.h"
 #include "../../src/common/log.h"
+#include "../../src/common/visible.h"
 #include "../../src/server/internal.h"
 #include "gen/kinds.h"
 #include "openmps/ops.h"
@@ -2650,6 +2651,7 @@ static struct session *session_new(void)
     s->sock = fuzz_sock;
     s->ring_fd = -1;
     s->send_fd_after = -1;
+    om_visible_all((uint32_t)om_server_ndevices(), &s->devmap); /* every device, in order */
     om_sched_stream_created(); /* its default stream, as the worker counts it at its start */
     return s;
 }

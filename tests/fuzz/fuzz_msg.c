@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     om_msg_text(&m, OM_CMD_MAX);
     om_decode_hello(m.payload, h.len, &hello);
     om_decode_welcome(m.payload, h.len, &w);
-    om_decode_adopt(m.payload, h.len, &a);
+    om_decode_adopt(m.payload, h.len, 2, &a);
     om_decode_srv_client(m.payload, h.len, &c);
     om_decode_srv_ready(m.payload, h.len, &r, devs, OM_MAX_DEVICES);
     om_decode_u32_pair(m.payload, h.len, &x, &y);

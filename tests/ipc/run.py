@@ -2626,6 +2626,51 @@ def remote_client_uses_every_device():
         e.close(ok)
 
 
+@test
+def client_visible_devices_pick_and_renumber():
+    """CUDA_VISIBLE_DEVICES on a client picks and orders a subset of its server's devices, as
+    the driver reads it (ordinals and UUID prefixes): with "2,GPU-f0f1" on a server of three it
+    sees two, the server's 2 then 0, and every ordinal it passes or gets back is its own (names,
+    bus ids, attributes, its memory cap "0=64M", pointer attributes, a physical allocation's
+    location); its memory is made on the server's devices 2 and 0, never 1; the daemon logs the
+    choice. A list that names no device ("", "7", "GPU-ff") leaves the client without devices:
+    cuInit and later calls answer CUDA_ERROR_NO_DEVICE, the daemon says why, and it serves the
+    next client."""
+    e = Env(start=False)
+    ok = False
+    try:
+        mlog = os.path.join(e.dir, "memory.log")
+        e.env.update({"FAKECUDA_DEVICES": "3", "FAKECUDA_VMM": "1", "FAKECUDA_MEMORY_LOG": mlog})
+        e.start()
+        env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
+                   CUDA_VISIBLE_DEVICES="2,GPU-f0f1", CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=64M")
+        p = subprocess.run([REMOTE_DRIVER, "visible"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        check(p.returncode == 0 and "visible ok" in p.stdout, "visible: %r %r"
+              % (p.stdout, p.stderr))
+        creates = [l.split() for l in open(mlog).read().splitlines() if l.startswith("vmmcreate")]
+        devs = {c[3] for c in creates}
+        check("2" in devs and "0" in devs and "1" not in devs,
+              "memory made on the server's devices 2 and 0 only: %r" % creates)
+        check("CUDA_VISIBLE_DEVICES=2,GPU-f0f1, 2 of 3 device(s)" in e.log("control.log"),
+              "the daemon logs the client's devices")
+        for spec in ("", "7", "GPU-ff", "-1,0"):
+            env["CUDA_VISIBLE_DEVICES"] = spec
+            p = subprocess.run([REMOTE_DRIVER, "novisible"], env=env, capture_output=True,
+                               text=True, timeout=120)
+            check(p.returncode == 0 and "novisible ok" in p.stdout, "novisible %r: %r %r"
+                  % (spec, p.stdout, p.stderr))
+        check("names none of the 3 device(s)" in e.log("control.log"), e.log("control.log"))
+        env["CUDA_VISIBLE_DEVICES"] = "1"  # the daemon still serves
+        del env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"]
+        p = subprocess.run([REMOTE_DRIVER, "image", "k"], env=env, capture_output=True,
+                           text=True, timeout=120)
+        check(p.returncode == 0 and "image ok" in p.stdout, "a client after them: %r" % p.stderr)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 # ------------------------------------------------------------------ memory family
 
 MEMORY_DRIVER = os.environ.get("OM_MEMORY_DRIVER", "build/tests/memory-driver")

@@ -75,6 +75,8 @@ REJECTED = [
     ("a parameter of another name", "cuEventQuery\tgen\tev:event",
      "parameter hEvent of cuEventQuery is annotated as ev"),
     ("an unknown kind", "cuEventQuery\tgen\thEvent:bogus", "unknown kind 'bogus'"),
+    ("a device answered in the server's numbering",
+     "cuDeviceGetByPCIBusId\tgen\tdev:out pciBusId:str", "dev: a device the driver answers"),
     ("an unknown handle kind", "cuEventDestroy_v2\tgen\thEvent:free.widget",
      "no handle kind 'widget'"),
     ("post with an output", "cuStreamGetPriority\tgen\thStream:stream.query priority:out\tpost",

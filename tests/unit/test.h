@@ -50,6 +50,8 @@
     X(msg_socket_roundtrip)                                                                        \
     X(msg_fd_passing)                                                                              \
     X(msg_answer_chunks)                                                                           \
+    X(visible_resolve)                                                                             \
+    X(visible_limits_and_map)                                                                      \
     X(ring_roundtrip)                                                                              \
     X(ring_wrap)                                                                                   \
     X(ring_full)                                                                                   \

@@ -8,20 +8,20 @@
 /* attribute, device: the driver's value, but the SM count is the client's share's (share.c). */
 CUresult om_x_cuDeviceGetAttribute(struct call *c)
 {
-    uint64_t attrib = om_get_u64(&c->in), dev = om_get_u64(&c->in);
-    int v = 0;
+    uint64_t attrib = om_get_u64(&c->in), cdev = om_get_u64(&c->in);
+    int v = 0, dev = om_dev_in(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     if (attrib > 1023)
         return CUDA_ERROR_INVALID_VALUE;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     rc = ((CUresult(*)(int *, int, CUdevice))REAL(cuDeviceGetAttribute))(&v, (int)attrib,
                                                                          (CUdevice)dev);
     if (rc == CUDA_SUCCESS && attrib == 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
-        unsigned sms = om_share_client_sms(c->s, (int)dev);
+        unsigned sms = om_share_client_sms(c->s, dev);
         if (sms && sms < (unsigned)v)
             v = (int)sms;
     }
@@ -32,7 +32,8 @@ CUresult om_x_cuDeviceGetAttribute(struct call *c)
 
 CUresult om_x_cuDeviceTotalMem_v2(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), zero = om_get_u64(&c->in), cap;
+    uint64_t cdev = om_get_u64(&c->in), zero = om_get_u64(&c->in), cap;
+    int dev = om_dev_in(c->s, cdev);
     size_t total = 0;
     CUresult rc = ARGS_OK(c);
 
@@ -40,12 +41,12 @@ CUresult om_x_cuDeviceTotalMem_v2(struct call *c)
         return rc;
     if (zero) /* the second argument of the client's two-argument call */
         return CUDA_ERROR_INVALID_VALUE;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     rc = ((CUresult(*)(size_t *, CUdevice))REAL(cuDeviceTotalMem_v2))(&total, (CUdevice)dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    cap = om_memcap_cap(c->s, (int)dev);
+    cap = om_memcap_cap(c->s, dev);
     om_put_u64(&c->out, cap && cap < total ? cap : total);
     return CUDA_SUCCESS;
 }

@@ -544,13 +544,14 @@ CUresult om_x_cuGraphLaunch(struct call *c)
 
 CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), attr = om_get_u64(&c->in);
+    uint64_t cdev = om_get_u64(&c->in), attr = om_get_u64(&c->in);
     uint64_t v = 0;
+    int dev = om_dev_in(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (attr > 3) /* used/reserved memory, current and high watermark: each a cuuint64_t */
         return CUDA_ERROR_INVALID_VALUE;
@@ -563,12 +564,13 @@ CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c)
 
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), attr = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    uint64_t cdev = om_get_u64(&c->in), attr = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    int dev = om_dev_in(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     /* Only the high watermarks may be set, and only to 0 (a reset). */
     if ((attr != 1 && attr != 3) || v != 0)
@@ -1604,23 +1606,25 @@ void om_graphmem_session_end(struct session *s)
     s->graphmem = NULL;
 }
 
-/* An allocation node's pool properties and access descriptors: device memory of one of the
- * server's devices, no shareable handle. */
-static CUresult check_alloc(CUDA_MEM_ALLOC_NODE_PARAMS *p)
+/* An allocation node's pool properties and access descriptors (descs: p's, ours to change):
+ * device memory of one of the client's devices, no shareable handle; its devices become the
+ * server's (devmap.c). */
+static CUresult check_alloc(struct session *s, CUDA_MEM_ALLOC_NODE_PARAMS *p,
+                            CUmemAccessDesc *descs)
 {
-    int ndev = om_server_ndevices();
-
     if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->poolProps.location.id < 0 ||
-        p->poolProps.location.id >= ndev || p->poolProps.win32SecurityAttributes ||
-        p->poolProps.handleTypes)
+        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        om_loc_in(s, &p->poolProps.location) != CUDA_SUCCESS ||
+        p->poolProps.win32SecurityAttributes || p->poolProps.handleTypes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (p->bytesize == 0 || p->bytesize > GRAPH_ALLOC_MAX || p->accessDescCount > (size_t)ndev)
+    if (p->bytesize == 0 || p->bytesize > GRAPH_ALLOC_MAX ||
+        p->accessDescCount > (size_t)s->devmap.count)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < p->accessDescCount; i++) {
-        const CUmemAccessDesc *d = &p->accessDescs[i];
-        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id < 0 ||
-            d->location.id >= ndev || (d->flags != 0 && d->flags != 1 && d->flags != 3))
+        CUmemAccessDesc *d = &descs[i];
+        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            om_loc_in(s, &d->location) != CUDA_SUCCESS ||
+            (d->flags != 0 && d->flags != 1 && d->flags != 3))
             return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -1656,7 +1660,7 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
     memcpy(descs, d, count * sizeof(*descs));
     p.accessDescs = count ? descs : NULL;
     p.accessDescCount = count;
-    if ((rc = check_alloc(&p)) == CUDA_SUCCESS)
+    if ((rc = check_alloc(c->s, &p, descs)) == CUDA_SUCCESS)
         rc = om_arg_handle(c, OM_H_GRAPH, g, false);
     if (rc == CUDA_SUCCESS)
         rc = om_own_room(c->s, OM_H_NODE);
@@ -1704,9 +1708,14 @@ CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c)
     if (p.accessDescCount > OM_MAX_DEVICES || (p.accessDescCount && !p.accessDescs))
         return CUDA_ERROR_NOT_SUPPORTED;
     p.poolProps.win32SecurityAttributes = NULL;
+    om_loc_out(c->s, &p.poolProps.location); /* the client's device ordinals */
     om_put_bytes(&c->out, &p.poolProps, sizeof(p.poolProps));
     om_put_u64(&c->out, p.accessDescCount);
-    om_put_bytes(&c->out, p.accessDescs, p.accessDescCount * sizeof(CUmemAccessDesc));
+    for (size_t i = 0; i < p.accessDescCount; i++) {
+        CUmemAccessDesc d = p.accessDescs[i];
+        om_loc_out(c->s, &d.location);
+        om_put_bytes(&c->out, &d, sizeof(d));
+    }
     om_put_u64(&c->out, p.bytesize);
     om_put_u64(&c->out, p.dptr);
     return CUDA_SUCCESS;

@@ -125,18 +125,19 @@ static CUresult res_get(struct call *c, const void *bytes, struct om_CUdevResour
 /* dev, type */
 CUresult om_x_cuDeviceGetDevResource(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), type = om_get_u64(&c->in);
+    uint64_t cdev = om_get_u64(&c->in), type = om_get_u64(&c->in);
+    int dev = om_dev_in(c->s, cdev);
     struct om_CUdevResource real;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (type != CU_DEV_RESOURCE_TYPE_SM)
         return CUDA_ERROR_INVALID_RESOURCE_TYPE;
     memset(&real, 0, sizeof(real));
-    if ((rc = client_sm_resource(c->s, (int)dev, &real)) != CUDA_SUCCESS)
+    if ((rc = client_sm_resource(c->s, dev, &real)) != CUDA_SUCCESS)
         return rc;
     return res_put(c, &real);
 }
@@ -238,7 +239,8 @@ static CUresult green_destroy(uint64_t h)
 /* descriptor, device, flags. Answers the green context. */
 CUresult om_x_cuGreenCtxCreate(struct call *c)
 {
-    uint64_t desc = om_get_u64(&c->in), dev = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    uint64_t desc = om_get_u64(&c->in), cdev = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    int dev = om_dev_in(c->s, cdev);
     struct om_green *g;
     CUgreenCtx h = NULL;
     CUresult rc = ARGS_OK(c);
@@ -247,7 +249,7 @@ CUresult om_x_cuGreenCtxCreate(struct call *c)
         return rc;
     if ((rc = om_arg_handle(c, OM_H_DEVRESDESC, desc, false)) != CUDA_SUCCESS)
         return rc;
-    if (dev >= (uint64_t)om_server_ndevices())
+    if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (flags != CU_GREEN_CTX_DEFAULT_STREAM) /* the one flag, required */
         return CUDA_ERROR_INVALID_VALUE;

@@ -30,19 +30,19 @@ static void destroy_pool(uint64_t pool)
     ((CUresult(*)(CUmemoryPool))REAL(cuMemPoolDestroy))((CUmemoryPool)(uintptr_t)pool);
 }
 
-/* The client's default pool, made at its first use (not counted against its handle budget:
- * every client has exactly one). */
-static CUresult default_pool(struct session *s, uint64_t *ret)
+/* The client's default pool of (server) device dev, made at its first use (not counted
+ * against its handle budget: every client has one per device it allocates on). */
+static CUresult default_pool(struct session *s, int dev, uint64_t *ret)
 {
     CUmemPoolProps props;
     uint64_t pool = 0;
     CUresult rc;
 
-    if (!s->pool_default) {
+    if (!s->pool_default[dev]) {
         memset(&props, 0, sizeof(props));
         props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
         props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        props.location.id = 0;
+        props.location.id = dev;
         rc = make_pool(&props, &pool);
         if (rc != CUDA_SUCCESS)
             return rc;
@@ -50,30 +50,30 @@ static CUresult default_pool(struct session *s, uint64_t *ret)
             destroy_pool(pool);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        s->pool_default = pool;
-        if (!s->pool_current)
-            s->pool_current = pool;
+        s->pool_default[dev] = pool;
+        if (!s->pool_current[dev])
+            s->pool_current[dev] = pool;
     }
-    *ret = s->pool_default;
+    *ret = s->pool_default[dev];
     return CUDA_SUCCESS;
 }
 
-static CUresult arg_dev(struct session *s, uint64_t dev)
+/* The server's ordinal of the client's device cdev (devmap.c), or -1. */
+static int arg_dev(struct session *s, uint64_t cdev)
 {
-    (void)s;
-    return (int64_t)dev < 0 || (int64_t)dev >= om_server_ndevices() ? CUDA_ERROR_INVALID_DEVICE
-                                                                    : CUDA_SUCCESS;
+    return om_dev_in(s, cdev);
 }
 
 CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), pool = 0;
+    uint64_t cdev = om_get_u64(&c->in), pool = 0;
+    int dev = arg_dev(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
+    if (rc == CUDA_SUCCESS && dev < 0)
+        rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
-        rc = arg_dev(c->s, dev);
-    if (rc == CUDA_SUCCESS)
-        rc = default_pool(c->s, &pool);
+        rc = default_pool(c->s, dev, &pool);
     if (rc == CUDA_SUCCESS)
         om_put_u64(&c->out, pool);
     return rc;
@@ -81,31 +81,33 @@ CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c)
 
 CUresult om_x_cuDeviceGetMemPool(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), pool = 0;
+    uint64_t cdev = om_get_u64(&c->in), pool = 0;
+    int dev = arg_dev(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
+    if (rc == CUDA_SUCCESS && dev < 0)
+        rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
-        rc = arg_dev(c->s, dev);
+        rc = default_pool(c->s, dev, &pool);
     if (rc == CUDA_SUCCESS)
-        rc = default_pool(c->s, &pool);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, c->s->pool_current);
+        om_put_u64(&c->out, c->s->pool_current[dev]);
     return rc;
 }
 
 CUresult om_x_cuDeviceSetMemPool(struct call *c)
 {
-    uint64_t dev = om_get_u64(&c->in), pool = om_get_u64(&c->in), def = 0;
+    uint64_t cdev = om_get_u64(&c->in), pool = om_get_u64(&c->in), def = 0;
+    int dev = arg_dev(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
-    if (rc == CUDA_SUCCESS)
-        rc = arg_dev(c->s, dev);
+    if (rc == CUDA_SUCCESS && dev < 0)
+        rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
         rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
+    if (rc == CUDA_SUCCESS) /* so that destroying `pool` later falls back to it */
+        rc = default_pool(c->s, dev, &def);
     if (rc == CUDA_SUCCESS)
-        rc = default_pool(c->s, &def); /* so that destroying `pool` later falls back to it */
-    if (rc == CUDA_SUCCESS)
-        c->s->pool_current = pool;
+        c->s->pool_current[dev] = pool;
     return rc;
 }
 
@@ -123,8 +125,7 @@ CUresult om_x_cuMemPoolCreate(struct call *c)
     memcpy(&props, in, sizeof(props));
     if (props.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         props.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        arg_dev(c->s, (uint64_t)(int64_t)props.location.id) != CUDA_SUCCESS ||
-        props.win32SecurityAttributes)
+        om_loc_in(c->s, &props.location) != CUDA_SUCCESS || props.win32SecurityAttributes)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = om_shareable_types((uint32_t)props.handleTypes)) != CUDA_SUCCESS)
         return rc; /* a descriptor or a fabric handle (api/shareable.c), not Win32 */
@@ -147,13 +148,15 @@ CUresult om_x_cuMemPoolDestroy(struct call *c)
         rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (pool == c->s->pool_default) /* the driver refuses to destroy a device's default pool */
-        return CUDA_ERROR_INVALID_VALUE;
+    for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
+        if (pool == c->s->pool_default[d]) /* the driver refuses to destroy a default pool */
+            return CUDA_ERROR_INVALID_VALUE;
     /* Allocations still out of it stay valid (the driver releases the pool after them). */
     destroy_pool(pool);
     om_own_drop(c->s, OM_H_MEMPOOL, pool);
-    if (c->s->pool_current == pool)
-        c->s->pool_current = c->s->pool_default;
+    for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
+        if (c->s->pool_current[d] == pool)
+            c->s->pool_current[d] = c->s->pool_default[d];
     return CUDA_SUCCESS;
 }
 
@@ -246,9 +249,9 @@ CUresult om_x_cuMemAllocAsync(struct call *c)
     uint64_t bytes = om_get_u64(&c->in), h = om_get_u64(&c->in), pool = 0;
     CUresult rc = ARGS_OK(c);
 
-    if (rc == CUDA_SUCCESS)
-        rc = default_pool(c->s, &pool);
-    return rc == CUDA_SUCCESS ? alloc_from(c, bytes, c->s->pool_current, h) : rc;
+    if (rc == CUDA_SUCCESS) /* the current device's current pool */
+        rc = default_pool(c->s, c->s->dev, &pool);
+    return rc == CUDA_SUCCESS ? alloc_from(c, bytes, c->s->pool_current[c->s->dev], h) : rc;
 }
 
 CUresult om_x_cuMemAllocFromPoolAsync(struct call *c)
@@ -336,7 +339,8 @@ void om_mempool_session_end(struct session *s)
     if (st)
         ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
     /* The pools themselves go with the kinds of api/handles.tsv (own.c). */
-    s->pool_default = s->pool_current = 0;
+    memset(s->pool_default, 0, sizeof(s->pool_default));
+    memset(s->pool_current, 0, sizeof(s->pool_current));
 }
 
 /* Custom only because the generated decoder of an `in` struct parameter does not compile
@@ -356,6 +360,8 @@ CUresult om_x_cuMemPoolGetAccess(struct call *c)
     if (!in)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&loc, in, sizeof(loc));
+    if ((rc = om_loc_in(c->s, &loc)) != CUDA_SUCCESS) /* the client's device: the server's */
+        return rc;
     memset(&flags, 0, sizeof(flags));
     rc = ((CUresult(*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))REAL(
         cuMemPoolGetAccess))(&flags, (CUmemoryPool)(uintptr_t)pool, &loc);

@@ -260,13 +260,13 @@ static CUresult owned_kernel(struct call *c, uint64_t h)
 
 CUresult om_x_cuFuncGetAttribute(struct call *c)
 {
-    uint64_t attrib = om_get_u64(&c->in), k = om_get_u64(&c->in), dev = om_get_u64(&c->in);
-    int v = 0;
+    uint64_t attrib = om_get_u64(&c->in), k = om_get_u64(&c->in), cdev = om_get_u64(&c->in);
+    int v = 0, dev = om_dev_in(c->s, cdev);
     CUresult rc = ARGS_OK(c);
 
     if (rc == CUDA_SUCCESS)
         rc = owned_kernel(c, k);
-    if (rc == CUDA_SUCCESS && dev >= (uint64_t)om_server_ndevices())
+    if (rc == CUDA_SUCCESS && dev < 0)
         rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(int *, int, CUkernel, CUdevice))REAL(cuKernelGetAttribute))(
@@ -301,10 +301,11 @@ CUresult om_x_cuFuncSetAttribute(struct call *c)
         return rc;
     if ((attrib == ATTR_MAX_DYNAMIC_SHARED || attrib == ATTR_NON_PORTABLE_CLUSTER) &&
         (int64_t)v >= 0 && (int64_t)v <= INT32_MAX &&
-        get(&now, (int)attrib, (CUkernel)(uintptr_t)k, 0) == CUDA_SUCCESS && now >= (int)v)
+        get(&now, (int)attrib, (CUkernel)(uintptr_t)k, c->s->dev) == CUDA_SUCCESS && now >= (int)v)
         return CUDA_SUCCESS; /* already allowed: lowering it would refuse others' launches */
+    /* on the device the client's calls run on now, where its launches of it will go */
     return ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
-        (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, 0);
+        (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, c->s->dev);
 }
 
 /* ------------------------------------------------------------------ occupancy of clusters */

@@ -15,18 +15,19 @@
 
 #define VMM_MAX_BYTES (1ull << 46)
 
-/* An allocation's properties the server offers: pinned device memory of one of its devices,
- * shareable as a POSIX file descriptor or a fabric handle (api/shareable.c), not Win32. */
-static CUresult check_prop(const CUmemAllocationProp *p)
+/* An allocation's properties the server offers: pinned device memory of one of the client's
+ * devices (made the server's ordinal, in place), shareable as a POSIX file descriptor or a
+ * fabric handle (api/shareable.c), not Win32. */
+static CUresult check_prop(struct session *s, CUmemAllocationProp *p)
 {
     if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        p->location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->location.id < 0 ||
-        p->location.id >= om_server_ndevices() || p->win32HandleMetaData)
+        p->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        om_loc_in(s, &p->location) != CUDA_SUCCESS || p->win32HandleMetaData)
         return CUDA_ERROR_INVALID_VALUE;
     return om_shareable_types((uint32_t)p->requestedHandleTypes);
 }
 
-static const CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *p)
+static CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *p)
 {
     const void *b = om_get_bytes(&c->in, sizeof(*p));
 
@@ -39,7 +40,7 @@ static const CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *
 CUresult om_x_cuMemGetAllocationGranularity(struct call *c)
 {
     CUmemAllocationProp prop;
-    const CUmemAllocationProp *p = get_prop(c, &prop);
+    CUmemAllocationProp *p = get_prop(c, &prop);
     uint64_t option = om_get_u64(&c->in);
     size_t g = 0;
     CUresult rc = ARGS_OK(c);
@@ -48,7 +49,7 @@ CUresult om_x_cuMemGetAllocationGranularity(struct call *c)
         return rc;
     if (!p || option > 1) /* MINIMUM 0, RECOMMENDED 1 */
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_prop(p)) != CUDA_SUCCESS)
+    if ((rc = check_prop(c->s, p)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(size_t *, const CUmemAllocationProp *, int))REAL(
         cuMemGetAllocationGranularity))(&g, p, (int)option);
@@ -57,7 +58,8 @@ CUresult om_x_cuMemGetAllocationGranularity(struct call *c)
     return rc;
 }
 
-/* The device a physical allocation is made on (its cap counts it there). */
+/* The device a physical allocation is made on (its cap counts it there): the server's ordinal,
+ * after check_prop. */
 static int prop_device(const struct session *s, const CUmemAllocationProp *p)
 {
     return p->location.type == CU_MEM_LOCATION_TYPE_DEVICE && p->location.id >= 0 &&
@@ -70,7 +72,7 @@ CUresult om_x_cuMemCreate(struct call *c)
 {
     uint64_t size = om_get_u64(&c->in);
     CUmemAllocationProp prop;
-    const CUmemAllocationProp *p = get_prop(c, &prop);
+    CUmemAllocationProp *p = get_prop(c, &prop);
     uint64_t flags = om_get_u64(&c->in);
     CUmemGenericAllocationHandle h = 0;
     CUresult rc = ARGS_OK(c);
@@ -79,7 +81,7 @@ CUresult om_x_cuMemCreate(struct call *c)
         return rc;
     if (!p || flags || size == 0 || size > VMM_MAX_BYTES)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_prop(p)) != CUDA_SUCCESS)
+    if ((rc = check_prop(c->s, p)) != CUDA_SUCCESS)
         return rc;
     if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS ||
         (rc = om_memcap_check(c->s, prop_device(c->s, p), size)) != CUDA_SUCCESS)
@@ -240,6 +242,8 @@ CUresult om_x_cuMemGetAccess(struct call *c)
     if (!b || !om_arg_range(c, ptr, 1))
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&loc, b, sizeof(loc));
+    if ((rc = om_loc_in(c->s, &loc)) != CUDA_SUCCESS) /* the client's device: the server's */
+        return rc;
     rc = ((CUresult(*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))REAL(
         cuMemGetAccess))(&flags, &loc, ptr);
     if (rc == CUDA_SUCCESS)
@@ -358,10 +362,10 @@ CUresult om_x_cuMemSetAccess(struct call *c)
     if (count == 0 || count > ACCESS_DESC_MAX || !b || !mapped_by(c->s, ptr, size))
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(desc, b, (size_t)count * sizeof(CUmemAccessDesc));
-    for (uint64_t i = 0; i < count; i++)
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
-            desc[i].location.id >= om_server_ndevices())
-            return CUDA_ERROR_INVALID_VALUE; /* host access would be the server's process */
+    for (uint64_t i = 0; i < count; i++) /* host access would be the server's process */
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            om_loc_in(c->s, &desc[i].location) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_VALUE;
     return ((CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))REAL(
         cuMemSetAccess))(ptr, (size_t)size, desc, (size_t)count);
 }

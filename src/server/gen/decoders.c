@@ -119,6 +119,7 @@ static CUresult x_cuArrayGetMemoryRequirements(struct call *c)
     uint64_t a_array = om_get_u64(&c->in);
     uint64_t a_device = om_get_u64(&c->in);
     CUDA_ARRAY_MEMORY_REQUIREMENTS o_memoryRequirements;
+    int d_device = om_dev_in(c->s, a_device);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -126,9 +127,9 @@ static CUresult x_cuArrayGetMemoryRequirements(struct call *c)
     memset(&o_memoryRequirements, 0, sizeof(o_memoryRequirements));
     if ((rc = om_arg_handle(c, OM_H_ARRAY, a_array, false)) != CUDA_SUCCESS)
         return rc;
-    if (a_device >= (uint64_t)om_server_ndevices())
+    if (d_device < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUarray, CUdevice))REAL(cuArrayGetMemoryRequirements))(&o_memoryRequirements, (CUarray)(uintptr_t)a_array, (CUdevice)a_device);
+    rc = ((CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUarray, CUdevice))REAL(cuArrayGetMemoryRequirements))(&o_memoryRequirements, (CUarray)(uintptr_t)a_array, (CUdevice)d_device);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_memoryRequirements, sizeof(o_memoryRequirements));
     }
@@ -183,6 +184,7 @@ static CUresult x_cuMipmappedArrayGetMemoryRequirements(struct call *c)
     uint64_t a_mipmap = om_get_u64(&c->in);
     uint64_t a_device = om_get_u64(&c->in);
     CUDA_ARRAY_MEMORY_REQUIREMENTS o_memoryRequirements;
+    int d_device = om_dev_in(c->s, a_device);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -190,9 +192,9 @@ static CUresult x_cuMipmappedArrayGetMemoryRequirements(struct call *c)
     memset(&o_memoryRequirements, 0, sizeof(o_memoryRequirements));
     if ((rc = om_arg_handle(c, OM_H_MIPMAPPED_ARRAY, a_mipmap, false)) != CUDA_SUCCESS)
         return rc;
-    if (a_device >= (uint64_t)om_server_ndevices())
+    if (d_device < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUmipmappedArray, CUdevice))REAL(cuMipmappedArrayGetMemoryRequirements))(&o_memoryRequirements, (CUmipmappedArray)(uintptr_t)a_mipmap, (CUdevice)a_device);
+    rc = ((CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUmipmappedArray, CUdevice))REAL(cuMipmappedArrayGetMemoryRequirements))(&o_memoryRequirements, (CUmipmappedArray)(uintptr_t)a_mipmap, (CUdevice)d_device);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_memoryRequirements, sizeof(o_memoryRequirements));
     }
@@ -377,14 +379,15 @@ static CUresult x_cuDeviceGetName(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     uint8_t o_name[256];
     uint64_t n_name = (uint64_t)(a_len) < 256 ? (uint64_t)(a_len) : 256;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(o_name, 0, sizeof(o_name));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(char *, int, CUdevice))REAL(cuDeviceGetName))((char *)o_name, (int)n_name, (CUdevice)a_dev);
+    rc = ((CUresult (*)(char *, int, CUdevice))REAL(cuDeviceGetName))((char *)o_name, (int)n_name, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, o_name, (size_t)n_name);
     }
@@ -397,14 +400,15 @@ static CUresult x_cuDeviceGetPCIBusId(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     uint8_t o_pciBusId[64];
     uint64_t n_pciBusId = (uint64_t)(a_len) < 64 ? (uint64_t)(a_len) : 64;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(o_pciBusId, 0, sizeof(o_pciBusId));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(char *, int, CUdevice))REAL(cuDeviceGetPCIBusId))((char *)o_pciBusId, (int)n_pciBusId, (CUdevice)a_dev);
+    rc = ((CUresult (*)(char *, int, CUdevice))REAL(cuDeviceGetPCIBusId))((char *)o_pciBusId, (int)n_pciBusId, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, o_pciBusId, (size_t)n_pciBusId);
     }
@@ -415,14 +419,15 @@ static CUresult x_cuDeviceGetUuid_v2(struct call *c)
 {
     uint64_t a_dev = om_get_u64(&c->in);
     CUuuid o_uuid;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(&o_uuid, 0, sizeof(o_uuid));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(CUuuid *, CUdevice))REAL(cuDeviceGetUuid_v2))(&o_uuid, (CUdevice)a_dev);
+    rc = ((CUresult (*)(CUuuid *, CUdevice))REAL(cuDeviceGetUuid_v2))(&o_uuid, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_uuid, sizeof(o_uuid));
     }
@@ -434,16 +439,18 @@ static CUresult x_cuDeviceCanAccessPeer(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     uint64_t a_peerDev = om_get_u64(&c->in);
     int o_canAccessPeer;
+    int d_dev = om_dev_in(c->s, a_dev);
+    int d_peerDev = om_dev_in(c->s, a_peerDev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(&o_canAccessPeer, 0, sizeof(o_canAccessPeer));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (a_peerDev >= (uint64_t)om_server_ndevices())
+    if (d_peerDev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(int *, CUdevice, CUdevice))REAL(cuDeviceCanAccessPeer))(&o_canAccessPeer, (CUdevice)a_dev, (CUdevice)a_peerDev);
+    rc = ((CUresult (*)(int *, CUdevice, CUdevice))REAL(cuDeviceCanAccessPeer))(&o_canAccessPeer, (CUdevice)d_dev, (CUdevice)d_peerDev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_canAccessPeer, sizeof(o_canAccessPeer));
     }
@@ -455,15 +462,16 @@ static CUresult x_cuDeviceComputeCapability(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     int o_major;
     int o_minor;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(&o_major, 0, sizeof(o_major));
     memset(&o_minor, 0, sizeof(o_minor));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(int *, int *, CUdevice))REAL(cuDeviceComputeCapability))(&o_major, &o_minor, (CUdevice)a_dev);
+    rc = ((CUresult (*)(int *, int *, CUdevice))REAL(cuDeviceComputeCapability))(&o_major, &o_minor, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_major, sizeof(o_major));
         om_put_bytes(&c->out, &o_minor, sizeof(o_minor));
@@ -488,6 +496,9 @@ static CUresult x_cuDeviceGetByPCIBusId(struct call *c)
     v_pciBusId[a_pciBusId] = '\0';
     rc = ((CUresult (*)(CUdevice *, const char *))REAL(cuDeviceGetByPCIBusId))(&o_dev, v_pciBusId);
     if (rc == CUDA_SUCCESS) {
+        rc = om_answer_dev(c, &o_dev);
+    }
+    if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_dev, sizeof(o_dev));
     }
     return rc;
@@ -498,6 +509,7 @@ static CUresult x_cuDeviceGetExecAffinitySupport(struct call *c)
     uint64_t a_type = om_get_u64(&c->in);
     uint64_t a_dev = om_get_u64(&c->in);
     int o_pi;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -505,9 +517,9 @@ static CUresult x_cuDeviceGetExecAffinitySupport(struct call *c)
     memset(&o_pi, 0, sizeof(o_pi));
     if ((int64_t)a_type < 0 || (int64_t)a_type > 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(int *, CUexecAffinityType, CUdevice))REAL(cuDeviceGetExecAffinitySupport))(&o_pi, (CUexecAffinityType)a_type, (CUdevice)a_dev);
+    rc = ((CUresult (*)(int *, CUexecAffinityType, CUdevice))REAL(cuDeviceGetExecAffinitySupport))(&o_pi, (CUexecAffinityType)a_type, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_pi, sizeof(o_pi));
     }
@@ -520,15 +532,16 @@ static CUresult x_cuDeviceGetLuid(struct call *c)
     uint8_t o_luid[8];
     uint64_t n_luid = (uint64_t)(8) < 8 ? (uint64_t)(8) : 8;
     unsigned int o_deviceNodeMask;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(o_luid, 0, sizeof(o_luid));
     memset(&o_deviceNodeMask, 0, sizeof(o_deviceNodeMask));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(char *, unsigned int *, CUdevice))REAL(cuDeviceGetLuid))((char *)o_luid, &o_deviceNodeMask, (CUdevice)a_dev);
+    rc = ((CUresult (*)(char *, unsigned int *, CUdevice))REAL(cuDeviceGetLuid))((char *)o_luid, &o_deviceNodeMask, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, o_luid, (size_t)n_luid);
         om_put_bytes(&c->out, &o_deviceNodeMask, sizeof(o_deviceNodeMask));
@@ -542,6 +555,8 @@ static CUresult x_cuDeviceGetP2PAttribute(struct call *c)
     uint64_t a_srcDevice = om_get_u64(&c->in);
     uint64_t a_dstDevice = om_get_u64(&c->in);
     int o_value;
+    int d_srcDevice = om_dev_in(c->s, a_srcDevice);
+    int d_dstDevice = om_dev_in(c->s, a_dstDevice);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -549,11 +564,11 @@ static CUresult x_cuDeviceGetP2PAttribute(struct call *c)
     memset(&o_value, 0, sizeof(o_value));
     if ((int64_t)a_attrib < 1 || (int64_t)a_attrib > 5)
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_srcDevice >= (uint64_t)om_server_ndevices())
+    if (d_srcDevice < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (a_dstDevice >= (uint64_t)om_server_ndevices())
+    if (d_dstDevice < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(int *, CUdevice_P2PAttribute, CUdevice, CUdevice))REAL(cuDeviceGetP2PAttribute))(&o_value, (CUdevice_P2PAttribute)a_attrib, (CUdevice)a_srcDevice, (CUdevice)a_dstDevice);
+    rc = ((CUresult (*)(int *, CUdevice_P2PAttribute, CUdevice, CUdevice))REAL(cuDeviceGetP2PAttribute))(&o_value, (CUdevice_P2PAttribute)a_attrib, (CUdevice)d_srcDevice, (CUdevice)d_dstDevice);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_value, sizeof(o_value));
     }
@@ -564,14 +579,15 @@ static CUresult x_cuDeviceGetProperties(struct call *c)
 {
     uint64_t a_dev = om_get_u64(&c->in);
     CUdevprop o_prop;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(&o_prop, 0, sizeof(o_prop));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(CUdevprop *, CUdevice))REAL(cuDeviceGetProperties))(&o_prop, (CUdevice)a_dev);
+    rc = ((CUresult (*)(CUdevprop *, CUdevice))REAL(cuDeviceGetProperties))(&o_prop, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
     }
@@ -584,6 +600,7 @@ static CUresult x_cuDeviceGetTexture1DLinearMaxWidth(struct call *c)
     uint64_t a_numChannels = om_get_u64(&c->in);
     uint64_t a_dev = om_get_u64(&c->in);
     size_t o_maxWidthInElements;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -593,9 +610,9 @@ static CUresult x_cuDeviceGetTexture1DLinearMaxWidth(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     if ((int64_t)a_numChannels < 1 || (int64_t)a_numChannels > 4)
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(size_t *, CUarray_format, unsigned, CUdevice))REAL(cuDeviceGetTexture1DLinearMaxWidth))(&o_maxWidthInElements, (CUarray_format)a_format, (unsigned)a_numChannels, (CUdevice)a_dev);
+    rc = ((CUresult (*)(size_t *, CUarray_format, unsigned, CUdevice))REAL(cuDeviceGetTexture1DLinearMaxWidth))(&o_maxWidthInElements, (CUarray_format)a_format, (unsigned)a_numChannels, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_maxWidthInElements, sizeof(o_maxWidthInElements));
     }
@@ -752,13 +769,14 @@ static CUresult x_cuDestroyExternalSemaphore(struct call *c)
 static CUresult x_cuDeviceGraphMemTrim(struct call *c)
 {
     uint64_t a_device = om_get_u64(&c->in);
+    int d_device = om_dev_in(c->s, a_device);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (a_device >= (uint64_t)om_server_ndevices())
+    if (d_device < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(CUdevice))REAL(cuDeviceGraphMemTrim))((CUdevice)a_device);
+    rc = ((CUresult (*)(CUdevice))REAL(cuDeviceGraphMemTrim))((CUdevice)d_device);
     return rc;
 }
 
@@ -1761,6 +1779,7 @@ static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     unsigned int *o_capabilities = NULL;
     CUatomicOperation *v_operations = NULL;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -1769,7 +1788,7 @@ static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     if (a_operations > 16 || (a_operations && !b_operations) || a_operations != (uint64_t)(a_count))
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (!(o_capabilities = calloc((size_t)(a_count) ? (size_t)(a_count) : 1, sizeof(unsigned int)))) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1781,7 +1800,7 @@ static CUresult x_cuDeviceGetHostAtomicCapabilities(struct call *c)
     }
     if (a_operations)
         memcpy(v_operations, b_operations, (size_t)a_operations * sizeof(CUatomicOperation));
-    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice))REAL(cuDeviceGetHostAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)a_dev);
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice))REAL(cuDeviceGetHostAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         if (o_capabilities)
             om_put_bytes(&c->out, o_capabilities, (size_t)(a_count) * sizeof(unsigned int));
@@ -1801,6 +1820,8 @@ static CUresult x_cuDeviceGetP2PAtomicCapabilities(struct call *c)
     uint64_t a_dstDevice = om_get_u64(&c->in);
     unsigned int *o_capabilities = NULL;
     CUatomicOperation *v_operations = NULL;
+    int d_srcDevice = om_dev_in(c->s, a_srcDevice);
+    int d_dstDevice = om_dev_in(c->s, a_dstDevice);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -1809,9 +1830,9 @@ static CUresult x_cuDeviceGetP2PAtomicCapabilities(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     if (a_operations > 16 || (a_operations && !b_operations) || a_operations != (uint64_t)(a_count))
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_srcDevice >= (uint64_t)om_server_ndevices())
+    if (d_srcDevice < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (a_dstDevice >= (uint64_t)om_server_ndevices())
+    if (d_dstDevice < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (!(o_capabilities = calloc((size_t)(a_count) ? (size_t)(a_count) : 1, sizeof(unsigned int)))) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1823,7 +1844,7 @@ static CUresult x_cuDeviceGetP2PAtomicCapabilities(struct call *c)
     }
     if (a_operations)
         memcpy(v_operations, b_operations, (size_t)a_operations * sizeof(CUatomicOperation));
-    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice, CUdevice))REAL(cuDeviceGetP2PAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)a_srcDevice, (CUdevice)a_dstDevice);
+    rc = ((CUresult (*)(unsigned int *, const CUatomicOperation *, unsigned int, CUdevice, CUdevice))REAL(cuDeviceGetP2PAtomicCapabilities))(o_capabilities, v_operations, (unsigned int)a_count, (CUdevice)d_srcDevice, (CUdevice)d_dstDevice);
     if (rc == CUDA_SUCCESS) {
         if (o_capabilities)
             om_put_bytes(&c->out, o_capabilities, (size_t)(a_count) * sizeof(unsigned int));
@@ -1874,6 +1895,8 @@ static CUresult x_cuMemPoolSetAccess(struct call *c)
     }
     if (a_map)
         memcpy(v_map, b_map, (size_t)a_map * sizeof(CUmemAccessDesc));
+    if ((rc = om_check_access(c, v_map, (size_t)a_map)) != CUDA_SUCCESS)
+        goto out;
     rc = ((CUresult (*)(CUmemoryPool, const CUmemAccessDesc *, size_t))REAL(cuMemPoolSetAccess))((CUmemoryPool)(uintptr_t)a_pool, v_map, (size_t)a_count);
 out:
     free(v_map);
@@ -1906,6 +1929,9 @@ static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
     if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))REAL(cuMemGetAllocationPropertiesFromHandle))(&o_prop, (CUmemGenericAllocationHandle)a_handle);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_allocprop(c, &o_prop);
+    }
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
     }

@@ -8,6 +8,11 @@
 //                        DEV BLOCKS_PER_S"
 //   multi spin DEV MS    one one-thread kernel of about MS ms on device DEV (B1's kernel):
 //                        "spin DEV MS_TAKEN"
+//   multi visible        what CUDA_VISIBLE_DEVICES lets the program see: the device count (or
+//                        the runtime's error), each device's name, UUID and PCI bus, and on
+//                        each a kernel's result checked with the device a pointer says; the
+//                        same lines natively and under openmps for the same variable
+//   multi uuid DEV       the UUID of device DEV as CUDA_VISIBLE_DEVICES takes it
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,14 +152,65 @@ static int spin(int dev, double ms)
     return 0;
 }
 
+static void uuid_text(const cudaUUID_t &u, char *buf)
+{
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    sprintf(buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+            b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+            b[15]);
+}
+
+static int visible()
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        printf("count error %s\n", cudaGetErrorName(e));
+        return 0;
+    }
+    printf("count %d\n", n);
+    for (int d = 0; d < n; d++) {
+        cudaDeviceProp p;
+        char uuid[64];
+        CK(cudaGetDeviceProperties(&p, d));
+        uuid_text(p.uuid, uuid);
+        CK(cudaSetDevice(d));
+        float *m, back[4];
+        cudaPointerAttributes a;
+        CK(cudaMalloc(&m, 1024 * sizeof(float)));
+        fill<<<4, 256>>>(m, 1024, (float)d);
+        CK(cudaMemcpy(back, m + 1020, sizeof(back), cudaMemcpyDeviceToHost));
+        CK(cudaPointerGetAttributes(&a, m));
+        printf("device %d %s %s bus %04x:%02x:%02x kernel %s pointer on %d\n", d, p.name, uuid,
+               p.pciDomainID, p.pciBusID, p.pciDeviceID,
+               back[3] == (float)d + 1023 % 1000 * 0.5f ? "ok" : "WRONG", a.device);
+        CK(cudaFree(m));
+    }
+    return 0;
+}
+
+static int uuid_of(int dev)
+{
+    cudaDeviceProp p;
+    char uuid[64];
+    CK(cudaGetDeviceProperties(&p, dev));
+    uuid_text(p.uuid, uuid);
+    printf("%s\n", uuid);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "visible"))
+        return visible();
+    if (argc > 2 && !strcmp(argv[1], "uuid"))
+        return uuid_of(atoi(argv[2]));
     if (argc > 1 && !strcmp(argv[1], "peer"))
         return peer();
     if (argc > 3 && !strcmp(argv[1], "rate"))
         return rate(atoi(argv[2]), atof(argv[3]));
     if (argc > 3 && !strcmp(argv[1], "spin"))
         return spin(atoi(argv[2]), atof(argv[3]));
-    fprintf(stderr, "usage: multi peer | rate DEV SECS | spin DEV MS\n");
+    fprintf(stderr, "usage: multi peer | rate DEV SECS | spin DEV MS | visible | uuid DEV\n");
     return 2;
 }

@@ -9,6 +9,11 @@
 #           they run, get_device_client_list shows each under its device
 #   b1:     B1 per GPU: 16 copies of a 500 ms one-thread kernel on each device at once; the
 #           slowest at most 1.15 x one copy alone
+#   visible: CUDA_VISIBLE_DEVICES on a client (the daemon has none, so the server's ordinals
+#           are the machine's): for each of several values (ordinals, UUID prefixes in both
+#           cases, repeats, spaces, an entry past the devices, empty) the program prints the
+#           same lines under openmps as natively; a client with CUDA_VISIBLE_DEVICES=1 working on
+#           its device 0 is listed under the server's device 1 only
 # Usage: tests/gpu/multi/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -85,6 +90,38 @@ if [ "$count" -eq 32 ] && awk -v a="$alone" -v w="$worst" 'BEGIN { exit !(a > 0 
     pass "b1: 32 copies over two devices, slowest $worst ms against $alone alone"
 else
     fail "b1: $count copies, slowest $worst ms against $alone alone"
+fi
+# visible
+u1=$(env CUDA_MPS_PIPE_DIRECTORY=/nonexistent "$M" uuid 1 | cut -c1-12)
+U1=$(echo "$u1" | sed 's/^GPU-//' | tr 'a-f' 'A-F')
+vfail=0
+for spec in 1 1,0 0,1 "$u1" "GPU-$U1" 0,0 "1, 0" " 1" "0,5,1" 5 "" -1; do
+    env CUDA_MPS_PIPE_DIRECTORY=/nonexistent CUDA_VISIBLE_DEVICES="$spec" "$M" visible >"$OUT/vis.native" 2>&1
+    CUDA_VISIBLE_DEVICES="$spec" om "$M" visible >"$OUT/vis.openmps" 2>&1
+    if cmp -s "$OUT/vis.native" "$OUT/vis.openmps"; then
+        echo "visible '$spec': $(tr '\n' ' ' <"$OUT/vis.openmps" | cut -c1-160)"
+    else
+        vfail=$((vfail + 1))
+        echo "visible '$spec' differs: native: $(tr '\n' ' ' <"$OUT/vis.native" | cut -c1-200) openmps: $(tr '\n' ' ' <"$OUT/vis.openmps" | cut -c1-200)"
+    fi
+done
+if [ $vfail -eq 0 ]; then
+    pass "visible: 12 values of CUDA_VISIBLE_DEVICES, the same lines as natively"
+else
+    fail "visible: $vfail of 12 values differ from native"
+fi
+CUDA_VISIBLE_DEVICES=1 om "$M" rate 0 4 >"$OUT/vis.rate" 2>&1 &
+pv=$!
+sleep 2
+echo get_device_client_list | "$BUILD/openmps-control" >"$OUT/vis.clients" 2>&1
+wait $pv
+echo "get_device_client_list, a client with CUDA_VISIBLE_DEVICES=1 on its device 0:"
+sed 's/^/    /' "$OUT/vis.clients"
+where=$(awk -v p="$pv" '/^\[/ { d = $1 } $1 == p ".1" { print d }' "$OUT/vis.clients" | tr '\n' ' ')
+if [ "$where" = "[1] " ]; then
+    pass "visible: the client is listed under the server's device 1 only ($(cat "$OUT/vis.rate"))"
+else
+    fail "visible: $(tr '\n' ' ' <"$OUT/vis.clients") $(cat "$OUT/vis.rate")"
 fi
 echo "gpu multi: $passes passed, $fails failed"
 exit $fails

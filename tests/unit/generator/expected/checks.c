@@ -31,6 +31,15 @@ static CUresult g_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
     return rc;
 }
 
+static CUresult g_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetByPCIBusId);
+    rc = ((CUresult (*)(CUdevice *, const char *))gen_next[OM_IDX_cuDeviceGetByPCIBusId])(dev, pciBusId);
+    return rc;
+}
+
 static CUresult g_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUresult rc;
@@ -210,6 +219,7 @@ static const struct {
     {OM_IDX_cuCtxCreate_v4, (void *)g_cuCtxCreate_v4},
     {OM_IDX_cuCtxGetStreamPriorityRange, (void *)g_cuCtxGetStreamPriorityRange},
     {OM_IDX_cuDeviceGetAttribute, (void *)g_cuDeviceGetAttribute},
+    {OM_IDX_cuDeviceGetByPCIBusId, (void *)g_cuDeviceGetByPCIBusId},
     {OM_IDX_cuDeviceGetName, (void *)g_cuDeviceGetName},
     {OM_IDX_cuEventDestroy_v2, (void *)g_cuEventDestroy_v2},
     {OM_IDX_cuEventRecord, (void *)g_cuEventRecord},

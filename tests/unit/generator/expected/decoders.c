@@ -29,6 +29,7 @@ static CUresult x_cuCtxCreate_v4(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     CUcontext o_pctx;
     CUctxCreateParams v_ctxCreateParams;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -38,9 +39,9 @@ static CUresult x_cuCtxCreate_v4(struct call *c)
         memcpy(&v_ctxCreateParams, b_ctxCreateParams, sizeof(v_ctxCreateParams));
     if (a_flags & ~(uint64_t)(0xff))
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice))REAL(cuCtxCreate_v4))(&o_pctx, b_ctxCreateParams ? &v_ctxCreateParams : NULL, (unsigned int)a_flags, (CUdevice)a_dev);
+    rc = ((CUresult (*)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice))REAL(cuCtxCreate_v4))(&o_pctx, b_ctxCreateParams ? &v_ctxCreateParams : NULL, (unsigned int)a_flags, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_pctx, sizeof(o_pctx));
     }
@@ -70,6 +71,7 @@ static CUresult x_cuDeviceGetAttribute(struct call *c)
     uint64_t a_attrib = om_get_u64(&c->in);
     uint64_t a_dev = om_get_u64(&c->in);
     int o_pi;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -77,11 +79,36 @@ static CUresult x_cuDeviceGetAttribute(struct call *c)
     memset(&o_pi, 0, sizeof(o_pi));
     if ((int64_t)a_attrib < 0 || (int64_t)a_attrib > 1023)
         return CUDA_ERROR_INVALID_VALUE;
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(int *, CUdevice_attribute, CUdevice))REAL(cuDeviceGetAttribute))(&o_pi, (CUdevice_attribute)a_attrib, (CUdevice)a_dev);
+    rc = ((CUresult (*)(int *, CUdevice_attribute, CUdevice))REAL(cuDeviceGetAttribute))(&o_pi, (CUdevice_attribute)a_attrib, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_pi, sizeof(o_pi));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetByPCIBusId(struct call *c)
+{
+    uint64_t a_pciBusId = om_get_u64(&c->in);
+    const char *b_pciBusId = a_pciBusId <= 4095 ? om_get_bytes(&c->in, a_pciBusId) : NULL;
+    CUdevice o_dev;
+    char v_pciBusId[4096];
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_dev, 0, sizeof(o_dev));
+    if (!b_pciBusId || memchr(b_pciBusId, 0, a_pciBusId))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(v_pciBusId, b_pciBusId, a_pciBusId);
+    v_pciBusId[a_pciBusId] = '\0';
+    rc = ((CUresult (*)(CUdevice *, const char *))REAL(cuDeviceGetByPCIBusId))(&o_dev, v_pciBusId);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_dev(c, &o_dev);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_dev, sizeof(o_dev));
     }
     return rc;
 }
@@ -92,14 +119,15 @@ static CUresult x_cuDeviceGetName(struct call *c)
     uint64_t a_dev = om_get_u64(&c->in);
     uint8_t o_name[256];
     uint64_t n_name = (uint64_t)(a_len) < 256 ? (uint64_t)(a_len) : 256;
+    int d_dev = om_dev_in(c->s, a_dev);
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(o_name, 0, sizeof(o_name));
-    if (a_dev >= (uint64_t)om_server_ndevices())
+    if (d_dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult (*)(char *, int, CUdevice))REAL(cuDeviceGetName))((char *)o_name, (int)n_name, (CUdevice)a_dev);
+    rc = ((CUresult (*)(char *, int, CUdevice))REAL(cuDeviceGetName))((char *)o_name, (int)n_name, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, o_name, (size_t)n_name);
     }
@@ -465,6 +493,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuCtxCreate_v4] = x_cuCtxCreate_v4,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,
+    [OM_IDX_cuDeviceGetByPCIBusId] = x_cuDeviceGetByPCIBusId,
     [OM_IDX_cuDeviceGetName] = x_cuDeviceGetName,
     [OM_IDX_cuEventDestroy_v2] = x_cuEventDestroy_v2,
     [OM_IDX_cuEventRecord] = x_cuEventRecord,

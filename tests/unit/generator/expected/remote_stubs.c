@@ -92,6 +92,32 @@ CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+static CUresult r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+    uint8_t req_buf[16 + 4096];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*dev)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pciBusId || strlen(pciBusId) > 4095)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, strlen(pciBusId));
+    om_put_bytes(&req, pciBusId, strlen(pciBusId));
+    rc = om_rcall(OM_IDX_cuDeviceGetByPCIBusId, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*dev));
+        if (v && dev)
+            memcpy(dev, v, sizeof(*dev));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     uint8_t req_buf[24];
@@ -386,6 +412,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuCtxGetDevice, (void *)om_r_cuCtxGetDevice);
     om_remote_set(OM_IDX_cuCtxGetStreamPriorityRange, (void *)r_cuCtxGetStreamPriorityRange);
     om_remote_set(OM_IDX_cuDeviceGetAttribute, (void *)om_r_cuDeviceGetAttribute);
+    om_remote_set(OM_IDX_cuDeviceGetByPCIBusId, (void *)r_cuDeviceGetByPCIBusId);
     om_remote_set(OM_IDX_cuDeviceGetName, (void *)r_cuDeviceGetName);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventRecord, (void *)r_cuEventRecord);

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CUDA_VISIBLE_DEVICES on a client: which of its server's devices it sees, in which order.
+ * The daemon resolves the client's text (it knows the server's devices); the server maps every
+ * device ordinal the client passes or receives through the result (server/devmap.c).
+ */
+#ifndef OPENMPS_VISIBLE_H
+#define OPENMPS_VISIBLE_H
+
+#include <stdint.h>
+
+#include "openmps/protocol.h"
+
+/* Reads `spec` as the driver reads CUDA_VISIBLE_DEVICES: comma-separated ordinals of the
+ * server's devices or GPU UUIDs ("GPU-" and enough leading digits to name one device); the
+ * first entry that names no device, or one named before, ends the list. Returns the count (0:
+ * the client sees no device). */
+uint32_t om_visible_resolve(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
+                            struct om_devmap *ret);
+/* Every device, in the server's order (no CUDA_VISIBLE_DEVICES on the client). */
+void om_visible_all(uint32_t ndevs, struct om_devmap *ret);
+/* A client's own request (its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT counts its devices) in the
+ * server's ordinals; limits for devices it does not see are dropped. */
+struct om_limits om_visible_limits(const struct om_limits *want, const struct om_devmap *m);
+/* A map from the daemon: every ordinal below ndevs, none twice. 0 or -1. */
+int om_decode_devmap(const struct om_devmap *in, uint32_t ndevs, struct om_devmap *ret);
+
+#endif
