@@ -12,8 +12,9 @@
 #   visible: CUDA_VISIBLE_DEVICES on a client (the daemon has none, so the server's ordinals
 #           are the machine's): for each of several values (ordinals, UUID prefixes in both
 #           cases, repeats, spaces, an entry past the devices, empty) the program prints the
-#           same lines under openmps as natively; a client with CUDA_VISIBLE_DEVICES=1 working on
-#           its device 0 is listed under the server's device 1 only
+#           same lines under openmps as natively, and PyTorch's view (torch_visible.py) for 1 and
+#           1,0; a client with CUDA_VISIBLE_DEVICES=1 working on its device 0 is listed under the
+#           server's device 1 only
 # Usage: tests/gpu/multi/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -109,6 +110,21 @@ if [ $vfail -eq 0 ]; then
     pass "visible: 12 values of CUDA_VISIBLE_DEVICES, the same lines as natively"
 else
     fail "visible: $vfail of 12 values differ from native"
+fi
+tfail=0
+for spec in 1 1,0; do
+    env CUDA_MPS_PIPE_DIRECTORY=/nonexistent CUDA_VISIBLE_DEVICES="$spec" python3 "$HERE/torch_visible.py" >"$OUT/tvis.native" 2>&1
+    CUDA_VISIBLE_DEVICES="$spec" om python3 "$HERE/torch_visible.py" >"$OUT/tvis.openmps" 2>&1
+    echo "torch visible '$spec': native: $(tr '\n' ' ' <"$OUT/tvis.native" | cut -c1-240)"
+    cmp -s "$OUT/tvis.native" "$OUT/tvis.openmps" || {
+        tfail=$((tfail + 1))
+        echo "    openmps differs: $(tail -n 4 "$OUT/tvis.openmps" | tr '\n' ' ' | cut -c1-400)"
+    }
+done
+if [ $tfail -eq 0 ]; then
+    pass "torch visible: PyTorch under CUDA_VISIBLE_DEVICES=1 and 1,0 prints what it prints natively"
+else
+    fail "torch visible: $tfail of 2 differ"
 fi
 CUDA_VISIBLE_DEVICES=1 om "$M" rate 0 4 >"$OUT/vis.rate" 2>&1 &
 pv=$!
