@@ -65,8 +65,10 @@ enum om_msg_type {
 #undef OM_X_ENUM
 };
 
-/* REFUSE's flags: the client sees no device (its cuInit returns CUDA_ERROR_NO_DEVICE). */
+/* REFUSE's flags: the client sees no device; its cuInit returns CUDA_ERROR_NO_DEVICE, or with
+ * OM_REFUSE_INVALID_DEVICE (its CUDA_VISIBLE_DEVICES names a device twice) INVALID_DEVICE. */
 #define OM_REFUSE_NO_DEVICE 0x1u
+#define OM_REFUSE_INVALID_DEVICE 0x2u
 
 #define OM_ANSWER_ERROR 0x1u
 #define OM_ANSWER_MORE 0x2u /* the answer continues in the next ANSWER message */

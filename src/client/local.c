@@ -29,7 +29,7 @@ int om_cuInit(unsigned flags)
         if (om_shim.real_fn[index] && ((init_fn)om_shim.real_fn[index])(0) != OM_CUDA_SUCCESS)
             om_shim_log("the local driver's cuInit failed; driver-API calls still work");
         return OM_CUDA_SUCCESS;
-    case OM_MODE_NO_DEVICE: return OM_CUDA_ERROR_NO_DEVICE;
+    case OM_MODE_NO_DEVICE: return om_shim.no_device_rc;
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
 }

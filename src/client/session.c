@@ -136,7 +136,9 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
             snprintf(err, errlen, "%.1000s",
                      om_msg_text(m, 1000) == 0 ? (const char *)m->payload : "refused");
             /* the daemon says we see no device: a process without devices, not a failure */
-            rc = m->hdr.flags & OM_REFUSE_NO_DEVICE ? -ENODEV : -EPERM;
+            rc = m->hdr.flags & OM_REFUSE_INVALID_DEVICE ? -ENXIO
+                 : m->hdr.flags & OM_REFUSE_NO_DEVICE    ? -ENODEV
+                                                         : -EPERM;
             goto out;
         }
         if (m->hdr.type != OM_MSG_WELCOME || fd < 0 ||

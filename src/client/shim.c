@@ -235,10 +235,12 @@ static void decide(void)
         om_trace_install();
         return;
     }
-    if (rc == -ENODEV) {
+    if (rc == -ENODEV || rc == -ENXIO) {
         /* Every entry, called directly or looked up, answers as a driver without devices:
          * never the local driver, whose numbering is not the server's. */
         om_shim.mode = OM_MODE_NO_DEVICE;
+        om_shim.no_device_rc =
+            rc == -ENXIO ? OM_CUDA_ERROR_INVALID_DEVICE : OM_CUDA_ERROR_NO_DEVICE;
         for (int i = 0; i < OM_ENTRY_COUNT; i++)
             om_fn[i] = om_no_device_entry(i);
         om_shim_log("%s", err);

@@ -17,6 +17,7 @@
 #define OM_CUDA_ERROR_INVALID_VALUE 1
 #define OM_CUDA_ERROR_NOT_INITIALIZED 3
 #define OM_CUDA_ERROR_NO_DEVICE 100
+#define OM_CUDA_ERROR_INVALID_DEVICE 101
 #define OM_CUDA_ERROR_NOT_FOUND 500
 #define OM_CUDA_ERROR_NOT_SUPPORTED 801
 #define OM_CUDA_ERROR_MPS_CONNECTION_FAILED 805
@@ -50,6 +51,7 @@ struct om_shim {
     void *real_fn[OM_ENTRY_COUNT]; /* the real driver's entry points (NULL: missing) */
     struct om_client client;       /* the session in remote mode */
     char failure[512];
+    int no_device_rc; /* OM_MODE_NO_DEVICE: what cuInit answers */
 };
 
 extern struct om_shim om_shim;

@@ -42,6 +42,12 @@ static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static int stage_state; /* 0: not tried yet, 1: ready, -1: not available (the ring is used) */
 static uint8_t *stage;
 static uint64_t stage_server; /* the area's address in the server */
+/* Each slot's event on each device (an event is recorded only on a stream of its own device:
+ * the driver refuses another's), made at the device's first staged copy; and the one a slot's
+ * last DMA recorded. */
+static uint64_t device_event[OM_MAX_DEVICES][STAGE_SLOTS];
+static bool device_events_made[OM_MAX_DEVICES];
+static uint64_t *copy_events; /* the current copy's device's (under stage_lock) */
 static uint64_t slot_event[STAGE_SLOTS];
 /* A DMA was posted on the slot since its event last completed, on this stream: */
 static bool slot_busy[STAGE_SLOTS];
@@ -161,23 +167,7 @@ static bool stage_ready(void)
                     (int)rc);
         return false;
     }
-    int made = 0;
-    bool ok = om_pinned_lookup(p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES, &stage_server);
-    while (ok && made < STAGE_SLOTS) {
-        REQ(req, 8);
-        uint32_t got = 0;
-        om_put_u64(&req, CU_EVENT_DISABLE_TIMING);
-        ok = om_rcall(OM_IDX_cuEventCreate, &req, &slot_event[made], sizeof(slot_event[made]),
-                      &got) == CUDA_SUCCESS &&
-             got == sizeof(slot_event[made]);
-        made += ok;
-    }
-    if (!ok) { /* give back what was made: the ring path needs none of it */
-        for (int i = 0; i < made; i++) {
-            REQ(req, 8);
-            om_put_u64(&req, slot_event[i]);
-            om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
-        }
+    if (!om_pinned_lookup(p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES, &stage_server)) {
         om_pinned_free(p);
         om_shim_log("no pinned staging area: large pageable copies go through the ring");
         return false;
@@ -186,6 +176,42 @@ static bool stage_ready(void)
     memset(stage, 0, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES); /* its pages exist from now on */
     start_helpers();
     stage_state = 1;
+    return true;
+}
+
+/* The slots' events on device dev, made at its first staged copy (the server makes them in
+ * that device's context: the calling thread's device is the server's then). False: none could
+ * be made; the copy takes the ring. */
+static bool device_events(int dev)
+{
+    int made = 0;
+    bool ok = true;
+
+    if (dev < 0 || dev >= (int)OM_MAX_DEVICES)
+        return false;
+    if (device_events_made[dev])
+        return true;
+    while (ok && made < STAGE_SLOTS) {
+        REQ(req, 8);
+        uint32_t got = 0;
+        om_put_u64(&req, CU_EVENT_DISABLE_TIMING);
+        ok = om_rcall(OM_IDX_cuEventCreate, &req, &device_event[dev][made],
+                      sizeof(device_event[dev][made]), &got) == CUDA_SUCCESS &&
+             got == sizeof(device_event[dev][made]);
+        made += ok;
+    }
+    if (!ok) { /* give back what was made */
+        for (int i = 0; i < made; i++) {
+            REQ(req, 8);
+            om_put_u64(&req, device_event[dev][i]);
+            om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
+        }
+        om_shim_log("no staging events on device %d: its large pageable copies go through the "
+                    "ring",
+                    dev);
+        return false;
+    }
+    device_events_made[dev] = true;
     return true;
 }
 
@@ -218,6 +244,7 @@ static CUresult slot_post(int i, int index, CUdeviceptr dev, size_t len, CUstrea
     rc = first ? om_rcall(index, &copy, NULL, 0, NULL) : om_rpost(index, &copy);
     if (rc != CUDA_SUCCESS)
         return rc;
+    slot_event[i] = copy_events[i]; /* the copy's device's */
     om_put_u64(&rec, slot_event[i]);
     om_put_u64(&rec, (uint64_t)(uintptr_t)s);
     rc = om_rpost(OM_IDX_cuEventRecord, &rec);
@@ -315,10 +342,11 @@ CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, 
      * copy takes the ring (slower, but tied to nothing else). */
     if (pthread_mutex_trylock(&stage_lock) != 0)
         return CUDA_SUCCESS;
-    if (!stage_ready() || !slots_free_of_other_streams(s)) {
+    if (!stage_ready() || !slots_free_of_other_streams(s) || !device_events(om_current_device())) {
         pthread_mutex_unlock(&stage_lock);
         return CUDA_SUCCESS;
     }
+    copy_events = device_event[om_current_device()];
     *handled = true;
     rc = to_device ? htod(dev, host, n, s, async) : dtoh(host, dev, n, s);
     pthread_mutex_unlock(&stage_lock);

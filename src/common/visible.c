@@ -17,6 +17,12 @@ static int entry_device(const char *e, size_t len, const struct om_device_info *
 {
     int found = -1;
 
+    while (len && isspace((unsigned char)*e)) { /* the driver takes "1, 0" and " 1" */
+        e++;
+        len--;
+    }
+    while (len && isspace((unsigned char)e[len - 1]))
+        len--;
     if (len == 0)
         return -1;
     if (isdigit((unsigned char)e[0])) {
@@ -42,8 +48,8 @@ static int entry_device(const char *e, size_t len, const struct om_device_info *
     return found;
 }
 
-uint32_t om_visible_resolve(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
-                            struct om_devmap *ret)
+int om_visible_resolve(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
+                       struct om_devmap *ret)
 {
     struct om_devmap m = {0};
     bool taken[OM_MAX_DEVICES] = {false};
@@ -55,8 +61,12 @@ uint32_t om_visible_resolve(const char *spec, const struct om_device_info *devs,
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         int d = entry_device(p, len, devs, ndevs);
-        if (d < 0 || taken[d])
-            break; /* the devices before an entry that names none (or one again) are visible */
+        if (d < 0)
+            break; /* the devices before an entry that names none are visible */
+        if (taken[d]) {
+            *ret = (struct om_devmap){0};
+            return -1; /* a device named twice: the driver takes none (measured) */
+        }
         taken[d] = true;
         m.server[m.count++] = (uint8_t)d;
         if (!end)
@@ -64,7 +74,7 @@ uint32_t om_visible_resolve(const char *spec, const struct om_device_info *devs,
         p = end + 1;
     }
     *ret = m;
-    return m.count;
+    return (int)m.count;
 }
 
 void om_visible_all(uint32_t ndevs, struct om_devmap *ret)

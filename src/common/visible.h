@@ -11,12 +11,14 @@
 
 #include "openmps/protocol.h"
 
-/* Reads `spec` as the driver reads CUDA_VISIBLE_DEVICES: comma-separated ordinals of the
- * server's devices or GPU UUIDs ("GPU-" and enough leading digits to name one device); the
- * first entry that names no device, or one named before, ends the list. Returns the count (0:
- * the client sees no device). */
-uint32_t om_visible_resolve(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
-                            struct om_devmap *ret);
+/* Reads `spec` as the driver reads CUDA_VISIBLE_DEVICES (each read of it measured against the
+ * driver on two GPUs: tests/gpu/multi/run.sh): comma-separated ordinals of the server's devices
+ * or GPU UUIDs ("GPU-" and enough leading digits, any case, to name one device), spaces around
+ * an entry ignored; the first entry that names no device ends the list. Returns the count (0:
+ * the client sees no device, its cuInit answers CUDA_ERROR_NO_DEVICE), or -1 when a device is
+ * named twice (the driver's cuInit then answers CUDA_ERROR_INVALID_DEVICE). */
+int om_visible_resolve(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
+                       struct om_devmap *ret);
 /* Every device, in the server's order (no CUDA_VISIBLE_DEVICES on the client). */
 void om_visible_all(uint32_t ndevs, struct om_devmap *ret);
 /* A client's own request (its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT counts its devices) in the

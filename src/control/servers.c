@@ -255,15 +255,18 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
         return;
     }
     if (c->hello.flags & OM_HELLO_VISIBLE) {
-        if (om_visible_resolve(c->hello.visible, s->devs, s->ndevs, &a.devmap) == 0) {
+        int n = om_visible_resolve(c->hello.visible, s->devs, s->ndevs, &a.devmap);
+        if (n <= 0) {
             char why[512];
             snprintf(why, sizeof(why),
-                     "CUDA_VISIBLE_DEVICES=%.200s names none of the %u device(s) of the openmps "
-                     "server (their ordinals, or their UUIDs: openmps-control device_query)",
-                     c->hello.visible, (unsigned)s->ndevs);
+                     "CUDA_VISIBLE_DEVICES=%.200s %s of the %u device(s) of the openmps server "
+                     "(their ordinals, or their UUIDs: openmps-control device_query)",
+                     c->hello.visible, n < 0 ? "names a device twice: it sees none" : "names none",
+                     (unsigned)s->ndevs);
             om_peer_info(d, c->uid, "Client %d sees no device: %s", (int)c->pid, why);
-            /* flags: what its cuInit returns, as a process without devices gets */
-            om_msg_send_text(c->fd, OM_MSG_REFUSE, OM_REFUSE_NO_DEVICE, why);
+            /* flags: what its cuInit returns, as the driver's does for the same variable */
+            om_msg_send_text(c->fd, OM_MSG_REFUSE,
+                             n < 0 ? OM_REFUSE_INVALID_DEVICE : OM_REFUSE_NO_DEVICE, why);
             free(r);
             om_conn_close(d, c);
             return;

@@ -34,6 +34,8 @@ CUresult cuCtxDisablePeerAccess(CUcontext);
 CUresult cuDeviceCanAccessPeer(int *, int, int);
 CUresult cuPointerGetAttribute(void *, int, unsigned long long);
 CUresult cuInit(unsigned);
+CUresult cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, CUstream);
+CUresult cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 CUresult cuDeviceGet(int *, int);
 CUresult cuDeviceGetName(char *, int, int);
 CUresult cuDeviceGetPCIBusId(char *, int, int);
@@ -183,6 +185,16 @@ void visible_case(void)
         OK(cuMemAlloc_v2(&mem[i], 1 << 20));
         OK(cuMemsetD32Async(mem[i], 7u + (unsigned)i, 256, NULL));
         OK(cuCtxSynchronize());
+        { /* pageable memory through the legacy stream, as PyTorch's first tensor goes */
+            static unsigned host[65536], back[65536];
+            for (int k = 0; k < 65536; k++)
+                host[k] = (unsigned)(k * 3 + i);
+            OK(cuMemcpyHtoDAsync_v2(mem[i], host, sizeof(host), NULL));
+            OK(cuStreamSynchronize(NULL));
+            OK(cuMemcpyDtoHAsync_v2(back, mem[i], sizeof(back), NULL));
+            OK(cuStreamSynchronize(NULL));
+            EXPECT(back[65535] == host[65535] && back[0] == host[0]);
+        }
         OK(cuPointerGetAttribute(&ord, 9, mem[i])); /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
         EXPECT(ord == i);
         printf("visible memory %d %llu\n", i, mem[i]);
@@ -204,17 +216,17 @@ void visible_case(void)
     fflush(stdout);
 }
 
-/* remote_driver novisible: CUDA_VISIBLE_DEVICES names none of the server's devices: cuInit and
- * every later call answer CUDA_ERROR_NO_DEVICE, as for a process without devices; the driver's
- * version is still answered (the runtime asks it first). */
+/* remote_driver novisible RC: CUDA_VISIBLE_DEVICES names none of the server's devices: cuInit
+ * answers RC and every later call CUDA_ERROR_NO_DEVICE, as for a process without devices; the
+ * driver's version is still answered (the runtime asks it first). */
 CUresult cuDriverGetVersion(int *);
-void novisible_case(void)
+void novisible_case(int init_rc)
 {
     int n = -1, v = 0;
 
     OK(cuDriverGetVersion(&v));
     EXPECT(v > 0);
-    IS(cuInit(0), 100);
+    IS(cuInit(0), init_rc); /* 100, or 101 for a device named twice */
     IS(cuDeviceGetCount(&n), 100);
     printf("novisible ok\n");
     fflush(stdout);

@@ -128,7 +128,7 @@ void priority_case(void);
 void partition_case(void);
 void devices_case(void); /* remote_devices.c */
 void visible_case(void);
-void novisible_case(void);
+void novisible_case(int init_rc);
 
 static void setup(void)
 {
@@ -870,7 +870,7 @@ int main(int argc, char **argv)
     static unsigned char buf[8 << 20];
 
     if (!strcmp(mode, "novisible")) { /* before setup: its cuInit fails */
-        novisible_case();
+        novisible_case(argc > 2 ? atoi(argv[2]) : 100);
         return 0;
     }
     setup();

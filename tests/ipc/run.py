@@ -28,7 +28,7 @@ SANITIZER = re.compile(r"ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime er
 MAGIC, MAJOR, MINOR = 0x53504D4F, 1, 0
 MSG = {"HELLO": 1, "COMMAND": 2, "ANSWER": 3, "REFUSE": 4, "QUEUED": 5, "WELCOME": 6,
        "TERMINATED": 7}
-HELLO_SIZE = 8 + 16 + 8 * 64  # struct om_hello
+HELLO_SIZE = 8 + 16 + 8 * 64 + 4096  # struct om_hello (OM_VISIBLE_MAX bytes of text last)
 
 TESTS = {}
 
@@ -923,7 +923,7 @@ def quit_with_timeout():
 
 @test
 def limits_reach_the_server():
-    e = Env()
+    e = Env({"FAKECUDA_DEVICES": "2"})  # the client's limit for device 1 names one it has
     ok = False
     try:
         e.cmd("set_default_active_thread_percentage 40")
@@ -2634,8 +2634,8 @@ def client_visible_devices_pick_and_renumber():
     bus ids, attributes, its memory cap "0=64M", pointer attributes, a physical allocation's
     location); its memory is made on the server's devices 2 and 0, never 1; the daemon logs the
     choice. A list that names no device ("", "7", "GPU-ff") leaves the client without devices:
-    cuInit and later calls answer CUDA_ERROR_NO_DEVICE, the daemon says why, and it serves the
-    next client."""
+    cuInit and later calls answer CUDA_ERROR_NO_DEVICE (INVALID_DEVICE for a device named twice,
+    as the driver's), the daemon says why, and it serves the next client."""
     e = Env(start=False)
     ok = False
     try:
@@ -2654,13 +2654,14 @@ def client_visible_devices_pick_and_renumber():
               "memory made on the server's devices 2 and 0 only: %r" % creates)
         check("CUDA_VISIBLE_DEVICES=2,GPU-f0f1, 2 of 3 device(s)" in e.log("control.log"),
               "the daemon logs the client's devices")
-        for spec in ("", "7", "GPU-ff", "-1,0"):
+        for spec, rc in (("", 100), ("7", 100), ("GPU-ff", 100), ("-1,0", 100), ("0,0", 101)):
             env["CUDA_VISIBLE_DEVICES"] = spec
-            p = subprocess.run([REMOTE_DRIVER, "novisible"], env=env, capture_output=True,
-                               text=True, timeout=120)
+            p = subprocess.run([REMOTE_DRIVER, "novisible", str(rc)], env=env,
+                               capture_output=True, text=True, timeout=120)
             check(p.returncode == 0 and "novisible ok" in p.stdout, "novisible %r: %r %r"
                   % (spec, p.stdout, p.stderr))
-        check("names none of the 3 device(s)" in e.log("control.log"), e.log("control.log"))
+        check("names none of the 3 device(s)" in e.log("control.log") and
+              "names a device twice" in e.log("control.log"), e.log("control.log"))
         env["CUDA_VISIBLE_DEVICES"] = "1"  # the daemon still serves
         del env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"]
         p = subprocess.run([REMOTE_DRIVER, "image", "k"], env=env, capture_output=True,

@@ -14,10 +14,10 @@ static void devices(struct om_device_info d[3])
     d[1].uuid[1] = 0xab;
 }
 
-static uint32_t resolve(const char *spec, const struct om_device_info *d, int want0, int want1)
+static int resolve(const char *spec, const struct om_device_info *d, int want0, int want1)
 {
     struct om_devmap m;
-    uint32_t n = om_visible_resolve(spec, d, 3, &m);
+    int n = om_visible_resolve(spec, d, 3, &m);
 
     if (n > 0)
         CHECK_EQ(m.server[0], want0);
@@ -37,7 +37,9 @@ TEST(visible_resolve)
     CHECK_EQ(resolve("", d, -1, -1), 0);
     CHECK_EQ(resolve("3", d, -1, -1), 0);      /* past the server's devices */
     CHECK_EQ(resolve("0,2,-1,1", d, 0, 2), 2); /* the list ends at an invalid entry */
-    CHECK_EQ(resolve("1,1,2", d, 1, -1), 1);   /* ... and at a device named again */
+    CHECK_EQ(resolve("1,1,2", d, -1, -1), -1); /* a device named twice: none (the driver) */
+    CHECK_EQ(resolve("1,5,1", d, 1, -1), 1);   /* ... unless the list ended before */
+    CHECK_EQ(resolve(" 1 , 0", d, 1, 0), 2);   /* spaces around entries */
     CHECK_EQ(resolve("2,", d, 2, -1), 1);      /* an empty entry ends it too */
     CHECK_EQ(resolve("x,0", d, -1, -1), 0);
     CHECK_EQ(resolve("GPU-20212223", d, 2, -1), 1);      /* a UUID prefix */

@@ -96,7 +96,9 @@ fi
 u1=$(env CUDA_MPS_PIPE_DIRECTORY=/nonexistent "$M" uuid 1 | cut -c1-12)
 U1=$(echo "$u1" | sed 's/^GPU-//' | tr 'a-f' 'A-F')
 vfail=0
-for spec in 1 1,0 0,1 "$u1" "GPU-$U1" 0,0 "1, 0" " 1" "0,5,1" 5 "" -1; do
+vn=0
+for spec in 1 1,0 0,1 "$u1" "GPU-$U1" 0,0 "1,0,1" "0,5,0" "1, 0" " 1" "0,5,1" 5 "" -1; do
+    vn=$((vn + 1))
     env CUDA_MPS_PIPE_DIRECTORY=/nonexistent CUDA_VISIBLE_DEVICES="$spec" "$M" visible >"$OUT/vis.native" 2>&1
     CUDA_VISIBLE_DEVICES="$spec" om "$M" visible >"$OUT/vis.openmps" 2>&1
     if cmp -s "$OUT/vis.native" "$OUT/vis.openmps"; then
@@ -107,9 +109,9 @@ for spec in 1 1,0 0,1 "$u1" "GPU-$U1" 0,0 "1, 0" " 1" "0,5,1" 5 "" -1; do
     fi
 done
 if [ $vfail -eq 0 ]; then
-    pass "visible: 12 values of CUDA_VISIBLE_DEVICES, the same lines as natively"
+    pass "visible: $vn values of CUDA_VISIBLE_DEVICES, the same lines as natively"
 else
-    fail "visible: $vfail of 12 values differ from native"
+    fail "visible: $vfail of $vn values differ from native"
 fi
 tfail=0
 for spec in 1 1,0; do
@@ -126,6 +128,7 @@ if [ $tfail -eq 0 ]; then
 else
     fail "torch visible: $tfail of 2 differ"
 fi
+# the only client now: the devices the daemon lists it under
 CUDA_VISIBLE_DEVICES=1 om "$M" rate 0 4 >"$OUT/vis.rate" 2>&1 &
 pv=$!
 sleep 2
@@ -133,7 +136,7 @@ echo get_device_client_list | "$BUILD/openmps-control" >"$OUT/vis.clients" 2>&1
 wait $pv
 echo "get_device_client_list, a client with CUDA_VISIBLE_DEVICES=1 on its device 0:"
 sed 's/^/    /' "$OUT/vis.clients"
-where=$(awk -v p="$pv" '/^\[/ { d = $1 } $1 == p ".1" { print d }' "$OUT/vis.clients" | tr '\n' ' ')
+where=$(awk '/^\[/ { printf "%s ", $1 }' "$OUT/vis.clients")
 if [ "$where" = "[1] " ]; then
     pass "visible: the client is listed under the server's device 1 only ($(cat "$OUT/vis.rate"))"
 else
