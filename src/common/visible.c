@@ -57,7 +57,7 @@ int om_visible_resolve(const char *spec, const struct om_device_info *devs, uint
 
     if (ndevs > OM_MAX_DEVICES)
         ndevs = OM_MAX_DEVICES;
-    while (*p && m.count < ndevs) {
+    while (*p) { /* past ndevs entries, one more can only name a device again */
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         int d = entry_device(p, len, devs, ndevs);

@@ -35,12 +35,13 @@ TEST(visible_resolve)
     CHECK_EQ(resolve("1", d, 1, -1), 1);
     CHECK_EQ(resolve("0,1,2", d, 0, 1), 3);
     CHECK_EQ(resolve("", d, -1, -1), 0);
-    CHECK_EQ(resolve("3", d, -1, -1), 0);      /* past the server's devices */
-    CHECK_EQ(resolve("0,2,-1,1", d, 0, 2), 2); /* the list ends at an invalid entry */
-    CHECK_EQ(resolve("1,1,2", d, -1, -1), -1); /* a device named twice: none (the driver) */
-    CHECK_EQ(resolve("1,5,1", d, 1, -1), 1);   /* ... unless the list ended before */
-    CHECK_EQ(resolve(" 1 , 0", d, 1, 0), 2);   /* spaces around entries */
-    CHECK_EQ(resolve("2,", d, 2, -1), 1);      /* an empty entry ends it too */
+    CHECK_EQ(resolve("3", d, -1, -1), 0);        /* past the server's devices */
+    CHECK_EQ(resolve("0,2,-1,1", d, 0, 2), 2);   /* the list ends at an invalid entry */
+    CHECK_EQ(resolve("1,1,2", d, -1, -1), -1);   /* a device named twice: none (the driver) */
+    CHECK_EQ(resolve("1,5,1", d, 1, -1), 1);     /* ... unless the list ended before */
+    CHECK_EQ(resolve("1,0,2,1", d, -1, -1), -1); /* ... even past every device */
+    CHECK_EQ(resolve(" 1 , 0", d, 1, 0), 2);     /* spaces around entries */
+    CHECK_EQ(resolve("2,", d, 2, -1), 1);        /* an empty entry ends it too */
     CHECK_EQ(resolve("x,0", d, -1, -1), 0);
     CHECK_EQ(resolve("GPU-20212223", d, 2, -1), 1);      /* a UUID prefix */
     CHECK_EQ(resolve("gpu-20212223-2425", d, 2, -1), 1); /* any case */
