@@ -85,12 +85,15 @@ struct om_limits {
 /* The client's CUDA_VISIBLE_DEVICES, as text: 64 full UUIDs fit. */
 #define OM_VISIBLE_MAX 4096u
 #define OM_HELLO_VISIBLE 0x1u /* the client set CUDA_VISIBLE_DEVICES (maybe empty): `visible` */
+#define OM_HELLO_MEM_LIMIT                                                                         \
+    0x2u /* its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names GPU UUIDs: `mem_limit` */
 struct om_hello {
     uint32_t pid; /* informational; the daemon trusts SO_PEERCRED only */
     uint32_t flags;
     struct om_limits want; /* from the client's environment; can only tighten; the client's own
                             * device ordinals (the daemon maps them to the server's) */
-    char visible[OM_VISIBLE_MAX]; /* NUL-terminated */
+    char visible[OM_VISIBLE_MAX];   /* NUL-terminated */
+    char mem_limit[OM_VISIBLE_MAX]; /* NUL-terminated; the daemon applies its UUID entries */
 };
 
 /* The devices a client sees, in its order: its ordinal i is the server's server[i]. */

@@ -38,7 +38,9 @@ int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
     }
     v = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
     if (v && *v && om_parse_mem_limit_list(v, &l) < 0) {
-        snprintf(err, errlen, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s is not a list like 0=1G,1=512M",
+        snprintf(err, errlen,
+                 "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s is not a list like 0=1G,1=512M or "
+                 "GPU-<uuid>=1G",
                  v);
         return -EINVAL;
     }
@@ -81,6 +83,7 @@ int om_client_hello(struct om_client *c, const struct om_limits *want, char *err
 {
     struct om_hello *h = calloc(1, sizeof(*h)); /* 4 KiB of text: not on a program's stack */
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    const char *limit = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); /* checked: limits_from_env */
     int rc;
 
     if (!h)
@@ -97,6 +100,10 @@ int om_client_hello(struct om_client *c, const struct om_limits *want, char *err
         }
         h->flags |= OM_HELLO_VISIBLE;
         strcpy(h->visible, visible);
+    }
+    if (limit && strcasestr(limit, "GPU-") && strlen(limit) < sizeof(h->mem_limit)) {
+        h->flags |= OM_HELLO_MEM_LIMIT; /* its UUID entries: the daemon knows the devices */
+        strcpy(h->mem_limit, limit);
     }
     rc = om_msg_send(c->sock, OM_MSG_HELLO, 0, h, sizeof(*h), -1);
     free(h);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -149,8 +150,9 @@ void om_format_percentage(uint32_t milli, char *buf, size_t cap)
 int om_parse_mem_limit_list(const char *s, struct om_limits *limits)
 {
     struct om_limits l = *limits;
-    char buf[1024];
+    char buf[OM_VISIBLE_MAX];
     char *save = NULL;
+    int uuids = 0;
 
     if (!s || strlen(s) >= sizeof(buf))
         return -EINVAL;
@@ -161,6 +163,12 @@ int om_parse_mem_limit_list(const char *s, struct om_limits *limits)
         if (!eq)
             return -EINVAL;
         *eq = '\0';
+        if (strncasecmp(tok, "GPU-", 4) == 0) { /* the daemon knows the UUIDs (visible.c) */
+            if (strlen(tok) <= 4 || om_parse_size(eq + 1, &bytes) < 0)
+                return -EINVAL;
+            uuids++;
+            continue;
+        }
         if (om_parse_u64(tok, OM_MAX_DEVICES - 1, &dev) < 0 || om_parse_size(eq + 1, &bytes) < 0)
             return -EINVAL;
         l.mem_limit[dev] = bytes;
@@ -168,7 +176,7 @@ int om_parse_mem_limit_list(const char *s, struct om_limits *limits)
             l.ndevices = (uint32_t)dev + 1;
     }
     *limits = l;
-    return 0;
+    return uuids;
 }
 
 long om_raise_nofile(void)

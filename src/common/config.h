@@ -34,7 +34,10 @@ int om_parse_percentage(const char *s, uint32_t *ret_milli);
 /* One decimal, as NVIDIA prints it: "25.0", "33.3". */
 void om_format_percentage(uint32_t milli, char *buf, size_t cap);
 
-/* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT syntax: "0=1G,1=512M" (device ordinals). */
+/* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT syntax: "0=1G,1=512M,GPU-8932f937=2G" (device ordinals or
+ * GPU UUIDs). Sets the ordinals' limits; UUID entries are checked and left to the daemon, which
+ * knows the devices (om_visible_mem_limits). Returns how many UUID entries there are, or
+ * -EINVAL (limits untouched). */
 int om_parse_mem_limit_list(const char *s, struct om_limits *limits);
 
 /*

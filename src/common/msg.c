@@ -85,8 +85,9 @@ int om_decode_hello(const void *p, size_t len, struct om_hello *ret)
     if (len < sizeof(h))
         return -EBADMSG;
     memcpy(&h, p, sizeof(h));
-    if ((h.flags & ~OM_HELLO_VISIBLE) || om_decode_limits(&h.want, &h.want) < 0 ||
-        !memchr(h.visible, '\0', sizeof(h.visible)))
+    if ((h.flags & ~(OM_HELLO_VISIBLE | OM_HELLO_MEM_LIMIT)) ||
+        om_decode_limits(&h.want, &h.want) < 0 || !memchr(h.visible, '\0', sizeof(h.visible)) ||
+        !memchr(h.mem_limit, '\0', sizeof(h.mem_limit)))
         return -EBADMSG;
     *ret = h;
     return 0;

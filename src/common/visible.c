@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "driver.h"
 
 /* The device an entry names: an ordinal, or "GPU-" and the start of one UUID (any case, as
@@ -115,4 +116,34 @@ int om_decode_devmap(const struct om_devmap *in, uint32_t ndevs, struct om_devma
     }
     *ret = m;
     return 0;
+}
+
+int om_visible_mem_limits(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
+                          struct om_limits *l, char *bad, size_t badlen)
+{
+    char buf[OM_VISIBLE_MAX];
+    char *save = NULL;
+    int unknown = 0;
+
+    if (strlen(spec) >= sizeof(buf))
+        return 0;
+    strcpy(buf, spec);
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        uint64_t bytes;
+        int d;
+        if (!eq || strncasecmp(tok, "GPU-", 4) != 0 || om_parse_size(eq + 1, &bytes) < 0)
+            continue; /* an ordinal's entry (the client's), or not one of ours to read */
+        *eq = '\0';
+        if ((d = entry_device(tok, strlen(tok), devs, ndevs)) < 0) {
+            if (!unknown++ && bad)
+                snprintf(bad, badlen, "%s", tok);
+            continue;
+        }
+        if (!l->mem_limit[d] || bytes < l->mem_limit[d]) /* the tighter of two for one device */
+            l->mem_limit[d] = bytes;
+        if ((uint32_t)d + 1 > l->ndevices)
+            l->ndevices = (uint32_t)d + 1;
+    }
+    return unknown;
 }

@@ -24,6 +24,11 @@ void om_visible_all(uint32_t ndevs, struct om_devmap *ret);
 /* A client's own request (its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT counts its devices) in the
  * server's ordinals; limits for devices it does not see are dropped. */
 struct om_limits om_visible_limits(const struct om_limits *want, const struct om_devmap *m);
+/* The UUID entries of a client's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("GPU-<uuid or prefix>=SIZE";
+ * its ordinal entries the client parsed itself) into l, in the server's ordinals, the tighter
+ * where a device already has a limit. Returns how many named no device (the first in bad). */
+int om_visible_mem_limits(const char *spec, const struct om_device_info *devs, uint32_t ndevs,
+                          struct om_limits *l, char *bad, size_t badlen);
 /* A map from the daemon: every ordinal below ndevs, none twice. 0 or -1. */
 int om_decode_devmap(const struct om_devmap *in, uint32_t ndevs, struct om_devmap *ret);
 

@@ -280,6 +280,16 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     a.pid = (uint32_t)c->pid;
     a.uid = (uint32_t)c->uid;
     a.want = om_visible_limits(&c->hello.want, &a.devmap); /* in the server's ordinals */
+    if (c->hello.flags & OM_HELLO_MEM_LIMIT) {
+        char bad[80] = "";
+        int n =
+            om_visible_mem_limits(c->hello.mem_limit, s->devs, s->ndevs, &a.want, bad, sizeof(bad));
+        if (n)
+            om_peer_info(d, c->uid,
+                         "Client %d: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names %d device(s) the "
+                         "server does not have (%s): ignored",
+                         (int)c->pid, n, bad);
+    }
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc < 0) {

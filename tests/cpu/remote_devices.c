@@ -146,7 +146,8 @@ void devices_case(void)
 }
 
 /* remote_driver visible: a client whose CUDA_VISIBLE_DEVICES is "2,GPU-f0f1" on a server of
- * three devices (FAKECUDA_DEVICES=3), and whose CUDA_MPS_PINNED_DEVICE_MEM_LIMIT is "0=64M": it
+ * three devices (FAKECUDA_DEVICES=3), and whose CUDA_MPS_PINNED_DEVICE_MEM_LIMIT is
+ * "0=64M,GPU-f0f1=32M,GPU-99=1G": it
  * sees two devices, the server's 2 then 0, renumbered; every ordinal it passes or gets back is
  * its own. Prints "visible memory D ADDR" per device and "visible ok". */
 void visible_case(void)
@@ -176,8 +177,8 @@ void visible_case(void)
     /* its cap is on its device 0, the server's 2 */
     OK(cuMemGetInfo_v2(&free_b, &total));
     EXPECT(total == 64ull << 20);
-    OK(cuDeviceTotalMem_v2(&total, 1));
-    EXPECT(total == 16ull << 30);
+    OK(cuDeviceTotalMem_v2(&total, 1)); /* "GPU-f0f1=32M": the server's 0, its 1 */
+    EXPECT(total == 32ull << 20);
     for (int i = 0; i < 2; i++) {
         int ord = -1;
         OK(cuDevicePrimaryCtxRetain(&ctx[i], i));

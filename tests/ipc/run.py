@@ -28,7 +28,7 @@ SANITIZER = re.compile(r"ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime er
 MAGIC, MAJOR, MINOR = 0x53504D4F, 1, 0
 MSG = {"HELLO": 1, "COMMAND": 2, "ANSWER": 3, "REFUSE": 4, "QUEUED": 5, "WELCOME": 6,
        "TERMINATED": 7}
-HELLO_SIZE = 8 + 16 + 8 * 64 + 4096  # struct om_hello (OM_VISIBLE_MAX bytes of text last)
+HELLO_SIZE = 8 + 16 + 8 * 64 + 2 * 4096  # struct om_hello (two texts of OM_VISIBLE_MAX last)
 
 TESTS = {}
 
@@ -2631,7 +2631,8 @@ def client_visible_devices_pick_and_renumber():
     """CUDA_VISIBLE_DEVICES on a client picks and orders a subset of its server's devices, as
     the driver reads it (ordinals and UUID prefixes): with "2,GPU-f0f1" on a server of three it
     sees two, the server's 2 then 0, and every ordinal it passes or gets back is its own (names,
-    bus ids, attributes, its memory cap "0=64M", pointer attributes, a physical allocation's
+    bus ids, attributes, its memory caps "0=64M" and by UUID "GPU-f0f1=32M" (a UUID of no
+    device is named in the daemon's log and ignored), pointer attributes, a physical allocation's
     location); its memory is made on the server's devices 2 and 0, never 1; the daemon logs the
     choice. A list that names no device ("", "7", "GPU-ff") leaves the client without devices:
     cuInit and later calls answer CUDA_ERROR_NO_DEVICE (INVALID_DEVICE for a device named twice,
@@ -2643,7 +2644,8 @@ def client_visible_devices_pick_and_renumber():
         e.env.update({"FAKECUDA_DEVICES": "3", "FAKECUDA_VMM": "1", "FAKECUDA_MEMORY_LOG": mlog})
         e.start()
         env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
-                   CUDA_VISIBLE_DEVICES="2,GPU-f0f1", CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=64M")
+                   CUDA_VISIBLE_DEVICES="2,GPU-f0f1",
+                   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=64M,GPU-f0f1=32M,GPU-99=1G")
         p = subprocess.run([REMOTE_DRIVER, "visible"], env=env, capture_output=True, text=True,
                            timeout=120)
         check(p.returncode == 0 and "visible ok" in p.stdout, "visible: %r %r"
@@ -2654,6 +2656,8 @@ def client_visible_devices_pick_and_renumber():
               "memory made on the server's devices 2 and 0 only: %r" % creates)
         check("CUDA_VISIBLE_DEVICES=2,GPU-f0f1, 2 of 3 device(s)" in e.log("control.log"),
               "the daemon logs the client's devices")
+        check("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names 1 device(s) the server does not have "
+              "(GPU-99)" in e.log("control.log"), "the daemon names a UUID of no device")
         for spec, rc in (("", 100), ("7", 100), ("GPU-ff", 100), ("-1,0", 100), ("0,0", 101)):
             env["CUDA_VISIBLE_DEVICES"] = spec
             p = subprocess.run([REMOTE_DRIVER, "novisible", str(rc)], env=env,

@@ -52,6 +52,7 @@
     X(msg_answer_chunks)                                                                           \
     X(visible_resolve)                                                                             \
     X(visible_limits_and_map)                                                                      \
+    X(visible_mem_limits)                                                                          \
     X(ring_roundtrip)                                                                              \
     X(ring_wrap)                                                                                   \
     X(ring_full)                                                                                   \

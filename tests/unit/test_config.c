@@ -89,6 +89,11 @@ TEST(config_mem_limit_list)
     CHECK_EQ(om_parse_mem_limit_list("0=", &l), -EINVAL);
     CHECK_EQ(om_parse_mem_limit_list("a=1G", &l), -EINVAL);
     CHECK_EQ(l.ndevices, 4); /* untouched on failure */
+    /* UUID entries are checked and counted, for the daemon (visible.c) */
+    CHECK_EQ(om_parse_mem_limit_list("GPU-8932f937=2G,1=256M,gpu-ab=1G", &l), 2);
+    CHECK_EQ(l.mem_limit[1], 256ull << 20);
+    CHECK_EQ(om_parse_mem_limit_list("GPU-8932=", &l), -EINVAL);
+    CHECK_EQ(om_parse_mem_limit_list("GPU-=1G", &l), -EINVAL);
 }
 
 TEST(config_private_dir)

@@ -80,3 +80,21 @@ TEST(visible_limits_and_map)
     CHECK_EQ(m.count, 3);
     CHECK_EQ(m.server[2], 2);
 }
+
+TEST(visible_mem_limits)
+{
+    struct om_device_info d[3];
+    struct om_limits l = {.ndevices = 1, .mem_limit = {1u << 20}};
+    char bad[64] = "";
+
+    devices(d);
+    /* ordinal entries are the client's (parsed by it); a UUID names the server's device */
+    CHECK_EQ(om_visible_mem_limits("0=1G,GPU-2021=64M,GPU-00=2G,GPU-0001=2M,GPU-ff=1G", d, 3, &l,
+                                   bad, sizeof(bad)),
+             2); /* GPU-00: two devices; GPU-ff: none */
+    CHECK_STR(bad, "GPU-00");
+    CHECK_EQ(l.mem_limit[2], 64u << 20);
+    CHECK_EQ(l.mem_limit[0], 1u << 20); /* the tighter of 1M and 2M */
+    CHECK_EQ(l.mem_limit[1], 0);
+    CHECK_EQ(l.ndevices, 3);
+}
