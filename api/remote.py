@@ -47,6 +47,10 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     out:CHECK           ... turned into the client's terms by om_answer_CHECK(struct call *,
                         TYPE *) before it travels (a device ordinal: out:dev, required for a
                         CUdevice); its error is the call's
+    out:CHECK(P,...)    ... om_answer_CHECK(struct call *, TYPE *, P, ...) with those parameters
+                        as the server has them (a dev: the server's ordinal; a stream: its
+                        CUstream; else the request's u64): an answer the server makes its own
+                        (the SM share's count, a memory cap, the priority the client asked)
     new.KIND            a handle this call creates: counted against the client's budget of
                         that kind and owned by the client from then on
     inout               a scalar read and written
@@ -221,7 +225,7 @@ def load_rows(protos, kinds, api=None, types=None):
     return rows
 
 
-ANN = re.compile(r"^(\w+):([\w.?]+)(?:\((.*)\))?(?::(\w+))?$")
+ANN = re.compile(r"^(\w+):([\w.?]+)(?:\((.*?)\))?(?::(\w+)(?:\(([\w,]*)\))?)?$")
 
 
 def parse_params(where, sym, text, proto, kinds, types):
@@ -234,11 +238,17 @@ def parse_params(where, sym, text, proto, kinds, types):
         m = ANN.match(ann)
         if not m:
             fail(where, "cannot read the annotation %r" % ann)
-        name, kind, args, check = m.groups()
+        name, kind, args, check, check_args = m.groups()
         if name != pname:
             fail(where, "parameter %s of %s is annotated as %s" % (pname, sym, name))
         p = {"name": name, "ctype": ctype, "kind": kind, "args": args, "check": check,
+             "check_args": [a for a in (check_args or "").split(",") if a],
              "nullable": kind.endswith("?")}
+        if check_args is not None and kind.rstrip("?") != "out":
+            fail(where, "%s: only an out:CHECK takes the call's parameters" % name)
+        for a in p["check_args"]:
+            if a not in [q[1] for q in proto]:
+                fail(where, "%s: %s names no parameter of %s" % (name, a, sym))
         base = kind.rstrip("?")
         pointer = ctype.endswith("*")
         if base in ("val", "flags", "dev", "zero"):
@@ -765,8 +775,12 @@ def server_decoder(r, protos, types, kinds):
             if b == "inout":
                 checks.append("    o_%s = (%s)a_%s;" % (n, T, n))
             args.append("&o_%s" % n)
-            if p["check"]:  # the answer in the client's terms first (device ordinals)
-                answers.append("        rc = om_answer_%s(c, &o_%s);" % (p["check"], n))
+            if p["check"]:  # the answer in the client's terms first (device ordinals, limits)
+                kinds_of = {q["name"]: q["base"] for q in ps}
+                extra = "".join(", %s_%s" % ("d" if kinds_of[a] == "dev" else "s" if kinds_of[a]
+                                             in ("stream", "stream.query") else "a", a)
+                                for a in p["check_args"])
+                answers.append("        rc = om_answer_%s(c, &o_%s%s);" % (p["check"], n, extra))
             ok.append("        om_put_bytes(&c->out, &o_%s, sizeof(o_%s));" % (n, n))
         elif b == "new":
             decls.append("    %s o_%s = 0;" % (T, n))

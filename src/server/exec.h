@@ -124,6 +124,13 @@ void om_loc_out(const struct session *s, CUmemLocation *loc);
 CUresult om_answer_dev(struct call *c, CUdevice *dev);                  /* out:dev */
 CUresult om_answer_allocprop(struct call *c, CUmemAllocationProp *p);   /* out:allocprop */
 CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n); /* arr:access */
+/* Answers the server makes its own (out:CHECK(...) rows): the SM share's count, a memory cap,
+ * the priority asked for (api/devices.c, api/memory.c, api/streams.c). */
+CUresult om_answer_smcount(struct call *c, int *v, uint64_t attrib, int dev);
+CUresult om_answer_memcap(struct call *c, size_t *total, int dev);
+CUresult om_answer_memfree(struct call *c, size_t *free_bytes);
+CUresult om_answer_memtotal(struct call *c, size_t *total);
+CUresult om_answer_asked(struct call *c, int *priority, CUstream st);
 
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */

@@ -781,19 +781,5 @@ CUresult om_r_cuCtxSynchronize_v2(CUcontext ctx)
  * the cap as the total and what the client does not hold of it as free (src/server/memcap.c). */
 CUresult om_r_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    uint64_t v[2] = {0, 0};
-    uint32_t got = 0;
-    REQ(req, 8);
-    CUresult rc;
-
-    if (!free_bytes || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall(OM_IDX_cuMemGetInfo_v2, &req, v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(v))
-        rc = CUDA_ERROR_UNKNOWN;
-    if (rc == CUDA_SUCCESS) {
-        *free_bytes = (size_t)v[0];
-        *total = (size_t)v[1];
-    }
-    return rc;
+    return om_rpc_cuMemGetInfo_v2(free_bytes, total);
 }

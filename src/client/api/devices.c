@@ -34,7 +34,6 @@ static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
 
 CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 {
-    uint64_t raw = 0;
     int v = 0;
     CUresult rc;
 
@@ -52,11 +51,9 @@ CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
         *value = attr_cache[dev][attrib];
         return CUDA_SUCCESS;
     }
-    rc = om_rcall_u64(OM_IDX_cuDeviceGetAttribute, (uint64_t)(int64_t)attrib,
-                      (uint64_t)(int64_t)dev, &raw);
+    rc = om_rpc_cuDeviceGetAttribute(&v, attrib, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    v = (int)(int64_t)raw;
     *value = v;
     /* The SM count follows the client's SM share, which the operator may change while it runs
      * (set_active_thread_percentage): asked each time. */
@@ -77,15 +74,7 @@ CUresult om_device_attribute(int dev, int attrib, int *value)
  * the cap (src/server/memcap.c). */
 CUresult om_r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall_u64(OM_IDX_cuDeviceTotalMem_v2, (uint64_t)(int64_t)dev, 0, &v);
-    if (rc == CUDA_SUCCESS)
-        *bytes = (size_t)v;
-    return rc;
+    return om_rpc_cuDeviceTotalMem_v2(bytes, dev);
 }
 
 /* The 32-bit form: sizes above 4 GiB - 1 are reported as 4 GiB - 1 (src/client/api/v1.c does

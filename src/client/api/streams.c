@@ -16,15 +16,7 @@
 /* The priority the program asked for (the server's real one may differ: client priorities). */
 CUresult om_r_cuStreamGetPriority(CUstream hStream, int *priority)
 {
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!priority)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = om_rcall_u64(OM_IDX_cuStreamGetPriority, (uint64_t)(uintptr_t)hStream, 0, &v);
-    if (rc == CUDA_SUCCESS)
-        *priority = (int)(int64_t)v;
-    return rc;
+    return om_rpc_cuStreamGetPriority(hStream, priority);
 }
 
 /* The context current when each stream of this process was created: the server's streams all

@@ -82,8 +82,10 @@ CUresult om_r_cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 CUresult om_r_cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N); /* copies */
 CUresult om_r_cuDeviceGet(CUdevice *device, int ordinal); /* devices */
 CUresult om_r_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev); /* devices */
+CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult om_r_cuDeviceGetCount(int *count); /* devices */
 CUresult om_r_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev); /* devices */
+CUresult om_rpc_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId); /* devices */
 CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId);
 CUresult om_r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev); /* devices */
@@ -221,6 +223,7 @@ CUresult om_r_cuMemFreeHost(void *p); /* memory */
 CUresult om_r_cuMemFree_v2(CUdeviceptr dptr); /* memory */
 CUresult om_r_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr); /* memory */
 CUresult om_r_cuMemGetInfo_v2(size_t *free, size_t *total); /* memory */
+CUresult om_rpc_cuMemGetInfo_v2(size_t *free, size_t *total);
 CUresult om_r_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags); /* memory */
 CUresult om_r_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags); /* memory */
 CUresult om_r_cuMemHostGetFlags(unsigned int *pFlags, void *p); /* memory */
@@ -340,6 +343,7 @@ CUresult om_r_cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags,
 CUresult om_r_cuStreamDestroy_v2(CUstream hStream); /* streams */
 CUresult om_r_cuStreamGetFlags(CUstream hStream, unsigned int *flags); /* streams */
 CUresult om_r_cuStreamGetPriority(CUstream hStream, int *priority); /* streams */
+CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority);
 CUresult om_r_cuStreamSynchronize(CUstream hStream); /* streams */
 CUresult om_r_cuStreamGetCtx(CUstream hStream, CUcontext *pctx); /* streams */
 CUresult om_r_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx); /* streams */

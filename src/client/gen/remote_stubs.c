@@ -383,6 +383,30 @@ static CUresult r_cuCtxSetLimit(CUlimit limit, size_t value)
     return om_rcall(OM_IDX_cuCtxSetLimit, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pi)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)attrib);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pi));
+        if (v && pi)
+            memcpy(pi, v, sizeof(*pi));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     uint8_t req_buf[24];
@@ -452,6 +476,29 @@ static CUresult r_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
         const void *v = om_get_bytes(&in, sizeof(*uuid));
         if (v && uuid)
             memcpy(uuid, v, sizeof(*uuid));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*bytes)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceTotalMem_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*bytes));
+        if (v && bytes)
+            memcpy(bytes, v, sizeof(*bytes));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -1579,6 +1626,35 @@ static CUresult r_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget ta
     return om_rcall(OM_IDX_cuFlushGPUDirectRDMAWrites, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    uint8_t req_buf[8];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*free) + sizeof(*total)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!free)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!total)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_rcall(OM_IDX_cuMemGetInfo_v2, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*free));
+        if (v && free)
+            memcpy(free, v, sizeof(*free));
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*total));
+        if (v && total)
+            memcpy(total, v, sizeof(*total));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 static CUresult r_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     uint8_t req_buf[32 + (size_t)(64) * sizeof(*map)];
@@ -1819,6 +1895,29 @@ static CUresult r_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
     om_put_u64(&req, (uint64_t)flags);
     return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
+}
+
+CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*priority)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamGetPriority, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*priority));
+        if (v && priority)
+            memcpy(priority, v, sizeof(*priority));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 static CUresult r_cuStreamQuery(CUstream hStream)

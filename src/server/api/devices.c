@@ -4,49 +4,26 @@
 #include "../exec.h"
 #include "openmps/ops.h"
 
-/* Under the client's device-memory cap (memcap.c) the cap is the device's total. */
-/* attribute, device: the driver's value, but the SM count is the client's share's (share.c). */
-CUresult om_x_cuDeviceGetAttribute(struct call *c)
-{
-    uint64_t attrib = om_get_u64(&c->in), cdev = om_get_u64(&c->in);
-    int v = 0, dev = om_dev_in(c->s, cdev);
-    CUresult rc = ARGS_OK(c);
+/* The answers of the generated rows (api/remote/devices.tsv) the server makes its own. */
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (attrib > 1023)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0)
-        return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult(*)(int *, int, CUdevice))REAL(cuDeviceGetAttribute))(&v, (int)attrib,
-                                                                         (CUdevice)dev);
-    if (rc == CUDA_SUCCESS && attrib == 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+/* out:smcount (cuDeviceGetAttribute): the SM count is the client's share's (share.c). */
+CUresult om_answer_smcount(struct call *c, int *v, uint64_t attrib, int dev)
+{
+    if (attrib == 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
         unsigned sms = om_share_client_sms(c->s, dev);
-        if (sms && sms < (unsigned)v)
-            v = (int)sms;
+        if (sms && sms < (unsigned)*v)
+            *v = (int)sms;
     }
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(int64_t)v);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
-CUresult om_x_cuDeviceTotalMem_v2(struct call *c)
+/* out:memcap (cuDeviceTotalMem_v2): under the client's device-memory cap (memcap.c) the cap is
+ * the device's total. */
+CUresult om_answer_memcap(struct call *c, size_t *total, int dev)
 {
-    uint64_t cdev = om_get_u64(&c->in), zero = om_get_u64(&c->in), cap;
-    int dev = om_dev_in(c->s, cdev);
-    size_t total = 0;
-    CUresult rc = ARGS_OK(c);
+    uint64_t cap = om_memcap_cap(c->s, dev);
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (zero) /* the second argument of the client's two-argument call */
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0)
-        return CUDA_ERROR_INVALID_DEVICE;
-    rc = ((CUresult(*)(size_t *, CUdevice))REAL(cuDeviceTotalMem_v2))(&total, (CUdevice)dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    cap = om_memcap_cap(c->s, dev);
-    om_put_u64(&c->out, cap && cap < total ? cap : total);
+    if (cap && cap < *total)
+        *total = (size_t)cap;
     return CUDA_SUCCESS;
 }

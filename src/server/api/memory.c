@@ -41,27 +41,21 @@ static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
 /* The device's memory as the client may use it: under its cap (memcap.c) the cap is the
  * total, and what it does not hold of the cap is free, at most what the device has free. So a
  * framework that sizes its pool from cuMemGetInfo (PyTorch's mem_get_info) sees its cap. */
-CUresult om_x_cuMemGetInfo_v2(struct call *c)
+/* out:memfree, out:memtotal (cuMemGetInfo_v2, the current device): under the client's cap the
+ * cap is the total and what the client does not hold of it the free memory (memcap.c). */
+CUresult om_answer_memfree(struct call *c, size_t *free_bytes)
 {
-    size_t free_bytes = 0, total = 0;
     uint64_t cap = om_memcap_cap(c->s, c->s->dev), used = om_memcap_used(c->s, c->s->dev);
-    CUresult rc = ARGS_OK(c);
+    uint64_t left = used < cap ? cap - used : 0;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(size_t *, size_t *))REAL(cuMemGetInfo_v2))(&free_bytes, &total);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (cap) {
-        uint64_t left = used < cap ? cap - used : 0;
-        if (cap < total)
-            total = (size_t)cap;
-        if (left < free_bytes)
-            free_bytes = (size_t)left;
-    }
-    om_put_u64(&c->out, free_bytes);
-    om_put_u64(&c->out, total);
+    if (cap && left < *free_bytes)
+        *free_bytes = (size_t)left;
     return CUDA_SUCCESS;
+}
+
+CUresult om_answer_memtotal(struct call *c, size_t *total)
+{
+    return om_answer_memcap(c, total, c->s->dev);
 }
 
 CUresult om_x_cuMemAlloc_v2(struct call *c)

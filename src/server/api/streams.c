@@ -91,22 +91,12 @@ bool om_stream_blocking(struct session *s, uint64_t h)
 }
 
 /* stream, 0: the priority the client asked for it (priority.c may have given it another). */
-CUresult om_x_cuStreamGetPriority(struct call *c)
+/* out:asked (cuStreamGetPriority): the priority the client asked for; the server's real one
+ * may differ (client priorities, priority.c). */
+CUresult om_answer_asked(struct call *c, int *priority, CUstream st)
 {
-    uint64_t zero;
-    CUstream st;
-    int real = 0;
-    CUresult rc = owned_stream(c, false, &st);
-
-    zero = om_get_u64(&c->in);
-    if (rc == CUDA_SUCCESS && (rc = ARGS_OK(c)) == CUDA_SUCCESS && zero)
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUstream, int *))REAL(cuStreamGetPriority))(st, &real);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(int64_t)om_priority_asked(c->s, st, real));
-    return rc;
+    *priority = om_priority_asked(c->s, st, *priority);
+    return CUDA_SUCCESS;
 }
 
 /* Destroys a stream of the client's (cuStreamDestroy, cuGreenCtxDestroy). */

@@ -373,6 +373,31 @@ static CUresult x_cuCtxSetLimit(struct call *c)
     return rc;
 }
 
+static CUresult x_cuDeviceGetAttribute(struct call *c)
+{
+    uint64_t a_attrib = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    int o_pi;
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pi, 0, sizeof(o_pi));
+    if ((int64_t)a_attrib < 0 || (int64_t)a_attrib > 1023)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(int *, CUdevice_attribute, CUdevice))REAL(cuDeviceGetAttribute))(&o_pi, (CUdevice_attribute)a_attrib, (CUdevice)d_dev);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_smcount(c, &o_pi, a_attrib, d_dev);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pi, sizeof(o_pi));
+    }
+    return rc;
+}
+
 static CUresult x_cuDeviceGetName(struct call *c)
 {
     uint64_t a_len = om_get_u64(&c->in);
@@ -430,6 +455,28 @@ static CUresult x_cuDeviceGetUuid_v2(struct call *c)
     rc = ((CUresult (*)(CUuuid *, CUdevice))REAL(cuDeviceGetUuid_v2))(&o_uuid, (CUdevice)d_dev);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_uuid, sizeof(o_uuid));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceTotalMem_v2(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    size_t o_bytes;
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_bytes, 0, sizeof(o_bytes));
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(size_t *, CUdevice))REAL(cuDeviceTotalMem_v2))(&o_bytes, (CUdevice)d_dev);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_memcap(c, &o_bytes, d_dev);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_bytes, sizeof(o_bytes));
     }
     return rc;
 }
@@ -1871,6 +1918,28 @@ static CUresult x_cuFlushGPUDirectRDMAWrites(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemGetInfo_v2(struct call *c)
+{
+    size_t o_free;
+    size_t o_total;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_free, 0, sizeof(o_free));
+    memset(&o_total, 0, sizeof(o_total));
+    rc = ((CUresult (*)(size_t *, size_t *))REAL(cuMemGetInfo_v2))(&o_free, &o_total);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_memfree(c, &o_free);
+        rc = om_answer_memtotal(c, &o_total);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_free, sizeof(o_free));
+        om_put_bytes(&c->out, &o_total, sizeof(o_total));
+    }
+    return rc;
+}
+
 _Static_assert(24 + (uint64_t)(64) * sizeof(CUmemAccessDesc) <= OM_CHUNK_BYTES, "cuMemPoolSetAccess: its largest request exceeds a record");
 static CUresult x_cuMemPoolSetAccess(struct call *c)
 {
@@ -2130,6 +2199,30 @@ static CUresult x_cuEventRecordWithFlags(struct call *c)
     if (!s_hStream)
         goto out;
     rc = ((CUresult (*)(CUevent, CUstream, unsigned int))REAL(cuEventRecordWithFlags))((CUevent)(uintptr_t)a_hEvent, s_hStream, (unsigned int)a_flags);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamGetPriority(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    int o_priority;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_priority, 0, sizeof(o_priority));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, int *))REAL(cuStreamGetPriority))(s_hStream, &o_priority);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_asked(c, &o_priority, s_hStream);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_priority, sizeof(o_priority));
+    }
 out:
     return rc;
 }
@@ -2913,11 +3006,11 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemcpyHtoD_v2] = om_x_cuMemcpyHtoD_v2,
     [OM_IDX_cuMemsetD2D8_v2] = om_x_cuMemsetD2D8_v2,
     [OM_IDX_cuMemsetD8_v2] = om_x_cuMemsetD8_v2,
-    [OM_IDX_cuDeviceGetAttribute] = om_x_cuDeviceGetAttribute,
+    [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,
     [OM_IDX_cuDeviceGetName] = x_cuDeviceGetName,
     [OM_IDX_cuDeviceGetPCIBusId] = x_cuDeviceGetPCIBusId,
     [OM_IDX_cuDeviceGetUuid_v2] = x_cuDeviceGetUuid_v2,
-    [OM_IDX_cuDeviceTotalMem_v2] = om_x_cuDeviceTotalMem_v2,
+    [OM_IDX_cuDeviceTotalMem_v2] = x_cuDeviceTotalMem_v2,
     [OM_IDX_cuDeviceCanAccessPeer] = x_cuDeviceCanAccessPeer,
     [OM_IDX_cuDeviceComputeCapability] = x_cuDeviceComputeCapability,
     [OM_IDX_cuDeviceGetByPCIBusId] = x_cuDeviceGetByPCIBusId,
@@ -3041,7 +3134,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemAlloc_v2] = om_x_cuMemAlloc_v2,
     [OM_IDX_cuMemFreeHost] = om_x_cuMemFreeHost,
     [OM_IDX_cuMemFree_v2] = om_x_cuMemFree_v2,
-    [OM_IDX_cuMemGetInfo_v2] = om_x_cuMemGetInfo_v2,
+    [OM_IDX_cuMemGetInfo_v2] = x_cuMemGetInfo_v2,
     [OM_IDX_cuMemHostAlloc] = om_x_cuMemHostAlloc,
     [OM_IDX_cuMemHostRegister_v2] = om_x_cuMemHostRegister_v2,
     [OM_IDX_cuMemAllocAsync] = om_x_cuMemAllocAsync,
@@ -3110,7 +3203,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuStreamCreate] = om_x_cuStreamCreate,
     [OM_IDX_cuStreamDestroy_v2] = om_x_cuStreamDestroy_v2,
     [OM_IDX_cuStreamGetFlags] = om_x_cuStreamGetFlags,
-    [OM_IDX_cuStreamGetPriority] = om_x_cuStreamGetPriority,
+    [OM_IDX_cuStreamGetPriority] = x_cuStreamGetPriority,
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
     [OM_IDX_cuStreamSynchronize] = om_x_cuStreamSynchronize,
     [OM_IDX_cuStreamWaitEvent] = x_cuStreamWaitEvent,

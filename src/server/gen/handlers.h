@@ -24,8 +24,6 @@ CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c); /* copies */
 CUresult om_x_cuMemcpyHtoD_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD2D8_v2(struct call *c); /* copies */
 CUresult om_x_cuMemsetD8_v2(struct call *c); /* copies */
-CUresult om_x_cuDeviceGetAttribute(struct call *c); /* devices */
-CUresult om_x_cuDeviceTotalMem_v2(struct call *c); /* devices */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
 CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
 CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
@@ -99,7 +97,6 @@ CUresult om_x_cuMemAllocManaged(struct call *c); /* memory */
 CUresult om_x_cuMemAlloc_v2(struct call *c); /* memory */
 CUresult om_x_cuMemFreeHost(struct call *c); /* memory */
 CUresult om_x_cuMemFree_v2(struct call *c); /* memory */
-CUresult om_x_cuMemGetInfo_v2(struct call *c); /* memory */
 CUresult om_x_cuMemHostAlloc(struct call *c); /* memory */
 CUresult om_x_cuMemHostRegister_v2(struct call *c); /* memory */
 CUresult om_x_cuMemAllocAsync(struct call *c); /* memory */
@@ -155,7 +152,6 @@ CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
-CUresult om_x_cuStreamGetPriority(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */

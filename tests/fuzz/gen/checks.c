@@ -193,6 +193,15 @@ static CUresult g_cuCtxSetLimit(CUlimit limit, size_t value)
     return rc;
 }
 
+static CUresult g_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetAttribute);
+    rc = ((CUresult (*)(int *, CUdevice_attribute, CUdevice))gen_next[OM_IDX_cuDeviceGetAttribute])(pi, attrib, dev);
+    return rc;
+}
+
 static CUresult g_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUresult rc;
@@ -217,6 +226,15 @@ static CUresult g_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 
     ENTER(cuDeviceGetUuid_v2);
     rc = ((CUresult (*)(CUuuid *, CUdevice))gen_next[OM_IDX_cuDeviceGetUuid_v2])(uuid, dev);
+    return rc;
+}
+
+static CUresult g_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceTotalMem_v2);
+    rc = ((CUresult (*)(size_t *, CUdevice))gen_next[OM_IDX_cuDeviceTotalMem_v2])(bytes, dev);
     return rc;
 }
 
@@ -755,6 +773,15 @@ static CUresult g_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget ta
     return rc;
 }
 
+static CUresult g_cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    CUresult rc;
+
+    ENTER(cuMemGetInfo_v2);
+    rc = ((CUresult (*)(size_t *, size_t *))gen_next[OM_IDX_cuMemGetInfo_v2])(free, total);
+    return rc;
+}
+
 static CUresult g_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     CUresult rc;
@@ -887,6 +914,16 @@ static CUresult g_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     check(K_EVENT, H(hEvent), 1);
     check(K_STREAM, H(hStream), 1);
     rc = ((CUresult (*)(CUevent, CUstream, unsigned int))gen_next[OM_IDX_cuEventRecordWithFlags])(hEvent, hStream, flags);
+    return rc;
+}
+
+static CUresult g_cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    CUresult rc;
+
+    ENTER(cuStreamGetPriority);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, int *))gen_next[OM_IDX_cuStreamGetPriority])(hStream, priority);
     return rc;
 }
 
@@ -1306,9 +1343,11 @@ static const struct {
     {OM_IDX_cuCtxGetLimit, (void *)g_cuCtxGetLimit},
     {OM_IDX_cuCtxGetStreamPriorityRange, (void *)g_cuCtxGetStreamPriorityRange},
     {OM_IDX_cuCtxSetLimit, (void *)g_cuCtxSetLimit},
+    {OM_IDX_cuDeviceGetAttribute, (void *)g_cuDeviceGetAttribute},
     {OM_IDX_cuDeviceGetName, (void *)g_cuDeviceGetName},
     {OM_IDX_cuDeviceGetPCIBusId, (void *)g_cuDeviceGetPCIBusId},
     {OM_IDX_cuDeviceGetUuid_v2, (void *)g_cuDeviceGetUuid_v2},
+    {OM_IDX_cuDeviceTotalMem_v2, (void *)g_cuDeviceTotalMem_v2},
     {OM_IDX_cuDeviceCanAccessPeer, (void *)g_cuDeviceCanAccessPeer},
     {OM_IDX_cuDeviceComputeCapability, (void *)g_cuDeviceComputeCapability},
     {OM_IDX_cuDeviceGetByPCIBusId, (void *)g_cuDeviceGetByPCIBusId},
@@ -1359,6 +1398,7 @@ static const struct {
     {OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)g_cuDeviceGetHostAtomicCapabilities},
     {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
+    {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
     {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
@@ -1372,6 +1412,7 @@ static const struct {
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
     {OM_IDX_cuEventRecord, (void *)g_cuEventRecord},
     {OM_IDX_cuEventRecordWithFlags, (void *)g_cuEventRecordWithFlags},
+    {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
     {OM_IDX_cuStreamWaitEvent, (void *)g_cuStreamWaitEvent},
     {OM_IDX_cuStreamGetId, (void *)g_cuStreamGetId},
