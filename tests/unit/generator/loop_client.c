@@ -152,6 +152,22 @@ int main(void)
                memcmp(&loop_clamp[0], &lo, sizeof(lo)) == 0 &&
                memcmp(&loop_clamp[1], &hi, sizeof(hi)) == 0,
            "cuTexRefSetMipmapLevelClamp: float values reach the driver bit for bit");
+
+    /* answers the server makes its own (out:CHECK): from the call's stream; a device the
+     * client does not see refused */
+    typedef CUresult (*prio_fn)(CUstream, int *);
+    typedef CUresult (*bus_fn)(CUdevice *, const char *);
+    prio_fn prio = (prio_fn)installed[OM_IDX_cuStreamGetPriority];
+    bus_fn bus = (bus_fn)installed[OM_IDX_cuDeviceGetByPCIBusId];
+    int pr = 0;
+    CUdevice dv = -1;
+    loop_own(K_STREAM, 0x7);
+    EXPECT(prio((CUstream)(uintptr_t)0x7, &pr) == CUDA_SUCCESS && pr == -7,
+           "cuStreamGetPriority: out:asked(hStream) answers from the call's stream");
+    EXPECT(bus(&dv, "0000:10:00.0") == CUDA_SUCCESS && dv == 0,
+           "cuDeviceGetByPCIBusId: out:dev answers the client's ordinal");
+    EXPECT(bus(&dv, "0000:11:00.0") == CUDA_ERROR_INVALID_DEVICE,
+           "cuDeviceGetByPCIBusId: a device the client does not see is INVALID_DEVICE");
     printf("%d failure(s)\n", failures);
     return failures != 0;
 }

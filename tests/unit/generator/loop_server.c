@@ -43,6 +43,13 @@ CUresult om_answer_dev(struct call *c, CUdevice *dev)
     return *dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+/* out:asked(hStream): the answer made the server's own, from the call's stream */
+CUresult om_answer_asked(struct call *c, int *priority, CUstream st)
+{
+    *priority = -(int)(uintptr_t)st;
+    return CUDA_SUCCESS;
+}
+
 CUresult om_wait_stream(CUstream st)
 {
     return CUDA_SUCCESS;
@@ -150,8 +157,25 @@ static CUresult drv_texref_clamp(CUtexref t, float lo, float hi)
     return CUDA_SUCCESS;
 }
 
+/* the driver's priority of every stream is 0; device N is at bus 0000:1N:00.0 */
+static CUresult drv_stream_priority(CUstream s, int *p)
+{
+    loop_driver_calls++;
+    *p = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult drv_by_bus(CUdevice *d, const char *bus)
+{
+    loop_driver_calls++;
+    *d = bus[6] - '0';
+    return CUDA_SUCCESS;
+}
+
 void loop_server_init(void)
 {
+    om_server_real[OM_IDX_cuStreamGetPriority] = (void *)drv_stream_priority;
+    om_server_real[OM_IDX_cuDeviceGetByPCIBusId] = (void *)drv_by_bus;
     om_server_real[OM_IDX_cuTexRefSetMipmapLevelClamp] = (void *)drv_texref_clamp;
     om_server_real[OM_IDX_cuGraphGetNodes] = (void *)drv_graph_get_nodes;
     om_server_real[OM_IDX_cuMemsetD16Async] = (void *)drv_memset_d16_async;

@@ -430,6 +430,9 @@ static CUresult x_cuStreamGetPriority(struct call *c)
         goto out;
     rc = ((CUresult (*)(CUstream, int *))REAL(cuStreamGetPriority))(s_hStream, &o_priority);
     if (rc == CUDA_SUCCESS) {
+        rc = om_answer_asked(c, &o_priority, s_hStream);
+    }
+    if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_priority, sizeof(o_priority));
     }
 out:
