@@ -203,6 +203,33 @@ static int cmd_get_device_client_list(struct cmd_ctx *x)
     return 0;
 }
 
+/* ps -v's MEMLIMIT: "-" for none, the size where only device 0 has a cap (the common case),
+ * else the caps as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT writes them ("0=4G,1=2G"), cut to fit. */
+static void memlimit_text(const struct om_limits *l, char *buf, size_t cap)
+{
+    size_t len = 0;
+    bool others = false;
+
+    for (uint32_t i = 1; i < l->ndevices && i < OM_MAX_DEVICES; i++)
+        others |= l->mem_limit[i] != 0;
+    snprintf(buf, cap, "-");
+    if (!others) {
+        if (l->ndevices && l->mem_limit[0])
+            om_format_size(l->mem_limit[0], buf, cap);
+        return;
+    }
+    for (uint32_t i = 0; i < l->ndevices && i < OM_MAX_DEVICES && len + 1 < cap; i++) {
+        char size[32];
+        if (!l->mem_limit[i])
+            continue;
+        om_format_size(l->mem_limit[i], size, sizeof(size));
+        int n = snprintf(buf + len, cap - len, "%s%u=%s", len ? "," : "", i, size);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+}
+
 /* The device column of ps: the UUID of the first device the client uses, cut
  * to 22 characters as NVIDIA prints it; "-" before it uses one. */
 static void client_device(const struct server *s, const struct client_rec *r, char *buf, size_t cap)
@@ -242,7 +269,7 @@ static int cmd_ps(struct cmd_ctx *x)
         if ((only && s != only) || !sees_clients_of(x, s))
             continue;
         for (struct client_rec *r = s->clients; r; r = r->next) {
-            char dev[64], pid[16], id[16], spid[16], ns[24], atp[16], cap[32], held[32];
+            char dev[64], pid[16], id[16], spid[16], ns[24], atp[16], cap[160], held[32];
             if (!any) {
                 sb_printf(x->out, "%-10s%-10s%-15s%-26s%-15s%-15s", "PID", "ID", "SERVER", "DEVICE",
                           "NAMESPACE", "COMMAND");
@@ -263,12 +290,9 @@ static int cmd_ps(struct cmd_ctx *x)
             om_format_percentage(
                 r->limits.active_thread_pct_milli ? r->limits.active_thread_pct_milli : 100000, atp,
                 sizeof(atp));
-            if (r->limits.ndevices && r->limits.mem_limit[0])
-                om_format_size(r->limits.mem_limit[0], cap, sizeof(cap));
-            else
-                snprintf(cap, sizeof(cap), "-");
+            memlimit_text(&r->limits, cap, sizeof(cap));
             om_format_size(r->device_bytes, held, sizeof(held));
-            sb_printf(x->out, " %-8s%-10u%-10s%-10s", atp, (unsigned)r->limits.priority, cap,
+            sb_printf(x->out, " %-8s%-10u%-9s %-10s", atp, (unsigned)r->limits.priority, cap,
                       r->device_bytes ? held : "0");
         }
     }

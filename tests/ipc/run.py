@@ -2735,9 +2735,10 @@ def memory_cap_refuses_past_it_and_shows():
 @test
 def ps_verbose_shows_limits_and_memory():
     """ps -v (openmps) adds, per client, its active thread percentage, priority, device-memory
-    cap and the device memory it holds (reported by the server within a second); plain ps keeps
-    NVIDIA's columns; a bad option gets the usage."""
-    e = Env()
+    cap and the device memory it holds (reported by the server within a second); caps on
+    several devices are shown as the variable writes them; plain ps keeps NVIDIA's columns; a
+    bad option gets the usage."""
+    e = Env({"FAKECUDA_DEVICES": "2"})
     ok = False
     try:
         p = subprocess.Popen([MEMORY_DRIVER, "hold", str(32 << 20)], env=dict(
@@ -2759,9 +2760,18 @@ def ps_verbose_shows_limits_and_memory():
         check(plain[0].split() == ["PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND"],
               "plain ps keeps NVIDIA's columns: %r" % plain[0])
         check(e.cmd("ps -x") == "Usage: ps [-v] [-p <server PID>]", "bad option: usage")
-        p.stdin.write("\n")
-        p.stdin.flush()
-        p.wait(timeout=60)
+        q = subprocess.Popen([MEMORY_DRIVER, "hold", str(1 << 20)], env=dict(
+            e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
+            CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=1G,1=512M"), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(q.stdout.readline().strip() == "held", "the second client holds its memory")
+        rows = [l.split() for l in e.cmd("ps -v").splitlines()[1:]]
+        theirs = [r for r in rows if r[0] == str(q.pid)]
+        check(theirs and theirs[0][-2] == "0=1G,1=512M", "caps on two devices: %r" % rows)
+        for c in (p, q):
+            c.stdin.write("\n")
+            c.stdin.flush()
+            c.wait(timeout=60)
         ok = True
     finally:
         e.close(ok)
