@@ -41,3 +41,33 @@ uint64_t om_image_extent(const uint8_t *p, uint64_t have)
     size_t n = strnlen((const char *)p, have > SIZE_MAX ? SIZE_MAX : (size_t)have);
     return n < have ? n + 1 : UINT64_MAX;
 }
+
+static inline uint64_t rotl(uint64_t v, int r)
+{
+    return (v << r) | (v >> (64 - r));
+}
+
+void om_image_keys(const void *data, size_t len, uint64_t *ret_k1, uint64_t *ret_k2)
+{
+    const uint8_t *p = data;
+    uint64_t h1 = 0x9e3779b97f4a7c15ull ^ len, h2 = 0x6a09e667f3bcc908ull ^ (len * 3), w;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) { /* two chains side by side: they cost about one */
+        memcpy(&w, p + i, 8);
+        h1 ^= rotl(w * 0xff51afd7ed558ccdull, 31);
+        h1 = rotl(h1, 27) * 5 + 0x52dce729;
+        h2 ^= rotl(w * 0xc2b2ae3d27d4eb4full, 29);
+        h2 = rotl(h2, 33) * 0x9e3779b97f4a7c15ull + 0x165667b19e3779f9ull;
+    }
+    w = 0;
+    memcpy(&w, p + i, len - i);
+    h1 ^= w * 0xc4ceb9fe1a85ec53ull;
+    h2 ^= w * 0x94d049bb133111ebull;
+    h1 ^= h1 >> 33;
+    h1 *= 0xff51afd7ed558ccdull;
+    h2 ^= h2 >> 31;
+    h2 *= 0xbf58476d1ce4e5b9ull;
+    *ret_k1 = h1 ^ (h1 >> 29);
+    *ret_k2 = h2 ^ (h2 >> 32);
+}

@@ -15,6 +15,7 @@
 
 #include "../common/clock.h"
 #include "../common/config.h"
+#include "../common/image.h"
 #include "../common/log.h"
 
 /*
@@ -34,12 +35,14 @@
  * starting server loads the most recently used ones that fit, and stops early where their
  * device memory passes the same size or the loading passes PRELOAD_BUDGET_NS.
  *
- * Files are <16 hex digits of the hash>-<size>.img, 0600. A file whose bytes do not match its
- * name, or that the driver calls no valid image, is deleted; one that the last server's start
- * was loading when it died (the marker file .loading names it) is deleted too, so that an image
- * that crashes or hangs the driver cannot stop every later server from starting. Everything here
- * is best effort: a cache that cannot be used costs the wait it would have saved, nothing else.
- * Writing a new image happens in the call that loaded it (which has just waited for the GPU).
+ * Files are <16 hex digits of the image's first key (om_image_keys)>-<size>.img, 0600 (files of
+ * servers before the keys changed, named by another hash, no longer match and are deleted). A file
+ * whose bytes do not match its name, or that the driver calls no valid image, is deleted; one that
+ * the last server's start was loading when it died (the marker file .loading names it) is deleted
+ * too, so that an image that crashes or hangs the driver cannot stop every later server from
+ * starting. Everything here is best effort: a cache that cannot be used costs the wait it would
+ * have saved, nothing else. Writing a new image happens in the call that loaded it (which has just
+ * waited for the GPU).
  */
 
 #define DEFAULT_MAX (256ull << 20)
@@ -216,8 +219,11 @@ static size_t list(struct entry **ret)
 
 /* The file's bytes, or NULL: deleted only when they were all read and are not what the name
  * says (a failed read, or no memory, says nothing about the file). */
-static void *read_image(const struct entry *e)
+/* The file's bytes, whose first key (om_image_keys) is its name's; the second in *ret_k2. */
+static void *read_image(const struct entry *e, uint64_t *ret_k2)
 {
+    uint64_t k1 = 0;
+
     char path[PATH_LEN];
     struct stat st;
     uint8_t *buf = NULL;
@@ -245,7 +251,8 @@ static void *read_image(const struct entry *e)
         free(buf);
         return NULL;
     }
-    if (om_hash64(buf, got) == e->hash)
+    om_image_keys(buf, got, &k1, ret_k2);
+    if (k1 == e->hash)
         return buf;
     free(buf);
     drop(e->name, "its bytes do not match its name");
@@ -311,7 +318,7 @@ void om_imgcache_preload(void)
     for (i = 0; i < n && !stopped; i++) {
         void *img;
         CUlibrary lib = NULL;
-        uint64_t known;
+        uint64_t known, k2 = 0;
         size_t before;
         CUresult rc;
         if (v[i].size > max_bytes - bytes)
@@ -320,9 +327,9 @@ void om_imgcache_preload(void)
             stopped = "its time ran out";
             break;
         }
-        if (!(img = read_image(&v[i])))
+        if (!(img = read_image(&v[i], &k2)))
             continue;
-        if (om_image_lookup(img, v[i].hash, v[i].size, &known) == 0) {
+        if (om_image_lookup(v[i].hash, k2, v[i].size, &known) == 0) {
             free(img);
             continue;
         }
@@ -338,7 +345,7 @@ void om_imgcache_preload(void)
             om_image_budget_give(v[i].size);
         if (rc == CUDA_SUCCESS) {
             size_t after = free_device_memory();
-            om_image_add(img, v[i].hash, v[i].size, (uint64_t)(uintptr_t)lib);
+            om_image_add(v[i].hash, k2, v[i].size, (uint64_t)(uintptr_t)lib);
             bytes += v[i].size;
             device += before > after ? before - after : 0;
             loaded++;
@@ -382,6 +389,17 @@ static void trim(void)
     free(v);
 }
 
+bool om_imgcache_used(size_t size, uint64_t hash)
+{
+    char name[48], path[PATH_LEN];
+
+    if (!enabled || size == 0 || size > max_bytes)
+        return false;
+    snprintf(name, sizeof(name), "%016" PRIx64 "-%zu.img", hash, size);
+    path_of(path, sizeof(path), name);
+    return utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 void om_imgcache_store(const void *bytes, size_t size, uint64_t hash)
 {
     char name[48], path[PATH_LEN], tmp[PATH_LEN];
@@ -390,10 +408,10 @@ void om_imgcache_store(const void *bytes, size_t size, uint64_t hash)
 
     if (!enabled || size == 0 || size > max_bytes)
         return;
+    if (om_imgcache_used(size, hash))
+        return; /* there already: used now */
     snprintf(name, sizeof(name), "%016" PRIx64 "-%zu.img", hash, size);
     path_of(path, sizeof(path), name);
-    if (utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) == 0)
-        return; /* there already: used now */
     path_of(tmp, sizeof(tmp), ".new-XXXXXX");
     fd = mkstemp(tmp);
     if (fd < 0)

@@ -322,6 +322,9 @@ void om_imgcache_preload(void); /* with the context current, before any client *
 /* An image a client loaded: written when the cache lacks it (a new one, or one trimmed or
  * removed since), otherwise marked used now. */
 void om_imgcache_store(const void *bytes, size_t size, uint64_t hash);
+/* The cached image of that size and first key was used now (the cache keeps the most recently
+ * used): false where there is none. */
+bool om_imgcache_used(size_t size, uint64_t hash);
 
 /* warm.c: grows the driver's stream and event pools at the start, while no kernel runs. */
 void om_warm_driver_pools(void);
@@ -364,9 +367,9 @@ void om_ranges_remove(struct om_ranges *r, struct om_range *it);
 void om_ranges_free(struct om_ranges *r);
 int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size);
 int64_t om_kernel_total(const struct session *s, uint64_t handle); /* -1: not its kernel */
-uint64_t om_hash64(const void *data, size_t len);
-int om_image_lookup(const void *bytes, uint64_t hash, size_t size, uint64_t *ret_library);
-void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t library);
+/* The loaded images by their keys (om_image_keys of their bytes) and size. */
+int om_image_lookup(uint64_t k1, uint64_t k2, size_t size, uint64_t *ret_library);
+void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library);
 /* The server's budget of loaded image bytes: taken before a new image is loaded. */
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);

@@ -225,8 +225,9 @@ int64_t om_kernel_total(const struct session *s, uint64_t handle)
  * barrier, and 100 copies of one program pay it once.
  *
  * The server keeps no copy of an image: it is known by its size and two independent 64-bit
- * hashes of its bytes (FNV-1a over bytes, and a multiply-rotate mix over 8-byte words), so the
- * table costs a few dozen bytes per image whatever their sizes. Two different images that agree
+ * hashes of its bytes (om_image_keys, common/image.c: the shim computes them too and sends them
+ * first, so a client loading an image the server has sends no bytes), so the table costs a few
+ * dozen bytes per image whatever their sizes. Two different images that agree
  * on all three by accident are not a practical concern (2^-128); a client that crafts such a
  * pair gains nothing it could not do with a kernel, since every client's kernels share one
  * address space (docs/security.md). The loaded code itself is bounded by the budgets
@@ -243,47 +244,13 @@ static struct image *images;
 static uint64_t images_bytes; /* of every image loaded (__atomic) */
 static pthread_mutex_t images_lock = PTHREAD_MUTEX_INITIALIZER;
 
-uint64_t om_hash64(const void *data, size_t len)
+int om_image_lookup(uint64_t k1, uint64_t k2, size_t size, uint64_t *ret_library)
 {
-    const uint8_t *p = data;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h ^ len;
-}
-
-/* The second key: 8 bytes at a time, each word mixed in with a multiply and a rotation. */
-static uint64_t hash_words(const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ len, w;
-    size_t i = 0;
-
-    for (; i + 8 <= len; i += 8) {
-        memcpy(&w, p + i, 8);
-        w *= 0xff51afd7ed558ccdull;
-        h ^= (w << 31) | (w >> 33);
-        h = ((h << 27) | (h >> 37)) * 5 + 0x52dce729;
-    }
-    w = 0;
-    memcpy(&w, p + i, len - i);
-    h ^= w * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    return h ^ (h >> 29);
-}
-
-int om_image_lookup(const void *bytes, uint64_t hash, size_t size, uint64_t *ret_library)
-{
-    uint64_t hash2 = hash_words(bytes, size);
     int rc = -ENOENT;
 
     pthread_mutex_lock(&images_lock);
     for (struct image *im = images; im; im = im->next) {
-        if (im->hash == hash && im->size == size && im->hash2 == hash2) {
+        if (im->hash == k1 && im->size == size && im->hash2 == k2) {
             *ret_library = im->library;
             rc = 0;
             break;
@@ -303,14 +270,14 @@ void om_image_budget_give(size_t size)
     om_budget_give(&images_bytes, size);
 }
 
-void om_image_add(const void *bytes, uint64_t hash, size_t size, uint64_t library)
+void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library)
 {
     struct image *im = calloc(1, sizeof(*im));
 
     if (!im)
         return; /* only the table entry is lost: a later client loads the image again */
-    im->hash = hash;
-    im->hash2 = hash_words(bytes, size);
+    im->hash = k1;
+    im->hash2 = k2;
     im->size = size;
     im->library = library;
     pthread_mutex_lock(&images_lock);

@@ -2752,7 +2752,7 @@ static void make_victim(void)
     om_fuzz_stage(victim, OM_OP_STAGE_RESET, NULL, 0);
     om_fuzz_stage(victim, OM_OP_STAGE_APPEND, (const uint8_t *)victim_image,
                   sizeof(victim_image)); /* with its NUL, as the shim sends a text image */
-    lib = VICTIM(cuLibraryLoadData, NULL, 0, sizeof(victim_image));
+    lib = VICTIM(cuLibraryLoadData, NULL, 0, sizeof(victim_image), 0, 0, 1); /* staged */
     k = VICTIM(cuLibraryGetKernel, "victim_fill", 11, lib);
     h = VICTIM(cuMemHostAlloc, NULL, 0, 8192);
     memcpy(args, &a1, 8);

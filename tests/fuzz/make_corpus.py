@@ -51,6 +51,32 @@ STAGE_APPEND, STAGE_RESET, POSTED = 0x7FFF, 0x7FFE, 0x8000
 (V_A1, V_A2, V_A1_64, V_S1, V_S2, V_E1, V_E2, V_LIB, V_K, V_HOST, V_DEFAULT) = range(11)
 
 
+def image_keys(data):
+    """om_image_keys (src/common/image.c), for seeds that name an image by its keys."""
+    M = (1 << 64) - 1
+
+    def rotl(v, r):
+        return ((v << r) | (v >> (64 - r))) & M
+    n = len(data)
+    h1, h2 = 0x9e3779b97f4a7c15 ^ n, 0x6a09e667f3bcc908 ^ ((n * 3) & M)
+    i = 0
+    while i + 8 <= n:
+        w = int.from_bytes(data[i:i + 8], "little")
+        h1 ^= rotl((w * 0xff51afd7ed558ccd) & M, 31)
+        h1 = (rotl(h1, 27) * 5 + 0x52dce729) & M
+        h2 ^= rotl((w * 0xc2b2ae3d27d4eb4f) & M, 29)
+        h2 = (rotl(h2, 33) * 0x9e3779b97f4a7c15 + 0x165667b19e3779f9) & M
+        i += 8
+    w = int.from_bytes(data[i:], "little")
+    h1 ^= (w * 0xc4ceb9fe1a85ec53) & M
+    h2 ^= (w * 0x94d049bb133111eb) & M
+    h1 ^= h1 >> 33
+    h1 = (h1 * 0xff51afd7ed558ccd) & M
+    h2 ^= h2 >> 31
+    h2 = (h2 * 0xbf58476d1ce4e5b9) & M
+    return h1 ^ (h1 >> 29), h2 ^ (h2 >> 32)
+
+
 def ref(n, off=0):
     return 0xF0F0F0 << 40 | (off & 0xFFFFFFFF) << 8 | n
 
@@ -99,7 +125,7 @@ def exec_seeds():
     g, m, b = launch_dims(2, 64)
     attr = struct.pack("<iiI", 8, 0, 1).ljust(72, b"\0")  # priority
     yield "library-launch", b"".join([
-        stage(image), rec("cuLibraryLoadData", len(image)),
+        stage(image), rec("cuLibraryLoadData", len(image), 0, 0, 1),  # staged (keys unread)
         rec("cuLibraryGetKernel", F(0), tail=b"fill_u32"),  # F(1) kernel, F(2) count, F(3..8)
         rec("cuMemAlloc_v2", 4096),  # F(9)
         rec("cuLaunchKernel", F(1), g, m, b, 0, 0, tail=args),
@@ -125,7 +151,9 @@ def exec_seeds():
         rec("cuMemFreeHost", ref(V_HOST)), rec("cuStreamQuery", ref(V_DEFAULT)),
         rec("cuMemcpyHtoDAsync_v2", ref(V_A1), ref(V_HOST), 8, 0)])
     yield "same-image", b"".join([
-        stage(victim_image), rec("cuLibraryLoadData", len(victim_image)),  # the victim's library
+        rec("cuLibraryLoadData", len(victim_image), *image_keys(victim_image), 0),  # by keys
+        rec("cuLibraryLoadData", len(victim_image), 1, 2, 0),  # keys of no image: 0
+        stage(victim_image), rec("cuLibraryLoadData", len(victim_image), 0, 0, 1),
         rec("cuLibraryGetKernel", F(0), tail=b"victim_fill"),
         rec("cuMemAlloc_v2", 64),  # F(9)
         rec("cuLaunchKernel", F(1), g, m, b, 0, 0, tail=args)])
@@ -161,9 +189,10 @@ def exec_seeds():
     struct.pack_into("<QQ", elf, 32, 64, 1 << 20)  # program headers at 64, sections at 1 MiB
     struct.pack_into("<HHHH", elf, 54, 56, 1, 64, 8)
     yield "image-past-staged", b"".join([
-        stage(b"fakecubin\nfill_u32:8,4,4\n"), rec("cuLibraryLoadData", 25),  # no NUL
-        stage(bytes(elf)), rec("cuLibraryLoadData", len(elf)),
-        stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)), rec("cuLibraryLoadData", 16)])
+        stage(b"fakecubin\nfill_u32:8,4,4\n"), rec("cuLibraryLoadData", 25, 0, 0, 1),  # no NUL
+        stage(bytes(elf)), rec("cuLibraryLoadData", len(elf), 0, 0, 1),
+        stage(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 4096)),
+        rec("cuLibraryLoadData", 16, 0, 0, 1)])
     # Host nodes (api/remote/hostnodes.tsv): made, read back, set, set in an executable graph,
     # launched (the check layer's no-op stands in for the trampoline); a host function on a
     # stream that is not capturing (nothing made); a host node after another client's handle.
@@ -314,12 +343,14 @@ def gen_seeds():
 
 
 def main():
-    write("fuzz_msg", "hello", msg(1, struct.pack("<II", 42, 0) + limits(25000, 1, [1 << 30])))
+    write("fuzz_msg", "hello", msg(1, struct.pack("<II", 42, 3) + limits(25000, 1, [1 << 30]) +
+                                   b"1,GPU-00".ljust(4096, b"\0") + b"GPU-00=1G".ljust(4096, b"\0")))
     write("fuzz_msg", "command", msg(2, b"get_server_list"))
     write("fuzz_msg", "answer", msg(3, b"100.0"))
     write("fuzz_msg", "welcome", msg(6, struct.pack("<IIII", 100, 1, 1 << 21, 1)))
     write("fuzz_msg", "ready", msg(20, struct.pack("<II", 2, 0) + device(0) + device(1)))
-    write("fuzz_msg", "adopt", msg(22, struct.pack("<IIII", 1, 42, 1000, 0) + limits()))
+    write("fuzz_msg", "adopt", msg(22, struct.pack("<IIII", 1, 42, 1000, 0) + limits() + limits() +
+                                   struct.pack("<II", 2, 0) + bytes([1, 0]).ljust(64, b"\0")))
     write("fuzz_msg", "client", msg(23, struct.pack("<IIII", 1, 42, 1, 1)))
     write("fuzz_msg", "result", msg(26, struct.pack("<Ii", 7, -3)))
     write("fuzz_msg", "bad-major", msg(1, b"", major=9))

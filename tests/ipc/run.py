@@ -1240,6 +1240,31 @@ def module_images_carried_to_the_next_server():
 
 
 @test
+def known_image_is_sent_by_its_keys():
+    """A client loading a module image sends its keys first (om_image_keys): the first client's
+    image travels and is loaded; a second client's same image is answered by its keys alone (no
+    bytes staged, no second load: the shim says so under OPENMPS_TRACE); a different image
+    travels and is loaded again."""
+    e = Env()
+    ok = False
+    try:
+        env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR), OPENMPS_TRACE="1")
+        outs = []
+        for name in ("keyed_a", "keyed_a", "keyed_b"):
+            p = subprocess.run([REMOTE_DRIVER, "image", name], env=env, capture_output=True,
+                               text=True, timeout=120)
+            check(p.returncode == 0 and "image ok" in p.stdout, "%s: %r" % (name, p.stderr[-300:]))
+            outs.append("sent by its keys" in p.stderr)
+        check(outs == [False, True, False], "by keys only where the server had it: %r" % outs)
+        slog = wait_for(lambda: e.log("server.log").count("loaded a new module image") == 2 and
+                        e.log("server.log"), what="two images loaded, one each")
+        check(slog.count("loaded a new module image") == 2, slog)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def module_cache_keeps_the_most_recently_used():
     """Past its size the cache keeps the images used last (a load of a known image counts as a
     use); a starting server loads the newest that fit; leftovers of dead writes, files whose

@@ -61,7 +61,8 @@
     X(ring_wait_timeout)                                                                           \
     X(command_split)                                                                               \
     X(log_escape)                                                                                  \
-    X(image_extent)
+    X(image_extent)                                                                                \
+    X(image_keys)
 
 #define OM_X_DECL(name) TEST(name);
 OM_UNIT_TESTS(OM_X_DECL)

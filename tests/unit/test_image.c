@@ -47,3 +47,36 @@ TEST(image_extent)
     CHECK_EQ(om_image_extent((const uint8_t *)".version 8.0\0junk", 18), 13); /* PTX */
     CHECK_EQ(om_image_extent((const uint8_t *)".version 8.0", 12), UINT64_MAX);
 }
+
+/* The shim and the server key an image alike (om_image_keys): fixed values (the fuzz corpus's
+ * tests/fuzz/make_corpus.py computes the same in Python), and a changed byte changes both. */
+TEST(image_keys)
+{
+    static const struct {
+        size_t len;
+        uint64_t k1, k2;
+    } want[] = {{0, 0x9341ca22e4ac1dc6ull, 0xddffea49fb1dc586ull},
+                {3, 0x46ef4ed4b14f0015ull, 0xe49195749ab48238ull},
+                {17, 0xe5545bfa59ec142bull, 0xbec318f628a9ff0full}};
+    uint8_t data[17];
+    uint64_t k1, k2, c1, c2;
+
+    for (int i = 0; i < 17; i++)
+        data[i] = (uint8_t)i;
+    om_image_keys("abc", 3, &k1, &k2);
+    CHECK_EQ(k1, want[1].k1);
+    CHECK_EQ(k2, want[1].k2);
+    om_image_keys(data, 0, &k1, &k2);
+    CHECK_EQ(k1, want[0].k1);
+    CHECK_EQ(k2, want[0].k2);
+    om_image_keys(data, 17, &k1, &k2);
+    CHECK_EQ(k1, want[2].k1);
+    CHECK_EQ(k2, want[2].k2);
+    data[16] ^= 1; /* the tail */
+    om_image_keys(data, 17, &c1, &c2);
+    CHECK(c1 != k1 && c2 != k2);
+    data[16] ^= 1;
+    data[3] ^= 0x80; /* a word */
+    om_image_keys(data, 17, &c1, &c2);
+    CHECK(c1 != k1 && c2 != k2);
+}

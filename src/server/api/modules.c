@@ -23,17 +23,44 @@ static bool image_within(const uint8_t *p, uint64_t size)
     return om_image_extent(p, size) <= size;
 }
 
+/* The client's handle of a loaded library (counted once per client). */
+static CUresult answer_library(struct call *c, uint64_t lib)
+{
+    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib)) {
+        if (om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        om_modref_loaded(c->s, lib);
+    }
+    om_put_u64(&c->out, lib);
+    return CUDA_SUCCESS;
+}
+
+/*
+ * Request: the image's size, the two keys the client computed (om_image_keys), and whether its
+ * bytes were staged. Without its bytes: the library if the server has loaded that image (and
+ * may share it), else 0, and the client sends the bytes (its keys are only a question: with
+ * bytes, the server computes the keys itself). Answer: the library.
+ */
 CUresult om_x_cuLibraryLoadData(struct call *c)
 {
     CUresult (*load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **,
                      unsigned) = REAL(cuLibraryLoadData);
-    uint64_t size = om_get_u64(&c->in), lib = 0, hash;
+    uint64_t size = om_get_u64(&c->in), k1 = om_get_u64(&c->in), k2 = om_get_u64(&c->in);
+    uint64_t staged = om_get_u64(&c->in), lib = 0;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (size == 0)
+    if (size == 0 || size > (1u << 30) || staged > 1)
         return CUDA_ERROR_INVALID_IMAGE;
+    if (!staged) { /* known by its keys? */
+        if (om_image_lookup(k1, k2, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
+            om_put_u64(&c->out, 0);
+            return CUDA_SUCCESS;
+        }
+        om_imgcache_used(size, k1); /* for the servers after this one, as a load would */
+        return answer_library(c, lib);
+    }
     if ((rc = om_staged(c, size, CUDA_ERROR_INVALID_IMAGE)) != CUDA_SUCCESS)
         return rc;
     if (!image_within(c->s->stage, size)) {
@@ -41,11 +68,11 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
                    (int)c->s->pid, (unsigned long long)size);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    hash = om_hash64(c->s->stage, size);
+    om_image_keys(c->s->stage, size, &k1, &k2);
     pthread_mutex_lock(om_image_load_lock());
     /* A library another client claimed (a module's texture references, api/texrefs.c): this
      * client loads its own copy. */
-    if (om_image_lookup(c->s->stage, hash, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
+    if (om_image_lookup(k1, k2, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
         CUlibrary l = NULL;
         /* A new image: it stays loaded while the server runs, so it counts against the
          * client's budget and the server's (budget.c). */
@@ -68,7 +95,7 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
         } else {
             c->s->image_count++;
             lib = (uint64_t)(uintptr_t)l;
-            om_image_add(c->s->stage, hash, size, lib);
+            om_image_add(k1, k2, size, lib);
             om_info("client %d: loaded a new module image of %llu bytes", (int)c->s->pid,
                     (unsigned long long)size);
         }
@@ -77,14 +104,8 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     /* For the servers after this one (imgcache.c); the staging buffer is this session's. */
-    om_imgcache_store(c->s->stage, size, hash);
-    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib)) {
-        if (om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        om_modref_loaded(c->s, lib);
-    }
-    om_put_u64(&c->out, lib);
-    return CUDA_SUCCESS;
+    om_imgcache_store(c->s->stage, size, k1);
+    return answer_library(c, lib);
 }
 
 CUresult om_x_cuLibraryUnload(struct call *c)
