@@ -134,8 +134,15 @@ struct session {
     uint64_t worked_mask;
     uint64_t device_mask;
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
-    /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on */
-    CUstream ctx_stream;
+    /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on, per device */
+    CUstream ctx_streams[OM_MAX_DEVICES];
+    /* api/streams.c: the device of each stream made on another device than the session's first
+     * (the others are on its first: a client of one device keeps this empty) */
+    struct om_stream_dev {
+        uint64_t stream;
+        int dev;
+    } * stream_devs;
+    size_t nstream_devs, stream_devs_cap;
     struct om_green *green; /* api/green.c: its green contexts and device resources */
     struct om_share *share; /* share.c: its SM share's lane and shadow streams */
     /* ... on its other devices (swapped like default_streams), and how many it made */

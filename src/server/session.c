@@ -369,8 +369,9 @@ static void release_gpu_resources(struct session *s)
     }
     /* api/contexts.c's joining stream */
     om_ctx_release(s);
-    om_green_release(s); /* its green contexts, their streams gone */
-    om_share_release(s); /* share.c: its shadow streams, its lane */
+    om_stream_devs_release(s); /* api/streams.c: the devices of its streams */
+    om_green_release(s);       /* its green contexts, their streams gone */
+    om_share_release(s);       /* share.c: its shadow streams, its lane */
     om_priority_release(s);
     om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
     if (s->default_stream)

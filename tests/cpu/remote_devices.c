@@ -34,6 +34,11 @@ CUresult cuCtxDisablePeerAccess(CUcontext);
 CUresult cuDeviceCanAccessPeer(int *, int, int);
 CUresult cuPointerGetAttribute(void *, int, unsigned long long);
 CUresult cuInit(unsigned);
+typedef void *CUevent;
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuCtxRecordEvent(CUcontext, CUevent);
+CUresult cuCtxWaitEvent(CUcontext, CUevent);
 CUresult cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, CUstream);
 CUresult cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 CUresult cuDeviceGet(int *, int);
@@ -136,6 +141,24 @@ void devices_case(void)
     IS(cuCtxEnablePeerAccess(ctx[0], 0), 704); /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
     OK(cuCtxDisablePeerAccess(ctx[0]));
     IS(cuCtxDisablePeerAccess(ctx[0]), 705); /* CUDA_ERROR_PEER_ACCESS_NOT_ENABLED */
+    /* a context's event: its device's streams only (the double, as the driver, refuses an event
+     * recorded on another device's stream), also for a context that is not current */
+    {
+        CUevent ev[2];
+        OK(cuCtxSetCurrent(ctx[1]));
+        OK(cuEventCreate(&ev[1], 0));
+        OK(cuCtxRecordEvent(ctx[1], ev[1]));
+        OK(cuCtxWaitEvent(ctx[1], ev[1]));
+        OK(cuEventSynchronize(ev[1]));
+        OK(cuCtxSetCurrent(ctx[0]));
+        OK(cuEventCreate(&ev[0], 0));
+        OK(cuCtxSetCurrent(ctx[1]));
+        OK(cuCtxRecordEvent(ctx[0], ev[0])); /* device 0's, from device 1 */
+        OK(cuCtxWaitEvent(ctx[0], ev[0]));
+        OK(cuCtxGetDevice(&cur));
+        EXPECT(cur == 1);
+        OK(cuEventSynchronize(ev[0]));
+    }
     OK(cuCtxSetCurrent(ctx[0]));
     printf("devices ok\n");
     fflush(stdout);

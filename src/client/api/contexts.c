@@ -363,7 +363,15 @@ static CUresult ctx_event(int index, CUcontext ctx, CUevent ev)
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
     om_put_u64(&req, (uint64_t)(uintptr_t)ev);
-    return om_rcall(index, &req, NULL, 0, NULL);
+    if (dev == om_current_device())
+        return om_rcall(index, &req, NULL, 0, NULL);
+    /* Another device's context: current for the call, so that the server runs it there (the
+     * streams it joins or holds are that device's). */
+    if ((rc = om_r_cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_rcall(index, &req, NULL, 0, NULL);
+    om_r_cuCtxPopCurrent_v2(&ctx);
+    return rc;
 }
 
 CUresult om_r_cuCtxRecordEvent(CUcontext ctx, CUevent ev)

@@ -5,21 +5,33 @@
 
 #include "../exec.h"
 
-/* The stream cuCtxRecordEvent records on: it waits for each of the client's streams, so the
- * event captures the client's work only, and no stream of the client is made to wait. */
+/* The stream cuCtxRecordEvent records on, in the current device's context: it waits for each
+ * of the client's streams there, so the event captures the client's work only, and no stream
+ * of the client is made to wait. */
 static CUstream joining_stream(struct session *s, CUresult *rc)
 {
-    if (!s->ctx_stream)
-        *rc = ((CUresult(*)(CUstream *, unsigned))REAL(cuStreamCreate))(&s->ctx_stream,
-                                                                        CU_STREAM_NON_BLOCKING);
-    return s->ctx_stream;
+    CUstream *join = &s->ctx_streams[s->dev];
+
+    if (!*join)
+        *rc =
+            ((CUresult(*)(CUstream *, unsigned))REAL(cuStreamCreate))(join, CU_STREAM_NON_BLOCKING);
+    return *join;
 }
 
 void om_ctx_release(struct session *s)
 {
-    if (s->ctx_stream)
-        ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(s->ctx_stream);
-    s->ctx_stream = NULL;
+    for (int d = 0; d < (int)OM_MAX_DEVICES; d++) {
+        if (s->ctx_streams[d])
+            ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(s->ctx_streams[d]);
+        s->ctx_streams[d] = NULL;
+    }
+}
+
+/* A stream of the client's on the device its calls run on now (the context the client named:
+ * its shim makes it current first). */
+static bool here(const struct session *s, uint64_t h)
+{
+    return om_stream_device(s, h) == s->dev;
 }
 
 static CUresult owned_event(struct call *c, CUevent *ev)
@@ -35,7 +47,8 @@ static CUresult owned_event(struct call *c, CUevent *ev)
     return CUDA_SUCCESS;
 }
 
-/* Records the event after everything the client enqueued so far, on any of its streams. */
+/* Records the event after everything the client enqueued so far in the context, on any of its
+ * streams of that device. */
 CUresult om_x_cuCtxRecordEvent(struct call *c)
 {
     struct session *s = c->s;
@@ -51,14 +64,16 @@ CUresult om_x_cuCtxRecordEvent(struct call *c)
     if (s->default_stream)
         rc = om_order_after(s, join, s->default_stream, true);
     for (size_t i = 0; i < s->own[OM_H_STREAM].n && rc == CUDA_SUCCESS; i++)
-        rc = om_order_after(s, join, (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i], true);
+        if (here(s, s->own[OM_H_STREAM].v[i]))
+            rc = om_order_after(s, join, (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i], true);
     if (rc == CUDA_SUCCESS)
         rc = ((CUresult(*)(CUevent, CUstream))REAL(cuEventRecord))(ev, join);
     return rc;
 }
 
-/* Later work on every stream of the client (its default stream included) waits for the event.
- * Streams the client creates afterwards do not (docs/architecture.md). */
+/* Later work on every stream of the client on the context's device (its default stream
+ * included) waits for the event. Streams the client creates afterwards do not
+ * (docs/architecture.md). */
 CUresult om_x_cuCtxWaitEvent(struct call *c)
 {
     struct session *s = c->s;
@@ -73,6 +88,8 @@ CUresult om_x_cuCtxWaitEvent(struct call *c)
     if (st)
         rc = wait(st, ev, 0);
     for (size_t i = 0; i < s->own[OM_H_STREAM].n && rc == CUDA_SUCCESS; i++) {
+        if (!here(s, s->own[OM_H_STREAM].v[i]))
+            continue;
         st = om_find_stream(s, s->own[OM_H_STREAM].v[i], true, &rc);
         if (st)
             rc = wait(st, ev, 0);
