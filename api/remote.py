@@ -780,7 +780,9 @@ def server_decoder(r, protos, types, kinds):
                 extra = "".join(", %s_%s" % ("d" if kinds_of[a] == "dev" else "s" if kinds_of[a]
                                              in ("stream", "stream.query") else "a", a)
                                 for a in p["check_args"])
-                answers.append("        rc = om_answer_%s(c, &o_%s%s);" % (p["check"], n, extra))
+                answers.append("        %src = om_answer_%s(c, &o_%s%s);"
+                               % ("if (rc == CUDA_SUCCESS)\n            " if answers else "",
+                                  p["check"], n, extra))
             ok.append("        om_put_bytes(&c->out, &o_%s, sizeof(o_%s));" % (n, n))
         elif b == "new":
             decls.append("    %s o_%s = 0;" % (T, n))

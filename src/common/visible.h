@@ -21,8 +21,9 @@ int om_visible_resolve(const char *spec, const struct om_device_info *devs, uint
                        struct om_devmap *ret);
 /* Every device, in the server's order (no CUDA_VISIBLE_DEVICES on the client). */
 void om_visible_all(uint32_t ndevs, struct om_devmap *ret);
-/* A client's own request (its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT counts its devices) in the
- * server's ordinals; limits for devices it does not see are dropped. */
+/* A client's own request (its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT's ordinals count its devices) in
+ * the server's ordinals; limits for ordinals it does not have are dropped (a UUID entry names a
+ * server device directly, visible to the client or not: om_visible_mem_limits). */
 struct om_limits om_visible_limits(const struct om_limits *want, const struct om_devmap *m);
 /* The UUID entries of a client's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("GPU-<uuid or prefix>=SIZE";
  * its ordinal entries the client parsed itself) into l, in the server's ordinals, the tighter

@@ -256,12 +256,14 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     }
     if (c->hello.flags & OM_HELLO_VISIBLE) {
         int n = om_visible_resolve(c->hello.visible, s->devs, s->ndevs, &a.devmap);
+        char shown[256]; /* the client's text, its control characters escaped for the log */
+        om_log_escape(shown, sizeof(shown), c->hello.visible, strlen(c->hello.visible));
         if (n <= 0) {
             char why[512];
             snprintf(why, sizeof(why),
                      "CUDA_VISIBLE_DEVICES=%.200s %s of the %u device(s) of the openmps server "
                      "(their ordinals, or their UUIDs: openmps-control device_query)",
-                     c->hello.visible, n < 0 ? "names a device twice: it sees none" : "names none",
+                     shown, n < 0 ? "names a device twice: it sees none" : "names none",
                      (unsigned)s->ndevs);
             om_peer_info(d, c->uid, "Client %d sees no device: %s", (int)c->pid, why);
             /* flags: what its cuInit returns, as the driver's does for the same variable */
@@ -272,7 +274,7 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
             return;
         }
         om_peer_info(d, c->uid, "Client %d: CUDA_VISIBLE_DEVICES=%.200s, %u of %u device(s)",
-                     (int)c->pid, c->hello.visible, a.devmap.count, (unsigned)s->ndevs);
+                     (int)c->pid, shown, a.devmap.count, (unsigned)s->ndevs);
     } else {
         om_visible_all(s->ndevs, &a.devmap);
     }
@@ -281,14 +283,14 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     a.uid = (uint32_t)c->uid;
     a.want = om_visible_limits(&c->hello.want, &a.devmap); /* in the server's ordinals */
     if (c->hello.flags & OM_HELLO_MEM_LIMIT) {
-        char bad[80] = "";
+        char bad[80] = "", shown[256];
         int n =
             om_visible_mem_limits(c->hello.mem_limit, s->devs, s->ndevs, &a.want, bad, sizeof(bad));
         if (n)
             om_peer_info(d, c->uid,
                          "Client %d: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names %d device(s) the "
                          "server does not have (%s): ignored",
-                         (int)c->pid, n, bad);
+                         (int)c->pid, n, om_log_escape(shown, sizeof(shown), bad, strlen(bad)));
     }
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);

@@ -7,6 +7,8 @@
  */
 #include "exec.h"
 
+#include <stdlib.h>
+
 int om_dev_in(const struct session *s, uint64_t cdev)
 {
     return cdev < s->devmap.count ? (int)s->devmap.server[cdev] : -1;
@@ -36,6 +38,53 @@ void om_loc_out(const struct session *s, CUmemLocation *loc)
 {
     if (loc->type == CU_MEM_LOCATION_TYPE_DEVICE)
         loc->id = om_dev_out(s, loc->id); /* -1: a device the client does not see */
+}
+
+/* The device of the client's streams and pools: noted only where it is not the session's first
+ * device (a client of one device keeps the list empty). */
+static int first_device(const struct session *s)
+{
+    return s->devmap.count ? (int)s->devmap.server[0] : 0;
+}
+
+int om_handle_device(const struct session *s, uint64_t h)
+{
+    for (size_t i = 0; i < s->nhandle_devs; i++)
+        if (s->handle_devs[i].handle == h)
+            return s->handle_devs[i].dev;
+    return first_device(s);
+}
+
+bool om_note_device(struct session *s, uint64_t h, int dev)
+{
+    if (dev == first_device(s))
+        return true;
+    if (s->nhandle_devs == s->handle_devs_cap) {
+        size_t cap = s->handle_devs_cap ? s->handle_devs_cap * 2 : 8;
+        struct om_handle_dev *n = realloc(s->handle_devs, cap * sizeof(*n));
+        if (!n)
+            return false;
+        s->handle_devs = n;
+        s->handle_devs_cap = cap;
+    }
+    s->handle_devs[s->nhandle_devs++] = (struct om_handle_dev){h, dev};
+    return true;
+}
+
+void om_forget_device(struct session *s, uint64_t h)
+{
+    for (size_t i = 0; i < s->nhandle_devs; i++)
+        if (s->handle_devs[i].handle == h) {
+            s->handle_devs[i] = s->handle_devs[--s->nhandle_devs];
+            return;
+        }
+}
+
+void om_handle_devs_release(struct session *s)
+{
+    free(s->handle_devs);
+    s->handle_devs = NULL;
+    s->nhandle_devs = s->handle_devs_cap = 0;
 }
 
 /* out:dev (cuDeviceGetByPCIBusId): a device the client does not see is none, as it is for a

@@ -79,9 +79,12 @@ void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
  * streams destroyed; api/green.c: a stream gone from the client's green contexts. */
 CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags);
 CUresult om_stream_release(struct session *s, uint64_t h);
-/* The (server) device a stream of the client's was made on; its bookkeeping freed at the end. */
-int om_stream_device(const struct session *s, uint64_t h);
-void om_stream_devs_release(struct session *s);
+/* devmap.c: the (server) device a stream or pool of the client's is on; noted at creation,
+ * forgotten at destruction, freed at the session's end. */
+int om_handle_device(const struct session *s, uint64_t h);
+bool om_note_device(struct session *s, uint64_t h, int dev);
+void om_forget_device(struct session *s, uint64_t h);
+void om_handle_devs_release(struct session *s);
 bool om_stream_blocking(struct session *s, uint64_t h); /* created blocking, on any device */
 void om_green_stream_gone(struct session *s, uint64_t h);
 /* Whether st is a stream the client made in a green context of its own (api/green.c). */

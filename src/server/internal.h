@@ -136,13 +136,13 @@ struct session {
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on, per device */
     CUstream ctx_streams[OM_MAX_DEVICES];
-    /* api/streams.c: the device of each stream made on another device than the session's first
-     * (the others are on its first: a client of one device keeps this empty) */
-    struct om_stream_dev {
-        uint64_t stream;
+    /* devmap.c: the device of each stream and pool made on another device than the session's
+     * first (the others are on its first: a client of one device keeps this empty) */
+    struct om_handle_dev {
+        uint64_t handle;
         int dev;
-    } * stream_devs;
-    size_t nstream_devs, stream_devs_cap;
+    } * handle_devs;
+    size_t nhandle_devs, handle_devs_cap;
     struct om_green *green; /* api/green.c: its green contexts and device resources */
     struct om_share *share; /* share.c: its SM share's lane and shadow streams */
     /* ... on its other devices (swapped like default_streams), and how many it made */
@@ -398,6 +398,8 @@ uint64_t om_memcap_used(const struct session *s, int dev);
 uint64_t om_memcap_used_all(const struct session *s); /* on every device (ps -v) */
 CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes);
 void om_memcap_charge(struct session *s, struct om_range *r);
+/* ... charged to the device it is on, where that is not the current one (a pool's, a graph's). */
+void om_memcap_charge_on(struct session *s, struct om_range *r, int dev);
 void om_allocs_remove(struct session *s, struct om_range *r);
 /* Memory behind a handle (a cuMemCreate allocation, an array), counted from its creation
  * (after the check) to its release or destruction; om_memcap_free at the session's end. */

@@ -18,8 +18,8 @@
  * fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Arrays (plain, 3D, layered,
  * mipmapped) count by their descriptor's elements (the driver may pad them: an estimate), from
  * creation to destruction; graph allocations while the client's graphs hold their ranges
- * (api/graphs.c). The server runs the clients' work on one device today: everything counts on
- * device 0.
+ * (api/graphs.c). Each device has its own cap and count: an allocation counts on the device
+ * it is on (the current one; a pool's, for stream-ordered allocations; an allocation node's).
  */
 
 uint64_t om_memcap_cap(const struct session *s, int dev)
@@ -81,12 +81,17 @@ CUresult om_memcap_check(struct session *s, int dev, uint64_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void om_memcap_charge(struct session *s, struct om_range *r)
+void om_memcap_charge_on(struct session *s, struct om_range *r, int dev)
 {
     r->charged = r->size;
-    r->dev = s->dev; /* made on the device its calls run on */
-    s->worked_mask |= 1ull << s->dev;
+    r->dev = dev;
+    s->worked_mask |= 1ull << dev;
     add_bytes(s, r->dev, r->size);
+}
+
+void om_memcap_charge(struct session *s, struct om_range *r)
+{
+    om_memcap_charge_on(s, r, s->dev); /* made on the device its calls run on */
 }
 
 void om_allocs_remove(struct session *s, struct om_range *r)

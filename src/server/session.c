@@ -77,8 +77,11 @@ void om_session_report(struct server *srv, const struct session *s, uint32_t id,
      * to follow (om_session_report_memory). */
     struct om_srv_client m = {.client_id = id, .pid = (uint32_t)pid, .event = event};
 
-    if (event == OM_CLIENT_UP && s && s->dev < 32)
-        m.device_mask = 1u << s->dev;
+    /* its first device, from its map: the worker may have moved it already (not read here) */
+    if (event == OM_CLIENT_UP && s) {
+        int first = s->devmap.count ? (int)s->devmap.server[0] : 0;
+        m.device_mask = first < 32 ? 1u << first : 0;
+    }
 
     if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
         om_warn("cannot tell the daemon about client %d", (int)pid);
@@ -177,7 +180,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     case OM_OP_GOODBYE: return -ECONNRESET;
     case OM_OP_STAGE_RESET:
     case OM_OP_STAGE_APPEND: stage(s, rec, payload); return 0;
-    case OM_OP_SET_DEVICE: { /* posted: u64 the server's ordinal[, u64 the context's SMs] */
+    case OM_OP_SET_DEVICE: { /* posted: u64 the client's ordinal[, u64 the context's SMs] */
         uint64_t v[2] = {UINT64_MAX, 0};
         CUresult drc;
         if (rec->len == 8 || rec->len == 16)
@@ -369,7 +372,7 @@ static void release_gpu_resources(struct session *s)
     }
     /* api/contexts.c's joining stream */
     om_ctx_release(s);
-    om_stream_devs_release(s); /* api/streams.c: the devices of its streams */
+    om_handle_devs_release(s); /* devmap.c: the devices of its streams and pools */
     om_green_release(s);       /* its green contexts, their streams gone */
     om_share_release(s);       /* share.c: its shadow streams, its lane */
     om_priority_release(s);

@@ -34,6 +34,7 @@ CUresult cuCtxDisablePeerAccess(CUcontext);
 CUresult cuDeviceCanAccessPeer(int *, int, int);
 CUresult cuPointerGetAttribute(void *, int, unsigned long long);
 CUresult cuInit(unsigned);
+CUresult cuFuncSetAttribute(CUfunction, int, int);
 typedef void *CUevent;
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventSynchronize(CUevent);
@@ -57,6 +58,20 @@ typedef struct {
 } CUmemAllocationProp;
 CUresult cuMemCreate(unsigned long long *, size_t, const CUmemAllocationProp *, unsigned long long);
 CUresult cuMemRelease(unsigned long long);
+typedef struct {
+    int allocType, handleTypes;
+    int location[2];
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+typedef void *CUmemoryPool;
+CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
+CUresult cuMemPoolDestroy(CUmemoryPool);
+CUresult cuMemAllocFromPoolAsync(unsigned long long *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync(unsigned long long, CUstream);
+CUresult cuDeviceSetMemPool(int, CUmemoryPool);
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *, unsigned long long);
 
 #define EXPECT(cond)                                                                               \
@@ -141,6 +156,11 @@ void devices_case(void)
     IS(cuCtxEnablePeerAccess(ctx[0], 0), 704); /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
     OK(cuCtxDisablePeerAccess(ctx[0]));
     IS(cuCtxDisablePeerAccess(ctx[0]), 705); /* CUDA_ERROR_PEER_ACCESS_NOT_ENABLED */
+    /* a function's attribute is set on the current device (each its own, as the driver) */
+    OK(cuCtxSetCurrent(ctx[1]));
+    OK(cuFuncSetAttribute(f, 8, 4096)); /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    OK(cuCtxSetCurrent(ctx[0]));
+    OK(cuFuncSetAttribute(f, 8, 4096));
     /* a context's event: its device's streams only (the double, as the driver, refuses an event
      * recorded on another device's stream), also for a context that is not current */
     {
@@ -235,6 +255,26 @@ void visible_case(void)
         OK(cuMemRelease(h));
         p.location[1] = 2; /* a device it does not have */
         IS(cuMemCreate(&h, 2 << 20, &p, 0), 1);
+    }
+    /* a pool of its device 1 (cap 32M) used while device 0 (cap 64M) is current: its
+     * allocations count on device 1; device 0 cannot take it as its pool */
+    {
+        CUmemPoolProps pp;
+        CUmemoryPool pool;
+        unsigned long long a = 0, b = 0;
+        memset(&pp, 0, sizeof(pp));
+        pp.allocType = 1; /* PINNED */
+        pp.location[0] = 1;
+        pp.location[1] = 1;
+        OK(cuCtxSetCurrent(ctx[0]));
+        OK(cuMemPoolCreate(&pool, &pp));
+        IS(cuMemAllocFromPoolAsync(&a, 40u << 20, pool, NULL), 2); /* past device 1's 32M */
+        OK(cuMemAllocFromPoolAsync(&b, 16u << 20, pool, NULL));
+        IS(cuDeviceSetMemPool(0, pool), 1);
+        OK(cuDeviceSetMemPool(1, pool));
+        OK(cuMemFreeAsync(b, NULL));
+        OK(cuCtxSynchronize());
+        OK(cuMemPoolDestroy(pool));
     }
     printf("visible ok\n");
     fflush(stdout);

@@ -14,7 +14,11 @@ ENTRIES = os.path.join(HERE, "..", "..", "src", "common", "gen", "entries.h")
 MAGIC = 0x53504D4F
 
 
-def msg(mtype, payload=b"", major=1, length=None):
+MAJOR = int(re.search(r"#define OM_PROTO_MAJOR (\d+)", open(os.path.join(
+    HERE, "..", "..", "include", "openmps", "protocol.h")).read()).group(1))
+
+
+def msg(mtype, payload=b"", major=MAJOR, length=None):
     return struct.pack("<IHHHHI", MAGIC, major, 0, mtype, 0,
                        len(payload) if length is None else length) + payload
 
@@ -129,7 +133,7 @@ def exec_seeds():
         rec("cuLibraryGetKernel", F(0), tail=b"fill_u32"),  # F(1) kernel, F(2) count, F(3..8)
         rec("cuMemAlloc_v2", 4096),  # F(9)
         rec("cuLaunchKernel", F(1), g, m, b, 0, 0, tail=args),
-        rec("cuFuncGetAttribute", 0, F(1), 0), rec("cuFuncSetAttribute", F(1), 8, 1000),
+        rec("cuFuncGetAttribute", 0, F(1), 0), rec("cuFuncSetAttribute", F(1), 8, 1000, 0),
         rec("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", F(1), 64, 0, 0),
         rec("cuLaunchKernelEx", F(1), g, m, b, 0, 0, 1, tail=attr + args),
         rec("cuMemcpyDtoH_v2", F(9), 64, 0), rec("cuLibraryUnload", F(0))])

@@ -25,7 +25,7 @@ FAKECUDA = os.environ.get("OM_FAKECUDA", "build/tests/libfakecuda.so")
 CONTROL = os.path.join(BIN, "openmps-control")
 
 SANITIZER = re.compile(r"ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime error:")
-MAGIC, MAJOR, MINOR = 0x53504D4F, 1, 0
+MAGIC, MAJOR, MINOR = 0x53504D4F, 2, 0  # include/openmps/protocol.h
 MSG = {"HELLO": 1, "COMMAND": 2, "ANSWER": 3, "REFUSE": 4, "QUEUED": 5, "WELCOME": 6,
        "TERMINATED": 7}
 HELLO_SIZE = 8 + 16 + 8 * 64 + 2 * 4096  # struct om_hello (two texts of OM_VISIBLE_MAX last)
@@ -605,7 +605,7 @@ def connection_flood():
                     "for i in range(40):\n"
                     "  s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.settimeout(10)\n"
                     "  s.connect(sys.argv[1]); ss.append(s)\n"
-                    "  try: s.send(struct.pack('<IHHHHI',0x53504D4F,1,0,2,0,4)+b'help')\n"
+                    "  try: s.send(struct.pack('<IHHHHI',0x53504D4F,%d,0,2,0,4)+b'help')\n" % MAJOR +
                     "  except OSError: pass\n"
                     "for s in ss:\n"
                     "  try: d=s.recv(100); ok += len(d)>16 and d[8]==3\n"  # ANSWER, not REFUSE
@@ -685,7 +685,8 @@ def malformed_daemon_messages():
         s.send(raw_msg(MSG["HELLO"], b"\x00" * HELLO_SIZE, major=MAJOR + 1))
         mtype, text = recv_msg(s)
         check(mtype == MSG["REFUSE"], "version mismatch refused")
-        check(b"daemon speaks 1.0" in text and b"speaks 2.0" in text, "names versions: %r" % text)
+        check(("daemon speaks %d.0" % MAJOR).encode() in text and
+              ("speaks %d.0" % (MAJOR + 1)).encode() in text, "names versions: %r" % text)
         s.close()
         # A descriptor sent to the daemon is not kept.
         s = raw_conn(e)
@@ -726,7 +727,7 @@ def log_flood_is_rate_limited():
         before = os.path.getsize(path)
         code = ("import os,socket,struct,sys,time\n"
                 "os.setgroups([]); os.setgid(12006); os.setuid(12006)\n"
-                "def msg(t, p): return struct.pack('<IHHHHI',0x53504D4F,1,0,t,0,len(p))+p\n"
+                "def msg(t, p): return struct.pack('<IHHHHI',0x53504D4F,%d,0,t,0,len(p))+p\n" % MAJOR +
                 "ui=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); ui.connect(sys.argv[1])\n"
                 "n=0; t0=time.monotonic()\n"
                 "while (n < 3000 or time.monotonic() < t0+3) and time.monotonic() < t0+30:\n"
@@ -2232,12 +2233,13 @@ FLOOD = r"""
 import json, os, socket, struct, sys
 uid, path, count, mtype, payload = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), \
     int(sys.argv[4]), bytes.fromhex(sys.argv[5])
+MAJOR = int(sys.argv[6])
 os.setgroups([]); os.setgid(uid); os.setuid(uid)
 held, got = [], []
 for i in range(count):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(path); s.settimeout(20); held.append(s)
-    try: s.send(struct.pack('<IHHHHI', 0x53504D4F, 1, 0, mtype, 0, len(payload)) + payload)
+    try: s.send(struct.pack('<IHHHHI', 0x53504D4F, MAJOR, 0, mtype, 0, len(payload)) + payload)
     except OSError: pass
     try:
         d = s.recv(70000)
@@ -2252,7 +2254,7 @@ sys.stdin.read()
 def flood_as(e, uid, count, mtype, payload=b""):
     """Starts FLOOD as uid; returns (Popen, [[type, text] per connection])."""
     p = subprocess.Popen([sys.executable, "-c", FLOOD, str(uid), os.path.join(e.pipe, "control.sock"),
-                          str(count), str(mtype), payload.hex()], stdin=subprocess.PIPE,
+                          str(count), str(mtype), payload.hex(), str(MAJOR)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     import json
     line = p.stdout.readline()
@@ -2602,7 +2604,8 @@ def remote_bus_id_names_each_device():
 def remote_client_uses_every_device():
     """A server with two devices (FAKECUDA_DEVICES=2, the double's virtual-memory API): a client
     makes device 1's primary context current and its memory is made on device 1 (cuMemCreate's
-    location), its stream in device 1's context, its kernel fills it; a peer copy brings device
+    location), its stream in device 1's context, its kernel fills it; a function's attribute is
+    set on the device current when asked; a context's event joins that device's streams; a peer copy brings device
     0's values over; peer access is answered as the driver does; the server logs the peer access
     it enabled between its contexts, and the daemon lists the client under both devices
     (get_device_client_list) once it used them."""
@@ -2611,8 +2614,9 @@ def remote_client_uses_every_device():
     p = None
     try:
         slog, mlog = os.path.join(e.dir, "streams.log"), os.path.join(e.dir, "memory.log")
+        alog = os.path.join(e.dir, "attrs.log")
         e.env.update({"FAKECUDA_DEVICES": "2", "FAKECUDA_VMM": "1", "FAKECUDA_STREAM_LOG": slog,
-                      "FAKECUDA_MEMORY_LOG": mlog})
+                      "FAKECUDA_MEMORY_LOG": mlog, "FAKECUDA_LEGACY_LOG": alog})
         e.start()
         p = subprocess.Popen([REMOTE_DRIVER, "devices"], env=dict(
             e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)), stdin=subprocess.PIPE,
@@ -2631,6 +2635,10 @@ def remote_client_uses_every_device():
                   % (f[1], made.get(f[5]), made))
         creates = [l.split() for l in open(mlog).read().splitlines() if l.startswith("vmmcreate")]
         check({c[3] for c in creates} == {"0", "1"}, "memory made on both devices: %r" % creates)
+        sets = [l.split() for l in open(alog).read().splitlines()
+                if l.startswith("cuKernelSetAttribute")]
+        check(sorted(x[5] for x in sets if x[4] == "4096") == ["0", "1"],
+              "a function's attribute set on each device it was asked on: %r" % sets)
         check("peer access: device 0 reaches device 1's memory" in e.log("server.log") and
               "peer access: device 1 reaches device 0's memory" in e.log("server.log"),
               "the server enabled peer access between its contexts")

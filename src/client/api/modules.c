@@ -1157,9 +1157,11 @@ static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, ui
     return rc;
 }
 
+/* A function's attributes are the current device's (a kernel's name their device). */
 CUresult om_r_cuFuncGetAttribute(int *value, int attrib, CUfunction f)
 {
-    return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)f, 0);
+    return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)f,
+                     (uint64_t)om_current_device());
 }
 
 CUresult om_r_cuKernelGetAttribute(int *value, int attrib, CUkernel k, CUdevice dev)
@@ -1174,13 +1176,14 @@ static CUresult attr_set(uint64_t handle, uint64_t dev, int attrib, int value)
                          attrib == ATTR_NON_PORTABLE_CLUSTER || attrib == ATTR_CLUSTER_POLICY;
     int known = 0;
     CUresult rc;
-    REQ(req, 24);
+    REQ(req, 32);
 
     if (settable_once && handle && attr_known(handle, dev, attrib, &known) && known == value)
         return CUDA_SUCCESS;
     om_put_u64(&req, handle);
     om_put_u64(&req, (uint64_t)(uint32_t)attrib);
     om_put_u64(&req, (uint64_t)(int64_t)value);
+    om_put_u64(&req, dev);
     rc = om_rcall(OM_IDX_cuFuncSetAttribute, &req, NULL, 0, NULL);
     if (rc == CUDA_SUCCESS && handle && attrib >= 0 && attrib < ATTR_COUNT)
         attr_keep(handle, dev, attrib, value);
@@ -1191,7 +1194,7 @@ static CUresult attr_set(uint64_t handle, uint64_t dev, int attrib, int value)
 
 CUresult om_r_cuFuncSetAttribute(CUfunction f, int attrib, int value)
 {
-    return attr_set((uint64_t)(uintptr_t)f, 0, attrib, value);
+    return attr_set((uint64_t)(uintptr_t)f, (uint64_t)om_current_device(), attrib, value);
 }
 
 CUresult om_r_cuKernelSetAttribute(int attrib, int value, CUkernel k, CUdevice dev)

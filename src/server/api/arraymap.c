@@ -5,9 +5,12 @@
 
 /* One element: its sparse array (an array of the client's, a level of one, or a mipmapped array
  * of the client's), the enums in range, for a map a tile-pool allocation of the client's (for an
- * unmap none), device 0's bit only (the server's one device), flags and reserved words zero. */
-static CUresult check_one(struct call *c, const CUarrayMapInfo *m)
+ * unmap none), one device's bit (the client's ordinal, made the server's in place: devmap.c),
+ * flags and reserved words zero. */
+static CUresult check_one(struct call *c, CUarrayMapInfo *m)
 {
+    unsigned mask = m->deviceBitMask;
+    int dev = mask && !(mask & (mask - 1)) ? om_dev_in(c->s, (uint64_t)__builtin_ctz(mask)) : -1;
     CUresult rc;
 
     switch (m->resourceType) {
@@ -22,9 +25,10 @@ static CUresult check_one(struct call *c, const CUarrayMapInfo *m)
     if (rc != CUDA_SUCCESS)
         return rc;
     if (m->subresourceType < 0 || m->subresourceType > CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_MIPTAIL ||
-        m->memHandleType != CU_MEM_HANDLE_TYPE_GENERIC || m->deviceBitMask != 1u || m->flags ||
+        m->memHandleType != CU_MEM_HANDLE_TYPE_GENERIC || dev < 0 || dev > 31 || m->flags ||
         m->reserved[0] || m->reserved[1])
         return CUDA_ERROR_INVALID_VALUE;
+    m->deviceBitMask = 1u << dev;
     if (m->memOperationType == CU_MEM_OPERATION_TYPE_MAP)
         return om_arg_handle(c, OM_H_MEMHANDLE, m->memHandle.memHandle, false);
     if (m->memOperationType == CU_MEM_OPERATION_TYPE_UNMAP)

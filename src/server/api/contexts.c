@@ -31,7 +31,7 @@ void om_ctx_release(struct session *s)
  * its shim makes it current first). */
 static bool here(const struct session *s, uint64_t h)
 {
-    return om_stream_device(s, h) == s->dev;
+    return om_handle_device(s, h) == s->dev;
 }
 
 static CUresult owned_event(struct call *c, CUevent *ev)

@@ -1414,8 +1414,9 @@ static CUresult gm_room(struct session *s, size_t n)
     return CUDA_SUCCESS;
 }
 
+/* dev: where the allocation is (its cap counts it there), for a range not held yet. */
 static CUresult gm_add(struct session *s, uint64_t base, uint64_t size, uint64_t holder,
-                       uint64_t node, bool inst, uint64_t pool)
+                       uint64_t node, bool inst, uint64_t pool, int dev)
 {
     struct om_graphmem *m = gm_of(s);
     CUresult rc = gm_room(s, 1);
@@ -1426,13 +1427,13 @@ static CUresult gm_add(struct session *s, uint64_t base, uint64_t size, uint64_t
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!gm_held(s, base)) {
         /* counted against the device-memory cap while the client holds it (memcap.c) */
-        if ((rc = om_memcap_check(s, s->dev, size)) != CUDA_SUCCESS)
+        if ((rc = om_memcap_check(s, dev, size)) != CUDA_SUCCESS)
             return rc;
         if (om_ranges_add(&s->allocs, base, size, 0, true) < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         s->allocs.v[s->allocs.n - 1].graph = true;
         s->allocs.v[s->allocs.n - 1].pool = pool;
-        om_memcap_charge(s, &s->allocs.v[s->allocs.n - 1]);
+        om_memcap_charge_on(s, &s->allocs.v[s->allocs.n - 1], dev);
     }
     m->h[m->nh++] = (struct gm_hold){base, size, holder, node, inst};
     return CUDA_SUCCESS;
@@ -1487,7 +1488,7 @@ static CUresult gm_copy(struct session *s, uint64_t g, uint64_t e)
         for (size_t k = 0; k < m->nh; k++)
             if (m->h[k].base == m->h[i].base)
                 m->h[k].inst = true;
-        rc = gm_add(s, m->h[i].base, m->h[i].size, e, 0, true, 0);
+        rc = gm_add(s, m->h[i].base, m->h[i].size, e, 0, true, 0, s->dev); /* held already */
     }
     return rc;
 }
@@ -1574,7 +1575,7 @@ bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_
     if (!om_stream_capturing(s, st) || !(g = capture_graph(st, &node)))
         return false;
     /* The node cuMemAllocAsync made is the capture's last one (the driver's dependencies). */
-    return gm_add(s, base, size, g, node, false, pool) == CUDA_SUCCESS;
+    return gm_add(s, base, size, g, node, false, pool, om_handle_device(s, pool)) == CUDA_SUCCESS;
 }
 
 void om_graphmem_session_end(struct session *s)
@@ -1667,7 +1668,7 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
     if (rc == CUDA_SUCCESS)
         rc = gm_room(c->s, 1);
     if (rc == CUDA_SUCCESS) /* before the driver makes the node (gm_add counts it) */
-        rc = om_memcap_check(c->s, c->s->dev, p.bytesize);
+        rc = om_memcap_check(c->s, p.poolProps.location.id, p.bytesize); /* where it will be */
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
@@ -1677,7 +1678,8 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
         return rc;
     nh = (uint64_t)(uintptr_t)node;
     if ((rc = om_own_add(c, OM_H_NODE, nh)) == CUDA_SUCCESS &&
-        (rc = gm_add(c->s, p.dptr, p.bytesize, g, nh, false, 0)) != CUDA_SUCCESS) {
+        (rc = gm_add(c->s, p.dptr, p.bytesize, g, nh, false, 0, p.poolProps.location.id)) !=
+            CUDA_SUCCESS) {
         forget_node(c->s, node, 0);
         ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))(node);
     }

@@ -38,6 +38,7 @@ struct om_green {
     struct {
         uint64_t h;   /* its green contexts, destroyed at the session's end */
         CUstream def; /* the NULL stream of the client while it is current (made at first use) */
+        int dev;      /* the (server) device it was made on */
     } greens[GREEN_MAX];
     unsigned ngreens;
     uint64_t current;         /* the green context current to the client's last call (0: none) */
@@ -268,6 +269,7 @@ CUresult om_x_cuGreenCtxCreate(struct call *c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     g->greens[g->ngreens].h = (uint64_t)(uintptr_t)h;
+    g->greens[g->ngreens].dev = dev;
     g->greens[g->ngreens++].def = NULL;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)h);
     return CUDA_SUCCESS;
@@ -435,6 +437,14 @@ CUresult om_x_cuGreenCtxStreamCreate(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((rc = om_stream_adopt(c, st, flags)) == CUDA_SUCCESS) {
+        /* on the green context's device, whatever the client's current one (devmap.c) */
+        om_forget_device(c->s, (uint64_t)(uintptr_t)st);
+        for (size_t i = 0; i < g->ngreens; i++)
+            if (g->greens[i].h == h &&
+                !om_note_device(c->s, (uint64_t)(uintptr_t)st, g->greens[i].dev)) {
+                om_stream_release(c->s, (uint64_t)(uintptr_t)st);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
         g->streams[g->nstreams++] = (struct gstream){(uint64_t)(uintptr_t)st, h};
         om_priority_note(c->s, st, (int)(int64_t)prio, real);
     }

@@ -46,7 +46,8 @@ static CUresult default_pool(struct session *s, int dev, uint64_t *ret)
         rc = make_pool(&props, &pool);
         if (rc != CUDA_SUCCESS)
             return rc;
-        if (om_handles_add(&s->own[OM_H_MEMPOOL], pool) < 0) {
+        if (!om_note_device(s, pool, dev) || om_handles_add(&s->own[OM_H_MEMPOOL], pool) < 0) {
+            om_forget_device(s, pool);
             destroy_pool(pool);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -104,7 +105,9 @@ CUresult om_x_cuDeviceSetMemPool(struct call *c)
         rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
         rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
-    if (rc == CUDA_SUCCESS) /* so that destroying `pool` later falls back to it */
+    if (rc == CUDA_SUCCESS && om_handle_device(c->s, pool) != dev)
+        rc = CUDA_ERROR_INVALID_VALUE; /* a pool of another device, as the driver refuses it */
+    if (rc == CUDA_SUCCESS)            /* so that destroying `pool` later falls back to it */
         rc = default_pool(c->s, dev, &def);
     if (rc == CUDA_SUCCESS)
         c->s->pool_current[dev] = pool;
@@ -133,8 +136,14 @@ CUresult om_x_cuMemPoolCreate(struct call *c)
         return rc;
     if ((rc = make_pool(&props, &pool)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_own_add(c, OM_H_MEMPOOL, pool)) != CUDA_SUCCESS)
+    if (!om_note_device(c->s, pool, props.location.id)) { /* its allocations count there */
+        destroy_pool(pool);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if ((rc = om_own_add(c, OM_H_MEMPOOL, pool)) != CUDA_SUCCESS) {
+        om_forget_device(c->s, pool);
         return rc;
+    }
     om_put_u64(&c->out, pool);
     return CUDA_SUCCESS;
 }
@@ -154,6 +163,7 @@ CUresult om_x_cuMemPoolDestroy(struct call *c)
     /* Allocations still out of it stay valid (the driver releases the pool after them). */
     destroy_pool(pool);
     om_own_drop(c->s, OM_H_MEMPOOL, pool);
+    om_forget_device(c->s, pool);
     for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
         if (c->s->pool_current[d] == pool)
             c->s->pool_current[d] = c->s->pool_default[d];
@@ -206,16 +216,18 @@ CUresult om_x_cuMemPoolGetAttribute(struct call *c)
     return rc;
 }
 
-/* bytes from `pool` on the client's stream `h`, recorded as the client's. */
+/* bytes from `pool` on the client's stream `h`, recorded as the client's, counted on the pool's
+ * device. */
 static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64_t h)
 {
+    int dev = om_handle_device(c->s, pool);
     CUdeviceptr p = 0;
     CUstream st;
     CUresult rc;
 
     if (bytes == 0 || bytes > (1ull << 46))
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
+    if ((rc = om_memcap_check(c->s, dev, bytes)) != CUDA_SUCCESS)
         return rc;
     st = om_arg_stream(c, h, true, &rc);
     if (!st)
@@ -238,7 +250,7 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->s->allocs.v[c->s->allocs.n - 1].pool = pool;
-    om_memcap_charge(c->s, &c->s->allocs.v[c->s->allocs.n - 1]);
+    om_memcap_charge_on(c->s, &c->s->allocs.v[c->s->allocs.n - 1], dev);
     om_put_u64(&c->out, p);
     om_put_u64(&c->out, pool); /* for the client's pointer attributes (MEMPOOL_HANDLE) */
     return CUDA_SUCCESS;
@@ -249,9 +261,15 @@ CUresult om_x_cuMemAllocAsync(struct call *c)
     uint64_t bytes = om_get_u64(&c->in), h = om_get_u64(&c->in), pool = 0;
     CUresult rc = ARGS_OK(c);
 
-    if (rc == CUDA_SUCCESS) /* the current device's current pool */
-        rc = default_pool(c->s, c->s->dev, &pool);
-    return rc == CUDA_SUCCESS ? alloc_from(c, bytes, c->s->pool_current[c->s->dev], h) : rc;
+    /* the current pool of the stream's device (a created stream's, else the current one) */
+    int dev = h && h != (uint64_t)(uintptr_t)CU_STREAM_LEGACY &&
+                      h != (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD
+                  ? om_handle_device(c->s, h)
+                  : c->s->dev;
+
+    if (rc == CUDA_SUCCESS)
+        rc = default_pool(c->s, dev, &pool);
+    return rc == CUDA_SUCCESS ? alloc_from(c, bytes, c->s->pool_current[dev], h) : rc;
 }
 
 CUresult om_x_cuMemAllocFromPoolAsync(struct call *c)

@@ -312,21 +312,23 @@ CUresult om_x_cuFuncGetAttribute(struct call *c)
 CUresult om_x_cuFuncSetAttribute(struct call *c)
 {
     uint64_t k = om_get_u64(&c->in), attrib = om_get_u64(&c->in), v = om_get_u64(&c->in);
+    uint64_t cdev = om_get_u64(&c->in);
     CUresult (*get)(int *, int, CUkernel, CUdevice) = REAL(cuKernelGetAttribute);
     CUresult rc = ARGS_OK(c);
-    int now = 0;
+    int now = 0, dev = om_dev_in(c->s, cdev); /* cuKernelSetAttribute's, or the current one */
 
     if (rc == CUDA_SUCCESS)
         rc = owned_kernel(c, k);
+    if (rc == CUDA_SUCCESS && dev < 0)
+        rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((attrib == ATTR_MAX_DYNAMIC_SHARED || attrib == ATTR_NON_PORTABLE_CLUSTER) &&
         (int64_t)v >= 0 && (int64_t)v <= INT32_MAX &&
-        get(&now, (int)attrib, (CUkernel)(uintptr_t)k, c->s->dev) == CUDA_SUCCESS && now >= (int)v)
+        get(&now, (int)attrib, (CUkernel)(uintptr_t)k, dev) == CUDA_SUCCESS && now >= (int)v)
         return CUDA_SUCCESS; /* already allowed: lowering it would refuse others' launches */
-    /* on the device the client's calls run on now, where its launches of it will go */
     return ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
-        (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, c->s->dev);
+        (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, dev);
 }
 
 /* ------------------------------------------------------------------ occupancy of clusters */

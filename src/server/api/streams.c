@@ -35,53 +35,6 @@ CUresult om_x_cuStreamCreate(struct call *c)
     return rc;
 }
 
-/* The first device of the session: where its streams are unless noted in stream_devs. */
-static int first_device(const struct session *s)
-{
-    return s->devmap.count ? (int)s->devmap.server[0] : 0;
-}
-
-int om_stream_device(const struct session *s, uint64_t h)
-{
-    for (size_t i = 0; i < s->nstream_devs; i++)
-        if (s->stream_devs[i].stream == h)
-            return s->stream_devs[i].dev;
-    return first_device(s);
-}
-
-/* Notes the device of a stream made on another device than the session's first. */
-static bool note_device(struct session *s, uint64_t h)
-{
-    if (s->dev == first_device(s))
-        return true;
-    if (s->nstream_devs == s->stream_devs_cap) {
-        size_t cap = s->stream_devs_cap ? s->stream_devs_cap * 2 : 8;
-        struct om_stream_dev *n = realloc(s->stream_devs, cap * sizeof(*n));
-        if (!n)
-            return false;
-        s->stream_devs = n;
-        s->stream_devs_cap = cap;
-    }
-    s->stream_devs[s->nstream_devs++] = (struct om_stream_dev){h, s->dev};
-    return true;
-}
-
-static void forget_device(struct session *s, uint64_t h)
-{
-    for (size_t i = 0; i < s->nstream_devs; i++)
-        if (s->stream_devs[i].stream == h) {
-            s->stream_devs[i] = s->stream_devs[--s->nstream_devs];
-            return;
-        }
-}
-
-void om_stream_devs_release(struct session *s)
-{
-    free(s->stream_devs);
-    s->stream_devs = NULL;
-    s->nstream_devs = s->stream_devs_cap = 0;
-}
-
 /* A new (non-blocking) server stream becomes the client's; `flags` as the client asked (the
  * legacy ordering of a blocking one is rebuilt within the client). Answers its handle. */
 CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags)
@@ -90,11 +43,11 @@ CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags)
         ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (!note_device(c->s, (uint64_t)(uintptr_t)st) ||
+    if (!om_note_device(c->s, (uint64_t)(uintptr_t)st, c->s->dev) ||
         om_handles_add(&c->s->own[OM_H_STREAM], (uint64_t)(uintptr_t)st) < 0 ||
         (!(flags & CU_STREAM_NON_BLOCKING) &&
          om_handles_add(&c->s->blocking, (uint64_t)(uintptr_t)st) < 0)) {
-        forget_device(c->s, (uint64_t)(uintptr_t)st);
+        om_forget_device(c->s, (uint64_t)(uintptr_t)st);
         om_handles_remove(&c->s->own[OM_H_STREAM], (uint64_t)(uintptr_t)st);
         om_idle_stream_destroy(st);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -162,7 +115,7 @@ CUresult om_stream_release(struct session *s, uint64_t h)
     if (rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
         s->async_error = rc;
     om_handles_remove(&s->own[OM_H_STREAM], h);
-    forget_device(s, h);
+    om_forget_device(s, h);
     om_handles_remove(&s->blocking, h);
     for (unsigned d = 0; d < OM_MAX_DEVICES; d++) /* one of another device's */
         if (s->blockings[d].n)

@@ -1931,7 +1931,8 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
     rc = ((CUresult (*)(size_t *, size_t *))REAL(cuMemGetInfo_v2))(&o_free, &o_total);
     if (rc == CUDA_SUCCESS) {
         rc = om_answer_memfree(c, &o_free);
-        rc = om_answer_memtotal(c, &o_total);
+        if (rc == CUDA_SUCCESS)
+            rc = om_answer_memtotal(c, &o_total);
     }
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_free, sizeof(o_free));

@@ -835,9 +835,10 @@ EXPORT int cuKernelGetParamInfo(void *kernel, size_t index, size_t *offset, size
 }
 
 /* Attributes set by cuKernelSetAttribute (a few kernels' worth); the others read attrib + 1000. */
+/* A kernel's attributes are per device, as the driver keeps them. */
 static struct {
     void *k;
-    int attrib, v;
+    int attrib, v, dev;
 } kernel_attrs[64];
 static int nkernel_attrs;
 static pthread_mutex_t kernel_attrs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -848,15 +849,15 @@ EXPORT int cuKernelGetAttribute(int *v, int attrib, void *k, int dev)
     FILE *f = log ? fopen(log, "a") : NULL;
 
     if (f) {
-        fprintf(f, "cuKernelGetAttribute %d %x %llx\n", (int)getpid(), (unsigned)attrib,
-                (unsigned long long)(uintptr_t)k);
+        fprintf(f, "cuKernelGetAttribute %d %x %llx %d\n", (int)getpid(), (unsigned)attrib,
+                (unsigned long long)(uintptr_t)k, dev);
         fclose(f);
     }
-    (void)dev;
     *v = attrib + 1000;
     pthread_mutex_lock(&kernel_attrs_lock);
     for (int i = 0; i < nkernel_attrs; i++)
-        if (kernel_attrs[i].k == k && kernel_attrs[i].attrib == attrib)
+        if (kernel_attrs[i].k == k && kernel_attrs[i].attrib == attrib &&
+            kernel_attrs[i].dev == dev)
             *v = kernel_attrs[i].v;
     pthread_mutex_unlock(&kernel_attrs_lock);
     return CUDA_SUCCESS;
@@ -869,21 +870,22 @@ EXPORT int cuKernelSetAttribute(int attrib, int v, void *k, int dev)
     int i;
 
     if (f) {
-        fprintf(f, "cuKernelSetAttribute %d %x %llx %d\n", (int)getpid(), (unsigned)attrib,
-                (unsigned long long)(uintptr_t)k, v);
+        fprintf(f, "cuKernelSetAttribute %d %x %llx %d %d\n", (int)getpid(), (unsigned)attrib,
+                (unsigned long long)(uintptr_t)k, v, dev);
         fclose(f);
     }
-    (void)dev;
     if (v < 0 || attrib < 8 || attrib > 15)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&kernel_attrs_lock);
     for (i = 0; i < nkernel_attrs; i++)
-        if (kernel_attrs[i].k == k && kernel_attrs[i].attrib == attrib)
+        if (kernel_attrs[i].k == k && kernel_attrs[i].attrib == attrib &&
+            kernel_attrs[i].dev == dev)
             break;
     if (i < 64) {
         kernel_attrs[i].k = k;
         kernel_attrs[i].attrib = attrib;
         kernel_attrs[i].v = v;
+        kernel_attrs[i].dev = dev;
         if (i == nkernel_attrs)
             nkernel_attrs++;
     }
