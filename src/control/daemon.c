@@ -204,6 +204,8 @@ static void free_dead_conns(struct daemon *d)
     while (d->dead_conns) {
         struct conn *c = d->dead_conns;
         d->dead_conns = c->next;
+        free(c->hello.visible);
+        free(c->hello.mem_limit);
         free(c);
     }
 }
@@ -368,15 +370,37 @@ static void accept_all(struct daemon *d)
     }
 }
 
+/* The hello's texts (8 KiB) are kept only where the client sent them: a connection waiting in
+ * the queue costs about what it did before (the daemon takes as many as it has descriptors). */
+static bool keep_hello(struct conn *c, const struct om_hello *h)
+{
+    c->hello.flags = h->flags;
+    c->hello.want = h->want;
+    if ((h->flags & OM_HELLO_VISIBLE) && !(c->hello.visible = strdup(h->visible)))
+        return false;
+    if ((h->flags & OM_HELLO_MEM_LIMIT) && !(c->hello.mem_limit = strdup(h->mem_limit)))
+        return false;
+    return true;
+}
+
 static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *m)
 {
+    struct om_hello *h = malloc(sizeof(*h));
     char why[256];
 
-    if (om_decode_hello(m->payload, m->hdr.len, &c->hello) < 0) {
+    if (!h || om_decode_hello(m->payload, m->hdr.len, h) < 0) {
         om_peer_err(d, c->uid, "client %d sent an invalid hello; dropping it", (int)c->pid);
+        free(h);
         om_conn_close(d, c);
         return;
     }
+    if (!keep_hello(c, h)) {
+        free(h);
+        om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control: out of memory");
+        om_conn_close(d, c);
+        return;
+    }
+    free(h);
     if (d->quitting) {
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control is shutting down");
         om_conn_close(d, c);

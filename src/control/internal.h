@@ -66,10 +66,14 @@ struct conn {
     pid_t pid; /* from SO_PEERCRED */
     uid_t uid;
     gid_t gid;
-    int64_t since_ms;           /* accepted (CONN_NEW) or queued (CONN_WAITING) */
-    bool told_queued;           /* a QUEUED notice was sent */
-    uint32_t awaiting;          /* UI: request id of a command in flight to a server, 0 none */
-    struct om_hello hello;      /* CONN_WAITING */
+    int64_t since_ms;  /* accepted (CONN_NEW) or queued (CONN_WAITING) */
+    bool told_queued;  /* a QUEUED notice was sent */
+    uint32_t awaiting; /* UI: request id of a command in flight to a server, 0 none */
+    struct {           /* CONN_WAITING: what its hello asked */
+        uint32_t flags;
+        struct om_limits want;
+        char *visible, *mem_limit; /* its texts, on the heap only when it sent them */
+    } hello;
     struct peer *peer;          /* its user's counts */
     bool dead;                  /* closed; freed at the end of the event loop's round */
     struct conn *next, *prev;   /* d->conns; next also chains d->dead_conns */
