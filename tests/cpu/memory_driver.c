@@ -441,6 +441,7 @@ static int vmm(void)
     IS(cuMemSetAccess(va + 2 * g, g, &acc, 1), INVALID_VALUE); /* reserved, not mapped */
     OK(cuMemGetAccess(&flags, &dev0, va));
     CHECK(flags == 3, "access %llu", flags);
+    IS(cuMemGetAccess(&flags, &dev0, va + 2 * g), INVALID_VALUE); /* reserved, not mapped */
     round_trip(va, 2 * g, 4);
     /* A second handle mapped right after the first: one buffer to the program (PyTorch's
      * expandable segments, XLA), so copies and memsets may span both; past them, refused. */

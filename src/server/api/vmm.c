@@ -227,8 +227,12 @@ CUresult om_x_cuMemUnmap(struct call *c)
     return om_take_async_error(c->s, rc != CUDA_SUCCESS ? rc : wrc);
 }
 
-/* Custom only because the generated decoder of an `in` struct parameter does not compile
- * (api/remote.py sizes it before declaring it). */
+static bool mapped_by(const struct session *s, uint64_t ptr, uint64_t size);
+
+/* The access of an address the client mapped itself (as cuMemSetAccess: its other memory, the
+ * server's own mappings, pinned host memory in the server's reserved range, is not the client's
+ * virtual-memory API's; found by fuzz_exec). Custom also because the generated decoder of an
+ * `in` struct parameter does not compile (api/remote.py sizes it before declaring it). */
 CUresult om_x_cuMemGetAccess(struct call *c)
 {
     const void *b = om_get_bytes(&c->in, sizeof(CUmemLocation));
@@ -239,7 +243,7 @@ CUresult om_x_cuMemGetAccess(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!b || !om_arg_range(c, ptr, 1))
+    if (!b || !mapped_by(c->s, ptr, 1))
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&loc, b, sizeof(loc));
     if ((rc = om_loc_in(c->s, &loc)) != CUDA_SUCCESS) /* the client's device: the server's */
