@@ -42,7 +42,7 @@ void om_loc_out(const struct session *s, CUmemLocation *loc)
 
 /* The device of the client's streams and pools: noted only where it is not the session's first
  * device (a client of one device keeps the list empty). */
-static int first_device(const struct session *s)
+int om_first_device(const struct session *s)
 {
     return s->devmap.count ? (int)s->devmap.server[0] : 0;
 }
@@ -52,12 +52,12 @@ int om_handle_device(const struct session *s, uint64_t h)
     for (size_t i = 0; i < s->nhandle_devs; i++)
         if (s->handle_devs[i].handle == h)
             return s->handle_devs[i].dev;
-    return first_device(s);
+    return om_first_device(s);
 }
 
 bool om_note_device(struct session *s, uint64_t h, int dev)
 {
-    if (dev == first_device(s))
+    if (dev == om_first_device(s))
         return true;
     if (s->nhandle_devs == s->handle_devs_cap) {
         size_t cap = s->handle_devs_cap ? s->handle_devs_cap * 2 : 8;

@@ -82,6 +82,7 @@ CUresult om_stream_release(struct session *s, uint64_t h);
 /* devmap.c: the (server) device a stream or pool of the client's is on; noted at creation,
  * forgotten at destruction, freed at the session's end. */
 int om_handle_device(const struct session *s, uint64_t h);
+int om_first_device(const struct session *s); /* its device 0: the server's ordinal */
 bool om_note_device(struct session *s, uint64_t h, int dev);
 void om_forget_device(struct session *s, uint64_t h);
 void om_handle_devs_release(struct session *s);

@@ -79,7 +79,7 @@ void om_session_report(struct server *srv, const struct session *s, uint32_t id,
 
     /* its first device, from its map: the worker may have moved it already (not read here) */
     if (event == OM_CLIENT_UP && s) {
-        int first = s->devmap.count ? (int)s->devmap.server[0] : 0;
+        int first = om_first_device(s);
         m.device_mask = first < 32 ? 1u << first : 0;
     }
 
@@ -611,9 +611,8 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->send_fd_after = -1;
     s->limits = a->limits;
     s->want = a->want;
-    s->devmap = a->devmap; /* checked against the server's devices (om_decode_adopt) */
-    s->dev =
-        s->devmap.count ? (int)s->devmap.server[0] : 0; /* its device 0: its calls start there */
+    s->devmap = a->devmap;       /* checked against the server's devices (om_decode_adopt) */
+    s->dev = om_first_device(s); /* its device 0: its calls start there */
     s->device_mask = 1ull << s->dev;
     fcntl(fd, F_SETFL, O_NONBLOCK);
     /* The daemon vouches for the client, but the socket is the client's
