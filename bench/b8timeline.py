@@ -19,6 +19,28 @@ import sys
 SLOW = re.compile(r"client (\d+): slow call (\w+) took (\d+) us from (\d+)")
 
 
+def sched_around(timeline, n0, worst):
+    """The scheduler's samples (bench/schedsample.py, beside the timeline when BENCH_B8_SAMPLE
+    was set) from 10 ms before to the end of each of the given batches: per sample, the ms each
+    set of threads ran and waited for a core since the previous sample."""
+    path = timeline[:-len(".csv")] + "-sched.csv"
+    try:
+        with open(path) as f:
+            rows = [[int(x) for x in r.values()] for r in csv.DictReader(f)]
+    except OSError:
+        return
+    print("who waited for a core (%s; ms in each interval: server ran/waited, copies' main "
+          "threads ran/waited, newcomer's threads: count ran/waited; runnable threads):" % path)
+    for start, end, ms in worst:
+        print("  the batch of %.2f ms at %+.3f s:" % (ms, (start - n0) / 1e9))
+        for prev, r in zip(rows, rows[1:]):
+            if start - 10e6 <= r[0] and prev[0] <= end:
+                d = [(r[i] - prev[i]) / 1e6 for i in range(1, 9)]
+                print("    %+8.3f s: server %5.2f/%5.2f  copies %5.2f/%5.2f  newcomer %3d "
+                      "%5.2f/%5.2f  running %d" % ((r[0] - n0) / 1e9, d[0], d[1], d[2], d[3],
+                                                   r[5], d[5], d[6], r[8]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("timeline")
@@ -26,12 +48,15 @@ def main():
     ap.add_argument("--worst", type=int, default=10)
     ap.add_argument("--window", type=float, default=250.0, help="ms per window")
     a = ap.parse_args()
-    marks, batches = {}, []
+    marks, batches, split = {}, [], {}
     with open(a.timeline) as f:
         for row in csv.DictReader(f):
             if row["what"] == "batch":
                 end, ms = int(row["end_ns"]), float(row["ms"])
                 batches.append((end - int(ms * 1e6), end, ms))
+                if row.get("launch_ms") is not None:  # timelines since 2026-11-27 (third)
+                    split[(end, ms)] = (float(row["launch_ms"]), float(row["cpu_ms"]),
+                                        int(row["copy"]), float(row.get("wait_ms") or 0))
             else:
                 marks[row["what"]] = int(row["end_ns"])
     if not {"newcomer_start", "newcomer_done"} <= set(marks):
@@ -55,6 +80,25 @@ def main():
               % (ms, (start - n0) / 1e9, ", ".join("%s %s %.1f ms" % (c[2], c[3],
                                                                     (c[1] - c[0]) / 1e6)
                                                     for c in over) or "no slow server call"))
+    # Where a slow batch's time went: its launches (the Python thread's model(x), the answers
+    # it waited for included) or its synchronize (the GPU, or the waits that end it), the
+    # thread's CPU time in it (off its core, or asleep, for the rest), and how many of the other
+    # copies were slow (over twice the median) at the same moment: one copy's or all's.
+    if split:
+        med = sorted(b[2] for b in batches)[len(batches) // 2]
+        slow = [b for b in batches if b[2] > 2 * med]
+        worst = sorted(batches, key=lambda b: -b[2])[:2 * a.worst]
+        print("the %d slowest batches of the run (median %.2f ms): instant from the newcomer's "
+              "start, ms = launch + synchronize, CPU ms, ms waiting for a core, copy, other "
+              "copies slow with it" % (len(worst), med))
+        for start, end, ms in worst:
+            la, cpu, k, wait = split[(end, ms)]
+            others = {split[(b[1], b[2])][2] for b in slow
+                      if b[0] < end and b[1] > start and split[(b[1], b[2])][2] != k}
+            print("  %+8.3f s: %6.2f = %6.2f + %6.2f, cpu %6.2f, wait %6.2f, copy %d, with %d"
+                  % ((start - n0) / 1e9, ms, la, ms - la, cpu, wait, k, len(others)))
+        sched_around(a.timeline, n0, worst[:3])
+
     # Every copy's batches by the window they ended in (measured 2026-11-27: the worst ones of a
     # seen-code newcomer all fell in 130 ms of its PyTorch import, before it connected).
     step = int(a.window * 1e6)

@@ -11,6 +11,7 @@ import sys
 import time
 
 import figures
+import schedsample
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "torch_worker.py")
@@ -192,36 +193,59 @@ def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0, timeline=None):
         if len(pool.ready) < 8:
             raise RuntimeError("%d of 8 copies ready: %s" % (len(pool.ready), pool.refused()))
         at = pool.start(1.0)
+        # BENCH_B8_SAMPLE=1: who waits for a core, from a second before the newcomer to its end
+        # (bench/schedsample.py; written beside the timeline)
+        sampler = None
+        if timeline and os.environ.get("BENCH_B8_SAMPLE") == "1":
+            time.sleep(max(0.0, at + newcomer_at - 1.0 - time.time()))
+            sampler = schedsample.SchedSampler([p.pid for p in pool.ready])
+            sampler.start()
         time.sleep(max(0.0, at + newcomer_at - time.time()))
         # BENCH_B8_NEWCOMER_NICE=N: the newcomer runs at nice N (is its import's CPU what
         # delays the 8's batches?)
         nice = os.environ.get("BENCH_B8_NEWCOMER_NICE")
-        nc = subprocess.run((["nice", "-n", nice] if nice else []) + [PYTHON, WORKER, "newcomer"],
-                            env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            timeout=120)
-        line = [x.split() for x in nc.stdout.splitlines() if x.startswith("newcomer ")]
+        # BENCH_B8_NEWCOMER_ENV="K=V ...": variables of the newcomer alone (does its OpenMP
+        # pool, which spins on every core during its import, delay the 8?)
+        nc_env = dict(env, **dict(kv.split("=", 1) for kv in
+                                  os.environ.get("BENCH_B8_NEWCOMER_ENV", "").split()))
+        nc = subprocess.Popen((["nice", "-n", nice] if nice else []) + [PYTHON, WORKER, "newcomer"],
+                              env=nc_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if sampler:
+            sampler.newcomer = nc.pid
+        try:
+            out, err = nc.communicate(timeout=120)
+        finally:
+            if nc.poll() is None:
+                nc.kill()
+                nc.wait()
+            if sampler:
+                sampler.stop()
+                sampler.write(timeline[:-len(".csv")] + "-sched.csv")
+        line = [x.split() for x in out.splitlines() if x.startswith("newcomer ")]
         if nc.returncode or not line:
             raise RuntimeError("the newcomer failed: " +
-                               ((nc.stderr.strip().splitlines() or ["?"])[-1][:200]))
+                               ((err.strip().splitlines() or ["?"])[-1][:200]))
         n0, n1, n_import = int(line[0][1]), int(line[0][2]), int(line[0][3])
+        # (end ns, ms, ms before its synchronize, CPU ms, ms waiting for a core, copy)
         lat = []
-        for p in pool.ready:
-            lat += [(int(x[1]), float(x[2]))
+        for k, p in enumerate(pool.ready):
+            lat += [(int(x[1]), float(x[2]), float(x[3]), float(x[4]), float(x[5]), k)
                     for x in pool.lines(p, "lat", 1, seconds + 60)]
             for x in p.stdout:  # the rest of its lines
                 if x.startswith("lat "):
                     f = x.split()
-                    lat.append((int(f[1]), float(f[2])))
+                    lat.append((int(f[1]), float(f[2]), float(f[3]), float(f[4]), float(f[5]),
+                                k))
         if timeline:  # every batch and the newcomer's instants, for bench/b8timeline.py
             with open(timeline, "w") as f:
-                f.write("what,end_ns,ms\n")
-                f.write("newcomer_start,%d,0\nnewcomer_imported,%d,0\nnewcomer_done,%d,0\n"
-                        % (n0, n_import, n1))
-                for end, ms in sorted(lat):
-                    f.write("batch,%d,%.3f\n" % (end, ms))
-        before = [ms for end, ms in lat if at + 1.0 <= end / 1e9 and end < n0]
-        during = [ms for end, ms in lat if end >= n0 and end - ms * 1e6 <= n1]
+                f.write("what,end_ns,ms,launch_ms,cpu_ms,wait_ms,copy\n")
+                f.write("newcomer_start,%d,0,0,0,0,-1\nnewcomer_imported,%d,0,0,0,0,-1\n"
+                        "newcomer_done,%d,0,0,0,0,-1\n" % (n0, n_import, n1))
+                for row in sorted(lat):
+                    f.write("batch,%d,%.3f,%.3f,%.3f,%.3f,%d\n" % row)
+        before = [b[1] for b in lat if at + 1.0 <= b[0] / 1e9 and b[0] < n0]
+        during = [b[1] for b in lat if b[0] >= n0 and b[0] - b[1] * 1e6 <= n1]
         if not before or not during:
             raise RuntimeError("no batch before or during the newcomer's start")
         return {tag + "_median_ms": statistics.median(before),
@@ -231,6 +255,15 @@ def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0, timeline=None):
                 tag + "_newcomer_cuda_s": (n1 - n_import) / 1e9}
     finally:
         pool.close()
+
+
+def newcomer_alone(env):
+    """B8's newcomer once, alone: the images it loads are the server's from then on."""
+    nc = subprocess.run([PYTHON, WORKER, "newcomer"], env=env, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, timeout=120)
+    if nc.returncode:
+        raise RuntimeError("the newcomer failed: " +
+                           ((nc.stderr.strip().splitlines() or ["?"])[-1][:200]))
 
 
 def tutorial(env, ns=(1, 2, 4, 8), rounds=2):

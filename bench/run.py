@@ -15,6 +15,10 @@ on the same machine.
            (OPENMPS_SPIN_THREADS): what spinning costs the framework clients of B7
   openmps-spinall  the same with every server thread allowed to spin (OPENMPS_SPIN_THREADS=all),
            as before the default left busy clients their cores
+  openmps-clientspin  the same with each client spinning up to BENCH_CLIENT_SPIN_US (20 000) µs
+           for an answer before it sleeps (OPENMPS_CLIENT_SPIN_US; 20 by default)
+  openmps-spinwait  the same as openmps-clientspin, and nothing of the server sleeps: its waits
+           spin in the driver (OPENMPS_SERVER_SYNC=spin), every thread may spin
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
 moment (each says when its context exists; then all get one start time); the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
@@ -90,6 +94,11 @@ class Mode:
             if self.name == "openmps-spincap":
                 env["OPENMPS_SPIN_THREADS"] = os.environ.get("BENCH_SPIN_THREADS", "4")
             if self.name == "openmps-spinall":
+                env["OPENMPS_SPIN_THREADS"] = "all"
+            if self.name in ("openmps-clientspin", "openmps-spinwait"):
+                env["OPENMPS_CLIENT_SPIN_US"] = os.environ.get("BENCH_CLIENT_SPIN_US", "20000")
+            if self.name == "openmps-spinwait":
+                env["OPENMPS_SERVER_SYNC"] = "spin"
                 env["OPENMPS_SPIN_THREADS"] = "all"
             lib = os.path.join(self.build, "lib")
             env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
@@ -434,8 +443,15 @@ def main():
                             elif w == "b8":
                                 # the first newcomer of the server's life loads never-seen
                                 # images; the next one finds them loaded
+                                # (BENCH_B8_FRESH=0: a newcomer alone loads them instead,
+                                # for the second figure only: a shorter run)
                                 tl = os.path.join(args.out, "b8-timeline-%s%s.csv")
-                                vals = frameworks.b8(env, fresh=True, timeline=tl % (m, "-fresh"))
+                                if os.environ.get("BENCH_B8_FRESH") == "0":
+                                    frameworks.newcomer_alone(env)
+                                    vals = {}
+                                else:
+                                    vals = frameworks.b8(env, fresh=True,
+                                                         timeline=tl % (m, "-fresh"))
                                 vals.update(frameworks.b8(env, timeline=tl % (m, "")))
                             elif w == "tut":
                                 vals = frameworks.tutorial(env)

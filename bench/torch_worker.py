@@ -10,17 +10,35 @@
                          "round R elapsed_s E worst_ms W"
   stream SECONDS         the same model; after "ready" and the start instant, batches back to
                          back for SECONDS, each synchronised; then one line per batch:
-                         "lat END_NS MS"
+                         "lat END_NS MS LAUNCH_MS CPU_MS WAIT_MS" (its wall time, the part
+                         before the synchronize, the thread's CPU time in it and its time
+                         waiting for a core)
   newcomer               B8's 9th process: imports PyTorch, runs one 4096 x 4096 float32
                          matrix product; prints "newcomer START_NS END_NS IMPORTED_NS"
   matmul ROUNDS          the tutorial's exercise: a 10000 x 10000 float32 torch.matmul; one
                          warm-up product, "ready", then per round: waits for the start instant,
                          runs 10 products, synchronises, prints "round R elapsed_s E"
 """
+import os
 import sys
 import time
 
 T0 = time.time_ns()  # before PyTorch's import: the newcomer's start
+
+
+_SCHEDSTAT = None
+
+
+def run_delay():
+    """Seconds this thread has waited for a core (runnable, not running) since it started;
+    0 where the kernel does not say (no /proc/thread-self/schedstat)."""
+    global _SCHEDSTAT
+    try:
+        if _SCHEDSTAT is None:
+            _SCHEDSTAT = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        return int(os.pread(_SCHEDSTAT, 128, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def wait_start():
@@ -76,11 +94,15 @@ def main():
             wait_start()
             end = time.perf_counter() + seconds
             while time.perf_counter() < end:
-                b0 = time.perf_counter()
+                b0, c0, w0 = time.perf_counter(), time.thread_time(), run_delay()
                 model(x)
+                b1 = time.perf_counter()
                 torch.cuda.synchronize()
-                lat.append((time.time_ns(), time.perf_counter() - b0))
-        print("\n".join("lat %d %.4f" % (t, s * 1e3) for t, s in lat), flush=True)
+                b2 = time.perf_counter()
+                lat.append((time.time_ns(), b2 - b0, b1 - b0, time.thread_time() - c0,
+                            run_delay() - w0))
+        print("\n".join("lat %d %.4f %.4f %.4f %.4f" % (t, s * 1e3, la * 1e3, cpu * 1e3, w * 1e3)
+                        for t, s, la, cpu, w in lat), flush=True)
     elif role == "newcomer":
         import torch
 

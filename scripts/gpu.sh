@@ -62,9 +62,11 @@ for step in $STEPS; do
             make && OPENMPS_PROFILE=1 OPENMPS_PROFILE_SLOW_US=${B8DIAG_SLOW_US:-1000} \
                 BENCH_OUT="$OUT/b8diag" BENCH_WORKLOADS=b8 BENCH_REPEATS=1 \
                 BENCH_MODES="${B8DIAG_MODES:-openmps}" make bench
-            for t in "$OUT"/b8diag/b8-timeline-openmps*.csv; do
+            for t in $(ls "$OUT"/b8diag/b8-timeline-*.csv | grep -v -- -sched.csv); do
+                m=${t##*/b8-timeline-}; m=${m%.csv}; m=${m%-fresh}
+                l="$OUT/b8diag/logs-$m/server.log"
                 echo "== $t"
-                python3 bench/b8timeline.py "$t" "$OUT/b8diag/logs-openmps/server.log"
+                python3 bench/b8timeline.py "$t" "$([ -f "$l" ] && echo "$l" || echo /dev/null)"
             done
         } >"$OUT/b8diag.log" 2>&1 ;;
     # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough

@@ -1426,6 +1426,27 @@ def remote_spin_threads_limit_keeps_serving():
 
 
 @test
+def client_reply_spin_setting_keeps_calls_answered():
+    """OPENMPS_CLIENT_SPIN_US (how long a call spins for its answer before it sleeps): 0 (sleep
+    at once), a long spin and the default each leave every call answered as before; a value
+    that is not a count of microseconds is named on the program's stderr and the default
+    kept."""
+    e = Env()
+    ok = False
+    try:
+        for value in ("0", "200000", "", "soon"):
+            p = remote(e, "roundtrip", extra={"OPENMPS_CLIENT_SPIN_US": value})
+            out, err = p.communicate(timeout=120)
+            check(p.returncode == 0 and "roundtrip ok" in out,
+                  "OPENMPS_CLIENT_SPIN_US=%s: %r %r" % (value, out, err))
+            named = "OPENMPS_CLIENT_SPIN_US=soon is not a count" in err
+            check(named == (value == "soon"), "the warning, for %r: %r" % (value, err))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def remote_profile_logs_server_time_per_entry_point():
     """OPENMPS_PROFILE=1: as a client leaves, the server logs its driver calls, records and
     waits, and the entry points that took most of its time, each with its count, mean and
