@@ -4,7 +4,7 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi].
+# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [launchers].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -69,6 +69,13 @@ for step in $STEPS; do
                 python3 bench/b8timeline.py "$t" "$([ -f "$l" ] && echo "$l" || echo /dev/null)"
             done
         } >"$OUT/b8diag.log" 2>&1 ;;
+    # What one launch costs a thread while T threads of one process launch: in one context (the
+    # server today), in a green context each, in a context each (bench/launchers.cu).
+    launchers)
+        {
+            nvcc -O2 -o "$OUT/launchers.bin" bench/launchers.cu -lcuda -lpthread &&
+                "$OUT/launchers.bin" "${LAUNCHERS_N:-20000}" && rm -f "$OUT/launchers.bin"
+        } >"$OUT/launchers.log" 2>&1 ;;
     # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough
     # (what the driver sees natively) and under openmps: which calls cost a batch its time.
     torchtrace)
