@@ -186,7 +186,13 @@ def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0, timeline=None):
     part of it after PyTorch's import (the CUDA part). fresh: the first newcomer of a server's
     life, whose float32 cuBLAS images the 8 (float16 ResNets) never loaded (measured: 7 images,
     22 MiB); otherwise a later one, which finds them loaded. timeline: a CSV file to write every
-    batch (end instant, latency) and the newcomer's instants to."""
+    batch (end instant, latency, the part before its synchronize, its CPU and its wait for a
+    core) and the newcomer's instants to.
+
+    For diagnosis (docs/benchmarks.md, "B8's newcomer"): BENCH_B8_SAMPLE=1 samples who waits
+    for a core (bench/schedsample.py; BENCH_SERVER_NICE=N renices the server there),
+    BENCH_B8_NEWCOMER_NICE=N and BENCH_B8_NEWCOMER_ENV="K=V ..." change the newcomer alone;
+    bench/run.py's BENCH_B8_FRESH=0 leaves out the fresh newcomer's run."""
     tag = "b8f" if fresh else "b8"
     pool = Pool(8, ["stream", str(seconds)], env)
     try:
