@@ -8,7 +8,9 @@
 //   green   each thread's stream in a green context of its own, over all of the SMs
 //   ctx     each thread in a context of its own (cuCtxCreate): contexts time-slice, so only
 //           the launch cost is meaningful here
-// Prints "MODE T us_per_launch launches_per_s". Usage: launchers [launches per thread]
+// Prints "MODE T us_per_launch cpu_us_per_launch launches_per_s" (the wall time of a launch
+// call, the thread's CPU time in it: where they differ, the thread slept in the driver).
+// Usage: launchers [launches per thread]
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,14 +42,19 @@ struct worker {
     const char *mode;
     CUcontext ctx;
     CUstream stream;
-    double launch_ns;
+    double launch_ns, cpu_ns;
 };
+
+static double clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
 
 static double now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
+    return clock_ns(CLOCK_MONOTONIC);
 }
 
 static void *run(void *arg)
@@ -57,10 +64,11 @@ static void *run(void *arg)
     CHECK(cuCtxSetCurrent(w->ctx));
     pthread_barrier_wait(&go);
     for (int done = 0; done < per_thread; done += 256) {
-        double t0 = now_ns();
+        double t0 = now_ns(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         for (int i = 0; i < 256; i++)
             CHECK(cuLaunchKernel((CUfunction)kernel, 1, 1, 1, 32, 1, 1, 0, w->stream, NULL, NULL));
         w->launch_ns += now_ns() - t0;
+        w->cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
         CHECK(cuStreamSynchronize(w->stream));
     }
     return NULL;
@@ -71,7 +79,7 @@ static void measure(const char *mode, int nthreads)
     struct worker w[64];
     pthread_t t[64];
     CUgreenCtx green[64];
-    double sum = 0, t0, t1;
+    double sum = 0, cpu = 0, t0, t1;
 
     memset(w, 0, sizeof(w));
     for (int i = 0; i < nthreads; i++) {
@@ -112,14 +120,15 @@ static void measure(const char *mode, int nthreads)
     pthread_barrier_destroy(&go);
     for (int i = 0; i < nthreads; i++) {
         sum += w[i].launch_ns;
+        cpu += w[i].cpu_ns;
         CHECK(cuStreamDestroy(w[i].stream));
         if (!strcmp(mode, "green"))
             CHECK(cuGreenCtxDestroy(green[i]));
         else if (!strcmp(mode, "ctx"))
             CHECK(cuCtxDestroy(w[i].ctx));
     }
-    printf("%s %d %.2f %.0f\n", mode, nthreads, sum / nthreads / per_thread / 1e3,
-           (double)nthreads * per_thread / ((t1 - t0) / 1e9));
+    printf("%s %d %.2f %.2f %.0f\n", mode, nthreads, sum / nthreads / per_thread / 1e3,
+           cpu / nthreads / per_thread / 1e3, (double)nthreads * per_thread / ((t1 - t0) / 1e9));
     fflush(stdout);
 }
 
