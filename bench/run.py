@@ -15,8 +15,6 @@ on the same machine.
            (OPENMPS_SPIN_THREADS): what spinning costs the framework clients of B7
   openmps-spinall  the same with every server thread allowed to spin (OPENMPS_SPIN_THREADS=all),
            as before the default left busy clients their cores
-  openmps-slots  the same with at most BENCH_LAUNCH_SLOTS (4) server threads in the driver's
-           launch at once (OPENMPS_LAUNCH_SLOTS; the others queue their launches and go on)
   openmps-clientspin  the same with each client spinning up to BENCH_CLIENT_SPIN_US (20 000) µs
            for an answer before it sleeps (OPENMPS_CLIENT_SPIN_US; 20 by default)
   openmps-spinwait  the same as openmps-clientspin, and nothing of the server sleeps: its waits
@@ -97,8 +95,6 @@ class Mode:
                 env["OPENMPS_SPIN_THREADS"] = os.environ.get("BENCH_SPIN_THREADS", "4")
             if self.name == "openmps-spinall":
                 env["OPENMPS_SPIN_THREADS"] = "all"
-            if self.name == "openmps-slots":
-                env["OPENMPS_LAUNCH_SLOTS"] = os.environ.get("BENCH_LAUNCH_SLOTS", "4")
             if self.name in ("openmps-clientspin", "openmps-spinwait"):
                 env["OPENMPS_CLIENT_SPIN_US"] = os.environ.get("BENCH_CLIENT_SPIN_US", "20000")
             if self.name == "openmps-spinwait":

@@ -173,14 +173,6 @@ CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
     return st ? om_share_launch(c->s, st, ordered, rc) : NULL;
 }
 
-bool om_launch_may_queue(struct session *s, uint64_t h)
-{
-    bool dflt = h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
-                h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD;
-
-    return om_share_never(s) && !s->blocking.n && (dflt ? s->default_stream != NULL : true);
-}
-
 /* The stream an operation is about to be enqueued on: it may wait for the scheduler first. */
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc)
 {
@@ -222,10 +214,6 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
     om_handler h = index >= 0 && index < OM_ENTRY_COUNT ? om_handlers[index] : NULL;
     CUresult rc;
 
-    /* Launches waiting for a launch slot go to the driver before anything else of the
-     * session's (launchq.c); the two launch handlers see to their own order. */
-    if (s->launchq && index != OM_IDX_cuLaunchKernel && index != OM_IDX_cuLaunchKernelEx)
-        om_launch_flush(s);
     if (!h) {
         client_err(s, "client %d asked for %s, which the server does not execute", (int)s->pid,
                    index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?");

@@ -101,38 +101,6 @@ bool om_green_stream_of(struct session *s, CUstream st);
  * resource the client is shown on a device follow its share.
  */
 CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc);
-/* True while a launch of the client reaches share.c's lanes with no driver call (no share,
- * never placed, normal priority, no partition). */
-bool om_share_never(struct session *s);
-
-/* CUlaunchConfig as cuLaunchKernelEx takes it (its attributes: 72 bytes each). */
-struct om_launch_config {
-    unsigned gx, gy, gz, bx, by, bz, smem;
-    CUstream stream;
-    void *attrs;
-    unsigned nattrs;
-};
-
-/* One kernel launch, checked and translated (api/launch.c), for launchq.c. */
-struct om_launch {
-    bool ex; /* cuLaunchKernelEx, with nattrs attributes */
-    CUfunction f;
-    unsigned grid[3], block[3], smem;
-    CUstream st;
-    uint64_t key; /* om_sched_key */
-    const uint8_t *attrs;
-    unsigned nattrs;
-    const uint8_t *args; /* the argument bytes as the kernel expects them */
-    size_t args_len;
-};
-/* launchq.c (internal.h has the rest): om_launch_issue launches now, or queues the launch in
- * the session when no launch slot is free (then it returns CUDA_SUCCESS; an error comes as the
- * session's async error). */
-CUresult om_launch_issue(struct session *s, const struct om_launch *l);
-/* Whether a launch on the client's stream `h` needs no ordering work in the driver before it
- * (no SM share lane, no legacy-stream ordering, its stream made): then it may queue behind the
- * session's queued launches; otherwise they go first (api/launch.c). */
-bool om_launch_may_queue(struct session *s, uint64_t h);
 /*
  * priority.c: the real priority of a new stream of the client that asked for `requested`
  * (normal clients one level up, below-normal ones the least), remembered where they differ

@@ -181,8 +181,7 @@ struct session {
     size_t output_len, output_cap;
     uint64_t output_dropped;
     uint8_t launch_args[32768];
-    struct om_launchq *launchq; /* launchq.c: launches waiting for a launch slot */
-    unsigned captures;          /* stream captures it began and has not ended (api/graphs.c) */
+    unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
     /* api/hostnodes.c: its host-callback channel and its host functions' records */
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
     uint64_t *hostrec;
@@ -407,17 +406,6 @@ void om_allocs_remove(struct session *s, struct om_range *r);
 CUresult om_memcap_hold(struct session *s, int dev, uint64_t handle, uint64_t size);
 void om_memcap_drop(struct session *s, uint64_t handle);
 void om_memcap_free(struct session *s);
-
-/*
- * launchq.c: launch slots (OPENMPS_LAUNCH_SLOTS; off unless set), at most K threads in the
- * driver's kernel launch at once; a launch that finds none free waits in its session's queue
- * (exec.h: om_launch_issue). om_launch_flush issues the queue before anything else of the
- * session reaches the driver (true: it issued some); om_launchq_free does too as the session
- * ends, and frees the queue.
- */
-void om_launchq_init(void);
-bool om_launch_flush(struct session *s);
-void om_launchq_free(struct session *s);
 
 /* profile.c: OPENMPS_PROFILE, a session's server time per entry point, logged as it ends. */
 bool om_profile_on(void);

@@ -388,7 +388,6 @@ int main(int argc, char **argv)
     }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     om_sched_init();
-    om_launchq_init();
     om_priority_init();
     om_budget_init();
     if (init_gpus(&srv, err, sizeof(err)) < 0) {

@@ -306,10 +306,6 @@ void om_sched_before(struct session *s, CUstream st)
     pred = predicted_us(kernel);
     if (pred && pred < SHORT_US && ++t->short_runs % RESAMPLE_EVERY)
         return;
-    /* The kernel may still wait in the session's launch queue (launchq.c): it goes now, or the
-     * stream would look idle; its time runs from there. */
-    if (om_launch_flush(s))
-        t->launched_ns = om_mono_ns();
     start = om_mono_ns();
     bound = pred ? 2 * (uint64_t)pred * 1000 + MARGIN_NS : UNKNOWN_BOUND_NS;
     for (bool counted = false;; counted = true) {

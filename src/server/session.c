@@ -185,7 +185,6 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         CUresult drc;
         if (rec->len == 8 || rec->len == 16)
             memcpy(v, payload, rec->len);
-        om_launch_flush(s); /* queued launches go in the current device's context */
         drc = om_session_set_device(s, v[0]);
         if (drc == CUDA_SUCCESS)
             drc = om_session_set_partition(s, v[1]);
@@ -468,9 +467,7 @@ static void *worker_main(void *arg)
         struct om_rec rec;
         int rc = om_ring_recv(&s->rx, &rec, buf, OM_REC_MAX_PAYLOAD);
         if (rc == -EAGAIN) {
-            /* launches that waited for a slot go now, before this thread waits (launchq.c) */
-            if (!om_launch_flush(s))
-                wait_record(s, &busy);
+            wait_record(s, &busy);
             continue;
         }
         if (!busy)
@@ -501,7 +498,6 @@ static void *worker_main(void *arg)
      * never waits for it): waiting for the client's own GPU work here stalls
      * nobody else, however long that work runs.
      */
-    om_launchq_free(s); /* what is queued reaches the driver before the streams go */
     om_profile_report(s);
     release_gpu_resources(s);
     om_replybuf_put(reply); /* after the client's streams are done with it */

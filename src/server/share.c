@@ -479,16 +479,6 @@ static CUresult current(struct session *s)
     return pct != sh->pct_milli ? place(s, pct, why) : CUDA_SUCCESS;
 }
 
-bool om_share_never(struct session *s)
-{
-    uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
-
-    /* current()'s common case, known without its side effects: a normal-priority client
-     * (below-normal ones may be capped at any launch) with no share, never placed */
-    return !s->share && (!pct || pct >= 100000) && !s->limits.priority &&
-           !__atomic_load_n(&s->ctx_sms, __ATOMIC_RELAXED);
-}
-
 CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc)
 {
     struct om_share *sh;

@@ -1373,16 +1373,14 @@ def client_times(tlog):
     return rows[1024:]
 
 
-def chain_times(sched, kernel_ms=100, pairs=2, extra=None):
+def chain_times(sched, kernel_ms=100, pairs=2):
     """Runs the remote driver's chain with kernels of kernel_ms in the test double; returns the
-    times (ms) at which its launches and its event record reached the driver, and its output.
-    extra: more variables for the daemon (and so the server)."""
+    times (ms) at which its launches and its event record reached the driver, and its output."""
     e = Env(start=False)
     ok = False
     try:
         tlog = os.path.join(e.dir, "times")
         e.env.update({"FAKECUDA_KERNEL_MS": str(kernel_ms), "FAKECUDA_TIME_LOG": tlog})
-        e.env.update(extra or {})
         if sched:
             e.env["OPENMPS_SCHED"] = sched
         e.start()
@@ -1446,93 +1444,6 @@ def client_reply_spin_setting_keeps_calls_answered():
         ok = True
     finally:
         e.close(ok)
-
-
-@test
-def launch_slots_keep_each_clients_order():
-    """OPENMPS_LAUNCH_SLOTS (server/launchq.c): at most K session threads in the driver's launch
-    at once; a launch that finds no slot free waits in its session's queue, and the queue goes
-    to the driver before anything else of the session does. With =defer every launch waits
-    there until the session's next other call: a client's launches still reach the driver
-    with their argument bytes and in its order, before the copies that read their results
-    (roundtrip's own checks and the double's launch log); the legacy default stream's
-    ordering events come after the launch they order (legacy); a client at a 25 % SM share is
-    served (its launches go through the shadow streams, which order first); a queued launch
-    that faults reaches its client at its sync as the fault, and the server restarts; the
-    server logs how many launches waited; the scheduler still holds an operation behind a long
-    kernel that waited in the queue (it sends the queue first). With =2, three clients at once are served as
-    without slots. A value that is no count is named in a warning and slots stay off."""
-    e = Env(start=False)
-    ok = False
-    try:
-        log = os.path.join(e.dir, "launches")
-        e.env.update({"FAKECUDA_LAUNCH_LOG": log, "OPENMPS_LAUNCH_SLOTS": "defer"})
-        e.start()
-        p = remote(e, "roundtrip")
-        out, err = p.communicate(timeout=60)
-        check(p.returncode == 0 and "roundtrip ok" in out, "roundtrip: %r %r" % (out, err))
-        lines = open(log).read().splitlines()
-        launches = [l for l in lines if l not in ("record", "wait") and not l.startswith("attr")]
-        check(len(launches) == 8, "eight launches reached the driver: %r" % launches)
-        check(launches[0].startswith("fill_u32 2,1,1 128,1,1 ") and
-              launches[1] == "mix 1,2,3 4,5,6 7f000000000000008877665544332211efbe",
-              "their bytes and order: %r" % launches[:2])
-        wait_for(lambda: re.search(r"client %d: \d+ launch\(es\) waited for a launch slot"
-                                   % p.pid, e.log("server.log")), what="the queued launches line")
-        open(log, "w").close()
-        p = remote(e, "legacy", "0")
-        out, err = p.communicate(timeout=30)
-        check(p.returncode == 0 and "legacy ok" in out, "legacy: %r %r" % (out, err))
-        lines = open(log).read().split()
-        k = lines.index("fill_u32")
-        check(lines[k - 2:k] == ["record", "wait"] and "wait" in lines[k + 1:],
-              "the blocking stream ordered with the default stream: %r" % lines)
-        env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
-                   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="25")
-        p = subprocess.Popen([REMOTE_DRIVER, "share"], env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = p.communicate(timeout=60)
-        line = (out.splitlines() or [""])[0].split()
-        check(p.returncode == 0 and len(line) == 9 and line[3] == "32" and line[-1] == "ok" and
-              "share ok" in out,
-              "a client at 25 %%: %r %r" % (out, err))
-        spid = e.servers()[0]
-        p = remote(e, "fault")
-        out, err = p.communicate(timeout=30)
-        check(p.returncode == 0 and "fault 700" in out, "the queued fault: %r %r" % (out, err))
-        wait_for(lambda: e.servers() != [spid], what="the faulted server to go")
-        e.close(True)
-        e = None
-
-        t, _ = chain_times("always", kernel_ms=400, extra={"OPENMPS_LAUNCH_SLOTS": "defer"})
-        gaps = [b - a for a, b in zip(t, t[1:])]
-        check(all(g >= 300 for g in gaps), "held behind the queued 400 ms kernels: %r ms" % gaps)
-
-        e = Env(start=False)
-        e.env["OPENMPS_LAUNCH_SLOTS"] = "2"
-        e.start()
-        procs = [remote(e, "roundtrip"), remote(e, "chain", "2"), remote(e, "roundtrip")]
-        for p, want in zip(procs, ("roundtrip ok", "chain ok", "roundtrip ok")):
-            out, err = p.communicate(timeout=120)
-            check(p.returncode == 0 and want in out, "=2: %r %r" % (out, err))
-        wait_for(lambda: "at most 2 thread(s) in the driver's launch" in e.log("server.log"),
-                 what="the slots line")
-        e.close(True)
-        e = None
-
-        e = Env(start=False)
-        e.env["OPENMPS_LAUNCH_SLOTS"] = "few"
-        e.start()
-        p = remote(e, "roundtrip")
-        out, err = p.communicate(timeout=60)
-        check(p.returncode == 0 and "roundtrip ok" in out, "=few: %r %r" % (out, err))
-        wait_for(lambda: "OPENMPS_LAUNCH_SLOTS=few is not a count" in e.log("server.log"),
-                 what="the warning")
-        check("waited for a launch slot" not in e.log("server.log"), "slots stayed off")
-        ok = True
-    finally:
-        if e:
-            e.close(ok)
 
 
 @test

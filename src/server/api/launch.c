@@ -14,11 +14,15 @@
 
 CUresult om_x_cuLaunchKernel(struct call *c)
 {
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **) = REAL(cuLaunchKernel);
     uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
     uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
     int64_t total;
+    void *extra[5];
+    size_t size;
     CUresult rc = ARGS_OK(c);
     CUstream st;
 
@@ -29,25 +33,34 @@ CUresult om_x_cuLaunchKernel(struct call *c)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!om_launch_may_queue(c->s, sh))
-        om_launch_flush(c->s); /* its stream's ordering reaches the driver: they go first */
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
     /* The argument bytes are already laid out as the kernel expects them. */
+    size = args_len;
     memcpy(c->s->launch_args, args, args_len);
-    return om_launch_issue(
-        c->s, &(struct om_launch){.f = (CUfunction)(uintptr_t)k,
-                                  .grid = {(unsigned)g, (unsigned)(g >> 32), (unsigned)m},
-                                  .block = {(unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32)},
-                                  .smem = (unsigned)smem,
-                                  .st = st,
-                                  .key = om_sched_key(k, g, (unsigned)m),
-                                  .args = c->s->launch_args,
-                                  .args_len = args_len});
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = c->s->launch_args;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &size;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
+                (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
+                args_len ? extra : NULL);
+    if (rc == CUDA_SUCCESS) {
+        om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
+        om_output_launched(c->s); /* printf output flushed by no session's call is its */
+    }
+    return rc;
 }
 
-/* CUlaunchAttribute: 72 bytes, an id, padding, a 64-byte value (struct om_launch_config). */
+/* CUlaunchConfig / CUlaunchAttribute (72 bytes: an id, padding, a 64-byte value). */
+struct launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+};
 #define LAUNCH_ATTR_BYTES 72
 
 /* Attributes whose values hold no handle (events, graph nodes): they travel as
@@ -73,6 +86,8 @@ static bool attribute_allowed(int id)
 
 CUresult om_x_cuLaunchKernelEx(struct call *c)
 {
+    CUresult (*launch)(const struct launch_config *, CUfunction, void **, void **) =
+        REAL(cuLaunchKernelEx);
     uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
     uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     uint64_t nattrs = om_get_u64(&c->in);
@@ -80,6 +95,9 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     const void *ap = nattrs <= 16 ? om_get_bytes(&c->in, nattrs * LAUNCH_ATTR_BYTES) : NULL;
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
+    struct launch_config cfg;
+    void *extra[5];
+    size_t size;
     CUresult rc = ARGS_OK(c);
     CUstream st;
 
@@ -99,22 +117,24 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     if (om_kernel_total(c->s, k) != (int64_t)args_len || args_len > sizeof(c->s->launch_args) ||
         smem > UINT32_MAX)
         return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
-    if (!om_launch_may_queue(c->s, sh))
-        om_launch_flush(c->s); /* its stream's ordering reaches the driver: they go first */
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
+    size = args_len;
     memcpy(c->s->launch_args, args, args_len);
-    return om_launch_issue(
-        c->s, &(struct om_launch){.ex = true,
-                                  .f = (CUfunction)(uintptr_t)k,
-                                  .grid = {(unsigned)g, (unsigned)(g >> 32), (unsigned)m},
-                                  .block = {(unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32)},
-                                  .smem = (unsigned)smem,
-                                  .st = st,
-                                  .key = om_sched_key(k, g, (unsigned)m),
-                                  .attrs = attrs,
-                                  .nattrs = (unsigned)nattrs,
-                                  .args = c->s->launch_args,
-                                  .args_len = args_len});
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = c->s->launch_args;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &size;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    cfg = (struct launch_config){
+        (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
+        (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
+        attrs,       (unsigned)nattrs};
+    rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
+    if (rc == CUDA_SUCCESS) {
+        om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
+        om_output_launched(c->s); /* printf output flushed by no session's call is its */
+    }
+    return rc;
 }
