@@ -90,7 +90,7 @@ if nvcc -O2 -arch="$ARCH" -o "$OUT/share" "$HERE/share.cu" >"$OUT/share.build.lo
     # A running client's share changed under it: 100 % for 1.5 s, 25 % for 3 s, 100 % again.
     # Its kernels' throughput (each kernel's end, from its start) follows: at most 0.4 of the
     # 100 % figure in [2.5, 4] s; in the last second none under 0.4 (none kept the 25 % share)
-    # and at most one in 20 under 0.8 (one kernel of 1 700 at 0.76 failed the H200's run of
+    # and at most one in 20 under 0.8 (one kernel of 2 400 at 0.76 failed the H200's run of
     # 2026-11-27 when every one had to reach 0.8: a host's hiccup, not a share).
     spid=$(echo get_server_list | "$BUILD/openmps-control" | head -n 1)
     env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" 7 trace \
