@@ -848,7 +848,7 @@ def server_decoder(r, protos, types, kinds):
     if r["opts"].get("sync"):
         sv = next(p["name"] for p in ps if p["base"] in ("stream", "stream.query"))
         L.append("    if (rc == CUDA_SUCCESS)\n        rc = om_wait_stream(s_%s);" % sv)
-        L.append("    rc = om_take_async_error(c->s, rc);")
+        L.append("    rc = om_take_call_error(c, rc);")
     if answers:
         L += ["    if (rc == CUDA_SUCCESS) {"] + answers + ["    }"]
     if ok:

@@ -3,6 +3,7 @@
 #ifndef OM_IMAGE_H
 #define OM_IMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,5 +23,13 @@ uint64_t om_image_extent(const uint8_t *p, uint64_t have);
  * computes them too, so that an image the server has loaded already needs no bytes sent.
  */
 void om_image_keys(const void *data, size_t len, uint64_t *ret_k1, uint64_t *ret_k2);
+
+/*
+ * Whether kernels of the image may call device-side printf: the image names `vprintf`, the
+ * function printf compiles to (an extern of PTX text, a symbol of a cubin's string table, either
+ * inside a fatbin entry stored uncompressed). A compressed fatbin entry is not looked into: its
+ * kernels count as printing none (server/output.c says what that costs).
+ */
+bool om_image_may_print(const void *data, size_t len);
 
 #endif

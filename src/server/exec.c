@@ -159,6 +159,9 @@ CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *r
     bool ordered = false;
     CUstream st = find_stream(s, h, enqueue, &ordered, rc);
 
+    if (st && !s->call_stream)
+        s->call_stream = st; /* the call's stream: its errors are this stream's (errors.c) */
+
     if (st && s->nshares && (*rc = om_share_settle(s, st, enqueue)) != CUDA_SUCCESS)
         return NULL; /* its shadow's kernels come first (share.c) */
     return st;
@@ -169,6 +172,8 @@ CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
     bool ordered = false;
     CUstream st = find_stream(c->s, h, true, &ordered, rc);
 
+    if (st && !c->s->call_stream)
+        c->s->call_stream = st;             /* errors.c */
     c->s->worked_mask |= 1ull << c->s->dev; /* session.c: a device it used */
     return st ? om_share_launch(c->s, st, ordered, rc) : NULL;
 }
@@ -198,15 +203,6 @@ CUresult om_exec_sync_client(struct session *s)
     return rc;
 }
 
-CUresult om_take_async_error(struct session *s, CUresult rc)
-{
-    if (rc == CUDA_SUCCESS && s->async_error != CUDA_SUCCESS) {
-        rc = s->async_error;
-        s->async_error = CUDA_SUCCESS;
-    }
-    return rc;
-}
-
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted)
 {
@@ -214,6 +210,7 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
     om_handler h = index >= 0 && index < OM_ENTRY_COUNT ? om_handlers[index] : NULL;
     CUresult rc;
 
+    s->call_stream = NULL;
     if (!h) {
         client_err(s, "client %d asked for %s, which the server does not execute", (int)s->pid,
                    index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?");
@@ -228,8 +225,14 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
                om_server_entry_name(index), rc);
         om_server_fault(rc, s->pid);
     }
-    if (posted && rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
-        s->async_error = rc; /* reported at the next synchronising call */
+    if (posted && rc != CUDA_SUCCESS)
+        om_error_post(s, rc); /* its stream's synchronising calls report it (errors.c) */
+    else if (rc == CUDA_SUCCESS && s->nperr &&
+             (index == OM_IDX_cuEventRecord || index == OM_IDX_cuEventRecordWithFlags)) {
+        uint64_t ev; /* the event, first in both requests (api/remote/streams.tsv), checked */
+        memcpy(&ev, in, sizeof(ev));
+        om_error_event_recorded(s, (CUevent)(uintptr_t)ev); /* it stands behind the error */
+    }
     if (posted && s->send_fd_close && s->send_fd_after >= 0)
         close(s->send_fd_after);
     if (posted) {

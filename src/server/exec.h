@@ -48,8 +48,13 @@ CUresult om_bad_request(struct call *c);
 /* The bytes the client staged for this call: exactly n of them, or why not (a budget refused
  * some: that error; the client staged another length: `mismatch`). */
 CUresult om_staged(struct call *c, uint64_t n, CUresult mismatch);
-/* rc, or the first error of the client's posted calls when rc is a success (taken). */
-CUresult om_take_async_error(struct session *s, CUresult rc);
+/* rc, or (when rc is a success) an error of the client's posted calls, taken (errors.c):
+ *  om_take_call_error: of the stream this call enqueued on or waited for, or the context's;
+ *  om_take_event_error: of the stream `ev` was recorded on after the error, or the context's;
+ *  om_take_context_errors: the context's and every stream's (cuCtxSynchronize). */
+CUresult om_take_call_error(struct call *c, CUresult rc);
+CUresult om_take_event_error(struct session *s, CUevent ev, CUresult rc);
+CUresult om_take_context_errors(struct session *s, CUresult rc);
 
 /*
  * The server stream for a stream handle the client passed: its own default stream for the

@@ -89,6 +89,7 @@ struct om_sched_stream {
 struct om_kernel {
     uint64_t handle;
     uint32_t args_size;
+    bool prints; /* its image may call printf (om_image_may_print): output.c's ordering */
 };
 
 /*
@@ -186,7 +187,12 @@ struct session {
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
     uint64_t *hostrec;
     size_t nhostrec, hostrec_cap;
-    CUresult async_error; /* the first error of a posted call, for the next sync */
+    /* errors.c: the first error of a posted call that enqueued on no stream (the context's),
+     * and the errors of posted calls by stream, for their synchronising calls */
+    CUresult async_error;
+    struct om_posted_error *perr;
+    size_t nperr, perr_cap;
+    CUstream call_stream; /* exec.c: the client stream the current call enqueues on (NULL: none) */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
     uint64_t pool_default[OM_MAX_DEVICES], pool_current[OM_MAX_DEVICES]; /* per device */
@@ -235,10 +241,21 @@ bool om_server_peer(int from, int to);
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted);
 CUresult om_exec_sync_client(struct session *s);
+/* errors.c: a failed posted call's error, kept for its stream (the call's) or the context;
+ * a recorded event of the current call's stream; a stream destroyed (its error, taken); the
+ * session's end. */
+void om_error_post(struct session *s, CUresult rc);
+void om_error_event_recorded(struct session *s, CUevent ev);
+CUresult om_error_stream_gone(struct session *s, CUstream st);
+void om_errors_free(struct session *s);
 /* output.c: kernel printf output printed by the driver in a session's worker, for its client. */
 void om_output_bind(struct session *s);     /* the calling thread's session (NULL: none) */
 bool om_output_pending(struct session *s);  /* in its worker: also takes stray output */
 void om_output_launched(struct session *s); /* it launched: stray output is its */
+/* Around the launch of a kernel that may print: the session becomes the print owner (after the
+ * previous owner's printing kernels and their lines); then its launch on `st` is fenced. */
+void om_output_print_begin(struct session *s);
+void om_output_print_end(struct session *s, CUstream st, bool launched);
 size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
 void om_output_free(struct session *s);
 /* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
@@ -372,11 +389,13 @@ bool om_ranges_cover(const struct om_ranges *r, uint64_t addr, uint64_t len);
 struct om_range *om_ranges_find_base(struct om_ranges *r, uint64_t base);
 void om_ranges_remove(struct om_ranges *r, struct om_range *it);
 void om_ranges_free(struct om_ranges *r);
-int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size);
+int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size, bool prints);
 int64_t om_kernel_total(const struct session *s, uint64_t handle); /* -1: not its kernel */
+const struct om_kernel *om_kernel_find(const struct session *s, uint64_t handle); /* NULL: ditto */
 /* The loaded images by their keys (om_image_keys of their bytes) and size. */
 int om_image_lookup(uint64_t k1, uint64_t k2, size_t size, uint64_t *ret_library);
-void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library);
+void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library, bool prints);
+bool om_library_prints(uint64_t library); /* its image may print (om_image_may_print) */
 /* The server's budget of loaded image bytes: taken before a new image is loaded. */
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);

@@ -15,17 +15,28 @@
 /*
  * Measured (tests/gpu/probe, driver 580.159.04): the driver prints the output of device-side
  * printf with vfprintf(stdout, ...) and then fflush(stdout), from the thread whose call made it
- * flush (a synchronising call, a launch, a module load). In the server that thread is the
- * worker of the session that made the call, so the server interposes vfprintf (exported from
- * the executable, which the dlopen'ed driver binds to first), keeps what a worker's driver calls
- * print in that session's buffer, and marks the call's answer; the client then takes the text
- * and writes it to its own stdout, in order with the program's output, as the driver would have.
+ * flush (a synchronising call, a launch, a module load). The server interposes vfprintf and
+ * fflush (exported from the executable, which the dlopen'ed driver binds to first), keeps what
+ * the driver prints in a session's buffer, and marks that session's next answer; the client
+ * then takes the text and writes it to its own stdout, in order with the program's output, as
+ * the driver would have.
  *
- * The driver's printf buffer is the context's, so a flush caused by one client's call prints
- * whatever kernels of any client left in it: output is attributed to the session whose call
- * flushed it, which is the printing client itself unless another client's call flushed first
- * (docs/architecture.md). A flush in a thread of no session (the main loop's idle queries) goes
- * to the session that launched last.
+ * Whose lines they are: the driver's printf buffer is the context's, shared by every client,
+ * and a flush prints whatever any client's kernels left in it, in whichever thread flushed. So
+ * the kernels that may print (their image names vprintf: om_image_may_print) take turns between
+ * sessions: one session at a time, the print owner, may have printing kernels whose lines were
+ * not flushed yet, and every line the driver prints meanwhile is the owner's, whatever thread's
+ * call flushed it. Another session's printing launch first takes the ownership over (handover):
+ * it waits for the owner's printing kernels (an event recorded after each, per stream), makes
+ * the driver flush them (a synchronize of an idle stream of each device they ran on: the lines
+ * go to the owner), waits for a flush another thread has under way, and only then launches. Two
+ * printing clients therefore do not run their printing kernels at the same moment; their other
+ * kernels, and every client that does not print, run as before.
+ *
+ * Without an owner (no printing kernel launched yet, or kernels whose image could not be looked
+ * into: a compressed fatbin entry), lines go to the session whose call flushed them, and lines
+ * flushed in a thread of no session (the main loop's idle queries) to the session that launched
+ * last: exact for one printing client, a guess between several.
  */
 
 /* Bytes a session keeps for its client at most; the rest is dropped and counted. */
@@ -33,16 +44,28 @@
 
 static __thread struct session *output_session;
 
-/* What the driver prints in a thread that serves no session (the main loop's idle queries
- * flush the printf buffer too): kept here, and taken by the session that launched last at its
- * next answer. */
-static pthread_mutex_t stray_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Every session's output buffer, the stray buffer and the owner as vfprintf reads it. */
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+/* What the driver prints in a thread of no session, without an owner: kept for the session that
+ * launched last, which takes it at its next answer. */
 static char *stray;
 static size_t stray_len, stray_cap;
 static struct session *last_launcher;
-/* Another thread is between the driver's vfprintf calls of one flush and its fflush: a worker
- * about to answer waits for the rest (a flush is a few calls, microseconds apart). */
-static int stray_busy;
+
+/* The print owner and its fences: held across a printing launch and a handover. */
+static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct session *print_owner; /* __atomic; changed under print_lock and out_lock */
+struct fence {
+    CUstream stream; /* where the owner launched printing kernels (the server's stream) */
+    CUevent event;   /* recorded after the last of them */
+    int dev;
+};
+static struct fence *fences;
+static size_t nfences, fences_cap;
+static CUstream flush_stream[OM_MAX_DEVICES]; /* idle: its synchronize flushes the device's */
+/* Threads between a vfprintf of the driver's and its fflush (a flush under way). */
+static int flushing;
+static __thread bool in_flush;
 
 void om_output_launched(struct session *s)
 {
@@ -50,28 +73,24 @@ void om_output_launched(struct session *s)
         __atomic_store_n(&last_launcher, s, __ATOMIC_RELAXED);
 }
 
-static int keep_stray(const char *fmt, va_list ap, int n)
+/* Appends to a buffer of at most OUTPUT_MAX bytes; false: no room (out_lock held). */
+static bool append(char **buf, size_t *len, size_t *cap, const char *fmt, va_list ap, int n)
 {
-    __atomic_store_n(&stray_busy, 1, __ATOMIC_RELEASE);
-    pthread_mutex_lock(&stray_lock);
-    if (stray_len + (size_t)n + 1 <= OUTPUT_MAX) {
-        if (stray_len + (size_t)n + 1 > stray_cap) {
-            size_t cap = stray_cap ? stray_cap : 4096;
-            while (cap < stray_len + (size_t)n + 1)
-                cap *= 2;
-            char *p = realloc(stray, cap);
-            if (p) {
-                stray = p;
-                stray_cap = cap;
-            }
-        }
-        if (stray_len + (size_t)n + 1 <= stray_cap) {
-            vsnprintf(stray + stray_len, (size_t)n + 1, fmt, ap);
-            stray_len += (size_t)n;
-        }
+    if (*len + (size_t)n + 1 > OUTPUT_MAX)
+        return false;
+    if (*len + (size_t)n + 1 > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < *len + (size_t)n + 1)
+            c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p)
+            return false;
+        *buf = p;
+        *cap = c;
     }
-    pthread_mutex_unlock(&stray_lock);
-    return n;
+    vsnprintf(*buf + *len, (size_t)n + 1, fmt, ap);
+    __atomic_store_n(len, *len + (size_t)n, __ATOMIC_RELEASE); /* read unlocked: pending */
+    return true;
 }
 
 void om_output_bind(struct session *s)
@@ -90,7 +109,7 @@ static int real_vfprintf(FILE *f, const char *fmt, va_list ap)
 
 __attribute__((visibility("default"))) int vfprintf(FILE *f, const char *fmt, va_list ap)
 {
-    struct session *s = output_session;
+    struct session *s;
     va_list copy;
     int n;
 
@@ -101,57 +120,119 @@ __attribute__((visibility("default"))) int vfprintf(FILE *f, const char *fmt, va
     va_end(copy);
     if (n <= 0)
         return n;
+    if (!in_flush) { /* the driver's flush has begun in this thread; its fflush ends it */
+        in_flush = true;
+        __atomic_add_fetch(&flushing, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_lock(&out_lock);
+    s = __atomic_load_n(&print_owner, __ATOMIC_ACQUIRE);
     if (!s)
-        return __atomic_load_n(&last_launcher, __ATOMIC_RELAXED) ? keep_stray(fmt, ap, n)
-                                                                 : real_vfprintf(f, fmt, ap);
-    if (s->output_len + (size_t)n + 1 > OUTPUT_MAX) {
-        s->output_dropped += (uint64_t)n;
-        return n;
-    }
-    if (s->output_len + (size_t)n + 1 > s->output_cap) {
-        size_t cap = s->output_cap ? s->output_cap : 4096;
-        while (cap < s->output_len + (size_t)n + 1)
-            cap *= 2;
-        char *p = realloc(s->output, cap);
-        if (!p) {
+        s = output_session;
+    if (s) {
+        if (!append(&s->output, &s->output_len, &s->output_cap, fmt, ap, n))
             s->output_dropped += (uint64_t)n;
-            return n;
-        }
-        s->output = p;
-        s->output_cap = cap;
+    } else if (__atomic_load_n(&last_launcher, __ATOMIC_RELAXED)) {
+        append(&stray, &stray_len, &stray_cap, fmt, ap, n);
+    } else {
+        pthread_mutex_unlock(&out_lock);
+        return real_vfprintf(f, fmt, ap); /* no client has launched: the server's own */
     }
-    vsnprintf(s->output + s->output_len, (size_t)n + 1, fmt, ap);
-    s->output_len += (size_t)n;
+    pthread_mutex_unlock(&out_lock);
     return n;
 }
 
-size_t om_output_take(struct session *s, void *out, size_t cap)
-{
-    size_t n = s->output_len < cap ? s->output_len : cap;
-
-    if (n == 0 && s->output_dropped) { /* said once the buffer has been taken */
-        int m = snprintf(out, cap, "[openmps: %llu bytes of kernel printf output were dropped]\n",
-                         (unsigned long long)s->output_dropped);
-        s->output_dropped = 0;
-        return m > 0 ? ((size_t)m < cap ? (size_t)m : cap) : 0;
-    }
-    memcpy(out, s->output, n);
-    memmove(s->output, s->output + n, s->output_len - n);
-    s->output_len -= n;
-    return n;
-}
-
-/* The driver ends a flush with fflush(stdout): in a thread of no session, the flush kept for
- * the last launcher is complete. */
+/* The driver ends a flush with fflush(stdout). */
 __attribute__((visibility("default"))) int fflush(FILE *f)
 {
     static int (*real)(FILE *);
 
-    if (f == stdout && !output_session)
-        __atomic_store_n(&stray_busy, 0, __ATOMIC_RELEASE);
+    if (f == stdout && in_flush) {
+        in_flush = false;
+        __atomic_sub_fetch(&flushing, 1, __ATOMIC_ACQ_REL);
+    }
     if (!real)
         real = (int (*)(FILE *))dlsym(RTLD_NEXT, "fflush");
     return real ? real(f) : EOF;
+}
+
+/* A flush under way in another thread: its last lines come within microseconds (20 ms at
+ * most, should a driver print without its fflush). */
+static void wait_flushes(void)
+{
+    for (int i = 0; i < 200 && __atomic_load_n(&flushing, __ATOMIC_ACQUIRE) > (in_flush ? 1 : 0);
+         i++)
+        usleep(100);
+}
+
+/* The owner's printing kernels are done and their lines printed (print_lock held). */
+static void drain_owner(void)
+{
+    CUresult (*esync)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventSynchronize];
+    CUresult (*edestroy)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventDestroy_v2];
+    CUresult (*ssync)(CUstream) = (CUresult(*)(CUstream))om_server_real[OM_IDX_cuStreamSynchronize];
+    bool used[OM_MAX_DEVICES] = {false};
+
+    for (size_t i = 0; i < nfences; i++) {
+        esync(fences[i].event);
+        edestroy(fences[i].event);
+        used[fences[i].dev] = true;
+    }
+    nfences = 0;
+    for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
+        if (used[d] && flush_stream[d])
+            ssync(flush_stream[d]); /* the driver prints what the kernels left: the owner's */
+    wait_flushes();
+}
+
+void om_output_print_begin(struct session *s)
+{
+    pthread_mutex_lock(&print_lock); /* until om_output_print_end */
+    if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s)
+        return;
+    drain_owner();
+    pthread_mutex_lock(&out_lock);
+    __atomic_store_n(&print_owner, s, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&out_lock);
+}
+
+void om_output_print_end(struct session *s, CUstream st, bool launched)
+{
+    CUresult (*create)(CUevent *, unsigned) =
+        (CUresult(*)(CUevent *, unsigned))om_server_real[OM_IDX_cuEventCreate];
+    CUresult (*record)(CUevent, CUstream) =
+        (CUresult(*)(CUevent, CUstream))om_server_real[OM_IDX_cuEventRecord];
+    CUresult (*screate)(CUstream *, unsigned) =
+        (CUresult(*)(CUstream *, unsigned))om_server_real[OM_IDX_cuStreamCreate];
+    CUresult (*ssync)(CUstream) = (CUresult(*)(CUstream))om_server_real[OM_IDX_cuStreamSynchronize];
+    int dev = s->dev >= 0 && s->dev < (int)OM_MAX_DEVICES ? s->dev : 0;
+    size_t i;
+
+    if (!launched)
+        goto out;
+    if (!flush_stream[dev] && screate(&flush_stream[dev], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        flush_stream[dev] = NULL;
+    for (i = 0; i < nfences && fences[i].stream != st; i++)
+        ;
+    if (i == nfences) {
+        CUevent ev = NULL;
+        if (nfences == fences_cap) {
+            size_t cap = fences_cap ? fences_cap * 2 : 8;
+            struct fence *n = realloc(fences, cap * sizeof(*n));
+            if (n) {
+                fences = n;
+                fences_cap = cap;
+            }
+        }
+        if (nfences == fences_cap || create(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+            ssync(st); /* no fence to wait for later: wait now (and flush) */
+            goto out;
+        }
+        fences[nfences++] = (struct fence){st, ev, dev};
+    }
+    if (record(fences[i].event, st) != CUDA_SUCCESS)
+        ssync(st);
+out:
+    pthread_mutex_unlock(&print_lock);
 }
 
 /* What another thread printed since, when this session launched last (its worker only). */
@@ -159,13 +240,10 @@ static void adopt_stray(struct session *s)
 {
     if (__atomic_load_n(&last_launcher, __ATOMIC_RELAXED) != s)
         return;
-    /* A flush under way in another thread: its last lines come within microseconds. */
-    for (int i = 0; i < 200 && __atomic_load_n(&stray_busy, __ATOMIC_ACQUIRE); i++)
-        usleep(100);
-    __atomic_store_n(&stray_busy, 0, __ATOMIC_RELEASE);
-    if (!__atomic_load_n(&stray_len, __ATOMIC_RELAXED))
+    wait_flushes();
+    if (!__atomic_load_n(&stray_len, __ATOMIC_ACQUIRE))
         return;
-    pthread_mutex_lock(&stray_lock);
+    pthread_mutex_lock(&out_lock);
     if (stray_len && s->output_len + stray_len <= OUTPUT_MAX) {
         if (s->output_len + stray_len > s->output_cap) {
             char *p = realloc(s->output, s->output_len + stray_len);
@@ -176,29 +254,64 @@ static void adopt_stray(struct session *s)
         }
         if (s->output_len + stray_len <= s->output_cap) {
             memcpy(s->output + s->output_len, stray, stray_len);
-            s->output_len += stray_len;
-            stray_len = 0;
+            __atomic_store_n(&s->output_len, s->output_len + stray_len, __ATOMIC_RELEASE);
+            __atomic_store_n(&stray_len, 0, __ATOMIC_RELEASE);
         }
     }
-    pthread_mutex_unlock(&stray_lock);
+    pthread_mutex_unlock(&out_lock);
+}
+
+size_t om_output_take(struct session *s, void *out, size_t cap)
+{
+    size_t n;
+
+    pthread_mutex_lock(&out_lock);
+    n = s->output_len < cap ? s->output_len : cap;
+    if (n == 0 && s->output_dropped) { /* said once the buffer has been taken */
+        int m = snprintf(out, cap, "[openmps: %llu bytes of kernel printf output were dropped]\n",
+                         (unsigned long long)s->output_dropped);
+        s->output_dropped = 0;
+        pthread_mutex_unlock(&out_lock);
+        return m > 0 ? ((size_t)m < cap ? (size_t)m : cap) : 0;
+    }
+    memcpy(out, s->output, n);
+    memmove(s->output, s->output + n, s->output_len - n);
+    __atomic_store_n(&s->output_len, s->output_len - n, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&out_lock);
+    return n;
 }
 
 bool om_output_pending(struct session *s)
 {
+    if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s)
+        wait_flushes(); /* its lines another thread is printing belong in this answer */
     adopt_stray(s);
-    return s->output_len > 0 || s->output_dropped > 0;
+    return __atomic_load_n(&s->output_len, __ATOMIC_ACQUIRE) > 0 || s->output_dropped > 0;
 }
 
 void om_output_free(struct session *s)
 {
     struct session *expected = s;
 
+    /* The owner's lines printed and dropped with it, not given to the next session. */
+    if (__atomic_load_n(&print_owner, __ATOMIC_ACQUIRE) == s) {
+        pthread_mutex_lock(&print_lock);
+        if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s) {
+            drain_owner();
+            pthread_mutex_lock(&out_lock);
+            __atomic_store_n(&print_owner, NULL, __ATOMIC_RELEASE);
+            pthread_mutex_unlock(&out_lock);
+        }
+        pthread_mutex_unlock(&print_lock);
+    }
     __atomic_compare_exchange_n(&last_launcher, &expected, NULL, false, __ATOMIC_RELAXED,
                                 __ATOMIC_RELAXED);
     if (output_session == s)
         output_session = NULL;
+    pthread_mutex_lock(&out_lock);
     free(s->output);
     s->output = NULL;
     s->output_len = s->output_cap = 0;
     s->output_dropped = 0;
+    pthread_mutex_unlock(&out_lock);
 }

@@ -192,7 +192,7 @@ void om_ranges_free(struct om_ranges *r)
     memset(r, 0, sizeof(*r));
 }
 
-int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size)
+int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size, bool prints)
 {
     if (om_kernel_total(s, handle) >= 0)
         return 0;
@@ -204,8 +204,16 @@ int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size)
         s->kernels = nk;
         s->kernels_cap = cap;
     }
-    s->kernels[s->nkernels++] = (struct om_kernel){handle, args_size};
+    s->kernels[s->nkernels++] = (struct om_kernel){handle, args_size, prints};
     return 0;
+}
+
+const struct om_kernel *om_kernel_find(const struct session *s, uint64_t handle)
+{
+    for (size_t i = 0; i < s->nkernels; i++)
+        if (s->kernels[i].handle == handle)
+            return &s->kernels[i];
+    return NULL;
 }
 
 int64_t om_kernel_total(const struct session *s, uint64_t handle)
@@ -237,6 +245,7 @@ struct image {
     uint64_t hash, hash2;
     size_t size;
     uint64_t library;
+    bool prints; /* om_image_may_print */
     struct image *next;
 };
 
@@ -270,7 +279,22 @@ void om_image_budget_give(size_t size)
     om_budget_give(&images_bytes, size);
 }
 
-void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library)
+/* The libraries whose images may print, apart: a kernel lookup asks, and they are few. */
+static uint64_t *printing;
+static size_t nprinting, printing_cap;
+
+bool om_library_prints(uint64_t library)
+{
+    bool yes = false;
+
+    pthread_mutex_lock(&images_lock);
+    for (size_t i = 0; i < nprinting && !yes; i++)
+        yes = printing[i] == library;
+    pthread_mutex_unlock(&images_lock);
+    return yes;
+}
+
+void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library, bool prints)
 {
     struct image *im = calloc(1, sizeof(*im));
 
@@ -280,9 +304,20 @@ void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library)
     im->hash2 = k2;
     im->size = size;
     im->library = library;
+    im->prints = prints;
     pthread_mutex_lock(&images_lock);
     im->next = images;
     images = im;
+    if (prints && nprinting == printing_cap) {
+        size_t cap = printing_cap ? printing_cap * 2 : 16;
+        uint64_t *n = realloc(printing, cap * sizeof(*n));
+        if (n) {
+            printing = n;
+            printing_cap = cap;
+        }
+    }
+    if (prints && nprinting < printing_cap) /* else its output is ordered as an unknown one's */
+        printing[nprinting++] = library;
     pthread_mutex_unlock(&images_lock);
 }
 

@@ -117,6 +117,7 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
 #define OK(call) EXPECT((call) == 0)
 
 void contexts_case(void);     /* remote_contexts.c */
+void errors_case(void);       /* remote_errors.c */
 void contexts_bus_case(void); /* remote_contexts.c */
 void legacy_case(void);       /* remote_legacy.c */
 void v1_case(int low);        /* remote_v1.c */
@@ -940,6 +941,22 @@ int main(int argc, char **argv)
         OK(cuCtxSynchronize());
         printf("host after\n");
         return 0;
+    } else if (!strcmp(mode, "printmany") && argc > 3) {
+        /* N rounds of a printing kernel (BASE + i) and a synchronize: every line this client's */
+        static const char image[] = "fakecubin\n.extern .func vprintf\nprintf:4\n";
+        unsigned rounds = (unsigned)atoi(argv[2]), base = (unsigned)atoi(argv[3]);
+        CUmodule mod;
+        CUfunction f;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&f, mod, "printf"));
+        for (unsigned i = 0; i < rounds; i++) {
+            unsigned v = base + i;
+            void *args[] = {&v};
+            OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+            OK(cuCtxSynchronize());
+        }
+        printf("printmany ok\n");
+        return 0;
     } else if (!strcmp(mode, "fork")) {
         /* a child cannot use its parent's session; the parent goes on */
         OK(cuMemAlloc_v2(&p, 4096));
@@ -1041,6 +1058,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3000 && (rc = cuCtxSynchronize()) == 0; i++)
             usleep(10000);
         printf("ended %d\n", rc);
+    } else if (!strcmp(mode, "errors")) { /* remote_errors.c */
+        errors_case();
     } else if (!strcmp(mode, "contexts")) { /* remote_contexts.c */
         contexts_case();
     } else if (!strcmp(mode, "contexts_bus")) {

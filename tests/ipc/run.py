@@ -2004,6 +2004,43 @@ def remote_threads_of_one_client():
 
 
 @test
+def remote_printf_of_two_clients_stays_theirs():
+    """Two clients printing from their kernels at the same time, each synchronizing after every
+    launch: each gets exactly its own 2 000 lines, in order, and none of the other's."""
+    e = Env()
+    ok = False
+    try:
+        n = 2000
+        ps = [remote(e, "printmany", str(n), str(base)) for base in (100000, 200000)]
+        outs = []
+        for p in ps:
+            out, err = p.communicate(timeout=300)
+            check(p.returncode == 0 and "printmany ok" in out, "client: %r" % err[-2000:])
+            check(not SANITIZER.search(err), "sanitizer: " + err)
+            outs.append(out)
+        for base, out in zip((100000, 200000), outs):
+            got = [l for l in out.splitlines() if l.startswith("kernel printf")]
+            want = ["kernel printf %d" % (base + i) for i in range(n)]
+            wanted = set(want)
+            others = [l for l in got if l not in wanted]
+            check(not others, "%d lines of the other client's among %d: %r" %
+                  (len(others), len(got), others[:5]))
+            check(got == want, "%d of %d lines, in order: %s" % (len(got), n,
+                  "yes" if got == sorted(got) else "no"))
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def remote_errors_by_stream():
+    """A posted call's error reaches its own stream's synchronising calls (its synchronize, a
+    synchronous copy on it, an event recorded behind it, the context's synchronize, its
+    destruction), once, and never another thread's calls on other streams."""
+    remote_case("errors", 120)
+
+
+@test
 def remote_fork_of_a_client():
     """A forked child cannot use its parent's session (the call fails cleanly); the parent
     goes on undisturbed."""

@@ -456,5 +456,5 @@ CUresult om_x_cuMemcpy3D_v2(struct call *c)
         rc = om_wait_stream(st);
     if (rc == CUDA_SUCCESS && dst.type == CU_MEMORYTYPE_HOST)
         c->out.len = total;
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }

@@ -93,7 +93,7 @@ CUresult om_x_cuMemcpyHtoD_v2(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
-    return om_take_async_error(c->s, htod_through_reply(c, dst, src, n, st));
+    return om_take_call_error(c, htod_through_reply(c, dst, src, n, st));
 }
 
 CUresult om_x_cuMemcpyDtoH_v2(struct call *c)
@@ -116,7 +116,7 @@ CUresult om_x_cuMemcpyDtoH_v2(struct call *c)
         rc = sync(st);
     if (rc == CUDA_SUCCESS)
         c->out.len = n;
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 CUresult om_x_cuMemcpyDtoD_v2(struct call *c)
@@ -138,7 +138,7 @@ CUresult om_x_cuMemcpyDtoD_v2(struct call *c)
     rc = copy(dst, src, n, st);
     if (rc == CUDA_SUCCESS && wait)
         rc = sync(st);
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 CUresult om_x_cuMemsetD8_v2(struct call *c)
@@ -168,7 +168,7 @@ CUresult om_x_cuMemsetD8_v2(struct call *c)
             dst, (unsigned)value, count, st);
     if (rc == CUDA_SUCCESS && wait)
         rc = sync(st);
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 /* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. */
@@ -209,7 +209,7 @@ CUresult om_x_cuMemsetD2D8_v2(struct call *c)
             cuMemsetD2D32Async))(dst, pitch, (unsigned)value, w, h, st);
     if (rc == CUDA_SUCCESS && wait)
         rc = om_wait_stream(st);
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 /* A staged 2D copy to the device (m complete, its source the packed staging buffer), through
@@ -240,7 +240,7 @@ static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh
         if (rc == CUDA_SUCCESS)
             rc = om_wait_stream(st);
     }
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 /* 2D copies: device to device as asked; a host side is the staging buffer
@@ -303,5 +303,5 @@ CUresult om_x_cuMemcpy2D_v2(struct call *c)
         rc = om_wait_stream(st);
     if (rc == CUDA_SUCCESS && dtype == CU_MEMORYTYPE_HOST)
         c->out.len = w * h;
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }

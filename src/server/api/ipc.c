@@ -231,7 +231,7 @@ CUresult om_x_cuIpcCloseMemHandle(struct call *c)
         export_drop(e, true);
     pthread_mutex_unlock(&lock);
     om_put_u64(&c->out, last);
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 bool om_ipc_keep(struct session *s, const struct om_range *r)

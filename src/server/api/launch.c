@@ -20,6 +20,7 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
+    const struct om_kernel *kern;
     int64_t total;
     void *extra[5];
     size_t size;
@@ -28,9 +29,10 @@ CUresult om_x_cuLaunchKernel(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    total = om_kernel_total(c->s, k);
-    if (total < 0)
+    kern = om_kernel_find(c->s, k);
+    if (!kern)
         return CUDA_ERROR_INVALID_HANDLE;
+    total = kern->args_size;
     if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     st = om_launch_stream(c, sh, &rc);
@@ -44,9 +46,13 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
+    if (kern->prints) /* its lines must reach this client only (output.c) */
+        om_output_print_begin(c->s);
     rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
                 (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
                 args_len ? extra : NULL);
+    if (kern->prints)
+        om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
         om_output_launched(c->s); /* printf output flushed by no session's call is its */
@@ -95,6 +101,7 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     const void *ap = nattrs <= 16 ? om_get_bytes(&c->in, nattrs * LAUNCH_ATTR_BYTES) : NULL;
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
+    const struct om_kernel *kern;
     struct launch_config cfg;
     void *extra[5];
     size_t size;
@@ -114,9 +121,11 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    if (om_kernel_total(c->s, k) != (int64_t)args_len || args_len > sizeof(c->s->launch_args) ||
-        smem > UINT32_MAX)
-        return om_kernel_total(c->s, k) < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    kern = om_kernel_find(c->s, k);
+    if (!kern)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (kern->args_size != args_len || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
@@ -131,7 +140,11 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
+    if (kern->prints)
+        om_output_print_begin(c->s);
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
+    if (kern->prints)
+        om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
         om_output_launched(c->s); /* printf output flushed by no session's call is its */

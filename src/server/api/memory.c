@@ -198,7 +198,7 @@ CUresult om_x_cuMemFreeHost(struct call *c)
         c->s->hostmem[i] = c->s->hostmem[--c->s->nhostmem];
         pinned_budget_give(c->s, h->len);
         om_hostmem_release(h, true);
-        return om_take_async_error(c->s, rc);
+        return om_take_call_error(c, rc);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }
@@ -215,7 +215,7 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     if (!r)
         return CUDA_ERROR_INVALID_VALUE;
     if (r->pool || r->graph) /* the driver's cuMemFree frees stream-ordered memory too */
-        return om_take_async_error(c->s, om_mempool_free(c->s, r));
+        return om_take_call_error(c, om_mempool_free(c->s, r));
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */
     rc = om_exec_sync_client(c->s);
@@ -228,7 +228,7 @@ CUresult om_x_cuMemFree_v2(struct call *c)
         om_devmem_give(c->s, r->dev, r->base, r->size, r->mem);
     }
     om_allocs_remove(c->s, r);
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 /* A dma-buf descriptor of the client's own device range (CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD;

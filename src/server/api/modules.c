@@ -95,7 +95,7 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
         } else {
             c->s->image_count++;
             lib = (uint64_t)(uintptr_t)l;
-            om_image_add(k1, k2, size, lib);
+            om_image_add(k1, k2, size, lib, om_image_may_print(c->s->stage, size));
             om_info("client %d: loaded a new module image of %llu bytes", (int)c->s->pid,
                     (unsigned long long)size);
         }
@@ -139,8 +139,8 @@ static CUresult name_arg(struct call *c, char *name, size_t cap)
 
 /* A kernel's parameter layout (offset and size pairs in params[2 * 256]) and its argument
  * bytes, noted as the client's (resources.c): a kernel the client may launch and query. */
-static CUresult kernel_layout(struct call *c, CUkernel k, const char *name, uint64_t *params,
-                              uint32_t *ret_n, uint32_t *ret_total)
+static CUresult kernel_layout(struct call *c, uint64_t lib, CUkernel k, const char *name,
+                              uint64_t *params, uint32_t *ret_n, uint32_t *ret_total)
 {
     CUresult (*info)(CUkernel, size_t, size_t *, size_t *) = REAL(cuKernelGetParamInfo);
     uint32_t n = 0, total = 0;
@@ -164,7 +164,7 @@ static CUresult kernel_layout(struct call *c, CUkernel k, const char *name, uint
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    if (om_kernel_note(c->s, (uint64_t)(uintptr_t)k, total) < 0)
+    if (om_kernel_note(c->s, (uint64_t)(uintptr_t)k, total, om_library_prints(lib)) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *ret_n = n;
     *ret_total = total;
@@ -190,7 +190,7 @@ CUresult om_x_cuLibraryGetKernel(struct call *c)
         return rc;
     /* The layout answered with the handle: the client caches it, so a launch
      * is one flat buffer (ARCHITECTURE.md). */
-    if ((rc = kernel_layout(c, k, name, params, &n, &total)) != CUDA_SUCCESS)
+    if ((rc = kernel_layout(c, lib, k, name, params, &n, &total)) != CUDA_SUCCESS)
         return rc;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)k);
     om_put_u64(&c->out, n);
@@ -221,7 +221,7 @@ CUresult om_x_cuLibraryEnumerateKernels(struct call *c)
     rc = enumerate(ks, (unsigned)count, (CUlibrary)(uintptr_t)lib);
     for (uint64_t i = 0; rc == CUDA_SUCCESS && i < count; i++) {
         uint32_t n, total;
-        rc = kernel_layout(c, ks[i], "(enumerated)", params, &n, &total);
+        rc = kernel_layout(c, lib, ks[i], "(enumerated)", params, &n, &total);
         if (rc == CUDA_SUCCESS)
             om_put_u64(&c->out, (uint64_t)(uintptr_t)ks[i]);
     }

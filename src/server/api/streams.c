@@ -78,7 +78,11 @@ CUresult om_x_cuStreamDestroy_v2(struct call *c)
         return rc;
     if (!om_handles_has(&c->s->own[OM_H_STREAM], h))
         return CUDA_ERROR_INVALID_HANDLE;
-    return om_stream_release(c->s, h);
+    /* An error of its posted calls that no synchronising call took is reported here, its last
+     * call, rather than to another stream's caller (errors.c). */
+    CUresult pending = om_error_stream_gone(c->s, (CUstream)(uintptr_t)h);
+    rc = om_stream_release(c->s, h);
+    return rc != CUDA_SUCCESS ? rc : pending;
 }
 
 /* Whether the client created stream h blocking, on any of its devices. */
@@ -104,7 +108,7 @@ CUresult om_answer_asked(struct call *c, int *priority, CUstream st)
 /* Destroys a stream of the client's (cuStreamDestroy, cuGreenCtxDestroy). */
 CUresult om_stream_release(struct session *s, uint64_t h)
 {
-    CUresult rc;
+    CUresult rc, pending;
 
     om_green_stream_gone(s, h);                      /* api/green.c */
     om_share_stream_gone(s, (CUstream)(uintptr_t)h); /* share.c: its shadow, after its work */
@@ -112,6 +116,9 @@ CUresult om_stream_release(struct session *s, uint64_t h)
     /* Its work must be done before the stream is forgotten: later frees and the
      * session's end wait only for streams they know. */
     rc = om_wait_stream((CUstream)(uintptr_t)h);
+    pending = om_error_stream_gone(s, (CUstream)(uintptr_t)h); /* not to a later stream */
+    if (rc == CUDA_SUCCESS) /* an error its calls did not take yet: the context's now */
+        rc = pending;
     if (rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
         s->async_error = rc;
     om_handles_remove(&s->own[OM_H_STREAM], h);
@@ -138,7 +145,7 @@ CUresult om_x_cuStreamSynchronize(struct call *c)
 
     if (rc == CUDA_SUCCESS)
         rc = om_wait_stream(st);
-    return om_take_async_error(c->s, rc);
+    return om_take_call_error(c, rc);
 }
 
 static CUresult owned_event(struct call *c, CUevent *ev)
@@ -160,7 +167,7 @@ CUresult om_x_cuEventSynchronize(struct call *c)
 
     if (rc == CUDA_SUCCESS)
         rc = om_wait_event(ev);
-    return om_take_async_error(c->s, rc);
+    return om_take_event_error(c->s, ev, rc);
 }
 
 /* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
@@ -172,7 +179,7 @@ CUresult om_x_cuCtxSynchronize(struct call *c)
     om_wait_flush_output(true);
     rc = om_exec_sync_client(c->s);
     om_wait_flush_output(false);
-    return om_take_async_error(c->s, rc);
+    return om_take_context_errors(c->s, rc);
 }
 
 CUresult om_x_cuStreamGetFlags(struct call *c)

@@ -224,7 +224,7 @@ CUresult om_x_cuMemUnmap(struct call *c)
     rc = ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemUnmap))(ptr, (size_t)size);
     if (rc == CUDA_SUCCESS)
         forget_mapping(c->s, m);
-    return om_take_async_error(c->s, rc != CUDA_SUCCESS ? rc : wrc);
+    return om_take_call_error(c, rc != CUDA_SUCCESS ? rc : wrc);
 }
 
 static bool mapped_by(const struct session *s, uint64_t ptr, uint64_t size);

@@ -165,9 +165,10 @@ EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 /* ------------------------------------------------------------------ the data plane's part
  * Device memory is host memory (a CUdeviceptr is the host address), streams and events are
  * tokens, and work is done at once. Module images are text: "fakecubin\n" then one line per
- * kernel, "name:size,size,...", the parameter sizes. Launches are appended to the file named
- * by FAKECUDA_LAUNCH_LOG (kernel, grid, block, argument bytes in hex); the kernel fill_u32
- * (pointer, value, count) really fills, so tests can read the effect back.
+ * kernel, "name:size,size,...", the parameter sizes (a line that begins with '.' is a directive
+ * and declares nothing: ".extern .func vprintf" marks an image that prints). Launches are appended
+ * to the file named by FAKECUDA_LAUNCH_LOG (kernel, grid, block, argument bytes in hex); the kernel
+ * fill_u32 (pointer, value, count) really fills, so tests can read the effect back.
  */
 #include <stdint.h>
 
@@ -755,6 +756,10 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, 
     for (p += 10; *p && nkernels < 256;) {
         struct fake_kernel *k = &kernels[nkernels];
         const char *colon = strchr(p, ':'), *end = strchr(p, '\n');
+        if (*p == '.' && end) { /* a directive, as PTX's ".extern .func vprintf": no kernel */
+            p = end + 1;
+            continue;
+        }
         if (!colon || !end || colon > end || colon - p >= 63)
             return 200;
         memcpy(k->name, p, (size_t)(colon - p));

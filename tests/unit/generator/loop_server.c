@@ -55,7 +55,7 @@ CUresult om_wait_stream(CUstream st)
     return CUDA_SUCCESS;
 }
 
-CUresult om_take_async_error(struct session *s, CUresult rc)
+CUresult om_take_call_error(struct call *c, CUresult rc)
 {
     return rc;
 }

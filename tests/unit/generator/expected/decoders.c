@@ -359,7 +359,7 @@ static CUresult x_cuMemsetD16Async(struct call *c)
     rc = ((CUresult (*)(CUdeviceptr, unsigned short, size_t, CUstream))REAL(cuMemsetD16Async))((CUdeviceptr)a_dstDevice, (unsigned short)a_us, (size_t)a_N, s_hStream);
     if (rc == CUDA_SUCCESS)
         rc = om_wait_stream(s_hStream);
-    rc = om_take_async_error(c->s, rc);
+    rc = om_take_call_error(c, rc);
 out:
     return rc;
 }

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* remote_driver errors: an error of posted work reaches the stream it belongs to, and no other
+ * stream's caller (server/errors.c). The double's kernel "fail" answers its launch with 701. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+
+CUresult cuCtxGetCurrent(CUcontext *);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuCtxSynchronize(void);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventDestroy_v2(CUevent);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuMemAlloc_v2(unsigned long long *, size_t);
+CUresult cuMemFree_v2(unsigned long long);
+CUresult cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+CUresult cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "remote_driver errors: line %d: %s\n", __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call) EXPECT((call) == 0)
+#define IS(call, rc) EXPECT((call) == (rc))
+
+enum { OUT_OF_RESOURCES = 701 };
+
+static CUfunction failing;
+static CUcontext ctx;
+static unsigned count = 1;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int step;
+
+static void wait_step(int n)
+{
+    pthread_mutex_lock(&lock);
+    while (step < n)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+}
+
+static void set_step(int n)
+{
+    pthread_mutex_lock(&lock);
+    step = n;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+static void launch_failing(CUstream s)
+{
+    void *args[] = {&count};
+    OK(cuLaunchKernel(failing, 1, 1, 1, 1, 1, 1, 0, s, args, NULL)); /* posted: success now */
+}
+
+/* Thread B: once A's launch failed in the server, B's own copies, sets and synchronizes on its
+ * own streams all succeed — the error is not B's. */
+static void *thread_b(void *arg)
+{
+    unsigned long long p;
+    unsigned char buf[256], back[256];
+    CUstream sb;
+
+    (void)arg;
+    OK(cuCtxSetCurrent(ctx));
+    wait_step(1);
+    OK(cuStreamCreate(&sb, 1));
+    OK(cuMemAlloc_v2(&p, sizeof(buf)));
+    for (int i = 0; i < 50; i++) {
+        memset(buf, i, sizeof(buf));
+        OK(cuMemcpyHtoD_v2(p, buf, sizeof(buf))); /* the default stream's synchronous copy */
+        OK(cuMemcpyDtoH_v2(back, p, sizeof(back)));
+        EXPECT(memcmp(buf, back, sizeof(buf)) == 0);
+        OK(cuMemsetD8_v2(p, 0, 16));
+        OK(cuStreamSynchronize(sb));
+    }
+    OK(cuMemFree_v2(p)); /* waits for every stream of the client, reports none's error */
+    OK(cuStreamDestroy_v2(sb));
+    set_step(2);
+    return NULL;
+}
+
+void errors_case(void)
+{
+    static const char image[] = "fakecubin\nfail:4\n";
+    CUmodule mod;
+    CUstream sa, sc;
+    CUevent ev;
+    pthread_t b;
+
+    OK(cuCtxGetCurrent(&ctx));
+    OK(cuModuleLoadData(&mod, image));
+    OK(cuModuleGetFunction(&failing, mod, "fail"));
+    OK(cuStreamCreate(&sa, 1));
+
+    /* Two threads: A's failed launch goes to A's stream's synchronize, never to B. */
+    EXPECT(pthread_create(&b, NULL, thread_b, NULL) == 0);
+    launch_failing(sa);
+    set_step(1);
+    wait_step(2);
+    EXPECT(pthread_join(b, NULL) == 0);
+    IS(cuStreamSynchronize(sa), OUT_OF_RESOURCES); /* A's, still there after B's calls */
+    OK(cuStreamSynchronize(sa));                   /* once */
+
+    /* The default stream's error goes to its synchronous copy, not to a created stream. */
+    unsigned long long p;
+    unsigned char byte = 7;
+    OK(cuMemAlloc_v2(&p, 64));
+    launch_failing(NULL);
+    OK(cuStreamSynchronize(sa));
+    IS(cuMemcpyHtoD_v2(p, &byte, 1), OUT_OF_RESOURCES);
+    OK(cuMemcpyHtoD_v2(p, &byte, 1));
+
+    /* An event recorded behind the error reports it; the stream then has none. */
+    OK(cuEventCreate(&ev, 0));
+    launch_failing(sa);
+    OK(cuEventRecord(ev, sa));
+    IS(cuEventSynchronize(ev), OUT_OF_RESOURCES);
+    OK(cuStreamSynchronize(sa));
+    OK(cuEventSynchronize(ev));
+    /* ... an event recorded on another stream does not */
+    OK(cuStreamCreate(&sc, 1));
+    launch_failing(sa);
+    OK(cuEventRecord(ev, sc));
+    OK(cuEventSynchronize(ev));
+    IS(cuStreamSynchronize(sa), OUT_OF_RESOURCES);
+
+    /* The context's synchronize reports any stream's, once; a destroyed stream's last call
+     * reports what no synchronize took. */
+    launch_failing(sc);
+    IS(cuCtxSynchronize(), OUT_OF_RESOURCES);
+    OK(cuStreamSynchronize(sc));
+    OK(cuCtxSynchronize());
+    launch_failing(sc);
+    OK(cuStreamSynchronize(sa));
+    IS(cuStreamDestroy_v2(sc), OUT_OF_RESOURCES);
+    OK(cuCtxSynchronize());
+
+    OK(cuEventDestroy_v2(ev));
+    OK(cuStreamDestroy_v2(sa));
+    OK(cuMemFree_v2(p));
+    printf("errors ok\n");
+}
