@@ -95,6 +95,30 @@ for kind in static shared; do
     fi
 done
 
+# Kernel printf of two clients at once: each gets exactly its own 2 000 lines (issue #22).
+for kind in static shared; do
+    bin="$OUT/printmany.$kind"
+    [ -x "$bin" ] || continue
+    LD_LIBRARY_PATH="$BUILD/lib" "$bin" 2000 100000 >"$OUT/printmany.a" 2>&1 &
+    apid=$!
+    LD_LIBRARY_PATH="$BUILD/lib" "$bin" 2000 200000 >"$OUT/printmany.b" 2>&1
+    brc=$?
+    wait $apid
+    arc=$?
+    verdict=$(for f in a b; do
+        base=100000; [ $f = b ] && base=200000
+        awk -v base=$base -v n=2000 '
+            /^printmany line / { v = $3; if (v < base || v >= base + n) other++; else if (v != base + mine) disorder++; else mine++ }
+            END { printf "%s own %d/%d other %d out-of-order %d; ", FILENAME, mine, n, other + 0, disorder + 0 }' "$OUT/printmany.$f"
+    done)
+    good=$(echo "$verdict" | grep -o 'own 2000/2000 other 0 out-of-order 0' | wc -l)
+    if [ $arc -eq 0 ] && [ $brc -eq 0 ] && [ "$good" -eq 2 ]; then
+        passes=$((passes + 1)); echo "PASS printmany.$kind two clients: $verdict"
+    else
+        fails=$((fails + 1)); echo "FAIL printmany.$kind two clients (exit $arc $brc): $verdict"
+    fi
+done
+
 # Passthrough costs nothing: launches natively and with the shim but no daemon, interleaved,
 # 7 processes each. That the shim hands out the driver's own function pointers is checked
 # exactly in the CPU tier (ipc.shim_passthrough_without_daemon). Here one process's figure

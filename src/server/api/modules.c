@@ -95,9 +95,10 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
         } else {
             c->s->image_count++;
             lib = (uint64_t)(uintptr_t)l;
-            om_image_add(k1, k2, size, lib, om_image_may_print(c->s->stage, size));
-            om_info("client %d: loaded a new module image of %llu bytes", (int)c->s->pid,
-                    (unsigned long long)size);
+            bool prints = om_image_may_print(c->s->stage, size);
+            om_image_add(k1, k2, size, lib, prints);
+            om_info("client %d: loaded a new module image of %llu bytes%s", (int)c->s->pid,
+                    (unsigned long long)size, prints ? " (its kernels may print)" : "");
         }
     }
     pthread_mutex_unlock(om_image_load_lock());
