@@ -171,12 +171,17 @@ CUresult om_x_cuMemsetD8_v2(struct call *c)
     return om_take_async_error(c->s, rc);
 }
 
-/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. */
+/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart (pitch is unused for
+ * one row, as the driver documents for cuMemsetD2D*; rows wider than the pitch would overlap).
+ * An empty region (no row, or rows of no byte) touches nothing and is not checked here: the
+ * caller does not pass it to the driver. */
 static bool region_ok(struct session *s, uint64_t base, uint64_t pitch, uint64_t width,
                       uint64_t height)
 {
     if (!height || !width)
         return true;
+    if (height == 1)
+        return om_ranges_cover(&s->allocs, base, width);
     if (width > pitch || height - 1 > (UINT64_MAX - width) / pitch)
         return false;
     return om_ranges_cover(&s->allocs, base, (height - 1) * pitch + width);
@@ -198,6 +203,10 @@ CUresult om_x_cuMemsetD2D8_v2(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
+    /* Rows of no element, or no row: nothing to set. The driver is not asked to walk the rows
+     * (a height of 2^40 would keep this worker busy for hours on a driver that does). */
+    if (!w || !h)
+        return om_take_async_error(c->s, CUDA_SUCCESS);
     if (elem == 1)
         rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))REAL(
             cuMemsetD2D8Async))(dst, pitch, (unsigned char)value, w, h, st);
