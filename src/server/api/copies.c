@@ -171,17 +171,14 @@ CUresult om_x_cuMemsetD8_v2(struct call *c)
     return om_take_async_error(c->s, rc);
 }
 
-/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart (pitch is unused for
- * one row, as the driver documents for cuMemsetD2D*; rows wider than the pitch would overlap).
- * An empty region (no row, or rows of no byte) touches nothing and is not checked here: the
- * caller does not pass it to the driver. */
+/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. An empty region (no
+ * row, or rows of no byte) touches nothing and is not checked here: the callers do not pass it
+ * to the driver. */
 static bool region_ok(struct session *s, uint64_t base, uint64_t pitch, uint64_t width,
                       uint64_t height)
 {
     if (!height || !width)
         return true;
-    if (height == 1)
-        return om_ranges_cover(&s->allocs, base, width);
     if (width > pitch || height - 1 > (UINT64_MAX - width) / pitch)
         return false;
     return om_ranges_cover(&s->allocs, base, (height - 1) * pitch + width);
@@ -197,8 +194,9 @@ CUresult om_x_cuMemsetD2D8_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    /* The pitch of a single row is unused (the driver's documentation of cuMemsetD2D*). */
     if ((elem != 1 && elem != 2 && elem != 4) || w > UINT64_MAX / 4 ||
-        !region_ok(c->s, dst, pitch, w * elem, h))
+        !region_ok(c->s, dst, h == 1 ? w * elem : pitch, w * elem, h))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
