@@ -137,6 +137,20 @@ bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bo
     return found;
 }
 
+bool om_devrange_fits(CUdeviceptr p, uint64_t n)
+{
+    CUdeviceptr base;
+    size_t size;
+    bool is_managed;
+    uint64_t server;
+
+    if (om_devrange_find(p, &base, &size, &is_managed))
+        return n <= size - (p - base);
+    if (om_pinned_device_pointer((void *)(uintptr_t)p, &base) == 0) /* pinned host memory */
+        return om_pinned_lookup((const void *)(uintptr_t)p, n, &server);
+    return true;
+}
+
 /* True when [p, p + n) lies in managed memory: between launches its host
  * shadow is the current copy, so copies and sets act on the shadow. */
 static bool in_managed(CUdeviceptr p, size_t n)
@@ -270,6 +284,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
 {
     REQ(req, 32);
     uint64_t server_src;
+    CUdeviceptr asked = dst;
     CUresult rc;
 
     if (n && !src)
@@ -295,6 +310,16 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
             rc = sync_stream(stream);
         return rc;
     }
+    /*
+     * Both paths below read the n host bytes before the server sees the copy (into the request,
+     * the staging buffer or a staging slot), and the program's buffer may be only as long as
+     * the allocation. A range that runs past the device memory it starts in is refused here
+     * first, as the driver refuses it, and no host byte is read: the client checks against what
+     * it already knows (no round trip on the common, valid path); the server checks every copy
+     * again, and judges addresses unknown here.
+     */
+    if (!om_devrange_fits(asked, n))
+        return CUDA_ERROR_INVALID_VALUE;
     bool staged;
     rc = om_staging_copy(true, dst, (void *)(uintptr_t)src, n, stream, async, &staged);
     return staged ? rc : staged_htod(dst, src, n, stream);
