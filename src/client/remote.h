@@ -54,6 +54,9 @@ int om_devrange_add(CUdeviceptr base, size_t size);
 /* The pool a range came from (stream-ordered allocation; 0: none), for pointer attributes. */
 void om_devrange_set_pool(CUdeviceptr base, uint64_t pool);
 uint64_t om_devrange_pool(CUdeviceptr p);
+/* The range at base is a mapping of the virtual-memory API (cuMemMap): a copy may run on into the
+ * mapping that follows it, as the server allows (om_devrange_fits). */
+void om_devrange_set_mapped(CUdeviceptr base);
 /* The device a range holding p was made on (-1: none known). */
 int om_devrange_device(CUdeviceptr p);
 void om_devrange_remove(CUdeviceptr base);

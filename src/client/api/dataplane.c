@@ -36,6 +36,7 @@ struct devrange {
     size_t size;
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
     int dev;       /* the device it was made on: the calling thread's current one */
+    bool mapped;   /* a mapping of the virtual-memory API: a copy may go on into the next one */
 };
 _Static_assert(sizeof(struct devrange) == 32, "the test that fails the table's growth knows it");
 static struct devrange *devranges;
@@ -56,7 +57,7 @@ int om_devrange_add(CUdeviceptr base, size_t size)
         }
     }
     if (ndevranges < devranges_cap)
-        devranges[ndevranges++] = (struct devrange){base, size, 0, om_current_device()};
+        devranges[ndevranges++] = (struct devrange){base, size, 0, om_current_device(), false};
     else
         rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
@@ -69,6 +70,15 @@ void om_devrange_set_pool(CUdeviceptr base, uint64_t pool)
     for (size_t i = 0; i < ndevranges; i++)
         if (devranges[i].base == base)
             devranges[i].pool = pool;
+    pthread_mutex_unlock(&devranges_lock);
+}
+
+void om_devrange_set_mapped(CUdeviceptr base)
+{
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++)
+        if (devranges[i].base == base)
+            devranges[i].mapped = true;
     pthread_mutex_unlock(&devranges_lock);
 }
 
@@ -137,14 +147,51 @@ bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bo
     return found;
 }
 
+/* As the server's om_ranges_cover walks a range: the device range holding its start, then, past
+ * the end of a mapping, the mapping that holds the next byte. */
+static int devranges_fit(CUdeviceptr p, uint64_t n)
+{
+    uint64_t at = p, end = p + n;
+    int fits = -1; /* not known here */
+
+    pthread_mutex_lock(&devranges_lock);
+    while (at < end) {
+        size_t i;
+        for (i = 0; i < ndevranges; i++)
+            if (at >= devranges[i].base && at - devranges[i].base < devranges[i].size &&
+                (fits < 0 || devranges[i].mapped))
+                break;
+        if (i == ndevranges) {
+            fits = fits < 0 ? -1 : 0;
+            break;
+        }
+        uint64_t stop = devranges[i].base + devranges[i].size;
+        fits = 1;
+        if (stop >= end)
+            break;
+        if (!devranges[i].mapped) {
+            fits = 0;
+            break;
+        }
+        at = stop;
+    }
+    pthread_mutex_unlock(&devranges_lock);
+    return fits;
+}
+
 bool om_devrange_fits(CUdeviceptr p, uint64_t n)
 {
     CUdeviceptr base;
     size_t size;
     bool is_managed;
     uint64_t server;
+    int fits;
 
-    if (om_devrange_find(p, &base, &size, &is_managed))
+    if (p + n < p)
+        return false; /* no memory wraps around */
+    if ((fits = devranges_fit(p, n)) >= 0)
+        return fits;
+    if (om_devrange_find(p, &base, &size, &is_managed)) /* managed memory */
         return n <= size - (p - base);
     if (om_pinned_device_pointer((void *)(uintptr_t)p, &base) == 0) /* pinned host memory */
         return om_pinned_lookup((const void *)(uintptr_t)p, n, &server);
