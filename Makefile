@@ -7,7 +7,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all test test-plain test-loaded test-asan test-gpu demo bench install fuzz format format-check tidy clean
+.PHONY: all test test-plain test-loaded test-asan test-fuzz test-gpu demo bench install fuzz format format-check tidy clean
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -16,8 +16,9 @@ $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
 # The CPU tier twice, as CI runs it: a plain build and the ASan+UBSan build; the IPC tests once
-# more with every core kept busy; then the GPU tier where an NVIDIA GPU and nvcc are present.
-test: test-plain test-loaded test-asan test-gpu
+# more with every core kept busy; the fuzzers (make fuzz) where clang has libFuzzer; then the GPU
+# tier where an NVIDIA GPU and nvcc are present.
+test: test-plain test-loaded test-asan test-fuzz test-gpu
 
 test-plain: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -53,16 +54,33 @@ install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # libFuzzer targets (clang, with ASan and UBSan), one per directory of tests/fuzz/corpus, each
-# FUZZ_SECONDS from its saved corpus. New inputs go to build-fuzz/corpus/<target>, a crash to
-# build-fuzz/<target>-crash-*. CTest replays the saved corpora in every build.
+# FUZZ_SECONDS from its saved corpus. New inputs go to build-fuzz/corpus/<target>, a finding to
+# build-fuzz/<target>-{crash,leak,timeout,oom}-* and fails make: a crash, a sanitizer report, a
+# leak, or one input running past FUZZ_TIMEOUT seconds (a request that keeps the server busy that
+# long is a denial of service). CTest replays the saved corpora in every build.
 FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 25
 FUZZ_CC ?= clang
 fuzz:
 	CC=$(FUZZ_CC) cmake -S . -B build-fuzz $(GENERATOR) -DOPENMPS_FUZZ=ON -DOPENMPS_SANITIZE=ON
 	cmake --build build-fuzz -j $(JOBS) --target fuzzers
 	for d in tests/fuzz/corpus/*/; do f=$$(basename $$d); mkdir -p build-fuzz/corpus/$$f && \
 	  echo "== $$f" && build-fuzz/tests/$$f -max_total_time=$(FUZZ_SECONDS) \
-	    -artifact_prefix=build-fuzz/$$f- build-fuzz/corpus/$$f $$d || exit 1; done
+	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=build-fuzz/$$f- build-fuzz/corpus/$$f $$d || \
+	  { echo "make fuzz: $$f found a problem: its input is build-fuzz/$$f-*" >&2; exit 1; }; done
+
+# make test's fuzz step: make fuzz where $(FUZZ_CC) links a libFuzzer target (Debian: clang and
+# libclang-rt-dev, which .ci/run installs); skipped, saying so, elsewhere.
+test-fuzz:
+	@probe=$$(mktemp) && \
+	if command -v $(FUZZ_CC) >/dev/null 2>&1 && \
+	    echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' | \
+	    $(FUZZ_CC) -x c -fsanitize=fuzzer,address,undefined -o $$probe - >/dev/null 2>&1; then \
+	    rm -f $$probe; $(MAKE) --no-print-directory fuzz; \
+	else \
+	    rm -f $$probe; \
+	    echo "fuzz step skipped: no $(FUZZ_CC) with libFuzzer here (apt-get install clang libclang-rt-dev)"; \
+	fi
 
 SOURCES := $(shell git ls-files '*.c' '*.h' ':!src/*/gen/*' 2>/dev/null)
 format:

@@ -54,11 +54,18 @@ int om_devrange_add(CUdeviceptr base, size_t size);
 /* The pool a range came from (stream-ordered allocation; 0: none), for pointer attributes. */
 void om_devrange_set_pool(CUdeviceptr base, uint64_t pool);
 uint64_t om_devrange_pool(CUdeviceptr p);
+/* The range at base is a mapping of the virtual-memory API (cuMemMap): a copy may run on into the
+ * mapping that follows it, as the server allows (om_devrange_fits). */
+void om_devrange_set_mapped(CUdeviceptr base);
 /* The device a range holding p was made on (-1: none known). */
 int om_devrange_device(CUdeviceptr p);
 void om_devrange_remove(CUdeviceptr base);
 /* The device or managed range holding p, if this process has one. */
 bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bool *ret_managed);
+/* False when [p, p + n) starts in device, managed or pinned memory this process knows and runs
+ * past its end (the driver refuses such a copy); true otherwise, also for an address not known
+ * here, which the server judges. Asked before a copy's host bytes are read (dataplane.c). */
+bool om_devrange_fits(CUdeviceptr p, uint64_t n);
 /* api/memory.c: forgets the advice and prefetches recorded on the managed range at base. */
 void om_hints_forget(CUdeviceptr base);
 /* api/modules.c: the parameter layout of a kernel this process obtained, by handle (NULL:

@@ -30,10 +30,13 @@ int om_fuzz_server_init(char *err, size_t errlen)
     return init_gpus(&srv, err, errlen);
 }
 
-/* Everything the session holds, freed as at the end of a real session. */
+/* Everything the session holds, freed as at the end of a real session: its GPU resources, then
+ * what session_destroy frees besides the ring and the socket (the fuzzed session has neither of
+ * its own), the memory cap's table. */
 void om_fuzz_session_release(struct session *s)
 {
     release_gpu_resources(s);
+    om_memcap_free(s);
 }
 
 /* OM_OP_STAGE_RESET or OM_OP_STAGE_APPEND with its payload, as the worker serves them. */

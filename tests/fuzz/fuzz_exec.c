@@ -2634,6 +2634,34 @@ static void install_checks(void)
 
 /* ------------------------------------------------------------------ sessions */
 
+/* Pinned regions the fuzzed session was answered: host address and device pointer, so that
+ * both are forgotten when it frees the region. */
+struct pinned_seen {
+    uint64_t host, device;
+};
+static struct pinned_seen pinned_seen[1024];
+static size_t npinned_seen;
+
+static void note_pinned(uint64_t host, uint64_t len, uint64_t device)
+{
+    note(K_HOST, host, len, false);
+    note(K_DEVICE, device, len, false);
+    if (npinned_seen < sizeof(pinned_seen) / sizeof(pinned_seen[0]))
+        pinned_seen[npinned_seen++] = (struct pinned_seen){host, device};
+}
+
+static void forget_pinned(uint64_t host)
+{
+    for (size_t i = 0; i < npinned_seen; i++) {
+        if (pinned_seen[i].host != host)
+            continue;
+        forget(K_HOST, host);
+        forget(K_DEVICE, pinned_seen[i].device);
+        pinned_seen[i] = pinned_seen[--npinned_seen];
+        return;
+    }
+}
+
 static uint64_t vals[256]; /* what a 0xF0F0F0 word may stand for */
 static size_t nvictim_vals, nvals;
 static int fuzz_sock = -1; /* a socket whose peer is gone: a registration finds no descriptor */
@@ -2687,14 +2715,20 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
                 posted ? " (posted)" : "", (int)rc, n);
     if (rc != CUDA_SUCCESS || posted)
         n = 0;
+    if (phase == O_FUZZED && index == OM_IDX_cuMemFreeHost && rc == CUDA_SUCCESS && len >= 8)
+        forget_pinned(get_u64(in)); /* back to the server's pool: no longer the session's */
     if (ret_len)
         *ret_len = n;
     if (phase == O_FUZZED && n >= 8) {
         /* What the client was given is the client's to use. */
         if (index == OM_IDX_cuLibraryLoadData)
             note(K_LIBRARY, get_u64(reply), 1, false);
-        if (index == OM_IDX_cuMemHostAlloc && n >= 16)
-            note(K_HOST, get_u64(reply), get_u64(reply + 8), false);
+        /* Pinned memory: its address, length and device pointer (api/memory.c). The device
+         * pointer is device memory of the session's to the driver, as with unified addressing
+         * (copies, sets and kernels may use it); a region taken from the server's pool is never
+         * seen by the driver's wrappers, so both are noted from the answer. */
+        if (index == OM_IDX_cuMemHostAlloc && n >= 24)
+            note_pinned(get_u64(reply), get_u64(reply + 8), get_u64(reply + 16));
         if (index == OM_IDX_cuLibraryGetGlobal && n >= 16)
             note(K_DEVICE, get_u64(reply), get_u64(reply + 8), false);
     }
@@ -2848,6 +2882,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     om_fuzz_session_release(s);
     free(s);
     forget_fuzzed();
+    npinned_seen = 0;
     phase = O_SERVER;
     return 0;
 }

@@ -262,6 +262,26 @@ def exec_seeds():
     yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
         IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
         IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
+    # Pinned memory is device memory to the driver (unified addressing): the answer's third word
+    # is its device pointer, which the session may set and copy to like any allocation of its.
+    yield "pinned-device", b"".join([
+        rec("cuMemHostAlloc", 8192, 0),  # F(0) address, F(1) length, F(2) device pointer
+        rec("cuMemsetD8_v2", F(2), 0x5A, 1, 8192, 0, 1),
+        rec("cuMemAlloc_v2", 4096),  # F(3)
+        rec("cuMemcpyDtoD_v2", F(3), F(2, 64), 4096, 0, 1),
+        rec("cuMemFreeHost", F(0))])
+    # A 2D set of rows of 0 elements sets nothing, however many rows: the driver is not asked to
+    # walk 2^40 of them (the double would, for hours). Arguments: dst, pitch, value, element
+    # size, width, height, stream, wait.
+    yield "memset2d-empty-rows", b"".join([
+        rec("cuMemAlloc_v2", 4096),
+        rec("cuMemsetD2D8_v2", F(0), 0, 1, 2, 0, 1 << 40, 0, 1),
+        rec("cuMemsetD2D8_v2", F(0), 2, 1, 4, 0, 1 << 40, 0, 1),
+        rec("cuMemsetD2D8_v2", F(0), 1, 1, 1, 0, (1 << 64) - 1, 0, 1),
+        rec("cuMemsetD2D8_v2", F(0), 4096, 1, 1, 64, 0, 0, 1)])
+    # An array the session still holds at its end: its count in the memory cap goes with it.
+    yield "array-held", b"".join([
+        rec("cuArrayCreate_v2", tail=struct.pack("<QQII", 16, 16, 1, 1))])
 
 
 # One seed per generated row (api/remote/*.tsv, form gen): a session makes one of each handle

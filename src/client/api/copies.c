@@ -289,6 +289,13 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
         return om_rcall(OM_IDX_cuMemcpy2D_v2, &req, NULL, 0, NULL);
     }
     if (st == MT_HOST) { /* host to device: all rows packed in one staging */
+        /* The rows are read before the server sees the region: one that runs past the device
+         * memory it starts in, or rows wider than their pitch (which the server refuses too),
+         * are refused first and no host byte is read (dataplane.c's htod says why). */
+        if (h > 1 && (c->dstPitch < w || h - 1 > (UINT64_MAX - w) / c->dstPitch))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (w > SIZE_MAX / h || !om_devrange_fits(ddev, (uint64_t)(h - 1) * c->dstPitch + w))
+            return CUDA_ERROR_INVALID_VALUE;
         uint8_t *packed = malloc(w * h);
         CUresult rc;
         if (!packed)

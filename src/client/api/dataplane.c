@@ -36,6 +36,7 @@ struct devrange {
     size_t size;
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
     int dev;       /* the device it was made on: the calling thread's current one */
+    bool mapped;   /* a mapping of the virtual-memory API: a copy may go on into the next one */
 };
 _Static_assert(sizeof(struct devrange) == 32, "the test that fails the table's growth knows it");
 static struct devrange *devranges;
@@ -56,7 +57,7 @@ int om_devrange_add(CUdeviceptr base, size_t size)
         }
     }
     if (ndevranges < devranges_cap)
-        devranges[ndevranges++] = (struct devrange){base, size, 0, om_current_device()};
+        devranges[ndevranges++] = (struct devrange){base, size, 0, om_current_device(), false};
     else
         rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
@@ -69,6 +70,15 @@ void om_devrange_set_pool(CUdeviceptr base, uint64_t pool)
     for (size_t i = 0; i < ndevranges; i++)
         if (devranges[i].base == base)
             devranges[i].pool = pool;
+    pthread_mutex_unlock(&devranges_lock);
+}
+
+void om_devrange_set_mapped(CUdeviceptr base)
+{
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++)
+        if (devranges[i].base == base)
+            devranges[i].mapped = true;
     pthread_mutex_unlock(&devranges_lock);
 }
 
@@ -135,6 +145,57 @@ bool om_devrange_find(CUdeviceptr p, CUdeviceptr *ret_base, size_t *ret_size, bo
     }
     pthread_mutex_unlock(&managed_lock);
     return found;
+}
+
+/* As the server's om_ranges_cover walks a range: the device range holding its start, then, past
+ * the end of a mapping, the mapping that holds the next byte. */
+static int devranges_fit(CUdeviceptr p, uint64_t n)
+{
+    uint64_t at = p, end = p + n;
+    int fits = -1; /* not known here */
+
+    pthread_mutex_lock(&devranges_lock);
+    while (at < end) {
+        size_t i;
+        for (i = 0; i < ndevranges; i++)
+            if (at >= devranges[i].base && at - devranges[i].base < devranges[i].size &&
+                (fits < 0 || devranges[i].mapped))
+                break;
+        if (i == ndevranges) {
+            fits = fits < 0 ? -1 : 0;
+            break;
+        }
+        uint64_t stop = devranges[i].base + devranges[i].size;
+        fits = 1;
+        if (stop >= end)
+            break;
+        if (!devranges[i].mapped) {
+            fits = 0;
+            break;
+        }
+        at = stop;
+    }
+    pthread_mutex_unlock(&devranges_lock);
+    return fits;
+}
+
+bool om_devrange_fits(CUdeviceptr p, uint64_t n)
+{
+    CUdeviceptr base;
+    size_t size;
+    bool is_managed;
+    uint64_t server;
+    int fits;
+
+    if (p + n < p)
+        return false; /* no memory wraps around */
+    if ((fits = devranges_fit(p, n)) >= 0)
+        return fits;
+    if (om_devrange_find(p, &base, &size, &is_managed)) /* managed memory */
+        return n <= size - (p - base);
+    if (om_pinned_device_pointer((void *)(uintptr_t)p, &base) == 0) /* pinned host memory */
+        return om_pinned_lookup((const void *)(uintptr_t)p, n, &server);
+    return true;
 }
 
 /* True when [p, p + n) lies in managed memory: between launches its host
@@ -270,6 +331,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
 {
     REQ(req, 32);
     uint64_t server_src;
+    CUdeviceptr asked = dst;
     CUresult rc;
 
     if (n && !src)
@@ -295,6 +357,16 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
             rc = sync_stream(stream);
         return rc;
     }
+    /*
+     * Both paths below read the n host bytes before the server sees the copy (into the request,
+     * the staging buffer or a staging slot), and the program's buffer may be only as long as
+     * the allocation. A range that runs past the device memory it starts in is refused here
+     * first, as the driver refuses it, and no host byte is read: the client checks against what
+     * it already knows (no round trip on the common, valid path); the server checks every copy
+     * again, and judges addresses unknown here.
+     */
+    if (!om_devrange_fits(asked, n))
+        return CUDA_ERROR_INVALID_VALUE;
     bool staged;
     rc = om_staging_copy(true, dst, (void *)(uintptr_t)src, n, stream, async, &staged);
     return staged ? rc : staged_htod(dst, src, n, stream);

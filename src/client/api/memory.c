@@ -801,6 +801,8 @@ CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         om_r_cuMemUnmap(ptr, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (rc == CUDA_SUCCESS)
+        om_devrange_set_mapped(ptr);
     return rc;
 }
 

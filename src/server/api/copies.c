@@ -171,7 +171,9 @@ CUresult om_x_cuMemsetD8_v2(struct call *c)
     return om_take_call_error(c, rc);
 }
 
-/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. */
+/* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. An empty region (no
+ * row, or rows of no byte) touches nothing and is not checked here: the callers do not pass it
+ * to the driver. */
 static bool region_ok(struct session *s, uint64_t base, uint64_t pitch, uint64_t width,
                       uint64_t height)
 {
@@ -192,12 +194,17 @@ CUresult om_x_cuMemsetD2D8_v2(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    /* The pitch of a single row is unused (the driver's documentation of cuMemsetD2D*). */
     if ((elem != 1 && elem != 2 && elem != 4) || w > UINT64_MAX / 4 ||
-        !region_ok(c->s, dst, pitch, w * elem, h))
+        !region_ok(c->s, dst, h == 1 ? w * elem : pitch, w * elem, h))
         return CUDA_ERROR_INVALID_VALUE;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
+    /* Rows of no element, or no row: nothing to set. The driver is not asked to walk the rows
+     * (a height of 2^40 would keep this worker busy for hours on a driver that does). */
+    if (!w || !h)
+        return om_take_async_error(c->s, CUDA_SUCCESS);
     if (elem == 1)
         rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))REAL(
             cuMemsetD2D8Async))(dst, pitch, (unsigned char)value, w, h, st);
