@@ -377,6 +377,13 @@ int main(int argc, char **argv)
         return 2;
     }
     om_log_init("Server", log_fd);
+    /* Every line of this server is caused, one way or another, by its user's clients, and
+     * server.log is shared by every user's server: the same bucket as the daemon keeps per
+     * user (control/internal.h, OM_PEER_LOG_*).
+     * An operator who asked for a line per call (OPENMPS_LOG_LEVEL=3, OPENMPS_PROFILE) gets
+     * them all: tools read those lines (bench/timeline.py). */
+    if (om_log_level_current < OM_LOG_DEBUG && !om_profile_on())
+        om_log_limit(OM_SERVER_LOG_BURST, OM_SERVER_LOG_PER_S);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);

@@ -1716,6 +1716,48 @@ def client_errors_do_not_flood_the_log():
         e.close(ok)
 
 
+@test
+def unsupported_notes_do_not_flood_the_log():
+    """The note naming an unsupported entry point is logged once per entry per session, however
+    often a client sends it; and every line a user's clients cause in server.log goes through a
+    token bucket (300 at once, then 10 a second, with a count of what was left out), so clients
+    that name every entry in session after session add a bounded amount."""
+    e = Env()
+    ok = False
+    try:
+        path = os.path.join(e.logs, "server.log")
+        # The server is started and its first lines written before the size is taken.
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 0, "a first client: %r" % err)
+        before = os.path.getsize(path)
+        # Every entry named some 31 times in one session (the records cycle through the 637
+        # entries): each entry's note once, then nothing more for the rest of the session.
+        rc, out, err = e.run_client("--unsupported-notes", 20000, timeout=120)
+        check(rc == 0 and "unsupported notes sent 20000" in out, "notes sent: %r %r" % (out, err))
+        log = e.log("server.log")
+        n_cuinit = log.count("called cuInit, which openmps does not support yet")
+        check(n_cuinit == 1, "cuInit's note logged %d times in one session" % n_cuinit)
+        # Four more sessions naming every entry: 4 x 637 lines without the bucket.
+        t0 = time.monotonic()
+        for _ in range(4):
+            rc, out, err = e.run_client("--unsupported-notes", 637 * 3, timeout=120)
+            check(rc == 0, "notes sent: %r" % err)
+        flood_s = time.monotonic() - t0
+        grown = os.path.getsize(path) - before
+        bound = (300 + 10 * flood_s + 20) * 200
+        print("5 sessions naming every entry grew server.log by %d bytes in %.1f s (bound %d)" %
+              (grown, flood_s, bound))
+        check(grown < bound, "server.log grew by %d bytes (bound %d)" % (grown, bound))
+        # The count is written with the next line the server logs a second later or more.
+        def reported():
+            e.run_client("--pings", 1)
+            return re.search(r"\d+ log line\(s\) suppressed", e.log("server.log"))
+        wait_for(reported, what="server.log to say how many lines it left out")
+        ok = True
+    finally:
+        e.close(ok)
+
+
 BUDGETS = {"OPENMPS_CLIENT_PINNED_MAX": "1M", "OPENMPS_CLIENT_MAX_STREAMS": "4",
            "OPENMPS_CLIENT_MAX_EVENTS": "4", "OPENMPS_CLIENT_MAX_IMAGES": "2"}
 
