@@ -413,6 +413,15 @@ void om_server_handle_message(struct daemon *d, struct server *s)
     }
     switch (m->hdr.type) {
     case OM_MSG_SRV_READY:
+        /* Once, while it starts: a later READY would change the devices others' clients were
+         * handed (and what device_query shows) under them. */
+        if (s->ready || s->state == SRV_FAULT) {
+            if (!s->told_late_ready)
+                om_peer_err(d, s->uid, "Server %d sent READY again; ignored (a protocol "
+                            "violation: it is ready once, while it starts)", (int)s->pid);
+            s->told_late_ready = true;
+            break;
+        }
         if (om_decode_srv_ready(m->payload, m->hdr.len, &rd, s->devs, OM_MAX_DEVICES) < 0)
             goto bad;
         s->ndevs = rd.ndevices;
@@ -425,11 +434,25 @@ void om_server_handle_message(struct daemon *d, struct server *s)
     case OM_MSG_SRV_FAULT:
         if (om_msg_text(m, 255) < 0)
             goto bad;
+        /* One fault per server: a server ends after it (its clients' sessions first). More
+         * are ignored, said once: a server taken over by its user must not flood the log. */
+        if (s->fault[0]) {
+            if (!s->told_more_faults)
+                om_peer_err(d, s->uid, "Server %d reports faults again; ignored", (int)s->pid);
+            s->told_more_faults = true;
+            break;
+        }
         /* The server runs as its user: its words are escaped like any peer's. */
         om_log_escape(s->fault, sizeof(s->fault), (const char *)m->payload, 255);
+        if (!s->fault[0])
+            snprintf(s->fault, sizeof(s->fault), "(no reason given)");
         if (s->state != SRV_STOPPING)
             s->state = SRV_FAULT;
-        om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
+        /* It gets a grace period to end its sessions and exit; one that stays is killed, so
+         * that its user's waiting clients get a fresh server. */
+        if (!s->kill_at_ms)
+            s->kill_at_ms = om_now_ms() + OM_SERVER_FAULT_GRACE_MS;
+        om_peer_err(d, s->uid, "Server %d reports a fault: %s", (int)s->pid, s->fault);
         break;
     case OM_MSG_SRV_CLIENT:
         if (om_decode_srv_client(m->payload, m->hdr.len, &cl) < 0)

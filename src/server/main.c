@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,10 @@ int main(int argc, char **argv)
     char err[512];
     int log_fd = -1;
 
+    /* Not dumpable, before anything else: the server runs as its user, who could otherwise
+     * ptrace it, read its memory or take its descriptors (/proc/PID/fd): the daemon's channel,
+     * server.log (shared by every user's server) and every client's pinned memory. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     srv.chan = -1;
     the_server = &srv;
     for (int i = 1; i + 1 < argc; i += 2) {

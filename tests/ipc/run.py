@@ -834,6 +834,145 @@ def server_start_failure_and_states():
         e.close(ok)
 
 
+# A hijacked server (a user can take over their own server, which runs as them): the daemon
+# execs this instead of openmps-server (OPENMPS_SERVER). Its first start sends the daemon a READY
+# whose device name and bus id carry terminal escapes, then a second READY, answers each client
+# handed to it with UP and no welcome, and waits for the test's go file; then it floods the
+# daemon with fault reports full of escapes and stays, deaf to SIGTERM. Its next start execs
+# the real server, so the user's next clients are served.
+HIJACKED_SERVER = r"""#!%(python)s
+import os, signal, socket, struct, sys, time
+STATE, GO, REAL = %(state)r, %(go)r, %(real)r
+if os.path.exists(STATE):
+    os.execv(REAL, [REAL] + sys.argv[1:])
+open(STATE, "w").write(str(os.getpid()))
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+ch = socket.socket(fileno=3)
+def msg(t, p): return struct.pack("<IHHHHI", %(magic)d, %(major)d, 0, t, 0, len(p)) + p
+def ready(name, bus):
+    return msg(20, struct.pack("<II", 1, 0) + struct.pack("<II16s32s96s", 0, 0, bytes(16), bus,
+                                                            name))
+ch.send(ready(b"\x1b[31mEVIL\x1b]0;title\x07\rFORGED LINE", b"0000:\x1b[2J:00.0"))
+ch.send(ready(b"LATE READY", b"0000:99:00.0"))
+ch.settimeout(0.05)
+while not os.path.exists(GO):
+    try:
+        data, fds, _, _ = socket.recv_fds(ch, 70000, 4)
+    except socket.timeout:
+        continue
+    if len(data) >= 20 and struct.unpack("<H", data[8:10])[0] == 22:  # SRV_ADOPT: say UP
+        cid, pid = struct.unpack("<II", data[16:24])
+        ch.send(msg(23, struct.pack("<IIIIQ", cid, pid, 1, 1, 0)))
+ch.setblocking(False)
+t0 = time.monotonic()
+n = 0
+while time.monotonic() < t0 + 2:
+    try:
+        ch.send(msg(21, b"\x1b[2J\x1b[HFAULT %%d\rFORGED\nLINE\x9b" %% n))
+        n += 1
+    except BlockingIOError:
+        time.sleep(0.001)
+open(GO + ".sent", "w").write(str(n))
+while True:
+    time.sleep(1)
+"""
+
+
+@test
+def hijacked_server_cannot_flood_or_inject():
+    """The daemon treats its channel from a server as untrusted (the server runs as its user):
+    a READY after the first is ignored and logged once, device names and bus ids reach
+    device_query and get_device_client_list without control bytes, a flood of fault reports adds
+    a few lines to control.log, and a server that reported a fault but does not exit is killed,
+    so its user's next client gets a fresh server."""
+    e = Env(start=False)
+    ok = False
+    try:
+        real = os.path.abspath(os.path.join(os.path.dirname(CONTROL), "openmps-server"))
+        fake = os.path.join(e.dir, "hijacked-server")
+        go = os.path.join(e.dir, "go")
+        state = os.path.join(e.dir, "hijacked.pid")
+        with open(fake, "w") as f:
+            f.write(HIJACKED_SERVER % {"python": sys.executable, "state": state, "go": go,
+                                       "real": real, "magic": MAGIC, "major": MAJOR})
+        os.chmod(fake, 0o755)
+        e.env["OPENMPS_SERVER"] = fake
+        e.start()
+        e.cmd("start_server -uid %d" % os.getuid())
+        wait_for(lambda: "Server %d is ACTIVE" % int(open(state).read() or 0) in e.log()
+                 if os.path.exists(state) and open(state).read() else False,
+                 what="the hijacked server to be ACTIVE")
+        spid = int(open(state).read())
+        c = e.client("--pings", 1, "--timeout-ms", 120000)  # handed over; never welcomed
+        wait_for(lambda: "%d.1" % c.pid in e.cmd("get_device_client_list"),
+                 what="the client in get_device_client_list")
+        answers = {}
+        for line in ("device_query", "device_query %d" % spid, "get_device_client_list",
+                     "get_device_client_list %d" % spid, "get_server_status %d" % spid):
+            out, err, rc = e.ctl(line + "\n")
+            answers[line] = out
+            bad = sorted(set(ch for ch in out if (ord(ch) < 0x20 and ch != "\n") or
+                             ord(ch) >= 0x7f))
+            check(not bad, "control bytes %r in the answer to %s: %r" % (bad, line, out))
+        check("EVIL" in answers["device_query %d" % spid] and
+              "LATE READY" not in answers["device_query %d" % spid],
+              "the first READY's devices, not the late one's: %r" % answers)
+        log = e.log()
+        check(log.count("READY") == 1 and "Server %d sent READY again" % spid in log,
+              "the late READY logged once: %r" % log[-2000:])
+        before = os.path.getsize(os.path.join(e.logs, "control.log"))
+        t0 = time.monotonic()
+        open(go, "w").close()
+        wait_for(lambda: os.path.exists(go + ".sent"), what="the fault flood")
+        sent = int(open(go + ".sent").read())
+        # (the log, not get_server_list, is polled: each command would add a line)
+        wait_for(lambda: "Server %d (uid %d) died" % (spid, os.getuid()) in e.log(), timeout=120,
+                 what="the server that reported a fault and stayed to be killed")
+        took = time.monotonic() - t0
+        log = e.log()
+        grown = os.path.getsize(os.path.join(e.logs, "control.log")) - before
+        print("%d fault reports grew control.log by %d bytes; the server was gone after %.1f s" %
+              (sent, grown, took))
+        check(sent >= 1000, "the flood sent %d fault reports, too few to tell" % sent)
+        check(grown < 4096, "%d fault reports grew control.log by %d bytes" % (sent, grown))
+        check("Server %d (uid %d) died (signal 9)" % (spid, os.getuid()) in log,
+              "killed with SIGKILL: %r" % log[-2000:])
+        raw = open(os.path.join(e.logs, "control.log"), "rb").read()
+        bad = sorted(set(b for b in raw if (b < 0x20 and b != 0x0a) or b >= 0x7f))
+        check(not bad, "control bytes in control.log: %r" % bad)
+        check(b"\nFORGED" not in raw, "no forged line in control.log")
+        c.kill()
+        c.wait()
+        rc, out, err = e.run_client("--pings", 3, timeout=120)
+        check(rc == 0, "the user's next client is served by a fresh server: %r %r" % (out, err))
+        check(int(re.search(r"server=(\d+)", out).group(1)) != spid, "a fresh server")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def server_is_not_dumpable():
+    """The server runs as its user but is not dumpable: that user cannot ptrace it, read its
+    memory or take its descriptors (its /proc entries belong to root)."""
+    need_binaries_for_other_users()
+    e = Env()
+    ok = False
+    try:
+        a = e.client("--pings", 1, "--hold-ms", "eof", preexec=as_user(12007))
+        check(a.stdout.readline().startswith("session"), "served")
+        spid = e.servers()[0]
+        check(proc_uid(spid) == 12007, "the server runs as its user")
+        for entry in ("fd", "mem", "environ"):
+            st = os.stat("/proc/%d/%s" % (spid, entry))
+            check(st.st_uid == 0, "/proc/%d/%s belongs to uid %d: the server is dumpable" %
+                  (spid, entry, st.st_uid))
+        a.communicate(timeout=60)
+        ok = True
+    finally:
+        e.close(ok)
+
+
 @test
 def stale_and_concurrent_daemons():
     e = Env()
