@@ -452,7 +452,8 @@ void om_server_handle_message(struct daemon *d, struct server *s)
          * that its user's waiting clients get a fresh server. */
         if (!s->kill_at_ms)
             s->kill_at_ms = om_now_ms() + OM_SERVER_FAULT_GRACE_MS;
-        om_peer_err(d, s->uid, "Server %d reports a fault: %s", (int)s->pid, s->fault);
+        /* One line per server, never held back: the reason a user's server went. */
+        om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
         break;
     case OM_MSG_SRV_CLIENT:
         if (om_decode_srv_client(m->payload, m->hdr.len, &cl) < 0)
