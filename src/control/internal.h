@@ -116,12 +116,12 @@ struct server {
     bool ready;          /* it said READY once */
     bool stop_when_idle; /* graceful shutdown asked */
     bool forced;         /* forced shutdown sent */
-    /* What it sent that it should not have, logged once each (servers.c): it runs as its
-     * user, who can take it over. */
-    bool told_late_ready, told_more_faults;
     int64_t kill_at_ms;  /* SIGKILL deadline after a forced shutdown, 0 = none */
     int64_t started_ms;
     char fault[256];
+    /* What it sent that it should not have, logged once each (servers.c): it runs as its
+     * user, who can take it over. */
+    bool told_late_ready, told_more_faults;
     uint32_t next_client_id;
     struct client_rec *clients;
     unsigned nclients;

@@ -181,12 +181,12 @@ struct session {
     uint32_t image_count;
     unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
     unsigned errors_logged; /* of its requests' errors (exec.c logs 16 at most) */
-    /* bit per entry point whose "not supported" note was logged (session.c): once per session */
-    uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
     char *output;           /* kernel printf output for the client (output.c) */
     size_t output_len, output_cap;
     uint64_t output_dropped;
     uint8_t launch_args[32768];
+    /* bit per entry point whose "not supported" note was logged (session.c): once per session */
+    uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
     unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
     /* api/hostnodes.c: its host-callback channel and its host functions' records */
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */

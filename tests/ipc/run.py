@@ -75,6 +75,9 @@ class Env:
             # no module images carried from one test's server to the next (imgcache.c): a
             # test that wants the cache names a directory of its own
             "OPENMPS_MODULE_CACHE": "off",
+            # servers get a minimal environment (servers.c): the driver double's settings are
+            # passed to them by name, as an operator would pass another driver's
+            "OPENMPS_SERVER_ENV": "FAKECUDA_*",
         })
         for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
                   "CUDA_MPS_CLIENT_PRIORITY"):
@@ -968,6 +971,74 @@ def server_is_not_dumpable():
             check(st.st_uid == 0, "/proc/%d/%s belongs to uid %d: the server is dumpable" %
                   (spid, entry, st.st_uid))
         a.communicate(timeout=60)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+def proc_limits(pid):
+    """/proc/PID/limits as {name: (soft, hard)}."""
+    rows = {}
+    with open("/proc/%d/limits" % pid) as f:
+        next(f)
+        for line in f:
+            m = re.match(r"(.+?)\s{2,}(\S+)\s+(\S+)", line)
+            if m:
+                rows[m.group(1)] = (m.group(2), m.group(3))
+    return rows
+
+
+@test
+def server_starts_with_a_minimal_environment():
+    """A server does not inherit the daemon's environment, working directory or resource
+    limits: it gets the settings the documentation names (OPENMPS_*, the driver's CUDA_* but
+    CUDA_MPS_*, LD_LIBRARY_PATH, TZ, the sanitizers' options, what OPENMPS_SERVER_ENV names),
+    HOME of its user and PATH; it runs in that HOME (or /); and a root daemon gives it the
+    limits of process 1 (the system's defaults), whatever its own are."""
+    import pwd
+    import resource
+    e = Env(start=False)
+    ok = False
+    try:
+        work = os.path.join(e.dir, "daemon-cwd")
+        os.mkdir(work)
+        e.env.update({"OM_TEST_SECRET": "the daemon's secret", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":
+                      "", "OPENMPS_SCHED": "auto", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                      "PATH": "/daemon/only/bin:" + os.environ.get("PATH", "/usr/bin:/bin")})
+        e.env.pop("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+
+        def lowered():
+            os.chdir(work)
+            # soft limits lowered and raised (raising a hard limit back takes CAP_SYS_RESOURCE,
+            # which a container's root may lack: the daemon keeps its hard limits then)
+            for r, soft in ((resource.RLIMIT_STACK, 4 << 20), (resource.RLIMIT_MSGQUEUE, 12345),
+                            (resource.RLIMIT_CORE, resource.RLIM_INFINITY)):
+                resource.setrlimit(r, (soft, resource.getrlimit(r)[1]))
+        e.start(preexec=lowered)
+        c = e.client("--pings", 1, "--hold-ms", "eof")
+        check(c.stdout.readline().startswith("session"), "served")
+        spid = e.servers()[0]
+        env = dict(kv.split("=", 1) for kv in
+                   open("/proc/%d/environ" % spid).read().split("\0") if "=" in kv)
+        check("OM_TEST_SECRET" not in env, "the daemon's secret reached the server: %r" % env)
+        check(env.get("OPENMPS_SCHED") == "auto" and env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+              and env.get("OPENMPS_DRIVER") == e.env["OPENMPS_DRIVER"],
+              "documented settings reach it: %r" % env)
+        check(not any(k.startswith("CUDA_MPS_") for k in env), "no CUDA_MPS_*: %r" % env)
+        check("/daemon/only/bin" not in env.get("PATH", ""), "its own PATH: %r" % env)
+        home = pwd.getpwuid(os.getuid()).pw_dir
+        check(env.get("HOME") == home, "HOME of its user: %r" % env)
+        allowed = re.compile(r"(OPENMPS_|CUDA_|FAKECUDA_)|(HOME|PATH|LD_LIBRARY_PATH|TZ|"
+                             r"[A-Z]+SAN_OPTIONS)$")
+        check(all(allowed.match(k) for k in env), "only documented settings: %r" %
+              sorted(k for k in env if not allowed.match(k)))
+        cwd = os.readlink("/proc/%d/cwd" % spid)
+        check(cwd in (home, "/"), "the server runs in %s, not in HOME or /" % cwd)
+        theirs, init = proc_limits(spid), proc_limits(1)
+        for name in ("Max stack size", "Max msgqueue size", "Max core file size"):
+            check(theirs[name][0] == init[name][0], "%s: %r, not process 1's %r" %
+                  (name, theirs[name], init[name]))
+        c.communicate(timeout=60)
         ok = True
     finally:
         e.close(ok)
