@@ -76,7 +76,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "om-test-client: %s\n", err);
         return 6;
     }
-    rc = om_client_connect(&c, om_pipe_dir(), err, sizeof(err));
+    const char *dirs[2];
+    om_pipe_dirs(dirs); /* the tests name their directory: the first is it */
+    rc = om_client_connect(&c, dirs[0], err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "om-test-client: %s\n", err);
         return rc == -EACCES ? 3 : 5;

@@ -2388,21 +2388,126 @@ def shim_sees_every_device():
         e.close(ok)
 
 
+def check_native_with_one_warning(out, err, why):
+    check(out[:3] == ["cuInit 0", "cuDriverGetVersion 0 13000", "cuDeviceGetCount 0 1"],
+          "the program runs on the real driver (here the double), not 805: %r" % out)
+    check("running on the real driver" in err, "trace says passthrough: " + err)
+    warnings = [l for l in err.splitlines() if l.startswith("openmps: ")]
+    check(len(warnings) == 1 and why in warnings[0],
+          "one warning naming %r on stderr: %r" % (why, warnings))
+
+
 @test
-def shim_refused_by_daemon():
-    """A daemon that will not serve this user: cuInit fails as an MPS client's does."""
+def shim_ignores_a_daemon_of_another_user():
+    """A daemon run by another user (its directory and socket neither root's nor ours) is no
+    daemon for us: the program runs natively, with one warning, instead of failing with 805."""
     need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:
         e.start_as_user(12005)
         out, err = run_shim(e)
-        check(out[0] == "cuInit 805", "MPS connection failed: %r" % out)
-        check("belongs to uid 12005, neither root nor this user" in err,
-              "reason on stderr: " + err)
+        check_native_with_one_warning(out, err, "belongs to uid 12005, neither root nor this user")
         ok = True
     finally:
         e.close(ok)
+
+
+@test
+def squatted_pipe_directory_runs_natively():
+    """Another user who creates the pipe directory, or a socket in a directory anyone may write
+    (as /tmp), and listens there: the program runs natively with one warning, not 805, and
+    never talks to that listener."""
+    need_root()
+    e = Env(start=False)
+    ok = False
+    listener = None
+    try:
+        listen = ("import os,socket,sys\n"
+                  "os.setgroups([]); os.setgid(12009); os.setuid(12009)\n"
+                  "os.makedirs(sys.argv[1], exist_ok=True)\n"
+                  "s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+                  "s.bind(os.path.join(sys.argv[1], 'control.sock')); s.listen(64)\n"
+                  "print('listening', flush=True)\n"
+                  "conns=[]\n"
+                  "while True:\n"
+                  "  c, _ = s.accept(); conns.append(c)\n"
+                  "  open(sys.argv[2], 'a').write('accepted\\n')\n")
+        talked = os.path.join(e.dir, "talked")
+        shared = os.path.join(e.dir, "shared")  # a directory anyone may write, as /tmp
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        open(talked, "w").close()
+        os.chmod(talked, 0o666)
+        for where, why in ((os.path.join(shared, "openmps"), "belongs to uid 12009"),
+                           (shared, "belongs to uid 12009")):
+            listener = subprocess.Popen([sys.executable, "-c", listen, where, talked],
+                                        stdout=subprocess.PIPE, text=True)
+            check(listener.stdout.readline().strip() == "listening", "the squatter listens")
+            out, err = run_shim(e, {"CUDA_MPS_PIPE_DIRECTORY": where})
+            check_native_with_one_warning(out, err, why)
+            listener.kill()
+            listener.wait()
+            listener = None
+        check(open(talked).read() == "", "the program never connected to the squatter")
+        ok = True
+    finally:
+        if listener:
+            listener.kill()
+        e.close(ok)
+
+
+# A root daemon started with no CUDA_MPS_* directories, in a mount namespace of its own (so that
+# /run, /tmp and /var/log are empty private ones) where another user squatted /tmp/openmps.
+ROOT_DEFAULTS = r"""
+set -e
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /var/log
+mkdir -m 0755 /tmp/openmps
+chown 12010:12010 /tmp/openmps
+"$CONTROL" -d
+trap 'kill -9 $(cat /run/openmps/*.pid 2>/dev/null) 2>/dev/null || true' EXIT
+echo "dirs $(stat -c '%n %U %a' /run/openmps /var/log/openmps | tr '
+' ' ')"
+"$SMOKE" > /tmp/remote.out 2> /tmp/remote.err || echo "smoke failed: $?"
+echo "served $(grep -c 'Accepting client' /var/log/openmps/control.log)"
+echo quit | "$CONTROL"
+for i in $(seq 600); do [ -S /run/openmps/control.sock ] || break; sleep 0.1; done
+"$SMOKE" > /tmp/native.out 2> /tmp/native.err || echo "smoke failed: $?"
+echo "remote $(head -1 /tmp/remote.out) / $(grep -c 'remote mode: server' /tmp/remote.err)"
+echo "native $(head -3 /tmp/native.out | tr '
+' ',') / $(grep '^openmps: ' /tmp/native.err)"
+"""
+
+
+@test
+def root_daemon_defaults_to_run_openmps():
+    """With no CUDA_MPS_PIPE_DIRECTORY, a root daemon uses /run/openmps (and its logs
+    /var/log/openmps), which only root can create, so another user who made /tmp/openmps first
+    does not keep it from starting; programs find it there; once it is gone they run natively,
+    told once that /tmp/openmps is not to be trusted."""
+    need_root()
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        print("SKIP: no mount namespace for a private /run (unshare --mount)")
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    env.update({"CONTROL": os.path.abspath(CONTROL), "SMOKE": os.path.abspath(SHIM_SMOKE),
+                "OPENMPS_DRIVER": os.path.abspath(FAKECUDA), "OPENMPS_SERVER_ENV": "FAKECUDA_*",
+                "OPENMPS_MODULE_CACHE": "off", "OPENMPS_TRACE": "1",
+                "LD_LIBRARY_PATH": os.path.abspath(SHIM_DIR)})
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
+                        ROOT_DEFAULTS], env=env, capture_output=True, text=True, timeout=240)
+    out = p.stdout
+    print(out.strip())
+    check(p.returncode == 0, "rc %d: %s %s" % (p.returncode, out, p.stderr[-2000:]))
+    check("dirs /run/openmps root 755 /var/log/openmps root 700" in out,
+          "the root daemon's directories: %r" % out)
+    check("remote cuInit 0 / 1" in out and "served 1" in out, "a program served: %r" % out)
+    check("native cuInit 0,cuDriverGetVersion 0 13000,cuDeviceGetCount 0 1," in out and
+          "/tmp/openmps" in out and "belongs to uid 12010" in out,
+          "then natively, with one warning: %r" % out)
 
 
 def need_root():
