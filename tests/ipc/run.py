@@ -841,7 +841,7 @@ def server_start_failure_and_states():
 # execs this instead of openmps-server (OPENMPS_SERVER). Its first start sends the daemon a READY
 # whose device name and bus id carry terminal escapes, then a second READY, answers each client
 # handed to it with UP and no welcome, and waits for the test's go file; then it floods the
-# daemon with fault reports full of escapes and stays, deaf to SIGTERM. Its next start execs
+# daemon with 20 000 fault reports full of escapes and stays, deaf to SIGTERM. Its next start execs
 # the real server, so the user's next clients are served.
 HIJACKED_SERVER = r"""#!%(python)s
 import os, signal, socket, struct, sys, time
@@ -867,9 +867,8 @@ while not os.path.exists(GO):
         cid, pid = struct.unpack("<II", data[16:24])
         ch.send(msg(23, struct.pack("<IIIIQ", cid, pid, 1, 1, 0)))
 ch.setblocking(False)
-t0 = time.monotonic()
 n = 0
-while time.monotonic() < t0 + 2:
+while n < 20000:
     try:
         ch.send(msg(21, b"\x1b[2J\x1b[HFAULT %%d\rFORGED\nLINE\x9b" %% n))
         n += 1
@@ -925,7 +924,7 @@ def hijacked_server_cannot_flood_or_inject():
               "the late READY logged once: %r" % log[-2000:])
         before = os.path.getsize(os.path.join(e.logs, "control.log"))
         t0 = time.monotonic()
-        open(go, "w").close()
+        open(go, "w").close()  # the daemon drains the flood as it comes, whatever the load
         wait_for(lambda: os.path.exists(go + ".sent"), what="the fault flood")
         sent = int(open(go + ".sent").read())
         # (the log, not get_server_list, is polled: each command would add a line)
@@ -936,7 +935,6 @@ def hijacked_server_cannot_flood_or_inject():
         grown = os.path.getsize(os.path.join(e.logs, "control.log")) - before
         print("%d fault reports grew control.log by %d bytes; the server was gone after %.1f s" %
               (sent, grown, took))
-        check(sent >= 1000, "the flood sent %d fault reports, too few to tell" % sent)
         check(grown < 4096, "%d fault reports grew control.log by %d bytes" % (sent, grown))
         check("Server %d (uid %d) died (signal 9)" % (spid, os.getuid()) in log,
               "killed with SIGKILL: %r" % log[-2000:])
