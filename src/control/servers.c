@@ -167,6 +167,10 @@ static void resolve_identity(uid_t uid, struct identity *id)
             id->groups[0] = id->gid, id->ngroups = 1; /* too many groups: the primary only */
         snprintf(id->home, sizeof(id->home), "%s", pw->pw_dir ? pw->pw_dir : "");
     }
+    /* A server of the daemon's own user keeps the daemon's HOME, the user's own setting (a
+     * container's user often has no passwd entry, only HOME). */
+    if (uid == geteuid() && getenv("HOME") && getenv("HOME")[0] == '/')
+        snprintf(id->home, sizeof(id->home), "%s", getenv("HOME"));
 }
 
 static void close_from(int first)
