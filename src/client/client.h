@@ -39,7 +39,9 @@ int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen);
 /*
  * The handshake in three steps (om_client_open runs them all; tests run them
  * one by one to die between them):
- *   connect: -ENOENT / -ECONNREFUSED mean no daemon (run without openmps);
+ *   connect: -ENOENT / -ECONNREFUSED mean no daemon (run without openmps); -EACCES a pipe
+ *            directory or socket that is neither root's nor ours, or cannot be reached (err
+ *            says which): no daemon either, but worth a warning;
  *   hello:   sends who we are and our limits;
  *   welcome: waits for the server's welcome (QUEUED notices are noted in
  *            c->queued), maps the ring. A REFUSE gives -EPERM with the

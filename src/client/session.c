@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/config.h"
@@ -48,6 +49,31 @@ int om_client_limits_from_env(struct om_limits *ret, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether path (the pipe directory or its socket) may be a daemon's we trust: there, of the
+ * kind it should be, and root's or ours (anyone can create /tmp/openmps, or a socket in a
+ * directory anyone may write, first). 0, -ENOENT (nothing there), or -EACCES with err set. */
+static int trusted_path(const char *path, bool dir, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return -ENOENT;
+        snprintf(err, errlen, "%s cannot be reached: %s", path, strerror(errno));
+        return -EACCES;
+    }
+    if (dir ? !S_ISDIR(st.st_mode) : !S_ISSOCK(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a %s", path, dir ? "directory" : "socket");
+        return -EACCES;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        snprintf(err, errlen, "%s belongs to uid %u, neither root nor this user", path,
+                 (unsigned)st.st_uid);
+        return -EACCES;
+    }
+    return 0;
+}
+
 int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size_t errlen)
 {
     char path[300];
@@ -60,17 +86,27 @@ int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size
         snprintf(err, errlen, "the pipe directory path %s is too long", pipe_dir);
         return -ENAMETOOLONG;
     }
+    /* Looked at before connecting: a squatter's listener never gets our hello. */
+    fd = trusted_path(pipe_dir, true, err, errlen);
+    if (fd == 0)
+        fd = trusted_path(path, false, err, errlen);
+    if (fd == -ENOENT)
+        snprintf(err, errlen, "no openmps daemon at %s: %s", path, strerror(ENOENT));
+    if (fd < 0)
+        return fd;
     fd = om_sock_connect(path);
-    if (fd < 0) {
+    if (fd == -ENOENT || fd == -ECONNREFUSED) { /* gone, or a socket left by a daemon that died */
         snprintf(err, errlen, "no openmps daemon at %s: %s", path, strerror(-fd));
         return fd;
     }
+    if (fd < 0) {
+        snprintf(err, errlen, "%s cannot be reached: %s", path, strerror(-fd));
+        return -EACCES;
+    }
     /* Only a daemon run by root or by ourselves may receive our hello and
-     * hand us shared memory: anyone can create a socket in a shared /tmp. */
+     * hand us shared memory. */
     if (om_sock_peercred(fd, NULL, &uid, NULL) < 0 || (uid != 0 && uid != geteuid())) {
-        snprintf(err, errlen,
-                 "the daemon socket %s belongs to uid %u, neither root nor this user; "
-                 "refusing to use it",
+        snprintf(err, errlen, "the daemon socket %s belongs to uid %u, neither root nor this user",
                  path, (unsigned)uid);
         close(fd);
         return -EACCES;

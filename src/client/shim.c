@@ -219,8 +219,9 @@ __attribute__((constructor)) static void shim_load(void)
  * serves this process. */
 static void decide(void)
 {
-    char err[512];
-    int rc;
+    char err[512], untrusted[512] = "";
+    const char *dirs[2];
+    int rc = -ENOENT, n;
 
     if (om_shim.checking) { /* openmps check: the program runs natively */
         om_shim.mode = OM_MODE_PASSTHROUGH;
@@ -228,10 +229,27 @@ static void decide(void)
         om_trace_install();
         return;
     }
-    rc = om_client_open(&om_shim.client, om_pipe_dir(), -1, err, sizeof(err));
-    if (rc == -ENOENT || rc == -ECONNREFUSED) {
+    /* The pipe directories in turn (CUDA_MPS_PIPE_DIRECTORY, else a root daemon's default,
+     * then a plain user's): the first daemon we trust serves us. One that is neither root's
+     * nor ours, or cannot be reached, is no daemon: the program runs natively, told once why
+     * (another user may have created the directory first; that must not stop its programs). */
+    n = om_pipe_dirs(dirs);
+    for (int i = 0; i < n; i++) {
+        rc = om_client_open(&om_shim.client, dirs[i], -1, err, sizeof(err));
+        if (rc == -EACCES && !untrusted[0])
+            snprintf(untrusted, sizeof(untrusted), "%s", err);
+        if (rc != -ENOENT && rc != -ECONNREFUSED && rc != -EACCES)
+            break;
+    }
+    if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EACCES) {
         om_shim.mode = OM_MODE_PASSTHROUGH;
-        om_shim_log("no openmps daemon in %s: running on the real driver", om_pipe_dir());
+        if (untrusted[0])
+            fprintf(stderr,
+                    "openmps: not using the openmps daemon: %s; running on the real "
+                    "driver\n",
+                    untrusted);
+        om_shim_log("no openmps daemon in %s%s%s: running on the real driver", dirs[0],
+                    n > 1 ? " nor in " : "", n > 1 ? dirs[1] : "");
         om_trace_install();
         return;
     }

@@ -19,14 +19,27 @@ static const char *env_or(const char *name, const char *def)
     return v && *v ? v : def;
 }
 
-const char *om_pipe_dir(void)
+const char *om_daemon_pipe_dir(uid_t euid)
 {
-    return env_or("CUDA_MPS_PIPE_DIRECTORY", OM_DEFAULT_PIPE_DIR);
+    return env_or("CUDA_MPS_PIPE_DIRECTORY", euid == 0 ? OM_ROOT_PIPE_DIR : OM_DEFAULT_PIPE_DIR);
 }
 
-const char *om_log_dir(void)
+const char *om_daemon_log_dir(uid_t euid)
 {
-    return env_or("CUDA_MPS_LOG_DIRECTORY", OM_DEFAULT_LOG_DIR);
+    return env_or("CUDA_MPS_LOG_DIRECTORY", euid == 0 ? OM_ROOT_LOG_DIR : OM_DEFAULT_LOG_DIR);
+}
+
+int om_pipe_dirs(const char *dirs[2])
+{
+    const char *v = getenv("CUDA_MPS_PIPE_DIRECTORY");
+
+    if (v && *v) {
+        dirs[0] = v;
+        return 1;
+    }
+    dirs[0] = OM_ROOT_PIPE_DIR;
+    dirs[1] = OM_DEFAULT_PIPE_DIR;
+    return 2;
 }
 
 int om_parse_u64(const char *s, uint64_t max, uint64_t *ret)

@@ -10,12 +10,22 @@
 
 #include "openmps/protocol.h"
 
+/* A root daemon's default directories: only root can create them, so no other user can take
+ * them first (docs/operations.md, "Files"). */
+#define OM_ROOT_PIPE_DIR "/run/openmps"
+#define OM_ROOT_LOG_DIR "/var/log/openmps"
+/* A plain user's daemon's defaults. */
 #define OM_DEFAULT_PIPE_DIR "/tmp/openmps"
 #define OM_DEFAULT_LOG_DIR "/tmp/openmps-log"
 
-/* CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY or the defaults. */
-const char *om_pipe_dir(void);
-const char *om_log_dir(void);
+/* The daemon's directories: CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY, or the defaults
+ * of a daemon run by euid. */
+const char *om_daemon_pipe_dir(uid_t euid);
+const char *om_daemon_log_dir(uid_t euid);
+/* Where clients and the front-end look for a daemon, in order: CUDA_MPS_PIPE_DIRECTORY alone
+ * when it is set; else a root daemon's default, then a plain user's. Returns how many (1 or 2)
+ * it wrote into dirs. */
+int om_pipe_dirs(const char *dirs[2]);
 
 /* Decimal unsigned integer without sign or suffix, at most max. 0 or -EINVAL. */
 int om_parse_u64(const char *s, uint64_t max, uint64_t *ret);

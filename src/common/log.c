@@ -3,6 +3,8 @@
 #include "log.h"
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,16 @@ int om_log_level_current = OM_LOG_INFO;
 static const char *log_component = "openmps";
 static int log_fd = -1;
 static int log_stderr;
+
+/* The process-wide token bucket of om_log_limit (off while burst is 0): lines it may still
+ * write, in thousandths, refilled at per_s a second; what it left out is counted and said in
+ * one line at most once a second. Threads log rarely: a mutex is enough. */
+static struct {
+    pthread_mutex_t lock;
+    unsigned burst, per_s;
+    int64_t milli, at_ms, reported_ms;
+    uint64_t suppressed;
+} bucket = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void om_log_init(const char *component, int fd)
 {
@@ -31,6 +43,59 @@ void om_log_also_stderr(int on)
     log_stderr = on;
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void om_log_limit(unsigned burst, unsigned per_s)
+{
+    pthread_mutex_lock(&bucket.lock);
+    bucket.burst = burst;
+    bucket.per_s = per_s;
+    bucket.milli = (int64_t)burst * 1000;
+    bucket.at_ms = mono_ms();
+    pthread_mutex_unlock(&bucket.lock);
+}
+
+/* Takes a token for one line; false when there is none (the line is counted). *report is set to
+ * the count of lines left out when it is time to say so (the report takes no token: a flood
+ * faster than the refill would otherwise spend every token on its own reports). */
+static bool bucket_take(uint64_t *report)
+{
+    bool ok = true;
+    int64_t now;
+
+    *report = 0;
+    if (!__atomic_load_n(&bucket.burst, __ATOMIC_RELAXED))
+        return true;
+    now = mono_ms();
+    pthread_mutex_lock(&bucket.lock);
+    if (now > bucket.at_ms) {
+        int64_t full = (int64_t)bucket.burst * 1000;
+        bucket.milli += (now - bucket.at_ms) * (int64_t)bucket.per_s;
+        if (bucket.milli > full)
+            bucket.milli = full;
+        bucket.at_ms = now;
+    }
+    if (bucket.suppressed && now - bucket.reported_ms >= 1000) {
+        *report = bucket.suppressed;
+        bucket.suppressed = 0;
+        bucket.reported_ms = now;
+    }
+    if (bucket.milli < 1000) {
+        bucket.suppressed++;
+        ok = false;
+    } else {
+        bucket.milli -= 1000;
+    }
+    pthread_mutex_unlock(&bucket.lock);
+    return ok;
+}
+
 static void write_all(int fd, const char *buf, size_t len)
 {
     while (len > 0) {
@@ -42,14 +107,13 @@ static void write_all(int fd, const char *buf, size_t len)
     }
 }
 
-void om_log_write(enum om_log_level level, const char *fmt, ...)
+static void log_vwrite(enum om_log_level level, const char *fmt, va_list ap)
 {
     static const char *const tags[] = {"ERROR", "WARN", "INFO", "DEBUG"};
     char line[2048];
     struct timeval tv;
     struct tm tm;
     size_t off;
-    va_list ap;
     int n;
 
     gettimeofday(&tv, NULL);
@@ -60,15 +124,38 @@ void om_log_write(enum om_log_level level, const char *fmt, ...)
                  level == OM_LOG_INFO ? "" : ": ");
     if (n > 0)
         off += (size_t)n < sizeof(line) - off ? (size_t)n : sizeof(line) - off - 1;
-    va_start(ap, fmt);
     n = vsnprintf(line + off, sizeof(line) - off - 1, fmt, ap);
-    va_end(ap);
     if (n > 0)
         off += (size_t)n < sizeof(line) - off - 1 ? (size_t)n : sizeof(line) - off - 2;
     line[off++] = '\n';
     write_all(log_fd >= 0 ? log_fd : STDERR_FILENO, line, off);
     if (log_stderr && log_fd >= 0)
         write_all(STDERR_FILENO, line, off);
+}
+
+static void log_unlimited(enum om_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_vwrite(level, fmt, ap);
+    va_end(ap);
+}
+
+void om_log_write(enum om_log_level level, const char *fmt, ...)
+{
+    uint64_t left_out;
+    bool ok = bucket_take(&left_out);
+    va_list ap;
+
+    if (left_out)
+        log_unlimited(OM_LOG_WARN, "%llu log line(s) suppressed (more than %u a second)",
+                      (unsigned long long)left_out, bucket.per_s);
+    if (!ok)
+        return;
+    va_start(ap, fmt);
+    log_vwrite(level, fmt, ap);
+    va_end(ap);
 }
 
 /* How many characters byte ch takes once escaped, written into esc. */
@@ -118,6 +205,6 @@ const char *om_log_escape(char *dst, size_t cap, const char *src, size_t len)
 
 void om_assert_fail(const char *cond, const char *file, int line)
 {
-    om_log_write(OM_LOG_ERROR, "assertion failed: %s at %s:%d", cond, file, line);
+    log_unlimited(OM_LOG_ERROR, "assertion failed: %s at %s:%d", cond, file, line);
     abort();
 }

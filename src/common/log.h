@@ -16,6 +16,12 @@ void om_log_init(const char *component, int fd);
 /* Also copy every line to stderr (the daemon's -f mode). */
 void om_log_also_stderr(int on);
 
+/* Puts every line of this process through a token bucket: `burst` lines at once, then `per_s` a
+ * second; the lines left out are counted and the count written (at most once a second) before
+ * the next line that is logged. For a process whose every line a user's peers can cause (the
+ * server); 0 turns it off (the default). */
+void om_log_limit(unsigned burst, unsigned per_s);
+
 void om_log_write(enum om_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -139,6 +139,14 @@ static bool nul_terminated(const char *s, size_t cap)
     return memchr(s, '\0', cap) != NULL;
 }
 
+/* Replaces every byte of a NUL-terminated text outside printable ASCII with '?'. */
+static void printable(char *text)
+{
+    for (; *text; text++)
+        if ((unsigned char)*text < 0x20 || (unsigned char)*text > 0x7e)
+            *text = '?';
+}
+
 int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head,
                         struct om_device_info *ret_devs, uint32_t max_devs)
 {
@@ -160,6 +168,12 @@ int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head
     }
     *ret_head = r;
     memcpy(ret_devs, at, (size_t)r.ndevices * sizeof(struct om_device_info));
+    /* The server runs as its user, who can take it over; these texts reach root's
+     * device_query and get_device_client_list: nothing but printable ASCII is kept. */
+    for (uint32_t i = 0; i < r.ndevices; i++) {
+        printable(ret_devs[i].name);
+        printable(ret_devs[i].pci_bus_id);
+    }
     return 0;
 }
 

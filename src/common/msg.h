@@ -38,6 +38,8 @@ int om_decode_welcome(const void *p, size_t len, struct om_welcome *ret);
 /* ndevs: the server's devices, which the client's map must name. */
 int om_decode_adopt(const void *p, size_t len, uint32_t ndevs, struct om_srv_adopt *ret);
 int om_decode_srv_client(const void *p, size_t len, struct om_srv_client *ret);
+/* A server's READY: its device names and bus ids come back NUL-terminated, every byte outside
+ * printable ASCII replaced with '?' (the server is its user's process). */
 int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head,
                         struct om_device_info *ret_devs, uint32_t max_devs);
 int om_decode_u32_pair(const void *p, size_t len, uint32_t *ret_a, uint32_t *ret_b);

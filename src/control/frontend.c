@@ -14,24 +14,29 @@
 
 #define OM_FRONTEND_TIMEOUT_MS 60000
 
-static int connect_daemon(const char *pipe_dir)
+/* The daemon in the first of the pipe directories (om_pipe_dirs) where one listens. */
+static int connect_daemon(void)
 {
-    char path[300];
-    int fd;
+    const char *dirs[2];
+    int n = om_pipe_dirs(dirs), fd = -ENOENT;
+    char path[300], tried[700] = "";
 
-    if (om_path_join(path, sizeof(path), pipe_dir, OM_CONTROL_SOCKET) < 0) {
-        fprintf(stderr, "openmps-control: the pipe directory path %s is too long\n", pipe_dir);
-        return -1;
+    for (int i = 0; i < n; i++) {
+        if (om_path_join(path, sizeof(path), dirs[i], OM_CONTROL_SOCKET) < 0) {
+            fprintf(stderr, "openmps-control: the pipe directory path %s is too long\n", dirs[i]);
+            return -1;
+        }
+        fd = om_sock_connect(path);
+        if (fd >= 0)
+            return fd;
+        snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%s%s (%s)",
+                 i ? ", nor in " : "", dirs[i], strerror(-fd));
     }
-    fd = om_sock_connect(path);
-    if (fd < 0) {
-        fprintf(stderr,
-                "openmps-control: cannot find the control daemon in %s (%s): start it with "
-                "`openmps-control -d`, with the same CUDA_MPS_PIPE_DIRECTORY\n",
-                pipe_dir, strerror(-fd));
-        return -1;
-    }
-    return fd;
+    fprintf(stderr,
+            "openmps-control: cannot find the control daemon in %s: start it with "
+            "`openmps-control -d`, with the same CUDA_MPS_PIPE_DIRECTORY\n",
+            tried);
+    return -1;
 }
 
 /* Sends one line and prints the answer. Returns 0, or -1 when the daemon went away. */
@@ -85,7 +90,7 @@ int om_frontend_run(int argc, char **argv)
     size_t cap = 0;
     int fd, rc = 0;
 
-    fd = connect_daemon(om_pipe_dir());
+    fd = connect_daemon();
     if (fd < 0)
         return 1;
     m = malloc(sizeof(*m));

@@ -20,6 +20,9 @@
 #define OM_SERVER_REPLY_TIMEOUT_MS 5000
 /* After a forced shutdown, how long a server may take before SIGKILL. */
 #define OM_SERVER_KILL_GRACE_MS 3000
+/* How long a server that reported a fault may take to exit before SIGKILL: it ends its
+ * clients' sessions first; one that stays would keep its user's next clients waiting. */
+#define OM_SERVER_FAULT_GRACE_MS 10000
 /* How long a server may stay INITIALIZING (OPENMPS_SERVER_START_TIMEOUT_MS). */
 #define OM_SERVER_START_TIMEOUT_MS 60000
 /* A front-end connection idle this long is closed. */
@@ -116,6 +119,9 @@ struct server {
     int64_t kill_at_ms;  /* SIGKILL deadline after a forced shutdown, 0 = none */
     int64_t started_ms;
     char fault[256];
+    /* What it sent that it should not have, logged once each (servers.c): it runs as its
+     * user, who can take it over. */
+    bool told_late_ready, told_more_faults;
     uint32_t next_client_id;
     struct client_rec *clients;
     unsigned nclients;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/config.h"
 #include "../common/log.h"
 #include "frontend.h"
 #include "internal.h"
@@ -22,8 +23,10 @@ static void usage(FILE *f)
             "  -h, --help        print this help\n"
             "Without -d or -f, commands are read from stdin, one per line (or one command\n"
             "is taken from the arguments) and sent to the running daemon; `help` lists them.\n"
-            "Environment: CUDA_MPS_PIPE_DIRECTORY (default /tmp/openmps),\n"
-            "CUDA_MPS_LOG_DIRECTORY (default /tmp/openmps-log).\n");
+            "Environment: CUDA_MPS_PIPE_DIRECTORY (default " OM_ROOT_PIPE_DIR " for a root\n"
+            "daemon, " OM_DEFAULT_PIPE_DIR " for a plain user's; the front-end looks in both),\n"
+            "CUDA_MPS_LOG_DIRECTORY (default " OM_ROOT_LOG_DIR
+            " for a root daemon,\n" OM_DEFAULT_LOG_DIR " for a plain user's).\n");
 }
 
 /* Forks into the background once the daemon is set up, so errors of the set-up

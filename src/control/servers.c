@@ -61,16 +61,96 @@ static _Noreturn void child_fail(int log_fd, const char *what, int err)
     _exit(127);
 }
 
-/* In the child: become uid (when the daemon is root) and exec the server. */
-/* Who the server will be, looked up before fork: the child only makes system
- * calls (no NSS, no allocation between fork and exec). */
+/* Who the server will be and what it starts with, made before fork: the child only makes
+ * system calls (no NSS, no allocation between fork and exec). */
 struct identity {
     uid_t uid;
     gid_t gid;
     int ngroups;
     gid_t groups[64];
     char home[256];
+    char home_kv[270];
+    char **envp; /* its whole environment (server_env) */
+    bool limits_set;
+    struct rlimit limits[RLIM_NLIMITS]; /* process 1's, when the daemon is root */
 };
+
+/* Whether `kv` (NAME=value) is one of the settings a server gets from the daemon's
+ * environment: OPENMPS_* (docs/operations.md, "Environment"), the driver's CUDA_* but
+ * CUDA_MPS_* (the daemon's and its clients': the driver in the server must not look for an
+ * MPS daemon), where the driver is found (LD_LIBRARY_PATH), the time zone of the log lines (TZ),
+ * the sanitizers' options of a sanitized build, and what OPENMPS_SERVER_ENV names (a list of
+ * names, an entry ending in '*' a prefix: another driver's settings). */
+static bool server_setting(const char *kv, const char *extra)
+{
+    static const char *const exact[] = {
+        "LD_LIBRARY_PATH", "TZ",           "ASAN_OPTIONS", "LSAN_OPTIONS",
+        "UBSAN_OPTIONS",   "TSAN_OPTIONS", "MSAN_OPTIONS"};
+    size_t n = strcspn(kv, "=");
+
+    if (kv[n] != '=')
+        return false;
+    if (!strncmp(kv, "OPENMPS_", 8) || (!strncmp(kv, "CUDA_", 5) && strncmp(kv, "CUDA_MPS_", 9)))
+        return true;
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+        if (strlen(exact[i]) == n && !strncmp(kv, exact[i], n))
+            return true;
+    while (extra && *extra) {
+        size_t len = strcspn(extra, ",");
+        if (len && extra[len - 1] == '*' ? len - 1 <= n && !strncmp(kv, extra, len - 1)
+                                         : len == n && !strncmp(kv, extra, n))
+            return true;
+        extra += len + (extra[len] == ',');
+    }
+    return false;
+}
+
+/* The server's environment: the settings above from the daemon's, HOME of its user, a plain
+ * PATH, and what the daemon sets for the driver. Nothing else of the daemon's (a root daemon's
+ * environment is root's, and a server's is readable by its user in /proc). */
+static char **server_env(struct identity *id)
+{
+    extern char **environ;
+    const char *extra = getenv("OPENMPS_SERVER_ENV");
+    size_t n = 0, k = 0;
+    char **envp;
+
+    for (char **e = environ; *e; e++)
+        n++;
+    envp = calloc(n + 5, sizeof(*envp));
+    if (!envp)
+        return NULL;
+    for (char **e = environ; *e; e++)
+        if (server_setting(*e, extra) && strncmp(*e, "CUDA_MODULE_LOADING=", 20))
+            envp[k++] = *e;
+    snprintf(id->home_kv, sizeof(id->home_kv), "HOME=%s", id->home[0] ? id->home : "/");
+    envp[k++] = id->home_kv;
+    envp[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    /* More than the default 8 hardware queues, so client streams overlap
+     * (DRIVER_FACTS.md); read by the driver at cuInit. */
+    if (!getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+        envp[k++] = "CUDA_DEVICE_MAX_CONNECTIONS=32";
+    /* Modules load eagerly, once: a lazily loaded kernel's first launch waits
+     * for every running kernel of the context (DRIVER_FACTS.md). */
+    envp[k++] = "CUDA_MODULE_LOADING=EAGER";
+    return envp;
+}
+
+/* A root daemon gives its servers the limits of process 1, the system's defaults, instead of
+ * its own (which whoever started it may have raised or lowered): a server has what a process
+ * its user starts would have before a login's own settings. A daemon run by a plain user serves
+ * only that user, whose limits it keeps. The server then raises its open files' soft limit to
+ * the hard one itself (om_raise_nofile). */
+static void system_limits(const struct daemon *d, struct identity *id)
+{
+    id->limits_set = false;
+    if (d->euid != 0)
+        return;
+    for (int r = 0; r < RLIM_NLIMITS; r++)
+        if (prlimit(1, (enum __rlimit_resource)r, NULL, &id->limits[r]) < 0)
+            return;
+    id->limits_set = true;
+}
 
 static void resolve_identity(uid_t uid, struct identity *id)
 {
@@ -87,6 +167,10 @@ static void resolve_identity(uid_t uid, struct identity *id)
             id->groups[0] = id->gid, id->ngroups = 1; /* too many groups: the primary only */
         snprintf(id->home, sizeof(id->home), "%s", pw->pw_dir ? pw->pw_dir : "");
     }
+    /* A server of the daemon's own user keeps the daemon's HOME, the user's own setting (a
+     * container's user often has no passwd entry, only HOME). */
+    if (uid == geteuid() && getenv("HOME") && getenv("HOME")[0] == '/')
+        snprintf(id->home, sizeof(id->home), "%s", getenv("HOME"));
 }
 
 static void close_from(int first)
@@ -126,6 +210,20 @@ static _Noreturn void exec_server(struct daemon *d, const struct identity *id, i
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
+    /* While still root. Raising a hard limit takes CAP_SYS_RESOURCE, which a root daemon in a
+     * container may lack: then the hard limit stays the daemon's and the soft one is process
+     * 1's, as far as that allows. */
+    for (int r = 0; id->limits_set && r < RLIM_NLIMITS; r++) {
+        enum __rlimit_resource res = (enum __rlimit_resource)r;
+        struct rlimit now;
+        if (setrlimit(res, &id->limits[r]) == 0 || getrlimit(res, &now) < 0)
+            continue;
+        if (id->limits[r].rlim_cur < now.rlim_max)
+            now.rlim_cur = id->limits[r].rlim_cur;
+        else
+            now.rlim_cur = now.rlim_max;
+        setrlimit(res, &now);
+    }
     if (d->euid == 0 && id->uid != 0) {
         if (setgroups((size_t)id->ngroups, id->groups) < 0)
             child_fail(log_fd, "setting the groups", errno);
@@ -135,16 +233,13 @@ static _Noreturn void exec_server(struct daemon *d, const struct identity *id, i
             child_fail(log_fd, "setuid", errno);
         if (setuid(0) == 0)
             child_fail(log_fd, "dropping root", EPERM);
-        if (id->home[0])
-            setenv("HOME", id->home, 1);
     }
-    /* More than the default 8 hardware queues, so client streams overlap
-     * (DRIVER_FACTS.md); read by the driver at cuInit. */
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    /* Modules load eagerly, once: a lazily loaded kernel's first launch waits
-     * for every running kernel of the context (DRIVER_FACTS.md). */
-    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
-    execv(d->server_exe, argv);
+    /* In its user's HOME (as the user: a home it cannot enter is not used), else in /: not in
+     * the daemon's directory, which its user may not be meant to see. */
+    if (!id->home[0] || chdir(id->home) < 0)
+        if (chdir("/") < 0)
+            child_fail(log_fd, "changing to /", errno);
+    execve(d->server_exe, argv, id->envp);
     child_fail(log_fd, d->server_exe, errno);
 }
 
@@ -173,9 +268,13 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
         return NULL;
     }
     resolve_identity(uid, &id);
-    pid = fork();
+    system_limits(d, &id);
+    id.envp = server_env(&id);
+    pid = id.envp ? fork() : -1;
     if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
+        snprintf(err, errlen, "%s: %s", id.envp ? "fork" : "the server's environment",
+                 strerror(id.envp ? errno : ENOMEM));
+        free(id.envp);
         close(sv[0]);
         close(sv[1]);
         free(s);
@@ -183,6 +282,7 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     }
     if (pid == 0)
         exec_server(d, &id, sv[1], d->server_log_fd);
+    free(id.envp); /* its strings are the daemon's environ's, or static, or in id */
     close(sv[1]);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     s->id = ++d->next_server_id;
@@ -413,6 +513,17 @@ void om_server_handle_message(struct daemon *d, struct server *s)
     }
     switch (m->hdr.type) {
     case OM_MSG_SRV_READY:
+        /* Once, while it starts: a later READY would change the devices others' clients were
+         * handed (and what device_query shows) under them. */
+        if (s->ready || s->state == SRV_FAULT) {
+            if (!s->told_late_ready)
+                om_peer_err(d, s->uid,
+                            "Server %d sent READY again; ignored (a protocol "
+                            "violation: it is ready once, while it starts)",
+                            (int)s->pid);
+            s->told_late_ready = true;
+            break;
+        }
         if (om_decode_srv_ready(m->payload, m->hdr.len, &rd, s->devs, OM_MAX_DEVICES) < 0)
             goto bad;
         s->ndevs = rd.ndevices;
@@ -425,10 +536,25 @@ void om_server_handle_message(struct daemon *d, struct server *s)
     case OM_MSG_SRV_FAULT:
         if (om_msg_text(m, 255) < 0)
             goto bad;
+        /* One fault per server: a server ends after it (its clients' sessions first). More
+         * are ignored, said once: a server taken over by its user must not flood the log. */
+        if (s->fault[0]) {
+            if (!s->told_more_faults)
+                om_peer_err(d, s->uid, "Server %d reports faults again; ignored", (int)s->pid);
+            s->told_more_faults = true;
+            break;
+        }
         /* The server runs as its user: its words are escaped like any peer's. */
         om_log_escape(s->fault, sizeof(s->fault), (const char *)m->payload, 255);
+        if (!s->fault[0])
+            snprintf(s->fault, sizeof(s->fault), "(no reason given)");
         if (s->state != SRV_STOPPING)
             s->state = SRV_FAULT;
+        /* It gets a grace period to end its sessions and exit; one that stays is killed, so
+         * that its user's waiting clients get a fresh server. */
+        if (!s->kill_at_ms)
+            s->kill_at_ms = om_now_ms() + OM_SERVER_FAULT_GRACE_MS;
+        /* One line per server, never held back: the reason a user's server went. */
         om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);
         break;
     case OM_MSG_SRV_CLIENT:

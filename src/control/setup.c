@@ -147,8 +147,8 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
     pid_t other;
 
     d->euid = geteuid();
-    d->pipe_dir = om_pipe_dir();
-    d->log_dir = om_log_dir();
+    d->pipe_dir = om_daemon_pipe_dir(d->euid);
+    d->log_dir = om_daemon_log_dir(d->euid);
     d->listen_fd = d->signal_fd = d->lock_fd = d->server_log_fd = -1;
     d->start_uid = -1;
     d->hello_timeout_ms = OM_HELLO_TIMEOUT_MS;

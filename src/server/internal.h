@@ -26,6 +26,10 @@
 #define OM_STAGE_MAX (1u << 30)
 /* Longest a session worker sleeps before it looks at its stop flag again. */
 #define OM_SESSION_POLL_MS 100
+/* server.log lines this server (so its user) may write: a burst, then this many a second; the
+ * rest are counted and the count logged (om_log_limit). As the daemon's per user. */
+#define OM_SERVER_LOG_BURST 300
+#define OM_SERVER_LOG_PER_S 10
 
 /* A set of handles a client owns (streams, events, libraries, …): v[0..n) in no order, for
  * walking, and an open-addressed index of positions in v + 1 (0: empty, UINT32_MAX: removed),
@@ -182,6 +186,8 @@ struct session {
     size_t output_len, output_cap;
     uint64_t output_dropped;
     uint8_t launch_args[32768];
+    /* bit per entry point whose "not supported" note was logged (session.c): once per session */
+    uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
     unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
     /* api/hostnodes.c: its host-callback channel and its host functions' records */
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,10 @@ int main(int argc, char **argv)
     char err[512];
     int log_fd = -1;
 
+    /* Not dumpable, before anything else: the server runs as its user, who could otherwise
+     * ptrace it, read its memory or take its descriptors (/proc/PID/fd): the daemon's channel,
+     * server.log (shared by every user's server) and every client's pinned memory. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     srv.chan = -1;
     the_server = &srv;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -377,6 +382,13 @@ int main(int argc, char **argv)
         return 2;
     }
     om_log_init("Server", log_fd);
+    /* Every line of this server is caused, one way or another, by its user's clients, and
+     * server.log is shared by every user's server: the same bucket as the daemon keeps per
+     * user (control/internal.h, OM_PEER_LOG_*).
+     * An operator who asked for a line per call (OPENMPS_LOG_LEVEL=3, OPENMPS_PROFILE) gets
+     * them all: tools read those lines (bench/timeline.py). */
+    if (om_log_level_current < OM_LOG_DEBUG && !om_profile_on())
+        om_log_limit(OM_SERVER_LOG_BURST, OM_SERVER_LOG_PER_S);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);

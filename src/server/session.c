@@ -204,10 +204,16 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         uint64_t index = 0;
         if (rec->len == sizeof(index))
             memcpy(&index, payload, sizeof(index));
-        if (rec->len == sizeof(index) && index < OM_ENTRY_COUNT)
+        /* Once per entry per session: the shim sends each note once, another program may
+         * send it in a loop (server.log is every user's). */
+        uint8_t bit = (uint8_t)(1u << (index % 8));
+        if (rec->len == sizeof(index) && index < OM_ENTRY_COUNT &&
+            !(s->noted_unsupported[index / 8] & bit)) {
+            s->noted_unsupported[index / 8] |= bit;
             om_info("client %d called %s, which openmps does not support yet "
                     "(CUDA_ERROR_NOT_SUPPORTED)",
                     (int)s->pid, om_server_entry_name((int)index));
+        }
         if (rec->flags & OM_REC_POSTED)
             return 0;
         reply.len = 0; /* answered, so the line is written before the client goes on */

@@ -22,7 +22,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: om-test-client [--pings N] [--size BYTES] [--hold-ms MS|eof]\n"
                     "       [--die-after connect|hello|welcome] [--garbage tail|len|op|sleepers]\n"
-                    "       [--timeout-ms MS] [--bad-requests N]\n");
+                    "       [--timeout-ms MS] [--bad-requests N] [--unsupported-notes N]\n");
     exit(2);
 }
 
@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     struct om_limits want;
     const char *die_after = "", *garbage = NULL;
     long pings = 1, size = 64, hold_ms = 0, timeout_ms = -1, bad_requests = 0;
+    long unsupported_notes = 0;
     bool hold_eof = false;
     char err[512];
     int rc;
@@ -64,6 +65,8 @@ int main(int argc, char **argv)
             garbage = v;
         else if (!strcmp(a, "--bad-requests"))
             bad_requests = atol(v);
+        else if (!strcmp(a, "--unsupported-notes"))
+            unsupported_notes = atol(v);
         else
             usage();
     }
@@ -73,7 +76,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "om-test-client: %s\n", err);
         return 6;
     }
-    rc = om_client_connect(&c, om_pipe_dir(), err, sizeof(err));
+    const char *dirs[2];
+    om_pipe_dirs(dirs); /* the tests name their directory: the first is it */
+    rc = om_client_connect(&c, dirs[0], err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "om-test-client: %s\n", err);
         return rc == -EACCES ? 3 : 5;
@@ -141,6 +146,20 @@ int main(int argc, char **argv)
             }
         }
         printf("bad requests refused %ld\n", bad_requests);
+    }
+    if (unsupported_notes > 0) {
+        /* The note the shim sends once per unsupported entry point, sent again and again, over
+         * every entry in turn (a program that does not use the shim can): server.log must
+         * not grow with each record. */
+        for (long n = 0; n < unsupported_notes; n++) {
+            uint64_t index = (uint64_t)(n % OM_ENTRY_COUNT);
+            rc = om_client_call(&c, OM_OP_NOTE_UNSUPPORTED, &index, sizeof(index), NULL, 0, NULL);
+            if (rc != 0) {
+                fprintf(stderr, "om-test-client: note %ld: status %d\n", n, rc);
+                return 6;
+            }
+        }
+        printf("unsupported notes sent %ld\n", unsupported_notes);
     }
     for (long i = 0; i < size; i++)
         out[i] = (char)('a' + (i * 7 + getpid()) % 26);

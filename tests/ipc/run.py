@@ -75,6 +75,9 @@ class Env:
             # no module images carried from one test's server to the next (imgcache.c): a
             # test that wants the cache names a directory of its own
             "OPENMPS_MODULE_CACHE": "off",
+            # servers get a minimal environment (servers.c): the driver double's settings are
+            # passed to them by name, as an operator would pass another driver's
+            "OPENMPS_SERVER_ENV": "FAKECUDA_*",
         })
         for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
                   "CUDA_MPS_CLIENT_PRIORITY"):
@@ -829,6 +832,211 @@ def server_start_failure_and_states():
         finally:
             shutil.rmtree(os.path.dirname(gate), ignore_errors=True)
             e2.close(True)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+# A hijacked server (a user can take over their own server, which runs as them): the daemon
+# execs this instead of openmps-server (OPENMPS_SERVER). Its first start sends the daemon a READY
+# whose device name and bus id carry terminal escapes, then a second READY, answers each client
+# handed to it with UP and no welcome, and waits for the test's go file; then it floods the
+# daemon with 20 000 fault reports full of escapes and stays, deaf to SIGTERM. Its next start execs
+# the real server, so the user's next clients are served.
+HIJACKED_SERVER = r"""#!%(python)s
+import os, signal, socket, struct, sys, time
+STATE, GO, REAL = %(state)r, %(go)r, %(real)r
+if os.path.exists(STATE):
+    os.execv(REAL, [REAL] + sys.argv[1:])
+open(STATE, "w").write(str(os.getpid()))
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+ch = socket.socket(fileno=3)
+def msg(t, p): return struct.pack("<IHHHHI", %(magic)d, %(major)d, 0, t, 0, len(p)) + p
+def ready(name, bus):
+    return msg(20, struct.pack("<II", 1, 0) + struct.pack("<II16s32s96s", 0, 0, bytes(16), bus,
+                                                            name))
+ch.send(ready(b"\x1b[31mEVIL\x1b]0;title\x07\rFORGED LINE", b"0000:\x1b[2J:00.0"))
+ch.send(ready(b"LATE READY", b"0000:99:00.0"))
+ch.settimeout(0.05)
+while not os.path.exists(GO):
+    try:
+        data, fds, _, _ = socket.recv_fds(ch, 70000, 4)
+    except socket.timeout:
+        continue
+    if len(data) >= 20 and struct.unpack("<H", data[8:10])[0] == 22:  # SRV_ADOPT: say UP
+        cid, pid = struct.unpack("<II", data[16:24])
+        ch.send(msg(23, struct.pack("<IIIIQ", cid, pid, 1, 1, 0)))
+ch.setblocking(False)
+n = 0
+while n < 20000:
+    try:
+        ch.send(msg(21, b"\x1b[2J\x1b[HFAULT %%d\rFORGED\nLINE\x9b" %% n))
+        n += 1
+    except BlockingIOError:
+        time.sleep(0.001)
+open(GO + ".sent", "w").write(str(n))
+while True:
+    time.sleep(1)
+"""
+
+
+@test
+def hijacked_server_cannot_flood_or_inject():
+    """The daemon treats its channel from a server as untrusted (the server runs as its user):
+    a READY after the first is ignored and logged once, device names and bus ids reach
+    device_query and get_device_client_list without control bytes, a flood of fault reports adds
+    a few lines to control.log, and a server that reported a fault but does not exit is killed,
+    so its user's next client gets a fresh server."""
+    e = Env(start=False)
+    ok = False
+    try:
+        real = os.path.abspath(os.path.join(os.path.dirname(CONTROL), "openmps-server"))
+        fake = os.path.join(e.dir, "hijacked-server")
+        go = os.path.join(e.dir, "go")
+        state = os.path.join(e.dir, "hijacked.pid")
+        with open(fake, "w") as f:
+            f.write(HIJACKED_SERVER % {"python": sys.executable, "state": state, "go": go,
+                                       "real": real, "magic": MAGIC, "major": MAJOR})
+        os.chmod(fake, 0o755)
+        e.env["OPENMPS_SERVER"] = fake
+        e.start()
+        e.cmd("start_server -uid %d" % os.getuid())
+        wait_for(lambda: "Server %d is ACTIVE" % int(open(state).read() or 0) in e.log()
+                 if os.path.exists(state) and open(state).read() else False,
+                 what="the hijacked server to be ACTIVE")
+        spid = int(open(state).read())
+        c = e.client("--pings", 1, "--timeout-ms", 120000)  # handed over; never welcomed
+        wait_for(lambda: "%d.1" % c.pid in e.cmd("get_device_client_list"),
+                 what="the client in get_device_client_list")
+        answers = {}
+        for line in ("device_query", "device_query %d" % spid, "get_device_client_list",
+                     "get_device_client_list %d" % spid, "get_server_status %d" % spid):
+            out, err, rc = e.ctl(line + "\n")
+            answers[line] = out
+            bad = sorted(set(ch for ch in out if (ord(ch) < 0x20 and ch != "\n") or
+                             ord(ch) >= 0x7f))
+            check(not bad, "control bytes %r in the answer to %s: %r" % (bad, line, out))
+        check("EVIL" in answers["device_query %d" % spid] and
+              "LATE READY" not in answers["device_query %d" % spid],
+              "the first READY's devices, not the late one's: %r" % answers)
+        log = e.log()
+        check(log.count("READY") == 1 and "Server %d sent READY again" % spid in log,
+              "the late READY logged once: %r" % log[-2000:])
+        before = os.path.getsize(os.path.join(e.logs, "control.log"))
+        t0 = time.monotonic()
+        open(go, "w").close()  # the daemon drains the flood as it comes, whatever the load
+        wait_for(lambda: os.path.exists(go + ".sent"), what="the fault flood")
+        sent = int(open(go + ".sent").read())
+        # (the log, not get_server_list, is polled: each command would add a line)
+        wait_for(lambda: "Server %d (uid %d) died" % (spid, os.getuid()) in e.log(), timeout=120,
+                 what="the server that reported a fault and stayed to be killed")
+        took = time.monotonic() - t0
+        log = e.log()
+        grown = os.path.getsize(os.path.join(e.logs, "control.log")) - before
+        print("%d fault reports grew control.log by %d bytes; the server was gone after %.1f s" %
+              (sent, grown, took))
+        check(grown < 4096, "%d fault reports grew control.log by %d bytes" % (sent, grown))
+        check("Server %d (uid %d) died (signal 9)" % (spid, os.getuid()) in log,
+              "killed with SIGKILL: %r" % log[-2000:])
+        raw = open(os.path.join(e.logs, "control.log"), "rb").read()
+        bad = sorted(set(b for b in raw if (b < 0x20 and b != 0x0a) or b >= 0x7f))
+        check(not bad, "control bytes in control.log: %r" % bad)
+        check(b"\nFORGED" not in raw, "no forged line in control.log")
+        c.kill()
+        c.wait()
+        rc, out, err = e.run_client("--pings", 3, timeout=120)
+        check(rc == 0, "the user's next client is served by a fresh server: %r %r" % (out, err))
+        check(int(re.search(r"server=(\d+)", out).group(1)) != spid, "a fresh server")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def server_is_not_dumpable():
+    """The server runs as its user but is not dumpable: that user cannot ptrace it, read its
+    memory or take its descriptors (its /proc entries belong to root)."""
+    need_binaries_for_other_users()
+    e = Env()
+    ok = False
+    try:
+        a = e.client("--pings", 1, "--hold-ms", "eof", preexec=as_user(12007))
+        check(a.stdout.readline().startswith("session"), "served")
+        spid = e.servers()[0]
+        check(proc_uid(spid) == 12007, "the server runs as its user")
+        for entry in ("fd", "mem", "environ"):
+            st = os.stat("/proc/%d/%s" % (spid, entry))
+            check(st.st_uid == 0, "/proc/%d/%s belongs to uid %d: the server is dumpable" %
+                  (spid, entry, st.st_uid))
+        a.communicate(timeout=60)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+def proc_limits(pid):
+    """/proc/PID/limits as {name: (soft, hard)}."""
+    rows = {}
+    with open("/proc/%d/limits" % pid) as f:
+        next(f)
+        for line in f:
+            m = re.match(r"(.+?)\s{2,}(\S+)\s+(\S+)", line)
+            if m:
+                rows[m.group(1)] = (m.group(2), m.group(3))
+    return rows
+
+
+@test
+def server_starts_with_a_minimal_environment():
+    """A server does not inherit the daemon's environment, working directory or resource
+    limits: it gets the settings the documentation names (OPENMPS_*, the driver's CUDA_* but
+    CUDA_MPS_*, LD_LIBRARY_PATH, TZ, the sanitizers' options, what OPENMPS_SERVER_ENV names),
+    HOME of its user and PATH; it runs in that HOME (or /); and a root daemon gives it the
+    limits of process 1 (the system's defaults), whatever its own are."""
+    import pwd
+    import resource
+    e = Env(start=False)
+    ok = False
+    try:
+        work = os.path.join(e.dir, "daemon-cwd")
+        os.mkdir(work)
+        e.env.update({"OM_TEST_SECRET": "the daemon's secret", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":
+                      "", "OPENMPS_SCHED": "auto", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                      "PATH": "/daemon/only/bin:" + os.environ.get("PATH", "/usr/bin:/bin")})
+        e.env.pop("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+
+        def lowered():
+            os.chdir(work)
+            # soft limits lowered and raised (raising a hard limit back takes CAP_SYS_RESOURCE,
+            # which a container's root may lack: the daemon keeps its hard limits then)
+            for r, soft in ((resource.RLIMIT_STACK, 4 << 20), (resource.RLIMIT_MSGQUEUE, 12345),
+                            (resource.RLIMIT_CORE, resource.RLIM_INFINITY)):
+                resource.setrlimit(r, (soft, resource.getrlimit(r)[1]))
+        e.start(preexec=lowered)
+        c = e.client("--pings", 1, "--hold-ms", "eof")
+        check(c.stdout.readline().startswith("session"), "served")
+        spid = e.servers()[0]
+        env = dict(kv.split("=", 1) for kv in
+                   open("/proc/%d/environ" % spid).read().split("\0") if "=" in kv)
+        check("OM_TEST_SECRET" not in env, "the daemon's secret reached the server: %r" % env)
+        check(env.get("OPENMPS_SCHED") == "auto" and env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+              and env.get("OPENMPS_DRIVER") == e.env["OPENMPS_DRIVER"],
+              "documented settings reach it: %r" % env)
+        check(not any(k.startswith("CUDA_MPS_") for k in env), "no CUDA_MPS_*: %r" % env)
+        check("/daemon/only/bin" not in env.get("PATH", ""), "its own PATH: %r" % env)
+        home = pwd.getpwuid(os.getuid()).pw_dir
+        check(env.get("HOME") == home, "HOME of its user: %r" % env)
+        allowed = re.compile(r"(OPENMPS_|CUDA_|FAKECUDA_)|(HOME|PATH|LD_LIBRARY_PATH|TZ|"
+                             r"[A-Z]+SAN_OPTIONS)$")
+        check(all(allowed.match(k) for k in env), "only documented settings: %r" %
+              sorted(k for k in env if not allowed.match(k)))
+        cwd = os.readlink("/proc/%d/cwd" % spid)
+        check(cwd in (home, "/"), "the server runs in %s, not in HOME or /" % cwd)
+        theirs, init = proc_limits(spid), proc_limits(1)
+        for name in ("Max stack size", "Max msgqueue size", "Max core file size"):
+            check(theirs[name][0] == init[name][0], "%s: %r, not process 1's %r" %
+                  (name, theirs[name], init[name]))
+        c.communicate(timeout=60)
         ok = True
     finally:
         e.close(ok)
@@ -1716,6 +1924,48 @@ def client_errors_do_not_flood_the_log():
         e.close(ok)
 
 
+@test
+def unsupported_notes_do_not_flood_the_log():
+    """The note naming an unsupported entry point is logged once per entry per session, however
+    often a client sends it; and every line a user's clients cause in server.log goes through a
+    token bucket (300 at once, then 10 a second, with a count of what was left out), so clients
+    that name every entry in session after session add a bounded amount."""
+    e = Env()
+    ok = False
+    try:
+        path = os.path.join(e.logs, "server.log")
+        # The server is started and its first lines written before the size is taken.
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 0, "a first client: %r" % err)
+        before = os.path.getsize(path)
+        # Every entry named some 31 times in one session (the records cycle through the 637
+        # entries): each entry's note once, then nothing more for the rest of the session.
+        rc, out, err = e.run_client("--unsupported-notes", 20000, timeout=120)
+        check(rc == 0 and "unsupported notes sent 20000" in out, "notes sent: %r %r" % (out, err))
+        log = e.log("server.log")
+        n_cuinit = log.count("called cuInit, which openmps does not support yet")
+        check(n_cuinit == 1, "cuInit's note logged %d times in one session" % n_cuinit)
+        # Four more sessions naming every entry: 4 x 637 lines without the bucket.
+        t0 = time.monotonic()
+        for _ in range(4):
+            rc, out, err = e.run_client("--unsupported-notes", 637 * 3, timeout=120)
+            check(rc == 0, "notes sent: %r" % err)
+        flood_s = time.monotonic() - t0
+        grown = os.path.getsize(path) - before
+        bound = (300 + 10 * flood_s + 20) * 200
+        print("5 sessions naming every entry grew server.log by %d bytes in %.1f s (bound %d)" %
+              (grown, flood_s, bound))
+        check(grown < bound, "server.log grew by %d bytes (bound %d)" % (grown, bound))
+        # The count is written with the next line the server logs a second later or more.
+        def reported():
+            e.run_client("--pings", 1)
+            return re.search(r"\d+ log line\(s\) suppressed", e.log("server.log"))
+        wait_for(reported, what="server.log to say how many lines it left out")
+        ok = True
+    finally:
+        e.close(ok)
+
+
 BUDGETS = {"OPENMPS_CLIENT_PINNED_MAX": "1M", "OPENMPS_CLIENT_MAX_STREAMS": "4",
            "OPENMPS_CLIENT_MAX_EVENTS": "4", "OPENMPS_CLIENT_MAX_IMAGES": "2"}
 
@@ -2173,21 +2423,126 @@ def shim_sees_every_device():
         e.close(ok)
 
 
+def check_native_with_one_warning(out, err, why):
+    check(out[:3] == ["cuInit 0", "cuDriverGetVersion 0 13000", "cuDeviceGetCount 0 1"],
+          "the program runs on the real driver (here the double), not 805: %r" % out)
+    check("running on the real driver" in err, "trace says passthrough: " + err)
+    warnings = [l for l in err.splitlines() if l.startswith("openmps: ")]
+    check(len(warnings) == 1 and why in warnings[0],
+          "one warning naming %r on stderr: %r" % (why, warnings))
+
+
 @test
-def shim_refused_by_daemon():
-    """A daemon that will not serve this user: cuInit fails as an MPS client's does."""
+def shim_ignores_a_daemon_of_another_user():
+    """A daemon run by another user (its directory and socket neither root's nor ours) is no
+    daemon for us: the program runs natively, with one warning, instead of failing with 805."""
     need_binaries_for_other_users()
     e = Env(start=False)
     ok = False
     try:
         e.start_as_user(12005)
         out, err = run_shim(e)
-        check(out[0] == "cuInit 805", "MPS connection failed: %r" % out)
-        check("belongs to uid 12005, neither root nor this user" in err,
-              "reason on stderr: " + err)
+        check_native_with_one_warning(out, err, "belongs to uid 12005, neither root nor this user")
         ok = True
     finally:
         e.close(ok)
+
+
+@test
+def squatted_pipe_directory_runs_natively():
+    """Another user who creates the pipe directory, or a socket in a directory anyone may write
+    (as /tmp), and listens there: the program runs natively with one warning, not 805, and
+    never talks to that listener."""
+    need_root()
+    e = Env(start=False)
+    ok = False
+    listener = None
+    try:
+        listen = ("import os,socket,sys\n"
+                  "os.setgroups([]); os.setgid(12009); os.setuid(12009)\n"
+                  "os.makedirs(sys.argv[1], exist_ok=True)\n"
+                  "s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+                  "s.bind(os.path.join(sys.argv[1], 'control.sock')); s.listen(64)\n"
+                  "print('listening', flush=True)\n"
+                  "conns=[]\n"
+                  "while True:\n"
+                  "  c, _ = s.accept(); conns.append(c)\n"
+                  "  open(sys.argv[2], 'a').write('accepted\\n')\n")
+        talked = os.path.join(e.dir, "talked")
+        shared = os.path.join(e.dir, "shared")  # a directory anyone may write, as /tmp
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        open(talked, "w").close()
+        os.chmod(talked, 0o666)
+        for where, why in ((os.path.join(shared, "openmps"), "belongs to uid 12009"),
+                           (shared, "belongs to uid 12009")):
+            listener = subprocess.Popen([sys.executable, "-c", listen, where, talked],
+                                        stdout=subprocess.PIPE, text=True)
+            check(listener.stdout.readline().strip() == "listening", "the squatter listens")
+            out, err = run_shim(e, {"CUDA_MPS_PIPE_DIRECTORY": where})
+            check_native_with_one_warning(out, err, why)
+            listener.kill()
+            listener.wait()
+            listener = None
+        check(open(talked).read() == "", "the program never connected to the squatter")
+        ok = True
+    finally:
+        if listener:
+            listener.kill()
+        e.close(ok)
+
+
+# A root daemon started with no CUDA_MPS_* directories, in a mount namespace of its own (so that
+# /run, /tmp and /var/log are empty private ones) where another user squatted /tmp/openmps.
+ROOT_DEFAULTS = r"""
+set -e
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /var/log
+mkdir -m 0755 /tmp/openmps
+chown 12010:12010 /tmp/openmps
+"$CONTROL" -d
+trap 'kill -9 $(cat /run/openmps/*.pid 2>/dev/null) 2>/dev/null || true' EXIT
+echo "dirs $(stat -c '%n %U %a' /run/openmps /var/log/openmps | tr '
+' ' ')"
+"$SMOKE" > /tmp/remote.out 2> /tmp/remote.err || echo "smoke failed: $?"
+echo "served $(grep -c 'Accepting client' /var/log/openmps/control.log)"
+echo quit | "$CONTROL"
+for i in $(seq 600); do [ -S /run/openmps/control.sock ] || break; sleep 0.1; done
+"$SMOKE" > /tmp/native.out 2> /tmp/native.err || echo "smoke failed: $?"
+echo "remote $(head -1 /tmp/remote.out) / $(grep -c 'remote mode: server' /tmp/remote.err)"
+echo "native $(head -3 /tmp/native.out | tr '
+' ',') / $(grep '^openmps: ' /tmp/native.err)"
+"""
+
+
+@test
+def root_daemon_defaults_to_run_openmps():
+    """With no CUDA_MPS_PIPE_DIRECTORY, a root daemon uses /run/openmps (and its logs
+    /var/log/openmps), which only root can create, so another user who made /tmp/openmps first
+    does not keep it from starting; programs find it there; once it is gone they run natively,
+    told once that /tmp/openmps is not to be trusted."""
+    need_root()
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        print("SKIP: no mount namespace for a private /run (unshare --mount)")
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    env.update({"CONTROL": os.path.abspath(CONTROL), "SMOKE": os.path.abspath(SHIM_SMOKE),
+                "OPENMPS_DRIVER": os.path.abspath(FAKECUDA), "OPENMPS_SERVER_ENV": "FAKECUDA_*",
+                "OPENMPS_MODULE_CACHE": "off", "OPENMPS_TRACE": "1",
+                "LD_LIBRARY_PATH": os.path.abspath(SHIM_DIR)})
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
+                        ROOT_DEFAULTS], env=env, capture_output=True, text=True, timeout=240)
+    out = p.stdout
+    print(out.strip())
+    check(p.returncode == 0, "rc %d: %s %s" % (p.returncode, out, p.stderr[-2000:]))
+    check("dirs /run/openmps root 755 /var/log/openmps root 700" in out,
+          "the root daemon's directories: %r" % out)
+    check("remote cuInit 0 / 1" in out and "served 1" in out, "a program served: %r" % out)
+    check("native cuInit 0,cuDriverGetVersion 0 13000,cuDeviceGetCount 0 1," in out and
+          "/tmp/openmps" in out and "belongs to uid 12010" in out,
+          "then natively, with one warning: %r" % out)
 
 
 def need_root():
