@@ -204,7 +204,7 @@ CUresult om_x_cuMemsetD2D8_v2(struct call *c)
     /* Rows of no element, or no row: nothing to set. The driver is not asked to walk the rows
      * (a height of 2^40 would keep this worker busy for hours on a driver that does). */
     if (!w || !h)
-        return om_take_async_error(c->s, CUDA_SUCCESS);
+        return om_take_call_error(c, CUDA_SUCCESS);
     if (elem == 1)
         rc = ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))REAL(
             cuMemsetD2D8Async))(dst, pitch, (unsigned char)value, w, h, st);
