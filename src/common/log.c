@@ -133,7 +133,8 @@ static void log_vwrite(enum om_log_level level, const char *fmt, va_list ap)
         write_all(STDERR_FILENO, line, off);
 }
 
-static void log_unlimited(enum om_log_level level, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void log_unlimited(enum om_log_level level,
+                                                                const char *fmt, ...)
 {
     va_list ap;
 
