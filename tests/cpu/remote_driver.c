@@ -993,6 +993,26 @@ int main(int argc, char **argv)
         fflush(stdout);
         if (argc > 3 && !strcmp(argv[3], "hold"))
             sleep(10);
+    } else if (!strcmp(mode, "busy")) {
+        /* says "ready", and at a line on stdin launches one kernel on its stream
+         * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until
+         * stdin ends */
+        static const char image[] = "fakecubin\nlong:4\n";
+        unsigned v = 1;
+        void *args[] = {&v};
+        CUmodule mod;
+        CUfunction lng;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&lng, mod, "long"));
+        printf("ready\n");
+        fflush(stdout);
+        for (int ch = getchar(); ch != EOF && ch != '\n'; ch = getchar())
+            ;
+        OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        printf("busy\n");
+        fflush(stdout);
+        while (getchar() != EOF)
+            ;
     } else if (!strcmp(mode, "pinmany") && argc > 3) {
         /* pinned regions of SIZE until COUNT or the first refusal, each written and one copied
          * from; says how many and the refusal's CUresult (0: none), then holds them until stdin

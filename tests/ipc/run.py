@@ -1970,6 +1970,43 @@ def pinned_pool_is_evicted_before_a_refusal():
 
 
 @test
+def pinned_pool_is_evicted_while_another_client_computes():
+    """Issue #22, item 5: as pinned_pool_is_evicted_before_a_refusal, with the other client's
+    kernel running (5 s on the driver double) when the request comes: the request waits for the
+    moment no client's work runs (unregistering then waits for no kernel) and succeeds, rather
+    than being refused."""
+    e = Env(extra_env={"OPENMPS_SERVER_PINNED_MAX": "64M", "OPENMPS_CLIENT_PINNED_MAX": "64M",
+                       "FAKECUDA_KERNEL_MS": "5000"})
+    ok = False
+    try:
+        env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+        busy = subprocess.Popen([REMOTE_DRIVER, "busy"], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(busy.stdout.readline().strip() == "ready", "the other client holds a session")
+        a = pin_client(e, 4, 2 << 20)
+        check(pinmany_result(a)[:2] == (4, 0), "8 MiB pinned")
+        a.kill()
+        a.communicate(timeout=30)
+        wait_for(lambda: ended(e, a.pid), what="the killed client's session to end")
+        busy.stdin.write("\n")
+        busy.stdin.flush()
+        check(busy.stdout.readline().strip() == "busy", "its kernel runs")
+        c = pin_client(e, 1, 60 << 20)
+        n, rc, ms = pinmany_result(c)
+        c.communicate(timeout=30)
+        # no timing asserted: on a loaded machine the 5 s may be over before the request comes
+        print("60 MiB pinned in %d ms, asked after the other client's 5 s kernel started" % ms)
+        check((n, rc) == (1, 0), "60 MiB while another client computes: %d region(s), rc %d"
+              % (n, rc))
+        check("to make room" in e.log("server.log"), "the pool was released for it")
+        busy.communicate(timeout=60)
+        check(busy.returncode == 0, "the computing client ends well")
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def pinned_pool_is_bounded_and_big_regions_released():
     """Issue #22, item 5: clients killed holding 400 small regions and one of 64 MiB, while
     another client stays connected: the server keeps at most its pool's bound of them (256
