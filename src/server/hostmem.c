@@ -18,10 +18,12 @@
  * The server makes the pages (a sealed memfd), maps them, registers them with
  * the driver (so copies are DMA and kernels may read them), and hands the memfd
  * to the client, who maps it at the same address when it can (then one
- * pointer works on both sides, as with unified addressing). Registration is
- * never undone while the server runs: cuMemHostUnregister waits for every
- * running kernel (DRIVER_FACTS.md). Freed regions go to a pool, zeroed, for
- * the next allocation of a size they fit.
+ * pointer works on both sides, as with unified addressing). The server keeps
+ * the mapping, not the memfd: once sent, the descriptor is closed, unless the
+ * region may go to the pool for another client (which needs it to map the
+ * pages), and those are few (om_budget.pinned_fds). cuMemHostUnregister waits
+ * for every running kernel (DRIVER_FACTS.md), so regions are released when no
+ * client's work runs, or on a request's path when only that makes room.
  */
 
 #define R(sym) om_server_real[OM_IDX_##sym]
@@ -29,38 +31,129 @@
 /*
  * Regions no client holds: `pool` (the server's own pages, zeroed when taken again) and
  * `doomed` (to be unregistered and unmapped). While clients run, pooled regions go to the next
- * allocations that fit them; both lists are released only once no session runs
- * (om_hostmem_trim), since unregistering waits for every running kernel. Registering is cheap
- * and waits for nothing, so nothing is kept across that: the server's pinned memory and
- * descriptors return to their baseline whenever it is idle. Every registered byte counts
- * against the server's pinned budget (budget.c), pooled and doomed ones included, so what is
- * kept is bounded whatever clients do.
+ * allocations that fit them; doomed ones are released at a moment no client's work runs
+ * (om_hostmem_reap), and both lists once no session runs (om_hostmem_trim), since
+ * unregistering waits for every running kernel. A request that the server's budgets would
+ * refuse first releases both lists (evict): it may wait for running kernels once, where it
+ * would otherwise fail.
+ *
+ * The pool is bounded: only regions of at most POOL_REGION_MAX bytes that kept their
+ * descriptor go there (at most om_budget.pinned_fds of them), and at most pool_max_bytes() in
+ * all; others are doomed. Zeroing a pooled region for its next client is then a few
+ * milliseconds at most: a big region is released and made anew rather than zeroed on a
+ * request's path (issue #22: zeroing a reused 8 GiB region took 85 s, for a client that had
+ * died).
+ *
+ * Every registered byte and every region counts against the server's budgets (budget.c),
+ * pooled and doomed ones included, so what is kept is bounded whatever clients do.
  */
+#define POOL_REGION_MAX (32ull << 20)
+#define POOL_BYTES_MAX (1ull << 30)
+
 static struct om_hostmem *pool, *doomed;
-static uint64_t pinned_total; /* bytes registered: held, pooled and doomed (__atomic) */
+static uint64_t pool_bytes;    /* of the regions in `pool` (pool_lock) */
+static uint64_t pinned_total;  /* bytes registered: held, pooled and doomed (__atomic) */
+static uint64_t regions_total; /* regions mapped here: held, pooled and doomed (__atomic) */
+static uint64_t kept_fds;      /* regions that keep their memfd, to be pooled (__atomic) */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t pool_max_bytes(void)
+{
+    return om_budget.server_pinned / 8 < POOL_BYTES_MAX ? om_budget.server_pinned / 8
+                                                        : POOL_BYTES_MAX;
+}
+
+static size_t destroy_all(struct om_hostmem *list, uint64_t *bytes);
 
 uint64_t om_hostmem_total(void)
 {
     return __atomic_load_n(&pinned_total, __ATOMIC_RELAXED);
 }
 
-/* Room for len more bytes under the server's budget; logged at most once a minute. */
-static bool server_budget_take(size_t len)
+static bool client_gone(struct session *s);
+
+/*
+ * Releases every region no client holds, pooled and doomed: called on a request's path when
+ * the server's budgets would refuse it. Unregistering waits for every running kernel, and a
+ * kernel may wait for something only its client's next call provides (a stream waiting for a
+ * value in memory): so the release is made at a moment when no client's work runs, as
+ * om_hostmem_reap's, which this request waits for, at most EVICT_WAIT_MS and while its client
+ * lives. Returns how many regions went.
+ */
+#define EVICT_WAIT_MS 10000
+
+static size_t evict(struct session *s)
+{
+    struct om_hostmem *drop;
+    uint64_t freed;
+    size_t n;
+
+    if (!__atomic_load_n(&pool, __ATOMIC_ACQUIRE) && !__atomic_load_n(&doomed, __ATOMIC_ACQUIRE))
+        return 0;
+    for (int waited = 0; !om_idle_now(); waited += 2) {
+        if (waited >= EVICT_WAIT_MS || client_gone(s))
+            return 0;
+        usleep(2000);
+    }
+    pthread_mutex_lock(&pool_lock);
+    drop = doomed;
+    doomed = NULL;
+    while (pool) {
+        struct om_hostmem *h = pool;
+        pool = h->next;
+        h->next = drop;
+        drop = h;
+    }
+    pool_bytes = 0;
+    pthread_mutex_unlock(&pool_lock);
+    n = destroy_all(drop, &freed);
+    if (n)
+        om_info("released %zu pinned region(s) no client holds (%llu bytes) to make room", n,
+                (unsigned long long)freed);
+    return n;
+}
+
+static void room_give(size_t len)
+{
+    om_budget_give(&pinned_total, len);
+    om_budget_give(&regions_total, 1);
+}
+
+/* One more region of len bytes under the server's budgets of bytes and regions, the regions
+ * no client holds released first if that makes room; a refusal is logged at most once a
+ * minute. */
+static bool room_take(struct session *s, size_t len)
 {
     static uint64_t last_log_s;
-    uint64_t now = (uint64_t)time(NULL);
+    uint64_t now;
 
-    if (om_budget_take(&pinned_total, len, om_budget.server_pinned))
-        return true;
+    for (int tries = 0; tries < 2; tries++) {
+        if (om_budget_take(&regions_total, 1, om_budget.server_pinned_regions)) {
+            if (om_budget_take(&pinned_total, len, om_budget.server_pinned))
+                return true;
+            om_budget_give(&regions_total, 1);
+        }
+        if (tries == 0)
+            evict(s); /* another request's eviction may have made the room too */
+    }
+    now = (uint64_t)time(NULL);
     if (now >= last_log_s + 60) {
         last_log_s = now;
-        om_warn("pinned host memory of %zu bytes refused: the server holds %llu bytes, its budget "
-                "(OPENMPS_SERVER_PINNED_MAX) is %llu",
+        om_warn("pinned host memory of %zu bytes refused: the server holds %llu bytes in %llu "
+                "region(s), its budgets are %llu bytes (OPENMPS_SERVER_PINNED_MAX) and %u "
+                "regions (docs/operations.md, \"Budgets\")",
                 len, (unsigned long long)om_hostmem_total(),
-                (unsigned long long)om_budget.server_pinned);
+                (unsigned long long)__atomic_load_n(&regions_total, __ATOMIC_RELAXED),
+                (unsigned long long)om_budget.server_pinned, om_budget.server_pinned_regions);
     }
     return false;
+}
+
+/* The client that asked is gone: the main thread saw its socket hang up and ended its session
+ * (om_session_end sets the stop flag). No more work for it. */
+static bool client_gone(struct session *s)
+{
+    return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) != 0;
 }
 
 static struct om_hostmem *pool_take(size_t len)
@@ -72,35 +165,46 @@ static struct om_hostmem *pool_take(size_t len)
         if ((*pp)->len >= len && (*pp)->len <= 2 * len && (!best || (*pp)->len < (*best)->len))
             best = pp;
     struct om_hostmem *h = best ? *best : NULL;
-    if (h)
+    if (h) {
         *best = h->next;
+        pool_bytes -= h->len;
+    }
     pthread_mutex_unlock(&pool_lock);
     if (h) {
-        memset(h->addr, 0, h->len); /* nothing of the previous client's */
+        memset(h->addr, 0, h->len); /* nothing of the previous client's; POOL_REGION_MAX at most */
         h->next = NULL;
     }
     return h;
 }
 
-CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret)
+/* A dead client's answer is read by nobody: the error only stops the work. */
+#define GONE CUDA_ERROR_OUT_OF_MEMORY
+
+CUresult om_hostmem_alloc(struct session *s, size_t bytes, struct om_hostmem **ret, int *send_fd,
+                          bool *send_close)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
     struct om_hostmem *h;
+    bool keep;
     CUresult rc;
 
     if (bytes == 0 || bytes > (1ull << 40))
         return bytes ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    if (client_gone(s))
+        return GONE;
     len = (bytes + page - 1) / page * page;
     h = pool_take(len);
     if (h) {
         *ret = h;
+        *send_fd = h->fd; /* a pooled region keeps its descriptor */
+        *send_close = false;
         return CUDA_SUCCESS;
     }
-    if (!server_budget_take(len))
+    if (!room_take(s, len))
         return CUDA_ERROR_OUT_OF_MEMORY;
     h = calloc(1, sizeof(*h));
     if (!h) {
-        om_budget_give(&pinned_total, len);
+        room_give(len);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     h->len = len;
@@ -124,18 +228,27 @@ CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret)
         h->addr = NULL;
         goto fail;
     }
-    /* CU_MEMHOSTREGISTER_PORTABLE | DEVICEMAP */
-    rc = ((CUresult(*)(void *, size_t, unsigned))R(cuMemHostRegister_v2))(h->addr, len, 0x3);
+    /* Registering pins every page (for gigabytes, seconds): not for a client that is gone. */
+    rc = client_gone(s)
+             ? GONE
+             /* CU_MEMHOSTREGISTER_PORTABLE | DEVICEMAP */
+             : ((CUresult(*)(void *, size_t, unsigned))R(cuMemHostRegister_v2))(h->addr, len, 0x3);
     if (rc != CUDA_SUCCESS) {
         munmap(h->addr, len);
         close(h->fd);
         free(h);
-        om_budget_give(&pinned_total, len);
+        room_give(len);
         return rc;
     }
     if (((CUresult(*)(CUdeviceptr *, void *, unsigned))R(cuMemHostGetDevicePointer_v2))(
             &h->device, h->addr, 0) != CUDA_SUCCESS)
         h->device = (CUdeviceptr)(uintptr_t)h->addr;
+    /* Only a region the pool may take keeps its descriptor; the others' goes with the answer. */
+    keep = len <= POOL_REGION_MAX && om_budget_take(&kept_fds, 1, om_budget.pinned_fds);
+    *send_fd = h->fd;
+    *send_close = !keep;
+    if (!keep)
+        h->fd = -1;
     *ret = h;
     return CUDA_SUCCESS;
 fail:
@@ -143,7 +256,7 @@ fail:
     if (h->fd >= 0)
         close(h->fd);
     free(h);
-    om_budget_give(&pinned_total, len);
+    room_give(len);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -152,7 +265,8 @@ fail:
  * a memfd at the same address and sends the memfd; the server maps it (at the
  * same address when it can) and registers it. fd is consumed.
  */
-CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret)
+CUresult om_hostmem_adopt(struct session *s, int fd, uint64_t client_addr, size_t len,
+                          struct om_hostmem **ret)
 {
     struct om_hostmem *h;
     struct stat st;
@@ -165,35 +279,34 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
         close(fd);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (!server_budget_take(len)) {
+    if (!room_take(s, len)) {
         close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     h = calloc(1, sizeof(*h));
     if (!h) {
         close(fd);
-        om_budget_give(&pinned_total, len);
+        room_give(len);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    h->fd = fd;
+    h->fd = -1; /* never pooled: the mapping is all the server needs */
     h->len = len;
     h->adopted = true;
     h->addr = mmap((void *)(uintptr_t)client_addr, len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
     if (h->addr == MAP_FAILED)
         h->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
     if (h->addr == MAP_FAILED) {
-        close(fd);
         free(h);
-        om_budget_give(&pinned_total, len);
+        room_give(len);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     rc = ((CUresult(*)(void *, size_t, unsigned))R(cuMemHostRegister_v2))(h->addr, len, 0x3);
     if (rc != CUDA_SUCCESS) {
         munmap(h->addr, len);
-        close(fd);
         free(h);
-        om_budget_give(&pinned_total, len);
+        room_give(len);
         return rc;
     }
     if (((CUresult(*)(CUdeviceptr *, void *, unsigned))R(cuMemHostGetDevicePointer_v2))(
@@ -208,15 +321,18 @@ CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_ho
  * nobody can still see them: the client unmapped them (cuMemFreeHost) or its
  * process has no memory left (exited, killed, a zombie). Otherwise, and always
  * for the program's own pages (cuMemHostRegister), the region is doomed: it is
- * unregistered and unmapped here at the next moment no session runs, while the
- * client's own mapping (if it lives on) stays valid.
+ * unregistered and unmapped here at the next moment no client's work runs, while
+ * the client's own mapping (if it lives on) stays valid. So is a region the pool
+ * has no room for, or that it never takes (a big one, one that kept no descriptor).
  */
 void om_hostmem_release(struct om_hostmem *h, bool reusable)
 {
     pthread_mutex_lock(&pool_lock);
-    if (reusable && !h->adopted) {
+    if (reusable && !h->adopted && h->fd >= 0 && h->len <= POOL_REGION_MAX &&
+        pool_bytes + h->len <= pool_max_bytes()) {
         h->next = pool;
         pool = h;
+        pool_bytes += h->len;
     } else {
         h->next = doomed;
         doomed = h;
@@ -231,8 +347,11 @@ static void region_destroy(struct om_hostmem *h)
     if (unregister)
         unregister(h->addr);
     munmap(h->addr, h->len);
-    close(h->fd);
-    om_budget_give(&pinned_total, h->len);
+    if (h->fd >= 0) {
+        close(h->fd);
+        om_budget_give(&kept_fds, 1);
+    }
+    room_give(h->len);
     free(h);
 }
 
@@ -272,6 +391,7 @@ void om_hostmem_trim(void)
         h->next = drop;
         drop = h;
     }
+    pool_bytes = 0;
     pthread_mutex_unlock(&pool_lock);
     n = destroy_all(drop, &freed);
     if (n)

@@ -73,7 +73,8 @@ struct om_stream_prio {
 
 /* A region of pinned host memory shared with a client (hostmem.c). */
 struct om_hostmem {
-    int fd;     /* the memfd, kept for the next client the region goes to */
+    int fd;     /* the memfd, kept for the next client the region goes to; -1 once it was sent,
+                 * for a region that is never pooled (hostmem.c) */
     void *addr; /* the server's mapping, registered with the driver */
     size_t len;
     CUdeviceptr device;
@@ -301,6 +302,9 @@ struct om_budget {
     uint64_t client_images, server_images; /* bytes of module images loaded */
     uint32_t client_pinned_regions, client_image_count, client_streams, client_events;
     uint32_t client_handles; /* of each other kind of api/handles.tsv */
+    /* From the server's limits (om_budget_limits): pinned regions of all clients (one map
+     * each), and the descriptors of pooled regions the server may keep. */
+    uint32_t server_pinned_regions, pinned_fds;
 };
 extern struct om_budget om_budget;
 enum om_budget_kind {
@@ -313,6 +317,9 @@ enum om_budget_kind {
     OM_BUDGET_KINDS
 };
 void om_budget_init(void); /* from the environment, once at the start */
+/* The budgets that come from the server's own limits (vm.max_map_count, RLIMIT_NOFILE), less
+ * what it uses: once its driver is up, before its first client. */
+void om_budget_limits(void);
 /* Adds n to *counter unless that passes max (atomic); false: refused, nothing changed. */
 bool om_budget_take(uint64_t *counter, uint64_t n, uint64_t max);
 void om_budget_give(uint64_t *counter, uint64_t n);
@@ -373,7 +380,10 @@ void om_replybuf_prefill(void); /* at the start, with the context current */
 void om_replybuf_trim(void);    /* once no session is left: frees what is kept beyond a few */
 
 /* hostmem.c */
-CUresult om_hostmem_alloc(size_t bytes, struct om_hostmem **ret);
+/* A region of at least `bytes` for session s; *send_fd: its descriptor for the client, which
+ * the caller closes once sent when *send_close (the region keeps none). */
+CUresult om_hostmem_alloc(struct session *s, size_t bytes, struct om_hostmem **ret, int *send_fd,
+                          bool *send_close);
 /* Done with a region: reusable (the client unmapped it, or its memory is gone) or doomed. */
 void om_hostmem_release(struct om_hostmem *h, bool reusable);
 /* With no session left: releases the regions no client holds (pooled and doomed). */
@@ -381,7 +391,8 @@ void om_hostmem_trim(void);
 /* While clients run: releases doomed regions when no client's work runs (om_idle_now). */
 void om_hostmem_reap(void);
 uint64_t om_hostmem_total(void); /* bytes registered now, for the server's budget */
-CUresult om_hostmem_adopt(int fd, uint64_t client_addr, size_t len, struct om_hostmem **ret);
+CUresult om_hostmem_adopt(struct session *s, int fd, uint64_t client_addr, size_t len,
+                          struct om_hostmem **ret);
 struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n);
 struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n);
 

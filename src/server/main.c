@@ -415,6 +415,7 @@ int main(int argc, char **argv)
         om_replybuf_prefill();
         om_imgcache_preload(); /* the images of earlier servers, while nothing runs */
     }
+    om_budget_limits(); /* the driver's maps and descriptors are there now */
     if (send_ready(&srv) < 0) {
         om_err("cannot reach the daemon");
         return 1;

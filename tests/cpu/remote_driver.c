@@ -1010,6 +1010,51 @@ int main(int argc, char **argv)
         fflush(stdout);
         if (argc > 3 && !strcmp(argv[3], "hold"))
             sleep(10);
+    } else if (!strcmp(mode, "busy")) {
+        /* says "ready", and at a line on stdin launches one kernel on its stream
+         * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until
+         * stdin ends */
+        static const char image[] = "fakecubin\nlong:4\n";
+        unsigned v = 1;
+        void *args[] = {&v};
+        CUmodule mod;
+        CUfunction lng;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&lng, mod, "long"));
+        printf("ready\n");
+        fflush(stdout);
+        for (int ch = getchar(); ch != EOF && ch != '\n'; ch = getchar())
+            ;
+        OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        printf("busy\n");
+        fflush(stdout);
+        while (getchar() != EOF)
+            ;
+    } else if (!strcmp(mode, "pinmany") && argc > 3) {
+        /* pinned regions of SIZE until COUNT or the first refusal, each written and one copied
+         * from; says how many and the refusal's CUresult (0: none), then holds them until stdin
+         * ends (the test kills it or closes it) */
+        int want = atoi(argv[2]), n = 0, rc = 0;
+        size_t size = strtoull(argv[3], NULL, 10);
+        struct timespec t0, t1;
+        void *h;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (n < want && (rc = cuMemHostAlloc(&h, size, 0)) == 0) {
+            memset(h, 0x6b, size);
+            n++;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        OK(cuMemAlloc_v2(&p, 4096)); /* the session goes on */
+        if (n > 0) {
+            OK(cuMemcpyHtoD_v2(p, h, 16));
+            OK(cuMemcpyDtoH_v2(buf, p, 16));
+            EXPECT(buf[0] == 0x6b && buf[15] == 0x6b);
+        }
+        printf("pinmany %d rc %d ms %ld\n", n, rc,
+               (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+        fflush(stdout);
+        while (getchar() != EOF)
+            ;
     } else if (!strcmp(mode, "manyallocs") && argc > 2) {
         /* allocations, each checked through cuMemcpy (unified addressing: the shim must know
          * it is device memory); one the shim cannot record must be refused, not handed out */

@@ -111,11 +111,14 @@ static int hostmem_slot(struct session *s)
     return 0;
 }
 
-/* Pinned host memory: the region's memfd goes to the client after the answer. */
+/* Pinned host memory: the region's memfd goes to the client after the answer, and is closed
+ * then unless the region keeps it for the pool (hostmem.c). */
 CUresult om_x_cuMemHostAlloc(struct call *c)
 {
     uint64_t bytes = om_get_u64(&c->in);
     struct om_hostmem *h;
+    int fd;
+    bool close_fd;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
@@ -126,14 +129,15 @@ CUresult om_x_cuMemHostAlloc(struct call *c)
                                 : pinned_budget_take(c->s, bytes, "cuMemHostAlloc");
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = om_hostmem_alloc(bytes, &h);
+    rc = om_hostmem_alloc(c->s, bytes, &h, &fd, &close_fd);
     if (rc != CUDA_SUCCESS) {
         pinned_budget_give(c->s, bytes);
         return rc;
     }
     c->s->pinned_bytes += h->len - pinned_len(bytes); /* a pooled region may be larger */
     c->s->hostmem[c->s->nhostmem++] = h;
-    c->s->send_fd_after = h->fd;
+    c->s->send_fd_after = fd; /* the server keeps the mapping; the descriptor when poolable */
+    c->s->send_fd_close = close_fd;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)h->addr);
     om_put_u64(&c->out, h->len);
     om_put_u64(&c->out, h->device);
@@ -172,7 +176,7 @@ CUresult om_x_cuMemHostRegister_v2(struct call *c)
         close(fd);
         return rc;
     }
-    rc = om_hostmem_adopt(fd, addr, len, &h);
+    rc = om_hostmem_adopt(c->s, fd, addr, len, &h);
     if (rc != CUDA_SUCCESS) {
         pinned_budget_give(c->s, len);
         return rc;
