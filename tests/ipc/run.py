@@ -1697,6 +1697,68 @@ def registered_memory_is_released_while_others_run():
         e.close(ok)
 
 
+HOSTREG_DRIVER = os.environ.get("OM_HOSTREG_DRIVER", "build/tests/hostreg-driver")
+
+
+def hostreg_case(*args):
+    """Runs one case of tests/cpu/hostreg_driver.c against a fresh daemon: "CASE ok"."""
+    e = Env()
+    ok = False
+    try:
+        p = subprocess.Popen([HOSTREG_DRIVER] + list(args),
+                             env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "%s ok" % args[0] in out,
+              "%s: %r %r" % (args[0], out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
+def registered_file_mapping_reaches_the_file():
+    """A registered MAP_SHARED file mapping stays the file's: a device copy into it and the
+    program's own writes reach the file (pread), a write to the file is seen through it; the
+    server cannot map it, so a device pointer is refused (NOT_SUPPORTED, INVALID_VALUE)."""
+    d = tempfile.mkdtemp(prefix="om-hostreg-")
+    try:
+        hostreg_case("file", os.path.join(d, "mapped"))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@test
+def registered_private_memory_is_private_after_fork():
+    """Registered private memory moved onto shared memory is made private again in a forked
+    child: neither the child's writes nor the parent's later ones cross over."""
+    hostreg_case("fork")
+
+
+@test
+def registered_shared_memory_stays_shared():
+    """MAP_SHARED|MAP_ANONYMOUS memory shared with a child forked before the registration: the
+    parent's writes (its own and a device copy's) reach the child and the child's the parent."""
+    hostreg_case("shared")
+
+
+@test
+def registered_read_only_memory_stays_read_only():
+    """A PROT_READ range is refused without CU_MEMHOSTREGISTER_READ_ONLY; registered with it, it
+    stays read-only (a write faults, /proc/self/maps says r--p), copies read it, copies into it
+    are refused."""
+    hostreg_case("readonly")
+
+
+@test
+def registered_memory_is_not_moved_under_other_threads():
+    """Private memory registered while another thread runs is left where it is (that thread's
+    writes cannot be lost) and served by staged copies; alone again, it is moved and mapped, and
+    unregistering gives it back to private memory."""
+    hostreg_case("threads")
+
+
 @test
 def client_errors_do_not_flood_the_log():
     """A client that repeats a malformed request gets CUDA_ERROR_INVALID_VALUE each time and keeps

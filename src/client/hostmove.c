@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote mode: what a range the program registers (cuMemHostRegister) is, and moving private
+ * pages onto shared memory and back without changing what they mean to the program. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "remote.h"
+#include "shim.h"
+
+/*
+ * The server can reach a registered range only if it maps the same pages, so a range is moved
+ * onto a memfd (its bytes copied into one, the memfd mapped over it at the same address) when
+ * that changes nothing the program can see:
+ *   - every page is private anonymous memory (no path, [heap] or a named [anon:]), read-write
+ *     and not executable: a file's mapping, shared memory, [stack] and the calling thread's
+ *     own stack stay where they are;
+ *   - no other thread of the program runs (the staging helpers, which only copy on behalf of
+ *     the caller, are not counted): another thread's write between the copy and the mapping
+ *     would be lost. Signals are blocked meanwhile, so the calling thread's handlers cannot
+ *     write either.
+ * Everything else stays in place and is served by staged copies (hostmem.c).
+ *
+ * A moved range is shared memory, so a forked child would share it with its parent where
+ * natively each has a private copy. The fork handlers below make the child's copy private
+ * again before fork() returns in it: the parent's forking thread waits until the child is done
+ * (a pipe), so every write the program makes after its fork() returned, in any thread that
+ * synchronises with it, happens after the child's copy: the program cannot tell this from the
+ * kernel's copy at the fork. A fork that bypasses the atfork handlers (a raw clone system call)
+ * still shares the pages.
+ */
+
+#define MOVED_NAME "openmps-registered"
+
+static int moved_live; /* ranges moved and not given back (__atomic): forks look only then */
+
+/* One mapping of /proc/self/maps; false at the end or on a line that is not one. */
+struct vma {
+    uintptr_t lo, hi;
+    char perms[5];
+    unsigned long inode;
+    const char *path; /* "" for anonymous memory */
+};
+
+static bool parse_vma(char *line, struct vma *v)
+{
+    int n = 0;
+    char *nl = strchr(line, '\n');
+
+    if (nl)
+        *nl = 0;
+    if (sscanf(line, "%lx-%lx %4s %*x %*x:%*x %lu %n", &v->lo, &v->hi, v->perms, &v->inode, &n) <
+            4 ||
+        n == 0)
+        return false;
+    v->path = line + n;
+    return true;
+}
+
+static bool is_private_anonymous(const struct vma *v)
+{
+    return v->inode == 0 && (!*v->path || !strcmp(v->path, "[heap]") ||
+                             !strncmp(v->path, "[anon:", 6));
+}
+
+static bool is_moved(const struct vma *v)
+{
+    return !strncmp(v->path, "/memfd:" MOVED_NAME, sizeof("/memfd:" MOVED_NAME) - 1);
+}
+
+/* Threads of this process that are the program's: all but the staging helpers. */
+static long program_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    long n = -1;
+
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Threads: %ld", &n) == 1)
+            break;
+    fclose(f);
+    return n < 0 ? -1 : n - om_staging_helper_threads();
+}
+
+int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    uintptr_t next = start, end = start + len, sp = (uintptr_t)&next;
+    char *line = NULL;
+    size_t cap = 0;
+    struct vma v;
+
+    *out = (struct om_hostclass){.readable = true, .writable = true, .movable = true};
+    if (!f) { /* no /proc: nothing known, so nothing is moved */
+        om_shim_log("cannot read /proc/self/maps (%s): registered memory stays where it is",
+                    strerror(errno));
+        out->movable = false;
+        return 0;
+    }
+    while (next < end && getline(&line, &cap, f) > 0) {
+        if (!parse_vma(line, &v) || v.hi <= next)
+            continue;
+        if (v.lo <= sp && sp < v.hi && v.lo < end && start < v.hi)
+            out->movable = false; /* the calling thread's stack: written as it runs */
+        if (v.lo >= end)
+            break;
+        if (v.lo > next)
+            break; /* a hole */
+        out->readable &= v.perms[0] == 'r';
+        out->writable &= v.perms[1] == 'w';
+        out->movable &= !strcmp(v.perms, "rw-p") && is_private_anonymous(&v);
+        next = v.hi;
+    }
+    free(line);
+    fclose(f);
+    if (next < end)
+        return -EFAULT;
+    if (out->movable && program_threads() != 1)
+        out->movable = false;
+    return 0;
+}
+
+/* Copies len bytes from `from` to `to` by the kernel: whole pages that hold other objects'
+ * bytes too, which a checker tracking object bounds (ASan's memcpy) would take for overflows. */
+static void copy_pages(void *to, const void *from, size_t len)
+{
+    struct iovec local = {to, len}, remote = {(void *)from, len};
+
+    if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)len)
+        return;
+    volatile const unsigned char *s = from; /* a kernel that refuses it: byte by byte */
+    volatile unsigned char *d = to;
+    for (size_t i = 0; i < len; i++)
+        d[i] = s[i];
+}
+
+/* Private anonymous pages in place of [lo, hi), with its bytes and protection `perms`. */
+static int privatize(uintptr_t lo, uintptr_t hi, const char *perms)
+{
+    size_t len = hi - lo;
+    int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+               (perms[2] == 'x' ? PROT_EXEC : 0);
+    void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (tmp == MAP_FAILED)
+        return -errno;
+    if (!(prot & PROT_READ))
+        mprotect((void *)lo, len, PROT_READ);
+    copy_pages(tmp, (const void *)lo, len);
+    if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo) == MAP_FAILED) {
+        int e = errno;
+        munmap(tmp, len);
+        if (!(prot & PROT_READ))
+            mprotect((void *)lo, len, prot);
+        return -e;
+    }
+    if (prot != (PROT_READ | PROT_WRITE))
+        mprotect((void *)lo, len, prot);
+    return 0;
+}
+
+/* The moved mappings within [lo, hi) (all of them for hi == 0), in a malloc'd array (*out;
+ * NULL when there are none); how many. */
+static size_t moved_vmas(uintptr_t lo, uintptr_t hi, struct vma **out)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char *line = NULL;
+    size_t cap = 0, n = 0, max = 0;
+    struct vma v;
+
+    *out = NULL;
+    if (!f)
+        return 0;
+    while (getline(&line, &cap, f) > 0) {
+        if (!parse_vma(line, &v) || !is_moved(&v))
+            continue;
+        if (hi && (v.hi <= lo || v.lo >= hi))
+            continue;
+        v.path = "";
+        if (hi) { /* only the part within the range */
+            v.lo = v.lo < lo ? lo : v.lo;
+            v.hi = v.hi > hi ? hi : v.hi;
+        }
+        if (n == max) {
+            struct vma *grown = realloc(*out, (max ? max * 2 : 16) * sizeof(v));
+            if (!grown)
+                break; /* the rest stays shared */
+            *out = grown;
+            max = max ? max * 2 : 16;
+        }
+        (*out)[n++] = v;
+    }
+    free(line);
+    fclose(f);
+    return n;
+}
+
+/* ------------------------------------------------------------------ fork */
+
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vma *fork_vmas; /* what the child makes private (under fork_lock) */
+static size_t fork_nvmas;
+static int fork_pipe[2] = {-1, -1};
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&fork_lock);
+    fork_nvmas = 0;
+    if (!__atomic_load_n(&moved_live, __ATOMIC_ACQUIRE))
+        return;
+    fork_nvmas = moved_vmas(0, 0, &fork_vmas);
+    if (fork_nvmas && pipe2(fork_pipe, O_CLOEXEC) < 0)
+        fork_pipe[0] = fork_pipe[1] = -1; /* the child is not waited for */
+}
+
+/* Waits until the child has its private copies (it closes the pipe: done, exec'd or dead). */
+static void fork_parent(void)
+{
+    char c;
+
+    if (fork_pipe[0] >= 0) {
+        close(fork_pipe[1]);
+        while (read(fork_pipe[0], &c, 1) < 0 && errno == EINTR)
+            ;
+        close(fork_pipe[0]);
+    }
+    fork_pipe[0] = fork_pipe[1] = -1;
+    free(fork_vmas);
+    fork_vmas = NULL;
+    pthread_mutex_unlock(&fork_lock);
+}
+
+static void fork_child(void)
+{
+    for (size_t i = 0; i < fork_nvmas; i++)
+        privatize(fork_vmas[i].lo, fork_vmas[i].hi, fork_vmas[i].perms);
+    if (fork_nvmas)
+        __atomic_store_n(&moved_live, 0, __ATOMIC_RELEASE);
+    if (fork_pipe[0] >= 0) {
+        close(fork_pipe[0]);
+        close(fork_pipe[1]); /* the parent goes on */
+    }
+    fork_pipe[0] = fork_pipe[1] = -1;
+    free(fork_vmas);
+    fork_vmas = NULL;
+    pthread_mutex_unlock(&fork_lock);
+}
+
+static void install_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ------------------------------------------------------------------ moving */
+
+int om_host_move(uintptr_t start, size_t len)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    sigset_t all, old;
+    int fd, rc = 0;
+
+    pthread_once(&once, install_fork_handlers);
+    fd = memfd_create(MOVED_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* The whole pages, neighbours' bytes included: a raw system call (see copy_pages). */
+    if (ftruncate(fd, (off_t)len) < 0 ||
+        syscall(SYS_pwrite64, fd, (void *)start, len, (off_t)0) != (long)len ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
+        mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+            MAP_FAILED)
+        rc = -errno; /* the pages are unchanged unless the last step ran */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    __atomic_add_fetch(&moved_live, 1, __ATOMIC_ACQ_REL);
+    return fd;
+}
+
+bool om_host_unmove(uintptr_t start, size_t len)
+{
+    struct vma *v;
+    size_t n;
+    sigset_t all, old;
+    bool done = true;
+
+    if (program_threads() != 1)
+        return false; /* another thread may be writing: the pages stay shared (fork handled) */
+    n = moved_vmas(start, start + len, &v);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (size_t i = 0; i < n; i++)
+        done &= privatize(v[i].lo, v[i].hi, v[i].perms) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free(v);
+    if (done)
+        __atomic_sub_fetch(&moved_live, 1, __ATOMIC_ACQ_REL);
+    return done;
+}
