@@ -68,8 +68,8 @@ static bool parse_vma(char *line, struct vma *v)
 
 static bool is_private_anonymous(const struct vma *v)
 {
-    return v->inode == 0 && (!*v->path || !strcmp(v->path, "[heap]") ||
-                             !strncmp(v->path, "[anon:", 6));
+    return v->inode == 0 &&
+           (!*v->path || !strcmp(v->path, "[heap]") || !strncmp(v->path, "[anon:", 6));
 }
 
 static bool is_moved(const struct vma *v)

@@ -96,8 +96,8 @@ static int moved(const void *p, size_t n)
     EXPECT(f != NULL);
     while (fgets(line, sizeof(line), f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo < (uintptr_t)p + n &&
-            (uintptr_t)p < hi && strstr(line, "/memfd:openmps"))
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo < (uintptr_t)p + n && (uintptr_t)p < hi &&
+            strstr(line, "/memfd:openmps"))
             found = 1;
     }
     fclose(f);
@@ -186,7 +186,7 @@ static int file_case(const char *path)
     EXPECT(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP) == 801);
     EXPECT(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_IOMEMORY) == 801);
     EXPECT(cuMemHostRegister_v2(m, LEN, 0x100) == 1); /* an unknown flag */
-    EXPECT(cuMemHostUnregister(m) == 713);              /* none of them registered it */
+    EXPECT(cuMemHostUnregister(m) == 713);            /* none of them registered it */
     OK(cuMemFree_v2(d));
     munmap(m, LEN);
     close(fd);
@@ -226,7 +226,8 @@ static int fork_case(void)
     close(to_child[0]);
     close(to_parent[1]);
     EXPECT(read(to_parent[0], &x, 1) == 1);
-    EXPECT(m[0] == 0x22 && m[PAGE] == 0x22 && m[LEN - 1] == 0x22); /* the child's writes: not here */
+    EXPECT(m[0] == 0x22 && m[PAGE] == 0x22 &&
+           m[LEN - 1] == 0x22); /* the child's writes: not here */
     memset(m, 0x33, LEN);
     EXPECT(write(to_child[1], "g", 1) == 1);
     EXPECT(waitpid(child, &status, 0) == child);
@@ -324,9 +325,14 @@ static int readonly_case(void)
     OK(cuMemsetD8_v2(d, 0x99, LEN));
     EXPECT(cuMemcpyDtoH_v2(m, d, LEN) == 1);
     EXPECT(cuMemcpyDtoHAsync_v2(m + PAGE, d, 16, NULL) == 1);
-    CUDA_MEMCPY2D c2 = {.srcMemoryType = 2, .srcDevice = d, .srcPitch = 64,
-                        .dstMemoryType = 1, .dstHost = m + 2 * PAGE, .dstPitch = 128,
-                        .WidthInBytes = 64, .Height = 4};
+    CUDA_MEMCPY2D c2 = {.srcMemoryType = 2,
+                        .srcDevice = d,
+                        .srcPitch = 64,
+                        .dstMemoryType = 1,
+                        .dstHost = m + 2 * PAGE,
+                        .dstPitch = 128,
+                        .WidthInBytes = 64,
+                        .Height = 4};
     EXPECT(cuMemcpy2D_v2(&c2) == 1);
     EXPECT(m[0] == 0 && m[PAGE] == (unsigned char)(PAGE * 3) &&
            m[2 * PAGE] == (unsigned char)(2 * PAGE * 3));

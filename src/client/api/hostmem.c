@@ -262,10 +262,10 @@ static CUresult share_moved(uintptr_t start, size_t len, int fd, uint64_t reply[
     om_put_u64(&req, start);
     om_put_u64(&req, len);
     om_ring_lock();
-    rc = om_msg_send(om_shim.client.sock, OM_MSG_HOST_MEM, 0, NULL, 0, fd) < 0
-             ? CUDA_ERROR_MPS_CONNECTION_FAILED
-             : om_rcall_locked(OM_IDX_cuMemHostRegister_v2, &req, reply, 2 * sizeof(uint64_t),
-                               &got);
+    rc =
+        om_msg_send(om_shim.client.sock, OM_MSG_HOST_MEM, 0, NULL, 0, fd) < 0
+            ? CUDA_ERROR_MPS_CONNECTION_FAILED
+            : om_rcall_locked(OM_IDX_cuMemHostRegister_v2, &req, reply, 2 * sizeof(uint64_t), &got);
     om_ring_unlock();
     if (rc == CUDA_SUCCESS && got != 2 * sizeof(uint64_t))
         rc = CUDA_ERROR_UNKNOWN;
@@ -325,9 +325,8 @@ CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
         return CUDA_ERROR_INVALID_VALUE; /* the pages are unchanged */
     rc = share_moved(start, len, fd, reply);
     close(fd);
-    if (rc == CUDA_SUCCESS &&
-        add_region((struct pinned){(uint8_t *)start, reply[0], len, reply[1], flags, true, true}) <
-            0) {
+    if (rc == CUDA_SUCCESS && add_region((struct pinned){(uint8_t *)start, reply[0], len, reply[1],
+                                                         flags, true, true}) < 0) {
         REQ(fr, 8);
         om_put_u64(&fr, reply[0]);
         om_rcall(OM_IDX_cuMemFreeHost, &fr, NULL, 0, NULL);
