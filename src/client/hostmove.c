@@ -120,6 +120,8 @@ int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out)
         out->readable &= v.perms[0] == 'r';
         out->writable &= v.perms[1] == 'w';
         out->movable &= !strcmp(v.perms, "rw-p") && is_private_anonymous(&v);
+        out->device_file |= !strncmp(v.path, "/dev/", 5) && strcmp(v.path, "/dev/zero") &&
+                            strncmp(v.path, "/dev/zero ", 10) && strncmp(v.path, "/dev/shm/", 9);
         next = v.hi;
     }
     free(line);

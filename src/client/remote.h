@@ -35,7 +35,8 @@ int om_pinned_dst(void *p, size_t n, uint64_t *ret_server);
 /* hostmove.c: what a range the program registers is (/proc/self/maps). */
 struct om_hostclass {
     bool readable, writable; /* every page */
-    bool movable; /* private anonymous read-write memory no other thread may be writing */
+    bool movable;     /* private anonymous read-write memory no other thread may be writing */
+    bool device_file; /* some page maps a device (/dev/..., not /dev/zero or /dev/shm) */
 };
 int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out); /* -EFAULT: a hole */
 /* Moves the pages of a movable range onto a sealed memfd at the same address; the memfd or

@@ -1721,7 +1721,8 @@ def hostreg_case(*args):
 def registered_file_mapping_reaches_the_file():
     """A registered MAP_SHARED file mapping stays the file's: a device copy into it and the
     program's own writes reach the file (pread), a write to the file is seen through it; the
-    server cannot map it, so a device pointer is refused (NOT_SUPPORTED, INVALID_VALUE)."""
+    server cannot map it, so a device pointer is refused (INVALID_VALUE, as the driver answers
+    for memory it cannot map)."""
     d = tempfile.mkdtemp(prefix="om-hostreg-")
     try:
         hostreg_case("file", os.path.join(d, "mapped"))

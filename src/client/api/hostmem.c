@@ -273,12 +273,12 @@ static CUresult share_moved(uintptr_t start, size_t len, int fd, uint64_t reply[
 }
 
 /*
- * Error codes (the driver's documented ones; its choice for each case is not verified here):
- * unknown flags INVALID_VALUE; IOMEMORY NOT_SUPPORTED (another process cannot map this
- * process's I/O space); a hole or unreadable page INVALID_VALUE; a read-only page without
- * CU_MEMHOSTREGISTER_READ_ONLY INVALID_VALUE (the driver requires the flag where the device
- * does not use the host's page tables); DEVICEMAP of a range the server cannot map
- * NOT_SUPPORTED, as for memory the driver cannot map.
+ * Error codes, as the driver answered them on an H200 (driver 580, tests/gpu/probe/
+ * hostreg_codes.cu): unknown flags, a hole, an unreadable page, a read-only page without
+ * CU_MEMHOSTREGISTER_READ_ONLY, DEVICEMAP of memory it cannot map (a file's MAP_SHARED mapping
+ * there) and IOMEMORY of ordinary memory all INVALID_VALUE. So DEVICEMAP of a range the server
+ * is not given answers INVALID_VALUE too. IOMEMORY of a device's mapping answers NOT_SUPPORTED:
+ * another process cannot map this one's I/O space.
  */
 CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 {
@@ -296,8 +296,6 @@ CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
     if (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY))
         return CUDA_ERROR_INVALID_VALUE;
-    if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
-        return CUDA_ERROR_NOT_SUPPORTED;
     /* Pages already registered (or shared pinned memory): the driver refuses overlapping
      * registrations too. */
     pthread_rwlock_rdlock(&pinned_lock);
@@ -312,10 +310,12 @@ CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
     if (om_host_classify(start, len, &what) < 0 || !what.readable ||
         (!what.writable && !(flags & CU_MEMHOSTREGISTER_READ_ONLY)))
         return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+        return what.device_file ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
     if (!what.movable) {
         /* Stays what it is: registered here only, copies staged; no device pointer. */
         if (flags & CU_MEMHOSTREGISTER_DEVICEMAP)
-            return CUDA_ERROR_NOT_SUPPORTED;
+            return CUDA_ERROR_INVALID_VALUE;
         if (add_region((struct pinned){(uint8_t *)start, 0, len, 0, flags, true, false}) < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         return CUDA_SUCCESS;
