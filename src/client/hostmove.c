@@ -2,6 +2,7 @@
 /* Remote mode: what a range the program registers (cuMemHostRegister) is, and moving private
  * pages onto shared memory and back without changing what they mean to the program. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -77,20 +78,78 @@ static bool is_moved(const struct vma *v)
     return !strncmp(v->path, "/memfd:" MOVED_NAME, sizeof("/memfd:" MOVED_NAME) - 1);
 }
 
-/* Threads of this process that are the program's: all but the staging helpers. */
+/*
+ * The threads of this process that are not the program's: the local driver's (the real driver
+ * starts one at cuInit, also in remote mode, where the shim initialises it for the runtime's
+ * export tables: local.c) and the staging helpers (counted by staging.c). Neither writes the
+ * program's memory. The driver's are the threads that appeared during the shim's call of its
+ * cuInit; one the program started in that moment from another thread would pass for the
+ * driver's, but that other thread keeps the range from being moved while it runs.
+ */
+#define DRIVER_THREADS_MAX 64
+static pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t driver_tids[DRIVER_THREADS_MAX], before_tids[DRIVER_THREADS_MAX * 4];
+static int ndriver, nbefore;
+
+/* The threads of this process, at most max of them; -1 when /proc cannot be read. */
+static int list_tasks(pid_t *out, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && n < max)
+            out[n++] = (pid_t)atoi(e->d_name);
+    closedir(d);
+    return n;
+}
+
+static bool in(pid_t t, const pid_t *set, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (set[i] == t)
+            return true;
+    return false;
+}
+
+void om_host_local_driver_begin(void)
+{
+    pthread_mutex_lock(&driver_lock);
+    nbefore = list_tasks(before_tids, DRIVER_THREADS_MAX * 4);
+}
+
+void om_host_local_driver_end(void)
+{
+    pid_t now[DRIVER_THREADS_MAX * 4];
+    int n = list_tasks(now, DRIVER_THREADS_MAX * 4);
+
+    for (int i = 0; nbefore >= 0 && i < n; i++)
+        if (!in(now[i], before_tids, nbefore) && !in(now[i], driver_tids, ndriver) &&
+            ndriver < DRIVER_THREADS_MAX)
+            driver_tids[ndriver++] = now[i];
+    pthread_mutex_unlock(&driver_lock);
+}
+
+/* Threads of this process that are the program's; -1 when /proc cannot be read. */
 static long program_threads(void)
 {
-    FILE *f = fopen("/proc/self/status", "re");
-    char line[256];
-    long n = -1;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    long n = 0;
 
-    if (!f)
+    if (!d)
         return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "Threads: %ld", &n) == 1)
-            break;
-    fclose(f);
-    return n < 0 ? -1 : n - om_staging_helper_threads();
+    pthread_mutex_lock(&driver_lock);
+    while ((e = readdir(d)))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+            !in((pid_t)atoi(e->d_name), driver_tids, ndriver))
+            n++;
+    pthread_mutex_unlock(&driver_lock);
+    closedir(d);
+    return n - om_staging_helper_threads();
 }
 
 int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out)

@@ -44,6 +44,10 @@ int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out); /* 
 int om_host_move(uintptr_t start, size_t len);
 /* Gives a moved range back to private memory when no other thread runs; false: it stays. */
 bool om_host_unmove(uintptr_t start, size_t len);
+/* Around the shim's call of the local driver's cuInit: the threads it starts are not the
+ * program's (they never write its memory). */
+void om_host_local_driver_begin(void);
+void om_host_local_driver_end(void);
 /* Pinned memory shared with the server, for the shim's own use (the staging area). */
 CUresult om_pinned_alloc(void **pp, size_t bytes);
 CUresult om_pinned_free(void *p);
