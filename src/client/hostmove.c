@@ -44,6 +44,15 @@
 
 static int moved_live; /* ranges moved and not given back (__atomic): forks look only then */
 
+/* The process's mappings as the calling thread sees them: /proc/self/maps is empty once the
+ * main thread has ended (pthread_exit), /proc/thread-self (Linux 3.17) is not. */
+static FILE *open_maps(void)
+{
+    FILE *f = fopen("/proc/thread-self/maps", "re");
+
+    return f ? f : fopen("/proc/self/maps", "re");
+}
+
 /* One mapping of /proc/self/maps; false at the end or on a line that is not one. */
 struct vma {
     uintptr_t lo, hi;
@@ -133,6 +142,29 @@ void om_host_local_driver_end(void)
     pthread_mutex_unlock(&driver_lock);
 }
 
+/* Whether thread tid is exiting (PF_EXITING in /proc/self/task/TID/stat): a thread the program
+ * has joined may still be listed for a moment, and a main thread that ended (pthread_exit) stays
+ * listed as a zombie while the process lives; neither runs the program's code any more. */
+static bool exiting(const char *tid)
+{
+    char path[64], buf[512], *p;
+    unsigned flags = 0;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%s/stat", tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return true; /* gone */
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = 0;
+    p = strrchr(buf, ')'); /* after the name, which may hold anything */
+    return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) == 1 && (flags & 0x4u);
+}
+
 /* Threads of this process that are the program's; -1 when /proc cannot be read. */
 static long program_threads(void)
 {
@@ -145,7 +177,7 @@ static long program_threads(void)
     pthread_mutex_lock(&driver_lock);
     while ((e = readdir(d)))
         if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
-            !in((pid_t)atoi(e->d_name), driver_tids, ndriver))
+            !in((pid_t)atoi(e->d_name), driver_tids, ndriver) && !exiting(e->d_name))
             n++;
     pthread_mutex_unlock(&driver_lock);
     closedir(d);
@@ -154,8 +186,8 @@ static long program_threads(void)
 
 int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
-    uintptr_t next = start, end = start + len, sp = (uintptr_t)&next;
+    FILE *f = open_maps();
+    uintptr_t next = start, end = start + len, stack_lo = 0, stack_hi = 0;
     char *line = NULL;
     size_t cap = 0;
     struct vma v;
@@ -170,8 +202,6 @@ int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out)
     while (next < end && getline(&line, &cap, f) > 0) {
         if (!parse_vma(line, &v) || v.hi <= next)
             continue;
-        if (v.lo <= sp && sp < v.hi && v.lo < end && start < v.hi)
-            out->movable = false; /* the calling thread's stack: written as it runs */
         if (v.lo >= end)
             break;
         if (v.lo > next)
@@ -187,6 +217,20 @@ int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out)
     fclose(f);
     if (next < end)
         return -EFAULT;
+    /* The calling thread's own stack is written as it runs (a thread's stack is anonymous
+     * memory like any other, and its mapping may have merged with its neighbours'). */
+    pthread_attr_t attr;
+    if (out->movable && pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *addr;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            stack_lo = (uintptr_t)addr;
+            stack_hi = stack_lo + size;
+        }
+        pthread_attr_destroy(&attr);
+        if (stack_lo < end && start < stack_hi)
+            out->movable = false;
+    }
     if (out->movable && program_threads() != 1)
         out->movable = false;
     return 0;
@@ -235,7 +279,7 @@ static int privatize(uintptr_t lo, uintptr_t hi, const char *perms)
  * NULL when there are none); how many. */
 static size_t moved_vmas(uintptr_t lo, uintptr_t hi, struct vma **out)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
+    FILE *f = open_maps();
     char *line = NULL;
     size_t cap = 0, n = 0, max = 0;
     struct vma v;

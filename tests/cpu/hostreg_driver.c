@@ -12,6 +12,8 @@
  *                              device may read it and not write it
  *   hostreg-driver threads     private memory registered while another thread runs: left in place
  *                              (not moved onto shared memory), copies still right
+ *   hostreg-driver mainexit    the main thread ends (pthread_exit); the thread left registers
+ *                              private memory: moved, as in a program of one thread
  * The first failed check is printed; exit status 1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -89,7 +91,7 @@ static void start(void)
 /* Whether any mapping of [p, p + n) is a memfd the shim made (its pages moved there). */
 static int moved(const void *p, size_t n)
 {
-    FILE *f = fopen("/proc/self/maps", "r");
+    FILE *f = fopen("/proc/thread-self/maps", "r"); /* also once the main thread ended */
     char line[512];
     int found = 0;
 
@@ -107,7 +109,7 @@ static int moved(const void *p, size_t n)
 /* The protections /proc/self/maps gives the mapping holding p ("rw-p", ...). */
 static void prot_of(const void *p, char out[5])
 {
-    FILE *f = fopen("/proc/self/maps", "r");
+    FILE *f = fopen("/proc/thread-self/maps", "r"); /* also once the main thread ended */
     char line[512];
 
     EXPECT(f != NULL);
@@ -387,6 +389,50 @@ static int threads_case(void)
     return 0;
 }
 
+/* The main thread ends (pthread_exit) and stays listed as a zombie while the process lives: it
+ * writes nothing any more, so the one thread left registers as a program of one thread. */
+static pid_t main_tid;
+
+static void *survivor(void *arg)
+{
+    unsigned char *m = arg;
+    char path[64], stat[256];
+    CUdeviceptr d;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)main_tid);
+    for (;;) { /* until the main thread has exited: its state Z */
+        FILE *f = fopen(path, "r");
+        char *p = NULL;
+        if (f && fgets(stat, sizeof(stat), f))
+            p = strrchr(stat, ')');
+        if (f)
+            fclose(f);
+        if (!p || p[2] == 'Z' || p[2] == 'X')
+            break;
+        usleep(1000);
+    }
+    OK(cuMemAlloc_v2(&d, LEN));
+    OK(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP));
+    EXPECT(moved(m, LEN));
+    round_trip(m, LEN, d, 41);
+    OK(cuMemHostUnregister(m));
+    EXPECT(!moved(m, LEN));
+    printf("mainexit ok\n");
+    exit(0);
+}
+
+static int mainexit_case(void)
+{
+    unsigned char *m = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    pthread_t t;
+
+    EXPECT(m != MAP_FAILED);
+    start();
+    main_tid = getpid();
+    EXPECT(pthread_create(&t, NULL, survivor, m) == 0);
+    pthread_exit(NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -402,6 +448,8 @@ int main(int argc, char **argv)
         return readonly_case();
     if (!strcmp(mode, "threads"))
         return threads_case();
-    fprintf(stderr, "usage: hostreg-driver file PATH|fork|shared|readonly|threads\n");
+    if (!strcmp(mode, "mainexit"))
+        return mainexit_case();
+    fprintf(stderr, "usage: hostreg-driver file PATH|fork|shared|readonly|threads|mainexit\n");
     return 2;
 }

@@ -1764,6 +1764,14 @@ def registered_memory_is_not_moved_under_other_threads():
 
 
 @test
+def registered_memory_is_moved_once_the_other_threads_ended():
+    """The main thread ends (pthread_exit) and stays listed as a zombie; the one thread left
+    registers private memory: it is moved and mapped for the device as in a program of one
+    thread (an ended thread is not counted as one that may write)."""
+    hostreg_case("mainexit")
+
+
+@test
 def client_errors_do_not_flood_the_log():
     """A client that repeats a malformed request gets CUDA_ERROR_INVALID_VALUE each time and keeps
     its session; server.log (which every user's server shares) names 16 of them and says that
