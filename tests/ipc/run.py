@@ -1700,7 +1700,7 @@ def registered_memory_is_released_while_others_run():
 HOSTREG_DRIVER = os.environ.get("OM_HOSTREG_DRIVER", "build/tests/hostreg-driver")
 
 
-def hostreg_case(*args):
+def hostreg_case(*args, extra=None):
     """Runs one case of tests/cpu/hostreg_driver.c against a fresh daemon: "CASE ok". The
     client's local driver (the double, which the shim initialises as it does the real one)
     starts a thread of its own at cuInit, as the real driver does: not one of the program's."""
@@ -1709,7 +1709,7 @@ def hostreg_case(*args):
     try:
         p = subprocess.Popen([HOSTREG_DRIVER] + list(args),
                              env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
-                                      FAKECUDA_INIT_THREAD="1"),
+                                      FAKECUDA_INIT_THREAD="1", **(extra or {})),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate(timeout=120)
         check(p.returncode == 0 and "%s ok" % args[0] in out,
@@ -1767,8 +1767,12 @@ def registered_memory_is_not_moved_under_other_threads():
 def registered_memory_is_moved_once_the_other_threads_ended():
     """The main thread ends (pthread_exit) and stays listed as a zombie; the one thread left
     registers private memory: it is moved and mapped for the device as in a program of one
-    thread (an ended thread is not counted as one that may write)."""
-    hostreg_case("mainexit")
+    thread (an ended thread is not counted as one that may write). No leak check in the
+    sanitized build: glibc keeps the ended main thread's dlerror record (the shim's constructor
+    looked up entry points the driver lacks) where LeakSanitizer no longer sees it once that
+    thread is gone, 24 bytes from dlsym in shim_load, not the code under test."""
+    hostreg_case("mainexit", extra={
+        "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"})
 
 
 @test
