@@ -25,10 +25,10 @@
  *   - every page is private anonymous memory (no path, [heap] or a named [anon:]), read-write
  *     and not executable: a file's mapping, shared memory, [stack] and the calling thread's
  *     own stack stay where they are;
- *   - no other thread of the program runs (the staging helpers, which only copy on behalf of
- *     the caller, are not counted): another thread's write between the copy and the mapping
- *     would be lost. Signals are blocked meanwhile, so the calling thread's handlers cannot
- *     write either.
+ *   - no other thread of the program runs (program_threads: the staging helpers, the local
+ *     driver's own threads and exiting threads are not counted): another thread's write
+ *     between the copy and the mapping would be lost. Signals are blocked meanwhile, so the
+ *     calling thread's handlers cannot write either.
  * Everything else stays in place and is served by staged copies (hostmem.c).
  *
  * A moved range is shared memory, so a forked child would share it with its parent where
