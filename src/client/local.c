@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gen/procaddr.h"
+#include "remote.h"
 #include "shim.h"
 
 typedef int (*init_fn)(unsigned);
@@ -26,8 +27,14 @@ int om_cuInit(unsigned flags)
             return OM_CUDA_ERROR_INVALID_VALUE;
         /* The real driver is initialised too: the runtime's export tables
          * (DRIVER_FACTS.md) need it. It creates no context. */
-        if (om_shim.real_fn[index] && ((init_fn)om_shim.real_fn[index])(0) != OM_CUDA_SUCCESS)
-            om_shim_log("the local driver's cuInit failed; driver-API calls still work");
+        if (om_shim.real_fn[index]) {
+            /* It starts a thread of its own (driver 580): not the program's (hostmove.c). */
+            om_host_local_driver_begin();
+            int rc = ((init_fn)om_shim.real_fn[index])(0);
+            om_host_local_driver_end();
+            if (rc != OM_CUDA_SUCCESS)
+                om_shim_log("the local driver's cuInit failed; driver-API calls still work");
+        }
         return OM_CUDA_SUCCESS;
     case OM_MODE_NO_DEVICE: return om_shim.no_device_rc;
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;

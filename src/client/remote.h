@@ -28,6 +28,26 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 /* api/hostmem.c: the server's address of pinned bytes [p, p + n), if shared. */
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
 int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned */
+/* The destination of a copy from the device, [p, p + n): 1 pinned memory shared with the server
+ * (its address in *ret_server), 0 other host memory, -1 memory registered read-only to the
+ * device (CU_MEMHOSTREGISTER_READ_ONLY): the device may not write it. */
+int om_pinned_dst(void *p, size_t n, uint64_t *ret_server);
+/* hostmove.c: what a range the program registers is (/proc/self/maps). */
+struct om_hostclass {
+    bool readable, writable; /* every page */
+    bool movable;     /* private anonymous read-write memory no other thread may be writing */
+    bool device_file; /* some page maps a device (/dev/..., not /dev/zero or /dev/shm) */
+};
+int om_host_classify(uintptr_t start, size_t len, struct om_hostclass *out); /* -EFAULT: a hole */
+/* Moves the pages of a movable range onto a sealed memfd at the same address; the memfd or
+ * -errno (the pages unchanged). */
+int om_host_move(uintptr_t start, size_t len);
+/* Gives a moved range back to private memory when no other thread runs; false: it stays. */
+bool om_host_unmove(uintptr_t start, size_t len);
+/* Around the shim's call of the local driver's cuInit: the threads it starts are not the
+ * program's (they never write its memory). */
+void om_host_local_driver_begin(void);
+void om_host_local_driver_end(void);
 /* Pinned memory shared with the server, for the shim's own use (the staging area). */
 CUresult om_pinned_alloc(void **pp, size_t bytes);
 CUresult om_pinned_free(void *p);
@@ -35,6 +55,8 @@ CUresult om_pinned_free(void *p);
  * *handled false: too small or no area; the caller copies through the ring. */
 CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, CUstream s,
                          bool async, bool *handled);
+/* The staging area's helper threads (they copy only for the thread that called). */
+int om_staging_helper_threads(void);
 
 /* A call with two u64 arguments and one u64 answer (out may be NULL). */
 CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out);

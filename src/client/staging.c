@@ -124,10 +124,15 @@ static void start_helpers(void)
         pthread_t t;
         if (pthread_create(&t, &attr, helper_main, (void *)(intptr_t)(i + 1)) != 0)
             break;
-        pool.helpers++;
+        __atomic_add_fetch(&pool.helpers, 1, __ATOMIC_RELEASE);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
+}
+
+int om_staging_helper_threads(void)
+{
+    return __atomic_load_n(&pool.helpers, __ATOMIC_ACQUIRE);
 }
 
 static void shared_memcpy(void *dst, const void *src, size_t len)

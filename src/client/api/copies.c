@@ -308,7 +308,13 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
         free(packed);
         return rc;
     }
-    /* device to host: as many rows per call as fit one answer */
+    /* device to host: not into memory registered read-only to the device (hostmem.c) */
+    size_t span;
+    uint64_t server;
+    if (!__builtin_mul_overflow(h - 1, c->dstPitch, &span) &&
+        !__builtin_add_overflow(span, w, &span) && om_pinned_dst(dst, span, &server) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* as many rows per call as fit one answer */
     size_t rows = OM_CHUNK_BYTES / w ? OM_CHUNK_BYTES / w : 0;
     if (rows == 0) {
         CUresult (*dtoh)(void *, CUdeviceptr, size_t) = om_remote_entry(OM_IDX_cuMemcpyDtoH_v2);

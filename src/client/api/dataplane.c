@@ -388,7 +388,10 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
             memmove(dst, (const void *)(uintptr_t)src, n);
         return rc;
     }
-    if (n && om_pinned_lookup(dst, n, &server_dst)) {
+    int pinned = n ? om_pinned_dst(dst, n, &server_dst) : 0;
+    if (pinned < 0)
+        return CUDA_ERROR_INVALID_VALUE; /* registered read-only to the device */
+    if (pinned > 0) {
         REQ(req, 32);
         CUresult rc;
         om_put_u64(&req, server_dst);

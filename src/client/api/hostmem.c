@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <fcntl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../../common/msg.h"
@@ -16,17 +14,36 @@
 #include "../remote.h"
 #include "../shim.h"
 
+/* The driver's values (cuda.h). */
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01u
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02u
+#define CU_MEMHOSTREGISTER_IOMEMORY 0x04u
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x08u
+#define CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+
 /*
  * cuMemHostAlloc asks the server for pages: it makes a memfd, maps and
  * registers it, and sends the memfd after its answer; this process maps it at
  * the server's address when that is free here (so the pointer means the same
  * memory on both sides, as unified addressing promises), elsewhere otherwise.
  * Copies between device memory and these pages are asynchronous DMA by the
- * server, no staging. Memory the program registers itself
- * (cuMemHostRegister) is moved, in place, onto a memfd: its pages are copied
- * into one and the memfd is mapped over them at the same address, so the
- * program's pointer and data stay what they were; the server then maps and
- * registers the same pages.
+ * server, no staging.
+ *
+ * Memory the program registers itself (cuMemHostRegister) keeps what it is
+ * (hostmove.c decides): private anonymous read-write memory that no other
+ * thread may be writing is moved, in place, onto a memfd the server maps and
+ * registers too (same address, same bytes; forks keep private copies; given
+ * back to private memory at cuMemHostUnregister). Any other range (a file's
+ * MAP_SHARED mapping, shared memory, a read-only range, memory of a program
+ * with other threads running) stays where and what it is, registered here
+ * only: copies from and into it take the pageable path (staged, or through the
+ * ring), which reads and writes the program's own pages. Such a copy is done
+ * when its call returns: one from the device waits for the stream's earlier
+ * work first, and one to the device reads the bytes during the call, which the
+ * program cannot tell from a read in stream order, since every earlier copy of
+ * the stream into such memory was done when its own call returned (see
+ * docs/architecture.md, "Pinned memory", for what differs).
  */
 struct pinned {
     uint8_t *addr;   /* here */
@@ -34,7 +51,8 @@ struct pinned {
     size_t len;
     CUdeviceptr device;
     unsigned flags;
-    bool registered; /* a cuMemHostRegister region: not shared */
+    bool registered; /* a cuMemHostRegister region */
+    bool shared;     /* the server maps the same pages (else: registered here only) */
 };
 static struct pinned *pinned;
 static size_t npinned, pinned_cap;
@@ -69,7 +87,7 @@ bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server)
     pthread_rwlock_rdlock(&pinned_lock);
     for (size_t i = 0; i < npinned && !found; i++) {
         const struct pinned *r = &pinned[i];
-        if ((const uint8_t *)p >= r->addr && n <= r->len &&
+        if (r->shared && (const uint8_t *)p >= r->addr && n <= r->len &&
             (size_t)((const uint8_t *)p - r->addr) <= r->len - n) {
             *ret_server = r->server + (uint64_t)((const uint8_t *)p - r->addr);
             found = true;
@@ -113,7 +131,8 @@ CUresult om_r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
     close(fd);
     if (at == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (add_region((struct pinned){at, reply[0], (size_t)reply[1], reply[2], flags, false}) < 0) {
+    if (add_region((struct pinned){at, reply[0], (size_t)reply[1], reply[2], flags, false, true}) <
+        0) {
         munmap(at, (size_t)reply[1]);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -175,7 +194,8 @@ int om_pinned_device_pointer(void *p, CUdeviceptr *ret)
 
     pthread_rwlock_rdlock(&pinned_lock);
     for (size_t i = 0; i < npinned; i++) {
-        if ((uint8_t *)p >= pinned[i].addr && (uint8_t *)p < pinned[i].addr + pinned[i].len) {
+        if (pinned[i].shared && (uint8_t *)p >= pinned[i].addr &&
+            (uint8_t *)p < pinned[i].addr + pinned[i].len) {
             *ret = pinned[i].device + (CUdeviceptr)((uint8_t *)p - pinned[i].addr);
             rc = 0;
             break;
@@ -210,74 +230,130 @@ CUresult om_r_cuMemHostGetFlags(unsigned *flags, void *p)
     return rc;
 }
 
+int om_pinned_dst(void *p, size_t n, uint64_t *ret_server)
+{
+    const uint8_t *b = p;
+    int rc = 0;
+
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned && rc == 0; i++) {
+        const struct pinned *r = &pinned[i];
+        if (b >= r->addr + r->len || b + n <= r->addr)
+            continue;
+        if (r->flags & CU_MEMHOSTREGISTER_READ_ONLY)
+            rc = -1;
+        else if (r->shared && b >= r->addr && n <= r->len && (size_t)(b - r->addr) <= r->len - n) {
+            *ret_server = r->server + (uint64_t)(b - r->addr);
+            rc = 1;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return rc;
+}
+
+/* The moved pages go to the server: their memfd on the socket just before the call that takes
+ * it. The server's address and device pointer of the pages in reply[]. */
+static CUresult share_moved(uintptr_t start, size_t len, int fd, uint64_t reply[2])
+{
+    uint32_t got = 0;
+    REQ(req, 16);
+    CUresult rc;
+
+    om_put_u64(&req, start);
+    om_put_u64(&req, len);
+    om_ring_lock();
+    rc =
+        om_msg_send(om_shim.client.sock, OM_MSG_HOST_MEM, 0, NULL, 0, fd) < 0
+            ? CUDA_ERROR_MPS_CONNECTION_FAILED
+            : om_rcall_locked(OM_IDX_cuMemHostRegister_v2, &req, reply, 2 * sizeof(uint64_t), &got);
+    om_ring_unlock();
+    if (rc == CUDA_SUCCESS && got != 2 * sizeof(uint64_t))
+        rc = CUDA_ERROR_UNKNOWN;
+    return rc;
+}
+
+/*
+ * Error codes, as the driver answered them on an H200 (driver 580, tests/gpu/probe/
+ * hostreg_codes.cu): unknown flags, a hole, an unreadable page, a read-only page without
+ * CU_MEMHOSTREGISTER_READ_ONLY, DEVICEMAP of memory it cannot map (a file's MAP_SHARED mapping
+ * there) and IOMEMORY of ordinary memory all INVALID_VALUE. So DEVICEMAP of a range the server
+ * is not given answers INVALID_VALUE too. IOMEMORY of a device's mapping answers NOT_SUPPORTED:
+ * another process cannot map this one's I/O space.
+ */
 CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p & ~(page - 1);
-    size_t len = ((uintptr_t)p + bytes + page - 1) / page * page - start;
+    size_t len;
     uint64_t reply[2];
-    uint32_t got = 0;
-    REQ(req, 16);
+    struct om_hostclass what;
     CUresult rc;
     int fd;
 
-    if (!p || !bytes)
+    if (!p || !bytes || bytes > UINTPTR_MAX - (uintptr_t)p - page)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Pages already moved for another registration (or shared pinned memory)
-     * cannot move again: the driver refuses overlapping registrations too. */
+    len = ((uintptr_t)p + bytes + page - 1) / page * page - start;
+    if (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                            CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Pages already registered (or shared pinned memory): the driver refuses overlapping
+     * registrations too. */
     pthread_rwlock_rdlock(&pinned_lock);
     for (size_t i = 0; i < npinned; i++) {
         if ((uintptr_t)pinned[i].addr < start + len &&
             start < (uintptr_t)pinned[i].addr + pinned[i].len) {
             pthread_rwlock_unlock(&pinned_lock);
-            return 712; /* CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED */
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
         }
     }
     pthread_rwlock_unlock(&pinned_lock);
-    /* The pages move onto a memfd, in place: same address, same bytes. */
-    fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    /* The whole pages are copied, also bytes around the program's range that
-     * belong to its neighbours: a raw system call, so that checkers which
-     * track object bounds (ASan intercepts pwrite) do not take it for an
-     * overflow. */
-    if (ftruncate(fd, (off_t)len) < 0 ||
-        syscall(SYS_pwrite64, fd, (void *)start, len, (off_t)0) != (long)len ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
-        mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-            MAP_FAILED) {
-        close(fd);
-        return CUDA_ERROR_INVALID_VALUE; /* the pages are unchanged unless the last step ran */
+    if (om_host_classify(start, len, &what) < 0 || !what.readable ||
+        (!what.writable && !(flags & CU_MEMHOSTREGISTER_READ_ONLY)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+        return what.device_file ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    if (!what.movable) {
+        /* Stays what it is: registered here only, copies staged; no device pointer. */
+        if (flags & CU_MEMHOSTREGISTER_DEVICEMAP)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (add_region((struct pinned){(uint8_t *)start, 0, len, 0, flags, true, false}) < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_SUCCESS;
     }
-    om_put_u64(&req, start);
-    om_put_u64(&req, len);
-    /* The memfd goes on the socket just before the call that takes it. */
-    om_ring_lock();
-    rc = om_msg_send(om_shim.client.sock, OM_MSG_HOST_MEM, 0, NULL, 0, fd) < 0
-             ? CUDA_ERROR_MPS_CONNECTION_FAILED
-             : om_rcall_locked(OM_IDX_cuMemHostRegister_v2, &req, reply, sizeof(reply), &got);
-    om_ring_unlock();
+    fd = om_host_move(start, len);
+    if (fd < 0)
+        return CUDA_ERROR_INVALID_VALUE; /* the pages are unchanged */
+    rc = share_moved(start, len, fd, reply);
     close(fd);
-    if (rc == CUDA_SUCCESS && got != sizeof(reply))
-        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS && add_region((struct pinned){(uint8_t *)start, reply[0], len, reply[1],
+                                                         flags, true, true}) < 0) {
+        REQ(fr, 8);
+        om_put_u64(&fr, reply[0]);
+        om_rcall(OM_IDX_cuMemFreeHost, &fr, NULL, 0, NULL);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (rc != CUDA_SUCCESS)
-        return rc; /* the memory stays usable, on the memfd, unregistered */
-    if (add_region((struct pinned){(uint8_t *)start, reply[0], len, reply[1], flags, true}) < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    return CUDA_SUCCESS;
+        om_host_unmove(start, len); /* not registered: private memory again */
+    return rc;
 }
 
-/* The program keeps its memory (now on the memfd); the server lets go of it. */
+/* The server lets go of the pages; moved ones become private memory again (they stay on the
+ * memfd, and private across forks, while another thread runs: hostmove.c). A range registered
+ * here only is left as it was: nothing was changed. */
 CUresult om_r_cuMemHostUnregister(void *p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint8_t *start = (uint8_t *)((uintptr_t)p & ~(page - 1));
     struct pinned r;
     REQ(req, 8);
+    CUresult rc;
 
     if (!take_pinned(start, true, &r))
-        return 713; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED */
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (!r.shared)
+        return CUDA_SUCCESS;
     om_put_u64(&req, r.server);
-    return om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);
+    rc = om_rcall(OM_IDX_cuMemFreeHost, &req, NULL, 0, NULL);
+    om_host_unmove((uintptr_t)r.addr, r.len);
+    return rc;
 }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <stdarg.h>
@@ -36,8 +37,38 @@ static int device_count(void)
     return n < 0 ? 0 : n > 8 ? 8 : n;
 }
 
+/* FAKECUDA_INIT_THREAD=1: the first cuInit starts a thread of the driver's own that never
+ * touches the program's memory, as the real driver does in every process that calls it (one
+ * named cuda<N> on driver 580, also in an openmps client, whose shim initialises the local
+ * driver for the runtime's export tables). */
+static void *driver_thread(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void start_driver_thread(void)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, driver_thread, NULL) == 0)
+        pthread_setname_np(t, "cuda-fake");
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 EXPORT int cuInit(unsigned flags)
 {
+    static pthread_once_t thread_once = PTHREAD_ONCE_INIT;
+
     const char *delay = getenv("FAKECUDA_INIT_DELAY_MS"), *gate = getenv("FAKECUDA_INIT_GATE");
 
     if (flags != 0)
@@ -48,6 +79,8 @@ EXPORT int cuInit(unsigned flags)
         usleep(10000);
     if (getenv("FAKECUDA_FAIL_INIT"))
         return CUDA_ERROR_NO_DEVICE;
+    if (getenv("FAKECUDA_INIT_THREAD"))
+        pthread_once(&thread_once, start_driver_thread);
     initialized = 1;
     return CUDA_SUCCESS;
 }
