@@ -569,9 +569,19 @@ static void schedule_pass(struct daemon *d)
         }
         s = om_server_for_uid(d, c->uid);
         if (s && !(blocked && blocked_uid != c->uid)) {
-            if (s->state == SRV_ACTIVE)
-                om_server_adopt(d, s, c);
-            continue; /* INITIALIZING: adopted when it is ready */
+            if (s->state == SRV_ACTIVE && s->chan_full_ms &&
+                om_now_ms() - s->chan_full_ms > OM_HANDOFF_FULL_MS) {
+                om_peer_err(d, c->uid,
+                            "Refusing client %d: server %d has not read its channel for %d ms",
+                            (int)c->pid, (int)s->pid, OM_HANDOFF_FULL_MS);
+                om_msg_send_text(c->fd, OM_MSG_REFUSE, 0,
+                                 "openmps-control: the server does not take clients; see "
+                                 "control.log");
+                om_conn_close(d, c);
+            } else if (s->state == SRV_ACTIVE && !s->chan_full_ms) {
+                om_server_adopt(d, s, c); /* false: its channel is full, c waits for room */
+            }
+            continue; /* INITIALIZING: adopted when it is ready; full: when there is room */
         }
         if (s) /* its server runs, but an older client of another user goes first */
             goto wait;
@@ -693,6 +703,10 @@ static void handle_timers(struct daemon *d)
 {
     int64_t now = om_now_ms();
     struct conn *next;
+
+    for (struct server *s = d->servers; s; s = s->next) /* its waiting clients are refused */
+        if (s->chan_full_ms && now - s->chan_full_ms > OM_HANDOFF_FULL_MS)
+            d->sched_dirty = true;
 
     for (struct conn *c = d->conns; c; c = next) {
         next = c->next;
@@ -841,7 +855,8 @@ int om_daemon_run(struct daemon *d)
         }
         for (struct server *s = d->servers; s; s = s->next) {
             owners[n] = (struct poll_owner){true, s->id, NULL};
-            pfds[n++] = (struct pollfd){.fd = s->chan, .events = POLLIN}; /* -1 is skipped */
+            pfds[n++] = (struct pollfd){.fd = s->chan, /* -1 is skipped */
+                                        .events = POLLIN | (s->chan_full_ms ? POLLOUT : 0)};
         }
         rc = poll(pfds, n, next_timeout(d));
         if (rc < 0 && errno != EINTR) {
@@ -858,7 +873,11 @@ int om_daemon_run(struct daemon *d)
                 continue;
             if (owners[i].is_server) {
                 struct server *s = server_by_id(d, owners[i].id);
-                if (s && s->chan == pfds[i].fd)
+                if (s && s->chan == pfds[i].fd && (pfds[i].revents & POLLOUT)) {
+                    s->chan_full_ms = 0; /* room again: the waiting clients go next pass */
+                    d->sched_dirty = true;
+                }
+                if (s && s->chan == pfds[i].fd && (pfds[i].revents & ~POLLOUT))
                     om_server_handle_message(d, s);
             } else if (!owners[i].conn->dead) {
                 handle_conn(d, owners[i].conn, pfds[i].revents);

@@ -117,6 +117,9 @@ struct server {
     bool stop_when_idle; /* graceful shutdown asked */
     bool forced;         /* forced shutdown sent */
     int64_t kill_at_ms;  /* SIGKILL deadline after a forced shutdown, 0 = none */
+    /* Since when its channel has refused a hand-off as full (the server has not read it yet: a
+     * burst of clients), 0 = it takes them. Clients wait in the wait list meanwhile. */
+    int64_t chan_full_ms;
     int64_t started_ms;
     char fault[256];
     /* What it sent that it should not have, logged once each (servers.c): it runs as its
@@ -218,7 +221,11 @@ int om_command_split(char *line, char **argv, int max);
 struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen);
 struct server *om_server_find_pid(struct daemon *d, pid_t pid);
 struct server *om_server_for_uid(struct daemon *d, uid_t uid);
-void om_server_adopt(struct daemon *d, struct server *s, struct conn *c);
+/* Hands client c to its server: true when done (or refused: c is closed either way), false
+ * when the server's channel is full (c stays in the wait list; s->chan_full_ms is set). */
+bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c);
+/* How long a server's channel may stay full before the clients waiting for it are refused. */
+#define OM_HANDOFF_FULL_MS 20000
 void om_server_shutdown(struct daemon *d, struct server *s, bool force);
 /* quit: timeout_s < 0 waits for the clients; otherwise forces after that many seconds. */
 void om_daemon_quit(struct daemon *d, int timeout_s);

@@ -285,6 +285,13 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     free(id.envp); /* its strings are the daemon's environ's, or static, or in id */
     close(sv[1]);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    /* OPENMPS_CHAN_SNDBUF (bytes; for tests): a small channel buffer, so that a burst of clients
+     * fills it as 128 clients at once filled the default one on the H200. */
+    const char *sndbuf = getenv("OPENMPS_CHAN_SNDBUF");
+    if (sndbuf && atoi(sndbuf) > 0) {
+        int v = atoi(sndbuf);
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+    }
     s->id = ++d->next_server_id;
     s->pid = pid;
     s->uid = uid;
@@ -343,7 +350,7 @@ static void describe_process(pid_t pid, struct client_rec *r)
     }
 }
 
-void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
+bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
 {
     struct om_srv_adopt a = {0};
     struct client_rec *r = calloc(1, sizeof(*r));
@@ -352,7 +359,7 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     if (!r) {
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, "openmps-control: out of memory");
         om_conn_close(d, c);
-        return;
+        return true;
     }
     if (c->hello.flags & OM_HELLO_VISIBLE) {
         int n = om_visible_resolve(c->hello.visible, s->devs, s->ndevs, &a.devmap);
@@ -371,7 +378,7 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
                              n < 0 ? OM_REFUSE_INVALID_DEVICE : OM_REFUSE_NO_DEVICE, why);
             free(r);
             om_conn_close(d, c);
-            return;
+            return true;
         }
         om_peer_info(d, c->uid, "Client %d: CUDA_VISIBLE_DEVICES=%.200s, %u of %u device(s)",
                      (int)c->pid, shown, a.devmap.count, (unsigned)s->ndevs);
@@ -394,13 +401,28 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     }
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
+    if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
+        /* The server has not read the hand-offs before this one yet (128 clients at once filled
+         * the socket's buffer on the H200's soak): the client waits, the daemon polls the channel
+         * for room (daemon.c) and tries again; a message is sent whole or not at all. */
+        if (!s->chan_full_ms) {
+            s->chan_full_ms = om_now_ms();
+            om_peer_info(d, c->uid,
+                         "Server %d has not read the clients handed to it yet; client %d and "
+                         "those after it wait for room",
+                         (int)s->pid, (int)c->pid);
+        }
+        s->next_client_id--;
+        free(r);
+        return false;
+    }
     if (rc < 0) {
         om_err("cannot hand client %d to server %d: %s", (int)c->pid, (int)s->pid, strerror(-rc));
         om_msg_send_text(c->fd, OM_MSG_REFUSE, 0,
                          "openmps-control: the server did not take the client; see control.log");
         free(r);
         om_conn_close(d, c);
-        return;
+        return true;
     }
     r->id = a.client_id;
     r->pid = c->pid;
@@ -413,6 +435,7 @@ void om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     om_peer_info(d, c->uid, "Accepting client %d (uid %u) for server %d as client %u", (int)c->pid,
                  (unsigned)c->uid, (int)s->pid, a.client_id);
     om_conn_close(d, c); /* the server owns the session now */
+    return true;
 }
 
 void om_server_shutdown(struct daemon *d, struct server *s, bool force)

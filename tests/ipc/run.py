@@ -2553,6 +2553,44 @@ def remote_case(case, timeout):
 
 
 @test
+def burst_of_clients_fills_the_server_channel():
+    """Clients arriving while the server does not read its channel from the daemon (128 at once
+    filled its buffer on the H200's soak; here the server is stopped and the buffer is 4 KiB,
+    OPENMPS_CHAN_SNDBUF) wait for room and are all served once it reads again: none is refused
+    (before: "cannot hand client N to server: Resource temporarily unavailable", cuInit 805)."""
+    e = Env(extra_env={"OPENMPS_CHAN_SNDBUF": "4096"})
+    ok = False
+    spid = None
+    try:
+        first = remote(e, "image", "k0")  # the server up before the burst
+        out, err = first.communicate(timeout=120)
+        check(first.returncode == 0, "first client: %r" % err[-1000:])
+        spid = e.servers()[0]
+        os.kill(spid, signal.SIGSTOP)
+        ps = [remote(e, "image", "k%d" % (i % 4)) for i in range(24)]
+        deadline = time.time() + 60  # the hand-offs fill the channel while the server sleeps
+        while time.time() < deadline and not re.search("wait for room|cannot hand client",
+                                                         e.log("control.log")):
+            time.sleep(0.2)
+        time.sleep(1)
+        os.kill(spid, signal.SIGCONT)
+        spid = None
+        failed = []
+        for p in ps:
+            out, err = p.communicate(timeout=300)
+            if p.returncode != 0 or "image ok" not in out:
+                failed.append((p.returncode, err[-300:]))
+        check(not failed, "%d of 24 clients failed: %r" % (len(failed), failed[:3]))
+        log = e.log("control.log")
+        check("cannot hand client" not in log, "a hand-off failed: " + log[-2000:])
+        ok = True
+    finally:
+        if spid:
+            os.kill(spid, signal.SIGCONT)
+        e.close(ok)
+
+
+@test
 def remote_threads_of_one_client():
     """Eight threads of one client copying at once: each one's bytes arrive intact."""
     remote_case("threads", 120)
