@@ -21,12 +21,18 @@ static int log_stderr;
 /* The process-wide token bucket of om_log_limit (off while burst is 0): lines it may still
  * write, in thousandths, refilled at per_s a second; what it left out is counted and said in
  * one line at most once a second. Threads log rarely: a mutex is enough. */
-static struct {
+struct bucket {
     pthread_mutex_t lock;
     unsigned burst, per_s;
     int64_t milli, at_ms, reported_ms;
     uint64_t suppressed;
-} bucket = {.lock = PTHREAD_MUTEX_INITIALIZER};
+};
+static struct bucket bucket = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* The sessions' own lines (om_log_session: a client connected, disconnected) have a bucket of
+ * their own, 16 times as deep and 10 times as fast: a burst of clients ending together (33 in
+ * ipc.thirty_two_hostile_clients_stay_in_budget, whose refusals spent the lines' bucket) must
+ * not lose them, and a user who starts processes in a loop still cannot fill the disk. */
+static struct bucket sessions = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void om_log_init(const char *component, int fd)
 {
@@ -51,48 +57,54 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static void bucket_set(struct bucket *b, unsigned burst, unsigned per_s)
+{
+    pthread_mutex_lock(&b->lock);
+    b->burst = burst;
+    b->per_s = per_s;
+    b->milli = (int64_t)burst * 1000;
+    b->at_ms = mono_ms();
+    pthread_mutex_unlock(&b->lock);
+}
+
 void om_log_limit(unsigned burst, unsigned per_s)
 {
-    pthread_mutex_lock(&bucket.lock);
-    bucket.burst = burst;
-    bucket.per_s = per_s;
-    bucket.milli = (int64_t)burst * 1000;
-    bucket.at_ms = mono_ms();
-    pthread_mutex_unlock(&bucket.lock);
+    bucket_set(&bucket, burst, per_s);
+    bucket_set(&sessions, burst * 16, per_s * 10);
 }
 
 /* Takes a token for one line; false when there is none (the line is counted). *report is set to
  * the count of lines left out when it is time to say so (the report takes no token: a flood
  * faster than the refill would otherwise spend every token on its own reports). */
-static bool bucket_take(uint64_t *report)
+static bool bucket_take(struct bucket *b, uint64_t *report)
 {
     bool ok = true;
     int64_t now;
 
     *report = 0;
-    if (!__atomic_load_n(&bucket.burst, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&b->burst, __ATOMIC_RELAXED))
         return true;
     now = mono_ms();
-    pthread_mutex_lock(&bucket.lock);
-    if (now > bucket.at_ms) {
-        int64_t full = (int64_t)bucket.burst * 1000;
-        bucket.milli += (now - bucket.at_ms) * (int64_t)bucket.per_s;
-        if (bucket.milli > full)
-            bucket.milli = full;
-        bucket.at_ms = now;
+    pthread_mutex_lock(&b->lock);
+    if (now > b->at_ms) {
+        int64_t full = (int64_t)b->burst * 1000;
+        b->milli += (now - b->at_ms) * (int64_t)b->per_s;
+        if (b->milli > full)
+            b->milli = full;
+        b->at_ms = now;
     }
-    if (bucket.suppressed && now - bucket.reported_ms >= 1000) {
-        *report = bucket.suppressed;
-        bucket.suppressed = 0;
-        bucket.reported_ms = now;
+    if (b->suppressed && now - b->reported_ms >= 1000) {
+        *report = b->suppressed;
+        b->suppressed = 0;
+        b->reported_ms = now;
     }
-    if (bucket.milli < 1000) {
-        bucket.suppressed++;
+    if (b->milli < 1000) {
+        b->suppressed++;
         ok = false;
     } else {
-        bucket.milli -= 1000;
+        b->milli -= 1000;
     }
-    pthread_mutex_unlock(&bucket.lock);
+    pthread_mutex_unlock(&b->lock);
     return ok;
 }
 
@@ -143,19 +155,35 @@ __attribute__((format(printf, 2, 3))) static void log_unlimited(enum om_log_leve
     va_end(ap);
 }
 
-void om_log_write(enum om_log_level level, const char *fmt, ...)
+static void log_through(struct bucket *b, enum om_log_level level, const char *fmt, va_list ap)
 {
     uint64_t left_out;
-    bool ok = bucket_take(&left_out);
-    va_list ap;
+    bool ok = bucket_take(b, &left_out);
 
     if (left_out)
         log_unlimited(OM_LOG_WARN, "%llu log line(s) suppressed (more than %u a second)",
-                      (unsigned long long)left_out, bucket.per_s);
-    if (!ok)
+                      (unsigned long long)left_out, b->per_s);
+    if (ok)
+        log_vwrite(level, fmt, ap);
+}
+
+void om_log_write(enum om_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_through(&bucket, level, fmt, ap);
+    va_end(ap);
+}
+
+void om_log_session(enum om_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    if ((int)level > om_log_level_current)
         return;
     va_start(ap, fmt);
-    log_vwrite(level, fmt, ap);
+    log_through(&sessions, level, fmt, ap);
     va_end(ap);
 }
 

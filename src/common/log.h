@@ -24,6 +24,10 @@ void om_log_limit(unsigned burst, unsigned per_s);
 
 void om_log_write(enum om_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* A session's own line (connected, disconnected): a bucket of its own, deeper and faster (log.c),
+ * so that a burst of sessions is not lost behind their other lines. */
+void om_log_session(enum om_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* The level is checked before the arguments are evaluated. */
 #define om_log(level, ...)                                                                         \

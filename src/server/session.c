@@ -508,9 +508,11 @@ static void *worker_main(void *arg)
     om_profile_report(s);
     release_gpu_resources(s);
     om_replybuf_put(reply); /* after the client's streams are done with it */
-    om_info("Client %d disconnected (%s; %llu call(s) served; %u client(s) left)", (int)s->pid,
-            __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
-            (unsigned long long)s->calls, s->left_after);
+    om_log_session(OM_LOG_INFO,
+                   "Client %d disconnected (%s; %llu call(s) served; %u client(s) left)",
+                   (int)s->pid,
+                   __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
+                   (unsigned long long)s->calls, s->left_after);
     session_destroy(s);
     if (__atomic_sub_fetch(&live_workers, 1, __ATOMIC_ACQ_REL) == 0) {
         /* No client's kernel runs now (a new client may start one: rare, and it then waits once
@@ -663,7 +665,8 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->next = srv->sessions;
     srv->sessions = s;
     srv->nsessions++;
-    om_info("Client %d connected (client id %u, %u client(s))", (int)s->pid, s->id, srv->nsessions);
+    om_log_session(OM_LOG_INFO, "Client %d connected (client id %u, %u client(s))", (int)s->pid,
+                   s->id, srv->nsessions);
     log_limits(s);
     om_priority_counted(-1, (int)s->limits.priority); /* priority.c: clients of each priority */
     om_session_report(srv, s, s->id, s->pid, OM_CLIENT_UP);
@@ -693,7 +696,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
     snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
     s->left_after = srv->nsessions;
     if (!s->worker_started) {
-        om_info("Client %d disconnected (%s)", (int)s->pid, why);
+        om_log_session(OM_LOG_INFO, "Client %d disconnected (%s)", (int)s->pid, why);
         session_destroy(s);
         return;
     }
