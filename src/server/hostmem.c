@@ -72,6 +72,26 @@ uint64_t om_hostmem_total(void)
 
 static bool client_gone(struct session *s);
 
+/* Every region no client holds (the pool and the doomed list), unregistered and unmapped now:
+ * the caller has seen no client work running (om_idle_now). */
+static size_t release_unheld(uint64_t *freed)
+{
+    struct om_hostmem *drop;
+
+    pthread_mutex_lock(&pool_lock);
+    drop = doomed;
+    doomed = NULL;
+    while (pool) {
+        struct om_hostmem *h = pool;
+        pool = h->next;
+        h->next = drop;
+        drop = h;
+    }
+    pool_bytes = 0;
+    pthread_mutex_unlock(&pool_lock);
+    return destroy_all(drop, freed);
+}
+
 /*
  * Releases every region no client holds, pooled and doomed: called on a request's path when
  * the server's budgets would refuse it. Unregistering waits for every running kernel, and a
@@ -84,7 +104,6 @@ static bool client_gone(struct session *s);
 
 static size_t evict(struct session *s)
 {
-    struct om_hostmem *drop;
     uint64_t freed;
     size_t n;
 
@@ -95,18 +114,7 @@ static size_t evict(struct session *s)
             return 0;
         usleep(2000);
     }
-    pthread_mutex_lock(&pool_lock);
-    drop = doomed;
-    doomed = NULL;
-    while (pool) {
-        struct om_hostmem *h = pool;
-        pool = h->next;
-        h->next = drop;
-        drop = h;
-    }
-    pool_bytes = 0;
-    pthread_mutex_unlock(&pool_lock);
-    n = destroy_all(drop, &freed);
+    n = release_unheld(&freed);
     if (n)
         om_info("released %zu pinned region(s) no client holds (%llu bytes) to make room", n,
                 (unsigned long long)freed);
@@ -378,22 +386,10 @@ static size_t destroy_all(struct om_hostmem *list, uint64_t *bytes)
  */
 void om_hostmem_trim(void)
 {
-    struct om_hostmem *drop;
     uint64_t freed;
     size_t n;
 
-    pthread_mutex_lock(&pool_lock);
-    drop = doomed;
-    doomed = NULL;
-    while (pool) {
-        struct om_hostmem *h = pool;
-        pool = h->next;
-        h->next = drop;
-        drop = h;
-    }
-    pool_bytes = 0;
-    pthread_mutex_unlock(&pool_lock);
-    n = destroy_all(drop, &freed);
+    n = release_unheld(&freed);
     if (n)
         om_info("released %zu pinned region(s) of ended sessions (%llu bytes)", n,
                 (unsigned long long)freed);
