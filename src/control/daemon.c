@@ -733,7 +733,7 @@ static void handle_timers(struct daemon *d)
                      d->server_start_timeout_ms / 1000);
             om_err("Server %d is %s; killing it", (int)s->pid, s->fault);
             kill(s->pid, SIGKILL);
-            s->kill_at_ms = now + OM_SERVER_KILL_GRACE_MS;
+            s->kill_at_ms = now + d->server_kill_grace_ms;
         }
         expire_pending(d, s, now);
     }

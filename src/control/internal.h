@@ -19,7 +19,7 @@
 /* Milliseconds a running server gets to answer a request of the daemon. */
 #define OM_SERVER_REPLY_TIMEOUT_MS 5000
 /* After a forced shutdown, how long a server may take before SIGKILL. */
-#define OM_SERVER_KILL_GRACE_MS 3000
+#define OM_SERVER_KILL_GRACE_MS 3000 /* the default of d->server_kill_grace_ms */
 /* How long a server that reported a fault may take to exit before SIGKILL: it ends its
  * clients' sessions first; one that stays would keep its user's next clients waiting. */
 #define OM_SERVER_FAULT_GRACE_MS 10000
@@ -160,7 +160,8 @@ struct daemon {
     int64_t accept_paused_until; /* after EMFILE/ENFILE */
     int64_t last_accept_warning;
     int server_start_timeout_ms;
-    int64_t probe_retry_at; /* a failed device probe is not retried before this */
+    int server_kill_grace_ms; /* OPENMPS_SERVER_KILL_GRACE_MS: a forced stop's SIGKILL after */
+    int64_t probe_retry_at;   /* a failed device probe is not retried before this */
     uint32_t next_request_id;
     struct om_limits defaults; /* set_default_*; lost on quit */
     int64_t start_uid;         /* start_server queued behind another user, -1 none */

@@ -442,14 +442,13 @@ void om_server_shutdown(struct daemon *d, struct server *s, bool force)
 {
     struct om_srv_shutdown m = {.force = force ? 1u : 0u};
 
-    (void)d;
     s->stop_when_idle = true;
     if (s->state == SRV_ACTIVE || s->state == SRV_INITIALIZING)
         s->state = SRV_STOPPING;
     if (force) {
         s->forced = true;
         if (!s->kill_at_ms)
-            s->kill_at_ms = om_now_ms() + OM_SERVER_KILL_GRACE_MS;
+            s->kill_at_ms = om_now_ms() + d->server_kill_grace_ms;
     }
     if (s->chan < 0 || om_msg_send(s->chan, OM_MSG_SRV_SHUTDOWN, 0, &m, sizeof(m), -1) < 0) {
         /* It cannot hear us: make sure it goes. */
@@ -510,7 +509,7 @@ static void channel_lost(struct daemon *d, struct server *s)
     if (om_server_live(s) || s->state == SRV_STOPPING) {
         /* A server that closed its channel without exiting is of no use. */
         if (!s->kill_at_ms)
-            s->kill_at_ms = om_now_ms() + OM_SERVER_KILL_GRACE_MS;
+            s->kill_at_ms = om_now_ms() + d->server_kill_grace_ms;
     }
 }
 

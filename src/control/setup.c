@@ -160,6 +160,11 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
         d->server_start_timeout_ms = atoi(getenv("OPENMPS_SERVER_START_TIMEOUT_MS"));
     if (d->server_start_timeout_ms < 100)
         d->server_start_timeout_ms = 100;
+    d->server_kill_grace_ms = OM_SERVER_KILL_GRACE_MS;
+    if (getenv("OPENMPS_SERVER_KILL_GRACE_MS"))
+        d->server_kill_grace_ms = atoi(getenv("OPENMPS_SERVER_KILL_GRACE_MS"));
+    if (d->server_kill_grace_ms < 100)
+        d->server_kill_grace_ms = 100;
     if (getenv("OPENMPS_HELLO_TIMEOUT_MS"))
         d->hello_timeout_ms = atoi(getenv("OPENMPS_HELLO_TIMEOUT_MS"));
     if (d->hello_timeout_ms < 100)
