@@ -13,6 +13,7 @@
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1010,6 +1011,26 @@ int main(int argc, char **argv)
         fflush(stdout);
         if (argc > 3 && !strcmp(argv[3], "hold"))
             sleep(10);
+    } else if (!strcmp(mode, "pinned_nomap") && argc > 2) {
+        /* pinned memory the server makes but this process cannot map (its address space capped
+         * 64 MiB above what it uses): OUT_OF_MEMORY; then it holds its session until stdin ends */
+        void *h;
+        size_t n = strtoull(argv[2], NULL, 10);
+        unsigned long long vm_kib = 0;
+        char line[256];
+        FILE *st = fopen("/proc/self/status", "r");
+        while (st && fgets(line, sizeof(line), st))
+            if (sscanf(line, "VmSize: %llu kB", &vm_kib) == 1)
+                break;
+        if (st)
+            fclose(st);
+        struct rlimit as = {(rlim_t)(vm_kib << 10) + (64u << 20), RLIM_INFINITY};
+        EXPECT(vm_kib > 0 && setrlimit(RLIMIT_AS, &as) == 0);
+        EXPECT(cuMemHostAlloc(&h, n, 0) == 2);
+        printf("refused\n");
+        fflush(stdout);
+        while (fgets(line, sizeof(line), stdin))
+            ;
     } else if (!strcmp(mode, "busy")) {
         /* says "ready", and at a line on stdin launches one kernel on its stream
          * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until

@@ -2555,6 +2555,32 @@ def remote_case(case, timeout):
 
 
 @test
+def pinned_region_the_client_cannot_map_goes_back():
+    """A pinned region the server made but the client could not map (its address space is
+    capped) is answered OUT_OF_MEMORY and given back to the server at once, not kept until the
+    client's session ends."""
+    e = Env()
+    ok = False
+    try:
+        n = 256 << 20
+        p = subprocess.Popen([REMOTE_DRIVER, "pinned_nomap", str(n)],
+                             env=dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        check(line.strip() == "refused", "the client: %r %r" % (line, p.poll()))
+        spid = e.servers()[0]
+        wait_for(lambda: pinned_fds(spid, nbytes=True) < n, timeout=30,
+                 what="the server to let the unmapped region go while its client lives")
+        check(p.poll() is None, "the client still holds its session")
+        out, err = p.communicate(input="", timeout=60)  # its stdin ends: it exits
+        check(p.returncode == 0, "client: %r" % err[-1000:])
+        ok = True
+    finally:
+        e.close(ok)
+
+
+@test
 def burst_of_clients_fills_the_server_channel():
     """Clients arriving while the server does not read its channel from the daemon (128 at once
     filled its buffer on the H200's soak; here the server is stopped and the buffer is 4 KiB,

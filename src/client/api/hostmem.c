@@ -129,11 +129,15 @@ CUresult om_r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
         at = mmap(NULL, (size_t)reply[1], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
     close(fd);
-    if (at == MAP_FAILED)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (add_region((struct pinned){at, reply[0], (size_t)reply[1], reply[2], flags, false, true}) <
-        0) {
+    if (at != MAP_FAILED && add_region((struct pinned){at, reply[0], (size_t)reply[1], reply[2],
+                                                       flags, false, true}) < 0) {
         munmap(at, (size_t)reply[1]);
+        at = MAP_FAILED;
+    }
+    if (at == MAP_FAILED) { /* the server's region goes back now, not at the session's end */
+        REQ(back, 8);
+        om_put_u64(&back, reply[0]);
+        om_rcall(OM_IDX_cuMemFreeHost, &back, NULL, 0, NULL);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *pp = at;
