@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../common/log.h"
 #include "internal.h"
 
@@ -164,16 +165,37 @@ static void wait_flushes(void)
         usleep(100);
 }
 
+/* How long a handover waits for the owner's printing kernels at most. A printing kernel may wait
+ * for something its client's later call provides (a stream waiting for a value the client
+ * writes next), and that call may be the owner's next printing launch, which waits for
+ * print_lock: past this, the handover goes on without them (their lines may then reach the new
+ * owner, said once in server.log) rather than hold both clients forever. */
+#define DRAIN_MAX_NS 2000000000ull
+
 /* The owner's printing kernels are done and their lines printed (print_lock held). */
 static void drain_owner(void)
 {
-    CUresult (*esync)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventSynchronize];
+    CUresult (*equery)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventQuery];
     CUresult (*edestroy)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventDestroy_v2];
     CUresult (*ssync)(CUstream) = (CUresult(*)(CUstream))om_server_real[OM_IDX_cuStreamSynchronize];
+    static bool told;
     bool used[OM_MAX_DEVICES] = {false};
+    uint64_t start = om_mono_ns();
 
     for (size_t i = 0; i < nfences; i++) {
-        esync(fences[i].event);
+        unsigned nap = 20;
+        while (equery(fences[i].event) == CUDA_ERROR_NOT_READY) {
+            if (om_mono_ns() - start > DRAIN_MAX_NS) {
+                if (!told)
+                    om_warn("kernel printf: a printing kernel of client %d has not finished "
+                            "in 2 s; another client's printing goes on (lines may cross)",
+                            print_owner ? (int)print_owner->pid : -1);
+                told = true;
+                break;
+            }
+            usleep(nap);
+            nap = nap < 1000 ? nap * 2 : 1000;
+        }
         edestroy(fences[i].event);
         used[fences[i].dev] = true;
     }
