@@ -21,6 +21,7 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
     const struct om_kernel *kern;
+    bool prints;
     int64_t total;
     void *extra[5];
     size_t size;
@@ -46,12 +47,15 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
-    if (kern->prints) /* its lines must reach this client only (output.c) */
+    /* Its lines must reach this client only (output.c); a captured launch runs nothing now, and
+     * a fence recorded on a capturing stream would join the client's graph. */
+    prints = kern->prints && !om_stream_capturing(c->s, st);
+    if (prints)
         om_output_print_begin(c->s);
     rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
                 (unsigned)(m >> 32), (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st, NULL,
                 args_len ? extra : NULL);
-    if (kern->prints)
+    if (prints)
         om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
@@ -102,6 +106,7 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
     const struct om_kernel *kern;
+    bool prints;
     struct launch_config cfg;
     void *extra[5];
     size_t size;
@@ -140,10 +145,11 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
-    if (kern->prints)
+    prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
+    if (prints)
         om_output_print_begin(c->s);
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
-    if (kern->prints)
+    if (prints)
         om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
