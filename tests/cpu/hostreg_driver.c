@@ -27,9 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext;
+#include "openmps/cuda_abi.h" /* the driver's types, CUDA_MEMCPY2D */
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -46,21 +44,6 @@ CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, void *);
 CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, void *);
 CUresult cuStreamSynchronize(void *);
-typedef struct {
-    size_t srcXInBytes, srcY;
-    int srcMemoryType;
-    const void *srcHost;
-    CUdeviceptr srcDevice;
-    void *srcArray;
-    size_t srcPitch;
-    size_t dstXInBytes, dstY;
-    int dstMemoryType;
-    void *dstHost;
-    CUdeviceptr dstDevice;
-    void *dstArray;
-    size_t dstPitch;
-    size_t WidthInBytes, Height;
-} CUDA_MEMCPY2D;
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
 
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
