@@ -876,7 +876,8 @@ while n < 20000:
         n += 1
     except BlockingIOError:
         time.sleep(0.001)
-open(GO + ".sent", "w").write(str(n))
+open(GO + ".part", "w").write(str(n))
+os.rename(GO + ".part", GO + ".sent")  # whole when it appears: the test reads it at once
 while True:
     time.sleep(1)
 """
@@ -927,7 +928,7 @@ def hijacked_server_cannot_flood_or_inject():
         before = os.path.getsize(os.path.join(e.logs, "control.log"))
         t0 = time.monotonic()
         open(go, "w").close()  # the daemon drains the flood as it comes, whatever the load
-        wait_for(lambda: os.path.exists(go + ".sent"), what="the fault flood")
+        wait_for(lambda: os.path.exists(go + ".sent"), what="the fault flood")  # renamed whole
         sent = int(open(go + ".sent").read())
         # (the log, not get_server_list, is polled: each command would add a line)
         wait_for(lambda: "Server %d (uid %d) died" % (spid, os.getuid()) in e.log(), timeout=120,
@@ -2868,6 +2869,14 @@ def squatted_pipe_directory_runs_natively():
 ROOT_DEFAULTS = r"""
 set -e
 mount -t tmpfs tmpfs /run
+# The build may lie under /tmp (a clone there), which the next mount hides: what runs is copied
+# into the private /run first.
+mkdir -p /run/omtest/lib
+cp "$CONTROL" "$(dirname "$CONTROL")/openmps-server" "$SMOKE" "$OPENMPS_DRIVER" /run/omtest/
+cp -a "$SHIMDIR"/. /run/omtest/lib/
+CONTROL=/run/omtest/$(basename "$CONTROL")
+SMOKE=/run/omtest/$(basename "$SMOKE")
+export OPENMPS_DRIVER=/run/omtest/$(basename "$OPENMPS_DRIVER") LD_LIBRARY_PATH=/run/omtest/lib
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /var/log
 mkdir -m 0755 /tmp/openmps
@@ -2902,7 +2911,7 @@ def root_daemon_defaults_to_run_openmps():
     env.update({"CONTROL": os.path.abspath(CONTROL), "SMOKE": os.path.abspath(SHIM_SMOKE),
                 "OPENMPS_DRIVER": os.path.abspath(FAKECUDA), "OPENMPS_SERVER_ENV": "FAKECUDA_*",
                 "OPENMPS_MODULE_CACHE": "off", "OPENMPS_TRACE": "1",
-                "LD_LIBRARY_PATH": os.path.abspath(SHIM_DIR)})
+                "LD_LIBRARY_PATH": os.path.abspath(SHIM_DIR), "SHIMDIR": os.path.abspath(SHIM_DIR)})
     p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
                         ROOT_DEFAULTS], env=env, capture_output=True, text=True, timeout=240)
     out = p.stdout
