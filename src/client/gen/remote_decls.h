@@ -19,6 +19,18 @@ CUresult om_r_cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr sr
 CUresult om_r_cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
 CUresult om_r_cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc); /* arrays */
 CUresult om_r_cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc); /* arrays */
+CUresult om_r_cuStreamBeginCapture(CUstream hStream); /* capture */
+CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* capture */
+CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode); /* capture */
+CUresult om_r_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph); /* capture */
+CUresult om_r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out); /* capture */
+CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out);
+CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out); /* capture */
+CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out); /* capture */
+CUresult om_r_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus); /* capture */
+CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
+CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags); /* capture */
+CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode); /* capture */
 CUresult om_r_cuCtxGetApiVersion(CUcontext ctx, unsigned int *version); /* contexts */
 CUresult om_r_cuCtxGetCacheConfig(CUfunc_cache *pconfig); /* contexts */
 CUresult om_r_cuCtxGetCurrent(CUcontext *pctx); /* contexts */
@@ -80,6 +92,16 @@ CUresult om_r_cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 CUresult om_r_cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N); /* copies */
 CUresult om_r_cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream); /* copies */
 CUresult om_r_cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N); /* copies */
+CUresult om_r_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy); /* copies */
+CUresult om_r_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* copies */
+CUresult om_r_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* copies */
 CUresult om_r_cuDeviceGet(CUdevice *device, int ordinal); /* devices */
 CUresult om_r_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev); /* devices */
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
@@ -92,42 +114,21 @@ CUresult om_r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev); /* devices */
 CUresult om_r_cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc); /* external */
 CUresult om_r_cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc); /* external */
 CUresult om_r_cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc); /* external */
-CUresult om_r_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value); /* graphs */
-CUresult om_r_cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value); /* graphs */
-CUresult om_r_cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* graphs */
+CUresult om_r_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value); /* graphmem */
+CUresult om_r_cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value); /* graphmem */
+CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams); /* graphmem */
+CUresult om_r_cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out); /* graphmem */
+CUresult om_r_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr); /* graphmem */
+CUresult om_r_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags); /* graphmem */
 CUresult om_r_cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies); /* graphs */
-CUresult om_r_cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
-CUresult om_r_cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx); /* graphs */
-CUresult om_r_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx); /* graphs */
-CUresult om_r_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraphNodeParams *nodeParams); /* graphs */
-CUresult om_r_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams); /* graphs */
-CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out); /* graphs */
-CUresult om_r_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph); /* graphs */
 CUresult om_r_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph); /* graphs */
 CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph);
 CUresult om_r_cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags); /* graphs */
 CUresult om_r_cuGraphDestroy(CUgraph hGraph); /* graphs */
-CUresult om_r_cuGraphDestroyNode(CUgraphNode hNode); /* graphs */
-CUresult om_r_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphExecDestroy(CUgraphExec hGraphExec); /* graphs */
-CUresult om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
-CUresult om_r_cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx); /* graphs */
-CUresult om_r_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx); /* graphs */
-CUresult om_r_cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams); /* graphs */
 CUresult om_r_cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out, CUgraphExecUpdateResult *updateResult_out); /* graphs */
 CUresult om_r_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo); /* graphs */
 CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);
-CUresult om_r_cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out); /* graphs */
-CUresult om_r_cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_WAIT_NODE_PARAMS *params_out); /* graphs */
-CUresult om_r_cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges); /* graphs */
 CUresult om_r_cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges); /* graphs */
 CUresult om_r_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes); /* graphs */
@@ -135,37 +136,8 @@ CUresult om_r_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t
 CUresult om_r_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize); /* graphs */
 CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags); /* graphs */
 CUresult om_r_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams); /* graphs */
-CUresult om_r_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out); /* graphs */
-CUresult om_r_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
-CUresult om_r_cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value); /* graphs */
-CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* graphs */
-CUresult om_r_cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* graphs */
 CUresult om_r_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream); /* graphs */
-CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams); /* graphs */
-CUresult om_r_cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies); /* graphs */
-CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies); /* graphs */
-CUresult om_r_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes); /* graphs */
-CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes); /* graphs */
-CUresult om_r_cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams); /* graphs */
 CUresult om_r_cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies); /* graphs */
-CUresult om_r_cuStreamBeginCapture(CUstream hStream); /* graphs */
-CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* graphs */
-CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode); /* graphs */
-CUresult om_r_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph); /* graphs */
-CUresult om_r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out); /* graphs */
-CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out);
-CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out); /* graphs */
-CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out); /* graphs */
-CUresult om_r_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus); /* graphs */
-CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
-CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags); /* graphs */
-CUresult om_r_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode); /* graphs */
-CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams); /* graphs */
-CUresult om_r_cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out); /* graphs */
-CUresult om_r_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr); /* graphs */
-CUresult om_r_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags); /* graphs */
 CUresult om_r_cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type); /* green */
 CUresult om_r_cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type); /* green */
 CUresult om_r_cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUdevResourceType type); /* green */
@@ -189,6 +161,11 @@ CUresult om_r_cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsign
 CUresult om_r_cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags); /* hostnodes */
 CUresult om_r_cuUserObjectRelease(CUuserObject object, unsigned int count); /* hostnodes */
 CUresult om_r_cuUserObjectRetain(CUuserObject object, unsigned int count); /* hostnodes */
+CUresult om_r_cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr); /* ipc */
+CUresult om_r_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags); /* ipc */
+CUresult om_r_cuIpcCloseMemHandle(CUdeviceptr dptr); /* ipc */
+CUresult om_r_cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event); /* ipc */
+CUresult om_r_cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle); /* ipc */
 CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams); /* launch */
 CUresult om_r_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); /* launch */
 CUresult om_r_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); /* launch */
@@ -215,8 +192,22 @@ CUresult om_r_cuCoredumpSetAttribute(CUcoredumpSettings attrib, void *value, siz
 CUresult om_r_cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size); /* legacy */
 CUresult om_r_cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags); /* legacy */
 CUresult om_r_cuCtxDisablePeerAccess(CUcontext peerContext); /* legacy */
+CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues); /* linker */
+CUresult om_r_cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues); /* linker */
+CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut); /* linker */
+CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut); /* linker */
+CUresult om_r_cuLinkDestroy(CUlinkState state); /* linker */
+CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags); /* managed */
+CUresult om_r_cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream); /* managed */
+CUresult om_r_cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream); /* managed */
+CUresult om_r_cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device); /* managed */
+CUresult om_r_cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location); /* managed */
+CUresult om_r_cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute, CUdeviceptr devPtr, size_t count); /* managed */
+CUresult om_r_cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count); /* managed */
+CUresult om_r_cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream); /* managed */
+CUresult om_r_cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream hStream); /* managed */
+CUresult om_r_cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream); /* managed */
 CUresult om_r_cuMemAllocHost_v2(void **pp, size_t bytesize); /* memory */
-CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags); /* memory */
 CUresult om_r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes); /* memory */
 CUresult om_r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize); /* memory */
 CUresult om_r_cuMemFreeHost(void *p); /* memory */
@@ -231,56 +222,22 @@ CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 CUresult om_r_cuMemHostUnregister(void *p); /* memory */
 CUresult om_r_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr); /* memory */
 CUresult om_r_cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr); /* memory */
-CUresult om_r_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream); /* memory */
-CUresult om_r_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream); /* memory */
-CUresult om_r_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream); /* memory */
-CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps); /* memory */
-CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool); /* memory */
-CUresult om_r_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* memory */
-CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* memory */
-CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location); /* memory */
-CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev); /* memory */
-CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev); /* memory */
-CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool); /* memory */
-CUresult om_r_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type); /* memory */
-CUresult om_r_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type); /* memory */
-CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool); /* memory */
-CUresult om_r_cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr); /* memory */
-CUresult om_r_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags); /* memory */
-CUresult om_r_cuIpcCloseMemHandle(CUdeviceptr dptr); /* memory */
-CUresult om_r_cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event); /* memory */
-CUresult om_r_cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle); /* memory */
-CUresult om_r_cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream); /* memory */
-CUresult om_r_cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream); /* memory */
-CUresult om_r_cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device); /* memory */
-CUresult om_r_cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location); /* memory */
-CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option); /* memory */
-CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags); /* memory */
-CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle); /* memory */
-CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags); /* memory */
-CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* memory */
-CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* memory */
-CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* memory */
-CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* memory */
-CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr); /* memory */
-CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* memory */
-CUresult om_r_cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute, CUdeviceptr devPtr, size_t count); /* memory */
-CUresult om_r_cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count); /* memory */
-CUresult om_r_cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream); /* memory */
-CUresult om_r_cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream hStream); /* memory */
-CUresult om_r_cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream); /* memory */
 CUresult om_r_cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr); /* memory */
-CUresult om_r_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy); /* memory */
-CUresult om_r_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* memory */
-CUresult om_r_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); /* memory */
 CUresult om_r_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags); /* memory */
+CUresult om_r_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream); /* mempool */
+CUresult om_r_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream); /* mempool */
+CUresult om_r_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream); /* mempool */
+CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps); /* mempool */
+CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool); /* mempool */
+CUresult om_r_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* mempool */
+CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* mempool */
+CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location); /* mempool */
+CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev); /* mempool */
+CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev); /* mempool */
+CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool); /* mempool */
+CUresult om_r_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type); /* mempool */
+CUresult om_r_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type); /* mempool */
+CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool); /* mempool */
 CUresult om_r_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc); /* modules */
 CUresult om_r_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value); /* modules */
 CUresult om_r_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config); /* modules */
@@ -299,12 +256,6 @@ CUresult om_r_cuModuleLoadData(CUmodule *module, const void *image); /* modules 
 CUresult om_r_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
 CUresult om_r_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin); /* modules */
 CUresult om_r_cuModuleUnload(CUmodule hmod); /* modules */
-CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags); /* modules */
-CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
-CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config); /* modules */
-CUresult om_r_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit); /* modules */
-CUresult om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags); /* modules */
-CUresult om_r_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config); /* modules */
 CUresult om_r_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
 CUresult om_r_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function); /* modules */
 CUresult om_r_cuFuncLoad(CUfunction function); /* modules */
@@ -312,11 +263,6 @@ CUresult om_r_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config);
 CUresult om_r_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize); /* modules */
 CUresult om_r_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions); /* modules */
 CUresult om_r_cuModuleLoad(CUmodule *module, const char *fname); /* modules */
-CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
-CUresult om_r_cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues); /* modules */
-CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut); /* modules */
-CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut); /* modules */
-CUresult om_r_cuLinkDestroy(CUlinkState state); /* modules */
 CUresult om_r_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc); /* modules */
 CUresult om_r_cuFuncGetName(const char **name, CUfunction hfunc); /* modules */
 CUresult om_r_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel); /* modules */
@@ -328,6 +274,50 @@ CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
 CUresult om_r_cuLibraryGetModule(CUmodule *pMod, CUlibrary library); /* modules */
 CUresult om_r_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod); /* modules */
 CUresult om_r_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod); /* modules */
+CUresult om_r_cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx); /* nodes */
+CUresult om_r_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx); /* nodes */
+CUresult om_r_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraphNodeParams *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams); /* nodes */
+CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out); /* nodes */
+CUresult om_r_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph); /* nodes */
+CUresult om_r_cuGraphDestroyNode(CUgraphNode hNode); /* nodes */
+CUresult om_r_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
+CUresult om_r_cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx); /* nodes */
+CUresult om_r_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx); /* nodes */
+CUresult om_r_cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams); /* nodes */
+CUresult om_r_cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out); /* nodes */
+CUresult om_r_cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_WAIT_NODE_PARAMS *params_out); /* nodes */
+CUresult om_r_cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out); /* nodes */
+CUresult om_r_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
+CUresult om_r_cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value); /* nodes */
+CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
+CUresult om_r_cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams); /* nodes */
+CUresult om_r_cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies); /* nodes */
+CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies); /* nodes */
+CUresult om_r_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes); /* nodes */
+CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes); /* nodes */
+CUresult om_r_cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams); /* nodes */
+CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags); /* occupancy */
+CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
+CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config); /* occupancy */
+CUresult om_r_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit); /* occupancy */
+CUresult om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags); /* occupancy */
+CUresult om_r_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config); /* occupancy */
 CUresult om_r_cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType handleType, unsigned long long flags); /* shareable */
 CUresult om_r_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType); /* shareable */
 CUresult om_r_cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType, unsigned long long flags); /* shareable */
@@ -389,6 +379,16 @@ CUresult om_r_cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsi
 CUresult om_r_cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height); /* v1 */
 CUresult om_r_cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height); /* v1 */
 CUresult om_r_cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name); /* v1 */
+CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option); /* vmm */
+CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags); /* vmm */
+CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle); /* vmm */
+CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags); /* vmm */
+CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* vmm */
+CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* vmm */
+CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* vmm */
+CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* vmm */
+CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr); /* vmm */
+CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* vmm */
 
 /* Installs every row's implementation (om_remote_set). */
 void om_remote_gen_install(void);

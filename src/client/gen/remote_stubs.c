@@ -326,6 +326,72 @@ static CUresult r_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsu
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*captureStatus_out) + sizeof(*id_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!captureStatus_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamGetCaptureInfo, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*captureStatus_out));
+        if (v && captureStatus_out)
+            memcpy(captureStatus_out, v, sizeof(*captureStatus_out));
+    }
+    {
+        const void *v = om_get_bytes(&in, sizeof(*id_out));
+        if (v && id_out)
+            memcpy(id_out, v, sizeof(*id_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*captureStatus)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!captureStatus)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamIsCapturing, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*captureStatus));
+        if (v && captureStatus)
+            memcpy(captureStatus, v, sizeof(*captureStatus));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)flags);
+    return om_rcall(OM_IDX_cuStreamUpdateCaptureDependencies, &req, NULL, 0, NULL);
+}
+
 static CUresult r_cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     uint8_t req_buf[16];
@@ -799,32 +865,25 @@ static CUresult r_cuDeviceGraphMemTrim(CUdevice device)
     return om_rcall(OM_IDX_cuDeviceGraphMemTrim, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
+static CUresult r_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
-    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[8];
+    uint8_t reply[sizeof(*dptr_out)];
     uint32_t got = 0;
     struct om_rbuf in;
     CUresult rc;
-    if (!phGraphNode)
+    if (!dptr_out)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
-    om_put_u64(&req, (uint64_t)(numDependencies));
-    if (numDependencies)
-        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
-    om_put_u64(&req, (uint64_t)numDependencies);
-    om_put_u64(&req, (uint64_t)(uintptr_t)childGraph);
-    rc = om_rcall(OM_IDX_cuGraphAddChildGraphNode, &req, reply, sizeof(reply), &got);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemFreeNodeGetParams, &req, reply, sizeof(reply), &got);
     if (rc != CUDA_SUCCESS)
         return rc;
     in = (struct om_rbuf){.p = reply, .len = got};
     {
-        uint64_t v = om_get_u64(&in);
-        if (!in.bad)
-            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+        const void *v = om_get_bytes(&in, sizeof(*dptr_out));
+        if (v && dptr_out)
+            memcpy(dptr_out, v, sizeof(*dptr_out));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -846,95 +905,6 @@ static CUresult r_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from
         om_put_bytes(&req, to, (size_t)(numDependencies) * sizeof(*to));
     om_put_u64(&req, (uint64_t)numDependencies);
     return om_rcall(OM_IDX_cuGraphAddDependencies, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
-{
-    uint8_t req_buf[32 + (size_t)(4096) * sizeof(*dependencies)];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[8];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!phGraphNode)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
-    om_put_u64(&req, (uint64_t)(numDependencies));
-    if (numDependencies)
-        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
-    om_put_u64(&req, (uint64_t)numDependencies);
-    rc = om_rcall(OM_IDX_cuGraphAddEmptyNode, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        uint64_t v = om_get_u64(&in);
-        if (!in.bad)
-            *phGraphNode = (CUgraphNode)(uintptr_t)v;
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[8];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!phGraphNode)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
-    om_put_u64(&req, (uint64_t)(numDependencies));
-    if (numDependencies)
-        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
-    om_put_u64(&req, (uint64_t)numDependencies);
-    om_put_u64(&req, (uint64_t)(uintptr_t)event);
-    rc = om_rcall(OM_IDX_cuGraphAddEventRecordNode, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        uint64_t v = om_get_u64(&in);
-        if (!in.bad)
-            *phGraphNode = (CUgraphNode)(uintptr_t)v;
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[8];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!phGraphNode)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
-    om_put_u64(&req, (uint64_t)(numDependencies));
-    if (numDependencies)
-        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
-    om_put_u64(&req, (uint64_t)numDependencies);
-    om_put_u64(&req, (uint64_t)(uintptr_t)event);
-    rc = om_rcall(OM_IDX_cuGraphAddEventWaitNode, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        uint64_t v = om_get_u64(&in);
-        if (!in.bad)
-            *phGraphNode = (CUgraphNode)(uintptr_t)v;
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
@@ -981,100 +951,6 @@ static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
             *phGraph = (CUgraph)(uintptr_t)v;
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*event_out)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!event_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphEventRecordNodeGetEvent, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*event_out));
-        if (v && event_out)
-            memcpy(event_out, v, sizeof(*event_out));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    om_put_u64(&req, (uint64_t)(uintptr_t)event);
-    return om_rcall(OM_IDX_cuGraphEventRecordNodeSetEvent, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*event_out)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!event_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphEventWaitNodeGetEvent, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*event_out));
-        if (v && event_out)
-            memcpy(event_out, v, sizeof(*event_out));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    om_put_u64(&req, (uint64_t)(uintptr_t)event);
-    return om_rcall(OM_IDX_cuGraphEventWaitNodeSetEvent, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
-{
-    uint8_t req_buf[32];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    om_put_u64(&req, (uint64_t)(uintptr_t)childGraph);
-    return om_rcall(OM_IDX_cuGraphExecChildGraphNodeSetParams, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-    uint8_t req_buf[32];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    om_put_u64(&req, (uint64_t)(uintptr_t)event);
-    return om_rcall(OM_IDX_cuGraphExecEventRecordNodeSetEvent, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-    uint8_t req_buf[32];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    om_put_u64(&req, (uint64_t)(uintptr_t)event);
-    return om_rcall(OM_IDX_cuGraphExecEventWaitNodeSetEvent, &req, NULL, 0, NULL);
 }
 
 static CUresult r_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
@@ -1124,142 +1000,6 @@ CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUg
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)dst);
-    om_put_u64(&req, (uint64_t)(uintptr_t)src);
-    return om_rcall(OM_IDX_cuGraphKernelNodeCopyAttributes, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*nodeParams)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphMemcpyNodeGetParams, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
-        if (v && nodeParams)
-            memcpy(nodeParams, v, sizeof(*nodeParams));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*nodeParams)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphMemsetNodeGetParams, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
-        if (v && nodeParams)
-            memcpy(nodeParams, v, sizeof(*nodeParams));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[8];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!phNode)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hOriginalNode);
-    om_put_u64(&req, (uint64_t)(uintptr_t)hClonedGraph);
-    rc = om_rcall(OM_IDX_cuGraphNodeFindInClone, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        uint64_t v = om_get_u64(&in);
-        if (!in.bad)
-            *phNode = (CUgraphNode)(uintptr_t)v;
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
-{
-    uint8_t req_buf[24];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*isEnabled)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!isEnabled)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphNodeGetEnabled, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*isEnabled));
-        if (v && isEnabled)
-            memcpy(isEnabled, v, sizeof(*isEnabled));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*type)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!type)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphNodeGetType, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*type));
-        if (v && type)
-            memcpy(type, v, sizeof(*type));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
-{
-    uint8_t req_buf[32];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    om_put_u64(&req, (uint64_t)isEnabled);
-    return om_rcall(OM_IDX_cuGraphNodeSetEnabled, &req, NULL, 0, NULL);
-}
-
 static CUresult r_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*from) + (size_t)(4096) * sizeof(*to)];
@@ -1286,95 +1026,6 @@ static CUresult r_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
     om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
     om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
     return om_rpost(OM_IDX_cuGraphUpload, &req);
-}
-
-CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*captureStatus_out) + sizeof(*id_out)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!captureStatus_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
-    rc = om_rcall(OM_IDX_cuStreamGetCaptureInfo, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*captureStatus_out));
-        if (v && captureStatus_out)
-            memcpy(captureStatus_out, v, sizeof(*captureStatus_out));
-    }
-    {
-        const void *v = om_get_bytes(&in, sizeof(*id_out));
-        if (v && id_out)
-            memcpy(id_out, v, sizeof(*id_out));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*captureStatus)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!captureStatus)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
-    rc = om_rcall(OM_IDX_cuStreamIsCapturing, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*captureStatus));
-        if (v && captureStatus)
-            memcpy(captureStatus, v, sizeof(*captureStatus));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
-{
-    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
-    om_put_u64(&req, (uint64_t)(numDependencies));
-    if (numDependencies)
-        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
-    om_put_u64(&req, (uint64_t)numDependencies);
-    om_put_u64(&req, (uint64_t)flags);
-    return om_rcall(OM_IDX_cuStreamUpdateCaptureDependencies, &req, NULL, 0, NULL);
-}
-
-static CUresult r_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*dptr_out)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!dptr_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
-    rc = om_rcall(OM_IDX_cuGraphMemFreeNodeGetParams, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*dptr_out));
-        if (v && dptr_out)
-            memcpy(dptr_out, v, sizeof(*dptr_out));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId)
@@ -1678,27 +1329,399 @@ static CUresult r_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return om_rcall(OM_IDX_cuMemPoolTrimTo, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*prop)];
+    uint8_t reply[sizeof(*pLib)];
     uint32_t got = 0;
     struct om_rbuf in;
     CUresult rc;
-    if (!prop)
+    if (!pLib)
         return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)handle);
-    rc = om_rcall(OM_IDX_cuMemGetAllocationPropertiesFromHandle, &req, reply, sizeof(reply), &got);
+    om_put_u64(&req, (uint64_t)(uintptr_t)kernel);
+    rc = om_rcall(OM_IDX_cuKernelGetLibrary, &req, reply, sizeof(reply), &got);
     if (rc != CUDA_SUCCESS)
         return rc;
     in = (struct om_rbuf){.p = reply, .len = got};
     {
-        const void *v = om_get_bytes(&in, sizeof(*prop));
-        if (v && prop)
-            memcpy(prop, v, sizeof(*prop));
+        const void *v = om_get_bytes(&in, sizeof(*pLib));
+        if (v && pLib)
+            memcpy(pLib, v, sizeof(*pLib));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*count)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)lib);
+    rc = om_rcall(OM_IDX_cuLibraryGetKernelCount, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*count));
+        if (v && count)
+            memcpy(count, v, sizeof(*count));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)(uintptr_t)childGraph);
+    rc = om_rcall(OM_IDX_cuGraphAddChildGraphNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
+{
+    uint8_t req_buf[32 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    rc = om_rcall(OM_IDX_cuGraphAddEmptyNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    rc = om_rcall(OM_IDX_cuGraphAddEventRecordNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    rc = om_rcall(OM_IDX_cuGraphAddEventWaitNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*event_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!event_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphEventRecordNodeGetEvent, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*event_out));
+        if (v && event_out)
+            memcpy(event_out, v, sizeof(*event_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphEventRecordNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*event_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!event_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphEventWaitNodeGetEvent, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*event_out));
+        if (v && event_out)
+            memcpy(event_out, v, sizeof(*event_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphEventWaitNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)childGraph);
+    return om_rcall(OM_IDX_cuGraphExecChildGraphNodeSetParams, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphExecEventRecordNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)event);
+    return om_rcall(OM_IDX_cuGraphExecEventWaitNodeSetEvent, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)dst);
+    om_put_u64(&req, (uint64_t)(uintptr_t)src);
+    return om_rcall(OM_IDX_cuGraphKernelNodeCopyAttributes, &req, NULL, 0, NULL);
+}
+
+static CUresult r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*nodeParams)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemcpyNodeGetParams, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
+        if (v && nodeParams)
+            memcpy(nodeParams, v, sizeof(*nodeParams));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*nodeParams)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphMemsetNodeGetParams, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*nodeParams));
+        if (v && nodeParams)
+            memcpy(nodeParams, v, sizeof(*nodeParams));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hOriginalNode);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hClonedGraph);
+    rc = om_rcall(OM_IDX_cuGraphNodeFindInClone, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*isEnabled)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!isEnabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphNodeGetEnabled, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*isEnabled));
+        if (v && isEnabled)
+            memcpy(isEnabled, v, sizeof(*isEnabled));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*type)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphNodeGetType, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*type));
+        if (v && type)
+            memcpy(type, v, sizeof(*type));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUresult r_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)isEnabled);
+    return om_rcall(OM_IDX_cuGraphNodeSetEnabled, &req, NULL, 0, NULL);
 }
 
 static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
@@ -1773,52 +1796,6 @@ static CUresult r_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSiz
         const void *v = om_get_bytes(&in, sizeof(*dynamicSmemSize));
         if (v && dynamicSmemSize)
             memcpy(dynamicSmemSize, v, sizeof(*dynamicSmemSize));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*pLib)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!pLib)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)kernel);
-    rc = om_rcall(OM_IDX_cuKernelGetLibrary, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*pLib));
-        if (v && pLib)
-            memcpy(pLib, v, sizeof(*pLib));
-    }
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
-{
-    uint8_t req_buf[16];
-    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
-    uint8_t reply[sizeof(*count)];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)lib);
-    rc = om_rcall(OM_IDX_cuLibraryGetKernelCount, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    {
-        const void *v = om_get_bytes(&in, sizeof(*count));
-        if (v && count)
-            memcpy(count, v, sizeof(*count));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -2550,6 +2527,29 @@ static CUresult r_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexR
     return om_rcall(OM_IDX_cuParamSetTexRef, &req, NULL, 0, NULL);
 }
 
+static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*prop)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)handle);
+    rc = om_rcall(OM_IDX_cuMemGetAllocationPropertiesFromHandle, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*prop));
+        if (v && prop)
+            memcpy(prop, v, sizeof(*prop));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuMemMapArrayAsync, (void *)r_cuMemMapArrayAsync);
@@ -2589,6 +2589,27 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuSurfObjectCreate, (void *)om_r_cuSurfObjectCreate);
     om_remote_set(OM_IDX_cuSurfObjectDestroy, (void *)r_cuSurfObjectDestroy);
     om_remote_set(OM_IDX_cuSurfObjectGetResourceDesc, (void *)r_cuSurfObjectGetResourceDesc);
+    om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_r_cuStreamBeginCaptureToGraph);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_ptsz, (void *)om_r_cuStreamBeginCapture);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_v2, (void *)om_r_cuStreamBeginCapture_v2);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2);
+    om_remote_set(OM_IDX_cuStreamEndCapture, (void *)om_r_cuStreamEndCapture);
+    om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_r_cuStreamEndCapture);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)om_r_cuStreamGetCaptureInfo);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_ptsz, (void *)om_r_cuStreamGetCaptureInfo);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2, (void *)om_r_cuStreamGetCaptureInfo_v2);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v2);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3, (void *)om_r_cuStreamGetCaptureInfo_v3);
+    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v3);
+    om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)om_r_cuStreamIsCapturing);
+    om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)om_r_cuStreamIsCapturing);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)r_cuStreamUpdateCaptureDependencies);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)r_cuStreamUpdateCaptureDependencies);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
+    om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
     om_remote_set(OM_IDX_cuCtxGetApiVersion, (void *)om_r_cuCtxGetApiVersion);
     om_remote_set(OM_IDX_cuCtxGetCacheConfig, (void *)om_r_cuCtxGetCacheConfig);
     om_remote_set(OM_IDX_cuCtxGetCurrent, (void *)om_r_cuCtxGetCurrent);
@@ -2688,6 +2709,18 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemsetD8Async_ptsz, (void *)om_r_cuMemsetD8Async);
     om_remote_set(OM_IDX_cuMemsetD8_v2, (void *)om_r_cuMemsetD8_v2);
     om_remote_set(OM_IDX_cuMemsetD8_v2_ptds, (void *)om_r_cuMemsetD8_v2);
+    om_remote_set(OM_IDX_cuMemcpy3DPeer, (void *)om_r_cuMemcpy3DPeer);
+    om_remote_set(OM_IDX_cuMemcpy3DPeer_ptds, (void *)om_r_cuMemcpy3DPeer);
+    om_remote_set(OM_IDX_cuMemcpy3DPeerAsync, (void *)om_r_cuMemcpy3DPeerAsync);
+    om_remote_set(OM_IDX_cuMemcpy3DPeerAsync_ptsz, (void *)om_r_cuMemcpy3DPeerAsync);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync, (void *)om_r_cuMemcpyBatchAsync);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync_ptsz, (void *)om_r_cuMemcpyBatchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2, (void *)om_r_cuMemcpyBatchAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2_ptsz, (void *)om_r_cuMemcpyBatchAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync, (void *)om_r_cuMemcpy3DBatchAsync);
+    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_ptsz, (void *)om_r_cuMemcpy3DBatchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_v2, (void *)om_r_cuMemcpy3DBatchAsync_v2);
+    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_v2_ptsz, (void *)om_r_cuMemcpy3DBatchAsync_v2_ptsz);
     om_remote_set(OM_IDX_cuDeviceGet, (void *)om_r_cuDeviceGet);
     om_remote_set(OM_IDX_cuDeviceGetAttribute, (void *)om_r_cuDeviceGetAttribute);
     om_remote_set(OM_IDX_cuDeviceGetCount, (void *)om_r_cuDeviceGetCount);
@@ -2718,52 +2751,21 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
     om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)r_cuDeviceGraphMemTrim);
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
-    om_remote_set(OM_IDX_cuGraphAddBatchMemOpNode, (void *)om_r_cuGraphAddBatchMemOpNode);
-    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)r_cuGraphAddChildGraphNode);
+    om_remote_set(OM_IDX_cuGraphAddMemAllocNode, (void *)om_r_cuGraphAddMemAllocNode);
+    om_remote_set(OM_IDX_cuGraphMemAllocNodeGetParams, (void *)om_r_cuGraphMemAllocNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
+    om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)r_cuGraphMemFreeNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
     om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)r_cuGraphAddDependencies);
     om_remote_set(OM_IDX_cuGraphAddDependencies_v2, (void *)om_r_cuGraphAddDependencies_v2);
-    om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)r_cuGraphAddEmptyNode);
-    om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)r_cuGraphAddEventRecordNode);
-    om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
-    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresSignalNode, (void *)om_r_cuGraphAddExternalSemaphoresSignalNode);
-    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresWaitNode, (void *)om_r_cuGraphAddExternalSemaphoresWaitNode);
-    om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
-    om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
-    om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
-    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
-    om_remote_set(OM_IDX_cuGraphAddNode, (void *)om_r_cuGraphAddNode);
-    om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
-    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
     om_remote_set(OM_IDX_cuGraphClone, (void *)om_r_cuGraphClone);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
     om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
-    om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)om_r_cuGraphDestroyNode);
-    om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)r_cuGraphEventRecordNodeGetEvent);
-    om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)r_cuGraphEventRecordNodeSetEvent);
-    om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)r_cuGraphEventWaitNodeGetEvent);
-    om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
-    om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)om_r_cuGraphExecDestroy);
-    om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
-    om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
-    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)r_cuGraphExecGetFlags);
-    om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
-    om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)om_r_cuGraphExecUpdate_v2);
-    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphGetEdges, (void *)om_r_cuGraphGetEdges);
     om_remote_set(OM_IDX_cuGraphGetEdges_v2, (void *)om_r_cuGraphGetEdges_v2);
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_r_cuGraphGetNodes);
@@ -2773,58 +2775,12 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
-    om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
-    om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
-    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams, (void *)om_r_cuGraphKernelNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams_v2, (void *)om_r_cuGraphKernelNodeGetParams_v2);
-    om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
-    om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphLaunch, (void *)om_r_cuGraphLaunch);
     om_remote_set(OM_IDX_cuGraphLaunch_ptsz, (void *)om_r_cuGraphLaunch);
-    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)r_cuGraphMemcpyNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)r_cuGraphMemsetNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)r_cuGraphNodeFindInClone);
-    om_remote_set(OM_IDX_cuGraphNodeGetDependencies, (void *)om_r_cuGraphNodeGetDependencies);
-    om_remote_set(OM_IDX_cuGraphNodeGetDependencies_v2, (void *)om_r_cuGraphNodeGetDependencies_v2);
-    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes, (void *)om_r_cuGraphNodeGetDependentNodes);
-    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes_v2, (void *)om_r_cuGraphNodeGetDependentNodes_v2);
-    om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
-    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
-    om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);
-    om_remote_set(OM_IDX_cuGraphNodeSetParams, (void *)om_r_cuGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)r_cuGraphRemoveDependencies);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies_v2, (void *)om_r_cuGraphRemoveDependencies_v2);
     om_remote_set(OM_IDX_cuGraphUpload, (void *)r_cuGraphUpload);
     om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)r_cuGraphUpload);
-    om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
-    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_r_cuStreamBeginCaptureToGraph);
-    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph);
-    om_remote_set(OM_IDX_cuStreamBeginCapture_ptsz, (void *)om_r_cuStreamBeginCapture);
-    om_remote_set(OM_IDX_cuStreamBeginCapture_v2, (void *)om_r_cuStreamBeginCapture_v2);
-    om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2);
-    om_remote_set(OM_IDX_cuStreamEndCapture, (void *)om_r_cuStreamEndCapture);
-    om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_r_cuStreamEndCapture);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)om_r_cuStreamGetCaptureInfo);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_ptsz, (void *)om_r_cuStreamGetCaptureInfo);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2, (void *)om_r_cuStreamGetCaptureInfo_v2);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v2);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3, (void *)om_r_cuStreamGetCaptureInfo_v3);
-    om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v3);
-    om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)om_r_cuStreamIsCapturing);
-    om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)om_r_cuStreamIsCapturing);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)r_cuStreamUpdateCaptureDependencies);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)r_cuStreamUpdateCaptureDependencies);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
-    om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
-    om_remote_set(OM_IDX_cuGraphAddMemAllocNode, (void *)om_r_cuGraphAddMemAllocNode);
-    om_remote_set(OM_IDX_cuGraphMemAllocNodeGetParams, (void *)om_r_cuGraphMemAllocNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
-    om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)r_cuGraphMemFreeNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
     om_remote_set(OM_IDX_cuDeviceGetDevResource, (void *)om_r_cuDeviceGetDevResource);
     om_remote_set(OM_IDX_cuGreenCtxGetDevResource, (void *)om_r_cuGreenCtxGetDevResource);
     om_remote_set(OM_IDX_cuCtxGetDevResource, (void *)om_r_cuCtxGetDevResource);
@@ -2847,6 +2803,12 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuUserObjectCreate, (void *)om_r_cuUserObjectCreate);
     om_remote_set(OM_IDX_cuUserObjectRelease, (void *)om_r_cuUserObjectRelease);
     om_remote_set(OM_IDX_cuUserObjectRetain, (void *)om_r_cuUserObjectRetain);
+    om_remote_set(OM_IDX_cuIpcGetMemHandle, (void *)om_r_cuIpcGetMemHandle);
+    om_remote_set(OM_IDX_cuIpcOpenMemHandle_v2, (void *)om_r_cuIpcOpenMemHandle_v2);
+    om_remote_set(OM_IDX_cuIpcOpenMemHandle, (void *)om_r_cuIpcOpenMemHandle_v2);
+    om_remote_set(OM_IDX_cuIpcCloseMemHandle, (void *)om_r_cuIpcCloseMemHandle);
+    om_remote_set(OM_IDX_cuIpcGetEventHandle, (void *)om_r_cuIpcGetEventHandle);
+    om_remote_set(OM_IDX_cuIpcOpenEventHandle, (void *)om_r_cuIpcOpenEventHandle);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);
@@ -2882,8 +2844,30 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuCoredumpSetAttributeGlobal, (void *)om_r_cuCoredumpSetAttributeGlobal);
     om_remote_set(OM_IDX_cuCtxEnablePeerAccess, (void *)om_r_cuCtxEnablePeerAccess);
     om_remote_set(OM_IDX_cuCtxDisablePeerAccess, (void *)om_r_cuCtxDisablePeerAccess);
-    om_remote_set(OM_IDX_cuMemAllocHost_v2, (void *)om_r_cuMemAllocHost_v2);
+    om_remote_set(OM_IDX_cuLinkAddData, (void *)om_r_cuLinkAddData_v2);
+    om_remote_set(OM_IDX_cuLinkAddData_v2, (void *)om_r_cuLinkAddData_v2);
+    om_remote_set(OM_IDX_cuLinkAddFile, (void *)om_r_cuLinkAddFile_v2);
+    om_remote_set(OM_IDX_cuLinkAddFile_v2, (void *)om_r_cuLinkAddFile_v2);
+    om_remote_set(OM_IDX_cuLinkComplete, (void *)om_r_cuLinkComplete);
+    om_remote_set(OM_IDX_cuLinkCreate, (void *)om_r_cuLinkCreate_v2);
+    om_remote_set(OM_IDX_cuLinkCreate_v2, (void *)om_r_cuLinkCreate_v2);
+    om_remote_set(OM_IDX_cuLinkDestroy, (void *)om_r_cuLinkDestroy);
     om_remote_set(OM_IDX_cuMemAllocManaged, (void *)om_r_cuMemAllocManaged);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync, (void *)om_r_cuMemPrefetchAsync);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_ptsz, (void *)om_r_cuMemPrefetchAsync);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2, (void *)om_r_cuMemPrefetchAsync_v2);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2_ptsz, (void *)om_r_cuMemPrefetchAsync_v2);
+    om_remote_set(OM_IDX_cuMemAdvise, (void *)om_r_cuMemAdvise);
+    om_remote_set(OM_IDX_cuMemAdvise_v2, (void *)om_r_cuMemAdvise_v2);
+    om_remote_set(OM_IDX_cuMemRangeGetAttribute, (void *)om_r_cuMemRangeGetAttribute);
+    om_remote_set(OM_IDX_cuMemRangeGetAttributes, (void *)om_r_cuMemRangeGetAttributes);
+    om_remote_set(OM_IDX_cuMemPrefetchBatchAsync, (void *)om_r_cuMemPrefetchBatchAsync);
+    om_remote_set(OM_IDX_cuMemPrefetchBatchAsync_ptsz, (void *)om_r_cuMemPrefetchBatchAsync);
+    om_remote_set(OM_IDX_cuMemDiscardBatchAsync, (void *)om_r_cuMemDiscardBatchAsync);
+    om_remote_set(OM_IDX_cuMemDiscardBatchAsync_ptsz, (void *)om_r_cuMemDiscardBatchAsync);
+    om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync, (void *)om_r_cuMemDiscardAndPrefetchBatchAsync);
+    om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync_ptsz, (void *)om_r_cuMemDiscardAndPrefetchBatchAsync);
+    om_remote_set(OM_IDX_cuMemAllocHost_v2, (void *)om_r_cuMemAllocHost_v2);
     om_remote_set(OM_IDX_cuMemAllocPitch_v2, (void *)om_r_cuMemAllocPitch_v2);
     om_remote_set(OM_IDX_cuMemAlloc_v2, (void *)om_r_cuMemAlloc_v2);
     om_remote_set(OM_IDX_cuMemFreeHost, (void *)om_r_cuMemFreeHost);
@@ -2897,6 +2881,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemHostUnregister, (void *)om_r_cuMemHostUnregister);
     om_remote_set(OM_IDX_cuPointerGetAttribute, (void *)om_r_cuPointerGetAttribute);
     om_remote_set(OM_IDX_cuPointerGetAttributes, (void *)om_r_cuPointerGetAttributes);
+    om_remote_set(OM_IDX_cuPointerSetAttribute, (void *)om_r_cuPointerSetAttribute);
+    om_remote_set(OM_IDX_cuMemGetHandleForAddressRange, (void *)om_r_cuMemGetHandleForAddressRange);
     om_remote_set(OM_IDX_cuMemAllocAsync, (void *)om_r_cuMemAllocAsync);
     om_remote_set(OM_IDX_cuMemAllocAsync_ptsz, (void *)om_r_cuMemAllocAsync);
     om_remote_set(OM_IDX_cuMemAllocFromPoolAsync, (void *)om_r_cuMemAllocFromPoolAsync);
@@ -2916,51 +2902,6 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemGetDefaultMemPool, (void *)om_r_cuMemGetDefaultMemPool);
     om_remote_set(OM_IDX_cuMemGetMemPool, (void *)om_r_cuMemGetMemPool);
     om_remote_set(OM_IDX_cuMemSetMemPool, (void *)om_r_cuMemSetMemPool);
-    om_remote_set(OM_IDX_cuIpcGetMemHandle, (void *)om_r_cuIpcGetMemHandle);
-    om_remote_set(OM_IDX_cuIpcOpenMemHandle_v2, (void *)om_r_cuIpcOpenMemHandle_v2);
-    om_remote_set(OM_IDX_cuIpcOpenMemHandle, (void *)om_r_cuIpcOpenMemHandle_v2);
-    om_remote_set(OM_IDX_cuIpcCloseMemHandle, (void *)om_r_cuIpcCloseMemHandle);
-    om_remote_set(OM_IDX_cuIpcGetEventHandle, (void *)om_r_cuIpcGetEventHandle);
-    om_remote_set(OM_IDX_cuIpcOpenEventHandle, (void *)om_r_cuIpcOpenEventHandle);
-    om_remote_set(OM_IDX_cuMemPrefetchAsync, (void *)om_r_cuMemPrefetchAsync);
-    om_remote_set(OM_IDX_cuMemPrefetchAsync_ptsz, (void *)om_r_cuMemPrefetchAsync);
-    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2, (void *)om_r_cuMemPrefetchAsync_v2);
-    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2_ptsz, (void *)om_r_cuMemPrefetchAsync_v2);
-    om_remote_set(OM_IDX_cuMemAdvise, (void *)om_r_cuMemAdvise);
-    om_remote_set(OM_IDX_cuMemAdvise_v2, (void *)om_r_cuMemAdvise_v2);
-    om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_r_cuMemGetAllocationGranularity);
-    om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
-    om_remote_set(OM_IDX_cuMemRelease, (void *)om_r_cuMemRelease);
-    om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
-    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
-    om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
-    om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
-    om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
-    om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
-    om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)r_cuMemGetAllocationPropertiesFromHandle);
-    om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
-    om_remote_set(OM_IDX_cuMemRangeGetAttribute, (void *)om_r_cuMemRangeGetAttribute);
-    om_remote_set(OM_IDX_cuMemRangeGetAttributes, (void *)om_r_cuMemRangeGetAttributes);
-    om_remote_set(OM_IDX_cuMemPrefetchBatchAsync, (void *)om_r_cuMemPrefetchBatchAsync);
-    om_remote_set(OM_IDX_cuMemPrefetchBatchAsync_ptsz, (void *)om_r_cuMemPrefetchBatchAsync);
-    om_remote_set(OM_IDX_cuMemDiscardBatchAsync, (void *)om_r_cuMemDiscardBatchAsync);
-    om_remote_set(OM_IDX_cuMemDiscardBatchAsync_ptsz, (void *)om_r_cuMemDiscardBatchAsync);
-    om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync, (void *)om_r_cuMemDiscardAndPrefetchBatchAsync);
-    om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync_ptsz, (void *)om_r_cuMemDiscardAndPrefetchBatchAsync);
-    om_remote_set(OM_IDX_cuPointerSetAttribute, (void *)om_r_cuPointerSetAttribute);
-    om_remote_set(OM_IDX_cuMemcpy3DPeer, (void *)om_r_cuMemcpy3DPeer);
-    om_remote_set(OM_IDX_cuMemcpy3DPeer_ptds, (void *)om_r_cuMemcpy3DPeer);
-    om_remote_set(OM_IDX_cuMemcpy3DPeerAsync, (void *)om_r_cuMemcpy3DPeerAsync);
-    om_remote_set(OM_IDX_cuMemcpy3DPeerAsync_ptsz, (void *)om_r_cuMemcpy3DPeerAsync);
-    om_remote_set(OM_IDX_cuMemcpyBatchAsync, (void *)om_r_cuMemcpyBatchAsync);
-    om_remote_set(OM_IDX_cuMemcpyBatchAsync_ptsz, (void *)om_r_cuMemcpyBatchAsync_ptsz);
-    om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2, (void *)om_r_cuMemcpyBatchAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2_ptsz, (void *)om_r_cuMemcpyBatchAsync_v2_ptsz);
-    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync, (void *)om_r_cuMemcpy3DBatchAsync);
-    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_ptsz, (void *)om_r_cuMemcpy3DBatchAsync_ptsz);
-    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_v2, (void *)om_r_cuMemcpy3DBatchAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpy3DBatchAsync_v2_ptsz, (void *)om_r_cuMemcpy3DBatchAsync_v2_ptsz);
-    om_remote_set(OM_IDX_cuMemGetHandleForAddressRange, (void *)om_r_cuMemGetHandleForAddressRange);
     om_remote_set(OM_IDX_cuFuncGetAttribute, (void *)om_r_cuFuncGetAttribute);
     om_remote_set(OM_IDX_cuFuncSetAttribute, (void *)om_r_cuFuncSetAttribute);
     om_remote_set(OM_IDX_cuFuncSetCacheConfig, (void *)om_r_cuFuncSetCacheConfig);
@@ -2979,13 +2920,6 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuModuleLoadDataEx, (void *)om_r_cuModuleLoadDataEx);
     om_remote_set(OM_IDX_cuModuleLoadFatBinary, (void *)om_r_cuModuleLoadFatBinary);
     om_remote_set(OM_IDX_cuModuleUnload, (void *)om_r_cuModuleUnload);
-    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessor);
-    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
-    om_remote_set(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)r_cuOccupancyAvailableDynamicSMemPerBlock);
-    om_remote_set(OM_IDX_cuOccupancyMaxActiveClusters, (void *)om_r_cuOccupancyMaxActiveClusters);
-    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSize, (void *)om_r_cuOccupancyMaxPotentialBlockSize);
-    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSizeWithFlags, (void *)om_r_cuOccupancyMaxPotentialBlockSizeWithFlags);
-    om_remote_set(OM_IDX_cuOccupancyMaxPotentialClusterSize, (void *)om_r_cuOccupancyMaxPotentialClusterSize);
     om_remote_set(OM_IDX_cuFuncGetParamInfo, (void *)om_r_cuFuncGetParamInfo);
     om_remote_set(OM_IDX_cuFuncIsLoaded, (void *)om_r_cuFuncIsLoaded);
     om_remote_set(OM_IDX_cuFuncLoad, (void *)om_r_cuFuncLoad);
@@ -2993,14 +2927,6 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuKernelGetParamInfo, (void *)om_r_cuKernelGetParamInfo);
     om_remote_set(OM_IDX_cuLibraryLoadFromFile, (void *)om_r_cuLibraryLoadFromFile);
     om_remote_set(OM_IDX_cuModuleLoad, (void *)om_r_cuModuleLoad);
-    om_remote_set(OM_IDX_cuLinkAddData, (void *)om_r_cuLinkAddData_v2);
-    om_remote_set(OM_IDX_cuLinkAddData_v2, (void *)om_r_cuLinkAddData_v2);
-    om_remote_set(OM_IDX_cuLinkAddFile, (void *)om_r_cuLinkAddFile_v2);
-    om_remote_set(OM_IDX_cuLinkAddFile_v2, (void *)om_r_cuLinkAddFile_v2);
-    om_remote_set(OM_IDX_cuLinkComplete, (void *)om_r_cuLinkComplete);
-    om_remote_set(OM_IDX_cuLinkCreate, (void *)om_r_cuLinkCreate_v2);
-    om_remote_set(OM_IDX_cuLinkCreate_v2, (void *)om_r_cuLinkCreate_v2);
-    om_remote_set(OM_IDX_cuLinkDestroy, (void *)om_r_cuLinkDestroy);
     om_remote_set(OM_IDX_cuFuncGetModule, (void *)om_r_cuFuncGetModule);
     om_remote_set(OM_IDX_cuFuncGetName, (void *)om_r_cuFuncGetName);
     om_remote_set(OM_IDX_cuKernelGetLibrary, (void *)om_r_cuKernelGetLibrary);
@@ -3010,6 +2936,69 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuLibraryGetModule, (void *)om_r_cuLibraryGetModule);
     om_remote_set(OM_IDX_cuModuleEnumerateFunctions, (void *)om_r_cuModuleEnumerateFunctions);
     om_remote_set(OM_IDX_cuModuleGetFunctionCount, (void *)om_r_cuModuleGetFunctionCount);
+    om_remote_set(OM_IDX_cuGraphAddBatchMemOpNode, (void *)om_r_cuGraphAddBatchMemOpNode);
+    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)r_cuGraphAddChildGraphNode);
+    om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)r_cuGraphAddEmptyNode);
+    om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)r_cuGraphAddEventRecordNode);
+    om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
+    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresSignalNode, (void *)om_r_cuGraphAddExternalSemaphoresSignalNode);
+    om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresWaitNode, (void *)om_r_cuGraphAddExternalSemaphoresWaitNode);
+    om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
+    om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
+    om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
+    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphAddNode, (void *)om_r_cuGraphAddNode);
+    om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
+    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
+    om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)om_r_cuGraphDestroyNode);
+    om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)r_cuGraphEventRecordNodeGetEvent);
+    om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)r_cuGraphEventRecordNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)r_cuGraphEventWaitNodeGetEvent);
+    om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
+    om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams, (void *)om_r_cuGraphKernelNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetParams_v2, (void *)om_r_cuGraphKernelNodeGetParams_v2);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)r_cuGraphMemcpyNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)r_cuGraphMemsetNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)r_cuGraphNodeFindInClone);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependencies, (void *)om_r_cuGraphNodeGetDependencies);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependencies_v2, (void *)om_r_cuGraphNodeGetDependencies_v2);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes, (void *)om_r_cuGraphNodeGetDependentNodes);
+    om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes_v2, (void *)om_r_cuGraphNodeGetDependentNodes_v2);
+    om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
+    om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeSetParams, (void *)om_r_cuGraphNodeSetParams);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)r_cuOccupancyAvailableDynamicSMemPerBlock);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveClusters, (void *)om_r_cuOccupancyMaxActiveClusters);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSize, (void *)om_r_cuOccupancyMaxPotentialBlockSize);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSizeWithFlags, (void *)om_r_cuOccupancyMaxPotentialBlockSizeWithFlags);
+    om_remote_set(OM_IDX_cuOccupancyMaxPotentialClusterSize, (void *)om_r_cuOccupancyMaxPotentialClusterSize);
     om_remote_set(OM_IDX_cuMemExportToShareableHandle, (void *)om_r_cuMemExportToShareableHandle);
     om_remote_set(OM_IDX_cuMemImportFromShareableHandle, (void *)om_r_cuMemImportFromShareableHandle);
     om_remote_set(OM_IDX_cuMemPoolExportToShareableHandle, (void *)om_r_cuMemPoolExportToShareableHandle);
@@ -3150,4 +3139,15 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemsetD2D16, (void *)om_r_cuMemsetD2D16);
     om_remote_set(OM_IDX_cuMemsetD2D32, (void *)om_r_cuMemsetD2D32);
     om_remote_set(OM_IDX_cuModuleGetGlobal, (void *)om_r_cuModuleGetGlobal);
+    om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_r_cuMemGetAllocationGranularity);
+    om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
+    om_remote_set(OM_IDX_cuMemRelease, (void *)om_r_cuMemRelease);
+    om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
+    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
+    om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
+    om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
+    om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
+    om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
+    om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)r_cuMemGetAllocationPropertiesFromHandle);
+    om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
 }

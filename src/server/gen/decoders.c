@@ -323,6 +323,85 @@ static CUresult x_cuSurfObjectGetResourceDesc(struct call *c)
     return rc;
 }
 
+static CUresult x_cuStreamGetCaptureInfo(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamCaptureStatus o_captureStatus_out;
+    cuuint64_t o_id_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_captureStatus_out, 0, sizeof(o_captureStatus_out));
+    memset(&o_id_out, 0, sizeof(o_id_out));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *))REAL(cuStreamGetCaptureInfo))(s_hStream, &o_captureStatus_out, &o_id_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_captureStatus_out, sizeof(o_captureStatus_out));
+        om_put_bytes(&c->out, &o_id_out, sizeof(o_id_out));
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamIsCapturing(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamCaptureStatus o_captureStatus;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_captureStatus, 0, sizeof(o_captureStatus));
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))REAL(cuStreamIsCapturing))(s_hStream, &o_captureStatus);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_captureStatus, sizeof(o_captureStatus));
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamUpdateCaptureDependencies(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))REAL(cuStreamUpdateCaptureDependencies))(s_hStream, v_dependencies, (size_t)a_numDependencies, (unsigned int)a_flags);
+out:
+    free(v_dependencies);
+    return rc;
+}
+
 static CUresult x_cuCtxGetLimit(struct call *c)
 {
     uint64_t a_limit = om_get_u64(&c->in);
@@ -827,43 +906,21 @@ static CUresult x_cuDeviceGraphMemTrim(struct call *c)
     return rc;
 }
 
-static CUresult x_cuGraphAddChildGraphNode(struct call *c)
+static CUresult x_cuGraphMemFreeNodeGetParams(struct call *c)
 {
-    uint64_t a_hGraph = om_get_u64(&c->in);
-    uint64_t a_dependencies = om_get_u64(&c->in);
-    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
-    uint64_t a_numDependencies = om_get_u64(&c->in);
-    uint64_t a_childGraph = om_get_u64(&c->in);
-    CUgraphNode o_phGraphNode = 0;
-    CUgraphNode *v_dependencies = NULL;
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUdeviceptr o_dptr_out;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    if (a_dependencies)
-        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
-    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
-        goto out;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))REAL(cuGraphAddChildGraphNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUgraph)(uintptr_t)a_childGraph);
+    memset(&o_dptr_out, 0, sizeof(o_dptr_out));
+    rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))REAL(cuGraphMemFreeNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_dptr_out);
     if (rc == CUDA_SUCCESS) {
-        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
-            goto out;
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+        om_put_bytes(&c->out, &o_dptr_out, sizeof(o_dptr_out));
     }
-out:
-    free(v_dependencies);
     return rc;
 }
 
@@ -907,123 +964,6 @@ static CUresult x_cuGraphAddDependencies(struct call *c)
 out:
     free(v_from);
     free(v_to);
-    return rc;
-}
-
-static CUresult x_cuGraphAddEmptyNode(struct call *c)
-{
-    uint64_t a_hGraph = om_get_u64(&c->in);
-    uint64_t a_dependencies = om_get_u64(&c->in);
-    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
-    uint64_t a_numDependencies = om_get_u64(&c->in);
-    CUgraphNode o_phGraphNode = 0;
-    CUgraphNode *v_dependencies = NULL;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    if (a_dependencies)
-        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
-    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
-        goto out;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t))REAL(cuGraphAddEmptyNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies);
-    if (rc == CUDA_SUCCESS) {
-        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
-            goto out;
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
-    }
-out:
-    free(v_dependencies);
-    return rc;
-}
-
-static CUresult x_cuGraphAddEventRecordNode(struct call *c)
-{
-    uint64_t a_hGraph = om_get_u64(&c->in);
-    uint64_t a_dependencies = om_get_u64(&c->in);
-    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
-    uint64_t a_numDependencies = om_get_u64(&c->in);
-    uint64_t a_event = om_get_u64(&c->in);
-    CUgraphNode o_phGraphNode = 0;
-    CUgraphNode *v_dependencies = NULL;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    if (a_dependencies)
-        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
-    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
-        goto out;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))REAL(cuGraphAddEventRecordNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUevent)(uintptr_t)a_event);
-    if (rc == CUDA_SUCCESS) {
-        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
-            goto out;
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
-    }
-out:
-    free(v_dependencies);
-    return rc;
-}
-
-static CUresult x_cuGraphAddEventWaitNode(struct call *c)
-{
-    uint64_t a_hGraph = om_get_u64(&c->in);
-    uint64_t a_dependencies = om_get_u64(&c->in);
-    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
-    uint64_t a_numDependencies = om_get_u64(&c->in);
-    uint64_t a_event = om_get_u64(&c->in);
-    CUgraphNode o_phGraphNode = 0;
-    CUgraphNode *v_dependencies = NULL;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    if (a_dependencies)
-        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
-    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
-        goto out;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))REAL(cuGraphAddEventWaitNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUevent)(uintptr_t)a_event);
-    if (rc == CUDA_SUCCESS) {
-        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
-            goto out;
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
-    }
-out:
-    free(v_dependencies);
     return rc;
 }
 
@@ -1071,131 +1011,6 @@ out:
     return rc;
 }
 
-static CUresult x_cuGraphEventRecordNodeGetEvent(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUevent o_event_out;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_event_out, 0, sizeof(o_event_out));
-    rc = ((CUresult (*)(CUgraphNode, CUevent *))REAL(cuGraphEventRecordNodeGetEvent))((CUgraphNode)(uintptr_t)a_hNode, &o_event_out);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_event_out, sizeof(o_event_out));
-    }
-    return rc;
-}
-
-static CUresult x_cuGraphEventRecordNodeSetEvent(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    uint64_t a_event = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphNode, CUevent))REAL(cuGraphEventRecordNodeSetEvent))((CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
-    return rc;
-}
-
-static CUresult x_cuGraphEventWaitNodeGetEvent(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUevent o_event_out;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_event_out, 0, sizeof(o_event_out));
-    rc = ((CUresult (*)(CUgraphNode, CUevent *))REAL(cuGraphEventWaitNodeGetEvent))((CUgraphNode)(uintptr_t)a_hNode, &o_event_out);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_event_out, sizeof(o_event_out));
-    }
-    return rc;
-}
-
-static CUresult x_cuGraphEventWaitNodeSetEvent(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    uint64_t a_event = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphNode, CUevent))REAL(cuGraphEventWaitNodeSetEvent))((CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
-    return rc;
-}
-
-static CUresult x_cuGraphExecChildGraphNodeSetParams(struct call *c)
-{
-    uint64_t a_hGraphExec = om_get_u64(&c->in);
-    uint64_t a_hNode = om_get_u64(&c->in);
-    uint64_t a_childGraph = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUgraph))REAL(cuGraphExecChildGraphNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUgraph)(uintptr_t)a_childGraph);
-    return rc;
-}
-
-static CUresult x_cuGraphExecEventRecordNodeSetEvent(struct call *c)
-{
-    uint64_t a_hGraphExec = om_get_u64(&c->in);
-    uint64_t a_hNode = om_get_u64(&c->in);
-    uint64_t a_event = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))REAL(cuGraphExecEventRecordNodeSetEvent))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
-    return rc;
-}
-
-static CUresult x_cuGraphExecEventWaitNodeSetEvent(struct call *c)
-{
-    uint64_t a_hGraphExec = om_get_u64(&c->in);
-    uint64_t a_hNode = om_get_u64(&c->in);
-    uint64_t a_event = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))REAL(cuGraphExecEventWaitNodeSetEvent))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
-    return rc;
-}
-
 static CUresult x_cuGraphExecGetFlags(struct call *c)
 {
     uint64_t a_hGraphExec = om_get_u64(&c->in);
@@ -1232,141 +1047,6 @@ static CUresult x_cuGraphExecUpdate_v2(struct call *c)
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_resultInfo, sizeof(o_resultInfo));
     }
-    return rc;
-}
-
-static CUresult x_cuGraphKernelNodeCopyAttributes(struct call *c)
-{
-    uint64_t a_dst = om_get_u64(&c->in);
-    uint64_t a_src = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_dst, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_src, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphNode, CUgraphNode))REAL(cuGraphKernelNodeCopyAttributes))((CUgraphNode)(uintptr_t)a_dst, (CUgraphNode)(uintptr_t)a_src);
-    return rc;
-}
-
-static CUresult x_cuGraphMemcpyNodeGetParams(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUDA_MEMCPY3D o_nodeParams;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
-    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
-    }
-    return rc;
-}
-
-static CUresult x_cuGraphMemsetNodeGetParams(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUDA_MEMSET_NODE_PARAMS o_nodeParams;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
-    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))REAL(cuGraphMemsetNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
-    }
-    return rc;
-}
-
-static CUresult x_cuGraphNodeFindInClone(struct call *c)
-{
-    uint64_t a_hOriginalNode = om_get_u64(&c->in);
-    uint64_t a_hClonedGraph = om_get_u64(&c->in);
-    CUgraphNode o_phNode = 0;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hOriginalNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hClonedGraph, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraphNode, CUgraph))REAL(cuGraphNodeFindInClone))(&o_phNode, (CUgraphNode)(uintptr_t)a_hOriginalNode, (CUgraph)(uintptr_t)a_hClonedGraph);
-    if (rc == CUDA_SUCCESS) {
-        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phNode)) != CUDA_SUCCESS)
-            goto out;
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phNode);
-    }
-out:
-    return rc;
-}
-
-static CUresult x_cuGraphNodeGetEnabled(struct call *c)
-{
-    uint64_t a_hGraphExec = om_get_u64(&c->in);
-    uint64_t a_hNode = om_get_u64(&c->in);
-    unsigned int o_isEnabled;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_isEnabled, 0, sizeof(o_isEnabled));
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int *))REAL(cuGraphNodeGetEnabled))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &o_isEnabled);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_isEnabled, sizeof(o_isEnabled));
-    }
-    return rc;
-}
-
-static CUresult x_cuGraphNodeGetType(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUgraphNodeType o_type;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_type, 0, sizeof(o_type));
-    rc = ((CUresult (*)(CUgraphNode, CUgraphNodeType *))REAL(cuGraphNodeGetType))((CUgraphNode)(uintptr_t)a_hNode, &o_type);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_type, sizeof(o_type));
-    }
-    return rc;
-}
-
-static CUresult x_cuGraphNodeSetEnabled(struct call *c)
-{
-    uint64_t a_hGraphExec = om_get_u64(&c->in);
-    uint64_t a_hNode = om_get_u64(&c->in);
-    uint64_t a_isEnabled = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    if ((int64_t)a_isEnabled < 0 || (int64_t)a_isEnabled > 1)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int))REAL(cuGraphNodeSetEnabled))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (unsigned int)a_isEnabled);
     return rc;
 }
 
@@ -1429,103 +1109,6 @@ static CUresult x_cuGraphUpload(struct call *c)
         goto out;
     rc = ((CUresult (*)(CUgraphExec, CUstream))REAL(cuGraphUpload))((CUgraphExec)(uintptr_t)a_hGraphExec, s_hStream);
 out:
-    return rc;
-}
-
-static CUresult x_cuStreamGetCaptureInfo(struct call *c)
-{
-    uint64_t a_hStream = om_get_u64(&c->in);
-    CUstream s_hStream = NULL;
-    CUstreamCaptureStatus o_captureStatus_out;
-    cuuint64_t o_id_out;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_captureStatus_out, 0, sizeof(o_captureStatus_out));
-    memset(&o_id_out, 0, sizeof(o_id_out));
-    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
-    if (!s_hStream)
-        goto out;
-    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *))REAL(cuStreamGetCaptureInfo))(s_hStream, &o_captureStatus_out, &o_id_out);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_captureStatus_out, sizeof(o_captureStatus_out));
-        om_put_bytes(&c->out, &o_id_out, sizeof(o_id_out));
-    }
-out:
-    return rc;
-}
-
-static CUresult x_cuStreamIsCapturing(struct call *c)
-{
-    uint64_t a_hStream = om_get_u64(&c->in);
-    CUstream s_hStream = NULL;
-    CUstreamCaptureStatus o_captureStatus;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_captureStatus, 0, sizeof(o_captureStatus));
-    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
-    if (!s_hStream)
-        goto out;
-    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))REAL(cuStreamIsCapturing))(s_hStream, &o_captureStatus);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_captureStatus, sizeof(o_captureStatus));
-    }
-out:
-    return rc;
-}
-
-static CUresult x_cuStreamUpdateCaptureDependencies(struct call *c)
-{
-    uint64_t a_hStream = om_get_u64(&c->in);
-    uint64_t a_dependencies = om_get_u64(&c->in);
-    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
-    uint64_t a_numDependencies = om_get_u64(&c->in);
-    uint64_t a_flags = om_get_u64(&c->in);
-    CUstream s_hStream = NULL;
-    CUgraphNode *v_dependencies = NULL;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (a_flags & ~(uint64_t)(0x1))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    if (a_dependencies)
-        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
-    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
-        goto out;
-    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
-    if (!s_hStream)
-        goto out;
-    rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))REAL(cuStreamUpdateCaptureDependencies))(s_hStream, v_dependencies, (size_t)a_numDependencies, (unsigned int)a_flags);
-out:
-    free(v_dependencies);
-    return rc;
-}
-
-static CUresult x_cuGraphMemFreeNodeGetParams(struct call *c)
-{
-    uint64_t a_hNode = om_get_u64(&c->in);
-    CUdeviceptr o_dptr_out;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
-        return rc;
-    memset(&o_dptr_out, 0, sizeof(o_dptr_out));
-    rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))REAL(cuGraphMemFreeNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_dptr_out);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_dptr_out, sizeof(o_dptr_out));
-    }
     return rc;
 }
 
@@ -1987,24 +1570,456 @@ static CUresult x_cuMemPoolTrimTo(struct call *c)
     return rc;
 }
 
-static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
+static CUresult x_cuKernelGetLibrary(struct call *c)
 {
-    uint64_t a_handle = om_get_u64(&c->in);
-    CUmemAllocationProp o_prop;
+    uint64_t a_kernel = om_get_u64(&c->in);
+    CUlibrary o_pLib;
     CUresult rc = ARGS_OK(c);
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    memset(&o_prop, 0, sizeof(o_prop));
-    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+    memset(&o_pLib, 0, sizeof(o_pLib));
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_kernel, false)) != CUDA_SUCCESS)
         return rc;
-    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))REAL(cuMemGetAllocationPropertiesFromHandle))(&o_prop, (CUmemGenericAllocationHandle)a_handle);
+    rc = ((CUresult (*)(CUlibrary *, CUkernel))REAL(cuKernelGetLibrary))(&o_pLib, (CUkernel)(uintptr_t)a_kernel);
     if (rc == CUDA_SUCCESS) {
-        rc = om_answer_allocprop(c, &o_prop);
+        om_put_bytes(&c->out, &o_pLib, sizeof(o_pLib));
     }
+    return rc;
+}
+
+static CUresult x_cuLibraryGetKernelCount(struct call *c)
+{
+    uint64_t a_lib = om_get_u64(&c->in);
+    unsigned int o_count;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_count, 0, sizeof(o_count));
+    if ((rc = om_arg_handle(c, OM_H_LIBRARY, a_lib, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(unsigned int *, CUlibrary))REAL(cuLibraryGetKernelCount))(&o_count, (CUlibrary)(uintptr_t)a_lib);
     if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
+        om_put_bytes(&c->out, &o_count, sizeof(o_count));
     }
+    return rc;
+}
+
+static CUresult x_cuGraphAddChildGraphNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_childGraph = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))REAL(cuGraphAddChildGraphNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUgraph)(uintptr_t)a_childGraph);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddEmptyNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t))REAL(cuGraphAddEmptyNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddEventRecordNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))REAL(cuGraphAddEventRecordNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUevent)(uintptr_t)a_event);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddEventWaitNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))REAL(cuGraphAddEventWaitNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUevent)(uintptr_t)a_event);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphEventRecordNodeGetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUevent o_event_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_event_out, 0, sizeof(o_event_out));
+    rc = ((CUresult (*)(CUgraphNode, CUevent *))REAL(cuGraphEventRecordNodeGetEvent))((CUgraphNode)(uintptr_t)a_hNode, &o_event_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_event_out, sizeof(o_event_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphEventRecordNodeSetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, CUevent))REAL(cuGraphEventRecordNodeSetEvent))((CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphEventWaitNodeGetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUevent o_event_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_event_out, 0, sizeof(o_event_out));
+    rc = ((CUresult (*)(CUgraphNode, CUevent *))REAL(cuGraphEventWaitNodeGetEvent))((CUgraphNode)(uintptr_t)a_hNode, &o_event_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_event_out, sizeof(o_event_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphEventWaitNodeSetEvent(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, CUevent))REAL(cuGraphEventWaitNodeSetEvent))((CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphExecChildGraphNodeSetParams(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_childGraph = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUgraph))REAL(cuGraphExecChildGraphNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUgraph)(uintptr_t)a_childGraph);
+    return rc;
+}
+
+static CUresult x_cuGraphExecEventRecordNodeSetEvent(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))REAL(cuGraphExecEventRecordNodeSetEvent))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphExecEventWaitNodeSetEvent(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_event = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_event, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))REAL(cuGraphExecEventWaitNodeSetEvent))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUevent)(uintptr_t)a_event);
+    return rc;
+}
+
+static CUresult x_cuGraphKernelNodeCopyAttributes(struct call *c)
+{
+    uint64_t a_dst = om_get_u64(&c->in);
+    uint64_t a_src = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_dst, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_src, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode))REAL(cuGraphKernelNodeCopyAttributes))((CUgraphNode)(uintptr_t)a_dst, (CUgraphNode)(uintptr_t)a_src);
+    return rc;
+}
+
+static CUresult x_cuGraphMemcpyNodeGetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUDA_MEMCPY3D o_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphMemsetNodeGetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUDA_MEMSET_NODE_PARAMS o_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_nodeParams, 0, sizeof(o_nodeParams));
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))REAL(cuGraphMemsetNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_nodeParams);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphNodeFindInClone(struct call *c)
+{
+    uint64_t a_hOriginalNode = om_get_u64(&c->in);
+    uint64_t a_hClonedGraph = om_get_u64(&c->in);
+    CUgraphNode o_phNode = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hOriginalNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hClonedGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraphNode, CUgraph))REAL(cuGraphNodeFindInClone))(&o_phNode, (CUgraphNode)(uintptr_t)a_hOriginalNode, (CUgraph)(uintptr_t)a_hClonedGraph);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phNode);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuGraphNodeGetEnabled(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    unsigned int o_isEnabled;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_isEnabled, 0, sizeof(o_isEnabled));
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int *))REAL(cuGraphNodeGetEnabled))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &o_isEnabled);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_isEnabled, sizeof(o_isEnabled));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphNodeGetType(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUgraphNodeType o_type;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_type, 0, sizeof(o_type));
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNodeType *))REAL(cuGraphNodeGetType))((CUgraphNode)(uintptr_t)a_hNode, &o_type);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_type, sizeof(o_type));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphNodeSetEnabled(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_isEnabled = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_isEnabled < 0 || (int64_t)a_isEnabled > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int))REAL(cuGraphNodeSetEnabled))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (unsigned int)a_isEnabled);
     return rc;
 }
 
@@ -2067,42 +2082,6 @@ static CUresult x_cuOccupancyAvailableDynamicSMemPerBlock(struct call *c)
     rc = ((CUresult (*)(size_t *, CUfunction, int, int))REAL(cuOccupancyAvailableDynamicSMemPerBlock))(&o_dynamicSmemSize, (CUfunction)(uintptr_t)a_func, (int)a_numBlocks, (int)a_blockSize);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_dynamicSmemSize, sizeof(o_dynamicSmemSize));
-    }
-    return rc;
-}
-
-static CUresult x_cuKernelGetLibrary(struct call *c)
-{
-    uint64_t a_kernel = om_get_u64(&c->in);
-    CUlibrary o_pLib;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_pLib, 0, sizeof(o_pLib));
-    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_kernel, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(CUlibrary *, CUkernel))REAL(cuKernelGetLibrary))(&o_pLib, (CUkernel)(uintptr_t)a_kernel);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_pLib, sizeof(o_pLib));
-    }
-    return rc;
-}
-
-static CUresult x_cuLibraryGetKernelCount(struct call *c)
-{
-    uint64_t a_lib = om_get_u64(&c->in);
-    unsigned int o_count;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memset(&o_count, 0, sizeof(o_count));
-    if ((rc = om_arg_handle(c, OM_H_LIBRARY, a_lib, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult (*)(unsigned int *, CUlibrary))REAL(cuLibraryGetKernelCount))(&o_count, (CUlibrary)(uintptr_t)a_lib);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&c->out, &o_count, sizeof(o_count));
     }
     return rc;
 }
@@ -2969,6 +2948,27 @@ static CUresult x_cuParamSetTexRef(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
+{
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUmemAllocationProp o_prop;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_prop, 0, sizeof(o_prop));
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))REAL(cuMemGetAllocationPropertiesFromHandle))(&o_prop, (CUmemGenericAllocationHandle)a_handle);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_allocprop(c, &o_prop);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
+    }
+    return rc;
+}
+
 const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemMapArrayAsync] = x_cuMemMapArrayAsync,
     [OM_IDX_cuArrayCreate_v2] = om_x_cuArrayCreate_v2,
@@ -2992,6 +2992,13 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuSurfObjectCreate] = om_x_cuSurfObjectCreate,
     [OM_IDX_cuSurfObjectDestroy] = x_cuSurfObjectDestroy,
     [OM_IDX_cuSurfObjectGetResourceDesc] = x_cuSurfObjectGetResourceDesc,
+    [OM_IDX_cuStreamBeginCaptureToGraph] = om_x_cuStreamBeginCaptureToGraph,
+    [OM_IDX_cuStreamBeginCapture_v2] = om_x_cuStreamBeginCapture_v2,
+    [OM_IDX_cuStreamEndCapture] = om_x_cuStreamEndCapture,
+    [OM_IDX_cuStreamGetCaptureInfo] = x_cuStreamGetCaptureInfo,
+    [OM_IDX_cuStreamGetCaptureInfo_v3] = om_x_cuStreamGetCaptureInfo_v3,
+    [OM_IDX_cuStreamIsCapturing] = x_cuStreamIsCapturing,
+    [OM_IDX_cuStreamUpdateCaptureDependencies] = x_cuStreamUpdateCaptureDependencies,
     [OM_IDX_cuCtxGetLimit] = x_cuCtxGetLimit,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuCtxSetLimit] = x_cuCtxSetLimit,
@@ -3031,81 +3038,27 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetGraphMemAttribute] = om_x_cuDeviceGetGraphMemAttribute,
     [OM_IDX_cuDeviceGraphMemTrim] = x_cuDeviceGraphMemTrim,
     [OM_IDX_cuDeviceSetGraphMemAttribute] = om_x_cuDeviceSetGraphMemAttribute,
-    [OM_IDX_cuGraphAddBatchMemOpNode] = om_x_cuGraphAddBatchMemOpNode,
-    [OM_IDX_cuGraphAddChildGraphNode] = x_cuGraphAddChildGraphNode,
-    [OM_IDX_cuGraphAddDependencies] = x_cuGraphAddDependencies,
-    [OM_IDX_cuGraphAddEmptyNode] = x_cuGraphAddEmptyNode,
-    [OM_IDX_cuGraphAddEventRecordNode] = x_cuGraphAddEventRecordNode,
-    [OM_IDX_cuGraphAddEventWaitNode] = x_cuGraphAddEventWaitNode,
-    [OM_IDX_cuGraphAddExternalSemaphoresSignalNode] = om_x_cuGraphAddExternalSemaphoresSignalNode,
-    [OM_IDX_cuGraphAddExternalSemaphoresWaitNode] = om_x_cuGraphAddExternalSemaphoresWaitNode,
-    [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
-    [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
-    [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
-    [OM_IDX_cuGraphAddNode] = om_x_cuGraphAddNode,
-    [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
-    [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
-    [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
-    [OM_IDX_cuGraphClone] = x_cuGraphClone,
-    [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
-    [OM_IDX_cuGraphDebugDotPrint] = om_x_cuGraphDebugDotPrint,
-    [OM_IDX_cuGraphDestroy] = om_x_cuGraphDestroy,
-    [OM_IDX_cuGraphDestroyNode] = om_x_cuGraphDestroyNode,
-    [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
-    [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,
-    [OM_IDX_cuGraphEventWaitNodeGetEvent] = x_cuGraphEventWaitNodeGetEvent,
-    [OM_IDX_cuGraphEventWaitNodeSetEvent] = x_cuGraphEventWaitNodeSetEvent,
-    [OM_IDX_cuGraphExecBatchMemOpNodeSetParams] = om_x_cuGraphExecBatchMemOpNodeSetParams,
-    [OM_IDX_cuGraphExecChildGraphNodeSetParams] = x_cuGraphExecChildGraphNodeSetParams,
-    [OM_IDX_cuGraphExecDestroy] = om_x_cuGraphExecDestroy,
-    [OM_IDX_cuGraphExecEventRecordNodeSetEvent] = x_cuGraphExecEventRecordNodeSetEvent,
-    [OM_IDX_cuGraphExecEventWaitNodeSetEvent] = x_cuGraphExecEventWaitNodeSetEvent,
-    [OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams,
-    [OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams,
-    [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
-    [OM_IDX_cuGraphExecKernelNodeSetParams_v2] = om_x_cuGraphExecKernelNodeSetParams_v2,
-    [OM_IDX_cuGraphExecMemcpyNodeSetParams] = om_x_cuGraphExecMemcpyNodeSetParams,
-    [OM_IDX_cuGraphExecMemsetNodeSetParams] = om_x_cuGraphExecMemsetNodeSetParams,
-    [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
-    [OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams] = om_x_cuGraphExternalSemaphoresSignalNodeGetParams,
-    [OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExternalSemaphoresSignalNodeSetParams,
-    [OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams] = om_x_cuGraphExternalSemaphoresWaitNodeGetParams,
-    [OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExternalSemaphoresWaitNodeSetParams,
-    [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
-    [OM_IDX_cuGraphGetNodes] = om_x_cuGraphGetNodes,
-    [OM_IDX_cuGraphGetRootNodes] = om_x_cuGraphGetRootNodes,
-    [OM_IDX_cuGraphInstantiateWithFlags] = om_x_cuGraphInstantiateWithFlags,
-    [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
-    [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
-    [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
-    [OM_IDX_cuGraphKernelNodeGetParams_v2] = om_x_cuGraphKernelNodeGetParams_v2,
-    [OM_IDX_cuGraphKernelNodeSetAttribute] = om_x_cuGraphKernelNodeSetAttribute,
-    [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
-    [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,
-    [OM_IDX_cuGraphMemcpyNodeGetParams] = x_cuGraphMemcpyNodeGetParams,
-    [OM_IDX_cuGraphMemcpyNodeSetParams] = om_x_cuGraphMemcpyNodeSetParams,
-    [OM_IDX_cuGraphMemsetNodeGetParams] = x_cuGraphMemsetNodeGetParams,
-    [OM_IDX_cuGraphMemsetNodeSetParams] = om_x_cuGraphMemsetNodeSetParams,
-    [OM_IDX_cuGraphNodeFindInClone] = x_cuGraphNodeFindInClone,
-    [OM_IDX_cuGraphNodeGetDependencies] = om_x_cuGraphNodeGetDependencies,
-    [OM_IDX_cuGraphNodeGetDependentNodes] = om_x_cuGraphNodeGetDependentNodes,
-    [OM_IDX_cuGraphNodeGetEnabled] = x_cuGraphNodeGetEnabled,
-    [OM_IDX_cuGraphNodeGetType] = x_cuGraphNodeGetType,
-    [OM_IDX_cuGraphNodeSetEnabled] = x_cuGraphNodeSetEnabled,
-    [OM_IDX_cuGraphRemoveDependencies] = x_cuGraphRemoveDependencies,
-    [OM_IDX_cuGraphUpload] = x_cuGraphUpload,
-    [OM_IDX_cuStreamBeginCaptureToGraph] = om_x_cuStreamBeginCaptureToGraph,
-    [OM_IDX_cuStreamBeginCapture_v2] = om_x_cuStreamBeginCapture_v2,
-    [OM_IDX_cuStreamEndCapture] = om_x_cuStreamEndCapture,
-    [OM_IDX_cuStreamGetCaptureInfo] = x_cuStreamGetCaptureInfo,
-    [OM_IDX_cuStreamGetCaptureInfo_v3] = om_x_cuStreamGetCaptureInfo_v3,
-    [OM_IDX_cuStreamIsCapturing] = x_cuStreamIsCapturing,
-    [OM_IDX_cuStreamUpdateCaptureDependencies] = x_cuStreamUpdateCaptureDependencies,
     [OM_IDX_cuGraphAddMemAllocNode] = om_x_cuGraphAddMemAllocNode,
     [OM_IDX_cuGraphMemAllocNodeGetParams] = om_x_cuGraphMemAllocNodeGetParams,
     [OM_IDX_cuGraphAddMemFreeNode] = om_x_cuGraphAddMemFreeNode,
     [OM_IDX_cuGraphMemFreeNodeGetParams] = x_cuGraphMemFreeNodeGetParams,
     [OM_IDX_cuGraphConditionalHandleCreate] = om_x_cuGraphConditionalHandleCreate,
+    [OM_IDX_cuGraphAddDependencies] = x_cuGraphAddDependencies,
+    [OM_IDX_cuGraphClone] = x_cuGraphClone,
+    [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
+    [OM_IDX_cuGraphDebugDotPrint] = om_x_cuGraphDebugDotPrint,
+    [OM_IDX_cuGraphDestroy] = om_x_cuGraphDestroy,
+    [OM_IDX_cuGraphExecDestroy] = om_x_cuGraphExecDestroy,
+    [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
+    [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
+    [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
+    [OM_IDX_cuGraphGetNodes] = om_x_cuGraphGetNodes,
+    [OM_IDX_cuGraphGetRootNodes] = om_x_cuGraphGetRootNodes,
+    [OM_IDX_cuGraphInstantiateWithFlags] = om_x_cuGraphInstantiateWithFlags,
+    [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
+    [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,
+    [OM_IDX_cuGraphRemoveDependencies] = x_cuGraphRemoveDependencies,
+    [OM_IDX_cuGraphUpload] = x_cuGraphUpload,
     [OM_IDX_cuDeviceGetDevResource] = om_x_cuDeviceGetDevResource,
     [OM_IDX_cuGreenCtxGetDevResource] = om_x_cuGreenCtxGetDevResource,
     [OM_IDX_cuDevSmResourceSplitByCount] = om_x_cuDevSmResourceSplitByCount,
@@ -3122,6 +3075,11 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuGraphExecHostNodeSetParams] = om_x_cuGraphExecHostNodeSetParams,
     [OM_IDX_cuGraphHostNodeGetParams] = om_x_cuGraphHostNodeGetParams,
     [OM_IDX_cuGraphHostNodeSetParams] = om_x_cuGraphHostNodeSetParams,
+    [OM_IDX_cuIpcGetMemHandle] = om_x_cuIpcGetMemHandle,
+    [OM_IDX_cuIpcOpenMemHandle_v2] = om_x_cuIpcOpenMemHandle_v2,
+    [OM_IDX_cuIpcCloseMemHandle] = om_x_cuIpcCloseMemHandle,
+    [OM_IDX_cuIpcGetEventHandle] = om_x_cuIpcGetEventHandle,
+    [OM_IDX_cuIpcOpenEventHandle] = om_x_cuIpcOpenEventHandle,
     [OM_IDX_cuLaunchKernel] = om_x_cuLaunchKernel,
     [OM_IDX_cuLaunchKernelEx] = om_x_cuLaunchKernelEx,
     [OM_IDX_cuTensorMapEncodeTiled] = x_cuTensorMapEncodeTiled,
@@ -3131,6 +3089,10 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetHostAtomicCapabilities] = x_cuDeviceGetHostAtomicCapabilities,
     [OM_IDX_cuDeviceGetP2PAtomicCapabilities] = x_cuDeviceGetP2PAtomicCapabilities,
     [OM_IDX_cuFlushGPUDirectRDMAWrites] = x_cuFlushGPUDirectRDMAWrites,
+    [OM_IDX_cuLinkAddData_v2] = om_x_cuLinkAddData_v2,
+    [OM_IDX_cuLinkComplete] = om_x_cuLinkComplete,
+    [OM_IDX_cuLinkCreate_v2] = om_x_cuLinkCreate_v2,
+    [OM_IDX_cuLinkDestroy] = om_x_cuLinkDestroy,
     [OM_IDX_cuMemAllocManaged] = om_x_cuMemAllocManaged,
     [OM_IDX_cuMemAlloc_v2] = om_x_cuMemAlloc_v2,
     [OM_IDX_cuMemFreeHost] = om_x_cuMemFreeHost,
@@ -3138,6 +3100,7 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemGetInfo_v2] = x_cuMemGetInfo_v2,
     [OM_IDX_cuMemHostAlloc] = om_x_cuMemHostAlloc,
     [OM_IDX_cuMemHostRegister_v2] = om_x_cuMemHostRegister_v2,
+    [OM_IDX_cuMemGetHandleForAddressRange] = om_x_cuMemGetHandleForAddressRange,
     [OM_IDX_cuMemAllocAsync] = om_x_cuMemAllocAsync,
     [OM_IDX_cuMemAllocFromPoolAsync] = om_x_cuMemAllocFromPoolAsync,
     [OM_IDX_cuMemFreeAsync] = om_x_cuMemFreeAsync,
@@ -3151,42 +3114,68 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuDeviceGetDefaultMemPool] = om_x_cuDeviceGetDefaultMemPool,
     [OM_IDX_cuDeviceGetMemPool] = om_x_cuDeviceGetMemPool,
     [OM_IDX_cuDeviceSetMemPool] = om_x_cuDeviceSetMemPool,
-    [OM_IDX_cuIpcGetMemHandle] = om_x_cuIpcGetMemHandle,
-    [OM_IDX_cuIpcOpenMemHandle_v2] = om_x_cuIpcOpenMemHandle_v2,
-    [OM_IDX_cuIpcCloseMemHandle] = om_x_cuIpcCloseMemHandle,
-    [OM_IDX_cuIpcGetEventHandle] = om_x_cuIpcGetEventHandle,
-    [OM_IDX_cuIpcOpenEventHandle] = om_x_cuIpcOpenEventHandle,
-    [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
-    [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
-    [OM_IDX_cuMemRelease] = om_x_cuMemRelease,
-    [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
-    [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
-    [OM_IDX_cuMemMap] = om_x_cuMemMap,
-    [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
-    [OM_IDX_cuMemSetAccess] = om_x_cuMemSetAccess,
-    [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
-    [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
-    [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
-    [OM_IDX_cuMemGetHandleForAddressRange] = om_x_cuMemGetHandleForAddressRange,
     [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
     [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,
     [OM_IDX_cuLibraryGetKernel] = om_x_cuLibraryGetKernel,
     [OM_IDX_cuLibraryLoadData] = om_x_cuLibraryLoadData,
     [OM_IDX_cuLibraryUnload] = om_x_cuLibraryUnload,
+    [OM_IDX_cuKernelGetLibrary] = x_cuKernelGetLibrary,
+    [OM_IDX_cuKernelGetName] = om_x_cuKernelGetName,
+    [OM_IDX_cuLibraryEnumerateKernels] = om_x_cuLibraryEnumerateKernels,
+    [OM_IDX_cuLibraryGetKernelCount] = x_cuLibraryGetKernelCount,
+    [OM_IDX_cuGraphAddBatchMemOpNode] = om_x_cuGraphAddBatchMemOpNode,
+    [OM_IDX_cuGraphAddChildGraphNode] = x_cuGraphAddChildGraphNode,
+    [OM_IDX_cuGraphAddEmptyNode] = x_cuGraphAddEmptyNode,
+    [OM_IDX_cuGraphAddEventRecordNode] = x_cuGraphAddEventRecordNode,
+    [OM_IDX_cuGraphAddEventWaitNode] = x_cuGraphAddEventWaitNode,
+    [OM_IDX_cuGraphAddExternalSemaphoresSignalNode] = om_x_cuGraphAddExternalSemaphoresSignalNode,
+    [OM_IDX_cuGraphAddExternalSemaphoresWaitNode] = om_x_cuGraphAddExternalSemaphoresWaitNode,
+    [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
+    [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
+    [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
+    [OM_IDX_cuGraphAddNode] = om_x_cuGraphAddNode,
+    [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
+    [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
+    [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
+    [OM_IDX_cuGraphDestroyNode] = om_x_cuGraphDestroyNode,
+    [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
+    [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,
+    [OM_IDX_cuGraphEventWaitNodeGetEvent] = x_cuGraphEventWaitNodeGetEvent,
+    [OM_IDX_cuGraphEventWaitNodeSetEvent] = x_cuGraphEventWaitNodeSetEvent,
+    [OM_IDX_cuGraphExecBatchMemOpNodeSetParams] = om_x_cuGraphExecBatchMemOpNodeSetParams,
+    [OM_IDX_cuGraphExecChildGraphNodeSetParams] = x_cuGraphExecChildGraphNodeSetParams,
+    [OM_IDX_cuGraphExecEventRecordNodeSetEvent] = x_cuGraphExecEventRecordNodeSetEvent,
+    [OM_IDX_cuGraphExecEventWaitNodeSetEvent] = x_cuGraphExecEventWaitNodeSetEvent,
+    [OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams,
+    [OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams,
+    [OM_IDX_cuGraphExecKernelNodeSetParams_v2] = om_x_cuGraphExecKernelNodeSetParams_v2,
+    [OM_IDX_cuGraphExecMemcpyNodeSetParams] = om_x_cuGraphExecMemcpyNodeSetParams,
+    [OM_IDX_cuGraphExecMemsetNodeSetParams] = om_x_cuGraphExecMemsetNodeSetParams,
+    [OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams] = om_x_cuGraphExternalSemaphoresSignalNodeGetParams,
+    [OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExternalSemaphoresSignalNodeSetParams,
+    [OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams] = om_x_cuGraphExternalSemaphoresWaitNodeGetParams,
+    [OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExternalSemaphoresWaitNodeSetParams,
+    [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
+    [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
+    [OM_IDX_cuGraphKernelNodeGetParams_v2] = om_x_cuGraphKernelNodeGetParams_v2,
+    [OM_IDX_cuGraphKernelNodeSetAttribute] = om_x_cuGraphKernelNodeSetAttribute,
+    [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
+    [OM_IDX_cuGraphMemcpyNodeGetParams] = x_cuGraphMemcpyNodeGetParams,
+    [OM_IDX_cuGraphMemcpyNodeSetParams] = om_x_cuGraphMemcpyNodeSetParams,
+    [OM_IDX_cuGraphMemsetNodeGetParams] = x_cuGraphMemsetNodeGetParams,
+    [OM_IDX_cuGraphMemsetNodeSetParams] = om_x_cuGraphMemsetNodeSetParams,
+    [OM_IDX_cuGraphNodeFindInClone] = x_cuGraphNodeFindInClone,
+    [OM_IDX_cuGraphNodeGetDependencies] = om_x_cuGraphNodeGetDependencies,
+    [OM_IDX_cuGraphNodeGetDependentNodes] = om_x_cuGraphNodeGetDependentNodes,
+    [OM_IDX_cuGraphNodeGetEnabled] = x_cuGraphNodeGetEnabled,
+    [OM_IDX_cuGraphNodeGetType] = x_cuGraphNodeGetType,
+    [OM_IDX_cuGraphNodeSetEnabled] = x_cuGraphNodeSetEnabled,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor] = x_cuOccupancyMaxActiveBlocksPerMultiprocessor,
     [OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = x_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
     [OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock] = x_cuOccupancyAvailableDynamicSMemPerBlock,
     [OM_IDX_cuOccupancyMaxActiveClusters] = om_x_cuOccupancyMaxActiveClusters,
     [OM_IDX_cuOccupancyMaxPotentialClusterSize] = om_x_cuOccupancyMaxPotentialClusterSize,
-    [OM_IDX_cuLinkAddData_v2] = om_x_cuLinkAddData_v2,
-    [OM_IDX_cuLinkComplete] = om_x_cuLinkComplete,
-    [OM_IDX_cuLinkCreate_v2] = om_x_cuLinkCreate_v2,
-    [OM_IDX_cuLinkDestroy] = om_x_cuLinkDestroy,
-    [OM_IDX_cuKernelGetLibrary] = x_cuKernelGetLibrary,
-    [OM_IDX_cuKernelGetName] = om_x_cuKernelGetName,
-    [OM_IDX_cuLibraryEnumerateKernels] = om_x_cuLibraryEnumerateKernels,
-    [OM_IDX_cuLibraryGetKernelCount] = x_cuLibraryGetKernelCount,
     [OM_IDX_cuMemExportToShareableHandle] = om_x_cuMemExportToShareableHandle,
     [OM_IDX_cuMemImportFromShareableHandle] = om_x_cuMemImportFromShareableHandle,
     [OM_IDX_cuMemPoolExportToShareableHandle] = om_x_cuMemPoolExportToShareableHandle,
@@ -3251,4 +3240,15 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuSurfRefSetArray] = x_cuSurfRefSetArray,
     [OM_IDX_cuSurfRefGetArray] = om_x_cuSurfRefGetArray,
     [OM_IDX_cuParamSetTexRef] = x_cuParamSetTexRef,
+    [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
+    [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
+    [OM_IDX_cuMemRelease] = om_x_cuMemRelease,
+    [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
+    [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
+    [OM_IDX_cuMemMap] = om_x_cuMemMap,
+    [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
+    [OM_IDX_cuMemSetAccess] = om_x_cuMemSetAccess,
+    [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
+    [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
+    [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
 };

@@ -166,6 +166,36 @@ static CUresult g_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsu
     return rc;
 }
 
+static CUresult g_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    CUresult rc;
+
+    ENTER(cuStreamGetCaptureInfo);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *))gen_next[OM_IDX_cuStreamGetCaptureInfo])(hStream, captureStatus_out, id_out);
+    return rc;
+}
+
+static CUresult g_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    CUresult rc;
+
+    ENTER(cuStreamIsCapturing);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))gen_next[OM_IDX_cuStreamIsCapturing])(hStream, captureStatus);
+    return rc;
+}
+
+static CUresult g_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
+{
+    CUresult rc;
+
+    ENTER(cuStreamUpdateCaptureDependencies);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))gen_next[OM_IDX_cuStreamUpdateCaptureDependencies])(hStream, dependencies, numDependencies, flags);
+    return rc;
+}
+
 static CUresult g_cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     CUresult rc;
@@ -382,17 +412,13 @@ static CUresult g_cuDeviceGraphMemTrim(CUdevice device)
     return rc;
 }
 
-static CUresult g_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
+static CUresult g_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
     CUresult rc;
 
-    ENTER(cuGraphAddChildGraphNode);
-    check(K_H_GRAPH, H(hGraph), 1);
-    check(K_H_GRAPH, H(childGraph), 1);
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))gen_next[OM_IDX_cuGraphAddChildGraphNode])(phGraphNode, hGraph, dependencies, numDependencies, childGraph);
-    if (rc == CUDA_SUCCESS) {
-        note(K_H_NODE, H(*phGraphNode), 1, false);
-    }
+    ENTER(cuGraphMemFreeNodeGetParams);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))gen_next[OM_IDX_cuGraphMemFreeNodeGetParams])(hNode, dptr_out);
     return rc;
 }
 
@@ -403,47 +429,6 @@ static CUresult g_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from
     ENTER(cuGraphAddDependencies);
     check(K_H_GRAPH, H(hGraph), 1);
     rc = ((CUresult (*)(CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))gen_next[OM_IDX_cuGraphAddDependencies])(hGraph, from, to, numDependencies);
-    return rc;
-}
-
-static CUresult g_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
-{
-    CUresult rc;
-
-    ENTER(cuGraphAddEmptyNode);
-    check(K_H_GRAPH, H(hGraph), 1);
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t))gen_next[OM_IDX_cuGraphAddEmptyNode])(phGraphNode, hGraph, dependencies, numDependencies);
-    if (rc == CUDA_SUCCESS) {
-        note(K_H_NODE, H(*phGraphNode), 1, false);
-    }
-    return rc;
-}
-
-static CUresult g_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    CUresult rc;
-
-    ENTER(cuGraphAddEventRecordNode);
-    check(K_H_GRAPH, H(hGraph), 1);
-    check(K_EVENT, H(event), 1);
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))gen_next[OM_IDX_cuGraphAddEventRecordNode])(phGraphNode, hGraph, dependencies, numDependencies, event);
-    if (rc == CUDA_SUCCESS) {
-        note(K_H_NODE, H(*phGraphNode), 1, false);
-    }
-    return rc;
-}
-
-static CUresult g_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    CUresult rc;
-
-    ENTER(cuGraphAddEventWaitNode);
-    check(K_H_GRAPH, H(hGraph), 1);
-    check(K_EVENT, H(event), 1);
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))gen_next[OM_IDX_cuGraphAddEventWaitNode])(phGraphNode, hGraph, dependencies, numDependencies, event);
-    if (rc == CUDA_SUCCESS) {
-        note(K_H_NODE, H(*phGraphNode), 1, false);
-    }
     return rc;
 }
 
@@ -472,84 +457,6 @@ static CUresult g_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return rc;
 }
 
-static CUresult g_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    CUresult rc;
-
-    ENTER(cuGraphEventRecordNodeGetEvent);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUevent *))gen_next[OM_IDX_cuGraphEventRecordNodeGetEvent])(hNode, event_out);
-    return rc;
-}
-
-static CUresult g_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
-{
-    CUresult rc;
-
-    ENTER(cuGraphEventRecordNodeSetEvent);
-    check(K_H_NODE, H(hNode), 1);
-    check(K_EVENT, H(event), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphEventRecordNodeSetEvent])(hNode, event);
-    return rc;
-}
-
-static CUresult g_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    CUresult rc;
-
-    ENTER(cuGraphEventWaitNodeGetEvent);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUevent *))gen_next[OM_IDX_cuGraphEventWaitNodeGetEvent])(hNode, event_out);
-    return rc;
-}
-
-static CUresult g_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
-{
-    CUresult rc;
-
-    ENTER(cuGraphEventWaitNodeSetEvent);
-    check(K_H_NODE, H(hNode), 1);
-    check(K_EVENT, H(event), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphEventWaitNodeSetEvent])(hNode, event);
-    return rc;
-}
-
-static CUresult g_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
-{
-    CUresult rc;
-
-    ENTER(cuGraphExecChildGraphNodeSetParams);
-    check(K_H_EXEC, H(hGraphExec), 1);
-    check(K_H_NODE, H(hNode), 1);
-    check(K_H_GRAPH, H(childGraph), 1);
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUgraph))gen_next[OM_IDX_cuGraphExecChildGraphNodeSetParams])(hGraphExec, hNode, childGraph);
-    return rc;
-}
-
-static CUresult g_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-    CUresult rc;
-
-    ENTER(cuGraphExecEventRecordNodeSetEvent);
-    check(K_H_EXEC, H(hGraphExec), 1);
-    check(K_H_NODE, H(hNode), 1);
-    check(K_EVENT, H(event), 1);
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphExecEventRecordNodeSetEvent])(hGraphExec, hNode, event);
-    return rc;
-}
-
-static CUresult g_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-    CUresult rc;
-
-    ENTER(cuGraphExecEventWaitNodeSetEvent);
-    check(K_H_EXEC, H(hGraphExec), 1);
-    check(K_H_NODE, H(hNode), 1);
-    check(K_EVENT, H(event), 1);
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphExecEventWaitNodeSetEvent])(hGraphExec, hNode, event);
-    return rc;
-}
-
 static CUresult g_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 {
     CUresult rc;
@@ -571,83 +478,6 @@ static CUresult g_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, C
     return rc;
 }
 
-static CUresult g_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
-{
-    CUresult rc;
-
-    ENTER(cuGraphKernelNodeCopyAttributes);
-    check(K_H_NODE, H(dst), 1);
-    check(K_H_NODE, H(src), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUgraphNode))gen_next[OM_IDX_cuGraphKernelNodeCopyAttributes])(dst, src);
-    return rc;
-}
-
-static CUresult g_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
-{
-    CUresult rc;
-
-    ENTER(cuGraphMemcpyNodeGetParams);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMCPY3D *))gen_next[OM_IDX_cuGraphMemcpyNodeGetParams])(hNode, nodeParams);
-    return rc;
-}
-
-static CUresult g_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
-{
-    CUresult rc;
-
-    ENTER(cuGraphMemsetNodeGetParams);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))gen_next[OM_IDX_cuGraphMemsetNodeGetParams])(hNode, nodeParams);
-    return rc;
-}
-
-static CUresult g_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
-{
-    CUresult rc;
-
-    ENTER(cuGraphNodeFindInClone);
-    check(K_H_NODE, H(hOriginalNode), 1);
-    check(K_H_GRAPH, H(hClonedGraph), 1);
-    rc = ((CUresult (*)(CUgraphNode *, CUgraphNode, CUgraph))gen_next[OM_IDX_cuGraphNodeFindInClone])(phNode, hOriginalNode, hClonedGraph);
-    if (rc == CUDA_SUCCESS) {
-        note(K_H_NODE, H(*phNode), 1, false);
-    }
-    return rc;
-}
-
-static CUresult g_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
-{
-    CUresult rc;
-
-    ENTER(cuGraphNodeGetEnabled);
-    check(K_H_EXEC, H(hGraphExec), 1);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int *))gen_next[OM_IDX_cuGraphNodeGetEnabled])(hGraphExec, hNode, isEnabled);
-    return rc;
-}
-
-static CUresult g_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-    CUresult rc;
-
-    ENTER(cuGraphNodeGetType);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUgraphNodeType *))gen_next[OM_IDX_cuGraphNodeGetType])(hNode, type);
-    return rc;
-}
-
-static CUresult g_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
-{
-    CUresult rc;
-
-    ENTER(cuGraphNodeSetEnabled);
-    check(K_H_EXEC, H(hGraphExec), 1);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int))gen_next[OM_IDX_cuGraphNodeSetEnabled])(hGraphExec, hNode, isEnabled);
-    return rc;
-}
-
 static CUresult g_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
 {
     CUresult rc;
@@ -666,46 +496,6 @@ static CUresult g_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
     check(K_H_EXEC, H(hGraphExec), 1);
     check(K_STREAM, H(hStream), 1);
     rc = ((CUresult (*)(CUgraphExec, CUstream))gen_next[OM_IDX_cuGraphUpload])(hGraphExec, hStream);
-    return rc;
-}
-
-static CUresult g_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
-{
-    CUresult rc;
-
-    ENTER(cuStreamGetCaptureInfo);
-    check(K_STREAM, H(hStream), 1);
-    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *))gen_next[OM_IDX_cuStreamGetCaptureInfo])(hStream, captureStatus_out, id_out);
-    return rc;
-}
-
-static CUresult g_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    CUresult rc;
-
-    ENTER(cuStreamIsCapturing);
-    check(K_STREAM, H(hStream), 1);
-    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))gen_next[OM_IDX_cuStreamIsCapturing])(hStream, captureStatus);
-    return rc;
-}
-
-static CUresult g_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
-{
-    CUresult rc;
-
-    ENTER(cuStreamUpdateCaptureDependencies);
-    check(K_STREAM, H(hStream), 1);
-    rc = ((CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned int))gen_next[OM_IDX_cuStreamUpdateCaptureDependencies])(hStream, dependencies, numDependencies, flags);
-    return rc;
-}
-
-static CUresult g_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
-{
-    CUresult rc;
-
-    ENTER(cuGraphMemFreeNodeGetParams);
-    check(K_H_NODE, H(hNode), 1);
-    rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))gen_next[OM_IDX_cuGraphMemFreeNodeGetParams])(hNode, dptr_out);
     return rc;
 }
 
@@ -802,13 +592,233 @@ static CUresult g_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return rc;
 }
 
-static CUresult g_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+static CUresult g_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
     CUresult rc;
 
-    ENTER(cuMemGetAllocationPropertiesFromHandle);
-    check(K_H_MEMHANDLE, H(handle), 1);
-    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemGetAllocationPropertiesFromHandle])(prop, handle);
+    ENTER(cuKernelGetLibrary);
+    check(K_KERNEL, H(kernel), 1);
+    rc = ((CUresult (*)(CUlibrary *, CUkernel))gen_next[OM_IDX_cuKernelGetLibrary])(pLib, kernel);
+    return rc;
+}
+
+static CUresult g_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryGetKernelCount);
+    check(K_LIBRARY, H(lib), 1);
+    rc = ((CUresult (*)(unsigned int *, CUlibrary))gen_next[OM_IDX_cuLibraryGetKernelCount])(count, lib);
+    return rc;
+}
+
+static CUresult g_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddChildGraphNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    check(K_H_GRAPH, H(childGraph), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))gen_next[OM_IDX_cuGraphAddChildGraphNode])(phGraphNode, hGraph, dependencies, numDependencies, childGraph);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddEmptyNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t))gen_next[OM_IDX_cuGraphAddEmptyNode])(phGraphNode, hGraph, dependencies, numDependencies);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddEventRecordNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    check(K_EVENT, H(event), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))gen_next[OM_IDX_cuGraphAddEventRecordNode])(phGraphNode, hGraph, dependencies, numDependencies, event);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddEventWaitNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    check(K_EVENT, H(event), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUevent))gen_next[OM_IDX_cuGraphAddEventWaitNode])(phGraphNode, hGraph, dependencies, numDependencies, event);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    CUresult rc;
+
+    ENTER(cuGraphEventRecordNodeGetEvent);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUevent *))gen_next[OM_IDX_cuGraphEventRecordNodeGetEvent])(hNode, event_out);
+    return rc;
+}
+
+static CUresult g_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+    CUresult rc;
+
+    ENTER(cuGraphEventRecordNodeSetEvent);
+    check(K_H_NODE, H(hNode), 1);
+    check(K_EVENT, H(event), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphEventRecordNodeSetEvent])(hNode, event);
+    return rc;
+}
+
+static CUresult g_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    CUresult rc;
+
+    ENTER(cuGraphEventWaitNodeGetEvent);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUevent *))gen_next[OM_IDX_cuGraphEventWaitNodeGetEvent])(hNode, event_out);
+    return rc;
+}
+
+static CUresult g_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+    CUresult rc;
+
+    ENTER(cuGraphEventWaitNodeSetEvent);
+    check(K_H_NODE, H(hNode), 1);
+    check(K_EVENT, H(event), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphEventWaitNodeSetEvent])(hNode, event);
+    return rc;
+}
+
+static CUresult g_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecChildGraphNodeSetParams);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    check(K_H_GRAPH, H(childGraph), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUgraph))gen_next[OM_IDX_cuGraphExecChildGraphNodeSetParams])(hGraphExec, hNode, childGraph);
+    return rc;
+}
+
+static CUresult g_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecEventRecordNodeSetEvent);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    check(K_EVENT, H(event), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphExecEventRecordNodeSetEvent])(hGraphExec, hNode, event);
+    return rc;
+}
+
+static CUresult g_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecEventWaitNodeSetEvent);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    check(K_EVENT, H(event), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUevent))gen_next[OM_IDX_cuGraphExecEventWaitNodeSetEvent])(hGraphExec, hNode, event);
+    return rc;
+}
+
+static CUresult g_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+    CUresult rc;
+
+    ENTER(cuGraphKernelNodeCopyAttributes);
+    check(K_H_NODE, H(dst), 1);
+    check(K_H_NODE, H(src), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode))gen_next[OM_IDX_cuGraphKernelNodeCopyAttributes])(dst, src);
+    return rc;
+}
+
+static CUresult g_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    CUresult rc;
+
+    ENTER(cuGraphMemcpyNodeGetParams);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMCPY3D *))gen_next[OM_IDX_cuGraphMemcpyNodeGetParams])(hNode, nodeParams);
+    return rc;
+}
+
+static CUresult g_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    CUresult rc;
+
+    ENTER(cuGraphMemsetNodeGetParams);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))gen_next[OM_IDX_cuGraphMemsetNodeGetParams])(hNode, nodeParams);
+    return rc;
+}
+
+static CUresult g_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+    CUresult rc;
+
+    ENTER(cuGraphNodeFindInClone);
+    check(K_H_NODE, H(hOriginalNode), 1);
+    check(K_H_GRAPH, H(hClonedGraph), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraphNode, CUgraph))gen_next[OM_IDX_cuGraphNodeFindInClone])(phNode, hOriginalNode, hClonedGraph);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phNode), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    CUresult rc;
+
+    ENTER(cuGraphNodeGetEnabled);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int *))gen_next[OM_IDX_cuGraphNodeGetEnabled])(hGraphExec, hNode, isEnabled);
+    return rc;
+}
+
+static CUresult g_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    CUresult rc;
+
+    ENTER(cuGraphNodeGetType);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNodeType *))gen_next[OM_IDX_cuGraphNodeGetType])(hNode, type);
+    return rc;
+}
+
+static CUresult g_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    CUresult rc;
+
+    ENTER(cuGraphNodeSetEnabled);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, unsigned int))gen_next[OM_IDX_cuGraphNodeSetEnabled])(hGraphExec, hNode, isEnabled);
     return rc;
 }
 
@@ -839,26 +849,6 @@ static CUresult g_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSiz
     ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
     check(K_KERNEL, H(func), 1);
     rc = ((CUresult (*)(size_t *, CUfunction, int, int))gen_next[OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock])(dynamicSmemSize, func, numBlocks, blockSize);
-    return rc;
-}
-
-static CUresult g_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
-{
-    CUresult rc;
-
-    ENTER(cuKernelGetLibrary);
-    check(K_KERNEL, H(kernel), 1);
-    rc = ((CUresult (*)(CUlibrary *, CUkernel))gen_next[OM_IDX_cuKernelGetLibrary])(pLib, kernel);
-    return rc;
-}
-
-static CUresult g_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
-{
-    CUresult rc;
-
-    ENTER(cuLibraryGetKernelCount);
-    check(K_LIBRARY, H(lib), 1);
-    rc = ((CUresult (*)(unsigned int *, CUlibrary))gen_next[OM_IDX_cuLibraryGetKernelCount])(count, lib);
     return rc;
 }
 
@@ -1321,6 +1311,16 @@ static CUresult g_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexR
     return rc;
 }
 
+static CUresult g_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    CUresult rc;
+
+    ENTER(cuMemGetAllocationPropertiesFromHandle);
+    check(K_H_MEMHANDLE, H(handle), 1);
+    rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemGetAllocationPropertiesFromHandle])(prop, handle);
+    return rc;
+}
+
 static const struct {
     int index;
     void *wrapper;
@@ -1340,6 +1340,9 @@ static const struct {
     {OM_IDX_cuTexObjectGetResourceViewDesc, (void *)g_cuTexObjectGetResourceViewDesc},
     {OM_IDX_cuSurfObjectDestroy, (void *)g_cuSurfObjectDestroy},
     {OM_IDX_cuSurfObjectGetResourceDesc, (void *)g_cuSurfObjectGetResourceDesc},
+    {OM_IDX_cuStreamGetCaptureInfo, (void *)g_cuStreamGetCaptureInfo},
+    {OM_IDX_cuStreamIsCapturing, (void *)g_cuStreamIsCapturing},
+    {OM_IDX_cuStreamUpdateCaptureDependencies, (void *)g_cuStreamUpdateCaptureDependencies},
     {OM_IDX_cuCtxGetLimit, (void *)g_cuCtxGetLimit},
     {OM_IDX_cuCtxGetStreamPriorityRange, (void *)g_cuCtxGetStreamPriorityRange},
     {OM_IDX_cuCtxSetLimit, (void *)g_cuCtxSetLimit},
@@ -1362,35 +1365,14 @@ static const struct {
     {OM_IDX_cuWaitExternalSemaphoresAsync, (void *)g_cuWaitExternalSemaphoresAsync},
     {OM_IDX_cuDestroyExternalSemaphore, (void *)g_cuDestroyExternalSemaphore},
     {OM_IDX_cuDeviceGraphMemTrim, (void *)g_cuDeviceGraphMemTrim},
-    {OM_IDX_cuGraphAddChildGraphNode, (void *)g_cuGraphAddChildGraphNode},
+    {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
     {OM_IDX_cuGraphAddDependencies, (void *)g_cuGraphAddDependencies},
-    {OM_IDX_cuGraphAddEmptyNode, (void *)g_cuGraphAddEmptyNode},
-    {OM_IDX_cuGraphAddEventRecordNode, (void *)g_cuGraphAddEventRecordNode},
-    {OM_IDX_cuGraphAddEventWaitNode, (void *)g_cuGraphAddEventWaitNode},
     {OM_IDX_cuGraphClone, (void *)g_cuGraphClone},
     {OM_IDX_cuGraphCreate, (void *)g_cuGraphCreate},
-    {OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)g_cuGraphEventRecordNodeGetEvent},
-    {OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)g_cuGraphEventRecordNodeSetEvent},
-    {OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)g_cuGraphEventWaitNodeGetEvent},
-    {OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)g_cuGraphEventWaitNodeSetEvent},
-    {OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)g_cuGraphExecChildGraphNodeSetParams},
-    {OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)g_cuGraphExecEventRecordNodeSetEvent},
-    {OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)g_cuGraphExecEventWaitNodeSetEvent},
     {OM_IDX_cuGraphExecGetFlags, (void *)g_cuGraphExecGetFlags},
     {OM_IDX_cuGraphExecUpdate_v2, (void *)g_cuGraphExecUpdate_v2},
-    {OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)g_cuGraphKernelNodeCopyAttributes},
-    {OM_IDX_cuGraphMemcpyNodeGetParams, (void *)g_cuGraphMemcpyNodeGetParams},
-    {OM_IDX_cuGraphMemsetNodeGetParams, (void *)g_cuGraphMemsetNodeGetParams},
-    {OM_IDX_cuGraphNodeFindInClone, (void *)g_cuGraphNodeFindInClone},
-    {OM_IDX_cuGraphNodeGetEnabled, (void *)g_cuGraphNodeGetEnabled},
-    {OM_IDX_cuGraphNodeGetType, (void *)g_cuGraphNodeGetType},
-    {OM_IDX_cuGraphNodeSetEnabled, (void *)g_cuGraphNodeSetEnabled},
     {OM_IDX_cuGraphRemoveDependencies, (void *)g_cuGraphRemoveDependencies},
     {OM_IDX_cuGraphUpload, (void *)g_cuGraphUpload},
-    {OM_IDX_cuStreamGetCaptureInfo, (void *)g_cuStreamGetCaptureInfo},
-    {OM_IDX_cuStreamIsCapturing, (void *)g_cuStreamIsCapturing},
-    {OM_IDX_cuStreamUpdateCaptureDependencies, (void *)g_cuStreamUpdateCaptureDependencies},
-    {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
     {OM_IDX_cuGreenCtxGetId, (void *)g_cuGreenCtxGetId},
     {OM_IDX_cuTensorMapEncodeTiled, (void *)g_cuTensorMapEncodeTiled},
     {OM_IDX_cuTensorMapEncodeIm2col, (void *)g_cuTensorMapEncodeIm2col},
@@ -1401,12 +1383,29 @@ static const struct {
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
-    {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
+    {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
+    {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
+    {OM_IDX_cuGraphAddChildGraphNode, (void *)g_cuGraphAddChildGraphNode},
+    {OM_IDX_cuGraphAddEmptyNode, (void *)g_cuGraphAddEmptyNode},
+    {OM_IDX_cuGraphAddEventRecordNode, (void *)g_cuGraphAddEventRecordNode},
+    {OM_IDX_cuGraphAddEventWaitNode, (void *)g_cuGraphAddEventWaitNode},
+    {OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)g_cuGraphEventRecordNodeGetEvent},
+    {OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)g_cuGraphEventRecordNodeSetEvent},
+    {OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)g_cuGraphEventWaitNodeGetEvent},
+    {OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)g_cuGraphEventWaitNodeSetEvent},
+    {OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)g_cuGraphExecChildGraphNodeSetParams},
+    {OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)g_cuGraphExecEventRecordNodeSetEvent},
+    {OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)g_cuGraphExecEventWaitNodeSetEvent},
+    {OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)g_cuGraphKernelNodeCopyAttributes},
+    {OM_IDX_cuGraphMemcpyNodeGetParams, (void *)g_cuGraphMemcpyNodeGetParams},
+    {OM_IDX_cuGraphMemsetNodeGetParams, (void *)g_cuGraphMemsetNodeGetParams},
+    {OM_IDX_cuGraphNodeFindInClone, (void *)g_cuGraphNodeFindInClone},
+    {OM_IDX_cuGraphNodeGetEnabled, (void *)g_cuGraphNodeGetEnabled},
+    {OM_IDX_cuGraphNodeGetType, (void *)g_cuGraphNodeGetType},
+    {OM_IDX_cuGraphNodeSetEnabled, (void *)g_cuGraphNodeSetEnabled},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
     {OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)g_cuOccupancyAvailableDynamicSMemPerBlock},
-    {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
-    {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
     {OM_IDX_cuEventCreate, (void *)g_cuEventCreate},
     {OM_IDX_cuEventElapsedTime_v2, (void *)g_cuEventElapsedTime_v2},
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
@@ -1451,4 +1450,5 @@ static const struct {
     {OM_IDX_cuTexRefSetMipmappedArray, (void *)g_cuTexRefSetMipmappedArray},
     {OM_IDX_cuSurfRefSetArray, (void *)g_cuSurfRefSetArray},
     {OM_IDX_cuParamSetTexRef, (void *)g_cuParamSetTexRef},
+    {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
 };
