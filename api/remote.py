@@ -19,7 +19,9 @@ form     gen        client stub and server decoder are generated from `params`
          passthrough  the real driver in the client (calls that touch no GPU state)
 
 params   for gen rows, one annotation per parameter of the prototype, in order, as
-         name:kind (the name must be the prototype's); `-` for other forms. Kinds:
+         name:kind (the name must be the prototype's); `-` for other forms. Kinds (each is one
+         class of api/kinds.py, which holds all it means: parsing, sizes, the client's writes,
+         the server's checks, the fuzz check and the corpus seed):
 
   in the request (host values)
     val                 a scalar passed by value (integer, device address unchecked; a float or
@@ -84,18 +86,13 @@ import os
 import re
 import sys
 
+import kinds as kinds_mod
+from kinds import TableError, arg_names, fail, floating, fuzz_kind, kind_enum, FUZZ_KINDS
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 FORMS = ("gen", "custom", "client", "local", "shim", "passthrough")
 REQ_FIXED_MAX = 1 << 18  # a record's payload (OM_CHUNK_BYTES)
-
-
-class TableError(Exception):
-    pass
-
-
-def fail(where, msg):
-    raise TableError("%s: %s" % (where, msg))
 
 
 # ------------------------------------------------------------------ inputs
@@ -229,7 +226,7 @@ ANN = re.compile(r"^(\w+):([\w.?]+)(?:\((.*?)\))?(?::(\w+)(?:\(([\w,]*)\))?)?$")
 
 
 def parse_params(where, sym, text, proto, kinds, types):
-    kind_names = {k["kind"] for k in kinds}
+    """The parameter objects (api/kinds.py) of a gen row's annotations."""
     anns = text.split()
     if len(anns) != len(proto):
         fail(where, "%s has %d parameters, the row annotates %d" % (sym, len(proto), len(anns)))
@@ -241,85 +238,13 @@ def parse_params(where, sym, text, proto, kinds, types):
         name, kind, args, check, check_args = m.groups()
         if name != pname:
             fail(where, "parameter %s of %s is annotated as %s" % (pname, sym, name))
-        p = {"name": name, "ctype": ctype, "kind": kind, "args": args, "check": check,
-             "check_args": [a for a in (check_args or "").split(",") if a],
-             "nullable": kind.endswith("?")}
+        cargs = [a for a in (check_args or "").split(",") if a]
         if check_args is not None and kind.rstrip("?") != "out":
             fail(where, "%s: only an out:CHECK takes the call's parameters" % name)
-        for a in p["check_args"]:
+        for a in cargs:
             if a not in [q[1] for q in proto]:
                 fail(where, "%s: %s names no parameter of %s" % (name, a, sym))
-        base = kind.rstrip("?")
-        pointer = ctype.endswith("*")
-        if base in ("val", "flags", "dev", "zero"):
-            if base != "zero" and pointer and ctype not in ("void *",):
-                fail(where, "%s: %s is a pointer, not a value" % (name, ctype))
-            if base == "val" and args and not re.match(r"^-?\w+\.\.-?\w+$", args):
-                fail(where, "%s: val(LO..HI) expected" % name)
-            if base != "val" and floating(ctype, types):
-                fail(where, "%s: a %s is a val (it travels as its bits)" % (name, ctype))
-            if base == "val" and args and floating(ctype, types):
-                fail(where, "%s: a %s has no val(LO..HI) range" % (name, ctype))
-            if base == "val" and not args and types.get(ctype, ("",))[0] == "enum":
-                fail(where, "%s: the enum %s needs its range, val(LO..HI)" % (name, ctype))
-            if base == "flags" and not args:
-                fail(where, "%s: flags(MASK) expected" % name)
-        elif base in ("stream", "stream.query"):
-            if ctype != "CUstream":
-                fail(where, "%s: a stream annotation on a %s" % (name, ctype))
-        elif base.startswith("free.") or base in kind_names:
-            k = base[5:] if base.startswith("free.") else base
-            if k not in kind_names:
-                fail(where, "%s: no handle kind %r in api/handles.tsv" % (name, k))
-            p["hkind"] = k
-            p["kind"] = "free" if base.startswith("free.") else "handle"
-        elif base.startswith("new."):
-            k = base[4:]
-            if k not in kind_names:
-                fail(where, "%s: no handle kind %r in api/handles.tsv" % (name, k))
-            if not pointer:
-                fail(where, "%s: new.%s needs a pointer parameter" % (name, k))
-            p["hkind"] = k
-            p["kind"] = "new"
-        elif base == "ptr":
-            if not args:
-                fail(where, "%s: ptr(LEN) expected" % name)
-        elif base in ("in", "out", "inout"):
-            if not pointer:
-                fail(where, "%s: %s needs a pointer parameter, not %s" % (name, base, ctype))
-            if pointee(ctype) == "void":
-                fail(where, "%s: %s through void * has no size (custom)" % (name, base))
-            # what the driver answers in the server's device numbering: the client's (devmap.c)
-            if base == "out" and pointee(ctype) == "CUdevice" and check != "dev":
-                fail(where, "%s: a device the driver answers needs out:dev (the client's "
-                     "ordinal)" % name)
-            if base == "inout" and check:
-                fail(where, "%s: inout takes no :CHECK" % name)
-        elif base in ("arr", "outarr", "outbuf"):
-            if not pointer or not args or len(args.split(",")) != 2:
-                fail(where, "%s: %s(COUNT,MAX) on a pointer expected" % (name, base))
-            el = pointee(ctype)
-            if base == "arr" and types.get(el, ("",))[0] == "handle" and not check:
-                hk = [k["kind"] for k in kinds if k["ctype"] == el]
-                if len(hk) != 1:  # each element must be checked as the client's own
-                    fail(where, "%s: an array of %s handles, which %s kind of api/handles.tsv "
-                         "names (one kind, or arr(..):CHECK)" % (name, el,
-                                                                 "more than one" if hk else "no"))
-                p["elem_kind"] = hk[0]
-        elif base == "str":
-            if ctype != "const char *":
-                fail(where, "%s: str on a %s" % (name, ctype))
-        else:
-            fail(where, "%s: unknown kind %r" % (name, kind))
-        if base in ("stream", "stream.query"):
-            p["base"] = base
-        elif base.startswith("free.") or base.startswith("new."):
-            p["base"] = base.split(".")[0]
-        elif base in kind_names:
-            p["base"] = "handle"
-        else:
-            p["base"] = base
-        out.append(p)
+        out.append(kinds_mod.make(where, name, ctype, kind, args, check, cargs, kinds, types))
     return out
 
 
@@ -333,105 +258,38 @@ def header_value(rel, name):
     return v
 
 
-SCALARS = {"char": 1, "unsigned char": 1, "signed char": 1, "short": 2, "unsigned short": 2,
-           "int": 4, "unsigned int": 4, "unsigned": 4, "float": 4, "uint32_t": 4, "int32_t": 4,
-           "long": 8, "unsigned long": 8, "long int": 8, "unsigned long int": 8, "long long": 8,
-           "unsigned long long": 8, "double": 8, "size_t": 8, "ssize_t": 8, "uint64_t": 8,
-           "int64_t": 8, "void": 1}
-
-
-def csize(t, types):
-    """sizeof a C type, where the tables tell it (structs: None, checked by the compiler)."""
-    t = re.sub(r"^const\s+", "", t.strip())
-    if t.endswith("*"):
-        return 8
-    if t in SCALARS:
-        return SCALARS[t]
-    cls, detail = types.get(t, ("", ""))
-    if cls == "scalar":
-        return csize(detail, types)
-    return {"enum": 4, "handle": 8, "fnptr": 8}.get(cls)
-
-
-def limit_value(expr):
-    try:
-        return int(expr, 0)
-    except ValueError:
-        return None
-
-
 def worst_sizes(r, types):
     """The largest request and answer a row's call exchanges: bytes the tables tell, and C terms
     for the rest (a struct's size, a MAX that is a macro), which the generated decoder asserts."""
-    req, ans, req_c, ans_c = 0, 0, [], []
+    s = kinds_mod.Sizes()
     for p in r["params"]:
-        b, el = p["base"], pointee(p["ctype"]) if p["ctype"].endswith("*") else p["ctype"]
-        mxs = p["args"].split(",")[1].strip() if b in ("arr", "outarr", "outbuf") else None
-        mx = limit_value(mxs) if mxs else None
-        size = csize(el, types)
-
-        def many(terms):
-            if mx is not None and size is not None:
-                return mx * size
-            terms.append("(uint64_t)(%s) * sizeof(%s)" % (mxs, el))
-            return 0
-
-        if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr"):
-            req += 8
-        elif b == "in":
-            req += 8
-            if size is None:
-                req_c.append("sizeof(%s)" % el)
-            else:
-                req += size
-        elif b == "arr":
-            req += 8 + many(req_c)
-        elif b == "str":
-            req += 8 + 4096
-        elif b == "inout":
-            req += 8
-            ans += size or 0
-        elif b in ("out", "new"):
-            if b == "new":
-                ans += 8
-            elif size is None:
-                ans_c.append("sizeof(%s)" % el)
-            else:
-                ans += size
-        elif b == "outarr":
-            req += 8 if p["nullable"] else 0
-            ans += many(ans_c)
-        elif b == "outbuf":
-            if mx is None:
-                ans_c.append("(uint64_t)(%s)" % mxs)
-            else:
-                ans += mx
-    return req, ans, req_c, ans_c
+        p.sizes(s, types)
+    return s.req, s.ans, s.req_c, s.ans_c
 
 
 def check_gen(r, types=None):
     types = types or {}
-    names = {p["name"] for p in r["params"]}
-    streams = [p for p in r["params"] if p["base"] in ("stream", "stream.query")]
+    names = {p.name for p in r["params"]}
+    streams = [p for p in r["params"] if p.base in ("stream", "stream.query")]
     if r["opts"].get("sync") and len(streams) != 1:
         fail(r["where"], "sync waits for the call's one stream parameter")
-    outs = [p for p in r["params"] if p["base"] in ("out", "new", "inout", "outarr", "outbuf")]
+    outs = [p for p in r["params"] if p.reply_size() is not None]
     if r["opts"].get("post") and outs:
-        fail(r["where"], "a posted call has no answer: %s is an output" % outs[0]["name"])
+        fail(r["where"], "a posted call has no answer: %s is an output" % outs[0].name)
     for p in r["params"]:
-        if p["args"] and p["base"] in ("ptr", "arr", "outarr", "outbuf"):
-            for ident in re.findall(r"[A-Za-z_]\w*", p["args"]):
+        if p.args and p.base in ("ptr", "arr", "outarr", "outbuf"):
+            for ident in re.findall(r"[A-Za-z_]\w*", p.args):
                 if ident not in names and not ident.isupper() and not ident.startswith("sizeof"):
-                    fail(r["where"], "%s: %s names no parameter" % (p["name"], ident))
-            kinds_of = {q["name"]: q["base"] for q in r["params"]}
-            for ident in arg_names(p["args"].split(",")[0], names):
-                if kinds_of[ident] not in ("val", "flags", "dev", "inout"):
+                    fail(r["where"], "%s: %s names no parameter" % (p.name, ident))
+            by_name = {q.name: q for q in r["params"]}
+            for ident in arg_names(p.args.split(",")[0], names):
+                if not by_name[ident].carries:
                     fail(r["where"], "%s: %s is a %s, not a value the request carries (val, "
-                         "flags, dev, inout)" % (p["name"], ident, kinds_of[ident]))
-            length = p["args"].split(",")[0]
+                         "flags, dev, inout)" % (p.name, ident, by_name[ident].base))
+            length = p.args.split(",")[0]
             if len(arg_names(length, names)) > 2:
                 fail(r["where"], "%s: %s names more than two parameters (its bound against "
-                     "wrapping around is for two)" % (p["name"], length.strip()))
+                     "wrapping around is for two)" % (p.name, length.strip()))
     req, ans, _, _ = worst_sizes(r, types)
     req_max = header_value("include/openmps/ops.h", "OM_CHUNK_BYTES")
     ans_max = header_value("src/server/internal.h", "OM_REPLY_MAX")
@@ -443,20 +301,7 @@ def check_gen(r, types=None):
              "(OM_REPLY_MAX): lower a MAX" % (ans, ans_max))
 
 
-def pointee(ctype):
-    t = ctype[:-1].strip()
-    return re.sub(r"^const\s+", "", t)
-
-
 # ------------------------------------------------------------------ C text
-
-def floating(ctype, types):
-    """float or double (through the tables' scalar typedefs), else None."""
-    t = re.sub(r"^const\s+", "", ctype.strip())
-    while types.get(t, ("",))[0] == "scalar":
-        t = types[t][1].strip()
-    return t if t in ("float", "double") else None
-
 
 # A float or double travels as its bits in the u64 (an integer conversion would lose them): the
 # helpers each side needs, for the types the rows use (an unused static function is an error).
@@ -475,58 +320,9 @@ FLOAT_HELPERS = {
 
 
 def float_helpers(rows, types, side):
-    used = {floating(p["ctype"], types) for r in rows if r["form"] == "gen"
-            for p in r["params"] if p["base"] == "val"}
+    used = {floating(p.ctype, types) for r in rows if r["form"] == "gen"
+            for p in r["params"] if p.base == "val"}
     return [line for t in ("float", "double") if t in used for line in FLOAT_HELPERS[(side, t)]]
-
-
-def cast_in(ctype, types, expr):
-    """The u64 a client sends for a by-value parameter."""
-    fl = floating(ctype, types)
-    if fl:
-        return "om_gen_bits_%s(%s)" % ("f32" if fl == "float" else "f64", expr)
-    cls = types.get(ctype, ("", ""))[0]
-    if ctype.endswith("*") or cls == "handle":
-        return "(uint64_t)(uintptr_t)%s" % expr
-    if ctype in ("int", "short", "char", "long", "long long", "CUdevice", "ssize_t") or cls == "enum":
-        return "(uint64_t)(int64_t)%s" % expr
-    return "(uint64_t)%s" % expr
-
-
-def cast_out(ctype, types, expr):
-    """A by-value parameter on the server from its u64."""
-    fl = floating(ctype, types)
-    if fl:
-        return "om_gen_%s(%s)" % ("f32" if fl == "float" else "f64", expr)
-    cls = types.get(ctype, ("", ""))[0]
-    if ctype.endswith("*") or cls == "handle":
-        return "(%s)(uintptr_t)%s" % (ctype, expr)
-    return "(%s)%s" % (ctype, expr)
-
-
-def cexpr(expr, names, prefix="a_"):
-    """A LEN/COUNT expression on the server: each parameter name becomes its decoded value
-    (other identifiers are constants: sizeof, macros)."""
-    return re.sub(r"\b([A-Za-z_]\w*)\b",
-                  lambda m: prefix + m.group(1) if m.group(1) in names else m.group(1), expr)
-
-
-def arg_names(expr, names):
-    return [i for i in re.findall(r"[A-Za-z_]\w*", expr) if i in names]
-
-
-def len_guard(expr, names, fail_stmt):
-    """Checks that a LEN/COUNT expression computed from client values does not wrap around:
-    each parameter it names is at most OM_GEN_LEN_MAX and the value, computed in 128 bits,
-    fits 64. Nothing for a single name or a constant."""
-    if re.match(r"^\s*\w*\s*$", expr):
-        return []
-    used = sorted(set(arg_names(expr, names)))
-    if not used:
-        return []
-    big = " || ".join("a_%s > OM_GEN_LEN_MAX" % n for n in used)
-    wide = cexpr(expr, names, "(om_u128)a_")
-    return ["    if (%s || (%s) > UINT64_MAX)\n        %s" % (big, wide, fail_stmt)]
 
 
 def proto_c(sym, protos, name):
@@ -540,296 +336,52 @@ def fnptr_type(sym, protos):
     return "%s (*)(%s)" % (ret, ", ".join(t for t, _ in params) or "void")
 
 
-def kind_enum(k):
-    return "OM_H_" + k.upper()
-
-
 def client_stub(r, protos, types, name, static):
+    """The client side of a gen row: each kind checks and writes its parameter (Kind.put), the
+    call goes out, each output kind reads its part of the answer back (Kind.take)."""
     sym = r["sym"]
     lines = ["%s%s" % ("static " if static else "", proto_c(sym, protos, name)), "{"]
-    body, checks, reads = [], [], []
-    req_fixed, var = 0, []
-    reply_parts = []
+    st = kinds_mod.Stub(r)
     for p in r["params"]:
-        n, b, t = p["name"], p["base"], p["ctype"]
-        if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr"):
-            body.append("    om_put_u64(&req, %s);" % cast_in(t, types, n))
-            req_fixed += 8
-        elif b == "zero":
-            checks.append("    if (%s)\n        return CUDA_ERROR_INVALID_VALUE;" % n)
-        elif b == "in":
-            if p["nullable"]:
-                body.append("    om_put_u64(&req, %s != NULL);" % n)
-                body.append("    if (%s)\n        om_put_bytes(&req, %s, sizeof(*%s));" % (n, n, n))
-                req_fixed += 8
-            else:
-                checks.append("    if (!%s)\n        return CUDA_ERROR_INVALID_VALUE;" % n)
-                body.append("    om_put_bytes(&req, %s, sizeof(*%s));" % (n, n))
-            var.append("sizeof(*%s)" % n)
-        elif b == "arr":
-            count, mx = [a.strip() for a in p["args"].split(",")]
-            checks.append("    if ((size_t)(%s) > %s || ((%s) && !%s))\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;" % (count, mx, count, n))
-            body.append("    om_put_u64(&req, (uint64_t)(%s));" % count)
-            body.append("    if (%s)\n        om_put_bytes(&req, %s, (size_t)(%s) * sizeof(*%s));"
-                        % (count, n, count, n))
-            req_fixed += 8
-            var.append("(size_t)(%s) * sizeof(*%s)" % (mx, n))
-        elif b == "str":
-            checks.append("    if (!%s || strlen(%s) > 4095)\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, n))
-            body.append("    om_put_u64(&req, strlen(%s));" % n)
-            body.append("    om_put_bytes(&req, %s, strlen(%s));" % (n, n))
-            req_fixed += 8
-            var.append("4096")
-        elif b in ("out", "new", "inout", "outarr", "outbuf"):
-            if not p["nullable"] and b != "outbuf":
-                checks.append("    if (!%s)\n        return CUDA_ERROR_INVALID_VALUE;" % n)
-            if b == "inout":
-                body.append("    om_put_u64(&req, %s ? (uint64_t)*%s : 0);" % (n, n))
-                req_fixed += 8
-            if b == "outarr":
-                count, mx = [a.strip() for a in p["args"].split(",")]
-                if p["nullable"]:  # NULL: only the count is asked for
-                    body.append("    om_put_u64(&req, %s != NULL);" % n)
-                    req_fixed += 8
-                checks.append("    if (%s(size_t)(%s) > %s)\n        return CUDA_ERROR_INVALID_VALUE;"
-                              % ("%s && " % n if p["nullable"] else "", cexpr_client(count, r), mx))
-            if b == "outbuf":
-                ln, mx = [a.strip() for a in p["args"].split(",")]
-                checks.append("    if (!%s || (%s) <= 0)\n        return CUDA_ERROR_INVALID_VALUE;"
-                              % (n, ln))
-            reply_parts.append(p)
-    if r["opts"].get("post"):
-        call = "    return om_rpost(OM_IDX_%s, &req);" % sym
-    else:
-        call = None
-    cap = req_fixed + 8
-    lines.append("    uint8_t req_buf[%d%s];" % (cap, "".join(" + " + v for v in var)))
+        p.put(st, types)
+    reply_parts = [p for p in r["params"] if p.reply_size() is not None]
+    lines.append("    uint8_t req_buf[%d%s];" % (st.fixed + 8, "".join(" + " + v for v in st.var)))
     lines.append("    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};")
     if reply_parts:
-        sizes = []
-        for p in reply_parts:
-            if p["base"] == "new":
-                sizes.append("8")
-            elif p["base"] == "outarr":
-                sizes.append("(%s) * sizeof(*%s)" % (p["args"].split(",")[1].strip(), p["name"]))
-            elif p["base"] == "outbuf":
-                sizes.append(p["args"].split(",")[1].strip())
-            else:
-                sizes.append("sizeof(*%s)" % p["name"])
-        lines.append("    uint8_t reply[%s];" % " + ".join(sizes))
+        lines.append("    uint8_t reply[%s];" % " + ".join(p.reply_size() for p in reply_parts))
         lines.append("    uint32_t got = 0;")
         lines.append("    struct om_rbuf in;")
         lines.append("    CUresult rc;")
-    lines += checks
-    lines += body
-    if call:
-        lines.append(call)
+    lines += st.checks
+    lines += st.body
+    if r["opts"].get("post"):
+        lines.append("    return om_rpost(OM_IDX_%s, &req);" % sym)
+    elif reply_parts:
+        lines.append("    rc = om_rcall(OM_IDX_%s, &req, reply, sizeof(reply), &got);" % sym)
+        lines.append("    if (rc != CUDA_SUCCESS)\n        return rc;")
+        lines.append("    in = (struct om_rbuf){.p = reply, .len = got};")
+        for p in reply_parts:
+            lines += p.take(r)
+        lines.append("    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;")
     else:
-        if reply_parts:
-            lines.append("    rc = om_rcall(OM_IDX_%s, &req, reply, sizeof(reply), &got);" % sym)
-            lines.append("    if (rc != CUDA_SUCCESS)\n        return rc;")
-            lines.append("    in = (struct om_rbuf){.p = reply, .len = got};")
-            for p in reply_parts:
-                n, b = p["name"], p["base"]
-                if b == "new":
-                    lines.append("    {\n        uint64_t v = om_get_u64(&in);\n"
-                                 "        if (!in.bad)\n            *%s = (%s)(uintptr_t)v;\n    }"
-                                 % (n, pointee(p["ctype"])))
-                elif b == "outarr":
-                    count = cexpr_client(p["args"].split(",")[0].strip(), r)
-                    lines.append("    %s{\n        const void *v = om_get_bytes(&in, (size_t)(%s) * "
-                                 "sizeof(*%s));\n        if (v && %s)\n"
-                                 "            memcpy(%s, v, (size_t)(%s) * sizeof(*%s));\n    }"
-                                 % ("if (%s) " % n if p["nullable"] else "", count, n, n, n, count,
-                                    n))
-                elif b == "outbuf":
-                    ln, mx = [a.strip() for a in p["args"].split(",")]
-                    lines.append("    {\n        size_t n = (size_t)(%s) < %s ? (size_t)(%s) : %s;\n"
-                                 "        const void *v = om_get_bytes(&in, n);\n"
-                                 "        if (v)\n            memcpy(%s, v, n);\n    }"
-                                 % (ln, mx, ln, mx, n))
-                else:
-                    lines.append("    {\n        const void *v = om_get_bytes(&in, sizeof(*%s));\n"
-                                 "        if (v && %s)\n            memcpy(%s, v, sizeof(*%s));\n    }"
-                                 % (n, n, n, n))
-            lines.append("    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;")
-        else:
-            lines.append("    return om_rcall(OM_IDX_%s, &req, NULL, 0, NULL);" % sym)
+        lines.append("    return om_rcall(OM_IDX_%s, &req, NULL, 0, NULL);" % sym)
     lines.append("}")
     return "\n".join(lines)
-
-
-def cexpr_client(expr, r):
-    """A COUNT expression on the client: an inout parameter is read through its pointer."""
-    inouts = {p["name"] for p in r["params"] if p["base"] == "inout"}
-    return re.sub(r"\b([A-Za-z_]\w*)\b",
-                  lambda m: "(%s ? *%s : 0)" % (m.group(1), m.group(1)) if m.group(1) in inouts
-                  else m.group(1), expr)
 
 
 def server_decoder(r, protos, types, kinds):
     """x_<symbol>: reads every argument, checks each against what the calling client owns, then
     calls the real driver; checks that fail before anything is allocated return at once, later
-    ones leave through `out`, which frees what was allocated."""
+    ones leave through `out`, which frees what was allocated (Kind.decode, Kind.cleanup)."""
     sym, ps = r["sym"], r["params"]
-    names = {p["name"] for p in ps}
-    reads, decls, checks, allocs, streams, args, ok = [], [], [], [], [], [], []
-    answers = []
-    gotos = False
-    if any(p["base"] == "out" and p["check"] for p in ps) and any(p["base"] == "new" for p in ps):
+    if any(p.base == "out" and p.check for p in ps) and any(p.base == "new" for p in ps):
         fail(r["where"], "an out:CHECK beside a new handle (a refused answer would leak it)")
+    d = kinds_mod.Decoder(r)
     for p in ps:
-        n, b, t = p["name"], p["base"], p["ctype"]
-        T = pointee(t) if t.endswith("*") else t
-        if b in ("val", "flags", "dev", "handle", "free", "stream", "stream.query", "ptr",
-                 "inout", "arr", "str") or (b in ("in", "outarr") and p["nullable"]):
-            reads.append("    uint64_t a_%s = om_get_u64(&c->in);" % n)
-        if b == "in":
-            decls.append("    %s v_%s;" % (T, n))
-            get = "om_get_bytes(&c->in, sizeof(%s))" % T
-            reads.append("    const void *b_%s = %s;" % (n, ("a_%s ? %s : NULL" % (n, get))
-                                                          if p["nullable"] else get))
-            if p["nullable"]:
-                checks.append("    if (b_%s)\n        memcpy(&v_%s, b_%s, sizeof(v_%s));"
-                              % (n, n, n, n))
-                arg = "b_%s ? &v_%s : NULL" % (n, n)
-            else:
-                checks.append("    memcpy(&v_%s, b_%s, sizeof(v_%s));" % (n, n, n))
-                arg = "&v_%s" % n
-            if p["check"]:
-                checks.append("    if ((rc = om_check_%s(c, %s)) != CUDA_SUCCESS)\n"
-                              "        return rc;" % (p["check"], arg))
-            args.append(arg)
-        elif b == "arr":
-            cnt, mx = [a.strip() for a in p["args"].split(",")]
-            reads.append("    const void *b_%s = a_%s <= %s ? om_get_bytes(&c->in, (size_t)a_%s * "
-                         "sizeof(%s)) : NULL;" % (n, n, mx, n, T))
-            decls.append("    %s *v_%s = NULL;" % (T, n))
-            checks += len_guard(cnt, names, "return CUDA_ERROR_INVALID_VALUE;")
-            checks.append("    if (a_%s > %s || (a_%s && !b_%s) || a_%s != (uint64_t)(%s))\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;"
-                          % (n, mx, n, n, n, cexpr(cnt, names)))
-            allocs.append("    if (a_%s && !(v_%s = malloc((size_t)a_%s * sizeof(%s)))) {\n"
-                          "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
-                          % (n, n, n, T))
-            allocs.append("    if (a_%s)\n        memcpy(v_%s, b_%s, (size_t)a_%s * sizeof(%s));"
-                          % (n, n, n, n, T))
-            hk = p.get("elem_kind")
-            if hk and not p["check"]:  # an array of handles: each the client's own
-                allocs.append("    for (uint64_t i = 0; i < a_%s; i++)\n"
-                              "        if ((rc = om_arg_handle(c, %s, (uint64_t)(uintptr_t)v_%s[i], "
-                              "false)) != CUDA_SUCCESS)\n            goto out;"
-                              % (n, kind_enum(hk), n))
-            if p["check"]:
-                allocs.append("    if ((rc = om_check_%s(c, v_%s, (size_t)a_%s)) != CUDA_SUCCESS)\n"
-                              "        goto out;" % (p["check"], n, n))
-            gotos = True
-            args.append("v_%s" % n)
-        elif b == "str":
-            reads.append("    const char *b_%s = a_%s <= 4095 ? om_get_bytes(&c->in, a_%s) : NULL;"
-                         % (n, n, n))
-            decls.append("    char v_%s[4096];" % n)
-            checks.append("    if (!b_%s || memchr(b_%s, 0, a_%s))\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, n, n))
-            checks.append("    memcpy(v_%s, b_%s, a_%s);\n    v_%s[a_%s] = '\\0';" % (n, n, n, n, n))
-            args.append("v_%s" % n)
-        elif b == "val":
-            if p["args"]:
-                lo, hi = p["args"].split("..")
-                checks.append("    if ((int64_t)a_%s < %s || (int64_t)a_%s > %s)\n"
-                              "        return CUDA_ERROR_INVALID_VALUE;" % (n, lo, n, hi))
-            args.append(cast_out(t, types, "a_%s" % n))
-        elif b == "flags":
-            checks.append("    if (a_%s & ~(uint64_t)(%s))\n        return CUDA_ERROR_INVALID_VALUE;"
-                          % (n, p["args"]))
-            args.append(cast_out(t, types, "a_%s" % n))
-        elif b == "dev":  # the client's ordinal (its CUDA_VISIBLE_DEVICES): the server's
-            decls.append("    int d_%s = om_dev_in(c->s, a_%s);" % (n, n))
-            checks.append("    if (d_%s < 0)\n        return CUDA_ERROR_INVALID_DEVICE;" % n)
-            args.append("(%s)d_%s" % (t, n))
-        elif b == "zero":
-            args.append("NULL" if t.endswith("*") else "0")
-        elif b in ("handle", "free"):
-            checks.append("    if ((rc = om_arg_handle(c, %s, a_%s, %s)) != CUDA_SUCCESS)\n"
-                          "        return rc;" % (kind_enum(p["hkind"]), n,
-                                                  "true" if p["nullable"] else "false"))
-            args.append(cast_out(t, types, "a_%s" % n))
-            if b == "free":
-                ok.append("        om_own_drop(c->s, %s, a_%s);" % (kind_enum(p["hkind"]), n))
-        elif b == "ptr":
-            checks += len_guard(p["args"], names, "return CUDA_ERROR_INVALID_VALUE;")
-            checks.append("    if (!om_arg_range(c, a_%s, (uint64_t)(%s)))\n"
-                          "        return CUDA_ERROR_INVALID_VALUE;" % (n, cexpr(p["args"], names)))
-            args.append("(%s)a_%s" % (t, n))
-        elif b in ("stream", "stream.query"):
-            streams.append("    s_%s = om_arg_stream(c, a_%s, %s, &rc);\n    if (!s_%s)\n"
-                           "        goto out;" % (n, n, "true" if b == "stream" else "false", n))
-            decls.append("    CUstream s_%s = NULL;" % n)
-            gotos = True
-            args.append("s_%s" % n)
-        elif b in ("out", "inout"):
-            decls.append("    %s o_%s;" % (T, n))
-            checks.append("    memset(&o_%s, 0, sizeof(o_%s));" % (n, n))
-            if b == "inout":
-                checks.append("    o_%s = (%s)a_%s;" % (n, T, n))
-            args.append("&o_%s" % n)
-            if p["check"]:  # the answer in the client's terms first (device ordinals, limits)
-                kinds_of = {q["name"]: q["base"] for q in ps}
-                extra = "".join(", %s_%s" % ("d" if kinds_of[a] == "dev" else "s" if kinds_of[a]
-                                             in ("stream", "stream.query") else "a", a)
-                                for a in p["check_args"])
-                answers.append("        %src = om_answer_%s(c, &o_%s%s);"
-                               % ("if (rc == CUDA_SUCCESS)\n            " if answers else "",
-                                  p["check"], n, extra))
-            ok.append("        om_put_bytes(&c->out, &o_%s, sizeof(o_%s));" % (n, n))
-        elif b == "new":
-            decls.append("    %s o_%s = 0;" % (T, n))
-            checks.append("    if ((rc = om_own_room(c->s, %s)) != CUDA_SUCCESS)\n        return rc;"
-                          % kind_enum(p["hkind"]))
-            args.append("&o_%s" % n)
-            ok.append("        if ((rc = om_own_add(c, %s, (uint64_t)(uintptr_t)o_%s)) != "
-                      "CUDA_SUCCESS)\n            goto out;" % (kind_enum(p["hkind"]), n))
-            ok.append("        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_%s);" % n)
-            gotos = True
-        elif b == "outarr":
-            # COUNT (the value the client sent: for an inout count, its capacity) entries are
-            # allocated, passed and answered; outarr?: the client's pointer was NULL (a_ is 0),
-            # the driver gets NULL and only the other outputs (the count) are answered.
-            cnt, mx = [a.strip() for a in p["args"].split(",")]
-            ce = cexpr(cnt, names)
-            # the driver gets a buffer (of one entry at least) where the client passed one
-            decls.append("    %s *o_%s = NULL;" % (T, n))
-            guard = len_guard(cnt, names, "return CUDA_ERROR_INVALID_VALUE;")
-            big = "(uint64_t)(%s) > %s" % (ce, mx)
-            if p["nullable"]:
-                guard = ["    if (a_%s) {\n%s\n    }" % (
-                    n, "\n".join("    " + l.replace("\n", "\n    ") for l in guard))] if guard else []
-                big = "a_%s && %s" % (n, big)
-            checks += guard
-            checks.append("    if (%s)\n        return CUDA_ERROR_INVALID_VALUE;" % big)
-            allocs.append("    if (%s!(o_%s = calloc((size_t)(%s) ? (size_t)(%s) : 1, sizeof(%s)))) {\n"
-                          "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
-                          % ("a_%s && " % n if p["nullable"] else "", n, ce, ce, T))
-            gotos = True
-            args.append("o_%s" % n)
-            ok.append("        if (o_%s)\n            om_put_bytes(&c->out, o_%s, (size_t)(%s) * "
-                      "sizeof(%s));" % (n, n, ce, T))
-        elif b == "outbuf":
-            ln, mx = [a.strip() for a in p["args"].split(",")]
-            decls.append("    uint8_t o_%s[%s];" % (n, mx))
-            decls.append("    uint64_t n_%s = (uint64_t)(%s) < %s ? (uint64_t)(%s) : %s;"
-                         % (n, cexpr(ln, names), mx, cexpr(ln, names), mx))
-            checks.append("    memset(o_%s, 0, sizeof(o_%s));" % (n, n))
-            args.append("(%s)o_%s" % (t, n))
-            ok.append("        om_put_bytes(&c->out, o_%s, (size_t)n_%s);" % (n, n))
-    for p in ps:  # a buffer's length parameter passes the clamped length
-        if p["base"] == "outbuf":
-            ln = p["args"].split(",")[0].strip()
-            if re.match(r"^[a-z]\w*$", ln):
-                i = [q["name"] for q in ps].index(ln)
-                args[i] = "(%s)n_%s" % (ps[i]["ctype"], p["name"])
+        p.decode(d, types)
+    for p in ps:
+        if hasattr(p, "fix_args"):
+            p.fix_args(d)
     L = []
     req, ans, req_c, ans_c = worst_sizes(r, types)
     req_c = req_c if any("*" in t for t in req_c) else []  # a lone struct fits: arrays may not
@@ -841,25 +393,24 @@ def server_decoder(r, protos, types, kinds):
         L.append("_Static_assert(%d + %s <= OM_REPLY_MAX, \"%s: its largest answer exceeds the "
                  "reply\");" % (ans, " + ".join(ans_c), sym))
     L += ["static CUresult x_%s(struct call *c)" % sym, "{"]
-    L += reads + decls
+    L += d.reads + d.decls
     L += ["    CUresult rc = ARGS_OK(c);", "", "    if (rc != CUDA_SUCCESS)", "        return rc;"]
-    L += checks + allocs + streams
-    L.append("    rc = ((%s)REAL(%s))(%s);" % (fnptr_type(sym, protos), sym, ", ".join(args)))
+    L += d.checks + d.allocs + d.streams
+    L.append("    rc = ((%s)REAL(%s))(%s);" % (fnptr_type(sym, protos), sym, ", ".join(d.args)))
     if r["opts"].get("sync"):
-        sv = next(p["name"] for p in ps if p["base"] in ("stream", "stream.query"))
+        sv = next(p.name for p in ps if p.base in ("stream", "stream.query"))
         L.append("    if (rc == CUDA_SUCCESS)\n        rc = om_wait_stream(s_%s);" % sv)
         L.append("    rc = om_take_call_error(c, rc);")
-    if answers:
-        L += ["    if (rc == CUDA_SUCCESS) {"] + answers + ["    }"]
-    if ok:
-        L += ["    if (rc == CUDA_SUCCESS) {"] + ok + ["    }"]
-    if gotos:
+    if d.answers:
+        L += ["    if (rc == CUDA_SUCCESS) {"] + d.answers + ["    }"]
+    if d.ok:
+        L += ["    if (rc == CUDA_SUCCESS) {"] + d.ok + ["    }"]
+    if d.gotos:
         L.append("out:")
-    L += ["    free(v_%s);" % p["name"] for p in ps if p["base"] == "arr"]
-    L += ["    free(o_%s);" % p["name"] for p in ps if p["base"] == "outarr"]
+    for p in sorted(ps, key=lambda p: p.base != "arr"):  # the arrays read, then those answered
+        L += p.cleanup()
     L += ["    return rc;", "}"]
     return "\n".join(L)
-
 
 # ------------------------------------------------------------------ outputs
 
@@ -988,16 +539,6 @@ def server_decls(rows):
     return "\n".join(L)
 
 
-# fuzz_exec.c's own kinds for the handle kinds it had before the table; the others are added to
-# its enum by tests/fuzz/gen/kinds.h.
-FUZZ_KINDS = {"stream": "K_STREAM", "event": "K_EVENT", "library": "K_LIBRARY",
-              "function": "K_KERNEL"}
-
-
-def fuzz_kind(k):
-    return FUZZ_KINDS.get(k, "K_H_" + k.upper())
-
-
 def fuzz_kinds_h(kinds):
     L = banner("The handle kinds of api/handles.tsv that tests/fuzz/fuzz_exec.c has no kind of")
     L += ["/* X(enum constant, name) */", "#define OM_FUZZ_GEN_KINDS(X)%s" % (" \\" if any(
@@ -1013,43 +554,18 @@ def fuzz_kinds_h(kinds):
 def fuzz_wrapper(r, protos, types):
     """g_<symbol>: before the driver (the double, or fuzz_exec.c's hand-written wrapper) is
     called, every handle, stream and device range the decoder passes must be the fuzzed
-    session's; handles the call makes become its own, those it destroys are forgotten."""
+    session's; handles the call makes become its own, those it destroys are forgotten
+    (Kind.fuzz)."""
     sym, ps = r["sym"], r["params"]
-    names = {p["name"] for p in ps}
-    L = ["static %s" % proto_c(sym, protos, "g_" + sym), "{", "    CUresult rc;", "",
-         "    ENTER(%s);" % sym]
-    after = []
+    f = kinds_mod.Fuzz(r)
     for p in ps:
-        n, b = p["name"], p["base"]
-        if b in ("handle", "free"):
-            k = fuzz_kind(p["hkind"])
-            L.append("    %scheck(%s, H(%s), 1);" % ("if (%s)\n        " % n if p["nullable"] else "",
-                                                   k, n))
-            if b == "free":
-                after.append("        forget(%s, H(%s));" % (k, n))
-        elif b in ("stream", "stream.query"):
-            L.append("    check(K_STREAM, H(%s), 1);" % n)
-        elif b == "ptr":
-            ln = p["args"]
-            wide = re.sub(r"\b([A-Za-z_]\w*)\b", lambda m: "(om_u128)" + m.group(1)
-                          if m.group(1) in names else m.group(1), ln)
-            # One value cannot wrap around (and comparing a narrow type with UINT64_MAX is
-            # always false: -Wtype-limits); an expression is computed in 128 bits.
-            if re.match(r"^\s*\w+\s*$", ln):
-                L.append("    check(K_DEVICE, (uint64_t)%s, (uint64_t)(%s));" % (n, ln.strip()))
-            else:
-                L.append("    check(K_DEVICE, (uint64_t)%s, (%s) > UINT64_MAX ? UINT64_MAX : "
-                         "(uint64_t)(%s));" % (n, wide, wide))
-        elif b == "arr" and p.get("elem_kind"):
-            cnt = p["args"].split(",")[0].strip()
-            L.append("    for (uint64_t i = 0; %s && i < (uint64_t)(%s); i++)\n"
-                     "        check(%s, H(%s[i]), 1);" % (n, cnt, fuzz_kind(p["elem_kind"]), n))
-        elif b == "new":
-            after.append("        note(%s, H(*%s), 1, false);" % (fuzz_kind(p["hkind"]), n))
+        p.fuzz(f)
+    L = ["static %s" % proto_c(sym, protos, "g_" + sym), "{", "    CUresult rc;", "",
+         "    ENTER(%s);" % sym] + f.before
     L.append("    rc = ((%s)gen_next[OM_IDX_%s])(%s);" % (fnptr_type(sym, protos), sym,
-                                                       ", ".join(p["name"] for p in ps)))
-    if after:
-        L += ["    if (rc == CUDA_SUCCESS) {"] + after + ["    }"]
+                                                       ", ".join(p.name for p in ps)))
+    if f.after:
+        L += ["    if (rc == CUDA_SUCCESS) {"] + f.after + ["    }"]
     L += ["    return rc;", "}"]
     return "\n".join(L)
 

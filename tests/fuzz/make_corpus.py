@@ -293,8 +293,7 @@ def gen_rows():
     sys.path.insert(0, os.path.join(HERE, "..", "..", "api"))
     import remote
     protos, types, kinds = remote.load_protos(), remote.load_types(), remote.load_handles()
-    return remote, types, [r for r in remote.load_rows(protos, kinds, None, types)
-                           if r["form"] == "gen"]
+    return types, [r for r in remote.load_rows(protos, kinds, None, types) if r["form"] == "gen"]
 
 
 # the prelude's answers: F(0) device memory, F(1) stream, F(2) event, F(3) library, F(4) kernel
@@ -312,47 +311,14 @@ def gen_prelude():
                      rec("cuLibraryGetKernel", F(3), tail=b"fill_u32")])
 
 
-def gen_request(remote, types, r, handles, huge):
-    """The payload of r's request as its decoder reads it."""
-    out = b""
-    for p in r["params"]:
-        b, el = p["base"], remote.pointee(p["ctype"]) if p["ctype"].endswith("*") else p["ctype"]
-        if b == "val":
-            lo = p["args"].split("..")[0] if p["args"] else "1"
-            v = 0xFFFFFFFFFFFFFFF0 if huge else int(lo, 0) & (1 << 64) - 1
-        elif b in ("flags", "dev"):
-            v = 0xFFFFFFFF if huge else 0
-        elif b in ("handle", "free"):
-            v = handles.get(p["hkind"], 0)
-        elif b in ("stream", "stream.query"):
-            v = handles["stream"]
-        elif b == "ptr":
-            v = handles["ptr"]
-        elif b == "inout":
-            v = 0xFFFFFFFFFFFFFFF0 if huge else 1
-        elif b == "in":
-            size = remote.csize(el, types) or 64
-            out += (struct.pack("<Q", 1) if p["nullable"] else b"") + bytes(size)
-            continue
-        elif b == "arr":
-            size = remote.csize(el, types) or 64
-            item = struct.pack("<Q", handles.get(p.get("elem_kind"), 0)) if size == 8 \
-                else bytes(size)
-            out += struct.pack("<Q", 1) + item
-            continue
-        elif b == "str":
-            out += struct.pack("<Q", 8) + b"fill_u32"
-            continue
-        elif b == "outarr" and p["nullable"]:
-            v = 1
-        else:
-            continue  # zero, out, new, outbuf, outarr: nothing in the request
-        out += struct.pack("<Q", v)
-    return out
+def gen_request(types, r, handles, huge):
+    """The payload of r's request as its decoder reads it: each parameter's kind writes its
+    part (api/kinds.py, Kind.seed), as the generated client stub would."""
+    return b"".join(p.seed(handles, huge, types) for p in r["params"])
 
 
 def gen_seeds():
-    remote, types, rows = gen_rows()
+    types, rows = gen_rows()
     for r in rows:
         posted = bool(r["opts"].get("post"))
         op = IDX[r["sym"]] | (POSTED if posted else 0)
@@ -360,9 +326,9 @@ def gen_seeds():
         def one(payload):
             return struct.pack("<HH", op, len(payload)) + payload
         yield "gen-" + r["sym"], gen_prelude() + b"".join([
-            one(gen_request(remote, types, r, GEN_MINE, False)),
-            one(gen_request(remote, types, r, GEN_VICTIM, False)),
-            one(gen_request(remote, types, r, GEN_MINE, True)),
+            one(gen_request(types, r, GEN_MINE, False)),
+            one(gen_request(types, r, GEN_VICTIM, False)),
+            one(gen_request(types, r, GEN_MINE, True)),
             rec("cuStreamSynchronize", F(1))])
 
 
