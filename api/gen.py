@@ -4,7 +4,8 @@
 
 Outputs (checked in, regenerated and compared by the `api.generated` test):
   src/common/gen/entries.h   X-macro of every entry point: index, symbol, mode,
-                             and OM_IDX_<symbol> (client and server share it)
+                             and OM_IDX_<symbol> (client and server share it); the
+                             private operations of api/ops.tsv after them (OM_IDX_op_<name>)
   src/client/gen/exports.S   one exported trampoline per symbol: a jump
                              through om_fn[index], nothing else, so arguments of
                              any type pass untouched and passthrough costs one
@@ -43,7 +44,7 @@ def load(modes):
     return rows
 
 
-def entries_h(rows):
+def entries_h(rows, ops):
     lines = ["/* SPDX-License-Identifier: MIT */",
              "/* The driver entry points, %s. */" % BANNER,
              "#ifndef OM_GEN_ENTRIES_H",
@@ -59,6 +60,15 @@ def entries_h(rows):
     lines += ["", "/* The index of each entry point: OM_IDX_<symbol>. */"]
     for i, r in enumerate(rows):
         lines.append("#define OM_IDX_%s %d" % (r[0], i))
+    lines += ["", "/* The server's private operations (api/ops.tsv), indexed after the entry points:",
+              " * OM_IDX_op_<name>; X(index, name). */",
+              "#define OM_HANDLER_COUNT %d" % (len(rows) + len(ops)),
+              "#define OM_OPS(X)%s" % (" \\" if ops else "")]
+    for i, o in enumerate(ops):
+        lines.append("    X(%d, %s)%s" % (len(rows) + i, o["name"], " \\" if i + 1 < len(ops) else ""))
+    lines.append("")
+    for i, o in enumerate(ops):
+        lines.append("#define OM_IDX_op_%s %d" % (o["name"], len(rows) + i))
     lines += ["", "#endif", ""]
     return "\n".join(lines)
 
@@ -125,7 +135,7 @@ def main():
     except remote.TableError as e:
         sys.exit(str(e))
     rows = load(modes)
-    outputs = {os.path.join(COMMON_OUT, "entries.h"): entries_h(rows),
+    outputs = {os.path.join(COMMON_OUT, "entries.h"): entries_h(rows, remote.load_ops()),
                os.path.join(OUT, "exports.S"): exports_s(rows),
                os.path.join(OUT, "procaddr.h"): procaddr_h(rows)}
     for rel, text in generated.items():

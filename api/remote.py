@@ -161,8 +161,36 @@ def load_handles(api=None):
     return kinds
 
 
-def load_rows(protos, kinds, api=None, types=None):
+def load_ops(api=None):
+    """api/ops.tsv, the server's private operations: [{name, family, what, where}] in order (a
+    test table without one has none)."""
+    path = os.path.join(api or HERE, "ops.tsv")
+    ops, seen = [], {}
+    if not os.path.exists(path):
+        return ops
+    families = {f[:-4] for f in os.listdir(os.path.join(api or HERE, "remote"))
+                if f.endswith(".tsv")}
+    for n, line in enumerate(open(path), 1):
+        if line.startswith("#") or not line.strip():
+            continue
+        where = "%s:%d" % (shown(path), n)
+        f = line.rstrip("\n").split("\t")
+        if len(f) != 3 or not f[2].strip():
+            fail(where, "expected name, family, what it does")
+        if not re.match(r"^[a-z][a-z0-9_]*$", f[0]):
+            fail(where, "%r: an operation's name is lower case (a-z, 0-9, _)" % f[0])
+        if f[0] in seen:
+            fail(where, "%s is already described at %s" % (f[0], seen[f[0]]))
+        if f[1] not in families:
+            fail(where, "%s: no family %r (api/remote/%s.tsv)" % (f[0], f[1], f[1]))
+        seen[f[0]] = where
+        ops.append({"name": f[0], "family": f[1], "what": f[2], "where": where})
+    return ops
+
+
+def load_rows(protos, kinds, api=None, types=None, ops=None):
     rows, seen = [], {}
+    op_names = {o["name"] for o in (load_ops(api) if ops is None else ops)}
     folder = os.path.join(api or HERE, "remote")
     for fname in sorted(os.listdir(folder)):
         if not fname.endswith(".tsv"):
@@ -203,8 +231,9 @@ def load_rows(protos, kinds, api=None, types=None):
                 fail(where, "a client row names the operations it uses (via=SYM,...)")
             if "via" in row["opts"]:
                 for v in row["opts"]["via"].split(","):
-                    if v not in protos:
-                        fail(where, "via %s: not an entry point" % v)
+                    if v not in protos and v not in op_names:
+                        fail(where, "via %s: not an entry point nor an operation of "
+                             "api/ops.tsv" % v)
             rows.append(row)
     by = {r["sym"]: r for r in rows}
     for r in rows:
@@ -215,6 +244,8 @@ def load_rows(protos, kinds, api=None, types=None):
             if [p[0] for p in protos[t["sym"]][1]] != [p[0] for p in protos[r["sym"]][1]]:
                 fail(r["where"], "alias of %s, whose parameter types differ" % r["target"])
         for v in (r["opts"].get("via") or "").split(",") if r["opts"].get("via") else []:
+            if v in op_names:
+                continue
             if v not in by or by[v]["form"] not in ("gen", "custom"):
                 fail(r["where"], "via %s, which the server does not execute" % v)
         if r["form"] == "gen":
@@ -476,9 +507,7 @@ def client_c(rows, protos, types):
     L += float_helpers(rows, types, "client")
     for r in rows:
         if r["form"] == "gen":
-            wrap = r["opts"].get("wrap")
-            L.append(client_stub(r, protos, types, ("om_rpc_" if wrap else "r_") + r["sym"],
-                                 not wrap))
+            L.append(client_stub(r, protos, types, "om_rpc_" + r["sym"], False))
             L.append("")
     L += ["void om_remote_gen_install(void)", "{"]
     for r in rows:
@@ -486,27 +515,31 @@ def client_c(rows, protos, types):
             continue
         target = r["target"] if r["form"] == "alias" else r["sym"]
         t = next(x for x in rows if x["sym"] == target)
-        fn = ("r_" if t["form"] == "gen" and not t["opts"].get("wrap") else "om_r_") + target
+        fn = ("om_rpc_" if t["form"] == "gen" and not t["opts"].get("wrap") else "om_r_") + target
         L.append("    om_remote_set(OM_IDX_%s, (void *)%s);" % (r["sym"], fn))
     L += ["}", ""]
     return "\n".join(L)
 
 
 def client_decls(rows, protos):
-    L = banner("The hand-written client implementations the table names")
+    L = banner("The hand-written client implementations the table names, and the generated stubs")
     L += ["#ifndef OM_GEN_REMOTE_DECLS_H", "#define OM_GEN_REMOTE_DECLS_H", "",
           "#include \"../../common/gen/types.h\"", ""]
     for r in rows:
         if r["form"] in ("custom", "client", "local") or r["opts"].get("wrap"):
             L.append("%s; /* %s */" % (proto_c(r["sym"], protos, "om_r_" + r["sym"]), r["family"]))
-        if r["form"] == "gen" and r["opts"].get("wrap"):
+    L += ["", "/* The generated stubs (remote_stubs.c): the call on the wire, nothing else; hand-written",
+          " * code calls them instead of writing a row's request again. A wrap row's installed",
+          " * function is its om_r_ above, which calls its stub. */"]
+    for r in rows:
+        if r["form"] == "gen":
             L.append("%s;" % proto_c(r["sym"], protos, "om_rpc_" + r["sym"]))
     L += ["", "/* Installs every row's implementation (om_remote_set). */",
           "void om_remote_gen_install(void);", "", "#endif", ""]
     return "\n".join(L)
 
 
-def server_c(rows, protos, types, kinds):
+def server_c(rows, protos, types, kinds, ops=()):
     L = banner("The server's decoders of generated entry points and the dispatch table")
     L += ["#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "",
           "#include \"../exec.h\"", "#include \"openmps/ops.h\"", "",
@@ -519,22 +552,28 @@ def server_c(rows, protos, types, kinds):
         if r["form"] == "gen":
             L.append(server_decoder(r, protos, types, kinds))
             L.append("")
-    L += ["const om_handler om_handlers[OM_ENTRY_COUNT] = {"]
+    L += ["const om_handler om_handlers[OM_HANDLER_COUNT] = {"]
     for r in rows:
         if r["form"] == "gen":
             L.append("    [OM_IDX_%s] = x_%s," % (r["sym"], r["sym"]))
         elif r["form"] == "custom":
             L.append("    [OM_IDX_%s] = om_x_%s," % (r["sym"], r["sym"]))
+    for o in ops:
+        L.append("    [OM_IDX_op_%s] = om_x_op_%s," % (o["name"], o["name"]))
     L += ["};", ""]
     return "\n".join(L)
 
 
-def server_decls(rows):
+def server_decls(rows, ops=()):
     L = banner("The hand-written server handlers the table names")
     L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "struct call;", ""]
     for r in rows:
         if r["form"] == "custom":
             L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
+    if ops:
+        L += ["", "/* The private operations of api/ops.tsv. */"]
+    for o in ops:
+        L.append("CUresult om_x_op_%s(struct call *c); /* %s */" % (o["name"], o["family"]))
     L += ["", "#endif", ""]
     return "\n".join(L)
 
@@ -601,7 +640,7 @@ def modes(rows):
     return out
 
 
-def compat_md(rows, protos, reasons):
+def compat_md(rows, protos, reasons, ops=()):
     by = {r["sym"]: r for r in rows}
     counts = {}
     L = ["# Compatibility: every driver entry point and how openmps treats it",
@@ -648,6 +687,12 @@ def compat_md(rows, protos, reasons):
           % (counts.get("unsupported", 0), counts.get("with a reason", 0),
              counts.get("unsupported", 0) - counts.get("with a reason", 0))]
     L += ["", "| entry point | treatment | family | note |", "|---|---|---|---|"] + body + [""]
+    if ops:
+        L += ["## The server's private operations", "",
+              "Calls of the client that are no driver entry point (`api/ops.tsv`); the rows above "
+              "name those they use (via).", "", "| operation | family | what it does |",
+              "|---|---|---|"]
+        L += ["| `%s` | %s | %s |" % (o["name"], o["family"], o["what"]) for o in ops] + [""]
     return "\n".join(L)
 
 
@@ -684,16 +729,17 @@ def generate(api=None):
     protos = load_protos(api)
     types = load_types(api)
     kinds = load_handles(api)
-    rows = load_rows(protos, kinds, api, types)
+    ops = load_ops(api)
+    rows = load_rows(protos, kinds, api, types, ops)
     reasons = load_reasons(api)
     out = {
         "src/common/gen/types.h": types_h(types, kinds),
         "src/server/gen/handles.h": handles_h(kinds),
         "src/client/gen/remote_stubs.c": client_c(rows, protos, types),
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
-        "src/server/gen/decoders.c": server_c(rows, protos, types, kinds),
-        "src/server/gen/handlers.h": server_decls(rows),
-        "docs/compatibility.md": compat_md(rows, protos, reasons),
+        "src/server/gen/decoders.c": server_c(rows, protos, types, kinds, ops),
+        "src/server/gen/handlers.h": server_decls(rows, ops),
+        "docs/compatibility.md": compat_md(rows, protos, reasons, ops),
         "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
         "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),
     }

@@ -197,13 +197,10 @@ static bool device_events(int dev)
     if (device_events_made[dev])
         return true;
     while (ok && made < STAGE_SLOTS) {
-        REQ(req, 8);
-        uint32_t got = 0;
-        om_put_u64(&req, CU_EVENT_DISABLE_TIMING);
-        ok = om_rcall(OM_IDX_cuEventCreate, &req, &device_event[dev][made],
-                      sizeof(device_event[dev][made]), &got) == CUDA_SUCCESS &&
-             got == sizeof(device_event[dev][made]);
-        made += ok;
+        CUevent ev = NULL;
+        ok = om_rpc_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+        if (ok)
+            device_event[dev][made++] = (uint64_t)(uintptr_t)ev;
     }
     if (!ok) { /* give back what was made */
         for (int i = 0; i < made; i++) {
@@ -239,20 +236,17 @@ static CUresult slot_post(int i, int index, CUdeviceptr dev, size_t len, CUstrea
 {
     uint64_t slot = stage_server + (uint64_t)i * STAGE_SLOT_BYTES;
     REQ(copy, 32);
-    REQ(rec, 16);
     CUresult rc;
 
-    om_put_u64(&copy, index == OM_IDX_cuMemcpyHtoDAsync_v2 ? dev : slot);
-    om_put_u64(&copy, index == OM_IDX_cuMemcpyHtoDAsync_v2 ? slot : dev);
+    om_put_u64(&copy, index == OM_IDX_op_copy_htod_pinned ? dev : slot);
+    om_put_u64(&copy, index == OM_IDX_op_copy_htod_pinned ? slot : dev);
     om_put_u64(&copy, (uint64_t)len);
     om_put_u64(&copy, (uint64_t)(uintptr_t)s);
     rc = first ? om_rcall(index, &copy, NULL, 0, NULL) : om_rpost(index, &copy);
     if (rc != CUDA_SUCCESS)
         return rc;
-    slot_event[i] = copy_events[i]; /* the copy's device's */
-    om_put_u64(&rec, slot_event[i]);
-    om_put_u64(&rec, (uint64_t)(uintptr_t)s);
-    rc = om_rpost(OM_IDX_cuEventRecord, &rec);
+    slot_event[i] = copy_events[i];                                  /* the copy's device's */
+    rc = om_rpc_cuEventRecord((CUevent)(uintptr_t)slot_event[i], s); /* posted */
     slot_busy[i] = true;
     slot_stream[i] = s;
     if (rc != CUDA_SUCCESS)
@@ -277,7 +271,7 @@ static CUresult htod(CUdeviceptr dst, const uint8_t *src, size_t n, CUstream s, 
         rc = slot_wait(i);
         if (rc == CUDA_SUCCESS) {
             shared_memcpy(stage + (size_t)i * STAGE_SLOT_BYTES, src + off, len);
-            rc = slot_post(i, OM_IDX_cuMemcpyHtoDAsync_v2, dst + off, len, s, k == 0);
+            rc = slot_post(i, OM_IDX_op_copy_htod_pinned, dst + off, len, s, k == 0);
         }
         last = i;
     }
@@ -301,7 +295,7 @@ static CUresult dtoh(uint8_t *dst, CUdeviceptr src, size_t n, CUstream s)
     for (size_t k = 0; k < pieces && k < STAGE_SLOTS && rc == CUDA_SUCCESS; k++) {
         rc = slot_wait((int)k);
         if (rc == CUDA_SUCCESS)
-            rc = slot_post((int)k, OM_IDX_cuMemcpyDtoHAsync_v2, src + k * STAGE_SLOT_BYTES,
+            rc = slot_post((int)k, OM_IDX_op_copy_dtoh_pinned, src + k * STAGE_SLOT_BYTES,
                            piece_of(n, k * STAGE_SLOT_BYTES), s, k == 0);
     }
     for (size_t k = 0; k < pieces && rc == CUDA_SUCCESS; k++) {
@@ -312,7 +306,7 @@ static CUresult dtoh(uint8_t *dst, CUdeviceptr src, size_t n, CUstream s)
             break;
         shared_memcpy(dst + off, stage + (size_t)i * STAGE_SLOT_BYTES, piece_of(n, off));
         if (k + STAGE_SLOTS < pieces)
-            rc = slot_post(i, OM_IDX_cuMemcpyDtoHAsync_v2, src + next, piece_of(n, next), s, false);
+            rc = slot_post(i, OM_IDX_op_copy_dtoh_pinned, src + next, piece_of(n, next), s, false);
     }
     return rc;
 }
@@ -324,9 +318,7 @@ static bool slots_free_of_other_streams(CUstream s)
     for (int i = 0; i < STAGE_SLOTS; i++) {
         if (!slot_busy[i] || slot_stream[i] == s)
             continue;
-        REQ(req, 8);
-        om_put_u64(&req, slot_event[i]);
-        if (om_rcall(OM_IDX_cuEventQuery, &req, NULL, 0, NULL) != CUDA_SUCCESS)
+        if (om_rpc_cuEventQuery((CUevent)(uintptr_t)slot_event[i]) != CUDA_SUCCESS)
             return false;
         slot_busy[i] = false;
     }

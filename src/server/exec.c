@@ -207,13 +207,13 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
                  size_t out_cap, size_t *ret_out_len, bool posted)
 {
     struct call c = {.s = s, .in = {.p = in, .len = in_len}, .out = {.p = out, .cap = out_cap}};
-    om_handler h = index >= 0 && index < OM_ENTRY_COUNT ? om_handlers[index] : NULL;
+    om_handler h = index >= 0 && index < OM_HANDLER_COUNT ? om_handlers[index] : NULL;
     CUresult rc;
 
     s->call_stream = NULL;
     if (!h) {
         client_err(s, "client %d asked for %s, which the server does not execute", (int)s->pid,
-                   index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?");
+                   index >= 0 && index < OM_HANDLER_COUNT ? om_server_entry_name(index) : "?");
         rc = CUDA_ERROR_NOT_SUPPORTED;
     } else {
         rc = h(&c);

@@ -25,7 +25,7 @@ struct call {
 
 typedef CUresult (*om_handler)(struct call *);
 /* gen/decoders.c: the handler of each entry point the server executes (NULL: none). */
-extern const om_handler om_handlers[OM_ENTRY_COUNT];
+extern const om_handler om_handlers[OM_HANDLER_COUNT];
 
 /* A client's own errors are logged 16 times per session at most, then once more to say so:
  * a program that repeats a bad call in a loop must not flood server.log, which every user's

@@ -58,10 +58,13 @@ void om_server_fault(CUresult rc, pid_t pid)
 
 void *om_server_real[OM_ENTRY_COUNT];
 
-static const char *const entry_names[OM_ENTRY_COUNT] = {
+static const char *const entry_names[OM_HANDLER_COUNT] = {
 #define OM_X_NAME(i, sym, mode) [i] = #sym,
     OM_ENTRIES(OM_X_NAME)
 #undef OM_X_NAME
+#define OM_X_OP_NAME(i, name) [i] = "op:" #name,
+        OM_OPS(OM_X_OP_NAME)
+#undef OM_X_OP_NAME
 };
 
 /* What the server calls for an entry point its driver lacks: never a NULL jump. */

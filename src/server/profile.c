@@ -18,9 +18,9 @@
  * point's calls, mean and longest time. Off, it costs one test per record.
  */
 struct om_profile {
-    uint64_t calls[OM_ENTRY_COUNT];
-    uint64_t ns[OM_ENTRY_COUNT];
-    uint64_t max_ns[OM_ENTRY_COUNT];
+    uint64_t calls[OM_HANDLER_COUNT];
+    uint64_t ns[OM_HANDLER_COUNT];
+    uint64_t max_ns[OM_HANDLER_COUNT];
     unsigned slow_logged;
 };
 
@@ -61,7 +61,7 @@ void om_profile_start(struct session *s)
 void om_profile_add(struct session *s, int index, uint64_t ns)
 {
     if (ns >= slow_ns && s->profile->slow_logged < SLOW_LINES && index >= 0 &&
-        index < OM_ENTRY_COUNT) {
+        index < OM_HANDLER_COUNT) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         s->profile->slow_logged++;
@@ -70,7 +70,7 @@ void om_profile_add(struct session *s, int index, uint64_t ns)
                 (unsigned long long)((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec -
                                      ns));
     }
-    if (index >= 0 && index < OM_ENTRY_COUNT) {
+    if (index >= 0 && index < OM_HANDLER_COUNT) {
         s->profile->calls[index]++;
         s->profile->ns[index] += ns;
         if (ns > s->profile->max_ns[index])
@@ -89,7 +89,7 @@ void om_profile_report(struct session *s)
 
     if (!p)
         return;
-    for (int i = 0; i < OM_ENTRY_COUNT; i++) {
+    for (int i = 0; i < OM_HANDLER_COUNT; i++) {
         int j;
 
         calls += p->calls[i];

@@ -220,7 +220,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         break;
     }
     default:
-        if (rec->op >= OM_OP_ENTRY_BASE && rec->op < OM_OP_ENTRY_BASE + OM_ENTRY_COUNT) {
+        if (rec->op >= OM_OP_ENTRY_BASE && rec->op < OM_OP_ENTRY_BASE + OM_HANDLER_COUNT) {
             size_t out_len = 0;
             bool posted = rec->flags & OM_REC_POSTED;
             uint64_t t0 = om_log_level_current >= OM_LOG_DEBUG ? (om_mono_ns() / 1000) : 0;

@@ -2711,7 +2711,7 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
     if (trace)
         fprintf(stderr, "fuzz_exec: %s %s%s: CUresult %d, %zu byte(s)\n",
                 phase == O_VICTIM ? "victim" : "fuzzed",
-                index >= 0 && index < OM_ENTRY_COUNT ? om_server_entry_name(index) : "?",
+                index >= 0 && index < OM_HANDLER_COUNT ? om_server_entry_name(index) : "?",
                 posted ? " (posted)" : "", (int)rc, n);
     if (rc != CUDA_SUCCESS || posted)
         n = 0;
@@ -2793,7 +2793,7 @@ static void make_victim(void)
     /* grid 1x1x1, block 32x1x1 (exec.c packs two dimensions into each u64) */
     VICTIM(cuLaunchKernel, args, 16, k, 1ull | 1ull << 32, 1ull | 32ull << 32, 1ull | 1ull << 32, 0,
            s2);
-    VICTIM(cuMemsetD8_v2, NULL, 0, a2, 7, 1, 100, 0, 1); /* makes its default stream */
+    VICTIM(op_memset, NULL, 0, a2, 7, 1, 100, 0, 1); /* makes its default stream */
     VICTIM(cuEventRecord, NULL, 0, e1, s1);
     uint64_t v[] = {a1, a2, a1 + 64, s1, s2, e1, e2, lib, k, h, H(victim->default_stream)};
     nvals = 0; /* the victim's answers: only these of them */

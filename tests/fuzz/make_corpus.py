@@ -45,9 +45,13 @@ def write(target, name, data):
 # payload; u64 words 0xF0F0F0 << 40 | offset << 8 | n name the n-th value: the victim's
 # handles first (VICTIM), then every u64 the fuzzed session was answered, in order (F(j)).
 def entry_indices():
+    """Entry points by symbol, the private operations of api/ops.tsv as op_<name>."""
     with open(ENTRIES) as f:
-        return {m.group(2): int(m.group(1))
-                for m in re.finditer(r"X\((\d+), (\w+), \w+\)", f.read())}
+        text = f.read()
+    idx = {m.group(2): int(m.group(1)) for m in re.finditer(r"X\((\d+), (\w+), \w+\)", text)}
+    idx.update({"op_" + m.group(1): int(m.group(2))
+                for m in re.finditer(r"#define OM_IDX_op_(\w+) (\d+)", text)})
+    return idx
 
 
 IDX = entry_indices()
@@ -111,10 +115,10 @@ def exec_seeds():
     args = struct.pack("<QII", F(9), 7, 16)
     yield "alloc-copy", b"".join([
         rec("cuMemAlloc_v2", 4096),
-        rec("cuMemcpyHtoD_v2", F(0), 8, 0, tail=b"12345678"),
-        rec("cuMemcpyDtoH_v2", F(0), 8, 0),
-        rec("cuMemsetD8_v2", F(0), 0x5A, 4, 1024, 0, 1),
-        rec("cuMemcpyDtoD_v2", F(0, 16), F(0), 8, 0, 1),
+        rec("op_copy_htod", F(0), 8, 0, tail=b"12345678"),
+        rec("op_copy_dtoh", F(0), 8, 0),
+        rec("op_memset", F(0), 0x5A, 4, 1024, 0, 1),
+        rec("op_copy_dtod", F(0, 16), F(0), 8, 0, 1),
         rec("cuMemFree_v2", F(0)),
         rec("cuMemAlloc_v2", 4096),  # from the session's cache of freed allocations
         rec("cuMemFree_v2", F(2))])
@@ -136,24 +140,24 @@ def exec_seeds():
         rec("cuFuncGetAttribute", 0, F(1), 0), rec("cuFuncSetAttribute", F(1), 8, 1000, 0),
         rec("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", F(1), 64, 0, 0),
         rec("cuLaunchKernelEx", F(1), g, m, b, 0, 0, 1, tail=attr + args),
-        rec("cuMemcpyDtoH_v2", F(9), 64, 0), rec("cuLibraryUnload", F(0))])
+        rec("op_copy_dtoh", F(9), 64, 0), rec("cuLibraryUnload", F(0))])
     yield "victim-handles", b"".join([
         rec("cuMemAlloc_v2", 4096),  # F(0): its own, beside the victim's
-        rec("cuMemcpyDtoD_v2", F(0), ref(V_A1), 16, 0, 1),
-        rec("cuMemcpyDtoD_v2", ref(V_A2), F(0), 16, 0, 1),
-        rec("cuMemcpy2D_v2", 2, 2, ref(V_A2), 256, F(0), 256, 16, 0, 4, 1),
-        rec("cuMemsetD2D8_v2", ref(V_A2), 256, 3, 1, 16, 4, 0, 1),
-        rec("cuMemcpyDtoHAsync_v2", ref(V_HOST), F(0), 8, 0),
+        rec("op_copy_dtod", F(0), ref(V_A1), 16, 0, 1),
+        rec("op_copy_dtod", ref(V_A2), F(0), 16, 0, 1),
+        rec("op_copy_2d", 2, 2, ref(V_A2), 256, F(0), 256, 16, 0, 4, 1),
+        rec("op_memset_2d", ref(V_A2), 256, 3, 1, 16, 4, 0, 1),
+        rec("op_copy_dtoh_pinned", ref(V_HOST), F(0), 8, 0),
         rec("cuStreamSynchronize", ref(V_S1)), rec("cuEventRecord", ref(V_E1), 0),
         rec("cuStreamWaitEvent", 0, ref(V_E2), 0),
-        rec("cuMemsetD8_v2", ref(V_A1), 1, 1, 16, 0, 1), rec("cuMemFree_v2", ref(V_A1)),
-        rec("cuMemcpyHtoD_v2", ref(V_A2), 4, 0, tail=b"abcd"),
-        rec("cuMemcpyDtoH_v2", ref(V_A1_64), 16, 0),
+        rec("op_memset", ref(V_A1), 1, 1, 16, 0, 1), rec("cuMemFree_v2", ref(V_A1)),
+        rec("op_copy_htod", ref(V_A2), 4, 0, tail=b"abcd"),
+        rec("op_copy_dtoh", ref(V_A1_64), 16, 0),
         rec("cuLaunchKernel", ref(V_K), g, m, b, 0, 0, tail=struct.pack("<QII", ref(V_A1), 1, 1)),
         rec("cuLibraryGetKernel", ref(V_LIB), tail=b"victim_fill"),
         rec("cuStreamDestroy_v2", ref(V_S2)), rec("cuEventDestroy_v2", ref(V_E2)),
         rec("cuMemFreeHost", ref(V_HOST)), rec("cuStreamQuery", ref(V_DEFAULT)),
-        rec("cuMemcpyHtoDAsync_v2", ref(V_A1), ref(V_HOST), 8, 0)])
+        rec("op_copy_htod_pinned", ref(V_A1), ref(V_HOST), 8, 0)])
     yield "same-image", b"".join([
         rec("cuLibraryLoadData", len(victim_image), *image_keys(victim_image), 0),  # by keys
         rec("cuLibraryLoadData", len(victim_image), 1, 2, 0),  # keys of no image: 0
@@ -164,27 +168,27 @@ def exec_seeds():
     yield "hostmem", b"".join([
         rec("cuMemHostAlloc", 8192),  # F(0) address, F(1) length, F(2) device address
         rec("cuMemAlloc_v2", 4096),  # F(3)
-        rec("cuMemcpyHtoDAsync_v2", F(3), F(0), 64, 0),
-        rec("cuMemcpyDtoHAsync_v2", F(0, 64), F(3), 64, 0),
-        rec("cuMemcpyDtoHAsync_v2", F(0, 8190), F(3), 64, 0),  # past the region's end
+        rec("op_copy_htod_pinned", F(3), F(0), 64, 0),
+        rec("op_copy_dtoh_pinned", F(0, 64), F(3), 64, 0),
+        rec("op_copy_dtoh_pinned", F(0, 8190), F(3), 64, 0),  # past the region's end
         rec("cuMemFreeHost", F(0)), rec("cuMemHostRegister_v2", 0x700000000000, 4096)])
     yield "copy-2d", b"".join([
         rec("cuMemAlloc_v2", 65536), stage(bytes(range(64))),
-        rec("cuMemcpy2D_v2", 1, 2, 0, 0, F(0), 256, 16, 0, 4, 1),
-        rec("cuMemcpy2D_v2", 2, 1, F(0), 256, 0, 0, 16, 0, 4, 1),
-        rec("cuMemcpy2D_v2", 2, 2, F(0), 256, F(0, 4096), 512, 16, 0, 4, 0),
-        rec("cuMemsetD2D8_v2", F(0), 256, 3, 1, 16, 4, 0, 1),
-        rec("cuMemsetD2D8_v2", F(0), 256, 3, 4, 16, 4, 0, 1),
-        rec("cuMemsetD2D8_v2", F(0), 256, 3, 2, 200, 255, 0, 1)])  # past the end
+        rec("op_copy_2d", 1, 2, 0, 0, F(0), 256, 16, 0, 4, 1),
+        rec("op_copy_2d", 2, 1, F(0), 256, 0, 0, 16, 0, 4, 1),
+        rec("op_copy_2d", 2, 2, F(0), 256, F(0, 4096), 512, 16, 0, 4, 0),
+        rec("op_memset_2d", F(0), 256, 3, 1, 16, 4, 0, 1),
+        rec("op_memset_2d", F(0), 256, 3, 4, 16, 4, 0, 1),
+        rec("op_memset_2d", F(0), 256, 3, 2, 200, 255, 0, 1)])  # past the end
     yield "devices", b"".join([
         rec("cuDeviceGetName", 0), rec("cuDeviceGetPCIBusId", 0), rec("cuDeviceTotalMem_v2", 0),
         rec("cuDeviceGetAttribute", 16, 0), rec("cuDeviceGetUuid_v2", 0),
         rec("cuDeviceGetName", 5), rec("cuMemGetInfo_v2"), rec("cuCtxGetLimit", 0),
         rec("cuCtxSetLimit", 0, 1024), rec("cuCtxGetStreamPriorityRange"), rec(0),
-        rec(IDX["cuMemsetD8_v2"] | POSTED, 1, 1, 1, 1, 0, 0), rec("cuCtxSynchronize")])
+        rec(IDX["op_memset"] | POSTED, 1, 1, 1, 1, 0, 0), rec("cuCtxSynchronize")])
     yield "managed-posted", b"".join([
         rec("cuMemAllocManaged", 4096, 1),
-        rec("cuMemsetD8_v2", F(0), 9, 2, 2048, 0, 0, posted=True),
+        rec("op_memset", F(0), 9, 2, 2048, 0, 0, posted=True),
         rec("cuStreamSynchronize", 0), rec("cuMemFree_v2", F(0))])
     # Images whose own headers reach past what was staged: the driver takes no size, so the
     # server must refuse them rather than let the driver read past its staging buffer.
@@ -260,25 +264,25 @@ def exec_seeds():
         rec("cuGreenCtxDestroy", F(74)),
         rec("cuStreamGetGreenCtx", F(93))])
     yield "malformed", b"".join(struct.pack("<HH", i, 3) + b"\x01" * 3 for i in [
-        IDX["cuMemAlloc_v2"], IDX["cuMemcpyHtoD_v2"], IDX["cuLaunchKernel"],
-        IDX["cuMemcpy2D_v2"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
+        IDX["cuMemAlloc_v2"], IDX["op_copy_htod"], IDX["cuLaunchKernel"],
+        IDX["op_copy_2d"], IDX["cuStreamCreate"], IDX["cuLibraryGetKernel"]])
     # Pinned memory is device memory to the driver (unified addressing): the answer's third word
     # is its device pointer, which the session may set and copy to like any allocation of its.
     yield "pinned-device", b"".join([
         rec("cuMemHostAlloc", 8192, 0),  # F(0) address, F(1) length, F(2) device pointer
-        rec("cuMemsetD8_v2", F(2), 0x5A, 1, 8192, 0, 1),
+        rec("op_memset", F(2), 0x5A, 1, 8192, 0, 1),
         rec("cuMemAlloc_v2", 4096),  # F(3)
-        rec("cuMemcpyDtoD_v2", F(3), F(2, 64), 4096, 0, 1),
+        rec("op_copy_dtod", F(3), F(2, 64), 4096, 0, 1),
         rec("cuMemFreeHost", F(0))])
     # A 2D set of rows of 0 elements sets nothing, however many rows: the driver is not asked to
     # walk 2^40 of them (the double would, for hours). Arguments: dst, pitch, value, element
     # size, width, height, stream, wait.
     yield "memset2d-empty-rows", b"".join([
         rec("cuMemAlloc_v2", 4096),
-        rec("cuMemsetD2D8_v2", F(0), 0, 1, 2, 0, 1 << 40, 0, 1),
-        rec("cuMemsetD2D8_v2", F(0), 2, 1, 4, 0, 1 << 40, 0, 1),
-        rec("cuMemsetD2D8_v2", F(0), 1, 1, 1, 0, (1 << 64) - 1, 0, 1),
-        rec("cuMemsetD2D8_v2", F(0), 4096, 1, 1, 64, 0, 0, 1)])
+        rec("op_memset_2d", F(0), 0, 1, 2, 0, 1 << 40, 0, 1),
+        rec("op_memset_2d", F(0), 2, 1, 4, 0, 1 << 40, 0, 1),
+        rec("op_memset_2d", F(0), 1, 1, 1, 0, (1 << 64) - 1, 0, 1),
+        rec("op_memset_2d", F(0), 4096, 1, 1, 64, 0, 0, 1)])
     # An array the session still holds at its end: its count in the memory cap goes with it.
     yield "array-held", b"".join([
         rec("cuArrayCreate_v2", tail=struct.pack("<QQII", 16, 16, 1, 1))])

@@ -161,11 +161,11 @@ static CUresult piece(const struct side *src, const struct side *dst, size_t x, 
     if (src->type == CU_MEMORYTYPE_HOST) {
         for (size_t r = 0; r < rows; r++)
             memcpy(buf + r * w, host_at(src, src->x + x, src->y + y + r, src->z + z), w);
-        return om_rcall_staged(OM_IDX_cuMemcpy3D_v2, buf, n, &req, NULL, 0, NULL);
+        return om_rcall_staged(OM_IDX_op_copy_3d, buf, n, &req, NULL, 0, NULL);
     }
     if (dst->type != CU_MEMORYTYPE_HOST)
-        return om_rcall(OM_IDX_cuMemcpy3D_v2, &req, NULL, 0, NULL);
-    rc = om_rcall(OM_IDX_cuMemcpy3D_v2, &req, buf, n, &got);
+        return om_rcall(OM_IDX_op_copy_3d, &req, NULL, 0, NULL);
+    rc = om_rcall(OM_IDX_op_copy_3d, &req, buf, n, &got);
     if (rc == CUDA_SUCCESS && got != n)
         rc = CUDA_ERROR_UNKNOWN;
     for (size_t r = 0; rc == CUDA_SUCCESS && r < rows; r++)

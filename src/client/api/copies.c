@@ -184,7 +184,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint64_t value, unsigne
     om_put_u64(&req, height);
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
     om_put_u64(&req, wait);
-    return om_rcall(OM_IDX_cuMemsetD2D8_v2, &req, NULL, 0, NULL);
+    return om_rcall(OM_IDX_op_memset_2d, &req, NULL, 0, NULL);
 }
 
 CUresult om_r_cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
@@ -286,7 +286,7 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
     if (st == MT_DEVICE && dt == MT_DEVICE) {
         om_put_u64(&req, h);
         om_put_u64(&req, wait);
-        return om_rcall(OM_IDX_cuMemcpy2D_v2, &req, NULL, 0, NULL);
+        return om_rcall(OM_IDX_op_copy_2d, &req, NULL, 0, NULL);
     }
     if (st == MT_HOST) { /* host to device: all rows packed in one staging */
         /* The rows are read before the server sees the region: one that runs past the device
@@ -304,7 +304,7 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
             memcpy(packed + r * w, src + r * c->srcPitch, w);
         om_put_u64(&req, h);
         om_put_u64(&req, 1);
-        rc = om_rcall_staged(OM_IDX_cuMemcpy2D_v2, packed, w * h, &req, NULL, 0, NULL);
+        rc = om_rcall_staged(OM_IDX_op_copy_2d, packed, w * h, &req, NULL, 0, NULL);
         free(packed);
         return rc;
     }
@@ -341,7 +341,7 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
         om_put_u64(&piece, (uint64_t)(uintptr_t)s);
         om_put_u64(&piece, n);
         om_put_u64(&piece, 1);
-        rc = om_rcall(OM_IDX_cuMemcpy2D_v2, &piece, packed, n * w, &got);
+        rc = om_rcall(OM_IDX_op_copy_2d, &piece, packed, n * w, &got);
         if (rc == CUDA_SUCCESS && got != n * w)
             rc = CUDA_ERROR_UNKNOWN;
         for (size_t k = 0; rc == CUDA_SUCCESS && k < n; k++)

@@ -308,7 +308,7 @@ static CUresult staged_htod(CUdeviceptr dst, const void *src, size_t n, CUstream
         om_put_u64(&req, (uint64_t)n);
         om_put_u64(&req, (uint64_t)(uintptr_t)stream);
         om_put_bytes(&req, src, n);
-        return om_rcall(OM_IDX_cuMemcpyHtoD_v2, &req, NULL, 0, NULL);
+        return om_rcall(OM_IDX_op_copy_htod, &req, NULL, 0, NULL);
     }
     for (size_t off = 0; off < n; off += OM_STAGE_PIECE) {
         size_t piece = n - off < OM_STAGE_PIECE ? n - off : OM_STAGE_PIECE;
@@ -316,8 +316,8 @@ static CUresult staged_htod(CUdeviceptr dst, const void *src, size_t n, CUstream
         om_put_u64(&one, dst + off);
         om_put_u64(&one, (uint64_t)piece);
         om_put_u64(&one, (uint64_t)(uintptr_t)stream);
-        CUresult rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const uint8_t *)src + off, piece,
-                                      &one, NULL, 0, NULL);
+        CUresult rc = om_rcall_staged(OM_IDX_op_copy_htod, (const uint8_t *)src + off, piece, &one,
+                                      NULL, 0, NULL);
         if (rc != CUDA_SUCCESS)
             return rc;
     }
@@ -352,7 +352,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
         om_put_u64(&req, server_src);
         om_put_u64(&req, (uint64_t)n);
         om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-        rc = om_rpost(OM_IDX_cuMemcpyHtoDAsync_v2, &req);
+        rc = om_rpost(OM_IDX_op_copy_htod_pinned, &req);
         if (rc == CUDA_SUCCESS && !async)
             rc = sync_stream(stream);
         return rc;
@@ -398,7 +398,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
         om_put_u64(&req, src);
         om_put_u64(&req, (uint64_t)n);
         om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-        rc = om_rpost(OM_IDX_cuMemcpyDtoHAsync_v2, &req);
+        rc = om_rpost(OM_IDX_op_copy_dtoh_pinned, &req);
         if (rc == CUDA_SUCCESS && !async)
             rc = sync_stream(stream);
         return rc;
@@ -415,7 +415,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
         om_put_u64(&req, src);
         om_put_u64(&req, (uint64_t)piece);
         om_put_u64(&req, (uint64_t)(uintptr_t)stream);
-        rc = om_rcall(OM_IDX_cuMemcpyDtoH_v2, &req, out, piece, &got);
+        rc = om_rcall(OM_IDX_op_copy_dtoh, &req, out, piece, &got);
         if (rc != CUDA_SUCCESS)
             return rc;
         if (got != piece)
@@ -465,7 +465,7 @@ static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
     om_put_u64(&req, (uint64_t)n);
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
     om_put_u64(&req, wait);
-    return om_rcall(OM_IDX_cuMemcpyDtoD_v2, &req, NULL, 0, NULL);
+    return om_rcall(OM_IDX_op_copy_dtod, &req, NULL, 0, NULL);
 }
 
 CUresult om_r_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
@@ -525,7 +525,7 @@ static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t
     om_put_u64(&req, (uint64_t)count);
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
     om_put_u64(&req, wait);
-    return om_rcall(OM_IDX_cuMemsetD8_v2, &req, NULL, 0, NULL);
+    return om_rcall(OM_IDX_op_memset, &req, NULL, 0, NULL);
 }
 
 CUresult om_r_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
@@ -672,8 +672,7 @@ static CUresult managed_pull_if_dirty(void)
             om_put_u64(&req, base + off);
             om_put_u64(&req, (uint64_t)piece);
             om_put_u64(&req, 0);
-            rc = om_rcall(OM_IDX_cuMemcpyDtoH_v2, &req, (void *)(uintptr_t)(base + off), piece,
-                          &got);
+            rc = om_rcall(OM_IDX_op_copy_dtoh, &req, (void *)(uintptr_t)(base + off), piece, &got);
             if (rc == CUDA_SUCCESS && got != piece)
                 rc = CUDA_ERROR_UNKNOWN;
         }

@@ -16,7 +16,7 @@ static inline uint64_t om_gen_bits_f32(float v)
     return b;
 }
 
-static CUresult r_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+CUresult om_rpc_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
 {
     uint8_t req_buf[32 + (size_t)(256) * sizeof(*mapInfoList)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -30,7 +30,7 @@ static CUresult r_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int c
     return om_rcall(OM_IDX_cuMemMapArrayAsync, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+CUresult om_rpc_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -53,7 +53,7 @@ static CUresult r_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescripto
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+CUresult om_rpc_cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -76,7 +76,7 @@ static CUresult r_cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescr
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned int planeIdx)
+CUresult om_rpc_cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned int planeIdx)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -100,7 +100,7 @@ static CUresult r_cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device)
+CUresult om_rpc_cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -124,7 +124,7 @@ static CUresult r_cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *m
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUarray array)
+CUresult om_rpc_cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUarray array)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -147,7 +147,7 @@ static CUresult r_cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *spars
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
+CUresult om_rpc_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -171,7 +171,7 @@ static CUresult r_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArra
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device)
+CUresult om_rpc_cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -195,7 +195,7 @@ static CUresult r_cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIR
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUmipmappedArray mipmap)
+CUresult om_rpc_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUmipmappedArray mipmap)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -218,7 +218,7 @@ static CUresult r_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTI
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexObjectDestroy(CUtexObject texObject)
+CUresult om_rpc_cuTexObjectDestroy(CUtexObject texObject)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -226,7 +226,7 @@ static CUresult r_cuTexObjectDestroy(CUtexObject texObject)
     return om_rcall(OM_IDX_cuTexObjectDestroy, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
+CUresult om_rpc_cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -249,7 +249,7 @@ static CUresult r_cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtex
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
+CUresult om_rpc_cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -272,7 +272,7 @@ static CUresult r_cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexOb
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)
+CUresult om_rpc_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -295,7 +295,7 @@ static CUresult r_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResVi
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuSurfObjectDestroy(CUsurfObject surfObject)
+CUresult om_rpc_cuSurfObjectDestroy(CUsurfObject surfObject)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -303,7 +303,7 @@ static CUresult r_cuSurfObjectDestroy(CUsurfObject surfObject)
     return om_rcall(OM_IDX_cuSurfObjectDestroy, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
+CUresult om_rpc_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -377,7 +377,7 @@ CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *cap
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
+CUresult om_rpc_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -392,7 +392,7 @@ static CUresult r_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNod
     return om_rcall(OM_IDX_cuStreamUpdateCaptureDependencies, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+CUresult om_rpc_cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -415,7 +415,7 @@ static CUresult r_cuCtxGetLimit(size_t *pvalue, CUlimit limit)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+CUresult om_rpc_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
     uint8_t req_buf[8];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -440,7 +440,7 @@ static CUresult r_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestP
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxSetLimit(CUlimit limit, size_t value)
+CUresult om_rpc_cuCtxSetLimit(CUlimit limit, size_t value)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -473,7 +473,7 @@ CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
+CUresult om_rpc_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -498,7 +498,7 @@ static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+CUresult om_rpc_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -523,7 +523,7 @@ static CUresult r_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+CUresult om_rpc_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -569,7 +569,7 @@ CUresult om_rpc_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+CUresult om_rpc_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -593,7 +593,7 @@ static CUresult r_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevi
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+CUresult om_rpc_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -649,7 +649,7 @@ CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+CUresult om_rpc_cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -673,7 +673,7 @@ static CUresult r_cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType typ
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
+CUresult om_rpc_cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -704,7 +704,7 @@ static CUresult r_cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUde
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
+CUresult om_rpc_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -729,7 +729,7 @@ static CUresult r_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
+CUresult om_rpc_cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -752,7 +752,7 @@ static CUresult r_cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels, CUdevice dev)
+CUresult om_rpc_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels, CUdevice dev)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -777,7 +777,7 @@ static CUresult r_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc)
+CUresult om_rpc_cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc)
 {
     uint8_t req_buf[16 + sizeof(*mipmapDesc)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -803,7 +803,7 @@ static CUresult r_cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipm
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDestroyExternalMemory(CUexternalMemory extMem)
+CUresult om_rpc_cuDestroyExternalMemory(CUexternalMemory extMem)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -811,7 +811,7 @@ static CUresult r_cuDestroyExternalMemory(CUexternalMemory extMem)
     return om_rcall(OM_IDX_cuDestroyExternalMemory, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
+CUresult om_rpc_cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
 {
     uint8_t req_buf[40 + (size_t)(128) * sizeof(*extSemArray) + (size_t)(128) * sizeof(*paramsArray)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -830,7 +830,7 @@ static CUresult r_cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *ext
     return om_rcall(OM_IDX_cuSignalExternalSemaphoresAsync, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
+CUresult om_rpc_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
 {
     uint8_t req_buf[40 + (size_t)(128) * sizeof(*extSemArray) + (size_t)(128) * sizeof(*paramsArray)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -849,7 +849,7 @@ static CUresult r_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSe
     return om_rcall(OM_IDX_cuWaitExternalSemaphoresAsync, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
+CUresult om_rpc_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -857,7 +857,7 @@ static CUresult r_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
     return om_rcall(OM_IDX_cuDestroyExternalSemaphore, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuDeviceGraphMemTrim(CUdevice device)
+CUresult om_rpc_cuDeviceGraphMemTrim(CUdevice device)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -865,7 +865,7 @@ static CUresult r_cuDeviceGraphMemTrim(CUdevice device)
     return om_rcall(OM_IDX_cuDeviceGraphMemTrim, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+CUresult om_rpc_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -888,7 +888,7 @@ static CUresult r_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dp
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
+CUresult om_rpc_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*from) + (size_t)(4096) * sizeof(*to)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -930,7 +930,7 @@ CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+CUresult om_rpc_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -953,7 +953,7 @@ static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
+CUresult om_rpc_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1000,7 +1000,7 @@ CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUg
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
+CUresult om_rpc_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*from) + (size_t)(4096) * sizeof(*to)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1019,7 +1019,7 @@ static CUresult r_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *f
     return om_rcall(OM_IDX_cuGraphRemoveDependencies, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+CUresult om_rpc_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1051,7 +1051,7 @@ CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCt
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+CUresult om_rpc_cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
     uint8_t req_buf[96 + (size_t)(5) * sizeof(*globalDim) + (size_t)(5) * sizeof(*globalStrides) + (size_t)(5) * sizeof(*boxDim) + (size_t)(5) * sizeof(*elementStrides)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1100,7 +1100,7 @@ static CUresult r_cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapData
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+CUresult om_rpc_cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
     uint8_t req_buf[120 + (size_t)(5) * sizeof(*globalDim) + (size_t)(5) * sizeof(*globalStrides) + (size_t)(5) * sizeof(*pixelBoxLowerCorner) + (size_t)(5) * sizeof(*pixelBoxUpperCorner) + (size_t)(5) * sizeof(*elementStrides)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1156,7 +1156,7 @@ static CUresult r_cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDat
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+CUresult om_rpc_cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
     uint8_t req_buf[128 + (size_t)(5) * sizeof(*globalDim) + (size_t)(5) * sizeof(*globalStrides) + (size_t)(5) * sizeof(*elementStrides)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1205,7 +1205,7 @@ static CUresult r_cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMa
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
+CUresult om_rpc_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)
 {
     uint8_t req_buf[32 + (size_t)(16) * sizeof(*operations)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1236,7 +1236,7 @@ static CUresult r_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, 
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
+CUresult om_rpc_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
 {
     uint8_t req_buf[40 + (size_t)(16) * sizeof(*operations)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1268,7 +1268,7 @@ static CUresult r_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, c
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
+CUresult om_rpc_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1306,7 +1306,7 @@ CUresult om_rpc_cuMemGetInfo_v2(size_t *free, size_t *total)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+CUresult om_rpc_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     uint8_t req_buf[32 + (size_t)(64) * sizeof(*map)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1320,7 +1320,7 @@ static CUresult r_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *m
     return om_rcall(OM_IDX_cuMemPoolSetAccess, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1375,7 +1375,7 @@ CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
+CUresult om_rpc_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1405,7 +1405,7 @@ static CUresult r_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGr
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
+CUresult om_rpc_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
 {
     uint8_t req_buf[32 + (size_t)(4096) * sizeof(*dependencies)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1434,7 +1434,7 @@ static CUresult r_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+CUresult om_rpc_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1464,7 +1464,7 @@ static CUresult r_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hG
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+CUresult om_rpc_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
 {
     uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1494,7 +1494,7 @@ static CUresult r_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGra
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+CUresult om_rpc_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1517,7 +1517,7 @@ static CUresult r_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *eve
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
+CUresult om_rpc_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1526,7 +1526,7 @@ static CUresult r_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent even
     return om_rcall(OM_IDX_cuGraphEventRecordNodeSetEvent, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+CUresult om_rpc_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1549,7 +1549,7 @@ static CUresult r_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
+CUresult om_rpc_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1558,7 +1558,7 @@ static CUresult r_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
     return om_rcall(OM_IDX_cuGraphEventWaitNodeSetEvent, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+CUresult om_rpc_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1568,7 +1568,7 @@ static CUresult r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUg
     return om_rcall(OM_IDX_cuGraphExecChildGraphNodeSetParams, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+CUresult om_rpc_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1578,7 +1578,7 @@ static CUresult r_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUg
     return om_rcall(OM_IDX_cuGraphExecEventRecordNodeSetEvent, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+CUresult om_rpc_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1588,7 +1588,7 @@ static CUresult r_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgra
     return om_rcall(OM_IDX_cuGraphExecEventWaitNodeSetEvent, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+CUresult om_rpc_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1597,7 +1597,7 @@ static CUresult r_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode s
     return om_rcall(OM_IDX_cuGraphKernelNodeCopyAttributes, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+CUresult om_rpc_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1620,7 +1620,7 @@ static CUresult r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *n
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+CUresult om_rpc_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1643,7 +1643,7 @@ static CUresult r_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+CUresult om_rpc_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1667,7 +1667,7 @@ static CUresult r_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOrigi
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+CUresult om_rpc_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1691,7 +1691,7 @@ static CUresult r_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNod
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+CUresult om_rpc_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1714,7 +1714,7 @@ static CUresult r_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+CUresult om_rpc_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1724,7 +1724,7 @@ static CUresult r_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNod
     return om_rcall(OM_IDX_cuGraphNodeSetEnabled, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
+CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1775,7 +1775,7 @@ CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
+CUresult om_rpc_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1800,7 +1800,7 @@ static CUresult r_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSiz
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuEventCreate(CUevent *phEvent, unsigned int Flags)
+CUresult om_rpc_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1823,7 +1823,7 @@ static CUresult r_cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+CUresult om_rpc_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1847,7 +1847,7 @@ static CUresult r_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CU
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuEventQuery(CUevent hEvent)
+CUresult om_rpc_cuEventQuery(CUevent hEvent)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1855,7 +1855,7 @@ static CUresult r_cuEventQuery(CUevent hEvent)
     return om_rcall(OM_IDX_cuEventQuery, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuEventRecord(CUevent hEvent, CUstream hStream)
+CUresult om_rpc_cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1864,7 +1864,7 @@ static CUresult r_cuEventRecord(CUevent hEvent, CUstream hStream)
     return om_rpost(OM_IDX_cuEventRecord, &req);
 }
 
-static CUresult r_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+CUresult om_rpc_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1897,7 +1897,7 @@ CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuStreamQuery(CUstream hStream)
+CUresult om_rpc_cuStreamQuery(CUstream hStream)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1905,7 +1905,7 @@ static CUresult r_cuStreamQuery(CUstream hStream)
     return om_rcall(OM_IDX_cuStreamQuery, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+CUresult om_rpc_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1915,7 +1915,7 @@ static CUresult r_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned i
     return om_rpost(OM_IDX_cuStreamWaitEvent, &req);
 }
 
-static CUresult r_cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+CUresult om_rpc_cuStreamGetId(CUstream hStream, unsigned long long *streamId)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1938,7 +1938,7 @@ static CUresult r_cuStreamGetId(CUstream hStream, unsigned long long *streamId)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+CUresult om_rpc_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1949,7 +1949,7 @@ static CUresult r_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuui
     return om_rcall(OM_IDX_cuStreamWaitValue32_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+CUresult om_rpc_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1960,7 +1960,7 @@ static CUresult r_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuui
     return om_rcall(OM_IDX_cuStreamWaitValue64_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+CUresult om_rpc_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1971,7 +1971,7 @@ static CUresult r_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuu
     return om_rcall(OM_IDX_cuStreamWriteValue32_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+CUresult om_rpc_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1982,7 +1982,7 @@ static CUresult r_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuu
     return om_rcall(OM_IDX_cuStreamWriteValue64_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamCopyAttributes(CUstream dst, CUstream src)
+CUresult om_rpc_cuStreamCopyAttributes(CUstream dst, CUstream src)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -1991,7 +1991,7 @@ static CUresult r_cuStreamCopyAttributes(CUstream dst, CUstream src)
     return om_rcall(OM_IDX_cuStreamCopyAttributes, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
+CUresult om_rpc_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2015,7 +2015,7 @@ static CUresult r_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CU
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefCreate(CUtexref *pTexRef)
+CUresult om_rpc_cuTexRefCreate(CUtexref *pTexRef)
 {
     uint8_t req_buf[8];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2037,7 +2037,7 @@ static CUresult r_cuTexRefCreate(CUtexref *pTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2060,7 +2060,7 @@ static CUresult r_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2083,7 +2083,7 @@ static CUresult r_cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim)
+CUresult om_rpc_cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2107,7 +2107,7 @@ static CUresult r_cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, 
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2130,7 +2130,7 @@ static CUresult r_cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2155,7 +2155,7 @@ static CUresult r_cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2178,7 +2178,7 @@ static CUresult r_cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2201,7 +2201,7 @@ static CUresult r_cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2231,7 +2231,7 @@ static CUresult r_cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, 
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2254,7 +2254,7 @@ static CUresult r_cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2277,7 +2277,7 @@ static CUresult r_cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexR
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2300,7 +2300,7 @@ static CUresult r_cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2330,7 +2330,7 @@ static CUresult r_cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)
+CUresult om_rpc_cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2353,7 +2353,7 @@ static CUresult r_cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, 
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef, CUdeviceptr_v1 dptr, unsigned int bytes)
+CUresult om_rpc_cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef, CUdeviceptr_v1 dptr, unsigned int bytes)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2376,7 +2376,7 @@ static CUresult r_cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef,
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+CUresult om_rpc_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2399,7 +2399,7 @@ static CUresult r_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CU
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am)
+CUresult om_rpc_cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2409,7 +2409,7 @@ static CUresult r_cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mo
     return om_rcall(OM_IDX_cuTexRefSetAddressMode, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags)
+CUresult om_rpc_cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2419,7 +2419,7 @@ static CUresult r_cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned in
     return om_rcall(OM_IDX_cuTexRefSetArray, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
+CUresult om_rpc_cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
 {
     uint8_t req_buf[24 + (size_t)(4) * sizeof(*pBorderColor)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2432,7 +2432,7 @@ static CUresult r_cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
     return om_rcall(OM_IDX_cuTexRefSetBorderColor, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
+CUresult om_rpc_cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2441,7 +2441,7 @@ static CUresult r_cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
     return om_rcall(OM_IDX_cuTexRefSetFilterMode, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
+CUresult om_rpc_cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2450,7 +2450,7 @@ static CUresult r_cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
     return om_rcall(OM_IDX_cuTexRefSetFlags, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumPackedComponents)
+CUresult om_rpc_cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumPackedComponents)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2460,7 +2460,7 @@ static CUresult r_cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int Nu
     return om_rcall(OM_IDX_cuTexRefSetFormat, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso)
+CUresult om_rpc_cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2469,7 +2469,7 @@ static CUresult r_cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAni
     return om_rcall(OM_IDX_cuTexRefSetMaxAnisotropy, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)
+CUresult om_rpc_cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2478,7 +2478,7 @@ static CUresult r_cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm
     return om_rcall(OM_IDX_cuTexRefSetMipmapFilterMode, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
+CUresult om_rpc_cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2487,7 +2487,7 @@ static CUresult r_cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
     return om_rcall(OM_IDX_cuTexRefSetMipmapLevelBias, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+CUresult om_rpc_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2497,7 +2497,7 @@ static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapL
     return om_rcall(OM_IDX_cuTexRefSetMipmapLevelClamp, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags)
+CUresult om_rpc_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2507,7 +2507,7 @@ static CUresult r_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray h
     return om_rcall(OM_IDX_cuTexRefSetMipmappedArray, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)
+CUresult om_rpc_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2517,7 +2517,7 @@ static CUresult r_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned
     return om_rcall(OM_IDX_cuSurfRefSetArray, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
+CUresult om_rpc_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2527,7 +2527,7 @@ static CUresult r_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexR
     return om_rcall(OM_IDX_cuParamSetTexRef, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+CUresult om_rpc_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -2552,21 +2552,21 @@ static CUresult r_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pr
 
 void om_remote_gen_install(void)
 {
-    om_remote_set(OM_IDX_cuMemMapArrayAsync, (void *)r_cuMemMapArrayAsync);
-    om_remote_set(OM_IDX_cuMemMapArrayAsync_ptsz, (void *)r_cuMemMapArrayAsync);
+    om_remote_set(OM_IDX_cuMemMapArrayAsync, (void *)om_rpc_cuMemMapArrayAsync);
+    om_remote_set(OM_IDX_cuMemMapArrayAsync_ptsz, (void *)om_rpc_cuMemMapArrayAsync);
     om_remote_set(OM_IDX_cuArrayCreate_v2, (void *)om_r_cuArrayCreate_v2);
     om_remote_set(OM_IDX_cuArray3DCreate_v2, (void *)om_r_cuArray3DCreate_v2);
     om_remote_set(OM_IDX_cuArrayDestroy, (void *)om_r_cuArrayDestroy);
-    om_remote_set(OM_IDX_cuArrayGetDescriptor_v2, (void *)r_cuArrayGetDescriptor_v2);
-    om_remote_set(OM_IDX_cuArray3DGetDescriptor_v2, (void *)r_cuArray3DGetDescriptor_v2);
-    om_remote_set(OM_IDX_cuArrayGetPlane, (void *)r_cuArrayGetPlane);
-    om_remote_set(OM_IDX_cuArrayGetMemoryRequirements, (void *)r_cuArrayGetMemoryRequirements);
-    om_remote_set(OM_IDX_cuArrayGetSparseProperties, (void *)r_cuArrayGetSparseProperties);
+    om_remote_set(OM_IDX_cuArrayGetDescriptor_v2, (void *)om_rpc_cuArrayGetDescriptor_v2);
+    om_remote_set(OM_IDX_cuArray3DGetDescriptor_v2, (void *)om_rpc_cuArray3DGetDescriptor_v2);
+    om_remote_set(OM_IDX_cuArrayGetPlane, (void *)om_rpc_cuArrayGetPlane);
+    om_remote_set(OM_IDX_cuArrayGetMemoryRequirements, (void *)om_rpc_cuArrayGetMemoryRequirements);
+    om_remote_set(OM_IDX_cuArrayGetSparseProperties, (void *)om_rpc_cuArrayGetSparseProperties);
     om_remote_set(OM_IDX_cuMipmappedArrayCreate, (void *)om_r_cuMipmappedArrayCreate);
     om_remote_set(OM_IDX_cuMipmappedArrayDestroy, (void *)om_r_cuMipmappedArrayDestroy);
-    om_remote_set(OM_IDX_cuMipmappedArrayGetLevel, (void *)r_cuMipmappedArrayGetLevel);
-    om_remote_set(OM_IDX_cuMipmappedArrayGetMemoryRequirements, (void *)r_cuMipmappedArrayGetMemoryRequirements);
-    om_remote_set(OM_IDX_cuMipmappedArrayGetSparseProperties, (void *)r_cuMipmappedArrayGetSparseProperties);
+    om_remote_set(OM_IDX_cuMipmappedArrayGetLevel, (void *)om_rpc_cuMipmappedArrayGetLevel);
+    om_remote_set(OM_IDX_cuMipmappedArrayGetMemoryRequirements, (void *)om_rpc_cuMipmappedArrayGetMemoryRequirements);
+    om_remote_set(OM_IDX_cuMipmappedArrayGetSparseProperties, (void *)om_rpc_cuMipmappedArrayGetSparseProperties);
     om_remote_set(OM_IDX_cuMemcpyHtoA_v2, (void *)om_r_cuMemcpyHtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoA_v2_ptds, (void *)om_r_cuMemcpyHtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoAAsync_v2, (void *)om_r_cuMemcpyHtoAAsync_v2);
@@ -2582,13 +2582,13 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemcpyAtoA_v2, (void *)om_r_cuMemcpyAtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoA_v2_ptds, (void *)om_r_cuMemcpyAtoA_v2);
     om_remote_set(OM_IDX_cuTexObjectCreate, (void *)om_r_cuTexObjectCreate);
-    om_remote_set(OM_IDX_cuTexObjectDestroy, (void *)r_cuTexObjectDestroy);
-    om_remote_set(OM_IDX_cuTexObjectGetResourceDesc, (void *)r_cuTexObjectGetResourceDesc);
-    om_remote_set(OM_IDX_cuTexObjectGetTextureDesc, (void *)r_cuTexObjectGetTextureDesc);
-    om_remote_set(OM_IDX_cuTexObjectGetResourceViewDesc, (void *)r_cuTexObjectGetResourceViewDesc);
+    om_remote_set(OM_IDX_cuTexObjectDestroy, (void *)om_rpc_cuTexObjectDestroy);
+    om_remote_set(OM_IDX_cuTexObjectGetResourceDesc, (void *)om_rpc_cuTexObjectGetResourceDesc);
+    om_remote_set(OM_IDX_cuTexObjectGetTextureDesc, (void *)om_rpc_cuTexObjectGetTextureDesc);
+    om_remote_set(OM_IDX_cuTexObjectGetResourceViewDesc, (void *)om_rpc_cuTexObjectGetResourceViewDesc);
     om_remote_set(OM_IDX_cuSurfObjectCreate, (void *)om_r_cuSurfObjectCreate);
-    om_remote_set(OM_IDX_cuSurfObjectDestroy, (void *)r_cuSurfObjectDestroy);
-    om_remote_set(OM_IDX_cuSurfObjectGetResourceDesc, (void *)r_cuSurfObjectGetResourceDesc);
+    om_remote_set(OM_IDX_cuSurfObjectDestroy, (void *)om_rpc_cuSurfObjectDestroy);
+    om_remote_set(OM_IDX_cuSurfObjectGetResourceDesc, (void *)om_rpc_cuSurfObjectGetResourceDesc);
     om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
     om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_r_cuStreamBeginCaptureToGraph);
     om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph);
@@ -2605,8 +2605,8 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v3_ptsz, (void *)om_r_cuStreamGetCaptureInfo_v3);
     om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)om_r_cuStreamIsCapturing);
     om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)om_r_cuStreamIsCapturing);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)r_cuStreamUpdateCaptureDependencies);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)r_cuStreamUpdateCaptureDependencies);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)om_rpc_cuStreamUpdateCaptureDependencies);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)om_rpc_cuStreamUpdateCaptureDependencies);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
@@ -2617,13 +2617,13 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuCtxGetDevice_v2, (void *)om_r_cuCtxGetDevice_v2);
     om_remote_set(OM_IDX_cuCtxGetFlags, (void *)om_r_cuCtxGetFlags);
     om_remote_set(OM_IDX_cuCtxGetId, (void *)om_r_cuCtxGetId);
-    om_remote_set(OM_IDX_cuCtxGetLimit, (void *)r_cuCtxGetLimit);
-    om_remote_set(OM_IDX_cuCtxGetStreamPriorityRange, (void *)r_cuCtxGetStreamPriorityRange);
+    om_remote_set(OM_IDX_cuCtxGetLimit, (void *)om_rpc_cuCtxGetLimit);
+    om_remote_set(OM_IDX_cuCtxGetStreamPriorityRange, (void *)om_rpc_cuCtxGetStreamPriorityRange);
     om_remote_set(OM_IDX_cuCtxPopCurrent_v2, (void *)om_r_cuCtxPopCurrent_v2);
     om_remote_set(OM_IDX_cuCtxPushCurrent_v2, (void *)om_r_cuCtxPushCurrent_v2);
     om_remote_set(OM_IDX_cuCtxSetCacheConfig, (void *)om_r_cuCtxSetCacheConfig);
     om_remote_set(OM_IDX_cuCtxSetCurrent, (void *)om_r_cuCtxSetCurrent);
-    om_remote_set(OM_IDX_cuCtxSetLimit, (void *)r_cuCtxSetLimit);
+    om_remote_set(OM_IDX_cuCtxSetLimit, (void *)om_rpc_cuCtxSetLimit);
     om_remote_set(OM_IDX_cuCtxSynchronize, (void *)om_r_cuCtxSynchronize);
     om_remote_set(OM_IDX_cuCtxSynchronize_v2, (void *)om_r_cuCtxSynchronize_v2);
     om_remote_set(OM_IDX_cuDevicePrimaryCtxGetState, (void *)om_r_cuDevicePrimaryCtxGetState);
@@ -2724,46 +2724,46 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGet, (void *)om_r_cuDeviceGet);
     om_remote_set(OM_IDX_cuDeviceGetAttribute, (void *)om_r_cuDeviceGetAttribute);
     om_remote_set(OM_IDX_cuDeviceGetCount, (void *)om_r_cuDeviceGetCount);
-    om_remote_set(OM_IDX_cuDeviceGetName, (void *)r_cuDeviceGetName);
-    om_remote_set(OM_IDX_cuDeviceGetPCIBusId, (void *)r_cuDeviceGetPCIBusId);
-    om_remote_set(OM_IDX_cuDeviceGetUuid, (void *)r_cuDeviceGetUuid_v2);
-    om_remote_set(OM_IDX_cuDeviceGetUuid_v2, (void *)r_cuDeviceGetUuid_v2);
+    om_remote_set(OM_IDX_cuDeviceGetName, (void *)om_rpc_cuDeviceGetName);
+    om_remote_set(OM_IDX_cuDeviceGetPCIBusId, (void *)om_rpc_cuDeviceGetPCIBusId);
+    om_remote_set(OM_IDX_cuDeviceGetUuid, (void *)om_rpc_cuDeviceGetUuid_v2);
+    om_remote_set(OM_IDX_cuDeviceGetUuid_v2, (void *)om_rpc_cuDeviceGetUuid_v2);
     om_remote_set(OM_IDX_cuDeviceTotalMem_v2, (void *)om_r_cuDeviceTotalMem_v2);
-    om_remote_set(OM_IDX_cuDeviceCanAccessPeer, (void *)r_cuDeviceCanAccessPeer);
-    om_remote_set(OM_IDX_cuDeviceComputeCapability, (void *)r_cuDeviceComputeCapability);
+    om_remote_set(OM_IDX_cuDeviceCanAccessPeer, (void *)om_rpc_cuDeviceCanAccessPeer);
+    om_remote_set(OM_IDX_cuDeviceComputeCapability, (void *)om_rpc_cuDeviceComputeCapability);
     om_remote_set(OM_IDX_cuDeviceGetByPCIBusId, (void *)om_r_cuDeviceGetByPCIBusId);
-    om_remote_set(OM_IDX_cuDeviceGetExecAffinitySupport, (void *)r_cuDeviceGetExecAffinitySupport);
-    om_remote_set(OM_IDX_cuDeviceGetLuid, (void *)r_cuDeviceGetLuid);
-    om_remote_set(OM_IDX_cuDeviceGetP2PAttribute, (void *)r_cuDeviceGetP2PAttribute);
-    om_remote_set(OM_IDX_cuDeviceGetProperties, (void *)r_cuDeviceGetProperties);
-    om_remote_set(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)r_cuDeviceGetTexture1DLinearMaxWidth);
+    om_remote_set(OM_IDX_cuDeviceGetExecAffinitySupport, (void *)om_rpc_cuDeviceGetExecAffinitySupport);
+    om_remote_set(OM_IDX_cuDeviceGetLuid, (void *)om_rpc_cuDeviceGetLuid);
+    om_remote_set(OM_IDX_cuDeviceGetP2PAttribute, (void *)om_rpc_cuDeviceGetP2PAttribute);
+    om_remote_set(OM_IDX_cuDeviceGetProperties, (void *)om_rpc_cuDeviceGetProperties);
+    om_remote_set(OM_IDX_cuDeviceGetTexture1DLinearMaxWidth, (void *)om_rpc_cuDeviceGetTexture1DLinearMaxWidth);
     om_remote_set(OM_IDX_cuDeviceTotalMem, (void *)om_r_cuDeviceTotalMem);
     om_remote_set(OM_IDX_cuImportExternalMemory, (void *)om_r_cuImportExternalMemory);
     om_remote_set(OM_IDX_cuExternalMemoryGetMappedBuffer, (void *)om_r_cuExternalMemoryGetMappedBuffer);
-    om_remote_set(OM_IDX_cuExternalMemoryGetMappedMipmappedArray, (void *)r_cuExternalMemoryGetMappedMipmappedArray);
-    om_remote_set(OM_IDX_cuDestroyExternalMemory, (void *)r_cuDestroyExternalMemory);
+    om_remote_set(OM_IDX_cuExternalMemoryGetMappedMipmappedArray, (void *)om_rpc_cuExternalMemoryGetMappedMipmappedArray);
+    om_remote_set(OM_IDX_cuDestroyExternalMemory, (void *)om_rpc_cuDestroyExternalMemory);
     om_remote_set(OM_IDX_cuImportExternalSemaphore, (void *)om_r_cuImportExternalSemaphore);
-    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync, (void *)r_cuSignalExternalSemaphoresAsync);
-    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync_ptsz, (void *)r_cuSignalExternalSemaphoresAsync);
-    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync, (void *)r_cuWaitExternalSemaphoresAsync);
-    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync_ptsz, (void *)r_cuWaitExternalSemaphoresAsync);
-    om_remote_set(OM_IDX_cuDestroyExternalSemaphore, (void *)r_cuDestroyExternalSemaphore);
+    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync, (void *)om_rpc_cuSignalExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync_ptsz, (void *)om_rpc_cuSignalExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync, (void *)om_rpc_cuWaitExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync_ptsz, (void *)om_rpc_cuWaitExternalSemaphoresAsync);
+    om_remote_set(OM_IDX_cuDestroyExternalSemaphore, (void *)om_rpc_cuDestroyExternalSemaphore);
     om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
-    om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)r_cuDeviceGraphMemTrim);
+    om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)om_rpc_cuDeviceGraphMemTrim);
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
     om_remote_set(OM_IDX_cuGraphAddMemAllocNode, (void *)om_r_cuGraphAddMemAllocNode);
     om_remote_set(OM_IDX_cuGraphMemAllocNodeGetParams, (void *)om_r_cuGraphMemAllocNodeGetParams);
     om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
-    om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)r_cuGraphMemFreeNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)om_rpc_cuGraphMemFreeNodeGetParams);
     om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
-    om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)r_cuGraphAddDependencies);
+    om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)om_rpc_cuGraphAddDependencies);
     om_remote_set(OM_IDX_cuGraphAddDependencies_v2, (void *)om_r_cuGraphAddDependencies_v2);
     om_remote_set(OM_IDX_cuGraphClone, (void *)om_r_cuGraphClone);
-    om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
+    om_remote_set(OM_IDX_cuGraphCreate, (void *)om_rpc_cuGraphCreate);
     om_remote_set(OM_IDX_cuGraphDebugDotPrint, (void *)om_r_cuGraphDebugDotPrint);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_r_cuGraphDestroy);
     om_remote_set(OM_IDX_cuGraphExecDestroy, (void *)om_r_cuGraphExecDestroy);
-    om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)r_cuGraphExecGetFlags);
+    om_remote_set(OM_IDX_cuGraphExecGetFlags, (void *)om_rpc_cuGraphExecGetFlags);
     om_remote_set(OM_IDX_cuGraphExecUpdate, (void *)om_r_cuGraphExecUpdate);
     om_remote_set(OM_IDX_cuGraphExecUpdate_v2, (void *)om_r_cuGraphExecUpdate_v2);
     om_remote_set(OM_IDX_cuGraphGetEdges, (void *)om_r_cuGraphGetEdges);
@@ -2777,10 +2777,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphLaunch, (void *)om_r_cuGraphLaunch);
     om_remote_set(OM_IDX_cuGraphLaunch_ptsz, (void *)om_r_cuGraphLaunch);
-    om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)r_cuGraphRemoveDependencies);
+    om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)om_rpc_cuGraphRemoveDependencies);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies_v2, (void *)om_r_cuGraphRemoveDependencies_v2);
-    om_remote_set(OM_IDX_cuGraphUpload, (void *)r_cuGraphUpload);
-    om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)r_cuGraphUpload);
+    om_remote_set(OM_IDX_cuGraphUpload, (void *)om_rpc_cuGraphUpload);
+    om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)om_rpc_cuGraphUpload);
     om_remote_set(OM_IDX_cuDeviceGetDevResource, (void *)om_r_cuDeviceGetDevResource);
     om_remote_set(OM_IDX_cuGreenCtxGetDevResource, (void *)om_r_cuGreenCtxGetDevResource);
     om_remote_set(OM_IDX_cuCtxGetDevResource, (void *)om_r_cuCtxGetDevResource);
@@ -2829,13 +2829,13 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuArray3DCreate, (void *)om_r_cuArray3DCreate);
     om_remote_set(OM_IDX_cuArrayGetDescriptor, (void *)om_r_cuArrayGetDescriptor);
     om_remote_set(OM_IDX_cuArray3DGetDescriptor, (void *)om_r_cuArray3DGetDescriptor);
-    om_remote_set(OM_IDX_cuTensorMapEncodeTiled, (void *)r_cuTensorMapEncodeTiled);
-    om_remote_set(OM_IDX_cuTensorMapEncodeIm2col, (void *)r_cuTensorMapEncodeIm2col);
-    om_remote_set(OM_IDX_cuTensorMapEncodeIm2colWide, (void *)r_cuTensorMapEncodeIm2colWide);
+    om_remote_set(OM_IDX_cuTensorMapEncodeTiled, (void *)om_rpc_cuTensorMapEncodeTiled);
+    om_remote_set(OM_IDX_cuTensorMapEncodeIm2col, (void *)om_rpc_cuTensorMapEncodeIm2col);
+    om_remote_set(OM_IDX_cuTensorMapEncodeIm2colWide, (void *)om_rpc_cuTensorMapEncodeIm2colWide);
     om_remote_set(OM_IDX_cuTensorMapReplaceAddress, (void *)om_r_cuTensorMapReplaceAddress);
-    om_remote_set(OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)r_cuDeviceGetHostAtomicCapabilities);
-    om_remote_set(OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)r_cuDeviceGetP2PAtomicCapabilities);
-    om_remote_set(OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)r_cuFlushGPUDirectRDMAWrites);
+    om_remote_set(OM_IDX_cuDeviceGetHostAtomicCapabilities, (void *)om_rpc_cuDeviceGetHostAtomicCapabilities);
+    om_remote_set(OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)om_rpc_cuDeviceGetP2PAtomicCapabilities);
+    om_remote_set(OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)om_rpc_cuFlushGPUDirectRDMAWrites);
     om_remote_set(OM_IDX_cuDeviceRegisterAsyncNotification, (void *)om_r_cuDeviceRegisterAsyncNotification);
     om_remote_set(OM_IDX_cuDeviceUnregisterAsyncNotification, (void *)om_r_cuDeviceUnregisterAsyncNotification);
     om_remote_set(OM_IDX_cuCoredumpGetAttribute, (void *)om_r_cuCoredumpGetAttribute);
@@ -2893,9 +2893,9 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemPoolDestroy, (void *)om_r_cuMemPoolDestroy);
     om_remote_set(OM_IDX_cuMemPoolSetAttribute, (void *)om_r_cuMemPoolSetAttribute);
     om_remote_set(OM_IDX_cuMemPoolGetAttribute, (void *)om_r_cuMemPoolGetAttribute);
-    om_remote_set(OM_IDX_cuMemPoolSetAccess, (void *)r_cuMemPoolSetAccess);
+    om_remote_set(OM_IDX_cuMemPoolSetAccess, (void *)om_rpc_cuMemPoolSetAccess);
     om_remote_set(OM_IDX_cuMemPoolGetAccess, (void *)om_r_cuMemPoolGetAccess);
-    om_remote_set(OM_IDX_cuMemPoolTrimTo, (void *)r_cuMemPoolTrimTo);
+    om_remote_set(OM_IDX_cuMemPoolTrimTo, (void *)om_rpc_cuMemPoolTrimTo);
     om_remote_set(OM_IDX_cuDeviceGetDefaultMemPool, (void *)om_r_cuDeviceGetDefaultMemPool);
     om_remote_set(OM_IDX_cuDeviceGetMemPool, (void *)om_r_cuDeviceGetMemPool);
     om_remote_set(OM_IDX_cuDeviceSetMemPool, (void *)om_r_cuDeviceSetMemPool);
@@ -2937,10 +2937,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuModuleEnumerateFunctions, (void *)om_r_cuModuleEnumerateFunctions);
     om_remote_set(OM_IDX_cuModuleGetFunctionCount, (void *)om_r_cuModuleGetFunctionCount);
     om_remote_set(OM_IDX_cuGraphAddBatchMemOpNode, (void *)om_r_cuGraphAddBatchMemOpNode);
-    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)r_cuGraphAddChildGraphNode);
-    om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)r_cuGraphAddEmptyNode);
-    om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)r_cuGraphAddEventRecordNode);
-    om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)r_cuGraphAddEventWaitNode);
+    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)om_rpc_cuGraphAddChildGraphNode);
+    om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)om_rpc_cuGraphAddEmptyNode);
+    om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)om_rpc_cuGraphAddEventRecordNode);
+    om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)om_rpc_cuGraphAddEventWaitNode);
     om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresSignalNode, (void *)om_r_cuGraphAddExternalSemaphoresSignalNode);
     om_remote_set(OM_IDX_cuGraphAddExternalSemaphoresWaitNode, (void *)om_r_cuGraphAddExternalSemaphoresWaitNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
@@ -2953,14 +2953,14 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
     om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
     om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)om_r_cuGraphDestroyNode);
-    om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)r_cuGraphEventRecordNodeGetEvent);
-    om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)r_cuGraphEventRecordNodeSetEvent);
-    om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)r_cuGraphEventWaitNodeGetEvent);
-    om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)r_cuGraphEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)om_rpc_cuGraphEventRecordNodeGetEvent);
+    om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)om_rpc_cuGraphEventRecordNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)om_rpc_cuGraphEventWaitNodeGetEvent);
+    om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)om_rpc_cuGraphEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)r_cuGraphExecChildGraphNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)r_cuGraphExecEventRecordNodeSetEvent);
-    om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)r_cuGraphExecEventWaitNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)om_rpc_cuGraphExecChildGraphNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)om_rpc_cuGraphExecEventRecordNodeSetEvent);
+    om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)om_rpc_cuGraphExecEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
@@ -2972,29 +2972,29 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)r_cuGraphKernelNodeCopyAttributes);
+    om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)om_rpc_cuGraphKernelNodeCopyAttributes);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetParams, (void *)om_r_cuGraphKernelNodeGetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetParams_v2, (void *)om_r_cuGraphKernelNodeGetParams_v2);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
-    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)r_cuGraphMemcpyNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)om_rpc_cuGraphMemcpyNodeGetParams);
     om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)r_cuGraphMemsetNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)om_rpc_cuGraphMemsetNodeGetParams);
     om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)r_cuGraphNodeFindInClone);
+    om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)om_rpc_cuGraphNodeFindInClone);
     om_remote_set(OM_IDX_cuGraphNodeGetDependencies, (void *)om_r_cuGraphNodeGetDependencies);
     om_remote_set(OM_IDX_cuGraphNodeGetDependencies_v2, (void *)om_r_cuGraphNodeGetDependencies_v2);
     om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes, (void *)om_r_cuGraphNodeGetDependentNodes);
     om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes_v2, (void *)om_r_cuGraphNodeGetDependentNodes_v2);
-    om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)r_cuGraphNodeGetEnabled);
-    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)r_cuGraphNodeGetType);
-    om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)r_cuGraphNodeSetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)om_rpc_cuGraphNodeGetEnabled);
+    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)om_rpc_cuGraphNodeGetType);
+    om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)om_rpc_cuGraphNodeSetEnabled);
     om_remote_set(OM_IDX_cuGraphNodeSetParams, (void *)om_r_cuGraphNodeSetParams);
-    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)r_cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessor);
     om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
-    om_remote_set(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)r_cuOccupancyAvailableDynamicSMemPerBlock);
+    om_remote_set(OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)om_rpc_cuOccupancyAvailableDynamicSMemPerBlock);
     om_remote_set(OM_IDX_cuOccupancyMaxActiveClusters, (void *)om_r_cuOccupancyMaxActiveClusters);
     om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSize, (void *)om_r_cuOccupancyMaxPotentialBlockSize);
     om_remote_set(OM_IDX_cuOccupancyMaxPotentialBlockSizeWithFlags, (void *)om_r_cuOccupancyMaxPotentialBlockSizeWithFlags);
@@ -3005,15 +3005,15 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemPoolImportFromShareableHandle, (void *)om_r_cuMemPoolImportFromShareableHandle);
     om_remote_set(OM_IDX_cuMemPoolExportPointer, (void *)om_r_cuMemPoolExportPointer);
     om_remote_set(OM_IDX_cuMemPoolImportPointer, (void *)om_r_cuMemPoolImportPointer);
-    om_remote_set(OM_IDX_cuEventCreate, (void *)r_cuEventCreate);
+    om_remote_set(OM_IDX_cuEventCreate, (void *)om_rpc_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_r_cuEventDestroy_v2);
-    om_remote_set(OM_IDX_cuEventElapsedTime, (void *)r_cuEventElapsedTime_v2);
-    om_remote_set(OM_IDX_cuEventElapsedTime_v2, (void *)r_cuEventElapsedTime_v2);
-    om_remote_set(OM_IDX_cuEventQuery, (void *)r_cuEventQuery);
-    om_remote_set(OM_IDX_cuEventRecord, (void *)r_cuEventRecord);
-    om_remote_set(OM_IDX_cuEventRecordWithFlags, (void *)r_cuEventRecordWithFlags);
-    om_remote_set(OM_IDX_cuEventRecordWithFlags_ptsz, (void *)r_cuEventRecordWithFlags);
-    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)r_cuEventRecord);
+    om_remote_set(OM_IDX_cuEventElapsedTime, (void *)om_rpc_cuEventElapsedTime_v2);
+    om_remote_set(OM_IDX_cuEventElapsedTime_v2, (void *)om_rpc_cuEventElapsedTime_v2);
+    om_remote_set(OM_IDX_cuEventQuery, (void *)om_rpc_cuEventQuery);
+    om_remote_set(OM_IDX_cuEventRecord, (void *)om_rpc_cuEventRecord);
+    om_remote_set(OM_IDX_cuEventRecordWithFlags, (void *)om_rpc_cuEventRecordWithFlags);
+    om_remote_set(OM_IDX_cuEventRecordWithFlags_ptsz, (void *)om_rpc_cuEventRecordWithFlags);
+    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)om_rpc_cuEventRecord);
     om_remote_set(OM_IDX_cuEventSynchronize, (void *)om_r_cuEventSynchronize);
     om_remote_set(OM_IDX_cuLaunchHostFunc, (void *)om_r_cuLaunchHostFunc);
     om_remote_set(OM_IDX_cuLaunchHostFunc_ptsz, (void *)om_r_cuLaunchHostFunc);
@@ -3026,30 +3026,30 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)om_r_cuStreamGetFlags);
     om_remote_set(OM_IDX_cuStreamGetPriority, (void *)om_r_cuStreamGetPriority);
     om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)om_r_cuStreamGetPriority);
-    om_remote_set(OM_IDX_cuStreamQuery, (void *)r_cuStreamQuery);
-    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)r_cuStreamQuery);
+    om_remote_set(OM_IDX_cuStreamQuery, (void *)om_rpc_cuStreamQuery);
+    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)om_rpc_cuStreamQuery);
     om_remote_set(OM_IDX_cuStreamSynchronize, (void *)om_r_cuStreamSynchronize);
     om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)om_r_cuStreamSynchronize);
-    om_remote_set(OM_IDX_cuStreamWaitEvent, (void *)r_cuStreamWaitEvent);
-    om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)r_cuStreamWaitEvent);
-    om_remote_set(OM_IDX_cuStreamGetId, (void *)r_cuStreamGetId);
-    om_remote_set(OM_IDX_cuStreamGetId_ptsz, (void *)r_cuStreamGetId);
-    om_remote_set(OM_IDX_cuStreamWaitValue32_v2, (void *)r_cuStreamWaitValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue32_v2_ptsz, (void *)r_cuStreamWaitValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue32, (void *)r_cuStreamWaitValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue32_ptsz, (void *)r_cuStreamWaitValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue64_v2, (void *)r_cuStreamWaitValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue64_v2_ptsz, (void *)r_cuStreamWaitValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue64, (void *)r_cuStreamWaitValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue64_ptsz, (void *)r_cuStreamWaitValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue32_v2, (void *)r_cuStreamWriteValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue32_v2_ptsz, (void *)r_cuStreamWriteValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue32, (void *)r_cuStreamWriteValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue32_ptsz, (void *)r_cuStreamWriteValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue64_v2, (void *)r_cuStreamWriteValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)r_cuStreamWriteValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue64, (void *)r_cuStreamWriteValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)r_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitEvent, (void *)om_rpc_cuStreamWaitEvent);
+    om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)om_rpc_cuStreamWaitEvent);
+    om_remote_set(OM_IDX_cuStreamGetId, (void *)om_rpc_cuStreamGetId);
+    om_remote_set(OM_IDX_cuStreamGetId_ptsz, (void *)om_rpc_cuStreamGetId);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2, (void *)om_rpc_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2_ptsz, (void *)om_rpc_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32, (void *)om_rpc_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_ptsz, (void *)om_rpc_cuStreamWaitValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2, (void *)om_rpc_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2_ptsz, (void *)om_rpc_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64, (void *)om_rpc_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_ptsz, (void *)om_rpc_cuStreamWaitValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2, (void *)om_rpc_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2_ptsz, (void *)om_rpc_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32, (void *)om_rpc_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_ptsz, (void *)om_rpc_cuStreamWriteValue32_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2, (void *)om_rpc_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)om_rpc_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64, (void *)om_rpc_cuStreamWriteValue64_v2);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)om_rpc_cuStreamWriteValue64_v2);
     om_remote_set(OM_IDX_cuStreamDestroy, (void *)om_r_cuStreamDestroy_v2);
     om_remote_set(OM_IDX_cuStreamGetCtx, (void *)om_r_cuStreamGetCtx);
     om_remote_set(OM_IDX_cuStreamGetCtx_ptsz, (void *)om_r_cuStreamGetCtx);
@@ -3063,48 +3063,48 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamBatchMemOp_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
     om_remote_set(OM_IDX_cuStreamAttachMemAsync, (void *)om_r_cuStreamAttachMemAsync);
     om_remote_set(OM_IDX_cuStreamAttachMemAsync_ptsz, (void *)om_r_cuStreamAttachMemAsync);
-    om_remote_set(OM_IDX_cuStreamCopyAttributes, (void *)r_cuStreamCopyAttributes);
-    om_remote_set(OM_IDX_cuStreamCopyAttributes_ptsz, (void *)r_cuStreamCopyAttributes);
-    om_remote_set(OM_IDX_cuStreamGetAttribute, (void *)r_cuStreamGetAttribute);
-    om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)r_cuStreamGetAttribute);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes, (void *)om_rpc_cuStreamCopyAttributes);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes_ptsz, (void *)om_rpc_cuStreamCopyAttributes);
+    om_remote_set(OM_IDX_cuStreamGetAttribute, (void *)om_rpc_cuStreamGetAttribute);
+    om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)om_rpc_cuStreamGetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
-    om_remote_set(OM_IDX_cuTexRefCreate, (void *)r_cuTexRefCreate);
+    om_remote_set(OM_IDX_cuTexRefCreate, (void *)om_rpc_cuTexRefCreate);
     om_remote_set(OM_IDX_cuTexRefDestroy, (void *)om_r_cuTexRefDestroy);
-    om_remote_set(OM_IDX_cuTexRefGetAddress, (void *)r_cuTexRefGetAddress);
-    om_remote_set(OM_IDX_cuTexRefGetAddress_v2, (void *)r_cuTexRefGetAddress_v2);
-    om_remote_set(OM_IDX_cuTexRefGetAddressMode, (void *)r_cuTexRefGetAddressMode);
-    om_remote_set(OM_IDX_cuTexRefGetArray, (void *)r_cuTexRefGetArray);
-    om_remote_set(OM_IDX_cuTexRefGetBorderColor, (void *)r_cuTexRefGetBorderColor);
-    om_remote_set(OM_IDX_cuTexRefGetFilterMode, (void *)r_cuTexRefGetFilterMode);
-    om_remote_set(OM_IDX_cuTexRefGetFlags, (void *)r_cuTexRefGetFlags);
-    om_remote_set(OM_IDX_cuTexRefGetFormat, (void *)r_cuTexRefGetFormat);
-    om_remote_set(OM_IDX_cuTexRefGetMaxAnisotropy, (void *)r_cuTexRefGetMaxAnisotropy);
-    om_remote_set(OM_IDX_cuTexRefGetMipmapFilterMode, (void *)r_cuTexRefGetMipmapFilterMode);
-    om_remote_set(OM_IDX_cuTexRefGetMipmapLevelBias, (void *)r_cuTexRefGetMipmapLevelBias);
-    om_remote_set(OM_IDX_cuTexRefGetMipmapLevelClamp, (void *)r_cuTexRefGetMipmapLevelClamp);
-    om_remote_set(OM_IDX_cuTexRefGetMipmappedArray, (void *)r_cuTexRefGetMipmappedArray);
-    om_remote_set(OM_IDX_cuTexRefSetAddress, (void *)r_cuTexRefSetAddress);
-    om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)r_cuTexRefSetAddress_v2);
-    om_remote_set(OM_IDX_cuTexRefSetAddressMode, (void *)r_cuTexRefSetAddressMode);
-    om_remote_set(OM_IDX_cuTexRefSetArray, (void *)r_cuTexRefSetArray);
-    om_remote_set(OM_IDX_cuTexRefSetBorderColor, (void *)r_cuTexRefSetBorderColor);
-    om_remote_set(OM_IDX_cuTexRefSetFilterMode, (void *)r_cuTexRefSetFilterMode);
-    om_remote_set(OM_IDX_cuTexRefSetFlags, (void *)r_cuTexRefSetFlags);
-    om_remote_set(OM_IDX_cuTexRefSetFormat, (void *)r_cuTexRefSetFormat);
-    om_remote_set(OM_IDX_cuTexRefSetMaxAnisotropy, (void *)r_cuTexRefSetMaxAnisotropy);
-    om_remote_set(OM_IDX_cuTexRefSetMipmapFilterMode, (void *)r_cuTexRefSetMipmapFilterMode);
-    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelBias, (void *)r_cuTexRefSetMipmapLevelBias);
-    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)r_cuTexRefSetMipmapLevelClamp);
-    om_remote_set(OM_IDX_cuTexRefSetMipmappedArray, (void *)r_cuTexRefSetMipmappedArray);
+    om_remote_set(OM_IDX_cuTexRefGetAddress, (void *)om_rpc_cuTexRefGetAddress);
+    om_remote_set(OM_IDX_cuTexRefGetAddress_v2, (void *)om_rpc_cuTexRefGetAddress_v2);
+    om_remote_set(OM_IDX_cuTexRefGetAddressMode, (void *)om_rpc_cuTexRefGetAddressMode);
+    om_remote_set(OM_IDX_cuTexRefGetArray, (void *)om_rpc_cuTexRefGetArray);
+    om_remote_set(OM_IDX_cuTexRefGetBorderColor, (void *)om_rpc_cuTexRefGetBorderColor);
+    om_remote_set(OM_IDX_cuTexRefGetFilterMode, (void *)om_rpc_cuTexRefGetFilterMode);
+    om_remote_set(OM_IDX_cuTexRefGetFlags, (void *)om_rpc_cuTexRefGetFlags);
+    om_remote_set(OM_IDX_cuTexRefGetFormat, (void *)om_rpc_cuTexRefGetFormat);
+    om_remote_set(OM_IDX_cuTexRefGetMaxAnisotropy, (void *)om_rpc_cuTexRefGetMaxAnisotropy);
+    om_remote_set(OM_IDX_cuTexRefGetMipmapFilterMode, (void *)om_rpc_cuTexRefGetMipmapFilterMode);
+    om_remote_set(OM_IDX_cuTexRefGetMipmapLevelBias, (void *)om_rpc_cuTexRefGetMipmapLevelBias);
+    om_remote_set(OM_IDX_cuTexRefGetMipmapLevelClamp, (void *)om_rpc_cuTexRefGetMipmapLevelClamp);
+    om_remote_set(OM_IDX_cuTexRefGetMipmappedArray, (void *)om_rpc_cuTexRefGetMipmappedArray);
+    om_remote_set(OM_IDX_cuTexRefSetAddress, (void *)om_rpc_cuTexRefSetAddress);
+    om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)om_rpc_cuTexRefSetAddress_v2);
+    om_remote_set(OM_IDX_cuTexRefSetAddressMode, (void *)om_rpc_cuTexRefSetAddressMode);
+    om_remote_set(OM_IDX_cuTexRefSetArray, (void *)om_rpc_cuTexRefSetArray);
+    om_remote_set(OM_IDX_cuTexRefSetBorderColor, (void *)om_rpc_cuTexRefSetBorderColor);
+    om_remote_set(OM_IDX_cuTexRefSetFilterMode, (void *)om_rpc_cuTexRefSetFilterMode);
+    om_remote_set(OM_IDX_cuTexRefSetFlags, (void *)om_rpc_cuTexRefSetFlags);
+    om_remote_set(OM_IDX_cuTexRefSetFormat, (void *)om_rpc_cuTexRefSetFormat);
+    om_remote_set(OM_IDX_cuTexRefSetMaxAnisotropy, (void *)om_rpc_cuTexRefSetMaxAnisotropy);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapFilterMode, (void *)om_rpc_cuTexRefSetMipmapFilterMode);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelBias, (void *)om_rpc_cuTexRefSetMipmapLevelBias);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)om_rpc_cuTexRefSetMipmapLevelClamp);
+    om_remote_set(OM_IDX_cuTexRefSetMipmappedArray, (void *)om_rpc_cuTexRefSetMipmappedArray);
     om_remote_set(OM_IDX_cuTexRefSetAddress2D_v3, (void *)om_r_cuTexRefSetAddress2D_v3);
     om_remote_set(OM_IDX_cuTexRefSetAddress2D_v2, (void *)om_r_cuTexRefSetAddress2D_v3);
     om_remote_set(OM_IDX_cuTexRefSetAddress2D, (void *)om_r_cuTexRefSetAddress2D);
     om_remote_set(OM_IDX_cuModuleGetTexRef, (void *)om_r_cuModuleGetTexRef);
     om_remote_set(OM_IDX_cuModuleGetSurfRef, (void *)om_r_cuModuleGetSurfRef);
-    om_remote_set(OM_IDX_cuSurfRefSetArray, (void *)r_cuSurfRefSetArray);
+    om_remote_set(OM_IDX_cuSurfRefSetArray, (void *)om_rpc_cuSurfRefSetArray);
     om_remote_set(OM_IDX_cuSurfRefGetArray, (void *)om_r_cuSurfRefGetArray);
-    om_remote_set(OM_IDX_cuParamSetTexRef, (void *)r_cuParamSetTexRef);
+    om_remote_set(OM_IDX_cuParamSetTexRef, (void *)om_rpc_cuParamSetTexRef);
     om_remote_set(OM_IDX_cuEventDestroy, (void *)om_r_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuMemHostRegister, (void *)om_r_cuMemHostRegister_v2);
     om_remote_set(OM_IDX_cuMemAlloc, (void *)om_r_cuMemAlloc);
@@ -3148,6 +3148,6 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
     om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
     om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
-    om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)r_cuMemGetAllocationPropertiesFromHandle);
+    om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)om_rpc_cuMemGetAllocationPropertiesFromHandle);
     om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
 }

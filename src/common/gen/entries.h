@@ -1284,4 +1284,28 @@
 #define OM_IDX_cuWaitExternalSemaphoresAsync 635
 #define OM_IDX_cuWaitExternalSemaphoresAsync_ptsz 636
 
+/* The server's private operations (api/ops.tsv), indexed after the entry points:
+ * OM_IDX_op_<name>; X(index, name). */
+#define OM_HANDLER_COUNT 646
+#define OM_OPS(X) \
+    X(637, copy_htod) \
+    X(638, copy_dtoh) \
+    X(639, copy_dtod) \
+    X(640, copy_htod_pinned) \
+    X(641, copy_dtoh_pinned) \
+    X(642, copy_2d) \
+    X(643, copy_3d) \
+    X(644, memset) \
+    X(645, memset_2d)
+
+#define OM_IDX_op_copy_htod 637
+#define OM_IDX_op_copy_dtoh 638
+#define OM_IDX_op_copy_dtod 639
+#define OM_IDX_op_copy_htod_pinned 640
+#define OM_IDX_op_copy_dtoh_pinned 641
+#define OM_IDX_op_copy_2d 642
+#define OM_IDX_op_copy_3d 643
+#define OM_IDX_op_memset 644
+#define OM_IDX_op_memset_2d 645
+
 #endif

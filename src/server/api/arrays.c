@@ -403,7 +403,7 @@ static void fill(const struct side *s, size_t *x, size_t *y, size_t *z, int *typ
  * rows) and at most one reply buffer long (the client sends pieces); the driver copies through
  * the pinned reply buffer and the call waits for its stream before it returns.
  */
-CUresult om_x_cuMemcpy3D_v2(struct call *c)
+CUresult om_x_op_copy_3d(struct call *c)
 {
     struct side src, dst;
     uint64_t w, h, d, sh, wait, total;

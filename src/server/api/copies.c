@@ -13,7 +13,7 @@
 
 /* Copies between device memory and pinned memory: straight from and into the
  * shared pages, asynchronous like the driver's. */
-CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c)
+CUresult om_x_op_copy_htod_pinned(struct call *c)
 {
     uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
     uint64_t sh = om_get_u64(&c->in);
@@ -31,7 +31,7 @@ CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c)
         dst, (const void *)(uintptr_t)src, n, st);
 }
 
-CUresult om_x_cuMemcpyDtoHAsync_v2(struct call *c)
+CUresult om_x_op_copy_dtoh_pinned(struct call *c)
 {
     uint64_t dst = om_get_u64(&c->in), src = om_get_u64(&c->in), n = om_get_u64(&c->in);
     uint64_t sh = om_get_u64(&c->in);
@@ -69,7 +69,7 @@ static CUresult htod_through_reply(struct call *c, CUdeviceptr dst, const uint8_
     return rc;
 }
 
-CUresult om_x_cuMemcpyHtoD_v2(struct call *c)
+CUresult om_x_op_copy_htod(struct call *c)
 {
     uint64_t dst = om_get_u64(&c->in), n = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     size_t inline_len = 0;
@@ -96,7 +96,7 @@ CUresult om_x_cuMemcpyHtoD_v2(struct call *c)
     return om_take_call_error(c, htod_through_reply(c, dst, src, n, st));
 }
 
-CUresult om_x_cuMemcpyDtoH_v2(struct call *c)
+CUresult om_x_op_copy_dtoh(struct call *c)
 {
     CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoHAsync_v2);
     CUresult (*sync)(CUstream) = om_wait_stream;
@@ -119,7 +119,7 @@ CUresult om_x_cuMemcpyDtoH_v2(struct call *c)
     return om_take_call_error(c, rc);
 }
 
-CUresult om_x_cuMemcpyDtoD_v2(struct call *c)
+CUresult om_x_op_copy_dtod(struct call *c)
 {
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = REAL(cuMemcpyDtoDAsync_v2);
     CUresult (*sync)(CUstream) = om_wait_stream;
@@ -141,7 +141,7 @@ CUresult om_x_cuMemcpyDtoD_v2(struct call *c)
     return om_take_call_error(c, rc);
 }
 
-CUresult om_x_cuMemsetD8_v2(struct call *c)
+CUresult om_x_op_memset(struct call *c)
 {
     uint64_t dst = om_get_u64(&c->in), value = om_get_u64(&c->in), width = om_get_u64(&c->in);
     uint64_t count = om_get_u64(&c->in), sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
@@ -184,7 +184,7 @@ static bool region_ok(struct session *s, uint64_t base, uint64_t pitch, uint64_t
     return om_ranges_cover(&s->allocs, base, (height - 1) * pitch + width);
 }
 
-CUresult om_x_cuMemsetD2D8_v2(struct call *c)
+CUresult om_x_op_memset_2d(struct call *c)
 {
     uint64_t dst = om_get_u64(&c->in), pitch = om_get_u64(&c->in), value = om_get_u64(&c->in);
     uint64_t elem = om_get_u64(&c->in), w = om_get_u64(&c->in), h = om_get_u64(&c->in);
@@ -252,7 +252,7 @@ static CUresult copy2d_htod_pieces(struct call *c, CUDA_MEMCPY2D *m, uint64_t sh
 
 /* 2D copies: device to device as asked; a host side is the staging buffer
  * (to the device) or the answer (from it), packed with pitch = width. */
-CUresult om_x_cuMemcpy2D_v2(struct call *c)
+CUresult om_x_op_copy_2d(struct call *c)
 {
     uint64_t stype = om_get_u64(&c->in), dtype = om_get_u64(&c->in);
     uint64_t sdev = om_get_u64(&c->in), spitch = om_get_u64(&c->in);

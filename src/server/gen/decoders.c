@@ -2969,7 +2969,7 @@ static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
     return rc;
 }
 
-const om_handler om_handlers[OM_ENTRY_COUNT] = {
+const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMemMapArrayAsync] = x_cuMemMapArrayAsync,
     [OM_IDX_cuArrayCreate_v2] = om_x_cuArrayCreate_v2,
     [OM_IDX_cuArray3DCreate_v2] = om_x_cuArray3DCreate_v2,
@@ -3005,15 +3005,6 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuCtxSynchronize] = om_x_cuCtxSynchronize,
     [OM_IDX_cuCtxRecordEvent] = om_x_cuCtxRecordEvent,
     [OM_IDX_cuCtxWaitEvent] = om_x_cuCtxWaitEvent,
-    [OM_IDX_cuMemcpy2D_v2] = om_x_cuMemcpy2D_v2,
-    [OM_IDX_cuMemcpy3D_v2] = om_x_cuMemcpy3D_v2,
-    [OM_IDX_cuMemcpyDtoD_v2] = om_x_cuMemcpyDtoD_v2,
-    [OM_IDX_cuMemcpyDtoHAsync_v2] = om_x_cuMemcpyDtoHAsync_v2,
-    [OM_IDX_cuMemcpyDtoH_v2] = om_x_cuMemcpyDtoH_v2,
-    [OM_IDX_cuMemcpyHtoDAsync_v2] = om_x_cuMemcpyHtoDAsync_v2,
-    [OM_IDX_cuMemcpyHtoD_v2] = om_x_cuMemcpyHtoD_v2,
-    [OM_IDX_cuMemsetD2D8_v2] = om_x_cuMemsetD2D8_v2,
-    [OM_IDX_cuMemsetD8_v2] = om_x_cuMemsetD8_v2,
     [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,
     [OM_IDX_cuDeviceGetName] = x_cuDeviceGetName,
     [OM_IDX_cuDeviceGetPCIBusId] = x_cuDeviceGetPCIBusId,
@@ -3251,4 +3242,13 @@ const om_handler om_handlers[OM_ENTRY_COUNT] = {
     [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
     [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
     [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
+    [OM_IDX_op_copy_htod] = om_x_op_copy_htod,
+    [OM_IDX_op_copy_dtoh] = om_x_op_copy_dtoh,
+    [OM_IDX_op_copy_dtod] = om_x_op_copy_dtod,
+    [OM_IDX_op_copy_htod_pinned] = om_x_op_copy_htod_pinned,
+    [OM_IDX_op_copy_dtoh_pinned] = om_x_op_copy_dtoh_pinned,
+    [OM_IDX_op_copy_2d] = om_x_op_copy_2d,
+    [OM_IDX_op_copy_3d] = om_x_op_copy_3d,
+    [OM_IDX_op_memset] = om_x_op_memset,
+    [OM_IDX_op_memset_2d] = om_x_op_memset_2d,
 };

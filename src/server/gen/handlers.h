@@ -19,15 +19,6 @@ CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c); /* capture */
 CUresult om_x_cuCtxSynchronize(struct call *c); /* contexts */
 CUresult om_x_cuCtxRecordEvent(struct call *c); /* contexts */
 CUresult om_x_cuCtxWaitEvent(struct call *c); /* contexts */
-CUresult om_x_cuMemcpy2D_v2(struct call *c); /* copies */
-CUresult om_x_cuMemcpy3D_v2(struct call *c); /* copies */
-CUresult om_x_cuMemcpyDtoD_v2(struct call *c); /* copies */
-CUresult om_x_cuMemcpyDtoHAsync_v2(struct call *c); /* copies */
-CUresult om_x_cuMemcpyDtoH_v2(struct call *c); /* copies */
-CUresult om_x_cuMemcpyHtoDAsync_v2(struct call *c); /* copies */
-CUresult om_x_cuMemcpyHtoD_v2(struct call *c); /* copies */
-CUresult om_x_cuMemsetD2D8_v2(struct call *c); /* copies */
-CUresult om_x_cuMemsetD8_v2(struct call *c); /* copies */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
 CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
 CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
@@ -160,5 +151,16 @@ CUresult om_x_cuMemUnmap(struct call *c); /* vmm */
 CUresult om_x_cuMemSetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemGetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* vmm */
+
+/* The private operations of api/ops.tsv. */
+CUresult om_x_op_copy_htod(struct call *c); /* copies */
+CUresult om_x_op_copy_dtoh(struct call *c); /* copies */
+CUresult om_x_op_copy_dtod(struct call *c); /* copies */
+CUresult om_x_op_copy_htod_pinned(struct call *c); /* copies */
+CUresult om_x_op_copy_dtoh_pinned(struct call *c); /* copies */
+CUresult om_x_op_copy_2d(struct call *c); /* copies */
+CUresult om_x_op_copy_3d(struct call *c); /* arrays */
+CUresult om_x_op_memset(struct call *c); /* copies */
+CUresult om_x_op_memset_2d(struct call *c); /* copies */
 
 #endif

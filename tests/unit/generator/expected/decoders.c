@@ -492,7 +492,7 @@ static CUresult x_cuTexRefSetAddress_v2(struct call *c)
     return rc;
 }
 
-const om_handler om_handlers[OM_ENTRY_COUNT] = {
+const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuCtxCreate_v4] = x_cuCtxCreate_v4,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,

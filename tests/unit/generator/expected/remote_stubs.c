@@ -16,7 +16,7 @@ static inline uint64_t om_gen_bits_f32(float v)
     return b;
 }
 
-static CUresult r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
+CUresult om_rpc_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
 {
     uint8_t req_buf[32 + sizeof(*ctxCreateParams)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -43,7 +43,7 @@ static CUresult r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePa
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+CUresult om_rpc_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
     uint8_t req_buf[8];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -92,7 +92,7 @@ CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+CUresult om_rpc_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
     uint8_t req_buf[16 + 4096];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -118,7 +118,7 @@ static CUresult r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
+CUresult om_rpc_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -143,7 +143,7 @@ static CUresult r_cuDeviceGetName(char *name, int len, CUdevice dev)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuEventDestroy_v2(CUevent hEvent)
+CUresult om_rpc_cuEventDestroy_v2(CUevent hEvent)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -151,7 +151,7 @@ static CUresult r_cuEventDestroy_v2(CUevent hEvent)
     return om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuEventRecord(CUevent hEvent, CUstream hStream)
+CUresult om_rpc_cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -160,7 +160,7 @@ static CUresult r_cuEventRecord(CUevent hEvent, CUstream hStream)
     return om_rpost(OM_IDX_cuEventRecord, &req);
 }
 
-static CUresult r_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+CUresult om_rpc_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
 {
     uint8_t req_buf[32 + (size_t)(64) * sizeof(*dependencies) + sizeof(*memsetParams)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -194,7 +194,7 @@ static CUresult r_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+CUresult om_rpc_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -217,7 +217,7 @@ static CUresult r_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuGraphDestroy(CUgraph hGraph)
+CUresult om_rpc_cuGraphDestroy(CUgraph hGraph)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -225,7 +225,7 @@ static CUresult r_cuGraphDestroy(CUgraph hGraph)
     return om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+CUresult om_rpc_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -257,7 +257,7 @@ static CUresult r_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *nu
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+CUresult om_rpc_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
 {
     uint8_t req_buf[24];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -283,7 +283,7 @@ static CUresult r_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numK
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+CUresult om_rpc_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     uint8_t req_buf[24 + 4096];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -310,7 +310,7 @@ static CUresult r_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+CUresult om_rpc_cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
 {
     uint8_t req_buf[40];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -321,7 +321,7 @@ static CUresult r_cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, siz
     return om_rcall(OM_IDX_cuMemsetD16Async, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
+CUresult om_rpc_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
 {
     uint8_t req_buf[56 + (size_t)(64) * sizeof(*dependencies) + (size_t)(64) * sizeof(*dependencyData)];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -342,7 +342,7 @@ static CUresult r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, 
     return om_rcall(OM_IDX_cuStreamBeginCaptureToGraph, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuStreamGetPriority(CUstream hStream, int *priority)
+CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -365,7 +365,7 @@ static CUresult r_cuStreamGetPriority(CUstream hStream, int *priority)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
-static CUresult r_cuStreamQuery(CUstream hStream)
+CUresult om_rpc_cuStreamQuery(CUstream hStream)
 {
     uint8_t req_buf[16];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -373,7 +373,7 @@ static CUresult r_cuStreamQuery(CUstream hStream)
     return om_rcall(OM_IDX_cuStreamQuery, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
+CUresult om_rpc_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -383,7 +383,7 @@ static CUresult r_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapL
     return om_rcall(OM_IDX_cuTexRefSetMipmapLevelClamp, &req, NULL, 0, NULL);
 }
 
-static CUresult r_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
+CUresult om_rpc_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
 {
     uint8_t req_buf[32];
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
@@ -408,27 +408,27 @@ static CUresult r_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CU
 
 void om_remote_gen_install(void)
 {
-    om_remote_set(OM_IDX_cuCtxCreate_v4, (void *)r_cuCtxCreate_v4);
+    om_remote_set(OM_IDX_cuCtxCreate_v4, (void *)om_rpc_cuCtxCreate_v4);
     om_remote_set(OM_IDX_cuCtxGetDevice, (void *)om_r_cuCtxGetDevice);
-    om_remote_set(OM_IDX_cuCtxGetStreamPriorityRange, (void *)r_cuCtxGetStreamPriorityRange);
+    om_remote_set(OM_IDX_cuCtxGetStreamPriorityRange, (void *)om_rpc_cuCtxGetStreamPriorityRange);
     om_remote_set(OM_IDX_cuDeviceGetAttribute, (void *)om_r_cuDeviceGetAttribute);
-    om_remote_set(OM_IDX_cuDeviceGetByPCIBusId, (void *)r_cuDeviceGetByPCIBusId);
-    om_remote_set(OM_IDX_cuDeviceGetName, (void *)r_cuDeviceGetName);
-    om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)r_cuEventDestroy_v2);
-    om_remote_set(OM_IDX_cuEventRecord, (void *)r_cuEventRecord);
-    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)r_cuEventRecord);
-    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)r_cuGraphAddMemsetNode);
-    om_remote_set(OM_IDX_cuGraphCreate, (void *)r_cuGraphCreate);
-    om_remote_set(OM_IDX_cuGraphDestroy, (void *)r_cuGraphDestroy);
-    om_remote_set(OM_IDX_cuGraphGetNodes, (void *)r_cuGraphGetNodes);
-    om_remote_set(OM_IDX_cuLibraryEnumerateKernels, (void *)r_cuLibraryEnumerateKernels);
-    om_remote_set(OM_IDX_cuLibraryGetKernel, (void *)r_cuLibraryGetKernel);
-    om_remote_set(OM_IDX_cuMemsetD16Async, (void *)r_cuMemsetD16Async);
-    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)r_cuStreamBeginCaptureToGraph);
+    om_remote_set(OM_IDX_cuDeviceGetByPCIBusId, (void *)om_rpc_cuDeviceGetByPCIBusId);
+    om_remote_set(OM_IDX_cuDeviceGetName, (void *)om_rpc_cuDeviceGetName);
+    om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_rpc_cuEventDestroy_v2);
+    om_remote_set(OM_IDX_cuEventRecord, (void *)om_rpc_cuEventRecord);
+    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)om_rpc_cuEventRecord);
+    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_rpc_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphCreate, (void *)om_rpc_cuGraphCreate);
+    om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_rpc_cuGraphDestroy);
+    om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_rpc_cuGraphGetNodes);
+    om_remote_set(OM_IDX_cuLibraryEnumerateKernels, (void *)om_rpc_cuLibraryEnumerateKernels);
+    om_remote_set(OM_IDX_cuLibraryGetKernel, (void *)om_rpc_cuLibraryGetKernel);
+    om_remote_set(OM_IDX_cuMemsetD16Async, (void *)om_rpc_cuMemsetD16Async);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_rpc_cuStreamBeginCaptureToGraph);
     om_remote_set(OM_IDX_cuStreamCreate, (void *)om_r_cuStreamCreate);
     om_remote_set(OM_IDX_cuStreamCreateWithPriority, (void *)om_r_cuStreamCreateWithPriority);
-    om_remote_set(OM_IDX_cuStreamGetPriority, (void *)r_cuStreamGetPriority);
-    om_remote_set(OM_IDX_cuStreamQuery, (void *)r_cuStreamQuery);
-    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)r_cuTexRefSetMipmapLevelClamp);
-    om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)r_cuTexRefSetAddress_v2);
+    om_remote_set(OM_IDX_cuStreamGetPriority, (void *)om_rpc_cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamQuery, (void *)om_rpc_cuStreamQuery);
+    om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)om_rpc_cuTexRefSetMipmapLevelClamp);
+    om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)om_rpc_cuTexRefSetAddress_v2);
 }
