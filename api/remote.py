@@ -5,12 +5,13 @@
 Each family file (api/remote/<family>.tsv) has one row per entry point that openmps answers
 in remote mode, tab-separated:
 
-    symbol   form   params   options
+    symbol   form   params   options   # why
 
 form     gen        client stub and server decoder are generated from `params`
          custom     both sides are written by hand: om_r_<symbol> in src/client/api/<family>.c,
                     om_x_<symbol> in src/server/api/<family>.c (declared by the generator,
-                    so their signatures are checked against the driver's)
+                    so their signatures are checked against the driver's); the row ends with
+                    a column "# why" (what the table's kinds cannot say yet), required
          client     the client side is written by hand (om_r_<symbol>) and uses the server
                     only through the entry points named in `via=`; no operation of its own
          local      answered in the client (om_r_<symbol>), no server
@@ -201,17 +202,21 @@ def load_rows(protos, kinds, api=None, types=None, ops=None):
                 continue
             where = "%s:%d" % (shown(os.path.join(folder, fname)), n)
             f = line.rstrip("\n").split("\t")
+            why = f.pop().lstrip("#").strip() if len(f) > 3 and f[-1].startswith("#") else None
             if len(f) < 3 or len(f) > 4:
-                fail(where, "expected symbol, form, params[, options] separated by tabs")
+                fail(where, "expected symbol, form, params[, options][, # why] separated by tabs")
             sym, form, params = f[0], f[1], f[2]
             opts = f[3].split() if len(f) == 4 else []
+            if form == "custom" and not why:
+                fail(where, "%s: a custom row says why it is not generated (a last column "
+                     "\"# reason\")" % sym)
             if sym not in protos:
                 fail(where, "%s is not an entry point of api/driver_api.tsv" % sym)
             if sym in seen:
                 fail(where, "%s is already described at %s" % (sym, seen[sym]))
             seen[sym] = where
             row = {"sym": sym, "family": family, "form": form, "where": where, "opts": {},
-                   "params": []}
+                   "params": [], "why": why}
             for o in opts:
                 k, _, v = o.partition("=")
                 if k not in ("post", "sync", "wrap", "via"):
@@ -674,7 +679,7 @@ def compat_md(rows, protos, reasons, ops=()):
             fam = r["family"]
             note = ("of `%s`" % r["target"]) if r["form"] == "alias" else \
                 ("via " + ", ".join("`%s`" % v for v in r["opts"]["via"].split(","))
-                 if r["opts"].get("via") else "")
+                 if r["opts"].get("via") else r.get("why") or "")
         counts[how] = counts.get(how, 0) + 1
         body.append("| `%s` | %s | %s | %s |" % (sym, how, fam, note))
     L.append("| treatment | entry points |")
