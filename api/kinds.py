@@ -163,6 +163,7 @@ class Decoder:
         self.row = row
         self.names = {p.name for p in row["params"]}
         self.reads, self.decls, self.checks, self.allocs, self.streams = [], [], [], [], []
+        self.before_call = []  # after every check and allocation, just before the driver
         self.args, self.ok, self.answers = [], [], []
         self.gotos = False
 
@@ -354,11 +355,26 @@ class Handle(Word):
 
 
 class Free(Handle):
-    """free.KIND: a handle of the client's that this call destroys (dropped on success)."""
+    """free.KIND: a handle of the client's that this call destroys (dropped on success). Where
+    api/handles.tsv names the kind's release hook, om_release_KIND(c, h) runs just before the
+    driver: it forgets what the session keeps about the handle, may refuse (a handle of the
+    kind's that is not destroyable by itself) or release it without the driver
+    (OM_RELEASE_KEPT: the call succeeds)."""
     base = "free"
+    release = None
+
+    def parse(self, where, ctx):
+        Handle.parse(self, where, ctx)
+        self.release = next(k["release"] for k in ctx.kinds if k["kind"] == self.hkind)
 
     def check_value(self, d, types):
         Handle.check_value(self, d, types)
+        if self.release:
+            d.before_call.append("    if ((rc = %s(c, a_%s)) != CUDA_SUCCESS) {\n"
+                                 "        if (rc == OM_RELEASE_KEPT)\n"
+                                 "            rc = CUDA_SUCCESS;\n        goto out;\n    }"
+                                 % (self.release, self.name))
+            d.gotos = True
         d.ok.append("        om_own_drop(c->s, %s, a_%s);" % (kind_enum(self.hkind), self.name))
 
     def fuzz(self, f):

@@ -156,9 +156,15 @@ def load_handles(api=None):
         if line.startswith("#") or not line.strip():
             continue
         f = line.rstrip("\n").split("\t")
-        if len(f) != 4:
-            fail("%s:%d" % (shown(path), n), "expected kind, C type, destroy entry, budget")
-        kinds.append({"kind": f[0], "ctype": f[1], "destroy": f[2], "budget": f[3], "line": n})
+        if len(f) not in (4, 5):
+            fail("%s:%d" % (shown(path), n), "expected kind, C type, destroy entry, budget[, "
+                 "release hook]")
+        hook = f[4] if len(f) == 5 and f[4] != "-" else None
+        if hook and hook != "om_release_" + f[0]:
+            fail("%s:%d" % (shown(path), n), "the release hook of %s is om_release_%s"
+                 % (f[0], f[0]))
+        kinds.append({"kind": f[0], "ctype": f[1], "destroy": f[2], "budget": f[3], "line": n,
+                      "release": hook})
     return kinds
 
 
@@ -431,7 +437,7 @@ def server_decoder(r, protos, types, kinds):
     L += ["static CUresult x_%s(struct call *c)" % sym, "{"]
     L += d.reads + d.decls
     L += ["    CUresult rc = ARGS_OK(c);", "", "    if (rc != CUDA_SUCCESS)", "        return rc;"]
-    L += d.checks + d.allocs + d.streams
+    L += d.checks + d.allocs + d.streams + d.before_call
     L.append("    rc = ((%s)REAL(%s))(%s);" % (fnptr_type(sym, protos), sym, ", ".join(d.args)))
     if r["opts"].get("sync"):
         sv = next(p.name for p in ps if p.base in ("stream", "stream.query"))
@@ -569,12 +575,32 @@ def server_c(rows, protos, types, kinds, ops=()):
     return "\n".join(L)
 
 
+def release_hooks(rows):
+    """[(kind, family)] of the release hooks gen rows call, each in the family of its first row."""
+    out = {}
+    for r in rows:
+        for p in r["params"] if r["form"] == "gen" else []:
+            if p.base == "free" and p.release:
+                out.setdefault(p.hkind, r["family"])
+    return sorted(out.items())
+
+
 def server_decls(rows, ops=()):
     L = banner("The hand-written server handlers the table names")
-    L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "struct call;", ""]
+    L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "#include <stdint.h>", "",
+          "struct call;", ""]
     for r in rows:
         if r["form"] == "custom":
             L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
+    hooks = release_hooks(rows)
+    if hooks:
+        L += ["", "/* The release hooks of api/handles.tsv: called by a generated decoder with a handle",
+              " * of that kind the call destroys (free.KIND), after the checks, just before the",
+              " * driver; CUDA_SUCCESS: the driver destroys it; OM_RELEASE_KEPT: the call succeeds",
+              " * without the driver (the hook released what the client held); another error: the",
+              " * call's. */", "#define OM_RELEASE_KEPT ((CUresult)-1)"]
+    for kind, fam in hooks:
+        L.append("CUresult om_release_%s(struct call *c, uint64_t h); /* %s */" % (kind, fam))
     if ops:
         L += ["", "/* The private operations of api/ops.tsv. */"]
     for o in ops:

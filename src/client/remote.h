@@ -152,10 +152,9 @@ void om_capture_begun(CUresult rc);
 void om_capture_ended(CUresult rc);
 CUresult om_hostfunc_capture(CUstream s, void (*fn)(void *), void *data, bool *captured);
 CUresult om_callback_capture_check(CUstream s);
-/* api/graphs.c: the calls of two custom rows (graph memory's server side) that hostnodes.c's
- * installed functions wrap with the user objects' references. */
+/* api/graphs.c: the call of a custom row (graph memory's server side) that hostnodes.c's installed
+ * function wraps with the user objects' references (cuGraphExecDestroy's is generated). */
 CUresult om_rpc_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags);
-CUresult om_rpc_cuGraphExecDestroy(CUgraphExec exec);
 void om_uobj_graph_destroyed(CUgraph g);
 void om_uobj_instantiated(CUgraph g, CUgraphExec e);
 void om_uobj_exec_launched(CUgraphExec e, CUstream s);

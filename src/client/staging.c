@@ -203,11 +203,8 @@ static bool device_events(int dev)
             device_event[dev][made++] = (uint64_t)(uintptr_t)ev;
     }
     if (!ok) { /* give back what was made */
-        for (int i = 0; i < made; i++) {
-            REQ(req, 8);
-            om_put_u64(&req, device_event[dev][i]);
-            om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
-        }
+        for (int i = 0; i < made; i++)
+            om_rpc_cuEventDestroy_v2((CUevent)(uintptr_t)device_event[dev][i]);
         om_shim_log("no staging events on device %d: its large pageable copies go through the "
                     "ring",
                     dev);

@@ -65,11 +65,8 @@ CUresult om_r_cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps
 
 CUresult om_r_cuGraphDestroy(CUgraph g)
 {
-    REQ(req, 8);
-    CUresult rc;
+    CUresult rc = om_rpc_cuGraphDestroy(g);
 
-    om_put_u64(&req, (uint64_t)(uintptr_t)g);
-    rc = om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
     if (rc == CUDA_SUCCESS)
         om_uobj_graph_destroyed(g); /* api/hostnodes.c: its user objects' references */
     return rc;
@@ -80,11 +77,9 @@ static void forget_sem_copy(CUgraphNode node);
 
 CUresult om_r_cuGraphDestroyNode(CUgraphNode n)
 {
-    REQ(req, 8);
     forget_kernel_copy(n);
     forget_sem_copy(n);
-    om_put_u64(&req, (uint64_t)(uintptr_t)n);
-    return om_rcall(OM_IDX_cuGraphDestroyNode, &req, NULL, 0, NULL);
+    return om_rpc_cuGraphDestroyNode(n);
 }
 
 /* The node's graph (the server's handle; the client may use it, not destroy it). */
@@ -1366,13 +1361,6 @@ CUresult om_rpc_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsign
     if (rc == CUDA_SUCCESS)
         *exec = (CUgraphExec)(uintptr_t)v;
     return rc;
-}
-
-CUresult om_rpc_cuGraphExecDestroy(CUgraphExec exec)
-{
-    REQ(req, 8);
-    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
-    return om_rcall(OM_IDX_cuGraphExecDestroy, &req, NULL, 0, NULL);
 }
 
 #define COND_SWITCH_MAX 64 /* bodies of a switch node (the server's limit) */

@@ -909,13 +909,6 @@ CUresult om_r_cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
 
 /* An event's handle goes to the server as it is: the server decides (an IPC-shared event is
  * destroyed by its last holder). */
-CUresult om_r_cuEventDestroy_v2(CUevent hEvent)
-{
-    REQ(req, 8);
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
-    return om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
-}
 
 /* ------------------------------------------------------------------ 3D peer copies */
 

@@ -68,14 +68,6 @@ CUresult om_r_cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char 
     return module_ref(OM_IDX_cuModuleGetSurfRef, (void **)pSurfRef, hmod, name);
 }
 
-CUresult om_r_cuTexRefDestroy(CUtexref hTexRef)
-{
-    REQ(req, 8);
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
-    return om_rcall(OM_IDX_cuTexRefDestroy, &req, NULL, 0, NULL);
-}
-
 CUresult om_r_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
 {
     uint64_t reply = 0;

@@ -312,7 +312,6 @@ CUresult om_r_cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool po
 CUresult om_r_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags); /* shareable */
 CUresult om_r_cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr); /* shareable */
 CUresult om_r_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData); /* shareable */
-CUresult om_r_cuEventDestroy_v2(CUevent hEvent); /* streams */
 CUresult om_r_cuEventSynchronize(CUevent hEvent); /* streams */
 CUresult om_r_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData); /* streams */
 CUresult om_r_cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags); /* streams */
@@ -328,7 +327,6 @@ CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device); /* streams 
 CUresult om_r_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags); /* streams */
 CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags); /* streams */
 CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value); /* streams */
-CUresult om_r_cuTexRefDestroy(CUtexref hTexRef); /* texrefs */
 CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr, size_t Pitch); /* texrefs */
 CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch); /* texrefs */
 CUresult om_r_cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name); /* texrefs */
@@ -424,6 +422,8 @@ CUresult om_rpc_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr
 CUresult om_rpc_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies);
 CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph);
 CUresult om_rpc_cuGraphCreate(CUgraph *phGraph, unsigned int flags);
+CUresult om_rpc_cuGraphDestroy(CUgraph hGraph);
+CUresult om_rpc_cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult om_rpc_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags);
 CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);
 CUresult om_rpc_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies);
@@ -444,6 +444,7 @@ CUresult om_rpc_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGrap
 CUresult om_rpc_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies);
 CUresult om_rpc_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event);
 CUresult om_rpc_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event);
+CUresult om_rpc_cuGraphDestroyNode(CUgraphNode hNode);
 CUresult om_rpc_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out);
 CUresult om_rpc_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event);
 CUresult om_rpc_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out);
@@ -462,6 +463,7 @@ CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfu
 CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
 CUresult om_rpc_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize);
 CUresult om_rpc_cuEventCreate(CUevent *phEvent, unsigned int Flags);
+CUresult om_rpc_cuEventDestroy_v2(CUevent hEvent);
 CUresult om_rpc_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult om_rpc_cuEventQuery(CUevent hEvent);
 CUresult om_rpc_cuEventRecord(CUevent hEvent, CUstream hStream);
@@ -477,6 +479,7 @@ CUresult om_rpc_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuin
 CUresult om_rpc_cuStreamCopyAttributes(CUstream dst, CUstream src);
 CUresult om_rpc_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out);
 CUresult om_rpc_cuTexRefCreate(CUtexref *pTexRef);
+CUresult om_rpc_cuTexRefDestroy(CUtexref hTexRef);
 CUresult om_rpc_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef);
 CUresult om_rpc_cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef);
 CUresult om_rpc_cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim);

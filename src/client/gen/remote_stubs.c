@@ -953,6 +953,22 @@ CUresult om_rpc_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuGraphDestroy(CUgraph hGraph)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    return om_rcall(OM_IDX_cuGraphDestroy, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    return om_rcall(OM_IDX_cuGraphExecDestroy, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 {
     uint8_t req_buf[16];
@@ -1494,6 +1510,14 @@ CUresult om_rpc_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuGraphDestroyNode(CUgraphNode hNode)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    return om_rcall(OM_IDX_cuGraphDestroyNode, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     uint8_t req_buf[16];
@@ -1823,6 +1847,14 @@ CUresult om_rpc_cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuEventDestroy_v2(CUevent hEvent)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
+    return om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     uint8_t req_buf[24];
@@ -2035,6 +2067,14 @@ CUresult om_rpc_cuTexRefCreate(CUtexref *pTexRef)
             *pTexRef = (CUtexref)(uintptr_t)v;
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuTexRefDestroy(CUtexref hTexRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hTexRef);
+    return om_rcall(OM_IDX_cuTexRefDestroy, &req, NULL, 0, NULL);
 }
 
 CUresult om_rpc_cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
@@ -3006,7 +3046,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemPoolExportPointer, (void *)om_r_cuMemPoolExportPointer);
     om_remote_set(OM_IDX_cuMemPoolImportPointer, (void *)om_r_cuMemPoolImportPointer);
     om_remote_set(OM_IDX_cuEventCreate, (void *)om_rpc_cuEventCreate);
-    om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_r_cuEventDestroy_v2);
+    om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_rpc_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime, (void *)om_rpc_cuEventElapsedTime_v2);
     om_remote_set(OM_IDX_cuEventElapsedTime_v2, (void *)om_rpc_cuEventElapsedTime_v2);
     om_remote_set(OM_IDX_cuEventQuery, (void *)om_rpc_cuEventQuery);
@@ -3070,7 +3110,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuTexRefCreate, (void *)om_rpc_cuTexRefCreate);
-    om_remote_set(OM_IDX_cuTexRefDestroy, (void *)om_r_cuTexRefDestroy);
+    om_remote_set(OM_IDX_cuTexRefDestroy, (void *)om_rpc_cuTexRefDestroy);
     om_remote_set(OM_IDX_cuTexRefGetAddress, (void *)om_rpc_cuTexRefGetAddress);
     om_remote_set(OM_IDX_cuTexRefGetAddress_v2, (void *)om_rpc_cuTexRefGetAddress_v2);
     om_remote_set(OM_IDX_cuTexRefGetAddressMode, (void *)om_rpc_cuTexRefGetAddressMode);
@@ -3105,7 +3145,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuSurfRefSetArray, (void *)om_rpc_cuSurfRefSetArray);
     om_remote_set(OM_IDX_cuSurfRefGetArray, (void *)om_r_cuSurfRefGetArray);
     om_remote_set(OM_IDX_cuParamSetTexRef, (void *)om_rpc_cuParamSetTexRef);
-    om_remote_set(OM_IDX_cuEventDestroy, (void *)om_r_cuEventDestroy_v2);
+    om_remote_set(OM_IDX_cuEventDestroy, (void *)om_rpc_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuMemHostRegister, (void *)om_r_cuMemHostRegister_v2);
     om_remote_set(OM_IDX_cuMemAlloc, (void *)om_r_cuMemAlloc);
     om_remote_set(OM_IDX_cuMemAllocHost, (void *)om_r_cuMemAllocHost);

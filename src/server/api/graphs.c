@@ -118,35 +118,22 @@ static void forget_graph(struct session *s, CUgraph g, int depth)
     cond_forget_graph(s, (uint64_t)(uintptr_t)g);
 }
 
-CUresult om_x_cuGraphDestroy(struct call *c)
+/* cuGraphDestroy (generated): the client's own graph only (a child graph node's graph goes with
+ * its node); what the session keeps of its nodes is forgotten first. */
+CUresult om_release_graph(struct call *c, uint64_t h)
 {
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    /* The client's own graph only: a child graph node's graph goes with its node. */
-    if (!h || !om_handles_has(&c->s->own[OM_H_GRAPH], h))
+    if (!om_handles_has(&c->s->own[OM_H_GRAPH], h))
         return CUDA_ERROR_INVALID_HANDLE;
     forget_graph(c->s, (CUgraph)(uintptr_t)h, 0);
-    rc = ((CUresult(*)(CUgraph))REAL(cuGraphDestroy))((CUgraph)(uintptr_t)h);
-    if (rc == CUDA_SUCCESS)
-        om_own_drop(c->s, OM_H_GRAPH, h);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
-CUresult om_x_cuGraphDestroyNode(struct call *c)
+/* cuGraphDestroyNode (generated): forgotten first, so that a handle the client holds is never one
+ * the driver may have reused. */
+CUresult om_release_node(struct call *c, uint64_t h)
 {
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, h, false)) != CUDA_SUCCESS)
-        return rc;
-    /* Forgotten first: a handle the client holds is never one the driver may have reused. */
     forget_node(c->s, (CUgraphNode)(uintptr_t)h, 0);
-    return ((CUresult(*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)h);
+    return CUDA_SUCCESS;
 }
 
 /*
@@ -1529,20 +1516,12 @@ CUresult om_x_cuGraphInstantiateWithFlags(struct call *c)
     return rc;
 }
 
-CUresult om_x_cuGraphExecDestroy(struct call *c)
+/* cuGraphExecDestroy (generated): its graph allocations are forgotten before the driver may
+ * reuse the addresses. */
+CUresult om_release_exec(struct call *c, uint64_t e)
 {
-    uint64_t e = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_EXEC, e, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    gm_forget(c->s, e, 0); /* before the driver may reuse the addresses */
-    rc = ((CUresult(*)(CUgraphExec))REAL(cuGraphExecDestroy))((CUgraphExec)(uintptr_t)e);
-    if (rc == CUDA_SUCCESS)
-        om_own_drop(c->s, OM_H_EXEC, e);
-    return rc;
+    gm_forget(c->s, e, 0);
+    return CUDA_SUCCESS;
 }
 
 /* The graph a stream captures into (0: none), and the node it captured last (*last). */

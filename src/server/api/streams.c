@@ -316,17 +316,10 @@ CUresult om_x_cuStreamSetAttribute(struct call *c)
 }
 
 /* An event shared through an IPC handle is destroyed by its last holder (ipc.c). */
-CUresult om_x_cuEventDestroy_v2(struct call *c)
+/* cuEventDestroy_v2 (generated): the event is no longer the client's, whatever the driver says;
+ * one that other clients opened by IPC stays until its last holder destroys it. */
+CUresult om_release_event(struct call *c, uint64_t ev)
 {
-    uint64_t ev = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, ev, false)) != CUDA_SUCCESS)
-        return rc;
     om_own_drop(c->s, OM_H_EVENT, ev);
-    if (!om_ipc_event_release(ev))
-        return CUDA_SUCCESS;
-    return ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))((CUevent)(uintptr_t)ev);
+    return om_ipc_event_release(ev) ? CUDA_SUCCESS : OM_RELEASE_KEPT;
 }

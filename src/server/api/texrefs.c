@@ -214,19 +214,10 @@ CUresult om_x_cuModuleGetSurfRef(struct call *c)
 }
 
 /* Only a texture reference the client created: a module's is the module's (api/handles.tsv). */
-CUresult om_x_cuTexRefDestroy(struct call *c)
+/* cuTexRefDestroy (generated): its own texture references only, not a module's. */
+CUresult om_release_texref(struct call *c, uint64_t t)
 {
-    uint64_t t = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!om_handles_has(&c->s->own[OM_H_TEXREF], t))
-        return CUDA_ERROR_INVALID_HANDLE;
-    rc = ((CUresult(*)(CUtexref))REAL(cuTexRefDestroy))((CUtexref)(uintptr_t)t);
-    if (rc == CUDA_SUCCESS)
-        om_own_drop(c->s, OM_H_TEXREF, t);
-    return rc;
+    return om_handles_has(&c->s->own[OM_H_TEXREF], t) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* The array bound to the client's surface reference, when it is one the client holds (the

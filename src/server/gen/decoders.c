@@ -1011,6 +1011,50 @@ out:
     return rc;
 }
 
+static CUresult x_cuGraphDestroy(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_release_graph(c, a_hGraph)) != CUDA_SUCCESS) {
+        if (rc == OM_RELEASE_KEPT)
+            rc = CUDA_SUCCESS;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraph))REAL(cuGraphDestroy))((CUgraph)(uintptr_t)a_hGraph);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_GRAPH, a_hGraph);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuGraphExecDestroy(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_release_exec(c, a_hGraphExec)) != CUDA_SUCCESS) {
+        if (rc == OM_RELEASE_KEPT)
+            rc = CUDA_SUCCESS;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraphExec))REAL(cuGraphExecDestroy))((CUgraphExec)(uintptr_t)a_hGraphExec);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_EXEC, a_hGraphExec);
+    }
+out:
+    return rc;
+}
+
 static CUresult x_cuGraphExecGetFlags(struct call *c)
 {
     uint64_t a_hGraphExec = om_get_u64(&c->in);
@@ -1763,6 +1807,28 @@ out:
     return rc;
 }
 
+static CUresult x_cuGraphDestroyNode(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_release_node(c, a_hNode)) != CUDA_SUCCESS) {
+        if (rc == OM_RELEASE_KEPT)
+            rc = CUDA_SUCCESS;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraphNode))REAL(cuGraphDestroyNode))((CUgraphNode)(uintptr_t)a_hNode);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_NODE, a_hNode);
+    }
+out:
+    return rc;
+}
+
 static CUresult x_cuGraphEventRecordNodeGetEvent(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -2108,6 +2174,28 @@ out:
     return rc;
 }
 
+static CUresult x_cuEventDestroy_v2(struct call *c)
+{
+    uint64_t a_hEvent = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_hEvent, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_release_event(c, a_hEvent)) != CUDA_SUCCESS) {
+        if (rc == OM_RELEASE_KEPT)
+            rc = CUDA_SUCCESS;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUevent))REAL(cuEventDestroy_v2))((CUevent)(uintptr_t)a_hEvent);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_EVENT, a_hEvent);
+    }
+out:
+    return rc;
+}
+
 static CUresult x_cuEventElapsedTime_v2(struct call *c)
 {
     uint64_t a_hStart = om_get_u64(&c->in);
@@ -2417,6 +2505,28 @@ static CUresult x_cuTexRefCreate(struct call *c)
         if ((rc = om_own_add(c, OM_H_TEXREF, (uint64_t)(uintptr_t)o_pTexRef)) != CUDA_SUCCESS)
             goto out;
         om_put_u64(&c->out, (uint64_t)(uintptr_t)o_pTexRef);
+    }
+out:
+    return rc;
+}
+
+static CUresult x_cuTexRefDestroy(struct call *c)
+{
+    uint64_t a_hTexRef = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_TEXREF, a_hTexRef, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_release_texref(c, a_hTexRef)) != CUDA_SUCCESS) {
+        if (rc == OM_RELEASE_KEPT)
+            rc = CUDA_SUCCESS;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUtexref))REAL(cuTexRefDestroy))((CUtexref)(uintptr_t)a_hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        om_own_drop(c->s, OM_H_TEXREF, a_hTexRef);
     }
 out:
     return rc;
@@ -3038,8 +3148,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphClone] = x_cuGraphClone,
     [OM_IDX_cuGraphCreate] = x_cuGraphCreate,
     [OM_IDX_cuGraphDebugDotPrint] = om_x_cuGraphDebugDotPrint,
-    [OM_IDX_cuGraphDestroy] = om_x_cuGraphDestroy,
-    [OM_IDX_cuGraphExecDestroy] = om_x_cuGraphExecDestroy,
+    [OM_IDX_cuGraphDestroy] = x_cuGraphDestroy,
+    [OM_IDX_cuGraphExecDestroy] = x_cuGraphExecDestroy,
     [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
     [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
     [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
@@ -3129,7 +3239,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
     [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
     [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
-    [OM_IDX_cuGraphDestroyNode] = om_x_cuGraphDestroyNode,
+    [OM_IDX_cuGraphDestroyNode] = x_cuGraphDestroyNode,
     [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
     [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,
     [OM_IDX_cuGraphEventWaitNodeGetEvent] = x_cuGraphEventWaitNodeGetEvent,
@@ -3174,7 +3284,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMemPoolExportPointer] = om_x_cuMemPoolExportPointer,
     [OM_IDX_cuMemPoolImportPointer] = om_x_cuMemPoolImportPointer,
     [OM_IDX_cuEventCreate] = x_cuEventCreate,
-    [OM_IDX_cuEventDestroy_v2] = om_x_cuEventDestroy_v2,
+    [OM_IDX_cuEventDestroy_v2] = x_cuEventDestroy_v2,
     [OM_IDX_cuEventElapsedTime_v2] = x_cuEventElapsedTime_v2,
     [OM_IDX_cuEventQuery] = x_cuEventQuery,
     [OM_IDX_cuEventRecord] = x_cuEventRecord,
@@ -3198,7 +3308,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuStreamGetAttribute] = x_cuStreamGetAttribute,
     [OM_IDX_cuStreamSetAttribute] = om_x_cuStreamSetAttribute,
     [OM_IDX_cuTexRefCreate] = x_cuTexRefCreate,
-    [OM_IDX_cuTexRefDestroy] = om_x_cuTexRefDestroy,
+    [OM_IDX_cuTexRefDestroy] = x_cuTexRefDestroy,
     [OM_IDX_cuTexRefGetAddress] = x_cuTexRefGetAddress,
     [OM_IDX_cuTexRefGetAddress_v2] = x_cuTexRefGetAddress_v2,
     [OM_IDX_cuTexRefGetAddressMode] = x_cuTexRefGetAddressMode,

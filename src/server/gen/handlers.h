@@ -3,6 +3,8 @@
 #ifndef OM_GEN_HANDLERS_H
 #define OM_GEN_HANDLERS_H
 
+#include <stdint.h>
+
 struct call;
 
 CUresult om_x_cuArrayCreate_v2(struct call *c); /* arrays */
@@ -29,8 +31,6 @@ CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c); /* graphmem */
 CUresult om_x_cuGraphAddMemFreeNode(struct call *c); /* graphmem */
 CUresult om_x_cuGraphConditionalHandleCreate(struct call *c); /* graphmem */
 CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
-CUresult om_x_cuGraphDestroy(struct call *c); /* graphs */
-CUresult om_x_cuGraphExecDestroy(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */
@@ -100,7 +100,6 @@ CUresult om_x_cuGraphAddNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphBatchMemOpNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c); /* nodes */
-CUresult om_x_cuGraphDestroyNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecBatchMemOpNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c); /* nodes */
@@ -127,7 +126,6 @@ CUresult om_x_cuMemPoolExportToShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportFromShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolExportPointer(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportPointer(struct call *c); /* shareable */
-CUresult om_x_cuEventDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
@@ -136,7 +134,6 @@ CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
 CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
-CUresult om_x_cuTexRefDestroy(struct call *c); /* texrefs */
 CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetTexRef(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetSurfRef(struct call *c); /* texrefs */
@@ -151,6 +148,18 @@ CUresult om_x_cuMemUnmap(struct call *c); /* vmm */
 CUresult om_x_cuMemSetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemGetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* vmm */
+
+/* The release hooks of api/handles.tsv: called by a generated decoder with a handle
+ * of that kind the call destroys (free.KIND), after the checks, just before the
+ * driver; CUDA_SUCCESS: the driver destroys it; OM_RELEASE_KEPT: the call succeeds
+ * without the driver (the hook released what the client held); another error: the
+ * call's. */
+#define OM_RELEASE_KEPT ((CUresult)-1)
+CUresult om_release_event(struct call *c, uint64_t h); /* streams */
+CUresult om_release_exec(struct call *c, uint64_t h); /* graphs */
+CUresult om_release_graph(struct call *c, uint64_t h); /* graphs */
+CUresult om_release_node(struct call *c, uint64_t h); /* nodes */
+CUresult om_release_texref(struct call *c, uint64_t h); /* texrefs */
 
 /* The private operations of api/ops.tsv. */
 CUresult om_x_op_copy_htod(struct call *c); /* copies */

@@ -457,6 +457,32 @@ static CUresult g_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return rc;
 }
 
+static CUresult g_cuGraphDestroy(CUgraph hGraph)
+{
+    CUresult rc;
+
+    ENTER(cuGraphDestroy);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraph))gen_next[OM_IDX_cuGraphDestroy])(hGraph);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_GRAPH, H(hGraph));
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecDestroy);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    rc = ((CUresult (*)(CUgraphExec))gen_next[OM_IDX_cuGraphExecDestroy])(hGraphExec);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_EXEC, H(hGraphExec));
+    }
+    return rc;
+}
+
 static CUresult g_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 {
     CUresult rc;
@@ -667,6 +693,19 @@ static CUresult g_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGra
     return rc;
 }
 
+static CUresult g_cuGraphDestroyNode(CUgraphNode hNode)
+{
+    CUresult rc;
+
+    ENTER(cuGraphDestroyNode);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode))gen_next[OM_IDX_cuGraphDestroyNode])(hNode);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_NODE, H(hNode));
+    }
+    return rc;
+}
+
 static CUresult g_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     CUresult rc;
@@ -864,6 +903,19 @@ static CUresult g_cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return rc;
 }
 
+static CUresult g_cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult rc;
+
+    ENTER(cuEventDestroy_v2);
+    check(K_EVENT, H(hEvent), 1);
+    rc = ((CUresult (*)(CUevent))gen_next[OM_IDX_cuEventDestroy_v2])(hEvent);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_EVENT, H(hEvent));
+    }
+    return rc;
+}
+
 static CUresult g_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     CUresult rc;
@@ -1021,6 +1073,19 @@ static CUresult g_cuTexRefCreate(CUtexref *pTexRef)
     rc = ((CUresult (*)(CUtexref *))gen_next[OM_IDX_cuTexRefCreate])(pTexRef);
     if (rc == CUDA_SUCCESS) {
         note(K_H_TEXREF, H(*pTexRef), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuTexRefDestroy(CUtexref hTexRef)
+{
+    CUresult rc;
+
+    ENTER(cuTexRefDestroy);
+    check(K_H_TEXREF, H(hTexRef), 1);
+    rc = ((CUresult (*)(CUtexref))gen_next[OM_IDX_cuTexRefDestroy])(hTexRef);
+    if (rc == CUDA_SUCCESS) {
+        forget(K_H_TEXREF, H(hTexRef));
     }
     return rc;
 }
@@ -1369,6 +1434,8 @@ static const struct {
     {OM_IDX_cuGraphAddDependencies, (void *)g_cuGraphAddDependencies},
     {OM_IDX_cuGraphClone, (void *)g_cuGraphClone},
     {OM_IDX_cuGraphCreate, (void *)g_cuGraphCreate},
+    {OM_IDX_cuGraphDestroy, (void *)g_cuGraphDestroy},
+    {OM_IDX_cuGraphExecDestroy, (void *)g_cuGraphExecDestroy},
     {OM_IDX_cuGraphExecGetFlags, (void *)g_cuGraphExecGetFlags},
     {OM_IDX_cuGraphExecUpdate_v2, (void *)g_cuGraphExecUpdate_v2},
     {OM_IDX_cuGraphRemoveDependencies, (void *)g_cuGraphRemoveDependencies},
@@ -1389,6 +1456,7 @@ static const struct {
     {OM_IDX_cuGraphAddEmptyNode, (void *)g_cuGraphAddEmptyNode},
     {OM_IDX_cuGraphAddEventRecordNode, (void *)g_cuGraphAddEventRecordNode},
     {OM_IDX_cuGraphAddEventWaitNode, (void *)g_cuGraphAddEventWaitNode},
+    {OM_IDX_cuGraphDestroyNode, (void *)g_cuGraphDestroyNode},
     {OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)g_cuGraphEventRecordNodeGetEvent},
     {OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)g_cuGraphEventRecordNodeSetEvent},
     {OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)g_cuGraphEventWaitNodeGetEvent},
@@ -1407,6 +1475,7 @@ static const struct {
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
     {OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)g_cuOccupancyAvailableDynamicSMemPerBlock},
     {OM_IDX_cuEventCreate, (void *)g_cuEventCreate},
+    {OM_IDX_cuEventDestroy_v2, (void *)g_cuEventDestroy_v2},
     {OM_IDX_cuEventElapsedTime_v2, (void *)g_cuEventElapsedTime_v2},
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
     {OM_IDX_cuEventRecord, (void *)g_cuEventRecord},
@@ -1422,6 +1491,7 @@ static const struct {
     {OM_IDX_cuStreamCopyAttributes, (void *)g_cuStreamCopyAttributes},
     {OM_IDX_cuStreamGetAttribute, (void *)g_cuStreamGetAttribute},
     {OM_IDX_cuTexRefCreate, (void *)g_cuTexRefCreate},
+    {OM_IDX_cuTexRefDestroy, (void *)g_cuTexRefDestroy},
     {OM_IDX_cuTexRefGetAddress, (void *)g_cuTexRefGetAddress},
     {OM_IDX_cuTexRefGetAddress_v2, (void *)g_cuTexRefGetAddress_v2},
     {OM_IDX_cuTexRefGetAddressMode, (void *)g_cuTexRefGetAddressMode},

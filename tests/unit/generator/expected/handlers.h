@@ -3,6 +3,8 @@
 #ifndef OM_GEN_HANDLERS_H
 #define OM_GEN_HANDLERS_H
 
+#include <stdint.h>
+
 struct call;
 
 CUresult om_x_cuStreamCreate(struct call *c); /* test */
