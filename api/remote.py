@@ -585,13 +585,40 @@ def release_hooks(rows):
     return sorted(out.items())
 
 
-def server_decls(rows, ops=()):
-    L = banner("The hand-written server handlers the table names")
-    L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "#include <stdint.h>", "",
-          "struct call;", ""]
+def check_hooks(rows):
+    """[(declaration, family)] of the om_check_ and om_answer_ hooks gen rows name, sorted."""
+    out = {}
     for r in rows:
-        if r["form"] == "custom":
-            L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
+        if r["form"] != "gen":
+            continue
+        by = {p.name: p for p in r["params"]}
+        for p in r["params"]:
+            if not p.check or p.base not in ("in", "arr", "out"):
+                continue
+            if p.base == "out":
+                extra = "".join(", %s" % ("int" if by[a].base == "dev" else "CUstream" if by[a].base
+                                          in ("stream", "stream.query") else "uint64_t")
+                                for a in p.check_args)
+                decl = "CUresult om_answer_%s(struct call *c, %s *v%s);" % (p.check, p.el, extra)
+            elif p.base == "arr":
+                decl = "CUresult om_check_%s(struct call *c, %s *v, size_t n);" % (p.check, p.el)
+            else:
+                decl = "CUresult om_check_%s(struct call *c, %s *v);" % (p.check, p.el)
+            out.setdefault(decl, r["family"])
+    return sorted(out.items())
+
+
+def server_hooks(rows):
+    """src/server/gen/hooks.h: the hand-written hooks generated decoders call (helpers of a kind,
+    not handlers of a family: any file may define one)."""
+    L = banner("The hooks the generated decoders call")
+    L += ["#ifndef OM_GEN_HOOKS_H", "#define OM_GEN_HOOKS_H", "", "#include <stddef.h>",
+          "#include <stdint.h>", "", "#include \"../../common/gen/types.h\"", "", "struct call;", ""]
+    checks = check_hooks(rows)
+    if checks:
+        L += ["/* The check and answer hooks the rows name (in:CHECK, arr(..):CHECK, out:CHECK): an",
+              " * error refuses the call. */"]
+    L += [decl for decl, _ in checks]
     hooks = release_hooks(rows)
     if hooks:
         L += ["", "/* The release hooks of api/handles.tsv: called by a generated decoder with a handle",
@@ -599,8 +626,19 @@ def server_decls(rows, ops=()):
               " * driver; CUDA_SUCCESS: the driver destroys it; OM_RELEASE_KEPT: the call succeeds",
               " * without the driver (the hook released what the client held); another error: the",
               " * call's. */", "#define OM_RELEASE_KEPT ((CUresult)-1)"]
-    for kind, fam in hooks:
-        L.append("CUresult om_release_%s(struct call *c, uint64_t h); /* %s */" % (kind, fam))
+    for kind, _ in hooks:
+        L.append("CUresult om_release_%s(struct call *c, uint64_t h);" % kind)
+    L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
+def server_decls(rows, ops=()):
+    L = banner("The hand-written server handlers the table names")
+    L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "#include \"hooks.h\"", "",
+          "struct call;", ""]
+    for r in rows:
+        if r["form"] == "custom":
+            L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
     if ops:
         L += ["", "/* The private operations of api/ops.tsv. */"]
     for o in ops:
@@ -770,6 +808,7 @@ def generate(api=None):
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds, ops),
         "src/server/gen/handlers.h": server_decls(rows, ops),
+        "src/server/gen/hooks.h": server_hooks(rows),
         "docs/compatibility.md": compat_md(rows, protos, reasons, ops),
         "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
         "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),

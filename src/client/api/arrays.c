@@ -81,40 +81,6 @@ CUresult om_r_cuMipmappedArrayDestroy(CUmipmappedArray m)
     return om_rcall(OM_IDX_cuMipmappedArrayDestroy, &req, NULL, 0, NULL);
 }
 
-CUresult om_r_cuTexObjectCreate(CUtexObject *t, const CUDA_RESOURCE_DESC *res,
-                                const CUDA_TEXTURE_DESC *tex, const CUDA_RESOURCE_VIEW_DESC *view)
-{
-    REQ(req, sizeof(*res) + sizeof(*tex) + 8 + sizeof(*view));
-    uint8_t reply[8];
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-
-    if (!t || !res || !tex)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_bytes(&req, res, sizeof(*res));
-    om_put_bytes(&req, tex, sizeof(*tex));
-    om_put_u64(&req, view != NULL);
-    if (view)
-        om_put_bytes(&req, view, sizeof(*view));
-    rc = om_rcall(OM_IDX_cuTexObjectCreate, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    in = (struct om_rbuf){.p = reply, .len = got};
-    *t = om_get_u64(&in);
-    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
-
-CUresult om_r_cuSurfObjectCreate(CUsurfObject *so, const CUDA_RESOURCE_DESC *res)
-{
-    uint64_t h = 0;
-    CUresult rc = create(OM_IDX_cuSurfObjectCreate, so ? &h : NULL, res, sizeof(*res), 0, false);
-
-    if (rc == CUDA_SUCCESS)
-        *so = h;
-    return rc;
-}
-
 /* ------------------------------------------------------------------ copies */
 
 /* A side of a copy for the server: device memory (base, offset, pitch, slice height), an array

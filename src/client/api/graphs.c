@@ -83,27 +83,6 @@ CUresult om_r_cuGraphDestroyNode(CUgraphNode n)
 }
 
 /* The node's graph (the server's handle; the client may use it, not destroy it). */
-CUresult om_r_cuGraphChildGraphNodeGetGraph(CUgraphNode n, CUgraph *out)
-{
-    uint8_t reply[8];
-    uint32_t got = 0;
-    uint64_t g;
-    CUresult rc;
-    REQ(req, 8);
-
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)n);
-    rc = om_rcall(OM_IDX_cuGraphChildGraphNodeGetGraph, &req, reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (got != sizeof(reply))
-        return CUDA_ERROR_UNKNOWN;
-    memcpy(&g, reply, sizeof(g));
-    *out = (CUgraph)(uintptr_t)g;
-    return CUDA_SUCCESS;
-}
-
 /* A list of nodes (or, with `to`, of edges): see node_list in the server. */
 static CUresult node_list(int index, uint64_t h, CUgraphNode *from, CUgraphNode *to, size_t *count)
 {

@@ -17,8 +17,6 @@ CUresult om_r_cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOf
 CUresult om_r_cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
 CUresult om_r_cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount); /* arrays */
 CUresult om_r_cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
-CUresult om_r_cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc); /* arrays */
-CUresult om_r_cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc); /* arrays */
 CUresult om_r_cuStreamBeginCapture(CUstream hStream); /* capture */
 CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* capture */
 CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode); /* capture */
@@ -274,7 +272,6 @@ CUresult om_r_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUg
 CUresult om_r_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams); /* nodes */
 CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out); /* nodes */
 CUresult om_r_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
-CUresult om_r_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph); /* nodes */
 CUresult om_r_cuGraphDestroyNode(CUgraphNode hNode); /* nodes */
 CUresult om_r_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
 CUresult om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* nodes */
@@ -387,10 +384,12 @@ CUresult om_rpc_cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseP
 CUresult om_rpc_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level);
 CUresult om_rpc_cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device);
 CUresult om_rpc_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUmipmappedArray mipmap);
+CUresult om_rpc_cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc);
 CUresult om_rpc_cuTexObjectDestroy(CUtexObject texObject);
 CUresult om_rpc_cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject);
 CUresult om_rpc_cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject);
 CUresult om_rpc_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject);
+CUresult om_rpc_cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc);
 CUresult om_rpc_cuSurfObjectDestroy(CUsurfObject surfObject);
 CUresult om_rpc_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject);
 CUresult om_rpc_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out);
@@ -444,6 +443,7 @@ CUresult om_rpc_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGrap
 CUresult om_rpc_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies);
 CUresult om_rpc_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event);
 CUresult om_rpc_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event);
+CUresult om_rpc_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph);
 CUresult om_rpc_cuGraphDestroyNode(CUgraphNode hNode);
 CUresult om_rpc_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out);
 CUresult om_rpc_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event);

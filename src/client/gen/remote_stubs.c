@@ -218,6 +218,37 @@ CUresult om_rpc_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
+{
+    uint8_t req_buf[16 + sizeof(*pResDesc) + sizeof(*pTexDesc) + sizeof(*pResViewDesc)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pTexObject)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pResDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pTexDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, pResDesc, sizeof(*pResDesc));
+    om_put_bytes(&req, pTexDesc, sizeof(*pTexDesc));
+    om_put_u64(&req, pResViewDesc != NULL);
+    if (pResViewDesc)
+        om_put_bytes(&req, pResViewDesc, sizeof(*pResViewDesc));
+    rc = om_rcall(OM_IDX_cuTexObjectCreate, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *pTexObject = (CUtexObject)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuTexObjectDestroy(CUtexObject texObject)
 {
     uint8_t req_buf[16];
@@ -291,6 +322,31 @@ CUresult om_rpc_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResView
         const void *v = om_get_bytes(&in, sizeof(*pResViewDesc));
         if (v && pResViewDesc)
             memcpy(pResViewDesc, v, sizeof(*pResViewDesc));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
+{
+    uint8_t req_buf[8 + sizeof(*pResDesc)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pSurfObject)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pResDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, pResDesc, sizeof(*pResDesc));
+    rc = om_rcall(OM_IDX_cuSurfObjectCreate, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *pSurfObject = (CUsurfObject)(uintptr_t)v;
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
@@ -1510,6 +1566,29 @@ CUresult om_rpc_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*phGraph)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    rc = om_rcall(OM_IDX_cuGraphChildGraphNodeGetGraph, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*phGraph));
+        if (v && phGraph)
+            memcpy(phGraph, v, sizeof(*phGraph));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuGraphDestroyNode(CUgraphNode hNode)
 {
     uint8_t req_buf[16];
@@ -2621,12 +2700,12 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemcpyDtoA_v2_ptds, (void *)om_r_cuMemcpyDtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoA_v2, (void *)om_r_cuMemcpyAtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoA_v2_ptds, (void *)om_r_cuMemcpyAtoA_v2);
-    om_remote_set(OM_IDX_cuTexObjectCreate, (void *)om_r_cuTexObjectCreate);
+    om_remote_set(OM_IDX_cuTexObjectCreate, (void *)om_rpc_cuTexObjectCreate);
     om_remote_set(OM_IDX_cuTexObjectDestroy, (void *)om_rpc_cuTexObjectDestroy);
     om_remote_set(OM_IDX_cuTexObjectGetResourceDesc, (void *)om_rpc_cuTexObjectGetResourceDesc);
     om_remote_set(OM_IDX_cuTexObjectGetTextureDesc, (void *)om_rpc_cuTexObjectGetTextureDesc);
     om_remote_set(OM_IDX_cuTexObjectGetResourceViewDesc, (void *)om_rpc_cuTexObjectGetResourceViewDesc);
-    om_remote_set(OM_IDX_cuSurfObjectCreate, (void *)om_r_cuSurfObjectCreate);
+    om_remote_set(OM_IDX_cuSurfObjectCreate, (void *)om_rpc_cuSurfObjectCreate);
     om_remote_set(OM_IDX_cuSurfObjectDestroy, (void *)om_rpc_cuSurfObjectDestroy);
     om_remote_set(OM_IDX_cuSurfObjectGetResourceDesc, (void *)om_rpc_cuSurfObjectGetResourceDesc);
     om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
@@ -2991,7 +3070,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
+    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_rpc_cuGraphChildGraphNodeGetGraph);
     om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)om_r_cuGraphDestroyNode);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)om_rpc_cuGraphEventRecordNodeGetEvent);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)om_rpc_cuGraphEventRecordNodeSetEvent);

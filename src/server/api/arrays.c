@@ -271,58 +271,6 @@ CUresult om_x_cuMipmappedArrayDestroy(struct call *c)
     return rc;
 }
 
-/* Texture and surface objects: the resource is the client's (om_check_resdesc). */
-CUresult om_x_cuTexObjectCreate(struct call *c)
-{
-    CUDA_RESOURCE_DESC res;
-    CUDA_TEXTURE_DESC tex;
-    CUDA_RESOURCE_VIEW_DESC view;
-    const void *b_res = om_get_bytes(&c->in, sizeof(res));
-    const void *b_tex = om_get_bytes(&c->in, sizeof(tex));
-    uint64_t has_view = om_get_u64(&c->in);
-    const void *b_view = has_view ? om_get_bytes(&c->in, sizeof(view)) : NULL;
-    CUtexObject t = 0;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memcpy(&res, b_res, sizeof(res));
-    memcpy(&tex, b_tex, sizeof(tex));
-    if (b_view)
-        memcpy(&view, b_view, sizeof(view));
-    if ((rc = om_check_resdesc(c, &res)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_TEXOBJ)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *,
-                       const CUDA_RESOURCE_VIEW_DESC *))REAL(cuTexObjectCreate))(
-        &t, &res, &tex, b_view ? &view : NULL);
-    if (rc == CUDA_SUCCESS && (rc = om_own_add(c, OM_H_TEXOBJ, t)) == CUDA_SUCCESS)
-        om_put_u64(&c->out, t);
-    return rc;
-}
-
-CUresult om_x_cuSurfObjectCreate(struct call *c)
-{
-    CUDA_RESOURCE_DESC res;
-    const void *b_res = om_get_bytes(&c->in, sizeof(res));
-    CUsurfObject so = 0;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    memcpy(&res, b_res, sizeof(res));
-    if ((rc = om_check_resdesc(c, &res)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_own_room(c->s, OM_H_SURFOBJ)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUsurfObject *, const CUDA_RESOURCE_DESC *))REAL(cuSurfObjectCreate))(&so,
-                                                                                             &res);
-    if (rc == CUDA_SUCCESS && (rc = om_own_add(c, OM_H_SURFOBJ, so)) == CUDA_SUCCESS)
-        om_put_u64(&c->out, so);
-    return rc;
-}
-
 /* ------------------------------------------------------------------ copies with arrays */
 
 /* One side of a copy as the client sent it: its memory type, the device address or array

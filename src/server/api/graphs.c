@@ -141,31 +141,20 @@ CUresult om_release_node(struct call *c, uint64_t h)
  * nodes to it, query it, instantiate it, but not destroy it (kind childgraph: no destroy
  * entry; om_arg_handle accepts it where a graph is asked; cuGraphDestroy refuses it).
  */
-CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c)
+/* cuGraphChildGraphNodeGetGraph (generated, out:childgraph): the graph the driver answers becomes
+ * the client's, as a child graph (usable, not destroyable) unless it is one of its own. */
+CUresult om_answer_childgraph(struct call *c, CUgraph *g)
 {
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-    CUgraph g = NULL;
-    uint64_t gh;
+    uint64_t gh = (uint64_t)(uintptr_t)*g;
+    CUresult rc;
 
-    if (rc != CUDA_SUCCESS)
+    if (!gh || om_handles_has(&c->s->own[OM_H_GRAPH], gh) ||
+        om_handles_has(&c->s->own[OM_H_CHILDGRAPH], gh))
+        return CUDA_SUCCESS;
+    if ((rc = om_own_room(c->s, OM_H_CHILDGRAPH)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, h, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUgraphNode, CUgraph *))REAL(cuGraphChildGraphNodeGetGraph))(
-        (CUgraphNode)(uintptr_t)h, &g);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    gh = (uint64_t)(uintptr_t)g;
-    if (gh && !om_handles_has(&c->s->own[OM_H_GRAPH], gh) &&
-        !om_handles_has(&c->s->own[OM_H_CHILDGRAPH], gh)) {
-        if ((rc = om_own_room(c->s, OM_H_CHILDGRAPH)) != CUDA_SUCCESS)
-            return rc;
-        if (om_handles_add(&c->s->own[OM_H_CHILDGRAPH], gh) < 0)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    om_put_u64(&c->out, gh);
-    return CUDA_SUCCESS;
+    return om_handles_add(&c->s->own[OM_H_CHILDGRAPH], gh) < 0 ? CUDA_ERROR_OUT_OF_MEMORY
+                                                               : CUDA_SUCCESS;
 }
 
 /*

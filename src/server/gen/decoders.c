@@ -219,6 +219,38 @@ static CUresult x_cuMipmappedArrayGetSparseProperties(struct call *c)
     return rc;
 }
 
+static CUresult x_cuTexObjectCreate(struct call *c)
+{
+    const void *b_pResDesc = om_get_bytes(&c->in, sizeof(CUDA_RESOURCE_DESC));
+    const void *b_pTexDesc = om_get_bytes(&c->in, sizeof(CUDA_TEXTURE_DESC));
+    uint64_t a_pResViewDesc = om_get_u64(&c->in);
+    const void *b_pResViewDesc = a_pResViewDesc ? om_get_bytes(&c->in, sizeof(CUDA_RESOURCE_VIEW_DESC)) : NULL;
+    CUtexObject o_pTexObject = 0;
+    CUDA_RESOURCE_DESC v_pResDesc;
+    CUDA_TEXTURE_DESC v_pTexDesc;
+    CUDA_RESOURCE_VIEW_DESC v_pResViewDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_TEXOBJ)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_pResDesc, b_pResDesc, sizeof(v_pResDesc));
+    if ((rc = om_check_resdesc(c, &v_pResDesc)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_pTexDesc, b_pTexDesc, sizeof(v_pTexDesc));
+    if (b_pResViewDesc)
+        memcpy(&v_pResViewDesc, b_pResViewDesc, sizeof(v_pResViewDesc));
+    rc = ((CUresult (*)(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const CUDA_RESOURCE_VIEW_DESC *))REAL(cuTexObjectCreate))(&o_pTexObject, &v_pResDesc, &v_pTexDesc, b_pResViewDesc ? &v_pResViewDesc : NULL);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_TEXOBJ, (uint64_t)(uintptr_t)o_pTexObject)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_pTexObject);
+    }
+out:
+    return rc;
+}
+
 static CUresult x_cuTexObjectDestroy(struct call *c)
 {
     uint64_t a_texObject = om_get_u64(&c->in);
@@ -286,6 +318,30 @@ static CUresult x_cuTexObjectGetResourceViewDesc(struct call *c)
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_pResViewDesc, sizeof(o_pResViewDesc));
     }
+    return rc;
+}
+
+static CUresult x_cuSurfObjectCreate(struct call *c)
+{
+    const void *b_pResDesc = om_get_bytes(&c->in, sizeof(CUDA_RESOURCE_DESC));
+    CUsurfObject o_pSurfObject = 0;
+    CUDA_RESOURCE_DESC v_pResDesc;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_SURFOBJ)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_pResDesc, b_pResDesc, sizeof(v_pResDesc));
+    if ((rc = om_check_resdesc(c, &v_pResDesc)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUsurfObject *, const CUDA_RESOURCE_DESC *))REAL(cuSurfObjectCreate))(&o_pSurfObject, &v_pResDesc);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_SURFOBJ, (uint64_t)(uintptr_t)o_pSurfObject)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_pSurfObject);
+    }
+out:
     return rc;
 }
 
@@ -1807,6 +1863,27 @@ out:
     return rc;
 }
 
+static CUresult x_cuGraphChildGraphNodeGetGraph(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    CUgraph o_phGraph;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_phGraph, 0, sizeof(o_phGraph));
+    rc = ((CUresult (*)(CUgraphNode, CUgraph *))REAL(cuGraphChildGraphNodeGetGraph))((CUgraphNode)(uintptr_t)a_hNode, &o_phGraph);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_childgraph(c, &o_phGraph);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_phGraph, sizeof(o_phGraph));
+    }
+    return rc;
+}
+
 static CUresult x_cuGraphDestroyNode(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -3094,12 +3171,12 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMipmappedArrayGetLevel] = x_cuMipmappedArrayGetLevel,
     [OM_IDX_cuMipmappedArrayGetMemoryRequirements] = x_cuMipmappedArrayGetMemoryRequirements,
     [OM_IDX_cuMipmappedArrayGetSparseProperties] = x_cuMipmappedArrayGetSparseProperties,
-    [OM_IDX_cuTexObjectCreate] = om_x_cuTexObjectCreate,
+    [OM_IDX_cuTexObjectCreate] = x_cuTexObjectCreate,
     [OM_IDX_cuTexObjectDestroy] = x_cuTexObjectDestroy,
     [OM_IDX_cuTexObjectGetResourceDesc] = x_cuTexObjectGetResourceDesc,
     [OM_IDX_cuTexObjectGetTextureDesc] = x_cuTexObjectGetTextureDesc,
     [OM_IDX_cuTexObjectGetResourceViewDesc] = x_cuTexObjectGetResourceViewDesc,
-    [OM_IDX_cuSurfObjectCreate] = om_x_cuSurfObjectCreate,
+    [OM_IDX_cuSurfObjectCreate] = x_cuSurfObjectCreate,
     [OM_IDX_cuSurfObjectDestroy] = x_cuSurfObjectDestroy,
     [OM_IDX_cuSurfObjectGetResourceDesc] = x_cuSurfObjectGetResourceDesc,
     [OM_IDX_cuStreamBeginCaptureToGraph] = om_x_cuStreamBeginCaptureToGraph,
@@ -3238,7 +3315,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphAddNode] = om_x_cuGraphAddNode,
     [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
     [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
-    [OM_IDX_cuGraphChildGraphNodeGetGraph] = om_x_cuGraphChildGraphNodeGetGraph,
+    [OM_IDX_cuGraphChildGraphNodeGetGraph] = x_cuGraphChildGraphNodeGetGraph,
     [OM_IDX_cuGraphDestroyNode] = x_cuGraphDestroyNode,
     [OM_IDX_cuGraphEventRecordNodeGetEvent] = x_cuGraphEventRecordNodeGetEvent,
     [OM_IDX_cuGraphEventRecordNodeSetEvent] = x_cuGraphEventRecordNodeSetEvent,

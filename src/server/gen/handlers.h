@@ -3,7 +3,7 @@
 #ifndef OM_GEN_HANDLERS_H
 #define OM_GEN_HANDLERS_H
 
-#include <stdint.h>
+#include "hooks.h"
 
 struct call;
 
@@ -12,8 +12,6 @@ CUresult om_x_cuArray3DCreate_v2(struct call *c); /* arrays */
 CUresult om_x_cuArrayDestroy(struct call *c); /* arrays */
 CUresult om_x_cuMipmappedArrayCreate(struct call *c); /* arrays */
 CUresult om_x_cuMipmappedArrayDestroy(struct call *c); /* arrays */
-CUresult om_x_cuTexObjectCreate(struct call *c); /* arrays */
-CUresult om_x_cuSurfObjectCreate(struct call *c); /* arrays */
 CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c); /* capture */
 CUresult om_x_cuStreamBeginCapture_v2(struct call *c); /* capture */
 CUresult om_x_cuStreamEndCapture(struct call *c); /* capture */
@@ -99,7 +97,6 @@ CUresult om_x_cuGraphAddMemsetNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphAddNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphBatchMemOpNodeSetParams(struct call *c); /* nodes */
-CUresult om_x_cuGraphChildGraphNodeGetGraph(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecBatchMemOpNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c); /* nodes */
@@ -148,18 +145,6 @@ CUresult om_x_cuMemUnmap(struct call *c); /* vmm */
 CUresult om_x_cuMemSetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemGetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* vmm */
-
-/* The release hooks of api/handles.tsv: called by a generated decoder with a handle
- * of that kind the call destroys (free.KIND), after the checks, just before the
- * driver; CUDA_SUCCESS: the driver destroys it; OM_RELEASE_KEPT: the call succeeds
- * without the driver (the hook released what the client held); another error: the
- * call's. */
-#define OM_RELEASE_KEPT ((CUresult)-1)
-CUresult om_release_event(struct call *c, uint64_t h); /* streams */
-CUresult om_release_exec(struct call *c, uint64_t h); /* graphs */
-CUresult om_release_graph(struct call *c, uint64_t h); /* graphs */
-CUresult om_release_node(struct call *c, uint64_t h); /* nodes */
-CUresult om_release_texref(struct call *c, uint64_t h); /* texrefs */
 
 /* The private operations of api/ops.tsv. */
 CUresult om_x_op_copy_htod(struct call *c); /* copies */

@@ -100,6 +100,18 @@ static CUresult g_cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTI
     return rc;
 }
 
+static CUresult g_cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
+{
+    CUresult rc;
+
+    ENTER(cuTexObjectCreate);
+    rc = ((CUresult (*)(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const CUDA_RESOURCE_VIEW_DESC *))gen_next[OM_IDX_cuTexObjectCreate])(pTexObject, pResDesc, pTexDesc, pResViewDesc);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_TEXOBJ, H(*pTexObject), 1, false);
+    }
+    return rc;
+}
+
 static CUresult g_cuTexObjectDestroy(CUtexObject texObject)
 {
     CUresult rc;
@@ -140,6 +152,18 @@ static CUresult g_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResVi
     ENTER(cuTexObjectGetResourceViewDesc);
     check(K_H_TEXOBJ, H(texObject), 1);
     rc = ((CUresult (*)(CUDA_RESOURCE_VIEW_DESC *, CUtexObject))gen_next[OM_IDX_cuTexObjectGetResourceViewDesc])(pResViewDesc, texObject);
+    return rc;
+}
+
+static CUresult g_cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
+{
+    CUresult rc;
+
+    ENTER(cuSurfObjectCreate);
+    rc = ((CUresult (*)(CUsurfObject *, const CUDA_RESOURCE_DESC *))gen_next[OM_IDX_cuSurfObjectCreate])(pSurfObject, pResDesc);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_SURFOBJ, H(*pSurfObject), 1, false);
+    }
     return rc;
 }
 
@@ -690,6 +714,16 @@ static CUresult g_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGra
     if (rc == CUDA_SUCCESS) {
         note(K_H_NODE, H(*phGraphNode), 1, false);
     }
+    return rc;
+}
+
+static CUresult g_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    CUresult rc;
+
+    ENTER(cuGraphChildGraphNodeGetGraph);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUgraph *))gen_next[OM_IDX_cuGraphChildGraphNodeGetGraph])(hNode, phGraph);
     return rc;
 }
 
@@ -1399,10 +1433,12 @@ static const struct {
     {OM_IDX_cuMipmappedArrayGetLevel, (void *)g_cuMipmappedArrayGetLevel},
     {OM_IDX_cuMipmappedArrayGetMemoryRequirements, (void *)g_cuMipmappedArrayGetMemoryRequirements},
     {OM_IDX_cuMipmappedArrayGetSparseProperties, (void *)g_cuMipmappedArrayGetSparseProperties},
+    {OM_IDX_cuTexObjectCreate, (void *)g_cuTexObjectCreate},
     {OM_IDX_cuTexObjectDestroy, (void *)g_cuTexObjectDestroy},
     {OM_IDX_cuTexObjectGetResourceDesc, (void *)g_cuTexObjectGetResourceDesc},
     {OM_IDX_cuTexObjectGetTextureDesc, (void *)g_cuTexObjectGetTextureDesc},
     {OM_IDX_cuTexObjectGetResourceViewDesc, (void *)g_cuTexObjectGetResourceViewDesc},
+    {OM_IDX_cuSurfObjectCreate, (void *)g_cuSurfObjectCreate},
     {OM_IDX_cuSurfObjectDestroy, (void *)g_cuSurfObjectDestroy},
     {OM_IDX_cuSurfObjectGetResourceDesc, (void *)g_cuSurfObjectGetResourceDesc},
     {OM_IDX_cuStreamGetCaptureInfo, (void *)g_cuStreamGetCaptureInfo},
@@ -1456,6 +1492,7 @@ static const struct {
     {OM_IDX_cuGraphAddEmptyNode, (void *)g_cuGraphAddEmptyNode},
     {OM_IDX_cuGraphAddEventRecordNode, (void *)g_cuGraphAddEventRecordNode},
     {OM_IDX_cuGraphAddEventWaitNode, (void *)g_cuGraphAddEventWaitNode},
+    {OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)g_cuGraphChildGraphNodeGetGraph},
     {OM_IDX_cuGraphDestroyNode, (void *)g_cuGraphDestroyNode},
     {OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)g_cuGraphEventRecordNodeGetEvent},
     {OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)g_cuGraphEventRecordNodeSetEvent},

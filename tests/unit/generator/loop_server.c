@@ -106,7 +106,7 @@ void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h)
 {
 }
 
-CUresult om_check_testmemset(struct call *c, const CUDA_MEMSET_NODE_PARAMS *p)
+CUresult om_check_testmemset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
 {
     return CUDA_SUCCESS;
 }

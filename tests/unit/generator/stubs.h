@@ -19,4 +19,4 @@ struct om_CUgraphEdgeData {
     unsigned char a, b, c, d[5];
 };
 struct call;
-CUresult om_check_testmemset(struct call *c, const CUDA_MEMSET_NODE_PARAMS *p);
+CUresult om_check_testmemset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p);

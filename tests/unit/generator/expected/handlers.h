@@ -3,7 +3,7 @@
 #ifndef OM_GEN_HANDLERS_H
 #define OM_GEN_HANDLERS_H
 
-#include <stdint.h>
+#include "hooks.h"
 
 struct call;
 
