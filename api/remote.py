@@ -532,22 +532,70 @@ def client_c(rows, protos, types):
     return "\n".join(L)
 
 
+def client_owns(r):
+    """Whether a row's installed client function is hand-written (om_r_<symbol>)."""
+    return r["form"] in ("custom", "client", "local") or bool(r["opts"].get("wrap"))
+
+
 def client_decls(rows, protos):
-    L = banner("The hand-written client implementations the table names, and the generated stubs")
+    L = banner("The hand-written client implementations the table names")
     L += ["#ifndef OM_GEN_REMOTE_DECLS_H", "#define OM_GEN_REMOTE_DECLS_H", "",
-          "#include \"../../common/gen/types.h\"", ""]
+          "#include \"stubs.h\"", "",
+          "/* Every family's functions, for the table that installs them; a family's own file,",
+          " * where CMakeLists.txt enforces its family, sees its own only (gen/fam_<family>.h). */",
+          "#ifdef OM_FAMILY_DECLS", "#include OM_FAMILY_DECLS", "#else"]
     for r in rows:
-        if r["form"] in ("custom", "client", "local") or r["opts"].get("wrap"):
+        if client_owns(r):
             L.append("%s; /* %s */" % (proto_c(r["sym"], protos, "om_r_" + r["sym"]), r["family"]))
-    L += ["", "/* The generated stubs (remote_stubs.c): the call on the wire, nothing else; hand-written",
+    L += ["#endif", "", "#endif", ""]
+    return "\n".join(L)
+
+
+def client_stubs_h(rows, protos):
+    L = banner("The generated client stubs, callable from hand-written code")
+    L += ["#ifndef OM_GEN_STUBS_H", "#define OM_GEN_STUBS_H", "",
+          "#include \"../../common/gen/types.h\"", "",
+          "/* The generated stubs (remote_stubs.c): the call on the wire, nothing else; hand-written",
           " * code calls them instead of writing a row's request again. A wrap row's installed",
-          " * function is its om_r_ above, which calls its stub. */"]
+          " * function is its hand-written om_r_, which calls its stub. */"]
     for r in rows:
         if r["form"] == "gen":
             L.append("%s;" % proto_c(r["sym"], protos, "om_rpc_" + r["sym"]))
     L += ["", "/* Installs every row's implementation (om_remote_set). */",
           "void om_remote_gen_install(void);", "", "#endif", ""]
     return "\n".join(L)
+
+
+def families(api=None):
+    folder = os.path.join(api or HERE, "remote")
+    return sorted(f[:-4] for f in os.listdir(folder) if f.endswith(".tsv"))
+
+
+def family_headers(rows, protos, ops, fams):
+    """path -> text: src/{client,server}/gen/fam_<family>.h, the hand-written functions of one
+    family's rows, each included by that family's file only (src/{client,server}/api/<family>.c):
+    built with -Wmissing-prototypes, a function of another family there has no prototype."""
+    out = {}
+    for fam in fams:
+        guard = "OM_GEN_FAM_%s_H" % fam.upper()
+        L = banner("The hand-written client functions of the %s family (src/client/api/%s.c)"
+                   % (fam, fam))
+        L += ["#ifndef " + guard, "#define " + guard, "", "#include \"stubs.h\"", ""]
+        L += ["%s;" % proto_c(r["sym"], protos, "om_r_" + r["sym"]) for r in rows
+              if r["family"] == fam and client_owns(r)]
+        L += ["", "#endif", ""]
+        out["src/client/gen/fam_%s.h" % fam] = "\n".join(L)
+        L = banner("The hand-written server handlers of the %s family (src/server/api/%s.c)"
+                   % (fam, fam))
+        L += ["#ifndef " + guard, "#define " + guard, "", "#include \"hooks.h\"", "",
+              "struct call;", ""]
+        L += ["CUresult om_x_%s(struct call *c);" % r["sym"] for r in rows
+              if r["family"] == fam and r["form"] == "custom"]
+        L += ["CUresult om_x_op_%s(struct call *c); /* api/ops.tsv */" % o["name"] for o in ops
+              if o["family"] == fam]
+        L += ["", "#endif", ""]
+        out["src/server/gen/fam_%s.h" % fam] = "\n".join(L)
+    return out
 
 
 def server_c(rows, protos, types, kinds, ops=()):
@@ -636,6 +684,9 @@ def server_decls(rows, ops=()):
     L = banner("The hand-written server handlers the table names")
     L += ["#ifndef OM_GEN_HANDLERS_H", "#define OM_GEN_HANDLERS_H", "", "#include \"hooks.h\"", "",
           "struct call;", ""]
+    L += ["/* Every family's handlers, for the dispatch table; a family's own file, where",
+          " * CMakeLists.txt enforces its family, sees its own only (gen/fam_<family>.h). */",
+          "#ifdef OM_FAMILY_DECLS", "#include OM_FAMILY_DECLS", "#else"]
     for r in rows:
         if r["form"] == "custom":
             L.append("CUresult om_x_%s(struct call *c); /* %s */" % (r["sym"], r["family"]))
@@ -643,7 +694,7 @@ def server_decls(rows, ops=()):
         L += ["", "/* The private operations of api/ops.tsv. */"]
     for o in ops:
         L.append("CUresult om_x_op_%s(struct call *c); /* %s */" % (o["name"], o["family"]))
-    L += ["", "#endif", ""]
+    L += ["#endif", "", "#endif", ""]
     return "\n".join(L)
 
 
@@ -806,6 +857,7 @@ def generate(api=None):
         "src/server/gen/handles.h": handles_h(kinds),
         "src/client/gen/remote_stubs.c": client_c(rows, protos, types),
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
+        "src/client/gen/stubs.h": client_stubs_h(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds, ops),
         "src/server/gen/handlers.h": server_decls(rows, ops),
         "src/server/gen/hooks.h": server_hooks(rows),
@@ -813,6 +865,7 @@ def generate(api=None):
         "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
         "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),
     }
+    out.update(family_headers(rows, protos, ops, families(api)))
     return out, modes(rows)
 
 

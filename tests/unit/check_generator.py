@@ -29,7 +29,7 @@ TABLE = os.path.join(HERE, "generator")
 EXPECTED = os.path.join(TABLE, "expected")
 OUTPUTS = ["src/server/gen/decoders.c", "src/server/gen/handlers.h", "src/server/gen/hooks.h",
            "src/server/gen/handles.h",
-           "src/client/gen/remote_stubs.c", "src/client/gen/remote_decls.h",
+           "src/client/gen/remote_stubs.c", "src/client/gen/remote_decls.h", "src/client/gen/stubs.h",
            "tests/fuzz/gen/checks.c", "tests/fuzz/gen/kinds.h"]
 
 failures = []

@@ -7,6 +7,11 @@
 
 struct call;
 
+/* Every family's handlers, for the dispatch table; a family's own file, where
+ * CMakeLists.txt enforces its family, sees its own only (gen/fam_<family>.h). */
+#ifdef OM_FAMILY_DECLS
+#include OM_FAMILY_DECLS
+#else
 CUresult om_x_cuArrayCreate_v2(struct call *c); /* arrays */
 CUresult om_x_cuArray3DCreate_v2(struct call *c); /* arrays */
 CUresult om_x_cuArrayDestroy(struct call *c); /* arrays */
@@ -156,5 +161,6 @@ CUresult om_x_op_copy_2d(struct call *c); /* copies */
 CUresult om_x_op_copy_3d(struct call *c); /* arrays */
 CUresult om_x_op_memset(struct call *c); /* copies */
 CUresult om_x_op_memset_2d(struct call *c); /* copies */
+#endif
 
 #endif

@@ -7,6 +7,12 @@
 
 struct call;
 
+/* Every family's handlers, for the dispatch table; a family's own file, where
+ * CMakeLists.txt enforces its family, sees its own only (gen/fam_<family>.h). */
+#ifdef OM_FAMILY_DECLS
+#include OM_FAMILY_DECLS
+#else
 CUresult om_x_cuStreamCreate(struct call *c); /* test */
+#endif
 
 #endif
