@@ -261,7 +261,9 @@ class Scalar(Word):
 
 
 class Val(Scalar):
-    """val, val(LO..HI): any value (a float travels as its bits), or one within [LO, HI]."""
+    """val, val(LO..HI): any value (a float travels as its bits), or one within [LO, HI];
+    val:CHECK: then om_check_CHECK(struct call *, uint64_t) accepts it or says the call's error
+    (an attribute of those the server lets through)."""
     base = "val"
 
     def parse(self, where, ctx):
@@ -271,8 +273,11 @@ class Val(Scalar):
             fail(where, "%s: val(LO..HI) expected" % name)
         if args and floating(ctype, types):
             fail(where, "%s: a %s has no val(LO..HI) range" % (name, ctype))
-        if not args and types.get(ctype, ("",))[0] == "enum":
-            fail(where, "%s: the enum %s needs its range, val(LO..HI)" % (name, ctype))
+        if not args and not self.check and types.get(ctype, ("",))[0] == "enum":
+            fail(where, "%s: the enum %s needs its range, val(LO..HI), or a check, val:CHECK"
+                 % (name, ctype))
+        if self.check and floating(ctype, types):
+            fail(where, "%s: a %s takes no :CHECK" % (name, ctype))
 
     def check_value(self, d, types):
         n = self.name
@@ -280,6 +285,9 @@ class Val(Scalar):
             lo, hi = self.args.split("..")
             d.checks.append("    if ((int64_t)a_%s < %s || (int64_t)a_%s > %s)\n"
                             "        return CUDA_ERROR_INVALID_VALUE;" % (n, lo, n, hi))
+        if self.check:
+            d.checks.append("    if ((rc = om_check_%s(c, a_%s)) != CUDA_SUCCESS)\n"
+                            "        return rc;" % (self.check, n))
         d.args.append(cast_out(self.ctype, types, "a_%s" % n))
 
     def seed(self, handles, huge, types):

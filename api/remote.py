@@ -29,6 +29,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
                         double travels as its bits); an enum
                         type needs its range:
     val(LO..HI)         ... within [LO, HI] (INVALID_VALUE otherwise)
+    val:CHECK           ... accepted by om_check_CHECK(struct call *, uint64_t) on the server (an
+                        attribute of those it lets through; its error is the call's)
     flags(MASK)         an unsigned whose bits lie in MASK
     dev                 a device ordinal of the client (its CUDA_VISIBLE_DEVICES numbering),
                         passed as the server's (INVALID_DEVICE where the client has none)
@@ -641,9 +643,11 @@ def check_hooks(rows):
             continue
         by = {p.name: p for p in r["params"]}
         for p in r["params"]:
-            if not p.check or p.base not in ("in", "arr", "out"):
+            if not p.check or p.base not in ("in", "arr", "out", "val"):
                 continue
-            if p.base == "out":
+            if p.base == "val":
+                decl = "CUresult om_check_%s(struct call *c, uint64_t v);" % p.check
+            elif p.base == "out":
                 extra = "".join(", %s" % ("int" if by[a].base == "dev" else "CUstream" if by[a].base
                                           in ("stream", "stream.query") else "uint64_t")
                                 for a in p.check_args)
@@ -664,8 +668,8 @@ def server_hooks(rows):
           "#include <stdint.h>", "", "#include \"../../common/gen/types.h\"", "", "struct call;", ""]
     checks = check_hooks(rows)
     if checks:
-        L += ["/* The check and answer hooks the rows name (in:CHECK, arr(..):CHECK, out:CHECK): an",
-              " * error refuses the call. */"]
+        L += ["/* The check and answer hooks the rows name (val:CHECK, in:CHECK, arr(..):CHECK,",
+              " * out:CHECK): an error refuses the call. */"]
     L += [decl for decl, _ in checks]
     hooks = release_hooks(rows)
     if hooks:

@@ -378,6 +378,7 @@ typedef union {
 } CUstreamAttrValue;
 _Static_assert(sizeof(CUaccessPolicyWindow) == 32, "CUaccessPolicyWindow is 32 bytes");
 _Static_assert(sizeof(CUstreamAttrValue) == 64, "CUstreamAttrValue is 64 bytes");
+typedef CUstreamAttrValue CUkernelNodeAttrValue; /* both are CUlaunchAttributeValue */
 
 /* A tensor map (cuTensorMapEncode*): 128 opaque bytes, 64-byte aligned, encoded by the server's
  * driver and read only by the client's kernels. */

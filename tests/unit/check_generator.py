@@ -105,6 +105,8 @@ REJECTED = [
     ("a bad form", "cuEventQuery\tgenerated\t-", "form 'generated' is none of"),
     ("an enum without its range", "cuStreamBeginCapture_v2\tgen\thStream:stream mode:val",
      "mode: the enum CUstreamCaptureMode needs its range"),
+    ("a float with a check", "cuTexRefSetMipmapLevelBias\tgen\thTexRef:zero bias:val:x",
+     "bias: a float takes no :CHECK"),
     ("a LEN naming no parameter", "cuMemsetD8_v2\tgen\tdstDevice:ptr(n) uc:val N:val",
      "dstDevice: n names no parameter"),
     ("a COUNT of an output", "cuLibraryGetKernelCount\tgen\tcount:outbuf(count,8) lib:library",

@@ -950,41 +950,6 @@ CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *dep
     return plain_edges(om_r_cuGraphNodeGetDependentNodes(node, deps, n), edges, deps, n);
 }
 
-#define ATTR_VALUE_BYTES 64 /* CUkernelNodeAttrValue */
-
-CUresult om_r_cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
-                                            CUkernelNodeAttrValue *value)
-{
-    uint8_t v[ATTR_VALUE_BYTES];
-    uint32_t got = 0;
-    CUresult rc;
-    REQ(req, 16);
-
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    om_put_u64(&req, (uint64_t)(int64_t)attr);
-    rc = om_rcall(OM_IDX_cuGraphKernelNodeGetAttribute, &req, v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(v))
-        rc = CUDA_ERROR_UNKNOWN;
-    if (rc == CUDA_SUCCESS)
-        memcpy((void *)value, v, sizeof(v));
-    return rc;
-}
-
-CUresult om_r_cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
-                                            const CUkernelNodeAttrValue *value)
-{
-    REQ(req, 16 + ATTR_VALUE_BYTES);
-
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    om_put_u64(&req, (uint64_t)(int64_t)attr);
-    om_put_bytes(&req, (const void *)value, ATTR_VALUE_BYTES);
-    return om_rcall(OM_IDX_cuGraphKernelNodeSetAttribute, &req, NULL, 0, NULL);
-}
-
 /* ------------------------------------------------------------------ external semaphore nodes */
 
 #define MAX_SEMS 128 /* semaphores of one node (the server's limit) */

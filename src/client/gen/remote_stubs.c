@@ -1700,6 +1700,42 @@ CUresult om_rpc_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src
     return om_rcall(OM_IDX_cuGraphKernelNodeCopyAttributes, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*value_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!value_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuGraphKernelNodeGetAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*value_out));
+        if (v && value_out)
+            memcpy(value_out, v, sizeof(*value_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
+{
+    uint8_t req_buf[24 + sizeof(*value)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    om_put_bytes(&req, value, sizeof(*value));
+    return om_rcall(OM_IDX_cuGraphKernelNodeSetAttribute, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
     uint8_t req_buf[16];
@@ -3092,10 +3128,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeGetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresWaitNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)om_rpc_cuGraphKernelNodeCopyAttributes);
-    om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_r_cuGraphKernelNodeGetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeGetAttribute, (void *)om_rpc_cuGraphKernelNodeGetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetParams, (void *)om_r_cuGraphKernelNodeGetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeGetParams_v2, (void *)om_r_cuGraphKernelNodeGetParams_v2);
-    om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_r_cuGraphKernelNodeSetAttribute);
+    om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_rpc_cuGraphKernelNodeSetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)om_rpc_cuGraphMemcpyNodeGetParams);

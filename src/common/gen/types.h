@@ -72,7 +72,6 @@ typedef struct om_CUcheckpointLockArgs CUcheckpointLockArgs; /* layout in cuda_a
 typedef struct om_CUcheckpointRestoreArgs CUcheckpointRestoreArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUcheckpointUnlockArgs CUcheckpointUnlockArgs; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUdevResource CUdevResource; /* layout in cuda_abi.h where it is marshalled */
-typedef union om_CUkernelNodeAttrValue CUkernelNodeAttrValue; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmemDecompressParams CUmemDecompressParams; /* layout in cuda_abi.h where it is marshalled */
 typedef struct om_CUmulticastObjectProp CUmulticastObjectProp; /* layout in cuda_abi.h where it is marshalled */
 typedef union om_CUstreamBatchMemOpParams CUstreamBatchMemOpParams; /* layout in cuda_abi.h where it is marshalled */

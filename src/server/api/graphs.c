@@ -969,8 +969,6 @@ CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c)
 
 /* ------------------------------------------------------------------ kernel node attributes */
 
-#define ATTR_VALUE_BYTES 64 /* CUkernelNodeAttrValue (CUlaunchAttributeValue) */
-
 /* Attributes whose values hold no handle (events, device-side nodes): they travel as bytes;
  * the others would need translating (as for launches, src/server/api/launch.c). */
 static bool node_attribute_allowed(uint64_t id)
@@ -991,44 +989,20 @@ static bool node_attribute_allowed(uint64_t id)
     }
 }
 
-CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c)
+/* cuGraphKernelNodeGetAttribute (generated, val:kattr): the attributes the server lets through. */
+CUresult om_check_kattr(struct call *c, uint64_t attr)
 {
-    uint64_t node = om_get_u64(&c->in), attr = om_get_u64(&c->in);
-    uint8_t v[ATTR_VALUE_BYTES] = {0};
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
-        return rc;
-    if (!node_attribute_allowed(attr))
-        return CUDA_ERROR_NOT_SUPPORTED;
-    rc = ((CUresult(*)(CUgraphNode, int, void *))REAL(cuGraphKernelNodeGetAttribute))(
-        (CUgraphNode)(uintptr_t)node, (int)attr, v);
-    if (rc == CUDA_SUCCESS)
-        om_put_bytes(&c->out, v, sizeof(v));
-    return rc;
+    return node_attribute_allowed(attr) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c)
+/* cuGraphKernelNodeSetAttribute (generated, val:kattr_set): as om_check_kattr, said in the log. */
+CUresult om_check_kattr_set(struct call *c, uint64_t attr)
 {
-    uint64_t node = om_get_u64(&c->in), attr = om_get_u64(&c->in);
-    const void *b = om_get_bytes(&c->in, ATTR_VALUE_BYTES);
-    uint8_t v[ATTR_VALUE_BYTES];
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_NODE, node, false)) != CUDA_SUCCESS)
-        return rc;
-    if (!node_attribute_allowed(attr)) {
-        client_err(c->s, "client %d: kernel node attribute %d is not supported", (int)c->s->pid,
-                   (int)attr);
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    memcpy(v, b, sizeof(v));
-    return ((CUresult(*)(CUgraphNode, int, const void *))REAL(cuGraphKernelNodeSetAttribute))(
-        (CUgraphNode)(uintptr_t)node, (int)attr, v);
+    if (node_attribute_allowed(attr))
+        return CUDA_SUCCESS;
+    client_err(c->s, "client %d: kernel node attribute %d is not supported", (int)c->s->pid,
+               (int)attr);
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* ------------------------------------------------------------------ external semaphore nodes */

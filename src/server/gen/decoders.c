@@ -2047,6 +2047,46 @@ static CUresult x_cuGraphKernelNodeCopyAttributes(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGraphKernelNodeGetAttribute(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_attr = om_get_u64(&c->in);
+    CUkernelNodeAttrValue o_value_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_check_kattr(c, a_attr)) != CUDA_SUCCESS)
+        return rc;
+    memset(&o_value_out, 0, sizeof(o_value_out));
+    rc = ((CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue *))REAL(cuGraphKernelNodeGetAttribute))((CUgraphNode)(uintptr_t)a_hNode, (CUkernelNodeAttrID)a_attr, &o_value_out);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_value_out, sizeof(o_value_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphKernelNodeSetAttribute(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_attr = om_get_u64(&c->in);
+    const void *b_value = om_get_bytes(&c->in, sizeof(CUkernelNodeAttrValue));
+    CUkernelNodeAttrValue v_value;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_check_kattr_set(c, a_attr)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_value, b_value, sizeof(v_value));
+    rc = ((CUresult (*)(CUgraphNode, CUkernelNodeAttrID, const CUkernelNodeAttrValue *))REAL(cuGraphKernelNodeSetAttribute))((CUgraphNode)(uintptr_t)a_hNode, (CUkernelNodeAttrID)a_attr, &v_value);
+    return rc;
+}
+
 static CUresult x_cuGraphMemcpyNodeGetParams(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -3335,9 +3375,9 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams] = om_x_cuGraphExternalSemaphoresWaitNodeGetParams,
     [OM_IDX_cuGraphExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExternalSemaphoresWaitNodeSetParams,
     [OM_IDX_cuGraphKernelNodeCopyAttributes] = x_cuGraphKernelNodeCopyAttributes,
-    [OM_IDX_cuGraphKernelNodeGetAttribute] = om_x_cuGraphKernelNodeGetAttribute,
+    [OM_IDX_cuGraphKernelNodeGetAttribute] = x_cuGraphKernelNodeGetAttribute,
     [OM_IDX_cuGraphKernelNodeGetParams_v2] = om_x_cuGraphKernelNodeGetParams_v2,
-    [OM_IDX_cuGraphKernelNodeSetAttribute] = om_x_cuGraphKernelNodeSetAttribute,
+    [OM_IDX_cuGraphKernelNodeSetAttribute] = x_cuGraphKernelNodeSetAttribute,
     [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
     [OM_IDX_cuGraphMemcpyNodeGetParams] = x_cuGraphMemcpyNodeGetParams,
     [OM_IDX_cuGraphMemcpyNodeSetParams] = om_x_cuGraphMemcpyNodeSetParams,

@@ -112,9 +112,7 @@ CUresult om_x_cuGraphExternalSemaphoresSignalNodeGetParams(struct call *c); /* n
 CUresult om_x_cuGraphExternalSemaphoresSignalNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c); /* nodes */
-CUresult om_x_cuGraphKernelNodeGetAttribute(struct call *c); /* nodes */
 CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c); /* nodes */
-CUresult om_x_cuGraphKernelNodeSetAttribute(struct call *c); /* nodes */
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c); /* nodes */
 CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c); /* nodes */

@@ -10,8 +10,8 @@
 
 struct call;
 
-/* The check and answer hooks the rows name (in:CHECK, arr(..):CHECK, out:CHECK): an
- * error refuses the call. */
+/* The check and answer hooks the rows name (val:CHECK, in:CHECK, arr(..):CHECK,
+ * out:CHECK): an error refuses the call. */
 CUresult om_answer_allocprop(struct call *c, CUmemAllocationProp *v);
 CUresult om_answer_asked(struct call *c, int *v, CUstream);
 CUresult om_answer_childgraph(struct call *c, CUgraph *v);
@@ -22,6 +22,8 @@ CUresult om_answer_memtotal(struct call *c, size_t *v);
 CUresult om_answer_smcount(struct call *c, int *v, uint64_t, int);
 CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n);
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n);
+CUresult om_check_kattr(struct call *c, uint64_t v);
+CUresult om_check_kattr_set(struct call *c, uint64_t v);
 CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *v);
 

@@ -829,6 +829,26 @@ static CUresult g_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode s
     return rc;
 }
 
+static CUresult g_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
+{
+    CUresult rc;
+
+    ENTER(cuGraphKernelNodeGetAttribute);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue *))gen_next[OM_IDX_cuGraphKernelNodeGetAttribute])(hNode, attr, value_out);
+    return rc;
+}
+
+static CUresult g_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
+{
+    CUresult rc;
+
+    ENTER(cuGraphKernelNodeSetAttribute);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUkernelNodeAttrID, const CUkernelNodeAttrValue *))gen_next[OM_IDX_cuGraphKernelNodeSetAttribute])(hNode, attr, value);
+    return rc;
+}
+
 static CUresult g_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
     CUresult rc;
@@ -1502,6 +1522,8 @@ static const struct {
     {OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)g_cuGraphExecEventRecordNodeSetEvent},
     {OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)g_cuGraphExecEventWaitNodeSetEvent},
     {OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)g_cuGraphKernelNodeCopyAttributes},
+    {OM_IDX_cuGraphKernelNodeGetAttribute, (void *)g_cuGraphKernelNodeGetAttribute},
+    {OM_IDX_cuGraphKernelNodeSetAttribute, (void *)g_cuGraphKernelNodeSetAttribute},
     {OM_IDX_cuGraphMemcpyNodeGetParams, (void *)g_cuGraphMemcpyNodeGetParams},
     {OM_IDX_cuGraphMemsetNodeGetParams, (void *)g_cuGraphMemsetNodeGetParams},
     {OM_IDX_cuGraphNodeFindInClone, (void *)g_cuGraphNodeFindInClone},

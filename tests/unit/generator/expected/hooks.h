@@ -10,8 +10,8 @@
 
 struct call;
 
-/* The check and answer hooks the rows name (in:CHECK, arr(..):CHECK, out:CHECK): an
- * error refuses the call. */
+/* The check and answer hooks the rows name (val:CHECK, in:CHECK, arr(..):CHECK,
+ * out:CHECK): an error refuses the call. */
 CUresult om_answer_asked(struct call *c, int *v, CUstream);
 CUresult om_answer_dev(struct call *c, CUdevice *v);
 CUresult om_check_testmemset(struct call *c, CUDA_MEMSET_NODE_PARAMS *v);
