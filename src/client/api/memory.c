@@ -702,41 +702,7 @@ CUresult om_r_cuPointerSetAttribute(const void *value, CUpointer_attribute attri
     return CUDA_SUCCESS;
 }
 
-CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
-                                 CUmemLocation *location)
-{
-    REQ(req, 8 + sizeof(CUmemLocation));
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!flags || !location)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, U64(memPool));
-    om_put_bytes(&req, location, sizeof(*location));
-    rc = call_u64_reply(OM_IDX_cuMemPoolGetAccess, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *flags = (CUmemAccess_flags)v;
-    return rc;
-}
-
 /* ------------------------------------------------------------------ virtual memory management */
-
-CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-                                            CUmemAllocationGranularity_flags option)
-{
-    REQ(req, sizeof(CUmemAllocationProp) + 8);
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!granularity || !prop)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_bytes(&req, prop, sizeof(*prop));
-    om_put_u64(&req, (uint64_t)option);
-    rc = call_u64_reply(OM_IDX_cuMemGetAllocationGranularity, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *granularity = (size_t)v;
-    return rc;
-}
 
 CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                           const CUmemAllocationProp *prop, unsigned long long flags)
@@ -816,23 +782,6 @@ CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size)
     rc = om_rcall(OM_IDX_cuMemUnmap, &req, NULL, 0, NULL);
     if (rc != CUDA_ERROR_INVALID_VALUE)
         om_devrange_remove(ptr);
-    return rc;
-}
-
-CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
-                             CUdeviceptr ptr)
-{
-    REQ(req, sizeof(CUmemLocation) + 8);
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!flags || !location)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_bytes(&req, location, sizeof(*location));
-    om_put_u64(&req, ptr);
-    rc = call_u64_reply(OM_IDX_cuMemGetAccess, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *flags = v;
     return rc;
 }
 

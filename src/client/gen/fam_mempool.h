@@ -12,7 +12,6 @@ CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProp
 CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool);
 CUresult om_r_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
 CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
-CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location);
 CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
 CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);

@@ -5,7 +5,6 @@
 
 #include "stubs.h"
 
-CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
 CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
@@ -13,7 +12,6 @@ CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size);
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
 CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size);
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
-CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);
 CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 
 #endif

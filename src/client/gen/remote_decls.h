@@ -225,7 +225,6 @@ CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProp
 CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool); /* mempool */
 CUresult om_r_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* mempool */
 CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* mempool */
-CUresult om_r_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location); /* mempool */
 CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev); /* mempool */
 CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev); /* mempool */
 CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool); /* mempool */
@@ -364,7 +363,6 @@ CUresult om_r_cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsi
 CUresult om_r_cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height); /* v1 */
 CUresult om_r_cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height); /* v1 */
 CUresult om_r_cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name); /* v1 */
-CUresult om_r_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option); /* vmm */
 CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags); /* vmm */
 CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle); /* vmm */
 CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags); /* vmm */
@@ -372,7 +370,6 @@ CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* vmm */
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* vmm */
 CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* vmm */
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* vmm */
-CUresult om_r_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr); /* vmm */
 CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* vmm */
 #endif
 

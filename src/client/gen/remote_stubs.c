@@ -1392,6 +1392,32 @@ CUresult om_rpc_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
     return om_rcall(OM_IDX_cuMemPoolSetAccess, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+{
+    uint8_t req_buf[16 + sizeof(*location)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*flags)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!location)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)memPool);
+    om_put_bytes(&req, location, sizeof(*location));
+    rc = om_rcall(OM_IDX_cuMemPoolGetAccess, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*flags));
+        if (v && flags)
+            memcpy(flags, v, sizeof(*flags));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     uint8_t req_buf[24];
@@ -2682,6 +2708,58 @@ CUresult om_rpc_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
     return om_rcall(OM_IDX_cuParamSetTexRef, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
+{
+    uint8_t req_buf[16 + sizeof(*prop)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*granularity)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!granularity)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, prop, sizeof(*prop));
+    om_put_u64(&req, (uint64_t)(int64_t)option);
+    rc = om_rcall(OM_IDX_cuMemGetAllocationGranularity, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*granularity));
+        if (v && granularity)
+            memcpy(granularity, v, sizeof(*granularity));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    uint8_t req_buf[16 + sizeof(*location)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*flags)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!location)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_bytes(&req, location, sizeof(*location));
+    om_put_u64(&req, (uint64_t)ptr);
+    rc = om_rcall(OM_IDX_cuMemGetAccess, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*flags));
+        if (v && flags)
+            memcpy(flags, v, sizeof(*flags));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     uint8_t req_buf[16];
@@ -3049,7 +3127,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemPoolSetAttribute, (void *)om_r_cuMemPoolSetAttribute);
     om_remote_set(OM_IDX_cuMemPoolGetAttribute, (void *)om_r_cuMemPoolGetAttribute);
     om_remote_set(OM_IDX_cuMemPoolSetAccess, (void *)om_rpc_cuMemPoolSetAccess);
-    om_remote_set(OM_IDX_cuMemPoolGetAccess, (void *)om_r_cuMemPoolGetAccess);
+    om_remote_set(OM_IDX_cuMemPoolGetAccess, (void *)om_rpc_cuMemPoolGetAccess);
     om_remote_set(OM_IDX_cuMemPoolTrimTo, (void *)om_rpc_cuMemPoolTrimTo);
     om_remote_set(OM_IDX_cuDeviceGetDefaultMemPool, (void *)om_r_cuDeviceGetDefaultMemPool);
     om_remote_set(OM_IDX_cuDeviceGetMemPool, (void *)om_r_cuDeviceGetMemPool);
@@ -3294,7 +3372,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemsetD2D16, (void *)om_r_cuMemsetD2D16);
     om_remote_set(OM_IDX_cuMemsetD2D32, (void *)om_r_cuMemsetD2D32);
     om_remote_set(OM_IDX_cuModuleGetGlobal, (void *)om_r_cuModuleGetGlobal);
-    om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_r_cuMemGetAllocationGranularity);
+    om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_rpc_cuMemGetAllocationGranularity);
     om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
     om_remote_set(OM_IDX_cuMemRelease, (void *)om_r_cuMemRelease);
     om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
@@ -3302,7 +3380,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
     om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
     om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
-    om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_r_cuMemGetAccess);
+    om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_rpc_cuMemGetAccess);
     om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)om_rpc_cuMemGetAllocationPropertiesFromHandle);
     om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
 }

@@ -69,6 +69,7 @@ CUresult om_rpc_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
 CUresult om_rpc_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope);
 CUresult om_rpc_cuMemGetInfo_v2(size_t *free, size_t *total);
 CUresult om_rpc_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
+CUresult om_rpc_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location);
 CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
 CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
 CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
@@ -143,6 +144,8 @@ CUresult om_rpc_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLev
 CUresult om_rpc_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags);
 CUresult om_rpc_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags);
 CUresult om_rpc_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef);
+CUresult om_rpc_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
+CUresult om_rpc_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);
 CUresult om_rpc_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle);
 
 /* Installs every row's implementation (om_remote_set). */

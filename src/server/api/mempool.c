@@ -363,27 +363,3 @@ void om_mempool_session_end(struct session *s)
 
 /* Custom only because the generated decoder of an `in` struct parameter does not compile
  * (api/remote.py sizes it before declaring it). */
-CUresult om_x_cuMemPoolGetAccess(struct call *c)
-{
-    uint64_t pool = om_get_u64(&c->in);
-    const CUmemLocation *in = om_get_bytes(&c->in, sizeof(CUmemLocation));
-    CUmemLocation loc;
-    CUmemAccess_flags flags;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!in)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(&loc, in, sizeof(loc));
-    if ((rc = om_loc_in(c->s, &loc)) != CUDA_SUCCESS) /* the client's device: the server's */
-        return rc;
-    memset(&flags, 0, sizeof(flags));
-    rc = ((CUresult(*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))REAL(
-        cuMemPoolGetAccess))(&flags, (CUmemoryPool)(uintptr_t)pool, &loc);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)flags);
-    return rc;
-}

@@ -37,25 +37,17 @@ static CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *p)
     return p;
 }
 
-CUresult om_x_cuMemGetAllocationGranularity(struct call *c)
+/* cuMemGetAllocationGranularity (generated, in:prop): properties of device memory the client may
+ * have, their device the server's. */
+CUresult om_check_prop(struct call *c, CUmemAllocationProp *p)
 {
-    CUmemAllocationProp prop;
-    CUmemAllocationProp *p = get_prop(c, &prop);
-    uint64_t option = om_get_u64(&c->in);
-    size_t g = 0;
-    CUresult rc = ARGS_OK(c);
+    return check_prop(c->s, p);
+}
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!p || option > 1) /* MINIMUM 0, RECOMMENDED 1 */
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_prop(c->s, p)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(size_t *, const CUmemAllocationProp *, int))REAL(
-        cuMemGetAllocationGranularity))(&g, p, (int)option);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, g);
-    return rc;
+/* in:loc (cuMemPoolGetAccess, cuMemGetAccess): the client's device, as the server's. */
+CUresult om_check_loc(struct call *c, CUmemLocation *loc)
+{
+    return om_loc_in(c->s, loc);
 }
 
 /* The device a physical allocation is made on (its cap counts it there): the server's ordinal,
@@ -229,30 +221,12 @@ CUresult om_x_cuMemUnmap(struct call *c)
 
 static bool mapped_by(const struct session *s, uint64_t ptr, uint64_t size);
 
-/* The access of an address the client mapped itself (as cuMemSetAccess: its other memory, the
- * server's own mappings, pinned host memory in the server's reserved range, is not the client's
- * virtual-memory API's; found by fuzz_exec). Custom also because the generated decoder of an
- * `in` struct parameter does not compile (api/remote.py sizes it before declaring it). */
-CUresult om_x_cuMemGetAccess(struct call *c)
+/* cuMemGetAccess (generated, val:mapped): the access of an address the client mapped itself (as
+ * cuMemSetAccess: its other memory, the server's own mappings, pinned host memory in the server's
+ * reserved range, is not the client's virtual-memory API's; found by fuzz_exec). */
+CUresult om_check_mapped(struct call *c, uint64_t ptr)
 {
-    const void *b = om_get_bytes(&c->in, sizeof(CUmemLocation));
-    uint64_t ptr = om_get_u64(&c->in);
-    unsigned long long flags = 0;
-    CUmemLocation loc;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!b || !mapped_by(c->s, ptr, 1))
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(&loc, b, sizeof(loc));
-    if ((rc = om_loc_in(c->s, &loc)) != CUDA_SUCCESS) /* the client's device: the server's */
-        return rc;
-    rc = ((CUresult(*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))REAL(
-        cuMemGetAccess))(&flags, &loc, ptr);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, flags);
-    return rc;
+    return mapped_by(c->s, ptr, 1) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /*

@@ -1656,6 +1656,29 @@ out:
     return rc;
 }
 
+static CUresult x_cuMemPoolGetAccess(struct call *c)
+{
+    uint64_t a_memPool = om_get_u64(&c->in);
+    const void *b_location = om_get_bytes(&c->in, sizeof(CUmemLocation));
+    CUmemAccess_flags o_flags;
+    CUmemLocation v_location;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_flags, 0, sizeof(o_flags));
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_memPool, false)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_location, b_location, sizeof(v_location));
+    if ((rc = om_check_loc(c, &v_location)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))REAL(cuMemPoolGetAccess))(&o_flags, (CUmemoryPool)(uintptr_t)a_memPool, &v_location);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_flags, sizeof(o_flags));
+    }
+    return rc;
+}
+
 static CUresult x_cuMemPoolTrimTo(struct call *c)
 {
     uint64_t a_pool = om_get_u64(&c->in);
@@ -3175,6 +3198,52 @@ static CUresult x_cuParamSetTexRef(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemGetAllocationGranularity(struct call *c)
+{
+    const void *b_prop = om_get_bytes(&c->in, sizeof(CUmemAllocationProp));
+    uint64_t a_option = om_get_u64(&c->in);
+    size_t o_granularity;
+    CUmemAllocationProp v_prop;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_granularity, 0, sizeof(o_granularity));
+    memcpy(&v_prop, b_prop, sizeof(v_prop));
+    if ((rc = om_check_prop(c, &v_prop)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_option < 0 || (int64_t)a_option > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = ((CUresult (*)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))REAL(cuMemGetAllocationGranularity))(&o_granularity, &v_prop, (CUmemAllocationGranularity_flags)a_option);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_granularity, sizeof(o_granularity));
+    }
+    return rc;
+}
+
+static CUresult x_cuMemGetAccess(struct call *c)
+{
+    const void *b_location = om_get_bytes(&c->in, sizeof(CUmemLocation));
+    uint64_t a_ptr = om_get_u64(&c->in);
+    unsigned long long o_flags;
+    CUmemLocation v_location;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_flags, 0, sizeof(o_flags));
+    memcpy(&v_location, b_location, sizeof(v_location));
+    if ((rc = om_check_loc(c, &v_location)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_check_mapped(c, a_ptr)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))REAL(cuMemGetAccess))(&o_flags, &v_location, (CUdeviceptr)a_ptr);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_flags, sizeof(o_flags));
+    }
+    return rc;
+}
+
 static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
 {
     uint64_t a_handle = om_get_u64(&c->in);
@@ -3327,7 +3396,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMemPoolSetAttribute] = om_x_cuMemPoolSetAttribute,
     [OM_IDX_cuMemPoolGetAttribute] = om_x_cuMemPoolGetAttribute,
     [OM_IDX_cuMemPoolSetAccess] = x_cuMemPoolSetAccess,
-    [OM_IDX_cuMemPoolGetAccess] = om_x_cuMemPoolGetAccess,
+    [OM_IDX_cuMemPoolGetAccess] = x_cuMemPoolGetAccess,
     [OM_IDX_cuMemPoolTrimTo] = x_cuMemPoolTrimTo,
     [OM_IDX_cuDeviceGetDefaultMemPool] = om_x_cuDeviceGetDefaultMemPool,
     [OM_IDX_cuDeviceGetMemPool] = om_x_cuDeviceGetMemPool,
@@ -3458,7 +3527,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuSurfRefSetArray] = x_cuSurfRefSetArray,
     [OM_IDX_cuSurfRefGetArray] = om_x_cuSurfRefGetArray,
     [OM_IDX_cuParamSetTexRef] = x_cuParamSetTexRef,
-    [OM_IDX_cuMemGetAllocationGranularity] = om_x_cuMemGetAllocationGranularity,
+    [OM_IDX_cuMemGetAllocationGranularity] = x_cuMemGetAllocationGranularity,
     [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
     [OM_IDX_cuMemRelease] = om_x_cuMemRelease,
     [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
@@ -3466,7 +3535,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMemMap] = om_x_cuMemMap,
     [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
     [OM_IDX_cuMemSetAccess] = om_x_cuMemSetAccess,
-    [OM_IDX_cuMemGetAccess] = om_x_cuMemGetAccess,
+    [OM_IDX_cuMemGetAccess] = x_cuMemGetAccess,
     [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
     [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
     [OM_IDX_op_copy_htod] = om_x_op_copy_htod,

@@ -14,7 +14,6 @@ CUresult om_x_cuMemPoolCreate(struct call *c);
 CUresult om_x_cuMemPoolDestroy(struct call *c);
 CUresult om_x_cuMemPoolSetAttribute(struct call *c);
 CUresult om_x_cuMemPoolGetAttribute(struct call *c);
-CUresult om_x_cuMemPoolGetAccess(struct call *c);
 CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c);
 CUresult om_x_cuDeviceGetMemPool(struct call *c);
 CUresult om_x_cuDeviceSetMemPool(struct call *c);

@@ -81,7 +81,6 @@ CUresult om_x_cuMemPoolCreate(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolDestroy(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolSetAttribute(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolGetAttribute(struct call *c); /* mempool */
-CUresult om_x_cuMemPoolGetAccess(struct call *c); /* mempool */
 CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c); /* mempool */
 CUresult om_x_cuDeviceGetMemPool(struct call *c); /* mempool */
 CUresult om_x_cuDeviceSetMemPool(struct call *c); /* mempool */
@@ -138,7 +137,6 @@ CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetTexRef(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetSurfRef(struct call *c); /* texrefs */
 CUresult om_x_cuSurfRefGetArray(struct call *c); /* texrefs */
-CUresult om_x_cuMemGetAllocationGranularity(struct call *c); /* vmm */
 CUresult om_x_cuMemCreate(struct call *c); /* vmm */
 CUresult om_x_cuMemRelease(struct call *c); /* vmm */
 CUresult om_x_cuMemAddressReserve(struct call *c); /* vmm */
@@ -146,7 +144,6 @@ CUresult om_x_cuMemAddressFree(struct call *c); /* vmm */
 CUresult om_x_cuMemMap(struct call *c); /* vmm */
 CUresult om_x_cuMemUnmap(struct call *c); /* vmm */
 CUresult om_x_cuMemSetAccess(struct call *c); /* vmm */
-CUresult om_x_cuMemGetAccess(struct call *c); /* vmm */
 CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* vmm */
 
 /* The private operations of api/ops.tsv. */

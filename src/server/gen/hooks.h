@@ -24,7 +24,10 @@ CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n);
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n);
 CUresult om_check_kattr(struct call *c, uint64_t v);
 CUresult om_check_kattr_set(struct call *c, uint64_t v);
+CUresult om_check_loc(struct call *c, CUmemLocation *v);
+CUresult om_check_mapped(struct call *c, uint64_t v);
 CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
+CUresult om_check_prop(struct call *c, CUmemAllocationProp *v);
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *v);
 
 /* The release hooks of api/handles.tsv: called by a generated decoder with a handle

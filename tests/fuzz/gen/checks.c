@@ -632,6 +632,16 @@ static CUresult g_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *m
     return rc;
 }
 
+static CUresult g_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolGetAccess);
+    check(K_H_MEMPOOL, H(memPool), 1);
+    rc = ((CUresult (*)(CUmemAccess_flags *, CUmemoryPool, CUmemLocation *))gen_next[OM_IDX_cuMemPoolGetAccess])(flags, memPool, location);
+    return rc;
+}
+
 static CUresult g_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     CUresult rc;
@@ -1430,6 +1440,24 @@ static CUresult g_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexR
     return rc;
 }
 
+static CUresult g_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
+{
+    CUresult rc;
+
+    ENTER(cuMemGetAllocationGranularity);
+    rc = ((CUresult (*)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))gen_next[OM_IDX_cuMemGetAllocationGranularity])(granularity, prop, option);
+    return rc;
+}
+
+static CUresult g_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    CUresult rc;
+
+    ENTER(cuMemGetAccess);
+    rc = ((CUresult (*)(unsigned long long *, const CUmemLocation *, CUdeviceptr))gen_next[OM_IDX_cuMemGetAccess])(flags, location, ptr);
+    return rc;
+}
+
 static CUresult g_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     CUresult rc;
@@ -1505,6 +1533,7 @@ static const struct {
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
+    {OM_IDX_cuMemPoolGetAccess, (void *)g_cuMemPoolGetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
     {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
     {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
@@ -1579,5 +1608,7 @@ static const struct {
     {OM_IDX_cuTexRefSetMipmappedArray, (void *)g_cuTexRefSetMipmappedArray},
     {OM_IDX_cuSurfRefSetArray, (void *)g_cuSurfRefSetArray},
     {OM_IDX_cuParamSetTexRef, (void *)g_cuParamSetTexRef},
+    {OM_IDX_cuMemGetAllocationGranularity, (void *)g_cuMemGetAllocationGranularity},
+    {OM_IDX_cuMemGetAccess, (void *)g_cuMemGetAccess},
     {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
 };
