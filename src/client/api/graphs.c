@@ -525,25 +525,6 @@ CUresult om_r_cuGraphMemsetNodeSetParams(CUgraphNode node, const CUDA_MEMSET_NOD
 
 /* ------------------------------------------------------------------ graph memory */
 
-CUresult om_r_cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
-{
-    uint64_t v = 0;
-    uint32_t got = 0;
-    CUresult rc;
-    REQ(req, 16);
-
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    om_put_u64(&req, (uint64_t)(int64_t)attr);
-    rc = om_rcall(OM_IDX_cuDeviceGetGraphMemAttribute, &req, &v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(v))
-        rc = CUDA_ERROR_UNKNOWN;
-    if (rc == CUDA_SUCCESS)
-        memcpy(value, &v, sizeof(v)); /* each attribute is a cuuint64_t */
-    return rc;
-}
-
 CUresult om_r_cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
 {
     uint64_t v;

@@ -913,6 +913,31 @@ CUresult om_rpc_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
     return om_rcall(OM_IDX_cuDestroyExternalSemaphore, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!value || (8) <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)device);
+    om_put_u64(&req, (uint64_t)(int64_t)attr);
+    rc = om_rcall(OM_IDX_cuDeviceGetGraphMemAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        size_t n = (size_t)(8) < 8 ? (size_t)(8) : 8;
+        const void *v = om_get_bytes(&in, n);
+        if (v)
+            memcpy(value, v, n);
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuDeviceGraphMemTrim(CUdevice device)
 {
     uint8_t req_buf[16];
@@ -2981,7 +3006,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync, (void *)om_rpc_cuWaitExternalSemaphoresAsync);
     om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync_ptsz, (void *)om_rpc_cuWaitExternalSemaphoresAsync);
     om_remote_set(OM_IDX_cuDestroyExternalSemaphore, (void *)om_rpc_cuDestroyExternalSemaphore);
-    om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_r_cuDeviceGetGraphMemAttribute);
+    om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_rpc_cuDeviceGetGraphMemAttribute);
     om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)om_rpc_cuDeviceGraphMemTrim);
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
     om_remote_set(OM_IDX_cuGraphAddMemAllocNode, (void *)om_r_cuGraphAddMemAllocNode);

@@ -49,6 +49,7 @@ CUresult om_rpc_cuDestroyExternalMemory(CUexternalMemory extMem);
 CUresult om_rpc_cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream);
 CUresult om_rpc_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream);
 CUresult om_rpc_cuDestroyExternalSemaphore(CUexternalSemaphore extSem);
+CUresult om_rpc_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value);
 CUresult om_rpc_cuDeviceGraphMemTrim(CUdevice device);
 CUresult om_rpc_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out);
 CUresult om_rpc_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies);

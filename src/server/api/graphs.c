@@ -518,26 +518,6 @@ CUresult om_x_cuGraphLaunch(struct call *c)
 
 /* ------------------------------------------------------------------ graph memory */
 
-CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c)
-{
-    uint64_t cdev = om_get_u64(&c->in), attr = om_get_u64(&c->in);
-    uint64_t v = 0;
-    int dev = om_dev_in(c->s, cdev);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (dev < 0)
-        return CUDA_ERROR_INVALID_DEVICE;
-    if (attr > 3) /* used/reserved memory, current and high watermark: each a cuuint64_t */
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = ((CUresult(*)(CUdevice, int, void *))REAL(cuDeviceGetGraphMemAttribute))((CUdevice)dev,
-                                                                                  (int)attr, &v);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, v);
-    return rc;
-}
-
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c)
 {
     uint64_t cdev = om_get_u64(&c->in), attr = om_get_u64(&c->in), v = om_get_u64(&c->in);

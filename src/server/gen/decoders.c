@@ -948,6 +948,29 @@ static CUresult x_cuDestroyExternalSemaphore(struct call *c)
     return rc;
 }
 
+static CUresult x_cuDeviceGetGraphMemAttribute(struct call *c)
+{
+    uint64_t a_device = om_get_u64(&c->in);
+    uint64_t a_attr = om_get_u64(&c->in);
+    int d_device = om_dev_in(c->s, a_device);
+    uint8_t o_value[8];
+    uint64_t n_value = (uint64_t)(8) < 8 ? (uint64_t)(8) : 8;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (d_device < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if ((int64_t)a_attr < 0 || (int64_t)a_attr > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(o_value, 0, sizeof(o_value));
+    rc = ((CUresult (*)(CUdevice, CUgraphMem_attribute, void *))REAL(cuDeviceGetGraphMemAttribute))((CUdevice)d_device, (CUgraphMem_attribute)a_attr, (void *)o_value);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, o_value, (size_t)n_value);
+    }
+    return rc;
+}
+
 static CUresult x_cuDeviceGraphMemTrim(struct call *c)
 {
     uint64_t a_device = om_get_u64(&c->in);
@@ -3322,7 +3345,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuSignalExternalSemaphoresAsync] = x_cuSignalExternalSemaphoresAsync,
     [OM_IDX_cuWaitExternalSemaphoresAsync] = x_cuWaitExternalSemaphoresAsync,
     [OM_IDX_cuDestroyExternalSemaphore] = x_cuDestroyExternalSemaphore,
-    [OM_IDX_cuDeviceGetGraphMemAttribute] = om_x_cuDeviceGetGraphMemAttribute,
+    [OM_IDX_cuDeviceGetGraphMemAttribute] = x_cuDeviceGetGraphMemAttribute,
     [OM_IDX_cuDeviceGraphMemTrim] = x_cuDeviceGraphMemTrim,
     [OM_IDX_cuDeviceSetGraphMemAttribute] = om_x_cuDeviceSetGraphMemAttribute,
     [OM_IDX_cuGraphAddMemAllocNode] = om_x_cuGraphAddMemAllocNode,

@@ -7,7 +7,6 @@
 
 struct call;
 
-CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c);
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c);
 CUresult om_x_cuGraphAddMemAllocNode(struct call *c);
 CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c);

@@ -27,7 +27,6 @@ CUresult om_x_cuCtxWaitEvent(struct call *c); /* contexts */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
 CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
 CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
-CUresult om_x_cuDeviceGetGraphMemAttribute(struct call *c); /* graphmem */
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c); /* graphmem */
 CUresult om_x_cuGraphAddMemAllocNode(struct call *c); /* graphmem */
 CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c); /* graphmem */

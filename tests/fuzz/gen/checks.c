@@ -427,6 +427,15 @@ static CUresult g_cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
     return rc;
 }
 
+static CUresult g_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetGraphMemAttribute);
+    rc = ((CUresult (*)(CUdevice, CUgraphMem_attribute, void *))gen_next[OM_IDX_cuDeviceGetGraphMemAttribute])(device, attr, value);
+    return rc;
+}
+
 static CUresult g_cuDeviceGraphMemTrim(CUdevice device)
 {
     CUresult rc;
@@ -1513,6 +1522,7 @@ static const struct {
     {OM_IDX_cuSignalExternalSemaphoresAsync, (void *)g_cuSignalExternalSemaphoresAsync},
     {OM_IDX_cuWaitExternalSemaphoresAsync, (void *)g_cuWaitExternalSemaphoresAsync},
     {OM_IDX_cuDestroyExternalSemaphore, (void *)g_cuDestroyExternalSemaphore},
+    {OM_IDX_cuDeviceGetGraphMemAttribute, (void *)g_cuDeviceGetGraphMemAttribute},
     {OM_IDX_cuDeviceGraphMemTrim, (void *)g_cuDeviceGraphMemTrim},
     {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
     {OM_IDX_cuGraphAddDependencies, (void *)g_cuGraphAddDependencies},
