@@ -67,22 +67,3 @@ CUresult om_r_cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char 
 {
     return module_ref(OM_IDX_cuModuleGetSurfRef, (void **)pSurfRef, hmod, name);
 }
-
-CUresult om_r_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
-{
-    uint64_t reply = 0;
-    uint32_t got = 0;
-    REQ(req, 8);
-    CUresult rc;
-
-    if (!phArray)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)hSurfRef);
-    rc = om_rcall(OM_IDX_cuSurfRefGetArray, &req, &reply, sizeof(reply), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (got != sizeof(reply))
-        return CUDA_ERROR_UNKNOWN;
-    *phArray = (CUarray)(uintptr_t)reply;
-    return CUDA_SUCCESS;
-}

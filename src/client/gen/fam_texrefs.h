@@ -9,6 +9,5 @@ CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIP
 CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch);
 CUresult om_r_cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name);
 CUresult om_r_cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name);
-CUresult om_r_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef);
 
 #endif

@@ -329,7 +329,6 @@ CUresult om_r_cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIP
 CUresult om_r_cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc, CUdeviceptr_v1 dptr, unsigned int Pitch); /* texrefs */
 CUresult om_r_cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name); /* texrefs */
 CUresult om_r_cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name); /* texrefs */
-CUresult om_r_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef); /* texrefs */
 CUresult om_r_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize); /* v1 */
 CUresult om_r_cuMemAllocHost(void **pp, unsigned int bytesize); /* v1 */
 CUresult om_r_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes); /* v1 */

@@ -2723,6 +2723,29 @@ CUresult om_rpc_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned i
     return om_rcall(OM_IDX_cuSurfRefSetArray, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*phArray)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hSurfRef);
+    rc = om_rcall(OM_IDX_cuSurfRefGetArray, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*phArray));
+        if (v && phArray)
+            memcpy(phArray, v, sizeof(*phArray));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     uint8_t req_buf[32];
@@ -3361,7 +3384,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuModuleGetTexRef, (void *)om_r_cuModuleGetTexRef);
     om_remote_set(OM_IDX_cuModuleGetSurfRef, (void *)om_r_cuModuleGetSurfRef);
     om_remote_set(OM_IDX_cuSurfRefSetArray, (void *)om_rpc_cuSurfRefSetArray);
-    om_remote_set(OM_IDX_cuSurfRefGetArray, (void *)om_r_cuSurfRefGetArray);
+    om_remote_set(OM_IDX_cuSurfRefGetArray, (void *)om_rpc_cuSurfRefGetArray);
     om_remote_set(OM_IDX_cuParamSetTexRef, (void *)om_rpc_cuParamSetTexRef);
     om_remote_set(OM_IDX_cuEventDestroy, (void *)om_rpc_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuMemHostRegister, (void *)om_r_cuMemHostRegister_v2);

@@ -144,6 +144,7 @@ CUresult om_rpc_cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias);
 CUresult om_rpc_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp);
 CUresult om_rpc_cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags);
 CUresult om_rpc_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags);
+CUresult om_rpc_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef);
 CUresult om_rpc_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef);
 CUresult om_rpc_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
 CUresult om_rpc_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);

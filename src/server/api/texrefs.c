@@ -222,21 +222,10 @@ CUresult om_release_texref(struct call *c, uint64_t t)
 
 /* The array bound to the client's surface reference, when it is one the client holds (the
  * array bound last may have been destroyed since, its handle reused): INVALID_VALUE otherwise. */
-CUresult om_x_cuSurfRefGetArray(struct call *c)
+/* out:array (cuSurfRefGetArray): an array the driver answers must be one the client may use. */
+CUresult om_answer_array(struct call *c, CUarray *a)
 {
-    uint64_t h = om_get_u64(&c->in);
-    CUarray a = NULL;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_MODSURFREF, h, false)) != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUarray *, CUsurfref))REAL(cuSurfRefGetArray))(&a, (CUsurfref)(uintptr_t)h);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (om_arg_handle(c, OM_H_ARRAY, (uint64_t)(uintptr_t)a, false) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&c->out, (uint64_t)(uintptr_t)a);
-    return CUDA_SUCCESS;
+    return om_arg_handle(c, OM_H_ARRAY, (uint64_t)(uintptr_t)*a, false) == CUDA_SUCCESS
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
 }

@@ -3202,6 +3202,27 @@ static CUresult x_cuSurfRefSetArray(struct call *c)
     return rc;
 }
 
+static CUresult x_cuSurfRefGetArray(struct call *c)
+{
+    uint64_t a_hSurfRef = om_get_u64(&c->in);
+    CUarray o_phArray;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_phArray, 0, sizeof(o_phArray));
+    if ((rc = om_arg_handle(c, OM_H_MODSURFREF, a_hSurfRef, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUarray *, CUsurfref))REAL(cuSurfRefGetArray))(&o_phArray, (CUsurfref)(uintptr_t)a_hSurfRef);
+    if (rc == CUDA_SUCCESS) {
+        rc = om_answer_array(c, &o_phArray);
+    }
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_phArray, sizeof(o_phArray));
+    }
+    return rc;
+}
+
 static CUresult x_cuParamSetTexRef(struct call *c)
 {
     uint64_t a_hfunc = om_get_u64(&c->in);
@@ -3548,7 +3569,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuModuleGetTexRef] = om_x_cuModuleGetTexRef,
     [OM_IDX_cuModuleGetSurfRef] = om_x_cuModuleGetSurfRef,
     [OM_IDX_cuSurfRefSetArray] = x_cuSurfRefSetArray,
-    [OM_IDX_cuSurfRefGetArray] = om_x_cuSurfRefGetArray,
+    [OM_IDX_cuSurfRefGetArray] = x_cuSurfRefGetArray,
     [OM_IDX_cuParamSetTexRef] = x_cuParamSetTexRef,
     [OM_IDX_cuMemGetAllocationGranularity] = x_cuMemGetAllocationGranularity,
     [OM_IDX_cuMemCreate] = om_x_cuMemCreate,

@@ -10,6 +10,5 @@ struct call;
 CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c);
 CUresult om_x_cuModuleGetTexRef(struct call *c);
 CUresult om_x_cuModuleGetSurfRef(struct call *c);
-CUresult om_x_cuSurfRefGetArray(struct call *c);
 
 #endif

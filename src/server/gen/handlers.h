@@ -135,7 +135,6 @@ CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
 CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetTexRef(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetSurfRef(struct call *c); /* texrefs */
-CUresult om_x_cuSurfRefGetArray(struct call *c); /* texrefs */
 CUresult om_x_cuMemCreate(struct call *c); /* vmm */
 CUresult om_x_cuMemRelease(struct call *c); /* vmm */
 CUresult om_x_cuMemAddressReserve(struct call *c); /* vmm */

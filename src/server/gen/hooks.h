@@ -13,6 +13,7 @@ struct call;
 /* The check and answer hooks the rows name (val:CHECK, in:CHECK, arr(..):CHECK,
  * out:CHECK): an error refuses the call. */
 CUresult om_answer_allocprop(struct call *c, CUmemAllocationProp *v);
+CUresult om_answer_array(struct call *c, CUarray *v);
 CUresult om_answer_asked(struct call *c, int *v, CUstream);
 CUresult om_answer_childgraph(struct call *c, CUgraph *v);
 CUresult om_answer_dev(struct call *c, CUdevice *v);

@@ -1438,6 +1438,16 @@ static CUresult g_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned
     return rc;
 }
 
+static CUresult g_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
+{
+    CUresult rc;
+
+    ENTER(cuSurfRefGetArray);
+    check(K_H_MODSURFREF, H(hSurfRef), 1);
+    rc = ((CUresult (*)(CUarray *, CUsurfref))gen_next[OM_IDX_cuSurfRefGetArray])(phArray, hSurfRef);
+    return rc;
+}
+
 static CUresult g_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     CUresult rc;
@@ -1617,6 +1627,7 @@ static const struct {
     {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
     {OM_IDX_cuTexRefSetMipmappedArray, (void *)g_cuTexRefSetMipmappedArray},
     {OM_IDX_cuSurfRefSetArray, (void *)g_cuSurfRefSetArray},
+    {OM_IDX_cuSurfRefGetArray, (void *)g_cuSurfRefGetArray},
     {OM_IDX_cuParamSetTexRef, (void *)g_cuParamSetTexRef},
     {OM_IDX_cuMemGetAllocationGranularity, (void *)g_cuMemGetAllocationGranularity},
     {OM_IDX_cuMemGetAccess, (void *)g_cuMemGetAccess},
