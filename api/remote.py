@@ -13,7 +13,8 @@ form     gen        client stub and server decoder are generated from `params`
                     so their signatures are checked against the driver's); the row ends with
                     a column "# why" (what the table's kinds cannot say yet), required
          client     the client side is written by hand (om_r_<symbol>) and uses the server
-                    only through the entry points named in `via=`; no operation of its own
+                    only through the operations named in `via=` (entry points, api/ops.tsv);
+                    no entry point of its own
          local      answered in the client (om_r_<symbol>), no server
          alias:SYM  the same implementation as SYM (a _ptsz/_ptds/_v2 variant of one C type)
          shim       answered by the shim itself in every mode (cuInit, cuGetProcAddress)
@@ -73,7 +74,9 @@ options  (space-separated) post: the call does not wait for its answer (errors r
          the next synchronising call); sync: after the call, wait for its stream (the
          synchronous variants); wrap: the generated client stub is om_rpc_<symbol> and the
          installed function is the hand-written om_r_<symbol> (caching, managed memory);
-         via=SYM,...: for client rows, the operations used.
+         via=SYM,...: for client rows, the operations used: entry points, or the server's
+         private operations of api/ops.tsv (by name; indexed after the entry points,
+         OM_IDX_op_<name>, handled by the hand-written om_x_op_<name> of their family).
 
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
