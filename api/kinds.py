@@ -338,6 +338,19 @@ class Zero(Kind):
         d.args.append("NULL" if self.ctype.endswith("*") else "0")
 
 
+class Ctx(Kind):
+    """ctx: the CUcontext a graph node runs in. The client's contexts are tokens of the shim, so
+    nothing travels; the server passes its own current context (om_current_context)."""
+    base = "ctx"
+
+    def parse(self, where, ctx):
+        if self.ctype != "CUcontext":
+            fail(where, "%s: ctx on a %s" % (self.name, self.ctype))
+
+    def decode(self, d, types):
+        d.args.append("om_current_context()")
+
+
 class Handle(Word):
     """KIND, KIND?: a handle of that kind the calling client owns (?: NULL allowed)."""
     base = "handle"
@@ -880,7 +893,7 @@ def cexpr_client(expr, r):
 
 
 # The annotation (without its ? and arguments) -> its class; handle kinds by prefix in make().
-KINDS = {"val": Val, "flags": Flags, "dev": Dev, "zero": Zero, "stream": Stream,
+KINDS = {"val": Val, "flags": Flags, "dev": Dev, "zero": Zero, "ctx": Ctx, "stream": Stream,
          "stream.query": StreamQuery, "ptr": Ptr, "in": In, "out": Out, "inout": Inout,
          "arr": Arr, "outarr": OutArr, "outbuf": OutBuf, "str": Str}
 

@@ -36,6 +36,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     dev                 a device ordinal of the client (its CUDA_VISIBLE_DEVICES numbering),
                         passed as the server's (INVALID_DEVICE where the client has none)
     zero                must be 0 / NULL (a reserved argument); the server passes 0
+    ctx                 the CUcontext a graph node runs in: nothing travels (the client's contexts
+                        are the shim's tokens), the server passes its current context
     KIND, KIND?         a handle of that kind the calling client owns (? : NULL allowed)
     free.KIND           ... that this call destroys: dropped from the client's set on success
     stream              a stream the call enqueues work on (the client's; its default stream
@@ -674,6 +676,9 @@ def server_hooks(rows):
         L += ["/* The check and answer hooks the rows name (val:CHECK, in:CHECK, arr(..):CHECK,",
               " * out:CHECK): an error refuses the call. */"]
     L += [decl for decl, _ in checks]
+    if any(p.base == "ctx" for r in rows if r["form"] == "gen" for p in r["params"]):
+        L += ["", "/* ctx: the context a node runs in, the server's current one. */",
+              "CUcontext om_current_context(void);"]
     hooks = release_hooks(rows)
     if hooks:
         L += ["", "/* The release hooks of api/handles.tsv: called by a generated decoder with a handle",

@@ -476,53 +476,6 @@ CUresult om_r_cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARA
 /* ------------------------------------------------------------------ memset nodes */
 
 /* The client's context is its own (the server runs the node in its context). */
-CUresult om_r_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
-                                   const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
-{
-    uint8_t *buf;
-    CUresult rc;
-
-    (void)ctx;
-    if (!node || !p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!(buf = malloc(16 + MAX_DEPS * 8 + sizeof(*p))))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct om_wbuf req = {.p = buf, .cap = 16 + MAX_DEPS * 8 + sizeof(*p)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)g);
-    rc = put_deps(&req, deps, n);
-    if (rc == CUDA_SUCCESS) {
-        om_put_bytes(&req, p, sizeof(*p));
-        rc = new_node(OM_IDX_cuGraphAddMemsetNode, &req, node);
-    }
-    free(buf);
-    return rc;
-}
-
-CUresult om_r_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                             const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
-{
-    REQ(req, 16 + sizeof(CUDA_MEMSET_NODE_PARAMS));
-
-    (void)ctx;
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    om_put_bytes(&req, p, sizeof(*p));
-    return om_rcall(OM_IDX_cuGraphExecMemsetNodeSetParams, &req, NULL, 0, NULL);
-}
-
-CUresult om_r_cuGraphMemsetNodeSetParams(CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p)
-{
-    REQ(req, 8 + sizeof(CUDA_MEMSET_NODE_PARAMS));
-
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    om_put_bytes(&req, p, sizeof(*p));
-    return om_rcall(OM_IDX_cuGraphMemsetNodeSetParams, &req, NULL, 0, NULL);
-}
-
 /* ------------------------------------------------------------------ graph memory */
 
 CUresult om_r_cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
@@ -821,7 +774,7 @@ static CUresult host_side(int type, const void **host, CUdeviceptr dev, size_t x
     return CUDA_SUCCESS;
 }
 
-static CUresult put_memcpy(struct om_wbuf *req, const CUDA_MEMCPY3D *p)
+static CUresult host_memcpy(const CUDA_MEMCPY3D *p, CUDA_MEMCPY3D *ret)
 {
     CUDA_MEMCPY3D m;
     const void *dst;
@@ -844,55 +797,36 @@ static CUresult put_memcpy(struct om_wbuf *req, const CUDA_MEMCPY3D *p)
         dst != (const void *)(uintptr_t)p->dstDevice)
         m.dstDevice = (CUdeviceptr)(uintptr_t)dst;
     if (rc == CUDA_SUCCESS)
-        om_put_bytes(req, &m, sizeof(m));
+        *ret = m;
     return rc;
 }
 
+/* The memcpy nodes (generated rows, wrapped): host memory the server cannot read becomes its
+ * device address first (host_side). */
 CUresult om_r_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
                                    const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
-    uint8_t *buf;
-    CUresult rc;
+    CUDA_MEMCPY3D m;
+    CUresult rc = host_memcpy(p, &m);
 
-    (void)ctx;
-    if (!node)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!(buf = malloc(16 + MAX_DEPS * 8 + sizeof(*p))))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct om_wbuf req = {.p = buf, .cap = 16 + MAX_DEPS * 8 + sizeof(*p)};
-    om_put_u64(&req, (uint64_t)(uintptr_t)g);
-    rc = put_deps(&req, deps, n);
-    if (rc == CUDA_SUCCESS)
-        rc = put_memcpy(&req, p);
-    if (rc == CUDA_SUCCESS)
-        rc = new_node(OM_IDX_cuGraphAddMemcpyNode, &req, node);
-    free(buf);
-    return rc;
+    return rc != CUDA_SUCCESS ? rc : om_rpc_cuGraphAddMemcpyNode(node, g, deps, n, &m, ctx);
 }
 
 CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *p)
 {
-    REQ(req, 8 + sizeof(CUDA_MEMCPY3D));
-    CUresult rc;
+    CUDA_MEMCPY3D m;
+    CUresult rc = host_memcpy(p, &m);
 
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    if ((rc = put_memcpy(&req, p)) != CUDA_SUCCESS)
-        return rc;
-    return om_rcall(OM_IDX_cuGraphMemcpyNodeSetParams, &req, NULL, 0, NULL);
+    return rc != CUDA_SUCCESS ? rc : om_rpc_cuGraphMemcpyNodeSetParams(node, &m);
 }
 
 CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                              const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
-    REQ(req, 16 + sizeof(CUDA_MEMCPY3D));
-    CUresult rc;
+    CUDA_MEMCPY3D m;
+    CUresult rc = host_memcpy(p, &m);
 
-    (void)ctx;
-    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    if ((rc = put_memcpy(&req, p)) != CUDA_SUCCESS)
-        return rc;
-    return om_rcall(OM_IDX_cuGraphExecMemcpyNodeSetParams, &req, NULL, 0, NULL);
+    return rc != CUDA_SUCCESS ? rc : om_rpc_cuGraphExecMemcpyNodeSetParams(exec, node, &m, ctx);
 }
 
 /* ------------------------------------------------------------------ edge data, attributes */
@@ -1462,7 +1396,7 @@ static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, 
         return om_r_cuGraphAddMemcpyNode(node, g, deps, n, &p->u.memcpy.copyParams,
                                          p->u.memcpy.copyCtx);
     case NT_MEMSET:
-        return om_r_cuGraphAddMemsetNode(node, g, deps, n, &p->u.memset.p, p->u.memset.ctx);
+        return om_rpc_cuGraphAddMemsetNode(node, g, deps, n, &p->u.memset.p, p->u.memset.ctx);
     case NT_HOST:
         return om_r_cuGraphAddHostNode(node, g, deps, n,
                                        (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
@@ -1517,7 +1451,7 @@ CUresult om_r_cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p)
     switch (p->type) {
     case NT_KERNEL: return om_r_cuGraphKernelNodeSetParams_v2(node, &p->u.kernel);
     case NT_MEMCPY: return om_r_cuGraphMemcpyNodeSetParams(node, &p->u.memcpy.copyParams);
-    case NT_MEMSET: return om_r_cuGraphMemsetNodeSetParams(node, &p->u.memset.p);
+    case NT_MEMSET: return om_rpc_cuGraphMemsetNodeSetParams(node, &p->u.memset.p);
     case NT_HOST:
         return om_r_cuGraphHostNodeSetParams(node,
                                              (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
@@ -1547,7 +1481,7 @@ CUresult om_r_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraphN
         return om_r_cuGraphExecMemcpyNodeSetParams(e, node, &p->u.memcpy.copyParams,
                                                    p->u.memcpy.copyCtx);
     case NT_MEMSET:
-        return om_r_cuGraphExecMemsetNodeSetParams(e, node, &p->u.memset.p, p->u.memset.ctx);
+        return om_rpc_cuGraphExecMemsetNodeSetParams(e, node, &p->u.memset.p, p->u.memset.ctx);
     case NT_HOST:
         return om_r_cuGraphExecHostNodeSetParams(
             e, node, (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);

@@ -1617,6 +1617,70 @@ CUresult om_rpc_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    uint8_t req_buf[32 + (size_t)(4096) * sizeof(*dependencies) + sizeof(*copyParams)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!copyParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_bytes(&req, copyParams, sizeof(*copyParams));
+    rc = om_rcall(OM_IDX_cuGraphAddMemcpyNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    uint8_t req_buf[32 + (size_t)(4096) * sizeof(*dependencies) + sizeof(*memsetParams)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!memsetParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_bytes(&req, memsetParams, sizeof(*memsetParams));
+    rc = om_rcall(OM_IDX_cuGraphAddMemsetNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
     uint8_t req_buf[16];
@@ -1742,6 +1806,30 @@ CUresult om_rpc_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraph
     return om_rcall(OM_IDX_cuGraphExecEventWaitNodeSetEvent, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    uint8_t req_buf[24 + sizeof(*copyParams)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if (!copyParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_bytes(&req, copyParams, sizeof(*copyParams));
+    return om_rcall(OM_IDX_cuGraphExecMemcpyNodeSetParams, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    uint8_t req_buf[24 + sizeof(*memsetParams)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if (!memsetParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraphExec);
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_bytes(&req, memsetParams, sizeof(*memsetParams));
+    return om_rcall(OM_IDX_cuGraphExecMemsetNodeSetParams, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     uint8_t req_buf[24];
@@ -1810,6 +1898,17 @@ CUresult om_rpc_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nod
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+    uint8_t req_buf[16 + sizeof(*nodeParams)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_bytes(&req, nodeParams, sizeof(*nodeParams));
+    return om_rcall(OM_IDX_cuGraphMemcpyNodeSetParams, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
     uint8_t req_buf[16];
@@ -1831,6 +1930,17 @@ CUresult om_rpc_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_P
             memcpy(nodeParams, v, sizeof(*nodeParams));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    uint8_t req_buf[16 + sizeof(*nodeParams)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hNode);
+    om_put_bytes(&req, nodeParams, sizeof(*nodeParams));
+    return om_rcall(OM_IDX_cuGraphMemsetNodeSetParams, &req, NULL, 0, NULL);
 }
 
 CUresult om_rpc_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
@@ -3227,7 +3337,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddKernelNode, (void *)om_r_cuGraphAddKernelNode);
     om_remote_set(OM_IDX_cuGraphAddKernelNode_v2, (void *)om_r_cuGraphAddKernelNode_v2);
     om_remote_set(OM_IDX_cuGraphAddMemcpyNode, (void *)om_r_cuGraphAddMemcpyNode);
-    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_r_cuGraphAddMemsetNode);
+    om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_rpc_cuGraphAddMemsetNode);
     om_remote_set(OM_IDX_cuGraphAddNode, (void *)om_r_cuGraphAddNode);
     om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
@@ -3247,7 +3357,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams, (void *)om_r_cuGraphExecKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (void *)om_r_cuGraphExecKernelNodeSetParams_v2);
     om_remote_set(OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)om_r_cuGraphExecMemcpyNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_r_cuGraphExecMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)om_rpc_cuGraphExecMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecNodeSetParams, (void *)om_r_cuGraphExecNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeGetParams);
     om_remote_set(OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExternalSemaphoresSignalNodeSetParams);
@@ -3263,7 +3373,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)om_rpc_cuGraphMemcpyNodeGetParams);
     om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
     om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)om_rpc_cuGraphMemsetNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_r_cuGraphMemsetNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_rpc_cuGraphMemsetNodeSetParams);
     om_remote_set(OM_IDX_cuGraphNodeFindInClone, (void *)om_rpc_cuGraphNodeFindInClone);
     om_remote_set(OM_IDX_cuGraphNodeGetDependencies, (void *)om_r_cuGraphNodeGetDependencies);
     om_remote_set(OM_IDX_cuGraphNodeGetDependencies_v2, (void *)om_r_cuGraphNodeGetDependencies_v2);

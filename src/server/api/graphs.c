@@ -279,12 +279,18 @@ static CUresult read_deps(struct call *c, CUgraphNode *deps, uint64_t *n)
  * out as the kernel's parameters, to the end of the request. They reach the driver through
  * `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER), from which it copies them into the node.
  */
-/* The context a node runs in: the server's (the client's CUcontext is a token). */
-static CUcontext server_context(void)
+/* The context a node runs in: the server's (the client's CUcontext is a token); generated rows
+ * take it as their ctx kind. */
+CUcontext om_current_context(void)
 {
     CUcontext ctx = NULL;
     ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
     return ctx;
+}
+
+static CUcontext server_context(void)
+{
+    return om_current_context();
 }
 
 struct kernel_node {
@@ -437,60 +443,6 @@ CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c)
     return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
         cuGraphExecKernelNodeSetParams_v2))((CUgraphExec)(uintptr_t)exec,
                                             (CUgraphNode)(uintptr_t)node, &k.p);
-}
-
-static CUresult read_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
-{
-    const void *b = om_get_bytes(&c->in, sizeof(*p));
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!b)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(p, b, sizeof(*p));
-    return om_check_memset(c, p);
-}
-
-CUresult om_x_cuGraphAddMemsetNode(struct call *c)
-{
-    uint64_t g = om_get_u64(&c->in), ndeps;
-    CUgraphNode deps[MAX_DEPS], node = NULL;
-    CUDA_MEMSET_NODE_PARAMS p;
-    CUresult rc = read_deps(c, deps, &ndeps);
-
-    if (rc == CUDA_SUCCESS)
-        rc = read_memset(c, &p);
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
-    if (rc == CUDA_SUCCESS)
-        rc = om_own_room(c->s, OM_H_NODE);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                       const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphAddMemsetNode))(
-        &node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, &p, server_context());
-    if (rc == CUDA_SUCCESS &&
-        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
-    return rc;
-}
-
-CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c)
-{
-    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
-    CUDA_MEMSET_NODE_PARAMS p;
-    CUresult rc = read_memset(c, &p);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_NODE, node, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(
-        cuGraphExecMemsetNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
-                                         &p, server_context());
 }
 
 /* ------------------------------------------------------------------ launch */
@@ -698,20 +650,6 @@ CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c)
 }
 
 /* Custom rather than `in:memset`: the generator reads an `in` struct before declaring it. */
-CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c)
-{
-    uint64_t node = om_get_u64(&c->in);
-    CUDA_MEMSET_NODE_PARAMS p;
-    CUresult rc = read_memset(c, &p);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_NODE, node, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return ((CUresult(*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))REAL(
-        cuGraphMemsetNodeSetParams))((CUgraphNode)(uintptr_t)node, &p);
-}
-
 CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c)
 {
     uint64_t sh = om_get_u64(&c->in), g = om_get_u64(&c->in), mode, ndeps;
@@ -873,78 +811,17 @@ static CUresult check_side(struct call *c, int type, uint64_t host, uint64_t dev
     }
 }
 
-static CUresult read_memcpy(struct call *c, CUDA_MEMCPY3D *m)
+/* in:copy3d (the memcpy nodes): both sides are the client's memory; arrays are not taken. */
+CUresult om_check_copy3d(struct call *c, CUDA_MEMCPY3D *m)
 {
-    const void *b = om_get_bytes(&c->in, sizeof(*m));
-    CUresult rc = ARGS_OK(c);
+    CUresult rc = check_side(c, m->srcMemoryType, (uint64_t)(uintptr_t)m->srcHost, m->srcDevice,
+                             m->srcXInBytes, m->srcY, m->srcZ, m->srcPitch, m->srcHeight, m);
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!b)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(m, b, sizeof(*m));
-    rc = check_side(c, m->srcMemoryType, (uint64_t)(uintptr_t)m->srcHost, m->srcDevice,
-                    m->srcXInBytes, m->srcY, m->srcZ, m->srcPitch, m->srcHeight, m);
     if (rc == CUDA_SUCCESS)
         rc = check_side(c, m->dstMemoryType, (uint64_t)(uintptr_t)m->dstHost, m->dstDevice,
                         m->dstXInBytes, m->dstY, m->dstZ, m->dstPitch, m->dstHeight, m);
     m->srcArray = m->dstArray = NULL;
     return rc;
-}
-
-CUresult om_x_cuGraphAddMemcpyNode(struct call *c)
-{
-    uint64_t g = om_get_u64(&c->in), ndeps;
-    CUgraphNode deps[MAX_DEPS], node = NULL;
-    CUDA_MEMCPY3D m;
-    CUresult rc = read_deps(c, deps, &ndeps);
-
-    if (rc == CUDA_SUCCESS)
-        rc = read_memcpy(c, &m);
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
-    if (rc == CUDA_SUCCESS)
-        rc = om_own_room(c->s, OM_H_NODE);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *,
-                       CUcontext))REAL(cuGraphAddMemcpyNode))(&node, (CUgraph)(uintptr_t)g, deps,
-                                                              (size_t)ndeps, &m, server_context());
-    if (rc == CUDA_SUCCESS &&
-        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
-    return rc;
-}
-
-CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c)
-{
-    uint64_t node = om_get_u64(&c->in);
-    CUDA_MEMCPY3D m;
-    CUresult rc = read_memcpy(c, &m);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_NODE, node, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return ((CUresult(*)(CUgraphNode, const CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeSetParams))(
-        (CUgraphNode)(uintptr_t)node, &m);
-}
-
-CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c)
-{
-    uint64_t exec = om_get_u64(&c->in), node = om_get_u64(&c->in);
-    CUDA_MEMCPY3D m;
-    CUresult rc = read_memcpy(c, &m);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_EXEC, exec, false);
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_NODE, node, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))REAL(
-        cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)exec, (CUgraphNode)(uintptr_t)node,
-                                         &m, server_context());
 }
 
 /* ------------------------------------------------------------------ kernel node attributes */

@@ -1909,6 +1909,90 @@ out:
     return rc;
 }
 
+static CUresult x_cuGraphAddMemcpyNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    const void *b_copyParams = om_get_bytes(&c->in, sizeof(CUDA_MEMCPY3D));
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUDA_MEMCPY3D v_copyParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&v_copyParams, b_copyParams, sizeof(v_copyParams));
+    if ((rc = om_check_copy3d(c, &v_copyParams)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *, CUcontext))REAL(cuGraphAddMemcpyNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, &v_copyParams, om_current_context());
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphAddMemsetNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    const void *b_memsetParams = om_get_bytes(&c->in, sizeof(CUDA_MEMSET_NODE_PARAMS));
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUDA_MEMSET_NODE_PARAMS v_memsetParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&v_memsetParams, b_memsetParams, sizeof(v_memsetParams));
+    if ((rc = om_check_memset(c, &v_memsetParams)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphAddMemsetNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, &v_memsetParams, om_current_context());
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
 static CUresult x_cuGraphChildGraphNodeGetGraph(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -2077,6 +2161,48 @@ static CUresult x_cuGraphExecEventWaitNodeSetEvent(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGraphExecMemcpyNodeSetParams(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    const void *b_copyParams = om_get_bytes(&c->in, sizeof(CUDA_MEMCPY3D));
+    CUDA_MEMCPY3D v_copyParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_copyParams, b_copyParams, sizeof(v_copyParams));
+    if ((rc = om_check_copy3d(c, &v_copyParams)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))REAL(cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &v_copyParams, om_current_context());
+    return rc;
+}
+
+static CUresult x_cuGraphExecMemsetNodeSetParams(struct call *c)
+{
+    uint64_t a_hGraphExec = om_get_u64(&c->in);
+    uint64_t a_hNode = om_get_u64(&c->in);
+    const void *b_memsetParams = om_get_bytes(&c->in, sizeof(CUDA_MEMSET_NODE_PARAMS));
+    CUDA_MEMSET_NODE_PARAMS v_memsetParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EXEC, a_hGraphExec, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_memsetParams, b_memsetParams, sizeof(v_memsetParams));
+    if ((rc = om_check_memset(c, &v_memsetParams)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphExecMemsetNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &v_memsetParams, om_current_context());
+    return rc;
+}
+
 static CUresult x_cuGraphKernelNodeCopyAttributes(struct call *c)
 {
     uint64_t a_dst = om_get_u64(&c->in);
@@ -2151,6 +2277,24 @@ static CUresult x_cuGraphMemcpyNodeGetParams(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGraphMemcpyNodeSetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    const void *b_nodeParams = om_get_bytes(&c->in, sizeof(CUDA_MEMCPY3D));
+    CUDA_MEMCPY3D v_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_nodeParams, b_nodeParams, sizeof(v_nodeParams));
+    if ((rc = om_check_copy3d(c, &v_nodeParams)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, const CUDA_MEMCPY3D *))REAL(cuGraphMemcpyNodeSetParams))((CUgraphNode)(uintptr_t)a_hNode, &v_nodeParams);
+    return rc;
+}
+
 static CUresult x_cuGraphMemsetNodeGetParams(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -2166,6 +2310,24 @@ static CUresult x_cuGraphMemsetNodeGetParams(struct call *c)
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_nodeParams, sizeof(o_nodeParams));
     }
+    return rc;
+}
+
+static CUresult x_cuGraphMemsetNodeSetParams(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    const void *b_nodeParams = om_get_bytes(&c->in, sizeof(CUDA_MEMSET_NODE_PARAMS));
+    CUDA_MEMSET_NODE_PARAMS v_nodeParams;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(&v_nodeParams, b_nodeParams, sizeof(v_nodeParams));
+    if ((rc = om_check_memset(c, &v_nodeParams)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))REAL(cuGraphMemsetNodeSetParams))((CUgraphNode)(uintptr_t)a_hNode, &v_nodeParams);
     return rc;
 }
 
@@ -3463,8 +3625,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphAddExternalSemaphoresSignalNode] = om_x_cuGraphAddExternalSemaphoresSignalNode,
     [OM_IDX_cuGraphAddExternalSemaphoresWaitNode] = om_x_cuGraphAddExternalSemaphoresWaitNode,
     [OM_IDX_cuGraphAddKernelNode_v2] = om_x_cuGraphAddKernelNode_v2,
-    [OM_IDX_cuGraphAddMemcpyNode] = om_x_cuGraphAddMemcpyNode,
-    [OM_IDX_cuGraphAddMemsetNode] = om_x_cuGraphAddMemsetNode,
+    [OM_IDX_cuGraphAddMemcpyNode] = x_cuGraphAddMemcpyNode,
+    [OM_IDX_cuGraphAddMemsetNode] = x_cuGraphAddMemsetNode,
     [OM_IDX_cuGraphAddNode] = om_x_cuGraphAddNode,
     [OM_IDX_cuGraphBatchMemOpNodeGetParams] = om_x_cuGraphBatchMemOpNodeGetParams,
     [OM_IDX_cuGraphBatchMemOpNodeSetParams] = om_x_cuGraphBatchMemOpNodeSetParams,
@@ -3481,8 +3643,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams,
     [OM_IDX_cuGraphExecExternalSemaphoresWaitNodeSetParams] = om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams,
     [OM_IDX_cuGraphExecKernelNodeSetParams_v2] = om_x_cuGraphExecKernelNodeSetParams_v2,
-    [OM_IDX_cuGraphExecMemcpyNodeSetParams] = om_x_cuGraphExecMemcpyNodeSetParams,
-    [OM_IDX_cuGraphExecMemsetNodeSetParams] = om_x_cuGraphExecMemsetNodeSetParams,
+    [OM_IDX_cuGraphExecMemcpyNodeSetParams] = x_cuGraphExecMemcpyNodeSetParams,
+    [OM_IDX_cuGraphExecMemsetNodeSetParams] = x_cuGraphExecMemsetNodeSetParams,
     [OM_IDX_cuGraphExternalSemaphoresSignalNodeGetParams] = om_x_cuGraphExternalSemaphoresSignalNodeGetParams,
     [OM_IDX_cuGraphExternalSemaphoresSignalNodeSetParams] = om_x_cuGraphExternalSemaphoresSignalNodeSetParams,
     [OM_IDX_cuGraphExternalSemaphoresWaitNodeGetParams] = om_x_cuGraphExternalSemaphoresWaitNodeGetParams,
@@ -3493,9 +3655,9 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphKernelNodeSetAttribute] = x_cuGraphKernelNodeSetAttribute,
     [OM_IDX_cuGraphKernelNodeSetParams_v2] = om_x_cuGraphKernelNodeSetParams_v2,
     [OM_IDX_cuGraphMemcpyNodeGetParams] = x_cuGraphMemcpyNodeGetParams,
-    [OM_IDX_cuGraphMemcpyNodeSetParams] = om_x_cuGraphMemcpyNodeSetParams,
+    [OM_IDX_cuGraphMemcpyNodeSetParams] = x_cuGraphMemcpyNodeSetParams,
     [OM_IDX_cuGraphMemsetNodeGetParams] = x_cuGraphMemsetNodeGetParams,
-    [OM_IDX_cuGraphMemsetNodeSetParams] = om_x_cuGraphMemsetNodeSetParams,
+    [OM_IDX_cuGraphMemsetNodeSetParams] = x_cuGraphMemsetNodeSetParams,
     [OM_IDX_cuGraphNodeFindInClone] = x_cuGraphNodeFindInClone,
     [OM_IDX_cuGraphNodeGetDependencies] = om_x_cuGraphNodeGetDependencies,
     [OM_IDX_cuGraphNodeGetDependentNodes] = om_x_cuGraphNodeGetDependentNodes,

@@ -95,8 +95,6 @@ CUresult om_x_cuGraphAddBatchMemOpNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphAddExternalSemaphoresSignalNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphAddExternalSemaphoresWaitNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphAddKernelNode_v2(struct call *c); /* nodes */
-CUresult om_x_cuGraphAddMemcpyNode(struct call *c); /* nodes */
-CUresult om_x_cuGraphAddMemsetNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphAddNode(struct call *c); /* nodes */
 CUresult om_x_cuGraphBatchMemOpNodeGetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphBatchMemOpNodeSetParams(struct call *c); /* nodes */
@@ -104,16 +102,12 @@ CUresult om_x_cuGraphExecBatchMemOpNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecExternalSemaphoresSignalNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecExternalSemaphoresWaitNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c); /* nodes */
-CUresult om_x_cuGraphExecMemcpyNodeSetParams(struct call *c); /* nodes */
-CUresult om_x_cuGraphExecMemsetNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExternalSemaphoresSignalNodeGetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExternalSemaphoresSignalNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c); /* nodes */
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c); /* nodes */
-CUresult om_x_cuGraphMemcpyNodeSetParams(struct call *c); /* nodes */
-CUresult om_x_cuGraphMemsetNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphNodeGetDependencies(struct call *c); /* nodes */
 CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c); /* nodes */
 CUresult om_x_cuOccupancyMaxActiveClusters(struct call *c); /* occupancy */

@@ -23,13 +23,18 @@ CUresult om_answer_memtotal(struct call *c, size_t *v);
 CUresult om_answer_smcount(struct call *c, int *v, uint64_t, int);
 CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n);
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n);
+CUresult om_check_copy3d(struct call *c, CUDA_MEMCPY3D *v);
 CUresult om_check_kattr(struct call *c, uint64_t v);
 CUresult om_check_kattr_set(struct call *c, uint64_t v);
 CUresult om_check_loc(struct call *c, CUmemLocation *v);
 CUresult om_check_mapped(struct call *c, uint64_t v);
+CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *v);
 CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
 CUresult om_check_prop(struct call *c, CUmemAllocationProp *v);
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *v);
+
+/* ctx: the context a node runs in, the server's current one. */
+CUcontext om_current_context(void);
 
 /* The release hooks of api/handles.tsv: called by a generated decoder with a handle
  * of that kind the call destroys (free.KIND), after the checks, just before the

@@ -736,6 +736,32 @@ static CUresult g_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGra
     return rc;
 }
 
+static CUresult g_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddMemcpyNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *, CUcontext))gen_next[OM_IDX_cuGraphAddMemcpyNode])(phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
+static CUresult g_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddMemsetNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))gen_next[OM_IDX_cuGraphAddMemsetNode])(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
 static CUresult g_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
     CUresult rc;
@@ -837,6 +863,28 @@ static CUresult g_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgra
     return rc;
 }
 
+static CUresult g_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecMemcpyNodeSetParams);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))gen_next[OM_IDX_cuGraphExecMemcpyNodeSetParams])(hGraphExec, hNode, copyParams, ctx);
+    return rc;
+}
+
+static CUresult g_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecMemsetNodeSetParams);
+    check(K_H_EXEC, H(hGraphExec), 1);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))gen_next[OM_IDX_cuGraphExecMemsetNodeSetParams])(hGraphExec, hNode, memsetParams, ctx);
+    return rc;
+}
+
 static CUresult g_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     CUresult rc;
@@ -878,6 +926,16 @@ static CUresult g_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *n
     return rc;
 }
 
+static CUresult g_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+    CUresult rc;
+
+    ENTER(cuGraphMemcpyNodeSetParams);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, const CUDA_MEMCPY3D *))gen_next[OM_IDX_cuGraphMemcpyNodeSetParams])(hNode, nodeParams);
+    return rc;
+}
+
 static CUresult g_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
     CUresult rc;
@@ -885,6 +943,16 @@ static CUresult g_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE
     ENTER(cuGraphMemsetNodeGetParams);
     check(K_H_NODE, H(hNode), 1);
     rc = ((CUresult (*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))gen_next[OM_IDX_cuGraphMemsetNodeGetParams])(hNode, nodeParams);
+    return rc;
+}
+
+static CUresult g_cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    CUresult rc;
+
+    ENTER(cuGraphMemsetNodeSetParams);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))gen_next[OM_IDX_cuGraphMemsetNodeSetParams])(hNode, nodeParams);
     return rc;
 }
 
@@ -1561,6 +1629,8 @@ static const struct {
     {OM_IDX_cuGraphAddEmptyNode, (void *)g_cuGraphAddEmptyNode},
     {OM_IDX_cuGraphAddEventRecordNode, (void *)g_cuGraphAddEventRecordNode},
     {OM_IDX_cuGraphAddEventWaitNode, (void *)g_cuGraphAddEventWaitNode},
+    {OM_IDX_cuGraphAddMemcpyNode, (void *)g_cuGraphAddMemcpyNode},
+    {OM_IDX_cuGraphAddMemsetNode, (void *)g_cuGraphAddMemsetNode},
     {OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)g_cuGraphChildGraphNodeGetGraph},
     {OM_IDX_cuGraphDestroyNode, (void *)g_cuGraphDestroyNode},
     {OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)g_cuGraphEventRecordNodeGetEvent},
@@ -1570,11 +1640,15 @@ static const struct {
     {OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)g_cuGraphExecChildGraphNodeSetParams},
     {OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)g_cuGraphExecEventRecordNodeSetEvent},
     {OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)g_cuGraphExecEventWaitNodeSetEvent},
+    {OM_IDX_cuGraphExecMemcpyNodeSetParams, (void *)g_cuGraphExecMemcpyNodeSetParams},
+    {OM_IDX_cuGraphExecMemsetNodeSetParams, (void *)g_cuGraphExecMemsetNodeSetParams},
     {OM_IDX_cuGraphKernelNodeCopyAttributes, (void *)g_cuGraphKernelNodeCopyAttributes},
     {OM_IDX_cuGraphKernelNodeGetAttribute, (void *)g_cuGraphKernelNodeGetAttribute},
     {OM_IDX_cuGraphKernelNodeSetAttribute, (void *)g_cuGraphKernelNodeSetAttribute},
     {OM_IDX_cuGraphMemcpyNodeGetParams, (void *)g_cuGraphMemcpyNodeGetParams},
+    {OM_IDX_cuGraphMemcpyNodeSetParams, (void *)g_cuGraphMemcpyNodeSetParams},
     {OM_IDX_cuGraphMemsetNodeGetParams, (void *)g_cuGraphMemsetNodeGetParams},
+    {OM_IDX_cuGraphMemsetNodeSetParams, (void *)g_cuGraphMemsetNodeSetParams},
     {OM_IDX_cuGraphNodeFindInClone, (void *)g_cuGraphNodeFindInClone},
     {OM_IDX_cuGraphNodeGetEnabled, (void *)g_cuGraphNodeGetEnabled},
     {OM_IDX_cuGraphNodeGetType, (void *)g_cuGraphNodeGetType},
