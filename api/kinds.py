@@ -849,6 +849,83 @@ class OutBuf(Counted, Answer):
             d.args[i] = "(%s)n_%s" % (ps[i].ctype, self.name)
 
 
+class List(Counted, Answer):
+    """list.KIND?(COUNT,MAX): handles the driver answers into an array, each becoming the
+    client's (one it owns already stays as it is; cuGraphGetNodes). COUNT names an inout
+    parameter after this one: the capacity in, the count out, at most the capacity while an
+    array was passed. The array may be NULL (only the count is asked). A capacity above MAX is a
+    limit of openmps: CUDA_ERROR_NOT_SUPPORTED. The answer: the count, then the handles."""
+    base = "list"
+
+    def parse(self, where, ctx):
+        Counted.parse(self, where, ctx)
+        if self.hkind not in ctx.kind_names:
+            fail(where, "%s: no handle kind %r in api/handles.tsv" % (self.name, self.hkind))
+        if not self.nullable:
+            fail(where, "%s: list.%s? (the array may be NULL: only the count)" % (self.name,
+                                                                                  self.hkind))
+        if not re.match(r"^\w+$", self.two_args()[0]):
+            fail(where, "%s: a list's COUNT is an inout parameter" % self.name)
+
+    def count(self, row):
+        """The inout parameter that counts the list (checked to come after it)."""
+        names = [p.name for p in row["params"]]
+        c = self.two_args()[0]
+        if c not in names or row["params"][names.index(c)].base != "inout" or \
+                names.index(c) < names.index(self.name):
+            fail(row["where"], "%s: %s is no inout parameter after the list" % (self.name, c))
+        return c
+
+    def sizes(self, s, types):
+        s.req += 8
+        s.ans += 8 + self.many(s.ans_c, types)
+
+    def put(self, st, types):
+        n, mx = self.name, self.two_args()[1]
+        st.checks.append("    if (%s && (size_t)(%s) > %s)\n        return CUDA_ERROR_NOT_SUPPORTED;"
+                         % (n, cexpr_client(self.count(st.row), st.row), mx))
+        st.body.append("    om_put_u64(&req, %s != NULL);" % n)
+        st.fixed += 8
+
+    def reply_size(self):
+        return "8 + (%s) * sizeof(*%s)" % (self.two_args()[1], self.name)
+
+    def take(self, row):
+        n = self.name
+        cap = cexpr_client(self.count(row), row)
+        return ["    if (%s) {\n        uint64_t k = om_get_u64(&in);\n        const void *v = NULL;\n"
+                "        if (k > (uint64_t)(%s) || (k && !(v = om_get_bytes(&in, (size_t)k * "
+                "sizeof(*%s)))))\n            in.bad = true;\n        else if (k)\n"
+                "            memcpy(%s, v, (size_t)k * sizeof(*%s));\n    }" % (n, cap, n, n, n)]
+
+    def decode(self, d, types):
+        n, T, mx = self.name, self.el, self.two_args()[1]
+        c = self.count(d.row)
+        d.reads.append("    uint64_t a_%s = om_get_u64(&c->in);" % n)
+        d.decls.append("    %s *o_%s = NULL;" % (T, n))
+        d.checks.append("    if (a_%s && a_%s > %s) {\n        client_err(c->s, \"client %%d: a list of more "
+                        "than %%d handles is not supported\", (int)c->s->pid, %s);\n"
+                        "        return CUDA_ERROR_NOT_SUPPORTED;\n    }" % (n, c, mx, mx))
+        d.allocs.append("    if (a_%s && a_%s && !(o_%s = calloc((size_t)a_%s, sizeof(%s)))) {\n"
+                        "        rc = CUDA_ERROR_OUT_OF_MEMORY;\n        goto out;\n    }"
+                        % (n, c, n, c, T))
+        d.gotos = True
+        d.args.append("o_%s" % n)
+        d.ok.append("        if (a_%s && o_%s > a_%s)\n            o_%s = a_%s;" % (n, c, c, c, c))
+        d.ok.append("        for (size_t i = 0; a_%s && i < (size_t)o_%s; i++)\n"
+                    "            if ((rc = om_own_adopt(c, %s, (uint64_t)(uintptr_t)o_%s[i])) != "
+                    "CUDA_SUCCESS)\n                goto out;" % (n, c, kind_enum(self.hkind), n))
+        d.ok.append("        if (a_%s) {\n            om_put_u64(&c->out, (uint64_t)o_%s);\n"
+                    "            if (o_%s)\n                om_put_bytes(&c->out, o_%s, (size_t)o_%s * "
+                    "sizeof(%s));\n        }" % (n, c, c, n, c, T))
+
+    def cleanup(self):
+        return ["    free(o_%s);" % self.name]
+
+    def seed(self, handles, huge, types):
+        return u64(1)
+
+
 class Str(Kind):
     """str: a NUL-terminated string of at most 4095 bytes."""
     base = "str"
@@ -918,6 +995,8 @@ def make(where, name, ctype, kind, args, check, check_args, kinds, types):
         cls, hkind = Free, base[5:]
     elif base.startswith("new."):
         cls, hkind = New, base[4:]
+    elif base.startswith("list."):
+        cls, hkind = List, base[5:]
     elif base in ctx.kind_names:
         cls, hkind = Handle, base
     else:

@@ -67,6 +67,9 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     outarr?(COUNT,MAX)  ... the pointer may be NULL: the driver gets NULL, only the other
                         outputs travel (cuGraphGetNodes(graph, NULL, &count))
     outbuf(LEN,MAX)     LEN bytes (char or void buffers), at most MAX travel
+    list.KIND?(COUNT,MAX)  handles the driver answers (a graph's nodes), each becoming the
+                        client's; COUNT an inout after it (capacity in, count out); NULL: only the
+                        count; a capacity above MAX: CUDA_ERROR_NOT_SUPPORTED
   LEN, COUNT: C expressions of other parameters' names (integers), naming two of them at most;
   the server refuses values that would wrap around (each at most 2^48, the result 64 bits).
   MAX: a number (or a macro, then the compiler checks the sizes). A row is refused when its
@@ -326,7 +329,7 @@ def check_gen(r, types=None):
     if r["opts"].get("post") and outs:
         fail(r["where"], "a posted call has no answer: %s is an output" % outs[0].name)
     for p in r["params"]:
-        if p.args and p.base in ("ptr", "arr", "outarr", "outbuf"):
+        if p.args and p.base in ("ptr", "arr", "outarr", "outbuf", "list"):
             for ident in re.findall(r"[A-Za-z_]\w*", p.args):
                 if ident not in names and not ident.isupper() and not ident.startswith("sizeof"):
                     fail(r["where"], "%s: %s names no parameter" % (p.name, ident))
@@ -394,10 +397,14 @@ def client_stub(r, protos, types, name, static):
     for p in r["params"]:
         p.put(st, types)
     reply_parts = [p for p in r["params"] if p.reply_size() is not None]
+    # an answer of many handles (list.KIND) is not put on the caller's stack
+    heap = any(p.base == "list" for p in reply_parts)
     lines.append("    uint8_t req_buf[%d%s];" % (st.fixed + 8, "".join(" + " + v for v in st.var)))
     lines.append("    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};")
     if reply_parts:
-        lines.append("    uint8_t reply[%s];" % " + ".join(p.reply_size() for p in reply_parts))
+        size = " + ".join(p.reply_size() for p in reply_parts)
+        lines.append("    const size_t reply_cap = %s;" % size if heap else
+                     "    uint8_t reply[%s];" % size)
         lines.append("    uint32_t got = 0;")
         lines.append("    struct om_rbuf in;")
         lines.append("    CUresult rc;")
@@ -405,6 +412,18 @@ def client_stub(r, protos, types, name, static):
     lines += st.body
     if r["opts"].get("post"):
         lines.append("    return om_rpost(OM_IDX_%s, &req);" % sym)
+    elif heap:
+        lines.append("    uint8_t *reply = malloc(reply_cap);")
+        lines.append("    if (!reply)\n        return CUDA_ERROR_OUT_OF_MEMORY;")
+        lines.append("    rc = om_rcall(OM_IDX_%s, &req, reply, reply_cap, &got);" % sym)
+        lines.append("    if (rc == CUDA_SUCCESS) {")
+        lines.append("        in = (struct om_rbuf){.p = reply, .len = got};")
+        for p in reply_parts:
+            lines += ["    " + t.replace("\n", "\n    ") for t in p.take(r)]
+        lines.append("        rc = in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;")
+        lines.append("    }")
+        lines.append("    free(reply);")
+        lines.append("    return rc;")
     elif reply_parts:
         lines.append("    rc = om_rcall(OM_IDX_%s, &req, reply, sizeof(reply), &got);" % sym)
         lines.append("    if (rc != CUDA_SUCCESS)\n        return rc;")
@@ -519,7 +538,8 @@ def handles_h(kinds):
 
 def client_c(rows, protos, types):
     L = banner("Remote mode's client stubs and the table of remote implementations")
-    L += ["#include <stdint.h>", "#include <string.h>", "", "#include \"../../common/gen/entries.h\"",
+    L += ["#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "",
+          "#include \"../../common/gen/entries.h\"",
           "#include \"../../common/wire.h\"",
           "#include \"../remote.h\"", "#include \"remote_decls.h\"", ""]
     L += float_helpers(rows, types, "client")

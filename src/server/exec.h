@@ -78,6 +78,9 @@ bool om_arg_range(struct call *c, uint64_t p, uint64_t len);
  * once, otherwise), then owned; om_own_add destroys the object when it cannot be recorded. */
 CUresult om_own_room(struct session *s, enum om_handle_kind kind);
 CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h);
+/* A handle the driver answered becomes the client's, under its budget (NULL and one it holds
+ * already stay as they are; generated list.KIND answers). */
+CUresult om_own_adopt(struct call *c, enum om_handle_kind kind, uint64_t h);
 void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 
 /* api/streams.c: a new server stream made the client's (its handle answered), and one of its

@@ -68,6 +68,17 @@ CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+CUresult om_own_adopt(struct call *c, enum om_handle_kind kind, uint64_t h)
+{
+    CUresult rc;
+
+    if (!h || om_handles_has(&c->s->own[kind], h))
+        return CUDA_SUCCESS;
+    if ((rc = om_own_room(c->s, kind)) != CUDA_SUCCESS)
+        return rc;
+    return om_handles_add(&c->s->own[kind], h) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
 void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h)
 {
     om_handles_remove(&s->own[kind], h);

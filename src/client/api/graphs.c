@@ -122,26 +122,6 @@ static CUresult node_list(int index, uint64_t h, CUgraphNode *from, CUgraphNode 
     return rc;
 }
 
-CUresult om_r_cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n)
-{
-    return node_list(OM_IDX_cuGraphGetNodes, (uint64_t)(uintptr_t)g, nodes, NULL, n);
-}
-
-CUresult om_r_cuGraphGetRootNodes(CUgraph g, CUgraphNode *nodes, size_t *n)
-{
-    return node_list(OM_IDX_cuGraphGetRootNodes, (uint64_t)(uintptr_t)g, nodes, NULL, n);
-}
-
-CUresult om_r_cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, size_t *n)
-{
-    return node_list(OM_IDX_cuGraphNodeGetDependencies, (uint64_t)(uintptr_t)node, deps, NULL, n);
-}
-
-CUresult om_r_cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *deps, size_t *n)
-{
-    return node_list(OM_IDX_cuGraphNodeGetDependentNodes, (uint64_t)(uintptr_t)node, deps, NULL, n);
-}
-
 CUresult om_r_cuGraphGetEdges(CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *n)
 {
     if ((from == NULL) != (to == NULL))
@@ -854,7 +834,7 @@ CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode *deps,
 {
     if (edges && !deps)
         return CUDA_ERROR_INVALID_VALUE;
-    return plain_edges(om_r_cuGraphNodeGetDependencies(node, deps, n), edges, deps, n);
+    return plain_edges(om_rpc_cuGraphNodeGetDependencies(node, deps, n), edges, deps, n);
 }
 
 CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *deps,
@@ -862,7 +842,7 @@ CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *dep
 {
     if (edges && !deps)
         return CUDA_ERROR_INVALID_VALUE;
-    return plain_edges(om_r_cuGraphNodeGetDependentNodes(node, deps, n), edges, deps, n);
+    return plain_edges(om_rpc_cuGraphNodeGetDependentNodes(node, deps, n), edges, deps, n);
 }
 
 /* ------------------------------------------------------------------ external semaphore nodes */

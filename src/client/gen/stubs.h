@@ -59,6 +59,8 @@ CUresult om_rpc_cuGraphDestroy(CUgraph hGraph);
 CUresult om_rpc_cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult om_rpc_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags);
 CUresult om_rpc_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);
+CUresult om_rpc_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
+CUresult om_rpc_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes);
 CUresult om_rpc_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies);
 CUresult om_rpc_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream);
 CUresult om_rpc_cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId);
@@ -99,6 +101,8 @@ CUresult om_rpc_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3
 CUresult om_rpc_cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams);
 CUresult om_rpc_cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams);
 CUresult om_rpc_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph);
+CUresult om_rpc_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies);
+CUresult om_rpc_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes);
 CUresult om_rpc_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled);
 CUresult om_rpc_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type);
 CUresult om_rpc_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled);

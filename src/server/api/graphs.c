@@ -231,26 +231,6 @@ out:
     return rc;
 }
 
-CUresult om_x_cuGraphGetNodes(struct call *c)
-{
-    return node_list(c, LIST_NODES);
-}
-
-CUresult om_x_cuGraphGetRootNodes(struct call *c)
-{
-    return node_list(c, LIST_ROOTS);
-}
-
-CUresult om_x_cuGraphNodeGetDependencies(struct call *c)
-{
-    return node_list(c, LIST_DEPS);
-}
-
-CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c)
-{
-    return node_list(c, LIST_DEPENDENTS);
-}
-
 CUresult om_x_cuGraphGetEdges(struct call *c)
 {
     return node_list(c, LIST_EDGES);

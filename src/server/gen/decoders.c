@@ -1173,6 +1173,90 @@ static CUresult x_cuGraphExecUpdate_v2(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGraphGetNodes(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_nodes = om_get_u64(&c->in);
+    uint64_t a_numNodes = om_get_u64(&c->in);
+    CUgraphNode *o_nodes = NULL;
+    size_t o_numNodes;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_nodes && a_numNodes > 8192) {
+        client_err(c->s, "client %d: a list of more than %d handles is not supported", (int)c->s->pid, 8192);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    memset(&o_numNodes, 0, sizeof(o_numNodes));
+    o_numNodes = (size_t)a_numNodes;
+    if (a_nodes && a_numNodes && !(o_nodes = calloc((size_t)a_numNodes, sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraph, CUgraphNode *, size_t *))REAL(cuGraphGetNodes))((CUgraph)(uintptr_t)a_hGraph, o_nodes, &o_numNodes);
+    if (rc == CUDA_SUCCESS) {
+        if (a_nodes && o_numNodes > a_numNodes)
+            o_numNodes = a_numNodes;
+        for (size_t i = 0; a_nodes && i < (size_t)o_numNodes; i++)
+            if ((rc = om_own_adopt(c, OM_H_NODE, (uint64_t)(uintptr_t)o_nodes[i])) != CUDA_SUCCESS)
+                goto out;
+        if (a_nodes) {
+            om_put_u64(&c->out, (uint64_t)o_numNodes);
+            if (o_numNodes)
+                om_put_bytes(&c->out, o_nodes, (size_t)o_numNodes * sizeof(CUgraphNode));
+        }
+        om_put_bytes(&c->out, &o_numNodes, sizeof(o_numNodes));
+    }
+out:
+    free(o_nodes);
+    return rc;
+}
+
+static CUresult x_cuGraphGetRootNodes(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_rootNodes = om_get_u64(&c->in);
+    uint64_t a_numRootNodes = om_get_u64(&c->in);
+    CUgraphNode *o_rootNodes = NULL;
+    size_t o_numRootNodes;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_rootNodes && a_numRootNodes > 8192) {
+        client_err(c->s, "client %d: a list of more than %d handles is not supported", (int)c->s->pid, 8192);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    memset(&o_numRootNodes, 0, sizeof(o_numRootNodes));
+    o_numRootNodes = (size_t)a_numRootNodes;
+    if (a_rootNodes && a_numRootNodes && !(o_rootNodes = calloc((size_t)a_numRootNodes, sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraph, CUgraphNode *, size_t *))REAL(cuGraphGetRootNodes))((CUgraph)(uintptr_t)a_hGraph, o_rootNodes, &o_numRootNodes);
+    if (rc == CUDA_SUCCESS) {
+        if (a_rootNodes && o_numRootNodes > a_numRootNodes)
+            o_numRootNodes = a_numRootNodes;
+        for (size_t i = 0; a_rootNodes && i < (size_t)o_numRootNodes; i++)
+            if ((rc = om_own_adopt(c, OM_H_NODE, (uint64_t)(uintptr_t)o_rootNodes[i])) != CUDA_SUCCESS)
+                goto out;
+        if (a_rootNodes) {
+            om_put_u64(&c->out, (uint64_t)o_numRootNodes);
+            if (o_numRootNodes)
+                om_put_bytes(&c->out, o_rootNodes, (size_t)o_numRootNodes * sizeof(CUgraphNode));
+        }
+        om_put_bytes(&c->out, &o_numRootNodes, sizeof(o_numRootNodes));
+    }
+out:
+    free(o_rootNodes);
+    return rc;
+}
+
 static CUresult x_cuGraphRemoveDependencies(struct call *c)
 {
     uint64_t a_hGraph = om_get_u64(&c->in);
@@ -2353,6 +2437,90 @@ static CUresult x_cuGraphNodeFindInClone(struct call *c)
         om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phNode);
     }
 out:
+    return rc;
+}
+
+static CUresult x_cuGraphNodeGetDependencies(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    CUgraphNode *o_dependencies = NULL;
+    size_t o_numDependencies;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && a_numDependencies > 8192) {
+        client_err(c->s, "client %d: a list of more than %d handles is not supported", (int)c->s->pid, 8192);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    memset(&o_numDependencies, 0, sizeof(o_numDependencies));
+    o_numDependencies = (size_t)a_numDependencies;
+    if (a_dependencies && a_numDependencies && !(o_dependencies = calloc((size_t)a_numDependencies, sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode *, size_t *))REAL(cuGraphNodeGetDependencies))((CUgraphNode)(uintptr_t)a_hNode, o_dependencies, &o_numDependencies);
+    if (rc == CUDA_SUCCESS) {
+        if (a_dependencies && o_numDependencies > a_numDependencies)
+            o_numDependencies = a_numDependencies;
+        for (size_t i = 0; a_dependencies && i < (size_t)o_numDependencies; i++)
+            if ((rc = om_own_adopt(c, OM_H_NODE, (uint64_t)(uintptr_t)o_dependencies[i])) != CUDA_SUCCESS)
+                goto out;
+        if (a_dependencies) {
+            om_put_u64(&c->out, (uint64_t)o_numDependencies);
+            if (o_numDependencies)
+                om_put_bytes(&c->out, o_dependencies, (size_t)o_numDependencies * sizeof(CUgraphNode));
+        }
+        om_put_bytes(&c->out, &o_numDependencies, sizeof(o_numDependencies));
+    }
+out:
+    free(o_dependencies);
+    return rc;
+}
+
+static CUresult x_cuGraphNodeGetDependentNodes(struct call *c)
+{
+    uint64_t a_hNode = om_get_u64(&c->in);
+    uint64_t a_dependentNodes = om_get_u64(&c->in);
+    uint64_t a_numDependentNodes = om_get_u64(&c->in);
+    CUgraphNode *o_dependentNodes = NULL;
+    size_t o_numDependentNodes;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_NODE, a_hNode, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependentNodes && a_numDependentNodes > 8192) {
+        client_err(c->s, "client %d: a list of more than %d handles is not supported", (int)c->s->pid, 8192);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    memset(&o_numDependentNodes, 0, sizeof(o_numDependentNodes));
+    o_numDependentNodes = (size_t)a_numDependentNodes;
+    if (a_dependentNodes && a_numDependentNodes && !(o_dependentNodes = calloc((size_t)a_numDependentNodes, sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode *, size_t *))REAL(cuGraphNodeGetDependentNodes))((CUgraphNode)(uintptr_t)a_hNode, o_dependentNodes, &o_numDependentNodes);
+    if (rc == CUDA_SUCCESS) {
+        if (a_dependentNodes && o_numDependentNodes > a_numDependentNodes)
+            o_numDependentNodes = a_numDependentNodes;
+        for (size_t i = 0; a_dependentNodes && i < (size_t)o_numDependentNodes; i++)
+            if ((rc = om_own_adopt(c, OM_H_NODE, (uint64_t)(uintptr_t)o_dependentNodes[i])) != CUDA_SUCCESS)
+                goto out;
+        if (a_dependentNodes) {
+            om_put_u64(&c->out, (uint64_t)o_numDependentNodes);
+            if (o_numDependentNodes)
+                om_put_bytes(&c->out, o_dependentNodes, (size_t)o_numDependentNodes * sizeof(CUgraphNode));
+        }
+        om_put_bytes(&c->out, &o_numDependentNodes, sizeof(o_numDependentNodes));
+    }
+out:
+    free(o_dependentNodes);
     return rc;
 }
 
@@ -3545,8 +3713,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphExecGetFlags] = x_cuGraphExecGetFlags,
     [OM_IDX_cuGraphExecUpdate_v2] = x_cuGraphExecUpdate_v2,
     [OM_IDX_cuGraphGetEdges] = om_x_cuGraphGetEdges,
-    [OM_IDX_cuGraphGetNodes] = om_x_cuGraphGetNodes,
-    [OM_IDX_cuGraphGetRootNodes] = om_x_cuGraphGetRootNodes,
+    [OM_IDX_cuGraphGetNodes] = x_cuGraphGetNodes,
+    [OM_IDX_cuGraphGetRootNodes] = x_cuGraphGetRootNodes,
     [OM_IDX_cuGraphInstantiateWithFlags] = om_x_cuGraphInstantiateWithFlags,
     [OM_IDX_cuGraphInstantiateWithParams] = om_x_cuGraphInstantiateWithParams,
     [OM_IDX_cuGraphLaunch] = om_x_cuGraphLaunch,
@@ -3659,8 +3827,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphMemsetNodeGetParams] = x_cuGraphMemsetNodeGetParams,
     [OM_IDX_cuGraphMemsetNodeSetParams] = x_cuGraphMemsetNodeSetParams,
     [OM_IDX_cuGraphNodeFindInClone] = x_cuGraphNodeFindInClone,
-    [OM_IDX_cuGraphNodeGetDependencies] = om_x_cuGraphNodeGetDependencies,
-    [OM_IDX_cuGraphNodeGetDependentNodes] = om_x_cuGraphNodeGetDependentNodes,
+    [OM_IDX_cuGraphNodeGetDependencies] = x_cuGraphNodeGetDependencies,
+    [OM_IDX_cuGraphNodeGetDependentNodes] = x_cuGraphNodeGetDependentNodes,
     [OM_IDX_cuGraphNodeGetEnabled] = x_cuGraphNodeGetEnabled,
     [OM_IDX_cuGraphNodeGetType] = x_cuGraphNodeGetType,
     [OM_IDX_cuGraphNodeSetEnabled] = x_cuGraphNodeSetEnabled,

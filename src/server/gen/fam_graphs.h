@@ -9,8 +9,6 @@ struct call;
 
 CUresult om_x_cuGraphDebugDotPrint(struct call *c);
 CUresult om_x_cuGraphGetEdges(struct call *c);
-CUresult om_x_cuGraphGetNodes(struct call *c);
-CUresult om_x_cuGraphGetRootNodes(struct call *c);
 CUresult om_x_cuGraphInstantiateWithFlags(struct call *c);
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c);
 CUresult om_x_cuGraphLaunch(struct call *c);

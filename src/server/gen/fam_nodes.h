@@ -24,7 +24,5 @@ CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c);
 CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c);
 CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c);
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c);
-CUresult om_x_cuGraphNodeGetDependencies(struct call *c);
-CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c);
 
 #endif

@@ -34,8 +34,6 @@ CUresult om_x_cuGraphAddMemFreeNode(struct call *c); /* graphmem */
 CUresult om_x_cuGraphConditionalHandleCreate(struct call *c); /* graphmem */
 CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
-CUresult om_x_cuGraphGetNodes(struct call *c); /* graphs */
-CUresult om_x_cuGraphGetRootNodes(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithFlags(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithParams(struct call *c); /* graphs */
 CUresult om_x_cuGraphLaunch(struct call *c); /* graphs */
@@ -108,8 +106,6 @@ CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c); /* nod
 CUresult om_x_cuGraphExternalSemaphoresWaitNodeSetParams(struct call *c); /* nodes */
 CUresult om_x_cuGraphKernelNodeGetParams_v2(struct call *c); /* nodes */
 CUresult om_x_cuGraphKernelNodeSetParams_v2(struct call *c); /* nodes */
-CUresult om_x_cuGraphNodeGetDependencies(struct call *c); /* nodes */
-CUresult om_x_cuGraphNodeGetDependentNodes(struct call *c); /* nodes */
 CUresult om_x_cuOccupancyMaxActiveClusters(struct call *c); /* occupancy */
 CUresult om_x_cuOccupancyMaxPotentialClusterSize(struct call *c); /* occupancy */
 CUresult om_x_cuMemExportToShareableHandle(struct call *c); /* shareable */

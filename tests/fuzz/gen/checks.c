@@ -537,6 +537,26 @@ static CUresult g_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, C
     return rc;
 }
 
+static CUresult g_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    CUresult rc;
+
+    ENTER(cuGraphGetNodes);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraph, CUgraphNode *, size_t *))gen_next[OM_IDX_cuGraphGetNodes])(hGraph, nodes, numNodes);
+    return rc;
+}
+
+static CUresult g_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+    CUresult rc;
+
+    ENTER(cuGraphGetRootNodes);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraph, CUgraphNode *, size_t *))gen_next[OM_IDX_cuGraphGetRootNodes])(hGraph, rootNodes, numRootNodes);
+    return rc;
+}
+
 static CUresult g_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
 {
     CUresult rc;
@@ -967,6 +987,26 @@ static CUresult g_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOrigi
     if (rc == CUDA_SUCCESS) {
         note(K_H_NODE, H(*phNode), 1, false);
     }
+    return rc;
+}
+
+static CUresult g_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies)
+{
+    CUresult rc;
+
+    ENTER(cuGraphNodeGetDependencies);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode *, size_t *))gen_next[OM_IDX_cuGraphNodeGetDependencies])(hNode, dependencies, numDependencies);
+    return rc;
+}
+
+static CUresult g_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes)
+{
+    CUresult rc;
+
+    ENTER(cuGraphNodeGetDependentNodes);
+    check(K_H_NODE, H(hNode), 1);
+    rc = ((CUresult (*)(CUgraphNode, CUgraphNode *, size_t *))gen_next[OM_IDX_cuGraphNodeGetDependentNodes])(hNode, dependentNodes, numDependentNodes);
     return rc;
 }
 
@@ -1610,6 +1650,8 @@ static const struct {
     {OM_IDX_cuGraphExecDestroy, (void *)g_cuGraphExecDestroy},
     {OM_IDX_cuGraphExecGetFlags, (void *)g_cuGraphExecGetFlags},
     {OM_IDX_cuGraphExecUpdate_v2, (void *)g_cuGraphExecUpdate_v2},
+    {OM_IDX_cuGraphGetNodes, (void *)g_cuGraphGetNodes},
+    {OM_IDX_cuGraphGetRootNodes, (void *)g_cuGraphGetRootNodes},
     {OM_IDX_cuGraphRemoveDependencies, (void *)g_cuGraphRemoveDependencies},
     {OM_IDX_cuGraphUpload, (void *)g_cuGraphUpload},
     {OM_IDX_cuGreenCtxGetId, (void *)g_cuGreenCtxGetId},
@@ -1650,6 +1692,8 @@ static const struct {
     {OM_IDX_cuGraphMemsetNodeGetParams, (void *)g_cuGraphMemsetNodeGetParams},
     {OM_IDX_cuGraphMemsetNodeSetParams, (void *)g_cuGraphMemsetNodeSetParams},
     {OM_IDX_cuGraphNodeFindInClone, (void *)g_cuGraphNodeFindInClone},
+    {OM_IDX_cuGraphNodeGetDependencies, (void *)g_cuGraphNodeGetDependencies},
+    {OM_IDX_cuGraphNodeGetDependentNodes, (void *)g_cuGraphNodeGetDependentNodes},
     {OM_IDX_cuGraphNodeGetEnabled, (void *)g_cuGraphNodeGetEnabled},
     {OM_IDX_cuGraphNodeGetType, (void *)g_cuGraphNodeGetType},
     {OM_IDX_cuGraphNodeSetEnabled, (void *)g_cuGraphNodeSetEnabled},
