@@ -136,24 +136,6 @@ CUresult om_r_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *h
     return rc;
 }
 
-CUresult om_r_cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
-{
-    REQ(req, 8);
-    CUmemPoolPtrExportData d;
-    uint32_t got = 0;
-    CUresult rc;
-
-    if (!shareData_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, ptr);
-    rc = om_rcall(OM_IDX_cuMemPoolExportPointer, &req, &d, sizeof(d), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(d))
-        rc = CUDA_ERROR_UNKNOWN;
-    if (rc == CUDA_SUCCESS)
-        memcpy(shareData_out, &d, sizeof(d));
-    return rc;
-}
-
 /* The imported range is device memory of this process (cuMemcpy tells its side; cuMemFree and
  * cuMemFreeAsync free it), from the imported pool (MEMPOOL_HANDLE). */
 CUresult om_r_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,

@@ -2261,6 +2261,29 @@ CUresult om_rpc_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*shareData_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!shareData_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)ptr);
+    rc = om_rcall(OM_IDX_cuMemPoolExportPointer, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*shareData_out));
+        if (v && shareData_out)
+            memcpy(shareData_out, v, sizeof(*shareData_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     uint8_t req_buf[16];
@@ -3555,7 +3578,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemImportFromShareableHandle, (void *)om_r_cuMemImportFromShareableHandle);
     om_remote_set(OM_IDX_cuMemPoolExportToShareableHandle, (void *)om_r_cuMemPoolExportToShareableHandle);
     om_remote_set(OM_IDX_cuMemPoolImportFromShareableHandle, (void *)om_r_cuMemPoolImportFromShareableHandle);
-    om_remote_set(OM_IDX_cuMemPoolExportPointer, (void *)om_r_cuMemPoolExportPointer);
+    om_remote_set(OM_IDX_cuMemPoolExportPointer, (void *)om_rpc_cuMemPoolExportPointer);
     om_remote_set(OM_IDX_cuMemPoolImportPointer, (void *)om_r_cuMemPoolImportPointer);
     om_remote_set(OM_IDX_cuEventCreate, (void *)om_rpc_cuEventCreate);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_rpc_cuEventDestroy_v2);

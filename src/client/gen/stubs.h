@@ -109,6 +109,7 @@ CUresult om_rpc_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
 CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize);
 CUresult om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
 CUresult om_rpc_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize);
+CUresult om_rpc_cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr);
 CUresult om_rpc_cuEventCreate(CUevent *phEvent, unsigned int Flags);
 CUresult om_rpc_cuEventDestroy_v2(CUevent hEvent);
 CUresult om_rpc_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd);

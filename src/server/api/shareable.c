@@ -241,26 +241,17 @@ CUresult om_x_cuMemPoolImportFromShareableHandle(struct call *c)
 /* ------------------------------------------------------------------ pool pointers */
 
 /* ptr: within the client's memory from a pool it owns. Answer: the 64 bytes of export data. */
-CUresult om_x_cuMemPoolExportPointer(struct call *c)
+/* val:poolptr (cuMemPoolExportPointer, generated): pool memory of a pool the client owns. */
+CUresult om_check_poolptr(struct call *c, uint64_t ptr)
 {
-    uint64_t ptr = om_get_u64(&c->in);
-    CUmemPoolPtrExportData d;
     const struct om_range *r = NULL;
-    CUresult rc = ARGS_OK(c);
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
     for (size_t i = 0; i < c->s->allocs.n && !r; i++)
         if (ptr >= c->s->allocs.v[i].base && ptr - c->s->allocs.v[i].base < c->s->allocs.v[i].size)
             r = &c->s->allocs.v[i];
     if (!r || !r->pool || !om_handles_has(&c->s->own[OM_H_MEMPOOL], r->pool))
         return CUDA_ERROR_INVALID_VALUE;
-    memset(&d, 0, sizeof(d));
-    rc =
-        ((CUresult(*)(CUmemPoolPtrExportData *, CUdeviceptr))REAL(cuMemPoolExportPointer))(&d, ptr);
-    if (rc == CUDA_SUCCESS)
-        om_put_bytes(&c->out, &d, sizeof(d));
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 /* pool: one the client owns (the driver refuses a pool that was not imported). The imported

@@ -2645,6 +2645,24 @@ static CUresult x_cuOccupancyAvailableDynamicSMemPerBlock(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemPoolExportPointer(struct call *c)
+{
+    uint64_t a_ptr = om_get_u64(&c->in);
+    CUmemPoolPtrExportData o_shareData_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_shareData_out, 0, sizeof(o_shareData_out));
+    if ((rc = om_check_poolptr(c, a_ptr)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult (*)(CUmemPoolPtrExportData *, CUdeviceptr))REAL(cuMemPoolExportPointer))(&o_shareData_out, (CUdeviceptr)a_ptr);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_shareData_out, sizeof(o_shareData_out));
+    }
+    return rc;
+}
+
 static CUresult x_cuEventCreate(struct call *c)
 {
     uint64_t a_Flags = om_get_u64(&c->in);
@@ -3841,7 +3859,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMemImportFromShareableHandle] = om_x_cuMemImportFromShareableHandle,
     [OM_IDX_cuMemPoolExportToShareableHandle] = om_x_cuMemPoolExportToShareableHandle,
     [OM_IDX_cuMemPoolImportFromShareableHandle] = om_x_cuMemPoolImportFromShareableHandle,
-    [OM_IDX_cuMemPoolExportPointer] = om_x_cuMemPoolExportPointer,
+    [OM_IDX_cuMemPoolExportPointer] = x_cuMemPoolExportPointer,
     [OM_IDX_cuMemPoolImportPointer] = om_x_cuMemPoolImportPointer,
     [OM_IDX_cuEventCreate] = x_cuEventCreate,
     [OM_IDX_cuEventDestroy_v2] = x_cuEventDestroy_v2,

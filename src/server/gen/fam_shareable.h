@@ -11,7 +11,6 @@ CUresult om_x_cuMemExportToShareableHandle(struct call *c);
 CUresult om_x_cuMemImportFromShareableHandle(struct call *c);
 CUresult om_x_cuMemPoolExportToShareableHandle(struct call *c);
 CUresult om_x_cuMemPoolImportFromShareableHandle(struct call *c);
-CUresult om_x_cuMemPoolExportPointer(struct call *c);
 CUresult om_x_cuMemPoolImportPointer(struct call *c);
 
 #endif

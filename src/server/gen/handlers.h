@@ -112,7 +112,6 @@ CUresult om_x_cuMemExportToShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemImportFromShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolExportToShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportFromShareableHandle(struct call *c); /* shareable */
-CUresult om_x_cuMemPoolExportPointer(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportPointer(struct call *c); /* shareable */
 CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */

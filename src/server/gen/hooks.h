@@ -30,6 +30,7 @@ CUresult om_check_loc(struct call *c, CUmemLocation *v);
 CUresult om_check_mapped(struct call *c, uint64_t v);
 CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *v);
 CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
+CUresult om_check_poolptr(struct call *c, uint64_t v);
 CUresult om_check_prop(struct call *c, CUmemAllocationProp *v);
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *v);
 

@@ -1072,6 +1072,15 @@ static CUresult g_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSiz
     return rc;
 }
 
+static CUresult g_cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolExportPointer);
+    rc = ((CUresult (*)(CUmemPoolPtrExportData *, CUdeviceptr))gen_next[OM_IDX_cuMemPoolExportPointer])(shareData_out, ptr);
+    return rc;
+}
+
 static CUresult g_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     CUresult rc;
@@ -1700,6 +1709,7 @@ static const struct {
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessor},
     {OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (void *)g_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
     {OM_IDX_cuOccupancyAvailableDynamicSMemPerBlock, (void *)g_cuOccupancyAvailableDynamicSMemPerBlock},
+    {OM_IDX_cuMemPoolExportPointer, (void *)g_cuMemPoolExportPointer},
     {OM_IDX_cuEventCreate, (void *)g_cuEventCreate},
     {OM_IDX_cuEventDestroy_v2, (void *)g_cuEventDestroy_v2},
     {OM_IDX_cuEventElapsedTime_v2, (void *)g_cuEventElapsedTime_v2},
