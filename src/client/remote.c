@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs (the state
  * layer: the families set their implementations here, shim.c installs them). */
-#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 

@@ -72,6 +72,10 @@ CUcontext om_primary_token(int dev);
 /* The device a context token stands for (a primary, created or green context's, or a context of
  * the local driver); -1: none, or destroyed. */
 int om_ctx_device(CUcontext ctx);
+/* cuCtxGetDevice_v2's answer: the device of ctx (NULL: of the current context). INVALID_CONTEXT
+ * for a token that stands for nothing or no current context; CONTEXT_IS_DESTROYED for a current
+ * context another thread destroyed (*dev -1 then). */
+CUresult om_ctx_get_device(CUcontext ctx, CUdevice *dev);
 /* The local driver's context standing for one of our context tokens. */
 CUcontext om_local_context(CUcontext ctx);
 /* The calling thread's current context (NULL: none) and its device (0: none). */

@@ -10,7 +10,6 @@
 #include "../common/gen/entries.h"
 #include "../common/clock.h"
 #include "openmps/ops.h"
-#include "gen/remote_decls.h"
 #include "remote.h"
 #include "shim.h"
 

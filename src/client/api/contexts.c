@@ -96,27 +96,12 @@ CUresult om_r_cuCtxPopCurrent_v2(CUcontext *ctx)
 
 CUresult om_r_cuCtxGetDevice(CUdevice *dev)
 {
-    CUcontext cur;
-
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_current_context(&cur);
-    if (!cur)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = om_ctx_device(cur);
-    return *dev < 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
+    return om_ctx_get_device(NULL, dev);
 }
 
 CUresult om_r_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
 {
-    if (!ctx)
-        return om_r_cuCtxGetDevice(dev);
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (om_ctx_device(ctx) < 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = om_ctx_device(ctx);
-    return CUDA_SUCCESS;
+    return om_ctx_get_device(ctx, dev);
 }
 
 CUresult om_r_cuCtxGetApiVersion(CUcontext ctx, unsigned *version)

@@ -540,10 +540,10 @@ static CUresult peer_to_3d(const CUDA_MEMCPY3D_PEER *p, CUDA_MEMCPY3D *c)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(c, p, sizeof(*c));
     if (p->srcMemoryType != CU_MEMORYTYPE_ARRAY &&
-        om_r_cuCtxGetDevice_v2(&sdev, p->srcContext) != CUDA_SUCCESS)
+        om_ctx_get_device(p->srcContext, &sdev) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
-        om_r_cuCtxGetDevice_v2(&ddev, p->dstContext) != CUDA_SUCCESS)
+        om_ctx_get_device(p->dstContext, &ddev) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (sdev >= 0 && ddev >= 0 && sdev != ddev)
         return CUDA_ERROR_NOT_SUPPORTED;

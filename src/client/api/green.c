@@ -72,7 +72,7 @@ CUresult om_r_cuCtxGetDevResource(CUcontext ctx, CUdevResource *res, CUdevResour
         return CUDA_ERROR_INVALID_CONTEXT;
     if ((g = om_green_of_context(ctx)))
         return om_r_cuGreenCtxGetDevResource(g, res, type);
-    if (om_r_cuCtxGetDevice_v2(&dev, ctx) != CUDA_SUCCESS)
+    if (om_ctx_get_device(ctx, &dev) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
     return om_r_cuDeviceGetDevResource(dev, res, type);
 }

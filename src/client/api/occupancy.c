@@ -113,7 +113,7 @@ static CUresult potential_block_size(int *minGridSize, int *blockSize, CUfunctio
 
     if (!minGridSize || !blockSize || blockSizeLimit < 0 || (flags & ~OCCUPANCY_FLAGS))
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_r_cuCtxGetDevice(&dev)) != CUDA_SUCCESS)
+    if ((rc = om_ctx_get_device(NULL, &dev)) != CUDA_SUCCESS)
         return rc;
     if ((rc = om_r_cuFuncGetAttribute(&fmax, FUNC_ATTR_MAX_THREADS_PER_BLOCK, func)) !=
             CUDA_SUCCESS ||

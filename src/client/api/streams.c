@@ -128,7 +128,7 @@ CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = stream_ctx(hStream, &ctx)) != CUDA_SUCCESS)
         return rc;
-    return om_r_cuCtxGetDevice_v2(device, ctx);
+    return om_ctx_get_device(ctx, device);
 }
 
 /* ------------------------------------------------------------------ batches of memory operations

@@ -370,6 +370,26 @@ int om_ctx_device(CUcontext ctx)
     return v < om_shim.client.ndevices ? (int)v : real_ctx_device(ctx);
 }
 
+/* cuCtxGetDevice(_v2)'s answer (the families ask it of a context the program passed). */
+CUresult om_ctx_get_device(CUcontext ctx, CUdevice *dev)
+{
+    if (!ctx) {
+        if (!dev)
+            return CUDA_ERROR_INVALID_VALUE;
+        om_current_context(&ctx);
+        if (!ctx)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        *dev = om_ctx_device(ctx);
+        return *dev < 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
+    }
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (om_ctx_device(ctx) < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = om_ctx_device(ctx);
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ the calling thread's */
 
 /* Whether a created context's SM count partitions its work
