@@ -537,17 +537,27 @@ def handles_h(kinds):
 
 
 def client_c(rows, protos, types):
-    L = banner("Remote mode's client stubs and the table of remote implementations")
+    """src/client/gen/stubs.c: the stub of every gen row (om_rpc_<symbol>): a call of the
+    transport and nothing else, so hand-written code of any layer above the transport may call
+    it."""
+    L = banner("Remote mode's client stubs")
     L += ["#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "",
           "#include \"../../common/gen/entries.h\"",
           "#include \"../../common/wire.h\"",
-          "#include \"../remote.h\"", "#include \"remote_decls.h\"", ""]
+          "#include \"../remote.h\"", "#include \"stubs.h\"", ""]
     L += float_helpers(rows, types, "client")
     for r in rows:
         if r["form"] == "gen":
             L.append(client_stub(r, protos, types, "om_rpc_" + r["sym"], False))
             L.append("")
-    L += ["void om_remote_gen_install(void)", "{"]
+    return "\n".join(L)
+
+
+def client_install_c(rows):
+    """src/client/gen/remote_stubs.c: every row's installed implementation (om_remote_set)."""
+    L = banner("Remote mode's table of implementations")
+    L += ["#include \"../../common/gen/entries.h\"", "#include \"../remote.h\"",
+          "#include \"remote_decls.h\"", "", "void om_remote_gen_install(void)", "{"]
     for r in rows:
         if r["form"] in ("passthrough", "shim"):
             continue
@@ -582,13 +592,13 @@ def client_stubs_h(rows, protos):
     L = banner("The generated client stubs, callable from hand-written code")
     L += ["#ifndef OM_GEN_STUBS_H", "#define OM_GEN_STUBS_H", "",
           "#include \"../../common/gen/types.h\"", "",
-          "/* The generated stubs (remote_stubs.c): the call on the wire, nothing else; hand-written",
+          "/* The generated stubs (stubs.c): the call on the wire, nothing else; hand-written",
           " * code calls them instead of writing a row's request again. A wrap row's installed",
           " * function is its hand-written om_r_, which calls its stub. */"]
     for r in rows:
         if r["form"] == "gen":
             L.append("%s;" % proto_c(r["sym"], protos, "om_rpc_" + r["sym"]))
-    L += ["", "/* Installs every row's implementation (om_remote_set). */",
+    L += ["", "/* Installs every row's implementation (om_remote_set; remote_stubs.c). */",
           "void om_remote_gen_install(void);", "", "#endif", ""]
     return "\n".join(L)
 
@@ -887,7 +897,8 @@ def generate(api=None):
     out = {
         "src/common/gen/types.h": types_h(types, kinds),
         "src/server/gen/handles.h": handles_h(kinds),
-        "src/client/gen/remote_stubs.c": client_c(rows, protos, types),
+        "src/client/gen/stubs.c": client_c(rows, protos, types),
+        "src/client/gen/remote_stubs.c": client_install_c(rows),
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
         "src/client/gen/stubs.h": client_stubs_h(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds, ops),

@@ -29,7 +29,8 @@ TABLE = os.path.join(HERE, "generator")
 EXPECTED = os.path.join(TABLE, "expected")
 OUTPUTS = ["src/server/gen/decoders.c", "src/server/gen/handlers.h", "src/server/gen/hooks.h",
            "src/server/gen/handles.h",
-           "src/client/gen/remote_stubs.c", "src/client/gen/remote_decls.h", "src/client/gen/stubs.h",
+           "src/client/gen/stubs.c", "src/client/gen/remote_stubs.c", "src/client/gen/remote_decls.h",
+           "src/client/gen/stubs.h",
            "tests/fuzz/gen/checks.c", "tests/fuzz/gen/kinds.h"]
 
 failures = []
@@ -220,8 +221,8 @@ def compiles():
             text += "\n" + " \\\n".join(lines) + "\n"
             text = text.replace(")\n    X(", ") \\\n    X(")
             open(kinds, "w").write(text)
-        for src in ("src/server/gen/decoders.c", "src/client/gen/remote_stubs.c",
-                    "tests/fuzz/fuzz_exec.c"):
+        for src in ("src/server/gen/decoders.c", "src/client/gen/stubs.c",
+                    "src/client/gen/remote_stubs.c", "tests/fuzz/fuzz_exec.c"):
             res = subprocess.run([cc, "-std=c11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
                                   "-Wshadow", "-Wno-unused-parameter", "-include",
                                   os.path.join(TABLE, "stubs.h"), "-I", os.path.join(tmp, "include"),
@@ -235,6 +236,7 @@ def compiles():
                               "-include", os.path.join(TABLE, "stubs.h"),
                               "-I", os.path.join(tmp, "include"), "-I", tmp, "-o", exe,
                               os.path.join(tmp, "src/server/gen/decoders.c"),
+                              os.path.join(tmp, "src/client/gen/stubs.c"),
                               os.path.join(tmp, "src/client/gen/remote_stubs.c"),
                               os.path.join(TABLE, "loop_server.c"),
                               os.path.join(TABLE, "loop_client.c")],

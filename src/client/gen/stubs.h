@@ -5,7 +5,7 @@
 
 #include "../../common/gen/types.h"
 
-/* The generated stubs (remote_stubs.c): the call on the wire, nothing else; hand-written
+/* The generated stubs (stubs.c): the call on the wire, nothing else; hand-written
  * code calls them instead of writing a row's request again. A wrap row's installed
  * function is its hand-written om_r_, which calls its stub. */
 CUresult om_rpc_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream);
@@ -161,7 +161,7 @@ CUresult om_rpc_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAl
 CUresult om_rpc_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);
 CUresult om_rpc_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle);
 
-/* Installs every row's implementation (om_remote_set). */
+/* Installs every row's implementation (om_remote_set; remote_stubs.c). */
 void om_remote_gen_install(void);
 
 #endif

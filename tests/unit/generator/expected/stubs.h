@@ -5,7 +5,7 @@
 
 #include "../../common/gen/types.h"
 
-/* The generated stubs (remote_stubs.c): the call on the wire, nothing else; hand-written
+/* The generated stubs (stubs.c): the call on the wire, nothing else; hand-written
  * code calls them instead of writing a row's request again. A wrap row's installed
  * function is its hand-written om_r_, which calls its stub. */
 CUresult om_rpc_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev);
@@ -28,7 +28,7 @@ CUresult om_rpc_cuStreamQuery(CUstream hStream);
 CUresult om_rpc_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp);
 CUresult om_rpc_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes);
 
-/* Installs every row's implementation (om_remote_set). */
+/* Installs every row's implementation (om_remote_set; remote_stubs.c). */
 void om_remote_gen_install(void);
 
 #endif
