@@ -603,6 +603,25 @@ def client_stubs_h(rows, protos):
     return "\n".join(L)
 
 
+def client_calls_h(rows, protos):
+    """src/client/gen/calls.h: another family's hand-written function called through the table of
+    installed implementations (OM_CALL(symbol)(...)): a family's file sees its own functions'
+    declarations only, so that one of another family defined there does not compile."""
+    L = banner("Calls of another family's hand-written client functions")
+    L += ["#ifndef OM_GEN_CALLS_H", "#define OM_GEN_CALLS_H", "",
+          "#include \"../../common/gen/entries.h\"", "#include \"../../common/gen/types.h\"", "",
+          "void *om_remote_entry(int index); /* remote.c: the installed implementation */", "",
+          "/* OM_CALL(cuMemAlloc_v2)(&p, n): the installed om_r_cuMemAlloc_v2. */",
+          "#define OM_CALL(sym) ((om_fn_##sym)om_remote_entry(OM_IDX_##sym))", ""]
+    for r in rows:
+        if client_owns(r):
+            ret, params, _ = protos[r["sym"]]
+            L.append("typedef %s (*om_fn_%s)(%s);" % (ret, r["sym"],
+                                                    ", ".join(t for t, _ in params) or "void"))
+    L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
 def families(api=None):
     folder = os.path.join(api or HERE, "remote")
     return sorted(f[:-4] for f in os.listdir(folder) if f.endswith(".tsv"))
@@ -901,6 +920,7 @@ def generate(api=None):
         "src/client/gen/remote_stubs.c": client_install_c(rows),
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
         "src/client/gen/stubs.h": client_stubs_h(rows, protos),
+        "src/client/gen/calls.h": client_calls_h(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds, ops),
         "src/server/gen/handlers.h": server_decls(rows, ops),
         "src/server/gen/hooks.h": server_hooks(rows),

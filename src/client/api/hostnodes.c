@@ -36,6 +36,7 @@
 #include "../remote.h"
 #include "graph.h"
 #include "../shim.h"
+#include "../gen/calls.h"
 
 #define MAX_STREAMS 8 /* streams remembered per executable graph holding user objects */
 #define STREAM_CAPTURE_UNSUPPORTED 900
@@ -170,7 +171,7 @@ CUresult om_r_cuGraphAddHostNode(CUgraphNode *node, CUgraph g, const CUgraphNode
     if (rc == CUDA_SUCCESS)
         *node = (CUgraphNode)(uintptr_t)reply[0];
     else if (reply[0]) /* made, but the channel could not be set up here: no node to hang on */
-        om_r_cuGraphDestroyNode((CUgraphNode)(uintptr_t)reply[0]);
+        OM_CALL(cuGraphDestroyNode)((CUgraphNode)(uintptr_t)reply[0]);
     return rc;
 }
 

@@ -16,6 +16,7 @@
 #include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
+#include "../gen/calls.h"
 
 #define ERR_PEER_ACCESS_UNSUPPORTED ((CUresult)217)
 #define ERR_PEER_ACCESS_NOT_ENABLED ((CUresult)705)
@@ -145,8 +146,8 @@ static CUresult legacy_launch(CUfunction f, int gw, int gh, CUstream s)
         return CUDA_ERROR_INVALID_VALUE;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
-    return om_r_cuLaunchKernel(f, (unsigned)gw, (unsigned)gh, 1, bx, by, bz, shared, s, NULL,
-                               extra);
+    return OM_CALL(cuLaunchKernel)(f, (unsigned)gw, (unsigned)gh, 1, bx, by, bz, shared, s, NULL,
+                                   extra);
 }
 
 CUresult om_r_cuLaunch(CUfunction f)
@@ -176,7 +177,7 @@ CUresult om_r_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, uns
         return CUDA_ERROR_INVALID_VALUE;
     if (n > 1)
         return CUDA_ERROR_INVALID_DEVICE;
-    return om_r_cuLaunchCooperativeKernel(
+    return OM_CALL(cuLaunchCooperativeKernel)(
         list->function, list->gridDimX, list->gridDimY, list->gridDimZ, list->blockDimX,
         list->blockDimY, list->blockDimZ, list->sharedMemBytes, list->hStream, list->kernelParams);
 }
@@ -189,7 +190,7 @@ CUresult om_r_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
         return CUDA_ERROR_INVALID_VALUE;
     CUDA_ARRAY_DESCRIPTOR v2 = {
         .Width = d->Width, .Height = d->Height, .Format = d->Format, .NumChannels = d->NumChannels};
-    return om_r_cuArrayCreate_v2(pHandle, &v2);
+    return OM_CALL(cuArrayCreate_v2)(pHandle, &v2);
 }
 
 CUresult om_r_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
@@ -202,7 +203,7 @@ CUresult om_r_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1
                                   .Format = d->Format,
                                   .NumChannels = d->NumChannels,
                                   .Flags = d->Flags};
-    return om_r_cuArray3DCreate_v2(pHandle, &v2);
+    return OM_CALL(cuArray3DCreate_v2)(pHandle, &v2);
 }
 
 /* An array whose sizes do not fit the v1 form's unsigned ints: INVALID_VALUE. */

@@ -14,6 +14,7 @@
 #include "../remote.h"
 #include "graph.h"
 #include "../shim.h"
+#include "../gen/calls.h"
 
 static void forget_kernel_copy(CUgraphNode node);
 static void forget_sem_copy(CUgraphNode node);
@@ -812,8 +813,8 @@ static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, 
     case NT_MEMSET:
         return om_rpc_cuGraphAddMemsetNode(node, g, deps, n, &p->u.memset.p, p->u.memset.ctx);
     case NT_HOST:
-        return om_r_cuGraphAddHostNode(node, g, deps, n,
-                                       (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
+        return OM_CALL(cuGraphAddHostNode)(node, g, deps, n,
+                                           (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
     case NT_GRAPH:
         if (p->u.graph.ownership != 0) /* CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE only */
             return CUDA_ERROR_NOT_SUPPORTED;
@@ -837,8 +838,8 @@ static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, 
         return om_r_cuGraphAddExternalSemaphoresWaitNode(
             node, g, deps, n, (const CUDA_EXT_SEM_WAIT_NODE_PARAMS *)(const void *)&p->u.extSem);
     case NT_BATCH: return om_r_cuGraphAddBatchMemOpNode(node, g, deps, n, &p->u.memOp);
-    case NT_MEM_ALLOC: return om_r_cuGraphAddMemAllocNode(node, g, deps, n, &p->u.alloc);
-    case NT_MEM_FREE: return om_r_cuGraphAddMemFreeNode(node, g, deps, n, p->u.free.dptr);
+    case NT_MEM_ALLOC: return OM_CALL(cuGraphAddMemAllocNode)(node, g, deps, n, &p->u.alloc);
+    case NT_MEM_FREE: return OM_CALL(cuGraphAddMemFreeNode)(node, g, deps, n, p->u.free.dptr);
     case NT_CONDITIONAL: return add_conditional(node, g, deps, n, &p->u.conditional);
     default: return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -867,8 +868,8 @@ CUresult om_r_cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p)
     case NT_MEMCPY: return om_r_cuGraphMemcpyNodeSetParams(node, &p->u.memcpy.copyParams);
     case NT_MEMSET: return om_rpc_cuGraphMemsetNodeSetParams(node, &p->u.memset.p);
     case NT_HOST:
-        return om_r_cuGraphHostNodeSetParams(node,
-                                             (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
+        return OM_CALL(cuGraphHostNodeSetParams)(
+            node, (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
     case NT_WAIT_EVENT:
         return ENTRY(cuGraphEventWaitNodeSetEvent,
                      CUresult(*)(CUgraphNode, CUevent))(node, p->u.event.event);
@@ -897,7 +898,7 @@ CUresult om_r_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraphN
     case NT_MEMSET:
         return om_rpc_cuGraphExecMemsetNodeSetParams(e, node, &p->u.memset.p, p->u.memset.ctx);
     case NT_HOST:
-        return om_r_cuGraphExecHostNodeSetParams(
+        return OM_CALL(cuGraphExecHostNodeSetParams)(
             e, node, (const CUDA_HOST_NODE_PARAMS *)(const void *)&p->u);
     case NT_GRAPH:
         return ENTRY(cuGraphExecChildGraphNodeSetParams,

@@ -13,6 +13,7 @@
 #include "../remote.h"
 #include "module.h"
 #include "../shim.h"
+#include "../gen/calls.h"
 
 /* ------------------------------------------------------------------ occupancy */
 
@@ -115,7 +116,7 @@ static CUresult potential_block_size(int *minGridSize, int *blockSize, CUfunctio
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = om_ctx_get_device(NULL, &dev)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_r_cuFuncGetAttribute(&fmax, FUNC_ATTR_MAX_THREADS_PER_BLOCK, func)) !=
+    if ((rc = OM_CALL(cuFuncGetAttribute)(&fmax, FUNC_ATTR_MAX_THREADS_PER_BLOCK, func)) !=
             CUDA_SUCCESS ||
         (rc = om_device_attribute(dev, ATTR_MAX_THREADS_PER_BLOCK, &dmax)) != CUDA_SUCCESS ||
         (rc = om_device_attribute(dev, ATTR_WARP_SIZE, &warp)) != CUDA_SUCCESS ||

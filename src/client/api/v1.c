@@ -13,6 +13,7 @@
 #include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
+#include "../gen/calls.h"
 
 static bool fits(uint64_t v)
 {
@@ -28,11 +29,11 @@ CUresult om_r_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = om_r_cuMemAlloc_v2(&d, bytesize);
+    rc = OM_CALL(cuMemAlloc_v2)(&d, bytesize);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!fits(d)) {
-        om_r_cuMemFree_v2(d);
+        OM_CALL(cuMemFree_v2)(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = (CUdeviceptr_v1)d;
@@ -41,7 +42,7 @@ CUresult om_r_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 
 CUresult om_r_cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-    return om_r_cuMemAllocHost_v2(pp, bytesize);
+    return OM_CALL(cuMemAllocHost_v2)(pp, bytesize);
 }
 
 CUresult om_r_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int width,
@@ -53,11 +54,11 @@ CUresult om_r_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsign
 
     if (!dptr || !pPitch)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = om_r_cuMemAllocPitch_v2(&d, &pitch, width, height, elem);
+    rc = OM_CALL(cuMemAllocPitch_v2)(&d, &pitch, width, height, elem);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!fits(d) || !fits(pitch) || !fits(d + (uint64_t)pitch * height - 1)) {
-        om_r_cuMemFree_v2(d);
+        OM_CALL(cuMemFree_v2)(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = (CUdeviceptr_v1)d;
@@ -67,14 +68,14 @@ CUresult om_r_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsign
 
 CUresult om_r_cuMemFree(CUdeviceptr_v1 dptr)
 {
-    return om_r_cuMemFree_v2(dptr);
+    return OM_CALL(cuMemFree_v2)(dptr);
 }
 
 CUresult om_r_cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr)
 {
     CUdeviceptr b = 0;
     size_t s = 0;
-    CUresult rc = om_r_cuMemGetAddressRange_v2(pbase ? &b : NULL, psize ? &s : NULL, dptr);
+    CUresult rc = OM_CALL(cuMemGetAddressRange_v2)(pbase ? &b : NULL, psize ? &s : NULL, dptr);
 
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -112,7 +113,7 @@ CUresult om_r_cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned
 
     if (!pdptr)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = om_r_cuMemHostGetDevicePointer_v2(&d, p, Flags);
+    rc = OM_CALL(cuMemHostGetDevicePointer_v2)(&d, p, Flags);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!fits(d))
@@ -126,7 +127,7 @@ CUresult om_r_cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmod
 {
     CUdeviceptr d = 0;
     size_t n = 0;
-    CUresult rc = om_r_cuModuleGetGlobal_v2(dptr ? &d : NULL, bytes ? &n : NULL, hmod, name);
+    CUresult rc = OM_CALL(cuModuleGetGlobal_v2)(dptr ? &d : NULL, bytes ? &n : NULL, hmod, name);
 
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -201,7 +202,7 @@ CUresult om_r_cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy)
     if (!pCopy)
         return CUDA_ERROR_INVALID_VALUE;
     c = widen2d(pCopy);
-    return om_r_cuMemcpy2D_v2(&c);
+    return OM_CALL(cuMemcpy2D_v2)(&c);
 }
 
 CUresult om_r_cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy)
@@ -216,7 +217,7 @@ CUresult om_r_cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream)
     if (!pCopy)
         return CUDA_ERROR_INVALID_VALUE;
     c = widen2d(pCopy);
-    return om_r_cuMemcpy2DAsync_v2(&c, hStream);
+    return OM_CALL(cuMemcpy2DAsync_v2)(&c, hStream);
 }
 
 CUresult om_r_cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
@@ -226,7 +227,7 @@ CUresult om_r_cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
     if (!pCopy)
         return CUDA_ERROR_INVALID_VALUE;
     c = widen3d(pCopy);
-    return om_r_cuMemcpy3D_v2(&c);
+    return OM_CALL(cuMemcpy3D_v2)(&c);
 }
 
 CUresult om_r_cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
@@ -236,7 +237,7 @@ CUresult om_r_cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
     if (!pCopy)
         return CUDA_ERROR_INVALID_VALUE;
     c = widen3d(pCopy);
-    return om_r_cuMemcpy3DAsync_v2(&c, hStream);
+    return OM_CALL(cuMemcpy3DAsync_v2)(&c, hStream);
 }
 
 /* ------------------------------------------------------------------ 1D copies and sets */
@@ -244,108 +245,108 @@ CUresult om_r_cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
 CUresult om_r_cuMemcpyAtoA(CUarray dstArray, unsigned int dstOffset, CUarray srcArray,
                            unsigned int srcOffset, unsigned int ByteCount)
 {
-    return om_r_cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount);
+    return OM_CALL(cuMemcpyAtoA_v2)(dstArray, dstOffset, srcArray, srcOffset, ByteCount);
 }
 
 CUresult om_r_cuMemcpyAtoD(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigned int srcOffset,
                            unsigned int ByteCount)
 {
-    return om_r_cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount);
+    return OM_CALL(cuMemcpyAtoD_v2)(dstDevice, srcArray, srcOffset, ByteCount);
 }
 
 CUresult om_r_cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOffset,
                            unsigned int ByteCount)
 {
-    return om_r_cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount);
+    return OM_CALL(cuMemcpyAtoH_v2)(dstHost, srcArray, srcOffset, ByteCount);
 }
 
 CUresult om_r_cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int srcOffset,
                                 unsigned int ByteCount, CUstream hStream)
 {
-    return om_r_cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream);
+    return OM_CALL(cuMemcpyAtoHAsync_v2)(dstHost, srcArray, srcOffset, ByteCount, hStream);
 }
 
 CUresult om_r_cuMemcpyDtoA(CUarray dstArray, unsigned int dstOffset, CUdeviceptr_v1 srcDevice,
                            unsigned int ByteCount)
 {
-    return om_r_cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount);
+    return OM_CALL(cuMemcpyDtoA_v2)(dstArray, dstOffset, srcDevice, ByteCount);
 }
 
 CUresult om_r_cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const void *srcHost,
                            unsigned int ByteCount)
 {
-    return om_r_cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount);
+    return OM_CALL(cuMemcpyHtoA_v2)(dstArray, dstOffset, srcHost, ByteCount);
 }
 
 CUresult om_r_cuMemcpyHtoAAsync(CUarray dstArray, unsigned int dstOffset, const void *srcHost,
                                 unsigned int ByteCount, CUstream hStream)
 {
-    return om_r_cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream);
+    return OM_CALL(cuMemcpyHtoAAsync_v2)(dstArray, dstOffset, srcHost, ByteCount, hStream);
 }
 
 CUresult om_r_cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice,
                            unsigned int ByteCount)
 {
-    return om_r_cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
+    return OM_CALL(cuMemcpyDtoD_v2)(dstDevice, srcDevice, ByteCount);
 }
 
 CUresult om_r_cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice,
                                 unsigned int ByteCount, CUstream hStream)
 {
-    return om_r_cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream);
+    return OM_CALL(cuMemcpyDtoDAsync_v2)(dstDevice, srcDevice, ByteCount, hStream);
 }
 
 CUresult om_r_cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-    return om_r_cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
+    return OM_CALL(cuMemcpyDtoH_v2)(dstHost, srcDevice, ByteCount);
 }
 
 CUresult om_r_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount,
                                 CUstream hStream)
 {
-    return om_r_cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream);
+    return OM_CALL(cuMemcpyDtoHAsync_v2)(dstHost, srcDevice, ByteCount, hStream);
 }
 
 CUresult om_r_cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
 {
-    return om_r_cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
+    return OM_CALL(cuMemcpyHtoD_v2)(dstDevice, srcHost, ByteCount);
 }
 
 CUresult om_r_cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost,
                                 unsigned int ByteCount, CUstream hStream)
 {
-    return om_r_cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream);
+    return OM_CALL(cuMemcpyHtoDAsync_v2)(dstDevice, srcHost, ByteCount, hStream);
 }
 
 CUresult om_r_cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N)
 {
-    return om_r_cuMemsetD8_v2(dstDevice, uc, N);
+    return OM_CALL(cuMemsetD8_v2)(dstDevice, uc, N);
 }
 
 CUresult om_r_cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N)
 {
-    return om_r_cuMemsetD16_v2(dstDevice, us, N);
+    return OM_CALL(cuMemsetD16_v2)(dstDevice, us, N);
 }
 
 CUresult om_r_cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N)
 {
-    return om_r_cuMemsetD32_v2(dstDevice, ui, N);
+    return OM_CALL(cuMemsetD32_v2)(dstDevice, ui, N);
 }
 
 CUresult om_r_cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc,
                            unsigned int Width, unsigned int Height)
 {
-    return om_r_cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
+    return OM_CALL(cuMemsetD2D8_v2)(dstDevice, dstPitch, uc, Width, Height);
 }
 
 CUresult om_r_cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us,
                             unsigned int Width, unsigned int Height)
 {
-    return om_r_cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
+    return OM_CALL(cuMemsetD2D16_v2)(dstDevice, dstPitch, us, Width, Height);
 }
 
 CUresult om_r_cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui,
                             unsigned int Width, unsigned int Height)
 {
-    return om_r_cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
+    return OM_CALL(cuMemsetD2D32_v2)(dstDevice, dstPitch, ui, Width, Height);
 }
