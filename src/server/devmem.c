@@ -190,3 +190,11 @@ void om_devmem_drop_cache(struct session *s)
         om_devmem_free(s->devcache[i].base, s->devcache[i].size, s->devcache[i].mem);
     s->ndevcache = 0;
 }
+
+void om_devmem_session_end(struct session *s)
+{
+    for (size_t i = 0; i < s->allocs.n; i++)
+        if (s->allocs.v[i].owned)
+            om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
+    om_devmem_drop_cache(s);
+}

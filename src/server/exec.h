@@ -41,14 +41,14 @@ extern const om_handler om_handlers[OM_ENTRY_COUNT];
             (s)->errors_logged++;                                                                  \
     } while (0)
 
-/* A request that does not parse: logged (within the limit), INVALID_VALUE. */
+/* args.c: a request that does not parse: logged (within the limit), INVALID_VALUE. */
 CUresult om_bad_request(struct call *c);
 #define ARGS_OK(c) ((c)->in.bad ? om_bad_request(c) : CUDA_SUCCESS)
 
 /* The bytes the client staged for this call: exactly n of them, or why not (a budget refused
  * some: that error; the client staged another length: `mismatch`). */
 CUresult om_staged(struct call *c, uint64_t n, CUresult mismatch);
-/* rc, or (when rc is a success) an error of the client's posted calls, taken (errors.c):
+/* errors.c: rc, or (when rc is a success) an error of the client's posted calls, taken (errors.c):
  *  om_take_call_error: of the stream this call enqueued on or waited for, or the context's;
  *  om_take_event_error: of the stream `ev` was recorded on after the error, or the context's;
  *  om_take_context_errors: the context's and every stream's (cuCtxSynchronize). */
@@ -57,7 +57,7 @@ CUresult om_take_event_error(struct session *s, CUevent ev, CUresult rc);
 CUresult om_take_context_errors(struct session *s, CUresult rc);
 
 /*
- * The server stream for a stream handle the client passed: its own default stream for the
+ * route.c: the server stream for a stream handle the client passed: its own default stream for the
  * NULL, legacy and per-thread handles (never the shared context's NULL stream), or a stream it
  * created, with the legacy default stream's ordering rebuilt within the client. `enqueue`: the
  * caller enqueues an operation on it next (the scheduler may hold it first); otherwise it only
@@ -65,23 +65,29 @@ CUresult om_take_context_errors(struct session *s, CUresult rc);
  */
 CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc);
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc);
-/* `later` waits for everything enqueued on `first` so far (exec.c's order_after). */
+/* `later` waits for everything enqueued on `first` so far (with an event kept per stream, which
+ * om_stream_forget_sync destroys when the stream goes). */
 CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool enqueue);
+void om_stream_forget_sync(struct session *s, CUstream st);
 
-/* A handle of `kind` the calling client owns (0 allowed when `nullable`); INVALID_HANDLE. */
+/* args.c: a handle of `kind` the calling client owns (0 allowed when `nullable`); INVALID_HANDLE. */
 CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable);
 /* [p, p + len) lies within memory of the calling client the device may touch: its device
  * allocations, or its pinned host memory by device pointer. */
 bool om_arg_range(struct call *c, uint64_t p, uint64_t len);
 
-/* Handles a call creates: room under the client's budget of the kind (OUT_OF_MEMORY, logged
+/* A batch memory operation (48 bytes, cuStreamBatchMemOp's or a batch node's): its kind and flags
+ * known, its address within the client's memory; the driver's own field cleared. */
+CUresult om_batch_op_check(struct call *c, uint8_t *op);
+
+/* own.c: handles a call creates: room under the client's budget of the kind (OUT_OF_MEMORY, logged
  * once, otherwise), then owned; om_own_add destroys the object when it cannot be recorded. */
 CUresult om_own_room(struct session *s, enum om_handle_kind kind);
 CUresult om_own_add(struct call *c, enum om_handle_kind kind, uint64_t h);
 void om_own_drop(struct session *s, enum om_handle_kind kind, uint64_t h);
 
-/* api/streams.c: a new server stream made the client's (its handle answered), and one of its
- * streams destroyed; api/green.c: a stream gone from the client's green contexts. */
+/* route.c: a new server stream made the client's (its handle answered), and one of its
+ * streams destroyed (cuStreamDestroy, cuGreenCtxDestroy). */
 CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags);
 CUresult om_stream_release(struct session *s, uint64_t h);
 /* devmap.c: the (server) device a stream or pool of the client's is on; noted at creation,
@@ -91,16 +97,25 @@ int om_first_device(const struct session *s); /* its device 0: the server's ordi
 bool om_note_device(struct session *s, uint64_t h, int dev);
 void om_forget_device(struct session *s, uint64_t h);
 void om_handle_devs_release(struct session *s);
-bool om_stream_blocking(struct session *s, uint64_t h); /* created blocking, on any device */
-void om_green_stream_gone(struct session *s, uint64_t h);
-/* Whether st is a stream the client made in a green context of its own (api/green.c). */
+/* streamstate.c: the state of a client's streams. om_stream_blocking: created blocking, on any
+ * device; om_stream_capturing: a stream of a session that began a capture is capturing now
+ * (route.c then adds no hidden ordering or scheduling hold to it: they would join other streams
+ * into the capture or invalidate it); the green context a stream was made in (0: none), whether
+ * it was, room for one more (-ENOMEM) and the stream noted, a stream gone, the session's end. */
+bool om_stream_blocking(struct session *s, uint64_t h);
+bool om_stream_capturing(struct session *s, CUstream st);
+uint64_t om_green_of(const struct session *s, uint64_t h);
 bool om_green_stream_of(struct session *s, CUstream st);
+int om_green_stream_room(struct session *s);
+void om_green_stream_add(struct session *s, uint64_t stream, uint64_t green);
+void om_green_stream_gone(struct session *s, uint64_t h);
+void om_green_streams_free(struct session *s);
 
 /*
  * share.c: the client's SM share. om_launch_stream is the stream a kernel launch, or a graph's,
  * on the client's stream `h` goes to (the shadow in its lane under a share: share.c);
  * om_share_settle makes a stream of the client wait for its shadow's kernels before any other
- * use (exec.c calls it for every stream a call names; `enqueue` as om_find_stream's).
+ * use (route.c calls it for every stream a call names; `enqueue` as om_find_stream's).
  * om_share_wait waits for every shadow, om_share_stream_gone forgets a stream's, and
  * om_share_release ends the session's (after om_exec_sync_client). The SM count and the SM
  * resource the client is shown on a device follow its share.
@@ -154,12 +169,9 @@ CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n); /* arra
 bool om_modref_may_share(struct session *s, uint64_t lib);
 void om_modref_loaded(struct session *s, uint64_t lib);
 void om_modref_unloaded(struct session *s, uint64_t lib);
-/* api/graphs.c: the checks the graph family's rows name (every node handle the client's; a
- * memset node's range within its memory), and whether a stream of a session that began a
- * capture is capturing now (exec.c then adds no hidden ordering or scheduling hold to it:
- * they would join other streams into the capture or invalidate it). */
+/* api/nodes.c: the checks the node family's rows name (every node handle the client's; a
+ * memset node's range within its memory). */
 CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
 CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p);
-bool om_stream_capturing(struct session *s, CUstream st);
 
 #endif

@@ -150,6 +150,11 @@ struct session {
     } * handle_devs;
     size_t nhandle_devs, handle_devs_cap;
     struct om_green *green; /* api/green.c: its green contexts and device resources */
+    /* streamstate.c: which green context each stream it made in one belongs to */
+    struct om_gstream {
+        uint64_t stream, green;
+    } * gstreams;
+    size_t ngstreams, gstreams_cap;
     struct om_share *share; /* share.c: its SM share's lane and shadow streams */
     /* ... on its other devices (swapped like default_streams), and how many it made */
     struct om_share *shares[OM_MAX_DEVICES];
@@ -189,7 +194,7 @@ struct session {
     uint8_t launch_args[32768];
     /* bit per entry point whose "not supported" note was logged (session.c): once per session */
     uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
-    unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
+    unsigned captures; /* stream captures it began and has not ended (api/capture.c) */
     /* api/hostnodes.c: its host-callback channel and its host functions' records */
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
     uint64_t *hostrec;
@@ -199,7 +204,7 @@ struct session {
     CUresult async_error;
     struct om_posted_error *perr;
     size_t nperr, perr_cap;
-    CUstream call_stream; /* exec.c: the client stream the current call enqueues on (NULL: none) */
+    CUstream call_stream; /* route.c: the client stream the current call enqueues on (NULL: none) */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
     uint64_t pool_default[OM_MAX_DEVICES], pool_current[OM_MAX_DEVICES]; /* per device */
@@ -227,7 +232,16 @@ struct server {
     bool stopping; /* graceful: exit when the last client left */
 };
 
-/* main.c: the real driver's entry points, by index (NULL: the driver lacks it). */
+/* driver.c: loads the driver (its entry points by index: om_server_missing where it lacks one),
+ * retains one primary context per device and keeps `srv` for the functions below; 0 or -errno
+ * with the reason in err. om_server_enable_peers: every context reaches every device it can. */
+int om_server_driver_init(struct server *srv, char *err, size_t errlen);
+void om_server_enable_peers(struct server *srv);
+/* The first fatal fault's CUresult (0: none yet) and client, and the descriptor that becomes
+ * readable when it comes (made by om_server_fault_init, -errno; the main loop polls it). */
+int om_server_fault_init(void);
+int om_server_fault_code(pid_t *ret_pid);
+int om_server_fault_fd(void);
 extern void *om_server_real[OM_ENTRY_COUNT];
 int om_server_ndevices(void);
 CUresult om_server_missing(void);
@@ -247,6 +261,7 @@ bool om_server_peer(int from, int to);
 /* exec.c: runs one driver call of a client. */
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted);
+/* route.c: waits for every stream of the client (its shadows' too); a posted call's error. */
 CUresult om_exec_sync_client(struct session *s);
 /* errors.c: a failed posted call's error, kept for its stream (the call's) or the context;
  * a recorded event of the current call's stream; a stream destroyed (its error, taken); the
@@ -468,6 +483,10 @@ void om_wait_flush_output(bool on);
 /* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
 #define OM_SCHED_MAX_QUEUES 32 /* the driver's ceiling of CUDA_DEVICE_MAX_CONNECTIONS */
 void om_sched_init(void);
+/* The session workers running now (fair share needs two): session.c counts them in and out
+ * (om_sched_workers_add returns the count after the change). */
+int om_sched_workers(void);
+int om_sched_workers_add(int delta);
 void om_sched_report(void); /* a line in the log: what the scheduler did */
 void om_sched_stream_created(void);
 void om_sched_stream_destroyed(struct session *s, CUstream st);
@@ -485,14 +504,29 @@ static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t 
     return kernel ^ ((grid_xy * 0x9e3779b97f4a7c15ull) + grid_z) * 0xff51afd7ed558ccdull;
 }
 
+/* teardown.c: what a session holds, released in this order at its end (session.c walks it;
+ * the last entry's fn is NULL). Each hook leaves its part of the session empty. */
+struct om_teardown_step {
+    const char *what;
+    void (*fn)(struct session *s);
+};
+extern const struct om_teardown_step om_teardown[];
+/* The core's steps of it: route.c's waits for the streams' work, ordering events and streams,
+ * default streams; devmem.c's allocations and cache; hostmem.c's pinned regions; api/ipc.c's
+ * events. */
+void om_route_session_wait(struct session *s);
+void om_route_session_end(struct session *s);
+void om_route_defaults_end(struct session *s);
+void om_devmem_session_end(struct session *s);
+void om_hostmem_session_end(struct session *s);
+void om_ipc_events_session_end(struct session *s);
+
 /* session.c */
 /* The daemon changed the server's limits: applied to every running client (session.c). */
 void om_session_limits(struct server *srv, const struct om_limits *l);
 /* The session's calls run on its device cdev (its ordinal) from now on (OM_OP_SET_DEVICE);
  * INVALID_DEVICE where it has none. */
 CUresult om_session_set_device(struct session *s, uint64_t dev);
-/* Sessions whose worker runs now (sched.c: fair share needs two). */
-int om_session_workers(void);
 /* ... and within the SM count of its current context (0: none; share.c). */
 CUresult om_session_set_partition(struct session *s, uint64_t sms);
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);

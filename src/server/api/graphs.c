@@ -42,16 +42,6 @@ CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p)
     return om_arg_range(c, p->dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-bool om_stream_capturing(struct session *s, CUstream st)
-{
-    CUresult (*fn)(CUstream, int *) = REAL(cuStreamIsCapturing);
-    int status = CAPTURE_NONE;
-
-    if (!s->captures || !st || !fn)
-        return false;
-    return fn(st, &status) == CUDA_SUCCESS && status != CAPTURE_NONE;
-}
-
 /* Handles the driver answered become the client's (nodes of its own graphs). */
 static CUresult own_all(struct call *c, enum om_handle_kind kind, const CUgraphNode *v, size_t n)
 {
@@ -1221,7 +1211,6 @@ CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c)
  */
 #define BATCH_OP_BYTES 48
 #define BATCH_MAX 256
-CUresult om_batch_op_check(struct call *c, uint8_t *op); /* streams.c */
 
 struct batch_node {
     uint8_t ops[BATCH_MAX * BATCH_OP_BYTES];

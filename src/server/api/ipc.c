@@ -394,3 +394,12 @@ bool om_ipc_event_release(uint64_t event)
     pthread_mutex_unlock(&lock);
     return last;
 }
+
+/* The session's end: its events, a shared one destroyed by its last holder only. */
+void om_ipc_events_session_end(struct session *s)
+{
+    for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++)
+        if (om_ipc_event_release(s->own[OM_H_EVENT].v[i]))
+            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(
+                (CUevent)(uintptr_t)s->own[OM_H_EVENT].v[i]);
+}
