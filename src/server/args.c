@@ -87,3 +87,77 @@ CUresult om_batch_op_check(struct call *c, uint8_t *op)
     memset(op + 32, 0, 8);
     return CUDA_SUCCESS;
 }
+
+/* An array the client may use: its own, or a level or plane of one of its own. */
+bool om_arg_array(struct call *c, uint64_t h)
+{
+    return h && (om_arg_handle(c, OM_H_ARRAY, h, false) == CUDA_SUCCESS ||
+                 om_arg_handle(c, OM_H_SUBARRAY, h, false) == CUDA_SUCCESS);
+}
+
+/* Bytes of one element of a format with `channels` channels; 0: a format whose elements are
+ * not addressed by bytes here (block-compressed, planar video). */
+uint64_t om_element_bytes(int format, unsigned channels)
+{
+    uint64_t one;
+
+    switch (format) {
+    case 0x01:
+    case 0x08: one = 1; break; /* 8-bit integers */
+    case 0x02:
+    case 0x09:
+    case 0x10: one = 2; break; /* 16-bit integers, half */
+    case 0x03:
+    case 0x0a:
+    case 0x20: one = 4; break; /* 32-bit integers, float */
+    default: return 0;
+    }
+    return channels == 1 || channels == 2 || channels == 4 ? one * channels : 0;
+}
+
+/* Device memory of the call's byte count, recorded as the client's; answers its address. A
+ * managed allocation (the client shadows it at that address) is always a new one, and is never
+ * kept for reuse when freed (devmem.c). */
+CUresult om_devmem_for_client(struct call *c, bool managed, uint64_t *size)
+{
+    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = managed ? om_devmem_alloc(c->s->dev, bytes, &base, size, &mem)
+                 : om_devmem_take(c->s, bytes, &base, size, &mem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {
+        om_devmem_free(base, *size, mem);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->s->allocs.v[c->s->allocs.n - 1].managed = managed;
+    om_memcap_charge(c->s, &c->s->allocs.v[c->s->allocs.n - 1]);
+    om_put_u64(&c->out, base);
+    return CUDA_SUCCESS;
+}
+
+#define WIN32_TYPES (CU_MEM_HANDLE_TYPE_WIN32 | CU_MEM_HANDLE_TYPE_WIN32_KMT)
+
+CUresult om_shareable_types(uint64_t mask)
+{
+    if (mask & ~(uint64_t)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC |
+                           WIN32_TYPES))
+        return CUDA_ERROR_INVALID_VALUE;
+    return mask & WIN32_TYPES ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+}
+
+/* out:memcap (cuDeviceTotalMem_v2): under the client's device-memory cap (memcap.c) the cap is
+ * the device's total. */
+CUresult om_answer_memcap(struct call *c, size_t *total, int dev)
+{
+    uint64_t cap = om_memcap_cap(c->s, dev);
+
+    if (cap && cap < *total)
+        *total = (size_t)cap;
+    return CUDA_SUCCESS;
+}

@@ -154,7 +154,7 @@ bool om_server_peer(int from, int to)
 }
 
 /* Loads the driver and retains one primary context per device. */
-int om_server_driver_init(struct server *srv, char *err, size_t errlen)
+int om_server_driver_init(struct server *srv, unsigned ctx_flags, char *err, size_t errlen)
 {
     int rc;
 
@@ -175,7 +175,7 @@ int om_server_driver_init(struct server *srv, char *err, size_t errlen)
         /* Synchronizing threads sleep instead of spinning (wait.c says why). */
         CUresult fr =
             ((CUresult(*)(CUdevice, unsigned))om_server_real[OM_IDX_cuDevicePrimaryCtxSetFlags_v2])(
-                i, om_wait_context_flags());
+                i, ctx_flags);
         if (fr != CUDA_SUCCESS)
             om_warn("device %d: cannot make synchronization block (CUresult %d): waits spin", i,
                     (int)fr);
@@ -190,4 +190,3 @@ int om_server_driver_init(struct server *srv, char *err, size_t errlen)
     }
     return 0;
 }
-

@@ -1,17 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The executor: runs one call of a client through its handler (gen/decoders.c's table), then
  * what every call shares: a fatal fault noted, a posted call's error kept for its stream. */
-#include <errno.h>
-#include <unistd.h>
-#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "../common/image.h"
 #include "../common/log.h"
-#include "../common/msg.h"
-#include "../common/wire.h"
 #include "exec.h"
-#include "openmps/ops.h"
 
 /*
  * Every handler takes the request (untrusted bytes, read through om_rbuf),

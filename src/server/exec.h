@@ -70,7 +70,8 @@ CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc);
 CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool enqueue);
 void om_stream_forget_sync(struct session *s, CUstream st);
 
-/* args.c: a handle of `kind` the calling client owns (0 allowed when `nullable`); INVALID_HANDLE. */
+/* args.c: a handle of `kind` the calling client owns (0 allowed when `nullable`), or
+ * INVALID_HANDLE. */
 CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable);
 /* [p, p + len) lies within memory of the calling client the device may touch: its device
  * allocations, or its pinned host memory by device pointer. */
@@ -79,6 +80,14 @@ bool om_arg_range(struct call *c, uint64_t p, uint64_t len);
 /* A batch memory operation (48 bytes, cuStreamBatchMemOp's or a batch node's): its kind and flags
  * known, its address within the client's memory; the driver's own field cleared. */
 CUresult om_batch_op_check(struct call *c, uint8_t *op);
+
+/* An array the client may use: its own, or a level or plane of one of its own; the bytes of one
+ * element of a format with `channels` channels (0: not addressed by bytes here). */
+bool om_arg_array(struct call *c, uint64_t h);
+uint64_t om_element_bytes(int format, unsigned channels);
+/* Device memory of the call's byte count, recorded as the client's; answers its address (a
+ * managed allocation is always a new one, never kept for reuse when freed). */
+CUresult om_devmem_for_client(struct call *c, bool managed, uint64_t *size);
 
 /* own.c: handles a call creates: room under the client's budget of the kind (OUT_OF_MEMORY, logged
  * once, otherwise), then owned; om_own_add destroys the object when it cannot be recorded. */
@@ -159,18 +168,43 @@ CUresult om_answer_memfree(struct call *c, size_t *free_bytes);
 CUresult om_answer_memtotal(struct call *c, size_t *total);
 CUresult om_answer_asked(struct call *c, int *priority, CUstream st);
 
+/* hostcb.c: a client's function and argument as the driver's host node parameters (the
+ * trampoline and a record's token; the session's channel made first); the answer's last word,
+ * whether the channel's descriptor follows it (`send`: the client asked for it). */
+CUresult om_hostcb_params(struct call *c, uint64_t fn, uint64_t data, uint64_t want,
+                          CUDA_HOST_NODE_PARAMS *p, bool *send);
+void om_hostcb_send_channel(struct call *c, bool send);
+/* The client's function and argument of host node parameters the server made (false: not its). */
+bool om_hostcb_lookup(struct session *s, const CUDA_HOST_NODE_PARAMS *p, uint64_t *fn,
+                      uint64_t *data);
+
+/* ipcstate.c: what IPC handles share (api/ipc.c makes and reads the handles). An allocation of
+ * the client exported (its id, made once; the client's budget of handles), opened by another
+ * client (INVALID_VALUE: unknown or freed; INVALID_CONTEXT: its own; the range becomes the
+ * opener's, *ret_first on its first open), closed (INVALID_VALUE with *ret_last false: not open;
+ * on the last close, its own work waited for: that wait's result, *ret_last true). An event
+ * exported (its id), opened (it becomes the opener's event too). */
+CUresult om_ipc_export(struct session *s, const struct om_range *r, uint64_t *ret_id);
+CUresult om_ipc_open(struct session *s, uint64_t id, uint64_t *ret_base, uint64_t *ret_size,
+                     bool *ret_first);
+CUresult om_ipc_close(struct session *s, uint64_t base, bool *ret_last);
+CUresult om_ipc_event_export(uint64_t ev, uint64_t *ret_id);
+CUresult om_ipc_event_open(struct session *s, uint64_t id, uint64_t *ret_ev);
+
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n); /* arraymap */
-/* api/texrefs.c: a module's texture and surface references. A library whose references a
- * client obtained is that client's alone from then on: another client loading the same image
- * gets its own copy (om_modref_may_share false). Libraries loaded and unloaded are noted
- * (om_modref_release in internal.h: the session's end). */
+/* modref.c: a module's texture and surface references. A library whose references a client
+ * obtained is that client's alone from then on: another client loading the same image gets its
+ * own copy (om_modref_may_share false). Libraries loaded and unloaded are noted
+ * (om_modref_release in internal.h: the session's end); om_modref_get reads a reference's
+ * request and answers it (entry: cuModuleGetTexRef's or cuModuleGetSurfRef's index). */
 bool om_modref_may_share(struct session *s, uint64_t lib);
 void om_modref_loaded(struct session *s, uint64_t lib);
 void om_modref_unloaded(struct session *s, uint64_t lib);
-/* api/nodes.c: the checks the node family's rows name (every node handle the client's; a
- * memset node's range within its memory). */
+CUresult om_modref_get(struct call *c, enum om_handle_kind kind, int entry);
+/* graphstate.c and api/nodes.c: the checks the node family's rows name (every node handle the
+ * client's; a memset node's range within its memory). */
 CUresult om_check_nodes(struct call *c, CUgraphNode *v, size_t n);
 CUresult om_check_memset(struct call *c, CUDA_MEMSET_NODE_PARAMS *p);
 

@@ -484,7 +484,6 @@ static bool memory_gone(pid_t pid)
     return p && p[0] == '0' && p[1] == ' ';
 }
 
-
 void om_hostmem_session_end(struct session *s)
 {
     /* Pages the client may still map (it lives on, or forked) are not reused; those of a

@@ -195,7 +195,7 @@ struct session {
     /* bit per entry point whose "not supported" note was logged (session.c): once per session */
     uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
     unsigned captures; /* stream captures it began and has not ended (api/capture.c) */
-    /* api/hostnodes.c: its host-callback channel and its host functions' records */
+    /* hostcb.c: its host-callback channel and its host functions' records */
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
     uint64_t *hostrec;
     size_t nhostrec, hostrec_cap;
@@ -233,9 +233,10 @@ struct server {
 };
 
 /* driver.c: loads the driver (its entry points by index: om_server_missing where it lacks one),
- * retains one primary context per device and keeps `srv` for the functions below; 0 or -errno
- * with the reason in err. om_server_enable_peers: every context reaches every device it can. */
-int om_server_driver_init(struct server *srv, char *err, size_t errlen);
+ * retains one primary context per device with `ctx_flags` (om_wait_context_flags) and keeps
+ * `srv` for the functions below; 0 or -errno with the reason in err. om_server_enable_peers: every
+ * context reaches every device it can. */
+int om_server_driver_init(struct server *srv, unsigned ctx_flags, char *err, size_t errlen);
 void om_server_enable_peers(struct server *srv);
 /* The first fatal fault's CUresult (0: none yet) and client, and the descriptor that becomes
  * readable when it comes (made by om_server_fault_init, -errno; the main loop polls it). */
@@ -289,15 +290,15 @@ void om_graphs_release(struct session *s);
 bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_t size,
                           uint64_t pool);
 void om_graphmem_session_end(struct session *s);
-/* api/hostnodes.c: the session ends (any thread): a host function waited for is given up;
+/* hostcb.c: the session ends (any thread): a host function waited for is given up;
  * then (its worker, after its work and graphs are gone) the records and channel are freed. */
-void om_hostnodes_close(struct session *s);
-void om_hostnodes_release(struct session *s);
+void om_hostcb_close(struct session *s);
+void om_hostcb_release(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */
 void om_ctx_release(struct session *s);
-/* api/texrefs.c: at the session's end, the libraries it held and its module references. */
+/* modref.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
 /* priority.c: the client priority. om_priority_counted: a session's priority went from `was`
  * to `now` (-1: none, at its start and end); om_priority_release: the session's end. */
@@ -351,21 +352,22 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s); /* at the session's end */
 
-/* api/mempool.c, api/ipc.c: at the session's end, before its allocations are freed. */
-void om_mempool_session_end(struct session *s);
+/* poolmem.c, ipcstate.c: at the session's end, before its allocations are freed. */
+void om_poolmem_session_end(struct session *s);
 void om_ipc_session_end(struct session *s);
-/* An event a session lets go of: true when no other session holds it through an IPC handle
- * (the caller destroys it then), false when another still does. */
+/* ipcstate.c: an event a session lets go of: true when no other session holds it through an
+ * IPC handle (the caller destroys it then), false when another still does. */
 bool om_ipc_event_release(uint64_t event);
+/* api/vmm.c: at the session's end. */
 void om_vmm_session_end(struct session *s);
-/* api/shareable.c: a mask of shareable handle types the server offers (POSIX file descriptor,
- * fabric; Win32 NOT_SUPPORTED, unknown bits INVALID_VALUE), and a session's end. */
+/* args.c: a mask of shareable handle types the server offers (POSIX file descriptor,
+ * fabric; Win32 NOT_SUPPORTED, unknown bits INVALID_VALUE). api/shareable.c: a session's end. */
 CUresult om_shareable_types(uint64_t mask);
 void om_shareable_session_end(struct session *s);
-/* cuMemFree of a client's pool memory: after its own work, on its default stream. */
-CUresult om_mempool_free(struct session *s, struct om_range *r);
-/* An owned range the client frees: true when clients that opened it by an IPC handle keep it
- * alive (then ipc.c frees it after the last of them; the caller only forgets it). */
+/* poolmem.c: cuMemFree of a client's pool memory: after its own work, on its default stream. */
+CUresult om_poolmem_free(struct session *s, struct om_range *r);
+/* ipcstate.c: an owned range the client frees: true when clients that opened it by an IPC handle
+ * keep it alive (then ipcstate.c frees it after the last of them; the caller only forgets it). */
 bool om_ipc_keep(struct session *s, const struct om_range *r);
 
 /* imgcache.c: the user's module images on disk, loaded at the start while no kernel runs. */
@@ -512,7 +514,7 @@ struct om_teardown_step {
 };
 extern const struct om_teardown_step om_teardown[];
 /* The core's steps of it: route.c's waits for the streams' work, ordering events and streams,
- * default streams; devmem.c's allocations and cache; hostmem.c's pinned regions; api/ipc.c's
+ * default streams; devmem.c's allocations and cache; hostmem.c's pinned regions; ipcstate.c's
  * events. */
 void om_route_session_wait(struct session *s);
 void om_route_session_end(struct session *s);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* openmps-server: owns the CUDA context of each GPU and serves the clients the daemon hands it. */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -247,7 +246,7 @@ int main(int argc, char **argv)
     om_sched_init();
     om_priority_init();
     om_budget_init();
-    if (om_server_driver_init(&srv, err, sizeof(err)) < 0) {
+    if (om_server_driver_init(&srv, om_wait_context_flags(), err, sizeof(err)) < 0) {
         om_err("%s", err);
         om_msg_send_text(srv.chan, OM_MSG_SRV_FAULT, 0, err);
         return 1;

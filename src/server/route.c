@@ -179,7 +179,6 @@ CUresult om_exec_sync_client(struct session *s)
     return rc;
 }
 
-
 /* ------------------------------------------------------------------ made and destroyed */
 
 CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags)

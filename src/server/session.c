@@ -4,9 +4,8 @@
 #include "exec.h"
 
 #include <errno.h>
-#include <malloc.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,21 +284,17 @@ static void session_destroy(struct session *s);
 /* Workers still freeing a session: the server waits for them before it exits. */
 void om_session_wait_workers(int timeout_ms)
 {
-    for (int waited = 0; om_sched_workers() && waited < timeout_ms;
-         waited += 10)
+    for (int waited = 0; om_sched_workers() && waited < timeout_ms; waited += 10)
         usleep(10000);
 }
-
-#define R(sym) om_server_real[OM_IDX_##sym]
 
 /*
  * Everything the client held on the GPU, freed by its worker (which has the
  * context current) when the session ends, however it ended. Its own work is
  * waited for first: unmapping memory under a running kernel would fault the
- * context every client shares.
+ * context every client shares. The GPU's part goes in the order of the teardown table
+ * (teardown.c); then what the session itself holds.
  */
-/* What the session holds on the GPU, in the order of the teardown table (teardown.c), then what
- * the session itself holds. */
 static void release_gpu_resources(struct session *s)
 {
     for (const struct om_teardown_step *t = om_teardown; t->fn; t++)
@@ -605,7 +600,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
      * (the worker notices the flag within OM_SESSION_POLL_MS either way). */
     om_ring_kick(s->rx.q);
     om_ring_kick(s->tx.q);
-    om_hostnodes_close(s); /* a trampoline waiting for this client returns */
+    om_hostcb_close(s); /* a trampoline waiting for this client returns */
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 }
 

@@ -19,7 +19,7 @@ int om_fuzz_server_init(char *err, size_t errlen)
     srv.chan = -1;
     om_sched_init();
     om_budget_init();
-    return om_server_driver_init(&srv, err, errlen);
+    return om_server_driver_init(&srv, om_wait_context_flags(), err, errlen);
 }
 
 /* Everything the session holds, freed as at the end of a real session: its GPU resources, then

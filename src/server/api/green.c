@@ -459,8 +459,7 @@ CUresult om_x_cuGreenCtxRecordEvent(struct call *c)
         return rc;
     for (size_t i = 0; i < c->s->ngstreams && rc == CUDA_SUCCESS; i++)
         if (c->s->gstreams[i].green == h)
-            rc = om_order_after(c->s, g->join, (CUstream)(uintptr_t)c->s->gstreams[i].stream,
-                                true);
+            rc = om_order_after(c->s, g->join, (CUstream)(uintptr_t)c->s->gstreams[i].stream, true);
     for (unsigned i = 0; i < g->ngreens && rc == CUDA_SUCCESS; i++) /* its NULL stream's work */
         if (g->greens[i].h == h && g->greens[i].def)
             rc = om_order_after(c->s, g->join, g->greens[i].def, true);

@@ -324,43 +324,6 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     return rc;
 }
 
-/* cuMemFree of pool memory (memory.c): after the client's own work, on its default stream. */
-CUresult om_mempool_free(struct session *s, struct om_range *r)
-{
-    CUresult rc = om_exec_sync_client(s), frc;
-    CUstream st = om_find_stream(s, 0, true, &frc);
-
-    om_wait_settle_pools();
-    frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
-    if (!r->graph) /* a graph allocation's range stays while its graphs hold it (graphs.c) */
-        om_allocs_remove(s, r);
-    return rc != CUDA_SUCCESS ? rc : frc;
-}
-
-void om_mempool_session_end(struct session *s)
-{
-    CUresult rc;
-    CUstream st = NULL;
-    bool any = false;
-
-    for (size_t i = 0; i < s->allocs.n; i++)
-        any |= s->allocs.v[i].pool != 0;
-    if (any)
-        st = om_find_stream(s, 0, true, &rc);
-    for (size_t i = s->allocs.n; i-- > 0;) {
-        if (!s->allocs.v[i].pool)
-            continue;
-        if (st)
-            ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(s->allocs.v[i].base, st);
-        om_allocs_remove(s, &s->allocs.v[i]);
-    }
-    if (st)
-        ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
-    /* The pools themselves go with the kinds of api/handles.tsv (own.c). */
-    memset(s->pool_default, 0, sizeof(s->pool_default));
-    memset(s->pool_current, 0, sizeof(s->pool_current));
-}
-
 /* Custom only because the generated decoder of an `in` struct parameter does not compile
  * (api/remote.py sizes it before declaring it). */
 CUresult om_x_cuMemPoolGetAccess(struct call *c)

@@ -107,18 +107,6 @@ CUresult om_x_cuEventSynchronize(struct call *c)
     return om_take_event_error(c->s, ev, rc);
 }
 
-/* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
- * this client's answer (wait.c). */
-CUresult om_x_cuCtxSynchronize(struct call *c)
-{
-    CUresult rc;
-
-    om_wait_flush_output(true);
-    rc = om_exec_sync_client(c->s);
-    om_wait_flush_output(false);
-    return om_take_context_errors(c->s, rc);
-}
-
 CUresult om_x_cuStreamGetFlags(struct call *c)
 {
     uint64_t h = om_get_u64(&c->in);
@@ -138,8 +126,6 @@ CUresult om_x_cuStreamGetFlags(struct call *c)
         om_put_u64(&c->out, flags);
     return rc;
 }
-
-/* ------------------------------------------------------------------ dispatch */
 
 /* ------------------------------------------------------------------ batches of memory operations
  */
@@ -223,4 +209,42 @@ CUresult om_x_cuEventDestroy_v2(struct call *c)
     if (!om_ipc_event_release(ev))
         return CUDA_SUCCESS;
     return ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))((CUevent)(uintptr_t)ev);
+}
+
+/*
+ * cuLaunchHostFunc. Request: stream, fn, data, whether the client needs the channel. On a
+ * capturing stream the driver captures the trampoline (a host node that runs at each launch of
+ * the graph); answer 1, then whether the channel's descriptor follows. On any other stream
+ * nothing is done here: answer 0 (the client waits for the stream and calls fn itself).
+ */
+CUresult om_x_cuLaunchHostFunc(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in), fn = om_get_u64(&c->in), data = om_get_u64(&c->in);
+    uint64_t want = om_get_u64(&c->in);
+    CUDA_HOST_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+    bool send = false;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Not `enqueue`: a capturing stream gets no legacy ordering or scheduler hold anyway, and
+     * on any other stream nothing is enqueued here. */
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    if (!om_stream_capturing(c->s, st)) {
+        om_put_u64(&c->out, 0);
+        return CUDA_SUCCESS;
+    }
+    if ((rc = om_hostcb_params(c, fn, data, want, &p, &send)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUstream, CUhostFn, void *))REAL(cuLaunchHostFunc))(st, p.fn, p.userData);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, 1);
+    om_hostcb_send_channel(c, send);
+    return CUDA_SUCCESS;
 }
