@@ -33,7 +33,7 @@ CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, boo
     if (kind == OM_H_FUNCTION) /* kernels are kept with their argument sizes (resources.c) */
         return om_kernel_total(c->s, h) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     if (kind == OM_H_GRAPH && om_handles_has(&c->s->own[OM_H_CHILDGRAPH], h))
-        return CUDA_SUCCESS; /* a child graph node's graph: usable, not destroyable (graphs.c) */
+        return CUDA_SUCCESS; /* a child graph node's graph: usable, not destroyable (api/nodes.c) */
     if (om_handles_has(&c->s->own[kind], h))
         return CUDA_SUCCESS;
     /* A mipmap level or a plane is an array wherever one is read (api/arrays.c): its getters

@@ -56,7 +56,7 @@ static uint64_t rounded(uint64_t bytes)
 }
 
 /* On device `dev` (the context current on the calling thread is that device's); readable and
- * writable there and from every device whose context reaches it (peer access, main.c), as
+ * writable there and from every device whose context reaches it (peer access, driver.c), as
  * cuMemAlloc's memory is. */
 CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                          uint64_t *ret_mem)

@@ -49,7 +49,7 @@ struct om_range {
     bool owned;
     bool managed;     /* shadowed in the client: never kept for reuse (devmem.c) */
     uint64_t pool;    /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
-    bool graph;       /* a graph allocation's range, held by graphs (api/graphs.c) */
+    bool graph;       /* a graph allocation's range, held by graphs (graphstate.c) */
     bool mapped;      /* a cuMemMap mapping (api/vmm.c): one buffer with a mapping beside it */
     uint64_t charged; /* bytes counted against the client's device-memory cap (memcap.c) */
     int dev;          /* the device it is on (memcap.c counts it there; devmem.c's cache) */
@@ -214,7 +214,7 @@ struct session {
      * cuMemRetainAllocationHandle of a mapped handle adds one; one cuMemRelease drops one) */
     uint64_t *vmm_extra;
     size_t vmm_extra_n, vmm_extra_cap;
-    struct om_graphmem *graphmem; /* graph allocations, conditional handles (api/graphs.c) */
+    struct om_graphmem *graphmem; /* graph allocations, conditional handles (graphstate.c) */
     struct session *next;
 };
 
@@ -281,10 +281,10 @@ void om_output_print_begin(struct session *s);
 void om_output_print_end(struct session *s, CUstream st, bool launched);
 size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
 void om_output_free(struct session *s);
-/* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
+/* api/capture.c: at the session's end, ends the captures it left open (before its streams are
  * waited for). */
 void om_graphs_release(struct session *s);
-/* api/graphs.c: graph allocations. A range allocated while capturing on `st` becomes the
+/* graphstate.c: graph allocations. A range allocated while capturing on `st` becomes the
  * capture graph's (false: not recorded, no memory); at the session's end (its streams waited
  * for) the allocations still recorded are freed and forgotten. */
 bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_t size,
@@ -434,7 +434,7 @@ bool om_library_prints(uint64_t library); /* its image may print (om_image_may_p
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);
 pthread_mutex_t *om_image_load_lock(void);
-/* api/modules.c: frees the records of a session's link states (destroyed by own.c). */
+/* api/linker.c: frees the records of a session's link states (destroyed by own.c). */
 void om_link_forget_session(struct session *s);
 
 /* idle.c: every client stream, to tell when none has work (nothing of clients runs). */

@@ -22,7 +22,7 @@
 #include "openmps/ops.h"
 
 /* The client's calls run on device `dev` from now on: that device's context is made current on
- * its worker, and its default stream there becomes the one exec.c uses. */
+ * its worker, and its default stream there becomes the one route.c uses. */
 CUresult om_session_set_device(struct session *s, uint64_t cdev)
 {
     int dev = om_dev_in(s, cdev); /* its ordinal, the server's device */

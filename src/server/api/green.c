@@ -8,7 +8,7 @@
  * of that table; a struct coming back must name a live entry and carry its fields unchanged.
  *
  * The green contexts are real ones (cuGreenCtxCreate), the client's own: their streams are the
- * client's streams (exec.c treats them as any other), destroyed before the green context.
+ * client's streams (route.c treats them as any other), destroyed before the green context.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -282,7 +282,7 @@ static void drop_default(struct session *s, CUstream def)
     om_idle_stream_destroy(def);
 }
 
-/* The client's NULL, legacy and per-thread stream (exec.c's s->default_stream) while `green`
+/* The client's NULL, legacy and per-thread stream (route.c's s->default_stream) while `green`
  * is current to its calls: that green context's own default stream (a real stream of it,
  * made at first use), or the session's default stream for 0. The new one waits for the one
  * before, so the client's NULL-stream work keeps its order across the change. */
@@ -302,7 +302,7 @@ static CUresult switch_default(struct session *s, struct om_green *g, uint64_t g
         if (!g->greens[i].def) {
             rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(
                 &def, (CUgreenCtx)(uintptr_t)green, CU_STREAM_NON_BLOCKING,
-                om_priority_stream(s, 0)); /* as the client's own default stream (exec.c) */
+                om_priority_stream(s, 0)); /* as the client's own default stream (route.c) */
             if (rc != CUDA_SUCCESS)
                 return rc;
             om_priority_note(s, def, 0, om_priority_stream(s, 0));
@@ -390,7 +390,7 @@ CUresult om_x_cuGreenCtxStreamCreate(struct call *c)
         return om_budget_refuse(c->s, OM_BUDGET_STREAMS, "cuGreenCtxStreamCreate");
     if (om_green_stream_room(c->s) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Non-blocking, as every stream of the server (streams.c); a blocking one's ordering is
+    /* Non-blocking, as every stream of the server (route.c); a blocking one's ordering is
      * rebuilt within the client. */
     real = om_priority_stream(c->s, (int)(int64_t)prio); /* priority.c */
     rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(

@@ -236,7 +236,7 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
         cuMemAllocFromPoolAsync))(&p, (size_t)bytes, (CUmemoryPool)(uintptr_t)pool, st);
     if (rc != CUDA_SUCCESS)
         return rc;
-    /* While capturing, the driver made an allocation node: a graph allocation (api/graphs.c),
+    /* While capturing, the driver made an allocation node: a graph allocation (graphstate.c),
      * the capture graph's, as an allocation node's own. */
     if (om_graphmem_captured(c->s, st, p, bytes, pool)) {
         om_put_u64(&c->out, p);
@@ -298,7 +298,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     if (!st)
         return rc;
     /* A graph allocation: freed in stream order (while capturing: a free node), its range kept
-     * while its graphs hold it (api/graphs.c). While capturing, only such one may be freed (a
+     * while its graphs hold it (graphstate.c). While capturing, only such one may be freed (a
      * free node frees graph allocations). */
     if (r->graph)
         return ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);

@@ -643,7 +643,7 @@ CUresult om_x_cuGraphExternalSemaphoresWaitNodeGetParams(struct call *c)
 /*
  * A batch memory op node's parameters as the client sends them: the count (1 to BATCH_MAX),
  * the node's flags (0), then the operations (48 bytes each), every one checked as
- * cuStreamBatchMemOp's (streams.c: its kind and flags known, its address within the client's
+ * cuStreamBatchMemOp's (args.c: its kind and flags known, its address within the client's
  * memory). The context is the server's.
  */
 #define BATCH_OP_BYTES 48
