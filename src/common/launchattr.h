@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Launch attributes (CUlaunchAttribute) as they travel between the client and the server: their
  * size, how many one launch carries, and which of them travel as plain bytes. The client's
- * launches (src/client/api/launch.c) and the server's checks of launches, kernel node attributes
- * and cluster occupancy queries (src/server/api/) read this one list. */
+ * launches and cluster occupancy queries (src/client/api/launch.c, occupancy.c) and the server's
+ * checks of launches, kernel node attributes and occupancy queries (src/server/api/) read this
+ * one list. */
 #ifndef OM_COMMON_LAUNCHATTR_H
 #define OM_COMMON_LAUNCHATTR_H
 
