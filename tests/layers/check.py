@@ -10,8 +10,9 @@ and the symbol. A layer named `NAME (apart)` also keeps its files apart: none of
 reference a function of another (the families: what two of them share goes down a layer). Every
 .c file of the side must be listed, and every listed file must exist.
 
-Usage: check.py BUILD_DIR [SIDE=TARGET ...]   (default: server=openmps-server
-client=openmps_shim; a side whose list is absent is skipped)
+Usage: check.py BUILD_DIR [SIDE=TARGET[,TARGET...] ...]   (default: server=openmps-server
+client=openmps_shim,om_client: the targets whose objects hold the side's files; a side whose list
+is absent is skipped)
        check.py --list LIST --objects DIR --src DIR   (one side, explicit paths: the self-test)
 """
 import argparse
@@ -76,7 +77,7 @@ def sources_of(srcdir):
     return out
 
 
-def check_side(side, listpath, objdir, srcdir):
+def check_side(side, listpath, objdirs, srcdir):
     layers, errors = read_layers(listpath)
     level = {fn: i for i, (_, files) in enumerate(layers) for fn in files}
     name = {fn: layers[i][0] for fn, i in level.items()}
@@ -85,9 +86,11 @@ def check_side(side, listpath, objdir, srcdir):
         errors.append('%s: src/%s/%s is in no layer of %s' % (side, side, fn, listpath))
     for fn in sorted(set(level) - sources_of(srcdir)):
         errors.append('%s: %s lists %s, which src/%s/ lacks' % (side, listpath, fn, side))
-    objs = objects_of(objdir)
+    objs = {}
+    for objdir in objdirs:
+        objs.update(objects_of(objdir))
     for fn in sorted(set(level) - set(objs)):
-        errors.append('%s: no object of %s under %s (built?)' % (side, fn, objdir))
+        errors.append('%s: no object of %s under %s (built?)' % (side, fn, ' or '.join(objdirs)))
     owner, refs = {}, {}
     for fn, obj in objs.items():
         if fn not in level:
@@ -113,25 +116,26 @@ def main():
     ap.add_argument('build', nargs='?')
     ap.add_argument('sides', nargs='*')
     ap.add_argument('--list')
-    ap.add_argument('--objects')
+    ap.add_argument('--objects', help='object folders, comma-separated')
     ap.add_argument('--src')
     a = ap.parse_args()
     runs = []
     if a.list:
-        runs.append((os.path.basename(a.list)[:-4], a.list, a.objects, a.src))
+        runs.append((os.path.basename(a.list)[:-4], a.list, a.objects.split(','), a.src))
     else:
         targets = dict(s.split('=', 1) for s in a.sides) if a.sides else {
-            'server': 'openmps-server', 'client': 'openmps_shim'}
+            'server': 'openmps-server', 'client': 'openmps_shim,om_client'}
         for side, target in sorted(targets.items()):
             listpath = os.path.join(HERE, side + '.txt')
             if not os.path.exists(listpath):
                 print('%s: no %s, skipped' % (side, os.path.relpath(listpath, ROOT)))
                 continue
-            objdir = os.path.join(a.build, 'CMakeFiles', target + '.dir', 'src', side)
-            runs.append((side, listpath, objdir, os.path.join(ROOT, 'src', side)))
+            objdirs = [os.path.join(a.build, 'CMakeFiles', t + '.dir', 'src', side)
+                       for t in target.split(',')]
+            runs.append((side, listpath, objdirs, os.path.join(ROOT, 'src', side)))
     failed = False
-    for side, listpath, objdir, srcdir in runs:
-        errors, n = check_side(side, listpath, objdir, srcdir)
+    for side, listpath, objdirs, srcdir in runs:
+        errors, n = check_side(side, listpath, objdirs, srcdir)
         for e in errors:
             print(e)
         print('%s: %d files, %s' % (side, n, 'FAILED' if errors else 'layers hold'))
