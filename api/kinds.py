@@ -340,7 +340,7 @@ class Zero(Kind):
 
 class Ctx(Kind):
     """ctx: the CUcontext a graph node runs in. The client's contexts are tokens of the shim, so
-    nothing travels; the server passes its own current context (om_current_context)."""
+    nothing travels; the server passes its own current context (om_graph_server_context)."""
     base = "ctx"
 
     def parse(self, where, ctx):
@@ -348,7 +348,7 @@ class Ctx(Kind):
             fail(where, "%s: ctx on a %s" % (self.name, self.ctype))
 
     def decode(self, d, types):
-        d.args.append("om_current_context()")
+        d.args.append("om_graph_server_context()")
 
 
 class Handle(Word):

@@ -726,8 +726,8 @@ def server_hooks(rows):
               " * out:CHECK): an error refuses the call. */"]
     L += [decl for decl, _ in checks]
     if any(p.base == "ctx" for r in rows if r["form"] == "gen" for p in r["params"]):
-        L += ["", "/* ctx: the context a node runs in, the server's current one. */",
-              "CUcontext om_current_context(void);"]
+        L += ["", "/* ctx: the context a node runs in, the server's current one (graphstate.c). */",
+              "CUcontext om_graph_server_context(void);"]
     hooks = release_hooks(rows)
     if hooks:
         L += ["", "/* The release hooks of api/handles.tsv: called by a generated decoder with a handle",

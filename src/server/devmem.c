@@ -56,7 +56,7 @@ static uint64_t rounded(uint64_t bytes)
 }
 
 /* On device `dev` (the context current on the calling thread is that device's); readable and
- * writable there and from every device whose context reaches it (peer access, main.c), as
+ * writable there and from every device whose context reaches it (peer access, driver.c), as
  * cuMemAlloc's memory is. */
 CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                          uint64_t *ret_mem)
@@ -189,4 +189,12 @@ void om_devmem_drop_cache(struct session *s)
     for (size_t i = 0; i < s->ndevcache; i++)
         om_devmem_free(s->devcache[i].base, s->devcache[i].size, s->devcache[i].mem);
     s->ndevcache = 0;
+}
+
+void om_devmem_session_end(struct session *s)
+{
+    for (size_t i = 0; i < s->allocs.n; i++)
+        if (s->allocs.v[i].owned)
+            om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
+    om_devmem_drop_cache(s);
 }

@@ -13,7 +13,7 @@
  * unrelated copy the 701 of thread A's launch while every call of A said success. So:
  *
  *  - an error of a call that enqueued on a stream belongs to that stream (the client's handle,
- *    s->call_stream, the first stream the call resolved: exec.c's find_stream), and is reported
+ *    s->call_stream, the first stream the call resolved: route.c's find_stream), and is reported
  *    once, by the first of: a synchronising call on that stream (cuStreamSynchronize, a
  *    synchronous copy or set issued on it), cuEventSynchronize of an event recorded on it after
  *    the error, cuCtxSynchronize, or the stream's destruction;

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -442,4 +444,54 @@ struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n)
 struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n)
 {
     return find(s, addr, n, true);
+}
+
+/*
+ * Whether the client's process can no longer touch its pinned pages: it is gone, a zombie, or
+ * exiting with its memory already released. The session's end alone does not say so: a
+ * process that closed its session, or a child it forked, may still map them. A process
+ * exits its memory before it closes its descriptors, so when the session ended because the
+ * client died, this is true by the time the worker asks.
+ */
+static bool memory_gone(pid_t pid)
+{
+    char path[64], buf[512];
+    ssize_t n;
+    int fd;
+
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* pid (comm) S ...: the command may hold ')' itself, so the last one ends it */
+    const char *paren = strrchr(buf, ')');
+    if (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
+        return true;
+    /* Field 23 is vsize: 0 once the process has no memory (in exit, before it is a zombie). */
+    const char *p = paren ? paren + 2 : NULL;
+    for (int field = 3; p && field < 23; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    return p && p[0] == '0' && p[1] == ' ';
+}
+
+void om_hostmem_session_end(struct session *s)
+{
+    /* Pages the client may still map (it lives on, or forked) are not reused; those of a
+     * process whose memory is gone are. */
+    bool gone = memory_gone(s->pid);
+    for (size_t i = 0; i < s->nhostmem; i++)
+        om_hostmem_release(s->hostmem[i], gone);
+    s->pinned_bytes = 0;
+    free(s->hostmem);
+    s->hostmem = NULL; /* nhostmem stays for session.c's last line, which clears it */
 }

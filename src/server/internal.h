@@ -49,7 +49,7 @@ struct om_range {
     bool owned;
     bool managed;     /* shadowed in the client: never kept for reuse (devmem.c) */
     uint64_t pool;    /* stream-ordered memory of this pool (api/mempool.c), 0 otherwise */
-    bool graph;       /* a graph allocation's range, held by graphs (api/graphs.c) */
+    bool graph;       /* a graph allocation's range, held by graphs (graphstate.c) */
     bool mapped;      /* a cuMemMap mapping (api/vmm.c): one buffer with a mapping beside it */
     uint64_t charged; /* bytes counted against the client's device-memory cap (memcap.c) */
     int dev;          /* the device it is on (memcap.c counts it there; devmem.c's cache) */
@@ -150,6 +150,11 @@ struct session {
     } * handle_devs;
     size_t nhandle_devs, handle_devs_cap;
     struct om_green *green; /* api/green.c: its green contexts and device resources */
+    /* streamstate.c: which green context each stream it made in one belongs to */
+    struct om_gstream {
+        uint64_t stream, green;
+    } * gstreams;
+    size_t ngstreams, gstreams_cap;
     struct om_share *share; /* share.c: its SM share's lane and shadow streams */
     /* ... on its other devices (swapped like default_streams), and how many it made */
     struct om_share *shares[OM_MAX_DEVICES];
@@ -189,8 +194,8 @@ struct session {
     uint8_t launch_args[32768];
     /* bit per entry point whose "not supported" note was logged (session.c): once per session */
     uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
-    unsigned captures; /* stream captures it began and has not ended (api/graphs.c) */
-    /* api/hostnodes.c: its host-callback channel and its host functions' records */
+    unsigned captures; /* stream captures it began and has not ended (api/capture.c) */
+    /* hostcb.c: its host-callback channel and its host functions' records */
     struct om_hostch *hostch; /* __atomic: the main thread closes it at the session's end */
     uint64_t *hostrec;
     size_t nhostrec, hostrec_cap;
@@ -199,7 +204,7 @@ struct session {
     CUresult async_error;
     struct om_posted_error *perr;
     size_t nperr, perr_cap;
-    CUstream call_stream; /* exec.c: the client stream the current call enqueues on (NULL: none) */
+    CUstream call_stream; /* route.c: the client stream the current call enqueues on (NULL: none) */
     /* Its own pools for cuMemAllocAsync (api/mempool.c); cuMemAddressReserve, cuMemMap
      * (api/vmm.c). */
     uint64_t pool_default[OM_MAX_DEVICES], pool_current[OM_MAX_DEVICES]; /* per device */
@@ -209,7 +214,7 @@ struct session {
      * cuMemRetainAllocationHandle of a mapped handle adds one; one cuMemRelease drops one) */
     uint64_t *vmm_extra;
     size_t vmm_extra_n, vmm_extra_cap;
-    struct om_graphmem *graphmem; /* graph allocations, conditional handles (api/graphs.c) */
+    struct om_graphmem *graphmem; /* graph allocations, conditional handles (graphstate.c) */
     struct session *next;
 };
 
@@ -227,7 +232,17 @@ struct server {
     bool stopping; /* graceful: exit when the last client left */
 };
 
-/* main.c: the real driver's entry points, by index (NULL: the driver lacks it). */
+/* driver.c: loads the driver (its entry points by index: om_server_missing where it lacks one),
+ * retains one primary context per device with `ctx_flags` (om_wait_context_flags) and keeps
+ * `srv` for the functions below; 0 or -errno with the reason in err. om_server_enable_peers: every
+ * context reaches every device it can. */
+int om_server_driver_init(struct server *srv, unsigned ctx_flags, char *err, size_t errlen);
+void om_server_enable_peers(struct server *srv);
+/* The first fatal fault's CUresult (0: none yet) and client, and the descriptor that becomes
+ * readable when it comes (made by om_server_fault_init, -errno; the main loop polls it). */
+int om_server_fault_init(void);
+int om_server_fault_code(pid_t *ret_pid);
+int om_server_fault_fd(void);
 extern void *om_server_real[OM_ENTRY_COUNT];
 int om_server_ndevices(void);
 CUresult om_server_missing(void);
@@ -247,6 +262,7 @@ bool om_server_peer(int from, int to);
 /* exec.c: runs one driver call of a client. */
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted);
+/* route.c: waits for every stream of the client (its shadows' too); a posted call's error. */
 CUresult om_exec_sync_client(struct session *s);
 /* errors.c: a failed posted call's error, kept for its stream (the call's) or the context;
  * a recorded event of the current call's stream; a stream destroyed (its error, taken); the
@@ -265,24 +281,24 @@ void om_output_print_begin(struct session *s);
 void om_output_print_end(struct session *s, CUstream st, bool launched);
 size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
 void om_output_free(struct session *s);
-/* api/graphs.c: at the session's end, ends the captures it left open (before its streams are
+/* api/capture.c: at the session's end, ends the captures it left open (before its streams are
  * waited for). */
 void om_graphs_release(struct session *s);
-/* api/graphs.c: graph allocations. A range allocated while capturing on `st` becomes the
+/* graphstate.c: graph allocations. A range allocated while capturing on `st` becomes the
  * capture graph's (false: not recorded, no memory); at the session's end (its streams waited
  * for) the allocations still recorded are freed and forgotten. */
 bool om_graphmem_captured(struct session *s, CUstream st, uint64_t base, uint64_t size,
                           uint64_t pool);
 void om_graphmem_session_end(struct session *s);
-/* api/hostnodes.c: the session ends (any thread): a host function waited for is given up;
+/* hostcb.c: the session ends (any thread): a host function waited for is given up;
  * then (its worker, after its work and graphs are gone) the records and channel are freed. */
-void om_hostnodes_close(struct session *s);
-void om_hostnodes_release(struct session *s);
+void om_hostcb_close(struct session *s);
+void om_hostcb_release(struct session *s);
 /* own.c: at the session's end, destroys what is left of the handle kinds with a destroy entry. */
 void om_own_release(struct session *s);
 /* api/contexts.c: what cuCtxRecordEvent made for the session (its joining stream). */
 void om_ctx_release(struct session *s);
-/* api/texrefs.c: at the session's end, the libraries it held and its module references. */
+/* modref.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
 /* priority.c: the client priority. om_priority_counted: a session's priority went from `was`
  * to `now` (-1: none, at its start and end); om_priority_release: the session's end. */
@@ -336,21 +352,22 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s); /* at the session's end */
 
-/* api/mempool.c, api/ipc.c: at the session's end, before its allocations are freed. */
-void om_mempool_session_end(struct session *s);
+/* poolmem.c, ipcstate.c: at the session's end, before its allocations are freed. */
+void om_poolmem_session_end(struct session *s);
 void om_ipc_session_end(struct session *s);
-/* An event a session lets go of: true when no other session holds it through an IPC handle
- * (the caller destroys it then), false when another still does. */
+/* ipcstate.c: an event a session lets go of: true when no other session holds it through an
+ * IPC handle (the caller destroys it then), false when another still does. */
 bool om_ipc_event_release(uint64_t event);
+/* api/vmm.c: at the session's end. */
 void om_vmm_session_end(struct session *s);
-/* api/shareable.c: a mask of shareable handle types the server offers (POSIX file descriptor,
- * fabric; Win32 NOT_SUPPORTED, unknown bits INVALID_VALUE), and a session's end. */
+/* args.c: a mask of shareable handle types the server offers (POSIX file descriptor,
+ * fabric; Win32 NOT_SUPPORTED, unknown bits INVALID_VALUE). api/shareable.c: a session's end. */
 CUresult om_shareable_types(uint64_t mask);
 void om_shareable_session_end(struct session *s);
-/* cuMemFree of a client's pool memory: after its own work, on its default stream. */
-CUresult om_mempool_free(struct session *s, struct om_range *r);
-/* An owned range the client frees: true when clients that opened it by an IPC handle keep it
- * alive (then ipc.c frees it after the last of them; the caller only forgets it). */
+/* poolmem.c: cuMemFree of a client's pool memory: after its own work, on its default stream. */
+CUresult om_poolmem_free(struct session *s, struct om_range *r);
+/* ipcstate.c: an owned range the client frees: true when clients that opened it by an IPC handle
+ * keep it alive (then ipcstate.c frees it after the last of them; the caller only forgets it). */
 bool om_ipc_keep(struct session *s, const struct om_range *r);
 
 /* imgcache.c: the user's module images on disk, loaded at the start while no kernel runs. */
@@ -417,7 +434,7 @@ bool om_library_prints(uint64_t library); /* its image may print (om_image_may_p
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);
 pthread_mutex_t *om_image_load_lock(void);
-/* api/modules.c: frees the records of a session's link states (destroyed by own.c). */
+/* api/linker.c: frees the records of a session's link states (destroyed by own.c). */
 void om_link_forget_session(struct session *s);
 
 /* idle.c: every client stream, to tell when none has work (nothing of clients runs). */
@@ -468,6 +485,10 @@ void om_wait_flush_output(bool on);
 /* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
 #define OM_SCHED_MAX_QUEUES 32 /* the driver's ceiling of CUDA_DEVICE_MAX_CONNECTIONS */
 void om_sched_init(void);
+/* The session workers running now (fair share needs two): session.c counts them in and out
+ * (om_sched_workers_add returns the count after the change). */
+int om_sched_workers(void);
+int om_sched_workers_add(int delta);
 void om_sched_report(void); /* a line in the log: what the scheduler did */
 void om_sched_stream_created(void);
 void om_sched_stream_destroyed(struct session *s, CUstream st);
@@ -485,14 +506,29 @@ static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t 
     return kernel ^ ((grid_xy * 0x9e3779b97f4a7c15ull) + grid_z) * 0xff51afd7ed558ccdull;
 }
 
+/* teardown.c: what a session holds, released in this order at its end (session.c walks it;
+ * the last entry's fn is NULL). Each hook leaves its part of the session empty. */
+struct om_teardown_step {
+    const char *what;
+    void (*fn)(struct session *s);
+};
+extern const struct om_teardown_step om_teardown[];
+/* The core's steps of it: route.c's waits for the streams' work, ordering events and streams,
+ * default streams; devmem.c's allocations and cache; hostmem.c's pinned regions; ipcstate.c's
+ * events. */
+void om_route_session_wait(struct session *s);
+void om_route_session_end(struct session *s);
+void om_route_defaults_end(struct session *s);
+void om_devmem_session_end(struct session *s);
+void om_hostmem_session_end(struct session *s);
+void om_ipc_events_session_end(struct session *s);
+
 /* session.c */
 /* The daemon changed the server's limits: applied to every running client (session.c). */
 void om_session_limits(struct server *srv, const struct om_limits *l);
 /* The session's calls run on its device cdev (its ordinal) from now on (OM_OP_SET_DEVICE);
  * INVALID_DEVICE where it has none. */
 CUresult om_session_set_device(struct session *s, uint64_t dev);
-/* Sessions whose worker runs now (sched.c: fair share needs two). */
-int om_session_workers(void);
 /* ... and within the SM count of its current context (0: none; share.c). */
 CUresult om_session_set_partition(struct session *s, uint64_t sms);
 void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a);

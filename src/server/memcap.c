@@ -18,7 +18,7 @@
  * fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. Arrays (plain, 3D, layered,
  * mipmapped) count by their descriptor's elements (the driver may pad them: an estimate), from
  * creation to destruction; graph allocations while the client's graphs hold their ranges
- * (api/graphs.c). Each device has its own cap and count: an allocation counts on the device
+ * (graphstate.c). Each device has its own cap and count: an allocation counts on the device
  * it is on (the current one; a pool's, for stream-ordered allocations; an allocation node's).
  */
 

@@ -14,32 +14,6 @@ static const struct {
 #undef OM_X_KIND
 };
 
-CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable)
-{
-    if (h == 0 && nullable)
-        return CUDA_SUCCESS;
-    if (kind == OM_H_FUNCTION) /* kernels are kept with their argument sizes (resources.c) */
-        return om_kernel_total(c->s, h) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    if (kind == OM_H_GRAPH && om_handles_has(&c->s->own[OM_H_CHILDGRAPH], h))
-        return CUDA_SUCCESS; /* a child graph node's graph: usable, not destroyable (graphs.c) */
-    if (om_handles_has(&c->s->own[kind], h))
-        return CUDA_SUCCESS;
-    /* A mipmap level or a plane is an array wherever one is read (api/arrays.c): its getters
-     * and copies take it; only cuArrayDestroy refuses it, by its own check. */
-    if (kind == OM_H_ARRAY && om_handles_has(&c->s->own[OM_H_SUBARRAY], h))
-        return CUDA_SUCCESS;
-    /* A module's texture reference is a texture reference wherever one is read (its getters,
-     * setters, cuParamSetTexRef); cuTexRefDestroy refuses it by its own check (api/texrefs.c). */
-    if (kind == OM_H_TEXREF && om_handles_has(&c->s->own[OM_H_MODTEXREF], h))
-        return CUDA_SUCCESS;
-    return CUDA_ERROR_INVALID_HANDLE;
-}
-
-bool om_arg_range(struct call *c, uint64_t p, uint64_t len)
-{
-    return om_ranges_cover(&c->s->allocs, p, len) || (len && om_hostmem_find_device(c->s, p, len));
-}
-
 CUresult om_own_room(struct session *s, enum om_handle_kind kind)
 {
     if (s->own[kind].n < *kinds[kind].budget)

@@ -84,6 +84,19 @@ static struct {
     uint32_t avg_us; /* 0: not measured yet (__atomic) */
 } durations[TABLE_SLOTS];
 
+/* Session workers running now (session.c counts them; fair share needs two). */
+static int live_workers;
+
+int om_sched_workers(void)
+{
+    return __atomic_load_n(&live_workers, __ATOMIC_ACQUIRE);
+}
+
+int om_sched_workers_add(int delta)
+{
+    return __atomic_add_fetch(&live_workers, delta, __ATOMIC_ACQ_REL);
+}
+
 void om_sched_init(void)
 {
     const char *m = getenv("OPENMPS_SCHED");
@@ -268,7 +281,7 @@ void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
     uint32_t pred;
 
     /* a client alone is held only by the queues' scheduling: not a line more than before */
-    if (!may_hold(s) || mode == MODE_OFF || (om_session_workers() < 2 && !active())) {
+    if (!may_hold(s) || mode == MODE_OFF || (om_sched_workers() < 2 && !active())) {
         if ((t = find(s, st, false)))
             t->kernel = 0; /* no stale kernel for when scheduling starts again */
         return;

@@ -4,9 +4,8 @@
 #include "exec.h"
 
 #include <errno.h>
-#include <malloc.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,7 @@
 #include "openmps/ops.h"
 
 /* The client's calls run on device `dev` from now on: that device's context is made current on
- * its worker, and its default stream there becomes the one exec.c uses. */
+ * its worker, and its default stream there becomes the one route.c uses. */
 CUresult om_session_set_device(struct session *s, uint64_t cdev)
 {
     int dev = om_dev_in(s, cdev); /* its ordinal, the server's device */
@@ -283,128 +282,23 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
 static void session_destroy(struct session *s);
 
 /* Workers still freeing a session: the server waits for them before it exits. */
-static int live_workers;
-
-int om_session_workers(void)
-{
-    return __atomic_load_n(&live_workers, __ATOMIC_RELAXED);
-}
-
 void om_session_wait_workers(int timeout_ms)
 {
-    for (int waited = 0; __atomic_load_n(&live_workers, __ATOMIC_ACQUIRE) && waited < timeout_ms;
-         waited += 10)
+    for (int waited = 0; om_sched_workers() && waited < timeout_ms; waited += 10)
         usleep(10000);
 }
-
-#define R(sym) om_server_real[OM_IDX_##sym]
 
 /*
  * Everything the client held on the GPU, freed by its worker (which has the
  * context current) when the session ends, however it ended. Its own work is
  * waited for first: unmapping memory under a running kernel would fault the
- * context every client shares.
+ * context every client shares. The GPU's part goes in the order of the teardown table
+ * (teardown.c); then what the session itself holds.
  */
-/*
- * Whether the client's process can no longer touch its pinned pages: it is gone, a zombie, or
- * exiting with its memory already released. The session's end alone does not say so: a
- * process that closed its session, or a child it forked, may still map them. A process
- * exits its memory before it closes its descriptors, so when the session ended because the
- * client died, this is true by the time the worker asks.
- */
-static bool memory_gone(pid_t pid)
-{
-    char path[64], buf[512];
-    ssize_t n;
-    int fd;
-
-    if (kill(pid, 0) < 0 && errno == ESRCH)
-        return true;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    /* pid (comm) S ...: the command may hold ')' itself, so the last one ends it */
-    const char *paren = strrchr(buf, ')');
-    if (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
-        return true;
-    /* Field 23 is vsize: 0 once the process has no memory (in exit, before it is a zombie). */
-    const char *p = paren ? paren + 2 : NULL;
-    for (int field = 3; p && field < 23; field++) {
-        p = strchr(p, ' ');
-        if (p)
-            p++;
-    }
-    return p && p[0] == '0' && p[1] == ' ';
-}
-
 static void release_gpu_resources(struct session *s)
 {
-    /* api/shareable.c: what it exported, remembered */
-    om_shareable_session_end(s);
-    om_hostnodes_close(s); /* a host function still waited for is given up */
-    om_graphs_release(s);
-    if (s->default_stream || s->own[OM_H_STREAM].n)
-        om_exec_sync_client(s);
-    om_graphmem_session_end(s); /* graph allocations (api/graphs.c), before their graphs go */
-    om_mempool_session_end(s);  /* its pool memory, before the pools go */
-    om_ipc_session_end(s);      /* what it opened; what it exported stays while opened */
-    om_vmm_session_end(s);      /* its mappings and reservations, before its handles go */
-    om_modref_release(s);       /* api/texrefs.c: its libraries held, its module references */
-    om_own_release(s);          /* the kinds of api/handles.tsv with a destroy entry */
-    om_hostnodes_release(s);    /* api/hostnodes.c: after its graphs and their work */
-    /* api/modules.c: the link states' own buffers (own.c destroyed the link states) */
-    om_link_forget_session(s);
-    for (size_t i = 0; i < s->own[OM_H_EVENT].n; i++) /* a shared one by its last holder */
-        if (om_ipc_event_release(s->own[OM_H_EVENT].v[i]))
-            ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(
-                (CUevent)(uintptr_t)s->own[OM_H_EVENT].v[i]);
-    for (size_t i = 0; i < s->nsync_events; i++)
-        ((CUresult(*)(CUevent))R(cuEventDestroy_v2))(s->sync_events[i].event);
-    free(s->sync_events);
-    s->sync_events = NULL;
-    s->nsync_events = s->sync_events_cap = 0;
-    om_handles_free(&s->blocking);
-    for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
-        om_handles_free(&s->blockings[d]);
-    for (size_t i = 0; i < s->own[OM_H_STREAM].n; i++) {
-        om_sched_stream_destroyed(s, (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
-        om_idle_stream_destroy((CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i]);
-    }
-    /* api/contexts.c's joining stream */
-    om_ctx_release(s);
-    om_handle_devs_release(s); /* devmap.c: the devices of its streams and pools */
-    om_green_release(s);       /* its green contexts, their streams gone */
-    om_share_release(s);       /* share.c: its shadow streams, its lane */
-    om_priority_release(s);
-    om_sched_stream_destroyed(s, s->default_stream); /* counted at the session's start */
-    if (s->default_stream)
-        om_idle_stream_destroy(s->default_stream);
-    for (int d = 0; d < (int)OM_MAX_DEVICES; d++) { /* its default streams on other devices */
-        if (s->default_streams[d]) {
-            om_priority_forget(s, s->default_streams[d]);
-            om_idle_stream_destroy(s->default_streams[d]);
-        }
-        s->default_streams[d] = NULL;
-    }
-    om_sched_session_free(s);
-    for (size_t i = 0; i < s->allocs.n; i++)
-        if (s->allocs.v[i].owned)
-            om_devmem_free(s->allocs.v[i].base, s->allocs.v[i].size, s->allocs.v[i].mem);
-    om_devmem_drop_cache(s);
-    /* Pages the client may still map (it lives on, or forked) are not reused; those of a
-     * process whose memory is gone are. */
-    bool gone = memory_gone(s->pid);
-    for (size_t i = 0; i < s->nhostmem; i++)
-        om_hostmem_release(s->hostmem[i], gone);
-    s->pinned_bytes = 0;
-    free(s->hostmem);
-    s->hostmem = NULL;
+    for (const struct om_teardown_step *t = om_teardown; t->fn; t++)
+        t->fn(s);
     if (s->allocs.n || s->own[OM_H_STREAM].n || s->own[OM_H_EVENT].n || s->nhostmem)
         om_info("client %d: freed %zu allocation(s), %zu stream(s), %zu event(s), %zu pinned "
                 "region(s)",
@@ -514,7 +408,7 @@ static void *worker_main(void *arg)
                    __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
                    (unsigned long long)s->calls, s->left_after);
     session_destroy(s);
-    if (__atomic_sub_fetch(&live_workers, 1, __ATOMIC_ACQ_REL) == 0) {
+    if (om_sched_workers_add(-1) == 0) {
         /* No client's kernel runs now (a new client may start one: rare, and it then waits once
          * for a release that waits for every kernel). */
         om_replybuf_trim();
@@ -648,7 +542,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
         goto fail;
     }
     s->worker_started = true;
-    __atomic_fetch_add(&live_workers, 1, __ATOMIC_RELEASE);
+    om_sched_workers_add(1);
     pthread_detach(s->worker);
     w.server_pid = (uint32_t)getpid();
     w.client_id = s->id;
@@ -706,7 +600,7 @@ void om_session_end(struct server *srv, struct session *s, const char *why)
      * (the worker notices the flag within OM_SESSION_POLL_MS either way). */
     om_ring_kick(s->rx.q);
     om_ring_kick(s->tx.q);
-    om_hostnodes_close(s); /* a trampoline waiting for this client returns */
+    om_hostcb_close(s); /* a trampoline waiting for this client returns */
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 }
 

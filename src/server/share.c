@@ -23,7 +23,7 @@
  *
  * A launch after OTHER makes the shadow wait for the stream; any other use of the stream after
  * LAUNCH (a copy, an event record, a synchronize, a query, the legacy default stream's ordering)
- * makes the stream wait for the shadow first (om_share_settle, called by exec.c for every
+ * makes the stream wait for the shadow first (om_share_settle, called by route.c for every
  * stream a client's call names). Consecutive launches, and consecutive other operations, cost
  * nothing beyond a lookup. A client without a share pays one comparison per launch.
  *
@@ -257,7 +257,7 @@ static CUresult join(CUstream later, CUstream first, CUevent ev)
 }
 
 /* Its green stream goes (after everything on it: the destroy does not wait, the GPU finishes
- * the work; exec.c's idle tracking forgets it first). */
+ * the work; route.c's idle tracking forgets it first). */
 static void drop_green(struct shadow *x)
 {
     if (x->green)

@@ -1,17 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The parts of openmps-server that fuzz_exec needs but that are static in their files: main.c's
- * driver loading (init_gpus, which fills om_server_real[] from $OPENMPS_DRIVER) and session.c's
- * staging buffer and end-of-session release. Both files are compiled here as they are, so the
- * target runs the server's own code rather than a copy of it; main() is renamed out of the way,
- * and main.c's serve() (the daemon loop) is renamed so session.c's serve() can follow it.
+ * The parts of openmps-server that fuzz_exec needs but that are static in their files: session.c's
+ * staging buffer and end-of-session release. The file is compiled here as it is, so the target
+ * runs the server's own code rather than a copy of it; the driver is loaded as the server's main()
+ * loads it (driver.c fills om_server_real[] from $OPENMPS_DRIVER).
  */
-#define main om_fuzz_unused_server_main
-#define serve om_fuzz_unused_server_loop
-#include "../../src/server/main.c"
-#undef serve
-#undef main
-
 #include "../../src/server/session.c"
 
 int om_fuzz_server_init(char *err, size_t errlen);
@@ -24,10 +17,9 @@ int om_fuzz_server_init(char *err, size_t errlen)
     static struct server srv;
 
     srv.chan = -1;
-    the_server = &srv;
     om_sched_init();
     om_budget_init();
-    return init_gpus(&srv, err, errlen);
+    return om_server_driver_init(&srv, om_wait_context_flags(), err, errlen);
 }
 
 /* Everything the session holds, freed as at the end of a real session: its GPU resources, then

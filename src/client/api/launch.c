@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "openmps/ops.h"
+#include "../../common/launchattr.h"
 #include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
@@ -45,9 +46,6 @@ static CUresult check_config(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
  * the argument bytes laid out as the kernel's parameter layout says, so the
  * server launches from that buffer as is. Its errors come at the next sync.
  */
-/* A launch attribute (CUlaunchAttribute): an id, padding, a 64-byte value. */
-#define LAUNCH_ATTR_BYTES 72
-#define MAX_LAUNCH_ATTRS 16
 
 /* The argument bytes of a launch of f (or a kernel node) laid out as its parameters say, from
  * kernelParams or from extra's buffer: into out (cap bytes) or, for extra, pointed to. */
@@ -93,13 +91,13 @@ static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                             unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
                             void **extra, const void *attrs, unsigned nattrs)
 {
-    uint8_t buf[128 + MAX_LAUNCH_ATTRS * LAUNCH_ATTR_BYTES + 32768];
+    uint8_t buf[128 + OM_LAUNCH_ATTRS_MAX * OM_LAUNCH_ATTR_BYTES + 32768];
     struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
     const void *args = NULL;
     size_t args_len = 0;
     uint8_t packed[32768];
 
-    if (nattrs > MAX_LAUNCH_ATTRS || (nattrs && !attrs))
+    if (nattrs > OM_LAUNCH_ATTRS_MAX || (nattrs && !attrs))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult cfg = check_config(gx, gy, gz, bx, by, bz, smem);
     if (cfg != CUDA_SUCCESS)
@@ -121,7 +119,7 @@ static CUresult post_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
         return om_rpost(OM_IDX_cuLaunchKernel, &req);
     }
     om_put_u64(&req, nattrs);
-    om_put_bytes(&req, attrs, (size_t)nattrs * LAUNCH_ATTR_BYTES);
+    om_put_bytes(&req, attrs, (size_t)nattrs * OM_LAUNCH_ATTR_BYTES);
     om_put_bytes(&req, args, args_len);
     return om_rpost(OM_IDX_cuLaunchKernelEx, &req);
 }
@@ -146,7 +144,7 @@ CUresult om_r_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, 
                                         unsigned bx, unsigned by, unsigned bz, unsigned smem,
                                         CUstream s, void **params)
 {
-    uint8_t attr[LAUNCH_ATTR_BYTES] = {0};
+    uint8_t attr[OM_LAUNCH_ATTR_BYTES] = {0};
     int one = 1, id = 2; /* CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
 
     memcpy(attr, &id, sizeof(id));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/launchattr.h"
 #include "../../common/wire.h"
 #include "openmps/ops.h"
 #include "../gen/remote_decls.h"
@@ -162,20 +163,16 @@ om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize,
                                 dynamicSMemSize, blockSizeLimit, flags);
 }
 
-/* A launch attribute (CUlaunchAttribute) travels as its 72 bytes; at most 16 of them. */
-#define LAUNCH_ATTR_BYTES 72
-#define MAX_LAUNCH_ATTRS 16
-
 /* Cluster occupancy: the function and the launch configuration as a launch sends them (the
  * stream and the attributes are checked by the server), one int back. */
 static CUresult cluster_call(int index, int *out, CUfunction func, const CUlaunchConfig *cfg)
 {
-    REQ(req, 64 + MAX_LAUNCH_ATTRS * LAUNCH_ATTR_BYTES);
+    REQ(req, 64 + OM_LAUNCH_ATTRS_MAX * OM_LAUNCH_ATTR_BYTES);
     uint64_t v = 0;
     uint32_t got = 0;
     CUresult rc;
 
-    if (!out || !cfg || cfg->numAttrs > MAX_LAUNCH_ATTRS || (cfg->numAttrs && !cfg->attrs))
+    if (!out || !cfg || cfg->numAttrs > OM_LAUNCH_ATTRS_MAX || (cfg->numAttrs && !cfg->attrs))
         return CUDA_ERROR_INVALID_VALUE;
     om_put_u64(&req, (uint64_t)(uintptr_t)func);
     om_put_u64(&req, ((uint64_t)cfg->gridDimY << 32) | cfg->gridDimX);
@@ -185,7 +182,7 @@ static CUresult cluster_call(int index, int *out, CUfunction func, const CUlaunc
     om_put_u64(&req, (uint64_t)(uintptr_t)cfg->hStream);
     om_put_u64(&req, cfg->numAttrs);
     if (cfg->numAttrs)
-        om_put_bytes(&req, cfg->attrs, (size_t)cfg->numAttrs * LAUNCH_ATTR_BYTES);
+        om_put_bytes(&req, cfg->attrs, (size_t)cfg->numAttrs * OM_LAUNCH_ATTR_BYTES);
     rc = om_rcall(index, &req, &v, sizeof(v), &got);
     if (rc != CUDA_SUCCESS)
         return rc;

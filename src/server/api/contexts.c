@@ -96,3 +96,15 @@ CUresult om_x_cuCtxWaitEvent(struct call *c)
     }
     return rc;
 }
+
+/* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
+ * this client's answer (wait.c). */
+CUresult om_x_cuCtxSynchronize(struct call *c)
+{
+    CUresult rc;
+
+    om_wait_flush_output(true);
+    rc = om_exec_sync_client(c->s);
+    om_wait_flush_output(false);
+    return om_take_context_errors(c->s, rc);
+}

@@ -312,3 +312,139 @@ CUresult om_x_op_copy_2d(struct call *c)
         c->out.len = w * h;
     return om_take_call_error(c, rc);
 }
+
+/* ------------------------------------------------------------------ copies with arrays */
+
+/* One side of a copy as the client sent it: its memory type, the device address or array
+ * handle, the offset (x in bytes, y, z) and for device memory the pitch and slice height. */
+struct side {
+    uint64_t type, addr, x, y, z, pitch, height;
+};
+
+static void get_side(struct call *c, struct side *s)
+{
+    s->type = om_get_u64(&c->in);
+    s->addr = om_get_u64(&c->in);
+    s->x = om_get_u64(&c->in);
+    s->y = om_get_u64(&c->in);
+    s->z = om_get_u64(&c->in);
+    s->pitch = om_get_u64(&c->in);
+    s->height = om_get_u64(&c->in);
+}
+
+/* The box [x, x + w) x [y, y + h) x [z, z + d) lies within the side's memory. */
+static CUresult side_ok(struct call *c, const struct side *s, uint64_t w, uint64_t h, uint64_t d)
+{
+    if (s->type == CU_MEMORYTYPE_ARRAY) {
+        CUDA_ARRAY3D_DESCRIPTOR a;
+        uint64_t elem, bytes, rows, slices;
+        if (!om_arg_array(c, s->addr))
+            return CUDA_ERROR_INVALID_HANDLE;
+        if (((CUresult(*)(CUDA_ARRAY3D_DESCRIPTOR *, CUarray))REAL(cuArray3DGetDescriptor_v2))(
+                &a, (CUarray)(uintptr_t)s->addr) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_HANDLE;
+        elem = om_element_bytes(a.Format, a.NumChannels);
+        if (!elem || a.Width > UINT64_MAX / elem)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        bytes = a.Width * elem;
+        rows = a.Height ? a.Height : 1;
+        slices = a.Depth ? a.Depth : 1;
+        if (s->x > bytes || w > bytes - s->x || s->y > rows || h > rows - s->y || s->z > slices ||
+            d > slices - s->z)
+            return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+    }
+    if (s->type == CU_MEMORYTYPE_DEVICE) {
+        /* slice z + k starts at (z + k) * height * pitch, row y + r at (y + r) * pitch */
+        unsigned __int128 slice = (unsigned __int128)s->height * s->pitch;
+        if (slice > ((unsigned __int128)1 << 64))
+            return CUDA_ERROR_INVALID_VALUE;
+        unsigned __int128 first = s->z * slice + (unsigned __int128)s->y * s->pitch + s->x;
+        unsigned __int128 span = (d - 1) * slice + (unsigned __int128)(h - 1) * s->pitch + w;
+        if ((h > 1 || d > 1) && w > s->pitch)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (s->addr + first + span > ((unsigned __int128)1 << 64))
+            return CUDA_ERROR_INVALID_VALUE;
+        return om_arg_range(c, s->addr + (uint64_t)first, (uint64_t)span)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    }
+    return s->type == CU_MEMORYTYPE_HOST ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void fill(const struct side *s, size_t *x, size_t *y, size_t *z, int *type, CUdeviceptr *dev,
+                 void **arr, size_t *pitch, size_t *height)
+{
+    *type = (int)s->type;
+    *x = s->x, *y = s->y, *z = s->z;
+    if (s->type == CU_MEMORYTYPE_ARRAY)
+        *arr = (void *)(uintptr_t)s->addr;
+    else if (s->type == CU_MEMORYTYPE_DEVICE) {
+        *dev = s->addr;
+        *pitch = s->pitch;
+        *height = s->height;
+    }
+}
+
+/*
+ * A copy with at least one array operand (the client sends the others as 2D copies): the
+ * source's side, the destination's, the extent, the stream, whether to wait. A host source is
+ * the staging buffer, a host destination the answer, both packed (pitch = width, height =
+ * rows) and at most one reply buffer long (the client sends pieces); the driver copies through
+ * the pinned reply buffer and the call waits for its stream before it returns.
+ */
+CUresult om_x_op_copy_3d(struct call *c)
+{
+    struct side src, dst;
+    uint64_t w, h, d, sh, wait, total;
+    CUDA_MEMCPY3D m;
+    CUstream st;
+    CUresult rc;
+
+    get_side(c, &src);
+    get_side(c, &dst);
+    w = om_get_u64(&c->in), h = om_get_u64(&c->in), d = om_get_u64(&c->in);
+    sh = om_get_u64(&c->in), wait = om_get_u64(&c->in);
+    if ((rc = ARGS_OK(c)) != CUDA_SUCCESS)
+        return rc;
+    if ((src.type != CU_MEMORYTYPE_ARRAY && dst.type != CU_MEMORYTYPE_ARRAY) ||
+        (src.type == CU_MEMORYTYPE_HOST && dst.type == CU_MEMORYTYPE_HOST) || !w || !h || !d ||
+        __builtin_mul_overflow(w, h, &total) || __builtin_mul_overflow(total, d, &total))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = side_ok(c, &src, w, h, d)) != CUDA_SUCCESS ||
+        (rc = side_ok(c, &dst, w, h, d)) != CUDA_SUCCESS)
+        return rc;
+    memset(&m, 0, sizeof(m));
+    fill(&src, &m.srcXInBytes, &m.srcY, &m.srcZ, &m.srcMemoryType, &m.srcDevice, &m.srcArray,
+         &m.srcPitch, &m.srcHeight);
+    fill(&dst, &m.dstXInBytes, &m.dstY, &m.dstZ, &m.dstMemoryType, &m.dstDevice, &m.dstArray,
+         &m.dstPitch, &m.dstHeight);
+    m.WidthInBytes = w, m.Height = h, m.Depth = d;
+    if (src.type == CU_MEMORYTYPE_HOST || dst.type == CU_MEMORYTYPE_HOST) {
+        if (total > c->out.cap)
+            return CUDA_ERROR_INVALID_VALUE;
+        wait = 1; /* the reply buffer is reused (or read) when the call returns */
+    }
+    if (src.type == CU_MEMORYTYPE_HOST) {
+        if ((rc = om_staged(c, total, CUDA_ERROR_INVALID_VALUE)) != CUDA_SUCCESS)
+            return rc;
+        memcpy(c->out.p, c->s->stage, total);
+        m.srcHost = c->out.p;
+        m.srcXInBytes = m.srcY = m.srcZ = 0;
+        m.srcPitch = w, m.srcHeight = h;
+    }
+    if (dst.type == CU_MEMORYTYPE_HOST) {
+        m.dstHost = c->out.p;
+        m.dstXInBytes = m.dstY = m.dstZ = 0;
+        m.dstPitch = w, m.dstHeight = h;
+    }
+    st = om_arg_stream(c, sh, true, &rc);
+    if (!st)
+        return rc;
+    rc = ((CUresult(*)(const CUDA_MEMCPY3D *, CUstream))REAL(cuMemcpy3DAsync_v2))(&m, st);
+    if (rc == CUDA_SUCCESS && wait)
+        rc = om_wait_stream(st);
+    if (rc == CUDA_SUCCESS && dst.type == CU_MEMORYTYPE_HOST)
+        c->out.len = total;
+    return om_take_call_error(c, rc);
+}

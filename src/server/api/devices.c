@@ -16,14 +16,3 @@ CUresult om_answer_smcount(struct call *c, int *v, uint64_t attrib, int dev)
     }
     return CUDA_SUCCESS;
 }
-
-/* out:memcap (cuDeviceTotalMem_v2): under the client's device-memory cap (memcap.c) the cap is
- * the device's total. */
-CUresult om_answer_memcap(struct call *c, size_t *total, int dev)
-{
-    uint64_t cap = om_memcap_cap(c->s, dev);
-
-    if (cap && cap < *total)
-        *total = (size_t)cap;
-    return CUDA_SUCCESS;
-}

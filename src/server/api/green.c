@@ -8,7 +8,7 @@
  * of that table; a struct coming back must name a live entry and carry its fields unchanged.
  *
  * The green contexts are real ones (cuGreenCtxCreate), the client's own: their streams are the
- * client's streams (exec.c treats them as any other), destroyed before the green context.
+ * client's streams (route.c treats them as any other), destroyed before the green context.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +27,6 @@ struct res {
     struct om_CUdevResource real;
 };
 
-struct gstream {
-    uint64_t stream, green;
-};
-
 struct om_green {
     struct res res[RES_MAX];
     uint64_t serial; /* the last one given */
@@ -43,8 +39,6 @@ struct om_green {
     unsigned ngreens;
     uint64_t current;         /* the green context current to the client's last call (0: none) */
     CUstream primary_default; /* the session's own default stream, while a green one stands in */
-    struct gstream *streams;  /* which green context each stream made in one belongs to */
-    size_t nstreams, cap;
     CUstream join; /* the stream cuGreenCtxRecordEvent joins a green context's streams on */
 };
 
@@ -276,46 +270,19 @@ CUresult om_x_cuGreenCtxCreate(struct call *c)
 }
 
 /* The green context of stream h (0: none). */
-static uint64_t green_of(struct session *s, uint64_t h)
-{
-    for (size_t i = 0; s->green && i < s->green->nstreams; i++)
-        if (s->green->streams[i].stream == h)
-            return s->green->streams[i].green;
-    return 0;
-}
-
-bool om_green_stream_of(struct session *s, CUstream st)
-{
-    return s->green && green_of(s, (uint64_t)(uintptr_t)st) != 0;
-}
-
-void om_green_stream_gone(struct session *s, uint64_t h)
-{
-    for (size_t i = 0; s->green && i < s->green->nstreams; i++)
-        if (s->green->streams[i].stream == h) {
-            s->green->streams[i] = s->green->streams[--s->green->nstreams];
-            return;
-        }
-}
-
 /* A green context's stand-in default stream, at its end. */
 static void drop_default(struct session *s, CUstream def)
 {
     if (!def)
         return;
     om_wait_stream(def); /* its work goes on to its end: nothing else waits for it after this */
-    for (size_t i = 0; i < s->nsync_events; i++) /* exec.c's event of the stream */
-        if (s->sync_events[i].stream == def) {
-            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(s->sync_events[i].event);
-            s->sync_events[i] = s->sync_events[--s->nsync_events];
-            break;
-        }
+    om_stream_forget_sync(s, def); /* route.c's ordering event of the stream */
     om_sched_stream_destroyed(s, def);
     om_priority_forget(s, def);
     om_idle_stream_destroy(def);
 }
 
-/* The client's NULL, legacy and per-thread stream (exec.c's s->default_stream) while `green`
+/* The client's NULL, legacy and per-thread stream (route.c's s->default_stream) while `green`
  * is current to its calls: that green context's own default stream (a real stream of it,
  * made at first use), or the session's default stream for 0. The new one waits for the one
  * before, so the client's NULL-stream work keeps its order across the change. */
@@ -335,7 +302,7 @@ static CUresult switch_default(struct session *s, struct om_green *g, uint64_t g
         if (!g->greens[i].def) {
             rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(
                 &def, (CUgreenCtx)(uintptr_t)green, CU_STREAM_NON_BLOCKING,
-                om_priority_stream(s, 0)); /* as the client's own default stream (exec.c) */
+                om_priority_stream(s, 0)); /* as the client's own default stream (route.c) */
             if (rc != CUDA_SUCCESS)
                 return rc;
             om_priority_note(s, def, 0, om_priority_stream(s, 0));
@@ -390,9 +357,9 @@ CUresult om_x_cuGreenCtxDestroy(struct call *c)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (g->current == h && (rc = switch_default(c->s, g, 0)) != CUDA_SUCCESS)
         return rc;
-    for (size_t i = g->nstreams; i-- > 0;)
-        if (i < g->nstreams && g->streams[i].green == h)
-            om_stream_release(c->s, g->streams[i].stream);
+    for (size_t i = c->s->ngstreams; i-- > 0;) /* streamstate.c's list of green streams */
+        if (i < c->s->ngstreams && c->s->gstreams[i].green == h)
+            om_stream_release(c->s, c->s->gstreams[i].stream);
     for (unsigned i = 0; i < g->ngreens; i++)
         if (g->greens[i].h == h) {
             drop_default(c->s, g->greens[i].def);
@@ -421,15 +388,9 @@ CUresult om_x_cuGreenCtxStreamCreate(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     if (c->s->own[OM_H_STREAM].n >= om_budget.client_streams)
         return om_budget_refuse(c->s, OM_BUDGET_STREAMS, "cuGreenCtxStreamCreate");
-    if (g->nstreams == g->cap) {
-        size_t cap = g->cap ? 2 * g->cap : 16;
-        struct gstream *v = realloc(g->streams, cap * sizeof(*v));
-        if (!v)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        g->streams = v;
-        g->cap = cap;
-    }
-    /* Non-blocking, as every stream of the server (streams.c); a blocking one's ordering is
+    if (om_green_stream_room(c->s) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Non-blocking, as every stream of the server (route.c); a blocking one's ordering is
      * rebuilt within the client. */
     real = om_priority_stream(c->s, (int)(int64_t)prio); /* priority.c */
     rc = ((CUresult(*)(CUstream *, CUgreenCtx, unsigned, int))REAL(cuGreenCtxStreamCreate))(
@@ -445,7 +406,7 @@ CUresult om_x_cuGreenCtxStreamCreate(struct call *c)
                 om_stream_release(c->s, (uint64_t)(uintptr_t)st);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
-        g->streams[g->nstreams++] = (struct gstream){(uint64_t)(uintptr_t)st, h};
+        om_green_stream_add(c->s, (uint64_t)(uintptr_t)st, h);
         om_priority_note(c->s, st, (int)(int64_t)prio, real);
     }
     return rc;
@@ -461,7 +422,7 @@ CUresult om_x_cuStreamGetGreenCtx(struct call *c)
         return rc;
     if (!om_handles_has(&c->s->own[OM_H_STREAM], h))
         return CUDA_ERROR_INVALID_HANDLE;
-    om_put_u64(&c->out, green_of(c->s, h));
+    om_put_u64(&c->out, om_green_of(c->s, h));
     return CUDA_SUCCESS;
 }
 
@@ -496,9 +457,9 @@ CUresult om_x_cuGreenCtxRecordEvent(struct call *c)
     if (!g->join && (rc = ((CUresult(*)(CUstream *, unsigned))REAL(cuStreamCreate))(
                          &g->join, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
         return rc;
-    for (size_t i = 0; i < g->nstreams && rc == CUDA_SUCCESS; i++)
-        if (g->streams[i].green == h)
-            rc = om_order_after(c->s, g->join, (CUstream)(uintptr_t)g->streams[i].stream, true);
+    for (size_t i = 0; i < c->s->ngstreams && rc == CUDA_SUCCESS; i++)
+        if (c->s->gstreams[i].green == h)
+            rc = om_order_after(c->s, g->join, (CUstream)(uintptr_t)c->s->gstreams[i].stream, true);
     for (unsigned i = 0; i < g->ngreens && rc == CUDA_SUCCESS; i++) /* its NULL stream's work */
         if (g->greens[i].h == h && g->greens[i].def)
             rc = om_order_after(c->s, g->join, g->greens[i].def, true);
@@ -521,10 +482,10 @@ CUresult om_x_cuGreenCtxWaitEvent(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     g = c->s->green;
-    for (size_t i = 0; i < g->nstreams && rc == CUDA_SUCCESS; i++) {
-        if (g->streams[i].green != h)
+    for (size_t i = 0; i < c->s->ngstreams && rc == CUDA_SUCCESS; i++) {
+        if (c->s->gstreams[i].green != h)
             continue;
-        st = om_find_stream(c->s, g->streams[i].stream, true, &rc);
+        st = om_find_stream(c->s, c->s->gstreams[i].stream, true, &rc);
         if (st)
             rc = wait(st, ev, 0);
     }
@@ -550,7 +511,7 @@ void om_green_release(struct session *s)
     }
     if (g->ngreens)
         om_info("client %d: destroyed %u green context(s)", (int)s->pid, g->ngreens);
-    free(g->streams);
+    om_green_streams_free(s);
     free(g);
     s->green = NULL;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "../../common/image.h"
+#include "../../common/launchattr.h"
 #include "../../common/msg.h"
 #include "../exec.h"
 #include "openmps/ops.h"
@@ -64,35 +65,13 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     return rc;
 }
 
-/* CUlaunchConfig / CUlaunchAttribute (72 bytes: an id, padding, a 64-byte value). */
+/* CUlaunchConfig; its attributes are OM_LAUNCH_ATTR_BYTES each (src/common/launchattr.h). */
 struct launch_config {
     unsigned gx, gy, gz, bx, by, bz, smem;
     CUstream stream;
     void *attrs;
     unsigned nattrs;
 };
-#define LAUNCH_ATTR_BYTES 72
-
-/* Attributes whose values hold no handle (events, graph nodes): they travel as
- * bytes. The others would need translating and are refused for now. */
-static bool attribute_allowed(int id)
-{
-    switch (id) {
-    case 0:  /* ignore */
-    case 1:  /* access policy window: a device address */
-    case 2:  /* cooperative */
-    case 3:  /* synchronization policy */
-    case 4:  /* cluster dimension */
-    case 5:  /* cluster scheduling policy */
-    case 6:  /* programmatic stream serialization */
-    case 8:  /* priority */
-    case 9:  /* memory sync domain map */
-    case 10: /* memory sync domain */
-    case 11: /* preferred cluster dimension */
-    case 14: /* preferred shared memory carveout */ return true;
-    default: return false;
-    }
-}
 
 CUresult om_x_cuLaunchKernelEx(struct call *c)
 {
@@ -101,8 +80,9 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     uint64_t k = om_get_u64(&c->in), g = om_get_u64(&c->in), m = om_get_u64(&c->in);
     uint64_t b = om_get_u64(&c->in), smem = om_get_u64(&c->in), sh = om_get_u64(&c->in);
     uint64_t nattrs = om_get_u64(&c->in);
-    uint8_t attrs[16 * LAUNCH_ATTR_BYTES];
-    const void *ap = nattrs <= 16 ? om_get_bytes(&c->in, nattrs * LAUNCH_ATTR_BYTES) : NULL;
+    uint8_t attrs[OM_LAUNCH_ATTRS_MAX * OM_LAUNCH_ATTR_BYTES];
+    const void *ap =
+        nattrs <= OM_LAUNCH_ATTRS_MAX ? om_get_bytes(&c->in, nattrs * OM_LAUNCH_ATTR_BYTES) : NULL;
     size_t args_len = 0;
     const void *args = om_get_rest(&c->in, &args_len);
     const struct om_kernel *kern;
@@ -115,13 +95,13 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (nattrs > 16 || !ap)
+    if (nattrs > OM_LAUNCH_ATTRS_MAX || !ap)
         return CUDA_ERROR_INVALID_VALUE;
-    memcpy(attrs, ap, nattrs * LAUNCH_ATTR_BYTES);
+    memcpy(attrs, ap, nattrs * OM_LAUNCH_ATTR_BYTES);
     for (uint64_t i = 0; i < nattrs; i++) {
         int id;
-        memcpy(&id, attrs + i * LAUNCH_ATTR_BYTES, sizeof(id));
-        if (!attribute_allowed(id)) {
+        memcpy(&id, attrs + i * OM_LAUNCH_ATTR_BYTES, sizeof(id));
+        if (id != OM_LAUNCH_ATTR_IGNORE && !om_launch_attr_plain(id)) {
             client_err(c->s, "client %d: launch attribute %d is not supported", (int)c->s->pid, id);
             return CUDA_ERROR_NOT_SUPPORTED;
         }

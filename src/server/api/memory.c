@@ -12,32 +12,6 @@
 
 /* ------------------------------------------------------------------ memory */
 
-/* Device memory of the call's byte count, recorded as the client's; answers its address. A
- * managed allocation (the client shadows it at that address) is always a new one, and is never
- * kept for reuse when freed (devmem.c). */
-static CUresult alloc_for_client(struct call *c, bool managed, uint64_t *size)
-{
-    uint64_t bytes = om_get_u64(&c->in), base = 0, mem = 0;
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_memcap_check(c->s, c->s->dev, bytes)) != CUDA_SUCCESS)
-        return rc;
-    rc = managed ? om_devmem_alloc(c->s->dev, bytes, &base, size, &mem)
-                 : om_devmem_take(c->s, bytes, &base, size, &mem);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {
-        om_devmem_free(base, *size, mem);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    c->s->allocs.v[c->s->allocs.n - 1].managed = managed;
-    om_memcap_charge(c->s, &c->s->allocs.v[c->s->allocs.n - 1]);
-    om_put_u64(&c->out, base);
-    return CUDA_SUCCESS;
-}
-
 /* The device's memory as the client may use it: under its cap (memcap.c) the cap is the
  * total, and what it does not hold of the cap is free, at most what the device has free. So a
  * framework that sizes its pool from cuMemGetInfo (PyTorch's mem_get_info) sees its cap. */
@@ -62,19 +36,7 @@ CUresult om_x_cuMemAlloc_v2(struct call *c)
 {
     uint64_t size = 0;
 
-    return alloc_for_client(c, false, &size);
-}
-
-CUresult om_x_cuMemAllocManaged(struct call *c)
-{
-    /* Device memory at an address the client then shadows on its side. */
-    uint64_t size = 0;
-    CUresult rc = alloc_for_client(c, true, &size);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    om_put_u64(&c->out, size);
-    return CUDA_SUCCESS;
+    return om_devmem_for_client(c, false, &size);
 }
 
 /* A client's pinned bytes, page-rounded as regions are, under its budget (budget.c). */
@@ -219,7 +181,7 @@ CUresult om_x_cuMemFree_v2(struct call *c)
     if (!r)
         return CUDA_ERROR_INVALID_VALUE;
     if (r->pool || r->graph) /* the driver's cuMemFree frees stream-ordered memory too */
-        return om_take_call_error(c, om_mempool_free(c->s, r));
+        return om_take_call_error(c, om_poolmem_free(c->s, r));
     /* The program expects its own work on the memory to be done; other
      * clients' work is not waited for. */
     rc = om_exec_sync_client(c->s);

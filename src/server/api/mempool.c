@@ -236,7 +236,7 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
         cuMemAllocFromPoolAsync))(&p, (size_t)bytes, (CUmemoryPool)(uintptr_t)pool, st);
     if (rc != CUDA_SUCCESS)
         return rc;
-    /* While capturing, the driver made an allocation node: a graph allocation (api/graphs.c),
+    /* While capturing, the driver made an allocation node: a graph allocation (graphstate.c),
      * the capture graph's, as an allocation node's own. */
     if (om_graphmem_captured(c->s, st, p, bytes, pool)) {
         om_put_u64(&c->out, p);
@@ -298,7 +298,7 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     if (!st)
         return rc;
     /* A graph allocation: freed in stream order (while capturing: a free node), its range kept
-     * while its graphs hold it (api/graphs.c). While capturing, only such one may be freed (a
+     * while its graphs hold it (graphstate.c). While capturing, only such one may be freed (a
      * free node frees graph allocations). */
     if (r->graph)
         return ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(base, st);
@@ -322,43 +322,6 @@ CUresult om_x_cuMemFreeAsync(struct call *c)
     }
     om_allocs_remove(c->s, r);
     return rc;
-}
-
-/* cuMemFree of pool memory (memory.c): after the client's own work, on its default stream. */
-CUresult om_mempool_free(struct session *s, struct om_range *r)
-{
-    CUresult rc = om_exec_sync_client(s), frc;
-    CUstream st = om_find_stream(s, 0, true, &frc);
-
-    om_wait_settle_pools();
-    frc = st ? ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(r->base, st) : frc;
-    if (!r->graph) /* a graph allocation's range stays while its graphs hold it (graphs.c) */
-        om_allocs_remove(s, r);
-    return rc != CUDA_SUCCESS ? rc : frc;
-}
-
-void om_mempool_session_end(struct session *s)
-{
-    CUresult rc;
-    CUstream st = NULL;
-    bool any = false;
-
-    for (size_t i = 0; i < s->allocs.n; i++)
-        any |= s->allocs.v[i].pool != 0;
-    if (any)
-        st = om_find_stream(s, 0, true, &rc);
-    for (size_t i = s->allocs.n; i-- > 0;) {
-        if (!s->allocs.v[i].pool)
-            continue;
-        if (st)
-            ((CUresult(*)(CUdeviceptr, CUstream))REAL(cuMemFreeAsync))(s->allocs.v[i].base, st);
-        om_allocs_remove(s, &s->allocs.v[i]);
-    }
-    if (st)
-        ((CUresult(*)(CUstream))REAL(cuStreamSynchronize))(st);
-    /* The pools themselves go with the kinds of api/handles.tsv (own.c). */
-    memset(s->pool_default, 0, sizeof(s->pool_default));
-    memset(s->pool_current, 0, sizeof(s->pool_current));
 }
 
 /* Custom only because the generated decoder of an `in` struct parameter does not compile

@@ -27,13 +27,6 @@
 #define FABRIC CU_MEM_HANDLE_TYPE_FABRIC
 #define WIN32_TYPES (CU_MEM_HANDLE_TYPE_WIN32 | CU_MEM_HANDLE_TYPE_WIN32_KMT)
 
-CUresult om_shareable_types(uint64_t mask)
-{
-    if (mask & ~(uint64_t)(FD | FABRIC | WIN32_TYPES))
-        return CUDA_ERROR_INVALID_VALUE;
-    return mask & WIN32_TYPES ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
-}
-
 /* One handle type of an export or import: a descriptor or a fabric handle. */
 static CUresult one_type(uint64_t type)
 {

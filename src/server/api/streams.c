@@ -37,26 +37,6 @@ CUresult om_x_cuStreamCreate(struct call *c)
 
 /* A new (non-blocking) server stream becomes the client's; `flags` as the client asked (the
  * legacy ordering of a blocking one is rebuilt within the client). Answers its handle. */
-CUresult om_stream_adopt(struct call *c, CUstream st, uint64_t flags)
-{
-    if (om_idle_track(st) < 0) {
-        ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(st);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (!om_note_device(c->s, (uint64_t)(uintptr_t)st, c->s->dev) ||
-        om_handles_add(&c->s->own[OM_H_STREAM], (uint64_t)(uintptr_t)st) < 0 ||
-        (!(flags & CU_STREAM_NON_BLOCKING) &&
-         om_handles_add(&c->s->blocking, (uint64_t)(uintptr_t)st) < 0)) {
-        om_forget_device(c->s, (uint64_t)(uintptr_t)st);
-        om_handles_remove(&c->s->own[OM_H_STREAM], (uint64_t)(uintptr_t)st);
-        om_idle_stream_destroy(st);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    om_sched_stream_created();
-    om_put_u64(&c->out, (uint64_t)(uintptr_t)st);
-    return CUDA_SUCCESS;
-}
-
 /* A stream argument; `enqueue`: the call puts an operation on it (see client_stream). */
 static CUresult owned_stream(struct call *c, bool enqueue, CUstream *st)
 {
@@ -86,16 +66,6 @@ CUresult om_x_cuStreamDestroy_v2(struct call *c)
 }
 
 /* Whether the client created stream h blocking, on any of its devices. */
-bool om_stream_blocking(struct session *s, uint64_t h)
-{
-    if (om_handles_has(&s->blocking, h))
-        return true;
-    for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
-        if (s->blockings[d].n && om_handles_has(&s->blockings[d], h))
-            return true;
-    return false;
-}
-
 /* stream, 0: the priority the client asked for it (priority.c may have given it another). */
 /* out:asked (cuStreamGetPriority): the priority the client asked for; the server's real one
  * may differ (client priorities, priority.c). */
@@ -103,39 +73,6 @@ CUresult om_answer_asked(struct call *c, int *priority, CUstream st)
 {
     *priority = om_priority_asked(c->s, st, *priority);
     return CUDA_SUCCESS;
-}
-
-/* Destroys a stream of the client's (cuStreamDestroy, cuGreenCtxDestroy). */
-CUresult om_stream_release(struct session *s, uint64_t h)
-{
-    CUresult rc, pending;
-
-    om_green_stream_gone(s, h);                      /* api/green.c */
-    om_share_stream_gone(s, (CUstream)(uintptr_t)h); /* share.c: its shadow, after its work */
-    om_priority_forget(s, (CUstream)(uintptr_t)h);   /* priority.c */
-    /* Its work must be done before the stream is forgotten: later frees and the
-     * session's end wait only for streams they know. */
-    rc = om_wait_stream((CUstream)(uintptr_t)h);
-    pending = om_error_stream_gone(s, (CUstream)(uintptr_t)h); /* not to a later stream */
-    if (rc == CUDA_SUCCESS) /* an error its calls did not take yet: the context's now */
-        rc = pending;
-    if (rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
-        s->async_error = rc;
-    om_handles_remove(&s->own[OM_H_STREAM], h);
-    om_forget_device(s, h);
-    om_handles_remove(&s->blocking, h);
-    for (unsigned d = 0; d < OM_MAX_DEVICES; d++) /* one of another device's */
-        if (s->blockings[d].n)
-            om_handles_remove(&s->blockings[d], h);
-    om_sched_stream_destroyed(s, (CUstream)(uintptr_t)h);
-    for (size_t i = 0; i < s->nsync_events; i++) {
-        if (s->sync_events[i].stream == (CUstream)(uintptr_t)h) {
-            ((CUresult(*)(CUevent))REAL(cuEventDestroy_v2))(s->sync_events[i].event);
-            s->sync_events[i] = s->sync_events[--s->nsync_events];
-            break;
-        }
-    }
-    return om_idle_stream_destroy((CUstream)(uintptr_t)h);
 }
 
 CUresult om_x_cuStreamSynchronize(struct call *c)
@@ -170,18 +107,6 @@ CUresult om_x_cuEventSynchronize(struct call *c)
     return om_take_event_error(c->s, ev, rc);
 }
 
-/* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
- * this client's answer (wait.c). */
-CUresult om_x_cuCtxSynchronize(struct call *c)
-{
-    CUresult rc;
-
-    om_wait_flush_output(true);
-    rc = om_exec_sync_client(c->s);
-    om_wait_flush_output(false);
-    return om_take_context_errors(c->s, rc);
-}
-
 CUresult om_x_cuStreamGetFlags(struct call *c)
 {
     uint64_t h = om_get_u64(&c->in);
@@ -202,56 +127,11 @@ CUresult om_x_cuStreamGetFlags(struct call *c)
     return rc;
 }
 
-/* ------------------------------------------------------------------ dispatch */
-
 /* ------------------------------------------------------------------ batches of memory operations
  */
 
 #define BATCH_OP_BYTES 48 /* CUstreamBatchMemOpParams */
 #define BATCH_MAX 256
-
-/* One operation of a batch: its kind (CUstreamBatchMemOpType) known, its address within the
- * client's memory for its width, its flags within their mask; the driver's own field (alias)
- * cleared. */
-static CUresult batch_op_check(struct call *c, uint8_t *op)
-{
-    int kind;
-    uint64_t addr;
-    unsigned flags, small_flags;
-
-    memcpy(&kind, op, 4);
-    memcpy(&addr, op + 8, 8);
-    memcpy(&flags, op + 24, 4);
-    memcpy(&small_flags, op + 4, 4);
-    switch (kind) {
-    case 1:                       /* WAIT_VALUE_32 */
-    case 4:                       /* WAIT_VALUE_64 */
-        if (flags & ~0x40000003u) /* GEQ, EQ, AND, NOR; FLUSH */
-            return CUDA_ERROR_INVALID_VALUE;
-        break;
-    case 2:                /* WRITE_VALUE_32 */
-    case 5:                /* WRITE_VALUE_64 */
-        if (flags & ~0x1u) /* NO_MEMORY_BARRIER */
-            return CUDA_ERROR_INVALID_VALUE;
-        break;
-    case 3: /* FLUSH_REMOTE_WRITES: flags must be 0 */
-        return small_flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-    case 6: /* BARRIER: SYS or GPU */
-        return small_flags > 1 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-    default: return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (!om_arg_range(c, addr, kind == 1 || kind == 2 ? 4 : 8))
-        return CUDA_ERROR_INVALID_VALUE;
-    memset(op + 32, 0, 8);
-    return CUDA_SUCCESS;
-}
-
-/* graphs.c: a batch memory op node's operations are checked alike. */
-CUresult om_batch_op_check(struct call *c, uint8_t *op);
-CUresult om_batch_op_check(struct call *c, uint8_t *op)
-{
-    return batch_op_check(c, op);
-}
 
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c)
 {
@@ -268,7 +148,7 @@ CUresult om_x_cuStreamBatchMemOp_v2(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(copy, ops, count * BATCH_OP_BYTES);
     for (uint64_t i = 0; i < count; i++)
-        if ((rc = batch_op_check(c, copy + i * BATCH_OP_BYTES)) != CUDA_SUCCESS)
+        if ((rc = om_batch_op_check(c, copy + i * BATCH_OP_BYTES)) != CUDA_SUCCESS)
             return rc;
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
@@ -322,4 +202,42 @@ CUresult om_release_event(struct call *c, uint64_t ev)
 {
     om_own_drop(c->s, OM_H_EVENT, ev);
     return om_ipc_event_release(ev) ? CUDA_SUCCESS : OM_RELEASE_KEPT;
+}
+
+/*
+ * cuLaunchHostFunc. Request: stream, fn, data, whether the client needs the channel. On a
+ * capturing stream the driver captures the trampoline (a host node that runs at each launch of
+ * the graph); answer 1, then whether the channel's descriptor follows. On any other stream
+ * nothing is done here: answer 0 (the client waits for the stream and calls fn itself).
+ */
+CUresult om_x_cuLaunchHostFunc(struct call *c)
+{
+    uint64_t sh = om_get_u64(&c->in), fn = om_get_u64(&c->in), data = om_get_u64(&c->in);
+    uint64_t want = om_get_u64(&c->in);
+    CUDA_HOST_NODE_PARAMS p;
+    CUresult rc = ARGS_OK(c);
+    CUstream st;
+    bool send = false;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Not `enqueue`: a capturing stream gets no legacy ordering or scheduler hold anyway, and
+     * on any other stream nothing is enqueued here. */
+    st = om_arg_stream(c, sh, false, &rc);
+    if (!st)
+        return rc;
+    if (!om_stream_capturing(c->s, st)) {
+        om_put_u64(&c->out, 0);
+        return CUDA_SUCCESS;
+    }
+    if ((rc = om_hostcb_params(c, fn, data, want, &p, &send)) != CUDA_SUCCESS)
+        return rc;
+    rc = ((CUresult(*)(CUstream, CUhostFn, void *))REAL(cuLaunchHostFunc))(st, p.fn, p.userData);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    om_put_u64(&c->out, 1);
+    om_hostcb_send_channel(c, send);
+    return CUDA_SUCCESS;
 }

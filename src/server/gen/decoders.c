@@ -2024,7 +2024,7 @@ static CUresult x_cuGraphAddMemcpyNode(struct call *c)
         memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
     if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
         goto out;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *, CUcontext))REAL(cuGraphAddMemcpyNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, &v_copyParams, om_current_context());
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMCPY3D *, CUcontext))REAL(cuGraphAddMemcpyNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, &v_copyParams, om_graph_server_context());
     if (rc == CUDA_SUCCESS) {
         if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
             goto out;
@@ -2066,7 +2066,7 @@ static CUresult x_cuGraphAddMemsetNode(struct call *c)
         memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
     if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
         goto out;
-    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphAddMemsetNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, &v_memsetParams, om_current_context());
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphAddMemsetNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, &v_memsetParams, om_graph_server_context());
     if (rc == CUDA_SUCCESS) {
         if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
             goto out;
@@ -2262,7 +2262,7 @@ static CUresult x_cuGraphExecMemcpyNodeSetParams(struct call *c)
     memcpy(&v_copyParams, b_copyParams, sizeof(v_copyParams));
     if ((rc = om_check_copy3d(c, &v_copyParams)) != CUDA_SUCCESS)
         return rc;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))REAL(cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &v_copyParams, om_current_context());
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))REAL(cuGraphExecMemcpyNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &v_copyParams, om_graph_server_context());
     return rc;
 }
 
@@ -2283,7 +2283,7 @@ static CUresult x_cuGraphExecMemsetNodeSetParams(struct call *c)
     memcpy(&v_memsetParams, b_memsetParams, sizeof(v_memsetParams));
     if ((rc = om_check_memset(c, &v_memsetParams)) != CUDA_SUCCESS)
         return rc;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphExecMemsetNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &v_memsetParams, om_current_context());
+    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))REAL(cuGraphExecMemsetNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, &v_memsetParams, om_graph_server_context());
     return rc;
 }
 

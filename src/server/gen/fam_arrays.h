@@ -12,6 +12,5 @@ CUresult om_x_cuArray3DCreate_v2(struct call *c);
 CUresult om_x_cuArrayDestroy(struct call *c);
 CUresult om_x_cuMipmappedArrayCreate(struct call *c);
 CUresult om_x_cuMipmappedArrayDestroy(struct call *c);
-CUresult om_x_op_copy_3d(struct call *c); /* api/ops.tsv */
 
 #endif

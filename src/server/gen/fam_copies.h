@@ -13,6 +13,7 @@ CUresult om_x_op_copy_dtod(struct call *c); /* api/ops.tsv */
 CUresult om_x_op_copy_htod_pinned(struct call *c); /* api/ops.tsv */
 CUresult om_x_op_copy_dtoh_pinned(struct call *c); /* api/ops.tsv */
 CUresult om_x_op_copy_2d(struct call *c); /* api/ops.tsv */
+CUresult om_x_op_copy_3d(struct call *c); /* api/ops.tsv */
 CUresult om_x_op_memset(struct call *c); /* api/ops.tsv */
 CUresult om_x_op_memset_2d(struct call *c); /* api/ops.tsv */
 

@@ -34,8 +34,8 @@ CUresult om_check_poolptr(struct call *c, uint64_t v);
 CUresult om_check_prop(struct call *c, CUmemAllocationProp *v);
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *v);
 
-/* ctx: the context a node runs in, the server's current one. */
-CUcontext om_current_context(void);
+/* ctx: the context a node runs in, the server's current one (graphstate.c). */
+CUcontext om_graph_server_context(void);
 
 /* The release hooks of api/handles.tsv: called by a generated decoder with a handle
  * of that kind the call destroys (free.KIND), after the checks, just before the
