@@ -82,6 +82,12 @@ options  (space-separated) post: the call does not wait for its answer (errors r
          via=SYM,...: for client rows, the operations used: entry points, or the server's
          private operations of api/ops.tsv (by name; indexed after the entry points,
          OM_IDX_op_<name>, handled by the hand-written om_x_op_<name> of their family).
+         hook: the server's decoder, after its checks, calls the hand-written
+         om_hook_<symbol>(struct call *, the driver's arguments as the server has them) in
+         place of the driver: it calls the driver itself and keeps what the session keeps
+         about the call (a reservation, a budget, an extra reference), and may refuse with a
+         check only it can make (the session's own state); the answer's outputs travel as
+         their kinds say (declared in src/server/gen/hooks.h).
 
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
@@ -235,7 +241,7 @@ def load_rows(protos, kinds, api=None, types=None, ops=None):
                    "params": [], "why": why}
             for o in opts:
                 k, _, v = o.partition("=")
-                if k not in ("post", "sync", "wrap", "via"):
+                if k not in ("post", "sync", "wrap", "via", "hook"):
                     fail(where, "unknown option %r" % o)
                 row["opts"][k] = v or True
             if form.startswith("alias:"):
@@ -464,7 +470,10 @@ def server_decoder(r, protos, types, kinds):
     L += d.reads + d.decls
     L += ["    CUresult rc = ARGS_OK(c);", "", "    if (rc != CUDA_SUCCESS)", "        return rc;"]
     L += d.checks + d.allocs + d.streams + d.before_call
-    L.append("    rc = ((%s)REAL(%s))(%s);" % (fnptr_type(sym, protos), sym, ", ".join(d.args)))
+    if r["opts"].get("hook"):
+        L.append("    rc = om_hook_%s(%s);" % (sym, ", ".join(["c"] + d.args)))
+    else:
+        L.append("    rc = ((%s)REAL(%s))(%s);" % (fnptr_type(sym, protos), sym, ", ".join(d.args)))
     if r["opts"].get("sync"):
         sv = next(p.name for p in ps if p.base in ("stream", "stream.query"))
         L.append("    if (rc == CUDA_SUCCESS)\n        rc = om_wait_stream(s_%s);" % sv)
@@ -714,7 +723,19 @@ def check_hooks(rows):
     return sorted(out.items())
 
 
-def server_hooks(rows):
+def hook_decls(rows, protos):
+    """The om_hook_<symbol> declarations of the rows with the option hook."""
+    out = []
+    for r in rows:
+        if r["form"] == "gen" and r["opts"].get("hook"):
+            ret, params, _ = protos[r["sym"]]
+            out.append("%s om_hook_%s(struct call *c%s);" % (ret, r["sym"], "".join(
+                ", %s %s" % (t, n) if not t.endswith("*") else ", %s%s" % (t, n)
+                for t, n in params)))
+    return out
+
+
+def server_hooks(rows, protos):
     """src/server/gen/hooks.h: the hand-written hooks generated decoders call (helpers of a kind,
     not handlers of a family: any file may define one)."""
     L = banner("The hooks the generated decoders call")
@@ -728,6 +749,11 @@ def server_hooks(rows):
     if any(p.base == "ctx" for r in rows if r["form"] == "gen" for p in r["params"]):
         L += ["", "/* ctx: the context a node runs in, the server's current one (graphstate.c). */",
               "CUcontext om_graph_server_context(void);"]
+    calls = hook_decls(rows, protos)
+    if calls:
+        L += ["", "/* The rows with the option hook: called in place of the driver, after the decoder's",
+              " * checks, with the driver's arguments; they call the driver themselves. */"]
+    L += calls
     hooks = release_hooks(rows)
     if hooks:
         L += ["", "/* The release hooks of api/handles.tsv: called by a generated decoder with a handle",
@@ -923,7 +949,7 @@ def generate(api=None):
         "src/client/gen/calls.h": client_calls_h(rows, protos),
         "src/server/gen/decoders.c": server_c(rows, protos, types, kinds, ops),
         "src/server/gen/handlers.h": server_decls(rows, ops),
-        "src/server/gen/hooks.h": server_hooks(rows),
+        "src/server/gen/hooks.h": server_hooks(rows, protos),
         "docs/compatibility.md": compat_md(rows, protos, reasons, ops),
         "tests/fuzz/gen/kinds.h": fuzz_kinds_h(kinds),
         "tests/fuzz/gen/checks.c": fuzz_checks_c(rows, protos, types),

@@ -17,64 +17,13 @@
 
 /* ------------------------------------------------------------------ virtual memory management */
 
-CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                          const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    REQ(req, 16 + sizeof(CUmemAllocationProp));
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!handle || !prop)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, size);
-    om_put_bytes(&req, prop, sizeof(*prop));
-    om_put_u64(&req, flags);
-    rc = om_rcall_u64_reply(OM_IDX_cuMemCreate, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *handle = (CUmemGenericAllocationHandle)v;
-    return rc;
-}
-
-CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                                  unsigned long long flags)
-{
-    REQ(req, 32);
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!ptr)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, size);
-    om_put_u64(&req, alignment);
-    om_put_u64(&req, addr);
-    om_put_u64(&req, flags);
-    rc = om_rcall_u64_reply(OM_IDX_cuMemAddressReserve, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *ptr = v;
-    return rc;
-}
-
-CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size)
-{
-    REQ(req, 16);
-
-    om_put_u64(&req, ptr);
-    om_put_u64(&req, size);
-    return om_rcall(OM_IDX_cuMemAddressFree, &req, NULL, 0, NULL);
-}
-
+/* cuMemMap and cuMemUnmap (generated, wrap): the mapped range is device memory this process
+ * tells from host memory (its device ranges). */
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                        CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    REQ(req, 40);
-    CUresult rc;
+    CUresult rc = om_rpc_cuMemMap(ptr, size, offset, handle, flags);
 
-    om_put_u64(&req, ptr);
-    om_put_u64(&req, size);
-    om_put_u64(&req, offset);
-    om_put_u64(&req, (uint64_t)handle);
-    om_put_u64(&req, flags);
-    rc = om_rcall(OM_IDX_cuMemMap, &req, NULL, 0, NULL);
     if (rc == CUDA_SUCCESS && om_devrange_add(ptr, size) < 0) {
         /* A mapping this process could not tell from host memory is not kept. */
         om_r_cuMemUnmap(ptr, size);
@@ -87,39 +36,11 @@ CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    REQ(req, 16);
-    CUresult rc;
+    CUresult rc = om_rpc_cuMemUnmap(ptr, size);
 
-    om_put_u64(&req, ptr);
-    om_put_u64(&req, size);
-    rc = om_rcall(OM_IDX_cuMemUnmap, &req, NULL, 0, NULL);
     if (rc != CUDA_ERROR_INVALID_VALUE)
         om_devrange_remove(ptr);
     return rc;
-}
-
-CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
-{
-    REQ(req, 8);
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!handle)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, U64(addr));
-    rc = om_rcall_u64_reply(OM_IDX_cuMemRetainAllocationHandle, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *handle = (CUmemGenericAllocationHandle)v;
-    return rc;
-}
-
-/* Custom on the server's side only (it counts the extra references of retained handles). */
-CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    REQ(req, 8);
-
-    om_put_u64(&req, (uint64_t)handle);
-    return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
 }
 
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,

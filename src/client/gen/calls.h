@@ -354,13 +354,8 @@ typedef CUresult (*om_fn_cuMemsetD2D8)(CUdeviceptr_v1, unsigned int, unsigned ch
 typedef CUresult (*om_fn_cuMemsetD2D16)(CUdeviceptr_v1, unsigned int, unsigned short, unsigned int, unsigned int);
 typedef CUresult (*om_fn_cuMemsetD2D32)(CUdeviceptr_v1, unsigned int, unsigned int, unsigned int, unsigned int);
 typedef CUresult (*om_fn_cuModuleGetGlobal)(CUdeviceptr_v1 *, unsigned int *, CUmodule, const char *);
-typedef CUresult (*om_fn_cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
-typedef CUresult (*om_fn_cuMemRelease)(CUmemGenericAllocationHandle);
-typedef CUresult (*om_fn_cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-typedef CUresult (*om_fn_cuMemAddressFree)(CUdeviceptr, size_t);
 typedef CUresult (*om_fn_cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 typedef CUresult (*om_fn_cuMemUnmap)(CUdeviceptr, size_t);
 typedef CUresult (*om_fn_cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-typedef CUresult (*om_fn_cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
 
 #endif

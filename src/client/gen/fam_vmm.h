@@ -5,13 +5,8 @@
 
 #include "stubs.h"
 
-CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
-CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle);
-CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
-CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size);
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
 CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size);
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
-CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 
 #endif

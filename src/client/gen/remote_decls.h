@@ -353,14 +353,9 @@ CUresult om_r_cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsi
 CUresult om_r_cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height); /* v1 */
 CUresult om_r_cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height); /* v1 */
 CUresult om_r_cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name); /* v1 */
-CUresult om_r_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags); /* vmm */
-CUresult om_r_cuMemRelease(CUmemGenericAllocationHandle handle); /* vmm */
-CUresult om_r_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags); /* vmm */
-CUresult om_r_cuMemAddressFree(CUdeviceptr ptr, size_t size); /* vmm */
 CUresult om_r_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags); /* vmm */
 CUresult om_r_cuMemUnmap(CUdeviceptr ptr, size_t size); /* vmm */
 CUresult om_r_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count); /* vmm */
-CUresult om_r_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr); /* vmm */
 #endif
 
 #endif

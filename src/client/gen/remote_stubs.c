@@ -594,14 +594,14 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemsetD2D32, (void *)om_r_cuMemsetD2D32);
     om_remote_set(OM_IDX_cuModuleGetGlobal, (void *)om_r_cuModuleGetGlobal);
     om_remote_set(OM_IDX_cuMemGetAllocationGranularity, (void *)om_rpc_cuMemGetAllocationGranularity);
-    om_remote_set(OM_IDX_cuMemCreate, (void *)om_r_cuMemCreate);
-    om_remote_set(OM_IDX_cuMemRelease, (void *)om_r_cuMemRelease);
-    om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_r_cuMemAddressReserve);
-    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_r_cuMemAddressFree);
+    om_remote_set(OM_IDX_cuMemCreate, (void *)om_rpc_cuMemCreate);
+    om_remote_set(OM_IDX_cuMemRelease, (void *)om_rpc_cuMemRelease);
+    om_remote_set(OM_IDX_cuMemAddressReserve, (void *)om_rpc_cuMemAddressReserve);
+    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_rpc_cuMemAddressFree);
     om_remote_set(OM_IDX_cuMemMap, (void *)om_r_cuMemMap);
     om_remote_set(OM_IDX_cuMemUnmap, (void *)om_r_cuMemUnmap);
     om_remote_set(OM_IDX_cuMemSetAccess, (void *)om_r_cuMemSetAccess);
     om_remote_set(OM_IDX_cuMemGetAccess, (void *)om_rpc_cuMemGetAccess);
     om_remote_set(OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)om_rpc_cuMemGetAllocationPropertiesFromHandle);
-    om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_r_cuMemRetainAllocationHandle);
+    om_remote_set(OM_IDX_cuMemRetainAllocationHandle, (void *)om_rpc_cuMemRetainAllocationHandle);
 }

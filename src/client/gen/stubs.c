@@ -3076,6 +3076,99 @@ CUresult om_rpc_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAl
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    uint8_t req_buf[16 + sizeof(*prop)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*handle)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)size);
+    om_put_bytes(&req, prop, sizeof(*prop));
+    rc = om_rcall(OM_IDX_cuMemCreate, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*handle));
+        if (v && handle)
+            memcpy(handle, v, sizeof(*handle));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)handle);
+    return om_rcall(OM_IDX_cuMemRelease, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*ptr)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!ptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)size);
+    om_put_u64(&req, (uint64_t)alignment);
+    om_put_u64(&req, (uint64_t)addr);
+    om_put_u64(&req, (uint64_t)flags);
+    rc = om_rcall(OM_IDX_cuMemAddressReserve, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*ptr));
+        if (v && ptr)
+            memcpy(ptr, v, sizeof(*ptr));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)ptr);
+    om_put_u64(&req, (uint64_t)size);
+    return om_rcall(OM_IDX_cuMemAddressFree, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)ptr);
+    om_put_u64(&req, (uint64_t)size);
+    om_put_u64(&req, (uint64_t)offset);
+    om_put_u64(&req, (uint64_t)handle);
+    return om_rcall(OM_IDX_cuMemMap, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)ptr);
+    om_put_u64(&req, (uint64_t)size);
+    return om_rcall(OM_IDX_cuMemUnmap, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
     uint8_t req_buf[16 + sizeof(*location)];
@@ -3121,6 +3214,29 @@ CUresult om_rpc_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
         const void *v = om_get_bytes(&in, sizeof(*prop));
         if (v && prop)
             memcpy(prop, v, sizeof(*prop));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*handle)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)addr);
+    rc = om_rcall(OM_IDX_cuMemRetainAllocationHandle, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*handle));
+        if (v && handle)
+            memcpy(handle, v, sizeof(*handle));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }

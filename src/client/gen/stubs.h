@@ -158,8 +158,15 @@ CUresult om_rpc_cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned i
 CUresult om_rpc_cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef);
 CUresult om_rpc_cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef);
 CUresult om_rpc_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
+CUresult om_rpc_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult om_rpc_cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult om_rpc_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
+CUresult om_rpc_cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult om_rpc_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
+CUresult om_rpc_cuMemUnmap(CUdeviceptr ptr, size_t size);
 CUresult om_rpc_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);
 CUresult om_rpc_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle);
+CUresult om_rpc_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 
 /* Installs every row's implementation (om_remote_set; remote_stubs.c). */
 void om_remote_gen_install(void);

@@ -27,16 +27,6 @@ static CUresult check_prop(struct session *s, CUmemAllocationProp *p)
     return om_shareable_types((uint32_t)p->requestedHandleTypes);
 }
 
-static CUmemAllocationProp *get_prop(struct call *c, CUmemAllocationProp *p)
-{
-    const void *b = om_get_bytes(&c->in, sizeof(*p));
-
-    if (!b)
-        return NULL;
-    memcpy(p, b, sizeof(*p));
-    return p;
-}
-
 /* cuMemGetAllocationGranularity (generated, in:prop): properties of device memory the client may
  * have, their device the server's. */
 CUresult om_check_prop(struct call *c, CUmemAllocationProp *p)
@@ -60,36 +50,29 @@ static int prop_device(const struct session *s, const CUmemAllocationProp *p)
                : s->dev;
 }
 
-CUresult om_x_cuMemCreate(struct call *c)
+/* cuMemCreate (generated, hook): its properties checked by in:prop; counted against the
+ * handles' budget and the device-memory cap. */
+CUresult om_hook_cuMemCreate(struct call *c, CUmemGenericAllocationHandle *handle, size_t size,
+                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    uint64_t size = om_get_u64(&c->in);
-    CUmemAllocationProp prop;
-    CUmemAllocationProp *p = get_prop(c, &prop);
-    uint64_t flags = om_get_u64(&c->in);
-    CUmemGenericAllocationHandle h = 0;
-    CUresult rc = ARGS_OK(c);
+    CUresult rc;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!p || flags || size == 0 || size > VMM_MAX_BYTES)
+    if (size == 0 || size > VMM_MAX_BYTES)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_prop(c->s, p)) != CUDA_SUCCESS)
-        return rc;
     if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS ||
-        (rc = om_memcap_check(c->s, prop_device(c->s, p), size)) != CUDA_SUCCESS)
+        (rc = om_memcap_check(c->s, prop_device(c->s, prop), size)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                       unsigned long long))REAL(cuMemCreate))(&h, (size_t)size, p, 0);
+                       unsigned long long))REAL(cuMemCreate))(handle, size, prop, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
+    if ((rc = om_own_add(c, OM_H_MEMHANDLE, *handle)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = om_memcap_hold(c->s, prop_device(c->s, p), h, size)) != CUDA_SUCCESS) {
-        ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);
-        om_own_drop(c->s, OM_H_MEMHANDLE, h);
+    if ((rc = om_memcap_hold(c->s, prop_device(c->s, prop), *handle, size)) != CUDA_SUCCESS) {
+        ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(*handle);
+        om_own_drop(c->s, OM_H_MEMHANDLE, *handle);
         return rc;
     }
-    om_put_u64(&c->out, h);
     return CUDA_SUCCESS;
 }
 
@@ -109,62 +92,53 @@ static bool overlaps(const struct om_ranges *r, uint64_t base, uint64_t size)
     return false;
 }
 
-CUresult om_x_cuMemAddressReserve(struct call *c)
+/* cuMemAddressReserve (generated, hook): the reservation is kept per client, within the
+ * handles' budget. */
+CUresult om_hook_cuMemAddressReserve(struct call *c, CUdeviceptr *ptr, size_t size,
+                                     size_t alignment, CUdeviceptr addr, unsigned long long flags)
 {
-    uint64_t size = om_get_u64(&c->in), align = om_get_u64(&c->in), addr = om_get_u64(&c->in),
-             flags = om_get_u64(&c->in);
-    CUdeviceptr p = 0;
-    CUresult rc = ARGS_OK(c);
+    CUresult rc;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (size == 0 || size > VMM_MAX_BYTES || flags > 1) /* CU_MEM_ADDRESS_RESERVE_... 0 or 1 */
+    if (size == 0 || size > VMM_MAX_BYTES) /* flags: val(0..1), CU_MEM_ADDRESS_RESERVE_... */
         return CUDA_ERROR_INVALID_VALUE;
     if (c->s->vmm_reserved.n >= om_budget.client_handles)
         return om_budget_refuse(c->s, OM_BUDGET_HANDLES, "cuMemAddressReserve");
     /* addr is a hint: the driver never answers an address already reserved (another
      * client's included). */
     rc = ((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))REAL(
-        cuMemAddressReserve))(&p, (size_t)size, (size_t)align, addr, flags);
+        cuMemAddressReserve))(ptr, size, alignment, addr, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (om_ranges_add(&c->s->vmm_reserved, p, size, 0, true) < 0) {
-        ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(p, (size_t)size);
+    if (om_ranges_add(&c->s->vmm_reserved, *ptr, size, 0, true) < 0) {
+        ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(*ptr, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    om_put_u64(&c->out, p);
     return CUDA_SUCCESS;
 }
 
-CUresult om_x_cuMemAddressFree(struct call *c)
+/* cuMemAddressFree (generated, hook): only a range the client reserved, unmapped first. */
+CUresult om_hook_cuMemAddressFree(struct call *c, CUdeviceptr ptr, size_t size)
 {
-    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in);
-    struct om_range *r;
-    CUresult rc = ARGS_OK(c);
+    struct om_range *r = find_exact(&c->s->vmm_reserved, ptr, size);
+    CUresult rc;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    r = find_exact(&c->s->vmm_reserved, ptr, size);
-    if (!r || overlaps(&c->s->vmm_mapped, ptr, size)) /* its own, and unmapped first */
+    if (!r || overlaps(&c->s->vmm_mapped, ptr, size))
         return CUDA_ERROR_INVALID_VALUE;
-    rc = ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(ptr, (size_t)size);
+    rc = ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemAddressFree))(ptr, size);
     if (rc == CUDA_SUCCESS)
         om_ranges_remove(&c->s->vmm_reserved, r);
     return rc;
 }
 
-CUresult om_x_cuMemMap(struct call *c)
+/* cuMemMap (generated, hook): the client's own handle (memhandle) into its own reservation,
+ * flags 0 (zero); the mapped range becomes its device memory. */
+CUresult om_hook_cuMemMap(struct call *c, CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle h, unsigned long long flags)
 {
-    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in), offset = om_get_u64(&c->in),
-             h = om_get_u64(&c->in), flags = om_get_u64(&c->in);
     bool inside = false;
-    CUresult rc = ARGS_OK(c);
+    CUresult rc;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, h, false)) != CUDA_SUCCESS)
-        return rc;
-    if (flags || size == 0 || size > VMM_MAX_BYTES || ptr + size < ptr)
+    if (size == 0 || size > VMM_MAX_BYTES || ptr + size < ptr)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < c->s->vmm_reserved.n && !inside; i++) {
         const struct om_range *r = &c->s->vmm_reserved.v[i];
@@ -173,7 +147,7 @@ CUresult om_x_cuMemMap(struct call *c)
     if (!inside || overlaps(&c->s->vmm_mapped, ptr, size))
         return CUDA_ERROR_INVALID_VALUE;
     rc = ((CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                       unsigned long long))REAL(cuMemMap))(ptr, (size_t)size, (size_t)offset, h, 0);
+                       unsigned long long))REAL(cuMemMap))(ptr, size, offset, h, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (om_ranges_add(&c->s->vmm_mapped, ptr, size, h, true) < 0 ||
@@ -201,14 +175,12 @@ static void forget_mapping(struct session *s, struct om_range *m)
     om_ranges_remove(&s->vmm_mapped, m);
 }
 
-CUresult om_x_cuMemUnmap(struct call *c)
+/* cuMemUnmap (generated, hook): a mapping of the client's, its work waited for first. */
+CUresult om_hook_cuMemUnmap(struct call *c, CUdeviceptr ptr, size_t size)
 {
-    uint64_t ptr = om_get_u64(&c->in), size = om_get_u64(&c->in);
     struct om_range *m;
-    CUresult rc = ARGS_OK(c), wrc;
+    CUresult rc, wrc;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
     m = find_exact(&c->s->vmm_mapped, ptr, size);
     if (!m)
         return CUDA_ERROR_INVALID_VALUE;
@@ -235,15 +207,14 @@ CUresult om_check_mapped(struct call *c, uint64_t ptr)
  * handle the client still holds does not get a second one (its first cuMemRelease then
  * releases it: a difference from the driver, where the memory stays until the second).
  */
-CUresult om_x_cuMemRetainAllocationHandle(struct call *c)
+CUresult om_hook_cuMemRetainAllocationHandle(struct call *c, CUmemGenericAllocationHandle *handle,
+                                             void *addrp)
 {
-    uint64_t addr = om_get_u64(&c->in);
+    uint64_t addr = (uint64_t)(uintptr_t)addrp;
     CUmemGenericAllocationHandle h = 0;
     bool inside = false;
-    CUresult rc = ARGS_OK(c);
+    CUresult rc;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
     for (size_t i = 0; i < c->s->vmm_mapped.n && !inside; i++)
         inside = addr >= c->s->vmm_mapped.v[i].base &&
                  addr - c->s->vmm_mapped.v[i].base < c->s->vmm_mapped.v[i].size;
@@ -272,7 +243,7 @@ CUresult om_x_cuMemRetainAllocationHandle(struct call *c)
         s->vmm_extra[s->vmm_extra_n++] = h;
     } else if ((rc = om_own_add(c, OM_H_MEMHANDLE, h)) != CUDA_SUCCESS)
         return rc;
-    om_put_u64(&c->out, h);
+    *handle = h;
     return CUDA_SUCCESS;
 }
 
@@ -348,17 +319,12 @@ CUresult om_x_cuMemSetAccess(struct call *c)
         cuMemSetAccess))(ptr, (size_t)size, desc, (size_t)count);
 }
 
-/* cuMemRelease: one of the client's extra references if it holds one, else the handle itself. */
-CUresult om_x_cuMemRelease(struct call *c)
+/* cuMemRelease (generated, hook: the handle is the client's, memhandle): one of the client's extra references if it holds one, else the handle itself. */
+CUresult om_hook_cuMemRelease(struct call *c, CUmemGenericAllocationHandle h)
 {
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
+    CUresult rc;
     struct session *s = c->s;
 
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_MEMHANDLE, h, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     for (size_t i = 0; i < s->vmm_extra_n; i++)
         if (s->vmm_extra[i] == h) {
             rc = ((CUresult(*)(CUmemGenericAllocationHandle))REAL(cuMemRelease))(h);

@@ -3613,6 +3613,101 @@ static CUresult x_cuMemGetAllocationGranularity(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemCreate(struct call *c)
+{
+    uint64_t a_size = om_get_u64(&c->in);
+    const void *b_prop = om_get_bytes(&c->in, sizeof(CUmemAllocationProp));
+    CUmemGenericAllocationHandle o_handle;
+    CUmemAllocationProp v_prop;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_handle, 0, sizeof(o_handle));
+    memcpy(&v_prop, b_prop, sizeof(v_prop));
+    if ((rc = om_check_prop(c, &v_prop)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemCreate(c, &o_handle, (size_t)a_size, &v_prop, 0);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_handle, sizeof(o_handle));
+    }
+    return rc;
+}
+
+static CUresult x_cuMemRelease(struct call *c)
+{
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemRelease(c, (CUmemGenericAllocationHandle)a_handle);
+    return rc;
+}
+
+static CUresult x_cuMemAddressReserve(struct call *c)
+{
+    uint64_t a_size = om_get_u64(&c->in);
+    uint64_t a_alignment = om_get_u64(&c->in);
+    uint64_t a_addr = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUdeviceptr o_ptr;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_ptr, 0, sizeof(o_ptr));
+    if ((int64_t)a_flags < 0 || (int64_t)a_flags > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_hook_cuMemAddressReserve(c, &o_ptr, (size_t)a_size, (size_t)a_alignment, (CUdeviceptr)a_addr, (unsigned long long)a_flags);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_ptr, sizeof(o_ptr));
+    }
+    return rc;
+}
+
+static CUresult x_cuMemAddressFree(struct call *c)
+{
+    uint64_t a_ptr = om_get_u64(&c->in);
+    uint64_t a_size = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemAddressFree(c, (CUdeviceptr)a_ptr, (size_t)a_size);
+    return rc;
+}
+
+static CUresult x_cuMemMap(struct call *c)
+{
+    uint64_t a_ptr = om_get_u64(&c->in);
+    uint64_t a_size = om_get_u64(&c->in);
+    uint64_t a_offset = om_get_u64(&c->in);
+    uint64_t a_handle = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMHANDLE, a_handle, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemMap(c, (CUdeviceptr)a_ptr, (size_t)a_size, (size_t)a_offset, (CUmemGenericAllocationHandle)a_handle, 0);
+    return rc;
+}
+
+static CUresult x_cuMemUnmap(struct call *c)
+{
+    uint64_t a_ptr = om_get_u64(&c->in);
+    uint64_t a_size = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemUnmap(c, (CUdeviceptr)a_ptr, (size_t)a_size);
+    return rc;
+}
+
 static CUresult x_cuMemGetAccess(struct call *c)
 {
     const void *b_location = om_get_bytes(&c->in, sizeof(CUmemLocation));
@@ -3653,6 +3748,22 @@ static CUresult x_cuMemGetAllocationPropertiesFromHandle(struct call *c)
     }
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_prop, sizeof(o_prop));
+    }
+    return rc;
+}
+
+static CUresult x_cuMemRetainAllocationHandle(struct call *c)
+{
+    uint64_t a_addr = om_get_u64(&c->in);
+    CUmemGenericAllocationHandle o_handle;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_handle, 0, sizeof(o_handle));
+    rc = om_hook_cuMemRetainAllocationHandle(c, &o_handle, (void *)(uintptr_t)a_addr);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_handle, sizeof(o_handle));
     }
     return rc;
 }
@@ -3920,16 +4031,16 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuSurfRefGetArray] = x_cuSurfRefGetArray,
     [OM_IDX_cuParamSetTexRef] = x_cuParamSetTexRef,
     [OM_IDX_cuMemGetAllocationGranularity] = x_cuMemGetAllocationGranularity,
-    [OM_IDX_cuMemCreate] = om_x_cuMemCreate,
-    [OM_IDX_cuMemRelease] = om_x_cuMemRelease,
-    [OM_IDX_cuMemAddressReserve] = om_x_cuMemAddressReserve,
-    [OM_IDX_cuMemAddressFree] = om_x_cuMemAddressFree,
-    [OM_IDX_cuMemMap] = om_x_cuMemMap,
-    [OM_IDX_cuMemUnmap] = om_x_cuMemUnmap,
+    [OM_IDX_cuMemCreate] = x_cuMemCreate,
+    [OM_IDX_cuMemRelease] = x_cuMemRelease,
+    [OM_IDX_cuMemAddressReserve] = x_cuMemAddressReserve,
+    [OM_IDX_cuMemAddressFree] = x_cuMemAddressFree,
+    [OM_IDX_cuMemMap] = x_cuMemMap,
+    [OM_IDX_cuMemUnmap] = x_cuMemUnmap,
     [OM_IDX_cuMemSetAccess] = om_x_cuMemSetAccess,
     [OM_IDX_cuMemGetAccess] = x_cuMemGetAccess,
     [OM_IDX_cuMemGetAllocationPropertiesFromHandle] = x_cuMemGetAllocationPropertiesFromHandle,
-    [OM_IDX_cuMemRetainAllocationHandle] = om_x_cuMemRetainAllocationHandle,
+    [OM_IDX_cuMemRetainAllocationHandle] = x_cuMemRetainAllocationHandle,
     [OM_IDX_op_copy_htod] = om_x_op_copy_htod,
     [OM_IDX_op_copy_dtoh] = om_x_op_copy_dtoh,
     [OM_IDX_op_copy_dtod] = om_x_op_copy_dtod,

@@ -7,13 +7,6 @@
 
 struct call;
 
-CUresult om_x_cuMemCreate(struct call *c);
-CUresult om_x_cuMemRelease(struct call *c);
-CUresult om_x_cuMemAddressReserve(struct call *c);
-CUresult om_x_cuMemAddressFree(struct call *c);
-CUresult om_x_cuMemMap(struct call *c);
-CUresult om_x_cuMemUnmap(struct call *c);
 CUresult om_x_cuMemSetAccess(struct call *c);
-CUresult om_x_cuMemRetainAllocationHandle(struct call *c);
 
 #endif

@@ -124,14 +124,7 @@ CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
 CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetTexRef(struct call *c); /* texrefs */
 CUresult om_x_cuModuleGetSurfRef(struct call *c); /* texrefs */
-CUresult om_x_cuMemCreate(struct call *c); /* vmm */
-CUresult om_x_cuMemRelease(struct call *c); /* vmm */
-CUresult om_x_cuMemAddressReserve(struct call *c); /* vmm */
-CUresult om_x_cuMemAddressFree(struct call *c); /* vmm */
-CUresult om_x_cuMemMap(struct call *c); /* vmm */
-CUresult om_x_cuMemUnmap(struct call *c); /* vmm */
 CUresult om_x_cuMemSetAccess(struct call *c); /* vmm */
-CUresult om_x_cuMemRetainAllocationHandle(struct call *c); /* vmm */
 
 /* The private operations of api/ops.tsv. */
 CUresult om_x_op_copy_htod(struct call *c); /* copies */

@@ -37,6 +37,16 @@ CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *v);
 /* ctx: the context a node runs in, the server's current one (graphstate.c). */
 CUcontext om_graph_server_context(void);
 
+/* The rows with the option hook: called in place of the driver, after the decoder's
+ * checks, with the driver's arguments; they call the driver themselves. */
+CUresult om_hook_cuMemCreate(struct call *c, CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult om_hook_cuMemRelease(struct call *c, CUmemGenericAllocationHandle handle);
+CUresult om_hook_cuMemAddressReserve(struct call *c, CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
+CUresult om_hook_cuMemAddressFree(struct call *c, CUdeviceptr ptr, size_t size);
+CUresult om_hook_cuMemMap(struct call *c, CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
+CUresult om_hook_cuMemUnmap(struct call *c, CUdeviceptr ptr, size_t size);
+CUresult om_hook_cuMemRetainAllocationHandle(struct call *c, CUmemGenericAllocationHandle *handle, void *addr);
+
 /* The release hooks of api/handles.tsv: called by a generated decoder with a handle
  * of that kind the call destroys (free.KIND), after the checks, just before the
  * driver; CUDA_SUCCESS: the driver destroys it; OM_RELEASE_KEPT: the call succeeds

@@ -1585,6 +1585,62 @@ static CUresult g_cuMemGetAllocationGranularity(size_t *granularity, const CUmem
     return rc;
 }
 
+static CUresult g_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    CUresult rc;
+
+    ENTER(cuMemCreate);
+    rc = ((CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))gen_next[OM_IDX_cuMemCreate])(handle, size, prop, flags);
+    return rc;
+}
+
+static CUresult g_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult rc;
+
+    ENTER(cuMemRelease);
+    check(K_H_MEMHANDLE, H(handle), 1);
+    rc = ((CUresult (*)(CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemRelease])(handle);
+    return rc;
+}
+
+static CUresult g_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
+{
+    CUresult rc;
+
+    ENTER(cuMemAddressReserve);
+    rc = ((CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))gen_next[OM_IDX_cuMemAddressReserve])(ptr, size, alignment, addr, flags);
+    return rc;
+}
+
+static CUresult g_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc;
+
+    ENTER(cuMemAddressFree);
+    rc = ((CUresult (*)(CUdeviceptr, size_t))gen_next[OM_IDX_cuMemAddressFree])(ptr, size);
+    return rc;
+}
+
+static CUresult g_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    CUresult rc;
+
+    ENTER(cuMemMap);
+    check(K_H_MEMHANDLE, H(handle), 1);
+    rc = ((CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))gen_next[OM_IDX_cuMemMap])(ptr, size, offset, handle, flags);
+    return rc;
+}
+
+static CUresult g_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc;
+
+    ENTER(cuMemUnmap);
+    rc = ((CUresult (*)(CUdeviceptr, size_t))gen_next[OM_IDX_cuMemUnmap])(ptr, size);
+    return rc;
+}
+
 static CUresult g_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
     CUresult rc;
@@ -1601,6 +1657,15 @@ static CUresult g_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pr
     ENTER(cuMemGetAllocationPropertiesFromHandle);
     check(K_H_MEMHANDLE, H(handle), 1);
     rc = ((CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))gen_next[OM_IDX_cuMemGetAllocationPropertiesFromHandle])(prop, handle);
+    return rc;
+}
+
+static CUresult g_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult rc;
+
+    ENTER(cuMemRetainAllocationHandle);
+    rc = ((CUresult (*)(CUmemGenericAllocationHandle *, void *))gen_next[OM_IDX_cuMemRetainAllocationHandle])(handle, addr);
     return rc;
 }
 
@@ -1758,6 +1823,13 @@ static const struct {
     {OM_IDX_cuSurfRefGetArray, (void *)g_cuSurfRefGetArray},
     {OM_IDX_cuParamSetTexRef, (void *)g_cuParamSetTexRef},
     {OM_IDX_cuMemGetAllocationGranularity, (void *)g_cuMemGetAllocationGranularity},
+    {OM_IDX_cuMemCreate, (void *)g_cuMemCreate},
+    {OM_IDX_cuMemRelease, (void *)g_cuMemRelease},
+    {OM_IDX_cuMemAddressReserve, (void *)g_cuMemAddressReserve},
+    {OM_IDX_cuMemAddressFree, (void *)g_cuMemAddressFree},
+    {OM_IDX_cuMemMap, (void *)g_cuMemMap},
+    {OM_IDX_cuMemUnmap, (void *)g_cuMemUnmap},
     {OM_IDX_cuMemGetAccess, (void *)g_cuMemGetAccess},
     {OM_IDX_cuMemGetAllocationPropertiesFromHandle, (void *)g_cuMemGetAllocationPropertiesFromHandle},
+    {OM_IDX_cuMemRetainAllocationHandle, (void *)g_cuMemRetainAllocationHandle},
 };
