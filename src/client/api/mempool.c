@@ -101,14 +101,6 @@ CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProp
     return rc;
 }
 
-CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool)
-{
-    REQ(req, 8);
-
-    om_put_u64(&req, U64(pool));
-    return om_rcall(OM_IDX_cuMemPoolDestroy, &req, NULL, 0, NULL);
-}
-
 /* Attributes 1-3 are ints, 4-8 64-bit counts (cuda.h 13.0); others: no size known. */
 static int attr_size(CUmemPool_attribute attr)
 {
@@ -156,40 +148,6 @@ CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
     return CUDA_SUCCESS;
 }
 
-static CUresult device_pool(int index, CUmemoryPool *pool, CUdevice dev)
-{
-    REQ(req, 8);
-    uint64_t v = 0;
-    CUresult rc;
-
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    rc = om_rcall_u64_reply(index, &req, &v);
-    if (rc == CUDA_SUCCESS)
-        *pool = (CUmemoryPool)(uintptr_t)v;
-    return rc;
-}
-
-CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    return device_pool(OM_IDX_cuDeviceGetDefaultMemPool, pool_out, dev);
-}
-
-CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    return device_pool(OM_IDX_cuDeviceGetMemPool, pool, dev);
-}
-
-CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
-{
-    REQ(req, 16);
-
-    om_put_u64(&req, (uint64_t)(int64_t)dev);
-    om_put_u64(&req, U64(pool));
-    return om_rcall(OM_IDX_cuDeviceSetMemPool, &req, NULL, 0, NULL);
-}
-
 /* The 13.0 names take a location and an allocation type: device pools of pinned memory are
  * served (the device's); host and NUMA-node pools are not. */
 static CUresult device_of(const CUmemLocation *location, CUmemAllocationType type, CUdevice *dev)
@@ -208,7 +166,7 @@ CUresult om_r_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *loca
     CUdevice dev = 0;
     CUresult rc = device_of(location, type, &dev);
 
-    return rc != CUDA_SUCCESS ? rc : om_r_cuDeviceGetDefaultMemPool(pool_out, dev);
+    return rc != CUDA_SUCCESS ? rc : om_rpc_cuDeviceGetDefaultMemPool(pool_out, dev);
 }
 
 CUresult om_r_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
@@ -216,7 +174,7 @@ CUresult om_r_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmem
     CUdevice dev = 0;
     CUresult rc = device_of(location, type, &dev);
 
-    return rc != CUDA_SUCCESS ? rc : om_r_cuDeviceGetMemPool(pool, dev);
+    return rc != CUDA_SUCCESS ? rc : om_rpc_cuDeviceGetMemPool(pool, dev);
 }
 
 CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
@@ -224,5 +182,5 @@ CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
     CUdevice dev = 0;
     CUresult rc = device_of(location, type, &dev);
 
-    return rc != CUDA_SUCCESS ? rc : om_r_cuDeviceSetMemPool(dev, pool);
+    return rc != CUDA_SUCCESS ? rc : om_rpc_cuDeviceSetMemPool(dev, pool);
 }

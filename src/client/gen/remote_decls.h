@@ -219,12 +219,8 @@ CUresult om_r_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 CUresult om_r_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream); /* mempool */
 CUresult om_r_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream); /* mempool */
 CUresult om_r_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps); /* mempool */
-CUresult om_r_cuMemPoolDestroy(CUmemoryPool pool); /* mempool */
 CUresult om_r_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* mempool */
 CUresult om_r_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); /* mempool */
-CUresult om_r_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev); /* mempool */
-CUresult om_r_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev); /* mempool */
-CUresult om_r_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool); /* mempool */
 CUresult om_r_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type); /* mempool */
 CUresult om_r_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type); /* mempool */
 CUresult om_r_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool); /* mempool */

@@ -1484,6 +1484,14 @@ CUresult om_rpc_cuMemGetInfo_v2(size_t *free, size_t *total)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)pool);
+    return om_rcall(OM_IDX_cuMemPoolDestroy, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     uint8_t req_buf[32 + (size_t)(64) * sizeof(*map)];
@@ -1531,6 +1539,61 @@ CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     om_put_u64(&req, (uint64_t)(uintptr_t)pool);
     om_put_u64(&req, (uint64_t)minBytesToKeep);
     return om_rcall(OM_IDX_cuMemPoolTrimTo, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pool_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetDefaultMemPool, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pool_out));
+        if (v && pool_out)
+            memcpy(pool_out, v, sizeof(*pool_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pool)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuDeviceGetMemPool, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pool));
+        if (v && pool)
+            memcpy(pool, v, sizeof(*pool));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    om_put_u64(&req, (uint64_t)(uintptr_t)pool);
+    return om_rcall(OM_IDX_cuDeviceSetMemPool, &req, NULL, 0, NULL);
 }
 
 CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)

@@ -71,9 +71,13 @@ CUresult om_rpc_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, co
 CUresult om_rpc_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice);
 CUresult om_rpc_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope);
 CUresult om_rpc_cuMemGetInfo_v2(size_t *free, size_t *total);
+CUresult om_rpc_cuMemPoolDestroy(CUmemoryPool pool);
 CUresult om_rpc_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
 CUresult om_rpc_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location);
 CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
+CUresult om_rpc_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
+CUresult om_rpc_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
+CUresult om_rpc_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
 CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
 CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
 CUresult om_rpc_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph);

@@ -59,53 +59,34 @@ static CUresult default_pool(struct session *s, int dev, uint64_t *ret)
     return CUDA_SUCCESS;
 }
 
-/* The server's ordinal of the client's device cdev (devmap.c), or -1. */
-static int arg_dev(struct session *s, uint64_t cdev)
+/* The session's pools of a device (generated rows with the option hook, their device the
+ * server's ordinal, dev): the default one, owned by the client, and the current one. */
+CUresult om_hook_cuDeviceGetDefaultMemPool(struct call *c, CUmemoryPool *pool_out, CUdevice dev)
 {
-    return om_dev_in(s, cdev);
-}
+    uint64_t pool = 0;
+    CUresult rc = default_pool(c->s, dev, &pool);
 
-CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c)
-{
-    uint64_t cdev = om_get_u64(&c->in), pool = 0;
-    int dev = arg_dev(c->s, cdev);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc == CUDA_SUCCESS && dev < 0)
-        rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
-        rc = default_pool(c->s, dev, &pool);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, pool);
+        *pool_out = (CUmemoryPool)(uintptr_t)pool;
     return rc;
 }
 
-CUresult om_x_cuDeviceGetMemPool(struct call *c)
+CUresult om_hook_cuDeviceGetMemPool(struct call *c, CUmemoryPool *pool_out, CUdevice dev)
 {
-    uint64_t cdev = om_get_u64(&c->in), pool = 0;
-    int dev = arg_dev(c->s, cdev);
-    CUresult rc = ARGS_OK(c);
+    uint64_t pool = 0;
+    CUresult rc = default_pool(c->s, dev, &pool);
 
-    if (rc == CUDA_SUCCESS && dev < 0)
-        rc = CUDA_ERROR_INVALID_DEVICE;
     if (rc == CUDA_SUCCESS)
-        rc = default_pool(c->s, dev, &pool);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, c->s->pool_current[dev]);
+        *pool_out = (CUmemoryPool)(uintptr_t)c->s->pool_current[dev];
     return rc;
 }
 
-CUresult om_x_cuDeviceSetMemPool(struct call *c)
+CUresult om_hook_cuDeviceSetMemPool(struct call *c, CUdevice dev, CUmemoryPool hpool)
 {
-    uint64_t cdev = om_get_u64(&c->in), pool = om_get_u64(&c->in), def = 0;
-    int dev = arg_dev(c->s, cdev);
-    CUresult rc = ARGS_OK(c);
+    uint64_t pool = (uint64_t)(uintptr_t)hpool, def = 0;
+    CUresult rc = CUDA_SUCCESS;
 
-    if (rc == CUDA_SUCCESS && dev < 0)
-        rc = CUDA_ERROR_INVALID_DEVICE;
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
-    if (rc == CUDA_SUCCESS && om_handle_device(c->s, pool) != dev)
+    if (om_handle_device(c->s, pool) != dev)
         rc = CUDA_ERROR_INVALID_VALUE; /* a pool of another device, as the driver refuses it */
     if (rc == CUDA_SUCCESS)            /* so that destroying `pool` later falls back to it */
         rc = default_pool(c->s, dev, &def);
@@ -148,15 +129,12 @@ CUresult om_x_cuMemPoolCreate(struct call *c)
     return CUDA_SUCCESS;
 }
 
-CUresult om_x_cuMemPoolDestroy(struct call *c)
+/* cuMemPoolDestroy (generated, hook: the pool is the client's): a default pool refused, the
+ * device's current pool falls back to the default. */
+CUresult om_hook_cuMemPoolDestroy(struct call *c, CUmemoryPool hpool)
 {
-    uint64_t pool = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
+    uint64_t pool = (uint64_t)(uintptr_t)hpool;
 
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_MEMPOOL, pool, false);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
         if (pool == c->s->pool_default[d]) /* the driver refuses to destroy a default pool */
             return CUDA_ERROR_INVALID_VALUE;

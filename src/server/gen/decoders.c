@@ -1731,6 +1731,19 @@ static CUresult x_cuMemGetInfo_v2(struct call *c)
     return rc;
 }
 
+static CUresult x_cuMemPoolDestroy(struct call *c)
+{
+    uint64_t a_pool = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemPoolDestroy(c, (CUmemoryPool)(uintptr_t)a_pool);
+    return rc;
+}
+
 _Static_assert(24 + (uint64_t)(64) * sizeof(CUmemAccessDesc) <= OM_CHUNK_BYTES, "cuMemPoolSetAccess: its largest request exceeds a record");
 static CUresult x_cuMemPoolSetAccess(struct call *c)
 {
@@ -1797,6 +1810,61 @@ static CUresult x_cuMemPoolTrimTo(struct call *c)
     if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult (*)(CUmemoryPool, size_t))REAL(cuMemPoolTrimTo))((CUmemoryPool)(uintptr_t)a_pool, (size_t)a_minBytesToKeep);
+    return rc;
+}
+
+static CUresult x_cuDeviceGetDefaultMemPool(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    CUmemoryPool o_pool_out;
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pool_out, 0, sizeof(o_pool_out));
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = om_hook_cuDeviceGetDefaultMemPool(c, &o_pool_out, (CUdevice)d_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pool_out, sizeof(o_pool_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceGetMemPool(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    CUmemoryPool o_pool;
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pool, 0, sizeof(o_pool));
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = om_hook_cuDeviceGetMemPool(c, &o_pool, (CUdevice)d_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pool, sizeof(o_pool));
+    }
+    return rc;
+}
+
+static CUresult x_cuDeviceSetMemPool(struct call *c)
+{
+    uint64_t a_dev = om_get_u64(&c->in);
+    uint64_t a_pool = om_get_u64(&c->in);
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if ((rc = om_arg_handle(c, OM_H_MEMPOOL, a_pool, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuDeviceSetMemPool(c, (CUdevice)d_dev, (CUmemoryPool)(uintptr_t)a_pool);
     return rc;
 }
 
@@ -3895,15 +3963,15 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuMemAllocFromPoolAsync] = om_x_cuMemAllocFromPoolAsync,
     [OM_IDX_cuMemFreeAsync] = om_x_cuMemFreeAsync,
     [OM_IDX_cuMemPoolCreate] = om_x_cuMemPoolCreate,
-    [OM_IDX_cuMemPoolDestroy] = om_x_cuMemPoolDestroy,
+    [OM_IDX_cuMemPoolDestroy] = x_cuMemPoolDestroy,
     [OM_IDX_cuMemPoolSetAttribute] = om_x_cuMemPoolSetAttribute,
     [OM_IDX_cuMemPoolGetAttribute] = om_x_cuMemPoolGetAttribute,
     [OM_IDX_cuMemPoolSetAccess] = x_cuMemPoolSetAccess,
     [OM_IDX_cuMemPoolGetAccess] = x_cuMemPoolGetAccess,
     [OM_IDX_cuMemPoolTrimTo] = x_cuMemPoolTrimTo,
-    [OM_IDX_cuDeviceGetDefaultMemPool] = om_x_cuDeviceGetDefaultMemPool,
-    [OM_IDX_cuDeviceGetMemPool] = om_x_cuDeviceGetMemPool,
-    [OM_IDX_cuDeviceSetMemPool] = om_x_cuDeviceSetMemPool,
+    [OM_IDX_cuDeviceGetDefaultMemPool] = x_cuDeviceGetDefaultMemPool,
+    [OM_IDX_cuDeviceGetMemPool] = x_cuDeviceGetMemPool,
+    [OM_IDX_cuDeviceSetMemPool] = x_cuDeviceSetMemPool,
     [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
     [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,

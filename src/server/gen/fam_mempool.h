@@ -11,11 +11,7 @@ CUresult om_x_cuMemAllocAsync(struct call *c);
 CUresult om_x_cuMemAllocFromPoolAsync(struct call *c);
 CUresult om_x_cuMemFreeAsync(struct call *c);
 CUresult om_x_cuMemPoolCreate(struct call *c);
-CUresult om_x_cuMemPoolDestroy(struct call *c);
 CUresult om_x_cuMemPoolSetAttribute(struct call *c);
 CUresult om_x_cuMemPoolGetAttribute(struct call *c);
-CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c);
-CUresult om_x_cuDeviceGetMemPool(struct call *c);
-CUresult om_x_cuDeviceSetMemPool(struct call *c);
 
 #endif

@@ -75,12 +75,8 @@ CUresult om_x_cuMemAllocAsync(struct call *c); /* mempool */
 CUresult om_x_cuMemAllocFromPoolAsync(struct call *c); /* mempool */
 CUresult om_x_cuMemFreeAsync(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolCreate(struct call *c); /* mempool */
-CUresult om_x_cuMemPoolDestroy(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolSetAttribute(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolGetAttribute(struct call *c); /* mempool */
-CUresult om_x_cuDeviceGetDefaultMemPool(struct call *c); /* mempool */
-CUresult om_x_cuDeviceGetMemPool(struct call *c); /* mempool */
-CUresult om_x_cuDeviceSetMemPool(struct call *c); /* mempool */
 CUresult om_x_cuFuncGetAttribute(struct call *c); /* modules */
 CUresult om_x_cuFuncSetAttribute(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */

@@ -651,6 +651,16 @@ static CUresult g_cuMemGetInfo_v2(size_t *free, size_t *total)
     return rc;
 }
 
+static CUresult g_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolDestroy);
+    check(K_H_MEMPOOL, H(pool), 1);
+    rc = ((CUresult (*)(CUmemoryPool))gen_next[OM_IDX_cuMemPoolDestroy])(pool);
+    return rc;
+}
+
 static CUresult g_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     CUresult rc;
@@ -678,6 +688,34 @@ static CUresult g_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     ENTER(cuMemPoolTrimTo);
     check(K_H_MEMPOOL, H(pool), 1);
     rc = ((CUresult (*)(CUmemoryPool, size_t))gen_next[OM_IDX_cuMemPoolTrimTo])(pool, minBytesToKeep);
+    return rc;
+}
+
+static CUresult g_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetDefaultMemPool);
+    rc = ((CUresult (*)(CUmemoryPool *, CUdevice))gen_next[OM_IDX_cuDeviceGetDefaultMemPool])(pool_out, dev);
+    return rc;
+}
+
+static CUresult g_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGetMemPool);
+    rc = ((CUresult (*)(CUmemoryPool *, CUdevice))gen_next[OM_IDX_cuDeviceGetMemPool])(pool, dev);
+    return rc;
+}
+
+static CUresult g_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceSetMemPool);
+    check(K_H_MEMPOOL, H(pool), 1);
+    rc = ((CUresult (*)(CUdevice, CUmemoryPool))gen_next[OM_IDX_cuDeviceSetMemPool])(dev, pool);
     return rc;
 }
 
@@ -1736,9 +1774,13 @@ static const struct {
     {OM_IDX_cuDeviceGetP2PAtomicCapabilities, (void *)g_cuDeviceGetP2PAtomicCapabilities},
     {OM_IDX_cuFlushGPUDirectRDMAWrites, (void *)g_cuFlushGPUDirectRDMAWrites},
     {OM_IDX_cuMemGetInfo_v2, (void *)g_cuMemGetInfo_v2},
+    {OM_IDX_cuMemPoolDestroy, (void *)g_cuMemPoolDestroy},
     {OM_IDX_cuMemPoolSetAccess, (void *)g_cuMemPoolSetAccess},
     {OM_IDX_cuMemPoolGetAccess, (void *)g_cuMemPoolGetAccess},
     {OM_IDX_cuMemPoolTrimTo, (void *)g_cuMemPoolTrimTo},
+    {OM_IDX_cuDeviceGetDefaultMemPool, (void *)g_cuDeviceGetDefaultMemPool},
+    {OM_IDX_cuDeviceGetMemPool, (void *)g_cuDeviceGetMemPool},
+    {OM_IDX_cuDeviceSetMemPool, (void *)g_cuDeviceSetMemPool},
     {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
     {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
     {OM_IDX_cuGraphAddChildGraphNode, (void *)g_cuGraphAddChildGraphNode},
