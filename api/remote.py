@@ -21,7 +21,8 @@ form     gen        client stub and server decoder are generated from `params`
          passthrough  the real driver in the client (calls that touch no GPU state)
 
 params   for gen rows, one annotation per parameter of the prototype, in order, as
-         name:kind (the name must be the prototype's); `-` for other forms. Kinds (each is one
+         name:kind (the name must be the prototype's; `-` where it has none); `-` for other
+         forms. Kinds (each is one
          class of api/kinds.py, which holds all it means: parsing, sizes, the client's writes,
          the server's checks, the fuzz check and the corpus seed):
 
@@ -285,7 +286,7 @@ ANN = re.compile(r"^(\w+):([\w.?]+)(?:\((.*?)\))?(?::(\w+)(?:\(([\w,]*)\))?)?$")
 
 def parse_params(where, sym, text, proto, kinds, types):
     """The parameter objects (api/kinds.py) of a gen row's annotations."""
-    anns = text.split()
+    anns = [] if text.strip() == "-" else text.split()  # - : a call without parameters
     if len(anns) != len(proto):
         fail(where, "%s has %d parameters, the row annotates %d" % (sym, len(proto), len(anns)))
     out = []

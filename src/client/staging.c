@@ -218,13 +218,10 @@ static bool device_events(int dev)
 /* Waits until the slot's last DMA is done. */
 static CUresult slot_wait(int i)
 {
-    REQ(req, 8);
-
     if (!slot_busy[i])
         return CUDA_SUCCESS;
     slot_busy[i] = false;
-    om_put_u64(&req, slot_event[i]);
-    return om_rcall(OM_IDX_cuEventSynchronize, &req, NULL, 0, NULL);
+    return om_rpc_cuEventSynchronize((CUevent)(uintptr_t)slot_event[i]);
 }
 
 /* Posts a DMA between the slot and the device, then the slot's event record. The first piece

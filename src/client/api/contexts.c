@@ -449,9 +449,7 @@ CUresult om_r_cuProfilerStop(void)
 /* Waits for this client's streams only, never for the shared context. */
 CUresult om_r_cuCtxSynchronize(void)
 {
-    REQ(req, 8);
-
-    return om_managed_pull(om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL));
+    return om_managed_pull(om_rpc_cuCtxSynchronize());
 }
 
 CUresult om_r_cuCtxSynchronize_v2(CUcontext ctx)

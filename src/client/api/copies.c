@@ -285,11 +285,7 @@ static void pinned_as_device(CUdeviceptr *p)
 /* Waits for one of this client's streams (a synchronous copy from pinned memory). */
 static CUresult sync_stream(CUstream s)
 {
-    REQ(req, 16);
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)s);
-    om_put_u64(&req, 0);
-    return om_rcall(OM_IDX_cuStreamSynchronize, &req, NULL, 0, NULL);
+    return om_rpc_cuStreamSynchronize(s);
 }
 
 /* Host to device: pageable bytes go through the staging buffer and the server

@@ -430,7 +430,7 @@ static void attr_cache_clear(void);
 CUresult om_r_cuLibraryUnload(CUlibrary lib)
 {
     attr_cache_clear(); /* its functions' handles may come back for another image's */
-    return om_rcall_u64(OM_IDX_cuLibraryUnload, (uint64_t)(uintptr_t)lib, 0, NULL);
+    return om_rpc_cuLibraryUnload(lib);
 }
 
 CUresult om_r_cuModuleUnload(CUmodule mod)

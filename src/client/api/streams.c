@@ -256,7 +256,7 @@ CUresult om_r_cuStreamDestroy_v2(CUstream s)
 
 CUresult om_r_cuStreamSynchronize(CUstream s)
 {
-    return om_managed_pull(handle_call(OM_IDX_cuStreamSynchronize, s, 0));
+    return om_managed_pull(om_rpc_cuStreamSynchronize(s));
 }
 
 /* Host functions run in this process, in stream order: the stream's work is
@@ -324,7 +324,7 @@ CUresult om_r_cuStreamGetFlags(CUstream s, unsigned *flags)
 
 CUresult om_r_cuEventSynchronize(CUevent e)
 {
-    return om_managed_pull(handle_call(OM_IDX_cuEventSynchronize, e, 0));
+    return om_managed_pull(om_rpc_cuEventSynchronize(e));
 }
 
 /* An event's handle goes to the server as it is: the server decides (an IPC-shared event is

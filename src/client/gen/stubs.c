@@ -506,6 +506,13 @@ CUresult om_rpc_cuCtxSetLimit(CUlimit limit, size_t value)
     return om_rcall(OM_IDX_cuCtxSetLimit, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuCtxSynchronize(void)
+{
+    uint8_t req_buf[8];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    return om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     uint8_t req_buf[24];
@@ -1596,6 +1603,14 @@ CUresult om_rpc_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     return om_rcall(OM_IDX_cuDeviceSetMemPool, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuLibraryUnload(CUlibrary library)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)library);
+    return om_rcall(OM_IDX_cuLibraryUnload, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
     uint8_t req_buf[16];
@@ -2429,6 +2444,14 @@ CUresult om_rpc_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigne
     return om_rpost(OM_IDX_cuEventRecordWithFlags, &req);
 }
 
+CUresult om_rpc_cuEventSynchronize(CUevent hEvent)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
+    return om_rcall(OM_IDX_cuEventSynchronize, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
 {
     uint8_t req_buf[16];
@@ -2458,6 +2481,14 @@ CUresult om_rpc_cuStreamQuery(CUstream hStream)
     struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
     om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
     return om_rcall(OM_IDX_cuStreamQuery, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuStreamSynchronize(CUstream hStream)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    return om_rcall(OM_IDX_cuStreamSynchronize, &req, NULL, 0, NULL);
 }
 
 CUresult om_rpc_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)

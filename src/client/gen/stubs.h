@@ -31,6 +31,7 @@ CUresult om_rpc_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode 
 CUresult om_rpc_cuCtxGetLimit(size_t *pvalue, CUlimit limit);
 CUresult om_rpc_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
 CUresult om_rpc_cuCtxSetLimit(CUlimit limit, size_t value);
+CUresult om_rpc_cuCtxSynchronize(void);
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult om_rpc_cuDeviceGetName(char *name, int len, CUdevice dev);
 CUresult om_rpc_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
@@ -78,6 +79,7 @@ CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
 CUresult om_rpc_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
 CUresult om_rpc_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 CUresult om_rpc_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
+CUresult om_rpc_cuLibraryUnload(CUlibrary library);
 CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
 CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
 CUresult om_rpc_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph);
@@ -120,8 +122,10 @@ CUresult om_rpc_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUev
 CUresult om_rpc_cuEventQuery(CUevent hEvent);
 CUresult om_rpc_cuEventRecord(CUevent hEvent, CUstream hStream);
 CUresult om_rpc_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags);
+CUresult om_rpc_cuEventSynchronize(CUevent hEvent);
 CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority);
 CUresult om_rpc_cuStreamQuery(CUstream hStream);
+CUresult om_rpc_cuStreamSynchronize(CUstream hStream);
 CUresult om_rpc_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
 CUresult om_rpc_cuStreamGetId(CUstream hStream, unsigned long long *streamId);
 CUresult om_rpc_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);

@@ -10,6 +10,7 @@
 #include "../../common/wire.h"
 #include "openmps/cuda_abi.h"
 #include "openmps/ops.h"
+#include "../gen/stubs.h" /* the generated stubs: cuCtxSynchronize before a pull */
 #include "../remote.h"
 #include "../shim.h"
 
@@ -90,10 +91,7 @@ CUresult om_managed_pull_if_dirty(void)
     if (!__atomic_load_n(&device_dirty, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
     /* The device copy is read after this client's work finished. */
-    {
-        REQ(sync, 8);
-        rc = om_rcall(OM_IDX_cuCtxSynchronize, &sync, NULL, 0, NULL);
-    }
+    rc = om_rpc_cuCtxSynchronize();
     pthread_mutex_lock(&managed_lock);
     for (int i = 0; i < nmanaged && rc == CUDA_SUCCESS; i++) {
         CUdeviceptr base = managed[i].base;

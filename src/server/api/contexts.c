@@ -99,7 +99,7 @@ CUresult om_x_cuCtxWaitEvent(struct call *c)
 
 /* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
  * this client's answer (wait.c). */
-CUresult om_x_cuCtxSynchronize(struct call *c)
+CUresult om_hook_cuCtxSynchronize(struct call *c)
 {
     CUresult rc;
 

@@ -109,20 +109,16 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
     return answer_library(c, lib);
 }
 
-CUresult om_x_cuLibraryUnload(struct call *c)
+/* cuLibraryUnload (generated, hook: the library is the client's): the image stays loaded for
+ * the next client (unloading waits for every kernel); this client just loses the handle. */
+CUresult om_hook_cuLibraryUnload(struct call *c, CUlibrary library)
 {
-    uint64_t lib = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
+    uint64_t lib = (uint64_t)(uintptr_t)library;
 
-    /* The image stays loaded for the next client (unloading waits for every
-     * kernel); this client just loses the handle. */
-    if (rc == CUDA_SUCCESS && !om_handles_remove(&c->s->own[OM_H_LIBRARY], lib))
-        rc = CUDA_ERROR_INVALID_HANDLE;
-    if (rc == CUDA_SUCCESS)
-        om_modref_unloaded(c->s, lib); /* its references of the module go (api/texrefs.c) */
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, 0);
-    return rc;
+    if (!om_handles_remove(&c->s->own[OM_H_LIBRARY], lib))
+        return CUDA_ERROR_INVALID_HANDLE;
+    om_modref_unloaded(c->s, lib); /* its references of the module go (api/texrefs.c) */
+    return CUDA_SUCCESS;
 }
 
 /* name bytes after a u64 owner: copied to a NUL-terminated string. */

@@ -35,20 +35,6 @@ CUresult om_x_cuStreamCreate(struct call *c)
     return rc;
 }
 
-/* A new (non-blocking) server stream becomes the client's; `flags` as the client asked (the
- * legacy ordering of a blocking one is rebuilt within the client). Answers its handle. */
-/* A stream argument; `enqueue`: the call puts an operation on it (see client_stream). */
-static CUresult owned_stream(struct call *c, bool enqueue, CUstream *st)
-{
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    *st = om_find_stream(c->s, h, enqueue, &rc);
-    return rc;
-}
-
 CUresult om_x_cuStreamDestroy_v2(struct call *c)
 {
     uint64_t h = om_get_u64(&c->in);
@@ -75,36 +61,16 @@ CUresult om_answer_asked(struct call *c, int *priority, CUstream st)
     return CUDA_SUCCESS;
 }
 
-CUresult om_x_cuStreamSynchronize(struct call *c)
+/* cuStreamSynchronize and cuEventSynchronize (generated, hook): the error of the client's
+ * posted calls on the stream (before the event) is reported. */
+CUresult om_hook_cuStreamSynchronize(struct call *c, CUstream st)
 {
-    CUstream st;
-    CUresult rc = owned_stream(c, false, &st);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_wait_stream(st);
-    return om_take_call_error(c, rc);
+    return om_take_call_error(c, om_wait_stream(st));
 }
 
-static CUresult owned_event(struct call *c, CUevent *ev)
+CUresult om_hook_cuEventSynchronize(struct call *c, CUevent ev)
 {
-    uint64_t h = om_get_u64(&c->in);
-
-    if (c->in.bad)
-        return om_bad_request(c);
-    if (!om_handles_has(&c->s->own[OM_H_EVENT], h))
-        return CUDA_ERROR_INVALID_HANDLE;
-    *ev = (CUevent)(uintptr_t)h;
-    return CUDA_SUCCESS;
-}
-
-CUresult om_x_cuEventSynchronize(struct call *c)
-{
-    CUevent ev = NULL;
-    CUresult rc = owned_event(c, &ev);
-
-    if (rc == CUDA_SUCCESS)
-        rc = om_wait_event(ev);
-    return om_take_event_error(c->s, ev, rc);
+    return om_take_event_error(c->s, ev, om_wait_event(ev));
 }
 
 CUresult om_x_cuStreamGetFlags(struct call *c)

@@ -508,6 +508,16 @@ static CUresult x_cuCtxSetLimit(struct call *c)
     return rc;
 }
 
+static CUresult x_cuCtxSynchronize(struct call *c)
+{
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuCtxSynchronize(c);
+    return rc;
+}
+
 static CUresult x_cuDeviceGetAttribute(struct call *c)
 {
     uint64_t a_attrib = om_get_u64(&c->in);
@@ -1868,6 +1878,19 @@ static CUresult x_cuDeviceSetMemPool(struct call *c)
     return rc;
 }
 
+static CUresult x_cuLibraryUnload(struct call *c)
+{
+    uint64_t a_library = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_LIBRARY, a_library, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuLibraryUnload(c, (CUlibrary)(uintptr_t)a_library);
+    return rc;
+}
+
 static CUresult x_cuKernelGetLibrary(struct call *c)
 {
     uint64_t a_kernel = om_get_u64(&c->in);
@@ -2850,6 +2873,19 @@ out:
     return rc;
 }
 
+static CUresult x_cuEventSynchronize(struct call *c)
+{
+    uint64_t a_hEvent = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_hEvent, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuEventSynchronize(c, (CUevent)(uintptr_t)a_hEvent);
+    return rc;
+}
+
 static CUresult x_cuStreamGetPriority(struct call *c)
 {
     uint64_t a_hStream = om_get_u64(&c->in);
@@ -2886,6 +2922,22 @@ static CUresult x_cuStreamQuery(struct call *c)
     if (!s_hStream)
         goto out;
     rc = ((CUresult (*)(CUstream))REAL(cuStreamQuery))(s_hStream);
+out:
+    return rc;
+}
+
+static CUresult x_cuStreamSynchronize(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = om_hook_cuStreamSynchronize(c, s_hStream);
 out:
     return rc;
 }
@@ -3869,7 +3921,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuCtxGetLimit] = x_cuCtxGetLimit,
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuCtxSetLimit] = x_cuCtxSetLimit,
-    [OM_IDX_cuCtxSynchronize] = om_x_cuCtxSynchronize,
+    [OM_IDX_cuCtxSynchronize] = x_cuCtxSynchronize,
     [OM_IDX_cuCtxRecordEvent] = om_x_cuCtxRecordEvent,
     [OM_IDX_cuCtxWaitEvent] = om_x_cuCtxWaitEvent,
     [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,
@@ -3977,7 +4029,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,
     [OM_IDX_cuLibraryGetKernel] = om_x_cuLibraryGetKernel,
     [OM_IDX_cuLibraryLoadData] = om_x_cuLibraryLoadData,
-    [OM_IDX_cuLibraryUnload] = om_x_cuLibraryUnload,
+    [OM_IDX_cuLibraryUnload] = x_cuLibraryUnload,
     [OM_IDX_cuKernelGetLibrary] = x_cuKernelGetLibrary,
     [OM_IDX_cuKernelGetName] = om_x_cuKernelGetName,
     [OM_IDX_cuLibraryEnumerateKernels] = om_x_cuLibraryEnumerateKernels,
@@ -4046,14 +4098,14 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuEventQuery] = x_cuEventQuery,
     [OM_IDX_cuEventRecord] = x_cuEventRecord,
     [OM_IDX_cuEventRecordWithFlags] = x_cuEventRecordWithFlags,
-    [OM_IDX_cuEventSynchronize] = om_x_cuEventSynchronize,
+    [OM_IDX_cuEventSynchronize] = x_cuEventSynchronize,
     [OM_IDX_cuLaunchHostFunc] = om_x_cuLaunchHostFunc,
     [OM_IDX_cuStreamCreate] = om_x_cuStreamCreate,
     [OM_IDX_cuStreamDestroy_v2] = om_x_cuStreamDestroy_v2,
     [OM_IDX_cuStreamGetFlags] = om_x_cuStreamGetFlags,
     [OM_IDX_cuStreamGetPriority] = x_cuStreamGetPriority,
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
-    [OM_IDX_cuStreamSynchronize] = om_x_cuStreamSynchronize,
+    [OM_IDX_cuStreamSynchronize] = x_cuStreamSynchronize,
     [OM_IDX_cuStreamWaitEvent] = x_cuStreamWaitEvent,
     [OM_IDX_cuStreamGetId] = x_cuStreamGetId,
     [OM_IDX_cuStreamWaitValue32_v2] = x_cuStreamWaitValue32_v2,

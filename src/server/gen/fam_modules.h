@@ -12,7 +12,6 @@ CUresult om_x_cuFuncSetAttribute(struct call *c);
 CUresult om_x_cuLibraryGetGlobal(struct call *c);
 CUresult om_x_cuLibraryGetKernel(struct call *c);
 CUresult om_x_cuLibraryLoadData(struct call *c);
-CUresult om_x_cuLibraryUnload(struct call *c);
 CUresult om_x_cuKernelGetName(struct call *c);
 CUresult om_x_cuLibraryEnumerateKernels(struct call *c);
 

@@ -7,12 +7,10 @@
 
 struct call;
 
-CUresult om_x_cuEventSynchronize(struct call *c);
 CUresult om_x_cuLaunchHostFunc(struct call *c);
 CUresult om_x_cuStreamCreate(struct call *c);
 CUresult om_x_cuStreamDestroy_v2(struct call *c);
 CUresult om_x_cuStreamGetFlags(struct call *c);
-CUresult om_x_cuStreamSynchronize(struct call *c);
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c);
 CUresult om_x_cuStreamSetAttribute(struct call *c);
 

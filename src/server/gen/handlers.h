@@ -21,7 +21,6 @@ CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c); /* capture */
 CUresult om_x_cuStreamBeginCapture_v2(struct call *c); /* capture */
 CUresult om_x_cuStreamEndCapture(struct call *c); /* capture */
 CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c); /* capture */
-CUresult om_x_cuCtxSynchronize(struct call *c); /* contexts */
 CUresult om_x_cuCtxRecordEvent(struct call *c); /* contexts */
 CUresult om_x_cuCtxWaitEvent(struct call *c); /* contexts */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
@@ -82,7 +81,6 @@ CUresult om_x_cuFuncSetAttribute(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetKernel(struct call *c); /* modules */
 CUresult om_x_cuLibraryLoadData(struct call *c); /* modules */
-CUresult om_x_cuLibraryUnload(struct call *c); /* modules */
 CUresult om_x_cuKernelGetName(struct call *c); /* modules */
 CUresult om_x_cuLibraryEnumerateKernels(struct call *c); /* modules */
 CUresult om_x_cuGraphAddBatchMemOpNode(struct call *c); /* nodes */
@@ -109,12 +107,10 @@ CUresult om_x_cuMemImportFromShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolExportToShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportFromShareableHandle(struct call *c); /* shareable */
 CUresult om_x_cuMemPoolImportPointer(struct call *c); /* shareable */
-CUresult om_x_cuEventSynchronize(struct call *c); /* streams */
 CUresult om_x_cuLaunchHostFunc(struct call *c); /* streams */
 CUresult om_x_cuStreamCreate(struct call *c); /* streams */
 CUresult om_x_cuStreamDestroy_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamGetFlags(struct call *c); /* streams */
-CUresult om_x_cuStreamSynchronize(struct call *c); /* streams */
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c); /* streams */
 CUresult om_x_cuStreamSetAttribute(struct call *c); /* streams */
 CUresult om_x_cuTexRefSetAddress2D_v3(struct call *c); /* texrefs */

@@ -39,10 +39,14 @@ CUcontext om_graph_server_context(void);
 
 /* The rows with the option hook: called in place of the driver, after the decoder's
  * checks, with the driver's arguments; they call the driver themselves. */
+CUresult om_hook_cuCtxSynchronize(struct call *c);
 CUresult om_hook_cuMemPoolDestroy(struct call *c, CUmemoryPool pool);
 CUresult om_hook_cuDeviceGetDefaultMemPool(struct call *c, CUmemoryPool *pool_out, CUdevice dev);
 CUresult om_hook_cuDeviceGetMemPool(struct call *c, CUmemoryPool *pool, CUdevice dev);
 CUresult om_hook_cuDeviceSetMemPool(struct call *c, CUdevice dev, CUmemoryPool pool);
+CUresult om_hook_cuLibraryUnload(struct call *c, CUlibrary library);
+CUresult om_hook_cuEventSynchronize(struct call *c, CUevent hEvent);
+CUresult om_hook_cuStreamSynchronize(struct call *c, CUstream hStream);
 CUresult om_hook_cuMemCreate(struct call *c, CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult om_hook_cuMemRelease(struct call *c, CUmemGenericAllocationHandle handle);
 CUresult om_hook_cuMemAddressReserve(struct call *c, CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);

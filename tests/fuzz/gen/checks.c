@@ -247,6 +247,15 @@ static CUresult g_cuCtxSetLimit(CUlimit limit, size_t value)
     return rc;
 }
 
+static CUresult g_cuCtxSynchronize(void)
+{
+    CUresult rc;
+
+    ENTER(cuCtxSynchronize);
+    rc = ((CUresult (*)(void))gen_next[OM_IDX_cuCtxSynchronize])();
+    return rc;
+}
+
 static CUresult g_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult rc;
@@ -719,6 +728,16 @@ static CUresult g_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     return rc;
 }
 
+static CUresult g_cuLibraryUnload(CUlibrary library)
+{
+    CUresult rc;
+
+    ENTER(cuLibraryUnload);
+    check(K_LIBRARY, H(library), 1);
+    rc = ((CUresult (*)(CUlibrary))gen_next[OM_IDX_cuLibraryUnload])(library);
+    return rc;
+}
+
 static CUresult g_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
     CUresult rc;
@@ -1187,6 +1206,16 @@ static CUresult g_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsig
     return rc;
 }
 
+static CUresult g_cuEventSynchronize(CUevent hEvent)
+{
+    CUresult rc;
+
+    ENTER(cuEventSynchronize);
+    check(K_EVENT, H(hEvent), 1);
+    rc = ((CUresult (*)(CUevent))gen_next[OM_IDX_cuEventSynchronize])(hEvent);
+    return rc;
+}
+
 static CUresult g_cuStreamGetPriority(CUstream hStream, int *priority)
 {
     CUresult rc;
@@ -1204,6 +1233,16 @@ static CUresult g_cuStreamQuery(CUstream hStream)
     ENTER(cuStreamQuery);
     check(K_STREAM, H(hStream), 1);
     rc = ((CUresult (*)(CUstream))gen_next[OM_IDX_cuStreamQuery])(hStream);
+    return rc;
+}
+
+static CUresult g_cuStreamSynchronize(CUstream hStream)
+{
+    CUresult rc;
+
+    ENTER(cuStreamSynchronize);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream))gen_next[OM_IDX_cuStreamSynchronize])(hStream);
     return rc;
 }
 
@@ -1734,6 +1773,7 @@ static const struct {
     {OM_IDX_cuCtxGetLimit, (void *)g_cuCtxGetLimit},
     {OM_IDX_cuCtxGetStreamPriorityRange, (void *)g_cuCtxGetStreamPriorityRange},
     {OM_IDX_cuCtxSetLimit, (void *)g_cuCtxSetLimit},
+    {OM_IDX_cuCtxSynchronize, (void *)g_cuCtxSynchronize},
     {OM_IDX_cuDeviceGetAttribute, (void *)g_cuDeviceGetAttribute},
     {OM_IDX_cuDeviceGetName, (void *)g_cuDeviceGetName},
     {OM_IDX_cuDeviceGetPCIBusId, (void *)g_cuDeviceGetPCIBusId},
@@ -1781,6 +1821,7 @@ static const struct {
     {OM_IDX_cuDeviceGetDefaultMemPool, (void *)g_cuDeviceGetDefaultMemPool},
     {OM_IDX_cuDeviceGetMemPool, (void *)g_cuDeviceGetMemPool},
     {OM_IDX_cuDeviceSetMemPool, (void *)g_cuDeviceSetMemPool},
+    {OM_IDX_cuLibraryUnload, (void *)g_cuLibraryUnload},
     {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
     {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
     {OM_IDX_cuGraphAddChildGraphNode, (void *)g_cuGraphAddChildGraphNode},
@@ -1823,8 +1864,10 @@ static const struct {
     {OM_IDX_cuEventQuery, (void *)g_cuEventQuery},
     {OM_IDX_cuEventRecord, (void *)g_cuEventRecord},
     {OM_IDX_cuEventRecordWithFlags, (void *)g_cuEventRecordWithFlags},
+    {OM_IDX_cuEventSynchronize, (void *)g_cuEventSynchronize},
     {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
+    {OM_IDX_cuStreamSynchronize, (void *)g_cuStreamSynchronize},
     {OM_IDX_cuStreamWaitEvent, (void *)g_cuStreamWaitEvent},
     {OM_IDX_cuStreamGetId, (void *)g_cuStreamGetId},
     {OM_IDX_cuStreamWaitValue32_v2, (void *)g_cuStreamWaitValue32_v2},
