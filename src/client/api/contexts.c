@@ -386,10 +386,8 @@ CUresult om_r_cuCtxResetPersistingL2Cache(void)
 
 /* The event (the client's) records all of the client's work so far, on every stream of the
  * client; the server never records or waits on the shared context as a whole. */
-static CUresult ctx_event(int index, CUcontext ctx, CUevent ev)
+static CUresult ctx_event(CUresult (*call)(CUcontext, CUevent), CUcontext ctx, CUevent ev)
 {
-    uint8_t buf[8];
-    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
     CUdevice dev;
     CUresult rc;
 
@@ -401,26 +399,25 @@ static CUresult ctx_event(int index, CUcontext ctx, CUevent ev)
         return rc;
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)ev);
     if (dev == om_current_device())
-        return om_rcall(index, &req, NULL, 0, NULL);
+        return call(ctx, ev);
     /* Another device's context: current for the call, so that the server runs it there (the
      * streams it joins or holds are that device's). */
     if ((rc = om_current_push(ctx)) != CUDA_SUCCESS)
         return rc;
-    rc = om_rcall(index, &req, NULL, 0, NULL);
+    rc = call(ctx, ev);
     om_current_pop(&ctx);
     return rc;
 }
 
 CUresult om_r_cuCtxRecordEvent(CUcontext ctx, CUevent ev)
 {
-    return ctx_event(OM_IDX_cuCtxRecordEvent, ctx, ev);
+    return ctx_event(om_rpc_cuCtxRecordEvent, ctx, ev);
 }
 
 CUresult om_r_cuCtxWaitEvent(CUcontext ctx, CUevent ev)
 {
-    return ctx_event(OM_IDX_cuCtxWaitEvent, ctx, ev);
+    return ctx_event(om_rpc_cuCtxWaitEvent, ctx, ev);
 }
 
 /* ------------------------------------------------------------------ profiler */

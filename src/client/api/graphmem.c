@@ -105,46 +105,4 @@ CUresult om_r_cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE
     return CUDA_SUCCESS;
 }
 
-CUresult om_r_cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
-                                    CUdeviceptr dptr)
-{
-    uint8_t *buf;
-    CUresult rc;
-
-    if (!node)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!(buf = malloc(24 + MAX_DEPS * 8)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct om_wbuf req = {.p = buf, .cap = 24 + MAX_DEPS * 8};
-    om_put_u64(&req, (uint64_t)(uintptr_t)g);
-    rc = om_graph_put_deps(&req, deps, n);
-    if (rc == CUDA_SUCCESS) {
-        om_put_u64(&req, dptr);
-        rc = om_graph_new_node(OM_IDX_cuGraphAddMemFreeNode, &req, node);
-    }
-    free(buf);
-    return rc;
-}
-
 /* The context is the client's token: the server runs the node in its own. */
-CUresult om_r_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *h, CUgraph g, CUcontext ctx,
-                                             unsigned value, unsigned flags)
-{
-    REQ(req, 24);
-    uint64_t v = 0;
-    uint32_t got = 0;
-    CUresult rc;
-
-    (void)ctx;
-    if (!h)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)g);
-    om_put_u64(&req, value);
-    om_put_u64(&req, flags);
-    rc = om_rcall(OM_IDX_cuGraphConditionalHandleCreate, &req, &v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS && got != sizeof(v))
-        rc = CUDA_ERROR_UNKNOWN;
-    if (rc == CUDA_SUCCESS)
-        *h = v;
-    return rc;
-}

@@ -839,7 +839,7 @@ static CUresult add_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, 
             node, g, deps, n, (const CUDA_EXT_SEM_WAIT_NODE_PARAMS *)(const void *)&p->u.extSem);
     case NT_BATCH: return om_r_cuGraphAddBatchMemOpNode(node, g, deps, n, &p->u.memOp);
     case NT_MEM_ALLOC: return OM_CALL(cuGraphAddMemAllocNode)(node, g, deps, n, &p->u.alloc);
-    case NT_MEM_FREE: return OM_CALL(cuGraphAddMemFreeNode)(node, g, deps, n, p->u.free.dptr);
+    case NT_MEM_FREE: return om_rpc_cuGraphAddMemFreeNode(node, g, deps, n, p->u.free.dptr);
     case NT_CONDITIONAL: return add_conditional(node, g, deps, n, &p->u.conditional);
     default: return CUDA_ERROR_NOT_SUPPORTED;
     }

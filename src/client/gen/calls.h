@@ -116,8 +116,6 @@ typedef CUresult (*om_fn_cuImportExternalSemaphore)(CUexternalSemaphore *, const
 typedef CUresult (*om_fn_cuDeviceSetGraphMemAttribute)(CUdevice, CUgraphMem_attribute, void *);
 typedef CUresult (*om_fn_cuGraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *);
 typedef CUresult (*om_fn_cuGraphMemAllocNodeGetParams)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *);
-typedef CUresult (*om_fn_cuGraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr);
-typedef CUresult (*om_fn_cuGraphConditionalHandleCreate)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned int, unsigned int);
 typedef CUresult (*om_fn_cuGraphAddDependencies_v2)(CUgraph, const CUgraphNode *, const CUgraphNode *, const CUgraphEdgeData *, size_t);
 typedef CUresult (*om_fn_cuGraphClone)(CUgraph *, CUgraph);
 typedef CUresult (*om_fn_cuGraphDebugDotPrint)(CUgraph, const char *, unsigned int);

@@ -207,9 +207,9 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceSetGraphMemAttribute, (void *)om_r_cuDeviceSetGraphMemAttribute);
     om_remote_set(OM_IDX_cuGraphAddMemAllocNode, (void *)om_r_cuGraphAddMemAllocNode);
     om_remote_set(OM_IDX_cuGraphMemAllocNodeGetParams, (void *)om_r_cuGraphMemAllocNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_r_cuGraphAddMemFreeNode);
+    om_remote_set(OM_IDX_cuGraphAddMemFreeNode, (void *)om_rpc_cuGraphAddMemFreeNode);
     om_remote_set(OM_IDX_cuGraphMemFreeNodeGetParams, (void *)om_rpc_cuGraphMemFreeNodeGetParams);
-    om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_r_cuGraphConditionalHandleCreate);
+    om_remote_set(OM_IDX_cuGraphConditionalHandleCreate, (void *)om_rpc_cuGraphConditionalHandleCreate);
     om_remote_set(OM_IDX_cuGraphAddDependencies, (void *)om_rpc_cuGraphAddDependencies);
     om_remote_set(OM_IDX_cuGraphAddDependencies_v2, (void *)om_r_cuGraphAddDependencies_v2);
     om_remote_set(OM_IDX_cuGraphClone, (void *)om_r_cuGraphClone);

@@ -513,6 +513,22 @@ CUresult om_rpc_cuCtxSynchronize(void)
     return om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
+    return om_rcall(OM_IDX_cuCtxRecordEvent, &req, NULL, 0, NULL);
+}
+
+CUresult om_rpc_cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
+    return om_rcall(OM_IDX_cuCtxWaitEvent, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     uint8_t req_buf[24];
@@ -954,6 +970,36 @@ CUresult om_rpc_cuDeviceGraphMemTrim(CUdevice device)
     return om_rcall(OM_IDX_cuDeviceGraphMemTrim, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
+{
+    uint8_t req_buf[40 + (size_t)(4096) * sizeof(*dependencies)];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[8];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)(numDependencies) > 4096 || ((numDependencies) && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)(numDependencies));
+    if (numDependencies)
+        om_put_bytes(&req, dependencies, (size_t)(numDependencies) * sizeof(*dependencies));
+    om_put_u64(&req, (uint64_t)numDependencies);
+    om_put_u64(&req, (uint64_t)dptr);
+    rc = om_rcall(OM_IDX_cuGraphAddMemFreeNode, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        uint64_t v = om_get_u64(&in);
+        if (!in.bad)
+            *phGraphNode = (CUgraphNode)(uintptr_t)v;
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
     uint8_t req_buf[16];
@@ -973,6 +1019,31 @@ CUresult om_rpc_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr
         const void *v = om_get_bytes(&in, sizeof(*dptr_out));
         if (v && dptr_out)
             memcpy(dptr_out, v, sizeof(*dptr_out));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pHandle_out)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pHandle_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hGraph);
+    om_put_u64(&req, (uint64_t)defaultLaunchValue);
+    om_put_u64(&req, (uint64_t)flags);
+    rc = om_rcall(OM_IDX_cuGraphConditionalHandleCreate, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pHandle_out));
+        if (v && pHandle_out)
+            memcpy(pHandle_out, v, sizeof(*pHandle_out));
     }
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }

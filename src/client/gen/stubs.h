@@ -32,6 +32,8 @@ CUresult om_rpc_cuCtxGetLimit(size_t *pvalue, CUlimit limit);
 CUresult om_rpc_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
 CUresult om_rpc_cuCtxSetLimit(CUlimit limit, size_t value);
 CUresult om_rpc_cuCtxSynchronize(void);
+CUresult om_rpc_cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent);
+CUresult om_rpc_cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent);
 CUresult om_rpc_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult om_rpc_cuDeviceGetName(char *name, int len, CUdevice dev);
 CUresult om_rpc_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
@@ -52,7 +54,9 @@ CUresult om_rpc_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemA
 CUresult om_rpc_cuDestroyExternalSemaphore(CUexternalSemaphore extSem);
 CUresult om_rpc_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value);
 CUresult om_rpc_cuDeviceGraphMemTrim(CUdevice device);
+CUresult om_rpc_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr);
 CUresult om_rpc_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out);
+CUresult om_rpc_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags);
 CUresult om_rpc_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies);
 CUresult om_rpc_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph);
 CUresult om_rpc_cuGraphCreate(CUgraph *phGraph, unsigned int flags);

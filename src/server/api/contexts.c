@@ -34,30 +34,14 @@ static bool here(const struct session *s, uint64_t h)
     return om_handle_device(s, h) == s->dev;
 }
 
-static CUresult owned_event(struct call *c, CUevent *ev)
-{
-    uint64_t h = om_get_u64(&c->in);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_arg_handle(c, OM_H_EVENT, h, false)) != CUDA_SUCCESS)
-        return rc;
-    *ev = (CUevent)(uintptr_t)h;
-    return CUDA_SUCCESS;
-}
-
 /* Records the event after everything the client enqueued so far in the context, on any of its
  * streams of that device. */
-CUresult om_x_cuCtxRecordEvent(struct call *c)
+CUresult om_hook_cuCtxRecordEvent(struct call *c, CUcontext ctx, CUevent ev)
 {
     struct session *s = c->s;
-    CUevent ev = NULL;
-    CUresult rc = owned_event(c, &ev);
+    CUresult rc = CUDA_SUCCESS;
     CUstream join;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
     join = joining_stream(s, &rc);
     if (rc != CUDA_SUCCESS || !join)
         return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_UNKNOWN;
@@ -74,16 +58,13 @@ CUresult om_x_cuCtxRecordEvent(struct call *c)
 /* Later work on every stream of the client on the context's device (its default stream
  * included) waits for the event. Streams the client creates afterwards do not
  * (docs/architecture.md). */
-CUresult om_x_cuCtxWaitEvent(struct call *c)
+CUresult om_hook_cuCtxWaitEvent(struct call *c, CUcontext ctx, CUevent ev)
 {
     struct session *s = c->s;
     CUresult (*wait)(CUstream, CUevent, unsigned) = REAL(cuStreamWaitEvent);
-    CUevent ev = NULL;
-    CUresult rc = owned_event(c, &ev);
+    CUresult rc = CUDA_SUCCESS;
     CUstream st;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
     st = om_find_stream(s, 0, true, &rc);
     if (st)
         rc = wait(st, ev, 0);

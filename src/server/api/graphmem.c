@@ -25,7 +25,6 @@ CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c)
                                                                                     (int)attr, &v);
 }
 #define GRAPH_ALLOC_MAX (1ull << 46)
-#define COND_ASSIGN_DEFAULT 0x1
 
 /* An allocation node's pool properties and access descriptors (descs: p's, ours to change):
  * device memory of one of the client's devices, no shareable handle; its devices become the
@@ -144,29 +143,11 @@ CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c)
 }
 
 /* Request: the graph, the dependencies, the address: a graph allocation of the client's. */
-CUresult om_x_cuGraphAddMemFreeNode(struct call *c)
+/* cuGraphAddMemFreeNode (generated, val:graphmem): the address freed is a graph allocation the
+ * client holds. */
+CUresult om_check_graphmem(struct call *c, uint64_t dptr)
 {
-    uint64_t g = om_get_u64(&c->in), ndeps, dptr;
-    CUgraphNode deps[MAX_DEPS], node = NULL;
-    CUresult rc = om_graph_read_deps(c, deps, &ndeps);
-
-    dptr = om_get_u64(&c->in);
-    if (rc == CUDA_SUCCESS)
-        rc = ARGS_OK(c);
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
-    if (rc == CUDA_SUCCESS && !om_graphmem_held(c->s, dptr))
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        rc = om_own_room(c->s, OM_H_NODE);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))REAL(
-        cuGraphAddMemFreeNode))(&node, (CUgraph)(uintptr_t)g, deps, (size_t)ndeps, dptr);
-    if (rc == CUDA_SUCCESS &&
-        (rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)node)) == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(uintptr_t)node);
-    return rc;
+    return om_graphmem_held(c->s, dptr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ------------------------------------------------------------------ conditional nodes */
@@ -176,18 +157,19 @@ CUresult om_x_cuGraphAddMemFreeNode(struct call *c)
  * handles it made, each for its own graph only (kept here, counted against its handle budget,
  * forgotten with the graph). Request: the graph, the default launch value, the flags.
  */
-CUresult om_x_cuGraphConditionalHandleCreate(struct call *c)
+/* cuGraphConditionalHandleCreate (generated, hook: the graph is the client's, the value 32 bits,
+ * the flags CU_GRAPH_COND_ASSIGN_DEFAULT's): the handle is kept per graph for the session's
+ * teardown. */
+CUresult om_hook_cuGraphConditionalHandleCreate(struct call *c, CUgraphConditionalHandle *pHandle_out,
+                                                CUgraph hGraph, CUcontext ctx, unsigned value,
+                                                unsigned flags)
 {
-    uint64_t g = om_get_u64(&c->in), value = om_get_u64(&c->in), flags = om_get_u64(&c->in);
+    uint64_t g = (uint64_t)(uintptr_t)hGraph;
     struct om_graphmem *m = om_graphmem_of(c->s);
     CUgraphConditionalHandle h = 0;
-    CUresult rc = ARGS_OK(c);
+    CUresult rc = CUDA_SUCCESS;
 
-    if (rc == CUDA_SUCCESS)
-        rc = om_arg_handle(c, OM_H_GRAPH, g, false);
-    if (rc == CUDA_SUCCESS && ((flags & ~(uint64_t)COND_ASSIGN_DEFAULT) || value > UINT32_MAX))
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && !m)
+    if (!m)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS && m->nc >= om_budget.client_handles)
         rc = om_budget_refuse(c->s, OM_BUDGET_HANDLES, "conditional handle");
@@ -196,11 +178,10 @@ CUresult om_x_cuGraphConditionalHandleCreate(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = ((CUresult(*)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned, unsigned))REAL(
-        cuGraphConditionalHandleCreate))(&h, (CUgraph)(uintptr_t)g, om_graph_server_context(),
-                                         (unsigned)value, (unsigned)flags);
+        cuGraphConditionalHandleCreate))(&h, hGraph, ctx, value, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
     m->c[m->nc++] = (struct gm_cond){h, g};
-    om_put_u64(&c->out, h);
+    *pHandle_out = h;
     return CUDA_SUCCESS;
 }

@@ -518,6 +518,32 @@ static CUresult x_cuCtxSynchronize(struct call *c)
     return rc;
 }
 
+static CUresult x_cuCtxRecordEvent(struct call *c)
+{
+    uint64_t a_hEvent = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_hEvent, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuCtxRecordEvent(c, om_graph_server_context(), (CUevent)(uintptr_t)a_hEvent);
+    return rc;
+}
+
+static CUresult x_cuCtxWaitEvent(struct call *c)
+{
+    uint64_t a_hEvent = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_EVENT, a_hEvent, false)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuCtxWaitEvent(c, om_graph_server_context(), (CUevent)(uintptr_t)a_hEvent);
+    return rc;
+}
+
 static CUresult x_cuDeviceGetAttribute(struct call *c)
 {
     uint64_t a_attrib = om_get_u64(&c->in);
@@ -995,6 +1021,46 @@ static CUresult x_cuDeviceGraphMemTrim(struct call *c)
     return rc;
 }
 
+static CUresult x_cuGraphAddMemFreeNode(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_dependencies = om_get_u64(&c->in);
+    const void *b_dependencies = a_dependencies <= 4096 ? om_get_bytes(&c->in, (size_t)a_dependencies * sizeof(CUgraphNode)) : NULL;
+    uint64_t a_numDependencies = om_get_u64(&c->in);
+    uint64_t a_dptr = om_get_u64(&c->in);
+    CUgraphNode o_phGraphNode = 0;
+    CUgraphNode *v_dependencies = NULL;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_own_room(c->s, OM_H_NODE)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies > 4096 || (a_dependencies && !b_dependencies) || a_dependencies != (uint64_t)(a_numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_check_graphmem(c, a_dptr)) != CUDA_SUCCESS)
+        return rc;
+    if (a_dependencies && !(v_dependencies = malloc((size_t)a_dependencies * sizeof(CUgraphNode)))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (a_dependencies)
+        memcpy(v_dependencies, b_dependencies, (size_t)a_dependencies * sizeof(CUgraphNode));
+    if ((rc = om_check_nodes(c, v_dependencies, (size_t)a_dependencies)) != CUDA_SUCCESS)
+        goto out;
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))REAL(cuGraphAddMemFreeNode))(&o_phGraphNode, (CUgraph)(uintptr_t)a_hGraph, v_dependencies, (size_t)a_numDependencies, (CUdeviceptr)a_dptr);
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = om_own_add(c, OM_H_NODE, (uint64_t)(uintptr_t)o_phGraphNode)) != CUDA_SUCCESS)
+            goto out;
+        om_put_u64(&c->out, (uint64_t)(uintptr_t)o_phGraphNode);
+    }
+out:
+    free(v_dependencies);
+    return rc;
+}
+
 static CUresult x_cuGraphMemFreeNodeGetParams(struct call *c)
 {
     uint64_t a_hNode = om_get_u64(&c->in);
@@ -1009,6 +1075,30 @@ static CUresult x_cuGraphMemFreeNodeGetParams(struct call *c)
     rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))REAL(cuGraphMemFreeNodeGetParams))((CUgraphNode)(uintptr_t)a_hNode, &o_dptr_out);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_dptr_out, sizeof(o_dptr_out));
+    }
+    return rc;
+}
+
+static CUresult x_cuGraphConditionalHandleCreate(struct call *c)
+{
+    uint64_t a_hGraph = om_get_u64(&c->in);
+    uint64_t a_defaultLaunchValue = om_get_u64(&c->in);
+    uint64_t a_flags = om_get_u64(&c->in);
+    CUgraphConditionalHandle o_pHandle_out;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pHandle_out, 0, sizeof(o_pHandle_out));
+    if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_defaultLaunchValue < 0 || (int64_t)a_defaultLaunchValue > 0xFFFFFFFF)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a_flags & ~(uint64_t)(0x1))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_hook_cuGraphConditionalHandleCreate(c, &o_pHandle_out, (CUgraph)(uintptr_t)a_hGraph, om_graph_server_context(), (unsigned int)a_defaultLaunchValue, (unsigned int)a_flags);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pHandle_out, sizeof(o_pHandle_out));
     }
     return rc;
 }
@@ -3922,8 +4012,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuCtxGetStreamPriorityRange] = x_cuCtxGetStreamPriorityRange,
     [OM_IDX_cuCtxSetLimit] = x_cuCtxSetLimit,
     [OM_IDX_cuCtxSynchronize] = x_cuCtxSynchronize,
-    [OM_IDX_cuCtxRecordEvent] = om_x_cuCtxRecordEvent,
-    [OM_IDX_cuCtxWaitEvent] = om_x_cuCtxWaitEvent,
+    [OM_IDX_cuCtxRecordEvent] = x_cuCtxRecordEvent,
+    [OM_IDX_cuCtxWaitEvent] = x_cuCtxWaitEvent,
     [OM_IDX_cuDeviceGetAttribute] = x_cuDeviceGetAttribute,
     [OM_IDX_cuDeviceGetName] = x_cuDeviceGetName,
     [OM_IDX_cuDeviceGetPCIBusId] = x_cuDeviceGetPCIBusId,
@@ -3950,9 +4040,9 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuDeviceSetGraphMemAttribute] = om_x_cuDeviceSetGraphMemAttribute,
     [OM_IDX_cuGraphAddMemAllocNode] = om_x_cuGraphAddMemAllocNode,
     [OM_IDX_cuGraphMemAllocNodeGetParams] = om_x_cuGraphMemAllocNodeGetParams,
-    [OM_IDX_cuGraphAddMemFreeNode] = om_x_cuGraphAddMemFreeNode,
+    [OM_IDX_cuGraphAddMemFreeNode] = x_cuGraphAddMemFreeNode,
     [OM_IDX_cuGraphMemFreeNodeGetParams] = x_cuGraphMemFreeNodeGetParams,
-    [OM_IDX_cuGraphConditionalHandleCreate] = om_x_cuGraphConditionalHandleCreate,
+    [OM_IDX_cuGraphConditionalHandleCreate] = x_cuGraphConditionalHandleCreate,
     [OM_IDX_cuGraphAddDependencies] = x_cuGraphAddDependencies,
     [OM_IDX_cuGraphClone] = x_cuGraphClone,
     [OM_IDX_cuGraphCreate] = x_cuGraphCreate,

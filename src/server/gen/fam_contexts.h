@@ -7,7 +7,5 @@
 
 struct call;
 
-CUresult om_x_cuCtxRecordEvent(struct call *c);
-CUresult om_x_cuCtxWaitEvent(struct call *c);
 
 #endif

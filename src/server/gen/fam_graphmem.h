@@ -10,7 +10,5 @@ struct call;
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c);
 CUresult om_x_cuGraphAddMemAllocNode(struct call *c);
 CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c);
-CUresult om_x_cuGraphAddMemFreeNode(struct call *c);
-CUresult om_x_cuGraphConditionalHandleCreate(struct call *c);
 
 #endif

@@ -21,16 +21,12 @@ CUresult om_x_cuStreamBeginCaptureToGraph(struct call *c); /* capture */
 CUresult om_x_cuStreamBeginCapture_v2(struct call *c); /* capture */
 CUresult om_x_cuStreamEndCapture(struct call *c); /* capture */
 CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c); /* capture */
-CUresult om_x_cuCtxRecordEvent(struct call *c); /* contexts */
-CUresult om_x_cuCtxWaitEvent(struct call *c); /* contexts */
 CUresult om_x_cuImportExternalMemory(struct call *c); /* external */
 CUresult om_x_cuExternalMemoryGetMappedBuffer(struct call *c); /* external */
 CUresult om_x_cuImportExternalSemaphore(struct call *c); /* external */
 CUresult om_x_cuDeviceSetGraphMemAttribute(struct call *c); /* graphmem */
 CUresult om_x_cuGraphAddMemAllocNode(struct call *c); /* graphmem */
 CUresult om_x_cuGraphMemAllocNodeGetParams(struct call *c); /* graphmem */
-CUresult om_x_cuGraphAddMemFreeNode(struct call *c); /* graphmem */
-CUresult om_x_cuGraphConditionalHandleCreate(struct call *c); /* graphmem */
 CUresult om_x_cuGraphDebugDotPrint(struct call *c); /* graphs */
 CUresult om_x_cuGraphGetEdges(struct call *c); /* graphs */
 CUresult om_x_cuGraphInstantiateWithFlags(struct call *c); /* graphs */

@@ -24,6 +24,7 @@ CUresult om_answer_smcount(struct call *c, int *v, uint64_t, int);
 CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n);
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n);
 CUresult om_check_copy3d(struct call *c, CUDA_MEMCPY3D *v);
+CUresult om_check_graphmem(struct call *c, uint64_t v);
 CUresult om_check_kattr(struct call *c, uint64_t v);
 CUresult om_check_kattr_set(struct call *c, uint64_t v);
 CUresult om_check_loc(struct call *c, CUmemLocation *v);
@@ -40,6 +41,9 @@ CUcontext om_graph_server_context(void);
 /* The rows with the option hook: called in place of the driver, after the decoder's
  * checks, with the driver's arguments; they call the driver themselves. */
 CUresult om_hook_cuCtxSynchronize(struct call *c);
+CUresult om_hook_cuCtxRecordEvent(struct call *c, CUcontext hCtx, CUevent hEvent);
+CUresult om_hook_cuCtxWaitEvent(struct call *c, CUcontext hCtx, CUevent hEvent);
+CUresult om_hook_cuGraphConditionalHandleCreate(struct call *c, CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags);
 CUresult om_hook_cuMemPoolDestroy(struct call *c, CUmemoryPool pool);
 CUresult om_hook_cuDeviceGetDefaultMemPool(struct call *c, CUmemoryPool *pool_out, CUdevice dev);
 CUresult om_hook_cuDeviceGetMemPool(struct call *c, CUmemoryPool *pool, CUdevice dev);

@@ -256,6 +256,26 @@ static CUresult g_cuCtxSynchronize(void)
     return rc;
 }
 
+static CUresult g_cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    CUresult rc;
+
+    ENTER(cuCtxRecordEvent);
+    check(K_EVENT, H(hEvent), 1);
+    rc = ((CUresult (*)(CUcontext, CUevent))gen_next[OM_IDX_cuCtxRecordEvent])(hCtx, hEvent);
+    return rc;
+}
+
+static CUresult g_cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+    CUresult rc;
+
+    ENTER(cuCtxWaitEvent);
+    check(K_EVENT, H(hEvent), 1);
+    rc = ((CUresult (*)(CUcontext, CUevent))gen_next[OM_IDX_cuCtxWaitEvent])(hCtx, hEvent);
+    return rc;
+}
+
 static CUresult g_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult rc;
@@ -454,6 +474,19 @@ static CUresult g_cuDeviceGraphMemTrim(CUdevice device)
     return rc;
 }
 
+static CUresult g_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
+{
+    CUresult rc;
+
+    ENTER(cuGraphAddMemFreeNode);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))gen_next[OM_IDX_cuGraphAddMemFreeNode])(phGraphNode, hGraph, dependencies, numDependencies, dptr);
+    if (rc == CUDA_SUCCESS) {
+        note(K_H_NODE, H(*phGraphNode), 1, false);
+    }
+    return rc;
+}
+
 static CUresult g_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
     CUresult rc;
@@ -461,6 +494,16 @@ static CUresult g_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dp
     ENTER(cuGraphMemFreeNodeGetParams);
     check(K_H_NODE, H(hNode), 1);
     rc = ((CUresult (*)(CUgraphNode, CUdeviceptr *))gen_next[OM_IDX_cuGraphMemFreeNodeGetParams])(hNode, dptr_out);
+    return rc;
+}
+
+static CUresult g_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
+{
+    CUresult rc;
+
+    ENTER(cuGraphConditionalHandleCreate);
+    check(K_H_GRAPH, H(hGraph), 1);
+    rc = ((CUresult (*)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned int, unsigned int))gen_next[OM_IDX_cuGraphConditionalHandleCreate])(pHandle_out, hGraph, ctx, defaultLaunchValue, flags);
     return rc;
 }
 
@@ -1774,6 +1817,8 @@ static const struct {
     {OM_IDX_cuCtxGetStreamPriorityRange, (void *)g_cuCtxGetStreamPriorityRange},
     {OM_IDX_cuCtxSetLimit, (void *)g_cuCtxSetLimit},
     {OM_IDX_cuCtxSynchronize, (void *)g_cuCtxSynchronize},
+    {OM_IDX_cuCtxRecordEvent, (void *)g_cuCtxRecordEvent},
+    {OM_IDX_cuCtxWaitEvent, (void *)g_cuCtxWaitEvent},
     {OM_IDX_cuDeviceGetAttribute, (void *)g_cuDeviceGetAttribute},
     {OM_IDX_cuDeviceGetName, (void *)g_cuDeviceGetName},
     {OM_IDX_cuDeviceGetPCIBusId, (void *)g_cuDeviceGetPCIBusId},
@@ -1794,7 +1839,9 @@ static const struct {
     {OM_IDX_cuDestroyExternalSemaphore, (void *)g_cuDestroyExternalSemaphore},
     {OM_IDX_cuDeviceGetGraphMemAttribute, (void *)g_cuDeviceGetGraphMemAttribute},
     {OM_IDX_cuDeviceGraphMemTrim, (void *)g_cuDeviceGraphMemTrim},
+    {OM_IDX_cuGraphAddMemFreeNode, (void *)g_cuGraphAddMemFreeNode},
     {OM_IDX_cuGraphMemFreeNodeGetParams, (void *)g_cuGraphMemFreeNodeGetParams},
+    {OM_IDX_cuGraphConditionalHandleCreate, (void *)g_cuGraphConditionalHandleCreate},
     {OM_IDX_cuGraphAddDependencies, (void *)g_cuGraphAddDependencies},
     {OM_IDX_cuGraphClone, (void *)g_cuGraphClone},
     {OM_IDX_cuGraphCreate, (void *)g_cuGraphCreate},
