@@ -137,7 +137,7 @@ def exec_seeds():
         rec("cuLibraryGetKernel", F(0), tail=b"fill_u32"),  # F(1) kernel, F(2) count, F(3..8)
         rec("cuMemAlloc_v2", 4096),  # F(9)
         rec("cuLaunchKernel", F(1), g, m, b, 0, 0, tail=args),
-        rec("cuFuncGetAttribute", 0, F(1), 0), rec("cuFuncSetAttribute", F(1), 8, 1000, 0),
+        rec("cuKernelGetAttribute", 0, F(1), 0), rec("cuKernelSetAttribute", 8, 1000, F(1), 0),
         rec("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", F(1), 64, 0, 0),
         rec("cuLaunchKernelEx", F(1), g, m, b, 0, 0, 1, tail=attr + args),
         rec("op_copy_dtoh", F(9), 64, 0), rec("cuLibraryUnload", F(0))])

@@ -638,24 +638,17 @@ static void attr_keep(uint64_t handle, uint64_t dev, int attrib, int value)
     pthread_mutex_unlock(&attr_lock);
 }
 
-static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, uint64_t dev)
+static CUresult attr_call(int *value, int attrib, uint64_t handle, uint64_t dev)
 {
     bool cached = attrib >= 0 && attrib < ATTR_COUNT && handle;
-    uint64_t v = 0;
-    uint32_t got = 0;
-    REQ(req, 24);
     CUresult rc;
 
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     if (cached && attr_known(handle, dev, attrib, value))
         return CUDA_SUCCESS;
-    om_put_u64(&req, (uint64_t)(uint32_t)attrib);
-    om_put_u64(&req, handle);
-    om_put_u64(&req, dev);
-    rc = om_rcall(index, &req, &v, sizeof(v), &got);
-    if (rc == CUDA_SUCCESS)
-        *value = (int)(int64_t)v;
+    rc = om_rpc_cuKernelGetAttribute(value, (CUfunction_attribute)attrib,
+                                     (CUkernel)(uintptr_t)handle, (CUdevice)dev);
     if (rc == CUDA_SUCCESS && cached)
         attr_keep(handle, dev, attrib, *value);
     return rc;
@@ -664,14 +657,12 @@ static CUresult attr_call(int index, int *value, int attrib, uint64_t handle, ui
 /* A function's attributes are the current device's (a kernel's name their device). */
 CUresult om_r_cuFuncGetAttribute(int *value, int attrib, CUfunction f)
 {
-    return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)f,
-                     (uint64_t)om_current_device());
+    return attr_call(value, attrib, (uint64_t)(uintptr_t)f, (uint64_t)om_current_device());
 }
 
 CUresult om_r_cuKernelGetAttribute(int *value, int attrib, CUkernel k, CUdevice dev)
 {
-    return attr_call(OM_IDX_cuFuncGetAttribute, value, attrib, (uint64_t)(uintptr_t)k,
-                     (uint64_t)dev);
+    return attr_call(value, attrib, (uint64_t)(uintptr_t)k, (uint64_t)dev);
 }
 
 static CUresult attr_set(uint64_t handle, uint64_t dev, int attrib, int value)
@@ -680,15 +671,11 @@ static CUresult attr_set(uint64_t handle, uint64_t dev, int attrib, int value)
                          attrib == ATTR_NON_PORTABLE_CLUSTER || attrib == ATTR_CLUSTER_POLICY;
     int known = 0;
     CUresult rc;
-    REQ(req, 32);
 
     if (settable_once && handle && attr_known(handle, dev, attrib, &known) && known == value)
         return CUDA_SUCCESS;
-    om_put_u64(&req, handle);
-    om_put_u64(&req, (uint64_t)(uint32_t)attrib);
-    om_put_u64(&req, (uint64_t)(int64_t)value);
-    om_put_u64(&req, dev);
-    rc = om_rcall(OM_IDX_cuFuncSetAttribute, &req, NULL, 0, NULL);
+    rc = om_rpc_cuKernelSetAttribute((CUfunction_attribute)attrib, value,
+                                     (CUkernel)(uintptr_t)handle, (CUdevice)dev);
     if (rc == CUDA_SUCCESS && handle && attrib >= 0 && attrib < ATTR_COUNT)
         attr_keep(handle, dev, attrib, value);
     if (rc == CUDA_SUCCESS)

@@ -1674,6 +1674,42 @@ CUresult om_rpc_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     return om_rcall(OM_IDX_cuDeviceSetMemPool, &req, NULL, 0, NULL);
 }
 
+CUresult om_rpc_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+    uint8_t req_buf[32];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*pi)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(int64_t)attrib);
+    om_put_u64(&req, (uint64_t)(uintptr_t)kernel);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    rc = om_rcall(OM_IDX_cuKernelGetAttribute, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*pi));
+        if (v && pi)
+            memcpy(pi, v, sizeof(*pi));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+CUresult om_rpc_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
+{
+    uint8_t req_buf[40];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)(int64_t)attrib);
+    om_put_u64(&req, (uint64_t)(int64_t)val);
+    om_put_u64(&req, (uint64_t)(uintptr_t)kernel);
+    om_put_u64(&req, (uint64_t)(int64_t)dev);
+    return om_rcall(OM_IDX_cuKernelSetAttribute, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuLibraryUnload(CUlibrary library)
 {
     uint8_t req_buf[16];

@@ -83,6 +83,8 @@ CUresult om_rpc_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
 CUresult om_rpc_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
 CUresult om_rpc_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 CUresult om_rpc_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
+CUresult om_rpc_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev);
+CUresult om_rpc_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev);
 CUresult om_rpc_cuLibraryUnload(CUlibrary library);
 CUresult om_rpc_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
 CUresult om_rpc_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);

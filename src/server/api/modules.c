@@ -271,29 +271,6 @@ CUresult om_x_cuLibraryGetGlobal(struct call *c)
     return CUDA_SUCCESS;
 }
 
-static CUresult owned_kernel(struct call *c, uint64_t h)
-{
-    return om_kernel_total(c->s, h) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-CUresult om_x_cuFuncGetAttribute(struct call *c)
-{
-    uint64_t attrib = om_get_u64(&c->in), k = om_get_u64(&c->in), cdev = om_get_u64(&c->in);
-    int v = 0, dev = om_dev_in(c->s, cdev);
-    CUresult rc = ARGS_OK(c);
-
-    if (rc == CUDA_SUCCESS)
-        rc = owned_kernel(c, k);
-    if (rc == CUDA_SUCCESS && dev < 0)
-        rc = CUDA_ERROR_INVALID_DEVICE;
-    if (rc == CUDA_SUCCESS)
-        rc = ((CUresult(*)(int *, int, CUkernel, CUdevice))REAL(cuKernelGetAttribute))(
-            &v, (int)attrib, (CUkernel)(uintptr_t)k, (CUdevice)dev);
-    if (rc == CUDA_SUCCESS)
-        om_put_u64(&c->out, (uint64_t)(int64_t)v);
-    return rc;
-}
-
 /*
  * Function handles are shared by the clients that loaded one image, so a value one client sets
  * is every client's. Two attributes are permissions a launch is checked against: the largest
@@ -306,24 +283,17 @@ CUresult om_x_cuFuncGetAttribute(struct call *c)
 #define ATTR_MAX_DYNAMIC_SHARED 8
 #define ATTR_NON_PORTABLE_CLUSTER 14
 
-CUresult om_x_cuFuncSetAttribute(struct call *c)
+/* cuKernelSetAttribute (generated, hook: the kernel is the client's, the device the server's
+ * ordinal; cuFuncSetAttribute's too, with the current device). */
+CUresult om_hook_cuKernelSetAttribute(struct call *c, CUfunction_attribute attrib, int val,
+                                      CUkernel kernel, CUdevice dev)
 {
-    uint64_t k = om_get_u64(&c->in), attrib = om_get_u64(&c->in), v = om_get_u64(&c->in);
-    uint64_t cdev = om_get_u64(&c->in);
     CUresult (*get)(int *, int, CUkernel, CUdevice) = REAL(cuKernelGetAttribute);
-    CUresult rc = ARGS_OK(c);
-    int now = 0, dev = om_dev_in(c->s, cdev); /* cuKernelSetAttribute's, or the current one */
+    int now = 0;
 
-    if (rc == CUDA_SUCCESS)
-        rc = owned_kernel(c, k);
-    if (rc == CUDA_SUCCESS && dev < 0)
-        rc = CUDA_ERROR_INVALID_DEVICE;
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((attrib == ATTR_MAX_DYNAMIC_SHARED || attrib == ATTR_NON_PORTABLE_CLUSTER) &&
-        (int64_t)v >= 0 && (int64_t)v <= INT32_MAX &&
-        get(&now, (int)attrib, (CUkernel)(uintptr_t)k, dev) == CUDA_SUCCESS && now >= (int)v)
+    if (((int)attrib == ATTR_MAX_DYNAMIC_SHARED || (int)attrib == ATTR_NON_PORTABLE_CLUSTER) &&
+        val >= 0 && get(&now, (int)attrib, kernel, dev) == CUDA_SUCCESS && now >= val)
         return CUDA_SUCCESS; /* already allowed: lowering it would refuse others' launches */
     return ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
-        (int)attrib, (int)(int64_t)v, (CUkernel)(uintptr_t)k, dev);
+        (int)attrib, val, kernel, dev);
 }

@@ -1968,6 +1968,52 @@ static CUresult x_cuDeviceSetMemPool(struct call *c)
     return rc;
 }
 
+static CUresult x_cuKernelGetAttribute(struct call *c)
+{
+    uint64_t a_attrib = om_get_u64(&c->in);
+    uint64_t a_kernel = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    int o_pi;
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_pi, 0, sizeof(o_pi));
+    if ((int64_t)a_attrib < -2147483648 || (int64_t)a_attrib > 2147483647)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_kernel, false)) != CUDA_SUCCESS)
+        return rc;
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = ((CUresult (*)(int *, CUfunction_attribute, CUkernel, CUdevice))REAL(cuKernelGetAttribute))(&o_pi, (CUfunction_attribute)a_attrib, (CUkernel)(uintptr_t)a_kernel, (CUdevice)d_dev);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_pi, sizeof(o_pi));
+    }
+    return rc;
+}
+
+static CUresult x_cuKernelSetAttribute(struct call *c)
+{
+    uint64_t a_attrib = om_get_u64(&c->in);
+    uint64_t a_val = om_get_u64(&c->in);
+    uint64_t a_kernel = om_get_u64(&c->in);
+    uint64_t a_dev = om_get_u64(&c->in);
+    int d_dev = om_dev_in(c->s, a_dev);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((int64_t)a_attrib < -2147483648 || (int64_t)a_attrib > 2147483647)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_arg_handle(c, OM_H_FUNCTION, a_kernel, false)) != CUDA_SUCCESS)
+        return rc;
+    if (d_dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    rc = om_hook_cuKernelSetAttribute(c, (CUfunction_attribute)a_attrib, (int)a_val, (CUkernel)(uintptr_t)a_kernel, (CUdevice)d_dev);
+    return rc;
+}
+
 static CUresult x_cuLibraryUnload(struct call *c)
 {
     uint64_t a_library = om_get_u64(&c->in);
@@ -4114,8 +4160,8 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuDeviceGetDefaultMemPool] = x_cuDeviceGetDefaultMemPool,
     [OM_IDX_cuDeviceGetMemPool] = x_cuDeviceGetMemPool,
     [OM_IDX_cuDeviceSetMemPool] = x_cuDeviceSetMemPool,
-    [OM_IDX_cuFuncGetAttribute] = om_x_cuFuncGetAttribute,
-    [OM_IDX_cuFuncSetAttribute] = om_x_cuFuncSetAttribute,
+    [OM_IDX_cuKernelGetAttribute] = x_cuKernelGetAttribute,
+    [OM_IDX_cuKernelSetAttribute] = x_cuKernelSetAttribute,
     [OM_IDX_cuLibraryGetGlobal] = om_x_cuLibraryGetGlobal,
     [OM_IDX_cuLibraryGetKernel] = om_x_cuLibraryGetKernel,
     [OM_IDX_cuLibraryLoadData] = om_x_cuLibraryLoadData,

@@ -7,8 +7,6 @@
 
 struct call;
 
-CUresult om_x_cuFuncGetAttribute(struct call *c);
-CUresult om_x_cuFuncSetAttribute(struct call *c);
 CUresult om_x_cuLibraryGetGlobal(struct call *c);
 CUresult om_x_cuLibraryGetKernel(struct call *c);
 CUresult om_x_cuLibraryLoadData(struct call *c);

@@ -72,8 +72,6 @@ CUresult om_x_cuMemFreeAsync(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolCreate(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolSetAttribute(struct call *c); /* mempool */
 CUresult om_x_cuMemPoolGetAttribute(struct call *c); /* mempool */
-CUresult om_x_cuFuncGetAttribute(struct call *c); /* modules */
-CUresult om_x_cuFuncSetAttribute(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetGlobal(struct call *c); /* modules */
 CUresult om_x_cuLibraryGetKernel(struct call *c); /* modules */
 CUresult om_x_cuLibraryLoadData(struct call *c); /* modules */

@@ -48,6 +48,7 @@ CUresult om_hook_cuMemPoolDestroy(struct call *c, CUmemoryPool pool);
 CUresult om_hook_cuDeviceGetDefaultMemPool(struct call *c, CUmemoryPool *pool_out, CUdevice dev);
 CUresult om_hook_cuDeviceGetMemPool(struct call *c, CUmemoryPool *pool, CUdevice dev);
 CUresult om_hook_cuDeviceSetMemPool(struct call *c, CUdevice dev, CUmemoryPool pool);
+CUresult om_hook_cuKernelSetAttribute(struct call *c, CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev);
 CUresult om_hook_cuLibraryUnload(struct call *c, CUlibrary library);
 CUresult om_hook_cuEventSynchronize(struct call *c, CUevent hEvent);
 CUresult om_hook_cuStreamSynchronize(struct call *c, CUstream hStream);

@@ -771,6 +771,26 @@ static CUresult g_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     return rc;
 }
 
+static CUresult g_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuKernelGetAttribute);
+    check(K_KERNEL, H(kernel), 1);
+    rc = ((CUresult (*)(int *, CUfunction_attribute, CUkernel, CUdevice))gen_next[OM_IDX_cuKernelGetAttribute])(pi, attrib, kernel, dev);
+    return rc;
+}
+
+static CUresult g_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
+{
+    CUresult rc;
+
+    ENTER(cuKernelSetAttribute);
+    check(K_KERNEL, H(kernel), 1);
+    rc = ((CUresult (*)(CUfunction_attribute, int, CUkernel, CUdevice))gen_next[OM_IDX_cuKernelSetAttribute])(attrib, val, kernel, dev);
+    return rc;
+}
+
 static CUresult g_cuLibraryUnload(CUlibrary library)
 {
     CUresult rc;
@@ -1868,6 +1888,8 @@ static const struct {
     {OM_IDX_cuDeviceGetDefaultMemPool, (void *)g_cuDeviceGetDefaultMemPool},
     {OM_IDX_cuDeviceGetMemPool, (void *)g_cuDeviceGetMemPool},
     {OM_IDX_cuDeviceSetMemPool, (void *)g_cuDeviceSetMemPool},
+    {OM_IDX_cuKernelGetAttribute, (void *)g_cuKernelGetAttribute},
+    {OM_IDX_cuKernelSetAttribute, (void *)g_cuKernelSetAttribute},
     {OM_IDX_cuLibraryUnload, (void *)g_cuLibraryUnload},
     {OM_IDX_cuKernelGetLibrary, (void *)g_cuKernelGetLibrary},
     {OM_IDX_cuLibraryGetKernelCount, (void *)g_cuLibraryGetKernelCount},
