@@ -116,6 +116,12 @@ CUresult om_x_cuStreamCreate(struct call *c)
     return CUDA_SUCCESS;
 }
 
+/* hook: called in place of the driver, with the decoded arguments. */
+CUresult om_hook_cuMemAddressFree(struct call *c, CUdeviceptr ptr, size_t size)
+{
+    return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* The graph has 5 nodes, 0x501 to 0x505; as the driver: NULL asks for the count, otherwise
  * at most *n are written, the rest of the *n entries NULL, and *n becomes what was written. */
 static CUresult drv_graph_get_nodes(CUgraph g, CUgraphNode *nodes, size_t *n)

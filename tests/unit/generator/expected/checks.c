@@ -133,6 +133,15 @@ static CUresult g_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numK
     return rc;
 }
 
+static CUresult g_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc;
+
+    ENTER(cuMemAddressFree);
+    rc = ((CUresult (*)(CUdeviceptr, size_t))gen_next[OM_IDX_cuMemAddressFree])(ptr, size);
+    return rc;
+}
+
 static CUresult g_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     CUresult rc;
@@ -228,6 +237,7 @@ static const struct {
     {OM_IDX_cuGraphDestroy, (void *)g_cuGraphDestroy},
     {OM_IDX_cuGraphGetNodes, (void *)g_cuGraphGetNodes},
     {OM_IDX_cuLibraryEnumerateKernels, (void *)g_cuLibraryEnumerateKernels},
+    {OM_IDX_cuMemAddressFree, (void *)g_cuMemAddressFree},
     {OM_IDX_cuLibraryGetKernel, (void *)g_cuLibraryGetKernel},
     {OM_IDX_cuMemsetD16Async, (void *)g_cuMemsetD16Async},
     {OM_IDX_cuStreamBeginCaptureToGraph, (void *)g_cuStreamBeginCaptureToGraph},

@@ -309,6 +309,18 @@ out:
     return rc;
 }
 
+static CUresult x_cuMemAddressFree(struct call *c)
+{
+    uint64_t a_ptr = om_get_u64(&c->in);
+    uint64_t a_size = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_hook_cuMemAddressFree(c, (CUdeviceptr)a_ptr, (size_t)a_size);
+    return rc;
+}
+
 static CUresult x_cuLibraryGetKernel(struct call *c)
 {
     uint64_t a_library = om_get_u64(&c->in);
@@ -505,6 +517,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuGraphDestroy] = x_cuGraphDestroy,
     [OM_IDX_cuGraphGetNodes] = x_cuGraphGetNodes,
     [OM_IDX_cuLibraryEnumerateKernels] = x_cuLibraryEnumerateKernels,
+    [OM_IDX_cuMemAddressFree] = x_cuMemAddressFree,
     [OM_IDX_cuLibraryGetKernel] = x_cuLibraryGetKernel,
     [OM_IDX_cuMemsetD16Async] = x_cuMemsetD16Async,
     [OM_IDX_cuStreamBeginCaptureToGraph] = x_cuStreamBeginCaptureToGraph,

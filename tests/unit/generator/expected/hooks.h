@@ -16,4 +16,8 @@ CUresult om_answer_asked(struct call *c, int *v, CUstream);
 CUresult om_answer_dev(struct call *c, CUdevice *v);
 CUresult om_check_testmemset(struct call *c, CUDA_MEMSET_NODE_PARAMS *v);
 
+/* The rows with the option hook: called in place of the driver, after the decoder's
+ * checks, with the driver's arguments; they call the driver themselves. */
+CUresult om_hook_cuMemAddressFree(struct call *c, CUdeviceptr ptr, size_t size);
+
 #endif

@@ -20,6 +20,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_rpc_cuGraphDestroy);
     om_remote_set(OM_IDX_cuGraphGetNodes, (void *)om_rpc_cuGraphGetNodes);
     om_remote_set(OM_IDX_cuLibraryEnumerateKernels, (void *)om_rpc_cuLibraryEnumerateKernels);
+    om_remote_set(OM_IDX_cuMemAddressFree, (void *)om_rpc_cuMemAddressFree);
     om_remote_set(OM_IDX_cuLibraryGetKernel, (void *)om_rpc_cuLibraryGetKernel);
     om_remote_set(OM_IDX_cuMemsetD16Async, (void *)om_rpc_cuMemsetD16Async);
     om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_rpc_cuStreamBeginCaptureToGraph);

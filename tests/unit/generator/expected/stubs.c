@@ -284,6 +284,15 @@ CUresult om_rpc_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKer
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    uint8_t req_buf[24];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    om_put_u64(&req, (uint64_t)ptr);
+    om_put_u64(&req, (uint64_t)size);
+    return om_rcall(OM_IDX_cuMemAddressFree, &req, NULL, 0, NULL);
+}
+
 CUresult om_rpc_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     uint8_t req_buf[24 + 4096];

@@ -20,6 +20,7 @@ CUresult om_rpc_cuGraphCreate(CUgraph *phGraph, unsigned int flags);
 CUresult om_rpc_cuGraphDestroy(CUgraph hGraph);
 CUresult om_rpc_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
 CUresult om_rpc_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib);
+CUresult om_rpc_cuMemAddressFree(CUdeviceptr ptr, size_t size);
 CUresult om_rpc_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name);
 CUresult om_rpc_cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
 CUresult om_rpc_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode);
