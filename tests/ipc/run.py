@@ -243,7 +243,7 @@ def as_user(uid):
 
 @test
 def commands_transcript():
-    """Every command of MPS_INTERFACE.md with its answer, as one front-end session."""
+    """Every command of docs/operations.md with its answer, as one front-end session."""
     # A forced stop's server exits by itself: under the sanitizers on a loaded machine its exit
     # (LeakSanitizer's scan) took longer than the 3 s before SIGKILL, and "exited" was not logged.
     e = Env(extra_env={"OPENMPS_SERVER_KILL_GRACE_MS": "60000"})
