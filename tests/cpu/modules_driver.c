@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The modules family's driver-API program for the CPU tier (through the shim, a server and the
  * driver test double); prints what it obtained, one "key values" line each, for
- * tests/ipc/run.py to compare with what the double computes.
+ * tests/ipc/test_modules.py to compare with what the double computes.
  *   modules_driver occupancy      every occupancy entry point, a block-size search whose
  *                                 callback is this program's
  *   modules_driver values        stream memory values on the client's memory, refused outside it

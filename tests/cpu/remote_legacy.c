@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* remote_driver legacy: the legacy family of api/remote/legacy.tsv through the shim (run with
- * FAKECUDA_LAUNCH_LOG and FAKECUDA_LEGACY_LOG; tests/ipc/run.py reads them): legacy launches
+ * FAKECUDA_LAUNCH_LOG and FAKECUDA_LEGACY_LOG; tests/ipc/test_legacy.py reads them): legacy launches
  * with their per-function state, the multi-device cooperative launch, v1 array descriptors, the
  * passthrough tensor maps and logs (the client's driver), the atomics capabilities and the RDMA
  * flush through the server, and the client's own answers (notifications, coredump, peer). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* A driver-API program run through the shim: passthrough to the driver test double without a
- * daemon, remote mode with one. Prints what it saw; tests/ipc/run.py checks it. */
+ * daemon, remote mode with one. Prints what it saw; tests/ipc/test_shim.py checks it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
