@@ -14,8 +14,8 @@
 
 #include "check.h"
 
-typedef void *CUtexref,
-    *CUsurfref; /* not marshalled as types of their own: cuda_abi.h lacks them */
+/* Texture and surface references: cuda_abi.h does not name their handles. */
+typedef void *CUtexref, *CUsurfref;
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);

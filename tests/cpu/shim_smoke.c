@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 /* The driver API as a program declares it (values from the documentation). */
-typedef int CUresult;
-typedef int CUdevice;
 CUresult cuInit(unsigned flags);
 CUresult cuDriverGetVersion(int *v);
 CUresult cuDeviceGetCount(int *n);
