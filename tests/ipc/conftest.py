@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """pytest's fixtures for the IPC tests (harness.py holds the helpers they share).
 
-CTest runs one test per process (tests/CMakeLists.txt: `pytest FILE::test_NAME`, label ipc);
-pytest tests/ipc runs them all in one process, one after another.
+CTest runs one test per process (tests/CMakeLists.txt: ipc.NAME is `pytest FILE::test_NAME`,
+label ipc, with the paths of the build in its environment). By hand, from the repository root
+after a build in build/ (the paths' defaults): `python3 -m pytest tests/ipc/test_errors.py` or
+`python3 -m pytest tests/ipc` (all, one after another, in one process).
 """
 import pytest
 
