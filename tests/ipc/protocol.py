@@ -52,7 +52,8 @@ def _struct_layout(text, defines, name, known):
 def _read():
     text = _text()
     d = _defines(text)
-    msg = {n: int(v) for n, v in re.findall(r"X\((\w+),\s*(\d+)\)", text)}
+    types = re.search(r"^#define OM_MSG_TYPES\(X\)((?:.*\\\n)*.*)$", text, re.M)
+    msg = {n: int(v) for n, v in re.findall(r"X\((\w+),\s*(\d+)\)", types.group(1))}
     layouts = {}
     for s in ("om_limits", "om_hello"):
         layouts[s] = _struct_layout(text, d, s, layouts)
