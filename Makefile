@@ -41,7 +41,7 @@ test-asan:
 	cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 
-# The main job: the concurrency experiment of BENCHMARKS.md B1.
+# The main job: the concurrency experiment B1 (docs/benchmark-definitions.md).
 demo: all
 	@scripts/demo.sh $(BUILD)
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# make demo: the concurrency experiment of BENCHMARKS.md B1. N copies of a program whose
-# kernel runs one thread for about half a second start at once; each prints its kernel time.
+# make demo: the concurrency experiment B1 (docs/benchmark-definitions.md). N copies of a
+# program whose kernel runs one thread for about half a second start at once; each prints its kernel time.
 # Natively the GPU time-slices between their contexts; under openmps their kernels share the
 # server's context and run side by side. Prints each N's slowest copy against one copy.
 # Usage: scripts/demo.sh [BUILD_DIR] (N list in $DEMO_N, default "1 5 32").

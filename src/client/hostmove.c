@@ -29,7 +29,7 @@
  *     driver's own threads and exiting threads are not counted): another thread's write
  *     between the copy and the mapping would be lost. Signals are blocked meanwhile, so the
  *     calling thread's handlers cannot write either.
- * Everything else stays in place and is served by staged copies (hostmem.c).
+ * Everything else stays in place and is served by staged copies (state/pinned.c).
  *
  * A moved range is shared memory, so a forked child would share it with its parent where
  * natively each has a private copy. The fork handlers below make the child's copy private

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs. */
-#include "gen/remote_decls.h"
+/* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs (the state
+ * layer: the families set their implementations here, shim.c installs them). */
 #include "remote.h"
 #include "shim.h"
 
@@ -60,13 +60,4 @@ void *om_remote_entry(int index)
         return om_shim.real_fn[index] ? om_shim.real_fn[index] : unsupported_stubs[index];
     default: return unsupported_stubs[index];
     }
-}
-
-void om_remote_install(void)
-{
-    /* Every device of the server: the calls of a thread run on its current device
-     * (om_device_before_call). */
-    om_remote_gen_install(); /* every row of api/remote/ (gen/remote_stubs.c) */
-    for (int i = 0; i < OM_ENTRY_COUNT; i++)
-        __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);
 }

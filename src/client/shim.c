@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The libcuda.so.1 shim: the entry table, the real driver, and the choice of mode. */
+/* The libcuda.so.1 shim, its top: loading the real driver, the choice of mode at the first
+ * cuInit or cuGetProcAddress, and the installation of the remote implementations (the entry
+ * table itself and the shim's state are entries.c's). */
 #define _GNU_SOURCE
 #include "shim.h"
 
@@ -14,41 +16,7 @@
 
 #include "../common/config.h"
 #include "../common/driver.h"
-
-/* The exported trampolines (gen/exports.S) jump through this table. Until the
- * mode is chosen it points at the real driver (passthrough), except for the
- * entry points that choose the mode. */
-OM_HIDDEN void *om_fn[OM_ENTRY_COUNT];
-
-struct om_shim om_shim = {.mode = OM_MODE_UNDECIDED};
-
-static const char *const entry_names[OM_ENTRY_COUNT] = {
-#define OM_X_NAME(i, sym, mode) [i] = #sym,
-    OM_ENTRIES(OM_X_NAME)
-#undef OM_X_NAME
-};
-
-const char *om_entry_name(int index)
-{
-    return index >= 0 && index < OM_ENTRY_COUNT ? entry_names[index] : "?";
-}
-
-int om_entry_index(const char *symbol)
-{
-    int lo = 0, hi = OM_ENTRY_COUNT - 1;
-
-    while (lo <= hi) { /* the table is sorted by symbol (api/gen.py checks it) */
-        int mid = (lo + hi) / 2;
-        int c = strcmp(symbol, entry_names[mid]);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
-    }
-    return -1;
-}
+#include "gen/remote_decls.h"
 
 /* Entry points the real driver lacks (an older driver): NOT_FOUND, named once. */
 static int missing(int index)
@@ -97,38 +65,6 @@ void *om_no_device_entry(int index)
     return om_local_fn[index] ? om_local_fn[index] : no_driver_stubs[index];
 }
 
-void om_note_once(int index, const char *why)
-{
-    static unsigned char noted[OM_ENTRY_COUNT];
-
-    if (index < 0 || index >= OM_ENTRY_COUNT)
-        return;
-    if (__atomic_exchange_n(&noted[index], 1, __ATOMIC_RELAXED))
-        return;
-    om_shim_log("%s: %s", entry_names[index], why);
-}
-
-void om_shim_log(const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    int n;
-
-    if (!om_shim.log_enabled)
-        return;
-    n = snprintf(line, sizeof(line), "openmps[%d]: ", (int)getpid());
-    va_start(ap, fmt);
-    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    /* stderr, never stdout: the program's output is the program's. */
-    if (write(STDERR_FILENO, line, (size_t)n) < 0) {
-        /* nothing to do */
-    }
-}
-
 /* True when path is this very library (never load ourselves as the driver). */
 static bool is_self(const char *path)
 {
@@ -166,9 +102,6 @@ static void *load_real_driver(void)
     return NULL;
 }
 
-/* The entry points the shim answers itself in every mode. */
-void *om_local_fn[OM_ENTRY_COUNT];
-
 static void install_local(void)
 {
     om_local_fn[OM_IDX_cuInit] = (void *)om_cuInit;
@@ -205,7 +138,7 @@ __attribute__((constructor)) static void shim_load(void)
     om_trace_crashes();
     om_shim.real = load_real_driver();
     for (int i = 0; i < OM_ENTRY_COUNT; i++) {
-        void *p = om_shim.real ? dlsym(om_shim.real, entry_names[i]) : NULL;
+        void *p = om_shim.real ? dlsym(om_shim.real, om_entry_name(i)) : NULL;
         om_shim.real_fn[i] = p;
         om_fn[i] = p ? p : om_shim.real ? missing_stubs[i] : no_driver_stubs[i];
     }
@@ -213,6 +146,16 @@ __attribute__((constructor)) static void shim_load(void)
     om_shim.checking = om_check_start();
     /* Traced from the first call on (remote mode wraps its own entries again). */
     om_trace_install();
+}
+
+/* Switches om_fn to the remote implementations. */
+static void remote_install(void)
+{
+    /* Every device of the server: the calls of a thread run on its current device
+     * (om_device_before_call). */
+    om_remote_gen_install(); /* every row of api/remote/ (gen/remote_stubs.c) */
+    for (int i = 0; i < OM_ENTRY_COUNT; i++)
+        __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);
 }
 
 /* Decides once, at the first cuInit or cuGetProcAddress, whether a daemon
@@ -275,7 +218,7 @@ static void decide(void)
     om_shim.mode = OM_MODE_REMOTE;
     om_shim_log("remote mode: server %d, client id %u", (int)om_shim.client.server_pid,
                 om_shim.client.client_id);
-    om_remote_install();
+    remote_install();
     om_trace_install();
 }
 

@@ -58,16 +58,18 @@ extern struct om_shim om_shim;
 extern void *om_fn[OM_ENTRY_COUNT];
 extern void *om_local_fn[OM_ENTRY_COUNT]; /* the shim's own cuInit, cuGetProcAddress… */
 
-/* shim.c */
+/* entries.c */
 const char *om_entry_name(int index);
 int om_entry_index(const char *symbol); /* -1 when not a driver symbol */
+void om_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs "<entry>: why" once per entry point (with OPENMPS_TRACE). */
+void om_note_once(int index, const char *why);
+
+/* shim.c */
 void om_shim_decide(void);
 /* OM_MODE_NO_DEVICE's entry: CUDA_ERROR_NO_DEVICE, but the shim's own entries and the real
  * driver's for what needs no device (passthrough rows: cuDriverGetVersion, error names). */
 void *om_no_device_entry(int index);
-void om_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Logs "<entry>: why" once per entry point (with OPENMPS_TRACE). */
-void om_note_once(int index, const char *why);
 
 /* local.c: entry points the shim answers in every mode. */
 int om_cuInit(unsigned flags);
@@ -87,10 +89,8 @@ void om_trace_crashes(void); /* with OPENMPS_TRACE: a backtrace on SIGSEGV/SIGBU
 
 /* tabletrace.c: with OPENMPS_TRACE_TABLES, cuGetExportTable hands out watched tables. */
 bool om_tabletrace_start(void);
-/* api/tables.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
+/* state/tables.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
 bool om_runtime_table(const void *uuid);
-/* api/primary.c: the shim's context-local storage table when uuid names it, else NULL. */
-const void *om_cls_table(const void *uuid);
 void *om_tabletrace_wrap(int index, void *target);
 
 /* check.c: with OPENMPS_CHECK, the stub that counts a call and goes on to target. */
@@ -99,9 +99,7 @@ void *om_check_wrap(int index, void *target);
 /* Passthrough: a pointer from the real cuGetProcAddress, counted and traced when asked. */
 void *om_passthrough_pointer(const char *symbol, int version, uint64_t flags, void *p);
 
-/* remote.c: switches om_fn to the remote implementations. */
-void om_remote_install(void);
-/* The remote implementation of an entry point, or its NOT_SUPPORTED stub. */
+/* remote.c: the remote implementation of an entry point, or its NOT_SUPPORTED stub. */
 void *om_remote_entry(int index);
 bool om_entry_is_passthrough(int index); /* its remote-mode row: passthrough */
 

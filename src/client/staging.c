@@ -9,7 +9,7 @@
 
 #include "../common/gen/entries.h"
 #include "../common/clock.h"
-#include "gen/remote_decls.h"
+#include "openmps/ops.h"
 #include "remote.h"
 #include "shim.h"
 
@@ -165,7 +165,7 @@ static bool stage_ready(void)
         return stage_state > 0;
     stage_state = -1;
     void *p = NULL;
-    CUresult rc = om_pinned_alloc(&p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES);
+    CUresult rc = om_pinned_alloc(&p, (size_t)STAGE_SLOTS * STAGE_SLOT_BYTES, 0);
     if (rc != CUDA_SUCCESS) {
         om_shim_log("no pinned staging area (CUresult %d): large pageable copies go through the "
                     "ring, more slowly",
@@ -356,4 +356,31 @@ CUresult om_staging_copy(bool to_device, CUdeviceptr dev, void *host, size_t n, 
     rc = to_device ? htod(dev, host, n, s, async) : dtoh(host, dev, n, s);
     pthread_mutex_unlock(&stage_lock);
     return rc;
+}
+
+/* Pageable bytes to the device: inline in the call up to OM_INLINE_COPY_MAX, otherwise
+ * staged in pieces of OM_STAGE_PIECE: a copy of any size, and the server keeps no huge
+ * buffer. */
+CUresult om_ring_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+    if (n <= OM_INLINE_COPY_MAX) { /* the bytes ride in the call: one record, not three */
+        REQ(req, 24 + OM_INLINE_COPY_MAX);
+        om_put_u64(&req, dst);
+        om_put_u64(&req, (uint64_t)n);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        om_put_bytes(&req, src, n);
+        return om_rcall(OM_IDX_cuMemcpyHtoD_v2, &req, NULL, 0, NULL);
+    }
+    for (size_t off = 0; off < n; off += OM_STAGE_PIECE) {
+        size_t piece = n - off < OM_STAGE_PIECE ? n - off : OM_STAGE_PIECE;
+        REQ(one, 32);
+        om_put_u64(&one, dst + off);
+        om_put_u64(&one, (uint64_t)piece);
+        om_put_u64(&one, (uint64_t)(uintptr_t)stream);
+        CUresult rc = om_rcall_staged(OM_IDX_cuMemcpyHtoD_v2, (const uint8_t *)src + off, piece,
+                                      &one, NULL, 0, NULL);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
 }

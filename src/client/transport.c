@@ -30,29 +30,64 @@ static CUresult session_error(int rc)
 }
 
 /*
- * Several devices: the server runs a session's calls on one device at a time, the last one the
- * client named (OM_OP_SET_DEVICE, posted ahead of a call whenever the calling thread's current
- * device differs from the one named last; under the ring lock, so in order with the calls). With
- * it goes the SM partition of the current context (a created context's execution affinity,
- * CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1): its kernels run on that many
- * SMs (server/share.c). A client of one device and no partitions sends none.
+ * The per-call preamble. The server runs a session's calls on one device at a time, the last one
+ * the client named (OM_OP_SET_DEVICE), with the SM partition of the current context (a created
+ * context's execution affinity, CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1:
+ * its kernels run on that many SMs, server/share.c), in the green context named last (posted as
+ * a cuCtxFromGreenCtx record; the NULL stream is that green context's). Before a call, under the
+ * ring lock (so in order with the calls), what the calling thread's current context needs is
+ * posted when it differs from what was named last. What it needs is data kept by the state layer
+ * (state/current.c writes om_preamble whenever a thread's current context changes): nothing is
+ * asked of a higher layer here. A client of one device, without partitions or green contexts,
+ * never has a preamble other than the empty one and pays one load (om_preamble_used); a call
+ * that needs one reads the thread's om_preamble and its context's liveness word.
  */
-static uint64_t named[2]; /* device, SMs: a session starts on device 0, no partition */
+__thread struct om_preamble om_preamble;
+int om_preamble_used;
+static uint64_t named[2];   /* device, SMs: a session starts on device 0, no partition */
+static uint64_t green_sent; /* the green context the server has current (under the ring lock) */
 
-static void device_before_call(void)
+/* Before a call, ring held (the green context too, but for om_rcall_locked, whose callers hold
+ * the ring across an exchange). A context another thread destroyed gives the empty preamble: its
+ * calls ran on device 0 before, and still do. */
+static void preamble_post(bool with_green)
 {
-    uint64_t now[2];
+    const struct om_preamble *p = &om_preamble;
+    uint64_t now[2] = {0, 0}, green = 0;
 
-    if (om_shim.client.ndevices < 2 && !om_ctx_partitions_made())
-        return;
-    now[0] = (uint64_t)om_current_device(); /* api/primary.c: the thread's current context's */
-    now[1] = om_current_sm_partition();
-    if (now[0] == named[0] && now[1] == named[1])
-        return;
-    if (om_client_post(&om_shim.client, OM_OP_SET_DEVICE, now, sizeof(now)) == 0) {
+    if (p->live && __atomic_load_n(p->live, __ATOMIC_ACQUIRE) == p->want) {
+        now[0] = p->device;
+        now[1] = p->sms;
+        green = p->green;
+    }
+    if ((now[0] != named[0] || now[1] != named[1]) &&
+        om_client_post(&om_shim.client, OM_OP_SET_DEVICE, now, sizeof(now)) == 0) {
         named[0] = now[0];
         named[1] = now[1];
     }
+    if (with_green && green != green_sent) {
+        REQ(req, 8);
+        green_sent = green;
+        om_put_u64(&req, green);
+        /* posted: a refusal (a green context gone meanwhile) is reported at the next sync */
+        om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + OM_IDX_cuCtxFromGreenCtx),
+                       req.p, (uint32_t)req.len);
+    }
+}
+
+/* The check on every call: one load while no thread has a preamble. */
+static inline void preamble(bool with_green)
+{
+    if (__atomic_load_n(&om_preamble_used, __ATOMIC_RELAXED))
+        preamble_post(with_green);
+}
+
+void om_transport_green_gone(uint64_t g)
+{
+    pthread_mutex_lock(&ring_lock);
+    if (green_sent == g)
+        green_sent = 0;
+    pthread_mutex_unlock(&ring_lock);
 }
 
 void om_ring_lock(void)
@@ -73,7 +108,7 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
-    device_before_call();
+    preamble(false);
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len, reply, cap, &got);
     if (rc < 0)
@@ -91,8 +126,7 @@ CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ring_lock);
-    device_before_call();
-    om_green_before_call(); /* api/green.c: the current green context, when it changed */
+    preamble(true);
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len, reply, cap, &got);
     pthread_mutex_unlock(&ring_lock);
@@ -110,8 +144,7 @@ CUresult om_rpost(int index, const struct om_wbuf *req)
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ring_lock);
-    device_before_call();
-    om_green_before_call();
+    preamble(true);
     rc = om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len);
     pthread_mutex_unlock(&ring_lock);
@@ -140,8 +173,7 @@ CUresult om_rcall_staged(int index, const void *data, size_t len, const struct o
     int sent;
 
     pthread_mutex_lock(&ring_lock);
-    device_before_call();
-    om_green_before_call();
+    preamble(true);
     sent = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);
     while (sent == 0 && len > 0) {
         uint32_t n = len > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : (uint32_t)len;
@@ -189,4 +221,18 @@ int om_recv_fd_locked(void)
     }
     free(m);
     return fd;
+}
+
+/* A call whose answer is one u64 (*out untouched on failure). */
+CUresult om_rcall_u64_reply(int index, const struct om_wbuf *req, uint64_t *out)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    CUresult rc = om_rcall(index, req, &v, sizeof(v), &got);
+
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *out = v;
+    return rc;
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// B1 of BENCHMARKS.md: one thread runs a fixed chain of dependent multiply-adds (a fixed amount
-// of work, so time-slicing stretches it); the kernel time is printed.
+// B1 of docs/benchmark-definitions.md: one thread runs a fixed chain of dependent
+// multiply-adds (a fixed amount of work, so time-slicing stretches it); the kernel time is printed.
 //   spin ITERATIONS [START_AT_EPOCH_MS [--managed|--chain]]  runs the chain, launching no
 //        earlier than START_AT (START_AT "stdin": print "ready" once the context exists, then
 //        read START_AT from standard input); with --managed the same thread first adds two arrays of managed

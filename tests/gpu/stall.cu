@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// No client stalls another (issue #3, B6 of BENCHMARKS.md). Two roles of one program:
+// No client stalls another (B6 of docs/benchmark-definitions.md). Two roles of one program:
 //   stall long ITERATIONS   client A: one long one-thread kernel; prints "launched", then
 //                           "a_done_ms <epoch ms>" when it finished
 //   stall calls             client B: after a warm-up, 20 rounds of cudaMalloc/cudaFree of 1 MiB,

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode: contexts the client creates (cuCtxCreate and its versions), their flags,
- * execution affinity and events, and the context-wide controls answered in the client. */
+/* Remote mode, the contexts family (api/remote/contexts.tsv): the devices' primary contexts,
+ * the calling thread's current context, contexts the client creates (cuCtxCreate and its
+ * versions) with their flags, execution affinity and events, the context-wide controls answered
+ * in the client, and the private export tables the runtime asks for. The tokens and the
+ * current-context stack are the state layer's (state/current.c). */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,93 +12,159 @@
 #include "../remote.h"
 #include "../shim.h"
 
-/*
- * A created context is the client's own namespace inside the server's one context per device
- * (docs/architecture.md): a token of its own here, with its device, flags and execution
- * affinity; the work made while it is current still runs in the server's context, beside
- * every other client's. A token is (tag | generation | slot): a destroyed context's token is
- * never valid again, even once its slot is reused.
- */
-#define CREATED_MAX 1024u
-#define CREATED_TAG 0x7c7d000000000000ull
-#define CREATED_TAG_MASK 0xffff00000000000full
+/* ------------------------------------------------------------------ primary contexts, the current
+ * context */
 
-struct created {
-    uint64_t state;    /* generation << 8 | (device + 1); low byte 0: free (__atomic) */
-    unsigned flags;    /* __atomic */
-    unsigned refs;     /* cuCtxAttach / cuCtxDetach; under lock */
-    unsigned sm_count; /* its execution affinity; 0: the whole device */
-    unsigned long long id;
-};
-static struct created created[CREATED_MAX];
-static unsigned long long next_id = 0x1000; /* primary contexts' ids are device + 1 */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned primary_refs[OM_MAX_DEVICES];
+static unsigned primary_flags[OM_MAX_DEVICES];
 
-static CUcontext token(unsigned slot, uint64_t gen)
+static bool valid_device(CUdevice dev)
 {
-    return (CUcontext)(uintptr_t)(CREATED_TAG | (gen & 0xffffffull) << 20 | (uint64_t)slot << 4);
+    return dev >= 0 && dev < (int)om_shim.client.ndevices;
 }
 
-/* The slot of a live created context; -1: destroyed (or a forged token); -2: not a token of
- * a created context. */
-static int slot_of(CUcontext ctx)
+CUresult om_r_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {
-    uint64_t v = (uint64_t)(uintptr_t)ctx, slot = (v >> 4) & 0xffff, state;
-
-    if ((v & CREATED_TAG_MASK) != CREATED_TAG)
-        return -2;
-    if (slot >= CREATED_MAX)
-        return -1;
-    state = __atomic_load_n(&created[slot].state, __ATOMIC_ACQUIRE);
-    if (!(state & 0xff) || ((state >> 8) & 0xffffff) != ((v >> 20) & 0xffffff))
-        return -1;
-    return (int)slot;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    __atomic_fetch_add(&primary_refs[dev], 1, __ATOMIC_RELAXED);
+    *ctx = om_primary_token(dev);
+    return CUDA_SUCCESS;
 }
 
-int om_ctx_created_device(CUcontext ctx)
+CUresult om_r_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    int slot = slot_of(ctx);
-
-    if (slot < 0)
-        return slot;
-    return (int)(__atomic_load_n(&created[slot].state, __ATOMIC_ACQUIRE) & 0xff) - 1;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (__atomic_load_n(&primary_refs[dev], __ATOMIC_RELAXED) == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    __atomic_fetch_sub(&primary_refs[dev], 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
 }
 
-static bool partitions_made; /* a context with an execution affinity was created (__atomic) */
-
-bool om_ctx_partitions_made(void)
+CUresult om_r_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int *active)
 {
-    return __atomic_load_n(&partitions_made, __ATOMIC_RELAXED);
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *flags = primary_flags[dev];
+    *active = __atomic_load_n(&primary_refs[dev], __ATOMIC_RELAXED) > 0;
+    return CUDA_SUCCESS;
 }
 
-/* The SM count a created context was given (cuCtxCreate_v3's execution affinity), 0 for none or
- * for another kind of context. */
-unsigned om_ctx_created_sms(CUcontext ctx)
+CUresult om_r_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags)
 {
-    int slot = slot_of(ctx);
-
-    return slot < 0 ? 0 : __atomic_load_n(&created[slot].sm_count, __ATOMIC_RELAXED);
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    primary_flags[dev] = flags;
+    return CUDA_SUCCESS;
 }
 
-bool om_ctx_created_flags(CUcontext ctx, unsigned *flags)
+CUresult om_r_cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    int slot = slot_of(ctx);
-
-    if (slot < 0)
-        return false;
-    *flags = __atomic_load_n(&created[slot].flags, __ATOMIC_RELAXED);
-    return true;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    __atomic_store_n(&primary_refs[dev], 0, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
 }
 
-bool om_ctx_created_id(CUcontext ctx, unsigned long long *id)
+CUresult om_r_cuCtxSetCurrent(CUcontext ctx)
 {
-    int slot = slot_of(ctx);
-
-    if (slot < 0)
-        return false;
-    *id = created[slot].id;
-    return true;
+    return om_current_set(ctx);
 }
+
+CUresult om_r_cuCtxGetCurrent(CUcontext *ctx)
+{
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_current_context(ctx);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    return om_current_push(ctx);
+}
+
+CUresult om_r_cuCtxPopCurrent_v2(CUcontext *ctx)
+{
+    return om_current_pop(ctx);
+}
+
+CUresult om_r_cuCtxGetDevice(CUdevice *dev)
+{
+    return om_ctx_get_device(NULL, dev);
+}
+
+CUresult om_r_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
+{
+    return om_ctx_get_device(ctx, dev);
+}
+
+CUresult om_r_cuCtxGetApiVersion(CUcontext ctx, unsigned *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ctx && om_ctx_device(ctx) < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *version = 3020; /* the context API of every driver since CUDA 3.2 */
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuCtxGetFlags(unsigned *flags)
+{
+    CUcontext cur;
+
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_current_context(&cur);
+    if (!cur)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (om_ctx_created_flags(cur, flags))
+        return CUDA_SUCCESS;
+    if (om_ctx_device(cur) < 0)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *flags = primary_flags[om_ctx_device(cur)];
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    int dev;
+
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx)
+        om_current_context(&ctx);
+    dev = om_ctx_device(ctx);
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (om_ctx_created_id(ctx, id) || om_green_ctx_id(ctx, id))
+        return CUDA_SUCCESS;
+    *id = (unsigned long long)dev + 1;
+    return CUDA_SUCCESS;
+}
+
+static int cache_config;
+
+CUresult om_r_cuCtxGetCacheConfig(int *config)
+{
+    if (!config)
+        return CUDA_ERROR_INVALID_VALUE;
+    *config = cache_config;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuCtxSetCacheConfig(int config)
+{
+    cache_config = config; /* a preference; the shared context keeps its own */
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ created contexts */
 
 /* Flags a context may have: one scheduling policy (auto, spin, yield, blocking sync) and the
  * other bits of CU_CTX_FLAGS_MASK. */
@@ -124,7 +193,6 @@ static CUresult affinity(const CUexecAffinityParam *p, int n, unsigned *sm_count
 
 static CUresult create(CUcontext *pctx, unsigned flags, CUdevice dev, unsigned sm_count)
 {
-    unsigned slot;
     int sms = 0;
     CUcontext ctx;
     CUresult rc;
@@ -137,26 +205,11 @@ static CUresult create(CUcontext *pctx, unsigned flags, CUdevice dev, unsigned s
     if (sm_count && om_device_attribute(dev, 16, &sms) == CUDA_SUCCESS && sms > 0 &&
         sm_count > (unsigned)sms)
         sm_count = (unsigned)sms; /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
-    pthread_mutex_lock(&lock);
-    for (slot = 0; slot < CREATED_MAX && (created[slot].state & 0xff); slot++) {
-    }
-    if (slot == CREATED_MAX) {
-        pthread_mutex_unlock(&lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    uint64_t gen = ((created[slot].state >> 8) + 1) & 0xffffff;
-    created[slot].flags = flags;
-    created[slot].refs = 1;
-    created[slot].sm_count = sm_count;
-    if (sm_count)
-        __atomic_store_n(&partitions_made, true, __ATOMIC_RELAXED);
-    created[slot].id = next_id++;
-    __atomic_store_n(&created[slot].state, gen << 8 | (uint64_t)(dev + 1), __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&lock);
-    ctx = token(slot, gen);
-    rc = om_r_cuCtxPushCurrent_v2(ctx); /* current to the calling thread, as the driver does */
+    if ((rc = om_ctx_created_new(dev, flags, sm_count, &ctx)) != CUDA_SUCCESS)
+        return rc;
+    rc = om_current_push(ctx); /* current to the calling thread, as the driver does */
     if (rc != CUDA_SUCCESS) {
-        __atomic_store_n(&created[slot].state, gen << 8, __ATOMIC_RELEASE);
+        om_ctx_created_forget(ctx, false);
         return rc;
     }
     *pctx = ctx;
@@ -197,24 +250,16 @@ CUresult om_r_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigne
  * have it current get CUDA_ERROR_CONTEXT_IS_DESTROYED from then on. */
 static CUresult forget(CUcontext ctx, bool detach)
 {
-    int slot;
     CUcontext cur = NULL;
+    int gone = om_ctx_created_forget(ctx, detach);
 
-    pthread_mutex_lock(&lock);
-    slot = slot_of(ctx);
-    if (slot < 0) {
-        pthread_mutex_unlock(&lock);
+    if (gone < 0)
         return CUDA_ERROR_INVALID_CONTEXT; /* destroyed, a primary context's, or no context */
-    }
-    if (detach && --created[slot].refs > 0) {
-        pthread_mutex_unlock(&lock);
-        return CUDA_SUCCESS;
-    }
-    __atomic_store_n(&created[slot].state, created[slot].state & ~(uint64_t)0xff, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&lock);
+    if (gone == 0)
+        return CUDA_SUCCESS; /* still attached */
     om_current_context(&cur);
     if (cur == ctx)
-        om_r_cuCtxPopCurrent_v2(NULL);
+        om_current_pop(NULL);
     return CUDA_SUCCESS;
 }
 
@@ -227,17 +272,13 @@ CUresult om_r_cuCtxAttach(CUcontext *pctx, unsigned flags)
 {
     CUcontext cur = NULL;
     CUdevice dev;
-    int slot;
 
     if (!pctx || flags)
         return CUDA_ERROR_INVALID_VALUE;
     om_current_context(&cur);
     if (!cur || om_r_cuCtxGetDevice_v2(&dev, cur) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&lock);
-    if ((slot = slot_of(cur)) >= 0)
-        created[slot].refs++;
-    pthread_mutex_unlock(&lock);
+    om_ctx_created_attach(cur);
     *pctx = cur;
     return CUDA_SUCCESS;
 }
@@ -246,7 +287,8 @@ CUresult om_r_cuCtxDetach(CUcontext ctx)
 {
     CUdevice dev;
 
-    if (slot_of(ctx) == -2) /* a primary context: its usage is cuDevicePrimaryCtxRelease's */
+    if (om_ctx_created_device(ctx) ==
+        -2) /* a primary context: its usage is cuDevicePrimaryCtxRelease's */
         return om_r_cuCtxGetDevice_v2(&dev, ctx) == CUDA_SUCCESS && ctx
                    ? CUDA_SUCCESS
                    : CUDA_ERROR_INVALID_CONTEXT;
@@ -268,17 +310,14 @@ CUresult om_r_cuCtxSetFlags(unsigned flags)
     CUcontext ctx;
     CUdevice dev;
     CUresult rc;
-    int slot;
 
     if (!valid_flags(flags))
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = current(&ctx, &dev)) != CUDA_SUCCESS)
         return rc;
     /* The client's own record: the server's context keeps its scheduling (it is shared). */
-    if ((slot = slot_of(ctx)) >= 0) {
-        __atomic_store_n(&created[slot].flags, flags, __ATOMIC_RELAXED);
+    if (om_ctx_created_set_flags(ctx, flags))
         return CUDA_SUCCESS;
-    }
     return om_r_cuDevicePrimaryCtxSetFlags_v2(dev, flags);
 }
 
@@ -287,14 +326,14 @@ CUresult om_r_cuCtxGetExecAffinity(CUexecAffinityParam *p, int type)
     CUcontext ctx;
     CUdevice dev;
     CUresult rc;
-    int slot, sms = 0;
+    int sms = 0;
 
     if (!p || type != 0) /* CU_EXEC_AFFINITY_TYPE_SM_COUNT, the only type */
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = current(&ctx, &dev)) != CUDA_SUCCESS)
         return rc;
-    if ((slot = slot_of(ctx)) >= 0 && created[slot].sm_count)
-        sms = (int)created[slot].sm_count;
+    if (om_ctx_created_sms(ctx))
+        sms = (int)om_ctx_created_sms(ctx);
     else if ((rc = om_device_attribute(dev, 16, &sms)) != CUDA_SUCCESS)
         return rc; /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
     p->type = 0;
@@ -367,10 +406,10 @@ static CUresult ctx_event(int index, CUcontext ctx, CUevent ev)
         return om_rcall(index, &req, NULL, 0, NULL);
     /* Another device's context: current for the call, so that the server runs it there (the
      * streams it joins or holds are that device's). */
-    if ((rc = om_r_cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
+    if ((rc = om_current_push(ctx)) != CUDA_SUCCESS)
         return rc;
     rc = om_rcall(index, &req, NULL, 0, NULL);
-    om_r_cuCtxPopCurrent_v2(&ctx);
+    om_current_pop(&ctx);
     return rc;
 }
 
@@ -405,18 +444,26 @@ CUresult om_r_cuProfilerStop(void)
     return CUDA_SUCCESS;
 }
 
-/* ------------------------------------------------------------------ devices */
+/* ------------------------------------------------------------------ synchronisation */
 
-/* The server's ordinal for a bus id: a device this client sees, or none. */
-CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus)
+/* Waits for this client's streams only, never for the shared context. */
+CUresult om_r_cuCtxSynchronize(void)
 {
-    CUdevice d = -1;
-    CUresult rc = om_rpc_cuDeviceGetByPCIBusId(&d, bus);
+    REQ(req, 8);
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (d < 0 || d >= (int)om_shim.client.ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *dev = d;
-    return CUDA_SUCCESS;
+    return om_managed_pull(om_rcall(OM_IDX_cuCtxSynchronize, &req, NULL, 0, NULL));
+}
+
+CUresult om_r_cuCtxSynchronize_v2(CUcontext ctx)
+{
+    (void)ctx; /* one context per device; the client's streams are all its work */
+    return om_r_cuCtxSynchronize();
+}
+
+/* ------------------------------------------------------------------ private export tables */
+
+/* The tables the runtime and libraries ask for: served, forwarded or refused (state/tables.c). */
+CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
+{
+    return om_export_table(table, uuid);
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode: pitched memory, 2D copies and sets, pointer queries, peer copies. */
+/* Remote mode, the copies family (api/remote/copies.tsv): 1D copies and sets (pageable ones
+ * through staging.c, managed memory's through its shadows), 2D and 3D copies and sets, peer
+ * copies, and batches of copies. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -9,166 +11,8 @@
 #include "../remote.h"
 #include "../shim.h"
 
-/* CUmemorytype and CUpointer_attribute values from the driver API documentation. */
+/* CUmemorytype values from the driver API documentation. */
 enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };
-enum {
-    PA_CONTEXT = 1,
-    PA_MEMORY_TYPE = 2,
-    PA_DEVICE_POINTER = 3,
-    PA_HOST_POINTER = 4,
-    PA_SYNC_MEMOPS = 6,
-    PA_BUFFER_ID = 7,
-    PA_IS_MANAGED = 8,
-    PA_DEVICE_ORDINAL = 9,
-    PA_RANGE_START_ADDR = 11,
-    PA_RANGE_SIZE = 12,
-    PA_IS_LEGACY_IPC_CAPABLE = 10,
-    PA_ALLOWED_HANDLE_TYPES = 14,
-    PA_IS_GPU_DIRECT_RDMA_CAPABLE = 15,
-    PA_ACCESS_FLAGS = 16,
-    PA_MEMPOOL_HANDLE = 17,
-    PA_MAPPING_SIZE = 18,
-    PA_MAPPING_BASE_ADDR = 19,
-    PA_MEMORY_BLOCK_ID = 20,
-    PA_IS_HW_DECOMPRESS_CAPABLE = 21,
-    PA_MAPPED = 13,
-};
-
-/* The pitch the driver would choose: rows aligned to 512 bytes. */
-#define PITCH_ALIGN 512
-
-CUresult om_r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-                                 unsigned elem)
-{
-    size_t p;
-    CUresult (*alloc)(CUdeviceptr *, size_t) = om_remote_entry(OM_IDX_cuMemAlloc_v2);
-    CUresult rc;
-
-    if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
-        return CUDA_ERROR_INVALID_VALUE;
-    p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
-    if (height > SIZE_MAX / p)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = alloc(dptr, p * height);
-    if (rc == CUDA_SUCCESS)
-        *pitch = p;
-    return rc;
-}
-
-CUresult om_r_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
-{
-    CUdeviceptr b;
-    size_t s;
-    bool managed;
-
-    if (!om_devrange_find(p, &b, &s, &managed))
-        return CUDA_ERROR_NOT_FOUND;
-    if (base)
-        *base = b;
-    if (size)
-        *size = s;
-    return CUDA_SUCCESS;
-}
-
-/* One attribute of a pointer this process knows; -1 for an unknown pointer. */
-static int pointer_attribute(void *data, int attr, CUdeviceptr p)
-{
-    CUdeviceptr base;
-    size_t size;
-    bool managed;
-    CUcontext ctx = NULL;
-
-    if (!om_devrange_find(p, &base, &size, &managed)) {
-        uint64_t server;
-        CUdeviceptr dev;
-        if (!om_pinned_lookup((const void *)(uintptr_t)p, 1, &server) ||
-            om_pinned_device_pointer((void *)(uintptr_t)p, &dev) != 0)
-            return -1;
-        switch (attr) { /* pinned host memory */
-        case PA_MEMORY_TYPE: *(unsigned *)data = MT_HOST; return 0;
-        case PA_DEVICE_POINTER: *(CUdeviceptr *)data = dev; return 0;
-        case PA_HOST_POINTER: *(void **)data = (void *)(uintptr_t)p; return 0;
-        case PA_IS_MANAGED: *(int *)data = 0; return 0;
-        case PA_DEVICE_ORDINAL: *(int *)data = 0; return 0;
-        case PA_MAPPED: *(int *)data = 1; return 0;
-        default: return 2;
-        }
-    }
-    int dev = om_devrange_device(p);
-
-    switch (attr) {
-    case PA_CONTEXT: /* the current one on its device; another device's primary context */
-        om_current_context(&ctx);
-        if (dev >= 0 && dev != om_current_device())
-            ctx = om_primary_token(dev);
-        *(CUcontext *)data = ctx;
-        return 0;
-    case PA_MEMORY_TYPE: *(unsigned *)data = MT_DEVICE; return 0;
-    case PA_DEVICE_POINTER: *(CUdeviceptr *)data = p; return 0;
-    case PA_HOST_POINTER:
-        if (!managed)
-            return 1;
-        *(void **)data = (void *)(uintptr_t)p;
-        return 0;
-    case PA_SYNC_MEMOPS:
-    case PA_MAPPED: *(int *)data = 1; return 0;
-    case PA_BUFFER_ID: *(unsigned long long *)data = base; return 0;
-    case PA_IS_MANAGED: *(int *)data = managed; return 0;
-    case PA_DEVICE_ORDINAL: *(int *)data = dev >= 0 ? dev : 0; return 0;
-    case PA_RANGE_START_ADDR: *(CUdeviceptr *)data = base; return 0;
-    case PA_RANGE_SIZE: *(size_t *)data = size; return 0;
-    /* The pool it came from (stream-ordered allocation), NULL otherwise: as the driver says. */
-    case PA_MEMPOOL_HANDLE: *(void **)data = (void *)(uintptr_t)om_devrange_pool(p); return 0;
-    /* What this process knows of the mapping is the allocation itself. */
-    case PA_MAPPING_SIZE: *(size_t *)data = size; return 0;
-    case PA_MAPPING_BASE_ADDR: *(CUdeviceptr *)data = base; return 0;
-    case PA_MEMORY_BLOCK_ID: *(unsigned long long *)data = base; return 0;
-    /* cuIpcGetMemHandle takes plain allocations (api/ipc.c), not pool or managed memory. */
-    case PA_IS_LEGACY_IPC_CAPABLE: *(int *)data = !managed && !om_devrange_pool(p); return 0;
-    case PA_ACCESS_FLAGS: *(unsigned *)data = 0x3; return 0; /* read-write, its own device */
-    case PA_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; return 0;
-    case PA_IS_GPU_DIRECT_RDMA_CAPABLE:
-    case PA_IS_HW_DECOMPRESS_CAPABLE: *(int *)data = 0; return 0;
-    default: return 2;
-    }
-}
-
-CUresult om_r_cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
-{
-    int rc;
-
-    if (!data)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = pointer_attribute(data, attr, p);
-    if (rc == 2) {
-        om_shim_log("cuPointerGetAttribute: attribute %d is not supported in remote mode", attr);
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-/* Unknown pointers are not an error here: their attributes read as zero. */
-CUresult om_r_cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p)
-{
-    if (!attrs || !data)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n; i++) {
-        if (!data[i])
-            continue;
-        if (pointer_attribute(data[i], attrs[i], p) != 0) {
-            size_t width = attrs[i] == PA_MEMORY_TYPE || attrs[i] == PA_SYNC_MEMOPS ||
-                                   attrs[i] == PA_IS_MANAGED || attrs[i] == PA_DEVICE_ORDINAL ||
-                                   attrs[i] == PA_MAPPED
-                               ? sizeof(int)
-                               : sizeof(void *);
-            memset(data[i], 0, width);
-            if (attrs[i] == PA_DEVICE_ORDINAL)
-                *(int *)data[i] = -2; /* no device, as the driver says */
-        }
-    }
-    return CUDA_SUCCESS;
-}
-
 /* ------------------------------------------------------------------ 2D sets */
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint64_t value, unsigned elem,
@@ -291,7 +135,7 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
     if (st == MT_HOST) { /* host to device: all rows packed in one staging */
         /* The rows are read before the server sees the region: one that runs past the device
          * memory it starts in, or rows wider than their pitch (which the server refuses too),
-         * are refused first and no host byte is read (dataplane.c's htod says why). */
+         * are refused first and no host byte is read (htod says why). */
         if (h > 1 && (c->dstPitch < w || h - 1 > (UINT64_MAX - w) / c->dstPitch))
             return CUDA_ERROR_INVALID_VALUE;
         if (w > SIZE_MAX / h || !om_devrange_fits(ddev, (uint64_t)(h - 1) * c->dstPitch + w))
@@ -308,7 +152,7 @@ static CUresult memcpy_2d(const CUDA_MEMCPY2D *c, CUstream s, bool wait)
         free(packed);
         return rc;
     }
-    /* device to host: not into memory registered read-only to the device (hostmem.c) */
+    /* device to host: not into memory registered read-only to the device (state/pinned.c) */
     size_t span;
     uint64_t server;
     if (!__builtin_mul_overflow(h - 1, c->dstPitch, &span) &&
@@ -423,4 +267,554 @@ CUresult om_r_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src
 
     (void)dctx, (void)sctx;
     return dd(dst, src, n, s);
+}
+
+/* ------------------------------------------------------------------ 1D copies and sets */
+
+/* Pinned host memory of this client is device memory to the driver (unified addressing): its
+ * device pointer, which the server takes (the client's mapping is normally at the same
+ * address; where it could not be, the pointers differ). */
+static void pinned_as_device(CUdeviceptr *p)
+{
+    CUdeviceptr d;
+
+    if (om_pinned_device_pointer((void *)(uintptr_t)*p, &d) == 0)
+        *p = d;
+}
+
+/* Waits for one of this client's streams (a synchronous copy from pinned memory). */
+static CUresult sync_stream(CUstream s)
+{
+    REQ(req, 16);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, 0);
+    return om_rcall(OM_IDX_cuStreamSynchronize, &req, NULL, 0, NULL);
+}
+
+/* Host to device: pageable bytes go through the staging buffer and the server
+ * copies them on the client's stream and waits for that stream only; pinned
+ * pages shared with the server are copied from directly. */
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, bool async)
+{
+    REQ(req, 32);
+    uint64_t server_src;
+    CUdeviceptr asked = dst;
+    CUresult rc;
+
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    pinned_as_device(&dst); /* into pinned host memory: a device address to the driver */
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (om_managed_in(dst, n)) {
+        rc = om_managed_pull_if_dirty();
+        if (rc == CUDA_SUCCESS)
+            memmove((void *)(uintptr_t)dst, src, n);
+        om_managed_host_wrote();
+        return rc;
+    }
+    if (om_pinned_lookup(src, n, &server_src)) {
+        /* Shared pinned pages: DMA from them, asynchronously, as the driver does. */
+        om_put_u64(&req, dst);
+        om_put_u64(&req, server_src);
+        om_put_u64(&req, (uint64_t)n);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        rc = om_rpost(OM_IDX_cuMemcpyHtoDAsync_v2, &req);
+        if (rc == CUDA_SUCCESS && !async)
+            rc = sync_stream(stream);
+        return rc;
+    }
+    /*
+     * Both paths below read the n host bytes before the server sees the copy (into the request,
+     * the staging buffer or a staging slot), and the program's buffer may be only as long as
+     * the allocation. A range that runs past the device memory it starts in is refused here
+     * first, as the driver refuses it, and no host byte is read: the client checks against what
+     * it already knows (no round trip on the common, valid path); the server checks every copy
+     * again, and judges addresses unknown here.
+     */
+    if (!om_devrange_fits(asked, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    bool staged;
+    rc = om_staging_copy(true, dst, (void *)(uintptr_t)src, n, stream, async, &staged);
+    return staged ? rc : om_ring_htod(dst, src, n, stream);
+}
+
+/* Device to host: pinned pages directly, large copies through the staging area
+ * (staging.c), the rest answered in pieces of at most OM_CHUNK_BYTES. */
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async)
+{
+    uint8_t *out = dst;
+    uint64_t server_dst;
+
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    pinned_as_device(&src); /* from pinned host memory (XLA reads its flags so) */
+    if (n && om_managed_in(src, n)) {
+        CUresult rc = om_managed_pull_if_dirty();
+        if (rc == CUDA_SUCCESS)
+            memmove(dst, (const void *)(uintptr_t)src, n);
+        return rc;
+    }
+    int pinned = n ? om_pinned_dst(dst, n, &server_dst) : 0;
+    if (pinned < 0)
+        return CUDA_ERROR_INVALID_VALUE; /* registered read-only to the device */
+    if (pinned > 0) {
+        REQ(req, 32);
+        CUresult rc;
+        om_put_u64(&req, server_dst);
+        om_put_u64(&req, src);
+        om_put_u64(&req, (uint64_t)n);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        rc = om_rpost(OM_IDX_cuMemcpyDtoHAsync_v2, &req);
+        if (rc == CUDA_SUCCESS && !async)
+            rc = sync_stream(stream);
+        return rc;
+    }
+    bool staged;
+    CUresult staged_rc = om_staging_copy(false, src, dst, n, stream, async, &staged);
+    if (staged)
+        return staged_rc;
+    while (n > 0) {
+        size_t piece = n > OM_CHUNK_BYTES ? OM_CHUNK_BYTES : n;
+        uint32_t got = 0;
+        REQ(req, 32);
+        CUresult rc;
+        om_put_u64(&req, src);
+        om_put_u64(&req, (uint64_t)piece);
+        om_put_u64(&req, (uint64_t)(uintptr_t)stream);
+        rc = om_rcall(OM_IDX_cuMemcpyDtoH_v2, &req, out, piece, &got);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        if (got != piece)
+            return CUDA_ERROR_UNKNOWN;
+        out += piece;
+        src += piece;
+        n -= piece;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return htod(dst, src, n, NULL, false);
+}
+
+CUresult om_r_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    /* Pageable memory is copied before this returns, as the driver does;
+     * pinned memory is copied asynchronously. */
+    return htod(dst, src, n, s, true);
+}
+
+CUresult om_r_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return dtoh(dst, src, n, NULL, false);
+}
+
+CUresult om_r_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return dtoh(dst, src, n, s, true);
+}
+
+static CUresult memcpy_dd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)
+{
+    REQ(req, 40);
+
+    if (om_managed_in(dst, n))
+        return dtoh((void *)(uintptr_t)dst, src, n, s, false); /* into the shadow */
+    if (om_managed_in(src, n))
+        return htod(dst, (const void *)(uintptr_t)src, n, s, !wait); /* from the shadow */
+    pinned_as_device(&dst);
+    pinned_as_device(&src);
+
+    om_put_u64(&req, dst);
+    om_put_u64(&req, src);
+    om_put_u64(&req, (uint64_t)n);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, wait);
+    return om_rcall(OM_IDX_cuMemcpyDtoD_v2, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return memcpy_dd(dst, src, n, NULL, true);
+}
+
+CUresult om_r_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return memcpy_dd(dst, src, n, s, false);
+}
+
+/* Unified addressing: each side is device memory of this process or host memory
+ * (managed memory counts as host here: its shadow is current between launches). */
+static CUresult memcpy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool wait)
+{
+    bool d_dev = om_devrange_holds(dst), s_dev = om_devrange_holds(src);
+
+    if (d_dev && s_dev)
+        return memcpy_dd(dst, src, n, s, wait);
+    if (d_dev)
+        return htod(dst, (const void *)(uintptr_t)src, n, s, !wait);
+    if (s_dev)
+        return dtoh((void *)(uintptr_t)dst, src, n, s, !wait);
+    if (n)
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return memcpy_any(dst, src, n, NULL, true);
+}
+
+CUresult om_r_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return memcpy_any(dst, src, n, s, false);
+}
+
+static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t count, CUstream s,
+                         bool wait)
+{
+    REQ(req, 48);
+
+    if (count <= SIZE_MAX / width && om_managed_in(dst, count * width)) {
+        CUresult rc = om_managed_pull_if_dirty();
+        for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
+            memcpy((uint8_t *)(uintptr_t)dst + i * width, &value, width); /* little-endian */
+        om_managed_host_wrote();
+        return rc;
+    }
+
+    pinned_as_device(&dst);
+    om_put_u64(&req, dst);
+    om_put_u64(&req, value);
+    om_put_u64(&req, width);
+    om_put_u64(&req, (uint64_t)count);
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    om_put_u64(&req, wait);
+    return om_rcall(OM_IDX_cuMemsetD8_v2, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+{
+    return memset_d(d, v, 1, n, NULL, true);
+}
+
+CUresult om_r_cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
+{
+    return memset_d(d, v, 2, n, NULL, true);
+}
+
+CUresult om_r_cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
+{
+    return memset_d(d, v, 4, n, NULL, true);
+}
+
+CUresult om_r_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+{
+    return memset_d(d, v, 1, n, s, false);
+}
+
+CUresult om_r_cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+{
+    return memset_d(d, v, 2, n, s, false);
+}
+
+CUresult om_r_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s)
+{
+    return memset_d(d, v, 4, n, s, false);
+}
+
+/* ------------------------------------------------------------------ 3D peer copies */
+
+/* CUDA_MEMCPY3D_PEER is CUDA_MEMCPY3D with each side's context where CUDA_MEMCPY3D has a
+ * reserved pointer. Each context must be one of this client's (the server holds every
+ * device's memory in one address space); the copy is cuMemcpy3D's on one device. Two
+ * different devices are refused (CUDA_ERROR_NOT_SUPPORTED): not done through the server. */
+static CUresult peer_to_3d(const CUDA_MEMCPY3D_PEER *p, CUDA_MEMCPY3D *c)
+{
+    CUdevice sdev = -1, ddev = -1;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(c, p, sizeof(*c));
+    if (p->srcMemoryType != CU_MEMORYTYPE_ARRAY &&
+        om_ctx_get_device(p->srcContext, &sdev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
+        om_ctx_get_device(p->dstContext, &ddev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (sdev >= 0 && ddev >= 0 && sdev != ddev)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    c->reserved0 = NULL;
+    c->reserved1 = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult om_r_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    CUresult (*copy)(const CUDA_MEMCPY3D *) = om_remote_entry(OM_IDX_cuMemcpy3D_v2);
+    CUDA_MEMCPY3D c;
+    CUresult rc = peer_to_3d(pCopy, &c);
+
+    return rc == CUDA_SUCCESS ? copy(&c) : rc;
+}
+
+CUresult om_r_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    CUresult (*copy)(const CUDA_MEMCPY3D *, CUstream) = om_remote_entry(OM_IDX_cuMemcpy3DAsync_v2);
+    CUDA_MEMCPY3D c;
+    CUresult rc = peer_to_3d(pCopy, &c);
+
+    return rc == CUDA_SUCCESS ? copy(&c, hStream) : rc;
+}
+
+/* ------------------------------------------------------------------ batches of copies */
+
+/*
+ * cuMemcpyBatchAsync (13.0: _v2; the 12.8 form has failIdx): every copy checked before any is
+ * issued: each side is this client's device or managed memory within one allocation, or
+ * pinned host memory shared with the server (pageable host memory and host-to-host copies
+ * are refused: a copy of the batch runs in stream order, which pageable memory, staged by the
+ * client, would not keep). Then each copy is cuMemcpyAsync's on the stream; a source access
+ * order of "during the call" waits for that stream before returning. Location hints apply to
+ * managed memory with concurrent access only, which the emulation does not report: ignored.
+ */
+#define BATCH_NOT_A_COPY SIZE_MAX
+
+static bool batch_side(CUdeviceptr p, size_t n, bool *on_device)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    bool managed = false;
+    uint64_t server;
+
+    if (om_devrange_find(p, &base, &size, &managed)) {
+        *on_device = true;
+        return n <= size - (p - base);
+    }
+    *on_device = false;
+    return om_pinned_lookup((const void *)(uintptr_t)p, n, &server);
+}
+
+static CUresult copy_batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, const size_t *sizes,
+                           size_t count, const CUmemcpyAttributes *attrs, const size_t *idxs,
+                           size_t nattrs, CUstream s, bool per_thread, size_t *fail)
+{
+    CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        om_remote_entry(OM_IDX_cuMemcpyAsync);
+    CUresult (*sync)(CUstream) = om_remote_entry(OM_IDX_cuStreamSynchronize);
+    bool wait = false;
+    CUresult rc = CUDA_SUCCESS;
+
+    *fail = BATCH_NOT_A_COPY;
+    if (!dsts || !srcs || !sizes || count == 0 || !attrs || !idxs || nattrs == 0 ||
+        nattrs > count || idxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((uintptr_t)s == 1 || (!s && !per_thread)) /* the legacy NULL stream */
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nattrs; k++) {
+        if ((k > 0 && idxs[k] <= idxs[k - 1]) || idxs[k] >= count || attrs[k].srcAccessOrder < 1 ||
+            attrs[k].srcAccessOrder > 3 || (attrs[k].flags & ~1u))
+            return CUDA_ERROR_INVALID_VALUE;
+        wait |= attrs[k].srcAccessOrder == 2;
+    }
+    for (size_t i = 0; i < count; i++) {
+        bool ddev = false, sdev = false;
+        if (!batch_side(dsts[i], sizes[i], &ddev) || !batch_side(srcs[i], sizes[i], &sdev) ||
+            (!ddev && !sdev)) {
+            *fail = i;
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    for (size_t i = 0; i < count && rc == CUDA_SUCCESS; i++)
+        if ((rc = copy(dsts[i], srcs[i], sizes[i], s)) != CUDA_SUCCESS)
+            *fail = i;
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(s);
+    return rc;
+}
+
+CUresult om_r_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                    size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                    size_t numAttrs, CUstream hStream)
+{
+    size_t fail;
+
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, false, &fail);
+}
+
+CUresult om_r_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                         size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                         size_t numAttrs, CUstream hStream)
+{
+    size_t fail;
+
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, true, &fail);
+}
+
+CUresult om_r_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                 CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                 size_t *failIdx, CUstream hStream)
+{
+    size_t fail;
+    CUresult rc =
+        copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, false, &fail);
+
+    if (rc != CUDA_SUCCESS && failIdx)
+        *failIdx = fail;
+    return rc;
+}
+
+CUresult om_r_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                      size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                      size_t numAttrs, size_t *failIdx, CUstream hStream)
+{
+    size_t fail;
+    CUresult rc =
+        copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, true, &fail);
+
+    if (rc != CUDA_SUCCESS && failIdx)
+        *failIdx = fail;
+    return rc;
+}
+
+/*
+ * cuMemcpy3DBatchAsync: pointer-to-pointer operations (element size 1), each one's whole 3D
+ * footprint checked as cuMemcpyBatchAsync's sides are, before any is issued; then each is a
+ * cuMemcpy3DAsync on the stream. Array operands and managed memory are refused
+ * (CUDA_ERROR_NOT_SUPPORTED): not done yet.
+ */
+static CUresult batch3d_side(const om_memcpy3d_operand *o, const CUDA_MEMCPY3D_BATCH_OP *op,
+                             int *ret_type, size_t *ret_pitch, size_t *ret_layer)
+{
+    size_t row = o->op.ptr.rowLength ? o->op.ptr.rowLength : op->width;
+    size_t layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : op->height;
+    size_t span, t;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    bool managed = false;
+    uint64_t server;
+
+    if (o->type == 2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (o->type != 1 || row < op->width || layer < op->height)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* the last byte: (depth - 1) layers, (height - 1) rows, then width */
+    if (__builtin_mul_overflow(op->depth - 1, layer, &t) || __builtin_mul_overflow(t, row, &t) ||
+        __builtin_mul_overflow(op->height - 1, row, &span) ||
+        __builtin_add_overflow(span, t, &span) || __builtin_add_overflow(span, op->width, &span))
+        return CUDA_ERROR_INVALID_VALUE;
+    *ret_pitch = row;
+    *ret_layer = layer;
+    if (om_devrange_find(o->op.ptr.ptr, &base, &size, &managed)) {
+        if (span > size - (o->op.ptr.ptr - base))
+            return CUDA_ERROR_INVALID_VALUE;
+        *ret_type = CU_MEMORYTYPE_DEVICE;
+        return managed ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+    }
+    *ret_type = CU_MEMORYTYPE_HOST;
+    return om_pinned_lookup((const void *)(uintptr_t)o->op.ptr.ptr, span, &server)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult copy3d_batch(size_t n, const CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags,
+                             CUstream s, bool per_thread, size_t *fail)
+{
+    CUresult (*copy)(const CUDA_MEMCPY3D *, CUstream) = om_remote_entry(OM_IDX_cuMemcpy3DAsync_v2);
+    CUresult (*sync)(CUstream) = om_remote_entry(OM_IDX_cuStreamSynchronize);
+    bool wait = false;
+    CUresult rc = CUDA_SUCCESS;
+
+    *fail = BATCH_NOT_A_COPY;
+    if (n == 0 || !ops || flags || (uintptr_t)s == 1 || (!s && !per_thread))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
+        int st = 0, dt = 0;
+        size_t sp, sl, dp, dl;
+
+        *fail = i;
+        if (!op->width || !op->height || !op->depth || op->srcAccessOrder < 1 ||
+            op->srcAccessOrder > 3 || (op->flags & ~1u))
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((rc = batch3d_side(&op->src, op, &st, &sp, &sl)) != CUDA_SUCCESS ||
+            (rc = batch3d_side(&op->dst, op, &dt, &dp, &dl)) != CUDA_SUCCESS)
+            return rc;
+        if (st == CU_MEMORYTYPE_HOST && dt == CU_MEMORYTYPE_HOST)
+            return CUDA_ERROR_INVALID_VALUE;
+        wait |= op->srcAccessOrder == 2;
+    }
+    *fail = BATCH_NOT_A_COPY;
+    for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
+        CUDA_MEMCPY3D c = {0};
+        int st = 0, dt = 0;
+        size_t sp, sl, dp, dl;
+
+        batch3d_side(&op->src, op, &st, &sp, &sl);
+        batch3d_side(&op->dst, op, &dt, &dp, &dl);
+        c.srcMemoryType = st;
+        if (st == CU_MEMORYTYPE_HOST)
+            c.srcHost = (const void *)(uintptr_t)op->src.op.ptr.ptr;
+        else
+            c.srcDevice = op->src.op.ptr.ptr;
+        c.srcPitch = sp;
+        c.srcHeight = sl;
+        c.dstMemoryType = dt;
+        if (dt == CU_MEMORYTYPE_HOST)
+            c.dstHost = (void *)(uintptr_t)op->dst.op.ptr.ptr;
+        else
+            c.dstDevice = op->dst.op.ptr.ptr;
+        c.dstPitch = dp;
+        c.dstHeight = dl;
+        c.WidthInBytes = op->width;
+        c.Height = op->height;
+        c.Depth = op->depth;
+        if ((rc = copy(&c, s)) != CUDA_SUCCESS)
+            *fail = i;
+    }
+    if (rc == CUDA_SUCCESS && wait)
+        rc = sync(s);
+    return rc;
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                      unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+
+    return copy3d_batch(numOps, opList, flags, hStream, false, &fail);
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                           unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+
+    return copy3d_batch(numOps, opList, flags, hStream, true, &fail);
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                                   unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+    CUresult rc = copy3d_batch(numOps, opList, flags, hStream, false, &fail);
+
+    if (rc != CUDA_SUCCESS && failIdx)
+        *failIdx = fail;
+    return rc;
+}
+
+CUresult om_r_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                        size_t *failIdx, unsigned long long flags, CUstream hStream)
+{
+    size_t fail;
+    CUresult rc = copy3d_batch(numOps, opList, flags, hStream, true, &fail);
+
+    if (rc != CUDA_SUCCESS && failIdx)
+        *failIdx = fail;
+    return rc;
 }

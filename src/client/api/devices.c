@@ -91,3 +91,19 @@ CUresult om_r_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
         *bytes = b > UINT_MAX ? UINT_MAX : (unsigned int)b;
     return rc;
 }
+
+/* ------------------------------------------------------------------ bus ids */
+
+/* The server's ordinal for a bus id: a device this client sees, or none. */
+CUresult om_r_cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus)
+{
+    CUdevice d = -1;
+    CUresult rc = om_rpc_cuDeviceGetByPCIBusId(&d, bus);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (d < 0 || d >= (int)om_shim.client.ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = d;
+    return CUDA_SUCCESS;
+}

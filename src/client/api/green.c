@@ -3,8 +3,8 @@
  * Remote mode: green contexts and device resources (api/remote/green.tsv). The server makes real
  * green contexts for this process; a CUdevResource is the server's copy (its hidden bytes name
  * the real struct the server keeps). A green context's CUcontext (cuCtxFromGreenCtx) is a token
- * here, like a created context's (api/contexts.c): current, it makes cuStreamCreate's streams in
- * the green context.
+ * here, like a created context's (the tokens are state/current.c's): current, it makes
+ * cuStreamCreate's streams in the green context.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -20,81 +20,6 @@
 #define RES_BYTES 144 /* sizeof(CUdevResource) */
 #define SPLIT_MAX 256 /* groups one split answers at most (the server's bound) */
 #define DESC_RES_MAX 128
-#define GREEN_SLOTS 256
-#define GREEN_TAG 0x6e67000000000000ull
-#define GREEN_TAG_MASK 0xffff00000000000full
-
-/* The green contexts of this process, by slot: their CUcontext token is (tag | gen | slot). */
-static struct {
-    uint64_t handle; /* the server's green context; 0: free */
-    int dev;
-    uint32_t gen;
-    unsigned long long id; /* its context's id (cuCtxGetId), unique in the process */
-} greens[GREEN_SLOTS];
-static unsigned long long next_id = 0x100000; /* apart from created contexts' (contexts.c) */
-static int made;      /* a green context was made: calls check the current one (__atomic) */
-static uint64_t sent; /* the green context the server has current (under the ring lock) */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static CUcontext token(unsigned slot, uint32_t gen)
-{
-    return (CUcontext)(uintptr_t)(GREEN_TAG | (uint64_t)(gen & 0xffffff) << 20 |
-                                  (uint64_t)slot << 4);
-}
-
-/* The slot of a live green context's token; -1: destroyed (or forged); -2: no such token. */
-static int slot_of(CUcontext ctx)
-{
-    uint64_t v = (uint64_t)(uintptr_t)ctx, slot = (v >> 4) & 0xffff;
-
-    if ((v & GREEN_TAG_MASK) != GREEN_TAG)
-        return -2;
-    if (slot >= GREEN_SLOTS || !__atomic_load_n(&greens[slot].handle, __ATOMIC_ACQUIRE) ||
-        (greens[slot].gen & 0xffffff) != ((v >> 20) & 0xffffff))
-        return -1;
-    return (int)slot;
-}
-
-int om_green_ctx_device(CUcontext ctx)
-{
-    int slot = slot_of(ctx);
-
-    return slot < 0 ? slot : greens[slot].dev;
-}
-
-bool om_green_ctx_id(CUcontext ctx, unsigned long long *id)
-{
-    int slot = slot_of(ctx);
-
-    if (slot < 0)
-        return false;
-    *id = greens[slot].id;
-    return true;
-}
-
-/* The green context a context token stands for; NULL for any other context. */
-static CUgreenCtx green_of_ctx(CUcontext ctx)
-{
-    int slot = slot_of(ctx);
-
-    return slot < 0
-               ? NULL
-               : (CUgreenCtx)(uintptr_t)__atomic_load_n(&greens[slot].handle, __ATOMIC_ACQUIRE);
-}
-
-bool om_green_current(CUgreenCtx *g)
-{
-    CUcontext ctx = NULL;
-
-    om_current_context(&ctx);
-    *g = green_of_ctx(ctx);
-    return *g != NULL;
-}
-
-CUgreenCtx om_green_of_context(CUcontext ctx)
-{
-    return green_of_ctx(ctx);
-}
 
 /* ------------------------------------------------------------------ resources */
 
@@ -145,9 +70,9 @@ CUresult om_r_cuCtxGetDevResource(CUcontext ctx, CUdevResource *res, CUdevResour
         om_current_context(&ctx);
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if ((g = green_of_ctx(ctx)))
+    if ((g = om_green_of_context(ctx)))
         return om_r_cuGreenCtxGetDevResource(g, res, type);
-    if (om_r_cuCtxGetDevice_v2(&dev, ctx) != CUDA_SUCCESS)
+    if (om_ctx_get_device(ctx, &dev) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
     return om_r_cuDeviceGetDevResource(dev, res, type);
 }
@@ -252,7 +177,6 @@ CUresult om_r_cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, CUdevic
                                unsigned flags)
 {
     uint64_t h = 0;
-    unsigned slot;
     CUresult rc;
 
     if (!pctx)
@@ -262,18 +186,8 @@ CUresult om_r_cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, CUdevic
     rc = call3(OM_IDX_cuGreenCtxCreate, (uint64_t)(uintptr_t)desc, (uint64_t)dev, flags, &h);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    for (slot = 0; slot < GREEN_SLOTS && greens[slot].handle; slot++) {
-    }
-    if (slot < GREEN_SLOTS) {
-        greens[slot].dev = dev;
-        greens[slot].gen++;
-        greens[slot].id = next_id++;
-        __atomic_store_n(&made, 1, __ATOMIC_RELEASE);
-        __atomic_store_n(&greens[slot].handle, h, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&lock);
-    /* The server holds fewer than GREEN_SLOTS for one client: a slot is always free. */
+    om_green_register(h, dev);
+    /* The server holds fewer than state/current.c's slots for one client: one is always free. */
     *pctx = (CUgreenCtx)(uintptr_t)h;
     return CUDA_SUCCESS;
 }
@@ -287,46 +201,17 @@ CUresult om_r_cuGreenCtxDestroy(CUgreenCtx g)
     rc = call3(OM_IDX_cuGreenCtxDestroy, (uint64_t)(uintptr_t)g, 0, 0, NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    for (unsigned slot = 0; slot < GREEN_SLOTS; slot++)
-        if (greens[slot].handle == (uint64_t)(uintptr_t)g)
-            __atomic_store_n(&greens[slot].handle, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&lock);
-    om_ring_lock(); /* the server has none current now (a new one may get the same handle) */
-    if (sent == (uint64_t)(uintptr_t)g)
-        sent = 0;
-    om_ring_unlock();
+    om_green_unregister((uint64_t)(uintptr_t)g);
+    /* the server has none current now (a new one may get the same handle) */
+    om_transport_green_gone((uint64_t)(uintptr_t)g);
     return CUDA_SUCCESS;
-}
-
-void om_green_before_call(void)
-{
-    CUgreenCtx g = NULL;
-    REQ(req, 8);
-
-    if (!__atomic_load_n(&made, __ATOMIC_ACQUIRE))
-        return; /* a program without green contexts pays one load */
-    om_green_current(&g);
-    if ((uint64_t)(uintptr_t)g == sent)
-        return;
-    sent = (uint64_t)(uintptr_t)g;
-    om_put_u64(&req, sent);
-    /* posted: a refusal (a green context gone meanwhile) is reported at the next sync */
-    om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + OM_IDX_cuCtxFromGreenCtx), req.p,
-                   (uint32_t)req.len);
 }
 
 CUresult om_r_cuCtxFromGreenCtx(CUcontext *pctx, CUgreenCtx g)
 {
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned slot = 0; g && slot < GREEN_SLOTS; slot++) {
-        if (__atomic_load_n(&greens[slot].handle, __ATOMIC_ACQUIRE) == (uint64_t)(uintptr_t)g) {
-            *pctx = token(slot, greens[slot].gen);
-            return CUDA_SUCCESS;
-        }
-    }
-    return CUDA_ERROR_INVALID_CONTEXT;
+    return om_green_token(g, pctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 /* NULL: the current context's green context. */
@@ -375,10 +260,9 @@ CUresult om_green_stream_create(CUstream *s, CUgreenCtx g, unsigned flags, int p
         return rc;
     *s = (CUstream)(uintptr_t)h;
     /* om_stream_created records the current context: the green context's for this call. */
-    if (om_r_cuCtxFromGreenCtx(&ctx, g) == CUDA_SUCCESS &&
-        om_r_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+    if (om_green_token(g, &ctx) && om_current_push(ctx) == CUDA_SUCCESS) {
         rc = om_stream_created(CUDA_SUCCESS, s);
-        om_r_cuCtxPopCurrent_v2(NULL);
+        om_current_pop(NULL);
         return rc;
     }
     return om_stream_created(CUDA_SUCCESS, s);

@@ -10,9 +10,10 @@
  *
  * User objects live here only: a reference count and the program's destructor. A graph's
  * references are kept per graph handle; cloning and instantiating copy them, destroying the
- * graph releases them. An executable graph's are released when it is destroyed, after the work
- * it launched: the streams it was last launched into (up to MAX_STREAMS, else every stream of
- * the process) are waited for in cuGraphExecDestroy, which the driver itself does not do.
+ * graph releases them (the graphs family, api/graphs.c, tells: om_uobj_*). An executable graph's
+ * are released when it is destroyed, after the work it launched: the streams it was last launched
+ * into (up to MAX_STREAMS, else every stream of the process) are waited for in cuGraphExecDestroy,
+ * which the driver itself does not do.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,9 +34,9 @@
 #include "../../common/msg.h"
 #include "../gen/remote_decls.h"
 #include "../remote.h"
+#include "graph.h"
 #include "../shim.h"
 
-#define MAX_DEPS 4096 /* dependencies of one new node (the server's limit) */
 #define MAX_STREAMS 8 /* streams remembered per executable graph holding user objects */
 #define STREAM_CAPTURE_UNSUPPORTED 900
 #define USER_OBJECT_NO_DESTRUCTOR_SYNC 1
@@ -539,24 +540,6 @@ void om_uobj_exec_launched(CUgraphExec e, CUstream s)
     pthread_mutex_unlock(&uobj_lock);
 }
 
-CUresult om_r_cuGraphClone(CUgraph *out, CUgraph g)
-{
-    CUresult rc = om_rpc_cuGraphClone(out, g);
-
-    if (rc == CUDA_SUCCESS)
-        holder_copy((uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)*out, false);
-    return rc;
-}
-
-CUresult om_r_cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long flags)
-{
-    CUresult rc = om_rpc_cuGraphInstantiateWithFlags(e, g, flags);
-
-    if (rc == CUDA_SUCCESS)
-        om_uobj_instantiated(g, *e);
-    return rc;
-}
-
 /* Waits for the work the executable graph launched (the streams remembered), if it holds
  * references; false: it holds none. */
 static bool wait_exec_work(CUgraphExec e)
@@ -585,28 +568,30 @@ static bool wait_exec_work(CUgraphExec e)
     return true;
 }
 
-/* The executable graph's references go once the work it launched is done. */
-CUresult om_r_cuGraphExecDestroy(CUgraphExec e)
+/* A clone of g holds the references g holds. */
+void om_uobj_graph_cloned(CUgraph g, CUgraph clone)
 {
-    CUresult rc = om_rpc_cuGraphExecDestroy(e);
+    holder_copy((uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)clone, false);
+}
 
-    if (rc == CUDA_SUCCESS && __atomic_load_n(&nholders, __ATOMIC_ACQUIRE)) {
+/* The executable graph's references go once the work it launched is done. */
+void om_uobj_exec_destroyed(CUgraphExec e)
+{
+    if (__atomic_load_n(&nholders, __ATOMIC_ACQUIRE)) {
         wait_exec_work(e);
         holder_drop((uint64_t)(uintptr_t)e, true);
     }
-    return rc;
 }
 
 /* An update replaces the executable graph's references by copies of the new graph's; its old
  * ones go once the work it launched before is done. */
-CUresult om_r_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+void om_uobj_exec_updated(CUgraphExec e, CUgraph g)
 {
-    CUresult rc = om_rpc_cuGraphExecUpdate_v2(e, g, info);
     uint64_t old = (uint64_t)(uintptr_t)e ^ 1; /* a key no graph handle has (they are aligned) */
     struct holder *hd;
 
-    if (rc != CUDA_SUCCESS || !__atomic_load_n(&nholders, __ATOMIC_ACQUIRE))
-        return rc;
+    if (!__atomic_load_n(&nholders, __ATOMIC_ACQUIRE))
+        return;
     wait_exec_work(e);
     pthread_mutex_lock(&uobj_lock);
     hd = holder_of((uint64_t)(uintptr_t)e, true, false);
@@ -616,5 +601,4 @@ CUresult om_r_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateRe
     holder_copy((uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)e, true);
     if (hd)
         holder_drop(old, true);
-    return rc;
 }

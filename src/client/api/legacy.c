@@ -453,8 +453,8 @@ static CUresult peer_pair(CUcontext peerContext, CUdevice *from, CUdevice *to)
 
     om_current_context(&cur);
     if (!cur || !peerContext || cur == peerContext ||
-        om_r_cuCtxGetDevice_v2(to, peerContext) != CUDA_SUCCESS ||
-        om_r_cuCtxGetDevice_v2(from, cur) != CUDA_SUCCESS || *from < 0 || *to < 0 ||
+        om_ctx_get_device(peerContext, to) != CUDA_SUCCESS ||
+        om_ctx_get_device(cur, from) != CUDA_SUCCESS || *from < 0 || *to < 0 ||
         *from >= (int)OM_MAX_DEVICES || *to >= (int)OM_MAX_DEVICES)
         return CUDA_ERROR_INVALID_CONTEXT;
     return CUDA_SUCCESS;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode, the client's hand-written part of the modules family: occupancy (the block-size
- * search that calls the program's callback), cluster occupancy, and the queries of modules,
- * libraries, kernels and functions that the client answers or marshals itself. */
+/* Remote mode, the modules family (api/remote/modules.tsv): loading modules and libraries (files
+ * read by this process, images staged), kernels and their parameter layouts, globals, the
+ * attributes cache, and the queries of modules, libraries, kernels and functions that the client
+ * answers or marshals itself. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -12,209 +13,11 @@
 #include "../../common/image.h"
 #include "../gen/remote_decls.h"
 #include "../remote.h"
+#include "module.h"
 #include "../shim.h"
 #include "openmps/ops.h"
 
-/* ------------------------------------------------------------------ occupancy */
-
-/* Device attributes (CUdevice_attribute) and the function attribute the search needs. */
-#define ATTR_MAX_THREADS_PER_BLOCK 1
-#define ATTR_WARP_SIZE 10
-#define ATTR_MULTIPROCESSOR_COUNT 16
-#define FUNC_ATTR_MAX_THREADS_PER_BLOCK 0
-#define OCCUPANCY_FLAGS 0x1u /* CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE */
-
-/*
- * Answers kept, by function, block size, dynamic shared size and flags: PyTorch asks the same
- * question before some launches (2 round trips per ResNet-18 batch). The answer depends on the
- * function's build, the device and the function's carveout, which this client changes only
- * through cuFuncSetAttribute (that empties it, as an unload does). A CUkernel passed as a
- * function answers for the current device, so the key has the device.
- */
-#define OCC_SLOTS 256 /* a power of two */
-
-static struct occ_entry {
-    uint64_t func, smem;
-    int block;
-    unsigned flags;
-    int dev;
-    int n;
-    bool valid;
-} occ_cache[OCC_SLOTS];
-static pthread_mutex_t occ_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct occ_entry *occ_slot(uint64_t func, int block, uint64_t smem, unsigned flags, int dev)
-{
-    uint64_t h = ((func >> 4) ^ (uint64_t)block << 40 ^ smem << 8 ^ flags ^ (uint64_t)dev << 56) *
-                 0x9E3779B97F4A7C15ull;
-
-    return &occ_cache[(h >> 32) & (OCC_SLOTS - 1)];
-}
-
-static void occ_cache_clear(void)
-{
-    pthread_mutex_lock(&occ_lock);
-    memset(occ_cache, 0, sizeof(occ_cache));
-    pthread_mutex_unlock(&occ_lock);
-}
-
-CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
-                                                                   int blockSize,
-                                                                   size_t dynamicSMemSize,
-                                                                   unsigned int flags)
-{
-    uint64_t f = (uint64_t)(uintptr_t)func;
-    int dev = om_shim.client.ndevices > 1 ? om_current_device() : 0;
-    struct occ_entry *e = occ_slot(f, blockSize, dynamicSMemSize, flags, dev);
-    bool hit;
-    CUresult rc;
-
-    pthread_mutex_lock(&occ_lock);
-    hit = numBlocks && e->valid && e->func == f && e->block == blockSize &&
-          e->smem == dynamicSMemSize && e->flags == flags && e->dev == dev;
-    if (hit)
-        *numBlocks = e->n;
-    pthread_mutex_unlock(&occ_lock);
-    if (hit)
-        return CUDA_SUCCESS;
-    rc = om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
-                                                                     dynamicSMemSize, flags);
-    if (rc == CUDA_SUCCESS && numBlocks && f) {
-        pthread_mutex_lock(&occ_lock);
-        *e = (struct occ_entry){f, dynamicSMemSize, blockSize, flags, dev, *numBlocks, true};
-        pthread_mutex_unlock(&occ_lock);
-    }
-    return rc;
-}
-
-/*
- * The block size that keeps the most threads resident on one multiprocessor, searched here in
- * the client because the dynamic shared memory of a block size may come from the program's
- * callback, a function of this process (the server cannot call it).
- *
- * The search (written from the driver's documented semantics):
- *   limit  = the smallest of the function's MAX_THREADS_PER_BLOCK, the device's, and
- *            blockSizeLimit when it is not 0;
- *   candidates, largest first: limit itself, then each multiple of the warp size below it;
- *   for each candidate b: smem = callback ? callback(b) : dynamicSMemSize;
- *            n = the server's cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(b, smem);
- *            resident threads n * b; a candidate replaces the best only when it keeps strictly
- *            more threads resident, so among equals the largest block size wins;
- *   answer: *blockSize = the best b, *minGridSize = its n times the multiprocessor count (the
- *           smallest grid that fills every multiprocessor); both 0 when no candidate fits.
- * One round trip per candidate (at most limit / warp size + 1).
- */
-static CUresult potential_block_size(int *minGridSize, int *blockSize, CUfunction func,
-                                     CUoccupancyB2DSize b2d, size_t dynamicSMemSize,
-                                     int blockSizeLimit, unsigned int flags)
-{
-    int dev = 0, fmax = 0, dmax = 0, warp = 0, sms = 0, limit, best = 0, best_n = 0;
-    long long best_threads = 0;
-    CUresult rc;
-
-    if (!minGridSize || !blockSize || blockSizeLimit < 0 || (flags & ~OCCUPANCY_FLAGS))
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = om_r_cuCtxGetDevice(&dev)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = om_r_cuFuncGetAttribute(&fmax, FUNC_ATTR_MAX_THREADS_PER_BLOCK, func)) !=
-            CUDA_SUCCESS ||
-        (rc = om_device_attribute(dev, ATTR_MAX_THREADS_PER_BLOCK, &dmax)) != CUDA_SUCCESS ||
-        (rc = om_device_attribute(dev, ATTR_WARP_SIZE, &warp)) != CUDA_SUCCESS ||
-        (rc = om_device_attribute(dev, ATTR_MULTIPROCESSOR_COUNT, &sms)) != CUDA_SUCCESS)
-        return rc;
-    limit = fmax < dmax ? fmax : dmax;
-    if (blockSizeLimit > 0 && blockSizeLimit < limit)
-        limit = blockSizeLimit;
-    if (warp <= 0)
-        warp = 32;
-    for (int b = limit; b > 0; b = b % warp ? b - b % warp : b - warp) {
-        size_t smem = b2d ? b2d(b) : dynamicSMemSize;
-        int n = 0;
-        rc = om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, func, b, smem, flags);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-        if ((long long)n * b > best_threads) {
-            best_threads = (long long)n * b;
-            best = b;
-            best_n = n;
-        }
-    }
-    *blockSize = best;
-    *minGridSize = best_n * (sms > 0 ? sms : 1);
-    return CUDA_SUCCESS;
-}
-
-CUresult om_r_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
-                                               CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-                                               size_t dynamicSMemSize, int blockSizeLimit)
-{
-    return potential_block_size(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
-                                dynamicSMemSize, blockSizeLimit, 0);
-}
-
-CUresult
-om_r_cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func,
-                                               CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-                                               size_t dynamicSMemSize, int blockSizeLimit,
-                                               unsigned int flags)
-{
-    return potential_block_size(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
-                                dynamicSMemSize, blockSizeLimit, flags);
-}
-
-/* A launch attribute (CUlaunchAttribute) travels as its 72 bytes; at most 16 of them. */
-#define LAUNCH_ATTR_BYTES 72
-#define MAX_LAUNCH_ATTRS 16
-
-/* Cluster occupancy: the function and the launch configuration as a launch sends them (the
- * stream and the attributes are checked by the server), one int back. */
-static CUresult cluster_call(int index, int *out, CUfunction func, const CUlaunchConfig *cfg)
-{
-    REQ(req, 64 + MAX_LAUNCH_ATTRS * LAUNCH_ATTR_BYTES);
-    uint64_t v = 0;
-    uint32_t got = 0;
-    CUresult rc;
-
-    if (!out || !cfg || cfg->numAttrs > MAX_LAUNCH_ATTRS || (cfg->numAttrs && !cfg->attrs))
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)func);
-    om_put_u64(&req, ((uint64_t)cfg->gridDimY << 32) | cfg->gridDimX);
-    om_put_u64(&req, ((uint64_t)cfg->blockDimX << 32) | cfg->gridDimZ);
-    om_put_u64(&req, ((uint64_t)cfg->blockDimZ << 32) | cfg->blockDimY);
-    om_put_u64(&req, cfg->sharedMemBytes);
-    om_put_u64(&req, (uint64_t)(uintptr_t)cfg->hStream);
-    om_put_u64(&req, cfg->numAttrs);
-    if (cfg->numAttrs)
-        om_put_bytes(&req, cfg->attrs, (size_t)cfg->numAttrs * LAUNCH_ATTR_BYTES);
-    rc = om_rcall(index, &req, &v, sizeof(v), &got);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (got != sizeof(v))
-        return CUDA_ERROR_UNKNOWN;
-    *out = (int)(int64_t)v;
-    return CUDA_SUCCESS;
-}
-
-CUresult om_r_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
-                                                 const CUlaunchConfig *config)
-{
-    return cluster_call(OM_IDX_cuOccupancyMaxPotentialClusterSize, clusterSize, func, config);
-}
-
-CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
-                                           const CUlaunchConfig *config)
-{
-    return cluster_call(OM_IDX_cuOccupancyMaxActiveClusters, numClusters, func, config);
-}
-
 /* ------------------------------------------------------------------ JIT options, files */
-
-/* CUjit_option values whose answers the driver writes into the program's arrays. */
-#define JIT_WALL_TIME 2
-#define JIT_INFO_LOG_BUFFER 3
-#define JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
-#define JIT_ERROR_LOG_BUFFER 5
-#define JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 
 /*
  * The answers a load gives through its JIT options: the server loads the image without the
@@ -257,7 +60,7 @@ void om_jit_options_answer(unsigned n, const int *o, void **v)
 
 /* A module file, read by this process (the server never opens a client's path), with a NUL
  * after its bytes (a PTX image ends at its NUL). NULL with *rc set when it cannot be read. */
-static char *read_module_file(const char *path, CUresult *rc, size_t *ret_len)
+char *om_module_read_file(const char *path, CUresult *rc, size_t *ret_len)
 {
     FILE *f;
     char *buf = NULL;
@@ -310,7 +113,7 @@ CUresult om_r_cuModuleLoad(CUmodule *module, const char *fname)
 
     if (!module)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!(image = read_module_file(fname, &rc, NULL)))
+    if (!(image = om_module_read_file(fname, &rc, NULL)))
         return rc;
     rc = om_r_cuModuleLoadData(module, image);
     free(image);
@@ -327,7 +130,7 @@ CUresult om_r_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 
     if (!library)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!(image = read_module_file(fileName, &rc, NULL)))
+    if (!(image = om_module_read_file(fileName, &rc, NULL)))
         return rc;
     rc = om_r_cuLibraryLoadData(library, image, jitOptions, jitOptionsValues, numJitOptions,
                                 libraryOptions, libraryOptionValues, numLibraryOptions);
@@ -385,305 +188,6 @@ CUresult om_r_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
         CUDA_ERROR_INVALID_HANDLE)
         return CUDA_ERROR_INVALID_HANDLE;
     return CUDA_SUCCESS; /* a preference without effect since Volta (the driver ignores it) */
-}
-
-/* ------------------------------------------------------------------ the linker */
-
-/*
- * The program's option arrays hold pointers of this process (log buffers) and slots the driver
- * writes back: the server gets the values only and keeps its own buffers; each answer carries
- * the server's logs and written-back values, copied here into the program's buffers and slots
- * (which must stay valid while the link state lives, as for the driver). The cubin of
- * cuLinkComplete is copied into memory this record owns until cuLinkDestroy.
- */
-#define LINK_MAX_OPTIONS 32
-#define LINK_LOG_MAX 65536u
-#define LINK_CHUNK (256u * 1024u)
-#define LINK_REPLY (64u + 8u * LINK_MAX_OPTIONS + 2u * (8u + LINK_LOG_MAX) + LINK_CHUNK)
-#define JIT_THREADS_PER_BLOCK 1
-
-struct clink {
-    CUlinkState h;
-    unsigned n;
-    CUjit_option *opts;
-    void **vals;
-    unsigned info_cap, error_cap; /* the program's log sizes, as given */
-    void *cubin;
-    size_t cubin_size;
-    struct clink *next;
-};
-static struct clink *clinks;
-static pthread_mutex_t clinks_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct clink *clink_find(CUlinkState h)
-{
-    struct clink *l;
-
-    pthread_mutex_lock(&clinks_lock);
-    for (l = clinks; l && l->h != h; l = l->next) {
-    }
-    pthread_mutex_unlock(&clinks_lock);
-    return l;
-}
-
-/* The option value a slot holds, for the wire: log buffers are the server's own. */
-static bool is_log_option(int o)
-{
-    return o >= JIT_WALL_TIME && o <= JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
-}
-
-/* n (id, value) pairs; `inputs`: an input's options, whose logs are answered here. */
-static CUresult put_options(struct om_wbuf *req, unsigned n, const CUjit_option *o, void **v,
-                            bool input)
-{
-    unsigned sent = 0;
-
-    if (n > LINK_MAX_OPTIONS || (n && (!o || !v)))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n; i++)
-        sent += !(input && is_log_option(o[i]));
-    om_put_u64(req, sent);
-    for (unsigned i = 0; i < n; i++) {
-        if (input && is_log_option(o[i]))
-            continue;
-        om_put_u64(req, (uint64_t)(uint32_t)o[i]);
-        om_put_u64(req, o[i] == JIT_INFO_LOG_BUFFER || o[i] == JIT_ERROR_LOG_BUFFER ||
-                                o[i] == JIT_WALL_TIME
-                            ? 0
-                            : (uint64_t)(uintptr_t)v[i]);
-    }
-    return CUDA_SUCCESS;
-}
-
-static void copy_log(const struct clink *l, int buf_opt, unsigned cap, const void *bytes,
-                     size_t len)
-{
-    for (unsigned i = 0; i < l->n; i++) {
-        if (l->opts[i] != buf_opt || !l->vals[i] || cap == 0)
-            continue;
-        if (len > cap - 1)
-            len = cap - 1;
-        memcpy(l->vals[i], bytes, len);
-        ((char *)l->vals[i])[len] = '\0';
-    }
-}
-
-/* The server's options as the driver left them, then its logs (link_answer in the server). */
-static CUresult apply_answer(struct clink *l, struct om_rbuf *in)
-{
-    uint64_t n = om_get_u64(in);
-
-    if (in->bad || n != l->n)
-        return CUDA_ERROR_UNKNOWN;
-    for (unsigned i = 0; i < l->n; i++) {
-        uint64_t v = om_get_u64(in);
-        int o = l->opts[i];
-        if (o == JIT_INFO_LOG_BUFFER_SIZE_BYTES || o == JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
-            unsigned cap = o == JIT_INFO_LOG_BUFFER_SIZE_BYTES ? l->info_cap : l->error_cap;
-            l->vals[i] = (void *)(uintptr_t)(v < cap ? v : cap);
-        } else if (o == JIT_WALL_TIME || o == JIT_THREADS_PER_BLOCK) {
-            l->vals[i] = (void *)(uintptr_t)v;
-        }
-    }
-    for (int k = 0; k < 2; k++) {
-        uint64_t len = om_get_u64(in);
-        const void *b = len <= LINK_LOG_MAX ? om_get_bytes(in, (size_t)len) : NULL;
-        if (in->bad || !b)
-            return CUDA_ERROR_UNKNOWN;
-        copy_log(l, k ? JIT_ERROR_LOG_BUFFER : JIT_INFO_LOG_BUFFER, k ? l->error_cap : l->info_cap,
-                 b, (size_t)len);
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
-                              CUlinkState *stateOut)
-{
-    REQ(req, 16 + 16 * LINK_MAX_OPTIONS);
-    struct clink *l;
-    uint8_t *reply;
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-
-    if (!stateOut)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = put_options(&req, numOptions, options, optionValues, false)) != CUDA_SUCCESS)
-        return rc;
-    if (!(l = calloc(1, sizeof(*l))) || !(reply = malloc(LINK_REPLY))) {
-        free(l);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    l->n = numOptions, l->opts = options, l->vals = optionValues;
-    for (unsigned i = 0; i < numOptions; i++) {
-        uintptr_t v = (uintptr_t)optionValues[i];
-        if (options[i] == JIT_INFO_LOG_BUFFER_SIZE_BYTES)
-            l->info_cap = (unsigned)(v < LINK_LOG_MAX ? v : LINK_LOG_MAX);
-        else if (options[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-            l->error_cap = (unsigned)(v < LINK_LOG_MAX ? v : LINK_LOG_MAX);
-    }
-    rc = om_rcall(OM_IDX_cuLinkCreate_v2, &req, reply, LINK_REPLY, &got);
-    in = (struct om_rbuf){.p = reply, .len = got};
-    if (rc == CUDA_SUCCESS) {
-        l->h = (CUlinkState)(uintptr_t)om_get_u64(&in);
-        rc = (CUresult)om_get_u64(&in);
-        if (rc == CUDA_SUCCESS)
-            rc = apply_answer(l, &in);
-    }
-    free(reply);
-    if (rc != CUDA_SUCCESS) {
-        free(l);
-        return rc;
-    }
-    pthread_mutex_lock(&clinks_lock);
-    l->next = clinks;
-    clinks = l;
-    pthread_mutex_unlock(&clinks_lock);
-    *stateOut = l->h;
-    return CUDA_SUCCESS;
-}
-
-CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size,
-                               const char *name, unsigned int numOptions, CUjit_option *options,
-                               void **optionValues)
-{
-    REQ(req, 48 + 1024 + 16 * LINK_MAX_OPTIONS);
-    struct clink *l = clink_find(state);
-    size_t nlen = name ? strlen(name) : 0;
-    uint8_t *reply;
-    uint32_t got = 0;
-    struct om_rbuf in;
-    CUresult rc;
-
-    if (!l)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!data || size == 0 || nlen >= 1024)
-        return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, (uint64_t)(uintptr_t)state);
-    om_put_u64(&req, (uint64_t)(uint32_t)type);
-    om_put_u64(&req, size);
-    om_put_u64(&req, nlen);
-    om_put_bytes(&req, name, nlen);
-    if ((rc = put_options(&req, numOptions, options, optionValues, true)) != CUDA_SUCCESS)
-        return rc;
-    if (!(reply = malloc(LINK_REPLY)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = om_rcall_staged(OM_IDX_cuLinkAddData_v2, data, size, &req, reply, LINK_REPLY, &got);
-    in = (struct om_rbuf){.p = reply, .len = got};
-    if (rc == CUDA_SUCCESS) {
-        CUresult driver = (CUresult)om_get_u64(&in);
-        rc = apply_answer(l, &in);
-        if (rc == CUDA_SUCCESS)
-            rc = driver;
-    }
-    free(reply);
-    om_jit_options_answer(numOptions, (const int *)options, optionValues);
-    return rc;
-}
-
-CUresult om_r_cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
-                               unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    size_t len = 0;
-    CUresult rc;
-    char *bytes;
-
-    if (!clink_find(state))
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!(bytes = read_module_file(path, &rc, &len))) /* this process reads it */
-        return rc;
-    /* PTX (CU_JIT_INPUT_PTX) is text the driver reads to its NUL: the NUL travels too */
-    rc = om_r_cuLinkAddData_v2(state, type, bytes, type == 1 ? len + 1 : len, path, numOptions,
-                               options, optionValues);
-    free(bytes);
-    return rc;
-}
-
-CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
-{
-    struct clink *l = clink_find(state);
-    uint8_t *reply;
-    size_t off = 0, total = 0;
-    CUresult rc = CUDA_SUCCESS;
-
-    if (!l)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!cubinOut || !sizeOut)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (l->cubin) { /* completed before: the same bytes */
-        *cubinOut = l->cubin;
-        *sizeOut = l->cubin_size;
-        return CUDA_SUCCESS;
-    }
-    if (!(reply = malloc(LINK_REPLY)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    do {
-        REQ(req, 16);
-        uint32_t got = 0;
-        struct om_rbuf in;
-        const void *chunk;
-        uint64_t size, n;
-        om_put_u64(&req, (uint64_t)(uintptr_t)state);
-        om_put_u64(&req, off);
-        rc = om_rcall(OM_IDX_cuLinkComplete, &req, reply, LINK_REPLY, &got);
-        if (rc != CUDA_SUCCESS)
-            break;
-        in = (struct om_rbuf){.p = reply, .len = got};
-        rc = (CUresult)om_get_u64(&in);
-        CUresult logs = apply_answer(l, &in);
-        if (rc != CUDA_SUCCESS || (rc = logs) != CUDA_SUCCESS)
-            break;
-        size = om_get_u64(&in);
-        chunk = om_get_rest(&in, &n);
-        if (in.bad || (off && size != total) || n > size - off || (n == 0 && off < size) ||
-            size > (1u << 30)) {
-            rc = CUDA_ERROR_UNKNOWN;
-            break;
-        }
-        if (!l->cubin) {
-            total = (size_t)size;
-            if (!(l->cubin = malloc(total ? total : 1))) {
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-        }
-        memcpy((uint8_t *)l->cubin + off, chunk, (size_t)n);
-        off += (size_t)n;
-    } while (off < total);
-    free(reply);
-    if (rc != CUDA_SUCCESS) {
-        free(l->cubin);
-        l->cubin = NULL;
-        return rc;
-    }
-    l->cubin_size = total;
-    *cubinOut = l->cubin;
-    *sizeOut = total;
-    return CUDA_SUCCESS;
-}
-
-CUresult om_r_cuLinkDestroy(CUlinkState state)
-{
-    struct clink **p, *l = NULL;
-    CUresult rc;
-
-    if (!clink_find(state))
-        return CUDA_ERROR_INVALID_HANDLE;
-    rc = om_rcall_u64(OM_IDX_cuLinkDestroy, (uint64_t)(uintptr_t)state, 0, NULL);
-    pthread_mutex_lock(&clinks_lock);
-    for (p = &clinks; *p; p = &(*p)->next) {
-        if ((*p)->h == state) {
-            l = *p;
-            *p = l->next;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&clinks_lock);
-    if (l) { /* the cubin the program had goes with the state, as the driver's does */
-        free(l->cubin);
-        free(l);
-    }
-    return rc;
 }
 
 /* ------------------------------------------------------------------ libraries' queries */
@@ -1105,7 +609,7 @@ static void attr_cache_clear(void)
     pthread_mutex_lock(&attr_lock);
     memset(attr_cache, 0, sizeof(attr_cache));
     pthread_mutex_unlock(&attr_lock);
-    occ_cache_clear();
+    om_occupancy_forget();
 }
 
 /* Whether the client knows the attribute's value (then in *value). */
@@ -1188,7 +692,7 @@ static CUresult attr_set(uint64_t handle, uint64_t dev, int attrib, int value)
     if (rc == CUDA_SUCCESS && handle && attrib >= 0 && attrib < ATTR_COUNT)
         attr_keep(handle, dev, attrib, value);
     if (rc == CUDA_SUCCESS)
-        occ_cache_clear(); /* a carveout changes what fits */
+        om_occupancy_forget(); /* a carveout changes what fits */
     return rc;
 }
 

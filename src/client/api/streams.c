@@ -128,7 +128,7 @@ CUresult om_r_cuStreamGetDevice(CUstream hStream, CUdevice *device)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = stream_ctx(hStream, &ctx)) != CUDA_SUCCESS)
         return rc;
-    return om_r_cuCtxGetDevice_v2(device, ctx);
+    return om_ctx_get_device(ctx, device);
 }
 
 /* ------------------------------------------------------------------ batches of memory operations
@@ -175,7 +175,7 @@ CUresult om_r_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
 #define MEM_ATTACH_SINGLE 0x4
 
 /*
- * Managed memory is emulated in this process (api/dataplane.c: a shadow copied to and from the
+ * Managed memory is emulated in this process (state/shadows.c: a shadow copied to and from the
  * device around work): there is no driver association to change. The call is checked as the
  * driver checks it, then accepted: the range is managed memory of this process, the whole
  * allocation (length 0, or its exact extent), one attach flag, a stream the client owns.
@@ -197,4 +197,142 @@ CUresult om_r_cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t 
     if (hStream != NULL && hStream != CU_STREAM_LEGACY && hStream != CU_STREAM_PER_THREAD)
         return om_r_cuStreamGetPriority(hStream, &prio);
     return CUDA_SUCCESS;
+}
+
+static CUresult handle_call(int index, const void *h, uint64_t b);
+
+/* ------------------------------------------------------------------ streams, events */
+
+static CUresult create_handle(int index, uint64_t a, uint64_t b, void **out)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = om_rcall_u64(index, a, b, &v);
+    if (rc == CUDA_SUCCESS)
+        *out = (void *)(uintptr_t)v;
+    return rc;
+}
+
+/* A call on one handle whose answer is only its status. */
+static CUresult handle_call(int index, const void *h, uint64_t b)
+{
+    REQ(req, 16);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)h);
+    om_put_u64(&req, b);
+    return om_rcall(index, &req, NULL, 0, NULL);
+}
+
+CUresult om_r_cuStreamCreate(CUstream *s, unsigned flags)
+{
+    CUgreenCtx g;
+
+    if (om_green_current(&g)) /* a green context's token is current: a stream of it */
+        return om_green_stream_create(s, g, flags, 0);
+    return om_stream_created(create_handle(OM_IDX_cuStreamCreate, flags, 0, s), s);
+}
+
+CUresult om_r_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
+{
+    CUgreenCtx g;
+
+    if (om_green_current(&g))
+        return om_green_stream_create(s, g, flags, priority);
+    return om_stream_created(
+        create_handle(OM_IDX_cuStreamCreate, flags, (uint64_t)(int64_t)priority, s), s);
+}
+
+CUresult om_r_cuStreamDestroy_v2(CUstream s)
+{
+    CUresult rc = handle_call(OM_IDX_cuStreamDestroy_v2, s, 0);
+
+    if (rc == CUDA_SUCCESS)
+        om_stream_forget(s);
+    return rc;
+}
+
+CUresult om_r_cuStreamSynchronize(CUstream s)
+{
+    return om_managed_pull(handle_call(OM_IDX_cuStreamSynchronize, s, 0));
+}
+
+/* Host functions run in this process, in stream order: the stream's work is
+ * waited for, the function runs, and only then does the caller go on to
+ * submit later work. (The driver runs them on a thread of its own and does not
+ * block the caller; the order the program sees is the same.) */
+CUresult om_r_cuLaunchHostFunc(CUstream s, void (*fn)(void *), void *data)
+{
+    CUresult rc;
+    bool captured = false;
+
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* On a capturing stream: a host node of the capture, run at each launch (api/hostnodes.c). */
+    rc = om_hostfunc_capture(s, fn, data, &captured);
+    if (rc != CUDA_SUCCESS || captured)
+        return rc;
+    rc = om_r_cuStreamSynchronize(s);
+    if (rc == CUDA_SUCCESS)
+        fn(data);
+    return rc;
+}
+
+CUresult om_r_cuStreamAddCallback(CUstream s, void (*cb)(CUstream, CUresult, void *), void *data,
+                                  unsigned flags)
+{
+    CUresult rc;
+
+    if (!cb || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = om_callback_capture_check(s)) != CUDA_SUCCESS)
+        return rc; /* not capturable, as with the driver */
+    rc = om_r_cuStreamSynchronize(s);
+    cb(s, rc, data); /* called with the stream's error, as the driver does */
+    return CUDA_SUCCESS;
+}
+
+static CUresult stream_query(int index, CUstream s, uint64_t *out)
+{
+    uint64_t v = 0;
+    uint32_t got = 0;
+    REQ(req, 8);
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    rc = om_rcall(index, &req, &v, sizeof(v), &got);
+    if (rc == CUDA_SUCCESS && got != sizeof(v))
+        rc = CUDA_ERROR_UNKNOWN;
+    *out = v;
+    return rc;
+}
+
+CUresult om_r_cuStreamGetFlags(CUstream s, unsigned *flags)
+{
+    uint64_t v;
+    CUresult rc;
+
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = stream_query(OM_IDX_cuStreamGetFlags, s, &v);
+    if (rc == CUDA_SUCCESS)
+        *flags = (unsigned)v;
+    return rc;
+}
+
+CUresult om_r_cuEventSynchronize(CUevent e)
+{
+    return om_managed_pull(handle_call(OM_IDX_cuEventSynchronize, e, 0));
+}
+
+/* An event's handle goes to the server as it is: the server decides (an IPC-shared event is
+ * destroyed by its last holder). */
+CUresult om_r_cuEventDestroy_v2(CUevent hEvent)
+{
+    REQ(req, 8);
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)hEvent);
+    return om_rcall(OM_IDX_cuEventDestroy_v2, &req, NULL, 0, NULL);
 }

@@ -2,7 +2,7 @@
 // The runtime started while a context the program created (cuCtxCreate) is current: a
 // cudaMalloc, a <<<>>> launch, a copy back, checked. Prints "ctx_runtime: ok". (Under openmps
 // the runtime's context checks then see the local driver's context the token stands for:
-// src/client/api/tables.c.) With the argument "hold": then waits 3 s (to look at the process).
+// src/client/state/tables.c.) With the argument "hold": then waits 3 s (to look at the process).
 // openmps-gpu-link: -lcuda
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // What the real driver answers to cuMemHostRegister for the ranges openmps serves in place or
-// refuses (src/client/api/hostmem.c): run natively, one line per case, "NAME CUresult".
+// refuses (src/client/state/pinned.c): run natively, one line per case, "NAME CUresult".
 //   nvcc -o hostreg_codes hostreg_codes.cu -lcuda && ./hostreg_codes /tmp/some-file
 // And what the runtime passes for cudaHostRegister(p, n, cudaHostRegisterDefault): run it with
 // the shim first in LD_LIBRARY_PATH and OPENMPS_TRACE=1 (no daemon: the real driver, traced).

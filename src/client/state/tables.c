@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Remote mode: the driver's private export tables (cuGetExportTable). Which tables and slots
- * are called was found with OPENMPS_TRACE_TABLES (src/client/tabletrace.c) on the H100, with
+ * Remote mode, the state layer: the driver's private export tables (api/contexts.c's
+ * cuGetExportTable calls om_export_table) and the runtime's context-local storage. Which tables and
+ * slots are called was found with OPENMPS_TRACE_TABLES (src/client/tabletrace.c) on the H100, with
  * the CUDA 13.0 runtime, cuBLAS, cuFFT, PyTorch 2.11 and CuPy, and what the slots answer with
  * tests/gpu/probe/tools_tables.cu (docs/architecture.md, "Private export tables"):
  *
  *  - the runtime's own six tables come from the local driver (two are covered by the runtime's
  *    integrity check), unmodified but for slot 2 of 263e8860, which takes the current context
- *    (below); its context-local storage table (c693336e) is the shim's (api/primary.c);
+ *    (below); its context-local storage table (c693336e) is the shim's (below);
  *  - da9151d3 (called by NVRTC under CuPy: compile options in, PTX or ELF out), 69a28e9f
  *    (called at PyTorch's start) and 1734dc26 (cuBLASLt's cublasLtMatmulAlgoGetHeuristic: slots
  *    4 and 13, host pointers and small integers only; refused, cuBLASLt crashed) take no
@@ -24,7 +25,6 @@
 #include <string.h>
 
 #include "../../common/gen/entries.h"
-#include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
 
@@ -221,6 +221,107 @@ static const void *context_checks_table(const uint64_t *real)
     return context_checks ? (const void *)context_checks : (const void *)real;
 }
 
+/* ------------------------------------------------------------------ context-local storage (the
+ * runtime's table c693336e) */
+
+/*
+ * Context-local storage (export table c693336e…, DRIVER_FACTS.md): the runtime
+ * keeps its per-context state here, keyed by our context tokens, which the
+ * real driver does not know. So the shim serves this one table; the others
+ * come from the real driver unmodified (the runtime's integrity check covers
+ * two of them).
+ */
+static const uint8_t cls_uuid[16] = {0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11,
+                                     0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93};
+
+struct cls_entry {
+    CUcontext ctx;
+    void *key, *value;
+    void (*dtor)(CUcontext, void *, void *);
+};
+static struct cls_entry cls[256];
+static int ncls;
+static pthread_mutex_t cls_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUcontext current_or(CUcontext ctx)
+{
+    if (!ctx)
+        om_current_context(&ctx);
+    return ctx;
+}
+
+static CUresult cls_put(CUcontext ctx, void *key, void *value,
+                        void (*dtor)(CUcontext, void *, void *))
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    om_shim_log("context storage put(ctx %p, key %p, value %p)", ctx, key, value);
+    ctx = current_or(ctx);
+    pthread_mutex_lock(&cls_lock);
+    int i = 0;
+    while (i < ncls && !(cls[i].ctx == ctx && cls[i].key == key))
+        i++;
+    if (i == ncls && ncls == (int)(sizeof(cls) / sizeof(cls[0])))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+        if (i == ncls)
+            ncls++;
+        cls[i] = (struct cls_entry){ctx, key, value, dtor};
+    }
+    pthread_mutex_unlock(&cls_lock);
+    return rc;
+}
+
+static CUresult cls_remove(CUcontext ctx, void *key)
+{
+    om_shim_log("context storage remove(ctx %p, key %p)", ctx, key);
+    ctx = current_or(ctx);
+    pthread_mutex_lock(&cls_lock);
+    for (int i = 0; i < ncls; i++) {
+        if (cls[i].ctx == ctx && cls[i].key == key) {
+            cls[i] = cls[--ncls];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cls_lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult cls_get(void **value, CUcontext ctx, void *key)
+{
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+
+    ctx = current_or(ctx);
+    pthread_mutex_lock(&cls_lock);
+    for (int i = 0; i < ncls; i++) {
+        if (cls[i].ctx == ctx && cls[i].key == key) {
+            *value = cls[i].value;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cls_lock);
+    om_shim_log("context storage get(ctx %p, key %p) = %d", ctx, key, rc);
+    return rc;
+}
+
+static CUresult cls_unknown_slot(void)
+{
+    om_shim_log("an unknown slot of the context-local storage table was called");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static void *const cls_table[] = {(void *)cls_put,          (void *)cls_remove,
+                                  (void *)cls_get,          (void *)cls_unknown_slot,
+                                  (void *)cls_unknown_slot, (void *)cls_unknown_slot,
+                                  (void *)cls_unknown_slot, (void *)cls_unknown_slot};
+
+/* The runtime's context-local storage table. */
+static const void *cls_table_of(const void *uuid)
+{
+    return memcmp(uuid, cls_uuid, 16) == 0 ? (const void *)cls_table : NULL;
+}
+
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void tables_init(void)
@@ -237,7 +338,8 @@ static void tables_init(void)
     tools_module[7] = (void *)module_for_each_function;
 }
 
-CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
+/* cuGetExportTable in remote mode (api/contexts.c installs it). */
+CUresult om_export_table(const void **table, const CUuuid *uuid)
 {
     void *real = om_shim.real_fn[OM_IDX_cuGetExportTable];
     uint64_t h;
@@ -246,7 +348,7 @@ CUresult om_r_cuGetExportTable(const void **table, const CUuuid *uuid)
         return CUDA_ERROR_INVALID_VALUE;
     h = head8(uuid);
     om_shim_log("cuGetExportTable %08x", (unsigned)(h >> 32));
-    if ((*table = om_cls_table(uuid)) != NULL)
+    if ((*table = cls_table_of(uuid)) != NULL)
         return CUDA_SUCCESS;
     pthread_once(&tables_once, tables_init);
     if (h == 0x21318c6097143248ull) {

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Remote mode: pinned host memory shared with the server, and copies straight from and into it. */
+/* The client state layer: pinned host memory shared with the server (made by the server, or the
+ * program's own pages registered), the table of its regions that copies consult, and the
+ * exchanges that make and release it. The memory family's entry points (api/memory.c) call
+ * these. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -10,7 +13,6 @@
 
 #include "../../common/msg.h"
 #include "openmps/ops.h"
-#include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
 
@@ -97,7 +99,7 @@ bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server)
     return found;
 }
 
-CUresult om_r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
+CUresult om_pinned_alloc(void **pp, size_t bytes, unsigned flags)
 {
     uint64_t reply[3];
     uint32_t got = 0;
@@ -144,23 +146,6 @@ CUresult om_r_cuMemHostAlloc(void **pp, size_t bytes, unsigned flags)
     return CUDA_SUCCESS;
 }
 
-CUresult om_pinned_alloc(void **pp, size_t bytes)
-{
-    return om_r_cuMemHostAlloc(pp, bytes, 0);
-}
-
-CUresult om_r_cuMemFreeHost(void *p);
-
-CUresult om_pinned_free(void *p)
-{
-    return om_r_cuMemFreeHost(p);
-}
-
-CUresult om_r_cuMemAllocHost_v2(void **pp, size_t bytes)
-{
-    return om_r_cuMemHostAlloc(pp, bytes, 0);
-}
-
 /* Removes the region that starts at `addr` (allocated, or registered) from the
  * table into *out; false when there is none. */
 static bool take_pinned(const void *addr, bool registered, struct pinned *out)
@@ -180,7 +165,7 @@ static bool take_pinned(const void *addr, bool registered, struct pinned *out)
     return found;
 }
 
-CUresult om_r_cuMemFreeHost(void *p)
+CUresult om_pinned_free(void *p)
 {
     struct pinned r;
     REQ(req, 8);
@@ -209,14 +194,7 @@ int om_pinned_device_pointer(void *p, CUdeviceptr *ret)
     return rc;
 }
 
-CUresult om_r_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags)
-{
-    if (!dptr || flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    return om_pinned_device_pointer(p, dptr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult om_r_cuMemHostGetFlags(unsigned *flags, void *p)
+CUresult om_pinned_flags(unsigned *flags, void *p)
 {
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
@@ -284,7 +262,7 @@ static CUresult share_moved(uintptr_t start, size_t len, int fd, uint64_t reply[
  * is not given answers INVALID_VALUE too. IOMEMORY of a device's mapping answers NOT_SUPPORTED:
  * another process cannot map this one's I/O space.
  */
-CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
+CUresult om_pinned_register(void *p, size_t bytes, unsigned flags)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p & ~(page - 1);
@@ -344,7 +322,7 @@ CUresult om_r_cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 /* The server lets go of the pages; moved ones become private memory again (they stay on the
  * memfd, and private across forks, while another thread runs: hostmove.c). A range registered
  * here only is left as it was: nothing was changed. */
-CUresult om_r_cuMemHostUnregister(void *p)
+CUresult om_pinned_unregister(void *p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint8_t *start = (uint8_t *)((uintptr_t)p & ~(page - 1));
