@@ -134,7 +134,8 @@ def test_hijacked_server_cannot_flood_or_inject(daemon):
     before = os.path.getsize(os.path.join(e.logs, "control.log"))
     t0 = time.monotonic()
     open(go, "w").close()  # the daemon drains the flood as it comes, whatever the load
-    wait_for(lambda: os.path.exists(go + ".sent"), what="the fault flood")  # renamed whole
+    # renamed whole once all 20 000 went; 60 s ran out once at load 19, so 180
+    wait_for(lambda: os.path.exists(go + ".sent"), timeout=180, what="the fault flood")
     sent = int(open(go + ".sent").read())
     # (the log, not get_server_list, is polled: each command would add a line)
     wait_for(lambda: "Server %d (uid %d) died" % (spid, os.getuid()) in e.log(), timeout=120,
