@@ -42,7 +42,7 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     KIND, KIND?         a handle of that kind the calling client owns (? : NULL allowed)
     free.KIND           ... that this call destroys: dropped from the client's set on success
     stream              a stream the call enqueues work on (the client's; its default stream
-                        for NULL/legacy/per-thread; ordering rules of ARCHITECTURE.md applied)
+                        for NULL/legacy/per-thread; docs/architecture.md's concurrency rules)
     stream.query        a stream the call only queries or waits for
     ptr(LEN)            a device address: [ptr, ptr + LEN) within the client's memory
     in, in?             a struct read through a pointer (sizeof the pointee)

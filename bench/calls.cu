@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The workloads of B2-B6 (BENCHMARKS.md), one program with a role per run; bench/run.py runs
-// each role natively, under NVIDIA MPS and under openmps, and reads the "name value" lines.
+// The workloads of B2-B6 (docs/benchmark-definitions.md), one program with a role per run;
+// bench/run.py runs each role natively, under NVIDIA MPS and under openmps, and reads the "name
+// value" lines.
 //   calls overheads            B2: empty-kernel launch (asynchronous), launch + stream
 //                              synchronize, 4-byte cudaMemcpy host to device, cudaMalloc +
 //                              cudaFree of 1 MiB; microseconds, median of 7 rounds after warm-ups

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""B2-B6 of BENCHMARKS.md: the runs of bench/calls.cu in one mode, and the table of their
+"""B2-B6 (docs/benchmark-definitions.md): runs of bench/calls.cu in one mode, the table of their
 figures side by side (bench/run.py starts and stops the modes)."""
 import select
 import statistics
@@ -49,7 +49,7 @@ FIGURES = {
 }
 
 # B7 (bench/frameworks.py): per N, aggregate images/s; the goal is NVIDIA MPS's anchor on the
-# H100 (BENCHMARKS.md; 26 900/s from 16 copies on, all 64 served), and the slowest copy's time.
+# H100 (docs/benchmark-definitions.md; 26 900/s from 16 copies on, 64 served), the slowest copy.
 for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900), (64, 26900)):
     FIGURES["b7_n%d_img_s" % _n] = ("b7", "ResNet-18 fp16 batch 8, %d cop%s: images/s"
                                     % (_n, "y" if _n == 1 else "ies"), "/s", ">= %d" % _anchor,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""B7, B8 and the tutorial's PyTorch experiment (BENCHMARKS.md): copies of bench/torch_worker.py
+"""B7, B8, the tutorial's PyTorch run (docs/benchmark-definitions.md): copies of bench/torch_worker.py
 in one mode (bench/run.py starts and stops the modes). Each function returns its figures as a
 dict (name -> value); a copy that fails raises RuntimeError with its last error line, except
 where a refusal is itself the figure (NVIDIA MPS past 48 clients: the copies served count)."""
@@ -169,7 +169,7 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
                 slowest.append(max(el))
             vals["b7_n%d_img_s" % n] = statistics.median(aggs)
             vals["b7_n%d_slowest_s" % n] = statistics.median(slowest)
-            # where the host's cores went (BENCHMARKS.md: one copy alone is bound by the host)
+            # where the host's cores went (benchmark-definitions.md: one copy alone is host-bound)
             vals["b7_n%d_cores_busy" % n] = statistics.median(busy)
             vals["b7_n%d_server_cores" % n] = statistics.median(server)
             vals["b7_n%d_threads_queued" % n] = statistics.median(queued)

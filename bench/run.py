@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The benchmark harness (issue #4): B1-B6 of BENCHMARKS.md in three modes, one after the other
+"""The benchmark harness (issue #4): B1-B6 (docs/benchmark-definitions.md), 3 modes one after the other
 on the same machine.
 
   native   every copy has its own context: the GPU time-slices between them

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """One framework process of the B7/B8 workloads and of the tutorial's PyTorch experiment
-(BENCHMARKS.md; bench/frameworks.py starts them). Every role prints its figures on stdout as
+(docs/benchmark-definitions.md; bench/frameworks.py starts them). Each role prints its figures as
 `key value ...` lines; wall-clock instants are time.time_ns(), comparable across processes.
 
   resnet ROUNDS BATCHES  torchvision's ResNet-18, random weights, fp16, channels-last, batch 8

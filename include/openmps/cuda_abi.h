@@ -788,7 +788,7 @@ _Static_assert(sizeof(struct om_CUdevResource) == 144 &&
                    offsetof(struct om_CUdevResource, sm) == 96,
                "CUdevResource as in cuda.h");
 
-/* Fatbin images as the runtime hands them to cuLibraryLoadData (DRIVER_FACTS.md). */
+/* Fatbin images as the runtime hands them to cuLibraryLoadData (docs/driver-facts.md). */
 #define OM_FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define OM_FATBIN_MAGIC 0xBA55ED50u
 

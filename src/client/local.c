@@ -26,7 +26,7 @@ int om_cuInit(unsigned flags)
         if (flags != 0)
             return OM_CUDA_ERROR_INVALID_VALUE;
         /* The real driver is initialised too: the runtime's export tables
-         * (DRIVER_FACTS.md) need it. It creates no context. */
+         * (docs/driver-facts.md) need it. It creates no context. */
         if (om_shim.real_fn[index]) {
             /* It starts a thread of its own (driver 580): not the program's (hostmove.c). */
             om_host_local_driver_begin();

@@ -16,9 +16,9 @@
 
 /*
  * The driver copies pageable memory through a staging buffer of its own, one piece after the
- * other (6.6-11 GB/s on an H100, BENCHMARKS.md B3). Here the process holds a pinned area
- * shared with the server (STAGE_SLOTS slots): the CPU copies one slot while the copy engine
- * moves another, so a copy takes about as long as the CPU's memcpy of its bytes alone.
+ * other (6.6-11 GB/s on an H100, docs/benchmark-definitions.md, B3). Here the process holds a
+ * pinned area shared with the server (STAGE_SLOTS slots): the CPU copies one slot while the copy
+ * engine moves another, so a copy takes about as long as the CPU's memcpy of its bytes alone.
  *
  * To the device: memcpy into a free slot, post the DMA from the slot and an event record;
  * a slot is free again once its event has completed. From the device: post the DMAs of the

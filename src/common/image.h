@@ -10,7 +10,7 @@
 /*
  * The bytes of the image at p that the driver reads: a fatbin's header and payload, an ELF
  * file's section and program header tables, PTX (any text image) up to and with its NUL
- * (DRIVER_FACTS.md). Only the first `have` bytes are looked at; UINT64_MAX when the image
+ * (docs/driver-facts.md). Only the first `have` bytes are looked at; UINT64_MAX when the image
  * reaches past them. The shim sizes what it sends with it, the server refuses a staged image
  * that reaches past what was staged.
  */

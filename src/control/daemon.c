@@ -782,8 +782,8 @@ static struct server *server_by_id(struct daemon *d, uint64_t id)
     return NULL;
 }
 
-/* The defaults of NVIDIA's daemon from its own environment (MPS_INTERFACE.md): the SM share and
- * the priority its servers start with, as set_default_active_thread_percentage and
+/* The defaults of NVIDIA's daemon from its own environment (docs/operations.md, "Limits"): the SM
+ * share and the priority its servers start with, as set_default_active_thread_percentage and
  * set_default_client_priority set them; a value that is neither is logged and ignored. */
 static void defaults_from_environment(struct daemon *d)
 {

@@ -127,11 +127,11 @@ static char **server_env(struct identity *id)
     envp[k++] = id->home_kv;
     envp[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
     /* More than the default 8 hardware queues, so client streams overlap
-     * (DRIVER_FACTS.md); read by the driver at cuInit. */
+     * (docs/driver-facts.md); read by the driver at cuInit. */
     if (!getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
         envp[k++] = "CUDA_DEVICE_MAX_CONNECTIONS=32";
     /* Modules load eagerly, once: a lazily loaded kernel's first launch waits
-     * for every running kernel of the context (DRIVER_FACTS.md). */
+     * for every running kernel of the context (docs/driver-facts.md). */
     envp[k++] = "CUDA_MODULE_LOADING=EAGER";
     return envp;
 }

@@ -7,7 +7,7 @@
 
 /*
  * cuMemFree waits for every kernel running in the context, and meanwhile
- * blocks every other thread's launches (DRIVER_FACTS.md): one client's free
+ * blocks every other thread's launches (docs/driver-facts.md): one client's free
  * would stall all clients. cuMemCreate + cuMemAddressReserve + cuMemMap, and
  * their inverses, do not wait. The cost: sizes round up to the allocation
  * granularity (2 MiB on an H100); a sub-allocator for small sizes comes later.

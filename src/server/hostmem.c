@@ -24,7 +24,7 @@
  * the mapping, not the memfd: once sent, the descriptor is closed, unless the
  * region may go to the pool for another client (which needs it to map the
  * pages), and those are few (om_budget.pinned_fds). cuMemHostUnregister waits
- * for every running kernel (DRIVER_FACTS.md), so regions are released when no
+ * for every running kernel (docs/driver-facts.md), so regions are released when no
  * client's work runs, or on a request's path when only that makes room.
  */
 

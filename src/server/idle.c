@@ -8,11 +8,11 @@
 
 /*
  * The server is the only submitter of its context, and every client operation goes to a client
- * stream (ARCHITECTURE.md: never the context's NULL stream), so "no client stream has work"
- * means nothing runs. Releases that wait for every running kernel (cuMemHostUnregister of
- * pinned regions clients left behind, hostmem.c) are made only then, so they wait for nothing
- * and stall no client. A stream leaves the list, under the lock, before it is destroyed, so a
- * query never meets a destroyed stream.
+ * stream (docs/architecture.md, "Concurrency rules in the server": never the context's NULL
+ * stream), so "no client stream has work" means nothing runs. Releases that wait for every running
+ * kernel (cuMemHostUnregister of pinned regions clients left behind, hostmem.c) are made only then,
+ * so they wait for nothing and stall no client. A stream leaves the list, under the lock, before it
+ * is destroyed, so a query never meets a destroyed stream.
  */
 
 #define R(sym) om_server_real[OM_IDX_##sym]

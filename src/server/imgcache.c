@@ -20,7 +20,7 @@
 
 /*
  * Adding code to a context waits for every kernel running in it, and holds the context
- * meanwhile (DRIVER_FACTS.md; docs/benchmarks.md, "B6"): a program's first load of a module
+ * meanwhile (docs/driver-facts.md; docs/benchmarks.md, "B6"): a program's first load of a module
  * image the server has not loaded yet stops every client until the running kernels end. A
  * server keeps each image it loaded for its whole life (resources.c); this file keeps them
  * across servers. Each new image is written to the user's cache directory, and a starting

@@ -229,7 +229,7 @@ int64_t om_kernel_total(const struct session *s, uint64_t handle)
 /*
  * Images are loaded once per server, keyed by content, and never unloaded
  * while the server runs: loading and unloading wait for every running kernel
- * of the context (DRIVER_FACTS.md), so the first load of an image is the only
+ * of the context (docs/driver-facts.md), so the first load of an image is the only
  * barrier, and 100 copies of one program pay it once.
  *
  * The server keeps no copy of an image: it is known by its size and two independent 64-bit

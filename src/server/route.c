@@ -82,9 +82,9 @@ CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool 
  * stream), or a stream it created. NULL when it does not own the handle.
  *
  * The legacy default stream's semantics inside one client are rebuilt with
- * events (ARCHITECTURE.md): work on it waits for the client's blocking streams,
- * and work on a blocking stream waits for it. Streams created non-blocking and
- * clients using only the default stream pay nothing.
+ * events (docs/architecture.md, "Concurrency rules in the server"): work on it waits for the
+ * client's blocking streams, and work on a blocking stream waits for it. Streams created
+ * non-blocking and clients using only the default stream pay nothing.
  */
 static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *ordered,
                             CUresult *rc)

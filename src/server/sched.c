@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* When a client stream's next operation goes to the GPU: at once, or after the long kernel
- * before it has finished (the design's ARCHITECTURE.md, "Hardware queues are finite";
+ * before it has finished (docs/driver-facts.md, "Hardware queues per context";
  * docs/architecture.md, "The fast path and the scheduler"). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 
 /*
  * One context has a fixed number of hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32,
- * which the daemon sets to 32 for its servers unless already set; DRIVER_FACTS.md). With more
+ * which the daemon sets to 32 for its servers unless already set; docs/driver-facts.md). With more
  * client streams than queues, streams share queues, and an operation that depends on a kernel still
  * running (the next kernel of a chain, an event record, a copy of the result) waits at the head of
  * its queue and blocks every other stream queued behind it: chains then run in waves. Independent

@@ -7,8 +7,8 @@
  * Mechanism: green contexts ("lanes") the server makes over SM partitions. For a share of p %
  * the server splits the device's SMs into as many disjoint groups as fit of the nearest count
  * the hardware allows (a multiple of the partition alignment, at least its minimum: 8 and 8 on
- * a Hopper GPU; DRIVER_FACTS.md) and makes one green context of each. A client is placed on the
- * lane of its count with the fewest clients, so two clients at 50 % run on different halves.
+ * a Hopper GPU; docs/driver-facts.md) and makes one green context of each. A client is placed on
+ * the lane of its count with the fewest clients, so two clients at 50 % run on different halves.
  * Lanes live as long as the server; clients of the same count share them.
  *
  * A client's streams stay what they are (streams of the primary context: their handles are the

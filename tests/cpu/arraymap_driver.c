@@ -12,33 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr, CUmemGenericAllocationHandle;
-typedef void *CUcontext, *CUarray, *CUmipmappedArray, *CUstream, *CUmodule, *CUfunction, *CUtexref,
-    *CUsurfref;
-typedef struct {
-    size_t Width, Height, Depth;
-    int Format;
-    unsigned NumChannels, Flags;
-} CUDA_ARRAY3D_DESCRIPTOR;
-typedef struct {
-    int type, requestedHandleTypes;
-    int location[2];
-    void *win32HandleMetaData;
-    unsigned char compression, rdma;
-    unsigned short usage;
-    unsigned char reserved[4];
-} CUmemAllocationProp;
-typedef struct {
-    int resourceType;
-    void *resource;
-    int subresourceType;
-    unsigned sub[8] __attribute__((aligned(8))); /* level, layer, x, y, z, w, h, d */
-    int memOperationType, memHandleType;
-    CUmemGenericAllocationHandle memHandle;
-    unsigned long long offset;
-    unsigned deviceBitMask, flags, reserved[2];
-} CUarrayMapInfo;
+#include "check.h"
+
+/* Texture and surface references: cuda_abi.h does not name their handles. */
+typedef void *CUtexref, *CUsurfref;
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -65,23 +42,6 @@ CUresult cuSurfRefSetArray(CUsurfref, CUarray, unsigned);
 CUresult cuSurfRefGetArray(CUarray *, CUsurfref);
 CUresult cuParamSetTexRef(CUfunction, int, CUtexref);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != 0) {                                                                            \
-            printf("FAILED line %d: %s = %d\n", __LINE__, #call, rc_);                             \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define REFUSED(call) EXPECT((call) != 0)
-
 static const char image[] = "fakecubin\nk:8\ntexA:\nsurfA:\n";
 
 static CUarray sparse_array(void)
@@ -94,7 +54,7 @@ static CUarray sparse_array(void)
 
 static CUmemGenericAllocationHandle tile_pool(void)
 {
-    CUmemAllocationProp p = {.type = 1, .location = {1, 0}, .usage = 1}; /* TILE_POOL */
+    CUmemAllocationProp p = {.type = 1, .location = {1, 0}, .allocFlags.usage = 1}; /* TILE_POOL */
     CUmemGenericAllocationHandle h;
     OK(cuMemCreate(&h, 65536, &p, 0));
     return h;
@@ -104,10 +64,11 @@ static CUarrayMapInfo map_of(CUarray a, CUmemGenericAllocationHandle h)
 {
     CUarrayMapInfo m = {0};
     m.resourceType = 0;
-    m.resource = a;
-    m.sub[5] = m.sub[6] = 64, m.sub[7] = 1;
+    m.resource.array = a;
+    m.subresource.sparseLevel.extentWidth = m.subresource.sparseLevel.extentHeight = 64;
+    m.subresource.sparseLevel.extentDepth = 1;
     m.memOperationType = 1;
-    m.memHandle = h;
+    m.memHandle.memHandle = h;
     m.offset = 0;
     m.deviceBitMask = 1;
     return m;
@@ -133,35 +94,36 @@ static void basic(void)
     /* a map of the array's level and of the mipmapped array's tail, then their unmaps */
     m[0] = map_of(a, h);
     m[1] = map_of(NULL, h);
-    m[1].resourceType = 1, m[1].resource = mm, m[1].subresourceType = 1, m[1].offset = 4096;
+    m[1].resourceType = 1, m[1].resource.mipmap = mm, m[1].subresourceType = 1, m[1].offset = 4096;
     OK(cuMemMapArrayAsync(m, 2, st));
     m[0].memOperationType = m[1].memOperationType = 2;
-    m[0].memHandle = m[1].memHandle = 0;
+    m[0].memHandle.memHandle = m[1].memHandle.memHandle = 0;
     OK(cuMemMapArrayAsync(m, 2, NULL));
     OK(cuStreamSynchronize(st));
     /* each refused before the driver (the double logs what it gets; the test reads the log) */
     bad = map_of(a, h), bad.resourceType = 2;
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h), bad.subresourceType = 2;
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h), bad.memOperationType = 3;
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h), bad.memHandleType = 1;
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h), bad.deviceBitMask = 2;
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h), bad.reserved[1] = 1;
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h), bad.memOperationType = 2; /* an unmap names no allocation */
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_VALUE);
     bad = map_of(a, h + 1); /* not a handle of this client's */
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_HANDLE);
     bad = map_of((CUarray)(uintptr_t)0x1234, h);
-    REFUSED(cuMemMapArrayAsync(&bad, 1, st));
+    EXPECT_RC(cuMemMapArrayAsync(&bad, 1, st), CUDA_ERROR_INVALID_HANDLE);
     EXPECT((many = calloc(257, sizeof(*many))) != NULL);
     for (int i = 0; i < 257; i++)
         many[i] = map_of(a, h);
-    REFUSED(cuMemMapArrayAsync(many, 257, st)); /* past the maximum of 256 */
+    EXPECT_RC(cuMemMapArrayAsync(many, 257, st),
+              CUDA_ERROR_INVALID_VALUE); /* past the maximum of 256 */
     free(many);
 
     /* a module's references */
@@ -170,28 +132,30 @@ static void basic(void)
     OK(cuModuleGetTexRef(&t, mod, "texA"));
     OK(cuModuleGetTexRef(&t2, mod, "texA"));
     EXPECT(t == t2);
-    REFUSED(cuModuleGetTexRef(&t2, mod, "texB"));
+    EXPECT_RC(cuModuleGetTexRef(&t2, mod, "texB"), CUDA_ERROR_NOT_FOUND);
     OK(cuModuleGetSurfRef(&sr, mod, "surfA"));
     OK(cuTexRefSetArray(t, a, 1));
     OK(cuTexRefGetArray(&b, t));
     EXPECT(b == a);
     OK(cuMemAlloc_v2(&d, 4096));
     OK(cuTexRefSetAddress_v2(&off, t, d, 4096));
-    REFUSED(cuTexRefSetAddress_v2(&off, t, d, 1ull << 40)); /* past the allocation */
-    REFUSED(cuTexRefDestroy(t));                            /* the module's */
+    EXPECT_RC(cuTexRefSetAddress_v2(&off, t, d, 1ull << 40),
+              CUDA_ERROR_INVALID_VALUE);                      /* past the allocation */
+    EXPECT_RC(cuTexRefDestroy(t), CUDA_ERROR_INVALID_HANDLE); /* the module's */
     OK(cuParamSetTexRef(f, -1, t));
-    REFUSED(cuParamSetTexRef(f, 0, t));
+    EXPECT_RC(cuParamSetTexRef(f, 0, t), CUDA_ERROR_INVALID_VALUE);
     OK(cuSurfRefSetArray(sr, a, 0));
-    REFUSED(cuSurfRefSetArray(sr, a, 1));
+    EXPECT_RC(cuSurfRefSetArray(sr, a, 1), CUDA_ERROR_INVALID_VALUE);
     OK(cuSurfRefGetArray(&b, sr));
     EXPECT(b == a);
     b = sparse_array();
     OK(cuSurfRefSetArray(sr, b, 0));
     OK(cuArrayDestroy(b));
-    REFUSED(cuSurfRefGetArray(&b, sr)); /* its array is gone: not answered */
+    EXPECT_RC(cuSurfRefGetArray(&b, sr),
+              CUDA_ERROR_INVALID_VALUE); /* its array is gone: not answered */
     OK(cuModuleUnload(mod));
-    REFUSED(cuTexRefSetArray(t, a, 1)); /* released with the module */
-    REFUSED(cuSurfRefSetArray(sr, a, 0));
+    EXPECT_RC(cuTexRefSetArray(t, a, 1), CUDA_ERROR_INVALID_HANDLE); /* released with the module */
+    EXPECT_RC(cuSurfRefSetArray(sr, a, 0), CUDA_ERROR_INVALID_HANDLE);
     printf("texref %llx\n", (unsigned long long)(uintptr_t)t);
 }
 
@@ -214,7 +178,7 @@ int main(int argc, char **argv)
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetTexRef(&t, mod, "texA"));
         OK(cuTexRefSetArray(t, a, 1));
-        printf("%llu %llu %llu\n", (unsigned long long)(uintptr_t)a, h,
+        printf("%llu %llu %llu\n", (unsigned long long)(uintptr_t)a, (unsigned long long)h,
                (unsigned long long)(uintptr_t)t);
         fflush(stdout);
         if (!fgets(line, sizeof(line), stdin))
@@ -225,12 +189,12 @@ int main(int argc, char **argv)
         CUtexref t = (CUtexref)(uintptr_t)strtoull(argv[4], NULL, 10), t2;
         CUarrayMapInfo m = map_of(a, own);
         CUmodule mod;
-        REFUSED(cuMemMapArrayAsync(&m, 1, NULL));
+        EXPECT_RC(cuMemMapArrayAsync(&m, 1, NULL), CUDA_ERROR_INVALID_HANDLE);
         m = map_of(mine, h);
-        REFUSED(cuMemMapArrayAsync(&m, 1, NULL));
-        REFUSED(cuTexRefSetArray(t, mine, 1));
-        REFUSED(cuTexRefGetArray(&b, t));
-        REFUSED(cuTexRefDestroy(t));
+        EXPECT_RC(cuMemMapArrayAsync(&m, 1, NULL), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuTexRefSetArray(t, mine, 1), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuTexRefGetArray(&b, t), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuTexRefDestroy(t), CUDA_ERROR_INVALID_HANDLE);
         /* the same image: a library of its own, whose reference is not the holder's */
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetTexRef(&t2, mod, "texA"));

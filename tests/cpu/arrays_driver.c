@@ -9,56 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr, CUtexObject, CUsurfObject;
-typedef void *CUcontext, *CUarray, *CUmipmappedArray, *CUstream;
-typedef struct {
-    size_t Width, Height;
-    int Format;
-    unsigned NumChannels;
-} CUDA_ARRAY_DESCRIPTOR;
-typedef struct {
-    size_t Width, Height, Depth;
-    int Format;
-    unsigned NumChannels, Flags;
-} CUDA_ARRAY3D_DESCRIPTOR;
-typedef struct {
-    int resType;
-    union {
-        CUarray hArray;
-        CUmipmappedArray hMipmappedArray;
-        struct {
-            CUdeviceptr devPtr;
-            int format;
-            unsigned numChannels;
-            size_t sizeInBytes;
-        } linear;
-        int reserved[32];
-    } res;
-    unsigned flags;
-} CUDA_RESOURCE_DESC;
-typedef struct {
-    int addressMode[3], filterMode;
-    unsigned flags, maxAnisotropy;
-    int mipmapFilterMode;
-    float bias, minClamp, maxClamp, border[4];
-    int reserved[12];
-} CUDA_TEXTURE_DESC;
-typedef struct {
-    size_t srcXInBytes, srcY;
-    int srcMemoryType;
-    const void *srcHost;
-    CUdeviceptr srcDevice;
-    void *srcArray;
-    size_t srcPitch;
-    size_t dstXInBytes, dstY;
-    int dstMemoryType;
-    void *dstHost;
-    CUdeviceptr dstDevice;
-    void *dstArray;
-    size_t dstPitch;
-    size_t WidthInBytes, Height;
-} CUDA_MEMCPY2D;
+#include "check.h"
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -85,16 +36,6 @@ CUresult cuTexObjectDestroy(CUtexObject);
 CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUtexObject);
 CUresult cuSurfObjectCreate(CUsurfObject *, const CUDA_RESOURCE_DESC *);
 CUresult cuSurfObjectDestroy(CUsurfObject);
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define REFUSED(call) EXPECT((call) != 0)
 
 static CUarray array2d(size_t w, size_t h)
 {
@@ -160,19 +101,19 @@ static void basic(void)
     OK(cuMemcpyDtoH_v2(out, dev + 128, 64));
     EXPECT(!memcmp(out, in + 16, 64));
     /* outside the array: past row 0's end, past the last row; outside device memory */
-    REFUSED(cuMemcpyHtoA_v2(a, 60, in, 8));
+    EXPECT_RC(cuMemcpyHtoA_v2(a, 60, in, 8), CUDA_ERROR_INVALID_VALUE);
     c.dstY = 2;
-    REFUSED(cuMemcpy2D_v2(&c));
-    REFUSED(cuMemcpyDtoA_v2(b, 0, dev + 224, 64));
+    EXPECT_RC(cuMemcpy2D_v2(&c), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpyDtoA_v2(b, 0, dev + 224, 64), CUDA_ERROR_INVALID_VALUE);
     /* texture and surface objects over the array and over linear memory */
     res.resType = 0;
-    res.res.hArray = a;
+    res.res.array.hArray = a;
     OK(cuTexObjectCreate(&t, &res, &tex, NULL));
     OK(cuTexObjectGetResourceDesc(&back, t));
-    EXPECT(back.resType == 0 && back.res.hArray == a);
+    EXPECT(back.resType == 0 && back.res.array.hArray == a);
     OK(cuSurfObjectCreate(&so, &res));
     OK(cuSurfObjectDestroy(so));
-    REFUSED(cuSurfObjectDestroy(so));
+    EXPECT_RC(cuSurfObjectDestroy(so), CUDA_ERROR_INVALID_HANDLE);
     res.resType = 2;
     res.res.linear.devPtr = dev;
     res.res.linear.format = 0x20;
@@ -181,25 +122,26 @@ static void basic(void)
     OK(cuTexObjectCreate(&tl, &res, &tex, NULL));
     OK(cuTexObjectDestroy(tl));
     res.res.linear.sizeInBytes = 4096; /* past the allocation */
-    REFUSED(cuTexObjectCreate(&tl, &res, &tex, NULL));
+    EXPECT_RC(cuTexObjectCreate(&tl, &res, &tex, NULL), CUDA_ERROR_INVALID_VALUE);
     OK(cuTexObjectDestroy(t));
-    REFUSED(cuTexObjectDestroy(t));
+    EXPECT_RC(cuTexObjectDestroy(t), CUDA_ERROR_INVALID_HANDLE);
     /* a mipmapped array: a level is usable, not destroyable by itself, gone with its parent */
     OK(cuMipmappedArrayCreate(&m, &md, 3));
     OK(cuMipmappedArrayGetLevel(&level, m, 1));
     OK(cuMemcpyHtoA_v2(level, 0, in, 16));
-    REFUSED(cuMemcpyHtoA_v2(level, 0, in, 32)); /* level 1 is 4 floats wide */
-    REFUSED(cuMipmappedArrayGetLevel(&level, m, 40));
-    REFUSED(cuArrayDestroy(level));
+    EXPECT_RC(cuMemcpyHtoA_v2(level, 0, in, 32),
+              CUDA_ERROR_INVALID_VALUE); /* level 1 is 4 floats wide */
+    EXPECT_RC(cuMipmappedArrayGetLevel(&level, m, 40), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuArrayDestroy(level), CUDA_ERROR_INVALID_HANDLE);
     OK(cuMipmappedArrayDestroy(m));
-    REFUSED(cuMemcpyHtoA_v2(level, 0, in, 16));
+    EXPECT_RC(cuMemcpyHtoA_v2(level, 0, in, 16), CUDA_ERROR_INVALID_HANDLE);
     OK(cuArrayDestroy(b));
-    REFUSED(cuArrayDestroy(b));
-    REFUSED(cuMemcpyAtoH_v2(out, b, 0, 4));
+    EXPECT_RC(cuArrayDestroy(b), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemcpyAtoH_v2(out, b, 0, 4), CUDA_ERROR_INVALID_HANDLE);
     /* left for the session's end: an object over an array */
     keep = array2d(4, 4);
     res.resType = 0;
-    res.res.hArray = keep;
+    res.res.array.hArray = keep;
     OK(cuTexObjectCreate(&t, &res, &tex, NULL));
     printf("keep %p %llu\n", keep, t);
     printf("basic ok\n");
@@ -220,7 +162,7 @@ int main(int argc, char **argv)
         CUDA_TEXTURE_DESC tex = {0};
         CUtexObject t;
         char line[16];
-        res.res.hArray = a;
+        res.res.array.hArray = a;
         OK(cuTexObjectCreate(&t, &res, &tex, NULL));
         printf("%llu %llu\n", (unsigned long long)(size_t)a, t);
         fflush(stdout);
@@ -232,14 +174,14 @@ int main(int argc, char **argv)
         CUDA_RESOURCE_DESC res = {0}, back;
         CUDA_TEXTURE_DESC tex = {0};
         float buf[4] = {0};
-        res.res.hArray = a;
-        REFUSED(cuMemcpyAtoH_v2(buf, a, 0, 16));
-        REFUSED(cuMemcpyHtoA_v2(a, 0, buf, 16));
-        REFUSED(cuTexObjectCreate(&mine, &res, &tex, NULL));
-        REFUSED(cuSurfObjectCreate(&mine, &res));
-        REFUSED(cuTexObjectGetResourceDesc(&back, t));
-        REFUSED(cuTexObjectDestroy(t));
-        REFUSED(cuArrayDestroy(a));
+        res.res.array.hArray = a;
+        EXPECT_RC(cuMemcpyAtoH_v2(buf, a, 0, 16), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuMemcpyHtoA_v2(a, 0, buf, 16), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuTexObjectCreate(&mine, &res, &tex, NULL), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuSurfObjectCreate(&mine, &res), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuTexObjectGetResourceDesc(&back, t), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuTexObjectDestroy(t), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
         printf("steal refused\n");
     } else {
         fprintf(stderr, "usage: arrays_driver basic|hold|steal A T\n");

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "openmps/cuda_abi.h" /* the driver's types, CUDA_MEMCPY2D */
+#include "check.h"
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -37,17 +37,6 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
 CUresult cuMemsetD2D8_v2(CUdeviceptr, size_t, unsigned char, size_t, size_t);
 CUresult cuMemsetD2D16_v2(CUdeviceptr, size_t, unsigned short, size_t, size_t);
 CUresult cuMemsetD2D32_v2(CUdeviceptr, size_t, unsigned, size_t, size_t);
-
-#define INVALID_VALUE 1 /* CUDA_ERROR_INVALID_VALUE */
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "bounds_driver: line %d: %s\n", __LINE__, #cond);                      \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
 
 /* n bytes (i * 13 + 5) that end where a PROT_NONE page begins. */
 static unsigned char *guarded(size_t n)
@@ -74,12 +63,12 @@ static void htod_size(size_t n)
     EXPECT(back);
     OK(cuMemAlloc_v2(&d, n));
     /* Past the end by a page, then by one byte: refused, the host bytes never read. */
-    EXPECT(cuMemcpyHtoD_v2(d, buf, n + 4096) == INVALID_VALUE);
-    EXPECT(cuMemcpyHtoD_v2(d, buf, n + 1) == INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoD_v2(d, buf, n + 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoD_v2(d, buf, n + 1), CUDA_ERROR_INVALID_VALUE);
     /* From inside the allocation, the buffer's length: past its end by `off`. */
-    EXPECT(cuMemcpyHtoD_v2(d + off, buf, n) == INVALID_VALUE);
-    EXPECT(cuMemcpyHtoDAsync_v2(d + off, buf, n, NULL) == INVALID_VALUE);
-    EXPECT(cuMemcpy(d + off, (CUdeviceptr)(uintptr_t)buf, n) == INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoD_v2(d + off, buf, n), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoDAsync_v2(d + off, buf, n, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpy(d + off, (CUdeviceptr)(uintptr_t)buf, n), CUDA_ERROR_INVALID_VALUE);
     /* A 2D copy of 4 rows from the second row on: its last row runs past the allocation, and
      * past the host buffer into the guard page. */
     CUDA_MEMCPY2D c2 = {.srcMemoryType = 1, /* host */
@@ -92,7 +81,7 @@ static void htod_size(size_t n)
                         .dstPitch = n / 4,
                         .WidthInBytes = n / 4,
                         .Height = 4};
-    EXPECT(cuMemcpy2D_v2(&c2) == INVALID_VALUE);
+    EXPECT_RC(cuMemcpy2D_v2(&c2), CUDA_ERROR_INVALID_VALUE);
     /* Nothing was written by the refused copies; the whole buffer in range arrives whole. */
     OK(cuMemcpyHtoD_v2(d, buf, n));
     OK(cuMemcpyDtoH_v2(back, d, n));
@@ -134,9 +123,9 @@ static void memset2d(void)
     for (int i = 0; i < 256; i++)
         EXPECT(back[i] == (i < 100 ? 0x5A : i < 120 ? 0x7B : 0));
     /* Several rows wider than their pitch overlap; past the allocation: refused. */
-    EXPECT(cuMemsetD2D8_v2(d, 16, 1, 32, 2) == INVALID_VALUE);
-    EXPECT(cuMemsetD2D8_v2(d, 4096, 1, 16, 2) == INVALID_VALUE);
-    EXPECT(cuMemsetD2D8_v2(d, 0, 1, 4097, 1) == INVALID_VALUE);
+    EXPECT_RC(cuMemsetD2D8_v2(d, 16, 1, 32, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemsetD2D8_v2(d, 4096, 1, 16, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemsetD2D8_v2(d, 0, 1, 4097, 1), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFree_v2(d));
 }
 

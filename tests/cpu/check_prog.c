@@ -10,7 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
+#include "check.h"
+
 CUresult cuInit(unsigned flags);
 CUresult cuDeviceGetCount(int *n);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t flags, int *status);

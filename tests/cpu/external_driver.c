@@ -16,9 +16,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUexternalMemory, *CUexternalSemaphore;
+#include "check.h"
+
+typedef void *CUexternalMemory, *CUexternalSemaphore;
 typedef struct {
     int type;
     union {
@@ -75,31 +75,13 @@ CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *, const SEM_PA
                                        CUstream);
 CUresult cuDestroyExternalSemaphore(CUexternalSemaphore);
 
-#define INVALID_VALUE 1
-#define INVALID_HANDLE 400
-#define NOT_SUPPORTED 801
 #define MEMFD_BYTES (1u << 20)
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL line %d: ", __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OKC(call)                                                                                  \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        CHECK(rc_ == 0, "%s: %d", #call, rc_);                                                     \
-    } while (0)
 
 static int new_memfd(void)
 {
     int fd = memfd_create("external", 0);
 
-    CHECK(fd >= 0 && ftruncate(fd, MEMFD_BYTES) == 0, "memfd");
+    EXPECT_MSG(fd >= 0 && ftruncate(fd, MEMFD_BYTES) == 0, "memfd");
     return fd;
 }
 
@@ -114,8 +96,8 @@ static CUexternalMemory import_mem(int fd, int *keep)
     CUexternalMemory m = NULL;
 
     *keep = dup(fd); /* our own view of the bytes: the imported descriptor goes */
-    OKC(cuImportExternalMemory(&m, &d));
-    CHECK(!is_open(fd) && errno == EBADF, "the imported descriptor is closed here");
+    OK(cuImportExternalMemory(&m, &d));
+    EXPECT_MSG(!is_open(fd) && errno == EBADF, "the imported descriptor is closed here");
     return m;
 }
 
@@ -124,7 +106,7 @@ static CUexternalSemaphore import_sem(void)
     SEM_DESC d = {.type = 1, .handle.fd = memfd_create("sem", 0)};
     CUexternalSemaphore s = NULL;
 
-    OKC(cuImportExternalSemaphore(&s, &d));
+    OK(cuImportExternalSemaphore(&s, &d));
     return s;
 }
 
@@ -133,7 +115,7 @@ static CUdeviceptr map(CUexternalMemory m, unsigned long long offset, unsigned l
     BUF_DESC b = {.offset = offset, .size = size};
     CUdeviceptr p = 0;
 
-    OKC(cuExternalMemoryGetMappedBuffer(&p, m, &b));
+    OK(cuExternalMemoryGetMappedBuffer(&p, m, &b));
     return p;
 }
 
@@ -152,87 +134,102 @@ static void basic(void)
     SEM_DESC sd = {.type = 1};
     BUF_DESC bd = {.offset = MEMFD_BYTES - 4096, .size = 8192};
 
-    CHECK(pwrite(fd, "hello external", 15, 4096) == 15, "pwrite");
+    EXPECT_MSG(pwrite(fd, "hello external", 15, 4096) == 15, "pwrite");
     m = import_mem(fd, &keep);
     /* A buffer at 4 KiB: the memfd's bytes, both ways. */
     p = map(m, 4096, 65536);
-    OKC(cuMemcpyDtoH_v2(buf, p, 15));
-    CHECK(strcmp(buf, "hello external") == 0, "the buffer reads the memfd: %s", buf);
-    OKC(cuMemcpyHtoD_v2(p + 100, "written", 8));
-    CHECK(pread(keep, buf, 8, 4096 + 100) == 8 && strcmp(buf, "written") == 0,
-          "the copy reached the memfd: %s", buf);
+    OK(cuMemcpyDtoH_v2(buf, p, 15));
+    EXPECT_MSG(strcmp(buf, "hello external") == 0, "the buffer reads the memfd: %s", buf);
+    OK(cuMemcpyHtoD_v2(p + 100, "written", 8));
+    EXPECT_MSG(pread(keep, buf, 8, 4096 + 100) == 8 && strcmp(buf, "written") == 0,
+               "the copy reached the memfd: %s", buf);
     /* A device-to-device copy with unified addressing: the buffer is device memory here. */
     other = map(m, 131072, 4096); /* apart from the first: past its end is nobody's memory */
-    OKC(cuMemcpy(other, p, 15));
-    CHECK(pread(keep, buf, 15, 131072) == 15 && strcmp(buf, "hello external") == 0,
-          "cuMemcpy between buffers: %s", buf);
+    OK(cuMemcpy(other, p, 15));
+    EXPECT_MSG(pread(keep, buf, 15, 131072) == 15 && strcmp(buf, "hello external") == 0,
+               "cuMemcpy between buffers: %s", buf);
     /* Past the buffer's end: refused. */
-    CHECK(cuMemcpyHtoD_v2(p + 65536 - 4, "12345678", 8) != 0, "a copy past the buffer refused");
+    EXPECT_RC(cuMemcpyHtoD_v2(p + 65536 - 4, "12345678", 8),
+              CUDA_ERROR_INVALID_VALUE); /* a copy past the buffer refused */
     /* Across its end (what lies past it may be another allocation of this client's, as the
      * allocator places them: under ASan one was there; a copy never spans two). */
-    CHECK(cuMemcpyDtoH_v2(buf, other + 4096 - 4, 8) != 0, "a copy past the second buffer refused");
+    EXPECT_RC(cuMemcpyDtoH_v2(buf, other + 4096 - 4, 8),
+              CUDA_ERROR_INVALID_VALUE); /* a copy past the second buffer refused */
     /* Past the external memory's end: the driver refuses. */
     q = 0;
-    CHECK(cuExternalMemoryGetMappedBuffer(&q, m, &bd) == INVALID_VALUE && q == 0,
-          "a buffer past the memory refused");
+    EXPECT_MSG(cuExternalMemoryGetMappedBuffer(&q, m, &bd) == CUDA_ERROR_INVALID_VALUE && q == 0,
+               "a buffer past the memory refused");
     bd = (BUF_DESC){.offset = ~0ull - 10, .size = 100};
-    CHECK(cuExternalMemoryGetMappedBuffer(&q, m, &bd) == INVALID_VALUE, "a wrapping range");
+    EXPECT_MSG(cuExternalMemoryGetMappedBuffer(&q, m, &bd) == CUDA_ERROR_INVALID_VALUE,
+               "a wrapping range");
     bd = (BUF_DESC){.offset = 0, .size = 0};
-    CHECK(cuExternalMemoryGetMappedBuffer(&q, m, &bd) == INVALID_VALUE, "an empty buffer");
-    OKC(cuMemFree_v2(other));
-    CHECK(cuMemFree_v2(other) == INVALID_VALUE, "a freed buffer is freed once");
-    CHECK(cuMemcpyHtoD_v2(other, "x", 1) != 0, "a freed buffer is not the client's any more");
+    EXPECT_MSG(cuExternalMemoryGetMappedBuffer(&q, m, &bd) == CUDA_ERROR_INVALID_VALUE,
+               "an empty buffer");
+    OK(cuMemFree_v2(other));
+    EXPECT_MSG(cuMemFree_v2(other) == CUDA_ERROR_INVALID_VALUE, "a freed buffer is freed once");
+    EXPECT_RC(cuMemcpyHtoD_v2(other, "x", 1),
+              CUDA_ERROR_INVALID_VALUE); /* a freed buffer is not the client's any more */
 
     /* Handle types: a Windows handle, an NvSciBuf object, an unknown type, a bad descriptor. */
     bad = new_memfd();
     md = (MEM_DESC){.type = 2, .size = 4096};
-    CHECK(cuImportExternalMemory(&gone, &md) == INVALID_VALUE, "a Win32 handle refused");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_INVALID_VALUE,
+               "a Win32 handle refused");
     md.type = 4;
-    CHECK(cuImportExternalMemory(&gone, &md) == INVALID_VALUE, "a D3D12 heap refused");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_INVALID_VALUE,
+               "a D3D12 heap refused");
     md.type = 8;
-    CHECK(cuImportExternalMemory(&gone, &md) == NOT_SUPPORTED, "an NvSciBuf object refused");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_NOT_SUPPORTED,
+               "an NvSciBuf object refused");
     md = (MEM_DESC){.type = 0, .handle.fd = bad, .size = 4096};
-    CHECK(cuImportExternalMemory(&gone, &md) == INVALID_VALUE, "type 0 refused");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_INVALID_VALUE, "type 0 refused");
     md = (MEM_DESC){.type = 1, .handle.fd = 1000, .size = 4096};
-    CHECK(cuImportExternalMemory(&gone, &md) == INVALID_VALUE, "a closed descriptor refused");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_INVALID_VALUE,
+               "a closed descriptor refused");
     md = (MEM_DESC){.type = 1, .handle.fd = bad, .size = 4096, .flags = 2};
-    CHECK(cuImportExternalMemory(&gone, &md) == INVALID_VALUE, "unknown flags refused");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_INVALID_VALUE,
+               "unknown flags refused");
     /* The driver refuses (larger than the memfd): the descriptor stays ours. */
     md = (MEM_DESC){.type = 1, .handle.fd = bad, .size = 2 * MEMFD_BYTES};
-    CHECK(cuImportExternalMemory(&gone, &md) == INVALID_VALUE, "a size past the memfd refused");
-    CHECK(is_open(bad), "a failed import leaves the descriptor open");
+    EXPECT_MSG(cuImportExternalMemory(&gone, &md) == CUDA_ERROR_INVALID_VALUE,
+               "a size past the memfd refused");
+    EXPECT_MSG(is_open(bad), "a failed import leaves the descriptor open");
     sd = (SEM_DESC){.type = 6};
-    CHECK(cuImportExternalSemaphore(&s, &sd) == NOT_SUPPORTED, "an NvSciSync object refused");
+    EXPECT_MSG(cuImportExternalSemaphore(&s, &sd) == CUDA_ERROR_NOT_SUPPORTED,
+               "an NvSciSync object refused");
     sd = (SEM_DESC){.type = 2};
-    CHECK(cuImportExternalSemaphore(&s, &sd) == INVALID_VALUE, "a Win32 semaphore refused");
+    EXPECT_MSG(cuImportExternalSemaphore(&s, &sd) == CUDA_ERROR_INVALID_VALUE,
+               "a Win32 semaphore refused");
     sd = (SEM_DESC){.type = 1, .handle.fd = bad, .flags = 1};
-    CHECK(cuImportExternalSemaphore(&s, &sd) == INVALID_VALUE, "semaphore flags refused");
-    CHECK(is_open(bad), "still open");
+    EXPECT_MSG(cuImportExternalSemaphore(&s, &sd) == CUDA_ERROR_INVALID_VALUE,
+               "semaphore flags refused");
+    EXPECT_MSG(is_open(bad), "still open");
     /* After the refusals, an import still pairs with its own descriptor. */
     gone = import_mem(bad, &bad);
-    OKC(cuDestroyExternalMemory(gone));
-    CHECK(cuDestroyExternalMemory(gone) == INVALID_HANDLE, "destroyed once");
+    OK(cuDestroyExternalMemory(gone));
+    EXPECT_MSG(cuDestroyExternalMemory(gone) == CUDA_ERROR_INVALID_HANDLE, "destroyed once");
     close(bad);
 
     /* Semaphores, on a stream of the client's and on its default stream. */
     s = import_sem();
-    OKC(cuStreamCreate(&st, 1));
-    OKC(cuSignalExternalSemaphoresAsync(&s, &sp, 1, st));
+    OK(cuStreamCreate(&st, 1));
+    OK(cuSignalExternalSemaphoresAsync(&s, &sp, 1, st));
     sp.value = 9;
-    OKC(cuWaitExternalSemaphoresAsync(&s, &sp, 1, NULL));
-    OKC(cuStreamSynchronize(st));
+    OK(cuWaitExternalSemaphoresAsync(&s, &sp, 1, NULL));
+    OK(cuStreamSynchronize(st));
     for (int i = 0; i < 129; i++)
         sems[i] = s;
-    CHECK(cuSignalExternalSemaphoresAsync(sems, many, 129, st) == INVALID_VALUE,
-          "129 semaphores refused");
-    OKC(cuWaitExternalSemaphoresAsync(sems, many, 128, st));
+    EXPECT_MSG(cuSignalExternalSemaphoresAsync(sems, many, 129, st) == CUDA_ERROR_INVALID_VALUE,
+               "129 semaphores refused");
+    OK(cuWaitExternalSemaphoresAsync(sems, many, 128, st));
     sems[5] = (CUexternalSemaphore)m; /* not a semaphore */
-    CHECK(cuWaitExternalSemaphoresAsync(sems, many, 6, st) == INVALID_HANDLE,
-          "an external memory is not a semaphore");
-    CHECK(cuSignalExternalSemaphoresAsync(&s, &sp, 1, (CUstream)0x1234) == INVALID_HANDLE,
-          "a stream that is not the client's");
+    EXPECT_MSG(cuWaitExternalSemaphoresAsync(sems, many, 6, st) == CUDA_ERROR_INVALID_HANDLE,
+               "an external memory is not a semaphore");
+    EXPECT_MSG(cuSignalExternalSemaphoresAsync(&s, &sp, 1, (CUstream)0x1234) ==
+                   CUDA_ERROR_INVALID_HANDLE,
+               "a stream that is not the client's");
     printf("stream %p\n", st);
-    printf("keep %p %p 0x%llx\n", m, s, p);
+    printf("keep %p %p 0x%llx\n", m, s, (unsigned long long)p);
     printf("basic ok\n");
 }
 
@@ -244,7 +241,7 @@ static void hold(void)
     CUdeviceptr p = map(m, 0, 4096);
     char line[16];
 
-    printf("%p %p 0x%llx\n", m, s, p);
+    printf("%p %p 0x%llx\n", m, s, (unsigned long long)p);
     fflush(stdout);
     if (!fgets(line, sizeof(line), stdin))
         exit(1);
@@ -259,14 +256,18 @@ static void steal(const char *ms, const char *ss, const char *ps)
     SEM_PARAMS sp = {.value = 1};
     char buf[8];
 
-    CHECK(cuExternalMemoryGetMappedBuffer(&q, m, &b) == INVALID_HANDLE, "map another's memory");
-    CHECK(cuDestroyExternalMemory(m) == INVALID_HANDLE, "destroy another's memory");
-    CHECK(cuSignalExternalSemaphoresAsync(&s, &sp, 1, NULL) == INVALID_HANDLE, "signal another's");
-    CHECK(cuWaitExternalSemaphoresAsync(&s, &sp, 1, NULL) == INVALID_HANDLE, "wait another's");
-    CHECK(cuDestroyExternalSemaphore(s) == INVALID_HANDLE, "destroy another's semaphore");
-    CHECK(cuMemcpyHtoD_v2(p, "x", 1) != 0, "write another's buffer");
-    CHECK(cuMemcpyDtoH_v2(buf, p, 1) != 0, "read another's buffer");
-    CHECK(cuMemFree_v2(p) == INVALID_VALUE, "free another's buffer");
+    EXPECT_MSG(cuExternalMemoryGetMappedBuffer(&q, m, &b) == CUDA_ERROR_INVALID_HANDLE,
+               "map another's memory");
+    EXPECT_MSG(cuDestroyExternalMemory(m) == CUDA_ERROR_INVALID_HANDLE, "destroy another's memory");
+    EXPECT_MSG(cuSignalExternalSemaphoresAsync(&s, &sp, 1, NULL) == CUDA_ERROR_INVALID_HANDLE,
+               "signal another's");
+    EXPECT_MSG(cuWaitExternalSemaphoresAsync(&s, &sp, 1, NULL) == CUDA_ERROR_INVALID_HANDLE,
+               "wait another's");
+    EXPECT_MSG(cuDestroyExternalSemaphore(s) == CUDA_ERROR_INVALID_HANDLE,
+               "destroy another's semaphore");
+    EXPECT_RC(cuMemcpyHtoD_v2(p, "x", 1), CUDA_ERROR_INVALID_VALUE); /* write another's buffer */
+    EXPECT_RC(cuMemcpyDtoH_v2(buf, p, 1), CUDA_ERROR_INVALID_VALUE); /* read another's buffer */
+    EXPECT_MSG(cuMemFree_v2(p) == CUDA_ERROR_INVALID_VALUE, "free another's buffer");
     printf("steal refused\n");
 }
 
@@ -274,9 +275,9 @@ int main(int argc, char **argv)
 {
     CUcontext ctx;
 
-    OKC(cuInit(0));
-    OKC(cuDevicePrimaryCtxRetain(&ctx, 0));
-    OKC(cuCtxSetCurrent(ctx));
+    OK(cuInit(0));
+    OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(cuCtxSetCurrent(ctx));
     if (argc == 2 && strcmp(argv[1], "basic") == 0)
         basic();
     else if (argc == 2 && strcmp(argv[1], "hold") == 0)

@@ -19,10 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction, *CUgraph, *CUgraphNode, *CUgraphExec,
-    *CUuserObject;
+#include "check.h"
+
+typedef void *CUuserObject;
 
 typedef struct {
     CUfunction func;
@@ -88,17 +87,6 @@ CUresult cuUserObjectRelease(CUuserObject, unsigned);
 CUresult cuGraphRetainUserObject(CUgraph, CUuserObject, unsigned, unsigned);
 CUresult cuGraphReleaseUserObject(CUgraph, CUuserObject, unsigned);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "hostnodes_driver: line %d: %s\n", __LINE__, #cond);                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define INVALID_VALUE 1
-#define INVALID_HANDLE 400
-#define CAPTURE_UNSUPPORTED 900
 #define NODE_TYPE_HOST 3
 
 static CUfunction fill;
@@ -226,12 +214,12 @@ static void nodes(void)
     EXPECT(back.fn == host_fn2 && back.data == &c);
     /* refusals */
     p.fn = NULL;
-    EXPECT(cuGraphAddHostNode(&x, g, NULL, 0, &p) == INVALID_VALUE);
-    EXPECT(cuGraphHostNodeSetParams(h, &p) == INVALID_VALUE);
-    EXPECT(cuGraphAddHostNode(&x, g, NULL, 0, NULL) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddHostNode(&x, g, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGraphHostNodeSetParams(h, &p), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGraphAddHostNode(&x, g, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
     p.fn = host_fn;
-    EXPECT(cuGraphAddHostNode(&x, g, &n1, 5000, &p) == INVALID_VALUE); /* past 4096 */
-    EXPECT(cuGraphHostNodeGetParams(n1, &back) != 0);                  /* a kernel node */
+    EXPECT_RC(cuGraphAddHostNode(&x, g, &n1, 5000, &p), CUDA_ERROR_INVALID_VALUE); /* past 4096 */
+    EXPECT_RC(cuGraphHostNodeGetParams(n1, &back), CUDA_ERROR_INVALID_VALUE); /* a kernel node */
     /* The server keeps a record per distinct (function, argument): 4096 per client at most */
     {
         static char many[5000];
@@ -276,7 +264,7 @@ static void capture(void)
     OK(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, (fill_params(&five, args1), args1), NULL));
     OK(cuLaunchHostFunc(s, host_fn, &a));
     OK(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, (fill_params(&six, args2), args2), NULL));
-    EXPECT(cuStreamAddCallback(s, callback, &cb, 0) == CAPTURE_UNSUPPORTED);
+    EXPECT_RC(cuStreamAddCallback(s, callback, &cb, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     OK(cuStreamEndCapture(s, &g));
     EXPECT(a.calls == 0 && cb.calls == 0); /* not at capture */
     OK(cuGraphInstantiateWithFlags(&e, g, 0));
@@ -317,19 +305,20 @@ static void uobj(void)
     HNP p = {host_fn, &a};
 
     OK(cuStreamCreate(&s, 1));
-    EXPECT(cuUserObjectCreate(&o, &destroyed[0], destructor, 1, 0) == INVALID_VALUE);
-    EXPECT(cuUserObjectCreate(&o, &destroyed[0], destructor, 0, 1) == INVALID_VALUE);
-    EXPECT(cuUserObjectCreate(&o, &destroyed[0], NULL, 1, 1) == INVALID_VALUE);
+    EXPECT_RC(cuUserObjectCreate(&o, &destroyed[0], destructor, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuUserObjectCreate(&o, &destroyed[0], destructor, 0, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuUserObjectCreate(&o, &destroyed[0], NULL, 1, 1), CUDA_ERROR_INVALID_VALUE);
     OK(cuUserObjectCreate(&o, &destroyed[0], destructor, 1, 1));
-    EXPECT(cuUserObjectRetain(o, 0) == INVALID_VALUE);
+    EXPECT_RC(cuUserObjectRetain(o, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphCreate(&g, 0));
     OK(cuGraphAddHostNode(&h, g, NULL, 0, &p));
-    EXPECT(cuGraphRetainUserObject(g, o, 1, 2) == INVALID_VALUE); /* unknown flag */
+    EXPECT_RC(cuGraphRetainUserObject(g, o, 1, 2), CUDA_ERROR_INVALID_VALUE); /* unknown flag */
     OK(cuGraphRetainUserObject(g, o, 1, 0));
     OK(cuGraphClone(&clone, g));
     OK(cuGraphInstantiateWithFlags(&e, g, 0));
-    EXPECT(cuGraphReleaseUserObject(g, o, 2) == INVALID_VALUE); /* more than the graph holds */
-    OK(cuUserObjectRelease(o, 1));                              /* the caller's */
+    EXPECT_RC(cuGraphReleaseUserObject(g, o, 2),
+              CUDA_ERROR_INVALID_VALUE); /* more than the graph holds */
+    OK(cuUserObjectRelease(o, 1));       /* the caller's */
     OK(cuGraphDestroy(g));
     OK(cuGraphDestroy(clone));
     EXPECT(destroyed[0] == 0); /* the executable graph holds one */
@@ -340,7 +329,8 @@ static void uobj(void)
     /* Moved references: the caller's become the graph's */
     OK(cuUserObjectCreate(&o2, &destroyed[1], destructor, 2, 1));
     OK(cuGraphCreate(&g2, 0));
-    EXPECT(cuGraphRetainUserObject(g2, o2, 3, 1) == INVALID_VALUE); /* more than the caller has */
+    EXPECT_RC(cuGraphRetainUserObject(g2, o2, 3, 1),
+              CUDA_ERROR_INVALID_VALUE); /* more than the caller has */
     OK(cuGraphRetainUserObject(g2, o2, 2, 1));
     OK(cuGraphReleaseUserObject(g2, o2, 1));
     EXPECT(destroyed[1] == 0);
@@ -426,17 +416,17 @@ int main(int argc, char **argv)
         HNP p = {host_fn, &a}, back;
         OK(cuGraphCreate(&mine, 0));
         OK(cuGraphAddHostNode(&own, mine, NULL, 0, &p));
-        EXPECT(cuGraphAddHostNode(&x, g, NULL, 0, &p) == INVALID_HANDLE);
-        EXPECT(cuGraphAddHostNode(&x, mine, &n, 1, &p) == INVALID_HANDLE);
-        EXPECT(cuGraphHostNodeGetParams(n, &back) == INVALID_HANDLE);
-        EXPECT(cuGraphHostNodeSetParams(n, &p) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddHostNode(&x, g, NULL, 0, &p), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddHostNode(&x, mine, &n, 1, &p), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphHostNodeGetParams(n, &back), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphHostNodeSetParams(n, &p), CUDA_ERROR_INVALID_HANDLE);
         OK(cuGraphInstantiateWithFlags(&e, mine, 0));
-        EXPECT(cuGraphExecHostNodeSetParams(e, n, &p) == INVALID_HANDLE);
-        EXPECT(cuGraphExecHostNodeSetParams((CUgraphExec)g, own, &p) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphExecHostNodeSetParams(e, n, &p), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphExecHostNodeSetParams((CUgraphExec)g, own, &p), CUDA_ERROR_INVALID_HANDLE);
         /* a capture of its own open, so that the server is asked about the other's stream */
         OK(cuStreamCreate(&s, 1));
         OK(cuStreamBeginCapture_v2(s, 0));
-        EXPECT(cuLaunchHostFunc(theirs, host_fn, &a) == INVALID_HANDLE);
+        EXPECT_RC(cuLaunchHostFunc(theirs, host_fn, &a), CUDA_ERROR_INVALID_HANDLE);
         OK(cuLaunchHostFunc(s, host_fn, &a));
         OK(cuStreamEndCapture(s, &mine));
         EXPECT(a.calls == 0);

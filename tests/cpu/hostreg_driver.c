@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "openmps/cuda_abi.h" /* the driver's types, CUDA_MEMCPY2D */
+#include "check.h"
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -49,15 +49,6 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_MEMHOSTREGISTER_IOMEMORY 0x04
 #define CU_MEMHOSTREGISTER_READ_ONLY 0x08
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "hostreg_driver: line %d: %s\n", __LINE__, #cond);                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
 
 #define PAGE 4096
 #define LEN (3 * PAGE)
@@ -143,7 +134,8 @@ static int file_case(const char *path)
     start();
     OK(cuMemAlloc_v2(&d, LEN));
     OK(cuMemHostRegister_v2(m, LEN, 0));
-    EXPECT(cuMemHostRegister_v2(m + PAGE, PAGE, 0) == 712); /* already registered */
+    EXPECT_RC(cuMemHostRegister_v2(m + PAGE, PAGE, 0),
+              CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED); /* already registered */
     OK(cuMemHostGetFlags(&flags, m + 5));
     EXPECT(flags == 0);
     /* a device copy into the mapping reaches the file */
@@ -163,15 +155,18 @@ static int file_case(const char *path)
     round_trip(m, LEN, d, 3);
     EXPECT(pread(fd, buf, LEN, 0) == LEN && memcmp(buf, m, LEN) == 0);
     EXPECT(!moved(m, LEN));
-    EXPECT(cuMemHostGetDevicePointer_v2(&dp, m, 0) == 1); /* the server cannot map it */
+    EXPECT_RC(cuMemHostGetDevicePointer_v2(&dp, m, 0),
+              CUDA_ERROR_INVALID_VALUE); /* the server cannot map it */
     OK(cuMemHostUnregister(m));
     m[300] = 0xef; /* still the file's mapping */
     EXPECT(pread(fd, buf, LEN, 0) == LEN && buf[300] == 0xef);
     /* the server cannot map it: no device pointer, as the driver for memory it cannot map */
-    EXPECT(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP) == 1);
-    EXPECT(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_IOMEMORY) == 1); /* not I/O memory */
-    EXPECT(cuMemHostRegister_v2(m, LEN, 0x100) == 1);                       /* an unknown flag */
-    EXPECT(cuMemHostUnregister(m) == 713); /* none of them registered it */
+    EXPECT_RC(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_IOMEMORY),
+              CUDA_ERROR_INVALID_VALUE);                                      /* not I/O memory */
+    EXPECT_RC(cuMemHostRegister_v2(m, LEN, 0x100), CUDA_ERROR_INVALID_VALUE); /* an unknown flag */
+    EXPECT_RC(cuMemHostUnregister(m),
+              CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED); /* none of them registered it */
     OK(cuMemFree_v2(d));
     munmap(m, LEN);
     close(fd);
@@ -287,7 +282,7 @@ static int readonly_case(void)
     start();
     OK(cuMemAlloc_v2(&d, LEN));
     /* the driver needs CU_MEMHOSTREGISTER_READ_ONLY for memory the CPU maps read-only */
-    EXPECT(cuMemHostRegister_v2(m, LEN, 0) == 1);
+    EXPECT_RC(cuMemHostRegister_v2(m, LEN, 0), CUDA_ERROR_INVALID_VALUE);
     prot_of(m, prot);
     EXPECT(!strcmp(prot, "r--p"));
     OK(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_READ_ONLY));
@@ -308,8 +303,8 @@ static int readonly_case(void)
     EXPECT(memcmp(back, m, LEN) == 0);
     /* and may not write it: refused, the memory unchanged */
     OK(cuMemsetD8_v2(d, 0x99, LEN));
-    EXPECT(cuMemcpyDtoH_v2(m, d, LEN) == 1);
-    EXPECT(cuMemcpyDtoHAsync_v2(m + PAGE, d, 16, NULL) == 1);
+    EXPECT_RC(cuMemcpyDtoH_v2(m, d, LEN), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpyDtoHAsync_v2(m + PAGE, d, 16, NULL), CUDA_ERROR_INVALID_VALUE);
     CUDA_MEMCPY2D c2 = {.srcMemoryType = 2,
                         .srcDevice = d,
                         .srcPitch = 64,
@@ -318,7 +313,7 @@ static int readonly_case(void)
                         .dstPitch = 128,
                         .WidthInBytes = 64,
                         .Height = 4};
-    EXPECT(cuMemcpy2D_v2(&c2) == 1);
+    EXPECT_RC(cuMemcpy2D_v2(&c2), CUDA_ERROR_INVALID_VALUE);
     EXPECT(m[0] == 0 && m[PAGE] == (unsigned char)(PAGE * 3) &&
            m[2 * PAGE] == (unsigned char)(2 * PAGE * 3));
     OK(cuMemHostUnregister(m));
@@ -351,13 +346,13 @@ static int threads_case(void)
     OK(cuMemAlloc_v2(&d, LEN));
     EXPECT(pthread_create(&t, NULL, other_thread, NULL) == 0);
     /* another thread may be writing these pages: they are not moved, and cannot be mapped */
-    EXPECT(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP) == 1);
+    EXPECT_RC(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemHostRegister_v2(m, LEN, 0));
     EXPECT(!moved(m, LEN));
-    EXPECT(cuMemHostGetDevicePointer_v2(&dp, m, 0) == 1);
+    EXPECT_RC(cuMemHostGetDevicePointer_v2(&dp, m, 0), CUDA_ERROR_INVALID_VALUE);
     round_trip(m, LEN, d, 29);
     OK(cuMemHostUnregister(m));
-    EXPECT(cuMemHostUnregister(m) == 713);
+    EXPECT_RC(cuMemHostUnregister(m), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
     EXPECT(write(wake[1], "x", 1) == 1 && pthread_join(t, NULL) == 0);
     /* alone again: the same pages are moved, and mapped for the device */
     OK(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP));

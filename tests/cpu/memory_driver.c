@@ -22,27 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUmemoryPool;
-typedef struct {
-    int type, id;
-} CUmemLocation;
-typedef struct {
-    CUmemLocation location;
-    int flags;
-} CUmemAccessDesc;
-typedef struct {
-    int allocType, handleTypes;
-    CUmemLocation location;
-    void *win32SecurityAttributes;
-    size_t maxSize;
-    unsigned short usage;
-    unsigned char reserved[54];
-} CUmemPoolProps;
-typedef struct {
-    char reserved[64];
-} CUipcMemHandle;
+#include "check.h"
+
+typedef void *CUmemoryPool;
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -57,12 +39,6 @@ CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
-typedef struct {
-    size_t Width, Height;
-    int Format;
-    unsigned NumChannels;
-} CUDA_ARRAY_DESCRIPTOR;
-typedef void *CUarray;
 CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
 CUresult cuArrayDestroy(CUarray);
 CUresult cuDeviceTotalMem_v2(size_t *, int);
@@ -89,7 +65,6 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
 CUresult cuIpcCloseMemHandle(CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
-typedef void *CUevent;
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuEventQuery(CUevent);
@@ -97,13 +72,6 @@ CUresult cuEventSynchronize(CUevent);
 CUresult cuEventDestroy_v2(CUevent);
 CUresult cuIpcGetEventHandle(CUipcMemHandle *, CUevent); /* the same 64 bytes as a memory one */
 CUresult cuIpcOpenEventHandle(CUevent *, CUipcMemHandle);
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct {
-    int type, requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    unsigned char allocFlags[8];
-} CUmemAllocationProp;
 CUresult cuMemGetAllocationGranularity(size_t *, const CUmemAllocationProp *, int);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
@@ -120,30 +88,9 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *, void *);
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *,
                                                 CUmemGenericAllocationHandle);
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAILED line %d: ", __LINE__);                                                  \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) CHECK((rc = (call)) == 0, "%s: %d", #call, rc)
-#define IS(call, want) CHECK((rc = (call)) == (want), "%s: %d, expected %d", #call, rc, want)
-
-enum {
-    INVALID_VALUE = 1,
-    OUT_OF_MEMORY = 2,
-    INVALID_DEVICE = 101,
-    INVALID_HANDLE = 400,
-    NOT_SUPPORTED = 801
-};
-
 static void setup(void)
 {
     CUcontext ctx;
-    CUresult rc;
 
     OK(cuInit(0));
     OK(cuDevicePrimaryCtxRetain(&ctx, 0));
@@ -153,13 +100,12 @@ static void setup(void)
 static void round_trip(CUdeviceptr d, size_t n, unsigned char seed)
 {
     unsigned char *a = malloc(n), *b = malloc(n);
-    CUresult rc;
 
     for (size_t i = 0; i < n; i++)
         a[i] = (unsigned char)(i * 7 + seed);
     OK(cuMemcpyHtoD_v2(d, a, n));
     OK(cuMemcpyDtoH_v2(b, d, n));
-    CHECK(!memcmp(a, b, n), "bytes came back");
+    EXPECT_MSG(!memcmp(a, b, n), "bytes came back");
     free(a);
     free(b);
 }
@@ -179,68 +125,71 @@ static int pools(void)
     setup();
     OK(cuStreamCreate(&st, 1));
     OK(cuDeviceGetDefaultMemPool(&def, 0));
-    CHECK(def != NULL, "a default pool");
+    EXPECT_MSG(def != NULL, "a default pool");
     OK(cuDeviceGetMemPool(&cur, 0));
-    CHECK(cur == def, "the current pool is the default one");
+    EXPECT_MSG(cur == def, "the current pool is the default one");
     OK(cuMemGetDefaultMemPool(&cur, &dev0, 1));
-    CHECK(cur == def, "the 13.0 name answers the same pool");
-    IS(cuMemGetDefaultMemPool(&cur, &host, 1), NOT_SUPPORTED);
-    IS(cuDeviceGetDefaultMemPool(&cur, 7), INVALID_DEVICE);
+    EXPECT_MSG(cur == def, "the 13.0 name answers the same pool");
+    EXPECT_RC(cuMemGetDefaultMemPool(&cur, &host, 1), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_RC(cuDeviceGetDefaultMemPool(&cur, 7), CUDA_ERROR_INVALID_DEVICE);
     v = 12345;
     OK(cuMemPoolSetAttribute(def, 4, &v)); /* release threshold */
     v = 0;
     OK(cuMemPoolGetAttribute(def, 4, &v));
-    CHECK(v == 12345, "release threshold %llu", v);
+    EXPECT_MSG(v == 12345, "release threshold %llu", v);
     iv = 1;
     OK(cuMemPoolSetAttribute(def, 2, &iv));
-    IS(cuMemPoolSetAttribute(def, 5, &v), INVALID_VALUE); /* reserved-current: read only */
-    IS(cuMemPoolGetAttribute(def, 99, &v), INVALID_VALUE);
+    EXPECT_RC(cuMemPoolSetAttribute(def, 5, &v),
+              CUDA_ERROR_INVALID_VALUE); /* reserved-current: read only */
+    EXPECT_RC(cuMemPoolGetAttribute(def, 99, &v), CUDA_ERROR_INVALID_VALUE);
 
     /* stream-ordered memory, usable by copies, freed both ways */
     OK(cuMemAllocAsync(&a, 3000, st));
     OK(cuStreamSynchronize(st));
     round_trip(a, 3000, 1);
     OK(cuMemFreeAsync(a, st));
-    IS(cuMemcpyHtoD_v2(a, &v, 8), INVALID_VALUE); /* gone */
-    IS(cuMemFreeAsync(a, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoD_v2(a, &v, 8), CUDA_ERROR_INVALID_VALUE); /* gone */
+    EXPECT_RC(cuMemFreeAsync(a, st), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemAllocAsync(&b, 5000, NULL));
     round_trip(b, 5000, 2);
     CUmemoryPool got_pool = NULL;
     OK(cuPointerGetAttribute(&got_pool, 17, b + 100)); /* CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE */
-    CHECK(got_pool == def, "stream-ordered memory names its pool (the client's default)");
+    EXPECT_MSG(got_pool == def, "stream-ordered memory names its pool (the client's default)");
     OK(cuMemFree_v2(b)); /* the driver allows cuMemFree of stream-ordered memory */
-    IS(cuMemAllocAsync(&c, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemAllocAsync(&c, 0, st), CUDA_ERROR_INVALID_VALUE);
 
     /* a pool of its own */
     OK(cuMemPoolCreate(&p1, &props));
     props.handleTypes = 2; /* a Win32 handle: not on Linux (a POSIX one: shareable_driver.c) */
-    IS(cuMemPoolCreate(&p2, &props), NOT_SUPPORTED);
+    EXPECT_RC(cuMemPoolCreate(&p2, &props), CUDA_ERROR_NOT_SUPPORTED);
     props.handleTypes = 0;
     OK(cuMemPoolSetAccess(p1, &acc, 1));
-    IS(cuMemPoolSetAccess(p1, &acc, 65), INVALID_VALUE); /* past the row's maximum */
+    EXPECT_RC(cuMemPoolSetAccess(p1, &acc, 65),
+              CUDA_ERROR_INVALID_VALUE); /* past the row's maximum */
     OK(cuMemPoolGetAccess(&flags, p1, &dev0));
-    CHECK(flags == 3, "access flags %d", flags);
+    EXPECT_MSG(flags == 3, "access flags %d", flags);
     OK(cuMemAllocFromPoolAsync(&c, 4096, p1, st));
     round_trip(c, 4096, 3);
     OK(cuPointerGetAttribute(&got_pool, 17, c));
-    CHECK(got_pool == p1, "memory from a pool names that pool");
+    EXPECT_MSG(got_pool == p1, "memory from a pool names that pool");
     OK(cuMemPoolTrimTo(p1, 777));
     OK(cuMemSetMemPool(&dev0, 1, p1));
     OK(cuDeviceGetMemPool(&cur, 0));
-    CHECK(cur == p1, "the current pool is set");
+    EXPECT_MSG(cur == p1, "the current pool is set");
     OK(cuMemAllocAsync(&keep, 100, st)); /* from p1, left for the session's end */
     OK(cuMemFreeAsync(c, st));
-    IS(cuMemPoolDestroy(def), INVALID_VALUE); /* the default pool stays */
+    EXPECT_RC(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE); /* the default pool stays */
     OK(cuMemPoolCreate(&p2, &props));
     OK(cuMemPoolDestroy(p2));
-    IS(cuMemPoolTrimTo(p2, 0), INVALID_HANDLE); /* destroyed: no longer its own */
+    EXPECT_RC(cuMemPoolTrimTo(p2, 0), CUDA_ERROR_INVALID_HANDLE); /* destroyed: no longer its own */
     OK(cuMemGetMemPool(&cur, &dev0, 1));
-    CHECK(cur == p1, "still p1");
+    EXPECT_MSG(cur == p1, "still p1");
 
     /* handles that are not pools of its own */
-    IS(cuMemPoolTrimTo((CUmemoryPool)(uintptr_t)0x1234, 0), INVALID_HANDLE);
-    IS(cuMemAllocFromPoolAsync(&c, 64, (CUmemoryPool)(uintptr_t)0x1234, st), INVALID_HANDLE);
-    IS(cuDeviceSetMemPool(0, (CUmemoryPool)(uintptr_t)0x1234), INVALID_HANDLE);
+    EXPECT_RC(cuMemPoolTrimTo((CUmemoryPool)(uintptr_t)0x1234, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemAllocFromPoolAsync(&c, 64, (CUmemoryPool)(uintptr_t)0x1234, st),
+              CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuDeviceSetMemPool(0, (CUmemoryPool)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
 
     /* hints: its own range only */
     OK(cuMemAlloc_v2(&a, 1 << 20));
@@ -248,15 +197,15 @@ static int pools(void)
     OK(cuMemPrefetchAsync_v2(a + 100, 1000, dev0, 0, st));
     OK(cuMemAdvise(a, 1 << 20, 1, 0));
     OK(cuMemAdvise_v2(a, 64, 3, dev0));
-    IS(cuMemAdvise(a, 64, 99, 0), INVALID_VALUE);
-    IS(cuMemPrefetchAsync(a, (1 << 20) + 1, 0, st), INVALID_VALUE);
-    IS(cuMemPrefetchAsync(0x1000, 16, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemAdvise(a, 64, 99, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchAsync(a, (1 << 20) + 1, 0, st), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchAsync(0x1000, 16, 0, st), CUDA_ERROR_INVALID_VALUE);
 
     /* the budget of pools (OPENMPS_CLIENT_MAX_HANDLES when the test sets it) */
     for (n = 0; n < 8; n++)
         if ((rc = cuMemPoolCreate(&extra[n], &props)) != 0)
             break;
-    CHECK(n == 8 || rc == OUT_OF_MEMORY, "a refused pool: %d", rc);
+    EXPECT_MSG(n == 8 || rc == CUDA_ERROR_OUT_OF_MEMORY, "a refused pool: %d", rc);
     printf("created %d more pool(s)\n", n);
     OK(cuStreamSynchronize(st));
     printf("pool %llu\n", (unsigned long long)(uintptr_t)def);
@@ -273,7 +222,6 @@ static int export(void)
     CUstream st;
     unsigned char *bytes = malloc(1 << 20);
     char line[64];
-    CUresult rc;
 
     setup();
     OK(cuStreamCreate(&st, 1));
@@ -284,19 +232,22 @@ static int export(void)
     OK(cuMemcpyHtoD_v2(d, bytes, 1 << 20));
     OK(cuIpcGetMemHandle(&h, d));
     OK(cuIpcGetMemHandle(&h2, d + 4096)); /* within: the same allocation, the same handle */
-    CHECK(!memcmp(&h, &h2, sizeof(h)), "one handle per allocation");
-    IS(cuIpcOpenMemHandle_v2(&d, h, 1), 201); /* its own handle: CUDA_ERROR_INVALID_CONTEXT */
-    IS(cuIpcGetMemHandle(&h2, 0x1000), INVALID_VALUE);
+    EXPECT_MSG(!memcmp(&h, &h2, sizeof(h)), "one handle per allocation");
+    EXPECT_RC(cuIpcOpenMemHandle_v2(&d, h, 1),
+              CUDA_ERROR_INVALID_CONTEXT); /* its own handle: CUDA_ERROR_INVALID_CONTEXT */
+    EXPECT_RC(cuIpcGetMemHandle(&h2, 0x1000), CUDA_ERROR_INVALID_VALUE);
     CUdeviceptr pa = 0;
     OK(cuMemAllocAsync(&pa, 4096, st));
-    IS(cuIpcGetMemHandle(&h2, pa), INVALID_VALUE); /* pool memory: cuMemPoolExportPointer */
+    EXPECT_RC(cuIpcGetMemHandle(&h2, pa),
+              CUDA_ERROR_INVALID_VALUE); /* pool memory: cuMemPoolExportPointer */
     CUevent ev;
     CUipcMemHandle eh, eh2;
     OK(cuEventCreate(&ev, 0x6)); /* CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING */
     OK(cuIpcGetEventHandle(&eh, ev));
     OK(cuIpcGetEventHandle(&eh2, ev));
-    CHECK(!memcmp(&eh, &eh2, sizeof(eh)), "one handle per event");
-    IS(cuIpcGetEventHandle(&eh2, (CUevent)(uintptr_t)0x1234), 400); /* not its event */
+    EXPECT_MSG(!memcmp(&eh, &eh2, sizeof(eh)), "one handle per event");
+    EXPECT_RC(cuIpcGetEventHandle(&eh2, (CUevent)(uintptr_t)0x1234),
+              CUDA_ERROR_INVALID_HANDLE); /* not its event */
     printf("handle ");
     for (size_t i = 0; i < sizeof(h); i++)
         printf("%02x", (unsigned char)h.reserved[i]);
@@ -315,7 +266,7 @@ static int export(void)
             OK(cuEventRecord(ev, st));
             OK(cuEventSynchronize(ev));
             OK(cuEventDestroy_v2(ev));
-            IS(cuEventQuery(ev), 400); /* gone for this client */
+            EXPECT_RC(cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE); /* gone for this client */
             printf("event ok\n");
             fflush(stdout);
         } else if (!strncmp(line, "exit", 4)) {
@@ -340,21 +291,20 @@ static int import_event(const char *hex)
 {
     CUipcMemHandle h, bad;
     CUevent ev = NULL, ev2 = NULL;
-    CUresult rc;
 
-    CHECK(strlen(hex) == 128, "a 64-byte event handle");
+    EXPECT_MSG(strlen(hex) == 128, "a 64-byte event handle");
     unhex(hex, &h);
     bad = h;
     bad.reserved[20] ^= 0x5a; /* another id */
-    IS(cuIpcOpenEventHandle(&ev, bad), INVALID_VALUE);
+    EXPECT_RC(cuIpcOpenEventHandle(&ev, bad), CUDA_ERROR_INVALID_VALUE);
     memset(&bad, 0, sizeof(bad));
-    IS(cuIpcOpenEventHandle(&ev, bad), INVALID_VALUE);
+    EXPECT_RC(cuIpcOpenEventHandle(&ev, bad), CUDA_ERROR_INVALID_VALUE);
     OK(cuIpcOpenEventHandle(&ev, h));
     OK(cuIpcOpenEventHandle(&ev2, h));
-    CHECK(ev == ev2, "the same event each time");
+    EXPECT_MSG(ev == ev2, "the same event each time");
     OK(cuEventQuery(ev));
     OK(cuEventDestroy_v2(ev)); /* its hold only: the exporter's event lives on */
-    IS(cuEventQuery(ev), 400);
+    EXPECT_RC(cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE);
     return 0;
 }
 
@@ -366,10 +316,9 @@ static int import(const char *hex, const char *pool)
     unsigned char *bytes = malloc(1 << 20);
     char line[64];
     unsigned long long v = 1;
-    CUresult rc;
 
     setup();
-    CHECK(strlen(hex) == 128, "a 64-byte handle");
+    EXPECT_MSG(strlen(hex) == 128, "a 64-byte handle");
     for (int i = 0; i < 64; i++) {
         unsigned x;
         sscanf(hex + 2 * i, "%2x", &x);
@@ -377,22 +326,22 @@ static int import(const char *hex, const char *pool)
     }
     bad = h;
     bad.reserved[20] ^= 0x5a; /* another id */
-    IS(cuIpcOpenMemHandle_v2(&d, bad, 1), INVALID_VALUE);
+    EXPECT_RC(cuIpcOpenMemHandle_v2(&d, bad, 1), CUDA_ERROR_INVALID_VALUE);
     memset(&bad, 0, sizeof(bad));
-    IS(cuIpcOpenMemHandle_v2(&d, bad, 1), INVALID_VALUE);
-    IS(cuIpcOpenMemHandle_v2(&d, h, 0x10), INVALID_VALUE); /* unknown flags */
+    EXPECT_RC(cuIpcOpenMemHandle_v2(&d, bad, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuIpcOpenMemHandle_v2(&d, h, 0x10), CUDA_ERROR_INVALID_VALUE); /* unknown flags */
     OK(cuIpcOpenMemHandle_v2(&d, h, 1));
     OK(cuIpcOpenMemHandle_v2(&d2, h, 1));
-    CHECK(d == d2, "the same address each time");
+    EXPECT_MSG(d == d2, "the same address each time");
     OK(cuIpcCloseMemHandle(d2));
     OK(cuMemcpyDtoH_v2(bytes, d, 1 << 20));
     for (int i = 0; i < 1 << 20; i++)
-        CHECK(bytes[i] == (unsigned char)i, "byte %d of the exporter", i);
-    IS(cuMemFree_v2(d), INVALID_VALUE); /* opened, not its own to free */
+        EXPECT_MSG(bytes[i] == (unsigned char)i, "byte %d of the exporter", i);
+    EXPECT_RC(cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE); /* opened, not its own to free */
     /* the exporter's pool is not its own */
-    IS(cuMemPoolTrimTo(foreign, 0), INVALID_HANDLE);
-    IS(cuMemPoolSetAttribute(foreign, 4, &v), INVALID_HANDLE);
-    IS(cuDeviceSetMemPool(0, foreign), INVALID_HANDLE);
+    EXPECT_RC(cuMemPoolTrimTo(foreign, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemPoolSetAttribute(foreign, 4, &v), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuDeviceSetMemPool(0, foreign), CUDA_ERROR_INVALID_HANDLE);
     printf("opened\n");
     fflush(stdout);
     if (!fgets(line, sizeof(line), stdin))
@@ -401,11 +350,13 @@ static int import(const char *hex, const char *pool)
     memset(bytes, 0, 1 << 20);
     OK(cuMemcpyDtoH_v2(bytes, d + 4096, 4096));
     for (int i = 0; i < 4096; i++)
-        CHECK(bytes[i] == (unsigned char)(i + 4096), "byte %d after the exporter's free", i);
+        EXPECT_MSG(bytes[i] == (unsigned char)(i + 4096), "byte %d after the exporter's free", i);
     OK(cuIpcCloseMemHandle(d));
-    IS(cuMemcpyDtoH_v2(bytes, d, 16), INVALID_VALUE); /* closed: no longer its memory */
-    IS(cuIpcCloseMemHandle(d), INVALID_VALUE);
-    IS(cuIpcOpenMemHandle_v2(&d, h, 1), INVALID_VALUE); /* freed by its exporter */
+    EXPECT_RC(cuMemcpyDtoH_v2(bytes, d, 16),
+              CUDA_ERROR_INVALID_VALUE); /* closed: no longer its memory */
+    EXPECT_RC(cuIpcCloseMemHandle(d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuIpcOpenMemHandle_v2(&d, h, 1),
+              CUDA_ERROR_INVALID_VALUE); /* freed by its exporter */
     printf("import ok\n");
     return 0;
 }
@@ -425,23 +376,28 @@ static int vmm(void)
 
     setup();
     OK(cuMemGetAllocationGranularity(&g, &prop, 0));
-    CHECK(g > 0, "a granularity");
-    IS(cuMemGetAllocationGranularity(&g, &prop, 7), INVALID_VALUE);
+    EXPECT_MSG(g > 0, "a granularity");
+    EXPECT_RC(cuMemGetAllocationGranularity(&g, &prop, 7), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemCreate(&h, 2 * g, &prop, 0));
     prop.requestedHandleTypes = 2; /* a Win32 handle: not on Linux (POSIX: shareable_driver.c) */
-    IS(cuMemCreate(&h2, 2 * g, &prop, 0), NOT_SUPPORTED);
+    EXPECT_RC(cuMemCreate(&h2, 2 * g, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
     prop.requestedHandleTypes = 0;
     OK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
     OK(cuMemMap(va, 2 * g, 0, h, 0));
-    IS(cuMemMap(va + g, 2 * g, 0, h, 0), INVALID_VALUE);     /* over a mapping */
-    IS(cuMemMap(va + 3 * g, 2 * g, 0, h, 0), INVALID_VALUE); /* past its reservation */
-    IS(cuMemMap(va + 2 * g, g, 0, (CUmemGenericAllocationHandle)0x1234, 0), INVALID_HANDLE);
+    EXPECT_RC(cuMemMap(va + g, 2 * g, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* over a mapping */
+    EXPECT_RC(cuMemMap(va + 3 * g, 2 * g, 0, h, 0),
+              CUDA_ERROR_INVALID_VALUE); /* past its reservation */
+    EXPECT_RC(cuMemMap(va + 2 * g, g, 0, (CUmemGenericAllocationHandle)0x1234, 0),
+              CUDA_ERROR_INVALID_HANDLE);
     OK(cuMemSetAccess(va, 2 * g, &acc, 1));
-    IS(cuMemSetAccess(va, 2 * g, &acc, 17), INVALID_VALUE);    /* past the row's maximum */
-    IS(cuMemSetAccess(va + 2 * g, g, &acc, 1), INVALID_VALUE); /* reserved, not mapped */
+    EXPECT_RC(cuMemSetAccess(va, 2 * g, &acc, 17),
+              CUDA_ERROR_INVALID_VALUE); /* past the row's maximum */
+    EXPECT_RC(cuMemSetAccess(va + 2 * g, g, &acc, 1),
+              CUDA_ERROR_INVALID_VALUE); /* reserved, not mapped */
     OK(cuMemGetAccess(&flags, &dev0, va));
-    CHECK(flags == 3, "access %llu", flags);
-    IS(cuMemGetAccess(&flags, &dev0, va + 2 * g), INVALID_VALUE); /* reserved, not mapped */
+    EXPECT_MSG(flags == 3, "access %llu", flags);
+    EXPECT_RC(cuMemGetAccess(&flags, &dev0, va + 2 * g),
+              CUDA_ERROR_INVALID_VALUE); /* reserved, not mapped */
     round_trip(va, 2 * g, 4);
     /* A second handle mapped right after the first: one buffer to the program (PyTorch's
      * expandable segments, XLA), so copies and memsets may span both; past them, refused. */
@@ -450,27 +406,30 @@ static int vmm(void)
     OK(cuMemSetAccess(va + 2 * g, g, &acc, 1));
     round_trip(va + g, 2 * g, 8);
     OK(cuMemsetD32_v2(va + g - 64, 0x01020304u, (g + 128) / 4));
-    IS(cuMemsetD8_v2(va + 2 * g, 0, 2 * g), INVALID_VALUE); /* into the unmapped quarter */
+    EXPECT_RC(cuMemsetD8_v2(va + 2 * g, 0, 2 * g),
+              CUDA_ERROR_INVALID_VALUE); /* into the unmapped quarter */
     unsigned char past[16] = {0};
-    IS(cuMemcpyHtoD_v2(va + 3 * g - 8, past, sizeof(past)), INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoD_v2(va + 3 * g - 8, past, sizeof(past)), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemUnmap(va + 2 * g, g));
     OK(cuMemRelease(h3));
     OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
-    CHECK(got.type == 1 && got.location.type == 1, "properties");
+    EXPECT_MSG(got.type == 1 && got.location.type == 1, "properties");
     OK(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(va + 100)));
-    CHECK(r == h, "the mapped handle");
-    IS(cuMemFree_v2(va), INVALID_VALUE);            /* mapped memory is not cuMemAlloc's */
-    IS(cuMemAddressFree(va, 4 * g), INVALID_VALUE); /* still mapped */
+    EXPECT_MSG(r == h, "the mapped handle");
+    EXPECT_RC(cuMemFree_v2(va), CUDA_ERROR_INVALID_VALUE); /* mapped memory is not cuMemAlloc's */
+    EXPECT_RC(cuMemAddressFree(va, 4 * g), CUDA_ERROR_INVALID_VALUE); /* still mapped */
     OK(cuMemUnmap(va, 2 * g));
-    IS(cuMemcpyHtoD_v2(va, &flags, 8), INVALID_VALUE); /* unmapped: not its memory */
+    EXPECT_RC(cuMemcpyHtoD_v2(va, &flags, 8),
+              CUDA_ERROR_INVALID_VALUE); /* unmapped: not its memory */
     OK(cuMemRelease(r)); /* the retained reference (the same value: as the driver, 2 needed) */
     OK(cuMemRelease(h));
-    IS(cuMemRelease(h), INVALID_HANDLE);
+    EXPECT_RC(cuMemRelease(h), CUDA_ERROR_INVALID_HANDLE);
     OK(cuMemAddressFree(va, 4 * g));
     /* cuMemAlloc through the server's own virtual memory path still works */
     OK(cuMemAlloc_v2(&d, 1000));
     round_trip(d, 1000, 5);
-    IS(cuMemSetAccess(d, 1000, &acc, 1), INVALID_VALUE); /* not a mapping of its own */
+    EXPECT_RC(cuMemSetAccess(d, 1000, &acc, 1),
+              CUDA_ERROR_INVALID_VALUE); /* not a mapping of its own */
     OK(cuMemFree_v2(d));
     /* left for the session's end: a handle, a reservation, a mapping */
     OK(cuMemCreate(&h2, g, &prop, 0));
@@ -481,9 +440,10 @@ static int vmm(void)
     for (n = 0; n < 8; n++)
         if ((rc = cuMemAddressReserve(&extra[n], g, 0, 0, 0)) != 0)
             break;
-    CHECK(n == 8 || rc == OUT_OF_MEMORY, "a refused reservation: %d", rc);
+    EXPECT_MSG(n == 8 || rc == CUDA_ERROR_OUT_OF_MEMORY, "a refused reservation: %d", rc);
     printf("reserved %d more\n", n);
-    printf("vmm %llu %llu %llu\n", h2, va2, (unsigned long long)g);
+    printf("vmm %llu %llu %llu\n", (unsigned long long)h2, (unsigned long long)va2,
+           (unsigned long long)g);
     fflush(stdout);
     while (fgets(line, sizeof(line), stdin))
         if (!strncmp(line, "exit", 4))
@@ -501,19 +461,19 @@ static int vmm_foreign(unsigned long long h, CUdeviceptr va, size_t g)
     CUmemGenericAllocationHandle r = 0;
     CUdeviceptr mine = 0;
     unsigned long long v = 0;
-    CUresult rc;
 
     setup();
     OK(cuMemAddressReserve(&mine, g, 0, 0, 0));
-    IS(cuMemMap(mine, g, 0, h, 0), INVALID_HANDLE);
-    IS(cuMemMap(va, g, 0, h, 0), INVALID_HANDLE);
-    IS(cuMemRelease(h), INVALID_HANDLE);
-    IS(cuMemGetAllocationPropertiesFromHandle((CUmemAllocationProp *)&prop, h), INVALID_HANDLE);
-    IS(cuMemUnmap(va, g), INVALID_VALUE);
-    IS(cuMemAddressFree(va, g), INVALID_VALUE);
-    IS(cuMemSetAccess(va, g, &acc, 1), INVALID_VALUE);
-    IS(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)va), INVALID_VALUE);
-    IS(cuMemcpyHtoD_v2(va, &v, 8), INVALID_VALUE);
+    EXPECT_RC(cuMemMap(mine, g, 0, h, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemMap(va, g, 0, h, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemRelease(h), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemGetAllocationPropertiesFromHandle((CUmemAllocationProp *)&prop, h),
+              CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemUnmap(va, g), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemAddressFree(va, g), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemSetAccess(va, g, &acc, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)va), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpyHtoD_v2(va, &v, 8), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemAddressFree(mine, g));
     printf("foreign ok\n");
     return 0;
@@ -533,30 +493,8 @@ CUresult cuPointerSetAttribute(const void *, int, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuMemFreeHost(void *);
-typedef struct {
-    size_t srcXInBytes, srcY, srcZ, srcLOD;
-    int srcMemoryType;
-    const void *srcHost;
-    CUdeviceptr srcDevice;
-    void *srcArray;
-    CUcontext srcContext;
-    size_t srcPitch, srcHeight;
-    size_t dstXInBytes, dstY, dstZ, dstLOD;
-    int dstMemoryType;
-    void *dstHost;
-    CUdeviceptr dstDevice;
-    void *dstArray;
-    CUcontext dstContext;
-    size_t dstPitch, dstHeight;
-    size_t WidthInBytes, Height, Depth;
-} CUDA_MEMCPY3D_PEER;
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *);
 CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *, CUstream);
-typedef struct {
-    int srcAccessOrder;
-    CUmemLocation srcLocHint, dstLocHint;
-    unsigned flags;
-} CUmemcpyAttributes;
 CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
                             size_t *, size_t, size_t *, CUstream);
 CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
@@ -575,12 +513,6 @@ typedef struct {
         } array;
     } op;
 } Operand3D;
-typedef struct {
-    Operand3D src, dst;
-    size_t width, height, depth;
-    int srcAccessOrder;
-    unsigned flags;
-} CUDA_MEMCPY3D_BATCH_OP;
 CUresult cuMemcpy3DBatchAsync(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long,
                               CUstream);
 CUresult cuMemcpy3DBatchAsync_v2(size_t, CUDA_MEMCPY3D_BATCH_OP *, unsigned long long, CUstream);
@@ -592,21 +524,24 @@ static void dma_buf(CUdeviceptr d)
 {
     unsigned char in[4096], got[4096];
     int fd = -1;
-    CUresult rc;
 
     for (size_t i = 0; i < sizeof(in); i++)
         in[i] = (unsigned char)(i * 11 + 7);
     OK(cuMemcpyHtoD_v2(d, in, sizeof(in)));
     OK(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 1));
-    CHECK(fd >= 0 && pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got) &&
-              !memcmp(in, got, sizeof(in)),
-          "the dma-buf descriptor holds the range's bytes (fd %d)", fd);
+    EXPECT_MSG(fd >= 0 && pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got) &&
+                   !memcmp(in, got, sizeof(in)),
+               "the dma-buf descriptor holds the range's bytes (fd %d)", fd);
     close(fd);
-    IS(cuMemGetHandleForAddressRange(&fd, d, 8192, 1, 0), INVALID_VALUE);    /* past it */
-    IS(cuMemGetHandleForAddressRange(&fd, 0x1000, 16, 1, 0), INVALID_VALUE); /* nobody's */
-    IS(cuMemGetHandleForAddressRange(&fd, d, 4096, 2, 0), INVALID_VALUE);    /* type */
-    IS(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 2), INVALID_VALUE);    /* flags */
-    IS(cuMemGetHandleForAddressRange(NULL, d, 4096, 1, 0), INVALID_VALUE);
+    EXPECT_RC(cuMemGetHandleForAddressRange(&fd, d, 8192, 1, 0),
+              CUDA_ERROR_INVALID_VALUE); /* past it */
+    EXPECT_RC(cuMemGetHandleForAddressRange(&fd, 0x1000, 16, 1, 0),
+              CUDA_ERROR_INVALID_VALUE); /* nobody's */
+    EXPECT_RC(cuMemGetHandleForAddressRange(&fd, d, 4096, 2, 0),
+              CUDA_ERROR_INVALID_VALUE); /* type */
+    EXPECT_RC(cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 2),
+              CUDA_ERROR_INVALID_VALUE); /* flags */
+    EXPECT_RC(cuMemGetHandleForAddressRange(NULL, d, 4096, 1, 0), CUDA_ERROR_INVALID_VALUE);
 }
 
 /* cuMemcpy3DBatchAsync: pointer operands, each footprint checked. */
@@ -614,7 +549,6 @@ static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back
 {
     CUDA_MEMCPY3D_BATCH_OP op[2] = {0};
     size_t fail = 7;
-    CUresult rc;
 
     /* 64 x 4 x 2 from a host layout of rows of 128 and layers of 5 rows into packed device
      * memory, then back to packed host memory */
@@ -635,39 +569,40 @@ static void copy_3d_batches(CUstream st, unsigned char *pin, unsigned char *back
     OK(cuMemcpy3DBatchAsync(1, &op[1], &fail, 0, st));
     for (int z = 0; z < 2; z++)
         for (int y = 0; y < 4; y++)
-            CHECK(!memcmp(back + (z * 4 + y) * 64, pin + (z * 5 + y) * 128, 64),
-                  "3D batch row %d of layer %d", y, z);
+            EXPECT_MSG(!memcmp(back + (z * 4 + y) * 64, pin + (z * 5 + y) * 128, 64),
+                       "3D batch row %d of layer %d", y, z);
     /* refusals: nothing of a refused batch runs (op 0 would write d1) */
     memset(back, 0, 4096);
     OK(cuMemcpyHtoD_v2(d1, back, 4096));
     op[1].dst.op.ptr.rowLength = 4096; /* the footprint leaves the pinned buffer */
-    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
-    CHECK(fail == 1, "footprint past the pinned memory at op 1: %zu", fail);
+    EXPECT_RC(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == 1, "footprint past the pinned memory at op 1: %zu", fail);
     op[1].dst.op.ptr.rowLength = 0;
     op[1].src.op.ptr.rowLength = 32; /* shorter than the width */
-    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), CUDA_ERROR_INVALID_VALUE);
     op[1].src.op.ptr.rowLength = 0;
     op[1].src.op.ptr.layerHeight = 4096; /* past the device allocation */
-    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
-    CHECK(fail == 1, "device footprint at op 1: %zu", fail);
+    EXPECT_RC(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == 1, "device footprint at op 1: %zu", fail);
     op[1].src.op.ptr.layerHeight = 0;
     op[0].depth = 0;
-    IS(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), INVALID_VALUE);
-    CHECK(fail == 0, "a zero extent at op 0: %zu", fail);
+    EXPECT_RC(cuMemcpy3DBatchAsync(2, op, &fail, 0, st), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == 0, "a zero extent at op 0: %zu", fail);
     op[0].depth = 2;
     op[0].src.type = 2; /* an array operand */
-    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), NOT_SUPPORTED);
+    EXPECT_RC(cuMemcpy3DBatchAsync_v2(2, op, 0, st), CUDA_ERROR_NOT_SUPPORTED);
     op[0].src.type = 3;
-    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpy3DBatchAsync_v2(2, op, 0, st), CUDA_ERROR_INVALID_VALUE);
     op[0].src.type = 1;
-    IS(cuMemcpy3DBatchAsync_v2(2, op, 1, st), INVALID_VALUE);   /* flags */
-    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, NULL), INVALID_VALUE); /* legacy stream */
+    EXPECT_RC(cuMemcpy3DBatchAsync_v2(2, op, 1, st), CUDA_ERROR_INVALID_VALUE); /* flags */
+    EXPECT_RC(cuMemcpy3DBatchAsync_v2(2, op, 0, NULL),
+              CUDA_ERROR_INVALID_VALUE); /* legacy stream */
     op[1].srcAccessOrder = 0;
-    IS(cuMemcpy3DBatchAsync_v2(2, op, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpy3DBatchAsync_v2(2, op, 0, st), CUDA_ERROR_INVALID_VALUE);
     OK(cuStreamSynchronize(st));
     OK(cuMemcpyDtoH_v2(back, d1, 4096));
     for (int i = 0; i < 4096; i++)
-        CHECK(back[i] == 0, "a refused batch copied (byte %d)", i);
+        EXPECT_MSG(back[i] == 0, "a refused batch copied (byte %d)", i);
 }
 
 /* cuMemcpyBatchAsync: pinned host and device sides, every range checked before any copy. */
@@ -677,7 +612,6 @@ static void copy_batches(CUstream st)
     CUdeviceptr d1, d2, dst[3], src[3];
     size_t sizes[3] = {4096, 4096, 100}, idx[2] = {0, 1}, fail = 7;
     unsigned char *pin, *back, *pageable = malloc(4096);
-    CUresult rc;
 
     OK(cuMemHostAlloc((void **)&pin, 3 * 4096, 0));
     back = pin + 4096;
@@ -693,38 +627,44 @@ static void copy_batches(CUstream st)
     dst[1] = (CUdeviceptr)(uintptr_t)back, src[1] = d1;
     dst[2] = (CUdeviceptr)(uintptr_t)(back + 8192 - 4096), src[2] = d1 + 4096 - 100;
     OK(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st)); /* the 2nd waits */
-    CHECK(!memcmp(pin, back, 4096), "a batch moved the bytes");
-    CHECK(!memcmp(back + 4096, pin + 4096 - 100, 100), "the third copy");
+    EXPECT_MSG(!memcmp(pin, back, 4096), "a batch moved the bytes");
+    EXPECT_MSG(!memcmp(back + 4096, pin + 4096 - 100, 100), "the third copy");
     memset(back, 0, 4096);
     OK(cuMemcpyDtoH_v2(back, d2, 4096));
-    CHECK(!memcmp(pin, back, 4096), "device to device in a batch");
+    EXPECT_MSG(!memcmp(pin, back, 4096), "device to device in a batch");
     /* refusals: failIdx names the copy */
     src[1] = (CUdeviceptr)(uintptr_t)pageable;
-    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
-    CHECK(fail == 1, "pageable host memory refused at copy 1: %zu", fail);
+    EXPECT_RC(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == 1, "pageable host memory refused at copy 1: %zu", fail);
     src[1] = d1 + 1; /* past the allocation by one */
-    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
-    CHECK(fail == 1, "a range past its allocation at copy 1: %zu", fail);
+    EXPECT_RC(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == 1, "a range past its allocation at copy 1: %zu", fail);
     src[1] = d1;
     dst[2] = (CUdeviceptr)(uintptr_t)pin; /* host to host */
     src[2] = (CUdeviceptr)(uintptr_t)back;
-    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st), INVALID_VALUE);
-    CHECK(fail == 2, "host to host refused at copy 2: %zu", fail);
+    EXPECT_RC(cuMemcpyBatchAsync(dst, src, sizes, 3, at, idx, 2, &fail, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == 2, "host to host refused at copy 2: %zu", fail);
     dst[2] = 0x1000; /* nobody's */
     src[2] = d1;
-    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), CUDA_ERROR_INVALID_VALUE);
     dst[2] = d2;
-    IS(cuMemcpyBatchAsync(dst, src, sizes, 3, at, (size_t[]){0, 3}, 2, &fail, st), INVALID_VALUE);
-    CHECK(fail == SIZE_MAX, "not a copy's error: %zu", fail);
-    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, (size_t[]){1, 2}, 2, st), INVALID_VALUE);
-    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 1, at, idx, 2, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpyBatchAsync(dst, src, sizes, 3, at, (size_t[]){0, 3}, 2, &fail, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_MSG(fail == SIZE_MAX, "not a copy's error: %zu", fail);
+    EXPECT_RC(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, (size_t[]){1, 2}, 2, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemcpyBatchAsync_v2(dst, src, sizes, 1, at, idx, 2, st), CUDA_ERROR_INVALID_VALUE);
     at[1].srcAccessOrder = 0;
-    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), CUDA_ERROR_INVALID_VALUE);
     at[1].srcAccessOrder = 3;
     at[1].flags = 2;
-    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), INVALID_VALUE);
+    EXPECT_RC(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st), CUDA_ERROR_INVALID_VALUE);
     at[1].flags = 0;
-    IS(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, NULL), INVALID_VALUE); /* legacy */
+    EXPECT_RC(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, NULL),
+              CUDA_ERROR_INVALID_VALUE); /* legacy */
     OK(cuMemcpyBatchAsync_v2(dst, src, sizes, 3, at, idx, 2, st));
     OK(cuStreamSynchronize(st));
     copy_3d_batches(st, pin, back, d1);
@@ -737,7 +677,6 @@ static void copy_batches(CUstream st)
 static int attr1(int attr, CUdeviceptr p, size_t n)
 {
     int v = 12345;
-    CUresult rc;
 
     OK(cuMemRangeGetAttribute(&v, 4, attr, p, n));
     return v;
@@ -755,96 +694,104 @@ static int hints(void)
     void *data[3] = {&type, &id, &v};
     unsigned one = 1;
     void *pinned;
-    CUresult rc;
 
     setup();
     OK(cuStreamCreate(&st, 0));
     OK(cuMemAllocManaged(&m, 1 << 16, 1));
     OK(cuMemAlloc_v2(&d, 4096));
     /* defaults: nothing asked for yet */
-    CHECK(attr1(RM, m, 4096) == 0, "read-mostly by default");
-    CHECK(attr1(PREF, m, 4096) == -2, "no preferred location by default");
-    CHECK(attr1(LAST, m, 4096) == -2, "never prefetched");
-    CHECK(attr1(PREF_TYPE, m, 4096) == 0, "preferred location type invalid");
+    EXPECT_MSG(attr1(RM, m, 4096) == 0, "read-mostly by default");
+    EXPECT_MSG(attr1(PREF, m, 4096) == -2, "no preferred location by default");
+    EXPECT_MSG(attr1(LAST, m, 4096) == -2, "never prefetched");
+    EXPECT_MSG(attr1(PREF_TYPE, m, 4096) == 0, "preferred location type invalid");
     /* advice on part of the range */
     OK(cuMemAdvise(m, 8192, 1, 0));
-    CHECK(attr1(RM, m, 8192) == 1, "read-mostly where advised");
-    CHECK(attr1(RM, m + 4096, 4096) == 1, "read-mostly inside what was advised");
-    CHECK(attr1(RM, m, 8193) == 0, "read-mostly not past what was advised");
+    EXPECT_MSG(attr1(RM, m, 8192) == 1, "read-mostly where advised");
+    EXPECT_MSG(attr1(RM, m + 4096, 4096) == 1, "read-mostly inside what was advised");
+    EXPECT_MSG(attr1(RM, m, 8193) == 0, "read-mostly not past what was advised");
     OK(cuMemAdvise(m + 4096, 100, 2, 0));
-    CHECK(attr1(RM, m, 8192) == 0, "read-mostly unset on a part");
-    CHECK(attr1(RM, m, 4096) == 1, "read-mostly still on the rest");
+    EXPECT_MSG(attr1(RM, m, 8192) == 0, "read-mostly unset on a part");
+    EXPECT_MSG(attr1(RM, m, 4096) == 1, "read-mostly still on the rest");
     OK(cuMemAdvise(m, 1 << 16, 3, 0)); /* preferred: device 0 */
-    CHECK(attr1(PREF, m, 1 << 16) == 0, "preferred location device 0");
+    EXPECT_MSG(attr1(PREF, m, 1 << 16) == 0, "preferred location device 0");
     OK(cuMemAdvise_v2(m + 4096, 4096, 3, (CUmemLocation){2, 0})); /* the host, on a part */
-    CHECK(attr1(PREF, m + 4096, 4096) == -1, "preferred location the CPU on that part");
-    CHECK(attr1(PREF, m, 1 << 16) == -2, "no single preferred location");
+    EXPECT_MSG(attr1(PREF, m + 4096, 4096) == -1, "preferred location the CPU on that part");
+    EXPECT_MSG(attr1(PREF, m, 1 << 16) == -2, "no single preferred location");
     OK(cuMemRangeGetAttributes(data, (size_t[]){4, 4, 4}, attrs, 3, m + 8192, 4096));
-    CHECK(type == 1 && id == 0 && v == 0, "attributes: %d %d %d", type, id, v);
-    IS(cuMemAdvise_v2(m, 4096, 3, bad), INVALID_DEVICE);
-    IS(cuMemAdvise(m, 4096, 7, 0), INVALID_VALUE);
+    EXPECT_MSG(type == 1 && id == 0 && v == 0, "attributes: %d %d %d", type, id, v);
+    EXPECT_RC(cuMemAdvise_v2(m, 4096, 3, bad), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuMemAdvise(m, 4096, 7, 0), CUDA_ERROR_INVALID_VALUE);
     /* accessed-by: devices with the advice on the whole range, then CU_DEVICE_INVALID */
     OK(cuMemAdvise(m, 1 << 16, 5, 0));
     OK(cuMemAdvise(m, 4096, 5, -1));
     OK(cuMemRangeGetAttribute(acc, sizeof(acc), ACC, m, 4096));
-    CHECK(acc[0] == -1 && acc[1] == 0 && acc[2] == -2, "accessed by %d %d %d", acc[0], acc[1],
-          acc[2]);
+    EXPECT_MSG(acc[0] == -1 && acc[1] == 0 && acc[2] == -2, "accessed by %d %d %d", acc[0], acc[1],
+               acc[2]);
     OK(cuMemRangeGetAttribute(acc, sizeof(acc), ACC, m, 8192));
-    CHECK(acc[0] == 0 && acc[1] == -2, "accessed by on 8192: %d %d", acc[0], acc[1]);
+    EXPECT_MSG(acc[0] == 0 && acc[1] == -2, "accessed by on 8192: %d %d", acc[0], acc[1]);
     OK(cuMemAdvise(m, 4096, 6, 0));
     OK(cuMemRangeGetAttribute(acc, 4, ACC, m, 8192));
-    CHECK(acc[0] == -2, "accessed-by unset on a part: %d", acc[0]);
+    EXPECT_MSG(acc[0] == -2, "accessed-by unset on a part: %d", acc[0]);
     /* prefetches, single and batched */
     OK(cuMemPrefetchAsync(m, 4096, 0, st));
-    CHECK(attr1(LAST, m, 4096) == 0, "prefetched to device 0");
+    EXPECT_MSG(attr1(LAST, m, 4096) == 0, "prefetched to device 0");
     ptrs[0] = m;
     ptrs[1] = m + 4096;
     ptrs[2] = m + 8192;
     OK(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 2, 0, st));
-    CHECK(attr1(LAST, m, 8192) == 0 && attr1(LAST, m + 8192, 8192) == -1,
-          "batched prefetch locations: %d %d", attr1(LAST, m, 8192), attr1(LAST, m + 8192, 8192));
-    CHECK(attr1(LAST_TYPE, m + 8192, 100) == 2, "host prefetch type");
-    CHECK(attr1(LAST, m, 1 << 16) == -2, "part never prefetched");
+    EXPECT_MSG(attr1(LAST, m, 8192) == 0 && attr1(LAST, m + 8192, 8192) == -1,
+               "batched prefetch locations: %d %d", attr1(LAST, m, 8192),
+               attr1(LAST, m + 8192, 8192));
+    EXPECT_MSG(attr1(LAST_TYPE, m + 8192, 100) == 2, "host prefetch type");
+    EXPECT_MSG(attr1(LAST, m, 1 << 16) == -2, "part never prefetched");
     OK(cuMemDiscardBatchAsync(ptrs, sizes, 3, 0, st));
     OK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st));
-    CHECK(attr1(LAST, m, 16384) == 0, "discard and prefetch to device 0");
-    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){1, 2}, 2, 0, st), INVALID_VALUE);
-    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){0, 3}, 2, 0, st), INVALID_VALUE);
-    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){0, 0}, 2, 0, st), INVALID_VALUE);
-    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 1, locs, idxs, 2, 0, st), INVALID_VALUE);
-    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, &bad, idxs, 1, 0, st), INVALID_DEVICE);
-    IS(cuMemDiscardBatchAsync(ptrs, sizes, 3, 1, st), INVALID_VALUE); /* flags */
+    EXPECT_MSG(attr1(LAST, m, 16384) == 0, "discard and prefetch to device 0");
+    EXPECT_RC(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){1, 2}, 2, 0, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){0, 3}, 2, 0, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, (size_t[]){0, 0}, 2, 0, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchBatchAsync(ptrs, sizes, 1, locs, idxs, 2, 0, st),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchBatchAsync(ptrs, sizes, 3, &bad, idxs, 1, 0, st),
+              CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuMemDiscardBatchAsync(ptrs, sizes, 3, 1, st), CUDA_ERROR_INVALID_VALUE); /* flags */
     memcpy(sz, sizes, sizeof(sz));
     sz[2] = 1 << 20; /* past the allocation */
-    IS(cuMemDiscardBatchAsync(ptrs, sz, 3, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemDiscardBatchAsync(ptrs, sz, 3, 0, st), CUDA_ERROR_INVALID_VALUE);
     ptrs[1] = d; /* device memory, not managed */
-    IS(cuMemDiscardBatchAsync(ptrs, sizes, 3, 0, st), INVALID_VALUE);
-    IS(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemDiscardBatchAsync(ptrs, sizes, 3, 0, st), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st),
+              CUDA_ERROR_INVALID_VALUE);
     ptrs[1] = 0x1000; /* nobody's */
-    IS(cuMemPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st), INVALID_VALUE);
+    EXPECT_RC(cuMemPrefetchBatchAsync(ptrs, sizes, 3, &dev0, idxs, 1, 0, st),
+              CUDA_ERROR_INVALID_VALUE);
     /* queries: managed memory of this client only, sizes as documented */
-    IS(cuMemRangeGetAttribute(&v, 4, RM, d, 4096), INVALID_VALUE);
-    IS(cuMemRangeGetAttribute(&v, 4, RM, 0x1000, 4096), INVALID_VALUE);
-    IS(cuMemRangeGetAttribute(&v, 4, RM, m, (1 << 16) + 1), INVALID_VALUE);
-    IS(cuMemRangeGetAttribute(&v, 4, 9, m, 4096), INVALID_VALUE);
-    IS(cuMemRangeGetAttribute(&v, 8, RM, m, 4096), INVALID_VALUE);
-    IS(cuMemRangeGetAttribute(acc, 6, ACC, m, 4096), INVALID_VALUE);
-    IS(cuMemRangeGetAttributes(data, (size_t[]){4, 4, 4}, attrs, 0, m, 4096), INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(&v, 4, RM, d, 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(&v, 4, RM, 0x1000, 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(&v, 4, RM, m, (1 << 16) + 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(&v, 4, 9, m, 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(&v, 8, RM, m, 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(acc, 6, ACC, m, 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttributes(data, (size_t[]){4, 4, 4}, attrs, 0, m, 4096),
+              CUDA_ERROR_INVALID_VALUE);
     /* a freed range forgets its hints */
     OK(cuMemFree_v2(m));
-    IS(cuMemRangeGetAttribute(&v, 4, RM, m, 4096), INVALID_VALUE);
+    EXPECT_RC(cuMemRangeGetAttribute(&v, 4, RM, m, 4096), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemAllocManaged(&m2, 1 << 16, 1));
-    CHECK(attr1(RM, m2, 4096) == 0 && attr1(LAST, m2, 4096) == -2, "a new range has none");
+    EXPECT_MSG(attr1(RM, m2, 4096) == 0 && attr1(LAST, m2, 4096) == -2, "a new range has none");
     /* cuPointerSetAttribute: SYNC_MEMOPS on this client's memory */
     OK(cuPointerSetAttribute(&one, 6, d + 10));
     OK(cuPointerSetAttribute(&one, 6, m2));
     OK(cuMemHostAlloc(&pinned, 4096, 0));
     OK(cuPointerSetAttribute(&one, 6, (CUdeviceptr)(uintptr_t)pinned + 8));
     OK(cuPointerGetAttribute(&v, 6, d));
-    CHECK(v == 1, "sync memops reads 1");
-    IS(cuPointerSetAttribute(&one, 6, 0x1000), INVALID_VALUE);
-    IS(cuPointerSetAttribute(&one, 1, d), INVALID_VALUE);
-    IS(cuPointerSetAttribute(NULL, 6, d), INVALID_VALUE);
+    EXPECT_MSG(v == 1, "sync memops reads 1");
+    EXPECT_RC(cuPointerSetAttribute(&one, 6, 0x1000), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuPointerSetAttribute(&one, 1, d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuPointerSetAttribute(NULL, 6, d), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFreeHost(pinned));
     /* 3D peer copies on one device: cuMemcpy3D's path with its checks */
     OK(cuCtxGetCurrent(&ctx));
@@ -876,12 +823,12 @@ static int hints(void)
         OK(cuMemcpy3DPeerAsync(&c, st));
         OK(cuStreamSynchronize(st));
         OK(cuMemcpyDtoH_v2(out, d2, sizeof(out)));
-        CHECK(!memcmp(in, out, sizeof(in)), "3D peer copies moved the bytes");
+        EXPECT_MSG(!memcmp(in, out, sizeof(in)), "3D peer copies moved the bytes");
         c.dstDevice = 0x1000; /* nobody's */
-        IS(cuMemcpy3DPeer(&c), INVALID_VALUE);
+        EXPECT_RC(cuMemcpy3DPeer(&c), CUDA_ERROR_INVALID_VALUE);
         c.dstDevice = d2;
         c.dstContext = (CUcontext)(uintptr_t)0x5;
-        IS(cuMemcpy3DPeer(&c), 201 /* INVALID_CONTEXT */);
+        EXPECT_RC(cuMemcpy3DPeer(&c), 201 /* INVALID_CONTEXT */);
         OK(cuMemFree_v2(d2));
     }
     copy_batches(st);
@@ -901,7 +848,6 @@ static int memcap(void)
     CUdeviceptr a = 0, b = 0, c = 0, m = 0, p = 0;
     size_t fr = 0, total = 0;
     CUstream st;
-    CUresult rc;
 
     setup();
     OK(cuStreamCreate(&st, 1));
@@ -973,7 +919,6 @@ int main(int argc, char **argv)
     if (argc > 2 && !strcmp(argv[1], "hold")) { /* BYTES: held until a line on stdin */
         CUdeviceptr p = 0;
         char line[8];
-        CUresult rc;
         setup();
         OK(cuMemAlloc_v2(&p, (size_t)strtoull(argv[2], NULL, 10)));
         printf("held\n");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The modules family's driver-API program for the CPU tier (through the shim, a server and the
  * driver test double); prints what it obtained, one "key values" line each, for
- * tests/ipc/run.py to compare with what the double computes.
+ * tests/ipc/test_modules.py to compare with what the double computes.
  *   modules_driver occupancy      every occupancy entry point, a block-size search whose
  *                                 callback is this program's
  *   modules_driver values        stream memory values on the client's memory, refused outside it
@@ -22,25 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction;
+#include "check.h"
+
 typedef size_t (*CUoccupancyB2DSize)(int);
-typedef struct {
-    int id;
-    char pad[4];
-    union {
-        char bytes[64];
-        struct {
-            unsigned x, y, z;
-        } dim;
-    } value;
-} CUlaunchAttribute;
-typedef struct {
-    unsigned gx, gy, gz, bx, by, bz, smem;
-    CUstream stream;
-    CUlaunchAttribute *attrs;
-    unsigned nattrs;
-} CUlaunchConfig;
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -57,7 +41,6 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *, int *, CUfunction, CUo
                                                    size_t, int, unsigned);
 CUresult cuOccupancyMaxPotentialClusterSize(int *, CUfunction, const CUlaunchConfig *);
 CUresult cuOccupancyMaxActiveClusters(int *, CUfunction, const CUlaunchConfig *);
-typedef unsigned long long CUdeviceptr;
 CUresult cuModuleLoad(CUmodule *, const char *);
 CUresult cuModuleLoadDataEx(CUmodule *, const void *, unsigned, int *, void **);
 CUresult cuLibraryLoadFromFile(void **, const char *, int *, void **, unsigned, int *, void **,
@@ -101,15 +84,6 @@ CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, uint32_t, unsigned);
 CUresult cuStreamWaitValue64_v2(CUstream, CUdeviceptr, uint64_t, unsigned);
 CUresult cuStreamWriteValue32(CUstream, CUdeviceptr, uint32_t, unsigned);
 CUresult cuStreamBatchMemOp(CUstream, unsigned, void *, unsigned);
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "modules_driver: line %d: %s\n", __LINE__, #cond);                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
 
 static CUfunction load_kernel(const char *name)
 {
@@ -162,21 +136,21 @@ static void occupancy(void)
 
     memset(&cfg, 0, sizeof(cfg));
     memset(attr, 0, sizeof(attr));
-    cfg.gx = cfg.gy = cfg.gz = 1;
-    cfg.bx = 64, cfg.by = 2, cfg.bz = 1;
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = 64, cfg.blockDimY = 2, cfg.blockDimZ = 1;
     OK(cuOccupancyMaxPotentialClusterSize(&n, f, &cfg));
     printf("clustersize 128 %d\n", n);
     attr[0].id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
-    attr[0].value.dim.x = 2, attr[0].value.dim.y = 1, attr[0].value.dim.z = 1;
-    cfg.bx = 512, cfg.by = 1, cfg.smem = 1000;
-    cfg.attrs = attr, cfg.nattrs = 1;
+    memcpy(attr[0].value.bytes, (unsigned[3]){2, 1, 1}, 3 * sizeof(unsigned)); /* x, y, z */
+    cfg.blockDimX = 512, cfg.blockDimY = 1, cfg.sharedMemBytes = 1000;
+    cfg.attrs = attr, cfg.numAttrs = 1;
     OK(cuOccupancyMaxActiveClusters(&n, f, &cfg));
     printf("clusters 512 1000 2 %d\n", n);
     attr[1].id = 7; /* CU_LAUNCH_ATTRIBUTE_EVENT: names a handle, refused */
-    cfg.nattrs = 2;
+    cfg.numAttrs = 2;
     printf("clusters event %d\n", cuOccupancyMaxActiveClusters(&n, f, &cfg));
-    cfg.nattrs = 1;
-    cfg.stream = (CUstream)(uintptr_t)0x7777000;
+    cfg.numAttrs = 1;
+    cfg.hStream = (CUstream)(uintptr_t)0x7777000;
     printf("clusters stream %d\n", cuOccupancyMaxActiveClusters(&n, f, &cfg));
     printf("occupancy ok\n");
 }
@@ -533,7 +507,7 @@ static void stealk(CUfunction f)
 
     load_kernel("thief"); /* a kernel of its own: the session has some */
     memset(&cfg, 0, sizeof(cfg));
-    cfg.gx = cfg.gy = cfg.gz = cfg.bx = cfg.by = cfg.bz = 1;
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
     printf("steal active %d\n", cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 32, 0));
     printf("steal flags %d\n",
            cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 32, 0, 0));

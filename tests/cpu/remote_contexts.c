@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+#include "check.h"
+
 typedef struct {
     int type;
     unsigned val;
@@ -66,18 +66,6 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
                         unsigned, CUstream, void **, void **);
 CUresult cuMemAlloc_v2(unsigned long long *, size_t);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_driver contexts: line %d: %s\n", __LINE__, #cond);             \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define IS(call, rc) EXPECT((call) == (rc))
-
-enum { VALUE = 1, DEVICE = 101, CONTEXT = 201, HANDLE = 400, DESTROYED = 709, UNSUPP = 801 };
-
 static CUcontext shared_ctx;
 static pthread_barrier_t phase;
 
@@ -91,7 +79,7 @@ static void *other_thread(void *arg)
     (void)arg;
     OK(cuCtxGetCurrent(&cur));
     EXPECT(cur == NULL);
-    IS(cuCtxGetDevice(&dev), CONTEXT);
+    EXPECT_RC(cuCtxGetDevice(&dev), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxSetCurrent(shared_ctx));
     OK(cuCtxGetDevice(&dev));
     EXPECT(dev == 0);
@@ -99,8 +87,8 @@ static void *other_thread(void *arg)
     pthread_barrier_wait(&phase);
     OK(cuCtxGetCurrent(&cur));
     EXPECT(cur == shared_ctx);
-    IS(cuCtxGetDevice(&dev), DESTROYED);
-    IS(cuCtxPushCurrent_v2(shared_ctx), CONTEXT);
+    EXPECT_RC(cuCtxGetDevice(&dev), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    EXPECT_RC(cuCtxPushCurrent_v2(shared_ctx), CUDA_ERROR_INVALID_CONTEXT);
     return NULL;
 }
 
@@ -132,11 +120,11 @@ static void created_contexts(void)
     OK(cuCtxSetFlags(4));
     OK(cuCtxGetFlags(&flags));
     EXPECT(flags == 4);
-    IS(cuCtxSetFlags(3), VALUE); /* two scheduling policies */
-    IS(cuCtxCreate_v2(&x, 0x100, 0), VALUE);
-    IS(cuCtxCreate_v2(&x, 0, 5), DEVICE);
-    IS(cuCtxCreate_v2(&x, 0, -1), DEVICE);
-    IS(cuCtxCreate_v2(NULL, 0, 0), VALUE);
+    EXPECT_RC(cuCtxSetFlags(3), CUDA_ERROR_INVALID_VALUE); /* two scheduling policies */
+    EXPECT_RC(cuCtxCreate_v2(&x, 0x100, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuCtxCreate_v2(&x, 0, 5), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuCtxCreate_v2(&x, 0, -1), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuCtxCreate_v2(NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxGetApiVersion(c2, &version));
     EXPECT(version >= 3020);
 
@@ -149,14 +137,14 @@ static void created_contexts(void)
     OK(cuCtxDestroy_v2(c2));
     OK(cuCtxGetCurrent(&cur));
     EXPECT(cur == c1);
-    IS(cuCtxPushCurrent_v2(c2), CONTEXT);
-    IS(cuCtxSetCurrent(c2), CONTEXT);
-    IS(cuCtxGetDevice_v2(&dev, c2), CONTEXT);
-    IS(cuCtxGetId(c2, &id2), CONTEXT);
-    IS(cuCtxGetApiVersion(c2, &version), CONTEXT);
-    IS(cuCtxDestroy_v2(c2), CONTEXT);
-    IS(cuCtxDestroy_v2(primary), CONTEXT);
-    IS(cuCtxDestroy_v2(NULL), CONTEXT);
+    EXPECT_RC(cuCtxPushCurrent_v2(c2), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxSetCurrent(c2), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxGetDevice_v2(&dev, c2), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxGetId(c2, &id2), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxGetApiVersion(c2, &version), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxDestroy_v2(c2), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxDestroy_v2(primary), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxDestroy_v2(NULL), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxCreate_v2(&c3, 0, 0)); /* a new one is never the destroyed one's token */
     EXPECT(c3 != c2);
     OK(cuCtxDestroy_v2(c3));
@@ -185,13 +173,13 @@ static void created_contexts(void)
     OK(cuCtxCreate_v3(&c1, aff, 1, 0, 0));
     OK(cuCtxGetExecAffinity(&a, 0));
     EXPECT(a.val == 132); /* no more than the device has */
-    IS(cuCtxGetExecAffinity(&a, 1), VALUE);
-    IS(cuCtxGetExecAffinity(NULL, 0), VALUE);
+    EXPECT_RC(cuCtxGetExecAffinity(&a, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuCtxGetExecAffinity(NULL, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxDestroy_v2(c1));
     aff[0].type = 1;
-    IS(cuCtxCreate_v3(&c1, aff, 1, 0, 0), VALUE);
-    IS(cuCtxCreate_v3(&c1, NULL, 1, 0, 0), VALUE);
-    IS(cuCtxCreate_v3(&c1, aff, -1, 0, 0), VALUE);
+    EXPECT_RC(cuCtxCreate_v3(&c1, aff, 1, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuCtxCreate_v3(&c1, NULL, 1, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuCtxCreate_v3(&c1, aff, -1, 0, 0), CUDA_ERROR_INVALID_VALUE);
     aff[0].type = 0;
     params.aff = aff + 1;
     params.naff = 1;
@@ -204,7 +192,7 @@ static void created_contexts(void)
     OK(cuCtxCreate_v4(&c1, NULL, 0, 0));
     OK(cuCtxDestroy_v2(c1));
     params.cig = &params;
-    IS(cuCtxCreate_v4(&c1, &params, 0, 0), UNSUPP);
+    EXPECT_RC(cuCtxCreate_v4(&c1, &params, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
     OK(cuCtxGetCurrent(&cur));
     EXPECT(cur == primary);
 
@@ -212,22 +200,22 @@ static void created_contexts(void)
     OK(cuCtxCreate_v2(&c1, 0, 0));
     OK(cuCtxAttach(&x, 0));
     EXPECT(x == c1);
-    IS(cuCtxAttach(&x, 1), VALUE);
+    EXPECT_RC(cuCtxAttach(&x, 1), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxDetach(c1));
     OK(cuCtxGetDevice_v2(&dev, c1));
     OK(cuCtxDetach(c1));
-    IS(cuCtxGetDevice_v2(&dev, c1), CONTEXT);
-    IS(cuCtxDetach(c1), CONTEXT);
+    EXPECT_RC(cuCtxGetDevice_v2(&dev, c1), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxDetach(c1), CUDA_ERROR_INVALID_CONTEXT);
 
     /* context-wide controls answered in the client */
     OK(cuCtxSetSharedMemConfig(1));
     OK(cuCtxGetSharedMemConfig(&config));
     EXPECT(config == 1);
-    IS(cuCtxSetSharedMemConfig(3), VALUE);
+    EXPECT_RC(cuCtxSetSharedMemConfig(3), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxResetPersistingL2Cache());
     OK(cuProfilerStart());
     OK(cuProfilerStop());
-    IS(cuProfilerInitialize(NULL, "out", 0), VALUE);
+    EXPECT_RC(cuProfilerInitialize(NULL, "out", 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuProfilerInitialize("cfg", "out", 1));
 }
 
@@ -279,11 +267,12 @@ static void context_events(void)
     OK(cuStreamQuery(a));
 
     /* refusals */
-    IS(cuCtxRecordEvent(gone, ev), CONTEXT);
-    IS(cuCtxWaitEvent(gone, ev), CONTEXT);
-    IS(cuCtxRecordEvent(c, NULL), HANDLE);
-    IS(cuCtxRecordEvent(c, (CUevent)((char *)ev + 4096)), HANDLE); /* not the client's */
-    IS(cuCtxWaitEvent(c, (CUevent)(uintptr_t)0x1234), HANDLE);
+    EXPECT_RC(cuCtxRecordEvent(gone, ev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxWaitEvent(gone, ev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxRecordEvent(c, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuCtxRecordEvent(c, (CUevent)((char *)ev + 4096)),
+              CUDA_ERROR_INVALID_HANDLE); /* not the client's */
+    EXPECT_RC(cuCtxWaitEvent(c, (CUevent)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
     OK(cuCtxDestroy_v2(c));
 }
 
@@ -296,34 +285,34 @@ static void device_queries(void)
 
     OK(cuDeviceGetLuid(luid, &mask, 0));
     EXPECT(!memcmp(luid, "LUID@@@@", 8) && mask == 1);
-    IS(cuDeviceGetLuid(luid, &mask, 1), DEVICE);
-    IS(cuDeviceGetLuid(NULL, &mask, 0), VALUE);
+    EXPECT_RC(cuDeviceGetLuid(luid, &mask, 1), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuDeviceGetLuid(NULL, &mask, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceGetByPCIBusId(&v, "0000:10:00.0"));
     EXPECT(v == 0);
-    IS(cuDeviceGetByPCIBusId(&v, "no bus"), VALUE);
-    IS(cuDeviceGetByPCIBusId(&v, NULL), VALUE);
+    EXPECT_RC(cuDeviceGetByPCIBusId(&v, "no bus"), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDeviceGetByPCIBusId(&v, NULL), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceGetP2PAttribute(&v, 2, 0, 0));
     EXPECT(v == 200);
-    IS(cuDeviceGetP2PAttribute(&v, 6, 0, 0), VALUE);
-    IS(cuDeviceGetP2PAttribute(&v, 1, 0, 3), DEVICE);
+    EXPECT_RC(cuDeviceGetP2PAttribute(&v, 6, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDeviceGetP2PAttribute(&v, 1, 0, 3), CUDA_ERROR_INVALID_DEVICE);
     OK(cuDeviceCanAccessPeer(&v, 0, 0));
     EXPECT(v == 0);
-    IS(cuDeviceCanAccessPeer(&v, 0, -1), DEVICE);
+    EXPECT_RC(cuDeviceCanAccessPeer(&v, 0, -1), CUDA_ERROR_INVALID_DEVICE);
     OK(cuDeviceGetTexture1DLinearMaxWidth(&w, 0x20, 2, 0));
     EXPECT(w == ((size_t)1 << 28) + 0x200 + 2);
-    IS(cuDeviceGetTexture1DLinearMaxWidth(&w, 0x20, 5, 0), VALUE);
+    EXPECT_RC(cuDeviceGetTexture1DLinearMaxWidth(&w, 0x20, 5, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceGetExecAffinitySupport(&v, 0, 0));
     EXPECT(v == 1);
-    IS(cuDeviceGetExecAffinitySupport(&v, 1, 0), VALUE);
+    EXPECT_RC(cuDeviceGetExecAffinitySupport(&v, 1, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceGetProperties(prop, 0));
     EXPECT(prop[0] == 1000 && prop[13] == 1013);
-    IS(cuDeviceGetProperties(prop, 2), DEVICE);
+    EXPECT_RC(cuDeviceGetProperties(prop, 2), CUDA_ERROR_INVALID_DEVICE);
     OK(cuDeviceComputeCapability(&major, &minor, 0));
     EXPECT(major == 9 && minor == 0);
-    IS(cuDeviceComputeCapability(NULL, &minor, 0), VALUE);
+    EXPECT_RC(cuDeviceComputeCapability(NULL, &minor, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceTotalMem(&small, 0));
     EXPECT(small == 0xffffffffu); /* the double's 16 GiB through the 64-bit call, clamped */
-    IS(cuDeviceTotalMem(&small, 7), DEVICE);
+    EXPECT_RC(cuDeviceTotalMem(&small, 7), CUDA_ERROR_INVALID_DEVICE);
 }
 
 void contexts_case(void)
@@ -343,6 +332,7 @@ void contexts_bus_case(void)
     EXPECT(v == 0);
     OK(cuDeviceGetByPCIBusId(&v, "0000:12:00.0")); /* every device of the server */
     EXPECT(v == 2);
-    IS(cuDeviceGetByPCIBusId(&v, "0000:13:00.0"), DEVICE); /* no fourth one */
+    EXPECT_RC(cuDeviceGetByPCIBusId(&v, "0000:13:00.0"),
+              CUDA_ERROR_INVALID_DEVICE); /* no fourth one */
     printf("contexts_bus ok\n");
 }

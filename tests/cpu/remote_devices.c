@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction;
+#include "check.h"
 
 CUresult cuDeviceGetCount(int *);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
@@ -35,7 +34,6 @@ CUresult cuDeviceCanAccessPeer(int *, int, int);
 CUresult cuPointerGetAttribute(void *, int, unsigned long long);
 CUresult cuInit(unsigned);
 CUresult cuFuncSetAttribute(CUfunction, int, int);
-typedef void *CUevent;
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventSynchronize(CUevent);
 CUresult cuCtxRecordEvent(CUcontext, CUevent);
@@ -48,24 +46,8 @@ CUresult cuDeviceGetPCIBusId(char *, int, int);
 CUresult cuDeviceGetByPCIBusId(int *, const char *);
 CUresult cuDeviceGetAttribute(int *, int, int);
 CUresult cuDeviceTotalMem_v2(size_t *, int);
-typedef struct {
-    int type, requestedHandleTypes;
-    int location[2];
-    void *win32HandleMetaData;
-    unsigned char compression, rdma;
-    unsigned short usage;
-    unsigned char reserved[4];
-} CUmemAllocationProp;
 CUresult cuMemCreate(unsigned long long *, size_t, const CUmemAllocationProp *, unsigned long long);
 CUresult cuMemRelease(unsigned long long);
-typedef struct {
-    int allocType, handleTypes;
-    int location[2];
-    void *win32SecurityAttributes;
-    size_t maxSize;
-    unsigned short usage;
-    unsigned char reserved[54];
-} CUmemPoolProps;
 typedef void *CUmemoryPool;
 CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
 CUresult cuMemPoolDestroy(CUmemoryPool);
@@ -73,16 +55,6 @@ CUresult cuMemAllocFromPoolAsync(unsigned long long *, size_t, CUmemoryPool, CUs
 CUresult cuMemFreeAsync(unsigned long long, CUstream);
 CUresult cuDeviceSetMemPool(int, CUmemoryPool);
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *, unsigned long long);
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_driver devices: line %d: %s\n", __LINE__, #cond);              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define IS(call, rc) EXPECT((call) == (rc))
 
 void devices_case(void)
 {
@@ -151,11 +123,12 @@ void devices_case(void)
     /* peer access, as the driver answers it */
     OK(cuDeviceCanAccessPeer(&can, 1, 0));
     EXPECT(can == 1);
-    IS(cuCtxEnablePeerAccess(ctx[1], 0), 201); /* its own context: CUDA_ERROR_INVALID_CONTEXT */
+    EXPECT_RC(cuCtxEnablePeerAccess(ctx[1], 0),
+              CUDA_ERROR_INVALID_CONTEXT); /* its own context: CUDA_ERROR_INVALID_CONTEXT */
     OK(cuCtxEnablePeerAccess(ctx[0], 0));
-    IS(cuCtxEnablePeerAccess(ctx[0], 0), 704); /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+    EXPECT_RC(cuCtxEnablePeerAccess(ctx[0], 0), 704); /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
     OK(cuCtxDisablePeerAccess(ctx[0]));
-    IS(cuCtxDisablePeerAccess(ctx[0]), 705); /* CUDA_ERROR_PEER_ACCESS_NOT_ENABLED */
+    EXPECT_RC(cuCtxDisablePeerAccess(ctx[0]), 705); /* CUDA_ERROR_PEER_ACCESS_NOT_ENABLED */
     /* a function's attribute is set on the current device (each its own, as the driver) */
     OK(cuCtxSetCurrent(ctx[1]));
     OK(cuFuncSetAttribute(f, 8, 4096)); /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
@@ -203,18 +176,20 @@ void visible_case(void)
 
     OK(cuDeviceGetCount(&n));
     EXPECT(n == 2);
-    IS(cuDeviceGet(&d, 2), 101); /* CUDA_ERROR_INVALID_DEVICE: it has two */
+    EXPECT_RC(cuDeviceGet(&d, 2),
+              CUDA_ERROR_INVALID_DEVICE); /* CUDA_ERROR_INVALID_DEVICE: it has two */
     OK(cuDeviceGetName(name, sizeof(name), 0));
     EXPECT(!strcmp(name, "openmps fake GPU 2"));
     OK(cuDeviceGetName(name, sizeof(name), 1));
     EXPECT(!strcmp(name, "openmps fake GPU 0"));
-    IS(cuDeviceGetName(name, sizeof(name), 2), 101);
-    IS(cuDeviceGetAttribute(&v, 16, 2), 101);
+    EXPECT_RC(cuDeviceGetName(name, sizeof(name), 2), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuDeviceGetAttribute(&v, 16, 2), CUDA_ERROR_INVALID_DEVICE);
     OK(cuDeviceGetPCIBusId(bus, sizeof(bus), 0));
     EXPECT(!strcmp(bus, "0000:12:00.0"));
     OK(cuDeviceGetByPCIBusId(&d, "0000:10:00.0")); /* the server's device 0: its 1 */
     EXPECT(d == 1);
-    IS(cuDeviceGetByPCIBusId(&d, "0000:11:00.0"), 101); /* a device it does not see */
+    EXPECT_RC(cuDeviceGetByPCIBusId(&d, "0000:11:00.0"),
+              CUDA_ERROR_INVALID_DEVICE); /* a device it does not see */
     OK(cuDeviceCanAccessPeer(&can, 0, 1));
     EXPECT(can == 1);
     /* its cap is on its device 0, the server's 2 */
@@ -251,10 +226,10 @@ void visible_case(void)
         memset(&got, 0, sizeof(got));
         OK(cuMemCreate(&h, 2 << 20, &p, 0));
         OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
-        EXPECT(got.location[0] == 1 && got.location[1] == 1);
+        EXPECT(got.location.type == 1 && got.location.id == 1);
         OK(cuMemRelease(h));
-        p.location[1] = 2; /* a device it does not have */
-        IS(cuMemCreate(&h, 2 << 20, &p, 0), 1);
+        p.location.id = 2; /* a device it does not have */
+        EXPECT_RC(cuMemCreate(&h, 2 << 20, &p, 0), CUDA_ERROR_INVALID_VALUE);
     }
     /* a pool of its device 1 (cap 32M) used while device 0 (cap 64M) is current: its
      * allocations count on device 1; device 0 cannot take it as its pool */
@@ -264,13 +239,14 @@ void visible_case(void)
         unsigned long long a = 0, b = 0;
         memset(&pp, 0, sizeof(pp));
         pp.allocType = 1; /* PINNED */
-        pp.location[0] = 1;
-        pp.location[1] = 1;
+        pp.location.type = 1;
+        pp.location.id = 1;
         OK(cuCtxSetCurrent(ctx[0]));
         OK(cuMemPoolCreate(&pool, &pp));
-        IS(cuMemAllocFromPoolAsync(&a, 40u << 20, pool, NULL), 2); /* past device 1's 32M */
+        EXPECT_RC(cuMemAllocFromPoolAsync(&a, 40u << 20, pool, NULL),
+                  CUDA_ERROR_OUT_OF_MEMORY); /* past device 1's 32M */
         OK(cuMemAllocFromPoolAsync(&b, 16u << 20, pool, NULL));
-        IS(cuDeviceSetMemPool(0, pool), 1);
+        EXPECT_RC(cuDeviceSetMemPool(0, pool), CUDA_ERROR_INVALID_VALUE);
         OK(cuDeviceSetMemPool(1, pool));
         OK(cuMemFreeAsync(b, NULL));
         OK(cuCtxSynchronize());
@@ -290,8 +266,8 @@ void novisible_case(int init_rc)
 
     OK(cuDriverGetVersion(&v));
     EXPECT(v > 0);
-    IS(cuInit(0), init_rc); /* 100, or 101 for a device named twice */
-    IS(cuDeviceGetCount(&n), 100);
+    EXPECT_RC(cuInit(0), init_rc); /* 100, or 101 for a device named twice */
+    EXPECT_RC(cuDeviceGetCount(&n), CUDA_ERROR_NO_DEVICE);
     printf("novisible ok\n");
     fflush(stdout);
 }

@@ -22,9 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+#include "check.h"
 
 CUresult cuInit(unsigned);
 CUresult cuDeviceGetCount(int *);
@@ -42,37 +40,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 CUresult cuMemsetD2D8_v2(CUdeviceptr, size_t, unsigned char, size_t, size_t);
-typedef struct {
-    size_t srcXInBytes, srcY;
-    int srcMemoryType;
-    const void *srcHost;
-    CUdeviceptr srcDevice;
-    void *srcArray;
-    size_t srcPitch;
-    size_t dstXInBytes, dstY;
-    int dstMemoryType;
-    void *dstHost;
-    CUdeviceptr dstDevice;
-    void *dstArray;
-    size_t dstPitch;
-    size_t WidthInBytes, Height;
-} CUDA_MEMCPY2D;
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
-typedef struct {
-    size_t srcXInBytes, srcY, srcZ, srcLOD;
-    int srcMemoryType;
-    const void *srcHost;
-    CUdeviceptr srcDevice;
-    void *srcArray, *reserved0;
-    size_t srcPitch, srcHeight;
-    size_t dstXInBytes, dstY, dstZ, dstLOD;
-    int dstMemoryType;
-    void *dstHost;
-    CUdeviceptr dstDevice;
-    void *dstArray, *reserved1;
-    size_t dstPitch, dstHeight;
-    size_t WidthInBytes, Height, Depth;
-} CUDA_MEMCPY3D;
 CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *);
 CUresult cuModuleUnload(CUmodule);
 CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -107,15 +75,6 @@ CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned);
 CUresult cuEventDestroy_v2(CUevent);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_driver: line %d: %s\n", __LINE__, #cond);                      \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
 
 void contexts_case(void);     /* remote_contexts.c */
 void errors_case(void);       /* remote_errors.c */
@@ -308,7 +267,7 @@ static void roundtrip(void)
     OK(cuModuleLoadData(&mod, image));
     OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
     OK(cuModuleGetFunction(&mix, mod, "mix"));
-    EXPECT(cuModuleGetFunction(&mix, mod, "nope") != 0);
+    EXPECT_RC(cuModuleGetFunction(&mix, mod, "nope"), CUDA_ERROR_NOT_FOUND);
     unsigned value = 0x01020304, count = 256;
     void *fill_args[] = {&b, &value, &count};
     OK(cuLaunchKernel(fill, 2, 1, 1, 128, 1, 1, 0, s, fill_args, NULL));
@@ -374,7 +333,8 @@ static void roundtrip(void)
     OK(cuStreamSynchronize(s));
     EXPECT(pin_out[8] == 0x5a && pin_out[23] == 0x5a && pin_out[24] == pin_in[24]);
     EXPECT(memcmp(pin_out + 100, pin_in + 5, 16) == 0);
-    EXPECT(cuMemsetD8_v2((CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 8), 0, 16) == 1);
+    EXPECT_RC(cuMemsetD8_v2((CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 8), 0, 16),
+              CUDA_ERROR_INVALID_VALUE);
     /* and to copies between host and device memory (XLA reads 8-byte flags so) */
     uint64_t flag8 = 0;
     OK(cuMemcpyDtoH_v2(&flag8, (CUdeviceptr)(uintptr_t)(pin_out + 8), 8));
@@ -382,10 +342,11 @@ static void roundtrip(void)
     flag8 = 0x0102030405060708ull;
     OK(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)(pin_out + 200), &flag8, 8));
     EXPECT(memcmp(pin_out + 200, &flag8, 8) == 0);
-    EXPECT(cuMemcpyDtoH_v2(&flag8, (CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 4), 8) == 1);
+    EXPECT_RC(cuMemcpyDtoH_v2(&flag8, (CUdeviceptr)(uintptr_t)(pin_out + (1 << 20) - 4), 8),
+              CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFreeHost(pin_in));
     OK(cuMemFreeHost(pin_out));
-    EXPECT(cuMemFreeHost(pin_in) == 1);
+    EXPECT_RC(cuMemFreeHost(pin_in), CUDA_ERROR_INVALID_VALUE);
     /* memory the program registers itself: shared in place, same pointer, same bytes */
     unsigned char *mine = malloc(3 * 4096 + 100);
     EXPECT(mine != NULL);
@@ -411,7 +372,7 @@ static void roundtrip(void)
     OK(cuStreamSynchronize(s));
     EXPECT(mine[50] == 0x77 && mine[59] == 0x77 && mine[60] == (unsigned char)(60 * 11));
     OK(cuMemHostUnregister(mine + 50));
-    EXPECT(cuMemHostUnregister(mine + 50) == 713);
+    EXPECT_RC(cuMemHostUnregister(mine + 50), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
     mine[0] = 1; /* still the program's memory */
     free(mine);
     /* pitched memory, 2D sets and copies, pointer queries */
@@ -426,7 +387,8 @@ static void roundtrip(void)
     EXPECT(base == img && range == 512 * 37);
     OK(cuPointerGetAttribute(&mtype, 2, img + 5));
     EXPECT(mtype == 2);
-    EXPECT(cuPointerGetAttribute(&mtype, 2, (CUdeviceptr)(uintptr_t)host2d) == 1);
+    EXPECT_RC(cuPointerGetAttribute(&mtype, 2, (CUdeviceptr)(uintptr_t)host2d),
+              CUDA_ERROR_INVALID_VALUE);
     OK(cuMemsetD2D8_v2(img, pitch, 0x11, 100, 37));
     for (int i = 0; i < 100 * 37; i++)
         host2d[i] = (unsigned char)(i * 7);
@@ -465,7 +427,7 @@ static void roundtrip(void)
     copy2d_check(4096, 200, 8192);          /* 800 KiB: two groups of rows */
     copy2d_check(600 * 1024, 2, 700 << 10); /* rows wider than the server's buffer */
     c2.Height = 36; /* rows 2..37 of a 37-row image: one past the allocation */
-    EXPECT(cuMemcpy2D_v2(&c2) == 1);
+    EXPECT_RC(cuMemcpy2D_v2(&c2), CUDA_ERROR_INVALID_VALUE);
     /* 3D: host box 60x5x4 into a device volume of pitch 512, height 8, and back */
     CUdeviceptr vol;
     static unsigned char box[60 * 5 * 6], box2[60 * 5 * 4]; /* box: room for the bad copy */
@@ -504,7 +466,7 @@ static void roundtrip(void)
     OK(cuMemcpy3D_v2(&out3));
     EXPECT(memcmp(box, box2, sizeof(box2)) == 0);
     in3.Depth = 6; /* slices 1..6 of a 6-slice volume: one past */
-    EXPECT(cuMemcpy3D_v2(&in3) == 1);
+    EXPECT_RC(cuMemcpy3D_v2(&in3), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFree_v2(vol));
     OK(cuMemFree_v2(img));
     OK(cuMemFree_v2(img2));
@@ -535,27 +497,33 @@ static void roundtrip(void)
     OK(cuMemFree_v2(m));
     /* errors: a launch error comes at the next sync; bad handles; other memory */
     /* a bad configuration fails at the launch, as natively */
-    EXPECT(cuLaunchKernel(fill, 0, 1, 1, 1, 1, 1, 0, s, fill_args, NULL) == 1);
-    EXPECT(cuLaunchKernel(fill, 1, 1, 1, 1025, 1, 1, 0, s, fill_args, NULL) == 1);
-    EXPECT(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 65, 0, s, fill_args, NULL) == 1);
+    EXPECT_RC(cuLaunchKernel(fill, 0, 1, 1, 1, 1, 1, 0, s, fill_args, NULL),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuLaunchKernel(fill, 1, 1, 1, 1025, 1, 1, 0, s, fill_args, NULL),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 65, 0, s, fill_args, NULL),
+              CUDA_ERROR_INVALID_VALUE);
     /* an error of the launched work comes at the next synchronising call, once */
     CUfunction failing;
     OK(cuModuleGetFunction(&failing, mod, "fail"));
     void *fail_args[] = {&count};
     OK(cuLaunchKernel(failing, 1, 1, 1, 1, 1, 1, 0, s, fail_args, NULL)); /* posted */
-    EXPECT(cuStreamSynchronize(s) == 701);                                /* reported here */
+    EXPECT_RC(cuStreamSynchronize(s), CUDA_ERROR_OUT_OF_RESOURCES);       /* reported here */
     OK(cuStreamSynchronize(s));
-    EXPECT(cuLaunchKernel((CUfunction)0x1234, 1, 1, 1, 1, 1, 1, 0, s, fill_args, NULL) == 400);
-    EXPECT(cuStreamSynchronize((CUstream)0x4321) == 400);
-    EXPECT(cuMemcpyDtoH_v2(back, a + big, 1) == 1); /* one byte past the allocation */
-    EXPECT(cuMemcpyHtoD_v2(0x1000, h, 16) == 1);    /* nobody's memory */
-    EXPECT(cuMemFree_v2(a + 8) == 1);               /* not the start of an allocation */
+    EXPECT_RC(cuLaunchKernel((CUfunction)0x1234, 1, 1, 1, 1, 1, 1, 0, s, fill_args, NULL),
+              CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuStreamSynchronize((CUstream)0x4321), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemcpyDtoH_v2(back, a + big, 1),
+              CUDA_ERROR_INVALID_VALUE); /* one byte past the allocation */
+    EXPECT_RC(cuMemcpyHtoD_v2(0x1000, h, 16), CUDA_ERROR_INVALID_VALUE); /* nobody's memory */
+    EXPECT_RC(cuMemFree_v2(a + 8), CUDA_ERROR_INVALID_VALUE); /* not the start of an allocation */
     OK(cuMemFree_v2(a));
-    EXPECT(cuMemFree_v2(a) == 1); /* freed already */
-    EXPECT(cuMemcpyDtoH_v2(back, a, 16) == 1);
+    EXPECT_RC(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE); /* freed already */
+    EXPECT_RC(cuMemcpyDtoH_v2(back, a, 16), CUDA_ERROR_INVALID_VALUE);
     OK(cuStreamDestroy_v2(s));
     OK(cuModuleUnload(mod));
-    EXPECT(cuModuleGetFunction(&mix, mod, "mix") == 400); /* its handle is gone */
+    EXPECT_RC(cuModuleGetFunction(&mix, mod, "mix"),
+              CUDA_ERROR_INVALID_HANDLE); /* its handle is gone */
     OK(cuMemFree_v2(b));
     free(h);
     free(back);
@@ -709,7 +677,7 @@ static void streams2(void)
     OK(cuLaunchKernel(tiny, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
     OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
     t0 = now_us();
-    EXPECT(cuStreamQuery(sb) == 0);
+    OK(cuStreamQuery(sb));
     query_us = now_us() - t0;
     OK(cuMemcpyHtoDAsync_v2(d1, h1, n, s1)); /* behind s1's kernel */
     t0 = now_us();
@@ -782,9 +750,9 @@ static void budgets(void)
     int ns = 0, ne = 0;
 
     /* pinned: OPENMPS_CLIENT_PINNED_MAX=1M */
-    EXPECT(cuMemHostAlloc(&h, 2 << 20, 0) == 2);
+    EXPECT_RC(cuMemHostAlloc(&h, 2 << 20, 0), CUDA_ERROR_OUT_OF_MEMORY);
     OK(cuMemHostAlloc(&h, 768 << 10, 0));
-    EXPECT(cuMemHostAlloc(&h2, 512 << 10, 0) == 2);
+    EXPECT_RC(cuMemHostAlloc(&h2, 512 << 10, 0), CUDA_ERROR_OUT_OF_MEMORY);
     OK(cuMemFreeHost(h));
     OK(cuMemHostAlloc(&h2, 512 << 10, 0)); /* freed bytes count no more */
     OK(cuMemFreeHost(h2));
@@ -792,7 +760,7 @@ static void budgets(void)
     while (ns < 8 && cuStreamCreate(&st[ns], 1) == 0)
         ns++;
     EXPECT(ns == 4);
-    EXPECT(cuStreamCreate(&st[ns], 1) == 2);
+    EXPECT_RC(cuStreamCreate(&st[ns], 1), CUDA_ERROR_OUT_OF_MEMORY);
     OK(cuStreamDestroy_v2(st[--ns]));
     OK(cuStreamCreate(&st[ns++], 1));
     while (ne < 8 && cuEventCreate(&ev[ne], 0) == 0)
@@ -800,11 +768,11 @@ static void budgets(void)
     EXPECT(ne == 4);
     OK(cuEventDestroy_v2(ev[--ne]));
     OK(cuEventCreate(&ev[ne++], 0));
-    EXPECT(cuEventCreate(&ev[ne], 0) == 2);
+    EXPECT_RC(cuEventCreate(&ev[ne], 0), CUDA_ERROR_OUT_OF_MEMORY);
     /* module images new to the server: OPENMPS_CLIENT_MAX_IMAGES=2 */
     OK(cuModuleLoadData(&mod, "fakecubin\nbudget_a:8\n"));
     OK(cuModuleLoadData(&mod, "fakecubin\nbudget_b:8\n"));
-    EXPECT(cuModuleLoadData(&mod, "fakecubin\nbudget_c:8\n") == 2);
+    EXPECT_RC(cuModuleLoadData(&mod, "fakecubin\nbudget_c:8\n"), CUDA_ERROR_OUT_OF_MEMORY);
     OK(cuModuleLoadData(&mod, "fakecubin\nbudget_a:8\n")); /* loaded already: free */
     /* and the session goes on */
     OK(cuMemAlloc_v2(&p, sizeof(buf)));
@@ -889,14 +857,14 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "hold")) {
         OK(cuMemAlloc_v2(&p, 4096));
         OK(cuMemsetD8_v2(p, 0x5a, 4096));
-        printf("%llu\n", p);
+        printf("%llu\n", (unsigned long long)p);
         fflush(stdout);
         sleep(10);
     } else if (!strcmp(mode, "steal") && argc > 2) {
         p = strtoull(argv[2], NULL, 10);
-        EXPECT(cuMemcpyDtoH_v2(buf, p, 16) == 1);
-        EXPECT(cuMemcpyHtoD_v2(p, buf, 16) == 1);
-        EXPECT(cuMemFree_v2(p) == 1);
+        EXPECT_RC(cuMemcpyDtoH_v2(buf, p, 16), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuMemcpyHtoD_v2(p, buf, 16), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
         printf("steal refused\n");
     } else if (!strcmp(mode, "legacy") && argc > 2) {
         /* a launch on a created stream, then a memset on the legacy default stream */
@@ -1026,7 +994,7 @@ int main(int argc, char **argv)
             fclose(st);
         struct rlimit as = {(rlim_t)(vm_kib << 10) + (64u << 20), RLIM_INFINITY};
         EXPECT(vm_kib > 0 && setrlimit(RLIMIT_AS, &as) == 0);
-        EXPECT(cuMemHostAlloc(&h, n, 0) == 2);
+        EXPECT_RC(cuMemHostAlloc(&h, n, 0), CUDA_ERROR_OUT_OF_MEMORY);
         printf("refused\n");
         fflush(stdout);
         while (fgets(line, sizeof(line), stdin))

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+#include "check.h"
 
 CUresult cuCtxGetCurrent(CUcontext *);
 CUresult cuCtxSetCurrent(CUcontext);
@@ -29,18 +28,6 @@ CUresult cuMemFree_v2(unsigned long long);
 CUresult cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
 CUresult cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_driver errors: line %d: %s\n", __LINE__, #cond);               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define IS(call, rc) EXPECT((call) == (rc))
-
-enum { OUT_OF_RESOURCES = 701 };
 
 static CUfunction failing;
 static CUcontext ctx;
@@ -117,8 +104,9 @@ void errors_case(void)
     set_step(1);
     wait_step(2);
     EXPECT(pthread_join(b, NULL) == 0);
-    IS(cuStreamSynchronize(sa), OUT_OF_RESOURCES); /* A's, still there after B's calls */
-    OK(cuStreamSynchronize(sa));                   /* once */
+    EXPECT_RC(cuStreamSynchronize(sa),
+              CUDA_ERROR_OUT_OF_RESOURCES); /* A's, still there after B's calls */
+    OK(cuStreamSynchronize(sa));            /* once */
 
     /* The default stream's error goes to its synchronous copy, not to a created stream. */
     unsigned long long p;
@@ -126,14 +114,14 @@ void errors_case(void)
     OK(cuMemAlloc_v2(&p, 64));
     launch_failing(NULL);
     OK(cuStreamSynchronize(sa));
-    IS(cuMemcpyHtoD_v2(p, &byte, 1), OUT_OF_RESOURCES);
+    EXPECT_RC(cuMemcpyHtoD_v2(p, &byte, 1), CUDA_ERROR_OUT_OF_RESOURCES);
     OK(cuMemcpyHtoD_v2(p, &byte, 1));
 
     /* An event recorded behind the error reports it; the stream then has none. */
     OK(cuEventCreate(&ev, 0));
     launch_failing(sa);
     OK(cuEventRecord(ev, sa));
-    IS(cuEventSynchronize(ev), OUT_OF_RESOURCES);
+    EXPECT_RC(cuEventSynchronize(ev), CUDA_ERROR_OUT_OF_RESOURCES);
     OK(cuStreamSynchronize(sa));
     OK(cuEventSynchronize(ev));
     /* ... an event recorded on another stream does not */
@@ -141,17 +129,17 @@ void errors_case(void)
     launch_failing(sa);
     OK(cuEventRecord(ev, sc));
     OK(cuEventSynchronize(ev));
-    IS(cuStreamSynchronize(sa), OUT_OF_RESOURCES);
+    EXPECT_RC(cuStreamSynchronize(sa), CUDA_ERROR_OUT_OF_RESOURCES);
 
     /* The context's synchronize reports any stream's, once; a destroyed stream's last call
      * reports what no synchronize took. */
     launch_failing(sc);
-    IS(cuCtxSynchronize(), OUT_OF_RESOURCES);
+    EXPECT_RC(cuCtxSynchronize(), CUDA_ERROR_OUT_OF_RESOURCES);
     OK(cuStreamSynchronize(sc));
     OK(cuCtxSynchronize());
     launch_failing(sc);
     OK(cuStreamSynchronize(sa));
-    IS(cuStreamDestroy_v2(sc), OUT_OF_RESOURCES);
+    EXPECT_RC(cuStreamDestroy_v2(sc), CUDA_ERROR_OUT_OF_RESOURCES);
     OK(cuCtxSynchronize());
 
     OK(cuEventDestroy_v2(ev));

@@ -13,9 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction, *CUgraph, *CUgraphNode, *CUgraphExec;
+#include "check.h"
 
 typedef struct {
     int allocType, handleTypes;
@@ -91,18 +89,6 @@ CUresult cuDeviceGraphMemTrim(int);
 CUresult cuDeviceGetGraphMemAttribute(int, int, void *);
 CUresult cuDeviceSetGraphMemAttribute(int, int, void *);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_graphmem: line %d: %s\n", __LINE__, #cond);                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define INVALID_VALUE 1
-#define INVALID_HANDLE 400
-#define NOT_SUPPORTED 801
-
 static CUcontext ctx;
 
 static void setup(void)
@@ -170,25 +156,25 @@ static void build(void)
     OK(cuGraphMemAllocNodeGetParams(an, &got));
     EXPECT(got.bytes == 4096 && got.dptr == p && got.ndescs == 1 && got.descs &&
            got.descs[0].flags == 3);
-    OK(touch(p, 4096));                      /* the client's range now */
-    EXPECT(touch(p, 4097) == INVALID_VALUE); /* and no further */
+    OK(touch(p, 4096));                                 /* the client's range now */
+    EXPECT(touch(p, 4097) == CUDA_ERROR_INVALID_VALUE); /* and no further */
     ALLOC bad = alloc_params(64, NULL, 0);
     bad.props.locId = 99; /* no such device */
-    EXPECT(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
     bad = alloc_params(64, NULL, 0);
     bad.props.handleTypes = 1; /* a shareable handle */
-    EXPECT(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
     DESC many[9];
     for (int i = 0; i < 9; i++)
         many[i] = d;
     bad = alloc_params(64, many, 9); /* more descriptors than devices */
-    EXPECT(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
     DESC far = {1, 42, 3};
     bad = alloc_params(64, &far, 1);
-    EXPECT(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
     /* free nodes: a graph allocation of the client's only */
-    EXPECT(cuGraphAddMemFreeNode(&fn, g, &an, 1, plain) == INVALID_VALUE);
-    EXPECT(cuGraphAddMemFreeNode(&fn, g, &an, 1, p + 8) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemFreeNode(&fn, g, &an, 1, plain), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemFreeNode(&fn, g, &an, 1, p + 8), CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphAddMemFreeNode(&fn, g, &an, 1, p));
     OK(cuGraphMemFreeNodeGetParams(fn, &cap));
     EXPECT(cap == p);
@@ -202,64 +188,66 @@ static void build(void)
     memset(&np.u, 0, sizeof(np.u));
     np.type = 11;
     np.u.free.dptr = plain;
-    EXPECT(cuGraphAddNode(&n2, g, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddNode(&n2, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     /* an executable graph holds the allocation after its graph goes */
     OK(cuGraphInstantiateWithFlags(&e, g, 0));
     OK(cuGraphDestroy(g));
     OK(touch(p, 4096));
     OK(cuGraphExecDestroy(e));
-    EXPECT(touch(p, 4096) == INVALID_VALUE);
+    EXPECT(touch(p, 4096) == CUDA_ERROR_INVALID_VALUE);
     /* a graph without an executable graph: its range goes with it */
     OK(cuGraphCreate(&g, 0));
     a = alloc_params(128, NULL, 0);
     OK(cuGraphAddMemAllocNode(&an, g, NULL, 0, &a));
     OK(touch(a.dptr, 128));
     OK(cuGraphDestroyNode(an)); /* with its node */
-    EXPECT(touch(a.dptr, 128) == INVALID_VALUE);
+    EXPECT(touch(a.dptr, 128) == CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphDestroy(g));
     /* stream capture: cuMemAllocAsync makes a graph allocation of the capture's graph */
     OK(cuStreamCreate(&s, 1));
     OK(cuStreamBeginCapture_v2(s, 2));
     OK(cuMemAllocAsync(&cap, 256, s));
     OK(touch(cap, 256));
-    EXPECT(cuMemFreeAsync(plain, s) == INVALID_VALUE); /* not a graph allocation */
+    EXPECT_RC(cuMemFreeAsync(plain, s), CUDA_ERROR_INVALID_VALUE); /* not a graph allocation */
     OK(cuMemFreeAsync(cap, s));
     OK(touch(cap, 256)); /* its graph still holds it */
     OK(cuStreamEndCapture(s, &cg));
     OK(touch(cap, 256));
     OK(cuGraphDestroy(cg));
-    EXPECT(touch(cap, 256) == INVALID_VALUE);
+    EXPECT(touch(cap, 256) == CUDA_ERROR_INVALID_VALUE);
     /* conditional nodes */
     OK(cuGraphCreate(&g, 0));
     OK(cuGraphCreate(&cg, 0));
     OK(cuGraphConditionalHandleCreate(&h, g, ctx, 3, 1));
     OK(cuGraphConditionalHandleCreate(&h2, cg, ctx, 0, 0));
-    EXPECT(cuGraphConditionalHandleCreate(&h2, cg, ctx, 0, 2) == INVALID_VALUE); /* flags */
-    np = cond_params(h2, 1, 1); /* another graph's handle */
-    EXPECT(cuGraphAddNode(&cn, g, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphConditionalHandleCreate(&h2, cg, ctx, 0, 2),
+              CUDA_ERROR_INVALID_VALUE); /* flags */
+    np = cond_params(h2, 1, 1);          /* another graph's handle */
+    EXPECT_RC(cuGraphAddNode(&cn, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np = cond_params(h, 0, 3); /* if: one or two bodies */
-    EXPECT(cuGraphAddNode(&cn, g, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddNode(&cn, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np = cond_params(h, 1, 2); /* while: one */
-    EXPECT(cuGraphAddNode(&cn, g, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddNode(&cn, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np = cond_params(h, 2, 65); /* switch: the server's maximum */
-    EXPECT(cuGraphAddNode(&cn, g, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddNode(&cn, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np = cond_params(h, 3, 1); /* no such type */
-    EXPECT(cuGraphAddNode(&cn, g, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddNode(&cn, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np = cond_params(h, 1, 1);
     OK(cuGraphAddNode(&cn, g, NULL, 0, &np));
     EXPECT(np.u.cond.bodies && np.u.cond.bodies[0]);
     body = np.u.cond.bodies[0];
-    OK(cuGraphAddEmptyNode(&n2, body, NULL, 0));              /* the client's graph */
-    OK(cuGraphConditionalHandleCreate(&h2, body, ctx, 0, 0)); /* nested */
-    EXPECT(cuGraphDestroy(body) == INVALID_HANDLE);           /* the node's */
+    OK(cuGraphAddEmptyNode(&n2, body, NULL, 0));                /* the client's graph */
+    OK(cuGraphConditionalHandleCreate(&h2, body, ctx, 0, 0));   /* nested */
+    EXPECT_RC(cuGraphDestroy(body), CUDA_ERROR_INVALID_HANDLE); /* the node's */
     np = cond_params(h, 2, 4);
     OK(cuGraphAddNode(&n2, g, &cn, 1, &np));
     EXPECT(np.u.cond.bodies[3] != NULL);
     OK(cuGraphDestroyNode(cn));
-    EXPECT(cuGraphAddEmptyNode(&n2, body, NULL, 0) == INVALID_HANDLE); /* gone with its node */
+    EXPECT_RC(cuGraphAddEmptyNode(&n2, body, NULL, 0),
+              CUDA_ERROR_INVALID_HANDLE); /* gone with its node */
     OK(cuGraphDestroy(g));
     np = cond_params(h, 1, 1); /* the handle went with its graph */
-    EXPECT(cuGraphAddNode(&cn, cg, NULL, 0, &np) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddNode(&cn, cg, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphDestroy(cg));
     /* conditional bodies nest 15 deep at most (MAX_NESTING, what the server follows when a
      * graph goes): the 15th body's own conditional node is refused */
@@ -273,7 +261,7 @@ static void build(void)
             np = cond_params(h2, 1, 1);
             CUresult r = cuGraphAddNode(&cn, in, NULL, 0, &np);
             if (r != 0) {
-                EXPECT(r == NOT_SUPPORTED && depth == 15);
+                EXPECT(r == CUDA_ERROR_NOT_SUPPORTED && depth == 15);
                 break;
             }
             EXPECT(depth < 15);
@@ -281,19 +269,21 @@ static void build(void)
             depth++;
         }
         OK(cuGraphDestroy(top));
-        EXPECT(cuGraphAddEmptyNode(&n2, in, NULL, 0) == INVALID_HANDLE); /* the deepest went */
+        EXPECT_RC(cuGraphAddEmptyNode(&n2, in, NULL, 0),
+                  CUDA_ERROR_INVALID_HANDLE); /* the deepest went */
     }
     /* graph memory attributes and trim */
     OK(cuDeviceGraphMemTrim(0));
     OK(cuDeviceGetGraphMemAttribute(0, 0, &v));
     OK(cuDeviceSetGraphMemAttribute(0, 1, &(unsigned long long){0}));
-    EXPECT(cuDeviceSetGraphMemAttribute(0, 0, &(unsigned long long){0}) == INVALID_VALUE);
+    EXPECT_RC(cuDeviceSetGraphMemAttribute(0, 0, &(unsigned long long){0}),
+              CUDA_ERROR_INVALID_VALUE);
     /* a graph left with an allocation and an executable graph: the session's end frees it */
     OK(cuGraphCreate(&g, 0));
     a = alloc_params(64, NULL, 0);
     OK(cuGraphAddMemAllocNode(&an, g, NULL, 0, &a));
     OK(cuGraphInstantiateWithFlags(&e, g, 0));
-    printf("left %llx\n", a.dptr);
+    printf("left %llx\n", (unsigned long long)a.dptr);
     printf("build ok\n");
 }
 
@@ -335,7 +325,7 @@ int main(int argc, char **argv)
         OK(cuGraphConditionalHandleCreate(&h, g, ctx, 0, 0));
         NODE_PARAMS np = cond_params(h, 0, 1);
         OK(cuGraphAddNode(&cn, g, NULL, 0, &np));
-        printf("%p %llx %llx %p\n", g, a.dptr, h, np.u.cond.bodies[0]);
+        printf("%p %llx %llx %p\n", g, (unsigned long long)a.dptr, h, np.u.cond.bodies[0]);
         fflush(stdout);
         if (!fgets(line, sizeof(line), stdin))
             return 0;
@@ -350,17 +340,17 @@ int main(int argc, char **argv)
         CUgraphNode n;
         body = (CUgraph)(uintptr_t)strtoull(argv[5], NULL, 16);
         OK(cuGraphCreate(&mine, 0));
-        EXPECT(touch(p, 1024) == INVALID_VALUE);
-        EXPECT(touch(p, 1) == INVALID_VALUE);
-        EXPECT(cuGraphAddMemFreeNode(&n, mine, NULL, 0, p) == INVALID_VALUE);
+        EXPECT(touch(p, 1024) == CUDA_ERROR_INVALID_VALUE);
+        EXPECT(touch(p, 1) == CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphAddMemFreeNode(&n, mine, NULL, 0, p), CUDA_ERROR_INVALID_VALUE);
         NODE_PARAMS np = cond_params(h, 0, 1);
-        EXPECT(cuGraphAddNode(&n, mine, NULL, 0, &np) == INVALID_VALUE);
-        EXPECT(cuGraphAddNode(&n, g, NULL, 0, &np) == INVALID_HANDLE);
-        EXPECT(cuGraphConditionalHandleCreate(&h2, g, ctx, 0, 0) == INVALID_HANDLE);
-        EXPECT(cuGraphConditionalHandleCreate(&h2, body, ctx, 0, 0) == INVALID_HANDLE);
-        EXPECT(cuGraphAddEmptyNode(&n, body, NULL, 0) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddNode(&n, mine, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphAddNode(&n, g, NULL, 0, &np), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphConditionalHandleCreate(&h2, g, ctx, 0, 0), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphConditionalHandleCreate(&h2, body, ctx, 0, 0), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddEmptyNode(&n, body, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
         ALLOC a = alloc_params(64, NULL, 0);
-        EXPECT(cuGraphAddMemAllocNode(&n, g, NULL, 0, &a) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddMemAllocNode(&n, g, NULL, 0, &a), CUDA_ERROR_INVALID_HANDLE);
         printf("steal refused\n");
         return 0;
     }

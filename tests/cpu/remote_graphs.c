@@ -24,10 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUgraph, *CUgraphNode,
-    *CUgraphExec;
+#include "check.h"
 
 typedef struct {
     CUfunction func;
@@ -219,18 +216,6 @@ CUresult cuGraphDebugDotPrint(CUgraph, const char *, unsigned);
 CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
                                      int);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_graphs: line %d: %s\n", __LINE__, #cond);                      \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define INVALID_VALUE 1
-#define INVALID_HANDLE 400
-#define NOT_SUPPORTED 801
-
 static CUfunction fill;
 
 static void setup(void)
@@ -287,7 +272,7 @@ static void build(void)
     OK(cuStreamCreate(&s, 1));
     OK(cuEventCreate(&ev, 0));
     OK(cuGraphCreate(&g, 0));
-    EXPECT(cuGraphCreate(&clone, 1) == INVALID_VALUE); /* flags must be 0 */
+    EXPECT_RC(cuGraphCreate(&clone, 1), CUDA_ERROR_INVALID_VALUE); /* flags must be 0 */
     OK(cuGraphAddEmptyNode(&empty, g, NULL, 0));
     KNP k = fill_params(&a, &value, &count, args);
     OK(cuGraphAddKernelNode_v2(&kern, g, &empty, 1, &k));
@@ -297,12 +282,13 @@ static void build(void)
     OK(cuGraphEventRecordNodeGetEvent(rec, &got_ev));
     EXPECT(got_ev == ev);
     MSP outside = {a + 64, 0, 9, 4, 17, 1}; /* one element past the allocation */
-    EXPECT(cuGraphAddMemsetNode(&cn, g, NULL, 0, &outside, NULL) == INVALID_VALUE);
-    EXPECT(cuGraphMemsetNodeSetParams(mset, &outside) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemsetNode(&cn, g, NULL, 0, &outside, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGraphMemsetNodeSetParams(mset, &outside), CUDA_ERROR_INVALID_VALUE);
     MSP back;
     OK(cuGraphMemsetNodeGetParams(mset, &back));
     EXPECT(back.value == 9 && back.width == 16 && back.dst == a + 64);
-    EXPECT(cuGraphAddEmptyNode(&cn, g, nodes, 5000) == INVALID_VALUE); /* past the maximum */
+    EXPECT_RC(cuGraphAddEmptyNode(&cn, g, nodes, 5000),
+              CUDA_ERROR_INVALID_VALUE); /* past the maximum */
 
     /* lists: every node, the root, the edges, a node's neighbours */
     OK(cuGraphGetNodes(g, NULL, &n));
@@ -332,7 +318,8 @@ static void build(void)
     OK(cuGraphKernelNodeSetAttribute(kern, 8, attr));
     OK(cuGraphKernelNodeGetAttribute(kern, 8, attr_back));
     EXPECT(!memcmp(attr, attr_back, sizeof(attr)));
-    EXPECT(cuGraphKernelNodeSetAttribute(kern, 7, attr) == 801); /* holds an event */
+    EXPECT_RC(cuGraphKernelNodeSetAttribute(kern, 7, attr),
+              CUDA_ERROR_NOT_SUPPORTED); /* holds an event */
     unsigned char edata[8 * 8];
     memset(edata, 0xff, sizeof(edata));
     n = 8;
@@ -354,7 +341,7 @@ static void build(void)
     fclose(f);
     unlink(dot);
     EXPECT(strstr(text, "4 nodes, flags 4") != NULL);
-    EXPECT(cuGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0) == 304);
+    EXPECT_RC(cuGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0), CUDA_ERROR_OPERATING_SYSTEM);
 
     /* with parameters: uploaded on the client's stream */
     GIP gip = {2, s, (CUgraphNode)1, 7};
@@ -363,11 +350,11 @@ static void build(void)
     EXPECT(gip.result_out == 0 && gip.hErrNode_out == NULL);
     OK(cuGraphExecDestroy(exec3));
     gip.flags = 0x100;
-    EXPECT(cuGraphInstantiateWithParams(&exec3, g, &gip) == INVALID_VALUE);
+    EXPECT_RC(cuGraphInstantiateWithParams(&exec3, g, &gip), CUDA_ERROR_INVALID_VALUE);
     EXPECT(gip.result_out == 1);
 
     /* instantiate, launch: the kernel node fills with 7, the memset node with 9 */
-    EXPECT(cuGraphInstantiateWithFlags(&exec, g, 0x100) == INVALID_VALUE);
+    EXPECT_RC(cuGraphInstantiateWithFlags(&exec, g, 0x100), CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphInstantiateWithFlags(&exec, g, 1));
     OK(cuGraphExecGetFlags(exec, &flags));
     EXPECT(flags == 1);
@@ -384,7 +371,7 @@ static void build(void)
     OK(cuCtxSynchronize());
     OK(cuMemcpyDtoH_v2(host, a, sizeof(host)));
     EXPECT(all(host, 16, 11));
-    EXPECT(cuGraphNodeSetEnabled(exec, mset, 2) == INVALID_VALUE);
+    EXPECT_RC(cuGraphNodeSetEnabled(exec, mset, 2), CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphNodeSetEnabled(exec, mset, 0));
     OK(cuGraphNodeGetEnabled(exec, mset, &on));
     EXPECT(on == 0);
@@ -405,32 +392,33 @@ static void build(void)
     OK(cuGraphInstantiate_v2(&exec2, g, &err, logbuf, sizeof(logbuf)));
     EXPECT(err == NULL && logbuf[0] == 0);
     OK(cuGraphExecDestroy(exec2));
-    EXPECT(cuGraphExecDestroy(exec2) == INVALID_HANDLE); /* no longer its */
+    EXPECT_RC(cuGraphExecDestroy(exec2), CUDA_ERROR_INVALID_HANDLE); /* no longer its */
     OK(cuGraphClone(&clone, g));
     OK(cuGraphNodeFindInClone(&cn, kern, clone));
     OK(cuGraphNodeGetType(cn, &type));
     EXPECT(type == 0 && cn != kern);
     OK(cuGraphDestroy(clone));
-    EXPECT(cuGraphNodeGetType(cn, &type) == INVALID_HANDLE); /* its nodes went with it */
+    EXPECT_RC(cuGraphNodeGetType(cn, &type),
+              CUDA_ERROR_INVALID_HANDLE); /* its nodes went with it */
     OK(cuGraphDestroyNode(rec));
-    EXPECT(cuGraphNodeGetType(rec, &type) == INVALID_HANDLE);
+    EXPECT_RC(cuGraphNodeGetType(rec, &type), CUDA_ERROR_INVALID_HANDLE);
 
     /* graph memory */
     unsigned long long v = 1;
     OK(cuDeviceGetGraphMemAttribute(0, 0, &v));
     EXPECT(v == 4096);
-    EXPECT(cuDeviceGetGraphMemAttribute(0, 9, &v) == INVALID_VALUE);
+    EXPECT_RC(cuDeviceGetGraphMemAttribute(0, 9, &v), CUDA_ERROR_INVALID_VALUE);
     v = 0;
     OK(cuDeviceSetGraphMemAttribute(0, 1, &v));
     v = 5;
-    EXPECT(cuDeviceSetGraphMemAttribute(0, 1, &v) == INVALID_VALUE);
+    EXPECT_RC(cuDeviceSetGraphMemAttribute(0, 1, &v), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceGraphMemTrim(0));
-    EXPECT(cuDeviceGraphMemTrim(7) == 101);
+    EXPECT_RC(cuDeviceGraphMemTrim(7), CUDA_ERROR_INVALID_DEVICE);
 
     OK(cuGraphExecDestroy(exec));
     OK(cuGraphDestroy(g));
-    EXPECT(cuGraphDestroy(g) == INVALID_HANDLE);
-    EXPECT(cuGraphNodeGetType(kern, &type) == INVALID_HANDLE);
+    EXPECT_RC(cuGraphDestroy(g), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGraphNodeGetType(kern, &type), CUDA_ERROR_INVALID_HANDLE);
     printf("build ok\n");
 }
 
@@ -464,8 +452,8 @@ static void copies(void)
     OK(cuGraphAddMemcpyNode(&d2d, g, NULL, 0, &m, NULL));
     M3D bad = m;
     bad.srcDevice = a + 48, bad.Height = 4; /* ends at a + 48 + 3 * 64 + 32: past a's 256 */
-    EXPECT(cuGraphAddMemcpyNode(&x, g, NULL, 0, &bad, NULL) == INVALID_VALUE);
-    EXPECT(cuGraphMemcpyNodeSetParams(d2d, &bad) == INVALID_VALUE);
+    EXPECT_RC(cuGraphAddMemcpyNode(&x, g, NULL, 0, &bad, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGraphMemcpyNodeSetParams(d2d, &bad), CUDA_ERROR_INVALID_VALUE);
     M3D back;
     OK(cuGraphMemcpyNodeGetParams(d2d, &back));
     EXPECT(back.srcDevice == a + 16 && back.Height == 3);
@@ -476,7 +464,8 @@ static void copies(void)
     OK(cuGraphAddMemcpyNode(&d2h, g, &d2d, 1, &m, NULL));
     M3D pg = m;
     pg.dstHost = pageable;
-    EXPECT(cuGraphAddMemcpyNode(&x, g, NULL, 0, &pg, NULL) == 801); /* NOT_SUPPORTED */
+    EXPECT_RC(cuGraphAddMemcpyNode(&x, g, NULL, 0, &pg, NULL),
+              CUDA_ERROR_NOT_SUPPORTED); /* NOT_SUPPORTED */
     OK(cuGraphInstantiateWithFlags(&exec, g, 0));
     OK(cuGraphLaunch(exec, s));
     OK(cuStreamSynchronize(s));
@@ -488,7 +477,7 @@ static void copies(void)
     m.dstHost = pinned + 240;
     OK(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL));
     m.dstHost = pageable; /* not shared with the server */
-    EXPECT(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL) == 801);
+    EXPECT_RC(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL), CUDA_ERROR_NOT_SUPPORTED);
     OK(cuGraphLaunch(exec, s));
     OK(cuStreamSynchronize(s));
     EXPECT(pinned[240] == 16 && pinned[255] == 31);
@@ -517,7 +506,8 @@ static void capture(void)
     OK(cuStreamCreate(&sb, 0)); /* blocking: ordered with the default stream */
     OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL));
     OK(cuCtxSynchronize());
-    EXPECT(cuStreamBeginCapture_v2(NULL, 0) == 900); /* the legacy stream cannot be captured */
+    EXPECT_RC(cuStreamBeginCapture_v2(NULL, 0),
+              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* the legacy stream cannot be captured */
     OK(cuThreadExchangeStreamCaptureMode(&mode));
     EXPECT(mode == 0);
     OK(cuThreadExchangeStreamCaptureMode(&mode));
@@ -541,8 +531,8 @@ static void capture(void)
     status = 7, id = 9;
     OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
     EXPECT(status == 0 && ndeps == 0 && deps == NULL);
-    EXPECT(cuStreamIsCapturing((CUstream)(uintptr_t)0x7777, &status) == 400);
-    EXPECT(cuStreamIsCapturing(sb, NULL) == 1);
+    EXPECT_RC(cuStreamIsCapturing((CUstream)(uintptr_t)0x7777, &status), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuStreamIsCapturing(sb, NULL), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxSynchronize());
     OK(cuMemcpyDtoH_v2(host, b, sizeof(host)));
     EXPECT(all(host, 16, 6)); /* the default stream's kernel ran, not captured */
@@ -581,9 +571,10 @@ static void capture(void)
     CUgraphNode dep = deps[0];
     int type;
     OK(cuGraphNodeGetType(dep, &type));
-    EXPECT(cuStreamQuery(sb) == 900);
-    EXPECT(cuStreamEndCapture(sb, &g2) == 901 && g2 == NULL);
-    EXPECT(cuGraphNodeGetType(dep, &type) == INVALID_HANDLE);
+    EXPECT_RC(cuStreamQuery(sb), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT_RC(cuStreamEndCapture(sb, &g2), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    EXPECT(g2 == NULL);
+    EXPECT_RC(cuGraphNodeGetType(dep, &type), CUDA_ERROR_INVALID_HANDLE);
     printf("capture ok\n");
 }
 
@@ -615,17 +606,18 @@ int main(int argc, char **argv)
         size_t cnt = 4;
         OK(cuGraphCreate(&mine, 0));
         OK(cuGraphAddEmptyNode(&own, mine, NULL, 0));
-        EXPECT(cuGraphAddEmptyNode(&got, g, NULL, 0) == INVALID_HANDLE);
-        EXPECT(cuGraphGetNodes(g, &got, &cnt) == INVALID_HANDLE);
-        EXPECT(cuGraphNodeGetType(n, &type) == INVALID_HANDLE);
-        EXPECT(cuGraphAddEmptyNode(&got, mine, &n, 1) == INVALID_HANDLE); /* in an array */
-        EXPECT(cuGraphAddDependencies(mine, &n, &own, 1) == INVALID_HANDLE);
-        EXPECT(cuGraphInstantiateWithFlags(&e, g, 0) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddEmptyNode(&got, g, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphGetNodes(g, &got, &cnt), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphNodeGetType(n, &type), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddEmptyNode(&got, mine, &n, 1),
+                  CUDA_ERROR_INVALID_HANDLE); /* in an array */
+        EXPECT_RC(cuGraphAddDependencies(mine, &n, &own, 1), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_ERROR_INVALID_HANDLE);
         OK(cuGraphLaunch(e, NULL)); /* posted: refused at the next synchronisation */
-        EXPECT(cuCtxSynchronize() == INVALID_HANDLE);
-        EXPECT(cuGraphExecDestroy(e) == INVALID_HANDLE);
-        EXPECT(cuGraphDestroyNode(n) == INVALID_HANDLE);
-        EXPECT(cuGraphDestroy(g) == INVALID_HANDLE);
+        EXPECT_RC(cuCtxSynchronize(), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphExecDestroy(e), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphDestroyNode(n), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphDestroy(g), CUDA_ERROR_INVALID_HANDLE);
         printf("steal refused\n");
     } else if (!strcmp(mode, "leak")) {
         CUgraph g[3];
@@ -662,16 +654,17 @@ int main(int argc, char **argv)
         EXPECT(cg && cg != c);
         OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
         EXPECT(cg2 == cg);
-        EXPECT(cuGraphChildGraphNodeGetGraph(n, &cg2) == INVALID_VALUE); /* not a child node */
-        EXPECT(cuGraphChildGraphNodeGetGraph(cn, NULL) == INVALID_VALUE);
+        EXPECT_RC(cuGraphChildGraphNodeGetGraph(n, &cg2),
+                  CUDA_ERROR_INVALID_VALUE); /* not a child node */
+        EXPECT_RC(cuGraphChildGraphNodeGetGraph(cn, NULL), CUDA_ERROR_INVALID_VALUE);
         OK(cuGraphGetNodes(cg, nodes, &count));
         EXPECT(count == 1 && nodes[0] != n);
         OK(cuGraphAddEmptyNode(&in, cg, nodes, 1));
-        EXPECT(cuGraphDestroy(cg) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphDestroy(cg), CUDA_ERROR_INVALID_HANDLE);
         OK(cuGraphDestroy(c));
         OK(cuGraphDestroyNode(cn));
-        EXPECT(cuGraphAddEmptyNode(&n, cg, NULL, 0) == INVALID_HANDLE);
-        EXPECT(cuGraphDestroyNode(in) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddEmptyNode(&n, cg, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_RC(cuGraphDestroyNode(in), CUDA_ERROR_INVALID_HANDLE);
         OK(cuGraphCreate(&c, 0)); /* a child left with its parent for the session's end */
         OK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c));
         OK(cuGraphChildGraphNodeGetGraph(cn, &cg2));
@@ -712,12 +705,12 @@ int main(int argc, char **argv)
         OK(cuGraphKernelNodeSetParams_v2(kn, &again));
         OK(cuGraphKernelNodeGetParams(kn, &v1)); /* v1: the same fields first */
         EXPECT(v1.func == fill && *(unsigned *)v1.kernelParams[2] == 4);
-        EXPECT(cuGraphKernelNodeGetParams_v2(en, &back) == INVALID_VALUE);
-        EXPECT(cuGraphKernelNodeGetParams_v2(kn, NULL) == INVALID_VALUE);
-        EXPECT(cuGraphKernelNodeGetParams_v2((CUgraphNode)(uintptr_t)0x7000, &back) ==
-               INVALID_HANDLE);
+        EXPECT_RC(cuGraphKernelNodeGetParams_v2(en, &back), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphKernelNodeGetParams_v2(kn, NULL), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphKernelNodeGetParams_v2((CUgraphNode)(uintptr_t)0x7000, &back),
+                  CUDA_ERROR_INVALID_HANDLE);
         OK(cuGraphDestroyNode(kn));
-        EXPECT(cuGraphKernelNodeGetParams_v2(kn, &back) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphKernelNodeGetParams_v2(kn, &back), CUDA_ERROR_INVALID_HANDLE);
         printf("kernelparams ok\n");
     } else if (!strcmp(mode, "semnodes")) {
         /* External semaphore nodes: the client's semaphores only; parameters back in client
@@ -756,25 +749,29 @@ int main(int argc, char **argv)
         OK(cuGraphExternalSemaphoresWaitNodeSetParams(wn, &np));
         OK(cuGraphExternalSemaphoresWaitNodeGetParams(wn, &back));
         EXPECT(back.n == 1 && back.sems[0] == sem[0] && back.params[0].value == 9);
-        EXPECT(cuGraphExternalSemaphoresWaitNodeGetParams(sn, &back) == INVALID_VALUE);
+        EXPECT_RC(cuGraphExternalSemaphoresWaitNodeGetParams(sn, &back), CUDA_ERROR_INVALID_VALUE);
         OK(cuGraphInstantiateWithFlags(&ex, g, 0));
         OK(cuGraphExecExternalSemaphoresSignalNodeSetParams(ex, sn, &np));
         OK(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &np));
         np.n = 129; /* past the most one node may carry */
-        EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &np) == NOT_SUPPORTED);
+        EXPECT_RC(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &np), CUDA_ERROR_NOT_SUPPORTED);
         if (foreign) { /* another client's semaphore, in every call */
             CUexternalSemaphore mixed[2] = {sem[0], foreign};
             SEM_NODE fp = {mixed, sp, 2};
             CUgraphNode x;
-            EXPECT(cuGraphAddExternalSemaphoresSignalNode(&x, g, NULL, 0, &fp) == INVALID_HANDLE);
-            EXPECT(cuGraphAddExternalSemaphoresWaitNode(&x, g, NULL, 0, &fp) == INVALID_HANDLE);
-            EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &fp) == INVALID_HANDLE);
-            EXPECT(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &fp) == INVALID_HANDLE);
-            EXPECT(cuGraphExternalSemaphoresSignalNodeGetParams(foreign_node, &back) ==
-                   INVALID_HANDLE);
+            EXPECT_RC(cuGraphAddExternalSemaphoresSignalNode(&x, g, NULL, 0, &fp),
+                      CUDA_ERROR_INVALID_HANDLE);
+            EXPECT_RC(cuGraphAddExternalSemaphoresWaitNode(&x, g, NULL, 0, &fp),
+                      CUDA_ERROR_INVALID_HANDLE);
+            EXPECT_RC(cuGraphExternalSemaphoresSignalNodeSetParams(sn, &fp),
+                      CUDA_ERROR_INVALID_HANDLE);
+            EXPECT_RC(cuGraphExecExternalSemaphoresWaitNodeSetParams(ex, wn, &fp),
+                      CUDA_ERROR_INVALID_HANDLE);
+            EXPECT_RC(cuGraphExternalSemaphoresSignalNodeGetParams(foreign_node, &back),
+                      CUDA_ERROR_INVALID_HANDLE);
             np.n = 1;
-            EXPECT(cuGraphExternalSemaphoresSignalNodeSetParams(foreign_node, &np) ==
-                   INVALID_HANDLE);
+            EXPECT_RC(cuGraphExternalSemaphoresSignalNodeSetParams(foreign_node, &np),
+                      CUDA_ERROR_INVALID_HANDLE);
             printf("semnodes foreign refused\n");
         } else {
             printf("%p %p\n", (void *)sem[0], (void *)sn);
@@ -825,17 +822,17 @@ int main(int argc, char **argv)
             BATCH_OP two[2] = {ops[0], bad[i]};
             BATCH_NODE bp = {ctx, 2, two, 0};
             CUgraphNode x;
-            EXPECT(cuGraphAddBatchMemOpNode(&x, g, NULL, 0, &bp) == INVALID_VALUE);
-            EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &bp) == INVALID_VALUE);
-            EXPECT(cuGraphExecBatchMemOpNodeSetParams(ex, bn, &bp) == INVALID_VALUE);
+            EXPECT_RC(cuGraphAddBatchMemOpNode(&x, g, NULL, 0, &bp), CUDA_ERROR_INVALID_VALUE);
+            EXPECT_RC(cuGraphBatchMemOpNodeSetParams(bn, &bp), CUDA_ERROR_INVALID_VALUE);
+            EXPECT_RC(cuGraphExecBatchMemOpNodeSetParams(ex, bn, &bp), CUDA_ERROR_INVALID_VALUE);
         }
         np.count = 257; /* past the most one node may carry */
-        EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &np) == INVALID_VALUE);
+        EXPECT_RC(cuGraphBatchMemOpNodeSetParams(bn, &np), CUDA_ERROR_INVALID_VALUE);
         np.count = 1, np.flags = 1;
-        EXPECT(cuGraphBatchMemOpNodeSetParams(bn, &np) == INVALID_VALUE);
-        EXPECT(cuGraphBatchMemOpNodeGetParams(en, &back) == INVALID_VALUE);
-        EXPECT(cuGraphBatchMemOpNodeGetParams((CUgraphNode)(uintptr_t)0x7000, &back) ==
-               INVALID_HANDLE);
+        EXPECT_RC(cuGraphBatchMemOpNodeSetParams(bn, &np), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphBatchMemOpNodeGetParams(en, &back), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphBatchMemOpNodeGetParams((CUgraphNode)(uintptr_t)0x7000, &back),
+                  CUDA_ERROR_INVALID_HANDLE);
         printf("batchnodes ok\n");
     } else if (!strcmp(mode, "addnode")) {
         /* The generic node parameters: each type to its kind's own path. */
@@ -884,20 +881,20 @@ int main(int argc, char **argv)
         OK(cuGraphInstantiateWithFlags(&ex, g, 0));
         OK(cuGraphExecNodeSetParams(ex, kn, &np));
         np.type = 3; /* host parameters for a kernel node: the driver refuses them */
-        EXPECT(cuGraphExecNodeSetParams(ex, kn, &np) == INVALID_VALUE);
-        EXPECT(cuGraphNodeSetParams(kn, &np) == INVALID_VALUE);
+        EXPECT_RC(cuGraphExecNodeSetParams(ex, kn, &np), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_RC(cuGraphNodeSetParams(kn, &np), CUDA_ERROR_INVALID_VALUE);
         memset(&np, 0, sizeof(np));
         np.type = 3; /* host without a function (hostnodes_driver.c adds real ones) */
-        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
+        EXPECT_RC(cuGraphAddNode(&x, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
         np.type = 10; /* memory alloc (remote_graphmem.c): zeroed pool properties refused */
-        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
+        EXPECT_RC(cuGraphAddNode(&x, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
         np.type = 5;
         np.reserved0[1] = 1;
-        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_VALUE);
+        EXPECT_RC(cuGraphAddNode(&x, g, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
         np.reserved0[1] = 0;
         np.type = 7;
         np.u.event.event = (CUevent)(uintptr_t)0x7000; /* not the client's */
-        EXPECT(cuGraphAddNode(&x, g, NULL, 0, &np) == INVALID_HANDLE);
+        EXPECT_RC(cuGraphAddNode(&x, g, NULL, 0, &np), CUDA_ERROR_INVALID_HANDLE);
         printf("addnode ok\n");
     } else {
         fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N "

@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUgreenCtx, *CUdesc;
+#include "check.h"
+
+typedef void *CUgreenCtx, *CUdesc;
 typedef struct {
     int type;
     unsigned char hidden[92];
@@ -54,27 +55,7 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
 CUresult cuMemAlloc_v2(unsigned long long *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_driver green: line %d: %s\n", __LINE__, #cond);                \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-#define IS(call, rc) EXPECT((call) == (rc))
-
-enum {
-    VALUE = 1,
-    DEVICE = 101,
-    CONTEXT = 201,
-    HANDLE = 400,
-    RTYPE = 914,
-    RCONFIG = 915,
-    SM = 1,
-    NON_BLOCKING = 1,
-    DEFAULT_STREAM = 1
-};
+enum { SM = 1, NON_BLOCKING = 1, DEFAULT_STREAM = 1 };
 
 /* Two groups of 64 SMs (a minimum of 60 rounded up to the alignment of 8), 4 remaining. */
 static void split_two(const res_t *dev, res_t *groups, res_t *rem)
@@ -95,10 +76,10 @@ static void resources(res_t *dev)
     OK(cuDeviceGetDevResource(0, dev, SM));
     EXPECT(dev->type == SM && dev->sm_count == 132 && dev->min_partition == 8 &&
            dev->alignment == 8);
-    IS(cuDeviceGetDevResource(0, &r, 2), RTYPE);
-    IS(cuDeviceGetDevResource(0, &r, 0), RTYPE);
-    IS(cuDeviceGetDevResource(4, &r, SM), DEVICE);
-    IS(cuDeviceGetDevResource(0, NULL, SM), VALUE);
+    EXPECT_RC(cuDeviceGetDevResource(0, &r, 2), CUDA_ERROR_INVALID_RESOURCE_TYPE);
+    EXPECT_RC(cuDeviceGetDevResource(0, &r, 0), CUDA_ERROR_INVALID_RESOURCE_TYPE);
+    EXPECT_RC(cuDeviceGetDevResource(4, &r, SM), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuDeviceGetDevResource(0, NULL, SM), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxGetDevResource(NULL, &r, SM)); /* the current (primary) context: the device's */
     EXPECT(r.sm_count == 132);
 
@@ -114,37 +95,40 @@ static void resources(res_t *dev)
 
     /* refusals: flags, counts, types, structs the server did not answer */
     nb = 4;
-    IS(cuDevSmResourceSplitByCount(other, &nb, dev, NULL, 4, 8), VALUE);
-    IS(cuDevSmResourceSplitByCount(other, &nb, dev, NULL, 0, 200), VALUE); /* > 132 SMs */
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, dev, NULL, 4, 8), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, dev, NULL, 0, 200),
+              CUDA_ERROR_INVALID_VALUE); /* > 132 SMs */
     nb = 0;
-    IS(cuDevSmResourceSplitByCount(other, &nb, dev, NULL, 0, 8), VALUE);
-    IS(cuDevSmResourceSplitByCount(NULL, NULL, dev, NULL, 0, 8), VALUE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, dev, NULL, 0, 8), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(NULL, NULL, dev, NULL, 0, 8), CUDA_ERROR_INVALID_VALUE);
     nb = 4;
     bad = *dev;
     bad.type = 0;
-    IS(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), RTYPE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8),
+              CUDA_ERROR_INVALID_RESOURCE_TYPE);
     bad = *dev;
     bad.sm_count = 1024; /* a copy changed by the client */
-    IS(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), VALUE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), CUDA_ERROR_INVALID_VALUE);
     bad = *dev;
     memcpy(bad.hidden, "FAKE", 4); /* the double's own bytes, forged: never reach it */
     memset(bad.hidden + 4, 0, 12);
-    IS(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), VALUE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), CUDA_ERROR_INVALID_VALUE);
     memset(&bad, 0, sizeof(bad));
     bad.type = SM;
     bad.sm_count = 132;
-    IS(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), VALUE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(other, &nb, &bad, NULL, 0, 8), CUDA_ERROR_INVALID_VALUE);
 
     /* descriptors */
     OK(cuDevResourceGenerateDesc(&d, &groups[0], 1));
     EXPECT(d != NULL);
     OK(cuDevResourceGenerateDesc(&d, groups, 2)); /* one split's groups together */
     res_t mixed[2] = {groups[0], other[0]};
-    IS(cuDevResourceGenerateDesc(&d, mixed, 2), RCONFIG); /* two splits': the double refuses */
-    IS(cuDevResourceGenerateDesc(&d, groups, 0), VALUE);
-    IS(cuDevResourceGenerateDesc(&d, groups, 129), VALUE);
-    IS(cuDevResourceGenerateDesc(NULL, groups, 1), VALUE);
-    IS(cuDevResourceGenerateDesc(&d, &bad, 1), VALUE);
+    EXPECT_RC(cuDevResourceGenerateDesc(&d, mixed, 2),
+              CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION); /* two splits': the double refuses */
+    EXPECT_RC(cuDevResourceGenerateDesc(&d, groups, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDevResourceGenerateDesc(&d, groups, 129), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDevResourceGenerateDesc(NULL, groups, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDevResourceGenerateDesc(&d, &bad, 1), CUDA_ERROR_INVALID_VALUE);
 }
 
 static CUgreenCtx make_green(const res_t *group)
@@ -189,26 +173,32 @@ static void green_contexts(const res_t *dev)
     g1 = make_green(&groups[1]);
     EXPECT(g0 && g1 && g0 != g1);
     OK(cuDevResourceGenerateDesc(&d, &groups[0], 1));
-    IS(cuGreenCtxCreate(&g, d, 0, 0), VALUE); /* CU_GREEN_CTX_DEFAULT_STREAM is required */
-    IS(cuGreenCtxCreate(&g, d, 0, 3), VALUE);
-    IS(cuGreenCtxCreate(&g, d, 3, DEFAULT_STREAM), DEVICE);
-    IS(cuGreenCtxCreate(&g, (CUdesc)(uintptr_t)0x1234, 0, DEFAULT_STREAM), HANDLE);
-    IS(cuGreenCtxCreate(NULL, d, 0, DEFAULT_STREAM), VALUE);
+    EXPECT_RC(cuGreenCtxCreate(&g, d, 0, 0),
+              CUDA_ERROR_INVALID_VALUE); /* CU_GREEN_CTX_DEFAULT_STREAM is required */
+    EXPECT_RC(cuGreenCtxCreate(&g, d, 0, 3), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGreenCtxCreate(&g, d, 3, DEFAULT_STREAM), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuGreenCtxCreate(&g, (CUdesc)(uintptr_t)0x1234, 0, DEFAULT_STREAM),
+              CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxCreate(NULL, d, 0, DEFAULT_STREAM), CUDA_ERROR_INVALID_VALUE);
 
     OK(cuGreenCtxGetDevResource(g0, &r, SM));
     EXPECT(r.type == SM && r.sm_count == 64);
-    IS(cuGreenCtxGetDevResource(g0, &r, 2), RTYPE);
-    IS(cuGreenCtxGetDevResource((CUgreenCtx)(uintptr_t)0x1234, &r, SM), CONTEXT);
+    EXPECT_RC(cuGreenCtxGetDevResource(g0, &r, 2), CUDA_ERROR_INVALID_RESOURCE_TYPE);
+    EXPECT_RC(cuGreenCtxGetDevResource((CUgreenCtx)(uintptr_t)0x1234, &r, SM),
+              CUDA_ERROR_INVALID_CONTEXT);
     OK(cuGreenCtxGetId(g0, &id0));
     OK(cuGreenCtxGetId(g1, &id1));
     EXPECT(id0 > 0x6000 && id1 > 0x6000 && id0 != id1);
-    IS(cuGreenCtxGetId(NULL, &id), CONTEXT); /* no green context current */
-    IS(cuGreenCtxGetId((CUgreenCtx)(uintptr_t)0x1234, &id), HANDLE);
+    EXPECT_RC(cuGreenCtxGetId(NULL, &id),
+              CUDA_ERROR_INVALID_CONTEXT); /* no green context current */
+    EXPECT_RC(cuGreenCtxGetId((CUgreenCtx)(uintptr_t)0x1234, &id), CUDA_ERROR_INVALID_HANDLE);
 
     /* streams of green contexts: the driver's own (the double logs them) */
     OK(cuGreenCtxStreamCreate(&s0, g0, NON_BLOCKING, 0));
-    IS(cuGreenCtxStreamCreate(&s2, g0, 0, 0), VALUE); /* non-blocking is required */
-    IS(cuGreenCtxStreamCreate(&s2, (CUgreenCtx)(uintptr_t)0x1234, NON_BLOCKING, 0), CONTEXT);
+    EXPECT_RC(cuGreenCtxStreamCreate(&s2, g0, 0, 0),
+              CUDA_ERROR_INVALID_VALUE); /* non-blocking is required */
+    EXPECT_RC(cuGreenCtxStreamCreate(&s2, (CUgreenCtx)(uintptr_t)0x1234, NON_BLOCKING, 0),
+              CUDA_ERROR_INVALID_CONTEXT);
     OK(cuStreamGetGreenCtx(s0, &g));
     EXPECT(g == g0);
     OK(cuStreamCreate(&plain, NON_BLOCKING)); /* the primary context current: none */
@@ -216,11 +206,11 @@ static void green_contexts(const res_t *dev)
     EXPECT(g == NULL);
     OK(cuStreamGetGreenCtx(NULL, &g));
     EXPECT(g == NULL);
-    IS(cuStreamGetGreenCtx((CUstream)(uintptr_t)0x1234, &g), HANDLE);
+    EXPECT_RC(cuStreamGetGreenCtx((CUstream)(uintptr_t)0x1234, &g), CUDA_ERROR_INVALID_HANDLE);
 
     /* the context token of a green context: current, it makes streams in the green context */
     OK(cuCtxFromGreenCtx(&c1, g1));
-    IS(cuCtxFromGreenCtx(&c0, (CUgreenCtx)(uintptr_t)0x1234), CONTEXT);
+    EXPECT_RC(cuCtxFromGreenCtx(&c0, (CUgreenCtx)(uintptr_t)0x1234), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxFromGreenCtx(&c0, g0));
     EXPECT(c0 != c1 && c0 != primary);
     OK(cuCtxSetCurrent(c1));
@@ -299,18 +289,18 @@ static void green_contexts(const res_t *dev)
     OK(cuEventRecord(ev2, s2));
     OK(cuEventSynchronize(ev2));
     OK(cuStreamQuery(s0));
-    IS(cuGreenCtxRecordEvent(g0, NULL), HANDLE);
-    IS(cuGreenCtxRecordEvent(g0, (CUevent)((char *)ev + 4096)), HANDLE);
-    IS(cuGreenCtxWaitEvent((CUgreenCtx)(uintptr_t)0x1234, ev), CONTEXT);
-    IS(cuGreenCtxRecordEvent(NULL, ev), CONTEXT);
+    EXPECT_RC(cuGreenCtxRecordEvent(g0, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxRecordEvent(g0, (CUevent)((char *)ev + 4096)), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxWaitEvent((CUgreenCtx)(uintptr_t)0x1234, ev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxRecordEvent(NULL, ev), CUDA_ERROR_INVALID_CONTEXT);
 
     /* destroyed: its streams go with it, its token is no context any more */
     OK(cuGreenCtxDestroy(g0));
-    IS(cuStreamQuery(s0), HANDLE);
-    IS(cuGreenCtxDestroy(g0), CONTEXT);
-    IS(cuCtxSetCurrent(c0), CONTEXT);
-    IS(cuGreenCtxStreamCreate(&s2, g0, NON_BLOCKING, 0), CONTEXT);
-    IS(cuGreenCtxGetId(g0, &id), HANDLE);
+    EXPECT_RC(cuStreamQuery(s0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxDestroy(g0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuCtxSetCurrent(c0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxStreamCreate(&s2, g0, NON_BLOCKING, 0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxGetId(g0, &id), CUDA_ERROR_INVALID_HANDLE);
     /* g1 and its streams are left for the session's end */
 }
 
@@ -371,19 +361,20 @@ void green_steal_case(char **argv)
     own = make_green(&groups[0]);
     OK(cuEventCreate(&own_ev, 0));
 
-    IS(cuGreenCtxCreate(&out, d, 0, DEFAULT_STREAM), HANDLE);
-    IS(cuGreenCtxStreamCreate(&s2, g, NON_BLOCKING, 0), CONTEXT);
-    IS(cuGreenCtxGetDevResource(g, &r, SM), CONTEXT);
-    IS(cuGreenCtxGetId(g, &id), HANDLE);
-    IS(cuGreenCtxRecordEvent(g, own_ev), CONTEXT);
-    IS(cuGreenCtxWaitEvent(g, own_ev), CONTEXT);
-    IS(cuGreenCtxRecordEvent(own, ev), HANDLE);
-    IS(cuGreenCtxWaitEvent(own, ev), HANDLE);
-    IS(cuStreamGetGreenCtx(s, &out), HANDLE);
-    IS(cuStreamQuery(s), HANDLE);
-    IS(cuDevSmResourceSplitByCount(groups, &nb, &theirs, NULL, 0, 8), VALUE);
-    IS(cuDevResourceGenerateDesc(&dd, &theirs, 1), VALUE);
-    IS(cuGreenCtxDestroy(g), CONTEXT);
+    EXPECT_RC(cuGreenCtxCreate(&out, d, 0, DEFAULT_STREAM), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxStreamCreate(&s2, g, NON_BLOCKING, 0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxGetDevResource(g, &r, SM), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxGetId(g, &id), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxRecordEvent(g, own_ev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxWaitEvent(g, own_ev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RC(cuGreenCtxRecordEvent(own, ev), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuGreenCtxWaitEvent(own, ev), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuStreamGetGreenCtx(s, &out), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuDevSmResourceSplitByCount(groups, &nb, &theirs, NULL, 0, 8),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDevResourceGenerateDesc(&dd, &theirs, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuGreenCtxDestroy(g), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuGreenCtxDestroy(own));
     printf("steal refused\n");
 }

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* remote_driver legacy: the legacy family of api/remote/legacy.tsv through the shim (run with
- * FAKECUDA_LAUNCH_LOG and FAKECUDA_LEGACY_LOG; tests/ipc/run.py reads them): legacy launches
- * with their per-function state, the multi-device cooperative launch, v1 array descriptors, the
- * passthrough tensor maps and logs (the client's driver), the atomics capabilities and the RDMA
- * flush through the server, and the client's own answers (notifications, coredump, peer). */
+ * FAKECUDA_LAUNCH_LOG and FAKECUDA_LEGACY_LOG; tests/ipc/test_legacy.py reads them): legacy
+ * launches with their per-function state, the multi-device cooperative launch, v1 array
+ * descriptors, the passthrough tensor maps and logs (the client's driver), the atomics capabilities
+ * and the RDMA flush through the server, and the client's own answers (notifications, coredump,
+ * peer). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUstream, *CUmodule, *CUfunction, *CUarray;
+#include "check.h"
+
 typedef struct {
     unsigned Width, Height;
     int Format;
@@ -76,7 +77,7 @@ CUresult cuCoredumpSetAttributeGlobal(int, void *, size_t *);
 CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
 CUresult cuMemAlloc_v2(unsigned long long *, size_t);
 CUresult cuMemFree_v2(unsigned long long);
-typedef void *CUtexref, *CUmipmappedArray;
+typedef void *CUtexref;
 CUresult cuTexRefCreate(CUtexref *);
 CUresult cuTexRefDestroy(CUtexref);
 CUresult cuTexRefSetAddress_v2(size_t *, CUtexref, unsigned long long, size_t);
@@ -100,15 +101,6 @@ CUresult cuTexRefSetMipmapLevelClamp(CUtexref, float, float);
 CUresult cuTexRefGetMipmapLevelClamp(float *, float *, CUtexref);
 CUresult cuCtxDisablePeerAccess(CUcontext);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_legacy: line %d: %s\n", __LINE__, #cond);                      \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-
 static void legacy_launches(void)
 {
     static const char image[] = "fakecubin\nlegacy:4,4,8\nother:4,4,8\n";
@@ -131,26 +123,26 @@ static void legacy_launches(void)
     OK(cuLaunch(f));
     /* another function's state is its own: no block shape yet */
     OK(cuParamSetSize(g, 16));
-    EXPECT(cuLaunch(g) == 1);
+    EXPECT_RC(cuLaunch(g), CUDA_ERROR_INVALID_VALUE);
     OK(cuFuncSetBlockShape(g, 8, 1, 1));
     OK(cuParamSetf(g, 0, -0.0f)); /* the sign bit alone: an integer conversion loses it */
     OK(cuLaunchGridAsync(g, 5, 1, s));
     /* refused */
-    EXPECT(cuParamSetv(f, 4090, &u64, 8) == 1);
-    EXPECT(cuParamSeti(f, -4, 1) == 1);
-    EXPECT(cuParamSetSize(f, 4097) == 1);
-    EXPECT(cuFuncSetBlockShape(f, 0, 1, 1) == 1);
-    EXPECT(cuFuncSetBlockShape(NULL, 1, 1, 1) == 400);
-    EXPECT(cuLaunchGrid(f, 0, 1) == 1);
+    EXPECT_RC(cuParamSetv(f, 4090, &u64, 8), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuParamSeti(f, -4, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuParamSetSize(f, 4097), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuFuncSetBlockShape(f, 0, 1, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuFuncSetBlockShape(NULL, 1, 1, 1), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuLaunchGrid(f, 0, 1), CUDA_ERROR_INVALID_VALUE);
     /* the multi-device cooperative launch: one device, one entry */
     unsigned a = 7, b = 0x3f800000;
     void *params[] = {&a, &b, &u64};
     launch_params lp = {f, 2, 1, 1, 16, 1, 1, 0, s, params};
     OK(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 0));
     launch_params two[2] = {lp, lp};
-    EXPECT(cuLaunchCooperativeKernelMultiDevice(two, 2, 0) == 101);
-    EXPECT(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 4) == 1);
-    EXPECT(cuLaunchCooperativeKernelMultiDevice(NULL, 1, 0) == 1);
+    EXPECT_RC(cuLaunchCooperativeKernelMultiDevice(two, 2, 0), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 4), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuLaunchCooperativeKernelMultiDevice(NULL, 1, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxSynchronize());
     /* attributes are asked once per function, fixed and settable alike */
     int v = 0;
@@ -162,7 +154,7 @@ static void legacy_launches(void)
     }
     OK(cuFuncGetAttribute(&v, 4, g)); /* another function: its own answer */
     EXPECT(v == 1004);
-    EXPECT(cuFuncGetAttribute(NULL, 4, f) == 1);
+    EXPECT_RC(cuFuncGetAttribute(NULL, 4, f), CUDA_ERROR_INVALID_VALUE);
     /* a set is what the client sees next; the same value again costs no round trip */
     OK(cuFuncSetAttribute(f, 8, 2000));
     OK(cuFuncSetAttribute(f, 8, 2000));
@@ -177,7 +169,7 @@ static void legacy_launches(void)
     OK(cuFuncGetAttribute(&v, 9, f));
     EXPECT(v == 50);
     /* refused: the client's value stays */
-    EXPECT(cuFuncSetAttribute(f, 8, -1) == 1);
+    EXPECT_RC(cuFuncSetAttribute(f, 8, -1), CUDA_ERROR_INVALID_VALUE);
     OK(cuFuncGetAttribute(&v, 8, f));
     EXPECT(v == 500);
 }
@@ -200,8 +192,9 @@ static void v1_arrays(void)
     OK(cuArray3DGetDescriptor(&back3, b));
     EXPECT(back3.Width == 16 && back3.Height == 4 && back3.Depth == 2 && back3.Format == 0x10 &&
            back3.NumChannels == 2 && back3.Flags == 0);
-    EXPECT(cuArrayCreate(&a, NULL) == 1 && cuArrayGetDescriptor(NULL, b) == 1);
-    EXPECT(cuArrayGetDescriptor(&back, (CUarray)(uintptr_t)0x1234) == 400);
+    EXPECT_RC(cuArrayCreate(&a, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuArrayGetDescriptor(NULL, b), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuArrayGetDescriptor(&back, (CUarray)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
     OK(cuArrayDestroy(a));
     OK(cuArrayDestroy(b));
 }
@@ -218,12 +211,15 @@ static void passthrough_and_server(void)
     memcpy(&addr, map, 8);
     EXPECT(addr == 0x7f0000001000ull); /* the server's driver encoded it */
     /* refused before the driver: a rank past 5, a data type past the enum, no dimensions */
-    EXPECT(cuTensorMapEncodeTiled(map, 7, 6, (void *)(uintptr_t)0x7f0000001000ull, dim, strides,
-                                  box, es, 0, 0, 0, 0) == 1);
-    EXPECT(cuTensorMapEncodeTiled(map, 99, 2, (void *)(uintptr_t)0x7f0000001000ull, dim, strides,
-                                  box, es, 0, 0, 0, 0) == 1);
-    EXPECT(cuTensorMapEncodeTiled(map, 7, 2, (void *)(uintptr_t)0x7f0000001000ull, NULL, strides,
-                                  box, es, 0, 0, 0, 0) == 1);
+    EXPECT_RC(cuTensorMapEncodeTiled(map, 7, 6, (void *)(uintptr_t)0x7f0000001000ull, dim, strides,
+                                     box, es, 0, 0, 0, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuTensorMapEncodeTiled(map, 99, 2, (void *)(uintptr_t)0x7f0000001000ull, dim, strides,
+                                     box, es, 0, 0, 0, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuTensorMapEncodeTiled(map, 7, 2, (void *)(uintptr_t)0x7f0000001000ull, NULL, strides,
+                                     box, es, 0, 0, 0, 0),
+              CUDA_ERROR_INVALID_VALUE);
     OK(cuTensorMapReplaceAddress(map, (void *)(uintptr_t)0x7f0000002000ull));
     memcpy(&addr, map, 8);
     EXPECT(addr == 0x7f0000002000ull);
@@ -238,11 +234,14 @@ static void passthrough_and_server(void)
     EXPECT(caps[0] == 0x10100 && caps[1] == 0x10600 && caps[2] == 0xd00);
     int many[17] = {0};
     unsigned mcaps[17];
-    EXPECT(cuDeviceGetHostAtomicCapabilities(mcaps, many, 17, 0) == 1); /* past its MAX */
-    EXPECT(cuDeviceGetHostAtomicCapabilities(caps, ops, 3, 1) == 101);  /* a device not seen */
+    EXPECT_RC(cuDeviceGetHostAtomicCapabilities(mcaps, many, 17, 0),
+              CUDA_ERROR_INVALID_VALUE); /* past its MAX */
+    EXPECT_RC(cuDeviceGetHostAtomicCapabilities(caps, ops, 3, 1),
+              CUDA_ERROR_INVALID_DEVICE); /* a device not seen */
     OK(cuFlushGPUDirectRDMAWrites(0, 200));
-    EXPECT(cuFlushGPUDirectRDMAWrites(1, 100) == 1); /* the target out of range */
-    EXPECT(cuFlushGPUDirectRDMAWrites(0, 99) == 1);
+    EXPECT_RC(cuFlushGPUDirectRDMAWrites(1, 100),
+              CUDA_ERROR_INVALID_VALUE); /* the target out of range */
+    EXPECT_RC(cuFlushGPUDirectRDMAWrites(0, 99), CUDA_ERROR_INVALID_VALUE);
 }
 
 static void cb(void *info, void *user, void *handle)
@@ -256,10 +255,10 @@ static void client_answers(void)
     void *h = NULL;
     OK(cuDeviceRegisterAsyncNotification(0, cb, NULL, &h));
     EXPECT(h != NULL);
-    EXPECT(cuDeviceRegisterAsyncNotification(1, cb, NULL, &h) == 101);
-    EXPECT(cuDeviceRegisterAsyncNotification(0, NULL, NULL, &h) == 1);
+    EXPECT_RC(cuDeviceRegisterAsyncNotification(1, cb, NULL, &h), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_RC(cuDeviceRegisterAsyncNotification(0, NULL, NULL, &h), CUDA_ERROR_INVALID_VALUE);
     OK(cuDeviceUnregisterAsyncNotification(0, h));
-    EXPECT(cuDeviceUnregisterAsyncNotification(0, h) == 1);
+    EXPECT_RC(cuDeviceUnregisterAsyncNotification(0, h), CUDA_ERROR_INVALID_VALUE);
 
     /* coredump: the driver's defaults, a setting per scope */
     unsigned char v = 9;
@@ -287,19 +286,20 @@ static void client_answers(void)
     OK(cuCoredumpGetAttributeGlobal(5, got, &n));
     EXPECT(strcmp(got, file) == 0);
     n = 2;
-    EXPECT(cuCoredumpSetAttribute(1, &v, &n) == 1); /* a bool is one byte */
-    EXPECT(cuCoredumpGetAttribute(99, &v, &n) == 1);
+    EXPECT_RC(cuCoredumpSetAttribute(1, &v, &n), CUDA_ERROR_INVALID_VALUE); /* a bool is one byte */
+    EXPECT_RC(cuCoredumpGetAttribute(99, &v, &n), CUDA_ERROR_INVALID_VALUE);
 
     /* peer access: the client's one device has no peer */
     CUcontext cur, other;
     OK(cuCtxGetCurrent(&cur));
-    EXPECT(cuCtxEnablePeerAccess(cur, 0) == 201); /* the current context itself */
+    EXPECT_RC(cuCtxEnablePeerAccess(cur, 0),
+              CUDA_ERROR_INVALID_CONTEXT); /* the current context itself */
     OK(cuCtxCreate_v2(&other, 0, 0));
     OK(cuCtxSetCurrent(cur));
-    EXPECT(cuCtxEnablePeerAccess(other, 1) == 1);
-    EXPECT(cuCtxEnablePeerAccess(other, 0) == 217); /* PEER_ACCESS_UNSUPPORTED */
-    EXPECT(cuCtxDisablePeerAccess(other) == 705);   /* PEER_ACCESS_NOT_ENABLED */
-    EXPECT(cuCtxEnablePeerAccess((CUcontext)(uintptr_t)0x99, 0) == 201);
+    EXPECT_RC(cuCtxEnablePeerAccess(other, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuCtxEnablePeerAccess(other, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    EXPECT_RC(cuCtxDisablePeerAccess(other), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    EXPECT_RC(cuCtxEnablePeerAccess((CUcontext)(uintptr_t)0x99, 0), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxDestroy_v2(other));
 }
 
@@ -319,22 +319,28 @@ static void texrefs(void)
     EXPECT(off == 0);
     OK(cuTexRefGetAddress_v2(&q, t));
     EXPECT(q == p + 256);
-    EXPECT(cuTexRefSetAddress_v2(&off, t, p + 256, 4096) == 1); /* past the allocation */
-    EXPECT(cuTexRefSetAddress_v2(&off, t, 0x10, 16) == 1);      /* not the client's memory */
+    EXPECT_RC(cuTexRefSetAddress_v2(&off, t, p + 256, 4096),
+              CUDA_ERROR_INVALID_VALUE); /* past the allocation */
+    EXPECT_RC(cuTexRefSetAddress_v2(&off, t, 0x10, 16),
+              CUDA_ERROR_INVALID_VALUE); /* not the client's memory */
     desc_v2 d2 = {64, 16, 0x01, 1};
     OK(cuTexRefSetAddress2D_v3(t, &d2, p, 256)); /* 16 rows of 256 bytes: the allocation */
     d2.Height = 17;
-    EXPECT(cuTexRefSetAddress2D_v3(t, &d2, p, 256) == 1);             /* a row past it */
-    EXPECT(cuTexRefSetAddress2D_v3(t, &d2, p, (size_t)1 << 62) == 1); /* Pitch * Height wraps */
-    EXPECT(cuTexRefSetAddress2D_v3((CUtexref)(uintptr_t)0x5555, &d2, p, 16) == 400);
+    EXPECT_RC(cuTexRefSetAddress2D_v3(t, &d2, p, 256),
+              CUDA_ERROR_INVALID_VALUE); /* a row past it */
+    EXPECT_RC(cuTexRefSetAddress2D_v3(t, &d2, p, (size_t)1 << 62),
+              CUDA_ERROR_INVALID_VALUE); /* Pitch * Height wraps */
+    EXPECT_RC(cuTexRefSetAddress2D_v3((CUtexref)(uintptr_t)0x5555, &d2, p, 16),
+              CUDA_ERROR_INVALID_HANDLE);
     /* the v1 form: 32-bit addresses, none of which is the client's memory here */
-    EXPECT(cuTexRefSetAddress2D(t, &d, 0x1000, 64) == 1);
+    EXPECT_RC(cuTexRefSetAddress2D(t, &d, 0x1000, 64), CUDA_ERROR_INVALID_VALUE);
     OK(cuArrayCreate(&a, &d));
     OK(cuTexRefSetArray(t, a, 1));
     OK(cuTexRefGetArray(&got, t));
     EXPECT(got == a);
-    EXPECT(cuTexRefSetArray(t, (CUarray)(uintptr_t)0x4444, 0) == 400); /* not the client's */
-    EXPECT(cuTexRefSetArray(t, a, 2) == 1);                            /* a flag out of mask */
+    EXPECT_RC(cuTexRefSetArray(t, (CUarray)(uintptr_t)0x4444, 0),
+              CUDA_ERROR_INVALID_HANDLE);                           /* not the client's */
+    EXPECT_RC(cuTexRefSetArray(t, a, 2), CUDA_ERROR_INVALID_VALUE); /* a flag out of mask */
     float border[4] = {0.25f, -1.0f, 3.5e-40f /* subnormal */, -0.0f}, back[4];
     OK(cuTexRefSetBorderColor(t, border));
     OK(cuTexRefGetBorderColor(back, t));
@@ -343,16 +349,16 @@ static void texrefs(void)
     int v = -1, n = -1;
     OK(cuTexRefGetFilterMode(&v, t));
     EXPECT(v == 1);
-    EXPECT(cuTexRefSetFilterMode(t, 2) == 1); /* an enum out of range */
+    EXPECT_RC(cuTexRefSetFilterMode(t, 2), CUDA_ERROR_INVALID_VALUE); /* an enum out of range */
     OK(cuTexRefSetFormat(t, 0x20, 2));
     OK(cuTexRefGetFormat(&v, &n, t));
     EXPECT(v == 0x20 && n == 2);
-    EXPECT(cuTexRefSetFormat(t, 0x20, 5) == 1);
-    EXPECT(cuTexRefSetFlags(t, 0x4) == 1);
+    EXPECT_RC(cuTexRefSetFormat(t, 0x20, 5), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuTexRefSetFlags(t, 0x4), CUDA_ERROR_INVALID_VALUE);
     OK(cuTexRefSetAddressMode(t, 2, 3));
     OK(cuTexRefGetAddressMode(&v, t, 2));
     EXPECT(v == 3);
-    EXPECT(cuTexRefSetAddressMode(t, 3, 0) == 1);
+    EXPECT_RC(cuTexRefSetAddressMode(t, 3, 0), CUDA_ERROR_INVALID_VALUE);
     float bias = -0.375f, lo = 1.0e-42f, hi = 16.5f, r1, r2;
     OK(cuTexRefSetMipmapLevelBias(t, bias));
     OK(cuTexRefGetMipmapLevelBias(&r1, t));
@@ -360,9 +366,10 @@ static void texrefs(void)
     OK(cuTexRefSetMipmapLevelClamp(t, lo, hi));
     OK(cuTexRefGetMipmapLevelClamp(&r1, &r2, t));
     EXPECT(memcmp(&r1, &lo, sizeof(r1)) == 0 && memcmp(&r2, &hi, sizeof(r2)) == 0);
-    EXPECT(cuTexRefGetFilterMode(&v, (CUtexref)(uintptr_t)0x5555) == 400);
+    EXPECT_RC(cuTexRefGetFilterMode(&v, (CUtexref)(uintptr_t)0x5555), CUDA_ERROR_INVALID_HANDLE);
     OK(cuTexRefDestroy(t));
-    EXPECT(cuTexRefGetFilterMode(&v, t) == 400); /* destroyed: no longer the client's */
+    EXPECT_RC(cuTexRefGetFilterMode(&v, t),
+              CUDA_ERROR_INVALID_HANDLE); /* destroyed: no longer the client's */
     OK(cuTexRefCreate(&kept));
     printf("texref %llx\n", (unsigned long long)(uintptr_t)kept);
 }

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef void *CUstream, *CUmodule, *CUfunction, *CUevent;
+#include "check.h"
+
 typedef struct {
     int type;
     unsigned char hidden[92];
@@ -40,7 +40,6 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
 CUresult cuStreamGetPriority(CUstream, int *);
 CUresult cuCtxGetStreamPriorityRange(int *, int *);
-typedef void *CUcontext;
 typedef struct {
     int type;
     unsigned val;
@@ -49,15 +48,6 @@ CUresult cuCtxCreate_v3(CUcontext *, affinity_t *, int, unsigned, int);
 CUresult cuCtxPopCurrent_v2(CUcontext *);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxGetCurrent(CUcontext *);
-
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_driver share: line %d: %s\n", __LINE__, #cond);                \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
 
 static void fill(CUfunction f, unsigned long long p, unsigned v, unsigned n, CUstream s)
 {

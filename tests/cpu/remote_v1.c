@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
+#include "check.h"
+
 typedef unsigned int dptr32;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUstream, *CUevent, *CUarray;
 typedef struct {
     unsigned Width, Height;
     int Format;
@@ -97,15 +96,6 @@ CUresult cuMemcpyHtoAAsync(CUarray, unsigned, const void *, unsigned, CUstream);
 CUresult cuMemcpyAtoHAsync(void *, CUarray, unsigned, unsigned, CUstream);
 CUresult cuMemsetD2D16(dptr32, unsigned, unsigned short, unsigned, unsigned);
 
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "remote_v1: line %d: %s\n", __LINE__, #cond);                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) EXPECT((call) == 0)
-
 static void aliases(void)
 {
     static unsigned char host[8192] __attribute__((aligned(4096)));
@@ -114,10 +104,12 @@ static void aliases(void)
     OK(cuEventCreate(&ev, 0));
     OK(cuEventRecord(ev, NULL));
     OK(cuEventDestroy(ev));
-    EXPECT(cuEventSynchronize(ev) == 400); /* the server destroyed it: no longer the client's */
+    EXPECT_RC(cuEventSynchronize(ev),
+              CUDA_ERROR_INVALID_HANDLE); /* the server destroyed it: no longer the client's */
     OK(cuMemHostRegister(host, sizeof(host), 0));
     OK(cuMemHostUnregister(host));
-    EXPECT(cuMemHostUnregister(host) != 0); /* it was registered once */
+    EXPECT_RC(cuMemHostUnregister(host),
+              CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED); /* it was registered once */
 }
 
 static void refused(void)
@@ -126,16 +118,18 @@ static void refused(void)
     unsigned pitch = 77;
     CUdeviceptr big;
 
-    EXPECT(cuMemAlloc(&d, 4096) == 2 && d == 0x1234);
-    EXPECT(cuMemAllocPitch(&d, &pitch, 64, 4, 4) == 2 && d == 0x1234 && pitch == 77);
+    EXPECT_RC(cuMemAlloc(&d, 4096), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT(d == 0x1234);
+    EXPECT_RC(cuMemAllocPitch(&d, &pitch, 64, 4, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT(d == 0x1234 && pitch == 77);
     /* each refused allocation is freed again: more of them than the double holds at once
      * (4096) leave room for the next */
     for (int i = 0; i < 4200; i++)
-        EXPECT(cuMemAlloc(&d, 4096) == 2);
+        EXPECT_RC(cuMemAlloc(&d, 4096), CUDA_ERROR_OUT_OF_MEMORY);
     OK(cuMemAlloc_v2(&big, 4096));
     EXPECT(big > UINT_MAX);
     /* an address of the 32-bit interface that is not the client's memory */
-    EXPECT(cuMemsetD8((dptr32)big, 1, 16) != 0);
+    EXPECT_RC(cuMemsetD8((dptr32)big, 1, 16), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFree_v2(big));
 }
 
@@ -281,11 +275,11 @@ static void round_trips(void)
     }
 
     /* a range past the allocation is refused by the server as for the _v2 call */
-    EXPECT(cuMemcpyHtoD(d + 4000, in, 4096) != 0);
+    EXPECT_RC(cuMemcpyHtoD(d + 4000, in, 4096), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFree(d));
     OK(cuMemFree(e));
     OK(cuMemFree(p));
-    EXPECT(cuMemFree(d) != 0);
+    EXPECT_RC(cuMemFree(d), CUDA_ERROR_INVALID_VALUE);
 }
 
 /* pinned host memory: its device address is the host address (unified addressing), which a
@@ -317,7 +311,7 @@ void v1_case(int low)
     OK(cuMemGetInfo(&free_b, &total));
     /* the double reports 16 GiB: more than 32 bits, reported as the largest value */
     EXPECT(free_b == UINT_MAX && total == UINT_MAX);
-    EXPECT(cuMemGetInfo(NULL, &total) == 1);
+    EXPECT_RC(cuMemGetInfo(NULL, &total), CUDA_ERROR_INVALID_VALUE);
     host_memory();
     if (low)
         round_trips();

@@ -23,30 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr, CUmemGenericAllocationHandle;
-typedef void *CUcontext, *CUstream, *CUmemoryPool;
-typedef struct {
-    int type, id;
-} CUmemLocation;
-typedef struct {
-    CUmemLocation location;
-    int flags;
-} CUmemAccessDesc;
-typedef struct {
-    int allocType, handleTypes;
-    CUmemLocation location;
-    void *win32SecurityAttributes;
-    size_t maxSize;
-    unsigned short usage;
-    unsigned char reserved[54];
-} CUmemPoolProps;
-typedef struct {
-    int type, requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    unsigned char allocFlags[8];
-} CUmemAllocationProp;
+#include "check.h"
+
+typedef void *CUmemoryPool;
 typedef struct {
     unsigned char b[64];
 } Blob; /* CUmemFabricHandle, CUmemPoolPtrExportData */
@@ -76,27 +55,7 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *, void *, int, unsigne
 CUresult cuMemPoolExportPointer(Blob *, CUdeviceptr);
 CUresult cuMemPoolImportPointer(CUdeviceptr *, CUmemoryPool, Blob *);
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAILED %s line %d: ", who, __LINE__);                                          \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(call) CHECK((rc = (call)) == 0, "%s: %d", #call, rc)
-#define IS(call, want) CHECK((rc = (call)) == (want), "%s: %d, expected %d", #call, rc, want)
-
-enum {
-    INVALID_VALUE = 1,
-    OUT_OF_MEMORY = 2,
-    INVALID_HANDLE = 400,
-    NOT_SUPPORTED = 801,
-    T_FD = 1,
-    T_WIN32 = 2,
-    T_FABRIC = 8
-};
+enum { T_FD = 1, T_WIN32 = 2, T_FABRIC = 8 };
 #define G 65536 /* the double's granularity */
 
 static const char *who = "parent";
@@ -131,7 +90,7 @@ static void put(int sock, const void *p, size_t n, const int *fds, int nfds)
         c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
         memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
     }
-    CHECK(sendmsg(sock, &m, 0) == (ssize_t)n, "sendmsg");
+    EXPECT_MSG(sendmsg(sock, &m, 0) == (ssize_t)n, "sendmsg");
 }
 
 static void get(int sock, void *p, size_t n, int *fds, int nfds)
@@ -142,11 +101,11 @@ static void get(int sock, void *p, size_t n, int *fds, int nfds)
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
     struct cmsghdr *c;
 
-    CHECK(recvmsg(sock, &m, MSG_CMSG_CLOEXEC) == (ssize_t)n, "recvmsg");
+    EXPECT_MSG(recvmsg(sock, &m, MSG_CMSG_CLOEXEC) == (ssize_t)n, "recvmsg");
     c = CMSG_FIRSTHDR(&m);
     if (nfds) {
-        CHECK(c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(nfds * sizeof(int)),
-              "descriptors came");
+        EXPECT_MSG(c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(nfds * sizeof(int)),
+                   "descriptors came");
         memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
     }
 }
@@ -154,7 +113,6 @@ static void get(int sock, void *p, size_t n, int *fds, int nfds)
 static void setup(void)
 {
     CUcontext ctx;
-    CUresult rc;
 
     OK(cuInit(0));
     OK(cuDevicePrimaryCtxRetain(&ctx, 0));
@@ -172,7 +130,6 @@ static CUdeviceptr map(CUmemGenericAllocationHandle h)
 {
     CUmemAccessDesc acc = {{1, 0}, 3};
     CUdeviceptr va = 0;
-    CUresult rc;
 
     OK(cuMemAddressReserve(&va, G, 0, 0, 0));
     OK(cuMemMap(va, G, 0, h, 0));
@@ -192,35 +149,35 @@ static int parent(int sock, pid_t child)
     CUdeviceptr va, d = 0;
     Blob junk;
     int fds[2] = {-1, -1}, status = 0, fd = -1;
-    CUresult rc;
 
     memset(&o, 0, sizeof(o));
     setup();
     /* handle types: POSIX and fabric offered; Win32 not on Linux; unknown bits refused */
     prop.requestedHandleTypes = T_WIN32;
-    IS(cuMemCreate(&x, G, &prop, 0), NOT_SUPPORTED);
+    EXPECT_RC(cuMemCreate(&x, G, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
     prop.requestedHandleTypes = 0x10;
-    IS(cuMemCreate(&x, G, &prop, 0), INVALID_VALUE);
+    EXPECT_RC(cuMemCreate(&x, G, &prop, 0), CUDA_ERROR_INVALID_VALUE);
     props.handleTypes = T_WIN32;
-    IS(cuMemPoolCreate(&px, &props), NOT_SUPPORTED);
+    EXPECT_RC(cuMemPoolCreate(&px, &props), CUDA_ERROR_NOT_SUPPORTED);
     props.handleTypes = -1;
-    IS(cuMemPoolCreate(&px, &props), INVALID_VALUE);
+    EXPECT_RC(cuMemPoolCreate(&px, &props), CUDA_ERROR_INVALID_VALUE);
     /* an allocation made without a shareable type: the driver's refusal */
     prop.requestedHandleTypes = 0;
     OK(cuMemCreate(&plain, G, &prop, 0));
-    IS(cuMemExportToShareableHandle(&fd, plain, T_FD, 0), INVALID_VALUE);
-    IS(cuMemExportToShareableHandle(&fd, plain, T_WIN32, 0), NOT_SUPPORTED);
+    EXPECT_RC(cuMemExportToShareableHandle(&fd, plain, T_FD, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemExportToShareableHandle(&fd, plain, T_WIN32, 0), CUDA_ERROR_NOT_SUPPORTED);
     /* the shared allocation, with bytes of the parent */
     prop.requestedHandleTypes = T_FD | T_FABRIC;
     OK(cuMemCreate(&o.h, G, &prop, 0));
-    IS(cuMemExportToShareableHandle(&fd, o.h, T_FD, 1), INVALID_VALUE); /* flags */
+    EXPECT_RC(cuMemExportToShareableHandle(&fd, o.h, T_FD, 1),
+              CUDA_ERROR_INVALID_VALUE); /* flags */
     va = map(o.h);
     fill(want, G, 1);
     OK(cuMemcpyHtoD_v2(va, want, G));
     OK(cuMemExportToShareableHandle(&fds[0], o.h, T_FD, 0));
     /* a working descriptor of this process: here the double's memfd, with the bytes */
-    CHECK(fds[0] > 2 && fcntl(fds[0], F_GETFD) >= 0, "a descriptor %d", fds[0]);
-    CHECK(pread(fds[0], got, G, 0) == G && !memcmp(got, want, G), "the descriptor's bytes");
+    EXPECT_MSG(fds[0] > 2 && fcntl(fds[0], F_GETFD) >= 0, "a descriptor %d", fds[0]);
+    EXPECT_MSG(pread(fds[0], got, G, 0) == G && !memcmp(got, want, G), "the descriptor's bytes");
     OK(cuMemExportToShareableHandle(&o.fabric, o.h, T_FABRIC, 0));
     /* a pool with a descriptor type, memory from it with bytes of the parent */
     props.handleTypes = T_FD;
@@ -232,21 +189,21 @@ static int parent(int sock, pid_t child)
     OK(cuMemcpyHtoD_v2(o.ptr, want, G));
     OK(cuMemPoolExportToShareableHandle(&fds[1], o.pool, T_FD, 0));
     OK(cuMemPoolExportPointer(&o.data, o.ptr));
-    IS(cuMemPoolExportPointer(&junk, va), INVALID_VALUE);     /* not pool memory */
-    IS(cuMemPoolExportPointer(&junk, 0x1234), INVALID_VALUE); /* not its memory */
+    EXPECT_RC(cuMemPoolExportPointer(&junk, va), CUDA_ERROR_INVALID_VALUE); /* not pool memory */
+    EXPECT_RC(cuMemPoolExportPointer(&junk, 0x1234), CUDA_ERROR_INVALID_VALUE); /* not its memory */
     put(sock, &o, sizeof(o), fds, 2);
     close(fds[0]); /* the child has its own copies */
     close(fds[1]);
     /* the child's imported objects are not the parent's */
     get(sock, &a, sizeof(a), NULL, 0);
-    CHECK(a.h != o.h && a.pool != o.pool, "new objects for the importer");
-    IS(cuMemExportToShareableHandle(&fd, a.h, T_FD, 0), INVALID_HANDLE);
-    IS(cuMemRelease(a.h), INVALID_HANDLE);
-    IS(cuMemPoolImportPointer(&d, a.pool, &o.data), INVALID_HANDLE);
-    IS(cuMemPoolDestroy(a.pool), INVALID_HANDLE);
+    EXPECT_MSG(a.h != o.h && a.pool != o.pool, "new objects for the importer");
+    EXPECT_RC(cuMemExportToShareableHandle(&fd, a.h, T_FD, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemRelease(a.h), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemPoolImportPointer(&d, a.pool, &o.data), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemPoolDestroy(a.pool), CUDA_ERROR_INVALID_HANDLE);
     put(sock, "go", 2, NULL, 0);
-    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "the child passed (status %d)", status);
+    EXPECT_MSG(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the child passed (status %d)", status);
     return 0;
 }
 
@@ -268,52 +225,62 @@ static int importer(int sock, pid_t parent_pid)
     get(sock, &o, sizeof(o), fds, 2);
     /* the allocation, through the descriptor: a handle of its own, the parent's bytes */
     OK(cuMemImportFromShareableHandle(&a.h, (void *)(intptr_t)fds[0], T_FD));
-    CHECK(a.h != o.h, "a new handle");
-    CHECK(fcntl(fds[0], F_GETFD) >= 0, "the program keeps its descriptor");
+    EXPECT_MSG(a.h != o.h, "a new handle");
+    EXPECT_MSG(fcntl(fds[0], F_GETFD) >= 0, "the program keeps its descriptor");
     va = map(a.h);
     fill(want, G, 1);
     OK(cuMemcpyDtoH_v2(got, va, G));
-    CHECK(!memcmp(got, want, G), "the parent's bytes through the imported handle");
+    EXPECT_MSG(!memcmp(got, want, G), "the parent's bytes through the imported handle");
     /* the parent's handle is not the child's */
-    IS(cuMemMap(va, G, 0, o.h, 0), INVALID_HANDLE);
-    IS(cuMemExportToShareableHandle(&n, o.h, T_FD, 0), INVALID_HANDLE);
-    IS(cuMemRelease(o.h), INVALID_HANDLE);
+    EXPECT_RC(cuMemMap(va, G, 0, o.h, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemExportToShareableHandle(&n, o.h, T_FD, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemRelease(o.h), CUDA_ERROR_INVALID_HANDLE);
     /* the fabric handle */
     rc = cuMemImportFromShareableHandle(&hf, &o.fabric, T_FABRIC);
     printf("fabric import rc %d\n", rc);
     if (rc == 0) {
-        CHECK(hf != o.h && hf != a.h, "a new handle");
+        EXPECT_MSG(hf != o.h && hf != a.h, "a new handle");
         OK(cuMemRelease(hf));
     }
     /* bad descriptors: a pipe reaches the driver and is refused; not a descriptor at all */
-    CHECK(pipe(p) == 0, "pipe");
-    IS(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)p[0], T_FD), INVALID_VALUE);
-    IS(cuMemPoolImportFromShareableHandle(&px, (void *)(intptr_t)p[0], T_FD, 0), INVALID_VALUE);
-    IS(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)987654, T_FD), INVALID_VALUE);
-    IS(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)fds[0], T_WIN32), NOT_SUPPORTED);
-    IS(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)fds[0], 0x40), INVALID_VALUE);
-    IS(cuMemPoolImportFromShareableHandle(&px, (void *)(intptr_t)fds[1], T_FD, 1), INVALID_VALUE);
+    EXPECT_MSG(pipe(p) == 0, "pipe");
+    EXPECT_RC(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)p[0], T_FD),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPoolImportFromShareableHandle(&px, (void *)(intptr_t)p[0], T_FD, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)987654, T_FD),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)fds[0], T_WIN32),
+              CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_RC(cuMemImportFromShareableHandle(&x, (void *)(intptr_t)fds[0], 0x40),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuMemPoolImportFromShareableHandle(&px, (void *)(intptr_t)fds[1], T_FD, 1),
+              CUDA_ERROR_INVALID_VALUE);
     close(p[0]);
     close(p[1]);
     /* the pool and its pointer */
     OK(cuMemPoolImportFromShareableHandle(&a.pool, (void *)(intptr_t)fds[1], T_FD, 0));
-    CHECK(a.pool != o.pool, "a pool of its own");
-    IS(cuMemPoolImportPointer(&q, o.pool, &o.data), INVALID_HANDLE); /* the parent's pool */
-    IS(cuMemPoolExportToShareableHandle(&n, o.pool, T_FD, 0), INVALID_HANDLE);
-    IS(cuMemPoolExportPointer((Blob *)got, o.other), INVALID_VALUE); /* the parent's memory */
+    EXPECT_MSG(a.pool != o.pool, "a pool of its own");
+    EXPECT_RC(cuMemPoolImportPointer(&q, o.pool, &o.data),
+              CUDA_ERROR_INVALID_HANDLE); /* the parent's pool */
+    EXPECT_RC(cuMemPoolExportToShareableHandle(&n, o.pool, T_FD, 0), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RC(cuMemPoolExportPointer((Blob *)got, o.other),
+              CUDA_ERROR_INVALID_VALUE); /* the parent's memory */
     OK(cuMemPoolImportPointer(&q, a.pool, &o.data));
     fill(want, G, 2);
     OK(cuMemcpyDtoH_v2(got, q, G));
-    CHECK(!memcmp(got, want, G), "the parent's bytes through the imported pointer");
-    IS(cuMemPoolImportPointer(&q2, a.pool, &o.data), INVALID_VALUE); /* already its memory */
+    EXPECT_MSG(!memcmp(got, want, G), "the parent's bytes through the imported pointer");
+    EXPECT_RC(cuMemPoolImportPointer(&q2, a.pool, &o.data),
+              CUDA_ERROR_INVALID_VALUE); /* already its memory */
     OK(cuMemFree_v2(q));
-    IS(cuMemcpyDtoH_v2(got, q, 8), INVALID_VALUE);   /* freed: no longer its memory */
+    EXPECT_RC(cuMemcpyDtoH_v2(got, q, 8),
+              CUDA_ERROR_INVALID_VALUE);             /* freed: no longer its memory */
     OK(cuMemPoolImportPointer(&q, a.pool, &o.data)); /* again, left for the session's end */
     /* the budget of allocation handles (OPENMPS_CLIENT_MAX_HANDLES), then release them */
     for (n = 0; n < 16; n++)
         if ((rc = cuMemImportFromShareableHandle(&extra[n], (void *)(intptr_t)fds[0], T_FD)) != 0)
             break;
-    CHECK(n == 16 || rc == OUT_OF_MEMORY, "a refused import: %d", rc);
+    EXPECT_MSG(n == 16 || rc == CUDA_ERROR_OUT_OF_MEMORY, "a refused import: %d", rc);
     printf("imported %d more\n", n);
     for (int i = 0; i < n; i++)
         OK(cuMemRelease(extra[i]));

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* A driver-API program run through the shim: passthrough to the driver test double without a
- * daemon, remote mode with one. Prints what it saw; tests/ipc/run.py checks it. */
+ * daemon, remote mode with one. Prints what it saw; tests/ipc/test_shim.py checks it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 /* The driver API as a program declares it (values from the documentation). */
-typedef int CUresult;
-typedef int CUdevice;
 CUresult cuInit(unsigned flags);
 CUresult cuDriverGetVersion(int *v);
 CUresult cuDeviceGetCount(int *n);

@@ -8,7 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TEST(name) void test_##name(void)
+/* Defines a test: its function and a constructor that registers it by name before main runs.
+ * The TEST(name) lines are the one list of unit tests: tests/CMakeLists.txt finds them in
+ * tests/unit/test_*.c and gives each its CTest entry (unit.NAME). */
+void om_test_register(const char *name, void (*fn)(void));
+#define TEST(name)                                                                                 \
+    static void test_##name(void);                                                                 \
+    __attribute__((constructor)) static void om_test_register_##name(void)                         \
+    {                                                                                              \
+        om_test_register(#name, test_##name);                                                      \
+    }                                                                                              \
+    static void test_##name(void)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -37,35 +47,5 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
-
-/* Every test, listed once: main.c expands it into declarations and the table. */
-#define OM_UNIT_TESTS(X)                                                                           \
-    X(config_parse_size)                                                                           \
-    X(config_format_size)                                                                          \
-    X(config_percentage)                                                                           \
-    X(config_mem_limit_list)                                                                       \
-    X(config_private_dir)                                                                          \
-    X(msg_decode_header)                                                                           \
-    X(msg_decode_payloads)                                                                         \
-    X(msg_socket_roundtrip)                                                                        \
-    X(msg_fd_passing)                                                                              \
-    X(msg_answer_chunks)                                                                           \
-    X(visible_resolve)                                                                             \
-    X(visible_limits_and_map)                                                                      \
-    X(visible_mem_limits)                                                                          \
-    X(ring_roundtrip)                                                                              \
-    X(ring_wrap)                                                                                   \
-    X(ring_full)                                                                                   \
-    X(ring_corrupt_indices)                                                                        \
-    X(ring_cross_process)                                                                          \
-    X(ring_wait_timeout)                                                                           \
-    X(command_split)                                                                               \
-    X(log_escape)                                                                                  \
-    X(image_extent)                                                                                \
-    X(image_keys)
-
-#define OM_X_DECL(name) TEST(name);
-OM_UNIT_TESTS(OM_X_DECL)
-#undef OM_X_DECL
 
 #endif

@@ -41,7 +41,8 @@ CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= (int)om_shim.client.ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
-    /* Managed memory is emulated without concurrent access (ARCHITECTURE.md). */
+    /* Managed memory is emulated without concurrent access (docs/architecture.md, "The data
+     * plane"). */
     if (attrib == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {
         *value = 0;
         return CUDA_SUCCESS;

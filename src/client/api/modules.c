@@ -334,7 +334,7 @@ CUresult om_r_cuModuleGetLoadingMode(int *mode)
 }
 
 /* The size of a module image from its own headers (common/image.c), a fatbin wrapper followed
- * to its fatbin (DRIVER_FACTS.md). 0: not an image of at most 1 GiB. */
+ * to its fatbin (docs/driver-facts.md). 0: not an image of at most 1 GiB. */
 static size_t image_size(const void *code, const void **ret_start)
 {
     const uint8_t *p = code;

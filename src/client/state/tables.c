@@ -225,7 +225,7 @@ static const void *context_checks_table(const uint64_t *real)
  * runtime's table c693336e) */
 
 /*
- * Context-local storage (export table c693336e…, DRIVER_FACTS.md): the runtime
+ * Context-local storage (export table c693336e…, docs/driver-facts.md): the runtime
  * keeps its per-context state here, keyed by our context tokens, which the
  * real driver does not know. So the shim serves this one table; the others
  * come from the real driver unmodified (the runtime's integrity check covers

@@ -186,7 +186,7 @@ CUresult om_x_cuLibraryGetKernel(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     /* The layout answered with the handle: the client caches it, so a launch
-     * is one flat buffer (ARCHITECTURE.md). */
+     * is one flat buffer (docs/architecture.md, "The life of a launch"). */
     if ((rc = kernel_layout(c, lib, k, name, params, &n, &total)) != CUDA_SUCCESS)
         return rc;
     om_put_u64(&c->out, (uint64_t)(uintptr_t)k);

@@ -5,7 +5,7 @@
  * client (s->vmm_reserved, s->vmm_mapped): a client maps only its own handles, only into its own
  * reservations, and a mapped range is its device memory (s->allocs, not owned: cuMemFree of it
  * is refused, as the driver refuses it) while mapped. None of these calls waits for other
- * clients' kernels (DRIVER_FACTS.md); cuMemUnmap and cuMemAddressFree first wait for the
+ * clients' kernels (docs/driver-facts.md); cuMemUnmap and cuMemAddressFree first wait for the
  * client's own streams, as its cuMemFree does (devmem.c).
  */
 #include <stdlib.h>

@@ -34,7 +34,7 @@ static void note(const char *fmt, ...)
 /* ------------------------------------------------------------------ occupancy
  * The model: a multiprocessor holds at most 32 blocks, 2048 threads and 232448 bytes of shared
  * memory; a block of b threads with s dynamic bytes: min(32, 2048 / b, 232448 / s) resident.
- * (tests/ipc/run.py computes its expectations from this same description.) */
+ * (tests/ipc/test_modules.py computes its expectations from this same description.) */
 #define SM_BLOCKS 32
 #define SM_THREADS 2048
 #define SM_SMEM 232448
