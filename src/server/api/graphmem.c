@@ -160,7 +160,8 @@ CUresult om_check_graphmem(struct call *c, uint64_t dptr)
 /* cuGraphConditionalHandleCreate (generated, hook: the graph is the client's, the value 32 bits,
  * the flags CU_GRAPH_COND_ASSIGN_DEFAULT's): the handle is kept per graph for the session's
  * teardown. */
-CUresult om_hook_cuGraphConditionalHandleCreate(struct call *c, CUgraphConditionalHandle *pHandle_out,
+CUresult om_hook_cuGraphConditionalHandleCreate(struct call *c,
+                                                CUgraphConditionalHandle *pHandle_out,
                                                 CUgraph hGraph, CUcontext ctx, unsigned value,
                                                 unsigned flags)
 {

@@ -294,6 +294,6 @@ CUresult om_hook_cuKernelSetAttribute(struct call *c, CUfunction_attribute attri
     if (((int)attrib == ATTR_MAX_DYNAMIC_SHARED || (int)attrib == ATTR_NON_PORTABLE_CLUSTER) &&
         val >= 0 && get(&now, (int)attrib, kernel, dev) == CUDA_SUCCESS && now >= val)
         return CUDA_SUCCESS; /* already allowed: lowering it would refuse others' launches */
-    return ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))(
-        (int)attrib, val, kernel, dev);
+    return ((CUresult(*)(int, int, CUkernel, CUdevice))REAL(cuKernelSetAttribute))((int)attrib, val,
+                                                                                   kernel, dev);
 }

@@ -319,7 +319,8 @@ CUresult om_x_cuMemSetAccess(struct call *c)
         cuMemSetAccess))(ptr, (size_t)size, desc, (size_t)count);
 }
 
-/* cuMemRelease (generated, hook: the handle is the client's, memhandle): one of the client's extra references if it holds one, else the handle itself. */
+/* cuMemRelease (generated, hook: the handle is the client's, memhandle): one of the client's extra
+ * references if it holds one, else the handle itself. */
 CUresult om_hook_cuMemRelease(struct call *c, CUmemGenericAllocationHandle h)
 {
     CUresult rc;
