@@ -20,7 +20,7 @@
  */
 
 #define OM_PROTO_MAGIC 0x53504d4fu /* "OMPS" read as little-endian bytes */
-#define OM_PROTO_MAJOR 3 /* 3: private operations got indices of their own (api/ops.tsv) */
+#define OM_PROTO_MAJOR 3 /* 3: private operations of their own (api/ops.tsv); generated rows */
 #define OM_PROTO_MINOR 0
 
 /* Largest payload of any socket message; larger ones are malformed. */
