@@ -280,7 +280,7 @@ typedef struct {
 _Static_assert(sizeof(CUexecAffinityParam) == 8, "CUexecAffinityParam");
 _Static_assert(sizeof(CUctxCreateParams) == 24, "CUctxCreateParams");
 _Static_assert(sizeof(CUdevprop) == 56, "CUdevprop");
-/* Memory family: stream-ordered pools and IPC handles (api/remote/memory.tsv). */
+/* Memory family: stream-ordered pools and IPC handles (api/remote/mempool.tsv, ipc.tsv). */
 typedef struct {
     int allocType;
     int handleTypes;
@@ -303,7 +303,7 @@ typedef struct {
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH 6
 #define CU_MEMPOOL_ATTR_USED_MEM_HIGH 8
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
-/* Graphs and stream capture (api/remote/graphs.tsv). */
+/* Graphs and stream capture (api/remote/graphs.tsv, nodes.tsv, capture.tsv, graphmem.tsv). */
 typedef uint64_t cuuint64_t;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
@@ -358,7 +358,7 @@ _Static_assert(sizeof(CUDA_MEMSET_NODE_PARAMS) == 40, "CUDA_MEMSET_NODE_PARAMS")
 _Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData");
 _Static_assert(sizeof(CUgraphExecUpdateResultInfo) == 24, "CUgraphExecUpdateResultInfo");
 
-/* The modules family (api/remote/modules.tsv, streams' memory values): the fixed-width
+/* The streams family (api/remote/streams.tsv, its memory values): the fixed-width
  * integers of cuStreamWaitValue* / cuStreamWriteValue*. */
 typedef uint32_t cuuint32_t;
 typedef uint64_t cuuint64_t;
@@ -553,8 +553,8 @@ _Static_assert(offsetof(CUDA_MEMCPY3D_v1, reserved0) == 48, "CUDA_MEMCPY3D_v1 re
 _Static_assert(offsetof(CUDA_MEMCPY3D_v1, dstXInBytes) == 64, "CUDA_MEMCPY3D_v1 dst");
 _Static_assert(offsetof(CUDA_MEMCPY3D_v1, WidthInBytes) == 128, "CUDA_MEMCPY3D_v1 width");
 
-/* Memory family: CUDA_MEMCPY3D_PEER (CUDA_MEMCPY3D with each side's context in place of its
- * reserved pointer; api/memory.c converts one into the other). */
+/* Copies family: CUDA_MEMCPY3D_PEER (CUDA_MEMCPY3D with each side's context in place of its
+ * reserved pointer; api/copies.c converts one into the other). */
 typedef struct om_CUDA_MEMCPY3D_PEER {
     size_t srcXInBytes, srcY, srcZ, srcLOD;
     int srcMemoryType;
@@ -611,7 +611,7 @@ _Static_assert(sizeof(CUDA_MEMCPY3D_BATCH_OP) == 112 &&
                    offsetof(CUDA_MEMCPY3D_BATCH_OP, srcAccessOrder) == 104,
                "CUDA_MEMCPY3D_BATCH_OP as in cuda.h");
 
-/* Graphs (api/remote/graphs.tsv): an external semaphore node's parameters (cuda.h's _v1; _v2
+/* Graph nodes (api/remote/nodes.tsv): an external semaphore node's parameters (cuda.h's _v1; _v2
  * has the same layout). 24 bytes: two pointers, an unsigned, padding. */
 typedef struct om_CUDA_EXT_SEM_SIGNAL_NODE_PARAMS {
     struct CUexternalSemaphore_st **extSemArray; /* CUexternalSemaphore * */
@@ -633,7 +633,7 @@ typedef struct om_CUDA_BATCH_MEM_OP_NODE_PARAMS {
     unsigned int flags;
 } CUDA_BATCH_MEM_OP_NODE_PARAMS;
 _Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) == 32, "batch mem op node params");
-/* Graph memory and conditional nodes (api/remote/graphs.tsv, the graph memory slice): an
+/* Graph memory and conditional nodes (api/remote/graphmem.tsv, nodes.tsv): an
  * allocation node's parameters (cuda.h's _v1 and _v2 alike, 120 bytes), a conditional node's
  * (32 bytes). CUgraphConditionalHandle is src/common/gen/types.h's 64-bit scalar. */
 typedef struct om_CUDA_MEM_ALLOC_NODE_PARAMS {

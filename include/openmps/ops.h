@@ -8,8 +8,9 @@
  * api/driver_api.tsv (OM_IDX_<symbol>). Client and server are built from the
  * same table, and a session only exists between equal protocol versions.
  * Payloads are sequences of little-endian u64s and byte strings, each entry
- * point's layout written beside its handler in src/server/exec.c and its stub
- * in src/client/remote_*.c.
+ * point's layout given by its row in api/remote/<family>.tsv: generated into
+ * src/server/gen/decoders.c and src/client/gen/remote_stubs.c, or written by
+ * hand in src/server/api/<family>.c and src/client/api/<family>.c.
  */
 #define OM_OP_ENTRY_BASE 1000
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote mode: the table of remote implementations and the NOT_SUPPORTED stubs (the state
- * layer: the families set their implementations here, shim.c installs them). */
+ * layer: gen/remote_stubs.c sets every row's implementation here, shim.c installs them). */
 #include "remote.h"
 #include "shim.h"
 

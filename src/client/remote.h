@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote mode's internals shared by the client's files, by layer, bottom first (the layers:
- * tests/layers/client.txt and docs/architecture.md, "The client's layers"). A file calls only
+ * tests/layers/client.txt and docs/architecture.md, "Client layers"). A file calls only
  * what its own layer and the layers below it declare here. */
 #ifndef OM_REMOTE_H
 #define OM_REMOTE_H
@@ -203,7 +203,7 @@ int om_staging_helper_threads(void);
 
 void om_remote_set(int index, void *fn);
 
-/* ---- state/tables.c: cuGetExportTable in remote mode (installed by api/contexts.c) */
+/* ---- state/tables.c: cuGetExportTable in remote mode (called by api/contexts.c) */
 
 CUresult om_export_table(const void **table, const CUuuid *uuid);
 

@@ -152,7 +152,7 @@ __attribute__((constructor)) static void shim_load(void)
 static void remote_install(void)
 {
     /* Every device of the server: the calls of a thread run on its current device
-     * (om_device_before_call). */
+     * (the per-call preamble, transport.c). */
     om_remote_gen_install(); /* every row of api/remote/ (gen/remote_stubs.c) */
     for (int i = 0; i < OM_ENTRY_COUNT; i++)
         __atomic_store_n(&om_fn[i], om_remote_entry(i), __ATOMIC_RELEASE);

@@ -164,7 +164,7 @@ CUresult om_answer_dev(struct call *c, CUdevice *dev);                  /* out:d
 CUresult om_answer_allocprop(struct call *c, CUmemAllocationProp *p);   /* out:allocprop */
 CUresult om_check_access(struct call *c, CUmemAccessDesc *v, size_t n); /* arr:access */
 /* Answers the server makes its own (out:CHECK(...) rows): the SM share's count, a memory cap,
- * the priority asked for (api/devices.c, api/memory.c, api/streams.c). */
+ * the priority asked for (api/devices.c, args.c, api/memory.c, api/streams.c). */
 CUresult om_answer_smcount(struct call *c, int *v, uint64_t attrib, int dev);
 CUresult om_answer_memcap(struct call *c, size_t *total, int dev);
 CUresult om_answer_memfree(struct call *c, size_t *free_bytes);

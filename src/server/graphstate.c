@@ -337,8 +337,8 @@ void om_graphmem_session_end(struct session *s)
 
     if (!m)
         return;
-    /* Its work is done (session.c waited): what an executable graph may have left allocated is
-     * freed while the graphs still reserve the addresses. */
+    /* Its work is done (om_route_session_wait waited): what an executable graph may have left
+     * allocated is freed while the graphs still reserve the addresses. */
     for (size_t i = 0; i < m->nh; i++) {
         struct om_range *r;
         if (m->h[i].inst && (st || (st = om_find_stream(s, 0, true, &rc))))

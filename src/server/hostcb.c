@@ -111,7 +111,7 @@ static void call_client(struct om_hostch *ch, uint64_t fn, uint64_t data)
         __atomic_store_n(&a->req, seq, __ATOMIC_SEQ_CST);
         futex(&a->req, FUTEX_WAKE, INT_MAX, NULL);
         /* Bounded waits: the word is in memory the client can write, and its death is seen
-         * through the session (om_hostnodes_close), not through the page. */
+         * through the session (om_hostcb_close), not through the page. */
         for (;;) {
             uint32_t d = __atomic_load_n(&a->done, __ATOMIC_ACQUIRE);
             if (d == seq || __atomic_load_n(&ch->closed, __ATOMIC_ACQUIRE))

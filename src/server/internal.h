@@ -99,7 +99,7 @@ struct om_kernel {
 
 /*
  * One client's session. Everything the client holds in the server is
- * reachable from here, so that session_free releases all of it in one place
+ * reachable from here, so that its end (release_gpu_resources) frees all of it in one place
  * whatever the moment the client died.
  */
 struct session {
@@ -127,7 +127,7 @@ struct session {
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
     char end_reason[200];       /* a copy: the caller's text may not outlive the worker */
     unsigned left_after;        /* sessions left then, for the log */
-    /* What the client owns; freed by session_free whatever the moment. */
+    /* What the client owns; freed at its end whatever the moment. */
     CUstream default_stream; /* its NULL, legacy and per-thread default stream */
     /* Several devices: the device its calls run on now (OM_OP_SET_DEVICE), its default
      * stream on each other device (default_stream is the current device's), the devices it
@@ -187,7 +187,7 @@ struct session {
     uint64_t image_bytes;  /* module images new to the server that it loaded */
     uint32_t image_count;
     unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
-    unsigned errors_logged; /* of its requests' errors (exec.c logs 16 at most) */
+    unsigned errors_logged; /* of its requests' errors (client_err logs 16 at most) */
     char *output;           /* kernel printf output for the client (output.c) */
     size_t output_len, output_cap;
     uint64_t output_dropped;
@@ -384,7 +384,7 @@ bool om_imgcache_used(size_t size, uint64_t hash);
 void om_warm_driver_pools(void);
 
 /* replybuf.c: a worker's reply buffer of OM_REPLY_MAX bytes, pinned where the driver allows
- * it: the server's side of a client's small copies (exec.c). */
+ * it: the server's side of a client's small copies (api/copies.c). */
 struct om_replybuf {
     void *p;
     bool pinned;

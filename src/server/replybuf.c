@@ -19,8 +19,8 @@
  * client's own stream.
  *
  * So each worker's reply buffer (OM_REPLY_MAX bytes) is pinned, and its H2D copies pass through
- * it too, since a call that copies to the device answers nothing (exec.c). Pinning and freeing
- * pinned memory are driver calls best not made while clients' kernels run, so buffers are
+ * it too, since a call that copies to the device answers nothing (api/copies.c). Pinning and
+ * freeing pinned memory are driver calls best not made while clients' kernels run, so buffers are
  * pinned ahead at the start (PREFILL, warm.c), kept when a session ends, and only beyond KEEP
  * freed, once no session is left (KEEP x 512 KiB stay pinned while no client runs). Where
  * pinning fails, the buffer is plain memory and copies take the driver's pageable path, slower

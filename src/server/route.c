@@ -206,7 +206,7 @@ CUresult om_stream_release(struct session *s, uint64_t h)
 {
     CUresult rc, pending;
 
-    om_green_stream_gone(s, h);                      /* api/green.c */
+    om_green_stream_gone(s, h);                      /* streamstate.c */
     om_share_stream_gone(s, (CUstream)(uintptr_t)h); /* share.c: its shadow, after its work */
     om_priority_forget(s, (CUstream)(uintptr_t)h);   /* priority.c */
     /* Its work must be done before the stream is forgotten: later frees and the

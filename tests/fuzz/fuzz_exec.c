@@ -144,7 +144,7 @@ static void check(int kind, uint64_t addr, uint64_t len)
     if (phase != O_FUZZED)
         return;
     if ((kind == K_DEVICE || kind == K_HOST) && len == 0)
-        return; /* no byte is touched (exec.c lets any address through with a count of 0) */
+        return; /* no byte is touched (om_arg_range lets any address through with a count of 0) */
     if (kind == K_HOST && addr >= (uint64_t)(uintptr_t)reply &&
         addr - (uint64_t)(uintptr_t)reply <= OM_REPLY_MAX &&
         len <= OM_REPLY_MAX - (addr - (uint64_t)(uintptr_t)reply))
@@ -490,7 +490,7 @@ static CUresult w_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
                                                                    s, params, extra);
 }
 
-/* CUlaunchConfig, as exec.c lays it out */
+/* CUlaunchConfig, as api/launch.c lays it out */
 struct launch_config {
     unsigned gx, gy, gz, bx, by, bz, smem;
     CUstream stream;
@@ -1014,7 +1014,7 @@ static CUresult w_cuSurfObjectDestroy(CUsurfObject o)
 
 /* ------------------------------------------------------------------ graphs (fake_graphs.c) */
 
-/* The kernel node parameters exec.c passes (CUDA_KERNEL_NODE_PARAMS). */
+/* The kernel node parameters api/nodes.c passes (CUDA_KERNEL_NODE_PARAMS). */
 struct kernel_node_params {
     CUfunction func;
     unsigned gx, gy, gz, bx, by, bz, smem;
@@ -1978,7 +1978,7 @@ static CUresult w_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p,
                 CUresult(*)(CUmemAllocationProp *, CUmemGenericAllocationHandle))(p, h);
 }
 
-/* Graph memory and conditional nodes (api/graphs.c's custom rows). */
+/* Graph memory and conditional nodes (api/graphmem.c, api/nodes.c). */
 static CUresult w_cuGraphAddMemAllocNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, size_t nd,
                                          CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
@@ -2583,7 +2583,7 @@ static const int handle_free[] = {
     OM_IDX_cuDevicePrimaryCtxSetFlags_v2, OM_IDX_cuGetProcAddress_v2, OM_IDX_cuCtxSetCurrent,
     OM_IDX_cuDeviceTotalMem_v2, OM_IDX_cuDeviceGetAttribute, OM_IDX_cuMemGetInfo_v2,
     OM_IDX_cuCtxGetStreamPriorityRange, /* priority.c: the range, once */
-    OM_IDX_cuCtxEnablePeerAccess,       /* main.c: between the server's own contexts, at start */
+    OM_IDX_cuCtxEnablePeerAccess,       /* driver.c: between the server's own contexts, at start */
     /* api/remote/devices.tsv's device queries */
     OM_IDX_cuDeviceCanAccessPeer, OM_IDX_cuDeviceComputeCapability, OM_IDX_cuDeviceGetByPCIBusId,
     OM_IDX_cuDeviceGetExecAffinitySupport, OM_IDX_cuDeviceGetLuid, OM_IDX_cuDeviceGetP2PAttribute,
@@ -2790,7 +2790,7 @@ static void make_victim(void)
     k = VICTIM(cuLibraryGetKernel, "victim_fill", 11, lib);
     h = VICTIM(cuMemHostAlloc, NULL, 0, 8192);
     memcpy(args, &a1, 8);
-    /* grid 1x1x1, block 32x1x1 (exec.c packs two dimensions into each u64) */
+    /* grid 1x1x1, block 32x1x1 (api/launch.c reads two dimensions from each u64) */
     VICTIM(cuLaunchKernel, args, 16, k, 1ull | 1ull << 32, 1ull | 32ull << 32, 1ull | 1ull << 32, 0,
            s2);
     VICTIM(op_memset, NULL, 0, a2, 7, 1, 100, 0, 1); /* makes its default stream */

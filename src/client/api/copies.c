@@ -249,7 +249,8 @@ CUresult om_r_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s)
 }
 
 /* Peer copies are device-to-device copies: the server's contexts share one address space and
- * reach each other's devices (main.c's peer access; the driver stages where they cannot). */
+ * reach each other's devices (the server's driver.c's peer access; the driver stages where they
+ * cannot). */
 CUresult om_r_cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                            size_t n)
 {

@@ -57,7 +57,7 @@ CUresult om_r_cuGraphDestroy(CUgraph g)
     return rc;
 }
 
-/* A list of nodes (or, with `to`, of edges): see node_list in the server. */
+/* A list of nodes (or, with `to`, of edges): see om_graph_node_list in the server. */
 CUresult om_graph_node_list(int index, uint64_t h, CUgraphNode *from, CUgraphNode *to,
                             size_t *count)
 {

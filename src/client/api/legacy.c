@@ -440,7 +440,7 @@ CUresult om_r_cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *valu
 
 /*
  * The server enabled peer access between its devices' contexts where the hardware allows it
- * (main.c), so a client's copies and kernels already reach another device's memory; what the
+ * (driver.c), so a client's copies and kernels already reach another device's memory; what the
  * client enables is kept here, per pair of devices, to answer as the driver does: a context of
  * the same device, or a pair the hardware cannot connect, is refused, a second enable says it
  * already is, a disable of one never enabled says so.

@@ -423,7 +423,7 @@ CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *dep
 #define SEM_PARAMS_BYTES sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS)
 #define SEM_REQ (24 + MAX_DEPS * 8 + 8 + MAX_SEMS * (8 + SEM_PARAMS_BYTES))
 
-/* The count, the semaphores, their parameters (src/server/api/graphs.c read_sems). */
+/* The count, the semaphores, their parameters (src/server/api/nodes.c read_sems). */
 static CUresult put_sems(struct om_wbuf *req, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
 {
     if (!p || p->numExtSems > MAX_SEMS || (p->numExtSems && (!p->extSemArray || !p->paramsArray)))

@@ -338,7 +338,7 @@ static void tables_init(void)
     tools_module[7] = (void *)module_for_each_function;
 }
 
-/* cuGetExportTable in remote mode (api/contexts.c installs it). */
+/* cuGetExportTable in remote mode (api/contexts.c's om_r_cuGetExportTable calls it). */
 CUresult om_export_table(const void **table, const CUuuid *uuid)
 {
     void *real = om_shim.real_fn[OM_IDX_cuGetExportTable];

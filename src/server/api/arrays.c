@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's hand-written handlers of arrays, texture and surface objects: the creations
  * (their descriptors are read by hand), the destructions that also end what a parent owns
- * (levels, planes), the resource descriptors' checks and copies with an array operand. */
+ * (levels, planes), the resource descriptors' checks (copies with an array operand: copies.c). */
 #include <stdlib.h>
 #include <string.h>
 

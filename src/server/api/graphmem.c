@@ -86,7 +86,7 @@ CUresult om_x_cuGraphAddMemAllocNode(struct call *c)
         rc = om_own_room(c->s, OM_H_NODE);
     if (rc == CUDA_SUCCESS)
         rc = om_graphmem_room(c->s, 1);
-    if (rc == CUDA_SUCCESS) /* before the driver makes the node (gm_add counts it) */
+    if (rc == CUDA_SUCCESS) /* before the driver makes the node (om_graphmem_add counts it) */
         rc = om_memcap_check(c->s, p.poolProps.location.id, p.bytesize); /* where it will be */
     if (rc != CUDA_SUCCESS)
         return rc;

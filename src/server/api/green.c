@@ -503,9 +503,9 @@ void om_green_release(struct session *s)
         return;
     if (g->join)
         ((CUresult(*)(CUstream))REAL(cuStreamDestroy_v2))(g->join);
-    if (g->current) /* session.c destroys the session's own default stream */
+    if (g->current) /* route.c destroys the session's own default stream */
         s->default_stream = g->primary_default;
-    for (unsigned i = g->ngreens; i-- > 0;) { /* their streams are gone (session.c) */
+    for (unsigned i = g->ngreens; i-- > 0;) { /* their streams are gone (route.c) */
         drop_default(s, g->greens[i].def);
         green_destroy(g->greens[i].h);
     }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The server's hand-written handlers of device, managed and pinned host memory. */
+/* The server's hand-written handlers of device and pinned host memory. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -56,7 +56,7 @@ CUresult om_answer_childgraph(struct call *c, CUgraph *g)
 /* ------------------------------------------------------------------ kernel and memset nodes */
 
 /*
- * Kernel node parameters as the client sends them (src/client/api/graphs.c): the kernel, the
+ * Kernel node parameters as the client sends them (src/client/api/nodes.c): the kernel, the
  * grid and block (as a launch sends them), the shared memory size, then the argument bytes laid
  * out as the kernel's parameters, to the end of the request. They reach the driver through
  * `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER), from which it copies them into the node.
@@ -632,8 +632,8 @@ CUresult om_x_cuGraphAddNode(struct call *c)
         rc = om_arg_handle(c, OM_H_GRAPH, g, false);
     if (rc == CUDA_SUCCESS && !cond_known(c->s, handle, g))
         rc = CUDA_ERROR_INVALID_VALUE;
-    /* Bodies deeper than the server follows when a graph goes (forget_graph) would leave the
-     * client handles to nodes the driver destroyed: refused. */
+    /* Bodies deeper than the server follows when a graph goes (om_graph_forget_graph) would leave
+     * the client handles to nodes the driver destroyed: refused. */
     if (rc == CUDA_SUCCESS && cond_depth(c->s, g) + 1 >= MAX_NESTING)
         rc = CUDA_ERROR_NOT_SUPPORTED;
     if (rc == CUDA_SUCCESS)

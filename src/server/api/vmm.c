@@ -249,7 +249,7 @@ CUresult om_hook_cuMemRetainAllocationHandle(struct call *c, CUmemGenericAllocat
 
 void om_vmm_session_end(struct session *s)
 {
-    /* Its streams are done (session.c waited for them). */
+    /* Its streams are done (the teardown's om_route_session_wait waited for them). */
     while (s->vmm_mapped.n) {
         struct om_range *m = &s->vmm_mapped.v[s->vmm_mapped.n - 1];
         ((CUresult(*)(CUdeviceptr, size_t))REAL(cuMemUnmap))(m->base, (size_t)m->size);
