@@ -644,22 +644,24 @@ def family_headers(rows, protos, ops, fams):
     out = {}
     for fam in fams:
         guard = "OM_GEN_FAM_%s_H" % fam.upper()
-        L = banner("The hand-written client functions of the %s family (src/client/api/%s.c)"
-                   % (fam, fam))
+        decls = ["%s;" % proto_c(r["sym"], protos, "om_r_" + r["sym"]) for r in rows
+                 if r["family"] == fam and client_owns(r)]
+        where = ("src/client/api/%s.c" % fam if decls else
+                 "none: every row of it is generated on this side")
+        L = banner("The hand-written client functions of the %s family (%s)" % (fam, where))
         L += ["#ifndef " + guard, "#define " + guard, "", "#include \"stubs.h\"", ""]
-        L += ["%s;" % proto_c(r["sym"], protos, "om_r_" + r["sym"]) for r in rows
-              if r["family"] == fam and client_owns(r)]
-        L += ["", "#endif", ""]
+        L += decls + ["", "#endif", ""]
         out["src/client/gen/fam_%s.h" % fam] = "\n".join(L)
-        L = banner("The hand-written server handlers of the %s family (src/server/api/%s.c)"
-                   % (fam, fam))
+        decls = ["CUresult om_x_%s(struct call *c);" % r["sym"] for r in rows
+                 if r["family"] == fam and r["form"] == "custom"]
+        decls += ["CUresult om_x_op_%s(struct call *c); /* api/ops.tsv */" % o["name"]
+                  for o in ops if o["family"] == fam]
+        where = ("src/server/api/%s.c" % fam if decls else
+                 "none: every row of it is generated on this side")
+        L = banner("The hand-written server handlers of the %s family (%s)" % (fam, where))
         L += ["#ifndef " + guard, "#define " + guard, "", "#include \"hooks.h\"", "",
               "struct call;", ""]
-        L += ["CUresult om_x_%s(struct call *c);" % r["sym"] for r in rows
-              if r["family"] == fam and r["form"] == "custom"]
-        L += ["CUresult om_x_op_%s(struct call *c); /* api/ops.tsv */" % o["name"] for o in ops
-              if o["family"] == fam]
-        L += ["", "#endif", ""]
+        L += decls + ["", "#endif", ""]
         out["src/server/gen/fam_%s.h" % fam] = "\n".join(L)
     return out
 

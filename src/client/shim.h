@@ -89,9 +89,9 @@ void om_trace_crashes(void); /* with OPENMPS_TRACE: a backtrace on SIGSEGV/SIGBU
 
 /* tabletrace.c: with OPENMPS_TRACE_TABLES, cuGetExportTable hands out watched tables. */
 bool om_tabletrace_start(void);
+void *om_tabletrace_wrap(int index, void *target);
 /* state/tables.c: whether uuid (16 bytes) is one of the tables the CUDA runtime itself asks for. */
 bool om_runtime_table(const void *uuid);
-void *om_tabletrace_wrap(int index, void *target);
 
 /* check.c: with OPENMPS_CHECK, the stub that counts a call and goes on to target. */
 bool om_check_start(void); /* true when checking (the shim must stay in passthrough) */
