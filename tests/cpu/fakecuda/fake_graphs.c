@@ -123,6 +123,7 @@ static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
 int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                              unsigned by, unsigned bz, void *s, const void *args, size_t len);
 const char *fake_kernel_name(void *k, void **lib); /* fakecuda.c */
+void fake_driver_log(const char *what, const char *name, int n);
 
 static void glog(const char *fmt, const void *p, const char *extra)
 {
@@ -674,6 +675,7 @@ EXPORT int cuGraphLaunch(void *h, void *s)
     if (!e)
         return INVALID_VALUE;
     glog("launch %p%s", e, NULL);
+    fake_driver_log("graph", NULL, e->n);
     for (int i = 0; i < e->n && rc == OK; i++) {
         struct fnode *n = &e->nodes[i];
         if (!n->enabled)
