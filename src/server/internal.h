@@ -518,7 +518,17 @@ unsigned om_replay_idle_us(void);
 bool om_replay_holding(const struct session *s);
 CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint64_t k, uint64_t g,
                           uint64_t m, uint64_t b, uint32_t smem, const void *args, uint32_t len);
-void om_replay_end(struct session *s);
+/* Why a run ended: an entry point's index (OM_IDX_*), or one of these. */
+enum {
+    OM_REPLAY_BY_PRINTS = -1,  /* a launch of a kernel that may print */
+    OM_REPLAY_BY_ATTRS = -2,   /* a launch with attributes */
+    OM_REPLAY_BY_CAPTURE = -3, /* a launch on a capturing stream */
+    OM_REPLAY_BY_STREAM = -4,  /* a launch on another stream */
+    OM_REPLAY_BY_OP = -5,      /* a private operation (a device change, staged bytes) */
+    OM_REPLAY_BY_END = -6,     /* the session's end */
+    OM_REPLAY_BY_KINDS = 6
+};
+void om_replay_end(struct session *s, int by);
 void om_replay_next_stream(struct session *s, uint64_t handle);
 void om_replay_idle(struct session *s);
 void om_replay_session_flush(struct session *s);

@@ -37,6 +37,7 @@
  * replaying for the session. OPENMPS_REPLAY=off turns it all off (read once per server).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,8 +92,11 @@ struct om_replay {
     uint32_t next_sig;
     uint64_t runs;
     unsigned fails;
-    /* counted for the session's line in the log */
-    uint64_t replayed, graph_launches, builds;
+    /* counted for the session's lines in the log: what it replayed, and what ended its runs
+     * (by entry point, then by OM_REPLAY_BY_*; a launch that cannot be replayed counts even
+     * with no run open) */
+    uint64_t replayed, graph_launches, builds, launched;
+    uint32_t by_entry[OM_HANDLER_COUNT], by_kind[OM_REPLAY_BY_KINDS];
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -403,10 +407,21 @@ static void learn(struct session *s, struct om_replay *r)
     r->sig[slot].seen = 0; /* it is a template now */
 }
 
-void om_replay_end(struct session *s)
+void om_replay_end(struct session *s, int by)
 {
     struct om_replay *r = s->replay;
+    bool launch = by == OM_REPLAY_BY_PRINTS || by == OM_REPLAY_BY_ATTRS;
 
+    if (launch && !r && om_replay_enabled())
+        r = s->replay = calloc(1, sizeof(*r)); /* counted from the first launch */
+    if (r && launch)
+        r->launched++;
+    if (r && (r->n || launch)) {
+        if (by >= 0 && by < OM_HANDLER_COUNT)
+            r->by_entry[by]++;
+        else if (by < 0 && -by <= OM_REPLAY_BY_KINDS)
+            r->by_kind[-by - 1]++;
+    }
     if (!r || !r->n)
         return;
     if (r->on && !r->broken && r->n > r->chunk)
@@ -430,7 +445,7 @@ void om_replay_end(struct session *s)
 void om_replay_next_stream(struct session *s, uint64_t handle)
 {
     if (s->replay && s->replay->n && s->replay->handle != handle)
-        om_replay_end(s);
+        om_replay_end(s, OM_REPLAY_BY_STREAM);
 }
 
 void om_replay_idle(struct session *s)
@@ -497,8 +512,10 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint6
 
     if (!r && !(r = s->replay = calloc(1, sizeof(*r))))
         return launch_one(s, st, &x, args);
+    r->launched++;
+    r->launched++;
     if (r->n && (r->handle != handle || r->st != st))
-        om_replay_end(s); /* another stream: another run */
+        om_replay_end(s, OM_REPLAY_BY_STREAM); /* another stream: another run */
     if (!r->n) {
         r->handle = handle;
         r->st = st;
@@ -554,10 +571,48 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint6
     return CUDA_SUCCESS;
 }
 
+/* The log's line of what ended a session's runs most often (a framework's loop that is not
+ * replayed says here which call of it breaks its runs). */
+static void report_ends(const struct session *s, const struct om_replay *r)
+{
+    static const char *const kinds[OM_REPLAY_BY_KINDS] = {
+        "a printing kernel", "a launch with attributes", "a capture",
+        "another stream",    "a private operation",      "the end"};
+    char line[512];
+    size_t len = 0;
+    int done[6];
+
+    for (int k = 0; k < 6; k++) {
+        uint32_t best = 0;
+        int at = 0;
+        for (int i = -OM_REPLAY_BY_KINDS; i < OM_HANDLER_COUNT; i++) {
+            uint32_t v = i < 0 ? r->by_kind[-i - 1] : r->by_entry[i];
+            bool seen = false;
+            for (int j = 0; j < k; j++)
+                seen = seen || done[j] == i;
+            if (v > best && !seen) {
+                best = v;
+                at = i;
+            }
+        }
+        if (!best)
+            break;
+        done[k] = at;
+        int n = snprintf(line + len, sizeof(line) - len, "%s%s %u", k ? ", " : "",
+                         at < 0 ? kinds[-at - 1] : om_server_entry_name(at), best);
+        if (n < 0 || (size_t)n >= sizeof(line) - len)
+            break;
+        len += (size_t)n;
+    }
+    if (len)
+        om_info("client %d: of %llu launches, runs ended most by: %s", (int)s->pid,
+                (unsigned long long)r->launched, line);
+}
+
 /* The session's end: what is held goes out (its streams are then waited for, teardown.c). */
 void om_replay_session_flush(struct session *s)
 {
-    om_replay_end(s);
+    om_replay_end(s, OM_REPLAY_BY_END);
 }
 
 /* The session's end, after its streams' work: its templates' graphs, its run. */
@@ -571,6 +626,8 @@ void om_replay_session_end(struct session *s)
         om_info("client %d: %llu launches replayed in %llu graph launches (%llu runs built)",
                 (int)s->pid, (unsigned long long)r->replayed, (unsigned long long)r->graph_launches,
                 (unsigned long long)r->builds);
+    if (r->launched >= 1000)
+        report_ends(s, r);
     for (int t = 0; t < OM_REPLAY_TEMPLATES; t++)
         tmpl_free(r->t[t]);
     free(r->recs);

@@ -178,7 +178,8 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
      * goes to the GPU before this call does anything (launches decide in api/launch.c). */
     if (s->replay && rec->op != OM_OP_ENTRY_BASE + OM_IDX_cuLaunchKernel &&
         rec->op != OM_OP_ENTRY_BASE + OM_IDX_cuLaunchKernelEx && rec->op != OM_OP_PING)
-        om_replay_end(s);
+        om_replay_end(s, rec->op >= OM_OP_ENTRY_BASE ? (int)(rec->op - OM_OP_ENTRY_BASE)
+                                                     : OM_REPLAY_BY_OP);
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;

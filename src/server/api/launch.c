@@ -56,7 +56,7 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     prints = kern->prints && !om_stream_capturing(c->s, st);
     if (replayable(c->s, st, prints))
         return om_replay_launch(c->s, sh, st, k, g, m, b, (uint32_t)smem, args, (uint32_t)args_len);
-    om_replay_end(c->s);
+    om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
     /* The argument bytes are already laid out as the kernel expects them. */
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
@@ -138,7 +138,9 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
     if (plain && replayable(c->s, st, prints))
         return om_replay_launch(c->s, sh, st, k, g, m, b, (uint32_t)smem, args, (uint32_t)args_len);
-    om_replay_end(c->s);
+    om_replay_end(c->s, !plain   ? OM_REPLAY_BY_ATTRS
+                        : prints ? OM_REPLAY_BY_PRINTS
+                                 : OM_REPLAY_BY_CAPTURE);
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
     extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
