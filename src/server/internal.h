@@ -516,8 +516,16 @@ void om_replay_init(void);
 bool om_replay_enabled(void);
 unsigned om_replay_idle_us(void);
 bool om_replay_holding(const struct session *s);
-CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint64_t k, uint64_t g,
-                          uint64_t m, uint64_t b, uint32_t smem, const void *args, uint32_t len);
+/* A launch as the request carries it: kernel, grid and block packed, shared memory, argument
+ * bytes, launch attributes (OM_LAUNCH_ATTR_BYTES each, any alignment; all om_launch_attr_plain
+ * or ignored). */
+struct om_replay_rec {
+    uint64_t k, g, m, b;
+    uint32_t smem, len, nattrs;
+    const void *args, *attrs;
+};
+CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
+                          const struct om_replay_rec *l);
 /* Why a run ended: an entry point's index (OM_IDX_*), or one of these. */
 enum {
     OM_REPLAY_BY_PRINTS = -1,  /* a launch of a kernel that may print */

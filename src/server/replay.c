@@ -41,21 +41,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/launchattr.h"
 #include "../common/log.h"
 #include "exec.h"
 
-#define OM_REPLAY_MAX_NODES 1024
+#define OM_REPLAY_MAX_NODES 1024 /* launches of one run, and of all a session's templates */
 #define OM_REPLAY_ARG_BYTES (256u << 10)
-#define OM_REPLAY_TEMPLATES 4
-#define OM_REPLAY_SIGS 8       /* recent runs remembered by their shape's hash */
-#define OM_REPLAY_MIN_RUN 8    /* shorter runs cost no more launched one by one */
+#define OM_REPLAY_TEMPLATES 64
+#define OM_REPLAY_SIGS 128     /* recent runs remembered by their shape's hash */
+#define OM_REPLAY_MIN_RUN 4    /* shorter runs cost no more launched one by one */
 #define OM_REPLAY_MAX_FAILS 3  /* failed builds before a session stops replaying */
 #define OM_REPLAY_CHUNK_MAX 64 /* a chunk's changed nodes are a 64-bit mask */
 
-/* One launch as the run keeps it; its argument bytes are at `off` in the run's arena. */
+/* One launch as the run keeps it: its argument bytes at `off` in the run's arena, then its
+ * launch attributes (nattrs of OM_LAUNCH_ATTR_BYTES), which are part of its shape. */
 struct rp_rec {
     uint64_t k, g, m, b; /* kernel, then grid and block packed as the request carries them */
-    uint32_t smem, len, off;
+    uint32_t smem, len, off, nattrs;
 };
 
 struct rp_tmpl {
@@ -91,6 +93,7 @@ struct om_replay {
     } sig[OM_REPLAY_SIGS];
     uint32_t next_sig;
     uint64_t runs;
+    uint32_t nodes; /* of all its templates (at most OM_REPLAY_MAX_NODES) */
     unsigned fails;
     /* counted for the session's lines in the log: what it replayed, and what ended its runs
      * (by entry point, then by OM_REPLAY_BY_*; a launch that cannot be replayed counts even
@@ -150,10 +153,24 @@ bool om_replay_holding(const struct session *s)
 
 /* ------------------------------------------------------------------ launching */
 
-static bool same_shape(const struct rp_rec *a, const struct rp_rec *b)
+/* Whether two records (each with the arena its bytes are in) launch the same kernel the same
+ * way: only their argument bytes may differ. */
+static bool same_shape(const struct rp_rec *a, const uint8_t *aa, const struct rp_rec *b,
+                       const uint8_t *ba)
 {
     return a->k == b->k && a->g == b->g && a->m == b->m && a->b == b->b && a->smem == b->smem &&
-           a->len == b->len;
+           a->len == b->len && a->nattrs == b->nattrs &&
+           (!a->nattrs || !memcmp(aa + a->off + a->len, ba + b->off + b->len,
+                                  (size_t)a->nattrs * OM_LAUNCH_ATTR_BYTES));
+}
+
+/* Attributes a kernel node holds (cuGraphKernelNodeSetAttribute) as a launch does; the two a
+ * node has no place for ask nothing a chain of nodes does not give: the stream's
+ * synchronization policy (3: how a host waits) and programmatic stream serialization (6: a
+ * permission to overlap the kernel before, which a full dependency never uses). */
+static bool node_attr(int id)
+{
+    return om_launch_attr_plain(id) && id != 3 && id != 6;
 }
 
 /* A launch's error, kept for the run's stream whatever call is being served now. */
@@ -170,18 +187,38 @@ static void post_error(struct session *s, const struct om_replay *r, CUresult rc
     s->call_stream = saved;
 }
 
-/* One launch as the launch handler would have made it. */
-static CUresult launch_one(struct session *s, CUstream st, const struct rp_rec *x, const void *args)
+/* One launch as the launch handler would have made it (attrs: nattrs of them, any alignment). */
+static CUresult launch_one(struct session *s, CUstream st, const struct rp_rec *x, const void *args,
+                           const void *attrs)
 {
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **, void **) = REAL(cuLaunchKernel);
+    CUresult (*launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **) =
+        REAL(cuLaunchKernelEx);
     size_t size = x->len;
     void *extra[5] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)args, CU_LAUNCH_PARAM_BUFFER_SIZE,
                       &size, CU_LAUNCH_PARAM_END};
-    CUresult rc = launch((CUfunction)(uintptr_t)x->k, (unsigned)x->g, (unsigned)(x->g >> 32),
-                         (unsigned)x->m, (unsigned)(x->m >> 32), (unsigned)x->b,
-                         (unsigned)(x->b >> 32), x->smem, st, NULL, x->len ? extra : NULL);
+    CUlaunchAttribute a[OM_LAUNCH_ATTRS_MAX];
+    CUresult rc;
 
+    if (x->nattrs) {
+        CUlaunchConfig cfg = {(unsigned)x->g,
+                              (unsigned)(x->g >> 32),
+                              (unsigned)x->m,
+                              (unsigned)(x->m >> 32),
+                              (unsigned)x->b,
+                              (unsigned)(x->b >> 32),
+                              x->smem,
+                              st,
+                              a,
+                              x->nattrs};
+        memcpy(a, attrs, (size_t)x->nattrs * OM_LAUNCH_ATTR_BYTES);
+        rc = launch_ex(&cfg, (CUfunction)(uintptr_t)x->k, NULL, x->len ? extra : NULL);
+    } else {
+        rc = launch((CUfunction)(uintptr_t)x->k, (unsigned)x->g, (unsigned)(x->g >> 32),
+                    (unsigned)x->m, (unsigned)(x->m >> 32), (unsigned)x->b, (unsigned)(x->b >> 32),
+                    x->smem, st, NULL, x->len ? extra : NULL);
+    }
     if (rc == CUDA_SUCCESS) {
         om_sched_launched(s, st, om_sched_key(x->k, x->g, (unsigned)x->m));
         om_output_launched(s);
@@ -189,11 +226,18 @@ static CUresult launch_one(struct session *s, CUstream st, const struct rp_rec *
     return rc;
 }
 
+/* Record i of the run, launched. */
+static CUresult launch_rec(struct session *s, struct om_replay *r, uint32_t i)
+{
+    const struct rp_rec *x = &r->recs[i];
+    return launch_one(s, r->st, x, r->args + x->off, r->args + x->off + x->len);
+}
+
 /* The records [from, to) of the run as ordinary launches; the first error is kept. */
 static void launch_records(struct session *s, struct om_replay *r, uint32_t from, uint32_t to)
 {
     for (uint32_t i = from; i < to; i++) {
-        CUresult rc = launch_one(s, r->st, &r->recs[i], r->args + r->recs[i].off);
+        CUresult rc = launch_rec(s, r, i);
         if (rc != CUDA_SUCCESS)
             post_error(s, r, rc);
     }
@@ -249,6 +293,7 @@ static struct rp_tmpl *build(struct session *s, struct om_replay *r)
                     const CUDA_KERNEL_NODE_PARAMS *) = REAL(cuGraphAddKernelNode_v2);
     CUresult (*inst)(CUgraphExec *, CUgraph, unsigned long long) =
         REAL(cuGraphInstantiateWithFlags);
+    CUresult (*set_attr)(CUgraphNode, int, const void *) = REAL(cuGraphKernelNodeSetAttribute);
     struct rp_tmpl *t = calloc(1, sizeof(*t));
     CUcontext ctx = NULL;
     CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -279,6 +324,13 @@ static struct rp_tmpl *build(struct session *s, struct om_replay *r)
             fill_params(&p, &t->recs[i], ctx, extra, &size, t->args + t->recs[i].off);
             rc = add(&t->nodes[i], t->graphs[c], i > c * chunk_nodes ? &t->nodes[i - 1] : NULL,
                      i > c * chunk_nodes ? 1 : 0, &p);
+            for (uint32_t j = 0; j < t->recs[i].nattrs && rc == CUDA_SUCCESS; j++) {
+                CUlaunchAttribute a;
+                memcpy(&a, t->args + t->recs[i].off + t->recs[i].len + j * OM_LAUNCH_ATTR_BYTES,
+                       sizeof(a));
+                if (node_attr(a.id))
+                    rc = set_attr(t->nodes[i], a.id, &a.value);
+            }
         }
         if (rc == CUDA_SUCCESS)
             rc = inst(&t->execs[c], t->graphs[c], 0);
@@ -345,9 +397,12 @@ static uint64_t run_hash(const struct om_replay *r)
 
     for (uint32_t i = 0; i < r->n; i++) {
         const struct rp_rec *x = &r->recs[i];
-        uint64_t v[5] = {x->k, x->g, x->m, x->b, ((uint64_t)x->smem << 32) | x->len};
-        for (int j = 0; j < 5; j++)
+        uint64_t v[6] = {x->k, x->g, x->m, x->b, ((uint64_t)x->smem << 32) | x->len, x->nattrs};
+        const uint8_t *a = r->args + x->off + x->len;
+        for (int j = 0; j < 6; j++)
             h = (h ^ v[j]) * 1099511628211ull;
+        for (size_t j = 0; j < (size_t)x->nattrs * OM_LAUNCH_ATTR_BYTES; j++)
+            h = (h ^ a[j]) * 1099511628211ull;
     }
     return h;
 }
@@ -358,7 +413,7 @@ static bool prefix_matches(const struct rp_tmpl *t, const struct om_replay *r, u
     if (t->st != r->st || t->n < n)
         return false;
     for (uint32_t i = 0; i < n; i++)
-        if (!same_shape(&t->recs[i], &r->recs[i]))
+        if (!same_shape(&t->recs[i], t->args, &r->recs[i], r->args))
             return false;
     return true;
 }
@@ -389,21 +444,29 @@ static void learn(struct session *s, struct om_replay *r)
     for (int i = 0; i < OM_REPLAY_TEMPLATES; i++)
         if (r->t[i] && r->t[i]->n == r->n && prefix_matches(r->t[i], r, r->n))
             return; /* built already (the run began matching another template) */
-    struct rp_tmpl *t = build(s, r);
+    /* Room: the least recently used templates go until a slot is free and the nodes fit. */
+    int empty = -1;
+    for (;;) {
+        int victim = -1;
+        empty = -1;
+        for (int i = 0; i < OM_REPLAY_TEMPLATES; i++) {
+            if (!r->t[i])
+                empty = empty < 0 ? i : empty;
+            else if (victim < 0 || r->t[i]->last_used < r->t[victim]->last_used)
+                victim = i;
+        }
+        if ((empty >= 0 && r->nodes + r->n <= OM_REPLAY_MAX_NODES) || victim < 0)
+            break;
+        r->nodes -= r->t[victim]->n;
+        tmpl_free(r->t[victim]);
+        r->t[victim] = NULL;
+    }
+    struct rp_tmpl *t = empty >= 0 ? build(s, r) : NULL;
     if (!t)
         return;
-    int victim = 0;
-    for (int i = 0; i < OM_REPLAY_TEMPLATES; i++) {
-        if (!r->t[i]) {
-            victim = i;
-            break;
-        }
-        if (r->t[i]->last_used < r->t[victim]->last_used)
-            victim = i;
-    }
-    tmpl_free(r->t[victim]);
     t->last_used = r->runs;
-    r->t[victim] = t;
+    r->t[empty] = t;
+    r->nodes += t->n;
     r->sig[slot].seen = 0; /* it is a template now */
 }
 
@@ -503,16 +566,16 @@ static void held(struct session *s, struct om_replay *r, struct rp_tmpl *t, uint
     r->chunk = end;
 }
 
-CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint64_t k, uint64_t g,
-                          uint64_t m, uint64_t b, uint32_t smem, const void *args, uint32_t len)
+CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
+                          const struct om_replay_rec *l)
 {
     struct om_replay *r = s->replay;
-    struct rp_rec x = {k, g, m, b, smem, len, 0};
+    struct rp_rec x = {l->k, l->g, l->m, l->b, l->smem, l->len, 0, l->nattrs};
+    size_t abytes = (size_t)l->nattrs * OM_LAUNCH_ATTR_BYTES;
     uint32_t i;
 
     if (!r && !(r = s->replay = calloc(1, sizeof(*r))))
-        return launch_one(s, st, &x, args);
-    r->launched++;
+        return launch_one(s, st, &x, l->args, l->attrs);
     r->launched++;
     if (r->n && (r->handle != handle || r->st != st))
         om_replay_end(s, OM_REPLAY_BY_STREAM); /* another stream: another run */
@@ -521,24 +584,29 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint6
         r->st = st;
         r->call_st = s->call_stream;
         r->chunk = 0;
-        for (int t = 0; t < OM_REPLAY_TEMPLATES && !r->on; t++)
-            if (r->t[t] && r->t[t]->st == st && same_shape(&r->t[t]->recs[0], &x))
-                r->on = r->t[t];
+        r->on = NULL;
     }
-    if (r->over || !room(r, len)) {
+    if (r->over || !room(r, l->len + (uint32_t)abytes)) {
         /* Past what a run may keep: what is held goes out, and this run is not learnt. */
         if (om_replay_holding(s))
             launch_records(s, r, r->chunk, r->n);
         r->on = NULL;
         r->over = true;
-        return launch_one(s, st, &x, args);
+        return launch_one(s, st, &x, l->args, l->attrs);
     }
     i = r->n++;
     x.off = r->used;
     r->recs[i] = x;
-    memcpy(r->args + r->used, args, len);
-    r->used += len;
-    if (r->on && !(i < r->on->n && same_shape(&r->on->recs[i], &x))) {
+    memcpy(r->args + r->used, l->args, l->len);
+    memcpy(r->args + r->used + l->len, l->attrs, abytes);
+    r->used += l->len + (uint32_t)abytes;
+    if (i == 0) {
+        for (int t = 0; t < OM_REPLAY_TEMPLATES && !r->on; t++)
+            if (r->t[t] && r->t[t]->st == st &&
+                same_shape(&r->t[t]->recs[0], r->t[t]->args, &r->recs[0], r->args))
+                r->on = r->t[t];
+    } else if (r->on &&
+               !(i < r->on->n && same_shape(&r->on->recs[i], r->on->args, &r->recs[i], r->args))) {
         /* It differs: another template with the whole run so far, or out as it comes. */
         struct rp_tmpl *next = NULL;
         for (int t = 0; t < OM_REPLAY_TEMPLATES && !next; t++)
@@ -556,10 +624,10 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st, uint6
         r->on = next;
     }
     if (!r->on)
-        return launch_one(s, st, &x, args);
+        return launch_rec(s, r, i);
     if (r->broken) {
         /* Part of this chunk went out already: the rest follows it, one by one. */
-        CUresult rc = launch_one(s, st, &x, args);
+        CUresult rc = launch_rec(s, r, i);
         if (i + 1 == chunk_end(r, r->on)) {
             r->chunk = i + 1;
             r->broken = false;

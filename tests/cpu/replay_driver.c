@@ -21,6 +21,8 @@
  *   exit        in round 3 it ends after launch LEN/2, without synchronizing
  *   fault       in round 4 launch 7's value is 0xdeadbeef, which the double faults on: the
  *               round's synchronize must report CUDA_ERROR_ILLEGAL_ADDRESS
+ *   attrs       every launch is a cuLaunchKernelEx with a cluster dimension of 1 (attribute 4),
+ *               the odd ones also with programmatic stream serialization (6)
  * Exit status 0 when every check passed; the first failed check is printed. */
 #define _GNU_SOURCE
 #include <stdbool.h>
@@ -49,6 +51,7 @@ CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuLaunchHostFunc(CUstream, void (*)(void *), void *);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuStreamBeginCapture_v2(CUstream, int);
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
@@ -56,6 +59,7 @@ CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphGetNodes(CUgraph, CUgraphNode *, size_t *);
 
 static FILE *expect;
+static bool with_attrs; /* attrs mode: launches through cuLaunchKernelEx */
 static CUfunction fill;
 static CUdeviceptr buf;
 
@@ -85,7 +89,18 @@ static void launch(CUstream st, unsigned i, uint32_t v, unsigned gx, bool captur
     size_t size = sizeof(a);
     void *extra[] = {(void *)1, &a, (void *)2, &size, NULL};
 
-    OK(cuLaunchKernel(fill, gx, 1, 1, 32, 1, 1, 0, st, NULL, extra));
+    if (with_attrs) {
+        CUlaunchAttribute at[2];
+        memset(at, 0, sizeof(at));
+        at[0].id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: 1 x 1 x 1 */
+        at[0].value.bytes[0] = at[0].value.bytes[4] = at[0].value.bytes[8] = 1;
+        at[1].id = 6; /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: on */
+        at[1].value.bytes[0] = 1;
+        CUlaunchConfig cfg = {gx, 1, 1, 32, 1, 1, 0, st, at, i % 2 ? 2u : 1u};
+        OK(cuLaunchKernelEx(&cfg, fill, NULL, extra));
+    } else {
+        OK(cuLaunchKernel(fill, gx, 1, 1, 32, 1, 1, 0, st, NULL, extra));
+    }
     if (!captured)
         note(&a, gx);
 }
@@ -125,6 +140,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: replay_driver MODE ROUNDS LEN (LEN 10-4096)\n");
         return 2;
     }
+    with_attrs = !strcmp(mode, "attrs");
     expect = getenv("REPLAY_EXPECT") ? fopen(getenv("REPLAY_EXPECT"), "w") : NULL;
     host = calloc(len, sizeof(*host));
     EXPECT(host);

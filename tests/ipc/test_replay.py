@@ -184,3 +184,20 @@ def test_a_fault_in_a_replayed_kernel_reaches_the_client(daemon):
     p = driver_program(e, "replay-driver", ["same", "3", str(LEN)])
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0 and "replay same ok" in out, "the next client: %r %r" % (out, err))
+
+
+def test_launch_attributes_are_the_nodes_attributes(daemon):
+    """Launches with attributes (cuLaunchKernelEx): a cluster dimension on every launch, and
+    programmatic stream serialization on every other one. Their runs are replayed; each node
+    carries the cluster dimension (the double logs a node's attributes as a launch's), and the
+    permission to overlap, which a chain of nodes never uses, is dropped."""
+    e, p, out, err, paths = run(daemon, "attrs")
+    check(p.returncode == 0 and "replay attrs ok" in out, "attrs: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * LEN and graphs == [16, 16, 8] * (ROUNDS - 2),
+          "attrs: %d kernels, graphs %r" % (kernels, graphs))
+    log = read(paths["launches"])
+    check(log.count("attr 4 1") == ROUNDS * LEN and log.count("attr 6 1") == 2 * LEN // 2,
+          "cluster dimensions %d (want %d), serialization %d (want %d: launched rounds only)"
+          % (log.count("attr 4 1"), ROUNDS * LEN, log.count("attr 6 1"), LEN))

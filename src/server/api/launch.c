@@ -54,8 +54,10 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     /* Its lines must reach this client only (output.c); a captured launch runs nothing now, and
      * a fence recorded on a capturing stream would join the client's graph. */
     prints = kern->prints && !om_stream_capturing(c->s, st);
-    if (replayable(c->s, st, prints))
-        return om_replay_launch(c->s, sh, st, k, g, m, b, (uint32_t)smem, args, (uint32_t)args_len);
+    if (replayable(c->s, st, prints)) {
+        struct om_replay_rec rr = {k, g, m, b, (uint32_t)smem, (uint32_t)args_len, 0, args, NULL};
+        return om_replay_launch(c->s, sh, st, &rr);
+    }
     om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
     /* The argument bytes are already laid out as the kernel expects them. */
     size = args_len;
@@ -125,22 +127,17 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         return CUDA_ERROR_INVALID_HANDLE;
     if (kern->args_size != args_len || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    bool plain = true; /* no attribute but those ignored: a launch as cuLaunchKernel's */
-    for (uint64_t i = 0; i < nattrs; i++) {
-        int id;
-        memcpy(&id, attrs + i * OM_LAUNCH_ATTR_BYTES, sizeof(id));
-        plain = plain && id == OM_LAUNCH_ATTR_IGNORE;
-    }
     om_replay_next_stream(c->s, sh); /* before route.c's ordering */
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
     prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
-    if (plain && replayable(c->s, st, prints))
-        return om_replay_launch(c->s, sh, st, k, g, m, b, (uint32_t)smem, args, (uint32_t)args_len);
-    om_replay_end(c->s, !plain   ? OM_REPLAY_BY_ATTRS
-                        : prints ? OM_REPLAY_BY_PRINTS
-                                 : OM_REPLAY_BY_CAPTURE);
+    if (replayable(c->s, st, prints)) { /* its attributes are all plain (checked above) */
+        struct om_replay_rec rr = {
+            k, g, m, b, (uint32_t)smem, (uint32_t)args_len, (uint32_t)nattrs, args, attrs};
+        return om_replay_launch(c->s, sh, st, &rr);
+    }
+    om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
     extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;

@@ -1109,17 +1109,22 @@ struct fake_launch_config {
     unsigned nattrs;
 };
 
-EXPORT int cuLaunchKernelEx(const struct fake_launch_config *c, void *f, void **params,
-                            void **extra)
+void fake_attr_log(int id, int v)
 {
     char line[64];
 
+    snprintf(line, sizeof(line), "attr %d %d", id, v);
+    log_line(line);
+}
+
+EXPORT int cuLaunchKernelEx(const struct fake_launch_config *c, void *f, void **params,
+                            void **extra)
+{
     for (unsigned i = 0; i < c->nattrs; i++) {
         int id, v;
         memcpy(&id, c->attrs + 72 * i, 4);
         memcpy(&v, c->attrs + 72 * i + 8, 4);
-        snprintf(line, sizeof(line), "attr %d %d", id, v);
-        log_line(line);
+        fake_attr_log(id, v);
     }
     return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params,
                           extra);
