@@ -475,6 +475,8 @@ void om_spin_give(void);
 /* Whether this session thread's client is busy (it sent records lately): busy clients take
  * cores that spinning threads then leave them. */
 void om_spin_client_busy(bool busy);
+/* How many sessions' clients are busy now (sent records lately). */
+int om_busy_clients(void);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);

@@ -106,11 +106,12 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool enabled = true;
 static uint32_t chunk_nodes = 16;
 static uint32_t idle_us = 100;
+static int min_clients = 2;
 
 static void init(void)
 {
     const char *v = getenv("OPENMPS_REPLAY"), *c = getenv("OPENMPS_REPLAY_CHUNK");
-    const char *i = getenv("OPENMPS_REPLAY_IDLE_US");
+    const char *i = getenv("OPENMPS_REPLAY_IDLE_US"), *m = getenv("OPENMPS_REPLAY_MIN_CLIENTS");
 
     if (v && !strcmp(v, "off"))
         enabled = false;
@@ -125,6 +126,10 @@ static void init(void)
         om_warn("OPENMPS_REPLAY_IDLE_US=%s is not 1-100000: using %u", i, idle_us);
     else if (i)
         idle_us = (uint32_t)atoi(i);
+    if (m && (atoi(m) < 1 || atoi(m) > 100000))
+        om_warn("OPENMPS_REPLAY_MIN_CLIENTS=%s is not 1-100000: using %d", m, min_clients);
+    else if (m)
+        min_clients = atoi(m);
 }
 
 bool om_replay_enabled(void)
@@ -136,8 +141,9 @@ bool om_replay_enabled(void)
 void om_replay_init(void)
 {
     pthread_once(&once, init);
-    om_info("replay of repeated launches: %s (chunks of %u, held at most %u us idle)",
-            enabled ? "on" : "off", chunk_nodes, idle_us);
+    om_info("replay of repeated launches: %s (chunks of %u, held at most %u us idle, from %d busy "
+            "client(s))",
+            enabled ? "on" : "off", chunk_nodes, idle_us, min_clients);
 }
 
 unsigned om_replay_idle_us(void)
@@ -625,6 +631,11 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
     }
     if (!r->on)
         return launch_rec(s, r, i);
+    /* Holding a chunk delays its kernels until its last record; that pays only where launches
+     * contend (measured: one PyTorch client alone ran 24 % slower held, 32 ran 10 % faster). So
+     * with fewer busy clients than OPENMPS_REPLAY_MIN_CLIENTS the chunk goes out as it comes. */
+    if (i == r->chunk && om_busy_clients() < min_clients)
+        r->broken = true;
     if (r->broken) {
         /* Part of this chunk went out already: the rest follows it, one by one. */
         CUresult rc = launch_rec(s, r, i);
