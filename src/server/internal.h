@@ -536,7 +536,8 @@ enum {
     OM_REPLAY_BY_STREAM = -4,  /* a launch on another stream */
     OM_REPLAY_BY_OP = -5,      /* a private operation (a device change, staged bytes) */
     OM_REPLAY_BY_END = -6,     /* the session's end */
-    OM_REPLAY_BY_KINDS = 6
+    OM_REPLAY_BY_SHARE = -7,   /* a launch sent to an SM share's shadow stream */
+    OM_REPLAY_BY_KINDS = 7
 };
 void om_replay_end(struct session *s, int by);
 void om_replay_next_stream(struct session *s, uint64_t handle);

@@ -94,7 +94,7 @@ struct om_replay {
     uint32_t next_sig;
     uint64_t runs;
     uint32_t nodes; /* of all its templates (at most OM_REPLAY_MAX_NODES) */
-    unsigned fails;
+    unsigned fails, warned;
     /* counted for the session's lines in the log: what it replayed, and what ended its runs
      * (by entry point, then by OM_REPLAY_BY_*; a launch that cannot be replayed counts even
      * with no run open) */
@@ -388,8 +388,10 @@ static void launch_chunk(struct session *s, struct om_replay *r, struct rp_tmpl 
         post_error(s, r, rc); /* the context is lost: every client hears of it (driver.c) */
     } else {
         /* Redone one by one, so that each kernel's own error is the one its stream keeps. */
-        om_warn("client %d: a replayed graph failed (CUresult %d); its launches go out one by one",
-                (int)s->pid, rc);
+        if (!r->warned++)
+            om_warn("client %d: a replayed graph failed (CUresult %d); its launches go out one by "
+                    "one (said once per session)",
+                    (int)s->pid, rc);
         launch_records(s, r, r->chunk, end);
     }
     r->changed = 0;
@@ -479,7 +481,7 @@ static void learn(struct session *s, struct om_replay *r)
 void om_replay_end(struct session *s, int by)
 {
     struct om_replay *r = s->replay;
-    bool launch = by == OM_REPLAY_BY_PRINTS || by == OM_REPLAY_BY_ATTRS;
+    bool launch = by == OM_REPLAY_BY_PRINTS || by == OM_REPLAY_BY_ATTRS || by == OM_REPLAY_BY_SHARE;
 
     if (launch && !r && om_replay_enabled())
         r = s->replay = calloc(1, sizeof(*r)); /* counted from the first launch */
@@ -656,7 +658,8 @@ static void report_ends(const struct session *s, const struct om_replay *r)
 {
     static const char *const kinds[OM_REPLAY_BY_KINDS] = {
         "a printing kernel", "a launch with attributes", "a capture",
-        "another stream",    "a private operation",      "the end"};
+        "another stream",    "a private operation",      "the end",
+        "an SM share"};
     char line[512];
     size_t len = 0;
     int done[6];
