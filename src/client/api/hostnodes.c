@@ -575,6 +575,19 @@ void om_uobj_graph_cloned(CUgraph g, CUgraph clone)
     holder_copy((uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)clone, false);
 }
 
+/* A child graph node of g was made of child (the driver copied it): g holds what child holds,
+ * new references (the node's graph lives as long as g, whatever becomes of child). */
+void om_uobj_child_added(CUgraph child, CUgraph g)
+{
+    holder_copy((uint64_t)(uintptr_t)child, (uint64_t)(uintptr_t)g, false);
+}
+
+/* The executable graph's child graph node was set to a copy of child: the same, for e. */
+void om_uobj_exec_child_set(CUgraphExec e, CUgraph child)
+{
+    holder_copy((uint64_t)(uintptr_t)child, (uint64_t)(uintptr_t)e, true);
+}
+
 /* The executable graph's references go once the work it launched is done. */
 void om_uobj_exec_destroyed(CUgraphExec e)
 {
