@@ -311,7 +311,10 @@ class Harness:
         return env
 
     def segment(self, suite, rel, mode, results_file, skip=None, only=None):
-        """One pytest process; returns (rc, wall, finished, killed_at_deadline, pending)."""
+        """One pytest process: (its exit status, its wall time, its records (Tail), whether
+        the deadline stopped it, its log). A process that writes no record for the per-test limit
+        and --grace more (a test whose own timer cannot run, the GIL held; collection or exit
+        stuck) is killed: the test in progress, or else the file, is recorded as timed out."""
         root = os.path.join(self.a.suites_dir, SUITES[suite][0])
         cmd = [self.a.python, "-m", "pytest", "-p", "omsuite_plugin", "-p", "no:cacheprovider",
                "-q", rel] + self.a.pytest_arg
@@ -340,8 +343,8 @@ class Harness:
                 tail.poll()
                 if time.time() > self.a.deadline - KILL_MARGIN:
                     killed = "deadline"
-                elif tail.pending and time.time() - tail.pending_since > self.a.test_timeout + 30:
-                    killed = "watchdog"  # the plugin's own timer could not run (GIL held)
+                elif time.time() - tail.last > self.a.test_timeout + self.a.grace:
+                    killed = "watchdog"
                 if killed:
                     kill_group(p)
                     break
@@ -349,11 +352,18 @@ class Harness:
         tail.poll()
         wall = time.time() - t0
         if killed == "watchdog":
+            quiet = self.a.test_timeout + self.a.grace
             with open(results_file, "a") as f:
-                f.write(json.dumps({"t": "end", "id": tail.pending, "outcome": "timeout",
-                                    "dur": self.a.test_timeout,
-                                    "msg": "took more than %g s (killed by the harness)" %
-                                    self.a.test_timeout}) + "\n")
+                if tail.pending:
+                    f.write(json.dumps({"t": "end", "id": tail.pending, "outcome": "timeout",
+                                        "dur": self.a.test_timeout,
+                                        "msg": "took more than %g s (killed by the harness)" %
+                                        quiet}) + "\n")
+                else:
+                    f.write(json.dumps({"t": "end", "id": rel, "outcome": "timeout", "dur": 0.0,
+                                        "msg": "pytest wrote nothing for %g s outside any test "
+                                        "(collecting, or ending)" % quiet}) + "\n")
+                    f.write(json.dumps({"t": "unit-crash"}) + "\n")
             tail.poll()
         return rc, wall, tail, killed == "deadline", log
 
@@ -460,7 +470,7 @@ class Tail:
         self.off = os.path.getsize(path) if os.path.exists(path) else 0
         self.buf = b""
         self.pending = None
-        self.pending_since = 0.0
+        self.last = time.time()  # of the last record
         self.finished = False
         self.ended = 0
         self.outcomes = []
@@ -475,13 +485,15 @@ class Tail:
         self.off += len(data)
         self.buf += data
         *lines, self.buf = self.buf.split(b"\n")
+        if lines:
+            self.last = time.time()
         for line in lines:
             try:
                 r = json.loads(line)
             except ValueError:
                 continue
             if r.get("t") == "start":
-                self.pending, self.pending_since = r["id"], time.time()
+                self.pending = r["id"]
             elif r.get("t") == "end":
                 self.ended += 1
                 self.outcomes.append(r["outcome"])
@@ -715,6 +727,8 @@ def main(argv):
     r.add_argument("--modes", default=",".join(MODES))
     r.add_argument("--jobs", type=int, default=1, help="files run at once (default 1)")
     r.add_argument("--test-timeout", type=float, default=300.0)
+    r.add_argument("--grace", type=float, default=30.0,
+                   help="seconds past --test-timeout with no record before pytest is killed")
     r.add_argument("--deadline", type=float, help="epoch seconds by which the run ends")
     r.add_argument("--budget", type=float, help="seconds from now by which the run ends")
     r.add_argument("--pytest-arg", action="append", default=[])
@@ -746,8 +760,8 @@ def main(argv):
             raise Fatal("--modes: unknown mode %r (native, openmps)" % m)
     if a.jobs < 1:
         raise Fatal("--jobs must be at least 1")
-    if a.test_timeout <= 0:
-        raise Fatal("--test-timeout must be positive")
+    if a.test_timeout <= 0 or a.grace <= 0:
+        raise Fatal("--test-timeout and --grace must be positive")
     if a.deadline is None:
         a.deadline = time.time() + (a.budget if a.budget is not None else 540)
     if a.site is None:
