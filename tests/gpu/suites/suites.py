@@ -690,10 +690,10 @@ def machine_line(python):
                                                   gpus[0].split(",")[-1].strip()))
     except (OSError, subprocess.TimeoutExpired):
         pass
-    code = ("import importlib, sys\nv = []\nfor m in ('torch', 'cupy', 'pytest'):\n"
+    code = ("import importlib, sys\nv = ['Python %d.%d' % sys.version_info[:2]]\n"
+            "for m in ('torch', 'cupy', 'pytest'):\n"
             "    try: v.append(m + ' ' + importlib.import_module(m).__version__)\n"
-            "    except Exception: pass\nprint('Python %d.%d' % sys.version_info[:2] + ', ' + "
-            "', '.join(v))")
+            "    except Exception: pass\nprint(', '.join(v))")
     try:
         r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
         parts.append(r.stdout.strip())
@@ -776,6 +776,10 @@ def main(argv):
         for b in ("openmps", "openmps-control"):
             if not os.access(os.path.join(a.build, b), os.X_OK):
                 raise Fatal("no %s in %s: build first" % (b, a.build))
+    r = subprocess.run([a.python, "-c", "import pytest"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Fatal("%s cannot import pytest (--python names another): %s" %
+                    (a.python, (r.stderr.strip().splitlines() or [""])[-1]))
     if a.seed and not os.path.isdir(a.results) and os.path.isdir(a.seed):
         shutil.copytree(a.seed, a.results)
     os.makedirs(a.results, exist_ok=True)
