@@ -677,6 +677,17 @@ static void pageable_copies(void)
     EXPECT(out2[0] == 200 && out[0] == 0);
     OK(cuGraphMemcpyNodeGetParams(outn, &got));
     EXPECT(got.dstDevice == (CUdeviceptr)(uintptr_t)out);
+    /* set again and again: the executable graph's record is reused, not one more each time
+     * (the server keeps 4096 host-function records a session: two per record) */
+    for (int i = 0; i < 2100; i++) {
+        o2.dstHost = i % 2 ? out2 : out;
+        OK(cuGraphExecMemcpyNodeSetParams(e2, outn, &o2, NULL));
+    }
+    memset(out, 0, sizeof(out));
+    memset(out2, 0, sizeof(out2));
+    OK(cuGraphLaunch(e2, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out2[0] == 200 && out[0] == 0); /* the last set (i = 2099) names out2 */
 
     /* a pageable node set to pinned memory, and back */
     M3D pin = m;

@@ -569,6 +569,13 @@ static bool wait_exec_work(CUgraphExec e)
     return true;
 }
 
+/* The work the executable graph launched is done (if it holds references: api/pagecopy.c's
+ * records are references). */
+void om_uobj_exec_wait(CUgraphExec e)
+{
+    wait_exec_work(e);
+}
+
 /* A clone of g holds the references g holds. */
 void om_uobj_graph_cloned(CUgraph g, CUgraph clone)
 {

@@ -55,7 +55,13 @@ struct pgcopy {
     CUDA_MEMCPY3D asked; /* as the program set it */
     uint8_t *staging;    /* pinned, shared with the server: one packed box a pageable side */
     size_t box;          /* WidthInBytes * Height * Depth */
+    size_t cap;          /* the staging buffer's bytes */
     struct pgcopy *next; /* the free list */
+    /* A record made for one executable graph's node (om_pgcopy_exec_set), which its next set
+     * reuses: on the list `exec_records` while it is the node's newest. */
+    CUgraphExec exec;
+    CUgraphNode exec_node;
+    struct pgcopy *enext;
 };
 
 /* The nodes this process made, and the graph each is in (whose references its records go to
@@ -66,7 +72,7 @@ struct made {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pgcopy *free_records;
+static struct pgcopy *free_records, *exec_records;
 static struct made *made;
 static size_t nmade, made_cap;
 
@@ -128,10 +134,24 @@ static bool layout_ok(size_t x, size_t y, size_t pitch, size_t height, const CUD
 }
 
 /* The last reference went (a user object's destructor): the buffer is freed, the record kept. */
+static void exec_unlist(struct pgcopy *r) /* lock held */
+{
+    for (struct pgcopy **q = &exec_records; *q; q = &(*q)->enext)
+        if (*q == r) {
+            *q = r->enext;
+            break;
+        }
+    r->exec = NULL;
+}
+
 static void pg_release(void *arg)
 {
     struct pgcopy *r = arg;
 
+    pthread_mutex_lock(&lock);
+    if (r->exec)
+        exec_unlist(r);
+    pthread_mutex_unlock(&lock);
     if (r->staging)
         om_pinned_free(r->staging);
     r->staging = NULL;
@@ -142,32 +162,41 @@ static void pg_release(void *arg)
     pthread_mutex_unlock(&lock);
 }
 
+/* The pageable sides' layouts checked; one box's bytes and the staging buffer's. */
+static CUresult pg_sizes(const CUDA_MEMCPY3D *p, unsigned pageable, size_t *box, size_t *bytes)
+{
+    *box = *bytes = 0;
+    if ((pageable & PG_SRC) && !layout_ok(p->srcXInBytes, p->srcY, p->srcPitch, p->srcHeight, p))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((pageable & PG_DST) && !layout_ok(p->dstXInBytes, p->dstY, p->dstPitch, p->dstHeight, p))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pageable &&
+        (__builtin_mul_overflow(p->WidthInBytes, p->Height, box) ||
+         __builtin_mul_overflow(*box, p->Depth, box) ||
+         __builtin_mul_overflow(*box, (size_t)((pageable & PG_SRC) && (pageable & PG_DST) ? 2 : 1),
+                                bytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 /* A record for p (pageable: its pageable sides), its buffer allocated, and a user object holding
  * it (one reference, the caller's). */
 static CUresult pg_new(const CUDA_MEMCPY3D *p, unsigned pageable, struct pgcopy **ret,
                        CUuserObject *obj)
 {
     struct pgcopy *r;
-    size_t box = 0, bytes = 0;
+    size_t box, bytes;
     CUresult rc;
 
-    if ((pageable & PG_SRC) && !layout_ok(p->srcXInBytes, p->srcY, p->srcPitch, p->srcHeight, p))
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((pageable & PG_DST) && !layout_ok(p->dstXInBytes, p->dstY, p->dstPitch, p->dstHeight, p))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (pageable &&
-        (__builtin_mul_overflow(p->WidthInBytes, p->Height, &box) ||
-         __builtin_mul_overflow(box, p->Depth, &box) ||
-         __builtin_mul_overflow(box, (size_t)((pageable & PG_SRC) && (pageable & PG_DST) ? 2 : 1),
-                                &bytes)))
-        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = pg_sizes(p, pageable, &box, &bytes)) != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&lock);
     if ((r = free_records) != NULL)
         free_records = r->next;
     pthread_mutex_unlock(&lock);
     if (!r && !(r = calloc(1, sizeof(*r))))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *r = (struct pgcopy){.pageable = pageable, .asked = *p, .box = box};
+    *r = (struct pgcopy){.pageable = pageable, .asked = *p, .box = box, .cap = box ? bytes : 0};
     if (pageable && box && (rc = om_pinned_alloc((void **)&r->staging, bytes, 0)) != CUDA_SUCCESS) {
         pg_release(r);
         return rc;
@@ -212,13 +241,28 @@ static CUDA_MEMCPY3D staged(const struct pgcopy *r)
     return m;
 }
 
+/* The three nodes for r in g. */
+static CUresult pg_nodes(CUgraph g, struct pgcopy *r, CUcontext ctx)
+{
+    CUgraphNode h1, cp, h2;
+    CUresult rc;
+    CUDA_HOST_NODE_PARAMS in = {om_pgcopy_in, r}, outp = {om_pgcopy_out, r};
+    CUDA_MEMCPY3D m = staged(r);
+    rc = OM_CALL(cuGraphAddHostNode)(&h1, g, NULL, 0, &in);
+    if (rc == CUDA_SUCCESS)
+        rc = OM_CALL(cuGraphAddMemcpyNode)(&cp, g, &h1, 1, &m, ctx);
+    if (rc == CUDA_SUCCESS)
+        rc = OM_CALL(cuGraphAddHostNode)(&h2, g, &cp, 1, &outp);
+    return rc;
+}
+
 /* A graph of the three nodes for a new record of p (pageable: its pageable sides), which holds
- * the record's one reference (on failure it is gone with the graph). */
-static CUresult pg_child(const CUDA_MEMCPY3D *p, unsigned pageable, CUcontext ctx, CUgraph *out)
+ * the record's one reference (on failure it is gone with the graph); *ret: the record. */
+static CUresult pg_child(const CUDA_MEMCPY3D *p, unsigned pageable, CUcontext ctx, CUgraph *out,
+                         struct pgcopy **ret)
 {
     struct pgcopy *r;
     CUuserObject obj;
-    CUgraphNode h1, cp, h2;
     CUgraph g = NULL;
     CUresult rc;
 
@@ -233,18 +277,13 @@ static CUresult pg_child(const CUDA_MEMCPY3D *p, unsigned pageable, CUcontext ct
         OM_CALL(cuUserObjectRelease)(obj, 1);
         return rc;
     }
-    CUDA_HOST_NODE_PARAMS in = {om_pgcopy_in, r}, outp = {om_pgcopy_out, r};
-    CUDA_MEMCPY3D m = staged(r);
-    rc = OM_CALL(cuGraphAddHostNode)(&h1, g, NULL, 0, &in);
-    if (rc == CUDA_SUCCESS)
-        rc = OM_CALL(cuGraphAddMemcpyNode)(&cp, g, &h1, 1, &m, ctx);
-    if (rc == CUDA_SUCCESS)
-        rc = OM_CALL(cuGraphAddHostNode)(&h2, g, &cp, 1, &outp);
-    if (rc != CUDA_SUCCESS) {
+    if ((rc = pg_nodes(g, r, ctx)) != CUDA_SUCCESS) {
         OM_CALL(cuGraphDestroy)(g); /* and the record's reference with it */
         return rc;
     }
     *out = g;
+    if (ret)
+        *ret = r;
     return CUDA_SUCCESS;
 }
 
@@ -341,7 +380,7 @@ CUresult om_pgcopy_add(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, si
 
     if (!node)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = pg_child(p, pageable, ctx, &child)) != CUDA_SUCCESS)
+    if ((rc = pg_child(p, pageable, ctx, &child, NULL)) != CUDA_SUCCESS)
         return rc;
     /* the child's reference is copied to g (api/graphs.c's hook), then the child goes */
     rc = OM_CALL(cuGraphAddChildGraphNode)(node, g, deps, n, child);
@@ -396,18 +435,50 @@ CUresult om_pgcopy_exec_set(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D
                             unsigned pageable, bool *handled)
 {
     struct pgnodes pn;
-    CUgraph child;
+    struct pgcopy *r;
+    size_t box, bytes;
+    CUgraph child = NULL;
     CUresult rc;
 
     *handled = false;
     if (!pg_find(node, &pn))
         return CUDA_SUCCESS;
     *handled = true;
-    if ((rc = pg_child(p, pageable, ctx, &child)) != CUDA_SUCCESS)
+    if ((rc = pg_sizes(p, pageable, &box, &bytes)) != CUDA_SUCCESS ||
+        (rc = current_ctx(ctx, &ctx)) != CUDA_SUCCESS)
         return rc;
-    /* the executable graph gets the child's reference (api/graphs.c's hook) */
-    rc = OM_CALL(cuGraphExecChildGraphNodeSetParams)(e, node, child);
-    OM_CALL(cuGraphDestroy)(child);
+    pthread_mutex_lock(&lock);
+    for (r = exec_records; r && !(r->exec == e && r->exec_node == node);)
+        r = r->enext;
+    pthread_mutex_unlock(&lock);
+    if (r && bytes <= r->cap) {
+        /* This node's newest record, the executable graph's alone: reused once the work the
+         * graph launched is done (a record, and two of the server's, per set otherwise). */
+        om_uobj_exec_wait(e);
+        r->asked = *p;
+        r->pageable = pageable;
+        r->box = box;
+        rc = ENTRY(cuGraphCreate, CUresult(*)(CUgraph *, unsigned))(&child, 0);
+        if (rc == CUDA_SUCCESS)
+            rc = pg_nodes(child, r, ctx);
+    } else if ((rc = pg_child(p, pageable, ctx, &child, &r)) == CUDA_SUCCESS) {
+        pthread_mutex_lock(&lock);
+        for (struct pgcopy *o = exec_records; o; o = o->enext)
+            if (o->exec == e && o->exec_node == node) {
+                exec_unlist(o); /* still held by e; no longer reused */
+                break;
+            }
+        r->exec = e;
+        r->exec_node = node;
+        r->enext = exec_records;
+        exec_records = r;
+        pthread_mutex_unlock(&lock);
+    }
+    /* the executable graph gets the child's reference, if it holds one (api/graphs.c's hook) */
+    if (rc == CUDA_SUCCESS)
+        rc = OM_CALL(cuGraphExecChildGraphNodeSetParams)(e, node, child);
+    if (child)
+        OM_CALL(cuGraphDestroy)(child);
     return rc;
 }
 
