@@ -659,6 +659,9 @@ static void pageable_copies(void)
     OK(cuGraphMemcpyNodeSetParams(in, &m2));
     OK(cuGraphMemcpyNodeGetParams(in, &got));
     EXPECT(got.srcHost == src2);
+    /* set again and again with no executable graph made in between: set in place */
+    for (int i = 0; i < 2100; i++)
+        OK(cuGraphMemcpyNodeSetParams(in, i % 2 ? &m2 : &m));
     OK(cuGraphInstantiateWithFlags(&e2, g, 0));
     OK(cuGraphLaunch(e2, s));
     OK(cuStreamSynchronize(s));

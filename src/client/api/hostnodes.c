@@ -569,6 +569,18 @@ static bool wait_exec_work(CUgraphExec e)
     return true;
 }
 
+/* The references a user object has (0: not one). */
+unsigned om_uobj_refs(void *obj)
+{
+    struct uobj *o = (struct uobj *)(void *)obj;
+    unsigned n;
+
+    pthread_mutex_lock(&uobj_lock);
+    n = uobj_ok(o) ? o->refs : 0;
+    pthread_mutex_unlock(&uobj_lock);
+    return n;
+}
+
 /* The work the executable graph launched is done (if it holds references: api/pagecopy.c's
  * records are references). */
 void om_uobj_exec_wait(CUgraphExec e)

@@ -56,6 +56,7 @@ struct pgcopy {
     uint8_t *staging;    /* pinned, shared with the server: one packed box a pageable side */
     size_t box;          /* WidthInBytes * Height * Depth */
     size_t cap;          /* the staging buffer's bytes */
+    CUuserObject obj;    /* whose references hold it */
     struct pgcopy *next; /* the free list */
     /* A record made for one executable graph's node (om_pgcopy_exec_set), which its next set
      * reuses: on the list `exec_records` while it is the node's newest. */
@@ -207,6 +208,7 @@ static CUresult pg_new(const CUDA_MEMCPY3D *p, unsigned pageable, struct pgcopy 
         return rc;
     }
     r->magic = PG_MAGIC;
+    r->obj = *obj;
     *ret = r;
     return CUDA_SUCCESS;
 }
@@ -397,17 +399,32 @@ CUresult om_pgcopy_set(CUgraphNode node, const CUDA_MEMCPY3D *p, unsigned pageab
     struct pgcopy *r, *old;
     CUuserObject obj;
     CUgraph g;
+    size_t box, bytes;
     CUresult rc;
 
     *handled = false;
     if (!(old = pg_find(node, &pn)))
         return CUDA_SUCCESS;
     *handled = true;
+    if ((rc = pg_sizes(p, pageable, &box, &bytes)) != CUDA_SUCCESS)
+        return rc;
+    g = made_graph(node);
+    if (g && bytes <= old->cap && om_uobj_refs(old->obj) == 1) {
+        /* Held by the node's graph alone: no executable graph or clone can run it, so it is
+         * set in place (a record, and two of the server's, per set otherwise). */
+        struct pgcopy was = *old;
+        old->asked = *p;
+        old->pageable = pageable;
+        old->box = box;
+        CUDA_MEMCPY3D m = staged(old);
+        if ((rc = OM_CALL(cuGraphMemcpyNodeSetParams)(pn.copy, &m)) != CUDA_SUCCESS)
+            *old = was;
+        return rc;
+    }
     if ((rc = pg_new(p, pageable, &r, &obj)) != CUDA_SUCCESS)
         return rc;
     /* The new record is held by the node's graph (known for the nodes made here; a clone's
      * node: by the child graph's handle, which nothing releases, so it stays for good). */
-    g = made_graph(node);
     rc = OM_CALL(cuGraphRetainUserObject)(g ? g : pn.child, obj, 1, GRAPH_USER_OBJECT_MOVE);
     if (rc != CUDA_SUCCESS) {
         OM_CALL(cuUserObjectRelease)(obj, 1);
