@@ -133,6 +133,10 @@ TEST_TORCH = COMMON + """
 import unittest
 class TestCuda(unittest.TestCase):
     def test_first(self): pass
+    def test_sub(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertTrue(MODE == "native" or i != 1)
     def test_slow(self): time.sleep(float(os.environ.get("FAKE_SLOW", "0")))
     def test_last(self): pass
 """
@@ -153,8 +157,39 @@ def outcomes(path):
     return {r["id"]: r["outcome"] for r in records(path) if r["t"] == "end"}
 
 
+def plugin_outcomes(t):
+    """The plugin's outcome of one test from a sequence of reports, as pytest 9 sends them for a
+    test with subtests (several call reports), without running pytest."""
+    import types
+    sys.path.insert(0, os.path.dirname(HARNESS))
+    os.environ["OMSUITE_RESULTS"] = os.path.join(t, "plugin.jsonl")
+    import omsuite_plugin as plug
+
+    def rep(nodeid, when, outcome, msg=None):
+        return types.SimpleNamespace(nodeid=nodeid, when=when, passed=outcome == "passed",
+                                     skipped=outcome == "skipped", failed=outcome == "failed",
+                                     longrepr=msg)
+    cases = {"sub": ["passed", "failed", "passed", "passed"], "plain": ["passed"],
+             "teardown": ["passed"], "skip": ["skipped"]}
+    for name, calls in cases.items():
+        plug.pytest_runtest_logstart(name, None)
+        plug.pytest_runtest_logreport(rep(name, "setup", "passed"))
+        for c in calls:
+            plug.pytest_runtest_logreport(rep(name, "call", c, ("f", 1, "why") if c != "passed"
+                                              else None))
+        plug.pytest_runtest_logreport(rep(name, "teardown",
+                                          "failed" if name == "teardown" else "passed",
+                                          ("f", 1, "boom") if name == "teardown" else None))
+        plug.pytest_runtest_logfinish(name, None)
+    return {r["id"]: r["outcome"] for r in records(os.environ["OMSUITE_RESULTS"])
+            if r["t"] == "end"}
+
+
 def main():
     t = tempfile.mkdtemp(prefix="check-suites.")
+    got = plugin_outcomes(t)
+    check(got == {"sub": "failed", "plain": "passed", "teardown": "error", "skip": "skipped"},
+          "the plugin's outcomes from reports: %r" % got)
     src, build, res = os.path.join(t, "src"), os.path.join(t, "build"), os.path.join(t, "res")
     write(os.path.join(build, "openmps"), FAKE_OPENMPS, 0o755)
     write(os.path.join(build, "openmps-control"),
@@ -260,12 +295,16 @@ def main():
           starts.count("test_cuda.py::TestCuda::test_slow") == 2 and
           outcomes(unit) == {"test_cuda.py::TestCuda::test_first": "passed",
                              "test_cuda.py::TestCuda::test_slow": "passed",
-                             "test_cuda.py::TestCuda::test_last": "passed"},
+                             "test_cuda.py::TestCuda::test_last": "passed",
+                             "test_cuda.py::TestCuda::test_sub": "passed"},
           "the continued run: %r" % recs)
     check(rc == 1 and "all done" in out, "the second run finishes:\n" + out)
     rc, out = harness("report", "--results", res)
-    check(rc == 0 and "| pytorch | openmps | 1 | 3 | 3 | 0 |" in out and
-          "## Tests that pass natively but not under openmps (7)" in out,
+    omp = outcomes(os.path.join(res, "pytorch/test_cuda.py.openmps.jsonl"))
+    check(omp.get("test_cuda.py::TestCuda::test_sub") == "failed",
+          "a failed subtest fails its test: %r" % omp)
+    check(rc == 0 and "| pytorch | openmps | 1 | 4 | 3 | 1 |" in out and
+          "## Tests that pass natively but not under openmps (8)" in out,
           "report of both runs:\n" + out)
     if failures == 0:
         subprocess.run(["rm", "-rf", t])

@@ -116,6 +116,10 @@ def pytest_runtest_logreport(report):
     st = _state.setdefault(report.nodeid, ["passed", ""])
     xfail = hasattr(report, "wasxfail")
     if report.when == "call":
+        # several call reports come for a test with subtests (pytest 9, unittest's subTest):
+        # one that failed decides
+        if st[0] == "failed":
+            return
         if report.passed:
             st[0] = "xpassed" if xfail else "passed"
         elif report.skipped:
