@@ -4,7 +4,8 @@
 suite, run under a fake `openmps` (which marks the tests' environment) and a fake daemon (a
 process, a pid file, an `alive` file the fake probe reads, a start count). Checks the outcomes
 of each mode, the regressions and their re-runs alone, a crash and a hang followed by the rest
-of the file, the daemon restarted after a test ended the server, a collection error under
+of the file, a process whose server went (a test ended it) ended and the rest of its file run
+in a new one, the daemon restarted when the probe fails, a collection error under
 openmps only, a run stopped at its deadline continued by the next, the sharding, and the
 errors on bad selections. Usage: check_suites.py (with a python3 that has pytest)."""
 import json
@@ -62,7 +63,12 @@ if sys.argv[1:] == ["-d"]:
     with open(os.path.join(pipe, "starts"), "a") as f:
         f.write("start\\n")
     sys.exit(0)
-if sys.stdin.read().startswith("quit"):
+text = sys.stdin.read()
+if text.startswith("get_server_list"):
+    if os.path.exists(os.path.join(pipe, "alive")):
+        print(open(pidf).read().strip())
+    sys.exit(0)
+if text.startswith("quit"):
     try:
         os.kill(int(open(pidf).read()), 15)
         os.unlink(pidf)
@@ -99,6 +105,7 @@ def test_regression(): assert MODE == "native", "differs under openmps"
 def test_ends_server():
     if MODE == "openmps":
         os.unlink(PIPE + "/alive")
+        time.sleep(3)  # the harness sees the server go meanwhile
 def test_collateral():
     if MODE == "openmps":
         assert os.path.exists(PIPE + "/alive") and generation() == GEN0, "session ended"
@@ -238,8 +245,10 @@ def main():
                     p + "test_skip": "skipped", p + "test_xfail": "xfailed",
                     p + "test_regression": "passed", p + "test_ends_server": "passed",
                     p + "test_collateral": "passed"}, "test_a natively: %r" % nat_a)
+    # the process that lost its server ends; the next test runs in a new one
     check(omp_a.get(p + "test_regression") == "failed" and
-          omp_a.get(p + "test_collateral") == "failed" and omp_a.get(p + "test_pass") == "passed",
+          omp_a.get(p + "test_ends_server") == "crashed" and
+          omp_a.get(p + "test_collateral") == "passed" and omp_a.get(p + "test_pass") == "passed",
           "test_a under openmps: %r" % omp_a)
     omp_b = outcomes(os.path.join(res, "cupy/tests/cupy_tests/core_tests/test_b.py.openmps.jsonl"))
     q = "tests/cupy_tests/core_tests/test_b.py::"
@@ -249,7 +258,7 @@ def main():
     omp_c = outcomes(os.path.join(res, "cupy/tests/cupyx_tests/test_c.py.openmps.jsonl"))
     check(list(omp_c.values()) == ["error"], "test_c under openmps: %r" % omp_c)
     reruns = {r["id"]: r["outcome"] for r in records(os.path.join(res, "reruns.jsonl"))}
-    check(reruns == {p + "test_regression": "failed", p + "test_collateral": "passed",
+    check(reruns == {p + "test_regression": "failed", p + "test_ends_server": "crashed",
                      q + "test_crash": "crashed", q + "test_hang": "timeout",
                      "tests/cupyx_tests/test_c.py::test_x": "error",
                      "tests/cupyx_tests/test_c.py::test_y": "error",
@@ -257,15 +266,15 @@ def main():
           "the re-runs alone: %r" % reruns)
     with open(os.path.join(t, "build", "..", "res", "events.jsonl")) as f:
         events = [json.loads(x) for x in f]
-    check(sum(e["event"] == "daemon-restarted" for e in events) == 1,
-          "one daemon restart (after test_ends_server): %r" % events)
+    check(sum(e["event"] == "daemon-restarted" for e in events) == 2,
+          "two daemon restarts (after test_ends_server, and after it alone): %r" % events)
     regs = open(os.path.join(res, "regressions.txt")).read()
-    check(regs.count("\n") == 7 and "test_d.py::test_z\tnot run\talone: timeout" in regs and "test_collateral\tfailed\talone: passed" in regs and
+    check(regs.count("\n") == 7 and "test_d.py::test_z\tnot run\talone: timeout" in regs and "test_ends_server\tcrashed\talone: crashed" in regs and
           "test_c.py::test_x\tnot run\talone: error" in regs, "regressions.txt:\n" + regs)
     rep = open(os.path.join(res, "report.md")).read()
     check("| cupy | native | 4 | 15 | 12 | 1 | 0 | 1 | 1 | 0 | 0 |" in rep,
           "the native row of the report:\n" + rep)
-    check("| cupy | openmps | 4 | 14 | 5 | 3 | 1 | 1 | 1 | 1 | 2 |" in rep,
+    check("| cupy | openmps | 4 | 14 | 5 | 2 | 1 | 1 | 1 | 2 | 2 |" in rep,
           "the openmps row of the report:\n" + rep)
     # the fake daemon is gone
     starts = open(os.path.join(t, "res", "..", "res", "events.jsonl")).read()

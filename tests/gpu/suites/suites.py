@@ -15,8 +15,12 @@ The unit of work is one test file in one mode. Each runs as a pytest process (na
 under `openmps run` with a daemon of the harness's own) with omsuite_plugin.py recording each
 test as it ends. A process that ends early (a crash, the server ending the client, a test past
 its time limit) is followed by another for the tests not yet run; the test it was in is recorded
-as crashed (or timeout). Under openmps, a segment that ended so or had failures is followed by
-a health probe (probe.py), and the daemon is restarted when the probe fails. Once a file is done
+as crashed (or timeout). Under openmps the harness watches the daemon's servers while pytest
+runs: when the server goes (a fault ends every client, as under NVIDIA's MPS), the pytest
+process is ended too, its test recorded as crashed, and the rest of the file runs in a new
+process with a new session (else every later test of the file would fail for it). A segment
+that ended early or had failures is followed by a health probe (probe.py), and the daemon is
+restarted when the probe fails. Once a file is done
 in both modes, each regression is run again alone in a fresh process under openmps; the report
 says whether it passed there (an earlier test in the same process broke it) or not.
 
@@ -267,6 +271,19 @@ class Harness:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
+    def servers(self):
+        """The daemon's servers (pids), or None when it does not answer."""
+        env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=self.pipe,
+                   CUDA_MPS_LOG_DIRECTORY=self.logdir)
+        try:
+            r = subprocess.run([self.control], input="get_server_list\n", env=env,
+                               capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+        if r.returncode != 0:
+            return None
+        return {int(x) for x in r.stdout.split() if x.isdigit()}
+
     def probe(self):
         cmd = [self.openmps, "run", "--"] + self.a.probe_cmd
         env = self.mode_env("openmps")
@@ -331,6 +348,11 @@ class Harness:
                 env[var] = p
         log = os.path.join(self.tmp, "%s__%s.%s.log" % (suite, rel.replace("/", "__"), mode))
         tail = Tail(results_file)
+        # Under openmps: the servers before it starts; one that goes while it runs (a fault ends
+        # every client, as under NVIDIA's MPS) ends this process too, as the test it was in
+        # would have ended it: the rest of the file runs in a new process, with a new session.
+        watch = self.servers() if mode == "openmps" else None
+        checked = time.time()
         t0 = time.time()
         with open(log, "ab") as lf:
             lf.write(("\n== %s %s\n" % (mode, " ".join(cmd))).encode())
@@ -345,12 +367,26 @@ class Harness:
                     killed = "deadline"
                 elif time.time() - tail.last > self.a.test_timeout + self.a.grace:
                     killed = "watchdog"
+                elif watch is not None and time.time() - checked > 1.0:
+                    checked = time.time()
+                    now = self.servers()
+                    if now is not None and not watch:
+                        watch = now
+                    elif now is not None and not (watch & now):
+                        tail.poll()
+                        killed = "server"
                 if killed:
                     kill_group(p)
                     break
             rc = p.wait()
         tail.poll()
         wall = time.time() - t0
+        if killed == "server" and tail.pending:
+            with open(results_file, "a") as f:
+                f.write(json.dumps({"t": "end", "id": tail.pending, "outcome": "crashed",
+                                    "dur": 0.0, "msg": "the server ended during this test (a "
+                                    "fault ends every client)"}) + "\n")
+            tail.poll()
         if killed == "watchdog":
             quiet = self.a.test_timeout + self.a.grace
             with open(results_file, "a") as f:
