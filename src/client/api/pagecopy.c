@@ -134,8 +134,8 @@ static bool layout_ok(size_t x, size_t y, size_t pitch, size_t height, const CUD
     return true;
 }
 
-/* The last reference went (a user object's destructor): the buffer is freed, the record kept. */
-static void exec_unlist(struct pgcopy *r) /* lock held */
+/* r is no longer its executable graph node's newest record (lock held). */
+static void exec_unlist(struct pgcopy *r)
 {
     for (struct pgcopy **q = &exec_records; *q; q = &(*q)->enext)
         if (*q == r) {
@@ -145,6 +145,7 @@ static void exec_unlist(struct pgcopy *r) /* lock held */
     r->exec = NULL;
 }
 
+/* The last reference went (a user object's destructor): the buffer is freed, the record kept. */
 static void pg_release(void *arg)
 {
     struct pgcopy *r = arg;
