@@ -19,6 +19,7 @@
  * below: the launch and the occupancy query accept it beside the list. */
 #define OM_LAUNCH_ATTR_IGNORE 0
 #define OM_LAUNCH_ATTR_ACCESS_POLICY_WINDOW 1
+#define OM_LAUNCH_ATTR_PRIORITY 8
 
 /* Attributes whose values hold no handle (events, graph nodes): they travel as bytes. The others
  * would need translating and are refused (NOT_SUPPORTED). */

@@ -146,6 +146,9 @@ int om_priority_asked(struct session *s, CUstream st, int real);
 void om_priority_forget(struct session *s, CUstream st);
 uint32_t om_priority_cap_milli(struct session *s);
 CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc);
+/* Whether the client's launches may go to a shadow stream now (a share, a priority reserve, a
+ * partition of its context, or a lane left from one): replay.c does not hold them then. */
+bool om_share_active(struct session *s);
 CUresult om_share_settle(struct session *s, CUstream st, bool enqueue);
 void om_share_stream_gone(struct session *s, CUstream st);
 unsigned om_share_sm_count(int dev, uint32_t pct_milli);

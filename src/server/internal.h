@@ -510,8 +510,8 @@ static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t 
 }
 
 /* replay.c: repeated runs of launches replayed as graphs (docs/architecture.md, "Replaying what
- * repeats"). om_replay_launch takes a launch whose stream route.c resolved (a plain one: no
- * attributes, not capturing, not printing) and holds it or launches it; om_replay_end ends the
+ * repeats"). om_replay_launch takes a launch whose stream route.c resolved (not capturing, not
+ * printing, no priority attribute, no SM share) and holds it or launches it; om_replay_end ends the
  * session's run (every other record does, before its handler runs); om_replay_idle lets out
  * what is held when nothing arrived for om_replay_idle_us. */
 void om_replay_init(void);
@@ -531,7 +531,7 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
 /* Why a run ended: an entry point's index (OM_IDX_*), or one of these. */
 enum {
     OM_REPLAY_BY_PRINTS = -1,  /* a launch of a kernel that may print */
-    OM_REPLAY_BY_ATTRS = -2,   /* a launch with attributes */
+    OM_REPLAY_BY_ATTRS = -2,   /* a launch with a priority attribute */
     OM_REPLAY_BY_CAPTURE = -3, /* a launch on a capturing stream */
     OM_REPLAY_BY_STREAM = -4,  /* a launch on another stream */
     OM_REPLAY_BY_OP = -5,      /* a private operation (a device change, staged bytes) */

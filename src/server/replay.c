@@ -10,7 +10,8 @@
  *
  * The words: a *run* is a session's launches on one stream with no other record between them
  * (any other call, a launch on another stream, a launch that cannot be replayed ends it); a
- * *template* is a run seen twice in a row, built once as a chain of kernel nodes cut into
+ * *template* is a run whose shape was seen twice (among the last OM_REPLAY_SIGS shapes), built
+ * once as a chain of kernel nodes cut into
  * *chunks* of OPENMPS_REPLAY_CHUNK nodes, each its own executable graph, so that work starts
  * before the run is over.
  *
@@ -27,9 +28,11 @@
  *    because it ends the run before its handler runs;
  *  - a launch's error is kept for its stream as a posted launch's is (errors.c); a graph launch
  *    that fails is redone as ordinary launches, so each kernel's own error is what is kept;
- *  - launches on a capturing stream, printing kernels and launches with attributes never enter
- *    a run; the SM share's shadow stream, priorities and the scheduler's holds were applied by
- *    route.c before the record reached here, and the graph goes to the same stream.
+ *  - launches on a capturing stream, printing kernels, launches with a priority attribute (a
+ *    graph takes its stream's) and launches while an SM share may send them to a shadow stream
+ *    never enter a run; other launch attributes are set on the nodes; priorities of streams and
+ *    the scheduler's holds were applied by route.c before the record reached here, and the
+ *    graph goes to the same stream.
  *
  * Budgets: a run keeps at most OM_REPLAY_MAX_NODES launches and OM_REPLAY_ARG_BYTES of argument
  * bytes (a longer run is launched as it comes and never learnt); a session keeps at most
@@ -45,8 +48,9 @@
 #include "../common/log.h"
 #include "exec.h"
 
-#define OM_REPLAY_MAX_NODES 1024 /* launches of one run, and of all a session's templates */
-#define OM_REPLAY_ARG_BYTES (256u << 10)
+#define OM_REPLAY_MAX_NODES 1024         /* launches of one run, and of all a session's templates */
+#define OM_REPLAY_ARG_BYTES (256u << 10) /* argument and attribute bytes of one run */
+#define OM_REPLAY_TMPL_BYTES (1024u << 10) /* ... and of all a session's templates */
 #define OM_REPLAY_TEMPLATES 64
 #define OM_REPLAY_SIGS 128     /* recent runs remembered by their shape's hash */
 #define OM_REPLAY_MIN_RUN 4    /* shorter runs cost no more launched one by one */
@@ -62,7 +66,7 @@ struct rp_rec {
 
 struct rp_tmpl {
     CUstream st; /* the stream launched on (a shadow stream under an SM share) */
-    uint32_t n, nchunks;
+    uint32_t n, nchunks, bytes;
     struct rp_rec *recs; /* the shape, and the argument bytes the nodes hold now */
     uint8_t *args;
     CUgraph *graphs;
@@ -93,7 +97,8 @@ struct om_replay {
     } sig[OM_REPLAY_SIGS];
     uint32_t next_sig;
     uint64_t runs;
-    uint32_t nodes; /* of all its templates (at most OM_REPLAY_MAX_NODES) */
+    uint32_t nodes;  /* of all its templates (at most OM_REPLAY_MAX_NODES) */
+    uint32_t tbytes; /* their argument bytes (at most OM_REPLAY_TMPL_BYTES) */
     unsigned fails, warned;
     /* counted for the session's lines in the log: what it replayed, and what ended its runs
      * (by entry point, then by OM_REPLAY_BY_*; a launch that cannot be replayed counts even
@@ -304,7 +309,11 @@ static struct rp_tmpl *build(struct session *s, struct om_replay *r)
     CUcontext ctx = NULL;
     CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
 
-    ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
+    /* The nodes run in the stream's context (a stream of another device than the current one's
+     * has its own); the current one where the driver cannot say. */
+    if (((CUresult(*)(CUstream, CUcontext *))REAL(cuStreamGetCtx))(r->st, &ctx) != CUDA_SUCCESS ||
+        !ctx)
+        ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
     if (!t)
         return NULL;
     t->st = r->st;
@@ -318,6 +327,7 @@ static struct rp_tmpl *build(struct session *s, struct om_replay *r)
     if (t->recs && t->args && t->graphs && t->execs && t->nodes) {
         memcpy(t->recs, r->recs, r->n * sizeof(*t->recs));
         memcpy(t->args, r->args, r->used);
+        t->bytes = r->used;
         rc = CUDA_SUCCESS;
     }
     for (uint32_t c = 0; c < t->nchunks && rc == CUDA_SUCCESS; c++) {
@@ -363,7 +373,9 @@ static void launch_chunk(struct session *s, struct om_replay *r, struct rp_tmpl 
     CUcontext ctx = NULL;
     CUresult rc = CUDA_SUCCESS;
 
-    if (r->changed)
+    if (r->changed &&
+        (((CUresult(*)(CUstream, CUcontext *))REAL(cuStreamGetCtx))(r->st, &ctx) != CUDA_SUCCESS ||
+         !ctx))
         ((CUresult(*)(CUcontext *))REAL(cuCtxGetCurrent))(&ctx);
     for (uint32_t i = r->chunk; i < end && rc == CUDA_SUCCESS; i++) {
         if (!(r->changed >> (i - r->chunk) & 1))
@@ -463,9 +475,12 @@ static void learn(struct session *s, struct om_replay *r)
             else if (victim < 0 || r->t[i]->last_used < r->t[victim]->last_used)
                 victim = i;
         }
-        if ((empty >= 0 && r->nodes + r->n <= OM_REPLAY_MAX_NODES) || victim < 0)
+        if ((empty >= 0 && r->nodes + r->n <= OM_REPLAY_MAX_NODES &&
+             r->tbytes + r->used <= OM_REPLAY_TMPL_BYTES) ||
+            victim < 0)
             break;
         r->nodes -= r->t[victim]->n;
+        r->tbytes -= r->t[victim]->bytes;
         tmpl_free(r->t[victim]);
         r->t[victim] = NULL;
     }
@@ -475,13 +490,15 @@ static void learn(struct session *s, struct om_replay *r)
     t->last_used = r->runs;
     r->t[empty] = t;
     r->nodes += t->n;
+    r->tbytes += t->bytes;
     r->sig[slot].seen = 0; /* it is a template now */
 }
 
 void om_replay_end(struct session *s, int by)
 {
     struct om_replay *r = s->replay;
-    bool launch = by == OM_REPLAY_BY_PRINTS || by == OM_REPLAY_BY_ATTRS || by == OM_REPLAY_BY_SHARE;
+    bool launch = by == OM_REPLAY_BY_PRINTS || by == OM_REPLAY_BY_ATTRS ||
+                  by == OM_REPLAY_BY_SHARE || by == OM_REPLAY_BY_CAPTURE;
 
     if (launch && !r && om_replay_enabled())
         r = s->replay = calloc(1, sizeof(*r)); /* counted from the first launch */
@@ -609,16 +626,22 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
     memcpy(r->args + r->used + l->len, l->attrs, abytes);
     r->used += l->len + (uint32_t)abytes;
     if (i == 0) {
-        for (int t = 0; t < OM_REPLAY_TEMPLATES && !r->on; t++)
-            if (r->t[t] && r->t[t]->st == st &&
+        /* The longest template that begins so: a shorter one is often its prefix (a forward
+         * pass and a forward and backward one), and a run switches templates only at the start
+         * of a chunk (below). */
+        for (int t = 0; t < OM_REPLAY_TEMPLATES; t++)
+            if (r->t[t] && r->t[t]->st == st && (!r->on || r->t[t]->n > r->on->n) &&
                 same_shape(&r->t[t]->recs[0], r->t[t]->args, &r->recs[0], r->args))
                 r->on = r->t[t];
     } else if (r->on &&
                !(i < r->on->n && same_shape(&r->on->recs[i], r->on->args, &r->recs[i], r->args))) {
-        /* It differs: another template with the whole run so far, or out as it comes. */
+        /* It differs: another template with the whole run so far, or out as it comes. Only at
+         * a chunk's start in every template: after a template of 20 the run stands at 20,
+         * inside another's second chunk, whose graph also holds launches 16-19. */
         struct rp_tmpl *next = NULL;
-        for (int t = 0; t < OM_REPLAY_TEMPLATES && !next; t++)
-            if (r->t[t] && r->t[t] != r->on && prefix_matches(r->t[t], r, i + 1))
+        for (int t = 0; t < OM_REPLAY_TEMPLATES && r->chunk % chunk_nodes == 0; t++)
+            if (r->t[t] && r->t[t] != r->on && (!next || r->t[t]->n > next->n) &&
+                prefix_matches(r->t[t], r, i + 1))
                 next = r->t[t];
         if (next) {
             r->changed = 0;
@@ -657,8 +680,8 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
 static void report_ends(const struct session *s, const struct om_replay *r)
 {
     static const char *const kinds[OM_REPLAY_BY_KINDS] = {
-        "a printing kernel", "a launch with attributes", "a capture",
-        "another stream",    "a private operation",      "the end",
+        "a printing kernel", "a priority attribute", "a capture",
+        "another stream",    "a private operation",  "the end",
         "an SM share"};
     char line[512];
     size_t len = 0;

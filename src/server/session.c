@@ -339,7 +339,8 @@ static void wait_record(struct session *s, bool *busy)
         /* Launches held for a graph (replay.c) wait for the rest of their chunk this long at
          * most, then go out as they are. */
         unsigned us = om_replay_idle_us();
-        if (om_ring_wait_data_us(&s->rx, us, spin ? us : 0, &s->stop) == -ETIMEDOUT)
+        if (om_ring_wait_data_us(&s->rx, us, spin ? (us < 50 ? us : 50) : 0, &s->stop) ==
+            -ETIMEDOUT)
             om_replay_idle(s);
         if (spin)
             om_spin_give();

@@ -479,6 +479,13 @@ static CUresult current(struct session *s)
     return pct != sh->pct_milli ? place(s, pct, why) : CUDA_SUCCESS;
 }
 
+bool om_share_active(struct session *s)
+{
+    return __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED) ||
+           om_priority_cap_milli(s) || __atomic_load_n(&s->ctx_sms, __ATOMIC_RELAXED) ||
+           (s->share && s->share->lane);
+}
+
 CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult *rc)
 {
     struct om_share *sh;

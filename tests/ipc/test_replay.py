@@ -232,3 +232,18 @@ def test_launches_under_an_sm_share_are_not_replayed(daemon):
     kernels, graphs = counts(paths)
     check(kernels == ROUNDS * LEN and graphs == [], "share: %d kernels, graphs %r"
           % (kernels, graphs))
+
+
+def test_a_template_that_begins_another(daemon):
+    """Rounds 1-2 launch 20 kernels, rounds 3-6 the same 20 and 20 more. Round 3 replays the
+    template of 20 (graphs of 16 and 4) and launches the rest one by one; round 4 does the same
+    and makes the run of 40 a template; rounds 5-6 begin with the longest template that fits and
+    replay it whole. No kernel runs twice (a run never switches templates inside a chunk, whose
+    graph would run launches 16-19 again)."""
+    e, p, out, err, paths = run(daemon, "prefix")
+    check(p.returncode == 0 and "replay prefix ok" in out, "prefix: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * (LEN // 2) + 2 * (LEN // 2) and
+          graphs == [16, 4] * 2 + [16, 16, 8] * (ROUNDS - 4),
+          "prefix: %d kernels, graphs %r" % (kernels, graphs))

@@ -28,10 +28,22 @@ static int not_replayable(struct call *c, CUstream st, bool prints)
         return OM_REPLAY_BY_PRINTS;
     if (om_stream_capturing(c->s, st))
         return OM_REPLAY_BY_CAPTURE;
-    return st != c->s->call_stream ? OM_REPLAY_BY_SHARE : 0;
+    return st != c->s->call_stream || om_share_active(c->s) ? OM_REPLAY_BY_SHARE : 0;
 }
 
-CUresult om_x_cuLaunchKernel(struct call *c)
+/* Before a launch's stream is resolved: a run on another stream ends (so that the legacy
+ * stream's ordering route.c enqueues, events recorded on the client's other streams, stands
+ * behind what that run holds), and so does any run while a share may send the launch to a
+ * shadow stream (share.c orders the shadow after the client's stream as it routes). */
+static void before_route(struct call *c, uint64_t handle)
+{
+    if (om_share_active(c->s))
+        om_replay_end(c->s, OM_REPLAY_BY_SHARE);
+    else
+        om_replay_next_stream(c->s, handle);
+}
+
+static CUresult launch_kernel(struct call *c)
 {
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **, void **) = REAL(cuLaunchKernel);
@@ -55,7 +67,7 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     total = kern->args_size;
     if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    om_replay_next_stream(c->s, sh); /* before route.c's ordering */
+    before_route(c, sh);
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
@@ -98,7 +110,7 @@ struct launch_config {
     unsigned nattrs;
 };
 
-CUresult om_x_cuLaunchKernelEx(struct call *c)
+static CUresult launch_kernel_ex(struct call *c)
 {
     CUresult (*launch)(const struct launch_config *, CUfunction, void **, void **) =
         REAL(cuLaunchKernelEx);
@@ -136,12 +148,20 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         return CUDA_ERROR_INVALID_HANDLE;
     if (kern->args_size != args_len || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    om_replay_next_stream(c->s, sh); /* before route.c's ordering */
+    before_route(c, sh);
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
     prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
-    int why = not_replayable(c, st, prints);
+    /* A graph takes its launch stream's priority, not its nodes' (unless instantiated to use
+     * theirs): a launch with its own priority is launched as it comes. */
+    bool priority = false;
+    for (uint64_t i = 0; i < nattrs; i++) {
+        int id;
+        memcpy(&id, attrs + i * OM_LAUNCH_ATTR_BYTES, sizeof(id));
+        priority = priority || id == OM_LAUNCH_ATTR_PRIORITY;
+    }
+    int why = priority ? OM_REPLAY_BY_ATTRS : not_replayable(c, st, prints);
     if (!why) { /* its attributes are all plain (checked above) */
         struct om_replay_rec rr = {
             k, g, m, b, (uint32_t)smem, (uint32_t)args_len, (uint32_t)nattrs, args, attrs};
@@ -168,5 +188,25 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
         om_output_launched(c->s); /* printf output flushed by no session's call is its */
     }
+    return rc;
+}
+
+/* A launch refused here ends the session's run first: launches it holds were posted before this
+ * one, so their errors come first (errors.c keeps a stream's first). */
+CUresult om_x_cuLaunchKernel(struct call *c)
+{
+    CUresult rc = launch_kernel(c);
+
+    if (rc != CUDA_SUCCESS)
+        om_replay_end(c->s, OM_IDX_cuLaunchKernel);
+    return rc;
+}
+
+CUresult om_x_cuLaunchKernelEx(struct call *c)
+{
+    CUresult rc = launch_kernel_ex(c);
+
+    if (rc != CUDA_SUCCESS)
+        om_replay_end(c->s, OM_IDX_cuLaunchKernelEx);
     return rc;
 }
