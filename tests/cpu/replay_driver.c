@@ -24,6 +24,9 @@
  *   prefix      rounds 1 and 2 launch only the first LEN/2 kernels, the later rounds all LEN: a
  *               template of 20 is the start of one of 40 (a forward pass, then forward and
  *               backward)
+ *   many        a query after every 5 launches cuts each round into runs of 5, each of its own
+ *               grid, the same in rounds 1-2 and in rounds 3-4 but new every two rounds: more
+ *               runs than a session keeps templates (the least recently used are replaced)
  *   attrs       every launch is a cuLaunchKernelEx with a cluster dimension of 1 (attribute 4),
  *               the odd ones also with programmatic stream serialization (6)
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -171,6 +174,11 @@ int main(int argc, char **argv)
 
             if (r == 3 && !strcmp(mode, "shape") && i == 5)
                 gx = 2;
+            if (!strcmp(mode, "many")) {
+                if (i && i % 5 == 0)
+                    EXPECT(cuStreamQuery(NULL) == CUDA_SUCCESS); /* a run ends */
+                gx = 1 + ((r + 1) / 2) * 1000 + i / 5;
+            }
             if (r == 3 && !strcmp(mode, "stream") && i >= 8)
                 st = other;
             if (r == 4 && !strcmp(mode, "fault") && i == 7) {

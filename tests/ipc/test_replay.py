@@ -247,3 +247,33 @@ def test_a_template_that_begins_another(daemon):
     check(kernels == 2 * (LEN // 2) + 2 * (LEN // 2) and
           graphs == [16, 4] * 2 + [16, 16, 8] * (ROUNDS - 4),
           "prefix: %d kernels, graphs %r" % (kernels, graphs))
+
+
+def test_more_runs_than_templates(daemon):
+    """Rounds of 80 runs of 5 launches, each run of its own grid, the same in rounds 1-2 and in
+    rounds 3-4: 160 runs are built, at most 64 templates live at once (the least recently used
+    replaced, their executable graphs destroyed), and every kernel runs once, in order."""
+    e, p, out, err, paths = run(daemon, "many", rounds=4, length=400)
+    check(p.returncode == 0 and "replay many ok" in out, "many: %r %r" % (out, err))
+    wait_for(lambda: "Client %d disconnected" % p.pid in e.log("server.log"),
+             what="the session's end")
+    same_order(paths)
+    live = most = made = 0
+    for line in read(paths["graphs"]):
+        if line.startswith("exec+"):
+            live, made = live + 1, made + 1
+            most = max(most, live)
+        elif line.startswith("exec-"):
+            live -= 1
+    check(made == 160 and most == 64 and live == 0,
+          "executable graphs: %d made, at most %d at once, %d left" % (made, most, live))
+
+
+def test_a_run_longer_than_a_template_is_never_held(daemon):
+    """A run of 1 100 launches, past the 1 024 a run keeps: launched as it comes, never learnt."""
+    e, p, out, err, paths = run(daemon, "same", rounds=3, length=1100)
+    check(p.returncode == 0 and "replay same ok" in out, "long: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 3 * 1100 and graphs == [], "long: %d kernels, graphs %r" % (kernels, graphs))
+    check(not any(l.startswith("exec+") for l in read(paths["graphs"])), "nothing built")
