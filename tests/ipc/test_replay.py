@@ -52,15 +52,25 @@ def same_order(paths):
               (i for i, (a, b) in enumerate(zip(ran, sent)) if a != b), min(len(ran), len(sent)))))
 
 
+def replayed(daemon, mode, kernels, graphs, **kw):
+    """Runs the program in `mode`; it must pass, the kernels that ran must be the ones it
+    launched, in order, and the driver must have been asked for `kernels` kernel launches and
+    the graph launches `graphs` (their node counts, in order)."""
+    e, p, out, err, paths = run(daemon, mode, **kw)
+    check(p.returncode == 0 and "replay %s ok" % mode in out, "%s: %r %r" % (mode, out, err))
+    same_order(paths)
+    got_kernels, got_graphs = counts(paths)
+    check(got_kernels == kernels and got_graphs == graphs,
+          "%s: %d kernel launches (want %d), graph launches %r (want %r)"
+          % (mode, got_kernels, kernels, got_graphs, graphs))
+    return e, p, paths
+
+
 def test_a_repeated_run_is_replayed_as_graphs(daemon):
     """Rounds 1 and 2 are launched one by one; round 2 is the run seen a second time, built as
     graphs of 16, 16 and 8 nodes; rounds 3-6 are three graph launches each, no kernel launch."""
-    e, p, out, err, paths = run(daemon, "same")
-    check(p.returncode == 0 and "replay same ok" in out, "same: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 2 * LEN, "%d kernel launches, not the first two rounds' %d" % (kernels, 2 * LEN))
-    check(graphs == [16, 16, 8] * (ROUNDS - 2), "graph launches: %r" % graphs)
+    e, p, paths = replayed(daemon, "same", 2 * LEN,
+                           [16, 16, 8] * (ROUNDS - 2))
     wait_for(lambda: "launches replayed" in e.log("server.log"), what="the session's replay line")
     check("client %d: %d launches replayed in %d graph launches" % (p.pid, (ROUNDS - 2) * LEN,
                                                                    3 * (ROUNDS - 2))
@@ -73,46 +83,30 @@ def test_a_repeated_run_is_replayed_as_graphs(daemon):
 
 def test_replay_off_launches_every_kernel(daemon):
     """OPENMPS_REPLAY=off: every launch is a driver launch, nothing is built."""
-    e, p, out, err, paths = run(daemon, "same", env={"OPENMPS_REPLAY": "off"})
-    check(p.returncode == 0 and "replay same ok" in out, "off: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == ROUNDS * LEN and graphs == [], "off: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "same", ROUNDS * LEN, [], env={"OPENMPS_REPLAY": "off"})
     check("replay of repeated launches: off" in e.log("server.log"), "the server says it is off")
 
 
 def test_changed_arguments_update_the_nodes(daemon):
     """Every value changes every round: the same shape is replayed, each node's parameters set
     before its chunk's launch, and every slot holds its round's value (the program checks)."""
-    e, p, out, err, paths = run(daemon, "change")
-    check(p.returncode == 0 and "replay change ok" in out, "change: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 2 * LEN and graphs == [16, 16, 8] * (ROUNDS - 2),
-          "change: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "change", 2 * LEN,
+                           [16, 16, 8] * (ROUNDS - 2))
 
 
 def test_one_node_that_differs_falls_back_in_order(daemon):
     """Round 3's launch 5 runs on another grid: the five held launches before it go out one by
     one, then it, then the rest of the round as it comes (a new shape, learnt, not replayed);
     rounds 4-6 are replayed again."""
-    e, p, out, err, paths = run(daemon, "shape")
-    check(p.returncode == 0 and "replay shape ok" in out, "shape: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 3 * LEN and graphs == [16, 16, 8] * (ROUNDS - 3),
-          "shape: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "shape", 3 * LEN,
+                           [16, 16, 8] * (ROUNDS - 3))
 
 
 def test_another_stream_ends_the_run(daemon):
     """Round 3 sends its launches from 8 on to another stream: the 8 held go out on the default
     stream first, the rest run on the other one, and the slots all hold their values."""
-    e, p, out, err, paths = run(daemon, "stream")
-    check(p.returncode == 0 and "replay stream ok" in out, "stream: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 3 * LEN and graphs == [16, 16, 8] * (ROUNDS - 3),
-          "stream: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "stream", 3 * LEN,
+                           [16, 16, 8] * (ROUNDS - 3))
 
 
 def test_an_interleaved_call_sees_what_was_held(daemon):
@@ -122,24 +116,16 @@ def test_an_interleaved_call_sees_what_was_held(daemon):
     have the template's shape (a shape ignores argument bytes): they are replayed as its first
     two chunks, their nodes' arguments updated, and the last two go out one by one at the
     next round's first call."""
-    e, p, out, err, paths = run(daemon, "interleave")
-    check(p.returncode == 0 and "replay interleave ok" in out, "interleave: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 2 * LEN + 6 + 2 and graphs == [16, 16] + [16, 16, 8] * (ROUNDS - 3),
-          "interleave: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "interleave", 2 * LEN + 6 + 2,
+                           [16, 16] + [16, 16, 8] * (ROUNDS - 3))
 
 
 def test_a_client_capture_is_never_mixed_in(daemon):
     """Round 3 captures the same launches on another stream: the capture's graph holds exactly
     the program's 40 nodes, and its launch runs them; the default stream's runs go on being
     replayed."""
-    e, p, out, err, paths = run(daemon, "capture")
-    check(p.returncode == 0 and "replay capture ok" in out, "capture: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 2 * LEN and graphs == [16, 16, 8] + [LEN] + [16, 16, 8] * (ROUNDS - 2),
-          "capture: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "capture", 2 * LEN,
+                           [16, 16, 8] + [LEN] + [16, 16, 8] * (ROUNDS - 2))
 
 
 def test_held_launches_go_out_when_nothing_follows(daemon):
@@ -196,12 +182,7 @@ def test_launch_attributes_are_the_nodes_attributes(daemon):
     programmatic stream serialization on every other one. Their runs are replayed; each node
     carries the cluster dimension (the double logs a node's attributes as a launch's), and the
     permission to overlap, which a chain of nodes never uses, is dropped."""
-    e, p, out, err, paths = run(daemon, "attrs")
-    check(p.returncode == 0 and "replay attrs ok" in out, "attrs: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 2 * LEN and graphs == [16, 16, 8] * (ROUNDS - 2),
-          "attrs: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "attrs", 2 * LEN, [16, 16, 8] * (ROUNDS - 2))
     log = read(paths["launches"])
     check(log.count("attr 4 1") == ROUNDS * LEN and log.count("attr 6 1") == 2 * LEN // 2,
           "cluster dimensions %d (want %d), serialization %d (want %d: launched rounds only)"
@@ -212,12 +193,7 @@ def test_a_client_alone_is_not_held(daemon):
     """With fewer busy clients than OPENMPS_REPLAY_MIN_CLIENTS (2 by default), holding a chunk
     would only delay its kernels: a client alone has its runs learnt and built, but every launch
     goes out as it comes."""
-    e, p, out, err, paths = run(daemon, "same", env={"OPENMPS_REPLAY_MIN_CLIENTS": "2"})
-    check(p.returncode == 0 and "replay same ok" in out, "alone: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == ROUNDS * LEN and graphs == [], "alone: %d kernels, graphs %r"
-          % (kernels, graphs))
+    e, p, paths = replayed(daemon, "same", ROUNDS * LEN, [], env={"OPENMPS_REPLAY_MIN_CLIENTS": "2"})
     check(sum(l.startswith("exec+") for l in read(paths["graphs"])) == 3,
           "its run was built all the same: %r" % read(paths["graphs"]))
 
@@ -226,12 +202,8 @@ def test_launches_under_an_sm_share_are_not_replayed(daemon):
     """Under an SM share a client's kernels go to a shadow stream in its green context
     (share.c); a kernel node would carry the server's own context instead, so those launches
     are never held or replayed, and the log counts them."""
-    e, p, out, err, paths = run(daemon, "same", env={"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"})
-    check(p.returncode == 0 and "replay same ok" in out, "share: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == ROUNDS * LEN and graphs == [], "share: %d kernels, graphs %r"
-          % (kernels, graphs))
+    e, p, paths = replayed(daemon, "same", ROUNDS * LEN,
+                           [], env={"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"})
 
 
 def test_a_template_that_begins_another(daemon):
@@ -240,13 +212,8 @@ def test_a_template_that_begins_another(daemon):
     and makes the run of 40 a template; rounds 5-6 begin with the longest template that fits and
     replay it whole. No kernel runs twice (a run never switches templates inside a chunk, whose
     graph would run launches 16-19 again)."""
-    e, p, out, err, paths = run(daemon, "prefix")
-    check(p.returncode == 0 and "replay prefix ok" in out, "prefix: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 2 * (LEN // 2) + 2 * (LEN // 2) and
-          graphs == [16, 4] * 2 + [16, 16, 8] * (ROUNDS - 4),
-          "prefix: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "prefix", 2 * (LEN // 2) + 2 * (LEN // 2),
+                           [16, 4] * 2 + [16, 16, 8] * (ROUNDS - 4))
 
 
 def test_more_runs_than_templates(daemon):
@@ -271,9 +238,5 @@ def test_more_runs_than_templates(daemon):
 
 def test_a_run_longer_than_a_template_is_never_held(daemon):
     """A run of 1 100 launches, past the 1 024 a run keeps: launched as it comes, never learnt."""
-    e, p, out, err, paths = run(daemon, "same", rounds=3, length=1100)
-    check(p.returncode == 0 and "replay same ok" in out, "long: %r %r" % (out, err))
-    same_order(paths)
-    kernels, graphs = counts(paths)
-    check(kernels == 3 * 1100 and graphs == [], "long: %d kernels, graphs %r" % (kernels, graphs))
+    e, p, paths = replayed(daemon, "same", 3 * 1100, [], rounds=3, length=1100)
     check(not any(l.startswith("exec+") for l in read(paths["graphs"])), "nothing built")
