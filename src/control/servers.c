@@ -167,8 +167,10 @@ static void resolve_identity(uid_t uid, struct identity *id)
             id->groups[0] = id->gid, id->ngroups = 1; /* too many groups: the primary only */
         snprintf(id->home, sizeof(id->home), "%s", pw->pw_dir ? pw->pw_dir : "");
     }
-    /* A server of the daemon's own user keeps the daemon's HOME, the user's own setting (a
-     * container's user often has no passwd entry, only HOME). */
+    /* Every user's HOME is its passwd entry's, root's included: a root daemon started without
+     * HOME (NVIDIA's device plugin starts it so) still gives its servers a module cache
+     * (tests/ipc/test_module_cache.py). A server of the daemon's own user keeps the daemon's HOME,
+     * the user's own setting (a container's user often has no passwd entry, only HOME). */
     if (uid == geteuid() && getenv("HOME") && getenv("HOME")[0] == '/')
         snprintf(id->home, sizeof(id->home), "%s", getenv("HOME"));
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The module image cache: images carried to the next server, sent by their keys, evicted."""
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -192,3 +193,32 @@ def test_module_images_are_not_kept_in_server_memory(daemon):
     wait_for(lambda: ended(e, p.pid), what="the last session to end")
     grown = rss(spid) - before
     check(grown < (24 << 20), "the server grew by %d MiB for 64 MiB of images" % (grown >> 20))
+
+
+def test_cache_on_for_a_daemon_without_home(daemon):
+    """A daemon started with HOME unset and no OPENMPS_MODULE_CACHE (NVIDIA's device plugin
+    starts a root daemon so): its server's HOME is the passwd entry's home of its user (uid 0
+    included), so the module cache is on, in that home's .cache/openmps/modules."""
+    home = pwd.getpwuid(os.geteuid()).pw_dir
+    top = os.path.join(home, ".cache", "openmps")
+    made = [p for p in (os.path.join(home, ".cache"), top, top + "/modules")
+            if not os.path.exists(p)]
+    e = daemon(start=False)
+    e.env.pop("HOME", None)
+    e.env.pop("OPENMPS_MODULE_CACHE", None)
+    try:
+        e.start()
+        rc, out, err = e.run_client("--pings", 1)
+        check(rc == 0, "client: %r" % err)
+        slog = wait_for(lambda: "module cache:" in e.log("server.log") and e.log("server.log"),
+                        what="the server's module cache line")
+        want = "module cache: loaded 0 image(s), 0 bytes, 0 bytes of device memory, in"
+        check(want in slog and " from %s/modules/" % top in slog, "on, in the home: " + slog)
+        spid = e.servers()[0]
+        senv = open("/proc/%d/environ" % spid, "rb").read().split(b"\0")
+        check(("HOME=" + home).encode() in senv, "the server's HOME: %r" % senv)
+        check(os.stat(top + "/modules").st_uid == os.geteuid(), "made by the server's user")
+    finally:
+        e.quit()
+        if made:  # what this test made in the real home, not a cache that was there
+            shutil.rmtree(made[0], ignore_errors=True)
