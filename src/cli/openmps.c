@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -24,13 +25,33 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: openmps run [--] COMMAND [ARGS...]\n"
                "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
+               "       openmps help | --help | -h\n"
+               "       openmps version | --version | -V\n"
                "run: runs COMMAND with the openmps shim preloaded and first in LD_LIBRARY_PATH,\n"
                "so its CUDA work goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with\n"
                "no daemon there, to the real driver as usual).\n"
                "check: runs COMMAND natively (never through a daemon), counts the driver entry\n"
                "points it and its child processes call, and reports those openmps does not\n"
                "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
-               "3 the check itself failed.\n");
+               "3 the check itself failed.\n"
+               "The control daemon is openmps-control; see openmps(1), openmps-control(8).\n");
+}
+
+/* getopt_long's error, said our way: the option named, and where to look. */
+static int bad_option(const char *who, char **argv, int c)
+{
+    const char *arg = argv[optind - 1];
+
+    if (c == ':')
+        fprintf(stderr, "%s: option %s needs an argument\n", who, arg);
+    else if (!strncmp(arg, "--", 2) && optopt) /* a known one, given what it does not take */
+        fprintf(stderr, "%s: option %.*s takes no argument\n", who, (int)strcspn(arg, "="), arg);
+    else if (!strncmp(arg, "--", 2))
+        fprintf(stderr, "%s: unknown option %s\n", who, arg);
+    else
+        fprintf(stderr, "%s: unknown option -%c\n", who, optopt);
+    fprintf(stderr, "Try `openmps --help'.\n");
+    return 2;
 }
 
 /* The shim's folder: $OPENMPS_LIB, else ../lib/openmps (installed) or ../lib (build tree)
@@ -259,24 +280,40 @@ static int report(FILE *out, const char *cmd, int status, const struct tally *t)
 
 static int check_main(int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     const char *outpath = NULL, *tmp = getenv("TMPDIR");
-    struct tally *t = calloc(1, sizeof(*t));
+    struct tally *t;
     char dir[PATH_MAX];
-    int first = 2, status = 0, rc;
+    int first, status = 0, rc, c;
     FILE *out = stderr;
     pid_t pid;
 
-    if (first + 1 < argc && !strcmp(argv[first], "-o")) {
-        outpath = argv[first + 1];
-        first += 2;
+    /* argv[0] is "check"; '+': COMMAND's own options are its own. */
+    optind = 0; /* glibc: start afresh, reading the "+" again */
+    while ((c = getopt_long(argc, argv, "+:o:h", opts, NULL)) != -1) {
+        if (c == 'o')
+            outpath = optarg;
+        else if (c == 'h') {
+            usage(stdout);
+            return CHECK_OK;
+        } else {
+            bad_option("openmps check", argv, c);
+            return CHECK_ERROR;
+        }
     }
-    if (first < argc && !strcmp(argv[first], "--"))
-        first++;
-    if (first >= argc || !t) {
+    first = optind;
+    if (first >= argc) {
+        fprintf(stderr, "openmps check: no COMMAND to run\n");
         usage(stderr);
-        free(t);
         return CHECK_ERROR;
     }
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return CHECK_ERROR;
     snprintf(dir, sizeof(dir), "%s/openmps-check.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (put_shim_first() < 0) {
         free(t);
@@ -325,28 +362,66 @@ static int check_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    int first = 2;
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *cmd;
+    int c;
 
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    opterr = 0;
+    /* '+': the options end at the command word. */
+    while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            printf("openmps %s\n", OPENMPS_VERSION);
+            return 0;
+        }
+        return bad_option("openmps", argv, c);
     }
-    if (!strcmp(argv[1], "check"))
-        return check_main(argc, argv);
-    if (strcmp(argv[1], "run") != 0) {
-        fprintf(stderr, "openmps: unknown command %s\n", argv[1]);
+    if (optind >= argc) {
+        fprintf(stderr, "openmps: no command given\n");
         usage(stderr);
         return 2;
     }
-    if (first < argc && !strcmp(argv[first], "--"))
-        first++;
-    if (first >= argc) {
+    cmd = argv[optind];
+    if (!strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "version")) {
+        printf("openmps %s\n", OPENMPS_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "check"))
+        return check_main(argc - optind, argv + optind);
+    if (strcmp(cmd, "run") != 0) {
+        fprintf(stderr, "openmps: unknown command %s (the commands: run, check, help, version)\n",
+                cmd);
+        return 2;
+    }
+    argc -= optind;
+    argv += optind;
+    optind = 0; /* glibc: start afresh, reading the "+" again */
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        return bad_option("openmps run", argv, c);
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "openmps run: no COMMAND to run\n");
         usage(stderr);
         return 2;
     }
     if (put_shim_first() < 0)
         return 1;
-    execvp(argv[first], argv + first);
-    fprintf(stderr, "openmps: cannot run %s: %s\n", argv[first], strerror(errno));
+    execvp(argv[optind], argv + optind);
+    fprintf(stderr, "openmps: cannot run %s: %s\n", argv[optind], strerror(errno));
     return 127;
 }
