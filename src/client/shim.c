@@ -163,7 +163,8 @@ static void remote_install(void)
 static void decide(void)
 {
     char err[512], untrusted[512] = "";
-    const char *dirs[2];
+    const char *dirs[OM_PIPE_DIRS_MAX];
+    char looked[1024] = "";
     int rc = -ENOENT, n;
 
     if (om_shim.checking) { /* openmps check: the program runs natively */
@@ -173,9 +174,10 @@ static void decide(void)
         return;
     }
     /* The pipe directories in turn (CUDA_MPS_PIPE_DIRECTORY, else a root daemon's default,
-     * then a plain user's): the first daemon we trust serves us. One that is neither root's
-     * nor ours, or cannot be reached, is no daemon: the program runs natively, told once why
-     * (another user may have created the directory first; that must not stop its programs). */
+     * a plain user's, then NVIDIA's, where the drop-in name puts a daemon): the first daemon we
+     * trust serves us. One that is neither root's nor ours, or cannot be reached, is no daemon: the
+     * program runs natively, told once why (another user may have created the directory first; that
+     * must not stop its programs). */
     n = om_pipe_dirs(dirs);
     for (int i = 0; i < n; i++) {
         rc = om_client_open(&om_shim.client, dirs[i], -1, err, sizeof(err));
@@ -191,8 +193,10 @@ static void decide(void)
                     "openmps: not using the openmps daemon: %s; running on the real "
                     "driver\n",
                     untrusted);
-        om_shim_log("no openmps daemon in %s%s%s: running on the real driver", dirs[0],
-                    n > 1 ? " nor in " : "", n > 1 ? dirs[1] : "");
+        for (int i = 0; i < n; i++)
+            snprintf(looked + strlen(looked), sizeof(looked) - strlen(looked), "%s%s",
+                     i ? " nor in " : "", dirs[i]);
+        om_shim_log("no openmps daemon in %s: running on the real driver", looked);
         om_trace_install();
         return;
     }

@@ -29,7 +29,7 @@ const char *om_daemon_log_dir(uid_t euid)
     return env_or("CUDA_MPS_LOG_DIRECTORY", euid == 0 ? OM_ROOT_LOG_DIR : OM_DEFAULT_LOG_DIR);
 }
 
-int om_pipe_dirs(const char *dirs[2])
+int om_pipe_dirs(const char *dirs[OM_PIPE_DIRS_MAX])
 {
     const char *v = getenv("CUDA_MPS_PIPE_DIRECTORY");
 
@@ -39,7 +39,8 @@ int om_pipe_dirs(const char *dirs[2])
     }
     dirs[0] = OM_ROOT_PIPE_DIR;
     dirs[1] = OM_DEFAULT_PIPE_DIR;
-    return 2;
+    dirs[2] = OM_NVIDIA_PIPE_DIR;
+    return 3;
 }
 
 int om_parse_u64(const char *s, uint64_t max, uint64_t *ret)

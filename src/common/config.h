@@ -17,15 +17,22 @@
 /* A plain user's daemon's defaults. */
 #define OM_DEFAULT_PIPE_DIR "/tmp/openmps"
 #define OM_DEFAULT_LOG_DIR "/tmp/openmps-log"
+/* NVIDIA's defaults, which openmps-control takes when run by NVIDIA's name (the drop-in symlink
+ * installed with OPENMPS_MPS_NAMES=ON); clients and the front-end look there last. */
+#define OM_NVIDIA_CONTROL "nvidia-cuda-mps-control"
+#define OM_NVIDIA_PIPE_DIR "/tmp/nvidia-mps"
+#define OM_NVIDIA_LOG_DIR "/var/log/nvidia-mps"
+/* The most directories om_pipe_dirs returns. */
+#define OM_PIPE_DIRS_MAX 3
 
 /* The daemon's directories: CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY, or the defaults
  * of a daemon run by euid. */
 const char *om_daemon_pipe_dir(uid_t euid);
 const char *om_daemon_log_dir(uid_t euid);
 /* Where clients and the front-end look for a daemon, in order: CUDA_MPS_PIPE_DIRECTORY alone
- * when it is set; else a root daemon's default, then a plain user's. Returns how many (1 or 2)
- * it wrote into dirs. */
-int om_pipe_dirs(const char *dirs[2]);
+ * when it is set; else a root daemon's default, a plain user's, then NVIDIA's (a daemon run by
+ * the drop-in name). Returns how many (1 to OM_PIPE_DIRS_MAX) it wrote into dirs. */
+int om_pipe_dirs(const char *dirs[OM_PIPE_DIRS_MAX]);
 
 /* Decimal unsigned integer without sign or suffix, at most max. 0 or -EINVAL. */
 int om_parse_u64(const char *s, uint64_t max, uint64_t *ret);

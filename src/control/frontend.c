@@ -17,7 +17,7 @@
 /* The daemon in the first of the pipe directories (om_pipe_dirs) where one listens. */
 static int connect_daemon(void)
 {
-    const char *dirs[2];
+    const char *dirs[OM_PIPE_DIRS_MAX];
     int n = om_pipe_dirs(dirs), fd = -ENOENT;
     char path[300], tried[700] = "";
 

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,30 @@ static void usage(FILE *f)
             "Without -d or -f, commands are read from stdin, one per line (or one command\n"
             "is taken from the arguments) and sent to the running daemon; `help` lists them.\n"
             "Environment: CUDA_MPS_PIPE_DIRECTORY (default " OM_ROOT_PIPE_DIR " for a root\n"
-            "daemon, " OM_DEFAULT_PIPE_DIR " for a plain user's; the front-end looks in both),\n"
-            "CUDA_MPS_LOG_DIRECTORY (default " OM_ROOT_LOG_DIR
-            " for a root daemon,\n" OM_DEFAULT_LOG_DIR " for a plain user's).\n");
+            "daemon, " OM_DEFAULT_PIPE_DIR " for a plain user's; the front-end looks in both\n"
+            "and in " OM_NVIDIA_PIPE_DIR "), CUDA_MPS_LOG_DIRECTORY (default " OM_ROOT_LOG_DIR
+            " for a root\ndaemon, " OM_DEFAULT_LOG_DIR
+            " for a plain user's). Run by the name " OM_NVIDIA_CONTROL
+            ", the\ndefaults are NVIDIA's: " OM_NVIDIA_PIPE_DIR " and " OM_NVIDIA_LOG_DIR
+            ". See openmps-control(8).\n");
+}
+
+/* Run by NVIDIA's name (the drop-in symlink, docs/operations.md "The drop-in name"), the
+ * directories default to NVIDIA's, so that scripts relying on NVIDIA's defaults find the daemon
+ * and its logs where they look. The variables, when set, still win. */
+static void nvidia_defaults(const char *argv0)
+{
+    const char *base = strrchr(argv0, '/');
+    const char *pipe_dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    const char *log_dir = getenv("CUDA_MPS_LOG_DIRECTORY");
+
+    base = base ? base + 1 : argv0;
+    if (strcmp(base, OM_NVIDIA_CONTROL) != 0)
+        return;
+    if (!pipe_dir || !*pipe_dir)
+        setenv("CUDA_MPS_PIPE_DIRECTORY", OM_NVIDIA_PIPE_DIR, 1);
+    if (!log_dir || !*log_dir)
+        setenv("CUDA_MPS_LOG_DIRECTORY", OM_NVIDIA_LOG_DIR, 1);
 }
 
 /* Forks into the background once the daemon is set up, so errors of the set-up
@@ -96,34 +118,53 @@ static int run_daemon(bool background)
 
 int main(int argc, char **argv)
 {
-    int i = 1;
-    int mode = 0; /* 'd', 'f' or 0 for the front-end */
+    static const struct option opts[] = {
+        {"daemon", no_argument, NULL, 'd'},
+        {"foreground", no_argument, NULL, 'f'},
+        {"forground", no_argument, NULL, 'f'}, /* as NVIDIA's program spells it too */
+        {"version", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int mode = 0, c; /* mode: 'd', 'f' or 0 for the front-end */
 
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-d") || !strcmp(a, "--daemon"))
-            mode = 'd';
-        else if (!strcmp(a, "-f") || !strcmp(a, "--foreground") || !strcmp(a, "--forground"))
-            mode = 'f';
-        else if (!strcmp(a, "-v") || !strcmp(a, "--version")) {
+    nvidia_defaults(argv[0]);
+    opterr = 0;
+    /* '+': the options end at the first command word, whose own arguments ("quit -t 5") are
+     * the daemon's to read. */
+    while ((c = getopt_long(argc, argv, "+dfvh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+        case 'f':
+            if (mode && mode != c) {
+                fprintf(stderr, "openmps-control: -d and -f exclude each other\n");
+                return 2;
+            }
+            mode = c;
+            break;
+        case 'v':
             printf("openmps-control %s (openmps protocol %d.%d)\n", OPENMPS_VERSION, OM_PROTO_MAJOR,
                    OM_PROTO_MINOR);
             return 0;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "openmps-control: unknown option %s\n", a);
-            usage(stderr);
+        case 'h': usage(stdout); return 0;
+        default:
+            if (!strncmp(argv[optind - 1], "--", 2) && optopt)
+                fprintf(stderr, "openmps-control: option %.*s takes no argument\n",
+                        (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+            else if (!strncmp(argv[optind - 1], "--", 2))
+                fprintf(stderr, "openmps-control: unknown option %s\n", argv[optind - 1]);
+            else
+                fprintf(stderr, "openmps-control: unknown option -%c\n", optopt);
+            fprintf(stderr, "Try `openmps-control --help'.\n");
             return 2;
         }
     }
     if (mode) {
-        if (i < argc) {
-            fprintf(stderr, "openmps-control: -%c takes no command\n", mode);
+        if (optind < argc) {
+            fprintf(stderr, "openmps-control: -%c takes no command (got %s)\n", mode, argv[optind]);
             return 2;
         }
         return run_daemon(mode == 'd');
     }
-    return om_frontend_run(argc - i, argv + i);
+    return om_frontend_run(argc - optind, argv + optind);
 }

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "om-test-client: %s\n", err);
         return 6;
     }
-    const char *dirs[2];
+    const char *dirs[OM_PIPE_DIRS_MAX];
     om_pipe_dirs(dirs); /* the tests name their directory: the first is it */
     rc = om_client_connect(&c, dirs[0], err, sizeof(err));
     if (rc < 0) {
