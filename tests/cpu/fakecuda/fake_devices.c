@@ -13,15 +13,12 @@
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_NOT_FOUND 500
 
-static int ndevices(void)
-{
-    const char *v = getenv("FAKECUDA_DEVICES");
-    return v ? atoi(v) : 1;
-}
+int fake_device_count(void);      /* fakecuda.c: the devices CUDA_VISIBLE_DEVICES leaves */
+int fake_machine_device(int dev); /* and the machine's device behind one */
 
 static int bad_device(int dev)
 {
-    return dev < 0 || dev >= ndevices();
+    return dev < 0 || dev >= fake_device_count();
 }
 
 EXPORT int cuDeviceCanAccessPeer(int *can, int dev, int peer)
@@ -47,11 +44,12 @@ EXPORT int cuDeviceComputeCapability(int *major, int *minor, int dev)
     if (bad_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     *major = 9;
-    *minor = dev;
+    *minor = fake_machine_device(dev);
     return CUDA_SUCCESS;
 }
 
-/* The bus ids of cuDeviceGetPCIBusId: 0000:1N:00.0 for device N. */
+/* The bus ids of cuDeviceGetPCIBusId: 0000:1N:00.0 for the machine's device N, found among the
+ * devices the process sees. */
 EXPORT int cuDeviceGetByPCIBusId(int *dev, const char *bus)
 {
     unsigned d = 0;
@@ -59,10 +57,12 @@ EXPORT int cuDeviceGetByPCIBusId(int *dev, const char *bus)
 
     if (!dev || !bus || sscanf(bus, "0000:%2x:00.%1s", &d, tail) != 2 || d < 0x10)
         return CUDA_ERROR_INVALID_VALUE;
-    if (bad_device((int)d - 0x10))
-        return CUDA_ERROR_INVALID_DEVICE;
-    *dev = (int)d - 0x10;
-    return CUDA_SUCCESS;
+    for (int i = 0; i < fake_device_count(); i++)
+        if (fake_machine_device(i) == (int)d - 0x10) {
+            *dev = i;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_DEVICE;
 }
 
 EXPORT int cuDeviceGetExecAffinitySupport(int *pi, int type, int dev)
@@ -82,7 +82,7 @@ EXPORT int cuDeviceGetLuid(char *luid, unsigned *mask, int dev)
     if (bad_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     memcpy(luid, "LUID", 4);
-    memset(luid + 4, 0x40 + dev, 4);
+    memset(luid + 4, 0x40 + fake_machine_device(dev), 4);
     *mask = 1u << dev;
     return CUDA_SUCCESS;
 }

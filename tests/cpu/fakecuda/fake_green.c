@@ -55,10 +55,11 @@ static struct desc descs[8192];
 static struct green greens[1024];
 static unsigned ndescs, ngreens; /* (__atomic) */
 
+int fake_device_count(void); /* fakecuda.c: the devices CUDA_VISIBLE_DEVICES leaves */
+
 static int ndevices(void)
 {
-    const char *v = getenv("FAKECUDA_DEVICES");
-    return v ? atoi(v) : 1;
+    return fake_device_count();
 }
 
 static unsigned device_sms(void)

@@ -25,10 +25,11 @@ static void legacy_log(const char *what, unsigned long long a, unsigned long lon
     }
 }
 
+int fake_device_count(void); /* fakecuda.c: the devices CUDA_VISIBLE_DEVICES leaves */
+
 static int bad_device(int dev)
 {
-    const char *v = getenv("FAKECUDA_DEVICES");
-    return dev < 0 || dev >= (v ? atoi(v) : 1);
+    return dev < 0 || dev >= fake_device_count();
 }
 
 /* capabilities[i] = 0x100 * (operation + 1) + dev: the answer says what crossed. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The driver test double for the CPU tier: the entry points the control plane uses, no GPU. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* Values from the driver API documentation. */
@@ -25,16 +27,113 @@
 
 static int initialized;
 
-/* FAKECUDA_DEVICES: device count (default 1). FAKECUDA_FAIL_INIT=1: cuInit
- * fails with CUDA_ERROR_NO_DEVICE. FAKECUDA_INIT_DELAY_MS: cuInit sleeps.
+/* FAKECUDA_DEVICES: the machine's device count (default 1, at most 8). FAKECUDA_FAIL_INIT=1:
+ * cuInit fails with CUDA_ERROR_NO_DEVICE. FAKECUDA_INIT_DELAY_MS: cuInit sleeps.
  * FAKECUDA_INIT_GATE: cuInit waits until that file exists (a test opens the gate when it has
  * seen what it wanted during the start, however slow the machine). */
-static int device_count(void)
+static int machine_devices(void)
 {
     const char *v = getenv("FAKECUDA_DEVICES");
     int n = v ? atoi(v) : 1;
 
     return n < 0 ? 0 : n > 8 ? 8 : n;
+}
+
+/* The machine's device p: its UUID (16 bytes, f0 f1 … ff for device 0, 00 01 … for 1, …). */
+void fake_machine_uuid(int p, unsigned char uuid[16])
+{
+    for (int i = 0; i < 16; i++)
+        uuid[i] = (unsigned char)(0xf0 + i + p * 0x10);
+}
+
+/* CUDA_VISIBLE_DEVICES, read as the driver reads it (docs/driver-facts.md): comma-separated
+ * entries, each a device's ordinal on the machine or "GPU-" and leading hex digits of its UUID
+ * (dashes as printed, any case) naming one device; spaces around an entry ignored; the first
+ * entry that names no device ends the list; a device named twice makes cuInit fail with
+ * CUDA_ERROR_INVALID_DEVICE. Unset: every device. The process's device d is the machine's
+ * visible[d]: the double's answers that tell devices apart (name, UUID, bus id, compute
+ * capability, LUID) are the machine device's, so a test sees which one a client got. */
+static int visible[8], nvisible = -1, visible_twice;
+static pthread_once_t visible_once = PTHREAD_ONCE_INIT;
+
+static int uuid_entry(const char *e, size_t len)
+{
+    int found = -1;
+
+    if (len <= 4 || strncasecmp(e, "GPU-", 4) != 0)
+        return -1;
+    for (int p = 0; p < machine_devices(); p++) {
+        unsigned char u[16];
+        char hex[40];
+        size_t k = 0, i;
+        fake_machine_uuid(p, u);
+        snprintf(hex, sizeof(hex),
+                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+                 u[15]);
+        for (i = 4; i < len && k < strlen(hex); i++, k++)
+            if (tolower((unsigned char)e[i]) != hex[k])
+                break;
+        if (i < len)
+            continue;
+        if (found >= 0)
+            return -1; /* a prefix of two devices' UUIDs names neither */
+        found = p;
+    }
+    return found;
+}
+
+static void read_visible(void)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+
+    nvisible = 0;
+    if (!v) {
+        for (int p = 0; p < machine_devices(); p++)
+            visible[nvisible++] = p;
+        return;
+    }
+    while (*v && nvisible < 8) {
+        size_t len = strcspn(v, ",");
+        const char *e = v, *end;
+        int p = -1;
+        while (len && isspace((unsigned char)*e))
+            e++, len--;
+        while (len && isspace((unsigned char)e[len - 1]))
+            len--;
+        if (len && isdigit((unsigned char)e[0])) {
+            long n = strtol(e, (char **)&end, 10);
+            if (end == e + len && n < machine_devices())
+                p = (int)n;
+        } else {
+            p = uuid_entry(e, len);
+        }
+        if (p < 0)
+            break;
+        for (int i = 0; i < nvisible; i++)
+            visible_twice |= visible[i] == p;
+        visible[nvisible++] = p;
+        v += strcspn(v, ",");
+        v += *v == ',';
+    }
+}
+
+/* How many devices the process sees. */
+int fake_device_count(void)
+{
+    pthread_once(&visible_once, read_visible);
+    return nvisible;
+}
+
+/* The machine's device behind the process's device dev, or -1 for no device. */
+int fake_machine_device(int dev)
+{
+    return dev < 0 || dev >= fake_device_count() ? -1 : visible[dev];
+}
+
+static int device_count(void)
+{
+    return fake_device_count();
 }
 
 /* FAKECUDA_INIT_THREAD=1: the first cuInit starts a thread of the driver's own that never
@@ -79,6 +178,10 @@ EXPORT int cuInit(unsigned flags)
         usleep(10000);
     if (getenv("FAKECUDA_FAIL_INIT"))
         return CUDA_ERROR_NO_DEVICE;
+    if (fake_device_count() == 0 && getenv("CUDA_VISIBLE_DEVICES"))
+        return CUDA_ERROR_NO_DEVICE;
+    if (visible_twice)
+        return CUDA_ERROR_INVALID_DEVICE;
     if (getenv("FAKECUDA_INIT_THREAD"))
         pthread_once(&thread_once, start_driver_thread);
     initialized = 1;
@@ -121,7 +224,7 @@ EXPORT int cuDeviceGetName(char *name, int len, int dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "openmps fake GPU %d", dev);
+    snprintf(name, (size_t)len, "openmps fake GPU %d", fake_machine_device(dev));
     return CUDA_SUCCESS;
 }
 
@@ -131,8 +234,7 @@ EXPORT int cuDeviceGetUuid(unsigned char *uuid, int dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    for (int i = 0; i < 16; i++)
-        uuid[i] = (unsigned char)(0xf0 + i + dev * 0x10);
+    fake_machine_uuid(fake_machine_device(dev), uuid);
     return CUDA_SUCCESS;
 }
 
@@ -142,7 +244,7 @@ EXPORT int cuDeviceGetPCIBusId(char *bus, int len, int dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+    snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + fake_machine_device(dev));
     return CUDA_SUCCESS;
 }
 
