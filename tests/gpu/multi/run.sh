@@ -15,6 +15,8 @@
 #           same lines under openmps as natively, and PyTorch's view (torch_visible.py) for 1 and
 #           1,0; a client with CUDA_VISIBLE_DEVICES=1 working on its device 0 is listed under the
 #           server's device 1 only
+#   daemon_visible: CUDA_VISIBLE_DEVICES on the daemon (daemon_visible.sh, daemons of its own):
+#           clients by ordinal and by UUID see what a native run of the same devices sees
 # Usage: tests/gpu/multi/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -141,6 +143,12 @@ if [ "$where" = "[1] " ]; then
     pass "visible: the client is listed under the server's device 1 only ($(cat "$OUT/vis.rate"))"
 else
     fail "visible: $(tr '\n' ' ' <"$OUT/vis.clients") $(cat "$OUT/vis.rate")"
+fi
+# daemon_visible
+if sh "$HERE/daemon_visible.sh" "$BUILD" "$OUT" >"$OUT/daemon_visible.log" 2>&1; then
+    pass "daemon_visible: $(tail -n 1 "$OUT/daemon_visible.log")"
+else
+    fail "daemon_visible: $(grep -E '^FAIL' "$OUT/daemon_visible.log" | head -n 4 | tr '\n' ' ') $(tail -n 1 "$OUT/daemon_visible.log")"
 fi
 echo "gpu multi: $passes passed, $fails failed"
 exit $fails
