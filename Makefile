@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# The front door: make, make test, make demo, make install. CMake does the work.
+# The front door: make, make test, make demo, make install, make deb. CMake does the work.
 
 BUILD    ?= build
 ASAN     ?= build-asan
@@ -7,7 +7,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all test test-plain test-loaded test-asan test-fuzz test-gpu demo bench install fuzz format format-check tidy clean
+.PHONY: all deb test test-plain test-loaded test-asan test-fuzz test-gpu demo bench install fuzz format format-check tidy clean
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -39,7 +39,7 @@ test-gpu: all
 test-asan:
 	cmake -S . -B $(ASAN) $(GENERATOR) -DOPENMPS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN) -j $(JOBS)
-	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -LE package
 
 # The main job: the concurrency experiment B1 (docs/benchmark-definitions.md).
 demo: all
@@ -52,6 +52,12 @@ bench: all
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian package (docs/operations.md, "Installing"): the programs alone (no tests, so no
+# Python) built for /usr in $(DEB_BUILD), packed by CPack. The package.deb test checks it.
+DEB_BUILD ?= build-deb
+deb:
+	@JOBS=$(JOBS) scripts/deb.sh $(DEB_BUILD)
 
 # libFuzzer targets (clang, with ASan and UBSan), one per directory of tests/fuzz/corpus, each
 # FUZZ_SECONDS from its saved corpus. New inputs go to build-fuzz/corpus/<target>, a finding to

@@ -54,12 +54,18 @@ static int bad_option(const char *who, char **argv, int c)
     return 2;
 }
 
-/* The shim's folder: $OPENMPS_LIB, else ../lib/openmps (installed) or ../lib (build tree)
- * beside this program. */
+#ifndef OM_SHIM_REL
+#define OM_SHIM_REL "../lib/openmps"
+#endif
+
+/* The shim's folder: $OPENMPS_LIB, else where make install puts it (OM_SHIM_REL from bin/, as
+ * CMake computes it: ../lib/x86_64-linux-gnu/openmps in a Debian package), ../lib/openmps,
+ * ../lib64/openmps, or lib or ../lib (build tree) beside this program. */
 static int shim_dir(char *buf, size_t cap)
 {
     const char *env = getenv("OPENMPS_LIB");
-    static const char *const rel[] = {"../lib/openmps", "../lib64/openmps", "lib", "../lib"};
+    static const char *const rel[] = {OM_SHIM_REL, "../lib/openmps", "../lib64/openmps", "lib",
+                                      "../lib"};
     char self[PATH_MAX], *dir;
     ssize_t n;
 

@@ -288,6 +288,47 @@ def need_root():
                     os.getuid())
 
 
+# The start of run_in_private_mounts's scripts: a private /run, where what runs is copied (the
+# build may lie under /tmp, a clone there, which the script's own mount of /tmp then hides);
+# CONTROL, SMOKE, OPENMPS_DRIVER and LD_LIBRARY_PATH name the copies, /tmp and /var/log are
+# empty private ones.
+PRIVATE_MOUNTS = r"""
+set -e
+mount -t tmpfs tmpfs /run
+mkdir -p /run/omtest/lib
+cp "$CONTROL" "$(dirname "$CONTROL")/openmps-server" "$SMOKE" "$OPENMPS_DRIVER" /run/omtest/
+cp -a "$SHIMDIR"/. /run/omtest/lib/
+CONTROL=/run/omtest/$(basename "$CONTROL")
+SMOKE=/run/omtest/$(basename "$SMOKE")
+export OPENMPS_DRIVER=/run/omtest/$(basename "$OPENMPS_DRIVER") LD_LIBRARY_PATH=/run/omtest/lib
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /var/log
+"""
+
+
+def run_in_private_mounts(script, why, smoke):
+    """Runs PRIVATE_MOUNTS then the bash script as root in a mount namespace of its own, with no
+    CUDA_MPS_* variables, the paths of the build in CONTROL, SMOKE (the client program) and
+    SHIMDIR, and the double as the driver; skips when there is no such namespace (why: what the
+    test needs it for). Returns its stdout, printed."""
+    need_root()
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace for %s (unshare --mount)" % why)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    env.update({"CONTROL": os.path.abspath(CONTROL), "SMOKE": os.path.abspath(smoke),
+                "OPENMPS_DRIVER": os.path.abspath(FAKECUDA), "OPENMPS_SERVER_ENV": "FAKECUDA_*",
+                "OPENMPS_MODULE_CACHE": "off", "OPENMPS_TRACE": "1",
+                "LD_LIBRARY_PATH": os.path.abspath(SHIM_DIR),
+                "SHIMDIR": os.path.abspath(SHIM_DIR)})
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
+                        PRIVATE_MOUNTS + script],
+                       env=env, capture_output=True, text=True, timeout=240)
+    print(p.stdout.strip())
+    check(p.returncode == 0, "rc %d: %s %s" % (p.returncode, p.stdout, p.stderr[-2000:]))
+    return p.stdout
+
+
 def reachable_by_others(path, mode):
     """Whether a user other than root can reach path with the given permission bits (0o5: read
     and run, 0o4: read): every directory above it searchable by others, path itself allowed."""

@@ -8,10 +8,8 @@ import shutil
 import subprocess
 import tempfile
 
-import pytest
-
 import harness
-from harness import check, need_root, wait_for
+from harness import check, run_in_private_mounts, wait_for
 
 DROPIN = os.path.join(harness.BIN, "mps-bin", "nvidia-cuda-mps-control")
 NAME = "nvidia-cuda-mps-control"
@@ -76,20 +74,12 @@ def test_device_plugin_sequence():
 
 
 # Run by NVIDIA's name with no CUDA_MPS_* variables, in a mount namespace of its own (private,
-# empty /run, /tmp and /var/log): the daemon is in /tmp/nvidia-mps, its logs in
+# empty /run, /tmp and /var/log: harness.PRIVATE_MOUNTS): the daemon is in /tmp/nvidia-mps, its logs in
 # /var/log/nvidia-mps; a program with no variables finds it there, as does the front-end under
 # either name.
 NVIDIA_DEFAULTS = r"""
-set -e
-mount -t tmpfs tmpfs /run
-mkdir -p /run/omtest/lib
-cp "$CONTROL" "$(dirname "$CONTROL")/openmps-server" "$SMOKE" "$OPENMPS_DRIVER" /run/omtest/
-cp -a "$SHIMDIR"/. /run/omtest/lib/
 ln -s openmps-control /run/omtest/nvidia-cuda-mps-control
-export OPENMPS_DRIVER=/run/omtest/$(basename "$OPENMPS_DRIVER") LD_LIBRARY_PATH=/run/omtest/lib
 export PATH=/run/omtest:$PATH
-mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /var/log
 nvidia-cuda-mps-control -d
 trap 'kill -9 $(cat /tmp/nvidia-mps/*.pid 2>/dev/null) 2>/dev/null || true' EXIT
 echo "dirs $(stat -c '%n %U %a' /tmp/nvidia-mps /var/log/nvidia-mps | tr '
@@ -105,21 +95,8 @@ echo "remote $(head -1 /tmp/remote.out) / $(grep -c 'remote mode: server' /tmp/r
 
 
 def test_nvidia_name_takes_nvidia_defaults():
-    need_root()
-    if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
-        pytest.skip("no mount namespace for private /tmp and /var/log (unshare --mount)")
-    smoke = os.environ.get("OM_SHIM_SMOKE", "build/tests/shim-smoke")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
-    env.update({"CONTROL": os.path.abspath(harness.CONTROL), "SMOKE": os.path.abspath(smoke),
-                "OPENMPS_DRIVER": os.path.abspath(harness.FAKECUDA),
-                "OPENMPS_SERVER_ENV": "FAKECUDA_*", "OPENMPS_MODULE_CACHE": "off",
-                "OPENMPS_TRACE": "1", "SHIMDIR": os.path.abspath(harness.SHIM_DIR)})
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
-                        NVIDIA_DEFAULTS], env=env, capture_output=True, text=True, timeout=240)
-    out = p.stdout
-    print(out.strip())
-    check(p.returncode == 0, "rc %d: %s %s" % (p.returncode, out, p.stderr[-2000:]))
+    out = run_in_private_mounts(NVIDIA_DEFAULTS, "private /tmp and /var/log",
+                                os.environ.get("OM_SHIM_SMOKE", "build/tests/shim-smoke"))
     check("dirs /tmp/nvidia-mps root 755 /var/log/nvidia-mps root 700" in out,
           "NVIDIA's directories: %r" % out)
     check("other ls: cannot access '/run/openmps'" in out and

@@ -4,15 +4,14 @@ it must run natively (another user's daemon, a squatted pipe directory).
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
-import pytest
 import harness
 
 from harness import (BIN, Env, REMOTE_DRIVER, SANITIZER, SHIM_DIR, check,
-                     need_binaries_for_other_users, need_root, remote, wait_for)
+                     need_binaries_for_other_users, need_root, remote, run_in_private_mounts,
+                     wait_for)
 
 
 SHIM_SMOKE = os.environ.get("OM_SHIM_SMOKE", "build/tests/shim-smoke")
@@ -210,20 +209,9 @@ def test_squatted_pipe_directory_runs_natively():
 
 
 # A root daemon started with no CUDA_MPS_* directories, in a mount namespace of its own (so that
-# /run, /tmp and /var/log are empty private ones) where another user squatted /tmp/openmps.
+# /run, /tmp and /var/log are empty private ones: harness.PRIVATE_MOUNTS) where another user
+# squatted /tmp/openmps.
 ROOT_DEFAULTS = r"""
-set -e
-mount -t tmpfs tmpfs /run
-# The build may lie under /tmp (a clone there), which the next mount hides: what runs is copied
-# into the private /run first.
-mkdir -p /run/omtest/lib
-cp "$CONTROL" "$(dirname "$CONTROL")/openmps-server" "$SMOKE" "$OPENMPS_DRIVER" /run/omtest/
-cp -a "$SHIMDIR"/. /run/omtest/lib/
-CONTROL=/run/omtest/$(basename "$CONTROL")
-SMOKE=/run/omtest/$(basename "$SMOKE")
-export OPENMPS_DRIVER=/run/omtest/$(basename "$OPENMPS_DRIVER") LD_LIBRARY_PATH=/run/omtest/lib
-mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /var/log
 mkdir -m 0755 /tmp/openmps
 chown 12010:12010 /tmp/openmps
 "$CONTROL" -d
@@ -246,21 +234,7 @@ def test_root_daemon_defaults_to_run_openmps():
     /var/log/openmps), which only root can create, so another user who made /tmp/openmps first
     does not keep it from starting; programs find it there; once it is gone they run natively,
     told once that /tmp/openmps is not to be trusted."""
-    need_root()
-    if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
-        pytest.skip("no mount namespace for a private /run (unshare --mount)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
-    env.update({"CONTROL": os.path.abspath(harness.CONTROL), "SMOKE": os.path.abspath(SHIM_SMOKE),
-                "OPENMPS_DRIVER": os.path.abspath(harness.FAKECUDA),
-                "OPENMPS_SERVER_ENV": "FAKECUDA_*",
-                "OPENMPS_MODULE_CACHE": "off", "OPENMPS_TRACE": "1",
-                "LD_LIBRARY_PATH": os.path.abspath(SHIM_DIR), "SHIMDIR": os.path.abspath(SHIM_DIR)})
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
-                        ROOT_DEFAULTS], env=env, capture_output=True, text=True, timeout=240)
-    out = p.stdout
-    print(out.strip())
-    check(p.returncode == 0, "rc %d: %s %s" % (p.returncode, out, p.stderr[-2000:]))
+    out = run_in_private_mounts(ROOT_DEFAULTS, "a private /run", SHIM_SMOKE)
     check("dirs /run/openmps root 755 /var/log/openmps root 700" in out,
           "the root daemon's directories: %r" % out)
     check("remote cuInit 0 / 1" in out and "served 1" in out, "a program served: %r" % out)
