@@ -69,7 +69,17 @@ int om_driver_open(struct om_driver *drv, char *err, size_t errlen)
         goto fail;
     cr = drv->cuInit(0);
     if (cr != OM_CUDA_SUCCESS) {
-        snprintf(err, errlen, "cuInit failed with CUresult %d (driver %s)", cr, drv->path);
+        /* A CUDA_VISIBLE_DEVICES that names no device (100) or a device twice (101) is the
+         * operator's to fix: say so, with the value (a daemon's passes to its servers). */
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        const char *why = cr == 100 ? "names no device" : cr == 101 ? "names a device twice" : NULL;
+        if (vis && why)
+            snprintf(err, errlen,
+                     "cuInit failed with CUresult %d (driver %s): "
+                     "CUDA_VISIBLE_DEVICES=%.200s %s",
+                     cr, drv->path, vis, why);
+        else
+            snprintf(err, errlen, "cuInit failed with CUresult %d (driver %s)", cr, drv->path);
         rc = -EIO;
         goto fail;
     }

@@ -515,6 +515,8 @@ static void channel_lost(struct daemon *d, struct server *s)
     }
 }
 
+static void drain_fault(struct server *s);
+
 void om_server_handle_message(struct daemon *d, struct server *s)
 {
     struct om_msg *m = malloc(sizeof(*m));
@@ -532,6 +534,8 @@ void om_server_handle_message(struct daemon *d, struct server *s)
         if (rc != -ECONNRESET)
             om_err("server %d sent a malformed message (%s); closing its channel", (int)s->pid,
                    strerror(-rc));
+        else
+            drain_fault(s); /* what it sent before it went (drain_fault says why) */
         channel_lost(d, s);
         goto out;
     }
@@ -648,12 +652,23 @@ static void refuse_waiting(struct daemon *d, uid_t uid, const char *why)
 }
 
 /* A server that dies right after reporting a fault: its last words are read
- * before its channel is closed, so the log says why it went. */
+ * before its channel is closed, so the log says why it went. A server that exits with our
+ * messages unread (a client handed to it while it failed to start) makes the kernel report
+ * ECONNRESET on the first read, before what it sent; the next read still returns that. */
 static void drain_fault(struct server *s)
 {
     struct om_msg *m = s->chan >= 0 ? malloc(sizeof(*m)) : NULL;
+    bool reset = false;
+    int rc;
 
-    for (int i = 0; m && i < 256 && om_msg_recv(s->chan, m, NULL, 0) == 0; i++) {
+    for (int i = 0; m && i < 256; i++) {
+        rc = om_msg_recv(s->chan, m, NULL, 0);
+        if (rc == -ECONNRESET && !reset) {
+            reset = true;
+            continue;
+        }
+        if (rc < 0)
+            break;
         if (m->hdr.type == OM_MSG_SRV_FAULT && om_msg_text(m, 255) == 0 && !s->fault[0]) {
             om_log_escape(s->fault, sizeof(s->fault), (const char *)m->payload, 255);
             om_err("Server %d reports a fault: %s", (int)s->pid, s->fault);

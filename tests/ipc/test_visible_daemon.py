@@ -79,3 +79,22 @@ def test_daemon_visible_devices_by_ordinal_and_uuid(daemon):
               + clog[-1500:])
         check("CUDA_VISIBLE_DEVICES=%s names none of the 2 device(s)" % uuid(2) in clog, clog)
         e.quit()
+
+
+def test_daemon_visible_devices_naming_none(daemon):
+    """A daemon whose CUDA_VISIBLE_DEVICES names no device, or one twice: its server cannot
+    start (the driver's cuInit fails), and the client, refused, is told why with the value."""
+    for spec, why in (("7", "names no device"), ("", "names no device"),
+                      ("1,1", "names a device twice")):
+        e = daemon(start=False)
+        e.env.update({"FAKECUDA_DEVICES": "2", "CUDA_VISIBLE_DEVICES": spec})
+        e.start()
+        env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR))
+        env.pop("CUDA_VISIBLE_DEVICES")
+        p = subprocess.run([LIST], env=env, capture_output=True, text=True, timeout=120)
+        want = "CUDA_VISIBLE_DEVICES=%s %s" % (spec, why)
+        check(p.returncode == 0 and not p.stdout.startswith("cuInit 0") and
+              "cannot use the openmps server" in p.stderr and want in p.stderr,
+              "daemon %r: %r %r" % (spec, p.stdout, p.stderr))
+        check(want in e.log("server.log"), "server.log: " + e.log("server.log")[-600:])
+        e.quit()
