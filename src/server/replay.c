@@ -560,7 +560,7 @@ static bool room(struct om_replay *r, uint32_t len)
         r->recs = n;
         r->cap = cap;
     }
-    if (r->used + len > r->args_cap) {
+    if (!r->args || r->used + len > r->args_cap) { /* never NULL once a record is in */
         uint32_t cap = r->args_cap ? r->args_cap : 4096;
         while (cap < r->used + len)
             cap *= 2;
@@ -622,8 +622,10 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
     i = r->n++;
     x.off = r->used;
     r->recs[i] = x;
-    memcpy(r->args + r->used, l->args, l->len);
-    memcpy(r->args + r->used + l->len, l->attrs, abytes);
+    if (l->len)
+        memcpy(r->args + r->used, l->args, l->len);
+    if (abytes)
+        memcpy(r->args + r->used + l->len, l->attrs, abytes);
     r->used += l->len + (uint32_t)abytes;
     if (i == 0) {
         /* The longest template that begins so: a shorter one is often its prefix (a forward
