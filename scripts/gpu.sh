@@ -4,7 +4,8 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [launchers].
+# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
+# [launchers].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -190,6 +191,10 @@ for step in $STEPS; do
     # Several GPUs alone (issue #12; tests/gpu/multi/run.sh, also part of the tier).
     multi)
         { make && sh tests/gpu/multi/run.sh build "$OUT/multi"; } >"$OUT/multi.log" 2>&1 ;;
+    # NCCL across two GPUs alone (issue #24; tests/gpu/multi/ddp.sh, also part of multi and of
+    # the tier): PyTorch DDP, a rank per GPU; skipped on a machine with one GPU.
+    multigpu)
+        { make && sh tests/gpu/multi/ddp.sh build "$OUT/multigpu"; } >"$OUT/multigpu.log" 2>&1 ;;
     # The limits alone (issue #12; tests/gpu/limits/run.sh, also part of the tier).
     limits)
         { make && sh tests/gpu/limits/run.sh build "$OUT/limits"; } >"$OUT/limits.log" 2>&1 ;;
@@ -231,7 +236,7 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag)
+    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;

@@ -361,6 +361,43 @@ static int import(const char *hex, const char *pool)
     return 0;
 }
 
+/* What NCCL asks at its start (ncclCuMemHostEnable, ncclCuMemAlloc): the granularity of host
+ * memory of a NUMA node, shareable as a descriptor, then a probe of cuMemCreate there, refused
+ * (the server's host memory is not the client's: NCCL falls back to shared memory of its own);
+ * device memory with gpuDirectRDMACapable and a descriptor handle type is made, mapped and
+ * opened to the device. */
+static void nccl_like(size_t g)
+{
+    CUmemAllocationProp host = {.type = 1, .requestedHandleTypes = 1, .location = {3, 0}};
+    CUmemAllocationProp dev = {.type = 1, .requestedHandleTypes = 1, .location = {1, 0}};
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va = 0;
+    size_t hg = 0, dg = 0;
+
+    OK(cuMemGetAllocationGranularity(&hg, &host, 0));
+    EXPECT_MSG(hg > 0, "a host granularity");
+    host.location.type = 4; /* the calling thread's NUMA node */
+    OK(cuMemGetAllocationGranularity(&hg, &host, 1));
+    host.location.type = 2; /* the host */
+    OK(cuMemGetAllocationGranularity(&hg, &host, 0));
+    host.location.type = 3;
+    EXPECT_RC(cuMemCreate(&h, hg, &host, 0), CUDA_ERROR_NOT_SUPPORTED);
+    host.location.type = 9; /* no such location */
+    EXPECT_RC(cuMemGetAllocationGranularity(&hg, &host, 0), CUDA_ERROR_INVALID_VALUE);
+    dev.allocFlags.gpuDirectRDMACapable = 1;
+    OK(cuMemGetAllocationGranularity(&dg, &dev, 0));
+    EXPECT_MSG(dg == g, "the device's granularity %zu", dg);
+    OK(cuMemCreate(&h, dg, &dev, 0));
+    OK(cuMemAddressReserve(&va, dg, dg, 0, 0));
+    OK(cuMemMap(va, dg, 0, h, 0));
+    OK(cuMemSetAccess(va, dg, &acc, 1));
+    round_trip(va, dg, 3);
+    OK(cuMemUnmap(va, dg));
+    OK(cuMemRelease(h));
+    OK(cuMemAddressFree(va, dg));
+}
+
 static int vmm(void)
 {
     CUmemAllocationProp prop = {.type = 1, .location = {1, 0}}, got;
@@ -378,6 +415,7 @@ static int vmm(void)
     OK(cuMemGetAllocationGranularity(&g, &prop, 0));
     EXPECT_MSG(g > 0, "a granularity");
     EXPECT_RC(cuMemGetAllocationGranularity(&g, &prop, 7), CUDA_ERROR_INVALID_VALUE);
+    nccl_like(g);
     OK(cuMemCreate(&h, 2 * g, &prop, 0));
     prop.requestedHandleTypes = 2; /* a Win32 handle: not on Linux (POSIX: shareable_driver.c) */
     EXPECT_RC(cuMemCreate(&h2, 2 * g, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);

@@ -288,6 +288,10 @@ EXPORT int cuMemGetAllocationGranularity(size_t *g, const void *prop, int option
         return CUDA_ERROR_NOT_SUPPORTED;
     if (!g || !prop || option < 0 || option > 1)
         return CUDA_ERROR_INVALID_VALUE;
+    /* CUmemAllocationProp's location.type: a device, the host, a host NUMA node, the calling
+     * thread's node (CUmemLocationType 1..4); the driver answers for each. */
+    if (((const int *)prop)[2] < 1 || ((const int *)prop)[2] > 4)
+        return CUDA_ERROR_INVALID_VALUE;
     *g = option ? 2 * VMM_GRAN : VMM_GRAN;
     return CUDA_SUCCESS;
 }
