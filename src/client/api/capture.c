@@ -64,6 +64,24 @@ CUresult om_r_cuStreamBeginCapture(CUstream s)
     return om_r_cuStreamBeginCapture_v2(s, (CUstreamCaptureMode)CAPTURE_MODE_GLOBAL);
 }
 
+/* The _ptsz forms: their NULL is the calling thread's per-thread default stream, which can be
+ * captured, where the plain forms' NULL is the legacy stream, which cannot (the server refuses
+ * NULL and CU_STREAM_LEGACY): NULL goes as the per-thread handle. */
+static CUstream per_thread(CUstream s)
+{
+    return s ? s : CU_STREAM_PER_THREAD;
+}
+
+CUresult om_r_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    return om_r_cuStreamBeginCapture_v2(per_thread(s), mode);
+}
+
+CUresult om_r_cuStreamBeginCapture_ptsz(CUstream s)
+{
+    return om_r_cuStreamBeginCapture_v2(per_thread(s), (CUstreamCaptureMode)CAPTURE_MODE_GLOBAL);
+}
+
 CUresult om_r_cuStreamEndCapture(CUstream s, CUgraph *graph)
 {
     uint64_t reply = 0;
@@ -193,4 +211,11 @@ CUresult om_r_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNo
     }
     free(buf);
     return rc;
+}
+
+CUresult om_r_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                               const CUgraphEdgeData *edges, size_t n,
+                                               CUstreamCaptureMode mode)
+{
+    return om_r_cuStreamBeginCaptureToGraph(per_thread(s), g, deps, edges, n, mode);
 }
