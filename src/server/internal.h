@@ -343,6 +343,9 @@ void om_budget_give(uint64_t *counter, uint64_t n);
 CUresult om_budget_refuse(struct session *s, enum om_budget_kind kind, const char *what);
 
 /* devmem.c: device memory that can be freed without waiting for other clients. */
+/* More device memory than any GPU holds (64 TiB): refused with CUDA_ERROR_OUT_OF_MEMORY, as the
+ * driver refuses it, before a size is rounded (a huge count must not wrap). */
+#define OM_DEVMEM_MAX_BYTES (1ull << 46)
 CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                          uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);

@@ -38,6 +38,9 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+CUresult cuMemAllocHost_v2(void **, size_t);
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
 CUresult cuArrayDestroy(CUarray);
@@ -110,6 +113,34 @@ static void round_trip(CUdeviceptr d, size_t n, unsigned char seed)
     free(b);
 }
 
+/* More memory than the device holds, from every allocation entry point: OUT_OF_MEMORY, as the
+ * driver answers (PyTorch's out-of-memory message and its retry after freeing rely on it), both
+ * past what the server takes to the driver (800 000 000 GiB) and below it (1 TiB, refused by
+ * the driver); nothing is left behind (the next allocation and synchronisation succeed). */
+static void huge_sizes(CUstream st, CUmemoryPool pool)
+{
+    const size_t sizes[] = {800000000ull << 30, 1ull << 40};
+    CUdeviceptr d = 0;
+    size_t pitch = 0;
+    void *h = NULL;
+
+    for (int i = 0; i < 2; i++) {
+        size_t n = sizes[i];
+        EXPECT_RC(cuMemAlloc_v2(&d, n), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocManaged(&d, n, 1), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocAsync(&d, n, st), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocFromPoolAsync(&d, n, pool, st), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocPitch_v2(&d, &pitch, n / 4096, 4096, 4), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemHostAlloc(&h, n, 0), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocHost_v2(&h, n), CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    EXPECT_RC(cuMemAllocPitch_v2(&d, &pitch, SIZE_MAX / 2, 4, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_MSG(d == 0 && h == NULL, "nothing answered");
+    OK(cuStreamSynchronize(st));
+    OK(cuMemAlloc_v2(&d, 4096));
+    OK(cuMemFree_v2(d));
+}
+
 static int pools(void)
 {
     CUmemoryPool def = NULL, cur = NULL, p1 = NULL, p2 = NULL, extra[8];
@@ -125,6 +156,7 @@ static int pools(void)
     setup();
     OK(cuStreamCreate(&st, 1));
     OK(cuDeviceGetDefaultMemPool(&def, 0));
+    huge_sizes(st, def);
     EXPECT_MSG(def != NULL, "a default pool");
     OK(cuDeviceGetMemPool(&cur, 0));
     EXPECT_MSG(cur == def, "the current pool is the default one");
@@ -226,6 +258,7 @@ static int export(void)
     setup();
     OK(cuStreamCreate(&st, 1));
     OK(cuDeviceGetDefaultMemPool(&def, 0));
+    huge_sizes(st, def);
     OK(cuMemAlloc_v2(&d, 1 << 20));
     for (int i = 0; i < 1 << 20; i++)
         bytes[i] = (unsigned char)i;
@@ -420,6 +453,9 @@ static int vmm(void)
     prop.requestedHandleTypes = 2; /* a Win32 handle: not on Linux (POSIX: shareable_driver.c) */
     EXPECT_RC(cuMemCreate(&h2, 2 * g, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
     prop.requestedHandleTypes = 0;
+    EXPECT_RC(cuMemCreate(&h2, 800000000ull << 30, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_RC(cuMemCreate(&h2, (1ull << 40) / g * g, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    prop.requestedHandleTypes = 0;
     OK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
     OK(cuMemMap(va, 2 * g, 0, h, 0));
     EXPECT_RC(cuMemMap(va + g, 2 * g, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* over a mapping */
@@ -529,7 +565,6 @@ CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *, size_t *, size_t, CUme
                                            size_t *, size_t, unsigned long long, CUstream);
 CUresult cuPointerSetAttribute(const void *, int, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
-CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuMemFreeHost(void *);
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *);
 CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *, CUstream);

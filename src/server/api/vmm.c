@@ -69,8 +69,10 @@ CUresult om_hook_cuMemCreate(struct call *c, CUmemGenericAllocationHandle *handl
 {
     CUresult rc;
 
-    if (size == 0 || size > VMM_MAX_BYTES)
+    if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (size > OM_DEVMEM_MAX_BYTES) /* more than any device holds, as the driver answers */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     /* Host memory the server made would be mapped in the server's process, where the client
      * cannot read it: refused as a driver refuses host allocations it cannot make (NCCL then
      * keeps its host buffers in shared memory of its own, as it does in such containers). */

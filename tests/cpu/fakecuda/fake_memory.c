@@ -306,6 +306,8 @@ EXPORT int cuMemCreate(unsigned long long *h, size_t size, const int *prop,
         return CUDA_ERROR_NOT_SUPPORTED;
     if (!h || !prop || prop[0] != 1 || size == 0 || size % VMM_GRAN || flags)
         return CUDA_ERROR_INVALID_VALUE;
+    if (size > (16ull << 30)) /* more than the device holds (cuDeviceTotalMem) */
+        return 2;
     fd = memfd_create("fake-vmm", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || !(fh = calloc(1, sizeof(*fh)))) {
         if (fd >= 0)

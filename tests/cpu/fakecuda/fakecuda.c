@@ -20,6 +20,7 @@
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_NOT_FOUND_FAKE 500
 #define CUDA_ERROR_OUT_OF_MEMORY_FAKE 2
+#define FAKE_TOTAL_MEM (16ull << 30) /* each device's memory */
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -230,7 +231,7 @@ EXPORT int cuDeviceTotalMem_v2(size_t *bytes, int dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = 16ull << 30;
+    *bytes = FAKE_TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 
@@ -285,6 +286,8 @@ EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
 
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > FAKE_TOTAL_MEM) /* more than the device holds */
+        return CUDA_ERROR_OUT_OF_MEMORY_FAKE;
     pthread_mutex_lock(&alloc_lock);
     if (next_va == FAKE_VA_BASE && getenv("FAKECUDA_LOW_VA")) /* below 4 GiB: v1 entry points */
         next_va = 0x40000000ull;
@@ -347,9 +350,9 @@ EXPORT int cuMemFree_v2(dptr_t p)
 EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     pthread_mutex_lock(&alloc_lock);
-    *free_bytes = (16ull << 30) - allocated;
+    *free_bytes = FAKE_TOTAL_MEM - allocated;
     pthread_mutex_unlock(&alloc_lock);
-    *total = 16ull << 30;
+    *total = FAKE_TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 
