@@ -310,8 +310,8 @@ def test_remote_printf_of_two_clients_stays_theirs(daemon):
 
 
 def test_remote_fork_of_a_client():
-    """A forked child cannot use its parent's session (the call fails cleanly); the parent
-    goes on undisturbed."""
+    """A forked child cannot use its parent's session (the call fails with
+    CUDA_ERROR_NOT_INITIALIZED, as natively); the parent goes on undisturbed."""
     remote_case("fork", 60)
 
 
