@@ -191,6 +191,8 @@ struct session {
     char *output;           /* kernel printf output for the client (output.c) */
     size_t output_len, output_cap;
     uint64_t output_dropped;
+    char *errout; /* what the driver wrote on stderr for it: device-side assert messages */
+    size_t errout_len, errout_cap;
     uint8_t launch_args[32768];
     /* bit per entry point whose "not supported" note was logged (session.c): once per session */
     uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
@@ -279,7 +281,11 @@ void om_output_launched(struct session *s); /* it launched: stray output is its 
  * previous owner's printing kernels and their lines); then its launch on `st` is fenced. */
 void om_output_print_begin(struct session *s);
 void om_output_print_end(struct session *s, CUstream st, bool launched);
-size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
+/* Bytes moved into out, of its stdout text (which 0) or its stderr text (1). */
+size_t om_output_take(struct session *s, int which, void *out, size_t cap);
+/* At the session's ending by the server (a fault): what it still keeps for its client, sent on
+ * its socket as OUTPUT messages before the TERMINATED one (the client's taking call would fail). */
+void om_output_deliver(struct session *s);
 void om_output_free(struct session *s);
 /* api/capture.c: at the session's end, ends the captures it left open (before its streams are
  * waited for). */

@@ -896,6 +896,25 @@ int main(int argc, char **argv)
         CUresult rc = cuCtxSynchronize();
         printf("fault %d\n", rc);
         return rc == 700 ? 0 : 1;
+    } else if (!strcmp(mode, "assert")) {
+        /* a kernel whose assert fails, after one that prints: the synchronisation answers
+         * CUDA_ERROR_ASSERT, the printf line is on stdout and the driver's assert message on
+         * stderr, before the call returns */
+        static const char image[] = "fakecubin\n.extern .func vprintf\nprintf:4\nassert:4\n";
+        unsigned v = 12345, n = 7;
+        CUmodule mod;
+        CUfunction fp, fa;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&fp, mod, "printf"));
+        OK(cuModuleGetFunction(&fa, mod, "assert"));
+        void *pargs[] = {&n}, *aargs[] = {&v};
+        printf("host before\n");
+        OK(cuLaunchKernel(fp, 1, 1, 1, 1, 1, 1, 0, NULL, pargs, NULL));
+        OK(cuLaunchKernel(fa, 16, 1, 1, 256, 1, 1, 0, NULL, aargs, NULL));
+        CUresult rc = cuCtxSynchronize();
+        fprintf(stderr, "host after\n");
+        printf("assert %d\n", rc);
+        return rc == 710 ? 0 : 1;
     } else if (!strcmp(mode, "printf") && argc > 2) {
         /* a kernel that prints ARG: its line comes between the two of the host */
         static const char image[] = "fakecubin\nprintf:4\n";
@@ -1128,8 +1147,9 @@ int main(int argc, char **argv)
             OK(cuMemcpyDtoH_v2(buf, p, sizeof(buf)));
         }
     } else {
-        fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
-                        "FLAGS|fault|fork|threads|chain [PAIRS]|streams2|cache|bench N|copyloop\n");
+        fprintf(stderr,
+                "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
+                "FLAGS|fault|assert|fork|threads|chain [PAIRS]|streams2|cache|bench N|copyloop\n");
         return 2;
     }
     return 0;

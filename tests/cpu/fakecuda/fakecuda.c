@@ -612,6 +612,13 @@ static void stream_runs(void *s)
 static char printf_pending[4096];
 static size_t printf_len;
 static pthread_mutex_t printf_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A kernel named "assert" fails a device-side assert: its message waits in the same buffer, and
+ * the next synchronising call prints it on stderr (the driver's stream for it, with its format)
+ * and answers CUDA_ERROR_ASSERT, as every synchronising call after it does (the context is
+ * unusable). */
+static char assert_pending[512];
+static int asserted; /* under printf_lock */
+#define CUDA_ERROR_ASSERT 710
 
 static void device_printf(const char *fmt, ...)
 {
@@ -622,15 +629,34 @@ static void device_printf(const char *fmt, ...)
     va_end(ap);
 }
 
-static void flush_printf(void)
+static void device_assert_message(const char *fmt, ...)
 {
+    va_list ap;
+
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* Prints what the kernels left; CUDA_ERROR_ASSERT once one of them asserted. */
+static int flush_printf(void)
+{
+    int rc;
+
     pthread_mutex_lock(&printf_lock);
     if (printf_len) {
         device_printf("%.*s", (int)printf_len, printf_pending);
         fflush(stdout);
         printf_len = 0;
     }
+    if (assert_pending[0]) {
+        device_assert_message("%s", assert_pending);
+        fflush(stderr);
+        assert_pending[0] = 0;
+    }
+    rc = asserted ? CUDA_ERROR_ASSERT : CUDA_SUCCESS;
     pthread_mutex_unlock(&printf_lock);
+    return rc;
 }
 /* fake_graphs.c: stream capture's hooks. */
 int fake_capture_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -641,7 +667,8 @@ int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
-    flush_printf();
+    if (flush_printf() != CUDA_SUCCESS)
+        return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
     int captured = fake_capture_query(s);
 
@@ -654,7 +681,8 @@ EXPORT int cuStreamSynchronize(void *s)
 {
     uint64_t *b = busy_slot(s), now;
 
-    flush_printf();
+    if (flush_printf() != CUDA_SUCCESS)
+        return CUDA_ERROR_ASSERT;
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_ms()))
         usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now) * 1000);
     return CUDA_SUCCESS;
@@ -689,7 +717,10 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
     }
     return fake_capture_wait(s, e);
 }
-TRIVIAL(cuCtxSynchronize, void)
+EXPORT int cuCtxSynchronize(void)
+{
+    return flush_printf();
+}
 
 /* Destroyed events stay destroyed: a later record of one fails (tokens are never reused). */
 static unsigned char event_gone[sizeof(tokens)];
@@ -984,6 +1015,17 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
                          "kernel printf %u\n", v);
         if (n > 0 && (size_t)n < sizeof(printf_pending) - printf_len)
             printf_len += (size_t)n;
+        pthread_mutex_unlock(&printf_lock);
+    }
+    if (strcmp(k->name, "assert") == 0 && len >= 4) { /* one thread's assert(v != ARG) fails */
+        uint32_t v;
+        memcpy(&v, args, 4);
+        pthread_mutex_lock(&printf_lock);
+        snprintf(assert_pending, sizeof(assert_pending),
+                 "fake.cu:12: void asserting(const int *, int): block: [%u,0,0], thread: "
+                 "[%u,0,0] Assertion `v[i] != %u` failed.\n",
+                 gx - 1, bx - 1, v);
+        asserted = 1;
         pthread_mutex_unlock(&printf_lock);
     }
     if (strcmp(k->name, "fill_u32") == 0 && len >= 16) {
