@@ -39,5 +39,14 @@ fi
 echo "FAIL ddp (native $n, openmps $o): native: $(tr '\n' ' ' <"$OUT/ddp.native")"
 echo "    openmps: $(tr '\n' ' ' <"$OUT/ddp.openmps")"
 echo "    openmps stderr: $(grep -i "warn\|error\|fail" "$OUT/ddp.openmps.err" | head -n 12)"
+# Once more with every driver call traced (the trace stays in /tmp: it is large): the failed
+# calls, each with the three calls before it, into ddp.traced.failed
+T=$(mktemp /tmp/openmps-ddp-trace.XXXXXX)
+env LD_LIBRARY_PATH="$BUILD/lib" NCCL_DEBUG=WARN OPENMPS_TRACE=1 timeout "$LIMIT" \
+    python3 "$HERE/ddp_nccl.py" 29519 >"$OUT/ddp.traced" 2>"$T"
+echo "    traced again (exit $?): the first failed driver calls (ddp.traced.failed):"
+grep -B3 '^openmps\[[0-9]*\] cu.*= [1-9][0-9]* (' "$T" | head -n 400 >"$OUT/ddp.traced.failed"
+grep '^openmps\[[0-9]*\] cu.*= [1-9][0-9]* (' "$T" | head -n 20 | sed 's/^/      /'
+rm -f "$T"
 echo "gpu ddp: 0 passed, 1 failed"
 exit 1
