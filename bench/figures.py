@@ -50,10 +50,18 @@ FIGURES = {
 
 # B7 (bench/frameworks.py): per N, aggregate images/s; the goal is NVIDIA MPS's anchor on the
 # H100 (docs/benchmark-definitions.md; 26 900/s from 16 copies on, 64 served), the slowest copy.
-for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900), (64, 26900)):
+for _n, _anchor in ((1, 5000), (4, 17200), (8, 26800), (16, 26900), (32, 26900), (64, 26900),
+                    (128, 26900)):
     FIGURES["b7_n%d_img_s" % _n] = ("b7", "ResNet-18 fp16 batch 8, %d cop%s: images/s"
                                     % (_n, "y" if _n == 1 else "ies"), "/s", ">= %d" % _anchor,
                                     lambda v, a=_anchor: v >= a)
+    FIGURES["b7_n%d_window_img_s" % _n] = ("b7", "%d cop%s: images/s over the window (all "
+                                           "images / common start to last end)"
+                                           % (_n, "y" if _n == 1 else "ies"), "/s", "", None)
+    FIGURES["b7_n%d_server_cpu_ms" % _n] = ("b7", "%d cop%s: server CPU per batch"
+                                            % (_n, "y" if _n == 1 else "ies"), "ms", "", None)
+    FIGURES["b7_n%d_other_cpu_ms" % _n] = ("b7", "%d cop%s: all other CPU (the copies) per batch"
+                                           % (_n, "y" if _n == 1 else "ies"), "ms", "", None)
     FIGURES["b7_n%d_served" % _n] = ("b7", "%d copies: copies served (when not all)" % _n, "",
                                      "all", None)
     FIGURES["b7_n%d_slowest_s" % _n] = ("b7", "%d cop%s: slowest copy's 300 batches"

@@ -137,8 +137,11 @@ def cpu_use(before, after):
 
 def b7(env, ns, rounds=2, batches=300, max_n=None):
     """Per N: aggregate images/s (sum over copies of 8 x batches / its time; median over
-    rounds) and the slowest copy's time (s). A mode that refuses copies (NVIDIA MPS past 48)
-    reports how many it served instead."""
+    rounds), the throughput over the window (all images of all copies / the time from the
+    common start to the last copy's end: the sum overstates it when copies do not overlap) and
+    the slowest copy's time (s); the host CPU per batch of the servers and of everything else
+    (the copies). A mode that refuses copies (NVIDIA MPS past 48) reports how many it served
+    instead."""
     vals = {}
     for n in ns:
         if max_n and n > max_n:
@@ -155,7 +158,8 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
             mem = figures.gpu_memory()
             vals["b7_n%d_gpu_mib" % n] = sum(mem.values())
             vals["b7_n%d_copy_mib" % n] = max([mem.get(p.pid, 0) for p in pool.ready] or [0])
-            aggs, slowest, busy, server, queued = [], [], [], [], []
+            aggs, window, slowest, busy, server, queued = [], [], [], [], [], []
+            server_ms, client_ms = [], []
             for _ in range(rounds):
                 at = pool.start(0.5 + 0.01 * n)
                 time.sleep(max(0.0, at - time.time()))
@@ -166,9 +170,16 @@ def b7(env, ns, rounds=2, batches=300, max_n=None):
                 server.append(sv)
                 queued.append(q)
                 aggs.append(sum(8 * batches / e for e in el))
+                window.append(8 * batches * len(el) / max(el))
                 slowest.append(max(el))
+                # cores x the round's wall time, per batch of all copies
+                server_ms.append(sv * max(el) * 1000 / (batches * len(el)))
+                client_ms.append(max(0.0, b - sv) * max(el) * 1000 / (batches * len(el)))
             vals["b7_n%d_img_s" % n] = statistics.median(aggs)
+            vals["b7_n%d_window_img_s" % n] = statistics.median(window)
             vals["b7_n%d_slowest_s" % n] = statistics.median(slowest)
+            vals["b7_n%d_server_cpu_ms" % n] = statistics.median(server_ms)
+            vals["b7_n%d_other_cpu_ms" % n] = statistics.median(client_ms)
             # where the host's cores went (benchmark-definitions.md: one copy alone is host-bound)
             vals["b7_n%d_cores_busy" % n] = statistics.median(busy)
             vals["b7_n%d_server_cores" % n] = statistics.median(server)

@@ -9,6 +9,7 @@ on the same machine.
   openmps  this project: a daemon in temporary directories, the shim first in LD_LIBRARY_PATH
   openmps-nosched  the same with the server's scheduler off (OPENMPS_SCHED=off): what the
            scheduler is worth, past 32 client streams
+  openmps-noreplay  the same with the server's replay of repeated launches off (OPENMPS_REPLAY=off)
   openmps-yield  the same with the server's waits spinning with sched_yield in the driver
            (OPENMPS_SERVER_SYNC=yield) instead of polling, then sleeping
   openmps-spincap  the same with at most BENCH_SPIN_THREADS (4) server threads spinning at once
@@ -89,6 +90,8 @@ class Mode:
         if self.name.startswith("openmps"):
             if self.name == "openmps-nosched":
                 env["OPENMPS_SCHED"] = "off"  # the daemon passes it on to the server
+            if self.name == "openmps-noreplay":
+                env["OPENMPS_REPLAY"] = "off"
             if self.name == "openmps-yield":
                 env["OPENMPS_SERVER_SYNC"] = "yield"
             if self.name == "openmps-spincap":

@@ -5,7 +5,7 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers].
+# [launchers] [replay].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -55,6 +55,17 @@ for step in $STEPS; do
                 BENCH_MODES="${B7DIAG_MODES:-openmps,openmps-spincap,openmps-nosched}" \
                 BENCH_B7_N="${B7DIAG_N:-8 16}" make bench
         } >"$OUT/b7diag.log" 2>&1 ;;
+    # The replay of repeated launches (issue #23): the framework programs, then B7 (and
+    # REPLAY_WORKLOADS) with replay on and off beside NVIDIA MPS (REPLAY_MODES, REPLAY_N).
+    replay)
+        {
+            make && tests/gpu/frameworks/run.sh build "$OUT/frameworks"
+            BENCH_OUT="$OUT/replay" BENCH_WORKLOADS="${REPLAY_WORKLOADS:-b7}" \
+                BENCH_REPEATS="${REPLAY_REPEATS:-2}" \
+                BENCH_MODES="${REPLAY_MODES:-openmps,openmps-noreplay,mps}" \
+                BENCH_B7_N="${REPLAY_N:-8 32}" make bench
+            grep -h "launches replayed\|replay of" "$OUT"/replay/logs-openmps*/server.log | sort | uniq -c | sort -rn | head -20
+        } >"$OUT/replay.log" 2>&1 ;;
     # B8's worst batches while the newcomer starts, and the server calls (of any client) that
     # overlapped them: B8 under openmps with every call over 1 ms logged (OPENMPS_PROFILE),
     # then bench/b8timeline.py on each timeline (B8DIAG_MODES: more modes beside).
@@ -236,7 +247,8 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu)
+    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
+        replay)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;

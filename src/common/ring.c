@@ -232,11 +232,11 @@ static inline void cpu_relax(void)
 /* The eventcount wait shared by both directions: ready() says whether to stop
  * waiting; bell/sleepers are the queue's futex pair. */
 static int wait_on(struct om_ring_end *e, bool (*ready)(struct om_ring_end *, size_t), size_t arg,
-                   uint32_t *bell, uint32_t *sleepers, int timeout_ms, unsigned spin_us,
+                   uint32_t *bell, uint32_t *sleepers, int64_t timeout_ns, unsigned spin_us,
                    const int *stop)
 {
     int64_t start = now_ns();
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000000;
+    int64_t deadline = timeout_ns < 0 ? INT64_MAX : start + timeout_ns;
 
     for (unsigned i = 0; spin_us; i++) {
         if (ready(e, arg) || (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)))
@@ -287,11 +287,20 @@ static bool has_space(struct om_ring_end *e, size_t need)
 
 int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us, const int *stop)
 {
-    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, timeout_ms, spin_us, stop);
+    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers,
+                   timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000, spin_us, stop);
+}
+
+int om_ring_wait_data_us(struct om_ring_end *rx, unsigned timeout_us, unsigned spin_us,
+                         const int *stop)
+{
+    return wait_on(rx, has_data, 0, &rx->q->doorbell, &rx->q->sleepers, (int64_t)timeout_us * 1000,
+                   spin_us, stop);
 }
 
 int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms, const int *stop)
 {
     return wait_on(tx, has_space, (size_t)rec_total((uint32_t)need), &tx->q->space_bell,
-                   &tx->q->space_sleepers, timeout_ms, 0, stop);
+                   &tx->q->space_sleepers, timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000, 0,
+                   stop);
 }

@@ -60,6 +60,9 @@ int om_ring_recv(struct om_ring_end *rx, struct om_rec *ret_rec, void *buf, size
  * *stop becomes true (checked at every wake-up). Spins spin_us first.
  * Returns 0 when data may be there, -ETIMEDOUT otherwise. */
 int om_ring_wait_data(struct om_ring_end *rx, int timeout_ms, unsigned spin_us, const int *stop);
+/* The same with a timeout in microseconds (a session's held launches wait that long at most). */
+int om_ring_wait_data_us(struct om_ring_end *rx, unsigned timeout_us, unsigned spin_us,
+                         const int *stop);
 /* Waits for room for `need` bytes in tx; same conventions. */
 int om_ring_wait_space(struct om_ring_end *tx, size_t need, int timeout_ms, const int *stop);
 

@@ -176,6 +176,7 @@ struct session {
     struct om_range devcache[OM_DEVCACHE_ENTRIES]; /* its freed allocations, for its next */
     size_t ndevcache;
     struct om_sched_stream *sched; /* its streams' last kernels, while scheduling is on */
+    struct om_replay *replay;      /* replay.c: its current run of launches, its templates */
     size_t nsched, sched_cap;
     struct om_kernel *kernels;
     size_t nkernels, kernels_cap;
@@ -514,6 +515,41 @@ static inline uint64_t om_sched_key(uint64_t kernel, uint64_t grid_xy, uint64_t 
 {
     return kernel ^ ((grid_xy * 0x9e3779b97f4a7c15ull) + grid_z) * 0xff51afd7ed558ccdull;
 }
+
+/* replay.c: repeated runs of launches replayed as graphs (docs/architecture.md, "Replaying what
+ * repeats"). om_replay_launch takes a launch whose stream route.c resolved (a plain one: no
+ * attributes, not capturing, not printing) and holds it or launches it; om_replay_end ends the
+ * session's run (every other record does, before its handler runs); om_replay_idle lets out
+ * what is held when nothing arrived for om_replay_idle_us. */
+void om_replay_init(void);
+bool om_replay_enabled(void);
+unsigned om_replay_idle_us(void);
+bool om_replay_holding(const struct session *s);
+/* A launch as the request carries it: kernel, grid and block packed, shared memory, argument
+ * bytes, launch attributes (OM_LAUNCH_ATTR_BYTES each, any alignment; all om_launch_attr_plain
+ * or ignored). */
+struct om_replay_rec {
+    uint64_t k, g, m, b;
+    uint32_t smem, len, nattrs;
+    const void *args, *attrs;
+};
+CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
+                          const struct om_replay_rec *l);
+/* Why a run ended: an entry point's index (OM_IDX_*), or one of these. */
+enum {
+    OM_REPLAY_BY_PRINTS = -1,  /* a launch of a kernel that may print */
+    OM_REPLAY_BY_ATTRS = -2,   /* a launch with attributes */
+    OM_REPLAY_BY_CAPTURE = -3, /* a launch on a capturing stream */
+    OM_REPLAY_BY_STREAM = -4,  /* a launch on another stream */
+    OM_REPLAY_BY_OP = -5,      /* a private operation (a device change, staged bytes) */
+    OM_REPLAY_BY_END = -6,     /* the session's end */
+    OM_REPLAY_BY_KINDS = 6
+};
+void om_replay_end(struct session *s, int by);
+void om_replay_next_stream(struct session *s, uint64_t handle);
+void om_replay_idle(struct session *s);
+void om_replay_session_flush(struct session *s);
+void om_replay_session_end(struct session *s);
 
 /* teardown.c: what a session holds, released in this order at its end (session.c walks it;
  * the last entry's fn is NULL). Each hook leaves its part of the session empty. */

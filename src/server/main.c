@@ -245,6 +245,7 @@ int main(int argc, char **argv)
     }
     om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
     om_sched_init();
+    om_replay_init();
     om_priority_init();
     om_budget_init();
     if (om_server_driver_init(&srv, om_wait_context_flags(), err, sizeof(err)) < 0) {

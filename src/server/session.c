@@ -174,6 +174,12 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     int rc_fd = -1;
     bool rc_fd_close = false;
 
+    /* Any record but a launch ends the session's run of launches, so that what replay.c holds
+     * goes to the GPU before this call does anything (launches decide in api/launch.c). */
+    if (s->replay && rec->op != OM_OP_ENTRY_BASE + OM_IDX_cuLaunchKernel &&
+        rec->op != OM_OP_ENTRY_BASE + OM_IDX_cuLaunchKernelEx && rec->op != OM_OP_PING)
+        om_replay_end(s, rec->op >= OM_OP_ENTRY_BASE ? (int)(rec->op - OM_OP_ENTRY_BASE)
+                                                     : OM_REPLAY_BY_OP);
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;
@@ -332,6 +338,17 @@ static void release_gpu_resources(struct session *s)
 static void wait_record(struct session *s, bool *busy)
 {
     bool spin = om_spin_take();
+
+    if (om_replay_holding(s)) {
+        /* Launches held for a graph (replay.c) wait for the rest of their chunk this long at
+         * most, then go out as they are. */
+        unsigned us = om_replay_idle_us();
+        if (om_ring_wait_data_us(&s->rx, us, spin ? us : 0, &s->stop) == -ETIMEDOUT)
+            om_replay_idle(s);
+        if (spin)
+            om_spin_give();
+        return;
+    }
     int waited = om_ring_wait_data(&s->rx, *busy ? OM_BUSY_IDLE_MS : OM_SESSION_POLL_MS,
                                    spin ? 50 : 0, &s->stop);
 

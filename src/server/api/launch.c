@@ -13,6 +13,16 @@
 
 /* ------------------------------------------------------------------ launches */
 
+/*
+ * Launches go to replay.c (held and launched as graphs when they repeat) unless it is off, the
+ * stream captures (the client's own graph), or the kernel may print (its printf turn, output.c).
+ * Any other launch ends the session's run first, so that what is held goes out before it.
+ */
+static bool replayable(struct session *s, CUstream st, bool prints)
+{
+    return om_replay_enabled() && !prints && !om_stream_capturing(s, st);
+}
+
 CUresult om_x_cuLaunchKernel(struct call *c)
 {
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -37,9 +47,18 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     total = kern->args_size;
     if ((int64_t)args_len != total || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
+    om_replay_next_stream(c->s, sh); /* before route.c's ordering */
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
+    /* Its lines must reach this client only (output.c); a captured launch runs nothing now, and
+     * a fence recorded on a capturing stream would join the client's graph. */
+    prints = kern->prints && !om_stream_capturing(c->s, st);
+    if (replayable(c->s, st, prints)) {
+        struct om_replay_rec rr = {k, g, m, b, (uint32_t)smem, (uint32_t)args_len, 0, args, NULL};
+        return om_replay_launch(c->s, sh, st, &rr);
+    }
+    om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
     /* The argument bytes are already laid out as the kernel expects them. */
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
@@ -48,9 +67,6 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
-    /* Its lines must reach this client only (output.c); a captured launch runs nothing now, and
-     * a fence recorded on a capturing stream would join the client's graph. */
-    prints = kern->prints && !om_stream_capturing(c->s, st);
     if (prints)
         om_output_print_begin(c->s);
     rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
@@ -111,9 +127,17 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         return CUDA_ERROR_INVALID_HANDLE;
     if (kern->args_size != args_len || args_len > sizeof(c->s->launch_args) || smem > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
+    om_replay_next_stream(c->s, sh); /* before route.c's ordering */
     st = om_launch_stream(c, sh, &rc);
     if (!st)
         return rc;
+    prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
+    if (replayable(c->s, st, prints)) { /* its attributes are all plain (checked above) */
+        struct om_replay_rec rr = {
+            k, g, m, b, (uint32_t)smem, (uint32_t)args_len, (uint32_t)nattrs, args, attrs};
+        return om_replay_launch(c->s, sh, st, &rr);
+    }
+    om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
     extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
@@ -125,7 +149,6 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
         (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
-    prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
     if (prints)
         om_output_print_begin(c->s);
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);

@@ -123,6 +123,8 @@ static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
 int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                              unsigned by, unsigned bz, void *s, const void *args, size_t len);
 const char *fake_kernel_name(void *k, void **lib); /* fakecuda.c */
+void fake_driver_log(const char *what, const char *name, int n);
+void fake_attr_log(int id, int v); /* fakecuda.c: "attr ID V" in FAKECUDA_LAUNCH_LOG */
 
 static void glog(const char *fmt, const void *p, const char *extra)
 {
@@ -674,10 +676,19 @@ EXPORT int cuGraphLaunch(void *h, void *s)
     if (!e)
         return INVALID_VALUE;
     glog("launch %p%s", e, NULL);
+    fake_driver_log("graph", NULL, e->n);
     for (int i = 0; i < e->n && rc == OK; i++) {
         struct fnode *n = &e->nodes[i];
         if (!n->enabled)
             continue;
+        for (int id = 1; n->type == KERNEL && id < 16; id++) { /* as cuLaunchKernelEx logs them */
+            static const unsigned char zero[64];
+            int v;
+            if (memcmp(n->attrs[id], zero, 64)) {
+                memcpy(&v, n->attrs[id], 4);
+                fake_attr_log(id, v);
+            }
+        }
         if (n->type == KERNEL)
             rc = fake_launch_kernel_bytes(n->k.func, n->k.gx, n->k.gy, n->k.gz, n->k.bx, n->k.by,
                                           n->k.bz, s, n->args, n->len);

@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: MIT
+"""Runs of launches the server replays as graphs (src/server/replay.c; tests/cpu/replay_driver.c).
+
+The driver double logs every kernel it ran, launched or as a graph's node (FAKECUDA_LAUNCH_LOG),
+and every launch the driver was asked for (FAKECUDA_DRIVER_LOG: "kernel NAME" for a
+cuLaunchKernel, "graph N" for a cuGraphLaunch of N nodes). Each test checks that the kernels ran
+are exactly the ones the program launched, in its order, and counts what the replay saved."""
+import os
+
+from harness import check, driver_program, wait_for
+
+LEN = 40     # launches a round: chunks of 16, 16 and 8 (OPENMPS_REPLAY_CHUNK's default)
+ROUNDS = 6
+
+
+def run(daemon, mode, rounds=ROUNDS, length=LEN, env=None, timeout=120):
+    e = daemon(start=False)
+    paths = {k: os.path.join(e.dir, k) for k in ("launches", "driver", "expect", "graphs")}
+    e.env["FAKECUDA_LAUNCH_LOG"] = paths["launches"]
+    e.env["FAKECUDA_DRIVER_LOG"] = paths["driver"]
+    e.env["FAKECUDA_GRAPH_LOG"] = paths["graphs"]
+    e.env.update(env or {})
+    e.start()
+    p = driver_program(e, "replay-driver", [mode, str(rounds), str(length)],
+                       extra={"REPLAY_EXPECT": paths["expect"],
+                              "REPLAY_LAUNCH_LOG": paths["launches"]})
+    out, err = p.communicate(timeout=timeout)
+    return e, p, out, err, paths
+
+
+def read(path):
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
+def counts(paths):
+    lines = read(paths["driver"])
+    kernels = sum(1 for l in lines if l.startswith("kernel "))
+    graphs = [int(l.split()[1]) for l in lines if l.startswith("graph ")]
+    return kernels, graphs
+
+
+def same_order(paths):
+    ran, sent = read(paths["launches"]), read(paths["expect"])
+    ran = [l for l in ran if l.startswith("fill_u32 ")]
+    check(ran == sent, "the kernels that ran are not the ones launched, in order: %d ran, %d "
+          "launched; first difference at %s" % (len(ran), len(sent), next(
+              (i for i, (a, b) in enumerate(zip(ran, sent)) if a != b), min(len(ran), len(sent)))))
+
+
+def test_a_repeated_run_is_replayed_as_graphs(daemon):
+    """Rounds 1 and 2 are launched one by one; round 2 is the run seen a second time, built as
+    graphs of 16, 16 and 8 nodes; rounds 3-6 are three graph launches each, no kernel launch."""
+    e, p, out, err, paths = run(daemon, "same")
+    check(p.returncode == 0 and "replay same ok" in out, "same: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * LEN, "%d kernel launches, not the first two rounds' %d" % (kernels, 2 * LEN))
+    check(graphs == [16, 16, 8] * (ROUNDS - 2), "graph launches: %r" % graphs)
+    wait_for(lambda: "launches replayed" in e.log("server.log"), what="the session's replay line")
+    check("client %d: %d launches replayed in %d graph launches" % (p.pid, (ROUNDS - 2) * LEN,
+                                                                   3 * (ROUNDS - 2))
+          in e.log("server.log"), "the session's line: %s" % e.log("server.log")[-600:])
+    glog = read(paths["graphs"])
+    check(sum(l.startswith("exec+") for l in glog) == 3 and
+          sum(l.startswith("exec-") for l in glog) == 3,
+          "three executable graphs made and destroyed with the session: %r" % glog)
+
+
+def test_replay_off_launches_every_kernel(daemon):
+    """OPENMPS_REPLAY=off: every launch is a driver launch, nothing is built."""
+    e, p, out, err, paths = run(daemon, "same", env={"OPENMPS_REPLAY": "off"})
+    check(p.returncode == 0 and "replay same ok" in out, "off: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == ROUNDS * LEN and graphs == [], "off: %d kernels, graphs %r" % (kernels, graphs))
+    check("replay of repeated launches: off" in e.log("server.log"), "the server says it is off")
+
+
+def test_changed_arguments_update_the_nodes(daemon):
+    """Every value changes every round: the same shape is replayed, each node's parameters set
+    before its chunk's launch, and every slot holds its round's value (the program checks)."""
+    e, p, out, err, paths = run(daemon, "change")
+    check(p.returncode == 0 and "replay change ok" in out, "change: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * LEN and graphs == [16, 16, 8] * (ROUNDS - 2),
+          "change: %d kernels, graphs %r" % (kernels, graphs))
+
+
+def test_one_node_that_differs_falls_back_in_order(daemon):
+    """Round 3's launch 5 runs on another grid: the five held launches before it go out one by
+    one, then it, then the rest of the round as it comes (a new shape, learnt, not replayed);
+    rounds 4-6 are replayed again."""
+    e, p, out, err, paths = run(daemon, "shape")
+    check(p.returncode == 0 and "replay shape ok" in out, "shape: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 3 * LEN and graphs == [16, 16, 8] * (ROUNDS - 3),
+          "shape: %d kernels, graphs %r" % (kernels, graphs))
+
+
+def test_another_stream_ends_the_run(daemon):
+    """Round 3 sends its launches from 8 on to another stream: the 8 held go out on the default
+    stream first, the rest run on the other one, and the slots all hold their values."""
+    e, p, out, err, paths = run(daemon, "stream")
+    check(p.returncode == 0 and "replay stream ok" in out, "stream: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 3 * LEN and graphs == [16, 16, 8] * (ROUNDS - 3),
+          "stream: %d kernels, graphs %r" % (kernels, graphs))
+
+
+def test_an_interleaved_call_sees_what_was_held(daemon):
+    """Round 3, after launch 5: an event record, a query (which answers done), a host function
+    and a copy into slot 2. The six held launches go out before the record; the copy lands after
+    launch 2 (slot 2 holds the copy's 77, checked by the program). The round's other 34 launches
+    have the template's shape (a shape ignores argument bytes): they are replayed as its first
+    two chunks, their nodes' arguments updated, and the last two go out one by one at the
+    next round's first call."""
+    e, p, out, err, paths = run(daemon, "interleave")
+    check(p.returncode == 0 and "replay interleave ok" in out, "interleave: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * LEN + 6 + 2 and graphs == [16, 16] + [16, 16, 8] * (ROUNDS - 3),
+          "interleave: %d kernels, graphs %r" % (kernels, graphs))
+
+
+def test_a_client_capture_is_never_mixed_in(daemon):
+    """Round 3 captures the same launches on another stream: the capture's graph holds exactly
+    the program's 40 nodes, and its launch runs them; the default stream's runs go on being
+    replayed."""
+    e, p, out, err, paths = run(daemon, "capture")
+    check(p.returncode == 0 and "replay capture ok" in out, "capture: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * LEN and graphs == [16, 16, 8] + [LEN] + [16, 16, 8] * (ROUNDS - 2),
+          "capture: %d kernels, graphs %r" % (kernels, graphs))
+
+
+def test_held_launches_go_out_when_nothing_follows(daemon):
+    """Round 3 stops for 300 ms with launches held: within OPENMPS_REPLAY_IDLE_US they run,
+    without any call from the program (it reads the double's log itself)."""
+    e, p, out, err, paths = run(daemon, "idle")
+    check(p.returncode == 0 and "replay idle ok" in out, "idle: %r %r" % (out, err))
+    same_order(paths)
+
+
+def test_a_session_that_ends_mid_run(daemon):
+    """The program ends in round 3 with launches held: what ran is what it launched, in order
+    (records it left in its ring when its end was noticed are dropped, as before), the server
+    frees the session's graphs and serves the next client."""
+    e, p, out, err, paths = run(daemon, "exit")
+    check(p.returncode == 0, "exit: %r %r" % (out, err))
+    wait_for(lambda: "Client %d disconnected" % p.pid in e.log("server.log"),
+             what="the session's end")
+    ran = [l for l in read(paths["launches"]) if l.startswith("fill_u32 ")]
+    sent = read(paths["expect"])
+    check(len(ran) >= 2 * LEN + 16 and ran == sent[:len(ran)],
+          "what ran (%d) is the start of what was launched (%d)" % (len(ran), len(sent)))
+    glog = read(paths["graphs"])
+    check(sum(l.startswith("exec+") for l in glog) == sum(l.startswith("exec-") for l in glog) == 3,
+          "its executable graphs destroyed: %r" % glog)
+    p = driver_program(e, "replay-driver", ["same", "3", str(LEN)])
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "replay same ok" in out, "the next client: %r %r" % (out, err))
+
+
+def test_a_fault_in_a_replayed_kernel_reaches_the_client(daemon):
+    """Round 4's launch 7 faults (the double's fill_u32 of 0xdeadbeef) inside a replayed graph:
+    the program's synchronize reports CUDA_ERROR_ILLEGAL_ADDRESS, the server ends as for any
+    fatal fault, and the next client gets a new server."""
+    e, p, out, err, paths = run(daemon, "fault")
+    check(p.returncode == 0 and "replay fault reported" in out, "fault: %r %r" % (out, err))
+    kernels, graphs = counts(paths)
+    ran = [l for l in read(paths["launches"]) if l.startswith("fill_u32 ")]
+    sent = read(paths["expect"])
+    at = 3 * LEN + 7  # what the server launched after the fault, before it ended, may run too
+    check(kernels == 2 * LEN and graphs[:4] == [16, 16, 8, 16] and ran[:at] == sent[:at]
+          and sent[at] not in ran,
+          "the fault came from the first graph of round 4, at its node 7 (%d kernels ran, graphs "
+          "%r)" % (len(ran), graphs))
+    wait_for(lambda: "FAULT: a fatal GPU fault (CUresult 700)" in e.log("server.log"),
+             what="the fault in the log")
+    p = driver_program(e, "replay-driver", ["same", "3", str(LEN)])
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "replay same ok" in out, "the next client: %r %r" % (out, err))
+
+
+def test_launch_attributes_are_the_nodes_attributes(daemon):
+    """Launches with attributes (cuLaunchKernelEx): a cluster dimension on every launch, and
+    programmatic stream serialization on every other one. Their runs are replayed; each node
+    carries the cluster dimension (the double logs a node's attributes as a launch's), and the
+    permission to overlap, which a chain of nodes never uses, is dropped."""
+    e, p, out, err, paths = run(daemon, "attrs")
+    check(p.returncode == 0 and "replay attrs ok" in out, "attrs: %r %r" % (out, err))
+    same_order(paths)
+    kernels, graphs = counts(paths)
+    check(kernels == 2 * LEN and graphs == [16, 16, 8] * (ROUNDS - 2),
+          "attrs: %d kernels, graphs %r" % (kernels, graphs))
+    log = read(paths["launches"])
+    check(log.count("attr 4 1") == ROUNDS * LEN and log.count("attr 6 1") == 2 * LEN // 2,
+          "cluster dimensions %d (want %d), serialization %d (want %d: launched rounds only)"
+          % (log.count("attr 4 1"), ROUNDS * LEN, log.count("attr 6 1"), LEN))
