@@ -37,6 +37,20 @@ __global__ void sum_host(const unsigned *p, size_t n, unsigned long long *out)
     *out = s;
 }
 
+// ncclCuMemMapAndSetAccess: a reservation, the handle mapped, read-write for the device.
+static CUdeviceptr map_rw(CUmemGenericAllocationHandle h, size_t size, size_t g, int dev)
+{
+    CUdeviceptr va;
+    CU(cuMemAddressReserve(&va, size, g, 0, 0));
+    CU(cuMemMap(va, size, 0, h, 0));
+    CUmemAccessDesc acc = {};
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(cuMemSetAccess(va, size, &acc, 1));
+    return va;
+}
+
 static void host_probe(CUdevice dev, int ordinal)
 {
     int numa = -1;
@@ -64,14 +78,9 @@ static void host_probe(CUdevice dev, int ordinal)
         printf("host memory: usable\n");
         return;
     }
-    CUdeviceptr va;
-    CU(cuMemAddressReserve(&va, g, g, 0, 0));
-    CU(cuMemMap(va, g, 0, h, 0));
+    CUdeviceptr va = map_rw(h, g, g, ordinal);
     CUmemAccessDesc acc = {};
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = ordinal;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(cuMemSetAccess(va, g, &acc, 1));
     acc.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
     acc.location.id = numa;
     CU(cuMemSetAccess(va, g, &acc, 1));
@@ -111,14 +120,7 @@ static int import_side(int fd, size_t size, unsigned long long want)
     size_t g = 0;
     CU(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     EXPECT(size % g == 0);
-    CUdeviceptr va;
-    CU(cuMemAddressReserve(&va, size, g, 0, 0));
-    CU(cuMemMap(va, size, 0, h, 0));
-    CUmemAccessDesc acc = {};
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = (int)dev;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(cuMemSetAccess(va, size, &acc, 1));
+    CUdeviceptr va = map_rw(h, size, g, (int)dev);
     unsigned char *b = (unsigned char *)malloc(size);
     CU(cuMemcpyDtoH(b, va, size));
     EXPECT_EQ(api_fnv(b, size), want);
@@ -158,14 +160,7 @@ int main(int argc, char **argv)
     size = (size + g - 1) / g * g;
     CUmemGenericAllocationHandle h;
     CU(cuMemCreate(&h, size, &prop, 0));
-    CUdeviceptr va;
-    CU(cuMemAddressReserve(&va, size, g, 0, 0));
-    CU(cuMemMap(va, size, 0, h, 0));
-    CUmemAccessDesc acc = {};
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = (int)dev;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(cuMemSetAccess(va, size, &acc, 1));
+    CUdeviceptr va = map_rw(h, size, g, (int)dev);
     size_t n = size / 4;
     fill<<<(unsigned)((n + 255) / 256), 256>>>((unsigned *)(uintptr_t)va, n, 7);
     RT(cudaDeviceSynchronize());
