@@ -73,6 +73,7 @@ CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned);
 CUresult cuEventDestroy_v2(CUevent);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 
@@ -896,6 +897,38 @@ int main(int argc, char **argv)
         CUresult rc = cuCtxSynchronize();
         printf("fault %d\n", rc);
         return rc == 700 ? 0 : 1;
+    } else if (!strcmp(mode, "shortargs")) {
+        /* NCCL's launches: a kernel whose last parameter is large, given by the bytes in use
+         * (CU_LAUNCH_PARAM_BUFFER_SIZE shorter than its parameters), by cuLaunchKernel and
+         * cuLaunchKernelEx: they run, and the synchronisation after them succeeds */
+        static const char image[] = "fakecubin\nfill_u32:8,4,4,4096\n";
+        unsigned char args[16];
+        unsigned v = 7, n = 64, got[64];
+        size_t used = sizeof(args);
+        CUmodule mod;
+        CUfunction fill;
+        OK(cuMemAlloc_v2(&p, 4096));
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+        memcpy(args, &p, 8), memcpy(args + 8, &v, 4), memcpy(args + 12, &n, 4);
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &used,
+                         CU_LAUNCH_PARAM_END};
+        OK(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, extra));
+        OK(cuCtxSynchronize());
+        OK(cuMemcpyDtoH_v2(got, p, sizeof(got)));
+        EXPECT(got[0] == 7 && got[63] == 7);
+        v = 9, memcpy(args + 8, &v, 4);
+        CUlaunchConfig cfg = {.gridDimX = 1,
+                              .gridDimY = 1,
+                              .gridDimZ = 1,
+                              .blockDimX = 32,
+                              .blockDimY = 1,
+                              .blockDimZ = 1};
+        OK(cuLaunchKernelEx(&cfg, fill, NULL, extra));
+        OK(cuCtxSynchronize());
+        OK(cuMemcpyDtoH_v2(got, p, sizeof(got)));
+        EXPECT(got[0] == 9 && got[63] == 9);
+        printf("shortargs ok\n");
     } else if (!strcmp(mode, "assert")) {
         /* a kernel whose assert fails, after one that prints: the synchronisation answers
          * CUDA_ERROR_ASSERT, the printf line is on stdout and the driver's assert message on
