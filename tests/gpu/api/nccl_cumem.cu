@@ -11,8 +11,9 @@
 //     mapped, opened to the device, filled by a kernel; exported as a descriptor that a second
 //     process (this program, "import FD SIZE SUM", on the last device) imports, maps, opens to
 //     its device and reads back: the same checksum;
-//   * a stream synchronised after all that answers success (a later cuStreamSynchronize
-//     answered 1 in the report);
+//   * a kernel of one 4 KiB parameter launched with cuLaunchKernelEx and an `extra` buffer of
+//     the bytes in use, as NCCL launches its kernels: it runs, and the stream's synchronisation
+//     answers success (a later cuStreamSynchronize answered 1 in the report);
 //   * the memory freed as NCCL frees it (retain the handle, release, address range, unmap,
 //     release, free the range).
 // openmps-gpu-link: -lcuda
@@ -27,6 +28,18 @@ __global__ void fill(unsigned *p, size_t n, unsigned seed)
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i < n)
         p[i] = (unsigned)i * 2654435761u + seed;
+}
+
+// NCCL's kernels take one 4 KiB parameter, launched with the bytes in use only.
+struct args4k {
+    unsigned *p;
+    unsigned v;
+    char rest[4096 - 16];
+};
+
+__global__ void store4k(args4k a)
+{
+    a.p[threadIdx.x] = a.v;
 }
 
 __global__ void sum_host(const unsigned *p, size_t n, unsigned long long *out)
@@ -194,6 +207,29 @@ int main(int argc, char **argv)
     CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     fill<<<1, 32, 0, s>>>((unsigned *)(uintptr_t)va, 32, 1);
     CU(cuStreamSynchronize(s));
+    // as ncclLaunchKernel: cuLaunchKernelEx with CU_LAUNCH_PARAM_BUFFER_SIZE the bytes in use
+    {
+        CUfunction fn;
+        RT(cudaGetFuncBySymbol(&fn, (const void *)store4k));
+        unsigned char used[16];
+        unsigned *dst = (unsigned *)(uintptr_t)va, v = 77;
+        memcpy(used, &dst, 8);
+        memcpy(used + 8, &v, 4);
+        memset(used + 12, 0, 4);
+        size_t n_used = sizeof(used);
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, used, CU_LAUNCH_PARAM_BUFFER_SIZE, &n_used,
+                         CU_LAUNCH_PARAM_END};
+        CUlaunchConfig cfg = {};
+        cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = 32, cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.hStream = s;
+        CU(cuLaunchKernelEx(&cfg, fn, nullptr, extra));
+        CU(cuStreamSynchronize(s));
+        unsigned back[32];
+        CU(cuMemcpyDtoH(back, va, sizeof(back)));
+        EXPECT_EQ(back[31], 77);
+        printf("a 4 KiB parameter launched by its bytes in use: ran\n");
+    }
     CU(cuStreamDestroy(s));
 
     // freed as NCCL frees it
