@@ -5,7 +5,7 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay].
+# [launchers] [replay] [suites].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -18,7 +18,14 @@
 #   soak-start    the soak in the background (setsid), into SOAK_DIR (/tmp/openmps-soak)
 #   soak-collect  waits up to SOAK_WAIT s (560) for it, copies it to $OUT/soak, prints it
 # The stress drivers add STRESS_ARGS to their arguments (--fake: a dry run without a GPU).
+# suites: CuPy's and PyTorch's own tests natively and under openmps (issue #24;
+# tests/gpu/suites/suites.py): needs .suites/ carried (tests/gpu/suites/prepare.sh makes it),
+# ends SUITES_SECONDS (550) after this script started, continues from .suites/results, and
+# brings back suites.tgz (every run's results so far; prepare.sh --absorb takes it in).
+# SUITES_ARGS: the selection and options (--suite pytorch, --files PATTERN, --shard K/N,
+# --jobs J, --test-timeout S).
 set -u
+T0=$(date +%s)
 OUT=${OUT:-$PWD/gpu-logs}
 mkdir -p "$OUT"
 STEPS=${*:-"test demo"}
@@ -223,6 +230,12 @@ for step in $STEPS; do
             nvcc -O2 -arch=native -o /tmp/om-green tests/gpu/probe/green_share.cu -lcuda &&
                 /tmp/om-green
         } >"$OUT/probe-green.log" 2>&1 ;;
+    suites)
+        {
+            make && python3 tests/gpu/suites/suites.py run --build build --suites-dir .suites/src \
+                --results "$OUT/suites" --seed .suites/results \
+                --deadline $((T0 + ${SUITES_SECONDS:-550})) ${SUITES_ARGS:-}
+        } >"$OUT/suites.log" 2>&1 ;;
     # The GPU tier alone (tests/gpu/run.sh, the api programs included), without the CPU tier.
     gputier)
         { make && sh tests/gpu/run.sh build "$OUT/gputier"; } >"$OUT/gputier.log" 2>&1 ;;
@@ -248,7 +261,7 @@ for step in $STEPS; do
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
     torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
-        replay)
+        replay | suites)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;

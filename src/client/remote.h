@@ -254,6 +254,10 @@ void om_uobj_exec_launched(CUgraphExec e, CUstream s);
 void om_uobj_graph_cloned(CUgraph g, CUgraph clone);
 void om_uobj_exec_destroyed(CUgraphExec e);
 void om_uobj_exec_updated(CUgraphExec e, CUgraph g);
+void om_uobj_child_added(CUgraph child, CUgraph g);
+void om_uobj_exec_child_set(CUgraphExec e, CUgraph child);
+void om_uobj_exec_wait(CUgraphExec e);
+unsigned om_uobj_refs(void *obj); /* a CUuserObject */
 /* api/launch.c: the argument bytes of kernel f from kernelParams (packed into out, cap bytes)
  * or extra's buffer: *ret_args, *ret_len (kernel nodes of graphs send them as launches do). */
 CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, size_t cap,

@@ -484,6 +484,8 @@ void om_spin_give(void);
 /* Whether this session thread's client is busy (it sent records lately): busy clients take
  * cores that spinning threads then leave them. */
 void om_spin_client_busy(bool busy);
+/* How many sessions' clients are busy now (sent records lately). */
+int om_busy_clients(void);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
 CUresult om_wait_event(CUevent ev);
@@ -543,7 +545,8 @@ enum {
     OM_REPLAY_BY_STREAM = -4,  /* a launch on another stream */
     OM_REPLAY_BY_OP = -5,      /* a private operation (a device change, staged bytes) */
     OM_REPLAY_BY_END = -6,     /* the session's end */
-    OM_REPLAY_BY_KINDS = 6
+    OM_REPLAY_BY_SHARE = -7,   /* a launch sent to an SM share's shadow stream */
+    OM_REPLAY_BY_KINDS = 7
 };
 void om_replay_end(struct session *s, int by);
 void om_replay_next_stream(struct session *s, uint64_t handle);

@@ -75,6 +75,11 @@ void om_spin_give(void)
 
 static __thread bool thread_busy; /* this session thread's client counts as busy */
 
+int om_busy_clients(void)
+{
+    return __atomic_load_n(&busy_clients, __ATOMIC_RELAXED);
+}
+
 void om_spin_client_busy(bool busy)
 {
     if (busy == thread_busy)

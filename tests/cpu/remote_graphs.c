@@ -15,6 +15,9 @@
  *                              then waits for a line on stdin)
  *   remote_graphs batchnodes   batch memory op nodes: addresses checked, operations back
  *   remote_graphs addnode      cuGraphAddNode / cuGraph(Exec)NodeSetParams, by node type
+ *   remote_graphs pageable     copy nodes of pageable host memory, both ways: the bytes move at
+ *                              each launch; the nodes answer as copy nodes; parameters set on
+ *                              the graph and on the executable graph; clones; captured copies
  * Exit status 0 when every check passed; the first failed check is printed. */
 #define _GNU_SOURCE
 #include <sys/mman.h>
@@ -215,6 +218,8 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_
 CUresult cuGraphMemcpyNodeSetParams(CUgraphNode, const M3D *);
 CUresult cuGraphMemcpyNodeGetParams(CUgraphNode, M3D *);
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const M3D *, CUcontext);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
 CUresult cuGraphKernelNodeGetAttribute(CUgraphNode, int, void *);
 CUresult cuGraphKernelNodeSetAttribute(CUgraphNode, int, const void *);
 CUresult cuGraphGetEdges_v2(CUgraph, CUgraphNode *, CUgraphNode *, void *, size_t *);
@@ -513,10 +518,6 @@ static void copies(void)
     m.srcDevice = b, m.dstHost = pinned;
     m.WidthInBytes = 256, m.Height = m.Depth = 1;
     OK(cuGraphAddMemcpyNode(&d2h, g, &d2d, 1, &m, NULL));
-    M3D pg = m;
-    pg.dstHost = pageable;
-    EXPECT_RC(cuGraphAddMemcpyNode(&x, g, NULL, 0, &pg, NULL),
-              CUDA_ERROR_NOT_SUPPORTED); /* NOT_SUPPORTED */
     OK(cuGraphInstantiateWithFlags(&exec, g, 0));
     OK(cuGraphLaunch(exec, s));
     OK(cuStreamSynchronize(s));
@@ -527,8 +528,10 @@ static void copies(void)
     m.WidthInBytes = 16; /* the executable graph's copy: 16 bytes into the pinned page's end */
     m.dstHost = pinned + 240;
     OK(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL));
-    m.dstHost = pageable; /* not shared with the server */
+    m.dstHost = pageable; /* a plain copy node cannot become pageable_copies()'s kind */
     EXPECT_RC(cuGraphExecMemcpyNodeSetParams(exec, d2h, &m, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_RC(cuGraphMemcpyNodeSetParams(d2h, &m), CUDA_ERROR_NOT_SUPPORTED);
+    (void)x;
     OK(cuGraphLaunch(exec, s));
     OK(cuStreamSynchronize(s));
     EXPECT(pinned[240] == 16 && pinned[255] == 31);
@@ -628,6 +631,174 @@ static void capture(void)
     printf("capture ok\n");
 }
 
+/* Copy nodes of pageable host memory (src/client/api/pagecopy.c): a host node of the client
+ * moves the bytes through a pinned staging buffer at each launch. */
+static void pageable_copies(void)
+{
+    enum { PITCH = 48, W = 32, H = 3 };
+    static unsigned char src[PITCH * H], src2[PITCH * H], out[256], out2[256], back[256];
+    unsigned char *pinned;
+    CUdeviceptr a;
+    CUgraph g, clone;
+    CUgraphNode in, outn, list[4];
+    CUgraphExec e1, e2, ec;
+    CUstream s;
+    M3D m, got;
+    size_t n = 4;
+    int type;
+
+    OK(cuMemAlloc_v2(&a, 256));
+    OK(cuMemsetD8_v2(a, 0, 256));
+    OK(cuStreamCreate(&s, 1));
+    OK(cuMemHostAlloc((void **)&pinned, 256, 0));
+    OK(cuGraphCreate(&g, 0));
+    /* in: 3 rows of 32 bytes, 48 apart in pageable memory, to a + 0, 64, 128 */
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = 1, m.srcHost = src, m.srcPitch = PITCH, m.srcHeight = H;
+    m.dstMemoryType = 2, m.dstDevice = a, m.dstPitch = 64, m.dstHeight = 4;
+    m.WidthInBytes = W, m.Height = H, m.Depth = 1;
+    OK(cuGraphAddMemcpyNode(&in, g, NULL, 0, &m, NULL));
+    /* out: the device's 256 bytes into pageable memory (unified addressing names the host) */
+    M3D o;
+    memset(&o, 0, sizeof(o));
+    o.srcMemoryType = 2, o.srcDevice = a;
+    o.dstMemoryType = 4, o.dstDevice = (CUdeviceptr)(uintptr_t)out;
+    o.WidthInBytes = 256, o.Height = o.Depth = 1;
+    OK(cuGraphAddMemcpyNode(&outn, g, &in, 1, &o, NULL));
+    /* they answer as the copy nodes the program made */
+    OK(cuGraphNodeGetType(in, &type));
+    EXPECT_MSG(type == 1, "type %d", type);
+    OK(cuGraphMemcpyNodeGetParams(in, &got));
+    EXPECT(got.srcHost == src && got.srcPitch == PITCH && got.dstDevice == a &&
+           got.dstPitch == 64 && got.WidthInBytes == W && got.Height == H);
+    OK(cuGraphMemcpyNodeGetParams(outn, &got));
+    EXPECT(got.dstMemoryType == 4 && got.dstDevice == (CUdeviceptr)(uintptr_t)out);
+    OK(cuGraphGetNodes(g, list, &n));
+    EXPECT_MSG(n == 2, "%zu nodes", n);
+    CUgraph child;
+    EXPECT_RC(cuGraphChildGraphNodeGetGraph(in, &child), CUDA_ERROR_INVALID_VALUE);
+    M3D bad = m;
+    bad.srcPitch = 16; /* rows wider than their pitch */
+    CUgraphNode x;
+    EXPECT_RC(cuGraphAddMemcpyNode(&x, g, NULL, 0, &bad, NULL), CUDA_ERROR_INVALID_VALUE);
+
+    /* the bytes move at each launch, not at the node's making */
+    OK(cuGraphInstantiateWithFlags(&e1, g, 0));
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < PITCH * H; i++)
+            src[i] = (unsigned char)(round * 50 + i);
+        memset(out, 0, sizeof(out));
+        OK(cuGraphLaunch(e1, s));
+        OK(cuStreamSynchronize(s));
+        OK(cuMemcpyDtoH_v2(back, a, 256));
+        for (int r = 0; r < H; r++)
+            for (int i = 0; i < W; i++) {
+                unsigned char want = (unsigned char)(round * 50 + r * PITCH + i);
+                EXPECT_MSG(back[r * 64 + i] == want, "round %d row %d byte %d: %d", round, r, i,
+                           back[r * 64 + i]);
+                EXPECT_MSG(out[r * 64 + i] == want, "out, round %d row %d byte %d", round, r, i);
+            }
+        EXPECT(out[W] == 0 && back[64 + W] == 0);
+    }
+
+    /* set on the graph: a new source; the executable graph made before keeps the old one */
+    for (int i = 0; i < PITCH * H; i++)
+        src2[i] = (unsigned char)(200 + i);
+    M3D m2 = m;
+    m2.srcHost = src2;
+    OK(cuGraphMemcpyNodeSetParams(in, &m2));
+    OK(cuGraphMemcpyNodeGetParams(in, &got));
+    EXPECT(got.srcHost == src2);
+    /* set again and again with no executable graph made in between: set in place */
+    for (int i = 0; i < 2100; i++)
+        OK(cuGraphMemcpyNodeSetParams(in, i % 2 ? &m2 : &m));
+    OK(cuGraphInstantiateWithFlags(&e2, g, 0));
+    OK(cuGraphLaunch(e2, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out[0] == 200 && out[64] == (unsigned char)(200 + PITCH));
+    OK(cuGraphLaunch(e1, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out[0] == (unsigned char)150); /* round 3's source, still e1's */
+
+    /* set on an executable graph: its copy out lands elsewhere; the graph's is unchanged */
+    M3D o2 = o;
+    o2.dstMemoryType = 1, o2.dstHost = out2, o2.dstDevice = 0;
+    OK(cuGraphExecMemcpyNodeSetParams(e2, outn, &o2, NULL));
+    memset(out, 0, sizeof(out));
+    OK(cuGraphLaunch(e2, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out2[0] == 200 && out[0] == 0);
+    OK(cuGraphMemcpyNodeGetParams(outn, &got));
+    EXPECT(got.dstDevice == (CUdeviceptr)(uintptr_t)out);
+    /* set again and again: the executable graph's record is reused, not one more each time
+     * (the server keeps 4096 host-function records a session: two per record) */
+    for (int i = 0; i < 2100; i++) {
+        o2.dstHost = i % 2 ? out2 : out;
+        OK(cuGraphExecMemcpyNodeSetParams(e2, outn, &o2, NULL));
+    }
+    memset(out, 0, sizeof(out));
+    memset(out2, 0, sizeof(out2));
+    OK(cuGraphLaunch(e2, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out2[0] == 200 && out[0] == 0); /* the last set (i = 2099) names out2 */
+
+    /* a pageable node set to pinned memory, and back */
+    M3D pin = m;
+    pin.srcHost = pinned, pin.srcPitch = 64, pin.srcHeight = 4;
+    memset(pinned, 9, 256);
+    OK(cuGraphMemcpyNodeSetParams(in, &pin));
+    OK(cuGraphNodeGetType(in, &type));
+    EXPECT(type == 1);
+    OK(cuGraphInstantiateWithFlags(&ec, g, 0));
+    OK(cuGraphLaunch(ec, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out[0] == 9 && out[64 + W - 1] == 9);
+    OK(cuGraphExecDestroy(ec));
+    OK(cuGraphMemcpyNodeSetParams(in, &m));
+
+    /* a clone outlives its graph: its records are its own references */
+    OK(cuGraphClone(&clone, g));
+    OK(cuGraphExecDestroy(e1));
+    OK(cuGraphExecDestroy(e2));
+    OK(cuGraphDestroy(g));
+    n = 4;
+    OK(cuGraphGetNodes(clone, list, &n));
+    EXPECT(n == 2);
+    OK(cuGraphNodeGetType(list[0], &type));
+    EXPECT(type == 1);
+    for (int i = 0; i < PITCH * H; i++)
+        src[i] = (unsigned char)(7 + i);
+    OK(cuGraphInstantiateWithFlags(&ec, clone, 0));
+    OK(cuGraphLaunch(ec, s));
+    OK(cuStreamSynchronize(s));
+    EXPECT(out[0] == 7 && out[64] == (unsigned char)(7 + PITCH));
+    OK(cuGraphExecDestroy(ec));
+    OK(cuGraphDestroy(clone));
+
+    /* captured: cuMemcpy{HtoD,DtoH}Async of pageable memory move the bytes at each launch */
+    static unsigned char host_in[64], host_out[64];
+    CUgraph cg;
+    CUgraphExec ce;
+    memset(host_in, 1, sizeof(host_in));
+    memset(host_out, 0, sizeof(host_out));
+    OK(cuStreamBeginCapture_v2(s, 2));
+    OK(cuMemcpyHtoDAsync_v2(a + 128, host_in, 64, s));
+    OK(cuMemcpyDtoHAsync_v2(host_out, a + 128, 64, s));
+    OK(cuStreamEndCapture(s, &cg));
+    EXPECT(host_out[0] == 0); /* nothing moved yet */
+    OK(cuGraphInstantiateWithFlags(&ce, cg, 0));
+    for (int round = 1; round <= 2; round++) {
+        memset(host_in, 10 + round, sizeof(host_in));
+        OK(cuGraphLaunch(ce, s));
+        OK(cuStreamSynchronize(s));
+        EXPECT_MSG(host_out[0] == 10 + round && host_out[63] == 10 + round, "captured %d: %d",
+                   round, host_out[0]);
+    }
+    OK(cuGraphExecDestroy(ce));
+    OK(cuGraphDestroy(cg));
+    printf("pageable ok\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -638,6 +809,8 @@ int main(int argc, char **argv)
         copies();
     } else if (!strcmp(mode, "capture")) {
         capture();
+    } else if (!strcmp(mode, "pageable")) {
+        pageable_copies();
     } else if (!strcmp(mode, "hold")) {
         CUgraph g;
         CUgraphNode n;

@@ -177,3 +177,22 @@ def test_remote_graphs_generic_node_params(daemon):
     p = graphs_client(e, "addnode")
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0 and "addnode ok" in out, "addnode: %r %r" % (out, err))
+
+
+def test_remote_graphs_pageable_copy_nodes(daemon):
+    """Copy nodes of pageable host memory (src/client/api/pagecopy.c), which the server cannot
+    reach: made by hand (2D rows into the device, the device out through a unified address) and
+    captured (cuMemcpyHtoDAsync, cuMemcpyDtoHAsync), their bytes move at each launch and never
+    at the making; the nodes answer as copy nodes with the program's parameters; parameters set
+    on the graph leave an executable graph made before alone, set on an executable graph leave
+    the graph alone; a node set to pinned memory and back; a clone launched after its original
+    was destroyed; a pageable side's rows wider than their pitch refused. The driver saw host
+    nodes (the client's copies through staging) inside child graph nodes."""
+    log = os.path.join(tempfile.mkdtemp(prefix="om-graphs-"), "graph.log")
+    e = daemon(extra_env={"FAKECUDA_GRAPH_LOG": log})
+    p = graphs_client(e, "pageable")
+    out, err = p.communicate(timeout=120)
+    check(p.returncode == 0 and "pageable ok" in out, "pageable: %r %r" % (out, err))
+    lines = open(log).read().splitlines()
+    check(any(l.startswith("childgraph ") for l in lines), "child graph nodes: %r" % lines[:40])
+    check(any(l.startswith("hostnode+ ") for l in lines), "host nodes: %r" % lines[:40])

@@ -10,9 +10,12 @@
 #include "../gen/remote_decls.h"
 #include "../remote.h"
 #include "../shim.h"
+#include "../gen/calls.h"
+#include "graph.h"
 
 /* CUmemorytype values from the driver API documentation. */
 enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };
+
 /* ------------------------------------------------------------------ 2D sets */
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint64_t value, unsigned elem,
@@ -289,6 +292,53 @@ static CUresult sync_stream(CUstream s)
     return om_rpc_cuStreamSynchronize(s);
 }
 
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, bool async);
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool async);
+
+/* An asynchronous 1D copy of pageable memory on a capturing stream: the paths below would copy
+ * the bytes now, once; captured, they must move at each launch of the graph. So the capture gets
+ * a host function that copies the pageable bytes into a pinned staging buffer held by the
+ * capture's graph, then the copy from it (or the copy into it, then the host function that
+ * copies it out): api/pagecopy.c. *handled false: the stream is not capturing. */
+static CUresult captured_1d(bool to_device, CUdeviceptr dev, const void *host, size_t n, CUstream s,
+                            bool *handled)
+{
+    CUstreamCaptureStatus st;
+    cuuint64_t id;
+    CUgraph g;
+    const CUgraphNode *deps;
+    const CUgraphEdgeData *edges;
+    size_t nd;
+    CUDA_MEMCPY3D m;
+    void *staging, *arg;
+    bool captured = false;
+    CUresult rc;
+
+    *handled = false;
+    if (om_capture_none() ||
+        OM_CALL(cuStreamGetCaptureInfo_v3)(s, &st, &id, &g, &deps, &edges, &nd) != CUDA_SUCCESS ||
+        st != 1 /* CU_STREAM_CAPTURE_STATUS_ACTIVE */)
+        return CUDA_SUCCESS;
+    *handled = true;
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = to_device ? MT_HOST : MT_DEVICE;
+    m.dstMemoryType = to_device ? MT_DEVICE : MT_HOST;
+    m.srcHost = to_device ? host : NULL;
+    m.srcDevice = to_device ? 0 : dev;
+    m.dstHost = to_device ? NULL : (void *)(uintptr_t)host;
+    m.dstDevice = to_device ? dev : 0;
+    m.WidthInBytes = n;
+    m.Height = m.Depth = 1;
+    rc = om_pgcopy_captured(&m, to_device ? PG_SRC : PG_DST, g, &staging, &arg);
+    if (rc == CUDA_SUCCESS && to_device)
+        rc = om_hostfunc_capture(s, om_pgcopy_in, arg, &captured);
+    if (rc == CUDA_SUCCESS && (captured || !to_device)) /* pinned: captured as a copy */
+        rc = to_device ? htod(dev, staging, n, s, true) : dtoh(staging, dev, n, s, true);
+    if (rc == CUDA_SUCCESS && !to_device)
+        rc = om_hostfunc_capture(s, om_pgcopy_out, arg, &captured);
+    return rc == CUDA_SUCCESS && !captured ? 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */ : rc;
+}
+
 /* Host to device: pageable bytes go through the staging buffer and the server
  * copies them on the client's stream and waits for that stream only; pinned
  * pages shared with the server are copied from directly. */
@@ -333,6 +383,11 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream
     if (!om_devrange_fits(asked, n))
         return CUDA_ERROR_INVALID_VALUE;
     bool staged;
+    if (async) {
+        rc = captured_1d(true, dst, src, n, stream, &staged);
+        if (staged)
+            return rc;
+    }
     rc = om_staging_copy(true, dst, (void *)(uintptr_t)src, n, stream, async, &staged);
     return staged ? rc : om_ring_htod(dst, src, n, stream);
 }
@@ -369,6 +424,11 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool
         return rc;
     }
     bool staged;
+    if (async) {
+        CUresult rc = captured_1d(false, src, dst, n, stream, &staged);
+        if (staged)
+            return rc;
+    }
     CUresult staged_rc = om_staging_copy(false, src, dst, n, stream, async, &staged);
     if (staged)
         return staged_rc;

@@ -31,4 +31,26 @@ CUresult om_graph_new_node(int index, const struct om_wbuf *req, CUgraphNode *no
  * driver answers through a pointer into memory it keeps). NULL: no memory. */
 const uint8_t *om_graph_node_bytes(CUgraphNode node, const void *bytes, size_t len);
 
+/* api/nodes.c: which sides of a copy are pageable host memory (PG_SRC, PG_DST; 0 also for
+ * parameters it refuses). */
+#define PG_SRC 1u
+#define PG_DST 2u
+unsigned om_graph_pageable_sides(const CUDA_MEMCPY3D *p);
+/* api/pagecopy.c: copy nodes of pageable host memory (child graph nodes the program sees as
+ * copy nodes). *handled false: node is not one of them. */
+CUresult om_pgcopy_add(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                       const CUDA_MEMCPY3D *p, CUcontext ctx, unsigned pageable);
+CUresult om_pgcopy_set(CUgraphNode node, const CUDA_MEMCPY3D *p, unsigned pageable, bool *handled);
+CUresult om_pgcopy_exec_set(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *p, CUcontext ctx,
+                            unsigned pageable, bool *handled);
+bool om_pgcopy_params(CUgraphNode node, CUDA_MEMCPY3D *p);
+bool om_pgcopy_is(CUgraphNode node);
+void om_pgcopy_forget(CUgraphNode node, CUgraph g);
+/* A copy of pageable memory on a capturing stream: a record held by the capture's graph g, its
+ * staging buffer and the argument of the host functions that fill it or empty it. */
+CUresult om_pgcopy_captured(const CUDA_MEMCPY3D *p, unsigned pageable, CUgraph g, void **staging,
+                            void **arg);
+void om_pgcopy_in(void *arg);
+void om_pgcopy_out(void *arg);
+
 #endif

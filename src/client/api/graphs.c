@@ -52,8 +52,10 @@ CUresult om_r_cuGraphDestroy(CUgraph g)
 {
     CUresult rc = om_rpc_cuGraphDestroy(g);
 
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         om_uobj_graph_destroyed(g); /* api/hostnodes.c: its user objects' references */
+        om_pgcopy_forget(NULL, g);  /* api/pagecopy.c: its pageable copy nodes */
+    }
     return rc;
 }
 

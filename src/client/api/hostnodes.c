@@ -569,10 +569,42 @@ static bool wait_exec_work(CUgraphExec e)
     return true;
 }
 
+/* The references a user object has (0: not one). */
+unsigned om_uobj_refs(void *obj)
+{
+    struct uobj *o = (struct uobj *)(void *)obj;
+    unsigned n;
+
+    pthread_mutex_lock(&uobj_lock);
+    n = uobj_ok(o) ? o->refs : 0;
+    pthread_mutex_unlock(&uobj_lock);
+    return n;
+}
+
+/* The work the executable graph launched is done (if it holds references: api/pagecopy.c's
+ * records are references). */
+void om_uobj_exec_wait(CUgraphExec e)
+{
+    wait_exec_work(e);
+}
+
 /* A clone of g holds the references g holds. */
 void om_uobj_graph_cloned(CUgraph g, CUgraph clone)
 {
     holder_copy((uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)clone, false);
+}
+
+/* A child graph node of g was made of child (the driver copied it): g holds what child holds,
+ * new references (the node's graph lives as long as g, whatever becomes of child). */
+void om_uobj_child_added(CUgraph child, CUgraph g)
+{
+    holder_copy((uint64_t)(uintptr_t)child, (uint64_t)(uintptr_t)g, false);
+}
+
+/* The executable graph's child graph node was set to a copy of child: the same, for e. */
+void om_uobj_exec_child_set(CUgraphExec e, CUgraph child)
+{
+    holder_copy((uint64_t)(uintptr_t)child, (uint64_t)(uintptr_t)e, true);
 }
 
 /* The executable graph's references go once the work it launched is done. */

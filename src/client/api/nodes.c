@@ -16,6 +16,24 @@
 #include "../shim.h"
 #include "../gen/calls.h"
 
+/* CUgraphNodeType */
+enum {
+    NT_KERNEL = 0,
+    NT_MEMCPY = 1,
+    NT_MEMSET = 2,
+    NT_HOST = 3,
+    NT_GRAPH = 4,
+    NT_EMPTY = 5,
+    NT_WAIT_EVENT = 6,
+    NT_EVENT_RECORD = 7,
+    NT_SEM_SIGNAL = 8,
+    NT_SEM_WAIT = 9,
+    NT_BATCH = 12,
+    NT_MEM_ALLOC = 10,
+    NT_MEM_FREE = 11,
+    NT_CONDITIONAL = 13
+};
+
 static void forget_kernel_copy(CUgraphNode node);
 static void forget_sem_copy(CUgraphNode node);
 
@@ -23,6 +41,7 @@ CUresult om_r_cuGraphDestroyNode(CUgraphNode n)
 {
     forget_kernel_copy(n);
     forget_sem_copy(n);
+    om_pgcopy_forget(n, NULL);
     return om_rpc_cuGraphDestroyNode(n);
 }
 
@@ -325,11 +344,12 @@ static bool side_span(size_t x, size_t y, size_t z, size_t pitch, size_t height,
     return true;
 }
 
-/* A host side must be pinned memory shared with the server: its address there replaces the
- * program's. Pageable memory cannot be read by another process's copy node, and arrays are not
- * carried: NOT_SUPPORTED. */
+/* A host side in pinned memory shared with the server: its address there replaces the
+ * program's. Pageable memory (another process's copy node cannot reach it) is left as it is and
+ * *pageable set: api/pagecopy.c makes such a node. Arrays are not carried: NOT_SUPPORTED. */
 static CUresult host_side(int type, const void **host, CUdeviceptr dev, size_t x, size_t y,
-                          size_t z, size_t pitch, size_t height, const CUDA_MEMCPY3D *m)
+                          size_t z, size_t pitch, size_t height, const CUDA_MEMCPY3D *m,
+                          bool *pageable)
 {
     uint64_t start, len, srv;
     CUdeviceptr base;
@@ -349,65 +369,150 @@ static CUresult host_side(int type, const void **host, CUdeviceptr dev, size_t x
             return CUDA_SUCCESS;
         *host = (const void *)(uintptr_t)dev;
     }
-    if (!om_pinned_lookup((const uint8_t *)*host + start, (size_t)len, &srv))
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!om_pinned_lookup((const uint8_t *)*host + start, (size_t)len, &srv)) {
+        *pageable = true;
+        return CUDA_SUCCESS;
+    }
     *host = (const void *)(uintptr_t)(srv - start);
     return CUDA_SUCCESS;
 }
 
-static CUresult host_memcpy(const CUDA_MEMCPY3D *p, CUDA_MEMCPY3D *ret)
+/* The parameters the server gets (*ret), and which sides are pageable host memory (*pageable:
+ * PG_SRC, PG_DST; then *ret is no use to the server). */
+static CUresult host_memcpy(const CUDA_MEMCPY3D *p, CUDA_MEMCPY3D *ret, unsigned *pageable)
 {
     CUDA_MEMCPY3D m;
     const void *dst;
     CUresult rc;
+    bool src_pg = false, dst_pg = false;
 
+    *pageable = 0;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     m = *p;
     rc = host_side(m.srcMemoryType, &m.srcHost, m.srcDevice, m.srcXInBytes, m.srcY, m.srcZ,
-                   m.srcPitch, m.srcHeight, &m);
+                   m.srcPitch, m.srcHeight, &m, &src_pg);
     if (rc == CUDA_SUCCESS && m.srcMemoryType == CU_MEMORYTYPE_UNIFIED &&
         m.srcHost != (const void *)(uintptr_t)p->srcDevice)
         m.srcDevice = (CUdeviceptr)(uintptr_t)m.srcHost;
     dst = m.dstHost;
     if (rc == CUDA_SUCCESS)
         rc = host_side(m.dstMemoryType, &dst, m.dstDevice, m.dstXInBytes, m.dstY, m.dstZ,
-                       m.dstPitch, m.dstHeight, &m);
+                       m.dstPitch, m.dstHeight, &m, &dst_pg);
     m.dstHost = (void *)(uintptr_t)dst;
     if (rc == CUDA_SUCCESS && m.dstMemoryType == CU_MEMORYTYPE_UNIFIED &&
         dst != (const void *)(uintptr_t)p->dstDevice)
         m.dstDevice = (CUdeviceptr)(uintptr_t)dst;
     if (rc == CUDA_SUCCESS)
         *ret = m;
+    *pageable = (src_pg ? PG_SRC : 0) | (dst_pg ? PG_DST : 0);
     return rc;
 }
 
-/* The memcpy nodes (generated rows, wrapped): host memory the server cannot read becomes its
- * device address first (host_side). */
+unsigned om_graph_pageable_sides(const CUDA_MEMCPY3D *p)
+{
+    CUDA_MEMCPY3D m;
+    unsigned pageable;
+
+    return host_memcpy(p, &m, &pageable) == CUDA_SUCCESS ? pageable : 0;
+}
+
+/* The memcpy nodes (generated rows, wrapped): pinned host memory becomes the server's address
+ * of it (host_side); a copy of pageable host memory is api/pagecopy.c's node, which the
+ * node's queries recognise. */
 CUresult om_r_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
                                    const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
     CUDA_MEMCPY3D m;
-    CUresult rc = host_memcpy(p, &m);
+    unsigned pageable;
+    CUresult rc = host_memcpy(p, &m, &pageable);
 
+    if (rc == CUDA_SUCCESS && pageable)
+        return om_pgcopy_add(node, g, deps, n, p, ctx, pageable);
     return rc != CUDA_SUCCESS ? rc : om_rpc_cuGraphAddMemcpyNode(node, g, deps, n, &m, ctx);
 }
 
+/* A node made of a plain copy takes no pageable memory (NOT_SUPPORTED: its kind cannot change);
+ * one of api/pagecopy.c's takes any. */
 CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *p)
 {
     CUDA_MEMCPY3D m;
-    CUresult rc = host_memcpy(p, &m);
+    unsigned pageable;
+    bool handled;
+    CUresult rc = host_memcpy(p, &m, &pageable), pg_rc;
 
-    return rc != CUDA_SUCCESS ? rc : om_rpc_cuGraphMemcpyNodeSetParams(node, &m);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pageable && (rc = om_rpc_cuGraphMemcpyNodeSetParams(node, &m)) == CUDA_SUCCESS)
+        return rc;
+    pg_rc = om_pgcopy_set(node, p, pageable, &handled);
+    return handled ? pg_rc : pageable ? CUDA_ERROR_NOT_SUPPORTED : rc;
 }
 
 CUresult om_r_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                              const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
     CUDA_MEMCPY3D m;
-    CUresult rc = host_memcpy(p, &m);
+    unsigned pageable;
+    bool handled;
+    CUresult rc = host_memcpy(p, &m, &pageable), pg_rc;
 
-    return rc != CUDA_SUCCESS ? rc : om_rpc_cuGraphExecMemcpyNodeSetParams(exec, node, &m, ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pageable &&
+        (rc = om_rpc_cuGraphExecMemcpyNodeSetParams(exec, node, &m, ctx)) == CUDA_SUCCESS)
+        return rc;
+    pg_rc = om_pgcopy_exec_set(exec, node, p, ctx, pageable, &handled);
+    return handled ? pg_rc : pageable ? CUDA_ERROR_NOT_SUPPORTED : rc;
+}
+
+/* What the program set, for api/pagecopy.c's nodes too (the server's answer is a child graph's). */
+CUresult om_r_cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D *p)
+{
+    CUresult rc = om_rpc_cuGraphMemcpyNodeGetParams(node, p);
+
+    if (rc != CUDA_SUCCESS && p && om_pgcopy_params(node, p))
+        rc = CUDA_SUCCESS;
+    return rc;
+}
+
+/* api/pagecopy.c's nodes are copy nodes to the program, child graph nodes to the server. */
+CUresult om_r_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
+{
+    CUresult rc = om_rpc_cuGraphNodeGetType(node, type);
+
+    if (rc == CUDA_SUCCESS && *type == NT_GRAPH && om_pgcopy_is(node))
+        *type = NT_MEMCPY;
+    return rc;
+}
+
+CUresult om_r_cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph *g)
+{
+    if (om_pgcopy_is(node)) /* a copy node, as the program sees it */
+        return CUDA_ERROR_INVALID_VALUE;
+    return om_rpc_cuGraphChildGraphNodeGetGraph(node, g);
+}
+
+/* The graph a child graph node is made of holds user objects' references (api/hostnodes.c):
+ * g gets copies, as the driver's copy of the graph needs what it needed (pagecopy.c's records
+ * live so). */
+CUresult om_r_cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                       size_t n, CUgraph child)
+{
+    CUresult rc = om_rpc_cuGraphAddChildGraphNode(node, g, deps, n, child);
+
+    if (rc == CUDA_SUCCESS)
+        om_uobj_child_added(child, g);
+    return rc;
+}
+
+CUresult om_r_cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraph child)
+{
+    CUresult rc = om_rpc_cuGraphExecChildGraphNodeSetParams(e, node, child);
+
+    if (rc == CUDA_SUCCESS)
+        om_uobj_exec_child_set(e, child);
+    return rc;
 }
 
 CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode *deps,
@@ -749,22 +854,6 @@ CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode node, CUDA_BATCH_MEM_OP
  * (checked) path. Memory alloc/free and conditional nodes are not supported (their own
  * entry points are not: api/unsupported.tsv), nor a child graph moved into the node.
  */
-enum {
-    NT_KERNEL = 0,
-    NT_MEMCPY = 1,
-    NT_MEMSET = 2,
-    NT_HOST = 3,
-    NT_GRAPH = 4,
-    NT_EMPTY = 5,
-    NT_WAIT_EVENT = 6,
-    NT_EVENT_RECORD = 7,
-    NT_SEM_SIGNAL = 8,
-    NT_SEM_WAIT = 9,
-    NT_BATCH = 12,
-    NT_MEM_ALLOC = 10,
-    NT_MEM_FREE = 11,
-    NT_CONDITIONAL = 13
-};
 #define ENTRY(sym, type) ((type)om_remote_entry(OM_IDX_##sym))
 
 /* A conditional node: its body graphs come back into an array the node owns here (the

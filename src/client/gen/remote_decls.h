@@ -260,6 +260,7 @@ CUresult om_r_cuLibraryGetModule(CUmodule *pMod, CUlibrary library); /* modules 
 CUresult om_r_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod); /* modules */
 CUresult om_r_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod); /* modules */
 CUresult om_r_cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph); /* nodes */
 CUresult om_r_cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* nodes */
 CUresult om_r_cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* nodes */
 CUresult om_r_cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
@@ -269,8 +270,10 @@ CUresult om_r_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUg
 CUresult om_r_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams); /* nodes */
 CUresult om_r_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out); /* nodes */
 CUresult om_r_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph); /* nodes */
 CUresult om_r_cuGraphDestroyNode(CUgraphNode hNode); /* nodes */
 CUresult om_r_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph); /* nodes */
 CUresult om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); /* nodes */
 CUresult om_r_cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); /* nodes */
 CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
@@ -285,9 +288,11 @@ CUresult om_r_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PAR
 CUresult om_r_cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams); /* nodes */
 CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams); /* nodes */
 CUresult om_r_cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); /* nodes */
+CUresult om_r_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams); /* nodes */
 CUresult om_r_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams); /* nodes */
 CUresult om_r_cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies); /* nodes */
 CUresult om_r_cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes); /* nodes */
+CUresult om_r_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type); /* nodes */
 CUresult om_r_cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams); /* nodes */
 CUresult om_r_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags); /* occupancy */
 CUresult om_r_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config); /* occupancy */

@@ -391,7 +391,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuModuleEnumerateFunctions, (void *)om_r_cuModuleEnumerateFunctions);
     om_remote_set(OM_IDX_cuModuleGetFunctionCount, (void *)om_r_cuModuleGetFunctionCount);
     om_remote_set(OM_IDX_cuGraphAddBatchMemOpNode, (void *)om_r_cuGraphAddBatchMemOpNode);
-    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)om_rpc_cuGraphAddChildGraphNode);
+    om_remote_set(OM_IDX_cuGraphAddChildGraphNode, (void *)om_r_cuGraphAddChildGraphNode);
     om_remote_set(OM_IDX_cuGraphAddEmptyNode, (void *)om_rpc_cuGraphAddEmptyNode);
     om_remote_set(OM_IDX_cuGraphAddEventRecordNode, (void *)om_rpc_cuGraphAddEventRecordNode);
     om_remote_set(OM_IDX_cuGraphAddEventWaitNode, (void *)om_rpc_cuGraphAddEventWaitNode);
@@ -405,14 +405,14 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphAddNode_v2, (void *)om_r_cuGraphAddNode_v2);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeGetParams, (void *)om_r_cuGraphBatchMemOpNodeGetParams);
     om_remote_set(OM_IDX_cuGraphBatchMemOpNodeSetParams, (void *)om_r_cuGraphBatchMemOpNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_rpc_cuGraphChildGraphNodeGetGraph);
+    om_remote_set(OM_IDX_cuGraphChildGraphNodeGetGraph, (void *)om_r_cuGraphChildGraphNodeGetGraph);
     om_remote_set(OM_IDX_cuGraphDestroyNode, (void *)om_r_cuGraphDestroyNode);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeGetEvent, (void *)om_rpc_cuGraphEventRecordNodeGetEvent);
     om_remote_set(OM_IDX_cuGraphEventRecordNodeSetEvent, (void *)om_rpc_cuGraphEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphEventWaitNodeGetEvent, (void *)om_rpc_cuGraphEventWaitNodeGetEvent);
     om_remote_set(OM_IDX_cuGraphEventWaitNodeSetEvent, (void *)om_rpc_cuGraphEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecBatchMemOpNodeSetParams, (void *)om_r_cuGraphExecBatchMemOpNodeSetParams);
-    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)om_rpc_cuGraphExecChildGraphNodeSetParams);
+    om_remote_set(OM_IDX_cuGraphExecChildGraphNodeSetParams, (void *)om_r_cuGraphExecChildGraphNodeSetParams);
     om_remote_set(OM_IDX_cuGraphExecEventRecordNodeSetEvent, (void *)om_rpc_cuGraphExecEventRecordNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecEventWaitNodeSetEvent, (void *)om_rpc_cuGraphExecEventWaitNodeSetEvent);
     om_remote_set(OM_IDX_cuGraphExecExternalSemaphoresSignalNodeSetParams, (void *)om_r_cuGraphExecExternalSemaphoresSignalNodeSetParams);
@@ -433,7 +433,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphKernelNodeSetAttribute, (void *)om_rpc_cuGraphKernelNodeSetAttribute);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams, (void *)om_r_cuGraphKernelNodeSetParams);
     om_remote_set(OM_IDX_cuGraphKernelNodeSetParams_v2, (void *)om_r_cuGraphKernelNodeSetParams_v2);
-    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)om_rpc_cuGraphMemcpyNodeGetParams);
+    om_remote_set(OM_IDX_cuGraphMemcpyNodeGetParams, (void *)om_r_cuGraphMemcpyNodeGetParams);
     om_remote_set(OM_IDX_cuGraphMemcpyNodeSetParams, (void *)om_r_cuGraphMemcpyNodeSetParams);
     om_remote_set(OM_IDX_cuGraphMemsetNodeGetParams, (void *)om_rpc_cuGraphMemsetNodeGetParams);
     om_remote_set(OM_IDX_cuGraphMemsetNodeSetParams, (void *)om_rpc_cuGraphMemsetNodeSetParams);
@@ -443,7 +443,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes, (void *)om_rpc_cuGraphNodeGetDependentNodes);
     om_remote_set(OM_IDX_cuGraphNodeGetDependentNodes_v2, (void *)om_r_cuGraphNodeGetDependentNodes_v2);
     om_remote_set(OM_IDX_cuGraphNodeGetEnabled, (void *)om_rpc_cuGraphNodeGetEnabled);
-    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)om_rpc_cuGraphNodeGetType);
+    om_remote_set(OM_IDX_cuGraphNodeGetType, (void *)om_r_cuGraphNodeGetType);
     om_remote_set(OM_IDX_cuGraphNodeSetEnabled, (void *)om_rpc_cuGraphNodeSetEnabled);
     om_remote_set(OM_IDX_cuGraphNodeSetParams, (void *)om_r_cuGraphNodeSetParams);
     om_remote_set(OM_IDX_cuOccupancyMaxActiveBlocksPerMultiprocessor, (void *)om_rpc_cuOccupancyMaxActiveBlocksPerMultiprocessor);

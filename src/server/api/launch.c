@@ -15,12 +15,20 @@
 
 /*
  * Launches go to replay.c (held and launched as graphs when they repeat) unless it is off, the
- * stream captures (the client's own graph), or the kernel may print (its printf turn, output.c).
- * Any other launch ends the session's run first, so that what is held goes out before it.
+ * stream captures (the client's own graph), the kernel may print (its printf turn, output.c) or
+ * the launch went to an SM share's shadow stream (a kernel node carries the server's context,
+ * not the share's green one). Any other launch ends the session's run first, so that what is
+ * held goes out before it: not_replayable says why (0: it is replayable).
  */
-static bool replayable(struct session *s, CUstream st, bool prints)
+static int not_replayable(struct call *c, CUstream st, bool prints)
 {
-    return om_replay_enabled() && !prints && !om_stream_capturing(s, st);
+    if (!om_replay_enabled())
+        return OM_REPLAY_BY_END; /* never counted: no replay state exists */
+    if (prints)
+        return OM_REPLAY_BY_PRINTS;
+    if (om_stream_capturing(c->s, st))
+        return OM_REPLAY_BY_CAPTURE;
+    return st != c->s->call_stream ? OM_REPLAY_BY_SHARE : 0;
 }
 
 CUresult om_x_cuLaunchKernel(struct call *c)
@@ -54,11 +62,12 @@ CUresult om_x_cuLaunchKernel(struct call *c)
     /* Its lines must reach this client only (output.c); a captured launch runs nothing now, and
      * a fence recorded on a capturing stream would join the client's graph. */
     prints = kern->prints && !om_stream_capturing(c->s, st);
-    if (replayable(c->s, st, prints)) {
+    int why = not_replayable(c, st, prints);
+    if (!why) {
         struct om_replay_rec rr = {k, g, m, b, (uint32_t)smem, (uint32_t)args_len, 0, args, NULL};
         return om_replay_launch(c->s, sh, st, &rr);
     }
-    om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
+    om_replay_end(c->s, why);
     /* The argument bytes are already laid out as the kernel expects them. */
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
@@ -132,12 +141,13 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
     if (!st)
         return rc;
     prints = kern->prints && !om_stream_capturing(c->s, st); /* as cuLaunchKernel's */
-    if (replayable(c->s, st, prints)) { /* its attributes are all plain (checked above) */
+    int why = not_replayable(c, st, prints);
+    if (!why) { /* its attributes are all plain (checked above) */
         struct om_replay_rec rr = {
             k, g, m, b, (uint32_t)smem, (uint32_t)args_len, (uint32_t)nattrs, args, attrs};
         return om_replay_launch(c->s, sh, st, &rr);
     }
-    om_replay_end(c->s, prints ? OM_REPLAY_BY_PRINTS : OM_REPLAY_BY_CAPTURE);
+    om_replay_end(c->s, why);
     size = args_len;
     memcpy(c->s->launch_args, args, args_len);
     extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;

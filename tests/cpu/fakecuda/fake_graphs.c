@@ -609,11 +609,28 @@ EXPORT int cuGraphNodeFindInClone(void **out, void *orig, void *clone)
     return INVALID_VALUE;
 }
 
+/* The executable graph's own copies of child graph nodes' graphs go (glock held). */
+static void drop_exec_children(struct fexec *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->nodes[i].type == GRAPH && e->nodes[i].child) {
+            free_graph(e->nodes[i].child);
+            e->nodes[i].child = NULL;
+        }
+}
+
+/* The graph's nodes copied into the executable graph, a child graph node's graph copied too,
+ * as the driver does: setting the graph's nodes afterwards does not change it (glock held). */
 static void snapshot(struct fexec *e)
 {
+    drop_exec_children(e);
     e->n = 0;
-    for (int i = 0; i < e->g->n && i < 64; i++)
-        e->nodes[e->n++] = *e->g->nodes[i];
+    for (int i = 0; i < e->g->n && i < 64; i++) {
+        e->nodes[e->n] = *e->g->nodes[i];
+        if (e->nodes[e->n].type == GRAPH && e->nodes[e->n].child)
+            e->nodes[e->n].child = clone_graph(e->nodes[e->n].child, 1);
+        e->n++;
+    }
 }
 
 EXPORT int cuGraphInstantiateWithFlags(void **out, void *h, unsigned long long flags)
@@ -629,6 +646,7 @@ EXPORT int cuGraphInstantiateWithFlags(void **out, void *h, unsigned long long f
                 e->live = 1;
                 e->g = g;
                 e->flags = flags;
+                e->n = 0;
                 snapshot(e);
             }
         }
@@ -646,6 +664,9 @@ EXPORT int cuGraphExecDestroy(void *h)
     struct fexec *e = exec_of(h);
     if (!e)
         return INVALID_VALUE;
+    pthread_mutex_lock(&glock);
+    drop_exec_children(e);
+    pthread_mutex_unlock(&glock);
     e->live = 0;
     glog("exec- %p%s", e, NULL);
     return OK;
@@ -668,6 +689,38 @@ static struct fnode *exec_node(struct fexec *e, void *h)
     return NULL;
 }
 
+static int run_node(struct fnode *n, void *s)
+{
+    int rc = OK;
+
+    if (n->type == GRAPH && n->child) /* its nodes in the order they were added */
+        for (int i = 0; i < n->child->n && rc == OK; i++)
+            rc = run_node(n->child->nodes[i], s);
+    else if (n->type == KERNEL) {
+        for (int id = 1; id < 16; id++) { /* as cuLaunchKernelEx logs them */
+            static const unsigned char zero[64];
+            int v;
+            if (memcmp(n->attrs[id], zero, 64)) {
+                memcpy(&v, n->attrs[id], 4);
+                fake_attr_log(id, v);
+            }
+        }
+        rc = fake_launch_kernel_bytes(n->k.func, n->k.gx, n->k.gy, n->k.gz, n->k.bx, n->k.by,
+                                      n->k.bz, s, n->args, n->len);
+    } else if (n->type == MEMCPY)
+        run_copy(&n->c);
+    else if (n->type == HOST)
+        n->host_fn(n->host_data); /* in order, on the launching thread */
+    else if (n->type == MEMSET && n->m.elementSize == 1)
+        for (size_t r = 0; r < n->m.height; r++)
+            memset((char *)(uintptr_t)n->m.dst + r * n->m.pitch, (int)n->m.value, n->m.width);
+    else if (n->type == MEMSET && n->m.elementSize == 4)
+        for (size_t r = 0; r < n->m.height; r++)
+            for (size_t x = 0; x < n->m.width; x++)
+                ((unsigned *)(uintptr_t)(n->m.dst + r * n->m.pitch))[x] = n->m.value;
+    return rc;
+}
+
 EXPORT int cuGraphLaunch(void *h, void *s)
 {
     struct fexec *e = exec_of(h);
@@ -677,33 +730,9 @@ EXPORT int cuGraphLaunch(void *h, void *s)
         return INVALID_VALUE;
     glog("launch %p%s", e, NULL);
     fake_driver_log("graph", NULL, e->n);
-    for (int i = 0; i < e->n && rc == OK; i++) {
-        struct fnode *n = &e->nodes[i];
-        if (!n->enabled)
-            continue;
-        for (int id = 1; n->type == KERNEL && id < 16; id++) { /* as cuLaunchKernelEx logs them */
-            static const unsigned char zero[64];
-            int v;
-            if (memcmp(n->attrs[id], zero, 64)) {
-                memcpy(&v, n->attrs[id], 4);
-                fake_attr_log(id, v);
-            }
-        }
-        if (n->type == KERNEL)
-            rc = fake_launch_kernel_bytes(n->k.func, n->k.gx, n->k.gy, n->k.gz, n->k.bx, n->k.by,
-                                          n->k.bz, s, n->args, n->len);
-        else if (n->type == MEMCPY)
-            run_copy(&n->c);
-        else if (n->type == HOST)
-            n->host_fn(n->host_data); /* in order, on the launching thread */
-        else if (n->type == MEMSET && n->m.elementSize == 1)
-            for (size_t r = 0; r < n->m.height; r++)
-                memset((char *)(uintptr_t)n->m.dst + r * n->m.pitch, (int)n->m.value, n->m.width);
-        else if (n->type == MEMSET && n->m.elementSize == 4)
-            for (size_t r = 0; r < n->m.height; r++)
-                for (size_t x = 0; x < n->m.width; x++)
-                    ((unsigned *)(uintptr_t)(n->m.dst + r * n->m.pitch))[x] = n->m.value;
-    }
+    for (int i = 0; i < e->n && rc == OK; i++)
+        if (e->nodes[i].enabled)
+            rc = run_node(&e->nodes[i], s);
     return rc;
 }
 
@@ -815,13 +844,24 @@ EVENT_NODE(cuGraphEventRecordNodeGetEvent, cuGraphEventRecordNodeSetEvent,
 EVENT_NODE(cuGraphEventWaitNodeGetEvent, cuGraphEventWaitNodeSetEvent,
            cuGraphExecEventWaitNodeSetEvent, WAIT_EVENT)
 
+/* The executable graph's node gets a copy of child (the topology must be the node's). */
 EXPORT int cuGraphExecChildGraphNodeSetParams(void *e, void *h, void *child)
 {
     struct fnode *n = exec_node(exec_of(e), h);
-    if (!n || n->type != GRAPH || !graph_of(child))
-        return INVALID_VALUE;
-    n->child = child;
-    return OK;
+    struct fgraph *c = graph_of(child), *copy;
+    int rc = OK;
+
+    pthread_mutex_lock(&glock);
+    if (!n || n->type != GRAPH || !c || !n->child || n->child->n != c->n)
+        rc = INVALID_VALUE;
+    else if (!(copy = clone_graph(c, 1)))
+        rc = 2;
+    else {
+        free_graph(n->child);
+        n->child = copy;
+    }
+    pthread_mutex_unlock(&glock);
+    return rc;
 }
 
 EXPORT int cuGraphNodeGetEnabled(void *e, void *h, unsigned *on)
@@ -1466,6 +1506,24 @@ void *fake_graph_add(void *g, int type, void *const *deps, size_t ndeps)
     n = new_node(graph_of(g), type, deps, ndeps);
     pthread_mutex_unlock(&glock);
     return n;
+}
+
+void *fake_capture_add(void *s, int type);
+
+/* fakecuda.c's 1D copies: on a capturing stream, a copy node (1: taken), as the driver makes. */
+int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes)
+{
+    struct fnode *n = fake_capture_add(s, MEMCPY);
+
+    if (n) {
+        memset(&n->c, 0, sizeof(n->c));
+        n->c.stype = n->c.dtype = 2;
+        n->c.sdev = (uint64_t)(uintptr_t)src;
+        n->c.ddev = (uint64_t)(uintptr_t)dst;
+        n->c.w = n->c.spitch = n->c.dpitch = bytes;
+        n->c.h = n->c.d = n->c.sheight = n->c.dheight = 1;
+    }
+    return n != NULL;
 }
 
 void *fake_capture_add(void *s, int type)

@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: MIT
+"""The pytest plugin of the suites harness (tests/gpu/suites/suites.py): loaded with
+`-p omsuite_plugin` into each pytest process the harness starts, it writes one JSON line per
+event to the file OMSUITE_RESULTS names, flushed at once, so that whatever ends the process (a
+crash, the server ending the client, the harness's deadline) the tests finished before it are
+known, and the one in progress is the last `start` without its `end`:
+
+  {"t": "collected", "n": N}                 tests left to run after the filters below
+  {"t": "start", "id": NODEID}
+  {"t": "end", "id": NODEID, "outcome": O, "dur": S, "msg": TEXT}
+  {"t": "finished", "status": EXIT}          pytest ended normally
+
+O is passed, failed, error, skipped, xfailed, xpassed or timeout. A module that cannot be
+collected gets an `end` of its own (outcome error, its node id). Environment:
+
+  OMSUITE_RESULTS  the file (appended)
+  OMSUITE_SKIP     a file of node ids, one a line, not to run (done by an earlier process)
+  OMSUITE_ONLY     a file of node ids: run only these (the harness's re-runs)
+  OMSUITE_TIMEOUT  seconds one test (setup, call, teardown) may take; past it the test's `end`
+                   says timeout, every thread's stack goes to stderr and the process exits 86
+"""
+import faulthandler
+import json
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+TIMEOUT_EXIT = 86
+_out = None
+_lock = threading.Lock()
+_state = {}  # nodeid -> [outcome, msg]
+_started = {}  # nodeid -> monotonic start
+_timer = None
+
+
+def _write(rec):
+    global _out
+    with _lock:
+        if _out is None:
+            _out = open(os.environ["OMSUITE_RESULTS"], "a", buffering=1)
+        _out.write(json.dumps(rec) + "\n")
+        _out.flush()
+
+
+def _ids(var):
+    path = os.environ.get(var)
+    if not path:
+        return None
+    with open(path) as f:
+        return {line.rstrip("\n") for line in f if line.strip()}
+
+
+def _message(report):
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        text = crash.message
+    elif isinstance(report.longrepr, tuple):  # a skip: (file, line, reason)
+        text = str(report.longrepr[-1])
+    else:
+        text = str(report.longrepr or "").strip().splitlines()[-1:] or [""]
+        text = text[0]
+    return text.strip()[:300]
+
+
+def pytest_configure(config):
+    if not os.environ.get("OMSUITE_RESULTS"):
+        raise pytest.UsageError("omsuite_plugin: OMSUITE_RESULTS (the results file) is not set")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    skip, only = _ids("OMSUITE_SKIP"), _ids("OMSUITE_ONLY")
+    keep, drop = [], []
+    for item in items:
+        if (skip is not None and item.nodeid in skip) or (only is not None and item.nodeid not in only):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    _write({"t": "collected", "n": len(items)})
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _write({"t": "end", "id": report.nodeid, "outcome": "error", "dur": 0.0,
+                "msg": "collection: " + _message(report)})
+
+
+def _expire(nodeid, limit):
+    _write({"t": "end", "id": nodeid, "outcome": "timeout", "dur": float(limit),
+            "msg": "took more than %g s" % limit})
+    sys.stderr.write("\nomsuite: %s took more than %g s; the threads' stacks:\n" % (nodeid, limit))
+    sys.stderr.flush()
+    faulthandler.dump_traceback(all_threads=True)
+    os._exit(TIMEOUT_EXIT)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    global _timer
+    _state[nodeid] = ["passed", ""]
+    _started[nodeid] = time.monotonic()
+    _write({"t": "start", "id": nodeid})
+    limit = float(os.environ.get("OMSUITE_TIMEOUT", "0") or 0)
+    if limit > 0:
+        _timer = threading.Timer(limit, _expire, (nodeid, limit))
+        _timer.daemon = True
+        _timer.start()
+
+
+def pytest_runtest_logreport(report):
+    st = _state.setdefault(report.nodeid, ["passed", ""])
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        # several call reports come for a test with subtests (pytest 9, unittest's subTest):
+        # one that failed decides
+        if st[0] == "failed":
+            return
+        if report.passed:
+            st[0] = "xpassed" if xfail else "passed"
+        elif report.skipped:
+            st[0] = "xfailed" if xfail else "skipped"
+        else:
+            st[0] = "failed"
+        if not report.passed:
+            st[1] = _message(report)
+    elif report.failed:  # setup or teardown
+        if st[0] != "failed":
+            st[0], st[1] = "error", report.when + ": " + _message(report)
+    elif report.skipped and report.when == "setup":
+        st[0], st[1] = ("xfailed" if xfail else "skipped"), _message(report)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    global _timer
+    if _timer is not None:
+        _timer.cancel()
+        _timer = None
+    outcome, msg = _state.pop(nodeid, ["passed", ""])
+    dur = time.monotonic() - _started.pop(nodeid, time.monotonic())
+    _write({"t": "end", "id": nodeid, "outcome": outcome, "dur": round(dur, 3), "msg": msg})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _write({"t": "finished", "status": int(exitstatus)})
