@@ -15,6 +15,8 @@
 #           same lines under openmps as natively, and PyTorch's view (torch_visible.py) for 1 and
 #           1,0; a client with CUDA_VISIBLE_DEVICES=1 working on its device 0 is listed under the
 #           server's device 1 only
+#   ddp:    PyTorch DDP with the nccl backend, a rank per device (ddp.sh), natively and under
+#           openmps: the same lines, no NCCL "Cuda failure"
 # Usage: tests/gpu/multi/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -141,6 +143,12 @@ if [ "$where" = "[1] " ]; then
     pass "visible: the client is listed under the server's device 1 only ($(cat "$OUT/vis.rate"))"
 else
     fail "visible: $(tr '\n' ' ' <"$OUT/vis.clients") $(cat "$OUT/vis.rate")"
+fi
+# ddp: PyTorch DDP over NCCL, a rank per GPU (ddp.sh; alone: scripts/gpu.sh multigpu)
+if OPENMPS_GPU_DAEMON=running sh "$HERE/ddp.sh" "$BUILD" "$OUT/ddp"; then
+    passes=$((passes + 1))
+else
+    fails=$((fails + 1))
 fi
 echo "gpu multi: $passes passed, $fails failed"
 exit $fails
