@@ -4,8 +4,8 @@
 # joins them where a GPU is present) and the demo, and writes every log under
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
-# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [launchers] [replay]
-# [suites].
+# [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
+# [launchers] [replay] [suites].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -209,6 +209,10 @@ for step in $STEPS; do
     # Several GPUs alone (issue #12; tests/gpu/multi/run.sh, also part of the tier).
     multi)
         { make && sh tests/gpu/multi/run.sh build "$OUT/multi"; } >"$OUT/multi.log" 2>&1 ;;
+    # NCCL across two GPUs alone (issue #24; tests/gpu/multi/ddp.sh, also part of multi and of
+    # the tier): PyTorch DDP, a rank per GPU; skipped on a machine with one GPU.
+    multigpu)
+        { make && sh tests/gpu/multi/ddp.sh build "$OUT/multigpu"; } >"$OUT/multigpu.log" 2>&1 ;;
     # The limits alone (issue #12; tests/gpu/limits/run.sh, also part of the tier).
     limits)
         { make && sh tests/gpu/limits/run.sh build "$OUT/limits"; } >"$OUT/limits.log" 2>&1 ;;
@@ -256,8 +260,8 @@ for step in $STEPS; do
     rc=$?
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
-    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | replay | \
-        suites)
+    torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
+        replay | suites)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;

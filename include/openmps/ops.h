@@ -16,15 +16,18 @@
 
 /* Record flags. */
 #define OM_REC_POSTED 0x1u /* asynchronous: no completion; errors are kept for the next sync */
-#define OM_REC_OUTPUT 0x2u /* on an answer: kernel printf output waits (OM_OP_TAKE_OUTPUT) */
+#define OM_REC_OUTPUT 0x2u /* on an answer: kernel output waits (OM_OP_TAKE_OUTPUT) */
+/* On an answer: a fatal fault ends the server; its OUTPUT messages, then TERMINATED, follow on the
+ * socket: the client waits for them before the call returns */
+#define OM_REC_ENDING 0x4u
 
 /* Plumbing operations (below OM_OP_ENTRY_BASE). */
 #define OM_OP_STAGE_RESET 10  /* drop the session's staging buffer */
 #define OM_OP_STAGE_APPEND 11 /* append the payload to it (posted) */
 /* u64 entry index: the client met an entry point openmps does not support (for server.log) */
 #define OM_OP_NOTE_UNSUPPORTED 12
-/* u64 room: answered with up to room bytes of kernel printf output the server keeps for the client
- */
+/* u64 room, u64 which (0 stdout, 1 stderr; absent: stdout): answered with up to room bytes of
+ * what the driver printed for the client's kernels on that stream (printf; assert messages) */
 #define OM_OP_TAKE_OUTPUT 13
 /* u64 device (the server's ordinal), posted: the calls after it run on that device, until the
  * next; the client sends it when its calling thread's current device changed */

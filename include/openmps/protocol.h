@@ -21,7 +21,7 @@
 
 #define OM_PROTO_MAGIC 0x53504d4fu /* "OMPS" read as little-endian bytes */
 #define OM_PROTO_MAJOR 3 /* 3: private operations of their own (api/ops.tsv); generated rows */
-#define OM_PROTO_MINOR 0
+#define OM_PROTO_MINOR 1 /* 1: OUTPUT */
 
 /* Largest payload of any socket message; larger ones are malformed. */
 #define OM_MSG_MAX_PAYLOAD 65536u
@@ -50,6 +50,8 @@ struct om_msg_hdr {
     X(WELCOME, 6)        /* server -> client: struct om_welcome + ring memfd */                    \
     X(TERMINATED, 7)     /* server -> client: reason text; flags: CUresult of a fault or 0 */      \
     X(HOST_MEM, 8)       /* memfd of pinned memory, either way; an external memory or semaphore */ \
+    X(OUTPUT, 9)         /* server -> client, before TERMINATED: kernel output text; flags     */  \
+                         /* OM_OUTPUT_STDERR: the driver wrote it on stderr (assert messages)  */  \
     X(SRV_READY, 20)     /* server -> daemon: struct om_srv_ready + devices */                     \
     X(SRV_FAULT, 21)     /* server -> daemon: reason text */                                       \
     X(SRV_ADOPT, 22)     /* daemon -> server: struct om_srv_adopt + client socket fd */            \
@@ -69,6 +71,8 @@ enum om_msg_type {
  * OM_REFUSE_INVALID_DEVICE (its CUDA_VISIBLE_DEVICES names a device twice) INVALID_DEVICE. */
 #define OM_REFUSE_NO_DEVICE 0x1u
 #define OM_REFUSE_INVALID_DEVICE 0x2u
+
+#define OM_OUTPUT_STDERR 0x1u
 
 #define OM_ANSWER_ERROR 0x1u
 #define OM_ANSWER_MORE 0x2u /* the answer continues in the next ANSWER message */

@@ -37,12 +37,13 @@ int om_cuInit(unsigned flags)
         }
         return OM_CUDA_SUCCESS;
     case OM_MODE_NO_DEVICE: return om_shim.no_device_rc;
+    case OM_MODE_FORKED: return OM_CUDA_ERROR_NOT_INITIALIZED; /* as natively (shim.c) */
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
 }
 
 /* OM_MODE_NO_DEVICE: the entries answer CUDA_ERROR_NO_DEVICE; cuInit and cuGetProcAddress stay
- * ours. */
+ * ours. OM_MODE_FORKED the same with CUDA_ERROR_NOT_INITIALIZED. */
 static int no_device_proc_address(const char *symbol, void **pfn, int version, uint64_t flags,
                                   int *status)
 {
@@ -50,7 +51,7 @@ static int no_device_proc_address(const char *symbol, void **pfn, int version, u
 
     *pfn = NULL;
     if (st == OM_PROC_SUCCESS)
-        *pfn = om_no_device_entry(index);
+        *pfn = om_shim.mode == OM_MODE_FORKED ? om_forked_entry(index) : om_no_device_entry(index);
     if (status)
         *status = st;
     return OM_CUDA_SUCCESS;
@@ -125,7 +126,8 @@ int om_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t
             *pfn = om_passthrough_pointer(symbol, version, flags, *pfn);
         return rc;
     case OM_MODE_REMOTE: return remote_proc_address(symbol, pfn, version, flags, status);
-    case OM_MODE_NO_DEVICE: return no_device_proc_address(symbol, pfn, version, flags, status);
+    case OM_MODE_NO_DEVICE:
+    case OM_MODE_FORKED: return no_device_proc_address(symbol, pfn, version, flags, status);
     default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
 }
@@ -147,7 +149,8 @@ int om_cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t fl
             *pfn = om_passthrough_pointer(symbol, version, flags, *pfn);
         return got;
     }
-    if (om_shim.mode == OM_MODE_REMOTE || om_shim.mode == OM_MODE_NO_DEVICE) {
+    if (om_shim.mode == OM_MODE_REMOTE || om_shim.mode == OM_MODE_NO_DEVICE ||
+        om_shim.mode == OM_MODE_FORKED) {
         /* The old entry point has no status: a miss is CUDA_ERROR_NOT_FOUND. */
         int status = OM_PROC_SUCCESS;
         int rc = om_shim.mode == OM_MODE_REMOTE

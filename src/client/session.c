@@ -230,6 +230,16 @@ int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, ch
     return rc;
 }
 
+/* Kernel output on the program's stdout or stderr stream, flushed, as the driver writes it. */
+static void write_output(bool to_stderr, const void *p, size_t n)
+{
+    FILE *f = to_stderr ? stderr : stdout;
+
+    if (n)
+        fwrite(p, 1, n, f);
+    fflush(f);
+}
+
 /* Called while waiting: has the server ended the session or died? */
 static bool session_over(struct om_client *c)
 {
@@ -250,14 +260,31 @@ static bool session_over(struct om_client *c)
     }
     m = malloc(sizeof(*m));
     snprintf(c->why, sizeof(c->why), "the openmps server closed the session");
-    if (m && om_msg_recv(c->sock, m, NULL, 0) == 0 && m->hdr.type == OM_MSG_TERMINATED &&
-        om_msg_text(m, 200) == 0) {
+    /* Kernel output the server still kept for us (an assert's message) comes first. */
+    int got = m ? om_msg_recv(c->sock, m, NULL, 0) : -1;
+    while (got == 0 && m->hdr.type == OM_MSG_OUTPUT) {
+        write_output(m->hdr.flags & OM_OUTPUT_STDERR, m->payload, m->hdr.len);
+        got = om_msg_recv(c->sock, m, NULL, 1000); /* the TERMINATED that follows */
+    }
+    if (got == 0 && m->hdr.type == OM_MSG_TERMINATED && om_msg_text(m, 200) == 0) {
         snprintf(c->why, sizeof(c->why), "%.200s", (const char *)m->payload);
         c->end_code = m->hdr.flags; /* the GPU fault that ended it, if one did */
     }
     free(m);
     c->dead = true;
     return true;
+}
+
+/* The server said it ends the session after this answer (a fatal fault): the output it kept for
+ * us (a device-side assert's message) comes on the socket before TERMINATED, and is written
+ * before the call that met the fault returns, as natively. 5 s at most. */
+static void wait_ending(struct om_client *c)
+{
+    for (int i = 0; i < 50 && !c->dead; i++) {
+        struct pollfd p = {.fd = c->sock, .events = POLLIN};
+        if (poll(&p, 1, 100) > 0)
+            session_over(c);
+    }
 }
 
 bool om_client_alive(struct om_client *c)
@@ -290,23 +317,27 @@ int om_client_post(struct om_client *c, uint16_t op, const void *payload, uint32
 /*
  * Kernel printf output the server caught for this client (src/server/output.c), written to
  * this process's stdout as the driver would have written it in a process of its own: into the
- * program's stdio stream, then flushed. Taken right after the answer that said it waits, before
+ * program's stdio stream, then flushed; what the driver wrote on stderr (assert messages) to
+ * stderr. Taken right after the answer that said it waits, before
  * the call returns to the program, so it comes before whatever the program prints next.
  */
 static void take_output(struct om_client *c)
 {
     static char buf[64 * 1024];
-    uint64_t room = sizeof(buf);
     uint32_t got = 0;
     int rc;
 
     c->taking_output = true;
-    do {
-        rc = om_client_call(c, OM_OP_TAKE_OUTPUT, &room, sizeof(room), buf, sizeof(buf), &got);
-        if (rc >= 0 && got)
-            fwrite(buf, 1, got, stdout);
-    } while (rc >= 0 && got == sizeof(buf));
-    fflush(stdout);
+    for (uint64_t which = 0; which < 2; which++) { /* stdout's, then stderr's (asserts) */
+        uint64_t req[2] = {sizeof(buf), which};
+        do {
+            got = 0;
+            rc = om_client_call(c, OM_OP_TAKE_OUTPUT, req, sizeof(req), buf, sizeof(buf), &got);
+            if (rc >= 0 && got)
+                fwrite(buf, 1, got, which ? stderr : stdout);
+        } while (rc >= 0 && got == sizeof(buf));
+        fflush(which ? stderr : stdout);
+    }
     c->taking_output = false;
 }
 
@@ -341,7 +372,7 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
 {
     struct om_rec rec = {.len = len, .op = op, .seq = ++c->next_seq};
     struct om_rec got;
-    bool spun = false;
+    bool spun = false, looked_again = false;
     int rc = send_record(c, &rec, payload);
 
     if (rc < 0)
@@ -349,8 +380,15 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
     for (;;) {
         rc = om_ring_recv(&c->rx, &got, reply, cap);
         if (rc == -EAGAIN) {
-            if (c->dead)
-                return -ECONNRESET;
+            if (c->dead) {
+                /* An answer the server wrote just before it ended the session is still this
+                 * call's (the one that met a fault, with the output it says waits): one more
+                 * look at the ring. */
+                if (looked_again)
+                    return -ECONNRESET;
+                looked_again = true;
+                continue;
+            }
             /* Most answers come within microseconds: spin for them first, and look at the
              * socket (a system call) only when none came. */
             if (!spun) {
@@ -373,7 +411,9 @@ int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32
         }
         if (ret_len)
             *ret_len = got.len;
-        if ((got.flags & OM_REC_OUTPUT) && !c->taking_output)
+        if (got.flags & OM_REC_ENDING)
+            wait_ending(c);
+        else if ((got.flags & OM_REC_OUTPUT) && !c->taking_output)
             take_output(c);
         return got.status;
     }

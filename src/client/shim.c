@@ -32,6 +32,13 @@ static int no_driver(int index)
     return OM_CUDA_ERROR_NO_DEVICE;
 }
 
+/* Entry points in a child forked from a process in remote mode (forked_child below). */
+static int forked(int index)
+{
+    om_note_once(index, "a child forked after CUDA was initialised cannot use CUDA");
+    return OM_CUDA_ERROR_NOT_INITIALIZED;
+}
+
 #define OM_X_STUBS(i, sym, mode)                                                                   \
     static int missing_##sym(void)                                                                 \
     {                                                                                              \
@@ -40,6 +47,10 @@ static int no_driver(int index)
     static int nodrv_##sym(void)                                                                   \
     {                                                                                              \
         return no_driver(i);                                                                       \
+    }                                                                                              \
+    static int forked_##sym(void)                                                                  \
+    {                                                                                              \
+        return forked(i);                                                                          \
     }
 OM_ENTRIES(OM_X_STUBS)
 #undef OM_X_STUBS
@@ -55,6 +66,21 @@ static void *const no_driver_stubs[OM_ENTRY_COUNT] = {
     OM_ENTRIES(OM_X_REF)
 #undef OM_X_REF
 };
+
+static void *const forked_stubs[OM_ENTRY_COUNT] = {
+#define OM_X_REF(i, sym, mode) [i] = (void *)forked_##sym,
+    OM_ENTRIES(OM_X_REF)
+#undef OM_X_REF
+};
+
+void *om_forked_entry(int index)
+{
+    if (index < 0 || index >= OM_ENTRY_COUNT)
+        return NULL;
+    if (om_entry_is_passthrough(index) && om_shim.real_fn[index])
+        return om_shim.real_fn[index]; /* cuDriverGetVersion, error names: no context needed */
+    return om_local_fn[index] ? om_local_fn[index] : forked_stubs[index];
+}
 
 void *om_no_device_entry(int index)
 {
@@ -112,12 +138,23 @@ static void install_local(void)
             om_fn[i] = om_local_fn[i];
 }
 
-/* A child of fork shares the parent's ring and socket: it must not use them
- * (natively a child cannot use the parent's context either). */
+/*
+ * A child of fork shares the parent's ring (shared memory) and socket, and inherits the locks the
+ * parent's other threads held at the fork (the ring's among them) without those threads. Natively
+ * such a child cannot use CUDA: the driver answers CUDA_ERROR_NOT_INITIALIZED to every call, cuInit
+ * included (PyTorch's "Cannot re-initialize CUDA in forked subprocess"). So does the shim's: every
+ * entry of om_fn, and of what cuGetProcAddress answers from now on, is a stub that touches no
+ * state, and the transport refuses before any lock (a pointer looked up before the fork). The
+ * child's copy of the socket is closed (else the parent's end would go unnoticed while the child
+ * lives); nothing is sent: the session is the parent's.
+ */
 static void forked_child(void)
 {
     if (om_shim.mode != OM_MODE_REMOTE)
         return;
+    __atomic_store_n(&om_shim.mode, OM_MODE_FORKED, __ATOMIC_RELEASE);
+    for (int i = 0; i < OM_ENTRY_COUNT; i++)
+        __atomic_store_n(&om_fn[i], om_forked_entry(i), __ATOMIC_RELEASE);
     om_shim.client.dead = true;
     snprintf(om_shim.client.why, sizeof(om_shim.client.why),
              "a child process cannot use its parent's openmps session");

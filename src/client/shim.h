@@ -38,6 +38,9 @@ enum om_mode {
     OM_MODE_FAILED,      /* a daemon refused us: every call fails like an MPS client's */
     OM_MODE_NO_DEVICE,   /* our CUDA_VISIBLE_DEVICES names none of the server's devices: every
                           * entry returns CUDA_ERROR_NO_DEVICE, as the driver's without devices */
+    OM_MODE_FORKED,      /* a child forked from a process in remote mode: every entry returns
+                          * CUDA_ERROR_NOT_INITIALIZED, as the driver's in such a child, and the
+                          * parent's session (ring, socket, threads) is never touched */
 };
 
 struct om_shim {
@@ -70,6 +73,9 @@ void om_shim_decide(void);
 /* OM_MODE_NO_DEVICE's entry: CUDA_ERROR_NO_DEVICE, but the shim's own entries and the real
  * driver's for what needs no device (passthrough rows: cuDriverGetVersion, error names). */
 void *om_no_device_entry(int index);
+/* OM_MODE_FORKED's entry: CUDA_ERROR_NOT_INITIALIZED, but the shim's own entries and the real
+ * driver's passthrough rows (the version, error names), which need no initialisation. */
+void *om_forked_entry(int index);
 
 /* local.c: entry points the shim answers in every mode. */
 int om_cuInit(unsigned flags);

@@ -75,6 +75,13 @@ static void preamble_post(bool with_green)
     }
 }
 
+/* A child forked from this process after its session began (shim.c's forked_child): its calls
+ * fail before any lock, which a thread of the parent may have held at the fork. */
+static inline bool forked(void)
+{
+    return __atomic_load_n(&om_shim.mode, __ATOMIC_RELAXED) == OM_MODE_FORKED;
+}
+
 /* The check on every call: one load while no thread has a preamble. */
 static inline void preamble(bool with_green)
 {
@@ -108,6 +115,8 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
+    if (forked())
+        return CUDA_ERROR_NOT_INITIALIZED;
     preamble(false);
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
                         (uint32_t)req->len, reply, cap, &got);
@@ -125,6 +134,8 @@ CUresult om_rcall(int index, const struct om_wbuf *req, void *reply, size_t cap,
 
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
+    if (forked())
+        return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&ring_lock);
     preamble(true);
     rc = om_client_call(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
@@ -143,6 +154,8 @@ CUresult om_rpost(int index, const struct om_wbuf *req)
 
     if (req->overflow)
         return CUDA_ERROR_INVALID_VALUE;
+    if (forked())
+        return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&ring_lock);
     preamble(true);
     rc = om_client_post(&om_shim.client, (uint16_t)(OM_OP_ENTRY_BASE + index), req->p,
@@ -155,6 +168,8 @@ void om_post_note_unsupported(int index)
 {
     uint64_t v = (uint64_t)index;
 
+    if (forked())
+        return;
     pthread_mutex_lock(&ring_lock);
     om_client_call(&om_shim.client, OM_OP_NOTE_UNSUPPORTED, &v, sizeof(v), NULL, 0, NULL);
     pthread_mutex_unlock(&ring_lock);
@@ -172,6 +187,8 @@ CUresult om_rcall_staged(int index, const void *data, size_t len, const struct o
     CUresult rc;
     int sent;
 
+    if (forked())
+        return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&ring_lock);
     preamble(true);
     sent = om_client_post(&om_shim.client, OM_OP_STAGE_RESET, NULL, 0);

@@ -36,7 +36,9 @@ static inline bool om_launch_attr_plain(int64_t id)
     case 9:                                   /* memory sync domain map */
     case 10:                                  /* memory sync domain */
     case 11:                                  /* preferred cluster dimension */
-    case 14: /* preferred shared memory carveout */ return true;
+    case 14:                                  /* preferred shared memory carveout */
+    case 16: /* NVLink-centric scheduling (a hint; NCCL sets it on compute capability 10+) */
+        return true;
     default: return false;
     }
 }

@@ -2,6 +2,7 @@
 /* The argument helpers every handler uses (generated or hand-written): a request that does not
  * parse, the bytes staged for a call, handles and device ranges the calling client owns, and the
  * checks shared by several families. Below the families; calls only the state below it. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
@@ -160,4 +161,83 @@ CUresult om_answer_memcap(struct call *c, size_t *total, int dev)
     if (cap && cap < *total)
         *total = (size_t)cap;
     return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ JIT options */
+
+#define JIT_INFO_LOG_BUFFER 3
+#define JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
+#define JIT_ERROR_LOG_BUFFER 5
+#define JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define JIT_LAST_OPTION 34 /* CU_JIT_SPLIT_COMPILE */
+
+/* Options whose value is an array of the client's pointers (symbol names and addresses,
+ * referenced names): they cannot travel as values. */
+static bool jit_option_is_pointer_array(uint64_t o)
+{
+    return o == 17 || o == 18 || o == 25 || o == 27;
+}
+
+CUresult om_jit_options(struct call *c, struct om_jit *j)
+{
+    uint64_t n = om_get_u64(&c->in);
+
+    if (c->in.bad || n > OM_JIT_OPTIONS_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    j->n = (unsigned)n;
+    for (unsigned i = 0; i < j->n; i++) {
+        uint64_t o = om_get_u64(&c->in), v = om_get_u64(&c->in);
+        if (c->in.bad || o > JIT_LAST_OPTION)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (jit_option_is_pointer_array(o)) {
+            client_err(c->s, "client %d: JIT option %d (an array of pointers) is not supported",
+                       (int)c->s->pid, (int)o);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        j->opts[i] = (CUjit_option)o;
+        j->vals[i] = (void *)(uintptr_t)v;
+    }
+    for (unsigned i = 0; i < j->n; i++) {
+        int k = j->opts[i] == JIT_INFO_LOG_BUFFER ? 0 : j->opts[i] == JIT_ERROR_LOG_BUFFER ? 1 : -1;
+        int size_opt = k ? JIT_ERROR_LOG_BUFFER_SIZE_BYTES : JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+        uintptr_t size = 0;
+        if (k < 0)
+            continue;
+        /* the client's size, capped: the driver writes at most that many bytes; the buffer is
+         * that size (the link state's or the load's count is budgeted, its buffers by this cap) */
+        for (unsigned m = 0; m < j->n; m++) {
+            if ((int)j->opts[m] != size_opt)
+                continue;
+            if ((uintptr_t)j->vals[m] > OM_JIT_LOG_MAX)
+                j->vals[m] = (void *)(uintptr_t)OM_JIT_LOG_MAX;
+            size = (uintptr_t)j->vals[m];
+        }
+        if (j->logs[k]) /* the same log option twice */
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!(j->logs[k] = calloc(1, size + 1)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        j->vals[i] = j->logs[k];
+    }
+    return CUDA_SUCCESS;
+}
+
+void om_jit_answer(struct call *c, const struct om_jit *j)
+{
+    om_put_u64(&c->out, j->n);
+    for (unsigned i = 0; i < j->n; i++)
+        om_put_u64(&c->out, j->opts[i] == JIT_INFO_LOG_BUFFER || j->opts[i] == JIT_ERROR_LOG_BUFFER
+                                ? 0
+                                : (uint64_t)(uintptr_t)j->vals[i]);
+    for (int k = 0; k < 2; k++) { /* the driver NUL-terminates them within their buffers */
+        size_t len = j->logs[k] ? strnlen(j->logs[k], OM_JIT_LOG_MAX) : 0;
+        om_put_u64(&c->out, len);
+        om_put_bytes(&c->out, j->logs[k], len);
+    }
+}
+
+void om_jit_free(struct om_jit *j)
+{
+    free(j->logs[0]);
+    free(j->logs[1]);
+    j->logs[0] = j->logs[1] = NULL;
 }

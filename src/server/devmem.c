@@ -70,8 +70,10 @@ CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *
     size_t gran = 0, size;
     CUresult rc;
 
-    if (bytes == 0 || bytes > (1ull << 46))
+    if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > OM_DEVMEM_MAX_BYTES) /* no device holds it: what the driver answers */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (!have_vmm() || granularity() == 0) { /* (the test double without FAKECUDA_VMM) */
         rc = ((CUresult(*)(CUdeviceptr *, size_t))R(cuMemAlloc_v2))(&base, bytes);
         if (rc == CUDA_SUCCESS) {
@@ -152,8 +154,10 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 {
     uint64_t size;
 
-    if (bytes == 0 || bytes > (1ull << 46)) /* before rounding: a huge count must not wrap */
+    if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > OM_DEVMEM_MAX_BYTES) /* before rounding: a huge count must not wrap */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     size = rounded(bytes);
     for (size_t i = 0; i < s->ndevcache; i++) {
         struct om_range *r = &s->devcache[i];

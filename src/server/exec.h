@@ -197,6 +197,24 @@ CUresult om_ipc_close(struct session *s, uint64_t base, bool *ret_last);
 CUresult om_ipc_event_export(uint64_t ev, uint64_t *ret_id);
 CUresult om_ipc_event_open(struct session *s, uint64_t id, uint64_t *ret_ev);
 
+/* args.c: JIT options of a link step or a load (api/linker.c, api/modules.c), as the client sends
+ * them: a count, then (id, value) pairs; the log buffers the driver writes are the server's own,
+ * of the client's sizes (capped at OM_JIT_LOG_MAX), allocated by om_jit_options and freed by
+ * om_jit_free (also after a failure). om_jit_answer: the count, every value as the driver left
+ * it (log buffers as 0), then the info and the error log (a length, the bytes). Options whose
+ * values are arrays of the client's pointers are NOT_SUPPORTED. */
+#define OM_JIT_OPTIONS_MAX 32
+#define OM_JIT_LOG_MAX 65536u
+struct om_jit {
+    unsigned n;
+    CUjit_option opts[OM_JIT_OPTIONS_MAX];
+    void *vals[OM_JIT_OPTIONS_MAX];
+    char *logs[2]; /* info, error: the server's buffers, or NULL */
+};
+CUresult om_jit_options(struct call *c, struct om_jit *j);
+void om_jit_answer(struct call *c, const struct om_jit *j);
+void om_jit_free(struct om_jit *j);
+
 /* The checks of `in:CHECK` parameters, by family (src/server/api/<family>.c). */
 CUresult om_check_resdesc(struct call *c, CUDA_RESOURCE_DESC *d);        /* arrays */
 CUresult om_check_arraymap(struct call *c, CUarrayMapInfo *v, size_t n); /* arraymap */

@@ -192,6 +192,8 @@ struct session {
     char *output;           /* kernel printf output for the client (output.c) */
     size_t output_len, output_cap;
     uint64_t output_dropped;
+    char *errout; /* what the driver wrote on stderr for it: device-side assert messages */
+    size_t errout_len, errout_cap;
     uint8_t launch_args[32768];
     /* bit per entry point whose "not supported" note was logged (session.c): once per session */
     uint8_t noted_unsupported[(OM_ENTRY_COUNT + 7) / 8];
@@ -280,7 +282,11 @@ void om_output_launched(struct session *s); /* it launched: stray output is its 
  * previous owner's printing kernels and their lines); then its launch on `st` is fenced. */
 void om_output_print_begin(struct session *s);
 void om_output_print_end(struct session *s, CUstream st, bool launched);
-size_t om_output_take(struct session *s, void *out, size_t cap); /* bytes moved into out */
+/* Bytes moved into out, of its stdout text (which 0) or its stderr text (1). */
+size_t om_output_take(struct session *s, int which, void *out, size_t cap);
+/* At the session's ending by the server (a fault): what it still keeps for its client, sent on
+ * its socket as OUTPUT messages before the TERMINATED one (the client's taking call would fail). */
+void om_output_deliver(struct session *s);
 void om_output_free(struct session *s);
 /* api/capture.c: at the session's end, ends the captures it left open (before its streams are
  * waited for). */
@@ -344,6 +350,9 @@ void om_budget_give(uint64_t *counter, uint64_t n);
 CUresult om_budget_refuse(struct session *s, enum om_budget_kind kind, const char *what);
 
 /* devmem.c: device memory that can be freed without waiting for other clients. */
+/* More device memory than any GPU holds (64 TiB): refused with CUDA_ERROR_OUT_OF_MEMORY, as the
+ * driver refuses it, before a size is rounded (a huge count must not wrap). */
+#define OM_DEVMEM_MAX_BYTES (1ull << 46)
 CUresult om_devmem_alloc(int dev, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                          uint64_t *ret_mem);
 void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);

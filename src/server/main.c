@@ -45,6 +45,7 @@ static void terminate_all(struct server *srv, const char *why, int code)
 {
     while (srv->sessions) {
         struct session *s = srv->sessions;
+        om_output_deliver(s); /* an assert's message: its call cannot take it any more */
         om_msg_send_text(s->sock, OM_MSG_TERMINATED, (uint16_t)code, why);
         om_session_end(srv, s, why);
     }

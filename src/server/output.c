@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Kernel printf output: caught where the driver writes it, and sent to the client it belongs to. */
+/* Kernel output (printf, device-side assert messages): caught where the driver writes it, and
+ * sent to the client it belongs to. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -11,6 +12,8 @@
 
 #include "../common/clock.h"
 #include "../common/log.h"
+#include "../common/msg.h"
+#include "openmps/protocol.h"
 #include "internal.h"
 
 /*
@@ -38,6 +41,14 @@
  * into: a compressed fatbin entry), lines go to the session whose call flushed them, and lines
  * flushed in a thread of no session (the main loop's idle queries) to the session that launched
  * last: exact for one printing client, a guess between several.
+ *
+ * What the driver writes on stderr (the message of a failed device-side assert, "file:line:
+ * kernel: block: [..], thread: [..] Assertion `..` failed.", from the same device buffer, at the
+ * synchronising call that then answers CUDA_ERROR_ASSERT) goes the same way into the session's
+ * errout, and the client writes it on its own stderr. The assert ends the server for every
+ * client (the context is unusable): the worker's answer says output waits, but the client's call
+ * that would take it races with the main loop ending the session, so the ending sends what is
+ * left first (om_output_deliver, OUTPUT messages before TERMINATED).
  */
 
 /* Bytes a session keeps for its client at most; the rest is dropped and counted. */
@@ -67,6 +78,7 @@ static CUstream flush_stream[OM_MAX_DEVICES]; /* idle: its synchronize flushes t
 /* Threads between a vfprintf of the driver's and its fflush (a flush under way). */
 static int flushing;
 static __thread bool in_flush;
+static __thread bool delivering; /* om_output_deliver's own taking */
 
 void om_output_launched(struct session *s)
 {
@@ -108,19 +120,43 @@ static int real_vfprintf(FILE *f, const char *fmt, va_list ap)
     return real ? real(f, fmt, ap) : -1;
 }
 
+/* What the driver writes on stderr: the owner's, else the session whose call flushed it, else the
+ * session that launched last (out_lock held). False: nobody's. */
+static bool append_err(const char *fmt, va_list ap, int n)
+{
+    struct session *s = __atomic_load_n(&print_owner, __ATOMIC_ACQUIRE);
+
+    if (!s)
+        s = output_session;
+    if (!s)
+        s = __atomic_load_n(&last_launcher, __ATOMIC_RELAXED);
+    if (!s)
+        return false;
+    if (!append(&s->errout, &s->errout_len, &s->errout_cap, fmt, ap, n))
+        s->output_dropped += (uint64_t)n;
+    return true;
+}
+
 __attribute__((visibility("default"))) int vfprintf(FILE *f, const char *fmt, va_list ap)
 {
     struct session *s;
     va_list copy;
     int n;
 
-    if (f != stdout)
+    if (f != stdout && f != stderr)
         return real_vfprintf(f, fmt, ap);
     va_copy(copy, ap);
     n = vsnprintf(NULL, 0, fmt, copy);
     va_end(copy);
     if (n <= 0)
         return n;
+    if (f == stderr) {
+        bool taken;
+        pthread_mutex_lock(&out_lock);
+        taken = append_err(fmt, ap, n);
+        pthread_mutex_unlock(&out_lock);
+        return taken ? n : real_vfprintf(f, fmt, ap); /* nobody's: the server's own stderr */
+    }
     if (!in_flush) { /* the driver's flush has begun in this thread; its fflush ends it */
         in_flush = true;
         __atomic_add_fetch(&flushing, 1, __ATOMIC_ACQ_REL);
@@ -139,6 +175,18 @@ __attribute__((visibility("default"))) int vfprintf(FILE *f, const char *fmt, va
         return real_vfprintf(f, fmt, ap); /* no client has launched: the server's own */
     }
     pthread_mutex_unlock(&out_lock);
+    return n;
+}
+
+/* The driver may print with fprintf: the same (the server itself writes its logs with write(2)). */
+__attribute__((visibility("default"))) int fprintf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vfprintf(f, fmt, ap);
+    va_end(ap);
     return n;
 }
 
@@ -283,11 +331,32 @@ static void adopt_stray(struct session *s)
     pthread_mutex_unlock(&out_lock);
 }
 
-size_t om_output_take(struct session *s, void *out, size_t cap)
+/* Moves up to cap bytes of a buffer into out (out_lock held). */
+static size_t take(char *buf, size_t *len, void *out, size_t cap)
+{
+    size_t n = *len < cap ? *len : cap;
+
+    memcpy(out, buf, n);
+    memmove(buf, buf + n, *len - n);
+    __atomic_store_n(len, *len - n, __ATOMIC_RELEASE);
+    return n;
+}
+
+size_t om_output_take(struct session *s, int which, void *out, size_t cap)
 {
     size_t n;
+    pid_t fault_pid;
 
+    /* After a fatal fault the ending delivers it (om_output_deliver): an answer to a taking
+     * call could come after the client has seen the session end. */
+    if (om_server_fault_code(&fault_pid) && !delivering)
+        return 0;
     pthread_mutex_lock(&out_lock);
+    if (which == 1) {
+        n = take(s->errout, &s->errout_len, out, cap);
+        pthread_mutex_unlock(&out_lock);
+        return n;
+    }
     n = s->output_len < cap ? s->output_len : cap;
     if (n == 0 && s->output_dropped) { /* said once the buffer has been taken */
         int m = snprintf(out, cap, "[openmps: %llu bytes of kernel printf output were dropped]\n",
@@ -296,11 +365,25 @@ size_t om_output_take(struct session *s, void *out, size_t cap)
         pthread_mutex_unlock(&out_lock);
         return m > 0 ? ((size_t)m < cap ? (size_t)m : cap) : 0;
     }
-    memcpy(out, s->output, n);
-    memmove(s->output, s->output + n, s->output_len - n);
-    __atomic_store_n(&s->output_len, s->output_len - n, __ATOMIC_RELEASE);
+    n = take(s->output, &s->output_len, out, cap);
     pthread_mutex_unlock(&out_lock);
     return n;
+}
+
+void om_output_deliver(struct session *s)
+{
+    static char buf[OM_MSG_MAX_PAYLOAD];
+
+    adopt_stray(s);
+    delivering = true; /* the main thread's, at the ending */
+    for (int which = 0; which < 2; which++) {
+        size_t n;
+        while ((n = om_output_take(s, which, buf, sizeof(buf))) > 0)
+            if (om_msg_send(s->sock, OM_MSG_OUTPUT, which ? OM_OUTPUT_STDERR : 0, buf, (uint32_t)n,
+                            -1) < 0)
+                break; /* the client is gone */
+    }
+    delivering = false;
 }
 
 bool om_output_pending(struct session *s)
@@ -308,7 +391,8 @@ bool om_output_pending(struct session *s)
     if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s)
         wait_flushes(); /* its lines another thread is printing belong in this answer */
     adopt_stray(s);
-    return __atomic_load_n(&s->output_len, __ATOMIC_ACQUIRE) > 0 || s->output_dropped > 0;
+    return __atomic_load_n(&s->output_len, __ATOMIC_ACQUIRE) > 0 ||
+           __atomic_load_n(&s->errout_len, __ATOMIC_ACQUIRE) > 0 || s->output_dropped > 0;
 }
 
 void om_output_free(struct session *s)
@@ -334,6 +418,9 @@ void om_output_free(struct session *s)
     free(s->output);
     s->output = NULL;
     s->output_len = s->output_cap = 0;
+    free(s->errout);
+    s->errout = NULL;
+    s->errout_len = s->errout_cap = 0;
     s->output_dropped = 0;
     pthread_mutex_unlock(&out_lock);
 }

@@ -11,16 +11,18 @@
  * The words: a *run* is a session's launches on one stream with no other record between them
  * (any other call, a launch on another stream, a launch that cannot be replayed ends it); a
  * *template* is a run whose shape was seen twice (among the last OM_REPLAY_SIGS shapes), built
- * once as a chain of kernel nodes cut into
- * *chunks* of OPENMPS_REPLAY_CHUNK nodes, each its own executable graph, so that work starts
- * before the run is over.
+ * once as a chain of kernel nodes cut into *chunks* of OPENMPS_REPLAY_CHUNK nodes, each its own
+ * executable graph, so that work starts before the run is over.
  *
  * While a run matches a template (same shape record by record: kernel, grid, block, shared
- * memory, argument size, stream), its records are held here instead of launched; when a chunk's
+ * memory, argument size, launch attributes, stream; the longest template that begins so), and
+ * while at least OPENMPS_REPLAY_MIN_CLIENTS clients are busy (holding only pays where launches
+ * contend), its records are held here instead of launched; when a chunk's
  * last record arrives the chunk's graph is launched, after updating the nodes whose argument
  * bytes changed (cuGraphExecKernelNodeSetParams). What is held goes out as ordinary launches, in
- * order, on the first record that differs (the run then continues as ordinary launches, or as
- * another template that matches all of it so far), on any other record of the session (session.c
+ * order, on the first record that differs (the run then continues as ordinary launches, or, at
+ * a chunk's start, as another template that matches all of it so far), on any other record of
+ * the session (session.c
  * and the launch handlers call om_replay_end first), and when nothing arrives for
  * OPENMPS_REPLAY_IDLE_US (session.c's wait calls om_replay_idle). So:
  *  - the same kernels run in the same order on the same stream (a chunk is a chain);
@@ -36,8 +38,10 @@
  *
  * Budgets: a run keeps at most OM_REPLAY_MAX_NODES launches and OM_REPLAY_ARG_BYTES of argument
  * bytes (a longer run is launched as it comes and never learnt); a session keeps at most
- * OM_REPLAY_TEMPLATES templates, the least recently used replaced. Three failed builds end
- * replaying for the session. OPENMPS_REPLAY=off turns it all off (read once per server).
+ * OM_REPLAY_TEMPLATES templates, OM_REPLAY_MAX_NODES nodes and OM_REPLAY_TMPL_BYTES bytes in
+ * them, the least recently used replaced. Three failed builds end replaying for the session.
+ * OPENMPS_REPLAY=off turns it all off (read once per server). Only the session's worker thread
+ * touches s->replay.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -560,7 +564,7 @@ static bool room(struct om_replay *r, uint32_t len)
         r->recs = n;
         r->cap = cap;
     }
-    if (r->used + len > r->args_cap) {
+    if (!r->args || r->used + len > r->args_cap) { /* never NULL once a record is in */
         uint32_t cap = r->args_cap ? r->args_cap : 4096;
         while (cap < r->used + len)
             cap *= 2;
@@ -622,8 +626,10 @@ CUresult om_replay_launch(struct session *s, uint64_t handle, CUstream st,
     i = r->n++;
     x.off = r->used;
     r->recs[i] = x;
-    memcpy(r->args + r->used, l->args, l->len);
-    memcpy(r->args + r->used + l->len, l->attrs, abytes);
+    if (l->len)
+        memcpy(r->args + r->used, l->args, l->len);
+    if (abytes)
+        memcpy(r->args + r->used + l->len, l->attrs, abytes);
     r->used += l->len + (uint32_t)abytes;
     if (i == 0) {
         /* The longest template that begins so: a shorter one is often its prefix (a forward

@@ -197,11 +197,12 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
             s->async_error = drc; /* reported at its next synchronising call */
         return 0;
     }
-    case OM_OP_TAKE_OUTPUT: { /* payload: u64, the room of the client's buffer */
-        uint64_t room = 0;
-        if (rec->len == sizeof(room))
-            memcpy(&room, payload, sizeof(room));
-        reply.len = (uint32_t)om_output_take(s, out, room < OM_REPLY_MAX ? room : OM_REPLY_MAX);
+    case OM_OP_TAKE_OUTPUT: { /* payload: u64 the room of the client's buffer, u64 which */
+        uint64_t v[2] = {0, 0};
+        if (rec->len == 8 || rec->len == 16)
+            memcpy(v, payload, rec->len);
+        reply.len =
+            (uint32_t)om_output_take(s, v[1] == 1, out, v[0] < OM_REPLY_MAX ? v[0] : OM_REPLY_MAX);
         reply_payload = out;
         break;
     }
@@ -253,7 +254,10 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         om_err("client %d sent unknown operation %u; closing its session", (int)s->pid, rec->op);
         return -EPROTO;
     }
-    if (om_output_pending(s))
+    pid_t fault_pid;
+    if (om_server_fault_code(&fault_pid))
+        reply.flags |= OM_REC_ENDING; /* the main loop ends every session; output comes then */
+    else if (om_output_pending(s))
         reply.flags |= OM_REC_OUTPUT;
     for (;;) {
         int rc = om_ring_send(&s->tx, &reply, reply_payload);

@@ -38,6 +38,9 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+CUresult cuMemAllocHost_v2(void **, size_t);
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
 CUresult cuArrayDestroy(CUarray);
@@ -110,6 +113,34 @@ static void round_trip(CUdeviceptr d, size_t n, unsigned char seed)
     free(b);
 }
 
+/* More memory than the device holds, from every allocation entry point: OUT_OF_MEMORY, as the
+ * driver answers (PyTorch's out-of-memory message and its retry after freeing rely on it), both
+ * past what the server takes to the driver (800 000 000 GiB) and below it (1 TiB, refused by
+ * the driver); nothing is left behind (the next allocation and synchronisation succeed). */
+static void huge_sizes(CUstream st, CUmemoryPool pool)
+{
+    const size_t sizes[] = {800000000ull << 30, 1ull << 40};
+    CUdeviceptr d = 0;
+    size_t pitch = 0;
+    void *h = NULL;
+
+    for (int i = 0; i < 2; i++) {
+        size_t n = sizes[i];
+        EXPECT_RC(cuMemAlloc_v2(&d, n), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocManaged(&d, n, 1), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocAsync(&d, n, st), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocFromPoolAsync(&d, n, pool, st), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocPitch_v2(&d, &pitch, n / 4096, 4096, 4), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemHostAlloc(&h, n, 0), CUDA_ERROR_OUT_OF_MEMORY);
+        EXPECT_RC(cuMemAllocHost_v2(&h, n), CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    EXPECT_RC(cuMemAllocPitch_v2(&d, &pitch, SIZE_MAX / 2, 4, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_MSG(d == 0 && h == NULL, "nothing answered");
+    OK(cuStreamSynchronize(st));
+    OK(cuMemAlloc_v2(&d, 4096));
+    OK(cuMemFree_v2(d));
+}
+
 static int pools(void)
 {
     CUmemoryPool def = NULL, cur = NULL, p1 = NULL, p2 = NULL, extra[8];
@@ -125,6 +156,7 @@ static int pools(void)
     setup();
     OK(cuStreamCreate(&st, 1));
     OK(cuDeviceGetDefaultMemPool(&def, 0));
+    huge_sizes(st, def);
     EXPECT_MSG(def != NULL, "a default pool");
     OK(cuDeviceGetMemPool(&cur, 0));
     EXPECT_MSG(cur == def, "the current pool is the default one");
@@ -226,6 +258,7 @@ static int export(void)
     setup();
     OK(cuStreamCreate(&st, 1));
     OK(cuDeviceGetDefaultMemPool(&def, 0));
+    huge_sizes(st, def);
     OK(cuMemAlloc_v2(&d, 1 << 20));
     for (int i = 0; i < 1 << 20; i++)
         bytes[i] = (unsigned char)i;
@@ -361,6 +394,43 @@ static int import(const char *hex, const char *pool)
     return 0;
 }
 
+/* What NCCL asks at its start (ncclCuMemHostEnable, ncclCuMemAlloc): the granularity of host
+ * memory of a NUMA node, shareable as a descriptor, then a probe of cuMemCreate there, refused
+ * (the server's host memory is not the client's: NCCL falls back to shared memory of its own);
+ * device memory with gpuDirectRDMACapable and a descriptor handle type is made, mapped and
+ * opened to the device. */
+static void nccl_like(size_t g)
+{
+    CUmemAllocationProp host = {.type = 1, .requestedHandleTypes = 1, .location = {3, 0}};
+    CUmemAllocationProp dev = {.type = 1, .requestedHandleTypes = 1, .location = {1, 0}};
+    CUmemAccessDesc acc = {{1, 0}, 3};
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va = 0;
+    size_t hg = 0, dg = 0;
+
+    OK(cuMemGetAllocationGranularity(&hg, &host, 0));
+    EXPECT_MSG(hg > 0, "a host granularity");
+    host.location.type = 4; /* the calling thread's NUMA node */
+    OK(cuMemGetAllocationGranularity(&hg, &host, 1));
+    host.location.type = 2; /* the host */
+    OK(cuMemGetAllocationGranularity(&hg, &host, 0));
+    host.location.type = 3;
+    EXPECT_RC(cuMemCreate(&h, hg, &host, 0), CUDA_ERROR_NOT_SUPPORTED);
+    host.location.type = 9; /* no such location */
+    EXPECT_RC(cuMemGetAllocationGranularity(&hg, &host, 0), CUDA_ERROR_INVALID_VALUE);
+    dev.allocFlags.gpuDirectRDMACapable = 1;
+    OK(cuMemGetAllocationGranularity(&dg, &dev, 0));
+    EXPECT_MSG(dg == g, "the device's granularity %zu", dg);
+    OK(cuMemCreate(&h, dg, &dev, 0));
+    OK(cuMemAddressReserve(&va, dg, dg, 0, 0));
+    OK(cuMemMap(va, dg, 0, h, 0));
+    OK(cuMemSetAccess(va, dg, &acc, 1));
+    round_trip(va, dg, 3);
+    OK(cuMemUnmap(va, dg));
+    OK(cuMemRelease(h));
+    OK(cuMemAddressFree(va, dg));
+}
+
 static int vmm(void)
 {
     CUmemAllocationProp prop = {.type = 1, .location = {1, 0}}, got;
@@ -378,9 +448,13 @@ static int vmm(void)
     OK(cuMemGetAllocationGranularity(&g, &prop, 0));
     EXPECT_MSG(g > 0, "a granularity");
     EXPECT_RC(cuMemGetAllocationGranularity(&g, &prop, 7), CUDA_ERROR_INVALID_VALUE);
+    nccl_like(g);
     OK(cuMemCreate(&h, 2 * g, &prop, 0));
     prop.requestedHandleTypes = 2; /* a Win32 handle: not on Linux (POSIX: shareable_driver.c) */
     EXPECT_RC(cuMemCreate(&h2, 2 * g, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
+    prop.requestedHandleTypes = 0;
+    EXPECT_RC(cuMemCreate(&h2, 800000000ull << 30, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_RC(cuMemCreate(&h2, (1ull << 40) / g * g, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
     prop.requestedHandleTypes = 0;
     OK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
     OK(cuMemMap(va, 2 * g, 0, h, 0));
@@ -491,7 +565,6 @@ CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *, size_t *, size_t, CUme
                                            size_t *, size_t, unsigned long long, CUstream);
 CUresult cuPointerSetAttribute(const void *, int, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
-CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuMemFreeHost(void *);
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *);
 CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *, CUstream);

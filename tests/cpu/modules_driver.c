@@ -223,7 +223,7 @@ static void files(const char *path)
     CUmodule mod;
     CUfunction f;
     void *lib, *k;
-    char info[64], error[64];
+    char info[160], error[64];
     int opts[5] = {3, 4, 5, 6, 2}; /* INFO_LOG_BUFFER, its size, ERROR_LOG_BUFFER, its size,
                                       WALL_TIME */
     void *vals[5];
@@ -250,15 +250,32 @@ static void files(const char *path)
     vals[4] = (void *)(uintptr_t)0x12345678;
     OK(cuLibraryLoadFromFile(&lib, path, opts, vals, 5, NULL, NULL, 0));
     memcpy(&ms, &vals[4], sizeof(ms));
-    printf("logs %d %d %llu %llu %g\n", info[0], error[0], (unsigned long long)(uintptr_t)vals[1],
+    /* an image the server loaded already (cuModuleLoad above): its JIT again, for the logs */
+    printf("logs [%s] [%s] %llu %llu %g\n", info, error, (unsigned long long)(uintptr_t)vals[1],
            (unsigned long long)(uintptr_t)vals[3], (double)ms);
     OK(cuLibraryGetKernel(&k, lib, "fromfile"));
     OK(cuKernelGetParamInfo(k, 2, &off, &size));
     printf("kparam 2 %zu %zu\n", off, size);
+    /* a new image: the load's own log, within the size given (the rest cut, NUL-terminated) */
+    memset(info, 'X', sizeof(info));
+    vals[1] = (void *)(uintptr_t)20;
+    OK(cuModuleLoadDataEx(&mod, "fakecubin\nex:4\n", 2, opts, vals));
+    printf("exlogs [%s] %llu\n", info, (unsigned long long)(uintptr_t)vals[1]);
     memset(info, 'X', sizeof(info));
     vals[1] = (void *)(uintptr_t)sizeof(info);
-    OK(cuModuleLoadDataEx(&mod, "fakecubin\nex:4\n", 2, opts, vals));
-    printf("exlogs %d %llu\n", info[0], (unsigned long long)(uintptr_t)vals[1]);
+    OK(cuModuleLoadDataEx(&mod, "fakecubin\nex2:4\n", 2, opts, vals));
+    printf("exlogs2 [%s] %llu\n", info, (unsigned long long)(uintptr_t)vals[1]);
+    /* an image the driver refuses: its error, and its error log */
+    vals[3] = (void *)(uintptr_t)sizeof(error);
+    printf("bad %d", cuModuleLoadDataEx(&mod, "notanimage", 4, opts, vals));
+    printf(" [%s] %llu\n", error, (unsigned long long)(uintptr_t)vals[3]);
+    /* no log asked (a size of 0): the buffer is left, the wall time 0 */
+    memset(info, 'X', sizeof(info));
+    info[sizeof(info) - 1] = '\0';
+    vals[1] = vals[3] = (void *)(uintptr_t)0;
+    OK(cuModuleLoadDataEx(&mod, "fakecubin\nex3:4\n", 5, opts, vals));
+    memcpy(&ms, &vals[4], sizeof(ms));
+    printf("nolog %c %llu %g\n", info[0], (unsigned long long)(uintptr_t)vals[1], (double)ms);
     printf("files ok\n");
 }
 
@@ -267,7 +284,7 @@ static void link(const char *path)
     char info[256], error[256], a[] = "fakecubin\nlinked_a:8\n", bad[] = "garbage";
     int opts[6] = {3, 4, 5, 6, 2, 12}; /* logs and their sizes, WALL_TIME, LOG_VERBOSE */
     void *vals[6], *st, *st2, *cubin, *cubin2;
-    int in_opts[3] = {3, 4, 7}; /* an input's log (answered empty), OPTIMIZATION_LEVEL */
+    int in_opts[3] = {3, 4, 7}; /* an input's own log, OPTIMIZATION_LEVEL */
     char in_info[32];
     void *in_vals[3] = {in_info, (void *)(uintptr_t)sizeof(in_info), (void *)(uintptr_t)3};
     int ptr_opt = 17; /* GLOBAL_SYMBOL_NAMES: an array of pointers */
@@ -289,7 +306,7 @@ static void link(const char *path)
     printf("buffers %llu %llu\n", (unsigned long long)(uintptr_t)info,
            (unsigned long long)(uintptr_t)error);
     OK(cuLinkAddData_v2(st, 1, a, sizeof(a), "a.ptx", 3, in_opts, in_vals));
-    printf("input log %d %llu\n", in_info[0], (unsigned long long)(uintptr_t)in_vals[1]);
+    printf("input log [%s] %llu\n", in_info, (unsigned long long)(uintptr_t)in_vals[1]);
     OK(cuLinkAddFile_v2(st, 1, path, 0, NULL, NULL));
     printf("badinput %d\n", cuLinkAddData_v2(st, 0, bad, sizeof(bad), "garbage.o", 0, NULL, NULL));
     printf("error [%s] %llu\n", error, (unsigned long long)(uintptr_t)vals[3]);

@@ -73,6 +73,7 @@ CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned);
 CUresult cuEventDestroy_v2(CUevent);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 
@@ -896,6 +897,57 @@ int main(int argc, char **argv)
         CUresult rc = cuCtxSynchronize();
         printf("fault %d\n", rc);
         return rc == 700 ? 0 : 1;
+    } else if (!strcmp(mode, "shortargs")) {
+        /* NCCL's launches: a kernel whose last parameter is large, given by the bytes in use
+         * (CU_LAUNCH_PARAM_BUFFER_SIZE shorter than its parameters), by cuLaunchKernel and
+         * cuLaunchKernelEx: they run, and the synchronisation after them succeeds */
+        static const char image[] = "fakecubin\nfill_u32:8,4,4,4096\n";
+        unsigned char args[16];
+        unsigned v = 7, n = 64, got[64];
+        size_t used = sizeof(args);
+        CUmodule mod;
+        CUfunction fill;
+        OK(cuMemAlloc_v2(&p, 4096));
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+        memcpy(args, &p, 8), memcpy(args + 8, &v, 4), memcpy(args + 12, &n, 4);
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &used,
+                         CU_LAUNCH_PARAM_END};
+        OK(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, extra));
+        OK(cuCtxSynchronize());
+        OK(cuMemcpyDtoH_v2(got, p, sizeof(got)));
+        EXPECT(got[0] == 7 && got[63] == 7);
+        v = 9, memcpy(args + 8, &v, 4);
+        CUlaunchConfig cfg = {.gridDimX = 1,
+                              .gridDimY = 1,
+                              .gridDimZ = 1,
+                              .blockDimX = 32,
+                              .blockDimY = 1,
+                              .blockDimZ = 1};
+        OK(cuLaunchKernelEx(&cfg, fill, NULL, extra));
+        OK(cuCtxSynchronize());
+        OK(cuMemcpyDtoH_v2(got, p, sizeof(got)));
+        EXPECT(got[0] == 9 && got[63] == 9);
+        printf("shortargs ok\n");
+    } else if (!strcmp(mode, "assert")) {
+        /* a kernel whose assert fails, after one that prints: the synchronisation answers
+         * CUDA_ERROR_ASSERT, the printf line is on stdout and the driver's assert message on
+         * stderr, before the call returns */
+        static const char image[] = "fakecubin\n.extern .func vprintf\nprintf:4\nassert:4\n";
+        unsigned v = 12345, n = 7;
+        CUmodule mod;
+        CUfunction fp, fa;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&fp, mod, "printf"));
+        OK(cuModuleGetFunction(&fa, mod, "assert"));
+        void *pargs[] = {&n}, *aargs[] = {&v};
+        printf("host before\n");
+        OK(cuLaunchKernel(fp, 1, 1, 1, 1, 1, 1, 0, NULL, pargs, NULL));
+        OK(cuLaunchKernel(fa, 16, 1, 1, 256, 1, 1, 0, NULL, aargs, NULL));
+        CUresult rc = cuCtxSynchronize();
+        fprintf(stderr, "host after\n");
+        printf("assert %d\n", rc);
+        return rc == 710 ? 0 : 1;
     } else if (!strcmp(mode, "printf") && argc > 2) {
         /* a kernel that prints ARG: its line comes between the two of the host */
         static const char image[] = "fakecubin\nprintf:4\n";
@@ -927,12 +979,13 @@ int main(int argc, char **argv)
         printf("printmany ok\n");
         return 0;
     } else if (!strcmp(mode, "fork")) {
-        /* a child cannot use its parent's session; the parent goes on */
+        /* a child cannot use its parent's session: CUDA_ERROR_NOT_INITIALIZED, as natively
+         * (tests/cpu/fork_driver.c looks closer); the parent goes on */
         OK(cuMemAlloc_v2(&p, 4096));
         pid_t child = fork();
         if (child == 0) {
             CUdeviceptr q;
-            _exit(cuMemAlloc_v2(&q, 4096) == 805 ? 0 : 1);
+            _exit(cuMemAlloc_v2(&q, 4096) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);
         }
         int status = 0;
         EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
@@ -1127,8 +1180,9 @@ int main(int argc, char **argv)
             OK(cuMemcpyDtoH_v2(buf, p, sizeof(buf)));
         }
     } else {
-        fprintf(stderr, "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
-                        "FLAGS|fault|fork|threads|chain [PAIRS]|streams2|cache|bench N|copyloop\n");
+        fprintf(stderr,
+                "usage: remote_driver roundtrip|hold|steal ADDR|legacy "
+                "FLAGS|fault|assert|fork|threads|chain [PAIRS]|streams2|cache|bench N|copyloop\n");
         return 2;
     }
     return 0;

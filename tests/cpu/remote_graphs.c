@@ -178,6 +178,13 @@ CUresult cuDeviceGetGraphMemAttribute(int, int, void *);
 CUresult cuDeviceSetGraphMemAttribute(int, int, void *);
 CUresult cuDeviceGraphMemTrim(int);
 CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, int);
+CUresult cuStreamBeginCapture(CUstream);
+CUresult cuStreamBeginCapture_ptsz(CUstream);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
+CUresult cuStreamIsCapturing_ptsz(CUstream, int *);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *, const void *,
+                                          size_t, int);
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuStreamIsCapturing(CUstream, int *);
 CUresult cuStreamGetCaptureInfo_v3(CUstream, int *, unsigned long long *, CUgraph *,
@@ -247,6 +254,50 @@ static KNP fill_params(CUdeviceptr *p, unsigned *value, unsigned *count, void **
     k.blockDimX = 32, k.blockDimY = k.blockDimZ = 1;
     k.kernelParams = args;
     return k;
+}
+
+/* The legacy default stream cannot be captured, by any entry point or handle that names it
+ * (NULL in the plain forms, CU_STREAM_LEGACY in all): refused with STREAM_CAPTURE_UNSUPPORTED,
+ * nothing left capturing; NULL in a _ptsz form is the per-thread stream, which can. */
+static void legacy_not_captured(CUstream blocking)
+{
+    CUstream legacy[] = {NULL, CU_STREAM_LEGACY};
+    CUgraph g = NULL, g2 = NULL;
+    int status = 7;
+
+    OK(cuGraphCreate(&g2, 0));
+    for (int i = 0; i < 2; i++) {
+        EXPECT_RC(cuStreamBeginCapture_v2(legacy[i], 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        EXPECT_RC(cuStreamBeginCapture_v2(legacy[i], 2), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        EXPECT_RC(cuStreamBeginCapture(legacy[i]), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        EXPECT_RC(cuStreamBeginCaptureToGraph(legacy[i], g2, NULL, NULL, 0, 0),
+                  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    }
+    EXPECT_RC(cuStreamBeginCapture_v2_ptsz(CU_STREAM_LEGACY, 0),
+              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT_RC(cuStreamBeginCapture_ptsz(CU_STREAM_LEGACY), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT_RC(cuStreamBeginCaptureToGraph_ptsz(CU_STREAM_LEGACY, g2, NULL, NULL, 0, 0),
+              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    /* nothing capturing: the legacy stream's work runs, its capture queries say none */
+    OK(cuStreamIsCapturing(NULL, &status));
+    EXPECT(status == 0);
+    OK(cuStreamIsCapturing(CU_STREAM_LEGACY, &status));
+    EXPECT(status == 0);
+    OK(cuStreamIsCapturing(blocking, &status));
+    EXPECT(status == 0);
+    OK(cuCtxSynchronize());
+    /* the per-thread stream can be captured: NULL of a _ptsz form and the per-thread handle */
+    OK(cuStreamBeginCapture_v2_ptsz(NULL, 2));
+    OK(cuStreamIsCapturing_ptsz(NULL, &status));
+    EXPECT(status == 1);
+    OK(cuStreamEndCapture_ptsz(NULL, &g));
+    EXPECT(g != NULL);
+    OK(cuGraphDestroy(g));
+    OK(cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, 2));
+    OK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
+    OK(cuGraphDestroy(g));
+    OK(cuGraphDestroy(g2));
+    OK(cuCtxSynchronize());
 }
 
 static int all(const unsigned *v, size_t n, unsigned want)
@@ -509,8 +560,7 @@ static void capture(void)
     OK(cuStreamCreate(&sb, 0)); /* blocking: ordered with the default stream */
     OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL));
     OK(cuCtxSynchronize());
-    EXPECT_RC(cuStreamBeginCapture_v2(NULL, 0),
-              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* the legacy stream cannot be captured */
+    legacy_not_captured(sb);
     OK(cuThreadExchangeStreamCaptureMode(&mode));
     EXPECT(mode == 0);
     OK(cuThreadExchangeStreamCaptureMode(&mode));

@@ -233,6 +233,7 @@ int main(int argc, char **argv)
         if (want != CUDA_SUCCESS) {
             EXPECT_RC(cuStreamSynchronize(NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
             printf("replay fault reported\n");
+            free(host);
             return 0;
         }
         OK(cuStreamSynchronize(NULL));
@@ -247,6 +248,7 @@ int main(int argc, char **argv)
     }
     if (expect)
         fclose(expect);
+    free(host);
     printf("replay %s ok\n", mode);
     return 0;
 }

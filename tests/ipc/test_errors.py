@@ -80,15 +80,42 @@ def test_event_record_flags_and_ending_codes(daemon):
     check("ended 805" in out, "server shut down: %r" % out)
 
 
+def fault_beside_another(e, mode):
+    """A client that holds a session, then remote_driver MODE (a fatal fault) run to its end:
+    (the holder, the server's pid, the faulting process, its stdout, its stderr)."""
+    other = remote(e, "hold")
+    check(other.stdout.readline().strip().isdigit(), "a second client holds a session")
+    spid = e.servers()[0]
+    p = remote(e, mode)
+    out, err = p.communicate(timeout=30)
+    return other, spid, p, out, err
+
+
+def test_remote_assert_message_reaches_its_client(daemon):
+    """A device-side assert (the double's "assert" kernel): the driver writes its message on
+    stderr in the server, at the synchronisation that answers CUDA_ERROR_ASSERT and ends the
+    server for every client; the message reaches the asserting client's stderr before its call
+    returns, and the printf line before it its stdout. Another client is told and gets neither."""
+    e = daemon()
+    other, spid, p, out, err = fault_beside_another(e, "assert")
+    msg = ("fake.cu:12: void asserting(const int *, int): block: [15,0,0], thread: [255,0,0] "
+           "Assertion `v[i] != 12345` failed.\n")
+    check(p.returncode == 0 and out == "host before\nkernel printf 7\nassert 710\n",
+          "the asserting client's stdout: %r %r" % (out, err))
+    check(msg + "host after\n" in err, "the assert's message on its stderr, first: %r" % err)
+    wait_for(lambda: e.servers() != [spid], what="the server to end")
+    other.kill()
+    oout, oerr = other.communicate(timeout=30)
+    check("Assertion" not in oout + oerr and "kernel printf" not in oout + oerr,
+          "the other client got none of it: %r %r" % (oout, oerr))
+    check("Assertion" not in e.log("server.log"), "the server kept it for itself")
+
+
 def test_remote_fault_restarts_the_server(daemon):
     """A fatal GPU fault in one client: that client gets the error, the other clients are told
     the server restarts, and the next client gets a new server (MPS's FAULT, then recovery)."""
     e = daemon()
-    other = remote(e, "hold")
-    check(other.stdout.readline().strip().isdigit(), "a second client holds a session")
-    spid = e.servers()[0]
-    p = remote(e, "fault")
-    out, err = p.communicate(timeout=30)
+    other, spid, p, out, err = fault_beside_another(e, "fault")
     check(p.returncode == 0 and "fault 700" in out, "the faulting client: %r %r" % (out, err))
     wait_for(lambda: e.servers() != [spid], what="the faulted server to go")
     slog = e.log("server.log")

@@ -123,9 +123,12 @@ def test_modules_stream_values_on_the_clients_memory(daemon):
 
 def test_modules_loaded_from_files_the_client_reads(daemon):
     """cuModuleLoad and cuLibraryLoadFromFile: the client reads the file and sends its bytes
-    (with the NUL a text image ends at); a missing file is FILE_NOT_FOUND; the JIT log buffers
-    of a load are emptied and their sizes and the wall time set to 0 in the client; parameter
-    queries answer the kernel's layout and refuse handles the process never obtained."""
+    (with the NUL a text image ends at); a missing file is FILE_NOT_FOUND; the JIT logs of a load
+    that asks for them are what the driver wrote in the server (a new image's load, or for an
+    image the server had loaded, its JIT again through the linker), within the program's sizes,
+    with the filled sizes and the wall time written back; a load that asks for no log gets empty
+    answers; parameter queries answer the kernel's layout and refuse handles the process never
+    obtained."""
     e = daemon()
     path = os.path.join(e.dir, "module.fakecubin")
     image = "fakecubin\nfromfile:8,4,2\n"
@@ -135,9 +138,16 @@ def test_modules_loaded_from_files_the_client_reads(daemon):
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0 and "files ok" in out, "files: %r %r" % (out, err))
     check(not SANITIZER.search(err), "sanitizer: " + err)
+    again = "fake linker: created\nfake linker: added image (%d bytes)\nfake linker: complete\n" \
+        % (len(image) + 1)
+    loaded = "fake jit: loaded an image of 16 bytes\n"
+    for want in ("logs [%s] [] %d 1 1.5" % (again, len(again) + 1),
+                 "exlogs [%s] 20" % loaded[:19], "exlogs2 [%s] %d" % (loaded.replace("16", "17"),
+                                                                       len(loaded) + 1),
+                 "nolog X 0 0", "bad 200 [fake jit: not an image (10 bytes)\n] 35"):
+        check(want in out, "expected %r in %r" % (want, out))
     for want in ("param 0 0 8", "param 1 8 4", "param 2 12 2", "param3 1",
-                 "paramforeign 400", "loaded 1", "missing 301", "logs 0 0 0 0 0",
-                 "kparam 2 12 2", "exlogs 0 0"):
+                 "paramforeign 400", "loaded 1", "missing 301", "kparam 2 12 2"):
         check(want in out.splitlines(), "expected %r in %r" % (want, out))
     check("loaded a new module image of %d bytes" % (len(image) + 1) in e.log("server.log"),
           "the file's bytes reached the server")
@@ -164,7 +174,9 @@ def test_modules_linker_round_trip_with_logs_in_the_client(daemon):
         "bytes)\n" % path
     info = added + "fake linker: complete\n"
     error = "fake linker: garbage.o is not an image\n"
-    for want in ("created [%s]" % created, "input log 0 0", "badinput 200",
+    inlog = "fake ptxas: compiled a.ptx\n"
+    for want in ("created [%s]" % created, "input log [%s] %d" % (inlog, len(inlog) + 1),
+                 "badinput 200",
                  "error [%s] %d" % (error, len(error) + 1),
                  "cubin 35 [fakecubin\nlinked_a:8\nlinked_b:4,4\n]",
                  "info [%s] %d wall 1.5" % (info, len(info) + 1), "linked_b 1 4 4",
@@ -181,7 +193,7 @@ def test_modules_linker_round_trip_with_logs_in_the_client(daemon):
     check(len(given) == 2 and not set(given) & set(mine),
           "the driver got the server's log buffers, not the client's: %r %r" % (given, mine))
     check("linkadd 1 24 %s options 0" % path in calls, "the file's bytes: %r" % calls)
-    check("linkadd 1 22 a.ptx options 1" in calls, "an input's scalar option only: %r" % calls)
+    check("linkadd 1 22 a.ptx options 3" in calls, "an input's options, its logs too: %r" % calls)
     check(calls.count("linkdestroy") == 2, "both link states destroyed: %r" % calls)
 
 

@@ -309,9 +309,19 @@ def test_remote_printf_of_two_clients_stays_theirs(daemon):
               "yes" if got == sorted(got) else "no"))
 
 
+def test_remote_launch_with_a_short_argument_buffer(daemon):
+    """NCCL's launches (issue #24): a kernel whose last parameter is 4 KiB, given by the bytes in
+    use through CU_LAUNCH_PARAM_BUFFER_SIZE, by cuLaunchKernel and cuLaunchKernelEx: both run
+    (the rest of the parameters zero) and the synchronisation after them succeeds, where the
+    server refused the launch and the next synchronisation answered INVALID_VALUE."""
+    p = remote(daemon(), "shortargs")
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "shortargs ok" in out, "shortargs: %r %r" % (out, err))
+
+
 def test_remote_fork_of_a_client():
-    """A forked child cannot use its parent's session (the call fails cleanly); the parent
-    goes on undisturbed."""
+    """A forked child cannot use its parent's session (the call fails with
+    CUDA_ERROR_NOT_INITIALIZED, as natively); the parent goes on undisturbed."""
     remote_case("fork", 60)
 
 

@@ -17,7 +17,7 @@ import harness
 
 from harness import (Env, check, ctl_as, need_binaries_for_other_users, need_root, raw_conn,
                      raw_msg, recv_msg, wait_for)
-from protocol import HELLO_SIZE, MAGIC, MAJOR, MSG
+from protocol import HELLO_SIZE, MAGIC, MAJOR, MINOR, MSG
 
 
 def test_clients_128_at_once(daemon):
@@ -231,8 +231,8 @@ def test_malformed_daemon_messages(daemon):
     s.send(raw_msg(MSG["HELLO"], b"\x00" * HELLO_SIZE, major=MAJOR + 1))
     mtype, text = recv_msg(s)
     check(mtype == MSG["REFUSE"], "version mismatch refused")
-    check(("daemon speaks %d.0" % MAJOR).encode() in text and
-          ("speaks %d.0" % (MAJOR + 1)).encode() in text, "names versions: %r" % text)
+    check(("daemon speaks %d.%d" % (MAJOR, MINOR)).encode() in text and
+          ("speaks %d.%d" % (MAJOR + 1, MINOR)).encode() in text, "names versions: %r" % text)
     s.close()
     # A descriptor sent to the daemon is not kept.
     s = raw_conn(e)

@@ -64,6 +64,24 @@ CUresult om_r_cuStreamBeginCapture(CUstream s)
     return om_r_cuStreamBeginCapture_v2(s, (CUstreamCaptureMode)CAPTURE_MODE_GLOBAL);
 }
 
+/* The _ptsz forms: their NULL is the calling thread's per-thread default stream, which can be
+ * captured, where the plain forms' NULL is the legacy stream, which cannot (the server refuses
+ * NULL and CU_STREAM_LEGACY): NULL goes as the per-thread handle. */
+static CUstream per_thread(CUstream s)
+{
+    return s ? s : CU_STREAM_PER_THREAD;
+}
+
+CUresult om_r_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    return om_r_cuStreamBeginCapture_v2(per_thread(s), mode);
+}
+
+CUresult om_r_cuStreamBeginCapture_ptsz(CUstream s)
+{
+    return om_r_cuStreamBeginCapture_v2(per_thread(s), (CUstreamCaptureMode)CAPTURE_MODE_GLOBAL);
+}
+
 CUresult om_r_cuStreamEndCapture(CUstream s, CUgraph *graph)
 {
     uint64_t reply = 0;
@@ -83,9 +101,37 @@ CUresult om_r_cuStreamEndCapture(CUstream s, CUgraph *graph)
 }
 
 /* The dependencies answered last on this thread: valid until its next call, as the driver's
- * own array is valid until the stream's next capture operation. */
-static __thread CUgraphNode capture_deps[MAX_LIST];
-static __thread CUgraphEdgeData capture_edges[MAX_LIST];
+ * own array is valid until the stream's next capture operation; with the answer they come in.
+ * On the heap, made at the thread's first query of a capturing stream and freed at its end: as
+ * thread-local arrays they made every thread of the program 256 KiB larger (static TLS, which a
+ * thread with a small stack of its own cannot hold; issue #24). */
+struct capture_info {
+    CUgraphNode deps[MAX_LIST];
+    CUgraphEdgeData edges[MAX_LIST];
+    uint64_t reply[4 + MAX_LIST * 2];
+};
+static __thread struct capture_info *info;
+static pthread_key_t info_key;
+
+static void make_info_key(void)
+{
+    pthread_key_create(&info_key, free); /* the thread's info at its end */
+}
+
+static struct capture_info *thread_info(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    if (!info) {
+        pthread_once(&once, make_info_key);
+        info = malloc(sizeof(*info));
+        if (info && pthread_setspecific(info_key, info) != 0) {
+            free(info);
+            info = NULL;
+        }
+    }
+    return info;
+}
 
 /*
  * Capture queries without a capture: PyTorch asks cuStreamIsCapturing before copies and
@@ -118,7 +164,8 @@ CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *statu
                                         CUgraph *graph, const CUgraphNode **deps,
                                         const CUgraphEdgeData **edges, size_t *ndeps)
 {
-    static __thread uint64_t reply[4 + MAX_LIST * 2];
+    struct capture_info *ci;
+    uint64_t *reply;
     uint32_t got = 0;
     uint64_t n;
     CUresult rc;
@@ -140,16 +187,19 @@ CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *statu
             *ndeps = 0;
         return CUDA_SUCCESS;
     }
+    if (!(ci = thread_info()))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    reply = ci->reply;
     om_put_u64(&req, (uint64_t)(uintptr_t)s);
-    rc = om_rcall(OM_IDX_cuStreamGetCaptureInfo_v3, &req, reply, sizeof(reply), &got);
+    rc = om_rcall(OM_IDX_cuStreamGetCaptureInfo_v3, &req, reply, sizeof(ci->reply), &got);
     if (rc != CUDA_SUCCESS)
         return rc;
     n = got >= 32 ? reply[3] : 0;
     if (got < 32 || n > MAX_LIST || got != 32 + n * (sizeof(CUgraphNode) + sizeof(CUgraphEdgeData)))
         return CUDA_ERROR_UNKNOWN;
-    memcpy(capture_deps, reply + 4, n * sizeof(CUgraphNode));
-    memcpy(capture_edges, reply + 4 + n, n * sizeof(CUgraphEdgeData));
-    if (!edges && !om_graph_edges_plain(capture_edges, (size_t)n))
+    memcpy(ci->deps, reply + 4, n * sizeof(CUgraphNode));
+    memcpy(ci->edges, reply + 4 + n, n * sizeof(CUgraphEdgeData));
+    if (!edges && !om_graph_edges_plain(ci->edges, (size_t)n))
         return 214; /* CUDA_ERROR_LOSSY_QUERY: edges other than the default, not asked for */
     *status = (CUstreamCaptureStatus)reply[0];
     if (id)
@@ -157,9 +207,9 @@ CUresult om_r_cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *statu
     if (graph)
         *graph = (CUgraph)(uintptr_t)reply[2];
     if (deps)
-        *deps = n ? capture_deps : NULL;
+        *deps = n ? ci->deps : NULL;
     if (edges)
-        *edges = n ? capture_edges : NULL;
+        *edges = n ? ci->edges : NULL;
     if (ndeps)
         *ndeps = (size_t)n;
     return CUDA_SUCCESS;
@@ -193,4 +243,11 @@ CUresult om_r_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNo
     }
     free(buf);
     return rc;
+}
+
+CUresult om_r_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                               const CUgraphEdgeData *edges, size_t n,
+                                               CUstreamCaptureMode mode)
+{
+    return om_r_cuStreamBeginCaptureToGraph(per_thread(s), g, deps, edges, n, mode);
 }

@@ -82,6 +82,20 @@ CUresult om_kernel_args(CUfunction f, void **params, void **extra, void *out, si
     }
     if (args_len > 32768 || (args_len && !args))
         return CUDA_ERROR_INVALID_VALUE;
+    /* A buffer shorter than the kernel's parameters is what the driver takes too: NCCL passes a
+     * 4 KiB parameter by its bytes in use (CU_LAUNCH_PARAM_BUFFER_SIZE). The server launches with
+     * the kernel's whole layout (its checks and replays know that size): the rest is zeros
+     * (the driver leaves it undefined). Issue #24: the server refused it, and a later
+     * cuStreamSynchronize of NCCL's answered INVALID_VALUE. */
+    if (extra && args_len < l->total) {
+        if (l->total > cap)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (args_len)
+            memmove(packed, args, args_len);
+        memset(packed + args_len, 0, l->total - args_len);
+        args = packed;
+        args_len = l->total;
+    }
     *ret_args = args;
     *ret_len = args_len;
     return CUDA_SUCCESS;

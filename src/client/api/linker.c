@@ -27,6 +27,8 @@
 #define LINK_LOG_MAX 65536u
 #define LINK_CHUNK (256u * 1024u)
 #define LINK_REPLY (64u + 8u * LINK_MAX_OPTIONS + 2u * (8u + LINK_LOG_MAX) + LINK_CHUNK)
+/* cuLinkAddData's: the link state's options and logs, then the input's */
+#define LINK_REPLY2 (64u + 2u * (8u * LINK_MAX_OPTIONS + 2u * (8u + LINK_LOG_MAX)))
 #define JIT_THREADS_PER_BLOCK 1
 
 struct clink {
@@ -34,7 +36,7 @@ struct clink {
     unsigned n;
     CUjit_option *opts;
     void **vals;
-    unsigned info_cap, error_cap; /* the program's log sizes, as given */
+    unsigned caps[2]; /* the program's log sizes (info, error), as given */
     void *cubin;
     size_t cubin_size;
     struct clink *next;
@@ -53,63 +55,46 @@ static struct clink *clink_find(CUlinkState h)
     return l;
 }
 
-/* The option value a slot holds, for the wire: log buffers are the server's own. */
-static bool is_log_option(int o)
+unsigned om_jit_log_size(unsigned n, const CUjit_option *o, void **v, int size_opt)
 {
-    return o >= JIT_WALL_TIME && o <= JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+    uintptr_t size = 0;
+
+    for (unsigned i = 0; i < n; i++)
+        if (o[i] == size_opt)
+            size = (uintptr_t)v[i];
+    return (unsigned)(size < LINK_LOG_MAX ? size : LINK_LOG_MAX);
 }
 
-/* n (id, value) pairs; `inputs`: an input's options, whose logs are answered here. */
-static CUresult put_options(struct om_wbuf *req, unsigned n, const CUjit_option *o, void **v,
-                            bool input)
+CUresult om_jit_put_options(struct om_wbuf *req, unsigned n, const CUjit_option *o, void **v)
 {
-    unsigned sent = 0;
-
     if (n > LINK_MAX_OPTIONS || (n && (!o || !v)))
         return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n; i++)
-        sent += !(input && is_log_option(o[i]));
-    om_put_u64(req, sent);
+    om_put_u64(req, n);
     for (unsigned i = 0; i < n; i++) {
-        if (input && is_log_option(o[i]))
-            continue;
+        uint64_t val = (uint64_t)(uintptr_t)v[i];
+        if (o[i] == JIT_INFO_LOG_BUFFER || o[i] == JIT_ERROR_LOG_BUFFER || o[i] == JIT_WALL_TIME)
+            val = 0;
+        else if (o[i] == JIT_INFO_LOG_BUFFER_SIZE_BYTES || o[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            val = om_jit_log_size(n, o, v, o[i]);
         om_put_u64(req, (uint64_t)(uint32_t)o[i]);
-        om_put_u64(req, o[i] == JIT_INFO_LOG_BUFFER || o[i] == JIT_ERROR_LOG_BUFFER ||
-                                o[i] == JIT_WALL_TIME
-                            ? 0
-                            : (uint64_t)(uintptr_t)v[i]);
+        om_put_u64(req, val);
     }
     return CUDA_SUCCESS;
 }
 
-static void copy_log(const struct clink *l, int buf_opt, unsigned cap, const void *bytes,
-                     size_t len)
+CUresult om_jit_apply_answer(unsigned n, const CUjit_option *opts, void **vals,
+                             const unsigned caps[2], struct om_rbuf *in)
 {
-    for (unsigned i = 0; i < l->n; i++) {
-        if (l->opts[i] != buf_opt || !l->vals[i] || cap == 0)
-            continue;
-        if (len > cap - 1)
-            len = cap - 1;
-        memcpy(l->vals[i], bytes, len);
-        ((char *)l->vals[i])[len] = '\0';
-    }
-}
-
-/* The server's options as the driver left them, then its logs (link_answer in the server). */
-static CUresult apply_answer(struct clink *l, struct om_rbuf *in)
-{
-    uint64_t n = om_get_u64(in);
-
-    if (in->bad || n != l->n)
+    if (om_get_u64(in) != n || in->bad)
         return CUDA_ERROR_UNKNOWN;
-    for (unsigned i = 0; i < l->n; i++) {
+    for (unsigned i = 0; i < n; i++) {
         uint64_t v = om_get_u64(in);
-        int o = l->opts[i];
+        int o = opts[i];
         if (o == JIT_INFO_LOG_BUFFER_SIZE_BYTES || o == JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
-            unsigned cap = o == JIT_INFO_LOG_BUFFER_SIZE_BYTES ? l->info_cap : l->error_cap;
-            l->vals[i] = (void *)(uintptr_t)(v < cap ? v : cap);
+            unsigned cap = caps[o == JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+            vals[i] = (void *)(uintptr_t)(v < cap ? v : cap);
         } else if (o == JIT_WALL_TIME || o == JIT_THREADS_PER_BLOCK) {
-            l->vals[i] = (void *)(uintptr_t)v;
+            vals[i] = (void *)(uintptr_t)v;
         }
     }
     for (int k = 0; k < 2; k++) {
@@ -117,8 +102,13 @@ static CUresult apply_answer(struct clink *l, struct om_rbuf *in)
         const void *b = len <= LINK_LOG_MAX ? om_get_bytes(in, (size_t)len) : NULL;
         if (in->bad || !b)
             return CUDA_ERROR_UNKNOWN;
-        copy_log(l, k ? JIT_ERROR_LOG_BUFFER : JIT_INFO_LOG_BUFFER, k ? l->error_cap : l->info_cap,
-                 b, (size_t)len);
+        for (unsigned i = 0; i < n; i++) {
+            if (opts[i] != (k ? JIT_ERROR_LOG_BUFFER : JIT_INFO_LOG_BUFFER) || !vals[i] || !caps[k])
+                continue;
+            size_t m = len < caps[k] - 1 ? (size_t)len : caps[k] - 1;
+            memcpy(vals[i], b, m);
+            ((char *)vals[i])[m] = '\0';
+        }
     }
     return CUDA_SUCCESS;
 }
@@ -135,27 +125,23 @@ CUresult om_r_cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, vo
 
     if (!stateOut)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = put_options(&req, numOptions, options, optionValues, false)) != CUDA_SUCCESS)
+    if ((rc = om_jit_put_options(&req, numOptions, options, optionValues)) != CUDA_SUCCESS)
         return rc;
     if (!(l = calloc(1, sizeof(*l))) || !(reply = malloc(LINK_REPLY))) {
         free(l);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     l->n = numOptions, l->opts = options, l->vals = optionValues;
-    for (unsigned i = 0; i < numOptions; i++) {
-        uintptr_t v = (uintptr_t)optionValues[i];
-        if (options[i] == JIT_INFO_LOG_BUFFER_SIZE_BYTES)
-            l->info_cap = (unsigned)(v < LINK_LOG_MAX ? v : LINK_LOG_MAX);
-        else if (options[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-            l->error_cap = (unsigned)(v < LINK_LOG_MAX ? v : LINK_LOG_MAX);
-    }
+    l->caps[0] = om_jit_log_size(numOptions, options, optionValues, JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+    l->caps[1] =
+        om_jit_log_size(numOptions, options, optionValues, JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
     rc = om_rcall(OM_IDX_cuLinkCreate_v2, &req, reply, LINK_REPLY, &got);
     in = (struct om_rbuf){.p = reply, .len = got};
     if (rc == CUDA_SUCCESS) {
         l->h = (CUlinkState)(uintptr_t)om_get_u64(&in);
         rc = (CUresult)om_get_u64(&in);
         if (rc == CUDA_SUCCESS)
-            rc = apply_answer(l, &in);
+            rc = om_jit_apply_answer(l->n, l->opts, l->vals, l->caps, &in);
     }
     free(reply);
     if (rc != CUDA_SUCCESS) {
@@ -177,6 +163,7 @@ CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *dat
     REQ(req, 48 + 1024 + 16 * LINK_MAX_OPTIONS);
     struct clink *l = clink_find(state);
     size_t nlen = name ? strlen(name) : 0;
+    unsigned caps[2];
     uint8_t *reply;
     uint32_t got = 0;
     struct om_rbuf in;
@@ -191,20 +178,23 @@ CUresult om_r_cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *dat
     om_put_u64(&req, size);
     om_put_u64(&req, nlen);
     om_put_bytes(&req, name, nlen);
-    if ((rc = put_options(&req, numOptions, options, optionValues, true)) != CUDA_SUCCESS)
+    if ((rc = om_jit_put_options(&req, numOptions, options, optionValues)) != CUDA_SUCCESS)
         return rc;
-    if (!(reply = malloc(LINK_REPLY)))
+    caps[0] = om_jit_log_size(numOptions, options, optionValues, JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+    caps[1] = om_jit_log_size(numOptions, options, optionValues, JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+    if (!(reply = malloc(LINK_REPLY2)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = om_rcall_staged(OM_IDX_cuLinkAddData_v2, data, size, &req, reply, LINK_REPLY, &got);
+    rc = om_rcall_staged(OM_IDX_cuLinkAddData_v2, data, size, &req, reply, LINK_REPLY2, &got);
     in = (struct om_rbuf){.p = reply, .len = got};
     if (rc == CUDA_SUCCESS) {
         CUresult driver = (CUresult)om_get_u64(&in);
-        rc = apply_answer(l, &in);
+        rc = om_jit_apply_answer(l->n, l->opts, l->vals, l->caps, &in);
+        if (rc == CUDA_SUCCESS) /* the input's own options and logs */
+            rc = om_jit_apply_answer(numOptions, options, optionValues, caps, &in);
         if (rc == CUDA_SUCCESS)
             rc = driver;
     }
     free(reply);
-    om_jit_options_answer(numOptions, (const int *)options, optionValues);
     return rc;
 }
 
@@ -257,7 +247,7 @@ CUresult om_r_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut
             break;
         in = (struct om_rbuf){.p = reply, .len = got};
         rc = (CUresult)om_get_u64(&in);
-        CUresult logs = apply_answer(l, &in);
+        CUresult logs = om_jit_apply_answer(l->n, l->opts, l->vals, l->caps, &in);
         if (rc != CUDA_SUCCESS || (rc = logs) != CUDA_SUCCESS)
             break;
         size = om_get_u64(&in);

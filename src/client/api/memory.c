@@ -195,8 +195,8 @@ CUresult om_r_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
     if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
     p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
-    if (height > SIZE_MAX / p)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (height > SIZE_MAX / p) /* more than any device holds, as the driver answers */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     rc = alloc(dptr, p * height);
     if (rc == CUDA_SUCCESS)
         *pitch = p;

@@ -20,11 +20,12 @@
 /* ------------------------------------------------------------------ JIT options, files */
 
 /*
- * The answers a load gives through its JIT options: the server loads the image without the
- * program's options (its arrays hold pointers of this process), so no log is written: each log
- * buffer gets an empty string, each log size (an OUT value, written into the option's slot as
- * the driver does) 0, the wall time 0 ms. Without this a program that prints the logs would
- * read what its buffers held before.
+ * The answers a load gives through its JIT options when the program asked for no log: the
+ * server loads the image without the program's options (its arrays hold pointers of this
+ * process), so no log is written: each log buffer gets an empty string, each log size (an OUT
+ * value, written into the option's slot as the driver does) 0, the wall time 0 ms. Without this
+ * a program that prints the logs would read what its buffers held before. A load that asks for
+ * a log goes through load_with_logs below.
  */
 void om_jit_options_answer(unsigned n, const int *o, void **v)
 {
@@ -396,12 +397,95 @@ static CUresult load_image(int index, void **handle, const void *code)
     return rc;
 }
 
+#define JIT_SENT_MAX 32
+#define JIT_LOG_MAX 65536u
+#define JIT_REPLY (24u + 8u * JIT_SENT_MAX + 2u * (8u + JIT_LOG_MAX))
+
+/* Whether the options ask for a log: a buffer with a size. */
+static bool wants_log(unsigned n, const int *o, void **v)
+{
+    for (unsigned i = 0; o && v && i < n; i++)
+        if ((o[i] == JIT_INFO_LOG_BUFFER_SIZE_BYTES || o[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES) &&
+            (uintptr_t)v[i] > 0)
+            for (unsigned j = 0; j < n; j++)
+                if (o[j] == o[i] - 1 && v[j])
+                    return true;
+    return false;
+}
+
+/* Options whose values are arrays of this process's pointers: not sent (the server refuses
+ * them; without logs they were never sent either). */
+static bool pointer_array(int o)
+{
+    return o == 17 || o == 18 || o == 25 || o == 27;
+}
+
+/*
+ * A load whose program asked for a log (cuModuleLoadDataEx, cuLibraryLoadData's jitOptions):
+ * the options go with the staged image as values (the logs' buffers are the server's), and the
+ * answer brings back what the driver wrote: the logs into the program's buffers (within their
+ * sizes, NUL-terminated), the filled sizes, the wall time into the options' slots, as the
+ * driver does (src/server/api/modules.c, load_staged).
+ */
+static CUresult load_with_logs(void **handle, const void *code, unsigned n, const int *o, void **v)
+{
+    const void *start;
+    size_t size = image_size(code, &start);
+    unsigned sent = 0, idx[JIT_SENT_MAX], caps[2];
+    CUjit_option sopts[JIT_SENT_MAX];
+    void *svals[JIT_SENT_MAX];
+    uint64_t k1, k2;
+    uint32_t got = 0;
+    uint8_t *reply;
+    REQ(req, 48 + 16 * JIT_SENT_MAX);
+    CUresult rc;
+
+    if (!handle || !code)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0 || size > (1u << 30))
+        return CUDA_ERROR_INVALID_IMAGE;
+    for (unsigned i = 0; i < n; i++)
+        if (!pointer_array(o[i]) && sent < JIT_SENT_MAX) {
+            sopts[sent] = o[i], svals[sent] = v[i];
+            idx[sent++] = i;
+        }
+    caps[0] = om_jit_log_size(sent, sopts, svals, JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+    caps[1] = om_jit_log_size(sent, sopts, svals, JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+    om_image_keys(start, size, &k1, &k2);
+    om_put_u64(&req, (uint64_t)size);
+    om_put_u64(&req, k1);
+    om_put_u64(&req, k2);
+    om_put_u64(&req, 1);
+    if ((rc = om_jit_put_options(&req, sent, sopts, svals)) != CUDA_SUCCESS)
+        return rc;
+    if (!(reply = malloc(JIT_REPLY)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = om_rcall_staged(OM_IDX_cuLibraryLoadData, start, size, &req, reply, JIT_REPLY, &got);
+    if (rc == CUDA_SUCCESS) {
+        struct om_rbuf in = {.p = reply, .len = got};
+        CUresult driver = (CUresult)om_get_u64(&in);
+        uint64_t lib = om_get_u64(&in);
+        rc = om_jit_apply_answer(sent, sopts, svals, caps, &in);
+        for (unsigned k = 0; rc == CUDA_SUCCESS && k < sent; k++)
+            v[idx[k]] = svals[k]; /* what the driver wrote back */
+        if (rc == CUDA_SUCCESS && driver == CUDA_SUCCESS)
+            *handle = (void *)(uintptr_t)lib;
+        if (rc == CUDA_SUCCESS)
+            rc = driver;
+    }
+    free(reply);
+    return rc;
+}
+
 CUresult om_r_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv,
                                 unsigned njo, CUlibraryOption *lo, void **lv, unsigned nlo)
 {
-    CUresult rc = load_image(OM_IDX_cuLibraryLoadData, lib, code);
+    CUresult rc;
 
     (void)lo, (void)lv, (void)nlo; /* the server loads eagerly */
+    if (wants_log(njo, (const int *)jo, jv))
+        return load_with_logs((void **)lib, code, njo, (const int *)jo, jv);
+    rc = load_image(OM_IDX_cuLibraryLoadData, lib, code);
     om_jit_options_answer(njo, jo, jv);
     return rc;
 }
@@ -414,8 +498,11 @@ CUresult om_r_cuModuleLoadData(CUmodule *mod, const void *image)
 CUresult om_r_cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, CUjit_option *o,
                                  void **v)
 {
-    CUresult rc = load_image(OM_IDX_cuLibraryLoadData, mod, image);
+    CUresult rc;
 
+    if (wants_log(n, (const int *)o, v))
+        return load_with_logs((void **)mod, image, n, (const int *)o, v);
+    rc = load_image(OM_IDX_cuLibraryLoadData, mod, image);
     om_jit_options_answer(n, o, v);
     return rc;
 }

@@ -52,7 +52,7 @@ CUresult om_r_cuGraphDestroyNode(CUgraphNode n)
  * the argument bytes laid out for the kernel (src/server/api/graphs.c reads them back). */
 static CUresult put_kernel(struct om_wbuf *req, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    static __thread uint8_t packed[ARGS_MAX];
+    uint8_t *packed; /* not thread-local: 32 KiB of static TLS in every thread of the program */
     const void *args = NULL;
     size_t len = 0;
     CUfunction f;
@@ -60,17 +60,40 @@ static CUresult put_kernel(struct om_wbuf *req, const CUDA_KERNEL_NODE_PARAMS *p
 
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!(packed = malloc(ARGS_MAX)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     f = p->func ? p->func : (CUfunction)p->kern; /* kernels and functions are alike here */
-    rc = om_kernel_args(f, p->kernelParams, p->extra, packed, sizeof(packed), &args, &len);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    om_put_u64(req, (uint64_t)(uintptr_t)f);
-    om_put_u64(req, ((uint64_t)p->gridDimY << 32) | p->gridDimX);
-    om_put_u64(req, ((uint64_t)p->blockDimX << 32) | p->gridDimZ);
-    om_put_u64(req, ((uint64_t)p->blockDimZ << 32) | p->blockDimY);
-    om_put_u64(req, p->sharedMemBytes);
-    om_put_bytes(req, args, len);
-    return CUDA_SUCCESS;
+    rc = om_kernel_args(f, p->kernelParams, p->extra, packed, ARGS_MAX, &args, &len);
+    if (rc == CUDA_SUCCESS) {
+        om_put_u64(req, (uint64_t)(uintptr_t)f);
+        om_put_u64(req, ((uint64_t)p->gridDimY << 32) | p->gridDimX);
+        om_put_u64(req, ((uint64_t)p->blockDimX << 32) | p->gridDimZ);
+        om_put_u64(req, ((uint64_t)p->blockDimZ << 32) | p->blockDimY);
+        om_put_u64(req, p->sharedMemBytes);
+        om_put_bytes(req, args, len);
+    }
+    free(packed);
+    return rc;
+}
+
+/* A kernel node's parameters after `words` words, as one call (on the heap: see put_kernel). */
+static CUresult kernel_call(int index, uint64_t w0, uint64_t w1, int words,
+                            const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    uint8_t *buf = malloc(64 + ARGS_MAX);
+    CUresult rc;
+
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct om_wbuf req = {.p = buf, .cap = 64 + ARGS_MAX};
+    om_put_u64(&req, w0);
+    if (words > 1)
+        om_put_u64(&req, w1);
+    rc = put_kernel(&req, p);
+    if (rc == CUDA_SUCCESS)
+        rc = om_rcall(index, &req, NULL, 0, NULL);
+    free(buf);
+    return rc;
 }
 
 static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
@@ -118,14 +141,7 @@ CUresult om_r_cuGraphAddKernelNode(CUgraphNode *node, CUgraph g, const CUgraphNo
 
 CUresult om_r_cuGraphKernelNodeSetParams_v2(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    static __thread uint8_t buf[64 + ARGS_MAX];
-    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
-    CUresult rc;
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    if ((rc = put_kernel(&req, p)) != CUDA_SUCCESS)
-        return rc;
-    return om_rcall(OM_IDX_cuGraphKernelNodeSetParams_v2, &req, NULL, 0, NULL);
+    return kernel_call(OM_IDX_cuGraphKernelNodeSetParams_v2, (uint64_t)(uintptr_t)node, 0, 1, p);
 }
 
 CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
@@ -141,15 +157,8 @@ CUresult om_r_cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NOD
 CUresult om_r_cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                                 const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    static __thread uint8_t buf[64 + ARGS_MAX];
-    struct om_wbuf req = {.p = buf, .cap = sizeof(buf)};
-    CUresult rc;
-
-    om_put_u64(&req, (uint64_t)(uintptr_t)exec);
-    om_put_u64(&req, (uint64_t)(uintptr_t)node);
-    if ((rc = put_kernel(&req, p)) != CUDA_SUCCESS)
-        return rc;
-    return om_rcall(OM_IDX_cuGraphExecKernelNodeSetParams_v2, &req, NULL, 0, NULL);
+    return kernel_call(OM_IDX_cuGraphExecKernelNodeSetParams_v2, (uint64_t)(uintptr_t)exec,
+                       (uint64_t)(uintptr_t)node, 2, p);
 }
 
 CUresult om_r_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,

@@ -7,7 +7,10 @@
 
 CUresult om_r_cuStreamBeginCapture(CUstream hStream);
 CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode);
+CUresult om_r_cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode);
+CUresult om_r_cuStreamBeginCapture_ptsz(CUstream hStream);
 CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
+CUresult om_r_cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
 CUresult om_r_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
 CUresult om_r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out);
 CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out);

@@ -24,7 +24,10 @@ CUresult om_r_cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr sr
 CUresult om_r_cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount); /* arrays */
 CUresult om_r_cuStreamBeginCapture(CUstream hStream); /* capture */
 CUresult om_r_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* capture */
+CUresult om_r_cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); /* capture */
+CUresult om_r_cuStreamBeginCapture_ptsz(CUstream hStream); /* capture */
 CUresult om_r_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode); /* capture */
+CUresult om_r_cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode); /* capture */
 CUresult om_r_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph); /* capture */
 CUresult om_r_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out); /* capture */
 CUresult om_r_cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out); /* capture */

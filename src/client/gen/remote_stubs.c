@@ -45,10 +45,10 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuSurfObjectGetResourceDesc, (void *)om_rpc_cuSurfObjectGetResourceDesc);
     om_remote_set(OM_IDX_cuStreamBeginCapture, (void *)om_r_cuStreamBeginCapture);
     om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph, (void *)om_r_cuStreamBeginCaptureToGraph);
-    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph);
-    om_remote_set(OM_IDX_cuStreamBeginCapture_ptsz, (void *)om_r_cuStreamBeginCapture);
+    om_remote_set(OM_IDX_cuStreamBeginCaptureToGraph_ptsz, (void *)om_r_cuStreamBeginCaptureToGraph_ptsz);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_ptsz, (void *)om_r_cuStreamBeginCapture_ptsz);
     om_remote_set(OM_IDX_cuStreamBeginCapture_v2, (void *)om_r_cuStreamBeginCapture_v2);
-    om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2);
+    om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2_ptsz);
     om_remote_set(OM_IDX_cuStreamEndCapture, (void *)om_r_cuStreamEndCapture);
     om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_r_cuStreamEndCapture);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)om_r_cuStreamGetCaptureInfo);

@@ -9,98 +9,31 @@
 
 /*
  * A link state's options live in the server: the client sends option values, never pointers
- * of its own. The log buffers are the server's (at most LINK_LOG_MAX bytes each, the client's
- * size otherwise), kept with the state as the driver writes into them until cuLinkDestroy;
- * after each step the logs and the options the driver writes back (THREADS_PER_BLOCK,
- * WALL_TIME, the logs' sizes) go back to the client, which fills its own buffers.
+ * of its own (args.c's om_jit_options). The log buffers are the server's (at most
+ * OM_JIT_LOG_MAX bytes each, the client's size otherwise), kept with the state as the driver
+ * writes into them until cuLinkDestroy; after each step the logs and the options the driver
+ * writes back (THREADS_PER_BLOCK, WALL_TIME, the logs' sizes) go back to the client, which
+ * fills its own buffers (om_jit_answer). An input's own options may name logs too: buffers of
+ * the server's for that cuLinkAddData, answered after the link state's.
  */
-#define LINK_MAX_OPTIONS 32
-#define LINK_LOG_MAX 65536u
 #define LINK_CHUNK (256u * 1024u) /* cubin bytes per answer of cuLinkComplete */
-#define JIT_THREADS_PER_BLOCK 1
-#define JIT_WALL_TIME 2
-#define JIT_INFO_LOG_BUFFER 3
-#define JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
-#define JIT_ERROR_LOG_BUFFER 5
-#define JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
-#define JIT_LAST_OPTION 34 /* CU_JIT_SPLIT_COMPILE */
-#define JIT_INPUT_TYPES 6  /* CU_JIT_NUM_INPUT_TYPES */
+#define JIT_INPUT_TYPES 6         /* CU_JIT_NUM_INPUT_TYPES */
 
 struct link {
     struct session *s;
     uint64_t h;
-    unsigned n;
-    CUjit_option opts[LINK_MAX_OPTIONS];
-    void *vals[LINK_MAX_OPTIONS];
-    char *info, *error; /* the server's log buffers, or NULL */
-    void *cubin;        /* the driver's, after cuLinkComplete */
+    struct om_jit j; /* its options, the server's log buffers (args.c) */
+    void *cubin;     /* the driver's, after cuLinkComplete */
     size_t cubin_size;
     struct link *next;
 };
 static struct link *links;
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Options whose value is an array of the client's pointers (symbol names and addresses,
- * referenced names): they cannot travel as values. */
-static bool jit_option_is_pointer_array(int o)
-{
-    return o == 17 || o == 18 || o == 25 || o == 27;
-}
-
-/* n (id, value) pairs into opts/vals; log buffers become the server's own (allocated here,
- * freed with the link). `logs`: log options are allowed (cuLinkCreate's, not an input's). */
-static CUresult link_options(struct call *c, struct link *l, bool logs)
-{
-    uint64_t n = om_get_u64(&c->in);
-
-    if (c->in.bad || n > LINK_MAX_OPTIONS)
-        return CUDA_ERROR_INVALID_VALUE;
-    l->n = (unsigned)n;
-    for (unsigned i = 0; i < l->n; i++) {
-        uint64_t o = om_get_u64(&c->in), v = om_get_u64(&c->in);
-        if (c->in.bad || o >= JIT_LAST_OPTION + 1)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (jit_option_is_pointer_array((int)o)) {
-            client_err(c->s, "client %d: JIT option %d (an array of pointers) is not supported",
-                       (int)c->s->pid, (int)o);
-            return CUDA_ERROR_NOT_SUPPORTED;
-        }
-        if (!logs && (o == JIT_INFO_LOG_BUFFER || o == JIT_ERROR_LOG_BUFFER))
-            return CUDA_ERROR_INVALID_VALUE; /* the client answers an input's logs itself */
-        l->opts[i] = (CUjit_option)o;
-        l->vals[i] = (void *)(uintptr_t)v;
-    }
-    for (unsigned i = 0; i < l->n; i++) {
-        int size_opt = l->opts[i] == JIT_INFO_LOG_BUFFER    ? JIT_INFO_LOG_BUFFER_SIZE_BYTES
-                       : l->opts[i] == JIT_ERROR_LOG_BUFFER ? JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-                                                            : -1;
-        char **buf = l->opts[i] == JIT_INFO_LOG_BUFFER ? &l->info : &l->error;
-        if (size_opt < 0)
-            continue;
-        /* the client's size, capped: the driver writes at most that many bytes; the buffer
-         * is that size (the link state's count is budgeted, its buffers by this cap) */
-        uintptr_t size = 0;
-        for (unsigned j = 0; j < l->n; j++) {
-            if ((int)l->opts[j] != size_opt)
-                continue;
-            if ((uintptr_t)l->vals[j] > LINK_LOG_MAX)
-                l->vals[j] = (void *)(uintptr_t)LINK_LOG_MAX;
-            size = (uintptr_t)l->vals[j];
-        }
-        if (*buf) /* the same log option twice */
-            return CUDA_ERROR_INVALID_VALUE;
-        if (!(*buf = calloc(1, size + 1)))
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        l->vals[i] = *buf;
-    }
-    return CUDA_SUCCESS;
-}
-
 static void link_free(struct link *l)
 {
     if (l) {
-        free(l->info);
-        free(l->error);
+        om_jit_free(&l->j);
         free(l);
     }
 }
@@ -119,24 +52,6 @@ static struct link *link_find(struct call *c, uint64_t h)
     return l;
 }
 
-/* After each step: every option's value as the driver left it (the client takes back those the
- * driver writes), then both logs (the driver NUL-terminates them within their buffers). */
-static void link_answer(struct call *c, const struct link *l)
-{
-    const char *logs[2] = {l->info, l->error};
-
-    om_put_u64(&c->out, l->n);
-    for (unsigned i = 0; i < l->n; i++)
-        om_put_u64(&c->out, l->opts[i] == JIT_INFO_LOG_BUFFER || l->opts[i] == JIT_ERROR_LOG_BUFFER
-                                ? 0
-                                : (uint64_t)(uintptr_t)l->vals[i]);
-    for (int k = 0; k < 2; k++) {
-        size_t len = logs[k] ? strnlen(logs[k], LINK_LOG_MAX) : 0;
-        om_put_u64(&c->out, len);
-        om_put_bytes(&c->out, logs[k], len);
-    }
-}
-
 CUresult om_x_cuLinkCreate_v2(struct call *c)
 {
     CUresult (*create)(unsigned, CUjit_option *, void **, CUlinkState *) = REAL(cuLinkCreate_v2);
@@ -146,12 +61,12 @@ CUresult om_x_cuLinkCreate_v2(struct call *c)
 
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((rc = link_options(c, l, true)) != CUDA_SUCCESS || (rc = ARGS_OK(c)) != CUDA_SUCCESS ||
+    if ((rc = om_jit_options(c, &l->j)) != CUDA_SUCCESS || (rc = ARGS_OK(c)) != CUDA_SUCCESS ||
         (rc = om_own_room(c->s, OM_H_LINKSTATE)) != CUDA_SUCCESS) {
         link_free(l);
         return rc;
     }
-    rc = create(l->n, l->opts, l->vals, &st);
+    rc = create(l->j.n, l->j.opts, l->j.vals, &st);
     if (rc != CUDA_SUCCESS) {
         link_free(l);
         return rc;
@@ -168,11 +83,13 @@ CUresult om_x_cuLinkCreate_v2(struct call *c)
     pthread_mutex_unlock(&links_lock);
     om_put_u64(&c->out, l->h);
     om_put_u64(&c->out, CUDA_SUCCESS);
-    link_answer(c, l);
+    om_jit_answer(c, &l->j);
     return CUDA_SUCCESS;
 }
 
-/* state, type, size (the staged bytes), the name's length and bytes, the input's options. */
+/* state, type, size (the staged bytes), the name's length and bytes, the input's options (its
+ * own logs too: the driver writes what compiling this input says there, in buffers of the
+ * server's, answered after the link state's). */
 CUresult om_x_cuLinkAddData_v2(struct call *c)
 {
     CUresult (*add)(CUlinkState, CUjitInputType, void *, size_t, const char *, unsigned,
@@ -180,30 +97,37 @@ CUresult om_x_cuLinkAddData_v2(struct call *c)
     uint64_t h = om_get_u64(&c->in), type = om_get_u64(&c->in), size = om_get_u64(&c->in);
     uint64_t nlen = om_get_u64(&c->in);
     const void *np = nlen < 1024 ? om_get_bytes(&c->in, nlen) : NULL;
-    struct link in = {0}, *l;
+    struct om_jit in = {0};
+    struct link *l;
     char name[1024];
-    CUresult rc = link_options(c, &in, false);
+    CUresult rc = om_jit_options(c, &in);
 
     if (rc == CUDA_SUCCESS)
         rc = ARGS_OK(c);
     if (rc != CUDA_SUCCESS)
-        return rc;
+        goto out;
+    rc = CUDA_ERROR_INVALID_VALUE;
     if (!np || memchr(np, '\0', nlen) || type >= JIT_INPUT_TYPES || size == 0)
-        return CUDA_ERROR_INVALID_VALUE;
+        goto out;
     memcpy(name, np, nlen);
     name[nlen] = '\0';
+    rc = CUDA_ERROR_INVALID_HANDLE;
     if (!(l = link_find(c, h)))
-        return CUDA_ERROR_INVALID_HANDLE;
+        goto out;
     if ((rc = om_staged(c, size, CUDA_ERROR_INVALID_VALUE)) != CUDA_SUCCESS)
-        return rc;
+        goto out;
     /* the driver reads `size` bytes: all of them staged */
     rc = add((CUlinkState)(uintptr_t)h, (CUjitInputType)type, c->s->stage, (size_t)size, name, in.n,
              in.opts, in.vals);
     /* The driver's answer travels in the reply, with the logs: an error's log is the point of
      * the log, and an error answer carries no bytes. */
     om_put_u64(&c->out, (uint64_t)rc);
-    link_answer(c, l);
-    return CUDA_SUCCESS;
+    om_jit_answer(c, &l->j);
+    om_jit_answer(c, &in);
+    rc = CUDA_SUCCESS;
+out:
+    om_jit_free(&in);
+    return rc;
 }
 
 /* state, offset: completes the link at the first call; answers the logs, the cubin's size and
@@ -229,7 +153,7 @@ CUresult om_x_cuLinkComplete(struct call *c)
         if (rc != CUDA_SUCCESS) { /* the driver's answer and its logs (as cuLinkAddData) */
             l->cubin = NULL;
             om_put_u64(&c->out, (uint64_t)rc);
-            link_answer(c, l);
+            om_jit_answer(c, &l->j);
             return CUDA_SUCCESS;
         }
     }
@@ -237,7 +161,7 @@ CUresult om_x_cuLinkComplete(struct call *c)
         return CUDA_ERROR_INVALID_VALUE;
     n = l->cubin_size - off < LINK_CHUNK ? l->cubin_size - off : LINK_CHUNK;
     om_put_u64(&c->out, CUDA_SUCCESS);
-    link_answer(c, l);
+    om_jit_answer(c, &l->j);
     om_put_u64(&c->out, l->cubin_size);
     om_put_bytes(&c->out, (const uint8_t *)l->cubin + off, n);
     return CUDA_SUCCESS;

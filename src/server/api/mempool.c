@@ -203,8 +203,10 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
     CUstream st;
     CUresult rc;
 
-    if (bytes == 0 || bytes > (1ull << 46))
+    if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > OM_DEVMEM_MAX_BYTES) /* more than any device holds, as the driver answers */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if ((rc = om_memcap_check(c->s, dev, bytes)) != CUDA_SUCCESS)
         return rc;
     st = om_arg_stream(c, h, true, &rc);

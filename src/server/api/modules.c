@@ -23,44 +23,71 @@ static bool image_within(const uint8_t *p, uint64_t size)
     return om_image_extent(p, size) <= size;
 }
 
-/* The client's handle of a loaded library (counted once per client). */
-static CUresult answer_library(struct call *c, uint64_t lib)
+/* A loaded library becomes the client's (counted once per client). */
+static CUresult own_library(struct call *c, uint64_t lib)
 {
     if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib)) {
         if (om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         om_modref_loaded(c->s, lib);
     }
-    om_put_u64(&c->out, lib);
     return CUDA_SUCCESS;
 }
 
+/* The client's handle of a loaded library. */
+static CUresult answer_library(struct call *c, uint64_t lib)
+{
+    CUresult rc = own_library(c, lib);
+
+    if (rc == CUDA_SUCCESS)
+        om_put_u64(&c->out, lib);
+    return rc;
+}
+
+/* JIT options of a load whose program asked for logs (cuModuleLoadDataEx, cuLibraryLoadData's
+ * jitOptions): args.c's om_jit_*, answered after the library. */
+
 /*
- * Request: the image's size, the two keys the client computed (om_image_keys), and whether its
- * bytes were staged. Without its bytes: the library if the server has loaded that image (and
- * may share it), else 0, and the client sends the bytes (its keys are only a question: with
- * bytes, the server computes the keys itself). Answer: the library.
+ * The logs of an image this server loaded before (the library is shared, and loaded once): the
+ * driver's JIT of it with the program's options, through the linker, which compiles on the host
+ * only (a second load would make the first launch of its kernels wait for every client's).
+ * Its input type from its first bytes: an ELF cubin, a fatbin, else PTX.
  */
-CUresult om_x_cuLibraryLoadData(struct call *c)
+static void jit_logs_again(struct om_jit *j, const uint8_t *image, uint64_t size)
+{
+    CUresult (*create)(unsigned, CUjit_option *, void **, CUlinkState *) = REAL(cuLinkCreate_v2);
+    CUresult (*add)(CUlinkState, CUjitInputType, void *, size_t, const char *, unsigned,
+                    CUjit_option *, void **) = REAL(cuLinkAddData_v2);
+    CUresult (*complete)(CUlinkState, void **, size_t *) = REAL(cuLinkComplete);
+    CUresult (*destroy)(CUlinkState) = REAL(cuLinkDestroy);
+    uint32_t magic = 0;
+    CUlinkState st = NULL;
+    void *cubin;
+    size_t n;
+    int type;
+
+    memcpy(&magic, image, size < 4 ? (size_t)size : 4);
+    type = magic == 0x464c457fu                           ? 0  /* CU_JIT_INPUT_CUBIN */
+           : magic == 0xba55ed50u || magic == 0x466243b1u ? 2  /* CU_JIT_INPUT_FATBINARY */
+                                                          : 1; /* CU_JIT_INPUT_PTX */
+    if (create(j->n, j->opts, j->vals, &st) != CUDA_SUCCESS)
+        return;
+    if (add(st, type, (void *)image, (size_t)size, "image", 0, NULL, NULL) == CUDA_SUCCESS)
+        complete(st, &cubin, &n);
+    destroy(st);
+}
+
+/* The staged image: the library loaded before, shared, or loaded now (with the JIT options and
+ * their logs when `j`: a new image's are the load's own, a known image's a JIT of it again),
+ * made the client's; *ret_lib. */
+static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uint64_t *ret_lib)
 {
     CUresult (*load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **,
                      unsigned) = REAL(cuLibraryLoadData);
-    uint64_t size = om_get_u64(&c->in), k1 = om_get_u64(&c->in), k2 = om_get_u64(&c->in);
-    uint64_t staged = om_get_u64(&c->in), lib = 0;
-    CUresult rc = ARGS_OK(c);
+    uint64_t k1, k2, lib = 0;
+    bool loaded = false;
+    CUresult rc = CUDA_SUCCESS;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (size == 0 || size > (1u << 30) || staged > 1)
-        return CUDA_ERROR_INVALID_IMAGE;
-    if (!staged) { /* known by its keys? */
-        if (om_image_lookup(k1, k2, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
-            om_put_u64(&c->out, 0);
-            return CUDA_SUCCESS;
-        }
-        om_imgcache_used(size, k1); /* for the servers after this one, as a load would */
-        return answer_library(c, lib);
-    }
     if ((rc = om_staged(c, size, CUDA_ERROR_INVALID_IMAGE)) != CUDA_SUCCESS)
         return rc;
     if (!image_within(c->s->stage, size)) {
@@ -88,7 +115,9 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
                                     "loading a new module image (the server's own budget, "
                                     "OPENMPS_SERVER_IMAGE_MAX, is spent)");
         }
-        rc = load(&l, c->s->stage, NULL, NULL, 0, NULL, NULL, 0);
+        rc = load(&l, c->s->stage, j ? j->opts : NULL, j ? j->vals : NULL, j ? j->n : 0, NULL, NULL,
+                  0);
+        loaded = true;
         if (rc != CUDA_SUCCESS) {
             om_budget_give(&c->s->image_bytes, size);
             om_image_budget_give(size);
@@ -104,9 +133,60 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
     pthread_mutex_unlock(om_image_load_lock());
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (j && !loaded)
+        jit_logs_again(j, c->s->stage, size);
     /* For the servers after this one (imgcache.c); the staging buffer is this session's. */
     om_imgcache_store(c->s->stage, size, k1);
-    return answer_library(c, lib);
+    if ((rc = own_library(c, lib)) == CUDA_SUCCESS)
+        *ret_lib = lib;
+    return rc;
+}
+
+/*
+ * Request: the image's size, the two keys the client computed (om_image_keys), and whether its
+ * bytes were staged, then (optional) JIT options as above. Without its bytes: the library if the
+ * server has loaded that image (and may share it), else 0, and the client sends the bytes (its
+ * keys are only a question: with bytes, the server computes the keys itself). Answer: the
+ * library; with options, the load's result, the library (0 on failure), the options and logs.
+ */
+CUresult om_x_cuLibraryLoadData(struct call *c)
+{
+    uint64_t size = om_get_u64(&c->in), k1 = om_get_u64(&c->in), k2 = om_get_u64(&c->in);
+    uint64_t staged = om_get_u64(&c->in), lib = 0;
+    bool with_jit = !c->in.bad && c->in.len - c->in.off >= 8;
+    struct om_jit j = {0};
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (size == 0 || size > (1u << 30) || staged > 1)
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (with_jit) { /* staged: the logs need the bytes */
+        if (!staged)
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((rc = om_jit_options(c, &j)) == CUDA_SUCCESS) {
+            /* The load's answer travels in the reply, with the logs: a failed JIT's error log is
+             * the point of the log, and an error answer carries no bytes. */
+            rc = load_staged(c, &j, size, &lib);
+            om_put_u64(&c->out, (uint64_t)rc);
+            om_put_u64(&c->out, rc == CUDA_SUCCESS ? lib : 0);
+            om_jit_answer(c, &j);
+            rc = CUDA_SUCCESS;
+        }
+        om_jit_free(&j);
+        return rc;
+    }
+    if (!staged) { /* known by its keys? */
+        if (om_image_lookup(k1, k2, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
+            om_put_u64(&c->out, 0);
+            return CUDA_SUCCESS;
+        }
+        om_imgcache_used(size, k1); /* for the servers after this one, as a load would */
+        return answer_library(c, lib);
+    }
+    if ((rc = load_staged(c, NULL, size, &lib)) == CUDA_SUCCESS)
+        om_put_u64(&c->out, lib);
+    return rc;
 }
 
 /* cuLibraryUnload (generated, hook: the library is the client's): the image stays loaded for

@@ -15,14 +15,26 @@
 
 #define VMM_MAX_BYTES (1ull << 46)
 
-/* An allocation's properties the server offers: pinned device memory of one of the client's
- * devices (made the server's ordinal, in place), shareable as a POSIX file descriptor or a
- * fabric handle (api/shareable.c), not Win32. */
+/* A location of host memory (a NUMA node's, the calling thread's node, or any): its id names
+ * no device, so it goes to the driver as the client gave it. */
+static bool host_location(int type)
+{
+    return type == CU_MEM_LOCATION_TYPE_HOST || type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+           type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+/* An allocation's properties the server answers for: pinned memory of one of the client's
+ * devices (made the server's ordinal, in place) or of the host, shareable as a POSIX file
+ * descriptor or a fabric handle (api/shareable.c), not Win32; allocFlags (gpuDirectRDMACapable,
+ * compression, usage) are the driver's to judge. cuMemGetAllocationGranularity answers for
+ * both locations, as natively (NCCL asks it of host memory before it probes cuMemCreate there);
+ * cuMemCreate refuses host memory (its hook). */
 static CUresult check_prop(struct session *s, CUmemAllocationProp *p)
 {
-    if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        p->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        om_loc_in(s, &p->location) != CUDA_SUCCESS || p->win32HandleMetaData)
+    if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED || p->win32HandleMetaData)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!host_location(p->location.type) && (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+                                             om_loc_in(s, &p->location) != CUDA_SUCCESS))
         return CUDA_ERROR_INVALID_VALUE;
     return om_shareable_types((uint32_t)p->requestedHandleTypes);
 }
@@ -57,8 +69,15 @@ CUresult om_hook_cuMemCreate(struct call *c, CUmemGenericAllocationHandle *handl
 {
     CUresult rc;
 
-    if (size == 0 || size > VMM_MAX_BYTES)
+    if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (size > OM_DEVMEM_MAX_BYTES) /* more than any device holds, as the driver answers */
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Host memory the server made would be mapped in the server's process, where the client
+     * cannot read it: refused as a driver refuses host allocations it cannot make (NCCL then
+     * keeps its host buffers in shared memory of its own, as it does in such containers). */
+    if (host_location(prop->location.type))
+        return CUDA_ERROR_NOT_SUPPORTED;
     if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS ||
         (rc = om_memcap_check(c->s, prop_device(c->s, prop), size)) != CUDA_SUCCESS)
         return rc;

@@ -288,6 +288,10 @@ EXPORT int cuMemGetAllocationGranularity(size_t *g, const void *prop, int option
         return CUDA_ERROR_NOT_SUPPORTED;
     if (!g || !prop || option < 0 || option > 1)
         return CUDA_ERROR_INVALID_VALUE;
+    /* CUmemAllocationProp's location.type: a device, the host, a host NUMA node, the calling
+     * thread's node (CUmemLocationType 1..4); the driver answers for each. */
+    if (((const int *)prop)[2] < 1 || ((const int *)prop)[2] > 4)
+        return CUDA_ERROR_INVALID_VALUE;
     *g = option ? 2 * VMM_GRAN : VMM_GRAN;
     return CUDA_SUCCESS;
 }
@@ -302,6 +306,8 @@ EXPORT int cuMemCreate(unsigned long long *h, size_t size, const int *prop,
         return CUDA_ERROR_NOT_SUPPORTED;
     if (!h || !prop || prop[0] != 1 || size == 0 || size % VMM_GRAN || flags)
         return CUDA_ERROR_INVALID_VALUE;
+    if (size > (16ull << 30)) /* more than the device holds (cuDeviceTotalMem) */
+        return 2;
     fd = memfd_create("fake-vmm", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || !(fh = calloc(1, sizeof(*fh)))) {
         if (fd >= 0)

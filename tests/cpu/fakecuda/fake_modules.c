@@ -279,6 +279,18 @@ EXPORT int cuLinkAddData_v2(void *st, int type, void *data, size_t size, const c
     snprintf(msg, sizeof(msg), "fake linker: added %.64s (%zu bytes)", name ? name : "", size);
     link_log(l, 3, msg);
     link_sizes(l);
+    if (n) { /* the input's own logs: what compiling it said */
+        struct fake_link input = {.n = n, .opts = opts, .vals = vals};
+        for (unsigned i = 0; i < n; i++) {
+            if ((opts[i] == 3 || opts[i] == 5) && vals[i])
+                ((char *)vals[i])[0] = '\0';
+            if (opts[i] == 4 || opts[i] == 6)
+                input.caps[opts[i]] = (size_t)(uintptr_t)vals[i];
+        }
+        snprintf(msg, sizeof(msg), "fake ptxas: compiled %.64s", name ? name : "");
+        link_log(&input, 3, msg);
+        link_sizes(&input);
+    }
     return CUDA_SUCCESS;
 }
 

@@ -22,6 +22,7 @@
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_NOT_FOUND_FAKE 500
 #define CUDA_ERROR_OUT_OF_MEMORY_FAKE 2
+#define FAKE_TOTAL_MEM (16ull << 30) /* each device's memory */
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -332,7 +333,7 @@ EXPORT int cuDeviceTotalMem_v2(size_t *bytes, int dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = 16ull << 30;
+    *bytes = FAKE_TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 
@@ -387,6 +388,8 @@ EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
 
     if (!p || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > FAKE_TOTAL_MEM) /* more than the device holds */
+        return CUDA_ERROR_OUT_OF_MEMORY_FAKE;
     pthread_mutex_lock(&alloc_lock);
     if (next_va == FAKE_VA_BASE && getenv("FAKECUDA_LOW_VA")) /* below 4 GiB: v1 entry points */
         next_va = 0x40000000ull;
@@ -449,9 +452,9 @@ EXPORT int cuMemFree_v2(dptr_t p)
 EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     pthread_mutex_lock(&alloc_lock);
-    *free_bytes = (16ull << 30) - allocated;
+    *free_bytes = FAKE_TOTAL_MEM - allocated;
     pthread_mutex_unlock(&alloc_lock);
-    *total = 16ull << 30;
+    *total = FAKE_TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 
@@ -715,6 +718,13 @@ static void stream_runs(void *s)
 static char printf_pending[4096];
 static size_t printf_len;
 static pthread_mutex_t printf_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A kernel named "assert" fails a device-side assert: its message waits in the same buffer, and
+ * the next synchronising call prints it on stderr (the driver's stream for it, with its format)
+ * and answers CUDA_ERROR_ASSERT, as every synchronising call after it does (the context is
+ * unusable). */
+static char assert_pending[512];
+static int asserted; /* under printf_lock */
+#define CUDA_ERROR_ASSERT 710
 
 static void device_printf(const char *fmt, ...)
 {
@@ -725,15 +735,34 @@ static void device_printf(const char *fmt, ...)
     va_end(ap);
 }
 
-static void flush_printf(void)
+static void device_assert_message(const char *fmt, ...)
 {
+    va_list ap;
+
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* Prints what the kernels left; CUDA_ERROR_ASSERT once one of them asserted. */
+static int flush_printf(void)
+{
+    int rc;
+
     pthread_mutex_lock(&printf_lock);
     if (printf_len) {
         device_printf("%.*s", (int)printf_len, printf_pending);
         fflush(stdout);
         printf_len = 0;
     }
+    if (assert_pending[0]) {
+        device_assert_message("%s", assert_pending);
+        fflush(stderr);
+        assert_pending[0] = 0;
+    }
+    rc = asserted ? CUDA_ERROR_ASSERT : CUDA_SUCCESS;
     pthread_mutex_unlock(&printf_lock);
+    return rc;
 }
 /* fake_graphs.c: stream capture's hooks. */
 int fake_capture_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -744,7 +773,8 @@ int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
-    flush_printf();
+    if (flush_printf() != CUDA_SUCCESS)
+        return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
     int captured = fake_capture_query(s);
 
@@ -757,7 +787,8 @@ EXPORT int cuStreamSynchronize(void *s)
 {
     uint64_t *b = busy_slot(s), now;
 
-    flush_printf();
+    if (flush_printf() != CUDA_SUCCESS)
+        return CUDA_ERROR_ASSERT;
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_ms()))
         usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now) * 1000);
     return CUDA_SUCCESS;
@@ -792,7 +823,10 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
     }
     return fake_capture_wait(s, e);
 }
-TRIVIAL(cuCtxSynchronize, void)
+EXPORT int cuCtxSynchronize(void)
+{
+    return flush_printf();
+}
 
 /* Destroyed events stay destroyed: a later record of one fails (tokens are never reused). */
 static unsigned char event_gone[sizeof(tokens)];
@@ -883,15 +917,48 @@ static struct fake_kernel kernels[256];
 static int nkernels;
 static int libraries_loaded;
 
-EXPORT int cuLibraryLoadData(void **lib, const void *code, void *jo, void **jv, unsigned nj,
+/* The JIT options of a load, as the driver answers them: the info log (within its size) says
+ * what was loaded, the error log is empty, each log's size slot gets the bytes it holds with
+ * the NUL, the wall time 1.5 ms. */
+static void jit_logs(unsigned n, const int *o, void **v, int failed, const char *fmt, size_t bytes)
+{
+    for (unsigned i = 0; o && v && i < n; i++) {
+        size_t cap = 0;
+        if ((o[i] != 3 && o[i] != 5) || !v[i])
+            continue;
+        for (unsigned j = 0; j < n; j++)
+            if (o[j] == o[i] + 1)
+                cap = (size_t)(uintptr_t)v[j];
+        if (!cap)
+            continue;
+        if (o[i] == (failed ? 5 : 3)) /* a failure's says so in the error log */
+            snprintf(v[i], cap, fmt, bytes), strncat(v[i], "\n", cap - strlen(v[i]) - 1);
+        else
+            ((char *)v[i])[0] = '\0';
+        for (unsigned j = 0; j < n; j++)
+            if (o[j] == o[i] + 1)
+                v[j] = (void *)(uintptr_t)(strlen(v[i]) + 1);
+    }
+    for (unsigned i = 0; o && v && i < n; i++)
+        if (o[i] == 2) {
+            float ms = 1.5f;
+            v[i] = NULL;
+            memcpy(&v[i], &ms, sizeof(ms));
+        }
+}
+
+EXPORT int cuLibraryLoadData(void **lib, const void *code, const int *jo, void **jv, unsigned nj,
                              void *lo, void **lv, unsigned nl)
 {
     const char *p = code;
     int first = nkernels;
 
-    (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
-    if (strncmp(p, "fakecubin\n", 10) != 0)
+    (void)lo, (void)lv, (void)nl;
+    if (strncmp(p, "fakecubin\n", 10) != 0) {
+        jit_logs(nj, jo, jv, 1, "fake jit: not an image (%zu bytes)", strnlen(code, 64));
         return 200; /* CUDA_ERROR_INVALID_IMAGE */
+    }
+    jit_logs(nj, jo, jv, 0, "fake jit: loaded an image of %zu bytes", strlen(code) + 1);
     for (p += 10; *p && nkernels < 256;) {
         struct fake_kernel *k = &kernels[nkernels];
         const char *colon = strchr(p, ':'), *end = strchr(p, '\n');
@@ -1117,6 +1184,17 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
                          "kernel printf %u\n", v);
         if (n > 0 && (size_t)n < sizeof(printf_pending) - printf_len)
             printf_len += (size_t)n;
+        pthread_mutex_unlock(&printf_lock);
+    }
+    if (strcmp(k->name, "assert") == 0 && len >= 4) { /* one thread's assert(v != ARG) fails */
+        uint32_t v;
+        memcpy(&v, args, 4);
+        pthread_mutex_lock(&printf_lock);
+        snprintf(assert_pending, sizeof(assert_pending),
+                 "fake.cu:12: void asserting(const int *, int): block: [%u,0,0], thread: "
+                 "[%u,0,0] Assertion `v[i] != %u` failed.\n",
+                 gx - 1, bx - 1, v);
+        asserted = 1;
         pthread_mutex_unlock(&printf_lock);
     }
     if (strcmp(k->name, "fill_u32") == 0 && len >= 16) {

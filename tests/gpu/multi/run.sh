@@ -17,6 +17,8 @@
 #           server's device 1 only
 #   daemon_visible: CUDA_VISIBLE_DEVICES on the daemon (daemon_visible.sh, daemons of its own):
 #           clients by ordinal and by UUID see what a native run of the same devices sees
+#   ddp:    PyTorch DDP with the nccl backend, a rank per device (ddp.sh), natively and under
+#           openmps: the same lines, no NCCL "Cuda failure"
 # Usage: tests/gpu/multi/run.sh BUILD_DIR [OUT_DIR]. Under tests/gpu/run.sh's daemon when
 # OPENMPS_GPU_DAEMON=running; alone, it starts its own. Exit status: failures.
 set -u
@@ -149,6 +151,12 @@ if sh "$HERE/daemon_visible.sh" "$BUILD" "$OUT" >"$OUT/daemon_visible.log" 2>&1;
     pass "daemon_visible: $(tail -n 1 "$OUT/daemon_visible.log")"
 else
     fail "daemon_visible: $(grep -E '^FAIL' "$OUT/daemon_visible.log" | head -n 4 | tr '\n' ' ') $(tail -n 1 "$OUT/daemon_visible.log")"
+fi
+# ddp: PyTorch DDP over NCCL, a rank per GPU (ddp.sh; alone: scripts/gpu.sh multigpu)
+if OPENMPS_GPU_DAEMON=running sh "$HERE/ddp.sh" "$BUILD" "$OUT/ddp"; then
+    passes=$((passes + 1))
+else
+    fails=$((fails + 1))
 fi
 echo "gpu multi: $passes passed, $fails failed"
 exit $fails
