@@ -33,9 +33,10 @@ int main(void)
         OK(cuDeviceGetName(name, sizeof(name), d));
         OK(cuDeviceGetUuid_v2(&u, d));
         OK(cuDeviceGetPCIBusId(bus, sizeof(bus), d));
-        printf("%d %s GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x %s\n",
-               i, name, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-               b[12], b[13], b[14], b[15], bus);
+        printf(
+            "%d %s GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x %s\n",
+            i, name, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+            b[12], b[13], b[14], b[15], bus);
     }
     return 0;
 }
