@@ -336,6 +336,8 @@ static size_t take(char *buf, size_t *len, void *out, size_t cap)
 {
     size_t n = *len < cap ? *len : cap;
 
+    if (!n)
+        return 0; /* the buffer may not exist yet */
     memcpy(out, buf, n);
     memmove(buf, buf + n, *len - n);
     __atomic_store_n(len, *len - n, __ATOMIC_RELEASE);
