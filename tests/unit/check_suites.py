@@ -235,7 +235,7 @@ def main():
           "--files names a folder outside the default selection: " + out)
 
     # the fake CuPy: both modes, crashes, a hang, a server ended, a collection error
-    rc, out = harness("run", *base, "--suite", "cupy", "--test-timeout", "4", "--grace", "4",
+    rc, out = harness("run", *base, "--suite", "cupy", "--test-timeout", "10", "--grace", "10",
                       "--budget", "200")
     check(rc == 1, "a run with regressions exits 1, not %d:\n%s" % (rc, out))
     nat_a = outcomes(os.path.join(res, "cupy/tests/cupy_tests/cuda_tests/test_a.py.native.jsonl"))
