@@ -71,7 +71,8 @@ for step in $STEPS; do
                 BENCH_REPEATS="${REPLAY_REPEATS:-2}" \
                 BENCH_MODES="${REPLAY_MODES:-openmps,openmps-noreplay,mps}" \
                 BENCH_B7_N="${REPLAY_N:-8 32}" make bench
-            grep -h "launches replayed\|replay of" "$OUT"/replay/logs-openmps*/server.log | sort | uniq -c | sort -rn | head -20
+            grep -h "launches replayed\|runs ended\|replay of" \
+                "$OUT"/replay/logs-openmps*/server.log | head -n 40
         } >"$OUT/replay.log" 2>&1 ;;
     # B8's worst batches while the newcomer starts, and the server calls (of any client) that
     # overlapped them: B8 under openmps with every call over 1 ms logged (OPENMPS_PROFILE),
