@@ -77,6 +77,7 @@ void om_budget_init(void)
     om_budget.client_streams = env_count("OPENMPS_CLIENT_MAX_STREAMS", 1024);
     om_budget.client_events = env_count("OPENMPS_CLIENT_MAX_EVENTS", 65536);
     om_budget.client_handles = env_count("OPENMPS_CLIENT_MAX_HANDLES", 65536);
+    om_budget.server_replay = env_size("OPENMPS_SERVER_REPLAY_MAX", 256ull << 20);
     om_format_size(om_budget.client_pinned, a, sizeof(a));
     om_format_size(om_budget.server_pinned, b, sizeof(b));
     om_format_size(om_budget.server_stage, c, sizeof(c));

@@ -325,6 +325,7 @@ struct om_budget {
     uint64_t client_images, server_images; /* bytes of module images loaded */
     uint32_t client_pinned_regions, client_image_count, client_streams, client_events;
     uint32_t client_handles; /* of each other kind of api/handles.tsv */
+    uint64_t server_replay;  /* bytes of all sessions' replay templates (replay.c) */
     /* From the server's limits (om_budget_limits): pinned regions of all clients (one map
      * each), and the descriptors of pooled regions the server may keep. */
     uint32_t server_pinned_regions, pinned_fds;

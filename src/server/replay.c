@@ -39,7 +39,8 @@
  * Budgets: a run keeps at most OM_REPLAY_MAX_NODES launches and OM_REPLAY_ARG_BYTES of argument
  * bytes (a longer run is launched as it comes and never learnt); a session keeps at most
  * OM_REPLAY_TEMPLATES templates, OM_REPLAY_MAX_NODES nodes and OM_REPLAY_TMPL_BYTES bytes in
- * them, the least recently used replaced. Three failed builds end replaying for the session.
+ * them, the least recently used replaced; all sessions' templates at most OPENMPS_SERVER_REPLAY_MAX
+ * bytes (held_bytes). Three failed builds end replaying for the session.
  * OPENMPS_REPLAY=off turns it all off (read once per server). Only the session's worker thread
  * touches s->replay.
  */
@@ -71,6 +72,7 @@ struct rp_rec {
 struct rp_tmpl {
     CUstream st; /* the stream launched on (a shadow stream under an SM share) */
     uint32_t n, nchunks, bytes;
+    uint64_t charged;    /* to held_bytes */
     struct rp_rec *recs; /* the shape, and the argument bytes the nodes hold now */
     uint8_t *args;
     CUgraph *graphs;
@@ -110,6 +112,12 @@ struct om_replay {
     uint64_t replayed, graph_launches, builds, launched;
     uint32_t by_entry[OM_HANDLER_COUNT], by_kind[OM_REPLAY_BY_KINDS];
 };
+
+/* What all sessions' templates hold in the server (their records, bytes and handle arrays;
+ * the driver's own graph objects are not visible): at most om_budget.server_replay
+ * (OPENMPS_SERVER_REPLAY_MAX, __atomic). */
+static uint64_t held_bytes;
+static int held_refused; /* the refusal was logged (__atomic) */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool enabled = true;
@@ -297,7 +305,16 @@ static void tmpl_free(struct rp_tmpl *t)
     free(t->nodes);
     free(t->recs);
     free(t->args);
+    om_budget_give(&held_bytes, t->charged);
     free(t);
+}
+
+/* What a template of the current run would hold in the server. */
+static uint64_t tmpl_cost(const struct om_replay *r)
+{
+    uint32_t chunks = (r->n + chunk_nodes - 1) / chunk_nodes;
+    return sizeof(struct rp_tmpl) + (uint64_t)r->n * (sizeof(struct rp_rec) + sizeof(CUgraphNode)) +
+           r->used + (uint64_t)chunks * (sizeof(CUgraph) + sizeof(CUgraphExec));
 }
 
 /* The current run, built as a template of chained kernel nodes, a graph per chunk. */
@@ -488,9 +505,20 @@ static void learn(struct session *s, struct om_replay *r)
         tmpl_free(r->t[victim]);
         r->t[victim] = NULL;
     }
-    struct rp_tmpl *t = empty >= 0 ? build(s, r) : NULL;
-    if (!t)
+    uint64_t cost = tmpl_cost(r);
+    if (empty >= 0 && !om_budget_take(&held_bytes, cost, om_budget.server_replay)) {
+        if (!__atomic_exchange_n(&held_refused, 1, __ATOMIC_RELAXED))
+            om_warn("replay: the templates of all clients reached OPENMPS_SERVER_REPLAY_MAX; "
+                    "runs past it are launched one by one (said once)");
         return;
+    }
+    struct rp_tmpl *t = empty >= 0 ? build(s, r) : NULL;
+    if (!t) {
+        if (empty >= 0)
+            om_budget_give(&held_bytes, cost);
+        return;
+    }
+    t->charged = cost;
     t->last_used = r->runs;
     r->t[empty] = t;
     r->nodes += t->n;

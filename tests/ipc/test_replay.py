@@ -240,3 +240,29 @@ def test_a_run_longer_than_a_template_is_never_held(daemon):
     """A run of 1 100 launches, past the 1 024 a run keeps: launched as it comes, never learnt."""
     e, p, paths = replayed(daemon, "same", 3 * 1100, [], rounds=3, length=1100)
     check(not any(l.startswith("exec+") for l in read(paths["graphs"])), "nothing built")
+
+
+def test_templates_past_the_server_budget_are_not_built(daemon):
+    """OPENMPS_SERVER_REPLAY_MAX bounds what all sessions' templates hold in the server: past it
+    a run is not built (launched one by one, in order), and the log says so once."""
+    e, p, paths = replayed(daemon, "same", ROUNDS * LEN, [],
+                           env={"OPENMPS_SERVER_REPLAY_MAX": "1K"})
+    check(not any(l.startswith("exec+") for l in read(paths["graphs"])), "nothing built")
+    wait_for(lambda: "reached OPENMPS_SERVER_REPLAY_MAX" in e.log("server.log"),
+             what="the refusal in the log")
+    check(e.log("server.log").count("reached OPENMPS_SERVER_REPLAY_MAX") == 1, "said once")
+
+
+def test_a_sessions_templates_are_given_back_to_the_server_budget(daemon):
+    """With room for one template of 40 launches in all (4K), a second client after the first
+    builds its own: the first's were counted out of OPENMPS_SERVER_REPLAY_MAX at its end."""
+    e, p, paths = replayed(daemon, "same", 2 * LEN, [16, 16, 8] * (ROUNDS - 2),
+                           env={"OPENMPS_SERVER_REPLAY_MAX": "4K"})
+    wait_for(lambda: "Client %d disconnected" % p.pid in e.log("server.log"),
+             what="the first session's end")
+    q = driver_program(e, "replay-driver", ["same", str(ROUNDS), str(LEN)])
+    out, err = q.communicate(timeout=120)
+    check(q.returncode == 0 and "replay same ok" in out, "the second client: %r %r" % (out, err))
+    kernels, graphs = counts(paths)
+    check(kernels == 4 * LEN and graphs == [16, 16, 8] * (ROUNDS - 2) * 2,
+          "both clients replayed: %d kernels, graphs %r" % (kernels, graphs))
