@@ -275,6 +275,7 @@ void om_error_event_recorded(struct session *s, CUevent ev);
 CUresult om_error_stream_gone(struct session *s, CUstream st);
 void om_errors_free(struct session *s);
 /* output.c: kernel printf output printed by the driver in a session's worker, for its client. */
+void om_output_init(void);                  /* at the start: each device's flush stream */
 void om_output_bind(struct session *s);     /* the calling thread's session (NULL: none) */
 bool om_output_pending(struct session *s);  /* in its worker: also takes stray output */
 void om_output_launched(struct session *s); /* it launched: stray output is its */

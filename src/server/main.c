@@ -256,6 +256,7 @@ int main(int argc, char **argv)
     om_imgcache_init(); /* its directory depends on the driver and the GPU */
     if (srv.ndevs > 1)
         om_server_enable_peers(&srv);
+    om_output_init();
     if (om_server_bind_context() == CUDA_SUCCESS) {
         om_warm_driver_pools(); /* before any client: warm.c and replybuf.c say why */
         om_replybuf_prefill();

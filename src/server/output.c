@@ -254,6 +254,19 @@ static void drain_owner(void)
     wait_flushes();
 }
 
+/* At the server's start: each device's flush stream, made by the server for itself rather than in
+ * the first printing client's request (print_end makes one there only if this one failed). */
+void om_output_init(void)
+{
+    CUresult (*screate)(CUstream *, unsigned) =
+        (CUresult(*)(CUstream *, unsigned))om_server_real[OM_IDX_cuStreamCreate];
+
+    for (int d = 0; d < om_server_ndevices() && d < (int)OM_MAX_DEVICES; d++)
+        if (om_server_bind_device(d) != CUDA_SUCCESS ||
+            screate(&flush_stream[d], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            flush_stream[d] = NULL;
+}
+
 void om_output_print_begin(struct session *s)
 {
     pthread_mutex_lock(&print_lock); /* until om_output_print_end */
