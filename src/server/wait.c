@@ -192,10 +192,18 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
 
 CUresult om_wait_stream(CUstream st)
 {
-    return wait_for(st, OM_IDX_cuStreamQuery, OM_IDX_cuStreamSynchronize);
+    uint64_t t0 = om_account_wait_begin();
+    CUresult rc = wait_for(st, OM_IDX_cuStreamQuery, OM_IDX_cuStreamSynchronize);
+
+    om_account_waited(t0, rc == CUDA_SUCCESS ? st : NULL, false); /* its busy period ends */
+    return rc;
 }
 
 CUresult om_wait_event(CUevent ev)
 {
-    return wait_for(ev, OM_IDX_cuEventQuery, OM_IDX_cuEventSynchronize);
+    uint64_t t0 = om_account_wait_begin();
+    CUresult rc = wait_for(ev, OM_IDX_cuEventQuery, OM_IDX_cuEventSynchronize);
+
+    om_account_waited(t0, NULL, rc == CUDA_SUCCESS); /* the streams it may have been on */
+    return rc;
 }
