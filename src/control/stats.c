@@ -62,9 +62,16 @@ static const char *status_name(const struct server *s)
 
 /* ------------------------------------------------------------------ identity */
 
+/*
+ * The cgroup that names the client's job or pod. cgroup v2: the "0::/path" line. A v1 or hybrid
+ * machine has one line per hierarchy ("N:controllers:/path"), and the v2 line, if any, may say
+ * only "/" there: then the named systemd hierarchy's path, else the first controller's that is
+ * not "/" (Slurm's and the kubelet's cgroup v1 drivers put the job or pod in each controller's).
+ */
 void om_stats_cgroup(pid_t pid, char *buf, size_t cap)
 {
-    char path[64], text[4096], *line, *save = NULL, *best = NULL;
+    char path[64], text[4096], *line, *save = NULL, *v2 = NULL, *systemd = NULL, *other = NULL;
+    const char *best;
     ssize_t n;
     int fd;
 
@@ -78,23 +85,25 @@ void om_stats_cgroup(pid_t pid, char *buf, size_t cap)
     if (n <= 0)
         return;
     text[n] = '\0';
-    /* cgroup v2: "0::/path"; v1: "N:controllers:/path" per hierarchy, where the named systemd
-     * one, else the first, names the job or pod as well */
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *path_at = strchr(line, ':');
-        path_at = path_at ? strchr(path_at + 1, ':') : NULL;
-        if (!path_at)
+        char *at = strchr(line, ':');
+        at = at ? strchr(at + 1, ':') : NULL;
+        if (!at)
             continue;
-        if (!strncmp(line, "0::", 3) || strstr(line, ":name=systemd:")) {
-            best = path_at + 1;
-            if (!strncmp(line, "0::", 3))
-                break;
-        } else if (!best) {
-            best = path_at + 1;
-        }
+        at++;
+        if (!strncmp(line, "0::", 3))
+            v2 = at;
+        else if (strstr(line, ":name=systemd:"))
+            systemd = at;
+        else if (!other && strcmp(at, "/") != 0)
+            other = at;
     }
-    if (!best)
-        return;
+    best = v2 && strcmp(v2, "/")             ? v2
+           : systemd && strcmp(systemd, "/") ? systemd
+           : other                           ? other
+           : v2                              ? v2
+           : systemd                         ? systemd
+                                             : "";
     snprintf(buf, cap, "%s", best);
     for (char *p = buf; *p; p++) /* the process's own words: printable ASCII only */
         if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
