@@ -192,7 +192,7 @@ struct om_stats_client {
     uint64_t calls;             /* records served */
     uint64_t calls_per_s_milli; /* over the last second or more */
     uint64_t kernels_per_s_milli;
-    uint64_t serve_ns;    /* server time spent on its records, GPU waits included */
+    uint64_t serve_ns;    /* server time answering its calls (not posted ones), GPU waits in it */
     uint64_t gpu_wait_ns; /* of which waiting for the GPU for its synchronising calls */
     uint64_t pinned_bytes;
     uint64_t connected_ns; /* since its session began */

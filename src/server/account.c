@@ -34,9 +34,11 @@
  * the dependent operation that holds a shared hardware queue (sched.c says why), and one per
  * launch would double the launch's cost.
  *
- * Serving time is the worker's time from taking a record from the ring to its end (an operation
- * waits in the ring before that, for a time no record carries: not counted), and of that the
- * time spent waiting for the GPU (gpu_wait_ns).
+ * Serving time is the time the client's calls waited for the server: for each record the client
+ * waits on (not the posted ones: launches, asynchronous copies and records, which nobody waits
+ * for and which are not timed, so that the launch path reads no clock), the worker's time from
+ * taking it from the ring to its answer; a record waits in the ring before that, for a time no
+ * record carries: not counted. Of that, the time spent waiting for the GPU (gpu_wait_ns).
  */
 
 #define R(sym) om_server_real[OM_IDX_##sym]
@@ -60,7 +62,8 @@ uint64_t om_account_now(void)
 
 void om_account_served(struct session *s, uint64_t t0)
 {
-    ADD(s->acct.serve_ns, om_mono_ns() - t0);
+    if (t0) /* 0: a posted record, which nobody waits for (and which is not timed: it is hot) */
+        ADD(s->acct.serve_ns, om_mono_ns() - t0);
 }
 
 void om_account_copy(struct session *s, enum om_acct_copy dir, uint64_t bytes, CUresult rc)

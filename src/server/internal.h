@@ -425,7 +425,7 @@ bool om_imgcache_used(size_t size, uint64_t hash);
  * each one line where it is called: the calling thread serves s from om_account_bind on (its
  * waits are its, wait.c); a launch (graph: an executable graph) accepted on the client's stream
  * `st` (NULL: untimed); bytes copied each way by a copy that returned rc (counted on success); a
- * record served since t0 (om_account_now). */
+ * record served since t0 (om_account_now; 0: a posted record, not timed). */
 enum om_acct_copy { OM_ACCT_HTOD, OM_ACCT_DTOH, OM_ACCT_DTOD };
 void om_account_bind(struct session *s);
 void om_account_launch(struct session *s, CUstream st, bool graph);

@@ -401,7 +401,7 @@ static void *worker_main(void *arg)
                    strerror(-rc));
             rc = -EPROTO;
         } else {
-            uint64_t t0 = om_account_now();
+            uint64_t t0 = rec.flags & OM_REC_POSTED ? 0 : om_account_now(); /* a call waited on */
             __atomic_store_n(&s->calls, s->calls + 1, __ATOMIC_RELAXED); /* the main thread reads */
             rc = serve(s, &rec, buf, out);
             om_account_served(s, t0);
