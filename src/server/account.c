@@ -125,6 +125,18 @@ static void close_busy(struct om_acct *a, unsigned i, uint64_t now)
     a->last = 0;
 }
 
+/* Whether a stream's work is done, asked without waiting: never a capturing stream's (a query
+ * would invalidate its capture; idle.c says the same). */
+static bool stream_done(CUstream st)
+{
+    CUresult (*capturing)(CUstream, int *) = (CUresult(*)(CUstream, int *))R(cuStreamIsCapturing);
+    int status = 0;
+
+    if (capturing && capturing(st, &status) == CUDA_SUCCESS && status != 0)
+        return false;
+    return ((CUresult(*)(CUstream))R(cuStreamQuery))(st) == CUDA_SUCCESS;
+}
+
 uint64_t om_account_wait_begin(void)
 {
     uint64_t now;
@@ -149,10 +161,7 @@ void om_account_waited(uint64_t t0, CUstream st, bool event_done)
     ADD(a->gpu_wait_ns, now - t0);
     __atomic_store_n(&a->waiting_since, 0, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < a->nbusy;) {
-        bool done = st ? a->busy[i].st == st
-                       : event_done && ((CUresult(*)(CUstream))R(cuStreamQuery))(a->busy[i].st) ==
-                                           CUDA_SUCCESS;
-        if (done)
+        if (st ? a->busy[i].st == st : event_done && stream_done(a->busy[i].st))
             close_busy(a, i, now);
         else
             i++;

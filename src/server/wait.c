@@ -195,7 +195,7 @@ CUresult om_wait_stream(CUstream st)
     uint64_t t0 = om_account_wait_begin();
     CUresult rc = wait_for(st, OM_IDX_cuStreamQuery, OM_IDX_cuStreamSynchronize);
 
-    om_account_waited(t0, rc == CUDA_SUCCESS ? st : NULL, false); /* its busy period ends */
+    om_account_waited(t0, st, false); /* its busy period ends (an error ended its work too) */
     return rc;
 }
 
