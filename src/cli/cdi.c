@@ -42,7 +42,7 @@ struct cdi {
     const char *install_dir;  /* --install-shim: where the shim is copied first */
     const char *env[CDI_MAX_ENV];
     int nenv;
-    char shim_buf[PATH_MAX], installed[PATH_MAX];
+    char shim_buf[PATH_MAX], real_shim[PATH_MAX], installed[PATH_MAX];
 };
 
 static void cdi_usage(FILE *f)
@@ -541,8 +541,14 @@ int om_cli_cdi(int argc, char **argv)
             goto out;
         }
         strcat(c->shim_buf, "/libcuda.so.1");
-        c->shim = c->shim_buf;
-        if (c->shim[0] != '/' || check_path("the shim's path", c->shim) < 0)
+        /* found relative to this program (bin/../lib/openmps): the plain path */
+        if (!realpath(c->shim_buf, c->real_shim)) {
+            fprintf(stderr, "openmps cdi: cannot read the shim %s: %s\n", c->shim_buf,
+                    strerror(errno));
+            goto out;
+        }
+        c->shim = c->real_shim;
+        if (check_path("the shim's path", c->shim) < 0)
             goto out;
     }
     if (check_shim(c->shim) < 0 || (c->install_dir && install_shim(c) < 0))
