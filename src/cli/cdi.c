@@ -4,7 +4,9 @@
  * from /etc/cdi or /var/run/cdi) that puts openmps into a container: the shim bind-mounted
  * read-only beside whatever libcuda.so.1 the image or NVIDIA's toolkit gives it and preloaded
  * (LD_PRELOAD: later loads of "libcuda.so.1" find it by its soname), the daemon's pipe directory
- * bind-mounted, CUDA_MPS_PIPE_DIRECTORY naming it, and the operator's --env variables. One
+ * bind-mounted read-only (a socket there still takes connections; a container's root cannot
+ * put its own listener in the daemon's place), CUDA_MPS_PIPE_DIRECTORY naming it, and the
+ * operator's --env variables. One
  * device, whose containerEdits hold it all. docs/operations.md, "Kubernetes and containers";
  * tests/ipc/test_cdi.py runs a client in a bubblewrap container made from it alone.
  */
@@ -402,7 +404,7 @@ static void render(const struct cdi *c, struct text *t)
     }
     put(t, "\n        ],\n        \"mounts\": [\n");
     put_mount(t, c->shim, c->cshim, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", false);
-    put_mount(t, c->pipe, c->cpipe, "\"rw\", \"nosuid\", \"nodev\", \"noexec\", \"bind\"", true);
+    put_mount(t, c->pipe, c->cpipe, "\"ro\", \"nosuid\", \"nodev\", \"noexec\", \"bind\"", true);
     put(t, "        ]\n      }\n    }\n  ]\n}\n");
 }
 

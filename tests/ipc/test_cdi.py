@@ -53,7 +53,7 @@ def test_cdi_spec_written_and_its_inputs_checked():
             {"hostPath": os.path.abspath(SHIM), "containerPath": "/opt/openmps/lib/libcuda.so.1",
              "type": "bind", "options": ["ro", "nosuid", "nodev", "bind"]},
             {"hostPath": pipe, "containerPath": pipe, "type": "bind",
-             "options": ["rw", "nosuid", "nodev", "noexec", "bind"]}], "mounts %r" % edits)
+             "options": ["ro", "nosuid", "nodev", "noexec", "bind"]}], "mounts %r" % edits)
         # to stdout by default; the pipe directory from CUDA_MPS_PIPE_DIRECTORY; the shim found
         # beside the program, as openmps run finds it
         rc, so, se = cdi(env=dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe))
@@ -204,12 +204,17 @@ def test_cdi_container_client_is_served(daemon):
     # the shim, an empty /dev/shm and /tmp, none of the host's build.
     argv = cdi_bwrap.command(spec, "openmps/mps=client", [], [
         "/bin/sh", "-c", 'ls -A /run/mps/pipe /dev/shm /tmp /opt/openmps/lib; echo "$LD_PRELOAD";'
-        ' ls %s 2>&1; echo "$CUDA_MPS_PIPE_DIRECTORY"' % os.path.dirname(prog)])
+        ' ls %s 2>&1; rm /run/mps/pipe/control.sock 2>&1; echo "$CUDA_MPS_PIPE_DIRECTORY"'
+        % os.path.dirname(prog)])
     seen = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     check(seen.returncode == 0, "the look around: %r" % seen.stderr)
     check(seen.stdout.startswith("/dev/shm:\n\n/opt/openmps/lib:\nlibcuda.so.1\n\n"
                                  "/run/mps/pipe:\ncontrol.lock\ncontrol.sock\n"
                                  "openmps-control.pid\n\n/tmp:\n"), "saw %r" % seen.stdout)
+    # the pipe directory is read-only there: a container's root cannot put a listener of its
+    # own in the daemon's place for the other containers (a socket on a read-only mount still
+    # takes connections)
+    check("Read-only file system" in seen.stdout and e.listening(), "saw %r" % seen.stdout)
     check("/opt/openmps/lib/libcuda.so.1\n" in seen.stdout and "No such file" in seen.stdout and
           seen.stdout.endswith("/run/mps/pipe\n"), "saw %r" % seen.stdout)
     shutil.rmtree(top, ignore_errors=True)
