@@ -11,7 +11,7 @@ import tempfile
 
 import cdi_bwrap
 import harness
-from harness import check, wait_for
+from harness import check, sanitized_build, wait_for
 
 OPENMPS = os.path.join(harness.BIN, "openmps")
 MEMORY_DRIVER = os.environ.get("OM_MEMORY_DRIVER", "build/tests/memory-driver")
@@ -164,9 +164,12 @@ def test_cdi_container_client_is_served(daemon):
     top = tempfile.mkdtemp(prefix="om-cdi-")
     os.chmod(top, 0o755)
     spec = os.path.join(top, "openmps.json")
+    # a sanitizer build's shim, preloaded, comes before its runtime (as under openmps run)
+    asan = ["--env", "ASAN_OPTIONS=verify_asan_link_order=0"] if sanitized_build() else []
     rc, so, se = cdi("--pipe-dir", e.pipe, "--container-pipe-dir", "/run/mps/pipe",
                      "--install-shim", os.path.join(top, "shim"), "-o", spec,
-                     "--env", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1G", "--env", "OPENMPS_TRACE=1")
+                     "--env", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1G", "--env", "OPENMPS_TRACE=1",
+                     *asan)
     check(rc == 0, "openmps cdi: %r" % se)
     prog = os.path.abspath(MEMORY_DRIVER)
     argv = cdi_bwrap.command(spec, "openmps/mps=client",
