@@ -60,20 +60,46 @@ struct om_metrics {
 
 /* ------------------------------------------------------------------ the exposition */
 
-/* A label value as the format wants it: backslash, double quote and newline escaped; bytes
- * below 0x20 (which a command name may carry) as spaces. */
+/* Bytes of the UTF-8 sequence at p (1 to 4), 0 where p does not start one (Prometheus refuses a
+ * whole scrape with a label value that is not UTF-8, and a command name may be any bytes, or
+ * cut inside a character). */
+static int utf8_len(const unsigned char *p)
+{
+    int n = p[0] < 0x80                    ? 1
+            : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+            : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+            : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                           : 0;
+
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+        return 0; /* overlong, a surrogate, past U+10FFFF */
+    return n;
+}
+
+/* A label value as the format wants it: backslash, double quote and newline escaped; other
+ * control bytes as spaces; what is not UTF-8 as '?'. */
 static void put_label(struct strbuf *sb, const char *name, const char *value, bool first)
 {
+    const unsigned char *p = (const unsigned char *)value;
+
     sb_printf(sb, "%s%s=\"", first ? "" : ",", name);
-    for (const char *p = value; *p; p++) {
+    while (*p) {
+        int n = utf8_len(p);
         if (*p == '\\' || *p == '"')
             sb_printf(sb, "\\%c", *p);
         else if (*p == '\n')
             sb_printf(sb, "\\n");
-        else if ((unsigned char)*p < 0x20 || *p == 0x7f)
+        else if (*p < 0x20 || *p == 0x7f)
             sb_printf(sb, " ");
+        else if (n == 0)
+            sb_printf(sb, "?");
         else
-            sb_printf(sb, "%c", *p);
+            sb_printf(sb, "%.*s", n, (const char *)p);
+        p += n ? n : 1;
     }
     sb_printf(sb, "\"");
 }
