@@ -2,7 +2,9 @@
 """The daemon's metrics (src/control/metrics.c): the Prometheus text format over HTTP
 (OPENMPS_METRICS) and in a textfile for node_exporter (OPENMPS_METRICS_TEXTFILE), checked by
 Debian's promtool and scraped by a real Prometheus; its HTTP answers to bad requests, a flood of
-idle connections, and bad settings refused at start."""
+idle connections, and bad settings refused at start; the Grafana dashboard's queries run by that
+Prometheus."""
+import json
 import os
 import re
 import shutil
@@ -10,10 +12,12 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from harness import Fail, check, wait_for
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
 
@@ -221,6 +225,19 @@ def test_metrics_scraped_by_prometheus(daemon):
             return body if '"pid":"%d"' % c.pid in body else None
         body = wait_for(scraped, timeout=120, what="Prometheus to scrape the client's series")
         check('"job":"openmps"' in body and '"command":' in body, "labels kept: %s" % body)
+        # Every query of the Grafana dashboard (docs/grafana/openmps.json) is PromQL that this
+        # Prometheus runs, and each finds series (the cap's panel: none without a cap).
+        dash = json.load(open(os.path.join(ROOT, "docs", "grafana", "openmps.json")))
+        exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+        check(len(exprs) >= 6, "the dashboard's queries: %r" % exprs)
+        for expr in exprs:
+            q = urllib.parse.quote(expr.replace("$instance", ".*"))
+            with urllib.request.urlopen("http://127.0.0.1:%d/api/v1/query?query=%s" % (port, q),
+                                        timeout=30) as r:
+                ans = json.loads(r.read().decode())
+            check(ans["status"] == "success", "%s: %r" % (expr, ans))
+            if "memory_limit" not in expr:
+                check(ans["data"]["result"], "%s finds no series: %r" % (expr, ans))
     finally:
         prom.terminate()
         try:
