@@ -13,6 +13,7 @@ uses (/usr), then:
   name are the host's, as `openmps cdi` needs); every command of every container (command,
   probes, hooks, and the programs of their `sh -c` scripts) is in the installed tree under the
   container's PATH, or a base command of the Debian image;
+* example-pod.yaml asks for the device the DaemonSet's spec names, as a non-root user;
 * then runs them, in that order, on the driver double, with /run/nvidia/mps, /var/lib/openmps
   and /var/run/cdi moved under a temporary directory: the init containers (directories, the
   CDI spec: its host pipe directory must be the daemon's), the daemon (its command and
@@ -129,13 +130,26 @@ def env_of(c, default_path):
     return env
 
 
-def daemonset(root, image_path):
+def load_yaml(name):
+    """The documents of deploy/kubernetes/NAME, or None (said) without python3-yaml."""
     try:
         import yaml
     except ImportError:
         fail("python3-yaml is not installed (Debian: python3-yaml; .ci/run installs it)")
         return None
-    docs = list(yaml.safe_load_all(open(os.path.join(DEPLOY, "openmps-daemonset.yaml"))))
+    return list(yaml.safe_load_all(open(os.path.join(DEPLOY, name))))
+
+
+def example_pod():
+    docs = load_yaml("example-pod.yaml")
+    pods = [d for d in docs or [] if d and d.get("kind") == "Pod"]
+    return pods[0] if expect(len(pods) == 1, "example-pod.yaml: one Pod") else None
+
+
+def daemonset(root, image_path):
+    docs = load_yaml("openmps-daemonset.yaml")
+    if docs is None:
+        return None
     ds = [d for d in docs if d and d.get("kind") == "DaemonSet"]
     if not expect(len(ds) == 1 and ds[0]["apiVersion"] == "apps/v1", "one apps/v1 DaemonSet"):
         return None
@@ -205,6 +219,14 @@ def run_it(root, spec, image_path):
         mount = [m for m in edits["mounts"] if [m["containerPath"]] == pod_pipe]
         expect(mount and mount[0]["hostPath"] == tmp + pipe,
                "the CDI spec gives pods the daemon's pipe directory %s (at %s)" % (pipe, pod_pipe))
+        pod = example_pod()
+        if pod:
+            notes = pod["metadata"].get("annotations", {})
+            asked = [v for k, v in notes.items() if k.startswith("cdi.k8s.io/")]
+            expect(asked == ["%s=%s" % (cdi["kind"], cdi["devices"][0]["name"])],
+                   "example-pod.yaml asks for the spec's device: %r" % asked)
+            expect(pod["spec"].get("securityContext", {}).get("runAsNonRoot") is True,
+                   "example-pod.yaml runs as non-root")
         shim = [m["hostPath"] for m in edits["mounts"] if m["containerPath"].endswith(".so.1")]
         expect(shim == [tmp + "/var/lib/openmps/libcuda.so.1"] and os.path.isfile(shim[0]),
                "the shim copied to the host's /var/lib/openmps")
