@@ -511,6 +511,20 @@ static int parse(struct cdi *c, int argc, char **argv)
                 c->out);
         return 2;
     }
+    if (strpbrk(c->cshim, ": ")) { /* LD_PRELOAD splits there */
+        fprintf(stderr,
+                "openmps cdi: --container-shim %s has a colon or a space, where "
+                "LD_PRELOAD splits its list\n",
+                c->cshim);
+        return 2;
+    }
+    if (!strncmp(c->cshim, c->cpipe, strlen(c->cpipe)) && c->cshim[strlen(c->cpipe)] == '/') {
+        fprintf(stderr,
+                "openmps cdi: --container-shim %s lies in the container's pipe directory "
+                "%s, whose mount would hide it\n",
+                c->cshim, c->cpipe);
+        return 2;
+    }
     if (c->shim && c->install_dir && !strcmp(c->shim, c->install_dir)) {
         fprintf(stderr, "openmps cdi: --shim and --install-shim name the same path\n");
         return 2;

@@ -78,6 +78,9 @@ def test_cdi_spec_written_and_its_inputs_checked():
             (["--container-pipe-dir", "/mps/"], "has an empty component"),
             (["--container-shim", "lib/libcuda.so.1"], "--container-shim \"lib/libcuda.so.1\" "
                                                        "is not absolute"),
+            (["--container-shim", "/opt/a b/libcuda.so.1"], "has a colon or a space"),
+            (["--container-pipe-dir", "/mps", "--container-shim", "/mps/lib/libcuda.so.1"],
+             "lies in the container's pipe directory /mps"),
             (["--kind", "mps"], "--kind \"mps\" is not VENDOR/CLASS"),
             (["--kind", "a.com/b/c"], "is not VENDOR/CLASS"),
             (["--kind", "a.com/-b"], "is not VENDOR/CLASS"),
