@@ -5,10 +5,16 @@ container sees is the runtime's base (the host's /usr read-only, its own /proc, 
 the host's /dev/shm, an empty /tmp) plus the spec's mounts and environment, nothing else: every
 namespace is new (no --ipc=host, no host network, its own pids). An edit this does not know
 (hooks, device nodes, options other than bind mounts') is an error, never silently dropped, so a
-spec that grows one fails the test that uses this until this learns it."""
+spec that grows one fails the test that uses this until this learns it.
+
+From a shell (tests/gpu/container.sh): cdi_bwrap.py SPEC VENDOR/CLASS=NAME [BWRAP_ARG...] --
+COMMAND [ARG...] runs COMMAND so, the BWRAP_ARGs (what the program itself needs) before the
+spec's edits; its exit status is the command's (bwrap's own failures are said first)."""
 import json
+import os
 import shutil
 import subprocess
+import sys
 
 # A minimal root: the host's /usr for the C library and a shell, the merged-/usr links.
 BASE = ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
@@ -86,3 +92,17 @@ def usable():
         return "bwrap cannot make its namespaces here (rc %d): %s" % (p.returncode,
                                                                      p.stderr.strip())
     return None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 4 or "--" not in sys.argv[3:]:
+        sys.exit("usage: cdi_bwrap.py SPEC VENDOR/CLASS=NAME [BWRAP_ARG...] -- COMMAND [ARG...]")
+    cut = sys.argv.index("--", 3)
+    why = usable()
+    if why:
+        sys.exit("cdi_bwrap.py: " + why)
+    try:
+        argv = command(sys.argv[1], sys.argv[2], sys.argv[3:cut], sys.argv[cut + 1:])
+    except (OSError, ValueError, SpecError) as ex:
+        sys.exit("cdi_bwrap.py: %s: %s" % (sys.argv[1], ex))
+    os.execv(argv[0], argv)
