@@ -43,6 +43,7 @@ else
 fi
 for f in share/man/man1/openmps.1 share/man/man8/openmps-control.8 share/man/man8/openmps-server.8 \
     share/bash-completion/completions/openmps share/bash-completion/completions/openmps-control \
+    share/bash-completion/completions/nvidia-cuda-mps-control \
     lib/systemd/system/openmps-control.service share/doc/openmps/README.md \
     share/doc/openmps/operations.md share/doc/openmps/LICENSE; do
     [ -f "$PREFIX/$f" ] && ok "$f" || fail "$f is missing"
@@ -96,6 +97,19 @@ comp=$(bash -c '. "$1"; COMP_WORDS=(openmps-control ""); COMP_CWORD=1; _openmps_
     sort | tr '\n' ' ')
 [ -n "$cmds" ] && [ "$cmds" = "$comp" ] && ok "completion: the daemon's $(echo "$cmds" | wc -w) commands" ||
     fail "completion offers '$comp', the daemon has '$cmds'"
+# typed by the drop-in name, bash-completion loads completions/nvidia-cuda-mps-control: the same
+# completion; and openmps's own commands, cdi's options among them
+comp2=$(bash -c '. "$1"; COMP_WORDS=(nvidia-cuda-mps-control ""); COMP_CWORD=1
+    $(complete -p nvidia-cuda-mps-control | sed "s/.*-F \([^ ]*\) .*/\1/")
+    printf "%s\n" "${COMPREPLY[@]}"' - "$PREFIX/share/bash-completion/completions/nvidia-cuda-mps-control" |
+    sort | tr '\n' ' ')
+[ -n "$cmds" ] && [ "$comp2" = "$cmds" ] && ok "completion by the drop-in name" ||
+    fail "completion of nvidia-cuda-mps-control offers '$comp2', the daemon has '$cmds'"
+comp3=$(bash -c '. "$1"; COMP_WORDS=(openmps ""); COMP_CWORD=1; _openmps; echo "${COMPREPLY[*]}"
+    COMP_WORDS=(openmps cdi --p); COMP_CWORD=2; _openmps; echo "${COMPREPLY[*]}"' - \
+    "$PREFIX/share/bash-completion/completions/openmps" | tr '\n' '/')
+[ "$comp3" = "run check cdi help version/--pipe-dir/" ] && ok "completion of openmps and openmps cdi" ||
+    fail "completion of openmps: '$comp3'"
 mancmds=$(sed -n 's/^\.It Cm \([a-z_]*\).*/\1/p' "$PREFIX/share/man/man8/openmps-control.8" | sort -u |
     tr '\n' ' ')
 mandefault=$(grep -o 'Cm get_[a-z_]*' "$PREFIX/share/man/man8/openmps-control.8" |
