@@ -12,9 +12,10 @@
 # Debian), optional, owned by root and writable by root alone (it names programs root runs).
 # Lines NAME=VALUE (no quotes, no expansion; # comments), names CUDA_* or OPENMPS_* only, given
 # to the daemon's environment: CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY (default
-# NVIDIA's /tmp/nvidia-mps and /var/log/nvidia-mps, as the plugin's pipe= and log=),
-# CUDA_VISIBLE_DEVICES, OPENMPS_*; and OPENMPS_SLURM_STATE, the directory of the job records
-# and of this script's log (default /run/openmps-slurm).
+# /run/openmps and /var/log/openmps, a root daemon's own, as the plugin's pipe= and log=; not
+# the drop-in name's /tmp/nvidia-mps, which any user could create first and so keep the daemon
+# from starting), CUDA_VISIBLE_DEVICES, OPENMPS_*; and OPENMPS_SLURM_STATE, the directory of
+# the job records and of this script's log (default /run/openmps-slurm).
 # Exit status 0, or 1 with the reason on stderr and in STATE/log (slurmd then drains the node).
 set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -64,6 +65,8 @@ if [ -e "$settings" ]; then
 fi
 STATE=${OPENMPS_SLURM_STATE:-/run/openmps-slurm}
 unset OPENMPS_SLURM_STATE
+export CUDA_MPS_PIPE_DIRECTORY="${CUDA_MPS_PIPE_DIRECTORY:-/run/openmps}"
+export CUDA_MPS_LOG_DIRECTORY="${CUDA_MPS_LOG_DIRECTORY:-/var/log/openmps}"
 case "$STATE" in /*) ;; *) die "OPENMPS_SLURM_STATE=$STATE is not an absolute path" ;; esac
 if [ ! -d "$STATE" ]; then
     mkdir -p "$STATE" || die "cannot make $STATE"
@@ -87,7 +90,7 @@ if [ $role = prolog ]; then
     fi
     # fd 9 (the lock) closed: the daemon would hold it for its whole life
     out=$("$dropin" -d 2>&1 9>&-) || die "nvidia-cuda-mps-control -d failed: $out"
-    log "started the daemon (pipe ${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps})"
+    log "started the daemon (pipe $CUDA_MPS_PIPE_DIRECTORY)"
     exit 0
 fi
 rm -f "$STATE/job.$job"
@@ -97,7 +100,7 @@ done
 running || exit 0
 out=$(printf quit | "$dropin" 2>&1) || die "quit failed: $out"
 # the daemon stops its servers, then removes its socket: the next prolog must not find it
-sock=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control.sock
+sock=$CUDA_MPS_PIPE_DIRECTORY/control.sock
 i=0
 while [ -S "$sock" ]; do
     [ $i -lt 600 ] || die "quit, but the daemon's $sock is still there after 60 s"

@@ -13,8 +13,8 @@
  * plugstack.conf's arguments (each KEY=VALUE):
  *   default=on|off   every job, or only those that ask (off)
  *   mps=on|off       whether --gres=mps:N asks (on)
- *   pipe=DIR         the daemon's pipe directory (/tmp/nvidia-mps, the drop-in name's default)
- *   log=DIR          its log directory (/var/log/nvidia-mps)
+ *   pipe=DIR         the daemon's pipe directory (/run/openmps, as the prolog's default)
+ *   log=DIR          its log directory (/var/log/openmps)
  *   shim=DIR         the folder of the shim libcuda.so.1 (the folder above this plugin's, where
  *                    make install puts both: lib/openmps/ and lib/openmps/slurm/)
  * Any other argument, or a value that does not fit, is an error that names it (a `required`
@@ -41,8 +41,8 @@ enum { OPT_OPENMPS = 1 };
 static int cfg_default;      /* default=on */
 static int cfg_mps = 1;      /* mps=on */
 static int user_choice = -1; /* --openmps: 1 yes, 0 no, -1 not given */
-static char cfg_pipe[PATH_MAX] = "/tmp/nvidia-mps";
-static char cfg_log[PATH_MAX] = "/var/log/nvidia-mps";
+static char cfg_pipe[PATH_MAX] = "/run/openmps";
+static char cfg_log[PATH_MAX] = "/var/log/openmps";
 static char cfg_shim[PATH_MAX]; /* empty: beside this plugin */
 
 /* "on"/"yes"/"1" -> 1, "off"/"no"/"0" -> 0, else -1. */
