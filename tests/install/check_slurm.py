@@ -18,7 +18,9 @@ libcuda.so.1 (RUNPATH) and prints the SM count and memory it is shown. It checks
     the daemon;
   * srun without --gres=mps, and srun --gres=mps:50 --openmps=no: the program runs natively
     (132 SMs, 16 GiB, no remote mode), while the prolog and epilog still run;
-  * srun --openmps without a share: served with the whole device;
+  * srun --openmps without a share, and srun with nothing under plugstack.conf's default=on:
+    served with the whole device; --openmps=maybe and a bad plugstack.conf argument: the job
+    refused with the reason;
   * sbatch --wait --gres=mps:25 of a plain script that runs the program twice: both served at
     32 SMs.
 Slurm needs root here (slurmd starts jobs as their user): not root, it exits 77 (CTest: skipped)
@@ -229,8 +231,10 @@ PartitionName=gpu Nodes=node0 Default=YES MaxTime=INFINITE State=UP
 """)
     with open(os.path.join(t, "gres.conf"), "w") as f:
         f.write(f"AutoDetect=off\nName=gpu File={gpu}\nName=mps Count=100 File={gpu}\n")
-    with open(os.path.join(t, "plugstack.conf"), "w") as f:
-        f.write(f"required {plugins[0]} pipe={t}/pipe log={t}/log\n")
+    def plugstack(extra=""):  # read again by every srun, sbatch and slurmstepd
+        with open(os.path.join(t, "plugstack.conf"), "w") as f:
+            f.write(f"required {plugins[0]} pipe={t}/pipe log={t}/log{extra}\n")
+    plugstack()
     # the prolog's settings, beside slurm.conf; the driver double stands for the GPU's driver
     with open(os.path.join(t, "openmps.env"), "w") as f:
         f.write(f"""# the daemon's environment (dist/slurm/openmps-slurm.sh)
@@ -311,6 +315,19 @@ OPENMPS_MODULE_CACHE=off
         fail("srun --openmps=maybe: rc %d, stderr %r" % (r.returncode, r.stderr[-400:]))
     if not wait_for(quiet, 60):
         fail("--openmps=maybe: the node did not come back: " + tail(os.path.join(jobs, "log")))
+
+    # plugstack.conf's default=on serves a job that asked for nothing; a bad argument stops jobs
+    plugstack(" default=on")
+    job("default=on in plugstack.conf, srun with no option", [], True, "132", NATIVE[1])
+    plugstack(" colour=blue")
+    r = submit(["srun", "-n1", PROGRAM], jenv)
+    if r.returncode != 0 and "'colour=blue' is not one of" in r.stderr:
+        ok("plugstack.conf's colour=blue: the job refused, saying why")
+    else:
+        fail("plugstack.conf's colour=blue: rc %d, stderr %r" % (r.returncode, r.stderr[-400:]))
+    plugstack()
+    if not wait_for(quiet, 60):
+        fail("colour=blue: the node did not come back: " + tail(os.path.join(jobs, "log")))
 
     # a batch job: a plain script whose two CUDA processes are both served
     script = os.path.join(t, "job.sh")
