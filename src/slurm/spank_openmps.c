@@ -133,17 +133,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 }
 
 /* The shim's folder: shim=, else the folder above the one this plugin was loaded from. */
-static int shim_dir(char *buf, size_t cap)
+static int shim_dir(char buf[PATH_MAX])
 {
     Dl_info info;
     char *slash;
 
     if (cfg_shim[0]) {
-        snprintf(buf, cap, "%s", cfg_shim);
+        snprintf(buf, PATH_MAX, "%s", cfg_shim);
         return 0;
     }
-    if (!dladdr((void *)shim_dir, &info) || !info.dli_fname ||
-        !realpath(info.dli_fname, buf)) /* buf: PATH_MAX */
+    if (!dladdr((void *)shim_dir, &info) || !info.dli_fname || !realpath(info.dli_fname, buf))
         return -1;
     for (int up = 0; up < 2; up++) {
         slash = strrchr(buf, '/');
@@ -151,25 +150,39 @@ static int shim_dir(char *buf, size_t cap)
             return -1;
         *slash = '\0';
     }
-    (void)cap;
     return 0;
 }
 
 /* `first` in front of the job's value of var, colon-separated. 0 or -1. */
 static int prepend(spank_t sp, const char *var, const char *first)
 {
-    char old[8192] = "", *v;
-    spank_err_t rc = spank_getenv(sp, var, old, sizeof(old));
-    int ok;
+    size_t cap = 4096;
+    char *old = NULL, *v = NULL;
+    spank_err_t rc;
+    int ok = 0;
 
-    if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST) {
+    do { /* the job's value, however long (a module system's path can be) up to 1 MiB */
+        char *bigger = realloc(old, cap *= 2);
+        if (!bigger)
+            goto out;
+        old = bigger;
+        old[0] = '\0';
+        rc = spank_getenv(sp, var, old, (int)cap);
+    } while (rc == ESPANK_NOSPACE && cap < (1u << 20));
+    if (rc == ESPANK_ENV_NOEXIST)
+        old[0] = '\0';
+    else if (rc != ESPANK_SUCCESS) {
         slurm_error("openmps: cannot read the task's %s: %s", var, spank_strerror(rc));
-        return -1;
+        goto out;
     }
-    if (asprintf(&v, "%s%s%s", first, old[0] ? ":" : "", old) < 0)
-        return -1;
+    if (asprintf(&v, "%s%s%s", first, old[0] ? ":" : "", old) < 0) {
+        v = NULL;
+        goto out;
+    }
     ok = spank_setenv(sp, var, v, 1) == ESPANK_SUCCESS;
+out:
     free(v);
+    free(old);
     return ok ? 0 : -1;
 }
 
@@ -196,7 +209,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     (void)av;
     if (!spank_remote(sp) || !wanted(sp))
         return 0;
-    if (shim_dir(dir, sizeof(dir)) < 0) {
+    if (shim_dir(dir) < 0) {
         slurm_error("openmps: cannot find the shim's folder; set shim=DIR in plugstack.conf");
         return -1;
     }

@@ -305,7 +305,10 @@ OPENMPS_MODULE_CACHE=off
         fail("prolog/epilog log: " + log[-600:])
     job("srun, no --gres=mps", [], False, *NATIVE)
     job("srun --gres=mps:50 --openmps=no", ["--gres=mps:50", "--openmps=no"], False, *NATIVE)
-    job("srun --openmps, no share", ["--openmps"], True, "132", NATIVE[1])
+    # and a job whose LD_LIBRARY_PATH is longer than a page (the plugin reads it whole)
+    long_path = ":".join("/no/such/folder/%d" % i for i in range(600))
+    job("srun --openmps, no share, a %d-byte LD_LIBRARY_PATH" % len(long_path), ["--openmps"],
+        True, "132", NATIVE[1], {"LD_LIBRARY_PATH": long_path})
 
     # a bad value of the plugin's option stops the job, saying why
     r = submit(["srun", "-n1", "--openmps=maybe", PROGRAM], jenv)
