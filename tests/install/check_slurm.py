@@ -4,12 +4,13 @@
 
     check_slurm.py BUILD CMAKE
 
-Installs the build into a fresh prefix (CMAKE --install), then starts, in a fresh directory,
-munged (its own key and socket), slurmctld and slurmd (-D, their own slurm.conf, gres.conf,
-plugstack.conf, spool and state directories, free ports) from Debian's packages, with the
-installed prolog and epilog (libexec/openmps/slurm/) and the installed SPANK plugin
-(lib*/openmps/slurm/spank_openmps.so), as docs/operations.md's "Slurm" recipe sets them up.
-The node has one GPU (a file stands for its device) shared as gres/mps:100; the jobs run
+Installs the build into a fresh prefix (CMAKE --install into BUILD/slurm-test-prefix), then
+starts, in a fresh temporary directory, munged (its own key and socket), slurmctld and slurmd
+(-D, their own slurm.conf, gres.conf, plugstack.conf, spool and state directories, free ports)
+from Debian's packages, with the installed prolog and epilog (libexec/openmps/slurm/) and the
+installed SPANK plugin (lib*/openmps/slurm/spank_openmps.so), as docs/operations.md's "Slurm"
+recipe sets them up. The node has one GPU (a character device of NVIDIA's major that nothing
+opens stands for it) shared as gres/mps:100; the jobs run
 tests/cpu/device_limits.c, an unmodified program that finds the driver double as its
 libcuda.so.1 (RUNPATH) and prints the SM count and memory it is shown. It checks:
   * srun --gres=mps:50 (with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT in the job's environment): the
@@ -143,17 +144,19 @@ def stop(t):
 
 
 def run(t):
-    for d in ("log", "state", "spool", "dev", "munge", "prefix"):
+    for d in ("log", "state", "spool", "dev", "munge"):
         os.makedirs(os.path.join(t, d))
     os.chmod(os.path.join(t, "munge"), 0o700)
 
-    # ---- openmps installed into a fresh prefix
-    r = subprocess.run([CMAKE, "--install", BUILD, "--prefix", os.path.join(t, "prefix")],
+    # ---- openmps installed into a fresh prefix, in the build tree (slurmd runs the prolog and
+    # loads the plugin from there: /tmp may be mounted noexec)
+    prefix = os.path.join(BUILD, "slurm-test-prefix")
+    shutil.rmtree(prefix, ignore_errors=True)
+    r = subprocess.run([CMAKE, "--install", BUILD, "--prefix", prefix],
                        capture_output=True, text=True)
     if r.returncode != 0:
         fail("cmake --install: " + r.stdout[-500:] + r.stderr[-500:])
         return
-    prefix = os.path.join(t, "prefix")
     plugins = glob.glob(os.path.join(prefix, "lib*", "**", "openmps", "slurm",
                                      "spank_openmps.so"), recursive=True)
     prolog = os.path.join(prefix, "libexec", "openmps", "slurm", "prolog")
