@@ -4,7 +4,7 @@
 
     check_slurm.py BUILD CMAKE
 
-Installs the build into a fresh prefix (CMAKE --install into BUILD/slurm-test-prefix), then
+Installs the build into a fresh prefix (CMAKE --install into BUILD/slurm-prefix.XXXX), then
 starts, in a fresh temporary directory, munged (its own key and socket), slurmctld and slurmd
 (-D, their own slurm.conf, gres.conf, plugstack.conf, spool and state directories, free ports)
 from Debian's packages, with the installed prolog and epilog (libexec/openmps/slurm/) and the
@@ -113,6 +113,8 @@ def main():
         if fails:
             print("kept for reading: " + t)
         else:
+            if os.path.islink(os.path.join(t, "prefix")):
+                shutil.rmtree(os.readlink(os.path.join(t, "prefix")), ignore_errors=True)
             shutil.rmtree(t, ignore_errors=True)
     print("slurm check: %d failure(s)" % len(fails))
     return 1 if fails else 0
@@ -150,8 +152,9 @@ def run(t):
 
     # ---- openmps installed into a fresh prefix, in the build tree (slurmd runs the prolog and
     # loads the plugin from there: /tmp may be mounted noexec)
-    prefix = os.path.join(BUILD, "slurm-test-prefix")
-    shutil.rmtree(prefix, ignore_errors=True)
+    prefix = tempfile.mkdtemp(prefix="slurm-prefix.", dir=BUILD)
+    os.chmod(prefix, 0o755)
+    os.symlink(prefix, os.path.join(t, "prefix"))  # removed with t
     r = subprocess.run([CMAKE, "--install", BUILD, "--prefix", prefix],
                        capture_output=True, text=True)
     if r.returncode != 0:
