@@ -7,12 +7,12 @@
 # UNIT_BINDIR: the bin directory the systemd unit must name (the prefix the build was configured
 # for); BUILD: the build tree, for the driver double (tests/libfakecuda.so) and a client program
 # (tests/shim-smoke). It checks the files (programs, shim, drop-in link, man pages, completion,
-# unit, docs), the man pages with mandoc -Tlint and the unit with systemd-analyze verify where
-# those are installed (said when not), the completion's commands against the daemon's `help`;
-# then starts the installed daemon (-d, private pipe and log directories, the double as its
-# driver), runs a client through the installed `openmps run` and shim, probes the daemon by the
-# drop-in name, and quits it by that name. Prints "FAIL ..." for each failure; exit status: the
-# number of failures (0: all passed).
+# unit, docs, Slurm's prolog, epilog and plugin), the man pages with mandoc -Tlint and the unit
+# with systemd-analyze verify where those are installed (said when not), the completion's
+# commands against the daemon's `help`; then starts the installed daemon (-d, private pipe and
+# log directories, the double as its driver), runs a client through the installed `openmps run`
+# and shim, probes the daemon by the drop-in name, and quits it by that name. Prints "FAIL ..."
+# for each failure; exit status: the number of failures (0: all passed).
 set -u
 PREFIX=$(cd "$1" && pwd)
 UNIT_BINDIR=$2
@@ -40,6 +40,16 @@ if [ -L "$DROPIN" ] && [ "$(readlink -f "$DROPIN")" = "$(readlink -f "$PREFIX/bi
     ok "the drop-in name -> $(readlink "$DROPIN")"
 else
     fail "libexec/openmps/mps-bin/nvidia-cuda-mps-control is not a link to bin/openmps-control"
+fi
+for f in libexec/openmps/slurm/prolog libexec/openmps/slurm/epilog; do
+    [ -x "$PREFIX/$f" ] && ok "$f" || fail "$f is missing or not executable"
+done
+# the SPANK plugin, where this build made one (Slurm's header found: tests/install/check_slurm.py)
+if [ -e "$BUILD/lib/slurm/spank_openmps.so" ]; then
+    SPANK=$(find "$PREFIX"/lib* -path '*/openmps/slurm/spank_openmps.so' 2>/dev/null | head -n 1)
+    [ -n "$SPANK" ] && [ "$(dirname "$(dirname "$SPANK")")" = "$(dirname "$SHIM")" ] &&
+        ok "the SPANK plugin: ${SPANK#"$PREFIX"/}" ||
+        fail "no lib*/openmps/slurm/spank_openmps.so beside the shim's folder"
 fi
 for f in share/man/man1/openmps.1 share/man/man8/openmps-control.8 share/man/man8/openmps-server.8 \
     share/bash-completion/completions/openmps share/bash-completion/completions/openmps-control \
