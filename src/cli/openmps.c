@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* openmps: runs a program as an openmps client (openmps run -- CMD ARGS), or natively with its
- * driver calls counted (openmps check -- CMD ARGS); shows what the clients do (openmps stats,
- * ps, smi: the daemon's stats and ps commands). */
+ * driver calls counted (openmps check -- CMD ARGS); writes a CDI spec for containers (openmps
+ * cdi, cdi.c); shows what the clients do (openmps stats, ps, smi: the daemon's stats and ps
+ * commands). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 
 #include "../client/check.h"
 #include "../control/frontend.h"
+#include "cli.h"
 #include "../common/gen/entries.h"
 #include "openmps/protocol.h"
 
@@ -29,6 +31,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: openmps run [--] COMMAND [ARGS...]\n"
             "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
+            "       openmps cdi [-o FILE.json] [--pipe-dir DIR] [OPTIONS] (see cdi --help)\n"
             "       openmps stats [--json] [-p SERVER_PID]\n"
             "       openmps ps [-v|--json] [-p SERVER_PID]\n"
             "       openmps smi [-p SERVER_PID]\n"
@@ -41,6 +44,8 @@ static void usage(FILE *f)
             "points it and its child processes call, and reports those openmps does not\n"
             "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
             "3 the check itself failed.\n"
+            "cdi: writes a CDI spec that gives a container the shim, the pipe directory and\n"
+            "CUDA_MPS_PIPE_DIRECTORY, for container runtimes (docs/operations.md).\n"
             "stats: per client and device, what the clients did (GPU time, kernels, copies,\n"
             "memory, calls per second, state); ps: the clients; smi: the clients as\n"
             "nvidia-smi lists them under NVIDIA's MPS. --json: for scripts (docs/operations.md).\n"
@@ -49,7 +54,7 @@ static void usage(FILE *f)
 }
 
 /* getopt_long's error, said our way: the option named, and where to look. */
-static int bad_option(const char *who, char **argv, int c)
+int om_cli_bad_option(const char *who, char **argv, int c)
 {
     const char *arg = argv[optind - 1];
 
@@ -72,7 +77,7 @@ static int bad_option(const char *who, char **argv, int c)
 /* The shim's folder: $OPENMPS_LIB, else where make install puts it (OM_SHIM_REL from bin/, as
  * CMake computes it: ../lib/x86_64-linux-gnu/openmps in a Debian package), ../lib/openmps,
  * ../lib64/openmps, or lib or ../lib (build tree) beside this program. */
-static int shim_dir(char *buf, size_t cap)
+int om_cli_shim_dir(char *buf, size_t cap)
 {
     const char *env = getenv("OPENMPS_LIB");
     static const char *const rel[] = {OM_SHIM_REL, "../lib/openmps", "../lib64/openmps", "lib",
@@ -126,7 +131,7 @@ static int put_shim_first(void)
 {
     char dir[PATH_MAX], lib[PATH_MAX + 16];
 
-    if (shim_dir(dir, sizeof(dir)) < 0) {
+    if (om_cli_shim_dir(dir, sizeof(dir)) < 0) {
         fprintf(stderr, "openmps: cannot find the shim (libcuda.so.1); set OPENMPS_LIB\n");
         return -1;
     }
@@ -318,7 +323,7 @@ static int check_main(int argc, char **argv)
             usage(stdout);
             return CHECK_OK;
         } else {
-            bad_option("openmps check", argv, c);
+            om_cli_bad_option("openmps check", argv, c);
             return CHECK_ERROR;
         }
     }
@@ -424,7 +429,7 @@ int main(int argc, char **argv)
             printf("openmps %s\n", OPENMPS_VERSION);
             return 0;
         }
-        return bad_option("openmps", argv, c);
+        return om_cli_bad_option("openmps", argv, c);
     }
     if (optind >= argc) {
         fprintf(stderr, "openmps: no command given\n");
@@ -442,12 +447,14 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "check"))
         return check_main(argc - optind, argv + optind);
+    if (!strcmp(cmd, "cdi"))
+        return om_cli_cdi(argc - optind, argv + optind);
     if (!strcmp(cmd, "stats") || !strcmp(cmd, "ps") || !strcmp(cmd, "smi"))
         return ask_main(argc - optind, argv + optind);
     if (strcmp(cmd, "run") != 0) {
         fprintf(stderr,
-                "openmps: unknown command %s (the commands: run, check, stats, ps, smi, help, "
-                "version)\n",
+                "openmps: unknown command %s (the commands: run, check, cdi, stats, ps, smi, "
+                "help, version)\n",
                 cmd);
         return 2;
     }
@@ -459,7 +466,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        return bad_option("openmps run", argv, c);
+        return om_cli_bad_option("openmps run", argv, c);
     }
     if (optind >= argc) {
         fprintf(stderr, "openmps run: no COMMAND to run\n");

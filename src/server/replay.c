@@ -139,8 +139,8 @@ static void init(void)
                 chunk_nodes);
     else if (c)
         chunk_nodes = (uint32_t)atoi(c);
-    if (i && (atoi(i) < 1 || atoi(i) > 100000))
-        om_warn("OPENMPS_REPLAY_IDLE_US=%s is not 1-100000: using %u", i, idle_us);
+    if (i && (atoi(i) < 1 || atoi(i) > 10000000))
+        om_warn("OPENMPS_REPLAY_IDLE_US=%s is not 1-10000000: using %u", i, idle_us);
     else if (i)
         idle_us = (uint32_t)atoi(i);
     if (m && (atoi(m) < 1 || atoi(m) > 100000))
