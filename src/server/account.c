@@ -137,13 +137,10 @@ static bool stream_done(CUstream st)
     return ((CUresult(*)(CUstream))R(cuStreamQuery))(st) == CUDA_SUCCESS;
 }
 
-uint64_t om_account_wait_begin(void)
+uint64_t om_account_wait_begin(uint64_t now)
 {
-    uint64_t now;
-
     if (!bound)
         return 0;
-    now = om_mono_ns();
     __atomic_store_n(&bound->acct.waiting_since, now, __ATOMIC_RELAXED);
     return now;
 }

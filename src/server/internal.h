@@ -432,10 +432,11 @@ void om_account_launch(struct session *s, CUstream st, bool graph);
 void om_account_copy(struct session *s, enum om_acct_copy dir, uint64_t bytes, CUresult rc);
 uint64_t om_account_now(void);
 void om_account_served(struct session *s, uint64_t t0);
-/* wait.c: a wait for the GPU begins (returns its start, 0 off a worker) and ends: `st` a stream
- * waited for (its busy period closes, whatever the wait returned), or event_done: an event found
- * done (every stream of the session with a period open is asked, without waiting). */
-uint64_t om_account_wait_begin(void);
+/* wait.c: a wait for the GPU begins at `now` (the wait's own clock reading; returns it, 0 off a
+ * worker) and ends: `st` a stream waited for (its busy period closes, whatever the wait
+ * returned), or event_done: an event found done (every stream of the session with a period open
+ * is asked, without waiting). */
+uint64_t om_account_wait_begin(uint64_t now);
 void om_account_waited(uint64_t t0, CUstream st, bool event_done);
 /* Main thread: each session's rates, at most once a second; the answer to the daemon's
  * SRV_STATS_ASK `request_id` on `chan` (0 or -errno). */
