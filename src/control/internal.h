@@ -12,6 +12,7 @@
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "openmps/protocol.h"
+#include "v3.h"
 
 /* Milliseconds a new connection may take to say who it is
  * (OPENMPS_HELLO_TIMEOUT_MS overrides it; the tests shorten it). */
@@ -96,6 +97,7 @@ struct client_rec {
     uint64_t device_bytes;   /* device memory it holds, as the server last said (ps -v) */
     unsigned long pid_ns;    /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];
+    char ns[64]; /* its namespace (protocol 3, v3.c), "" without one */
     struct client_rec *next;
 };
 
@@ -171,6 +173,8 @@ struct daemon {
     struct om_device_info devs[OM_MAX_DEVICES];
     int ndevs; /* -1: probing failed */
     char probe_err[256];
+    int protocol;     /* OM_PROTOCOL_LEGACY or OM_PROTOCOL_V3 (v3.h) */
+    struct om_v3 *v3; /* named servers and namespaces (v3.c), NULL before the first */
 };
 
 /* A growing text buffer for answers. */

@@ -300,8 +300,8 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     s->chan = sv[0];
     s->state = SRV_INITIALIZING;
     s->started_ms = om_now_ms();
-    s->next_client_id = 1; /* ps numbers clients from 1, as NVIDIA does */
-    s->limits = d->defaults;
+    s->next_client_id = 1;                   /* ps numbers clients from 1, as NVIDIA does */
+    s->limits = om_v3_server_limits(d, uid); /* its named server's, else the defaults */
     s->next = d->servers;
     d->servers = s;
     om_info("Starting new server %d for user %u", (int)pid, (unsigned)uid);
@@ -401,6 +401,8 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
                          "server does not have (%s): ignored",
                          (int)c->pid, n, om_log_escape(shown, sizeof(shown), bad, strlen(bad)));
     }
+    /* Its namespace (protocol 3: by its cgroup) tightens what it asked for. */
+    om_v3_route_client(d, s, c->pid, &a.want, r->ns, sizeof(r->ns));
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
@@ -555,6 +557,7 @@ void om_server_handle_message(struct daemon *d, struct server *s)
         if (om_decode_srv_ready(m->payload, m->hdr.len, &rd, s->devs, OM_MAX_DEVICES) < 0)
             goto bad;
         s->ndevs = rd.ndevices;
+        om_v3_server_ready(d, s);
         s->ready = true;
         if (s->state == SRV_INITIALIZING)
             s->state = SRV_ACTIVE;

@@ -33,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     d.start_uid = -1;
     d.probed = true; /* never load a driver from the fuzzer */
     d.ndevs = 0;
+    d.protocol = (size & 1) ? OM_PROTOCOL_V3 : OM_PROTOCOL_LEGACY; /* both command sets */
     om_command_run(&d, &ui, line, &out, &error);
     sb_free(&out);
     return 0;
