@@ -78,10 +78,11 @@ struct conn {
         struct om_limits want;
         char *visible, *mem_limit; /* its texts, on the heap only when it sent them */
     } hello;
-    struct peer *peer;          /* its user's counts */
-    bool dead;                  /* closed; freed at the end of the event loop's round */
-    struct conn *next, *prev;   /* d->conns; next also chains d->dead_conns */
-    struct conn *wnext, *wprev; /* d->wait_head: waiting clients in arrival order */
+    char v3_server[64], v3_ns[64]; /* the namespace socket it came through (v3.c), "" none */
+    struct peer *peer;             /* its user's counts */
+    bool dead;                     /* closed; freed at the end of the event loop's round */
+    struct conn *next, *prev;      /* d->conns; next also chains d->dead_conns */
+    struct conn *wnext, *wprev;    /* d->wait_head: waiting clients in arrival order */
 };
 
 enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };

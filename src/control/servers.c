@@ -402,7 +402,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
                          (int)c->pid, n, om_log_escape(shown, sizeof(shown), bad, strlen(bad)));
     }
     /* Its namespace (protocol 3: by its cgroup) tightens what it asked for. */
-    om_v3_route_client(d, s, c->pid, &a.want, r->ns, sizeof(r->ns));
+    om_v3_route_client(d, s, c, &a.want, r->ns, sizeof(r->ns));
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc == -EAGAIN || rc == -EWOULDBLOCK) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../common/config.h"
+#include "../common/sock.h"
 #include "internal.h"
 
 #define MAX_OPTS 12
@@ -245,6 +246,7 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         om_info("configuration: [features.memacct] and [features.context-share] need nothing of "
                 "openmps: it always accounts each client's memory, and its clients always share "
                 "their server's context");
+    om_v3_sync_listeners(d);
     return 0;
 }
 
@@ -329,7 +331,7 @@ void om_v3_server_ready(const struct daemon *d, struct server *s)
         fit_devices(&s->limits, s->ndevs);
 }
 
-void om_v3_route_client(const struct daemon *d, const struct server *s, pid_t pid,
+void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap)
 {
     const struct om_v3_server *vs = server_of_uid(d, s->uid);
@@ -338,10 +340,17 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, pid_t pi
     snprintf(ns, cap, "%s", vs ? "default" : "");
     if (!vs)
         return;
-    client_cgroup(pid, cgroup, sizeof(cgroup));
-    /* The namespace with the longest matching cgroup: the most specific. */
     const struct om_v3_ns *best = &vs->ns[0];
     size_t best_len = 0;
+    /* Its socket names the namespace (a namespace deleted since: the default one). */
+    if (c->v3_server[0] && !strcmp(c->v3_server, vs->name)) {
+        for (unsigned i = 0; i < vs->nns; i++)
+            if (!strcmp(vs->ns[i].name, c->v3_ns))
+                best = &vs->ns[i];
+        goto found;
+    }
+    client_cgroup(c->pid, cgroup, sizeof(cgroup));
+    /* The namespace with the longest matching cgroup: the most specific. */
     for (unsigned i = 0; i < vs->nns; i++) {
         size_t n = strlen(vs->ns[i].cgroup);
         if (in_cgroup(&vs->ns[i], cgroup) && n > best_len) {
@@ -349,15 +358,149 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, pid_t pi
             best_len = n;
         }
     }
+found:
     snprintf(ns, cap, "%s", best->name);
     struct om_limits l = best->limits;
     fit_devices(&l, s->ndevs);
     *want = om_limits_merge(want, &l);
 }
 
-void om_v3_free(struct om_v3 *v)
+/* --- the sockets of named servers and namespaces --- */
+
+/* <pipe>/<server>[/<ns>] into dir, its socket into sock. -ENAMETOOLONG when they do not fit. */
+static int listener_paths(const struct daemon *d, const char *server, const char *ns, char *dir,
+                          size_t dcap, char *sock, size_t scap)
 {
-    free(v);
+    int n = ns[0] ? snprintf(dir, dcap, "%s/%s/%s", d->pipe_dir, server, ns)
+                  : snprintf(dir, dcap, "%s/%s", d->pipe_dir, server);
+    if (n < 0 || (size_t)n >= dcap || om_path_join(sock, scap, dir, OM_CONTROL_SOCKET) < 0)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+static bool listener_wanted(const struct daemon *d, const struct om_v3_listener *l)
+{
+    struct om_v3_server *s = find_server((struct daemon *)d, l->server);
+    return s && (!l->ns[0] || find_ns(s, l->ns));
+}
+
+static void close_listener(const struct daemon *d, struct om_v3_listener *l)
+{
+    char dir[300], sock[320];
+
+    close(l->fd);
+    l->fd = -1;
+    if (listener_paths(d, l->server, l->ns, dir, sizeof(dir), sock, sizeof(sock)) == 0) {
+        unlink(sock);
+        rmdir(dir); /* a server's own directory goes once its namespaces' have */
+    }
+}
+
+static void open_listener(struct daemon *d, const char *server, const char *ns)
+{
+    struct om_v3 *v = d->v3;
+    char dir[300], sock[320], err[256], top[300];
+    mode_t mode = d->euid == 0 ? 0755 : 0700; /* as the pipe directory's */
+    int fd;
+
+    for (unsigned i = 0; i < v->nlisteners; i++)
+        if (!strcmp(v->listeners[i].server, server) && !strcmp(v->listeners[i].ns, ns))
+            return;
+    if (v->nlisteners == OM_V3_MAX_LISTENERS)
+        return;
+    if (listener_paths(d, server, ns, dir, sizeof(dir), sock, sizeof(sock)) < 0) {
+        om_err("server %s, namespace %s: the socket path is too long", server, ns);
+        return;
+    }
+    if (snprintf(top, sizeof(top), "%s/%s", d->pipe_dir, server) >= (int)sizeof(top) ||
+        om_make_private_dir(top, mode, err, sizeof(err)) < 0 ||
+        om_make_private_dir(dir, mode, err, sizeof(err)) < 0) {
+        om_err("server %s, namespace %s: no socket: %s", server, ns[0] ? ns : "default", err);
+        return;
+    }
+    unlink(sock);
+    fd = om_sock_listen(sock, d->euid == 0 ? 0666 : 0600);
+    if (fd < 0) {
+        om_err("cannot listen on %s: %s", sock, strerror(-fd));
+        return;
+    }
+    struct om_v3_listener *l = &v->listeners[v->nlisteners++];
+    l->fd = fd;
+    snprintf(l->server, sizeof(l->server), "%s", server);
+    snprintf(l->ns, sizeof(l->ns), "%s", ns);
+    om_info("listening on %s for server %s, namespace %s", sock, server, ns[0] ? ns : "default");
+}
+
+void om_v3_sync_listeners(struct daemon *d)
+{
+    struct om_v3 *v = d->v3;
+
+    if (!v || d->listen_fd < 0 || !d->pipe_dir)
+        return; /* no daemon (the fuzz targets) */
+    /* Namespaces' before their server's: a server's directory is removed once it is empty. */
+    for (unsigned pass = 0; pass < 2; pass++)
+        for (unsigned i = 0; i < v->nlisteners;) {
+            struct om_v3_listener *l = &v->listeners[i];
+            if ((pass == 0) != (l->ns[0] != '\0') || listener_wanted(d, l)) {
+                i++;
+                continue;
+            }
+            close_listener(d, l);
+            memmove(l, l + 1, (v->nlisteners - i - 1) * sizeof(*l));
+            v->nlisteners--;
+        }
+    for (unsigned i = 0; i < v->nservers; i++) {
+        open_listener(d, v->servers[i].name, "");
+        for (unsigned j = 0; j < v->servers[i].nns; j++)
+            open_listener(d, v->servers[i].name, v->servers[i].ns[j].name);
+    }
+}
+
+unsigned om_v3_nlisteners(const struct daemon *d)
+{
+    return d->v3 ? d->v3->nlisteners : 0;
+}
+
+int om_v3_listener_fd(const struct daemon *d, unsigned i)
+{
+    return d->v3 && i < d->v3->nlisteners ? d->v3->listeners[i].fd : -1;
+}
+
+bool om_v3_accepted(const struct daemon *d, unsigned i, uid_t uid, struct conn *c, char *why,
+                    size_t cap)
+{
+    const struct om_v3_listener *l = &d->v3->listeners[i];
+    const struct om_v3_server *s = find_server((struct daemon *)d, l->server);
+
+    if (!c) {
+        /* A user's clients go to its own server: another's socket is refused, saying why
+         * (root, whose front-ends may use any socket, is let in). */
+        if (s && (uid == 0 || uid == s->uid))
+            return true;
+        if (s)
+            snprintf(why, cap,
+                     "openmps-control: this socket is server %s's, which serves uid %u: connect "
+                     "to your own user's server",
+                     s->name, (unsigned)s->uid);
+        else
+            snprintf(why, cap, "openmps-control: server %s is gone", l->server);
+        return false;
+    }
+    snprintf(c->v3_server, sizeof(c->v3_server), "%s", l->server);
+    snprintf(c->v3_ns, sizeof(c->v3_ns), "%s", l->ns[0] ? l->ns : "default");
+    return true;
+}
+
+void om_v3_cleanup(struct daemon *d)
+{
+    if (!d->v3)
+        return;
+    for (unsigned pass = 0; pass < 2; pass++)
+        for (unsigned i = 0; i < d->v3->nlisteners; i++)
+            if ((pass == 0) == (d->v3->listeners[i].ns[0] != '\0') && d->v3->listeners[i].fd >= 0)
+                close_listener(d, &d->v3->listeners[i]);
+    free(d->v3);
+    d->v3 = NULL;
 }
 
 /* --- commands --- */
@@ -796,6 +939,7 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     } else {
         cmd_namespace(&x, argc, argv);
     }
+    om_v3_sync_listeners(d); /* the sockets follow the servers and namespaces */
     *ret_error = x.error;
     return true;
 }

@@ -41,9 +41,21 @@ struct om_v3_server {
     struct om_v3_ns ns[OM_V3_MAX_NAMESPACES];
 };
 
+/* A socket of a named server (ns "": the server's own, its default namespace's) or of one of
+ * its namespaces: $CUDA_MPS_PIPE_DIRECTORY/<server>[/<ns>]/control.sock. A client whose
+ * CUDA_MPS_PIPE_DIRECTORY is that directory lands in that namespace. */
+#define OM_V3_MAX_LISTENERS (OM_V3_MAX_SERVERS * (OM_V3_MAX_NAMESPACES + 1))
+struct om_v3_listener {
+    int fd;
+    char server[OM_CONF_NAME_MAX];
+    char ns[OM_CONF_NAME_MAX];
+};
+
 struct om_v3 {
     unsigned nservers;
     struct om_v3_server servers[OM_V3_MAX_SERVERS];
+    unsigned nlisteners;
+    struct om_v3_listener listeners[OM_V3_MAX_LISTENERS];
 };
 
 /* Turns a parsed configuration file into the daemon's named servers and namespaces. What openmps
@@ -68,11 +80,25 @@ struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid);
  * kept for those. */
 void om_v3_server_ready(const struct daemon *d, struct server *s);
 
-/* The namespace of a new client of server s (by its cgroup, else the default namespace): its
- * limits tighten *want, and its name is written to ns (cap bytes). */
-void om_v3_route_client(const struct daemon *d, const struct server *s, pid_t pid,
+/* The namespace of a new client c of server s (by the socket it came through, else by its
+ * cgroup, else the default namespace): its limits tighten *want, and its name is written to ns
+ * (cap bytes). */
+void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap);
 
-void om_v3_free(struct om_v3 *v);
+/* Opens the sockets of the named servers and namespaces that have none and closes (and
+ * removes) those of the ones gone. Called after every change; a socket that cannot be made is
+ * logged. */
+void om_v3_sync_listeners(struct daemon *d);
+/* The listening sockets for the event loop: how many, and the i-th's descriptor. */
+unsigned om_v3_nlisteners(const struct daemon *d);
+int om_v3_listener_fd(const struct daemon *d, unsigned i);
+/* A connection of uid accepted on listener i: with c NULL, whether to take it (false: why
+ * filled; its user is not the server's); then records its route in c. */
+bool om_v3_accepted(const struct daemon *d, unsigned i, uid_t uid, struct conn *c, char *why,
+                    size_t cap);
+
+/* Closes and removes the sockets and frees the named servers (NULL-safe). */
+void om_v3_cleanup(struct daemon *d);
 
 #endif

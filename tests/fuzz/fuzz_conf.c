@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct om_conf c;
-    struct daemon d = {.euid = 0, .protocol = OM_PROTOCOL_V3};
+    struct daemon d = {.euid = 0, .protocol = OM_PROTOCOL_V3, .listen_fd = -1}; /* no sockets */
     char err[512];
 
     if (om_conf_parse((const char *)data, size, &c, err, sizeof(err)) < 0) {
@@ -23,6 +23,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     om_v3_apply_conf(&d, &c, err, sizeof(err));
-    om_v3_free(d.v3);
+    om_v3_cleanup(&d);
     return 0;
 }

@@ -93,7 +93,8 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     namespace list show them; a client of the daemon's user lands, by its cgroup, in the
     namespace whose cgroup holds it and gets its limits (the SM share and memory cap ps -v shows,
     and the memory total it sees); once that namespace's cgroup is moved away, the next client
-    lands in the default namespace with the server's limits. [openmps] settings reach the
+    lands in the default namespace with the server's limits; clients connecting to a server's or
+    namespace's socket land there. [openmps] settings reach the
     daemon's environment where it has none (seen in its server's)."""
     harness.need_root()
     e = v3_daemon(daemon, CONF % own_cgroup())
@@ -144,7 +145,25 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     clients = {r[0]: r for r in table(e.cmd("client list"))}
     check(clients[str(b.pid)][3] == "default" and clients[str(a.pid)][3] == "high_priority",
           "client list: %r" % clients)
-    release(a, b)
+
+    # Routed by the socket it connects to: $CUDA_MPS_PIPE_DIRECTORY/<server>/<namespace>/, whose
+    # cgroup does not hold it, and <server>/ (its default namespace).
+    c = hold(e, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "training", "batch")})
+    d = hold(e, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "training")})
+    rows = {r[0]: r for r in table(e.cmd("ps -v"))}
+    check(rows[str(c.pid)][-4:-1] == ["10.0", "1", "1G"], "batch's limits: %r" % rows)
+    check(rows[str(d.pid)][-4:-1] == ["50.0", "0", "1G"], "the default's: %r" % rows)
+    clients = {r[0]: r for r in table(e.cmd("client list --server=training"))}
+    check(clients[str(c.pid)][3] == "batch" and clients[str(d.pid)][3] == "default",
+          "client list --server: %r" % clients)
+    check(os.path.exists(os.path.join(e.pipe, "infer", "small", "control.sock")),
+          "every namespace has its socket")
+    check(e.cmd("namespace delete --server=training --name=batch") == "", "namespace delete")
+    check(not os.path.exists(os.path.join(e.pipe, "training", "batch")),
+          "a deleted namespace's socket and directory are gone")
+    release(a, b, c, d)
+    e.quit()
+    check(not os.path.exists(os.path.join(e.pipe, "training")), "the daemon removes them at exit")
 
 
 def test_v3_namespace_and_server_commands(daemon):
