@@ -583,8 +583,10 @@ static int apply_key(struct parser *p, const char *key, const struct value *v)
             s->line_uid = p->line;
             return uint_key(p, key, v, 0xfffffffeu, &s->uid);
         }
-        if (!strcmp(key, "allowed_devices"))
+        if (!strcmp(key, "allowed_devices")) {
+            s->line_allowed = p->line;
             return text_key(p, key, v, s->allowed_devices, sizeof(s->allowed_devices));
+        }
         if (!strcmp(key, "locality_domains")) {
             if (want_type(p, key, v, V_BOOL) < 0)
                 return -EINVAL;

@@ -63,7 +63,7 @@ struct om_conf_server {
     char allowed_devices[OM_CONF_TEXT_MAX]; /* empty: all */
     bool locality_domains;
     bool has_timeslice_pct;
-    int line, line_uid, line_locality, line_timeslice;
+    int line, line_uid, line_locality, line_timeslice, line_allowed;
     uint32_t nns;
     struct om_conf_ns ns[OM_CONF_MAX_NAMESPACES];
     uint32_t ndevices;

@@ -70,7 +70,8 @@ struct identity {
     gid_t groups[64];
     char home[256];
     char home_kv[270];
-    char **envp; /* its whole environment (server_env) */
+    char visible_kv[300]; /* CUDA_VISIBLE_DEVICES= its named server's allowed_devices (v3.c) */
+    char **envp;          /* its whole environment (server_env) */
     bool limits_set;
     struct rlimit limits[RLIM_NLIMITS]; /* process 1's, when the daemon is root */
 };
@@ -117,12 +118,15 @@ static char **server_env(struct identity *id)
 
     for (char **e = environ; *e; e++)
         n++;
-    envp = calloc(n + 5, sizeof(*envp));
+    envp = calloc(n + 6, sizeof(*envp));
     if (!envp)
         return NULL;
     for (char **e = environ; *e; e++)
-        if (server_setting(*e, extra) && strncmp(*e, "CUDA_MODULE_LOADING=", 20))
+        if (server_setting(*e, extra) && strncmp(*e, "CUDA_MODULE_LOADING=", 20) &&
+            !(id->visible_kv[0] && !strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21)))
             envp[k++] = *e;
+    if (id->visible_kv[0])
+        envp[k++] = id->visible_kv;
     snprintf(id->home_kv, sizeof(id->home_kv), "HOME=%s", id->home[0] ? id->home : "/");
     envp[k++] = id->home_kv;
     envp[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -271,6 +275,7 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     }
     resolve_identity(uid, &id);
     system_limits(d, &id);
+    om_v3_server_visible(d, uid, id.visible_kv, sizeof(id.visible_kv));
     id.envp = server_env(&id);
     pid = id.envp ? fork() : -1;
     if (pid < 0) {

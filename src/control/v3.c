@@ -93,6 +93,18 @@ static bool good_name(const char *s)
     return true;
 }
 
+/* allowed_devices: ordinals and GPU UUIDs (or their prefixes), comma-separated. */
+static bool good_devices(const char *s)
+{
+    if (!*s || strlen(s) >= OM_CONF_TEXT_MAX)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == ','))
+            return false;
+    return true;
+}
+
 /* The limits of a server or namespace from its values as text (the file's, a command's). A
  * NULL text leaves that limit as it is. 0, or -EINVAL with a sentence in err. */
 static int set_limits(struct om_limits *l, const char *mem, const char *atp, const char *prio,
@@ -185,6 +197,17 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
                      "line %d: static SM partitions ([[servers.%s.devices]]) are not supported "
                      "by openmps yet",
                      cs->devices[0].line, cs->name);
+            return -EINVAL;
+        }
+        if (cs->allowed_devices[0] &&
+            (!good_devices(cs->allowed_devices) || getenv("CUDA_VISIBLE_DEVICES"))) {
+            snprintf(err, errlen,
+                     getenv("CUDA_VISIBLE_DEVICES")
+                         ? "line %d: server %s: allowed_devices and the daemon's "
+                           "CUDA_VISIBLE_DEVICES both choose devices: give one"
+                         : "line %d: server %s: allowed_devices takes ordinals and GPU UUIDs, "
+                           "comma-separated",
+                     cs->line_allowed, cs->name);
             return -EINVAL;
         }
         uid_t uid = cs->has_uid ? (uid_t)cs->uid : d->euid;
@@ -313,6 +336,15 @@ static bool in_cgroup(const struct om_v3_ns *ns, const char *cgroup)
             return false;
     }
     return true;
+}
+
+void om_v3_server_visible(const struct daemon *d, uid_t uid, char *kv, size_t cap)
+{
+    const struct om_v3_server *s = server_of_uid(d, uid);
+
+    kv[0] = '\0';
+    if (s && s->allowed_devices[0])
+        snprintf(kv, cap, "CUDA_VISIBLE_DEVICES=%s", s->allowed_devices);
 }
 
 /* A size for "every device" covers OM_MAX_DEVICES ordinals until the server says how many it
@@ -687,6 +719,14 @@ static int server_create(struct v3_ctx *x)
     s.has_mem = has[0];
     s.has_atp = has[1];
     s.has_priority = has[2];
+    if (opt(x, "allowed-devices")) {
+        if (!good_devices(opt(x, "allowed-devices")) || getenv("CUDA_VISIBLE_DEVICES"))
+            return fail(x, getenv("CUDA_VISIBLE_DEVICES")
+                               ? "--allowed-devices and the daemon's CUDA_VISIBLE_DEVICES both "
+                                 "choose devices: give one"
+                               : "Invalid devices: ordinals and GPU UUIDs, comma-separated");
+        snprintf(s.allowed_devices, sizeof(s.allowed_devices), "%s", opt(x, "allowed-devices"));
+    }
     v->servers[v->nservers++] = s;
     /* Started now, as start_server does: at once, or once another user's server has gone. */
     if (d->quitting || om_server_for_uid(d, (uid_t)uid))
@@ -726,15 +766,85 @@ static int server_delete(struct v3_ctx *x)
     return 0;
 }
 
+/* The server named by --name, or NULL (answered). */
+static struct om_v3_server *named(struct v3_ctx *x)
+{
+    struct om_v3_server *s;
+
+    if (!opt(x, "name"))
+        return fail(x, "--name=NAME is required"), NULL;
+    if (!(s = find_server(x->d, opt(x, "name"))))
+        return fail(x, "Server %.64s not found", opt(x, "name")), NULL;
+    return s;
+}
+
+static int server_get(struct v3_ctx *x)
+{
+    struct om_v3_server *s = named(x);
+    char atp[64], mem[64];
+
+    if (!s)
+        return 0;
+    limits_text(&s->limits, atp, mem, sizeof(atp));
+    sb_printf(x->out,
+              "uid=%u\nactive_thread_percentage=%s\npinned_memory_limit=%s\nclient_priority=%u\n"
+              "allowed_devices=%s",
+              (unsigned)s->uid, atp, mem, (unsigned)s->limits.priority,
+              s->allowed_devices[0] ? s->allowed_devices : "-");
+    return 0;
+}
+
+/* server set: the limits reach its running process (and its clients, as set_* of protocol 2);
+ * allowed_devices, its next start. */
+static int server_set(struct v3_ctx *x)
+{
+    struct om_v3_server *s;
+    struct om_limits l;
+    bool has[3] = {false, false, false};
+    const char *devs = opt(x, "allowed-devices");
+
+    if (!may_change(x) || !(s = named(x)))
+        return 0;
+    if (devs && devs[0] && !good_devices(devs))
+        return fail(x, "Invalid devices \"%.64s\": ordinals and GPU UUIDs, comma-separated", devs);
+    l = s->limits;
+    if (options_limits(x, &l, has) < 0)
+        return 0;
+    s->limits = l;
+    s->has_mem |= has[0];
+    s->has_atp |= has[1];
+    s->has_priority |= has[2];
+    if (devs)
+        snprintf(s->allowed_devices, sizeof(s->allowed_devices), "%s", devs);
+    struct server *p = om_server_for_uid(x->d, s->uid);
+    if (p && (has[0] || has[1] || has[2])) {
+        p->limits = l;
+        om_v3_server_ready(x->d, p);
+        om_server_send_limits(p);
+    }
+    return 0;
+}
+
 static int cmd_server(struct v3_ctx *x, int argc, char **argv)
 {
-    static const char *const create_keys[] = {
-        "name", "uid", "pinned-memory-limit", "active-thread-percentage", "client-priority", NULL};
+    static const char *const create_keys[] = {"name",
+                                              "uid",
+                                              "pinned-memory-limit",
+                                              "active-thread-percentage",
+                                              "client-priority",
+                                              "allowed-devices",
+                                              NULL};
+    static const char *const set_keys[] = {"name",
+                                           "pinned-memory-limit",
+                                           "active-thread-percentage",
+                                           "client-priority",
+                                           "allowed-devices",
+                                           NULL};
     static const char *const name_key[] = {"name", NULL};
     static const char *const f_flag[] = {"f", NULL};
 
     if (argc < 2)
-        return fail(x, "Usage: server list|create|delete [options]");
+        return fail(x, "Usage: server list|create|delete|get|set [options]");
     if (!strcmp(argv[1], "list")) {
         if (parse_opts(x, argc - 2, argv + 2, NULL, NULL) < 0)
             return 0;
@@ -753,7 +863,17 @@ static int cmd_server(struct v3_ctx *x, int argc, char **argv)
             return 0;
         return server_delete(x);
     }
-    return fail(x, "Unknown command \"server %.32s\" (server list|create|delete)", argv[1]);
+    if (!strcmp(argv[1], "get")) {
+        if (parse_opts(x, argc - 2, argv + 2, name_key, NULL) < 0)
+            return 0;
+        return server_get(x);
+    }
+    if (!strcmp(argv[1], "set")) {
+        if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL) < 0)
+            return 0;
+        return server_set(x);
+    }
+    return fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)", argv[1]);
 }
 
 /* client list [--all] [--server=NAME]: without --all, the clients of the caller's own servers. */
@@ -902,8 +1022,12 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
 static const char *const v3_help =
     "server list\n"
     "server create [--name=NAME] [--uid=UID] [--pinned-memory-limit=SIZE] "
-    "[--active-thread-percentage=PCT] [--client-priority=0|1]\n"
+    "[--active-thread-percentage=PCT] [--client-priority=0|1] [--allowed-devices=LIST] "
+    "[--mlopart]\n"
     "server delete --name=NAME [-f]\n"
+    "server get --name=NAME\n"
+    "server set --name=NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
+    "[--client-priority=0|1] [--allowed-devices=LIST]\n"
     "client list [--all] [--server=NAME]\n"
     "namespace list [--server=NAME]\n"
     "namespace create|set --server=NAME --name=NAMESPACE [--pinned-memory-limit=SIZE] "

@@ -76,6 +76,10 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
  * else the daemon's defaults. */
 struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid);
 
+/* The devices of uid's named server, where its allowed_devices is set, as
+ * "CUDA_VISIBLE_DEVICES=..." for the server's environment; "" otherwise. */
+void om_v3_server_visible(const struct daemon *d, uid_t uid, char *kv, size_t cap);
+
 /* Server s said which devices it has (READY): its named server's limits for "every device" are
  * kept for those. */
 void om_v3_server_ready(const struct daemon *d, struct server *s);

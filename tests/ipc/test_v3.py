@@ -266,3 +266,32 @@ def test_v3_refusals_name_the_reason(daemon, tmp_path):
         p = subprocess.run([harness.CONTROL] + args, env=e.env, capture_output=True, text=True,
                            timeout=30)
         check(p.returncode == 2 and want in p.stderr, "%r: %d %r" % (args, p.returncode, p.stderr))
+
+
+def test_v3_server_devices_and_limits(daemon):
+    """A named server's allowed_devices become its process's devices (the client sees only
+    those, renumbered); server set changes the running server's limits as set_* do, server get
+    reads them; allowed_devices beside the daemon's own CUDA_VISIBLE_DEVICES is refused."""
+    from test_visible_daemon import list_devices, listing
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\nallowed_devices = "1"\n'
+                  'active_thread_percentage = "60"\n', {"FAKECUDA_DEVICES": "3"})
+    check(list_devices(e) == listing([1]), "the client sees the allowed device only: %r" %
+          list_devices(e))
+    spid = e.servers()[0]
+    check(e.cmd("get_active_thread_percentage %d" % spid) == "60.0", "the server's share")
+    check(e.cmd("server set --name=main --active-thread-percentage=40 --client-priority=1") == "",
+          "server set")
+    check(e.cmd("get_active_thread_percentage %d" % spid) == "40.0", "server set reaches it")
+    check(e.cmd("server get --name=main").splitlines() ==
+          ["uid=%d" % os.getuid(), "active_thread_percentage=40.0", "pinned_memory_limit=-",
+           "client_priority=1", "allowed_devices=1"], "server get: %r" %
+          e.cmd("server get --name=main"))
+    out, err, rc = ctl_args(e, "server", "set", "--name=main", "--allowed-devices=1;2")
+    check(rc == 1 and out.startswith("Invalid devices"), "bad devices: %r" % out)
+    e.quit()
+    f = daemon({"CUDA_VISIBLE_DEVICES": "0"}, start=False)
+    path = write_conf(f, 'schema_version = "1.0"\n[servers.main]\nallowed_devices = "1"\n')
+    p = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", path], env=f.env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "line 3: server main: allowed_devices and the daemon's "
+          "CUDA_VISIBLE_DEVICES both choose devices" in p.stderr, p.stderr)
