@@ -576,6 +576,8 @@ static int cmd_help(struct cmd_ctx *x)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         sb_printf(x->out, "%s%s%s%s", i ? "\n" : "", commands[i].name,
                   commands[i].usage[0] ? " " : "", commands[i].usage);
+    if (x->d->protocol == OM_PROTOCOL_V3)
+        sb_printf(x->out, "\n%s", om_v3_help);
     return 0;
 }
 

@@ -178,6 +178,10 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
     for (uint32_t i = 0; i < c->nservers; i++) {
         const struct om_conf_server *cs = &c->servers[i];
         struct om_v3_server *s = &v->servers[v->nservers];
+        if (v->nservers == OM_V3_MAX_SERVERS) {
+            snprintf(err, errlen, "line %d: more than %u servers", cs->line, OM_V3_MAX_SERVERS);
+            return -EINVAL;
+        }
         if (cs->locality_domains) {
             snprintf(err, errlen,
                      "line %d: locality_domains = true: openmps has no locality "
@@ -1019,7 +1023,7 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     return 0;
 }
 
-static const char *const v3_help =
+const char *const om_v3_help =
     "server list\n"
     "server create [--name=NAME] [--uid=UID] [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--allowed-devices=LIST] "
@@ -1044,7 +1048,7 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
         !strcmp(m, "partition") || !strcmp(m, "sm_partition") || !strcmp(m, "partitions");
 
     if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
-        !partition && !(d->protocol == OM_PROTOCOL_V3 && !strcmp(m, "help")))
+        !partition)
         return false;
     if (d->protocol != OM_PROTOCOL_V3 && !partition) {
         fail(&x,
@@ -1054,8 +1058,6 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     } else if (partition) {
         fail(&x, "Static SM partitions are not supported by openmps yet (its clients get an SM "
                  "share with active_thread_percentage instead)");
-    } else if (!strcmp(m, "help")) {
-        sb_printf(out, "%s", v3_help);
     } else if (!strcmp(m, "server")) {
         cmd_server(&x, argc, argv);
     } else if (!strcmp(m, "client")) {

@@ -58,6 +58,9 @@ struct om_v3 {
     struct om_v3_listener listeners[OM_V3_MAX_LISTENERS];
 };
 
+/* Protocol 3's commands, one a line, for `help` on a daemon of protocol 3. */
+extern const char *const om_v3_help;
+
 /* Turns a parsed configuration file into the daemon's named servers and namespaces. What openmps
  * cannot do (static SM partitions, compute policies, locality domains) is refused: err names the
  * file's line. 0 or -EINVAL/-ENOMEM. */

@@ -213,6 +213,9 @@ def test_v3_namespace_and_server_commands(daemon):
     rows = table(e.cmd("server list"))
     check(rows[0][0] == "other" and rows[0][2] == str(spid), "server list: %r" % rows)
     check(e.cmd("get_default_active_thread_percentage") == "100.0", "legacy commands answer")
+    helptext = e.cmd("help")
+    check("start_server -uid <UID> [-mlopart]" in helptext and "server list" in helptext and
+          "namespace get|delete --server=NAME --name=NAMESPACE" in helptext, "help: %r" % helptext)
     check(e.cmd("server delete --name=other -f") == "", "server delete -f")
     wait_for(lambda: e.servers() == [], what="the deleted server to stop")
     out, err, rc = e.ctl("", args=["-q"])
