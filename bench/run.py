@@ -29,7 +29,9 @@ without matplotlib, to b1.svg. B2-B6 (bench/calls.cu, bench/figures.py): one tab
 (median of the repeats per mode, openmps over native and over MPS, the goal), every run in
 figures.csv. B7, B8 and the tutorial with PyTorch (bench/frameworks.py, bench/torch_worker.py: copies
 of a PyTorch process; left out, with the reason, where PyTorch or torchvision is missing) add
-their figures to that table. Without an NVIDIA GPU or nvcc it says so and exits 1.
+their figures to that table. Every workload of that table also gets its picture (bench/plots.py:
+b2.png ... b8.png, tut.png; SVG without matplotlib), which `bench/plots.py figures.csv` draws
+again from the CSV alone. Without an NVIDIA GPU or nvcc it says so and exits 1.
 
 Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
                     [--modes native,mps,openmps] [--workloads b1,b1c,b2,...,b8,tut]
@@ -51,6 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import figures  # noqa: E402  (bench/figures.py: B2-B6)
+import plots  # noqa: E402  (bench/plots.py: the pictures of B2-B8)
 import frameworks  # noqa: E402  (bench/frameworks.py: B7, B8, the tutorial with PyTorch)
 WORKLOAD_FLAGS = {"b1": [], "b1m": ["--managed"], "b1c": ["--chain"]}
 WORKLOAD_TITLES = {
@@ -488,6 +491,8 @@ def main():
               % args.repeats)
         print(figures.table(fig_rows, modes))
         print("every run: %s" % os.path.join(args.out, "figures.csv"))
+        for path in plots.draw(fig_rows, args.out):
+            print("plot: %s" % path)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

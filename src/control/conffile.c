@@ -21,7 +21,9 @@
 #include "../common/config.h"
 
 /* Read by the daemon or its servers, so settable here; the shim's own (OPENMPS_TRACE, ...) are
- * read by each program from its environment and are refused with a message saying so. */
+ * read by each program from its environment and are refused with a message saying so. Every
+ * getenv("OPENMPS_...") of src/ must be in one of the two lists: unit.conffile_settings checks
+ * it (tests/unit/check_conf_settings.py). */
 const char *const om_conf_setting_names[] = {
     "OPENMPS_DRIVER",
     "OPENMPS_HOST_FN_TIMEOUT_S",
@@ -56,6 +58,11 @@ const char *const om_conf_setting_names[] = {
     "OPENMPS_SERVER_REPLAY_MAX",
     "OPENMPS_SERVER_STAGE_MAX",
     "OPENMPS_SERVER_WARM",
+    "OPENMPS_FAIR_WINDOW_MS",
+    "OPENMPS_PRIORITY_RESERVE",
+    "OPENMPS_METRICS",
+    "OPENMPS_METRICS_TEXTFILE",
+    "OPENMPS_METRICS_TEXTFILE_S",
     NULL,
 };
 

@@ -747,6 +747,7 @@ static void handle_timers(struct daemon *d)
         expire_pending(d, s, now);
     }
     peers_sweep(d, now);
+    om_metrics_timer(d, now);
     if (d->quitting && d->quit_force_at_ms && now >= d->quit_force_at_ms) {
         d->quit_force_at_ms = 0;
         om_info("Quit timeout reached; forcing the servers down");
@@ -771,6 +772,7 @@ static int next_timeout(struct daemon *d)
         next = d->accept_paused_until;
     if (d->quit_force_at_ms && d->quit_force_at_ms < next)
         next = d->quit_force_at_ms;
+    next = om_metrics_next_ms(d, next);
     return next <= now ? 0 : (int)(next - now);
 }
 
@@ -833,8 +835,9 @@ int om_daemon_run(struct daemon *d)
             "connections)",
             OPENMPS_VERSION, d->pipe_dir, d->log_dir, d->max_conns);
     defaults_from_environment(d);
+    om_metrics_started(d);
     for (;;) {
-        size_t n = 0, want = 2;
+        size_t n = 0, want = 2 + OM_METRICS_MAX_FDS, nmain;
         int rc;
 
         if (d->quitting && !d->servers)
@@ -874,6 +877,8 @@ int om_daemon_run(struct daemon *d)
             pfds[n++] = (struct pollfd){.fd = s->chan, /* -1 is skipped */
                                         .events = POLLIN | (s->chan_full_ms ? POLLOUT : 0)};
         }
+        nmain = n;
+        n += om_metrics_pollfds(d, pfds + n);
         rc = poll(pfds, n, next_timeout(d));
         if (rc < 0 && errno != EINTR) {
             om_err("poll: %s", strerror(errno));
@@ -884,7 +889,7 @@ int om_daemon_run(struct daemon *d)
             handle_signals(d);
         if (rc > 0 && pfds[1].revents)
             accept_all(d, d->listen_fd, -1);
-        for (size_t i = 2; rc > 0 && i < n; i++) {
+        for (size_t i = 2; rc > 0 && i < nmain; i++) {
             if (!pfds[i].revents || pfds[i].fd < 0)
                 continue;
             if (owners[i].listener) {
@@ -904,6 +909,8 @@ int om_daemon_run(struct daemon *d)
                 handle_conn(d, owners[i].conn, pfds[i].revents);
             }
         }
+        if (rc > 0)
+            om_metrics_handle(d, pfds + nmain, n - nmain);
         if (d->sched_dirty)
             schedule_pass(d);
         free_dead_conns(d);

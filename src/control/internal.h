@@ -174,8 +174,9 @@ struct daemon {
     struct om_device_info devs[OM_MAX_DEVICES];
     int ndevs; /* -1: probing failed */
     char probe_err[256];
-    int protocol;     /* OM_PROTOCOL_LEGACY or OM_PROTOCOL_V3 (v3.h) */
-    struct om_v3 *v3; /* named servers and namespaces (v3.c), NULL before the first */
+    int protocol;               /* OM_PROTOCOL_LEGACY or OM_PROTOCOL_V3 (v3.h) */
+    struct om_v3 *v3;           /* named servers and namespaces (v3.c), NULL before the first */
+    struct om_metrics *metrics; /* metrics.c: NULL unless OPENMPS_METRICS or _TEXTFILE is set */
 };
 
 /* A growing text buffer for answers. */
@@ -193,6 +194,22 @@ int64_t om_now_ms(void);
 int om_daemon_setup(struct daemon *d, char *err, size_t errlen);
 int om_daemon_write_pid(struct daemon *d);
 void om_daemon_cleanup(struct daemon *d);
+
+/* metrics.c: the Prometheus metrics (OPENMPS_METRICS=HOST:PORT, OPENMPS_METRICS_TEXTFILE=PATH).
+ * setup at the daemon's set-up (a bad setting fails it); started once the log is open; the
+ * event loop polls its descriptors (at most OM_METRICS_MAX_FDS after the others) and hands it
+ * their events; timer and next_ms fit it into the loop's timeouts. */
+#define OM_METRICS_MAX_FDS 17
+struct pollfd;
+int om_metrics_setup(struct daemon *d, char *err, size_t errlen);
+void om_metrics_started(struct daemon *d);
+size_t om_metrics_pollfds(struct daemon *d, struct pollfd *p);
+void om_metrics_handle(struct daemon *d, const struct pollfd *p, size_t n);
+void om_metrics_timer(struct daemon *d, int64_t now);
+int64_t om_metrics_next_ms(struct daemon *d, int64_t next);
+void om_metrics_cleanup(struct daemon *d);
+/* The exposition of what the daemon knows, appended to sb. */
+void om_metrics_render(struct daemon *d, struct strbuf *sb);
 
 /* daemon.c */
 int om_daemon_run(struct daemon *d);

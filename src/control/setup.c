@@ -238,7 +238,7 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
         snprintf(err, errlen, "signalfd: %s", strerror(errno));
         return rc;
     }
-    return 0;
+    return om_metrics_setup(d, err, errlen);
 }
 
 int om_daemon_write_pid(struct daemon *d)
@@ -271,6 +271,7 @@ void om_daemon_cleanup(struct daemon *d)
     if (d->server_log_fd >= 0)
         close(d->server_log_fd);
     om_v3_cleanup(d);
+    om_metrics_cleanup(d);
     if (d->lock_fd >= 0)
         close(d->lock_fd);
 }
