@@ -45,6 +45,7 @@ static void usage(FILE *f, int protocol)
         fprintf(f,
                 "Protocol 3 commands (the legacy ones are answered too):\n"
                 "  server list | create [--name=NAME] [--uid=UID] [limits] | delete --name=NAME\n"
+                "  server get --name=NAME | set --name=NAME [limits]\n"
                 "  client list [--all] [--server=NAME]\n"
                 "  namespace create|set|get|delete|list --server=NAME --name=NS [limits]\n"
                 "            [--cgroup=PATH]\n"

@@ -168,6 +168,13 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    if (c->nservers && d->protocol != OM_PROTOCOL_V3) {
+        snprintf(err, errlen,
+                 "line %d: [servers.%s]: named servers and namespaces need protocol 3 (-p 3 or "
+                 "CUDA_MPS_PROTOCOL_VERSION=3); a daemon of protocol 2 takes only [openmps]",
+                 c->servers[0].line, c->servers[0].name);
+        return -EINVAL;
+    }
     if (c->has_compute_policy) {
         snprintf(err, errlen,
                  "line %d: [compute_policy] (time-slicing between servers) is not supported by "

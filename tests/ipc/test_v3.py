@@ -246,7 +246,7 @@ def test_v3_protocol_selection(daemon):
 
 def test_v3_refusals_name_the_reason(daemon, tmp_path):
     """A malformed file is refused at the start with its line named, and so is what openmps
-    cannot do (SM partitions); -m says why it is refused (the shared address space), -S what is
+    cannot do (SM partitions) and servers on a daemon of protocol 2; -m says why it is refused (the shared address space), -S what is
     missing; -a wants -d or -f."""
     e = daemon(start=False)
     bad = tmp_path / "bad.toml"
@@ -259,9 +259,13 @@ def test_v3_refusals_name_the_reason(daemon, tmp_path):
     parts = tmp_path / "parts.toml"
     parts.write_text('schema_version = "1.0"\n[servers.a]\n[[servers.a.devices]]\n'
                      'uuid = "GPU-1"\n')
+    p = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", str(parts)], env=e.env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "line 3: static SM partitions" in p.stderr, p.stderr)
     p = subprocess.run([harness.CONTROL, "-f", "-a", str(parts)], env=e.env, capture_output=True,
                        text=True, timeout=30)
-    check(p.returncode == 1 and "line 3: static SM partitions" in p.stderr, p.stderr)
+    check(p.returncode == 1 and "line 2: [servers.a]: named servers and namespaces need protocol "
+          "3" in p.stderr, "a file with servers on a daemon of protocol 2: %r" % p.stderr)
     for args, want in ((["-m", "-d"], "share their server's GPU address space"),
                        (["-d", "-S"], "-S (static SM partitioning) is not supported"),
                        (["-a", str(bad)], "-a applies a configuration at the daemon's start"),
