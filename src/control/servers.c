@@ -441,8 +441,9 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     r->next = s->clients;
     s->clients = r;
     s->nclients++;
-    om_peer_info(d, c->uid, "Accepting client %d (uid %u) for server %d as client %u", (int)c->pid,
-                 (unsigned)c->uid, (int)s->pid, a.client_id);
+    om_peer_info(d, c->uid, "Accepting client %d (uid %u) for server %d as client %u%s%s",
+                 (int)c->pid, (unsigned)c->uid, (int)s->pid, a.client_id,
+                 r->ns[0] ? ", namespace " : "", r->ns);
     om_conn_close(d, c); /* the server owns the session now */
     return true;
 }

@@ -320,14 +320,11 @@ static void client_cgroup(pid_t pid, char *buf, size_t cap)
     }
 }
 
-/* True when cgroup (a path under the cgroup root) lies in ns's cgroup, given as that path or as
- * the path under /sys/fs/cgroup, within its depth. */
-static bool in_cgroup(const struct om_v3_ns *ns, const char *cgroup)
+bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup)
 {
-    const char *want = ns->cgroup;
     size_t n;
 
-    if (!want[0] || !cgroup[0])
+    if (!want[0] || cgroup[0] != '/')
         return false;
     if (!strncmp(want, "/sys/fs/cgroup", 14) && (want[14] == '/' || !want[14]))
         want += 14;
@@ -336,14 +333,21 @@ static bool in_cgroup(const struct om_v3_ns *ns, const char *cgroup)
     n = strlen(want);
     while (n > 1 && want[n - 1] == '/')
         n--;
-    if (!(n == 1 && want[0] == '/') &&
-        (strncmp(cgroup, want, n) != 0 || (cgroup[n] != '/' && cgroup[n] != '\0')))
+    /* rest: what lies below want ("" for want itself, else "/a/b") */
+    const char *rest = cgroup;
+    if (n == 1 && want[0] == '/') {
+        if (!strcmp(cgroup, "/"))
+            rest = "";
+    } else if (strncmp(cgroup, want, n) == 0 && (cgroup[n] == '/' || cgroup[n] == '\0')) {
+        rest = cgroup + n;
+    } else {
         return false;
-    if (ns->cgroup_depth) {
+    }
+    if (max_depth) {
         unsigned depth = 0;
-        for (const char *p = cgroup + (n == 1 ? 0 : n); *p; p++)
+        for (const char *p = rest; *p; p++)
             depth += *p == '/';
-        if (depth > ns->cgroup_depth)
+        if (depth > max_depth)
             return false;
     }
     return true;
@@ -396,7 +400,7 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
     /* The namespace with the longest matching cgroup: the most specific. */
     for (unsigned i = 0; i < vs->nns; i++) {
         size_t n = strlen(vs->ns[i].cgroup);
-        if (in_cgroup(&vs->ns[i], cgroup) && n > best_len) {
+        if (om_v3_in_cgroup(vs->ns[i].cgroup, vs->ns[i].cgroup_depth, cgroup) && n > best_len) {
             best = &vs->ns[i];
             best_len = n;
         }

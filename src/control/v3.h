@@ -93,6 +93,10 @@ void om_v3_server_ready(const struct daemon *d, struct server *s);
 void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap);
 
+/* True when cgroup (a cgroup v2 path, "/a/b") lies in want (the same form, or under
+ * /sys/fs/cgroup), at most max_depth levels below it (0: any). */
+bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup);
+
 /* Opens the sockets of the named servers and namespaces that have none and closes (and
  * removes) those of the ones gone. Called after every change; a socket that cannot be made is
  * logged. */

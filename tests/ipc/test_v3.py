@@ -4,6 +4,7 @@ configuration file applied at the start, the module-verb commands and their effe
 (routed to a namespace by their cgroup), and what is refused with a message (-m, -S,
 partitions, a malformed file)."""
 import os
+import re
 import subprocess
 
 import harness
@@ -161,6 +162,9 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     check(e.cmd("namespace delete --server=training --name=batch") == "", "namespace delete")
     check(not os.path.exists(os.path.join(e.pipe, "training", "batch")),
           "a deleted namespace's socket and directory are gone")
+    check(re.search(r"Accepting client %d \(uid %d\) for server %s as client \d+, namespace "
+                    r"batch\n" % (c.pid, os.getuid(), srv[2]), e.log()),
+          "control.log names the namespace: %r" % e.log()[-2000:])
     release(a, b, c, d)
     e.quit()
     check(not os.path.exists(os.path.join(e.pipe, "training")), "the daemon removes them at exit")

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The configuration file's parser (src/control/conffile.c): what it accepts, and that every
- * refusal names the offending line. */
+ * refusal names the offending line; and how protocol 3 matches a client's cgroup (v3.c). */
 #include <stdlib.h>
 
 #include "../../src/control/conffile.h"
+#include "../../src/control/v3.h"
 #include "test.h"
 
 static struct om_conf *conf(void)
@@ -180,4 +181,37 @@ TEST(conffile_bounds)
     CHECK_EQ(om_conf_parse(text, len, conf(), err, sizeof(err)), -EINVAL);
     CHECK(strstr(err, "more than 16 namespaces") != NULL);
     free(text);
+}
+
+TEST(v3_cgroup_match)
+{
+    static const struct {
+        const char *want;
+        unsigned depth;
+        const char *cgroup;
+        bool in;
+    } cases[] = {
+        {"/sys/fs/cgroup/training", 0, "/training", true},
+        {"/training", 0, "/training/job1/step0", true},
+        {"/training/", 0, "/training/job1", true},
+        {"/training", 0, "/trainingX", false},
+        {"/training", 0, "/other/training", false},
+        {"/training", 1, "/training/job1", true},
+        {"/training", 1, "/training/job1/step0", false},
+        {"/training", 1, "/training", true},
+        {"/sys/fs/cgroup", 0, "/anything", true},
+        {"/", 1, "/", true},
+        {"/", 1, "/a", true},
+        {"/", 1, "/a/b", false},
+        {"", 0, "/a", false},
+        {"/a", 0, "", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (om_v3_in_cgroup(cases[i].want, cases[i].depth, cases[i].cgroup) != cases[i].in) {
+            fprintf(stderr, "case %zu: %s (depth %u) holds %s: want %d\n", i, cases[i].want,
+                    cases[i].depth, cases[i].cgroup, cases[i].in);
+            exit(1);
+        }
+    }
 }
