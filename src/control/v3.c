@@ -1055,8 +1055,9 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
 {
     struct v3_ctx x = {.d = d, .ui = ui, .out = out};
     const char *m = argv[0];
-    bool partition =
-        !strcmp(m, "partition") || !strcmp(m, "sm_partition") || !strcmp(m, "partitions");
+    /* partition (protocol 3) and sm_partition, lspart (static partitioning, -S) */
+    bool partition = !strcmp(m, "partition") || !strcmp(m, "sm_partition") ||
+                     !strcmp(m, "partitions") || !strcmp(m, "lspart");
 
     if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
         !partition)

@@ -234,6 +234,10 @@ def test_v3_protocol_selection(daemon):
     out, err, rc = ctl_args(e, "-p", "3", "server", "list")
     check(rc == 1 and "this daemon runs protocol 2: start it with -p 3" in out,
           "a v2 daemon refuses v3 commands, whatever the front-end's -p: %r" % out)
+    for cmd in ("lspart", "sm_partition add 0 2"):
+        out = e.cmd(cmd)
+        check(out.startswith("Static SM partitions are not supported by openmps yet"),
+              "%s on a daemon of protocol 2: %r" % (cmd, out))
     e.quit()
     e2 = daemon(dict(CUDA_MPS_PROTOCOL_VERSION="3"), start=False)
     e2.daemon_args = ["-p", "2"]
