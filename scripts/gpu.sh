@@ -5,7 +5,7 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay] [suites] [namespaces].
+# [launchers] [replay] [suites] [container] [namespaces].
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -245,6 +245,9 @@ for step in $STEPS; do
     # The GPU tier alone (tests/gpu/run.sh, the api programs included), without the CPU tier.
     gputier)
         { make && sh tests/gpu/run.sh build "$OUT/gputier"; } >"$OUT/gputier.log" 2>&1 ;;
+    # CUDA programs in a container made from openmps cdi's spec (issue #25; needs bwrap).
+    container)
+        { make && sh tests/gpu/container.sh build "$OUT/container"; } >"$OUT/container.log" 2>&1 ;;
     # B1, B1c and B2 of a tree before a change (BEFORE_TGZ, a `git archive` of it) and of this
     # one, on this one machine: host-to-host differences exceed what a change moves.
     before-after)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # bash completion for openmps(1) and openmps-control(8) (installed as
-# share/bash-completion/completions/openmps and .../openmps-control, this file for both).
+# share/bash-completion/completions/openmps, .../openmps-control and, with the drop-in name,
+# .../nvidia-cuda-mps-control: bash-completion loads the file named as the command typed).
 # tests/install/check_install.sh runs both completers on sample command lines. Plain bash: it
 # needs nothing of the bash-completion package (its _command_offset is used when present).
 
@@ -19,11 +20,26 @@ _openmps()
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--help --version -h -V' -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'run check help version' -- "$cur"))
+            COMPREPLY=($(compgen -W 'run check cdi help version' -- "$cur"))
         fi
         return
     fi
     case $cmd in
+    cdi)
+        case $prev in
+        -o | --output | --shim | --container-shim)
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return
+            ;;
+        --pipe-dir | --container-pipe-dir | --install-shim)
+            COMPREPLY=($(compgen -d -- "$cur"))
+            return
+            ;;
+        --kind | --name | --env) return ;;
+        esac
+        COMPREPLY=($(compgen -W '-o --output --pipe-dir --container-pipe-dir --shim
+            --install-shim --container-shim --kind --name --env --help' -- "$cur"))
+        ;;
     run | check)
         if [[ $cmd == check && $prev == @(-o|--output) ]]; then
             COMPREPLY=($(compgen -f -- "$cur"))

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* openmps: runs a program as an openmps client (openmps run -- CMD ARGS), or natively with its
- * driver calls counted (openmps check -- CMD ARGS). */
+ * driver calls counted (openmps check -- CMD ARGS); writes a CDI spec for containers (openmps
+ * cdi, cdi.c). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -19,12 +20,14 @@
 #include <unistd.h>
 
 #include "../client/check.h"
+#include "cli.h"
 #include "../common/gen/entries.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: openmps run [--] COMMAND [ARGS...]\n"
                "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
+               "       openmps cdi [-o FILE.json] [--pipe-dir DIR] [OPTIONS] (see cdi --help)\n"
                "       openmps help | --help | -h\n"
                "       openmps version | --version | -V\n"
                "run: runs COMMAND with the openmps shim preloaded and first in LD_LIBRARY_PATH,\n"
@@ -34,11 +37,13 @@ static void usage(FILE *f)
                "points it and its child processes call, and reports those openmps does not\n"
                "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
                "3 the check itself failed.\n"
+               "cdi: writes a CDI spec that gives a container the shim, the pipe directory and\n"
+               "CUDA_MPS_PIPE_DIRECTORY, for container runtimes (docs/operations.md).\n"
                "The control daemon is openmps-control; see openmps(1), openmps-control(8).\n");
 }
 
 /* getopt_long's error, said our way: the option named, and where to look. */
-static int bad_option(const char *who, char **argv, int c)
+int om_cli_bad_option(const char *who, char **argv, int c)
 {
     const char *arg = argv[optind - 1];
 
@@ -61,7 +66,7 @@ static int bad_option(const char *who, char **argv, int c)
 /* The shim's folder: $OPENMPS_LIB, else where make install puts it (OM_SHIM_REL from bin/, as
  * CMake computes it: ../lib/x86_64-linux-gnu/openmps in a Debian package), ../lib/openmps,
  * ../lib64/openmps, or lib or ../lib (build tree) beside this program. */
-static int shim_dir(char *buf, size_t cap)
+int om_cli_shim_dir(char *buf, size_t cap)
 {
     const char *env = getenv("OPENMPS_LIB");
     static const char *const rel[] = {OM_SHIM_REL, "../lib/openmps", "../lib64/openmps", "lib",
@@ -115,7 +120,7 @@ static int put_shim_first(void)
 {
     char dir[PATH_MAX], lib[PATH_MAX + 16];
 
-    if (shim_dir(dir, sizeof(dir)) < 0) {
+    if (om_cli_shim_dir(dir, sizeof(dir)) < 0) {
         fprintf(stderr, "openmps: cannot find the shim (libcuda.so.1); set OPENMPS_LIB\n");
         return -1;
     }
@@ -307,7 +312,7 @@ static int check_main(int argc, char **argv)
             usage(stdout);
             return CHECK_OK;
         } else {
-            bad_option("openmps check", argv, c);
+            om_cli_bad_option("openmps check", argv, c);
             return CHECK_ERROR;
         }
     }
@@ -387,7 +392,7 @@ int main(int argc, char **argv)
             printf("openmps %s\n", OPENMPS_VERSION);
             return 0;
         }
-        return bad_option("openmps", argv, c);
+        return om_cli_bad_option("openmps", argv, c);
     }
     if (optind >= argc) {
         fprintf(stderr, "openmps: no command given\n");
@@ -405,8 +410,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "check"))
         return check_main(argc - optind, argv + optind);
+    if (!strcmp(cmd, "cdi"))
+        return om_cli_cdi(argc - optind, argv + optind);
     if (strcmp(cmd, "run") != 0) {
-        fprintf(stderr, "openmps: unknown command %s (the commands: run, check, help, version)\n",
+        fprintf(stderr,
+                "openmps: unknown command %s (the commands: run, check, cdi, help, version)\n",
                 cmd);
         return 2;
     }
@@ -418,7 +426,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        return bad_option("openmps run", argv, c);
+        return om_cli_bad_option("openmps run", argv, c);
     }
     if (optind >= argc) {
         fprintf(stderr, "openmps run: no COMMAND to run\n");

@@ -7,12 +7,12 @@
 # UNIT_BINDIR: the bin directory the systemd unit must name (the prefix the build was configured
 # for); BUILD: the build tree, for the driver double (tests/libfakecuda.so) and a client program
 # (tests/shim-smoke). It checks the files (programs, shim, drop-in link, man pages, completion,
-# unit, docs), the man pages with mandoc -Tlint and the unit with systemd-analyze verify where
-# those are installed (said when not), the completion's commands against the daemon's `help`;
-# then starts the installed daemon (-d, private pipe and log directories, the double as its
-# driver), runs a client through the installed `openmps run` and shim, probes the daemon by the
-# drop-in name, and quits it by that name. Prints "FAIL ..." for each failure; exit status: the
-# number of failures (0: all passed).
+# unit, docs, Slurm's prolog, epilog and plugin), the man pages with mandoc -Tlint and the unit
+# with systemd-analyze verify where those are installed (said when not), the completion's
+# commands against the daemon's `help`; then starts the installed daemon (-d, private pipe and
+# log directories, the double as its driver), runs a client through the installed `openmps run`
+# and shim, probes the daemon by the drop-in name, and quits it by that name. Prints "FAIL ..."
+# for each failure; exit status: the number of failures (0: all passed).
 set -u
 PREFIX=$(cd "$1" && pwd)
 UNIT_BINDIR=$2
@@ -41,8 +41,19 @@ if [ -L "$DROPIN" ] && [ "$(readlink -f "$DROPIN")" = "$(readlink -f "$PREFIX/bi
 else
     fail "libexec/openmps/mps-bin/nvidia-cuda-mps-control is not a link to bin/openmps-control"
 fi
+for f in libexec/openmps/slurm/prolog libexec/openmps/slurm/epilog; do
+    [ -x "$PREFIX/$f" ] && ok "$f" || fail "$f is missing or not executable"
+done
+# the SPANK plugin, where this build made one (Slurm's header found: tests/install/check_slurm.py)
+if [ -e "$BUILD/lib/slurm/spank_openmps.so" ]; then
+    SPANK=$(find "$PREFIX"/lib* -path '*/openmps/slurm/spank_openmps.so' 2>/dev/null | head -n 1)
+    [ -n "$SPANK" ] && [ "$(dirname "$(dirname "$SPANK")")" = "$(dirname "$SHIM")" ] &&
+        ok "the SPANK plugin: ${SPANK#"$PREFIX"/}" ||
+        fail "no lib*/openmps/slurm/spank_openmps.so beside the shim's folder"
+fi
 for f in share/man/man1/openmps.1 share/man/man8/openmps-control.8 share/man/man8/openmps-server.8 \
     share/bash-completion/completions/openmps share/bash-completion/completions/openmps-control \
+    share/bash-completion/completions/nvidia-cuda-mps-control \
     lib/systemd/system/openmps-control.service share/doc/openmps/README.md \
     share/doc/openmps/operations.md share/doc/openmps/LICENSE; do
     [ -f "$PREFIX/$f" ] && ok "$f" || fail "$f is missing"
@@ -96,6 +107,19 @@ comp=$(bash -c '. "$1"; COMP_WORDS=(openmps-control ""); COMP_CWORD=1; _openmps_
     sort | tr '\n' ' ')
 [ -n "$cmds" ] && [ "$cmds" = "$comp" ] && ok "completion: the daemon's $(echo "$cmds" | wc -w) commands" ||
     fail "completion offers '$comp', the daemon has '$cmds'"
+# typed by the drop-in name, bash-completion loads completions/nvidia-cuda-mps-control: the same
+# completion; and openmps's own commands, cdi's options among them
+comp2=$(bash -c '. "$1"; COMP_WORDS=(nvidia-cuda-mps-control ""); COMP_CWORD=1
+    $(complete -p nvidia-cuda-mps-control | sed "s/.*-F \([^ ]*\) .*/\1/")
+    printf "%s\n" "${COMPREPLY[@]}"' - "$PREFIX/share/bash-completion/completions/nvidia-cuda-mps-control" |
+    sort | tr '\n' ' ')
+[ -n "$cmds" ] && [ "$comp2" = "$cmds" ] && ok "completion by the drop-in name" ||
+    fail "completion of nvidia-cuda-mps-control offers '$comp2', the daemon has '$cmds'"
+comp3=$(bash -c '. "$1"; COMP_WORDS=(openmps ""); COMP_CWORD=1; _openmps; echo "${COMPREPLY[*]}"
+    COMP_WORDS=(openmps cdi --p); COMP_CWORD=2; _openmps; echo "${COMPREPLY[*]}"' - \
+    "$PREFIX/share/bash-completion/completions/openmps" | tr '\n' '/')
+[ "$comp3" = "run check cdi help version/--pipe-dir/" ] && ok "completion of openmps and openmps cdi" ||
+    fail "completion of openmps: '$comp3'"
 mancmds=$(sed -n 's/^\.It Cm \([a-z_]*\).*/\1/p' "$PREFIX/share/man/man8/openmps-control.8" | sort -u |
     tr '\n' ' ')
 mandefault=$(grep -o 'Cm get_[a-z_]*' "$PREFIX/share/man/man8/openmps-control.8" |

@@ -236,6 +236,15 @@ SHIM_DIR = os.environ.get("OM_SHIM_DIR", "build/lib")
 REMOTE_DRIVER = os.environ.get("OM_REMOTE_DRIVER", "build/tests/remote-driver")
 
 
+def sanitized_build():
+    """True for the ASan+UBSan build (its CMakeCache says so)."""
+    try:
+        cache = open(os.path.join(BIN, "CMakeCache.txt")).read()
+    except OSError:
+        return False
+    return "OPENMPS_SANITIZE:BOOL=ON" in cache
+
+
 def driver_program(e, prog, args, extra=None, stdin=None):
     """Starts one of tests/cpu's driver-API programs on the shim (build/lib/libcuda.so.1), in
     e's environment plus extra; stdout and stderr are pipes, text. prog is a path, or the name

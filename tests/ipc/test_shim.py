@@ -9,7 +9,7 @@ import sys
 
 import harness
 
-from harness import (BIN, Env, REMOTE_DRIVER, SANITIZER, SHIM_DIR, check,
+from harness import (BIN, Env, REMOTE_DRIVER, SANITIZER, SHIM_DIR, check, sanitized_build,
                      need_binaries_for_other_users, need_root, remote, run_in_private_mounts,
                      wait_for)
 
@@ -73,15 +73,6 @@ def test_shim_remote_mode_with_daemon(daemon):
 
 
 FAILREALLOC = os.environ.get("OM_FAILREALLOC", "build/tests/libfailrealloc.so")
-
-
-def sanitized_build():
-    """True for the ASan+UBSan build (its CMakeCache says so)."""
-    try:
-        cache = open(os.path.join(BIN, "CMakeCache.txt")).read()
-    except OSError:
-        return False
-    return "OPENMPS_SANITIZE:BOOL=ON" in cache
 
 
 def test_allocation_the_shim_cannot_record_is_refused(daemon):

@@ -194,6 +194,11 @@ def plugin_outcomes(t):
 
 def main():
     t = tempfile.mkdtemp(prefix="check-suites.")
+    # the harness's own temporary directories (its fake daemons' pipe directories) go under
+    # this test's, where the check below looks, not among other runs' in /tmp
+    own_tmp = os.path.join(t, "tmp")
+    os.makedirs(own_tmp)
+    os.environ["TMPDIR"] = own_tmp
     got = plugin_outcomes(t)
     check(got == {"sub": "failed", "plain": "passed", "teardown": "error", "skip": "skipped"},
           "the plugin's outcomes from reports: %r" % got)
@@ -279,12 +284,16 @@ def main():
     # the fake daemon is gone
     starts = open(os.path.join(t, "res", "..", "res", "events.jsonl")).read()
     check(starts.count("run-end") == 1, "one run-end event")
-    for d in os.listdir("/tmp"):
-        if d.startswith("omsuites."):
-            pidf = os.path.join("/tmp", d, "pipe", "openmps-control.pid")
-            if os.path.exists(pidf):
-                pid = int(open(pidf).read())
-                check(not os.path.exists("/proc/%d" % pid), "the fake daemon %d still runs" % pid)
+    # no process of this run is left: none has this test's directories in its environment (the
+    # harness removed its own directory, pid file included)
+    for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                left = own_tmp.encode() in f.read()
+        except OSError:
+            continue
+        check(not left, "process %s of the run still runs: %r" % (
+            pid, open("/proc/%s/cmdline" % pid, "rb").read()[:200]))
 
     # a run stopped at its deadline, continued by the next; the first file is not run again
     rc, out = harness("run", *base, "--suite", "pytorch", "--budget", "18",
