@@ -5,7 +5,7 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay] [suites] [container] [stats].
+# [launchers] [replay] [suites] [container] [namespaces] [stats].
 # stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
 # (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
@@ -219,6 +219,11 @@ for step in $STEPS; do
     # The limits alone (issue #12; tests/gpu/limits/run.sh, also part of the tier).
     limits)
         { make && sh tests/gpu/limits/run.sh build "$OUT/limits"; } >"$OUT/limits.log" 2>&1 ;;
+    # Protocol 3's namespaces at 25 % and 75 % (issue #26; tests/gpu/limits/namespaces.sh): a
+    # daemon of its own, the kernel's throughput through each namespace's socket.
+    namespaces)
+        { make && sh tests/gpu/limits/namespaces.sh build "$OUT/namespaces"; } \
+            >"$OUT/namespaces.log" 2>&1 ;;
     # The driver-API families under a 50 % SM share: every kernel of the openmps runs goes
     # through a shadow stream in a green context (server/share.c), so any order lost between a
     # stream and its shadow shows as a difference from native. green and occupancy print the

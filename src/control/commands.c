@@ -10,7 +10,7 @@
 #include "../common/config.h"
 #include "../common/log.h"
 
-#define MAX_WORDS 8
+#define MAX_WORDS 16
 
 struct cmd_ctx {
     struct daemon *d;
@@ -139,6 +139,10 @@ static int cmd_start_server(struct cmd_ctx *x)
     uint64_t uid;
     char err[256];
 
+    /* -mlopart: clients make MLOPart devices where the GPU supports them; openmps serves each
+     * GPU whole, as NVIDIA's MPS does where the GPU has no such mode (the server starts). */
+    if (x->argc == 4 && strcmp(x->argv[3], "-mlopart") == 0)
+        x->argc = 3;
     if (x->argc != 3 || strcmp(x->argv[1], "-uid") != 0)
         return fail(x, "A user id (UID) is required to start a new server");
     if (om_parse_u64(x->argv[2], 0xfffffffe, &uid) < 0)
@@ -555,7 +559,7 @@ static int cmd_help(struct cmd_ctx *x);
 static const struct command commands[] = {
     {"get_server_list", 0, 0, false, cmd_get_server_list, ""},
     {"get_server_status", 0, 1, false, cmd_get_server_status, "<PID>"},
-    {"start_server", 0, 2, true, cmd_start_server, "-uid <UID>"},
+    {"start_server", 0, 3, true, cmd_start_server, "-uid <UID> [-mlopart]"},
     {"get_client_list", 1, 1, false, cmd_get_client_list, "<PID>"},
     {"get_device_client_list", 0, 1, false, cmd_get_device_client_list, "[<PID>]"},
     {"ps", 0, 3, false, cmd_ps, "[-v|--json] [-p <PID>]"},
@@ -582,6 +586,8 @@ static int cmd_help(struct cmd_ctx *x)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         sb_printf(x->out, "%s%s%s%s", i ? "\n" : "", commands[i].name,
                   commands[i].usage[0] ? " " : "", commands[i].usage);
+    if (x->d->protocol == OM_PROTOCOL_V3)
+        sb_printf(x->out, "\n%s", om_v3_help);
     return 0;
 }
 
@@ -606,6 +612,8 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
         fail(&x, "Too many arguments (at most %d words)", MAX_WORDS);
         goto done;
     }
+    if (om_v3_command(d, ui, x.argc, argv, out, &x.error))
+        goto done; /* a module-verb command of protocol 3 (v3.c) */
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(commands[i].name, argv[0]) == 0)
             cmd = &commands[i];

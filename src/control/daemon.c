@@ -310,10 +310,11 @@ static void drain_close(int fd)
     close(fd);
 }
 
-static void accept_all(struct daemon *d)
+/* Accepts on the control socket (listener -1) or a named server's or namespace's (v3.c). */
+static void accept_all(struct daemon *d, int listen_fd, int listener)
 {
     for (;;) {
-        int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         struct conn *c;
         struct peer *p;
         char why[256];
@@ -340,6 +341,12 @@ static void accept_all(struct daemon *d)
             close(fd);
             continue;
         }
+        if (listener >= 0 && !om_v3_accepted(d, (unsigned)listener, uid, NULL, why, sizeof(why))) {
+            om_peer_info(d, uid, "refusing pid %d: %s", (int)pid, why);
+            om_msg_send_text(fd, OM_MSG_REFUSE, 0, why);
+            drain_close(fd);
+            continue;
+        }
         if (!admit(d, p, why, sizeof(why))) {
             /* The whole table full is everybody's problem: said at most every 10 s. */
             if ((long)d->nconns >= d->max_conns ? warn_allowed(d) : om_peer_log_ok(d, uid))
@@ -361,6 +368,8 @@ static void accept_all(struct daemon *d)
         c->uid = uid;
         c->gid = gid;
         c->peer = p;
+        if (listener >= 0)
+            om_v3_accepted(d, (unsigned)listener, uid, c, why, sizeof(why));
         p->nonclient++;
         c->next = d->conns;
         if (d->conns)
@@ -775,6 +784,7 @@ struct poll_owner {
     bool is_server;
     uint64_t id;
     struct conn *conn;
+    int listener; /* a named server's or namespace's socket (v3.c): its index + 1, else 0 */
 };
 
 static struct server *server_by_id(struct daemon *d, uint64_t id)
@@ -833,7 +843,7 @@ int om_daemon_run(struct daemon *d)
 
         if (d->quitting && !d->servers)
             break;
-        want += d->nconns;
+        want += d->nconns + om_v3_nlisteners(d);
         for (struct server *s = d->servers; s; s = s->next)
             want++;
         if (want > cap) {
@@ -853,12 +863,18 @@ int om_daemon_run(struct daemon *d)
         /* While accepting fails for lack of descriptors, leave the socket alone. */
         pfds[n++] = (struct pollfd){.fd = om_now_ms() < d->accept_paused_until ? -1 : d->listen_fd,
                                     .events = POLLIN};
+        for (unsigned i = 0; i < om_v3_nlisteners(d); i++) {
+            owners[n] = (struct poll_owner){false, 0, NULL, (int)i + 1};
+            pfds[n++] = (struct pollfd){
+                .fd = om_now_ms() < d->accept_paused_until ? -1 : om_v3_listener_fd(d, i),
+                .events = POLLIN};
+        }
         for (struct conn *c = d->conns; c; c = c->next) {
-            owners[n] = (struct poll_owner){false, c->id, c};
+            owners[n] = (struct poll_owner){false, c->id, c, 0};
             pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
         }
         for (struct server *s = d->servers; s; s = s->next) {
-            owners[n] = (struct poll_owner){true, s->id, NULL};
+            owners[n] = (struct poll_owner){true, s->id, NULL, 0};
             pfds[n++] = (struct pollfd){.fd = s->chan, /* -1 is skipped */
                                         .events = POLLIN | (s->chan_full_ms ? POLLOUT : 0)};
         }
@@ -873,11 +889,16 @@ int om_daemon_run(struct daemon *d)
         if (rc > 0 && pfds[0].revents)
             handle_signals(d);
         if (rc > 0 && pfds[1].revents)
-            accept_all(d);
+            accept_all(d, d->listen_fd, -1);
         for (size_t i = 2; rc > 0 && i < nmain; i++) {
             if (!pfds[i].revents || pfds[i].fd < 0)
                 continue;
-            if (owners[i].is_server) {
+            if (owners[i].listener) {
+                /* a command of this round may have closed it: then its index is another's */
+                unsigned l = (unsigned)owners[i].listener - 1;
+                if (l < om_v3_nlisteners(d) && om_v3_listener_fd(d, l) == pfds[i].fd)
+                    accept_all(d, pfds[i].fd, (int)l);
+            } else if (owners[i].is_server) {
                 struct server *s = server_by_id(d, owners[i].id);
                 if (s && s->chan == pfds[i].fd && (pfds[i].revents & POLLOUT)) {
                     s->chan_full_ms = 0; /* room again: the waiting clients go next pass */

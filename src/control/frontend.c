@@ -3,6 +3,7 @@
 #include "frontend.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,11 @@ static int connect_daemon(void)
     return -1;
 }
 
-/* Sends one line and prints the answer. Returns 0, or -1 when the daemon went away. */
+/* Sends one line and prints the answer. Returns 0, 1 when the answer is an error, or -1 when
+ * the daemon went away. */
 static int one_command(int fd, struct om_msg *m, const char *line)
 {
+    bool error = false;
     size_t len = strlen(line);
     int rc;
 
@@ -73,6 +76,7 @@ static int one_command(int fd, struct om_msg *m, const char *line)
                     rc < 0 ? strerror(-rc) : "unexpected message");
             return -1;
         }
+        error |= (m->hdr.flags & OM_ANSWER_ERROR) != 0;
         fwrite(m->payload, 1, m->hdr.len, stdout);
         total += m->hdr.len;
     } while (m->hdr.flags & OM_ANSWER_MORE);
@@ -80,7 +84,15 @@ static int one_command(int fd, struct om_msg *m, const char *line)
     if (total)
         putchar('\n');
     fflush(stdout);
-    return 0;
+    return error ? 1 : 0;
+}
+
+/* The modules of protocol 3's commands (v3.c): scripts test their exit status, so an error
+ * answer to one of them exits 1. A legacy command exits 0 whatever it answered, as NVIDIA's. */
+static bool module_verb(const char *word)
+{
+    return !strcmp(word, "server") || !strcmp(word, "client") || !strcmp(word, "namespace") ||
+           !strcmp(word, "partition");
 }
 
 int om_frontend_ask(const char *line, char **ret_text, bool *ret_error)
@@ -160,7 +172,8 @@ int om_frontend_run(int argc, char **argv)
             }
             used += (size_t)n;
         }
-        rc = one_command(fd, m, buf) < 0;
+        rc = one_command(fd, m, buf);
+        rc = rc < 0 || (rc > 0 && module_verb(argv[0]));
         goto out;
     }
     while (getline(&line, &cap, stdin) >= 0) {

@@ -12,6 +12,7 @@
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "openmps/protocol.h"
+#include "v3.h"
 
 /* Milliseconds a new connection may take to say who it is
  * (OPENMPS_HELLO_TIMEOUT_MS overrides it; the tests shorten it). */
@@ -77,10 +78,11 @@ struct conn {
         struct om_limits want;
         char *visible, *mem_limit; /* its texts, on the heap only when it sent them */
     } hello;
-    struct peer *peer;          /* its user's counts */
-    bool dead;                  /* closed; freed at the end of the event loop's round */
-    struct conn *next, *prev;   /* d->conns; next also chains d->dead_conns */
-    struct conn *wnext, *wprev; /* d->wait_head: waiting clients in arrival order */
+    char v3_server[64], v3_ns[64]; /* the namespace socket it came through (v3.c), "" none */
+    struct peer *peer;             /* its user's counts */
+    bool dead;                     /* closed; freed at the end of the event loop's round */
+    struct conn *next, *prev;      /* d->conns; next also chains d->dead_conns */
+    struct conn *wnext, *wprev;    /* d->wait_head: waiting clients in arrival order */
 };
 
 enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };
@@ -97,6 +99,7 @@ struct client_rec {
     unsigned long pid_ns;    /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];
     char cgroup[256]; /* its /proc/PID/cgroup path (stats.c): the Slurm job, the pod */
+    char ns[64];      /* its namespace (protocol 3, v3.c), "" without one */
     struct client_rec *next;
 };
 
@@ -173,6 +176,8 @@ struct daemon {
     struct om_device_info devs[OM_MAX_DEVICES];
     int ndevs; /* -1: probing failed */
     char probe_err[256];
+    int protocol;               /* OM_PROTOCOL_LEGACY or OM_PROTOCOL_V3 (v3.h) */
+    struct om_v3 *v3;           /* named servers and namespaces (v3.c), NULL before the first */
     struct om_metrics *metrics; /* metrics.c: NULL unless OPENMPS_METRICS or _TEXTFILE is set */
 };
 

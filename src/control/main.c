@@ -11,15 +11,25 @@
 
 #include "../common/config.h"
 #include "../common/log.h"
+#include "conffile.h"
 #include "frontend.h"
 #include "internal.h"
+#include "v3.h"
 
-static void usage(FILE *f)
+static void usage(FILE *f, int protocol)
 {
     fprintf(f,
-            "usage: openmps-control [-d | -f] [-v] [-h] [command [arguments]]\n"
+            "usage: openmps-control [-d | -f] [-p 2|3] [-a FILE] [-q] [-v] [-h] "
+            "[command [arguments]]\n"
             "  -d, --daemon      start the control daemon in the background\n"
             "  -f, --foreground  run the control daemon in the foreground (logs also on stderr)\n"
+            "  -p, --protocol N  2 (NVIDIA's legacy commands, the default) or 3 (named servers,\n"
+            "                    namespaces, module-verb commands); CUDA_MPS_PROTOCOL_VERSION\n"
+            "                    wins; a front-end follows the running daemon's protocol\n"
+            "  -a, --apply FILE  with -d or -f: apply a configuration file (TOML) at the start\n"
+            "  -q, --quit        stop the running daemon and its servers (as `quit`)\n"
+            "  -m, --multiuser   refused: see openmps-control(8) and docs/security.md\n"
+            "  -S, --static-partitioning  refused: static SM partitions are not supported yet\n"
             "  -v, --version     print the version\n"
             "  -h, --help        print this help\n"
             "Without -d or -f, commands are read from stdin, one per line (or one command\n"
@@ -31,7 +41,38 @@ static void usage(FILE *f)
             " for a plain user's). Run by the name " OM_NVIDIA_CONTROL
             ", the\ndefaults are NVIDIA's: " OM_NVIDIA_PIPE_DIR " and " OM_NVIDIA_LOG_DIR
             ". See openmps-control(8).\n");
+    if (protocol == OM_PROTOCOL_V3)
+        fprintf(f,
+                "Protocol 3 commands (the legacy ones are answered too):\n"
+                "  server list | create [--name=NAME] [--uid=UID] [limits] | delete --name=NAME\n"
+                "  server get --name=NAME | set --name=NAME [limits]\n"
+                "  client list [--all] [--server=NAME]\n"
+                "  namespace create|set|get|delete|list --server=NAME --name=NS [limits]\n"
+                "            [--cgroup=PATH]\n"
+                "  limits: --pinned-memory-limit=SIZE --active-thread-percentage=PCT "
+                "--client-priority=0|1\n");
 }
+
+/* -p's value, or CUDA_MPS_PROTOCOL_VERSION's, which wins. 0 when neither is valid (a message
+ * was printed). */
+static int pick_protocol(const char *flag)
+{
+    const char *env = getenv("CUDA_MPS_PROTOCOL_VERSION");
+    const char *v = env && *env ? env : flag;
+
+    if (!v)
+        return OM_PROTOCOL_LEGACY;
+    if (!strcmp(v, "2"))
+        return OM_PROTOCOL_LEGACY;
+    if (!strcmp(v, "3"))
+        return OM_PROTOCOL_V3;
+    fprintf(stderr, "openmps-control: protocol \"%.16s\"%s: give 2 or 3\n", v,
+            v == env ? " (CUDA_MPS_PROTOCOL_VERSION)" : "");
+    return 0;
+}
+
+/* The name of the opt-in to a server shared by several users (docs/security.md). */
+#define MULTIUSER_OPT_IN "OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE"
 
 /* Run by NVIDIA's name (the drop-in symlink, docs/operations.md "The drop-in name"), the
  * directories default to NVIDIA's, so that scripts relying on NVIDIA's defaults find the daemon
@@ -82,17 +123,36 @@ static int go_background(void)
     return pfd[1];
 }
 
-static int run_daemon(bool background)
+static int run_daemon(bool background, int protocol, const char *conf_path)
 {
     static struct daemon d;
+    struct om_conf *conf = NULL;
     char err[512];
     int ready_fd = -1, rc;
 
-    if (om_daemon_setup(&d, err, sizeof(err)) < 0) {
-        fprintf(stderr, "openmps-control: %s\n", err);
+    if (conf_path) {
+        /* Read before the set-up: its [openmps] settings are the set-up's (the environment
+         * still wins). */
+        if (om_conf_load(conf_path, &conf, err, sizeof(err)) < 0) {
+            fprintf(stderr, "openmps-control: %s\n", err);
+            return 1;
+        }
+        om_v3_apply_settings(conf);
+    }
+    d.protocol = protocol;
+    if (om_daemon_setup(&d, err, sizeof(err)) < 0 ||
+        (conf && om_v3_apply_conf(&d, conf, err, sizeof(err)) < 0)) {
+        if (conf && !strncmp(err, "line ", 5))
+            fprintf(stderr, "openmps-control: %s: %s\n", conf_path, err);
+        else
+            fprintf(stderr, "openmps-control: %s\n", err);
         om_daemon_cleanup(&d);
+        free(conf);
         return 1;
     }
+    if (conf)
+        om_info("configuration %s applied (protocol %d)", conf_path, protocol);
+    free(conf);
     if (background) {
         ready_fd = go_background();
         if (ready_fd < 0) {
@@ -124,15 +184,22 @@ int main(int argc, char **argv)
         {"forground", no_argument, NULL, 'f'}, /* as NVIDIA's program spells it too */
         {"version", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"protocol", required_argument, NULL, 'p'},
+        {"apply", required_argument, NULL, 'a'},
+        {"quit", no_argument, NULL, 'q'},
+        {"multiuser", no_argument, NULL, 'm'},
+        {"static-partitioning", no_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     int mode = 0, c; /* mode: 'd', 'f' or 0 for the front-end */
+    const char *protocol_flag = NULL, *conf_path = NULL;
+    bool quit = false, help = false;
 
     nvidia_defaults(argv[0]);
     opterr = 0;
     /* '+': the options end at the first command word, whose own arguments ("quit -t 5") are
      * the daemon's to read. */
-    while ((c = getopt_long(argc, argv, "+dfvh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+dfvhp:a:qmS", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
         case 'f':
@@ -146,8 +213,32 @@ int main(int argc, char **argv)
             printf("openmps-control %s (openmps protocol %d.%d)\n", OPENMPS_VERSION, OM_PROTO_MAJOR,
                    OM_PROTO_MINOR);
             return 0;
-        case 'h': usage(stdout); return 0;
+        case 'h': help = true; break;
+        case 'p': protocol_flag = optarg; break;
+        case 'a': conf_path = optarg; break;
+        case 'q': quit = true; break;
+        case 'm':
+            if (getenv(MULTIUSER_OPT_IN) && !strcmp(getenv(MULTIUSER_OPT_IN), "1"))
+                fprintf(stderr, "openmps-control: -m: multi-user servers are not built yet, even "
+                                "with " MULTIUSER_OPT_IN "=1\n");
+            else
+                fprintf(stderr,
+                        "openmps-control: -m (multi-user servers) is refused: openmps's clients "
+                        "share their server's GPU address space, so one user's kernels could read "
+                        "and write another user's memory. Each user gets a server of its own "
+                        "(docs/security.md, \"Multi-user servers\")\n");
+            return 2;
+        case 'S':
+            fprintf(stderr, "openmps-control: -S (static SM partitioning) is not supported by "
+                            "openmps yet; an SM share per client or server "
+                            "(active_thread_percentage) is\n");
+            return 2;
         default:
+            if (optopt == 'p' || optopt == 'a') {
+                fprintf(stderr, "openmps-control: option -%c needs an argument\n", optopt);
+                fprintf(stderr, "Try `openmps-control --help'.\n");
+                return 2;
+            }
             if (!strncmp(argv[optind - 1], "--", 2) && optopt)
                 fprintf(stderr, "openmps-control: option %.*s takes no argument\n",
                         (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
@@ -159,12 +250,35 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    int protocol = pick_protocol(protocol_flag);
+    if (!protocol)
+        return 2;
+    if (help) {
+        usage(stdout, protocol);
+        return 0;
+    }
     if (mode) {
-        if (optind < argc) {
-            fprintf(stderr, "openmps-control: -%c takes no command (got %s)\n", mode, argv[optind]);
+        if (optind < argc || quit) {
+            fprintf(stderr, "openmps-control: -%c takes no command (got %s)\n", mode,
+                    quit ? "-q" : argv[optind]);
             return 2;
         }
-        return run_daemon(mode == 'd');
+        return run_daemon(mode == 'd', protocol, conf_path);
     }
+    if (conf_path) {
+        fprintf(stderr, "openmps-control: -a applies a configuration at the daemon's start: give "
+                        "it with -d or -f\n");
+        return 2;
+    }
+    if (quit) {
+        char *words[] = {(char *)"quit", NULL};
+        if (optind < argc) {
+            fprintf(stderr, "openmps-control: -q takes no command (got %s)\n", argv[optind]);
+            return 2;
+        }
+        return om_frontend_run(1, words);
+    }
+    /* A front-end sends the words as they are: the running daemon answers them in its own
+     * protocol, whatever -p this invocation was given. */
     return om_frontend_run(argc - optind, argv + optind);
 }

@@ -70,7 +70,8 @@ struct identity {
     gid_t groups[64];
     char home[256];
     char home_kv[270];
-    char **envp; /* its whole environment (server_env) */
+    char visible_kv[300]; /* CUDA_VISIBLE_DEVICES= its named server's allowed_devices (v3.c) */
+    char **envp;          /* its whole environment (server_env) */
     bool limits_set;
     struct rlimit limits[RLIM_NLIMITS]; /* process 1's, when the daemon is root */
 };
@@ -117,12 +118,15 @@ static char **server_env(struct identity *id)
 
     for (char **e = environ; *e; e++)
         n++;
-    envp = calloc(n + 5, sizeof(*envp));
+    envp = calloc(n + 6, sizeof(*envp));
     if (!envp)
         return NULL;
     for (char **e = environ; *e; e++)
-        if (server_setting(*e, extra) && strncmp(*e, "CUDA_MODULE_LOADING=", 20))
+        if (server_setting(*e, extra) && strncmp(*e, "CUDA_MODULE_LOADING=", 20) &&
+            !(id->visible_kv[0] && !strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21)))
             envp[k++] = *e;
+    if (id->visible_kv[0])
+        envp[k++] = id->visible_kv;
     snprintf(id->home_kv, sizeof(id->home_kv), "HOME=%s", id->home[0] ? id->home : "/");
     envp[k++] = id->home_kv;
     envp[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -271,6 +275,7 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     }
     resolve_identity(uid, &id);
     system_limits(d, &id);
+    om_v3_server_visible(d, uid, id.visible_kv, sizeof(id.visible_kv));
     id.envp = server_env(&id);
     pid = id.envp ? fork() : -1;
     if (pid < 0) {
@@ -300,8 +305,8 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     s->chan = sv[0];
     s->state = SRV_INITIALIZING;
     s->started_ms = om_now_ms();
-    s->next_client_id = 1; /* ps numbers clients from 1, as NVIDIA does */
-    s->limits = d->defaults;
+    s->next_client_id = 1;                   /* ps numbers clients from 1, as NVIDIA does */
+    s->limits = om_v3_server_limits(d, uid); /* its named server's, else the defaults */
     s->next = d->servers;
     d->servers = s;
     om_info("Starting new server %d for user %u", (int)pid, (unsigned)uid);
@@ -401,6 +406,8 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
                          "server does not have (%s): ignored",
                          (int)c->pid, n, om_log_escape(shown, sizeof(shown), bad, strlen(bad)));
     }
+    /* Its namespace (protocol 3: by its cgroup) tightens what it asked for. */
+    om_v3_route_client(d, s, c, &a.want, r->ns, sizeof(r->ns));
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
@@ -435,8 +442,9 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     r->next = s->clients;
     s->clients = r;
     s->nclients++;
-    om_peer_info(d, c->uid, "Accepting client %d (uid %u) for server %d as client %u", (int)c->pid,
-                 (unsigned)c->uid, (int)s->pid, a.client_id);
+    om_peer_info(d, c->uid, "Accepting client %d (uid %u) for server %d as client %u%s%s",
+                 (int)c->pid, (unsigned)c->uid, (int)s->pid, a.client_id,
+                 r->ns[0] ? ", namespace " : "", r->ns);
     om_conn_close(d, c); /* the server owns the session now */
     return true;
 }
@@ -557,6 +565,7 @@ void om_server_handle_message(struct daemon *d, struct server *s)
         if (om_decode_srv_ready(m->payload, m->hdr.len, &rd, s->devs, OM_MAX_DEVICES) < 0)
             goto bad;
         s->ndevs = rd.ndevices;
+        om_v3_server_ready(d, s);
         s->ready = true;
         if (s->state == SRV_INITIALIZING)
             s->state = SRV_ACTIVE;

@@ -270,6 +270,7 @@ void om_daemon_cleanup(struct daemon *d)
         close(d->signal_fd);
     if (d->server_log_fd >= 0)
         close(d->server_log_fd);
+    om_v3_cleanup(d);
     om_metrics_cleanup(d);
     if (d->lock_fd >= 0)
         close(d->lock_fd);

@@ -30,9 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Commands that would start processes or quit are refused for this uid
      * (not root, not the daemon's user): the state-changing ones stay pure. */
     d.euid = 54321;
+    d.listen_fd = -1; /* no daemon: the namespaces' sockets are not made */
     d.start_uid = -1;
     d.probed = true; /* never load a driver from the fuzzer */
     d.ndevs = 0;
+    d.protocol = (size & 1) ? OM_PROTOCOL_V3 : OM_PROTOCOL_LEGACY; /* both command sets */
     om_command_run(&d, &ui, line, &out, &error);
     sb_free(&out);
     return 0;

@@ -76,6 +76,7 @@ class Env:
         if extra_env:
             self.env.update(extra_env)
         self.daemon = None
+        self.daemon_args = []  # more options of `openmps-control -f` (-p 3, -a FILE)
         self.children = []  # (Popen, stderr path)
         self.n = 0
         if start:
@@ -87,7 +88,7 @@ class Env:
 
     def start(self, preexec=None):
         err = self.errfile("daemon")
-        self.daemon = subprocess.Popen([CONTROL, "-f"], env=self.env, stdout=subprocess.DEVNULL,
+        self.daemon = subprocess.Popen([CONTROL, "-f"] + self.daemon_args, env=self.env, stdout=subprocess.DEVNULL,
                                        stderr=open(err, "w"), preexec_fn=preexec)
         self.children.append((self.daemon, err))
         wait_for(lambda: self.listening() or self.daemon.poll() is not None,

@@ -1,0 +1,1083 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NVIDIA's MPS v3 interface (protocol 3): named servers and their namespaces, from the
+ * configuration file (-a) or the module-verb commands (`server list`, `namespace create`, ...),
+ * and the routing of a new client to its namespace. docs/operations.md, "Protocol 3", says what
+ * each command prints and what openmps does not do (yet).
+ */
+#define _GNU_SOURCE
+#include "v3.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/config.h"
+#include "../common/sock.h"
+#include "internal.h"
+
+#define MAX_OPTS 12
+
+struct v3_ctx {
+    struct daemon *d;
+    struct conn *ui;
+    struct strbuf *out;
+    bool error;
+    unsigned nopts;
+    struct {
+        const char *key;   /* without its dashes */
+        const char *value; /* NULL for a flag */
+    } opts[MAX_OPTS];
+};
+
+static int fail(struct v3_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct v3_ctx *x, const char *fmt, ...)
+{
+    va_list ap;
+    char text[512];
+
+    x->error = true;
+    va_start(ap, fmt);
+    if (vsnprintf(text, sizeof(text), fmt, ap) < 0)
+        text[0] = '\0';
+    va_end(ap);
+    sb_printf(x->out, "%s", text); /* one line, as the legacy commands' errors */
+    return -EINVAL;
+}
+
+static struct om_v3 *state(struct daemon *d)
+{
+    if (!d->v3)
+        d->v3 = calloc(1, sizeof(*d->v3));
+    return d->v3;
+}
+
+static struct om_v3_server *find_server(struct daemon *d, const char *name)
+{
+    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++)
+        if (!strcmp(d->v3->servers[i].name, name))
+            return &d->v3->servers[i];
+    return NULL;
+}
+
+static struct om_v3_server *server_of_uid(const struct daemon *d, uid_t uid)
+{
+    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++)
+        if (d->v3->servers[i].uid == uid)
+            return &d->v3->servers[i];
+    return NULL;
+}
+
+static struct om_v3_ns *find_ns(struct om_v3_server *s, const char *name)
+{
+    for (unsigned i = 0; i < s->nns; i++)
+        if (!strcmp(s->ns[i].name, name))
+            return &s->ns[i];
+    return NULL;
+}
+
+static bool good_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= OM_CONF_NAME_MAX)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-'))
+            return false;
+    return true;
+}
+
+/* allowed_devices: ordinals and GPU UUIDs (or their prefixes), comma-separated. */
+static bool good_devices(const char *s)
+{
+    if (!*s || strlen(s) >= OM_CONF_TEXT_MAX)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == ','))
+            return false;
+    return true;
+}
+
+/* The limits of a server or namespace from its values as text (the file's, a command's). A
+ * NULL text leaves that limit as it is. 0, or -EINVAL with a sentence in err. */
+static int set_limits(struct om_limits *l, const char *mem, const char *atp, const char *prio,
+                      char *err, size_t errlen)
+{
+    struct om_limits t = *l;
+    uint64_t bytes;
+
+    if (mem) {
+        memset(t.mem_limit, 0, sizeof(t.mem_limit));
+        t.ndevices = 0;
+        if (om_parse_size(mem, &bytes) == 0) {
+            for (unsigned i = 0; i < OM_MAX_DEVICES; i++)
+                t.mem_limit[i] = bytes;
+            t.ndevices = OM_MAX_DEVICES;
+        } else if (om_parse_mem_limit_list(mem, &t) != 0) {
+            snprintf(err, errlen,
+                     "Invalid pinned memory limit \"%.64s\": give a size (10G, 512M) or "
+                     "ordinal=size pairs (0=1G,1=512M)",
+                     mem);
+            return -EINVAL;
+        }
+    }
+    if (atp && om_parse_percentage(atp, &t.active_thread_pct_milli) < 0) {
+        snprintf(err, errlen, "Invalid active thread percentage \"%.32s\", expected (0, 100]", atp);
+        return -EINVAL;
+    }
+    if (prio) {
+        if (strcmp(prio, "0") != 0 && strcmp(prio, "1") != 0) {
+            snprintf(err, errlen, "Invalid client priority \"%.16s\" - must be 0 or 1", prio);
+            return -EINVAL;
+        }
+        t.priority = (uint32_t)(prio[0] - '0');
+    }
+    *l = t;
+    return 0;
+}
+
+static void conf_limits(const struct om_conf_limits *c, struct om_limits *l)
+{
+    char atp[32], prio[4], err[160];
+
+    om_format_percentage(c->atp_milli, atp, sizeof(atp));
+    snprintf(prio, sizeof(prio), "%u", c->priority);
+    /* the parser checked every value: this cannot fail */
+    set_limits(l, c->has_mem ? c->mem : NULL, c->has_atp ? atp : NULL,
+               c->has_priority ? prio : NULL, err, sizeof(err));
+}
+
+void om_v3_apply_settings(const struct om_conf *c)
+{
+    for (uint32_t i = 0; i < c->nsettings; i++)
+        setenv(c->settings[i].name, c->settings[i].value, 0);
+}
+
+int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
+{
+    struct om_v3 *v = state(d);
+
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    if (c->nservers && d->protocol != OM_PROTOCOL_V3) {
+        snprintf(err, errlen,
+                 "line %d: [servers.%s]: named servers and namespaces need protocol 3 (-p 3 or "
+                 "CUDA_MPS_PROTOCOL_VERSION=3); a daemon of protocol 2 takes only [openmps]",
+                 c->servers[0].line, c->servers[0].name);
+        return -EINVAL;
+    }
+    if (c->has_compute_policy) {
+        snprintf(err, errlen,
+                 "line %d: [compute_policy] (time-slicing between servers) is not supported by "
+                 "openmps: its servers share the GPU by SM share (active_thread_percentage)",
+                 c->line_compute_policy);
+        return -EINVAL;
+    }
+    for (uint32_t i = 0; i < c->nservers; i++) {
+        const struct om_conf_server *cs = &c->servers[i];
+        struct om_v3_server *s = &v->servers[v->nservers];
+        if (v->nservers == OM_V3_MAX_SERVERS) {
+            snprintf(err, errlen, "line %d: more than %u servers", cs->line, OM_V3_MAX_SERVERS);
+            return -EINVAL;
+        }
+        if (cs->locality_domains) {
+            snprintf(err, errlen,
+                     "line %d: locality_domains = true: openmps has no locality "
+                     "domains",
+                     cs->line_locality);
+            return -EINVAL;
+        }
+        if (cs->has_timeslice_pct) {
+            snprintf(err, errlen,
+                     "line %d: timeslice_pct: time-slicing between servers is not "
+                     "supported by openmps",
+                     cs->line_timeslice);
+            return -EINVAL;
+        }
+        if (cs->ndevices) {
+            snprintf(err, errlen,
+                     "line %d: static SM partitions ([[servers.%s.devices]]) are not supported "
+                     "by openmps yet",
+                     cs->devices[0].line, cs->name);
+            return -EINVAL;
+        }
+        if (cs->allowed_devices[0] &&
+            (!good_devices(cs->allowed_devices) || getenv("CUDA_VISIBLE_DEVICES"))) {
+            snprintf(err, errlen,
+                     getenv("CUDA_VISIBLE_DEVICES")
+                         ? "line %d: server %s: allowed_devices and the daemon's "
+                           "CUDA_VISIBLE_DEVICES both choose devices: give one"
+                         : "line %d: server %s: allowed_devices takes ordinals and GPU UUIDs, "
+                           "comma-separated",
+                     cs->line_allowed, cs->name);
+            return -EINVAL;
+        }
+        uid_t uid = cs->has_uid ? (uid_t)cs->uid : d->euid;
+        if (d->euid != 0 && uid != d->euid) {
+            snprintf(err, errlen,
+                     "line %d: server %s: uid %u, but a daemon run as uid %u serves only its own "
+                     "user",
+                     cs->has_uid ? cs->line_uid : cs->line, cs->name, (unsigned)uid,
+                     (unsigned)d->euid);
+            return -EINVAL;
+        }
+        const struct om_v3_server *other = server_of_uid(d, uid);
+        if (other) {
+            snprintf(err, errlen,
+                     "line %d: servers %s and %s both serve uid %u: openmps runs one server "
+                     "process per user (several servers for one user are not supported yet)",
+                     cs->line, other->name, cs->name, (unsigned)uid);
+            return -EINVAL;
+        }
+        memset(s, 0, sizeof(*s));
+        snprintf(s->name, sizeof(s->name), "%s", cs->name);
+        s->uid = uid;
+        s->limits = d->defaults;
+        conf_limits(&cs->lim, &s->limits);
+        s->has_atp = cs->lim.has_atp;
+        s->has_priority = cs->lim.has_priority;
+        s->has_mem = cs->lim.has_mem;
+        snprintf(s->allowed_devices, sizeof(s->allowed_devices), "%s", cs->allowed_devices);
+        snprintf(s->ns[0].name, sizeof(s->ns[0].name), "default");
+        s->nns = 1;
+        for (uint32_t j = 0; j < cs->nns; j++) {
+            const struct om_conf_ns *cn = &cs->ns[j];
+            struct om_v3_ns *n = find_ns(s, cn->name);
+            if (cn->ndevices) {
+                snprintf(err, errlen,
+                         "line %d: namespace %s: SM partitions per device are not supported by "
+                         "openmps yet",
+                         cn->devices[0].line, cn->name);
+                return -EINVAL;
+            }
+            if (!n) {
+                if (s->nns == OM_V3_MAX_NAMESPACES) {
+                    snprintf(err, errlen, "line %d: more than %u namespaces in server %s", cn->line,
+                             OM_V3_MAX_NAMESPACES, s->name);
+                    return -EINVAL;
+                }
+                n = &s->ns[s->nns++];
+                snprintf(n->name, sizeof(n->name), "%s", cn->name);
+            }
+            conf_limits(&cn->lim, &n->limits);
+            snprintf(n->cgroup, sizeof(n->cgroup), "%s", cn->cgroup);
+            n->cgroup_depth = cn->cgroup_depth;
+        }
+        v->nservers++;
+        om_info("configuration: server %s (uid %u), %u namespace(s)", s->name, (unsigned)s->uid,
+                s->nns);
+    }
+    if (c->memacct || c->context_share)
+        om_info("configuration: [features.memacct] and [features.context-share] need nothing of "
+                "openmps: it always accounts each client's memory, and its clients always share "
+                "their server's context");
+    om_v3_sync_listeners(d);
+    return 0;
+}
+
+struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid)
+{
+    const struct om_v3_server *s = server_of_uid(d, uid);
+
+    return s ? s->limits : d->defaults;
+}
+
+/* The client's cgroup (v2: the "0::" line of /proc/PID/cgroup), "" when unknown. */
+static void client_cgroup(pid_t pid, char *buf, size_t cap)
+{
+    char path[64], text[1024];
+    ssize_t n;
+    int fd;
+
+    buf[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    text[n] = '\0';
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (!strncmp(line, "0::", 3)) {
+            snprintf(buf, cap, "%s", line + 3);
+            return;
+        }
+        line = next;
+    }
+}
+
+bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup)
+{
+    size_t n;
+
+    if (!want[0] || cgroup[0] != '/')
+        return false;
+    if (!strncmp(want, "/sys/fs/cgroup", 14) && (want[14] == '/' || !want[14]))
+        want += 14;
+    if (!*want)
+        want = "/";
+    n = strlen(want);
+    while (n > 1 && want[n - 1] == '/')
+        n--;
+    /* rest: what lies below want ("" for want itself, else "/a/b") */
+    const char *rest = cgroup;
+    if (n == 1 && want[0] == '/') {
+        if (!strcmp(cgroup, "/"))
+            rest = "";
+    } else if (strncmp(cgroup, want, n) == 0 && (cgroup[n] == '/' || cgroup[n] == '\0')) {
+        rest = cgroup + n;
+    } else {
+        return false;
+    }
+    if (max_depth) {
+        unsigned depth = 0;
+        for (const char *p = rest; *p; p++)
+            depth += *p == '/';
+        if (depth > max_depth)
+            return false;
+    }
+    return true;
+}
+
+void om_v3_server_visible(const struct daemon *d, uid_t uid, char *kv, size_t cap)
+{
+    const struct om_v3_server *s = server_of_uid(d, uid);
+
+    kv[0] = '\0';
+    if (s && s->allowed_devices[0])
+        snprintf(kv, cap, "CUDA_VISIBLE_DEVICES=%s", s->allowed_devices);
+}
+
+/* A size for "every device" covers OM_MAX_DEVICES ordinals until the server says how many it
+ * has: then only those keep it (so that ps -v shows one size). */
+static void fit_devices(struct om_limits *l, uint32_t ndevs)
+{
+    for (uint32_t i = ndevs; i < l->ndevices && i < OM_MAX_DEVICES; i++)
+        l->mem_limit[i] = 0;
+    if (l->ndevices > ndevs)
+        l->ndevices = ndevs;
+}
+
+void om_v3_server_ready(const struct daemon *d, struct server *s)
+{
+    if (server_of_uid(d, s->uid))
+        fit_devices(&s->limits, s->ndevs);
+}
+
+void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
+                        struct om_limits *want, char *ns, size_t cap)
+{
+    const struct om_v3_server *vs = server_of_uid(d, s->uid);
+    char cgroup[512];
+
+    snprintf(ns, cap, "%s", vs ? "default" : "");
+    if (!vs)
+        return;
+    const struct om_v3_ns *best = &vs->ns[0];
+    size_t best_len = 0;
+    /* Its socket names the namespace (a namespace deleted since: the default one). */
+    if (c->v3_server[0] && !strcmp(c->v3_server, vs->name)) {
+        for (unsigned i = 0; i < vs->nns; i++)
+            if (!strcmp(vs->ns[i].name, c->v3_ns))
+                best = &vs->ns[i];
+        goto found;
+    }
+    client_cgroup(c->pid, cgroup, sizeof(cgroup));
+    /* The namespace with the longest matching cgroup: the most specific. */
+    for (unsigned i = 0; i < vs->nns; i++) {
+        size_t n = strlen(vs->ns[i].cgroup);
+        if (om_v3_in_cgroup(vs->ns[i].cgroup, vs->ns[i].cgroup_depth, cgroup) && n > best_len) {
+            best = &vs->ns[i];
+            best_len = n;
+        }
+    }
+found:
+    snprintf(ns, cap, "%s", best->name);
+    struct om_limits l = best->limits;
+    fit_devices(&l, s->ndevs);
+    *want = om_limits_merge(want, &l);
+}
+
+/* --- the sockets of named servers and namespaces --- */
+
+/* <pipe>/<server>[/<ns>] into dir, its socket into sock. -ENAMETOOLONG when they do not fit. */
+static int listener_paths(const struct daemon *d, const char *server, const char *ns, char *dir,
+                          size_t dcap, char *sock, size_t scap)
+{
+    int n = ns[0] ? snprintf(dir, dcap, "%s/%s/%s", d->pipe_dir, server, ns)
+                  : snprintf(dir, dcap, "%s/%s", d->pipe_dir, server);
+    if (n < 0 || (size_t)n >= dcap || om_path_join(sock, scap, dir, OM_CONTROL_SOCKET) < 0)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+static bool listener_wanted(const struct daemon *d, const struct om_v3_listener *l)
+{
+    struct om_v3_server *s = find_server((struct daemon *)d, l->server);
+    return s && (!l->ns[0] || find_ns(s, l->ns));
+}
+
+static void close_listener(const struct daemon *d, struct om_v3_listener *l)
+{
+    char dir[300], sock[320];
+
+    close(l->fd);
+    l->fd = -1;
+    if (listener_paths(d, l->server, l->ns, dir, sizeof(dir), sock, sizeof(sock)) == 0) {
+        unlink(sock);
+        rmdir(dir); /* a server's own directory goes once its namespaces' have */
+    }
+}
+
+static void open_listener(struct daemon *d, const char *server, const char *ns)
+{
+    struct om_v3 *v = d->v3;
+    char dir[300], sock[320], err[256], top[300];
+    mode_t mode = d->euid == 0 ? 0755 : 0700; /* as the pipe directory's */
+    int fd;
+
+    for (unsigned i = 0; i < v->nlisteners; i++)
+        if (!strcmp(v->listeners[i].server, server) && !strcmp(v->listeners[i].ns, ns))
+            return;
+    if (v->nlisteners == OM_V3_MAX_LISTENERS)
+        return;
+    if (listener_paths(d, server, ns, dir, sizeof(dir), sock, sizeof(sock)) < 0) {
+        om_err("server %s, namespace %s: the socket path is too long", server, ns);
+        return;
+    }
+    if (snprintf(top, sizeof(top), "%s/%s", d->pipe_dir, server) >= (int)sizeof(top) ||
+        om_make_private_dir(top, mode, err, sizeof(err)) < 0 ||
+        om_make_private_dir(dir, mode, err, sizeof(err)) < 0) {
+        om_err("server %s, namespace %s: no socket: %s", server, ns[0] ? ns : "default", err);
+        return;
+    }
+    unlink(sock);
+    fd = om_sock_listen(sock, d->euid == 0 ? 0666 : 0600);
+    if (fd < 0) {
+        om_err("cannot listen on %s: %s", sock, strerror(-fd));
+        return;
+    }
+    struct om_v3_listener *l = &v->listeners[v->nlisteners++];
+    l->fd = fd;
+    snprintf(l->server, sizeof(l->server), "%s", server);
+    snprintf(l->ns, sizeof(l->ns), "%s", ns);
+    om_info("listening on %s for server %s, namespace %s", sock, server, ns[0] ? ns : "default");
+}
+
+void om_v3_sync_listeners(struct daemon *d)
+{
+    struct om_v3 *v = d->v3;
+
+    if (!v || d->listen_fd < 0 || !d->pipe_dir)
+        return; /* no daemon (the fuzz targets) */
+    /* Namespaces' before their server's: a server's directory is removed once it is empty. */
+    for (unsigned pass = 0; pass < 2; pass++)
+        for (unsigned i = 0; i < v->nlisteners;) {
+            struct om_v3_listener *l = &v->listeners[i];
+            if ((pass == 0) != (l->ns[0] != '\0') || listener_wanted(d, l)) {
+                i++;
+                continue;
+            }
+            close_listener(d, l);
+            memmove(l, l + 1, (v->nlisteners - i - 1) * sizeof(*l));
+            v->nlisteners--;
+        }
+    for (unsigned i = 0; i < v->nservers; i++) {
+        open_listener(d, v->servers[i].name, "");
+        for (unsigned j = 0; j < v->servers[i].nns; j++)
+            open_listener(d, v->servers[i].name, v->servers[i].ns[j].name);
+    }
+}
+
+unsigned om_v3_nlisteners(const struct daemon *d)
+{
+    return d->v3 ? d->v3->nlisteners : 0;
+}
+
+int om_v3_listener_fd(const struct daemon *d, unsigned i)
+{
+    return d->v3 && i < d->v3->nlisteners ? d->v3->listeners[i].fd : -1;
+}
+
+bool om_v3_accepted(const struct daemon *d, unsigned i, uid_t uid, struct conn *c, char *why,
+                    size_t cap)
+{
+    const struct om_v3_listener *l = &d->v3->listeners[i];
+    const struct om_v3_server *s = find_server((struct daemon *)d, l->server);
+
+    if (!c) {
+        /* A user's clients go to its own server: another's socket is refused, saying why
+         * (root, whose front-ends may use any socket, is let in). */
+        if (s && (uid == 0 || uid == s->uid))
+            return true;
+        if (s)
+            snprintf(why, cap,
+                     "openmps-control: this socket is server %s's, which serves uid %u: connect "
+                     "to your own user's server",
+                     s->name, (unsigned)s->uid);
+        else
+            snprintf(why, cap, "openmps-control: server %s is gone", l->server);
+        return false;
+    }
+    snprintf(c->v3_server, sizeof(c->v3_server), "%s", l->server);
+    snprintf(c->v3_ns, sizeof(c->v3_ns), "%s", l->ns[0] ? l->ns : "default");
+    return true;
+}
+
+void om_v3_cleanup(struct daemon *d)
+{
+    if (!d->v3)
+        return;
+    for (unsigned pass = 0; pass < 2; pass++)
+        for (unsigned i = 0; i < d->v3->nlisteners; i++)
+            if ((pass == 0) == (d->v3->listeners[i].ns[0] != '\0') && d->v3->listeners[i].fd >= 0)
+                close_listener(d, &d->v3->listeners[i]);
+    free(d->v3);
+    d->v3 = NULL;
+}
+
+/* --- commands --- */
+
+static const char *opt(const struct v3_ctx *x, const char *key)
+{
+    for (unsigned i = 0; i < x->nopts; i++)
+        if (!strcmp(x->opts[i].key, key))
+            return x->opts[i].value ? x->opts[i].value : "";
+    return NULL;
+}
+
+/* --key=value, --key value (when value is not an option), -f, --all. Every option must be one
+ * the command knows (allowed: a list of keys). */
+static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const *allowed,
+                      const char *const *flags)
+{
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        const char *key, *value = NULL;
+        bool is_flag = false, known = false;
+        if (a[0] != '-' || !a[1])
+            return fail(x, "Unexpected argument \"%.64s\" (options are --name=VALUE)", a);
+        key = a + (a[1] == '-' ? 2 : 1);
+        char *eq = strchr(a, '=');
+        if (eq) {
+            *eq = '\0';
+            value = eq + 1;
+        }
+        for (int k = 0; flags && flags[k]; k++)
+            is_flag |= !strcmp(flags[k], key);
+        for (int k = 0; allowed && allowed[k]; k++)
+            known |= !strcmp(allowed[k], key);
+        if (!is_flag && !known)
+            return fail(x, "Unknown option \"%.64s\"", a);
+        if (is_flag && value)
+            return fail(x, "Option %.64s takes no value", a);
+        if (known && !value) {
+            if (i + 1 >= argc)
+                return fail(x, "Option %.64s needs a value", a);
+            value = argv[++i];
+        }
+        for (unsigned k = 0; k < x->nopts; k++)
+            if (!strcmp(x->opts[k].key, key))
+                return fail(x, "Option %.64s is given twice", a);
+        if (x->nopts == MAX_OPTS)
+            return fail(x, "Too many options");
+        x->opts[x->nopts].key = key;
+        x->opts[x->nopts].value = value;
+        x->nopts++;
+    }
+    return 0;
+}
+
+static bool may_change(struct v3_ctx *x)
+{
+    if (x->ui->uid == 0 || x->ui->uid == x->d->euid)
+        return true;
+    fail(x, "Permission denied: needs root or the daemon's user (uid %u)", (unsigned)x->d->euid);
+    return false;
+}
+
+static const char *const limit_keys[] = {"pinned-memory-limit", "active-thread-percentage",
+                                         "client-priority"};
+
+static int options_limits(struct v3_ctx *x, struct om_limits *l, bool *has)
+{
+    char err[200];
+    const char *mem = opt(x, limit_keys[0]), *atp = opt(x, limit_keys[1]),
+               *prio = opt(x, limit_keys[2]);
+
+    if (set_limits(l, mem, atp, prio, err, sizeof(err)) < 0)
+        return fail(x, "%s", err);
+    if (has) {
+        has[0] |= mem != NULL;
+        has[1] |= atp != NULL;
+        has[2] |= prio != NULL;
+    }
+    return 0;
+}
+
+static void limits_text(const struct om_limits *l, char *atp, char *mem, size_t cap)
+{
+    bool same = l->ndevices > 0;
+
+    if (l->active_thread_pct_milli)
+        om_format_percentage(l->active_thread_pct_milli, atp, cap);
+    else
+        snprintf(atp, cap, "-");
+    for (uint32_t i = 1; i < l->ndevices; i++)
+        same &= l->mem_limit[i] == l->mem_limit[0];
+    if (!l->ndevices || (same && !l->mem_limit[0])) {
+        snprintf(mem, cap, "-");
+    } else if (same) {
+        om_format_size(l->mem_limit[0], mem, cap);
+    } else {
+        size_t len = 0;
+        mem[0] = '\0';
+        for (uint32_t i = 0; i < l->ndevices && len + 24 < cap; i++) {
+            char size[24];
+            if (!l->mem_limit[i])
+                continue;
+            om_format_size(l->mem_limit[i], size, sizeof(size));
+            len += (size_t)snprintf(mem + len, cap - len, "%s%u=%s", len ? "," : "", i, size);
+        }
+    }
+}
+
+static const char *state_name(const struct server *p)
+{
+    static const char *const names[] = {"INITIALIZING", "ACTIVE", "FAULT", "ACTIVE"};
+    return p ? names[p->state] : "STOPPED";
+}
+
+/* server list: one line per named server and per running server of a user without one. */
+static int server_list(struct v3_ctx *x)
+{
+    struct daemon *d = x->d;
+
+    sb_printf(x->out, "%-20s%-8s%-10s%-14s%-9s%s", "NAME", "UID", "PID", "STATUS", "CLIENTS",
+              "NAMESPACES");
+    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
+        const struct om_v3_server *s = &d->v3->servers[i];
+        struct server *p = om_server_for_uid(d, s->uid);
+        char uid[16], pid[16], nc[16];
+        snprintf(uid, sizeof(uid), "%u", (unsigned)s->uid);
+        snprintf(pid, sizeof(pid), p ? "%d" : "-", p ? (int)p->pid : 0);
+        snprintf(nc, sizeof(nc), "%u", p ? p->nclients : 0);
+        sb_printf(x->out, "\n%-20s%-8s%-10s%-14s%-9s", s->name, uid, pid, state_name(p), nc);
+        for (unsigned n = 0; n < s->nns; n++)
+            sb_printf(x->out, "%s%s", n ? "," : "", s->ns[n].name);
+    }
+    for (struct server *p = d->servers; p; p = p->next) {
+        if (server_of_uid(d, p->uid))
+            continue;
+        char uid[16], pid[16], nc[16];
+        snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
+        snprintf(pid, sizeof(pid), "%d", (int)p->pid);
+        snprintf(nc, sizeof(nc), "%u", p->nclients);
+        sb_printf(x->out, "\n%-20s%-8s%-10s%-14s%-9s%s", "-", uid, pid, state_name(p), nc, "-");
+    }
+    return 0;
+}
+
+static int server_create(struct v3_ctx *x)
+{
+    struct daemon *d = x->d;
+    struct om_v3 *v;
+    char name[OM_CONF_NAME_MAX], err[256];
+    uint64_t uid = d->euid;
+    bool has[3] = {false, false, false};
+
+    if (!may_change(x))
+        return 0;
+    if (opt(x, "uid") && om_parse_u64(opt(x, "uid"), 0xfffffffe, &uid) < 0)
+        return fail(x, "Invalid user id \"%.32s\"", opt(x, "uid"));
+    if (d->euid != 0 && (uid_t)uid != d->euid)
+        return fail(x, "openmps-control runs as uid %u and can start servers only for that user",
+                    (unsigned)d->euid);
+    if (opt(x, "name"))
+        snprintf(name, sizeof(name), "%.63s", opt(x, "name"));
+    else
+        snprintf(name, sizeof(name), "uid%u", (unsigned)uid);
+    if (!good_name(name))
+        return fail(x, "Invalid server name \"%.64s\": letters, digits, '_' and '-', at most %u",
+                    name, OM_CONF_NAME_MAX - 1);
+    if (find_server(d, name))
+        return fail(x, "Server %s already exists", name);
+    const struct om_v3_server *other = server_of_uid(d, (uid_t)uid);
+    if (other)
+        return fail(x,
+                    "Server %s already serves uid %u: openmps runs one server process per user "
+                    "(several servers for one user are not supported yet)",
+                    other->name, (unsigned)uid);
+    if (!(v = state(d)))
+        return fail(x, "Out of memory");
+    if (v->nservers == OM_V3_MAX_SERVERS)
+        return fail(x, "At most %u named servers", OM_V3_MAX_SERVERS);
+    struct om_v3_server s = {.uid = (uid_t)uid, .limits = d->defaults, .nns = 1};
+    snprintf(s.name, sizeof(s.name), "%s", name);
+    snprintf(s.ns[0].name, sizeof(s.ns[0].name), "default");
+    if (options_limits(x, &s.limits, has) < 0)
+        return 0;
+    s.has_mem = has[0];
+    s.has_atp = has[1];
+    s.has_priority = has[2];
+    if (opt(x, "allowed-devices")) {
+        if (!good_devices(opt(x, "allowed-devices")) || getenv("CUDA_VISIBLE_DEVICES"))
+            return fail(x, getenv("CUDA_VISIBLE_DEVICES")
+                               ? "--allowed-devices and the daemon's CUDA_VISIBLE_DEVICES both "
+                                 "choose devices: give one"
+                               : "Invalid devices: ordinals and GPU UUIDs, comma-separated");
+        snprintf(s.allowed_devices, sizeof(s.allowed_devices), "%s", opt(x, "allowed-devices"));
+    }
+    v->servers[v->nservers++] = s;
+    /* Started now, as start_server does: at once, or once another user's server has gone. */
+    if (d->quitting || om_server_for_uid(d, (uid_t)uid))
+        return 0;
+    for (struct server *p = d->servers; p; p = p->next) {
+        if (p->uid != (uid_t)uid) {
+            d->start_uid = (int64_t)uid;
+            om_daemon_schedule(d);
+            return 0;
+        }
+    }
+    if (!om_server_spawn(d, (uid_t)uid, err, sizeof(err)))
+        return fail(x, "Cannot start server %s: %s", name, err);
+    return 0;
+}
+
+static int server_delete(struct v3_ctx *x)
+{
+    struct daemon *d = x->d;
+    const char *name = opt(x, "name");
+    struct om_v3_server *s;
+
+    if (!may_change(x))
+        return 0;
+    if (!name)
+        return fail(x, "Usage: server delete --name=NAME [-f]");
+    if (!(s = find_server(d, name)))
+        return fail(x, "Server %.64s not found", name);
+    struct server *p = om_server_for_uid(d, s->uid);
+    if (p) {
+        om_server_shutdown(d, p, opt(x, "f") != NULL);
+        om_daemon_schedule(d);
+    }
+    unsigned i = (unsigned)(s - d->v3->servers);
+    memmove(s, s + 1, (d->v3->nservers - i - 1) * sizeof(*s));
+    d->v3->nservers--;
+    return 0;
+}
+
+/* The server named by --name, or NULL (answered). */
+static struct om_v3_server *named(struct v3_ctx *x)
+{
+    struct om_v3_server *s;
+
+    if (!opt(x, "name"))
+        return fail(x, "--name=NAME is required"), NULL;
+    if (!(s = find_server(x->d, opt(x, "name"))))
+        return fail(x, "Server %.64s not found", opt(x, "name")), NULL;
+    return s;
+}
+
+static int server_get(struct v3_ctx *x)
+{
+    struct om_v3_server *s = named(x);
+    char atp[64], mem[64];
+
+    if (!s)
+        return 0;
+    limits_text(&s->limits, atp, mem, sizeof(atp));
+    sb_printf(x->out,
+              "uid=%u\nactive_thread_percentage=%s\npinned_memory_limit=%s\nclient_priority=%u\n"
+              "allowed_devices=%s",
+              (unsigned)s->uid, atp, mem, (unsigned)s->limits.priority,
+              s->allowed_devices[0] ? s->allowed_devices : "-");
+    return 0;
+}
+
+/* server set: the limits reach its running process (and its clients, as set_* of protocol 2);
+ * allowed_devices, its next start. */
+static int server_set(struct v3_ctx *x)
+{
+    struct om_v3_server *s;
+    struct om_limits l;
+    bool has[3] = {false, false, false};
+    const char *devs = opt(x, "allowed-devices");
+
+    if (!may_change(x) || !(s = named(x)))
+        return 0;
+    if (devs && devs[0] && !good_devices(devs))
+        return fail(x, "Invalid devices \"%.64s\": ordinals and GPU UUIDs, comma-separated", devs);
+    l = s->limits;
+    if (options_limits(x, &l, has) < 0)
+        return 0;
+    s->limits = l;
+    s->has_mem |= has[0];
+    s->has_atp |= has[1];
+    s->has_priority |= has[2];
+    if (devs)
+        snprintf(s->allowed_devices, sizeof(s->allowed_devices), "%s", devs);
+    struct server *p = om_server_for_uid(x->d, s->uid);
+    if (p && (has[0] || has[1] || has[2])) {
+        p->limits = l;
+        om_v3_server_ready(x->d, p);
+        om_server_send_limits(p);
+    }
+    return 0;
+}
+
+static int cmd_server(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const create_keys[] = {"name",
+                                              "uid",
+                                              "pinned-memory-limit",
+                                              "active-thread-percentage",
+                                              "client-priority",
+                                              "allowed-devices",
+                                              NULL};
+    static const char *const set_keys[] = {"name",
+                                           "pinned-memory-limit",
+                                           "active-thread-percentage",
+                                           "client-priority",
+                                           "allowed-devices",
+                                           NULL};
+    static const char *const name_key[] = {"name", NULL};
+    static const char *const f_flag[] = {"f", NULL};
+
+    if (argc < 2)
+        return fail(x, "Usage: server list|create|delete|get|set [options]");
+    if (!strcmp(argv[1], "list")) {
+        if (parse_opts(x, argc - 2, argv + 2, NULL, NULL) < 0)
+            return 0;
+        return server_list(x);
+    }
+    if (!strcmp(argv[1], "create")) {
+        static const char *const mlopart[] = {"mlopart", NULL};
+        if (parse_opts(x, argc - 2, argv + 2, create_keys, mlopart) < 0)
+            return 0;
+        /* --mlopart: clients make MLOPart devices where the GPU supports them; openmps serves
+         * each GPU whole, as NVIDIA's MPS does where the GPU has no such mode. */
+        return server_create(x);
+    }
+    if (!strcmp(argv[1], "delete")) {
+        if (parse_opts(x, argc - 2, argv + 2, name_key, f_flag) < 0)
+            return 0;
+        return server_delete(x);
+    }
+    if (!strcmp(argv[1], "get")) {
+        if (parse_opts(x, argc - 2, argv + 2, name_key, NULL) < 0)
+            return 0;
+        return server_get(x);
+    }
+    if (!strcmp(argv[1], "set")) {
+        if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL) < 0)
+            return 0;
+        return server_set(x);
+    }
+    return fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)", argv[1]);
+}
+
+/* client list [--all] [--server=NAME]: without --all, the clients of the caller's own servers. */
+static int cmd_client(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const keys[] = {"server", NULL};
+    static const char *const flags[] = {"all", NULL};
+    struct daemon *d = x->d;
+    const struct om_v3_server *only = NULL;
+
+    if (argc < 2 || strcmp(argv[1], "list") != 0)
+        return fail(x, "Usage: client list [--all] [--server=NAME]");
+    if (parse_opts(x, argc - 2, argv + 2, keys, flags) < 0)
+        return 0;
+    if (opt(x, "server") && !(only = find_server(d, opt(x, "server"))))
+        return fail(x, "Server %.64s not found", opt(x, "server"));
+    sb_printf(x->out, "%-10s%-20s%-10s%-20s%s", "PID", "SERVER", "UID", "NAMESPACE", "COMMAND");
+    for (struct server *p = d->servers; p; p = p->next) {
+        const struct om_v3_server *vs = server_of_uid(d, p->uid);
+        if (only && vs != only)
+            continue;
+        if (x->ui->uid != 0 && x->ui->uid != p->uid)
+            continue; /* others' clients are nobody else's business (ps does the same) */
+        if (!opt(x, "all") && !only && x->ui->uid != p->uid)
+            continue;
+        for (struct client_rec *r = p->clients; r; r = r->next) {
+            char pid[16], uid[16];
+            snprintf(pid, sizeof(pid), "%d", (int)r->pid);
+            snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
+            sb_printf(x->out, "\n%-10s%-20s%-10s%-20s%s", pid, vs ? vs->name : "-", uid,
+                      r->ns[0] ? r->ns : "-", r->command);
+        }
+    }
+    return 0;
+}
+
+static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns **rn,
+                     bool must_exist)
+{
+    const char *sname = opt(x, "server"), *name = opt(x, "name");
+
+    if (!sname || !name)
+        return fail(x, "--server=NAME and --name=NAMESPACE are required");
+    if (!(*rs = find_server(x->d, sname)))
+        return fail(x, "Server %.64s not found", sname);
+    *rn = find_ns(*rs, name);
+    if (must_exist && !*rn)
+        return fail(x, "Namespace %.64s not found in server %.64s", name, sname);
+    return 0;
+}
+
+static void ns_line(struct v3_ctx *x, const struct om_v3_server *s, const struct om_v3_ns *n)
+{
+    char atp[64], mem[64];
+
+    limits_text(&n->limits, atp, mem, sizeof(atp));
+    sb_printf(x->out, "\n%-20s%-20s%-10s%-12s%-10u%s", s->name, n->name, atp, mem,
+              (unsigned)n->limits.priority, n->cgroup[0] ? n->cgroup : "-");
+}
+
+static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const keys[] = {
+        "server",          "name",   "pinned-memory-limit", "active-thread-percentage",
+        "client-priority", "cgroup", "cgroup-depth",        NULL};
+    struct daemon *d = x->d;
+    struct om_v3_server *s;
+    struct om_v3_ns *n;
+    const char *verb = argc >= 2 ? argv[1] : "";
+
+    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2, keys, NULL) < 0)
+        return 0;
+    if (!strcmp(verb, "list")) {
+        const char *only = opt(x, "server");
+        if (only && !find_server(d, only))
+            return fail(x, "Server %.64s not found", only);
+        sb_printf(x->out, "%-20s%-20s%-10s%-12s%-10s%s", "SERVER", "NAMESPACE", "SHARE", "MEMLIMIT",
+                  "PRIORITY", "CGROUP");
+        for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
+            s = &d->v3->servers[i];
+            if (only && strcmp(only, s->name) != 0)
+                continue;
+            for (unsigned j = 0; j < s->nns; j++)
+                ns_line(x, s, &s->ns[j]);
+        }
+        return 0;
+    }
+    if (!strcmp(verb, "get")) {
+        if (ns_target(x, &s, &n, true) < 0)
+            return 0;
+        char atp[64], mem[64];
+        limits_text(&n->limits, atp, mem, sizeof(atp));
+        sb_printf(x->out,
+                  "active_thread_percentage=%s\npinned_memory_limit=%s\nclient_priority=%u"
+                  "\ncgroup=%s",
+                  atp, mem, (unsigned)n->limits.priority, n->cgroup[0] ? n->cgroup : "-");
+        return 0;
+    }
+    if (strcmp(verb, "create") != 0 && strcmp(verb, "delete") != 0 && strcmp(verb, "set") != 0)
+        return fail(x, "Usage: namespace create|delete|list|set|get --server=NAME --name=NAMESPACE "
+                       "[--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
+                       "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N]");
+    if (!may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
+        return 0;
+    if (!strcmp(verb, "delete")) {
+        if (n == &s->ns[0])
+            return fail(x, "The default namespace of a server cannot be deleted");
+        memmove(n, n + 1, (size_t)(&s->ns[s->nns] - (n + 1)) * sizeof(*n));
+        s->nns--;
+        return 0;
+    }
+    struct om_v3_ns t;
+    if (!strcmp(verb, "create")) {
+        if (n)
+            return fail(x, "Namespace %.64s already exists in server %s", opt(x, "name"), s->name);
+        if (!good_name(opt(x, "name")))
+            return fail(x, "Invalid namespace name \"%.64s\": letters, digits, '_' and '-'",
+                        opt(x, "name"));
+        if (s->nns == OM_V3_MAX_NAMESPACES)
+            return fail(x, "At most %u namespaces per server", OM_V3_MAX_NAMESPACES);
+        memset(&t, 0, sizeof(t));
+        snprintf(t.name, sizeof(t.name), "%s", opt(x, "name"));
+    } else {
+        t = *n;
+    }
+    if (options_limits(x, &t.limits, NULL) < 0)
+        return 0;
+    if (opt(x, "cgroup")) {
+        if (opt(x, "cgroup")[0] != '/' || strlen(opt(x, "cgroup")) >= sizeof(t.cgroup))
+            return fail(x, "Invalid cgroup \"%.64s\": an absolute path", opt(x, "cgroup"));
+        snprintf(t.cgroup, sizeof(t.cgroup), "%s", opt(x, "cgroup"));
+    }
+    if (opt(x, "cgroup-depth")) {
+        uint64_t v;
+        if (om_parse_u64(opt(x, "cgroup-depth"), 64, &v) < 0)
+            return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
+        t.cgroup_depth = (unsigned)v;
+    }
+    if (n)
+        *n = t; /* set: clients that arrive from now on get the new limits */
+    else
+        s->ns[s->nns++] = t;
+    return 0;
+}
+
+const char *const om_v3_help =
+    "server list\n"
+    "server create [--name=NAME] [--uid=UID] [--pinned-memory-limit=SIZE] "
+    "[--active-thread-percentage=PCT] [--client-priority=0|1] [--allowed-devices=LIST] "
+    "[--mlopart]\n"
+    "server delete --name=NAME [-f]\n"
+    "server get --name=NAME\n"
+    "server set --name=NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
+    "[--client-priority=0|1] [--allowed-devices=LIST]\n"
+    "client list [--all] [--server=NAME]\n"
+    "namespace list [--server=NAME]\n"
+    "namespace create|set --server=NAME --name=NAMESPACE [--pinned-memory-limit=SIZE] "
+    "[--active-thread-percentage=PCT] [--client-priority=0|1] [--cgroup=PATH] "
+    "[--cgroup-depth=N]\n"
+    "namespace get|delete --server=NAME --name=NAMESPACE";
+
+bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
+                   bool *ret_error)
+{
+    struct v3_ctx x = {.d = d, .ui = ui, .out = out};
+    const char *m = argv[0];
+    /* partition (protocol 3) and sm_partition, lspart (static partitioning, -S) */
+    bool partition = !strcmp(m, "partition") || !strcmp(m, "sm_partition") ||
+                     !strcmp(m, "partitions") || !strcmp(m, "lspart");
+
+    if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
+        !partition)
+        return false;
+    if (d->protocol != OM_PROTOCOL_V3 && !partition) {
+        fail(&x,
+             "\"%.16s\" is a command of protocol 3; this daemon runs protocol 2: start it with "
+             "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)",
+             m);
+    } else if (partition) {
+        fail(&x, "Static SM partitions are not supported by openmps yet (its clients get an SM "
+                 "share with active_thread_percentage instead)");
+    } else if (!strcmp(m, "server")) {
+        cmd_server(&x, argc, argv);
+    } else if (!strcmp(m, "client")) {
+        cmd_client(&x, argc, argv);
+    } else {
+        cmd_namespace(&x, argc, argv);
+    }
+    om_v3_sync_listeners(d); /* the sockets follow the servers and namespaces */
+    *ret_error = x.error;
+    return true;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* NVIDIA's MPS v3 interface in openmps-control: named servers, namespaces, module-verb commands. */
+#ifndef OM_CONTROL_V3_H
+#define OM_CONTROL_V3_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "conffile.h"
+#include "openmps/protocol.h"
+
+struct daemon;
+struct conn;
+struct server;
+struct strbuf;
+
+/* The protocols: 2 (NVIDIA's legacy commands, the default) and 3 (module-verb commands, named
+ * servers and namespaces). */
+#define OM_PROTOCOL_LEGACY 2
+#define OM_PROTOCOL_V3 3
+
+/* Named servers and namespaces that commands may create; the configuration file's bounds. */
+#define OM_V3_MAX_SERVERS OM_CONF_MAX_SERVERS
+#define OM_V3_MAX_NAMESPACES OM_CONF_MAX_NAMESPACES
+
+struct om_v3_ns {
+    char name[OM_CONF_NAME_MAX];
+    struct om_limits limits;       /* what its clients are held to, within their server's */
+    char cgroup[OM_CONF_TEXT_MAX]; /* clients in this cgroup (v2 path) land here; "" none */
+    unsigned cgroup_depth;         /* 0: any depth below it */
+};
+
+struct om_v3_server {
+    char name[OM_CONF_NAME_MAX];
+    uid_t uid;
+    struct om_limits limits; /* has_limits: replaces the daemon's defaults for its process */
+    bool has_atp, has_priority, has_mem;
+    char allowed_devices[OM_CONF_TEXT_MAX];
+    unsigned nns;
+    struct om_v3_ns ns[OM_V3_MAX_NAMESPACES];
+};
+
+/* A socket of a named server (ns "": the server's own, its default namespace's) or of one of
+ * its namespaces: $CUDA_MPS_PIPE_DIRECTORY/<server>[/<ns>]/control.sock. A client whose
+ * CUDA_MPS_PIPE_DIRECTORY is that directory lands in that namespace. */
+#define OM_V3_MAX_LISTENERS (OM_V3_MAX_SERVERS * (OM_V3_MAX_NAMESPACES + 1))
+struct om_v3_listener {
+    int fd;
+    char server[OM_CONF_NAME_MAX];
+    char ns[OM_CONF_NAME_MAX];
+};
+
+struct om_v3 {
+    unsigned nservers;
+    struct om_v3_server servers[OM_V3_MAX_SERVERS];
+    unsigned nlisteners;
+    struct om_v3_listener listeners[OM_V3_MAX_LISTENERS];
+};
+
+/* Protocol 3's commands, one a line, for `help` on a daemon of protocol 3. */
+extern const char *const om_v3_help;
+
+/* Turns a parsed configuration file into the daemon's named servers and namespaces. What openmps
+ * cannot do (static SM partitions, compute policies, locality domains) is refused: err names the
+ * file's line. 0 or -EINVAL/-ENOMEM. */
+int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_t errlen);
+
+/* Sets the environment from the file's [openmps] table, where a variable is not already set
+ * (the environment wins). */
+void om_v3_apply_settings(const struct om_conf *c);
+
+/* True when argv[0] is a v3 module (server, client, namespace, partition): the command was run
+ * (or refused on a protocol-2 daemon) into out. */
+bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
+                   bool *ret_error);
+
+/* The limits a new server process for uid starts with: its named server's where one is defined,
+ * else the daemon's defaults. */
+struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid);
+
+/* The devices of uid's named server, where its allowed_devices is set, as
+ * "CUDA_VISIBLE_DEVICES=..." for the server's environment; "" otherwise. */
+void om_v3_server_visible(const struct daemon *d, uid_t uid, char *kv, size_t cap);
+
+/* Server s said which devices it has (READY): its named server's limits for "every device" are
+ * kept for those. */
+void om_v3_server_ready(const struct daemon *d, struct server *s);
+
+/* The namespace of a new client c of server s (by the socket it came through, else by its
+ * cgroup, else the default namespace): its limits tighten *want, and its name is written to ns
+ * (cap bytes). */
+void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
+                        struct om_limits *want, char *ns, size_t cap);
+
+/* True when cgroup (a cgroup v2 path, "/a/b") lies in want (the same form, or under
+ * /sys/fs/cgroup), at most max_depth levels below it (0: any). */
+bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup);
+
+/* Opens the sockets of the named servers and namespaces that have none and closes (and
+ * removes) those of the ones gone. Called after every change; a socket that cannot be made is
+ * logged. */
+void om_v3_sync_listeners(struct daemon *d);
+/* The listening sockets for the event loop: how many, and the i-th's descriptor. */
+unsigned om_v3_nlisteners(const struct daemon *d);
+int om_v3_listener_fd(const struct daemon *d, unsigned i);
+/* A connection of uid accepted on listener i: with c NULL, whether to take it (false: why
+ * filled; its user is not the server's); then records its route in c. */
+bool om_v3_accepted(const struct daemon *d, unsigned i, uid_t uid, struct conn *c, char *why,
+                    size_t cap);
+
+/* Closes and removes the sockets and frees the named servers (NULL-safe). */
+void om_v3_cleanup(struct daemon *d);
+
+#endif

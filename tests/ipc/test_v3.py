@@ -1,0 +1,323 @@
+# SPDX-License-Identifier: MIT
+"""NVIDIA's MPS v3 interface (src/control/v3.c, conffile.c, main.c): protocol selection, the
+configuration file applied at the start, the module-verb commands and their effect on clients
+(routed to a namespace by their cgroup), and what is refused with a message (-m, -S,
+partitions, a malformed file)."""
+import os
+import re
+import subprocess
+
+import harness
+from harness import check, wait_for
+
+MEMORY_DRIVER = os.environ.get("OM_MEMORY_DRIVER", "build/tests/memory-driver")
+MIB = 1 << 20
+
+
+def own_cgroup():
+    """This process's cgroup (v2 line of /proc/self/cgroup): clients it starts are in it."""
+    for line in open("/proc/self/cgroup").read().splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    raise harness.Fail("no cgroup v2 line in /proc/self/cgroup: the cgroup routing test needs "
+                       "one (a cgroup v2 or hybrid host)")
+
+
+def write_conf(e, text):
+    path = os.path.join(e.dir, "config.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def v3_daemon(daemon, text, extra_env=None):
+    e = daemon(extra_env, start=False)
+    e.daemon_args = ["-p", "3", "-a", write_conf(e, text)]
+    e.start()
+    return e
+
+
+def ctl_args(e, *args, env=None):
+    out, err, rc = e.ctl("", args=list(args), env=env)
+    return out.rstrip("\n"), err, rc
+
+
+def table(text):
+    return [l.split() for l in text.splitlines()[1:]]
+
+
+def hold(e, nbytes=MIB, env=None):
+    p = subprocess.Popen([MEMORY_DRIVER, "hold", str(nbytes)], env=dict(
+        e.env, LD_LIBRARY_PATH=os.path.abspath(harness.SHIM_DIR), **(env or {})),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.stdout.readline().strip() == "held", "the client holds its memory")
+    return p
+
+
+def release(*clients):
+    for c in clients:
+        c.stdin.write("\n")
+        c.stdin.flush()
+        c.wait(timeout=60)
+
+
+CONF = """# two servers, three namespaces
+schema_version = "1.0"
+
+[servers.training]
+active_thread_percentage = "50"
+pinned_memory_limit      = "1G"
+
+[servers.training.namespaces.high_priority]
+active_thread_percentage = "25"
+pinned_memory_limit      = "64M"
+cgroup                   = "%s"
+
+[servers.training.namespaces.batch]
+active_thread_percentage = 10
+client_priority          = "1"
+cgroup                   = "/openmps-test-nowhere"
+
+%s
+[openmps]
+log_level = 3
+"""
+
+
+# The second server: another user's, which only a root daemon may serve.
+INFER = """[servers.infer]
+uid = 4242
+
+[servers.infer.namespaces.small]
+pinned_memory_limit = "0=1G,1=512M"
+"""
+
+
+def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
+    """A file with two servers and three namespaces (as root; a plain user's daemon serves only
+    that user: then one server) is applied at the start: server list and
+    namespace list show them; a client of the daemon's user lands, by its cgroup, in the
+    namespace whose cgroup holds it and gets its limits (the SM share and memory cap ps -v shows,
+    and the memory total it sees); once that namespace's cgroup is moved away, the next client
+    lands in the default namespace with the server's limits; clients connecting to a server's or
+    namespace's socket land there. [openmps] settings reach the
+    daemon's environment where it has none (seen in its server's log)."""
+    root = os.getuid() == 0  # as a plain user, the file has one server (infer is another's)
+    if not root:
+        print("not root: the second server (another user's) is left out of the file")
+    e = v3_daemon(daemon, CONF % (own_cgroup(), INFER if root else ""))
+    out, err, rc = ctl_args(e, "server", "list")
+    rows = table(out)
+    check(rc == 0 and out.split("\n")[0].split() ==
+          ["NAME", "UID", "PID", "STATUS", "CLIENTS", "NAMESPACES"], "server list: %r" % out)
+    check([r[0] for r in rows] == ["training", "infer"][:2 if root else 1] and
+          rows[0][1] == str(os.getuid()) and rows[0][3] == "STOPPED" and
+          rows[0][5] == "default,high_priority,batch" and
+          (not root or (rows[1][1] == "4242" and rows[1][5] == "default,small")),
+          "server list: %r" % rows)
+    ns = table(e.cmd("namespace list"))
+    check([r[:4] for r in ns] == [["training", "default", "-", "-"],
+                                  ["training", "high_priority", "25.0", "64M"],
+                                  ["training", "batch", "10.0", "-"]] +
+          ([["infer", "default", "-", "-"], ["infer", "small", "-", "0=1G,1=512M"]]
+           if root else []), "namespace list %r" % ns)
+    check(e.cmd("namespace get --server=training --name=batch").splitlines() ==
+          ["active_thread_percentage=10.0", "pinned_memory_limit=-", "client_priority=1",
+           "cgroup=/openmps-test-nowhere"], "namespace get")
+
+    # Routed by cgroup to high_priority: 25 % and a 64M cap (tighter than the server's).
+    a = hold(e)
+    rows = {r[0]: r for r in table(e.cmd("ps -v"))}
+    check(rows[str(a.pid)][-4] == "25.0" and rows[str(a.pid)][-2] == "64M",
+          "the namespace's limits apply: %r" % rows)
+    clients = {r[0]: r for r in table(e.cmd("client list --all"))}
+    check(clients[str(a.pid)][1:4] == ["training", str(os.getuid()), "high_priority"],
+          "client list: %r" % clients)
+    memcap = subprocess.run([MEMORY_DRIVER, "memcap"], env=dict(
+        e.env, LD_LIBRARY_PATH=os.path.abspath(harness.SHIM_DIR)), capture_output=True,
+        text=True, timeout=60)
+    got = dict(l.split(" ", 1) for l in memcap.stdout.splitlines() if " " in l)
+    check(got.get("totalmem") == str(64 * MIB), "the client sees the namespace's memory total: "
+          "%r %r" % (memcap.stdout, memcap.stderr))
+    srv = table(e.cmd("server list"))[0]
+    check(srv[3] == "ACTIVE" and srv[2] == str(e.servers()[0]), "server list: running %r" % srv)
+    # [openmps] log_level = 3 reached the server (from the daemon's environment, servers.c):
+    # its timeline lines (docs/operations.md, "Environment")
+    check("timeline client %d " % a.pid in e.log("server.log"),
+          "[openmps] sets the daemon's environment: %r" % e.log("server.log")[-1500:])
+
+    # Its cgroup moved away: the next client is the default namespace's, with the server's.
+    check(e.cmd("namespace set --server=training --name=high_priority --cgroup=/elsewhere") == "",
+          "namespace set")
+    b = hold(e)
+    rows = {r[0]: r for r in table(e.cmd("ps -v"))}
+    check(rows[str(b.pid)][-4] == "50.0" and rows[str(b.pid)][-2] == "1G",
+          "the server's limits in the default namespace: %r" % rows)
+    clients = {r[0]: r for r in table(e.cmd("client list"))}
+    check(clients[str(b.pid)][3] == "default" and clients[str(a.pid)][3] == "high_priority",
+          "client list: %r" % clients)
+
+    # Routed by the socket it connects to: $CUDA_MPS_PIPE_DIRECTORY/<server>/<namespace>/, whose
+    # cgroup does not hold it, and <server>/ (its default namespace).
+    c = hold(e, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "training", "batch")})
+    d = hold(e, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "training")})
+    rows = {r[0]: r for r in table(e.cmd("ps -v"))}
+    check(rows[str(c.pid)][-4:-1] == ["10.0", "1", "1G"], "batch's limits: %r" % rows)
+    check(rows[str(d.pid)][-4:-1] == ["50.0", "0", "1G"], "the default's: %r" % rows)
+    clients = {r[0]: r for r in table(e.cmd("client list --server=training"))}
+    check(clients[str(c.pid)][3] == "batch" and clients[str(d.pid)][3] == "default",
+          "client list --server: %r" % clients)
+    check(os.path.exists(os.path.join(e.pipe, "training", "high_priority", "control.sock")) and
+          (not root or os.path.exists(os.path.join(e.pipe, "infer", "small", "control.sock"))),
+          "every namespace has its socket")
+    check(e.cmd("namespace delete --server=training --name=batch") == "", "namespace delete")
+    check(not os.path.exists(os.path.join(e.pipe, "training", "batch")),
+          "a deleted namespace's socket and directory are gone")
+    check(re.search(r"Accepting client %d \(uid %d\) for server %s as client \d+, namespace "
+                    r"batch\n" % (c.pid, os.getuid(), srv[2]), e.log()),
+          "control.log names the namespace: %r" % e.log()[-2000:])
+    release(a, b, c, d)
+    e.quit()
+    check(not os.path.exists(os.path.join(e.pipe, "training")), "the daemon removes them at exit")
+
+
+def test_v3_namespace_and_server_commands(daemon):
+    """namespace create/set/get/delete/list and server create/delete change what they say; errors
+    are answered with a message and, given as arguments, exit 1; the default namespace stays;
+    partitions are refused by name; legacy commands still answer; -q stops the daemon."""
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n')
+    check(e.cmd("namespace create --server=main --name=small --active-thread-percentage=20 "
+                "--pinned-memory-limit=2G --client-priority=1") == "", "namespace create")
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[:3] ==
+          ["active_thread_percentage=20.0", "pinned_memory_limit=2G", "client_priority=1"],
+          "namespace get after create")
+    check(e.cmd("namespace set --server=main --name=small --active-thread-percentage 30") == "",
+          "namespace set (value as the next word)")
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[0] ==
+          "active_thread_percentage=30.0", "namespace get after set")
+    cases = [
+        (["namespace", "create", "--server=main", "--name=small"],
+         "Namespace small already exists in server main"),
+        (["namespace", "create", "--server=nope", "--name=x"], "Server nope not found"),
+        (["namespace", "create", "--server=main", "--name=a/b"], "Invalid namespace name"),
+        (["namespace", "set", "--server=main", "--name=small", "--active-thread-percentage=0"],
+         "Invalid active thread percentage \"0\""),
+        (["namespace", "set", "--server=main", "--name=small", "--bogus=1"],
+         "Unknown option \"--bogus\""),
+        (["namespace", "delete", "--server=main", "--name=default"],
+         "The default namespace of a server cannot be deleted"),
+        (["namespace", "get", "--server=main"], "--server=NAME and --name=NAMESPACE are required"),
+        (["server", "create", "--name=main"], "Server main already exists"),
+        (["server", "create", "--name=two", "--uid=%d" % os.getuid()],
+         "Server main already serves uid %d" % os.getuid()),
+        (["server", "frob"], "Unknown command \"server frob\""),
+        (["partition", "list"], "Static SM partitions are not supported by openmps yet"),
+        (["client", "list", "--all=yes"], "Option --all takes no value"),
+    ]
+    for args, want in cases:
+        out, err, rc = ctl_args(e, *args)
+        check(rc == 1 and out.startswith(want), "%r: rc %d %r (want %r)" % (args, rc, out, want))
+    check(e.cmd("namespace delete --server=main --name=small") == "", "namespace delete")
+    check([r[1] for r in table(e.cmd("namespace list --server=main"))] == ["default"],
+          "namespace list after delete")
+    # server create starts the server as start_server does; delete stops it.
+    check(e.cmd("server delete --name=main") == "", "server delete")
+    out, err, rc = ctl_args(e, "server", "create", "--name=other")
+    check(rc == 0 and out == "", "server create: %d %r %r" % (rc, out, err))
+    spid = wait_for(lambda: e.servers(), what="the created server")[0]
+    rows = table(e.cmd("server list"))
+    check(rows[0][0] == "other" and rows[0][2] == str(spid), "server list: %r" % rows)
+    check(e.cmd("get_default_active_thread_percentage") == "100.0", "legacy commands answer")
+    helptext = e.cmd("help")
+    check("start_server -uid <UID> [-mlopart]" in helptext and "server list" in helptext and
+          "namespace get|delete --server=NAME --name=NAMESPACE" in helptext, "help: %r" % helptext)
+    check(e.cmd("server delete --name=other -f") == "", "server delete -f")
+    wait_for(lambda: e.servers() == [], what="the deleted server to stop")
+    out, err, rc = e.ctl("", args=["-q"])
+    check(rc == 0, "-q: %d %r" % (rc, err))
+    e.daemon.wait(timeout=30)
+
+
+def test_v3_protocol_selection(daemon):
+    """v2 is the default: a module-verb command is refused with the way to protocol 3; the
+    variable wins over -p; a front-end follows the running daemon whatever -p it is given."""
+    e = daemon()
+    out, err, rc = ctl_args(e, "-p", "3", "server", "list")
+    check(rc == 1 and "this daemon runs protocol 2: start it with -p 3" in out,
+          "a v2 daemon refuses v3 commands, whatever the front-end's -p: %r" % out)
+    for cmd in ("lspart", "sm_partition add 0 2"):
+        out = e.cmd(cmd)
+        check(out.startswith("Static SM partitions are not supported by openmps yet"),
+              "%s on a daemon of protocol 2: %r" % (cmd, out))
+    e.quit()
+    e2 = daemon(dict(CUDA_MPS_PROTOCOL_VERSION="3"), start=False)
+    e2.daemon_args = ["-p", "2"]
+    e2.start()
+    env2 = dict(e2.env)
+    env2.pop("CUDA_MPS_PROTOCOL_VERSION")
+    out, err, rc = ctl_args(e2, "-p", "2", "server", "list", env=env2)
+    check(rc == 0 and out.startswith("NAME"), "the variable won over -p 2: %r %r" % (out, err))
+    out, err, rc = ctl_args(e2, "-p", "7", "server", "list", env=dict(
+        env2, CUDA_MPS_PROTOCOL_VERSION="9"))
+    check(rc == 2 and "protocol \"9\" (CUDA_MPS_PROTOCOL_VERSION): give 2 or 3" in err,
+          "a bad protocol: %r" % err)
+
+
+def test_v3_refusals_name_the_reason(daemon, tmp_path):
+    """A malformed file is refused at the start with its line named, and so is what openmps
+    cannot do (SM partitions) and servers on a daemon of protocol 2; -m says why it is refused (the shared address space), -S what is
+    missing; -a wants -d or -f."""
+    e = daemon(start=False)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('schema_version = "1.0"\n\n[servers.a]\nuid = 0\nfrobnicate = true\n')
+    p = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", str(bad)], env=e.env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "bad.toml: line 5: unknown key \"frobnicate\" in [servers.a]"
+          in p.stderr, "malformed file: %d %r" % (p.returncode, p.stderr))
+    check(not os.path.exists(os.path.join(e.pipe, "control.sock")), "no daemon left listening")
+    parts = tmp_path / "parts.toml"
+    parts.write_text('schema_version = "1.0"\n[servers.a]\n[[servers.a.devices]]\n'
+                     'uuid = "GPU-1"\n')
+    p = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", str(parts)], env=e.env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "line 3: static SM partitions" in p.stderr, p.stderr)
+    p = subprocess.run([harness.CONTROL, "-f", "-a", str(parts)], env=e.env, capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 1 and "line 2: [servers.a]: named servers and namespaces need protocol "
+          "3" in p.stderr, "a file with servers on a daemon of protocol 2: %r" % p.stderr)
+    for args, want in ((["-m", "-d"], "share their server's GPU address space"),
+                       (["-d", "-S"], "-S (static SM partitioning) is not supported"),
+                       (["-a", str(bad)], "-a applies a configuration at the daemon's start"),
+                       (["-p"], "option -p needs an argument")):
+        p = subprocess.run([harness.CONTROL] + args, env=e.env, capture_output=True, text=True,
+                           timeout=30)
+        check(p.returncode == 2 and want in p.stderr, "%r: %d %r" % (args, p.returncode, p.stderr))
+
+
+def test_v3_server_devices_and_limits(daemon):
+    """A named server's allowed_devices become its process's devices (the client sees only
+    those, renumbered); server set changes the running server's limits as set_* do, server get
+    reads them; allowed_devices beside the daemon's own CUDA_VISIBLE_DEVICES is refused."""
+    from test_visible_daemon import list_devices, listing
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\nallowed_devices = "1"\n'
+                  'active_thread_percentage = "60"\n', {"FAKECUDA_DEVICES": "3"})
+    check(list_devices(e) == listing([1]), "the client sees the allowed device only: %r" %
+          list_devices(e))
+    spid = e.servers()[0]
+    check(e.cmd("get_active_thread_percentage %d" % spid) == "60.0", "the server's share")
+    check(e.cmd("server set --name=main --active-thread-percentage=40 --client-priority=1") == "",
+          "server set")
+    check(e.cmd("get_active_thread_percentage %d" % spid) == "40.0", "server set reaches it")
+    check(e.cmd("server get --name=main").splitlines() ==
+          ["uid=%d" % os.getuid(), "active_thread_percentage=40.0", "pinned_memory_limit=-",
+           "client_priority=1", "allowed_devices=1"], "server get: %r" %
+          e.cmd("server get --name=main"))
+    out, err, rc = ctl_args(e, "server", "set", "--name=main", "--allowed-devices=1;2")
+    check(rc == 1 and out.startswith("Invalid devices"), "bad devices: %r" % out)
+    e.quit()
+    f = daemon({"CUDA_VISIBLE_DEVICES": "0"}, start=False)
+    path = write_conf(f, 'schema_version = "1.0"\n[servers.main]\nallowed_devices = "1"\n')
+    p = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", path], env=f.env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "line 3: server main: allowed_devices and the daemon's "
+          "CUDA_VISIBLE_DEVICES both choose devices" in p.stderr, p.stderr)
