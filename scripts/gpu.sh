@@ -5,7 +5,9 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay] [suites] [container] [namespaces].
+# [launchers] [replay] [suites] [container] [namespaces] [stats].
+# stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
+# (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
 # natively and under openmps, stdout compared; one of them looked at closely:
 # tests/gpu/api/debug.sh NAME. frameworks: only tests/gpu/frameworks/run.sh (issue #11; also
@@ -242,6 +244,10 @@ for step in $STEPS; do
                 --results "$OUT/suites" --seed .suites/results \
                 --deadline $((T0 + ${SUITES_SECONDS:-550})) ${SUITES_ARGS:-}
         } >"$OUT/suites.log" 2>&1 ;;
+    # GPU time per client (openmps stats) against the clients' own CUDA events (issue #27).
+    stats)
+        { make && python3 tests/gpu/stats/check.py --build build ${STATS_ARGS:-}; } \
+            >"$OUT/stats.log" 2>&1 ;;
     # The GPU tier alone (tests/gpu/run.sh, the api programs included), without the CPU tier.
     gputier)
         { make && sh tests/gpu/run.sh build "$OUT/gputier"; } >"$OUT/gputier.log" 2>&1 ;;
@@ -270,7 +276,7 @@ for step in $STEPS; do
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
     torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
-        replay | suites)
+        replay | suites | stats)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;

@@ -20,11 +20,20 @@ _openmps()
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--help --version -h -V' -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'run check cdi help version' -- "$cur"))
+            COMPREPLY=($(compgen -W 'run check cdi stats ps smi help version' -- "$cur"))
         fi
         return
     fi
     case $cmd in
+    stats)
+        COMPREPLY=($(compgen -W '--json -p' -- "$cur"))
+        ;;
+    ps)
+        COMPREPLY=($(compgen -W '-v --json -p' -- "$cur"))
+        ;;
+    smi)
+        COMPREPLY=($(compgen -W '-p' -- "$cur"))
+        ;;
     cdi)
         case $prev in
         -o | --output | --shim | --container-shim)
@@ -77,7 +86,7 @@ _openmps_control()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
     local commands='get_server_list get_server_status start_server get_client_list
-        get_device_client_list ps shutdown_server terminate_client quit
+        get_device_client_list ps stats shutdown_server terminate_client quit
         set_default_active_thread_percentage get_default_active_thread_percentage
         set_active_thread_percentage get_active_thread_percentage
         set_default_device_pinned_mem_limit get_default_device_pinned_mem_limit
@@ -101,7 +110,10 @@ _openmps_control()
         ((cword == 2)) && COMPREPLY=($(compgen -W '-t' -- "$cur"))
         ;;
     ps)
-        COMPREPLY=($(compgen -W '-v -p' -- "$cur"))
+        COMPREPLY=($(compgen -W '-v --json -p' -- "$cur"))
+        ;;
+    stats)
+        COMPREPLY=($(compgen -W '--json --smi -p' -- "$cur"))
         ;;
     shutdown_server)
         ((cword == 3)) && COMPREPLY=($(compgen -W '-f' -- "$cur"))

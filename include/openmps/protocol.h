@@ -21,7 +21,7 @@
 
 #define OM_PROTO_MAGIC 0x53504d4fu /* "OMPS" read as little-endian bytes */
 #define OM_PROTO_MAJOR 3 /* 3: private operations of their own (api/ops.tsv); generated rows */
-#define OM_PROTO_MINOR 1 /* 1: OUTPUT */
+#define OM_PROTO_MINOR 2 /* 1: OUTPUT; 2: SRV_STATS_ASK, SRV_STATS */
 
 /* Largest payload of any socket message; larger ones are malformed. */
 #define OM_MSG_MAX_PAYLOAD 65536u
@@ -59,7 +59,9 @@ struct om_msg_hdr {
     X(SRV_SHUTDOWN, 24)  /* daemon -> server: struct om_srv_shutdown */                            \
     X(SRV_TERMINATE, 25) /* daemon -> server: struct om_srv_terminate */                           \
     X(SRV_RESULT, 26)    /* server -> daemon: struct om_srv_result */                              \
-    X(SRV_LIMITS, 27)    /* daemon -> server: struct om_limits for clients adopted from now on */
+    X(SRV_LIMITS, 27)    /* daemon -> server: struct om_limits for clients adopted from now on */  \
+    X(SRV_STATS_ASK, 28) /* daemon -> server: u32 request id: send the clients' accounting */      \
+    X(SRV_STATS, 29)     /* server -> daemon: struct om_srv_stats + its records (account.c) */
 
 enum om_msg_type {
 #define OM_X_ENUM(name, value) OM_MSG_##name = value,
@@ -164,6 +166,48 @@ struct om_srv_terminate {
 struct om_srv_result {
     uint32_t request_id;
     int32_t status; /* 0 or -errno */
+};
+
+/*
+ * The server's accounting of its clients (src/server/account.c), sent for a SRV_STATS_ASK in one
+ * or more SRV_STATS messages: each a struct om_srv_stats, then nclients struct om_stats_client,
+ * then nusage struct om_stats_usage (one per client and device it used; its client is one of the
+ * same message's). OM_STATS_MORE: another message of the same answer follows. Times are
+ * nanoseconds, rates thousandths per second.
+ */
+#define OM_STATS_MORE 0x1u
+struct om_srv_stats {
+    uint32_t request_id;
+    uint32_t flags; /* OM_STATS_MORE */
+    uint32_t nclients;
+    uint32_t nusage;
+};
+
+enum om_client_state { OM_STATE_IDLE, OM_STATE_RUNNING, OM_STATE_WAITING, OM_STATE_COUNT };
+struct om_stats_client {
+    uint32_t client_id;
+    uint32_t pid;
+    uint32_t state; /* enum om_client_state */
+    uint32_t reserved;
+    uint64_t calls;             /* records served */
+    uint64_t calls_per_s_milli; /* over the last second or more */
+    uint64_t kernels_per_s_milli;
+    uint64_t serve_ns;    /* server time answering its calls (not posted ones), GPU waits in it */
+    uint64_t gpu_wait_ns; /* of which waiting for the GPU for its synchronising calls */
+    uint64_t pinned_bytes;
+    uint64_t connected_ns; /* since its session began */
+};
+
+struct om_stats_usage {
+    uint32_t client_id;
+    uint32_t device; /* the server's ordinal */
+    uint64_t kernels;
+    uint64_t graphs; /* executable graphs it launched */
+    uint64_t gpu_ns; /* time with work of its kernels outstanding (account.c: how exact) */
+    uint64_t htod_bytes;
+    uint64_t dtoh_bytes;
+    uint64_t dtod_bytes;
+    uint64_t device_bytes; /* device memory it holds there, as its cap counts it */
 };
 
 #endif /* OPENMPS_PROTOCOL_H */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* openmps: runs a program as an openmps client (openmps run -- CMD ARGS), or natively with its
  * driver calls counted (openmps check -- CMD ARGS); writes a CDI spec for containers (openmps
- * cdi, cdi.c). */
+ * cdi, cdi.c); shows what the clients do (openmps stats, ps, smi: the daemon's stats and ps
+ * commands). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -20,26 +21,36 @@
 #include <unistd.h>
 
 #include "../client/check.h"
+#include "../control/frontend.h"
 #include "cli.h"
 #include "../common/gen/entries.h"
+#include "openmps/protocol.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: openmps run [--] COMMAND [ARGS...]\n"
-               "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
-               "       openmps cdi [-o FILE.json] [--pipe-dir DIR] [OPTIONS] (see cdi --help)\n"
-               "       openmps help | --help | -h\n"
-               "       openmps version | --version | -V\n"
-               "run: runs COMMAND with the openmps shim preloaded and first in LD_LIBRARY_PATH,\n"
-               "so its CUDA work goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with\n"
-               "no daemon there, to the real driver as usual).\n"
-               "check: runs COMMAND natively (never through a daemon), counts the driver entry\n"
-               "points it and its child processes call, and reports those openmps does not\n"
-               "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
-               "3 the check itself failed.\n"
-               "cdi: writes a CDI spec that gives a container the shim, the pipe directory and\n"
-               "CUDA_MPS_PIPE_DIRECTORY, for container runtimes (docs/operations.md).\n"
-               "The control daemon is openmps-control; see openmps(1), openmps-control(8).\n");
+    fprintf(f,
+            "usage: openmps run [--] COMMAND [ARGS...]\n"
+            "       openmps check [-o FILE] [--] COMMAND [ARGS...]\n"
+            "       openmps cdi [-o FILE.json] [--pipe-dir DIR] [OPTIONS] (see cdi --help)\n"
+            "       openmps stats [--json] [-p SERVER_PID]\n"
+            "       openmps ps [-v|--json] [-p SERVER_PID]\n"
+            "       openmps smi [-p SERVER_PID]\n"
+            "       openmps help | --help | -h\n"
+            "       openmps version | --version | -V\n"
+            "run: runs COMMAND with the openmps shim preloaded and first in LD_LIBRARY_PATH,\n"
+            "so its CUDA work goes to the openmps server of CUDA_MPS_PIPE_DIRECTORY (or, with\n"
+            "no daemon there, to the real driver as usual).\n"
+            "check: runs COMMAND natively (never through a daemon), counts the driver entry\n"
+            "points it and its child processes call, and reports those openmps does not\n"
+            "run (to stderr, or FILE). Exit status: 0 none, 1 some, 2 COMMAND failed,\n"
+            "3 the check itself failed.\n"
+            "cdi: writes a CDI spec that gives a container the shim, the pipe directory and\n"
+            "CUDA_MPS_PIPE_DIRECTORY, for container runtimes (docs/operations.md).\n"
+            "stats: per client and device, what the clients did (GPU time, kernels, copies,\n"
+            "memory, calls per second, state); ps: the clients; smi: the clients as\n"
+            "nvidia-smi lists them under NVIDIA's MPS. --json: for scripts (docs/operations.md).\n"
+            "They ask the daemon of CUDA_MPS_PIPE_DIRECTORY; exit status 1 when it cannot.\n"
+            "The control daemon is openmps-control; see openmps(1), openmps-control(8).\n");
 }
 
 /* getopt_long's error, said our way: the option named, and where to look. */
@@ -371,6 +382,32 @@ static int check_main(int argc, char **argv)
     return rc;
 }
 
+/* ---------------------------------------------------------------- openmps stats, ps, smi */
+
+/* Asks the daemon `word` with the arguments (smi: stats --smi) and prints its answer: 0, or 1
+ * when the daemon is not there or refused the command (its reason on stderr). */
+static int ask_main(int argc, char **argv)
+{
+    char line[OM_CMD_MAX + 1] = "", *text = NULL;
+    size_t used = 0;
+    bool error = false;
+
+    for (int i = 0; i < argc; i++) {
+        const char *w = i == 0 && !strcmp(argv[0], "smi") ? "stats --smi" : argv[i];
+        int n = snprintf(line + used, sizeof(line) - used, "%s%s", i ? " " : "", w);
+        if (n < 0 || (size_t)n >= sizeof(line) - used) {
+            fprintf(stderr, "openmps %s: the arguments are too long\n", argv[0]);
+            return 2;
+        }
+        used += (size_t)n;
+    }
+    if (om_frontend_ask(line, &text, &error) < 0)
+        return 1;
+    fprintf(error ? stderr : stdout, "%s%s", text, *text ? "\n" : "");
+    free(text);
+    return error ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -412,9 +449,12 @@ int main(int argc, char **argv)
         return check_main(argc - optind, argv + optind);
     if (!strcmp(cmd, "cdi"))
         return om_cli_cdi(argc - optind, argv + optind);
+    if (!strcmp(cmd, "stats") || !strcmp(cmd, "ps") || !strcmp(cmd, "smi"))
+        return ask_main(argc - optind, argv + optind);
     if (strcmp(cmd, "run") != 0) {
         fprintf(stderr,
-                "openmps: unknown command %s (the commands: run, check, cdi, help, version)\n",
+                "openmps: unknown command %s (the commands: run, check, cdi, stats, ps, smi, "
+                "help, version)\n",
                 cmd);
         return 2;
     }

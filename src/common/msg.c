@@ -177,6 +177,50 @@ int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head
     return 0;
 }
 
+int om_decode_srv_stats(const void *p, size_t len, struct om_srv_stats *ret_head,
+                        struct om_stats_client *ret_clients, uint32_t max_clients,
+                        struct om_stats_usage *ret_usage, uint32_t max_usage)
+{
+    const uint8_t *at = (const uint8_t *)p + sizeof(struct om_srv_stats);
+    struct om_srv_stats h;
+    size_t need;
+
+    if (len < sizeof(h))
+        return -EBADMSG;
+    memcpy(&h, p, sizeof(h));
+    if ((h.flags & ~OM_STATS_MORE) || h.nclients > max_clients || h.nusage > max_usage)
+        return -EBADMSG;
+    need = sizeof(h) + (size_t)h.nclients * sizeof(struct om_stats_client) +
+           (size_t)h.nusage * sizeof(struct om_stats_usage);
+    if (len < need)
+        return -EBADMSG;
+    for (uint32_t i = 0; i < h.nclients; i++) {
+        struct om_stats_client c;
+        memcpy(&c, at + i * sizeof(c), sizeof(c));
+        if (c.state >= OM_STATE_COUNT || c.reserved != 0 || c.pid == 0)
+            return -EBADMSG;
+        for (uint32_t j = 0; j < i; j++) /* one record per client */
+            if (!memcmp(at + j * sizeof(c), &c.client_id, sizeof(c.client_id)))
+                return -EBADMSG;
+    }
+    at += (size_t)h.nclients * sizeof(struct om_stats_client);
+    for (uint32_t i = 0; i < h.nusage; i++) {
+        struct om_stats_usage u;
+        bool known = false;
+        memcpy(&u, at + i * sizeof(u), sizeof(u));
+        for (uint32_t j = 0; j < h.nclients && !known; j++)
+            known = !memcmp((const uint8_t *)p + sizeof(h) + j * sizeof(struct om_stats_client),
+                            &u.client_id, sizeof(u.client_id));
+        if (!known || u.device >= OM_MAX_DEVICES)
+            return -EBADMSG;
+    }
+    *ret_head = h;
+    memcpy(ret_clients, (const uint8_t *)p + sizeof(h),
+           (size_t)h.nclients * sizeof(struct om_stats_client));
+    memcpy(ret_usage, at, (size_t)h.nusage * sizeof(struct om_stats_usage));
+    return 0;
+}
+
 int om_decode_u32_pair(const void *p, size_t len, uint32_t *ret_a, uint32_t *ret_b)
 {
     uint32_t v[2];

@@ -42,6 +42,13 @@ int om_decode_srv_client(const void *p, size_t len, struct om_srv_client *ret);
  * printable ASCII replaced with '?' (the server is its user's process). */
 int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head,
                         struct om_device_info *ret_devs, uint32_t max_devs);
+/* A server's accounting (SRV_STATS): at most max_clients and max_usage records, each client once,
+ * each usage record naming one of the message's clients and a device below OM_MAX_DEVICES, a
+ * known state; the records are copied out. The numbers themselves are the server's word (its
+ * user's process): the daemon shows them, never acts on them. */
+int om_decode_srv_stats(const void *p, size_t len, struct om_srv_stats *ret_head,
+                        struct om_stats_client *ret_clients, uint32_t max_clients,
+                        struct om_stats_usage *ret_usage, uint32_t max_usage);
 int om_decode_u32_pair(const void *p, size_t len, uint32_t *ret_a, uint32_t *ret_b);
 
 /* A text payload: no NUL bytes, at most max_len bytes. Returns 0 or -EBADMSG. */

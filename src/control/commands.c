@@ -250,25 +250,28 @@ static void client_device(const struct server *s, const struct client_rec *r, ch
 }
 
 /*
- * ps [-v] [-p <server PID>]: NVIDIA's columns; -v (openmps) adds what the server applies to each
- * client and what it holds: its active thread percentage and priority, its device-memory cap
+ * ps [-v|--json] [-p <server PID>]: NVIDIA's columns; -v (openmps) adds what the server applies to
+ * each client and what it holds: its active thread percentage and priority, its device-memory cap
  * on device 0 (get_device_pinned_mem_limit names the others) and the device memory it holds on
  * every device (as the server last reported it, at most OM_REPORT_MS old).
  */
 static int cmd_ps(struct cmd_ctx *x)
 {
     struct server *only = NULL;
-    bool any = false, verbose = false;
+    bool any = false, verbose = false, json = false;
     int i = 1;
 
-    if (i < x->argc && !strcmp(x->argv[i], "-v")) {
-        verbose = true;
+    if (i < x->argc && (!strcmp(x->argv[i], "-v") || !strcmp(x->argv[i], "--json"))) {
+        verbose = x->argv[i][1] == 'v';
+        json = !verbose;
         i++;
     }
     if (i < x->argc && (x->argc != i + 2 || strcmp(x->argv[i], "-p") != 0))
-        return fail(x, "Usage: ps [-v] [-p <server PID>]");
+        return fail(x, "Usage: ps [-v|--json] [-p <server PID>]");
     if (i < x->argc && parse_pid(x, x->argv[i + 1], &only) < 0)
         return 0;
+    if (json) /* the table's rows and -v's columns, and more, for scripts (stats.c) */
+        return om_stats_ps_json(x->d, x->ui, only, x->out), 0;
     for (struct server *s = x->d->servers; s; s = s->next) {
         if ((only && s != only) || !sees_clients_of(x, s))
             continue;
@@ -301,6 +304,12 @@ static int cmd_ps(struct cmd_ctx *x)
         }
     }
     return 0;
+}
+
+/* stats [--json|--smi] [-p <server PID>]: the servers' accounting of their clients (stats.c). */
+static int cmd_stats(struct cmd_ctx *x)
+{
+    return om_stats_command(x->d, x->ui, x->argc, x->argv, x->out, &x->error);
 }
 
 static int cmd_shutdown_server(struct cmd_ctx *x)
@@ -553,7 +562,8 @@ static const struct command commands[] = {
     {"start_server", 0, 3, true, cmd_start_server, "-uid <UID> [-mlopart]"},
     {"get_client_list", 1, 1, false, cmd_get_client_list, "<PID>"},
     {"get_device_client_list", 0, 1, false, cmd_get_device_client_list, "[<PID>]"},
-    {"ps", 0, 3, false, cmd_ps, "[-v] [-p <PID>]"},
+    {"ps", 0, 3, false, cmd_ps, "[-v|--json] [-p <PID>]"},
+    {"stats", 0, 3, false, cmd_stats, "[--json|--smi] [-p <PID>]"},
     {"shutdown_server", 1, 2, true, cmd_shutdown_server, "<PID> [-f]"},
     {"terminate_client", 2, 2, true, cmd_terminate_client, "<server PID> <client PID>"},
     {"quit", 0, 2, true, cmd_quit, "[-t <seconds>]"},

@@ -746,6 +746,7 @@ static void handle_timers(struct daemon *d)
         }
         expire_pending(d, s, now);
     }
+    om_stats_expire(d, now); /* stats commands answered without a server that is too slow */
     peers_sweep(d, now);
     om_metrics_timer(d, now);
     if (d->quitting && d->quit_force_at_ms && now >= d->quit_force_at_ms) {

@@ -95,6 +95,55 @@ static bool module_verb(const char *word)
            !strcmp(word, "partition");
 }
 
+int om_frontend_ask(const char *line, char **ret_text, bool *ret_error)
+{
+    struct om_msg *m = malloc(sizeof(*m));
+    char *text = NULL;
+    size_t len = 0;
+    int fd = m ? connect_daemon() : -1, rc;
+
+    if (fd < 0) {
+        free(m);
+        return -1;
+    }
+    *ret_error = false;
+    rc = om_msg_send(fd, OM_MSG_COMMAND, 0, line, strlen(line), -1);
+    do {
+        char *nt;
+        if (rc == 0)
+            rc = om_msg_recv(fd, m, NULL, OM_FRONTEND_TIMEOUT_MS);
+        if (rc == 0 && m->hdr.type == OM_MSG_REFUSE && om_msg_text(m, 1000) == 0) {
+            fprintf(stderr, "openmps: the daemon refused the connection: %s\n",
+                    (const char *)m->payload);
+            rc = -ECONNREFUSED;
+            break;
+        }
+        if (rc < 0 || m->hdr.type != OM_MSG_ANSWER || om_msg_text(m, OM_MSG_MAX_PAYLOAD) < 0) {
+            fprintf(stderr, "openmps: the connection to the daemon broke (%s)\n",
+                    rc < 0 ? strerror(-rc) : "unexpected message");
+            rc = rc < 0 ? rc : -EPROTO;
+            break;
+        }
+        if (!(nt = realloc(text, len + m->hdr.len + 1))) {
+            rc = -ENOMEM;
+            break;
+        }
+        text = nt;
+        memcpy(text + len, m->payload, m->hdr.len);
+        len += m->hdr.len;
+        text[len] = '\0';
+        *ret_error |= (m->hdr.flags & OM_ANSWER_ERROR) != 0;
+    } while (m->hdr.flags & OM_ANSWER_MORE);
+    close(fd);
+    free(m);
+    if (rc < 0) {
+        free(text);
+        return -1;
+    }
+    *ret_text = text ? text : strdup("");
+    return *ret_text ? 0 : -1;
+}
+
 int om_frontend_run(int argc, char **argv)
 {
     struct om_msg *m;

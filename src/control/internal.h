@@ -98,7 +98,8 @@ struct client_rec {
     uint64_t device_bytes;   /* device memory it holds, as the server last said (ps -v) */
     unsigned long pid_ns;    /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];
-    char ns[64]; /* its namespace (protocol 3, v3.c), "" without one */
+    char cgroup[256]; /* its /proc/PID/cgroup path (stats.c): the Slurm job, the pod */
+    char ns[64];      /* its namespace (protocol 3, v3.c), "" without one */
     struct client_rec *next;
 };
 
@@ -156,6 +157,7 @@ struct daemon {
     struct peer *peers;
     bool sched_dirty; /* om_daemon_schedule was asked for since the last pass */
     struct server *servers;
+    struct om_stats_req *stats_reqs; /* stats.c: stats commands waiting for servers' answers */
     uint64_t next_conn_id;
     uint64_t next_server_id;
     long max_conns; /* from RLIMIT_NOFILE, less OM_FD_RESERVE */
@@ -239,6 +241,18 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
 /* The pure parser used by om_command_run and its fuzz target: splits a line
  * into at most max words in place. Returns the count or -E2BIG. */
 int om_command_split(char *line, char **argv, int max);
+
+/* stats.c: the stats command (OM_CMD_LATER: answered once the servers have; ret_error and out
+ * for a bad command line); a server's SRV_STATS (-EBADMSG: invalid); a server gone, and the
+ * requests' deadlines; ps --json; a process's cgroup path (empty when unknown). */
+struct om_stats_req;
+int om_stats_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
+                     bool *ret_error);
+int om_stats_reply(struct daemon *d, struct server *s, const void *payload, size_t len);
+void om_stats_server_gone(struct daemon *d, struct server *s);
+void om_stats_expire(struct daemon *d, int64_t now);
+void om_stats_ps_json(struct daemon *d, struct conn *ui, struct server *only, struct strbuf *out);
+void om_stats_cgroup(pid_t pid, char *buf, size_t cap);
 
 /* servers.c */
 struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen);

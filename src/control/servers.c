@@ -438,6 +438,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     r->limits = a.limits;
     r->want = a.want;
     describe_process(c->pid, r);
+    om_stats_cgroup(c->pid, r->cgroup, sizeof(r->cgroup)); /* the job or pod it runs in */
     r->next = s->clients;
     s->clients = r;
     s->nclients++;
@@ -516,6 +517,7 @@ static void channel_lost(struct daemon *d, struct server *s)
     }
     while (s->pending)
         answer_pending(d, s, s->pending->request_id, -ESRCH);
+    om_stats_server_gone(d, s); /* a stats command waiting for it answers without it */
     if (om_server_live(s) || s->state == SRV_STOPPING) {
         /* A server that closed its channel without exiting is of no use. */
         if (!s->kill_at_ms)
@@ -610,6 +612,10 @@ void om_server_handle_message(struct daemon *d, struct server *s)
                     r->device_mask = cl.device_mask;
                 }
         }
+        break;
+    case OM_MSG_SRV_STATS: /* its clients' accounting, for a stats command (stats.c) */
+        if (om_stats_reply(d, s, m->payload, m->hdr.len) < 0)
+            goto bad;
         break;
     case OM_MSG_SRV_RESULT:
         if (om_decode_u32_pair(m->payload, m->hdr.len, &a, &b) < 0)

@@ -97,6 +97,34 @@ struct om_kernel {
     bool prints; /* its image may call printf (om_image_may_print): output.c's ordering */
 };
 
+/* account.c: what a client did on one device. The worker adds (single writer: a relaxed load and
+ * store, no lock), the main thread reads (__atomic) for the daemon's stats. */
+struct om_acct_dev {
+    uint64_t kernels, graphs;  /* launched */
+    uint64_t gpu_ns;           /* closed busy periods: time with its kernels outstanding */
+    uint64_t busy_since;       /* CLOCK_MONOTONIC ns its open busy period began; 0: none */
+    uint64_t htod, dtoh, dtod; /* bytes copied */
+    uint32_t open;             /* its streams with kernels outstanding here (worker only) */
+};
+/* Streams of one client whose kernels account.c times at once; a launch on one more is counted
+ * but not timed (its own period would be lost, never another's). */
+#define OM_ACCT_STREAMS 16
+struct om_acct {
+    struct om_acct_dev dev[OM_MAX_DEVICES];
+    struct {
+        CUstream st;
+        int dev;
+    } busy[OM_ACCT_STREAMS]; /* streams with kernels outstanding (worker only) */
+    unsigned nbusy, last;
+    uint64_t untimed;       /* launches on a stream past OM_ACCT_STREAMS */
+    uint64_t serve_ns;      /* __atomic */
+    uint64_t gpu_wait_ns;   /* __atomic */
+    uint64_t waiting_since; /* in a GPU wait for it since (ns); 0: not (__atomic) */
+    uint64_t started_ns;    /* its session began */
+    uint64_t rate_at_ns, rate_calls, rate_kernels; /* the rates' last sample (main thread) */
+    uint64_t calls_per_s_milli, kernels_per_s_milli;
+};
+
 /*
  * One client's session. Everything the client holds in the server is
  * reachable from here, so that its end (release_gpu_resources) frees all of it in one place
@@ -122,7 +150,7 @@ struct session {
     uint64_t reported_bytes;    /* device_bytes as the daemon last heard it (main thread) */
     uint32_t reported_mask;     /* device_mask as the daemon last heard it (main thread) */
     bool memcap_logged;         /* its first refusal past the cap was logged */
-    uint64_t calls;             /* records served */
+    uint64_t calls;             /* records served (its worker writes, __atomic) */
     uint64_t waits;             /* times its thread found no record and waited */
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
     char end_reason[200];       /* a copy: the caller's text may not outlive the worker */
@@ -218,6 +246,7 @@ struct session {
     uint64_t *vmm_extra;
     size_t vmm_extra_n, vmm_extra_cap;
     struct om_graphmem *graphmem; /* graph allocations, conditional handles (graphstate.c) */
+    struct om_acct acct;          /* account.c: what it did, for the daemon's stats */
     struct session *next;
 };
 
@@ -391,6 +420,28 @@ void om_imgcache_store(const void *bytes, size_t size, uint64_t hash);
 /* The cached image of that size and first key was used now (the cache keeps the most recently
  * used): false where there is none. */
 bool om_imgcache_used(size_t size, uint64_t hash);
+
+/* account.c: per client and device, what it did (openmps stats). Hooks of the worker's paths,
+ * each one line where it is called: the calling thread serves s from om_account_bind on (its
+ * waits are its, wait.c); a launch (graph: an executable graph) accepted on the client's stream
+ * `st` (NULL: untimed); bytes copied each way by a copy that returned rc (counted on success); a
+ * record served since t0 (om_account_now; 0: a posted record, not timed). */
+enum om_acct_copy { OM_ACCT_HTOD, OM_ACCT_DTOH, OM_ACCT_DTOD };
+void om_account_bind(struct session *s);
+void om_account_launch(struct session *s, CUstream st, bool graph);
+void om_account_copy(struct session *s, enum om_acct_copy dir, uint64_t bytes, CUresult rc);
+uint64_t om_account_now(void);
+void om_account_served(struct session *s, uint64_t t0);
+/* wait.c: a wait for the GPU begins at `now` (the wait's own clock reading; returns it, 0 off a
+ * worker) and ends: `st` a stream waited for (its busy period closes, whatever the wait
+ * returned), or event_done: an event found done (every stream of the session with a period open
+ * is asked, without waiting). */
+uint64_t om_account_wait_begin(uint64_t now);
+void om_account_waited(uint64_t t0, CUstream st, bool event_done);
+/* Main thread: each session's rates, at most once a second; the answer to the daemon's
+ * SRV_STATS_ASK `request_id` on `chan` (0 or -errno). */
+void om_account_tick(struct session *sessions);
+int om_account_send(int chan, struct session *sessions, uint32_t request_id);
 
 /* warm.c: grows the driver's stream and event pools at the start, while no kernel runs. */
 void om_warm_driver_pools(void);

@@ -107,6 +107,14 @@ static bool handle_daemon(struct server *srv)
         srv->stopping = true;
         break;
     }
+    case OM_MSG_SRV_STATS_ASK: /* u32 request id (a longer payload: a later minor's) */
+        if (m.hdr.len < sizeof(req)) {
+            om_err("invalid stats request from the daemon");
+            break;
+        }
+        memcpy(&req, m.payload, sizeof(req));
+        om_account_send(srv->chan, srv->sessions, req);
+        break;
     case OM_MSG_SRV_TERMINATE: {
         struct session *s;
         int32_t status = 0;
@@ -186,6 +194,7 @@ static int serve(struct server *srv)
             break;
         om_hostmem_reap(); /* pinned regions left behind, once nothing of clients runs */
         om_session_report_memory(srv);
+        om_account_tick(srv->sessions); /* the clients' rates, once a second */
         if (rc <= 0)
             continue;
         for (size_t i = 1; i + 1 < n; i++) {

@@ -371,6 +371,7 @@ static void *worker_main(void *arg)
      * made at its first use: clients that start together are all counted before they launch. */
     om_sched_stream_created();
     om_profile_start(s);
+    om_account_bind(s); /* account.c: this thread's waits are its */
     /* The client's work runs in the server's context, on this thread; what the driver prints
      * here (kernel printf) is the client's (output.c). */
     om_output_bind(s);
@@ -400,8 +401,10 @@ static void *worker_main(void *arg)
                    strerror(-rc));
             rc = -EPROTO;
         } else {
-            s->calls++;
+            uint64_t t0 = rec.flags & OM_REC_POSTED ? 0 : om_account_now(); /* a call waited on */
+            __atomic_store_n(&s->calls, s->calls + 1, __ATOMIC_RELAXED); /* the main thread reads */
             rc = serve(s, &rec, buf, out);
+            om_account_served(s, t0);
         }
         if (rc < 0) {
             if (rc == -EPROTO)

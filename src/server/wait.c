@@ -171,13 +171,15 @@ static CUresult sleep_in(handle_call sync, void *h)
     return rc;
 }
 
-static CUresult wait_for(void *h, int query_index, int sync_index)
+/* *ret_start: when it began, for the accounting (account.c; 0 off a session's worker). */
+static CUresult wait_for(void *h, int query_index, int sync_index, uint64_t *ret_start)
 {
     handle_call query = (handle_call)om_server_real[query_index];
     handle_call sync = (handle_call)om_server_real[sync_index];
     uint64_t start = om_mono_ns();
     CUresult rc;
 
+    *ret_start = om_account_wait_begin(start); /* the client waits for the GPU now */
     if (sync_flags != CU_CTX_SCHED_BLOCKING_SYNC)
         return sync(h);
     if (om_spin_take()) {
@@ -192,10 +194,18 @@ static CUresult wait_for(void *h, int query_index, int sync_index)
 
 CUresult om_wait_stream(CUstream st)
 {
-    return wait_for(st, OM_IDX_cuStreamQuery, OM_IDX_cuStreamSynchronize);
+    uint64_t t0;
+    CUresult rc = wait_for(st, OM_IDX_cuStreamQuery, OM_IDX_cuStreamSynchronize, &t0);
+
+    om_account_waited(t0, st, false); /* its busy period ends (an error ended its work too) */
+    return rc;
 }
 
 CUresult om_wait_event(CUevent ev)
 {
-    return wait_for(ev, OM_IDX_cuEventQuery, OM_IDX_cuEventSynchronize);
+    uint64_t t0;
+    CUresult rc = wait_for(ev, OM_IDX_cuEventQuery, OM_IDX_cuEventSynchronize, &t0);
+
+    om_account_waited(t0, NULL, rc == CUDA_SUCCESS); /* the streams it may have been on */
+    return rc;
 }

@@ -17,6 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct om_srv_client c;
     struct om_srv_ready r;
     static struct om_device_info devs[OM_MAX_DEVICES];
+    static struct om_stats_client sc[OM_MSG_MAX_PAYLOAD / sizeof(struct om_stats_client)];
+    static struct om_stats_usage su[OM_MSG_MAX_PAYLOAD / sizeof(struct om_stats_usage)];
+    struct om_srv_stats st;
     uint32_t x, y;
 
     if (size > sizeof(m.hdr) + OM_MSG_MAX_PAYLOAD)
@@ -32,5 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     om_decode_srv_client(m.payload, h.len, &c);
     om_decode_srv_ready(m.payload, h.len, &r, devs, OM_MAX_DEVICES);
     om_decode_u32_pair(m.payload, h.len, &x, &y);
+    om_decode_srv_stats(m.payload, h.len, &st, sc, sizeof(sc) / sizeof(sc[0]), su,
+                        sizeof(su) / sizeof(su[0]));
     return 0;
 }

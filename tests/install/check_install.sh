@@ -118,7 +118,7 @@ comp2=$(bash -c '. "$1"; COMP_WORDS=(nvidia-cuda-mps-control ""); COMP_CWORD=1
 comp3=$(bash -c '. "$1"; COMP_WORDS=(openmps ""); COMP_CWORD=1; _openmps; echo "${COMPREPLY[*]}"
     COMP_WORDS=(openmps cdi --p); COMP_CWORD=2; _openmps; echo "${COMPREPLY[*]}"' - \
     "$PREFIX/share/bash-completion/completions/openmps" | tr '\n' '/')
-[ "$comp3" = "run check cdi help version/--pipe-dir/" ] && ok "completion of openmps and openmps cdi" ||
+[ "$comp3" = "run check cdi stats ps smi help version/--pipe-dir/" ] && ok "completion of openmps and openmps cdi" ||
     fail "completion of openmps: '$comp3'"
 mancmds=$(sed -n 's/^\.It Cm \([a-z_]*\).*/\1/p' "$PREFIX/share/man/man8/openmps-control.8" | sort -u |
     tr '\n' ' ')

@@ -68,7 +68,7 @@ def test_commands_transcript(daemon):
         "A server PID is required",
         "Server 12345 not found",
         "A user id (UID) is required to start a new server",
-        "Usage: ps [-v] [-p <server PID>]",
+        "Usage: ps [-v|--json] [-p <server PID>]",
         "Usage: quit [-t <seconds>]",
     ]
     got = out.splitlines()

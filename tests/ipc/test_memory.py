@@ -85,7 +85,7 @@ def test_ps_verbose_shows_limits_and_memory(daemon):
     plain = e.cmd("ps").splitlines()
     check(plain[0].split() == ["PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND"],
           "plain ps keeps NVIDIA's columns: %r" % plain[0])
-    check(e.cmd("ps -x") == "Usage: ps [-v] [-p <server PID>]", "bad option: usage")
+    check(e.cmd("ps -x") == "Usage: ps [-v|--json] [-p <server PID>]", "bad option: usage")
     q = subprocess.Popen([MEMORY_DRIVER, "hold", str(1 << 20)], env=dict(
         e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR),
         CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=1G,1=512M"), stdin=subprocess.PIPE,

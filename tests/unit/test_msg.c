@@ -79,6 +79,51 @@ TEST(msg_decode_payloads)
     CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), -EBADMSG);
 }
 
+/* A server's accounting (SRV_STATS): counts, states, each client once, usage of the message's own
+ * clients on devices that exist. */
+TEST(msg_decode_srv_stats)
+{
+    struct {
+        struct om_srv_stats h;
+        struct om_stats_client c[2];
+        struct om_stats_usage u[2];
+    } m;
+    struct om_srv_stats h;
+    struct om_stats_client c[2];
+    struct om_stats_usage u[2];
+
+    memset(&m, 0, sizeof(m));
+    m.h =
+        (struct om_srv_stats){.request_id = 7, .flags = OM_STATS_MORE, .nclients = 2, .nusage = 2};
+    m.c[0] = (struct om_stats_client){.client_id = 1, .pid = 100, .state = OM_STATE_RUNNING};
+    m.c[1] = (struct om_stats_client){.client_id = 2, .pid = 200, .calls = 5};
+    m.u[0] = (struct om_stats_usage){.client_id = 2, .device = 1, .kernels = 3};
+    m.u[1] = (struct om_stats_usage){.client_id = 1, .device = 0, .gpu_ns = 9};
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), 0);
+    CHECK_EQ(h.request_id, 7);
+    CHECK_EQ(c[1].calls, 5);
+    CHECK_EQ(u[0].kernels, 3);
+    CHECK_EQ(u[1].gpu_ns, 9);
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m) - 1, &h, c, 2, u, 2), -EBADMSG); /* short */
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 1, u, 2), -EBADMSG);     /* too many */
+    m.h.flags = 4;                                                              /* unknown flag */
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
+    m.h.flags = 0;
+    m.c[0].state = OM_STATE_COUNT;
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
+    m.c[0].state = OM_STATE_IDLE;
+    m.c[1].client_id = 1; /* the same client twice */
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
+    m.c[1].client_id = 2;
+    m.u[0].client_id = 3; /* usage of a client the message does not carry */
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
+    m.u[0].client_id = 2;
+    m.u[1].device = OM_MAX_DEVICES;
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
+    m.u[1].device = 0;
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), 0);
+}
+
 TEST(msg_socket_roundtrip)
 {
     static struct om_msg m;

@@ -27,8 +27,10 @@ CUresult om_x_op_copy_htod_pinned(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
-    return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
+    rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
         dst, (const void *)(uintptr_t)src, n, st);
+    om_account_copy(c->s, OM_ACCT_HTOD, n, rc);
+    return rc;
 }
 
 CUresult om_x_op_copy_dtoh_pinned(struct call *c)
@@ -45,8 +47,10 @@ CUresult om_x_op_copy_dtoh_pinned(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
-    return ((CUresult(*)(void *, CUdeviceptr, size_t, CUstream))REAL(cuMemcpyDtoHAsync_v2))(
+    rc = ((CUresult(*)(void *, CUdeviceptr, size_t, CUstream))REAL(cuMemcpyDtoHAsync_v2))(
         (void *)(uintptr_t)dst, src, n, st);
+    om_account_copy(c->s, OM_ACCT_DTOH, n, rc);
+    return rc;
 }
 
 /* Host bytes to device memory through the pinned reply buffer, which a call that copies to the
@@ -93,7 +97,9 @@ CUresult om_x_op_copy_htod(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
-    return om_take_call_error(c, htod_through_reply(c, dst, src, n, st));
+    rc = htod_through_reply(c, dst, src, n, st);
+    om_account_copy(c->s, OM_ACCT_HTOD, n, rc);
+    return om_take_call_error(c, rc);
 }
 
 CUresult om_x_op_copy_dtoh(struct call *c)
@@ -116,6 +122,7 @@ CUresult om_x_op_copy_dtoh(struct call *c)
         rc = sync(st);
     if (rc == CUDA_SUCCESS)
         c->out.len = n;
+    om_account_copy(c->s, OM_ACCT_DTOH, n, rc);
     return om_take_call_error(c, rc);
 }
 
@@ -138,6 +145,7 @@ CUresult om_x_op_copy_dtod(struct call *c)
     rc = copy(dst, src, n, st);
     if (rc == CUDA_SUCCESS && wait)
         rc = sync(st);
+    om_account_copy(c->s, OM_ACCT_DTOD, n, rc);
     return om_take_call_error(c, rc);
 }
 
@@ -300,8 +308,11 @@ CUresult om_x_op_copy_2d(struct call *c)
         m.dstPitch = w;
         wait = 1; /* the answer is read when the call returns */
     }
-    if (stype == CU_MEMORYTYPE_HOST) /* to device memory, then */
-        return copy2d_htod_pieces(c, &m, sh);
+    if (stype == CU_MEMORYTYPE_HOST) { /* to device memory, then */
+        rc = copy2d_htod_pieces(c, &m, sh);
+        om_account_copy(c->s, OM_ACCT_HTOD, w * h, rc);
+        return rc;
+    }
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
@@ -310,6 +321,7 @@ CUresult om_x_op_copy_2d(struct call *c)
         rc = om_wait_stream(st);
     if (rc == CUDA_SUCCESS && dtype == CU_MEMORYTYPE_HOST)
         c->out.len = w * h;
+    om_account_copy(c->s, dtype == CU_MEMORYTYPE_HOST ? OM_ACCT_DTOH : OM_ACCT_DTOD, w * h, rc);
     return om_take_call_error(c, rc);
 }
 
@@ -446,5 +458,10 @@ CUresult om_x_op_copy_3d(struct call *c)
         rc = om_wait_stream(st);
     if (rc == CUDA_SUCCESS && dst.type == CU_MEMORYTYPE_HOST)
         c->out.len = total;
+    om_account_copy(c->s,
+                    src.type == CU_MEMORYTYPE_HOST   ? OM_ACCT_HTOD
+                    : dst.type == CU_MEMORYTYPE_HOST ? OM_ACCT_DTOH
+                                                     : OM_ACCT_DTOD,
+                    total, rc);
     return om_take_call_error(c, rc);
 }

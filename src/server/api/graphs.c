@@ -45,8 +45,10 @@ CUresult om_x_cuGraphLaunch(struct call *c)
     rc =
         ((CUresult(*)(CUgraphExec, CUstream))REAL(cuGraphLaunch))((CUgraphExec)(uintptr_t)exec, st);
     /* Scheduled like a kernel: the executable graph is what the scheduler learns the length of. */
-    if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, st))
+    if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, st)) {
         om_sched_launched(c->s, st, exec);
+        om_account_launch(c->s, c->s->call_stream, true); /* account.c: graphs, busy time */
+    }
     return rc;
 }
 

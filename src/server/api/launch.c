@@ -197,6 +197,8 @@ CUresult om_x_cuLaunchKernel(struct call *c)
 {
     CUresult rc = launch_kernel(c);
 
+    if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, c->s->call_stream))
+        om_account_launch(c->s, c->s->call_stream, false); /* account.c: kernels, busy time */
     if (rc != CUDA_SUCCESS)
         om_replay_end(c->s, OM_IDX_cuLaunchKernel);
     return rc;
@@ -206,6 +208,8 @@ CUresult om_x_cuLaunchKernelEx(struct call *c)
 {
     CUresult rc = launch_kernel_ex(c);
 
+    if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, c->s->call_stream))
+        om_account_launch(c->s, c->s->call_stream, false); /* account.c: kernels, busy time */
     if (rc != CUDA_SUCCESS)
         om_replay_end(c->s, OM_IDX_cuLaunchKernelEx);
     return rc;

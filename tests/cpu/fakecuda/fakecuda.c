@@ -673,21 +673,29 @@ TRIVIAL(cuDevicePrimaryCtxSetFlags_v2, int dev, unsigned flags)
 
 /* FAKECUDA_KERNEL_MS: each launch keeps its stream busy that long after the stream's earlier
  * work (cuStreamQuery answers CUDA_ERROR_NOT_READY meanwhile, cuStreamSynchronize sleeps), so
- * the server's scheduler has running kernels to wait for. FAKECUDA_TIME_LOG: a file that gets
- * "<kernel name or record> <milliseconds, monotonic>" for every launch and event record. */
-static uint64_t busy_until_ms[sizeof(tokens)]; /* per stream token (__atomic) */
+ * the server's scheduler has running kernels to wait for. A kernel named "sleep" runs as long as
+ * its first argument (u32) says, in microseconds, whatever FAKECUDA_KERNEL_MS says: kernels of
+ * known duration (openmps stats' tests). FAKECUDA_TIME_LOG: a file that gets "<kernel name or
+ * record> <milliseconds, monotonic>" for every launch and event record. Times are kept in
+ * microseconds. */
+static uint64_t busy_until_us[sizeof(tokens)]; /* per stream token (__atomic) */
 
-static uint64_t mono_ms(void)
+static uint64_t mono_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t mono_ms(void)
+{
+    return mono_us() / 1000;
 }
 
 static uint64_t *busy_slot(void *s)
 {
     char *c = s;
-    return c >= tokens && c < tokens + sizeof(tokens) ? &busy_until_ms[c - tokens] : NULL;
+    return c >= tokens && c < tokens + sizeof(tokens) ? &busy_until_us[c - tokens] : NULL;
 }
 
 static void time_line(const char *what)
@@ -701,15 +709,19 @@ static void time_line(const char *what)
     }
 }
 
-static void stream_runs(void *s)
+/* The stream runs a kernel of `us` microseconds after its earlier work (0: FAKECUDA_KERNEL_MS's).
+ */
+static void stream_runs(void *s, uint64_t us)
 {
     const char *ms = getenv("FAKECUDA_KERNEL_MS");
-    uint64_t *b = busy_slot(s), now = mono_ms(), until;
+    uint64_t *b = busy_slot(s), now = mono_us(), until;
 
-    if (!ms || !b)
+    if (!us && ms)
+        us = (uint64_t)atoi(ms) * 1000;
+    if (!us || !b)
         return;
     until = __atomic_load_n(b, __ATOMIC_RELAXED);
-    __atomic_store_n(b, (until > now ? until : now) + (uint64_t)atoi(ms), __ATOMIC_RELAXED);
+    __atomic_store_n(b, (until > now ? until : now) + us, __ATOMIC_RELAXED);
 }
 
 /* Device-side printf, as the driver prints it (tests/gpu/probe): the kernel `printf` leaves a
@@ -780,7 +792,7 @@ EXPORT int cuStreamQuery(void *s)
 
     if (captured)
         return captured;
-    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_ms() ? 600 : CUDA_SUCCESS;
+    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
 }
 
 EXPORT int cuStreamSynchronize(void *s)
@@ -789,8 +801,8 @@ EXPORT int cuStreamSynchronize(void *s)
 
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
-    while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_ms()))
-        usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now) * 1000);
+    while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_us()))
+        usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now));
     return CUDA_SUCCESS;
 }
 static void log_line(const char *what)
@@ -804,8 +816,10 @@ static void log_line(const char *what)
     }
 }
 
-/* An event is done when the work its stream had at the record is (FAKECUDA_KERNEL_MS). */
-static uint64_t event_ready_ms[sizeof(tokens)]; /* per event token (__atomic) */
+/* An event is done when the work its stream had at the record is (FAKECUDA_KERNEL_MS, "sleep"
+ * kernels): then, in microseconds of the monotonic clock, its timestamp (cuEventElapsedTime). */
+static uint64_t event_ready_us[sizeof(tokens)];      /* per event token (__atomic) */
+static unsigned char event_recorded[sizeof(tokens)]; /* (__atomic) */
 
 /* FAKECUDA_WAITS_PROPAGATE=1: a stream that waits for an event stays busy until the event is
  * done (what the device does; off by default, the scheduler's tests time streams alone). */
@@ -816,7 +830,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
     (void)f;
     log_line("wait");
     if (getenv("FAKECUDA_WAITS_PROPAGATE") && busy && ready) {
-        ready = &event_ready_ms[ready - busy_until_ms];
+        ready = &event_ready_us[ready - busy_until_us];
         until = __atomic_load_n(ready, __ATOMIC_RELAXED);
         if (until > __atomic_load_n(busy, __ATOMIC_RELAXED))
             __atomic_store_n(busy, until, __ATOMIC_RELAXED);
@@ -860,11 +874,12 @@ EXPORT int cuEventRecord(void *e, void *s)
     log_line("record");
     time_line("record");
     fake_capture_record(e, s);
-    if (ready)
-        ready = &event_ready_ms[ready - busy_until_ms];
-    if (ready)
-        __atomic_store_n(ready, busy ? __atomic_load_n(busy, __ATOMIC_RELAXED) : 0,
-                         __ATOMIC_RELAXED);
+    if (ready) {
+        uint64_t now = mono_us(), until = busy ? __atomic_load_n(busy, __ATOMIC_RELAXED) : 0;
+        __atomic_store_n(&event_recorded[ready - busy_until_us], 1, __ATOMIC_RELAXED);
+        ready = &event_ready_us[ready - busy_until_us];
+        __atomic_store_n(ready, until > now ? until : now, __ATOMIC_RELAXED);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -880,8 +895,8 @@ EXPORT int cuEventRecordWithFlags(void *e, void *s, unsigned flags)
 EXPORT int cuEventQuery(void *e)
 {
     uint64_t *b = busy_slot(e);
-    b = b ? &event_ready_ms[b - busy_until_ms] : NULL;
-    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_ms() ? 600 : CUDA_SUCCESS;
+    b = b ? &event_ready_us[b - busy_until_us] : NULL;
+    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
 }
 
 EXPORT int cuEventSynchronize(void *e)
@@ -900,9 +915,27 @@ EXPORT int cuEventCreate(void **e, unsigned flags)
     return *e ? CUDA_SUCCESS : 2;
 }
 
+/* The time between the two events' timestamps (when the work before each was done), as the
+ * driver answers: CUDA_ERROR_NOT_READY (600) while either is pending, INVALID_HANDLE (400) for
+ * an event never recorded. Events of another double's making (graph nodes) answer 1.5 ms. */
 EXPORT int cuEventElapsedTime_v2(float *ms, void *a, void *b)
 {
-    *ms = a == b ? 0.0f : 1.5f;
+    uint64_t *ra = busy_slot(a), *rb = busy_slot(b);
+
+    if (!ra || !rb) {
+        *ms = a == b ? 0.0f : 1.5f;
+        return CUDA_SUCCESS;
+    }
+    if (!__atomic_load_n(&event_recorded[ra - busy_until_us], __ATOMIC_RELAXED) ||
+        !__atomic_load_n(&event_recorded[rb - busy_until_us], __ATOMIC_RELAXED))
+        return 400;
+    if (cuEventQuery(a) == 600 || cuEventQuery(b) == 600)
+        return 600;
+    ra = &event_ready_us[ra - busy_until_us];
+    rb = &event_ready_us[rb - busy_until_us];
+    *ms = (float)((double)__atomic_load_n(rb, __ATOMIC_RELAXED) -
+                  (double)__atomic_load_n(ra, __ATOMIC_RELAXED)) /
+          1000.0f;
     return CUDA_SUCCESS;
 }
 
@@ -1175,7 +1208,13 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
         }
     }
     time_line(k->name);
-    stream_runs(s);
+    if (strcmp(k->name, "sleep") == 0 && len >= 4) { /* a kernel of known duration */
+        uint32_t us;
+        memcpy(&us, args, 4);
+        stream_runs(s, us ? us : 1);
+    } else {
+        stream_runs(s, 0);
+    }
     if (strcmp(k->name, "printf") == 0 && len >= 4) {
         uint32_t v;
         memcpy(&v, args, 4);
