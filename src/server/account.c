@@ -51,8 +51,8 @@ static __thread struct session *bound; /* the session this worker serves */
 void om_account_bind(struct session *s)
 {
     bound = s;
-    if (s)
-        s->acct.started_ns = om_mono_ns();
+    if (s) /* the main thread may be reading it (om_account_send) */
+        __atomic_store_n(&s->acct.started_ns, om_mono_ns(), __ATOMIC_RELAXED);
 }
 
 uint64_t om_account_now(void)
@@ -216,7 +216,9 @@ static void snapshot(struct session *s, uint64_t now, struct om_stats_client *c,
     c->serve_ns = GET(a->serve_ns);
     c->gpu_wait_ns = GET(a->gpu_wait_ns);
     c->pinned_bytes = GET(s->pinned_bytes);
-    c->connected_ns = GET(a->started_ns) ? now - GET(a->started_ns) : 0;
+    uint64_t started = GET(a->started_ns);
+    /* its worker may have begun after `now` was read: not 2^64 ns */
+    c->connected_ns = started && now > started ? now - started : 0;
     for (unsigned d = 0; d < OM_MAX_DEVICES; d++) {
         const struct om_acct_dev *ad = &a->dev[d];
         uint64_t bytes = GET(s->device_bytes[d]);
