@@ -181,11 +181,16 @@ void om_account_tick(struct session *sessions)
             continue;
         for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
             kernels += GET(a->dev[d].kernels) + GET(a->dev[d].graphs);
-        if (a->rate_at_ns) {
-            __atomic_store_n(&a->calls_per_s_milli, (calls - a->rate_calls) * 1000000000000ull / dt,
-                             __ATOMIC_RELAXED);
-            __atomic_store_n(&a->kernels_per_s_milli,
-                             (kernels - a->rate_kernels) * 1000000000000ull / dt, __ATOMIC_RELAXED);
+        if (a->rate_at_ns) { /* 128 bits: past 1.8e7 calls between two ticks (a main thread
+                              * held up a while), 64 would wrap */
+            __atomic_store_n(
+                &a->calls_per_s_milli,
+                (uint64_t)((unsigned __int128)(calls - a->rate_calls) * 1000000000000ull / dt),
+                __ATOMIC_RELAXED);
+            __atomic_store_n(
+                &a->kernels_per_s_milli,
+                (uint64_t)((unsigned __int128)(kernels - a->rate_kernels) * 1000000000000ull / dt),
+                __ATOMIC_RELAXED);
         }
         a->rate_at_ns = now;
         a->rate_calls = calls;
