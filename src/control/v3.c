@@ -721,8 +721,11 @@ static int server_create(struct v3_ctx *x)
     if (d->euid != 0 && (uid_t)uid != d->euid)
         return fail(x, "openmps-control runs as uid %u and can start servers only for that user",
                     (unsigned)d->euid);
+    if (opt(x, "name") && strlen(opt(x, "name")) >= sizeof(name))
+        return fail(x, "Invalid server name \"%.64s...\": at most %u characters", opt(x, "name"),
+                    OM_CONF_NAME_MAX - 1);
     if (opt(x, "name"))
-        snprintf(name, sizeof(name), "%.63s", opt(x, "name"));
+        snprintf(name, sizeof(name), "%s", opt(x, "name"));
     else
         snprintf(name, sizeof(name), "uid%u", (unsigned)uid);
     if (!good_name(name))

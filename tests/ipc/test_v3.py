@@ -209,6 +209,7 @@ def test_v3_namespace_and_server_commands(daemon):
          "The default namespace of a server cannot be deleted"),
         (["namespace", "get", "--server=main"], "--server=NAME and --name=NAMESPACE are required"),
         (["server", "create", "--name=main"], "Server main already exists"),
+        (["server", "create", "--name=" + "a" * 70], "Invalid server name"),  # not cut to 63
         (["server", "create", "--name=two", "--uid=%d" % os.getuid()],
          "Server main already serves uid %d" % os.getuid()),
         (["server", "frob"], "Unknown command \"server frob\""),
