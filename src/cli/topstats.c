@@ -119,16 +119,57 @@ static const struct om_json_value *list(struct reader *r, const struct om_json_v
     return member(r, root, key, OM_JSON_ARRAY, "the document");
 }
 
+/* Element n of a list of `what`s: true where there is room for it (at most max) and it is an
+ * object. */
+static bool element(struct reader *r, const struct om_json_value *o, unsigned n, unsigned max,
+                    const char *what)
+{
+    if (n == max)
+        bad(r, "more than %u %ss", max, what);
+    else if (o->type != OM_JSON_OBJECT)
+        bad(r, "%s %u is not an object", what, n);
+    return !r->failed;
+}
+
+static void one_server(struct reader *r, struct om_top_server *sv, const struct om_json_value *o,
+                       unsigned n)
+{
+    char where[48];
+
+    snprintf(where, sizeof(where), "server %u", n);
+    memset(sv, 0, sizeof(*sv));
+    sv->pid = pid_of(r, o, "pid", where);
+    sv->uid = u32(r, o, "uid", where);
+    text(r, o, "status", sv->status, sizeof(sv->status), false, where);
+    const struct om_json_value *a = om_json_get(r->j, o, "answered");
+    if (!a || (a->type != OM_JSON_TRUE && a->type != OM_JSON_FALSE))
+        bad(r, "%s: \"answered\" is not true or false", where);
+    sv->answered = a && a->type == OM_JSON_TRUE;
+    text(r, o, "error", sv->error, sizeof(sv->error), true, where);
+}
+
+static void one_device(struct reader *r, struct om_top_device *d, const struct om_json_value *o,
+                       unsigned n)
+{
+    char where[48];
+
+    snprintf(where, sizeof(where), "device %u", n);
+    memset(d, 0, sizeof(*d));
+    d->server_pid = pid_of(r, o, "server_pid", where);
+    d->ordinal = u32(r, o, "ordinal", where);
+    d->clients = u32(r, o, "clients", where);
+    text(r, o, "uuid", d->uuid, sizeof(d->uuid), false, where);
+    text(r, o, "name", d->name, sizeof(d->name), false, where);
+    text(r, o, "pci_bus_id", d->pci, sizeof(d->pci), false, where);
+    usage(r, o, &d->u, where);
+}
+
 static void one_client(struct reader *r, struct om_top_snapshot *s, const struct om_json_value *o)
 {
     struct om_top_client *c = &s->clients[s->nclients];
     char where[48];
 
     snprintf(where, sizeof(where), "client %u", s->nclients);
-    if (!o || o->type != OM_JSON_OBJECT) {
-        bad(r, "%s is not an object", where);
-        return;
-    }
     memset(c, 0, sizeof(*c));
     c->pid = pid_of(r, o, "pid", where);
     c->id = u32(r, o, "client_id", where);
@@ -190,59 +231,21 @@ int om_top_read(struct om_top_snapshot *s, const char *text_in, size_t len, char
                                *devices = list(&r, root, "devices"),
                                *clients = list(&r, root, "clients");
     for (const struct om_json_value *o = om_json_first(&j, servers); o && !r.failed;
-         o = om_json_next(&j, o)) {
-        char where[48];
-        snprintf(where, sizeof(where), "server %u", s->nservers);
-        if (s->nservers == OM_TOP_MAX_SERVERS) {
-            bad(&r, "more than %u servers", OM_TOP_MAX_SERVERS);
-            break;
+         o = om_json_next(&j, o))
+        if (element(&r, o, s->nservers, OM_TOP_MAX_SERVERS, "server")) {
+            one_server(&r, &s->servers[s->nservers], o, s->nservers);
+            s->nservers++;
         }
-        struct om_top_server *sv = &s->servers[s->nservers];
-        if (o->type != OM_JSON_OBJECT) {
-            bad(&r, "%s is not an object", where);
-            break;
-        }
-        sv->pid = pid_of(&r, o, "pid", where);
-        sv->uid = u32(&r, o, "uid", where);
-        text(&r, o, "status", sv->status, sizeof(sv->status), false, where);
-        const struct om_json_value *a = om_json_get(&j, o, "answered");
-        if (!a || (a->type != OM_JSON_TRUE && a->type != OM_JSON_FALSE))
-            bad(&r, "%s: \"answered\" is not true or false", where);
-        sv->answered = a && a->type == OM_JSON_TRUE;
-        text(&r, o, "error", sv->error, sizeof(sv->error), true, where);
-        s->nservers++;
-    }
     for (const struct om_json_value *o = om_json_first(&j, devices); o && !r.failed;
-         o = om_json_next(&j, o)) {
-        char where[48];
-        snprintf(where, sizeof(where), "device %u", s->ndevices);
-        if (s->ndevices == OM_TOP_MAX_DEVICES) {
-            bad(&r, "more than %u devices", OM_TOP_MAX_DEVICES);
-            break;
+         o = om_json_next(&j, o))
+        if (element(&r, o, s->ndevices, OM_TOP_MAX_DEVICES, "device")) {
+            one_device(&r, &s->devices[s->ndevices], o, s->ndevices);
+            s->ndevices++;
         }
-        struct om_top_device *d = &s->devices[s->ndevices];
-        if (o->type != OM_JSON_OBJECT) {
-            bad(&r, "%s is not an object", where);
-            break;
-        }
-        memset(d, 0, sizeof(*d));
-        d->server_pid = pid_of(&r, o, "server_pid", where);
-        d->ordinal = u32(&r, o, "ordinal", where);
-        d->clients = u32(&r, o, "clients", where);
-        text(&r, o, "uuid", d->uuid, sizeof(d->uuid), false, where);
-        text(&r, o, "name", d->name, sizeof(d->name), false, where);
-        text(&r, o, "pci_bus_id", d->pci, sizeof(d->pci), false, where);
-        usage(&r, o, &d->u, where);
-        s->ndevices++;
-    }
     for (const struct om_json_value *o = om_json_first(&j, clients); o && !r.failed;
-         o = om_json_next(&j, o)) {
-        if (s->nclients == OM_TOP_MAX_CLIENTS) {
-            bad(&r, "more than %u clients", OM_TOP_MAX_CLIENTS);
-            break;
-        }
-        one_client(&r, s, o);
-    }
+         o = om_json_next(&j, o))
+        if (element(&r, o, s->nclients, OM_TOP_MAX_CLIENTS, "client"))
+            one_client(&r, s, o);
 out:
     om_json_free(&j);
     if (r.failed)
