@@ -63,6 +63,7 @@ const char *const om_conf_setting_names[] = {
     "OPENMPS_METRICS",
     "OPENMPS_METRICS_TEXTFILE",
     "OPENMPS_METRICS_TEXTFILE_S",
+    "OPENMPS_METRICS_REFRESH_S",
     NULL,
 };
 

@@ -212,6 +212,11 @@ int64_t om_metrics_next_ms(struct daemon *d, int64_t next);
 void om_metrics_cleanup(struct daemon *d);
 /* The exposition of what the daemon knows, appended to sb. */
 void om_metrics_render(struct daemon *d, struct strbuf *sb);
+/* A client's pid, uid and command labels, as every client series has them. */
+void om_metrics_client_labels(struct strbuf *sb, const struct server *s,
+                              const struct client_rec *c);
+/* stats.c's answer to the metrics' refresh: the accounting's series (the buffer is taken). */
+void om_metrics_accounting(struct daemon *d, struct strbuf *text);
 
 /* daemon.c */
 int om_daemon_run(struct daemon *d);
@@ -253,6 +258,9 @@ void om_stats_server_gone(struct daemon *d, struct server *s);
 void om_stats_expire(struct daemon *d, int64_t now);
 void om_stats_ps_json(struct daemon *d, struct conn *ui, struct server *only, struct strbuf *out);
 void om_stats_cgroup(pid_t pid, char *buf, size_t cap);
+/* Asks every server for its accounting for the metrics (om_metrics_accounting gets it), unless
+ * the last such request is still out. */
+void om_stats_refresh_metrics(struct daemon *d);
 
 /* servers.c */
 struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen);

@@ -13,9 +13,11 @@
  * are closed at accept), each with a request of at most METRICS_MAX_REQUEST bytes and
  * METRICS_TIMEOUT_MS to send it and read the answer.
  *
- * Everything here is read from what the daemon already keeps (struct server, struct
- * client_rec); nothing is asked of the servers, so a scrape costs the servers nothing. Values of
- * labels that clients chose (the command name) are escaped as the format requires.
+ * A scrape reads what the daemon already keeps (struct server, struct client_rec) and the
+ * servers' accounting as the daemon last asked for it (stats.c, every OPENMPS_METRICS_REFRESH_S
+ * seconds, 5 by default, one request at a time): a scrape itself asks the servers nothing.
+ * Values of labels that clients chose (the command name, the cgroup) are escaped as the format
+ * requires and kept UTF-8.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -53,6 +55,11 @@ struct om_metrics {
     struct http_conn conns[METRICS_MAX_CONNS];
     char *textfile;
     int textfile_s;
+    /* The servers' accounting (stats.c), asked every refresh_s seconds: its series as text. */
+    char *acct;
+    size_t acct_len;
+    int refresh_s;
+    int64_t acct_next_ms, acct_asked_ms, acct_at_ms;
     int64_t textfile_next_ms;
     bool textfile_told;
     uint64_t scrapes;
@@ -121,7 +128,7 @@ static const char *state_name(enum server_state s)
 }
 
 /* The labels that name a client: its pid, its user, its command. */
-static void client_labels(struct strbuf *sb, const struct server *s, const struct client_rec *c)
+void om_metrics_client_labels(struct strbuf *sb, const struct server *s, const struct client_rec *c)
 {
     char num[24];
 
@@ -130,6 +137,37 @@ static void client_labels(struct strbuf *sb, const struct server *s, const struc
     snprintf(num, sizeof(num), "%u", (unsigned)s->uid);
     put_label(sb, "uid", num, false);
     put_label(sb, "command", c->command, false);
+}
+
+/* What a cgroup path says of its job or pod: Slurm's ".../job_<id>/..." and the kubelet's
+ * ".../pod<uid>/..." or "...-pod<uid with _>.slice" (empty where it says nothing). */
+static void cgroup_names(const char *path, char *job, size_t jcap, char *pod, size_t pcap)
+{
+    const char *j = strstr(path, "/job_"), *p = strstr(path, "pod");
+    size_t n = 0;
+
+    job[0] = pod[0] = '\0';
+    if (j) {
+        j += 5;
+        while (j[n] >= '0' && j[n] <= '9' && n + 1 < jcap)
+            n++;
+        snprintf(job, jcap, "%.*s", (int)n, j);
+    }
+    for (; p; p = strstr(p + 3, "pod")) {
+        const char *u = p + 3;
+        n = 0;
+        while (((u[n] >= '0' && u[n] <= '9') || (u[n] >= 'a' && u[n] <= 'f') || u[n] == '-' ||
+                u[n] == '_') &&
+               n + 1 < pcap)
+            n++;
+        if (n >= 32) { /* a UUID, with - or _ */
+            snprintf(pod, pcap, "%.*s", (int)n, u);
+            for (char *c = pod; *c; c++)
+                if (*c == '_')
+                    *c = '-';
+            return;
+        }
+    }
 }
 
 static void uuid_text(const uint8_t u[16], char *out, size_t cap)
@@ -229,10 +267,16 @@ void om_metrics_render(struct daemon *d, struct strbuf *sb)
             for (struct client_rec *c = s->clients; c; c = c->next) {
                 if (!c->up)
                     continue;
+                char job[32], pod[64];
                 sb_printf(sb, "openmps_client_info{");
-                client_labels(sb, s, c);
+                om_metrics_client_labels(sb, s, c);
                 snprintf(num, sizeof(num), "%d", (int)s->pid);
                 put_label(sb, "server", num, false);
+                put_label(sb, "namespace", c->ns, false);
+                put_label(sb, "cgroup", c->cgroup, false);
+                cgroup_names(c->cgroup, job, sizeof(job), pod, sizeof(pod));
+                put_label(sb, "slurm_job", job, false);
+                put_label(sb, "pod_uid", pod, false);
                 sb_printf(sb, "} 1\n");
             }
         family(sb, "openmps_client_device_memory_bytes", "gauge",
@@ -241,7 +285,7 @@ void om_metrics_render(struct daemon *d, struct strbuf *sb)
             for (struct client_rec *c = s->clients; c; c = c->next)
                 if (c->up) {
                     sb_printf(sb, "openmps_client_device_memory_bytes{");
-                    client_labels(sb, s, c);
+                    om_metrics_client_labels(sb, s, c);
                     sb_printf(sb, "} %llu\n", (unsigned long long)c->device_bytes);
                 }
         family(sb, "openmps_client_active_thread_percentage", "gauge",
@@ -251,7 +295,7 @@ void om_metrics_render(struct daemon *d, struct strbuf *sb)
                 if (c->up) {
                     uint32_t milli = c->limits.active_thread_pct_milli;
                     sb_printf(sb, "openmps_client_active_thread_percentage{");
-                    client_labels(sb, s, c);
+                    om_metrics_client_labels(sb, s, c);
                     sb_printf(sb, "} %.3f\n", milli ? (double)milli / 1000.0 : 100.0);
                 }
         family(sb, "openmps_client_priority", "gauge",
@@ -260,7 +304,7 @@ void om_metrics_render(struct daemon *d, struct strbuf *sb)
             for (struct client_rec *c = s->clients; c; c = c->next)
                 if (c->up) {
                     sb_printf(sb, "openmps_client_priority{");
-                    client_labels(sb, s, c);
+                    om_metrics_client_labels(sb, s, c);
                     sb_printf(sb, "} %u\n", (unsigned)c->limits.priority);
                 }
         bool capped = false;
@@ -276,11 +320,18 @@ void om_metrics_render(struct daemon *d, struct strbuf *sb)
                 for (uint32_t i = 0; c->up && i < c->limits.ndevices && i < OM_MAX_DEVICES; i++)
                     if (c->limits.mem_limit[i]) {
                         sb_printf(sb, "openmps_client_memory_limit_bytes{");
-                        client_labels(sb, s, c);
+                        om_metrics_client_labels(sb, s, c);
                         snprintf(num, sizeof(num), "%u", (unsigned)i);
                         put_label(sb, "device", num, false);
                         sb_printf(sb, "} %llu\n", (unsigned long long)c->limits.mem_limit[i]);
                     }
+    }
+    if (d->metrics && d->metrics->acct) {
+        family(sb, "openmps_accounting_age_seconds", "gauge",
+               "Seconds since the servers' accounting below was asked for.");
+        sb_printf(sb, "openmps_accounting_age_seconds %.3f\n",
+                  (double)(om_now_ms() - d->metrics->acct_at_ms) / 1000.0);
+        sb_printf(sb, "%.*s", (int)d->metrics->acct_len, d->metrics->acct);
     }
     family(sb, "openmps_metrics_scrapes_total", "counter",
            "HTTP requests for /metrics answered since the daemon started.");
@@ -551,11 +602,26 @@ static void write_textfile(struct daemon *d)
 
 /* ------------------------------------------------------------------ the daemon's hooks */
 
+void om_metrics_accounting(struct daemon *d, struct strbuf *text)
+{
+    struct om_metrics *m = d->metrics;
+
+    if (!m || text->oom)
+        return;
+    free(m->acct);
+    m->acct = text->buf; /* taken over */
+    m->acct_len = text->len;
+    m->acct_at_ms = m->acct_asked_ms;
+    text->buf = NULL;
+    text->len = text->cap = 0;
+}
+
 int om_metrics_setup(struct daemon *d, char *err, size_t errlen)
 {
     const char *spec = getenv("OPENMPS_METRICS");
     const char *file = getenv("OPENMPS_METRICS_TEXTFILE");
     const char *every = getenv("OPENMPS_METRICS_TEXTFILE_S");
+    const char *refresh = getenv("OPENMPS_METRICS_REFRESH_S");
     struct om_metrics *m;
     int rc;
 
@@ -570,6 +636,18 @@ int om_metrics_setup(struct daemon *d, char *err, size_t errlen)
     for (int i = 0; i < METRICS_MAX_CONNS; i++)
         m->conns[i].fd = -1;
     d->metrics = m;
+    m->refresh_s = 5;
+    if (refresh && *refresh) {
+        char *end = NULL;
+        long v = strtol(refresh, &end, 10);
+        if (*end || v < 1 || v > 3600) {
+            snprintf(err, errlen,
+                     "OPENMPS_METRICS_REFRESH_S=%.32s is not a number of seconds from 1 to 3600",
+                     refresh);
+            return -EINVAL;
+        }
+        m->refresh_s = (int)v;
+    }
     if (spec && *spec && (rc = metrics_listen(m, spec, err, errlen)) < 0)
         return rc;
     if (file && *file) {
@@ -655,6 +733,11 @@ void om_metrics_timer(struct daemon *d, int64_t now)
     for (int i = 0; i < METRICS_MAX_CONNS; i++)
         if (m->conns[i].fd >= 0 && now - m->conns[i].since_ms > METRICS_TIMEOUT_MS)
             conn_free(&m->conns[i]);
+    if (now >= m->acct_next_ms) {
+        m->acct_asked_ms = now;
+        m->acct_next_ms = now + m->refresh_s * 1000;
+        om_stats_refresh_metrics(d);
+    }
     if (m->textfile && now >= m->textfile_next_ms) {
         write_textfile(d);
         m->textfile_next_ms = now + m->textfile_s * 1000;
@@ -672,6 +755,8 @@ int64_t om_metrics_next_ms(struct daemon *d, int64_t next)
             next = m->conns[i].since_ms + METRICS_TIMEOUT_MS + 1;
     if (m->textfile && m->textfile_next_ms < next)
         next = m->textfile_next_ms;
+    if (m->acct_next_ms < next)
+        next = m->acct_next_ms;
     if (m->paused_until_ms > om_now_ms() && m->paused_until_ms < next)
         next = m->paused_until_ms;
     return next;
@@ -690,6 +775,7 @@ void om_metrics_cleanup(struct daemon *d)
     if (m->textfile && m->textfile_next_ms)
         unlink(m->textfile); /* a daemon that is gone has no figures: none are left stale */
     free(m->textfile);
+    free(m->acct);
     free(m);
     d->metrics = NULL;
 }

@@ -26,7 +26,7 @@
  * The JSON formats are documented in docs/operations.md ("Statistics for scripts").
  */
 
-enum stats_format { FMT_TEXT, FMT_JSON, FMT_SMI };
+enum stats_format { FMT_TEXT, FMT_JSON, FMT_SMI, FMT_PROMETHEUS };
 
 /* The records one server sent. */
 struct server_part {
@@ -41,7 +41,7 @@ struct server_part {
 
 struct om_stats_req {
     uint32_t request_id;
-    uint64_t ui_id;
+    uint64_t ui_id; /* the front-end that waits, 0 for the metrics' own refresh */
     enum stats_format format;
     int64_t deadline_ms;
     struct server_part *parts;
@@ -51,7 +51,7 @@ struct om_stats_req {
 
 static bool visible(const struct conn *ui, const struct server *s)
 {
-    return ui->uid == 0 || ui->uid == s->uid;
+    return !ui || ui->uid == 0 || ui->uid == s->uid; /* no front-end: the metrics see all */
 }
 
 static const char *status_name(const struct server *s)
@@ -132,6 +132,8 @@ static void req_free(struct om_stats_req *r)
 }
 
 static void finish(struct daemon *d, struct om_stats_req *r);
+static struct om_stats_req *ask(struct daemon *d, struct conn *ui, struct server *only,
+                                enum stats_format format);
 
 int om_stats_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                      bool *ret_error)
@@ -139,7 +141,6 @@ int om_stats_command(struct daemon *d, struct conn *ui, int argc, char **argv, s
     struct om_stats_req *r;
     struct server *only = NULL;
     enum stats_format format = FMT_TEXT;
-    unsigned n = 0;
 
     for (int i = 1; i < argc; i++) {
         uint64_t v;
@@ -167,17 +168,33 @@ int om_stats_command(struct daemon *d, struct conn *ui, int argc, char **argv, s
             return 0;
         }
     }
-    r = calloc(1, sizeof(*r));
-    for (struct server *s = d->servers; s; s = s->next)
-        n += (!only || s == only) && visible(ui, s);
-    if (!r || !(r->parts = calloc(n ? n : 1, sizeof(*r->parts)))) {
-        free(r);
+    r = ask(d, ui, only, format);
+    if (!r) {
         sb_printf(out, "Out of memory");
         *ret_error = true;
         return 0;
     }
+    ui->awaiting = r->request_id;
+    finish(d, r); /* answers now when no server was asked */
+    return OM_CMD_LATER;
+}
+
+/* A request of every server ui may see (NULL: every server), or only `only`, sent and listed;
+ * NULL without memory. The caller calls finish() (which answers at once if nothing was sent). */
+static struct om_stats_req *ask(struct daemon *d, struct conn *ui, struct server *only,
+                                enum stats_format format)
+{
+    struct om_stats_req *r = calloc(1, sizeof(*r));
+    unsigned n = 0;
+
+    for (struct server *s = d->servers; s; s = s->next)
+        n += (!only || s == only) && visible(ui, s);
+    if (!r || !(r->parts = calloc(n ? n : 1, sizeof(*r->parts)))) {
+        free(r);
+        return NULL;
+    }
     r->request_id = ++d->next_request_id;
-    r->ui_id = ui->id;
+    r->ui_id = ui ? ui->id : 0;
     r->format = format;
     r->deadline_ms = om_now_ms() + OM_SERVER_REPLY_TIMEOUT_MS;
     for (struct server *s = d->servers; s; s = s->next) {
@@ -197,9 +214,18 @@ int om_stats_command(struct daemon *d, struct conn *ui, int argc, char **argv, s
     }
     r->next = d->stats_reqs;
     d->stats_reqs = r;
-    ui->awaiting = r->request_id;
-    finish(d, r); /* answers now when no server was asked */
-    return OM_CMD_LATER;
+    return r;
+}
+
+void om_stats_refresh_metrics(struct daemon *d)
+{
+    struct om_stats_req *r;
+
+    for (r = d->stats_reqs; r; r = r->next)
+        if (r->format == FMT_PROMETHEUS)
+            return; /* the last one is still out: its answer comes first */
+    if ((r = ask(d, NULL, NULL, FMT_PROMETHEUS)))
+        finish(d, r);
 }
 
 static struct server_part *part_of(struct om_stats_req *r, const struct server *s)
@@ -596,6 +622,94 @@ static void answer_smi(struct strbuf *sb, struct daemon *d, const struct om_stat
     sb_printf(sb, "%s", rule);
 }
 
+/* The accounting's series in Prometheus's text format (docs/operations.md, "Metrics"): per
+ * client, its counters per device, its waits and state; labelled as metrics.c labels a client. */
+static void answer_prometheus(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"openmps_client_gpu_seconds_total", "counter",
+         "Time with kernels of the client outstanding on a device (docs/operations.md says how "
+         "exact)."},
+        {"openmps_client_kernels_total", "counter", "Kernels the client launched on a device."},
+        {"openmps_client_graph_launches_total", "counter",
+         "Executable graphs the client launched on a device."},
+        {"openmps_client_copied_bytes_total", "counter",
+         "Bytes the client copied on a device, by direction (htod, dtoh, dtod)."},
+        {"openmps_client_calls_total", "counter", "Calls of the client the server served."},
+        {"openmps_client_serve_seconds_total", "counter",
+         "Server time spent on the client's calls that it waited for, GPU waits included."},
+        {"openmps_client_gpu_wait_seconds_total", "counter",
+         "Of that, time waiting for the GPU for its synchronising calls."},
+        {"openmps_client_pinned_memory_bytes", "gauge", "Pinned host memory the client holds."},
+        {"openmps_client_state", "gauge",
+         "1 for the client's state (running, waiting, idle) when the server was last asked."},
+    };
+
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        bool any = false;
+        for (unsigned i = 0; i < r->nparts; i++) {
+            const struct server_part *p = &r->parts[i];
+            const struct server *s = NULL;
+            for (s = d->servers; s && s->id != p->server_id; s = s->next)
+                ;
+            for (const struct client_rec *cr = s ? s->clients : NULL; cr; cr = cr->next) {
+                struct joined j = join(p, cr);
+                if (!j.c)
+                    continue;
+                if (!any)
+                    sb_printf(sb, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help,
+                              fam[f].name, fam[f].type);
+                any = true;
+                if (f <= 3) { /* per device */
+                    for (uint32_t k = 0; k < p->nu; k++) {
+                        const struct om_stats_usage *u = &p->u[k];
+                        if (u->client_id != cr->id)
+                            continue;
+                        const uint64_t dir[3] = {u->htod_bytes, u->dtoh_bytes, u->dtod_bytes};
+                        static const char *const dname[3] = {"htod", "dtoh", "dtod"};
+                        for (int x = 0; x < (f == 3 ? 3 : 1); x++) {
+                            sb_printf(sb, "%s{", fam[f].name);
+                            om_metrics_client_labels(sb, s, cr);
+                            sb_printf(sb, ",device=\"%u\"", (unsigned)u->device);
+                            if (f == 3)
+                                sb_printf(sb, ",direction=\"%s\"", dname[x]);
+                            sb_printf(sb, "} ");
+                            if (f == 0)
+                                sb_printf(sb, "%.9f\n", (double)u->gpu_ns / 1e9);
+                            else
+                                sb_printf(sb, "%llu\n",
+                                          (unsigned long long)(f == 1   ? u->kernels
+                                                               : f == 2 ? u->graphs
+                                                                        : dir[x]));
+                        }
+                    }
+                    continue;
+                }
+                if (f == 8) {
+                    for (uint32_t st = 0; st < OM_STATE_COUNT; st++) {
+                        sb_printf(sb, "%s{", fam[f].name);
+                        om_metrics_client_labels(sb, s, cr);
+                        sb_printf(sb, ",state=\"%s\"} %d\n", state_name(st), j.c->state == st);
+                    }
+                    continue;
+                }
+                sb_printf(sb, "%s{", fam[f].name);
+                om_metrics_client_labels(sb, s, cr);
+                if (f == 4)
+                    sb_printf(sb, "} %llu\n", (unsigned long long)j.c->calls);
+                else if (f == 5)
+                    sb_printf(sb, "} %.9f\n", (double)j.c->serve_ns / 1e9);
+                else if (f == 6)
+                    sb_printf(sb, "} %.9f\n", (double)j.c->gpu_wait_ns / 1e9);
+                else
+                    sb_printf(sb, "} %llu\n", (unsigned long long)j.c->pinned_bytes);
+            }
+        }
+    }
+}
+
 static void finish(struct daemon *d, struct om_stats_req *r)
 {
     struct strbuf out = {0};
@@ -608,7 +722,11 @@ static void finish(struct daemon *d, struct om_stats_req *r)
             *pp = r->next;
             break;
         }
-    for (struct conn *c = d->conns; c; c = c->next) {
+    if (r->format == FMT_PROMETHEUS) { /* the metrics' refresh: they keep the text */
+        answer_prometheus(&out, d, r);
+        om_metrics_accounting(d, &out);
+    }
+    for (struct conn *c = d->conns; r->ui_id && c; c = c->next) {
         if (c->id != r->ui_id || c->awaiting != r->request_id)
             continue;
         c->awaiting = 0;

@@ -224,6 +224,7 @@ static CUresult launch_one(struct session *s, CUstream st, const struct rp_rec *
     CUlaunchAttribute a[OM_LAUNCH_ATTRS_MAX];
     CUresult rc;
 
+    om_output_launched(s); /* before the launch: api/launch.c says why */
     if (x->nattrs) {
         CUlaunchConfig cfg = {(unsigned)x->g,
                               (unsigned)(x->g >> 32),
@@ -242,10 +243,8 @@ static CUresult launch_one(struct session *s, CUstream st, const struct rp_rec *
                     (unsigned)x->m, (unsigned)(x->m >> 32), (unsigned)x->b, (unsigned)(x->b >> 32),
                     x->smem, st, NULL, x->len ? extra : NULL);
     }
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
         om_sched_launched(s, st, om_sched_key(x->k, x->g, (unsigned)x->m));
-        om_output_launched(s);
-    }
     return rc;
 }
 
@@ -409,12 +408,12 @@ static void launch_chunk(struct session *s, struct om_replay *r, struct rp_tmpl 
         if (rc == CUDA_SUCCESS) /* what the node holds now */
             memcpy(t->args + t->recs[i].off, r->args + r->recs[i].off, r->recs[i].len);
     }
+    om_output_launched(s); /* before the launch: api/launch.c says why */
     if (rc == CUDA_SUCCESS)
         rc = glaunch(t->execs[c], r->st);
     if (rc == CUDA_SUCCESS) {
         const struct rp_rec *last = &r->recs[end - 1];
         om_sched_launched(s, r->st, om_sched_key(last->k, last->g, (unsigned)last->m));
-        om_output_launched(s);
         r->replayed += end - r->chunk;
         r->graph_launches++;
     } else if (om_server_fatal(rc)) {

@@ -4,7 +4,7 @@ import os
 import re
 import subprocess
 
-from harness import check, driver_program, wait_for
+from harness import Fail, check, driver_program, wait_for
 
 
 def external_driver(e, *args, extra=None):
@@ -33,8 +33,16 @@ def test_external_memory_and_semaphores(daemon):
     def ended():
         nonlocal lines
         lines = open(log).read().splitlines() if os.path.exists(log) else []
-        return "cuDestroyExternalSemaphore %s" % sem in lines
-    wait_for(ended, what="the session's end destroys the kept semaphore")
+        # the teardown's steps log these one after another (teardown.c: the semaphore and the
+        # memory with the owned handles, the buffer with the allocations, later)
+        return all(x in lines for x in ("cuDestroyExternalSemaphore %s" % sem,
+                                        "cuDestroyExternalMemory %s" % mem,
+                                        "cuMemFree_v2 buffer %s" % buf))
+    try:
+        wait_for(ended, what="the session's end destroys the kept semaphore and memory and "
+                 "frees the buffer")
+    except Fail:
+        pass  # the checks below say which is missing
     check(any(l.startswith("cuImportExternalMemory %s type 1 size %d fdsize %d"
                            % (mem, 1 << 20, 1 << 20)) for l in lines),
           "the memfd reached the double: %r" % lines[:4])

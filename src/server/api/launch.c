@@ -88,6 +88,9 @@ static CUresult launch_kernel(struct call *c)
     extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
     extra[3] = &size;
     extra[4] = CU_LAUNCH_PARAM_END;
+    /* Before the launch: a line it prints that another thread's call flushes at once (no
+     * session's) must find this session as the last launcher, not the one before it. */
+    om_output_launched(c->s);
     if (prints)
         om_output_print_begin(c->s);
     rc = launch((CUfunction)(uintptr_t)k, (unsigned)g, (unsigned)(g >> 32), (unsigned)m,
@@ -95,10 +98,8 @@ static CUresult launch_kernel(struct call *c)
                 args_len ? extra : NULL);
     if (prints)
         om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
-        om_output_launched(c->s); /* printf output flushed by no session's call is its */
-    }
     return rc;
 }
 
@@ -179,15 +180,14 @@ static CUresult launch_kernel_ex(struct call *c)
         (unsigned)g, (unsigned)(g >> 32), (unsigned)m,    (unsigned)(m >> 32),
         (unsigned)b, (unsigned)(b >> 32), (unsigned)smem, st,
         attrs,       (unsigned)nattrs};
+    om_output_launched(c->s); /* before the launch, as above */
     if (prints)
         om_output_print_begin(c->s);
     rc = launch(&cfg, (CUfunction)(uintptr_t)k, NULL, args_len ? extra : NULL);
     if (prints)
         om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
         om_sched_launched(c->s, st, om_sched_key(k, g, (unsigned)m));
-        om_output_launched(c->s); /* printf output flushed by no session's call is its */
-    }
     return rc;
 }
 
