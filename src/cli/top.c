@@ -25,8 +25,8 @@
 #include "cli.h"
 #include "topstats.h"
 
-#define TOP_LINES 4400 /* a screen's lines at most: the header, devices and clients */
-#define TOP_WIDTH 400  /* a line's characters at most */
+#define TOP_LINES (OM_TOP_MAX_DEVICES + OM_TOP_MAX_CLIENTS + 16) /* a screen's lines at most */
+#define TOP_WIDTH 400                                            /* a line's characters at most */
 
 enum sort_key { SORT_GPU, SORT_TIME, SORT_MEM, SORT_CALLS, SORT_KERNELS, SORT_PID, SORT_COUNT };
 
@@ -108,14 +108,31 @@ static void time_text(uint64_t ns, char *buf, size_t cap)
         snprintf(buf, cap, "%luh%02um", (unsigned long)(s / 3600), (unsigned)fmod(s / 60, 60));
 }
 
+/* A user's name (its number where it has none, or one longer than the column), remembered: a
+ * screen of many clients asks NSS once per user, not once per row. */
 static void user_text(unsigned uid, char *buf, size_t cap)
 {
-    struct passwd *pw = getpwuid(uid);
+    static struct {
+        bool used;
+        unsigned uid;
+        char name[12];
+    } seen[32];
+    static unsigned next;
 
+    for (unsigned i = 0; i < 32; i++)
+        if (seen[i].used && seen[i].uid == uid) {
+            snprintf(buf, cap, "%s", seen[i].name);
+            return;
+        }
+    struct passwd *pw = getpwuid(uid);
+    unsigned k = next++ % 32;
+    seen[k].used = true;
+    seen[k].uid = uid;
     if (pw && strlen(pw->pw_name) <= 8)
-        snprintf(buf, cap, "%s", pw->pw_name);
+        snprintf(seen[k].name, sizeof(seen[k].name), "%s", pw->pw_name);
     else
-        snprintf(buf, cap, "%u", uid);
+        snprintf(seen[k].name, sizeof(seen[k].name), "%u", uid);
+    snprintf(buf, cap, "%s", seen[k].name);
 }
 
 /* The clients' order on the screen: the sort key, largest first (PID: smallest first), then

@@ -131,9 +131,12 @@ def test_top_tmux(daemon):
             print("the screen (docs/operations.md):\n" +
                   t.wait_screen(lambda s: "sort: GPU%" in s and len(rows(s, pids)) == 3,
                                 "sort by GPU%"))
+            # a smaller window: drawn again at its size, the footer on its last line, the
+            # client header cut before COMMAND (column 106)
             t.tmux("resize-window", "-t", "top", "-x", "100", "-y", "20")
-            t.wait_screen(lambda s: max(len(l) for l in s.splitlines()) <= 100 and
-                          "sort: GPU%" in s, "the smaller window drawn")
+            t.wait_screen(lambda s: len(s.splitlines()) == 20 and
+                          s.splitlines()[-1].startswith("q quit") and "PID USER" in s and
+                          "COMMAND" not in s, "the smaller window drawn")
             t.keys("q")
             check(t.exit_status() == 0, "q: exit status 0")
         finally:
