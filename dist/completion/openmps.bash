@@ -20,7 +20,7 @@ _openmps()
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--help --version -h -V' -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'run check cdi stats ps smi help version' -- "$cur"))
+            COMPREPLY=($(compgen -W 'run check cdi stats ps smi top help version' -- "$cur"))
         fi
         return
     fi
@@ -33,6 +33,17 @@ _openmps()
         ;;
     smi)
         COMPREPLY=($(compgen -W '-p' -- "$cur"))
+        ;;
+    top)
+        case $prev in
+        -s | --sort)
+            COMPREPLY=($(compgen -W 'gpu time mem calls kernels pid' -- "$cur"))
+            ;;
+        -d | --delay | -n | --iterations | -p) ;;
+        *)
+            COMPREPLY=($(compgen -W '-d -n -s -p -b --once --help' -- "$cur"))
+            ;;
+        esac
         ;;
     cdi)
         case $prev in

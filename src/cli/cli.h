@@ -12,5 +12,7 @@ int om_cli_shim_dir(char *buf, size_t cap);
 int om_cli_bad_option(const char *who, char **argv, int c);
 /* openmps cdi ARGS (argv[0] is "cdi"): the exit status. src/cli/cdi.c. */
 int om_cli_cdi(int argc, char **argv);
+/* openmps top (top.c): argv[0] is "top". */
+int om_cli_top(int argc, char **argv);
 
 #endif

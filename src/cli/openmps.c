@@ -2,7 +2,7 @@
 /* openmps: runs a program as an openmps client (openmps run -- CMD ARGS), or natively with its
  * driver calls counted (openmps check -- CMD ARGS); writes a CDI spec for containers (openmps
  * cdi, cdi.c); shows what the clients do (openmps stats, ps, smi: the daemon's stats and ps
- * commands). */
+ * commands; openmps top, top.c: the same figures, live). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +35,7 @@ static void usage(FILE *f)
             "       openmps stats [--json] [-p SERVER_PID]\n"
             "       openmps ps [-v|--json] [-p SERVER_PID]\n"
             "       openmps smi [-p SERVER_PID]\n"
+            "       openmps top [-d SECONDS] [-n N] [-s KEY] [-p SERVER_PID] [-b|--once]\n"
             "       openmps help | --help | -h\n"
             "       openmps version | --version | -V\n"
             "run: runs COMMAND with the openmps shim preloaded and first in LD_LIBRARY_PATH,\n"
@@ -49,6 +50,7 @@ static void usage(FILE *f)
             "stats: per client and device, what the clients did (GPU time, kernels, copies,\n"
             "memory, calls per second, state); ps: the clients; smi: the clients as\n"
             "nvidia-smi lists them under NVIDIA's MPS. --json: for scripts (docs/operations.md).\n"
+            "top: the same, live, full-screen (see openmps top --help).\n"
             "They ask the daemon of CUDA_MPS_PIPE_DIRECTORY; exit status 1 when it cannot.\n"
             "The control daemon is openmps-control; see openmps(1), openmps-control(8).\n");
 }
@@ -451,10 +453,12 @@ int main(int argc, char **argv)
         return om_cli_cdi(argc - optind, argv + optind);
     if (!strcmp(cmd, "stats") || !strcmp(cmd, "ps") || !strcmp(cmd, "smi"))
         return ask_main(argc - optind, argv + optind);
+    if (!strcmp(cmd, "top"))
+        return om_cli_top(argc - optind, argv + optind);
     if (strcmp(cmd, "run") != 0) {
         fprintf(stderr,
                 "openmps: unknown command %s (the commands: run, check, cdi, stats, ps, smi, "
-                "help, version)\n",
+                "top, help, version)\n",
                 cmd);
         return 2;
     }

@@ -3,6 +3,7 @@
 #include "frontend.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,24 @@
 
 #define OM_FRONTEND_TIMEOUT_MS 60000
 
+/* A reason the front-end gives: into why (cap bytes) where the caller wants it (openmps top
+ * shows it on its screen), else on stderr. */
+static void say(char *why, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (why && cap) {
+        vsnprintf(why, cap, fmt, ap);
+    } else {
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+}
+
 /* The daemon in the first of the pipe directories (om_pipe_dirs) where one listens. */
-static int connect_daemon(void)
+static int connect_daemon(char *why, size_t cap)
 {
     const char *dirs[OM_PIPE_DIRS_MAX];
     int n = om_pipe_dirs(dirs), fd = -ENOENT;
@@ -24,7 +41,7 @@ static int connect_daemon(void)
 
     for (int i = 0; i < n; i++) {
         if (om_path_join(path, sizeof(path), dirs[i], OM_CONTROL_SOCKET) < 0) {
-            fprintf(stderr, "openmps-control: the pipe directory path %s is too long\n", dirs[i]);
+            say(why, cap, "openmps-control: the pipe directory path %s is too long", dirs[i]);
             return -1;
         }
         fd = om_sock_connect(path);
@@ -33,10 +50,10 @@ static int connect_daemon(void)
         snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%s%s (%s)",
                  i ? ", nor in " : "", dirs[i], strerror(-fd));
     }
-    fprintf(stderr,
-            "openmps-control: cannot find the control daemon in %s: start it with "
-            "`openmps-control -d`, with the same CUDA_MPS_PIPE_DIRECTORY\n",
-            tried);
+    say(why, cap,
+        "openmps-control: cannot find the control daemon in %s: start it with "
+        "`openmps-control -d`, with the same CUDA_MPS_PIPE_DIRECTORY",
+        tried);
     return -1;
 }
 
@@ -95,12 +112,12 @@ static bool module_verb(const char *word)
            !strcmp(word, "partition");
 }
 
-int om_frontend_ask(const char *line, char **ret_text, bool *ret_error)
+int om_frontend_ask_why(const char *line, char **ret_text, bool *ret_error, char *why, size_t cap)
 {
     struct om_msg *m = malloc(sizeof(*m));
     char *text = NULL;
     size_t len = 0;
-    int fd = m ? connect_daemon() : -1, rc;
+    int fd = m ? connect_daemon(why, cap) : -1, rc;
 
     if (fd < 0) {
         free(m);
@@ -113,14 +130,14 @@ int om_frontend_ask(const char *line, char **ret_text, bool *ret_error)
         if (rc == 0)
             rc = om_msg_recv(fd, m, NULL, OM_FRONTEND_TIMEOUT_MS);
         if (rc == 0 && m->hdr.type == OM_MSG_REFUSE && om_msg_text(m, 1000) == 0) {
-            fprintf(stderr, "openmps: the daemon refused the connection: %s\n",
-                    (const char *)m->payload);
+            say(why, cap, "openmps: the daemon refused the connection: %s",
+                (const char *)m->payload);
             rc = -ECONNREFUSED;
             break;
         }
         if (rc < 0 || m->hdr.type != OM_MSG_ANSWER || om_msg_text(m, OM_MSG_MAX_PAYLOAD) < 0) {
-            fprintf(stderr, "openmps: the connection to the daemon broke (%s)\n",
-                    rc < 0 ? strerror(-rc) : "unexpected message");
+            say(why, cap, "openmps: the connection to the daemon broke (%s)",
+                rc < 0 ? strerror(-rc) : "unexpected message");
             rc = rc < 0 ? rc : -EPROTO;
             break;
         }
@@ -141,7 +158,14 @@ int om_frontend_ask(const char *line, char **ret_text, bool *ret_error)
         return -1;
     }
     *ret_text = text ? text : strdup("");
+    if (!*ret_text)
+        say(why, cap, "openmps: out of memory");
     return *ret_text ? 0 : -1;
+}
+
+int om_frontend_ask(const char *line, char **ret_text, bool *ret_error)
+{
+    return om_frontend_ask_why(line, ret_text, ret_error, NULL, 0);
 }
 
 int om_frontend_run(int argc, char **argv)
@@ -151,7 +175,7 @@ int om_frontend_run(int argc, char **argv)
     size_t cap = 0;
     int fd, rc = 0;
 
-    fd = connect_daemon();
+    fd = connect_daemon(NULL, 0);
     if (fd < 0)
         return 1;
     m = malloc(sizeof(*m));

@@ -116,9 +116,11 @@ comp2=$(bash -c '. "$1"; COMP_WORDS=(nvidia-cuda-mps-control ""); COMP_CWORD=1
 [ -n "$cmds" ] && [ "$comp2" = "$cmds" ] && ok "completion by the drop-in name" ||
     fail "completion of nvidia-cuda-mps-control offers '$comp2', the daemon has '$cmds'"
 comp3=$(bash -c '. "$1"; COMP_WORDS=(openmps ""); COMP_CWORD=1; _openmps; echo "${COMPREPLY[*]}"
-    COMP_WORDS=(openmps cdi --p); COMP_CWORD=2; _openmps; echo "${COMPREPLY[*]}"' - \
+    COMP_WORDS=(openmps cdi --p); COMP_CWORD=2; _openmps; echo "${COMPREPLY[*]}"
+    COMP_WORDS=(openmps top -s ""); COMP_CWORD=3; _openmps; echo "${COMPREPLY[*]}"' - \
     "$PREFIX/share/bash-completion/completions/openmps" | tr '\n' '/')
-[ "$comp3" = "run check cdi stats ps smi help version/--pipe-dir/" ] && ok "completion of openmps and openmps cdi" ||
+[ "$comp3" = "run check cdi stats ps smi top help version/--pipe-dir/gpu time mem calls kernels pid/" ] &&
+    ok "completion of openmps, openmps cdi and openmps top" ||
     fail "completion of openmps: '$comp3'"
 mancmds=$(sed -n 's/^\.It Cm \([a-z_]*\).*/\1/p' "$PREFIX/share/man/man8/openmps-control.8" | sort -u |
     tr '\n' ' ')
