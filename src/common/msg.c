@@ -213,6 +213,14 @@ int om_decode_srv_stats(const void *p, size_t len, struct om_srv_stats *ret_head
                             &u.client_id, sizeof(u.client_id));
         if (!known || u.device >= OM_MAX_DEVICES)
             return -EBADMSG;
+        for (uint32_t j = 0; j < i; j++) { /* one row per client and device: a second would be
+                                            * summed twice, and a duplicate series makes
+                                            * Prometheus refuse the whole scrape */
+            struct om_stats_usage v;
+            memcpy(&v, at + j * sizeof(v), sizeof(v));
+            if (v.client_id == u.client_id && v.device == u.device)
+                return -EBADMSG;
+        }
     }
     *ret_head = h;
     memcpy(ret_clients, (const uint8_t *)p + sizeof(h),

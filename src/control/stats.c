@@ -273,6 +273,18 @@ int om_stats_reply(struct daemon *d, struct server *s, const void *payload, size
     p = r ? part_of(r, s) : NULL;
     if (!p || p->done)
         return 0; /* late (the request expired) or not asked: dropped */
+    /* each client once in all the answer's messages (the decoder checks one message): a second
+     * record would double its figures and repeat its metrics series */
+    for (uint32_t i = 0; i < h.nclients && !p->done; i++)
+        for (uint32_t k = 0; k < p->nc && !p->done; k++)
+            if (p->c[k].client_id == c[i].client_id) {
+                p->done = true;
+                p->error = "it sent a client twice";
+            }
+    if (p->done) {
+        finish(d, r);
+        return 0;
+    }
     /* at most its known clients (and a few that are coming), each on every device */
     uint32_t max_c = s->nclients + 16;
     if (!append((void **)&p->c, &p->nc, &p->cap_c, c, h.nclients, sizeof(*c), max_c) ||

@@ -291,33 +291,47 @@ struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid)
     return s ? s->limits : d->defaults;
 }
 
-/* The client's cgroup (v2: the "0::" line of /proc/PID/cgroup), "" when unknown. */
-static void client_cgroup(pid_t pid, char *buf, size_t cap)
+void om_v3_cgroup_file(const char *path, char *buf, size_t cap)
 {
-    char path[64], text[1024];
+    char text[16384];
+    size_t len = 0;
     ssize_t n;
     int fd;
 
     buf[0] = '\0';
-    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    n = read(fd, text, sizeof(text) - 1);
+    /* All of it: on a hybrid host the v2 line comes last, after one line per v1 hierarchy, each
+     * with the job's or pod's path (well past 1 KiB); a /proc file may come in pieces. */
+    while (len < sizeof(text) - 1 && (n = read(fd, text + len, sizeof(text) - 1 - len)) > 0)
+        len += (size_t)n;
     close(fd);
-    if (n <= 0)
-        return;
-    text[n] = '\0';
-    for (char *line = text; line && *line;) {
+    text[len] = '\0';
+    for (char *line = text; *line;) {
         char *next = strchr(line, '\n');
+        if (!next && len == sizeof(text) - 1)
+            return; /* cut by the buffer: not the whole line */
         if (next)
             *next++ = '\0';
         if (!strncmp(line, "0::", 3)) {
-            snprintf(buf, cap, "%s", line + 3);
+            if (strlen(line + 3) < cap) /* a path cut short would name another cgroup */
+                snprintf(buf, cap, "%s", line + 3);
             return;
         }
+        if (!next)
+            break;
         line = next;
     }
+}
+
+/* The client's cgroup (v2: the "0::" line of /proc/PID/cgroup), "" when unknown. */
+static void client_cgroup(pid_t pid, char *buf, size_t cap)
+{
+    char path[64];
+
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    om_v3_cgroup_file(path, buf, cap);
 }
 
 bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup)
@@ -382,7 +396,7 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
                         struct om_limits *want, char *ns, size_t cap)
 {
     const struct om_v3_server *vs = server_of_uid(d, s->uid);
-    char cgroup[512];
+    char cgroup[4096];
 
     snprintf(ns, cap, "%s", vs ? "default" : "");
     if (!vs)
@@ -707,8 +721,11 @@ static int server_create(struct v3_ctx *x)
     if (d->euid != 0 && (uid_t)uid != d->euid)
         return fail(x, "openmps-control runs as uid %u and can start servers only for that user",
                     (unsigned)d->euid);
+    if (opt(x, "name") && strlen(opt(x, "name")) >= sizeof(name))
+        return fail(x, "Invalid server name \"%.64s...\": at most %u characters", opt(x, "name"),
+                    OM_CONF_NAME_MAX - 1);
     if (opt(x, "name"))
-        snprintf(name, sizeof(name), "%.63s", opt(x, "name"));
+        snprintf(name, sizeof(name), "%s", opt(x, "name"));
     else
         snprintf(name, sizeof(name), "uid%u", (unsigned)uid);
     if (!good_name(name))

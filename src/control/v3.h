@@ -97,6 +97,10 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
  * /sys/fs/cgroup), at most max_depth levels below it (0: any). */
 bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup);
 
+/* The cgroup v2 path in a /proc/PID/cgroup file (its "0::" line, read whole) into buf; "" when
+ * there is none, or it does not fit in cap bytes. */
+void om_v3_cgroup_file(const char *path, char *buf, size_t cap);
+
 /* Opens the sockets of the named servers and namespaces that have none and closes (and
  * removes) those of the ones gone. Called after every change; a socket that cannot be made is
  * logged. */

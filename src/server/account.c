@@ -51,8 +51,8 @@ static __thread struct session *bound; /* the session this worker serves */
 void om_account_bind(struct session *s)
 {
     bound = s;
-    if (s)
-        s->acct.started_ns = om_mono_ns();
+    if (s) /* the main thread may be reading it (om_account_send) */
+        __atomic_store_n(&s->acct.started_ns, om_mono_ns(), __ATOMIC_RELAXED);
 }
 
 uint64_t om_account_now(void)
@@ -181,11 +181,16 @@ void om_account_tick(struct session *sessions)
             continue;
         for (unsigned d = 0; d < OM_MAX_DEVICES; d++)
             kernels += GET(a->dev[d].kernels) + GET(a->dev[d].graphs);
-        if (a->rate_at_ns) {
-            __atomic_store_n(&a->calls_per_s_milli, (calls - a->rate_calls) * 1000000000000ull / dt,
-                             __ATOMIC_RELAXED);
-            __atomic_store_n(&a->kernels_per_s_milli,
-                             (kernels - a->rate_kernels) * 1000000000000ull / dt, __ATOMIC_RELAXED);
+        if (a->rate_at_ns) { /* 128 bits: past 1.8e7 calls between two ticks (a main thread
+                              * held up a while), 64 would wrap */
+            __atomic_store_n(
+                &a->calls_per_s_milli,
+                (uint64_t)((unsigned __int128)(calls - a->rate_calls) * 1000000000000ull / dt),
+                __ATOMIC_RELAXED);
+            __atomic_store_n(
+                &a->kernels_per_s_milli,
+                (uint64_t)((unsigned __int128)(kernels - a->rate_kernels) * 1000000000000ull / dt),
+                __ATOMIC_RELAXED);
         }
         a->rate_at_ns = now;
         a->rate_calls = calls;
@@ -216,7 +221,9 @@ static void snapshot(struct session *s, uint64_t now, struct om_stats_client *c,
     c->serve_ns = GET(a->serve_ns);
     c->gpu_wait_ns = GET(a->gpu_wait_ns);
     c->pinned_bytes = GET(s->pinned_bytes);
-    c->connected_ns = GET(a->started_ns) ? now - GET(a->started_ns) : 0;
+    uint64_t started = GET(a->started_ns);
+    /* its worker may have begun after `now` was read: not 2^64 ns */
+    c->connected_ns = started && now > started ? now - started : 0;
     for (unsigned d = 0; d < OM_MAX_DEVICES; d++) {
         const struct om_acct_dev *ad = &a->dev[d];
         uint64_t bytes = GET(s->device_bytes[d]);

@@ -120,7 +120,7 @@ struct om_acct {
     uint64_t serve_ns;      /* __atomic */
     uint64_t gpu_wait_ns;   /* __atomic */
     uint64_t waiting_since; /* in a GPU wait for it since (ns); 0: not (__atomic) */
-    uint64_t started_ns;    /* its session began */
+    uint64_t started_ns;    /* its session began (__atomic) */
     uint64_t rate_at_ns, rate_calls, rate_kernels; /* the rates' last sample (main thread) */
     uint64_t calls_per_s_milli, kernels_per_s_milli;
 };

@@ -6,6 +6,7 @@ partitions, a malformed file)."""
 import os
 import re
 import subprocess
+import sys
 
 import harness
 from harness import check, wait_for
@@ -208,6 +209,7 @@ def test_v3_namespace_and_server_commands(daemon):
          "The default namespace of a server cannot be deleted"),
         (["namespace", "get", "--server=main"], "--server=NAME and --name=NAMESPACE are required"),
         (["server", "create", "--name=main"], "Server main already exists"),
+        (["server", "create", "--name=" + "a" * 70], "Invalid server name"),  # not cut to 63
         (["server", "create", "--name=two", "--uid=%d" % os.getuid()],
          "Server main already serves uid %d" % os.getuid()),
         (["server", "frob"], "Unknown command \"server frob\""),
@@ -321,3 +323,32 @@ def test_v3_server_devices_and_limits(daemon):
                        capture_output=True, text=True, timeout=30)
     check(p.returncode == 1 and "line 3: server main: allowed_devices and the daemon's "
           "CUDA_VISIBLE_DEVICES both choose devices" in p.stderr, p.stderr)
+
+
+def test_v3_another_users_socket_is_refused(daemon):
+    """A named server's and its namespaces' sockets take only their user's (and root's)
+    connections: another user is refused at once with a message naming the server's uid, and
+    the daemon goes on serving; the server's own user gets in (docs/security.md)."""
+    harness.need_root()
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.infer]\nuid = 12011\n'
+                  '[servers.infer.namespaces.small]\npinned_memory_limit = "1G"\n')
+    code = ("import os,socket,sys\n"
+            "os.setgroups([]); os.setgid(int(sys.argv[2])); os.setuid(int(sys.argv[2]))\n"
+            "s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+            "s.settimeout(float(sys.argv[3]))\n"
+            "s.connect(sys.argv[1])\n"
+            "try: d=s.recv(70000)\n"
+            "except socket.timeout: d=b'(nothing: let in)'\n"
+            "print(repr(d))\n")
+    for sock in (os.path.join(e.pipe, "infer", "control.sock"),
+                 os.path.join(e.pipe, "infer", "small", "control.sock")):
+        p = subprocess.run([sys.executable, "-c", code, sock, "12010", "20"],
+                           capture_output=True, text=True, timeout=60)
+        check("server infer's, which serves uid 12011" in p.stdout,
+              "uid 12010 on %s: %r %r" % (sock, p.stdout, p.stderr))
+    # its own user is let in: the daemon waits for its hello (no refusal within 2 s)
+    p = subprocess.run([sys.executable, "-c", code, sock, "12011", "2"],
+                       capture_output=True, text=True, timeout=60)
+    check("let in" in p.stdout, "uid 12011 on %s: %r %r" % (sock, p.stdout, p.stderr))
+    check("refusing pid" in e.log(), "the refusal is logged: %r" % e.log()[-1000:])
+    check(table(e.cmd("server list"))[0][:2] == ["infer", "12011"], "still serving")

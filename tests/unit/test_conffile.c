@@ -2,6 +2,7 @@
 /* The configuration file's parser (src/control/conffile.c): what it accepts, and that every
  * refusal names the offending line; and how protocol 3 matches a client's cgroup (v3.c). */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../../src/control/conffile.h"
 #include "../../src/control/v3.h"
@@ -214,4 +215,33 @@ TEST(v3_cgroup_match)
             exit(1);
         }
     }
+}
+
+/* The v2 line of a /proc/PID/cgroup file, found however far down it is: on a hybrid host it
+ * comes after a line per v1 hierarchy, each holding the pod's or job's path (here 1.7 KiB of
+ * them: a 1 KiB read missed it, and the client lost its namespace). */
+TEST(v3_cgroup_file)
+{
+    char path[] = "/tmp/om-test-cgroup-XXXXXX", got[256];
+    const char *pod = "/kubepods/burstable/pod0123456789abcdef0123456789abcdef/"
+                      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    int fd = mkstemp(path);
+    FILE *f;
+
+    CHECK(fd >= 0);
+    CHECK((f = fdopen(fd, "w")) != NULL);
+    for (int i = 12; i >= 1; i--)
+        fprintf(f, "%d:controller%d:%s\n", i, i, pod);
+    fprintf(f, "0::/training/job1\n");
+    CHECK(fclose(f) == 0);
+    om_v3_cgroup_file(path, got, sizeof(got));
+    CHECK(strcmp(got, "/training/job1") == 0);
+    om_v3_cgroup_file(path, got, 8); /* cut short it would name another cgroup: none */
+    CHECK(strcmp(got, "") == 0);
+    CHECK((f = fopen(path, "w")) != NULL);
+    fprintf(f, "1:cpu:/a\n"); /* a v1 host: no v2 line */
+    CHECK(fclose(f) == 0);
+    om_v3_cgroup_file(path, got, sizeof(got));
+    CHECK(strcmp(got, "") == 0);
+    unlink(path);
 }

@@ -122,6 +122,10 @@ TEST(msg_decode_srv_stats)
     CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
     m.u[1].device = 0;
     CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), 0);
+    m.u[0] = m.u[1]; /* the same client and device twice: its figures would be summed twice */
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), -EBADMSG);
+    m.u[0].device = 1; /* the same client on two devices is right */
+    CHECK_EQ(om_decode_srv_stats(&m, sizeof(m), &h, c, 2, u, 2), 0);
 }
 
 TEST(msg_socket_roundtrip)
