@@ -206,23 +206,54 @@ static void free_dead_conns(struct daemon *d)
         d->dead_conns = c->next;
         free(c->hello.visible);
         free(c->hello.mem_limit);
+        free(c->out.buf);
         free(c);
     }
 }
 
-int om_send_answer(int fd, bool error, const char *text, size_t len)
-{
-    uint16_t flags = error ? OM_ANSWER_ERROR : 0;
-    int rc;
+/* How long a front-end may leave an answer unread before its connection is closed. */
+#define OM_ANSWER_UNREAD_MS 60000
 
-    while (len > OM_ANSWER_CHUNK) {
-        rc = om_msg_send(fd, OM_MSG_ANSWER, flags | OM_ANSWER_MORE, text, OM_ANSWER_CHUNK, -1);
+int om_conn_flush(struct conn *c)
+{
+    while (c->out.buf) {
+        size_t n =
+            c->out.len - c->out.off < OM_ANSWER_CHUNK ? c->out.len - c->out.off : OM_ANSWER_CHUNK;
+        bool last = c->out.off + n == c->out.len;
+        int rc = om_msg_send(c->fd, OM_MSG_ANSWER, c->out.flags | (last ? 0 : OM_ANSWER_MORE),
+                             c->out.buf + c->out.off, n, -1);
+        if (rc == -EAGAIN || rc == -EWOULDBLOCK)
+            return 0; /* the rest when the socket has room (the event loop polls POLLOUT) */
         if (rc < 0)
             return rc;
-        text += OM_ANSWER_CHUNK;
-        len -= OM_ANSWER_CHUNK;
+        c->out.off += n;
+        if (last) {
+            free(c->out.buf);
+            c->out.buf = NULL;
+        }
     }
-    return om_msg_send(fd, OM_MSG_ANSWER, flags, text, len, -1);
+    return 0;
+}
+
+/* The front-end's socket is non-blocking: what it cannot take now (a long stats --json, read
+ * slowly) is kept and sent as it drains, the connection's commands not read meanwhile. */
+int om_send_answer(struct daemon *d, struct conn *c, bool error, const char *text, size_t len)
+{
+    char *copy;
+
+    (void)d;
+    if (c->out.buf) /* a front-end sends its next command only after the answer */
+        return -EBUSY;
+    copy = malloc(len ? len : 1);
+    if (!copy)
+        return om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, "Error: out of memory");
+    memcpy(copy, text, len);
+    c->out.buf = copy;
+    c->out.len = len;
+    c->out.off = 0;
+    c->out.flags = error ? OM_ANSWER_ERROR : 0;
+    c->out.since_ms = om_now_ms();
+    return om_conn_flush(c);
 }
 
 /* At most once every 10 s: a flood must not become a log flood. */
@@ -468,7 +499,7 @@ static void handle_command(struct daemon *d, struct conn *c, const struct om_msg
         if (out.oom)
             om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, "Error: out of memory");
         else
-            om_send_answer(c->fd, error, out.buf ? out.buf : "", out.len);
+            om_send_answer(d, c, error, out.buf ? out.buf : "", out.len);
     }
     sb_free(&out);
 }
@@ -478,6 +509,13 @@ static void handle_conn(struct daemon *d, struct conn *c, short revents)
     struct om_msg *m;
     int rc, fd = -1;
 
+    if (c->out.buf) { /* its answer's rest, as its socket drains */
+        if ((revents & POLLOUT) && om_conn_flush(c) == 0)
+            return;
+        if (revents & (POLLHUP | POLLERR | POLLOUT)) /* POLLOUT here: the send failed */
+            om_conn_close(d, c);
+        return;
+    }
     if (c->kind == CONN_WAITING) {
         /* A waiting client only ever hangs up; anything it sends is a protocol error. */
         om_peer_info(d, c->uid, "Client %d left while waiting for its server", (int)c->pid);
@@ -723,7 +761,11 @@ static void handle_timers(struct daemon *d)
             om_peer_err(d, c->uid, "pid %d connected but said nothing for %d ms; dropping it",
                         (int)c->pid, d->hello_timeout_ms);
             om_conn_close(d, c);
-        } else if (c->kind == CONN_UI && !c->awaiting &&
+        } else if (c->out.buf && now - c->out.since_ms > OM_ANSWER_UNREAD_MS) {
+            om_peer_info(d, c->uid, "front-end pid %d left its answer unread for %d s; closing it",
+                         (int)c->pid, OM_ANSWER_UNREAD_MS / 1000);
+            om_conn_close(d, c);
+        } else if (c->kind == CONN_UI && !c->awaiting && !c->out.buf &&
                    now - c->since_ms > OM_UI_IDLE_TIMEOUT_MS) {
             om_peer_info(d, c->uid, "front-end pid %d idle for %d s; closing it", (int)c->pid,
                          OM_UI_IDLE_TIMEOUT_MS / 1000);
@@ -871,7 +913,7 @@ int om_daemon_run(struct daemon *d)
         }
         for (struct conn *c = d->conns; c; c = c->next) {
             owners[n] = (struct poll_owner){false, c->id, c, 0};
-            pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            pfds[n++] = (struct pollfd){.fd = c->fd, .events = c->out.buf ? POLLOUT : POLLIN};
         }
         for (struct server *s = d->servers; s; s = s->next) {
             owners[n] = (struct poll_owner){true, s->id, NULL, 0};

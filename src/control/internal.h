@@ -81,8 +81,14 @@ struct conn {
     char v3_server[64], v3_ns[64]; /* the namespace socket it came through (v3.c), "" none */
     struct peer *peer;             /* its user's counts */
     bool dead;                     /* closed; freed at the end of the event loop's round */
-    struct conn *next, *prev;      /* d->conns; next also chains d->dead_conns */
-    struct conn *wnext, *wprev;    /* d->wait_head: waiting clients in arrival order */
+    struct {                       /* UI: what of an answer its socket could not take yet */
+        char *buf;                 /* NULL: nothing waits; else sent as the socket drains */
+        size_t len, off;
+        uint16_t flags; /* the answer's (OM_ANSWER_ERROR) */
+        int64_t since_ms;
+    } out;
+    struct conn *next, *prev;   /* d->conns; next also chains d->dead_conns */
+    struct conn *wnext, *wprev; /* d->wait_head: waiting clients in arrival order */
 };
 
 enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };
@@ -234,8 +240,12 @@ bool om_peer_log_ok(struct daemon *d, uid_t uid);
     } while (0)
 #define om_peer_err(d, uid, ...) om_peer_log(d, uid, OM_LOG_ERROR, __VA_ARGS__)
 #define om_peer_info(d, uid, ...) om_peer_log(d, uid, OM_LOG_INFO, __VA_ARGS__)
-/* Sends an answer of any length (split into OM_ANSWER_CHUNK pieces). */
-int om_send_answer(int fd, bool error, const char *text, size_t len);
+/* Sends an answer of any length to a front-end (OM_ANSWER_CHUNK pieces); what its socket cannot
+ * take now is kept in c->out and sent as it drains. -EBUSY: an answer of c's still waits. */
+int om_send_answer(struct daemon *d, struct conn *c, bool error, const char *text, size_t len);
+/* Sends what of c's answer waits (c->out), as far as its socket takes it; 0, or -errno when the
+ * connection broke (the caller closes it). */
+int om_conn_flush(struct conn *c);
 
 /* commands.c: runs one command line from a UI connection. Returns true when the
  * answer was produced into out, false when it will be sent later (a server

@@ -751,7 +751,7 @@ static void finish(struct daemon *d, struct om_stats_req *r)
         if (out.oom)
             om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, "Error: out of memory");
         else
-            om_send_answer(c->fd, false, out.buf ? out.buf : "", out.len);
+            om_send_answer(d, c, false, out.buf ? out.buf : "", out.len);
     }
     sb_free(&out);
     req_free(r);
