@@ -242,6 +242,8 @@ static bool append(void **v, uint32_t *count, uint32_t *cap, const void *add, ui
 {
     if (n > max - *count)
         return false;
+    if (n == 0)
+        return true; /* *v may be NULL yet: nothing to copy into it */
     if (*count + n > *cap) {
         uint32_t nc = *cap ? *cap : 16;
         while (nc < *count + n)
