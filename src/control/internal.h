@@ -268,6 +268,10 @@ void om_stats_server_gone(struct daemon *d, struct server *s);
 void om_stats_expire(struct daemon *d, int64_t now);
 void om_stats_ps_json(struct daemon *d, struct conn *ui, struct server *only, struct strbuf *out);
 void om_stats_cgroup(pid_t pid, char *buf, size_t cap);
+/* A cgroup file (/proc/PID/cgroup) whole, up to OM_CGROUP_TEXT_MAX - 1 bytes, NUL-terminated: its
+ * length (0: none; cap - 1: maybe cut). stats.c and v3.c read it with their own rules. */
+#define OM_CGROUP_TEXT_MAX 16384
+size_t om_cgroup_text(const char *path, char *text, size_t cap);
 /* Asks every server for its accounting for the metrics (om_metrics_accounting gets it), unless
  * the last such request is still out. */
 void om_stats_refresh_metrics(struct daemon *d);

@@ -68,23 +68,34 @@ static const char *status_name(const struct server *s)
  * only "/" there: then the named systemd hierarchy's path, else the first controller's that is
  * not "/" (Slurm's and the kubelet's cgroup v1 drivers put the job or pod in each controller's).
  */
+size_t om_cgroup_text(const char *path, char *text, size_t cap)
+{
+    size_t len = 0;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    text[0] = '\0';
+    if (fd < 0)
+        return 0;
+    /* All of it: on a hybrid host the v2 line comes last, after one line per v1 hierarchy, each
+     * with the job's or pod's path (well past 1 KiB); a /proc file may come in pieces. */
+    while (len < cap - 1 && (n = read(fd, text + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    text[len] = '\0';
+    return len;
+}
+
 void om_stats_cgroup(pid_t pid, char *buf, size_t cap)
 {
-    char path[64], text[4096], *line, *save = NULL, *v2 = NULL, *systemd = NULL, *other = NULL;
+    char path[64], text[OM_CGROUP_TEXT_MAX], *line, *save = NULL, *v2 = NULL, *systemd = NULL,
+                                                    *other = NULL;
     const char *best;
-    ssize_t n;
-    int fd;
 
     snprintf(buf, cap, "%s", "");
     snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (om_cgroup_text(path, text, sizeof(text)) == 0)
         return;
-    n = read(fd, text, sizeof(text) - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    text[n] = '\0';
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *at = strchr(line, ':');
         at = at ? strchr(at + 1, ':') : NULL;

@@ -293,21 +293,10 @@ struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid)
 
 void om_v3_cgroup_file(const char *path, char *buf, size_t cap)
 {
-    char text[16384];
-    size_t len = 0;
-    ssize_t n;
-    int fd;
+    char text[OM_CGROUP_TEXT_MAX];
+    size_t len = om_cgroup_text(path, text, sizeof(text));
 
     buf[0] = '\0';
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    /* All of it: on a hybrid host the v2 line comes last, after one line per v1 hierarchy, each
-     * with the job's or pod's path (well past 1 KiB); a /proc file may come in pieces. */
-    while (len < sizeof(text) - 1 && (n = read(fd, text + len, sizeof(text) - 1 - len)) > 0)
-        len += (size_t)n;
-    close(fd);
-    text[len] = '\0';
     for (char *line = text; *line;) {
         char *next = strchr(line, '\n');
         if (!next && len == sizeof(text) - 1)
