@@ -5,7 +5,7 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay] [suites] [container] [namespaces] [stats].
+# [launchers] [replay] [suites] [container] [namespaces] [stats] [probe-jit].
 # stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
 # (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
@@ -238,6 +238,16 @@ for step in $STEPS; do
             nvcc -O2 -arch=native -o /tmp/om-green tests/gpu/probe/green_share.cu -lcuda &&
                 /tmp/om-green
         } >"$OUT/probe-green.log" 2>&1 ;;
+    # A PTX that does not compile, through cuModuleLoadDataEx and cuLibraryLoadData, lazy and
+    # eager (docs/driver-facts.md, "Loading a PTX that does not compile").
+    probe-jit)
+        {
+            nvcc -O2 -arch=native -o /tmp/om-jit tests/gpu/probe/jit_library.cu -lcuda &&
+                for m in LAZY EAGER; do
+                    echo "CUDA_MODULE_LOADING=$m"
+                    CUDA_MODULE_LOADING=$m /tmp/om-jit
+                done
+        } >"$OUT/probe-jit.log" 2>&1 ;;
     suites)
         {
             make && python3 tests/gpu/suites/suites.py run --build build --suites-dir .suites/src \

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Entry points the shim answers in every mode: cuInit and cuGetProcAddress. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../common/gen/entries.h"
 #include "gen/procaddr.h"
 #include "remote.h"
 #include "shim.h"
@@ -10,31 +14,95 @@ typedef int (*init_fn)(unsigned);
 typedef int (*gpa_fn)(const char *, void **, int, uint64_t);
 typedef int (*gpa2_fn)(const char *, void **, int, uint64_t, int *);
 
+typedef int (*count_fn)(int *);
+typedef int (*device_fn)(int *, int);
+typedef int (*uuid_fn)(unsigned char *, int);
+
+/* The devices the server gives this client, in its order, as CUDA_VISIBLE_DEVICES names them
+ * ("GPU-<uuid>,..."), asked of the server (om_fn is remote by now). False when it cannot be asked
+ * or the text would not fit. A server on MIG instances is untested: their UUIDs would need the
+ * "MIG-" form, which nothing here tells apart (docs/architecture.md, "Private export tables"). */
+static bool served_devices_spec(char *buf, size_t len)
+{
+    int n = 0;
+    size_t at = 0;
+
+    buf[0] = '\0';
+    if (((count_fn)om_fn[OM_IDX_cuDeviceGetCount])(&n) != OM_CUDA_SUCCESS || n <= 0)
+        return false;
+    for (int i = 0; i < n; i++) {
+        unsigned char u[16];
+        int dev, w;
+        if (((device_fn)om_fn[OM_IDX_cuDeviceGet])(&dev, i) != OM_CUDA_SUCCESS ||
+            ((uuid_fn)om_fn[OM_IDX_cuDeviceGetUuid_v2])(u, dev) != OM_CUDA_SUCCESS)
+            return false;
+        w = snprintf(buf + at, len - at,
+                     "%sGPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                     i ? "," : "", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+                     u[10], u[11], u[12], u[13], u[14], u[15]);
+        if (w < 0 || (size_t)w >= len - at)
+            return false;
+        at += (size_t)w;
+    }
+    return true;
+}
+
+/*
+ * Remote mode initialises the local driver too: the runtime's export tables (state/tables.c)
+ * come from it. The CUDA runtime checks that driver's devices against the ones the shim answers
+ * with and fails every call with cudaErrorSoftwareValidityNotEstablished (103) where they differ
+ * (measured on two H200s, the daemon under CUDA_VISIBLE_DEVICES=1 and a client without the
+ * variable, or naming its device by ordinal: tests/gpu/multi/daemon_visible.sh). The local driver
+ * reads CUDA_VISIBLE_DEVICES at its cuInit, so for that one call the variable names, by UUID,
+ * exactly the devices the server gives this client, in its order; then the program's own value
+ * (or its absence) is put back. Once per process: later cuInit calls find it done.
+ */
+static void local_driver_init(void)
+{
+    static char spec[OM_MAX_DEVICES * 48];
+    int (*init)(unsigned) = (init_fn)om_shim.real_fn[OM_IDX_cuInit];
+    const char *now = getenv("CUDA_VISIBLE_DEVICES");
+    char *saved = NULL;
+    bool swap;
+    int rc;
+
+    if (!init)
+        return;
+    swap = served_devices_spec(spec, sizeof(spec)) && (!now || strcmp(now, spec) != 0);
+    if (swap && now && !(saved = strdup(now)))
+        swap = false;
+    if (swap)
+        setenv("CUDA_VISIBLE_DEVICES", spec, 1);
+    /* It starts a thread of its own (driver 580): not the program's (hostmove.c). */
+    om_host_local_driver_begin();
+    rc = init(0);
+    om_host_local_driver_end();
+    if (swap) {
+        if (saved)
+            setenv("CUDA_VISIBLE_DEVICES", saved, 1);
+        else
+            unsetenv("CUDA_VISIBLE_DEVICES");
+        free(saved);
+        om_shim_log("the local driver was initialised with CUDA_VISIBLE_DEVICES=%s", spec);
+    }
+    if (rc != OM_CUDA_SUCCESS)
+        om_shim_log("the local driver's cuInit failed (%d); driver-API calls still work", rc);
+}
+
 int om_cuInit(unsigned flags)
 {
-    static int index = -1;
+    static pthread_once_t local_once = PTHREAD_ONCE_INIT;
 
     om_shim_decide();
-    if (index < 0)
-        index = om_entry_index("cuInit");
     switch (om_shim.mode) {
     case OM_MODE_PASSTHROUGH:
-        if (!om_shim.real_fn[index])
+        if (!om_shim.real_fn[OM_IDX_cuInit])
             return OM_CUDA_ERROR_NO_DEVICE;
-        return ((init_fn)om_shim.real_fn[index])(flags);
+        return ((init_fn)om_shim.real_fn[OM_IDX_cuInit])(flags);
     case OM_MODE_REMOTE:
         if (flags != 0)
             return OM_CUDA_ERROR_INVALID_VALUE;
-        /* The real driver is initialised too: the runtime's export tables
-         * (docs/driver-facts.md) need it. It creates no context. */
-        if (om_shim.real_fn[index]) {
-            /* It starts a thread of its own (driver 580): not the program's (hostmove.c). */
-            om_host_local_driver_begin();
-            int rc = ((init_fn)om_shim.real_fn[index])(0);
-            om_host_local_driver_end();
-            if (rc != OM_CUDA_SUCCESS)
-                om_shim_log("the local driver's cuInit failed; driver-API calls still work");
-        }
+        pthread_once(&local_once, local_driver_init);
         return OM_CUDA_SUCCESS;
     case OM_MODE_NO_DEVICE: return om_shim.no_device_rc;
     case OM_MODE_FORKED: return OM_CUDA_ERROR_NOT_INITIALIZED; /* as natively (shim.c) */

@@ -55,6 +55,7 @@ int om_visible_resolve(const char *spec, const struct om_device_info *devs, uint
     struct om_devmap m = {0};
     bool taken[OM_MAX_DEVICES] = {false};
     const char *p = spec;
+    bool by_uuid = false;
 
     if (ndevs > OM_MAX_DEVICES)
         ndevs = OM_MAX_DEVICES;
@@ -62,8 +63,12 @@ int om_visible_resolve(const char *spec, const struct om_device_info *devs, uint
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         int d = entry_device(p, len, devs, ndevs);
-        if (d < 0)
+        bool uuid = d >= 0 && !isdigit((unsigned char)p[strspn(p, " \t")]);
+        /* An ordinal after a UUID ends the list: the driver (580, two H200s) under
+         * "GPU-<prefix of the second>,0" sees one device, not two. */
+        if (d < 0 || (by_uuid && !uuid))
             break; /* the devices before an entry that names none are visible */
+        by_uuid |= uuid;
         if (taken[d]) {
             *ret = (struct om_devmap){0};
             return -1; /* a device named twice: the driver takes none (measured) */

@@ -165,10 +165,6 @@ CUresult om_answer_memcap(struct call *c, size_t *total, int dev)
 
 /* ------------------------------------------------------------------ JIT options */
 
-#define JIT_INFO_LOG_BUFFER 3
-#define JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
-#define JIT_ERROR_LOG_BUFFER 5
-#define JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 #define JIT_LAST_OPTION 34 /* CU_JIT_SPLIT_COMPILE */
 
 /* Options whose value is an array of the client's pointers (symbol names and addresses,

@@ -204,6 +204,11 @@ CUresult om_ipc_event_open(struct session *s, uint64_t id, uint64_t *ret_ev);
  * it (log buffers as 0), then the info and the error log (a length, the bytes). Options whose
  * values are arrays of the client's pointers are NOT_SUPPORTED. */
 #define OM_JIT_OPTIONS_MAX 32
+/* The JIT options whose values are logs and their sizes (CUjit_option's values). */
+#define JIT_INFO_LOG_BUFFER 3
+#define JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
+#define JIT_ERROR_LOG_BUFFER 5
+#define JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 #define OM_JIT_LOG_MAX 65536u
 struct om_jit {
     unsigned n;

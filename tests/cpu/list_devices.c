@@ -2,8 +2,10 @@
 /* list-devices: prints cuInit's result and, when it succeeded, every device the process sees,
  * one line each: "ORDINAL NAME GPU-<uuid> BUS-ID". Run natively (the shim passing through to the
  * driver double) or served, the same lines say the same devices: tests/ipc/test_visible_daemon.py
- * compares them. Exit status 0 unless a call after cuInit failed. */
+ * compares them. On stderr, the program's CUDA_VISIBLE_DEVICES after cuInit. Exit status 0
+ * unless a call after cuInit failed. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "check.h"
 
@@ -19,7 +21,11 @@ int main(void)
     CUresult rc = cuInit(0);
     int n = 0;
 
+    const char *env;
+
     printf("cuInit %d\n", (int)rc);
+    env = getenv("CUDA_VISIBLE_DEVICES"); /* the program's own value, after cuInit */
+    fprintf(stderr, "CUDA_VISIBLE_DEVICES after cuInit: %s\n", env ? env : "(unset)");
     if (rc != CUDA_SUCCESS)
         return 0;
     OK(cuDeviceGetCount(&n));

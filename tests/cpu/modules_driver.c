@@ -269,6 +269,12 @@ static void files(const char *path)
     vals[3] = (void *)(uintptr_t)sizeof(error);
     printf("bad %d", cuModuleLoadDataEx(&mod, "notanimage", 4, opts, vals));
     printf(" [%s] %llu\n", error, (unsigned long long)(uintptr_t)vals[3]);
+    /* a PTX that does not compile (the double's "fakebadptx"): 218 at the load, as natively,
+     * with the module load's error log, logs asked or not */
+    vals[3] = (void *)(uintptr_t)sizeof(error);
+    printf("badptx %d", cuModuleLoadDataEx(&mod, "fakebadptx\nbroken:4\n", 4, opts, vals));
+    printf(" [%s] %llu\n", error, (unsigned long long)(uintptr_t)vals[3]);
+    printf("badptxnolog %d\n", cuModuleLoadData(&mod, "fakebadptx\nbroken2:4\n"));
     /* no log asked (a size of 0): the buffer is left, the wall time 0 */
     memset(info, 'X', sizeof(info));
     info[sizeof(info) - 1] = '\0';

@@ -739,6 +739,30 @@ static CUresult w_cuLibraryLoadData(CUlibrary *lib, const void *code, void *jo, 
     return rc;
 }
 
+/* A new image whose library load wrote an error log is loaded again as a module (api/modules.c,
+ * load_as_module_too): the same staged bytes, the module the server's own, unloaded at once. */
+static CUresult w_cuModuleLoadDataEx(CUmodule *mod, const void *code, unsigned nj, void *jo,
+                                     void **jv)
+{
+    ENTER(cuModuleLoadDataEx);
+    if (phase == O_FUZZED &&
+        (code != fuzzed->stage || image_extent(code, fuzzed->stage_len) > fuzzed->stage_len)) {
+        fprintf(stderr, "fuzz_exec: %s received an image other than the client's staged one\n",
+                entry);
+        abort();
+    }
+    return ORIG(cuModuleLoadDataEx, CUresult(*)(CUmodule *, const void *, unsigned, void *,
+                                                void **))(mod, code, nj, jo, jv);
+}
+
+/* ... and if that fails, the library goes: one the server loaded. */
+static CUresult w_cuLibraryUnload(CUlibrary lib)
+{
+    ENTER(cuLibraryUnload);
+    check(K_LIBRARY, H(lib), 1);
+    return ORIG(cuLibraryUnload, CUresult(*)(CUlibrary))(lib);
+}
+
 static CUresult w_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
 {
     CUresult rc;
@@ -2399,6 +2423,8 @@ static const struct {
     W(cuLaunchKernel),
     W(cuLaunchKernelEx),
     W(cuLibraryLoadData),
+    W(cuModuleLoadDataEx),
+    W(cuLibraryUnload),
     W(cuLibraryGetKernel),
     W(cuKernelGetParamInfo),
     W(cuKernelGetAttribute),
@@ -2600,6 +2626,7 @@ static const int handle_free[] = {
     OM_IDX_cuTensorMapEncodeTiled, OM_IDX_cuTensorMapReplaceAddress, OM_IDX_cuLogsCurrent,
     OM_IDX_cuGetExportTable, /* the client's driver (tables for the tracer's test), never the
                                 server's */
+    OM_IDX_cuModuleUnload,   /* api/modules.c: the module it loaded itself a moment before */
 };
 
 /* Puts the check layer in front of every entry point the double has. An entry it has that is

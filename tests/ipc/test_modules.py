@@ -129,7 +129,9 @@ def test_modules_loaded_from_files_the_client_reads(daemon):
     with the filled sizes and the wall time written back; a load that asks for no log gets empty
     answers; parameter queries answer the kernel's layout and refuse handles the process never
     obtained."""
-    e = daemon()
+    e = daemon(start=False)
+    e.env["FAKECUDA_MODULE_LOADS"] = os.path.join(e.dir, "module-loads")
+    e.start()
     path = os.path.join(e.dir, "module.fakecubin")
     image = "fakecubin\nfromfile:8,4,2\n"
     with open(path, "w") as f:
@@ -144,8 +146,15 @@ def test_modules_loaded_from_files_the_client_reads(daemon):
     for want in ("logs [%s] [] %d 1 1.5" % (again, len(again) + 1),
                  "exlogs [%s] 20" % loaded[:19], "exlogs2 [%s] %d" % (loaded.replace("16", "17"),
                                                                        len(loaded) + 1),
-                 "nolog X 0 0", "bad 200 [fake jit: not an image (10 bytes)\n] 35"):
+                 "nolog X 0 0", "bad 200 [fake jit: not an image (10 bytes)\n] 35",
+                 # a PTX that does not compile: the driver's library load says success (580),
+                 # the server asks the module load, whose answer and log are the program's
+                 "badptx 218 [fake ptxas: aborted due to errors (21 bytes)\n] 46",
+                 "badptxnolog 218"):
         check(want in out, "expected %r in %r" % (want, out))
+    calls = open(os.path.join(e.dir, "module-loads")).read().splitlines()
+    check(calls == ["module load 218", "library unload 0"] * 2,
+          "only the two failed PTX loads were loaded again as modules: %r" % calls)
     for want in ("param 0 0 8", "param 1 8 4", "param 2 12 2", "param3 1",
                  "paramforeign 400", "loaded 1", "missing 301", "kparam 2 12 2"):
         check(want in out.splitlines(), "expected %r in %r" % (want, out))

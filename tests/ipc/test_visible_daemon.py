@@ -70,12 +70,13 @@ def test_daemon_visible_devices_by_ordinal_and_uuid(daemon):
         check(got == native, "served, the daemon's %r: %r" % (spec, got))
         for client, want in (("1", listing([1])), ("1,0", listing([1, 3])),
                              (uuid(3)[:9], listing([3])), (uuid(1), listing([1])),
-                             ("%s,0" % uuid(1)[:8], listing([1, 3])), (uuid(2), ["cuInit 100"]),
+                             ("%s,0" % uuid(1)[:8], listing([1])),  # an ordinal after a UUID ends it
+                             ("0,%s" % uuid(1)[:8], listing([3, 1])), (uuid(2), ["cuInit 100"]),
                              ("2", ["cuInit 100"])):
             got = list_devices(e, client)
             check(got == want, "daemon %r, client %r: %r, want %r" % (spec, client, got, want))
         clog = e.log("control.log")
-        check(clog.count("Accepting client") == 6, "every listing with devices was served: "
+        check(clog.count("Accepting client") == 7, "every listing with devices was served: "
               + clog[-1500:])
         check("CUDA_VISIBLE_DEVICES=%s names none of the 2 device(s)" % uuid(2) in clog, clog)
         e.quit()
@@ -97,4 +98,42 @@ def test_daemon_visible_devices_naming_none(daemon):
               "cannot use the openmps server" in p.stderr and want in p.stderr,
               "daemon %r: %r %r" % (spec, p.stdout, p.stderr))
         check(want in e.log("server.log"), "server.log: " + e.log("server.log")[-600:])
+        e.quit()
+
+
+def test_client_local_driver_sees_the_served_devices(daemon):
+    """The client's own (local) driver, which the shim initialises for the runtime's export
+    tables, sees exactly the devices the server gives the client, in its order: the CUDA
+    runtime fails every call (cudaErrorSoftwareValidityNotEstablished) where the two differ, as
+    it did on two H200s with the daemon under CUDA_VISIBLE_DEVICES=1. The program's own
+    CUDA_VISIBLE_DEVICES is as it was after cuInit."""
+    for daemon_spec in ("3,1", None):
+        e = daemon(start=False)
+        e.env["FAKECUDA_DEVICES"] = "4"
+        e.env.pop("CUDA_VISIBLE_DEVICES", None)
+        if daemon_spec:
+            e.env["CUDA_VISIBLE_DEVICES"] = daemon_spec
+        e.start()
+        seen = [3, 1] if daemon_spec else [0, 1, 2, 3]
+        for client in (None, "1", "1,0", uuid(seen[0])[:9], " 0 "):
+            env = dict(e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR), FAKECUDA_REPORT_INIT="1")
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+            if client is not None:
+                env["CUDA_VISIBLE_DEVICES"] = client
+            p = subprocess.run([LIST], env=env, capture_output=True, text=True, timeout=120)
+            if client is None:
+                want = seen
+            elif client.startswith("GPU-"):
+                want = [seen[0]]
+            else:
+                want = [seen[int(x)] for x in client.split(",")]
+            check(p.returncode == 0 and p.stdout.splitlines() == listing(want),
+                  "daemon %r, client %r: %r %r" % (daemon_spec, client, p.stdout, p.stderr))
+            local = [line for line in p.stderr.splitlines() if line.startswith("fakecuda cuInit")]
+            check(local == ["fakecuda cuInit: machine devices " + ",".join(map(str, want))],
+                  "daemon %r, client %r: the local driver saw %r" % (daemon_spec, client, local))
+            check("CUDA_VISIBLE_DEVICES after cuInit: %s" % (client if client is not None
+                                                             else "(unset)") in p.stderr,
+                  "daemon %r, client %r: the program's variable changed: %r"
+                  % (daemon_spec, client, p.stderr))
         e.quit()

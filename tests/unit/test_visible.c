@@ -50,6 +50,8 @@ TEST(visible_resolve)
     CHECK_EQ(resolve("GPU-", d, -1, -1), 0);
     CHECK_EQ(resolve("GPU-20212223-2425-2627-2829-2a2b2c2d2e2f", d, 2, -1), 1);
     CHECK_EQ(resolve("GPU-20212223-2425-2627-2829-2a2b2c2d2e2f0", d, -1, -1), 0);
+    CHECK_EQ(resolve("GPU-20212223,0", d, 2, -1), 1); /* an ordinal after a UUID ends it */
+    CHECK_EQ(resolve("1,GPU-20212223", d, 1, 2), 2);  /* (the other way round: unmeasured) */
     CHECK_EQ(resolve("MIG-20212223", d, -1, -1), 0);
     CHECK_EQ(resolve("18446744073709551617", d, -1, -1), 0); /* 2^64 + 1: no overflow into 1 */
 }

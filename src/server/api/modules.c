@@ -77,6 +77,43 @@ static void jit_logs_again(struct om_jit *j, const uint8_t *image, uint64_t size
     destroy(st);
 }
 
+/*
+ * Driver 580 (two H200s, tests/gpu/probe/jit_library.cu): cuLibraryLoadData of a PTX that does
+ * not compile answers CUDA_SUCCESS, with the compiler's error log written, and fails only at the
+ * kernel's lookup (218), where cuModuleLoadDataEx, what the program called, answers 218 at once.
+ * So a new image whose library load wrote an error log is loaded once more as a module with the
+ * same options (their log sizes as the program gave them: `sizes`), for the driver's own answer and
+ * logs; if that fails, the library goes and its error is the load's. A module that loads is
+ * unloaded (the library serves the client). Only loads that wrote an error log pay it.
+ */
+static CUresult load_as_module_too(CUlibrary lib, const uint8_t *image, unsigned n,
+                                   CUjit_option *opts, void **vals, void *const *sizes)
+{
+    CUresult (*load)(CUmodule *, const void *, unsigned, CUjit_option *, void **) =
+        REAL(cuModuleLoadDataEx);
+    CUresult (*unload)(CUmodule) = REAL(cuModuleUnload);
+    CUresult (*unload_lib)(CUlibrary) = REAL(cuLibraryUnload);
+    CUmodule m = NULL;
+    CUresult rc;
+
+    if (!load)
+        return CUDA_SUCCESS;
+    for (unsigned i = 0; i < n; i++) {
+        if (opts[i] == JIT_INFO_LOG_BUFFER_SIZE_BYTES || opts[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            vals[i] = sizes[i];
+        else if ((opts[i] == JIT_INFO_LOG_BUFFER || opts[i] == JIT_ERROR_LOG_BUFFER) && vals[i])
+            ((char *)vals[i])[0] = '\0';
+    }
+    rc = load(&m, image, n, opts, vals);
+    if (rc == CUDA_SUCCESS) {
+        if (unload)
+            unload(m);
+    } else if (unload_lib) {
+        unload_lib(lib);
+    }
+    return rc;
+}
+
 /* The staged image: the library loaded before, shared, or loaded now (with the JIT options and
  * their logs when `j`: a new image's are the load's own, a known image's a JIT of it again),
  * made the client's; *ret_lib. */
@@ -115,8 +152,17 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
                                     "loading a new module image (the server's own budget, "
                                     "OPENMPS_SERVER_IMAGE_MAX, is spent)");
         }
-        rc = load(&l, c->s->stage, j ? j->opts : NULL, j ? j->vals : NULL, j ? j->n : 0, NULL, NULL,
-                  0);
+        /* The options: the program's, else an error log of the server's (load_as_module_too). */
+        char quiet[512] = "";
+        CUjit_option qo[2] = {JIT_ERROR_LOG_BUFFER, JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+        void *qv[2] = {quiet, (void *)(uintptr_t)sizeof(quiet)}, *sizes[OM_JIT_OPTIONS_MAX];
+        unsigned n = j ? j->n : 2;
+        CUjit_option *o = j ? j->opts : qo;
+        void **v = j ? j->vals : qv;
+        memcpy(sizes, v, n * sizeof(*v));
+        rc = load(&l, c->s->stage, o, v, n, NULL, NULL, 0);
+        if (rc == CUDA_SUCCESS && (j ? j->logs[1] && j->logs[1][0] : quiet[0]))
+            rc = load_as_module_too(l, c->s->stage, n, o, v, sizes);
         loaded = true;
         if (rc != CUDA_SUCCESS) {
             om_budget_give(&c->s->image_bytes, size);

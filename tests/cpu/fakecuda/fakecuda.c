@@ -87,6 +87,7 @@ static int uuid_entry(const char *e, size_t len)
 static void read_visible(void)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    int by_uuid = 0;
 
     nvisible = 0;
     if (!v) {
@@ -109,8 +110,9 @@ static void read_visible(void)
         } else {
             p = uuid_entry(e, len);
         }
-        if (p < 0)
-            break;
+        if (p < 0 || (by_uuid && isdigit((unsigned char)e[0])))
+            break; /* an ordinal after a UUID ends the list, as the driver's (580) */
+        by_uuid |= !isdigit((unsigned char)e[0]);
         for (int i = 0; i < nvisible; i++)
             visible_twice |= visible[i] == p;
         visible[nvisible++] = p;
@@ -185,6 +187,12 @@ EXPORT int cuInit(unsigned flags)
         return CUDA_ERROR_INVALID_DEVICE;
     if (getenv("FAKECUDA_INIT_THREAD"))
         pthread_once(&thread_once, start_driver_thread);
+    if (getenv("FAKECUDA_REPORT_INIT")) { /* which machine devices this process's driver sees */
+        fprintf(stderr, "fakecuda cuInit: machine devices");
+        for (int i = 0; i < fake_device_count(); i++)
+            fprintf(stderr, "%s%d", i ? "," : " ", fake_machine_device(i));
+        fprintf(stderr, "\n");
+    }
     initialized = 1;
     return CUDA_SUCCESS;
 }
@@ -987,6 +995,15 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, const int *jo, void *
     int first = nkernels;
 
     (void)lo, (void)lv, (void)nl;
+    /* "fakebadptx\n...": a PTX that does not compile. As driver 580's (measured on two H200s),
+     * the library load succeeds with the compiler's error log written (its wording a little off
+     * the module load's), and the library has no kernel; cuModuleLoadDataEx answers 218. */
+    if (strncmp(p, "fakebadptx\n", 11) == 0) {
+        jit_logs(nj, jo, jv, 1, "fake ptxas: aborted due to error (%zu bytes)", strlen(code) + 1);
+        *lib = new_token();
+        libraries_loaded++;
+        return CUDA_SUCCESS;
+    }
     if (strncmp(p, "fakecubin\n", 10) != 0) {
         jit_logs(nj, jo, jv, 1, "fake jit: not an image (%zu bytes)", strnlen(code, 64));
         return 200; /* CUDA_ERROR_INVALID_IMAGE */
@@ -1019,6 +1036,48 @@ EXPORT int cuLibraryLoadData(void **lib, const void *code, const int *jo, void *
     *lib = new_token();
     for (int i = first; i < nkernels; i++)
         kernels[i].lib = *lib;
+    return CUDA_SUCCESS;
+}
+
+/* A module load: a library load (the module its token), but a PTX that does not compile fails
+ * with 218 (CUDA_ERROR_INVALID_PTX) and its error log. FAKECUDA_MODULE_LOADS=PATH: a line per
+ * call ("module load RC", "module unload", "library unload"), to see what the server did. */
+static void note_module_call(const char *what, int rc)
+{
+    const char *path = getenv("FAKECUDA_MODULE_LOADS");
+    FILE *f = path ? fopen(path, "a") : NULL;
+
+    if (f) {
+        fprintf(f, "%s %d\n", what, rc);
+        fclose(f);
+    }
+}
+
+EXPORT int cuModuleLoadDataEx(void **mod, const void *code, unsigned nj, const int *jo, void **jv)
+{
+    int rc;
+
+    if (strncmp(code, "fakebadptx\n", 11) == 0) {
+        jit_logs(nj, jo, jv, 1, "fake ptxas: aborted due to errors (%zu bytes)", strlen(code) + 1);
+        rc = 218;
+    } else {
+        rc = cuLibraryLoadData(mod, code, jo, jv, nj, NULL, NULL, 0);
+    }
+    note_module_call("module load", rc);
+    return rc;
+}
+
+EXPORT int cuModuleUnload(void *mod)
+{
+    (void)mod;
+    note_module_call("module unload", 0);
+    return CUDA_SUCCESS;
+}
+
+EXPORT int cuLibraryUnload(void *lib)
+{
+    (void)lib;
+    note_module_call("library unload", 0);
     return CUDA_SUCCESS;
 }
 

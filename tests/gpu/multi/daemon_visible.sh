@@ -7,7 +7,8 @@
 # the daemon's list's) and by UUID; each client's `multi visible` lines (count, names, UUIDs,
 # buses, a kernel on each device) must be those of a native run whose CUDA_VISIBLE_DEVICES names
 # the same machine devices. A UUID of a device the daemon hides leaves the client no device, as
-# natively an entry of no device does.
+# natively an entry of no device does. An ordinal after a UUID ends the list (the driver under
+# "GPU-<prefix of device 1>,0" sees device 1 alone).
 # Usage: tests/gpu/multi/daemon_visible.sh BUILD_DIR [OUT_DIR] (tests/gpu/multi/run.sh runs it;
 # it needs OUT/multi built by run.sh, or builds it). Exit status: failures.
 set -u
@@ -69,7 +70,7 @@ done <<CASES
 1,0|1|0
 1,0|1,0|0,1
 1,0|$u0|$u0
-$u1short,0|-|1,0
+$u1short,0|-|$u1short,0
 $u1short|0|1
 CASES
 rm -rf "$TMP"
