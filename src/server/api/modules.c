@@ -152,17 +152,32 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
                                     "loading a new module image (the server's own budget, "
                                     "OPENMPS_SERVER_IMAGE_MAX, is spent)");
         }
-        /* The options: the program's, else an error log of the server's (load_as_module_too). */
+        /* The options: the program's, and an error log of the server's where they ask for none
+         * (load_as_module_too needs to see one); what the driver writes back goes to the
+         * program's values. */
         char quiet[512] = "";
-        CUjit_option qo[2] = {JIT_ERROR_LOG_BUFFER, JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-        void *qv[2] = {quiet, (void *)(uintptr_t)sizeof(quiet)}, *sizes[OM_JIT_OPTIONS_MAX];
-        unsigned n = j ? j->n : 2;
-        CUjit_option *o = j ? j->opts : qo;
-        void **v = j ? j->vals : qv;
+        CUjit_option o[OM_JIT_OPTIONS_MAX + 2];
+        void *v[OM_JIT_OPTIONS_MAX + 2], *sizes[OM_JIT_OPTIONS_MAX + 2];
+        unsigned n = 0;
+        bool own_log = true;
+        if (j) {
+            for (unsigned i = 0; i < j->n; i++) {
+                o[i] = j->opts[i], v[i] = j->vals[i];
+                own_log &= o[i] != JIT_ERROR_LOG_BUFFER && o[i] != JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+            }
+            n = j->n;
+        }
+        if (own_log) {
+            o[n] = JIT_ERROR_LOG_BUFFER, v[n++] = quiet;
+            o[n] = JIT_ERROR_LOG_BUFFER_SIZE_BYTES, v[n++] = (void *)(uintptr_t)sizeof(quiet);
+        }
         memcpy(sizes, v, n * sizeof(*v));
         rc = load(&l, c->s->stage, o, v, n, NULL, NULL, 0);
-        if (rc == CUDA_SUCCESS && (j ? j->logs[1] && j->logs[1][0] : quiet[0]))
+        const char *elog = own_log ? quiet : j->logs[1];
+        if (rc == CUDA_SUCCESS && elog && elog[0])
             rc = load_as_module_too(l, c->s->stage, n, o, v, sizes);
+        if (j)
+            memcpy(j->vals, v, j->n * sizeof(*v));
         loaded = true;
         if (rc != CUDA_SUCCESS) {
             om_budget_give(&c->s->image_bytes, size);
