@@ -21,7 +21,7 @@
 
 #define OM_PROTO_MAGIC 0x53504d4fu /* "OMPS" read as little-endian bytes */
 #define OM_PROTO_MAJOR 3 /* 3: private operations of their own (api/ops.tsv); generated rows */
-#define OM_PROTO_MINOR 2 /* 1: OUTPUT; 2: SRV_STATS_ASK, SRV_STATS */
+#define OM_PROTO_MINOR 3 /* 1: OUTPUT; 2: SRV_STATS_ASK, SRV_STATS; 3: static SM partitions */
 
 /* Largest payload of any socket message; larger ones are malformed. */
 #define OM_MSG_MAX_PAYLOAD 65536u
@@ -73,6 +73,9 @@ enum om_msg_type {
  * OM_REFUSE_INVALID_DEVICE (its CUDA_VISIBLE_DEVICES names a device twice) INVALID_DEVICE. */
 #define OM_REFUSE_NO_DEVICE 0x1u
 #define OM_REFUSE_INVALID_DEVICE 0x2u
+/* The daemon runs with static SM partitions (-S) and the client named none, or one it does not
+ * have: its cuInit returns CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, as NVIDIA's client does. */
+#define OM_REFUSE_PARTITION 0x4u
 
 #define OM_OUTPUT_STDERR 0x1u
 
@@ -93,13 +96,17 @@ struct om_limits {
 #define OM_HELLO_VISIBLE 0x1u /* the client set CUDA_VISIBLE_DEVICES (maybe empty): `visible` */
 #define OM_HELLO_MEM_LIMIT                                                                         \
     0x2u /* its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names GPU UUIDs: `mem_limit` */
+#define OM_HELLO_SM_PARTITION 0x4u /* it set CUDA_MPS_SM_PARTITION: `sm_partition` */
+/* A static SM partition's name as a client gives it: "GPU-<uuid>/<id>" (or the id alone). */
+#define OM_PART_NAME_MAX 128u
 struct om_hello {
     uint32_t pid; /* informational; the daemon trusts SO_PEERCRED only */
     uint32_t flags;
     struct om_limits want; /* from the client's environment; can only tighten; the client's own
                             * device ordinals (the daemon maps them to the server's) */
-    char visible[OM_VISIBLE_MAX];   /* NUL-terminated */
-    char mem_limit[OM_VISIBLE_MAX]; /* NUL-terminated; the daemon applies its UUID entries */
+    char visible[OM_VISIBLE_MAX];        /* NUL-terminated */
+    char mem_limit[OM_VISIBLE_MAX];      /* NUL-terminated; the daemon applies its UUID entries */
+    char sm_partition[OM_PART_NAME_MAX]; /* NUL-terminated */
 };
 
 /* The devices a client sees, in its order: its ordinal i is the server's server[i]. */
@@ -124,6 +131,23 @@ struct om_device_info {
     uint8_t uuid[16];
     char pci_bus_id[OM_PCI_ID_MAX]; /* NUL-terminated */
     char name[OM_DEVICE_NAME_MAX];  /* NUL-terminated */
+    uint32_t sm_count;              /* its SMs (0: unknown) */
+    uint32_t chunk_sms; /* SMs of a static partition's chunk: the SM resource's partition size
+                         * and alignment, the larger (0: the driver has no green contexts) */
+};
+
+/* Static SM partitions (-S): chunks per device, at most (a chunk is at least 2 SMs). */
+#define OM_PART_MAX_CHUNKS 128u
+#define OM_PART_VALID 0x1u     /* the client runs in a static partition */
+#define OM_PART_REMAINDER 0x2u /* with the SMs left over after the last whole chunk */
+/* A client's static partition, as the daemon hands it to the server. */
+struct om_part_assign {
+    uint32_t flags;     /* OM_PART_* */
+    uint32_t device;    /* the server's ordinal */
+    uint32_t chunk_sms; /* the daemon's chunk size: the server checks it is its own */
+    uint32_t reserved;
+    uint64_t serial;  /* the partition's number: the same partition, the same green context */
+    uint64_t mask[2]; /* its chunks: bit i is chunk i, in the order the device's SMs split */
 };
 
 struct om_srv_ready {
@@ -137,10 +161,11 @@ struct om_srv_adopt {
     uint32_t pid;
     uint32_t uid;
     uint32_t reserved;
-    struct om_limits limits; /* the client's effective limits */
-    struct om_limits want;   /* what the client asked for itself: limits changed later for the
-                              * server's running clients are merged with it again */
-    struct om_devmap devmap; /* the client's devices (its CUDA_VISIBLE_DEVICES, resolved) */
+    struct om_limits limits;    /* the client's effective limits */
+    struct om_limits want;      /* what the client asked for itself: limits changed later for the
+                                 * server's running clients are merged with it again */
+    struct om_devmap devmap;    /* the client's devices (its CUDA_VISIBLE_DEVICES, resolved) */
+    struct om_part_assign part; /* its static SM partition (flags 0: none) */
 };
 
 #define OM_CLIENT_UP 1u

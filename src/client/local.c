@@ -106,7 +106,7 @@ int om_cuInit(unsigned flags)
         return OM_CUDA_SUCCESS;
     case OM_MODE_NO_DEVICE: return om_shim.no_device_rc;
     case OM_MODE_FORKED: return OM_CUDA_ERROR_NOT_INITIALIZED; /* as natively (shim.c) */
-    default: return OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
+    default: return om_shim.failed_rc ? om_shim.failed_rc : OM_CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
 }
 

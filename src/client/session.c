@@ -120,6 +120,7 @@ int om_client_hello(struct om_client *c, const struct om_limits *want, char *err
     struct om_hello *h = calloc(1, sizeof(*h)); /* 4 KiB of text: not on a program's stack */
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     const char *limit = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); /* checked: limits_from_env */
+    const char *part = getenv("CUDA_MPS_SM_PARTITION");
     int rc;
 
     if (!h)
@@ -140,6 +141,16 @@ int om_client_hello(struct om_client *c, const struct om_limits *want, char *err
     if (limit && strcasestr(limit, "GPU-") && strlen(limit) < sizeof(h->mem_limit)) {
         h->flags |= OM_HELLO_MEM_LIMIT; /* its UUID entries: the daemon knows the devices */
         strcpy(h->mem_limit, limit);
+    }
+    if (part && *part) { /* the daemon resolves it (-S: docs/operations.md) */
+        if (strlen(part) >= sizeof(h->sm_partition)) {
+            snprintf(err, errlen, "CUDA_MPS_SM_PARTITION is longer than %zu characters",
+                     sizeof(h->sm_partition) - 1);
+            free(h);
+            return -EINVAL;
+        }
+        h->flags |= OM_HELLO_SM_PARTITION;
+        strcpy(h->sm_partition, part);
     }
     rc = om_msg_send(c->sock, OM_MSG_HELLO, 0, h, sizeof(*h), -1);
     free(h);
@@ -181,6 +192,7 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
             /* the daemon says we see no device: a process without devices, not a failure */
             rc = m->hdr.flags & OM_REFUSE_INVALID_DEVICE ? -ENXIO
                  : m->hdr.flags & OM_REFUSE_NO_DEVICE    ? -ENODEV
+                 : m->hdr.flags & OM_REFUSE_PARTITION    ? -EKEYREJECTED
                                                          : -EPERM;
             goto out;
         }

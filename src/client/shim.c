@@ -252,6 +252,8 @@ static void decide(void)
         /* A daemon is there but will not serve us: fail as an MPS client
          * does, and say why even without OPENMPS_TRACE. */
         om_shim.mode = OM_MODE_FAILED;
+        if (rc == -EKEYREJECTED) /* static partitions: none named, or an unknown one */
+            om_shim.failed_rc = OM_CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; /* as NVIDIA's */
         snprintf(om_shim.failure, sizeof(om_shim.failure), "%s", err);
         fprintf(stderr, "openmps: cannot use the openmps server: %s\n", err);
         return;

@@ -21,6 +21,7 @@
 #define OM_CUDA_ERROR_NOT_FOUND 500
 #define OM_CUDA_ERROR_NOT_SUPPORTED 801
 #define OM_CUDA_ERROR_MPS_CONNECTION_FAILED 805
+#define OM_CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION 915
 /* CUdriverProcAddress_flags and CUdriverProcAddressQueryResult */
 #define OM_PROC_LEGACY_STREAM 0x1u
 #define OM_PROC_PER_THREAD_STREAM 0x2u
@@ -55,6 +56,7 @@ struct om_shim {
     struct om_client client;       /* the session in remote mode */
     char failure[512];
     int no_device_rc; /* OM_MODE_NO_DEVICE: what cuInit answers */
+    int failed_rc;    /* OM_MODE_FAILED: what cuInit answers (0: MPS_CONNECTION_FAILED) */
 };
 
 extern struct om_shim om_shim;

@@ -2,6 +2,8 @@
 /* Loading the real CUDA driver by path and asking it about devices. */
 #include "driver.h"
 
+#include "openmps/cuda_abi.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -37,6 +39,8 @@ static int resolve(struct om_driver *drv, char *err, size_t errlen)
     OM_RESOLVE(cuDevicePrimaryCtxRetain);
     OM_RESOLVE(cuDevicePrimaryCtxRelease);
 #undef OM_RESOLVE
+    *(void **)&drv->cuDeviceGetAttribute = dlsym(drv->lib, "cuDeviceGetAttribute");
+    *(void **)&drv->cuDeviceGetDevResource = dlsym(drv->lib, "cuDeviceGetDevResource");
     return 0;
 }
 
@@ -100,6 +104,30 @@ void om_driver_close(struct om_driver *drv)
     }
 }
 
+/* A device's SMs and the chunk a static SM partition is made of: the SM resource's minimum
+ * partition size and co-scheduling alignment, the larger (8 SMs on Hopper: docs/driver-facts.md);
+ * left 0 where the driver does not tell them. */
+static void sm_figures(struct om_driver *drv, om_cu_device dev, struct om_device_info *d)
+{
+    struct om_CUdevResource res;
+    int sms = 0;
+
+    if (drv->cuDeviceGetAttribute &&
+        drv->cuDeviceGetAttribute(&sms, 16 /* MULTIPROCESSOR_COUNT */, dev) == OM_CUDA_SUCCESS &&
+        sms > 0)
+        d->sm_count = (uint32_t)sms;
+    memset(&res, 0, sizeof(res));
+    if (drv->cuDeviceGetDevResource &&
+        drv->cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM) == OM_CUDA_SUCCESS &&
+        res.sm.smCount) {
+        unsigned chunk = res.sm.minSmPartitionSize > res.sm.smCoscheduledAlignment
+                             ? res.sm.minSmPartitionSize
+                             : res.sm.smCoscheduledAlignment;
+        d->sm_count = res.sm.smCount;
+        d->chunk_sms = chunk ? chunk : 1;
+    }
+}
+
 int om_driver_devices(struct om_driver *drv, struct om_device_info *devs, int max, char *err,
                       size_t errlen)
 {
@@ -127,6 +155,7 @@ int om_driver_devices(struct om_driver *drv, struct om_device_info *devs, int ma
         }
         d->name[sizeof(d->name) - 1] = '\0';
         d->pci_bus_id[sizeof(d->pci_bus_id) - 1] = '\0';
+        sm_figures(drv, dev, d);
     }
     return count;
 }

@@ -28,6 +28,9 @@ struct om_driver {
     om_cu_result (*cuDeviceGetPCIBusId)(char *, int, om_cu_device);
     om_cu_result (*cuDevicePrimaryCtxRetain)(om_cu_context *, om_cu_device);
     om_cu_result (*cuDevicePrimaryCtxRelease)(om_cu_device);
+    /* Optional (NULL where the driver lacks them): the SM figures of om_device_info. */
+    om_cu_result (*cuDeviceGetAttribute)(int *, int, om_cu_device);
+    om_cu_result (*cuDeviceGetDevResource)(om_cu_device, void *, int);
 };
 
 /* Where NVIDIA's installers put the real libcuda.so.1, NULL-terminated. */
@@ -42,7 +45,8 @@ extern const char *const om_driver_default_paths[];
 int om_driver_open(struct om_driver *drv, char *err, size_t errlen);
 void om_driver_close(struct om_driver *drv);
 
-/* Fills up to max device records. Returns the count or -EIO (err filled). */
+/* Fills up to max device records (with their SM count and static partition chunk size where
+ * the driver tells them). Returns the count or -EIO (err filled). */
 int om_driver_devices(struct om_driver *drv, struct om_device_info *devs, int max, char *err,
                       size_t errlen);
 

@@ -85,9 +85,10 @@ int om_decode_hello(const void *p, size_t len, struct om_hello *ret)
     if (len < sizeof(h))
         return -EBADMSG;
     memcpy(&h, p, sizeof(h));
-    if ((h.flags & ~(OM_HELLO_VISIBLE | OM_HELLO_MEM_LIMIT)) ||
+    if ((h.flags & ~(OM_HELLO_VISIBLE | OM_HELLO_MEM_LIMIT | OM_HELLO_SM_PARTITION)) ||
         om_decode_limits(&h.want, &h.want) < 0 || !memchr(h.visible, '\0', sizeof(h.visible)) ||
-        !memchr(h.mem_limit, '\0', sizeof(h.mem_limit)))
+        !memchr(h.mem_limit, '\0', sizeof(h.mem_limit)) ||
+        !memchr(h.sm_partition, '\0', sizeof(h.sm_partition)))
         return -EBADMSG;
     *ret = h;
     return 0;
@@ -117,6 +118,16 @@ int om_decode_adopt(const void *p, size_t len, uint32_t ndevs, struct om_srv_ado
     if (a.pid == 0 || om_decode_limits(&a.limits, &a.limits) < 0 ||
         om_decode_limits(&a.want, &a.want) < 0 || om_decode_devmap(&a.devmap, ndevs, &a.devmap) < 0)
         return -EBADMSG;
+    if (a.part.flags & ~(OM_PART_VALID | OM_PART_REMAINDER))
+        return -EBADMSG;
+    if (a.part.flags & OM_PART_VALID) { /* chunks of a device it has, of a size a split makes */
+        unsigned bits =
+            (unsigned)(__builtin_popcountll(a.part.mask[0]) + __builtin_popcountll(a.part.mask[1]));
+        if (a.part.device >= ndevs || a.part.chunk_sms < 1 || a.part.chunk_sms > 1024 || bits == 0)
+            return -EBADMSG;
+    } else if (a.part.flags || a.part.mask[0] || a.part.mask[1]) {
+        return -EBADMSG;
+    }
     *ret = a;
     return 0;
 }

@@ -529,6 +529,20 @@ static void device_table(struct cmd_ctx *x, const struct om_device_info *devs, i
     }
 }
 
+/* Static SM partitions (partition.c). */
+static int cmd_sm_partition(struct cmd_ctx *x)
+{
+    om_parts_sm_partition(x->d, x->argc, x->argv, x->out, &x->error);
+    return 0;
+}
+
+static int cmd_lspart(struct cmd_ctx *x)
+{
+    om_parts_lspart(x->d, x->out);
+    x->error = !x->d->parts;
+    return 0;
+}
+
 static int cmd_device_query(struct cmd_ctx *x)
 {
     const struct om_device_info *devs;
@@ -578,6 +592,9 @@ static const struct command commands[] = {
     {"set_default_client_priority", 1, 1, true, cmd_set_default_priority, "<0|1>"},
     {"get_default_client_priority", 0, 0, false, cmd_get_default_priority, ""},
     {"device_query", 0, 2, false, cmd_device_query, "[<PID>] [--csv]"},
+    {"sm_partition", 1, 3, true, cmd_sm_partition,
+     "add <device UUID> <chunks> | rm <device UUID> <partition ID>"},
+    {"lspart", 0, 0, false, cmd_lspart, ""},
     {"help", 0, 0, false, cmd_help, ""},
 };
 

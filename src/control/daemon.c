@@ -206,6 +206,7 @@ static void free_dead_conns(struct daemon *d)
         d->dead_conns = c->next;
         free(c->hello.visible);
         free(c->hello.mem_limit);
+        free(c->hello.sm_partition);
         free(c->out.buf);
         free(c);
     }
@@ -419,6 +420,8 @@ static bool keep_hello(struct conn *c, const struct om_hello *h)
     if ((h->flags & OM_HELLO_VISIBLE) && !(c->hello.visible = strdup(h->visible)))
         return false;
     if ((h->flags & OM_HELLO_MEM_LIMIT) && !(c->hello.mem_limit = strdup(h->mem_limit)))
+        return false;
+    if ((h->flags & OM_HELLO_SM_PARTITION) && !(c->hello.sm_partition = strdup(h->sm_partition)))
         return false;
     return true;
 }

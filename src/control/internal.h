@@ -77,6 +77,7 @@ struct conn {
         uint32_t flags;
         struct om_limits want;
         char *visible, *mem_limit; /* its texts, on the heap only when it sent them */
+        char *sm_partition;        /* its CUDA_MPS_SM_PARTITION, on the heap when it set it */
     } hello;
     char v3_server[64], v3_ns[64]; /* the namespace socket it came through (v3.c), "" none */
     struct peer *peer;             /* its user's counts */
@@ -106,6 +107,7 @@ struct client_rec {
     char command[128];
     char cgroup[256]; /* its /proc/PID/cgroup path (stats.c): the Slurm job, the pod */
     char ns[64];      /* its namespace (protocol 3, v3.c), "" without one */
+    uint64_t part;    /* the serial of its static SM partition (partition.c), 0 none */
     struct client_rec *next;
 };
 
@@ -185,6 +187,7 @@ struct daemon {
     int protocol;               /* OM_PROTOCOL_LEGACY or OM_PROTOCOL_V3 (v3.h) */
     struct om_v3 *v3;           /* named servers and namespaces (v3.c), NULL before the first */
     struct om_metrics *metrics; /* metrics.c: NULL unless OPENMPS_METRICS or _TEXTFILE is set */
+    struct om_parts *parts;     /* partition.c: static SM partitions (-S), NULL without -S */
 };
 
 /* A growing text buffer for answers. */
@@ -275,6 +278,23 @@ size_t om_cgroup_text(const char *path, char *text, size_t cap);
 /* Asks every server for its accounting for the metrics (om_metrics_accounting gets it), unless
  * the last such request is still out. */
 void om_stats_refresh_metrics(struct daemon *d);
+
+/* partition.c: static SM partitions (-S; docs/operations.md "Static SM partitions").
+ * om_parts_enable at the set-up (-ENOMEM); the commands sm_partition and lspart (out gets the
+ * answer, *ret_error whether it is an error); a partition made from the configuration file
+ * (chunks 0: every free chunk; err gets a sentence); om_parts_adopt resolves what a client's
+ * hello names for server s: 0 with a->part and a->devmap set (the client sees its partition's
+ * device only) and *ret_serial, or -1 with why set (the client is refused, OM_REFUSE_PARTITION). */
+struct om_srv_adopt;
+int om_parts_enable(struct daemon *d);
+void om_parts_free(struct daemon *d);
+void om_parts_sm_partition(struct daemon *d, int argc, char **argv, struct strbuf *out,
+                           bool *ret_error);
+void om_parts_lspart(struct daemon *d, struct strbuf *out);
+int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
+                       bool remainder, char *err, size_t errlen);
+int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *c,
+                   struct om_srv_adopt *a, uint64_t *ret_serial, char *why, size_t whylen);
 
 /* servers.c */
 struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen);

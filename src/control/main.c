@@ -29,7 +29,8 @@ static void usage(FILE *f, int protocol)
             "  -a, --apply FILE  with -d or -f: apply a configuration file (TOML) at the start\n"
             "  -q, --quit        stop the running daemon and its servers (as `quit`)\n"
             "  -m, --multiuser   refused: see openmps-control(8) and docs/security.md\n"
-            "  -S, --static-partitioning  refused: static SM partitions are not supported yet\n"
+            "  -S, --static-partitioning  with -d or -f: static SM partitions (sm_partition,\n"
+            "                    lspart); every client names its own (CUDA_MPS_SM_PARTITION)\n"
             "  -v, --version     print the version\n"
             "  -h, --help        print this help\n"
             "Without -d or -f, commands are read from stdin, one per line (or one command\n"
@@ -123,7 +124,7 @@ static int go_background(void)
     return pfd[1];
 }
 
-static int run_daemon(bool background, int protocol, const char *conf_path)
+static int run_daemon(bool background, int protocol, const char *conf_path, bool static_parts)
 {
     static struct daemon d;
     struct om_conf *conf = NULL;
@@ -140,6 +141,11 @@ static int run_daemon(bool background, int protocol, const char *conf_path)
         om_v3_apply_settings(conf);
     }
     d.protocol = protocol;
+    if (static_parts && om_parts_enable(&d) < 0) {
+        fprintf(stderr, "openmps-control: out of memory\n");
+        free(conf);
+        return 1;
+    }
     if (om_daemon_setup(&d, err, sizeof(err)) < 0 ||
         (conf && om_v3_apply_conf(&d, conf, err, sizeof(err)) < 0)) {
         if (conf && !strncmp(err, "line ", 5))
@@ -193,7 +199,7 @@ int main(int argc, char **argv)
     };
     int mode = 0, c; /* mode: 'd', 'f' or 0 for the front-end */
     const char *protocol_flag = NULL, *conf_path = NULL;
-    bool quit = false, help = false;
+    bool quit = false, help = false, static_parts = false;
 
     nvidia_defaults(argv[0]);
     opterr = 0;
@@ -228,11 +234,7 @@ int main(int argc, char **argv)
                         "and write another user's memory. Each user gets a server of its own "
                         "(docs/security.md, \"Multi-user servers\")\n");
             return 2;
-        case 'S':
-            fprintf(stderr, "openmps-control: -S (static SM partitioning) is not supported by "
-                            "openmps yet; an SM share per client or server "
-                            "(active_thread_percentage) is\n");
-            return 2;
+        case 'S': static_parts = true; break;
         default:
             if (optopt == 'p' || optopt == 'a') {
                 fprintf(stderr, "openmps-control: option -%c needs an argument\n", optopt);
@@ -263,7 +265,12 @@ int main(int argc, char **argv)
                     quit ? "-q" : argv[optind]);
             return 2;
         }
-        return run_daemon(mode == 'd', protocol, conf_path);
+        return run_daemon(mode == 'd', protocol, conf_path, static_parts);
+    }
+    if (static_parts) {
+        fprintf(stderr, "openmps-control: -S starts the daemon with static SM partitioning: give "
+                        "it with -d or -f\n");
+        return 2;
     }
     if (conf_path) {
         fprintf(stderr, "openmps-control: -a applies a configuration at the daemon's start: give "

@@ -361,6 +361,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
 {
     struct om_srv_adopt a = {0};
     struct client_rec *r = calloc(1, sizeof(*r));
+    uint64_t part = 0;
     int rc;
 
     if (!r) {
@@ -391,6 +392,21 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
                      (int)c->pid, shown, a.devmap.count, (unsigned)s->ndevs);
     } else {
         om_visible_all(s->ndevs, &a.devmap);
+    }
+    if (d->parts) { /* -S: it runs in its static partition, on that partition's device only */
+        char why[512];
+        if (om_parts_adopt(d, s, c, &a, &part, why, sizeof(why)) < 0) {
+            om_peer_info(d, c->uid, "Refusing client %d: %s", (int)c->pid, why);
+            om_msg_send_text(c->fd, OM_MSG_REFUSE, OM_REFUSE_PARTITION, why);
+            free(r);
+            om_conn_close(d, c);
+            return true;
+        }
+    } else if (c->hello.sm_partition) {
+        om_peer_info(d, c->uid,
+                     "Client %d: CUDA_MPS_SM_PARTITION is set but the daemon runs without static "
+                     "SM partitions (-S): ignored",
+                     (int)c->pid);
     }
     a.client_id = s->next_client_id++;
     a.pid = (uint32_t)c->pid;
@@ -437,6 +453,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     r->pid = c->pid;
     r->limits = a.limits;
     r->want = a.want;
+    r->part = part;
     describe_process(c->pid, r);
     om_stats_cgroup(c->pid, r->cgroup, sizeof(r->cgroup)); /* the job or pod it runs in */
     r->next = s->clients;

@@ -272,6 +272,7 @@ void om_daemon_cleanup(struct daemon *d)
         close(d->server_log_fd);
     om_v3_cleanup(d);
     om_metrics_cleanup(d);
+    om_parts_free(d);
     if (d->lock_fd >= 0)
         close(d->lock_fd);
 }

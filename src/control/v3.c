@@ -1061,9 +1061,8 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
 {
     struct v3_ctx x = {.d = d, .ui = ui, .out = out};
     const char *m = argv[0];
-    /* partition (protocol 3) and sm_partition, lspart (static partitioning, -S) */
-    bool partition = !strcmp(m, "partition") || !strcmp(m, "sm_partition") ||
-                     !strcmp(m, "partitions") || !strcmp(m, "lspart");
+    /* partition (protocol 3's module form; sm_partition and lspart are commands.c's) */
+    bool partition = !strcmp(m, "partition") || !strcmp(m, "partitions");
 
     if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
         !partition)
@@ -1074,8 +1073,8 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
              "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)",
              m);
     } else if (partition) {
-        fail(&x, "Static SM partitions are not supported by openmps yet (its clients get an SM "
-                 "share with active_thread_percentage instead)");
+        fail(&x, "The partition module is not supported by openmps; static SM partitions are "
+                 "made with sm_partition add|rm and listed with lspart (daemon started with -S)");
     } else if (!strcmp(m, "server")) {
         cmd_server(&x, argc, argv);
     } else if (!strcmp(m, "client")) {

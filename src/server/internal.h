@@ -162,8 +162,9 @@ struct session {
      * made streams, memory or launches on (worker only), and what the daemon is told: those and
      * the current one (a bit each, for get_device_client_list and ps; __atomic). */
     int dev;
-    struct om_devmap devmap; /* the devices it sees, in its order (devmap.c) */
-    uint32_t ctx_sms;        /* its current context's SM partition (OM_OP_SET_DEVICE; 0: none) */
+    struct om_devmap devmap;    /* the devices it sees, in its order (devmap.c) */
+    uint32_t ctx_sms;           /* its current context's SM partition (OM_OP_SET_DEVICE; 0: none) */
+    struct om_part_assign part; /* its static SM partition (-S; share.c), flags 0: none */
     CUstream default_streams[OM_MAX_DEVICES];
     uint64_t worked_mask;
     uint64_t device_mask;

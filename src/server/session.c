@@ -540,6 +540,7 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->limits = a->limits;
     s->want = a->want;
     s->devmap = a->devmap;       /* checked against the server's devices (om_decode_adopt) */
+    s->part = a->part;           /* -S: its device is the devmap's only one (the daemon's) */
     s->dev = om_first_device(s); /* its device 0: its calls start there */
     s->device_mask = 1ull << s->dev;
     fcntl(fd, F_SETFL, O_NONBLOCK);

@@ -38,6 +38,14 @@
  *
  * Reported SM count: CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT and the SM resource the client
  * sees are its lane's (api/devices.c, api/green.c).
+ *
+ * Static SM partitions (-S, the daemon's partition.c): a client of a partition runs on that
+ * partition's lane whatever its share, priority or context partition. The device's SMs are split
+ * once, at the first such client, into every group of the chunk size the daemon named (one split:
+ * the groups are disjoint, and a descriptor may combine any of them with the split's remainder);
+ * a partition's lane is one green context of its chunks, made at its first client and kept while
+ * the server runs (a slot of a removed partition, without clients, is reused). Partitions never
+ * share a chunk (the daemon hands them out), so their kernels never share an SM.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,7 +54,8 @@
 #include "../common/config.h"
 #include "exec.h"
 
-#define LANES_MAX 64 /* lanes per device: 16 counts of 4 groups, or fewer counts of more */
+#define LANES_MAX 64      /* lanes per device: 16 counts of 4 groups, or fewer counts of more */
+#define PART_LANES_MAX 64 /* static partitions' lanes per device (the daemon makes at most 64) */
 
 enum side { SIDE_SETTLED, SIDE_OTHER, SIDE_LAUNCH };
 
@@ -66,6 +75,15 @@ static struct device_lanes {
     struct om_CUdevResource whole;
     struct lane lanes[LANES_MAX];
     unsigned nlanes;
+    /* Static partitions: the device's chunks (split once: chunk_rc), their remainder, and a lane
+     * per partition, by its serial. */
+    bool chunked;
+    CUresult chunk_rc;
+    unsigned chunk_sms, nchunks;
+    struct om_CUdevResource chunks[OM_PART_MAX_CHUNKS], rest;
+    struct lane parts[PART_LANES_MAX];
+    uint64_t part_serial[PART_LANES_MAX];
+    unsigned nparts;
 } devs[OM_MAX_DEVICES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -86,6 +104,7 @@ struct om_share {
     bool logged_fail;
     bool reserve_logged;   /* placed for the priority reserve once (logged) */
     bool partition_logged; /* placed for a context's SM partition once (logged) */
+    uint64_t part_serial;  /* the static partition its lane is (0: none) */
 };
 
 #define R(sym) REAL(sym)
@@ -231,6 +250,164 @@ static void lane_leave(struct lane *l)
     pthread_mutex_lock(&lock);
     l->clients--;
     pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------------ static partitions */
+
+/* The device's chunks, split once (under the lock). */
+static CUresult chunk_device(struct device_lanes *d, unsigned chunk_sms)
+{
+    unsigned n = OM_PART_MAX_CHUNKS;
+
+    if (d->chunked)
+        return d->chunk_sms == chunk_sms ? d->chunk_rc : CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    d->chunked = true;
+    d->chunk_sms = chunk_sms;
+    d->chunk_rc = ((CUresult(*)(struct om_CUdevResource *, unsigned *,
+                                const struct om_CUdevResource *, struct om_CUdevResource *,
+                                unsigned, unsigned))R(cuDevSmResourceSplitByCount))(
+        d->chunks, &n, &d->whole, &d->rest, 0, chunk_sms);
+    if (d->chunk_rc == CUDA_SUCCESS && (n == 0 || d->chunks[0].sm.smCount != chunk_sms))
+        d->chunk_rc = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; /* not the daemon's chunks */
+    if (d->chunk_rc == CUDA_SUCCESS) {
+        d->nchunks = n;
+        om_info("static SM partitions: %u chunks of %u SMs (SMs per chunk: %u), %u SMs left over",
+                n, chunk_sms, chunk_sms, d->rest.sm.smCount);
+    } else {
+        om_err("static SM partitions: the device's SMs cannot be split into chunks of %u "
+               "(CUresult %d)",
+               chunk_sms, d->chunk_rc);
+    }
+    return d->chunk_rc;
+}
+
+/* A green context of the partition's chunks (and the remainder where it has it), into l. */
+static CUresult make_part_lane(struct device_lanes *d, int dev, const struct om_part_assign *p,
+                               struct lane *l)
+{
+    struct om_CUdevResource res[OM_PART_MAX_CHUNKS + 1];
+    CUdevResourceDesc desc = NULL;
+    unsigned k = 0, sms = 0;
+    CUresult rc;
+
+    for (unsigned i = 0; i < OM_PART_MAX_CHUNKS; i++) {
+        if (!((p->mask[i / 64] >> (i % 64)) & 1u))
+            continue;
+        if (i >= d->nchunks)
+            return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; /* a chunk the device has not */
+        res[k++] = d->chunks[i];
+        sms += d->chunks[i].sm.smCount;
+    }
+    if ((p->flags & OM_PART_REMAINDER) && d->rest.sm.smCount) {
+        res[k++] = d->rest;
+        sms += d->rest.sm.smCount;
+    }
+    rc = ((CUresult(*)(CUdevResourceDesc *, struct om_CUdevResource *, unsigned))R(
+        cuDevResourceGenerateDesc))(&desc, res, k);
+    if (rc == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned))R(
+            cuGreenCtxCreate))(&l->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    l->sms = l->real = sms;
+    l->clients = 0;
+    l->res = res[0]; /* what the client sees: the green context's own resource where it can */
+    if (om_server_has(OM_IDX_cuGreenCtxGetDevResource) &&
+        ((CUresult(*)(CUgreenCtx, struct om_CUdevResource *, int))R(cuGreenCtxGetDevResource))(
+            l->green, &l->res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
+        l->res = res[0];
+    l->res.sm.smCount = sms;
+    return CUDA_SUCCESS;
+}
+
+/* The lane of a static partition, made at its first client; NULL with *rc on failure. */
+static struct lane *part_take(int dev, const struct om_part_assign *p, CUresult *rc)
+{
+    struct lane *l = NULL;
+    int free_slot = -1;
+
+    pthread_mutex_lock(&lock);
+    struct device_lanes *d = device(dev);
+    *rc = d ? chunk_device(d, p->chunk_sms) : CUDA_ERROR_NOT_SUPPORTED;
+    for (unsigned i = 0; *rc == CUDA_SUCCESS && i < d->nparts && !l; i++) {
+        if (d->part_serial[i] == p->serial)
+            l = &d->parts[i];
+        else if (free_slot < 0 && d->parts[i].clients == 0)
+            free_slot = (int)i; /* a partition without clients (maybe removed): reusable */
+    }
+    if (*rc == CUDA_SUCCESS && !l) {
+        unsigned at = d->nparts < PART_LANES_MAX ? d->nparts : (unsigned)free_slot;
+        if (d->nparts >= PART_LANES_MAX && free_slot < 0) {
+            *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            struct lane fresh;
+            if ((*rc = make_part_lane(d, dev, p, &fresh)) == CUDA_SUCCESS) {
+                if (at < d->nparts) /* the old partition's green context goes */
+                    ((CUresult(*)(CUgreenCtx))R(cuGreenCtxDestroy))(d->parts[at].green);
+                else
+                    d->nparts++;
+                d->parts[at] = fresh;
+                d->part_serial[at] = p->serial;
+                l = &d->parts[at];
+                om_info("static SM partition %llu: a green context of %u SMs made",
+                        (unsigned long long)p->serial, fresh.real);
+            }
+        }
+    }
+    if (l)
+        l->clients++;
+    pthread_mutex_unlock(&lock);
+    return l;
+}
+
+/* Places a client of a static partition on its lane, once. */
+static CUresult current_static(struct session *s)
+{
+    struct om_share *sh = s->share;
+    struct lane *l;
+    CUresult rc;
+
+    if (sh && sh->part_serial == s->part.serial && sh->lane)
+        return CUDA_SUCCESS;
+    if (!sh) {
+        if (!(sh = s->share = calloc(1, sizeof(*sh))))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        sh->dev = s->dev;
+        s->nshares++;
+    }
+    if (!(l = part_take(sh->dev, &s->part, &rc))) {
+        if (!sh->logged_fail)
+            om_err("client %d: cannot make the green context of its static SM partition "
+                   "(CUresult %d): its kernels are refused",
+                   (int)s->pid, rc);
+        sh->logged_fail = true;
+        return rc;
+    }
+    lane_leave(sh->lane);
+    sh->lane = l;
+    sh->gen++;
+    sh->part_serial = s->part.serial;
+    om_info("client %d: static SM partition: kernels on %u of %u SMs", (int)s->pid, l->real,
+            om_share_sm_count(sh->dev, 0));
+    return CUDA_SUCCESS;
+}
+
+/* The SMs of a client's static partition on dev (0: it has none there). */
+static unsigned static_sms(struct session *s, int dev)
+{
+    const struct device_lanes *d;
+    unsigned chunks, n;
+
+    if (!(s->part.flags & OM_PART_VALID) || (int)s->part.device != dev ||
+        !(d = device_figures(dev)) || !s->part.chunk_sms)
+        return 0;
+    chunks =
+        (unsigned)(__builtin_popcountll(s->part.mask[0]) + __builtin_popcountll(s->part.mask[1]));
+    n = d->total / s->part.chunk_sms;
+    if (n > OM_PART_MAX_CHUNKS)
+        n = OM_PART_MAX_CHUNKS;
+    return chunks * s->part.chunk_sms +
+           ((s->part.flags & OM_PART_REMAINDER) ? d->total - n * s->part.chunk_sms : 0);
 }
 
 /* ------------------------------------------------------------------ a session's shadows */
@@ -448,6 +625,8 @@ static CUresult place(struct session *s, uint32_t pct, enum why why)
  * a change). */
 static CUresult current(struct session *s)
 {
+    if (s->part.flags & OM_PART_VALID) /* -S: its partition, whatever else it asked for */
+        return current_static(s);
     uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
     uint32_t cap = om_priority_cap_milli(s); /* below normal beside a busy normal client */
     uint32_t part = __atomic_load_n(&s->ctx_sms, __ATOMIC_RELAXED); /* its context's */
@@ -481,7 +660,8 @@ static CUresult current(struct session *s)
 
 bool om_share_active(struct session *s)
 {
-    return __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED) ||
+    return (s->part.flags & OM_PART_VALID) ||
+           __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED) ||
            om_priority_cap_milli(s) || __atomic_load_n(&s->ctx_sms, __ATOMIC_RELAXED) ||
            (s->share && s->share->lane);
 }
@@ -511,6 +691,9 @@ unsigned om_share_client_sms(struct session *s, int dev)
 {
     uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
 
+    if (s->part.flags & OM_PART_VALID)
+        return static_sms(s, dev);
+
     if (s->share && s->share->lane && s->share->pct_milli == pct && s->share->dev == dev)
         return s->share->lane->real;
     return om_share_sm_count(dev, pct);
@@ -521,6 +704,11 @@ CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *
     CUresult rc = current(s); /* placed now: the resource is its lane's */
     uint32_t pct = __atomic_load_n(&s->limits.active_thread_pct_milli, __ATOMIC_RELAXED);
 
+    if (s->part.flags & OM_PART_VALID) { /* its static partition's, on its one device */
+        if (rc == CUDA_SUCCESS && s->share && s->share->lane && s->share->dev == dev)
+            *res = s->share->lane->res;
+        return rc;
+    }
     if (rc == CUDA_SUCCESS && s->share && s->share->lane && s->share->dev == dev &&
         s->share->pct_milli == pct) { /* its own share's lane, not the priority reserve's */
         *res = s->share->lane->res;

@@ -7,6 +7,12 @@
  * 9.0. A resource's hidden bytes are the double's own ("FAKE", device, split, group): a struct
  * the server did not get from the double is refused. FAKECUDA_GREEN_LOG: a file that gets a
  * line per green context created or destroyed and per stream made in one.
+ *
+ * Which SMs: a resource carries the set of SMs it holds (a bit each, in its hidden bytes); a
+ * split hands each group the next SMs of its input in order and the remainder the rest, a
+ * descriptor holds the union of its resources (which must not overlap), a green context its
+ * descriptor's. The log's "green N owns HEX" line gives that set (SM 0 the lowest bit of the
+ * last digit), so a test can tell whether two green contexts share an SM.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,11 +29,13 @@
 #define CUDA_ERROR_INVALID_RESOURCE_TYPE 914
 #define CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION 915
 
-struct res { /* CUdevResource: 144 bytes */
+#define MASK_WORDS 4 /* 256 SMs */
+struct res {         /* CUdevResource: 144 bytes */
     int type;
     char magic[4]; /* the hidden bytes: the double's own */
     uint32_t dev, split, group;
-    unsigned char rest[76];
+    uint64_t sms[MASK_WORDS]; /* which SMs */
+    unsigned char rest[40];
     unsigned sm_count, min_partition, alignment;
     unsigned char oversize[36];
 };
@@ -37,6 +45,7 @@ struct desc {
     char magic[4];
     uint32_t dev;
     unsigned sm_count;
+    uint64_t sms[MASK_WORDS];
 };
 
 struct green {
@@ -44,6 +53,7 @@ struct green {
     uint32_t dev;
     unsigned sm_count;
     unsigned long long id;
+    uint64_t sms[MASK_WORDS];
 };
 
 EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio); /* fakecuda.c */
@@ -80,10 +90,46 @@ static void green_log(const char *fmt, unsigned long long a, unsigned long long 
     }
 }
 
+/* The first n SMs of `from` (all of them when it holds fewer), taken out of it. */
+static void take_sms(uint64_t from[MASK_WORDS], unsigned n, uint64_t out[MASK_WORDS])
+{
+    memset(out, 0, MASK_WORDS * sizeof(uint64_t));
+    for (unsigned i = 0; i < MASK_WORDS * 64 && n; i++)
+        if ((from[i / 64] >> (i % 64)) & 1u) {
+            from[i / 64] &= ~(1ull << (i % 64));
+            out[i / 64] |= 1ull << (i % 64);
+            n--;
+        }
+}
+
+/* SMs 0..n-1 */
+static void first_sms(unsigned n, uint64_t out[MASK_WORDS])
+{
+    memset(out, 0, MASK_WORDS * sizeof(uint64_t));
+    for (unsigned i = 0; i < n && i < MASK_WORDS * 64; i++)
+        out[i / 64] |= 1ull << (i % 64);
+}
+
+/* "green N owns HEX": its SMs, highest word first. */
+static void green_log_owns(const struct green *g)
+{
+    const char *path = getenv("FAKECUDA_GREEN_LOG");
+    FILE *f;
+
+    if (path && (f = fopen(path, "a"))) {
+        fprintf(f, "green %llu owns ", g->id);
+        for (int w = MASK_WORDS - 1; w >= 0; w--)
+            fprintf(f, "%016llx", (unsigned long long)g->sms[w]);
+        fputc('\n', f);
+        fclose(f);
+    }
+}
+
 static void fill(struct res *r, uint32_t dev, uint32_t split, uint32_t group, unsigned sms,
                  unsigned min_partition, unsigned alignment)
 {
     memset(r, 0, sizeof(*r));
+    first_sms(sms, r->sms);
     r->type = 1;
     memcpy(r->magic, "FAKE", 4);
     r->dev = dev;
@@ -133,6 +179,7 @@ EXPORT int cuGreenCtxGetDevResource(void *g, struct res *r, int type)
     if (type != 1)
         return CUDA_ERROR_INVALID_RESOURCE_TYPE;
     fill(r, x->dev, 0, 0, x->sm_count, 8, 8);
+    memcpy(r->sms, x->sms, sizeof(r->sms));
     return CUDA_SUCCESS;
 }
 
@@ -155,10 +202,16 @@ EXPORT int cuDevSmResourceSplitByCount(struct res *result, unsigned *nb, const s
     }
     n = *nb < groups ? *nb : groups;
     split = __atomic_add_fetch(&splits, 1, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < n; i++)
+    uint64_t left[MASK_WORDS];
+    memcpy(left, input->sms, sizeof(left));
+    for (unsigned i = 0; i < n; i++) {
         fill(&result[i], input->dev, split, i + 1, size, part, part);
-    if (remaining)
+        take_sms(left, size, result[i].sms);
+    }
+    if (remaining) {
         fill(remaining, input->dev, split, 0, input->sm_count - n * size, part, part);
+        memcpy(remaining->sms, left, sizeof(left));
+    }
     *nb = n;
     return CUDA_SUCCESS;
 }
@@ -166,6 +219,7 @@ EXPORT int cuDevSmResourceSplitByCount(struct res *result, unsigned *nb, const s
 EXPORT int cuDevResourceGenerateDesc(struct desc **d, const struct res *r, unsigned n)
 {
     unsigned sms = 0, slot;
+    uint64_t all[MASK_WORDS] = {0};
     int rc;
 
     if (!d || !r || n == 0)
@@ -175,6 +229,11 @@ EXPORT int cuDevResourceGenerateDesc(struct desc **d, const struct res *r, unsig
             return rc;
         if (n > 1 && (r[i].split != r[0].split || !r[i].split || r[i].dev != r[0].dev))
             return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; /* one split's outputs only */
+        for (unsigned w = 0; w < MASK_WORDS; w++) {
+            if (all[w] & r[i].sms[w])
+                return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; /* an SM twice */
+            all[w] |= r[i].sms[w];
+        }
         sms += r[i].sm_count;
     }
     slot = __atomic_fetch_add(&ndescs, 1, __ATOMIC_RELAXED);
@@ -184,6 +243,7 @@ EXPORT int cuDevResourceGenerateDesc(struct desc **d, const struct res *r, unsig
     memcpy((*d)->magic, "DSC", 4);
     (*d)->dev = r[0].dev;
     (*d)->sm_count = sms;
+    memcpy((*d)->sms, all, sizeof(all));
     return CUDA_SUCCESS;
 }
 
@@ -202,8 +262,10 @@ EXPORT int cuGreenCtxCreate(struct green **g, struct desc *d, int dev, unsigned 
     memcpy((*g)->magic, "GRN", 4);
     (*g)->dev = (uint32_t)dev;
     (*g)->sm_count = d->sm_count;
+    memcpy((*g)->sms, d->sms, sizeof(d->sms));
     (*g)->id = __atomic_add_fetch(&green_ids, 1, __ATOMIC_RELAXED);
     green_log("green %llu created sms %llu", (*g)->id, d->sm_count);
+    green_log_owns(*g);
     return CUDA_SUCCESS;
 }
 
