@@ -134,6 +134,8 @@ struct om_device_info {
     uint32_t sm_count;              /* its SMs (0: unknown) */
     uint32_t chunk_sms; /* SMs of a static partition's chunk: the SM resource's partition size
                          * and alignment, the larger (0: the driver has no green contexts) */
+    uint32_t chunks;    /* how many of them one split of its SMs gives (fewer than sm_count /
+                         * chunk_sms on an H100: 15 of 8, 12 SMs left; 0: unknown) */
 };
 
 /* Static SM partitions (-S): chunks per device, at most (a chunk is at least 2 SMs). */

@@ -41,6 +41,7 @@ static int resolve(struct om_driver *drv, char *err, size_t errlen)
 #undef OM_RESOLVE
     *(void **)&drv->cuDeviceGetAttribute = dlsym(drv->lib, "cuDeviceGetAttribute");
     *(void **)&drv->cuDeviceGetDevResource = dlsym(drv->lib, "cuDeviceGetDevResource");
+    *(void **)&drv->cuDevSmResourceSplitByCount = dlsym(drv->lib, "cuDevSmResourceSplitByCount");
     return 0;
 }
 
@@ -123,8 +124,14 @@ static void sm_figures(struct om_driver *drv, om_cu_device dev, struct om_device
         unsigned chunk = res.sm.minSmPartitionSize > res.sm.smCoscheduledAlignment
                              ? res.sm.minSmPartitionSize
                              : res.sm.smCoscheduledAlignment;
+        unsigned n = 0;
         d->sm_count = res.sm.smCount;
         d->chunk_sms = chunk ? chunk : 1;
+        /* the groups a split really gives (the server makes the same split) */
+        if (drv->cuDevSmResourceSplitByCount &&
+            drv->cuDevSmResourceSplitByCount(NULL, &n, &res, NULL, 0, d->chunk_sms) ==
+                OM_CUDA_SUCCESS)
+            d->chunks = n;
     }
 }
 

@@ -31,6 +31,8 @@ struct om_driver {
     /* Optional (NULL where the driver lacks them): the SM figures of om_device_info. */
     om_cu_result (*cuDeviceGetAttribute)(int *, int, om_cu_device);
     om_cu_result (*cuDeviceGetDevResource)(om_cu_device, void *, int);
+    om_cu_result (*cuDevSmResourceSplitByCount)(void *, unsigned *, const void *, void *, unsigned,
+                                                unsigned);
 };
 
 /* Where NVIDIA's installers put the real libcuda.so.1, NULL-terminated. */

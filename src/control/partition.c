@@ -60,6 +60,9 @@ void om_parts_free(struct daemon *d)
 static uint32_t nchunks(const struct om_device_info *dev)
 {
     uint32_t n = dev->chunk_sms ? dev->sm_count / dev->chunk_sms : 0;
+
+    if (dev->chunks && dev->chunks < n) /* what a split really gives (om_driver_devices) */
+        n = dev->chunks;
     return n > OM_PART_MAX_CHUNKS ? OM_PART_MAX_CHUNKS : n;
 }
 

@@ -401,9 +401,11 @@ static unsigned static_sms(struct session *s, int dev)
     if (!(s->part.flags & OM_PART_VALID) || (int)s->part.device != dev ||
         !(d = device_figures(dev)) || !s->part.chunk_sms)
         return 0;
+    if (current_static(s) == CUDA_SUCCESS && s->share && s->share->lane)
+        return s->share->lane->real; /* placed: its green context's own count */
     chunks =
         (unsigned)(__builtin_popcountll(s->part.mask[0]) + __builtin_popcountll(s->part.mask[1]));
-    n = d->total / s->part.chunk_sms;
+    n = d->chunked && !d->chunk_rc ? d->nchunks : d->total / s->part.chunk_sms;
     if (n > OM_PART_MAX_CHUNKS)
         n = OM_PART_MAX_CHUNKS;
     return chunks * s->part.chunk_sms +

@@ -185,7 +185,7 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
 def test_v3_namespace_and_server_commands(daemon):
     """namespace create/set/get/delete/list and server create/delete change what they say; errors
     are answered with a message and, given as arguments, exit 1; the default namespace stays;
-    partitions are refused by name; legacy commands still answer; -q stops the daemon."""
+    the partition module is refused by name; legacy commands still answer; -q stops the daemon."""
     e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n')
     check(e.cmd("namespace create --server=main --name=small --active-thread-percentage=20 "
                 "--pinned-memory-limit=2G --client-priority=1") == "", "namespace create")
@@ -213,7 +213,7 @@ def test_v3_namespace_and_server_commands(daemon):
         (["server", "create", "--name=two", "--uid=%d" % os.getuid()],
          "Server main already serves uid %d" % os.getuid()),
         (["server", "frob"], "Unknown command \"server frob\""),
-        (["partition", "list"], "Static SM partitions are not supported by openmps yet"),
+        (["partition", "list"], "The partition module is not supported by openmps"),
         (["client", "list", "--all=yes"], "Option --all takes no value"),
     ]
     for args, want in cases:
@@ -249,7 +249,7 @@ def test_v3_protocol_selection(daemon):
           "a v2 daemon refuses v3 commands, whatever the front-end's -p: %r" % out)
     for cmd in ("lspart", "sm_partition add 0 2"):
         out = e.cmd(cmd)
-        check(out.startswith("Static SM partitions are not supported by openmps yet"),
+        check(out.startswith("Static SM partitioning is not enabled: start the daemon with -S"),
               "%s on a daemon of protocol 2: %r" % (cmd, out))
     e.quit()
     e2 = daemon(dict(CUDA_MPS_PROTOCOL_VERSION="3"), start=False)
@@ -288,7 +288,7 @@ def test_v3_refusals_name_the_reason(daemon, tmp_path):
     check(p.returncode == 1 and "line 2: [servers.a]: named servers and namespaces need protocol "
           "3" in p.stderr, "a file with servers on a daemon of protocol 2: %r" % p.stderr)
     for args, want in ((["-m", "-d"], "share their server's GPU address space"),
-                       (["-d", "-S"], "-S (static SM partitioning) is not supported"),
+                       (["-S"], "-S starts the daemon with static SM partitioning: give it with"),
                        (["-a", str(bad)], "-a applies a configuration at the daemon's start"),
                        (["-p"], "option -p needs an argument")):
         p = subprocess.run([harness.CONTROL] + args, env=e.env, capture_output=True, text=True,
