@@ -282,7 +282,8 @@ void om_stats_refresh_metrics(struct daemon *d);
 /* partition.c: static SM partitions (-S; docs/operations.md "Static SM partitions").
  * om_parts_enable at the set-up (-ENOMEM); the commands sm_partition and lspart (out gets the
  * answer, *ret_error whether it is an error); a partition made from the configuration file
- * (chunks 0: every free chunk; err gets a sentence); om_parts_adopt resolves what a client's
+ * (chunks 0: every free chunk; err gets a sentence) and whether a UUID names a device of the
+ * daemon (0, or -1 with err set); om_parts_adopt resolves what a client's
  * hello names for server s: 0 with a->part and a->devmap set (the client sees its partition's
  * device only) and *ret_serial, or -1 with why set (the client is refused, OM_REFUSE_PARTITION). */
 struct om_srv_adopt;
@@ -291,6 +292,7 @@ void om_parts_free(struct daemon *d);
 void om_parts_sm_partition(struct daemon *d, int argc, char **argv, struct strbuf *out,
                            bool *ret_error);
 void om_parts_lspart(struct daemon *d, struct strbuf *out);
+int om_parts_device_known(struct daemon *d, const char *uuid, char *err, size_t errlen);
 int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
                        bool remainder, char *err, size_t errlen);
 int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *c,

@@ -199,6 +199,11 @@ static uint32_t sms_of(const struct part *x, const struct om_device_info *dev)
     return x->chunks * dev->chunk_sms + (x->remainder ? remainder_sms(dev) : 0);
 }
 
+int om_parts_device_known(struct daemon *d, const char *uuid, char *err, size_t errlen)
+{
+    return device_named(d, uuid, err, errlen) ? 0 : -1;
+}
+
 int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
                        bool remainder, char *err, size_t errlen)
 {

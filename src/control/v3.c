@@ -160,6 +160,38 @@ void om_v3_apply_settings(const struct om_conf *c)
         setenv(c->settings[i].name, c->settings[i].value, 0);
 }
 
+/* A server's [[servers.S.devices]] with their [[...sm_partitions]]: static SM partitions made at
+ * the start (partition.c; they turn static partitioning on, as -S does). chunks = 0: every chunk
+ * still free; max_chunks and shareable (sharing a partition's SMs with others) are refused. */
+static int conf_partitions(struct daemon *d, const struct om_conf_server *cs, char *err,
+                           size_t errlen)
+{
+    for (uint32_t k = 0; k < cs->ndevices; k++) {
+        const struct om_conf_device *dev = &cs->devices[k];
+        char why[400];
+        if (om_parts_device_known(d, dev->uuid, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "line %d: server %s: %s", dev->line, cs->name, why);
+            return -1;
+        }
+        for (uint32_t j = 0; j < dev->npartitions; j++) {
+            const struct om_conf_partition *p = &dev->parts[j];
+            if (p->shareable || p->max_chunks) {
+                snprintf(err, errlen,
+                         "line %d: SM partition %s: %s is not supported by openmps (its "
+                         "partitions hold their chunks alone)",
+                         p->line, p->name, p->shareable ? "shareable" : "max_chunks");
+                return -1;
+            }
+            if (om_parts_add_named(d, dev->uuid, p->name, p->chunks, p->include_remainder, why,
+                                   sizeof(why)) < 0) {
+                snprintf(err, errlen, "line %d: SM partition %s: %s", p->line, p->name, why);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
 {
     struct om_v3 *v = state(d);
@@ -203,13 +235,8 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
                      cs->line_timeslice);
             return -EINVAL;
         }
-        if (cs->ndevices) {
-            snprintf(err, errlen,
-                     "line %d: static SM partitions ([[servers.%s.devices]]) are not supported "
-                     "by openmps yet",
-                     cs->devices[0].line, cs->name);
+        if (conf_partitions(d, cs, err, errlen) < 0)
             return -EINVAL;
-        }
         if (cs->allowed_devices[0] &&
             (!good_devices(cs->allowed_devices) || getenv("CUDA_VISIBLE_DEVICES"))) {
             snprintf(err, errlen,

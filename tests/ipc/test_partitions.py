@@ -194,3 +194,55 @@ def test_partition_refusals():
         ok = True
     finally:
         e.close(ok)
+
+
+CONF = '''schema_version = "1.0"
+[servers.main]
+[[servers.main.devices]]
+uuid = "%s"
+[[servers.main.devices.sm_partitions]]
+name = "small"
+chunks = 4
+[[servers.main.devices.sm_partitions]]
+name = "rest"
+chunks = 0
+include_remainder = true
+'''
+FAKE_UUID = "GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff"  # the double's device 0
+
+
+def test_partitions_from_the_configuration_file():
+    """The v3 file's [[servers.S.devices]] sm_partitions are made at the start (static
+    partitioning on, as -S): 4 chunks named small, every other chunk with the 4 SMs left over
+    named rest; clients name them by name; a partition the device cannot give, or a shareable
+    one, fails the start naming its line."""
+    e = Env(start=False)
+    ok = False
+    try:
+        path = os.path.join(e.dir, "parts.toml")
+        open(path, "w").write(CONF % FAKE_UUID)
+        e.daemon_args = ["-p", "3", "-a", path]
+        e.start()
+        rows = [l.split() for l in answer(e, "lspart")[0].splitlines()[2:]]
+        check(len(rows) == 3 and rows[0] == [FAKE_UUID[:12], "0", "16", "0", "132"] and
+              rows[1][2:] == ["4", "32", "No"] and rows[2][2:] == ["12", "100", "No"],
+              "lspart of the file's partitions: %r" % rows)
+        for name, sms in (("small", 32), ("rest", 100)):
+            c = start_share_client(e, name)
+            check(first_round(c) == (sms, sms), "a client of %s sees %d SMs" % (name, sms))
+            out, err = c.communicate("end\n", timeout=60)
+            check(c.returncode == 0 and "share ok" in out, "%s: %r" % (name, err))
+        e.quit()
+        for text, want in (
+                ((CONF % FAKE_UUID).replace("chunks = 4", "chunks = 17"),
+                 "line 5: SM partition small: Failed to fulfill the requested SM partition of 17"),
+                ((CONF % FAKE_UUID).replace("chunks = 4", "chunks = 4\nshareable = true"),
+                 "line 5: SM partition small: shareable is not supported"),
+                (CONF % "GPU-0000", "line 3: server main: No device has the UUID GPU-0000")):
+            open(path, "w").write(text)
+            r = subprocess.run([CONTROL, "-f", "-p", "3", "-a", path], env=e.env,
+                               capture_output=True, text=True, timeout=30)
+            check(r.returncode == 1 and want in r.stderr, "%r: %r" % (want, r.stderr))
+        ok = True
+    finally:
+        e.close(ok)

@@ -282,7 +282,8 @@ def test_v3_refusals_name_the_reason(daemon, tmp_path):
                      'uuid = "GPU-1"\n')
     p = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", str(parts)], env=e.env,
                        capture_output=True, text=True, timeout=30)
-    check(p.returncode == 1 and "line 3: static SM partitions" in p.stderr, p.stderr)
+    check(p.returncode == 1 and "line 3: server a: No device has the UUID GPU-1" in p.stderr,
+          p.stderr)
     p = subprocess.run([harness.CONTROL, "-f", "-a", str(parts)], env=e.env, capture_output=True,
                        text=True, timeout=30)
     check(p.returncode == 1 and "line 2: [servers.a]: named servers and namespaces need protocol "
