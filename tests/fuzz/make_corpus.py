@@ -31,7 +31,12 @@ def limits(atp=0, prio=0, mem=()):
 
 def device(i):
     return struct.pack("<II", i, 0) + bytes(range(16)) + b"0000:10:00.0".ljust(32, b"\0") + \
-        b"fake GPU".ljust(96, b"\0")
+        b"fake GPU".ljust(96, b"\0") + struct.pack("<III", 132, 8, 16)
+
+
+def part(flags=0, dev=0, chunk_sms=0, serial=0, mask=(0, 0)):
+    """struct om_part_assign: a client's static SM partition"""
+    return struct.pack("<IIIIQQQ", flags, dev, chunk_sms, 0, serial, *mask)
 
 
 def write(target, name, data):
@@ -337,14 +342,18 @@ def gen_seeds():
 
 
 def main():
-    write("fuzz_msg", "hello", msg(1, struct.pack("<II", 42, 3) + limits(25000, 1, [1 << 30]) +
-                                   b"1,GPU-00".ljust(4096, b"\0") + b"GPU-00=1G".ljust(4096, b"\0")))
+    write("fuzz_msg", "hello", msg(1, struct.pack("<II", 42, 7) + limits(25000, 1, [1 << 30]) +
+                                   b"1,GPU-00".ljust(4096, b"\0") + b"GPU-00=1G".ljust(4096, b"\0") +
+                                   b"GPU-00/9e3779b97f4b".ljust(128, b"\0")))
     write("fuzz_msg", "command", msg(2, b"get_server_list"))
     write("fuzz_msg", "answer", msg(3, b"100.0"))
     write("fuzz_msg", "welcome", msg(6, struct.pack("<IIII", 100, 1, 1 << 21, 1)))
     write("fuzz_msg", "ready", msg(20, struct.pack("<II", 2, 0) + device(0) + device(1)))
-    write("fuzz_msg", "adopt", msg(22, struct.pack("<IIII", 1, 42, 1000, 0) + limits() + limits() +
-                                   struct.pack("<II", 2, 0) + bytes([1, 0]).ljust(64, b"\0")))
+    adopt = struct.pack("<IIII", 1, 42, 1000, 0) + limits() + limits() + \
+        struct.pack("<II", 2, 0) + bytes([1, 0]).ljust(64, b"\0")
+    write("fuzz_msg", "adopt", msg(22, adopt + part()))
+    write("fuzz_msg", "adopt-partition", msg(22, adopt + part(3, 1, 8, 7, (0xF0, 0))))
+    write("fuzz_msg", "adopt-partition-bad", msg(22, adopt + part(1, 5, 0, 7, (0, 0))))
     write("fuzz_msg", "client", msg(23, struct.pack("<IIII", 1, 42, 1, 1)))
     write("fuzz_msg", "result", msg(26, struct.pack("<Ii", 7, -3)))
     write("fuzz_msg", "bad-major", msg(1, b"", major=9))
@@ -361,7 +370,8 @@ def main():
             "set_device_pinned_mem_limit 5 0 512M", "get_device_pinned_mem_limit 5 0",
             "set_default_client_priority 1", "get_default_client_priority",
             "device_query --csv", "help", "a b c d e f g h i j", "0=1G,1=512M", "",
-            "\t \r\n"]):
+            "\t \r\n", "sm_partition add GPU-74d43ed3 4",
+            "sm_partition rm GPU-74d43ed3/9e3779b97f4b", "lspart"]):
         write("fuzz_command", "%02d" % i, line.encode())
     rec = struct.pack("<IHHIi", 5, 1, 0, 1, 0) + b"hello\0\0\0"
     write("fuzz_ring", "one-record", struct.pack("<QQ", len(rec), 0) + rec)

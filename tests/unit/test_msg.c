@@ -46,6 +46,40 @@ TEST(msg_decode_header)
     CHECK_STR(om_msg_type_name(4242), "unknown");
 }
 
+/* A static SM partition in an adoption: chunks of a device the server has, a chunk size, flags
+ * it knows; none at all when not valid. */
+TEST(msg_decode_adopt_partition)
+{
+    struct om_srv_adopt a, out;
+
+    memset(&a, 0, sizeof(a));
+    a.pid = 42;
+    a.devmap.count = 1;
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), 0);
+    a.part = (struct om_part_assign){.flags = OM_PART_VALID | OM_PART_REMAINDER,
+                                     .device = 1,
+                                     .chunk_sms = 8,
+                                     .serial = 3,
+                                     .mask = {0xF0, 1}};
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), 0);
+    CHECK_EQ(out.part.mask[1], 1);
+    a.part.device = 2; /* the server has two */
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), -EBADMSG);
+    a.part.device = 1;
+    a.part.chunk_sms = 0;
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), -EBADMSG);
+    a.part.chunk_sms = 8;
+    a.part.mask[0] = a.part.mask[1] = 0; /* no chunk */
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), -EBADMSG);
+    a.part.mask[0] = 1;
+    a.part.flags |= 0x8;
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), -EBADMSG);
+    a.part.flags = 0; /* not valid: nothing else set */
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), -EBADMSG);
+    memset(&a.part, 0, sizeof(a.part));
+    CHECK_EQ(om_decode_adopt(&a, sizeof(a), 2, &out), 0);
+}
+
 TEST(msg_decode_payloads)
 {
     struct om_hello h = {.pid = 42}, out;
@@ -63,6 +97,16 @@ TEST(msg_decode_payloads)
     CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), -EBADMSG);
     h.want.ndevices = 0;
     h.want.priority = 2;
+    CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), -EBADMSG);
+    h.want.priority = 0;
+    h.flags = OM_HELLO_SM_PARTITION;
+    strcpy(h.sm_partition, "GPU-00/abc");
+    CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), 0);
+    CHECK_STR(out.sm_partition, "GPU-00/abc");
+    memset(h.sm_partition, 'x', sizeof(h.sm_partition)); /* no NUL */
+    CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), -EBADMSG);
+    h.flags = 0x80; /* a flag it does not know */
+    memset(h.sm_partition, 0, sizeof(h.sm_partition));
     CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), -EBADMSG);
 
     memset(d, 'x', sizeof(d)); /* names without a NUL */
