@@ -5,7 +5,7 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay] [suites] [container] [namespaces] [stats] [probe-jit].
+# [launchers] [replay] [suites] [container] [namespaces] [partitions] [stats] [probe-jit].
 # stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
 # (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
@@ -224,6 +224,12 @@ for step in $STEPS; do
     namespaces)
         { make && sh tests/gpu/limits/namespaces.sh build "$OUT/namespaces"; } \
             >"$OUT/namespaces.log" 2>&1 ;;
+    # Static SM partitions (issue #26; tests/gpu/limits/partitions.sh): the same commands under
+    # openmps -S and, where its version has them, under NVIDIA's MPS (its own directories in a
+    # temporary one, always quit); answers, SM counts and throughput per partition side by side.
+    partitions)
+        { make && sh tests/gpu/limits/partitions.sh build "$OUT/partitions"; } \
+            >"$OUT/partitions.log" 2>&1 ;;
     # The driver-API families under a 50 % SM share: every kernel of the openmps runs goes
     # through a shadow stream in a green context (server/share.c), so any order lost between a
     # stream and its shadow shows as a difference from native. green and occupancy print the
@@ -286,7 +292,7 @@ for step in $STEPS; do
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
     torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
-        replay | suites | stats)
+        replay | suites | stats | partitions)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     *) tail -5 "$OUT/$step.log" ;;
