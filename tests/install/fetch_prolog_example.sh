@@ -17,7 +17,7 @@ mkdir -p "$T/lists/partial" "$T/parts"
 uri=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' |
     grep -v security | head -n 1)
 [ -n "$uri" ] || uri=$(grep -h '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-    2>/dev/null | grep -v security | grep ' bookworm ' | awk '{print $2}' | head -n 1)
+    2>/dev/null | grep -v security | grep ' bookworm ' | tr ' ' '\n' | grep -m 1 '^http')
 uri=${uri:-http://deb.debian.org/debian}
 cat >"$T/parts/src.sources" <<END
 Types: deb-src
