@@ -102,11 +102,12 @@ _openmps_control()
         set_active_thread_percentage get_active_thread_percentage
         set_default_device_pinned_mem_limit get_default_device_pinned_mem_limit
         set_device_pinned_mem_limit get_device_pinned_mem_limit
-        set_default_client_priority get_default_client_priority device_query help'
+        set_default_client_priority get_default_client_priority device_query help
+        sm_partition lspart'
     if ((cword == 1)); then
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W '-d --daemon -f --foreground -v --version -h --help' \
-                -- "$cur"))
+            COMPREPLY=($(compgen -W '-d --daemon -f --foreground -v --version -h --help
+                -S --static-partitioning' -- "$cur"))
         else
             COMPREPLY=($(compgen -W "$commands" -- "$cur"))
         fi
@@ -134,6 +135,9 @@ _openmps_control()
         ;;
     device_query)
         COMPREPLY=($(compgen -W '--csv' -- "$cur"))
+        ;;
+    sm_partition)
+        ((cword == 2)) && COMPREPLY=($(compgen -W 'add rm' -- "$cur"))
         ;;
     esac
 }

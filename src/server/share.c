@@ -311,12 +311,14 @@ static CUresult make_part_lane(struct device_lanes *d, int dev, const struct om_
         return rc;
     l->sms = l->real = sms;
     l->clients = 0;
-    l->res = res[0]; /* what the client sees: the green context's own resource where it can */
-    if (om_server_has(OM_IDX_cuGreenCtxGetDevResource) &&
+    /* What the client sees: the green context's own resource, else its first chunk's with the
+     * partition's count. */
+    if (!om_server_has(OM_IDX_cuGreenCtxGetDevResource) ||
         ((CUresult(*)(CUgreenCtx, struct om_CUdevResource *, int))R(cuGreenCtxGetDevResource))(
-            l->green, &l->res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
+            l->green, &l->res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS) {
         l->res = res[0];
-    l->res.sm.smCount = sms;
+        l->res.sm.smCount = sms;
+    }
     return CUDA_SUCCESS;
 }
 

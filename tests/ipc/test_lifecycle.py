@@ -64,8 +64,9 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 ch = socket.socket(fileno=3)
 def msg(t, p): return struct.pack("<IHHHHI", %(magic)d, %(major)d, 0, t, 0, len(p)) + p
 def ready(name, bus):
-    return msg(20, struct.pack("<II", 1, 0) + struct.pack("<II16s32s96s", 0, 0, bytes(16), bus,
-                                                            name))
+    # struct om_device_info: ordinal, reserved, uuid, bus id, name, SMs, chunk SMs, chunks
+    return msg(20, struct.pack("<II", 1, 0) + struct.pack("<II16s32s96sIII", 0, 0, bytes(16), bus,
+                                                            name, 0, 0, 0))
 ch.send(ready(b"\x1b[31mEVIL\x1b]0;title\x07\rFORGED LINE", b"0000:\x1b[2J:00.0"))
 ch.send(ready(b"LATE READY", b"0000:99:00.0"))
 ch.settimeout(0.05)

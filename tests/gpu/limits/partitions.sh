@@ -129,13 +129,14 @@ om -q >/dev/null 2>&1
 sleep 1
 
 # NVIDIA's MPS, where its version has static partitioning (skipped cleanly otherwise).
-nvver=$(nvidia-cuda-mps-control -v 2>/dev/null | sed -n 's/.*[Vv]ersion:* *\([0-9][0-9]*\).*/\1/p' |
-    head -n 1)
+# (its -v prints "Binary version: N" among other lines, as NVIDIA's Isaac ROS package reads it)
+nvraw=$(nvidia-cuda-mps-control -v 2>&1 | tr '\n' ' ')
+nvver=$(echo "$nvraw" | sed -n 's/.*Binary version: *\([0-9][0-9]*\).*/\1/p')
 if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     echo "SKIP nvidia: nvidia-cuda-mps-control is not installed"
 elif [ -z "$nvver" ] || [ "$nvver" -lt 13010 ]; then
-    echo "SKIP nvidia: nvidia-cuda-mps-control -v says '${nvver:-nothing}': static SM" \
-        "partitioning needs 13010 or later"
+    echo "SKIP nvidia: nvidia-cuda-mps-control -v gives binary version '${nvver:-none}'" \
+        "($nvraw): static SM partitioning needs 13010 or later"
 else
     mkdir -p "$NV_PIPE" "$TMP/nv-log"
     if nv -d -S; then
