@@ -381,6 +381,17 @@ void om_v3_server_ready(const struct daemon *d, struct server *s)
         fit_devices(&s->limits, s->ndevs);
 }
 
+/* What a client of process p in namespace n is held to beyond its server's limits: what it asked
+ * for itself, tightened by the namespace's limits. */
+static struct om_limits ns_want(const struct om_v3_ns *n, const struct server *p,
+                                const struct om_limits *asked)
+{
+    struct om_limits l = n->limits;
+
+    fit_devices(&l, p->ndevs);
+    return om_limits_merge(asked, &l);
+}
+
 void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap)
 {
@@ -410,9 +421,44 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
     }
 found:
     snprintf(ns, cap, "%s", best->name);
-    struct om_limits l = best->limits;
-    fit_devices(&l, s->ndevs);
-    *want = om_limits_merge(want, &l);
+    *want = ns_want(best, s, want);
+}
+
+/* The running clients of server vs in namespace `from` go to namespace `to` (the same one when its
+ * limits changed): each one's own limits are merged again with to's, and those that changed are
+ * sent to its server (SRV_CLIENT_LIMITS), which applies them as it applies set_*'s. Returns how
+ * many clients were in `from`. */
+static unsigned ns_move_clients(struct daemon *d, const struct om_v3_server *vs, const char *from,
+                                const struct om_v3_ns *to)
+{
+    struct server *p = om_server_for_uid(d, vs->uid);
+    unsigned n = 0;
+
+    for (struct client_rec *r = p ? p->clients : NULL; r; r = r->next) {
+        if (strcmp(r->ns, from) != 0)
+            continue;
+        struct om_limits want = ns_want(to, p, &r->asked);
+        n++;
+        snprintf(r->ns, sizeof(r->ns), "%s", to->name);
+        if (!memcmp(&want, &r->want, sizeof(want)))
+            continue;
+        r->want = want;
+        if (om_server_send_client_limits(p, r) < 0)
+            om_warn("server %d: cannot send client %d its namespace's limits", (int)p->pid,
+                    (int)r->pid);
+    }
+    return n;
+}
+
+/* How many running clients server vs has in namespace ns. */
+static unsigned ns_clients(struct daemon *d, const struct om_v3_server *vs, const char *ns)
+{
+    struct server *p = om_server_for_uid(d, vs->uid);
+    unsigned n = 0;
+
+    for (struct client_rec *r = p ? p->clients : NULL; r; r = r->next)
+        n += !strcmp(r->ns, ns);
+    return n;
 }
 
 /* --- the sockets of named servers and namespaces --- */
@@ -965,7 +1011,11 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     struct om_v3_ns *n;
     const char *verb = argc >= 2 ? argv[1] : "";
 
-    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2, keys, NULL) < 0)
+    static const char *const force[] = {"f", "force", NULL};
+
+    /* -f, --force: namespace delete's only */
+    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2, keys,
+                   strcmp(verb, "delete") ? NULL : force) < 0)
         return 0;
     if (!strcmp(verb, "list")) {
         const char *only = opt(x, "server");
@@ -1000,8 +1050,16 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     if (!may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
         return 0;
     if (!strcmp(verb, "delete")) {
+        unsigned busy = ns_clients(x->d, s, n->name);
         if (n == &s->ns[0])
             return fail(x, "The default namespace of a server cannot be deleted");
+        if (busy && !opt(x, "f") && !opt(x, "force"))
+            return fail(x,
+                        "Namespace %s of server %s has %u running client(s): give --force to "
+                        "delete it (they move to the default namespace)",
+                        n->name, s->name, busy);
+        /* its clients carry on in the server's default namespace, with its limits */
+        ns_move_clients(x->d, s, n->name, &s->ns[0]);
         memmove(n, n + 1, (size_t)(&s->ns[s->nns] - (n + 1)) * sizeof(*n));
         s->nns--;
         return 0;
@@ -1033,10 +1091,14 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
             return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
         t.cgroup_depth = (unsigned)v;
     }
-    if (n)
-        *n = t; /* set: clients that arrive from now on get the new limits */
-    else
+    if (!n) {
         s->ns[s->nns++] = t;
+        return 0;
+    }
+    /* set: the new limits reach the namespace's running clients too (a changed cgroup only
+     * routes those that arrive from now on) */
+    *n = t;
+    ns_move_clients(x->d, s, n->name, n);
     return 0;
 }
 
@@ -1054,7 +1116,8 @@ const char *const om_v3_help =
     "namespace create|set --server=NAME --name=NAMESPACE [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--cgroup=PATH] "
     "[--cgroup-depth=N]\n"
-    "namespace get|delete --server=NAME --name=NAMESPACE";
+    "namespace get --server=NAME --name=NAMESPACE\n"
+    "namespace delete --server=NAME --name=NAMESPACE [--force]";
 
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error)

@@ -171,7 +171,8 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     check(os.path.exists(os.path.join(e.pipe, "training", "high_priority", "control.sock")) and
           (not root or os.path.exists(os.path.join(e.pipe, "infer", "small", "control.sock"))),
           "every namespace has its socket")
-    check(e.cmd("namespace delete --server=training --name=batch") == "", "namespace delete")
+    check(e.cmd("namespace delete --server=training --name=batch --force") == "",
+          "namespace delete (--force: its client c runs)")
     check(not os.path.exists(os.path.join(e.pipe, "training", "batch")),
           "a deleted namespace's socket and directory are gone")
     check(re.search(r"Accepting client %d \(uid %d\) for server %s as client \d+, namespace "
@@ -232,7 +233,7 @@ def test_v3_namespace_and_server_commands(daemon):
     check(e.cmd("get_default_active_thread_percentage") == "100.0", "legacy commands answer")
     helptext = e.cmd("help")
     check("start_server -uid <UID> [-mlopart]" in helptext and "server list" in helptext and
-          "namespace get|delete --server=NAME --name=NAMESPACE" in helptext, "help: %r" % helptext)
+          "namespace delete --server=NAME --name=NAMESPACE [--force]" in helptext, "help: %r" % helptext)
     check(e.cmd("server delete --name=other -f") == "", "server delete -f")
     wait_for(lambda: e.servers() == [], what="the deleted server to stop")
     out, err, rc = e.ctl("", args=["-q"])
@@ -352,3 +353,115 @@ def test_v3_another_users_socket_is_refused(daemon):
     check("let in" in p.stdout, "uid 12011 on %s: %r %r" % (sock, p.stdout, p.stderr))
     check("refusing pid" in e.log(), "the refusal is logged: %r" % e.log()[-1000:])
     check(table(e.cmd("server list"))[0][:2] == ["infer", "12011"], "still serving")
+
+
+class ShareClient:
+    """remote_driver share (tests/cpu/remote_share.c) on a namespace's socket: each round says
+    the SM count and the memory total the client is shown."""
+
+    def __init__(self, e, sock_dir):
+        self.p = subprocess.Popen([harness.REMOTE_DRIVER, "share"], env=dict(
+            e.env, LD_LIBRARY_PATH=os.path.abspath(harness.SHIM_DIR),
+            CUDA_MPS_PIPE_DIRECTORY=sock_dir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
+        self.last = self.read()
+
+    def read(self):
+        f = self.p.stdout.readline().split()
+        check(len(f) == 9 and f[-1] == "ok", "a round: %r (%s)" % (
+            f, "" if f else self.p.stderr.read()))
+        return int(f[3]), int(f[7])  # SMs, memory total
+
+    def again(self):
+        self.p.stdin.write("again\n")
+        self.p.stdin.flush()
+        self.last = self.read()
+        return self.last
+
+    def settled(self, want, what):
+        """A change reaches the server after the daemon's answer: rounds until one shows it."""
+        wait_for(lambda: self.again() == want, what=what + " (last round: %r)" % (self.last,))
+
+    def end(self):
+        self.p.stdin.write("end\n")
+        self.p.stdin.flush()
+        out, err = self.p.communicate(timeout=60)
+        check(self.p.returncode == 0 and "share ok" in out, "client ends: %r %r" % (out, err))
+
+
+def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
+    """namespace set reaches the namespace's running clients through their server (SRV_CLIENT_
+    LIMITS): the SM share (the SM count shown), the memory cap (the memory total shown) and the
+    priority (the server's log) change at their next call, ps -v and client list follow; a client
+    of another namespace does not change. server set reaches both namespaces' clients. A cap set
+    below what a client holds takes nothing back. namespace delete of a namespace with running
+    clients is refused without --force; with it the clients carry on in the default namespace,
+    with its limits. Bad values are refused by name and change nothing."""
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n'
+                  '[servers.main.namespaces.small]\nactive_thread_percentage = "50"\n'
+                  '[servers.main.namespaces.other]\npinned_memory_limit = "2G"\n'
+                  '[servers.main.namespaces.held]\n')
+    gib = 1 << 30
+    a = ShareClient(e, os.path.join(e.pipe, "main", "small"))
+    b = ShareClient(e, os.path.join(e.pipe, "main", "other"))
+    check(a.last == (64, 16 * gib) and b.last == (132, 2 * gib), "at first: %r %r" %
+          (a.last, b.last))
+
+    check(e.cmd("namespace set --server=main --name=small --active-thread-percentage=25 "
+                "--pinned-memory-limit=1G --client-priority=1") == "", "namespace set")
+    a.settled((32, gib), "small's client at 25 % and 1G")
+    check(b.again() == (132, 2 * gib), "other's client unchanged: %r" % (b.last,))
+    rows = {r[0]: r for r in table(e.cmd("ps -v"))}
+    check(rows[str(a.pid)][-4:-1] == ["25.0", "1", "1G"] and
+          rows[str(b.pid)][-4:-1] == ["100.0", "0", "2G"], "ps -v: %r" % rows)
+    slog = e.log("server.log")
+    check(re.search(r"client %d: priority 0 -> 1" % a.pid, slog) and
+          re.search(r"client %d: device 0 pinned memory limit none -> 1G" % a.pid, slog) and
+          not re.search(r"client %d: .* -> " % b.pid, slog),
+          "the server applied a's changes, none of b's: %r" % slog[-2000:])
+
+    # bad values: refused by name, nothing changes
+    for args, want in (
+            (["--active-thread-percentage=101"], "Invalid active thread percentage \"101\""),
+            (["--pinned-memory-limit=lots"], "Invalid pinned memory limit \"lots\""),
+            (["--client-priority=2"], "Invalid client priority \"2\""),
+            (["--force"], "Unknown option \"--force\"")):
+        out, err, rc = ctl_args(e, "namespace", "set", "--server=main", "--name=small", *args)
+        check(rc == 1 and out.startswith(want), "%r: %d %r" % (args, rc, out))
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[:3] ==
+          ["active_thread_percentage=25.0", "pinned_memory_limit=1G", "client_priority=1"],
+          "unchanged by the refused sets")
+
+    # server set: its limits reach every namespace's clients (each keeps its namespace's)
+    check(e.cmd("server set --name=main --active-thread-percentage=50") == "", "server set")
+    b.settled((64, 2 * gib), "other's client at the server's 50 %")
+    check(a.again() == (32, gib), "small's client keeps its tighter 25 %%: %r" % (a.last,))
+
+    # a cap below what a client holds: nothing taken back, the client carries on
+    h = hold(e, 64 * MIB, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "main", "held")})
+    check(e.cmd("namespace set --server=main --name=held --pinned-memory-limit=16M") == "",
+          "a cap below what its client holds")
+    wait_for(lambda: re.search(r"client %d: device 0 pinned memory limit none -> 16M" % h.pid,
+                               e.log("server.log")), what="the server to apply the 16M cap")
+    release(h)
+    check(h.returncode == 0, "the client over its new cap ran on and ended: %r" %
+          h.stderr.read())
+
+    # delete: refused while clients run there, unless --force; then they go to the default one
+    out, err, rc = ctl_args(e, "namespace", "delete", "--server=main", "--name=small")
+    check(rc == 1 and out.startswith("Namespace small of server main has 1 running client(s): "
+                                     "give --force"), "delete refused: %d %r" % (rc, out))
+    out, err, rc = ctl_args(e, "namespace", "delete", "--server=main", "--name=small",
+                            "--force=yes")
+    check(rc == 1 and out.startswith("Option --force takes no value"), "--force=yes: %r" % out)
+    check(e.cmd("namespace delete --server=main --name=small --force") == "", "delete --force")
+    a.settled((64, 16 * gib), "small's client in the default namespace (the server's 50 %)")
+    clients = {r[0]: r for r in table(e.cmd("client list"))}
+    check(clients[str(a.pid)][3] == "default" and clients[str(b.pid)][3] == "other",
+          "client list after the delete: %r" % clients)
+    check(re.search(r"client %d: priority 1 -> 0" % a.pid, e.log("server.log")),
+          "a's priority back to the default namespace's")
+    check(not os.path.exists(os.path.join(e.pipe, "main", "small")), "small's socket is gone")
+    a.end()
+    b.end()
