@@ -109,31 +109,56 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     e = v3_daemon(daemon, CONF % (own_cgroup(), INFER if root else ""))
     out, err, rc = ctl_args(e, "server", "list")
     rows = table(out)
+    # NVIDIA's columns (docs/operations.md, "Protocol 3")
     check(rc == 0 and out.split("\n")[0].split() ==
-          ["NAME", "UID", "PID", "STATUS", "CLIENTS", "NAMESPACES"], "server list: %r" % out)
+          ["NAME", "UID", "PID", "STATUS", "PIPE-DIRECTORY", "ALLOWED-DEVICES", "CONTEXT-IDS"],
+          "server list: %r" % out)
     check([r[0] for r in rows] == ["training", "infer"][:2 if root else 1] and
-          rows[0][1] == str(os.getuid()) and rows[0][3] == "STOPPED" and
-          rows[0][5] == "default,high_priority,batch" and
-          (not root or (rows[1][1] == "4242" and rows[1][5] == "default,small")),
-          "server list: %r" % rows)
-    ns = table(e.cmd("namespace list"))
-    check([r[:4] for r in ns] == [["training", "default", "-", "-"],
-                                  ["training", "high_priority", "25.0", "64M"],
-                                  ["training", "batch", "10.0", "-"]] +
-          ([["infer", "default", "-", "-"], ["infer", "small", "-", "0=1G,1=512M"]]
+          rows[0][1:5] == [str(os.getuid()), "-", "Stopped", os.path.join(e.pipe, "training")]
+          and (not root or rows[1][1] == "4242"), "server list: %r" % rows)
+    out = e.cmd("server list training --format=csv,noheader")
+    check(out == "training,%d,-,Stopped,%s,-,-" % (os.getuid(), os.path.join(e.pipe, "training")),
+          "server list NAME --format=csv,noheader: %r" % out)
+    out = e.cmd("namespace list")
+    check(out.split("\n")[0].split() ==
+          ["NAME", "SERVER", "SERVER-STATUS", "PINNED-MEMORY-LIMIT", "ACTIVE-THREAD-PERCENTAGE",
+           "CLIENT-PRIORITY", "PIPE-DIRECTORY"], "namespace list's header: %r" % out)
+    ns = table(out)
+    check([r[:6] for r in ns] == [["default", "training", "Stopped", "-", "-", "0"],
+                                  ["high_priority", "training", "Stopped", "64M", "25.0", "0"],
+                                  ["batch", "training", "Stopped", "-", "10.0", "1"]] +
+          ([["default", "infer", "Stopped", "-", "-", "0"],
+            ["small", "infer", "Stopped", "0=1G,1=512M", "-", "0"]]
            if root else []), "namespace list %r" % ns)
+    check(ns[2][6] == os.path.join(e.pipe, "training", "batch"), "pipe-directory: %r" % ns)
+    out = e.cmd("namespace list batch --server=training --format=csv")
+    check(out.splitlines() == ["name,server,server-status,pinned-memory-limit,"
+                               "active-thread-percentage,client-priority,pipe-directory",
+                               "batch,training,Stopped,-,10.0,1," +
+                               os.path.join(e.pipe, "training", "batch")],
+          "namespace list NAME --format=csv: %r" % out)
     check(e.cmd("namespace get --server=training --name=batch").splitlines() ==
-          ["active_thread_percentage=10.0", "pinned_memory_limit=-", "client_priority=1",
-           "cgroup=/openmps-test-nowhere"], "namespace get")
+          ["name=batch", "server=training", "server-status=Stopped", "pinned-memory-limit=-",
+           "active-thread-percentage=10.0", "client-priority=1",
+           "pipe-directory=" + os.path.join(e.pipe, "training", "batch"),
+           "cgroup=/openmps-test-nowhere", "cgroup-depth=0"], "namespace get")
+    check(e.cmd("namespace get high_priority training pinned-memory-limit") == "64M",
+          "namespace get NAMESPACE SERVER FIELD (NVIDIA's form)")
 
     # Routed by cgroup to high_priority: 25 % and a 64M cap (tighter than the server's).
     a = hold(e)
     rows = {r[0]: r for r in table(e.cmd("ps -v"))}
     check(rows[str(a.pid)][-4] == "25.0" and rows[str(a.pid)][-2] == "64M",
           "the namespace's limits apply: %r" % rows)
-    clients = {r[0]: r for r in table(e.cmd("client list --all"))}
-    check(clients[str(a.pid)][1:4] == ["training", str(os.getuid()), "high_priority"],
+    out = e.cmd("client list --all")
+    check(out.split("\n")[0].split() == ["PID", "SERVER", "DEVICE", "NAMESPACE", "CMD"],
+          "client list's header: %r" % out)
+    clients = {r[0]: r for r in table(out)}
+    check(clients[str(a.pid)][1:5] == ["training", "0", "high_priority", MEMORY_DRIVER],
           "client list: %r" % clients)
+    out = e.cmd("client list --format=csv,noheader")
+    check("%d,training,0,high_priority,%s" % (a.pid, MEMORY_DRIVER) in out.splitlines(),
+          "client list --format=csv,noheader: %r" % out)
     memcap = subprocess.run([MEMORY_DRIVER, "memcap"], env=dict(
         e.env, LD_LIBRARY_PATH=os.path.abspath(harness.SHIM_DIR)), capture_output=True,
         text=True, timeout=60)
@@ -141,7 +166,9 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     check(got.get("totalmem") == str(64 * MIB), "the client sees the namespace's memory total: "
           "%r %r" % (memcap.stdout, memcap.stderr))
     srv = table(e.cmd("server list"))[0]
-    check(srv[3] == "ACTIVE" and srv[2] == str(e.servers()[0]), "server list: running %r" % srv)
+    check(srv[3] == "Ready" and srv[2] == str(e.servers()[0]), "server list: running %r" % srv)
+    check(e.cmd("server get training status") == "Ready" and
+          e.cmd("server get training pid") == srv[2], "server get NAME FIELD")
     # [openmps] log_level = 3 reached the server (from the daemon's environment, servers.c):
     # its timeline lines (docs/operations.md, "Environment")
     check("timeline client %d " % a.pid in e.log("server.log"),
@@ -190,13 +217,15 @@ def test_v3_namespace_and_server_commands(daemon):
     e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n')
     check(e.cmd("namespace create --server=main --name=small --active-thread-percentage=20 "
                 "--pinned-memory-limit=2G --client-priority=1") == "", "namespace create")
-    check(e.cmd("namespace get --server=main --name=small").splitlines()[:3] ==
-          ["active_thread_percentage=20.0", "pinned_memory_limit=2G", "client_priority=1"],
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[3:6] ==
+          ["pinned-memory-limit=2G", "active-thread-percentage=20.0", "client-priority=1"],
           "namespace get after create")
-    check(e.cmd("namespace set --server=main --name=small --active-thread-percentage 30") == "",
-          "namespace set (value as the next word)")
-    check(e.cmd("namespace get --server=main --name=small").splitlines()[0] ==
-          "active_thread_percentage=30.0", "namespace get after set")
+    check(e.cmd("namespace set small --server=main --active-thread-percentage 30") == "",
+          "namespace set (the namespace positional, a value as the next word)")
+    check(e.cmd("namespace get small main active-thread-percentage") == "30.0",
+          "namespace get after set")
+    check(e.cmd("namespace create tiny server=main client-priority=1") == "" and
+          e.cmd("namespace get tiny main client-priority") == "1", "key=value without dashes")
     cases = [
         (["namespace", "create", "--server=main", "--name=small"],
          "Namespace small already exists in server main"),
@@ -208,7 +237,14 @@ def test_v3_namespace_and_server_commands(daemon):
          "Unknown option \"--bogus\""),
         (["namespace", "delete", "--server=main", "--name=default"],
          "The default namespace of a server cannot be deleted"),
-        (["namespace", "get", "--server=main"], "--server=NAME and --name=NAMESPACE are required"),
+        (["namespace", "get", "--server=main"], "A namespace and its server are required"),
+        (["namespace", "get", "small", "main", "colour"], "Unknown field \"colour\" (fields: "
+         "name, server, server-status,"),
+        (["namespace", "list", "--format=xml"], "Invalid format \"xml\": table or csv"),
+        (["server", "list", "--format=csv,nohead"], "Invalid format \"csv,nohead\""),
+        (["server", "list", "nope"], "Server nope not found"),
+        (["server", "get", "main", "a", "b"], "Unexpected argument \"b\""),
+        (["namespace", "create", "x", "--server=main", "--name=y"], "The name is given twice"),
         (["server", "create", "--name=main"], "Server main already exists"),
         (["server", "create", "--name=" + "a" * 70], "Invalid server name"),  # not cut to 63
         (["server", "create", "--name=two", "--uid=%d" % os.getuid()],
@@ -220,8 +256,9 @@ def test_v3_namespace_and_server_commands(daemon):
     for args, want in cases:
         out, err, rc = ctl_args(e, *args)
         check(rc == 1 and out.startswith(want), "%r: rc %d %r (want %r)" % (args, rc, out, want))
-    check(e.cmd("namespace delete --server=main --name=small") == "", "namespace delete")
-    check([r[1] for r in table(e.cmd("namespace list --server=main"))] == ["default"],
+    check(e.cmd("namespace delete --server=main --name=small") == "" and
+          e.cmd("namespace delete tiny --server=main") == "", "namespace delete")
+    check([r[0] for r in table(e.cmd("namespace list --server=main"))] == ["default"],
           "namespace list after delete")
     # server create starts the server as start_server does; delete stops it.
     check(e.cmd("server delete --name=main") == "", "server delete")
@@ -233,8 +270,8 @@ def test_v3_namespace_and_server_commands(daemon):
     check(e.cmd("get_default_active_thread_percentage") == "100.0", "legacy commands answer")
     helptext = e.cmd("help")
     check("start_server -uid <UID> [-mlopart]" in helptext and "server list" in helptext and
-          "namespace delete --server=NAME --name=NAMESPACE [--force]" in helptext, "help: %r" % helptext)
-    check(e.cmd("server delete --name=other -f") == "", "server delete -f")
+          "namespace delete NAMESPACE --server=NAME [--force]" in helptext, "help: %r" % helptext)
+    check(e.cmd("server delete other --force") == "", "server delete --force")
     wait_for(lambda: e.servers() == [], what="the deleted server to stop")
     out, err, rc = e.ctl("", args=["-q"])
     check(rc == 0, "-q: %d %r" % (rc, err))
@@ -312,9 +349,11 @@ def test_v3_server_devices_and_limits(daemon):
           "server set")
     check(e.cmd("get_active_thread_percentage %d" % spid) == "40.0", "server set reaches it")
     check(e.cmd("server get --name=main").splitlines() ==
-          ["uid=%d" % os.getuid(), "active_thread_percentage=40.0", "pinned_memory_limit=-",
-           "client_priority=1", "allowed_devices=1"], "server get: %r" %
-          e.cmd("server get --name=main"))
+          ["name=main", "uid=%d" % os.getuid(), "pid=%d" % spid, "status=Ready",
+           "pipe-directory=" + os.path.join(e.pipe, "main"), "allowed-devices=1",
+           "active-thread-percentage=40.0", "pinned-memory-limit=-", "client-priority=1"],
+          "server get: %r" % e.cmd("server get --name=main"))
+    check(e.cmd("server get main allowed-devices") == "1", "server get NAME FIELD")
     out, err, rc = ctl_args(e, "server", "set", "--name=main", "--allowed-devices=1;2")
     check(rc == 1 and out.startswith("Invalid devices"), "bad devices: %r" % out)
     e.quit()
@@ -429,8 +468,8 @@ def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
             (["--force"], "Unknown option \"--force\"")):
         out, err, rc = ctl_args(e, "namespace", "set", "--server=main", "--name=small", *args)
         check(rc == 1 and out.startswith(want), "%r: %d %r" % (args, rc, out))
-    check(e.cmd("namespace get --server=main --name=small").splitlines()[:3] ==
-          ["active_thread_percentage=25.0", "pinned_memory_limit=1G", "client_priority=1"],
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[3:6] ==
+          ["pinned-memory-limit=1G", "active-thread-percentage=25.0", "client-priority=1"],
           "unchanged by the refused sets")
 
     # server set: its limits reach every namespace's clients (each keeps its namespace's)
@@ -463,5 +502,8 @@ def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
     check(re.search(r"client %d: priority 1 -> 0" % a.pid, e.log("server.log")),
           "a's priority back to the default namespace's")
     check(not os.path.exists(os.path.join(e.pipe, "main", "small")), "small's socket is gone")
+    out, err, rc = ctl_args(e, "server", "delete", "main")
+    check(rc == 1 and out.startswith("Server main has 2 running client(s): give --force"),
+          "server delete refused while its clients run: %d %r" % (rc, out))
     a.end()
     b.end()
