@@ -1286,7 +1286,10 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
                         "delete it (they move to the default namespace)",
                         n->name, s->name, busy);
         /* its clients carry on in the server's default namespace, with its limits */
-        ns_move_clients(x->d, s, n->name, &s->ns[0]);
+        if (ns_move_clients(x->d, s, n->name, &s->ns[0]))
+            om_info("namespace %s of server %s deleted: its %u client(s) go to the default "
+                    "namespace",
+                    n->name, s->name, busy);
         memmove(n, n + 1, (size_t)(&s->ns[s->nns] - (n + 1)) * sizeof(*n));
         s->nns--;
         return 0;

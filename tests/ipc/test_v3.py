@@ -499,6 +499,8 @@ def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
     clients = {r[0]: r for r in table(e.cmd("client list"))}
     check(clients[str(a.pid)][3] == "default" and clients[str(b.pid)][3] == "other",
           "client list after the delete: %r" % clients)
+    check("namespace small of server main deleted: its 1 client(s) go to the default namespace"
+          in e.log(), "control.log says so: %r" % e.log()[-1500:])
     check(re.search(r"client %d: priority 1 -> 0" % a.pid, e.log("server.log")),
           "a's priority back to the default namespace's")
     check(not os.path.exists(os.path.join(e.pipe, "main", "small")), "small's socket is gone")
