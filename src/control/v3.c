@@ -802,6 +802,15 @@ static int table_start(struct v3_ctx *x, struct table *t, const char *const *col
     return 0;
 }
 
+/* A list command's start: the server it names (only, NULL for all) must exist. */
+static int list_start(struct v3_ctx *x, const char *only, struct table *t, const char *const *cols,
+                      const unsigned *width, unsigned ncols)
+{
+    if (only && !find_server(x->d, only))
+        return fail(x, "Server %.64s not found", only);
+    return table_start(x, t, cols, width, ncols);
+}
+
 static void table_row(struct table *t, const char *const *cells)
 {
     table_cells(t, cells, false);
@@ -857,9 +866,7 @@ static int server_list(struct v3_ctx *x)
     const char *only = opt(x, "name");
     struct table t;
 
-    if (only && !find_server(d, only))
-        return fail(x, "Server %.64s not found", only);
-    if (table_start(x, &t, cols, width, 7) < 0)
+    if (list_start(x, only, &t, cols, width, 7) < 0)
         return 0;
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
         const struct om_v3_server *s = &d->v3->servers[i];
@@ -1130,10 +1137,9 @@ static int cmd_client(struct v3_ctx *x, int argc, char **argv)
         return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv]");
     if (parse_opts(x, argc - 2, argv + 2, keys, flags, NULL) < 0)
         return 0;
-    if (opt(x, "server") && !(only = find_server(d, opt(x, "server"))))
-        return fail(x, "Server %.64s not found", opt(x, "server"));
-    if (table_start(x, &t, cols, width, 5) < 0)
+    if (list_start(x, opt(x, "server"), &t, cols, width, 5) < 0)
         return 0;
+    only = opt(x, "server") ? find_server(d, opt(x, "server")) : NULL;
     for (struct server *p = d->servers; p; p = p->next) {
         const struct om_v3_server *vs = server_of_uid(d, p->uid);
         if (only && vs != only)
@@ -1218,9 +1224,7 @@ static int ns_list(struct v3_ctx *x)
     struct field f[9];
     struct table t;
 
-    if (only && !find_server(d, only))
-        return fail(x, "Server %.64s not found", only);
-    if (table_start(x, &t, cols, width, 7) < 0)
+    if (list_start(x, only, &t, cols, width, 7) < 0)
         return 0;
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
         const struct om_v3_server *s = &d->v3->servers[i];
