@@ -23,7 +23,9 @@ libcuda.so.1 (RUNPATH) and prints the SM count and memory it is shown. It checks
     served with the whole device; --openmps=maybe and a bad plugstack.conf argument: the job
     refused with the reason;
   * sbatch --wait --gres=mps:25 of a plain script that runs the program twice: both served at
-    32 SMs.
+    32 SMs;
+  * SchedMD's prolog.example, unmodified, as the Prolog (schedmd_prolog below): two --gres=mps
+    jobs served from the daemon it starts by NVIDIA's name.
 Slurm needs root here (slurmd starts jobs as their user): not root, it exits 77 (CTest: skipped)
 saying so. Slurm, munge or the plugin missing is a failure that names the package. Prints
 "ok ..." and "FAIL ..." lines; the directory is kept when something failed.
@@ -44,7 +46,7 @@ CMAKE = sys.argv[2] if len(sys.argv) > 2 else "cmake"
 PROGRAM = os.path.join(BUILD, "tests", "device-limits")
 DOUBLE = os.path.join(BUILD, "tests", "libfakecuda.so")
 TOOLS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client",
-         "sbatch": "slurm-client", "sinfo": "slurm-client"}
+         "sbatch": "slurm-client", "sinfo": "slurm-client", "scontrol": "slurm-client"}
 NATIVE = ("132", str(16 << 30))  # the driver double's device 0
 
 fails = []
@@ -204,7 +206,7 @@ def run(t):
         open(gpu, "w").close()
     conf = os.path.join(t, "slurm.conf")
     with open(conf, "w") as f:
-        f.write(f"""ClusterName=openmps
+        f.write(conf_text := f"""ClusterName=openmps
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
@@ -353,6 +355,85 @@ OPENMPS_MODULE_CACHE=off
         fail("sbatch: rc %d %s; output: %s" % (r.returncode, r.stderr.strip(), text[-800:]))
     if not wait_for(quiet, 60):
         fail("sbatch: the epilog did not quit the daemon: " + tail(os.path.join(jobs, "log")))
+
+    schedmd_prolog(t, env, jenv, conf, conf_text, prolog, epilog, prefix, submit)
+
+
+def schedmd_prolog(t, env, jenv, conf, conf_text, prolog, epilog, prefix, submit):
+    """SchedMD's etc/prolog.example (Slurm 22.05, Debian 12's source package; fetched by
+    tests/install/fetch_prolog_example.sh, never part of the repository), unmodified, as the
+    node's Prolog: for a --gres=mps job it starts `nvidia-cuda-mps-control -d` in
+    /tmp/nvidia-mps_<GPU> and asks for `start_server -uid <job's uid>`; a second job finds it
+    running. Slurm gives a prolog no PATH, so a site has the command in /usr/bin; the test (which
+    leaves /usr alone) runs the file through a two-line Prolog that gives it PATH with the
+    drop-in name first and the driver double. The example's other branch (a whole-GPU job quits
+    the daemon, and runs nvidia-smi -c) quits in NVIDIA's default directory, not the one it
+    started in, and would down the node: not run."""
+    example = os.environ.get("OPENMPS_PROLOG_EXAMPLE", "/var/cache/openmps-tests/prolog.example")
+    if not os.path.exists(example):
+        fail("SchedMD's prolog.example is not at %s: tests/install/fetch_prolog_example.sh "
+             "fetches it (.ci/run runs it)" % example)
+        return
+    owned = ["/var/run/mps_dev_id", "/tmp/nvidia-mps_0", "/tmp/nvidia-log_0"]
+    def mps_processes():  # the earlier jobs' daemon may take a moment to exit
+        return subprocess.run(["pgrep", "-f", "nvidia-cuda-mps"], capture_output=True,
+                              text=True).stdout.split()
+    wait_for(lambda: not mps_processes(), 30)
+    others = mps_processes()
+    if any(os.path.exists(p) for p in owned) or others:
+        print("note: prolog.example's part not run: this machine has an MPS daemon or its files "
+              "(%s; processes %s), which the example would use" %
+              (", ".join(p for p in owned if os.path.exists(p)), others))
+        return
+    site = os.path.join(t, "site-prolog")
+    with open(site, "w") as f:
+        f.write("#!/bin/sh\n# prolog.example, unmodified, with PATH (a site: /usr/bin)\n"
+                f"PATH={prefix}/libexec/openmps/mps-bin:/usr/bin:/bin OPENMPS_DRIVER={DOUBLE} "
+                f"OPENMPS_SERVER_ENV='FAKECUDA_*' OPENMPS_MODULE_CACHE=off "
+                f"exec /bin/bash {example} >>{t}/log/prolog.example.out 2>&1\n")
+    os.chmod(site, 0o755)
+    try:
+        with open(conf, "w") as f:
+            f.write(conf_text.replace("Prolog=%s\nEpilog=%s\n" % (prolog, epilog),
+                                      "Prolog=%s\n" % site))
+        with open(os.path.join(t, "plugstack.conf"), "w") as f:
+            f.write("required %s pipe=/tmp/nvidia-mps_0 log=/tmp/nvidia-log_0\n" % glob.glob(
+                os.path.join(prefix, "lib*", "**", "openmps", "slurm", "spank_openmps.so"),
+                recursive=True)[0])
+        r = subprocess.run(["scontrol", "reconfigure"], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("scontrol reconfigure: " + r.stderr)
+            return
+        time.sleep(2)  # slurmd takes the new Prolog
+        for share, sms in (("50", "64"), ("25", "32")):
+            r = submit(["srun", "-n1", "--gres=mps:" + share, PROGRAM], jenv)
+            lines = r.stdout.split("\n")
+            if (r.returncode == 0 and "remote mode: server" in r.stderr and
+                    "sms " + sms in lines):
+                ok("prolog.example, unmodified: srun --gres=mps:%s served, sms %s" % (share, sms))
+            else:
+                fail("prolog.example: --gres=mps:%s: rc %d, stdout %r, stderr %s; its output: %s"
+                     % (share, r.returncode, r.stdout, r.stderr[-500:],
+                        tail(os.path.join(t, "log", "prolog.example.out"))))
+        out = read(os.path.join(t, "log", "prolog.example.out"))
+        clog = read("/tmp/nvidia-log_0/control.log")
+        if (out.count("MPS control daemon started") == 1 and
+                out.count("MPS server started for 0") == 2 and "Starting new server" in clog):
+            ok("prolog.example started the daemon once (the second job found it), and a server "
+               "for the job's uid twice")
+        else:
+            fail("prolog.example's output: %r; control.log: %s" % (out[-800:], clog[-600:]))
+    finally:
+        e = dict(env, CUDA_MPS_PIPE_DIRECTORY="/tmp/nvidia-mps_0",
+                 CUDA_MPS_LOG_DIRECTORY="/tmp/nvidia-log_0")
+        ctl = os.path.join(prefix, "libexec", "openmps", "mps-bin", "nvidia-cuda-mps-control")
+        subprocess.run([ctl], input="quit", env=e, capture_output=True, text=True, timeout=60)
+        wait_for(lambda: not os.path.exists("/tmp/nvidia-mps_0/control.sock"), 30)
+        for p in owned:
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif os.path.exists(p):
+                os.unlink(p)
 
 
 if __name__ == "__main__":
