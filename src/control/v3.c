@@ -1354,6 +1354,40 @@ const char *const om_v3_help =
     "namespace delete NAMESPACE --server=NAME [--force]\n"
     "(a NAME or NAMESPACE may also be given as --name=NAME)";
 
+/* Whether verb is one of the |-separated words of a help line's verbs ("create|set NS ..."). */
+static bool verb_among(const char *words, const char *verb)
+{
+    size_t vlen = strlen(verb);
+    const char *stop = words + strcspn(words, " \n");
+
+    for (const char *w = words; w < stop;) {
+        size_t n = strcspn(w, "| \n");
+        if (n == vlen && !strncmp(w, verb, vlen))
+            return true;
+        w += n + 1;
+    }
+    return false;
+}
+
+/* `MODULE help`, `MODULE VERB help` (NVIDIA's): the help's lines of that module (and verb). */
+static void module_help(struct v3_ctx *x, int argc, char **argv)
+{
+    const char *verb = argc == 3 ? argv[1] : NULL;
+    size_t mlen = strlen(argv[0]);
+    unsigned n = 0;
+
+    for (const char *line = om_v3_help; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        bool mine = len > mlen && !strncmp(line, argv[0], mlen) && line[mlen] == ' ';
+        if (mine && (!verb || verb_among(line + mlen + 1, verb)))
+            sb_printf(x->out, "%s%.*s", n++ ? "\n" : "", (int)len, line);
+        line += len + (end != NULL);
+    }
+    if (!n)
+        fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0], verb ? verb : "");
+}
+
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error)
 {
@@ -1374,6 +1408,8 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     } else if (partition) {
         fail(&x, "Static SM partitions are not supported by openmps yet (its clients get an SM "
                  "share with active_thread_percentage instead)");
+    } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
+        module_help(&x, argc, argv);
     } else if (!strcmp(m, "server")) {
         cmd_server(&x, argc, argv);
     } else if (!strcmp(m, "client")) {

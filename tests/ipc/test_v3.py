@@ -271,6 +271,12 @@ def test_v3_namespace_and_server_commands(daemon):
     helptext = e.cmd("help")
     check("start_server -uid <UID> [-mlopart]" in helptext and "server list" in helptext and
           "namespace delete NAMESPACE --server=NAME [--force]" in helptext, "help: %r" % helptext)
+    check(e.cmd("namespace get help") == "namespace get NAMESPACE SERVER [FIELD]" and
+          e.cmd("client help").startswith("client list [--all]") and
+          len(e.cmd("server help").splitlines()) == 5, "MODULE [VERB] help: %r" %
+          e.cmd("server help"))
+    out, err, rc = ctl_args(e, "namespace", "frob", "help")
+    check(rc == 1 and out.startswith("Unknown command \"namespace frob\""), "frob help: %r" % out)
     check(e.cmd("server delete other --force") == "", "server delete --force")
     wait_for(lambda: e.servers() == [], what="the deleted server to stop")
     out, err, rc = e.ctl("", args=["-q"])
