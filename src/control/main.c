@@ -46,7 +46,7 @@ static void usage(FILE *f, int protocol)
                 "Protocol 3 commands (the legacy ones are answered too):\n"
                 "  server list [NAME] | create NAME [--uid=UID] [limits] | delete NAME [--force]\n"
                 "  server get NAME [FIELD] | set NAME [limits]\n"
-                "  client list [--all] [--server=NAME]\n"
+                "  client list [--all] [--server=NAME] | get PID [FIELD]\n"
                 "  namespace create|set|delete|list NS --server=NAME [limits] [--cgroup=PATH]\n"
                 "  namespace get NS SERVER [FIELD]\n"
                 "  lists: --format=table|csv[,noheader]\n"

@@ -1120,47 +1120,105 @@ static int cmd_server(struct v3_ctx *x, int argc, char **argv)
     return fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)", argv[1]);
 }
 
-/* client list [--all] [--server=NAME] [--format=…]: without --all, the clients of the caller's
- * own servers. DEVICE: the devices the client used (by the server's ordinals), "-" before its
- * first call. */
-static int cmd_client(struct v3_ctx *x, int argc, char **argv)
+/* The server's ordinals of the devices a client used ("0,1"), or with pci their PCI bus ids; "-"
+ * before its first call. */
+static void client_devices(const struct server *p, const struct client_rec *r, bool pci, char *buf,
+                           size_t cap)
 {
-    static const char *const keys[] = {"server", "format", NULL};
-    static const char *const flags[] = {"all", NULL};
+    size_t len = 0;
+
+    snprintf(buf, cap, "-");
+    for (unsigned i = 0; i < 32 && i < p->ndevs && len + OM_PCI_ID_MAX + 2 < cap; i++)
+        if (r->device_mask & (1u << i))
+            len += (size_t)(pci ? snprintf(buf + len, cap - len, "%s%s", len ? "," : "",
+                                           p->devs[i].pci_bus_id)
+                                : snprintf(buf + len, cap - len, "%s%u", len ? "," : "", i));
+}
+
+/* Whether the caller may see server p's clients: root, or their user (ps does the same). */
+static bool may_see(const struct v3_ctx *x, const struct server *p)
+{
+    return x->ui->uid == 0 || x->ui->uid == p->uid;
+}
+
+/* client list [--all] [--server=NAME] [--format=…]: without --all, the clients of the caller's
+ * own servers. */
+static int client_list(struct v3_ctx *x)
+{
     static const char *const cols[] = {"pid", "server", "device", "namespace", "cmd"};
     static const unsigned width[] = {10, 20, 8, 20, 0};
     struct daemon *d = x->d;
     const struct om_v3_server *only = NULL;
     struct table t;
 
-    if (argc < 2 || strcmp(argv[1], "list") != 0)
-        return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv]");
-    if (parse_opts(x, argc - 2, argv + 2, keys, flags, NULL) < 0)
-        return 0;
     if (list_start(x, opt(x, "server"), &t, cols, width, 5) < 0)
         return 0;
     only = opt(x, "server") ? find_server(d, opt(x, "server")) : NULL;
     for (struct server *p = d->servers; p; p = p->next) {
         const struct om_v3_server *vs = server_of_uid(d, p->uid);
-        if (only && vs != only)
+        if ((only && vs != only) || !may_see(x, p))
             continue;
-        if (x->ui->uid != 0 && x->ui->uid != p->uid)
-            continue; /* others' clients are nobody else's business (ps does the same) */
         if (!opt(x, "all") && !only && x->ui->uid != p->uid)
             continue;
         for (struct client_rec *r = p->clients; r; r = r->next) {
-            char pid[16], dev[128] = "-";
-            size_t len = 0;
+            char pid[16], dev[128];
             snprintf(pid, sizeof(pid), "%d", (int)r->pid);
-            for (unsigned i = 0; i < 32 && len + 4 < sizeof(dev); i++)
-                if (r->device_mask & (1u << i))
-                    len +=
-                        (size_t)snprintf(dev + len, sizeof(dev) - len, "%s%u", len ? "," : "", i);
+            client_devices(p, r, false, dev, sizeof(dev));
             table_row(&t, (const char *const[]){pid, vs ? vs->name : "-", dev,
                                                 r->ns[0] ? r->ns : "-", r->command});
         }
     }
     return 0;
+}
+
+/* client get PID [FIELD]: NVIDIA's fields, then openmps' namespace; maws-ns is "-" (openmps has
+ * no such namespace). */
+static int client_get(struct v3_ctx *x)
+{
+    static const char *const keys[] = {"pid",      "server",  "device", "pci-id",
+                                       "linux-ns", "maws-ns", "cmd",    "namespace"};
+    const char *text = opt(x, "pid");
+    uint64_t pid;
+    struct field f[8];
+
+    if (!text)
+        return fail(x, "A client's pid is required (client get PID [FIELD])");
+    if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
+        return fail(x, "Invalid pid \"%.32s\"", text);
+    for (struct server *p = x->d->servers; p; p = p->next) {
+        const struct om_v3_server *vs = server_of_uid(x->d, p->uid);
+        for (struct client_rec *r = may_see(x, p) ? p->clients : NULL; r; r = r->next) {
+            if ((uint64_t)r->pid != pid)
+                continue;
+            for (unsigned i = 0; i < 8; i++)
+                f[i].key = keys[i];
+            snprintf(f[0].value, sizeof(f[0].value), "%d", (int)r->pid);
+            snprintf(f[1].value, sizeof(f[1].value), "%s", vs ? vs->name : "-");
+            client_devices(p, r, false, f[2].value, sizeof(f[2].value));
+            client_devices(p, r, true, f[3].value, sizeof(f[3].value));
+            snprintf(f[4].value, sizeof(f[4].value), r->pid_ns ? "pid:[%lu]" : "-", r->pid_ns);
+            snprintf(f[5].value, sizeof(f[5].value), "-");
+            snprintf(f[6].value, sizeof(f[6].value), "%s", r->command);
+            snprintf(f[7].value, sizeof(f[7].value), "%s", r->ns[0] ? r->ns : "-");
+            return print_fields(x, f, 8);
+        }
+    }
+    return fail(x, "Client %.32s not found", text);
+}
+
+static int cmd_client(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const list_keys[] = {"server", "format", NULL};
+    static const char *const all[] = {"all", NULL};
+    static const char *const get_keys[] = {"pid", "field", NULL};
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!strcmp(x->verb, "list"))
+        return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : client_list(x);
+    if (!strcmp(x->verb, "get"))
+        return parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_keys) < 0 ? 0 : client_get(x);
+    return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv] | client get "
+                   "PID [FIELD]");
 }
 
 static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns **rn,
@@ -1346,6 +1404,7 @@ const char *const om_v3_help =
     "server set NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
     "[--client-priority=0|1] [--allowed-devices=LIST]\n"
     "client list [--all] [--server=NAME] [--format=table|csv[,noheader]]\n"
+    "client get PID [FIELD]\n"
     "namespace list [NAMESPACE] [--server=NAME] [--format=table|csv[,noheader]]\n"
     "namespace create|set NAMESPACE --server=NAME [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--cgroup=PATH] "

@@ -156,6 +156,14 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     clients = {r[0]: r for r in table(out)}
     check(clients[str(a.pid)][1:5] == ["training", "0", "high_priority", MEMORY_DRIVER],
           "client list: %r" % clients)
+    check(e.cmd("client get %d namespace" % a.pid) == "high_priority" and
+          e.cmd("client get %d device" % a.pid) == "0" and
+          e.cmd("client get %d cmd" % a.pid) == MEMORY_DRIVER and
+          re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9]",
+                       e.cmd("client get %d pci-id" % a.pid)), "client get PID FIELD: %r" %
+          e.cmd("client get %d" % a.pid))
+    out, err, rc = ctl_args(e, "client", "get", "1")
+    check(rc == 1 and out == "Client 1 not found", "client get of no client: %r" % out)
     out = e.cmd("client list --format=csv,noheader")
     check("%d,training,0,high_priority,%s" % (a.pid, MEMORY_DRIVER) in out.splitlines(),
           "client list --format=csv,noheader: %r" % out)
