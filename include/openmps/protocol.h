@@ -21,7 +21,8 @@
 
 #define OM_PROTO_MAGIC 0x53504d4fu /* "OMPS" read as little-endian bytes */
 #define OM_PROTO_MAJOR 3 /* 3: private operations of their own (api/ops.tsv); generated rows */
-#define OM_PROTO_MINOR 3 /* 1: OUTPUT; 2: SRV_STATS_ASK, SRV_STATS; 3: static SM partitions */
+/* minor 1: OUTPUT; 2: SRV_STATS_ASK, SRV_STATS; 3: SRV_CLIENT_LIMITS; 4: static SM partitions */
+#define OM_PROTO_MINOR 4
 
 /* Largest payload of any socket message; larger ones are malformed. */
 #define OM_MSG_MAX_PAYLOAD 65536u
@@ -59,9 +60,10 @@ struct om_msg_hdr {
     X(SRV_SHUTDOWN, 24)  /* daemon -> server: struct om_srv_shutdown */                            \
     X(SRV_TERMINATE, 25) /* daemon -> server: struct om_srv_terminate */                           \
     X(SRV_RESULT, 26)    /* server -> daemon: struct om_srv_result */                              \
-    X(SRV_LIMITS, 27)    /* daemon -> server: struct om_limits for clients adopted from now on */  \
+    X(SRV_LIMITS, 27)    /* daemon -> server: struct om_limits, its clients' (running ones too) */ \
     X(SRV_STATS_ASK, 28) /* daemon -> server: u32 request id: send the clients' accounting */      \
-    X(SRV_STATS, 29)     /* server -> daemon: struct om_srv_stats + its records (account.c) */
+    X(SRV_STATS, 29)     /* server -> daemon: struct om_srv_stats + its records (account.c) */     \
+    X(SRV_CLIENT_LIMITS, 30) /* daemon -> server: struct om_srv_client_limits (one client) */
 
 enum om_msg_type {
 #define OM_X_ENUM(name, value) OM_MSG_##name = value,
@@ -168,6 +170,15 @@ struct om_srv_adopt {
                                  * server's running clients are merged with it again */
     struct om_devmap devmap;    /* the client's devices (its CUDA_VISIBLE_DEVICES, resolved) */
     struct om_part_assign part; /* its static SM partition (flags 0: none) */
+};
+
+/* One running client's own limits changed (protocol 3: its namespace's were set, or the namespace
+ * was deleted and the client moved to the server's default one): `want` replaces the adoption's
+ * om_srv_adopt.want, and the client's limits are the server's merged with it again. */
+struct om_srv_client_limits {
+    uint32_t client_id; /* the adoption's; one the server does not have is ignored */
+    uint32_t reserved;
+    struct om_limits want;
 };
 
 #define OM_CLIENT_UP 1u

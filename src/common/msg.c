@@ -145,6 +145,19 @@ int om_decode_srv_client(const void *p, size_t len, struct om_srv_client *ret)
     return 0;
 }
 
+int om_decode_client_limits(const void *p, size_t len, struct om_srv_client_limits *ret)
+{
+    struct om_srv_client_limits c;
+
+    if (len < sizeof(c))
+        return -EBADMSG;
+    memcpy(&c, p, sizeof(c));
+    if (c.client_id == 0 || c.reserved != 0 || om_decode_limits(&c.want, &c.want) < 0)
+        return -EBADMSG;
+    *ret = c;
+    return 0;
+}
+
 static bool nul_terminated(const char *s, size_t cap)
 {
     return memchr(s, '\0', cap) != NULL;

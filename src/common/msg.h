@@ -38,6 +38,9 @@ int om_decode_welcome(const void *p, size_t len, struct om_welcome *ret);
 /* ndevs: the server's devices, which the client's map must name. */
 int om_decode_adopt(const void *p, size_t len, uint32_t ndevs, struct om_srv_adopt *ret);
 int om_decode_srv_client(const void *p, size_t len, struct om_srv_client *ret);
+/* A client's changed limits (SRV_CLIENT_LIMITS): a client id, the reserved word 0, its limits as
+ * om_decode_limits checks them. */
+int om_decode_client_limits(const void *p, size_t len, struct om_srv_client_limits *ret);
 /* A server's READY: its device names and bus ids come back NUL-terminated, every byte outside
  * printable ASCII replaced with '?' (the server is its user's process). */
 int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head,

@@ -948,6 +948,7 @@ int om_daemon_run(struct daemon *d)
                 if (s && s->chan == pfds[i].fd && (pfds[i].revents & POLLOUT)) {
                     s->chan_full_ms = 0; /* room again: the waiting clients go next pass */
                     d->sched_dirty = true;
+                    om_server_flush_client_limits(s); /* and the limits not sent yet, first */
                 }
                 if (s && s->chan == pfds[i].fd && (pfds[i].revents & ~POLLOUT))
                     om_server_handle_message(d, s);

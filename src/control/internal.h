@@ -101,7 +101,10 @@ struct client_rec {
     bool up; /* the server confirmed the session */
     uint32_t device_mask;
     struct om_limits limits; /* what the server applies to it (the server's, tightened) */
-    struct om_limits want;   /* what it asked for in its environment */
+    struct om_limits want;   /* what it asked for in its environment, tightened by its namespace */
+    struct om_limits asked;  /* what it asked for in its environment alone (v3.c merges it again
+                              * with its namespace's limits when they change) */
+    bool limits_pending;     /* its want is still to be sent (SRV_CLIENT_LIMITS; channel full) */
     uint64_t device_bytes;   /* device memory it holds, as the server last said (ps -v) */
     unsigned long pid_ns;    /* inode of /proc/PID/ns/pid, 0 if unknown */
     char command[128];
@@ -313,6 +316,11 @@ void om_daemon_quit(struct daemon *d, int timeout_s);
 void om_server_handle_message(struct daemon *d, struct server *s);
 void om_server_reap(struct daemon *d);
 int om_server_send_limits(struct server *s);
+/* Sends one running client's changed own limits (r->want) to its server, and updates its
+ * record; what the full channel does not take now is sent once it has room. */
+int om_server_send_client_limits(struct server *s, struct client_rec *r);
+/* Sends the client limits still waiting (limits_pending); 0, or -errno. */
+int om_server_flush_client_limits(struct server *s);
 bool om_server_live(const struct server *s);
 /* Devices for device_query: from a running server, else probed once. */
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret);

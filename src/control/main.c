@@ -45,11 +45,12 @@ static void usage(FILE *f, int protocol)
     if (protocol == OM_PROTOCOL_V3)
         fprintf(f,
                 "Protocol 3 commands (the legacy ones are answered too):\n"
-                "  server list | create [--name=NAME] [--uid=UID] [limits] | delete --name=NAME\n"
-                "  server get --name=NAME | set --name=NAME [limits]\n"
-                "  client list [--all] [--server=NAME]\n"
-                "  namespace create|set|get|delete|list --server=NAME --name=NS [limits]\n"
-                "            [--cgroup=PATH]\n"
+                "  server list [NAME] | create NAME [--uid=UID] [limits] | delete NAME [--force]\n"
+                "  server get NAME [FIELD] | set NAME [limits]\n"
+                "  client list [--all] [--server=NAME] | get PID [FIELD]\n"
+                "  namespace create|set|delete|list NS --server=NAME [limits] [--cgroup=PATH]\n"
+                "  namespace get NS SERVER [FIELD]\n"
+                "  lists: --format=table|csv[,noheader]\n"
                 "  limits: --pinned-memory-limit=SIZE --active-thread-percentage=PCT "
                 "--client-priority=0|1\n");
 }

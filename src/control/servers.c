@@ -326,6 +326,36 @@ int om_server_send_limits(struct server *s)
     return om_msg_send(s->chan, OM_MSG_SRV_LIMITS, 0, &s->limits, sizeof(s->limits), -1);
 }
 
+int om_server_send_client_limits(struct server *s, struct client_rec *r)
+{
+    r->limits = om_limits_merge(&s->limits, &r->want);
+    r->limits_pending = true;
+    return om_server_flush_client_limits(s);
+}
+
+int om_server_flush_client_limits(struct server *s)
+{
+    for (struct client_rec *r = s->clients; r; r = r->next) {
+        struct om_srv_client_limits m = {.client_id = r->id, .want = r->want};
+        int rc;
+        if (!r->limits_pending)
+            continue;
+        if (s->chan < 0)
+            return -EPIPE;
+        rc = om_msg_send(s->chan, OM_MSG_SRV_CLIENT_LIMITS, 0, &m, sizeof(m), -1);
+        if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
+            /* the rest once the event loop sees room (daemon.c), as for hand-offs */
+            if (!s->chan_full_ms)
+                s->chan_full_ms = om_now_ms();
+            return 0;
+        }
+        if (rc < 0)
+            return rc; /* the server is going: its clients with it */
+        r->limits_pending = false;
+    }
+    return 0;
+}
+
 /* Reads /proc/PID/cmdline's first word and the pid namespace, for ps. */
 static void describe_process(pid_t pid, struct client_rec *r)
 {
@@ -423,6 +453,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
                          (int)c->pid, n, om_log_escape(shown, sizeof(shown), bad, strlen(bad)));
     }
     /* Its namespace (protocol 3: by its cgroup) tightens what it asked for. */
+    r->asked = a.want;
     om_v3_route_client(d, s, c, &a.want, r->ns, sizeof(r->ns));
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);

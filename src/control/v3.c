@@ -26,6 +26,7 @@ struct v3_ctx {
     struct daemon *d;
     struct conn *ui;
     struct strbuf *out;
+    const char *verb; /* the command's, for its messages */
     bool error;
     unsigned nopts;
     struct {
@@ -408,6 +409,17 @@ void om_v3_server_ready(const struct daemon *d, struct server *s)
         fit_devices(&s->limits, s->ndevs);
 }
 
+/* What a client of process p in namespace n is held to beyond its server's limits: what it asked
+ * for itself, tightened by the namespace's limits. */
+static struct om_limits ns_want(const struct om_v3_ns *n, const struct server *p,
+                                const struct om_limits *asked)
+{
+    struct om_limits l = n->limits;
+
+    fit_devices(&l, p->ndevs);
+    return om_limits_merge(asked, &l);
+}
+
 void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap)
 {
@@ -437,9 +449,44 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
     }
 found:
     snprintf(ns, cap, "%s", best->name);
-    struct om_limits l = best->limits;
-    fit_devices(&l, s->ndevs);
-    *want = om_limits_merge(want, &l);
+    *want = ns_want(best, s, want);
+}
+
+/* The running clients of server vs in namespace `from` go to namespace `to` (the same one when its
+ * limits changed): each one's own limits are merged again with to's, and those that changed are
+ * sent to its server (SRV_CLIENT_LIMITS), which applies them as it applies set_*'s. Returns how
+ * many clients were in `from`. */
+static unsigned ns_move_clients(struct daemon *d, const struct om_v3_server *vs, const char *from,
+                                const struct om_v3_ns *to)
+{
+    struct server *p = om_server_for_uid(d, vs->uid);
+    unsigned n = 0;
+
+    for (struct client_rec *r = p ? p->clients : NULL; r; r = r->next) {
+        if (strcmp(r->ns, from) != 0)
+            continue;
+        struct om_limits want = ns_want(to, p, &r->asked);
+        n++;
+        snprintf(r->ns, sizeof(r->ns), "%s", to->name);
+        if (!memcmp(&want, &r->want, sizeof(want)))
+            continue;
+        r->want = want;
+        if (om_server_send_client_limits(p, r) < 0)
+            om_warn("server %d: cannot send client %d its namespace's limits", (int)p->pid,
+                    (int)r->pid);
+    }
+    return n;
+}
+
+/* How many running clients server vs has in namespace ns. */
+static unsigned ns_clients(struct daemon *d, const struct om_v3_server *vs, const char *ns)
+{
+    struct server *p = om_server_for_uid(d, vs->uid);
+    unsigned n = 0;
+
+    for (struct client_rec *r = p ? p->clients : NULL; r; r = r->next)
+        n += !strcmp(r->ns, ns);
+    return n;
 }
 
 /* --- the sockets of named servers and namespaces --- */
@@ -590,27 +637,47 @@ static const char *opt(const struct v3_ctx *x, const char *key)
     return NULL;
 }
 
-/* --key=value, --key value (when value is not an option), -f, --all. Every option must be one
- * the command knows (allowed: a list of keys). */
-static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const *allowed,
-                      const char *const *flags)
+static bool listed(const char *const *list, const char *key)
 {
+    for (int k = 0; list && list[k]; k++)
+        if (!strcmp(list[k], key))
+            return true;
+    return false;
+}
+
+/* --key=value, key=value, --key value (when value is not an option), flags (-f, --all), and
+ * positional arguments, which stand for the command's keys in `positional`'s order (NVIDIA's
+ * `server get NAME FIELD`). Every option must be one the command knows (allowed: a list of
+ * keys). */
+static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const *allowed,
+                      const char *const *flags, const char *const *positional)
+{
+    unsigned npos = 0;
+
     for (int i = 0; i < argc; i++) {
         char *a = argv[i];
         const char *key, *value = NULL;
-        bool is_flag = false, known = false;
-        if (a[0] != '-' || !a[1])
-            return fail(x, "Unexpected argument \"%.64s\" (options are --name=VALUE)", a);
-        key = a + (a[1] == '-' ? 2 : 1);
+        bool dashed = a[0] == '-' && a[1], is_flag, known;
         char *eq = strchr(a, '=');
+        if (!dashed && eq && eq != a) {
+            *eq = '\0';
+            if (!listed(allowed, a))
+                *eq = '='; /* not a key of the command's: a positional argument */
+        }
+        if (!dashed && !(eq && !*eq)) {
+            if (!positional || !positional[npos])
+                return fail(x, "Unexpected argument \"%.64s\"", a);
+            key = positional[npos++];
+            value = a;
+            goto store;
+        }
+        key = dashed ? a + (a[1] == '-' ? 2 : 1) : a;
         if (eq) {
             *eq = '\0';
             value = eq + 1;
         }
-        for (int k = 0; flags && flags[k]; k++)
-            is_flag |= !strcmp(flags[k], key);
-        for (int k = 0; allowed && allowed[k]; k++)
-            known |= !strcmp(allowed[k], key);
+        is_flag = listed(flags, key);
+        known = listed(allowed, key);
         if (!is_flag && !known)
             return fail(x, "Unknown option \"%.64s\"", a);
         if (is_flag && value)
@@ -620,9 +687,10 @@ static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const
                 return fail(x, "Option %.64s needs a value", a);
             value = argv[++i];
         }
+    store:
         for (unsigned k = 0; k < x->nopts; k++)
             if (!strcmp(x->opts[k].key, key))
-                return fail(x, "Option %.64s is given twice", a);
+                return fail(x, "The %.32s is given twice", key);
         if (x->nopts == MAX_OPTS)
             return fail(x, "Too many options");
         x->opts[x->nopts].key = key;
@@ -686,38 +754,167 @@ static void limits_text(const struct om_limits *l, char *atp, char *mem, size_t 
     }
 }
 
-static const char *state_name(const struct server *p)
+/* A server's status as NVIDIA's server list shows it ("Ready" for one that serves; the others
+ * are openmps' words: NVIDIA's pages show none). */
+static const char *status_name(const struct server *p)
 {
-    static const char *const names[] = {"INITIALIZING", "ACTIVE", "FAULT", "ACTIVE"};
-    return p ? names[p->state] : "STOPPED";
+    static const char *const names[] = {"Initializing", "Ready", "Fault", "Stopping"};
+    return p ? names[p->state] : "Stopped";
 }
 
-/* server list: one line per named server and per running server of a user without one. */
+/* The answer of a list command: --format=table (columns padded, a header of the columns' names
+ * in capitals) or csv (comma-separated, a header of their names, a value with a comma or a quote
+ * quoted as RFC 4180 does), each optionally ",noheader". */
+struct table {
+    struct v3_ctx *x;
+    bool csv, header;
+    unsigned lines, ncols;
+    const char *const *cols;
+    const unsigned *width; /* table: each column's width, a space at least between */
+};
+
+static void table_cells(struct table *t, const char *const *cells, bool header)
+{
+    struct strbuf *out = t->x->out;
+
+    if (t->lines++)
+        sb_printf(out, "\n");
+    for (unsigned i = 0; i < t->ncols; i++) {
+        const char *c = cells[i];
+        if (t->csv) {
+            sb_printf(out, "%s", i ? "," : "");
+            if (!strpbrk(c, ",\"\n")) {
+                sb_printf(out, "%s", c);
+                continue;
+            }
+            sb_printf(out, "\"");
+            for (; *c; c++)
+                sb_printf(out, "%s%c", *c == '"' ? "\"" : "", *c); /* a quote doubled */
+            sb_printf(out, "\"");
+            continue;
+        }
+        char up[64];
+        if (header) {
+            size_t j = 0;
+            for (; c[j] && j + 1 < sizeof(up); j++)
+                up[j] = (char)(c[j] >= 'a' && c[j] <= 'z' ? c[j] - 'a' + 'A' : c[j]);
+            up[j] = '\0';
+            c = up;
+        }
+        if (i + 1 == t->ncols)
+            sb_printf(out, "%s", c);
+        else
+            sb_printf(out, "%-*s%s", (int)t->width[i], c, strlen(c) >= t->width[i] ? " " : "");
+    }
+}
+
+static int table_start(struct v3_ctx *x, struct table *t, const char *const *cols,
+                       const unsigned *width, unsigned ncols)
+{
+    const char *f = opt(x, "format");
+
+    *t = (struct table){.x = x, .header = true, .ncols = ncols, .cols = cols, .width = width};
+    if (f) {
+        const char *comma = strchr(f, ',');
+        size_t n = comma ? (size_t)(comma - f) : strlen(f);
+        bool table = n == 5 && !strncmp(f, "table", 5), csv = n == 3 && !strncmp(f, "csv", 3);
+        if ((!table && !csv) || (comma && strcmp(comma + 1, "noheader") != 0))
+            return fail(x, "Invalid format \"%.32s\": table or csv, either followed by ,noheader",
+                        f);
+        t->csv = csv;
+        t->header = !comma;
+    }
+    if (t->header)
+        table_cells(t, cols, true);
+    return 0;
+}
+
+/* A list command's start: the server it names (only, NULL for all) must exist. */
+static int list_start(struct v3_ctx *x, const char *only, struct table *t, const char *const *cols,
+                      const unsigned *width, unsigned ncols)
+{
+    if (only && !find_server(x->d, only))
+        return fail(x, "Server %.64s not found", only);
+    return table_start(x, t, cols, width, ncols);
+}
+
+static void table_row(struct table *t, const char *const *cells)
+{
+    table_cells(t, cells, false);
+}
+
+/* The pipe directory of a server's (ns NULL) or namespace's socket. */
+static void pipe_of(const struct daemon *d, const char *server, const char *ns, char *buf,
+                    size_t cap)
+{
+    if (ns)
+        snprintf(buf, cap, "%s/%s/%s", d->pipe_dir ? d->pipe_dir : "-", server, ns);
+    else
+        snprintf(buf, cap, "%s/%s", d->pipe_dir ? d->pipe_dir : "-", server);
+}
+
+/* The fields of a get: one `field`'s value alone (NVIDIA's form), or every field as key=value,
+ * one a line, without one. */
+struct field {
+    const char *key;
+    char value[320];
+};
+
+static int print_fields(struct v3_ctx *x, const struct field *f, unsigned n)
+{
+    const char *want = opt(x, "field");
+    char names[256];
+    size_t len = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (want && !strcmp(want, f[i].key)) {
+            sb_printf(x->out, "%s", f[i].value);
+            return 0;
+        }
+        if (!want)
+            sb_printf(x->out, "%s%s=%s", i ? "\n" : "", f[i].key, f[i].value);
+        len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", f[i].key);
+        if (len >= sizeof(names))
+            len = sizeof(names) - 1;
+    }
+    if (want)
+        return fail(x, "Unknown field \"%.32s\" (fields: %s)", want, names);
+    return 0;
+}
+
+/* server list [NAME] [--format=…]: one line per named server and per running server of a user
+ * without one (NAME "-", its pipe directory the daemon's). */
 static int server_list(struct v3_ctx *x)
 {
+    static const char *const cols[] = {
+        "name", "uid", "pid", "status", "pipe-directory", "allowed-devices", "context-ids"};
+    static const unsigned width[] = {20, 8, 10, 14, 40, 20, 0};
     struct daemon *d = x->d;
+    const char *only = opt(x, "name");
+    struct table t;
 
-    sb_printf(x->out, "%-20s%-8s%-10s%-14s%-9s%s", "NAME", "UID", "PID", "STATUS", "CLIENTS",
-              "NAMESPACES");
+    if (list_start(x, only, &t, cols, width, 7) < 0)
+        return 0;
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
         const struct om_v3_server *s = &d->v3->servers[i];
         struct server *p = om_server_for_uid(d, s->uid);
-        char uid[16], pid[16], nc[16];
+        char uid[16], pid[16], dir[320];
+        if (only && strcmp(only, s->name) != 0)
+            continue;
         snprintf(uid, sizeof(uid), "%u", (unsigned)s->uid);
         snprintf(pid, sizeof(pid), p ? "%d" : "-", p ? (int)p->pid : 0);
-        snprintf(nc, sizeof(nc), "%u", p ? p->nclients : 0);
-        sb_printf(x->out, "\n%-20s%-8s%-10s%-14s%-9s", s->name, uid, pid, state_name(p), nc);
-        for (unsigned n = 0; n < s->nns; n++)
-            sb_printf(x->out, "%s%s", n ? "," : "", s->ns[n].name);
+        pipe_of(d, s->name, NULL, dir, sizeof(dir));
+        table_row(&t, (const char *const[]){s->name, uid, pid, status_name(p), dir,
+                                            s->allowed_devices[0] ? s->allowed_devices : "-", "-"});
     }
-    for (struct server *p = d->servers; p; p = p->next) {
+    for (struct server *p = d->servers; p && !only; p = p->next) {
+        char uid[16], pid[16];
         if (server_of_uid(d, p->uid))
             continue;
-        char uid[16], pid[16], nc[16];
         snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
         snprintf(pid, sizeof(pid), "%d", (int)p->pid);
-        snprintf(nc, sizeof(nc), "%u", p->nclients);
-        sb_printf(x->out, "\n%-20s%-8s%-10s%-14s%-9s%s", "-", uid, pid, state_name(p), nc, "-");
+        table_row(&t, (const char *const[]){"-", uid, pid, status_name(p),
+                                            d->pipe_dir ? d->pipe_dir : "-", "-", "-"});
     }
     return 0;
 }
@@ -800,12 +997,18 @@ static int server_delete(struct v3_ctx *x)
     if (!may_change(x))
         return 0;
     if (!name)
-        return fail(x, "Usage: server delete --name=NAME [-f]");
+        return fail(x, "Usage: server delete NAME [--force]");
     if (!(s = find_server(d, name)))
         return fail(x, "Server %.64s not found", name);
     struct server *p = om_server_for_uid(d, s->uid);
+    bool force = opt(x, "f") || opt(x, "force");
+    if (p && p->nclients && !force)
+        return fail(x,
+                    "Server %s has %u running client(s): give --force to delete it (its clients "
+                    "are terminated)",
+                    s->name, p->nclients);
     if (p) {
-        om_server_shutdown(d, p, opt(x, "f") != NULL);
+        om_server_shutdown(d, p, force);
         om_daemon_schedule(d);
     }
     unsigned i = (unsigned)(s - d->v3->servers);
@@ -820,26 +1023,42 @@ static struct om_v3_server *named(struct v3_ctx *x)
     struct om_v3_server *s;
 
     if (!opt(x, "name"))
-        return fail(x, "--name=NAME is required"), NULL;
+        return fail(x, "A server name is required (server %s NAME, or --name=NAME)", x->verb), NULL;
     if (!(s = find_server(x->d, opt(x, "name"))))
         return fail(x, "Server %.64s not found", opt(x, "name")), NULL;
     return s;
 }
 
+/* server get NAME [FIELD] */
 static int server_get(struct v3_ctx *x)
 {
     struct om_v3_server *s = named(x);
-    char atp[64], mem[64];
+    static const char *const keys[] = {"name",
+                                       "uid",
+                                       "pid",
+                                       "status",
+                                       "pipe-directory",
+                                       "allowed-devices",
+                                       "active-thread-percentage",
+                                       "pinned-memory-limit",
+                                       "client-priority"};
+    struct field f[9];
 
+    for (unsigned i = 0; i < 9; i++)
+        f[i].key = keys[i];
     if (!s)
         return 0;
-    limits_text(&s->limits, atp, mem, sizeof(atp));
-    sb_printf(x->out,
-              "uid=%u\nactive_thread_percentage=%s\npinned_memory_limit=%s\nclient_priority=%u\n"
-              "allowed_devices=%s",
-              (unsigned)s->uid, atp, mem, (unsigned)s->limits.priority,
-              s->allowed_devices[0] ? s->allowed_devices : "-");
-    return 0;
+    struct server *p = om_server_for_uid(x->d, s->uid);
+    snprintf(f[0].value, sizeof(f[0].value), "%s", s->name);
+    snprintf(f[1].value, sizeof(f[1].value), "%u", (unsigned)s->uid);
+    snprintf(f[2].value, sizeof(f[2].value), p ? "%d" : "-", p ? (int)p->pid : 0);
+    snprintf(f[3].value, sizeof(f[3].value), "%s", status_name(p));
+    pipe_of(x->d, s->name, NULL, f[4].value, sizeof(f[4].value));
+    snprintf(f[5].value, sizeof(f[5].value), "%s",
+             s->allowed_devices[0] ? s->allowed_devices : "-");
+    limits_text(&s->limits, f[6].value, f[7].value, sizeof(f[6].value));
+    snprintf(f[8].value, sizeof(f[8].value), "%u", (unsigned)s->limits.priority);
+    return print_fields(x, f, 9);
 }
 
 /* server set: the limits reach its running process (and its clients, as set_* of protocol 2);
@@ -889,73 +1108,144 @@ static int cmd_server(struct v3_ctx *x, int argc, char **argv)
                                            "allowed-devices",
                                            NULL};
     static const char *const name_key[] = {"name", NULL};
-    static const char *const f_flag[] = {"f", NULL};
+    static const char *const list_keys[] = {"name", "format", NULL};
+    static const char *const get_keys[] = {"name", "field", NULL};
+    static const char *const force[] = {"f", "force", NULL};
+    static const char *const mlopart[] = {"mlopart", NULL};
+    static const char *const get_pos[] = {"name", "field", NULL};
 
     if (argc < 2)
         return fail(x, "Usage: server list|create|delete|get|set [options]");
+    x->verb = argv[1];
     if (!strcmp(argv[1], "list")) {
-        if (parse_opts(x, argc - 2, argv + 2, NULL, NULL) < 0)
+        if (parse_opts(x, argc - 2, argv + 2, list_keys, NULL, name_key) < 0)
             return 0;
         return server_list(x);
     }
     if (!strcmp(argv[1], "create")) {
-        static const char *const mlopart[] = {"mlopart", NULL};
-        if (parse_opts(x, argc - 2, argv + 2, create_keys, mlopart) < 0)
+        if (parse_opts(x, argc - 2, argv + 2, create_keys, mlopart, name_key) < 0)
             return 0;
         /* --mlopart: clients make MLOPart devices where the GPU supports them; openmps serves
          * each GPU whole, as NVIDIA's MPS does where the GPU has no such mode. */
         return server_create(x);
     }
     if (!strcmp(argv[1], "delete")) {
-        if (parse_opts(x, argc - 2, argv + 2, name_key, f_flag) < 0)
+        if (parse_opts(x, argc - 2, argv + 2, name_key, force, name_key) < 0)
             return 0;
         return server_delete(x);
     }
     if (!strcmp(argv[1], "get")) {
-        if (parse_opts(x, argc - 2, argv + 2, name_key, NULL) < 0)
+        if (parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_pos) < 0)
             return 0;
         return server_get(x);
     }
     if (!strcmp(argv[1], "set")) {
-        if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL) < 0)
+        if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL, name_key) < 0)
             return 0;
         return server_set(x);
     }
     return fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)", argv[1]);
 }
 
-/* client list [--all] [--server=NAME]: without --all, the clients of the caller's own servers. */
-static int cmd_client(struct v3_ctx *x, int argc, char **argv)
+/* The server's ordinals of the devices a client used ("0,1"), or with pci their PCI bus ids; "-"
+ * before its first call. */
+static void client_devices(const struct server *p, const struct client_rec *r, bool pci, char *buf,
+                           size_t cap)
 {
-    static const char *const keys[] = {"server", NULL};
-    static const char *const flags[] = {"all", NULL};
+    size_t len = 0;
+
+    snprintf(buf, cap, "-");
+    for (unsigned i = 0; i < 32 && i < p->ndevs && len + OM_PCI_ID_MAX + 2 < cap; i++)
+        if (r->device_mask & (1u << i))
+            len += (size_t)(pci ? snprintf(buf + len, cap - len, "%s%s", len ? "," : "",
+                                           p->devs[i].pci_bus_id)
+                                : snprintf(buf + len, cap - len, "%s%u", len ? "," : "", i));
+}
+
+/* Whether the caller may see server p's clients: root, or their user (ps does the same). */
+static bool may_see(const struct v3_ctx *x, const struct server *p)
+{
+    return x->ui->uid == 0 || x->ui->uid == p->uid;
+}
+
+/* client list [--all] [--server=NAME] [--format=…]: without --all, the clients of the caller's
+ * own servers. */
+static int client_list(struct v3_ctx *x)
+{
+    static const char *const cols[] = {"pid", "server", "device", "namespace", "cmd"};
+    static const unsigned width[] = {10, 20, 8, 20, 0};
     struct daemon *d = x->d;
     const struct om_v3_server *only = NULL;
+    struct table t;
 
-    if (argc < 2 || strcmp(argv[1], "list") != 0)
-        return fail(x, "Usage: client list [--all] [--server=NAME]");
-    if (parse_opts(x, argc - 2, argv + 2, keys, flags) < 0)
+    if (list_start(x, opt(x, "server"), &t, cols, width, 5) < 0)
         return 0;
-    if (opt(x, "server") && !(only = find_server(d, opt(x, "server"))))
-        return fail(x, "Server %.64s not found", opt(x, "server"));
-    sb_printf(x->out, "%-10s%-20s%-10s%-20s%s", "PID", "SERVER", "UID", "NAMESPACE", "COMMAND");
+    only = opt(x, "server") ? find_server(d, opt(x, "server")) : NULL;
     for (struct server *p = d->servers; p; p = p->next) {
         const struct om_v3_server *vs = server_of_uid(d, p->uid);
-        if (only && vs != only)
+        if ((only && vs != only) || !may_see(x, p))
             continue;
-        if (x->ui->uid != 0 && x->ui->uid != p->uid)
-            continue; /* others' clients are nobody else's business (ps does the same) */
         if (!opt(x, "all") && !only && x->ui->uid != p->uid)
             continue;
         for (struct client_rec *r = p->clients; r; r = r->next) {
-            char pid[16], uid[16];
+            char pid[16], dev[128];
             snprintf(pid, sizeof(pid), "%d", (int)r->pid);
-            snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
-            sb_printf(x->out, "\n%-10s%-20s%-10s%-20s%s", pid, vs ? vs->name : "-", uid,
-                      r->ns[0] ? r->ns : "-", r->command);
+            client_devices(p, r, false, dev, sizeof(dev));
+            table_row(&t, (const char *const[]){pid, vs ? vs->name : "-", dev,
+                                                r->ns[0] ? r->ns : "-", r->command});
         }
     }
     return 0;
+}
+
+/* client get PID [FIELD]: NVIDIA's fields, then openmps' namespace; maws-ns is "-" (openmps has
+ * no such namespace). */
+static int client_get(struct v3_ctx *x)
+{
+    static const char *const keys[] = {"pid",      "server",  "device", "pci-id",
+                                       "linux-ns", "maws-ns", "cmd",    "namespace"};
+    const char *text = opt(x, "pid");
+    uint64_t pid;
+    struct field f[8];
+
+    if (!text)
+        return fail(x, "A client's pid is required (client get PID [FIELD])");
+    if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
+        return fail(x, "Invalid pid \"%.32s\"", text);
+    for (struct server *p = x->d->servers; p; p = p->next) {
+        const struct om_v3_server *vs = server_of_uid(x->d, p->uid);
+        for (struct client_rec *r = may_see(x, p) ? p->clients : NULL; r; r = r->next) {
+            if ((uint64_t)r->pid != pid)
+                continue;
+            for (unsigned i = 0; i < 8; i++)
+                f[i].key = keys[i];
+            snprintf(f[0].value, sizeof(f[0].value), "%d", (int)r->pid);
+            snprintf(f[1].value, sizeof(f[1].value), "%s", vs ? vs->name : "-");
+            client_devices(p, r, false, f[2].value, sizeof(f[2].value));
+            client_devices(p, r, true, f[3].value, sizeof(f[3].value));
+            snprintf(f[4].value, sizeof(f[4].value), r->pid_ns ? "pid:[%lu]" : "-", r->pid_ns);
+            snprintf(f[5].value, sizeof(f[5].value), "-");
+            snprintf(f[6].value, sizeof(f[6].value), "%s", r->command);
+            snprintf(f[7].value, sizeof(f[7].value), "%s", r->ns[0] ? r->ns : "-");
+            return print_fields(x, f, 8);
+        }
+    }
+    return fail(x, "Client %.32s not found", text);
+}
+
+static int cmd_client(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const list_keys[] = {"server", "format", NULL};
+    static const char *const all[] = {"all", NULL};
+    static const char *const get_keys[] = {"pid", "field", NULL};
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!strcmp(x->verb, "list"))
+        return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : client_list(x);
+    if (!strcmp(x->verb, "get"))
+        return parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_keys) < 0 ? 0 : client_get(x);
+    return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv] | client get "
+                   "PID [FIELD]");
 }
 
 static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns **rn,
@@ -964,7 +1254,10 @@ static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns
     const char *sname = opt(x, "server"), *name = opt(x, "name");
 
     if (!sname || !name)
-        return fail(x, "--server=NAME and --name=NAMESPACE are required");
+        return fail(x,
+                    "A namespace and its server are required (namespace %s NAMESPACE "
+                    "--server=NAME)",
+                    x->verb);
     if (!(*rs = find_server(x->d, sname)))
         return fail(x, "Server %.64s not found", sname);
     *rn = find_ns(*rs, name);
@@ -973,62 +1266,119 @@ static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns
     return 0;
 }
 
-static void ns_line(struct v3_ctx *x, const struct om_v3_server *s, const struct om_v3_ns *n)
+/* A namespace's fields, NVIDIA's first (namespace list's columns), then openmps' cgroup routing. */
+static unsigned ns_fields(struct v3_ctx *x, const struct om_v3_server *s, const struct om_v3_ns *n,
+                          struct field *f)
 {
-    char atp[64], mem[64];
+    static const char *const keys[] = {"name",
+                                       "server",
+                                       "server-status",
+                                       "pinned-memory-limit",
+                                       "active-thread-percentage",
+                                       "client-priority",
+                                       "pipe-directory",
+                                       "cgroup",
+                                       "cgroup-depth"};
 
-    limits_text(&n->limits, atp, mem, sizeof(atp));
-    sb_printf(x->out, "\n%-20s%-20s%-10s%-12s%-10u%s", s->name, n->name, atp, mem,
-              (unsigned)n->limits.priority, n->cgroup[0] ? n->cgroup : "-");
+    for (unsigned i = 0; i < 9; i++)
+        f[i].key = keys[i];
+    snprintf(f[0].value, sizeof(f[0].value), "%s", n->name);
+    snprintf(f[1].value, sizeof(f[1].value), "%s", s->name);
+    snprintf(f[2].value, sizeof(f[2].value), "%s", status_name(om_server_for_uid(x->d, s->uid)));
+    limits_text(&n->limits, f[4].value, f[3].value, sizeof(f[3].value));
+    snprintf(f[5].value, sizeof(f[5].value), "%u", (unsigned)n->limits.priority);
+    pipe_of(x->d, s->name, n->name, f[6].value, sizeof(f[6].value));
+    snprintf(f[7].value, sizeof(f[7].value), "%s", n->cgroup[0] ? n->cgroup : "-");
+    snprintf(f[8].value, sizeof(f[8].value), "%u", n->cgroup_depth);
+    return 9;
+}
+
+/* namespace list [NAMESPACE] [--server=NAME] [--format=…] */
+static int ns_list(struct v3_ctx *x)
+{
+    static const char *const cols[] = {"name",
+                                       "server",
+                                       "server-status",
+                                       "pinned-memory-limit",
+                                       "active-thread-percentage",
+                                       "client-priority",
+                                       "pipe-directory"};
+    static const unsigned width[] = {20, 20, 15, 21, 26, 17, 0};
+    struct daemon *d = x->d;
+    const char *only = opt(x, "server"), *name = opt(x, "name");
+    struct field f[9];
+    struct table t;
+
+    if (list_start(x, only, &t, cols, width, 7) < 0)
+        return 0;
+    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
+        const struct om_v3_server *s = &d->v3->servers[i];
+        if (only && strcmp(only, s->name) != 0)
+            continue;
+        for (unsigned j = 0; j < s->nns; j++) {
+            if (name && strcmp(name, s->ns[j].name) != 0)
+                continue;
+            ns_fields(x, s, &s->ns[j], f);
+            table_row(&t, (const char *const[]){f[0].value, f[1].value, f[2].value, f[3].value,
+                                                f[4].value, f[5].value, f[6].value});
+        }
+    }
+    return 0;
 }
 
 static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
 {
-    static const char *const keys[] = {
+    static const char *const change_keys[] = {
         "server",          "name",   "pinned-memory-limit", "active-thread-percentage",
         "client-priority", "cgroup", "cgroup-depth",        NULL};
-    struct daemon *d = x->d;
+    static const char *const list_keys[] = {"server", "name", "format", NULL};
+    static const char *const get_keys[] = {"server", "name", "field", NULL};
+    static const char *const delete_keys[] = {"server", "name", NULL};
+    static const char *const force[] = {"f", "force", NULL};
+    static const char *const name_pos[] = {"name", NULL};
+    static const char *const get_pos[] = {"name", "server", "field", NULL};
     struct om_v3_server *s;
     struct om_v3_ns *n;
     const char *verb = argc >= 2 ? argv[1] : "";
+    bool list = !strcmp(verb, "list"), get = !strcmp(verb, "get"), del = !strcmp(verb, "delete");
 
-    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2, keys, NULL) < 0)
+    x->verb = verb;
+    /* NVIDIA's `namespace get NAMESPACE SERVER FIELD`; the others' NAMESPACE, or --name */
+    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2,
+                   list  ? list_keys
+                   : get ? get_keys
+                   : del ? delete_keys
+                         : change_keys,
+                   del ? force : NULL, get ? get_pos : name_pos) < 0)
         return 0;
-    if (!strcmp(verb, "list")) {
-        const char *only = opt(x, "server");
-        if (only && !find_server(d, only))
-            return fail(x, "Server %.64s not found", only);
-        sb_printf(x->out, "%-20s%-20s%-10s%-12s%-10s%s", "SERVER", "NAMESPACE", "SHARE", "MEMLIMIT",
-                  "PRIORITY", "CGROUP");
-        for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
-            s = &d->v3->servers[i];
-            if (only && strcmp(only, s->name) != 0)
-                continue;
-            for (unsigned j = 0; j < s->nns; j++)
-                ns_line(x, s, &s->ns[j]);
-        }
-        return 0;
-    }
-    if (!strcmp(verb, "get")) {
+    if (list)
+        return ns_list(x);
+    if (get) {
+        struct field f[9];
         if (ns_target(x, &s, &n, true) < 0)
             return 0;
-        char atp[64], mem[64];
-        limits_text(&n->limits, atp, mem, sizeof(atp));
-        sb_printf(x->out,
-                  "active_thread_percentage=%s\npinned_memory_limit=%s\nclient_priority=%u"
-                  "\ncgroup=%s",
-                  atp, mem, (unsigned)n->limits.priority, n->cgroup[0] ? n->cgroup : "-");
-        return 0;
+        return print_fields(x, f, ns_fields(x, s, n, f));
     }
     if (strcmp(verb, "create") != 0 && strcmp(verb, "delete") != 0 && strcmp(verb, "set") != 0)
-        return fail(x, "Usage: namespace create|delete|list|set|get --server=NAME --name=NAMESPACE "
+        return fail(x, "Usage: namespace create|delete|list|set|get NAMESPACE --server=NAME "
                        "[--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
                        "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N]");
     if (!may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
         return 0;
     if (!strcmp(verb, "delete")) {
+        unsigned busy = ns_clients(x->d, s, n->name);
         if (n == &s->ns[0])
             return fail(x, "The default namespace of a server cannot be deleted");
+        if (busy && !opt(x, "f") && !opt(x, "force"))
+            return fail(x,
+                        "Namespace %s of server %s has %u running client(s): give --force to "
+                        "delete it (they move to the default namespace)",
+                        n->name, s->name, busy);
+        /* its clients carry on in the server's default namespace, with its limits */
+        if (ns_move_clients(x->d, s, n->name, &s->ns[0]))
+            om_info("namespace %s of server %s deleted: its %u client(s) go to the default "
+                    "namespace",
+                    n->name, s->name, busy);
         memmove(n, n + 1, (size_t)(&s->ns[s->nns] - (n + 1)) * sizeof(*n));
         s->nns--;
         return 0;
@@ -1060,28 +1410,69 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
             return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
         t.cgroup_depth = (unsigned)v;
     }
-    if (n)
-        *n = t; /* set: clients that arrive from now on get the new limits */
-    else
+    if (!n) {
         s->ns[s->nns++] = t;
+        return 0;
+    }
+    /* set: the new limits reach the namespace's running clients too (a changed cgroup only
+     * routes those that arrive from now on) */
+    *n = t;
+    ns_move_clients(x->d, s, n->name, n);
     return 0;
 }
 
 const char *const om_v3_help =
-    "server list\n"
-    "server create [--name=NAME] [--uid=UID] [--pinned-memory-limit=SIZE] "
+    "server list [NAME] [--format=table|csv[,noheader]]\n"
+    "server create NAME [--uid=UID] [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--allowed-devices=LIST] "
     "[--mlopart]\n"
-    "server delete --name=NAME [-f]\n"
-    "server get --name=NAME\n"
-    "server set --name=NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
+    "server delete NAME [--force]\n"
+    "server get NAME [FIELD]\n"
+    "server set NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
     "[--client-priority=0|1] [--allowed-devices=LIST]\n"
-    "client list [--all] [--server=NAME]\n"
-    "namespace list [--server=NAME]\n"
-    "namespace create|set --server=NAME --name=NAMESPACE [--pinned-memory-limit=SIZE] "
+    "client list [--all] [--server=NAME] [--format=table|csv[,noheader]]\n"
+    "client get PID [FIELD]\n"
+    "namespace list [NAMESPACE] [--server=NAME] [--format=table|csv[,noheader]]\n"
+    "namespace create|set NAMESPACE --server=NAME [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--cgroup=PATH] "
     "[--cgroup-depth=N]\n"
-    "namespace get|delete --server=NAME --name=NAMESPACE";
+    "namespace get NAMESPACE SERVER [FIELD]\n"
+    "namespace delete NAMESPACE --server=NAME [--force]\n"
+    "(a NAME or NAMESPACE may also be given as --name=NAME)";
+
+/* Whether verb is one of the |-separated words of a help line's verbs ("create|set NS ..."). */
+static bool verb_among(const char *words, const char *verb)
+{
+    size_t vlen = strlen(verb);
+    const char *stop = words + strcspn(words, " \n");
+
+    for (const char *w = words; w < stop;) {
+        size_t n = strcspn(w, "| \n");
+        if (n == vlen && !strncmp(w, verb, vlen))
+            return true;
+        w += n + 1;
+    }
+    return false;
+}
+
+/* `MODULE help`, `MODULE VERB help` (NVIDIA's): the help's lines of that module (and verb). */
+static void module_help(struct v3_ctx *x, int argc, char **argv)
+{
+    const char *verb = argc == 3 ? argv[1] : NULL;
+    size_t mlen = strlen(argv[0]);
+    unsigned n = 0;
+
+    for (const char *line = om_v3_help; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        bool mine = len > mlen && !strncmp(line, argv[0], mlen) && line[mlen] == ' ';
+        if (mine && (!verb || verb_among(line + mlen + 1, verb)))
+            sb_printf(x->out, "%s%.*s", n++ ? "\n" : "", (int)len, line);
+        line += len + (end != NULL);
+    }
+    if (!n)
+        fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0], verb ? verb : "");
+}
 
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error)
@@ -1102,6 +1493,8 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     } else if (partition) {
         fail(&x, "The partition module is not supported by openmps; static SM partitions are "
                  "made with sm_partition add|rm and listed with lspart (daemon started with -S)");
+    } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
+        module_help(&x, argc, argv);
     } else if (!strcmp(m, "server")) {
         cmd_server(&x, argc, argv);
     } else if (!strcmp(m, "client")) {

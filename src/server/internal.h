@@ -628,6 +628,8 @@ void om_ipc_events_session_end(struct session *s);
 /* session.c */
 /* The daemon changed the server's limits: applied to every running client (session.c). */
 void om_session_limits(struct server *srv, const struct om_limits *l);
+/* ... one client's own limits changed (SRV_CLIENT_LIMITS, protocol 3's namespaces). */
+void om_session_client_limits(struct server *srv, const struct om_srv_client_limits *c);
 /* The session's calls run on its device cdev (its ordinal) from now on (OM_OP_SET_DEVICE);
  * INVALID_DEVICE where it has none. */
 CUresult om_session_set_device(struct session *s, uint64_t dev);

@@ -93,6 +93,15 @@ static bool handle_daemon(struct server *srv)
         srv->limits = l;
         om_session_limits(srv, &l); /* and its running clients' (beyond MPS) */
         break;
+    case OM_MSG_SRV_CLIENT_LIMITS: {
+        struct om_srv_client_limits cl;
+        if (om_decode_client_limits(m.payload, m.hdr.len, &cl) < 0) {
+            om_err("invalid client limits from the daemon");
+            break;
+        }
+        om_session_client_limits(srv, &cl);
+        break;
+    }
     case OM_MSG_SRV_SHUTDOWN: {
         struct om_srv_shutdown sd = {0};
         if (m.hdr.len >= sizeof(sd))

@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct om_stats_client sc[OM_MSG_MAX_PAYLOAD / sizeof(struct om_stats_client)];
     static struct om_stats_usage su[OM_MSG_MAX_PAYLOAD / sizeof(struct om_stats_usage)];
     struct om_srv_stats st;
+    struct om_srv_client_limits cl;
     uint32_t x, y;
 
     if (size > sizeof(m.hdr) + OM_MSG_MAX_PAYLOAD)
@@ -33,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     om_decode_welcome(m.payload, h.len, &w);
     om_decode_adopt(m.payload, h.len, 2, &a);
     om_decode_srv_client(m.payload, h.len, &c);
+    om_decode_client_limits(m.payload, h.len, &cl);
     om_decode_srv_ready(m.payload, h.len, &r, devs, OM_MAX_DEVICES);
     om_decode_u32_pair(m.payload, h.len, &x, &y);
     om_decode_srv_stats(m.payload, h.len, &st, sc, sizeof(sc) / sizeof(sc[0]), su,

@@ -355,6 +355,10 @@ def main():
     write("fuzz_msg", "adopt-partition", msg(22, adopt + part(3, 1, 8, 7, (0xF0, 0))))
     write("fuzz_msg", "adopt-partition-bad", msg(22, adopt + part(1, 5, 0, 7, (0, 0))))
     write("fuzz_msg", "client", msg(23, struct.pack("<IIII", 1, 42, 1, 1)))
+    write("fuzz_msg", "client-limits", msg(30, struct.pack("<II", 3, 0) +
+                                           limits(25000, 1, [64 << 20, 0, 1 << 30])))
+    write("fuzz_msg", "client-limits-bad", msg(30, struct.pack("<II", 3, 0) +
+                                               limits(200000, 2, [1] * 64)))
     write("fuzz_msg", "result", msg(26, struct.pack("<Ii", 7, -3)))
     write("fuzz_msg", "bad-major", msg(1, b"", major=9))
     write("fuzz_msg", "bad-length", msg(2, b"ps", length=9999))

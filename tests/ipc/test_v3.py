@@ -109,31 +109,64 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     e = v3_daemon(daemon, CONF % (own_cgroup(), INFER if root else ""))
     out, err, rc = ctl_args(e, "server", "list")
     rows = table(out)
+    # NVIDIA's columns (docs/operations.md, "Protocol 3")
     check(rc == 0 and out.split("\n")[0].split() ==
-          ["NAME", "UID", "PID", "STATUS", "CLIENTS", "NAMESPACES"], "server list: %r" % out)
+          ["NAME", "UID", "PID", "STATUS", "PIPE-DIRECTORY", "ALLOWED-DEVICES", "CONTEXT-IDS"],
+          "server list: %r" % out)
     check([r[0] for r in rows] == ["training", "infer"][:2 if root else 1] and
-          rows[0][1] == str(os.getuid()) and rows[0][3] == "STOPPED" and
-          rows[0][5] == "default,high_priority,batch" and
-          (not root or (rows[1][1] == "4242" and rows[1][5] == "default,small")),
-          "server list: %r" % rows)
-    ns = table(e.cmd("namespace list"))
-    check([r[:4] for r in ns] == [["training", "default", "-", "-"],
-                                  ["training", "high_priority", "25.0", "64M"],
-                                  ["training", "batch", "10.0", "-"]] +
-          ([["infer", "default", "-", "-"], ["infer", "small", "-", "0=1G,1=512M"]]
+          rows[0][1:5] == [str(os.getuid()), "-", "Stopped", os.path.join(e.pipe, "training")]
+          and (not root or rows[1][1] == "4242"), "server list: %r" % rows)
+    out = e.cmd("server list training --format=csv,noheader")
+    check(out == "training,%d,-,Stopped,%s,-,-" % (os.getuid(), os.path.join(e.pipe, "training")),
+          "server list NAME --format=csv,noheader: %r" % out)
+    out = e.cmd("namespace list")
+    check(out.split("\n")[0].split() ==
+          ["NAME", "SERVER", "SERVER-STATUS", "PINNED-MEMORY-LIMIT", "ACTIVE-THREAD-PERCENTAGE",
+           "CLIENT-PRIORITY", "PIPE-DIRECTORY"], "namespace list's header: %r" % out)
+    ns = table(out)
+    check([r[:6] for r in ns] == [["default", "training", "Stopped", "-", "-", "0"],
+                                  ["high_priority", "training", "Stopped", "64M", "25.0", "0"],
+                                  ["batch", "training", "Stopped", "-", "10.0", "1"]] +
+          ([["default", "infer", "Stopped", "-", "-", "0"],
+            ["small", "infer", "Stopped", "0=1G,1=512M", "-", "0"]]
            if root else []), "namespace list %r" % ns)
+    check(ns[2][6] == os.path.join(e.pipe, "training", "batch"), "pipe-directory: %r" % ns)
+    out = e.cmd("namespace list batch --server=training --format=csv")
+    check(out.splitlines() == ["name,server,server-status,pinned-memory-limit,"
+                               "active-thread-percentage,client-priority,pipe-directory",
+                               "batch,training,Stopped,-,10.0,1," +
+                               os.path.join(e.pipe, "training", "batch")],
+          "namespace list NAME --format=csv: %r" % out)
     check(e.cmd("namespace get --server=training --name=batch").splitlines() ==
-          ["active_thread_percentage=10.0", "pinned_memory_limit=-", "client_priority=1",
-           "cgroup=/openmps-test-nowhere"], "namespace get")
+          ["name=batch", "server=training", "server-status=Stopped", "pinned-memory-limit=-",
+           "active-thread-percentage=10.0", "client-priority=1",
+           "pipe-directory=" + os.path.join(e.pipe, "training", "batch"),
+           "cgroup=/openmps-test-nowhere", "cgroup-depth=0"], "namespace get")
+    check(e.cmd("namespace get high_priority training pinned-memory-limit") == "64M",
+          "namespace get NAMESPACE SERVER FIELD (NVIDIA's form)")
 
     # Routed by cgroup to high_priority: 25 % and a 64M cap (tighter than the server's).
     a = hold(e)
     rows = {r[0]: r for r in table(e.cmd("ps -v"))}
     check(rows[str(a.pid)][-4] == "25.0" and rows[str(a.pid)][-2] == "64M",
           "the namespace's limits apply: %r" % rows)
-    clients = {r[0]: r for r in table(e.cmd("client list --all"))}
-    check(clients[str(a.pid)][1:4] == ["training", str(os.getuid()), "high_priority"],
+    out = e.cmd("client list --all")
+    check(out.split("\n")[0].split() == ["PID", "SERVER", "DEVICE", "NAMESPACE", "CMD"],
+          "client list's header: %r" % out)
+    clients = {r[0]: r for r in table(out)}
+    check(clients[str(a.pid)][1:5] == ["training", "0", "high_priority", MEMORY_DRIVER],
           "client list: %r" % clients)
+    check(e.cmd("client get %d namespace" % a.pid) == "high_priority" and
+          e.cmd("client get %d device" % a.pid) == "0" and
+          e.cmd("client get %d cmd" % a.pid) == MEMORY_DRIVER and
+          re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9]",
+                       e.cmd("client get %d pci-id" % a.pid)), "client get PID FIELD: %r" %
+          e.cmd("client get %d" % a.pid))
+    out, err, rc = ctl_args(e, "client", "get", "1")
+    check(rc == 1 and out == "Client 1 not found", "client get of no client: %r" % out)
+    out = e.cmd("client list --format=csv,noheader")
+    check("%d,training,0,high_priority,%s" % (a.pid, MEMORY_DRIVER) in out.splitlines(),
+          "client list --format=csv,noheader: %r" % out)
     memcap = subprocess.run([MEMORY_DRIVER, "memcap"], env=dict(
         e.env, LD_LIBRARY_PATH=os.path.abspath(harness.SHIM_DIR)), capture_output=True,
         text=True, timeout=60)
@@ -141,7 +174,9 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     check(got.get("totalmem") == str(64 * MIB), "the client sees the namespace's memory total: "
           "%r %r" % (memcap.stdout, memcap.stderr))
     srv = table(e.cmd("server list"))[0]
-    check(srv[3] == "ACTIVE" and srv[2] == str(e.servers()[0]), "server list: running %r" % srv)
+    check(srv[3] == "Ready" and srv[2] == str(e.servers()[0]), "server list: running %r" % srv)
+    check(e.cmd("server get training status") == "Ready" and
+          e.cmd("server get training pid") == srv[2], "server get NAME FIELD")
     # [openmps] log_level = 3 reached the server (from the daemon's environment, servers.c):
     # its timeline lines (docs/operations.md, "Environment")
     check("timeline client %d " % a.pid in e.log("server.log"),
@@ -171,7 +206,8 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     check(os.path.exists(os.path.join(e.pipe, "training", "high_priority", "control.sock")) and
           (not root or os.path.exists(os.path.join(e.pipe, "infer", "small", "control.sock"))),
           "every namespace has its socket")
-    check(e.cmd("namespace delete --server=training --name=batch") == "", "namespace delete")
+    check(e.cmd("namespace delete --server=training --name=batch --force") == "",
+          "namespace delete (--force: its client c runs)")
     check(not os.path.exists(os.path.join(e.pipe, "training", "batch")),
           "a deleted namespace's socket and directory are gone")
     check(re.search(r"Accepting client %d \(uid %d\) for server %s as client \d+, namespace "
@@ -189,13 +225,15 @@ def test_v3_namespace_and_server_commands(daemon):
     e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n')
     check(e.cmd("namespace create --server=main --name=small --active-thread-percentage=20 "
                 "--pinned-memory-limit=2G --client-priority=1") == "", "namespace create")
-    check(e.cmd("namespace get --server=main --name=small").splitlines()[:3] ==
-          ["active_thread_percentage=20.0", "pinned_memory_limit=2G", "client_priority=1"],
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[3:6] ==
+          ["pinned-memory-limit=2G", "active-thread-percentage=20.0", "client-priority=1"],
           "namespace get after create")
-    check(e.cmd("namespace set --server=main --name=small --active-thread-percentage 30") == "",
-          "namespace set (value as the next word)")
-    check(e.cmd("namespace get --server=main --name=small").splitlines()[0] ==
-          "active_thread_percentage=30.0", "namespace get after set")
+    check(e.cmd("namespace set small --server=main --active-thread-percentage 30") == "",
+          "namespace set (the namespace positional, a value as the next word)")
+    check(e.cmd("namespace get small main active-thread-percentage") == "30.0",
+          "namespace get after set")
+    check(e.cmd("namespace create tiny server=main client-priority=1") == "" and
+          e.cmd("namespace get tiny main client-priority") == "1", "key=value without dashes")
     cases = [
         (["namespace", "create", "--server=main", "--name=small"],
          "Namespace small already exists in server main"),
@@ -207,7 +245,14 @@ def test_v3_namespace_and_server_commands(daemon):
          "Unknown option \"--bogus\""),
         (["namespace", "delete", "--server=main", "--name=default"],
          "The default namespace of a server cannot be deleted"),
-        (["namespace", "get", "--server=main"], "--server=NAME and --name=NAMESPACE are required"),
+        (["namespace", "get", "--server=main"], "A namespace and its server are required"),
+        (["namespace", "get", "small", "main", "colour"], "Unknown field \"colour\" (fields: "
+         "name, server, server-status,"),
+        (["namespace", "list", "--format=xml"], "Invalid format \"xml\": table or csv"),
+        (["server", "list", "--format=csv,nohead"], "Invalid format \"csv,nohead\""),
+        (["server", "list", "nope"], "Server nope not found"),
+        (["server", "get", "main", "a", "b"], "Unexpected argument \"b\""),
+        (["namespace", "create", "x", "--server=main", "--name=y"], "The name is given twice"),
         (["server", "create", "--name=main"], "Server main already exists"),
         (["server", "create", "--name=" + "a" * 70], "Invalid server name"),  # not cut to 63
         (["server", "create", "--name=two", "--uid=%d" % os.getuid()],
@@ -219,8 +264,9 @@ def test_v3_namespace_and_server_commands(daemon):
     for args, want in cases:
         out, err, rc = ctl_args(e, *args)
         check(rc == 1 and out.startswith(want), "%r: rc %d %r (want %r)" % (args, rc, out, want))
-    check(e.cmd("namespace delete --server=main --name=small") == "", "namespace delete")
-    check([r[1] for r in table(e.cmd("namespace list --server=main"))] == ["default"],
+    check(e.cmd("namespace delete --server=main --name=small") == "" and
+          e.cmd("namespace delete tiny --server=main") == "", "namespace delete")
+    check([r[0] for r in table(e.cmd("namespace list --server=main"))] == ["default"],
           "namespace list after delete")
     # server create starts the server as start_server does; delete stops it.
     check(e.cmd("server delete --name=main") == "", "server delete")
@@ -232,8 +278,14 @@ def test_v3_namespace_and_server_commands(daemon):
     check(e.cmd("get_default_active_thread_percentage") == "100.0", "legacy commands answer")
     helptext = e.cmd("help")
     check("start_server -uid <UID> [-mlopart]" in helptext and "server list" in helptext and
-          "namespace get|delete --server=NAME --name=NAMESPACE" in helptext, "help: %r" % helptext)
-    check(e.cmd("server delete --name=other -f") == "", "server delete -f")
+          "namespace delete NAMESPACE --server=NAME [--force]" in helptext, "help: %r" % helptext)
+    check(e.cmd("namespace get help") == "namespace get NAMESPACE SERVER [FIELD]" and
+          e.cmd("client help").startswith("client list [--all]") and
+          len(e.cmd("server help").splitlines()) == 5, "MODULE [VERB] help: %r" %
+          e.cmd("server help"))
+    out, err, rc = ctl_args(e, "namespace", "frob", "help")
+    check(rc == 1 and out.startswith("Unknown command \"namespace frob\""), "frob help: %r" % out)
+    check(e.cmd("server delete other --force") == "", "server delete --force")
     wait_for(lambda: e.servers() == [], what="the deleted server to stop")
     out, err, rc = e.ctl("", args=["-q"])
     check(rc == 0, "-q: %d %r" % (rc, err))
@@ -312,9 +364,11 @@ def test_v3_server_devices_and_limits(daemon):
           "server set")
     check(e.cmd("get_active_thread_percentage %d" % spid) == "40.0", "server set reaches it")
     check(e.cmd("server get --name=main").splitlines() ==
-          ["uid=%d" % os.getuid(), "active_thread_percentage=40.0", "pinned_memory_limit=-",
-           "client_priority=1", "allowed_devices=1"], "server get: %r" %
-          e.cmd("server get --name=main"))
+          ["name=main", "uid=%d" % os.getuid(), "pid=%d" % spid, "status=Ready",
+           "pipe-directory=" + os.path.join(e.pipe, "main"), "allowed-devices=1",
+           "active-thread-percentage=40.0", "pinned-memory-limit=-", "client-priority=1"],
+          "server get: %r" % e.cmd("server get --name=main"))
+    check(e.cmd("server get main allowed-devices") == "1", "server get NAME FIELD")
     out, err, rc = ctl_args(e, "server", "set", "--name=main", "--allowed-devices=1;2")
     check(rc == 1 and out.startswith("Invalid devices"), "bad devices: %r" % out)
     e.quit()
@@ -353,3 +407,120 @@ def test_v3_another_users_socket_is_refused(daemon):
     check("let in" in p.stdout, "uid 12011 on %s: %r %r" % (sock, p.stdout, p.stderr))
     check("refusing pid" in e.log(), "the refusal is logged: %r" % e.log()[-1000:])
     check(table(e.cmd("server list"))[0][:2] == ["infer", "12011"], "still serving")
+
+
+class ShareClient:
+    """remote_driver share (tests/cpu/remote_share.c) on a namespace's socket: each round says
+    the SM count and the memory total the client is shown."""
+
+    def __init__(self, e, sock_dir):
+        self.p = subprocess.Popen([harness.REMOTE_DRIVER, "share"], env=dict(
+            e.env, LD_LIBRARY_PATH=os.path.abspath(harness.SHIM_DIR),
+            CUDA_MPS_PIPE_DIRECTORY=sock_dir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
+        self.last = self.read()
+
+    def read(self):
+        f = self.p.stdout.readline().split()
+        check(len(f) == 9 and f[-1] == "ok", "a round: %r (%s)" % (
+            f, "" if f else self.p.stderr.read()))
+        return int(f[3]), int(f[7])  # SMs, memory total
+
+    def again(self):
+        self.p.stdin.write("again\n")
+        self.p.stdin.flush()
+        self.last = self.read()
+        return self.last
+
+    def settled(self, want, what):
+        """A change reaches the server after the daemon's answer: rounds until one shows it."""
+        wait_for(lambda: self.again() == want, what=what + " (last round: %r)" % (self.last,))
+
+    def end(self):
+        self.p.stdin.write("end\n")
+        self.p.stdin.flush()
+        out, err = self.p.communicate(timeout=60)
+        check(self.p.returncode == 0 and "share ok" in out, "client ends: %r %r" % (out, err))
+
+
+def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
+    """namespace set reaches the namespace's running clients through their server (SRV_CLIENT_
+    LIMITS): the SM share (the SM count shown), the memory cap (the memory total shown) and the
+    priority (the server's log) change at their next call, ps -v and client list follow; a client
+    of another namespace does not change. server set reaches both namespaces' clients. A cap set
+    below what a client holds takes nothing back. namespace delete of a namespace with running
+    clients is refused without --force; with it the clients carry on in the default namespace,
+    with its limits. Bad values are refused by name and change nothing."""
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n'
+                  '[servers.main.namespaces.small]\nactive_thread_percentage = "50"\n'
+                  '[servers.main.namespaces.other]\npinned_memory_limit = "2G"\n'
+                  '[servers.main.namespaces.held]\n')
+    gib = 1 << 30
+    a = ShareClient(e, os.path.join(e.pipe, "main", "small"))
+    b = ShareClient(e, os.path.join(e.pipe, "main", "other"))
+    check(a.last == (64, 16 * gib) and b.last == (132, 2 * gib), "at first: %r %r" %
+          (a.last, b.last))
+
+    check(e.cmd("namespace set --server=main --name=small --active-thread-percentage=25 "
+                "--pinned-memory-limit=1G --client-priority=1") == "", "namespace set")
+    a.settled((32, gib), "small's client at 25 % and 1G")
+    check(b.again() == (132, 2 * gib), "other's client unchanged: %r" % (b.last,))
+    rows = {r[0]: r for r in table(e.cmd("ps -v"))}
+    check(rows[str(a.pid)][-4:-1] == ["25.0", "1", "1G"] and
+          rows[str(b.pid)][-4:-1] == ["100.0", "0", "2G"], "ps -v: %r" % rows)
+    slog = e.log("server.log")
+    check(re.search(r"client %d: priority 0 -> 1" % a.pid, slog) and
+          re.search(r"client %d: device 0 pinned memory limit none -> 1G" % a.pid, slog) and
+          not re.search(r"client %d: .* -> " % b.pid, slog),
+          "the server applied a's changes, none of b's: %r" % slog[-2000:])
+
+    # bad values: refused by name, nothing changes
+    for args, want in (
+            (["--active-thread-percentage=101"], "Invalid active thread percentage \"101\""),
+            (["--pinned-memory-limit=lots"], "Invalid pinned memory limit \"lots\""),
+            (["--client-priority=2"], "Invalid client priority \"2\""),
+            (["--force"], "Unknown option \"--force\"")):
+        out, err, rc = ctl_args(e, "namespace", "set", "--server=main", "--name=small", *args)
+        check(rc == 1 and out.startswith(want), "%r: %d %r" % (args, rc, out))
+    check(e.cmd("namespace get --server=main --name=small").splitlines()[3:6] ==
+          ["pinned-memory-limit=1G", "active-thread-percentage=25.0", "client-priority=1"],
+          "unchanged by the refused sets")
+
+    # server set: its limits reach every namespace's clients (each keeps its namespace's)
+    check(e.cmd("server set --name=main --active-thread-percentage=50") == "", "server set")
+    b.settled((64, 2 * gib), "other's client at the server's 50 %")
+    check(a.again() == (32, gib), "small's client keeps its tighter 25 %%: %r" % (a.last,))
+
+    # a cap below what a client holds: nothing taken back, the client carries on
+    h = hold(e, 64 * MIB, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "main", "held")})
+    check(e.cmd("namespace set --server=main --name=held --pinned-memory-limit=16M") == "",
+          "a cap below what its client holds")
+    wait_for(lambda: re.search(r"client %d: device 0 pinned memory limit none -> 16M" % h.pid,
+                               e.log("server.log")), what="the server to apply the 16M cap")
+    release(h)
+    check(h.returncode == 0, "the client over its new cap ran on and ended: %r" %
+          h.stderr.read())
+
+    # delete: refused while clients run there, unless --force; then they go to the default one
+    out, err, rc = ctl_args(e, "namespace", "delete", "--server=main", "--name=small")
+    check(rc == 1 and out.startswith("Namespace small of server main has 1 running client(s): "
+                                     "give --force"), "delete refused: %d %r" % (rc, out))
+    out, err, rc = ctl_args(e, "namespace", "delete", "--server=main", "--name=small",
+                            "--force=yes")
+    check(rc == 1 and out.startswith("Option --force takes no value"), "--force=yes: %r" % out)
+    check(e.cmd("namespace delete --server=main --name=small --force") == "", "delete --force")
+    a.settled((64, 16 * gib), "small's client in the default namespace (the server's 50 %)")
+    clients = {r[0]: r for r in table(e.cmd("client list"))}
+    check(clients[str(a.pid)][3] == "default" and clients[str(b.pid)][3] == "other",
+          "client list after the delete: %r" % clients)
+    check("namespace small of server main deleted: its 1 client(s) go to the default namespace"
+          in e.log(), "control.log says so: %r" % e.log()[-1500:])
+    check(re.search(r"client %d: priority 1 -> 0" % a.pid, e.log("server.log")),
+          "a's priority back to the default namespace's")
+    check(not os.path.exists(os.path.join(e.pipe, "main", "small")), "small's socket is gone")
+    out, err, rc = ctl_args(e, "server", "delete", "main")
+    check(rc == 1 and out.startswith("Server main has 2 running client(s): give --force"),
+          "server delete refused while its clients run: %d %r" % (rc, out))
+    a.end()
+    b.end()

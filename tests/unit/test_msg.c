@@ -123,6 +123,40 @@ TEST(msg_decode_payloads)
     CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), -EBADMSG);
 }
 
+/* One client's changed limits (SRV_CLIENT_LIMITS): a client id, the reserved word 0, limits in
+ * their ranges; a longer payload (a later minor's) is taken, a shorter one is not. */
+TEST(msg_decode_client_limits)
+{
+    struct om_srv_client_limits c = {.client_id = 3}, out = {0};
+    uint8_t longer[sizeof(c) + 8] = {0};
+
+    c.want.active_thread_pct_milli = 25000;
+    c.want.priority = 1;
+    c.want.ndevices = 1;
+    c.want.mem_limit[0] = 1 << 30;
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c), &out), 0);
+    CHECK_EQ(out.client_id, 3);
+    CHECK_EQ(out.want.mem_limit[0], 1 << 30);
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c) - 1, &out), -EBADMSG);
+    memcpy(longer, &c, sizeof(c));
+    CHECK_EQ(om_decode_client_limits(longer, sizeof(longer), &out), 0);
+    c.client_id = 0;
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c), &out), -EBADMSG);
+    c.client_id = 3;
+    c.reserved = 1;
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c), &out), -EBADMSG);
+    c.reserved = 0;
+    c.want.active_thread_pct_milli = 100001;
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c), &out), -EBADMSG);
+    c.want.active_thread_pct_milli = 25000;
+    c.want.priority = 2;
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c), &out), -EBADMSG);
+    c.want.priority = 1;
+    c.want.ndevices = OM_MAX_DEVICES + 1;
+    CHECK_EQ(om_decode_client_limits(&c, sizeof(c), &out), -EBADMSG);
+    CHECK_EQ(out.client_id, 3); /* untouched on failure */
+}
+
 /* A server's accounting (SRV_STATS): counts, states, each client once, usage of the message's own
  * clients on devices that exist. */
 TEST(msg_decode_srv_stats)

@@ -6,7 +6,9 @@
 # ($CUDA_MPS_PIPE_DIRECTORY/main/<ns>/) and through the server's default one (100 %):
 #   each namespace's SM count is its share within 10 % and its throughput within 10 % of its SM
 #   fraction of the default's; `client list` names each client's namespace; side by side, how
-#   much of their throughput alone each keeps is printed (not judged).
+#   much of their throughput alone each keeps is printed (not judged); a client running in "rest"
+#   follows `namespace set rest --active-thread-percentage=25` and back to 75 while it runs
+#   (namespace.live, as run.sh's share.live does for set_active_thread_percentage).
 # Usage: tests/gpu/limits/namespaces.sh BUILD_DIR [OUT_DIR]. Exit status: failures.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
@@ -82,6 +84,23 @@ if grep -q " quarter " "$OUT/clients"; then
     passes=$((passes + 1)); echo "PASS namespace.list: $(grep ' quarter ' "$OUT/clients" | head -n 1)"
 else
     fails=$((fails + 1)); echo "FAIL namespace.list: $(cat "$OUT/clients")"
+fi
+# A namespace's new share reaches its running client (SRV_CLIENT_LIMITS): 75 -> 25 -> 75 %.
+run_in rest "7 trace" >"$OUT/ns.live" 2>&1 &
+lp=$!
+sleep 1.5
+ctl namespace set rest --server=main --active-thread-percentage=25 >"$OUT/ns.live.set" 2>&1
+sleep 3
+ctl namespace set rest --server=main --active-thread-percentage=75 >>"$OUT/ns.live.set" 2>&1
+wait $lp
+if awk -v fr="$frate" '/^at / { t = $2; r = $4; if (t >= 2.5 && t <= 4) { n1++; if (r > m1) m1 = r }
+                                last[++n] = t; rate[n] = r }
+    END { for (i = 1; i <= n; i++) if (last[i] >= last[n] - 1) { n2++; if (!lo || rate[i] < lo) lo = rate[i] }
+          printf "    live: [2.5, 4] s at most %.3f of 100 %% (%d kernels), last second at least %.3f\n", m1 / fr, n1, lo / fr
+          exit !(n1 > 0 && n2 > 0 && m1 <= 0.4 * fr && lo >= 0.55 * fr) }' "$OUT/ns.live"; then
+    passes=$((passes + 1)); echo "PASS namespace.live: the running client followed 75 -> 25 -> 75"
+else
+    fails=$((fails + 1)); echo "FAIL namespace.live: $(cat "$OUT/ns.live.set") $(grep -c '^at' "$OUT/ns.live") kernels; $(tail -n 2 "$OUT/ns.live" | tr '\n' ' ')"
 fi
 echo "gpu namespaces: $passes passed, $fails failed"
 exit $fails
