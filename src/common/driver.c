@@ -131,7 +131,7 @@ static void sm_figures(struct om_driver *drv, om_cu_device dev, struct om_device
         if (drv->cuDevSmResourceSplitByCount &&
             drv->cuDevSmResourceSplitByCount(NULL, &n, &res, NULL, 0, d->chunk_sms) ==
                 OM_CUDA_SUCCESS)
-            d->chunks = n;
+            d->chunks = n < OM_PART_MAX_CHUNKS ? n : OM_PART_MAX_CHUNKS; /* the masks' width */
     }
 }
 

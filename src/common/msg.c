@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -82,9 +83,14 @@ int om_decode_hello(const void *p, size_t len, struct om_hello *ret)
 {
     struct om_hello h;
 
-    if (len < sizeof(h))
+    /* A client of minor 3 or older sends no sm_partition (the field came last, with minor 4):
+     * served as one that names no partition. */
+    if (len != sizeof(h) && len != offsetof(struct om_hello, sm_partition))
         return -EBADMSG;
-    memcpy(&h, p, sizeof(h));
+    memset(&h, 0, sizeof(h));
+    memcpy(&h, p, len < sizeof(h) ? len : sizeof(h));
+    if (len < sizeof(h) && (h.flags & OM_HELLO_SM_PARTITION))
+        return -EBADMSG;
     if ((h.flags & ~(OM_HELLO_VISIBLE | OM_HELLO_MEM_LIMIT | OM_HELLO_SM_PARTITION)) ||
         om_decode_limits(&h.want, &h.want) < 0 || !memchr(h.visible, '\0', sizeof(h.visible)) ||
         !memchr(h.mem_limit, '\0', sizeof(h.mem_limit)) ||
@@ -188,6 +194,11 @@ int om_decode_srv_ready(const void *p, size_t len, struct om_srv_ready *ret_head
         memcpy(&d, at + i * sizeof(d), sizeof(d));
         if (!nul_terminated(d.name, sizeof(d.name)) ||
             !nul_terminated(d.pci_bus_id, sizeof(d.pci_bus_id)))
+            return -EBADMSG;
+        /* Its ordinal indexes the daemon's per-device tables (the limits' mem_limit[]); its SM
+         * figures size the static partitions' chunk masks. */
+        if (d.ordinal != i || d.chunks > OM_PART_MAX_CHUNKS ||
+            (d.chunks && (uint64_t)d.chunks * d.chunk_sms > d.sm_count))
             return -EBADMSG;
     }
     *ret_head = r;

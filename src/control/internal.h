@@ -324,5 +324,8 @@ int om_server_flush_client_limits(struct server *s);
 bool om_server_live(const struct server *s);
 /* Devices for device_query: from a running server, else probed once. */
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret);
+/* The daemon's own probe of the driver (root's, in a child process), never a server's report:
+ * what static partitions are made on (a user's server is untrusted, and may see fewer devices). */
+int om_daemon_probed_devices(struct daemon *d, const struct om_device_info **ret);
 
 #endif

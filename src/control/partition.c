@@ -90,7 +90,7 @@ static const struct om_device_info *device_named(struct daemon *d, const char *t
                                                  size_t errlen)
 {
     const struct om_device_info *devs, *found = NULL;
-    int n = om_daemon_devices(d, &devs);
+    int n = om_daemon_probed_devices(d, &devs);
     size_t len = strlen(text);
 
     if (n < 0) {
@@ -334,7 +334,7 @@ void om_parts_sm_partition(struct daemon *d, int argc, char **argv, struct strbu
 void om_parts_lspart(struct daemon *d, struct strbuf *out)
 {
     const struct om_device_info *devs;
-    int n = d->parts ? om_daemon_devices(d, &devs) : 0;
+    int n = d->parts ? om_daemon_probed_devices(d, &devs) : 0;
 
     if (!d->parts) {
         sb_printf(out, "Static SM partitioning is not enabled: start the daemon with -S "
@@ -416,16 +416,26 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
                  shown);
         return -1;
     }
-    if (!dev->chunk_sms || dev->chunk_sms > 1024) {
-        snprintf(why, whylen, "the server does not report the SM chunks of device %u",
-                 (unsigned)dev->ordinal);
+    /* The chunks are the daemon's (its own probe): the server must split its device alike. */
+    const struct om_device_info *probed, *own = NULL;
+    int np = om_daemon_probed_devices(d, &probed);
+    for (int i = 0; i < np && !own; i++)
+        if (!memcmp(probed[i].uuid, dev->uuid, sizeof(dev->uuid)))
+            own = &probed[i];
+    if (!own || !own->chunk_sms || own->chunk_sms != dev->chunk_sms || own->chunks != dev->chunks) {
+        snprintf(why, whylen,
+                 "the server's device %u does not split into the SM chunks the daemon measured "
+                 "(%u of %u SMs; the server reports %u of %u)",
+                 (unsigned)dev->ordinal, own ? (unsigned)own->chunks : 0u,
+                 own ? (unsigned)own->chunk_sms : 0u, (unsigned)dev->chunks,
+                 (unsigned)dev->chunk_sms);
         return -1;
     }
     a->devmap.count = 1; /* its partition's device is the only one it sees */
     a->devmap.server[0] = (uint8_t)dev->ordinal;
     a->part.flags = OM_PART_VALID | (x->remainder ? OM_PART_REMAINDER : 0u);
     a->part.device = dev->ordinal;
-    a->part.chunk_sms = dev->chunk_sms;
+    a->part.chunk_sms = own->chunk_sms;
     a->part.serial = x->serial;
     a->part.mask[0] = x->mask[0];
     a->part.mask[1] = x->mask[1];

@@ -857,6 +857,11 @@ int om_daemon_devices(struct daemon *d, const struct om_device_info **ret)
             return (int)s->ndevs;
         }
     }
+    return om_daemon_probed_devices(d, ret);
+}
+
+int om_daemon_probed_devices(struct daemon *d, const struct om_device_info **ret)
+{
     /* A success is kept; a failure is tried again at most every 10 s. */
     if (!d->probed && om_now_ms() >= d->probe_retry_at) {
         d->ndevs = probe_devices(d);

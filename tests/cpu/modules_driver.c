@@ -277,6 +277,8 @@ static void files(const char *path)
     printf("badptxnolog %d\n", cuModuleLoadData(&mod, "fakebadptx\nbroken2:4\n"));
     vals[1] = (void *)(uintptr_t)sizeof(info); /* the info log alone asked */
     printf("badptxinfo %d\n", cuModuleLoadDataEx(&mod, "fakebadptx\nbroken3:4\n", 2, opts, vals));
+    vals[3] = (void *)(uintptr_t)0; /* an error log of size 0: nothing written there */
+    printf("badptxzero %d\n", cuModuleLoadDataEx(&mod, "fakebadptx\nbroken4:4\n", 4, opts, vals));
     /* no log asked (a size of 0): the buffer is left, the wall time 0 */
     memset(info, 'X', sizeof(info));
     info[sizeof(info) - 1] = '\0';

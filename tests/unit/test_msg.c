@@ -90,6 +90,14 @@ TEST(msg_decode_payloads)
     CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), 0);
     CHECK_EQ(out.pid, 42);
     CHECK_EQ(om_decode_hello(&h, sizeof(h) - 1, &out), -EBADMSG);
+    /* a client of minor 3 or older: no sm_partition, served as naming none */
+    memset(&out, 0x55, sizeof(out));
+    CHECK_EQ(om_decode_hello(&h, offsetof(struct om_hello, sm_partition), &out), 0);
+    CHECK_EQ(out.pid, 42);
+    CHECK_EQ(out.sm_partition[0], 0);
+    h.flags = OM_HELLO_SM_PARTITION; /* ... which cannot say it names one */
+    CHECK_EQ(om_decode_hello(&h, offsetof(struct om_hello, sm_partition), &out), -EBADMSG);
+    h.flags = 0;
     h.want.active_thread_pct_milli = 500; /* 0.5 %: below the smallest share */
     CHECK_EQ(om_decode_hello(&h, sizeof(h), &out), -EBADMSG);
     h.want.active_thread_pct_milli = 0;

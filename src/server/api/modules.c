@@ -152,21 +152,26 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
                                     "loading a new module image (the server's own budget, "
                                     "OPENMPS_SERVER_IMAGE_MAX, is spent)");
         }
-        /* The options: the program's, and an error log of the server's where they ask for none
-         * (load_as_module_too needs to see one); what the driver writes back goes to the
-         * program's values. */
+        /* The options: the program's, and an error log of the server's where they give none
+         * the driver can write (no error log, or one of size 0: its options are left out, as
+         * the driver would write nothing there) — load_as_module_too needs to see the log.
+         * What the driver writes back goes to the program's values. */
         char quiet[512] = "";
         CUjit_option o[OM_JIT_OPTIONS_MAX + 2];
         void *v[OM_JIT_OPTIONS_MAX + 2], *sizes[OM_JIT_OPTIONS_MAX + 2];
-        unsigned n = 0;
-        bool own_log = true;
-        if (j) {
-            for (unsigned i = 0; i < j->n; i++) {
-                o[i] = j->opts[i], v[i] = j->vals[i];
-                own_log &= o[i] != JIT_ERROR_LOG_BUFFER && o[i] != JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
-            }
-            n = j->n;
+        unsigned n = 0, from[OM_JIT_OPTIONS_MAX];
+        bool sized = false;
+        for (unsigned i = 0; j && i < j->n; i++)
+            sized |= j->opts[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES && j->vals[i];
+        bool own_log = !j || !j->logs[1] || !sized;
+        for (unsigned i = 0; j && i < j->n; i++) {
+            if (own_log && (j->opts[i] == JIT_ERROR_LOG_BUFFER ||
+                            j->opts[i] == JIT_ERROR_LOG_BUFFER_SIZE_BYTES))
+                continue;
+            from[n] = i;
+            o[n] = j->opts[i], v[n++] = j->vals[i];
         }
+        unsigned kept = n;
         if (own_log) {
             o[n] = JIT_ERROR_LOG_BUFFER, v[n++] = quiet;
             o[n] = JIT_ERROR_LOG_BUFFER_SIZE_BYTES, v[n++] = (void *)(uintptr_t)sizeof(quiet);
@@ -174,10 +179,10 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
         memcpy(sizes, v, n * sizeof(*v));
         rc = load(&l, c->s->stage, o, v, n, NULL, NULL, 0);
         const char *elog = own_log ? quiet : j->logs[1];
-        if (rc == CUDA_SUCCESS && elog && elog[0])
+        if (rc == CUDA_SUCCESS && elog[0])
             rc = load_as_module_too(l, c->s->stage, n, o, v, sizes);
-        if (j)
-            memcpy(j->vals, v, j->n * sizeof(*v));
+        for (unsigned k = 0; k < kept; k++)
+            j->vals[from[k]] = v[k];
         loaded = true;
         if (rc != CUDA_SUCCESS) {
             om_budget_give(&c->s->image_bytes, size);
