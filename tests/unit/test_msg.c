@@ -129,6 +129,23 @@ TEST(msg_decode_payloads)
     r.ndevices = 2; /* claims two, carries one */
     memcpy(buf, &r, sizeof(r));
     CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), -EBADMSG);
+    /* a device's ordinal is its index (it indexes the daemon's per-device limits) */
+    r.ndevices = 1;
+    memcpy(buf, &r, sizeof(r));
+    d[0].ordinal = 50000000;
+    memcpy(buf + sizeof(r), d, sizeof(d[0]));
+    CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), -EBADMSG);
+    /* chunk figures within its SMs and the partition masks */
+    d[0].ordinal = 0;
+    d[0].sm_count = 132, d[0].chunk_sms = 8, d[0].chunks = 16;
+    memcpy(buf + sizeof(r), d, sizeof(d[0]));
+    CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), 0);
+    d[0].chunks = 17; /* 136 SMs of 132 */
+    memcpy(buf + sizeof(r), d, sizeof(d[0]));
+    CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), -EBADMSG);
+    d[0].sm_count = 1u << 20, d[0].chunk_sms = 1, d[0].chunks = OM_PART_MAX_CHUNKS + 1;
+    memcpy(buf + sizeof(r), d, sizeof(d[0]));
+    CHECK_EQ(om_decode_srv_ready(buf, sizeof(r) + sizeof(d[0]), &r, d, 2), -EBADMSG);
 }
 
 /* One client's changed limits (SRV_CLIENT_LIMITS): a client id, the reserved word 0, limits in
