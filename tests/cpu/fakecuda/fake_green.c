@@ -30,13 +30,16 @@
 #define CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION 915
 
 #define MASK_WORDS 4 /* 256 SMs */
-struct res {         /* CUdevResource: 144 bytes */
+/* Packed, with its padding spelled out: the driver's CUdevResource is 4-byte aligned (the
+ * server's arrays of them put `sms` on 4-byte boundaries), so the SM mask is only touched through
+ * the struct or memcpy, never through a uint64_t pointer (UBSan: misaligned load). */
+struct __attribute__((packed)) res { /* CUdevResource: 144 bytes */
     int type;
     char magic[4]; /* the hidden bytes: the double's own */
-    uint32_t dev, split, group;
+    uint32_t dev, split, group, pad;
     uint64_t sms[MASK_WORDS]; /* which SMs */
     unsigned char rest[40];
-    unsigned sm_count, min_partition, alignment;
+    unsigned sm_count, min_partition, alignment; /* at 96, as the driver's union */
     unsigned char oversize[36];
 };
 _Static_assert(sizeof(struct res) == 144, "CUdevResource");
@@ -128,8 +131,11 @@ static void green_log_owns(const struct green *g)
 static void fill(struct res *r, uint32_t dev, uint32_t split, uint32_t group, unsigned sms,
                  unsigned min_partition, unsigned alignment)
 {
+    uint64_t mask[MASK_WORDS];
+
     memset(r, 0, sizeof(*r));
-    first_sms(sms, r->sms);
+    first_sms(sms, mask);
+    memcpy(r->sms, mask, sizeof(mask));
     r->type = 1;
     memcpy(r->magic, "FAKE", 4);
     r->dev = dev;
@@ -206,7 +212,9 @@ EXPORT int cuDevSmResourceSplitByCount(struct res *result, unsigned *nb, const s
     memcpy(left, input->sms, sizeof(left));
     for (unsigned i = 0; i < n; i++) {
         fill(&result[i], input->dev, split, i + 1, size, part, part);
-        take_sms(left, size, result[i].sms);
+        uint64_t mask[MASK_WORDS];
+        take_sms(left, size, mask);
+        memcpy(result[i].sms, mask, sizeof(mask));
     }
     if (remaining) {
         fill(remaining, input->dev, split, 0, input->sm_count - n * size, part, part);
