@@ -115,6 +115,18 @@ int om_client_connect(struct om_client *c, const char *pipe_dir, char *err, size
     return 0;
 }
 
+/* A variable's text into a field of the hello; -1 with err set when it does not fit. */
+static int hello_text(char *field, size_t cap, const char *value, const char *name, char *err,
+                      size_t errlen)
+{
+    if (strlen(value) >= cap) {
+        snprintf(err, errlen, "%s is longer than %zu characters", name, cap - 1);
+        return -1;
+    }
+    strcpy(field, value);
+    return 0;
+}
+
 int om_client_hello(struct om_client *c, const struct om_limits *want, char *err, size_t errlen)
 {
     struct om_hello *h = calloc(1, sizeof(*h)); /* 4 KiB of text: not on a program's stack */
@@ -128,30 +140,27 @@ int om_client_hello(struct om_client *c, const struct om_limits *want, char *err
     h->pid = (uint32_t)getpid();
     if (want)
         h->want = *want;
-    if (visible) { /* set, even empty: the daemon reads it against the server's devices */
-        if (strlen(visible) >= sizeof(h->visible)) {
-            snprintf(err, errlen, "CUDA_VISIBLE_DEVICES is longer than %zu characters",
-                     sizeof(h->visible) - 1);
-            free(h);
-            return -EINVAL;
-        }
-        h->flags |= OM_HELLO_VISIBLE;
-        strcpy(h->visible, visible);
+    /* set, even empty: the daemon reads it against the server's devices */
+    if (visible && hello_text(h->visible, sizeof(h->visible), visible, "CUDA_VISIBLE_DEVICES", err,
+                              errlen) < 0) {
+        free(h);
+        return -EINVAL;
     }
+    if (visible)
+        h->flags |= OM_HELLO_VISIBLE;
     if (limit && strcasestr(limit, "GPU-") && strlen(limit) < sizeof(h->mem_limit)) {
         h->flags |= OM_HELLO_MEM_LIMIT; /* its UUID entries: the daemon knows the devices */
         strcpy(h->mem_limit, limit);
     }
-    if (part && *part) { /* the daemon resolves it (-S: docs/operations.md) */
-        if (strlen(part) >= sizeof(h->sm_partition)) {
-            snprintf(err, errlen, "CUDA_MPS_SM_PARTITION is longer than %zu characters",
-                     sizeof(h->sm_partition) - 1);
-            free(h);
-            return -EINVAL;
-        }
-        h->flags |= OM_HELLO_SM_PARTITION;
-        strcpy(h->sm_partition, part);
+    /* the daemon resolves it (-S: docs/operations.md) */
+    if (part && *part &&
+        hello_text(h->sm_partition, sizeof(h->sm_partition), part, "CUDA_MPS_SM_PARTITION", err,
+                   errlen) < 0) {
+        free(h);
+        return -EINVAL;
     }
+    if (part && *part)
+        h->flags |= OM_HELLO_SM_PARTITION;
     rc = om_msg_send(c->sock, OM_MSG_HELLO, 0, h, sizeof(*h), -1);
     free(h);
     if (rc < 0)
