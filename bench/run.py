@@ -33,10 +33,16 @@ their figures to that table. Every workload of that table also gets its picture 
 b2.png ... b8.png, tut.png; SVG without matplotlib), which `bench/plots.py figures.csv` draws
 again from the CSV alone. Without an NVIDIA GPU or nvcc it says so and exits 1.
 
+--alternate (BENCH_ALTERNATE=1): the repeats become passes, and each pass runs every mode once
+(a fresh daemon each time), modes alternating — native, MPS, openmps, native, ... — so that a
+machine's drift spreads over all modes instead of landing on one; B7 runs one set of copies per
+pass (2 rounds each), B8 once per pass. The table's medians are then over the passes. figures.csv
+is written as each workload ends, so a run cut short keeps what it measured.
+
 Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
                     [--modes native,mps,openmps] [--workloads b1,b1c,b2,...,b8,tut]
                     [--seconds 0.5] [--native-max-n 64] [--b4-clients 128]
-                    [--b7-n "1 4 8 16 32 64"] [--b7-native-max-n 16]
+                    [--b7-n "1 4 8 16 32 64"] [--b7-native-max-n 16] [--alternate]
 """
 import argparse
 import csv
@@ -345,6 +351,9 @@ def main():
     ap.add_argument("--b7-native-max-n", type=int,
                     default=int(os.environ.get("BENCH_B7_NATIVE_MAX_N", "16")),
                     help="largest B7 N run natively (time-slicing saturates at 4 copies)")
+    ap.add_argument("--alternate", action="store_true",
+                    default=os.environ.get("BENCH_ALTERNATE", "") not in ("", "0"),
+                    help="modes alternate: each repeat a pass over every mode")
     args = ap.parse_args()
     b7_ns = sorted({int(x) for x in args.b7_n.split()})
 
@@ -397,7 +406,11 @@ def main():
                       "slowest_gpu_ms", "slowest_start_delay_ms", "slowest_launch_call_ms",
                       "slowest_gpu_start_after_launch_ms", "slowest_pid",
                       "copies_started_late"])
-        for m in modes:
+        # Alternating: the repeats are passes over the modes, each mode once per pass.
+        passes, reps = (args.repeats, 1) if args.alternate else (1, args.repeats)
+        for p, m in [(p, m) for p in range(passes) for m in modes]:
+            if args.alternate:
+                progress("pass %d/%d: %s" % (p + 1, passes, m))
             mode = Mode(m, args.build, tmp)
             try:
                 mode.start()
@@ -407,7 +420,7 @@ def main():
                     for n in ns:
                         if m == "native" and n > args.native_max_n:
                             continue
-                        for rep in range(args.repeats):
+                        for rep in range(p, p + reps):
                             progress("%s %s N=%d run %d/%d" % (m, w, n, rep + 1, args.repeats))
                             detail = {}
                             slowest, ok, err = run_copies(binary, iterations, n, WORKLOAD_FLAGS[w],
@@ -430,7 +443,7 @@ def main():
                                 break  # a refusal (NVIDIA MPS past 48) repeats: one run shows it
                 for w in fig_workloads:
                     # B4 and B7 once (B7 repeats its rounds inside one set of copies)
-                    for rep in range(1 if w in ("b4", "b7") else args.repeats):
+                    for rep in range(p, p + (1 if w in ("b4", "b7") else reps)):
                         progress("%s %s run %d/%d" % (m, w, rep + 1, args.repeats))
                         try:
                             if w == "b2":
@@ -443,7 +456,7 @@ def main():
                             elif w == "b5":
                                 vals = figures.b5(calls, env, fill_iters)
                             elif w == "b7":
-                                vals = frameworks.b7(env, b7_ns, rounds=max(2, args.repeats),
+                                vals = frameworks.b7(env, b7_ns, rounds=max(2, reps),
                                                      max_n=args.b7_native_max_n
                                                      if m == "native" else None)
                             elif w == "b8":
@@ -476,7 +489,9 @@ def main():
                             fig_out.writerow([stamp, w, m, rep, "", "", err])
                         fig_csv.flush()
             finally:
-                mode.stop(keep_logs=args.out)
+                # each pass's logs apart (logs-MODE, then pass2/logs-MODE, ...)
+                mode.stop(keep_logs=args.out if p == 0 else
+                          os.path.join(args.out, "pass%d" % (p + 1)))
     fig_csv.close()
     progress("")
     print("%s; one copy %.2f s alone (%d steps); %d repeat(s) per point" %
@@ -486,9 +501,10 @@ def main():
         print("every run: %s" % csv_path)
         print("plot: %s" % plot(rows, workloads, modes, ns, args.out))
     if fig_workloads:
-        print("\nB2-B8: median of %d repeat(s) (B4: one run, natively at most 16 clients; B7: "
-              "one set of copies per N, the median of its rounds)"
-              % args.repeats)
+        print("\nB2-B8: median of %d %s (B4: one run, natively at most 16 clients; B7: "
+              "one set of copies per N%s, the median of its rounds)"
+              % (args.repeats, "passes, modes alternating" if args.alternate else "repeat(s)",
+                 " and pass" if args.alternate else ""))
         print(figures.table(fig_rows, modes))
         print("every run: %s" % os.path.join(args.out, "figures.csv"))
         for path in plots.draw(fig_rows, args.out):
