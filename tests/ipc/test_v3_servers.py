@@ -189,7 +189,7 @@ def test_multiuser_refused_without_the_opt_in(daemon, tmp_path):
 def test_multiuser_server_serves_the_listed_users(daemon, tmp_path):
     """With the opt-in (here the file's [openmps] table) -m serves the listed users' clients in
     one server, at once, run as the first listed user, with no module cache; each client is
-    accounted to its own uid (ps --json, metrics labels) and shown to its own user only; a user
+    accounted to its own uid (ps --json, the metrics' labels) and shown to its own user only; a user
     not listed still waits for that server to be idle and gets a server of its own."""
     harness.need_root()
     need_binaries_for_other_users()
@@ -200,6 +200,8 @@ def test_multiuser_server_serves_the_listed_users(daemon, tmp_path):
     conf.write_text('schema_version = "1.0"\n[openmps]\nmultiuser_shared_address_space = true\n'
                     'multiuser_uids = "12031,12032"\n')
     os.chmod(tmp_path, 0o755)
+    textfile = os.path.join(e.dir, "openmps.prom")
+    e.env.update({"OPENMPS_METRICS_TEXTFILE": textfile, "OPENMPS_METRICS_TEXTFILE_S": "1"})
     e.daemon_args = ["-m", "-a", str(conf)]
     e.start()
     os.chmod(e.dir, 0o755)
@@ -222,6 +224,12 @@ def test_multiuser_server_serves_the_listed_users(daemon, tmp_path):
     check({c["pid"]: c["uid"] for c in js} == {a.pid: 12031, b.pid: 12032} and
           all(c["server_pid"] == spid for c in js), "ps --json: each client's uid: %r" % js)
     check(set(e.clients(spid)) == {a.pid, b.pid}, "root sees both")
+
+    def labelled():
+        text = open(textfile).read() if os.path.exists(textfile) else ""
+        return all(re.search(r'openmps_client_info\{pid="%d",uid="%d"' % (c.pid, uid), text)
+                   for c, uid in ((a, 12031), (b, 12032)))
+    wait_for(labelled, what="the metrics to label each client with its own uid")
     for uid, mine, other in ((12031, a, b), (12032, b, a)):
         out = ctl_as(e, uid, "ps\nget_client_list %d\n" % spid)
         check(out.count(str(mine.pid)) == 2 and str(other.pid) not in out,
