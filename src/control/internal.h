@@ -364,7 +364,8 @@ int om_server_send_client_limits(struct server *s, struct client_rec *r);
 /* Sends the client limits still waiting (limits_pending); 0, or -errno. */
 int om_server_flush_client_limits(struct server *s);
 bool om_server_live(const struct server *s);
-/* Devices for device_query: from a running server, else probed once. */
+/* Devices for device_query: from a running server that has every device (no named server's
+ * allowed_devices), else probed once. */
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret);
 /* The daemon's own probe of the driver (root's, in a child process), never a server's report:
  * what static partitions are made on (a user's server is untrusted, and may see fewer devices). */

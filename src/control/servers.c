@@ -966,7 +966,10 @@ static int probe_devices(struct daemon *d)
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret)
 {
     for (struct server *s = d->servers; s; s = s->next) {
-        if (s->state == SRV_ACTIVE) {
+        char kv[300];
+        /* a named server's allowed_devices are its own, not every client's */
+        om_v3_server_visible(d, s->name, kv, sizeof(kv));
+        if (s->state == SRV_ACTIVE && !kv[0]) {
             *ret = s->devs;
             return (int)s->ndevs;
         }
