@@ -72,6 +72,9 @@ def test_v3_several_servers_for_one_user(daemon):
           "get_client_list of the second")
     check(e.cmd("server get second pid") == str(p2) and e.cmd("server get first pid") == str(p1),
           "server get")
+    out = e.cmd("device_query")
+    check(out.count("GPU-") == 2, "device_query's default: every device, not one named server's "
+          "allowed_devices: %r" % out)
     # server set reaches the second's process only
     check(e.cmd("server set second --active-thread-percentage=20") == "", "server set")
     check(e.cmd("get_active_thread_percentage %d" % p2) == "20.0" and
