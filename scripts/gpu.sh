@@ -5,7 +5,8 @@
 # $OUT (default ./gpu-logs). Usage: scripts/gpu.sh [test] [demo] [bench] [b1diag] [torture]
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
-# [launchers] [replay] [suites] [container] [namespaces] [partitions] [stats] [probe-jit].
+# [launchers] [replay] [suites] [container] [namespaces] [servers] [partitions] [stats]
+# [probe-jit].
 # stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
 # (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
@@ -224,6 +225,11 @@ for step in $STEPS; do
     namespaces)
         { make && sh tests/gpu/limits/namespaces.sh build "$OUT/namespaces"; } \
             >"$OUT/namespaces.log" 2>&1 ;;
+    # Two named servers of one user, each its own process at 75 % and 25 % (issue #26;
+    # tests/gpu/limits/servers.sh): a daemon of its own, the SM count through each one's socket.
+    servers)
+        { make && sh tests/gpu/limits/servers.sh build "$OUT/servers"; } \
+            >"$OUT/servers.log" 2>&1 ;;
     # Static SM partitions (issue #26; tests/gpu/limits/partitions.sh): the same commands under
     # openmps -S and, where its version has them, under NVIDIA's MPS (its own directories in a
     # temporary one, always quit); answers, SM counts and throughput per partition side by side.

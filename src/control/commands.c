@@ -107,10 +107,10 @@ static int parse_device(struct cmd_ctx *x, const char *s, uint32_t *ret)
 
 /* Clients are shown to root and to their own user only: their pids and
  * command lines are nobody else's business. A server's clients all belong to
- * the server's user. */
+ * the server's user, but a multi-user server's (-m), each to its own. */
 static bool sees_clients_of(const struct cmd_ctx *x, const struct server *s)
 {
-    return x->ui->uid == 0 || x->ui->uid == s->uid;
+    return om_sees_server(x->ui, s);
 }
 
 static int cmd_get_server_list(struct cmd_ctx *x)
@@ -152,17 +152,22 @@ static int cmd_start_server(struct cmd_ctx *x)
     if (x->d->euid != 0 && (uid_t)uid != x->d->euid)
         return fail(x, "openmps-control runs as uid %u and can start servers only for that user",
                     (unsigned)x->d->euid);
-    if (om_server_for_uid(x->d, (uid_t)uid))
+    /* The server the user's clients go to on the main socket: with -m, the multi-user one of the
+     * users listed; in protocol 3, the user's first named server (v3.c). */
+    uid = om_serving_uid(x->d, (uid_t)uid);
+    const char *name = om_v3_uid_server(x->d, (uid_t)uid);
+    if (om_server_for(x->d, (uid_t)uid, name))
         return 0; /* already running: nothing to do, as NVIDIA answers */
     for (struct server *s = x->d->servers; s; s = s->next) {
         if (s->uid != (uid_t)uid) {
             /* One user at a time: start it once that server has gone. */
             x->d->start_uid = (int64_t)uid;
+            snprintf(x->d->start_name, sizeof(x->d->start_name), "%s", name);
             om_daemon_schedule(x->d);
             return 0;
         }
     }
-    if (!om_server_spawn(x->d, (uid_t)uid, err, sizeof(err)))
+    if (!om_server_spawn(x->d, (uid_t)uid, name, err, sizeof(err)))
         return fail(x, "Cannot start a server: %s", err);
     return 0;
 }
@@ -176,7 +181,8 @@ static int cmd_get_client_list(struct cmd_ctx *x)
     if (!sees_clients_of(x, s))
         return 0; /* as a server without clients */
     for (struct client_rec *r = s->clients; r; r = r->next)
-        sb_printf(x->out, "%s%d", x->out->len ? "\n" : "", (int)r->pid);
+        if (om_sees_client(x->ui, r))
+            sb_printf(x->out, "%s%d", x->out->len ? "\n" : "", (int)r->pid);
     return 0;
 }
 
@@ -194,7 +200,7 @@ static int cmd_get_device_client_list(struct cmd_ctx *x)
         for (uint32_t i = 0; i < s->ndevs && i < 32; i++) {
             bool header = false;
             for (struct client_rec *r = s->clients; r; r = r->next) {
-                if (!(r->device_mask & (1u << i)))
+                if (!(r->device_mask & (1u << i)) || !om_sees_client(x->ui, r))
                     continue;
                 if (!header)
                     sb_printf(x->out, "%s[%u] %s, %s", x->out->len ? "\n" : "", i,
@@ -277,6 +283,8 @@ static int cmd_ps(struct cmd_ctx *x)
             continue;
         for (struct client_rec *r = s->clients; r; r = r->next) {
             char dev[64], pid[16], id[16], spid[16], ns[24], atp[16], cap[160], held[32];
+            if (!om_sees_client(x->ui, r))
+                continue;
             if (!any) {
                 sb_printf(x->out, "%-10s%-10s%-15s%-26s%-15s%-15s", "PID", "ID", "SERVER", "DEVICE",
                           "NAMESPACE", "COMMAND");

@@ -64,6 +64,10 @@ const char *const om_conf_setting_names[] = {
     "OPENMPS_METRICS_TEXTFILE",
     "OPENMPS_METRICS_TEXTFILE_S",
     "OPENMPS_METRICS_REFRESH_S",
+    "OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE", /* -m's opt-in (docs/security.md) */
+    "OPENMPS_MULTIUSER_UIDS",
+    /* Set by the daemon for a multi-user server alone: one given here is not passed on. */
+    "OPENMPS_SERVER_SHARED_USERS",
     NULL,
 };
 

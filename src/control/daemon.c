@@ -307,7 +307,7 @@ static bool admit(struct daemon *d, struct peer *p, char *why, size_t len)
                  (unsigned)p->uid, p->nonclient);
         return false;
     }
-    if (om_server_for_uid(d, p->uid))
+    if (om_user_served(d, p->uid))
         return true;
     if ((long)(p->nonclient + p->waiting) >= per_user) {
         snprintf(
@@ -319,7 +319,7 @@ static bool admit(struct daemon *d, struct peer *p, char *why, size_t len)
         return false;
     }
     for (struct peer *q = d->peers; q; q = q->next)
-        if (q->uid != 0 && q->uid != d->euid && !om_server_for_uid(d, q->uid))
+        if (q->uid != 0 && q->uid != d->euid && !om_user_served(d, q->uid))
             unserved += q->nonclient + q->waiting;
     if (unserved >= share) {
         snprintf(why, len,
@@ -470,7 +470,9 @@ static void handle_hello(struct daemon *d, struct conn *c, const struct om_msg *
         om_conn_close(d, c);
         return;
     }
-    om_peer_info(d, c->uid, "New client %d (uid %u) connected", (int)c->pid, (unsigned)c->uid);
+    om_v3_route_server(d, c); /* its server: its user's, a named server's, a multi-user one */
+    om_peer_info(d, c->uid, "New client %d (uid %u) connected%s%s", (int)c->pid, (unsigned)c->uid,
+                 c->route[0] ? " for server " : "", c->route);
     conn_set_kind(d, c, CONN_WAITING);
     c->since_ms = om_now_ms();
     om_daemon_schedule(d);
@@ -572,18 +574,29 @@ out:
     free(m);
 }
 
-static struct server *other_uid_server(struct daemon *d, uid_t uid)
+/* Whether servers of users other than uid run (one user's at a time, as NVIDIA's MPS); with
+ * stop_idle, those without clients are asked to stop (a user may have several: its named
+ * servers). */
+static bool other_users_servers(struct daemon *d, uid_t uid, bool stop_idle)
 {
-    for (struct server *s = d->servers; s; s = s->next)
-        if (s->uid != uid)
-            return s;
-    return NULL;
+    bool any = false;
+
+    for (struct server *s = d->servers; s; s = s->next) {
+        if (s->uid == uid)
+            continue;
+        any = true;
+        if (stop_idle && s->nclients == 0 && !s->stop_when_idle)
+            om_server_shutdown(d, s, false);
+    }
+    return any;
 }
 
-static bool same_uid_stopping(struct daemon *d, uid_t uid)
+/* A process of that named server (or plain one) of uid is still stopping: the next one starts
+ * once it has gone. */
+static bool same_server_stopping(struct daemon *d, uid_t uid, const char *name)
 {
     for (struct server *s = d->servers; s; s = s->next)
-        if (s->uid == uid && !om_server_for_uid(d, uid))
+        if (s->uid == uid && !strcmp(s->name, name) && !om_server_for(d, uid, name))
             return true;
     return false;
 }
@@ -608,7 +621,7 @@ static void schedule_pass(struct daemon *d)
 
     d->sched_dirty = false;
     for (struct conn *c = d->wait_head; c; c = next) {
-        struct server *s, *other;
+        struct server *s;
         char err[256];
 
         next = c->wnext; /* c may be handed over or refused below */
@@ -617,8 +630,10 @@ static void schedule_pass(struct daemon *d)
             om_conn_close(d, c);
             continue;
         }
-        s = om_server_for_uid(d, c->uid);
-        if (s && !(blocked && blocked_uid != c->uid)) {
+        if (c->route[0] && !om_v3_route_valid(d, c))
+            om_v3_route_server(d, c); /* its named server was deleted while it waited */
+        s = om_server_for(d, c->route_uid, c->route);
+        if (s && !(blocked && blocked_uid != c->route_uid)) {
             if (s->state == SRV_ACTIVE && s->chan_full_ms &&
                 om_now_ms() - s->chan_full_ms > OM_HANDOFF_FULL_MS) {
                 om_peer_err(d, c->uid,
@@ -635,15 +650,11 @@ static void schedule_pass(struct daemon *d)
         }
         if (s) /* its server runs, but an older client of another user goes first */
             goto wait;
-        other = other_uid_server(d, c->uid);
-        if (other) {
-            if (other->nclients == 0 && !other->stop_when_idle)
-                om_server_shutdown(d, other, false);
+        if (other_users_servers(d, c->route_uid, true))
             goto wait;
-        }
-        if (same_uid_stopping(d, c->uid))
+        if (same_server_stopping(d, c->route_uid, c->route))
             goto wait;
-        if (!om_server_spawn(d, c->uid, err, sizeof(err))) {
+        if (!om_server_spawn(d, c->route_uid, c->route, err, sizeof(err))) {
             om_peer_err(d, c->uid, "Refusing client %d: %s", (int)c->pid, err);
             om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, err);
             om_conn_close(d, c);
@@ -652,7 +663,7 @@ static void schedule_pass(struct daemon *d)
     wait:
         if (!blocked) {
             blocked = true;
-            blocked_uid = c->uid;
+            blocked_uid = c->route_uid;
         }
         if (!c->told_queued) {
             char text[160];
@@ -668,16 +679,14 @@ static void schedule_pass(struct daemon *d)
     /* start_server for a user while another user's server runs. */
     if (d->start_uid >= 0 && !d->quitting) {
         uid_t uid = (uid_t)d->start_uid;
-        struct server *other = other_uid_server(d, uid);
         char err[256];
-        if (om_server_for_uid(d, uid)) {
+        if (om_server_for(d, uid, d->start_name)) {
             d->start_uid = -1;
-        } else if (other) {
-            if (other->nclients == 0 && !other->stop_when_idle && !blocked)
-                om_server_shutdown(d, other, false);
-        } else if (!same_uid_stopping(d, uid)) {
+        } else if (other_users_servers(d, uid, !blocked)) {
+            /* started once they have gone */
+        } else if (!same_server_stopping(d, uid, d->start_name)) {
             d->start_uid = -1;
-            if (!om_server_spawn(d, uid, err, sizeof(err)))
+            if (!om_server_spawn(d, uid, d->start_name, err, sizeof(err)))
                 om_err("start_server -uid %u: %s", (unsigned)uid, err);
         }
     }

@@ -14,6 +14,9 @@
 #include "openmps/protocol.h"
 #include "v3.h"
 
+/* Users one multi-user server may serve (OPENMPS_MULTIUSER_UIDS). */
+#define OM_MULTIUSER_MAX_UIDS 64
+
 /* Milliseconds a new connection may take to say who it is
  * (OPENMPS_HELLO_TIMEOUT_MS overrides it; the tests shorten it). */
 #define OM_HELLO_TIMEOUT_MS 10000
@@ -80,10 +83,15 @@ struct conn {
         char *sm_partition;        /* its CUDA_MPS_SM_PARTITION, on the heap when it set it */
     } hello;
     char v3_server[64], v3_ns[64]; /* the namespace socket it came through (v3.c), "" none */
-    struct peer *peer;             /* its user's counts */
-    bool dead;                     /* closed; freed at the end of the event loop's round */
-    struct {                       /* UI: what of an answer its socket could not take yet */
-        char *buf;                 /* NULL: nothing waits; else sent as the socket drains */
+    /* The server process it goes to (om_v3_route_server, at its hello): that of named server
+     * route ("" the plain server of route_uid) of user route_uid (its own uid, or with -m a
+     * multi-user server's owner). */
+    uid_t route_uid;
+    char route[64];
+    struct peer *peer; /* its user's counts */
+    bool dead;         /* closed; freed at the end of the event loop's round */
+    struct {           /* UI: what of an answer its socket could not take yet */
+        char *buf;     /* NULL: nothing waits; else sent as the socket drains */
         size_t len, off;
         uint16_t flags; /* the answer's (OM_ANSWER_ERROR) */
         int64_t since_ms;
@@ -98,7 +106,8 @@ enum server_state { SRV_INITIALIZING, SRV_ACTIVE, SRV_FAULT, SRV_STOPPING };
 struct client_rec {
     uint32_t id;
     pid_t pid;
-    bool up; /* the server confirmed the session */
+    uid_t uid; /* its own (a multi-user server's clients are of several users) */
+    bool up;   /* the server confirmed the session */
     uint32_t device_mask;
     struct om_limits limits; /* what the server applies to it (the server's, tightened) */
     struct om_limits want;   /* what it asked for in its environment, tightened by its namespace */
@@ -125,8 +134,10 @@ struct pending {
 struct server {
     uint64_t id; /* unique for the daemon's life, like conn ids */
     pid_t pid;
-    uid_t uid;
-    int chan; /* socketpair end, -1 once the server closed it */
+    uid_t uid;     /* the user it runs as */
+    char name[64]; /* its named server (protocol 3), "" for a user's plain server */
+    bool shared;   /* multi-user (-m): it also serves the clients of d->mu_uids' users */
+    int chan;      /* socketpair end, -1 once the server closed it */
     enum server_state state;
     bool ready;          /* it said READY once */
     bool stop_when_idle; /* graceful shutdown asked */
@@ -181,6 +192,12 @@ struct daemon {
     uint32_t next_request_id;
     struct om_limits defaults; /* set_default_*; lost on quit */
     int64_t start_uid;         /* start_server queued behind another user, -1 none */
+    char start_name[64];       /* ... of that named server ("" the user's plain server) */
+    /* -m with OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE=1 (docs/security.md "Multi-user servers"):
+     * the clients of these users share one server, run as the first of them. */
+    bool multiuser;
+    unsigned n_mu_uids;
+    uid_t mu_uids[OM_MULTIUSER_MAX_UIDS];
     bool quitting;
     int64_t quit_force_at_ms; /* 0 = wait for clients */
     bool probed;
@@ -192,6 +209,18 @@ struct daemon {
     struct om_metrics *metrics; /* metrics.c: NULL unless OPENMPS_METRICS or _TEXTFILE is set */
     struct om_parts *parts;     /* partition.c: static SM partitions (-S), NULL without -S */
 };
+
+/* What a front-end ui (NULL: the daemon itself, the metrics) may see: a server's clients when
+ * it is root, the server's user, or the server is a multi-user one (-m); of those, a client when
+ * it is root or the client's user. */
+static inline bool om_sees_server(const struct conn *ui, const struct server *s)
+{
+    return !ui || ui->uid == 0 || ui->uid == s->uid || s->shared;
+}
+static inline bool om_sees_client(const struct conn *ui, const struct client_rec *r)
+{
+    return !ui || ui->uid == 0 || ui->uid == r->uid;
+}
 
 /* A growing text buffer for answers. */
 struct strbuf {
@@ -302,9 +331,22 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
                    struct om_srv_adopt *a, uint64_t *ret_serial, char *why, size_t whylen);
 
 /* servers.c */
-struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen);
+/* Starts the server process of named server `name` ("" a user's plain server) as uid. */
+struct server *om_server_spawn(struct daemon *d, uid_t uid, const char *name, char *err,
+                               size_t errlen);
 struct server *om_server_find_pid(struct daemon *d, pid_t pid);
+/* The process of named server `name` ("" the plain one) of uid that may take new clients. */
+struct server *om_server_for(struct daemon *d, uid_t uid, const char *name);
+/* A server of uid's (any of its named servers, or its plain one) that may take new clients. */
 struct server *om_server_for_uid(struct daemon *d, uid_t uid);
+/* Multi-user (-m): whether uid is one of OPENMPS_MULTIUSER_UIDS; the user whose servers serve
+ * uid's clients (the list's first where uid is listed, else uid itself). */
+bool om_multiuser_listed(const struct daemon *d, uid_t uid);
+uid_t om_serving_uid(const struct daemon *d, uid_t uid);
+/* Whether a live server serves uid's clients (its own, or a multi-user server that lists it). */
+bool om_user_served(struct daemon *d, uid_t uid);
+/* -m at the start: 0, or -1 with a sentence in err (no opt-in, a bad list). */
+int om_multiuser_setup(struct daemon *d, char *err, size_t errlen);
 /* Hands client c to its server: true when done (or refused: c is closed either way), false
  * when the server's channel is full (c stays in the wait list; s->chan_full_ms is set). */
 bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c);
@@ -322,7 +364,8 @@ int om_server_send_client_limits(struct server *s, struct client_rec *r);
 /* Sends the client limits still waiting (limits_pending); 0, or -errno. */
 int om_server_flush_client_limits(struct server *s);
 bool om_server_live(const struct server *s);
-/* Devices for device_query: from a running server, else probed once. */
+/* Devices for device_query: from a running server that has every device (no named server's
+ * allowed_devices), else probed once. */
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret);
 /* The daemon's own probe of the driver (root's, in a child process), never a server's report:
  * what static partitions are made on (a user's server is untrusted, and may see fewer devices). */

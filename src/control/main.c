@@ -28,7 +28,9 @@ static void usage(FILE *f, int protocol)
             "                    wins; a front-end follows the running daemon's protocol\n"
             "  -a, --apply FILE  with -d or -f: apply a configuration file (TOML) at the start\n"
             "  -q, --quit        stop the running daemon and its servers (as `quit`)\n"
-            "  -m, --multiuser   refused: see openmps-control(8) and docs/security.md\n"
+            "  -m, --multiuser   with -d or -f: the users of OPENMPS_MULTIUSER_UIDS share one\n"
+            "                    server (and so one GPU address space: refused unless\n"
+            "                    OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE=1; docs/security.md)\n"
             "  -S, --static-partitioning  with -d or -f: static SM partitions (sm_partition,\n"
             "                    lspart); every client names its own (CUDA_MPS_SM_PARTITION)\n"
             "  -v, --version     print the version\n"
@@ -72,9 +74,6 @@ static int pick_protocol(const char *flag)
             v == env ? " (CUDA_MPS_PROTOCOL_VERSION)" : "");
     return 0;
 }
-
-/* The name of the opt-in to a server shared by several users (docs/security.md). */
-#define MULTIUSER_OPT_IN "OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE"
 
 /* Run by NVIDIA's name (the drop-in symlink, docs/operations.md "The drop-in name"), the
  * directories default to NVIDIA's, so that scripts relying on NVIDIA's defaults find the daemon
@@ -125,7 +124,8 @@ static int go_background(void)
     return pfd[1];
 }
 
-static int run_daemon(bool background, int protocol, const char *conf_path, bool static_parts)
+static int run_daemon(bool background, int protocol, const char *conf_path, bool static_parts,
+                      bool multiuser)
 {
     static struct daemon d;
     struct om_conf *conf = NULL;
@@ -142,6 +142,14 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
         om_v3_apply_settings(conf);
     }
     d.protocol = protocol;
+    /* -m: only with the operator's opt-in (the environment's, or the file's [openmps]), which
+     * names the risk; refused otherwise, saying why (docs/security.md "Multi-user servers") */
+    d.euid = geteuid();
+    if (multiuser && om_multiuser_setup(&d, err, sizeof(err)) < 0) {
+        fprintf(stderr, "openmps-control: %s\n", err);
+        free(conf);
+        return 2;
+    }
     if (static_parts && om_parts_enable(&d) < 0) {
         fprintf(stderr, "openmps-control: out of memory\n");
         free(conf);
@@ -159,6 +167,11 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
     }
     if (conf)
         om_info("configuration %s applied (protocol %d)", conf_path, protocol);
+    if (d.multiuser)
+        om_warn("multi-user mode (-m, OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE=1): the clients of "
+                "%u users (OPENMPS_MULTIUSER_UIDS, the first runs their servers) share servers and "
+                "so one GPU address space: each can read and write the others' device memory",
+                d.n_mu_uids);
     free(conf);
     if (background) {
         ready_fd = go_background();
@@ -200,7 +213,7 @@ int main(int argc, char **argv)
     };
     int mode = 0, c; /* mode: 'd', 'f' or 0 for the front-end */
     const char *protocol_flag = NULL, *conf_path = NULL;
-    bool quit = false, help = false, static_parts = false;
+    bool quit = false, help = false, static_parts = false, multiuser = false;
 
     nvidia_defaults(argv[0]);
     opterr = 0;
@@ -224,17 +237,7 @@ int main(int argc, char **argv)
         case 'p': protocol_flag = optarg; break;
         case 'a': conf_path = optarg; break;
         case 'q': quit = true; break;
-        case 'm':
-            if (getenv(MULTIUSER_OPT_IN) && !strcmp(getenv(MULTIUSER_OPT_IN), "1"))
-                fprintf(stderr, "openmps-control: -m: multi-user servers are not built yet, even "
-                                "with " MULTIUSER_OPT_IN "=1\n");
-            else
-                fprintf(stderr,
-                        "openmps-control: -m (multi-user servers) is refused: openmps's clients "
-                        "share their server's GPU address space, so one user's kernels could read "
-                        "and write another user's memory. Each user gets a server of its own "
-                        "(docs/security.md, \"Multi-user servers\")\n");
-            return 2;
+        case 'm': multiuser = true; break;
         case 'S': static_parts = true; break;
         default:
             if (optopt == 'p' || optopt == 'a') {
@@ -266,7 +269,12 @@ int main(int argc, char **argv)
                     quit ? "-q" : argv[optind]);
             return 2;
         }
-        return run_daemon(mode == 'd', protocol, conf_path, static_parts);
+        return run_daemon(mode == 'd', protocol, conf_path, static_parts, multiuser);
+    }
+    if (multiuser) {
+        fprintf(stderr, "openmps-control: -m starts the daemon in multi-user mode: give it with "
+                        "-d or -f\n");
+        return 2;
     }
     if (static_parts) {
         fprintf(stderr, "openmps-control: -S starts the daemon with static SM partitioning: give "

@@ -134,7 +134,8 @@ void om_metrics_client_labels(struct strbuf *sb, const struct server *s, const s
 
     snprintf(num, sizeof(num), "%d", (int)c->pid);
     put_label(sb, "pid", num, true);
-    snprintf(num, sizeof(num), "%u", (unsigned)s->uid);
+    (void)s;
+    snprintf(num, sizeof(num), "%u", (unsigned)c->uid); /* its own: a -m server's are several */
     put_label(sb, "uid", num, false);
     put_label(sb, "command", c->command, false);
 }

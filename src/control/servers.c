@@ -35,13 +35,99 @@ struct server *om_server_find_pid(struct daemon *d, pid_t pid)
     return NULL;
 }
 
-/* The server of that user that may take new clients, if any. */
+struct server *om_server_for(struct daemon *d, uid_t uid, const char *name)
+{
+    for (struct server *s = d->servers; s; s = s->next)
+        if (s->uid == uid && !strcmp(s->name, name) && om_server_live(s) && !s->stop_when_idle)
+            return s;
+    return NULL;
+}
+
 struct server *om_server_for_uid(struct daemon *d, uid_t uid)
 {
     for (struct server *s = d->servers; s; s = s->next)
         if (s->uid == uid && om_server_live(s) && !s->stop_when_idle)
             return s;
     return NULL;
+}
+
+bool om_multiuser_listed(const struct daemon *d, uid_t uid)
+{
+    for (unsigned i = 0; d->multiuser && i < d->n_mu_uids; i++)
+        if (d->mu_uids[i] == uid)
+            return true;
+    return false;
+}
+
+uid_t om_serving_uid(const struct daemon *d, uid_t uid)
+{
+    return om_multiuser_listed(d, uid) ? d->mu_uids[0] : uid;
+}
+
+bool om_user_served(struct daemon *d, uid_t uid)
+{
+    return om_server_for_uid(d, om_serving_uid(d, uid)) != NULL;
+}
+
+int om_multiuser_setup(struct daemon *d, char *err, size_t errlen)
+{
+    const char *optin = getenv("OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE");
+    const char *list = getenv("OPENMPS_MULTIUSER_UIDS");
+
+    if (!optin || strcmp(optin, "1") != 0) {
+        snprintf(err, errlen,
+                 "-m (multi-user servers) is refused: openmps's clients share their server's GPU "
+                 "address space, so one user's kernels could read and write another user's "
+                 "memory. Each user gets a server of its own; an operator who accepts the risk "
+                 "for users who trust each other sets OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE=1 "
+                 "and OPENMPS_MULTIUSER_UIDS (docs/security.md, \"Multi-user servers\")");
+        return -1;
+    }
+    if (d->euid != 0) {
+        snprintf(err, errlen,
+                 "-m: a daemon run as uid %u serves only its own user; run it as root to serve "
+                 "several users in one server",
+                 (unsigned)d->euid);
+        return -1;
+    }
+    d->n_mu_uids = 0;
+    for (const char *p = list ? list : ""; *p;) {
+        char *end;
+        unsigned long v;
+        if (*p < '0' || *p > '9' || (v = strtoul(p, &end, 10)) >= 0xffffffffUL ||
+            (*end && *end != ',') || end - p > 10) {
+            snprintf(err, errlen,
+                     "-m: OPENMPS_MULTIUSER_UIDS=%.64s: give the users' ids, comma-separated "
+                     "(1000,1001)",
+                     list);
+            return -1;
+        }
+        bool dup = false;
+        for (unsigned i = 0; i < d->n_mu_uids; i++)
+            dup |= d->mu_uids[i] == (uid_t)v;
+        if (v == 0) {
+            snprintf(err, errlen,
+                     "-m: OPENMPS_MULTIUSER_UIDS names root (0): root's clients never share a "
+                     "server with other users");
+            return -1;
+        }
+        if (!dup && d->n_mu_uids == OM_MULTIUSER_MAX_UIDS) {
+            snprintf(err, errlen, "-m: OPENMPS_MULTIUSER_UIDS names more than %d users",
+                     OM_MULTIUSER_MAX_UIDS);
+            return -1;
+        }
+        if (!dup)
+            d->mu_uids[d->n_mu_uids++] = (uid_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (d->n_mu_uids < 2) {
+        snprintf(err, errlen,
+                 "-m: OPENMPS_MULTIUSER_UIDS must name the users (two or more, comma-separated) "
+                 "whose clients share one server");
+        return -1;
+    }
+    d->multiuser = true;
+    return 0;
 }
 
 /* Moves fd to a number >= 10 so that dup2 into 3 and 4 cannot clobber it. */
@@ -71,6 +157,7 @@ struct identity {
     char home[256];
     char home_kv[270];
     char visible_kv[300]; /* CUDA_VISIBLE_DEVICES= its named server's allowed_devices (v3.c) */
+    char shared_kv[800];  /* OPENMPS_SERVER_SHARED_USERS= the other users it serves (-m), "" */
     char **envp;          /* its whole environment (server_env) */
     bool limits_set;
     struct rlimit limits[RLIM_NLIMITS]; /* process 1's, when the daemon is root */
@@ -118,15 +205,23 @@ static char **server_env(struct identity *id)
 
     for (char **e = environ; *e; e++)
         n++;
-    envp = calloc(n + 6, sizeof(*envp));
+    envp = calloc(n + 8, sizeof(*envp));
     if (!envp)
         return NULL;
+    /* OPENMPS_SERVER_SHARED_USERS is the daemon's word alone; a multi-user server keeps no
+     * module cache (it would put one user's images in another's HOME). */
     for (char **e = environ; *e; e++)
         if (server_setting(*e, extra) && strncmp(*e, "CUDA_MODULE_LOADING=", 20) &&
+            strncmp(*e, "OPENMPS_SERVER_SHARED_USERS=", 28) &&
+            !(id->shared_kv[0] && !strncmp(*e, "OPENMPS_MODULE_CACHE=", 21)) &&
             !(id->visible_kv[0] && !strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21)))
             envp[k++] = *e;
     if (id->visible_kv[0])
         envp[k++] = id->visible_kv;
+    if (id->shared_kv[0]) {
+        envp[k++] = id->shared_kv;
+        envp[k++] = "OPENMPS_MODULE_CACHE=off";
+    }
     snprintf(id->home_kv, sizeof(id->home_kv), "HOME=%s", id->home[0] ? id->home : "/");
     envp[k++] = id->home_kv;
     envp[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -249,7 +344,8 @@ static _Noreturn void exec_server(struct daemon *d, const struct identity *id, i
     child_fail(log_fd, d->server_exe, errno);
 }
 
-struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t errlen)
+struct server *om_server_spawn(struct daemon *d, uid_t uid, const char *name, char *err,
+                               size_t errlen)
 {
     struct identity id;
     struct server *s;
@@ -275,7 +371,16 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     }
     resolve_identity(uid, &id);
     system_limits(d, &id);
-    om_v3_server_visible(d, uid, id.visible_kv, sizeof(id.visible_kv));
+    om_v3_server_visible(d, name, id.visible_kv, sizeof(id.visible_kv));
+    if (om_multiuser_listed(d, uid)) { /* -m: the other listed users' clients too */
+        size_t len =
+            (size_t)snprintf(id.shared_kv, sizeof(id.shared_kv), "OPENMPS_SERVER_SHARED_USERS=");
+        for (unsigned i = 0; i < d->n_mu_uids && len + 12 < sizeof(id.shared_kv); i++)
+            if (d->mu_uids[i] != uid)
+                len += (size_t)snprintf(id.shared_kv + len, sizeof(id.shared_kv) - len, "%s%u",
+                                        id.shared_kv[len - 1] == '=' ? "" : ",",
+                                        (unsigned)d->mu_uids[i]);
+    }
     id.envp = server_env(&id);
     pid = id.envp ? fork() : -1;
     if (pid < 0) {
@@ -302,14 +407,21 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, char *err, size_t er
     s->id = ++d->next_server_id;
     s->pid = pid;
     s->uid = uid;
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->shared = id.shared_kv[0] != '\0';
     s->chan = sv[0];
     s->state = SRV_INITIALIZING;
     s->started_ms = om_now_ms();
-    s->next_client_id = 1;                   /* ps numbers clients from 1, as NVIDIA does */
-    s->limits = om_v3_server_limits(d, uid); /* its named server's, else the defaults */
+    s->next_client_id = 1;                    /* ps numbers clients from 1, as NVIDIA does */
+    s->limits = om_v3_server_limits(d, name); /* its named server's, else the defaults */
     s->next = d->servers;
     d->servers = s;
-    om_info("Starting new server %d for user %u", (int)pid, (unsigned)uid);
+    om_info("Starting new server %d for user %u%s%s%s", (int)pid, (unsigned)uid,
+            name[0] ? " (named server " : "", name, name[0] ? ")" : "");
+    if (s->shared)
+        om_warn("Server %d is a multi-user server (-m): %s; its clients share one GPU address "
+                "space",
+                (int)pid, id.shared_kv + 28);
     if (om_server_send_limits(s) < 0)
         om_warn("server %d: cannot send its limits", (int)pid);
     return s;
@@ -482,6 +594,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     }
     r->id = a.client_id;
     r->pid = c->pid;
+    r->uid = c->uid;
     r->limits = a.limits;
     r->want = a.want;
     r->part = part;
@@ -699,16 +812,17 @@ static void server_free(struct server *s)
     free(s);
 }
 
-/* Tells every client that waits for this user's server why it will not come. */
-static void refuse_waiting(struct daemon *d, uid_t uid, const char *why)
+/* Tells every client that waits for this server (its user's, its named server's) why it will
+ * not come. */
+static void refuse_waiting(struct daemon *d, const struct server *s, const char *why)
 {
     struct conn *c = d->conns, *next;
 
     for (; c; c = next) {
         next = c->next;
-        if (c->kind == CONN_WAITING && c->uid == uid) {
+        if (c->kind == CONN_WAITING && c->route_uid == s->uid && !strcmp(c->route, s->name)) {
             om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, why);
-            om_peer_info(d, uid, "Refusing client %d: %s", (int)c->pid, why);
+            om_peer_info(d, c->uid, "Refusing client %d: %s", (int)c->pid, why);
             om_conn_close(d, c);
         }
     }
@@ -772,7 +886,7 @@ void om_server_reap(struct daemon *d)
                      "openmps: the server for uid %u failed to start (%s%s%s); "
                      "see server.log in %s",
                      (unsigned)s->uid, how, s->fault[0] ? ": " : "", s->fault, d->log_dir);
-            refuse_waiting(d, s->uid, why);
+            refuse_waiting(d, s, why);
         }
         server_free(s);
     }
@@ -852,7 +966,10 @@ static int probe_devices(struct daemon *d)
 int om_daemon_devices(struct daemon *d, const struct om_device_info **ret)
 {
     for (struct server *s = d->servers; s; s = s->next) {
-        if (s->state == SRV_ACTIVE) {
+        char kv[300];
+        /* a named server's allowed_devices are its own, not every client's */
+        om_v3_server_visible(d, s->name, kv, sizeof(kv));
+        if (s->state == SRV_ACTIVE && !kv[0]) {
             *ret = s->devs;
             return (int)s->ndevs;
         }

@@ -51,7 +51,7 @@ struct om_stats_req {
 
 static bool visible(const struct conn *ui, const struct server *s)
 {
-    return !ui || ui->uid == 0 || ui->uid == s->uid; /* no front-end: the metrics see all */
+    return om_sees_server(ui, s); /* no front-end: the metrics see all */
 }
 
 static const char *status_name(const struct server *s)
@@ -416,7 +416,7 @@ static void client_json(struct strbuf *sb, const struct server *s, const struct 
     struct joined j = join(p, cr);
 
     sb_printf(sb, "{\"pid\": %d, \"client_id\": %u, \"server_pid\": %d, \"uid\": %u, ",
-              (int)cr->pid, cr->id, (int)s->pid, (unsigned)s->uid);
+              (int)cr->pid, cr->id, (int)s->pid, (unsigned)cr->uid);
     sb_printf(sb, "\"command\": ");
     json_str(sb, cr->command);
     sb_printf(sb, ", \"cgroup\": ");
@@ -493,7 +493,8 @@ static void device_json(struct strbuf *sb, const struct server *s, uint32_t dev,
     sb_printf(sb, "}");
 }
 
-static void answer_json(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r)
+static void answer_json(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r,
+                        const struct conn *ui)
 {
     struct timespec now;
     bool first = true;
@@ -529,6 +530,8 @@ static void answer_json(struct strbuf *sb, struct daemon *d, const struct om_sta
         for (struct server *s = d->servers; s; s = s->next)
             for (struct client_rec *cr = s->clients; s->id == r->parts[i].server_id && cr;
                  cr = cr->next) {
+                if (!om_sees_client(ui, cr))
+                    continue;
                 sb_printf(sb, "%s", first ? "" : ", ");
                 client_json(sb, s, cr, &r->parts[i]);
                 first = false;
@@ -544,7 +547,8 @@ static void size_text(uint64_t bytes, char *buf, size_t cap)
         snprintf(buf, cap, "0");
 }
 
-static void answer_text(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r)
+static void answer_text(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r,
+                        const struct conn *ui)
 {
     bool any = false;
 
@@ -557,6 +561,8 @@ static void answer_text(struct strbuf *sb, struct daemon *d, const struct om_sta
             for (struct client_rec *cr = s->clients; cr; cr = cr->next) {
                 struct joined j = join(&r->parts[i], cr);
                 char h2d[32], d2h[32], d2d[32], mem[32], pin[32];
+                if (!om_sees_client(ui, cr))
+                    continue;
                 if (!any)
                     sb_printf(sb, "%-9s %-9s %-8s %11s %9s %9s %8s %8s %8s %8s %8s %s\n", "PID",
                               "SERVER", "STATE", "GPU-TIME(s)", "KERNELS", "CALLS/S", "H2D", "D2H",
@@ -600,7 +606,8 @@ static void smi_process(struct strbuf *sb, uint32_t dev, pid_t pid, const char *
 /* What nvidia-smi's process table shows under NVIDIA's MPS: per GPU, the server (type C) and
  * each client as an M+C process with the device memory it holds (docs/operations.md says what
  * nvidia-smi itself shows under openmps, and why). */
-static void answer_smi(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r)
+static void answer_smi(struct strbuf *sb, struct daemon *d, const struct om_stats_req *r,
+                       const struct conn *ui)
 {
     char rule[SMI_WIDTH + 1];
     bool any = false;
@@ -623,6 +630,8 @@ static void answer_smi(struct strbuf *sb, struct daemon *d, const struct om_stat
                 for (struct client_rec *cr = s->clients; cr; cr = cr->next) {
                     uint64_t bytes = 0;
                     bool on = dev < 32 && (cr->device_mask & (1u << dev));
+                    if (!om_sees_client(ui, cr))
+                        continue;
                     char mib[32];
                     for (uint32_t k = 0; k < p->nu; k++)
                         if (p->u[k].client_id == cr->id && p->u[k].device == dev) {
@@ -756,11 +765,11 @@ static void finish(struct daemon *d, struct om_stats_req *r)
             continue;
         c->awaiting = 0;
         if (r->format == FMT_JSON)
-            answer_json(&out, d, r);
+            answer_json(&out, d, r, c);
         else if (r->format == FMT_SMI)
-            answer_smi(&out, d, r);
+            answer_smi(&out, d, r, c);
         else
-            answer_text(&out, d, r);
+            answer_text(&out, d, r, c);
         if (out.oom)
             om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR, "Error: out of memory");
         else
@@ -782,6 +791,8 @@ void om_stats_ps_json(struct daemon *d, struct conn *ui, struct server *only, st
             continue;
         for (struct client_rec *cr = s->clients; cr; cr = cr->next) {
             char uuid[64] = "";
+            if (!om_sees_client(ui, cr))
+                continue;
             for (uint32_t i = 0; i < s->ndevs && i < 32; i++)
                 if (cr->device_mask & (1u << i)) {
                     om_format_uuid(s->devs[i].uuid, uuid, sizeof(uuid));
@@ -790,7 +801,8 @@ void om_stats_ps_json(struct daemon *d, struct conn *ui, struct server *only, st
             sb_printf(out,
                       "%s{\"pid\": %d, \"id\": %u, \"server_pid\": %d, \"uid\": %u, "
                       "\"device\": \"%s\", \"devices\": [",
-                      first ? "" : ", ", (int)cr->pid, cr->id, (int)s->pid, (unsigned)s->uid, uuid);
+                      first ? "" : ", ", (int)cr->pid, cr->id, (int)s->pid, (unsigned)cr->uid,
+                      uuid);
             bool f = true;
             for (uint32_t i = 0; i < s->ndevs && i < 32; i++)
                 if (cr->device_mask & (1u << i)) {

@@ -258,14 +258,6 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
                      (unsigned)d->euid);
             return -EINVAL;
         }
-        const struct om_v3_server *other = server_of_uid(d, uid);
-        if (other) {
-            snprintf(err, errlen,
-                     "line %d: servers %s and %s both serve uid %u: openmps runs one server "
-                     "process per user (several servers for one user are not supported yet)",
-                     cs->line, other->name, cs->name, (unsigned)uid);
-            return -EINVAL;
-        }
         memset(s, 0, sizeof(*s));
         snprintf(s->name, sizeof(s->name), "%s", cs->name);
         s->uid = uid;
@@ -312,11 +304,18 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
     return 0;
 }
 
-struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid)
+struct om_limits om_v3_server_limits(const struct daemon *d, const char *name)
+{
+    const struct om_v3_server *s = name[0] ? find_server((struct daemon *)d, name) : NULL;
+
+    return s ? s->limits : d->defaults;
+}
+
+const char *om_v3_uid_server(const struct daemon *d, uid_t uid)
 {
     const struct om_v3_server *s = server_of_uid(d, uid);
 
-    return s ? s->limits : d->defaults;
+    return s ? s->name : "";
 }
 
 void om_v3_cgroup_file(const char *path, char *buf, size_t cap)
@@ -384,9 +383,9 @@ bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup)
     return true;
 }
 
-void om_v3_server_visible(const struct daemon *d, uid_t uid, char *kv, size_t cap)
+void om_v3_server_visible(const struct daemon *d, const char *name, char *kv, size_t cap)
 {
-    const struct om_v3_server *s = server_of_uid(d, uid);
+    const struct om_v3_server *s = name[0] ? find_server((struct daemon *)d, name) : NULL;
 
     kv[0] = '\0';
     if (s && s->allowed_devices[0])
@@ -405,7 +404,7 @@ static void fit_devices(struct om_limits *l, uint32_t ndevs)
 
 void om_v3_server_ready(const struct daemon *d, struct server *s)
 {
-    if (server_of_uid(d, s->uid))
+    if (s->name[0] && find_server((struct daemon *)d, s->name))
         fit_devices(&s->limits, s->ndevs);
 }
 
@@ -420,10 +419,68 @@ static struct om_limits ns_want(const struct om_v3_ns *n, const struct server *p
     return om_limits_merge(asked, &l);
 }
 
+/* Whether named server vs serves uid's clients: its user's, and with -m the listed users'
+ * (root's front-ends may connect to any socket, but its clients go to its own servers). */
+static bool serves_user(const struct daemon *d, const struct om_v3_server *vs, uid_t uid)
+{
+    return vs->uid == uid || (om_multiuser_listed(d, uid) && om_multiuser_listed(d, vs->uid));
+}
+
+/* The namespace of named server vs whose cgroup holds `cgroup` most specifically (the longest
+ * path); NULL for none. */
+static const struct om_v3_ns *cgroup_ns(const struct om_v3_server *vs, const char *cgroup,
+                                        size_t *best_len)
+{
+    const struct om_v3_ns *best = NULL;
+
+    for (unsigned i = 0; i < vs->nns; i++) {
+        size_t n = strlen(vs->ns[i].cgroup);
+        if (om_v3_in_cgroup(vs->ns[i].cgroup, vs->ns[i].cgroup_depth, cgroup) && n > *best_len) {
+            best = &vs->ns[i];
+            *best_len = n;
+        }
+    }
+    return best;
+}
+
+void om_v3_route_server(const struct daemon *d, struct conn *c)
+{
+    const struct om_v3_server *vs =
+        c->v3_server[0] ? find_server((struct daemon *)d, c->v3_server) : NULL;
+    uid_t uid = om_serving_uid(d, c->uid);
+    char cgroup[4096] = "";
+    size_t best_len = 0;
+    bool any_cgroup = false;
+
+    if (vs && serves_user(d, vs, c->uid)) { /* its socket: that named server */
+        c->route_uid = vs->uid;
+        snprintf(c->route, sizeof(c->route), "%s", vs->name);
+        return;
+    }
+    c->route_uid = uid;
+    snprintf(c->route, sizeof(c->route), "%s", om_v3_uid_server(d, uid));
+    /* Its cgroup: the user's named server with the namespace that holds it most specifically
+     * (the first such server where two are as specific). */
+    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++)
+        for (unsigned j = 0; d->v3->servers[i].uid == uid && j < d->v3->servers[i].nns; j++)
+            any_cgroup |= d->v3->servers[i].ns[j].cgroup[0] != '\0';
+    if (!any_cgroup)
+        return;
+    client_cgroup(c->pid, cgroup, sizeof(cgroup));
+    for (unsigned i = 0; i < d->v3->nservers; i++)
+        if (d->v3->servers[i].uid == uid && cgroup_ns(&d->v3->servers[i], cgroup, &best_len))
+            snprintf(c->route, sizeof(c->route), "%s", d->v3->servers[i].name);
+}
+
+bool om_v3_route_valid(const struct daemon *d, const struct conn *c)
+{
+    return !c->route[0] || find_server((struct daemon *)d, c->route) != NULL;
+}
+
 void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap)
 {
-    const struct om_v3_server *vs = server_of_uid(d, s->uid);
+    const struct om_v3_server *vs = s->name[0] ? find_server((struct daemon *)d, s->name) : NULL;
     char cgroup[4096];
 
     snprintf(ns, cap, "%s", vs ? "default" : "");
@@ -440,13 +497,9 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
     }
     client_cgroup(c->pid, cgroup, sizeof(cgroup));
     /* The namespace with the longest matching cgroup: the most specific. */
-    for (unsigned i = 0; i < vs->nns; i++) {
-        size_t n = strlen(vs->ns[i].cgroup);
-        if (om_v3_in_cgroup(vs->ns[i].cgroup, vs->ns[i].cgroup_depth, cgroup) && n > best_len) {
-            best = &vs->ns[i];
-            best_len = n;
-        }
-    }
+    const struct om_v3_ns *by_cgroup = cgroup_ns(vs, cgroup, &best_len);
+    if (by_cgroup)
+        best = by_cgroup;
 found:
     snprintf(ns, cap, "%s", best->name);
     *want = ns_want(best, s, want);
@@ -459,7 +512,7 @@ found:
 static unsigned ns_move_clients(struct daemon *d, const struct om_v3_server *vs, const char *from,
                                 const struct om_v3_ns *to)
 {
-    struct server *p = om_server_for_uid(d, vs->uid);
+    struct server *p = om_server_for(d, vs->uid, vs->name);
     unsigned n = 0;
 
     for (struct client_rec *r = p ? p->clients : NULL; r; r = r->next) {
@@ -481,7 +534,7 @@ static unsigned ns_move_clients(struct daemon *d, const struct om_v3_server *vs,
 /* How many running clients server vs has in namespace ns. */
 static unsigned ns_clients(struct daemon *d, const struct om_v3_server *vs, const char *ns)
 {
-    struct server *p = om_server_for_uid(d, vs->uid);
+    struct server *p = om_server_for(d, vs->uid, vs->name);
     unsigned n = 0;
 
     for (struct client_rec *r = p ? p->clients : NULL; r; r = r->next)
@@ -598,8 +651,9 @@ bool om_v3_accepted(const struct daemon *d, unsigned i, uid_t uid, struct conn *
 
     if (!c) {
         /* A user's clients go to its own server: another's socket is refused, saying why
-         * (root, whose front-ends may use any socket, is let in). */
-        if (s && (uid == 0 || uid == s->uid))
+         * (root, whose front-ends may use any socket, is let in; with -m, the users listed
+         * reach each other's: they share servers). */
+        if (s && (uid == 0 || serves_user(d, s, uid)))
             return true;
         if (s)
             snprintf(why, cap,
@@ -897,7 +951,7 @@ static int server_list(struct v3_ctx *x)
         return 0;
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
         const struct om_v3_server *s = &d->v3->servers[i];
-        struct server *p = om_server_for_uid(d, s->uid);
+        struct server *p = om_server_for(d, s->uid, s->name);
         char uid[16], pid[16], dir[320];
         if (only && strcmp(only, s->name) != 0)
             continue;
@@ -909,8 +963,8 @@ static int server_list(struct v3_ctx *x)
     }
     for (struct server *p = d->servers; p && !only; p = p->next) {
         char uid[16], pid[16];
-        if (server_of_uid(d, p->uid))
-            continue;
+        if (p->name[0] && find_server(d, p->name))
+            continue; /* listed above */
         snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
         snprintf(pid, sizeof(pid), "%d", (int)p->pid);
         table_row(&t, (const char *const[]){"-", uid, pid, status_name(p),
@@ -946,12 +1000,6 @@ static int server_create(struct v3_ctx *x)
                     name, OM_CONF_NAME_MAX - 1);
     if (find_server(d, name))
         return fail(x, "Server %s already exists", name);
-    const struct om_v3_server *other = server_of_uid(d, (uid_t)uid);
-    if (other)
-        return fail(x,
-                    "Server %s already serves uid %u: openmps runs one server process per user "
-                    "(several servers for one user are not supported yet)",
-                    other->name, (unsigned)uid);
     if (!(v = state(d)))
         return fail(x, "Out of memory");
     if (v->nservers == OM_V3_MAX_SERVERS)
@@ -973,17 +1021,19 @@ static int server_create(struct v3_ctx *x)
         snprintf(s.allowed_devices, sizeof(s.allowed_devices), "%s", opt(x, "allowed-devices"));
     }
     v->servers[v->nservers++] = s;
-    /* Started now, as start_server does: at once, or once another user's server has gone. */
-    if (d->quitting || om_server_for_uid(d, (uid_t)uid))
+    /* Started now, as start_server does: at once, or once another user's server has gone. Its
+     * own process: a user's other servers (named or not) run beside it. */
+    if (d->quitting || om_server_for(d, (uid_t)uid, name))
         return 0;
     for (struct server *p = d->servers; p; p = p->next) {
         if (p->uid != (uid_t)uid) {
             d->start_uid = (int64_t)uid;
+            snprintf(d->start_name, sizeof(d->start_name), "%s", name);
             om_daemon_schedule(d);
             return 0;
         }
     }
-    if (!om_server_spawn(d, (uid_t)uid, err, sizeof(err)))
+    if (!om_server_spawn(d, (uid_t)uid, name, err, sizeof(err)))
         return fail(x, "Cannot start server %s: %s", name, err);
     return 0;
 }
@@ -1000,7 +1050,7 @@ static int server_delete(struct v3_ctx *x)
         return fail(x, "Usage: server delete NAME [--force]");
     if (!(s = find_server(d, name)))
         return fail(x, "Server %.64s not found", name);
-    struct server *p = om_server_for_uid(d, s->uid);
+    struct server *p = om_server_for(d, s->uid, s->name);
     bool force = opt(x, "f") || opt(x, "force");
     if (p && p->nclients && !force)
         return fail(x,
@@ -1048,7 +1098,7 @@ static int server_get(struct v3_ctx *x)
         f[i].key = keys[i];
     if (!s)
         return 0;
-    struct server *p = om_server_for_uid(x->d, s->uid);
+    struct server *p = om_server_for(x->d, s->uid, s->name);
     snprintf(f[0].value, sizeof(f[0].value), "%s", s->name);
     snprintf(f[1].value, sizeof(f[1].value), "%u", (unsigned)s->uid);
     snprintf(f[2].value, sizeof(f[2].value), p ? "%d" : "-", p ? (int)p->pid : 0);
@@ -1083,7 +1133,7 @@ static int server_set(struct v3_ctx *x)
     s->has_priority |= has[2];
     if (devs)
         snprintf(s->allowed_devices, sizeof(s->allowed_devices), "%s", devs);
-    struct server *p = om_server_for_uid(x->d, s->uid);
+    struct server *p = om_server_for(x->d, s->uid, s->name);
     if (p && (has[0] || has[1] || has[2])) {
         p->limits = l;
         om_v3_server_ready(x->d, p);
@@ -1162,10 +1212,16 @@ static void client_devices(const struct server *p, const struct client_rec *r, b
                                 : snprintf(buf + len, cap - len, "%s%u", len ? "," : "", i));
 }
 
-/* Whether the caller may see server p's clients: root, or their user (ps does the same). */
-static bool may_see(const struct v3_ctx *x, const struct server *p)
+/* Whether the caller may see client r of server p: root, or its user (ps does the same). */
+static bool may_see(const struct v3_ctx *x, const struct server *p, const struct client_rec *r)
 {
-    return x->ui->uid == 0 || x->ui->uid == p->uid;
+    return om_sees_server(x->ui, p) && om_sees_client(x->ui, r);
+}
+
+/* The named server of process p, NULL for a plain one (or one whose named server is gone). */
+static const struct om_v3_server *named_of(struct daemon *d, const struct server *p)
+{
+    return p->name[0] ? find_server(d, p->name) : NULL;
 }
 
 /* client list [--all] [--server=NAME] [--format=…]: without --all, the clients of the caller's
@@ -1182,13 +1238,13 @@ static int client_list(struct v3_ctx *x)
         return 0;
     only = opt(x, "server") ? find_server(d, opt(x, "server")) : NULL;
     for (struct server *p = d->servers; p; p = p->next) {
-        const struct om_v3_server *vs = server_of_uid(d, p->uid);
-        if ((only && vs != only) || !may_see(x, p))
-            continue;
-        if (!opt(x, "all") && !only && x->ui->uid != p->uid)
+        const struct om_v3_server *vs = named_of(d, p);
+        if (only && vs != only)
             continue;
         for (struct client_rec *r = p->clients; r; r = r->next) {
             char pid[16], dev[128];
+            if (!may_see(x, p, r) || (!opt(x, "all") && !only && x->ui->uid != r->uid))
+                continue;
             snprintf(pid, sizeof(pid), "%d", (int)r->pid);
             client_devices(p, r, false, dev, sizeof(dev));
             table_row(&t, (const char *const[]){pid, vs ? vs->name : "-", dev,
@@ -1213,9 +1269,9 @@ static int client_get(struct v3_ctx *x)
     if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
         return fail(x, "Invalid pid \"%.32s\"", text);
     for (struct server *p = x->d->servers; p; p = p->next) {
-        const struct om_v3_server *vs = server_of_uid(x->d, p->uid);
-        for (struct client_rec *r = may_see(x, p) ? p->clients : NULL; r; r = r->next) {
-            if ((uint64_t)r->pid != pid)
+        const struct om_v3_server *vs = named_of(x->d, p);
+        for (struct client_rec *r = p->clients; r; r = r->next) {
+            if ((uint64_t)r->pid != pid || !may_see(x, p, r))
                 continue;
             for (unsigned i = 0; i < 8; i++)
                 f[i].key = keys[i];
@@ -1284,7 +1340,8 @@ static unsigned ns_fields(struct v3_ctx *x, const struct om_v3_server *s, const 
         f[i].key = keys[i];
     snprintf(f[0].value, sizeof(f[0].value), "%s", n->name);
     snprintf(f[1].value, sizeof(f[1].value), "%s", s->name);
-    snprintf(f[2].value, sizeof(f[2].value), "%s", status_name(om_server_for_uid(x->d, s->uid)));
+    snprintf(f[2].value, sizeof(f[2].value), "%s",
+             status_name(om_server_for(x->d, s->uid, s->name)));
     limits_text(&n->limits, f[4].value, f[3].value, sizeof(f[3].value));
     snprintf(f[5].value, sizeof(f[5].value), "%u", (unsigned)n->limits.priority);
     pipe_of(x->d, s->name, n->name, f[6].value, sizeof(f[6].value));

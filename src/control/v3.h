@@ -75,13 +75,26 @@ void om_v3_apply_settings(const struct om_conf *c);
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error);
 
-/* The limits a new server process for uid starts with: its named server's where one is defined,
- * else the daemon's defaults. */
-struct om_limits om_v3_server_limits(const struct daemon *d, uid_t uid);
+/* The limits a new server process of named server `name` starts with: the named server's, else
+ * (name "", or one deleted) the daemon's defaults. */
+struct om_limits om_v3_server_limits(const struct daemon *d, const char *name);
 
-/* The devices of uid's named server, where its allowed_devices is set, as
+/* The devices of named server `name`, where its allowed_devices is set, as
  * "CUDA_VISIBLE_DEVICES=..." for the server's environment; "" otherwise. */
-void om_v3_server_visible(const struct daemon *d, uid_t uid, char *kv, size_t cap);
+void om_v3_server_visible(const struct daemon *d, const char *name, char *kv, size_t cap);
+
+/* The named server a client of uid reaches by its uid on the main socket: uid's first named
+ * server (the configuration file's order, then creation's), "" for none (its plain server). */
+const char *om_v3_uid_server(const struct daemon *d, uid_t uid);
+
+/* Chooses the server process a new client c goes to (c->route_uid, c->route): the named server
+ * of the socket it came through, where that server serves its user; else on the main socket
+ * the named server of its user (with -m, the multi-user servers' owner) with the namespace
+ * whose cgroup holds it most specifically; else that user's first named server; else the
+ * user's plain server. */
+void om_v3_route_server(const struct daemon *d, struct conn *c);
+/* Whether c's named server still exists (it may be deleted while c waits). */
+bool om_v3_route_valid(const struct daemon *d, const struct conn *c);
 
 /* Server s said which devices it has (READY): its named server's limits for "every device" are
  * kept for those. */

@@ -254,6 +254,10 @@ struct session {
 struct server {
     int chan; /* to the daemon */
     uid_t uid;
+    /* A multi-user server's (-m; OPENMPS_SERVER_SHARED_USERS, set by the daemon): the other
+     * users whose clients it serves; 0 for a server of its own user's clients alone. */
+    unsigned n_shared;
+    uid_t shared[64];
     struct om_driver drv;
     struct om_device_info devs[OM_MAX_DEVICES];
     int ndevs;

@@ -222,6 +222,28 @@ static int serve(struct server *srv)
     return 0;
 }
 
+/* OPENMPS_SERVER_SHARED_USERS (uids, comma-separated): the daemon makes this a multi-user
+ * server (-m, docs/security.md "Multi-user servers"): clients of those users are served too. A
+ * malformed list is ignored as a whole (logged): the server then takes its own user's only. */
+static void shared_users(struct server *srv)
+{
+    const char *v = getenv("OPENMPS_SERVER_SHARED_USERS");
+    unsigned n = 0;
+
+    for (const char *p = v ? v : ""; *p;) {
+        char *end;
+        unsigned long u = strtoul(p, &end, 10);
+        if (*p < '0' || *p > '9' || u == 0 || u >= 0xffffffffUL || (*end && *end != ',') ||
+            n == sizeof(srv->shared) / sizeof(srv->shared[0])) {
+            om_err("OPENMPS_SERVER_SHARED_USERS=%.100s is not a list of user ids: ignored", v);
+            return;
+        }
+        srv->shared[n++] = (uid_t)u;
+        p = *end ? end + 1 : end;
+    }
+    srv->n_shared = n;
+}
+
 int main(int argc, char **argv)
 {
     static struct server srv;
@@ -256,12 +278,15 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     srv.uid = geteuid();
+    shared_users(&srv);
     om_raise_nofile();
     if (om_server_fault_init() < 0) {
         om_err("cannot create the fault pipe: %s", strerror(errno));
         return 1;
     }
-    om_info("openmps-server %s starting for uid %u", OPENMPS_VERSION, (unsigned)srv.uid);
+    om_info("openmps-server %s starting for uid %u%s", OPENMPS_VERSION, (unsigned)srv.uid,
+            srv.n_shared ? " (multi-user: the clients of other users too, in one address space)"
+                         : "");
     om_sched_init();
     om_replay_init();
     om_priority_init();

@@ -564,10 +564,14 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     s->device_mask = 1ull << s->dev;
     fcntl(fd, F_SETFL, O_NONBLOCK);
     /* The daemon vouches for the client, but the socket is the client's
-     * own: its credentials must be the ones the daemon named. */
-    if (om_sock_peercred(fd, &pid, &uid, NULL) < 0 || pid != s->pid || uid != srv->uid) {
+     * own: its credentials must be the ones the daemon named, of this server's user (or, in a
+     * multi-user server, of one of the users it was started for). */
+    bool user_ok = s->uid == srv->uid;
+    for (unsigned i = 0; i < srv->n_shared; i++)
+        user_ok |= s->uid == srv->shared[i];
+    if (om_sock_peercred(fd, &pid, &uid, NULL) < 0 || pid != s->pid || uid != s->uid || !user_ok) {
         om_err("refusing client %u: its socket belongs to pid %d uid %u, not pid %d uid %u", s->id,
-               (int)pid, (unsigned)uid, (int)s->pid, (unsigned)srv->uid);
+               (int)pid, (unsigned)uid, (int)s->pid, (unsigned)s->uid);
         om_msg_send_text(fd, OM_MSG_REFUSE, 0, "openmps-server: credentials do not match");
         goto fail;
     }
