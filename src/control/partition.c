@@ -2,8 +2,10 @@
 /*
  * Static SM partitions (-S/--static-partitioning, issue #26): the daemon's table of partitions,
  * the commands that make, remove and list them (sm_partition add|rm, lspart, in NVIDIA's syntax
- * and answer formats: docs/driver-facts.md "Static SM partitions"), and a client's partition at
- * its hand-off to its server.
+ * and answer formats: docs/driver-facts.md "Static SM partitions"; protocol 3's partition module
+ * and a namespace's partitions, v3.c, call the om_parts_* functions below), and a client's
+ * partition at its hand-off to its server: the one its CUDA_MPS_SM_PARTITION names, else its
+ * namespace's (protocol 3: as if it had named it; naming another is refused).
  *
  * A device's SMs are cut into chunks of the size its SM resource allows (om_device_info's
  * chunk_sms: 8 SMs on Hopper); the SMs after the last whole chunk are the remainder, which one
@@ -69,6 +71,16 @@ static uint32_t nchunks(const struct om_device_info *dev)
 static uint32_t remainder_sms(const struct om_device_info *dev)
 {
     return dev->sm_count - nchunks(dev) * dev->chunk_sms;
+}
+
+#define NOT_ENABLED                                                                                \
+    "Static SM partitioning is not enabled: start the daemon with -S (--static-partitioning)"
+
+static bool enabled(const struct daemon *d, char *err, size_t errlen)
+{
+    if (!d->parts)
+        snprintf(err, errlen, "%s", NOT_ENABLED);
+    return d->parts != NULL;
 }
 
 static bool bit(const uint64_t m[2], uint32_t i)
@@ -227,12 +239,8 @@ uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, u
     struct part *x;
     char u[64];
 
-    if (!d->parts) {
-        snprintf(err, errlen,
-                 "Static SM partitioning is not enabled: start the daemon with -S "
-                 "(--static-partitioning)");
+    if (!enabled(d, err, errlen))
         return 0;
-    }
     if (!(dev = device_named(d, uuid, err, errlen)) ||
         !(x = add(d, dev, chunks, remainder, name, err, errlen)))
         return 0;
@@ -313,12 +321,8 @@ uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t 
     struct part *x = NULL;
     char uuid[80];
 
-    if (!d->parts) {
-        snprintf(err, errlen,
-                 "Static SM partitioning is not enabled: start the daemon with -S "
-                 "(--static-partitioning)");
+    if (!enabled(d, err, errlen))
         return 0;
-    }
     if (slash) { /* its device first, by its UUID or a prefix of it */
         size_t k = (size_t)(slash - text);
         snprintf(uuid, sizeof(uuid), "%.*s", (int)(k < sizeof(uuid) ? k : sizeof(uuid) - 1), text);
@@ -488,8 +492,7 @@ void om_parts_sm_partition(struct daemon *d, int argc, char **argv, struct strbu
                            bool *ret_error)
 {
     if (!d->parts) {
-        sb_printf(out, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning)");
+        sb_printf(out, "%s", NOT_ENABLED);
         *ret_error = true;
     } else if (argc >= 2 && !strcmp(argv[1], "add")) {
         sm_add(d, argc, argv, out, ret_error);
@@ -510,8 +513,7 @@ void om_parts_lspart(struct daemon *d, struct strbuf *out)
     int n = d->parts ? om_daemon_probed_devices(d, &devs) : 0;
 
     if (!d->parts) {
-        sb_printf(out, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning)");
+        sb_printf(out, "%s", NOT_ENABLED);
         return;
     }
     sb_printf(out, "%-14s%-16s%-8s%-8s%-7s%-7s%s\n", "GPU", "Partition", "free", "used", "free",

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * NVIDIA's MPS v3 interface (protocol 3): named servers and their namespaces, from the
- * configuration file (-a) or the module-verb commands (`server list`, `namespace create`, ...),
- * and the routing of a new client to its namespace. docs/operations.md, "Protocol 3", says what
- * each command prints and what openmps does not do (yet).
+ * configuration file (-a) or the module-verb commands (`server list`, `namespace create`,
+ * `partition create`, `client terminate`, ...), and the routing of a new client to its namespace
+ * (and a namespace's static SM partition, partition.c). docs/operations.md, "Protocol 3", says
+ * what each command prints and what openmps does not do (yet).
  */
 #define _GNU_SOURCE
 #include "v3.h"

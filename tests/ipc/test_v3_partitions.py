@@ -8,6 +8,7 @@ import re
 import subprocess
 
 import harness
+import test_partitions
 from harness import REMOTE_DRIVER, SHIM_DIR, check, wait_for
 from test_partitions import FAKE_UUID, first_round, launch_greens, owned
 
@@ -50,19 +51,9 @@ def green_sms(glog, llog):
     return {g: bin(sets[g]).count("1") for g in set(launch_greens(glog, llog)) if g}
 
 
-CONF = '''schema_version = "1.0"
-[servers.main]
-
-[[servers.main.devices]]
-uuid = "%(uuid)s"
-[[servers.main.devices.sm_partitions]]
-name = "small"
-chunks = 4
-[[servers.main.devices.sm_partitions]]
-name = "rest"
-chunks = 0
-include_remainder = true
-
+# test_partitions.CONF's two partitions of device 0 (small: 4 chunks; rest: the others and the
+# SMs left over), and two namespaces that route their clients into them
+CONF = test_partitions.CONF.replace("%s", "%(uuid)s") + '''
 [servers.main.namespaces.little]
 [[servers.main.namespaces.little.devices]]
 uuid = "%(uuid)s"
@@ -138,14 +129,14 @@ def test_namespace_sm_partition_from_the_configuration_file(daemon):
 
     for text, want in (
             (CONF % {"uuid": FAKE_UUID, "prefix": FAKE_UUID, "little": "nope"},
-             "line 15: namespace little: No SM partition %s/nope" % FAKE_UUID),
+             "line 14: namespace little: No SM partition %s/nope" % FAKE_UUID),
             ((CONF + '[[servers.main.namespaces.little.devices]]\nuuid = "%(uuid)s"\n'
               'sm_partition = "rest"\n') %
              {"uuid": FAKE_UUID, "prefix": FAKE_UUID, "little": "small"},
-             "line 23: namespace little: %s/rest and partition" % FAKE_UUID),
+             "line 22: namespace little: %s/rest and partition" % FAKE_UUID),
             (CONF.replace('sm_partition = "rest"\n', '') %
              {"uuid": FAKE_UUID, "prefix": FAKE_UUID, "little": "small"},
-             "line 20: a device of namespace big without its sm_partition")):
+             "line 19: a device of namespace big without its sm_partition")):
         open(path, "w").write(text)
         r = subprocess.run([harness.CONTROL, "-f", "-p", "3", "-a", path], env=e.env,
                            capture_output=True, text=True, timeout=30)
