@@ -44,7 +44,7 @@ for step in $STEPS; do
     case $step in
     test) make test >"$OUT/test.log" 2>&1 ;;
     demo) make demo >"$OUT/demo.log" 2>&1 ;;
-    bench) BENCH_OUT="$OUT/bench" make bench >"$OUT/bench.log" 2>&1 ;;
+    bench) BENCH_OUT="${BENCH_OUT:-$OUT/bench}" make bench >"$OUT/bench.log" 2>&1 ;;
     # B1's late kernels at 127 and 128 copies (docs/benchmarks.md): openmps only, with the
     # server's per-call timeline, then the timeline around each slow point's slowest copy.
     b1diag)
