@@ -340,11 +340,10 @@ static int cmd_shutdown_server(struct cmd_ctx *x)
 /* Prints 0 when the server ended the client's session, else a reason and 1. */
 static int cmd_terminate_client(struct cmd_ctx *x)
 {
-    struct om_srv_terminate t;
     struct server *s;
-    struct pending *p;
     uint64_t cpid;
     bool known = false;
+    int rc;
 
     if (parse_pid(x, x->argv[1], &s) < 0)
         return 0;
@@ -354,22 +353,36 @@ static int cmd_terminate_client(struct cmd_ctx *x)
         known |= (uint64_t)r->pid == cpid;
     if (!known)
         return fail(x, "Invalid process %s!\n1", x->argv[2]);
-    p = calloc(1, sizeof(*p));
-    if (!p)
+    rc = om_terminate_request(x->d, s, (pid_t)cpid, x->ui, false);
+    if (rc == -ENOMEM)
         return fail(x, "Out of memory\n1");
-    t.request_id = ++x->d->next_request_id;
+    if (rc < 0)
+        return fail(x, "Server %d does not answer\n1", (int)s->pid);
+    return OM_CMD_LATER;
+}
+
+int om_terminate_request(struct daemon *d, struct server *s, pid_t cpid, struct conn *ui, bool v3)
+{
+    struct om_srv_terminate t;
+    struct pending *p = calloc(1, sizeof(*p));
+
+    if (!p)
+        return -ENOMEM;
+    t.request_id = ++d->next_request_id;
     t.client_pid = (uint32_t)cpid;
     if (s->chan < 0 || om_msg_send(s->chan, OM_MSG_SRV_TERMINATE, 0, &t, sizeof(t), -1) < 0) {
         free(p);
-        return fail(x, "Server %d does not answer\n1", (int)s->pid);
+        return -EPIPE;
     }
     p->request_id = t.request_id;
-    p->ui_id = x->ui->id;
+    p->ui_id = ui->id;
     p->deadline_ms = om_now_ms() + OM_SERVER_REPLY_TIMEOUT_MS;
+    p->client_pid = cpid;
+    p->v3 = v3;
     p->next = s->pending;
     s->pending = p;
-    x->ui->awaiting = t.request_id;
-    return OM_CMD_LATER;
+    ui->awaiting = t.request_id;
+    return 0;
 }
 
 static int cmd_quit(struct cmd_ctx *x)
@@ -637,8 +650,14 @@ int om_command_run(struct daemon *d, struct conn *ui, const char *line, struct s
         fail(&x, "Too many arguments (at most %d words)", MAX_WORDS);
         goto done;
     }
-    if (om_v3_command(d, ui, x.argc, argv, out, &x.error))
+    if (om_v3_command(d, ui, x.argc, argv, out, &x.error)) {
+        if (ui->awaiting) { /* client terminate: answered once its server has */
+            om_peer_info(d, ui->uid, "Command from pid %d (uid %u): %s (answer pending)",
+                         (int)ui->pid, (unsigned)ui->uid, shown);
+            return OM_CMD_LATER;
+        }
         goto done; /* a module-verb command of protocol 3 (v3.c) */
+    }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(commands[i].name, argv[0]) == 0)
             cmd = &commands[i];

@@ -751,6 +751,9 @@ static int check_whole(struct parser *p)
                 p->line = s->ns[n].devices[d].line;
                 if (!s->ns[n].devices[d].uuid[0])
                     return bad(p, "a device of namespace %s without its uuid", s->ns[n].name);
+                if (!s->ns[n].devices[d].sm_partition[0])
+                    return bad(p, "a device of namespace %s without its sm_partition",
+                               s->ns[n].name);
             }
     }
     return 0;

@@ -750,7 +750,8 @@ static void expire_pending(struct daemon *d, struct server *s, int64_t now)
             if (c->id == p->ui_id && c->awaiting == p->request_id) {
                 c->awaiting = 0;
                 om_msg_send_text(c->fd, OM_MSG_ANSWER, OM_ANSWER_ERROR,
-                                 "The server did not answer in time\n1");
+                                 p->v3 ? "The server did not answer in time"
+                                       : "The server did not answer in time\n1");
             }
         }
         *pp = p->next; /* a late answer finds nothing and is dropped */

@@ -128,6 +128,8 @@ struct pending {
     uint32_t request_id;
     uint64_t ui_id; /* the conn that waits for the answer */
     int64_t deadline_ms;
+    pid_t client_pid;
+    bool v3; /* protocol 3's client terminate: nothing on success, an error line otherwise */
     struct pending *next;
 };
 
@@ -316,8 +318,10 @@ void om_stats_refresh_metrics(struct daemon *d);
  * answer, *ret_error whether it is an error); a partition made from the configuration file
  * (chunks 0: every free chunk; err gets a sentence) and whether a UUID names a device of the
  * daemon (0, or -1 with err set); om_parts_adopt resolves what a client's
- * hello names for server s: 0 with a->part and a->devmap set (the client sees its partition's
- * device only) and *ret_serial, or -1 with why set (the client is refused, OM_REFUSE_PARTITION). */
+ * hello names for server s, or, where it names none, its namespace's partition (ns, NULL for
+ * none; a client naming another than its namespace's is refused): 0 with a->part and a->devmap
+ * set (the client sees its partition's device only) and *ret_serial, or -1 with why set (the
+ * client is refused, OM_REFUSE_PARTITION). */
 struct om_srv_adopt;
 int om_parts_enable(struct daemon *d);
 void om_parts_free(struct daemon *d);
@@ -328,7 +332,37 @@ int om_parts_device_known(struct daemon *d, const char *uuid, char *err, size_t 
 int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
                        bool remainder, char *err, size_t errlen);
 int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *c,
-                   struct om_srv_adopt *a, uint64_t *ret_serial, char *why, size_t whylen);
+                   const struct om_v3_ns *ns, struct om_srv_adopt *a, uint64_t *ret_serial,
+                   char *why, size_t whylen);
+/* For protocol 3 (v3.c: the partition module, a namespace's partitions). Partitions are known
+ * there by their serial (never reused). om_parts_create makes one as sm_partition add does
+ * (chunks 0: every free chunk; name "" none): its serial, or 0 with err set. om_parts_delete
+ * removes one unless a client or a namespace uses it (0, or -1 with err set). om_parts_resolve:
+ * the partition a text names as CUDA_MPS_SM_PARTITION does ("GPU-<uuid>/<ID>", a UUID's prefix
+ * and a name, or the ID or name alone where only one partition has it), 0 with err set if none.
+ * om_parts_name: "GPU-<uuid>/<ID>" of a serial ("-" once it is gone). om_parts_ns_add appends
+ * the partition a text names to a namespace's list (at most cap, one per device): 0, or -1 with
+ * err set. om_parts_row: the i-th partition (false past the last). */
+struct om_part_row {
+    uint64_t serial;
+    char id[16];
+    char name[64];
+    char device[64]; /* its device's UUID */
+    unsigned chunks, sms, clients;
+};
+uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
+                         bool remainder, char *err, size_t errlen);
+int om_parts_delete(struct daemon *d, uint64_t serial, char *err, size_t errlen);
+uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t errlen);
+void om_parts_name(const struct daemon *d, uint64_t serial, char *buf, size_t cap);
+int om_parts_ns_add(struct daemon *d, uint64_t *list, unsigned *n, unsigned cap, const char *text,
+                    char *err, size_t errlen);
+bool om_parts_row(struct daemon *d, unsigned i, struct om_part_row *row);
+
+/* commands.c: asks server s to end client cpid's session for front-end ui (terminate_client,
+ * v3 false; client terminate, v3 true), which then waits for the answer (ui->awaiting; servers.c
+ * answers it). 0, or -ENOMEM / -EPIPE (the server's channel is gone). */
+int om_terminate_request(struct daemon *d, struct server *s, pid_t cpid, struct conn *ui, bool v3);
 
 /* servers.c */
 /* Starts the server process of named server `name` ("" a user's plain server) as uid. */

@@ -2,8 +2,10 @@
 /*
  * Static SM partitions (-S/--static-partitioning, issue #26): the daemon's table of partitions,
  * the commands that make, remove and list them (sm_partition add|rm, lspart, in NVIDIA's syntax
- * and answer formats: docs/driver-facts.md "Static SM partitions"), and a client's partition at
- * its hand-off to its server.
+ * and answer formats: docs/driver-facts.md "Static SM partitions"; protocol 3's partition module
+ * and a namespace's partitions, v3.c, call the om_parts_* functions below), and a client's
+ * partition at its hand-off to its server: the one its CUDA_MPS_SM_PARTITION names, else its
+ * namespace's (protocol 3: as if it had named it; naming another is refused).
  *
  * A device's SMs are cut into chunks of the size its SM resource allows (om_device_info's
  * chunk_sms: 8 SMs on Hopper); the SMs after the last whole chunk are the remainder, which one
@@ -69,6 +71,16 @@ static uint32_t nchunks(const struct om_device_info *dev)
 static uint32_t remainder_sms(const struct om_device_info *dev)
 {
     return dev->sm_count - nchunks(dev) * dev->chunk_sms;
+}
+
+#define NOT_ENABLED                                                                                \
+    "Static SM partitioning is not enabled: start the daemon with -S (--static-partitioning)"
+
+static bool enabled(const struct daemon *d, char *err, size_t errlen)
+{
+    if (!d->parts)
+        snprintf(err, errlen, "%s", NOT_ENABLED);
+    return d->parts != NULL;
 }
 
 static bool bit(const uint64_t m[2], uint32_t i)
@@ -142,6 +154,17 @@ static unsigned clients_of(const struct daemon *d, uint64_t serial)
     return n;
 }
 
+/* The partition a text names on dev (NULL: any device): its ID, or its name from the
+ * configuration file. */
+static struct part *find(struct om_parts *p, const uint8_t *uuid, const char *text)
+{
+    for (unsigned i = 0; i < p->n; i++)
+        if ((!uuid || !memcmp(p->v[i].uuid, uuid, 16)) &&
+            (!strcmp(p->v[i].id, text) || (p->v[i].name[0] && !strcmp(p->v[i].name, text))))
+            return &p->v[i];
+    return NULL;
+}
+
 /* Makes a partition of `chunks` free chunks of dev (0: all that are free), the lowest first.
  * Returns it, or NULL with err set. */
 static struct part *add(struct daemon *d, const struct om_device_info *dev, uint32_t chunks,
@@ -177,6 +200,11 @@ static struct part *add(struct daemon *d, const struct om_device_info *dev, uint
         snprintf(err, errlen, "Too many SM partitions (at most %u): remove one first", PARTS_MAX);
         return NULL;
     }
+    if (name && name[0] && find(p, dev->uuid, name)) {
+        snprintf(err, errlen, "Device %u has an SM partition %s already", (unsigned)dev->ordinal,
+                 name);
+        return NULL;
+    }
     x = &p->v[p->n];
     memset(x, 0, sizeof(*x));
     x->serial = ++p->next_serial;
@@ -204,35 +232,188 @@ int om_parts_device_known(struct daemon *d, const char *uuid, char *err, size_t 
     return device_named(d, uuid, err, errlen) ? 0 : -1;
 }
 
-int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
-                       bool remainder, char *err, size_t errlen)
+uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
+                         bool remainder, char *err, size_t errlen)
 {
     const struct om_device_info *dev;
     struct part *x;
     char u[64];
 
+    if (!enabled(d, err, errlen))
+        return 0;
+    if (!(dev = device_named(d, uuid, err, errlen)) ||
+        !(x = add(d, dev, chunks, remainder, name, err, errlen)))
+        return 0;
+    om_format_uuid(dev->uuid, u, sizeof(u));
+    om_info("SM partition %s%s%s%s created on %s: %u chunk(s), %u SMs", x->id, name[0] ? " (" : "",
+            name, name[0] ? ")" : "", u, (unsigned)x->chunks, (unsigned)sms_of(x, dev));
+    return x->serial;
+}
+
+int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
+                       bool remainder, char *err, size_t errlen)
+{
     if (om_parts_enable(d) < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (!(dev = device_named(d, uuid, err, errlen)) ||
-        !(x = add(d, dev, chunks, remainder, name, err, errlen)))
+    return om_parts_create(d, uuid, name, chunks, remainder, err, errlen) ? 0 : -1;
+}
+
+static struct part *by_serial(const struct om_parts *p, uint64_t serial)
+{
+    for (unsigned i = 0; p && i < p->n; i++)
+        if (p->v[i].serial == serial)
+            return (struct part *)&p->v[i];
+    return NULL;
+}
+
+/* Whether partition x may go: no client runs in it, no namespace routes its clients there. */
+static bool removable(struct daemon *d, const struct part *x, char *err, size_t errlen)
+{
+    char u[64], who[160];
+    unsigned n;
+
+    om_format_uuid(x->uuid, u, sizeof(u));
+    if ((n = clients_of(d, x->serial))) {
+        snprintf(err, errlen,
+                 "Partition %s/%s is in use by %u client(s): it can be removed once they exit", u,
+                 x->id, n);
+        return false;
+    }
+    if (om_v3_part_user(d, x->serial, who, sizeof(who))) {
+        snprintf(err, errlen,
+                 "Partition %s/%s is the SM partition of %s: change the namespace first "
+                 "(namespace set ... --sm-partition=none)",
+                 u, x->id, who);
+        return false;
+    }
+    return true;
+}
+
+static void drop(struct daemon *d, struct part *x)
+{
+    char u[64];
+
+    om_format_uuid(x->uuid, u, sizeof(u));
+    om_info("SM partition %s removed from %s", x->id, u);
+    *x = d->parts->v[--d->parts->n];
+}
+
+int om_parts_delete(struct daemon *d, uint64_t serial, char *err, size_t errlen)
+{
+    struct part *x = d->parts ? by_serial(d->parts, serial) : NULL;
+
+    if (!x) {
+        snprintf(err, errlen, "No such SM partition");
         return -1;
-    om_format_uuid(dev->uuid, u, sizeof(u));
-    om_info("SM partition %s (%s) created on %s: %u chunk(s), %u SMs", x->id, name, u,
-            (unsigned)x->chunks, (unsigned)sms_of(x, dev));
+    }
+    if (!removable(d, x, err, errlen))
+        return -1;
+    drop(d, x);
     return 0;
 }
 
-/* The partition a text names on dev (NULL: any device): its ID, or its name from the
- * configuration file. */
-static struct part *find(struct om_parts *p, const uint8_t *uuid, const char *text)
+uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t errlen)
 {
-    for (unsigned i = 0; i < p->n; i++)
-        if ((!uuid || !memcmp(p->v[i].uuid, uuid, 16)) &&
-            (!strcmp(p->v[i].id, text) || (p->v[i].name[0] && !strcmp(p->v[i].name, text))))
-            return &p->v[i];
-    return NULL;
+    const char *slash = strchr(text, '/');
+    const struct om_device_info *dev = NULL;
+    struct part *x = NULL;
+    char uuid[80];
+
+    if (!enabled(d, err, errlen))
+        return 0;
+    if (slash) { /* its device first, by its UUID or a prefix of it */
+        size_t k = (size_t)(slash - text);
+        snprintf(uuid, sizeof(uuid), "%.*s", (int)(k < sizeof(uuid) ? k : sizeof(uuid) - 1), text);
+        if (!(dev = device_named(d, uuid, err, errlen)))
+            return 0;
+        x = find(d->parts, dev->uuid, slash + 1);
+    } else {
+        for (unsigned i = 0; i < d->parts->n; i++) {
+            struct part *y = &d->parts->v[i];
+            if (strcmp(y->id, text) != 0 && (!y->name[0] || strcmp(y->name, text) != 0))
+                continue;
+            if (x) {
+                snprintf(err, errlen,
+                         "\"%.64s\" names SM partitions of several devices: give "
+                         "<device UUID>/%.64s",
+                         text, text);
+                return 0;
+            }
+            x = y;
+        }
+    }
+    if (!x) {
+        snprintf(err, errlen, "No SM partition %.64s (partition list shows them)", text);
+        return 0;
+    }
+    return x->serial;
+}
+
+void om_parts_name(const struct daemon *d, uint64_t serial, char *buf, size_t cap)
+{
+    const struct part *x = by_serial(d->parts, serial);
+    char u[64];
+
+    if (!x) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    om_format_uuid(x->uuid, u, sizeof(u));
+    snprintf(buf, cap, "%s/%s", u, x->id);
+}
+
+int om_parts_ns_add(struct daemon *d, uint64_t *list, unsigned *n, unsigned cap, const char *text,
+                    char *err, size_t errlen)
+{
+    uint64_t serial = om_parts_resolve(d, text, err, errlen);
+    const struct part *x = serial ? by_serial(d->parts, serial) : NULL;
+
+    if (!x)
+        return -1;
+    for (unsigned i = 0; i < *n; i++) {
+        const struct part *y = by_serial(d->parts, list[i]);
+        if (y && !memcmp(y->uuid, x->uuid, sizeof(x->uuid))) {
+            char u[64];
+            om_format_uuid(x->uuid, u, sizeof(u));
+            snprintf(err, errlen,
+                     "%.64s and partition %s are both on device %s: a namespace has one SM "
+                     "partition per device",
+                     text, y->id, u);
+            return -1;
+        }
+    }
+    if (*n >= cap) {
+        snprintf(err, errlen, "At most %u SM partitions per namespace", cap);
+        return -1;
+    }
+    list[(*n)++] = serial;
+    return 0;
+}
+
+bool om_parts_row(struct daemon *d, unsigned i, struct om_part_row *row)
+{
+    const struct om_device_info *devs, *dev = NULL;
+    const struct part *x;
+    int n;
+
+    if (!d->parts || i >= d->parts->n)
+        return false;
+    x = &d->parts->v[i];
+    n = om_daemon_probed_devices(d, &devs);
+    for (int k = 0; k < n && !dev; k++)
+        if (!memcmp(devs[k].uuid, x->uuid, sizeof(x->uuid)))
+            dev = &devs[k];
+    memset(row, 0, sizeof(*row));
+    row->serial = x->serial;
+    snprintf(row->id, sizeof(row->id), "%s", x->id);
+    snprintf(row->name, sizeof(row->name), "%s", x->name[0] ? x->name : "-");
+    om_format_uuid(x->uuid, row->device, sizeof(row->device));
+    row->chunks = x->chunks;
+    row->sms = dev ? sms_of(x, dev) : 0;
+    row->clients = clients_of(d, x->serial);
+    return true;
 }
 
 static void sm_add(struct daemon *d, int argc, char **argv, struct strbuf *out, bool *ret_error)
@@ -272,7 +453,6 @@ static void sm_rm(struct daemon *d, int argc, char **argv, struct strbuf *out, b
     char err[512], u[64], uuid[80];
     const char *id;
     struct part *x;
-    unsigned n;
 
     /* "rm <UUID> <ID>", or "rm <UUID>/<ID>" as CUDA_MPS_SM_PARTITION names it */
     if (argc == 3 && strchr(argv[2], '/')) {
@@ -299,24 +479,20 @@ static void sm_rm(struct daemon *d, int argc, char **argv, struct strbuf *out, b
         *ret_error = true;
         return;
     }
-    if ((n = clients_of(d, x->serial))) {
-        sb_printf(out,
-                  "Partition %s/%s is in use by %u client(s): it can be removed once they exit", u,
-                  x->id, n);
+    if (!removable(d, x, err, sizeof(err))) {
+        sb_printf(out, "%s", err);
         *ret_error = true;
         return;
     }
-    om_info("SM partition %s removed from %s", x->id, u);
     sb_printf(out, "Partition %s/%s removed", u, x->id);
-    *x = d->parts->v[--d->parts->n];
+    drop(d, x);
 }
 
 void om_parts_sm_partition(struct daemon *d, int argc, char **argv, struct strbuf *out,
                            bool *ret_error)
 {
     if (!d->parts) {
-        sb_printf(out, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning)");
+        sb_printf(out, "%s", NOT_ENABLED);
         *ret_error = true;
     } else if (argc >= 2 && !strcmp(argv[1], "add")) {
         sm_add(d, argc, argv, out, ret_error);
@@ -337,8 +513,7 @@ void om_parts_lspart(struct daemon *d, struct strbuf *out)
     int n = d->parts ? om_daemon_probed_devices(d, &devs) : 0;
 
     if (!d->parts) {
-        sb_printf(out, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning)");
+        sb_printf(out, "%s", NOT_ENABLED);
         return;
     }
     sb_printf(out, "%-14s%-16s%-8s%-8s%-7s%-7s%s\n", "GPU", "Partition", "free", "used", "free",
@@ -372,25 +547,14 @@ void om_parts_lspart(struct daemon *d, struct strbuf *out)
     }
 }
 
-int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *c,
-                   struct om_srv_adopt *a, uint64_t *ret_serial, char *why, size_t whylen)
+/* The partition of server s a client's CUDA_MPS_SM_PARTITION names ("UUID/ID": that device's),
+ * and that device of the server's (*ret_dev); NULL when none. */
+static struct part *named_by_client(struct daemon *d, const struct server *s, const char *v,
+                                    const struct om_device_info **ret_dev)
 {
-    const char *v = c->hello.sm_partition, *slash, *id;
-    const struct om_device_info *dev = NULL;
+    const char *slash = strchr(v, '/'), *id = slash ? slash + 1 : v;
     struct part *x = NULL;
-    char shown[160];
-    int at = -1;
 
-    if (!v || !*v) {
-        snprintf(why, whylen,
-                 "openmps-control runs with static SM partitions (-S): every client names its "
-                 "partition in CUDA_MPS_SM_PARTITION (as sm_partition add printed it; lspart "
-                 "lists them)");
-        return -1;
-    }
-    om_log_escape(shown, sizeof(shown), v, strlen(v));
-    slash = strchr(v, '/');
-    id = slash ? slash + 1 : v;
     for (uint32_t i = 0; i < s->ndevs && !x; i++) {
         char u[64];
         om_format_uuid(s->devs[i].uuid, u, sizeof(u));
@@ -398,18 +562,94 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
                       slash - v < 5))
             continue; /* "UUID/ID": its device first */
         if ((x = find(d->parts, s->devs[i].uuid, id)))
-            dev = &s->devs[i];
+            *ret_dev = &s->devs[i];
     }
-    if (!x) {
+    return x;
+}
+
+/* Where in the client's devices (a->devmap) server device `ordinal` is, -1 when it does not see
+ * it. */
+static int seen_at(const struct om_srv_adopt *a, uint32_t ordinal)
+{
+    for (uint32_t i = 0; i < a->devmap.count; i++)
+        if (a->devmap.server[i] == ordinal)
+            return (int)i;
+    return -1;
+}
+
+/* The partitions of a namespace, "UUID/ID,..." for a message. */
+static void ns_parts_text(const struct daemon *d, const struct om_v3_ns *ns, char *buf, size_t cap)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (unsigned i = 0; i < ns->nparts && len + 1 < cap; i++) {
+        char one[96];
+        om_parts_name(d, ns->parts[i], one, sizeof(one));
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? "," : "", one);
+    }
+}
+
+int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *c,
+                   const struct om_v3_ns *ns, struct om_srv_adopt *a, uint64_t *ret_serial,
+                   char *why, size_t whylen)
+{
+    const char *v = c->hello.sm_partition;
+    const struct om_device_info *dev = NULL;
+    struct part *x = NULL;
+    char shown[160], theirs[400] = "";
+    bool by_ns = ns && ns->nparts, own = v && *v;
+    int at = -1;
+
+    if (by_ns)
+        ns_parts_text(d, ns, theirs, sizeof(theirs));
+    if (own) {
+        om_log_escape(shown, sizeof(shown), v, strlen(v));
+        if (!(x = named_by_client(d, s, v, &dev))) {
+            snprintf(why, whylen,
+                     "CUDA_MPS_SM_PARTITION=%s names no SM partition of this daemon (lspart "
+                     "lists them)",
+                     shown);
+            return -1;
+        }
+        bool listed = !by_ns;
+        for (unsigned i = 0; by_ns && i < ns->nparts; i++)
+            listed |= ns->parts[i] == x->serial;
+        if (!listed) { /* its namespace puts it in a partition: it may name that one, no other */
+            snprintf(why, whylen,
+                     "CUDA_MPS_SM_PARTITION=%s is not the SM partition of its namespace %s (%s): "
+                     "unset it, or name that partition",
+                     shown, ns->name, theirs);
+            return -1;
+        }
+        at = seen_at(a, dev->ordinal);
+    } else if (by_ns) {
+        /* as if it had named its namespace's partition: the first on a device it sees */
+        snprintf(shown, sizeof(shown), "(namespace %s)", ns->name);
+        for (unsigned i = 0; i < ns->nparts && at < 0; i++) {
+            struct part *y = by_serial(d->parts, ns->parts[i]);
+            for (uint32_t k = 0; y && k < s->ndevs; k++)
+                if (!memcmp(s->devs[k].uuid, y->uuid, sizeof(y->uuid)) &&
+                    (at = seen_at(a, s->devs[k].ordinal)) >= 0) {
+                    x = y;
+                    dev = &s->devs[k];
+                    break;
+                }
+        }
+        if (!x) {
+            snprintf(why, whylen,
+                     "the SM partitions of its namespace %s (%s) are on devices it does not see "
+                     "(its CUDA_VISIBLE_DEVICES, or its server's devices, leave them out)",
+                     ns->name, theirs);
+            return -1;
+        }
+    } else {
         snprintf(why, whylen,
-                 "CUDA_MPS_SM_PARTITION=%s names no SM partition of this daemon (lspart lists "
-                 "them)",
-                 shown);
+                 "openmps-control runs with static SM partitions (-S): every client names its "
+                 "partition in CUDA_MPS_SM_PARTITION (as sm_partition add printed it; lspart "
+                 "lists them)");
         return -1;
     }
-    for (uint32_t i = 0; i < a->devmap.count; i++)
-        if (a->devmap.server[i] == dev->ordinal)
-            at = (int)i;
     if (at < 0) {
         snprintf(why, whylen,
                  "CUDA_MPS_SM_PARTITION=%s is on a device its CUDA_VISIBLE_DEVICES leaves out",
@@ -417,17 +657,18 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
         return -1;
     }
     /* The chunks are the daemon's (its own probe): the server must split its device alike. */
-    const struct om_device_info *probed, *own = NULL;
+    const struct om_device_info *probed, *mine = NULL;
     int np = om_daemon_probed_devices(d, &probed);
-    for (int i = 0; i < np && !own; i++)
+    for (int i = 0; i < np && !mine; i++)
         if (!memcmp(probed[i].uuid, dev->uuid, sizeof(dev->uuid)))
-            own = &probed[i];
-    if (!own || !own->chunk_sms || own->chunk_sms != dev->chunk_sms || own->chunks != dev->chunks) {
+            mine = &probed[i];
+    if (!mine || !mine->chunk_sms || mine->chunk_sms != dev->chunk_sms ||
+        mine->chunks != dev->chunks) {
         snprintf(why, whylen,
                  "the server's device %u does not split into the SM chunks the daemon measured "
                  "(%u of %u SMs; the server reports %u of %u)",
-                 (unsigned)dev->ordinal, own ? (unsigned)own->chunks : 0u,
-                 own ? (unsigned)own->chunk_sms : 0u, (unsigned)dev->chunks,
+                 (unsigned)dev->ordinal, mine ? (unsigned)mine->chunks : 0u,
+                 mine ? (unsigned)mine->chunk_sms : 0u, (unsigned)dev->chunks,
                  (unsigned)dev->chunk_sms);
         return -1;
     }
@@ -435,12 +676,13 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
     a->devmap.server[0] = (uint8_t)dev->ordinal;
     a->part.flags = OM_PART_VALID | (x->remainder ? OM_PART_REMAINDER : 0u);
     a->part.device = dev->ordinal;
-    a->part.chunk_sms = own->chunk_sms;
+    a->part.chunk_sms = mine->chunk_sms;
     a->part.serial = x->serial;
     a->part.mask[0] = x->mask[0];
     a->part.mask[1] = x->mask[1];
     *ret_serial = x->serial;
-    om_peer_info(d, c->uid, "Client %d: SM partition %s: %u SMs of device %u", (int)c->pid, x->id,
+    om_peer_info(d, c->uid, "Client %d: SM partition %s%s%s: %u SMs of device %u", (int)c->pid,
+                 x->id, own ? "" : ", its namespace ", own ? "" : ns->name,
                  (unsigned)sms_of(x, dev), (unsigned)dev->ordinal);
     return 0;
 }

@@ -536,8 +536,8 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
         om_visible_all(s->ndevs, &a.devmap);
     }
     if (d->parts) { /* -S: it runs in its static partition, on that partition's device only */
-        char why[512];
-        if (om_parts_adopt(d, s, c, &a, &part, why, sizeof(why)) < 0) {
+        char why[1024];
+        if (om_parts_adopt(d, s, c, om_v3_client_ns(d, s, c), &a, &part, why, sizeof(why)) < 0) {
             om_peer_info(d, c->uid, "Refusing client %d: %s", (int)c->pid, why);
             om_msg_send_text(c->fd, OM_MSG_REFUSE, OM_REFUSE_PARTITION, why);
             free(r);
@@ -655,7 +655,13 @@ static void answer_pending(struct daemon *d, struct server *s, uint32_t request_
             if (c->id != p->ui_id || c->awaiting != request_id)
                 continue;
             c->awaiting = 0;
-            if (status == 0)
+            if (p->v3) { /* protocol 3: nothing, or one line that is an error (exit 1) */
+                char text[160];
+                snprintf(text, sizeof(text), "Cannot terminate client %d: %s", (int)p->client_pid,
+                         strerror(-status));
+                om_msg_send_text(c->fd, OM_MSG_ANSWER, status ? OM_ANSWER_ERROR : 0,
+                                 status ? text : "");
+            } else if (status == 0)
                 om_msg_send_text(c->fd, OM_MSG_ANSWER, 0, "0");
             else {
                 char text[160];

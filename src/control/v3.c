@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * NVIDIA's MPS v3 interface (protocol 3): named servers and their namespaces, from the
- * configuration file (-a) or the module-verb commands (`server list`, `namespace create`, ...),
- * and the routing of a new client to its namespace. docs/operations.md, "Protocol 3", says what
- * each command prints and what openmps does not do (yet).
+ * configuration file (-a) or the module-verb commands (`server list`, `namespace create`,
+ * `partition create`, `client terminate`, ...), and the routing of a new client to its namespace
+ * (and a namespace's static SM partition, partition.c). docs/operations.md, "Protocol 3", says
+ * what each command prints and what openmps does not do (yet).
  */
 #define _GNU_SOURCE
 #include "v3.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "../common/config.h"
@@ -193,6 +195,31 @@ static int conf_partitions(struct daemon *d, const struct om_conf_server *cs, ch
     return 0;
 }
 
+/* Each [[servers.S.namespaces.N.devices]]: the partition sm_partition names on device uuid (any
+ * server's, made above: so once every server's are made) is where N's clients run. */
+static int conf_ns_partitions(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < c->nservers; i++) {
+        struct om_v3_server *s = find_server(d, c->servers[i].name);
+        for (uint32_t j = 0; s && j < c->servers[i].nns; j++) {
+            const struct om_conf_ns *cn = &c->servers[i].ns[j];
+            struct om_v3_ns *n = find_ns(s, cn->name);
+            for (uint32_t k = 0; n && k < cn->ndevices; k++) {
+                char text[OM_CONF_TEXT_MAX + OM_CONF_NAME_MAX + 2], why[400];
+                snprintf(text, sizeof(text), "%s/%s", cn->devices[k].uuid,
+                         cn->devices[k].sm_partition);
+                if (om_parts_ns_add(d, n->parts, &n->nparts, OM_V3_NS_PARTS, text, why,
+                                    sizeof(why)) < 0) {
+                    snprintf(err, errlen, "line %d: namespace %s: %s", cn->devices[k].line,
+                             cn->name, why);
+                    return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
 {
     struct om_v3 *v = state(d);
@@ -272,13 +299,6 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         for (uint32_t j = 0; j < cs->nns; j++) {
             const struct om_conf_ns *cn = &cs->ns[j];
             struct om_v3_ns *n = find_ns(s, cn->name);
-            if (cn->ndevices) {
-                snprintf(err, errlen,
-                         "line %d: namespace %s: SM partitions per device are not supported by "
-                         "openmps yet",
-                         cn->devices[0].line, cn->name);
-                return -EINVAL;
-            }
             if (!n) {
                 if (s->nns == OM_V3_MAX_NAMESPACES) {
                     snprintf(err, errlen, "line %d: more than %u namespaces in server %s", cn->line,
@@ -296,6 +316,8 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         om_info("configuration: server %s (uid %u), %u namespace(s)", s->name, (unsigned)s->uid,
                 s->nns);
     }
+    if (conf_ns_partitions(d, c, err, errlen) < 0)
+        return -EINVAL;
     if (c->memacct || c->context_share)
         om_info("configuration: [features.memacct] and [features.context-share] need nothing of "
                 "openmps: it always accounts each client's memory, and its clients always share "
@@ -477,15 +499,14 @@ bool om_v3_route_valid(const struct daemon *d, const struct conn *c)
     return !c->route[0] || find_server((struct daemon *)d, c->route) != NULL;
 }
 
-void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
-                        struct om_limits *want, char *ns, size_t cap)
+const struct om_v3_ns *om_v3_client_ns(const struct daemon *d, const struct server *s,
+                                       const struct conn *c)
 {
     const struct om_v3_server *vs = s->name[0] ? find_server((struct daemon *)d, s->name) : NULL;
     char cgroup[4096];
 
-    snprintf(ns, cap, "%s", vs ? "default" : "");
     if (!vs)
-        return;
+        return NULL;
     const struct om_v3_ns *best = &vs->ns[0];
     size_t best_len = 0;
     /* Its socket names the namespace (a namespace deleted since: the default one). */
@@ -493,16 +514,35 @@ void om_v3_route_client(const struct daemon *d, const struct server *s, const st
         for (unsigned i = 0; i < vs->nns; i++)
             if (!strcmp(vs->ns[i].name, c->v3_ns))
                 best = &vs->ns[i];
-        goto found;
+        return best;
     }
     client_cgroup(c->pid, cgroup, sizeof(cgroup));
     /* The namespace with the longest matching cgroup: the most specific. */
     const struct om_v3_ns *by_cgroup = cgroup_ns(vs, cgroup, &best_len);
-    if (by_cgroup)
-        best = by_cgroup;
-found:
-    snprintf(ns, cap, "%s", best->name);
-    *want = ns_want(best, s, want);
+    return by_cgroup ? by_cgroup : best;
+}
+
+void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
+                        struct om_limits *want, char *ns, size_t cap)
+{
+    const struct om_v3_ns *best = om_v3_client_ns(d, s, c);
+
+    snprintf(ns, cap, "%s", best ? best->name : "");
+    if (best)
+        *want = ns_want(best, s, want);
+}
+
+bool om_v3_part_user(const struct daemon *d, uint64_t serial, char *who, size_t cap)
+{
+    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++)
+        for (unsigned j = 0; j < d->v3->servers[i].nns; j++)
+            for (unsigned k = 0; k < d->v3->servers[i].ns[j].nparts; k++)
+                if (d->v3->servers[i].ns[j].parts[k] == serial) {
+                    snprintf(who, cap, "namespace %s of server %s", d->v3->servers[i].ns[j].name,
+                             d->v3->servers[i].name);
+                    return true;
+                }
+    return false;
 }
 
 /* The running clients of server vs in namespace `from` go to namespace `to` (the same one when its
@@ -911,7 +951,7 @@ static void pipe_of(const struct daemon *d, const char *server, const char *ns, 
  * one a line, without one. */
 struct field {
     const char *key;
-    char value[320];
+    char value[1024]; /* a namespace's SM partitions: up to 16 of "GPU-<uuid>/<ID>" */
 };
 
 static int print_fields(struct v3_ctx *x, const struct field *f, unsigned n)
@@ -1289,19 +1329,49 @@ static int client_get(struct v3_ctx *x)
     return fail(x, "Client %.32s not found", text);
 }
 
+/* client terminate PID: its server ends its session as terminate_client does (its later calls
+ * fail, CUDA_ERROR_MPS_CLIENT_TERMINATED); answered once the server has (om_command_run). */
+static int client_terminate(struct v3_ctx *x)
+{
+    const char *text = opt(x, "pid");
+    uint64_t pid;
+    int rc;
+
+    if (!may_change(x))
+        return 0;
+    if (!text)
+        return fail(x, "A client's pid is required (client terminate PID)");
+    if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
+        return fail(x, "Invalid pid \"%.32s\"", text);
+    for (struct server *p = x->d->servers; p; p = p->next)
+        for (struct client_rec *r = p->clients; r; r = r->next) {
+            if ((uint64_t)r->pid != pid)
+                continue;
+            if ((rc = om_terminate_request(x->d, p, r->pid, x->ui, true)) < 0)
+                return fail(x, "Cannot terminate client %d: %s", (int)r->pid,
+                            rc == -ENOMEM ? "out of memory" : "its server does not answer");
+            return 0;
+        }
+    return fail(x, "Client %.32s not found", text);
+}
+
 static int cmd_client(struct v3_ctx *x, int argc, char **argv)
 {
     static const char *const list_keys[] = {"server", "format", NULL};
     static const char *const all[] = {"all", NULL};
     static const char *const get_keys[] = {"pid", "field", NULL};
+    static const char *const pid_key[] = {"pid", NULL};
 
     x->verb = argc >= 2 ? argv[1] : "";
     if (!strcmp(x->verb, "list"))
         return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : client_list(x);
     if (!strcmp(x->verb, "get"))
         return parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_keys) < 0 ? 0 : client_get(x);
+    if (!strcmp(x->verb, "terminate"))
+        return parse_opts(x, argc - 2, argv + 2, pid_key, NULL, pid_key) < 0 ? 0
+                                                                             : client_terminate(x);
     return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv] | client get "
-                   "PID [FIELD]");
+                   "PID [FIELD] | client terminate PID");
 }
 
 static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns **rn,
@@ -1322,7 +1392,9 @@ static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns
     return 0;
 }
 
-/* A namespace's fields, NVIDIA's first (namespace list's columns), then openmps' cgroup routing. */
+/* A namespace's fields, NVIDIA's first (namespace list's columns), then openmps' cgroup routing
+ * and its SM partitions ("GPU-<uuid>/<ID>", comma-separated; "-" none). */
+#define NS_FIELDS 10
 static unsigned ns_fields(struct v3_ctx *x, const struct om_v3_server *s, const struct om_v3_ns *n,
                           struct field *f)
 {
@@ -1334,9 +1406,11 @@ static unsigned ns_fields(struct v3_ctx *x, const struct om_v3_server *s, const 
                                        "client-priority",
                                        "pipe-directory",
                                        "cgroup",
-                                       "cgroup-depth"};
+                                       "cgroup-depth",
+                                       "sm-partition"};
+    size_t len = 0;
 
-    for (unsigned i = 0; i < 9; i++)
+    for (unsigned i = 0; i < NS_FIELDS; i++)
         f[i].key = keys[i];
     snprintf(f[0].value, sizeof(f[0].value), "%s", n->name);
     snprintf(f[1].value, sizeof(f[1].value), "%s", s->name);
@@ -1347,7 +1421,14 @@ static unsigned ns_fields(struct v3_ctx *x, const struct om_v3_server *s, const 
     pipe_of(x->d, s->name, n->name, f[6].value, sizeof(f[6].value));
     snprintf(f[7].value, sizeof(f[7].value), "%s", n->cgroup[0] ? n->cgroup : "-");
     snprintf(f[8].value, sizeof(f[8].value), "%u", n->cgroup_depth);
-    return 9;
+    snprintf(f[9].value, sizeof(f[9].value), "-");
+    for (unsigned i = 0; i < n->nparts && len + 100 < sizeof(f[9].value); i++) {
+        char one[96];
+        om_parts_name(x->d, n->parts[i], one, sizeof(one));
+        len += (size_t)snprintf(f[9].value + len, sizeof(f[9].value) - len, "%s%s", len ? "," : "",
+                                one);
+    }
+    return NS_FIELDS;
 }
 
 /* namespace list [NAMESPACE] [--server=NAME] [--format=…] */
@@ -1363,7 +1444,7 @@ static int ns_list(struct v3_ctx *x)
     static const unsigned width[] = {20, 20, 15, 21, 26, 17, 0};
     struct daemon *d = x->d;
     const char *only = opt(x, "server"), *name = opt(x, "name");
-    struct field f[9];
+    struct field f[NS_FIELDS];
     struct table t;
 
     if (list_start(x, only, &t, cols, width, 7) < 0)
@@ -1383,11 +1464,34 @@ static int ns_list(struct v3_ctx *x)
     return 0;
 }
 
+/* --sm-partition=LIST: the partitions (as CUDA_MPS_SM_PARTITION names them, one per device)
+ * where the namespace's clients run from now on; "none" (or "") none. Its running clients stay
+ * in theirs: a client's partition is its green context, made once. */
+static int ns_partitions(struct v3_ctx *x, struct om_v3_ns *t, const char *list)
+{
+    char buf[OM_CMD_MAX + 1], err[400], *save = NULL;
+
+    t->nparts = 0;
+    if (!list[0] || !strcmp(list, "none"))
+        return 0;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *one = strtok_r(buf, ",", &save); one; one = strtok_r(NULL, ",", &save))
+        if (om_parts_ns_add(x->d, t->parts, &t->nparts, OM_V3_NS_PARTS, one, err, sizeof(err)) < 0)
+            return fail(x, "Invalid --sm-partition: %s", err);
+    return 0;
+}
+
 static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
 {
-    static const char *const change_keys[] = {
-        "server",          "name",   "pinned-memory-limit", "active-thread-percentage",
-        "client-priority", "cgroup", "cgroup-depth",        NULL};
+    static const char *const change_keys[] = {"server",
+                                              "name",
+                                              "pinned-memory-limit",
+                                              "active-thread-percentage",
+                                              "client-priority",
+                                              "cgroup",
+                                              "cgroup-depth",
+                                              "sm-partition",
+                                              NULL};
     static const char *const list_keys[] = {"server", "name", "format", NULL};
     static const char *const get_keys[] = {"server", "name", "field", NULL};
     static const char *const delete_keys[] = {"server", "name", NULL};
@@ -1411,7 +1515,7 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     if (list)
         return ns_list(x);
     if (get) {
-        struct field f[9];
+        struct field f[NS_FIELDS];
         if (ns_target(x, &s, &n, true) < 0)
             return 0;
         return print_fields(x, f, ns_fields(x, s, n, f));
@@ -1419,7 +1523,8 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     if (strcmp(verb, "create") != 0 && strcmp(verb, "delete") != 0 && strcmp(verb, "set") != 0)
         return fail(x, "Usage: namespace create|delete|list|set|get NAMESPACE --server=NAME "
                        "[--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
-                       "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N]");
+                       "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N] "
+                       "[--sm-partition=LIST]");
     if (!may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
         return 0;
     if (!strcmp(verb, "delete")) {
@@ -1467,6 +1572,8 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
             return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
         t.cgroup_depth = (unsigned)v;
     }
+    if (opt(x, "sm-partition") && ns_partitions(x, &t, opt(x, "sm-partition")) < 0)
+        return 0;
     if (!n) {
         s->ns[s->nns++] = t;
         return 0;
@@ -1476,6 +1583,103 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     *n = t;
     ns_move_clients(x->d, s, n->name, n);
     return 0;
+}
+
+/* --- protocol 3's partition module: static SM partitions (partition.c), as sm_partition add|rm
+ * and lspart make and list them --- */
+
+/* partition list [--device=UUID] [--format=…]: one line per partition. */
+static int partition_list(struct v3_ctx *x)
+{
+    static const char *const cols[] = {"id", "name", "device", "chunks", "sms", "clients"};
+    static const unsigned width[] = {14, 20, 42, 8, 6, 0};
+    const char *dev = opt(x, "device");
+    struct om_part_row row;
+    char err[256];
+    struct table t;
+
+    if (dev && om_parts_device_known(x->d, dev, err, sizeof(err)) < 0)
+        return fail(x, "%s", err);
+    if (table_start(x, &t, cols, width, 6) < 0)
+        return 0;
+    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++) {
+        char chunks[16], sms[16], clients[16];
+        if (dev && strncasecmp(row.device, dev, strlen(dev)) != 0)
+            continue;
+        snprintf(chunks, sizeof(chunks), "%u", row.chunks);
+        snprintf(sms, sizeof(sms), "%u", row.sms);
+        snprintf(clients, sizeof(clients), "%u", row.clients);
+        table_row(&t, (const char *const[]){row.id, row.name, row.device, chunks, sms, clients});
+    }
+    return 0;
+}
+
+/* partition create --device=UUID --chunks=N [--name=NAME] [--include-remainder]: prints the
+ * partition as CUDA_MPS_SM_PARTITION names it ("GPU-<uuid>/<ID>"). */
+static int partition_create(struct v3_ctx *x)
+{
+    const char *dev = opt(x, "device"), *chunks = opt(x, "chunks"), *name = opt(x, "name");
+    uint64_t n, serial;
+    char err[400], text[96];
+
+    if (!may_change(x))
+        return 0;
+    if (!dev || !chunks)
+        return fail(x, "Usage: partition create --device=UUID --chunks=N [--name=NAME] "
+                       "[--include-remainder]");
+    if (om_parse_u64(chunks, OM_PART_MAX_CHUNKS, &n) < 0)
+        return fail(x, "Invalid number of chunks \"%.32s\" (0: every free chunk, at most %u)",
+                    chunks, OM_PART_MAX_CHUNKS);
+    if (name && !good_name(name))
+        return fail(x, "Invalid partition name \"%.64s\": letters, digits, '_' and '-'", name);
+    if (!(serial = om_parts_create(x->d, dev, name ? name : "", (uint32_t)n,
+                                   opt(x, "include-remainder") != NULL, err, sizeof(err))))
+        return fail(x, "%s", err);
+    om_parts_name(x->d, serial, text, sizeof(text));
+    sb_printf(x->out, "%s", text);
+    return 0;
+}
+
+/* partition delete PARTITION: by "GPU-<uuid>/<ID>", its ID or its name. */
+static int partition_delete(struct v3_ctx *x)
+{
+    const char *which = opt(x, "name");
+    uint64_t serial;
+    char err[400];
+
+    if (!may_change(x))
+        return 0;
+    if (!which)
+        return fail(x, "Usage: partition delete PARTITION (GPU-<uuid>/<ID>, its ID or its name)");
+    if (!(serial = om_parts_resolve(x->d, which, err, sizeof(err))) ||
+        om_parts_delete(x->d, serial, err, sizeof(err)) < 0)
+        return fail(x, "%s", err);
+    return 0;
+}
+
+static int cmd_partition(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const list_keys[] = {"device", "format", NULL};
+    static const char *const create_keys[] = {"device", "chunks", "name", NULL};
+    static const char *const create_pos[] = {"device", "chunks", NULL};
+    static const char *const remainder[] = {"include-remainder", NULL};
+    static const char *const name_key[] = {"name", NULL};
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!x->d->parts)
+        return fail(x, "Static SM partitioning is not enabled: start the daemon with -S "
+                       "(--static-partitioning), or make partitions in its configuration file");
+    if (!strcmp(x->verb, "list"))
+        return parse_opts(x, argc - 2, argv + 2, list_keys, NULL, NULL) < 0 ? 0 : partition_list(x);
+    if (!strcmp(x->verb, "create"))
+        return parse_opts(x, argc - 2, argv + 2, create_keys, remainder, create_pos) < 0
+                   ? 0
+                   : partition_create(x);
+    if (!strcmp(x->verb, "delete"))
+        return parse_opts(x, argc - 2, argv + 2, name_key, NULL, name_key) < 0
+                   ? 0
+                   : partition_delete(x);
+    return fail(x, "Usage: partition list|create|delete [options] (partition help)");
 }
 
 const char *const om_v3_help =
@@ -1489,12 +1693,16 @@ const char *const om_v3_help =
     "[--client-priority=0|1] [--allowed-devices=LIST]\n"
     "client list [--all] [--server=NAME] [--format=table|csv[,noheader]]\n"
     "client get PID [FIELD]\n"
+    "client terminate PID\n"
     "namespace list [NAMESPACE] [--server=NAME] [--format=table|csv[,noheader]]\n"
     "namespace create|set NAMESPACE --server=NAME [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--cgroup=PATH] "
-    "[--cgroup-depth=N]\n"
+    "[--cgroup-depth=N] [--sm-partition=LIST|none]\n"
     "namespace get NAMESPACE SERVER [FIELD]\n"
     "namespace delete NAMESPACE --server=NAME [--force]\n"
+    "partition list [--device=UUID] [--format=table|csv[,noheader]]\n"
+    "partition create --device=UUID --chunks=N [--name=NAME] [--include-remainder]\n"
+    "partition delete PARTITION\n"
     "(a NAME or NAMESPACE may also be given as --name=NAME)";
 
 /* Whether verb is one of the |-separated words of a help line's verbs ("create|set NS ..."). */
@@ -1536,26 +1744,23 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
 {
     struct v3_ctx x = {.d = d, .ui = ui, .out = out};
     const char *m = argv[0];
-    /* partition (protocol 3's module form; sm_partition and lspart are commands.c's) */
-    bool partition = !strcmp(m, "partition") || !strcmp(m, "partitions");
 
     if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
-        !partition)
+        strcmp(m, "partition") != 0)
         return false;
-    if (d->protocol != OM_PROTOCOL_V3 && !partition) {
+    if (d->protocol != OM_PROTOCOL_V3) {
         fail(&x,
              "\"%.16s\" is a command of protocol 3; this daemon runs protocol 2: start it with "
-             "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)",
-             m);
-    } else if (partition) {
-        fail(&x, "The partition module is not supported by openmps; static SM partitions are "
-                 "made with sm_partition add|rm and listed with lspart (daemon started with -S)");
+             "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)%s",
+             m, strcmp(m, "partition") ? "" : "; sm_partition and lspart work on either");
     } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
         module_help(&x, argc, argv);
     } else if (!strcmp(m, "server")) {
         cmd_server(&x, argc, argv);
     } else if (!strcmp(m, "client")) {
         cmd_client(&x, argc, argv);
+    } else if (!strcmp(m, "partition")) {
+        cmd_partition(&x, argc, argv);
     } else {
         cmd_namespace(&x, argc, argv);
     }

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "conffile.h"
@@ -23,12 +24,17 @@ struct strbuf;
 /* Named servers and namespaces that commands may create; the configuration file's bounds. */
 #define OM_V3_MAX_SERVERS OM_CONF_MAX_SERVERS
 #define OM_V3_MAX_NAMESPACES OM_CONF_MAX_NAMESPACES
+#define OM_V3_NS_PARTS OM_CONF_MAX_DEVICES /* SM partitions of a namespace: one per device */
 
 struct om_v3_ns {
     char name[OM_CONF_NAME_MAX];
     struct om_limits limits;       /* what its clients are held to, within their server's */
     char cgroup[OM_CONF_TEXT_MAX]; /* clients in this cgroup (v2 path) land here; "" none */
     unsigned cgroup_depth;         /* 0: any depth below it */
+    /* The static SM partitions its clients run in (partition.c's serials), one per device at
+     * most: a client that names none runs in the first on a device it sees. */
+    unsigned nparts;
+    uint64_t parts[OM_V3_NS_PARTS];
 };
 
 struct om_v3_server {
@@ -61,8 +67,9 @@ struct om_v3 {
 /* Protocol 3's commands, one a line, for `help` on a daemon of protocol 3. */
 extern const char *const om_v3_help;
 
-/* Turns a parsed configuration file into the daemon's named servers and namespaces. What openmps
- * cannot do (static SM partitions, compute policies, locality domains) is refused: err names the
+/* Turns a parsed configuration file into the daemon's named servers and namespaces, and makes
+ * its static SM partitions (a namespace's devices route its clients into them). What openmps
+ * cannot do (compute policies, locality domains, shareable partitions) is refused: err names the
  * file's line. 0 or -EINVAL/-ENOMEM. */
 int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_t errlen);
 
@@ -105,6 +112,15 @@ void om_v3_server_ready(const struct daemon *d, struct server *s);
  * (cap bytes). */
 void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
                         struct om_limits *want, char *ns, size_t cap);
+
+/* The namespace a new client c of server s lands in (as om_v3_route_client chooses it), NULL
+ * when its user has no named server: servers.c asks it for its SM partitions first. */
+const struct om_v3_ns *om_v3_client_ns(const struct daemon *d, const struct server *s,
+                                       const struct conn *c);
+
+/* True when a namespace routes its clients into SM partition serial: who gets "namespace NS of
+ * server S" (partition.c refuses to remove it). */
+bool om_v3_part_user(const struct daemon *d, uint64_t serial, char *who, size_t cap);
 
 /* True when cgroup (a cgroup v2 path, "/a/b") lies in want (the same form, or under
  * /sys/fs/cgroup), at most max_depth levels below it (0: any). */

@@ -165,7 +165,7 @@ def test_partition_refusals():
             ("sm_partition rm %s abc" % u, "No SM partition abc"),
             ("sm_partition rm %s" % u, "Usage: sm_partition rm"),
             ("sm_partition move %s 1" % u, "Usage: sm_partition add"),
-            ("partition list", "sm_partition add|rm"),
+            ("partition list", "sm_partition and lspart work on either"),
         ]:
             out, rc = answer(e, line)
             check(rc == 0 and want in out, "%s: %r" % (line, out))

@@ -141,7 +141,7 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
           ["name=batch", "server=training", "server-status=Stopped", "pinned-memory-limit=-",
            "active-thread-percentage=10.0", "client-priority=1",
            "pipe-directory=" + os.path.join(e.pipe, "training", "batch"),
-           "cgroup=/openmps-test-nowhere", "cgroup-depth=0"], "namespace get")
+           "cgroup=/openmps-test-nowhere", "cgroup-depth=0", "sm-partition=-"], "namespace get")
     check(e.cmd("namespace get high_priority training pinned-memory-limit") == "64M",
           "namespace get NAMESPACE SERVER FIELD (NVIDIA's form)")
 
@@ -221,7 +221,7 @@ def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
 def test_v3_namespace_and_server_commands(daemon):
     """namespace create/set/get/delete/list and server create/delete change what they say; errors
     are answered with a message and, given as arguments, exit 1; the default namespace stays;
-    the partition module is refused by name; legacy commands still answer; -q stops the daemon."""
+    the partition module says static partitioning is off; legacy commands still answer; -q stops the daemon."""
     e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\n')
     check(e.cmd("namespace create --server=main --name=small --active-thread-percentage=20 "
                 "--pinned-memory-limit=2G --client-priority=1") == "", "namespace create")
@@ -256,7 +256,7 @@ def test_v3_namespace_and_server_commands(daemon):
         (["server", "create", "--name=main"], "Server main already exists"),
         (["server", "create", "--name=" + "a" * 70], "Invalid server name"),  # not cut to 63
         (["server", "frob"], "Unknown command \"server frob\""),
-        (["partition", "list"], "The partition module is not supported by openmps"),
+        (["partition", "list"], "Static SM partitioning is not enabled"),
         (["client", "list", "--all=yes"], "Option --all takes no value"),
     ]
     for args, want in cases:

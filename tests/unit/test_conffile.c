@@ -128,6 +128,8 @@ TEST(conffile_refusals_name_the_line)
          "line 3: unknown key \"chunks\" in [servers.a.devices]"},
         {"schema_version = \"1.0\"\n[[servers.a.devices]]\n", "line 2: a device of server a "
                                                               "without its uuid"},
+        {"schema_version = \"1.0\"\n[[servers.a.namespaces.b.devices]]\nuuid = \"GPU-1\"\n",
+         "line 2: a device of namespace b without its sm_partition"},
         {"schema_version = \"1.0\"\n[openmps]\ntrace = 1\n",
          "line 3: OPENMPS_TRACE is read by each program"},
         {"schema_version = \"1.0\"\n[openmps]\nnot_a_setting = 1\n",

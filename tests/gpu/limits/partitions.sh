@@ -8,8 +8,10 @@
 #   and B_CHUNKS (8) chunks on GPU 0. PASS when each client sees its lspart row's SM count, a
 #   client without CUDA_MPS_SM_PARTITION is refused, the two throughputs are within 15 % of
 #   their SM ratio, each keeps at least 85 % of its throughput alone beside the other (their SMs
-#   are disjoint), and rm works once they are gone. NVIDIA's side is printed, not judged, and
-#   its SM counts are compared with openmps's (INFO).
+#   are disjoint), and rm works once they are gone; then, under protocol 3, a client of a
+#   namespace whose sm_partition is a partition of A_CHUNKS sees that partition's SM count
+#   without naming it. NVIDIA's side is printed, not judged, and its SM counts are compared with
+#   openmps's (INFO).
 # Usage: tests/gpu/limits/partitions.sh BUILD_DIR [OUT_DIR]. Exit status: failures.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
@@ -127,6 +129,28 @@ om -d -S || { echo "cannot start openmps's daemon with -S"; exit 1; }
 side openmps "$OM_PIPE" "$BUILD/lib"
 om -q >/dev/null 2>&1
 sleep 1
+
+# openmps, protocol 3: a namespace's partition (partition create, namespace create
+# --sm-partition); a client of the namespace's socket that names no partition runs in it.
+if om -d -S -p 3; then
+    om server create main >/dev/null
+    pn=$(om partition create --device="$UUID" --chunks="$A_CHUNKS" --name=nsa 2>&1)
+    echo "partition create: $pn"
+    om namespace create nsa --server=main --sm-partition=nsa
+    om partition list | tee "$OUT/openmps.partition-list"
+    lsms=$(awk '$2 == "nsa" { print $5 }' "$OUT/openmps.partition-list")
+    got=$(env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE -u CUDA_MPS_SM_PARTITION \
+        CUDA_MPS_PIPE_DIRECTORY="$OM_PIPE/main/nsa" LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" 2)
+    csms=$(echo "$got" | awk '{ print $2 }')
+    echo "openmps namespace nsa: partition_sms ${lsms:-?} client_sms ${csms:-?} ($got)" |
+        tee -a "$OUT/summary"
+    if [ -n "$csms" ] && [ "$csms" = "$lsms" ]; then pass "openmps.namespace.sms: $csms"; else
+        fail "openmps.namespace.sms: client $csms, partition list $lsms ($got)"; fi
+    om -q >/dev/null 2>&1
+    sleep 1
+else
+    fail "openmps.namespace: the daemon did not start with -S -p 3"
+fi
 
 # NVIDIA's MPS, where its version has static partitioning (skipped cleanly otherwise).
 # (its -v prints "Binary version: N" among other lines, as NVIDIA's Isaac ROS package reads it)
