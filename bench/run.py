@@ -42,7 +42,8 @@ is written as each workload ends, so a run cut short keeps what it measured.
 Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
                     [--modes native,mps,openmps] [--workloads b1,b1c,b2,...,b8,tut]
                     [--seconds 0.5] [--native-max-n 64] [--b4-clients 128]
-                    [--b7-n "1 4 8 16 32 64"] [--b7-native-max-n 16] [--alternate]
+                    [--b7-n "1 4 8 16 32 64"] [--b7-native-max-n 16] [--b7-mps-max-n N]
+                    [--alternate]
 """
 import argparse
 import csv
@@ -351,6 +352,10 @@ def main():
     ap.add_argument("--b7-native-max-n", type=int,
                     default=int(os.environ.get("BENCH_B7_NATIVE_MAX_N", "16")),
                     help="largest B7 N run natively (time-slicing saturates at 4 copies)")
+    ap.add_argument("--b7-mps-max-n", type=int,
+                    default=int(os.environ.get("BENCH_B7_MPS_MAX_N", "0")) or None,
+                    help="largest B7 N run under NVIDIA MPS (default: all; it refuses past 48 "
+                         "clients, which the table then shows)")
     ap.add_argument("--alternate", action="store_true",
                     default=os.environ.get("BENCH_ALTERNATE", "") not in ("", "0"),
                     help="modes alternate: each repeat a pass over every mode")
@@ -458,7 +463,8 @@ def main():
                             elif w == "b7":
                                 vals = frameworks.b7(env, b7_ns, rounds=max(2, reps),
                                                      max_n=args.b7_native_max_n
-                                                     if m == "native" else None)
+                                                     if m == "native" else
+                                                     args.b7_mps_max_n if m == "mps" else None)
                             elif w == "b8":
                                 # the first newcomer of the server's life loads never-seen
                                 # images; the next one finds them loaded

@@ -6,7 +6,7 @@
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
 # [launchers] [replay] [suites] [container] [namespaces] [servers] [partitions] [stats]
-# [probe-jit].
+# [probe-jit] [issue23] [pack].
 # stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
 # (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
@@ -46,6 +46,24 @@ for step in $STEPS; do
     test) make test >"$OUT/test.log" 2>&1 ;;
     demo) make demo >"$OUT/demo.log" 2>&1 ;;
     bench) BENCH_OUT="${BENCH_OUT:-$OUT/bench}" make bench >"$OUT/bench.log" 2>&1 ;;
+    # Issue #23's comparison as the issue asks for it, in one call: B7 at I23_N copies and B2
+    # (I23_WORKLOADS), openmps and NVIDIA MPS (I23_MODES) alternating, 3 passes (I23_PASSES), MPS
+    # not past its 48 clients; figures.csv is written as each workload ends, so a call cut
+    # short keeps what it measured. B8 is the same with I23_WORKLOADS=b8 (about 50 s a pass
+    # and mode). Best followed by `pack`.
+    issue23)
+        {
+            make >/dev/null && BENCH_OUT="$OUT/issue23" BENCH_ALTERNATE=1 \
+                BENCH_MODES="${I23_MODES:-openmps,mps}" BENCH_WORKLOADS="${I23_WORKLOADS:-b2,b7}" \
+                BENCH_B7_N="${I23_N:-1 4 8 16 32 64 128}" BENCH_B7_MPS_MAX_N=48 \
+                BENCH_REPEATS="${I23_PASSES:-3}" python3 bench/run.py --build build
+        } >"$OUT/issue23.log" 2>&1 ;;
+    # Everything under $OUT but summary.txt and machine.txt into $OUT/logs.tgz: the device tool
+    # brings back at most 8 files, 2 folders down. Last on the command line.
+    pack)
+        (cd "$OUT" && tar czf /tmp/om-logs.tgz --exclude=./summary.txt --exclude=./machine.txt . &&
+            find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name machine.txt \
+                -exec rm -rf {} + && mv /tmp/om-logs.tgz logs.tgz) ;;
     # B1's late kernels at 127 and 128 copies (docs/benchmarks.md): openmps only, with the
     # server's per-call timeline, then the timeline around each slow point's slowest copy.
     b1diag)
@@ -298,9 +316,10 @@ for step in $STEPS; do
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
     torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
-        replay | suites | stats | partitions)
+        replay | suites | stats | partitions | issue23)
         tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
+    pack) ls -l "$OUT" ;;
     *) tail -5 "$OUT/$step.log" ;;
     esac
     [ $rc -eq 0 ] || status=1
