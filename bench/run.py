@@ -10,6 +10,8 @@ on the same machine.
   openmps-nosched  the same with the server's scheduler off (OPENMPS_SCHED=off): what the
            scheduler is worth, past 32 client streams
   openmps-noreplay  the same with the server's replay of repeated launches off (OPENMPS_REPLAY=off)
+  openmps-latecopy  the same with small copies answered after their DMA (OPENMPS_COPY_ANSWER=late),
+           as before the early answer (docs/architecture.md, "The life of a pageable copy")
   openmps-yield  the same with the server's waits spinning with sched_yield in the driver
            (OPENMPS_SERVER_SYNC=yield) instead of polling, then sleeping
   openmps-spincap  the same with at most BENCH_SPIN_THREADS (4) server threads spinning at once
@@ -102,6 +104,8 @@ class Mode:
                 env["OPENMPS_SCHED"] = "off"  # the daemon passes it on to the server
             if self.name == "openmps-noreplay":
                 env["OPENMPS_REPLAY"] = "off"
+            if self.name == "openmps-latecopy":
+                env["OPENMPS_COPY_ANSWER"] = "late"
             if self.name == "openmps-yield":
                 env["OPENMPS_SERVER_SYNC"] = "yield"
             if self.name == "openmps-spincap":

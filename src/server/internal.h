@@ -197,7 +197,12 @@ struct session {
     struct om_handles blockings[OM_MAX_DEVICES];
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
-    bool send_fd_close;          /* ... and close it then (a descriptor made for the client) */
+    /* api/copies.c: a small host-to-device copy answered before its DMA ended; the worker waits
+     * for it once the answer is out, before it reads the client's next record (the DMA reads
+     * the reply buffer, which the next call reuses) */
+    CUstream after_reply_stream;        /* the server's stream to wait for, NULL: none */
+    CUstream after_reply_client_stream; /* the client's handle of it, for the wait's error */
+    bool send_fd_close; /* ... and close it then (a descriptor made for the client) */
     size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;
@@ -546,6 +551,9 @@ void om_spin_client_busy(bool busy);
 int om_busy_clients(void);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
+/* The wait a small copy left for after its answer (api/copies.c), if any; its error is the
+ * stream's, for the client's next synchronising call on it. */
+void om_copy_after_reply(struct session *s);
 CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (pools settle: wait.c);
  * while on, the same for printf output to come out (a client's cuCtxSynchronize). */

@@ -1053,6 +1053,43 @@ int main(int argc, char **argv)
         fflush(stdout);
         while (fgets(line, sizeof(line), stdin))
             ;
+    } else if (!strcmp(mode, "smallcopy")) {
+        /* Small synchronous host-to-device copies (answered before their DMA ends, api/copies.c)
+         * each followed by a device-to-host copy on another stream, whose answer the server
+         * writes into the buffer the first copy's DMA reads: each value must arrive whole. Then
+         * a copy behind a kernel (FAKECUDA_KERNEL_MS) returns only after the kernel: "waited MS".
+         */
+        static const char image[] = "fakecubin\nlong:4\n";
+        unsigned v, t, r, bad = 0, one = 1;
+        void *args[] = {&one};
+        CUdeviceptr x, y;
+        CUstream s2;
+        CUmodule mod;
+        CUfunction lng;
+        struct timespec a, b;
+        OK(cuMemAlloc_v2(&x, 4));
+        OK(cuMemAlloc_v2(&y, 4));
+        OK(cuMemsetD16_v2(y, 0x5555, 2));
+        OK(cuStreamCreate(&s2, 1 /* non-blocking */));
+        for (unsigned i = 0; i < 200; i++) {
+            v = 0xa0000000u + i;
+            OK(cuMemcpyHtoD_v2(x, &v, 4));
+            OK(cuMemcpyDtoHAsync_v2(&t, y, 4, s2));
+            OK(cuStreamSynchronize(s2));
+            OK(cuMemcpyDtoH_v2(&r, x, 4));
+            bad += t != 0x55555555u || r != v;
+        }
+        printf("smallcopy bad %u\n", bad);
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&lng, mod, "long"));
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        v = 7;
+        OK(cuMemcpyHtoD_v2(x, &v, 4));
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        OK(cuMemcpyDtoH_v2(&r, x, 4));
+        printf("waited %ld value %u\n",
+               (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), r);
     } else if (!strcmp(mode, "busy")) {
         /* says "ready", and at a line on stdin launches one kernel on its stream
          * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until

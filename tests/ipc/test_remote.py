@@ -376,3 +376,24 @@ def test_remote_client_killed_mid_copy(daemon):
     p = remote(e, "roundtrip")
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0, "another client is served: %r" % err)
+
+
+def test_small_copy_answered_before_its_dma(daemon):
+    """A small synchronous host-to-device copy is answered once its DMA is enqueued (api/copies.c)
+    and the worker waits for the DMA before the client's next call: with the driver double's DMA
+    reading its source late (FAKECUDA_DMA_LATER), every value arrives whole though the next call's
+    answer reuses the buffer the DMA reads; and the copy still waits for the stream's earlier
+    kernel (FAKECUDA_KERNEL_MS), as the driver's synchronous copy does. OPENMPS_COPY_ANSWER=late
+    (the answer after the DMA) passes the same."""
+    for answer in ("early", "late"):
+        e = daemon({"FAKECUDA_DMA_LATER": "1", "FAKECUDA_KERNEL_MS": "300",
+                    "OPENMPS_COPY_ANSWER": answer})
+        p = remote(e, "smallcopy")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "smallcopy bad 0" in out, "%s: %r %r" % (answer, out, err))
+        waited = [l.split() for l in out.splitlines() if l.startswith("waited ")]
+        check(waited and int(waited[0][1]) >= 250 and waited[0][3] == "7",
+              "%s: the copy behind a 300 ms kernel: %r" % (answer, out))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        check(("answered after their DMA" in e.log("server.log")) == (answer == "late"),
+              "%s: the server's setting" % answer)

@@ -53,6 +53,53 @@ CUresult om_x_op_copy_dtoh_pinned(struct call *c)
     return rc;
 }
 
+/*
+ * A synchronous host-to-device copy returns, natively, once the stream's earlier work is done
+ * and the bytes are staged: not when the DMA has ended ("API synchronization behavior" in the
+ * runtime's documentation: a stream sync before the copy, then the return while the DMA may
+ * still run). A copy small enough to ride in its call (OM_INLINE_COPY_MAX, one piece of the
+ * reply buffer) is answered so: the worker waits for the stream's earlier work, stages the bytes
+ * in the pinned reply buffer, enqueues the DMA, and answers; it waits for the DMA right after
+ * the answer is out (om_copy_after_reply), before it reads the client's next record. So no call
+ * of the client is served, and the reply buffer is not reused, before the copy is done: for
+ * the client's own calls nothing changes but the time its answer comes, by the DMA's latency
+ * (B2's 4-byte copy). An error of that wait (the context's, a fault) is the stream's, as a
+ * posted call's is. OPENMPS_COPY_ANSWER=late answers after the DMA, as before (for measuring).
+ */
+static int copy_answer_late = -1;
+
+static bool answer_early(void)
+{
+    if (__atomic_load_n(&copy_answer_late, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("OPENMPS_COPY_ANSWER");
+        bool late = v && !strcmp(v, "late");
+        if (v && !late && strcmp(v, "early"))
+            om_warn("OPENMPS_COPY_ANSWER=%s is not early or late: early", v);
+        if (late)
+            om_info("small host-to-device copies answered after their DMA "
+                    "(OPENMPS_COPY_ANSWER=late)");
+        __atomic_store_n(&copy_answer_late, late, __ATOMIC_RELAXED);
+    }
+    return !__atomic_load_n(&copy_answer_late, __ATOMIC_RELAXED);
+}
+
+void om_copy_after_reply(struct session *s)
+{
+    CUstream st = s->after_reply_stream;
+    CUresult rc;
+
+    if (!st)
+        return;
+    s->after_reply_stream = NULL;
+    rc = om_wait_stream(st);
+    if (rc != CUDA_SUCCESS) {
+        CUstream was = s->call_stream;
+        s->call_stream = s->after_reply_client_stream;
+        om_error_post(s, rc);
+        s->call_stream = was;
+    }
+}
+
 /* Host bytes to device memory through the pinned reply buffer, which a call that copies to the
  * device leaves empty (replybuf.c says why the driver never sees the request's or the staging
  * buffer's pageable bytes), a piece at a time, each waited for: the buffer, the request and the
@@ -97,7 +144,20 @@ CUresult om_x_op_copy_htod(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
-    rc = htod_through_reply(c, dst, src, n, st);
+    if (inline_len && n <= c->out.cap && answer_early()) {
+        rc = om_wait_stream(st); /* its earlier work, as the driver's synchronous copy does */
+        if (rc == CUDA_SUCCESS) {
+            memcpy(c->out.p, src, n);
+            rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(
+                cuMemcpyHtoDAsync_v2))(dst, c->out.p, n, st);
+        }
+        if (rc == CUDA_SUCCESS) { /* the DMA: waited for once the answer is out */
+            c->s->after_reply_stream = st;
+            c->s->after_reply_client_stream = c->s->call_stream;
+        }
+    } else {
+        rc = htod_through_reply(c, dst, src, n, st);
+    }
     om_account_copy(c->s, OM_ACCT_HTOD, n, rc);
     return om_take_call_error(c, rc);
 }

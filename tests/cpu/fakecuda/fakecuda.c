@@ -554,6 +554,41 @@ EXPORT int cuMemFreeHost(void *p)
 
 int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes); /* fake_graphs.c */
 
+/*
+ * FAKECUDA_DMA_LATER: a host-to-device copy on a stream reads its source later, as a DMA does: at
+ * the next question or wait about any stream, event or the context, or the next copy or launch
+ * on its stream (earlier than the driver would is allowed; later is not). A caller that reuses
+ * the source before it knows the copy done then sends the device the reused bytes.
+ */
+struct dma_later {
+    dptr_t dst;
+    const void *src;
+    size_t n;
+    void *s;
+};
+static pthread_mutex_t dma_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dma_later dma_pending[64];
+static int dma_count;
+
+/* The pending copies of stream s (NULL: of every stream) are done now. */
+static void dma_flush(void *s)
+{
+    if (!__atomic_load_n(&dma_count, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&dma_lock);
+    for (int i = 0; i < dma_count;) {
+        if (s && dma_pending[i].s != s) {
+            i++;
+            continue;
+        }
+        memcpy((void *)(uintptr_t)dma_pending[i].dst, dma_pending[i].src, dma_pending[i].n);
+        memmove(&dma_pending[i], &dma_pending[i + 1],
+                (size_t)(dma_count - i - 1) * sizeof(dma_pending[0]));
+        __atomic_store_n(&dma_count, dma_count - 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&dma_lock);
+}
+
 EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 {
     if (!n) /* nothing to copy: the driver looks at no address */
@@ -561,6 +596,19 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
     note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     if (fake_capture_copy(s, (void *)(uintptr_t)dst, src, n))
         return CUDA_SUCCESS;
+    dma_flush(s); /* in its stream's order */
+    if (getenv("FAKECUDA_DMA_LATER") && s) {
+        pthread_mutex_lock(&dma_lock);
+        if (dma_count == (int)(sizeof(dma_pending) / sizeof(dma_pending[0]))) {
+            pthread_mutex_unlock(&dma_lock);
+            dma_flush(NULL);
+            pthread_mutex_lock(&dma_lock);
+        }
+        dma_pending[dma_count] = (struct dma_later){dst, src, n, s};
+        __atomic_store_n(&dma_count, dma_count + 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&dma_lock);
+        return CUDA_SUCCESS;
+    }
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
 }
@@ -569,6 +617,7 @@ EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 {
     if (!n)
         return CUDA_SUCCESS;
+    dma_flush(s);
     note_host_side("cuMemcpyDtoHAsync_v2", dst, n);
     if (fake_capture_copy(s, dst, (const void *)(uintptr_t)src, n))
         return CUDA_SUCCESS;
@@ -578,7 +627,7 @@ EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 
 EXPORT int cuMemcpyDtoDAsync_v2(dptr_t dst, dptr_t src, size_t n, void *s)
 {
-    (void)s;
+    dma_flush(s);
     if (n)
         memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -793,6 +842,7 @@ int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
+    dma_flush(NULL);
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
@@ -807,6 +857,7 @@ EXPORT int cuStreamSynchronize(void *s)
 {
     uint64_t *b = busy_slot(s), now;
 
+    dma_flush(NULL);
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_us()))
@@ -847,6 +898,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 }
 EXPORT int cuCtxSynchronize(void)
 {
+    dma_flush(NULL);
     return flush_printf();
 }
 
@@ -903,6 +955,8 @@ EXPORT int cuEventRecordWithFlags(void *e, void *s, unsigned flags)
 EXPORT int cuEventQuery(void *e)
 {
     uint64_t *b = busy_slot(e);
+
+    dma_flush(NULL);
     b = b ? &event_ready_us[b - busy_until_us] : NULL;
     return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
 }
@@ -1225,6 +1279,7 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
     const char *log = getenv("FAKECUDA_LAUNCH_LOG");
 
     (void)smem, (void)params;
+    dma_flush(s); /* a kernel after a pending copy on its stream sees the copy */
     if (strcmp(k->name, "fail") == 0)
         return 701; /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: an error, the context lives on */
     if (strcmp(k->name, "fault") == 0)
