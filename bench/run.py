@@ -12,6 +12,8 @@ on the same machine.
   openmps-noreplay  the same with the server's replay of repeated launches off (OPENMPS_REPLAY=off)
   openmps-latecopy  the same with small copies answered after their DMA (OPENMPS_COPY_ANSWER=late),
            as before the early answer (docs/architecture.md, "The life of a pageable copy")
+  openmps-custom  the same with the settings of BENCH_CUSTOM_ENV ("K=V K=V", e.g.
+           OPENMPS_REPLAY_MIN_CLIENTS=8): a trial of a setting without a mode of its own
   openmps-yield  the same with the server's waits spinning with sched_yield in the driver
            (OPENMPS_SERVER_SYNC=yield) instead of polling, then sleeping
   openmps-spincap  the same with at most BENCH_SPIN_THREADS (4) server threads spinning at once
@@ -106,6 +108,9 @@ class Mode:
                 env["OPENMPS_REPLAY"] = "off"
             if self.name == "openmps-latecopy":
                 env["OPENMPS_COPY_ANSWER"] = "late"
+            if self.name == "openmps-custom":  # the daemon's (and so its server's) settings
+                env.update(kv.split("=", 1) for kv in
+                           os.environ.get("BENCH_CUSTOM_ENV", "").split() if "=" in kv)
             if self.name == "openmps-yield":
                 env["OPENMPS_SERVER_SYNC"] = "yield"
             if self.name == "openmps-spincap":
