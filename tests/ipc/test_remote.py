@@ -383,8 +383,9 @@ def test_small_copy_answered_before_its_dma(daemon):
     and the worker waits for the DMA before the client's next call: with the driver double's DMA
     reading its source late (FAKECUDA_DMA_LATER), every value arrives whole though the next call's
     answer reuses the buffer the DMA reads; and the copy still waits for the stream's earlier
-    kernel (FAKECUDA_KERNEL_MS), as the driver's synchronous copy does. OPENMPS_COPY_ANSWER=late
-    (the answer after the DMA) passes the same."""
+    kernel (FAKECUDA_KERNEL_MS), as the driver's synchronous copy does; a copy into pinned host
+    memory holds its bytes when answered (the roundtrip program reads them so).
+    OPENMPS_COPY_ANSWER=late (the answer after the DMA) passes the same."""
     for answer in ("early", "late"):
         e = daemon({"FAKECUDA_DMA_LATER": "1", "FAKECUDA_KERNEL_MS": "300",
                     "OPENMPS_COPY_ANSWER": answer})
@@ -397,3 +398,8 @@ def test_small_copy_answered_before_its_dma(daemon):
         check(not SANITIZER.search(err), "sanitizer: " + err)
         check(("answered after their DMA" in e.log("server.log")) == (answer == "late"),
               "%s: the server's setting" % answer)
+        # the whole round trip of copies (pinned and registered host memory as device memory
+        # too: those are answered after their DMA, the program reads them with no further call)
+        p = remote(e, "roundtrip")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0 and "roundtrip ok" in out, "%s: %r %r" % (answer, out, err))

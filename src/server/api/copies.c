@@ -63,7 +63,9 @@ CUresult om_x_op_copy_dtoh_pinned(struct call *c)
  * the answer is out (om_copy_after_reply), before it reads the client's next record. So no call
  * of the client is served, and the reply buffer is not reused, before the copy is done: for
  * the client's own calls nothing changes but the time its answer comes, by the DMA's latency
- * (B2's 4-byte copy). An error of that wait (the context's, a fault) is the stream's, as a
+ * (B2's 4-byte copy). Only into the client's device memory: into its pinned host memory (a
+ * device address to the driver), which the program reads with no further call, the copy is
+ * answered after its DMA. An error of that wait (the context's, a fault) is the stream's, as a
  * posted call's is. OPENMPS_COPY_ANSWER=late answers after the DMA, as before (for measuring).
  */
 static int copy_answer_late = -1;
@@ -144,7 +146,9 @@ CUresult om_x_op_copy_htod(struct call *c)
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
-    if (inline_len && n <= c->out.cap && answer_early()) {
+    /* Early only into device memory: pinned host memory the client reads directly (XLA's flags)
+     * must hold the bytes when the answer comes. */
+    if (inline_len && n <= c->out.cap && answer_early() && om_ranges_cover(&c->s->allocs, dst, n)) {
         rc = om_wait_stream(st); /* its earlier work, as the driver's synchronous copy does */
         if (rc == CUDA_SUCCESS) {
             memcpy(c->out.p, src, n);

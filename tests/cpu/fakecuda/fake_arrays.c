@@ -269,8 +269,11 @@ static unsigned char *at(int type, const void *host, uintptr_t dev, void *array,
     return (unsigned char *)(type == 1 ? (uintptr_t)host : dev) + (z * height + y) * pitch + x;
 }
 
+void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
+
 EXPORT int cuMemcpy3DAsync_v2(const struct fake_memcpy3d *c, void *s)
 {
+    fake_dma_flush(s);
     (void)s;
     if ((c->stype == 3 && !arr(c->sarr)) || (c->dtype == 3 && !arr(c->darr)))
         return INVALID_HANDLE;

@@ -721,8 +721,11 @@ static int run_node(struct fnode *n, void *s)
     return rc;
 }
 
+void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
+
 EXPORT int cuGraphLaunch(void *h, void *s)
 {
+    fake_dma_flush(s);
     struct fexec *e = exec_of(h);
     int rc = OK;
 

@@ -570,8 +570,11 @@ static pthread_mutex_t dma_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dma_later dma_pending[64];
 static int dma_count;
 
-/* The pending copies of stream s (NULL: of every stream) are done now. */
-static void dma_flush(void *s)
+/* The pending copies of stream s (NULL: of every stream) are done now: before anything else on
+ * s reads or writes device memory (fake_arrays.c and fake_graphs.c call it too), and before a
+ * stream waits for an event (which may stand behind them). */
+void fake_dma_flush(void *s);
+void fake_dma_flush(void *s)
 {
     if (!__atomic_load_n(&dma_count, __ATOMIC_ACQUIRE))
         return;
@@ -596,12 +599,12 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
     note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     if (fake_capture_copy(s, (void *)(uintptr_t)dst, src, n))
         return CUDA_SUCCESS;
-    dma_flush(s); /* in its stream's order */
+    fake_dma_flush(s); /* in its stream's order */
     if (getenv("FAKECUDA_DMA_LATER") && s) {
         pthread_mutex_lock(&dma_lock);
         if (dma_count == (int)(sizeof(dma_pending) / sizeof(dma_pending[0]))) {
             pthread_mutex_unlock(&dma_lock);
-            dma_flush(NULL);
+            fake_dma_flush(NULL);
             pthread_mutex_lock(&dma_lock);
         }
         dma_pending[dma_count] = (struct dma_later){dst, src, n, s};
@@ -617,7 +620,7 @@ EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 {
     if (!n)
         return CUDA_SUCCESS;
-    dma_flush(s);
+    fake_dma_flush(s);
     note_host_side("cuMemcpyDtoHAsync_v2", dst, n);
     if (fake_capture_copy(s, dst, (const void *)(uintptr_t)src, n))
         return CUDA_SUCCESS;
@@ -627,7 +630,7 @@ EXPORT int cuMemcpyDtoHAsync_v2(void *dst, dptr_t src, size_t n, void *s)
 
 EXPORT int cuMemcpyDtoDAsync_v2(dptr_t dst, dptr_t src, size_t n, void *s)
 {
-    dma_flush(s);
+    fake_dma_flush(s);
     if (n)
         memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -635,7 +638,7 @@ EXPORT int cuMemcpyDtoDAsync_v2(dptr_t dst, dptr_t src, size_t n, void *s)
 
 EXPORT int cuMemsetD8Async(dptr_t d, unsigned char v, size_t n, void *s)
 {
-    (void)s;
+    fake_dma_flush(s);
     if (n)
         memset((void *)(uintptr_t)d, v, n);
     return CUDA_SUCCESS;
@@ -643,7 +646,7 @@ EXPORT int cuMemsetD8Async(dptr_t d, unsigned char v, size_t n, void *s)
 
 EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
 {
-    (void)s;
+    fake_dma_flush(s);
     if (d % 2) /* the driver's rule: aligned to the element */
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++)
@@ -653,7 +656,7 @@ EXPORT int cuMemsetD16Async(dptr_t d, unsigned short v, size_t n, void *s)
 
 EXPORT int cuMemsetD32Async(dptr_t d, unsigned v, size_t n, void *s)
 {
-    (void)s;
+    fake_dma_flush(s);
     if (d % 4)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++)
@@ -842,7 +845,7 @@ int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
-    dma_flush(NULL);
+    fake_dma_flush(NULL);
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
@@ -857,7 +860,7 @@ EXPORT int cuStreamSynchronize(void *s)
 {
     uint64_t *b = busy_slot(s), now;
 
-    dma_flush(NULL);
+    fake_dma_flush(NULL);
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_us()))
@@ -884,6 +887,7 @@ static unsigned char event_recorded[sizeof(tokens)]; /* (__atomic) */
  * done (what the device does; off by default, the scheduler's tests time streams alone). */
 EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 {
+    fake_dma_flush(NULL);
     uint64_t *busy = busy_slot(s), *ready = busy_slot(e), until;
 
     (void)f;
@@ -898,7 +902,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 }
 EXPORT int cuCtxSynchronize(void)
 {
-    dma_flush(NULL);
+    fake_dma_flush(NULL);
     return flush_printf();
 }
 
@@ -956,7 +960,7 @@ EXPORT int cuEventQuery(void *e)
 {
     uint64_t *b = busy_slot(e);
 
-    dma_flush(NULL);
+    fake_dma_flush(NULL);
     b = b ? &event_ready_us[b - busy_until_us] : NULL;
     return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
 }
@@ -1279,7 +1283,7 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
     const char *log = getenv("FAKECUDA_LAUNCH_LOG");
 
     (void)smem, (void)params;
-    dma_flush(s); /* a kernel after a pending copy on its stream sees the copy */
+    fake_dma_flush(s); /* a kernel after a pending copy on its stream sees the copy */
     if (strcmp(k->name, "fail") == 0)
         return 701; /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: an error, the context lives on */
     if (strcmp(k->name, "fault") == 0)
@@ -1377,7 +1381,7 @@ int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, uns
 
 EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, size_t h, void *s)
 {
-    (void)s;
+    fake_dma_flush(s);
     for (size_t r = 0; w && r < h; r++)
         memset((char *)(uintptr_t)d + r * pitch, v, w);
     return CUDA_SUCCESS;
@@ -1385,6 +1389,7 @@ EXPORT int cuMemsetD2D8Async(dptr_t d, size_t pitch, unsigned char v, size_t w, 
 
 EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w, size_t h, void *s)
 {
+    fake_dma_flush(s);
     if (d % 2 || pitch % 2)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < h; r++)
@@ -1394,6 +1399,7 @@ EXPORT int cuMemsetD2D16Async(dptr_t d, size_t pitch, unsigned short v, size_t w
 
 EXPORT int cuMemsetD2D32Async(dptr_t d, size_t pitch, unsigned v, size_t w, size_t h, void *s)
 {
+    fake_dma_flush(s);
     if (d % 4 || pitch % 4)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < h; r++)
@@ -1420,6 +1426,7 @@ struct fake_memcpy2d {
 
 EXPORT int cuMemcpy2DAsync_v2(const struct fake_memcpy2d *c, void *s)
 {
+    fake_dma_flush(s);
     const char *src = c->stype == 1 ? c->shost : (const char *)(uintptr_t)c->sdev;
     char *dst = c->dtype == 1 ? c->dhost : (char *)(uintptr_t)c->ddev;
 
