@@ -110,7 +110,7 @@ static int parse_device(struct cmd_ctx *x, const char *s, uint32_t *ret)
  * the server's user, but a multi-user server's (-m), each to its own. */
 static bool sees_clients_of(const struct cmd_ctx *x, const struct server *s)
 {
-    return om_sees_server(x->ui, s);
+    return om_sees_server(x->d, x->ui, s);
 }
 
 static int cmd_get_server_list(struct cmd_ctx *x)

@@ -67,7 +67,8 @@ const char *const om_conf_setting_names[] = {
     "OPENMPS_METRICS_REFRESH_S",
     "OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE", /* -m's opt-in (docs/security.md) */
     "OPENMPS_MULTIUSER_UIDS",
-    /* Set by the daemon for a multi-user server alone: one given here is not passed on. */
+    /* Set by the daemon for a multi-user server alone: one given in the environment is not
+     * passed on, one in the file is refused (conf_setting). */
     "OPENMPS_SERVER_SHARED_USERS",
     NULL,
 };
@@ -543,6 +544,11 @@ static int setting_key(struct parser *p, const char *key, const struct value *v)
                        "%s is read by each program (the shim), not the daemon: set it in "
                        "the programs' environment",
                        name);
+    if (!strcmp(name, "OPENMPS_SERVER_SHARED_USERS")) /* listed for the check, never taken */
+        return bad(p,
+                   "%s is the daemon's word to a multi-user server alone: list the users in "
+                   "multiuser_uids",
+                   name);
     bool known = false;
     for (int i = 0; om_conf_setting_names[i]; i++)
         known |= !strcmp(name, om_conf_setting_names[i]);

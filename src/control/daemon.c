@@ -643,12 +643,22 @@ static void schedule_pass(struct daemon *d)
                                  "openmps-control: the server does not take clients; see "
                                  "control.log");
                 om_conn_close(d, c);
-            } else if (s->state == SRV_ACTIVE && !s->chan_full_ms) {
-                om_server_adopt(d, s, c); /* false: its channel is full, c waits for room */
+            } else if (s->state == SRV_ACTIVE && !s->chan_full_ms && om_server_adopt(d, s, c)) {
+                continue; /* handed over */
             }
-            continue; /* INITIALIZING: adopted when it is ready; full: when there is room */
+            /* INITIALIZING: adopted when it is ready; its channel full: when there is room.
+             * Either way its user's turn has begun: a younger client of another user waits
+             * behind it, and stops no server of this user (one starting has no client yet). */
+            if (!blocked) {
+                blocked = true;
+                blocked_uid = c->route_uid;
+            }
+            continue;
         }
-        if (s) /* its server runs, but an older client of another user goes first */
+        /* Its server runs, or it needs one started (another named server of its user), but an
+         * older client of another user goes first: starting one now would have that client
+         * stop it again, idle, at the next pass, and so on while it waits. */
+        if (s || (blocked && blocked_uid != c->route_uid))
             goto wait;
         if (other_users_servers(d, c->route_uid, true))
             goto wait;
@@ -658,6 +668,11 @@ static void schedule_pass(struct daemon *d)
             om_peer_err(d, c->uid, "Refusing client %d: %s", (int)c->pid, err);
             om_msg_send_text(c->fd, OM_MSG_REFUSE, 0, err);
             om_conn_close(d, c);
+            continue;
+        }
+        if (!blocked) { /* its user's turn has begun: the server starting is not stopped */
+            blocked = true;
+            blocked_uid = c->route_uid;
         }
         continue;
     wait:

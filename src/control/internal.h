@@ -213,12 +213,9 @@ struct daemon {
 };
 
 /* What a front-end ui (NULL: the daemon itself, the metrics) may see: a server's clients when
- * it is root, the server's user, or the server is a multi-user one (-m); of those, a client when
- * it is root or the client's user. */
-static inline bool om_sees_server(const struct conn *ui, const struct server *s)
-{
-    return !ui || ui->uid == 0 || ui->uid == s->uid || s->shared;
-}
+ * it is root, the server's user, or a user listed for a multi-user server (-m); of those, a
+ * client when it is root or the client's user (servers.c). */
+bool om_sees_server(const struct daemon *d, const struct conn *ui, const struct server *s);
 static inline bool om_sees_client(const struct conn *ui, const struct client_rec *r)
 {
     return !ui || ui->uid == 0 || ui->uid == r->uid;

@@ -59,6 +59,12 @@ bool om_multiuser_listed(const struct daemon *d, uid_t uid)
     return false;
 }
 
+bool om_sees_server(const struct daemon *d, const struct conn *ui, const struct server *s)
+{
+    return !ui || ui->uid == 0 || ui->uid == s->uid ||
+           (s->shared && om_multiuser_listed(d, ui->uid));
+}
+
 uid_t om_serving_uid(const struct daemon *d, uid_t uid)
 {
     return om_multiuser_listed(d, uid) ? d->mu_uids[0] : uid;
@@ -503,6 +509,9 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
 {
     struct om_srv_adopt a = {0};
     struct client_rec *r = calloc(1, sizeof(*r));
+    /* its namespace, once: its partition and its limits come from the same one (its cgroup is
+     * read once, though the client may move meanwhile) */
+    const struct om_v3_ns *ns = om_v3_client_ns(d, s, c);
     uint64_t part = 0;
     int rc;
 
@@ -537,7 +546,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     }
     if (d->parts) { /* -S: it runs in its static partition, on that partition's device only */
         char why[1024];
-        if (om_parts_adopt(d, s, c, om_v3_client_ns(d, s, c), &a, &part, why, sizeof(why)) < 0) {
+        if (om_parts_adopt(d, s, c, ns, &a, &part, why, sizeof(why)) < 0) {
             om_peer_info(d, c->uid, "Refusing client %d: %s", (int)c->pid, why);
             om_msg_send_text(c->fd, OM_MSG_REFUSE, OM_REFUSE_PARTITION, why);
             free(r);
@@ -566,7 +575,7 @@ bool om_server_adopt(struct daemon *d, struct server *s, struct conn *c)
     }
     /* Its namespace (protocol 3: by its cgroup) tightens what it asked for. */
     r->asked = a.want;
-    om_v3_route_client(d, s, c, &a.want, r->ns, sizeof(r->ns));
+    om_v3_route_client(s, ns, &a.want, r->ns, sizeof(r->ns));
     a.limits = om_limits_merge(&s->limits, &a.want);
     rc = om_msg_send(s->chan, OM_MSG_SRV_ADOPT, 0, &a, sizeof(a), c->fd);
     if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
@@ -635,7 +644,7 @@ static void client_down(struct daemon *d, struct server *s, uint32_t id)
         struct client_rec *r = *pp;
         if (r->id != id)
             continue;
-        om_peer_info(d, s->uid, "Server %d: client %d (id %u) disconnected", (int)s->pid,
+        om_peer_info(d, r->uid, "Server %d: client %d (id %u) disconnected", (int)s->pid,
                      (int)r->pid, id);
         *pp = r->next;
         free(r);
@@ -646,6 +655,9 @@ static void client_down(struct daemon *d, struct server *s, uint32_t id)
 
 static void answer_pending(struct daemon *d, struct server *s, uint32_t request_id, int status)
 {
+    /* the server's word: an errno, negated; anything else is no errno strerror may be given */
+    if (status > 0 || status < -4095)
+        status = -EPROTO;
     for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next) {
         struct pending *p = *pp;
         if (p->request_id != request_id)

@@ -49,9 +49,9 @@ struct om_stats_req {
     struct om_stats_req *next;
 };
 
-static bool visible(const struct conn *ui, const struct server *s)
+static bool visible(const struct daemon *d, const struct conn *ui, const struct server *s)
 {
-    return om_sees_server(ui, s); /* no front-end: the metrics see all */
+    return om_sees_server(d, ui, s); /* no front-end: the metrics see all */
 }
 
 static const char *status_name(const struct server *s)
@@ -199,7 +199,7 @@ static struct om_stats_req *ask(struct daemon *d, struct conn *ui, struct server
     unsigned n = 0;
 
     for (struct server *s = d->servers; s; s = s->next)
-        n += (!only || s == only) && visible(ui, s);
+        n += (!only || s == only) && visible(d, ui, s);
     if (!r || !(r->parts = calloc(n ? n : 1, sizeof(*r->parts)))) {
         free(r);
         return NULL;
@@ -209,7 +209,7 @@ static struct om_stats_req *ask(struct daemon *d, struct conn *ui, struct server
     r->format = format;
     r->deadline_ms = om_now_ms() + OM_SERVER_REPLY_TIMEOUT_MS;
     for (struct server *s = d->servers; s; s = s->next) {
-        if ((only && s != only) || !visible(ui, s))
+        if ((only && s != only) || !visible(d, ui, s))
             continue;
         struct server_part *p = &r->parts[r->nparts++];
         p->server_id = s->id;
@@ -787,7 +787,7 @@ void om_stats_ps_json(struct daemon *d, struct conn *ui, struct server *only, st
 
     sb_printf(out, "{\"version\": 1, \"clients\": [");
     for (struct server *s = d->servers; s; s = s->next) {
-        if ((only && s != only) || !visible(ui, s))
+        if ((only && s != only) || !visible(d, ui, s))
             continue;
         for (struct client_rec *cr = s->clients; cr; cr = cr->next) {
             char uuid[64] = "";

@@ -496,7 +496,13 @@ void om_v3_route_server(const struct daemon *d, struct conn *c)
 
 bool om_v3_route_valid(const struct daemon *d, const struct conn *c)
 {
-    return !c->route[0] || find_server((struct daemon *)d, c->route) != NULL;
+    const struct om_v3_server *vs;
+
+    if (!c->route[0])
+        return true;
+    /* deleted, or deleted and made again for another user, while c waited: routed again */
+    vs = find_server((struct daemon *)d, c->route);
+    return vs && vs->uid == c->route_uid && serves_user(d, vs, c->uid);
 }
 
 const struct om_v3_ns *om_v3_client_ns(const struct daemon *d, const struct server *s,
@@ -522,14 +528,12 @@ const struct om_v3_ns *om_v3_client_ns(const struct daemon *d, const struct serv
     return by_cgroup ? by_cgroup : best;
 }
 
-void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
-                        struct om_limits *want, char *ns, size_t cap)
+void om_v3_route_client(const struct server *s, const struct om_v3_ns *n, struct om_limits *want,
+                        char *ns, size_t cap)
 {
-    const struct om_v3_ns *best = om_v3_client_ns(d, s, c);
-
-    snprintf(ns, cap, "%s", best ? best->name : "");
-    if (best)
-        *want = ns_want(best, s, want);
+    snprintf(ns, cap, "%s", n ? n->name : "");
+    if (n)
+        *want = ns_want(n, s, want);
 }
 
 bool om_v3_part_user(const struct daemon *d, uint64_t serial, char *who, size_t cap)
@@ -1101,6 +1105,8 @@ static int server_delete(struct v3_ctx *x)
         om_server_shutdown(d, p, force);
         om_daemon_schedule(d);
     }
+    if (d->start_uid >= 0 && !strcmp(d->start_name, s->name))
+        d->start_uid = -1; /* a server create's start not made yet: nothing to start now */
     unsigned i = (unsigned)(s - d->v3->servers);
     memmove(s, s + 1, (d->v3->nservers - i - 1) * sizeof(*s));
     d->v3->nservers--;
@@ -1255,7 +1261,7 @@ static void client_devices(const struct server *p, const struct client_rec *r, b
 /* Whether the caller may see client r of server p: root, or its user (ps does the same). */
 static bool may_see(const struct v3_ctx *x, const struct server *p, const struct client_rec *r)
 {
-    return om_sees_server(x->ui, p) && om_sees_client(x->ui, r);
+    return om_sees_server(x->d, x->ui, p) && om_sees_client(x->ui, r);
 }
 
 /* The named server of process p, NULL for a plain one (or one whose named server is gone). */

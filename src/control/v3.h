@@ -100,23 +100,24 @@ const char *om_v3_uid_server(const struct daemon *d, uid_t uid);
  * whose cgroup holds it most specifically; else that user's first named server; else the
  * user's plain server. */
 void om_v3_route_server(const struct daemon *d, struct conn *c);
-/* Whether c's named server still exists (it may be deleted while c waits). */
+/* Whether c's named server still exists for c's user (it may be deleted, or deleted and made
+ * again for another user, while c waits). */
 bool om_v3_route_valid(const struct daemon *d, const struct conn *c);
 
 /* Server s said which devices it has (READY): its named server's limits for "every device" are
  * kept for those. */
 void om_v3_server_ready(const struct daemon *d, struct server *s);
 
-/* The namespace of a new client c of server s (by the socket it came through, else by its
- * cgroup, else the default namespace): its limits tighten *want, and its name is written to ns
- * (cap bytes). */
-void om_v3_route_client(const struct daemon *d, const struct server *s, const struct conn *c,
-                        struct om_limits *want, char *ns, size_t cap);
-
-/* The namespace a new client c of server s lands in (as om_v3_route_client chooses it), NULL
- * when its user has no named server: servers.c asks it for its SM partitions first. */
+/* The namespace a new client c of server s lands in (by the socket it came through, else by its
+ * cgroup, else the default namespace), NULL when s is no named server. Chosen once per client
+ * (servers.c): its SM partition and its limits come from the same one. */
 const struct om_v3_ns *om_v3_client_ns(const struct daemon *d, const struct server *s,
                                        const struct conn *c);
+
+/* Namespace n (om_v3_client_ns's; NULL: none) of server s: its limits tighten *want, and its
+ * name is written to ns (cap bytes; "" for none). */
+void om_v3_route_client(const struct server *s, const struct om_v3_ns *n, struct om_limits *want,
+                        char *ns, size_t cap);
 
 /* True when a namespace routes its clients into SM partition serial: who gets "namespace NS of
  * server S" (partition.c refuses to remove it). */

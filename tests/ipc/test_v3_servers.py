@@ -241,6 +241,9 @@ def test_multiuser_server_serves_the_listed_users(daemon, tmp_path):
           "control.log says so: %r" % e.log()[-1500:])
     check("multi-user: the clients of other users too" in e.log("server.log"),
           "server.log says so")
+    # a user not listed sees nothing of the shared server, in its statistics either
+    js = json.loads(ctl_as(e, 12033, "stats --json"))
+    check(not js["servers"], "user 12033, not listed, sees the shared server: %r" % js)
     # a user not listed waits, as for any other user's server, then gets its own
     c = e.client("--pings", 1, preexec=as_user(12033))
     wait_for(lambda: "(uid 12033) queued behind" in e.log() or c.poll() is not None,
@@ -253,3 +256,57 @@ def test_multiuser_server_serves_the_listed_users(daemon, tmp_path):
           (out, open(c.errpath).read()))
     spid_c = int(re.search(r"server=(\d+)", out).group(1))
     check(spid_c != spid, "a server of its own")
+
+
+def test_named_servers_of_one_user_wait_behind_another_users_client(daemon):
+    """User U has named servers a and b; its client x runs on a; user V's client y waits behind
+    it; a later client z of U on b's socket waits too, behind y (one user at a time, oldest
+    first), and b is not started meanwhile (it once was, then stopped idle by y's pass, then
+    started again by z's, hundreds of times a second). Then y is served, then z."""
+    harness.need_root()
+    need_binaries_for_other_users()
+    e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.a]\nuid = 12041\n'
+                  '[servers.b]\nuid = 12041\n')
+    os.chmod(e.dir, 0o755)
+    x = e.client("--pings", 1, "--hold-ms", "eof", preexec=as_user(12041))
+    check(x.stdout.readline().startswith("session"), "x served")
+    y = e.client("--pings", 1, preexec=as_user(12042))
+    wait_for(lambda: "(uid 12042) queued behind" in e.log(), what="12042 queued")
+    envb = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=os.path.join(e.pipe, "b"))
+    z = e.client("--pings", 1, env=envb, preexec=as_user(12041))
+    wait_for(lambda: "(uid 12041) queued behind" in e.log(), what="z queued")
+    started = e.log().count("Starting new server")
+    import time
+    time.sleep(1.5)  # a loop started tens of servers in this time
+    check(e.log().count("Starting new server") == started == 1,
+          "servers started while y waits: %d" % e.log().count("Starting new server"))
+    check(y.poll() is None and z.poll() is None, "y and z wait")
+    x.communicate(timeout=60)
+    out_y, _ = y.communicate(timeout=60)
+    out_z, _ = z.communicate(timeout=60)
+    check(y.returncode == 0 and "queued=1" in out_y, "y served after x: %r %s" %
+          (out_y, open(y.errpath).read()))
+    check(z.returncode == 0 and "queued=1" in out_z, "z served after y: %r %s" %
+          (out_z, open(z.errpath).read()))
+    check(e.log().count("Starting new server") == 3, "a, then y's, then b: %r" % e.log()[-2000:])
+
+
+def test_a_starting_server_is_not_stopped_by_another_users_client(daemon):
+    """User U's client starts U's server (a slow start, as a GPU's); user V's client arrives
+    meanwhile: it waits behind U's (whose turn has begun) instead of stopping the starting server,
+    which has no client yet (U's client was then refused with "failed to start")."""
+    harness.need_root()
+    need_binaries_for_other_users()
+    e = daemon({"FAKECUDA_INIT_DELAY_MS": "1500"})
+    os.chmod(e.dir, 0o755)
+    u = e.client("--pings", 1, preexec=as_user(12051))
+    wait_for(lambda: "Starting new server" in e.log(), what="U's server to start")
+    v = e.client("--pings", 1, preexec=as_user(12052))
+    out_u, _ = u.communicate(timeout=120)
+    out_v, _ = v.communicate(timeout=120)
+    check(u.returncode == 0 and out_u.startswith("session"), "U served: %r %s" %
+          (out_u, open(u.errpath).read()))
+    check(v.returncode == 0 and "queued=1" in out_v, "V served after U: %r %s" %
+          (out_v, open(v.errpath).read()))
+    check(e.log().count("Starting new server") == 2 and "failed to start" not in e.log(),
+          "one start each: %r" % e.log()[-2000:])

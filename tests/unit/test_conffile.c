@@ -132,6 +132,8 @@ TEST(conffile_refusals_name_the_line)
          "line 2: a device of namespace b without its sm_partition"},
         {"schema_version = \"1.0\"\n[openmps]\ntrace = 1\n",
          "line 3: OPENMPS_TRACE is read by each program"},
+        {"schema_version = \"1.0\"\n[openmps]\nserver_shared_users = \"1,2\"\n",
+         "line 3: OPENMPS_SERVER_SHARED_USERS is the daemon's word"},
         {"schema_version = \"1.0\"\n[openmps]\nnot_a_setting = 1\n",
          "line 3: unknown key \"not_a_setting\" in [openmps]"},
         {"schema_version = \"1.0\"\n[openmps]\nLOG_LEVEL = 1\n", "line 3: unknown key"},
