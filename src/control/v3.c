@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * NVIDIA's MPS v3 interface (protocol 3): named servers and their namespaces, from the
- * configuration file (-a) or the module-verb commands (`server list`, `namespace create`,
- * `partition create`, `client terminate`, ...), and the routing of a new client to its namespace
- * (and a namespace's static SM partition, partition.c). docs/operations.md, "Protocol 3", says
- * what each command prints and what openmps does not do (yet).
+ * configuration file (-a) or the module-verb commands (v3cmd.c), their sockets, and the routing
+ * of a new client to its server and namespace (and a namespace's static SM partition,
+ * partition.c). docs/operations.md, "Protocol 3", says what openmps does not do (yet).
  */
 #define _GNU_SOURCE
 #include "v3.h"
@@ -21,45 +20,16 @@
 #include "../common/config.h"
 #include "../common/sock.h"
 #include "internal.h"
+#include "v3int.h"
 
-#define MAX_OPTS 12
-
-struct v3_ctx {
-    struct daemon *d;
-    struct conn *ui;
-    struct strbuf *out;
-    const char *verb; /* the command's, for its messages */
-    bool error;
-    unsigned nopts;
-    struct {
-        const char *key;   /* without its dashes */
-        const char *value; /* NULL for a flag */
-    } opts[MAX_OPTS];
-};
-
-static int fail(struct v3_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct v3_ctx *x, const char *fmt, ...)
-{
-    va_list ap;
-    char text[512];
-
-    x->error = true;
-    va_start(ap, fmt);
-    if (vsnprintf(text, sizeof(text), fmt, ap) < 0)
-        text[0] = '\0';
-    va_end(ap);
-    sb_printf(x->out, "%s", text); /* one line, as the legacy commands' errors */
-    return -EINVAL;
-}
-
-static struct om_v3 *state(struct daemon *d)
+struct om_v3 *om_v3_state(struct daemon *d)
 {
     if (!d->v3)
         d->v3 = calloc(1, sizeof(*d->v3));
     return d->v3;
 }
 
-static struct om_v3_server *find_server(struct daemon *d, const char *name)
+struct om_v3_server *om_v3_find_server(struct daemon *d, const char *name)
 {
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++)
         if (!strcmp(d->v3->servers[i].name, name))
@@ -75,7 +45,7 @@ static struct om_v3_server *server_of_uid(const struct daemon *d, uid_t uid)
     return NULL;
 }
 
-static struct om_v3_ns *find_ns(struct om_v3_server *s, const char *name)
+struct om_v3_ns *om_v3_find_ns(struct om_v3_server *s, const char *name)
 {
     for (unsigned i = 0; i < s->nns; i++)
         if (!strcmp(s->ns[i].name, name))
@@ -83,7 +53,7 @@ static struct om_v3_ns *find_ns(struct om_v3_server *s, const char *name)
     return NULL;
 }
 
-static bool good_name(const char *s)
+bool om_v3_good_name(const char *s)
 {
     size_t n = strlen(s);
 
@@ -97,7 +67,7 @@ static bool good_name(const char *s)
 }
 
 /* allowed_devices: ordinals and GPU UUIDs (or their prefixes), comma-separated. */
-static bool good_devices(const char *s)
+bool om_v3_good_devices(const char *s)
 {
     if (!*s || strlen(s) >= OM_CONF_TEXT_MAX)
         return false;
@@ -110,8 +80,8 @@ static bool good_devices(const char *s)
 
 /* The limits of a server or namespace from its values as text (the file's, a command's). A
  * NULL text leaves that limit as it is. 0, or -EINVAL with a sentence in err. */
-static int set_limits(struct om_limits *l, const char *mem, const char *atp, const char *prio,
-                      char *err, size_t errlen)
+int om_v3_set_limits(struct om_limits *l, const char *mem, const char *atp, const char *prio,
+                     char *err, size_t errlen)
 {
     struct om_limits t = *l;
     uint64_t bytes;
@@ -153,8 +123,8 @@ static void conf_limits(const struct om_conf_limits *c, struct om_limits *l)
     om_format_percentage(c->atp_milli, atp, sizeof(atp));
     snprintf(prio, sizeof(prio), "%u", c->priority);
     /* the parser checked every value: this cannot fail */
-    set_limits(l, c->has_mem ? c->mem : NULL, c->has_atp ? atp : NULL,
-               c->has_priority ? prio : NULL, err, sizeof(err));
+    om_v3_set_limits(l, c->has_mem ? c->mem : NULL, c->has_atp ? atp : NULL,
+                     c->has_priority ? prio : NULL, err, sizeof(err));
 }
 
 void om_v3_apply_settings(const struct om_conf *c)
@@ -200,10 +170,10 @@ static int conf_partitions(struct daemon *d, const struct om_conf_server *cs, ch
 static int conf_ns_partitions(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < c->nservers; i++) {
-        struct om_v3_server *s = find_server(d, c->servers[i].name);
+        struct om_v3_server *s = om_v3_find_server(d, c->servers[i].name);
         for (uint32_t j = 0; s && j < c->servers[i].nns; j++) {
             const struct om_conf_ns *cn = &c->servers[i].ns[j];
-            struct om_v3_ns *n = find_ns(s, cn->name);
+            struct om_v3_ns *n = om_v3_find_ns(s, cn->name);
             for (uint32_t k = 0; n && k < cn->ndevices; k++) {
                 char text[OM_CONF_TEXT_MAX + OM_CONF_NAME_MAX + 2], why[400];
                 snprintf(text, sizeof(text), "%s/%s", cn->devices[k].uuid,
@@ -222,7 +192,7 @@ static int conf_ns_partitions(struct daemon *d, const struct om_conf *c, char *e
 
 int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
 {
-    struct om_v3 *v = state(d);
+    struct om_v3 *v = om_v3_state(d);
 
     if (!v) {
         snprintf(err, errlen, "out of memory");
@@ -266,7 +236,7 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         if (conf_partitions(d, cs, err, errlen) < 0)
             return -EINVAL;
         if (cs->allowed_devices[0] &&
-            (!good_devices(cs->allowed_devices) || getenv("CUDA_VISIBLE_DEVICES"))) {
+            (!om_v3_good_devices(cs->allowed_devices) || getenv("CUDA_VISIBLE_DEVICES"))) {
             snprintf(err, errlen,
                      getenv("CUDA_VISIBLE_DEVICES")
                          ? "line %d: server %s: allowed_devices and the daemon's "
@@ -298,7 +268,7 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         s->nns = 1;
         for (uint32_t j = 0; j < cs->nns; j++) {
             const struct om_conf_ns *cn = &cs->ns[j];
-            struct om_v3_ns *n = find_ns(s, cn->name);
+            struct om_v3_ns *n = om_v3_find_ns(s, cn->name);
             if (!n) {
                 if (s->nns == OM_V3_MAX_NAMESPACES) {
                     snprintf(err, errlen, "line %d: more than %u namespaces in server %s", cn->line,
@@ -328,7 +298,7 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
 
 struct om_limits om_v3_server_limits(const struct daemon *d, const char *name)
 {
-    const struct om_v3_server *s = name[0] ? find_server((struct daemon *)d, name) : NULL;
+    const struct om_v3_server *s = name[0] ? om_v3_find_server((struct daemon *)d, name) : NULL;
 
     return s ? s->limits : d->defaults;
 }
@@ -407,7 +377,7 @@ bool om_v3_in_cgroup(const char *want, unsigned max_depth, const char *cgroup)
 
 void om_v3_server_visible(const struct daemon *d, const char *name, char *kv, size_t cap)
 {
-    const struct om_v3_server *s = name[0] ? find_server((struct daemon *)d, name) : NULL;
+    const struct om_v3_server *s = name[0] ? om_v3_find_server((struct daemon *)d, name) : NULL;
 
     kv[0] = '\0';
     if (s && s->allowed_devices[0])
@@ -426,7 +396,7 @@ static void fit_devices(struct om_limits *l, uint32_t ndevs)
 
 void om_v3_server_ready(const struct daemon *d, struct server *s)
 {
-    if (s->name[0] && find_server((struct daemon *)d, s->name))
+    if (s->name[0] && om_v3_find_server((struct daemon *)d, s->name))
         fit_devices(&s->limits, s->ndevs);
 }
 
@@ -468,7 +438,7 @@ static const struct om_v3_ns *cgroup_ns(const struct om_v3_server *vs, const cha
 void om_v3_route_server(const struct daemon *d, struct conn *c)
 {
     const struct om_v3_server *vs =
-        c->v3_server[0] ? find_server((struct daemon *)d, c->v3_server) : NULL;
+        c->v3_server[0] ? om_v3_find_server((struct daemon *)d, c->v3_server) : NULL;
     uid_t uid = om_serving_uid(d, c->uid);
     char cgroup[4096] = "";
     size_t best_len = 0;
@@ -501,14 +471,15 @@ bool om_v3_route_valid(const struct daemon *d, const struct conn *c)
     if (!c->route[0])
         return true;
     /* deleted, or deleted and made again for another user, while c waited: routed again */
-    vs = find_server((struct daemon *)d, c->route);
+    vs = om_v3_find_server((struct daemon *)d, c->route);
     return vs && vs->uid == c->route_uid && serves_user(d, vs, c->uid);
 }
 
 const struct om_v3_ns *om_v3_client_ns(const struct daemon *d, const struct server *s,
                                        const struct conn *c)
 {
-    const struct om_v3_server *vs = s->name[0] ? find_server((struct daemon *)d, s->name) : NULL;
+    const struct om_v3_server *vs =
+        s->name[0] ? om_v3_find_server((struct daemon *)d, s->name) : NULL;
     char cgroup[4096];
 
     if (!vs)
@@ -553,8 +524,8 @@ bool om_v3_part_user(const struct daemon *d, uint64_t serial, char *who, size_t 
  * limits changed): each one's own limits are merged again with to's, and those that changed are
  * sent to its server (SRV_CLIENT_LIMITS), which applies them as it applies set_*'s. Returns how
  * many clients were in `from`. */
-static unsigned ns_move_clients(struct daemon *d, const struct om_v3_server *vs, const char *from,
-                                const struct om_v3_ns *to)
+unsigned om_v3_ns_move_clients(struct daemon *d, const struct om_v3_server *vs, const char *from,
+                               const struct om_v3_ns *to)
 {
     struct server *p = om_server_for(d, vs->uid, vs->name);
     unsigned n = 0;
@@ -576,7 +547,7 @@ static unsigned ns_move_clients(struct daemon *d, const struct om_v3_server *vs,
 }
 
 /* How many running clients server vs has in namespace ns. */
-static unsigned ns_clients(struct daemon *d, const struct om_v3_server *vs, const char *ns)
+unsigned om_v3_ns_clients(struct daemon *d, const struct om_v3_server *vs, const char *ns)
 {
     struct server *p = om_server_for(d, vs->uid, vs->name);
     unsigned n = 0;
@@ -601,8 +572,8 @@ static int listener_paths(const struct daemon *d, const char *server, const char
 
 static bool listener_wanted(const struct daemon *d, const struct om_v3_listener *l)
 {
-    struct om_v3_server *s = find_server((struct daemon *)d, l->server);
-    return s && (!l->ns[0] || find_ns(s, l->ns));
+    struct om_v3_server *s = om_v3_find_server((struct daemon *)d, l->server);
+    return s && (!l->ns[0] || om_v3_find_ns(s, l->ns));
 }
 
 static void close_listener(const struct daemon *d, struct om_v3_listener *l)
@@ -691,7 +662,7 @@ bool om_v3_accepted(const struct daemon *d, unsigned i, uid_t uid, struct conn *
                     size_t cap)
 {
     const struct om_v3_listener *l = &d->v3->listeners[i];
-    const struct om_v3_server *s = find_server((struct daemon *)d, l->server);
+    const struct om_v3_server *s = om_v3_find_server((struct daemon *)d, l->server);
 
     if (!c) {
         /* A user's clients go to its own server: another's socket is refused, saying why
@@ -723,1054 +694,4 @@ void om_v3_cleanup(struct daemon *d)
                 close_listener(d, &d->v3->listeners[i]);
     free(d->v3);
     d->v3 = NULL;
-}
-
-/* --- commands --- */
-
-static const char *opt(const struct v3_ctx *x, const char *key)
-{
-    for (unsigned i = 0; i < x->nopts; i++)
-        if (!strcmp(x->opts[i].key, key))
-            return x->opts[i].value ? x->opts[i].value : "";
-    return NULL;
-}
-
-static bool listed(const char *const *list, const char *key)
-{
-    for (int k = 0; list && list[k]; k++)
-        if (!strcmp(list[k], key))
-            return true;
-    return false;
-}
-
-/* --key=value, key=value, --key value (when value is not an option), flags (-f, --all), and
- * positional arguments, which stand for the command's keys in `positional`'s order (NVIDIA's
- * `server get NAME FIELD`). Every option must be one the command knows (allowed: a list of
- * keys). */
-static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const *allowed,
-                      const char *const *flags, const char *const *positional)
-{
-    unsigned npos = 0;
-
-    for (int i = 0; i < argc; i++) {
-        char *a = argv[i];
-        const char *key, *value = NULL;
-        bool dashed = a[0] == '-' && a[1], is_flag, known;
-        char *eq = strchr(a, '=');
-        if (!dashed && eq && eq != a) {
-            *eq = '\0';
-            if (!listed(allowed, a))
-                *eq = '='; /* not a key of the command's: a positional argument */
-        }
-        if (!dashed && !(eq && !*eq)) {
-            if (!positional || !positional[npos])
-                return fail(x, "Unexpected argument \"%.64s\"", a);
-            key = positional[npos++];
-            value = a;
-            goto store;
-        }
-        key = dashed ? a + (a[1] == '-' ? 2 : 1) : a;
-        if (eq) {
-            *eq = '\0';
-            value = eq + 1;
-        }
-        is_flag = listed(flags, key);
-        known = listed(allowed, key);
-        if (!is_flag && !known)
-            return fail(x, "Unknown option \"%.64s\"", a);
-        if (is_flag && value)
-            return fail(x, "Option %.64s takes no value", a);
-        if (known && !value) {
-            if (i + 1 >= argc)
-                return fail(x, "Option %.64s needs a value", a);
-            value = argv[++i];
-        }
-    store:
-        for (unsigned k = 0; k < x->nopts; k++)
-            if (!strcmp(x->opts[k].key, key))
-                return fail(x, "The %.32s is given twice", key);
-        if (x->nopts == MAX_OPTS)
-            return fail(x, "Too many options");
-        x->opts[x->nopts].key = key;
-        x->opts[x->nopts].value = value;
-        x->nopts++;
-    }
-    return 0;
-}
-
-static bool may_change(struct v3_ctx *x)
-{
-    if (x->ui->uid == 0 || x->ui->uid == x->d->euid)
-        return true;
-    fail(x, "Permission denied: needs root or the daemon's user (uid %u)", (unsigned)x->d->euid);
-    return false;
-}
-
-static const char *const limit_keys[] = {"pinned-memory-limit", "active-thread-percentage",
-                                         "client-priority"};
-
-static int options_limits(struct v3_ctx *x, struct om_limits *l, bool *has)
-{
-    char err[200];
-    const char *mem = opt(x, limit_keys[0]), *atp = opt(x, limit_keys[1]),
-               *prio = opt(x, limit_keys[2]);
-
-    if (set_limits(l, mem, atp, prio, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
-    if (has) {
-        has[0] |= mem != NULL;
-        has[1] |= atp != NULL;
-        has[2] |= prio != NULL;
-    }
-    return 0;
-}
-
-static void limits_text(const struct om_limits *l, char *atp, char *mem, size_t cap)
-{
-    bool same = l->ndevices > 0;
-
-    if (l->active_thread_pct_milli)
-        om_format_percentage(l->active_thread_pct_milli, atp, cap);
-    else
-        snprintf(atp, cap, "-");
-    for (uint32_t i = 1; i < l->ndevices; i++)
-        same &= l->mem_limit[i] == l->mem_limit[0];
-    if (!l->ndevices || (same && !l->mem_limit[0])) {
-        snprintf(mem, cap, "-");
-    } else if (same) {
-        om_format_size(l->mem_limit[0], mem, cap);
-    } else {
-        size_t len = 0;
-        mem[0] = '\0';
-        for (uint32_t i = 0; i < l->ndevices && len + 24 < cap; i++) {
-            char size[24];
-            if (!l->mem_limit[i])
-                continue;
-            om_format_size(l->mem_limit[i], size, sizeof(size));
-            len += (size_t)snprintf(mem + len, cap - len, "%s%u=%s", len ? "," : "", i, size);
-        }
-    }
-}
-
-/* A server's status as NVIDIA's server list shows it ("Ready" for one that serves; the others
- * are openmps' words: NVIDIA's pages show none). */
-static const char *status_name(const struct server *p)
-{
-    static const char *const names[] = {"Initializing", "Ready", "Fault", "Stopping"};
-    return p ? names[p->state] : "Stopped";
-}
-
-/* The answer of a list command: --format=table (columns padded, a header of the columns' names
- * in capitals) or csv (comma-separated, a header of their names, a value with a comma or a quote
- * quoted as RFC 4180 does), each optionally ",noheader". */
-struct table {
-    struct v3_ctx *x;
-    bool csv, header;
-    unsigned lines, ncols;
-    const char *const *cols;
-    const unsigned *width; /* table: each column's width, a space at least between */
-};
-
-static void table_cells(struct table *t, const char *const *cells, bool header)
-{
-    struct strbuf *out = t->x->out;
-
-    if (t->lines++)
-        sb_printf(out, "\n");
-    for (unsigned i = 0; i < t->ncols; i++) {
-        const char *c = cells[i];
-        if (t->csv) {
-            sb_printf(out, "%s", i ? "," : "");
-            if (!strpbrk(c, ",\"\n")) {
-                sb_printf(out, "%s", c);
-                continue;
-            }
-            sb_printf(out, "\"");
-            for (; *c; c++)
-                sb_printf(out, "%s%c", *c == '"' ? "\"" : "", *c); /* a quote doubled */
-            sb_printf(out, "\"");
-            continue;
-        }
-        char up[64];
-        if (header) {
-            size_t j = 0;
-            for (; c[j] && j + 1 < sizeof(up); j++)
-                up[j] = (char)(c[j] >= 'a' && c[j] <= 'z' ? c[j] - 'a' + 'A' : c[j]);
-            up[j] = '\0';
-            c = up;
-        }
-        if (i + 1 == t->ncols)
-            sb_printf(out, "%s", c);
-        else
-            sb_printf(out, "%-*s%s", (int)t->width[i], c, strlen(c) >= t->width[i] ? " " : "");
-    }
-}
-
-static int table_start(struct v3_ctx *x, struct table *t, const char *const *cols,
-                       const unsigned *width, unsigned ncols)
-{
-    const char *f = opt(x, "format");
-
-    *t = (struct table){.x = x, .header = true, .ncols = ncols, .cols = cols, .width = width};
-    if (f) {
-        const char *comma = strchr(f, ',');
-        size_t n = comma ? (size_t)(comma - f) : strlen(f);
-        bool table = n == 5 && !strncmp(f, "table", 5), csv = n == 3 && !strncmp(f, "csv", 3);
-        if ((!table && !csv) || (comma && strcmp(comma + 1, "noheader") != 0))
-            return fail(x, "Invalid format \"%.32s\": table or csv, either followed by ,noheader",
-                        f);
-        t->csv = csv;
-        t->header = !comma;
-    }
-    if (t->header)
-        table_cells(t, cols, true);
-    return 0;
-}
-
-/* A list command's start: the server it names (only, NULL for all) must exist. */
-static int list_start(struct v3_ctx *x, const char *only, struct table *t, const char *const *cols,
-                      const unsigned *width, unsigned ncols)
-{
-    if (only && !find_server(x->d, only))
-        return fail(x, "Server %.64s not found", only);
-    return table_start(x, t, cols, width, ncols);
-}
-
-static void table_row(struct table *t, const char *const *cells)
-{
-    table_cells(t, cells, false);
-}
-
-/* The pipe directory of a server's (ns NULL) or namespace's socket. */
-static void pipe_of(const struct daemon *d, const char *server, const char *ns, char *buf,
-                    size_t cap)
-{
-    if (ns)
-        snprintf(buf, cap, "%s/%s/%s", d->pipe_dir ? d->pipe_dir : "-", server, ns);
-    else
-        snprintf(buf, cap, "%s/%s", d->pipe_dir ? d->pipe_dir : "-", server);
-}
-
-/* The fields of a get: one `field`'s value alone (NVIDIA's form), or every field as key=value,
- * one a line, without one. */
-struct field {
-    const char *key;
-    char value[1024]; /* a namespace's SM partitions: up to 16 of "GPU-<uuid>/<ID>" */
-};
-
-static int print_fields(struct v3_ctx *x, const struct field *f, unsigned n)
-{
-    const char *want = opt(x, "field");
-    char names[256];
-    size_t len = 0;
-
-    for (unsigned i = 0; i < n; i++) {
-        if (want && !strcmp(want, f[i].key)) {
-            sb_printf(x->out, "%s", f[i].value);
-            return 0;
-        }
-        if (!want)
-            sb_printf(x->out, "%s%s=%s", i ? "\n" : "", f[i].key, f[i].value);
-        len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", f[i].key);
-        if (len >= sizeof(names))
-            len = sizeof(names) - 1;
-    }
-    if (want)
-        return fail(x, "Unknown field \"%.32s\" (fields: %s)", want, names);
-    return 0;
-}
-
-/* server list [NAME] [--format=…]: one line per named server and per running server of a user
- * without one (NAME "-", its pipe directory the daemon's). */
-static int server_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {
-        "name", "uid", "pid", "status", "pipe-directory", "allowed-devices", "context-ids"};
-    static const unsigned width[] = {20, 8, 10, 14, 40, 20, 0};
-    struct daemon *d = x->d;
-    const char *only = opt(x, "name");
-    struct table t;
-
-    if (list_start(x, only, &t, cols, width, 7) < 0)
-        return 0;
-    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
-        const struct om_v3_server *s = &d->v3->servers[i];
-        struct server *p = om_server_for(d, s->uid, s->name);
-        char uid[16], pid[16], dir[320];
-        if (only && strcmp(only, s->name) != 0)
-            continue;
-        snprintf(uid, sizeof(uid), "%u", (unsigned)s->uid);
-        snprintf(pid, sizeof(pid), p ? "%d" : "-", p ? (int)p->pid : 0);
-        pipe_of(d, s->name, NULL, dir, sizeof(dir));
-        table_row(&t, (const char *const[]){s->name, uid, pid, status_name(p), dir,
-                                            s->allowed_devices[0] ? s->allowed_devices : "-", "-"});
-    }
-    for (struct server *p = d->servers; p && !only; p = p->next) {
-        char uid[16], pid[16];
-        if (p->name[0] && find_server(d, p->name))
-            continue; /* listed above */
-        snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
-        snprintf(pid, sizeof(pid), "%d", (int)p->pid);
-        table_row(&t, (const char *const[]){"-", uid, pid, status_name(p),
-                                            d->pipe_dir ? d->pipe_dir : "-", "-", "-"});
-    }
-    return 0;
-}
-
-static int server_create(struct v3_ctx *x)
-{
-    struct daemon *d = x->d;
-    struct om_v3 *v;
-    char name[OM_CONF_NAME_MAX], err[256];
-    uint64_t uid = d->euid;
-    bool has[3] = {false, false, false};
-
-    if (!may_change(x))
-        return 0;
-    if (opt(x, "uid") && om_parse_u64(opt(x, "uid"), 0xfffffffe, &uid) < 0)
-        return fail(x, "Invalid user id \"%.32s\"", opt(x, "uid"));
-    if (d->euid != 0 && (uid_t)uid != d->euid)
-        return fail(x, "openmps-control runs as uid %u and can start servers only for that user",
-                    (unsigned)d->euid);
-    if (opt(x, "name") && strlen(opt(x, "name")) >= sizeof(name))
-        return fail(x, "Invalid server name \"%.64s...\": at most %u characters", opt(x, "name"),
-                    OM_CONF_NAME_MAX - 1);
-    if (opt(x, "name"))
-        snprintf(name, sizeof(name), "%s", opt(x, "name"));
-    else
-        snprintf(name, sizeof(name), "uid%u", (unsigned)uid);
-    if (!good_name(name))
-        return fail(x, "Invalid server name \"%.64s\": letters, digits, '_' and '-', at most %u",
-                    name, OM_CONF_NAME_MAX - 1);
-    if (find_server(d, name))
-        return fail(x, "Server %s already exists", name);
-    if (!(v = state(d)))
-        return fail(x, "Out of memory");
-    if (v->nservers == OM_V3_MAX_SERVERS)
-        return fail(x, "At most %u named servers", OM_V3_MAX_SERVERS);
-    struct om_v3_server s = {.uid = (uid_t)uid, .limits = d->defaults, .nns = 1};
-    snprintf(s.name, sizeof(s.name), "%s", name);
-    snprintf(s.ns[0].name, sizeof(s.ns[0].name), "default");
-    if (options_limits(x, &s.limits, has) < 0)
-        return 0;
-    s.has_mem = has[0];
-    s.has_atp = has[1];
-    s.has_priority = has[2];
-    if (opt(x, "allowed-devices")) {
-        if (!good_devices(opt(x, "allowed-devices")) || getenv("CUDA_VISIBLE_DEVICES"))
-            return fail(x, getenv("CUDA_VISIBLE_DEVICES")
-                               ? "--allowed-devices and the daemon's CUDA_VISIBLE_DEVICES both "
-                                 "choose devices: give one"
-                               : "Invalid devices: ordinals and GPU UUIDs, comma-separated");
-        snprintf(s.allowed_devices, sizeof(s.allowed_devices), "%s", opt(x, "allowed-devices"));
-    }
-    v->servers[v->nservers++] = s;
-    /* Started now, as start_server does: at once, or once another user's server has gone. Its
-     * own process: a user's other servers (named or not) run beside it. */
-    if (d->quitting || om_server_for(d, (uid_t)uid, name))
-        return 0;
-    for (struct server *p = d->servers; p; p = p->next) {
-        if (p->uid != (uid_t)uid) {
-            d->start_uid = (int64_t)uid;
-            snprintf(d->start_name, sizeof(d->start_name), "%s", name);
-            om_daemon_schedule(d);
-            return 0;
-        }
-    }
-    if (!om_server_spawn(d, (uid_t)uid, name, err, sizeof(err)))
-        return fail(x, "Cannot start server %s: %s", name, err);
-    return 0;
-}
-
-static int server_delete(struct v3_ctx *x)
-{
-    struct daemon *d = x->d;
-    const char *name = opt(x, "name");
-    struct om_v3_server *s;
-
-    if (!may_change(x))
-        return 0;
-    if (!name)
-        return fail(x, "Usage: server delete NAME [--force]");
-    if (!(s = find_server(d, name)))
-        return fail(x, "Server %.64s not found", name);
-    struct server *p = om_server_for(d, s->uid, s->name);
-    bool force = opt(x, "f") || opt(x, "force");
-    if (p && p->nclients && !force)
-        return fail(x,
-                    "Server %s has %u running client(s): give --force to delete it (its clients "
-                    "are terminated)",
-                    s->name, p->nclients);
-    if (p) {
-        om_server_shutdown(d, p, force);
-        om_daemon_schedule(d);
-    }
-    if (d->start_uid >= 0 && !strcmp(d->start_name, s->name))
-        d->start_uid = -1; /* a server create's start not made yet: nothing to start now */
-    unsigned i = (unsigned)(s - d->v3->servers);
-    memmove(s, s + 1, (d->v3->nservers - i - 1) * sizeof(*s));
-    d->v3->nservers--;
-    return 0;
-}
-
-/* The server named by --name, or NULL (answered). */
-static struct om_v3_server *named(struct v3_ctx *x)
-{
-    struct om_v3_server *s;
-
-    if (!opt(x, "name"))
-        return fail(x, "A server name is required (server %s NAME, or --name=NAME)", x->verb), NULL;
-    if (!(s = find_server(x->d, opt(x, "name"))))
-        return fail(x, "Server %.64s not found", opt(x, "name")), NULL;
-    return s;
-}
-
-/* server get NAME [FIELD] */
-static int server_get(struct v3_ctx *x)
-{
-    struct om_v3_server *s = named(x);
-    static const char *const keys[] = {"name",
-                                       "uid",
-                                       "pid",
-                                       "status",
-                                       "pipe-directory",
-                                       "allowed-devices",
-                                       "active-thread-percentage",
-                                       "pinned-memory-limit",
-                                       "client-priority"};
-    struct field f[9];
-
-    for (unsigned i = 0; i < 9; i++)
-        f[i].key = keys[i];
-    if (!s)
-        return 0;
-    struct server *p = om_server_for(x->d, s->uid, s->name);
-    snprintf(f[0].value, sizeof(f[0].value), "%s", s->name);
-    snprintf(f[1].value, sizeof(f[1].value), "%u", (unsigned)s->uid);
-    snprintf(f[2].value, sizeof(f[2].value), p ? "%d" : "-", p ? (int)p->pid : 0);
-    snprintf(f[3].value, sizeof(f[3].value), "%s", status_name(p));
-    pipe_of(x->d, s->name, NULL, f[4].value, sizeof(f[4].value));
-    snprintf(f[5].value, sizeof(f[5].value), "%s",
-             s->allowed_devices[0] ? s->allowed_devices : "-");
-    limits_text(&s->limits, f[6].value, f[7].value, sizeof(f[6].value));
-    snprintf(f[8].value, sizeof(f[8].value), "%u", (unsigned)s->limits.priority);
-    return print_fields(x, f, 9);
-}
-
-/* server set: the limits reach its running process (and its clients, as set_* of protocol 2);
- * allowed_devices, its next start. */
-static int server_set(struct v3_ctx *x)
-{
-    struct om_v3_server *s;
-    struct om_limits l;
-    bool has[3] = {false, false, false};
-    const char *devs = opt(x, "allowed-devices");
-
-    if (!may_change(x) || !(s = named(x)))
-        return 0;
-    if (devs && devs[0] && !good_devices(devs))
-        return fail(x, "Invalid devices \"%.64s\": ordinals and GPU UUIDs, comma-separated", devs);
-    l = s->limits;
-    if (options_limits(x, &l, has) < 0)
-        return 0;
-    s->limits = l;
-    s->has_mem |= has[0];
-    s->has_atp |= has[1];
-    s->has_priority |= has[2];
-    if (devs)
-        snprintf(s->allowed_devices, sizeof(s->allowed_devices), "%s", devs);
-    struct server *p = om_server_for(x->d, s->uid, s->name);
-    if (p && (has[0] || has[1] || has[2])) {
-        p->limits = l;
-        om_v3_server_ready(x->d, p);
-        om_server_send_limits(p);
-    }
-    return 0;
-}
-
-static int cmd_server(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const create_keys[] = {"name",
-                                              "uid",
-                                              "pinned-memory-limit",
-                                              "active-thread-percentage",
-                                              "client-priority",
-                                              "allowed-devices",
-                                              NULL};
-    static const char *const set_keys[] = {"name",
-                                           "pinned-memory-limit",
-                                           "active-thread-percentage",
-                                           "client-priority",
-                                           "allowed-devices",
-                                           NULL};
-    static const char *const name_key[] = {"name", NULL};
-    static const char *const list_keys[] = {"name", "format", NULL};
-    static const char *const get_keys[] = {"name", "field", NULL};
-    static const char *const force[] = {"f", "force", NULL};
-    static const char *const mlopart[] = {"mlopart", NULL};
-    static const char *const get_pos[] = {"name", "field", NULL};
-
-    if (argc < 2)
-        return fail(x, "Usage: server list|create|delete|get|set [options]");
-    x->verb = argv[1];
-    if (!strcmp(argv[1], "list")) {
-        if (parse_opts(x, argc - 2, argv + 2, list_keys, NULL, name_key) < 0)
-            return 0;
-        return server_list(x);
-    }
-    if (!strcmp(argv[1], "create")) {
-        if (parse_opts(x, argc - 2, argv + 2, create_keys, mlopart, name_key) < 0)
-            return 0;
-        /* --mlopart: clients make MLOPart devices where the GPU supports them; openmps serves
-         * each GPU whole, as NVIDIA's MPS does where the GPU has no such mode. */
-        return server_create(x);
-    }
-    if (!strcmp(argv[1], "delete")) {
-        if (parse_opts(x, argc - 2, argv + 2, name_key, force, name_key) < 0)
-            return 0;
-        return server_delete(x);
-    }
-    if (!strcmp(argv[1], "get")) {
-        if (parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_pos) < 0)
-            return 0;
-        return server_get(x);
-    }
-    if (!strcmp(argv[1], "set")) {
-        if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL, name_key) < 0)
-            return 0;
-        return server_set(x);
-    }
-    return fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)", argv[1]);
-}
-
-/* The server's ordinals of the devices a client used ("0,1"), or with pci their PCI bus ids; "-"
- * before its first call. */
-static void client_devices(const struct server *p, const struct client_rec *r, bool pci, char *buf,
-                           size_t cap)
-{
-    size_t len = 0;
-
-    snprintf(buf, cap, "-");
-    for (unsigned i = 0; i < 32 && i < p->ndevs && len + OM_PCI_ID_MAX + 2 < cap; i++)
-        if (r->device_mask & (1u << i))
-            len += (size_t)(pci ? snprintf(buf + len, cap - len, "%s%s", len ? "," : "",
-                                           p->devs[i].pci_bus_id)
-                                : snprintf(buf + len, cap - len, "%s%u", len ? "," : "", i));
-}
-
-/* Whether the caller may see client r of server p: root, or its user (ps does the same). */
-static bool may_see(const struct v3_ctx *x, const struct server *p, const struct client_rec *r)
-{
-    return om_sees_server(x->d, x->ui, p) && om_sees_client(x->ui, r);
-}
-
-/* The named server of process p, NULL for a plain one (or one whose named server is gone). */
-static const struct om_v3_server *named_of(struct daemon *d, const struct server *p)
-{
-    return p->name[0] ? find_server(d, p->name) : NULL;
-}
-
-/* client list [--all] [--server=NAME] [--format=…]: without --all, the clients of the caller's
- * own servers. */
-static int client_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {"pid", "server", "device", "namespace", "cmd"};
-    static const unsigned width[] = {10, 20, 8, 20, 0};
-    struct daemon *d = x->d;
-    const struct om_v3_server *only = NULL;
-    struct table t;
-
-    if (list_start(x, opt(x, "server"), &t, cols, width, 5) < 0)
-        return 0;
-    only = opt(x, "server") ? find_server(d, opt(x, "server")) : NULL;
-    for (struct server *p = d->servers; p; p = p->next) {
-        const struct om_v3_server *vs = named_of(d, p);
-        if (only && vs != only)
-            continue;
-        for (struct client_rec *r = p->clients; r; r = r->next) {
-            char pid[16], dev[128];
-            if (!may_see(x, p, r) || (!opt(x, "all") && !only && x->ui->uid != r->uid))
-                continue;
-            snprintf(pid, sizeof(pid), "%d", (int)r->pid);
-            client_devices(p, r, false, dev, sizeof(dev));
-            table_row(&t, (const char *const[]){pid, vs ? vs->name : "-", dev,
-                                                r->ns[0] ? r->ns : "-", r->command});
-        }
-    }
-    return 0;
-}
-
-/* client get PID [FIELD]: NVIDIA's fields, then openmps' namespace; maws-ns is "-" (openmps has
- * no such namespace). */
-static int client_get(struct v3_ctx *x)
-{
-    static const char *const keys[] = {"pid",      "server",  "device", "pci-id",
-                                       "linux-ns", "maws-ns", "cmd",    "namespace"};
-    const char *text = opt(x, "pid");
-    uint64_t pid;
-    struct field f[8];
-
-    if (!text)
-        return fail(x, "A client's pid is required (client get PID [FIELD])");
-    if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
-        return fail(x, "Invalid pid \"%.32s\"", text);
-    for (struct server *p = x->d->servers; p; p = p->next) {
-        const struct om_v3_server *vs = named_of(x->d, p);
-        for (struct client_rec *r = p->clients; r; r = r->next) {
-            if ((uint64_t)r->pid != pid || !may_see(x, p, r))
-                continue;
-            for (unsigned i = 0; i < 8; i++)
-                f[i].key = keys[i];
-            snprintf(f[0].value, sizeof(f[0].value), "%d", (int)r->pid);
-            snprintf(f[1].value, sizeof(f[1].value), "%s", vs ? vs->name : "-");
-            client_devices(p, r, false, f[2].value, sizeof(f[2].value));
-            client_devices(p, r, true, f[3].value, sizeof(f[3].value));
-            snprintf(f[4].value, sizeof(f[4].value), r->pid_ns ? "pid:[%lu]" : "-", r->pid_ns);
-            snprintf(f[5].value, sizeof(f[5].value), "-");
-            snprintf(f[6].value, sizeof(f[6].value), "%s", r->command);
-            snprintf(f[7].value, sizeof(f[7].value), "%s", r->ns[0] ? r->ns : "-");
-            return print_fields(x, f, 8);
-        }
-    }
-    return fail(x, "Client %.32s not found", text);
-}
-
-/* client terminate PID: its server ends its session as terminate_client does (its later calls
- * fail, CUDA_ERROR_MPS_CLIENT_TERMINATED); answered once the server has (om_command_run). */
-static int client_terminate(struct v3_ctx *x)
-{
-    const char *text = opt(x, "pid");
-    uint64_t pid;
-    int rc;
-
-    if (!may_change(x))
-        return 0;
-    if (!text)
-        return fail(x, "A client's pid is required (client terminate PID)");
-    if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
-        return fail(x, "Invalid pid \"%.32s\"", text);
-    for (struct server *p = x->d->servers; p; p = p->next)
-        for (struct client_rec *r = p->clients; r; r = r->next) {
-            if ((uint64_t)r->pid != pid)
-                continue;
-            if ((rc = om_terminate_request(x->d, p, r->pid, x->ui, true)) < 0)
-                return fail(x, "Cannot terminate client %d: %s", (int)r->pid,
-                            rc == -ENOMEM ? "out of memory" : "its server does not answer");
-            return 0;
-        }
-    return fail(x, "Client %.32s not found", text);
-}
-
-static int cmd_client(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const list_keys[] = {"server", "format", NULL};
-    static const char *const all[] = {"all", NULL};
-    static const char *const get_keys[] = {"pid", "field", NULL};
-    static const char *const pid_key[] = {"pid", NULL};
-
-    x->verb = argc >= 2 ? argv[1] : "";
-    if (!strcmp(x->verb, "list"))
-        return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : client_list(x);
-    if (!strcmp(x->verb, "get"))
-        return parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_keys) < 0 ? 0 : client_get(x);
-    if (!strcmp(x->verb, "terminate"))
-        return parse_opts(x, argc - 2, argv + 2, pid_key, NULL, pid_key) < 0 ? 0
-                                                                             : client_terminate(x);
-    return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv] | client get "
-                   "PID [FIELD] | client terminate PID");
-}
-
-static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns **rn,
-                     bool must_exist)
-{
-    const char *sname = opt(x, "server"), *name = opt(x, "name");
-
-    if (!sname || !name)
-        return fail(x,
-                    "A namespace and its server are required (namespace %s NAMESPACE "
-                    "--server=NAME)",
-                    x->verb);
-    if (!(*rs = find_server(x->d, sname)))
-        return fail(x, "Server %.64s not found", sname);
-    *rn = find_ns(*rs, name);
-    if (must_exist && !*rn)
-        return fail(x, "Namespace %.64s not found in server %.64s", name, sname);
-    return 0;
-}
-
-/* A namespace's fields, NVIDIA's first (namespace list's columns), then openmps' cgroup routing
- * and its SM partitions ("GPU-<uuid>/<ID>", comma-separated; "-" none). */
-#define NS_FIELDS 10
-static unsigned ns_fields(struct v3_ctx *x, const struct om_v3_server *s, const struct om_v3_ns *n,
-                          struct field *f)
-{
-    static const char *const keys[] = {"name",
-                                       "server",
-                                       "server-status",
-                                       "pinned-memory-limit",
-                                       "active-thread-percentage",
-                                       "client-priority",
-                                       "pipe-directory",
-                                       "cgroup",
-                                       "cgroup-depth",
-                                       "sm-partition"};
-    size_t len = 0;
-
-    for (unsigned i = 0; i < NS_FIELDS; i++)
-        f[i].key = keys[i];
-    snprintf(f[0].value, sizeof(f[0].value), "%s", n->name);
-    snprintf(f[1].value, sizeof(f[1].value), "%s", s->name);
-    snprintf(f[2].value, sizeof(f[2].value), "%s",
-             status_name(om_server_for(x->d, s->uid, s->name)));
-    limits_text(&n->limits, f[4].value, f[3].value, sizeof(f[3].value));
-    snprintf(f[5].value, sizeof(f[5].value), "%u", (unsigned)n->limits.priority);
-    pipe_of(x->d, s->name, n->name, f[6].value, sizeof(f[6].value));
-    snprintf(f[7].value, sizeof(f[7].value), "%s", n->cgroup[0] ? n->cgroup : "-");
-    snprintf(f[8].value, sizeof(f[8].value), "%u", n->cgroup_depth);
-    snprintf(f[9].value, sizeof(f[9].value), "-");
-    for (unsigned i = 0; i < n->nparts && len + 100 < sizeof(f[9].value); i++) {
-        char one[96];
-        om_parts_name(x->d, n->parts[i], one, sizeof(one));
-        len += (size_t)snprintf(f[9].value + len, sizeof(f[9].value) - len, "%s%s", len ? "," : "",
-                                one);
-    }
-    return NS_FIELDS;
-}
-
-/* namespace list [NAMESPACE] [--server=NAME] [--format=…] */
-static int ns_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {"name",
-                                       "server",
-                                       "server-status",
-                                       "pinned-memory-limit",
-                                       "active-thread-percentage",
-                                       "client-priority",
-                                       "pipe-directory"};
-    static const unsigned width[] = {20, 20, 15, 21, 26, 17, 0};
-    struct daemon *d = x->d;
-    const char *only = opt(x, "server"), *name = opt(x, "name");
-    struct field f[NS_FIELDS];
-    struct table t;
-
-    if (list_start(x, only, &t, cols, width, 7) < 0)
-        return 0;
-    for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
-        const struct om_v3_server *s = &d->v3->servers[i];
-        if (only && strcmp(only, s->name) != 0)
-            continue;
-        for (unsigned j = 0; j < s->nns; j++) {
-            if (name && strcmp(name, s->ns[j].name) != 0)
-                continue;
-            ns_fields(x, s, &s->ns[j], f);
-            table_row(&t, (const char *const[]){f[0].value, f[1].value, f[2].value, f[3].value,
-                                                f[4].value, f[5].value, f[6].value});
-        }
-    }
-    return 0;
-}
-
-/* --sm-partition=LIST: the partitions (as CUDA_MPS_SM_PARTITION names them, one per device)
- * where the namespace's clients run from now on; "none" (or "") none. Its running clients stay
- * in theirs: a client's partition is its green context, made once. */
-static int ns_partitions(struct v3_ctx *x, struct om_v3_ns *t, const char *list)
-{
-    char buf[OM_CMD_MAX + 1], err[400], *save = NULL;
-
-    t->nparts = 0;
-    if (!list[0] || !strcmp(list, "none"))
-        return 0;
-    snprintf(buf, sizeof(buf), "%s", list);
-    for (char *one = strtok_r(buf, ",", &save); one; one = strtok_r(NULL, ",", &save))
-        if (om_parts_ns_add(x->d, t->parts, &t->nparts, OM_V3_NS_PARTS, one, err, sizeof(err)) < 0)
-            return fail(x, "Invalid --sm-partition: %s", err);
-    return 0;
-}
-
-static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const change_keys[] = {"server",
-                                              "name",
-                                              "pinned-memory-limit",
-                                              "active-thread-percentage",
-                                              "client-priority",
-                                              "cgroup",
-                                              "cgroup-depth",
-                                              "sm-partition",
-                                              NULL};
-    static const char *const list_keys[] = {"server", "name", "format", NULL};
-    static const char *const get_keys[] = {"server", "name", "field", NULL};
-    static const char *const delete_keys[] = {"server", "name", NULL};
-    static const char *const force[] = {"f", "force", NULL};
-    static const char *const name_pos[] = {"name", NULL};
-    static const char *const get_pos[] = {"name", "server", "field", NULL};
-    struct om_v3_server *s;
-    struct om_v3_ns *n;
-    const char *verb = argc >= 2 ? argv[1] : "";
-    bool list = !strcmp(verb, "list"), get = !strcmp(verb, "get"), del = !strcmp(verb, "delete");
-
-    x->verb = verb;
-    /* NVIDIA's `namespace get NAMESPACE SERVER FIELD`; the others' NAMESPACE, or --name */
-    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2,
-                   list  ? list_keys
-                   : get ? get_keys
-                   : del ? delete_keys
-                         : change_keys,
-                   del ? force : NULL, get ? get_pos : name_pos) < 0)
-        return 0;
-    if (list)
-        return ns_list(x);
-    if (get) {
-        struct field f[NS_FIELDS];
-        if (ns_target(x, &s, &n, true) < 0)
-            return 0;
-        return print_fields(x, f, ns_fields(x, s, n, f));
-    }
-    if (strcmp(verb, "create") != 0 && strcmp(verb, "delete") != 0 && strcmp(verb, "set") != 0)
-        return fail(x, "Usage: namespace create|delete|list|set|get NAMESPACE --server=NAME "
-                       "[--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
-                       "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N] "
-                       "[--sm-partition=LIST]");
-    if (!may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
-        return 0;
-    if (!strcmp(verb, "delete")) {
-        unsigned busy = ns_clients(x->d, s, n->name);
-        if (n == &s->ns[0])
-            return fail(x, "The default namespace of a server cannot be deleted");
-        if (busy && !opt(x, "f") && !opt(x, "force"))
-            return fail(x,
-                        "Namespace %s of server %s has %u running client(s): give --force to "
-                        "delete it (they move to the default namespace)",
-                        n->name, s->name, busy);
-        /* its clients carry on in the server's default namespace, with its limits */
-        if (ns_move_clients(x->d, s, n->name, &s->ns[0]))
-            om_info("namespace %s of server %s deleted: its %u client(s) go to the default "
-                    "namespace",
-                    n->name, s->name, busy);
-        memmove(n, n + 1, (size_t)(&s->ns[s->nns] - (n + 1)) * sizeof(*n));
-        s->nns--;
-        return 0;
-    }
-    struct om_v3_ns t;
-    if (!strcmp(verb, "create")) {
-        if (n)
-            return fail(x, "Namespace %.64s already exists in server %s", opt(x, "name"), s->name);
-        if (!good_name(opt(x, "name")))
-            return fail(x, "Invalid namespace name \"%.64s\": letters, digits, '_' and '-'",
-                        opt(x, "name"));
-        if (s->nns == OM_V3_MAX_NAMESPACES)
-            return fail(x, "At most %u namespaces per server", OM_V3_MAX_NAMESPACES);
-        memset(&t, 0, sizeof(t));
-        snprintf(t.name, sizeof(t.name), "%s", opt(x, "name"));
-    } else {
-        t = *n;
-    }
-    if (options_limits(x, &t.limits, NULL) < 0)
-        return 0;
-    if (opt(x, "cgroup")) {
-        if (opt(x, "cgroup")[0] != '/' || strlen(opt(x, "cgroup")) >= sizeof(t.cgroup))
-            return fail(x, "Invalid cgroup \"%.64s\": an absolute path", opt(x, "cgroup"));
-        snprintf(t.cgroup, sizeof(t.cgroup), "%s", opt(x, "cgroup"));
-    }
-    if (opt(x, "cgroup-depth")) {
-        uint64_t v;
-        if (om_parse_u64(opt(x, "cgroup-depth"), 64, &v) < 0)
-            return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
-        t.cgroup_depth = (unsigned)v;
-    }
-    if (opt(x, "sm-partition") && ns_partitions(x, &t, opt(x, "sm-partition")) < 0)
-        return 0;
-    if (!n) {
-        s->ns[s->nns++] = t;
-        return 0;
-    }
-    /* set: the new limits reach the namespace's running clients too (a changed cgroup only
-     * routes those that arrive from now on) */
-    *n = t;
-    ns_move_clients(x->d, s, n->name, n);
-    return 0;
-}
-
-/* --- protocol 3's partition module: static SM partitions (partition.c), as sm_partition add|rm
- * and lspart make and list them --- */
-
-/* partition list [--device=UUID] [--format=…]: one line per partition. */
-static int partition_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {"id", "name", "device", "chunks", "sms", "clients"};
-    static const unsigned width[] = {14, 20, 42, 8, 6, 0};
-    const char *dev = opt(x, "device");
-    struct om_part_row row;
-    char err[256];
-    struct table t;
-
-    if (dev && om_parts_device_known(x->d, dev, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
-    if (table_start(x, &t, cols, width, 6) < 0)
-        return 0;
-    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++) {
-        char chunks[16], sms[16], clients[16];
-        if (dev && strncasecmp(row.device, dev, strlen(dev)) != 0)
-            continue;
-        snprintf(chunks, sizeof(chunks), "%u", row.chunks);
-        snprintf(sms, sizeof(sms), "%u", row.sms);
-        snprintf(clients, sizeof(clients), "%u", row.clients);
-        table_row(&t, (const char *const[]){row.id, row.name, row.device, chunks, sms, clients});
-    }
-    return 0;
-}
-
-/* partition create --device=UUID --chunks=N [--name=NAME] [--include-remainder]: prints the
- * partition as CUDA_MPS_SM_PARTITION names it ("GPU-<uuid>/<ID>"). */
-static int partition_create(struct v3_ctx *x)
-{
-    const char *dev = opt(x, "device"), *chunks = opt(x, "chunks"), *name = opt(x, "name");
-    uint64_t n, serial;
-    char err[400], text[96];
-
-    if (!may_change(x))
-        return 0;
-    if (!dev || !chunks)
-        return fail(x, "Usage: partition create --device=UUID --chunks=N [--name=NAME] "
-                       "[--include-remainder]");
-    if (om_parse_u64(chunks, OM_PART_MAX_CHUNKS, &n) < 0)
-        return fail(x, "Invalid number of chunks \"%.32s\" (0: every free chunk, at most %u)",
-                    chunks, OM_PART_MAX_CHUNKS);
-    if (name && !good_name(name))
-        return fail(x, "Invalid partition name \"%.64s\": letters, digits, '_' and '-'", name);
-    if (!(serial = om_parts_create(x->d, dev, name ? name : "", (uint32_t)n,
-                                   opt(x, "include-remainder") != NULL, err, sizeof(err))))
-        return fail(x, "%s", err);
-    om_parts_name(x->d, serial, text, sizeof(text));
-    sb_printf(x->out, "%s", text);
-    return 0;
-}
-
-/* partition delete PARTITION: by "GPU-<uuid>/<ID>", its ID or its name. */
-static int partition_delete(struct v3_ctx *x)
-{
-    const char *which = opt(x, "name");
-    uint64_t serial;
-    char err[400];
-
-    if (!may_change(x))
-        return 0;
-    if (!which)
-        return fail(x, "Usage: partition delete PARTITION (GPU-<uuid>/<ID>, its ID or its name)");
-    if (!(serial = om_parts_resolve(x->d, which, err, sizeof(err))) ||
-        om_parts_delete(x->d, serial, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
-    return 0;
-}
-
-static int cmd_partition(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const list_keys[] = {"device", "format", NULL};
-    static const char *const create_keys[] = {"device", "chunks", "name", NULL};
-    static const char *const create_pos[] = {"device", "chunks", NULL};
-    static const char *const remainder[] = {"include-remainder", NULL};
-    static const char *const name_key[] = {"name", NULL};
-
-    x->verb = argc >= 2 ? argv[1] : "";
-    if (!x->d->parts)
-        return fail(x, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning), or make partitions in its configuration file");
-    if (!strcmp(x->verb, "list"))
-        return parse_opts(x, argc - 2, argv + 2, list_keys, NULL, NULL) < 0 ? 0 : partition_list(x);
-    if (!strcmp(x->verb, "create"))
-        return parse_opts(x, argc - 2, argv + 2, create_keys, remainder, create_pos) < 0
-                   ? 0
-                   : partition_create(x);
-    if (!strcmp(x->verb, "delete"))
-        return parse_opts(x, argc - 2, argv + 2, name_key, NULL, name_key) < 0
-                   ? 0
-                   : partition_delete(x);
-    return fail(x, "Usage: partition list|create|delete [options] (partition help)");
-}
-
-const char *const om_v3_help =
-    "server list [NAME] [--format=table|csv[,noheader]]\n"
-    "server create NAME [--uid=UID] [--pinned-memory-limit=SIZE] "
-    "[--active-thread-percentage=PCT] [--client-priority=0|1] [--allowed-devices=LIST] "
-    "[--mlopart]\n"
-    "server delete NAME [--force]\n"
-    "server get NAME [FIELD]\n"
-    "server set NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
-    "[--client-priority=0|1] [--allowed-devices=LIST]\n"
-    "client list [--all] [--server=NAME] [--format=table|csv[,noheader]]\n"
-    "client get PID [FIELD]\n"
-    "client terminate PID\n"
-    "namespace list [NAMESPACE] [--server=NAME] [--format=table|csv[,noheader]]\n"
-    "namespace create|set NAMESPACE --server=NAME [--pinned-memory-limit=SIZE] "
-    "[--active-thread-percentage=PCT] [--client-priority=0|1] [--cgroup=PATH] "
-    "[--cgroup-depth=N] [--sm-partition=LIST|none]\n"
-    "namespace get NAMESPACE SERVER [FIELD]\n"
-    "namespace delete NAMESPACE --server=NAME [--force]\n"
-    "partition list [--device=UUID] [--format=table|csv[,noheader]]\n"
-    "partition create --device=UUID --chunks=N [--name=NAME] [--include-remainder]\n"
-    "partition delete PARTITION\n"
-    "(a NAME or NAMESPACE may also be given as --name=NAME)";
-
-/* Whether verb is one of the |-separated words of a help line's verbs ("create|set NS ..."). */
-static bool verb_among(const char *words, const char *verb)
-{
-    size_t vlen = strlen(verb);
-    const char *stop = words + strcspn(words, " \n");
-
-    for (const char *w = words; w < stop;) {
-        size_t n = strcspn(w, "| \n");
-        if (n == vlen && !strncmp(w, verb, vlen))
-            return true;
-        w += n + 1;
-    }
-    return false;
-}
-
-/* `MODULE help`, `MODULE VERB help` (NVIDIA's): the help's lines of that module (and verb). */
-static void module_help(struct v3_ctx *x, int argc, char **argv)
-{
-    const char *verb = argc == 3 ? argv[1] : NULL;
-    size_t mlen = strlen(argv[0]);
-    unsigned n = 0;
-
-    for (const char *line = om_v3_help; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        bool mine = len > mlen && !strncmp(line, argv[0], mlen) && line[mlen] == ' ';
-        if (mine && (!verb || verb_among(line + mlen + 1, verb)))
-            sb_printf(x->out, "%s%.*s", n++ ? "\n" : "", (int)len, line);
-        line += len + (end != NULL);
-    }
-    if (!n)
-        fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0], verb ? verb : "");
-}
-
-bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
-                   bool *ret_error)
-{
-    struct v3_ctx x = {.d = d, .ui = ui, .out = out};
-    const char *m = argv[0];
-
-    if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
-        strcmp(m, "partition") != 0)
-        return false;
-    if (d->protocol != OM_PROTOCOL_V3) {
-        fail(&x,
-             "\"%.16s\" is a command of protocol 3; this daemon runs protocol 2: start it with "
-             "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)%s",
-             m, strcmp(m, "partition") ? "" : "; sm_partition and lspart work on either");
-    } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
-        module_help(&x, argc, argv);
-    } else if (!strcmp(m, "server")) {
-        cmd_server(&x, argc, argv);
-    } else if (!strcmp(m, "client")) {
-        cmd_client(&x, argc, argv);
-    } else if (!strcmp(m, "partition")) {
-        cmd_partition(&x, argc, argv);
-    } else {
-        cmd_namespace(&x, argc, argv);
-    }
-    om_v3_sync_listeners(d); /* the sockets follow the servers and namespaces */
-    *ret_error = x.error;
-    return true;
 }
