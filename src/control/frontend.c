@@ -104,12 +104,18 @@ static int one_command(int fd, struct om_msg *m, const char *line)
     return error ? 1 : 0;
 }
 
-/* The modules of protocol 3's commands (v3.c): scripts test their exit status, so an error
- * answer to one of them exits 1. A legacy command exits 0 whatever it answered, as NVIDIA's. */
+/* The modules of protocol 3's commands (v3cmd.c), and those of NVIDIA's openmps answers with
+ * a refusal: scripts test their exit status, so an error answer to one of them exits 1. A legacy
+ * command exits 0 whatever it answered, as NVIDIA's. */
 static bool module_verb(const char *word)
 {
-    return !strcmp(word, "server") || !strcmp(word, "client") || !strcmp(word, "namespace") ||
-           !strcmp(word, "partition");
+    static const char *const modules[] = {"server", "client",  "namespace", "partition",
+                                          "device", "feature", "memacct",   "context-share"};
+
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+        if (!strcmp(word, modules[i]))
+            return true;
+    return false;
 }
 
 int om_frontend_ask_why(const char *line, char **ret_text, bool *ret_error, char *why, size_t cap)

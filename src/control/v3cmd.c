@@ -1070,12 +1070,31 @@ static void module_help(struct v3_ctx *x, int argc, char **argv)
         fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0], verb ? verb : "");
 }
 
+/* NVIDIA's v3 modules openmps has no commands of, and what answers the question instead. */
+static const struct {
+    const char *module, *instead;
+} absent[] = {
+    {"device", "device_query lists the devices, lspart their static partitions"},
+    {"feature", "its two features, memacct and context-share, are always on: the configuration "
+                "file's [features.*] tables are accepted and change nothing"},
+    {"memacct", "each client's device memory is always accounted: ps -v, openmps stats"},
+    {"context-share", "every client of a server always shares its context"},
+};
+
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error)
 {
     struct v3_ctx x = {.d = d, .ui = ui, .out = out};
     const char *m = argv[0];
 
+    for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++) {
+        if (strcmp(m, absent[i].module) != 0)
+            continue;
+        fail(&x, "\"%s\" is a module of NVIDIA's MPS v3 that openmps does not have: %s", m,
+             absent[i].instead);
+        *ret_error = x.error;
+        return true;
+    }
     if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
         strcmp(m, "partition") != 0)
         return false;

@@ -258,6 +258,11 @@ def test_v3_namespace_and_server_commands(daemon):
         (["server", "frob"], "Unknown command \"server frob\""),
         (["partition", "list"], "Static SM partitioning is not enabled"),
         (["client", "list", "--all=yes"], "Option --all takes no value"),
+        # NVIDIA's modules openmps has no commands of: named, with what answers instead
+        (["device", "list"], "\"device\" is a module of NVIDIA's MPS v3 that openmps does not"),
+        (["feature", "list"], "\"feature\" is a module"),
+        (["memacct", "get"], "\"memacct\" is a module"),
+        (["context-share", "get"], "\"context-share\" is a module"),
     ]
     for args, want in cases:
         out, err, rc = ctl_args(e, *args)
