@@ -197,12 +197,11 @@ struct session {
     struct om_handles blockings[OM_MAX_DEVICES];
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
-    /* api/copies.c: a small host-to-device copy answered before its DMA ended; the worker waits
-     * for it once the answer is out, before it reads the client's next record (the DMA reads
-     * the reply buffer, which the next call reuses) */
-    CUstream after_reply_stream;        /* the server's stream to wait for, NULL: none */
-    CUstream after_reply_client_stream; /* the client's handle of it, for the wait's error */
-    bool send_fd_close; /* ... and close it then (a descriptor made for the client) */
+    bool send_fd_close;          /* ... and close it then (a descriptor made for the client) */
+    /* api/copies.c: the stream of a small host-to-device copy answered before its DMA ended
+     * (NULL: none); the worker waits for it once the answer is out, before it reads the client's
+     * next record (the DMA reads the reply buffer, which the next call reuses) */
+    CUstream after_reply_stream;
     size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;

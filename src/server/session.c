@@ -404,8 +404,8 @@ static void *worker_main(void *arg)
             uint64_t t0 = rec.flags & OM_REC_POSTED ? 0 : om_account_now(); /* a call waited on */
             __atomic_store_n(&s->calls, s->calls + 1, __ATOMIC_RELAXED); /* the main thread reads */
             rc = serve(s, &rec, buf, out);
-            om_copy_after_reply(s); /* a small copy's DMA, answered before it ended */
-            om_account_served(s, t0);
+            om_account_served(s, t0); /* answered: what follows is not the client's wait */
+            om_copy_after_reply(s);   /* a small copy's DMA, answered before it ended */
         }
         if (rc < 0) {
             if (rc == -EPROTO)

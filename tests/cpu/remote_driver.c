@@ -1090,6 +1090,19 @@ int main(int argc, char **argv)
         OK(cuMemcpyDtoH_v2(&r, x, 4));
         printf("waited %ld value %u\n",
                (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), r);
+    } else if (!strcmp(mode, "onecopy")) {
+        /* One small synchronous copy, timed (with FAKECUDA_DMA_MS its DMA keeps the stream busy:
+         * answered early, the call returns before the DMA ends), then read back. */
+        unsigned v = 0x1234abcd, r = 0;
+        CUdeviceptr x;
+        struct timespec a, b;
+        OK(cuMemAlloc_v2(&x, 4));
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        OK(cuMemcpyHtoD_v2(x, &v, 4));
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        OK(cuMemcpyDtoH_v2(&r, x, 4));
+        printf("copy_ms %ld value_ok %d\n",
+               (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), r == v);
     } else if (!strcmp(mode, "busy")) {
         /* says "ready", and at a line on stdin launches one kernel on its stream
          * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until

@@ -2740,6 +2740,7 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
         close(s->send_fd_after); /* made for the client: serve() closes it once sent */
     s->send_fd_after = -1; /* the descriptor stays with its region, as after serve() sends it */
     s->send_fd_close = false;
+    om_copy_after_reply(s); /* a small copy's DMA, as the worker waits for it after the answer */
     if (trace)
         fprintf(stderr, "fuzz_exec: %s %s%s: CUresult %d, %zu byte(s)\n",
                 phase == O_VICTIM ? "victim" : "fuzzed",

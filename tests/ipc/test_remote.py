@@ -403,3 +403,11 @@ def test_small_copy_answered_before_its_dma(daemon):
         p = remote(e, "roundtrip")
         out, err = p.communicate(timeout=120)
         check(p.returncode == 0 and "roundtrip ok" in out, "%s: %r %r" % (answer, out, err))
+        # the answer comes before the DMA ends (early) or after it (late): a DMA of 1.5 s
+        e = daemon({"FAKECUDA_DMA_MS": "1500", "OPENMPS_COPY_ANSWER": answer})
+        p = remote(e, "onecopy")
+        out, err = p.communicate(timeout=120)
+        took = re.search(r"copy_ms (\d+) value_ok 1", out)
+        check(p.returncode == 0 and took, "%s: %r %r" % (answer, out, err))
+        check(int(took.group(1)) < 1000 if answer == "early" else int(took.group(1)) >= 1400,
+              "%s: the copy's call took %s ms beside a DMA of 1 500" % (answer, took.group(1)))

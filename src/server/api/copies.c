@@ -65,8 +65,11 @@ CUresult om_x_op_copy_dtoh_pinned(struct call *c)
  * the client's own calls nothing changes but the time its answer comes, by the DMA's latency
  * (B2's 4-byte copy). Only into the client's device memory: into its pinned host memory (a
  * device address to the driver), which the program reads with no further call, the copy is
- * answered after its DMA. An error of that wait (the context's, a fault) is the stream's, as a
- * posted call's is. OPENMPS_COPY_ANSWER=late answers after the DMA, as before (for measuring).
+ * answered after its DMA. The server cannot tell a synchronous copy from an asynchronous one of
+ * pageable memory (the shim sends both so, and its managed memory's pushes): those of 4 KiB and
+ * less are answered so too, which they were after their DMA before. An error of that wait (the
+ * context's, a fault) is the stream's, as a posted call's is. OPENMPS_COPY_ANSWER=late answers
+ * after the DMA, as before (for measuring).
  */
 static int copy_answer_late = -1;
 
@@ -94,12 +97,17 @@ void om_copy_after_reply(struct session *s)
         return;
     s->after_reply_stream = NULL;
     rc = om_wait_stream(st);
-    if (rc != CUDA_SUCCESS) {
-        CUstream was = s->call_stream;
-        s->call_stream = s->after_reply_client_stream;
-        om_error_post(s, rc);
-        s->call_stream = was;
+    if (rc == CUDA_SUCCESS)
+        return;
+    if (om_server_fatal(rc)) { /* another's fault seen here first: as exec.c does */
+        om_err("client %d: a small copy's DMA ended with CUresult %d, a fatal GPU fault",
+               (int)s->pid, rc);
+        om_server_fault(rc, s->pid);
     }
+    CUstream was = s->call_stream;
+    s->call_stream = st; /* route.c's call_stream: the stream the call enqueued on */
+    om_error_post(s, rc);
+    s->call_stream = was;
 }
 
 /* Host bytes to device memory through the pinned reply buffer, which a call that copies to the
@@ -155,10 +163,8 @@ CUresult om_x_op_copy_htod(struct call *c)
             rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(
                 cuMemcpyHtoDAsync_v2))(dst, c->out.p, n, st);
         }
-        if (rc == CUDA_SUCCESS) { /* the DMA: waited for once the answer is out */
+        if (rc == CUDA_SUCCESS) /* the DMA: waited for once the answer is out */
             c->s->after_reply_stream = st;
-            c->s->after_reply_client_stream = c->s->call_stream;
-        }
     } else {
         rc = htod_through_reply(c, dst, src, n, st);
     }

@@ -1469,6 +1469,7 @@ EXPORT int cuGraphExecHostNodeSetParams(void *e, void *h, const struct host_para
  * streams have finished their work when a call returns). */
 EXPORT int cuLaunchHostFunc(void *s, void (*fn)(void *), void *data)
 {
+    fake_dma_flush(s);
     struct capture *c;
     struct fnode *n = NULL;
 

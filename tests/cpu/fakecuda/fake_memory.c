@@ -226,8 +226,11 @@ EXPORT int cuMemAllocFromPoolAsync(dptr_t *p, size_t bytes, void *pool, void *st
     return rc;
 }
 
+void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
+
 EXPORT int cuMemFreeAsync(dptr_t p, void *stream)
 {
+    fake_dma_flush(stream);
     int rc = fake_capture_free(stream, p) ? CUDA_SUCCESS : cuMemFree_v2(p);
 
     mlog("freeasync %llx stream %p rc %d", p, stream, rc);

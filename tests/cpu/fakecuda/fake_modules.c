@@ -132,8 +132,11 @@ EXPORT int cuOccupancyMaxActiveClusters(int *num, void *f, const struct fake_occ
  * condition is not evaluated). */
 typedef unsigned long long dptr_t;
 
+void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
+
 EXPORT int cuStreamWriteValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned flags)
 {
+    fake_dma_flush(s);
     if (addr % 4 || flags > 1)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy((void *)(uintptr_t)addr, &v, 4);
@@ -143,6 +146,7 @@ EXPORT int cuStreamWriteValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned fl
 
 EXPORT int cuStreamWriteValue64_v2(void *s, dptr_t addr, uint64_t v, unsigned flags)
 {
+    fake_dma_flush(s);
     if (addr % 8 || flags > 1)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy((void *)(uintptr_t)addr, &v, 8);
@@ -152,6 +156,7 @@ EXPORT int cuStreamWriteValue64_v2(void *s, dptr_t addr, uint64_t v, unsigned fl
 
 EXPORT int cuStreamWaitValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned flags)
 {
+    fake_dma_flush(s);
     uint32_t now;
 
     if (addr % 4)
@@ -163,6 +168,7 @@ EXPORT int cuStreamWaitValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned fla
 
 EXPORT int cuStreamWaitValue64_v2(void *s, dptr_t addr, uint64_t v, unsigned flags)
 {
+    fake_dma_flush(s);
     uint64_t now;
 
     if (addr % 8)
@@ -378,6 +384,7 @@ EXPORT int cuKernelGetLibrary(void **lib, void *k)
 /* A batch: writes done at once, waits recorded, as the single calls above. */
 EXPORT int cuStreamBatchMemOp_v2(void *s, unsigned count, unsigned char *ops, unsigned flags)
 {
+    fake_dma_flush(s);
     if (!ops || !count || flags)
         return CUDA_ERROR_INVALID_VALUE;
     note("batch %u", count);

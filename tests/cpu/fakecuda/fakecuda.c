@@ -436,8 +436,11 @@ int fake_alloc_find(dptr_t p, dptr_t *base, size_t *size)
     return rc;
 }
 
+void fake_dma_flush(void *s); /* below: FAKECUDA_DMA_LATER's pending copies */
+
 EXPORT int cuMemFree_v2(dptr_t p)
 {
+    fake_dma_flush(NULL); /* a synchronising free */
     int rc = CUDA_ERROR_INVALID_VALUE;
 
     if (fake_external_free(p) == 0 || fake_shareable_free(p) == 0)
@@ -545,6 +548,7 @@ EXPORT int cuMemHostAlloc(void **pp, size_t n, unsigned flags)
 
 EXPORT int cuMemFreeHost(void *p)
 {
+    fake_dma_flush(NULL); /* a synchronising free */
     int rc = unpin(p);
 
     if (rc == CUDA_SUCCESS)
@@ -555,10 +559,12 @@ EXPORT int cuMemFreeHost(void *p)
 int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes); /* fake_graphs.c */
 
 /*
- * FAKECUDA_DMA_LATER: a host-to-device copy on a stream reads its source later, as a DMA does: at
- * the next question or wait about any stream, event or the context, or the next copy or launch
- * on its stream (earlier than the driver would is allowed; later is not). A caller that reuses
- * the source before it knows the copy done then sends the device the reused bytes.
+ * FAKECUDA_DMA_LATER: a host-to-device copy on a stream reads its source later, as a DMA does:
+ * when its stream is asked about or waited for, an event is recorded on it, work is enqueued on
+ * it (copies, sets, launches, host functions, memory operations, a free), the context is
+ * synchronised, or memory is freed (earlier than the driver would is allowed; later is not). A
+ * caller that reuses the source before it knows the copy done sends the device the reused bytes,
+ * unless something of that list happened on the stream meanwhile.
  */
 struct dma_later {
     dptr_t dst;
@@ -571,9 +577,8 @@ static struct dma_later dma_pending[64];
 static int dma_count;
 
 /* The pending copies of stream s (NULL: of every stream) are done now: before anything else on
- * s reads or writes device memory (fake_arrays.c and fake_graphs.c call it too), and before a
- * stream waits for an event (which may stand behind them). */
-void fake_dma_flush(void *s);
+ * s reads or writes device memory or is asked about (fake_arrays.c, fake_graphs.c,
+ * fake_memory.c and fake_modules.c call it too), and at the synchronising calls. */
 void fake_dma_flush(void *s)
 {
     if (!__atomic_load_n(&dma_count, __ATOMIC_ACQUIRE))
@@ -592,18 +597,24 @@ void fake_dma_flush(void *s)
     pthread_mutex_unlock(&dma_lock);
 }
 
+static void stream_runs(void *s, uint64_t us);
+
 EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
 {
+    const char *dma_ms = getenv("FAKECUDA_DMA_MS");
+
     if (!n) /* nothing to copy: the driver looks at no address */
         return CUDA_SUCCESS;
     note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     if (fake_capture_copy(s, (void *)(uintptr_t)dst, src, n))
         return CUDA_SUCCESS;
     fake_dma_flush(s); /* in its stream's order */
+    if (dma_ms && s)   /* FAKECUDA_DMA_MS: the copy keeps its stream busy that long, as a kernel */
+        stream_runs(s, (uint64_t)atoi(dma_ms) * 1000);
     if (getenv("FAKECUDA_DMA_LATER") && s) {
         pthread_mutex_lock(&dma_lock);
-        if (dma_count == (int)(sizeof(dma_pending) / sizeof(dma_pending[0]))) {
-            pthread_mutex_unlock(&dma_lock);
+        while (dma_count == (int)(sizeof(dma_pending) / sizeof(dma_pending[0]))) {
+            pthread_mutex_unlock(&dma_lock); /* full: the oldest are done now */
             fake_dma_flush(NULL);
             pthread_mutex_lock(&dma_lock);
         }
@@ -845,7 +856,7 @@ int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
-    fake_dma_flush(NULL);
+    fake_dma_flush(s); /* NULL, the legacy stream: every stream's */
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
@@ -860,7 +871,7 @@ EXPORT int cuStreamSynchronize(void *s)
 {
     uint64_t *b = busy_slot(s), now;
 
-    fake_dma_flush(NULL);
+    fake_dma_flush(s);
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_us()))
@@ -887,7 +898,6 @@ static unsigned char event_recorded[sizeof(tokens)]; /* (__atomic) */
  * done (what the device does; off by default, the scheduler's tests time streams alone). */
 EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 {
-    fake_dma_flush(NULL);
     uint64_t *busy = busy_slot(s), *ready = busy_slot(e), until;
 
     (void)f;
@@ -931,6 +941,7 @@ EXPORT int cuEventRecord(void *e, void *s)
 {
     uint64_t *ready = busy_slot(e), *busy = busy_slot(s);
 
+    fake_dma_flush(s); /* what it stands behind is done when it is */
     if (gone(e))
         return 400;
     if (s && token_device(e) >= 0 && token_device(s) >= 0 && token_device(e) != token_device(s))
@@ -960,7 +971,6 @@ EXPORT int cuEventQuery(void *e)
 {
     uint64_t *b = busy_slot(e);
 
-    fake_dma_flush(NULL);
     b = b ? &event_ready_us[b - busy_until_us] : NULL;
     return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
 }
@@ -1497,6 +1507,7 @@ EXPORT int cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
 /* Releases of pinned regions are counted in FAKECUDA_UNREGISTER_LOG (one line each). */
 EXPORT int cuMemHostUnregister(void *p)
 {
+    fake_dma_flush(NULL); /* a synchronising free */
     const char *log = getenv("FAKECUDA_UNREGISTER_LOG");
     FILE *f = log ? fopen(log, "a") : NULL;
 
