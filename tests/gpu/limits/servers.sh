@@ -20,7 +20,6 @@ fails=0
 passes=0
 TMP=$(mktemp -d /tmp/openmps-gpu-servers.XXXXXX)
 PIPE=$TMP/pipe
-export CUDA_MPS_LOG_DIRECTORY=$TMP/log
 cat >"$TMP/config.toml" <<TOML
 schema_version = "1.0"
 [servers.wide]
@@ -32,18 +31,7 @@ uid = $(id -u)
 allowed_devices = "0"
 active_thread_percentage = "25"
 TOML
-ctl() { CUDA_MPS_PIPE_DIRECTORY=$PIPE "$BUILD/openmps-control" "$@"; }
-cleanup() {
-    ctl -q >/dev/null 2>&1
-    sleep 0.5
-    cp "$TMP"/log/*.log "$OUT/" 2>/dev/null
-}
-trap cleanup EXIT
-env -u CUDA_MPS_PROTOCOL_VERSION -u CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY=$PIPE \
-    "$BUILD/openmps-control" -d -p 3 -a "$TMP/config.toml" || { echo "cannot start the daemon"; exit 1; }
-if ! nvcc -O2 -arch="$ARCH" -o "$OUT/share" "$HERE/share.cu" >"$OUT/share.build.log" 2>&1; then
-    echo "BUILD FAIL share"; cat "$OUT/share.build.log"; exit 1
-fi
+DAEMON_UNSET=CUDA_VISIBLE_DEVICES . "$HERE/v3_daemon.sh"
 run_in() { # pipe directory [seconds]: "sms N blocks_per_s X"
     env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE -u CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY="$1" \
         LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" ${2:-}
