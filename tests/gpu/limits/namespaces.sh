@@ -41,9 +41,10 @@ for ns in quarter rest; do
     pct=25; [ $ns = rest ] && pct=75
     got=$(run_in $ns)
     echo "namespace $ns ($pct %): $got"
+    # only a program's "sms N blocks_per_s X" line counts (a failed run printed an error)
     if echo "$got" | awk -v fs="$fsms" -v fr="$frate" -v p="$pct" '
-        { sms = $2; r = $4 } END {
-          frac = sms / fs; ratio = r / fr
+        $1 == "sms" { sms = $2; r = $4 } END {
+          frac = fs > 0 ? sms / fs : 0; ratio = fr > 0 ? r / fr : 0
           printf "    SM fraction %.3f (share %.2f), throughput %.3f of the default\n", frac, p / 100, ratio
           exit !(sms > 0 && frac >= p / 100 * 0.9 && frac <= p / 100 * 1.1 &&
                  ratio >= frac * 0.9 && ratio <= frac * 1.1) }'; then
