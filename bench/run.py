@@ -422,7 +422,17 @@ def main():
                       "copies_started_late"])
         # Alternating: the repeats are passes over the modes, each mode once per pass.
         passes, reps = (args.repeats, 1) if args.alternate else (1, args.repeats)
+        stop_at = float(os.environ.get("BENCH_STOP_AT", "0") or 0)
+        last_took = 0.0
         for p, m in [(p, m) for p in range(passes) for m in modes]:
+            # BENCH_STOP_AT (seconds since the epoch): no pass and mode is begun that would end
+            # past it, judged by the longest one so far, so that a caller with a time limit
+            # (the device tool's 600 s) keeps what was measured and its own steps after
+            if stop_at and time.time() + last_took > stop_at:
+                print("bench: BENCH_STOP_AT reached: pass %d of %s and the rest left out"
+                      % (p + 1, m), file=sys.stderr)
+                break
+            began = time.time()
             if args.alternate:
                 progress("pass %d/%d: %s" % (p + 1, passes, m))
             mode = Mode(m, args.build, tmp)
@@ -507,6 +517,7 @@ def main():
                 # each pass's logs apart (logs-MODE, then pass2/logs-MODE, ...)
                 mode.stop(keep_logs=args.out if p == 0 else
                           os.path.join(args.out, "pass%d" % (p + 1)))
+                last_took = max(last_took, time.time() - began)
     fig_csv.close()
     progress("")
     print("%s; one copy %.2f s alone (%d steps); %d repeat(s) per point" %

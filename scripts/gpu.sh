@@ -39,6 +39,7 @@ status=0
     nvidia-smi --query-gpu=name,driver_version,compute_mode --format=csv,noheader || true
     nvcc --version | tail -1 || true
     cmake --version | head -1
+    echo "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 } >"$OUT/machine.txt" 2>&1
 
 for step in $STEPS; do
@@ -50,14 +51,17 @@ for step in $STEPS; do
     # (I23_WORKLOADS), openmps and NVIDIA MPS (I23_MODES) alternating, 3 passes (I23_PASSES), MPS
     # not past its 48 clients; figures.csv is written as each workload ends, so a call cut
     # short keeps what it measured. B8 is the same with I23_WORKLOADS=b8 (about 50 s a pass
-    # and mode). Best followed by `pack`.
+    # and mode). Best followed by `pack`. I23_TAG names a second run of one call apart
+    # (issue23-TAG); I23_SECONDS: no pass begun that would end later than that after this script
+    # started (BENCH_STOP_AT), so that the steps after it still run within the device's limit.
     issue23)
         {
-            make >/dev/null && BENCH_OUT="$OUT/issue23" BENCH_ALTERNATE=1 \
+            make >/dev/null && BENCH_OUT="$OUT/issue23${I23_TAG:+-$I23_TAG}" BENCH_ALTERNATE=1 \
+                BENCH_STOP_AT=$([ -n "${I23_SECONDS:-}" ] && echo $((T0 + I23_SECONDS))) \
                 BENCH_MODES="${I23_MODES:-openmps,mps}" BENCH_WORKLOADS="${I23_WORKLOADS:-b2,b7}" \
                 BENCH_B7_N="${I23_N:-1 4 8 16 32 64 128}" BENCH_B7_MPS_MAX_N=48 \
                 BENCH_REPEATS="${I23_PASSES:-3}" python3 bench/run.py --build build
-        } >"$OUT/issue23.log" 2>&1 ;;
+        } >"$OUT/issue23${I23_TAG:+-$I23_TAG}.log" 2>&1 ;;
     # Everything under $OUT but summary.txt and machine.txt into $OUT/logs.tgz: the device tool
     # brings back at most 8 files, 2 folders down. Last on the command line.
     pack)
@@ -317,7 +321,7 @@ for step in $STEPS; do
     case $step in
     torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
         replay | suites | stats | partitions | issue23)
-        tail -n 90 "$OUT/$step.log" ;;
+        tail -n 90 "$OUT/$step${I23_TAG:+-$I23_TAG}.log" 2>/dev/null || tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     pack) ls -l "$OUT" ;;
     *) tail -5 "$OUT/$step.log" ;;
