@@ -435,7 +435,7 @@ def main():
             began = time.time()
             if args.alternate:
                 progress("pass %d/%d: %s" % (p + 1, passes, m))
-            mode = Mode(m, args.build, tmp)
+            mode = Mode(m, args.build, os.path.join(tmp, "pass%d" % (p + 1)))
             try:
                 mode.start()
                 env = mode.env()
