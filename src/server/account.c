@@ -2,10 +2,12 @@
 /* Accounting per client and device: kernels, GPU busy time, copies, serving time (openmps stats).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/clock.h"
+#include "../common/log.h"
 #include "../common/msg.h"
 #include "internal.h"
 
@@ -48,21 +50,44 @@
 
 static __thread struct session *bound; /* the session this worker serves */
 
+/* OPENMPS_ACCOUNT=off: no hook counts anything (openmps stats then shows calls, memory and
+ * limits only), for measuring what the accounting costs against the same build (issue #27).
+ * Read once, by the first worker, before any hook of it runs. */
+static bool off;
+
+static void read_setting(void)
+{
+    const char *v = getenv("OPENMPS_ACCOUNT");
+
+    if (!v || !*v || !strcmp(v, "on"))
+        return;
+    if (!strcmp(v, "off")) {
+        off = true;
+        om_info("accounting off (OPENMPS_ACCOUNT=off): openmps stats counts no kernels, copies or "
+                "GPU time");
+    } else {
+        om_warn("OPENMPS_ACCOUNT=%s is not on or off: accounting is on", v);
+    }
+}
+
 void om_account_bind(struct session *s)
 {
-    bound = s;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, read_setting);
+    bound = off ? NULL : s;
     if (s) /* the main thread may be reading it (om_account_send) */
         __atomic_store_n(&s->acct.started_ns, om_mono_ns(), __ATOMIC_RELAXED);
 }
 
 uint64_t om_account_now(void)
 {
-    return om_mono_ns();
+    return off ? 0 : om_mono_ns();
 }
 
 void om_account_served(struct session *s, uint64_t t0)
 {
-    if (t0) /* 0: a posted record, which nobody waits for (and which is not timed: it is hot) */
+    if (t0 && !off) /* 0: a posted record, which nobody waits for (not timed: it is hot) */
         ADD(s->acct.serve_ns, om_mono_ns() - t0);
 }
 
@@ -70,7 +95,7 @@ void om_account_copy(struct session *s, enum om_acct_copy dir, uint64_t bytes, C
 {
     struct om_acct_dev *d = &s->acct.dev[s->dev];
 
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS || off)
         return;
     if (dir == OM_ACCT_HTOD)
         ADD(d->htod, bytes);
@@ -85,6 +110,8 @@ void om_account_launch(struct session *s, CUstream st, bool graph)
     struct om_acct *a = &s->acct;
     struct om_acct_dev *d = &a->dev[s->dev];
 
+    if (off)
+        return;
     if (graph)
         ADD(d->graphs, 1);
     else
@@ -137,11 +164,22 @@ static bool stream_done(CUstream st)
     return ((CUresult(*)(CUstream))R(cuStreamQuery))(st) == CUDA_SUCCESS;
 }
 
+/* Set while the worker waits after the client's answer went out (a small copy's DMA,
+ * copies.c): no call of the client waits then, so the wait is neither its gpu_wait_ns nor its
+ * "waiting" state; the streams it saw done still end their busy periods. */
+static __thread bool after_answer;
+
+void om_account_after_answer(bool on)
+{
+    after_answer = on;
+}
+
 uint64_t om_account_wait_begin(uint64_t now)
 {
     if (!bound)
         return 0;
-    __atomic_store_n(&bound->acct.waiting_since, now, __ATOMIC_RELAXED);
+    if (!after_answer)
+        __atomic_store_n(&bound->acct.waiting_since, now, __ATOMIC_RELAXED);
     return now;
 }
 
@@ -155,8 +193,10 @@ void om_account_waited(uint64_t t0, CUstream st, bool event_done)
         return;
     a = &s->acct;
     now = om_mono_ns();
-    ADD(a->gpu_wait_ns, now - t0);
-    __atomic_store_n(&a->waiting_since, 0, __ATOMIC_RELAXED);
+    if (!after_answer) {
+        ADD(a->gpu_wait_ns, now - t0);
+        __atomic_store_n(&a->waiting_since, 0, __ATOMIC_RELAXED);
+    }
     for (unsigned i = 0; i < a->nbusy;) {
         if (st ? a->busy[i].st == st : event_done && stream_done(a->busy[i].st))
             close_busy(a, i, now);

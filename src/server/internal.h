@@ -446,6 +446,7 @@ void om_account_served(struct session *s, uint64_t t0);
  * returned), or event_done: an event found done (every stream of the session with a period open
  * is asked, without waiting). */
 uint64_t om_account_wait_begin(uint64_t now);
+void om_account_after_answer(bool on); /* the worker's waits are not the client's until false */
 void om_account_waited(uint64_t t0, CUstream st, bool event_done);
 /* Main thread: each session's rates, at most once a second; the answer to the daemon's
  * SRV_STATS_ASK `request_id` on `chan` (0 or -errno). */

@@ -119,6 +119,42 @@ def test_stats_three_clients_known_work(daemon):
     wait_for(lambda: not stats_json(e)["clients"], what="the clients gone from stats")
 
 
+def test_stats_after_answer_wait_and_accounting_off(daemon):
+    """A small copy answered before its DMA (api/copies.c) is waited for by the server after the
+    answer: that wait is nobody's, so not the client's gpu_wait_time_ns (a DMA of 1.5 s on the
+    driver double); answered after it (OPENMPS_COPY_ANSWER=late), it is. OPENMPS_ACCOUNT=off
+    counts nothing but calls (for measuring the accounting's cost against the same build)."""
+    for answer in ("early", "late"):
+        e = daemon({"FAKECUDA_DMA_MS": "1500", "OPENMPS_COPY_ANSWER": answer})
+        clients = start_clients(e, [(0, 0, 1000, 0, 0, 0)])
+        try:
+            c = stats_json(e)["clients"][0]
+            waited = c["gpu_wait_time_ns"] / 1e9
+            check(waited < 1.0 if answer == "early" else waited >= 1.4,
+                  "%s: the client waited %.3f s for the GPU beside a DMA of 1.5 s"
+                  % (answer, waited))
+            check(c["htod_bytes"] == 1000 and c["state"] == "idle", "%s: %r" % (answer, c))
+        finally:
+            end_clients(clients)
+    e = daemon({"OPENMPS_ACCOUNT": "off"})
+    clients = start_clients(e, [(2, 1000, 1000, 0, 0, 0)])
+    try:
+        c = stats_json(e)["clients"][0]
+        check(c["calls"] > 2 and c["kernels"] == 0 and c["htod_bytes"] == 0 and
+              c["gpu_time_ns"] == 0 and c["gpu_wait_time_ns"] == 0 and c["serve_time_ns"] == 0,
+              "accounting off: %r" % c)
+        check("accounting off" in e.log("server.log"), "the server's setting")
+    finally:
+        end_clients(clients)
+    e = daemon({"OPENMPS_ACCOUNT": "maybe"})
+    clients = start_clients(e, [(2, 1000, 0, 0, 0, 0)])
+    try:
+        check(stats_json(e)["clients"][0]["kernels"] == 2, "a bad value leaves it on")
+        check("OPENMPS_ACCOUNT=maybe is not on or off" in e.log("server.log"), "its warning")
+    finally:
+        end_clients(clients)
+
+
 def test_stats_smi_view(daemon):
     """openmps smi: nvidia-smi's process table as under NVIDIA's MPS: the server as a C process,
     each client as M+C with the device memory it holds, in MiB."""

@@ -96,7 +96,9 @@ void om_copy_after_reply(struct session *s)
     if (!st)
         return;
     s->after_reply_stream = NULL;
+    om_account_after_answer(true); /* nobody waits for it: not the client's gpu_wait_ns */
     rc = om_wait_stream(st);
+    om_account_after_answer(false);
     if (rc == CUDA_SUCCESS)
         return;
     if (om_server_fatal(rc)) { /* another's fault seen here first: as exec.c does */
