@@ -563,19 +563,57 @@ def client_c(rows, protos, types):
     return "\n".join(L)
 
 
-def client_install_c(rows):
+def ptsz_wrapper(r, protos, fn):
+    """A _ptsz alias's own function, where its NULL stream means something else than the plain
+    form's: the calling thread's per-thread default stream, not the legacy one. It passes
+    CU_STREAM_PER_THREAD for a NULL stream (a parameter, or a launch configuration's hStream)
+    to the plain form's implementation, so that the server can tell the two apart (the legacy
+    stream's rules while a blocking stream captures, src/server/route.c). None: nothing to
+    change (no stream, or not a _ptsz form)."""
+    if r["form"] != "alias" or not r["sym"].endswith("_ptsz"):
+        return None
+    ret, params, _ = protos[r["sym"]]
+    fixes, args = [], []
+    for i, (t, n) in enumerate(params):
+        if t == "CUstream":
+            fixes.append("    if (!%s)\n        %s = CU_STREAM_PER_THREAD;" % (n, n))
+            args.append(n)
+        elif t == "const CUlaunchConfig *":
+            fixes.append("    CUlaunchConfig per_thread;\n"
+                         "    if (%s && !%s->hStream) {\n"
+                         "        per_thread = *%s;\n"
+                         "        per_thread.hStream = CU_STREAM_PER_THREAD;\n"
+                         "        %s = &per_thread;\n"
+                         "    }" % (n, n, n, n))
+            args.append(n)
+        else:
+            args.append(n)
+    if not fixes:
+        return None
+    name = "om_ptsz_" + r["sym"]
+    body = [("static " + proto_c(r["sym"], protos, name)), "{"] + fixes + \
+        ["    return %s(%s);" % (fn, ", ".join(args)), "}", ""]
+    return name, body
+
+
+def client_install_c(rows, protos):
     """src/client/gen/remote_stubs.c: every row's installed implementation (om_remote_set)."""
     L = banner("Remote mode's table of implementations")
     L += ["#include \"../../common/gen/entries.h\"", "#include \"../remote.h\"",
-          "#include \"remote_decls.h\"", "", "void om_remote_gen_install(void)", "{"]
+          "#include \"remote_decls.h\"", ""]
+    sets = []
     for r in rows:
         if r["form"] in ("passthrough", "shim"):
             continue
         target = r["target"] if r["form"] == "alias" else r["sym"]
         t = next(x for x in rows if x["sym"] == target)
         fn = ("om_rpc_" if t["form"] == "gen" and not t["opts"].get("wrap") else "om_r_") + target
-        L.append("    om_remote_set(OM_IDX_%s, (void *)%s);" % (r["sym"], fn))
-    L += ["}", ""]
+        w = ptsz_wrapper(r, protos, fn)
+        if w:
+            fn = w[0]
+            L += w[1]
+        sets.append("    om_remote_set(OM_IDX_%s, (void *)%s);" % (r["sym"], fn))
+    L += ["void om_remote_gen_install(void)", "{"] + sets + ["}", ""]
     return "\n".join(L)
 
 
@@ -959,7 +997,7 @@ def generate(api=None):
         "src/common/gen/types.h": types_h(types, kinds),
         "src/server/gen/handles.h": handles_h(kinds),
         "src/client/gen/stubs.c": client_c(rows, protos, types),
-        "src/client/gen/remote_stubs.c": client_install_c(rows),
+        "src/client/gen/remote_stubs.c": client_install_c(rows, protos),
         "src/client/gen/remote_decls.h": client_decls(rows, protos),
         "src/client/gen/stubs.h": client_stubs_h(rows, protos),
         "src/client/gen/calls.h": client_calls_h(rows, protos),

@@ -86,12 +86,35 @@ CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool 
  * client's blocking streams, and work on a blocking stream waits for it. Streams created
  * non-blocking and clients using only the default stream pay nothing.
  */
+#define STREAM_CAPTURE_IMPLICIT 906 /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
+
+/* Whether work on the legacy stream would depend on a capture: natively the legacy stream
+ * waits for every blocking stream, so while one of them (or the per-thread default stream,
+ * which is blocking too; here it is the client's default stream) captures, any use of the
+ * legacy stream, even a query, fails with STREAM_CAPTURE_IMPLICIT (CuPy's test suite checks it).
+ * Costs nothing while the client has no capture open. */
+static bool legacy_in_capture(struct session *s)
+{
+    if (!s->captures)
+        return false;
+    if (om_stream_capturing(s, s->default_stream))
+        return true;
+    for (size_t i = 0; i < s->blocking.n; i++)
+        if (om_stream_capturing(s, (CUstream)(uintptr_t)s->blocking.v[i]))
+            return true;
+    return false;
+}
+
 static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *ordered,
                             CUresult *rc)
 {
     CUstream st;
 
     *rc = CUDA_SUCCESS;
+    if ((h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY) && legacy_in_capture(s)) {
+        *rc = STREAM_CAPTURE_IMPLICIT;
+        return NULL;
+    }
     if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
         h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
         if (!s->default_stream) {

@@ -187,6 +187,8 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *
                                           size_t, int);
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuStreamIsCapturing(CUstream, int *);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
 CUresult cuStreamGetCaptureInfo_v3(CUstream, int *, unsigned long long *, CUgraph *,
                                    const CUgraphNode **, const void **, size_t *);
 CUresult cuThreadExchangeStreamCaptureMode(int *);
@@ -569,8 +571,19 @@ static void capture(void)
     OK(cuStreamIsCapturing(sb, &status));
     EXPECT(status == 1);
     OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL)); /* captured */
+    /* the legacy stream waits for every blocking stream: while sb captures, any use of it
+     * fails, a query included (which leaves the capture whole: CuPy's test suite checks both);
+     * the per-thread stream (NULL of a _ptsz form) waits for none of them and is usable */
+    EXPECT_RC(cuStreamIsCapturing(NULL, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    EXPECT_RC(cuStreamIsCapturing(CU_STREAM_LEGACY, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    EXPECT_RC(cuStreamQuery(NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    status = 7;
+    OK(cuStreamIsCapturing_ptsz(NULL, &status));
+    EXPECT(status == 0);
+    OK(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &status));
+    EXPECT(status == 0);
     vb = 6;
-    OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL)); /* runs */
+    OK(cuLaunchKernel_ptsz(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL)); /* runs */
     OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
     EXPECT(status == 1 && id != 0 && ndeps == 1 && deps && deps[0]);
     OK(cuStreamEndCapture(sb, &g));

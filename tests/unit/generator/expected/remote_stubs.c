@@ -4,6 +4,13 @@
 #include "../remote.h"
 #include "remote_decls.h"
 
+static CUresult om_ptsz_cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    if (!hStream)
+        hStream = CU_STREAM_PER_THREAD;
+    return om_rpc_cuEventRecord(hEvent, hStream);
+}
+
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuCtxCreate_v4, (void *)om_rpc_cuCtxCreate_v4);
@@ -14,7 +21,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDeviceGetName, (void *)om_rpc_cuDeviceGetName);
     om_remote_set(OM_IDX_cuEventDestroy_v2, (void *)om_rpc_cuEventDestroy_v2);
     om_remote_set(OM_IDX_cuEventRecord, (void *)om_rpc_cuEventRecord);
-    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)om_rpc_cuEventRecord);
+    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)om_ptsz_cuEventRecord_ptsz);
     om_remote_set(OM_IDX_cuGraphAddMemsetNode, (void *)om_rpc_cuGraphAddMemsetNode);
     om_remote_set(OM_IDX_cuGraphCreate, (void *)om_rpc_cuGraphCreate);
     om_remote_set(OM_IDX_cuGraphDestroy, (void *)om_rpc_cuGraphDestroy);
