@@ -29,9 +29,10 @@ class Pool:
     """N copies of one role; each says "ready" after its warm-up, then runs a round per start
     instant it is given."""
 
-    def __init__(self, n, args, env, ready_s=None):
+    def __init__(self, n, args, env, ready_s=None, sessions=False):
         self.procs = [subprocess.Popen([PYTHON, WORKER] + args, env=env, stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       start_new_session=sessions)
                       for _ in range(n)]
         self.errors = []
         ready_by = time.time() + (ready_s or 120 + 3 * n)
@@ -203,9 +204,14 @@ def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0, timeline=None):
     For diagnosis (docs/benchmarks.md, "B8's newcomer"): BENCH_B8_SAMPLE=1 samples who waits
     for a core (bench/schedsample.py; BENCH_SERVER_NICE=N renices the server there),
     BENCH_B8_NEWCOMER_NICE=N and BENCH_B8_NEWCOMER_ENV="K=V ..." change the newcomer alone;
-    bench/run.py's BENCH_B8_FRESH=0 leaves out the fresh newcomer's run."""
+    bench/run.py's BENCH_B8_FRESH=0 leaves out the fresh newcomer's run. BENCH_B8_SESSIONS=1
+    starts each copy and the newcomer in a session of its own (as separate jobs, pods or
+    terminals are): Linux's autogroup scheduler shares the cores between sessions first, so by
+    default the 8 and the newcomer share one session's part while openmps's server has a session
+    of its own (a diagnosis: the figures of record keep the default)."""
     tag = "b8f" if fresh else "b8"
-    pool = Pool(8, ["stream", str(seconds)], env)
+    sessions = os.environ.get("BENCH_B8_SESSIONS") == "1"
+    pool = Pool(8, ["stream", str(seconds)], env, sessions=sessions)
     try:
         if len(pool.ready) < 8:
             raise RuntimeError("%d of 8 copies ready: %s" % (len(pool.ready), pool.refused()))
@@ -226,7 +232,7 @@ def b8(env, fresh=False, seconds=20.0, newcomer_at=8.0, timeline=None):
         nc_env = dict(env, **dict(kv.split("=", 1) for kv in
                                   os.environ.get("BENCH_B8_NEWCOMER_ENV", "").split()))
         nc = subprocess.Popen((["nice", "-n", nice] if nice else []) + [PYTHON, WORKER, "newcomer"],
-                              env=nc_env,
+                              env=nc_env, start_new_session=sessions,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if sampler:
             sampler.newcomer = nc.pid

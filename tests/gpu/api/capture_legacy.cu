@@ -4,7 +4,10 @@
 // cudaErrorStreamCaptureUnsupported / CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and leaves nothing
 // capturing: the legacy stream's work runs after it. The per-thread default stream can be
 // captured (cudaStreamPerThread, and NULL of the driver's _ptsz form through cuGetProcAddress's
-// per-thread flag); its graph runs.
+// per-thread flag); its graph runs. While a blocking stream captures, the legacy stream, which
+// waits for every blocking stream, cannot be used, not even asked whether it captures
+// (cudaErrorStreamCaptureImplicit), and the capture stays whole; the per-thread stream, which
+// waits only for the legacy one, can (CuPy's test_null_stream_cannot_capture).
 // openmps-gpu-link: -lcuda
 #define PROG "capture_legacy"
 #include "api.h"
@@ -65,6 +68,36 @@ int main()
     RT(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
     EXPECT_EQ(h[0], 11);
     printf("per-thread stream: captured, graph ran: %d\n", h[0]);
+
+    // a blocking stream captures: the legacy stream refuses even a query, the capture survives
+    cudaStream_t sb;
+    cudaGraph_t g3;
+    cudaGraphExec_t ge3;
+    RT(cudaStreamCreate(&sb));
+    RT(cudaStreamBeginCapture(sb, cudaStreamCaptureModeRelaxed));
+    add<<<1, 32, 0, sb>>>(d, 1000);
+    EXPECT_EQ(cudaStreamIsCapturing(0, &st), cudaErrorStreamCaptureImplicit);
+    cudaGetLastError();
+    EXPECT_EQ(cudaStreamIsCapturing(cudaStreamLegacy, &st), cudaErrorStreamCaptureImplicit);
+    cudaGetLastError();
+    st = cudaStreamCaptureStatusActive;
+    RT(cudaStreamIsCapturing(cudaStreamPerThread, &st));
+    EXPECT_EQ(st, cudaStreamCaptureStatusNone);
+    RT(cudaStreamIsCapturing(sb, &st));
+    EXPECT_EQ(st, cudaStreamCaptureStatusActive);
+    RT(cudaStreamEndCapture(sb, &g3));
+    RT(cudaGraphInstantiate(&ge3, g3, 0));
+    RT(cudaGraphLaunch(ge3, sb));
+    RT(cudaStreamSynchronize(sb));
+    RT(cudaStreamIsCapturing(0, &st));
+    EXPECT_EQ(st, cudaStreamCaptureStatusNone);
+    RT(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(h[0], 1011);
+    printf("blocking stream capturing: the legacy stream refused (implicit), capture ran: %d\n",
+           h[0]);
+    RT(cudaGraphExecDestroy(ge3));
+    RT(cudaGraphDestroy(g3));
+    RT(cudaStreamDestroy(sb));
     RT(cudaGraphExecDestroy(ge));
     RT(cudaGraphDestroy(g));
     RT(cudaFree(d));
