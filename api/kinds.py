@@ -432,6 +432,19 @@ class StreamQuery(Stream):
     enqueue = "false"
 
 
+class StreamCapture(StreamQuery):
+    """stream.capture: a stream whose capture state is asked (om_arg_capture_stream: the legacy
+    stream is refused while a blocking stream of the client captures, as natively)."""
+
+    def check_value(self, d, types):
+        n = self.name
+        d.streams.append("    s_%s = om_arg_capture_stream(c, a_%s, &rc);\n    if (!s_%s)\n"
+                         "        goto out;" % (n, n, n))
+        d.decls.append("    CUstream s_%s = NULL;" % n)
+        d.gotos = True
+        d.args.append("s_%s" % n)
+
+
 class Ptr(Word):
     """ptr(LEN): a device address; [ptr, ptr + LEN) within the client's memory."""
     base = "ptr"
@@ -971,8 +984,8 @@ def cexpr_client(expr, r):
 
 # The annotation (without its ? and arguments) -> its class; handle kinds by prefix in make().
 KINDS = {"val": Val, "flags": Flags, "dev": Dev, "zero": Zero, "ctx": Ctx, "stream": Stream,
-         "stream.query": StreamQuery, "ptr": Ptr, "in": In, "out": Out, "inout": Inout,
-         "arr": Arr, "outarr": OutArr, "outbuf": OutBuf, "str": Str}
+         "stream.query": StreamQuery, "stream.capture": StreamCapture, "ptr": Ptr, "in": In,
+         "out": Out, "inout": Inout, "arr": Arr, "outarr": OutArr, "outbuf": OutBuf, "str": Str}
 
 
 class Context:

@@ -44,6 +44,9 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     stream              a stream the call enqueues work on (the client's; its default stream
                         for NULL/legacy/per-thread; docs/architecture.md's concurrency rules)
     stream.query        a stream the call only queries or waits for
+    stream.capture      a stream whose capture state the call asks: as stream.query, but the
+                        legacy stream (NULL, CU_STREAM_LEGACY) is refused with
+                        STREAM_CAPTURE_IMPLICIT while a blocking stream of the client captures
     ptr(LEN)            a device address: [ptr, ptr + LEN) within the client's memory
     in, in?             a struct read through a pointer (sizeof the pointee)
     in:CHECK            ... checked by om_check_CHECK(struct call *, TYPE *) on the server
@@ -89,6 +92,9 @@ options  (space-separated) post: the call does not wait for its answer (errors r
          about the call (a reservation, a budget, an extra reference), and may refuse with a
          check only it can make (the session's own state); the answer's outputs travel as
          their kinds say (declared in src/server/gen/hooks.h).
+         ptsz: for a _ptsz alias with a stream parameter: the shim sends its NULL stream as
+         CU_STREAM_PER_THREAD (a generated wrapper), where the server must tell the per-thread
+         stream from the legacy one (stream.capture).
 
 Handle kinds are api/handles.tsv: kind, C type, destroy entry (- : destroyed by hand-written
 code), budget field of struct om_budget.
@@ -242,7 +248,7 @@ def load_rows(protos, kinds, api=None, types=None, ops=None):
                    "params": [], "why": why}
             for o in opts:
                 k, _, v = o.partition("=")
-                if k not in ("post", "sync", "wrap", "via", "hook"):
+                if k not in ("post", "sync", "wrap", "via", "hook", "ptsz"):
                     fail(where, "unknown option %r" % o)
                 row["opts"][k] = v or True
             if form.startswith("alias:"):
@@ -250,6 +256,10 @@ def load_rows(protos, kinds, api=None, types=None, ops=None):
             elif form not in FORMS:
                 fail(where, "form %r is none of gen, custom, client, local, alias:SYM, "
                      "shim, passthrough" % form)
+            if "ptsz" in row["opts"] and (row["form"] != "alias" or not sym.endswith("_ptsz") or
+                                          not any(t in ("CUstream", "const CUlaunchConfig *")
+                                                  for t, _ in protos[sym][1])):
+                fail(where, "ptsz is for a _ptsz alias with a stream parameter")
             if row["form"] == "gen":
                 row["params"] = parse_params(where, sym, params, protos[sym][1], kinds,
                                              types or {})
@@ -564,13 +574,14 @@ def client_c(rows, protos, types):
 
 
 def ptsz_wrapper(r, protos, fn):
-    """A _ptsz alias's own function, where its NULL stream means something else than the plain
-    form's: the calling thread's per-thread default stream, not the legacy one. It passes
-    CU_STREAM_PER_THREAD for a NULL stream (a parameter, or a launch configuration's hStream)
-    to the plain form's implementation, so that the server can tell the two apart (the legacy
-    stream's rules while a blocking stream captures, src/server/route.c). None: nothing to
-    change (no stream, or not a _ptsz form)."""
-    if r["form"] != "alias" or not r["sym"].endswith("_ptsz"):
+    """The own function of a _ptsz alias with the ptsz option, whose NULL stream must reach the
+    server as what it is: the calling thread's per-thread default stream, not the legacy one.
+    It passes CU_STREAM_PER_THREAD for a NULL stream (a parameter, or a launch configuration's
+    hStream) to the plain form's implementation (the capture queries: the legacy stream is
+    refused while a blocking stream captures, the per-thread one is not; src/server/route.c).
+    None: a row without the option (its NULL goes as NULL: the server serves both default
+    streams with one stream)."""
+    if r["form"] != "alias" or "ptsz" not in r["opts"]:
         return None
     ret, params, _ = protos[r["sym"]]
     fixes, args = [], []

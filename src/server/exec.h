@@ -65,6 +65,7 @@ CUresult om_take_context_errors(struct session *s, CUresult rc);
  */
 CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc);
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc);
+CUstream om_arg_capture_stream(struct call *c, uint64_t h, CUresult *rc); /* stream.capture */
 /* `later` waits for everything enqueued on `first` so far (with an event kept per stream, which
  * om_stream_forget_sync destroys when the stream goes). */
 CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool enqueue);

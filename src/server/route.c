@@ -88,11 +88,9 @@ CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool 
  */
 #define STREAM_CAPTURE_IMPLICIT 906 /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
 
-/* Whether work on the legacy stream would depend on a capture: natively the legacy stream
- * waits for every blocking stream, so while one of them (or the per-thread default stream,
- * which is blocking too; here it is the client's default stream) captures, any use of the
- * legacy stream, even a query, fails with STREAM_CAPTURE_IMPLICIT (CuPy's test suite checks it).
- * Costs nothing while the client has no capture open. */
+/* Whether the legacy stream would depend on a capture: natively it waits for every blocking
+ * stream, so while one of them (or the per-thread default stream, which waits for it; here the
+ * client's default stream) captures, using it fails with STREAM_CAPTURE_IMPLICIT. */
 static bool legacy_in_capture(struct session *s)
 {
     if (!s->captures)
@@ -111,10 +109,6 @@ static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *o
     CUstream st;
 
     *rc = CUDA_SUCCESS;
-    if ((h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY) && legacy_in_capture(s)) {
-        *rc = STREAM_CAPTURE_IMPLICIT;
-        return NULL;
-    }
     if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
         h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
         if (!s->default_stream) {
@@ -181,6 +175,22 @@ CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc)
 {
     return om_find_stream(c->s, h, enqueue, rc);
+}
+
+/* The stream whose capture state a call asks (stream.capture: cuStreamIsCapturing, the
+ * cuStreamGetCaptureInfo forms): the legacy stream (NULL, CU_STREAM_LEGACY; the shim sends a
+ * _ptsz form's NULL as CU_STREAM_PER_THREAD) is refused with STREAM_CAPTURE_IMPLICIT while a
+ * blocking or the per-thread stream of the client captures, as natively (CuPy's test suite asks
+ * it, and its capture goes on). Only those queries: the other uses of the legacy stream while
+ * a blocking stream captures run on the client's default stream, outside the capture (the
+ * server's and the shim's own uses of handle 0 mean that stream too); docs/compatibility.md. */
+CUstream om_arg_capture_stream(struct call *c, uint64_t h, CUresult *rc)
+{
+    if ((h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY) && legacy_in_capture(c->s)) {
+        *rc = STREAM_CAPTURE_IMPLICIT;
+        return NULL;
+    }
+    return om_find_stream(c->s, h, false, rc);
 }
 
 /* Waits for this client's streams (and reports a posted call's error). */

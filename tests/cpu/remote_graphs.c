@@ -187,6 +187,9 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *
                                           size_t, int);
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuStreamIsCapturing(CUstream, int *);
+CUresult cuStreamGetCaptureInfo(CUstream, int *, unsigned long long *);
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream, int *, unsigned long long *, CUgraph *,
+                                        const CUgraphNode **, const void **, size_t *);
 CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void **, void **);
 CUresult cuStreamGetCaptureInfo_v3(CUstream, int *, unsigned long long *, CUgraph *,
@@ -571,19 +574,27 @@ static void capture(void)
     OK(cuStreamIsCapturing(sb, &status));
     EXPECT(status == 1);
     OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, sb, aa, NULL)); /* captured */
-    /* the legacy stream waits for every blocking stream: while sb captures, any use of it
-     * fails, a query included (which leaves the capture whole: CuPy's test suite checks both);
-     * the per-thread stream (NULL of a _ptsz form) waits for none of them and is usable */
+    /* the legacy stream waits for every blocking stream: while sb captures, asking whether it
+     * captures fails, and the capture goes on (CuPy's test suite checks both); the per-thread
+     * stream (NULL of a _ptsz form, the per-thread handle) waits for none of them */
     EXPECT_RC(cuStreamIsCapturing(NULL, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
     EXPECT_RC(cuStreamIsCapturing(CU_STREAM_LEGACY, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-    EXPECT_RC(cuStreamQuery(NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    EXPECT_RC(cuStreamGetCaptureInfo_v3(NULL, &status, &id, NULL, &deps, NULL, &ndeps),
+              CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    EXPECT_RC(cuStreamGetCaptureInfo(CU_STREAM_LEGACY, &status, &id),
+              CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
     status = 7;
     OK(cuStreamIsCapturing_ptsz(NULL, &status));
+    EXPECT(status == 0);
+    status = 7;
+    OK(cuStreamGetCaptureInfo_v3_ptsz(NULL, &status, &id, NULL, &deps, NULL, &ndeps));
     EXPECT(status == 0);
     OK(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &status));
     EXPECT(status == 0);
     vb = 6;
-    OK(cuLaunchKernel_ptsz(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL)); /* runs */
+    /* other uses of the default streams run outside the capture (natively the legacy stream's
+     * would fail: docs/compatibility.md) */
+    OK(cuLaunchKernel_ptsz(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL));
     OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
     EXPECT(status == 1 && id != 0 && ndeps == 1 && deps && deps[0]);
     OK(cuStreamEndCapture(sb, &g));

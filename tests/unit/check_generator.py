@@ -104,6 +104,8 @@ REJECTED = [
     ("a symbol twice", "cuStreamQuery\tgen\thStream:stream",
      "cuStreamQuery is already described at "),
     ("a bad form", "cuEventQuery\tgenerated\t-", "form 'generated' is none of"),
+    ("ptsz on a row that is no _ptsz alias", "cuEventQuery\tgen\thEvent:event\tptsz",
+     "ptsz is for a _ptsz alias with a stream parameter"),
     ("an enum without its range", "cuStreamBeginCapture_v2\tgen\thStream:stream mode:val",
      "mode: the enum CUstreamCaptureMode needs its range"),
     ("a float with a check", "cuTexRefSetMipmapLevelBias\tgen\thTexRef:zero bias:val:x",

@@ -40,6 +40,7 @@
 
 #define MAX_STREAMS 8 /* streams remembered per executable graph holding user objects */
 #define STREAM_CAPTURE_UNSUPPORTED 900
+#define STREAM_CAPTURE_IMPLICIT 906 /* the legacy stream beside a blocking stream's capture */
 #define USER_OBJECT_NO_DESTRUCTOR_SYNC 1
 #define GRAPH_USER_OBJECT_MOVE 1
 #define UOBJ_MAGIC 0x55534f42u
@@ -268,16 +269,19 @@ CUresult om_hostfunc_capture(CUstream s, void (*fn)(void *), void *data, bool *c
     return rc;
 }
 
-/* cuStreamAddCallback on a capturing stream: refused, as the driver refuses it. */
+/* cuStreamAddCallback on a capturing stream: refused, as the driver refuses it; on the legacy
+ * stream while a blocking stream captures, the query's STREAM_CAPTURE_IMPLICIT is the call's. */
 CUresult om_callback_capture_check(CUstream s)
 {
     int status = 0;
+    CUresult rc;
 
     if (!__atomic_load_n(&open_captures, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
-    if (((CUresult(*)(CUstream, int *))om_remote_entry(OM_IDX_cuStreamIsCapturing))(s, &status) ==
-            CUDA_SUCCESS &&
-        status != 0)
+    rc = ((CUresult(*)(CUstream, int *))om_remote_entry(OM_IDX_cuStreamIsCapturing))(s, &status);
+    if (rc == STREAM_CAPTURE_IMPLICIT)
+        return rc;
+    if (rc == CUDA_SUCCESS && status != 0)
         return STREAM_CAPTURE_UNSUPPORTED;
     return CUDA_SUCCESS;
 }

@@ -4,34 +4,6 @@
 #include "../remote.h"
 #include "remote_decls.h"
 
-static CUresult om_ptsz_cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuMemMapArrayAsync(mapInfoList, count, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamEndCapture(hStream, phGraph);
-}
-
 static CUresult om_ptsz_cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
 {
     if (!hStream)
@@ -60,422 +32,10 @@ static CUresult om_ptsz_cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptu
     return om_r_cuStreamIsCapturing(hStream, captureStatus);
 }
 
-static CUresult om_ptsz_cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamUpdateCaptureDependencies(hStream, dependencies, numDependencies, flags);
-}
-
-static CUresult om_ptsz_cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, dependencyData, numDependencies, flags);
-}
-
-static CUresult om_ptsz_cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpy2DAsync_v2(pCopy, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpy3DAsync_v2(pCopy, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyAsync(dst, src, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream);
-}
-
-static CUresult om_ptsz_cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemsetD16Async(dstDevice, us, N, hStream);
-}
-
-static CUresult om_ptsz_cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream);
-}
-
-static CUresult om_ptsz_cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream);
-}
-
-static CUresult om_ptsz_cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream);
-}
-
-static CUresult om_ptsz_cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemsetD32Async(dstDevice, ui, N, hStream);
-}
-
-static CUresult om_ptsz_cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemsetD8Async(dstDevice, uc, N, hStream);
-}
-
-static CUresult om_ptsz_cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemcpy3DPeerAsync(pCopy, hStream);
-}
-
-static CUresult om_ptsz_cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuSignalExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream);
-}
-
-static CUresult om_ptsz_cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuWaitExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream);
-}
-
-static CUresult om_ptsz_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuGraphLaunch(hGraphExec, hStream);
-}
-
-static CUresult om_ptsz_cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuGraphUpload(hGraphExec, hStream);
-}
-
-static CUresult om_ptsz_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
-}
-
-static CUresult om_ptsz_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
-{
-    CUlaunchConfig per_thread;
-    if (config && !config->hStream) {
-        per_thread = *config;
-        per_thread.hStream = CU_STREAM_PER_THREAD;
-        config = &per_thread;
-    }
-    return om_r_cuLaunchKernelEx(config, f, kernelParams, extra);
-}
-
-static CUresult om_ptsz_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
-}
-
-static CUresult om_ptsz_cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemPrefetchAsync(devPtr, count, dstDevice, hStream);
-}
-
-static CUresult om_ptsz_cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemPrefetchAsync_v2(devPtr, count, location, flags, hStream);
-}
-
-static CUresult om_ptsz_cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
-}
-
-static CUresult om_ptsz_cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemDiscardBatchAsync(dptrs, sizes, count, flags, hStream);
-}
-
-static CUresult om_ptsz_cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemDiscardAndPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
-}
-
-static CUresult om_ptsz_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemAllocAsync(dptr, bytesize, hStream);
-}
-
-static CUresult om_ptsz_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
-}
-
-static CUresult om_ptsz_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuMemFreeAsync(dptr, hStream);
-}
-
-static CUresult om_ptsz_cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuEventRecordWithFlags(hEvent, hStream, flags);
-}
-
-static CUresult om_ptsz_cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuEventRecord(hEvent, hStream);
-}
-
-static CUresult om_ptsz_cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuLaunchHostFunc(hStream, fn, userData);
-}
-
-static CUresult om_ptsz_cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamAddCallback(hStream, callback, userData, flags);
-}
-
-static CUresult om_ptsz_cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamGetFlags(hStream, flags);
-}
-
-static CUresult om_ptsz_cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamGetPriority(hStream, priority);
-}
-
-static CUresult om_ptsz_cuStreamQuery_ptsz(CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamQuery(hStream);
-}
-
-static CUresult om_ptsz_cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamSynchronize(hStream);
-}
-
-static CUresult om_ptsz_cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWaitEvent(hStream, hEvent, Flags);
-}
-
-static CUresult om_ptsz_cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamGetId(hStream, streamId);
-}
-
-static CUresult om_ptsz_cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWaitValue32_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWaitValue32_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWaitValue64_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWaitValue64_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWriteValue32_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWriteValue32_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWriteValue64_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamWriteValue64_v2(stream, addr, value, flags);
-}
-
-static CUresult om_ptsz_cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamGetCtx(hStream, pctx);
-}
-
-static CUresult om_ptsz_cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
-}
-
-static CUresult om_ptsz_cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamGetDevice(hStream, device);
-}
-
-static CUresult om_ptsz_cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamBatchMemOp_v2(stream, count, paramArray, flags);
-}
-
-static CUresult om_ptsz_cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-    if (!stream)
-        stream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamBatchMemOp_v2(stream, count, paramArray, flags);
-}
-
-static CUresult om_ptsz_cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamAttachMemAsync(hStream, dptr, length, flags);
-}
-
-static CUresult om_ptsz_cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
-{
-    if (!dst)
-        dst = CU_STREAM_PER_THREAD;
-    if (!src)
-        src = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamCopyAttributes(dst, src);
-}
-
-static CUresult om_ptsz_cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_rpc_cuStreamGetAttribute(hStream, attr, value_out);
-}
-
-static CUresult om_ptsz_cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
-{
-    if (!hStream)
-        hStream = CU_STREAM_PER_THREAD;
-    return om_r_cuStreamSetAttribute(hStream, attr, value);
-}
-
 void om_remote_gen_install(void)
 {
     om_remote_set(OM_IDX_cuMemMapArrayAsync, (void *)om_rpc_cuMemMapArrayAsync);
-    om_remote_set(OM_IDX_cuMemMapArrayAsync_ptsz, (void *)om_ptsz_cuMemMapArrayAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemMapArrayAsync_ptsz, (void *)om_rpc_cuMemMapArrayAsync);
     om_remote_set(OM_IDX_cuArrayCreate_v2, (void *)om_r_cuArrayCreate_v2);
     om_remote_set(OM_IDX_cuArray3DCreate_v2, (void *)om_r_cuArray3DCreate_v2);
     om_remote_set(OM_IDX_cuArrayDestroy, (void *)om_r_cuArrayDestroy);
@@ -492,11 +52,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuMemcpyHtoA_v2, (void *)om_r_cuMemcpyHtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoA_v2_ptds, (void *)om_r_cuMemcpyHtoA_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoAAsync_v2, (void *)om_r_cuMemcpyHtoAAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyHtoAAsync_v2_ptsz, (void *)om_ptsz_cuMemcpyHtoAAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyHtoAAsync_v2_ptsz, (void *)om_r_cuMemcpyHtoAAsync_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoH_v2, (void *)om_r_cuMemcpyAtoH_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoH_v2_ptds, (void *)om_r_cuMemcpyAtoH_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoHAsync_v2, (void *)om_r_cuMemcpyAtoHAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyAtoHAsync_v2_ptsz, (void *)om_ptsz_cuMemcpyAtoHAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyAtoHAsync_v2_ptsz, (void *)om_r_cuMemcpyAtoHAsync_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoD_v2, (void *)om_r_cuMemcpyAtoD_v2);
     om_remote_set(OM_IDX_cuMemcpyAtoD_v2_ptds, (void *)om_r_cuMemcpyAtoD_v2);
     om_remote_set(OM_IDX_cuMemcpyDtoA_v2, (void *)om_r_cuMemcpyDtoA_v2);
@@ -518,7 +78,7 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamBeginCapture_v2, (void *)om_r_cuStreamBeginCapture_v2);
     om_remote_set(OM_IDX_cuStreamBeginCapture_v2_ptsz, (void *)om_r_cuStreamBeginCapture_v2_ptsz);
     om_remote_set(OM_IDX_cuStreamEndCapture, (void *)om_r_cuStreamEndCapture);
-    om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_ptsz_cuStreamEndCapture_ptsz);
+    om_remote_set(OM_IDX_cuStreamEndCapture_ptsz, (void *)om_r_cuStreamEndCapture);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo, (void *)om_r_cuStreamGetCaptureInfo);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_ptsz, (void *)om_ptsz_cuStreamGetCaptureInfo_ptsz);
     om_remote_set(OM_IDX_cuStreamGetCaptureInfo_v2, (void *)om_r_cuStreamGetCaptureInfo_v2);
@@ -528,9 +88,9 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)om_r_cuStreamIsCapturing);
     om_remote_set(OM_IDX_cuStreamIsCapturing_ptsz, (void *)om_ptsz_cuStreamIsCapturing_ptsz);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies, (void *)om_rpc_cuStreamUpdateCaptureDependencies);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)om_ptsz_cuStreamUpdateCaptureDependencies_ptsz);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_ptsz, (void *)om_rpc_cuStreamUpdateCaptureDependencies);
     om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
-    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_ptsz_cuStreamUpdateCaptureDependencies_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamUpdateCaptureDependencies_v2_ptsz, (void *)om_r_cuStreamUpdateCaptureDependencies_v2);
     om_remote_set(OM_IDX_cuThreadExchangeStreamCaptureMode, (void *)om_r_cuThreadExchangeStreamCaptureMode);
     om_remote_set(OM_IDX_cuCtxGetApiVersion, (void *)om_r_cuCtxGetApiVersion);
     om_remote_set(OM_IDX_cuCtxGetCacheConfig, (void *)om_r_cuCtxGetCacheConfig);
@@ -579,62 +139,62 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuProfilerStop, (void *)om_r_cuProfilerStop);
     om_remote_set(OM_IDX_cuMemcpy, (void *)om_r_cuMemcpy);
     om_remote_set(OM_IDX_cuMemcpy2DAsync_v2, (void *)om_r_cuMemcpy2DAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpy2DAsync_v2_ptsz, (void *)om_ptsz_cuMemcpy2DAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpy2DAsync_v2_ptsz, (void *)om_r_cuMemcpy2DAsync_v2);
     om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2, (void *)om_r_cuMemcpy2D_v2);
     om_remote_set(OM_IDX_cuMemcpy2DUnaligned_v2_ptds, (void *)om_r_cuMemcpy2D_v2);
     om_remote_set(OM_IDX_cuMemcpy2D_v2, (void *)om_r_cuMemcpy2D_v2);
     om_remote_set(OM_IDX_cuMemcpy2D_v2_ptds, (void *)om_r_cuMemcpy2D_v2);
     om_remote_set(OM_IDX_cuMemcpy3DAsync_v2, (void *)om_r_cuMemcpy3DAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpy3DAsync_v2_ptsz, (void *)om_ptsz_cuMemcpy3DAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpy3DAsync_v2_ptsz, (void *)om_r_cuMemcpy3DAsync_v2);
     om_remote_set(OM_IDX_cuMemcpy3D_v2, (void *)om_r_cuMemcpy3D_v2);
     om_remote_set(OM_IDX_cuMemcpy3D_v2_ptds, (void *)om_r_cuMemcpy3D_v2);
     om_remote_set(OM_IDX_cuMemcpyAsync, (void *)om_r_cuMemcpyAsync);
-    om_remote_set(OM_IDX_cuMemcpyAsync_ptsz, (void *)om_ptsz_cuMemcpyAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyAsync_ptsz, (void *)om_r_cuMemcpyAsync);
     om_remote_set(OM_IDX_cuMemcpyDtoDAsync_v2, (void *)om_r_cuMemcpyDtoDAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyDtoDAsync_v2_ptsz, (void *)om_ptsz_cuMemcpyDtoDAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyDtoDAsync_v2_ptsz, (void *)om_r_cuMemcpyDtoDAsync_v2);
     om_remote_set(OM_IDX_cuMemcpyDtoD_v2, (void *)om_r_cuMemcpyDtoD_v2);
     om_remote_set(OM_IDX_cuMemcpyDtoD_v2_ptds, (void *)om_r_cuMemcpyDtoD_v2);
     om_remote_set(OM_IDX_cuMemcpyDtoHAsync_v2, (void *)om_r_cuMemcpyDtoHAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyDtoHAsync_v2_ptsz, (void *)om_ptsz_cuMemcpyDtoHAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyDtoHAsync_v2_ptsz, (void *)om_r_cuMemcpyDtoHAsync_v2);
     om_remote_set(OM_IDX_cuMemcpyDtoH_v2, (void *)om_r_cuMemcpyDtoH_v2);
     om_remote_set(OM_IDX_cuMemcpyDtoH_v2_ptds, (void *)om_r_cuMemcpyDtoH_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoDAsync_v2, (void *)om_r_cuMemcpyHtoDAsync_v2);
-    om_remote_set(OM_IDX_cuMemcpyHtoDAsync_v2_ptsz, (void *)om_ptsz_cuMemcpyHtoDAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyHtoDAsync_v2_ptsz, (void *)om_r_cuMemcpyHtoDAsync_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoD_v2, (void *)om_r_cuMemcpyHtoD_v2);
     om_remote_set(OM_IDX_cuMemcpyHtoD_v2_ptds, (void *)om_r_cuMemcpyHtoD_v2);
     om_remote_set(OM_IDX_cuMemcpyPeer, (void *)om_r_cuMemcpyPeer);
     om_remote_set(OM_IDX_cuMemcpyPeerAsync, (void *)om_r_cuMemcpyPeerAsync);
-    om_remote_set(OM_IDX_cuMemcpyPeerAsync_ptsz, (void *)om_ptsz_cuMemcpyPeerAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemcpyPeerAsync_ptsz, (void *)om_r_cuMemcpyPeerAsync);
     om_remote_set(OM_IDX_cuMemcpyPeer_ptds, (void *)om_r_cuMemcpyPeer);
     om_remote_set(OM_IDX_cuMemcpy_ptds, (void *)om_r_cuMemcpy);
     om_remote_set(OM_IDX_cuMemsetD16Async, (void *)om_r_cuMemsetD16Async);
-    om_remote_set(OM_IDX_cuMemsetD16Async_ptsz, (void *)om_ptsz_cuMemsetD16Async_ptsz);
+    om_remote_set(OM_IDX_cuMemsetD16Async_ptsz, (void *)om_r_cuMemsetD16Async);
     om_remote_set(OM_IDX_cuMemsetD16_v2, (void *)om_r_cuMemsetD16_v2);
     om_remote_set(OM_IDX_cuMemsetD16_v2_ptds, (void *)om_r_cuMemsetD16_v2);
     om_remote_set(OM_IDX_cuMemsetD2D16Async, (void *)om_r_cuMemsetD2D16Async);
-    om_remote_set(OM_IDX_cuMemsetD2D16Async_ptsz, (void *)om_ptsz_cuMemsetD2D16Async_ptsz);
+    om_remote_set(OM_IDX_cuMemsetD2D16Async_ptsz, (void *)om_r_cuMemsetD2D16Async);
     om_remote_set(OM_IDX_cuMemsetD2D16_v2, (void *)om_r_cuMemsetD2D16_v2);
     om_remote_set(OM_IDX_cuMemsetD2D16_v2_ptds, (void *)om_r_cuMemsetD2D16_v2);
     om_remote_set(OM_IDX_cuMemsetD2D32Async, (void *)om_r_cuMemsetD2D32Async);
-    om_remote_set(OM_IDX_cuMemsetD2D32Async_ptsz, (void *)om_ptsz_cuMemsetD2D32Async_ptsz);
+    om_remote_set(OM_IDX_cuMemsetD2D32Async_ptsz, (void *)om_r_cuMemsetD2D32Async);
     om_remote_set(OM_IDX_cuMemsetD2D32_v2, (void *)om_r_cuMemsetD2D32_v2);
     om_remote_set(OM_IDX_cuMemsetD2D32_v2_ptds, (void *)om_r_cuMemsetD2D32_v2);
     om_remote_set(OM_IDX_cuMemsetD2D8Async, (void *)om_r_cuMemsetD2D8Async);
-    om_remote_set(OM_IDX_cuMemsetD2D8Async_ptsz, (void *)om_ptsz_cuMemsetD2D8Async_ptsz);
+    om_remote_set(OM_IDX_cuMemsetD2D8Async_ptsz, (void *)om_r_cuMemsetD2D8Async);
     om_remote_set(OM_IDX_cuMemsetD2D8_v2, (void *)om_r_cuMemsetD2D8_v2);
     om_remote_set(OM_IDX_cuMemsetD2D8_v2_ptds, (void *)om_r_cuMemsetD2D8_v2);
     om_remote_set(OM_IDX_cuMemsetD32Async, (void *)om_r_cuMemsetD32Async);
-    om_remote_set(OM_IDX_cuMemsetD32Async_ptsz, (void *)om_ptsz_cuMemsetD32Async_ptsz);
+    om_remote_set(OM_IDX_cuMemsetD32Async_ptsz, (void *)om_r_cuMemsetD32Async);
     om_remote_set(OM_IDX_cuMemsetD32_v2, (void *)om_r_cuMemsetD32_v2);
     om_remote_set(OM_IDX_cuMemsetD32_v2_ptds, (void *)om_r_cuMemsetD32_v2);
     om_remote_set(OM_IDX_cuMemsetD8Async, (void *)om_r_cuMemsetD8Async);
-    om_remote_set(OM_IDX_cuMemsetD8Async_ptsz, (void *)om_ptsz_cuMemsetD8Async_ptsz);
+    om_remote_set(OM_IDX_cuMemsetD8Async_ptsz, (void *)om_r_cuMemsetD8Async);
     om_remote_set(OM_IDX_cuMemsetD8_v2, (void *)om_r_cuMemsetD8_v2);
     om_remote_set(OM_IDX_cuMemsetD8_v2_ptds, (void *)om_r_cuMemsetD8_v2);
     om_remote_set(OM_IDX_cuMemcpy3DPeer, (void *)om_r_cuMemcpy3DPeer);
     om_remote_set(OM_IDX_cuMemcpy3DPeer_ptds, (void *)om_r_cuMemcpy3DPeer);
     om_remote_set(OM_IDX_cuMemcpy3DPeerAsync, (void *)om_r_cuMemcpy3DPeerAsync);
-    om_remote_set(OM_IDX_cuMemcpy3DPeerAsync_ptsz, (void *)om_ptsz_cuMemcpy3DPeerAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemcpy3DPeerAsync_ptsz, (void *)om_r_cuMemcpy3DPeerAsync);
     om_remote_set(OM_IDX_cuMemcpyBatchAsync, (void *)om_r_cuMemcpyBatchAsync);
     om_remote_set(OM_IDX_cuMemcpyBatchAsync_ptsz, (void *)om_r_cuMemcpyBatchAsync_ptsz);
     om_remote_set(OM_IDX_cuMemcpyBatchAsync_v2, (void *)om_r_cuMemcpyBatchAsync_v2);
@@ -666,9 +226,9 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuDestroyExternalMemory, (void *)om_rpc_cuDestroyExternalMemory);
     om_remote_set(OM_IDX_cuImportExternalSemaphore, (void *)om_r_cuImportExternalSemaphore);
     om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync, (void *)om_rpc_cuSignalExternalSemaphoresAsync);
-    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync_ptsz, (void *)om_ptsz_cuSignalExternalSemaphoresAsync_ptsz);
+    om_remote_set(OM_IDX_cuSignalExternalSemaphoresAsync_ptsz, (void *)om_rpc_cuSignalExternalSemaphoresAsync);
     om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync, (void *)om_rpc_cuWaitExternalSemaphoresAsync);
-    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync_ptsz, (void *)om_ptsz_cuWaitExternalSemaphoresAsync_ptsz);
+    om_remote_set(OM_IDX_cuWaitExternalSemaphoresAsync_ptsz, (void *)om_rpc_cuWaitExternalSemaphoresAsync);
     om_remote_set(OM_IDX_cuDestroyExternalSemaphore, (void *)om_rpc_cuDestroyExternalSemaphore);
     om_remote_set(OM_IDX_cuDeviceGetGraphMemAttribute, (void *)om_rpc_cuDeviceGetGraphMemAttribute);
     om_remote_set(OM_IDX_cuDeviceGraphMemTrim, (void *)om_rpc_cuDeviceGraphMemTrim);
@@ -698,11 +258,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuGraphInstantiateWithParams_ptsz, (void *)om_r_cuGraphInstantiateWithParams);
     om_remote_set(OM_IDX_cuGraphInstantiate_v2, (void *)om_r_cuGraphInstantiate);
     om_remote_set(OM_IDX_cuGraphLaunch, (void *)om_r_cuGraphLaunch);
-    om_remote_set(OM_IDX_cuGraphLaunch_ptsz, (void *)om_ptsz_cuGraphLaunch_ptsz);
+    om_remote_set(OM_IDX_cuGraphLaunch_ptsz, (void *)om_r_cuGraphLaunch);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies, (void *)om_rpc_cuGraphRemoveDependencies);
     om_remote_set(OM_IDX_cuGraphRemoveDependencies_v2, (void *)om_r_cuGraphRemoveDependencies_v2);
     om_remote_set(OM_IDX_cuGraphUpload, (void *)om_rpc_cuGraphUpload);
-    om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)om_ptsz_cuGraphUpload_ptsz);
+    om_remote_set(OM_IDX_cuGraphUpload_ptsz, (void *)om_rpc_cuGraphUpload);
     om_remote_set(OM_IDX_cuDeviceGetDevResource, (void *)om_r_cuDeviceGetDevResource);
     om_remote_set(OM_IDX_cuGreenCtxGetDevResource, (void *)om_r_cuGreenCtxGetDevResource);
     om_remote_set(OM_IDX_cuCtxGetDevResource, (void *)om_r_cuCtxGetDevResource);
@@ -732,11 +292,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuIpcGetEventHandle, (void *)om_r_cuIpcGetEventHandle);
     om_remote_set(OM_IDX_cuIpcOpenEventHandle, (void *)om_r_cuIpcOpenEventHandle);
     om_remote_set(OM_IDX_cuLaunchCooperativeKernel, (void *)om_r_cuLaunchCooperativeKernel);
-    om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_ptsz_cuLaunchCooperativeKernel_ptsz);
+    om_remote_set(OM_IDX_cuLaunchCooperativeKernel_ptsz, (void *)om_r_cuLaunchCooperativeKernel);
     om_remote_set(OM_IDX_cuLaunchKernel, (void *)om_r_cuLaunchKernel);
     om_remote_set(OM_IDX_cuLaunchKernelEx, (void *)om_r_cuLaunchKernelEx);
-    om_remote_set(OM_IDX_cuLaunchKernelEx_ptsz, (void *)om_ptsz_cuLaunchKernelEx_ptsz);
-    om_remote_set(OM_IDX_cuLaunchKernel_ptsz, (void *)om_ptsz_cuLaunchKernel_ptsz);
+    om_remote_set(OM_IDX_cuLaunchKernelEx_ptsz, (void *)om_r_cuLaunchKernelEx);
+    om_remote_set(OM_IDX_cuLaunchKernel_ptsz, (void *)om_r_cuLaunchKernel);
     om_remote_set(OM_IDX_cuFuncSetBlockShape, (void *)om_r_cuFuncSetBlockShape);
     om_remote_set(OM_IDX_cuFuncSetSharedSize, (void *)om_r_cuFuncSetSharedSize);
     om_remote_set(OM_IDX_cuParamSetSize, (void *)om_r_cuParamSetSize);
@@ -776,19 +336,19 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuLinkDestroy, (void *)om_r_cuLinkDestroy);
     om_remote_set(OM_IDX_cuMemAllocManaged, (void *)om_r_cuMemAllocManaged);
     om_remote_set(OM_IDX_cuMemPrefetchAsync, (void *)om_r_cuMemPrefetchAsync);
-    om_remote_set(OM_IDX_cuMemPrefetchAsync_ptsz, (void *)om_ptsz_cuMemPrefetchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_ptsz, (void *)om_r_cuMemPrefetchAsync);
     om_remote_set(OM_IDX_cuMemPrefetchAsync_v2, (void *)om_r_cuMemPrefetchAsync_v2);
-    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2_ptsz, (void *)om_ptsz_cuMemPrefetchAsync_v2_ptsz);
+    om_remote_set(OM_IDX_cuMemPrefetchAsync_v2_ptsz, (void *)om_r_cuMemPrefetchAsync_v2);
     om_remote_set(OM_IDX_cuMemAdvise, (void *)om_r_cuMemAdvise);
     om_remote_set(OM_IDX_cuMemAdvise_v2, (void *)om_r_cuMemAdvise_v2);
     om_remote_set(OM_IDX_cuMemRangeGetAttribute, (void *)om_r_cuMemRangeGetAttribute);
     om_remote_set(OM_IDX_cuMemRangeGetAttributes, (void *)om_r_cuMemRangeGetAttributes);
     om_remote_set(OM_IDX_cuMemPrefetchBatchAsync, (void *)om_r_cuMemPrefetchBatchAsync);
-    om_remote_set(OM_IDX_cuMemPrefetchBatchAsync_ptsz, (void *)om_ptsz_cuMemPrefetchBatchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemPrefetchBatchAsync_ptsz, (void *)om_r_cuMemPrefetchBatchAsync);
     om_remote_set(OM_IDX_cuMemDiscardBatchAsync, (void *)om_r_cuMemDiscardBatchAsync);
-    om_remote_set(OM_IDX_cuMemDiscardBatchAsync_ptsz, (void *)om_ptsz_cuMemDiscardBatchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemDiscardBatchAsync_ptsz, (void *)om_r_cuMemDiscardBatchAsync);
     om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync, (void *)om_r_cuMemDiscardAndPrefetchBatchAsync);
-    om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync_ptsz, (void *)om_ptsz_cuMemDiscardAndPrefetchBatchAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemDiscardAndPrefetchBatchAsync_ptsz, (void *)om_r_cuMemDiscardAndPrefetchBatchAsync);
     om_remote_set(OM_IDX_cuMemAllocHost_v2, (void *)om_r_cuMemAllocHost_v2);
     om_remote_set(OM_IDX_cuMemAllocPitch_v2, (void *)om_r_cuMemAllocPitch_v2);
     om_remote_set(OM_IDX_cuMemAlloc_v2, (void *)om_r_cuMemAlloc_v2);
@@ -806,11 +366,11 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuPointerSetAttribute, (void *)om_r_cuPointerSetAttribute);
     om_remote_set(OM_IDX_cuMemGetHandleForAddressRange, (void *)om_r_cuMemGetHandleForAddressRange);
     om_remote_set(OM_IDX_cuMemAllocAsync, (void *)om_r_cuMemAllocAsync);
-    om_remote_set(OM_IDX_cuMemAllocAsync_ptsz, (void *)om_ptsz_cuMemAllocAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemAllocAsync_ptsz, (void *)om_r_cuMemAllocAsync);
     om_remote_set(OM_IDX_cuMemAllocFromPoolAsync, (void *)om_r_cuMemAllocFromPoolAsync);
-    om_remote_set(OM_IDX_cuMemAllocFromPoolAsync_ptsz, (void *)om_ptsz_cuMemAllocFromPoolAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemAllocFromPoolAsync_ptsz, (void *)om_r_cuMemAllocFromPoolAsync);
     om_remote_set(OM_IDX_cuMemFreeAsync, (void *)om_r_cuMemFreeAsync);
-    om_remote_set(OM_IDX_cuMemFreeAsync_ptsz, (void *)om_ptsz_cuMemFreeAsync_ptsz);
+    om_remote_set(OM_IDX_cuMemFreeAsync_ptsz, (void *)om_r_cuMemFreeAsync);
     om_remote_set(OM_IDX_cuMemPoolCreate, (void *)om_r_cuMemPoolCreate);
     om_remote_set(OM_IDX_cuMemPoolDestroy, (void *)om_rpc_cuMemPoolDestroy);
     om_remote_set(OM_IDX_cuMemPoolSetAttribute, (void *)om_r_cuMemPoolSetAttribute);
@@ -934,63 +494,63 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuEventQuery, (void *)om_rpc_cuEventQuery);
     om_remote_set(OM_IDX_cuEventRecord, (void *)om_rpc_cuEventRecord);
     om_remote_set(OM_IDX_cuEventRecordWithFlags, (void *)om_rpc_cuEventRecordWithFlags);
-    om_remote_set(OM_IDX_cuEventRecordWithFlags_ptsz, (void *)om_ptsz_cuEventRecordWithFlags_ptsz);
-    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)om_ptsz_cuEventRecord_ptsz);
+    om_remote_set(OM_IDX_cuEventRecordWithFlags_ptsz, (void *)om_rpc_cuEventRecordWithFlags);
+    om_remote_set(OM_IDX_cuEventRecord_ptsz, (void *)om_rpc_cuEventRecord);
     om_remote_set(OM_IDX_cuEventSynchronize, (void *)om_r_cuEventSynchronize);
     om_remote_set(OM_IDX_cuLaunchHostFunc, (void *)om_r_cuLaunchHostFunc);
-    om_remote_set(OM_IDX_cuLaunchHostFunc_ptsz, (void *)om_ptsz_cuLaunchHostFunc_ptsz);
+    om_remote_set(OM_IDX_cuLaunchHostFunc_ptsz, (void *)om_r_cuLaunchHostFunc);
     om_remote_set(OM_IDX_cuStreamAddCallback, (void *)om_r_cuStreamAddCallback);
-    om_remote_set(OM_IDX_cuStreamAddCallback_ptsz, (void *)om_ptsz_cuStreamAddCallback_ptsz);
+    om_remote_set(OM_IDX_cuStreamAddCallback_ptsz, (void *)om_r_cuStreamAddCallback);
     om_remote_set(OM_IDX_cuStreamCreate, (void *)om_r_cuStreamCreate);
     om_remote_set(OM_IDX_cuStreamCreateWithPriority, (void *)om_r_cuStreamCreateWithPriority);
     om_remote_set(OM_IDX_cuStreamDestroy_v2, (void *)om_r_cuStreamDestroy_v2);
     om_remote_set(OM_IDX_cuStreamGetFlags, (void *)om_r_cuStreamGetFlags);
-    om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)om_ptsz_cuStreamGetFlags_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetFlags_ptsz, (void *)om_r_cuStreamGetFlags);
     om_remote_set(OM_IDX_cuStreamGetPriority, (void *)om_r_cuStreamGetPriority);
-    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)om_ptsz_cuStreamGetPriority_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetPriority_ptsz, (void *)om_r_cuStreamGetPriority);
     om_remote_set(OM_IDX_cuStreamQuery, (void *)om_rpc_cuStreamQuery);
-    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)om_ptsz_cuStreamQuery_ptsz);
+    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)om_rpc_cuStreamQuery);
     om_remote_set(OM_IDX_cuStreamSynchronize, (void *)om_r_cuStreamSynchronize);
-    om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)om_ptsz_cuStreamSynchronize_ptsz);
+    om_remote_set(OM_IDX_cuStreamSynchronize_ptsz, (void *)om_r_cuStreamSynchronize);
     om_remote_set(OM_IDX_cuStreamWaitEvent, (void *)om_rpc_cuStreamWaitEvent);
-    om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)om_ptsz_cuStreamWaitEvent_ptsz);
+    om_remote_set(OM_IDX_cuStreamWaitEvent_ptsz, (void *)om_rpc_cuStreamWaitEvent);
     om_remote_set(OM_IDX_cuStreamGetId, (void *)om_rpc_cuStreamGetId);
-    om_remote_set(OM_IDX_cuStreamGetId_ptsz, (void *)om_ptsz_cuStreamGetId_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetId_ptsz, (void *)om_rpc_cuStreamGetId);
     om_remote_set(OM_IDX_cuStreamWaitValue32_v2, (void *)om_rpc_cuStreamWaitValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue32_v2_ptsz, (void *)om_ptsz_cuStreamWaitValue32_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_v2_ptsz, (void *)om_rpc_cuStreamWaitValue32_v2);
     om_remote_set(OM_IDX_cuStreamWaitValue32, (void *)om_rpc_cuStreamWaitValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue32_ptsz, (void *)om_ptsz_cuStreamWaitValue32_ptsz);
+    om_remote_set(OM_IDX_cuStreamWaitValue32_ptsz, (void *)om_rpc_cuStreamWaitValue32_v2);
     om_remote_set(OM_IDX_cuStreamWaitValue64_v2, (void *)om_rpc_cuStreamWaitValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue64_v2_ptsz, (void *)om_ptsz_cuStreamWaitValue64_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_v2_ptsz, (void *)om_rpc_cuStreamWaitValue64_v2);
     om_remote_set(OM_IDX_cuStreamWaitValue64, (void *)om_rpc_cuStreamWaitValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWaitValue64_ptsz, (void *)om_ptsz_cuStreamWaitValue64_ptsz);
+    om_remote_set(OM_IDX_cuStreamWaitValue64_ptsz, (void *)om_rpc_cuStreamWaitValue64_v2);
     om_remote_set(OM_IDX_cuStreamWriteValue32_v2, (void *)om_rpc_cuStreamWriteValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue32_v2_ptsz, (void *)om_ptsz_cuStreamWriteValue32_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_v2_ptsz, (void *)om_rpc_cuStreamWriteValue32_v2);
     om_remote_set(OM_IDX_cuStreamWriteValue32, (void *)om_rpc_cuStreamWriteValue32_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue32_ptsz, (void *)om_ptsz_cuStreamWriteValue32_ptsz);
+    om_remote_set(OM_IDX_cuStreamWriteValue32_ptsz, (void *)om_rpc_cuStreamWriteValue32_v2);
     om_remote_set(OM_IDX_cuStreamWriteValue64_v2, (void *)om_rpc_cuStreamWriteValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)om_ptsz_cuStreamWriteValue64_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_v2_ptsz, (void *)om_rpc_cuStreamWriteValue64_v2);
     om_remote_set(OM_IDX_cuStreamWriteValue64, (void *)om_rpc_cuStreamWriteValue64_v2);
-    om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)om_ptsz_cuStreamWriteValue64_ptsz);
+    om_remote_set(OM_IDX_cuStreamWriteValue64_ptsz, (void *)om_rpc_cuStreamWriteValue64_v2);
     om_remote_set(OM_IDX_cuStreamDestroy, (void *)om_r_cuStreamDestroy_v2);
     om_remote_set(OM_IDX_cuStreamGetCtx, (void *)om_r_cuStreamGetCtx);
-    om_remote_set(OM_IDX_cuStreamGetCtx_ptsz, (void *)om_ptsz_cuStreamGetCtx_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetCtx_ptsz, (void *)om_r_cuStreamGetCtx);
     om_remote_set(OM_IDX_cuStreamGetCtx_v2, (void *)om_r_cuStreamGetCtx_v2);
-    om_remote_set(OM_IDX_cuStreamGetCtx_v2_ptsz, (void *)om_ptsz_cuStreamGetCtx_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetCtx_v2_ptsz, (void *)om_r_cuStreamGetCtx_v2);
     om_remote_set(OM_IDX_cuStreamGetDevice, (void *)om_r_cuStreamGetDevice);
-    om_remote_set(OM_IDX_cuStreamGetDevice_ptsz, (void *)om_ptsz_cuStreamGetDevice_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetDevice_ptsz, (void *)om_r_cuStreamGetDevice);
     om_remote_set(OM_IDX_cuStreamBatchMemOp_v2, (void *)om_r_cuStreamBatchMemOp_v2);
-    om_remote_set(OM_IDX_cuStreamBatchMemOp_v2_ptsz, (void *)om_ptsz_cuStreamBatchMemOp_v2_ptsz);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_v2_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
     om_remote_set(OM_IDX_cuStreamBatchMemOp, (void *)om_r_cuStreamBatchMemOp_v2);
-    om_remote_set(OM_IDX_cuStreamBatchMemOp_ptsz, (void *)om_ptsz_cuStreamBatchMemOp_ptsz);
+    om_remote_set(OM_IDX_cuStreamBatchMemOp_ptsz, (void *)om_r_cuStreamBatchMemOp_v2);
     om_remote_set(OM_IDX_cuStreamAttachMemAsync, (void *)om_r_cuStreamAttachMemAsync);
-    om_remote_set(OM_IDX_cuStreamAttachMemAsync_ptsz, (void *)om_ptsz_cuStreamAttachMemAsync_ptsz);
+    om_remote_set(OM_IDX_cuStreamAttachMemAsync_ptsz, (void *)om_r_cuStreamAttachMemAsync);
     om_remote_set(OM_IDX_cuStreamCopyAttributes, (void *)om_rpc_cuStreamCopyAttributes);
-    om_remote_set(OM_IDX_cuStreamCopyAttributes_ptsz, (void *)om_ptsz_cuStreamCopyAttributes_ptsz);
+    om_remote_set(OM_IDX_cuStreamCopyAttributes_ptsz, (void *)om_rpc_cuStreamCopyAttributes);
     om_remote_set(OM_IDX_cuStreamGetAttribute, (void *)om_rpc_cuStreamGetAttribute);
-    om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)om_ptsz_cuStreamGetAttribute_ptsz);
+    om_remote_set(OM_IDX_cuStreamGetAttribute_ptsz, (void *)om_rpc_cuStreamGetAttribute);
     om_remote_set(OM_IDX_cuStreamSetAttribute, (void *)om_r_cuStreamSetAttribute);
-    om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_ptsz_cuStreamSetAttribute_ptsz);
+    om_remote_set(OM_IDX_cuStreamSetAttribute_ptsz, (void *)om_r_cuStreamSetAttribute);
     om_remote_set(OM_IDX_cuTexRefCreate, (void *)om_rpc_cuTexRefCreate);
     om_remote_set(OM_IDX_cuTexRefDestroy, (void *)om_rpc_cuTexRefDestroy);
     om_remote_set(OM_IDX_cuTexRefGetAddress, (void *)om_rpc_cuTexRefGetAddress);

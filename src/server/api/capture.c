@@ -142,7 +142,7 @@ CUresult om_x_cuStreamGetCaptureInfo_v3(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    st = om_arg_stream(c, sh, false, &rc);
+    st = om_arg_capture_stream(c, sh, &rc); /* route.c: the legacy stream beside a capture */
     if (!st)
         return rc;
     rc = ((CUresult(*)(CUstream, int *, uint64_t *, CUgraph *, const CUgraphNode **,

@@ -391,7 +391,7 @@ static CUresult x_cuStreamGetCaptureInfo(struct call *c)
         return rc;
     memset(&o_captureStatus_out, 0, sizeof(o_captureStatus_out));
     memset(&o_id_out, 0, sizeof(o_id_out));
-    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    s_hStream = om_arg_capture_stream(c, a_hStream, &rc);
     if (!s_hStream)
         goto out;
     rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *))REAL(cuStreamGetCaptureInfo))(s_hStream, &o_captureStatus_out, &o_id_out);
@@ -413,7 +413,7 @@ static CUresult x_cuStreamIsCapturing(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(&o_captureStatus, 0, sizeof(o_captureStatus));
-    s_hStream = om_arg_stream(c, a_hStream, false, &rc);
+    s_hStream = om_arg_capture_stream(c, a_hStream, &rc);
     if (!s_hStream)
         goto out;
     rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))REAL(cuStreamIsCapturing))(s_hStream, &o_captureStatus);
