@@ -434,7 +434,9 @@ class StreamQuery(Stream):
 
 class StreamCapture(StreamQuery):
     """stream.capture: a stream whose capture state is asked (om_arg_capture_stream: the legacy
-    stream is refused while a blocking stream of the client captures, as natively)."""
+    stream is refused while a blocking or the per-thread stream of the client captures, as
+    natively). Its base stays stream.query: everything else (the request's bytes, sync's and
+    out:CHECK's stream arguments, the fuzz checks) treats it as the query it is."""
 
     def check_value(self, d, types):
         n = self.name

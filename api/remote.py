@@ -46,7 +46,8 @@ params   for gen rows, one annotation per parameter of the prototype, in order, 
     stream.query        a stream the call only queries or waits for
     stream.capture      a stream whose capture state the call asks: as stream.query, but the
                         legacy stream (NULL, CU_STREAM_LEGACY) is refused with
-                        STREAM_CAPTURE_IMPLICIT while a blocking stream of the client captures
+                        STREAM_CAPTURE_IMPLICIT while a blocking or the per-thread stream of
+                        the client captures
     ptr(LEN)            a device address: [ptr, ptr + LEN) within the client's memory
     in, in?             a struct read through a pointer (sizeof the pointee)
     in:CHECK            ... checked by om_check_CHECK(struct call *, TYPE *) on the server

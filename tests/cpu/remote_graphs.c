@@ -224,6 +224,8 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode, const M3D *);
 CUresult cuGraphMemcpyNodeGetParams(CUgraphNode, M3D *);
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const M3D *, CUcontext);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuStreamAddCallback(CUstream, void (*)(CUstream, CUresult, void *), void *, unsigned);
 CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
 CUresult cuGraphKernelNodeGetAttribute(CUgraphNode, int, void *);
 CUresult cuGraphKernelNodeSetAttribute(CUgraphNode, int, const void *);
@@ -261,6 +263,13 @@ static KNP fill_params(CUdeviceptr *p, unsigned *value, unsigned *count, void **
     return k;
 }
 
+static void count_callback(CUstream s, CUresult rc, void *data)
+{
+    (void)s;
+    if (rc == CUDA_SUCCESS)
+        ++*(int *)data;
+}
+
 /* The legacy default stream cannot be captured, by any entry point or handle that names it
  * (NULL in the plain forms, CU_STREAM_LEGACY in all): refused with STREAM_CAPTURE_UNSUPPORTED,
  * nothing left capturing; NULL in a _ptsz form is the per-thread stream, which can. */
@@ -291,12 +300,34 @@ static void legacy_not_captured(CUstream blocking)
     OK(cuStreamIsCapturing(blocking, &status));
     EXPECT(status == 0);
     OK(cuCtxSynchronize());
-    /* the per-thread stream can be captured: NULL of a _ptsz form and the per-thread handle */
+    /* the per-thread stream can be captured: NULL of a _ptsz form and the per-thread handle;
+     * the legacy stream, which it waits for, cannot be asked meanwhile; a pageable copy of a
+     * _ptsz form's NULL joins the capture (a host node and a staging copy: the capture stays
+     * valid, and each launch copies the bytes) */
+    static unsigned char bytes[64];
+    CUdeviceptr d = 0;
+    CUgraphExec ge = NULL;
+    size_t nodes = 0;
+    OK(cuMemAlloc_v2(&d, sizeof(bytes)));
     OK(cuStreamBeginCapture_v2_ptsz(NULL, 2));
     OK(cuStreamIsCapturing_ptsz(NULL, &status));
     EXPECT(status == 1);
+    EXPECT_RC(cuStreamIsCapturing(NULL, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    OK(cuMemcpyHtoDAsync_v2_ptsz(d, bytes, sizeof(bytes), NULL));
     OK(cuStreamEndCapture_ptsz(NULL, &g));
     EXPECT(g != NULL);
+    OK(cuGraphGetNodes(g, NULL, &nodes));
+    EXPECT(nodes >= 1);
+    OK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    for (int round = 1; round <= 2; round++) {
+        unsigned char back[sizeof(bytes)];
+        memset(bytes, 0x40 + round, sizeof(bytes));
+        OK(cuGraphLaunch(ge, CU_STREAM_PER_THREAD));
+        OK(cuCtxSynchronize());
+        OK(cuMemcpyDtoH_v2(back, d, sizeof(back)));
+        EXPECT(memcmp(back, bytes, sizeof(back)) == 0);
+    }
+    OK(cuGraphExecDestroy(ge));
     OK(cuGraphDestroy(g));
     OK(cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, 2));
     OK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
@@ -593,8 +624,13 @@ static void capture(void)
     EXPECT(status == 0);
     vb = 6;
     /* other uses of the default streams run outside the capture (natively the legacy stream's
-     * would fail: docs/compatibility.md) */
+     * would fail: docs/compatibility.md), a callback on NULL included */
     OK(cuLaunchKernel_ptsz(fill, 1, 1, 1, 1, 1, 1, 0, NULL, ab, NULL));
+    CUresult q = cuStreamQuery(NULL);
+    EXPECT(q == CUDA_SUCCESS || q == CUDA_ERROR_NOT_READY);
+    int calls = 0;
+    OK(cuStreamAddCallback(NULL, count_callback, &calls, 0));
+    EXPECT(calls == 1);
     OK(cuStreamGetCaptureInfo_v3(sb, &status, &id, NULL, &deps, NULL, &ndeps));
     EXPECT(status == 1 && id != 0 && ndeps == 1 && deps && deps[0]);
     OK(cuStreamEndCapture(sb, &g));

@@ -40,7 +40,6 @@
 
 #define MAX_STREAMS 8 /* streams remembered per executable graph holding user objects */
 #define STREAM_CAPTURE_UNSUPPORTED 900
-#define STREAM_CAPTURE_IMPLICIT 906 /* the legacy stream beside a blocking stream's capture */
 #define USER_OBJECT_NO_DESTRUCTOR_SYNC 1
 #define GRAPH_USER_OBJECT_MOVE 1
 #define UOBJ_MAGIC 0x55534f42u
@@ -269,19 +268,21 @@ CUresult om_hostfunc_capture(CUstream s, void (*fn)(void *), void *data, bool *c
     return rc;
 }
 
-/* cuStreamAddCallback on a capturing stream: refused, as the driver refuses it; on the legacy
- * stream while a blocking stream captures, the query's STREAM_CAPTURE_IMPLICIT is the call's. */
+/* cuStreamAddCallback on a capturing stream: refused, as the driver refuses it. The default
+ * streams are asked as the per-thread handle (copies.c's captured copies say why): beside a
+ * blocking stream's capture the legacy stream's callback runs (natively refused with
+ * STREAM_CAPTURE_IMPLICIT; docs/compatibility.md), a _ptsz form's NULL cannot be told from it. */
 CUresult om_callback_capture_check(CUstream s)
 {
     int status = 0;
-    CUresult rc;
 
     if (!__atomic_load_n(&open_captures, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
-    rc = ((CUresult(*)(CUstream, int *))om_remote_entry(OM_IDX_cuStreamIsCapturing))(s, &status);
-    if (rc == STREAM_CAPTURE_IMPLICIT)
-        return rc;
-    if (rc == CUDA_SUCCESS && status != 0)
+    if (!s || s == CU_STREAM_LEGACY)
+        s = CU_STREAM_PER_THREAD;
+    if (((CUresult(*)(CUstream, int *))om_remote_entry(OM_IDX_cuStreamIsCapturing))(s, &status) ==
+            CUDA_SUCCESS &&
+        status != 0)
         return STREAM_CAPTURE_UNSUPPORTED;
     return CUDA_SUCCESS;
 }

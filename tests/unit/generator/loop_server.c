@@ -74,6 +74,12 @@ CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc)
     return (CUstream)(uintptr_t)(h ? h : 0x5);
 }
 
+/* stream.capture: no capture in the loopback, so a query's stream as any other's */
+CUstream om_arg_capture_stream(struct call *c, uint64_t h, CUresult *rc)
+{
+    return om_arg_stream(c, h, false, rc);
+}
+
 CUresult om_arg_handle(struct call *c, enum om_handle_kind kind, uint64_t h, bool nullable)
 {
     if (!h && nullable)

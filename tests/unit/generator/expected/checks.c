@@ -190,6 +190,16 @@ static CUresult g_cuStreamGetPriority(CUstream hStream, int *priority)
     return rc;
 }
 
+static CUresult g_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    CUresult rc;
+
+    ENTER(cuStreamIsCapturing);
+    check(K_STREAM, H(hStream), 1);
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))gen_next[OM_IDX_cuStreamIsCapturing])(hStream, captureStatus);
+    return rc;
+}
+
 static CUresult g_cuStreamQuery(CUstream hStream)
 {
     CUresult rc;
@@ -242,6 +252,7 @@ static const struct {
     {OM_IDX_cuMemsetD16Async, (void *)g_cuMemsetD16Async},
     {OM_IDX_cuStreamBeginCaptureToGraph, (void *)g_cuStreamBeginCaptureToGraph},
     {OM_IDX_cuStreamGetPriority, (void *)g_cuStreamGetPriority},
+    {OM_IDX_cuStreamIsCapturing, (void *)g_cuStreamIsCapturing},
     {OM_IDX_cuStreamQuery, (void *)g_cuStreamQuery},
     {OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)g_cuTexRefSetMipmapLevelClamp},
     {OM_IDX_cuTexRefSetAddress_v2, (void *)g_cuTexRefSetAddress_v2},

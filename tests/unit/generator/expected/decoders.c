@@ -451,6 +451,27 @@ out:
     return rc;
 }
 
+static CUresult x_cuStreamIsCapturing(struct call *c)
+{
+    uint64_t a_hStream = om_get_u64(&c->in);
+    CUstream s_hStream = NULL;
+    CUstreamCaptureStatus o_captureStatus;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(&o_captureStatus, 0, sizeof(o_captureStatus));
+    s_hStream = om_arg_capture_stream(c, a_hStream, &rc);
+    if (!s_hStream)
+        goto out;
+    rc = ((CUresult (*)(CUstream, CUstreamCaptureStatus *))REAL(cuStreamIsCapturing))(s_hStream, &o_captureStatus);
+    if (rc == CUDA_SUCCESS) {
+        om_put_bytes(&c->out, &o_captureStatus, sizeof(o_captureStatus));
+    }
+out:
+    return rc;
+}
+
 static CUresult x_cuStreamQuery(struct call *c)
 {
     uint64_t a_hStream = om_get_u64(&c->in);
@@ -523,6 +544,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_cuStreamBeginCaptureToGraph] = x_cuStreamBeginCaptureToGraph,
     [OM_IDX_cuStreamCreate] = om_x_cuStreamCreate,
     [OM_IDX_cuStreamGetPriority] = x_cuStreamGetPriority,
+    [OM_IDX_cuStreamIsCapturing] = x_cuStreamIsCapturing,
     [OM_IDX_cuStreamQuery] = x_cuStreamQuery,
     [OM_IDX_cuTexRefSetMipmapLevelClamp] = x_cuTexRefSetMipmapLevelClamp,
     [OM_IDX_cuTexRefSetAddress_v2] = x_cuTexRefSetAddress_v2,

@@ -34,7 +34,9 @@ void om_remote_gen_install(void)
     om_remote_set(OM_IDX_cuStreamCreate, (void *)om_r_cuStreamCreate);
     om_remote_set(OM_IDX_cuStreamCreateWithPriority, (void *)om_r_cuStreamCreateWithPriority);
     om_remote_set(OM_IDX_cuStreamGetPriority, (void *)om_rpc_cuStreamGetPriority);
+    om_remote_set(OM_IDX_cuStreamIsCapturing, (void *)om_rpc_cuStreamIsCapturing);
     om_remote_set(OM_IDX_cuStreamQuery, (void *)om_rpc_cuStreamQuery);
+    om_remote_set(OM_IDX_cuStreamQuery_ptsz, (void *)om_rpc_cuStreamQuery);
     om_remote_set(OM_IDX_cuTexRefSetMipmapLevelClamp, (void *)om_rpc_cuTexRefSetMipmapLevelClamp);
     om_remote_set(OM_IDX_cuTexRefSetAddress_v2, (void *)om_rpc_cuTexRefSetAddress_v2);
 }

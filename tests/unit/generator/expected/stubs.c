@@ -375,6 +375,29 @@ CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority)
     return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
+CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    uint8_t req_buf[16];
+    struct om_wbuf req = {.p = req_buf, .cap = sizeof(req_buf)};
+    uint8_t reply[sizeof(*captureStatus)];
+    uint32_t got = 0;
+    struct om_rbuf in;
+    CUresult rc;
+    if (!captureStatus)
+        return CUDA_ERROR_INVALID_VALUE;
+    om_put_u64(&req, (uint64_t)(uintptr_t)hStream);
+    rc = om_rcall(OM_IDX_cuStreamIsCapturing, &req, reply, sizeof(reply), &got);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    in = (struct om_rbuf){.p = reply, .len = got};
+    {
+        const void *v = om_get_bytes(&in, sizeof(*captureStatus));
+        if (v && captureStatus)
+            memcpy(captureStatus, v, sizeof(*captureStatus));
+    }
+    return in.bad ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
 CUresult om_rpc_cuStreamQuery(CUstream hStream)
 {
     uint8_t req_buf[16];

@@ -25,6 +25,7 @@ CUresult om_rpc_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const c
 CUresult om_rpc_cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
 CUresult om_rpc_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode);
 CUresult om_rpc_cuStreamGetPriority(CUstream hStream, int *priority);
+CUresult om_rpc_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 CUresult om_rpc_cuStreamQuery(CUstream hStream);
 CUresult om_rpc_cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp);
 CUresult om_rpc_cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes);
