@@ -41,7 +41,10 @@ again from the CSV alone. Without an NVIDIA GPU or nvcc it says so and exits 1.
 (a fresh daemon each time), modes alternating — native, MPS, openmps, native, ... — so that a
 machine's drift spreads over all modes instead of landing on one; B7 runs one set of copies per
 pass (2 rounds each), B8 once per pass. The table's medians are then over the passes. figures.csv
-is written as each workload ends, so a run cut short keeps what it measured.
+is written as each workload ends, so a run cut short keeps what it measured. BENCH_STOP_AT
+(seconds since the epoch): no pass and mode is begun that would end past it, judged by the
+longest one so far (a caller with a time limit keeps its figures and its own later steps).
+B8's diagnosis settings are in bench/frameworks.py (b8: BENCH_B8_SESSIONS, BENCH_B8_SAMPLE, ...).
 
 Usage: bench/run.py [--build DIR] [--out DIR] [--n "1 5 16 32 48 64 128"] [--repeats 3]
                     [--modes native,mps,openmps] [--workloads b1,b1c,b2,...,b8,tut]
