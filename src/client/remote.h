@@ -237,6 +237,7 @@ CUresult om_stream_created(CUresult rc, CUstream *s);
 void om_stream_forget(CUstream s);
 /* api/streams.c: the NULL, legacy and per-thread streams, and those this process created. */
 bool om_stream_known(CUstream s);
+CUstream om_capture_query_stream(CUstream s); /* api/capture.c: the shim asks by it */
 /* api/green.c: a stream made in green context g. */
 CUresult om_green_stream_create(CUstream *s, struct CUgreenCtx_st *g, unsigned flags, int priority);
 /* api/hostnodes.c: no capture of this process is open (none begun, or all ended): then no

@@ -86,23 +86,6 @@ CUresult om_order_after(struct session *s, CUstream later, CUstream first, bool 
  * client's blocking streams, and work on a blocking stream waits for it. Streams created
  * non-blocking and clients using only the default stream pay nothing.
  */
-#define STREAM_CAPTURE_IMPLICIT 906 /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
-
-/* Whether the legacy stream would depend on a capture: natively it waits for every blocking
- * stream, so while one of them (or the per-thread default stream, which waits for it; here the
- * client's default stream) captures, using it fails with STREAM_CAPTURE_IMPLICIT. */
-static bool legacy_in_capture(struct session *s)
-{
-    if (!s->captures)
-        return false;
-    if (om_stream_capturing(s, s->default_stream))
-        return true;
-    for (size_t i = 0; i < s->blocking.n; i++)
-        if (om_stream_capturing(s, (CUstream)(uintptr_t)s->blocking.v[i]))
-            return true;
-    return false;
-}
-
 static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *ordered,
                             CUresult *rc)
 {
@@ -175,6 +158,23 @@ CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc)
 {
     return om_find_stream(c->s, h, enqueue, rc);
+}
+
+#define STREAM_CAPTURE_IMPLICIT 906 /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
+
+/* Whether the legacy stream would depend on a capture: natively it waits for every blocking
+ * stream, so while one of them (or the per-thread default stream, which waits for it; here the
+ * client's default stream) captures, using it fails with STREAM_CAPTURE_IMPLICIT. */
+static bool legacy_in_capture(struct session *s)
+{
+    if (!s->captures)
+        return false;
+    if (om_stream_capturing(s, s->default_stream))
+        return true;
+    for (size_t i = 0; i < s->blocking.n; i++)
+        if (om_stream_capturing(s, (CUstream)(uintptr_t)s->blocking.v[i]))
+            return true;
+    return false;
 }
 
 /* The stream whose capture state a call asks (stream.capture: cuStreamIsCapturing, the

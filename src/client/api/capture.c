@@ -133,6 +133,15 @@ static struct capture_info *thread_info(void)
     return info;
 }
 
+/* The handle to ask a default stream's capture state by, for the shim's own questions: the
+ * server serves NULL, legacy and per-thread with one stream, and refuses the legacy handle's
+ * capture query beside a blocking stream's capture (src/server/route.c), the per-thread one not;
+ * the program's own queries keep its handle. */
+CUstream om_capture_query_stream(CUstream s)
+{
+    return !s || s == CU_STREAM_LEGACY ? CU_STREAM_PER_THREAD : s;
+}
+
 /*
  * Capture queries without a capture: PyTorch asks cuStreamIsCapturing before copies and
  * allocations, cuDNN and cuBLAS before their launches (a round trip each, 7.4 µs measured on

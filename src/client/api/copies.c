@@ -315,12 +315,9 @@ static CUresult captured_1d(bool to_device, CUdeviceptr dev, const void *host, s
     CUresult rc;
 
     *handled = false;
-    /* asked as the per-thread handle for the default streams: the server serves NULL, legacy and
-     * per-thread with one stream, and refuses the legacy handle's capture query beside a blocking
-     * stream's capture (route.c), which a _ptsz form's NULL is not */
     if (om_capture_none() ||
-        OM_CALL(cuStreamGetCaptureInfo_v3)(!s || s == CU_STREAM_LEGACY ? CU_STREAM_PER_THREAD : s,
-                                           &st, &id, &g, &deps, &edges, &nd) != CUDA_SUCCESS ||
+        OM_CALL(cuStreamGetCaptureInfo_v3)(om_capture_query_stream(s), &st, &id, &g, &deps, &edges,
+                                           &nd) != CUDA_SUCCESS ||
         st != 1 /* CU_STREAM_CAPTURE_STATUS_ACTIVE */)
         return CUDA_SUCCESS;
     *handled = true;

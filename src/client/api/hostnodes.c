@@ -269,19 +269,17 @@ CUresult om_hostfunc_capture(CUstream s, void (*fn)(void *), void *data, bool *c
 }
 
 /* cuStreamAddCallback on a capturing stream: refused, as the driver refuses it. The default
- * streams are asked as the per-thread handle (copies.c's captured copies say why): beside a
- * blocking stream's capture the legacy stream's callback runs (natively refused with
- * STREAM_CAPTURE_IMPLICIT; docs/compatibility.md), a _ptsz form's NULL cannot be told from it. */
+ * streams are asked by om_capture_query_stream: beside a blocking stream's capture the legacy
+ * stream's callback runs (natively refused with STREAM_CAPTURE_IMPLICIT; docs/compatibility.md),
+ * a _ptsz form's NULL cannot be told from it. */
 CUresult om_callback_capture_check(CUstream s)
 {
     int status = 0;
 
     if (!__atomic_load_n(&open_captures, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
-    if (!s || s == CU_STREAM_LEGACY)
-        s = CU_STREAM_PER_THREAD;
-    if (((CUresult(*)(CUstream, int *))om_remote_entry(OM_IDX_cuStreamIsCapturing))(s, &status) ==
-            CUDA_SUCCESS &&
+    if (((CUresult(*)(CUstream, int *))om_remote_entry(OM_IDX_cuStreamIsCapturing))(
+            om_capture_query_stream(s), &status) == CUDA_SUCCESS &&
         status != 0)
         return STREAM_CAPTURE_UNSUPPORTED;
     return CUDA_SUCCESS;
