@@ -28,7 +28,7 @@ static int fill_addr(struct sockaddr_un *sa, const char *path)
     return 0;
 }
 
-int om_sock_listen(const char *path, mode_t mode)
+int om_sock_bind(const char *path, mode_t mode)
 {
     struct sockaddr_un sa;
     int fd, rc;
@@ -39,19 +39,38 @@ int om_sock_listen(const char *path, mode_t mode)
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        goto fail;
-    if (chmod(path, mode) < 0 || listen(fd, 512) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (chmod(path, mode) < 0) {
         rc = -errno;
         unlink(path);
         close(fd);
         return rc;
     }
     return fd;
-fail:
-    rc = -errno;
-    close(fd);
-    return rc;
+}
+
+int om_sock_start(int fd)
+{
+    return listen(fd, 512) < 0 ? -errno : 0;
+}
+
+int om_sock_listen(const char *path, mode_t mode)
+{
+    int fd = om_sock_bind(path, mode), rc;
+
+    if (fd < 0)
+        return fd;
+    rc = om_sock_start(fd);
+    if (rc < 0) {
+        unlink(path);
+        close(fd);
+        return rc;
+    }
+    return fd;
 }
 
 int om_sock_connect(const char *path)

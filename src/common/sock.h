@@ -12,6 +12,12 @@
  * the caller's to remove first. Returns the listening fd or -errno. */
 int om_sock_listen(const char *path, mode_t mode);
 
+/* om_sock_listen in two steps: bind (the file at path, connect refused with ECONNREFUSED), then
+ * listen, once whatever a connection may rely on is ready (the daemon's control socket: last).
+ * om_sock_bind returns the fd or -errno; om_sock_start 0 or -errno. */
+int om_sock_bind(const char *path, mode_t mode);
+int om_sock_start(int fd);
+
 /* Connects to path. Returns the fd or -errno (-ENOENT, -ECONNREFUSED when no
  * daemon listens, -ENAMETOOLONG for a path too long for a socket address). */
 int om_sock_connect(const char *path);

@@ -156,7 +156,8 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
         return 1;
     }
     if (om_daemon_setup(&d, err, sizeof(err)) < 0 ||
-        (conf && om_v3_apply_conf(&d, conf, err, sizeof(err)) < 0)) {
+        (conf && om_v3_apply_conf(&d, conf, err, sizeof(err)) < 0) ||
+        om_daemon_listen(&d, err, sizeof(err)) < 0) {
         if (conf && !strncmp(err, "line ", 5))
             fprintf(stderr, "openmps-control: %s: %s\n", conf_path, err);
         else

@@ -214,7 +214,9 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
     d->lock_fd = fd;
     if (unlink(d->sock_path) == 0)
         om_debug("removed a stale socket %s", d->sock_path);
-    d->listen_fd = om_sock_listen(d->sock_path, d->euid == 0 ? 0666 : 0600);
+    /* Bound now (a second daemon on this directory fails here), listened on last
+     * (om_daemon_listen): a connection to it means every socket of the configuration is there. */
+    d->listen_fd = om_sock_bind(d->sock_path, d->euid == 0 ? 0666 : 0600);
     if (d->listen_fd < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", d->sock_path, strerror(-d->listen_fd));
         return d->listen_fd;
@@ -239,6 +241,15 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
         return rc;
     }
     return om_metrics_setup(d, err, errlen);
+}
+
+int om_daemon_listen(struct daemon *d, char *err, size_t errlen)
+{
+    int rc = om_sock_start(d->listen_fd);
+
+    if (rc < 0)
+        snprintf(err, errlen, "cannot listen on %s: %s", d->sock_path, strerror(-rc));
+    return rc;
 }
 
 int om_daemon_write_pid(struct daemon *d)

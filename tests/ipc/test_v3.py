@@ -94,6 +94,42 @@ pinned_memory_limit = "0=1G,1=512M"
 """
 
 
+def test_v3_sockets_are_there_once_the_daemon_answers(daemon):
+    """The daemon's control socket takes connections only once every server's and namespace's
+    socket of the configuration exists: whatever starts clients on a namespace as soon as the
+    daemon answers (a test, a job script, a pod's readiness probe) finds the namespace. Each start
+    is watched from a subprocess that connects in a tight loop and, at its first connection,
+    lists the sockets (before the fix, a client let in by the daemon's socket could find its
+    namespace's missing and ran natively: CI, 2026-11-28)."""
+    names = ["n%02d" % i for i in range(15)]
+    text = 'schema_version = "1.0"\n' + "".join(
+        "[servers.s%d]\n" % k + "".join("[servers.s%d.namespaces.%s]\n" % (k, n) for n in names)
+        for k in range(4))
+    watch = ("import os,socket,sys,time\n"
+             "pipe=sys.argv[1]; end=time.time()+60\n"
+             "print('spinning', flush=True)\n"
+             "while time.time()<end:\n"
+             "    s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+             "    try: s.connect(os.path.join(pipe,'control.sock'))\n"
+             "    except OSError: s.close(); continue\n"
+             "    s.close(); break\n"
+             "else: print('never connected'); sys.exit(1)\n"
+             "print(sum(os.path.exists(os.path.join(pipe,'s%d' % k,n,'control.sock'))\n"
+             "          for k in range(4) for n in sys.argv[2:]))\n")
+    for attempt in range(3):
+        e = daemon(start=False)
+        e.daemon_args = ["-p", "3", "-a", write_conf(e, text)]
+        w = subprocess.Popen([sys.executable, "-c", watch, e.pipe] + names,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(w.stdout.readline().strip() == "spinning", "the watcher runs")  # before the start
+        e.start()
+        out, err = w.communicate(timeout=90)
+        check(w.returncode == 0 and out.split() == [str(4 * len(names))],
+              "start %d: namespace sockets there at the first connection: %r %r (want %d)" %
+              (attempt, out, err, 4 * len(names)))
+        e.quit()
+
+
 def test_v3_configuration_at_start_and_routing_by_cgroup(daemon):
     """A file with two servers and three namespaces (as root; a plain user's daemon serves only
     that user: then one server) is applied at the start: server list and
