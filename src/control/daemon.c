@@ -939,14 +939,16 @@ int om_daemon_run(struct daemon *d)
                 .fd = om_now_ms() < d->accept_paused_until ? -1 : om_v3_listener_fd(d, i),
                 .events = POLLIN};
         }
-        for (struct conn *c = d->conns; c; c = c->next) {
-            owners[n] = (struct poll_owner){false, c->id, c, 0};
-            pfds[n++] = (struct pollfd){.fd = c->fd, .events = c->out.buf ? POLLOUT : POLLIN};
-        }
+        /* The servers' channels before the connections: what a server said before a command
+         * was sent (a client up, om_session_adopt) is read before the command is answered. */
         for (struct server *s = d->servers; s; s = s->next) {
             owners[n] = (struct poll_owner){true, s->id, NULL, 0};
             pfds[n++] = (struct pollfd){.fd = s->chan, /* -1 is skipped */
                                         .events = POLLIN | (s->chan_full_ms ? POLLOUT : 0)};
+        }
+        for (struct conn *c = d->conns; c; c = c->next) {
+            owners[n] = (struct poll_owner){false, c->id, c, 0};
+            pfds[n++] = (struct pollfd){.fd = c->fd, .events = c->out.buf ? POLLOUT : POLLIN};
         }
         nmain = n;
         n += om_metrics_pollfds(d, pfds + n);

@@ -44,6 +44,8 @@
 #define OM_PEER_LOG_PER_S 10
 /* Descriptors kept free for servers, logs and the driver probe. */
 #define OM_FD_RESERVE 64
+/* Messages of one server's channel read in one pass of the event loop (servers.c). */
+#define OM_SERVER_MSGS_PER_PASS 256
 /* Largest piece of an answer in one message (the rest follows, flagged MORE). */
 #define OM_ANSWER_CHUNK 60000
 

@@ -706,16 +706,18 @@ static void channel_lost(struct daemon *d, struct server *s)
 
 static void drain_fault(struct server *s);
 
-void om_server_handle_message(struct daemon *d, struct server *s)
+/* One message of the server's; false when there was none or the channel is closed. */
+static bool handle_one(struct daemon *d, struct server *s)
 {
     struct om_msg *m = malloc(sizeof(*m));
     struct om_srv_client cl;
     struct om_srv_ready rd;
     uint32_t a, b;
+    bool more = false;
     int rc;
 
     if (!m)
-        return;
+        return false;
     rc = om_msg_recv(s->chan, m, NULL, 0);
     if (rc == -EAGAIN || rc == -ETIMEDOUT)
         goto out;
@@ -804,6 +806,7 @@ void om_server_handle_message(struct daemon *d, struct server *s)
     default: goto bad;
     }
     om_daemon_schedule(d);
+    more = s->chan >= 0;
     goto out;
 bad:
     om_err("server %d sent an invalid %s message; closing its channel", (int)s->pid,
@@ -811,6 +814,17 @@ bad:
     channel_lost(d, s);
 out:
     free(m);
+    return more;
+}
+
+void om_server_handle_message(struct daemon *d, struct server *s)
+{
+    /* What the server has sent so far, up to a bound (a server that floods its channel shares
+     * the loop with the others): the event loop reads the channels before the commands
+     * (daemon.c), so a client the server reported before its client could run a front-end is in
+     * the answer (ps, get_device_client_list, the metrics), with its device. */
+    for (int i = 0; i < OM_SERVER_MSGS_PER_PASS && handle_one(d, s); i++)
+        ;
 }
 
 static void server_free(struct server *s)

@@ -598,6 +598,10 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
     w.client_id = s->id;
     w.ring_bytes = (uint32_t)s->ring_len;
     w.ndevices = s->devmap.count;
+    /* The daemon hears of the client before the client hears of its session: whatever the
+     * client's program does once it runs (a job script's `ps`, a scrape of the metrics) finds it
+     * there with its device. A handshake that fails from here reports it down (fail:). */
+    om_session_report(srv, s, s->id, s->pid, OM_CLIENT_UP);
     rc = om_msg_send(fd, OM_MSG_WELCOME, 0, &w, sizeof(w), s->ring_fd);
     if (rc < 0) {
         om_info("client %d left during its handshake (%s)", (int)s->pid, strerror(-rc));
@@ -613,7 +617,6 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
                    s->id, srv->nsessions);
     log_limits(s);
     om_priority_counted(-1, (int)s->limits.priority); /* priority.c: clients of each priority */
-    om_session_report(srv, s, s->id, s->pid, OM_CLIENT_UP);
     return;
 fail:
     om_session_report(srv, s, s->id, s->pid, OM_CLIENT_DOWN);
