@@ -478,41 +478,50 @@ static void log_limits(const struct session *s)
  * environment, its namespace: s->want). The worker reads them as it goes: the SM share at its
  * next launch (share.c), the memory cap at its next allocation and memory query (memcap.c). A cap
  * lowered below what the client holds takes nothing back: its next allocations are refused until
- * it is under the cap again, and cuMemGetInfo answers the new total with nothing free. */
+ * it is under the cap again, and cuMemGetInfo answers the new total with nothing free. Every
+ * value is stored before any line is logged: a line in server.log means the whole change is the
+ * client's (a program that waits for the line, then looks, sees it). */
 static void session_relimit(struct session *s, const struct om_limits *l)
 {
-    struct om_limits n = om_limits_merge(l, &s->want), *o = &s->limits;
+    struct om_limits n = om_limits_merge(l, &s->want), *o = &s->limits, was = *o;
     char a[16], b[16];
 
-    if (n.active_thread_pct_milli != o->active_thread_pct_milli) {
-        om_format_percentage(o->active_thread_pct_milli ? o->active_thread_pct_milli : 100000, a,
+    if (n.active_thread_pct_milli != was.active_thread_pct_milli)
+        __atomic_store_n(&o->active_thread_pct_milli, n.active_thread_pct_milli, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < OM_MAX_DEVICES; i++) {
+        uint64_t now = i < n.ndevices ? n.mem_limit[i] : 0;
+        if ((i < was.ndevices ? was.mem_limit[i] : 0) != now)
+            __atomic_store_n(&o->mem_limit[i], now, __ATOMIC_RELAXED);
+    }
+    if (n.ndevices > was.ndevices)
+        __atomic_store_n(&o->ndevices, n.ndevices, __ATOMIC_RELAXED);
+    if (n.priority != was.priority) {
+        om_priority_counted((int)was.priority, (int)n.priority);
+        __atomic_store_n(&o->priority, n.priority, __ATOMIC_RELAXED);
+    }
+
+    if (n.active_thread_pct_milli != was.active_thread_pct_milli) {
+        om_format_percentage(was.active_thread_pct_milli ? was.active_thread_pct_milli : 100000, a,
                              sizeof(a));
         om_format_percentage(n.active_thread_pct_milli ? n.active_thread_pct_milli : 100000, b,
                              sizeof(b));
         om_info("client %d: active thread percentage %s -> %s (from its next launch)", (int)s->pid,
                 a, b);
-        __atomic_store_n(&o->active_thread_pct_milli, n.active_thread_pct_milli, __ATOMIC_RELAXED);
     }
     for (uint32_t i = 0; i < OM_MAX_DEVICES; i++) {
-        uint64_t was = i < o->ndevices ? o->mem_limit[i] : 0;
+        uint64_t before = i < was.ndevices ? was.mem_limit[i] : 0;
         uint64_t now = i < n.ndevices ? n.mem_limit[i] : 0;
-        if (was == now)
+        if (before == now)
             continue;
-        om_format_size(was, a, sizeof(a));
+        om_format_size(before, a, sizeof(a));
         om_format_size(now, b, sizeof(b));
         om_info("client %d: device %u pinned memory limit %s -> %s", (int)s->pid, i,
-                was ? a : "none", now ? b : "none");
-        __atomic_store_n(&o->mem_limit[i], now, __ATOMIC_RELAXED);
+                before ? a : "none", now ? b : "none");
     }
-    if (n.ndevices > o->ndevices)
-        __atomic_store_n(&o->ndevices, n.ndevices, __ATOMIC_RELAXED);
-    if (n.priority != o->priority) {
+    if (n.priority != was.priority)
         om_info("client %d: priority %u -> %u (the SM reserve at once, stream priorities for "
                 "the streams it creates from now on)",
-                (int)s->pid, o->priority, n.priority);
-        om_priority_counted((int)o->priority, (int)n.priority);
-        __atomic_store_n(&o->priority, n.priority, __ATOMIC_RELAXED);
-    }
+                (int)s->pid, was.priority, n.priority);
 }
 
 /* The daemon changed the server's limits: each running client's follow. */

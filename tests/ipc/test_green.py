@@ -146,8 +146,10 @@ def test_sm_share_runs_kernels_in_a_lane_and_follows_changes():
                   "%s at 25 %% after the change" % name)
             check(all(x[1] == 32 for x in launched_in(clients[name])),
                   "%s's kernels on 32 SMs now: %r" % (name, launched_in(clients[name])))
-        check(re.search(r"client %d: active thread percentage 100\.0 -> 25\.0" % d.pid,
-                        e.log("server.log")), "the change logged with d's pid")
+        # logged once the server made the whole change: d may have seen it first
+        wait_for(lambda: re.search(r"client %d: active thread percentage 100\.0 -> 25\.0" %
+                                   d.pid, e.log("server.log")),
+                 what="the change logged with d's pid")
         rows = {l.split()[0]: l.split() for l in e.cmd("ps -v").splitlines()[1:]}
         check(rows[str(d.pid)][-4] == "25.0", "ps -v shows d's new share: %r" % rows)
 
@@ -162,8 +164,9 @@ def test_sm_share_runs_kernels_in_a_lane_and_follows_changes():
         check(e.cmd("set_device_pinned_mem_limit %d 0 1G" % spid) == "", "set the cap")
         wait_for(lambda: again(d)[0] == 132 and mem[d.pid] == 1 << 30, what="d's new 1G cap")
         check(mem[d.pid] == 1 << 30, "d's total is the new 1G cap")
-        check(re.search(r"client %d: device 0 pinned memory limit none -> 1G" % d.pid,
-                        e.log("server.log")), "the cap's change logged with d's pid")
+        wait_for(lambda: re.search(r"client %d: device 0 pinned memory limit none -> 1G" %
+                                   d.pid, e.log("server.log")),
+                 what="the cap's change logged with d's pid")
         check(e.cmd("set_active_thread_percentage %d 0" % spid).startswith("Invalid"),
               "0 refused")
         for p in clients.values():
@@ -231,8 +234,10 @@ def test_daemon_takes_its_defaults_from_its_environment():
             check(p.returncode == 0 and "share ok" in out, "client: %r %r" % (out, err))
             check(out.split()[3] == str(want[2]), "the client's SMs: %r" % out)
             if pct == "25":
-                check("client %d: priority 1" % p.pid in e.log("server.log"),
-                      "the priority applied to the client")
+                # logged after the client's welcome, by the server's main thread: the client
+                # may have run and ended first
+                wait_for(lambda: "client %d: priority 1" % p.pid in e.log("server.log"),
+                         what="the priority applied to the client (server.log)")
             else:
                 log = e.log("control.log")
                 check("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=abc is not a percentage" in log and

@@ -508,9 +508,11 @@ def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
     rows = {r[0]: r for r in table(e.cmd("ps -v"))}
     check(rows[str(a.pid)][-4:-1] == ["25.0", "1", "1G"] and
           rows[str(b.pid)][-4:-1] == ["100.0", "0", "2G"], "ps -v: %r" % rows)
-    slog = e.log("server.log")
-    check(re.search(r"client %d: priority 0 -> 1" % a.pid, slog) and
-          re.search(r"client %d: device 0 pinned memory limit none -> 1G" % a.pid, slog) and
+    # the server logs a change once it made all of it: the client may see it first
+    slog = wait_for(lambda: re.search(r"client %d: priority 0 -> 1" % a.pid,
+                                      e.log("server.log")) and e.log("server.log"),
+                    what="the server's lines of a's change")
+    check(re.search(r"client %d: device 0 pinned memory limit none -> 1G" % a.pid, slog) and
           not re.search(r"client %d: .* -> " % b.pid, slog),
           "the server applied a's changes, none of b's: %r" % slog[-2000:])
 
@@ -555,8 +557,8 @@ def test_v3_namespace_set_and_delete_reach_running_clients(daemon):
           "client list after the delete: %r" % clients)
     check("namespace small of server main deleted: its 1 client(s) go to the default namespace"
           in e.log(), "control.log says so: %r" % e.log()[-1500:])
-    check(re.search(r"client %d: priority 1 -> 0" % a.pid, e.log("server.log")),
-          "a's priority back to the default namespace's")
+    wait_for(lambda: re.search(r"client %d: priority 1 -> 0" % a.pid, e.log("server.log")),
+             what="a's priority back to the default namespace's (server.log)")
     check(not os.path.exists(os.path.join(e.pipe, "main", "small")), "small's socket is gone")
     out, err, rc = ctl_args(e, "server", "delete", "main")
     check(rc == 1 and out.startswith("Server main has 2 running client(s): give --force"),
