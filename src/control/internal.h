@@ -237,7 +237,8 @@ int64_t om_now_ms(void);
 /* setup.c: everything before the event loop. On failure err holds a sentence. */
 int om_daemon_setup(struct daemon *d, char *err, size_t errlen);
 /* Starts listening on the control socket, the last step of the set-up: a program that finds the
- * daemon there finds the configuration's servers' and namespaces' sockets too. */
+ * daemon there finds the configuration's servers' and namespaces' sockets, and the pid file,
+ * too. */
 int om_daemon_listen(struct daemon *d, char *err, size_t errlen);
 int om_daemon_write_pid(struct daemon *d);
 void om_daemon_cleanup(struct daemon *d);

@@ -156,8 +156,7 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
         return 1;
     }
     if (om_daemon_setup(&d, err, sizeof(err)) < 0 ||
-        (conf && om_v3_apply_conf(&d, conf, err, sizeof(err)) < 0) ||
-        om_daemon_listen(&d, err, sizeof(err)) < 0) {
+        (conf && om_v3_apply_conf(&d, conf, err, sizeof(err)) < 0)) {
         if (conf && !strncmp(err, "line ", 5))
             fprintf(stderr, "openmps-control: %s: %s\n", conf_path, err);
         else
@@ -184,8 +183,18 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
     } else {
         om_log_also_stderr(1);
     }
+    /* The pid file before the socket listens: whatever finds the daemon answering (a test, a
+     * script that then signals it) finds its pid too. */
     if (om_daemon_write_pid(&d) < 0)
         om_warn("cannot write the pid file %s", d.pid_path);
+    if (om_daemon_listen(&d, err, sizeof(err)) < 0) {
+        if (background) /* stderr is /dev/null by now; the parent exits 1 */
+            om_err("%s", err);
+        else
+            fprintf(stderr, "openmps-control: %s\n", err);
+        om_daemon_cleanup(&d);
+        return 1;
+    }
     if (ready_fd >= 0) {
         if (write(ready_fd, "1", 1) != 1) {
             /* the parent is gone; carry on */

@@ -100,7 +100,8 @@ def test_v3_sockets_are_there_once_the_daemon_answers(daemon):
     daemon answers (a test, a job script, a pod's readiness probe) finds the namespace. Each start
     is watched from a subprocess that connects in a tight loop and, at its first connection,
     lists the sockets (before the fix, a client let in by the daemon's socket could find its
-    namespace's missing and ran natively: CI, 2026-11-28)."""
+    namespace's missing and ran natively: CI, 2026-11-28), and reads the daemon's pid file
+    (written after the socket listened before, 2026-11-28)."""
     names = ["n%02d" % i for i in range(15)]
     text = 'schema_version = "1.0"\n' + "".join(
         "[servers.s%d]\n" % k + "".join("[servers.s%d.namespaces.%s]\n" % (k, n) for n in names)
@@ -115,7 +116,9 @@ def test_v3_sockets_are_there_once_the_daemon_answers(daemon):
              "    s.close(); break\n"
              "else: print('never connected'); sys.exit(1)\n"
              "print(sum(os.path.exists(os.path.join(pipe,'s%d' % k,n,'control.sock'))\n"
-             "          for k in range(4) for n in sys.argv[2:]))\n")
+             "          for k in range(4) for n in sys.argv[2:]))\n"
+             "try: print(open(os.path.join(pipe,'openmps-control.pid')).read().strip())\n"
+             "except OSError as ex: print('no pid file: %s' % ex)\n")
     for attempt in range(3):
         e = daemon(start=False)
         e.daemon_args = ["-p", "3", "-a", write_conf(e, text)]
@@ -124,9 +127,11 @@ def test_v3_sockets_are_there_once_the_daemon_answers(daemon):
         check(w.stdout.readline().strip() == "spinning", "the watcher runs")  # before the start
         e.start()
         out, err = w.communicate(timeout=90)
-        check(w.returncode == 0 and out.split() == [str(4 * len(names))],
+        check(w.returncode == 0 and out.split()[:1] == [str(4 * len(names))],
               "start %d: namespace sockets there at the first connection: %r %r (want %d)" %
               (attempt, out, err, 4 * len(names)))
+        check(out.splitlines()[1:] == [str(e.daemon.pid)],
+              "start %d: the pid file there at the first connection: %r" % (attempt, out))
         e.quit()
 
 
