@@ -99,11 +99,15 @@ for f in "$STATE"/job.*; do
 done
 running || exit 0
 out=$(printf quit | "$dropin" 2>&1) || die "quit failed: $out"
-# the daemon stops its servers, then removes its socket: the next prolog must not find it
+# the daemon stops its servers, removes its socket, then releases its lock as it exits: the next
+# prolog must find neither (a daemon still holding the lock makes the next one's -d fail, "already
+# running", though its socket is gone)
 sock=$CUDA_MPS_PIPE_DIRECTORY/control.sock
+lock=$CUDA_MPS_PIPE_DIRECTORY/control.lock
+gone() { [ ! -S "$sock" ] && { [ ! -e "$lock" ] || flock -n "$lock" true; }; }
 i=0
-while [ -S "$sock" ]; do
-    [ $i -lt 600 ] || die "quit, but the daemon's $sock is still there after 60 s"
+until gone; do
+    [ $i -lt 600 ] || die "quit, but the daemon still runs after 60 s ($sock or its lock $lock)"
     sleep 0.1
     i=$((i + 1))
 done

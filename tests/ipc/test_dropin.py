@@ -103,3 +103,55 @@ def test_nvidia_name_takes_nvidia_defaults():
           "other ls: cannot access '/tmp/openmps'" in out, "not openmps' own: %r" % out)
     check("served 1" in out and "remote cuInit 0 / 1" in out, "a program served: %r" % out)
     check("probe 100.0" in out, "openmps-control finds it too: %r" % out)
+
+
+SLURM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dist",
+                            "slurm", "openmps-slurm.sh")
+
+
+def test_slurm_prolog_right_after_the_epilog():
+    """dist/slurm/openmps-slurm.sh, three jobs in a row as slurmd runs them on a node (no Slurm
+    here: the installed layout, libexec/openmps/{slurm,mps-bin}, in a temporary directory): each
+    prolog starts the daemon, each epilog quits it and returns once the daemon is gone, its lock
+    released and not only its socket removed: the next prolog, at once, starts a new daemon (one
+    that still held the lock made its -d fail, "already running")."""
+    top = tempfile.mkdtemp(prefix="om-slurm-")
+    os.chmod(top, 0o755)
+    here = os.path.join(top, "libexec", "openmps")
+    os.makedirs(os.path.join(here, "slurm"))
+    os.makedirs(os.path.join(here, "mps-bin"))
+    for role in ("prolog", "epilog"):
+        shutil.copy(SLURM_SCRIPT, os.path.join(here, "slurm", role))
+    os.symlink(os.path.abspath(harness.CONTROL), os.path.join(here, "mps-bin", NAME))
+    pipe = os.path.join(top, "pipe")
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe,
+               CUDA_MPS_LOG_DIRECTORY=os.path.join(top, "log"),
+               OPENMPS_SLURM_STATE=os.path.join(top, "state"),
+               SLURM_CONF=os.path.join(top, "etc", "slurm.conf"),  # no openmps.env beside it
+               OPENMPS_DRIVER=os.path.abspath(harness.FAKECUDA))
+    ok = False
+
+    def run(role, job):
+        p = subprocess.run([os.path.join(here, "slurm", role)], env=dict(env, SLURM_JOB_ID=job),
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "job %s's %s: rc %d %r" % (job, role, p.returncode, p.stderr))
+
+    try:
+        for job in ("101", "102", "103"):
+            run("prolog", job)
+            rc, out, err = echo_pipe_to_control({"CUDA_MPS_PIPE_DIRECTORY": pipe},
+                                                "get_server_list")
+            check(rc == 0, "job %s: the daemon answers after the prolog: %d %r" % (job, rc, err))
+            run("epilog", job)
+            check(not os.path.exists(os.path.join(pipe, "control.sock")),
+                  "job %s: the daemon's socket gone after the epilog" % job)
+        log = open(os.path.join(top, "state", "log")).read()
+        check(log.count("started the daemon") == 3 and log.count("quit the daemon") == 3,
+              "three starts and quits: %r" % log)
+        ok = True
+    finally:
+        pidf = os.path.join(pipe, "openmps-control.pid")
+        if os.path.exists(pidf):  # a failed run's daemon
+            subprocess.run(["kill", "-9", open(pidf).read().strip()], capture_output=True)
+        if ok:
+            shutil.rmtree(top, ignore_errors=True)
