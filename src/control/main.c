@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../common/config.h"
@@ -124,6 +127,39 @@ static int go_background(void)
     return pfd[1];
 }
 
+/* systemd's readiness notification (the unit's Type=notify): `systemctl start`, and the units
+ * ordered after the daemon's, go on once it answers on its socket, not when it was started.
+ * NOTIFY_SOCKET names a datagram socket, a path or "@" and an abstract name; unset, nothing is
+ * sent (started by hand, by Slurm, in a pod). */
+static void notify_ready(void)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char msg[64];
+    size_t len;
+    int fd, n;
+
+    if (!path || !*path)
+        return;
+    len = strlen(path);
+    if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path)) {
+        om_warn("NOTIFY_SOCKET is not a socket's path; systemd is not told the daemon is ready");
+        unsetenv("NOTIFY_SOCKET");
+        return;
+    }
+    memcpy(sa.sun_path, path, len);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0';
+    n = snprintf(msg, sizeof(msg), "READY=1\nMAINPID=%d", (int)getpid());
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || sendto(fd, msg, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+        om_warn("cannot tell systemd the daemon is ready (NOTIFY_SOCKET): %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    unsetenv("NOTIFY_SOCKET"); /* said once; not the servers' (they get a minimal environment) */
+}
+
 static int run_daemon(bool background, int protocol, const char *conf_path, bool static_parts,
                       bool multiuser)
 {
@@ -201,6 +237,7 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
         }
         close(ready_fd);
     }
+    notify_ready();
     rc = om_daemon_run(&d);
     om_daemon_cleanup(&d);
     return rc;

@@ -333,3 +333,38 @@ def test_limits_reach_the_server(daemon):
     bad = dict(e.env, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="0")
     rc, out, err = e.run_client("--pings", 1, env=bad)
     check(rc == 6 and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0" in err, "bad env named: " + err)
+
+
+def test_systemd_is_told_once_the_daemon_answers(daemon):
+    """Under systemd (the unit's Type=notify) the daemon says READY=1, with its pid, on
+    NOTIFY_SOCKET (a path, or "@" and an abstract name) once it answers on its socket and its pid
+    file is there: `systemctl start`, and what is ordered after the unit, go on then, not at the
+    daemon's exec (Type=simple: a job started right after could find no daemon). Received here
+    on a datagram socket of the test's, the daemon's socket and pid file are looked at at once."""
+    for kind in ("path", "abstract"):
+        e = daemon(start=False)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if kind == "path":
+            name = os.path.join(e.dir, "notify")
+            s.bind(name)
+        else:
+            name = "@om-notify-%d-%s" % (os.getpid(), os.path.basename(e.dir))
+            s.bind("\0" + name[1:])
+        s.settimeout(60)  # bounds a failing run only: the datagram ends the wait
+        err = e.errfile("daemon")
+        e.daemon = subprocess.Popen([harness.CONTROL, "-f"], env=dict(e.env, NOTIFY_SOCKET=name),
+                                    stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+        e.children.append((e.daemon, err))
+        try:
+            data = s.recv(4096)
+        except socket.timeout:
+            raise Fail("%s: no READY=1 on NOTIFY_SOCKET in 60 s: %s" % (kind, open(err).read()))
+        answers = e.listening()
+        pidf = os.path.join(e.pipe, "openmps-control.pid")
+        pid = open(pidf).read().strip() if os.path.exists(pidf) else None
+        s.close()
+        check(data == b"READY=1\nMAINPID=%d" % e.daemon.pid, "%s: the message: %r" % (kind, data))
+        check(answers, "%s: the daemon answers once it said READY=1" % kind)
+        check(pid == str(e.daemon.pid), "%s: its pid file then: %r" % (kind, pid))
+        check(e.cmd("get_server_list") == "", "%s: it serves" % kind)
+        e.quit()
