@@ -23,7 +23,13 @@ TMP=$(mktemp -d /tmp/openmps-demo.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY="$TMP/pipe" CUDA_MPS_LOG_DIRECTORY="$TMP/log"
 cleanup() {
     echo quit | "$BUILD/openmps-control" >/dev/null 2>&1
-    sleep 0.5
+    # the daemon stops its servers, then exits, releasing its lock: wait for that (30 s at most),
+    # not a fixed time that a busy machine outlasts
+    lock=$CUDA_MPS_PIPE_DIRECTORY/control.lock i=0
+    while [ $i -lt 300 ] && [ -e "$lock" ] && ! flock -n "$lock" true 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
 }
 trap cleanup EXIT
 
