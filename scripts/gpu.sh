@@ -159,7 +159,12 @@ for step in $STEPS; do
             if make && rm -rf "$sdir" && mkdir -p "$sdir"; then
                 setsid python3 tests/gpu/stress/soak.py --build build --out "$sdir" \
                     --seconds "${SOAK_SECONDS:-600}" </dev/null >"$sdir/console.txt" 2>&1 &
-                sleep 5
+                # its log once it runs (a fixed 5 s ran out on a busy machine), 60 s at most
+                i=0
+                while [ ! -f "$sdir/soak.log" ] && [ $i -lt 120 ]; do
+                    sleep 0.5
+                    i=$((i + 1))
+                done
                 if [ -f "$sdir/soak.log" ]; then
                     echo "soak started in the background into $sdir:"
                     cat "$sdir/soak.log"
@@ -229,7 +234,13 @@ for step in $STEPS; do
                 2>"$OUT/probe/libs.remote.trace"
             echo "libs under openmps: exit $?"
             echo quit | CUDA_MPS_PIPE_DIRECTORY=$T/pipe build/openmps-control
-            sleep 1; cp $T/log/*.log "$OUT/probe/" 2>/dev/null
+            # the logs once the daemon has exited (its lock released), 30 s at most
+            i=0
+            while [ $i -lt 300 ] && ! flock -n $T/pipe/control.lock true 2>/dev/null; do
+                sleep 0.1
+                i=$((i + 1))
+            done
+            cp $T/log/*.log "$OUT/probe/" 2>/dev/null
             grep -h "table\|slots" "$OUT/probe/libs.trace" | grep -v " slot [0-9]* (" | head -80
         } >"$OUT/probe.log" 2>&1 ;;
     # Several GPUs alone (issue #12; tests/gpu/multi/run.sh, also part of the tier).
