@@ -24,6 +24,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,18 @@ BASE_COMMANDS = {"sh", "mkdir", "rm", "touch", "printf", "sleep"}
 HOST_PATHS = ("/run/nvidia/mps", "/var/lib/openmps", "/var/run/cdi")
 
 fails = []
+
+
+def answers(path):
+    """Whether a daemon accepts connections on the socket at path (a file alone is not one)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def ok(what):
@@ -235,8 +248,10 @@ def run_it(root, spec, image_path):
                                   env=run_env(root, env, tmp), stdout=err, stderr=err)
         started = os.path.join(os.path.dirname(tmp + pipe), ".started")
         end = time.monotonic() + 60
+        # until it answers: its socket's file is there from its set-up, before it listens (the
+        # probe run once at the file's sight could be refused)
         while time.monotonic() < end and daemon.poll() is None and \
-                not os.path.exists(tmp + pipe + "/control.sock"):
+                not answers(tmp + pipe + "/control.sock"):
             time.sleep(0.05)
         probe = run(root, main["startupProbe"]["exec"]["command"], env, tmp, "startupProbe")
         expect(probe.stdout.strip() == env.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100") +
