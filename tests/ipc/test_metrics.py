@@ -276,16 +276,31 @@ def test_metrics_carry_the_accounting(daemon):
             if line.strip() == "ready":
                 break
 
+        copies = (("htod", 3 << 20), ("dtoh", 1 << 20), ("dtod", 4096))
+        last = []
+
         def counted():
+            """The body once a refresh after the client's work shows all of it: one during its
+            work (the refresh is every second, whenever the client runs) shows its kernels and
+            not yet its copies, and stays until the next."""
             body = get(addr)[2]
-            return body if 'openmps_client_kernels_total{pid="%d"' % p.pid in body else None
-        body = wait_for(counted, timeout=60, what="the client's accounting in the metrics")
+            last[:] = [body]
+            s = samples(body)
+            try:
+                whole = (value(s, "openmps_client_kernels_total", pid=p.pid, device=0) == 5 and
+                         all(value(s, "openmps_client_copied_bytes_total", pid=p.pid, device=0,
+                                   direction=d) == n for d, n in copies))
+            except Fail:
+                return None  # its series not there yet
+            return body if whole else None
+        try:
+            body = wait_for(counted, timeout=60,
+                            what="the client's 5 kernels and its copies in the metrics")
+        except Fail as ex:
+            raise Fail("%s; the last scrape's client lines: %r" % (ex, [
+                l for l in (last or [""])[0].splitlines() if 'pid="%d"' % p.pid in l]))
         promtool_ok(body)
         s = samples(body)
-        check(value(s, "openmps_client_kernels_total", pid=p.pid, device=0) == 5, "kernels")
-        for d, n in (("htod", 3 << 20), ("dtoh", 1 << 20), ("dtod", 4096)):
-            check(value(s, "openmps_client_copied_bytes_total", pid=p.pid, device=0,
-                        direction=d) == n, "bytes %s" % d)
         gpu = value(s, "openmps_client_gpu_seconds_total", pid=p.pid, device=0)
         check(0.09 <= gpu <= 5.0, "GPU time %.3f s for 5 kernels of 20 ms" % gpu)
         check(value(s, "openmps_client_calls_total", pid=p.pid) > 0, "calls")
