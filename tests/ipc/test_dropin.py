@@ -30,6 +30,15 @@ def echo_pipe_to_control(env, command):
     return p.returncode, out.decode(), err.decode()
 
 
+def clean_up(top, pipe, ok):
+    """Kills a failed run's daemon (its pid file still there); removes top after a pass."""
+    pidf = os.path.join(pipe, "openmps-control.pid")
+    if os.path.exists(pidf):
+        subprocess.run(["kill", "-9", open(pidf).read().strip()], capture_output=True)
+    if ok:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def test_device_plugin_sequence():
     """Start (`nvidia-cuda-mps-control -d` with only the two variables), the per-device memory
     limit and the thread percentage set, the health probe `get_default_active_thread_percentage`
@@ -66,11 +75,7 @@ def test_device_plugin_sequence():
         check(rc != 0 and pipe in err, "no daemon, the probe fails: %d %r" % (rc, err))
         ok = True
     finally:
-        pidf = os.path.join(pipe, "openmps-control.pid")
-        if os.path.exists(pidf):  # a failed run's daemon
-            subprocess.run(["kill", "-9", open(pidf).read().strip()], capture_output=True)
-        if ok:
-            shutil.rmtree(top, ignore_errors=True)
+        clean_up(top, pipe, ok)
 
 
 # Run by NVIDIA's name with no CUDA_MPS_* variables, in a mount namespace of its own (private,
@@ -150,8 +155,4 @@ def test_slurm_prolog_right_after_the_epilog():
               "three starts and quits: %r" % log)
         ok = True
     finally:
-        pidf = os.path.join(pipe, "openmps-control.pid")
-        if os.path.exists(pidf):  # a failed run's daemon
-            subprocess.run(["kill", "-9", open(pidf).read().strip()], capture_output=True)
-        if ok:
-            shutil.rmtree(top, ignore_errors=True)
+        clean_up(top, pipe, ok)
