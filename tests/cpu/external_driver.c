@@ -64,6 +64,7 @@ CUresult cuStreamSynchronize(CUstream);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemcpy(CUdeviceptr, CUdeviceptr, size_t);
+CUresult cuCtxSynchronize(void);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuImportExternalMemory(CUexternalMemory *, const MEM_DESC *);
 CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *, CUexternalMemory, const BUF_DESC *);
@@ -141,11 +142,17 @@ static void basic(void)
     OK(cuMemcpyDtoH_v2(buf, p, 15));
     EXPECT_MSG(strcmp(buf, "hello external") == 0, "the buffer reads the memfd: %s", buf);
     OK(cuMemcpyHtoD_v2(p + 100, "written", 8));
+    /* The driver documents that a synchronous copy into device memory may return before its DMA
+     * ends (from pageable memory: once the bytes are staged), and a device-to-device one before
+     * it is done: read through the memfd once synchronised (with the double's late DMA,
+     * make test-loaded, the bytes land only then). */
+    OK(cuCtxSynchronize());
     EXPECT_MSG(pread(keep, buf, 8, 4096 + 100) == 8 && strcmp(buf, "written") == 0,
                "the copy reached the memfd: %s", buf);
     /* A device-to-device copy with unified addressing: the buffer is device memory here. */
     other = map(m, 131072, 4096); /* apart from the first: past its end is nobody's memory */
     OK(cuMemcpy(other, p, 15));
+    OK(cuCtxSynchronize());
     EXPECT_MSG(pread(keep, buf, 15, 131072) == 15 && strcmp(buf, "hello external") == 0,
                "cuMemcpy between buffers: %s", buf);
     /* Past the buffer's end: refused. */

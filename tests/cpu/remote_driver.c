@@ -9,6 +9,7 @@
  *                                the default stream: work for the server's scheduler
  *   remote_driver streams2       several streams under the scheduler and the staging area
  *   remote_driver cache          the server's cache of a client's freed allocations
+ *   remote_driver order          the order between streams the server keeps (remote_order.c)
  *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -86,6 +87,7 @@ void green_case(void);        /* remote_green.c */
 void green_hold_case(void);
 void green_steal_case(char **argv);
 void share_case(void); /* remote_share.c */
+void order_case(void); /* remote_order.c */
 void priority_case(void);
 void partition_case(void);
 void devices_case(void); /* remote_devices.c */
@@ -1204,6 +1206,8 @@ int main(int argc, char **argv)
         contexts_bus_case();
     } else if (!strcmp(mode, "share")) { /* remote_share.c */
         share_case();
+    } else if (!strcmp(mode, "order")) { /* remote_order.c */
+        order_case();
     } else if (!strcmp(mode, "devices")) {
         devices_case();
     } else if (!strcmp(mode, "visible")) {

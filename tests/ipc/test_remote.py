@@ -378,6 +378,33 @@ def test_remote_client_killed_mid_copy(daemon):
     check(p.returncode == 0, "another client is served: %r" % err)
 
 
+def test_streams_keep_the_drivers_order_where_kernels_write_late(daemon):
+    """The order between a client's streams that the driver guarantees holds through the server
+    where a kernel's writes land late (FAKECUDA_KERNEL_LATER: the double writes a fill_u32
+    kernel's memory only when its stream is next waited for, asked about or given work, or
+    everything is synchronized): an event recorded after the kernel and waited for by the reading
+    stream; a blocking stream's kernel read by the legacy stream's synchronous copy and the other
+    way round; the per-thread stream and the legacy stream; a context synchronize; one stream.
+    The two reads that nothing orders (a race natively) read the old value under late writes —
+    which shows the writes were late — and the new one without them. (make test-loaded runs the
+    whole IPC tier with late writes and late DMA.)"""
+    ordered = ["event 2", "blocking-then-legacy 3", "legacy-then-blocking 4",
+               "per-thread-then-legacy 5", "legacy-then-per-thread 6", "ctx-synchronize 8",
+               "same-stream 9"]
+    for later in (True, False):  # "0": off, whatever make test-loaded sets
+        e = daemon({"FAKECUDA_KERNEL_LATER": "1" if later else "0"})
+        p = remote(e, "order")
+        out, err = p.communicate(timeout=120)
+        lines = out.splitlines()
+        check(p.returncode == 0 and "order ok" in lines, "late=%s: %r %r" % (later, out, err))
+        check(all(l in lines for l in ordered), "late=%s: %r" % (later, lines))
+        # late: what the buffer held before (the memset's 0; step 6's value)
+        want = ({"unordered-streams": "0", "unordered-legacy": "6"} if later else
+                {"unordered-streams": "1", "unordered-legacy": "7"})
+        got = dict(l.split() for l in lines if l.startswith("unordered-"))
+        check(got == want, "late=%s: the unordered reads %r, want %r" % (later, got, want))
+
+
 def test_small_copy_answered_before_its_dma(daemon):
     """A small synchronous host-to-device copy is answered once its DMA is enqueued (api/copies.c)
     and the worker waits for the DMA before the client's next call: with the driver double's DMA

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,11 +437,12 @@ int fake_alloc_find(dptr_t p, dptr_t *base, size_t *size)
     return rc;
 }
 
-void fake_dma_flush(void *s); /* below: FAKECUDA_DMA_LATER's pending copies */
+void fake_dma_flush(void *s); /* below: FAKECUDA_DMA_LATER's and KERNEL_LATER's work */
+void fake_flush_all(void);
 
 EXPORT int cuMemFree_v2(dptr_t p)
 {
-    fake_dma_flush(NULL); /* a synchronising free */
+    fake_flush_all(); /* a synchronising free */
     int rc = CUDA_ERROR_INVALID_VALUE;
 
     if (fake_external_free(p) == 0 || fake_shareable_free(p) == 0)
@@ -548,7 +550,7 @@ EXPORT int cuMemHostAlloc(void **pp, size_t n, unsigned flags)
 
 EXPORT int cuMemFreeHost(void *p)
 {
-    fake_dma_flush(NULL); /* a synchronising free */
+    fake_flush_all(); /* a synchronising free */
     int rc = unpin(p);
 
     if (rc == CUDA_SUCCESS)
@@ -559,41 +561,104 @@ EXPORT int cuMemFreeHost(void *p)
 int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes); /* fake_graphs.c */
 
 /*
- * FAKECUDA_DMA_LATER: a host-to-device copy on a stream reads its source later, as a DMA does:
- * when its stream is asked about or waited for, an event is recorded on it, work is enqueued on
- * it (copies, sets, launches, host functions, memory operations, a free), the context is
- * synchronised, or memory is freed (earlier than the driver would is allowed; later is not). A
- * caller that reuses the source before it knows the copy done sends the device the reused bytes,
- * unless something of that list happened on the stream meanwhile.
+ * FAKECUDA_DMA_LATER: a host-to-device copy on a stream reads its source later, as a DMA does;
+ * FAKECUDA_KERNEL_LATER: a kernel that writes memory (fill_u32) writes it later, as a kernel on
+ * a busy GPU does. Either is done when its stream is asked about or waited for, an event is
+ * recorded on it, work is enqueued on it (copies, sets, launches, host functions, memory
+ * operations, a free), the context is synchronised, or memory is freed (earlier than the driver
+ * would is allowed; later is not). Streams are ordered as the driver orders them: the legacy
+ * stream (NULL, CU_STREAM_LEGACY) with the blocking streams and the per-thread stream (its work
+ * is done before theirs and theirs before its), a non-blocking stream with none. So a caller
+ * that reuses a copy's source before it knows the copy done sends the device the reused bytes,
+ * and one that reads a kernel's result through another stream without ordering the two (an
+ * event, a synchronize) reads what was there before the kernel.
  */
-struct dma_later {
+struct later {
     dptr_t dst;
-    const void *src;
+    const void *src; /* a copy's source; NULL: a fill of n 32-bit words with v */
     size_t n;
+    uint32_t v;
     void *s;
 };
 static pthread_mutex_t dma_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dma_later dma_pending[64];
+static struct later dma_pending[64];
 static int dma_count;
 
-/* The pending copies of stream s (NULL: of every stream) are done now: before anything else on
- * s reads or writes device memory or is asked about (fake_arrays.c, fake_graphs.c,
- * fake_memory.c and fake_modules.c call it too), and at the synchronising calls. */
-void fake_dma_flush(void *s)
+static bool is_blocking(void *s); /* below: a stream made without CU_STREAM_NON_BLOCKING */
+
+/* FAKECUDA_DMA_LATER, FAKECUDA_KERNEL_LATER: on when set to anything but "" or "0" (a test
+ * turns one off that `make test-loaded` sets for the whole IPC tier). */
+static bool later_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
+static void *legacy(void *s)
+{
+    return s == (void *)1 ? NULL : s; /* CU_STREAM_LEGACY is the NULL stream */
+}
+
+/* Whether work pending on stream p must be done before work on s begins. */
+static bool ordered_before(void *p, void *s)
+{
+    if (p == s)
+        return true;
+    if (!s) /* the legacy stream waits for the blocking streams and the per-thread one */
+        return p == (void *)2 || is_blocking(p);
+    return !p && (s == (void *)2 || is_blocking(s)); /* and they wait for it */
+}
+
+static void flush(void *s, bool all)
 {
     if (!__atomic_load_n(&dma_count, __ATOMIC_ACQUIRE))
         return;
+    s = legacy(s);
     pthread_mutex_lock(&dma_lock);
     for (int i = 0; i < dma_count;) {
-        if (s && dma_pending[i].s != s) {
+        struct later *l = &dma_pending[i];
+        if (!all && !ordered_before(l->s, s)) {
             i++;
             continue;
         }
-        memcpy((void *)(uintptr_t)dma_pending[i].dst, dma_pending[i].src, dma_pending[i].n);
-        memmove(&dma_pending[i], &dma_pending[i + 1],
-                (size_t)(dma_count - i - 1) * sizeof(dma_pending[0]));
+        if (l->src)
+            memcpy((void *)(uintptr_t)l->dst, l->src, l->n);
+        else
+            for (size_t k = 0; k < l->n; k++)
+                ((uint32_t *)(uintptr_t)l->dst)[k] = l->v;
+        memmove(l, l + 1, (size_t)(dma_count - i - 1) * sizeof(*l));
         __atomic_store_n(&dma_count, dma_count - 1, __ATOMIC_RELEASE);
     }
+    pthread_mutex_unlock(&dma_lock);
+}
+
+/* The pending work that stream s's next work comes after is done now: before anything else on
+ * s reads or writes device memory or is asked about (fake_arrays.c, fake_graphs.c,
+ * fake_memory.c and fake_modules.c call it too). */
+void fake_dma_flush(void *s)
+{
+    flush(s, false);
+}
+
+/* Every stream's pending work is done now: the synchronising calls (a context synchronize, a
+ * free). */
+void fake_flush_all(void)
+{
+    flush(NULL, true);
+}
+
+/* Work done later on stream s (its stream's earlier pending work is done first). */
+static void pend(struct later l)
+{
+    pthread_mutex_lock(&dma_lock);
+    while (dma_count == (int)(sizeof(dma_pending) / sizeof(dma_pending[0]))) {
+        pthread_mutex_unlock(&dma_lock); /* full: the oldest are done now */
+        fake_flush_all();
+        pthread_mutex_lock(&dma_lock);
+    }
+    l.s = legacy(l.s);
+    dma_pending[dma_count] = l;
+    __atomic_store_n(&dma_count, dma_count + 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&dma_lock);
 }
 
@@ -611,16 +676,8 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
     fake_dma_flush(s); /* in its stream's order */
     if (dma_ms && s)   /* FAKECUDA_DMA_MS: the copy keeps its stream busy that long, as a kernel */
         stream_runs(s, (uint64_t)atoi(dma_ms) * 1000);
-    if (getenv("FAKECUDA_DMA_LATER") && s) {
-        pthread_mutex_lock(&dma_lock);
-        while (dma_count == (int)(sizeof(dma_pending) / sizeof(dma_pending[0]))) {
-            pthread_mutex_unlock(&dma_lock); /* full: the oldest are done now */
-            fake_dma_flush(NULL);
-            pthread_mutex_lock(&dma_lock);
-        }
-        dma_pending[dma_count] = (struct dma_later){dst, src, n, s};
-        __atomic_store_n(&dma_count, dma_count + 1, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&dma_lock);
+    if (later_on("FAKECUDA_DMA_LATER") && s) {
+        pend((struct later){.dst = dst, .src = src, .n = n, .s = s});
         return CUDA_SUCCESS;
     }
     memcpy((void *)(uintptr_t)dst, src, n);
@@ -692,6 +749,14 @@ static signed char token_prio[sizeof(tokens)];
  * recorded on a stream of its own device only, as the driver requires. */
 static unsigned char token_dev[sizeof(tokens)];
 extern __thread int fake_current_device;
+/* Each stream's flags as created: 1 for CU_STREAM_NON_BLOCKING (FAKECUDA_KERNEL_LATER's order). */
+static unsigned char token_nonblocking[sizeof(tokens)];
+
+static bool is_blocking(void *s)
+{
+    char *c = s;
+    return c >= tokens && c < tokens + sizeof(tokens) && !token_nonblocking[c - tokens];
+}
 
 static int token_device(void *t)
 {
@@ -703,12 +768,12 @@ EXPORT int cuStreamCreateWithPriority(void **s, unsigned flags, int prio)
 {
     const char *log = getenv("FAKECUDA_STREAM_LOG");
 
-    (void)flags;
     *s = new_token();
     if (!*s)
         return 2;
     token_prio[(char *)*s - tokens] = (signed char)(prio > 0 ? 0 : prio < -5 ? -5 : prio);
     token_dev[(char *)*s - tokens] = (unsigned char)fake_current_device;
+    token_nonblocking[(char *)*s - tokens] = (unsigned char)(flags & 1);
     if (log) {
         FILE *f = fopen(log, "a");
         if (f) {
@@ -856,7 +921,7 @@ int fake_capture_wait(void *s, void *e);
 
 EXPORT int cuStreamQuery(void *s)
 {
-    fake_dma_flush(s); /* NULL, the legacy stream: every stream's */
+    fake_dma_flush(s); /* NULL, the legacy stream: the blocking streams' too */
     if (flush_printf() != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
@@ -912,7 +977,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 }
 EXPORT int cuCtxSynchronize(void)
 {
-    fake_dma_flush(NULL);
+    fake_flush_all();
     return flush_printf();
 }
 
@@ -1370,6 +1435,10 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
         memcpy(&p, args, 8);
         memcpy(&v, args + 8, 4);
         memcpy(&n, args + 12, 4);
+        if (later_on("FAKECUDA_KERNEL_LATER") && !in_graph) { /* its writes land later */
+            pend((struct later){.dst = p, .n = n, .v = v, .s = s});
+            return CUDA_SUCCESS;
+        }
         for (uint32_t i = 0; i < n; i++)
             ((uint32_t *)(uintptr_t)p)[i] = v;
     }
@@ -1507,7 +1576,7 @@ EXPORT int cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
 /* Releases of pinned regions are counted in FAKECUDA_UNREGISTER_LOG (one line each). */
 EXPORT int cuMemHostUnregister(void *p)
 {
-    fake_dma_flush(NULL); /* a synchronising free */
+    fake_flush_all(); /* a synchronising free */
     const char *log = getenv("FAKECUDA_UNREGISTER_LOG");
     FILE *f = log ? fopen(log, "a") : NULL;
 
