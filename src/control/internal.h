@@ -169,6 +169,7 @@ struct daemon {
     const char *pipe_dir;
     const char *log_dir;
     char sock_path[256];
+    char sock_new[256]; /* where the control socket is bound until it listens (setup.c) */
     char pid_path[256];
     char server_exe[4096];
     uid_t euid;

@@ -131,7 +131,7 @@ static int go_background(void)
  * ordered after the daemon's, go on once it answers on its socket, not when it was started.
  * NOTIFY_SOCKET names a datagram socket, a path or "@" and an abstract name; unset, nothing is
  * sent (started by hand, by Slurm, in a pod). */
-static void notify_ready(void)
+static void notify_ready(bool background)
 {
     const char *path = getenv("NOTIFY_SOCKET");
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -141,8 +141,17 @@ static void notify_ready(void)
 
     if (!path || !*path)
         return;
+    if (background) {
+        /* systemd takes the notification only from the process it started, which -d ended */
+        om_warn("NOTIFY_SOCKET is set but the daemon went to the background (-d): a systemd unit "
+                "of Type=notify runs it with -f; systemd is not told");
+        unsetenv("NOTIFY_SOCKET");
+        return;
+    }
     len = strlen(path);
-    if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path)) {
+    /* an abstract name ("@...") may fill sun_path; a path needs room for its terminator */
+    if ((path[0] != '/' && path[0] != '@') || len > sizeof(sa.sun_path) ||
+        (path[0] == '/' && len == sizeof(sa.sun_path))) {
         om_warn("NOTIFY_SOCKET is not a socket's path; systemd is not told the daemon is ready");
         unsetenv("NOTIFY_SOCKET");
         return;
@@ -237,7 +246,7 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
         }
         close(ready_fd);
     }
-    notify_ready();
+    notify_ready(background);
     rc = om_daemon_run(&d);
     om_daemon_cleanup(&d);
     return rc;

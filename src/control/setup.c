@@ -23,6 +23,9 @@
 
 #define LOCK_NAME "control.lock"
 #define PID_NAME "openmps-control.pid"
+/* The control socket until it listens; shorter than its name, so any pipe directory that fits
+ * one fits the other. */
+#define SOCK_NEW_NAME "control.new"
 
 /* True when something accepts connections on path (stream or seqpacket). */
 static bool socket_alive(const char *path)
@@ -188,7 +191,8 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
     if ((rc = om_path_join(path, sizeof(path), d->pipe_dir, LOCK_NAME)) < 0 ||
         (rc = om_path_join(d->pid_path, sizeof(d->pid_path), d->pipe_dir, PID_NAME)) < 0 ||
         (rc = om_path_join(d->sock_path, sizeof(d->sock_path), d->pipe_dir, OM_CONTROL_SOCKET)) <
-            0) {
+            0 ||
+        (rc = om_path_join(d->sock_new, sizeof(d->sock_new), d->pipe_dir, SOCK_NEW_NAME)) < 0) {
         snprintf(err, errlen, "the pipe directory path %s is too long", d->pipe_dir);
         return rc;
     }
@@ -214,9 +218,12 @@ int om_daemon_setup(struct daemon *d, char *err, size_t errlen)
     d->lock_fd = fd;
     if (unlink(d->sock_path) == 0)
         om_debug("removed a stale socket %s", d->sock_path);
-    /* Bound now (a second daemon on this directory fails here), listened on last
-     * (om_daemon_listen): a connection to it means every socket of the configuration is there. */
-    d->listen_fd = om_sock_bind(d->sock_path, d->euid == 0 ? 0666 : 0600);
+    unlink(d->sock_new); /* a crashed daemon's, never listened on */
+    /* Bound now, under another name, and listened on last (om_daemon_listen), which then gives it
+     * its name: once control.sock is there it answers, and every socket of the configuration and
+     * the pid file are there too (a script that waits for the file, or for an answer, may start
+     * clients at once). */
+    d->listen_fd = om_sock_bind(d->sock_new, d->euid == 0 ? 0666 : 0600);
     if (d->listen_fd < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", d->sock_path, strerror(-d->listen_fd));
         return d->listen_fd;
@@ -247,6 +254,8 @@ int om_daemon_listen(struct daemon *d, char *err, size_t errlen)
 {
     int rc = om_sock_start(d->listen_fd);
 
+    if (rc == 0 && rename(d->sock_new, d->sock_path) < 0)
+        rc = -errno;
     if (rc < 0)
         snprintf(err, errlen, "cannot listen on %s: %s", d->sock_path, strerror(-rc));
     return rc;
@@ -274,6 +283,7 @@ void om_daemon_cleanup(struct daemon *d)
      * sees them half-gone. */
     if (d->listen_fd >= 0) {
         unlink(d->sock_path);
+        unlink(d->sock_new); /* a set-up that failed before the listen */
         close(d->listen_fd);
     }
     unlink(d->pid_path);

@@ -98,8 +98,9 @@ def test_v3_sockets_are_there_once_the_daemon_answers(daemon):
     """The daemon's control socket takes connections only once every server's and namespace's
     socket of the configuration exists: whatever starts clients on a namespace as soon as the
     daemon answers (a test, a job script, a pod's readiness probe) finds the namespace. Each start
-    is watched from a subprocess that connects in a tight loop and, at its first connection,
-    lists the sockets (before the fix, a client let in by the daemon's socket could find its
+    is watched from a subprocess that looks for the socket's file in a tight loop, connects at
+    once when it is there (the file appears only once the daemon listens: it is bound under
+    another name and renamed then), and lists the sockets (before the fix, a client let in by the daemon's socket could find its
     namespace's missing and ran natively: CI, 2026-11-28), and reads the daemon's pid file
     (written after the socket listened before, 2026-11-28)."""
     names = ["n%02d" % i for i in range(15)]
@@ -110,11 +111,12 @@ def test_v3_sockets_are_there_once_the_daemon_answers(daemon):
              "pipe=sys.argv[1]; end=time.time()+60\n"
              "print('spinning', flush=True)\n"
              "while time.time()<end:\n"
+             "    if not os.path.exists(os.path.join(pipe,'control.sock')): continue\n"
              "    s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
              "    try: s.connect(os.path.join(pipe,'control.sock'))\n"
-             "    except OSError: s.close(); continue\n"
+             "    except OSError as ex: print('there but refused: %s' % ex); sys.exit(1)\n"
              "    s.close(); break\n"
-             "else: print('never connected'); sys.exit(1)\n"
+             "else: print('never there'); sys.exit(1)\n"
              "print(sum(os.path.exists(os.path.join(pipe,'s%d' % k,n,'control.sock'))\n"
              "          for k in range(4) for n in sys.argv[2:]))\n"
              "try: print(open(os.path.join(pipe,'openmps-control.pid')).read().strip())\n"

@@ -226,15 +226,19 @@ static int semaphores(const char *what, void *const *sems, const struct sem_para
     return OK;
 }
 
+void fake_dma_flush(void *s); /* fakecuda.c: the late work of its stream, first */
+
 EXPORT int cuSignalExternalSemaphoresAsync(void *const *sems, const struct sem_params *params,
                                            unsigned n, void *stream)
 {
+    fake_dma_flush(stream);
     return semaphores("cuSignalExternalSemaphoresAsync", sems, params, n, stream);
 }
 
 EXPORT int cuWaitExternalSemaphoresAsync(void *const *sems, const struct sem_params *params,
                                          unsigned n, void *stream)
 {
+    fake_dma_flush(stream);
     return semaphores("cuWaitExternalSemaphoresAsync", sems, params, n, stream);
 }
 

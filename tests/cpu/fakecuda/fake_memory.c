@@ -226,7 +226,8 @@ EXPORT int cuMemAllocFromPoolAsync(dptr_t *p, size_t bytes, void *pool, void *st
     return rc;
 }
 
-void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
+void fake_dma_flush(void *s); /* fakecuda.c: the late work of FAKECUDA_DMA_LATER, _KERNEL_LATER */
+void fake_flush_all(void);
 
 EXPORT int cuMemFreeAsync(dptr_t p, void *stream)
 {
@@ -475,6 +476,7 @@ EXPORT int cuMemUnmap(dptr_t p, size_t size)
 {
     int rc = CUDA_ERROR_INVALID_VALUE;
 
+    fake_flush_all(); /* nothing late writes into a range gone (the driver synchronises too) */
     if (!vmm_on())
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&vmm_lock);

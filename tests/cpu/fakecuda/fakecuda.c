@@ -563,15 +563,17 @@ int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes); /* fak
 /*
  * FAKECUDA_DMA_LATER: a host-to-device copy on a stream reads its source later, as a DMA does;
  * FAKECUDA_KERNEL_LATER: a kernel that writes memory (fill_u32) writes it later, as a kernel on
- * a busy GPU does. Either is done when its stream is asked about or waited for, an event is
- * recorded on it, work is enqueued on it (copies, sets, launches, host functions, memory
- * operations, a free), the context is synchronised, or memory is freed (earlier than the driver
- * would is allowed; later is not). Streams are ordered as the driver orders them: the legacy
- * stream (NULL, CU_STREAM_LEGACY) with the blocking streams and the per-thread stream (its work
- * is done before theirs and theirs before its), a non-blocking stream with none. So a caller
- * that reuses a copy's source before it knows the copy done sends the device the reused bytes,
- * and one that reads a kernel's result through another stream without ordering the two (an
- * event, a synchronize) reads what was there before the kernel.
+ * a busy GPU does. Either is done when its stream is asked about or waited for, an event
+ * recorded on it after the work is waited for, asked about or synchronised with, work is
+ * enqueued on it (copies, sets, launches, host functions, memory operations, a free), the
+ * context is synchronised, or memory is freed (earlier than the driver would is allowed; later is
+ * not). A kernel of a graph writes at the graph's launch (its stream's turn), not later. Streams
+ * are ordered as the driver orders them: the legacy stream (NULL, CU_STREAM_LEGACY) with the
+ * blocking streams and the per-thread stream (its work is done before theirs and theirs before
+ * its), a non-blocking stream with none. So a caller that reuses a copy's source before it knows
+ * the copy done sends the device the reused bytes, and one that reads a kernel's result through
+ * another stream without ordering the two (an event, a synchronize) reads what was there before the
+ * kernel.
  */
 struct later {
     dptr_t dst;
@@ -959,11 +961,27 @@ static void log_line(const char *what)
 static uint64_t event_ready_us[sizeof(tokens)];      /* per event token (__atomic) */
 static unsigned char event_recorded[sizeof(tokens)]; /* (__atomic) */
 
+/* The stream each event was last recorded on (CU_STREAM_LEGACY for NULL; NULL: never). The late
+ * work (FAKECUDA_KERNEL_LATER, _DMA_LATER) behind a record is done when the event is waited for,
+ * asked about or synchronised with, not at the record: a stream that reads another's result
+ * after a record without the wait reads what was there before. */
+static void *event_stream[sizeof(tokens)];
+
+static void event_flush(void *e)
+{
+    char *c = e;
+
+    if (c >= tokens && c < tokens + sizeof(tokens) && event_stream[c - tokens])
+        fake_dma_flush(event_stream[c - tokens]);
+}
+
 /* FAKECUDA_WAITS_PROPAGATE=1: a stream that waits for an event stays busy until the event is
  * done (what the device does; off by default, the scheduler's tests time streams alone). */
 EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 {
     uint64_t *busy = busy_slot(s), *ready = busy_slot(e), until;
+
+    event_flush(e);
 
     (void)f;
     log_line("wait");
@@ -1006,7 +1024,6 @@ EXPORT int cuEventRecord(void *e, void *s)
 {
     uint64_t *ready = busy_slot(e), *busy = busy_slot(s);
 
-    fake_dma_flush(s); /* what it stands behind is done when it is */
     if (gone(e))
         return 400;
     if (s && token_device(e) >= 0 && token_device(s) >= 0 && token_device(e) != token_device(s))
@@ -1014,6 +1031,8 @@ EXPORT int cuEventRecord(void *e, void *s)
     log_line("record");
     time_line("record");
     fake_capture_record(e, s);
+    if ((char *)e >= tokens && (char *)e < tokens + sizeof(tokens))
+        event_stream[(char *)e - tokens] = s ? s : (void *)1; /* its late work: event_flush */
     if (ready) {
         uint64_t now = mono_us(), until = busy ? __atomic_load_n(busy, __ATOMIC_RELAXED) : 0;
         __atomic_store_n(&event_recorded[ready - busy_until_us], 1, __ATOMIC_RELAXED);
@@ -1036,6 +1055,7 @@ EXPORT int cuEventQuery(void *e)
 {
     uint64_t *b = busy_slot(e);
 
+    event_flush(e);
     b = b ? &event_ready_us[b - busy_until_us] : NULL;
     return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
 }
