@@ -689,10 +689,14 @@ static struct fnode *exec_node(struct fexec *e, void *h)
     return NULL;
 }
 
+void fake_dma_flush(void *s); /* fakecuda.c: the late work of FAKECUDA_DMA_LATER, _KERNEL_LATER */
+
 static int run_node(struct fnode *n, void *s)
 {
     int rc = OK;
 
+    if (n->type != KERNEL && n->type != GRAPH)
+        fake_dma_flush(s);            /* a node after a kernel that writes late sees its writes */
     if (n->type == GRAPH && n->child) /* its nodes in the order they were added */
         for (int i = 0; i < n->child->n && rc == OK; i++)
             rc = run_node(n->child->nodes[i], s);
@@ -720,8 +724,6 @@ static int run_node(struct fnode *n, void *s)
                 ((unsigned *)(uintptr_t)(n->m.dst + r * n->m.pitch))[x] = n->m.value;
     return rc;
 }
-
-void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
 
 EXPORT int cuGraphLaunch(void *h, void *s)
 {

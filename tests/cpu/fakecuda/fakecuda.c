@@ -567,7 +567,7 @@ int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes); /* fak
  * recorded on it after the work is waited for, asked about or synchronised with, work is
  * enqueued on it (copies, sets, launches, host functions, memory operations, a free), the
  * context is synchronised, or memory is freed (earlier than the driver would is allowed; later is
- * not). A kernel of a graph writes at the graph's launch (its stream's turn), not later. Streams
+ * not); a graph's kernels too (its other nodes do their stream's late work first). Streams
  * are ordered as the driver orders them: the legacy stream (NULL, CU_STREAM_LEGACY) with the
  * blocking streams and the per-thread stream (its work is done before theirs and theirs before
  * its), a non-blocking stream with none. So a caller that reuses a copy's source before it knows
@@ -1455,7 +1455,7 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
         memcpy(&p, args, 8);
         memcpy(&v, args + 8, 4);
         memcpy(&n, args + 12, 4);
-        if (later_on("FAKECUDA_KERNEL_LATER") && !in_graph) { /* its writes land later */
+        if (later_on("FAKECUDA_KERNEL_LATER")) { /* its writes land later (a graph's too) */
             pend((struct later){.dst = p, .n = n, .v = v, .s = s});
             return CUDA_SUCCESS;
         }
