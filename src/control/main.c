@@ -223,6 +223,7 @@ static int run_daemon(bool background, int protocol, const char *conf_path, bool
         if (ready_fd < 0) {
             fprintf(stderr, "openmps-control: cannot go to the background: %s\n",
                     strerror(-ready_fd));
+            om_daemon_cleanup(&d); /* its sockets and lock: the next daemon starts clean */
             return 1;
         }
     } else {
