@@ -38,8 +38,11 @@ b2.png ... b8.png, tut.png; SVG without matplotlib), which `bench/plots.py figur
 again from the CSV alone. Without an NVIDIA GPU or nvcc it says so and exits 1.
 
 --alternate (BENCH_ALTERNATE=1): the repeats become passes, and each pass runs every mode once
-(a fresh daemon each time), modes alternating — native, MPS, openmps, native, ... — so that a
-machine's drift spreads over all modes instead of landing on one; B7 runs one set of copies per
+(a fresh daemon each time), modes alternating, every other pass in the reverse order — native,
+MPS, openmps, openmps, MPS, native, ... — so that a machine's drift spreads over all modes
+instead of landing on one, and no mode always runs first (issue #27's allocate + free was
+higher in 7 of 9 passes for the mode that always ran first: the fixed order could not tell
+the accounting's cost from the order's); B7 runs one set of copies per
 pass (2 rounds each), B8 once per pass. The table's medians are then over the passes. figures.csv
 is written as each workload ends, so a run cut short keeps what it measured. BENCH_STOP_AT
 (seconds since the epoch): no pass and mode is begun that would end past it, judged by the
@@ -423,11 +426,13 @@ def main():
                       "slowest_gpu_ms", "slowest_start_delay_ms", "slowest_launch_call_ms",
                       "slowest_gpu_start_after_launch_ms", "slowest_pid",
                       "copies_started_late"])
-        # Alternating: the repeats are passes over the modes, each mode once per pass.
+        # Alternating: the repeats are passes over the modes, each mode once per pass, the odd
+        # passes in the reverse order (ABBA): the mode after another is not always the same.
         passes, reps = (args.repeats, 1) if args.alternate else (1, args.repeats)
         stop_at = float(os.environ.get("BENCH_STOP_AT", "0") or 0)
         last_took = 0.0
-        for p, m in [(p, m) for p in range(passes) for m in modes]:
+        for p, m in [(p, m) for p in range(passes)
+                     for m in (modes[::-1] if args.alternate and p % 2 else modes)]:
             # BENCH_STOP_AT (seconds since the epoch): no pass and mode is begun that would end
             # past it, judged by the longest one so far, so that a caller with a time limit
             # (the device tool's 600 s) keeps what was measured and its own steps after

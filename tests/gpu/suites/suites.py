@@ -55,13 +55,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 # The issue's selection: CuPy's cuda_tests, core, linalg, fft, random and sorting tests and
 # cupyx's (those that need a package the machine lacks skip themselves, in both modes alike);
-# PyTorch's CUDA and multiprocessing tests.
+# PyTorch's CUDA and multiprocessing tests; on a machine with two GPUs, its multi-GPU CUDA tests
+# (test_cuda_multigpu.py: not among the suites' files the project is given; put into
+# .suites/src/pytorch/ from PyTorch's repository, test/, of the same cycle).
 SUITES = {
     "cupy": ("cupy", ["tests/cupy_tests/cuda_tests", "tests/cupy_tests/core_tests",
                       "tests/cupy_tests/linalg_tests", "tests/cupy_tests/fft_tests",
                       "tests/cupy_tests/random_tests", "tests/cupy_tests/sorting_tests",
                       "tests/cupyx_tests"]),
     "pytorch": ("pytorch", ["test_cuda.py", "test_multiprocessing.py"]),
+    "pytorch-multigpu": ("pytorch", ["test_cuda_multigpu.py"]),
 }
 MODES = ("native", "openmps")
 GOOD = ("passed", "xfailed")
@@ -125,8 +128,13 @@ def select(suites_dir, suites, patterns, shard):
         root = os.path.join(suites_dir, sub)
         if not os.path.isdir(root):
             raise Fatal("suite %s: no folder %s (tests/gpu/suites/prepare.sh makes it)" % (s, root))
+        if not patterns and not any(os.path.exists(os.path.join(root, t)) for t in tops):
+            raise Fatal("suite %s: none of %s in %s" % (s, ", ".join(tops), root))
         cands = [f for top in (["."] if patterns else tops) for f in test_files(root, top)]
-        cands = [os.path.normpath(f) for f in cands]
+        # another suite's files in the same folder are that suite's (pytorch, pytorch-multigpu)
+        others = {os.path.normpath(t) for o, (osub, otops) in SUITES.items()
+                  if o != s and osub == sub for t in otops}
+        cands = [os.path.normpath(f) for f in cands if os.path.normpath(f) not in others]
         for rel in cands:
             hit = [p for p in patterns if matches(rel, p)]
             if patterns and not hit:
@@ -171,9 +179,12 @@ class Unit:
         self.outcomes = {}  # id -> (outcome, msg, dur)
         self.pending = None
         self.finished = False
+        self.filled = set()  # names of torch the plugin filled in (omsuite_plugin.py)
         for r in read_jsonl(path):
             t = r.get("t")
-            if t == "start":
+            if t == "filled":
+                self.filled.update(r.get("names", []))
+            elif t == "start":
                 self.pending = r["id"]
             elif t == "end":
                 self.outcomes[r["id"]] = (r["outcome"], r.get("msg", ""), r.get("dur", 0.0))
@@ -626,9 +637,12 @@ def summarize(results):
     for s in segs:
         k = (s["suite"], s["file"], s["mode"])
         wall[k] = wall.get(k, 0.0) + s["wall"]
-    rows, regs, incomplete = {}, [], []
+    rows, regs, incomplete, filled = {}, [], [], {}
     for (suite, rel), paths in units.items():
         us = {m: Unit(p) for m, p in paths.items()}
+        for u in us.values():
+            if u.filled:
+                filled.setdefault((suite, rel), set()).update(u.filled)
         both = all(m in us and us[m].finished for m in MODES)
         for m, u in us.items():
             if not u.finished:
@@ -657,11 +671,11 @@ def summarize(results):
             row["died"] = row.get("died", 0) + 1
         elif s["finished"] and s["rc"] not in (0, 1, 2, 5):
             row["bad_exit"] = row.get("bad_exit", 0) + 1
-    return rows, regs, incomplete
+    return rows, regs, incomplete, filled
 
 
 def report(results):
-    rows, regs, incomplete = summarize(results)
+    rows, regs, incomplete, filled = summarize(results)
     events = read_jsonl(os.path.join(results, "events.jsonl"))
     runs = [e for e in events if e.get("event") == "run-start"]
     restarts = sum(1 for e in events if e.get("event") == "daemon-restarted")
@@ -699,6 +713,13 @@ def report(results):
             out.append("| `%s` | %s | %s | %s | %s |" % (
                 g["suite"] + ":" + g["id"], g["native"], g["openmps"], g["alone"],
                 g["msg"].replace("|", "\\|").replace("\n", " ")[:200]))
+    if filled:
+        out += ["", "## Names the test files import that the installed torch lacks", "",
+                "Filled in by the harness's plugin before the file was imported, in both modes "
+                "alike (tests/gpu/suites/omsuite_plugin.py: a flag by its later definition or "
+                "False, anything else by a stand-in that skips the tests using it):", ""]
+        out += ["* %s:%s: %s" % (suite, rel, ", ".join("`%s`" % n for n in sorted(names)))
+                for (suite, rel), names in sorted(filled.items())]
     if incomplete:
         out += ["", "## Not done yet (%d units; a later run with these results continues)" %
                 len(incomplete), ""] + ["* " + x for x in incomplete]
