@@ -157,6 +157,8 @@ void om_managed_host_wrote(void); /* a copy or set wrote a shadow */
 /* The server's address of pinned bytes [p, p + n), if shared. */
 bool om_pinned_lookup(const void *p, size_t n, uint64_t *ret_server);
 int om_pinned_device_pointer(void *p, CUdeviceptr *ret); /* 0, or -1: not pinned */
+/* p in pinned memory, shared with the server (*mapped, *device) or registered in place */
+bool om_pinned_find(const void *p, CUdeviceptr *device, bool *mapped);
 /* The destination of a copy from the device, [p, p + n): 1 pinned memory shared with the server
  * (its address in *ret_server), 0 other host memory, -1 memory registered read-only to the
  * device (CU_MEMHOSTREGISTER_READ_ONLY): the device may not write it. */

@@ -188,6 +188,19 @@ void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, ui
     om_devmem_free(base, size, mem);
 }
 
+/* Bytes of the client's freed allocations on `dev` kept for it: free memory to the client, whose
+ * program freed them (cuMemGetInfo adds them: a program that frees and allocates again sees the
+ * device's free memory fall by what it allocates, as natively; PyTorch's test_mem_get_info). */
+uint64_t om_devmem_cached(const struct session *s, int dev)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < s->ndevcache; i++)
+        if (s->devcache[i].dev == dev)
+            n += s->devcache[i].size;
+    return n;
+}
+
 void om_devmem_drop_cache(struct session *s)
 {
     for (size_t i = 0; i < s->ndevcache; i++)

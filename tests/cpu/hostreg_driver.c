@@ -11,7 +11,8 @@
  *                              registered with it, stays read-only (a child's write faults), the
  *                              device may read it and not write it
  *   hostreg-driver threads     private memory registered while another thread runs: left in place
- *                              (not moved onto shared memory), copies still right
+ *                              (not moved onto shared memory), copies still right, its pointer
+ *                              attributes those of host memory without a device pointer
  *   hostreg-driver mainexit    the main thread ends (pthread_exit); the thread left registers
  *                              private memory: moved, as in a program of one thread
  * The first failed check is printed; exit status 1. */
@@ -45,10 +46,19 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, void *);
 CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, void *);
 CUresult cuStreamSynchronize(void *);
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
+CUresult cuPointerGetAttributes(unsigned, int *, void **, CUdeviceptr);
 
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_MEMHOSTREGISTER_IOMEMORY 0x04
 #define CU_MEMHOSTREGISTER_READ_ONLY 0x08
+
+/* CUpointer_attribute and CUmemorytype values (cuda.h) */
+#define PA_MEMORY_TYPE 2
+#define PA_DEVICE_POINTER 3
+#define PA_HOST_POINTER 4
+#define PA_MAPPED 13
+#define MEMORYTYPE_HOST 1
 
 #define PAGE 4096
 #define LEN (3 * PAGE)
@@ -324,6 +334,36 @@ static int readonly_case(void)
     return 0;
 }
 
+/* What the runtime's cudaPointerGetAttributes asks (PyTorch's is_pinned): registered memory is
+ * host memory, with a device pointer when it was moved (dp, else 0: registered in place). */
+static void host_attributes(unsigned char *p, CUdeviceptr dp)
+{
+    unsigned type = 0;
+    int mapped = -1;
+    void *host = NULL;
+    CUdeviceptr got = 1;
+    int attrs[2] = {PA_MEMORY_TYPE, PA_DEVICE_POINTER};
+    void *data[2] = {&type, &got};
+
+    OK(cuPointerGetAttribute(&type, PA_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p));
+    EXPECT(type == MEMORYTYPE_HOST);
+    OK(cuPointerGetAttribute(&host, PA_HOST_POINTER, (CUdeviceptr)(uintptr_t)p));
+    EXPECT(host == p);
+    OK(cuPointerGetAttribute(&mapped, PA_MAPPED, (CUdeviceptr)(uintptr_t)p));
+    EXPECT(mapped == (dp != 0));
+    if (dp) {
+        OK(cuPointerGetAttribute(&got, PA_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)p));
+        EXPECT(got == dp);
+    } else {
+        EXPECT_RC(cuPointerGetAttribute(&got, PA_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)p),
+                  CUDA_ERROR_INVALID_VALUE);
+    }
+    type = 0;
+    got = 1;
+    OK(cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)(uintptr_t)p));
+    EXPECT(type == MEMORYTYPE_HOST && got == dp);
+}
+
 static int wake[2];
 
 static void *other_thread(void *arg)
@@ -350,14 +390,21 @@ static int threads_case(void)
     OK(cuMemHostRegister_v2(m, LEN, 0));
     EXPECT(!moved(m, LEN));
     EXPECT_RC(cuMemHostGetDevicePointer_v2(&dp, m, 0), CUDA_ERROR_INVALID_VALUE);
+    host_attributes(m + 8, 0);
     round_trip(m, LEN, d, 29);
     OK(cuMemHostUnregister(m));
     EXPECT_RC(cuMemHostUnregister(m), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    {
+        unsigned type = 0;
+        EXPECT_RC(cuPointerGetAttribute(&type, PA_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)m),
+                  CUDA_ERROR_INVALID_VALUE); /* pageable again */
+    }
     EXPECT(write(wake[1], "x", 1) == 1 && pthread_join(t, NULL) == 0);
     /* alone again: the same pages are moved, and mapped for the device */
     OK(cuMemHostRegister_v2(m, LEN, CU_MEMHOSTREGISTER_DEVICEMAP));
     EXPECT(moved(m, LEN));
     OK(cuMemHostGetDevicePointer_v2(&dp, m + 8, 0));
+    host_attributes(m + 8, dp);
     round_trip(m, LEN, d, 31);
     OK(cuMemHostUnregister(m));
     EXPECT(!moved(m, LEN)); /* given back to private memory */

@@ -12,6 +12,8 @@
  *   memory-driver hints              managed-memory hints and cuMemRangeGetAttribute(s),
  *                                    cuPointerSetAttribute, cuMemcpy3DPeer(Async), batches
  *                                    of copies, cuMemGetHandleForAddressRange
+ *   memory-driver memfree            cuMemGetInfo's free memory falls by an allocation, and
+ *                                    comes back when it is freed (and kept by the server)
  *   memory-driver import HEX POOL    opens the handle, checks the bytes, is refused what is not
  *                                    its own; waits for a stdin line, checks the bytes again,
  *                                    closes it
@@ -976,6 +978,28 @@ static int memcap(void)
     return 0;
 }
 
+/* Memory the program freed is free again to it, also when the server keeps it for the
+ * program's next allocation of that size (devmem.c), and taking it back makes free fall. */
+static int memfree(void)
+{
+    size_t f0 = 0, f1 = 0, f2 = 0, f3 = 0, total = 0;
+    CUdeviceptr a = 0;
+
+    setup();
+    OK(cuMemGetInfo_v2(&f0, &total));
+    OK(cuMemAlloc_v2(&a, 8u << 20));
+    OK(cuMemGetInfo_v2(&f1, &total));
+    OK(cuMemFree_v2(a));
+    OK(cuMemGetInfo_v2(&f2, &total));
+    OK(cuMemAlloc_v2(&a, 8u << 20)); /* the same size again */
+    OK(cuMemGetInfo_v2(&f3, &total));
+    OK(cuMemFree_v2(a));
+    printf("free %zu %zu %zu %zu of %zu\n", f0, f1, f2, f3, total);
+    EXPECT(f1 < f0 && f2 == f0 && f3 == f1 && f0 <= total);
+    printf("memfree ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -989,6 +1013,8 @@ int main(int argc, char **argv)
         return hints();
     if (argc > 1 && !strcmp(argv[1], "memcap"))
         return memcap();
+    if (argc > 1 && !strcmp(argv[1], "memfree"))
+        return memfree();
     if (argc > 2 && !strcmp(argv[1], "hold")) { /* BYTES: held until a line on stdin */
         CUdeviceptr p = 0;
         char line[8];

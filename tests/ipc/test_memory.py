@@ -61,6 +61,16 @@ def test_memory_cap_refuses_past_it_and_shows():
             e.close(ok)
 
 
+def test_memory_freed_is_free_again(daemon):
+    """cuMemGetInfo's free memory falls by an allocation and comes back when the program frees
+    it, though the server keeps the freed allocation for the program's next of that size (and
+    falls again when that takes it back): PyTorch's test_mem_get_info saw no change."""
+    e = daemon()
+    p = memory_driver(e, "memfree")
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "memfree ok" in out, "%r %r" % (out, err))
+
+
 def test_ps_verbose_shows_limits_and_memory(daemon):
     """ps -v (openmps) adds, per client, its active thread percentage, priority, device-memory
     cap and the device memory it holds (reported by the server within a second); caps on

@@ -227,18 +227,24 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
     CUcontext ctx = NULL;
 
     if (!om_devrange_find(p, &base, &size, &managed)) {
-        uint64_t server;
         CUdeviceptr dev;
-        if (!om_pinned_lookup((const void *)(uintptr_t)p, 1, &server) ||
-            om_pinned_device_pointer((void *)(uintptr_t)p, &dev) != 0)
+        bool mapped;
+        /* Pinned host memory, allocated or registered: host memory to the runtime
+         * (cudaPointerGetAttributes' type, PyTorch's is_pinned), also where it was registered in
+         * place (state/pinned.c), which has no device pointer, as cuMemHostGetDevicePointer says. */
+        if (!om_pinned_find((const void *)(uintptr_t)p, &dev, &mapped))
             return -1;
-        switch (attr) { /* pinned host memory */
+        switch (attr) {
         case PA_MEMORY_TYPE: *(unsigned *)data = MT_HOST; return 0;
-        case PA_DEVICE_POINTER: *(CUdeviceptr *)data = dev; return 0;
+        case PA_DEVICE_POINTER:
+            if (!mapped)
+                return 1;
+            *(CUdeviceptr *)data = dev;
+            return 0;
         case PA_HOST_POINTER: *(void **)data = (void *)(uintptr_t)p; return 0;
         case PA_IS_MANAGED: *(int *)data = 0; return 0;
         case PA_DEVICE_ORDINAL: *(int *)data = 0; return 0;
-        case PA_MAPPED: *(int *)data = 1; return 0;
+        case PA_MAPPED: *(int *)data = mapped; return 0;
         default: return 2;
         }
     }

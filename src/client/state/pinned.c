@@ -194,6 +194,25 @@ int om_pinned_device_pointer(void *p, CUdeviceptr *ret)
     return rc;
 }
 
+/* Whether p lies in pinned memory of the program's, allocated or registered (shared with the
+ * server or registered in place): *device its device pointer, when it has one (shared). */
+bool om_pinned_find(const void *p, CUdeviceptr *device, bool *mapped)
+{
+    bool found = false;
+
+    pthread_rwlock_rdlock(&pinned_lock);
+    for (size_t i = 0; i < npinned && !found; i++) {
+        const struct pinned *r = &pinned[i];
+        if ((const uint8_t *)p >= r->addr && (const uint8_t *)p < r->addr + r->len) {
+            *mapped = r->shared;
+            *device = r->shared ? r->device + (CUdeviceptr)((const uint8_t *)p - r->addr) : 0;
+            found = true;
+        }
+    }
+    pthread_rwlock_unlock(&pinned_lock);
+    return found;
+}
+
 CUresult om_pinned_flags(unsigned *flags, void *p)
 {
     CUresult rc = CUDA_ERROR_INVALID_VALUE;

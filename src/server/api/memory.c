@@ -21,7 +21,11 @@ CUresult om_answer_memfree(struct call *c, size_t *free_bytes)
 {
     uint64_t cap = om_memcap_cap(c->s, c->s->dev), used = om_memcap_used(c->s, c->s->dev);
     uint64_t left = used < cap ? cap - used : 0;
+    /* what the server keeps of the client's freed allocations is free to it (devmem.c); the
+     * device has that much at least, so the sum stays within its total */
+    uint64_t cached = om_devmem_cached(c->s, c->s->dev);
 
+    *free_bytes = cached > SIZE_MAX - *free_bytes ? SIZE_MAX : *free_bytes + (size_t)cached;
     if (cap && left < *free_bytes)
         *free_bytes = (size_t)left;
     return CUDA_SUCCESS;
