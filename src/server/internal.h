@@ -400,7 +400,7 @@ void om_devmem_free(uint64_t base, uint64_t size, uint64_t mem);
 CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, uint64_t *ret_size,
                         uint64_t *ret_mem);
 void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, uint64_t mem);
-void om_devmem_drop_cache(struct session *s); /* at the session's end */
+void om_devmem_drop_cache(struct session *s);                /* at the session's end */
 uint64_t om_devmem_cached(const struct session *s, int dev); /* kept for its next allocation */
 
 /* poolmem.c, ipcstate.c: at the session's end, before its allocations are freed. */
