@@ -231,8 +231,7 @@ static int pointer_attribute(void *data, int attr, CUdeviceptr p)
         bool mapped;
         /* Pinned host memory, allocated or registered: host memory to the runtime
          * (cudaPointerGetAttributes' type, PyTorch's is_pinned), also where it was registered in
-         * place (state/pinned.c), which has no device pointer, as cuMemHostGetDevicePointer says.
-         */
+         * place (state/pinned.c), which has no device pointer (cuMemHostGetDevicePointer). */
         if (!om_pinned_find((const void *)(uintptr_t)p, &dev, &mapped))
             return -1;
         switch (attr) {
