@@ -17,8 +17,9 @@ PyTorch's test files come from its main branch, a little ahead of the installed 
 they import from `torch.*` that the installed version lacks (test_cuda.py's
 `TEST_CUDAMALLOCASYNC` from common_utils) would fail the whole file's collection, in both modes.
 Before a test file is imported, such names are filled in its modules (`_fill_missing`): a flag
-(an upper-case name) by its definition where known, else False; anything else by a stand-in
-that skips the test it decorates or is called in. Each filled name is written as
+(an upper-case name) by its definition where known, else False; a known decorator by what it
+does outside Meta's CI (skipIfSandcastle: nothing); anything else by a stand-in that skips the
+test it decorates or is called in. Each filled name is written as
 
   {"t": "filled", "file": PATH, "names": ["module.NAME", ...]}
 
@@ -137,6 +138,17 @@ class _Absent:
         return self  # a factory: its result decorates
 
 
+def _not_in_sandcastle(*args, **kwargs):
+    """skipIfSandcastle: skips only in Meta's own CI (Sandcastle), never here: a no-op, used
+    bare or with a reason."""
+    if len(args) == 1 and not kwargs and callable(args[0]):
+        return args[0]
+    return lambda f: f
+
+
+_KNOWN_CALLABLES = {"skipIfSandcastle": _not_in_sandcastle}
+
+
 def _fill_missing(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -161,14 +173,17 @@ def _fill_missing(path):
                 continue
             except Exception:
                 pass
-            setattr(mod, n, _known_flag(node.module, n) if n.isupper() else _Absent(n))
+            setattr(mod, n, _known_flag(node.module, n) if n.isupper() else
+                    _KNOWN_CALLABLES.get(n) or _Absent(n))
             filled.append(node.module + "." + n)
     if filled:
         _write({"t": "filled", "file": str(path), "names": sorted(set(filled))})
 
 
 def pytest_collect_file(file_path, parent):
-    if file_path.suffix == ".py" and file_path.name.startswith("test_"):
+    # pytest asks about every file of the folder; only the file the harness named is imported
+    if (file_path.suffix == ".py" and file_path.name.startswith("test_") and
+            parent.session.isinitpath(file_path)):
         _fill_missing(file_path)
     return None
 
