@@ -220,6 +220,15 @@ struct session {
     uint64_t pinned_bytes; /* pinned regions it holds */
     uint64_t image_bytes;  /* module images new to the server that it loaded */
     uint32_t image_count;
+    /* Libraries it loaded more than once (the same image, from several threads: CuPy), each with
+     * its loads past the first: one handle answers every load (the server loads an image once),
+     * and each cuLibraryUnload takes back one load, as natively each takes back its own
+     * (api/modules.c). Few: one entry per library, only while it has more than one load. */
+    struct om_libloads {
+        uint64_t lib;
+        uint32_t more;
+    } * libloads;
+    size_t nlibloads, libloads_cap;
     unsigned budget_logged; /* bit per enum om_budget_kind: its refusal was logged */
     unsigned errors_logged; /* of its requests' errors (client_err logs 16 at most) */
     char *output;           /* kernel printf output for the client (output.c) */
@@ -346,6 +355,8 @@ void om_own_release(struct session *s);
 void om_ctx_release(struct session *s);
 /* modref.c: at the session's end, the libraries it held and its module references. */
 void om_modref_release(struct session *s);
+/* api/modules.c: at the session's end, its count of libraries loaded more than once. */
+void om_libloads_free(struct session *s);
 /* priority.c: the client priority. om_priority_counted: a session's priority went from `was`
  * to `now` (-1: none, at its start and end); om_priority_release: the session's end. */
 void om_priority_init(void);

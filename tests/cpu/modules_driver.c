@@ -9,7 +9,8 @@
  *                                kernels' parameter queries
  *   modules_driver link PATH     the linker: logs filled in this process, a file it reads, the
  *                                cubin copied back (in pieces when large) and loaded
- *   modules_driver queries       a module's functions: count, enumeration, names, module, library
+ *   modules_driver queries       a module's functions: count, enumeration, names, module, library;
+ *                                an image loaded twice, unloaded twice
  *   modules_driver tables        the private tables the shim serves in remote mode (21318c60,
  *                                6e163fbe: the slots cuBLAS and cuFFT call), others refused
  *   modules_driver streamctx     streams' context and device (two devices), cuStreamDestroy
@@ -31,6 +32,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuModuleUnload(CUmodule);
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *, CUfunction, int, size_t);
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *, CUfunction, int, size_t,
                                                               unsigned);
@@ -378,6 +380,13 @@ static void queries(void)
     OK(cuKernelGetLibrary(&lib, fs[1]));
     printf("owner %d %d\n", mod3 == mod, lib == (void *)mod);
     printf("toomany %d\n", cuModuleEnumerateFunctions(fs, 3, mod));
+    /* the same image loaded again (CuPy's threads do): each load has its unload, and a module
+     * stays usable until its own (the server answers one handle for both) */
+    OK(cuModuleLoadData(&mod2, image));
+    OK(cuModuleUnload(mod));
+    OK(cuModuleGetFunction(&f, mod2, "q_one"));
+    OK(cuModuleUnload(mod2));
+    printf("twice unloaded %d\n", cuModuleGetFunction(&f, mod2, "q_one"));
     printf("queries ok\n");
 }
 

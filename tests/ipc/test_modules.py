@@ -209,15 +209,18 @@ def test_modules_linker_round_trip_with_logs_in_the_client(daemon):
 def test_modules_library_and_function_queries(daemon):
     """Counts, enumeration (the enumerated kernels get their layouts, so they launch and
     answer parameter queries), names kept by the client, a function's module and a kernel's
-    library (modules are the server's libraries); another client's kernels and libraries are
-    refused (modules_occupancy_answers_and_block_size_search)."""
+    library (modules are the server's libraries); an image loaded twice stays loaded until its
+    second unload (CuPy's test_ufunc_kernel_cache: its threads load one kernel's image each and
+    unload the extra ones); another client's kernels and libraries are refused
+    (modules_occupancy_answers_and_block_size_search)."""
     e = daemon()
     p = modules_driver(e, "queries")
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0 and "queries ok" in out, "queries: %r %r" % (out, err))
     check(not SANITIZER.search(err), "sanitizer: " + err)
     for want in ("count 2", "module same 1", "names q_one q_two stable 1",
-                 "enumerated layout 8 8", "same handle 1", "owner 1 1", "toomany 1"):
+                 "enumerated layout 8 8", "same handle 1", "owner 1 1", "toomany 1",
+                 "twice unloaded 400"):  # CUDA_ERROR_INVALID_HANDLE once both are unloaded
         check(want in out.splitlines(), "expected %r in %r" % (want, out))
 
 

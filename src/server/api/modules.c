@@ -24,14 +24,54 @@ static bool image_within(const uint8_t *p, uint64_t size)
 }
 
 /* A loaded library becomes the client's (counted once per client). */
+/* The session's entry of a library loaded more than once, or NULL. */
+static struct om_libloads *more_loads(struct session *s, uint64_t lib)
+{
+    for (size_t i = 0; i < s->nlibloads; i++)
+        if (s->libloads[i].lib == lib)
+            return &s->libloads[i];
+    return NULL;
+}
+
+/* One more load of a library the client holds already: counted, so that its handle stays the
+ * client's until as many unloads (natively each load has its own handle and unload). */
+static CUresult load_again(struct session *s, uint64_t lib)
+{
+    struct om_libloads *m = more_loads(s, lib);
+
+    if (m) {
+        if (m->more == UINT32_MAX)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        m->more++;
+        return CUDA_SUCCESS;
+    }
+    if (s->nlibloads == s->libloads_cap) { /* at most one entry per library it holds */
+        size_t cap = s->libloads_cap ? s->libloads_cap * 2 : 8;
+        struct om_libloads *n = realloc(s->libloads, cap * sizeof(*n));
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->libloads = n;
+        s->libloads_cap = cap;
+    }
+    s->libloads[s->nlibloads++] = (struct om_libloads){.lib = lib, .more = 1};
+    return CUDA_SUCCESS;
+}
+
 static CUresult own_library(struct call *c, uint64_t lib)
 {
-    if (!om_handles_has(&c->s->own[OM_H_LIBRARY], lib)) {
-        if (om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        om_modref_loaded(c->s, lib);
-    }
+    if (om_handles_has(&c->s->own[OM_H_LIBRARY], lib))
+        return load_again(c->s, lib);
+    if (om_handles_add(&c->s->own[OM_H_LIBRARY], lib) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    om_modref_loaded(c->s, lib);
     return CUDA_SUCCESS;
+}
+
+void om_libloads_free(struct session *s)
+{
+    free(s->libloads);
+    s->libloads = NULL;
+    s->nlibloads = s->libloads_cap = 0;
 }
 
 /* The client's handle of a loaded library. */
@@ -256,11 +296,18 @@ CUresult om_x_cuLibraryLoadData(struct call *c)
 }
 
 /* cuLibraryUnload (generated, hook: the library is the client's): the image stays loaded for
- * the next client (unloading waits for every kernel); this client just loses the handle. */
+ * the next client (unloading waits for every kernel); this client takes back one of its loads,
+ * and loses the handle with the last. */
 CUresult om_hook_cuLibraryUnload(struct call *c, CUlibrary library)
 {
     uint64_t lib = (uint64_t)(uintptr_t)library;
+    struct om_libloads *m = more_loads(c->s, lib);
 
+    if (m) { /* the handle is held by another load too */
+        if (--m->more == 0)
+            *m = c->s->libloads[--c->s->nlibloads];
+        return CUDA_SUCCESS;
+    }
     if (!om_handles_remove(&c->s->own[OM_H_LIBRARY], lib))
         return CUDA_ERROR_INVALID_HANDLE;
     om_modref_unloaded(c->s, lib); /* its references of the module go (api/texrefs.c) */
