@@ -109,6 +109,8 @@ def test_ends_server():
 def test_collateral():
     if MODE == "openmps":
         assert os.path.exists(PIPE + "/alive") and generation() == GEN0, "session ended"
+def test_passes_alone():  # failed by the run around it, as by another test's device assert
+    assert MODE == "native" or os.environ.get("OMSUITE_ONLY"), "fails beside the others"
 """
 
 TEST_B = COMMON + """
@@ -249,7 +251,8 @@ def main():
     check(nat_a == {p + "test_pass": "passed", p + "test_fail_both": "failed",
                     p + "test_skip": "skipped", p + "test_xfail": "xfailed",
                     p + "test_regression": "passed", p + "test_ends_server": "passed",
-                    p + "test_collateral": "passed"}, "test_a natively: %r" % nat_a)
+                    p + "test_collateral": "passed", p + "test_passes_alone": "passed"},
+          "test_a natively: %r" % nat_a)
     # the process that lost its server ends; the next test runs in a new one
     check(omp_a.get(p + "test_regression") == "failed" and
           omp_a.get(p + "test_ends_server") == "crashed" and
@@ -264,6 +267,7 @@ def main():
     check(list(omp_c.values()) == ["error"], "test_c under openmps: %r" % omp_c)
     reruns = {r["id"]: r["outcome"] for r in records(os.path.join(res, "reruns.jsonl"))}
     check(reruns == {p + "test_regression": "failed", p + "test_ends_server": "crashed",
+                     p + "test_passes_alone": "passed",
                      q + "test_crash": "crashed", q + "test_hang": "timeout",
                      "tests/cupyx_tests/test_c.py::test_x": "error",
                      "tests/cupyx_tests/test_c.py::test_y": "error",
@@ -274,13 +278,17 @@ def main():
     check(sum(e["event"] == "daemon-restarted" for e in events) == 2,
           "two daemon restarts (after test_ends_server, and after it alone): %r" % events)
     regs = open(os.path.join(res, "regressions.txt")).read()
-    check(regs.count("\n") == 7 and "test_d.py::test_z\tnot run\talone: timeout" in regs and "test_ends_server\tcrashed\talone: crashed" in regs and
+    check(regs.count("\n") == 8 and "test_passes_alone\tfailed\talone: passed" in regs and "test_d.py::test_z\tnot run\talone: timeout" in regs and "test_ends_server\tcrashed\talone: crashed" in regs and
           "test_c.py::test_x\tnot run\talone: error" in regs, "regressions.txt:\n" + regs)
     rep = open(os.path.join(res, "report.md")).read()
-    check("| cupy | native | 4 | 15 | 12 | 1 | 0 | 1 | 1 | 0 | 0 |" in rep,
+    check("| cupy | native | 4 | 16 | 13 | 1 | 0 | 1 | 1 | 0 | 0 |" in rep,
           "the native row of the report:\n" + rep)
-    check("| cupy | openmps | 4 | 14 | 5 | 2 | 1 | 1 | 1 | 2 | 2 |" in rep,
+    check("| cupy | openmps | 4 | 15 | 5 | 3 | 1 | 1 | 1 | 2 | 2 |" in rep,
           "the openmps row of the report:\n" + rep)
+    # a test that passes alone is listed apart, not as a regression
+    regs_part, _, alone_part = rep.partition("## Failed in the run, passed when re-run alone")
+    check("test_passes_alone" in alone_part and "test_passes_alone" not in regs_part and
+          "test_regression" in regs_part, "the passed-alone section:\n" + rep)
     # the fake daemon is gone
     starts = open(os.path.join(t, "res", "..", "res", "events.jsonl")).read()
     check(starts.count("run-end") == 1, "one run-end event")

@@ -681,9 +681,16 @@ def report(results):
     restarts = sum(1 for e in events if e.get("event") == "daemon-restarted")
     out = ["# Other projects' test suites, natively and under openmps", ""]
     if runs:
-        out.append("Machine: %s; %d run(s), %s to %s (UTC)." % (
-            runs[0].get("machine", "?"), len(runs), fmt_ts(runs[0]["ts"]),
-            fmt_ts(max(e["ts"] for e in events))))
+        machines = []
+        for r in runs:
+            if r.get("machine", "?") not in machines:
+                machines.append(r.get("machine", "?"))
+        out.append("Machine%s: %s; %d run(s), %s to %s (UTC)." % (
+            "s" if len(machines) > 1 else "", " | ".join(machines), len(runs),
+            fmt_ts(runs[0]["ts"]), fmt_ts(max(e["ts"] for e in events))))
+        if len(machines) > 1:
+            out.append("Runs on different machines: a file's two modes may have run on "
+                       "different ones, so the wall-time ratios compare machines too.")
         out.append("")
     out += ["| suite | mode | files done | tests | passed | failed | errors | skipped | xfailed |"
             " crashed | timed out | wall (s) | wall of files done in both modes (s) |",
@@ -705,14 +712,31 @@ def report(results):
                    "its limit), %d ended with a bad status after pytest had finished." % (
                        suite, m, r.get("procs", 0), r.get("died", 0), r.get("bad_exit", 0)))
     out.append("Daemon restarts after a failed probe: %d." % restarts)
-    out += ["", "## Tests that pass natively but not under openmps (%d)" % len(regs), ""]
-    if regs:
-        out += ["| test | native | openmps | alone, fresh process | openmps said |",
-                "|---|---|---|---|---|"]
-        for g in regs:
-            out.append("| `%s` | %s | %s | %s | %s |" % (
+    # A test that failed in the run and passed when re-run alone in a fresh process passes under
+    # openmps: what failed it was the run around it (another test's device-side assert ending
+    # the server for every client, as under NVIDIA's MPS, or timing under the other jobs' load).
+    alone_ok = [g for g in regs if g["alone"] == "passed"]
+    regs[:] = [g for g in regs if g["alone"] != "passed"]
+
+    def table(rows):
+        lines = ["| test | native | openmps | alone, fresh process | openmps said |",
+                 "|---|---|---|---|---|"]
+        for g in rows:
+            lines.append("| `%s` | %s | %s | %s | %s |" % (
                 g["suite"] + ":" + g["id"], g["native"], g["openmps"], g["alone"],
                 g["msg"].replace("|", "\\|").replace("\n", " ")[:200]))
+        return lines
+
+    out += ["", "## Tests that pass natively but not under openmps (%d)" % len(regs), ""]
+    if regs:
+        out += table(regs)
+    if alone_ok:
+        out += ["", "## Failed in the run, passed when re-run alone under openmps (%d)" %
+                len(alone_ok), "",
+                "Not regressions: the test passes under openmps; something else of the run failed "
+                "it (another test's device-side assert ends every client of the server, as "
+                "under NVIDIA's MPS; timing under the other jobs' load).", ""]
+        out += table(alone_ok)
     if filled:
         out += ["", "## Names the test files import that the installed torch lacks", "",
                 "Filled in by the harness's plugin before the file was imported, in both modes "
@@ -727,7 +751,7 @@ def report(results):
     with open(os.path.join(results, "report.md"), "w") as f:
         f.write(text)
     with open(os.path.join(results, "regressions.txt"), "w") as f:
-        for g in regs:
+        for g in regs + alone_ok:
             f.write("%s:%s\t%s\talone: %s\n" % (g["suite"], g["id"], g["openmps"], g["alone"]))
     return text, regs, incomplete
 
