@@ -41,7 +41,7 @@ again from the CSV alone. Without an NVIDIA GPU or nvcc it says so and exits 1.
 (a fresh daemon each time), modes alternating, every other pass in the reverse order — native,
 MPS, openmps, openmps, MPS, native, ... — so that a machine's drift spreads over all modes
 instead of landing on one, and no mode always runs first (issue #27's allocate + free was
-higher in 7 of 9 passes for the mode that always ran first: the fixed order could not tell
+higher in 8 of 9 passes for the mode that always ran first: the fixed order could not tell
 the accounting's cost from the order's); B7 runs one set of copies per
 pass (2 rounds each), B8 once per pass. The table's medians are then over the passes. figures.csv
 is written as each workload ends, so a run cut short keeps what it measured. BENCH_STOP_AT
