@@ -130,6 +130,8 @@ CUresult om_devmem_for_client(struct call *c, bool managed, uint64_t *size)
         return rc;
     rc = managed ? om_devmem_alloc(c->s->dev, bytes, &base, size, &mem)
                  : om_devmem_take(c->s, bytes, &base, size, &mem);
+    if (managed && om_devmem_release_kept(c->s, rc))
+        rc = om_devmem_alloc(c->s->dev, bytes, &base, size, &mem);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (om_ranges_add(&c->s->allocs, base, *size, mem, true) < 0) {

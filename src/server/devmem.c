@@ -201,6 +201,18 @@ uint64_t om_devmem_cached(const struct session *s, int dev)
     return n;
 }
 
+/* An allocation of another kind (the virtual-memory API's, managed memory, a pool's, an array)
+ * that found no memory may find it in the client's kept allocations, which cuMemGetInfo counts
+ * as free to it: true when they were given back (rc: its failure), and the caller tries once
+ * more, as om_devmem_take does for its own kind. */
+bool om_devmem_release_kept(struct session *s, CUresult rc)
+{
+    if (rc != CUDA_ERROR_OUT_OF_MEMORY || !s->ndevcache)
+        return false;
+    om_devmem_drop_cache(s);
+    return true;
+}
+
 void om_devmem_drop_cache(struct session *s)
 {
     for (size_t i = 0; i < s->ndevcache; i++)

@@ -413,6 +413,7 @@ CUresult om_devmem_take(struct session *s, uint64_t bytes, uint64_t *ret_base, u
 void om_devmem_give(struct session *s, int dev, uint64_t base, uint64_t size, uint64_t mem);
 void om_devmem_drop_cache(struct session *s);                /* at the session's end */
 uint64_t om_devmem_cached(const struct session *s, int dev); /* kept for its next allocation */
+bool om_devmem_release_kept(struct session *s, CUresult rc); /* after another kind's OOM */
 
 /* poolmem.c, ipcstate.c: at the session's end, before its allocations are freed. */
 void om_poolmem_session_end(struct session *s);

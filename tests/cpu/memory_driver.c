@@ -14,6 +14,8 @@
  *                                    of copies, cuMemGetHandleForAddressRange
  *   memory-driver memfree            cuMemGetInfo's free memory falls by an allocation, and
  *                                    comes back when it is freed (and kept by the server)
+ *   memory-driver memkept            (a 64 MiB device) what the server keeps of freed memory
+ *                                    goes to an allocation of another kind that needs it
  *   memory-driver import HEX POOL    opens the handle, checks the bytes, is refused what is not
  *                                    its own; waits for a stdin line, checks the bytes again,
  *                                    closes it
@@ -1000,6 +1002,25 @@ static int memfree(void)
     return 0;
 }
 
+/* On a device of 64 MiB (FAKECUDA_TOTAL_MEM): a freed 32 MiB allocation the server keeps counts
+ * as free, and an allocation of another kind (managed) that needs it gets it. */
+static int memkept(void)
+{
+    size_t fr = 0, total = 0;
+    CUdeviceptr a = 0, m = 0;
+
+    setup();
+    OK(cuMemAlloc_v2(&a, 32u << 20));
+    OK(cuMemFree_v2(a)); /* kept by the server for the next 32 MiB */
+    OK(cuMemGetInfo_v2(&fr, &total));
+    printf("kept free %zu of %zu\n", fr, total);
+    EXPECT(fr >= (48u << 20) && fr <= total);
+    OK(cuMemAllocManaged(&m, 48u << 20, 1));
+    OK(cuMemFree_v2(m));
+    printf("memkept ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1015,6 +1036,8 @@ int main(int argc, char **argv)
         return memcap();
     if (argc > 1 && !strcmp(argv[1], "memfree"))
         return memfree();
+    if (argc > 1 && !strcmp(argv[1], "memkept"))
+        return memkept();
     if (argc > 2 && !strcmp(argv[1], "hold")) { /* BYTES: held until a line on stdin */
         CUdeviceptr p = 0;
         char line[8];

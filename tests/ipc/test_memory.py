@@ -69,6 +69,12 @@ def test_memory_freed_is_free_again(daemon):
     p = memory_driver(e, "memfree")
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0 and "memfree ok" in out, "%r %r" % (out, err))
+    # what cuMemGetInfo promised: a managed allocation on a full device of 64 MiB gets the
+    # freed allocation the server kept (which then goes)
+    e2 = daemon({"FAKECUDA_TOTAL_MEM": str(64 << 20)})
+    p = memory_driver(e2, "memkept")
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "memkept ok" in out, "%r %r" % (out, err))
 
 
 def test_ps_verbose_shows_limits_and_memory(daemon):

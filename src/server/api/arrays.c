@@ -128,7 +128,8 @@ static CUresult make_array(struct call *c, void *d, uint64_t *h)
     CUresult rc =
         ((CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))REAL(cuArrayCreate_v2))(&a, d);
 
-    (void)c;
+    if (om_devmem_release_kept(c->s, rc)) /* the client's kept allocations went: once more */
+        rc = ((CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))REAL(cuArrayCreate_v2))(&a, d);
     *h = (uint64_t)(uintptr_t)a;
     return rc;
 }
@@ -139,7 +140,9 @@ static CUresult make_array3d(struct call *c, void *d, uint64_t *h)
     CUresult rc =
         ((CUresult(*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))REAL(cuArray3DCreate_v2))(&a, d);
 
-    (void)c;
+    if (om_devmem_release_kept(c->s, rc)) /* the client's kept allocations went: once more */
+        rc = ((CUresult(*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))REAL(cuArray3DCreate_v2))(&a,
+                                                                                                 d);
     *h = (uint64_t)(uintptr_t)a;
     return rc;
 }

@@ -212,8 +212,12 @@ static CUresult alloc_from(struct call *c, uint64_t bytes, uint64_t pool, uint64
     st = om_arg_stream(c, h, true, &rc);
     if (!st)
         return rc;
-    rc = ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))REAL(
-        cuMemAllocFromPoolAsync))(&p, (size_t)bytes, (CUmemoryPool)(uintptr_t)pool, st);
+    for (int again = 0; again < 2; again++) { /* again: after the kept allocations went */
+        rc = ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))REAL(
+            cuMemAllocFromPoolAsync))(&p, (size_t)bytes, (CUmemoryPool)(uintptr_t)pool, st);
+        if (!om_devmem_release_kept(c->s, rc))
+            break;
+    }
     if (rc != CUDA_SUCCESS)
         return rc;
     /* While capturing, the driver made an allocation node: a graph allocation (graphstate.c),

@@ -23,7 +23,6 @@ static bool image_within(const uint8_t *p, uint64_t size)
     return om_image_extent(p, size) <= size;
 }
 
-/* A loaded library becomes the client's (counted once per client). */
 /* The session's entry of a library loaded more than once, or NULL. */
 static struct om_libloads *more_loads(struct session *s, uint64_t lib)
 {
@@ -57,6 +56,7 @@ static CUresult load_again(struct session *s, uint64_t lib)
     return CUDA_SUCCESS;
 }
 
+/* A loaded library becomes the client's (counted once per client in modref.c). */
 static CUresult own_library(struct call *c, uint64_t lib)
 {
     if (om_handles_has(&c->s->own[OM_H_LIBRARY], lib))

@@ -81,8 +81,12 @@ CUresult om_hook_cuMemCreate(struct call *c, CUmemGenericAllocationHandle *handl
     if ((rc = om_own_room(c->s, OM_H_MEMHANDLE)) != CUDA_SUCCESS ||
         (rc = om_memcap_check(c->s, prop_device(c->s, prop), size)) != CUDA_SUCCESS)
         return rc;
-    rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                       unsigned long long))REAL(cuMemCreate))(handle, size, prop, flags);
+    for (int again = 0; again < 2; again++) { /* again: after the kept allocations went */
+        rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                           unsigned long long))REAL(cuMemCreate))(handle, size, prop, flags);
+        if (!om_devmem_release_kept(c->s, rc))
+            break;
+    }
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((rc = om_own_add(c, OM_H_MEMHANDLE, *handle)) != CUDA_SUCCESS)

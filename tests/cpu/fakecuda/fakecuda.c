@@ -23,7 +23,20 @@
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_NOT_FOUND_FAKE 500
 #define CUDA_ERROR_OUT_OF_MEMORY_FAKE 2
-#define FAKE_TOTAL_MEM (16ull << 30) /* each device's memory */
+/* Each device's memory: 16 GiB, or FAKECUDA_TOTAL_MEM bytes (a test that fills a device). Plain
+ * allocations (cuMemAlloc) past it fail with OUT_OF_MEMORY, as the driver's do. */
+static size_t fake_total_mem(void)
+{
+    static size_t total;
+    const char *v;
+
+    if (!total) {
+        v = getenv("FAKECUDA_TOTAL_MEM");
+        total = v && strtoull(v, NULL, 10) ? (size_t)strtoull(v, NULL, 10) : (16ull << 30);
+    }
+    return total;
+}
+#define FAKE_TOTAL_MEM fake_total_mem()
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -407,6 +420,9 @@ EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (m == MAP_FAILED) {
         rc = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    } else if (allocated + size > FAKE_TOTAL_MEM) { /* the device is full */
+        munmap(m, size);
+        rc = 2;
     } else {
         next_va += size + FAKE_ALIGN;
         allocated += size;
