@@ -419,7 +419,7 @@ EXPORT int cuMemAlloc_v2(dptr_t *p, size_t bytes)
                              : mmap((void *)(uintptr_t)next_va, size, PROT_READ | PROT_WRITE,
                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (m == MAP_FAILED) {
-        rc = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+        rc = 2;                                     /* CUDA_ERROR_OUT_OF_MEMORY */
     } else if (allocated + size > FAKE_TOTAL_MEM) { /* the device is full */
         munmap(m, size);
         rc = 2;
