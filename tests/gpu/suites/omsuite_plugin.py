@@ -113,18 +113,22 @@ def _known_flag(module, name):
 
 
 class _Absent:
-    """Stands in for a function, decorator or class the installed torch lacks: a test that it
-    decorates, directly or as a factory's result, or whose body calls it, is skipped."""
+    """Stands in for a function, decorator or class the installed torch lacks. A test that it
+    decorates, directly or through a factory's result (`@absent()`), is skipped; what a call of
+    it in a test body returns skips that test when it is used (called, iterated, an attribute
+    read); it is false, so `skipIf(not absent(...))` skips too. Raising at the call itself is not
+    possible: a factory is called when the module is imported, where a skip would skip the whole
+    file."""
 
     def __init__(self, name):
-        self.why = "%s is not in the installed torch (suites harness)" % name
+        object.__setattr__(self, "_why", "%s is not in the installed torch (suites harness)" % name)
 
     def _skip(self, target):
+        why = self._why
         if isinstance(target, type):
             target.__unittest_skip__ = True
-            target.__unittest_skip_why__ = self.why
+            target.__unittest_skip_why__ = why
             return target
-        why = self.why
 
         def skipped(*args, **kwargs):
             raise unittest.SkipTest(why)
@@ -133,9 +137,20 @@ class _Absent:
         return skipped
 
     def __call__(self, *args, **kwargs):
-        if len(args) == 1 and not kwargs and callable(args[0]):
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], _Absent):
             return self._skip(args[0])
-        return self  # a factory: its result decorates
+        return self  # a factory's result, or a value: it decorates or skips when used
+
+    def __bool__(self):
+        return False
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise unittest.SkipTest(self._why)
+
+    def __iter__(self):
+        raise unittest.SkipTest(self._why)
 
 
 def _not_in_sandcastle(*args, **kwargs):
@@ -156,7 +171,16 @@ def _fill_missing(path):
     except (OSError, SyntaxError, ValueError):
         return
     filled = []
-    for node in ast.walk(tree):
+    # the module's own imports (also under a module-level if or try), not those in functions:
+    # a test that imports inside its body finds out what the installed torch has, as natively
+    nodes, top = [], list(tree.body)
+    while top:
+        n = top.pop(0)
+        nodes.append(n)
+        if isinstance(n, (ast.If, ast.Try)):
+            top += n.body + n.orelse + getattr(n, "finalbody", []) + [
+                x for h in getattr(n, "handlers", []) for x in h.body]
+    for node in nodes:
         if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and
                 (node.module == "torch" or node.module.startswith("torch."))):
             continue
