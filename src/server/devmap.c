@@ -59,14 +59,9 @@ bool om_note_device(struct session *s, uint64_t h, int dev)
 {
     if (dev == om_first_device(s))
         return true;
-    if (s->nhandle_devs == s->handle_devs_cap) {
-        size_t cap = s->handle_devs_cap ? s->handle_devs_cap * 2 : 8;
-        struct om_handle_dev *n = realloc(s->handle_devs, cap * sizeof(*n));
-        if (!n)
-            return false;
-        s->handle_devs = n;
-        s->handle_devs_cap = cap;
-    }
+    if (!om_grow((void **)&s->handle_devs, s->nhandle_devs, &s->handle_devs_cap,
+                 sizeof(*s->handle_devs), 8))
+        return false;
     s->handle_devs[s->nhandle_devs++] = (struct om_handle_dev){h, dev};
     return true;
 }

@@ -48,14 +48,8 @@ static bool add(struct session *s, CUstream st, CUevent ev, CUresult rc)
 {
     if (ev && s->nperr >= EVENT_ENTRIES_MAX)
         return false;
-    if (s->nperr == s->perr_cap) {
-        size_t cap = s->perr_cap ? s->perr_cap * 2 : 4;
-        struct om_posted_error *n = realloc(s->perr, cap * sizeof(*n));
-        if (!n)
-            return false;
-        s->perr = n;
-        s->perr_cap = cap;
-    }
+    if (!om_grow((void **)&s->perr, s->nperr, &s->perr_cap, sizeof(*s->perr), 4))
+        return false;
     s->perr[s->nperr++] = (struct om_posted_error){st, ev, rc};
     return true;
 }

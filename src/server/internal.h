@@ -500,6 +500,9 @@ struct om_hostmem *om_hostmem_find(struct session *s, uint64_t addr, uint64_t n)
 struct om_hostmem *om_hostmem_find_device(struct session *s, uint64_t addr, uint64_t n);
 
 /* resources.c */
+/* Room for one more element in the array *v of n elements of `size` bytes (capacity *cap, the
+ * first `first`, then doubling): false when memory is short. */
+bool om_grow(void **v, size_t n, size_t *cap, size_t size, size_t first);
 int om_handles_add(struct om_handles *h, uint64_t v);
 bool om_handles_has(const struct om_handles *h, uint64_t v);
 bool om_handles_remove(struct om_handles *h, uint64_t v);

@@ -41,19 +41,6 @@ static struct modlib *modlib_find(uint64_t lib)
     return NULL;
 }
 
-static bool grow(void **v, size_t n, size_t *cap, size_t size)
-{
-    if (n < *cap)
-        return true;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *p = realloc(*v, c * size);
-    if (!p)
-        return false;
-    *v = p;
-    *cap = c;
-    return true;
-}
-
 bool om_modref_may_share(struct session *s, uint64_t lib)
 {
     pthread_mutex_lock(&modref_lock);
@@ -68,7 +55,7 @@ void om_modref_loaded(struct session *s, uint64_t lib)
     (void)s;
     pthread_mutex_lock(&modref_lock);
     struct modlib *m = modlib_find(lib);
-    if (!m && grow((void **)&modlibs, nmodlibs, &modlibs_cap, sizeof(*modlibs))) {
+    if (!m && om_grow((void **)&modlibs, nmodlibs, &modlibs_cap, sizeof(*modlibs), 16)) {
         m = &modlibs[nmodlibs++];
         *m = (struct modlib){.lib = lib};
     }
@@ -163,7 +150,7 @@ CUresult om_modref_get(struct call *c, enum om_handle_kind kind, int entry)
     if (!om_handles_has(&c->s->own[kind], (uint64_t)(uintptr_t)ref)) {
         /* Not destroyed when it cannot be noted (no destroy entry): only not handed out. */
         if ((rc = om_own_room(c->s, kind)) != CUDA_SUCCESS ||
-            !grow((void **)&modrefs, nmodrefs, &modrefs_cap, sizeof(*modrefs)) ||
+            !om_grow((void **)&modrefs, nmodrefs, &modrefs_cap, sizeof(*modrefs), 16) ||
             (rc = om_own_add(c, kind, (uint64_t)(uintptr_t)ref)) != CUDA_SUCCESS) {
             rc = rc != CUDA_SUCCESS ? rc : CUDA_ERROR_OUT_OF_MEMORY;
             goto out;

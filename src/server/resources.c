@@ -2,6 +2,7 @@
 /* What each client owns in the server (handles, allocations), and the shared module cache. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,24 @@ static int index_rebuild(struct om_handles *h, size_t slots)
         h->index[index_find(h, h->v[p], &found)] = (uint32_t)(p + 1);
     }
     return 0;
+}
+
+bool om_grow(void **v, size_t n, size_t *cap, size_t size, size_t first)
+{
+    size_t c;
+    void *p;
+
+    if (n < *cap)
+        return true;
+    c = *cap ? 2 * *cap : first;
+    if (c < *cap || c > SIZE_MAX / size)
+        return false;
+    p = realloc(*v, c * size);
+    if (!p)
+        return false;
+    *v = p;
+    *cap = c;
+    return true;
 }
 
 int om_handles_add(struct om_handles *h, uint64_t v)

@@ -44,14 +44,9 @@ static CUresult load_again(struct session *s, uint64_t lib)
         m->more++;
         return CUDA_SUCCESS;
     }
-    if (s->nlibloads == s->libloads_cap) { /* at most one entry per library it holds */
-        size_t cap = s->libloads_cap ? s->libloads_cap * 2 : 8;
-        struct om_libloads *n = realloc(s->libloads, cap * sizeof(*n));
-        if (!n)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        s->libloads = n;
-        s->libloads_cap = cap;
-    }
+    /* at most one entry per library it holds */
+    if (!om_grow((void **)&s->libloads, s->nlibloads, &s->libloads_cap, sizeof(*s->libloads), 8))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     s->libloads[s->nlibloads++] = (struct om_libloads){.lib = lib, .more = 1};
     return CUDA_SUCCESS;
 }
