@@ -676,6 +676,8 @@ static int apply_key(struct parser *p, const char *key, const struct value *v)
                 c->memacct = v->b;
             else if (key[0] == 'a')
                 c->memacct_audit_log = v->b;
+            if (key[0] == 'e' && !v->b && !c->line_feature_off)
+                c->line_feature_off = p->line;
             return 0;
         }
         break;
@@ -684,6 +686,8 @@ static int apply_key(struct parser *p, const char *key, const struct value *v)
             if (want_type(p, key, v, V_BOOL) < 0)
                 return -EINVAL;
             c->context_share = v->b;
+            if (!v->b && !c->line_feature_off)
+                c->line_feature_off = p->line;
             return 0;
         }
         if (!strcmp(key, "default_socket")) {
@@ -691,6 +695,8 @@ static int apply_key(struct parser *p, const char *key, const struct value *v)
                 return -EINVAL;
             if (strcmp(v->text, "on") != 0 && strcmp(v->text, "off") != 0)
                 return bad(p, "default_socket must be \"on\" or \"off\"");
+            if (!strcmp(v->text, "off") && !c->line_feature_off)
+                c->line_feature_off = p->line;
             return 0;
         }
         break;

@@ -81,6 +81,8 @@ struct om_conf {
     bool has_compute_policy; /* [compute_policy] set something: openmps cannot apply it */
     int line_compute_policy;
     bool memacct, memacct_audit_log, context_share; /* [features.*] as written */
+    int line_feature_off; /* a feature turned off (enabled = false, default_socket = "off"),
+                           * which openmps cannot do: the first such line, 0 none */
     uint32_t nservers;
     struct om_conf_server servers[OM_CONF_MAX_SERVERS];
     uint32_t nsettings;

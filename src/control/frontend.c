@@ -109,8 +109,9 @@ static int one_command(int fd, struct om_msg *m, const char *line)
  * command exits 0 whatever it answered, as NVIDIA's. */
 static bool module_verb(const char *word)
 {
-    static const char *const modules[] = {"server", "client",  "namespace", "partition",
-                                          "device", "feature", "memacct",   "context-share"};
+    static const char *const modules[] = {"server",    "client",        "namespace",
+                                          "partition", "device",        "feature",
+                                          "memacct",   "context-share", "sm-partition"};
 
     for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
         if (!strcmp(word, modules[i]))

@@ -201,6 +201,8 @@ struct daemon {
     /* -m with OPENMPS_MULTIUSER_SHARED_ADDRESS_SPACE=1 (docs/security.md "Multi-user servers"):
      * the clients of these users share one server, run as the first of them. */
     bool multiuser;
+    bool memacct_audit; /* memacct set audit_log=true, [features.memacct] audit_log: control.log
+                         * says what device memory each client held when it left */
     unsigned n_mu_uids;
     uid_t mu_uids[OM_MULTIUSER_MAX_UIDS];
     bool quitting;
@@ -328,13 +330,14 @@ void om_stats_refresh_metrics(struct daemon *d);
  * client is refused, OM_REFUSE_PARTITION). */
 struct om_srv_adopt;
 int om_parts_enable(struct daemon *d);
+int om_parts_enable_open(struct daemon *d); /* sm-partition create's: clients may name none */
 void om_parts_free(struct daemon *d);
 void om_parts_sm_partition(struct daemon *d, int argc, char **argv, struct strbuf *out,
                            bool *ret_error);
 void om_parts_lspart(struct daemon *d, struct strbuf *out);
 int om_parts_device_known(struct daemon *d, const char *uuid, char *err, size_t errlen);
-int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
-                       bool remainder, char *err, size_t errlen);
+int om_parts_add_named(struct daemon *d, const char *uuid, const char *server, const char *name,
+                       uint32_t chunks, bool remainder, char *err, size_t errlen);
 int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *c,
                    const struct om_v3_ns *ns, struct om_srv_adopt *a, uint64_t *ret_serial,
                    char *why, size_t whylen);
@@ -352,8 +355,18 @@ struct om_part_row {
     char id[16];
     char name[64];
     char device[64]; /* its device's UUID */
+    char server[64]; /* the named server it was made for (sm-partition create), "" any */
     unsigned chunks, sms, clients;
+    bool remainder;
 };
+struct om_part_room {
+    uint32_t total_chunks, free_chunks, free_sms;
+};
+void om_parts_set_server(struct daemon *d, uint64_t serial, const char *server);
+const struct om_device_info *om_parts_device(struct daemon *d, const char *text, char *err,
+                                             size_t errlen);
+void om_parts_device_room(const struct daemon *d, const struct om_device_info *dev,
+                          struct om_part_room *room);
 uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
                          bool remainder, char *err, size_t errlen);
 int om_parts_delete(struct daemon *d, uint64_t serial, char *err, size_t errlen);

@@ -32,7 +32,8 @@
 struct part {
     uint64_t serial;
     char id[ID_LEN + 1];
-    char name[64]; /* the configuration file's, "" for one made by sm_partition add */
+    char name[64];   /* the configuration file's, "" for one made by sm_partition add */
+    char server[64]; /* the named server it was made for (protocol 3), "" for any */
     uint8_t uuid[16];
     uint64_t mask[2]; /* its chunks */
     uint32_t chunks;
@@ -43,12 +44,24 @@ struct om_parts {
     struct part v[PARTS_MAX];
     unsigned n;
     uint64_t next_serial;
+    bool open; /* made by protocol 3's sm-partition create, not by -S or the file: a client that
+                * names no partition, of a namespace with none, runs on the whole device */
 };
 
 int om_parts_enable(struct daemon *d)
 {
     if (!d->parts && !(d->parts = calloc(1, sizeof(*d->parts))))
         return -ENOMEM;
+    return 0;
+}
+
+int om_parts_enable_open(struct daemon *d)
+{
+    if (d->parts)
+        return 0;
+    if (om_parts_enable(d) < 0)
+        return -ENOMEM;
+    d->parts->open = true;
     return 0;
 }
 
@@ -250,14 +263,19 @@ uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, u
     return x->serial;
 }
 
-int om_parts_add_named(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
-                       bool remainder, char *err, size_t errlen)
+int om_parts_add_named(struct daemon *d, const char *uuid, const char *server, const char *name,
+                       uint32_t chunks, bool remainder, char *err, size_t errlen)
 {
+    uint64_t serial;
+
     if (om_parts_enable(d) < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    return om_parts_create(d, uuid, name, chunks, remainder, err, errlen) ? 0 : -1;
+    if (!(serial = om_parts_create(d, uuid, name, chunks, remainder, err, errlen)))
+        return -1;
+    om_parts_set_server(d, serial, server);
+    return 0;
 }
 
 static struct part *by_serial(const struct om_parts *p, uint64_t serial)
@@ -413,7 +431,57 @@ bool om_parts_row(struct daemon *d, unsigned i, struct om_part_row *row)
     row->chunks = x->chunks;
     row->sms = dev ? sms_of(x, dev) : 0;
     row->clients = clients_of(d, x->serial);
+    row->remainder = x->remainder;
+    snprintf(row->server, sizeof(row->server), "%s", x->server);
     return true;
+}
+
+void om_parts_set_server(struct daemon *d, uint64_t serial, const char *server)
+{
+    struct part *x = by_serial(d->parts, serial);
+
+    if (x)
+        snprintf(x->server, sizeof(x->server), "%s", server);
+}
+
+/* The device text names: its ordinal ("0"), its UUID or a prefix of it (device_named). */
+const struct om_device_info *om_parts_device(struct daemon *d, const char *text, char *err,
+                                             size_t errlen)
+{
+    const struct om_device_info *devs;
+    char *end;
+    unsigned long ord;
+    int n;
+
+    if (!text[0] || text[strspn(text, "0123456789")] != '\0')
+        return device_named(d, text, err, errlen);
+    if ((n = om_daemon_probed_devices(d, &devs)) < 0) {
+        snprintf(err, errlen, "Cannot list the devices: %s", d->probe_err);
+        return NULL;
+    }
+    ord = strtoul(text, &end, 10);
+    for (int i = 0; i < n; i++)
+        if (devs[i].ordinal == ord)
+            return &devs[i];
+    snprintf(err, errlen, "No device %.16s (device_query lists them)", text);
+    return NULL;
+}
+
+/* What the partitions leave of a device: its chunks in all, the free ones, the SMs of those
+ * (and of its remainder while no partition holds it). */
+void om_parts_device_room(const struct daemon *d, const struct om_device_info *dev,
+                          struct om_part_room *room)
+{
+    uint64_t taken[2] = {0, 0};
+    bool rest_taken = false;
+
+    if (d->parts)
+        used(d->parts, dev->uuid, taken, &rest_taken);
+    room->total_chunks = nchunks(dev);
+    room->free_chunks = 0;
+    for (uint32_t i = 0; i < room->total_chunks; i++)
+        room->free_chunks += !bit(taken, i);
+    room->free_sms = room->free_chunks * dev->chunk_sms + (rest_taken ? 0 : remainder_sms(dev));
 }
 
 static void sm_add(struct daemon *d, int argc, char **argv, struct strbuf *out, bool *ret_error)
@@ -643,6 +711,8 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
                      ns->name, theirs);
             return -1;
         }
+    } else if (d->parts->open) {
+        return 0; /* protocol 3's partitions, no -S: it runs outside them, as before them */
     } else {
         snprintf(why, whylen,
                  "openmps-control runs with static SM partitions (-S): every client names its "

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/visible.h"
 
@@ -646,6 +647,14 @@ static void client_down(struct daemon *d, struct server *s, uint32_t id)
             continue;
         om_peer_info(d, r->uid, "Server %d: client %d (id %u) disconnected", (int)s->pid,
                      (int)r->pid, id);
+        if (d->memacct_audit) { /* memacct set audit_log=true */
+            char held[32];
+            om_format_size(r->device_bytes, held, sizeof(held));
+            om_info("memacct: client %d (uid %u, server %s%s%s) left holding %s of device "
+                    "memory, as its server last said",
+                    (int)r->pid, (unsigned)r->uid, s->name[0] ? s->name : "-",
+                    r->ns[0] ? ", namespace " : "", r->ns, r->device_bytes ? held : "0");
+        }
         *pp = r->next;
         free(r);
         s->nclients--;

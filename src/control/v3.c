@@ -155,8 +155,8 @@ static int conf_partitions(struct daemon *d, const struct om_conf_server *cs, ch
                          p->line, p->name, p->shareable ? "shareable" : "max_chunks");
                 return -1;
             }
-            if (om_parts_add_named(d, dev->uuid, p->name, p->chunks, p->include_remainder, why,
-                                   sizeof(why)) < 0) {
+            if (om_parts_add_named(d, dev->uuid, cs->name, p->name, p->chunks, p->include_remainder,
+                                   why, sizeof(why)) < 0) {
                 snprintf(err, errlen, "line %d: SM partition %s: %s", p->line, p->name, why);
                 return -1;
             }
@@ -205,6 +205,13 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
                  c->servers[0].line, c->servers[0].name);
         return -EINVAL;
     }
+    if (c->line_feature_off) {
+        snprintf(err, errlen,
+                 "line %d: openmps cannot turn this feature off: it accounts each client's device "
+                 "memory always, and every client of its servers shares the server's context",
+                 c->line_feature_off);
+        return -EINVAL;
+    }
     if (c->has_compute_policy) {
         snprintf(err, errlen,
                  "line %d: [compute_policy] (time-slicing between servers) is not supported by "
@@ -219,11 +226,11 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
             snprintf(err, errlen, "line %d: more than %u servers", cs->line, OM_V3_MAX_SERVERS);
             return -EINVAL;
         }
-        if (cs->locality_domains) {
+        if (cs->locality_domains && cs->ndevices) {
             snprintf(err, errlen,
-                     "line %d: locality_domains = true: openmps has no locality "
-                     "domains",
-                     cs->line_locality);
+                     "line %d: server %s: locality_domains = true beside SM partitions: the two "
+                     "exclude each other",
+                     cs->line_locality, cs->name);
             return -EINVAL;
         }
         if (cs->has_timeslice_pct) {
@@ -263,6 +270,11 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         s->has_atp = cs->lim.has_atp;
         s->has_priority = cs->lim.has_priority;
         s->has_mem = cs->lim.has_mem;
+        s->locality_domains = cs->locality_domains;
+        if (cs->locality_domains)
+            om_info("configuration: server %s: locality domains asked for; openmps serves each "
+                    "GPU as one device",
+                    cs->name);
         snprintf(s->allowed_devices, sizeof(s->allowed_devices), "%s", cs->allowed_devices);
         snprintf(s->ns[0].name, sizeof(s->ns[0].name), "default");
         s->nns = 1;
@@ -292,6 +304,11 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
         om_info("configuration: [features.memacct] and [features.context-share] need nothing of "
                 "openmps: it always accounts each client's memory, and its clients always share "
                 "their server's context");
+    if (c->memacct_audit_log) {
+        d->memacct_audit = true;
+        om_info("configuration: memacct audit log on: control.log says what device memory each "
+                "client held when it left");
+    }
     om_v3_sync_listeners(d);
     return 0;
 }

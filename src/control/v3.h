@@ -42,6 +42,8 @@ struct om_v3_server {
     uid_t uid;
     struct om_limits limits; /* has_limits: replaces the daemon's defaults for its process */
     bool has_atp, has_priority, has_mem;
+    bool locality_domains; /* asked for (server create|set, the file): each GPU is still one
+                            * device (docs/operations.md, "Locality domains") */
     char allowed_devices[OM_CONF_TEXT_MAX];
     unsigned nns;
     struct om_v3_ns ns[OM_V3_MAX_NAMESPACES];

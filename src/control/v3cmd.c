@@ -131,6 +131,23 @@ static bool may_change(struct v3_ctx *x)
     return false;
 }
 
+/* A true|false option (NVIDIA's --include-remainder=, --locality-domains=, audit_log=): *v is
+ * left as it was when the option is absent. -1 answered. */
+static int bool_opt(struct v3_ctx *x, const char *key, bool *v)
+{
+    const char *t = opt(x, key);
+
+    if (!t)
+        return 0;
+    if (!strcmp(t, "true") || !strcmp(t, "1"))
+        *v = true;
+    else if (!strcmp(t, "false") || !strcmp(t, "0"))
+        *v = false;
+    else
+        return fail(x, "Invalid value \"%.32s\" of %s: true or false", t, key);
+    return 0;
+}
+
 static const char *const limit_keys[] = {"pinned-memory-limit", "active-thread-percentage",
                                          "client-priority"};
 
@@ -363,7 +380,7 @@ static int server_create(struct v3_ctx *x)
     if (opt(x, "name"))
         snprintf(name, sizeof(name), "%s", opt(x, "name"));
     else
-        snprintf(name, sizeof(name), "uid%u", (unsigned)uid);
+        snprintf(name, sizeof(name), "uid_%u", (unsigned)uid); /* NVIDIA's automatic name */
     if (!om_v3_good_name(name))
         return fail(x, "Invalid server name \"%.64s\": letters, digits, '_' and '-', at most %u",
                     name, OM_CONF_NAME_MAX - 1);
@@ -381,6 +398,11 @@ static int server_create(struct v3_ctx *x)
     s.has_mem = has[0];
     s.has_atp = has[1];
     s.has_priority = has[2];
+    if (bool_opt(x, "locality-domains", &s.locality_domains) < 0)
+        return 0;
+    if (s.locality_domains)
+        om_info("server %s: locality domains asked for; openmps serves each GPU as one device",
+                name);
     if (opt(x, "allowed-devices")) {
         if (!om_v3_good_devices(opt(x, "allowed-devices")) || getenv("CUDA_VISIBLE_DEVICES"))
             return fail(x, getenv("CUDA_VISIBLE_DEVICES")
@@ -482,6 +504,17 @@ static int server_get(struct v3_ctx *x)
     return print_fields(x, f, 9);
 }
 
+/* Whether a partition was made for the named server (sm-partition create, its file's). */
+static bool server_has_partitions(struct daemon *d, const char *server)
+{
+    struct om_part_row row;
+
+    for (unsigned i = 0; om_parts_row(d, i, &row); i++)
+        if (!strcmp(row.server, server))
+            return true;
+    return false;
+}
+
 /* server set: the limits reach its running process (and its clients, as set_* of protocol 2);
  * allowed_devices, its next start. */
 static int server_set(struct v3_ctx *x)
@@ -491,13 +524,44 @@ static int server_set(struct v3_ctx *x)
     bool has[3] = {false, false, false};
     const char *devs = opt(x, "allowed-devices");
 
+    bool locality;
+    uint64_t uid;
+
     if (!may_change(x) || !(s = named(x)))
         return 0;
+    if (x->nopts < 2)
+        return fail(x, "server set %s: give at least one option to set (server help)", s->name);
     if (devs && devs[0] && !om_v3_good_devices(devs))
         return fail(x, "Invalid devices \"%.64s\": ordinals and GPU UUIDs, comma-separated", devs);
+    locality = s->locality_domains;
+    if (bool_opt(x, "locality-domains", &locality) < 0)
+        return 0;
+    if (locality && !s->locality_domains && server_has_partitions(x->d, s->name))
+        return fail(x,
+                    "Server %s has SM partitions: SM partitions and locality domains exclude "
+                    "each other (sm-partition delete them first)",
+                    s->name);
+    uid = s->uid;
+    if (opt(x, "uid") && om_parse_u64(opt(x, "uid"), 0xfffffffe, &uid) < 0)
+        return fail(x, "Invalid user id \"%.32s\"", opt(x, "uid"));
+    if ((uid_t)uid != s->uid) {
+        if (x->d->euid != 0 && (uid_t)uid != x->d->euid)
+            return fail(x, "openmps-control runs as uid %u and can serve only that user",
+                        (unsigned)x->d->euid);
+        if (om_server_for(x->d, s->uid, s->name))
+            return fail(x,
+                        "Server %s runs as uid %u: its user changes only while it is stopped "
+                        "(server delete, then server create --uid=%u)",
+                        s->name, (unsigned)s->uid, (unsigned)uid);
+    }
     l = s->limits;
     if (options_limits(x, &l, has) < 0)
         return 0;
+    s->uid = (uid_t)uid;
+    if (locality != s->locality_domains)
+        om_info("server %s: locality domains %s; openmps serves each GPU as one device", s->name,
+                locality ? "asked for" : "off");
+    s->locality_domains = locality;
     s->limits = l;
     s->has_mem |= has[0];
     s->has_atp |= has[1];
@@ -521,12 +585,15 @@ static int cmd_server(struct v3_ctx *x, int argc, char **argv)
                                               "active-thread-percentage",
                                               "client-priority",
                                               "allowed-devices",
+                                              "locality-domains",
                                               NULL};
     static const char *const set_keys[] = {"name",
+                                           "uid",
                                            "pinned-memory-limit",
                                            "active-thread-percentage",
                                            "client-priority",
                                            "allowed-devices",
+                                           "locality-domains",
                                            NULL};
     static const char *const name_key[] = {"name", NULL};
     static const char *const list_keys[] = {"name", "format", NULL};
@@ -876,6 +943,9 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
         s->nns--;
         return 0;
     }
+    if (!strcmp(verb, "set") && x->nopts < 3) /* NAMESPACE and --server, then what to set */
+        return fail(x, "namespace set %s: give at least one option to set (namespace help)",
+                    n->name);
     struct om_v3_ns t;
     if (!strcmp(verb, "create")) {
         if (n)
@@ -1013,15 +1083,379 @@ static int cmd_partition(struct v3_ctx *x, int argc, char **argv)
     return fail(x, "Usage: partition list|create|delete [options] (partition help)");
 }
 
+/* --- protocol 3's sm-partition module (NVIDIA's): static SM partitions of a named server's
+ * device. The partitions are the daemon's table (partition.c), shared with sm_partition, lspart
+ * and the older `partition` module; each remembers the server it was made for. The first one
+ * makes the table where neither -S nor the file did: a client then runs in the partition it
+ * names or its namespace names, and one that names none runs on its whole devices, as before
+ * (with -S every client must name one). --- */
+
+/* The partition NAME of server srv on device uuid (the server's own, or one made for no server). */
+static bool smp_find(struct v3_ctx *x, const char *name, const char *srv, const char *uuid,
+                     struct om_part_row *row)
+{
+    for (unsigned i = 0; om_parts_row(x->d, i, row); i++)
+        if (!strcmp(row->name, name) && !strcasecmp(row->device, uuid) &&
+            (!row->server[0] || !strcmp(row->server, srv)))
+            return true;
+    return false;
+}
+
+/* The device a --device names (an ordinal or a UUID), as its UUID text; NULL answered. */
+static const struct om_device_info *smp_device(struct v3_ctx *x, const char *text, char *uuid,
+                                               size_t cap)
+{
+    char err[256];
+    const struct om_device_info *dev = om_parts_device(x->d, text, err, sizeof(err));
+
+    if (!dev)
+        return fail(x, "%s", err), NULL;
+    om_format_uuid(dev->uuid, uuid, cap);
+    return dev;
+}
+
+#define SMP_CREATE_USAGE                                                                           \
+    "Usage: sm-partition create NAME --server=SERVER --device=ORDINAL|UUID --chunks=N "            \
+    "[--include-remainder=true|false]"
+
+/* sm-partition create NAME --server=S --device=D --chunks=N [--include-remainder=BOOL] */
+static int smp_create(struct v3_ctx *x)
+{
+    const char *name = opt(x, "name"), *srv = opt(x, "server"), *chunks = opt(x, "chunks");
+    const struct om_v3_server *s;
+    struct om_part_row row;
+    bool rest = false, was = x->d->parts != NULL;
+    char uuid[64], err[400], text[96];
+    uint64_t n, serial;
+
+    if (!may_change(x))
+        return 0;
+    if (!name || !srv || !opt(x, "device") || !chunks)
+        return fail(x, SMP_CREATE_USAGE);
+    if (!om_v3_good_name(name))
+        return fail(x, "Invalid partition name \"%.64s\": letters, digits, '_' and '-'", name);
+    if (!(s = om_v3_find_server(x->d, srv)))
+        return fail(x, "Server %.64s not found", srv);
+    if (s->locality_domains)
+        return fail(x,
+                    "Server %s has locality domains on: SM partitions and locality domains "
+                    "exclude each other (server set %s --locality-domains=false)",
+                    s->name, s->name);
+    if (om_parse_u64(chunks, OM_PART_MAX_CHUNKS, &n) < 0 || !n)
+        return fail(x, "Invalid number of chunks \"%.32s\": a positive integer, at most %u", chunks,
+                    OM_PART_MAX_CHUNKS);
+    if (bool_opt(x, "include-remainder", &rest) < 0 ||
+        !smp_device(x, opt(x, "device"), uuid, sizeof(uuid)))
+        return 0;
+    if (om_parts_enable_open(x->d) < 0)
+        return fail(x, "Out of memory");
+    if (!(serial = om_parts_create(x->d, uuid, name, (uint32_t)n, rest, err, sizeof(err)))) {
+        if (!was)
+            om_parts_free(x->d);
+        return fail(x, "%s", err);
+    }
+    if (!was)
+        om_info("static SM partitions on (clients that name none run outside them): the first "
+                "sm-partition create");
+    om_parts_set_server(x->d, serial, s->name);
+    om_parts_name(x->d, serial, text, sizeof(text));
+    if (!smp_find(x, name, s->name, uuid, &row))
+        row.sms = 0;
+    sb_printf(x->out,
+              "SM partition '%s' created on device %s (sm-count=%u)\nCUDA_MPS_SM_PARTITION=%s",
+              name, uuid, row.sms, text);
+    return 0;
+}
+
+/* sm-partition delete NAME --server=S --device=D */
+static int smp_delete(struct v3_ctx *x)
+{
+    const char *name = opt(x, "name"), *srv = opt(x, "server");
+    struct om_part_row row;
+    char uuid[64], err[400];
+
+    if (!may_change(x))
+        return 0;
+    if (!name || !srv || !opt(x, "device"))
+        return fail(x, "Usage: sm-partition delete NAME --server=SERVER --device=ORDINAL|UUID");
+    if (!om_v3_find_server(x->d, srv))
+        return fail(x, "Server %.64s not found", srv);
+    if (!smp_device(x, opt(x, "device"), uuid, sizeof(uuid)))
+        return 0;
+    if (!smp_find(x, name, srv, uuid, &row))
+        return fail(x,
+                    "No SM partition %.64s of server %s on device %s (sm-partition list shows "
+                    "them)",
+                    name, srv, uuid);
+    if (om_parts_delete(x->d, row.serial, err, sizeof(err)) < 0)
+        return fail(x, "%s", err);
+    sb_printf(x->out, "SM partition '%s' deleted from device %s", name, uuid);
+    return 0;
+}
+
+/* sm-partition list [--server=S] [--device=D] [--all] [--format=…]: the partitions, then what is
+ * left of each device ("unallocated"). */
+static int smp_list(struct v3_ctx *x)
+{
+    static const char *const cols[] = {"server", "device",      "name",
+                                       "chunks", "sm-count",    "include-remainder",
+                                       "status", "visible-uuid"};
+    static const unsigned width[] = {16, 42, 16, 8, 10, 19, 13, 0};
+    const char *srv = opt(x, "server");
+    const struct om_device_info *devs, *only = NULL;
+    char uuid[64] = "";
+    struct om_part_row row;
+    struct table t;
+    int ndev;
+
+    if (opt(x, "device") && !(only = smp_device(x, opt(x, "device"), uuid, sizeof(uuid))))
+        return 0;
+    if (list_start(x, srv, &t, cols, width, 8) < 0)
+        return 0;
+    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++) {
+        char chunks[16], sms[16], text[96];
+        const char *status = "created";
+        if ((srv && strcmp(row.server, srv) != 0) || (only && strcasecmp(row.device, uuid) != 0))
+            continue;
+        if (row.server[0]) {
+            const struct om_v3_server *s = om_v3_find_server(x->d, row.server);
+            status = s && om_server_for(x->d, s->uid, s->name) ? "created" : "configured";
+        }
+        snprintf(chunks, sizeof(chunks), "%u", row.chunks);
+        snprintf(sms, sizeof(sms), "%u", row.sms);
+        om_parts_name(x->d, row.serial, text, sizeof(text));
+        table_row(&t, (const char *const[]){row.server[0] ? row.server : "-", row.device, row.name,
+                                            chunks, sms, row.remainder ? "true" : "false", status,
+                                            text});
+    }
+    ndev = om_daemon_probed_devices(x->d, &devs);
+    for (int k = 0; k < ndev; k++) {
+        struct om_part_room room;
+        char u[64], chunks[16], sms[16];
+        if (only && only->ordinal != devs[k].ordinal)
+            continue;
+        om_parts_device_room(x->d, &devs[k], &room);
+        if (!room.free_sms)
+            continue;
+        om_format_uuid(devs[k].uuid, u, sizeof(u));
+        snprintf(chunks, sizeof(chunks), "%u", room.free_chunks);
+        snprintf(sms, sizeof(sms), "%u", room.free_sms);
+        table_row(&t, (const char *const[]){"-", u, "-", chunks, sms, "-", "unallocated", "-"});
+    }
+    return 0;
+}
+
+static int cmd_sm_partition(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const create_keys[] = {
+        "name", "server", "device", "chunks", "include-remainder", NULL};
+    static const char *const delete_keys[] = {"name", "server", "device", NULL};
+    static const char *const list_keys[] = {"server", "device", "format", NULL};
+    static const char *const all[] = {"all", NULL};
+    static const char *const name_key[] = {"name", NULL};
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!strcmp(x->verb, "list"))
+        return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : smp_list(x);
+    if (!strcmp(x->verb, "create"))
+        return parse_opts(x, argc - 2, argv + 2, create_keys, NULL, name_key) < 0 ? 0
+                                                                                  : smp_create(x);
+    if (!strcmp(x->verb, "delete"))
+        return parse_opts(x, argc - 2, argv + 2, delete_keys, NULL, name_key) < 0 ? 0
+                                                                                  : smp_delete(x);
+    return fail(x, "Usage: sm-partition list|create|delete [options] (sm-partition help)");
+}
+
+/* --- device list: each named server's devices, as its clients see them --- */
+
+/* Whether token (an ordinal, or a UUID or a prefix of it) of an allowed-devices list names dev. */
+static bool names_device(const char *token, size_t len, const struct om_device_info *dev)
+{
+    char u[64];
+
+    if (len && strspn(token, "0123456789") >= len)
+        return strtoul(token, NULL, 10) == dev->ordinal;
+    om_format_uuid(dev->uuid, u, sizeof(u));
+    return len <= strlen(u) && !strncasecmp(u, token, len);
+}
+
+static void device_row(struct v3_ctx *x, struct table *t, unsigned ordinal, const char *server,
+                       const struct om_device_info *dev)
+{
+    struct om_part_room room;
+    struct om_part_row row;
+    char ord[16], u[64], sms[16], chunks[16], attrs[64] = "-";
+    unsigned nparts = 0;
+
+    om_format_uuid(dev->uuid, u, sizeof(u));
+    om_parts_device_room(x->d, dev, &room);
+    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++)
+        nparts += !strcasecmp(row.device, u);
+    if (nparts)
+        snprintf(attrs, sizeof(attrs), "sm-partitions=%u", nparts);
+    snprintf(ord, sizeof(ord), "%u", ordinal);
+    snprintf(sms, sizeof(sms), "%u", (unsigned)dev->sm_count);
+    snprintf(chunks, sizeof(chunks), "%u", (unsigned)room.total_chunks);
+    table_row(
+        t, (const char *const[]){ord, server, dev->pci_bus_id, u, dev->name, sms, chunks, attrs});
+}
+
+/* device list [--server=S] [--format=…]: a server's devices in the order its clients number
+ * them (its allowed devices, renumbered from 0), each with its SMs and static-partition chunks;
+ * without named servers, the machine's devices with server "-". */
+static int device_list(struct v3_ctx *x)
+{
+    static const char *const cols[] = {"ordinal", "server",    "pci-id",       "device-uuid",
+                                       "name",    "total-sms", "total-chunks", "attributes"};
+    static const unsigned width[] = {8, 16, 14, 42, 26, 10, 13, 0};
+    const char *only = opt(x, "server");
+    const struct om_device_info *devs;
+    struct table t;
+    int n;
+
+    if ((n = om_daemon_probed_devices(x->d, &devs)) < 0)
+        return fail(x, "Cannot list the devices: %s", x->d->probe_err);
+    if (list_start(x, only, &t, cols, width, 8) < 0)
+        return 0;
+    if (!x->d->v3 || !x->d->v3->nservers) {
+        for (int k = 0; k < n; k++)
+            device_row(x, &t, devs[k].ordinal, "-", &devs[k]);
+        return 0;
+    }
+    for (unsigned i = 0; i < x->d->v3->nservers; i++) {
+        const struct om_v3_server *s = &x->d->v3->servers[i];
+        const char *list = s->allowed_devices;
+        unsigned seen = 0;
+        if (only && strcmp(only, s->name) != 0)
+            continue;
+        if (!list[0]) {
+            for (int k = 0; k < n; k++)
+                device_row(x, &t, devs[k].ordinal, s->name, &devs[k]);
+            continue;
+        }
+        for (const char *tok = list; *tok;) {
+            size_t len = strcspn(tok, ",");
+            for (int k = 0; k < n; k++)
+                if (names_device(tok, len, &devs[k])) {
+                    device_row(x, &t, seen++, s->name, &devs[k]);
+                    break;
+                }
+            tok += len + (tok[len] == ',');
+        }
+    }
+    return 0;
+}
+
+static int cmd_device(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const list_keys[] = {"server", "format", NULL};
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!strcmp(x->verb, "list"))
+        return parse_opts(x, argc - 2, argv + 2, list_keys, NULL, NULL) < 0 ? 0 : device_list(x);
+    return fail(x, "Usage: device list [--server=NAME] [--format=table|csv[,noheader]]");
+}
+
+/* --- feature, memacct, context-share: NVIDIA's optional server behaviours. openmps's two are
+ * what it is built on: each client's device memory is accounted (its limits need it) and every
+ * client of a server shares its context (the reason it exists). They are on and stay on. --- */
+
+static const struct {
+    const char *name, *why_on;
+} features[] = {
+    {"memacct", "openmps accounts each client's device memory always: its memory limits, ps -v "
+                "and openmps stats are built on it"},
+    {"context-share", "every client of an openmps server shares the server's context; a program "
+                      "that must not share runs without openmps (with no daemon at its "
+                      "CUDA_MPS_PIPE_DIRECTORY)"},
+};
+
+static int feature_index(struct v3_ctx *x, const char *name)
+{
+    for (int i = 0; i < (int)(sizeof(features) / sizeof(features[0])); i++)
+        if (!strcmp(name, features[i].name))
+            return i;
+    return fail(x, "Unknown feature \"%.32s\" (memacct, context-share)", name);
+}
+
+/* feature describe [NAME] [--format=…] | feature enable NAME | feature disable NAME */
+static int cmd_feature(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const cols[] = {"feature", "state", "module", "covers"};
+    static const unsigned width[] = {16, 20, 16, 0};
+    static const char *const describe_keys[] = {"name", "format", NULL};
+    static const char *const name_key[] = {"name", NULL};
+    int only = -1, k;
+    struct table t;
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!strcmp(x->verb, "describe")) {
+        if (parse_opts(x, argc - 2, argv + 2, describe_keys, NULL, name_key) < 0 ||
+            (opt(x, "name") && (only = feature_index(x, opt(x, "name"))) < 0) ||
+            table_start(x, &t, cols, width, 4) < 0)
+            return 0;
+        for (k = 0; k < (int)(sizeof(features) / sizeof(features[0])); k++)
+            if (only < 0 || only == k)
+                table_row(&t, (const char *const[]){features[k].name, "enabled (default)",
+                                                    features[k].name, "-"});
+        return 0;
+    }
+    if (strcmp(x->verb, "enable") != 0 && strcmp(x->verb, "disable") != 0)
+        return fail(x, "Usage: feature describe [NAME] | feature enable|disable NAME");
+    if (parse_opts(x, argc - 2, argv + 2, name_key, NULL, name_key) < 0 || !may_change(x))
+        return 0;
+    if (!opt(x, "name"))
+        return fail(x, "Usage: feature %s memacct|context-share", x->verb);
+    if ((k = feature_index(x, opt(x, "name"))) < 0)
+        return 0;
+    if (x->verb[0] == 'd')
+        return fail(x, "%s cannot be disabled: %s", features[k].name, features[k].why_on);
+    return 0; /* enable: it is */
+}
+
+/* memacct describe [--format=…] | memacct set audit_log=true|false */
+static int cmd_memacct(struct v3_ctx *x, int argc, char **argv)
+{
+    static const char *const cols[] = {"setting", "value"};
+    static const unsigned width[] = {12, 0};
+    static const char *const describe_keys[] = {"format", NULL};
+    static const char *const set_keys[] = {"audit_log", "audit-log", NULL};
+    struct table t;
+    bool v;
+
+    x->verb = argc >= 2 ? argv[1] : "";
+    if (!strcmp(x->verb, "describe")) {
+        if (parse_opts(x, argc - 2, argv + 2, describe_keys, NULL, NULL) < 0 ||
+            table_start(x, &t, cols, width, 2) < 0)
+            return 0;
+        table_row(&t, (const char *const[]){"enabled", "true"});
+        table_row(&t, (const char *const[]){"audit_log", x->d->memacct_audit ? "true" : "false"});
+        return 0;
+    }
+    if (strcmp(x->verb, "set") != 0)
+        return fail(x, "Usage: memacct describe | memacct set audit_log=true|false");
+    if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL, NULL) < 0 || !may_change(x))
+        return 0;
+    if (!opt(x, "audit_log") && !opt(x, "audit-log"))
+        return fail(x, "Usage: memacct set audit_log=true|false");
+    v = x->d->memacct_audit;
+    if (bool_opt(x, opt(x, "audit_log") ? "audit_log" : "audit-log", &v) < 0)
+        return 0;
+    if (v != x->d->memacct_audit)
+        om_info("memacct: audit log %s (memacct set)", v ? "on" : "off");
+    x->d->memacct_audit = v;
+    return 0;
+}
+
 const char *const om_v3_help =
     "server list [NAME] [--format=table|csv[,noheader]]\n"
     "server create NAME [--uid=UID] [--pinned-memory-limit=SIZE] "
     "[--active-thread-percentage=PCT] [--client-priority=0|1] [--allowed-devices=LIST] "
-    "[--mlopart]\n"
+    "[--locality-domains=true|false] [--mlopart]\n"
     "server delete NAME [--force]\n"
     "server get NAME [FIELD]\n"
-    "server set NAME [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
-    "[--client-priority=0|1] [--allowed-devices=LIST]\n"
+    "server set NAME [--uid=UID] [--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
+    "[--client-priority=0|1] [--allowed-devices=LIST] [--locality-domains=true|false]\n"
     "client list [--all] [--server=NAME] [--format=table|csv[,noheader]]\n"
     "client get PID [FIELD]\n"
     "client terminate PID\n"
@@ -1031,9 +1465,19 @@ const char *const om_v3_help =
     "[--cgroup-depth=N] [--sm-partition=LIST|none]\n"
     "namespace get NAMESPACE SERVER [FIELD]\n"
     "namespace delete NAMESPACE --server=NAME [--force]\n"
+    "sm-partition list [--server=NAME] [--device=ORDINAL|UUID] [--all] "
+    "[--format=table|csv[,noheader]]\n"
+    "sm-partition create NAME --server=NAME --device=ORDINAL|UUID --chunks=N "
+    "[--include-remainder=true|false]\n"
+    "sm-partition delete NAME --server=NAME --device=ORDINAL|UUID\n"
     "partition list [--device=UUID] [--format=table|csv[,noheader]]\n"
     "partition create --device=UUID --chunks=N [--name=NAME] [--include-remainder]\n"
     "partition delete PARTITION\n"
+    "device list [--server=NAME] [--format=table|csv[,noheader]]\n"
+    "feature describe [memacct|context-share] [--format=table|csv[,noheader]]\n"
+    "feature enable|disable memacct|context-share\n"
+    "memacct describe [--format=table|csv[,noheader]]\n"
+    "memacct set audit_log=true|false\n"
     "(a NAME or NAMESPACE may also be given as --name=NAME)";
 
 /* Whether verb is one of the |-separated words of a help line's verbs ("create|set NS ..."). */
@@ -1070,16 +1514,10 @@ static void module_help(struct v3_ctx *x, int argc, char **argv)
         fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0], verb ? verb : "");
 }
 
-/* NVIDIA's v3 modules openmps has no commands of, and what answers the question instead. */
-static const struct {
-    const char *module, *instead;
-} absent[] = {
-    {"device", "device_query lists the devices, lspart their static partitions"},
-    {"feature", "its two features, memacct and context-share, are always on: the configuration "
-                "file's [features.*] tables are accepted and change nothing"},
-    {"memacct", "each client's device memory is always accounted: ps -v, openmps stats"},
-    {"context-share", "every client of a server always shares its context"},
-};
+/* A module of NVIDIA's v3 with no documented verbs: answered with where its state shows. */
+static const char *const no_verbs =
+    "NVIDIA's MPS v3 documents no commands of the context-share module: feature describe shows "
+    "its state (always enabled in openmps: every client of a server shares its context)";
 
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error)
@@ -1087,22 +1525,25 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     struct v3_ctx x = {.d = d, .ui = ui, .out = out};
     const char *m = argv[0];
 
-    for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++) {
-        if (strcmp(m, absent[i].module) != 0)
-            continue;
-        fail(&x, "\"%s\" is a module of NVIDIA's MPS v3 that openmps does not have: %s", m,
-             absent[i].instead);
-        *ret_error = x.error;
-        return true;
-    }
-    if (strcmp(m, "server") != 0 && strcmp(m, "client") != 0 && strcmp(m, "namespace") != 0 &&
-        strcmp(m, "partition") != 0)
+    static const char *const modules[] = {"server",    "client",  "namespace",
+                                          "partition", "device",  "sm-partition",
+                                          "feature",   "memacct", "context-share"};
+    bool known = false;
+
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+        known |= !strcmp(m, modules[i]);
+    if (!known)
         return false;
     if (d->protocol != OM_PROTOCOL_V3) {
         fail(&x,
              "\"%.16s\" is a command of protocol 3; this daemon runs protocol 2: start it with "
              "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)%s",
-             m, strcmp(m, "partition") ? "" : "; sm_partition and lspart work on either");
+             m,
+             strcmp(m, "partition") && strcmp(m, "sm-partition")
+                 ? ""
+                 : "; sm_partition and lspart work on either");
+    } else if (!strcmp(m, "context-share")) {
+        fail(&x, "%s", no_verbs);
     } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
         module_help(&x, argc, argv);
     } else if (!strcmp(m, "server")) {
@@ -1111,6 +1552,14 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
         cmd_client(&x, argc, argv);
     } else if (!strcmp(m, "partition")) {
         cmd_partition(&x, argc, argv);
+    } else if (!strcmp(m, "sm-partition")) {
+        cmd_sm_partition(&x, argc, argv);
+    } else if (!strcmp(m, "device")) {
+        cmd_device(&x, argc, argv);
+    } else if (!strcmp(m, "feature")) {
+        cmd_feature(&x, argc, argv);
+    } else if (!strcmp(m, "memacct")) {
+        cmd_memacct(&x, argc, argv);
     } else {
         cmd_namespace(&x, argc, argv);
     }

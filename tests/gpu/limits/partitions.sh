@@ -130,15 +130,17 @@ side openmps "$OM_PIPE" "$BUILD/lib"
 om -q >/dev/null 2>&1
 sleep 1
 
-# openmps, protocol 3: a namespace's partition (partition create, namespace create
-# --sm-partition); a client of the namespace's socket that names no partition runs in it.
-if om -d -S -p 3; then
+# openmps, protocol 3, in NVIDIA's v3 form: a namespace's partition (sm-partition create, which
+# needs no -S, then namespace create --sm-partition); a client of the namespace's socket that
+# names no partition runs in it.
+if om -d -p 3; then
     om server create main >/dev/null
-    pn=$(om partition create --device="$UUID" --chunks="$A_CHUNKS" --name=nsa 2>&1)
-    echo "partition create: $pn"
-    om namespace create nsa --server=main --sm-partition=nsa
-    om partition list | tee "$OUT/openmps.partition-list"
-    lsms=$(awk '$2 == "nsa" { print $5 }' "$OUT/openmps.partition-list")
+    pn=$(om sm-partition create nsa --server=main --device="$UUID" --chunks="$A_CHUNKS" 2>&1)
+    echo "sm-partition create: $pn"
+    pv=$(echo "$pn" | sed -n 's/^CUDA_MPS_SM_PARTITION=//p')
+    om namespace create nsa --server=main --sm-partition="${pv:-nsa}"
+    om sm-partition list | tee "$OUT/openmps.partition-list"
+    lsms=$(awk '$3 == "nsa" { print $5 }' "$OUT/openmps.partition-list")
     got=$(env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE -u CUDA_MPS_SM_PARTITION \
         CUDA_MPS_PIPE_DIRECTORY="$OM_PIPE/main/nsa" LD_LIBRARY_PATH="$BUILD/lib" "$OUT/share" 2)
     csms=$(echo "$got" | awk '{ print $2 }')
@@ -149,7 +151,7 @@ if om -d -S -p 3; then
     om -q >/dev/null 2>&1
     sleep 1
 else
-    fail "openmps.namespace: the daemon did not start with -S -p 3"
+    fail "openmps.namespace: the daemon did not start with -p 3"
 fi
 
 # NVIDIA's MPS, where its version has static partitioning (skipped cleanly otherwise).
