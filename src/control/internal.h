@@ -372,8 +372,8 @@ uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, u
 int om_parts_delete(struct daemon *d, uint64_t serial, char *err, size_t errlen);
 uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t errlen);
 void om_parts_name(const struct daemon *d, uint64_t serial, char *buf, size_t cap);
-int om_parts_ns_add(struct daemon *d, uint64_t *list, unsigned *n, unsigned cap, const char *text,
-                    char *err, size_t errlen);
+int om_parts_ns_add(struct daemon *d, const char *server, uint64_t *list, unsigned *n, unsigned cap,
+                    const char *text, char *err, size_t errlen);
 bool om_parts_row(struct daemon *d, unsigned i, struct om_part_row *row);
 
 /* commands.c: asks server s to end client cpid's session for front-end ui (terminate_client,

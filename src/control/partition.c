@@ -382,14 +382,19 @@ void om_parts_name(const struct daemon *d, uint64_t serial, char *buf, size_t ca
     snprintf(buf, cap, "%s/%s", u, x->id);
 }
 
-int om_parts_ns_add(struct daemon *d, uint64_t *list, unsigned *n, unsigned cap, const char *text,
-                    char *err, size_t errlen)
+int om_parts_ns_add(struct daemon *d, const char *server, uint64_t *list, unsigned *n, unsigned cap,
+                    const char *text, char *err, size_t errlen)
 {
     uint64_t serial = om_parts_resolve(d, text, err, errlen);
     const struct part *x = serial ? by_serial(d->parts, serial) : NULL;
 
     if (!x)
         return -1;
+    if (x->server[0] && strcmp(x->server, server) != 0) {
+        snprintf(err, errlen, "%.64s is an SM partition of server %s, not of server %s", text,
+                 x->server, server);
+        return -1;
+    }
     for (unsigned i = 0; i < *n; i++) {
         const struct part *y = by_serial(d->parts, list[i]);
         if (y && !memcmp(y->uuid, x->uuid, sizeof(x->uuid))) {
@@ -678,6 +683,13 @@ int om_parts_adopt(struct daemon *d, const struct server *s, const struct conn *
                      "CUDA_MPS_SM_PARTITION=%s names no SM partition of this daemon (lspart "
                      "lists them)",
                      shown);
+            return -1;
+        }
+        if (x->server[0] && strcmp(x->server, s->name) != 0) {
+            snprintf(why, whylen,
+                     "CUDA_MPS_SM_PARTITION=%s is an SM partition of server %s; this client's "
+                     "server is %s",
+                     shown, x->server, s->name[0] ? s->name : "its user's plain server");
             return -1;
         }
         bool listed = !by_ns;

@@ -639,19 +639,22 @@ void om_server_shutdown(struct daemon *d, struct server *s, bool force)
     om_info("Server %d: %s shutdown requested", (int)s->pid, force ? "forced" : "graceful");
 }
 
-static void client_down(struct daemon *d, struct server *s, uint32_t id)
+/* held_bytes: the device memory it held as it left, as its server says (0 also for a client
+ * whose session never began) */
+static void client_down(struct daemon *d, struct server *s, uint32_t id, uint64_t held_bytes)
 {
     for (struct client_rec **pp = &s->clients; *pp; pp = &(*pp)->next) {
         struct client_rec *r = *pp;
         if (r->id != id)
             continue;
+        r->device_bytes = held_bytes;
         om_peer_info(d, r->uid, "Server %d: client %d (id %u) disconnected", (int)s->pid,
                      (int)r->pid, id);
         if (d->memacct_audit) { /* memacct set audit_log=true */
             char held[32];
             om_format_size(r->device_bytes, held, sizeof(held));
             om_info("memacct: client %d (uid %u, server %s%s%s) left holding %s of device "
-                    "memory, as its server last said",
+                    "memory",
                     (int)r->pid, (unsigned)r->uid, s->name[0] ? s->name : "-",
                     r->ns[0] ? ", namespace " : "", r->ns, r->device_bytes ? held : "0");
         }
@@ -790,7 +793,7 @@ static bool handle_one(struct daemon *d, struct server *s)
         if (om_decode_srv_client(m->payload, m->hdr.len, &cl) < 0)
             goto bad;
         if (cl.event == OM_CLIENT_DOWN) {
-            client_down(d, s, cl.client_id);
+            client_down(d, s, cl.client_id, cl.device_bytes);
         } else {
             for (struct client_rec *r = s->clients; r; r = r->next)
                 if (r->id == cl.client_id && cl.event == OM_CLIENT_MEMORY) {

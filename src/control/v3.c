@@ -178,7 +178,7 @@ static int conf_ns_partitions(struct daemon *d, const struct om_conf *c, char *e
                 char text[OM_CONF_TEXT_MAX + OM_CONF_NAME_MAX + 2], why[400];
                 snprintf(text, sizeof(text), "%s/%s", cn->devices[k].uuid,
                          cn->devices[k].sm_partition);
-                if (om_parts_ns_add(d, n->parts, &n->nparts, OM_V3_NS_PARTS, text, why,
+                if (om_parts_ns_add(d, s->name, n->parts, &n->nparts, OM_V3_NS_PARTS, text, why,
                                     sizeof(why)) < 0) {
                     snprintf(err, errlen, "line %d: namespace %s: %s", cn->devices[k].line,
                              cn->name, why);
@@ -226,7 +226,10 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
             snprintf(err, errlen, "line %d: more than %u servers", cs->line, OM_V3_MAX_SERVERS);
             return -EINVAL;
         }
-        if (cs->locality_domains && cs->ndevices) {
+        uint32_t nparts = 0;
+        for (uint32_t k = 0; k < cs->ndevices; k++)
+            nparts += cs->devices[k].npartitions;
+        if (cs->locality_domains && nparts) {
             snprintf(err, errlen,
                      "line %d: server %s: locality_domains = true beside SM partitions: the two "
                      "exclude each other",

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../common/config.h"
+#include "../common/visible.h"
 #include "internal.h"
 #include "v3int.h"
 
@@ -359,6 +360,29 @@ static int server_list(struct v3_ctx *x)
     return 0;
 }
 
+/* Whether the named server has a process in any state (starting, running, stopping), or one
+ * about to start (a server create waiting for another user's server to go). */
+static bool server_process(const struct daemon *d, const char *name)
+{
+    if (d->start_uid >= 0 && !strcmp(d->start_name, name))
+        return true;
+    for (const struct server *p = d->servers; p; p = p->next)
+        if (!strcmp(p->name, name))
+            return true;
+    return false;
+}
+
+/* Whether a partition was made for the named server (sm-partition create, its file's). */
+static bool server_has_partitions(struct daemon *d, const char *server)
+{
+    struct om_part_row row;
+
+    for (unsigned i = 0; om_parts_row(d, i, &row); i++)
+        if (!strcmp(row.server, server))
+            return true;
+    return false;
+}
+
 static int server_create(struct v3_ctx *x)
 {
     struct daemon *d = x->d;
@@ -400,6 +424,11 @@ static int server_create(struct v3_ctx *x)
     s.has_priority = has[2];
     if (bool_opt(x, "locality-domains", &s.locality_domains) < 0)
         return 0;
+    if (s.locality_domains && server_has_partitions(d, name))
+        return fail(x,
+                    "SM partitions made for a server %s remain: SM partitions and locality "
+                    "domains exclude each other",
+                    name);
     if (s.locality_domains)
         om_info("server %s: locality domains asked for; openmps serves each GPU as one device",
                 name);
@@ -441,6 +470,11 @@ static int server_delete(struct v3_ctx *x)
         return fail(x, "Usage: server delete NAME [--force]");
     if (!(s = om_v3_find_server(d, name)))
         return fail(x, "Server %.64s not found", name);
+    if (server_has_partitions(d, s->name))
+        return fail(x,
+                    "Server %s has SM partitions: sm-partition delete them first "
+                    "(sm-partition list --server=%s)",
+                    s->name, s->name);
     struct server *p = om_server_for(d, s->uid, s->name);
     bool force = opt(x, "f") || opt(x, "force");
     if (p && p->nclients && !force)
@@ -504,17 +538,6 @@ static int server_get(struct v3_ctx *x)
     return print_fields(x, f, 9);
 }
 
-/* Whether a partition was made for the named server (sm-partition create, its file's). */
-static bool server_has_partitions(struct daemon *d, const char *server)
-{
-    struct om_part_row row;
-
-    for (unsigned i = 0; om_parts_row(d, i, &row); i++)
-        if (!strcmp(row.server, server))
-            return true;
-    return false;
-}
-
 /* server set: the limits reach its running process (and its clients, as set_* of protocol 2);
  * allowed_devices, its next start. */
 static int server_set(struct v3_ctx *x)
@@ -548,7 +571,7 @@ static int server_set(struct v3_ctx *x)
         if (x->d->euid != 0 && (uid_t)uid != x->d->euid)
             return fail(x, "openmps-control runs as uid %u and can serve only that user",
                         (unsigned)x->d->euid);
-        if (om_server_for(x->d, s->uid, s->name))
+        if (server_process(x->d, s->name))
             return fail(x,
                         "Server %s runs as uid %u: its user changes only while it is stopped "
                         "(server delete, then server create --uid=%u)",
@@ -865,7 +888,8 @@ static int ns_list(struct v3_ctx *x)
 /* --sm-partition=LIST: the partitions (as CUDA_MPS_SM_PARTITION names them, one per device)
  * where the namespace's clients run from now on; "none" (or "") none. Its running clients stay
  * in theirs: a client's partition is its green context, made once. */
-static int ns_partitions(struct v3_ctx *x, struct om_v3_ns *t, const char *list)
+static int ns_partitions(struct v3_ctx *x, const struct om_v3_server *s, struct om_v3_ns *t,
+                         const char *list)
 {
     char buf[OM_CMD_MAX + 1], err[400], *save = NULL;
 
@@ -874,7 +898,8 @@ static int ns_partitions(struct v3_ctx *x, struct om_v3_ns *t, const char *list)
         return 0;
     snprintf(buf, sizeof(buf), "%s", list);
     for (char *one = strtok_r(buf, ",", &save); one; one = strtok_r(NULL, ",", &save))
-        if (om_parts_ns_add(x->d, t->parts, &t->nparts, OM_V3_NS_PARTS, one, err, sizeof(err)) < 0)
+        if (om_parts_ns_add(x->d, s->name, t->parts, &t->nparts, OM_V3_NS_PARTS, one, err,
+                            sizeof(err)) < 0)
             return fail(x, "Invalid --sm-partition: %s", err);
     return 0;
 }
@@ -973,7 +998,7 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
             return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
         t.cgroup_depth = (unsigned)v;
     }
-    if (opt(x, "sm-partition") && ns_partitions(x, &t, opt(x, "sm-partition")) < 0)
+    if (opt(x, "sm-partition") && ns_partitions(x, s, &t, opt(x, "sm-partition")) < 0)
         return 0;
     if (!n) {
         s->ns[s->nns++] = t;
@@ -1069,7 +1094,8 @@ static int cmd_partition(struct v3_ctx *x, int argc, char **argv)
     x->verb = argc >= 2 ? argv[1] : "";
     if (!x->d->parts)
         return fail(x, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning), or make partitions in its configuration file");
+                       "(--static-partitioning), make partitions in its configuration file, or "
+                       "make one with sm-partition create");
     if (!strcmp(x->verb, "list"))
         return parse_opts(x, argc - 2, argv + 2, list_keys, NULL, NULL) < 0 ? 0 : partition_list(x);
     if (!strcmp(x->verb, "create"))
@@ -1090,26 +1116,67 @@ static int cmd_partition(struct v3_ctx *x, int argc, char **argv)
  * names or its namespace names, and one that names none runs on its whole devices, as before
  * (with -S every client must name one). --- */
 
-/* The partition NAME of server srv on device uuid (the server's own, or one made for no server). */
+/* The partition NAME made for server srv on device uuid. */
 static bool smp_find(struct v3_ctx *x, const char *name, const char *srv, const char *uuid,
                      struct om_part_row *row)
 {
     for (unsigned i = 0; om_parts_row(x->d, i, row); i++)
-        if (!strcmp(row->name, name) && !strcasecmp(row->device, uuid) &&
-            (!row->server[0] || !strcmp(row->server, srv)))
+        if (!strcmp(row->name, name) && !strcasecmp(row->device, uuid) && !strcmp(row->server, srv))
             return true;
     return false;
 }
 
-/* The device a --device names (an ordinal or a UUID), as its UUID text; NULL answered. */
-static const struct om_device_info *smp_device(struct v3_ctx *x, const char *text, char *uuid,
-                                               size_t cap)
+/* The machine's devices that server s's clients see, in their order: its allowed-devices read as
+ * the driver reads CUDA_VISIBLE_DEVICES (om_visible_resolve), all without (s NULL: all). Returns
+ * how many are in map (0: none), or -1 answered. */
+static int server_devices(struct v3_ctx *x, const struct om_v3_server *s,
+                          const struct om_device_info **devs, struct om_devmap *map)
 {
-    char err[256];
-    const struct om_device_info *dev = om_parts_device(x->d, text, err, sizeof(err));
+    int n = om_daemon_probed_devices(x->d, devs), k;
 
-    if (!dev)
+    if (n < 0)
+        return fail(x, "Cannot list the devices: %s", x->d->probe_err);
+    memset(map, 0, sizeof(*map));
+    if (!s || !s->allowed_devices[0]) {
+        for (k = 0; k < n && k < (int)OM_MAX_DEVICES; k++)
+            map->server[k] = (uint8_t)k;
+        map->count = (uint32_t)k;
+        return k;
+    }
+    k = om_visible_resolve(s->allowed_devices, *devs, (uint32_t)n, map);
+    return k < 0 ? 0 : k; /* a device named twice: the driver gives the client none */
+}
+
+/* The device a --device names for server s (NULL: the machine): an ordinal as s's clients
+ * number their devices, or a UUID (or a prefix of it) of one of them. Its UUID text in uuid;
+ * NULL answered. */
+static const struct om_device_info *smp_device(struct v3_ctx *x, const struct om_v3_server *s,
+                                               const char *text, char *uuid, size_t cap)
+{
+    const struct om_device_info *devs, *dev = NULL;
+    struct om_devmap map;
+    char err[256];
+    int n = server_devices(x, s, &devs, &map);
+
+    if (n < 0)
+        return NULL;
+    if (text[0] && text[strspn(text, "0123456789")] == '\0') {
+        unsigned long k = strtoul(text, NULL, 10);
+        if (k < (unsigned long)n)
+            dev = &devs[map.server[k]];
+    } else if ((dev = om_parts_device(x->d, text, err, sizeof(err)))) {
+        bool seen = false;
+        for (int k = 0; k < n; k++)
+            seen |= &devs[map.server[k]] == dev;
+        dev = seen ? dev : NULL;
+    } else {
         return fail(x, "%s", err), NULL;
+    }
+    if (!dev)
+        return fail(x, "No device %.64s among %s%s's (device list%s%s shows them)", text,
+                    s ? "server " : "the machine", s ? s->name : "", s ? " --server=" : "",
+                    s ? s->name : ""),
+               NULL;
     om_format_uuid(dev->uuid, uuid, cap);
     return dev;
 }
@@ -1145,7 +1212,7 @@ static int smp_create(struct v3_ctx *x)
         return fail(x, "Invalid number of chunks \"%.32s\": a positive integer, at most %u", chunks,
                     OM_PART_MAX_CHUNKS);
     if (bool_opt(x, "include-remainder", &rest) < 0 ||
-        !smp_device(x, opt(x, "device"), uuid, sizeof(uuid)))
+        !smp_device(x, s, opt(x, "device"), uuid, sizeof(uuid)))
         return 0;
     if (om_parts_enable_open(x->d) < 0)
         return fail(x, "Out of memory");
@@ -1171,6 +1238,7 @@ static int smp_create(struct v3_ctx *x)
 static int smp_delete(struct v3_ctx *x)
 {
     const char *name = opt(x, "name"), *srv = opt(x, "server");
+    const struct om_v3_server *s;
     struct om_part_row row;
     char uuid[64], err[400];
 
@@ -1178,9 +1246,9 @@ static int smp_delete(struct v3_ctx *x)
         return 0;
     if (!name || !srv || !opt(x, "device"))
         return fail(x, "Usage: sm-partition delete NAME --server=SERVER --device=ORDINAL|UUID");
-    if (!om_v3_find_server(x->d, srv))
+    if (!(s = om_v3_find_server(x->d, srv)))
         return fail(x, "Server %.64s not found", srv);
-    if (!smp_device(x, opt(x, "device"), uuid, sizeof(uuid)))
+    if (!smp_device(x, s, opt(x, "device"), uuid, sizeof(uuid)))
         return 0;
     if (!smp_find(x, name, srv, uuid, &row))
         return fail(x,
@@ -1208,9 +1276,10 @@ static int smp_list(struct v3_ctx *x)
     struct table t;
     int ndev;
 
-    if (opt(x, "device") && !(only = smp_device(x, opt(x, "device"), uuid, sizeof(uuid))))
-        return 0;
     if (list_start(x, srv, &t, cols, width, 8) < 0)
+        return 0;
+    if (opt(x, "device") && !(only = smp_device(x, srv ? om_v3_find_server(x->d, srv) : NULL,
+                                                opt(x, "device"), uuid, sizeof(uuid))))
         return 0;
     for (unsigned i = 0; om_parts_row(x->d, i, &row); i++) {
         char chunks[16], sms[16], text[96];
@@ -1268,17 +1337,6 @@ static int cmd_sm_partition(struct v3_ctx *x, int argc, char **argv)
 
 /* --- device list: each named server's devices, as its clients see them --- */
 
-/* Whether token (an ordinal, or a UUID or a prefix of it) of an allowed-devices list names dev. */
-static bool names_device(const char *token, size_t len, const struct om_device_info *dev)
-{
-    char u[64];
-
-    if (len && strspn(token, "0123456789") >= len)
-        return strtoul(token, NULL, 10) == dev->ordinal;
-    om_format_uuid(dev->uuid, u, sizeof(u));
-    return len <= strlen(u) && !strncasecmp(u, token, len);
-}
-
 static void device_row(struct v3_ctx *x, struct table *t, unsigned ordinal, const char *server,
                        const struct om_device_info *dev)
 {
@@ -1301,8 +1359,9 @@ static void device_row(struct v3_ctx *x, struct table *t, unsigned ordinal, cons
 }
 
 /* device list [--server=S] [--format=…]: a server's devices in the order its clients number
- * them (its allowed devices, renumbered from 0), each with its SMs and static-partition chunks;
- * without named servers, the machine's devices with server "-". */
+ * them (its allowed devices read as the driver reads CUDA_VISIBLE_DEVICES, renumbered from 0),
+ * each with its SMs and static-partition chunks; without named servers, the machine's devices
+ * with server "-". */
 static int device_list(struct v3_ctx *x)
 {
     static const char *const cols[] = {"ordinal", "server",    "pci-id",       "device-uuid",
@@ -1310,38 +1369,27 @@ static int device_list(struct v3_ctx *x)
     static const unsigned width[] = {8, 16, 14, 42, 26, 10, 13, 0};
     const char *only = opt(x, "server");
     const struct om_device_info *devs;
+    struct om_devmap map;
     struct table t;
     int n;
 
-    if ((n = om_daemon_probed_devices(x->d, &devs)) < 0)
-        return fail(x, "Cannot list the devices: %s", x->d->probe_err);
     if (list_start(x, only, &t, cols, width, 8) < 0)
         return 0;
     if (!x->d->v3 || !x->d->v3->nservers) {
+        if ((n = server_devices(x, NULL, &devs, &map)) < 0)
+            return 0;
         for (int k = 0; k < n; k++)
-            device_row(x, &t, devs[k].ordinal, "-", &devs[k]);
+            device_row(x, &t, (unsigned)k, "-", &devs[map.server[k]]);
         return 0;
     }
     for (unsigned i = 0; i < x->d->v3->nservers; i++) {
         const struct om_v3_server *s = &x->d->v3->servers[i];
-        const char *list = s->allowed_devices;
-        unsigned seen = 0;
         if (only && strcmp(only, s->name) != 0)
             continue;
-        if (!list[0]) {
-            for (int k = 0; k < n; k++)
-                device_row(x, &t, devs[k].ordinal, s->name, &devs[k]);
-            continue;
-        }
-        for (const char *tok = list; *tok;) {
-            size_t len = strcspn(tok, ",");
-            for (int k = 0; k < n; k++)
-                if (names_device(tok, len, &devs[k])) {
-                    device_row(x, &t, seen++, s->name, &devs[k]);
-                    break;
-                }
-            tok += len + (tok[len] == ',');
-        }
+        if ((n = server_devices(x, s, &devs, &map)) < 0)
+            return 0;
+        for (int k = 0; k < n; k++)
+            device_row(x, &t, (unsigned)k, s->name, &devs[map.server[k]]);
     }
     return 0;
 }
@@ -1436,7 +1484,7 @@ static int cmd_memacct(struct v3_ctx *x, int argc, char **argv)
         return fail(x, "Usage: memacct describe | memacct set audit_log=true|false");
     if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL, NULL) < 0 || !may_change(x))
         return 0;
-    if (!opt(x, "audit_log") && !opt(x, "audit-log"))
+    if (!opt(x, "audit_log") == !opt(x, "audit-log")) /* one of the two spellings */
         return fail(x, "Usage: memacct set audit_log=true|false");
     v = x->d->memacct_audit;
     if (bool_opt(x, opt(x, "audit_log") ? "audit_log" : "audit-log", &v) < 0)

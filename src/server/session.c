@@ -81,6 +81,8 @@ void om_session_report(struct server *srv, const struct session *s, uint32_t id,
         int first = om_first_device(s);
         m.device_mask = first < 32 ? 1u << first : 0;
     }
+    if (event == OM_CLIENT_DOWN && s) /* what it held as it left (memacct's audit log) */
+        m.device_bytes = om_memcap_used_all(s);
 
     if (om_msg_send(srv->chan, OM_MSG_SRV_CLIENT, 0, &m, sizeof(m), -1) < 0)
         om_warn("cannot tell the daemon about client %d", (int)pid);

@@ -335,11 +335,13 @@ def test_remote_ring_benchmark(daemon):
     check(p.returncode == 0 and "bench ok" in out, "bench: %r %r" % (out, err))
     enq = re.search(r"enqueue_us ([0-9.]+) drained_us ([0-9.]+)", out)
     rt = re.search(r"round_trip_us ([0-9.]+)", out)
-    check(enq and rt, "bench printed its figures: %r" % out)
+    b2 = re.search(r"launch_sync_us ([0-9.]+) copy4_us ([0-9.]+)", out)
+    check(enq and rt and b2, "bench printed its figures: %r" % out)
     line = "%s ring benchmark (driver test double, %d CPUs): launch enqueue %s us, " \
-           "enqueue+drain %s us, round trip %s us" % (
+           "enqueue+drain %s us, round trip %s us, B2's launch + synchronize %s us, " \
+           "4-byte copy %s us" % (
                time.strftime("%Y-%m-%d %H:%M:%S"), os.cpu_count() or 0,
-               enq.group(1), enq.group(2), rt.group(1))
+               enq.group(1), enq.group(2), rt.group(1), b2.group(1), b2.group(2))
     print(line)
     with open(os.path.join(BIN, "ring-benchmark.txt"), "a") as f:
         f.write(line + "\n")

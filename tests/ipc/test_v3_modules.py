@@ -13,7 +13,7 @@ import subprocess
 import harness
 from harness import check, wait_for
 from test_partitions import FAKE_UUID, first_round
-from test_v3 import ctl_args, hold, release, table, v3_daemon, write_conf
+from test_v3 import ctl_args, hold, table, v3_daemon, write_conf
 from test_v3_partitions import end, share_client
 
 HEX12 = r"[0-9a-f]{12}"
@@ -99,7 +99,10 @@ def test_sm_partition_module_in_nvidias_form(daemon):
     check(table(e.cmd("sm-partition list"))[-1] ==
           ["-", FAKE_UUID, "-", "4", "32", "-", "unallocated", "-"],
           "its 4 chunks are unallocated again: %r" % e.cmd("sm-partition list"))
-    check(len(e.cmd("sm-partition help").splitlines()) == 3, "sm-partition help")
+    helps = e.cmd("sm-partition help").splitlines()
+    check(len(helps) == 3 and all(h.startswith("sm-partition ") for h in helps) and
+          not any("sm-partition" in h for h in e.cmd("partition help").splitlines()),
+          "sm-partition help, and partition help without it: %r" % helps)
 
 
 def test_device_feature_memacct_and_server_options(daemon):
@@ -109,7 +112,8 @@ def test_device_feature_memacct_and_server_options(daemon):
     server create without a name is uid_<uid>; --locality-domains and SM partitions exclude
     each other; server set --uid of a running server is refused."""
     e = v3_daemon(daemon, 'schema_version = "1.0"\n[servers.main]\nallowed_devices = "2,0"\n'
-                  '[servers.all]\n', {"FAKECUDA_DEVICES": "3"})
+                  '[servers.all]\n[servers.cut]\nallowed_devices = "1,7,0"\n'
+                  '[servers.twice]\nallowed_devices = "0,0"\n', {"FAKECUDA_DEVICES": "3"})
     every = rows_csv(e.cmd("device list --server=all --format=csv"))
     check(every[0] == ["ordinal", "server", "pci-id", "device-uuid", "name", "total-sms",
                        "total-chunks", "attributes"], "device list's header: %r" % every[0])
@@ -119,7 +123,12 @@ def test_device_feature_memacct_and_server_options(daemon):
     mine = rows_csv(e.cmd("device list --server=main --format=csv,noheader"))
     check([(r[0], r[3]) for r in mine] == [("0", every[3][3]), ("1", every[1][3])],
           "server main's clients see devices 2 and 0 as 0 and 1: %r" % mine)
-    check(len(rows_csv(e.cmd("device list --format=csv,noheader"))) == 5, "both servers' rows")
+    # read as the driver reads CUDA_VISIBLE_DEVICES: the list ends at a device that does not
+    # exist; a device named twice leaves none
+    cut = rows_csv(e.cmd("device list --server=cut --format=csv,noheader"))
+    check([(r[0], r[3]) for r in cut] == [("0", every[2][3])], "1,7,0 is device 1: %r" % cut)
+    check(e.cmd("device list --server=twice --format=csv,noheader") == "", "0,0 is none")
+    check(len(rows_csv(e.cmd("device list --format=csv,noheader"))) == 6, "every server's rows")
     out, err, rc = ctl_args(e, "device", "list", "--server=nope")
     check(rc == 1 and out == "Server nope not found", out)
 
@@ -127,7 +136,8 @@ def test_device_feature_memacct_and_server_options(daemon):
           [["memacct", "enabled (default)", "memacct", "-"],
            ["context-share", "enabled (default)", "context-share", "-"]],
           "feature describe: %r" % e.cmd("feature describe"))
-    check(e.cmd("feature describe memacct").splitlines()[1].split()[0] == "memacct", "one")
+    one = e.cmd("feature describe memacct").splitlines()
+    check(len(one) == 2 and one[1].split()[0] == "memacct", "feature describe memacct: %r" % one)
     for args, rc_want, want in (
             (["feature", "enable", "memacct"], 0, ""),
             (["feature", "disable", "memacct"], 1, "memacct cannot be disabled: openmps accounts"),
@@ -136,6 +146,7 @@ def test_device_feature_memacct_and_server_options(daemon):
             (["feature", "enable", "frob"], 1, "Unknown feature \"frob\""),
             (["memacct", "set"], 1, "Usage: memacct set audit_log=true|false"),
             (["memacct", "set", "audit_log=maybe"], 1, "Invalid value \"maybe\" of audit_log"),
+            (["memacct", "set", "audit_log=true", "audit-log=false"], 1, "Usage: memacct set"),
             (["context-share", "describe"], 1, "NVIDIA's MPS v3 documents no commands")):
         out, err, rc = ctl_args(e, *args)
         check(rc == rc_want and out.startswith(want), "%r: %d %r" % (args, rc, out))
@@ -147,12 +158,33 @@ def test_device_feature_memacct_and_server_options(daemon):
           "memacct set audit_log=true")
     c = hold(e, env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(e.pipe, "main")})
     pid = c.pid
-    release(c)
+    c.stdin.close()  # end of input: it exits without freeing its 1 MiB
+    c.wait(timeout=60)
     wait_for(lambda: re.search(r"memacct: client %d \(uid %d, server main, namespace default\) "
-                               r"left holding \S+ of device memory" % (pid, os.getuid()),
-                               e.log()), what="the memacct audit line of the client that left")
+                               r"left holding 1M of device memory" % (pid, os.getuid()),
+                               e.log()), what="the memacct audit line: the 1 MiB it held")
+
+    # sm-partition's --device is the server's: main's device 1 is the machine's device 0, and the
+    # machine's device 1 is not main's
+    out, err, rc = ctl_args(e, "sm-partition", "create", "m", "--server=main", "--device=1",
+                            "--chunks=1")
+    check(rc == 0 and every[1][3] in out, "main's device 1 is device 0: %r" % out)
+    out, err, rc = ctl_args(e, "sm-partition", "create", "n", "--server=main",
+                            "--device=" + every[2][3], "--chunks=1")
+    check(rc == 1 and out.startswith("No device %s among server main's" % every[2][3]), out)
+    out, err, rc = ctl_args(e, "namespace", "create", "x", "--server=all",
+                            "--sm-partition=" + every[1][3] + "/m")
+    check(rc == 1 and "is an SM partition of server main, not of server all" in out,
+          "another server's partition: %r" % out)
+    out, err, rc = ctl_args(e, "server", "delete", "main")
+    check(rc == 1 and out.startswith("Server main has SM partitions"), out)
+    check(e.cmd("sm-partition delete m --server=main --device=1").startswith(
+        "SM partition 'm' deleted"), "m deleted")
 
     uid = os.getuid()
+    if os.geteuid() == 0:  # the user of a server with no process changes; a running one's not
+        check(e.cmd("server set all --uid=4242") == "" and
+              e.cmd("server get all uid") == "4242", "server set --uid of a stopped server")
     check(e.cmd("server create --uid=%d" % uid) == "", "server create without a name")
     check("uid_%d" % uid in [r[0] for r in table(e.cmd("server list"))],
           "its name is uid_<uid>, as NVIDIA's: %r" % e.cmd("server list"))
