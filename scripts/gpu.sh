@@ -293,10 +293,18 @@ for step in $STEPS; do
                     CUDA_MODULE_LOADING=$m /tmp/om-jit
                 done
         } >"$OUT/probe-jit.log" 2>&1 ;;
+    # A second suites step of one call continues from the first's results (archived as
+    # suites.tgz when its gpu.sh ended), not from the carried ones, which it would replace.
     suites)
         {
+            seed=.suites/results
+            if [ -f "$OUT/suites.tgz" ] && [ ! -d "$OUT/suites" ]; then
+                rm -rf /tmp/om-suites-seed && mkdir -p /tmp/om-suites-seed &&
+                    tar xzf "$OUT/suites.tgz" -C /tmp/om-suites-seed &&
+                    seed=/tmp/om-suites-seed/suites
+            fi
             make && python3 tests/gpu/suites/suites.py run --build build --suites-dir .suites/src \
-                --results "$OUT/suites" --seed .suites/results \
+                --results "$OUT/suites" --seed "$seed" \
                 --deadline $((T0 + ${SUITES_SECONDS:-550})) ${SUITES_ARGS:-}
         } >"$OUT/suites.log" 2>&1 ;;
     # GPU time per client (openmps stats) against the clients' own CUDA events (issue #27).
