@@ -377,6 +377,21 @@ def main():
             "\t \r\n", "sm_partition add GPU-74d43ed3 4",
             "sm_partition rm GPU-74d43ed3/9e3779b97f4b", "lspart"]):
         write("fuzz_command", "%02d" % i, line.encode())
+    # protocol 3's commands: the target runs protocol 3 for an input of odd length, as the
+    # daemon's own user (who may change state) when its length's second bit is set
+    for i, line in enumerate([
+            "server list --format=csv,noheader", "server create a --locality-domains=true",
+            "server set a --uid=7", "namespace create n --server=a --active-thread-percentage=5",
+            "namespace list --server=a", "client list --all",
+            "sm-partition create p --server=a --device=0 --chunks=2 --include-remainder=true",
+            "sm-partition list --server=a --device=GPU-74d43ed3 --all --format=csv",
+            "sm-partition delete p --server=a --device=0", "device list --server=a",
+            "feature describe memacct --format=table", "feature disable context-share",
+            "memacct set audit_log=true", "memacct describe", "context-share get",
+            "partition create --device=GPU-1 --chunks=0 --include-remainder", "sm-partition help"]):
+        while len(line) % 4 != 3:  # odd, and the owner's
+            line += " "
+        write("fuzz_command", "v3-%02d" % i, line.encode())
     rec = struct.pack("<IHHIi", 5, 1, 0, 1, 0) + b"hello\0\0\0"
     write("fuzz_ring", "one-record", struct.pack("<QQ", len(rec), 0) + rec)
     write("fuzz_ring", "bad-tail", struct.pack("<QQ", 1 << 40, 0) + rec)
