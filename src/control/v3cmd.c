@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Protocol 3's module-verb commands (`server list`, `namespace create`, `partition create`,
- * `client terminate`, ...): their options, answers and formats. The named servers and
- * namespaces they change, the configuration file and the routing of clients are v3.c's.
+ * Protocol 3's module-verb commands (`server list`, `namespace create`, `client terminate`,
+ * `feature describe`, ...): their options, answers and formats, and the parsing and tables all
+ * modules share (v3cmd.h); the modules of SM partitions and devices are v3devices.c's. The named
+ * servers and namespaces they change, the configuration file and the routing of clients are v3.c's.
  * docs/operations.md, "Protocol 3", says what each command prints.
  */
 #define _GNU_SOURCE
@@ -17,27 +18,11 @@
 #include <unistd.h>
 
 #include "../common/config.h"
-#include "../common/visible.h"
 #include "internal.h"
+#include "v3cmd.h"
 #include "v3int.h"
 
-#define MAX_OPTS 12
-
-struct v3_ctx {
-    struct daemon *d;
-    struct conn *ui;
-    struct strbuf *out;
-    const char *verb; /* the command's, for its messages */
-    bool error;
-    unsigned nopts;
-    struct {
-        const char *key;   /* without its dashes */
-        const char *value; /* NULL for a flag */
-    } opts[MAX_OPTS];
-};
-
-static int fail(struct v3_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct v3_ctx *x, const char *fmt, ...)
+int v3_fail(struct v3_ctx *x, const char *fmt, ...)
 {
     va_list ap;
     char text[512];
@@ -53,7 +38,7 @@ static int fail(struct v3_ctx *x, const char *fmt, ...)
 
 /* --- commands --- */
 
-static const char *opt(const struct v3_ctx *x, const char *key)
+const char *v3_opt(const struct v3_ctx *x, const char *key)
 {
     for (unsigned i = 0; i < x->nopts; i++)
         if (!strcmp(x->opts[i].key, key))
@@ -73,8 +58,8 @@ static bool listed(const char *const *list, const char *key)
  * positional arguments, which stand for the command's keys in `positional`'s order (NVIDIA's
  * `server get NAME FIELD`). Every option must be one the command knows (allowed: a list of
  * keys). */
-static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const *allowed,
-                      const char *const *flags, const char *const *positional)
+int v3_parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const *allowed,
+                  const char *const *flags, const char *const *positional)
 {
     unsigned npos = 0;
 
@@ -90,7 +75,7 @@ static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const
         }
         if (!dashed && !(eq && !*eq)) {
             if (!positional || !positional[npos])
-                return fail(x, "Unexpected argument \"%.64s\"", a);
+                return v3_fail(x, "Unexpected argument \"%.64s\"", a);
             key = positional[npos++];
             value = a;
             goto store;
@@ -103,20 +88,20 @@ static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const
         is_flag = listed(flags, key);
         known = listed(allowed, key);
         if (!is_flag && !known)
-            return fail(x, "Unknown option \"%.64s\"", a);
+            return v3_fail(x, "Unknown option \"%.64s\"", a);
         if (is_flag && value)
-            return fail(x, "Option %.64s takes no value", a);
+            return v3_fail(x, "Option %.64s takes no value", a);
         if (known && !value) {
             if (i + 1 >= argc)
-                return fail(x, "Option %.64s needs a value", a);
+                return v3_fail(x, "Option %.64s needs a value", a);
             value = argv[++i];
         }
     store:
         for (unsigned k = 0; k < x->nopts; k++)
             if (!strcmp(x->opts[k].key, key))
-                return fail(x, "The %.32s is given twice", key);
-        if (x->nopts == MAX_OPTS)
-            return fail(x, "Too many options");
+                return v3_fail(x, "The %.32s is given twice", key);
+        if (x->nopts == V3_MAX_OPTS)
+            return v3_fail(x, "Too many options");
         x->opts[x->nopts].key = key;
         x->opts[x->nopts].value = value;
         x->nopts++;
@@ -124,19 +109,32 @@ static int parse_opts(struct v3_ctx *x, int argc, char **argv, const char *const
     return 0;
 }
 
-static bool may_change(struct v3_ctx *x)
+int v3_dispatch(struct v3_ctx *x, int argc, char **argv, const struct v3_verb *verbs,
+                unsigned nverbs, const char *usage)
+{
+    x->verb = argc >= 2 ? argv[1] : "";
+    for (unsigned i = 0; i < nverbs; i++)
+        if (!strcmp(x->verb, verbs[i].verb))
+            return v3_parse_opts(x, argc - 2, argv + 2, verbs[i].keys, verbs[i].flags,
+                                 verbs[i].positional) < 0
+                       ? 0
+                       : verbs[i].run(x);
+    return v3_fail(x, "%s", usage);
+}
+
+bool v3_may_change(struct v3_ctx *x)
 {
     if (x->ui->uid == 0 || x->ui->uid == x->d->euid)
         return true;
-    fail(x, "Permission denied: needs root or the daemon's user (uid %u)", (unsigned)x->d->euid);
+    v3_fail(x, "Permission denied: needs root or the daemon's user (uid %u)", (unsigned)x->d->euid);
     return false;
 }
 
 /* A true|false option (NVIDIA's --include-remainder=, --locality-domains=, audit_log=): *v is
  * left as it was when the option is absent. -1 answered. */
-static int bool_opt(struct v3_ctx *x, const char *key, bool *v)
+int v3_bool_opt(struct v3_ctx *x, const char *key, bool *v)
 {
-    const char *t = opt(x, key);
+    const char *t = v3_opt(x, key);
 
     if (!t)
         return 0;
@@ -145,7 +143,7 @@ static int bool_opt(struct v3_ctx *x, const char *key, bool *v)
     else if (!strcmp(t, "false") || !strcmp(t, "0"))
         *v = false;
     else
-        return fail(x, "Invalid value \"%.32s\" of %s: true or false", t, key);
+        return v3_fail(x, "Invalid value \"%.32s\" of %s: true or false", t, key);
     return 0;
 }
 
@@ -155,11 +153,11 @@ static const char *const limit_keys[] = {"pinned-memory-limit", "active-thread-p
 static int options_limits(struct v3_ctx *x, struct om_limits *l, bool *has)
 {
     char err[200];
-    const char *mem = opt(x, limit_keys[0]), *atp = opt(x, limit_keys[1]),
-               *prio = opt(x, limit_keys[2]);
+    const char *mem = v3_opt(x, limit_keys[0]), *atp = v3_opt(x, limit_keys[1]),
+               *prio = v3_opt(x, limit_keys[2]);
 
     if (om_v3_set_limits(l, mem, atp, prio, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
+        return v3_fail(x, "%s", err);
     if (has) {
         has[0] |= mem != NULL;
         has[1] |= atp != NULL;
@@ -203,18 +201,7 @@ static const char *status_name(const struct server *p)
     return p ? names[p->state] : "Stopped";
 }
 
-/* The answer of a list command: --format=table (columns padded, a header of the columns' names
- * in capitals) or csv (comma-separated, a header of their names, a value with a comma or a quote
- * quoted as RFC 4180 does), each optionally ",noheader". */
-struct table {
-    struct v3_ctx *x;
-    bool csv, header;
-    unsigned lines, ncols;
-    const char *const *cols;
-    const unsigned *width; /* table: each column's width, a space at least between */
-};
-
-static void table_cells(struct table *t, const char *const *cells, bool header)
+static void table_cells(struct v3_table *t, const char *const *cells, bool header)
 {
     struct strbuf *out = t->x->out;
 
@@ -249,19 +236,19 @@ static void table_cells(struct table *t, const char *const *cells, bool header)
     }
 }
 
-static int table_start(struct v3_ctx *x, struct table *t, const char *const *cols,
-                       const unsigned *width, unsigned ncols)
+int v3_table_start(struct v3_ctx *x, struct v3_table *t, const char *const *cols,
+                   const unsigned *width, unsigned ncols)
 {
-    const char *f = opt(x, "format");
+    const char *f = v3_opt(x, "format");
 
-    *t = (struct table){.x = x, .header = true, .ncols = ncols, .cols = cols, .width = width};
+    *t = (struct v3_table){.x = x, .header = true, .ncols = ncols, .cols = cols, .width = width};
     if (f) {
         const char *comma = strchr(f, ',');
         size_t n = comma ? (size_t)(comma - f) : strlen(f);
         bool table = n == 5 && !strncmp(f, "table", 5), csv = n == 3 && !strncmp(f, "csv", 3);
         if ((!table && !csv) || (comma && strcmp(comma + 1, "noheader") != 0))
-            return fail(x, "Invalid format \"%.32s\": table or csv, either followed by ,noheader",
-                        f);
+            return v3_fail(
+                x, "Invalid format \"%.32s\": table or csv, either followed by ,noheader", f);
         t->csv = csv;
         t->header = !comma;
     }
@@ -271,15 +258,15 @@ static int table_start(struct v3_ctx *x, struct table *t, const char *const *col
 }
 
 /* A list command's start: the server it names (only, NULL for all) must exist. */
-static int list_start(struct v3_ctx *x, const char *only, struct table *t, const char *const *cols,
-                      const unsigned *width, unsigned ncols)
+int v3_list_start(struct v3_ctx *x, const char *only, struct v3_table *t, const char *const *cols,
+                  const unsigned *width, unsigned ncols)
 {
     if (only && !om_v3_find_server(x->d, only))
-        return fail(x, "Server %.64s not found", only);
-    return table_start(x, t, cols, width, ncols);
+        return v3_fail(x, "Server %.64s not found", only);
+    return v3_table_start(x, t, cols, width, ncols);
 }
 
-static void table_row(struct table *t, const char *const *cells)
+void v3_table_row(struct v3_table *t, const char *const *cells)
 {
     table_cells(t, cells, false);
 }
@@ -303,7 +290,7 @@ struct field {
 
 static int print_fields(struct v3_ctx *x, const struct field *f, unsigned n)
 {
-    const char *want = opt(x, "field");
+    const char *want = v3_opt(x, "field");
     char names[256];
     size_t len = 0;
 
@@ -319,7 +306,7 @@ static int print_fields(struct v3_ctx *x, const struct field *f, unsigned n)
             len = sizeof(names) - 1;
     }
     if (want)
-        return fail(x, "Unknown field \"%.32s\" (fields: %s)", want, names);
+        return v3_fail(x, "Unknown field \"%.32s\" (fields: %s)", want, names);
     return 0;
 }
 
@@ -331,10 +318,10 @@ static int server_list(struct v3_ctx *x)
         "name", "uid", "pid", "status", "pipe-directory", "allowed-devices", "context-ids"};
     static const unsigned width[] = {20, 8, 10, 14, 40, 20, 0};
     struct daemon *d = x->d;
-    const char *only = opt(x, "name");
-    struct table t;
+    const char *only = v3_opt(x, "name");
+    struct v3_table t;
 
-    if (list_start(x, only, &t, cols, width, 7) < 0)
+    if (v3_list_start(x, only, &t, cols, width, 7) < 0)
         return 0;
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
         const struct om_v3_server *s = &d->v3->servers[i];
@@ -345,8 +332,9 @@ static int server_list(struct v3_ctx *x)
         snprintf(uid, sizeof(uid), "%u", (unsigned)s->uid);
         snprintf(pid, sizeof(pid), p ? "%d" : "-", p ? (int)p->pid : 0);
         pipe_of(d, s->name, NULL, dir, sizeof(dir));
-        table_row(&t, (const char *const[]){s->name, uid, pid, status_name(p), dir,
-                                            s->allowed_devices[0] ? s->allowed_devices : "-", "-"});
+        v3_table_row(&t,
+                     (const char *const[]){s->name, uid, pid, status_name(p), dir,
+                                           s->allowed_devices[0] ? s->allowed_devices : "-", "-"});
     }
     for (struct server *p = d->servers; p && !only; p = p->next) {
         char uid[16], pid[16];
@@ -354,8 +342,8 @@ static int server_list(struct v3_ctx *x)
             continue; /* listed above */
         snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
         snprintf(pid, sizeof(pid), "%d", (int)p->pid);
-        table_row(&t, (const char *const[]){"-", uid, pid, status_name(p),
-                                            d->pipe_dir ? d->pipe_dir : "-", "-", "-"});
+        v3_table_row(&t, (const char *const[]){"-", uid, pid, status_name(p),
+                                               d->pipe_dir ? d->pipe_dir : "-", "-", "-"});
     }
     return 0;
 }
@@ -372,17 +360,6 @@ static bool server_process(const struct daemon *d, const char *name)
     return false;
 }
 
-/* Whether a partition was made for the named server (sm-partition create, its file's). */
-static bool server_has_partitions(struct daemon *d, const char *server)
-{
-    struct om_part_row row;
-
-    for (unsigned i = 0; om_parts_row(d, i, &row); i++)
-        if (!strcmp(row.server, server))
-            return true;
-    return false;
-}
-
 static int server_create(struct v3_ctx *x)
 {
     struct daemon *d = x->d;
@@ -391,29 +368,29 @@ static int server_create(struct v3_ctx *x)
     uint64_t uid = d->euid;
     bool has[3] = {false, false, false};
 
-    if (!may_change(x))
+    if (!v3_may_change(x))
         return 0;
-    if (opt(x, "uid") && om_parse_u64(opt(x, "uid"), 0xfffffffe, &uid) < 0)
-        return fail(x, "Invalid user id \"%.32s\"", opt(x, "uid"));
+    if (v3_opt(x, "uid") && om_parse_u64(v3_opt(x, "uid"), 0xfffffffe, &uid) < 0)
+        return v3_fail(x, "Invalid user id \"%.32s\"", v3_opt(x, "uid"));
     if (d->euid != 0 && (uid_t)uid != d->euid)
-        return fail(x, "openmps-control runs as uid %u and can start servers only for that user",
-                    (unsigned)d->euid);
-    if (opt(x, "name") && strlen(opt(x, "name")) >= sizeof(name))
-        return fail(x, "Invalid server name \"%.64s...\": at most %u characters", opt(x, "name"),
-                    OM_CONF_NAME_MAX - 1);
-    if (opt(x, "name"))
-        snprintf(name, sizeof(name), "%s", opt(x, "name"));
+        return v3_fail(x, "openmps-control runs as uid %u and can start servers only for that user",
+                       (unsigned)d->euid);
+    if (v3_opt(x, "name") && strlen(v3_opt(x, "name")) >= sizeof(name))
+        return v3_fail(x, "Invalid server name \"%.64s...\": at most %u characters",
+                       v3_opt(x, "name"), OM_CONF_NAME_MAX - 1);
+    if (v3_opt(x, "name"))
+        snprintf(name, sizeof(name), "%s", v3_opt(x, "name"));
     else
         snprintf(name, sizeof(name), "uid_%u", (unsigned)uid); /* NVIDIA's automatic name */
     if (!om_v3_good_name(name))
-        return fail(x, "Invalid server name \"%.64s\": letters, digits, '_' and '-', at most %u",
-                    name, OM_CONF_NAME_MAX - 1);
+        return v3_fail(x, "Invalid server name \"%.64s\": letters, digits, '_' and '-', at most %u",
+                       name, OM_CONF_NAME_MAX - 1);
     if (om_v3_find_server(d, name))
-        return fail(x, "Server %s already exists", name);
+        return v3_fail(x, "Server %s already exists", name);
     if (!(v = om_v3_state(d)))
-        return fail(x, "Out of memory");
+        return v3_fail(x, "Out of memory");
     if (v->nservers == OM_V3_MAX_SERVERS)
-        return fail(x, "At most %u named servers", OM_V3_MAX_SERVERS);
+        return v3_fail(x, "At most %u named servers", OM_V3_MAX_SERVERS);
     struct om_v3_server s = {.uid = (uid_t)uid, .limits = d->defaults, .nns = 1};
     snprintf(s.name, sizeof(s.name), "%s", name);
     snprintf(s.ns[0].name, sizeof(s.ns[0].name), "default");
@@ -422,23 +399,23 @@ static int server_create(struct v3_ctx *x)
     s.has_mem = has[0];
     s.has_atp = has[1];
     s.has_priority = has[2];
-    if (bool_opt(x, "locality-domains", &s.locality_domains) < 0)
+    if (v3_bool_opt(x, "locality-domains", &s.locality_domains) < 0)
         return 0;
-    if (s.locality_domains && server_has_partitions(d, name))
-        return fail(x,
-                    "SM partitions made for a server %s remain: SM partitions and locality "
-                    "domains exclude each other",
-                    name);
+    if (s.locality_domains && v3_server_has_partitions(d, name))
+        return v3_fail(x,
+                       "SM partitions made for a server %s remain: SM partitions and locality "
+                       "domains exclude each other",
+                       name);
     if (s.locality_domains)
         om_info("server %s: locality domains asked for; openmps serves each GPU as one device",
                 name);
-    if (opt(x, "allowed-devices")) {
-        if (!om_v3_good_devices(opt(x, "allowed-devices")) || getenv("CUDA_VISIBLE_DEVICES"))
-            return fail(x, getenv("CUDA_VISIBLE_DEVICES")
-                               ? "--allowed-devices and the daemon's CUDA_VISIBLE_DEVICES both "
-                                 "choose devices: give one"
-                               : "Invalid devices: ordinals and GPU UUIDs, comma-separated");
-        snprintf(s.allowed_devices, sizeof(s.allowed_devices), "%s", opt(x, "allowed-devices"));
+    if (v3_opt(x, "allowed-devices")) {
+        if (!om_v3_good_devices(v3_opt(x, "allowed-devices")) || getenv("CUDA_VISIBLE_DEVICES"))
+            return v3_fail(x, getenv("CUDA_VISIBLE_DEVICES")
+                                  ? "--allowed-devices and the daemon's CUDA_VISIBLE_DEVICES both "
+                                    "choose devices: give one"
+                                  : "Invalid devices: ordinals and GPU UUIDs, comma-separated");
+        snprintf(s.allowed_devices, sizeof(s.allowed_devices), "%s", v3_opt(x, "allowed-devices"));
     }
     v->servers[v->nservers++] = s;
     /* Started now, as start_server does: at once, or once another user's server has gone. Its
@@ -454,34 +431,34 @@ static int server_create(struct v3_ctx *x)
         }
     }
     if (!om_server_spawn(d, (uid_t)uid, name, err, sizeof(err)))
-        return fail(x, "Cannot start server %s: %s", name, err);
+        return v3_fail(x, "Cannot start server %s: %s", name, err);
     return 0;
 }
 
 static int server_delete(struct v3_ctx *x)
 {
     struct daemon *d = x->d;
-    const char *name = opt(x, "name");
+    const char *name = v3_opt(x, "name");
     struct om_v3_server *s;
 
-    if (!may_change(x))
+    if (!v3_may_change(x))
         return 0;
     if (!name)
-        return fail(x, "Usage: server delete NAME [--force]");
+        return v3_fail(x, "Usage: server delete NAME [--force]");
     if (!(s = om_v3_find_server(d, name)))
-        return fail(x, "Server %.64s not found", name);
-    if (server_has_partitions(d, s->name))
-        return fail(x,
-                    "Server %s has SM partitions: sm-partition delete them first "
-                    "(sm-partition list --server=%s)",
-                    s->name, s->name);
+        return v3_fail(x, "Server %.64s not found", name);
+    if (v3_server_has_partitions(d, s->name))
+        return v3_fail(x,
+                       "Server %s has SM partitions: sm-partition delete them first "
+                       "(sm-partition list --server=%s)",
+                       s->name, s->name);
     struct server *p = om_server_for(d, s->uid, s->name);
-    bool force = opt(x, "f") || opt(x, "force");
+    bool force = v3_opt(x, "f") || v3_opt(x, "force");
     if (p && p->nclients && !force)
-        return fail(x,
-                    "Server %s has %u running client(s): give --force to delete it (its clients "
-                    "are terminated)",
-                    s->name, p->nclients);
+        return v3_fail(x,
+                       "Server %s has %u running client(s): give --force to delete it (its clients "
+                       "are terminated)",
+                       s->name, p->nclients);
     if (p) {
         om_server_shutdown(d, p, force);
         om_daemon_schedule(d);
@@ -499,10 +476,11 @@ static struct om_v3_server *named(struct v3_ctx *x)
 {
     struct om_v3_server *s;
 
-    if (!opt(x, "name"))
-        return fail(x, "A server name is required (server %s NAME, or --name=NAME)", x->verb), NULL;
-    if (!(s = om_v3_find_server(x->d, opt(x, "name"))))
-        return fail(x, "Server %.64s not found", opt(x, "name")), NULL;
+    if (!v3_opt(x, "name"))
+        return v3_fail(x, "A server name is required (server %s NAME, or --name=NAME)", x->verb),
+               NULL;
+    if (!(s = om_v3_find_server(x->d, v3_opt(x, "name"))))
+        return v3_fail(x, "Server %.64s not found", v3_opt(x, "name")), NULL;
     return s;
 }
 
@@ -545,37 +523,38 @@ static int server_set(struct v3_ctx *x)
     struct om_v3_server *s;
     struct om_limits l;
     bool has[3] = {false, false, false};
-    const char *devs = opt(x, "allowed-devices");
+    const char *devs = v3_opt(x, "allowed-devices");
 
     bool locality;
     uint64_t uid;
 
-    if (!may_change(x) || !(s = named(x)))
+    if (!v3_may_change(x) || !(s = named(x)))
         return 0;
     if (x->nopts < 2)
-        return fail(x, "server set %s: give at least one option to set (server help)", s->name);
+        return v3_fail(x, "server set %s: give at least one option to set (server help)", s->name);
     if (devs && devs[0] && !om_v3_good_devices(devs))
-        return fail(x, "Invalid devices \"%.64s\": ordinals and GPU UUIDs, comma-separated", devs);
+        return v3_fail(x, "Invalid devices \"%.64s\": ordinals and GPU UUIDs, comma-separated",
+                       devs);
     locality = s->locality_domains;
-    if (bool_opt(x, "locality-domains", &locality) < 0)
+    if (v3_bool_opt(x, "locality-domains", &locality) < 0)
         return 0;
-    if (locality && !s->locality_domains && server_has_partitions(x->d, s->name))
-        return fail(x,
-                    "Server %s has SM partitions: SM partitions and locality domains exclude "
-                    "each other (sm-partition delete them first)",
-                    s->name);
+    if (locality && !s->locality_domains && v3_server_has_partitions(x->d, s->name))
+        return v3_fail(x,
+                       "Server %s has SM partitions: SM partitions and locality domains exclude "
+                       "each other (sm-partition delete them first)",
+                       s->name);
     uid = s->uid;
-    if (opt(x, "uid") && om_parse_u64(opt(x, "uid"), 0xfffffffe, &uid) < 0)
-        return fail(x, "Invalid user id \"%.32s\"", opt(x, "uid"));
+    if (v3_opt(x, "uid") && om_parse_u64(v3_opt(x, "uid"), 0xfffffffe, &uid) < 0)
+        return v3_fail(x, "Invalid user id \"%.32s\"", v3_opt(x, "uid"));
     if ((uid_t)uid != s->uid) {
         if (x->d->euid != 0 && (uid_t)uid != x->d->euid)
-            return fail(x, "openmps-control runs as uid %u and can serve only that user",
-                        (unsigned)x->d->euid);
+            return v3_fail(x, "openmps-control runs as uid %u and can serve only that user",
+                           (unsigned)x->d->euid);
         if (server_process(x->d, s->name))
-            return fail(x,
-                        "Server %s runs as uid %u: its user changes only while it is stopped "
-                        "(server delete, then server create --uid=%u)",
-                        s->name, (unsigned)s->uid, (unsigned)uid);
+            return v3_fail(x,
+                           "Server %s runs as uid %u: its user changes only while it is stopped "
+                           "(server delete, then server create --uid=%u)",
+                           s->name, (unsigned)s->uid, (unsigned)uid);
     }
     l = s->limits;
     if (options_limits(x, &l, has) < 0)
@@ -626,36 +605,37 @@ static int cmd_server(struct v3_ctx *x, int argc, char **argv)
     static const char *const get_pos[] = {"name", "field", NULL};
 
     if (argc < 2)
-        return fail(x, "Usage: server list|create|delete|get|set [options]");
+        return v3_fail(x, "Usage: server list|create|delete|get|set [options]");
     x->verb = argv[1];
     if (!strcmp(argv[1], "list")) {
-        if (parse_opts(x, argc - 2, argv + 2, list_keys, NULL, name_key) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, list_keys, NULL, name_key) < 0)
             return 0;
         return server_list(x);
     }
     if (!strcmp(argv[1], "create")) {
-        if (parse_opts(x, argc - 2, argv + 2, create_keys, mlopart, name_key) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, create_keys, mlopart, name_key) < 0)
             return 0;
         /* --mlopart: clients make MLOPart devices where the GPU supports them; openmps serves
          * each GPU whole, as NVIDIA's MPS does where the GPU has no such mode. */
         return server_create(x);
     }
     if (!strcmp(argv[1], "delete")) {
-        if (parse_opts(x, argc - 2, argv + 2, name_key, force, name_key) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, name_key, force, name_key) < 0)
             return 0;
         return server_delete(x);
     }
     if (!strcmp(argv[1], "get")) {
-        if (parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_pos) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_pos) < 0)
             return 0;
         return server_get(x);
     }
     if (!strcmp(argv[1], "set")) {
-        if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL, name_key) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, set_keys, NULL, name_key) < 0)
             return 0;
         return server_set(x);
     }
-    return fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)", argv[1]);
+    return v3_fail(x, "Unknown command \"server %.32s\" (server list|create|delete|get|set)",
+                   argv[1]);
 }
 
 /* The server's ordinals of the devices a client used ("0,1"), or with pci their PCI bus ids; "-"
@@ -693,23 +673,23 @@ static int client_list(struct v3_ctx *x)
     static const unsigned width[] = {10, 20, 8, 20, 0};
     struct daemon *d = x->d;
     const struct om_v3_server *only = NULL;
-    struct table t;
+    struct v3_table t;
 
-    if (list_start(x, opt(x, "server"), &t, cols, width, 5) < 0)
+    if (v3_list_start(x, v3_opt(x, "server"), &t, cols, width, 5) < 0)
         return 0;
-    only = opt(x, "server") ? om_v3_find_server(d, opt(x, "server")) : NULL;
+    only = v3_opt(x, "server") ? om_v3_find_server(d, v3_opt(x, "server")) : NULL;
     for (struct server *p = d->servers; p; p = p->next) {
         const struct om_v3_server *vs = named_of(d, p);
         if (only && vs != only)
             continue;
         for (struct client_rec *r = p->clients; r; r = r->next) {
             char pid[16], dev[128];
-            if (!may_see(x, p, r) || (!opt(x, "all") && !only && x->ui->uid != r->uid))
+            if (!may_see(x, p, r) || (!v3_opt(x, "all") && !only && x->ui->uid != r->uid))
                 continue;
             snprintf(pid, sizeof(pid), "%d", (int)r->pid);
             client_devices(p, r, false, dev, sizeof(dev));
-            table_row(&t, (const char *const[]){pid, vs ? vs->name : "-", dev,
-                                                r->ns[0] ? r->ns : "-", r->command});
+            v3_table_row(&t, (const char *const[]){pid, vs ? vs->name : "-", dev,
+                                                   r->ns[0] ? r->ns : "-", r->command});
         }
     }
     return 0;
@@ -721,14 +701,14 @@ static int client_get(struct v3_ctx *x)
 {
     static const char *const keys[] = {"pid",      "server",  "device", "pci-id",
                                        "linux-ns", "maws-ns", "cmd",    "namespace"};
-    const char *text = opt(x, "pid");
+    const char *text = v3_opt(x, "pid");
     uint64_t pid;
     struct field f[8];
 
     if (!text)
-        return fail(x, "A client's pid is required (client get PID [FIELD])");
+        return v3_fail(x, "A client's pid is required (client get PID [FIELD])");
     if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
-        return fail(x, "Invalid pid \"%.32s\"", text);
+        return v3_fail(x, "Invalid pid \"%.32s\"", text);
     for (struct server *p = x->d->servers; p; p = p->next) {
         const struct om_v3_server *vs = named_of(x->d, p);
         for (struct client_rec *r = p->clients; r; r = r->next) {
@@ -747,33 +727,33 @@ static int client_get(struct v3_ctx *x)
             return print_fields(x, f, 8);
         }
     }
-    return fail(x, "Client %.32s not found", text);
+    return v3_fail(x, "Client %.32s not found", text);
 }
 
 /* client terminate PID: its server ends its session as terminate_client does (its later calls
  * fail, CUDA_ERROR_MPS_CLIENT_TERMINATED); answered once the server has (om_command_run). */
 static int client_terminate(struct v3_ctx *x)
 {
-    const char *text = opt(x, "pid");
+    const char *text = v3_opt(x, "pid");
     uint64_t pid;
     int rc;
 
-    if (!may_change(x))
+    if (!v3_may_change(x))
         return 0;
     if (!text)
-        return fail(x, "A client's pid is required (client terminate PID)");
+        return v3_fail(x, "A client's pid is required (client terminate PID)");
     if (om_parse_u64(text, 0x7fffffff, &pid) < 0 || pid == 0)
-        return fail(x, "Invalid pid \"%.32s\"", text);
+        return v3_fail(x, "Invalid pid \"%.32s\"", text);
     for (struct server *p = x->d->servers; p; p = p->next)
         for (struct client_rec *r = p->clients; r; r = r->next) {
             if ((uint64_t)r->pid != pid)
                 continue;
             if ((rc = om_terminate_request(x->d, p, r->pid, x->ui, true)) < 0)
-                return fail(x, "Cannot terminate client %d: %s", (int)r->pid,
-                            rc == -ENOMEM ? "out of memory" : "its server does not answer");
+                return v3_fail(x, "Cannot terminate client %d: %s", (int)r->pid,
+                               rc == -ENOMEM ? "out of memory" : "its server does not answer");
             return 0;
         }
-    return fail(x, "Client %.32s not found", text);
+    return v3_fail(x, "Client %.32s not found", text);
 }
 
 static int cmd_client(struct v3_ctx *x, int argc, char **argv)
@@ -782,34 +762,32 @@ static int cmd_client(struct v3_ctx *x, int argc, char **argv)
     static const char *const all[] = {"all", NULL};
     static const char *const get_keys[] = {"pid", "field", NULL};
     static const char *const pid_key[] = {"pid", NULL};
+    static const struct v3_verb verbs[] = {
+        {"list", list_keys, all, NULL, client_list},
+        {"get", get_keys, NULL, get_keys, client_get},
+        {"terminate", pid_key, NULL, pid_key, client_terminate},
+    };
 
-    x->verb = argc >= 2 ? argv[1] : "";
-    if (!strcmp(x->verb, "list"))
-        return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : client_list(x);
-    if (!strcmp(x->verb, "get"))
-        return parse_opts(x, argc - 2, argv + 2, get_keys, NULL, get_keys) < 0 ? 0 : client_get(x);
-    if (!strcmp(x->verb, "terminate"))
-        return parse_opts(x, argc - 2, argv + 2, pid_key, NULL, pid_key) < 0 ? 0
-                                                                             : client_terminate(x);
-    return fail(x, "Usage: client list [--all] [--server=NAME] [--format=table|csv] | client get "
-                   "PID [FIELD] | client terminate PID");
+    return v3_dispatch(x, argc, argv, verbs, 3,
+                       "Usage: client list [--all] [--server=NAME] [--format=table|csv] | client "
+                       "get PID [FIELD] | client terminate PID");
 }
 
 static int ns_target(struct v3_ctx *x, struct om_v3_server **rs, struct om_v3_ns **rn,
                      bool must_exist)
 {
-    const char *sname = opt(x, "server"), *name = opt(x, "name");
+    const char *sname = v3_opt(x, "server"), *name = v3_opt(x, "name");
 
     if (!sname || !name)
-        return fail(x,
-                    "A namespace and its server are required (namespace %s NAMESPACE "
-                    "--server=NAME)",
-                    x->verb);
+        return v3_fail(x,
+                       "A namespace and its server are required (namespace %s NAMESPACE "
+                       "--server=NAME)",
+                       x->verb);
     if (!(*rs = om_v3_find_server(x->d, sname)))
-        return fail(x, "Server %.64s not found", sname);
+        return v3_fail(x, "Server %.64s not found", sname);
     *rn = om_v3_find_ns(*rs, name);
     if (must_exist && !*rn)
-        return fail(x, "Namespace %.64s not found in server %.64s", name, sname);
+        return v3_fail(x, "Namespace %.64s not found in server %.64s", name, sname);
     return 0;
 }
 
@@ -864,11 +842,11 @@ static int ns_list(struct v3_ctx *x)
                                        "pipe-directory"};
     static const unsigned width[] = {20, 20, 15, 21, 26, 17, 0};
     struct daemon *d = x->d;
-    const char *only = opt(x, "server"), *name = opt(x, "name");
+    const char *only = v3_opt(x, "server"), *name = v3_opt(x, "name");
     struct field f[NS_FIELDS];
-    struct table t;
+    struct v3_table t;
 
-    if (list_start(x, only, &t, cols, width, 7) < 0)
+    if (v3_list_start(x, only, &t, cols, width, 7) < 0)
         return 0;
     for (unsigned i = 0; d->v3 && i < d->v3->nservers; i++) {
         const struct om_v3_server *s = &d->v3->servers[i];
@@ -878,8 +856,8 @@ static int ns_list(struct v3_ctx *x)
             if (name && strcmp(name, s->ns[j].name) != 0)
                 continue;
             ns_fields(x, s, &s->ns[j], f);
-            table_row(&t, (const char *const[]){f[0].value, f[1].value, f[2].value, f[3].value,
-                                                f[4].value, f[5].value, f[6].value});
+            v3_table_row(&t, (const char *const[]){f[0].value, f[1].value, f[2].value, f[3].value,
+                                                   f[4].value, f[5].value, f[6].value});
         }
     }
     return 0;
@@ -900,7 +878,7 @@ static int ns_partitions(struct v3_ctx *x, const struct om_v3_server *s, struct 
     for (char *one = strtok_r(buf, ",", &save); one; one = strtok_r(NULL, ",", &save))
         if (om_parts_ns_add(x->d, s->name, t->parts, &t->nparts, OM_V3_NS_PARTS, one, err,
                             sizeof(err)) < 0)
-            return fail(x, "Invalid --sm-partition: %s", err);
+            return v3_fail(x, "Invalid --sm-partition: %s", err);
     return 0;
 }
 
@@ -928,12 +906,12 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
 
     x->verb = verb;
     /* NVIDIA's `namespace get NAMESPACE SERVER FIELD`; the others' NAMESPACE, or --name */
-    if (parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2,
-                   list  ? list_keys
-                   : get ? get_keys
-                   : del ? delete_keys
-                         : change_keys,
-                   del ? force : NULL, get ? get_pos : name_pos) < 0)
+    if (v3_parse_opts(x, argc > 2 ? argc - 2 : 0, argv + 2,
+                      list  ? list_keys
+                      : get ? get_keys
+                      : del ? delete_keys
+                            : change_keys,
+                      del ? force : NULL, get ? get_pos : name_pos) < 0)
         return 0;
     if (list)
         return ns_list(x);
@@ -944,21 +922,21 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
         return print_fields(x, f, ns_fields(x, s, n, f));
     }
     if (strcmp(verb, "create") != 0 && strcmp(verb, "delete") != 0 && strcmp(verb, "set") != 0)
-        return fail(x, "Usage: namespace create|delete|list|set|get NAMESPACE --server=NAME "
-                       "[--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
-                       "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N] "
-                       "[--sm-partition=LIST]");
-    if (!may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
+        return v3_fail(x, "Usage: namespace create|delete|list|set|get NAMESPACE --server=NAME "
+                          "[--pinned-memory-limit=SIZE] [--active-thread-percentage=PCT] "
+                          "[--client-priority=0|1] [--cgroup=PATH] [--cgroup-depth=N] "
+                          "[--sm-partition=LIST]");
+    if (!v3_may_change(x) || ns_target(x, &s, &n, strcmp(verb, "create") != 0) < 0)
         return 0;
     if (!strcmp(verb, "delete")) {
         unsigned busy = om_v3_ns_clients(x->d, s, n->name);
         if (n == &s->ns[0])
-            return fail(x, "The default namespace of a server cannot be deleted");
-        if (busy && !opt(x, "f") && !opt(x, "force"))
-            return fail(x,
-                        "Namespace %s of server %s has %u running client(s): give --force to "
-                        "delete it (they move to the default namespace)",
-                        n->name, s->name, busy);
+            return v3_fail(x, "The default namespace of a server cannot be deleted");
+        if (busy && !v3_opt(x, "f") && !v3_opt(x, "force"))
+            return v3_fail(x,
+                           "Namespace %s of server %s has %u running client(s): give --force to "
+                           "delete it (they move to the default namespace)",
+                           n->name, s->name, busy);
         /* its clients carry on in the server's default namespace, with its limits */
         if (om_v3_ns_move_clients(x->d, s, n->name, &s->ns[0]))
             om_info("namespace %s of server %s deleted: its %u client(s) go to the default "
@@ -969,36 +947,38 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
         return 0;
     }
     if (!strcmp(verb, "set") && x->nopts < 3) /* NAMESPACE and --server, then what to set */
-        return fail(x, "namespace set %s: give at least one option to set (namespace help)",
-                    n->name);
+        return v3_fail(x, "namespace set %s: give at least one option to set (namespace help)",
+                       n->name);
     struct om_v3_ns t;
     if (!strcmp(verb, "create")) {
         if (n)
-            return fail(x, "Namespace %.64s already exists in server %s", opt(x, "name"), s->name);
-        if (!om_v3_good_name(opt(x, "name")))
-            return fail(x, "Invalid namespace name \"%.64s\": letters, digits, '_' and '-'",
-                        opt(x, "name"));
+            return v3_fail(x, "Namespace %.64s already exists in server %s", v3_opt(x, "name"),
+                           s->name);
+        if (!om_v3_good_name(v3_opt(x, "name")))
+            return v3_fail(x, "Invalid namespace name \"%.64s\": letters, digits, '_' and '-'",
+                           v3_opt(x, "name"));
         if (s->nns == OM_V3_MAX_NAMESPACES)
-            return fail(x, "At most %u namespaces per server", OM_V3_MAX_NAMESPACES);
+            return v3_fail(x, "At most %u namespaces per server", OM_V3_MAX_NAMESPACES);
         memset(&t, 0, sizeof(t));
-        snprintf(t.name, sizeof(t.name), "%s", opt(x, "name"));
+        snprintf(t.name, sizeof(t.name), "%s", v3_opt(x, "name"));
     } else {
         t = *n;
     }
     if (options_limits(x, &t.limits, NULL) < 0)
         return 0;
-    if (opt(x, "cgroup")) {
-        if (opt(x, "cgroup")[0] != '/' || strlen(opt(x, "cgroup")) >= sizeof(t.cgroup))
-            return fail(x, "Invalid cgroup \"%.64s\": an absolute path", opt(x, "cgroup"));
-        snprintf(t.cgroup, sizeof(t.cgroup), "%s", opt(x, "cgroup"));
+    if (v3_opt(x, "cgroup")) {
+        if (v3_opt(x, "cgroup")[0] != '/' || strlen(v3_opt(x, "cgroup")) >= sizeof(t.cgroup))
+            return v3_fail(x, "Invalid cgroup \"%.64s\": an absolute path", v3_opt(x, "cgroup"));
+        snprintf(t.cgroup, sizeof(t.cgroup), "%s", v3_opt(x, "cgroup"));
     }
-    if (opt(x, "cgroup-depth")) {
+    if (v3_opt(x, "cgroup-depth")) {
         uint64_t v;
-        if (om_parse_u64(opt(x, "cgroup-depth"), 64, &v) < 0)
-            return fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)", opt(x, "cgroup-depth"));
+        if (om_parse_u64(v3_opt(x, "cgroup-depth"), 64, &v) < 0)
+            return v3_fail(x, "Invalid cgroup depth \"%.16s\" (0 to 64)",
+                           v3_opt(x, "cgroup-depth"));
         t.cgroup_depth = (unsigned)v;
     }
-    if (opt(x, "sm-partition") && ns_partitions(x, s, &t, opt(x, "sm-partition")) < 0)
+    if (v3_opt(x, "sm-partition") && ns_partitions(x, s, &t, v3_opt(x, "sm-partition")) < 0)
         return 0;
     if (!n) {
         s->ns[s->nns++] = t;
@@ -1009,399 +989,6 @@ static int cmd_namespace(struct v3_ctx *x, int argc, char **argv)
     *n = t;
     om_v3_ns_move_clients(x->d, s, n->name, n);
     return 0;
-}
-
-/* --- protocol 3's partition module: static SM partitions (partition.c), as sm_partition add|rm
- * and lspart make and list them --- */
-
-/* partition list [--device=UUID] [--format=…]: one line per partition. */
-static int partition_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {"id", "name", "device", "chunks", "sms", "clients"};
-    static const unsigned width[] = {14, 20, 42, 8, 6, 0};
-    const char *dev = opt(x, "device");
-    struct om_part_row row;
-    char err[256];
-    struct table t;
-
-    if (dev && om_parts_device_known(x->d, dev, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
-    if (table_start(x, &t, cols, width, 6) < 0)
-        return 0;
-    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++) {
-        char chunks[16], sms[16], clients[16];
-        if (dev && strncasecmp(row.device, dev, strlen(dev)) != 0)
-            continue;
-        snprintf(chunks, sizeof(chunks), "%u", row.chunks);
-        snprintf(sms, sizeof(sms), "%u", row.sms);
-        snprintf(clients, sizeof(clients), "%u", row.clients);
-        table_row(&t, (const char *const[]){row.id, row.name, row.device, chunks, sms, clients});
-    }
-    return 0;
-}
-
-/* partition create --device=UUID --chunks=N [--name=NAME] [--include-remainder]: prints the
- * partition as CUDA_MPS_SM_PARTITION names it ("GPU-<uuid>/<ID>"). */
-static int partition_create(struct v3_ctx *x)
-{
-    const char *dev = opt(x, "device"), *chunks = opt(x, "chunks"), *name = opt(x, "name");
-    uint64_t n, serial;
-    char err[400], text[96];
-
-    if (!may_change(x))
-        return 0;
-    if (!dev || !chunks)
-        return fail(x, "Usage: partition create --device=UUID --chunks=N [--name=NAME] "
-                       "[--include-remainder]");
-    if (om_parse_u64(chunks, OM_PART_MAX_CHUNKS, &n) < 0)
-        return fail(x, "Invalid number of chunks \"%.32s\" (0: every free chunk, at most %u)",
-                    chunks, OM_PART_MAX_CHUNKS);
-    if (name && !om_v3_good_name(name))
-        return fail(x, "Invalid partition name \"%.64s\": letters, digits, '_' and '-'", name);
-    if (!(serial = om_parts_create(x->d, dev, name ? name : "", (uint32_t)n,
-                                   opt(x, "include-remainder") != NULL, err, sizeof(err))))
-        return fail(x, "%s", err);
-    om_parts_name(x->d, serial, text, sizeof(text));
-    sb_printf(x->out, "%s", text);
-    return 0;
-}
-
-/* partition delete PARTITION: by "GPU-<uuid>/<ID>", its ID or its name. */
-static int partition_delete(struct v3_ctx *x)
-{
-    const char *which = opt(x, "name");
-    uint64_t serial;
-    char err[400];
-
-    if (!may_change(x))
-        return 0;
-    if (!which)
-        return fail(x, "Usage: partition delete PARTITION (GPU-<uuid>/<ID>, its ID or its name)");
-    if (!(serial = om_parts_resolve(x->d, which, err, sizeof(err))) ||
-        om_parts_delete(x->d, serial, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
-    return 0;
-}
-
-static int cmd_partition(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const list_keys[] = {"device", "format", NULL};
-    static const char *const create_keys[] = {"device", "chunks", "name", NULL};
-    static const char *const create_pos[] = {"device", "chunks", NULL};
-    static const char *const remainder[] = {"include-remainder", NULL};
-    static const char *const name_key[] = {"name", NULL};
-
-    x->verb = argc >= 2 ? argv[1] : "";
-    if (!x->d->parts)
-        return fail(x, "Static SM partitioning is not enabled: start the daemon with -S "
-                       "(--static-partitioning), make partitions in its configuration file, or "
-                       "make one with sm-partition create");
-    if (!strcmp(x->verb, "list"))
-        return parse_opts(x, argc - 2, argv + 2, list_keys, NULL, NULL) < 0 ? 0 : partition_list(x);
-    if (!strcmp(x->verb, "create"))
-        return parse_opts(x, argc - 2, argv + 2, create_keys, remainder, create_pos) < 0
-                   ? 0
-                   : partition_create(x);
-    if (!strcmp(x->verb, "delete"))
-        return parse_opts(x, argc - 2, argv + 2, name_key, NULL, name_key) < 0
-                   ? 0
-                   : partition_delete(x);
-    return fail(x, "Usage: partition list|create|delete [options] (partition help)");
-}
-
-/* --- protocol 3's sm-partition module (NVIDIA's): static SM partitions of a named server's
- * device. The partitions are the daemon's table (partition.c), shared with sm_partition, lspart
- * and the older `partition` module; each remembers the server it was made for. The first one
- * makes the table where neither -S nor the file did: a client then runs in the partition it
- * names or its namespace names, and one that names none runs on its whole devices, as before
- * (with -S every client must name one). --- */
-
-/* The partition NAME made for server srv on device uuid. */
-static bool smp_find(struct v3_ctx *x, const char *name, const char *srv, const char *uuid,
-                     struct om_part_row *row)
-{
-    for (unsigned i = 0; om_parts_row(x->d, i, row); i++)
-        if (!strcmp(row->name, name) && !strcasecmp(row->device, uuid) && !strcmp(row->server, srv))
-            return true;
-    return false;
-}
-
-/* The machine's devices that server s's clients see, in their order: its allowed-devices read as
- * the driver reads CUDA_VISIBLE_DEVICES (om_visible_resolve), all without (s NULL: all). Returns
- * how many are in map (0: none), or -1 answered. */
-static int server_devices(struct v3_ctx *x, const struct om_v3_server *s,
-                          const struct om_device_info **devs, struct om_devmap *map)
-{
-    int n = om_daemon_probed_devices(x->d, devs), k;
-
-    if (n < 0)
-        return fail(x, "Cannot list the devices: %s", x->d->probe_err);
-    memset(map, 0, sizeof(*map));
-    if (!s || !s->allowed_devices[0]) {
-        for (k = 0; k < n && k < (int)OM_MAX_DEVICES; k++)
-            map->server[k] = (uint8_t)k;
-        map->count = (uint32_t)k;
-        return k;
-    }
-    k = om_visible_resolve(s->allowed_devices, *devs, (uint32_t)n, map);
-    return k < 0 ? 0 : k; /* a device named twice: the driver gives the client none */
-}
-
-/* The device a --device names for server s (NULL: the machine): an ordinal as s's clients
- * number their devices, or a UUID (or a prefix of it) of one of them. Its UUID text in uuid;
- * NULL answered. */
-static const struct om_device_info *smp_device(struct v3_ctx *x, const struct om_v3_server *s,
-                                               const char *text, char *uuid, size_t cap)
-{
-    const struct om_device_info *devs, *dev = NULL;
-    struct om_devmap map;
-    char err[256];
-    int n = server_devices(x, s, &devs, &map);
-
-    if (n < 0)
-        return NULL;
-    if (text[0] && text[strspn(text, "0123456789")] == '\0') {
-        unsigned long k = strtoul(text, NULL, 10);
-        if (k < (unsigned long)n)
-            dev = &devs[map.server[k]];
-    } else if ((dev = om_parts_device(x->d, text, err, sizeof(err)))) {
-        bool seen = false;
-        for (int k = 0; k < n; k++)
-            seen |= &devs[map.server[k]] == dev;
-        dev = seen ? dev : NULL;
-    } else {
-        return fail(x, "%s", err), NULL;
-    }
-    if (!dev)
-        return fail(x, "No device %.64s among %s%s's (device list%s%s shows them)", text,
-                    s ? "server " : "the machine", s ? s->name : "", s ? " --server=" : "",
-                    s ? s->name : ""),
-               NULL;
-    om_format_uuid(dev->uuid, uuid, cap);
-    return dev;
-}
-
-#define SMP_CREATE_USAGE                                                                           \
-    "Usage: sm-partition create NAME --server=SERVER --device=ORDINAL|UUID --chunks=N "            \
-    "[--include-remainder=true|false]"
-
-/* sm-partition create NAME --server=S --device=D --chunks=N [--include-remainder=BOOL] */
-static int smp_create(struct v3_ctx *x)
-{
-    const char *name = opt(x, "name"), *srv = opt(x, "server"), *chunks = opt(x, "chunks");
-    const struct om_v3_server *s;
-    struct om_part_row row;
-    bool rest = false, was = x->d->parts != NULL;
-    char uuid[64], err[400], text[96];
-    uint64_t n, serial;
-
-    if (!may_change(x))
-        return 0;
-    if (!name || !srv || !opt(x, "device") || !chunks)
-        return fail(x, SMP_CREATE_USAGE);
-    if (!om_v3_good_name(name))
-        return fail(x, "Invalid partition name \"%.64s\": letters, digits, '_' and '-'", name);
-    if (!(s = om_v3_find_server(x->d, srv)))
-        return fail(x, "Server %.64s not found", srv);
-    if (s->locality_domains)
-        return fail(x,
-                    "Server %s has locality domains on: SM partitions and locality domains "
-                    "exclude each other (server set %s --locality-domains=false)",
-                    s->name, s->name);
-    if (om_parse_u64(chunks, OM_PART_MAX_CHUNKS, &n) < 0 || !n)
-        return fail(x, "Invalid number of chunks \"%.32s\": a positive integer, at most %u", chunks,
-                    OM_PART_MAX_CHUNKS);
-    if (bool_opt(x, "include-remainder", &rest) < 0 ||
-        !smp_device(x, s, opt(x, "device"), uuid, sizeof(uuid)))
-        return 0;
-    if (om_parts_enable_open(x->d) < 0)
-        return fail(x, "Out of memory");
-    if (!(serial = om_parts_create(x->d, uuid, name, (uint32_t)n, rest, err, sizeof(err)))) {
-        if (!was)
-            om_parts_free(x->d);
-        return fail(x, "%s", err);
-    }
-    if (!was)
-        om_info("static SM partitions on (clients that name none run outside them): the first "
-                "sm-partition create");
-    om_parts_set_server(x->d, serial, s->name);
-    om_parts_name(x->d, serial, text, sizeof(text));
-    if (!smp_find(x, name, s->name, uuid, &row))
-        row.sms = 0;
-    sb_printf(x->out,
-              "SM partition '%s' created on device %s (sm-count=%u)\nCUDA_MPS_SM_PARTITION=%s",
-              name, uuid, row.sms, text);
-    return 0;
-}
-
-/* sm-partition delete NAME --server=S --device=D */
-static int smp_delete(struct v3_ctx *x)
-{
-    const char *name = opt(x, "name"), *srv = opt(x, "server");
-    const struct om_v3_server *s;
-    struct om_part_row row;
-    char uuid[64], err[400];
-
-    if (!may_change(x))
-        return 0;
-    if (!name || !srv || !opt(x, "device"))
-        return fail(x, "Usage: sm-partition delete NAME --server=SERVER --device=ORDINAL|UUID");
-    if (!(s = om_v3_find_server(x->d, srv)))
-        return fail(x, "Server %.64s not found", srv);
-    if (!smp_device(x, s, opt(x, "device"), uuid, sizeof(uuid)))
-        return 0;
-    if (!smp_find(x, name, srv, uuid, &row))
-        return fail(x,
-                    "No SM partition %.64s of server %s on device %s (sm-partition list shows "
-                    "them)",
-                    name, srv, uuid);
-    if (om_parts_delete(x->d, row.serial, err, sizeof(err)) < 0)
-        return fail(x, "%s", err);
-    sb_printf(x->out, "SM partition '%s' deleted from device %s", name, uuid);
-    return 0;
-}
-
-/* sm-partition list [--server=S] [--device=D] [--all] [--format=…]: the partitions, then what is
- * left of each device ("unallocated"). */
-static int smp_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {"server", "device",      "name",
-                                       "chunks", "sm-count",    "include-remainder",
-                                       "status", "visible-uuid"};
-    static const unsigned width[] = {16, 42, 16, 8, 10, 19, 13, 0};
-    const char *srv = opt(x, "server");
-    const struct om_device_info *devs, *only = NULL;
-    char uuid[64] = "";
-    struct om_part_row row;
-    struct table t;
-    int ndev;
-
-    if (list_start(x, srv, &t, cols, width, 8) < 0)
-        return 0;
-    if (opt(x, "device") && !(only = smp_device(x, srv ? om_v3_find_server(x->d, srv) : NULL,
-                                                opt(x, "device"), uuid, sizeof(uuid))))
-        return 0;
-    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++) {
-        char chunks[16], sms[16], text[96];
-        const char *status = "created";
-        if ((srv && strcmp(row.server, srv) != 0) || (only && strcasecmp(row.device, uuid) != 0))
-            continue;
-        if (row.server[0]) {
-            const struct om_v3_server *s = om_v3_find_server(x->d, row.server);
-            status = s && om_server_for(x->d, s->uid, s->name) ? "created" : "configured";
-        }
-        snprintf(chunks, sizeof(chunks), "%u", row.chunks);
-        snprintf(sms, sizeof(sms), "%u", row.sms);
-        om_parts_name(x->d, row.serial, text, sizeof(text));
-        table_row(&t, (const char *const[]){row.server[0] ? row.server : "-", row.device, row.name,
-                                            chunks, sms, row.remainder ? "true" : "false", status,
-                                            text});
-    }
-    ndev = om_daemon_probed_devices(x->d, &devs);
-    for (int k = 0; k < ndev; k++) {
-        struct om_part_room room;
-        char u[64], chunks[16], sms[16];
-        if (only && only->ordinal != devs[k].ordinal)
-            continue;
-        om_parts_device_room(x->d, &devs[k], &room);
-        if (!room.free_sms)
-            continue;
-        om_format_uuid(devs[k].uuid, u, sizeof(u));
-        snprintf(chunks, sizeof(chunks), "%u", room.free_chunks);
-        snprintf(sms, sizeof(sms), "%u", room.free_sms);
-        table_row(&t, (const char *const[]){"-", u, "-", chunks, sms, "-", "unallocated", "-"});
-    }
-    return 0;
-}
-
-static int cmd_sm_partition(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const create_keys[] = {
-        "name", "server", "device", "chunks", "include-remainder", NULL};
-    static const char *const delete_keys[] = {"name", "server", "device", NULL};
-    static const char *const list_keys[] = {"server", "device", "format", NULL};
-    static const char *const all[] = {"all", NULL};
-    static const char *const name_key[] = {"name", NULL};
-
-    x->verb = argc >= 2 ? argv[1] : "";
-    if (!strcmp(x->verb, "list"))
-        return parse_opts(x, argc - 2, argv + 2, list_keys, all, NULL) < 0 ? 0 : smp_list(x);
-    if (!strcmp(x->verb, "create"))
-        return parse_opts(x, argc - 2, argv + 2, create_keys, NULL, name_key) < 0 ? 0
-                                                                                  : smp_create(x);
-    if (!strcmp(x->verb, "delete"))
-        return parse_opts(x, argc - 2, argv + 2, delete_keys, NULL, name_key) < 0 ? 0
-                                                                                  : smp_delete(x);
-    return fail(x, "Usage: sm-partition list|create|delete [options] (sm-partition help)");
-}
-
-/* --- device list: each named server's devices, as its clients see them --- */
-
-static void device_row(struct v3_ctx *x, struct table *t, unsigned ordinal, const char *server,
-                       const struct om_device_info *dev)
-{
-    struct om_part_room room;
-    struct om_part_row row;
-    char ord[16], u[64], sms[16], chunks[16], attrs[64] = "-";
-    unsigned nparts = 0;
-
-    om_format_uuid(dev->uuid, u, sizeof(u));
-    om_parts_device_room(x->d, dev, &room);
-    for (unsigned i = 0; om_parts_row(x->d, i, &row); i++)
-        nparts += !strcasecmp(row.device, u);
-    if (nparts)
-        snprintf(attrs, sizeof(attrs), "sm-partitions=%u", nparts);
-    snprintf(ord, sizeof(ord), "%u", ordinal);
-    snprintf(sms, sizeof(sms), "%u", (unsigned)dev->sm_count);
-    snprintf(chunks, sizeof(chunks), "%u", (unsigned)room.total_chunks);
-    table_row(
-        t, (const char *const[]){ord, server, dev->pci_bus_id, u, dev->name, sms, chunks, attrs});
-}
-
-/* device list [--server=S] [--format=…]: a server's devices in the order its clients number
- * them (its allowed devices read as the driver reads CUDA_VISIBLE_DEVICES, renumbered from 0),
- * each with its SMs and static-partition chunks; without named servers, the machine's devices
- * with server "-". */
-static int device_list(struct v3_ctx *x)
-{
-    static const char *const cols[] = {"ordinal", "server",    "pci-id",       "device-uuid",
-                                       "name",    "total-sms", "total-chunks", "attributes"};
-    static const unsigned width[] = {8, 16, 14, 42, 26, 10, 13, 0};
-    const char *only = opt(x, "server");
-    const struct om_device_info *devs;
-    struct om_devmap map;
-    struct table t;
-    int n;
-
-    if (list_start(x, only, &t, cols, width, 8) < 0)
-        return 0;
-    if (!x->d->v3 || !x->d->v3->nservers) {
-        if ((n = server_devices(x, NULL, &devs, &map)) < 0)
-            return 0;
-        for (int k = 0; k < n; k++)
-            device_row(x, &t, (unsigned)k, "-", &devs[map.server[k]]);
-        return 0;
-    }
-    for (unsigned i = 0; i < x->d->v3->nservers; i++) {
-        const struct om_v3_server *s = &x->d->v3->servers[i];
-        if (only && strcmp(only, s->name) != 0)
-            continue;
-        if ((n = server_devices(x, s, &devs, &map)) < 0)
-            return 0;
-        for (int k = 0; k < n; k++)
-            device_row(x, &t, (unsigned)k, s->name, &devs[map.server[k]]);
-    }
-    return 0;
-}
-
-static int cmd_device(struct v3_ctx *x, int argc, char **argv)
-{
-    static const char *const list_keys[] = {"server", "format", NULL};
-
-    x->verb = argc >= 2 ? argv[1] : "";
-    if (!strcmp(x->verb, "list"))
-        return parse_opts(x, argc - 2, argv + 2, list_keys, NULL, NULL) < 0 ? 0 : device_list(x);
-    return fail(x, "Usage: device list [--server=NAME] [--format=table|csv[,noheader]]");
 }
 
 /* --- feature, memacct, context-share: NVIDIA's optional server behaviours. openmps's two are
@@ -1423,7 +1010,7 @@ static int feature_index(struct v3_ctx *x, const char *name)
     for (int i = 0; i < (int)(sizeof(features) / sizeof(features[0])); i++)
         if (!strcmp(name, features[i].name))
             return i;
-    return fail(x, "Unknown feature \"%.32s\" (memacct, context-share)", name);
+    return v3_fail(x, "Unknown feature \"%.32s\" (memacct, context-share)", name);
 }
 
 /* feature describe [NAME] [--format=…] | feature enable NAME | feature disable NAME */
@@ -1434,30 +1021,30 @@ static int cmd_feature(struct v3_ctx *x, int argc, char **argv)
     static const char *const describe_keys[] = {"name", "format", NULL};
     static const char *const name_key[] = {"name", NULL};
     int only = -1, k;
-    struct table t;
+    struct v3_table t;
 
     x->verb = argc >= 2 ? argv[1] : "";
     if (!strcmp(x->verb, "describe")) {
-        if (parse_opts(x, argc - 2, argv + 2, describe_keys, NULL, name_key) < 0 ||
-            (opt(x, "name") && (only = feature_index(x, opt(x, "name"))) < 0) ||
-            table_start(x, &t, cols, width, 4) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, describe_keys, NULL, name_key) < 0 ||
+            (v3_opt(x, "name") && (only = feature_index(x, v3_opt(x, "name"))) < 0) ||
+            v3_table_start(x, &t, cols, width, 4) < 0)
             return 0;
         for (k = 0; k < (int)(sizeof(features) / sizeof(features[0])); k++)
             if (only < 0 || only == k)
-                table_row(&t, (const char *const[]){features[k].name, "enabled (default)",
-                                                    features[k].name, "-"});
+                v3_table_row(&t, (const char *const[]){features[k].name, "enabled (default)",
+                                                       features[k].name, "-"});
         return 0;
     }
     if (strcmp(x->verb, "enable") != 0 && strcmp(x->verb, "disable") != 0)
-        return fail(x, "Usage: feature describe [NAME] | feature enable|disable NAME");
-    if (parse_opts(x, argc - 2, argv + 2, name_key, NULL, name_key) < 0 || !may_change(x))
+        return v3_fail(x, "Usage: feature describe [NAME] | feature enable|disable NAME");
+    if (v3_parse_opts(x, argc - 2, argv + 2, name_key, NULL, name_key) < 0 || !v3_may_change(x))
         return 0;
-    if (!opt(x, "name"))
-        return fail(x, "Usage: feature %s memacct|context-share", x->verb);
-    if ((k = feature_index(x, opt(x, "name"))) < 0)
+    if (!v3_opt(x, "name"))
+        return v3_fail(x, "Usage: feature %s memacct|context-share", x->verb);
+    if ((k = feature_index(x, v3_opt(x, "name"))) < 0)
         return 0;
     if (x->verb[0] == 'd')
-        return fail(x, "%s cannot be disabled: %s", features[k].name, features[k].why_on);
+        return v3_fail(x, "%s cannot be disabled: %s", features[k].name, features[k].why_on);
     return 0; /* enable: it is */
 }
 
@@ -1468,26 +1055,27 @@ static int cmd_memacct(struct v3_ctx *x, int argc, char **argv)
     static const unsigned width[] = {12, 0};
     static const char *const describe_keys[] = {"format", NULL};
     static const char *const set_keys[] = {"audit_log", "audit-log", NULL};
-    struct table t;
+    struct v3_table t;
     bool v;
 
     x->verb = argc >= 2 ? argv[1] : "";
     if (!strcmp(x->verb, "describe")) {
-        if (parse_opts(x, argc - 2, argv + 2, describe_keys, NULL, NULL) < 0 ||
-            table_start(x, &t, cols, width, 2) < 0)
+        if (v3_parse_opts(x, argc - 2, argv + 2, describe_keys, NULL, NULL) < 0 ||
+            v3_table_start(x, &t, cols, width, 2) < 0)
             return 0;
-        table_row(&t, (const char *const[]){"enabled", "true"});
-        table_row(&t, (const char *const[]){"audit_log", x->d->memacct_audit ? "true" : "false"});
+        v3_table_row(&t, (const char *const[]){"enabled", "true"});
+        v3_table_row(&t,
+                     (const char *const[]){"audit_log", x->d->memacct_audit ? "true" : "false"});
         return 0;
     }
     if (strcmp(x->verb, "set") != 0)
-        return fail(x, "Usage: memacct describe | memacct set audit_log=true|false");
-    if (parse_opts(x, argc - 2, argv + 2, set_keys, NULL, NULL) < 0 || !may_change(x))
+        return v3_fail(x, "Usage: memacct describe | memacct set audit_log=true|false");
+    if (v3_parse_opts(x, argc - 2, argv + 2, set_keys, NULL, NULL) < 0 || !v3_may_change(x))
         return 0;
-    if (!opt(x, "audit_log") == !opt(x, "audit-log")) /* one of the two spellings */
-        return fail(x, "Usage: memacct set audit_log=true|false");
+    if (!v3_opt(x, "audit_log") == !v3_opt(x, "audit-log")) /* one of the two spellings */
+        return v3_fail(x, "Usage: memacct set audit_log=true|false");
     v = x->d->memacct_audit;
-    if (bool_opt(x, opt(x, "audit_log") ? "audit_log" : "audit-log", &v) < 0)
+    if (v3_bool_opt(x, v3_opt(x, "audit_log") ? "audit_log" : "audit-log", &v) < 0)
         return 0;
     if (v != x->d->memacct_audit)
         om_info("memacct: audit log %s (memacct set)", v ? "on" : "off");
@@ -1559,7 +1147,8 @@ static void module_help(struct v3_ctx *x, int argc, char **argv)
         line += len + (end != NULL);
     }
     if (!n)
-        fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0], verb ? verb : "");
+        v3_fail(x, "Unknown command \"%.32s %.32s\" (help: the commands)", argv[0],
+                verb ? verb : "");
 }
 
 /* A module of NVIDIA's v3 with no documented verbs: answered with where its state shows. */
@@ -1583,15 +1172,15 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     if (!known)
         return false;
     if (d->protocol != OM_PROTOCOL_V3) {
-        fail(&x,
-             "\"%.16s\" is a command of protocol 3; this daemon runs protocol 2: start it with "
-             "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)%s",
-             m,
-             strcmp(m, "partition") && strcmp(m, "sm-partition")
-                 ? ""
-                 : "; sm_partition and lspart work on either");
+        v3_fail(&x,
+                "\"%.16s\" is a command of protocol 3; this daemon runs protocol 2: start it with "
+                "-p 3 (or CUDA_MPS_PROTOCOL_VERSION=3)%s",
+                m,
+                strcmp(m, "partition") && strcmp(m, "sm-partition")
+                    ? ""
+                    : "; sm_partition and lspart work on either");
     } else if (!strcmp(m, "context-share")) {
-        fail(&x, "%s", no_verbs);
+        v3_fail(&x, "%s", no_verbs);
     } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
         module_help(&x, argc, argv);
     } else if (!strcmp(m, "server")) {
@@ -1599,11 +1188,11 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
     } else if (!strcmp(m, "client")) {
         cmd_client(&x, argc, argv);
     } else if (!strcmp(m, "partition")) {
-        cmd_partition(&x, argc, argv);
+        v3_cmd_partition(&x, argc, argv);
     } else if (!strcmp(m, "sm-partition")) {
-        cmd_sm_partition(&x, argc, argv);
+        v3_cmd_sm_partition(&x, argc, argv);
     } else if (!strcmp(m, "device")) {
-        cmd_device(&x, argc, argv);
+        v3_cmd_device(&x, argc, argv);
     } else if (!strcmp(m, "feature")) {
         cmd_feature(&x, argc, argv);
     } else if (!strcmp(m, "memacct")) {
