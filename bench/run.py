@@ -20,6 +20,9 @@ on the same machine.
            (OPENMPS_SPIN_THREADS): what spinning costs the framework clients of B7
   openmps-spinall  the same with every server thread allowed to spin (OPENMPS_SPIN_THREADS=all),
            as before the default left busy clients their cores
+  openmps-spinload  the same with spinning only while the machine has an idle CPU
+           (OPENMPS_SPIN_THREADS=load: B8's newcomer's burst stops it)
+  openmps-nospin  the same with no server thread spinning (OPENMPS_SPIN_THREADS=0)
   openmps-clientspin  the same with each client spinning up to BENCH_CLIENT_SPIN_US (20 000) µs
            for an answer before it sleeps (OPENMPS_CLIENT_SPIN_US; 20 by default)
   openmps-spinwait  the same as openmps-clientspin, and nothing of the server sleeps: its waits
@@ -123,6 +126,10 @@ class Mode:
                 env["OPENMPS_SPIN_THREADS"] = os.environ.get("BENCH_SPIN_THREADS", "4")
             if self.name == "openmps-spinall":
                 env["OPENMPS_SPIN_THREADS"] = "all"
+            if self.name == "openmps-spinload":
+                env["OPENMPS_SPIN_THREADS"] = "load"
+            if self.name == "openmps-nospin":
+                env["OPENMPS_SPIN_THREADS"] = "0"
             if self.name in ("openmps-clientspin", "openmps-spinwait"):
                 env["OPENMPS_CLIENT_SPIN_US"] = os.environ.get("BENCH_CLIENT_SPIN_US", "20000")
             if self.name == "openmps-spinwait":

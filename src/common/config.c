@@ -282,3 +282,24 @@ int om_make_private_dir(const char *dir, mode_t mode, char *err, size_t errlen)
     }
     return 0;
 }
+
+int om_parse_loadavg_running(const char *line)
+{
+    const char *p = line;
+    char *end;
+    unsigned long n;
+
+    for (int field = 0; field < 3; field++) { /* the three load averages */
+        p += strspn(p, " ");
+        if (!*p)
+            return -EINVAL;
+        p += strcspn(p, " ");
+    }
+    p += strspn(p, " ");
+    if (*p < '0' || *p > '9')
+        return -EINVAL;
+    n = strtoul(p, &end, 10);
+    if (*end != '/' || n > 1u << 22)
+        return -EINVAL;
+    return (int)n;
+}

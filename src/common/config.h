@@ -46,6 +46,10 @@ int om_parse_size(const char *s, uint64_t *ret);
  * that divides it exactly ("2G", "1536M", "4K"), plain bytes otherwise. */
 void om_format_size(uint64_t bytes, char *buf, size_t cap);
 
+/* The machine's runnable threads in a /proc/loadavg line, its fourth field's first number
+ * ("0.52 0.58 0.59 3/1042 12345": 3), or -EINVAL. */
+int om_parse_loadavg_running(const char *line);
+
 /* Percentage 0 < p <= 100 with at most three decimals, as thousandths. */
 int om_parse_percentage(const char *s, uint32_t *ret_milli);
 /* One decimal, as NVIDIA prints it: "25.0", "33.3". */

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* How the server's threads wait for the GPU: briefly spinning, then asleep in the driver. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "../common/clock.h"
+#include "../common/config.h"
 #include "../common/log.h"
 
 /*
@@ -44,12 +48,21 @@ static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
  * computes, sleeps, or waits for the GPU in a call this thread serves). OPENMPS_SPIN_THREADS=N
  * caps the spinning threads at N instead, whatever the clients do; =all lets every thread spin
  * (what B1-B6 were measured with before the policy): for measuring the choice.
+ *
+ * The auto rule sees only the server's own clients. OPENMPS_SPIN_THREADS=load adds the rest of
+ * the machine: a thread may spin only while the machine also has a CPU with nothing to run, by
+ * /proc/loadavg's count of runnable threads, which a thread of the server reads every
+ * millisecond. A burst of another process (B8's newcomer: numpy's thread pool on every core)
+ * then stops the spinning at once, leaving the cores to whoever has work, as NVIDIA's MPS
+ * clients keep theirs only while cores are idle (issue #23). For measuring against auto.
  */
 enum { SPIN_AUTO = -1, SPIN_ALL = -2 };
 static int spin_max = SPIN_AUTO;
-static int spin_cpus = 1; /* CPUs the server may run on */
-static int spinning;      /* threads spinning now (__atomic) */
-static int busy_clients;  /* sessions whose client is busy (__atomic) */
+static int spin_cpus = 1;    /* CPUs the server may run on */
+static int spinning;         /* threads spinning now (__atomic) */
+static int busy_clients;     /* sessions whose client is busy (__atomic) */
+static bool spin_load;       /* OPENMPS_SPIN_THREADS=load */
+static int machine_runnable; /* the machine's runnable threads, sampled (__atomic) */
 
 bool om_spin_take(void)
 {
@@ -57,6 +70,8 @@ bool om_spin_take(void)
 
     if (spin_max == SPIN_ALL)
         return true;
+    if (spin_load && __atomic_load_n(&machine_runnable, __ATOMIC_RELAXED) >= spin_cpus)
+        return false; /* no CPU of the machine is idle */
     limit =
         spin_max >= 0 ? spin_max : spin_cpus - __atomic_load_n(&busy_clients, __ATOMIC_RELAXED) - 1;
     if (limit <= 0)
@@ -88,14 +103,49 @@ void om_spin_client_busy(bool busy)
     __atomic_add_fetch(&busy_clients, busy ? 1 : -1, __ATOMIC_RELAXED);
 }
 
+/* OPENMPS_SPIN_THREADS=load's sampler: the machine's runnable threads every millisecond, less
+ * itself (it runs while it reads). */
+static void *load_sampler(void *arg)
+{
+    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    char line[128];
+
+    (void)arg;
+    if (fd < 0) {
+        om_warn("spinning: cannot read /proc/loadavg (%s): OPENMPS_SPIN_THREADS=load spins as "
+                "auto does",
+                strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+        int running;
+        line[n > 0 ? n : 0] = '\0';
+        if ((running = om_parse_loadavg_running(line)) > 0)
+            __atomic_store_n(&machine_runnable, running - 1, __ATOMIC_RELAXED);
+        usleep(1000);
+    }
+    return NULL;
+}
+
 static void spin_init(void)
 {
     const char *n = getenv("OPENMPS_SPIN_THREADS");
     cpu_set_t set;
+    pthread_t t;
     char *end;
     long x;
 
     spin_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    if (n && !strcmp(n, "load")) {
+        spin_load = pthread_create(&t, NULL, load_sampler, NULL) == 0;
+        if (spin_load)
+            pthread_detach(t);
+        om_info("spinning: while busy clients and spinning threads leave one of %d CPU(s) free, "
+                "and the machine has an idle CPU (OPENMPS_SPIN_THREADS=load)%s",
+                spin_cpus, spin_load ? "" : "; no sampler thread: as auto");
+        return;
+    }
     if (!n || !*n || !strcmp(n, "auto")) {
         om_info("spinning: while busy clients and spinning threads leave one of %d CPU(s) free",
                 spin_cpus);
@@ -108,7 +158,7 @@ static void spin_init(void)
     }
     x = strtol(n, &end, 10);
     if (*end || x < 0 || x > 1 << 20) {
-        om_warn("OPENMPS_SPIN_THREADS=%s is not auto, all or a count of threads: auto", n);
+        om_warn("OPENMPS_SPIN_THREADS=%s is not auto, load, all or a count of threads: auto", n);
         return;
     }
     spin_max = (int)x;

@@ -134,3 +134,14 @@ TEST(config_private_dir)
     snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
     CHECK_EQ(system(cmd), 0);
 }
+
+TEST(config_parse_loadavg_running)
+{
+    CHECK_EQ(om_parse_loadavg_running("0.52 0.58 0.59 3/1042 12345\n"), 3);
+    CHECK_EQ(om_parse_loadavg_running("12.00 9.10 4.00 28/2011 77"), 28);
+    CHECK_EQ(om_parse_loadavg_running("0.52 0.58 0.59 3"), -EINVAL); /* no total */
+    CHECK_EQ(om_parse_loadavg_running("0.52 0.58"), -EINVAL);
+    CHECK_EQ(om_parse_loadavg_running(""), -EINVAL);
+    CHECK_EQ(om_parse_loadavg_running("a b c x/1 2"), -EINVAL);
+    CHECK_EQ(om_parse_loadavg_running("1 1 1 99999999999/1 2"), -EINVAL); /* out of range */
+}
