@@ -165,8 +165,8 @@ static int conf_partitions(struct daemon *d, const struct om_conf_server *cs, ch
     return 0;
 }
 
-/* Each [[servers.S.namespaces.N.devices]]: the partition sm_partition names on device uuid (any
- * server's, made above: so once every server's are made) is where N's clients run. */
+/* Each [[servers.S.namespaces.N.devices]]: the partition sm_partition names on device uuid (S's
+ * own: another server's is refused, om_parts_ns_add) is where N's clients run. */
 static int conf_ns_partitions(struct daemon *d, const struct om_conf *c, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < c->nservers; i++) {
