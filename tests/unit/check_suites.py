@@ -148,7 +148,8 @@ class TestCuda(unittest.TestCase):
         for i in range(3):
             with self.subTest(i=i):
                 self.assertTrue(MODE == "native" or i != 1)
-    def test_slow(self): time.sleep(float(os.environ.get("FAKE_SLOW", "0")))
+    def test_slow(self):
+        time.sleep(float(os.environ.get("FAKE_SLOW_" + MODE.upper(), os.environ.get("FAKE_SLOW", "0"))))
     def test_last(self): pass
 """
 
@@ -320,7 +321,7 @@ def main():
     check([r["t"] for r in recs if r["t"] in ("start", "end")] == ["start", "end"] * 2 + ["start"],
           "the test in progress at the deadline is not recorded: %r" % recs)
     rc, out = harness("run", *base, "--suite", "pytorch", "--budget", "200",
-                      env={"FAKE_SLOW": "0"})
+                      env={"FAKE_SLOW": "0", "FAKE_SLOW_OPENMPS": "1.5"})
     recs = records(unit)
     starts = [r["id"] for r in recs if r["t"] == "start"]
     check(starts.count("test_cuda.py::TestCuda::test_first") == 1 and
@@ -338,6 +339,10 @@ def main():
     check(rc == 0 and "| pytorch | openmps | 1 | 4 | 3 | 1 |" in out and
           "## Tests that pass natively but not under openmps (9)" in out,
           "report of both runs:\n" + out)
+    # where the time went: test_slow, 1.5 s longer under openmps, leads its file's line
+    slow = [l for l in out.splitlines() if l.startswith("| pytorch:test_cuda.py |")]
+    check("## Where openmps took longer" in out and len(slow) == 1 and
+          "`TestCuda::test_slow` +1." in slow[0], "where openmps took longer:\n" + out)
     if failures == 0:
         subprocess.run(["rm", "-rf", t])
     print("suites harness: %s" % ("ok" if failures == 0 else "%d failed (%s)" % (failures, t)))

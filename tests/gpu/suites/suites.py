@@ -649,7 +649,7 @@ def summarize(results):
         wall[k] = wall.get(k, 0.0) + s["wall"]
         on = [m for ts, m in starts if ts <= s.get("ts", 0)]
         machines.setdefault((s["suite"], s["file"]), set()).add(on[-1] if on else "?")
-    rows, regs, incomplete, filled = {}, [], [], {}
+    rows, regs, incomplete, filled, slower = {}, [], [], {}, []
     for (suite, rel), paths in units.items():
         us = {m: Unit(p) for m, p in paths.items()}
         for u in us.values():
@@ -670,6 +670,15 @@ def summarize(results):
             row["wall"] += wall.get((suite, rel, m), 0.0)
             if both:
                 row["wall_both"] += wall.get((suite, rel, m), 0.0)
+        if both:  # where the time went: the tests that passed in both modes, by their durations
+            n, o = us["native"].outcomes, us["openmps"].outcomes
+            common = [t for t in n if t in o and n[t][0] == o[t][0] == "passed"]
+            if common:
+                worst = max(common, key=lambda t: o[t][2] - n[t][2])
+                slower.append((sum(o[t][2] for t in common) - sum(n[t][2] for t in common),
+                               suite, rel, sum(n[t][2] for t in common),
+                               sum(o[t][2] for t in common), worst,
+                               o[worst][2] - n[worst][2]))
         if "native" in us and "openmps" in us:
             for t, (o, msg) in compare(us["native"], us["openmps"]).items():
                 r = reruns.get((suite, t))
@@ -686,11 +695,11 @@ def summarize(results):
             row["died"] = row.get("died", 0) + 1
         elif s["finished"] and s["rc"] not in (0, 1, 2, 5):
             row["bad_exit"] = row.get("bad_exit", 0) + 1
-    return rows, regs, incomplete, filled
+    return rows, regs, incomplete, filled, sorted(slower, reverse=True)
 
 
 def report(results):
-    rows, regs, incomplete, filled = summarize(results)
+    rows, regs, incomplete, filled, slower = summarize(results)
     events = read_jsonl(os.path.join(results, "events.jsonl"))
     runs = [e for e in events if e.get("event") == "run-start"]
     restarts = sum(1 for e in events if e.get("event") == "daemon-restarted")
@@ -759,6 +768,15 @@ def report(results):
                 "or the test met a device-side assert's error: another test's assert ends every "
                 "client of the server, as under NVIDIA's MPS.", ""]
         out += table(alone_ok)
+    if slower:
+        total = sum(x[0] for x in slower)
+        out += ["", "## Where openmps took longer (%d files done in both modes on one machine; "
+                "the durations of their tests that passed in both, %+.0f s in all)" % (len(slower), total), "",
+                "| file | native (s) | openmps (s) | difference (s) | its test with the largest "
+                "difference (s) |", "|---|---|---|---|---|"]
+        for diff, suite, rel, nat, omp, worst, wdiff in slower[:8]:
+            out.append("| %s:%s | %.1f | %.1f | %+.1f | `%s` %+.1f |" % (
+                suite, rel, nat, omp, diff, worst.split("::", 1)[-1], wdiff))
     if filled:
         out += ["", "## Names the test files import that the installed torch lacks", "",
                 "Filled in by the harness's plugin before the file was imported, in both modes "
