@@ -362,15 +362,15 @@ struct om_part_row {
 struct om_part_room {
     uint32_t total_chunks, free_chunks, free_sms;
 };
-void om_parts_set_server(struct daemon *d, uint64_t serial, const char *server);
 const struct om_device_info *om_parts_device(struct daemon *d, const char *text, char *err,
                                              size_t errlen);
 void om_parts_device_room(const struct daemon *d, const struct om_device_info *dev,
                           struct om_part_room *room);
-uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
-                         bool remainder, char *err, size_t errlen);
+uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *server, const char *name,
+                         uint32_t chunks, bool remainder, char *err, size_t errlen);
 int om_parts_delete(struct daemon *d, uint64_t serial, char *err, size_t errlen);
-uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t errlen);
+uint64_t om_parts_resolve(struct daemon *d, const char *text, const char *server, char *err,
+                          size_t errlen);
 void om_parts_name(const struct daemon *d, uint64_t serial, char *buf, size_t cap);
 int om_parts_ns_add(struct daemon *d, const char *server, uint64_t *list, unsigned *n, unsigned cap,
                     const char *text, char *err, size_t errlen);

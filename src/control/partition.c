@@ -167,21 +167,36 @@ static unsigned clients_of(const struct daemon *d, uint64_t serial)
     return n;
 }
 
-/* The partition a text names on dev (NULL: any device): its ID, or its name from the
- * configuration file. */
-static struct part *find(struct om_parts *p, const uint8_t *uuid, const char *text)
+static bool names(const struct part *x, const char *text)
 {
-    for (unsigned i = 0; i < p->n; i++)
-        if ((!uuid || !memcmp(p->v[i].uuid, uuid, 16)) &&
-            (!strcmp(p->v[i].id, text) || (p->v[i].name[0] && !strcmp(p->v[i].name, text))))
-            return &p->v[i];
-    return NULL;
+    return !strcmp(x->id, text) || (x->name[0] && !strcmp(x->name, text));
+}
+
+/* The partition a text names on dev (NULL: any device): its ID, or its name. A name is unique
+ * per device and server (NVIDIA's partitions are a server's): where partitions of several
+ * servers share it, server's own is taken (server NULL, or none of its: the first). */
+static struct part *find(struct om_parts *p, const uint8_t *uuid, const char *text,
+                         const char *server)
+{
+    struct part *first = NULL;
+
+    for (unsigned i = 0; i < p->n; i++) {
+        struct part *x = &p->v[i];
+        if ((uuid && memcmp(x->uuid, uuid, 16) != 0) || !names(x, text))
+            continue;
+        if (!server || !strcmp(x->server, server))
+            return x;
+        if (!first)
+            first = x;
+    }
+    return first;
 }
 
 /* Makes a partition of `chunks` free chunks of dev (0: all that are free), the lowest first.
  * Returns it, or NULL with err set. */
 static struct part *add(struct daemon *d, const struct om_device_info *dev, uint32_t chunks,
-                        bool remainder, const char *name, char *err, size_t errlen)
+                        bool remainder, const char *server, const char *name, char *err,
+                        size_t errlen)
 {
     struct om_parts *p = d->parts;
     uint32_t total = nchunks(dev), nfree = 0;
@@ -213,9 +228,10 @@ static struct part *add(struct daemon *d, const struct om_device_info *dev, uint
         snprintf(err, errlen, "Too many SM partitions (at most %u): remove one first", PARTS_MAX);
         return NULL;
     }
-    if (name && name[0] && find(p, dev->uuid, name)) {
-        snprintf(err, errlen, "Device %u has an SM partition %s already", (unsigned)dev->ordinal,
-                 name);
+    struct part *same = name && name[0] ? find(p, dev->uuid, name, server) : NULL;
+    if (same && !strcmp(same->server, server)) {
+        snprintf(err, errlen, "Device %u has an SM partition %s%s%s already",
+                 (unsigned)dev->ordinal, name, server[0] ? " of server " : "", server);
         return NULL;
     }
     x = &p->v[p->n];
@@ -223,6 +239,7 @@ static struct part *add(struct daemon *d, const struct om_device_info *dev, uint
     x->serial = ++p->next_serial;
     make_id(x->serial, x->id);
     snprintf(x->name, sizeof(x->name), "%s", name ? name : "");
+    snprintf(x->server, sizeof(x->server), "%s", server);
     memcpy(x->uuid, dev->uuid, 16);
     x->chunks = chunks;
     x->remainder = remainder;
@@ -245,8 +262,8 @@ int om_parts_device_known(struct daemon *d, const char *uuid, char *err, size_t 
     return device_named(d, uuid, err, errlen) ? 0 : -1;
 }
 
-uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, uint32_t chunks,
-                         bool remainder, char *err, size_t errlen)
+uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *server, const char *name,
+                         uint32_t chunks, bool remainder, char *err, size_t errlen)
 {
     const struct om_device_info *dev;
     struct part *x;
@@ -255,7 +272,7 @@ uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, u
     if (!enabled(d, err, errlen))
         return 0;
     if (!(dev = device_named(d, uuid, err, errlen)) ||
-        !(x = add(d, dev, chunks, remainder, name, err, errlen)))
+        !(x = add(d, dev, chunks, remainder, server, name, err, errlen)))
         return 0;
     om_format_uuid(dev->uuid, u, sizeof(u));
     om_info("SM partition %s%s%s%s created on %s: %u chunk(s), %u SMs", x->id, name[0] ? " (" : "",
@@ -266,16 +283,11 @@ uint64_t om_parts_create(struct daemon *d, const char *uuid, const char *name, u
 int om_parts_add_named(struct daemon *d, const char *uuid, const char *server, const char *name,
                        uint32_t chunks, bool remainder, char *err, size_t errlen)
 {
-    uint64_t serial;
-
     if (om_parts_enable(d) < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (!(serial = om_parts_create(d, uuid, name, chunks, remainder, err, errlen)))
-        return -1;
-    om_parts_set_server(d, serial, server);
-    return 0;
+    return om_parts_create(d, uuid, server, name, chunks, remainder, err, errlen) ? 0 : -1;
 }
 
 static struct part *by_serial(const struct om_parts *p, uint64_t serial)
@@ -332,7 +344,8 @@ int om_parts_delete(struct daemon *d, uint64_t serial, char *err, size_t errlen)
     return 0;
 }
 
-uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t errlen)
+uint64_t om_parts_resolve(struct daemon *d, const char *text, const char *server, char *err,
+                          size_t errlen)
 {
     const char *slash = strchr(text, '/');
     const struct om_device_info *dev = NULL;
@@ -346,17 +359,21 @@ uint64_t om_parts_resolve(struct daemon *d, const char *text, char *err, size_t 
         snprintf(uuid, sizeof(uuid), "%.*s", (int)(k < sizeof(uuid) ? k : sizeof(uuid) - 1), text);
         if (!(dev = device_named(d, uuid, err, errlen)))
             return 0;
-        x = find(d->parts, dev->uuid, slash + 1);
+        x = find(d->parts, dev->uuid, slash + 1, server);
     } else {
+        /* server's own first: the others only where it has none of that name */
+        bool own = false;
+        for (unsigned i = 0; server && i < d->parts->n && !own; i++)
+            own = names(&d->parts->v[i], text) && !strcmp(d->parts->v[i].server, server);
         for (unsigned i = 0; i < d->parts->n; i++) {
             struct part *y = &d->parts->v[i];
-            if (strcmp(y->id, text) != 0 && (!y->name[0] || strcmp(y->name, text) != 0))
+            if (!names(y, text) || (own && strcmp(y->server, server) != 0))
                 continue;
             if (x) {
                 snprintf(err, errlen,
-                         "\"%.64s\" names SM partitions of several devices: give "
-                         "<device UUID>/%.64s",
-                         text, text);
+                         "\"%.64s\" names several SM partitions (of several devices or "
+                         "servers): give <device UUID>/<ID>",
+                         text);
                 return 0;
             }
             x = y;
@@ -385,7 +402,7 @@ void om_parts_name(const struct daemon *d, uint64_t serial, char *buf, size_t ca
 int om_parts_ns_add(struct daemon *d, const char *server, uint64_t *list, unsigned *n, unsigned cap,
                     const char *text, char *err, size_t errlen)
 {
-    uint64_t serial = om_parts_resolve(d, text, err, errlen);
+    uint64_t serial = om_parts_resolve(d, text, server, err, errlen);
     const struct part *x = serial ? by_serial(d->parts, serial) : NULL;
 
     if (!x)
@@ -439,14 +456,6 @@ bool om_parts_row(struct daemon *d, unsigned i, struct om_part_row *row)
     row->remainder = x->remainder;
     snprintf(row->server, sizeof(row->server), "%s", x->server);
     return true;
-}
-
-void om_parts_set_server(struct daemon *d, uint64_t serial, const char *server)
-{
-    struct part *x = by_serial(d->parts, serial);
-
-    if (x)
-        snprintf(x->server, sizeof(x->server), "%s", server);
 }
 
 /* The device text names: its ordinal ("0"), its UUID or a prefix of it (device_named). */
@@ -509,7 +518,7 @@ static void sm_add(struct daemon *d, int argc, char **argv, struct strbuf *out, 
         return;
     }
     if (!(dev = device_named(d, argv[2], err, sizeof(err))) ||
-        !(x = add(d, dev, (uint32_t)chunks, false, NULL, err, sizeof(err)))) {
+        !(x = add(d, dev, (uint32_t)chunks, false, "", NULL, err, sizeof(err)))) {
         sb_printf(out, "%s", err);
         *ret_error = true;
         return;
@@ -547,7 +556,7 @@ static void sm_rm(struct daemon *d, int argc, char **argv, struct strbuf *out, b
         return;
     }
     om_format_uuid(dev->uuid, u, sizeof(u));
-    if (!(x = find(d->parts, dev->uuid, id))) {
+    if (!(x = find(d->parts, dev->uuid, id, NULL))) {
         sb_printf(out, "No SM partition %.64s on %s (lspart lists them)", id, u);
         *ret_error = true;
         return;
@@ -634,7 +643,7 @@ static struct part *named_by_client(struct daemon *d, const struct server *s, co
         if (slash && ((size_t)(slash - v) > strlen(u) || strncasecmp(u, v, (size_t)(slash - v)) ||
                       slash - v < 5))
             continue; /* "UUID/ID": its device first */
-        if ((x = find(d->parts, s->devs[i].uuid, id)))
+        if ((x = find(d->parts, s->devs[i].uuid, id, s->name)))
             *ret_dev = &s->devs[i];
     }
     return x;

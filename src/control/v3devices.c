@@ -75,7 +75,7 @@ static int partition_create(struct v3_ctx *x)
                        chunks, OM_PART_MAX_CHUNKS);
     if (name && !om_v3_good_name(name))
         return v3_fail(x, "Invalid partition name \"%.64s\": letters, digits, '_' and '-'", name);
-    if (!(serial = om_parts_create(x->d, dev, name ? name : "", (uint32_t)n,
+    if (!(serial = om_parts_create(x->d, dev, "", name ? name : "", (uint32_t)n,
                                    v3_opt(x, "include-remainder") != NULL, err, sizeof(err))))
         return v3_fail(x, "%s", err);
     om_parts_name(x->d, serial, text, sizeof(text));
@@ -95,7 +95,7 @@ static int partition_delete(struct v3_ctx *x)
     if (!which)
         return v3_fail(x,
                        "Usage: partition delete PARTITION (GPU-<uuid>/<ID>, its ID or its name)");
-    if (!(serial = om_parts_resolve(x->d, which, err, sizeof(err))) ||
+    if (!(serial = om_parts_resolve(x->d, which, NULL, err, sizeof(err))) ||
         om_parts_delete(x->d, serial, err, sizeof(err)) < 0)
         return v3_fail(x, "%s", err);
     return 0;
@@ -229,7 +229,8 @@ static int smp_create(struct v3_ctx *x)
         return 0;
     if (om_parts_enable_open(x->d) < 0)
         return v3_fail(x, "Out of memory");
-    if (!(serial = om_parts_create(x->d, uuid, name, (uint32_t)n, rest, err, sizeof(err)))) {
+    if (!(serial =
+              om_parts_create(x->d, uuid, s->name, name, (uint32_t)n, rest, err, sizeof(err)))) {
         if (!was)
             om_parts_free(x->d);
         return v3_fail(x, "%s", err);
@@ -237,7 +238,6 @@ static int smp_create(struct v3_ctx *x)
     if (!was)
         om_info("static SM partitions on (clients that name none run outside them): the first "
                 "sm-partition create");
-    om_parts_set_server(x->d, serial, s->name);
     om_parts_name(x->d, serial, text, sizeof(text));
     if (!smp_find(x, name, s->name, uuid, &row))
         row.sms = 0;

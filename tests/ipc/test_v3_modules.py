@@ -176,6 +176,27 @@ def test_device_feature_memacct_and_server_options(daemon):
                             "--sm-partition=" + every[1][3] + "/m")
     check(rc == 1 and "is an SM partition of server main, not of server all" in out,
           "another server's partition: %r" % out)
+    # names are a server's: server all may have its own m on the same device
+    out, err, rc = ctl_args(e, "sm-partition", "create", "m", "--server=all", "--device=0",
+                            "--chunks=1")
+    check(rc == 0 and every[1][3] in out, "all's m beside main's: %r" % out)
+    out, err, rc = ctl_args(e, "sm-partition", "create", "m", "--server=all", "--device=0",
+                            "--chunks=1")
+    check(rc == 1 and "has an SM partition m of server all already" in out, out)
+    mine = [r for r in rows_csv(e.cmd("sm-partition list --device=0 --format=csv,noheader"))
+            if r[2] == "m"]
+    check(sorted(r[0] for r in mine) == ["all", "main"] and mine[0][7] != mine[1][7],
+          "two partitions m, one a server: %r" % mine)
+    out, err, rc = ctl_args(e, "namespace", "create", "y", "--server=all",
+                            "--sm-partition=" + every[1][3] + "/m")
+    check(rc == 0, "all's namespace takes all's m by name: %r" % out)
+    check(e.cmd("namespace get y all sm-partition") == [r[7] for r in mine if r[0] == "all"][0],
+          "and it is all's, not main's: %r" % e.cmd("namespace get y all sm-partition"))
+    check(e.cmd("namespace delete y --server=all") == "" and
+          e.cmd("sm-partition delete m --server=all --device=0").startswith(
+              "SM partition 'm' deleted"), "all's m deleted")
+    check([r[0] for r in rows_csv(e.cmd("sm-partition list --format=csv,noheader"))
+           if r[2] == "m"] == ["main"], "main's m stays")
     out, err, rc = ctl_args(e, "server", "delete", "main")
     check(rc == 1 and out.startswith("Server main has SM partitions"), out)
     check(e.cmd("sm-partition delete m --server=main --device=1").startswith(
