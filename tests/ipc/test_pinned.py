@@ -9,11 +9,13 @@ from harness import Fail, REMOTE_DRIVER, SHIM_DIR, check, ended, pinned_fds, rem
 
 
 def pinned_descriptors(spid):
-    """The server's descriptors of pinned regions (those it keeps for its pool)."""
+    """The server's descriptors of pinned regions (those it keeps for its pool). Only theirs:
+    a session's ring and host-callback channel are memfds too, open while a client comes or
+    goes (a new client's, counted once, made this check fail under load)."""
     n = 0
     for fd in os.listdir("/proc/%d/fd" % spid):
         try:
-            if os.readlink("/proc/%d/fd/%s" % (spid, fd)).startswith("/memfd:openmps-"):
+            if os.readlink("/proc/%d/fd/%s" % (spid, fd)).startswith("/memfd:openmps-pinned"):
                 n += 1
         except OSError:
             pass
