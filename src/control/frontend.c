@@ -13,6 +13,7 @@
 #include "../common/config.h"
 #include "../common/msg.h"
 #include "../common/sock.h"
+#include "v3.h"
 
 #define OM_FRONTEND_TIMEOUT_MS 60000
 
@@ -104,21 +105,6 @@ static int one_command(int fd, struct om_msg *m, const char *line)
     return error ? 1 : 0;
 }
 
-/* The modules of protocol 3's commands (v3cmd.c), and those of NVIDIA's openmps answers with
- * a refusal: scripts test their exit status, so an error answer to one of them exits 1. A legacy
- * command exits 0 whatever it answered, as NVIDIA's. */
-static bool module_verb(const char *word)
-{
-    static const char *const modules[] = {"server",    "client",        "namespace",
-                                          "partition", "device",        "feature",
-                                          "memacct",   "context-share", "sm-partition"};
-
-    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
-        if (!strcmp(word, modules[i]))
-            return true;
-    return false;
-}
-
 int om_frontend_ask_why(const char *line, char **ret_text, bool *ret_error, char *why, size_t cap)
 {
     struct om_msg *m = malloc(sizeof(*m));
@@ -204,7 +190,9 @@ int om_frontend_run(int argc, char **argv)
             used += (size_t)n;
         }
         rc = one_command(fd, m, buf);
-        rc = rc < 0 || (rc > 0 && module_verb(argv[0]));
+        /* scripts test a module's exit status: an error answer to one exits 1; a legacy
+         * command exits 0 whatever it answered, as NVIDIA's */
+        rc = rc < 0 || (rc > 0 && om_v3_is_module(argv[0]));
         goto out;
     }
     while (getline(&line, &cap, stdin) >= 0) {

@@ -79,8 +79,10 @@ int om_v3_apply_conf(struct daemon *d, const struct om_conf *c, char *err, size_
  * (the environment wins). */
 void om_v3_apply_settings(const struct om_conf *c);
 
-/* True when argv[0] is a v3 module (server, client, namespace, partition): the command was run
- * (or refused on a protocol-2 daemon) into out. */
+/* True when argv[0] is a v3 module (server, client, namespace, sm-partition, ...): the command
+ * was run (or refused on a protocol-2 daemon) into out. om_v3_is_module: whether a word names
+ * one (the front-end: an error answer to one exits 1). */
+bool om_v3_is_module(const char *word);
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error);
 

@@ -1152,24 +1152,54 @@ static void module_help(struct v3_ctx *x, int argc, char **argv)
 }
 
 /* A module of NVIDIA's v3 with no documented verbs: answered with where its state shows. */
-static const char *const no_verbs =
-    "NVIDIA's MPS v3 documents no commands of the context-share module: feature describe shows "
-    "its state (always enabled in openmps: every client of a server shares its context)";
+static int cmd_context_share(struct v3_ctx *x, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return v3_fail(x, "NVIDIA's MPS v3 documents no commands of the context-share module: "
+                      "feature describe shows its state (always enabled in openmps: every client "
+                      "of a server shares its context)");
+}
+
+/* Protocol 3's modules, each with what runs it; `help` as a module's last word is answered from
+ * om_v3_help, but by a module with no verbs (help: NULL). */
+static const struct {
+    const char *name;
+    int (*run)(struct v3_ctx *x, int argc, char **argv);
+    bool help;
+} modules[] = {
+    {"server", cmd_server, true},
+    {"client", cmd_client, true},
+    {"namespace", cmd_namespace, true},
+    {"partition", v3_cmd_partition, true},
+    {"sm-partition", v3_cmd_sm_partition, true},
+    {"device", v3_cmd_device, true},
+    {"feature", cmd_feature, true},
+    {"memacct", cmd_memacct, true},
+    {"context-share", cmd_context_share, false},
+};
+
+static int module_of(const char *word)
+{
+    for (int i = 0; i < (int)(sizeof(modules) / sizeof(modules[0])); i++)
+        if (!strcmp(word, modules[i].name))
+            return i;
+    return -1;
+}
+
+bool om_v3_is_module(const char *word)
+{
+    return module_of(word) >= 0;
+}
 
 bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, struct strbuf *out,
                    bool *ret_error)
 {
     struct v3_ctx x = {.d = d, .ui = ui, .out = out};
     const char *m = argv[0];
+    int k = module_of(m);
 
-    static const char *const modules[] = {"server",    "client",  "namespace",
-                                          "partition", "device",  "sm-partition",
-                                          "feature",   "memacct", "context-share"};
-    bool known = false;
-
-    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
-        known |= !strcmp(m, modules[i]);
-    if (!known)
+    if (k < 0)
         return false;
     if (d->protocol != OM_PROTOCOL_V3) {
         v3_fail(&x,
@@ -1179,26 +1209,10 @@ bool om_v3_command(struct daemon *d, struct conn *ui, int argc, char **argv, str
                 strcmp(m, "partition") && strcmp(m, "sm-partition")
                     ? ""
                     : "; sm_partition and lspart work on either");
-    } else if (!strcmp(m, "context-share")) {
-        v3_fail(&x, "%s", no_verbs);
-    } else if ((argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
+    } else if (modules[k].help && (argc == 2 || argc == 3) && !strcmp(argv[argc - 1], "help")) {
         module_help(&x, argc, argv);
-    } else if (!strcmp(m, "server")) {
-        cmd_server(&x, argc, argv);
-    } else if (!strcmp(m, "client")) {
-        cmd_client(&x, argc, argv);
-    } else if (!strcmp(m, "partition")) {
-        v3_cmd_partition(&x, argc, argv);
-    } else if (!strcmp(m, "sm-partition")) {
-        v3_cmd_sm_partition(&x, argc, argv);
-    } else if (!strcmp(m, "device")) {
-        v3_cmd_device(&x, argc, argv);
-    } else if (!strcmp(m, "feature")) {
-        cmd_feature(&x, argc, argv);
-    } else if (!strcmp(m, "memacct")) {
-        cmd_memacct(&x, argc, argv);
     } else {
-        cmd_namespace(&x, argc, argv);
+        modules[k].run(&x, argc, argv);
     }
     om_v3_sync_listeners(d); /* the sockets follow the servers and namespaces */
     *ret_error = x.error;
