@@ -22,19 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        CUresult rc_ = (x);                                                                        \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            const char *s_ = "?";                                                                  \
-            cuGetErrorName(rc_, &s_);                                                              \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_);                        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static const char ptx[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                          ".visible .entry empty()\n{\n ret;\n}\n";
+#include "driver_check.h"
 
 static CUdevice dev;
 static CUcontext primary;
@@ -194,7 +182,7 @@ int main(int argc, char **argv)
     CHECK(cuDevicePrimaryCtxRetain(&primary, dev));
     CHECK(cuCtxSetCurrent(primary));
     CUlibrary lib;
-    CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CHECK(cuLibraryLoadData(&lib, empty_kernel_ptx, NULL, NULL, 0, NULL, NULL, 0));
     CHECK(cuLibraryGetKernel(&kernel, lib, "empty"));
     for (int m = 0; m < 5; m++)
         for (int c = 0; c < 6; c++)

@@ -6,7 +6,7 @@
 # [fault] [soak] [soak-start] [soak-collect] [api] [frameworks] [gputier] [before-after] [probe]
 # [torchtrace] [b7diag] [b8diag] [limits] [probe-green] [share-api] [multi] [multigpu]
 # [launchers] [replay] [suites] [container] [namespaces] [servers] [partitions] [stats]
-# [probe-jit] [issue23] [pack].
+# [probe-jit] [issue23] [primitives] [pack].
 # stats: openmps stats against CUDA events timed inside 8 B7 clients, and one idle client
 # (issue #27; tests/gpu/stats/check.py; STATS_ARGS: --clients N --batches B).
 # api: only the driver-API family programs of the GPU tier (issue #10; tests/gpu/api/run.sh),
@@ -121,6 +121,16 @@ for step in $STEPS; do
             nvcc -O2 -o "$OUT/launchers.bin" bench/launchers.cu -lcuda -lpthread &&
                 "$OUT/launchers.bin" "${LAUNCHERS_N:-20000}" && rm -f "$OUT/launchers.bin"
         } >"$OUT/launchers.log" 2>&1 ;;
+    # The driver's primitives under B2's copy and synchronize (bench/primitives.cu), in a
+    # context scheduled as the server's and in one as a program's natively (issue #23).
+    primitives)
+        {
+            nvcc -O2 -o "$OUT/primitives.bin" bench/primitives.cu -lcuda &&
+                echo "blocking-sync context (the server's)" &&
+                "$OUT/primitives.bin" "${PRIMITIVES_N:-2000}" &&
+                echo "default context (a program's)" &&
+                "$OUT/primitives.bin" "${PRIMITIVES_N:-2000}" auto && rm -f "$OUT/primitives.bin"
+        } >"$OUT/primitives.log" 2>&1 ;;
     # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough
     # (what the driver sees natively) and under openmps: which calls cost a batch its time.
     torchtrace)
@@ -339,7 +349,7 @@ for step in $STEPS; do
     echo "$step: exit $rc" | tee -a "$OUT/summary.txt"
     case $step in
     torture | fault | soak* | api | frameworks | gputier | probe | torchtrace | b7diag | multigpu | \
-        replay | suites | stats | partitions | issue23)
+        replay | suites | stats | partitions | issue23 | primitives)
         tail -n 90 "$OUT/$step${I23_TAG:+-$I23_TAG}.log" 2>/dev/null || tail -n 90 "$OUT/$step.log" ;;
     before-after) grep "^|\|^==\|B2\|µs\|us " "$OUT/before-after.log" | tail -n 120 ;;
     pack) ls -l "$OUT" ;;

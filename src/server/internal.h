@@ -14,12 +14,18 @@
 #include "gen/handles.h"
 #include "../common/ring.h"
 #include "openmps/cuda_abi.h"
+#include "openmps/ops.h"
 #include "openmps/protocol.h"
 
 /* Bytes of each ring direction per client. */
 #define OM_SERVER_RING_BYTES (1u << 20)
 /* Largest answer of one call (a piece of a device-to-host copy, at most). */
 #define OM_REPLY_MAX (512u * 1024u)
+/* Slots of OM_INLINE_COPY_MAX bytes after a worker's reply buffer, for the DMAs of small
+ * host-to-device copies answered before their DMA (api/copies.c). */
+#define OM_COPY_SLOTS 8u
+/* A worker's reply buffer as pinned: the answer, then the copy slots. */
+#define OM_REPLYBUF_BYTES (OM_REPLY_MAX + OM_COPY_SLOTS * OM_INLINE_COPY_MAX)
 /* Freed allocations a client keeps for its next ones (devmem.c). */
 #define OM_DEVCACHE_ENTRIES 8
 /* Largest staged image or copy of one call. */
@@ -198,10 +204,14 @@ struct session {
     struct om_hostmem **hostmem; /* pinned regions the client holds */
     int send_fd_after;           /* a memfd to send once the call's completion is out */
     bool send_fd_close;          /* ... and close it then (a descriptor made for the client) */
-    /* api/copies.c: the stream of a small host-to-device copy answered before its DMA ended
-     * (NULL: none); the worker waits for it once the answer is out, before it reads the client's
-     * next record (the DMA reads the reply buffer, which the next call reuses) */
-    CUstream after_reply_stream;
+    /* api/copies.c: small host-to-device copies answered before their DMA ended. copy_slots:
+     * OM_COPY_SLOTS pinned slots of OM_INLINE_COPY_MAX bytes their DMAs read (NULL: none, the
+     * copies are answered after their DMA); small_stream: the stream of those in flight, which
+     * had no other work since it was last waited for (NULL: none); small_used: the slots they
+     * hold. om_copy_settle waits for them before any other record. */
+    uint8_t *copy_slots;
+    CUstream small_stream;
+    unsigned small_used;
     size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;
@@ -567,9 +577,11 @@ void om_spin_client_busy(bool busy);
 int om_busy_clients(void);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
-/* The wait a small copy left for after its answer (api/copies.c), if any; its error is the
- * stream's, for the client's next synchronising call on it. */
-void om_copy_after_reply(struct session *s);
+/* The DMAs of the small copies answered before they ended, waited for (api/copies.c): before
+ * any record but another small copy is served. Their error is the stream's, for the client's
+ * next synchronising call on it. client_waits: the client waits for the call being served (the
+ * wait is its time, for the accounting). */
+void om_copy_settle(struct session *s, bool client_waits);
 CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (pools settle: wait.c);
  * while on, the same for printf output to come out (a client's cuCtxSynchronize). */

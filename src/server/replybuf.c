@@ -19,7 +19,9 @@
  * client's own stream.
  *
  * So each worker's reply buffer (OM_REPLY_MAX bytes) is pinned, and its H2D copies pass through
- * it too, since a call that copies to the device answers nothing (api/copies.c). Pinning and
+ * it too, since a call that copies to the device answers nothing (api/copies.c); after it, in
+ * the same allocation, OM_COPY_SLOTS slots hold the bytes of small copies whose DMA may still
+ * run when the next call is served (OM_REPLYBUF_BYTES in all). Pinning and
  * freeing pinned memory are driver calls best not made while clients' kernels run, so buffers are
  * pinned ahead at the start (PREFILL, warm.c), kept when a session ends, and only beyond KEEP
  * freed, once no session is left (KEEP x 512 KiB stay pinned while no client runs). Where
@@ -46,7 +48,7 @@ static void *pin_one(CUresult *rc)
     *rc = CUDA_ERROR_NOT_SUPPORTED;
     if (om_server_has(OM_IDX_cuMemHostAlloc))
         /* Portable: pinned for every context of the server (one per GPU). */
-        *rc = ((CUresult(*)(void **, size_t, unsigned))R(cuMemHostAlloc))(&p, OM_REPLY_MAX,
+        *rc = ((CUresult(*)(void **, size_t, unsigned))R(cuMemHostAlloc))(&p, OM_REPLYBUF_BYTES,
                                                                           CU_MEMHOSTALLOC_PORTABLE);
     return *rc == CUDA_SUCCESS ? p : NULL;
 }
@@ -80,7 +82,7 @@ struct om_replybuf om_replybuf_get(bool context_current)
         om_warn("cannot pin a reply buffer (CUresult %d): small copies take the driver's "
                 "pageable path",
                 (int)rc);
-    b.p = malloc(OM_REPLY_MAX);
+    b.p = malloc(OM_REPLY_MAX); /* no copy slots: small copies answered after their DMA */
     b.pinned = false;
     return b;
 }

@@ -182,6 +182,10 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
         rec->op != OM_OP_ENTRY_BASE + OM_IDX_cuLaunchKernelEx && rec->op != OM_OP_PING)
         om_replay_end(s, rec->op >= OM_OP_ENTRY_BASE ? (int)(rec->op - OM_OP_ENTRY_BASE)
                                                      : OM_REPLAY_BY_OP);
+    /* So are the DMAs of small copies answered before they ended, but before another small
+     * copy (entry points: om_exec; a ping touches no stream). */
+    if (rec->op < OM_OP_ENTRY_BASE && rec->op != OM_OP_PING)
+        om_copy_settle(s, false);
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;
@@ -309,6 +313,7 @@ void om_session_wait_workers(int timeout_ms)
  */
 static void release_gpu_resources(struct session *s)
 {
+    om_copy_settle(s, false); /* its copy slots are its reply buffer's, which outlives it */
     for (const struct om_teardown_step *t = om_teardown; t->fn; t++)
         t->fn(s);
     if (s->allocs.n || s->own[OM_H_STREAM].n || s->own[OM_H_EVENT].n || s->nhostmem)
@@ -383,6 +388,8 @@ static void *worker_main(void *arg)
         om_err("client %d: cannot make the server context current", (int)s->pid);
     reply = om_replybuf_get(bound); /* pinned, in that context: replybuf.c says why */
     out = reply.p;
+    if (out && reply.pinned) /* small copies' DMAs read them (api/copies.c) */
+        s->copy_slots = (uint8_t *)out + OM_REPLY_MAX;
     if (!buf || !out) {
         /* Ended like a protocol error, and freed below like any session. */
         __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
@@ -408,7 +415,6 @@ static void *worker_main(void *arg)
             __atomic_store_n(&s->calls, s->calls + 1, __ATOMIC_RELAXED); /* the main thread reads */
             rc = serve(s, &rec, buf, out);
             om_account_served(s, t0); /* answered: what follows is not the client's wait */
-            om_copy_after_reply(s);   /* a small copy's DMA, answered before it ended */
         }
         if (rc < 0) {
             if (rc == -EPROTO)

@@ -1118,6 +1118,28 @@ int main(int argc, char **argv)
         OK(cuMemcpyDtoH_v2(&r, x, 4));
         printf("copy_ms %ld value_ok %d\n",
                (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), r == v);
+    } else if (!strcmp(mode, "copyburst")) {
+        /* 20 small synchronous copies in a row into one allocation, each call timed, then read
+         * back whole: "burst_ms A B C ..." and "burst ok|bad". With FAKECUDA_DMA_MS each DMA
+         * keeps the stream busy: copies in a row are answered without waiting for each other's
+         * DMA (api/copies.c's slots), but for every OM_COPY_SLOTS (8)-th, which waits for the
+         * slots to come free. */
+        unsigned v[20], r[20];
+        CUdeviceptr x;
+        struct timespec a, b;
+        OK(cuMemAlloc_v2(&x, sizeof(v)));
+        printf("burst_ms");
+        for (unsigned i = 0; i < 20; i++) {
+            v[i] = 0xb0000000u + i * 7;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            OK(cuMemcpyHtoD_v2(x + 4 * i, &v[i], 4));
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            printf(" %ld",
+                   (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
+        }
+        printf("\n");
+        OK(cuMemcpyDtoH_v2(r, x, sizeof(r)));
+        printf("burst %s\n", memcmp(r, v, sizeof(v)) ? "bad" : "ok");
     } else if (!strcmp(mode, "busy")) {
         /* says "ready", and at a line on stdin launches one kernel on its stream
          * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until

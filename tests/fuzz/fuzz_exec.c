@@ -89,6 +89,7 @@ static int phase = O_SERVER;   /* whose calls run now */
 static const char *entry;      /* the driver entry being checked, for the message */
 static struct session *fuzzed; /* the session of the input */
 static uint8_t *reply;         /* om_exec's answer buffer: the server's own, pinned */
+static uint8_t *copy_slots;    /* after it: the sessions' small copies' slots (api/copies.c) */
 
 static void note(int kind, uint64_t base, uint64_t size, bool alloc)
 {
@@ -145,9 +146,11 @@ static void check(int kind, uint64_t addr, uint64_t len)
         return;
     if ((kind == K_DEVICE || kind == K_HOST) && len == 0)
         return; /* no byte is touched (om_arg_range lets any address through with a count of 0) */
+    /* the reply buffer, and the copy slots after it where it has them */
+    uint64_t own = copy_slots ? OM_REPLYBUF_BYTES : OM_REPLY_MAX;
     if (kind == K_HOST && addr >= (uint64_t)(uintptr_t)reply &&
-        addr - (uint64_t)(uintptr_t)reply <= OM_REPLY_MAX &&
-        len <= OM_REPLY_MAX - (addr - (uint64_t)(uintptr_t)reply))
+        addr - (uint64_t)(uintptr_t)reply <= own &&
+        len <= own - (addr - (uint64_t)(uintptr_t)reply))
         return;
     for (size_t i = 0; i < nobjs; i++)
         if (objs[i].kind == kind && objs[i].owner == O_FUZZED && covers(&objs[i], addr, len))
@@ -2711,6 +2714,7 @@ static struct session *session_new(void)
     s->sock = fuzz_sock;
     s->ring_fd = -1;
     s->send_fd_after = -1;
+    s->copy_slots = copy_slots; /* one session at a time: the victim's are settled by then */
     om_visible_all((uint32_t)om_server_ndevices(), &s->devmap); /* every device, in order */
     om_sched_stream_created(); /* its default stream, as the worker counts it at its start */
     return s;
@@ -2740,7 +2744,6 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
         close(s->send_fd_after); /* made for the client: serve() closes it once sent */
     s->send_fd_after = -1; /* the descriptor stays with its region, as after serve() sends it */
     s->send_fd_close = false;
-    om_copy_after_reply(s); /* a small copy's DMA, as the worker waits for it after the answer */
     if (trace)
         fprintf(stderr, "fuzz_exec: %s %s%s: CUresult %d, %zu byte(s)\n",
                 phase == O_VICTIM ? "victim" : "fuzzed",
@@ -2868,9 +2871,11 @@ static void init(void)
         _exit(0);
     waitpid(child, NULL, 0);
     gone_pid = child;
-    reply = om_replybuf_get(true).p; /* pinned through the driver, as a worker's */
-    if (!reply)
+    struct om_replybuf rb = om_replybuf_get(true); /* pinned through the driver, as a worker's */
+    if (!(reply = rb.p))
         abort();
+    if (rb.pinned) /* its small copies' slots, as a worker's (api/copies.c) */
+        copy_slots = reply + OM_REPLY_MAX;
     make_victim();
 }
 

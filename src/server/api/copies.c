@@ -57,19 +57,30 @@ CUresult om_x_op_copy_dtoh_pinned(struct call *c)
  * A synchronous host-to-device copy returns, natively, once the stream's earlier work is done
  * and the bytes are staged: not when the DMA has ended ("API synchronization behavior" in the
  * runtime's documentation: a stream sync before the copy, then the return while the DMA may
- * still run). A copy small enough to ride in its call (OM_INLINE_COPY_MAX, one piece of the
- * reply buffer) is answered so: the worker waits for the stream's earlier work, stages the bytes
- * in the pinned reply buffer, enqueues the DMA, and answers; it waits for the DMA right after
- * the answer is out (om_copy_after_reply), before it reads the client's next record. So no call
- * of the client is served, and the reply buffer is not reused, before the copy is done: for
- * the client's own calls nothing changes but the time its answer comes, by the DMA's latency
- * (B2's 4-byte copy). Only into the client's device memory: into its pinned host memory (a
- * device address to the driver), which the program reads with no further call, the copy is
- * answered after its DMA. The server cannot tell a synchronous copy from an asynchronous one of
- * pageable memory (the shim sends both so, and its managed memory's pushes): those of 4 KiB and
- * less are answered so too, which they were after their DMA before. An error of that wait (the
- * context's, a fault) is the stream's, as a posted call's is. OPENMPS_COPY_ANSWER=late answers
- * after the DMA, as before (for measuring).
+ * still run). A copy small enough to ride in its call (OM_INLINE_COPY_MAX) into the client's
+ * device memory is answered so: the worker waits for the stream's earlier work, puts the bytes
+ * in one of its OM_COPY_SLOTS pinned slots (after its reply buffer, replybuf.c), enqueues the
+ * DMA from there and answers.
+ *
+ * Small copies in a row (B2's 4-byte copy; a program's scalars) need not wait for each other:
+ * a copy's "earlier work" that is only the small copies before it on the same stream has
+ * nothing the host can see (they write the client's device memory, which only the stream's
+ * later work reads, in order). So the session keeps the stream of its small copies in flight
+ * (small_stream), which had no other work since the worker last waited for it, and the slots
+ * they hold; the next small copy on that stream skips the wait and takes the next slot. Any
+ * other record (exec.c, session.c), a small copy on another stream, a larger one, or a copy
+ * that finds every slot taken first waits for them (om_copy_settle): so no slot is written
+ * while its DMA may read it, and the stream's other work is waited for as before. Measured on
+ * the H200 (docs/benchmarks.md, eleventh session): each such copy cost the server its DMA's
+ * latency (about 4.7 us) when the worker waited for it after the answer.
+ *
+ * Only into device memory: into the client's pinned host memory (a device address to the
+ * driver), which the program reads with no further call, the copy is answered after its DMA.
+ * The server cannot tell a synchronous copy from an asynchronous one of pageable memory (the
+ * shim sends both so, and its managed memory's pushes): those of 4 KiB and less are answered
+ * so too. An error of a settling wait (the context's, a fault) is the stream's, as a posted
+ * call's is. OPENMPS_COPY_ANSWER=late answers every copy after its DMA (for measuring); so does
+ * a worker whose reply buffer could not be pinned (no slots).
  */
 static int copy_answer_late = -1;
 
@@ -88,15 +99,17 @@ static bool answer_early(void)
     return !__atomic_load_n(&copy_answer_late, __ATOMIC_RELAXED);
 }
 
-void om_copy_after_reply(struct session *s)
+void om_copy_settle(struct session *s, bool client_waits)
 {
-    CUstream st = s->after_reply_stream;
+    CUstream st = s->small_stream;
+    unsigned used = s->small_used;
     CUresult rc;
 
-    if (!st)
+    s->small_stream = NULL;
+    s->small_used = 0;
+    if (!st || !used)
         return;
-    s->after_reply_stream = NULL;
-    om_account_after_answer(true); /* nobody waits for it: not the client's gpu_wait_ns */
+    om_account_after_answer(!client_waits); /* else nobody waits for it: not gpu_wait_ns */
     rc = om_wait_stream(st);
     om_account_after_answer(false);
     if (rc == CUDA_SUCCESS)
@@ -110,6 +123,30 @@ void om_copy_after_reply(struct session *s)
     s->call_stream = st; /* route.c's call_stream: the stream the call enqueued on */
     om_error_post(s, rc);
     s->call_stream = was;
+}
+
+/* A small copy answered before its DMA: into a slot, after the stream's earlier work but for
+ * the small copies before it (above). */
+static CUresult htod_early(struct session *s, CUdeviceptr dst, const void *src, size_t n,
+                           CUstream st)
+{
+    CUresult rc;
+    uint8_t *slot;
+
+    if (s->small_stream != st || s->small_used == OM_COPY_SLOTS)
+        om_copy_settle(s, true);
+    if (!s->small_stream) { /* its earlier work, as the driver's synchronous copy does */
+        if ((rc = om_wait_stream(st)) != CUDA_SUCCESS)
+            return rc;
+        s->small_stream = st;
+    }
+    slot = s->copy_slots + (size_t)s->small_used * OM_INLINE_COPY_MAX;
+    memcpy(slot, src, n);
+    rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(cuMemcpyHtoDAsync_v2))(
+        dst, slot, n, st);
+    if (rc == CUDA_SUCCESS)
+        s->small_used++; /* the DMA reads the slot until the stream is next waited for */
+    return rc;
 }
 
 /* Host bytes to device memory through the pinned reply buffer, which a call that copies to the
@@ -158,16 +195,11 @@ CUresult om_x_op_copy_htod(struct call *c)
         return rc;
     /* Early only into device memory: pinned host memory the client reads directly (XLA's flags)
      * must hold the bytes when the answer comes. */
-    if (inline_len && n <= c->out.cap && answer_early() && om_ranges_cover(&c->s->allocs, dst, n)) {
-        rc = om_wait_stream(st); /* its earlier work, as the driver's synchronous copy does */
-        if (rc == CUDA_SUCCESS) {
-            memcpy(c->out.p, src, n);
-            rc = ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))REAL(
-                cuMemcpyHtoDAsync_v2))(dst, c->out.p, n, st);
-        }
-        if (rc == CUDA_SUCCESS) /* the DMA: waited for once the answer is out */
-            c->s->after_reply_stream = st;
+    if (inline_len && c->s->copy_slots && answer_early() &&
+        om_ranges_cover(&c->s->allocs, dst, n)) {
+        rc = htod_early(c->s, dst, src, n, st);
     } else {
+        om_copy_settle(c->s, true); /* its stream's work is waited for as before */
         rc = htod_through_reply(c, dst, src, n, st);
     }
     om_account_copy(c->s, OM_ACCT_HTOD, n, rc);
