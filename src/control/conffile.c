@@ -30,6 +30,7 @@ const char *const om_conf_setting_names[] = {
     "OPENMPS_SERVER",
     "OPENMPS_CHAN_SNDBUF",
     "OPENMPS_SERVER_KILL_GRACE_MS",
+    "OPENMPS_SERVER_NICE",
     "OPENMPS_SERVER_START_TIMEOUT_MS",
     "OPENMPS_SERVER_ENV",
     "OPENMPS_LOG_LEVEL",

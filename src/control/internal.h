@@ -178,6 +178,11 @@ struct daemon {
     int lock_fd;
     int server_log_fd; /* server.log, inherited by servers */
     int hello_timeout_ms;
+    /* OPENMPS_SERVER_NICE: the servers' nice value, read at the first start, set before the daemon
+     * drops root (servers.c);
+     * server_nice_set false: they keep the daemon's */
+    int server_nice;
+    bool server_nice_set, server_nice_read;
     struct conn *conns;
     struct conn *wait_head, *wait_tail; /* CONN_WAITING, oldest first */
     struct conn *dead_conns;

@@ -154,6 +154,78 @@ static _Noreturn void child_fail(int log_fd, const char *what, int err)
     _exit(127);
 }
 
+/*
+ * OPENMPS_SERVER_NICE (-20 to 19): the nice value the servers run at, their threads' and their
+ * session group's (servers.c, child_nice). A server's threads do its clients' driver work
+ * (launches, copies, waits), so a client's batch needs the client's thread and a server thread
+ * in turn, each of which waits for a core when another process's burst takes them all (B8 in
+ * docs/benchmarks.md). Below 0 the server's threads come first. Set in the server's process
+ * before the daemon drops root (a daemon not run by root needs CAP_SYS_NICE or RLIMIT_NICE for
+ * values below its own); refused by the kernel, the server starts at the daemon's and its log
+ * says why. For measuring (B8); off by default.
+ */
+static void server_nice_setting(struct daemon *d)
+{
+    const char *v = getenv("OPENMPS_SERVER_NICE");
+    char *end;
+    long n;
+
+    if (d->server_nice_read)
+        return; /* once: at the first server's start, when control.log is open */
+    d->server_nice_read = true;
+    if (!v || !*v)
+        return;
+    n = strtol(v, &end, 10);
+    if (*end || n < -20 || n > 19) {
+        om_warn("OPENMPS_SERVER_NICE=%s is not a nice value from -20 to 19: the servers keep "
+                "the daemon's",
+                v);
+        return;
+    }
+    d->server_nice = (int)n;
+    d->server_nice_set = true;
+}
+
+/* A line in the server's log from the child (no allocation, no stdio buffers). */
+static void child_note(int log_fd, const char *what, int value, int err)
+{
+    char line[256];
+    int n = snprintf(line, sizeof(line),
+                     "openmps-control: openmps-server keeps the daemon's %s: "
+                     "OPENMPS_SERVER_NICE=%d: %s\n",
+                     what, value, strerror(err));
+    if (n > 0 && write(log_fd, line, (size_t)n) < 0) {
+        /* nothing more to do */
+    }
+}
+
+/*
+ * OPENMPS_SERVER_NICE in the server's process: its threads' nice value, and, where the kernel
+ * groups the threads of a session for scheduling (CONFIG_SCHED_AUTOGROUP, on in most
+ * distributions' kernels), its session group's, since a thread's nice value orders it only
+ * among the threads of its own group, and each session competes with the others as one group
+ * (sched(7), "The autogroup feature"). So the server gets a session of its own first: the
+ * group's value is then the server's alone, not its daemon's (or, for a daemon in the
+ * foreground, its terminal's). The server still ends with its daemon (its channel closes).
+ */
+static void child_nice(int log_fd, int nice)
+{
+    char v[16];
+    int fd, n;
+
+    if (setpriority(PRIO_PROCESS, 0, nice) < 0)
+        child_note(log_fd, "nice value", nice, errno);
+    if (setsid() < 0)
+        return; /* already a session leader: never, for a child of fork */
+    fd = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* no autogroups: the threads' nice value is all there is */
+    n = snprintf(v, sizeof(v), "%d", nice);
+    if (write(fd, v, (size_t)n) < 0)
+        child_note(log_fd, "session group's nice value", nice, errno);
+    close(fd);
+}
+
 /* Who the server will be and what it starts with, made before fork: the child only makes
  * system calls (no NSS, no allocation between fork and exec). */
 struct identity {
@@ -332,6 +404,9 @@ static _Noreturn void exec_server(struct daemon *d, const struct identity *id, i
             now.rlim_cur = now.rlim_max;
         setrlimit(res, &now);
     }
+    /* While still root: OPENMPS_SERVER_NICE (setup.c). Refused, the server starts anyway. */
+    if (d->server_nice_set)
+        child_nice(log_fd, d->server_nice);
     if (d->euid == 0 && id->uid != 0) {
         if (setgroups((size_t)id->ngroups, id->groups) < 0)
             child_fail(log_fd, "setting the groups", errno);
@@ -389,6 +464,7 @@ struct server *om_server_spawn(struct daemon *d, uid_t uid, const char *name, ch
                                         (unsigned)d->mu_uids[i]);
     }
     id.envp = server_env(&id);
+    server_nice_setting(d);
     pid = id.envp ? fork() : -1;
     if (pid < 0) {
         snprintf(err, errlen, "%s: %s", id.envp ? "fork" : "the server's environment",

@@ -308,6 +308,46 @@ def test_quit_with_timeout(daemon):
     check("Quit timeout reached" in e.log(), "logged")
 
 
+def proc_nice(path):
+    """The nice value in a /proc/.../stat file (field 19, after the command in parentheses)."""
+    with open(path) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def test_server_nice_setting(daemon):
+    """OPENMPS_SERVER_NICE sets the server's nice value, every thread's, and, where the kernel
+    has session groups (/proc/PID/autogroup), its own session group's, not the daemon's (7 here:
+    raising it needs no privilege). A value that is not -20..19 is named in control.log and the
+    server keeps the daemon's."""
+    e = daemon({"OPENMPS_SERVER_NICE": "7"})
+    c = e.client("--pings", 1, "--hold-ms", "eof")
+    check(c.stdout.readline().startswith("session"), "served")
+    spid = e.servers()[0]
+    tasks = os.listdir("/proc/%d/task" % spid)
+    nices = [proc_nice("/proc/%d/task/%s/stat" % (spid, t)) for t in tasks]
+    check(len(tasks) > 1 and all(n == 7 for n in nices),
+          "the server's threads run at nice %r, not 7" % nices)
+    if os.path.exists("/proc/%d/autogroup" % spid):
+        group = open("/proc/%d/autogroup" % spid).read().split()
+        check(group[-1] == "7", "the server's session group: %r" % group)
+        with open("/proc/%d/stat" % spid) as f:
+            daemon_pid = int(f.read().rsplit(")", 1)[1].split()[1])  # its parent
+        theirs = open("/proc/%d/autogroup" % daemon_pid).read().split()
+        check(theirs[0] != group[0] and theirs[-1] != "7",
+              "the server's group %r is its daemon's %r" % (group, theirs))
+    check("keeps the daemon's" not in e.log("server.log"), e.log("server.log"))
+    c.communicate(timeout=60)
+    e = daemon({"OPENMPS_SERVER_NICE": "-99"})
+    c = e.client("--pings", 1, "--hold-ms", "eof")
+    check(c.stdout.readline().startswith("session"), "served")
+    spid = e.servers()[0]
+    check(proc_nice("/proc/%d/stat" % spid) == proc_nice("/proc/self/stat"),
+          "a bad value leaves the daemon's nice value")
+    check("OPENMPS_SERVER_NICE=-99 is not a nice value from -20 to 19" in e.log("control.log"),
+          "the bad value named: " + e.log("control.log"))
+    c.communicate(timeout=60)
+
+
 def test_limits_reach_the_server(daemon):
     e = daemon({"FAKECUDA_DEVICES": "2"})  # the client's limit for device 1 names one it has
     e.cmd("set_default_active_thread_percentage 40")
