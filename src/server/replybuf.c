@@ -24,7 +24,7 @@
  * run when the next call is served (OM_REPLYBUF_BYTES in all). Pinning and
  * freeing pinned memory are driver calls best not made while clients' kernels run, so buffers are
  * pinned ahead at the start (PREFILL, warm.c), kept when a session ends, and only beyond KEEP
- * freed, once no session is left (KEEP x 512 KiB stay pinned while no client runs). Where
+ * freed, once no session is left (KEEP x 544 KiB stay pinned while no client runs). Where
  * pinning fails, the buffer is plain memory and copies take the driver's pageable path, slower
  * but correct.
  */

@@ -185,7 +185,7 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
     /* So are the DMAs of small copies answered before they ended, but before another small
      * copy (entry points: om_exec; a ping touches no stream). */
     if (rec->op < OM_OP_ENTRY_BASE && rec->op != OM_OP_PING)
-        om_copy_settle(s, false);
+        om_copy_settle(s, !(rec->flags & OM_REC_POSTED));
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;

@@ -1070,10 +1070,11 @@ int main(int argc, char **argv)
             ;
     } else if (!strcmp(mode, "smallcopy")) {
         /* Small synchronous host-to-device copies (answered before their DMA ends, api/copies.c)
-         * each followed by a device-to-host copy on another stream, whose answer the server
-         * writes into the buffer the first copy's DMA reads: each value must arrive whole. Then
-         * a copy behind a kernel (FAKECUDA_KERNEL_MS) returns only after the kernel: "waited MS".
-         */
+         * each followed by a device-to-host copy on another stream and a read back: each value
+         * must arrive whole. Then a copy behind a kernel (FAKECUDA_KERNEL_MS) returns only after
+         * the kernel: "waited MS"; a small copy just before the launch makes that check the
+         * launch's own wait for the copies in flight (exec.c), without which the copy after it
+         * would skip the wait for the stream. */
         static const char image[] = "fakecubin\nlong:4\n";
         unsigned v, t, r, bad = 0, one = 1;
         void *args[] = {&one};
@@ -1097,6 +1098,8 @@ int main(int argc, char **argv)
         printf("smallcopy bad %u\n", bad);
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&lng, mod, "long"));
+        v = 6;
+        OK(cuMemcpyHtoD_v2(x, &v, 4)); /* in flight when the launch comes */
         clock_gettime(CLOCK_MONOTONIC, &a);
         OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         v = 7;
@@ -1119,8 +1122,8 @@ int main(int argc, char **argv)
         printf("copy_ms %ld value_ok %d\n",
                (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), r == v);
     } else if (!strcmp(mode, "copyburst")) {
-        /* 20 small synchronous copies in a row into one allocation, each call timed, then read
-         * back whole: "burst_ms A B C ..." and "burst ok|bad". With FAKECUDA_DMA_MS each DMA
+        /* 20 small synchronous copies in a row into one allocation, when each returned, then
+         * read back whole: "burst_ms A B C ..." and "burst ok|bad". With FAKECUDA_DMA_MS each DMA
          * keeps the stream busy: copies in a row are answered without waiting for each other's
          * DMA (api/copies.c's slots), but for every OM_COPY_SLOTS (8)-th, which waits for the
          * slots to come free. */
@@ -1128,10 +1131,10 @@ int main(int argc, char **argv)
         CUdeviceptr x;
         struct timespec a, b;
         OK(cuMemAlloc_v2(&x, sizeof(v)));
-        printf("burst_ms");
+        printf("burst_ms"); /* each copy's return, ms after the first began */
+        clock_gettime(CLOCK_MONOTONIC, &a);
         for (unsigned i = 0; i < 20; i++) {
             v[i] = 0xb0000000u + i * 7;
-            clock_gettime(CLOCK_MONOTONIC, &a);
             OK(cuMemcpyHtoD_v2(x + 4 * i, &v[i], 4));
             clock_gettime(CLOCK_MONOTONIC, &b);
             printf(" %ld",

@@ -146,11 +146,14 @@ static void check(int kind, uint64_t addr, uint64_t len)
         return;
     if ((kind == K_DEVICE || kind == K_HOST) && len == 0)
         return; /* no byte is touched (om_arg_range lets any address through with a count of 0) */
-    /* the reply buffer, and the copy slots after it where it has them */
-    uint64_t own = copy_slots ? OM_REPLYBUF_BYTES : OM_REPLY_MAX;
     if (kind == K_HOST && addr >= (uint64_t)(uintptr_t)reply &&
-        addr - (uint64_t)(uintptr_t)reply <= own &&
-        len <= own - (addr - (uint64_t)(uintptr_t)reply))
+        addr - (uint64_t)(uintptr_t)reply <= OM_REPLY_MAX &&
+        len <= OM_REPLY_MAX - (addr - (uint64_t)(uintptr_t)reply))
+        return;
+    /* one of the copy slots after it, within the slot (api/copies.c) */
+    if (kind == K_HOST && copy_slots && addr >= (uint64_t)(uintptr_t)copy_slots &&
+        addr - (uint64_t)(uintptr_t)copy_slots < OM_COPY_SLOTS * OM_INLINE_COPY_MAX &&
+        (addr - (uint64_t)(uintptr_t)copy_slots) % OM_INLINE_COPY_MAX + len <= OM_INLINE_COPY_MAX)
         return;
     for (size_t i = 0; i < nobjs; i++)
         if (objs[i].kind == kind && objs[i].owner == O_FUZZED && covers(&objs[i], addr, len))

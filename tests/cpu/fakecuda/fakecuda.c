@@ -581,7 +581,8 @@ int fake_capture_copy(void *s, void *dst, const void *src, size_t bytes); /* fak
  * FAKECUDA_KERNEL_LATER: a kernel that writes memory (fill_u32) writes it later, as a kernel on
  * a busy GPU does. Either is done when its stream is asked about or waited for, an event
  * recorded on it after the work is waited for, asked about or synchronised with, work is
- * enqueued on it (copies, sets, launches, host functions, memory operations, a free), the
+ * enqueued on it (copies, sets, launches, host functions, memory operations, a free; but a
+ * late host-to-device copy, which waits behind it, so that many can be pending), the
  * context is synchronised, or memory is freed (earlier than the driver would is allowed; later is
  * not); a graph's kernels too (its other nodes do their stream's late work first). Streams
  * are ordered as the driver orders them: the legacy stream (NULL, CU_STREAM_LEGACY) with the
@@ -691,13 +692,16 @@ EXPORT int cuMemcpyHtoDAsync_v2(dptr_t dst, const void *src, size_t n, void *s)
     note_host_side("cuMemcpyHtoDAsync_v2", src, n);
     if (fake_capture_copy(s, (void *)(uintptr_t)dst, src, n))
         return CUDA_SUCCESS;
-    fake_dma_flush(s); /* in its stream's order */
-    if (dma_ms && s)   /* FAKECUDA_DMA_MS: the copy keeps its stream busy that long, as a kernel */
+    if (dma_ms && s) /* FAKECUDA_DMA_MS: the copy keeps its stream busy that long, as a kernel */
         stream_runs(s, (uint64_t)atoi(dma_ms) * 1000);
     if (later_on("FAKECUDA_DMA_LATER") && s) {
+        /* Behind its stream's pending work, which stays pending (done in order later): so
+         * several copies of a stream can read their sources late, and a caller that reuses any
+         * of their buffers too early is seen, not only the last one's. */
         pend((struct later){.dst = dst, .src = src, .n = n, .s = s});
         return CUDA_SUCCESS;
     }
+    fake_dma_flush(s); /* in its stream's order */
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
 }
