@@ -21,6 +21,13 @@
 //                          device, then the host spins on that word (completion the client
 //                          could see without a round trip)
 //   flag_after_launch      the same, the time from the write's enqueue to the word's change
+//   event_query_done       cuEventQuery on an event whose work is done (what one poll of an
+//                          event costs, against query_idle for a stream)
+//   launch_event_query     launch, cuEventRecord behind it, then cuEventQuery until done
+//   dtoh4_pinned_wait      cuMemcpyDtoHAsync of 4 bytes into pinned memory, then cuStreamQuery
+//                          until done (the server's small device-to-host copy)
+//   dtoh4_pageable_sync    cuMemcpyDtoH of 4 bytes into pageable memory (what a program does
+//                          natively: CuPy's status reads after each cuSOLVER call)
 // Usage: primitives [iterations] [auto]: auto leaves the context's scheduling at the driver's
 // default (what a program's context has natively) instead of blocking sync.
 #include <cuda.h>
@@ -33,6 +40,7 @@
 #include "driver_check.h"
 
 static CUstream st;
+static CUevent ev;
 static CUfunction fn;
 static CUdeviceptr dword;
 static uint32_t *pinned, *mapped_word;
@@ -118,6 +126,29 @@ static void op_launch_flag_spin(void)
     flag_ns_total += now_ns() - t;
 }
 
+static void op_event_query_done(void)
+{
+    CHECK(cuEventQuery(ev));
+}
+static void op_launch_event_query(void)
+{
+    CUresult rc;
+    launch();
+    CHECK(cuEventRecord(ev, st));
+    while ((rc = cuEventQuery(ev)) == CUDA_ERROR_NOT_READY)
+        ;
+    CHECK(rc);
+}
+static void op_dtoh4_pinned_wait(void)
+{
+    CHECK(cuMemcpyDtoHAsync(pinned + 1, dword, 4, st));
+    query_until_done();
+}
+static void op_dtoh4_pageable_sync(void)
+{
+    CHECK(cuMemcpyDtoH(pageable, dword, 4));
+}
+
 struct op {
     const char *name;
     void (*fn)(void);
@@ -153,6 +184,10 @@ int main(int argc, char **argv)
         {"launch_query", op_launch_query, false},
         {"launch_sync", op_launch_sync, false},
         {"launch_flag_spin", op_launch_flag_spin, false},
+        {"event_query_done", op_event_query_done, false},
+        {"launch_event_query", op_launch_event_query, false},
+        {"dtoh4_pinned_wait", op_dtoh4_pinned_wait, false},
+        {"dtoh4_pageable_sync", op_dtoh4_pageable_sync, false},
     };
 
     if (iters < 64)
@@ -164,6 +199,8 @@ int main(int argc, char **argv)
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuEventRecord(ev, st)); /* done at once: event_query_done's event */
     CHECK(cuModuleLoadData(&mod, empty_kernel_ptx));
     CHECK(cuModuleGetFunction(&fn, mod, "empty"));
     CHECK(cuMemAlloc(&dword, 4096));
