@@ -42,6 +42,7 @@ const char *const om_conf_setting_names[] = {
     "OPENMPS_REPLAY_MIN_CLIENTS",
     "OPENMPS_SERVER_SYNC",
     "OPENMPS_COPY_ANSWER",
+    "OPENMPS_SYNC_WORD",
     "OPENMPS_ACCOUNT",
     "OPENMPS_SPIN_THREADS",
     "OPENMPS_PROFILE",

@@ -29,6 +29,7 @@ CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, vo
      * their slots, and what a call may see of their stream). */
     if (index != OM_IDX_op_copy_htod)
         om_copy_settle(s, !posted);
+    om_syncword_record(s); /* a client that sends a record spins no more (syncword.c) */
     if (!h) {
         client_err(s, "client %d asked for %s, which the server does not execute", (int)s->pid,
                    index >= 0 && index < OM_HANDLER_COUNT ? om_server_entry_name(index) : "?");

@@ -212,6 +212,14 @@ struct session {
     uint8_t *copy_slots;
     CUstream small_stream;
     unsigned small_used;
+    /* syncword.c: its completion word's page (NULL: none yet), the last number armed on it, and
+     * how many synchronizes it answered; printed: it launched a kernel that may print (its
+     * synchronizes are answered after the driver's, which prints the output) */
+    struct om_syncword *syncword;
+    uint32_t syncword_seq;
+    uint64_t syncword_armed;
+    bool syncword_spin; /* its client spins for the word armed last (counted by om_spin_take) */
+    bool printed;
     size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
     size_t nsync_events, sync_events_cap;
@@ -567,7 +575,8 @@ void om_profile_report(struct session *s); /* and frees the profile */
 
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
-/* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. */
+/* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. A client
+ * that spins for its completion word counts as such a thread (syncword.c). */
 bool om_spin_take(void);
 void om_spin_give(void);
 /* Whether this session thread's client is busy (it sent records lately): busy clients take
@@ -577,6 +586,13 @@ void om_spin_client_busy(bool busy);
 int om_busy_clients(void);
 #define OM_BUSY_IDLE_MS 2 /* a session thread that found no record for this long: not busy */
 CUresult om_wait_stream(CUstream st);
+/* syncword.c: completion words (OPENMPS_SYNC_WORD) */
+bool om_syncword_on(void);
+CUresult om_syncword_take(struct session *s, int *client_fd);
+bool om_syncword_may_defer(struct session *s);
+void om_syncword_record(struct session *s); /* its next record came: its client spins no more */
+uint32_t om_syncword_arm(struct session *s, CUstream st);
+void om_syncword_session_end(struct session *s);
 /* The DMAs of the small copies answered before they ended, waited for (api/copies.c): before
  * any record but another small copy is served. Their error is the stream's, for the client's
  * next synchronising call on it. client_waits: the client waits for the call being served (the
@@ -586,6 +602,7 @@ CUresult om_wait_event(CUevent ev);
 /* From now on, this thread's waits end in the driver's own synchronize (pools settle: wait.c);
  * while on, the same for printf output to come out (a client's cuCtxSynchronize). */
 void om_wait_settle_pools(void);
+bool om_wait_settles_pools(void); /* this thread's waits end in a synchronize (pools) */
 void om_wait_flush_output(bool on);
 
 /* sched.c: holds an operation behind a long kernel on a shared hardware queue. */
@@ -600,6 +617,7 @@ void om_sched_stream_created(void);
 void om_sched_stream_destroyed(struct session *s, CUstream st);
 void om_sched_session_free(struct session *s);
 /* Before an operation is enqueued on a client's stream: returns once it may go. */
+bool om_sched_active(void); /* operations behind long kernels wait in the server now */
 void om_sched_before(struct session *s, CUstream st);
 /* After a kernel was enqueued on a client's stream. `kernel`: what its duration is learned by,
  * om_sched_key of the kernel and its grid (an executable graph: its handle). */

@@ -224,6 +224,7 @@ int om_kernel_note(struct session *s, uint64_t handle, uint32_t args_size, bool 
         s->kernels_cap = cap;
     }
     s->kernels[s->nkernels++] = (struct om_kernel){handle, args_size, prints};
+    s->printed |= prints; /* its synchronizes wait in the driver, which prints (syncword.c) */
     return 0;
 }
 

@@ -296,9 +296,13 @@ void om_route_defaults_end(struct session *s)
     }
 }
 
-/* Waits for its streams' work, where it made any. */
+/* Waits for its streams' work, where it made any (a default stream of another device too). */
 void om_route_session_wait(struct session *s)
 {
-    if (s->default_stream || s->own[OM_H_STREAM].n)
+    bool any = s->default_stream || s->own[OM_H_STREAM].n;
+
+    for (int d = 0; d < (int)OM_MAX_DEVICES && !any; d++)
+        any = s->default_streams[d] != NULL;
+    if (any)
         om_exec_sync_client(s);
 }

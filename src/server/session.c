@@ -186,6 +186,8 @@ static int serve(struct session *s, const struct om_rec *rec, const uint8_t *pay
      * copy (entry points: om_exec; a ping touches no stream). */
     if (rec->op < OM_OP_ENTRY_BASE && rec->op != OM_OP_PING)
         om_copy_settle(s, !(rec->flags & OM_REC_POSTED));
+    if (rec->op < OM_OP_ENTRY_BASE)
+        om_syncword_record(s); /* entry points: om_exec */
     switch (rec->op) {
     case OM_OP_PING: reply.len = rec->len; break;
     case OM_OP_GOODBYE: return -ECONNRESET;

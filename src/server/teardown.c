@@ -12,6 +12,8 @@ const struct om_teardown_step om_teardown[] = {
     {"replay: launches it held go out, so that its streams' work is all there",
      om_replay_session_flush},
     {"route: its streams' work done", om_route_session_wait},
+    {"syncword: its completion word's page (every write landed), to the pool",
+     om_syncword_session_end},
     {"replay: its templates' graphs, once their work is done", om_replay_session_end},
     {"graphmem: graph allocations, before their graphs go", om_graphmem_session_end},
     {"poolmem: its pool memory, before the pools go", om_poolmem_session_end},

@@ -201,6 +201,11 @@ void om_wait_settle_pools(void)
     settle_pools = true;
 }
 
+bool om_wait_settles_pools(void)
+{
+    return settle_pools;
+}
+
 void om_wait_flush_output(bool on)
 {
     flush_output = on;

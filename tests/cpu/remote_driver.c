@@ -850,6 +850,32 @@ static int big_image(size_t bytes)
     return rc;
 }
 
+/* syncthreads mode: a kernel of US microseconds on stream st, then cuStreamSynchronize of
+ * that stream; returns the synchronize's milliseconds. */
+static CUmodule sync_mod;
+static CUfunction sync_sleep;
+static CUstream sync_streams[2]; /* made first: a stream's creation may wait for kernels */
+
+static long sleep_and_sync(unsigned us, CUstream st)
+{
+    void *args[] = {&us};
+    struct timespec a, b;
+    OK(cuLaunchKernel(sync_sleep, 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    OK(cuStreamSynchronize(st));
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000);
+}
+
+static void *sync_second(void *arg)
+{
+    (void)arg;
+    usleep(10000);
+    printf("second_ms %ld\n", sleep_and_sync(1000, sync_streams[1]));
+    fflush(stdout);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
@@ -1143,6 +1169,91 @@ int main(int argc, char **argv)
         printf("\n");
         OK(cuMemcpyDtoH_v2(r, x, sizeof(r)));
         printf("burst %s\n", memcmp(r, v, sizeof(v)) ? "bad" : "ok");
+    } else if (!strcmp(mode, "syncword") || !strcmp(mode, "syncwait")) {
+        /* Each "NAME_ms MS rc RC", MS from before the launches to the synchronize's return:
+         * cuCtxSynchronize behind a kernel (FAKECUDA_KERNEL_MS) on one stream ("one"), with
+         * nothing to wait for ("idle"), cuStreamSynchronize behind one ("stream"), cuCtxSynchronize
+         * behind kernels on two streams ("two") and behind a kernel that failed and one after it
+         * ("failed": the failure is the answer). syncwait: says "waiting" first and does "one"
+         * only (another client may end the server meanwhile). With OPENMPS_SYNC_WORD=on "one" and
+         * "stream" are deferred to the completion word (server/syncword.c). */
+        static const char image[] = "fakecubin\nlong:4\nfail:4\n";
+        unsigned one = 1;
+        void *args[] = {&one};
+        CUmodule mod;
+        CUfunction lng, fail;
+        CUstream s2;
+        struct timespec a, b;
+        CUresult rc;
+#define SYNC_LINE(name)                                                                            \
+    printf(name "_ms %ld rc %d\n",                                                                 \
+           (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), (int)rc)
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&lng, mod, "long"));
+        OK(cuModuleGetFunction(&fail, mod, "fail"));
+        OK(cuStreamCreate(&s2, 1 /* non-blocking */));
+        OK(cuCtxSynchronize());
+        if (!strcmp(mode, "syncwait")) {
+            printf("waiting\n");
+            fflush(stdout);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        rc = cuCtxSynchronize();
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        SYNC_LINE("one");
+        if (!strcmp(mode, "syncword")) {
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            rc = cuCtxSynchronize();
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            SYNC_LINE("idle");
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
+            rc = cuStreamSynchronize(s2);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            SYNC_LINE("stream");
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+            OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
+            rc = cuCtxSynchronize();
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            SYNC_LINE("two");
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            OK(cuLaunchKernel(fail, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* posted: 701 later */
+            OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+            rc = cuCtxSynchronize();
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            SYNC_LINE("failed");
+        }
+#undef SYNC_LINE
+    } else if (!strcmp(mode, "syncthreads")) {
+        /* Two threads, one word: the first synchronizes a stream behind a kernel of 40 ms (within
+         * the client's 50 ms of spinning), the second, 10 ms later, another stream behind one of
+         * 1 ms. The second's word would land first; the first must still wait for its own kernel
+         * ("first_ms MS", "second_ms MS"). */
+        static const char image[] = "fakecubin\nsleep:4\n";
+        pthread_t t;
+        OK(cuModuleLoadData(&sync_mod, image));
+        OK(cuModuleGetFunction(&sync_sleep, sync_mod, "sleep"));
+        OK(cuStreamCreate(&sync_streams[0], 1 /* non-blocking */));
+        OK(cuStreamCreate(&sync_streams[1], 1));
+        OK(cuCtxSynchronize()); /* the word is mapped (asked once) */
+        EXPECT(pthread_create(&t, NULL, sync_second, NULL) == 0);
+        printf("first_ms %ld\n", sleep_and_sync(40000, sync_streams[0]));
+        pthread_join(t, NULL);
+    } else if (!strcmp(mode, "faultnow")) {
+        /* A kernel that faults (the double's fill_u32 of 0xdeadbeef): the server ends. */
+        static const char image[] = "fakecubin\nfill_u32:8,4,4\n";
+        unsigned v = 0xdeadbeefu, n = 1;
+        CUdeviceptr x;
+        CUmodule mod;
+        CUfunction fill;
+        OK(cuMemAlloc_v2(&x, 64));
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+        void *args[] = {&x, &v, &n};
+        OK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        printf("fault rc %d\n", (int)cuCtxSynchronize());
     } else if (!strcmp(mode, "busy")) {
         /* says "ready", and at a line on stdin launches one kernel on its stream
          * (FAKECUDA_KERNEL_MS keeps the stream busy), says "busy", and holds its session until

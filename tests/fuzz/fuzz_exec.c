@@ -2853,6 +2853,7 @@ static void init(void)
     trace = getenv("OM_FUZZ_TRACE") != NULL;
     setenv("OPENMPS_DRIVER", OM_FAKECUDA_PATH, 0);
     setenv("OPENMPS_SCHED", "off", 0);
+    setenv("OPENMPS_SYNC_WORD", "on", 0); /* its handlers too (server/syncword.c) */
     setenv("FAKECUDA_DEVICES", "1", 1);
     unsetenv("FAKECUDA_KERNEL_MS");
     unsetenv("FAKECUDA_LAUNCH_LOG");

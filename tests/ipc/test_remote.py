@@ -471,3 +471,74 @@ def test_small_copies_in_a_row_do_not_wait_for_each_other(daemon):
     out, err = p.communicate(timeout=120)
     check(p.returncode == 0 and "burst ok" in out, "late DMAs: %r %r" % (out, err))
     check(not SANITIZER.search(err), "sanitizer: " + err)
+
+
+def test_synchronize_answered_by_the_completion_word(daemon):
+    """OPENMPS_SYNC_WORD=on (server/syncword.c): a cuCtxSynchronize behind a 40 ms kernel on one
+    stream, and a cuStreamSynchronize behind one, are answered at once with a number, and the
+    client spins on the word the GPU writes behind the kernel (the driver double writes it when
+    the kernel ends): each call returns only after its kernel, and without a second call to the
+    server (none of the fallback synchronizes the timeline would show; one is allowed, for a
+    client descheduled past its 50 ms of spinning on a busy machine). With nothing to wait for,
+    kernels on two streams, or an error kept (a kernel that failed: the synchronize answers its
+    701), the server waits itself. Off (the default), the same answers and no deferral."""
+    for on in (True, False):
+        # every thread may spin: a client spins only where a core is left, which a 2-core
+        # machine running this test with its client does not have by the count of busy clients
+        e = daemon({"OPENMPS_SYNC_WORD": "on" if on else "off", "FAKECUDA_KERNEL_MS": "40",
+                    "OPENMPS_SPIN_THREADS": "all", "OPENMPS_LOG_LEVEL": "3"})
+        p = remote(e, "syncword")
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0, "%s: %r %r" % (on, out, err))
+        got = {m.group(1): (int(m.group(2)), int(m.group(3)))
+               for m in re.finditer(r"(\w+)_ms (\d+) rc (-?\d+)", out)}
+        for name in ("one", "stream", "two"):  # from before the launch: at least the kernel
+            check(got.get(name, (0, 1))[1] == 0 and got[name][0] >= 38,
+                  "%s: %s: %r" % (on, name, got))
+        check(got.get("idle", (0, 1))[1] == 0, "%s: nothing to wait for: %r" % (on, got))
+        check(got.get("failed", (0, 0))[1] == 701, "%s: the kept error: %r" % (on, got))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        # the count is logged as the session ends, after the client has exited
+        log = wait_for(lambda: "Client %d disconnected" % p.pid in e.log("server.log") and
+                       e.log("server.log"), what="the session's end")
+        deferred = [int(n) for n in
+                    re.findall(r"(\d+) synchronize\(s\) deferred to the completion word", log)]
+        fallbacks = len(re.findall(r"timeline client %d cu(Ctx|Stream)Synchronize " % p.pid, log))
+        if on:
+            check(deferred and 1 <= deferred[0] <= 2 and fallbacks < deferred[0],
+                  "on: %r deferred, %d answered by the server after all" % (deferred, fallbacks))
+        else:
+            check(not deferred, "off: %r deferred" % deferred)  # (its syncs are the timeline's)
+
+
+def test_completion_word_of_a_server_that_ends(daemon):
+    """A client whose synchronize was deferred to its completion word, when another client's
+    fault ends the server (the GPU stops before the write), learns of it through the server
+    (its synchronize after the 50 ms of spinning) instead of waiting for its 20 s kernel. The
+    fault comes after those 50 ms: that the spin itself ends is the bound's, not timed here."""
+    e = daemon({"OPENMPS_SYNC_WORD": "on", "FAKECUDA_KERNEL_MS": "20000",
+                "OPENMPS_SPIN_THREADS": "all"})
+    a = remote(e, "syncwait")
+    check(a.stdout.readline().strip() == "waiting", "the waiting client started")
+    time.sleep(0.3)
+    b = remote(e, "faultnow")
+    b.communicate(timeout=120)
+    out, err = a.communicate(timeout=120)
+    m = re.search(r"one_ms (\d+) rc (-?\d+)", out)
+    check(m and int(m.group(2)) != 0 and int(m.group(1)) < 10000,
+          "the synchronize of a client whose server ended: %r %r" % (out, err))
+
+
+def test_completion_word_of_two_threads(daemon):
+    """One word serves every thread of a client: while one thread waits on it for a 40 ms
+    kernel, another thread's synchronize of a 1 ms kernel on another stream, 10 ms later, is
+    answered by the server's own wait (its word would land first and end the first thread's wait
+    early). Lower bounds only: a slow machine makes the first wait longer, never shorter."""
+    # the scheduler off: it would hold the second kernel behind the first (a shared queue)
+    e = daemon({"OPENMPS_SYNC_WORD": "on", "OPENMPS_SPIN_THREADS": "all", "OPENMPS_SCHED": "off"})
+    p = remote(e, "syncthreads")
+    out, err = p.communicate(timeout=120)
+    got = dict((m.group(1), int(m.group(2))) for m in re.finditer(r"(\w+)_ms (\d+)", out))
+    check(p.returncode == 0 and got.get("first", 0) >= 38 and "second" in got,
+          "two threads' synchronizes: %r %r" % (out, err))
+    check(not SANITIZER.search(err), "sanitizer: " + err)

@@ -5,6 +5,9 @@
  * in the client, and the private export tables the runtime asks for. The tokens and the
  * current-context stack are the state layer's (state/current.c). */
 #include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -443,9 +446,88 @@ CUresult om_r_cuProfilerStop(void)
 
 /* ------------------------------------------------------------------ synchronisation */
 
+/*
+ * The session's completion word (src/server/syncword.c; the server's OPENMPS_SYNC_WORD=on): a
+ * page of pinned memory the GPU writes and this process maps read-only. A program's
+ * cuCtxSynchronize then asks with ctx_sync_word; the server answers at once with the number
+ * the word will hold once this client's work is done, or with nothing when it waited itself
+ * (several busy streams, an error kept, printing kernels, no core to spare, ...). The thread
+ * spins on the word, as a native program's synchronize spins on the driver's semaphore, for at
+ * most WORD_SPIN_NS; past that (work that long, or a server that ended: a fault stops the GPU
+ * before the write), it synchronizes through the server as before, which answers the fault.
+ */
+#define WORD_SPIN_NS 50000000ll /* 50 ms */
+
+static int word_state; /* 0: not asked yet, 1: mapped, -1: none (__atomic) */
+static const volatile uint32_t *word;
+static pthread_mutex_t word_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool om_word_mapped(void)
+{
+    int st = __atomic_load_n(&word_state, __ATOMIC_ACQUIRE);
+
+    if (st)
+        return st > 0;
+    pthread_mutex_lock(&word_lock);
+    if (!__atomic_load_n(&word_state, __ATOMIC_ACQUIRE)) {
+        REQ(req, 8);
+        void *p = MAP_FAILED;
+        int fd = -1;
+        CUresult rc;
+        om_ring_lock();
+        rc = om_rcall_locked(OM_IDX_op_sync_word, &req, NULL, 0, NULL);
+        if (rc == CUDA_SUCCESS)
+            fd = om_recv_fd_locked();
+        om_ring_unlock();
+        if (fd >= 0) {
+            p = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
+            close(fd);
+        }
+        if (p != MAP_FAILED)
+            word = p;
+        __atomic_store_n(&word_state, p != MAP_FAILED ? 1 : -1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&word_lock);
+    return __atomic_load_n(&word_state, __ATOMIC_ACQUIRE) > 0;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Whether the word reached seq within WORD_SPIN_NS (numbers wrap: compared as a distance). */
+bool om_word_reached(uint32_t seq)
+{
+    int64_t start = mono_ns();
+
+    for (unsigned i = 0;; i++) {
+        if ((int32_t)(__atomic_load_n(word, __ATOMIC_ACQUIRE) - seq) >= 0)
+            return true;
+        if ((i & 255) == 255 && mono_ns() - start > WORD_SPIN_NS)
+            return false;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ volatile("yield");
+#endif
+    }
+}
+
 /* Waits for this client's streams only, never for the shared context. */
 CUresult om_r_cuCtxSynchronize(void)
 {
+    if (om_word_mapped()) {
+        REQ(req, 8);
+        uint64_t seq = 0;
+        uint32_t got = 0;
+        CUresult rc = om_rcall(OM_IDX_op_ctx_sync_word, &req, &seq, sizeof(seq), &got);
+        if (rc == CUDA_SUCCESS && got == sizeof(seq) && !om_word_reached((uint32_t)seq))
+            rc = om_rpc_cuCtxSynchronize(); /* the server waits (and answers a fault) */
+        return om_managed_pull(rc);
+    }
     return om_managed_pull(om_rpc_cuCtxSynchronize());
 }
 

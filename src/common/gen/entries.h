@@ -1286,7 +1286,7 @@
 
 /* The server's private operations (api/ops.tsv), indexed after the entry points:
  * OM_IDX_op_<name>; X(index, name). */
-#define OM_HANDLER_COUNT 646
+#define OM_HANDLER_COUNT 649
 #define OM_OPS(X) \
     X(637, copy_htod) \
     X(638, copy_dtoh) \
@@ -1296,7 +1296,10 @@
     X(642, copy_2d) \
     X(643, copy_3d) \
     X(644, memset) \
-    X(645, memset_2d)
+    X(645, memset_2d) \
+    X(646, sync_word) \
+    X(647, ctx_sync_word) \
+    X(648, stream_sync_word)
 
 #define OM_IDX_op_copy_htod 637
 #define OM_IDX_op_copy_dtoh 638
@@ -1307,5 +1310,8 @@
 #define OM_IDX_op_copy_3d 643
 #define OM_IDX_op_memset 644
 #define OM_IDX_op_memset_2d 645
+#define OM_IDX_op_sync_word 646
+#define OM_IDX_op_ctx_sync_word 647
+#define OM_IDX_op_stream_sync_word 648
 
 #endif

@@ -78,6 +78,76 @@ CUresult om_hook_cuCtxWaitEvent(struct call *c, CUcontext ctx, CUevent ev)
     return rc;
 }
 
+/* The sync_word operation: the session's completion word, its page sent read-only after the
+ * answer (syncword.c); NOT_SUPPORTED while OPENMPS_SYNC_WORD is off. Request: nothing. */
+CUresult om_x_op_sync_word(struct call *c)
+{
+    CUresult rc = ARGS_OK(c);
+    int fd;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = om_syncword_take(c->s, &fd);
+    if (rc == CUDA_SUCCESS) {
+        c->s->send_fd_after = fd; /* serve() sends it once the answer is out */
+        c->s->send_fd_close = true;
+    }
+    return rc;
+}
+
+/* Whether st has work not done yet: 1 yes, 0 no, -1 the query failed (an error to report as
+ * the driver's synchronize would). */
+static int busy(CUstream st)
+{
+    CUresult rc = ((CUresult(*)(CUstream))REAL(cuStreamQuery))(st);
+    return rc == CUDA_ERROR_NOT_READY ? 1 : rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+/*
+ * The ctx_sync_word operation: a program's cuCtxSynchronize, which may be answered at once
+ * (syncword.c). Answered with a u64 N, the client waits until its word holds N; answered with
+ * nothing, the synchronize is done, as cuCtxSynchronize's. Deferred where syncword.c allows it
+ * (om_syncword_may_defer) and one of the client's streams is busy (several would need a join).
+ * Request: nothing.
+ */
+CUresult om_x_op_ctx_sync_word(struct call *c)
+{
+    struct session *s = c->s;
+    CUstream one = NULL;
+    int n = 0, b;
+    uint32_t seq;
+    CUresult rc = ARGS_OK(c);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!om_syncword_may_defer(s))
+        return om_hook_cuCtxSynchronize(c);
+    if (s->default_stream && (b = busy(s->default_stream)) != 0) {
+        if (b < 0)
+            return om_hook_cuCtxSynchronize(c);
+        one = s->default_stream, n++;
+    }
+    for (int d = 0; d < (int)OM_MAX_DEVICES && n < 2; d++)
+        if (s->default_streams[d] && s->default_streams[d] != s->default_stream &&
+            (b = busy(s->default_streams[d])) != 0) {
+            if (b < 0)
+                return om_hook_cuCtxSynchronize(c);
+            one = s->default_streams[d], n++;
+        }
+    for (size_t i = 0; i < s->own[OM_H_STREAM].n && n < 2; i++) {
+        CUstream st = (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i];
+        if ((b = busy(st)) != 0) {
+            if (b < 0)
+                return om_hook_cuCtxSynchronize(c);
+            one = st, n++;
+        }
+    }
+    if (n != 1 || !(seq = om_syncword_arm(s, one)))
+        return om_hook_cuCtxSynchronize(c); /* nothing to wait for, or more than one stream */
+    om_put_u64(&c->out, seq);
+    return CUDA_SUCCESS;
+}
+
 /* Its waits end in the driver's synchronize: the kernels' printf output comes out here, in
  * this client's answer (wait.c). */
 CUresult om_hook_cuCtxSynchronize(struct call *c)

@@ -68,6 +68,34 @@ CUresult om_hook_cuStreamSynchronize(struct call *c, CUstream st)
     return om_take_call_error(c, om_wait_stream(st));
 }
 
+/*
+ * The stream_sync_word operation: a program's cuStreamSynchronize, which may be answered at
+ * once with a u64 N, the client then waiting until its completion word holds N
+ * (server/syncword.c); answered with nothing, the stream is done, as cuStreamSynchronize's.
+ * Deferred where syncword.c allows it (om_syncword_may_defer) and the stream is busy. Request:
+ * u64 the stream, as cuStreamSynchronize's.
+ */
+CUresult om_x_op_stream_sync_word(struct call *c)
+{
+    struct session *s = c->s;
+    uint64_t h = om_get_u64(&c->in);
+    CUresult rc = ARGS_OK(c);
+    uint32_t seq;
+    CUstream st;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    st = om_arg_stream(c, h, false, &rc);
+    if (!st)
+        return rc;
+    if (!om_syncword_may_defer(s) ||
+        ((CUresult(*)(CUstream))REAL(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY ||
+        !(seq = om_syncword_arm(s, st)))
+        return om_hook_cuStreamSynchronize(c, st);
+    om_put_u64(&c->out, seq);
+    return CUDA_SUCCESS;
+}
+
 CUresult om_hook_cuEventSynchronize(struct call *c, CUevent ev)
 {
     return om_take_event_error(c->s, ev, om_wait_event(ev));

@@ -4306,4 +4306,7 @@ const om_handler om_handlers[OM_HANDLER_COUNT] = {
     [OM_IDX_op_copy_3d] = om_x_op_copy_3d,
     [OM_IDX_op_memset] = om_x_op_memset,
     [OM_IDX_op_memset_2d] = om_x_op_memset_2d,
+    [OM_IDX_op_sync_word] = om_x_op_sync_word,
+    [OM_IDX_op_ctx_sync_word] = om_x_op_ctx_sync_word,
+    [OM_IDX_op_stream_sync_word] = om_x_op_stream_sync_word,
 };

@@ -13,5 +13,6 @@ CUresult om_x_cuStreamDestroy_v2(struct call *c);
 CUresult om_x_cuStreamGetFlags(struct call *c);
 CUresult om_x_cuStreamBatchMemOp_v2(struct call *c);
 CUresult om_x_cuStreamSetAttribute(struct call *c);
+CUresult om_x_op_stream_sync_word(struct call *c); /* api/ops.tsv */
 
 #endif

@@ -122,6 +122,9 @@ CUresult om_x_op_copy_2d(struct call *c); /* copies */
 CUresult om_x_op_copy_3d(struct call *c); /* copies */
 CUresult om_x_op_memset(struct call *c); /* copies */
 CUresult om_x_op_memset_2d(struct call *c); /* copies */
+CUresult om_x_op_sync_word(struct call *c); /* contexts */
+CUresult om_x_op_ctx_sync_word(struct call *c); /* contexts */
+CUresult om_x_op_stream_sync_word(struct call *c); /* streams */
 #endif
 
 #endif

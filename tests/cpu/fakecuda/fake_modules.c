@@ -4,11 +4,15 @@
  * FAKECUDA_MODULES_LOG: a file that gets one line per call received, with its arguments, so a
  * test can assert what reached the driver. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
@@ -134,11 +138,92 @@ typedef unsigned long long dptr_t;
 
 void fake_dma_flush(void *s); /* fakecuda.c: FAKECUDA_DMA_LATER's pending copies */
 
+uint64_t fake_stream_busy_until(void *s); /* fakecuda.c: FAKECUDA_KERNEL_MS's kernels */
+
+/*
+ * A write behind a kernel still running (FAKECUDA_KERNEL_MS, "sleep") lands when the kernel
+ * ends, as the GPU's does: the server's completion word (server/syncword.c) must not say done
+ * before. Pending writes wait here; a ticker thread lands those whose time came, and a wait for
+ * their stream (fakecuda.c's synchronizes and a query that finds it done) lands them first, so
+ * that, as on the GPU, a stream seen done has its writes done.
+ */
+struct late_write {
+    volatile uint32_t *at;
+    uint32_t v;
+    uint64_t until_us;
+    void *s;
+};
+static struct late_write late[256];
+static int nlate;
+static pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ticker_once = PTHREAD_ONCE_INIT;
+
+static uint64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+/* Lands the pending writes due by now: of stream s, or of every stream (all). */
+static void land(void *s, bool all)
+{
+    uint64_t now = now_us();
+
+    pthread_mutex_lock(&late_lock);
+    for (int i = 0; i < nlate;) {
+        if (late[i].until_us <= now && (all || late[i].s == s)) {
+            __atomic_store_n(late[i].at, late[i].v, __ATOMIC_RELEASE);
+            late[i] = late[--nlate];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&late_lock);
+}
+
+/* fakecuda.c: stream s (NULL: every stream) was waited for or found done. */
+void fake_late_writes_due(void *s)
+{
+    land(s, s == NULL);
+}
+
+static void *ticker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        usleep(500);
+        land(NULL, true);
+    }
+    return NULL;
+}
+
+static void start_ticker(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, ticker, NULL) == 0)
+        pthread_detach(t);
+}
+
 EXPORT int cuStreamWriteValue32_v2(void *s, dptr_t addr, uint32_t v, unsigned flags)
 {
+    uint64_t until = fake_stream_busy_until(s);
+
     fake_dma_flush(s);
     if (addr % 4 || flags > 1)
         return CUDA_ERROR_INVALID_VALUE;
+    if (until > now_us()) {
+        pthread_once(&ticker_once, start_ticker);
+        pthread_mutex_lock(&late_lock);
+        if (nlate < (int)(sizeof(late) / sizeof(late[0]))) {
+            late[nlate++] = (struct late_write){(volatile uint32_t *)(uintptr_t)addr, v, until, s};
+            pthread_mutex_unlock(&late_lock);
+            note("write32 %u %u", v, flags);
+            return CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&late_lock);
+        return 2; /* full: CUDA_ERROR_OUT_OF_MEMORY (written now, it would land too early) */
+    }
     memcpy((void *)(uintptr_t)addr, &v, 4);
     note("write32 %u %u", v, flags);
     return CUDA_SUCCESS;

@@ -856,6 +856,16 @@ static uint64_t *busy_slot(void *s)
     return c >= tokens && c < tokens + sizeof(tokens) ? &busy_until_us[c - tokens] : NULL;
 }
 
+void fake_late_writes_due(void *s); /* fake_modules.c: memory writes behind kernels */
+
+/* When stream s's work ends, in mono_us() time (0: a stream that runs nothing; fake_modules.c's
+ * memory writes come after it, as the GPU's do). */
+uint64_t fake_stream_busy_until(void *s)
+{
+    uint64_t *b = busy_slot(s);
+    return b ? __atomic_load_n(b, __ATOMIC_RELAXED) : 0;
+}
+
 static void time_line(const char *what)
 {
     const char *log = getenv("FAKECUDA_TIME_LOG");
@@ -951,7 +961,10 @@ EXPORT int cuStreamQuery(void *s)
 
     if (captured)
         return captured;
-    return b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us() ? 600 : CUDA_SUCCESS;
+    if (b && __atomic_load_n(b, __ATOMIC_RELAXED) > mono_us())
+        return 600;
+    fake_late_writes_due(s); /* done: its memory writes too */
+    return CUDA_SUCCESS;
 }
 
 EXPORT int cuStreamSynchronize(void *s)
@@ -963,6 +976,7 @@ EXPORT int cuStreamSynchronize(void *s)
         return CUDA_ERROR_ASSERT;
     while (b && __atomic_load_n(b, __ATOMIC_RELAXED) > (now = mono_us()))
         usleep((useconds_t)(__atomic_load_n(b, __ATOMIC_RELAXED) - now));
+    fake_late_writes_due(s);
     return CUDA_SUCCESS;
 }
 static void log_line(const char *what)
@@ -1016,6 +1030,7 @@ EXPORT int cuStreamWaitEvent(void *s, void *e, unsigned f)
 EXPORT int cuCtxSynchronize(void)
 {
     fake_flush_all();
+    fake_late_writes_due(NULL); /* due ones: the context's kernels have no busy time here */
     return flush_printf();
 }
 
