@@ -403,8 +403,14 @@ void om_output_deliver(struct session *s)
 
 bool om_output_pending(struct session *s)
 {
-    if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s)
-        wait_flushes(); /* its lines another thread is printing belong in this answer */
+    struct session *owner = __atomic_load_n(&print_owner, __ATOMIC_RELAXED);
+
+    /* Its lines another thread is printing belong in this answer: the owner's, or, without an
+     * owner, the last launcher's that a thread of no session flushes (the idle queries). Seen
+     * once in the loaded tier without the second case: a line flushed by the idle thread while
+     * the worker answered, kept for an answer that never came (the client exited). */
+    if (owner == s || (!owner && __atomic_load_n(&last_launcher, __ATOMIC_RELAXED) == s))
+        wait_flushes();
     adopt_stray(s);
     return __atomic_load_n(&s->output_len, __ATOMIC_ACQUIRE) > 0 ||
            __atomic_load_n(&s->errout_len, __ATOMIC_ACQUIRE) > 0 || s->output_dropped > 0;
