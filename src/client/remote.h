@@ -54,10 +54,10 @@ CUresult om_rcall_locked(int index, const struct om_wbuf *req, void *reply, size
 CUresult om_rcall_u64(int index, uint64_t a, uint64_t b, uint64_t *out);
 /* A call whose answer is one u64 (*out untouched on failure). */
 CUresult om_rcall_u64_reply(int index, const struct om_wbuf *req, uint64_t *out);
-/* The session's completion word (api/contexts.c, server/syncword.c): whether this process has
- * it mapped (asked once), and whether it reached seq within the spin's bound. */
-bool om_word_mapped(void);
-bool om_word_reached(uint32_t seq);
+/* A synchronize through the session's completion word (api/contexts.c, server/syncword.c):
+ * the private operation index with its request; *done false: the synchronize is still to be
+ * made the ordinary way (no word mapped, or the spin's bound passed). */
+CUresult om_word_sync(int index, const struct om_wbuf *req, bool *done);
 /* A call that does not wait (launches, records): errors come at the next sync. */
 CUresult om_rpost(int index, const struct om_wbuf *req);
 /* Tells the server (for server.log) that this process met an unsupported entry point. */

@@ -462,7 +462,7 @@ static int word_state; /* 0: not asked yet, 1: mapped, -1: none (__atomic) */
 static const volatile uint32_t *word;
 static pthread_mutex_t word_lock = PTHREAD_MUTEX_INITIALIZER;
 
-bool om_word_mapped(void)
+static bool word_mapped(void)
 {
     int st = __atomic_load_n(&word_state, __ATOMIC_ACQUIRE);
 
@@ -499,7 +499,7 @@ static int64_t mono_ns(void)
 }
 
 /* Whether the word reached seq within WORD_SPIN_NS (numbers wrap: compared as a distance). */
-bool om_word_reached(uint32_t seq)
+static bool word_reached(uint32_t seq)
 {
     int64_t start = mono_ns();
 
@@ -516,19 +516,29 @@ bool om_word_reached(uint32_t seq)
     }
 }
 
+CUresult om_word_sync(int index, const struct om_wbuf *req, bool *done)
+{
+    uint64_t seq = 0;
+    uint32_t got = 0;
+    CUresult rc;
+
+    *done = false;
+    if (!word_mapped())
+        return CUDA_SUCCESS;
+    rc = om_rcall(index, req, &seq, sizeof(seq), &got);
+    /* an answer, or a number the word reached; else the server waits (and answers a fault) */
+    *done = rc != CUDA_SUCCESS || got != sizeof(seq) || word_reached((uint32_t)seq);
+    return rc;
+}
+
 /* Waits for this client's streams only, never for the shared context. */
 CUresult om_r_cuCtxSynchronize(void)
 {
-    if (om_word_mapped()) {
-        REQ(req, 8);
-        uint64_t seq = 0;
-        uint32_t got = 0;
-        CUresult rc = om_rcall(OM_IDX_op_ctx_sync_word, &req, &seq, sizeof(seq), &got);
-        if (rc == CUDA_SUCCESS && got == sizeof(seq) && !om_word_reached((uint32_t)seq))
-            rc = om_rpc_cuCtxSynchronize(); /* the server waits (and answers a fault) */
-        return om_managed_pull(rc);
-    }
-    return om_managed_pull(om_rpc_cuCtxSynchronize());
+    REQ(req, 8);
+    bool done;
+    CUresult rc = om_word_sync(OM_IDX_op_ctx_sync_word, &req, &done);
+
+    return om_managed_pull(done ? rc : om_rpc_cuCtxSynchronize());
 }
 
 CUresult om_r_cuCtxSynchronize_v2(CUcontext ctx)

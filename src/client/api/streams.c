@@ -256,18 +256,13 @@ CUresult om_r_cuStreamDestroy_v2(CUstream s)
 
 CUresult om_r_cuStreamSynchronize(CUstream s)
 {
-    if (om_word_mapped()) { /* answered at once, then the word (api/contexts.c) */
-        REQ(req, 8);
-        uint64_t seq = 0;
-        uint32_t got = 0;
-        CUresult rc;
-        om_put_u64(&req, (uint64_t)(uintptr_t)s);
-        rc = om_rcall(OM_IDX_op_stream_sync_word, &req, &seq, sizeof(seq), &got);
-        if (rc == CUDA_SUCCESS && got == sizeof(seq) && !om_word_reached((uint32_t)seq))
-            rc = om_rpc_cuStreamSynchronize(s); /* the server waits (and answers a fault) */
-        return om_managed_pull(rc);
-    }
-    return om_managed_pull(om_rpc_cuStreamSynchronize(s));
+    REQ(req, 8);
+    bool done;
+    CUresult rc;
+
+    om_put_u64(&req, (uint64_t)(uintptr_t)s);
+    rc = om_word_sync(OM_IDX_op_stream_sync_word, &req, &done); /* api/contexts.c */
+    return om_managed_pull(done ? rc : om_rpc_cuStreamSynchronize(s));
 }
 
 /* Host functions run in this process, in stream order: the stream's work is
