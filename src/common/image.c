@@ -3,7 +3,10 @@
 #define _GNU_SOURCE /* memmem */
 #include "image.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "fatbin.h"
 
 #include "openmps/cuda_abi.h"
 
@@ -73,7 +76,71 @@ void om_image_keys(const void *data, size_t len, uint64_t *ret_k1, uint64_t *ret
     *ret_k2 = h2 ^ (h2 >> 32);
 }
 
-bool om_image_may_print(const void *data, size_t len)
+/* Entries decompressed to be looked into are at most this long, and at most this many times
+ * their stored bytes plus a MiB (nvcc's entries shrink 2-5 times): a client's image, within its
+ * budget, cannot make the server write much more than what the driver decompresses anyway. Past
+ * either, the entry counts as unreadable. */
+#define SCAN_MAX (1ull << 30)
+#define SCAN_RATIO 32u
+
+static bool names_vprintf(const void *p, size_t n)
 {
-    return data && memmem(data, len, "vprintf", 7) != NULL;
+    return p && memmem(p, n, "vprintf", 7) != NULL;
+}
+
+/* A cubin of version `have` runs on a GPU of version `gpu`: same major version, minor no higher. */
+static bool cubin_runs(unsigned have, unsigned gpu)
+{
+    return have / 10 == gpu / 10 && have <= gpu;
+}
+
+static bool wanted(const struct om_fatbin_entry *e, const struct om_fatbin_entry *all, int n,
+                   const unsigned *archs, int narchs)
+{
+    if (narchs == 0)
+        return e->kind == 1 || e->kind == 2;
+    for (int a = 0; a < narchs; a++) {
+        if (e->kind == 2 && cubin_runs(e->arch, archs[a]))
+            return true;
+        if (e->kind != 1 || e->arch > archs[a])
+            continue;
+        bool cubin = false; /* the driver compiles PTX only where no cubin runs */
+        for (int i = 0; i < n && !cubin; i++)
+            cubin = all[i].kind == 2 && cubin_runs(all[i].arch, archs[a]);
+        if (!cubin)
+            return true;
+    }
+    return false;
+}
+
+enum om_print_scan om_image_print_scan(const void *data, size_t len, const unsigned *archs,
+                                       int narchs)
+{
+    struct om_fatbin_entry *e;
+    enum om_print_scan found = OM_PRINTS_NONE;
+    int n = om_fatbin_entries(data, len, NULL, 0);
+
+    if (n < 0) /* PTX text, an ELF cubin, or no fatbin the driver would take: its bytes */
+        return names_vprintf(data, len) ? OM_PRINTS_MAY : OM_PRINTS_NONE;
+    if (n == 0 || !(e = calloc((size_t)n, sizeof(*e))))
+        return n == 0 ? OM_PRINTS_NONE : OM_PRINTS_UNKNOWN;
+    om_fatbin_entries(data, len, e, n);
+    for (int i = 0; i < n && found != OM_PRINTS_MAY; i++) {
+        if (!wanted(&e[i], e, n, archs, narchs))
+            continue;
+        if (e[i].codec == OM_FATBIN_PLAIN) {
+            if (names_vprintf(e[i].data, e[i].size))
+                found = OM_PRINTS_MAY;
+            continue;
+        }
+        bool fits = e[i].size <= SCAN_MAX && e[i].size <= e[i].stored * SCAN_RATIO + (1u << 20);
+        uint8_t *buf = fits ? malloc(e[i].size ? e[i].size : 1) : NULL;
+        if (buf && om_fatbin_inflate(&e[i], buf, e[i].size) == 0)
+            found = names_vprintf(buf, e[i].size) ? OM_PRINTS_MAY : found;
+        else
+            found = OM_PRINTS_UNKNOWN;
+        free(buf);
+    }
+    free(e);
+    return found;
 }

@@ -24,12 +24,23 @@ uint64_t om_image_extent(const uint8_t *p, uint64_t have);
  */
 void om_image_keys(const void *data, size_t len, uint64_t *ret_k1, uint64_t *ret_k2);
 
+/* What om_image_print_scan found. */
+enum om_print_scan {
+    OM_PRINTS_NONE,    /* no kernel the GPUs may run names vprintf */
+    OM_PRINTS_MAY,     /* one does */
+    OM_PRINTS_UNKNOWN, /* an entry that may run could not be read (corrupt, libzstd missing) */
+};
+
 /*
  * Whether kernels of the image may call device-side printf: the image names `vprintf`, the
- * function printf compiles to (an extern of PTX text, a symbol of a cubin's string table, either
- * inside a fatbin entry stored uncompressed). A compressed fatbin entry is not looked into: its
- * kernels count as printing none (server/output.c says what that costs).
+ * function printf compiles to (an extern of PTX text, a symbol of a cubin's string table). In a
+ * fatbin only the entries the driver may pick for one of the `narchs` SM versions in archs (90
+ * for sm_90) are looked at, decompressed where they are stored compressed (nvcc compresses
+ * every entry with -Xfatbin -compress-all, as PyTorch's wheels are built): a cubin of the same
+ * major version and a minor one no higher, and PTX of a version no higher where no such cubin
+ * exists. With narchs 0, every entry.
  */
-bool om_image_may_print(const void *data, size_t len);
+enum om_print_scan om_image_print_scan(const void *data, size_t len, const unsigned *archs,
+                                       int narchs);
 
 #endif

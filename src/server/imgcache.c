@@ -346,7 +346,7 @@ void om_imgcache_preload(void)
         if (rc == CUDA_SUCCESS) {
             size_t after = free_device_memory();
             om_image_add(v[i].hash, k2, v[i].size, (uint64_t)(uintptr_t)lib,
-                         om_image_may_print(img, v[i].size));
+                         om_output_image_prints(img, v[i].size));
             bytes += v[i].size;
             device += before > after ? before - after : 0;
             loaded++;

@@ -100,7 +100,7 @@ struct om_sched_stream {
 struct om_kernel {
     uint64_t handle;
     uint32_t args_size;
-    bool prints; /* its image may call printf (om_image_may_print): output.c's ordering */
+    bool prints; /* its image may call printf (om_output_image_prints): output.c's ordering */
 };
 
 /* account.c: what a client did on one device. The worker adds (single writer: a relaxed load and
@@ -344,6 +344,8 @@ void om_output_init(void);                  /* at the start: each device's flush
 void om_output_bind(struct session *s);     /* the calling thread's session (NULL: none) */
 bool om_output_pending(struct session *s);  /* in its worker: also takes stray output */
 void om_output_launched(struct session *s); /* it launched: stray output is its */
+/* Its kernels may print (om_image_print_scan for the server's GPUs; unreadable: said once). */
+bool om_output_image_prints(const void *img, size_t len);
 /* Around the launch of a kernel that may print: the session becomes the print owner (after the
  * previous owner's printing kernels and their lines); then its launch on `st` is fenced. */
 void om_output_print_begin(struct session *s);
@@ -536,7 +538,7 @@ const struct om_kernel *om_kernel_find(const struct session *s, uint64_t handle)
 /* The loaded images by their keys (om_image_keys of their bytes) and size. */
 int om_image_lookup(uint64_t k1, uint64_t k2, size_t size, uint64_t *ret_library);
 void om_image_add(uint64_t k1, uint64_t k2, size_t size, uint64_t library, bool prints);
-bool om_library_prints(uint64_t library); /* its image may print (om_image_may_print) */
+bool om_library_prints(uint64_t library); /* its image may print (om_output_image_prints) */
 /* The server's budget of loaded image bytes: taken before a new image is loaded. */
 bool om_image_budget_take(size_t size);
 void om_image_budget_give(size_t size);

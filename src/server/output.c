@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/image.h"
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "openmps/protocol.h"
@@ -27,8 +28,8 @@
  *
  * Whose lines they are: the driver's printf buffer is the context's, shared by every client,
  * and a flush prints whatever any client's kernels left in it, in whichever thread flushed. So
- * the kernels that may print (their image names vprintf: om_image_may_print) take turns between
- * sessions: one session at a time, the print owner, may have printing kernels whose lines were
+ * the kernels that may print (their image names vprintf: om_output_image_prints) take turns
+ * between sessions: one session at a time, the print owner, may have printing kernels whose lines were
  * not flushed yet, and every line the driver prints meanwhile is the owner's, whatever thread's
  * call flushed it. Another session's printing launch first takes the ownership over (handover):
  * it waits for the owner's printing kernels (an event recorded after each, per stream), makes
@@ -37,10 +38,14 @@
  * printing clients therefore do not run their printing kernels at the same moment; their other
  * kernels, and every client that does not print, run as before.
  *
+ * Which kernels may print: om_output_image_prints, once per image the server loads, looks for
+ * "vprintf" in the entries of a fatbin the server's GPUs may run, decompressed (nvcc compresses
+ * them, LZ4 or Zstandard: common/fatbin.c), or in the PTX or cubin given alone.
+ *
  * Without an owner (no printing kernel launched yet, or kernels whose image could not be looked
- * into: a compressed fatbin entry), lines go to the session whose call flushed them, and lines
- * flushed in a thread of no session (the main loop's idle queries) to the session that launched
- * last: exact for one printing client, a guess between several.
+ * into: a compressed entry that cannot be read, said once), lines go to the session whose call
+ * flushed them, and lines flushed in a thread of no session (the main loop's idle queries) to the
+ * session that launched last: exact for one printing client alone, a guess beside others.
  *
  * What the driver writes on stderr (the message of a failed device-side assert, "file:line:
  * kernel: block: [..], thread: [..] Assertion `..` failed.", from the same device buffer, at the
@@ -252,6 +257,42 @@ static void drain_owner(void)
         if (used[d] && flush_stream[d])
             ssync(flush_stream[d]); /* the driver prints what the kernels left: the owner's */
     wait_flushes();
+}
+
+/* The SM versions of the server's GPUs (90 for sm_90), read once: which entries of a fatbin the
+ * driver may run here. */
+static unsigned gpu_arch[OM_MAX_DEVICES];
+static int ngpu_arch;
+static pthread_once_t gpu_arch_once = PTHREAD_ONCE_INIT;
+
+static void read_gpu_archs(void)
+{
+    CUresult (*attr)(int *, int, CUdevice) =
+        (CUresult(*)(int *, int, CUdevice))om_server_real[OM_IDX_cuDeviceGetAttribute];
+
+    for (int d = 0; attr && d < om_server_ndevices() && d < (int)OM_MAX_DEVICES; d++) {
+        int major = 0, minor = 0;
+        if (attr(&major, 75, d) /* the compute capability, major */ != CUDA_SUCCESS ||
+            attr(&minor, 76, d) /* and minor */ != CUDA_SUCCESS || major <= 0 || minor < 0) {
+            ngpu_arch = 0; /* unknown: every entry is looked at */
+            return;
+        }
+        gpu_arch[ngpu_arch++] = (unsigned)(major * 10 + minor);
+    }
+}
+
+bool om_output_image_prints(const void *img, size_t len)
+{
+    static bool told;
+    enum om_print_scan found;
+
+    pthread_once(&gpu_arch_once, read_gpu_archs);
+    found = om_image_print_scan(img, len, gpu_arch, ngpu_arch);
+    if (found == OM_PRINTS_UNKNOWN && !__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+        om_warn("kernel printf: a module image has a compressed entry openmps cannot read (no "
+                "libzstd.so.1, or a corrupt entry); its kernels' lines are not ordered between "
+                "clients and may reach another one (said once)");
+    return found == OM_PRINTS_MAY;
 }
 
 /* At the server's start: each device's flush stream, made by the server for itself rather than in

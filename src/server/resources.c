@@ -265,7 +265,7 @@ struct image {
     uint64_t hash, hash2;
     size_t size;
     uint64_t library;
-    bool prints; /* om_image_may_print */
+    bool prints; /* om_output_image_prints */
     struct image *next;
 };
 

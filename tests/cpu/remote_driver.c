@@ -12,7 +12,12 @@
  *   remote_driver order          the order between streams the server keeps (remote_order.c)
  *   remote_driver bench N        the ring's cost: N posted launches (enqueue only), then N
  *                                round trips (cuCtxSynchronize); prints microseconds per call
+ *   remote_driver printf N [marked]  a kernel that prints N between two lines of the host
+ *   remote_driver printf_packed N    the same from a compressed fatbin entry, waiting on stdin
+ *   remote_driver flusher        synchronizing calls, nothing launched
+ * (and more modes below, each with its comment)
  * Exit status 0 when every check passed; the first failed check is printed. */
+#define _GNU_SOURCE /* memmem */
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -991,18 +996,80 @@ int main(int argc, char **argv)
         printf("assert %d\n", rc);
         return rc == 710 ? 0 : 1;
     } else if (!strcmp(mode, "printf") && argc > 2) {
-        /* a kernel that prints ARG: its line comes between the two of the host */
+        /* a kernel that prints ARG: its line comes between the two of the host; "marked": its
+         * image names vprintf (the server orders its lines), else it does not (not looked into) */
         static const char image[] = "fakecubin\nprintf:4\n";
+        static const char marked[] = "fakecubin\n.extern .func vprintf\nprintf:4\n";
         unsigned n = (unsigned)atoi(argv[2]);
         CUmodule mod;
         CUfunction f;
-        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleLoadData(&mod, argc > 3 && !strcmp(argv[3], "marked") ? marked : image));
         OK(cuModuleGetFunction(&f, mod, "printf"));
         void *args[] = {&n};
         printf("host before\n");
         OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         OK(cuCtxSynchronize());
         printf("host after\n");
+        return 0;
+    } else if (!strcmp(mode, "printf_packed") && argc > 2) {
+        /* a kernel that prints ARG, from a fatbin whose entry nvcc's way compresses (an LZ4 block:
+         * "vprintf" is not in its bytes, "print" comes from a match); once the launch is in the
+         * server (an answered call after it) it says "launched" and waits for a line on stdin
+         * before it synchronizes: another client's synchronizing calls come in between */
+        static const char text1[] = "fakecubin\nprintf:4\n.extern .func v";
+        static uint8_t fat[16 + 64 + 64];
+        uint8_t block[64];
+        size_t b = 0, lits = sizeof(text1) - 1;
+        block[b++] = 0xf2; /* 15+ literals, a match of 4 + 2 */
+        block[b++] = (uint8_t)(lits - 15);
+        memcpy(block + b, text1, lits);
+        b += lits;
+        uint16_t off = (uint16_t)(lits - 10); /* back to the "printf" of the kernel's line */
+        memcpy(block + b, &off, 2);
+        b += 2;
+        block[b++] = 0x20; /* the last literals: "\n" and the NUL */
+        block[b++] = '\n';
+        block[b++] = 0;
+        uint32_t magic = 0xBA55ED50u, eh = 64, packed = (uint32_t)b, arch = 90;
+        uint16_t version = 1, hsize = 16, kind = 1;
+        uint64_t stored = (b + 7) & ~(size_t)7, body = 64 + stored, flags = 0x2011,
+                 size = lits + 6 + 2;
+        memcpy(fat, &magic, 4);
+        memcpy(fat + 4, &version, 2);
+        memcpy(fat + 6, &hsize, 2);
+        memcpy(fat + 8, &body, 8);
+        memcpy(fat + 16, &kind, 2);
+        memcpy(fat + 16 + 4, &eh, 4);
+        memcpy(fat + 16 + 8, &stored, 8);
+        memcpy(fat + 16 + 16, &packed, 4);
+        memcpy(fat + 16 + 28, &arch, 4);
+        memcpy(fat + 16 + 40, &flags, 8);
+        memcpy(fat + 16 + 56, &size, 8);
+        memcpy(fat + 16 + 64, block, b);
+        if (memmem(fat, sizeof(fat), "vprintf", 7) != NULL)
+            return 1;
+        unsigned n = (unsigned)atoi(argv[2]);
+        char line[16];
+        CUmodule mod;
+        CUfunction f;
+        OK(cuModuleLoadData(&mod, fat));
+        OK(cuModuleGetFunction(&f, mod, "printf"));
+        void *args[] = {&n};
+        OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        OK(cuMemAlloc_v2(&p, 4096));
+        printf("launched\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof(line), stdin))
+            return 1;
+        OK(cuCtxSynchronize());
+        printf("host after\n");
+        return 0;
+    } else if (!strcmp(mode, "flusher")) {
+        /* a client whose synchronizing calls make the driver print what is in its buffer */
+        OK(cuMemAlloc_v2(&p, 4096));
+        OK(cuMemsetD8_v2(p, 0, 4096));
+        OK(cuCtxSynchronize());
+        printf("flushed\n");
         return 0;
     } else if (!strcmp(mode, "printmany") && argc > 3) {
         /* N rounds of a printing kernel (BASE + i) and a synchronize: every line this client's */

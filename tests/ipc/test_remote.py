@@ -5,18 +5,21 @@ ring and what the server does under many clients.
 import os
 import re
 import signal
+import subprocess
 import time
 
-from harness import BIN, Env, SANITIZER, check, remote, remote_case, wait_for
+from harness import (BIN, Env, REMOTE_DRIVER, SANITIZER, check, driver_program, remote,
+                     remote_case, wait_for)
 
 
 def test_kernel_printf_reaches_its_client(daemon):
     """What the driver prints for a kernel's printf in the server (vfprintf on stdout, in the
     worker of the call that flushed it) reaches that client's stdout, between the program's own
-    lines as natively, and nowhere else: not another client's output, not the server's."""
+    lines as natively, and nowhere else: not another client's output (one connected the whole
+    time, whose synchronous memset may flush the line), not the server's."""
     e = daemon()
     quiet = remote(e, "hold")  # another client, connected the whole time
-    p = remote(e, "printf", "41")
+    p = remote(e, "printf", "41", "marked")
     out, err = p.communicate(timeout=60)
     check(p.returncode == 0, "printf client: %r %r" % (out, err))
     check(out == "host before\nkernel printf 41\nhost after\n",
@@ -27,6 +30,45 @@ def test_kernel_printf_reaches_its_client(daemon):
     qout, _ = quiet.communicate(timeout=60)
     check("kernel printf" not in qout, "the other client got it: %r" % qout)
     check("kernel printf" not in e.log("server.log"), "the server logged it")
+
+
+def test_kernel_printf_of_an_image_not_looked_into(daemon):
+    """A printing kernel whose image does not name vprintf where openmps can see it (standing for
+    a compressed entry it cannot read): its line still reaches its client, the only one, from
+    whichever thread flushed it (the answer waits for a flush under way)."""
+    e = daemon()
+    for n in range(3):
+        p = remote(e, "printf", str(n))
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0, "printf client: %r %r" % (out, err))
+        check(out == "host before\nkernel printf %d\nhost after\n" % n,
+              "the kernel's line between the host's: %r" % out)
+    check("kernel printf" not in e.log("server.log"), "the server logged it")
+
+
+def test_kernel_printf_of_a_compressed_image_keeps_its_turn(daemon):
+    """nvcc compresses fatbin entries (PyTorch's wheels: every one), so "vprintf" is not in the
+    image's bytes: the server decompresses the entries the GPU may run (here an LZ4 block) and
+    finds it, so the kernel takes the print turn, and another client's synchronizing calls while
+    its line waits in the driver's buffer do not take it (before, the line went to whichever
+    client's call flushed it)."""
+    e = daemon()
+    p = driver_program(e, REMOTE_DRIVER, ["printf_packed", "7"], stdin=subprocess.PIPE)
+    line = p.stdout.readline()
+    if line != "launched\n":
+        p.kill()
+        check(False, "launched: %r %r" % (line, p.communicate()[1][-2000:]))
+    f = remote(e, "flusher")
+    fout, ferr = f.communicate(timeout=60)
+    check(f.returncode == 0 and fout == "flushed\n", "the other client's output: %r %r" %
+          (fout, ferr))
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0, "printf client: %r" % err)
+    check(out == "kernel printf 7\nhost after\n", "its line before its own: %r" % out)
+    check(not SANITIZER.search(err), "sanitizer: " + err)
+    check("its kernels may print" in e.log("server.log"), e.log("server.log"))
 
 
 def test_remote_data_round_trips(daemon):

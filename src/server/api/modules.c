@@ -225,7 +225,7 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
         } else {
             c->s->image_count++;
             lib = (uint64_t)(uintptr_t)l;
-            bool prints = om_image_may_print(c->s->stage, size);
+            bool prints = om_output_image_prints(c->s->stage, size);
             om_image_add(k1, k2, size, lib, prints);
             om_info("client %d: loaded a new module image of %llu bytes%s", (int)c->s->pid,
                     (unsigned long long)size, prints ? " (its kernels may print)" : "");

@@ -15,6 +15,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../../../src/common/fatbin.h"
+
 /* Values from the driver API documentation. */
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
@@ -380,6 +382,8 @@ EXPORT int cuDeviceGetAttribute(int *v, int attrib, int dev)
     case 6:
     case 7: *v = 65535; break;
     case 16: *v = 132; break;
+    case 75: *v = 9; break; /* compute capability 9.0 */
+    case 76: *v = 0; break;
     case 97: *v = 232448; break;
     default: *v = attrib; break;
     }
@@ -1176,13 +1180,48 @@ static void jit_logs(unsigned n, const int *o, void **v, int failed, const char 
         }
 }
 
+static int load_text(void **lib, const void *code, const int *jo, void **jv, unsigned nj);
+
+/* A fatbin (src/common/fatbin.c reads it, as the server does): the text of its first PTX entry,
+ * decompressed where it is stored compressed (malloc'd), or NULL. */
+static char *unpack_fatbin(const void *code)
+{
+    uint32_t magic;
+    uint64_t body;
+    struct om_fatbin_entry e[8];
+    int n;
+
+    memcpy(&magic, code, 4);
+    if (magic != 0xBA55ED50u) /* a fatbin container's */
+        return NULL;
+    memcpy(&body, (const char *)code + 8, 8);
+    n = om_fatbin_entries(code, 16 + body, e, 8);
+    for (int i = 0; i < n && i < 8; i++) {
+        char *text = e[i].kind == 1 && e[i].size < (1u << 20) ? calloc(1, e[i].size + 1) : NULL;
+        if (text && om_fatbin_inflate(&e[i], (uint8_t *)text, e[i].size) == 0)
+            return text;
+        free(text);
+    }
+    return NULL;
+}
+
 EXPORT int cuLibraryLoadData(void **lib, const void *code, const int *jo, void **jv, unsigned nj,
                              void *lo, void **lv, unsigned nl)
+{
+    char *text = code ? unpack_fatbin(code) : NULL;
+    int rc;
+
+    (void)lo, (void)lv, (void)nl;
+    rc = load_text(lib, text ? text : code, jo, jv, nj);
+    free(text);
+    return rc;
+}
+
+static int load_text(void **lib, const void *code, const int *jo, void **jv, unsigned nj)
 {
     const char *p = code;
     int first = nkernels;
 
-    (void)lo, (void)lv, (void)nl;
     /* "fakebadptx\n...": a PTX that does not compile. As driver 580's (measured on two H200s),
      * the library load succeeds with the compiler's error log written (its wording a little off
      * the module load's), and the library has no kernel; cuModuleLoadDataEx answers 218. */
