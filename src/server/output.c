@@ -29,13 +29,13 @@
  * Whose lines they are: the driver's printf buffer is the context's, shared by every client,
  * and a flush prints whatever any client's kernels left in it, in whichever thread flushed. So
  * the kernels that may print (their image names vprintf: om_output_image_prints) take turns
- * between sessions: one session at a time, the print owner, may have printing kernels whose lines were
- * not flushed yet, and every line the driver prints meanwhile is the owner's, whatever thread's
- * call flushed it. Another session's printing launch first takes the ownership over (handover):
- * it waits for the owner's printing kernels (an event recorded after each, per stream), makes
- * the driver flush them (a synchronize of an idle stream of each device they ran on: the lines
- * go to the owner), waits for a flush another thread has under way, and only then launches. Two
- * printing clients therefore do not run their printing kernels at the same moment; their other
+ * between sessions: one session at a time, the print owner, may have printing kernels whose
+ * lines were not flushed yet, and every line the driver prints meanwhile is the owner's, whatever
+ * thread's call flushed it. Another session's printing launch first takes the ownership over
+ * (handover): it waits for the owner's printing kernels (an event recorded after each, per
+ * stream), makes the driver flush them (a synchronize of an idle stream of each device they ran
+ * on: the lines go to the owner), waits for a flush another thread has under way, and only then
+ * launches. Two printing clients therefore do not run their printing kernels at the same moment; their other
  * kernels, and every client that does not print, run as before.
  *
  * Which kernels may print: om_output_image_prints, once per image the server loads, looks for
