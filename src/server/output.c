@@ -35,8 +35,8 @@
  * (handover): it waits for the owner's printing kernels (an event recorded after each, per
  * stream), makes the driver flush them (a synchronize of an idle stream of each device they ran
  * on: the lines go to the owner), waits for a flush another thread has under way, and only then
- * launches. Two printing clients therefore do not run their printing kernels at the same moment; their other
- * kernels, and every client that does not print, run as before.
+ * launches. Two printing clients therefore do not run their printing kernels at the same
+ * moment; their other kernels, and every client that does not print, run as before.
  *
  * Which kernels may print: om_output_image_prints, once per image the server loads, looks for
  * "vprintf" in the entries of a fatbin the server's GPUs may run, decompressed (nvcc compresses
