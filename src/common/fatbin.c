@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The entries of a fatbin container, and their bytes decompressed. */
+#define _GNU_SOURCE /* memmem */
 #include "fatbin.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "openmps/cuda_abi.h"
@@ -133,9 +135,21 @@ long om_lz4_block_decode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
     return (long)o;
 }
 
-/* Zstandard from the system's library, found once. */
+/* Zstandard from the system's library (its stable API: zstd.h's ZSTD_decompress,
+ * ZSTD_decompressStream and their buffers), found once. */
+struct zstd_in {
+    const void *src;
+    size_t size, pos;
+};
+struct zstd_out {
+    void *dst;
+    size_t size, pos;
+};
 static size_t (*zstd_decompress)(void *, size_t, const void *, size_t);
 static unsigned (*zstd_is_error)(size_t);
+static void *(*zstd_create)(void);
+static size_t (*zstd_free)(void *);
+static size_t (*zstd_stream)(void *, struct zstd_out *, struct zstd_in *);
 static pthread_once_t zstd_once = PTHREAD_ONCE_INIT;
 
 static void zstd_open(void)
@@ -146,8 +160,19 @@ static void zstd_open(void)
         return;
     zstd_is_error = (unsigned (*)(size_t))dlsym(h, "ZSTD_isError");
     zstd_decompress = (size_t(*)(void *, size_t, const void *, size_t))dlsym(h, "ZSTD_decompress");
-    if (!zstd_is_error)
+    zstd_create = (void *(*)(void))dlsym(h, "ZSTD_createDCtx");
+    zstd_free = (size_t(*)(void *))dlsym(h, "ZSTD_freeDCtx");
+    zstd_stream =
+        (size_t(*)(void *, struct zstd_out *, struct zstd_in *))dlsym(h, "ZSTD_decompressStream");
+    if (!zstd_is_error || !zstd_create || !zstd_free || !zstd_stream)
         zstd_decompress = NULL;
+}
+
+/* A Zstandard frame the library can read. */
+static bool zstd_frame(const struct om_fatbin_entry *e)
+{
+    pthread_once(&zstd_once, zstd_open);
+    return zstd_decompress && e->stored >= 4 && rd(e->data, 4) == 0xFD2FB528u;
 }
 
 int om_fatbin_inflate(const struct om_fatbin_entry *e, uint8_t *buf, size_t cap)
@@ -159,12 +184,66 @@ int om_fatbin_inflate(const struct om_fatbin_entry *e, uint8_t *buf, size_t cap)
     case OM_FATBIN_LZ4:
         return om_lz4_block_decode(e->data, e->stored, buf, e->size) == (long)e->size ? 0 : -1;
     case OM_FATBIN_ZSTD: {
-        pthread_once(&zstd_once, zstd_open);
-        if (!zstd_decompress || e->stored < 4 || rd(e->data, 4) != 0xFD2FB528u)
+        if (!zstd_frame(e))
             return -1;
         size_t got = zstd_decompress(buf, e->size, e->data, e->stored);
         return !zstd_is_error(got) && got == e->size ? 0 : -1;
     }
     }
     return -1;
+}
+
+#define FIND_MAX (1ull << 30)
+#define FIND_RATIO 32u
+#define PIECE (256u << 10)
+
+/* A Zstandard frame read piece by piece, the last nlen - 1 bytes of each kept before the next. */
+static int zstd_find(const struct om_fatbin_entry *e, const void *needle, size_t nlen)
+{
+    uint8_t *buf = malloc(PIECE + 64);
+    void *dctx = buf ? zstd_create() : NULL;
+    struct zstd_in in = {e->data, e->stored, 0};
+    size_t keep = 0;
+    uint64_t total = 0;
+    int found = -1;
+
+    while (dctx) {
+        struct zstd_out out = {buf + keep, PIECE, 0};
+        size_t left = zstd_stream(dctx, &out, &in);
+        if (zstd_is_error(left) || (total += out.pos) > e->size)
+            break;
+        if (memmem(buf, keep + out.pos, needle, nlen)) {
+            found = 1;
+            break;
+        }
+        if (left == 0 || (out.pos == 0 && in.pos == in.size)) { /* the frame's end, or cut */
+            found = left == 0 && total == e->size ? 0 : -1;
+            break;
+        }
+        size_t have = keep + out.pos, tail = have < nlen - 1 ? have : nlen - 1;
+        memmove(buf, buf + have - tail, tail);
+        keep = tail;
+    }
+    if (dctx)
+        zstd_free(dctx);
+    free(buf);
+    return found;
+}
+
+int om_fatbin_find(const struct om_fatbin_entry *e, const void *needle, size_t nlen)
+{
+    if (nlen == 0 || nlen > 64)
+        return -1;
+    if (e->codec == OM_FATBIN_PLAIN)
+        return memmem(e->data, e->size, needle, nlen) != NULL;
+    if (e->size > FIND_MAX || e->size > e->stored * FIND_RATIO + (1u << 20))
+        return -1;
+    if (e->codec == OM_FATBIN_ZSTD)
+        return zstd_frame(e) ? zstd_find(e, needle, nlen) : -1;
+    uint8_t *buf = malloc(e->size ? e->size : 1); /* LZ4 matches reach back 64 KiB: all of it */
+    int found = buf && om_fatbin_inflate(e, buf, e->size) == 0
+                    ? memmem(buf, e->size, needle, nlen) != NULL
+                    : -1;
+    free(buf);
+    return found;
 }

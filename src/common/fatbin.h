@@ -36,6 +36,15 @@ int om_fatbin_entries(const uint8_t *p, size_t len, struct om_fatbin_entry *out,
  */
 int om_fatbin_inflate(const struct om_fatbin_entry *e, uint8_t *buf, size_t cap);
 
+/*
+ * Whether the entry's decompressed bytes hold `needle` (at most 64 bytes): 1, 0, or -1 when they
+ * cannot be read (as om_fatbin_inflate), or would be more than 1 GiB, or more than 32 times the
+ * stored bytes plus a MiB (nvcc's entries shrink 2-10 times: a client's image, within its
+ * budget, cannot make the server decompress much more than the driver does anyway). A
+ * Zstandard frame is read in pieces of 256 KiB, so nothing of its size is allocated.
+ */
+int om_fatbin_find(const struct om_fatbin_entry *e, const void *needle, size_t nlen);
+
 /* The LZ4 block format's decoder (exported for the unit tests): the length written, or -1. */
 long om_lz4_block_decode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
 

@@ -76,13 +76,6 @@ void om_image_keys(const void *data, size_t len, uint64_t *ret_k1, uint64_t *ret
     *ret_k2 = h2 ^ (h2 >> 32);
 }
 
-/* Entries decompressed to be looked into are at most this long, and at most this many times
- * their stored bytes plus a MiB (nvcc's entries shrink 2-5 times): a client's image, within its
- * budget, cannot make the server write much more than what the driver decompresses anyway. Past
- * either, the entry counts as unreadable. */
-#define SCAN_MAX (1ull << 30)
-#define SCAN_RATIO 32u
-
 static bool names_vprintf(const void *p, size_t n)
 {
     return p && memmem(p, n, "vprintf", 7) != NULL;
@@ -128,18 +121,8 @@ enum om_print_scan om_image_print_scan(const void *data, size_t len, const unsig
     for (int i = 0; i < n && found != OM_PRINTS_MAY; i++) {
         if (!wanted(&e[i], e, n, archs, narchs))
             continue;
-        if (e[i].codec == OM_FATBIN_PLAIN) {
-            if (names_vprintf(e[i].data, e[i].size))
-                found = OM_PRINTS_MAY;
-            continue;
-        }
-        bool fits = e[i].size <= SCAN_MAX && e[i].size <= e[i].stored * SCAN_RATIO + (1u << 20);
-        uint8_t *buf = fits ? malloc(e[i].size ? e[i].size : 1) : NULL;
-        if (buf && om_fatbin_inflate(&e[i], buf, e[i].size) == 0)
-            found = names_vprintf(buf, e[i].size) ? OM_PRINTS_MAY : found;
-        else
-            found = OM_PRINTS_UNKNOWN;
-        free(buf);
+        int has = om_fatbin_find(&e[i], "vprintf", 7);
+        found = has > 0 ? OM_PRINTS_MAY : has < 0 ? OM_PRINTS_UNKNOWN : found;
     }
     free(e);
     return found;

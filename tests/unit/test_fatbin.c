@@ -2,6 +2,7 @@
 /* Unit tests: fatbin entries, their decompression, and which images may print
  * (common/fatbin.c, common/image.c), on fatbins nvcc made (tests/unit/data/README.md). */
 #define _GNU_SOURCE /* memmem */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,4 +231,54 @@ TEST(image_print_scan)
     static const char ptx[] = ".version 8.0\n.extern .func (.param .b32 r) vprintf\n";
     CHECK_EQ(om_image_print_scan(ptx, sizeof(ptx), h100, 1), OM_PRINTS_MAY);
     CHECK_EQ(om_image_print_scan(".version 8.0\n", 14, h100, 1), OM_PRINTS_NONE);
+}
+
+/* Looking into a Zstandard frame piece by piece (256 KiB each): a needle across two pieces is
+ * found, one absent is not, and a frame longer or shorter than its entry says is unreadable.
+ * The frames are made here with the system's libzstd.so.1 (ZSTD_compress). */
+TEST(fatbin_find_across_pieces)
+{
+    void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL);
+    size_t (*compress)(void *, size_t, const void *, size_t, int) =
+        (size_t(*)(void *, size_t, const void *, size_t, int))dlsym(h, "ZSTD_compress");
+    CHECK(compress != NULL);
+    const size_t n = 600u << 10, piece = 256u << 10;
+    uint8_t *plain = malloc(n), *packed = malloc(n);
+    size_t at[] = {piece - 3, 0, n - 7, 2 * piece - 6};
+
+    for (size_t i = 0; i < n; i++)
+        plain[i] = (uint8_t)("abcdefgh"[i % 8] + (i / 4096) % 7);
+    for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+        memcpy(plain + at[k], "vprintf", 7);
+        size_t len = compress(packed, n, plain, n, 3);
+        CHECK(len > 0 && len < n);
+        struct om_fatbin_entry e = {.kind = 2,
+                                    .arch = 90,
+                                    .codec = OM_FATBIN_ZSTD,
+                                    .data = packed,
+                                    .stored = len,
+                                    .size = n};
+        CHECK_EQ(om_fatbin_find(&e, "vprintf", 7), 1);
+        CHECK_EQ(om_fatbin_find(&e, "vprintg", 7), 0);
+        e.size = n - 1; /* the frame holds more than its entry says */
+        CHECK_EQ(om_fatbin_find(&e, "vprintg", 7), -1);
+        e.size = n + 1; /* or less */
+        CHECK_EQ(om_fatbin_find(&e, "vprintg", 7), -1);
+        e.size = n;
+        e.stored = len / 2; /* cut */
+        CHECK_EQ(om_fatbin_find(&e, "vprintg", 7), -1);
+        memcpy(plain + at[k], "xxxxxxx", 7);
+    }
+    /* a frame that grows past 32 times its bytes and a MiB is not read at all */
+    memset(plain, 0, n);
+    size_t len = compress(packed, n, plain, n, 3);
+    struct om_fatbin_entry big = {
+        .kind = 2, .codec = OM_FATBIN_ZSTD, .data = packed, .stored = len, .size = n};
+    CHECK_EQ(om_fatbin_find(&big, "vprintf", 7), len * 32 + (1u << 20) >= n ? 0 : -1);
+    big.size = 64ull << 20;
+    CHECK_EQ(om_fatbin_find(&big, "vprintf", 7), -1);
+    free(plain);
+    free(packed);
+    dlclose(h);
 }
