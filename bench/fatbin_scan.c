@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 {
     FILE *f = argc > 1 ? fopen(argv[1], "rb") : NULL;
     unsigned arch = argc > 2 ? (unsigned)atoi(argv[2]) : 90;
-    long n, containers = 0, found[3] = {0}, entries = 0, codecs[3] = {0};
+    long n, containers = 0, found[4] = {0}, entries = 0, codecs[3] = {0};
     double took = 0;
     uint64_t stored = 0, unpacked = 0;
     uint8_t *b;
@@ -49,12 +49,17 @@ int main(int argc, char **argv)
         memcpy(&magic, b + at, 4);
         memcpy(&head, b + at + 6, 2);
         memcpy(&body, b + at + 8, 8);
-        if (magic != 0xBA55ED50u || body > (uint64_t)(n - at) - head) {
+        if (magic != 0xBA55ED50u || head > n - at || body > (uint64_t)(n - at) - head) {
             at += 8; /* containers are 8-byte aligned in the section */
             continue;
         }
         size_t len = head + body;
         int k = om_fatbin_entries(b + at, len, NULL, 0);
+        if (k < 0) {
+            fprintf(stderr, "a container at %ld the server would refuse\n", at);
+            at += 8;
+            continue;
+        }
         struct om_fatbin_entry *e = k > 0 ? calloc((size_t)k, sizeof(*e)) : NULL;
         if (e) {
             om_fatbin_entries(b + at, len, e, k);
@@ -73,10 +78,11 @@ int main(int argc, char **argv)
         at += (long)len;
     }
     printf("%ld containers, %ld entries (plain %ld, LZ4 %ld, Zstandard %ld), %.1f MB stored, %.1f "
-           "MB decompressed; may print %ld, none %ld, unreadable %ld; scan %.3f s (%s)\n",
+           "MB decompressed; may print %ld, none %ld, unreadable %ld, too large %ld; scan %.3f s "
+           "(%s)\n",
            containers, entries, codecs[0], codecs[1], codecs[2], (double)stored / 1e6,
            (double)unpacked / 1e6, found[OM_PRINTS_MAY], found[OM_PRINTS_NONE],
-           found[OM_PRINTS_UNKNOWN], took,
+           found[OM_PRINTS_UNKNOWN], found[OM_PRINTS_TOO_LARGE], took,
            arch ? "the entries an SM of that version runs" : "every entry");
     free(b);
     return 0;

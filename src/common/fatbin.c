@@ -18,12 +18,15 @@
  * padded to 8 bytes; u32 compressed size at 16; u32 SM version at 28; u64 flags at 40; u64 size
  * decompressed at 56) and its bytes right after it. Flag 0x2000 marks an LZ4 block (the "speed"
  * mode), 0x8000 a Zstandard frame (balance, size, and CUDA 13's default); a plain entry has
- * neither, and its compressed and decompressed sizes are 0.
+ * neither, and its compressed and decompressed sizes are 0. Flag 0x100000 marks an
+ * arch-specific target (sm_90a), 0x200000 a family one (sm_100f).
  */
 #define CONTAINER_HEADER 16u
 #define ENTRY_HEADER_MIN 64u
 #define FLAG_LZ4 0x2000u
 #define FLAG_ZSTD 0x8000u
+#define FLAG_ARCH_SPECIFIC 0x100000u /* sm_90a, compute_100a */
+#define FLAG_FAMILY 0x200000u        /* sm_100f, compute_100f */
 
 static uint64_t rd(const uint8_t *p, unsigned n)
 {
@@ -56,6 +59,8 @@ int om_fatbin_entries(const uint8_t *p, size_t len, struct om_fatbin_entry *out,
                 return -1;
             struct om_fatbin_entry f = {.kind = (unsigned)rd(p + e, 2),
                                         .arch = (unsigned)rd(p + e + 28, 4),
+                                        .arch_specific = (flags & FLAG_ARCH_SPECIFIC) != 0,
+                                        .family = (flags & FLAG_FAMILY) != 0,
                                         .codec = OM_FATBIN_PLAIN,
                                         .data = p + e + eh,
                                         .stored = stored,
@@ -194,7 +199,6 @@ int om_fatbin_inflate(const struct om_fatbin_entry *e, uint8_t *buf, size_t cap)
 }
 
 #define FIND_MAX (1ull << 30)
-#define FIND_RATIO 32u
 #define PIECE (256u << 10)
 
 /* A Zstandard frame read piece by piece, the last nlen - 1 bytes of each kept before the next. */
@@ -236,7 +240,7 @@ int om_fatbin_find(const struct om_fatbin_entry *e, const void *needle, size_t n
         return -1;
     if (e->codec == OM_FATBIN_PLAIN)
         return memmem(e->data, e->size, needle, nlen) != NULL;
-    if (e->size > FIND_MAX || e->size > e->stored * FIND_RATIO + (1u << 20))
+    if (e->size > FIND_MAX)
         return -1;
     if (e->codec == OM_FATBIN_ZSTD)
         return zstd_frame(e) ? zstd_find(e, needle, nlen) : -1;

@@ -14,8 +14,10 @@ enum om_fatbin_codec {
 };
 
 struct om_fatbin_entry {
-    unsigned kind; /* 1: PTX text, 2: an ELF cubin */
-    unsigned arch; /* the SM version it is for: 90 for sm_90 */
+    unsigned kind;      /* 1: PTX text, 2: an ELF cubin */
+    unsigned arch;      /* the SM version it is for: 90 for sm_90 */
+    bool arch_specific; /* sm_90a, compute_100a: runs on that version alone (flag 0x100000) */
+    bool family;        /* sm_100f, compute_100f: that major version (flag 0x200000) */
     enum om_fatbin_codec codec;
     const uint8_t *data; /* the stored bytes, inside the image */
     uint64_t stored;     /* their length */
@@ -38,10 +40,10 @@ int om_fatbin_inflate(const struct om_fatbin_entry *e, uint8_t *buf, size_t cap)
 
 /*
  * Whether the entry's decompressed bytes hold `needle` (at most 64 bytes): 1, 0, or -1 when they
- * cannot be read (as om_fatbin_inflate), or would be more than 1 GiB, or more than 32 times the
- * stored bytes plus a MiB (nvcc's entries shrink 2-10 times: a client's image, within its
- * budget, cannot make the server decompress much more than the driver does anyway). A
- * Zstandard frame is read in pieces of 256 KiB, so nothing of its size is allocated.
+ * cannot be read (as om_fatbin_inflate) or would be more than 1 GiB. A Zstandard frame is read
+ * in pieces of 256 KiB, so nothing of its size is allocated; an LZ4 block is decoded whole (its
+ * matches reach back into all of it). How much an image may make the caller decompress in all
+ * is the caller's to bound (om_image_print_scan).
  */
 int om_fatbin_find(const struct om_fatbin_entry *e, const void *needle, size_t nlen);
 

@@ -81,30 +81,28 @@ static bool names_vprintf(const void *p, size_t n)
     return p && memmem(p, n, "vprintf", 7) != NULL;
 }
 
-/* A cubin of version `have` runs on a GPU of version `gpu`: same major version, minor no higher. */
-static bool cubin_runs(unsigned have, unsigned gpu)
+/*
+ * Whether the driver may run the entry on a GPU of SM version `gpu` (90 for sm_90): a cubin of
+ * the same major version and a minor one no higher (an arch-specific one, sm_90a, of that version
+ * alone), PTX of a version no higher (compiled for it; an arch-specific one of that version
+ * alone, a family one of the same major version).
+ */
+static bool runs_on(const struct om_fatbin_entry *e, unsigned gpu)
 {
-    return have / 10 == gpu / 10 && have <= gpu;
+    if (e->arch_specific)
+        return e->arch == gpu;
+    if (e->kind == 2 || e->family)
+        return e->arch / 10 == gpu / 10 && e->arch <= gpu;
+    return e->arch <= gpu;
 }
 
-static bool wanted(const struct om_fatbin_entry *e, const struct om_fatbin_entry *all, int n,
-                   const unsigned *archs, int narchs)
-{
-    if (narchs == 0)
-        return e->kind == 1 || e->kind == 2;
-    for (int a = 0; a < narchs; a++) {
-        if (e->kind == 2 && cubin_runs(e->arch, archs[a]))
-            return true;
-        if (e->kind != 1 || e->arch > archs[a])
-            continue;
-        bool cubin = false; /* the driver compiles PTX only where no cubin runs */
-        for (int i = 0; i < n && !cubin; i++)
-            cubin = all[i].kind == 2 && cubin_runs(all[i].arch, archs[a]);
-        if (!cubin)
-            return true;
-    }
-    return false;
-}
+/* An image may make the server decompress this much in all to look into it: 64 times its own
+ * size and 64 MiB (cuDNN's sm_90 cubins shrink 35 times, cuBLASLt's older ones up to 96), and
+ * hold this many entries (nvcc writes one per target: a few dozen). Past either, it is too
+ * large to look into. */
+#define SCAN_RATIO 64u
+#define SCAN_EXTRA (64ull << 20)
+#define SCAN_ENTRIES 65536
 
 enum om_print_scan om_image_print_scan(const void *data, size_t len, const unsigned *archs,
                                        int narchs)
@@ -112,15 +110,34 @@ enum om_print_scan om_image_print_scan(const void *data, size_t len, const unsig
     struct om_fatbin_entry *e;
     enum om_print_scan found = OM_PRINTS_NONE;
     int n = om_fatbin_entries(data, len, NULL, 0);
+    uint64_t budget = (uint64_t)len * SCAN_RATIO + SCAN_EXTRA;
+    bool exact[OM_SCAN_ARCHS_MAX] = {false};
 
     if (n < 0) /* PTX text, an ELF cubin, or no fatbin the driver would take: its bytes */
         return names_vprintf(data, len) ? OM_PRINTS_MAY : OM_PRINTS_NONE;
+    if (n > SCAN_ENTRIES || narchs > OM_SCAN_ARCHS_MAX)
+        return OM_PRINTS_TOO_LARGE;
     if (n == 0 || !(e = calloc((size_t)n, sizeof(*e))))
         return n == 0 ? OM_PRINTS_NONE : OM_PRINTS_UNKNOWN;
     om_fatbin_entries(data, len, e, n);
+    /* The driver compiles the PTX for a GPU unless a cubin of exactly its version is there
+     * (CU_JIT_FALLBACK_STRATEGY's default, CU_PREFER_PTX): which GPUs have one. */
+    for (int i = 0; i < n; i++)
+        for (int a = 0; a < narchs; a++)
+            exact[a] |= e[i].kind == 2 && e[i].arch == archs[a];
     for (int i = 0; i < n && found != OM_PRINTS_MAY; i++) {
-        if (!wanted(&e[i], e, n, archs, narchs))
+        bool wanted = narchs == 0 && (e[i].kind == 1 || e[i].kind == 2);
+        for (int a = 0; a < narchs && !wanted; a++)
+            wanted = (e[i].kind == 2 || (e[i].kind == 1 && !exact[a])) && runs_on(&e[i], archs[a]);
+        if (!wanted)
             continue;
+        if (e[i].codec != OM_FATBIN_PLAIN) {
+            if (e[i].size > budget) {
+                found = OM_PRINTS_TOO_LARGE;
+                break;
+            }
+            budget -= e[i].size;
+        }
         int has = om_fatbin_find(&e[i], "vprintf", 7);
         found = has > 0 ? OM_PRINTS_MAY : has < 0 ? OM_PRINTS_UNKNOWN : found;
     }

@@ -26,10 +26,14 @@ void om_image_keys(const void *data, size_t len, uint64_t *ret_k1, uint64_t *ret
 
 /* What om_image_print_scan found. */
 enum om_print_scan {
-    OM_PRINTS_NONE,    /* no kernel the GPUs may run names vprintf */
-    OM_PRINTS_MAY,     /* one does */
-    OM_PRINTS_UNKNOWN, /* an entry that may run could not be read (corrupt, libzstd missing) */
+    OM_PRINTS_NONE,      /* no kernel the GPUs may run names vprintf */
+    OM_PRINTS_MAY,       /* one does */
+    OM_PRINTS_UNKNOWN,   /* an entry that may run could not be read (corrupt, libzstd missing) */
+    OM_PRINTS_TOO_LARGE, /* more entries, or more bytes to decompress, than the scan allows */
 };
+
+/* The GPU versions om_image_print_scan takes at most. */
+#define OM_SCAN_ARCHS_MAX 64
 
 /*
  * Whether kernels of the image may call device-side printf: the image names `vprintf`, the
@@ -37,8 +41,11 @@ enum om_print_scan {
  * fatbin only the entries the driver may pick for one of the `narchs` SM versions in archs (90
  * for sm_90) are looked at, decompressed where they are stored compressed (nvcc compresses
  * every entry with -Xfatbin -compress-all, as PyTorch's wheels are built): a cubin of the same
- * major version and a minor one no higher, and PTX of a version no higher where no such cubin
- * exists. With narchs 0, every entry.
+ * major version and a minor one no higher (of that version alone if arch-specific: sm_90a), and
+ * PTX of a version no higher where no cubin of exactly the GPU's version is (the driver prefers
+ * compiling PTX to running a cubin of a lower minor version). With narchs 0, every entry. An
+ * image may hold 65 536 entries and make the scan decompress 64 times its size and 64 MiB at
+ * most: past that it is too large to look into.
  */
 enum om_print_scan om_image_print_scan(const void *data, size_t len, const unsigned *archs,
                                        int narchs);

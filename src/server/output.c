@@ -283,15 +283,21 @@ static void read_gpu_archs(void)
 
 bool om_output_image_prints(const void *img, size_t len)
 {
-    static bool told;
+    static bool told_unread, told_large;
+    const char *force = getenv("CUDA_FORCE_PTX_JIT"); /* the driver then compiles every PTX */
     enum om_print_scan found;
 
     pthread_once(&gpu_arch_once, read_gpu_archs);
-    found = om_image_print_scan(img, len, gpu_arch, ngpu_arch);
-    if (found == OM_PRINTS_UNKNOWN && !__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+    found = om_image_print_scan(img, len, gpu_arch, force && force[0] == '1' ? 0 : ngpu_arch);
+    if (found == OM_PRINTS_UNKNOWN && !__atomic_exchange_n(&told_unread, true, __ATOMIC_RELAXED))
         om_warn("kernel printf: a module image has a compressed entry openmps cannot read (no "
                 "libzstd.so.1, or a corrupt entry); its kernels' lines are not ordered between "
                 "clients and may reach another one (said once)");
+    if (found == OM_PRINTS_TOO_LARGE && !__atomic_exchange_n(&told_large, true, __ATOMIC_RELAXED))
+        om_warn("kernel printf: a module image of %zu bytes holds more entries, or more to "
+                "decompress, than openmps looks into (65 536; 64 times its size and 64 MiB); its "
+                "kernels' lines are not ordered between clients (said once)",
+                len);
     return found == OM_PRINTS_MAY;
 }
 

@@ -138,32 +138,129 @@ TEST(lz4_block_decoder)
         CHECK_EQ(big[i], 'q');
 }
 
-/* A fatbin of plain entries (kind, SM version, bytes), as nvcc lays them out: n at most 4. */
-static size_t make_fatbin(uint8_t *out, const unsigned *kinds, const unsigned *archs,
-                          const char *const *texts, int n)
+/* One entry at `at` of a fatbin being made (kind, SM version, flags, its stored bytes; for a
+ * compressed one, the flag and its size decompressed): where the next one goes. */
+static size_t add_entry(uint8_t *out, size_t at, unsigned kind, unsigned arch, uint64_t flags,
+                        const void *data, size_t n, uint64_t size)
 {
-    size_t at = 16;
+    uint16_t k = (uint16_t)kind;
+    uint32_t eh = 64, packed = flags & 0xa000u ? (uint32_t)n : 0;
+    uint64_t stored = (n + 7) & ~7ull;
+
+    memset(out + at, 0, 64 + stored);
+    memcpy(out + at, &k, 2);
+    memcpy(out + at + 4, &eh, 4);
+    memcpy(out + at + 8, &stored, 8);
+    memcpy(out + at + 16, &packed, 4);
+    memcpy(out + at + 28, &arch, 4);
+    memcpy(out + at + 40, &flags, 8);
+    if (packed)
+        memcpy(out + at + 56, &size, 8);
+    memcpy(out + at + 64, data, n);
+    return at + 64 + stored;
+}
+
+/* The container's header, once its entries end at `end`: its length. */
+static size_t close_fatbin(uint8_t *out, size_t end)
+{
     uint32_t magic = 0xBA55ED50u;
     uint16_t version = 1, hsize = 16;
+    uint64_t body = end - 16;
 
-    memset(out, 0, 1024);
-    for (int i = 0; i < n; i++) {
-        uint16_t kind = (uint16_t)kinds[i];
-        uint32_t eh = 64;
-        uint64_t stored = (strlen(texts[i]) + 1 + 7) & ~7ull;
-        memcpy(out + at, &kind, 2);
-        memcpy(out + at + 4, &eh, 4);
-        memcpy(out + at + 8, &stored, 8);
-        memcpy(out + at + 28, &archs[i], 4);
-        memcpy(out + at + 64, texts[i], strlen(texts[i]) + 1);
-        at += 64 + stored;
-    }
-    uint64_t body = at - 16;
     memcpy(out, &magic, 4);
     memcpy(out + 4, &version, 2);
     memcpy(out + 6, &hsize, 2);
     memcpy(out + 8, &body, 8);
-    return at;
+    return end;
+}
+
+/* A fatbin of plain entries (kind, SM version, text), as nvcc lays them out: n at most 4. */
+static size_t make_fatbin(uint8_t *out, const unsigned *kinds, const unsigned *archs,
+                          const char *const *texts, int n)
+{
+    size_t at = 16;
+
+    for (int i = 0; i < n; i++)
+        at = add_entry(out, at, kinds[i], archs[i], 0, texts[i], strlen(texts[i]) + 1, 0);
+    return close_fatbin(out, at);
+}
+
+#define ARCH_SPECIFIC 0x100000u
+#define FAMILY 0x200000u
+
+/* Arch-specific targets run on their version alone (an sm_100a cubin not on an sm_103, whose
+ * driver compiles the PTX), family ones on their major version; the driver compiles PTX where no
+ * cubin of exactly the GPU's version is, even beside one of a lower minor version. */
+TEST(image_print_scan_knows_targets_and_the_drivers_preference)
+{
+    static const char quiet[] = "quiet", loud[] = "names vprintf";
+    const unsigned sm100[] = {100}, sm103[] = {103}, sm80[] = {80}, sm86[] = {86}, sm90[] = {90};
+    uint8_t img[1024];
+    size_t at;
+
+    at = add_entry(img, 16, 2, 100, ARCH_SPECIFIC, quiet, sizeof(quiet), 0);      /* sm_100a */
+    at = close_fatbin(img, add_entry(img, at, 1, 100, 0, loud, sizeof(loud), 0)); /* compute_100 */
+    CHECK_EQ(om_image_print_scan(img, at, sm100, 1), OM_PRINTS_NONE);             /* the cubin */
+    CHECK_EQ(om_image_print_scan(img, at, sm103, 1), OM_PRINTS_MAY);              /* the PTX */
+    at = add_entry(img, 16, 2, 100, ARCH_SPECIFIC, loud, sizeof(loud), 0);        /* sm_100a */
+    at = close_fatbin(img, add_entry(img, at, 1, 100, 0, quiet, sizeof(quiet), 0));
+    CHECK_EQ(om_image_print_scan(img, at, sm100, 1), OM_PRINTS_MAY);
+    CHECK_EQ(om_image_print_scan(img, at, sm103, 1), OM_PRINTS_NONE);
+    at = close_fatbin(img, add_entry(img, 16, 1, 100, ARCH_SPECIFIC, loud, sizeof(loud), 0));
+    CHECK_EQ(om_image_print_scan(img, at, sm100, 1), OM_PRINTS_MAY); /* compute_100a */
+    CHECK_EQ(om_image_print_scan(img, at, sm103, 1), OM_PRINTS_NONE);
+    at = add_entry(img, 16, 2, 100, FAMILY, loud, sizeof(loud), 0); /* sm_100f */
+    at = close_fatbin(img, add_entry(img, at, 1, 100, ARCH_SPECIFIC, quiet, sizeof(quiet), 0));
+    CHECK_EQ(om_image_print_scan(img, at, sm103, 1), OM_PRINTS_MAY); /* the family cubin */
+    CHECK_EQ(om_image_print_scan(img, at, sm90, 1), OM_PRINTS_NONE); /* neither */
+    at = add_entry(img, 16, 2, 80, 0, quiet, sizeof(quiet), 0);      /* sm_80 */
+    at = close_fatbin(img, add_entry(img, at, 1, 86, 0, loud, sizeof(loud), 0)); /* compute_86 */
+    CHECK_EQ(om_image_print_scan(img, at, sm86, 1), OM_PRINTS_MAY);              /* compiled */
+    CHECK_EQ(om_image_print_scan(img, at, sm80, 1), OM_PRINTS_NONE); /* the exact cubin */
+}
+
+/* What an image may make the scan do: 65 536 entries, and 64 times its size and 64 MiB
+ * decompressed in all (an entry that shrank 20 000 times is read: cuDNN's shrink 35 times);
+ * past either it is too large, not "none". */
+TEST(image_print_scan_has_a_budget)
+{
+    void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL);
+    size_t (*compress)(void *, size_t, const void *, size_t, int) =
+        (size_t(*)(void *, size_t, const void *, size_t, int))dlsym(h, "ZSTD_compress");
+    const unsigned sm90[] = {90};
+    const size_t big = 40u << 20, bigger = 80u << 20;
+    uint8_t *plain = calloc(1, bigger), *packed = malloc(1u << 20), *img = malloc(6u << 20);
+    size_t n, at;
+
+    CHECK(compress && plain && packed && img);
+    memcpy(plain + big - 7, "vprintf", 7);
+    n = compress(packed, 1u << 20, plain, big, 3);
+    CHECK(n > 0 && n < 65536);
+    at = close_fatbin(img, add_entry(img, 16, 2, 90, 0x8000, packed, n, big));
+    CHECK_EQ(om_image_print_scan(img, at, sm90, 1), OM_PRINTS_MAY);
+    memset(plain + big - 7, 0, 7);
+    n = compress(packed, 1u << 20, plain, bigger, 3);
+    CHECK(n > 0 && n < 65536);
+    at = close_fatbin(img, add_entry(img, 16, 2, 90, 0x8000, packed, n, bigger));
+    CHECK_EQ(om_image_print_scan(img, at, sm90, 1), OM_PRINTS_TOO_LARGE);
+    /* the same bytes in two entries of 40 MiB each: the second passes the budget */
+    n = compress(packed, 1u << 20, plain, big, 3);
+    at = add_entry(img, 16, 2, 90, 0x8000, packed, n, big);
+    at = close_fatbin(img, add_entry(img, at, 2, 90, 0x8000, packed, n, big));
+    CHECK_EQ(om_image_print_scan(img, at, sm90, 1), OM_PRINTS_TOO_LARGE);
+    at = 16; /* 65 537 entries of nothing to read */
+    for (int i = 0; i < 65537; i++)
+        at = add_entry(img, at, 8, 90, 0, "", 0, 0);
+    CHECK_EQ(om_image_print_scan(img, close_fatbin(img, at), sm90, 1), OM_PRINTS_TOO_LARGE);
+    at = 16;
+    for (int i = 0; i < 65536; i++)
+        at = add_entry(img, at, 8, 90, 0, "", 0, 0);
+    CHECK_EQ(om_image_print_scan(img, close_fatbin(img, at), sm90, 1), OM_PRINTS_NONE);
+    free(plain);
+    free(packed);
+    free(img);
+    dlclose(h);
 }
 
 /* Which entries the driver may pick: a cubin of the GPU's major version and a minor one no
@@ -270,14 +367,6 @@ TEST(fatbin_find_across_pieces)
         CHECK_EQ(om_fatbin_find(&e, "vprintg", 7), -1);
         memcpy(plain + at[k], "xxxxxxx", 7);
     }
-    /* a frame that grows past 32 times its bytes and a MiB is not read at all */
-    memset(plain, 0, n);
-    size_t len = compress(packed, n, plain, n, 3);
-    struct om_fatbin_entry big = {
-        .kind = 2, .codec = OM_FATBIN_ZSTD, .data = packed, .stored = len, .size = n};
-    CHECK_EQ(om_fatbin_find(&big, "vprintf", 7), len * 32 + (1u << 20) >= n ? 0 : -1);
-    big.size = 64ull << 20;
-    CHECK_EQ(om_fatbin_find(&big, "vprintf", 7), -1);
     free(plain);
     free(packed);
     dlclose(h);

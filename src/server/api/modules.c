@@ -168,7 +168,17 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
         return CUDA_ERROR_INVALID_IMAGE;
     }
     om_image_keys(c->s->stage, size, &k1, &k2);
+    /* Whether a new image's kernels may print is looked at before the load lock is taken: the
+     * look decompresses entries (output.c), which other clients' loads need not wait for. One
+     * loaded by another client meanwhile is found below. */
+    bool scanned = false, prints = false;
     pthread_mutex_lock(om_image_load_lock());
+    if (om_image_lookup(k1, k2, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
+        pthread_mutex_unlock(om_image_load_lock());
+        prints = om_output_image_prints(c->s->stage, size);
+        scanned = true;
+        pthread_mutex_lock(om_image_load_lock());
+    }
     /* A library another client claimed (a module's texture references, api/texrefs.c): this
      * client loads its own copy. */
     if (om_image_lookup(k1, k2, size, &lib) != 0 || !om_modref_may_share(c->s, lib)) {
@@ -225,7 +235,8 @@ static CUresult load_staged(struct call *c, struct om_jit *j, uint64_t size, uin
         } else {
             c->s->image_count++;
             lib = (uint64_t)(uintptr_t)l;
-            bool prints = om_output_image_prints(c->s->stage, size);
+            if (!scanned) /* shared a moment ago, claimed since */
+                prints = om_output_image_prints(c->s->stage, size);
             om_image_add(k1, k2, size, lib, prints);
             om_info("client %d: loaded a new module image of %llu bytes%s", (int)c->s->pid,
                     (unsigned long long)size, prints ? " (its kernels may print)" : "");

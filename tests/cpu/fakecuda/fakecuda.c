@@ -1187,6 +1187,7 @@ static int load_text(void **lib, const void *code, const int *jo, void **jv, uns
 static char *unpack_fatbin(const void *code)
 {
     uint32_t magic;
+    uint16_t head;
     uint64_t body;
     struct om_fatbin_entry e[8];
     int n;
@@ -1194,8 +1195,11 @@ static char *unpack_fatbin(const void *code)
     memcpy(&magic, code, 4);
     if (magic != 0xBA55ED50u) /* a fatbin container's */
         return NULL;
+    memcpy(&head, (const char *)code + 6, 2);
     memcpy(&body, (const char *)code + 8, 8);
-    n = om_fatbin_entries(code, 16 + body, e, 8);
+    if (body > (64u << 20)) /* the server let no such image through (om_image_extent) */
+        return NULL;
+    n = om_fatbin_entries(code, (size_t)head + body, e, 8);
     for (int i = 0; i < n && i < 8; i++) {
         char *text = e[i].kind == 1 && e[i].size < (1u << 20) ? calloc(1, e[i].size + 1) : NULL;
         if (text && om_fatbin_inflate(&e[i], (uint8_t *)text, e[i].size) == 0)
