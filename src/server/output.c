@@ -78,7 +78,7 @@ struct fence {
     int dev;
 };
 static struct fence *fences;
-static size_t nfences, fences_cap;
+static size_t nfences, fences_cap; /* nfences __atomic: om_output_wants_flush reads it unlocked */
 static CUstream flush_stream[OM_MAX_DEVICES]; /* idle: its synchronize flushes the device's */
 /* Threads between a vfprintf of the driver's and its fflush (a flush under way). */
 static int flushing;
@@ -252,11 +252,57 @@ static void drain_owner(void)
         edestroy(fences[i].event);
         used[fences[i].dev] = true;
     }
-    nfences = 0;
+    __atomic_store_n(&nfences, 0, __ATOMIC_RELEASE);
     for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
         if (used[d] && flush_stream[d])
             ssync(flush_stream[d]); /* the driver prints what the kernels left: the owner's */
     wait_flushes();
+}
+
+/*
+ * The driver prints kernel output at a synchronize, not at a query (its documented flush points:
+ * synchronizing calls, launches, blocking copies, module loads), and a wait of the server's ends
+ * in a query when the work is done within its spin (wait.c). So after such a wait, a session that
+ * owns printing kernels makes the driver flush the lines of those that are done (its idle flush
+ * stream's synchronize, a few µs), which then go with this answer: a stream synchronize, an event
+ * synchronize or a blocking copy shows them as natively. Only the print owner pays it, and only
+ * while it has printing kernels not flushed yet.
+ */
+bool om_output_wants_flush(void)
+{
+    struct session *s = output_session;
+
+    return s && __atomic_load_n(&print_owner, __ATOMIC_ACQUIRE) == s &&
+           __atomic_load_n(&nfences, __ATOMIC_ACQUIRE) > 0;
+}
+
+void om_output_flush_done(bool flushed)
+{
+    CUresult (*equery)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventQuery];
+    CUresult (*edestroy)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventDestroy_v2];
+    CUresult (*ssync)(CUstream) = (CUresult(*)(CUstream))om_server_real[OM_IDX_cuStreamSynchronize];
+    struct session *s = output_session;
+    bool used[OM_MAX_DEVICES] = {false}, any = false;
+    size_t kept = 0;
+
+    if (!s)
+        return;
+    pthread_mutex_lock(&print_lock);
+    if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s) {
+        for (size_t i = 0; i < nfences; i++) { /* done before the flush: their lines are in it */
+            if (equery(fences[i].event) == CUDA_SUCCESS) {
+                edestroy(fences[i].event);
+                used[fences[i].dev] = any = true;
+            } else {
+                fences[kept++] = fences[i];
+            }
+        }
+        __atomic_store_n(&nfences, kept, __ATOMIC_RELEASE);
+        for (int d = 0; any && !flushed && d < (int)OM_MAX_DEVICES; d++)
+            if (used[d] && flush_stream[d])
+                ssync(flush_stream[d]);
+    }
+    pthread_mutex_unlock(&print_lock);
 }
 
 /* The SM versions of the server's GPUs (90 for sm_90), read once: which entries of a fatbin the
@@ -357,7 +403,8 @@ void om_output_print_end(struct session *s, CUstream st, bool launched)
             ssync(st); /* no fence to wait for later: wait now (and flush) */
             goto out;
         }
-        fences[nfences++] = (struct fence){st, ev, dev};
+        fences[nfences] = (struct fence){st, ev, dev};
+        __atomic_store_n(&nfences, nfences + 1, __ATOMIC_RELEASE);
     }
     if (record(fences[i].event, st) != CUDA_SUCCESS)
         ssync(st);

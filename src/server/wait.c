@@ -191,8 +191,9 @@ unsigned om_wait_context_flags(void)
  *    without it: printf_assert's 136 device lines lost on the H200 (2026-11-27), flushed by
  *    nobody before the client exited. Not every wait: the synchronize costs 3 to 5 µs there
  *    (B2's launch + synchronize went from 10.5 to 15.5 µs, its 4-byte copy from 8.1 to 11.5
- *    when every wait had it), so output a stream synchronize did not flush comes with the
- *    client's next device synchronize or launch.
+ *    when every wait had it). The other waits of a client that owns printing kernels not flushed
+ *    yet flush them after the wait (om_output_flush_done), so that a stream synchronize shows
+ *    them as natively; a client that prints nothing pays nothing.
  */
 static __thread bool settle_pools, flush_output;
 
@@ -241,10 +242,19 @@ static CUresult wait_for(void *h, int query_index, int sync_index, uint64_t *ret
         while ((rc = query(h)) == CUDA_ERROR_NOT_READY && om_mono_ns() - start <= SPIN_NS)
             ;
         om_spin_give();
-        if (rc != CUDA_ERROR_NOT_READY) /* then the synchronize where it matters (above) */
-            return rc == CUDA_SUCCESS && (settle_pools || flush_output) ? sync(h) : rc;
+        if (rc != CUDA_ERROR_NOT_READY) { /* then the synchronize where it matters (above) */
+            bool again = rc == CUDA_SUCCESS && (settle_pools || flush_output);
+            if (again)
+                rc = sync(h);
+            if (rc == CUDA_SUCCESS && om_output_wants_flush())
+                om_output_flush_done(again);
+            return rc;
+        }
     }
-    return sleep_in(sync, h);
+    rc = sleep_in(sync, h);
+    if (rc == CUDA_SUCCESS && om_output_wants_flush())
+        om_output_flush_done(true);
+    return rc;
 }
 
 CUresult om_wait_stream(CUstream st)

@@ -14,6 +14,7 @@
  *                                round trips (cuCtxSynchronize); prints microseconds per call
  *   remote_driver printf N [marked]  a kernel that prints N between two lines of the host
  *   remote_driver printf_packed N    the same from a compressed fatbin entry, waiting on stdin
+ *   remote_driver printf_stream N [event]  the same on a stream, its synchronize (an event's)
  *   remote_driver flusher        synchronizing calls, nothing launched
  * (and more modes below, each with its comment)
  * Exit status 0 when every check passed; the first failed check is printed. */
@@ -1010,6 +1011,36 @@ int main(int argc, char **argv)
         OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         OK(cuCtxSynchronize());
         printf("host after\n");
+        return 0;
+    } else if (!strcmp(mode, "printf_stream") && argc > 2) {
+        /* a printing kernel on a created stream, then that stream's synchronize (and, with "event",
+         * an event's after another): its line comes between the two of the host, as natively */
+        static const char image[] = "fakecubin\n.extern .func vprintf\nprintf:4\n";
+        unsigned n = (unsigned)atoi(argv[2]);
+        int event = argc > 3 && !strcmp(argv[3], "event");
+        CUmodule mod;
+        CUfunction f;
+        CUstream st;
+        CUevent ev;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&f, mod, "printf"));
+        OK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+        OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        for (unsigned i = 0; i < 3; i++) {
+            unsigned v = n + i;
+            void *args[] = {&v};
+            printf("host before %u\n", i);
+            fflush(stdout);
+            OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
+            if (event) {
+                OK(cuEventRecord(ev, st));
+                OK(cuEventSynchronize(ev));
+            } else {
+                OK(cuStreamSynchronize(st));
+            }
+            printf("host after %u\n", i);
+            fflush(stdout);
+        }
         return 0;
     } else if (!strcmp(mode, "printf_packed") && argc > 2) {
         /* a kernel that prints ARG, from a fatbin whose entry nvcc's way compresses (an LZ4 block:

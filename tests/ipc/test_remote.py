@@ -32,6 +32,22 @@ def test_kernel_printf_reaches_its_client(daemon):
     check("kernel printf" not in e.log("server.log"), "the server logged it")
 
 
+def test_kernel_printf_at_a_stream_synchronize(daemon):
+    """The driver prints kernel output at a synchronize, not at a query, and the server's wait for
+    a short kernel ends in a query: a client owning printing kernels has them flushed after its
+    wait, so its line comes before the host's next one at a stream synchronize and at an event
+    synchronize as natively (it came at the next device synchronize, after "host after"). The
+    server's threads may spin (a wait then ends in a query), whatever the cores."""
+    e = daemon({"OPENMPS_SPIN_THREADS": "all"})
+    for how in ([], ["event"]):
+        p = remote(e, "printf_stream", "50", *how)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0, "printf client: %r %r" % (out, err))
+        want = "".join("host before %d\nkernel printf %d\nhost after %d\n" % (i, 50 + i, i)
+                       for i in range(3))
+        check(out == want, "%s: each line between the host's: %r" % (how or "stream", out))
+
+
 def test_kernel_printf_of_an_image_not_looked_into(daemon):
     """A printing kernel whose image does not name vprintf where openmps can see it (standing for
     a compressed entry it cannot read): its line still reaches its client, the only one, from

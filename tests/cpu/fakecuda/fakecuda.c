@@ -928,13 +928,15 @@ static void device_assert_message(const char *fmt, ...)
     va_end(ap);
 }
 
-/* Prints what the kernels left; CUDA_ERROR_ASSERT once one of them asserted. */
-static int flush_printf(void)
+/* Prints what the kernels left (their printf lines only where `lines`: a query does not print
+ * them, as the driver's documented flush points are synchronizing calls, launches, blocking
+ * copies and module loads); CUDA_ERROR_ASSERT once one of them asserted. */
+static int flush_printf_lines(bool lines)
 {
     int rc;
 
     pthread_mutex_lock(&printf_lock);
-    if (printf_len) {
+    if (printf_len && lines) {
         device_printf("%.*s", (int)printf_len, printf_pending);
         fflush(stdout);
         printf_len = 0;
@@ -948,6 +950,11 @@ static int flush_printf(void)
     pthread_mutex_unlock(&printf_lock);
     return rc;
 }
+
+static int flush_printf(void)
+{
+    return flush_printf_lines(true);
+}
 /* fake_graphs.c: stream capture's hooks. */
 int fake_capture_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, void *s, const void *args, size_t len);
@@ -958,7 +965,7 @@ int fake_capture_wait(void *s, void *e);
 EXPORT int cuStreamQuery(void *s)
 {
     fake_dma_flush(s); /* NULL, the legacy stream: the blocking streams' too */
-    if (flush_printf() != CUDA_SUCCESS)
+    if (flush_printf_lines(false) != CUDA_SUCCESS)
         return CUDA_ERROR_ASSERT;
     uint64_t *b = busy_slot(s);
     int captured = fake_capture_query(s);
@@ -1103,7 +1110,7 @@ EXPORT int cuEventSynchronize(void *e)
 {
     while (cuEventQuery(e) == 600)
         usleep(1000);
-    return CUDA_SUCCESS;
+    return flush_printf(); /* a synchronizing call: the driver prints kernel output */
 }
 
 EXPORT int cuEventCreate(void **e, unsigned flags)
