@@ -8,6 +8,8 @@
 
 #include "graphstate.h"
 
+#include "../common/log.h"
+
 /* ------------------------------------------------------------------ nodes and graphs */
 
 /* in:CHECK of node arrays (the node rows of api/remote/nodes.tsv, host nodes): each one the
@@ -67,6 +69,103 @@ void om_graph_forget_graph(struct session *s, CUgraph g, int depth)
     free(v);
     om_graphmem_forget(s, (uint64_t)(uintptr_t)g, 0);
     om_cond_forget_graph(s, (uint64_t)(uintptr_t)g);
+}
+
+/* ------------------------------------------------------------------ kernels that may print */
+
+/*
+ * Kernel printf's turns (output.c) hold for graphs too: an executable graph whose kernels may
+ * print is launched as a printing kernel is, taking the print turn first and leaving a fence
+ * after it. Whether it may is decided when it is made (its graph walked, child graphs and the
+ * conditional bodies the server recorded to MAX_NESTING) and when one of its kernels or child
+ * graphs is replaced. A kernel node whose kernel the session does not know by its handle (the
+ * driver may keep a captured launch's function rather than the kernel it was given) counts as
+ * printing when any kernel of the session may print; a session none of whose kernels may print
+ * walks nothing.
+ */
+static bool session_prints(const struct session *s)
+{
+    for (size_t i = 0; i < s->nkernels; i++)
+        if (s->kernels[i].prints)
+            return true;
+    return false;
+}
+
+/* A conditional node's bodies, as the server recorded them when the node was added. */
+static const struct gm_condnode *cond_node(const struct session *s, uint64_t node)
+{
+    const struct om_graphmem *m = s->graphmem;
+
+    for (size_t i = 0; m && i < m->ncn; i++)
+        if (m->cn[i].node == node)
+            return &m->cn[i];
+    return NULL;
+}
+
+static bool walk_prints(struct session *s, CUgraph g, int depth)
+{
+    CUresult (*nodes)(CUgraph, CUgraphNode *, size_t *) = REAL(cuGraphGetNodes);
+    CUresult (*type)(CUgraphNode, int *) = REAL(cuGraphNodeGetType);
+    CUresult (*child)(CUgraphNode, CUgraph *) = REAL(cuGraphChildGraphNodeGetGraph);
+    CUresult (*kparams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *) =
+        (CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))REAL(cuGraphKernelNodeGetParams_v2);
+    CUgraphNode *v = NULL;
+    size_t n = 0;
+    bool prints = false;
+
+    if (depth >= MAX_NESTING || !nodes || !type || nodes(g, NULL, &n) != CUDA_SUCCESS)
+        return true; /* cannot tell: as printing */
+    if (n && (!(v = calloc(n, sizeof(*v))) || nodes(g, v, &n) != CUDA_SUCCESS)) {
+        free(v);
+        return true;
+    }
+    for (size_t i = 0; i < n && !prints; i++) {
+        int t = -1;
+        if (type(v[i], &t) != CUDA_SUCCESS) {
+            prints = true;
+        } else if (t == NODE_TYPE_KERNEL) {
+            CUDA_KERNEL_NODE_PARAMS p;
+            memset(&p, 0, sizeof(p));
+            const struct om_kernel *k =
+                kparams && kparams(v[i], &p) == CUDA_SUCCESS
+                    ? om_kernel_find(
+                          s, (uint64_t)(uintptr_t)(p.kern ? (void *)p.kern : (void *)p.func))
+                    : NULL;
+            prints = k ? k->prints : true;
+        } else if (t == NODE_TYPE_GRAPH) {
+            CUgraph cg = NULL;
+            prints =
+                !child || child(v[i], &cg) != CUDA_SUCCESS || !cg || walk_prints(s, cg, depth + 1);
+        } else if (t == NODE_TYPE_CONDITIONAL) {
+            const struct gm_condnode *cn = cond_node(s, (uint64_t)(uintptr_t)v[i]);
+            prints = !cn;
+            for (unsigned b = 0; cn && b < cn->n && !prints; b++)
+                prints = walk_prints(s, (CUgraph)(uintptr_t)cn->body[b], depth + 1);
+        }
+    }
+    free(v);
+    return prints;
+}
+
+bool om_graph_may_print(struct session *s, CUgraph g)
+{
+    return session_prints(s) && walk_prints(s, g, 0);
+}
+
+void om_graph_exec_note(struct session *s, uint64_t exec, CUgraph g)
+{
+    if (om_graph_may_print(s, g))
+        om_graph_exec_prints(s, exec);
+    else
+        om_handles_remove(&s->print_execs, exec);
+}
+
+void om_graph_exec_prints(struct session *s, uint64_t exec)
+{
+    if (!om_handles_has(&s->print_execs, exec) && om_handles_add(&s->print_execs, exec) < 0)
+        om_warn("client %d: out of memory noting a graph that prints: its lines may cross "
+                "another client's",
+                (int)s->pid);
 }
 
 CUresult om_graph_node_list(struct call *c, enum list_kind kind)

@@ -6,10 +6,12 @@
 #include "exec.h"
 
 #define CAPTURE_NONE 0
-#define MAX_DEPS 4096     /* dependencies of one new node (as the table's rows) */
-#define MAX_LIST 8192     /* nodes (or edges) of one answer */
-#define NODE_TYPE_GRAPH 4 /* CU_GRAPH_NODE_TYPE_GRAPH */
-#define MAX_NESTING 16    /* child graphs within child graphs the server follows */
+#define MAX_DEPS 4096            /* dependencies of one new node (as the table's rows) */
+#define MAX_LIST 8192            /* nodes (or edges) of one answer */
+#define NODE_TYPE_KERNEL 0       /* CU_GRAPH_NODE_TYPE_KERNEL */
+#define NODE_TYPE_GRAPH 4        /* CU_GRAPH_NODE_TYPE_GRAPH */
+#define NODE_TYPE_CONDITIONAL 13 /* CU_GRAPH_NODE_TYPE_CONDITIONAL */
+#define MAX_NESTING 16           /* child graphs within child graphs the server follows */
 
 /*
  * The lists of nodes (cuGraphGetNodes, cuGraphGetRootNodes, a node's dependencies or
@@ -52,6 +54,12 @@ CUresult om_graph_own_all(struct call *c, enum om_handle_kind kind, const CUgrap
 void om_graph_forget_node(struct session *s, CUgraphNode n, int depth);
 void om_graph_forget_graph(struct session *s, CUgraph g, int depth);
 CUresult om_graph_node_list(struct call *c, enum list_kind kind);
+/* Executable graphs whose kernels may print (kernel printf's turns, output.c): whether g's may,
+ * one made from g noted as printing or not, one noted as printing (a kernel or child graph
+ * replaced). */
+bool om_graph_may_print(struct session *s, CUgraph g);
+void om_graph_exec_note(struct session *s, uint64_t exec, CUgraph g);
+void om_graph_exec_prints(struct session *s, uint64_t exec);
 CUresult om_graph_read_deps(struct call *c, CUgraphNode *deps, uint64_t *n);
 CUcontext om_graph_server_context(void);
 /* Graph allocations (the comment above om_graphmem_of in graphstate.c says who holds them): the

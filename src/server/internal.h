@@ -175,6 +175,7 @@ struct session {
     uint64_t worked_mask;
     uint64_t device_mask;
     struct om_handles own[OM_HANDLE_KINDS]; /* by kind (api/handles.tsv); streams, events, … */
+    struct om_handles print_execs; /* its executable graphs that may print (graphstate.c) */
     /* api/contexts.c: the stream cuCtxRecordEvent joins the client's streams on, per device */
     CUstream ctx_streams[OM_MAX_DEVICES];
     /* devmap.c: the device of each stream and pool made on another device than the session's

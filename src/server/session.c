@@ -323,6 +323,7 @@ static void release_gpu_resources(struct session *s)
                 "region(s)",
                 (int)s->pid, s->allocs.n, s->own[OM_H_STREAM].n, s->own[OM_H_EVENT].n, s->nhostmem);
     s->nhostmem = s->hostmem_cap = 0;
+    om_handles_free(&s->print_execs);
     om_handles_free(&s->own[OM_H_EVENT]);
     om_handles_free(&s->own[OM_H_STREAM]);
     om_handles_free(&s->own[OM_H_LIBRARY]); /* the images stay loaded for the next client */

@@ -15,6 +15,7 @@
  *                              then waits for a line on stdin)
  *   remote_graphs batchnodes   batch memory op nodes: addresses checked, operations back
  *   remote_graphs addnode      cuGraphAddNode / cuGraph(Exec)NodeSetParams, by node type
+ *   remote_graphs printgraph N BASE  executable graphs whose kernel prints, made and captured
  *   remote_graphs pageable     copy nodes of pageable host memory, both ways: the bytes move at
  *                              each launch; the nodes answer as copy nodes; parameters set on
  *                              the graph and on the executable graph; clones; captured copies
@@ -1179,6 +1180,51 @@ int main(int argc, char **argv)
         np.u.event.event = (CUevent)(uintptr_t)0x7000; /* not the client's */
         EXPECT_RC(cuGraphAddNode(&x, g, NULL, 0, &np), CUDA_ERROR_INVALID_HANDLE);
         printf("addnode ok\n");
+    } else if (!strcmp(mode, "printgraph") && argc > 3) {
+        /* N rounds of an executable graph whose kernel prints BASE + i (set on the executable
+         * graph each round), then as many of a graph captured from a printing launch, each
+         * launch followed by its stream's synchronize: every line this client's, in order */
+        static const char image[] = "fakecubin\n.extern .func vprintf\nprintf:4\n";
+        unsigned rounds = (unsigned)atoi(argv[2]), base = (unsigned)atoi(argv[3]), v = base;
+        CUmodule mod;
+        CUfunction pf;
+        CUstream st;
+        CUgraph g, cg;
+        CUgraphNode kn;
+        CUgraphExec ex, cex;
+        void *args[] = {&v};
+        KNP k;
+        OK(cuModuleLoadData(&mod, image));
+        OK(cuModuleGetFunction(&pf, mod, "printf"));
+        OK(cuStreamCreate(&st, 1));
+        memset(&k, 0, sizeof(k));
+        k.func = pf;
+        k.gridDimX = k.gridDimY = k.gridDimZ = k.blockDimX = k.blockDimY = k.blockDimZ = 1;
+        k.kernelParams = args;
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddKernelNode_v2(&kn, g, NULL, 0, &k));
+        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        for (unsigned i = 0; i < rounds; i++) {
+            v = base + i;
+            OK(cuGraphExecKernelNodeSetParams_v2(ex, kn, &k));
+            OK(cuGraphLaunch(ex, st));
+            OK(cuStreamSynchronize(st));
+        }
+        OK(cuStreamBeginCapture_v2(st, 2)); /* relaxed */
+        v = 0; /* the captured launch's argument: set on the executable graph below */
+        OK(cuLaunchKernel(pf, 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
+        OK(cuStreamEndCapture(st, &cg));
+        OK(cuGraphInstantiateWithFlags(&cex, cg, 0));
+        size_t n = 1;
+        CUgraphNode cn;
+        OK(cuGraphGetNodes(cg, &cn, &n));
+        for (unsigned i = 0; i < rounds; i++) {
+            v = base + rounds + i;
+            OK(cuGraphExecKernelNodeSetParams_v2(cex, cn, &k));
+            OK(cuGraphLaunch(cex, st));
+            OK(cuStreamSynchronize(st));
+        }
+        printf("printgraph ok\n");
     } else {
         fprintf(stderr, "usage: remote_graphs build|capture|hold|steal G N "
                         "E|leak|child|kernelparams|semnodes|batchnodes|addnode\n");

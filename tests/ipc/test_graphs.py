@@ -196,3 +196,24 @@ def test_remote_graphs_pageable_copy_nodes(daemon):
     lines = open(log).read().splitlines()
     check(any(l.startswith("childgraph ") for l in lines), "child graph nodes: %r" % lines[:40])
     check(any(l.startswith("hostnode+ ") for l in lines), "host nodes: %r" % lines[:40])
+
+
+def test_printing_graphs_of_two_clients_stay_theirs(daemon):
+    """Kernel printf's turns hold for graphs: two clients each launching executable graphs whose
+    kernel prints (one built by hand, its argument set on the executable graph each round, one
+    captured from a printing launch), each launch followed by its stream's synchronize, at the
+    same time: each gets exactly its own lines, in order, and none of the other's (before, a
+    graph's lines went to whichever client's call flushed them). The server's threads may spin
+    (their waits then end in a query), whatever the cores."""
+    e = daemon({"OPENMPS_SPIN_THREADS": "all"})
+    n = 200
+    ps = [graphs_client(e, "printgraph", str(n), str(base)) for base in (100000, 200000)]
+    for base, p in zip((100000, 200000), ps):
+        out, err = p.communicate(timeout=300)
+        check(p.returncode == 0 and "printgraph ok" in out, "client: %r" % err[-2000:])
+        got = [l for l in out.splitlines() if l.startswith("kernel printf")]
+        want = ["kernel printf %d" % (base + i) for i in range(2 * n)]
+        others = [l for l in got if l not in set(want)]
+        check(not others, "%d lines of the other client's among %d: %r" %
+              (len(others), len(got), others[:5]))
+        check(got == want, "%d of %d lines, in order: %r" % (len(got), 2 * n, got[:5]))

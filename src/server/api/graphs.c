@@ -42,8 +42,15 @@ CUresult om_x_cuGraphLaunch(struct call *c)
     st = om_launch_stream(c, sh, &rc); /* under an SM share, its lane's stream (share.c) */
     if (!st)
         return rc;
+    /* A graph whose kernels may print takes the print turn as a printing launch does. */
+    bool prints = om_handles_has(&c->s->print_execs, exec) && !om_stream_capturing(c->s, st);
+    om_output_launched(c->s);
+    if (prints)
+        om_output_print_begin(c->s);
     rc =
         ((CUresult(*)(CUgraphExec, CUstream))REAL(cuGraphLaunch))((CUgraphExec)(uintptr_t)exec, st);
+    if (prints)
+        om_output_print_end(c->s, st, rc == CUDA_SUCCESS);
     /* Scheduled like a kernel: the executable graph is what the scheduler learns the length of. */
     if (rc == CUDA_SUCCESS && !om_stream_capturing(c->s, st)) {
         om_sched_launched(c->s, st, exec);
@@ -64,7 +71,21 @@ static CUresult instantiated(struct call *c, uint64_t g, CUgraphExec e)
         om_graphmem_forget(c->s, eh, 0);
         ((CUresult(*)(CUgraphExec))REAL(cuGraphExecDestroy))(e);
         om_own_drop(c->s, OM_H_EXEC, eh);
+        return rc;
     }
+    om_graph_exec_note(c->s, eh, (CUgraph)(uintptr_t)g); /* its kernels may print? */
+    return rc;
+}
+
+/* An update takes the graph's kernels: whether the executable graph may print is that graph's. */
+CUresult om_hook_cuGraphExecUpdate_v2(struct call *c, CUgraphExec e, CUgraph g,
+                                      CUgraphExecUpdateResultInfo *info)
+{
+    CUresult rc = ((CUresult(*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))REAL(
+        cuGraphExecUpdate_v2))(e, g, info);
+
+    if (rc == CUDA_SUCCESS)
+        om_graph_exec_note(c->s, (uint64_t)(uintptr_t)e, g);
     return rc;
 }
 

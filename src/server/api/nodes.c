@@ -208,9 +208,13 @@ CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c)
         rc = om_arg_handle(c, OM_H_NODE, node, false);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
+    rc = ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
         cuGraphExecKernelNodeSetParams_v2))((CUgraphExec)(uintptr_t)exec,
                                             (CUgraphNode)(uintptr_t)node, &k.p);
+    const struct om_kernel *kern = om_kernel_find(c->s, (uint64_t)(uintptr_t)k.p.kern);
+    if (rc == CUDA_SUCCESS && (!kern || kern->prints)) /* printf's turns (graphstate.c) */
+        om_graph_exec_prints(c->s, exec);
+    return rc;
 }
 
 /* Custom rather than `in:memset`: the generator reads an `in` struct before declaring it. */
@@ -279,6 +283,18 @@ CUresult om_check_copy3d(struct call *c, CUDA_MEMCPY3D *m)
         rc = check_side(c, m->dstMemoryType, (uint64_t)(uintptr_t)m->dstHost, m->dstDevice,
                         m->dstXInBytes, m->dstY, m->dstZ, m->dstPitch, m->dstHeight, m);
     m->srcArray = m->dstArray = NULL;
+    return rc;
+}
+
+/* A child graph replaced in an executable graph: one that may print makes it print. */
+CUresult om_hook_cuGraphExecChildGraphNodeSetParams(struct call *c, CUgraphExec e, CUgraphNode n,
+                                                    CUgraph child)
+{
+    CUresult rc = ((CUresult(*)(CUgraphExec, CUgraphNode, CUgraph))REAL(
+        cuGraphExecChildGraphNodeSetParams))(e, n, child);
+
+    if (rc == CUDA_SUCCESS && om_graph_may_print(c->s, child))
+        om_graph_exec_prints(c->s, (uint64_t)(uintptr_t)e);
     return rc;
 }
 

@@ -1266,7 +1266,7 @@ static CUresult x_cuGraphExecUpdate_v2(struct call *c)
     if ((rc = om_arg_handle(c, OM_H_GRAPH, a_hGraph, false)) != CUDA_SUCCESS)
         return rc;
     memset(&o_resultInfo, 0, sizeof(o_resultInfo));
-    rc = ((CUresult (*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))REAL(cuGraphExecUpdate_v2))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraph)(uintptr_t)a_hGraph, &o_resultInfo);
+    rc = om_hook_cuGraphExecUpdate_v2(c, (CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraph)(uintptr_t)a_hGraph, &o_resultInfo);
     if (rc == CUDA_SUCCESS) {
         om_put_bytes(&c->out, &o_resultInfo, sizeof(o_resultInfo));
     }
@@ -2430,7 +2430,7 @@ static CUresult x_cuGraphExecChildGraphNodeSetParams(struct call *c)
         return rc;
     if ((rc = om_arg_handle(c, OM_H_GRAPH, a_childGraph, false)) != CUDA_SUCCESS)
         return rc;
-    rc = ((CUresult (*)(CUgraphExec, CUgraphNode, CUgraph))REAL(cuGraphExecChildGraphNodeSetParams))((CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUgraph)(uintptr_t)a_childGraph);
+    rc = om_hook_cuGraphExecChildGraphNodeSetParams(c, (CUgraphExec)(uintptr_t)a_hGraphExec, (CUgraphNode)(uintptr_t)a_hNode, (CUgraph)(uintptr_t)a_childGraph);
     return rc;
 }
 
