@@ -126,11 +126,12 @@ static bool walk_prints(struct session *s, CUgraph g, int depth)
         } else if (t == NODE_TYPE_KERNEL) {
             CUDA_KERNEL_NODE_PARAMS p;
             memset(&p, 0, sizeof(p));
-            const struct om_kernel *k =
-                kparams && kparams(v[i], &p) == CUDA_SUCCESS
-                    ? om_kernel_find(
-                          s, (uint64_t)(uintptr_t)(p.kern ? (void *)p.kern : (void *)p.func))
-                    : NULL;
+            const struct om_kernel *k = NULL;
+            if (kparams && kparams(v[i], &p) == CUDA_SUCCESS) { /* the kernel, else the function */
+                k = p.kern ? om_kernel_find(s, (uint64_t)(uintptr_t)p.kern) : NULL;
+                if (!k && p.func)
+                    k = om_kernel_find(s, (uint64_t)(uintptr_t)p.func);
+            }
             prints = k ? k->prints : true;
         } else if (t == NODE_TYPE_GRAPH) {
             CUgraph cg = NULL;
@@ -162,10 +163,15 @@ void om_graph_exec_note(struct session *s, uint64_t exec, CUgraph g)
 
 void om_graph_exec_prints(struct session *s, uint64_t exec)
 {
-    if (!om_handles_has(&s->print_execs, exec) && om_handles_add(&s->print_execs, exec) < 0)
+    if (om_handles_has(&s->print_execs, exec))
+        return;
+    if (om_handles_add(&s->print_execs, exec) < 0)
         om_warn("client %d: out of memory noting a graph that prints: its lines may cross "
                 "another client's",
                 (int)s->pid);
+    else
+        om_debug("client %d: executable graph %#llx may print: its launches take printf's turn",
+                 (int)s->pid, (unsigned long long)exec);
 }
 
 CUresult om_graph_node_list(struct call *c, enum list_kind kind)

@@ -345,10 +345,10 @@ void om_output_init(void);                  /* at the start: each device's flush
 void om_output_bind(struct session *s);     /* the calling thread's session (NULL: none) */
 bool om_output_pending(struct session *s);  /* in its worker: also takes stray output */
 void om_output_launched(struct session *s); /* it launched: stray output is its */
-/* After a wait of this thread's session: the lines of its printing kernels that are done flushed
- * (`flushed`: the wait's own synchronize did it), when it owns the printf buffer. */
+/* After a wait of this thread's session: the lines of its printing kernels that are done flushed,
+ * when it owns the printf buffer and some may not be (output.c). */
 bool om_output_wants_flush(void);
-void om_output_flush_done(bool flushed);
+void om_output_flush_done(void);
 /* Its kernels may print (om_image_print_scan for the server's GPUs; unreadable: said once). */
 bool om_output_image_prints(const void *img, size_t len);
 /* Around the launch of a kernel that may print: the session becomes the print owner (after the

@@ -76,9 +76,11 @@ struct fence {
     CUstream stream; /* where the owner launched printing kernels (the server's stream) */
     CUevent event;   /* recorded after the last of them */
     int dev;
+    bool active; /* lines of its kernels may not be flushed yet (om_output_flush_done) */
 };
 static struct fence *fences;
-static size_t nfences, fences_cap; /* nfences __atomic: om_output_wants_flush reads it unlocked */
+static size_t nfences, fences_cap;
+static size_t nactive; /* fences active (__atomic: om_output_wants_flush reads it unlocked) */
 static CUstream flush_stream[OM_MAX_DEVICES]; /* idle: its synchronize flushes the device's */
 /* Threads between a vfprintf of the driver's and its fflush (a flush under way). */
 static int flushing;
@@ -252,7 +254,8 @@ static void drain_owner(void)
         edestroy(fences[i].event);
         used[fences[i].dev] = true;
     }
-    __atomic_store_n(&nfences, 0, __ATOMIC_RELEASE);
+    nfences = 0;
+    __atomic_store_n(&nactive, 0, __ATOMIC_RELEASE);
     for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
         if (used[d] && flush_stream[d])
             ssync(flush_stream[d]); /* the driver prints what the kernels left: the owner's */
@@ -262,45 +265,52 @@ static void drain_owner(void)
 /*
  * The driver prints kernel output at a synchronize, not at a query (its documented flush points:
  * synchronizing calls, launches, blocking copies, module loads), and a wait of the server's ends
- * in a query when the work is done within its spin (wait.c). So after such a wait, a session that
- * owns printing kernels makes the driver flush the lines of those that are done (its idle flush
- * stream's synchronize, a few µs), which then go with this answer: a stream synchronize, an event
- * synchronize or a blocking copy shows them as natively. Only the print owner pays it, and only
- * while it has printing kernels not flushed yet.
+ * in a query when the work is done within its spin (wait.c). So after a wait of a session that
+ * owns printing kernels whose lines may not be flushed yet (active fences), the driver is made to
+ * flush (the idle flush stream's synchronize of each device they ran on, a few µs): the lines of
+ * every kernel done by then, the waited one's among them, go with this answer, so a stream
+ * synchronize, an event synchronize or a copy to the host shows them as natively. The fences done
+ * before that flush are inactive after it (their events kept for the next printing launch on
+ * their stream). Only the print owner pays it, and only while it has active fences. A handover
+ * under way (print_lock taken) is not waited for: it flushes this owner's lines into this
+ * session's buffer itself, for its next answer.
  */
 bool om_output_wants_flush(void)
 {
     struct session *s = output_session;
 
     return s && __atomic_load_n(&print_owner, __ATOMIC_ACQUIRE) == s &&
-           __atomic_load_n(&nfences, __ATOMIC_ACQUIRE) > 0;
+           __atomic_load_n(&nactive, __ATOMIC_ACQUIRE) > 0;
 }
 
-void om_output_flush_done(bool flushed)
+void om_output_flush_done(void)
 {
     CUresult (*equery)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventQuery];
-    CUresult (*edestroy)(CUevent) = (CUresult(*)(CUevent))om_server_real[OM_IDX_cuEventDestroy_v2];
     CUresult (*ssync)(CUstream) = (CUresult(*)(CUstream))om_server_real[OM_IDX_cuStreamSynchronize];
     struct session *s = output_session;
-    bool used[OM_MAX_DEVICES] = {false}, any = false;
-    size_t kept = 0;
+    bool used[OM_MAX_DEVICES] = {false};
 
-    if (!s)
+    if (!s || pthread_mutex_trylock(&print_lock) != 0)
         return;
-    pthread_mutex_lock(&print_lock);
     if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s) {
-        for (size_t i = 0; i < nfences; i++) { /* done before the flush: their lines are in it */
-            if (equery(fences[i].event) == CUDA_SUCCESS) {
-                edestroy(fences[i].event);
-                used[fences[i].dev] = any = true;
-            } else {
-                fences[kept++] = fences[i];
-            }
+        bool *done = calloc(nfences ? nfences : 1, sizeof(*done));
+        for (size_t i = 0; i < nfences; i++) {
+            if (!fences[i].active)
+                continue;
+            used[fences[i].dev] = true;
+            if (done) /* done before the flush below: its lines are in it */
+                done[i] = equery(fences[i].event) == CUDA_SUCCESS;
         }
-        __atomic_store_n(&nfences, kept, __ATOMIC_RELEASE);
-        for (int d = 0; any && !flushed && d < (int)OM_MAX_DEVICES; d++)
+        for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
             if (used[d] && flush_stream[d])
                 ssync(flush_stream[d]);
+        for (size_t i = 0; done && i < nfences; i++) {
+            if (done[i]) {
+                fences[i].active = false;
+                __atomic_sub_fetch(&nactive, 1, __ATOMIC_ACQ_REL);
+            }
+        }
+        free(done);
     }
     pthread_mutex_unlock(&print_lock);
 }
@@ -403,11 +413,14 @@ void om_output_print_end(struct session *s, CUstream st, bool launched)
             ssync(st); /* no fence to wait for later: wait now (and flush) */
             goto out;
         }
-        fences[nfences] = (struct fence){st, ev, dev};
-        __atomic_store_n(&nfences, nfences + 1, __ATOMIC_RELEASE);
+        fences[nfences++] = (struct fence){st, ev, dev, false};
     }
-    if (record(fences[i].event, st) != CUDA_SUCCESS)
+    if (record(fences[i].event, st) != CUDA_SUCCESS) {
         ssync(st);
+    } else if (!fences[i].active) {
+        fences[i].active = true;
+        __atomic_add_fetch(&nactive, 1, __ATOMIC_ACQ_REL);
+    }
 out:
     pthread_mutex_unlock(&print_lock);
 }

@@ -191,9 +191,10 @@ unsigned om_wait_context_flags(void)
  *    without it: printf_assert's 136 device lines lost on the H200 (2026-11-27), flushed by
  *    nobody before the client exited. Not every wait: the synchronize costs 3 to 5 µs there
  *    (B2's launch + synchronize went from 10.5 to 15.5 µs, its 4-byte copy from 8.1 to 11.5
- *    when every wait had it). The other waits of a client that owns printing kernels not flushed
- *    yet flush them after the wait (om_output_flush_done), so that a stream synchronize shows
- *    them as natively; a client that prints nothing pays nothing.
+ *    when every wait had it). After any wait of a client that owns printing kernels whose lines
+ *    may not be flushed yet, output.c makes the driver flush (om_output_flush_done), so that a
+ *    stream or event synchronize shows them as natively; a client that prints nothing pays
+ *    nothing.
  */
 static __thread bool settle_pools, flush_output;
 
@@ -247,13 +248,13 @@ static CUresult wait_for(void *h, int query_index, int sync_index, uint64_t *ret
             if (again)
                 rc = sync(h);
             if (rc == CUDA_SUCCESS && om_output_wants_flush())
-                om_output_flush_done(again);
+                om_output_flush_done();
             return rc;
         }
     }
     rc = sleep_in(sync, h);
     if (rc == CUDA_SUCCESS && om_output_wants_flush())
-        om_output_flush_done(true);
+        om_output_flush_done();
     return rc;
 }
 

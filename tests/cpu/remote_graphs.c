@@ -15,7 +15,8 @@
  *                              then waits for a line on stdin)
  *   remote_graphs batchnodes   batch memory op nodes: addresses checked, operations back
  *   remote_graphs addnode      cuGraphAddNode / cuGraph(Exec)NodeSetParams, by node type
- *   remote_graphs printgraph N BASE  executable graphs whose kernel prints, made and captured
+ *   remote_graphs printgraph N BASE  executable graphs whose kernel prints: made, with a child
+ *                              graph, captured, their argument set; and one that does not
  *   remote_graphs pageable     copy nodes of pageable host memory, both ways: the bytes move at
  *                              each launch; the nodes answer as copy nodes; parameters set on
  *                              the graph and on the executable graph; clones; captured copies
@@ -1181,47 +1182,64 @@ int main(int argc, char **argv)
         EXPECT_RC(cuGraphAddNode(&x, g, NULL, 0, &np), CUDA_ERROR_INVALID_HANDLE);
         printf("addnode ok\n");
     } else if (!strcmp(mode, "printgraph") && argc > 3) {
-        /* N rounds of an executable graph whose kernel prints BASE + i (set on the executable
-         * graph each round), then as many of a graph captured from a printing launch, each
-         * launch followed by its stream's synchronize: every line this client's, in order */
+        /* Executable graphs whose kernel prints, launched unchanged: one made by hand (BASE), one
+         * whose child graph prints (BASE + 1), one captured from a printing launch (BASE + 2),
+         * in turn for N rounds, each with a graph that prints nothing (fill_u32 of an image
+         * without vprintf) after it, each launch followed by its stream's synchronize; then N
+         * rounds of the first with its argument set on the executable graph (BASE + 1000 + i).
+         * Every line this client's, in order. */
         static const char image[] = "fakecubin\n.extern .func vprintf\nprintf:4\n";
-        unsigned rounds = (unsigned)atoi(argv[2]), base = (unsigned)atoi(argv[3]), v = base;
-        CUmodule mod;
-        CUfunction pf;
+        static const char quiet[] = "fakecubin\nfill_u32:8,4,4\n";
+        unsigned rounds = (unsigned)atoi(argv[2]), base = (unsigned)atoi(argv[3]);
+        unsigned v0 = base, v1 = base + 1, v2 = base + 2, value = 1, count = 4;
+        CUmodule mod, qmod;
+        CUfunction pf, quietfn;
         CUstream st;
-        CUgraph g, cg;
-        CUgraphNode kn;
-        CUgraphExec ex, cex;
-        void *args[] = {&v};
+        CUdeviceptr a;
+        CUgraph g[3], child, q;
+        CUgraphNode kn, cn, qn;
+        CUgraphExec ex[3], qx;
+        void *a0[] = {&v0}, *a1[] = {&v1}, *a2[] = {&v2}, *qa[] = {&a, &value, &count};
         KNP k;
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&pf, mod, "printf"));
+        OK(cuModuleLoadData(&qmod, quiet));
+        OK(cuModuleGetFunction(&quietfn, qmod, "fill_u32"));
+        OK(cuMemAlloc_v2(&a, 64));
         OK(cuStreamCreate(&st, 1));
         memset(&k, 0, sizeof(k));
         k.func = pf;
         k.gridDimX = k.gridDimY = k.gridDimZ = k.blockDimX = k.blockDimY = k.blockDimZ = 1;
-        k.kernelParams = args;
-        OK(cuGraphCreate(&g, 0));
-        OK(cuGraphAddKernelNode_v2(&kn, g, NULL, 0, &k));
-        OK(cuGraphInstantiateWithFlags(&ex, g, 0));
+        k.kernelParams = a0;
+        OK(cuGraphCreate(&g[0], 0));
+        OK(cuGraphAddKernelNode_v2(&kn, g[0], NULL, 0, &k));
+        OK(cuGraphCreate(&child, 0));
+        k.kernelParams = a1;
+        OK(cuGraphAddKernelNode_v2(&cn, child, NULL, 0, &k));
+        OK(cuGraphCreate(&g[1], 0));
+        OK(cuGraphAddChildGraphNode(&cn, g[1], NULL, 0, child));
+        OK(cuStreamBeginCapture_v2(st, 2)); /* relaxed */
+        OK(cuLaunchKernel(pf, 1, 1, 1, 1, 1, 1, 0, st, a2, NULL));
+        OK(cuStreamEndCapture(st, &g[2]));
+        k.func = quietfn;
+        k.kernelParams = qa;
+        OK(cuGraphCreate(&q, 0));
+        OK(cuGraphAddKernelNode_v2(&qn, q, NULL, 0, &k));
+        for (int i = 0; i < 3; i++)
+            OK(cuGraphInstantiateWithFlags(&ex[i], g[i], 0));
+        OK(cuGraphInstantiateWithFlags(&qx, q, 0));
         for (unsigned i = 0; i < rounds; i++) {
-            v = base + i;
-            OK(cuGraphExecKernelNodeSetParams_v2(ex, kn, &k));
-            OK(cuGraphLaunch(ex, st));
+            OK(cuGraphLaunch(ex[i % 3], st));
+            OK(cuStreamSynchronize(st));
+            OK(cuGraphLaunch(qx, st));
             OK(cuStreamSynchronize(st));
         }
-        OK(cuStreamBeginCapture_v2(st, 2)); /* relaxed */
-        v = 0; /* the captured launch's argument: set on the executable graph below */
-        OK(cuLaunchKernel(pf, 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
-        OK(cuStreamEndCapture(st, &cg));
-        OK(cuGraphInstantiateWithFlags(&cex, cg, 0));
-        size_t n = 1;
-        CUgraphNode cn;
-        OK(cuGraphGetNodes(cg, &cn, &n));
+        k.func = pf;
+        k.kernelParams = a0;
         for (unsigned i = 0; i < rounds; i++) {
-            v = base + rounds + i;
-            OK(cuGraphExecKernelNodeSetParams_v2(cex, cn, &k));
-            OK(cuGraphLaunch(cex, st));
+            v0 = base + 1000 + i;
+            OK(cuGraphExecKernelNodeSetParams_v2(ex[0], kn, &k));
+            OK(cuGraphLaunch(ex[0], st));
             OK(cuStreamSynchronize(st));
         }
         printf("printgraph ok\n");

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Graphs and stream capture (tests/cpu/remote_graphs.c)."""
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -199,21 +200,29 @@ def test_remote_graphs_pageable_copy_nodes(daemon):
 
 
 def test_printing_graphs_of_two_clients_stay_theirs(daemon):
-    """Kernel printf's turns hold for graphs: two clients each launching executable graphs whose
-    kernel prints (one built by hand, its argument set on the executable graph each round, one
-    captured from a printing launch), each launch followed by its stream's synchronize, at the
-    same time: each gets exactly its own lines, in order, and none of the other's (before, a
-    graph's lines went to whichever client's call flushed them). The server's threads may spin
-    (their waits then end in a query), whatever the cores."""
-    e = daemon({"OPENMPS_SPIN_THREADS": "all"})
-    n = 200
+    """Kernel printf's turns hold for graphs: two clients at once, each launching, unchanged,
+    executable graphs whose kernel prints (made by hand, through a child graph, captured from a
+    printing launch) in turn with one that prints nothing, then the first with its argument set
+    on the executable graph each round, each launch followed by its stream's synchronize: each
+    gets exactly its own lines, in order, and none of the other's (before, a graph's lines were
+    not flushed at all). The server's log says which executable graphs take the turn: the three
+    printing ones of each client, found by walking their graphs when they were made, and not
+    the fourth. The server's threads may spin (their waits then end in a query)."""
+    e = daemon({"OPENMPS_SPIN_THREADS": "all", "OPENMPS_LOG_LEVEL": "3"})
+    n = 150
     ps = [graphs_client(e, "printgraph", str(n), str(base)) for base in (100000, 200000)]
     for base, p in zip((100000, 200000), ps):
         out, err = p.communicate(timeout=300)
         check(p.returncode == 0 and "printgraph ok" in out, "client: %r" % err[-2000:])
         got = [l for l in out.splitlines() if l.startswith("kernel printf")]
-        want = ["kernel printf %d" % (base + i) for i in range(2 * n)]
+        want = (["kernel printf %d" % (base + i % 3) for i in range(n)] +
+                ["kernel printf %d" % (base + 1000 + i) for i in range(n)])
         others = [l for l in got if l not in set(want)]
         check(not others, "%d lines of the other client's among %d: %r" %
               (len(others), len(got), others[:5]))
-        check(got == want, "%d of %d lines, in order: %r" % (len(got), 2 * n, got[:5]))
+        check(got == want, "%d of %d lines, in order: %r" % (len(got), len(want), got[:5]))
+    log = e.log("server.log")
+    for p in ps:
+        marked = re.findall(r"client %d: executable graph (0x[0-9a-f]+) may print" % p.pid, log)
+        check(len(marked) == 3 and len(set(marked)) == 3,
+              "client %d: the three printing graphs take the turn: %r" % (p.pid, marked))

@@ -190,5 +190,6 @@ CUresult om_x_cuGraphInstantiateWithFlags(struct call *c)
 CUresult om_release_exec(struct call *c, uint64_t e)
 {
     om_graphmem_forget(c->s, e, 0);
+    om_handles_remove(&c->s->print_execs, e);
     return CUDA_SUCCESS;
 }

@@ -211,8 +211,9 @@ CUresult om_x_cuGraphExecKernelNodeSetParams_v2(struct call *c)
     rc = ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))REAL(
         cuGraphExecKernelNodeSetParams_v2))((CUgraphExec)(uintptr_t)exec,
                                             (CUgraphNode)(uintptr_t)node, &k.p);
-    const struct om_kernel *kern = om_kernel_find(c->s, (uint64_t)(uintptr_t)k.p.kern);
-    if (rc == CUDA_SUCCESS && (!kern || kern->prints)) /* printf's turns (graphstate.c) */
+    const struct om_kernel *kern =
+        rc == CUDA_SUCCESS ? om_kernel_find(c->s, (uint64_t)(uintptr_t)k.p.kern) : NULL;
+    if (kern && kern->prints) /* printf's turns (graphstate.c); never unmarked here */
         om_graph_exec_prints(c->s, exec);
     return rc;
 }

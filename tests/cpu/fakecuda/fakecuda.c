@@ -930,7 +930,8 @@ static void device_assert_message(const char *fmt, ...)
 
 /* Prints what the kernels left (their printf lines only where `lines`: a query does not print
  * them, as the driver's documented flush points are synchronizing calls, launches, blocking
- * copies and module loads); CUDA_ERROR_ASSERT once one of them asserted. */
+ * copies and module loads; an assert's message it does, which the double has always done and
+ * no measurement has said otherwise); CUDA_ERROR_ASSERT once one of them asserted. */
 static int flush_printf_lines(bool lines)
 {
     int rc;

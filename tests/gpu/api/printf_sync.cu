@@ -33,9 +33,8 @@ int main()
     RT(cudaEventSynchronize(ev));
     printf("host: after an event synchronize\n");
 
-    say<<<1, 1, 0, s>>>(3);
-    RT(cudaMemcpyAsync(&h, d, sizeof(int), cudaMemcpyDeviceToHost, s));
-    RT(cudaStreamSynchronize(s));
+    say<<<1, 1>>>(3); /* on the legacy stream, which the copy waits for */
+    RT(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
     printf("host: after a copy to the host\n");
 
     cudaGraph_t g;
