@@ -124,6 +124,7 @@ int fake_launch_kernel_bytes(void *f, unsigned gx, unsigned gy, unsigned gz, uns
                              unsigned by, unsigned bz, void *s, const void *args, size_t len);
 const char *fake_kernel_name(void *k, void **lib); /* fakecuda.c */
 void fake_driver_log(const char *what, const char *name, int n);
+int fake_flush_printf(void);       /* fakecuda.c: what the kernels printed, at a launch's start */
 void fake_attr_log(int id, int v); /* fakecuda.c: "attr ID V" in FAKECUDA_LAUNCH_LOG */
 
 static void glog(const char *fmt, const void *p, const char *extra)
@@ -733,6 +734,8 @@ EXPORT int cuGraphLaunch(void *h, void *s)
 
     if (!e)
         return INVALID_VALUE;
+    if (fake_flush_printf() != OK) /* a launch prints earlier kernels' output at its start */
+        return 710;                /* CUDA_ERROR_ASSERT, after a device-side assert */
     glog("launch %p%s", e, NULL);
     fake_driver_log("graph", NULL, e->n);
     for (int i = 0; i < e->n && rc == OK; i++)

@@ -956,6 +956,11 @@ static int flush_printf(void)
 {
     return flush_printf_lines(true);
 }
+
+int fake_flush_printf(void) /* fake_graphs.c's graph launches too */
+{
+    return flush_printf();
+}
 /* fake_graphs.c: stream capture's hooks. */
 int fake_capture_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, void *s, const void *args, size_t len);
@@ -1465,6 +1470,10 @@ EXPORT int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsign
 
     (void)smem, (void)params;
     fake_dma_flush(s); /* a kernel after a pending copy on its stream sees the copy */
+    /* A launch prints what earlier kernels left, at its start (a documented flush point), in
+     * the launching thread; after a device-side assert it fails as every later call does. */
+    if (!in_graph && fake_flush_printf() != CUDA_SUCCESS)
+        return CUDA_ERROR_ASSERT;
     if (strcmp(k->name, "fail") == 0)
         return 701; /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: an error, the context lives on */
     if (strcmp(k->name, "fault") == 0)
