@@ -77,6 +77,7 @@ struct fence {
     CUevent event;   /* recorded after the last of them */
     int dev;
     bool active; /* lines of its kernels may not be flushed yet (om_output_flush_done) */
+    bool done;   /* om_output_flush_done: done before its flush */
 };
 static struct fence *fences;
 static size_t nfences, fences_cap;
@@ -293,24 +294,22 @@ void om_output_flush_done(void)
     if (!s || pthread_mutex_trylock(&print_lock) != 0)
         return;
     if (__atomic_load_n(&print_owner, __ATOMIC_RELAXED) == s) {
-        bool *done = calloc(nfences ? nfences : 1, sizeof(*done));
         for (size_t i = 0; i < nfences; i++) {
             if (!fences[i].active)
                 continue;
             used[fences[i].dev] = true;
-            if (done) /* done before the flush below: its lines are in it */
-                done[i] = equery(fences[i].event) == CUDA_SUCCESS;
+            /* done before the flush below: its lines are in it */
+            fences[i].done = equery(fences[i].event) == CUDA_SUCCESS;
         }
         for (int d = 0; d < (int)OM_MAX_DEVICES; d++)
             if (used[d] && flush_stream[d])
                 ssync(flush_stream[d]);
-        for (size_t i = 0; done && i < nfences; i++) {
-            if (done[i]) {
+        for (size_t i = 0; i < nfences; i++) {
+            if (fences[i].active && fences[i].done) {
                 fences[i].active = false;
                 __atomic_sub_fetch(&nactive, 1, __ATOMIC_ACQ_REL);
             }
         }
-        free(done);
     }
     pthread_mutex_unlock(&print_lock);
 }
@@ -413,7 +412,7 @@ void om_output_print_end(struct session *s, CUstream st, bool launched)
             ssync(st); /* no fence to wait for later: wait now (and flush) */
             goto out;
         }
-        fences[nfences++] = (struct fence){st, ev, dev, false};
+        fences[nfences++] = (struct fence){st, ev, dev, false, false};
     }
     if (record(fences[i].event, st) != CUDA_SUCCESS) {
         ssync(st);

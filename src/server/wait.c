@@ -229,7 +229,7 @@ static CUresult sleep_in(handle_call sync, void *h)
 }
 
 /* *ret_start: when it began, for the accounting (account.c; 0 off a session's worker). */
-static CUresult wait_for(void *h, int query_index, int sync_index, uint64_t *ret_start)
+static CUresult wait_gpu(void *h, int query_index, int sync_index, uint64_t *ret_start)
 {
     handle_call query = (handle_call)om_server_real[query_index];
     handle_call sync = (handle_call)om_server_real[sync_index];
@@ -243,16 +243,17 @@ static CUresult wait_for(void *h, int query_index, int sync_index, uint64_t *ret
         while ((rc = query(h)) == CUDA_ERROR_NOT_READY && om_mono_ns() - start <= SPIN_NS)
             ;
         om_spin_give();
-        if (rc != CUDA_ERROR_NOT_READY) { /* then the synchronize where it matters (above) */
-            bool again = rc == CUDA_SUCCESS && (settle_pools || flush_output);
-            if (again)
-                rc = sync(h);
-            if (rc == CUDA_SUCCESS && om_output_wants_flush())
-                om_output_flush_done();
-            return rc;
-        }
+        if (rc != CUDA_ERROR_NOT_READY) /* then the synchronize where it matters (above) */
+            return rc == CUDA_SUCCESS && (settle_pools || flush_output) ? sync(h) : rc;
     }
-    rc = sleep_in(sync, h);
+    return sleep_in(sync, h);
+}
+
+/* A wait, then the printing kernels' lines its client owns flushed for its answer (above). */
+static CUresult wait_for(void *h, int query_index, int sync_index, uint64_t *ret_start)
+{
+    CUresult rc = wait_gpu(h, query_index, sync_index, ret_start);
+
     if (rc == CUDA_SUCCESS && om_output_wants_flush())
         om_output_flush_done();
     return rc;
