@@ -219,7 +219,7 @@ struct session {
     struct om_syncword *syncword;
     uint32_t syncword_seq;
     uint64_t syncword_armed;
-    bool syncword_spin; /* its client spins for the word armed last (counted by om_spin_take) */
+    bool syncword_spin; /* its client may still spin for the word armed last (not landed yet) */
     bool printed;
     size_t nhostmem, hostmem_cap;
     struct om_sync_event *sync_events;
@@ -582,10 +582,12 @@ void om_profile_report(struct session *s); /* and frees the profile */
 
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
-/* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. A client
- * that spins for its completion word counts as such a thread (syncword.c). */
+/* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. */
 bool om_spin_take(void);
 void om_spin_give(void);
+/* Whether a busy client may spin for its completion word (syncword.c): it is one of the busy
+ * clients, whose cores the count leaves them, so it takes no server thread's place. */
+bool om_spin_client_may(void);
 /* Whether this session thread's client is busy (it sent records lately): busy clients take
  * cores that spinning threads then leave them. */
 void om_spin_client_busy(bool busy);
@@ -598,6 +600,8 @@ bool om_syncword_on(void);
 CUresult om_syncword_take(struct session *s, int *client_fd);
 bool om_syncword_may_defer(struct session *s);
 void om_syncword_record(struct session *s); /* its next record came: its client spins no more */
+/* Whether its client may still be spinning for its word: armed, not landed, no record since. */
+bool om_syncword_spinning(struct session *s);
 uint32_t om_syncword_arm(struct session *s, CUstream st);
 void om_syncword_session_end(struct session *s);
 /* The DMAs of the small copies answered before they ended, waited for (api/copies.c): before

@@ -343,12 +343,15 @@ static void release_gpu_resources(struct session *s)
  * The worker's wait for its client's next record, the one place where a session's thread gives
  * up its core: it spins 50 µs first when wait.c allows (cores are left for the busy clients),
  * then sleeps until a record wakes it. A client that sent no record for OM_BUSY_IDLE_MS is no
- * longer busy. (Napping in slices, with the client's posted records waking nobody, was tried
- * and measured: no gain in B7 at 8, 16 or 32 copies, docs/benchmarks.md.)
+ * longer busy; while the client spins for its completion word (syncword.c), the thread does
+ * not spin and the client stays busy: its next record comes only after the word lands. (Napping in
+ * slices, with the client's posted records waking nobody, was tried and measured: no gain in B7 at
+ * 8, 16 or 32 copies, docs/benchmarks.md.)
  */
 static void wait_record(struct session *s, bool *busy)
 {
-    bool spin = om_spin_take();
+    bool word = om_syncword_spinning(s); /* its client spins for its word: no record before */
+    bool spin = !word && om_spin_take();
 
     if (om_replay_holding(s)) {
         /* Launches held for a graph (replay.c) wait for the rest of their chunk this long at
@@ -366,7 +369,7 @@ static void wait_record(struct session *s, bool *busy)
 
     if (spin)
         om_spin_give();
-    if (waited == -ETIMEDOUT && *busy)
+    if (waited == -ETIMEDOUT && *busy && !word)
         om_spin_client_busy(*busy = false);
     s->waits++;
 }

@@ -174,8 +174,8 @@ CUresult om_syncword_take(struct session *s, int *client_fd)
 
 /* Whether a synchronize of the session may be answered by its word: nothing but the end of the
  * work left to do (no error kept for it, no SM share's shadow streams, no pool memory to settle
- * and no kernel that may print: both happen in the driver's synchronize) and a core left for
- * the spinning client (wait.c's count, as for the server's own spinning). */
+ * and no kernel that may print: both happen in the driver's synchronize); om_syncword_arm then
+ * asks whether the client may spin (wait.c's om_spin_client_may). */
 bool om_syncword_may_defer(struct session *s)
 {
     return s->syncword && !s->nperr && s->async_error == CUDA_SUCCESS && !s->nshares &&
@@ -191,10 +191,19 @@ bool om_syncword_may_defer(struct session *s)
 
 void om_syncword_record(struct session *s)
 {
-    if (s->syncword_spin) {
-        s->syncword_spin = false;
-        om_spin_give();
-    }
+    s->syncword_spin = false;
+}
+
+/* The session's thread, waiting for its client's next record, neither spins nor counts its
+ * client idle while the client may still spin for its word (session.c's wait_record): the
+ * record cannot come before the work ends, and the client's thread keeps its core until then.
+ * The client spins 50 ms at most and then asks the server, so a word that never lands (a fault
+ * stopped the GPU) ends this too. */
+bool om_syncword_spinning(struct session *s)
+{
+    if (s->syncword_spin && __atomic_load_n(s->syncword->word, __ATOMIC_ACQUIRE) == s->syncword_seq)
+        s->syncword_spin = false; /* landed: the client stops spinning */
+    return s->syncword_spin;
 }
 
 /* A synchronize of stream st deferred to the word: the number the word will hold once st's
@@ -206,21 +215,18 @@ uint32_t om_syncword_arm(struct session *s, CUstream st)
 
     if (!s->syncword)
         return 0;
-    om_syncword_record(s); /* om_exec did; kept here so that the count never leaks */
-    if (!om_spin_take())
-        return 0; /* no core to spare for the client to spin on: the server waits */
+    if (!om_spin_client_may())
+        return 0; /* more busy clients than cores: the server waits */
     seq = s->syncword_seq + 1;
     if (!seq)
         seq = 1; /* 0 is the page's value when taken: never a number given out */
     rc = ((CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))R(cuStreamWriteValue32_v2))(
         st, s->syncword->dev, seq, 0);
-    if (rc != CUDA_SUCCESS) {
-        om_spin_give();
+    if (rc != CUDA_SUCCESS)
         return 0;
-    }
     s->syncword_seq = seq;
     s->syncword_armed++;
-    s->syncword_spin = true; /* the client spins until its next record or its end */
+    s->syncword_spin = true; /* the client spins until the word lands or it gives up */
     return seq;
 }
 

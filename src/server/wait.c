@@ -88,6 +88,26 @@ void om_spin_give(void)
         __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * A client that spins for its completion word (syncword.c) spins on its own thread, one of the
+ * busy clients above, whose cores the count already leaves them: it takes no place of the
+ * server's spinning threads (it did until 2026-11-29: in B8 the session threads waiting for
+ * their clients' next records held the places, and of 8 850 synchronizes per copy about 12
+ * were answered by the word). It may spin while the busy clients fit in the server's CPUs — as
+ * a native program's synchronize spins while its process has fewer contexts than CPUs — and,
+ * with =load, while the machine also has an idle CPU. Past that (B7 with more copies than
+ * cores) a spinning client would take the core a server thread needs to launch another's
+ * kernels, so the server waits for it instead.
+ */
+bool om_spin_client_may(void)
+{
+    if (spin_max == SPIN_ALL)
+        return true;
+    if (spin_load && __atomic_load_n(&machine_runnable, __ATOMIC_RELAXED) >= spin_cpus)
+        return false;
+    return __atomic_load_n(&busy_clients, __ATOMIC_RELAXED) < spin_cpus;
+}
+
 static __thread bool thread_busy; /* this session thread's client counts as busy */
 
 int om_busy_clients(void)
