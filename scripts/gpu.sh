@@ -133,6 +133,8 @@ for step in $STEPS; do
         } >"$OUT/primitives.log" 2>&1 ;;
     # One ResNet-18 batch in driver calls (bench/calltrace.py), through the shim in passthrough
     # (what the driver sees natively) and under openmps: which calls cost a batch its time.
+    # TRACE_CMD traces another program the same way (e.g. "python3 bench/cupy_svd.py 5": CuPy's
+    # gesvd loop, the suites' slowest test under openmps).
     torchtrace)
         {
             make && T=$(mktemp -d /tmp/openmps-tt.XXXXXX)
@@ -144,7 +146,7 @@ for step in $STEPS; do
                     export CUDA_MPS_PIPE_DIRECTORY=/nonexistent
                 fi
                 date +%s%3N | LD_LIBRARY_PATH="$PWD/build/lib" OPENMPS_TRACE=1 timeout 300 \
-                    python3 bench/torch_worker.py resnet 1 40 >"$OUT/torchtrace.$mode.out" \
+                    ${TRACE_CMD:-python3 bench/torch_worker.py resnet 1 40} >"$OUT/torchtrace.$mode.out" \
                     2>"$T/trace.$mode"
                 echo "== $mode: $(cat "$OUT/torchtrace.$mode.out" | tr '\n' ' ')"
                 python3 bench/calltrace.py "$T/trace.$mode" --last 20 | head -n 40
