@@ -40,6 +40,7 @@ status=0
     nvcc --version | tail -1 || true
     cmake --version | head -1
     echo "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+    echo "kernel $(uname -r); autogroup $(cat /proc/sys/kernel/sched_autogroup_enabled 2>&1)"
 } >"$OUT/machine.txt" 2>&1
 
 for step in $STEPS; do
