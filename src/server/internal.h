@@ -580,6 +580,9 @@ void om_profile_start(struct session *s);
 void om_profile_add(struct session *s, int index, uint64_t ns);
 void om_profile_report(struct session *s); /* and frees the profile */
 
+/* threadsched.c: a session thread's name and time slice (OPENMPS_SERVER_SLICE_US), set by the
+ * thread itself as it starts. */
+void om_thread_sched_session(void);
 /* wait.c: waits for a stream's or an event's work without spinning a CPU for long. */
 unsigned om_wait_context_flags(void); /* the primary context's scheduling flags */
 /* Whether this thread may spin now (OPENMPS_SPIN_THREADS); om_spin_give after a true. */

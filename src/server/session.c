@@ -384,6 +384,7 @@ static void *worker_main(void *arg)
     /* Its default stream counts for the scheduler from now on, though the stream itself is
      * made at its first use: clients that start together are all counted before they launch. */
     om_sched_stream_created();
+    om_thread_sched_session();
     om_profile_start(s);
     om_account_bind(s); /* account.c: this thread's waits are its */
     /* The client's work runs in the server's context, on this thread; what the driver prints

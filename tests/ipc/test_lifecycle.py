@@ -350,6 +350,74 @@ def test_server_nice_setting(daemon):
     c.communicate(timeout=60)
 
 
+def thread_slice_ns(tid):
+    """A thread's time slice as sched_getattr(2) reads it (sched_runtime: its slice for a
+    SCHED_OTHER thread since Linux 6.12, 0 before)."""
+    import ctypes
+    import platform
+    import struct
+    nr = {"x86_64": 315, "aarch64": 275}.get(platform.machine())
+    if nr is None:
+        return None
+    buf = ctypes.create_string_buffer(56)
+    if ctypes.CDLL(None, use_errno=True).syscall(nr, tid, buf, 56, 0) != 0:
+        return None
+    return struct.unpack_from("IIQiIQ", buf.raw)[5]
+
+
+def kernel_has_slices():
+    """Whether this kernel keeps a slice per thread: a child process asks for one of its own."""
+    probe = r"""
+import ctypes, os, platform, struct, sys
+nr = {"x86_64": (314, 315), "aarch64": (274, 275)}.get(platform.machine())
+if not nr:
+    sys.exit(1)
+libc = ctypes.CDLL(None, use_errno=True)
+a = ctypes.create_string_buffer(struct.pack("IIQiIQQQ", 48, 0, 0, os.getpriority(0, 0), 0,
+                                            400000, 0, 0), 48)
+got = ctypes.create_string_buffer(56)
+ok = libc.syscall(nr[0], 0, a, 0) == 0 and libc.syscall(nr[1], 0, got, 56, 0) == 0
+sys.exit(0 if ok and struct.unpack_from("IIQiIQ", got.raw)[5] == 400000 else 1)
+"""
+    return subprocess.run([sys.executable, "-c", probe]).returncode == 0
+
+
+def test_server_slice_setting(daemon):
+    """OPENMPS_SERVER_SLICE_US asks the kernel for that time slice on every session thread
+    (named om-session), its nice value kept (OPENMPS_SERVER_NICE); a kernel without a slice per
+    thread (before Linux 6.12) is named once in server.log. A value out of 100..100000 µs is
+    named there too, and the threads keep the kernel's slice."""
+    e = daemon({"OPENMPS_SERVER_SLICE_US": "300", "OPENMPS_SERVER_NICE": "3"})
+    c = e.client("--pings", 1, "--hold-ms", "eof")
+    check(c.stdout.readline().startswith("session"), "served")
+    spid = e.servers()[0]
+    tasks = os.listdir("/proc/%d/task" % spid)
+    sessions = [int(t) for t in tasks
+                if open("/proc/%d/task/%s/comm" % (spid, t)).read().strip() == "om-session"]
+    check(len(sessions) == 1, "one session thread named om-session: %r" % sessions)
+    log = e.log("server.log")
+    if kernel_has_slices():
+        slices = [thread_slice_ns(t) for t in sessions]
+        check(slices == [300000], "the session thread's slice: %r ns, not 300 µs; %s"
+              % (slices, log))
+        check("time slice of 300 µs" in log, log)
+    else:
+        check("keeps its own slice" in log, "a kernel without slices named: " + log)
+    check(proc_nice("/proc/%d/task/%d/stat" % (spid, sessions[0])) == 3,
+          "the slice kept the thread's nice value")
+    c.communicate(timeout=60)
+    e = daemon({"OPENMPS_SERVER_SLICE_US": "50"})
+    c = e.client("--pings", 1, "--hold-ms", "eof")
+    check(c.stdout.readline().startswith("session"), "served")
+    check(wait_for(lambda: "OPENMPS_SERVER_SLICE_US=50 is not a slice from 100 to 100000"
+                   in e.log("server.log"), what="the bad value named"), e.log("server.log"))
+    spid = e.servers()[0]
+    for t in os.listdir("/proc/%d/task" % spid):
+        got = thread_slice_ns(int(t))
+        check(got != 50000, "a refused value set no slice")
+    c.communicate(timeout=60)
+
+
 def test_limits_reach_the_server(daemon):
     e = daemon({"FAKECUDA_DEVICES": "2"})  # the client's limit for device 1 names one it has
     e.cmd("set_default_active_thread_percentage 40")

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* How the kernel schedules a session's thread: its name, and its time slice
+ * (OPENMPS_SERVER_SLICE_US). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "internal.h"
+
+/*
+ * A session's thread works in short bursts (a record, a launch) between sleeps, and in B8 every
+ * burst that found its core taken by another process's threads waited about 3.75 ms for it
+ * (docs/benchmarks.md, thirteenth session): the time slice Linux's scheduler lets a running
+ * thread finish on 16 CPUs, during which a woken one of equal weight waits. Since Linux 6.12 the
+ * scheduler (EEVDF) takes a slice per thread (sched_setattr's sched_runtime for SCHED_OTHER,
+ * 0.1 to 100 ms; no privilege needed, checked on Linux 6.18 as user nobody): a thread with a
+ * shorter slice gets an earlier deadline, and a woken one may then preempt the running thread
+ * instead of waiting for the end of its slice. Its share of the CPU does not change (that is its
+ * weight, the nice value): only how soon it runs after a wake-up. OPENMPS_SERVER_SLICE_US asks for
+ * that slice on every session thread; unset, the kernel's own. Older kernels take the call and
+ * ignore the slice: the server says so once.
+ */
+struct om_sched_attr { /* struct sched_attr, SCHED_ATTR_SIZE_VER0 (sched_setattr(2)) */
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+};
+
+static long slice_ns = -1; /* -1: not read yet; 0: the kernel's own */
+static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
+static int slice_said; /* __atomic: the outcome logged once */
+
+static void slice_setting(void)
+{
+    const char *v = getenv("OPENMPS_SERVER_SLICE_US");
+    char *end = NULL;
+    long us = v && *v ? strtol(v, &end, 10) : 0;
+
+    slice_ns = 0;
+    if (!v || !*v)
+        return;
+    if (*end || us < 100 || us > 100000) {
+        om_warn("OPENMPS_SERVER_SLICE_US=%s is not a slice from 100 to 100000 µs: the kernel's "
+                "own",
+                v);
+        return;
+    }
+    slice_ns = us * 1000;
+}
+
+void om_thread_sched_session(void)
+{
+    struct om_sched_attr a = {.size = sizeof(a), .policy = 0 /* SCHED_OTHER */};
+    struct om_sched_attr got = {0};
+
+    pthread_setname_np(pthread_self(), "om-session"); /* top -H, ps -L: the clients' threads */
+    pthread_once(&slice_once, slice_setting);
+    if (!slice_ns)
+        return;
+    errno = 0;
+    a.nice = getpriority(PRIO_PROCESS, 0); /* kept: sched_setattr sets it too */
+    if (errno)
+        a.nice = 0;
+    a.runtime = (uint64_t)slice_ns;
+    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) {
+        if (!__atomic_exchange_n(&slice_said, 1, __ATOMIC_RELAXED))
+            om_warn("OPENMPS_SERVER_SLICE_US: the kernel refused the slice (%s): its own",
+                    strerror(errno));
+        return;
+    }
+    /* Since 6.12 a fair thread's sched_runtime reads back its slice; before, 0. */
+    if (syscall(SYS_sched_getattr, 0, &got, sizeof(got), 0) != 0 || got.runtime != a.runtime) {
+        if (!__atomic_exchange_n(&slice_said, 1, __ATOMIC_RELAXED))
+            om_warn("OPENMPS_SERVER_SLICE_US: this kernel keeps its own slice (a slice per "
+                    "thread needs Linux 6.12)");
+        return;
+    }
+    if (!__atomic_exchange_n(&slice_said, 1, __ATOMIC_RELAXED))
+        om_info("session threads run with a time slice of %ld µs (OPENMPS_SERVER_SLICE_US)",
+                slice_ns / 1000);
+}
