@@ -189,6 +189,10 @@ bool om_syncword_may_defer(struct session *s)
            __atomic_load_n(s->syncword->word, __ATOMIC_ACQUIRE) == s->syncword_seq;
 }
 
+/* Any record of the client ends it: its thread that waited for the word has come back. (Not
+ * always: another thread of the client may post while the first still spins; that client then
+ * counts as busy through its records rather than its spin, and may be counted idle 2 ms after
+ * them while the first thread spins on, at most 50 ms.) */
 void om_syncword_record(struct session *s)
 {
     s->syncword_spin = false;

@@ -4,10 +4,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,7 +37,7 @@ struct om_sched_attr { /* struct sched_attr, SCHED_ATTR_SIZE_VER0 (sched_setattr
 
 static long slice_ns = -1; /* -1: not read yet; 0: the kernel's own */
 static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
-static int slice_said; /* __atomic: the outcome logged once */
+static unsigned slice_said; /* __atomic: the outcomes logged, one bit each */
 
 static void slice_setting(void)
 {
@@ -57,34 +57,48 @@ static void slice_setting(void)
     slice_ns = us * 1000;
 }
 
+/* Each outcome once (what, NULL: the slice set), with the error of a refused call. */
+static void say_once(unsigned bit, const char *what, int err)
+{
+    if (__atomic_fetch_or(&slice_said, 1u << bit, __ATOMIC_RELAXED) & 1u << bit)
+        return;
+    if (!what)
+        om_info("session threads run with a time slice of %ld µs (OPENMPS_SERVER_SLICE_US)",
+                slice_ns / 1000);
+    else if (err)
+        om_warn("OPENMPS_SERVER_SLICE_US: %s (%s): the kernel's own slice", what, strerror(err));
+    else
+        om_warn("OPENMPS_SERVER_SLICE_US: %s: the kernel's own slice", what);
+}
+
 void om_thread_sched_session(void)
 {
-    struct om_sched_attr a = {.size = sizeof(a), .policy = 0 /* SCHED_OTHER */};
-    struct om_sched_attr got = {0};
+    struct om_sched_attr a = {0}, got = {0};
 
     pthread_setname_np(pthread_self(), "om-session"); /* top -H, ps -L: the clients' threads */
     pthread_once(&slice_once, slice_setting);
     if (!slice_ns)
         return;
-    errno = 0;
-    a.nice = getpriority(PRIO_PROCESS, 0); /* kept: sched_setattr sets it too */
-    if (errno)
-        a.nice = 0;
+    /* Everything but the slice as it is (the policy, the nice value OPENMPS_SERVER_NICE or an
+     * operator gave, reset-on-fork): sched_setattr sets them all. */
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) != 0) {
+        say_once(1, "cannot read the thread's scheduling", errno);
+        return;
+    }
+    if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH && a.policy != SCHED_IDLE) {
+        say_once(2, "the server runs under a real-time policy, which has no slice", 0);
+        return;
+    }
+    a.size = sizeof(a);
     a.runtime = (uint64_t)slice_ns;
     if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) {
-        if (!__atomic_exchange_n(&slice_said, 1, __ATOMIC_RELAXED))
-            om_warn("OPENMPS_SERVER_SLICE_US: the kernel refused the slice (%s): its own",
-                    strerror(errno));
+        say_once(3, "the kernel refused it", errno);
         return;
     }
     /* Since 6.12 a fair thread's sched_runtime reads back its slice; before, 0. */
     if (syscall(SYS_sched_getattr, 0, &got, sizeof(got), 0) != 0 || got.runtime != a.runtime) {
-        if (!__atomic_exchange_n(&slice_said, 1, __ATOMIC_RELAXED))
-            om_warn("OPENMPS_SERVER_SLICE_US: this kernel keeps its own slice (a slice per "
-                    "thread needs Linux 6.12)");
+        say_once(4, "this kernel keeps its own slice (a slice per thread needs Linux 6.12)", 0);
         return;
     }
-    if (!__atomic_exchange_n(&slice_said, 1, __ATOMIC_RELAXED))
-        om_info("session threads run with a time slice of %ld µs (OPENMPS_SERVER_SLICE_US)",
-                slice_ns / 1000);
+    say_once(0, NULL, 0);
 }
