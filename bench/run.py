@@ -23,6 +23,9 @@ on the same machine.
   openmps-spinload  the same with spinning only while the machine has an idle CPU
            (OPENMPS_SPIN_THREADS=load: B8's newcomer's burst stops it)
   openmps-nospin  the same with no server thread spinning (OPENMPS_SPIN_THREADS=0)
+  openmps-word  the same with synchronizes answered by a completion word (OPENMPS_SYNC_WORD=on)
+  openmps-slice  openmps-word, and session threads with a time slice of BENCH_SLICE_US (100) µs
+           (OPENMPS_SERVER_SLICE_US; Linux 6.12 or later)
   openmps-clientspin  the same with each client spinning up to BENCH_CLIENT_SPIN_US (20 000) µs
            for an answer before it sleeps (OPENMPS_CLIENT_SPIN_US; 20 by default)
   openmps-spinwait  the same as openmps-clientspin, and nothing of the server sleeps: its waits
@@ -130,6 +133,10 @@ class Mode:
                 env["OPENMPS_SPIN_THREADS"] = "load"
             if self.name == "openmps-nospin":
                 env["OPENMPS_SPIN_THREADS"] = "0"
+            if self.name in ("openmps-word", "openmps-slice"):
+                env["OPENMPS_SYNC_WORD"] = "on"
+            if self.name == "openmps-slice":
+                env["OPENMPS_SERVER_SLICE_US"] = os.environ.get("BENCH_SLICE_US", "100")
             if self.name in ("openmps-clientspin", "openmps-spinwait"):
                 env["OPENMPS_CLIENT_SPIN_US"] = os.environ.get("BENCH_CLIENT_SPIN_US", "20000")
             if self.name == "openmps-spinwait":
