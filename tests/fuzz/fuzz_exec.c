@@ -2760,8 +2760,10 @@ static CUresult call(struct session *s, int index, const void *in, size_t len, b
         *ret_len = n;
     if (phase == O_FUZZED && n >= 8) {
         /* What the client was given is the client's to use. */
+        /* With JIT options (a request of 5 words or more) the answer is the load's result, then
+         * the library (api/modules.c); without, the library alone. */
         if (index == OM_IDX_cuLibraryLoadData)
-            note(K_LIBRARY, get_u64(reply), 1, false);
+            note(K_LIBRARY, len >= 40 && n >= 16 ? get_u64(reply + 8) : get_u64(reply), 1, false);
         /* Pinned memory: its address, length and device pointer (api/memory.c). The device
          * pointer is device memory of the session's to the driver, as with unified addressing
          * (copies, sets and kernels may use it); a region taken from the server's pool is never
