@@ -15,17 +15,17 @@
 #include "internal.h"
 
 /*
- * A session's thread works in short bursts (a record, a launch) between sleeps, and in B8 every
- * burst that found its core taken by another process's threads waited about 3.75 ms for it
- * (docs/benchmarks.md, thirteenth session): the time slice Linux's scheduler lets a running
- * thread finish on 16 CPUs, during which a woken one of equal weight waits. Since Linux 6.12 the
+ * A session's thread works in short bursts (a record, a launch) between sleeps. In B8, while
+ * another process's threads took every core, the copies' waits for a core clustered at about
+ * 3.75 ms (docs/benchmarks.md, thirteenth session): the time slice Linux's scheduler lets a
+ * running thread finish on 16 CPUs before a woken one of equal weight runs. Since Linux 6.12 the
  * scheduler (EEVDF) takes a slice per thread (sched_setattr's sched_runtime for SCHED_OTHER,
  * 0.1 to 100 ms; no privilege needed, checked on Linux 6.18 as user nobody): a thread with a
  * shorter slice gets an earlier deadline, and a woken one may then preempt the running thread
  * instead of waiting for the end of its slice. Its share of the CPU does not change (that is its
  * weight, the nice value): only how soon it runs after a wake-up. OPENMPS_SERVER_SLICE_US asks for
- * that slice on every session thread; unset, the kernel's own. Older kernels take the call and
- * ignore the slice: the server says so once.
+ * that slice on every session thread; unset, the kernel's own. An older kernel ignores the
+ * slice (or refuses it): the server says so once. Not yet measured on a GPU machine.
  */
 struct om_sched_attr { /* struct sched_attr, SCHED_ATTR_SIZE_VER0 (sched_setattr(2)) */
     uint32_t size, policy;
