@@ -89,6 +89,17 @@ struct om_hostmem {
 };
 
 /* A client stream's last kernel, while the scheduler watches it (sched.c). */
+/* Why a synchronize asked with the completion word was answered after the work instead
+ * (syncword.c; the counts are in the log at the session's end). */
+enum om_syncword_why {
+    OM_SYNCWORD_IDLE,    /* its streams had nothing left to do */
+    OM_SYNCWORD_STATE,   /* the driver's synchronize had more to do (om_syncword_may_defer) */
+    OM_SYNCWORD_STREAMS, /* a context's synchronize with work on several streams */
+    OM_SYNCWORD_CORES,   /* no core to spin on (wait.c's om_spin_client_may) */
+    OM_SYNCWORD_DRIVER,  /* the driver refused the word's write */
+    OM_SYNCWORD_WHY_N
+};
+
 struct om_sched_stream {
     CUstream stream;
     uint64_t kernel;      /* the kernel launched last on it; 0 when its successor went */
@@ -219,6 +230,7 @@ struct session {
     struct om_syncword *syncword;
     uint32_t syncword_seq;
     uint64_t syncword_armed;
+    uint64_t syncword_declined[OM_SYNCWORD_WHY_N]; /* asked, answered after the work instead */
     bool syncword_spin; /* its client may still spin for the word armed last (not landed yet) */
     bool printed;
     size_t nhostmem, hostmem_cap;
@@ -602,6 +614,8 @@ CUresult om_wait_stream(CUstream st);
 bool om_syncword_on(void);
 CUresult om_syncword_take(struct session *s, int *client_fd);
 bool om_syncword_may_defer(struct session *s);
+/* A synchronize asked with the word answered after the work instead, and why (for the log). */
+void om_syncword_declined(struct session *s, enum om_syncword_why why);
 void om_syncword_record(struct session *s); /* its next record came: its client spins no more */
 /* Whether its client may still be spinning for its word: armed, not landed, no record since. */
 bool om_syncword_spinning(struct session *s);
@@ -631,7 +645,6 @@ void om_sched_stream_created(void);
 void om_sched_stream_destroyed(struct session *s, CUstream st);
 void om_sched_session_free(struct session *s);
 /* Before an operation is enqueued on a client's stream: returns once it may go. */
-bool om_sched_active(void); /* operations behind long kernels wait in the server now */
 void om_sched_before(struct session *s, CUstream st);
 /* After a kernel was enqueued on a client's stream. `kernel`: what its duration is learned by,
  * om_sched_key of the kernel and its grid (an executable graph: its handle). */

@@ -303,14 +303,6 @@ static void pause_ns(uint64_t ns)
     nanosleep(&ts, NULL);
 }
 
-/* Whether operations behind long kernels wait in the server now (client streams share the
- * hardware queues): then nothing dependent may be enqueued behind a running kernel without the
- * scheduler (syncword.c does not defer a synchronize). */
-bool om_sched_active(void)
-{
-    return active();
-}
-
 void om_sched_before(struct session *s, CUstream st)
 {
     CUresult (*query)(CUstream) = (CUresult(*)(CUstream))om_server_real[OM_IDX_cuStreamQuery];

@@ -180,13 +180,16 @@ bool om_syncword_may_defer(struct session *s)
 {
     return s->syncword && !s->nperr && s->async_error == CUDA_SUCCESS && !s->nshares &&
            !s->printed && !om_wait_settles_pools() &&
-           /* the scheduler holds what depends on a long kernel of a shared queue: a write
-            * enqueued behind one would block the queue's other streams */
-           !om_sched_active() &&
            /* the word armed last has landed: one word serves every thread of the client, and
             * writes armed on two streams could land out of order, so that a number seen would
             * not mean the work before a smaller one done */
            __atomic_load_n(s->syncword->word, __ATOMIC_ACQUIRE) == s->syncword_seq;
+}
+
+void om_syncword_declined(struct session *s, enum om_syncword_why why)
+{
+    if (s->syncword)
+        s->syncword_declined[why]++;
 }
 
 /* Any record of the client ends it: its thread that waited for the word has come back. (Not
@@ -210,8 +213,15 @@ bool om_syncword_spinning(struct session *s)
     return s->syncword_spin;
 }
 
-/* A synchronize of stream st deferred to the word: the number the word will hold once st's
- * work before it is done (0: the driver refused the write; wait as before). */
+/* A synchronize of stream st (busy) deferred to the word: the number the word will hold once
+ * st's work before it is done (0: not deferred, the reason counted; wait as before).
+ *
+ * The word's write is an operation on st that waits for st's last kernel, so the scheduler
+ * treats it as any other (sched.c): while client streams share the hardware queues, a
+ * holdable client's write behind a kernel predicted long waits here until that kernel is done,
+ * instead of blocking its queue's other streams; the stream may be idle then, and the
+ * synchronize is answered at once. (A client with streams of its own is never held: its writes
+ * go behind its kernels as its own dependent operations do.) */
 uint32_t om_syncword_arm(struct session *s, CUstream st)
 {
     uint32_t seq;
@@ -219,15 +229,24 @@ uint32_t om_syncword_arm(struct session *s, CUstream st)
 
     if (!s->syncword)
         return 0;
-    if (!om_spin_client_may())
-        return 0; /* more busy clients than cores: the server waits */
+    if (!om_spin_client_may()) {
+        om_syncword_declined(s, OM_SYNCWORD_CORES); /* more busy clients than cores */
+        return 0;
+    }
+    om_sched_before(s, st);
+    if (((CUresult(*)(CUstream))R(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY) {
+        om_syncword_declined(s, OM_SYNCWORD_IDLE); /* done while held, or an error to report */
+        return 0;
+    }
     seq = s->syncword_seq + 1;
     if (!seq)
         seq = 1; /* 0 is the page's value when taken: never a number given out */
     rc = ((CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))R(cuStreamWriteValue32_v2))(
         st, s->syncword->dev, seq, 0);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        om_syncword_declined(s, OM_SYNCWORD_DRIVER);
         return 0;
+    }
     s->syncword_seq = seq;
     s->syncword_armed++;
     s->syncword_spin = true; /* the client spins until the word lands or it gives up */
@@ -242,9 +261,17 @@ void om_syncword_session_end(struct session *s)
     om_syncword_record(s);
     if (!w)
         return;
-    if (s->syncword_armed)
-        om_info("client %d: %llu synchronize(s) deferred to the completion word", (int)s->pid,
-                (unsigned long long)s->syncword_armed);
+    uint64_t *no = s->syncword_declined;
+    if (s->syncword_armed || no[OM_SYNCWORD_IDLE] || no[OM_SYNCWORD_STATE] ||
+        no[OM_SYNCWORD_STREAMS] || no[OM_SYNCWORD_CORES] || no[OM_SYNCWORD_DRIVER])
+        om_info("client %d: %llu synchronize(s) deferred to the completion word; answered after "
+                "the work: %llu with nothing left to do, %llu for the driver's synchronize, %llu "
+                "on several streams, %llu with no core to spin on, %llu refused by the driver",
+                (int)s->pid, (unsigned long long)s->syncword_armed,
+                (unsigned long long)no[OM_SYNCWORD_IDLE], (unsigned long long)no[OM_SYNCWORD_STATE],
+                (unsigned long long)no[OM_SYNCWORD_STREAMS],
+                (unsigned long long)no[OM_SYNCWORD_CORES],
+                (unsigned long long)no[OM_SYNCWORD_DRIVER]);
     s->syncword = NULL;
     w->last = s->syncword_seq;
     pthread_mutex_lock(&pool_lock);

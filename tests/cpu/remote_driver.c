@@ -1267,14 +1267,17 @@ int main(int argc, char **argv)
         printf("\n");
         OK(cuMemcpyDtoH_v2(r, x, sizeof(r)));
         printf("burst %s\n", memcmp(r, v, sizeof(v)) ? "bad" : "ok");
-    } else if (!strcmp(mode, "syncword") || !strcmp(mode, "syncwait")) {
+    } else if (!strcmp(mode, "syncword") || !strcmp(mode, "syncwait") ||
+               !strcmp(mode, "syncheld")) {
         /* Each "NAME_ms MS rc RC", MS from before the launches to the synchronize's return:
          * cuCtxSynchronize behind a kernel (FAKECUDA_KERNEL_MS) on one stream ("one"), with
          * nothing to wait for ("idle"), cuStreamSynchronize behind one ("stream"), cuCtxSynchronize
          * behind kernels on two streams ("two") and behind a kernel that failed and one after it
          * ("failed": the failure is the answer). syncwait: says "waiting" first and does "one"
-         * only (another client may end the server meanwhile). With OPENMPS_SYNC_WORD=on "one" and
-         * "stream" are deferred to the completion word (server/syncword.c). */
+         * only (another client may end the server meanwhile). syncheld: "one" only, by a client
+         * with no stream of its own (one the scheduler may hold: server/sched.c). With
+         * OPENMPS_SYNC_WORD=on "one" and "stream" are deferred to the completion word
+         * (server/syncword.c). */
         static const char image[] = "fakecubin\nlong:4\nfail:4\n";
         unsigned one = 1;
         void *args[] = {&one};
@@ -1289,7 +1292,8 @@ int main(int argc, char **argv)
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&lng, mod, "long"));
         OK(cuModuleGetFunction(&fail, mod, "fail"));
-        OK(cuStreamCreate(&s2, 1 /* non-blocking */));
+        if (strcmp(mode, "syncheld"))
+            OK(cuStreamCreate(&s2, 1 /* non-blocking */));
         OK(cuCtxSynchronize());
         if (!strcmp(mode, "syncwait")) {
             printf("waiting\n");

@@ -571,6 +571,37 @@ def test_synchronize_answered_by_the_completion_word(daemon):
             check(not deferred, "off: %r deferred" % deferred)  # (its syncs are the timeline's)
 
 
+def test_completion_word_under_the_scheduler(daemon):
+    """While client streams share the hardware queues (OPENMPS_SCHED=always stands for more
+    streams than queues), the word's write is an operation on the client's stream as any other
+    (server/syncword.c, om_syncword_arm): a client with a stream of its own, never held by the
+    scheduler, still has its synchronizes deferred to the word (until 2026-11-29 none were, and
+    B8's copies never used it); a client with only its default stream, whose 40 ms kernel was
+    never measured, is held in the server until the kernel is done (a write behind it would block
+    the shared queue), and its synchronize is then answered with nothing left to do."""
+    spin = "0" if len(os.sched_getaffinity(0)) >= 2 else "all"
+    e = daemon({"OPENMPS_SYNC_WORD": "on", "FAKECUDA_KERNEL_MS": "40", "OPENMPS_SCHED": "always",
+                "OPENMPS_SPIN_THREADS": spin})
+    said = {}
+    for mode in ("syncword", "syncheld"):
+        p = remote(e, mode)
+        out, err = p.communicate(timeout=120)
+        m = re.search(r"one_ms (\d+) rc (-?\d+)", out)
+        check(p.returncode == 0 and m and int(m.group(2)) == 0 and int(m.group(1)) >= 38,
+              "%s: %r %r" % (mode, out, err))
+        check(not SANITIZER.search(err), "sanitizer: " + err)
+        said[mode] = wait_for(lambda: re.search(
+            r"client %d: (\d+) synchronize\(s\) deferred to the completion word; answered "
+            r"after the work: (\d+) with nothing left to do" % p.pid, e.log("server.log")),
+            what="the session's count of %s" % mode)
+    deferred, idle = (int(x) for x in said["syncword"].groups())
+    check(deferred >= 1, "a client of its own streams: %d deferred" % deferred)
+    deferred, idle = (int(x) for x in said["syncheld"].groups())
+    # idle: its first synchronize, before the launch, and the one the hold left nothing to
+    check(deferred == 0 and idle == 2,
+          "a held client: %d deferred, %d answered with nothing left" % (deferred, idle))
+
+
 def test_completion_word_of_a_server_that_ends(daemon):
     """A client whose synchronize was deferred to its completion word, when another client's
     fault ends the server (the GPU stops before the write), learns of it through the server

@@ -103,6 +103,13 @@ static int busy(CUstream st)
     return rc == CUDA_ERROR_NOT_READY ? 1 : rc == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* The synchronize asked with the word, answered after the work, the reason counted. */
+static CUresult declined(struct call *c, enum om_syncword_why why)
+{
+    om_syncword_declined(c->s, why);
+    return om_hook_cuCtxSynchronize(c);
+}
+
 /*
  * The ctx_sync_word operation: a program's cuCtxSynchronize, which may be answered at once
  * (syncword.c). Answered with a u64 N, the client waits until its word holds N; answered with
@@ -121,29 +128,31 @@ CUresult om_x_op_ctx_sync_word(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!om_syncword_may_defer(s))
-        return om_hook_cuCtxSynchronize(c);
+        return declined(c, OM_SYNCWORD_STATE);
     if (s->default_stream && (b = busy(s->default_stream)) != 0) {
         if (b < 0)
-            return om_hook_cuCtxSynchronize(c);
+            return declined(c, OM_SYNCWORD_STATE);
         one = s->default_stream, n++;
     }
     for (int d = 0; d < (int)OM_MAX_DEVICES && n < 2; d++)
         if (s->default_streams[d] && s->default_streams[d] != s->default_stream &&
             (b = busy(s->default_streams[d])) != 0) {
             if (b < 0)
-                return om_hook_cuCtxSynchronize(c);
+                return declined(c, OM_SYNCWORD_STATE);
             one = s->default_streams[d], n++;
         }
     for (size_t i = 0; i < s->own[OM_H_STREAM].n && n < 2; i++) {
         CUstream st = (CUstream)(uintptr_t)s->own[OM_H_STREAM].v[i];
         if ((b = busy(st)) != 0) {
             if (b < 0)
-                return om_hook_cuCtxSynchronize(c);
+                return declined(c, OM_SYNCWORD_STATE);
             one = st, n++;
         }
     }
-    if (n != 1 || !(seq = om_syncword_arm(s, one)))
-        return om_hook_cuCtxSynchronize(c); /* nothing to wait for, or more than one stream */
+    if (n != 1)
+        return declined(c, n ? OM_SYNCWORD_STREAMS : OM_SYNCWORD_IDLE);
+    if (!(seq = om_syncword_arm(s, one)))
+        return om_hook_cuCtxSynchronize(c); /* arm counted why */
     om_put_u64(&c->out, seq);
     return CUDA_SUCCESS;
 }

@@ -88,10 +88,16 @@ CUresult om_x_op_stream_sync_word(struct call *c)
     st = om_arg_stream(c, h, false, &rc);
     if (!st)
         return rc;
-    if (!om_syncword_may_defer(s) ||
-        ((CUresult(*)(CUstream))REAL(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY ||
-        !(seq = om_syncword_arm(s, st)))
+    if (!om_syncword_may_defer(s)) {
+        om_syncword_declined(s, OM_SYNCWORD_STATE);
         return om_hook_cuStreamSynchronize(c, st);
+    }
+    if (((CUresult(*)(CUstream))REAL(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY) {
+        om_syncword_declined(s, OM_SYNCWORD_IDLE); /* done, or its error to report */
+        return om_hook_cuStreamSynchronize(c, st);
+    }
+    if (!(seq = om_syncword_arm(s, st)))
+        return om_hook_cuStreamSynchronize(c, st); /* arm counted why */
     om_put_u64(&c->out, seq);
     return CUDA_SUCCESS;
 }
