@@ -23,7 +23,10 @@ on the same machine.
   openmps-spinload  the same with spinning only while the machine has an idle CPU
            (OPENMPS_SPIN_THREADS=load: B8's newcomer's burst stops it)
   openmps-nospin  the same with no server thread spinning (OPENMPS_SPIN_THREADS=0)
-  openmps-word  the same with synchronizes answered by a completion word (OPENMPS_SYNC_WORD=on)
+  openmps-word  the same with synchronizes answered by a completion word (OPENMPS_SYNC_WORD=on;
+           the default since 2026-11-29, so the same as openmps)
+  openmps-noword  the same with synchronizes answered after the work (OPENMPS_SYNC_WORD=off), as
+           before the word
   openmps-slice  openmps-word, and session threads with a time slice of BENCH_SLICE_US (100) µs
            (OPENMPS_SERVER_SLICE_US; Linux 6.12 or later)
   openmps-clientspin  the same with each client spinning up to BENCH_CLIENT_SPIN_US (20 000) µs
@@ -135,6 +138,8 @@ class Mode:
                 env["OPENMPS_SPIN_THREADS"] = "0"
             if self.name in ("openmps-word", "openmps-slice"):
                 env["OPENMPS_SYNC_WORD"] = "on"
+            if self.name == "openmps-noword":
+                env["OPENMPS_SYNC_WORD"] = "off"
             if self.name == "openmps-slice":
                 env["OPENMPS_SERVER_SLICE_US"] = os.environ.get("BENCH_SLICE_US", "100")
             if self.name in ("openmps-clientspin", "openmps-spinwait"):

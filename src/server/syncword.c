@@ -18,8 +18,8 @@
  * A framework's batch ends in a synchronize; answered by the session's thread, it costs two
  * wake-ups once the GPU is done (the thread's, asleep in the driver after its polls, then the
  * client's, asleep on its ring), and in a burst of another process each can wait milliseconds
- * for a core (B8, docs/architecture.md, "What a launch costs the server"). With
- * OPENMPS_SYNC_WORD=on, a client's cuCtxSynchronize whose work is on one stream of it is
+ * for a core (B8, docs/architecture.md, "What a launch costs the server"). So (unless
+ * OPENMPS_SYNC_WORD=off) a client's cuCtxSynchronize whose work is on one stream of it is
  * answered at once with a number N, after the server enqueued cuStreamWriteValue32(N) of the
  * session's word behind that work; the client spins on the word, as a native program's
  * synchronize spins on the driver's own semaphore (src/client/api/contexts.c).
@@ -47,7 +47,7 @@ struct om_syncword {
 
 static struct om_syncword *pool, *pending;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static int setting = -1; /* OPENMPS_SYNC_WORD: 1 on, 0 off (the default); -1: not read yet */
+static int setting = -1; /* OPENMPS_SYNC_WORD: 1 on (the default), 0 off; -1: not read yet */
 
 #define R(sym) om_server_real[OM_IDX_##sym]
 #define REGISTER_PORTABLE_DEVICEMAP 0x03u /* CU_MEMHOSTREGISTER_PORTABLE | _DEVICEMAP (cuda.h) */
@@ -56,12 +56,12 @@ bool om_syncword_on(void)
 {
     if (__atomic_load_n(&setting, __ATOMIC_RELAXED) < 0) {
         const char *v = getenv("OPENMPS_SYNC_WORD");
-        int on = v && !strcmp(v, "on");
-        if (v && !on && strcmp(v, "off"))
-            om_warn("OPENMPS_SYNC_WORD=%s is not on or off: off", v);
-        if (on)
-            om_info("synchronizes answered by a completion word the GPU writes "
-                    "(OPENMPS_SYNC_WORD=on)");
+        int on = !v || !*v || strcmp(v, "off");
+        if (on && v && *v && strcmp(v, "on"))
+            om_warn("OPENMPS_SYNC_WORD=%s is not on or off: on", v);
+        om_info(on ? "synchronizes answered by a completion word the GPU writes (the default; "
+                     "OPENMPS_SYNC_WORD=off answers them after the work)"
+                   : "synchronizes answered after the work (OPENMPS_SYNC_WORD=off)");
         __atomic_store_n(&setting, on, __ATOMIC_RELAXED);
     }
     return __atomic_load_n(&setting, __ATOMIC_RELAXED) == 1;
@@ -172,18 +172,30 @@ CUresult om_syncword_take(struct session *s, int *client_fd)
     return *client_fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Whether a synchronize of the session may be answered by its word: nothing but the end of the
- * work left to do (no error kept for it, no SM share's shadow streams, no pool memory to settle
- * and no kernel that may print: both happen in the driver's synchronize); om_syncword_arm then
- * asks whether the client may spin (wait.c's om_spin_client_may). */
+/* Whether a synchronize of the session may be answered by its word; when not, counts why.
+ * Nothing but the end of the work may be left to do (no error kept for it, no SM share's
+ * shadow streams, no pool memory to settle and no kernel that may print: both happen in the
+ * driver's synchronize), and the client must have a core to spin on (wait.c's
+ * om_spin_client_may; asked first: with more busy clients than cores it is the common answer,
+ * and the cheapest). */
 bool om_syncword_may_defer(struct session *s)
 {
-    return s->syncword && !s->nperr && s->async_error == CUDA_SUCCESS && !s->nshares &&
-           !s->printed && !om_wait_settles_pools() &&
-           /* the word armed last has landed: one word serves every thread of the client, and
-            * writes armed on two streams could land out of order, so that a number seen would
-            * not mean the work before a smaller one done */
-           __atomic_load_n(s->syncword->word, __ATOMIC_ACQUIRE) == s->syncword_seq;
+    if (!s->syncword)
+        return false;
+    if (!om_spin_client_may()) {
+        s->syncword_declined[OM_SYNCWORD_CORES]++;
+        return false;
+    }
+    if (s->nperr || s->async_error != CUDA_SUCCESS || s->nshares || s->printed ||
+        om_wait_settles_pools() ||
+        /* the word armed last has not landed: one word serves every thread of the client, and
+         * writes armed on two streams could land out of order, so that a number seen would
+         * not mean the work before a smaller one done */
+        __atomic_load_n(s->syncword->word, __ATOMIC_ACQUIRE) != s->syncword_seq) {
+        s->syncword_declined[OM_SYNCWORD_STATE]++;
+        return false;
+    }
+    return true;
 }
 
 void om_syncword_declined(struct session *s, enum om_syncword_why why)
@@ -213,8 +225,9 @@ bool om_syncword_spinning(struct session *s)
     return s->syncword_spin;
 }
 
-/* A synchronize of stream st (busy) deferred to the word: the number the word will hold once
- * st's work before it is done (0: not deferred, the reason counted; wait as before).
+/* A synchronize of stream st (busy; om_syncword_may_defer said yes) deferred to the word: the
+ * number the word will hold once st's work before it is done (0: not deferred, the reason counted;
+ * wait as before).
  *
  * The word's write is an operation on st that waits for st's last kernel, so the scheduler
  * treats it as any other (sched.c): while client streams share the hardware queues, a
@@ -229,10 +242,6 @@ uint32_t om_syncword_arm(struct session *s, CUstream st)
 
     if (!s->syncword)
         return 0;
-    if (!om_spin_client_may()) {
-        om_syncword_declined(s, OM_SYNCWORD_CORES); /* more busy clients than cores */
-        return 0;
-    }
     om_sched_before(s, st);
     if (((CUresult(*)(CUstream))R(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY) {
         om_syncword_declined(s, OM_SYNCWORD_IDLE); /* done while held, or an error to report */
@@ -265,7 +274,7 @@ void om_syncword_session_end(struct session *s)
     if (s->syncword_armed || no[OM_SYNCWORD_IDLE] || no[OM_SYNCWORD_STATE] ||
         no[OM_SYNCWORD_STREAMS] || no[OM_SYNCWORD_CORES] || no[OM_SYNCWORD_DRIVER])
         om_info("client %d: %llu synchronize(s) deferred to the completion word; answered after "
-                "the work: %llu with nothing left to do, %llu for the driver's synchronize, %llu "
+                "the work: %llu with nothing left to do, %llu with more to settle, %llu "
                 "on several streams, %llu with no core to spin on, %llu refused by the driver",
                 (int)s->pid, (unsigned long long)s->syncword_armed,
                 (unsigned long long)no[OM_SYNCWORD_IDLE], (unsigned long long)no[OM_SYNCWORD_STATE],

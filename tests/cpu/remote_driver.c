@@ -35,6 +35,7 @@ CUresult cuInit(unsigned);
 CUresult cuDeviceGetCount(int *);
 CUresult cuDeviceGetAttribute(int *, int, int);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuDevicePrimaryCtxSetFlags_v2(int, unsigned);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
@@ -1275,9 +1276,10 @@ int main(int argc, char **argv)
          * behind kernels on two streams ("two") and behind a kernel that failed and one after it
          * ("failed": the failure is the answer). syncwait: says "waiting" first and does "one"
          * only (another client may end the server meanwhile). syncheld: "one" only, by a client
-         * with no stream of its own (one the scheduler may hold: server/sched.c). With
-         * OPENMPS_SYNC_WORD=on "one" and "stream" are deferred to the completion word
-         * (server/syncword.c). */
+         * with no stream of its own (one the scheduler may hold: server/sched.c). With the
+         * completion word on "one" and "stream" are deferred to it (server/syncword.c), unless
+         * SYNC_SCHED=blocking gives the primary context CU_CTX_SCHED_BLOCKING_SYNC (=yield:
+         * CU_CTX_SCHED_YIELD). */
         static const char image[] = "fakecubin\nlong:4\nfail:4\n";
         unsigned one = 1;
         void *args[] = {&one};
@@ -1292,6 +1294,9 @@ int main(int argc, char **argv)
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&lng, mod, "long"));
         OK(cuModuleGetFunction(&fail, mod, "fail"));
+        const char *sched = getenv("SYNC_SCHED");
+        if (sched) /* CU_CTX_SCHED_BLOCKING_SYNC 4, CU_CTX_SCHED_YIELD 2 */
+            OK(cuDevicePrimaryCtxSetFlags_v2(0, !strcmp(sched, "blocking") ? 4 : 2));
         if (strcmp(mode, "syncheld"))
             OK(cuStreamCreate(&s2, 1 /* non-blocking */));
         OK(cuCtxSynchronize());

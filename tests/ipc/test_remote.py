@@ -539,24 +539,30 @@ def test_synchronize_answered_by_the_completion_word(daemon):
     server (none of the fallback synchronizes the timeline would show; one is allowed, for a
     client descheduled past its 50 ms of spinning on a busy machine). With nothing to wait for,
     kernels on two streams, or an error kept (a kernel that failed: the synchronize answers its
-    701), the server waits itself. Off (the default), the same answers and no deferral."""
+    701), the server waits itself. The same with the context's scheduling set to yield; set to
+    blocking sync (the program asked its synchronizes to sleep), and off, the same answers and
+    no deferral."""
     # A client spins for its word while the busy clients fit in the server's CPUs (one here,
     # on CI's 2 cores), whether server threads may spin or not (0: none may; the word took one
     # of their places until 2026-11-29, and in B8 found none). One CPU: every thread may spin.
     spin = "0" if len(os.sched_getaffinity(0)) >= 2 else "all"
-    for on in (True, False):
-        e = daemon({"OPENMPS_SYNC_WORD": "on" if on else "off", "FAKECUDA_KERNEL_MS": "40",
-                    "OPENMPS_SPIN_THREADS": spin, "OPENMPS_LOG_LEVEL": "3"})
-        p = remote(e, "syncword")
+    for setting, sched in ((None, None), ("on", "yield"), (None, "blocking"), ("off", None)):
+        on = setting != "off" and sched != "blocking"
+        what = "%s, %s" % (setting or "default", sched or "automatic scheduling")
+        env = {"FAKECUDA_KERNEL_MS": "40", "OPENMPS_SPIN_THREADS": spin, "OPENMPS_LOG_LEVEL": "3"}
+        if setting:
+            env["OPENMPS_SYNC_WORD"] = setting  # on: the default
+        e = daemon(env)
+        p = remote(e, "syncword", extra={"SYNC_SCHED": sched} if sched else None)
         out, err = p.communicate(timeout=120)
-        check(p.returncode == 0, "%s: %r %r" % (on, out, err))
+        check(p.returncode == 0, "%s: %r %r" % (what, out, err))
         got = {m.group(1): (int(m.group(2)), int(m.group(3)))
                for m in re.finditer(r"(\w+)_ms (\d+) rc (-?\d+)", out)}
         for name in ("one", "stream", "two"):  # from before the launch: at least the kernel
             check(got.get(name, (0, 1))[1] == 0 and got[name][0] >= 38,
-                  "%s: %s: %r" % (on, name, got))
-        check(got.get("idle", (0, 1))[1] == 0, "%s: nothing to wait for: %r" % (on, got))
-        check(got.get("failed", (0, 0))[1] == 701, "%s: the kept error: %r" % (on, got))
+                  "%s: %s: %r" % (what, name, got))
+        check(got.get("idle", (0, 1))[1] == 0, "%s: nothing to wait for: %r" % (what, got))
+        check(got.get("failed", (0, 0))[1] == 701, "%s: the kept error: %r" % (what, got))
         check(not SANITIZER.search(err), "sanitizer: " + err)
         # the count is logged as the session ends, after the client has exited
         log = wait_for(lambda: "Client %d disconnected" % p.pid in e.log("server.log") and
@@ -566,9 +572,9 @@ def test_synchronize_answered_by_the_completion_word(daemon):
         fallbacks = len(re.findall(r"timeline client %d cu(Ctx|Stream)Synchronize " % p.pid, log))
         if on:
             check(deferred and 1 <= deferred[0] <= 2 and fallbacks < deferred[0],
-                  "on: %r deferred, %d answered by the server after all" % (deferred, fallbacks))
+                  "%s: %r deferred, %d answered by the server after all" % (what, deferred, fallbacks))
         else:
-            check(not deferred, "off: %r deferred" % deferred)  # (its syncs are the timeline's)
+            check(not deferred, "%s: %r deferred" % (what, deferred))  # (its syncs are the timeline's)
 
 
 def test_completion_word_under_the_scheduler(daemon):

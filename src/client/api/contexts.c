@@ -5,6 +5,7 @@
  * in the client, and the private export tables the runtime asks for. The tokens and the
  * current-context stack are the state layer's (state/current.c). */
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -498,8 +499,9 @@ static int64_t mono_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Whether the word reached seq within WORD_SPIN_NS (numbers wrap: compared as a distance). */
-static bool word_reached(uint32_t seq)
+/* Whether the word reached seq within WORD_SPIN_NS (numbers wrap: compared as a distance);
+ * yield: the thread gives its core away between looks (CU_CTX_SCHED_YIELD). */
+static bool word_reached(uint32_t seq, bool yield)
 {
     int64_t start = mono_ns();
 
@@ -508,26 +510,46 @@ static bool word_reached(uint32_t seq)
             return true;
         if ((i & 255) == 255 && mono_ns() - start > WORD_SPIN_NS)
             return false;
+        if (yield)
+            sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+        else
+            __builtin_ia32_pause();
 #elif defined(__aarch64__)
-        __asm__ volatile("yield");
+        else
+            __asm__ volatile("yield");
 #endif
     }
 }
 
+/* The scheduling policy of the calling thread's context (CU_CTX_SCHED_*; 0: automatic). */
+static unsigned current_sched(void)
+{
+    CUcontext cur;
+    unsigned flags = 0;
+
+    om_current_context(&cur);
+    if (cur && !om_ctx_created_flags(cur, &flags) && om_ctx_device(cur) >= 0)
+        flags = primary_flags[om_ctx_device(cur)];
+    return flags & CU_CTX_SCHED_MASK;
+}
+
 CUresult om_word_sync(int index, const struct om_wbuf *req, bool *done)
 {
+    unsigned sched = current_sched();
     uint64_t seq = 0;
     uint32_t got = 0;
     CUresult rc;
 
     *done = false;
-    if (!word_mapped())
+    /* A context made to sleep in its synchronizes (cudaDeviceScheduleBlockingSync) sleeps
+     * here too: in its ring, while the server waits. */
+    if (sched == CU_CTX_SCHED_BLOCKING_SYNC || !word_mapped())
         return CUDA_SUCCESS;
     rc = om_rcall(index, req, &seq, sizeof(seq), &got);
     /* an answer, or a number the word reached; else the server waits (and answers a fault) */
-    *done = rc != CUDA_SUCCESS || got != sizeof(seq) || word_reached((uint32_t)seq);
+    *done = rc != CUDA_SUCCESS || got != sizeof(seq) ||
+            word_reached((uint32_t)seq, sched == CU_CTX_SCHED_YIELD);
     return rc;
 }
 

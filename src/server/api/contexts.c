@@ -128,7 +128,7 @@ CUresult om_x_op_ctx_sync_word(struct call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!om_syncword_may_defer(s))
-        return declined(c, OM_SYNCWORD_STATE);
+        return om_hook_cuCtxSynchronize(c); /* counted why */
     if (s->default_stream && (b = busy(s->default_stream)) != 0) {
         if (b < 0)
             return declined(c, OM_SYNCWORD_STATE);

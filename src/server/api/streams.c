@@ -88,10 +88,8 @@ CUresult om_x_op_stream_sync_word(struct call *c)
     st = om_arg_stream(c, h, false, &rc);
     if (!st)
         return rc;
-    if (!om_syncword_may_defer(s)) {
-        om_syncword_declined(s, OM_SYNCWORD_STATE);
-        return om_hook_cuStreamSynchronize(c, st);
-    }
+    if (!om_syncword_may_defer(s))
+        return om_hook_cuStreamSynchronize(c, st); /* counted why */
     if (((CUresult(*)(CUstream))REAL(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY) {
         om_syncword_declined(s, OM_SYNCWORD_IDLE); /* done, or its error to report */
         return om_hook_cuStreamSynchronize(c, st);
