@@ -88,17 +88,20 @@ struct om_hostmem {
     struct om_hostmem *next; /* in the pool */
 };
 
-/* A client stream's last kernel, while the scheduler watches it (sched.c). */
 /* Why a synchronize asked with the completion word was answered after the work instead
  * (syncword.c; the counts are in the log at the session's end). */
 enum om_syncword_why {
     OM_SYNCWORD_IDLE,    /* its streams had nothing left to do */
-    OM_SYNCWORD_STATE,   /* the driver's synchronize had more to do (om_syncword_may_defer) */
+    OM_SYNCWORD_STATE,   /* more to settle: an error to report, shadows, pools, printing, the
+                          * word armed last not landed (om_syncword_may_defer) */
     OM_SYNCWORD_STREAMS, /* a context's synchronize with work on several streams */
     OM_SYNCWORD_CORES,   /* no core to spin on (wait.c's om_spin_client_may) */
+    OM_SYNCWORD_SCHED,   /* the write would wait behind a long kernel in a shared hardware queue */
     OM_SYNCWORD_DRIVER,  /* the driver refused the word's write */
     OM_SYNCWORD_WHY_N
 };
+
+/* A client stream's last kernel, while the scheduler watches it (sched.c). */
 
 struct om_sched_stream {
     CUstream stream;
@@ -646,6 +649,10 @@ void om_sched_stream_destroyed(struct session *s, CUstream st);
 void om_sched_session_free(struct session *s);
 /* Before an operation is enqueued on a client's stream: returns once it may go. */
 void om_sched_before(struct session *s, CUstream st);
+/* Whether an operation that waits for st's last kernel may be enqueued now without blocking a
+ * shared hardware queue behind a long kernel (the completion word's write, which is never held:
+ * syncword.c). No side effect. */
+bool om_sched_may_follow(struct session *s, CUstream st);
 /* After a kernel was enqueued on a client's stream. `kernel`: what its duration is learned by,
  * om_sched_key of the kernel and its grid (an executable graph: its handle). */
 void om_sched_launched(struct session *s, CUstream st, uint64_t kernel);

@@ -281,9 +281,17 @@ void om_sched_launched(struct session *s, CUstream st, uint64_t kernel)
     uint32_t pred;
 
     /* a client alone is held only by the queues' scheduling: not a line more than before */
-    if (!may_hold(s) || mode == MODE_OFF || (om_sched_workers() < 2 && !active())) {
+    if (mode == MODE_OFF || (om_sched_workers() < 2 && !active())) {
         if ((t = find(s, st, false)))
             t->kernel = 0; /* no stale kernel for when scheduling starts again */
+        return;
+    }
+    if (!may_hold(s)) {
+        /* never held: its last kernel is kept only for om_sched_may_follow, while the queues
+         * are shared */
+        bool shared = active();
+        if ((t = find(s, st, shared)))
+            t->kernel = shared ? kernel : 0;
         return;
     }
     if (!(t = find(s, st, true)))
@@ -301,6 +309,26 @@ static void pause_ns(uint64_t ns)
                           .tv_nsec = (long)(ns % 1000000000ull)};
 
     nanosleep(&ts, NULL);
+}
+
+/* The completion word's write (syncword.c) waits for st's last kernel like any dependent
+ * operation, but it is not held: holding it would bring back the wake-ups the word removes, and
+ * fair share has nothing to gain from it (it is no kernel). So it is declined where
+ * om_sched_before would hold a dependent operation for the shared queues' sake: the queues are
+ * shared, st's last kernel still may run (its successor has not gone), and that kernel is
+ * predicted long or, for a client the scheduler may hold, not measured. A client with streams
+ * of its own is never held, and its operations go behind its kernels whatever they are; its
+ * write goes too unless its kernel is known long (measured for a holdable client: module
+ * images are shared, so are kernel handles). */
+bool om_sched_may_follow(struct session *s, CUstream st)
+{
+    struct om_sched_stream *t;
+    uint32_t pred;
+
+    if (!active() || !s->nsched || !(t = find(s, st, false)) || !t->kernel)
+        return true;
+    pred = predicted_us(t->kernel);
+    return pred ? pred < SHORT_US : !may_hold(s);
 }
 
 void om_sched_before(struct session *s, CUstream st)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -56,9 +57,13 @@ bool om_syncword_on(void)
 {
     if (__atomic_load_n(&setting, __ATOMIC_RELAXED) < 0) {
         const char *v = getenv("OPENMPS_SYNC_WORD");
-        int on = !v || !*v || strcmp(v, "off");
-        if (on && v && *v && strcmp(v, "on"))
-            om_warn("OPENMPS_SYNC_WORD=%s is not on or off: on", v);
+        int on = 1;
+        if (v && (!strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false") ||
+                  !strcmp(v, "0")))
+            on = 0;
+        else if (v && *v && strcasecmp(v, "on") && strcasecmp(v, "yes") && strcasecmp(v, "true") &&
+                 strcmp(v, "1"))
+            om_warn("OPENMPS_SYNC_WORD=%s is not on or off: on, the default", v);
         om_info(on ? "synchronizes answered by a completion word the GPU writes (the default; "
                      "OPENMPS_SYNC_WORD=off answers them after the work)"
                    : "synchronizes answered after the work (OPENMPS_SYNC_WORD=off)");
@@ -142,6 +147,14 @@ static struct om_syncword *pool_take(uid_t uid)
     return NULL;
 }
 
+/* No word for any session from now on: the driver refused a write, or no page could be made
+ * (every later synchronize would pay for the attempt). Said once. */
+static void give_up(const char *why)
+{
+    if (__atomic_exchange_n(&setting, 0, __ATOMIC_RELAXED) == 1)
+        om_warn("completion words off for this server: %s", why);
+}
+
 /* The session's page (made or taken from the pool, its word 0) and, in *client_fd, a read-only
  * descriptor of it for the client; CUDA_ERROR_NOT_SUPPORTED when the setting is off or the
  * driver cannot write a word. Needs the context current. */
@@ -160,8 +173,10 @@ CUresult om_syncword_take(struct session *s, int *client_fd)
         pending_landed();
         w = pool_take(s->uid);
         pthread_mutex_unlock(&pool_lock);
-        if (!w && !(w = page_new(s->uid)))
+        if (!w && !(w = page_new(s->uid))) {
+            give_up("no page could be made for a word (see above)");
             return CUDA_ERROR_NOT_SUPPORTED;
+        }
         *w->word = 0;
         w->next = NULL;
         s->syncword = w;
@@ -182,6 +197,10 @@ bool om_syncword_may_defer(struct session *s)
 {
     if (!s->syncword)
         return false;
+    if (__atomic_load_n(&setting, __ATOMIC_RELAXED) != 1) {
+        s->syncword_declined[OM_SYNCWORD_DRIVER]++; /* given up since its page was made */
+        return false;
+    }
     if (!om_spin_client_may()) {
         s->syncword_declined[OM_SYNCWORD_CORES]++;
         return false;
@@ -226,15 +245,11 @@ bool om_syncword_spinning(struct session *s)
 }
 
 /* A synchronize of stream st (busy; om_syncword_may_defer said yes) deferred to the word: the
- * number the word will hold once st's work before it is done (0: not deferred, the reason counted;
- * wait as before).
- *
- * The word's write is an operation on st that waits for st's last kernel, so the scheduler
- * treats it as any other (sched.c): while client streams share the hardware queues, a
- * holdable client's write behind a kernel predicted long waits here until that kernel is done,
- * instead of blocking its queue's other streams; the stream may be idle then, and the
- * synchronize is answered at once. (A client with streams of its own is never held: its writes
- * go behind its kernels as its own dependent operations do.) */
+ * number the word will hold once st's work before it is done (0: not deferred, the reason
+ * counted; wait as before). The write waits for st's last kernel, so while client streams share
+ * the hardware queues it goes only where the scheduler would let a dependent operation go
+ * (sched.c's om_sched_may_follow); it is never held, which would bring back the wake-ups the
+ * word removes. */
 uint32_t om_syncword_arm(struct session *s, CUstream st)
 {
     uint32_t seq;
@@ -242,9 +257,8 @@ uint32_t om_syncword_arm(struct session *s, CUstream st)
 
     if (!s->syncword)
         return 0;
-    om_sched_before(s, st);
-    if (((CUresult(*)(CUstream))R(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY) {
-        om_syncword_declined(s, OM_SYNCWORD_IDLE); /* done while held, or an error to report */
+    if (!om_sched_may_follow(s, st)) {
+        om_syncword_declined(s, OM_SYNCWORD_SCHED);
         return 0;
     }
     seq = s->syncword_seq + 1;
@@ -254,6 +268,9 @@ uint32_t om_syncword_arm(struct session *s, CUstream st)
         st, s->syncword->dev, seq, 0);
     if (rc != CUDA_SUCCESS) {
         om_syncword_declined(s, OM_SYNCWORD_DRIVER);
+        if (rc == CUDA_ERROR_NOT_SUPPORTED)
+            give_up("the driver does not write a word behind a stream's work "
+                    "(cuStreamWriteValue32 answered CUDA_ERROR_NOT_SUPPORTED)");
         return 0;
     }
     s->syncword_seq = seq;
@@ -270,17 +287,20 @@ void om_syncword_session_end(struct session *s)
     om_syncword_record(s);
     if (!w)
         return;
-    uint64_t *no = s->syncword_declined;
-    if (s->syncword_armed || no[OM_SYNCWORD_IDLE] || no[OM_SYNCWORD_STATE] ||
-        no[OM_SYNCWORD_STREAMS] || no[OM_SYNCWORD_CORES] || no[OM_SYNCWORD_DRIVER])
-        om_info("client %d: %llu synchronize(s) deferred to the completion word; answered after "
-                "the work: %llu with nothing left to do, %llu with more to settle, %llu "
-                "on several streams, %llu with no core to spin on, %llu refused by the driver",
-                (int)s->pid, (unsigned long long)s->syncword_armed,
-                (unsigned long long)no[OM_SYNCWORD_IDLE], (unsigned long long)no[OM_SYNCWORD_STATE],
-                (unsigned long long)no[OM_SYNCWORD_STREAMS],
-                (unsigned long long)no[OM_SYNCWORD_CORES],
-                (unsigned long long)no[OM_SYNCWORD_DRIVER]);
+    const uint64_t *no = s->syncword_declined;
+    uint64_t any = s->syncword_armed;
+    for (int i = 0; i < OM_SYNCWORD_WHY_N; i++)
+        any |= no[i];
+    if (any)
+        om_info(
+            "client %d: %llu synchronize(s) deferred to the completion word; answered after "
+            "the work: %llu with nothing left to do, %llu with more to settle, %llu on "
+            "several streams, %llu with no core to spin on, %llu behind a long kernel in a "
+            "shared queue, %llu refused by the driver",
+            (int)s->pid, (unsigned long long)s->syncword_armed,
+            (unsigned long long)no[OM_SYNCWORD_IDLE], (unsigned long long)no[OM_SYNCWORD_STATE],
+            (unsigned long long)no[OM_SYNCWORD_STREAMS], (unsigned long long)no[OM_SYNCWORD_CORES],
+            (unsigned long long)no[OM_SYNCWORD_SCHED], (unsigned long long)no[OM_SYNCWORD_DRIVER]);
     s->syncword = NULL;
     w->last = s->syncword_seq;
     pthread_mutex_lock(&pool_lock);

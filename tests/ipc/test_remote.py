@@ -579,12 +579,14 @@ def test_synchronize_answered_by_the_completion_word(daemon):
 
 def test_completion_word_under_the_scheduler(daemon):
     """While client streams share the hardware queues (OPENMPS_SCHED=always stands for more
-    streams than queues), the word's write is an operation on the client's stream as any other
-    (server/syncword.c, om_syncword_arm): a client with a stream of its own, never held by the
-    scheduler, still has its synchronizes deferred to the word (until 2026-11-29 none were, and
-    B8's copies never used it); a client with only its default stream, whose 40 ms kernel was
-    never measured, is held in the server until the kernel is done (a write behind it would block
-    the shared queue), and its synchronize is then answered with nothing left to do."""
+    streams than queues), the word's write goes where the scheduler would let a dependent
+    operation go, and is never held (server/sched.c, om_sched_may_follow): a client with a
+    stream of its own, never held by the scheduler, still has its synchronizes deferred to the
+    word (until 2026-11-29 none were, and B8's copies never used it); a client with only its
+    default stream, whose 40 ms kernel was never measured, has its synchronize answered after
+    the work, counted as behind a long kernel in a shared queue. Fair share alone (two such
+    clients of 300 ms kernels, fewer streams than queues) does not stop the word: a held write
+    would only bring back the wake-ups it removes."""
     spin = "0" if len(os.sched_getaffinity(0)) >= 2 else "all"
     e = daemon({"OPENMPS_SYNC_WORD": "on", "FAKECUDA_KERNEL_MS": "40", "OPENMPS_SCHED": "always",
                 "OPENMPS_SPIN_THREADS": spin})
@@ -598,14 +600,43 @@ def test_completion_word_under_the_scheduler(daemon):
         check(not SANITIZER.search(err), "sanitizer: " + err)
         said[mode] = wait_for(lambda: re.search(
             r"client %d: (\d+) synchronize\(s\) deferred to the completion word; answered "
-            r"after the work: (\d+) with nothing left to do" % p.pid, e.log("server.log")),
+            r"after the work: (\d+) with nothing left to do.* (\d+) behind a long kernel in a "
+            r"shared queue" % p.pid, e.log("server.log")),
             what="the session's count of %s" % mode)
-    deferred, idle = (int(x) for x in said["syncword"].groups())
-    check(deferred >= 1, "a client of its own streams: %d deferred" % deferred)
-    deferred, idle = (int(x) for x in said["syncheld"].groups())
-    # idle: its first synchronize, before the launch, and the one the hold left nothing to
-    check(deferred == 0 and idle == 2,
-          "a held client: %d deferred, %d answered with nothing left" % (deferred, idle))
+    deferred, idle, sched = (int(x) for x in said["syncword"].groups())
+    check(deferred >= 1 and sched == 0,
+          "a client of its own streams: %d deferred, %d declined" % (deferred, sched))
+    deferred, idle, sched = (int(x) for x in said["syncheld"].groups())
+    # idle: its first synchronize, before the launch
+    check(deferred == 0 and idle == 1 and sched == 1,
+          "a holdable client: %d deferred, %d with nothing left, %d behind a long kernel" %
+          (deferred, idle, sched))
+    # fair share
+    # (two busy clients fill CI's 2 cores: every thread may spin, so that the cores' rule does
+    # not decline the word first)
+    e = daemon({"OPENMPS_SYNC_WORD": "on", "FAKECUDA_KERNEL_MS": "300",
+                "OPENMPS_FAIR_WINDOW_MS": "600000", "OPENMPS_SPIN_THREADS": "all"})
+    procs = [driver_program(e, REMOTE_DRIVER, ["fair", "2"], stdin=subprocess.PIPE)
+             for _ in range(2)]
+    try:
+        for p in procs:
+            check(p.stdout.readline().strip() == "launched", "a fair-share client started")
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            check(p.returncode == 0 and "fair ok" in out, "fair share: %r %r" % (out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    log = wait_for(lambda: all("Client %d disconnected" % p.pid in e.log("server.log")
+                               for p in procs) and e.log("server.log"), what="the sessions' ends")
+    check("clients of long kernels contend" in log, "fair share began: %r" % log[-2000:])
+    for p in procs:
+        m = re.search(r"client %d: (\d+) synchronize\(s\) deferred.*" % p.pid, log)
+        check(m and int(m.group(1)) == 1, "fair share: client %d: %r" % (p.pid, m and m.group(0)))
 
 
 def test_completion_word_of_a_server_that_ends(daemon):

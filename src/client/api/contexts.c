@@ -508,7 +508,8 @@ static bool word_reached(uint32_t seq, bool yield)
     for (unsigned i = 0;; i++) {
         if ((int32_t)(__atomic_load_n(word, __ATOMIC_ACQUIRE) - seq) >= 0)
             return true;
-        if ((i & 255) == 255 && mono_ns() - start > WORD_SPIN_NS)
+        /* each yield may last a time slice: the clock is read after each */
+        if (((i & 255) == 255 || yield) && mono_ns() - start > WORD_SPIN_NS)
             return false;
         if (yield)
             sched_yield();

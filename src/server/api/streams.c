@@ -90,8 +90,9 @@ CUresult om_x_op_stream_sync_word(struct call *c)
         return rc;
     if (!om_syncword_may_defer(s))
         return om_hook_cuStreamSynchronize(c, st); /* counted why */
-    if (((CUresult(*)(CUstream))REAL(cuStreamQuery))(st) != CUDA_ERROR_NOT_READY) {
-        om_syncword_declined(s, OM_SYNCWORD_IDLE); /* done, or its error to report */
+    if ((rc = ((CUresult(*)(CUstream))REAL(cuStreamQuery))(st)) != CUDA_ERROR_NOT_READY) {
+        /* done, or an error the driver's synchronize reports */
+        om_syncword_declined(s, rc == CUDA_SUCCESS ? OM_SYNCWORD_IDLE : OM_SYNCWORD_STATE);
         return om_hook_cuStreamSynchronize(c, st);
     }
     if (!(seq = om_syncword_arm(s, st)))

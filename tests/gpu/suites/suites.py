@@ -56,15 +56,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 # The issue's selection: CuPy's cuda_tests, core, linalg, fft, random and sorting tests and
 # cupyx's (those that need a package the machine lacks skip themselves, in both modes alike);
 # PyTorch's CUDA and multiprocessing tests; on a machine with two GPUs, its multi-GPU CUDA tests
-# (test_cuda_multigpu.py: not among the suites' files the project is given; put into
-# .suites/src/pytorch/ from PyTorch's repository, test/, of the same cycle).
+# and its NCCL tests (test_cuda_multigpu.py, distributed/test_c10d_nccl.py and the module that
+# one imports, distributed/test_c10d_common.py: not among the suites' files the project is given;
+# put into .suites/src/pytorch/ from PyTorch's repository, test/, of the same cycle).
 SUITES = {
     "cupy": ("cupy", ["tests/cupy_tests/cuda_tests", "tests/cupy_tests/core_tests",
                       "tests/cupy_tests/linalg_tests", "tests/cupy_tests/fft_tests",
                       "tests/cupy_tests/random_tests", "tests/cupy_tests/sorting_tests",
                       "tests/cupyx_tests"]),
     "pytorch": ("pytorch", ["test_cuda.py", "test_multiprocessing.py"]),
-    "pytorch-multigpu": ("pytorch", ["test_cuda_multigpu.py"]),
+    "pytorch-multigpu": ("pytorch", ["test_cuda_multigpu.py", "distributed/test_c10d_nccl.py"]),
 }
 MODES = ("native", "openmps")
 GOOD = ("passed", "xfailed")
