@@ -5,7 +5,9 @@
 # root, ignored by git, which the lead names in the device tool's `carry`.
 #
 #   tests/gpu/suites/prepare.sh [SUITES]      SUITES (default: shared/suites in the checkout,
-#                                            else ../shared/suites) copied to .suites/src;
+#                                            else ../shared/suites) copied to .suites/src,
+#                                            then .suites/extra/ (files the shared suites
+#                                            lack, in their layout) over it;
 #                                            PyTorch's test helpers need expecttest, which the
 #                                            GPU machine lacks: Debian's python3-expecttest
 #                                            (pure Python) downloaded with apt-get into
@@ -50,6 +52,10 @@ fi
 rm -rf "$DOT/src"
 mkdir -p "$DOT/src" "$DOT/deb"
 cp -a "$src/." "$DOT/src/"
+# Files the shared suites lack (PyTorch's multi-GPU and NCCL tests), kept in .suites/extra/ in
+# the suites' layout (extra/pytorch/test_cuda_multigpu.py, extra/pytorch/distributed/...),
+# go over them each time.
+[ -d "$DOT/extra" ] && cp -a "$DOT/extra/." "$DOT/src/"
 
 deb=${EXPECTTEST_DEB:-}
 if [ -z "$deb" ]; then

@@ -26,7 +26,12 @@ says whether it passed there (an earlier test in the same process broke it) or n
 
 Everything is kept in the results folder, as JSON lines, so that a run stopped at its deadline
 (the running pytest killed, the test in progress run again next time) is continued by the next
-run with the same folder: the GPU machine's calls last 10 minutes at most.
+run with the same folder: the GPU machine's calls last 10 minutes at most. A unit split so
+takes longer than whole (a second process, its imports, the test in progress run again), which
+would blur the comparison of wall times: so a unit not begun whose expected wall (the longest
+any mode of its file took before, from segments.jsonl, plus a fifth) does not fit in the time
+left is left for a later run, and the run goes on with other files. The first unit a run
+begins is never left so (no run could hold it whole otherwise); --split begins every unit.
 
   RESULTS/SUITE/FILE.MODE.jsonl  the plugin's records for one unit, plus the harness's:
                                  {"t": "end", ..., "outcome": "crashed"} for the test a process
@@ -220,6 +225,11 @@ class Harness:
         self.stopped = False  # the deadline came
         self.openmps = os.path.join(a.build, "openmps")
         self.control = os.path.join(a.build, "openmps-control")
+        self.begun = False  # this run began a unit
+        self.walls = {}  # (suite, file, mode) -> the walls of its earlier processes, summed
+        for r in read_jsonl(os.path.join(self.results, "segments.jsonl")):
+            k = (r.get("suite"), r.get("file"), r.get("mode"))
+            self.walls[k] = self.walls.get(k, 0.0) + float(r.get("wall") or 0)
 
     # -- time --
     def left(self):
@@ -229,6 +239,21 @@ class Harness:
         if self.left() < KILL_MARGIN + 5:
             self.stopped = True
         return self.stopped
+
+    def fits_whole(self, suite, rel, mode, path):
+        """Whether to begin a unit now: begun already, the run's first, no wall known for its
+        file, or its expected wall fits in the time left (see the top)."""
+        with self.lock:
+            first = not self.begun
+            self.begun = True
+            if self.a.split or first or os.path.exists(path):
+                return True
+            known = [w for (s, f, m), w in self.walls.items() if s == suite and f == rel]
+            if not known or max(known) * 1.2 + KILL_MARGIN + 5 <= self.left():
+                return True
+        self.event(event="unit-left-for-later", suite=suite, file=rel, mode=mode,
+                   expected=round(max(known) * 1.2, 1), left=round(self.left(), 1))
+        return False
 
     def event(self, **rec):
         rec["ts"] = round(time.time(), 1)
@@ -424,6 +449,10 @@ class Harness:
     def run_unit(self, suite, rel, mode):
         """Runs what is left of one unit; True when it is done."""
         path = unit_path(self.results, suite, rel, mode)
+        if os.path.exists(path) and Unit(path).finished:
+            return True
+        if not self.fits_whole(suite, rel, mode, path):
+            return False
         os.makedirs(os.path.dirname(path), exist_ok=True)
         for n in range(MAX_SEGMENTS):
             u = Unit(path)
@@ -855,6 +884,9 @@ def main(argv):
     r.add_argument("--budget", type=float, help="seconds from now by which the run ends")
     r.add_argument("--pytest-arg", action="append", default=[])
     r.add_argument("--no-rerun", action="store_true")
+    r.add_argument("--split", action="store_true",
+                   help="begin every unit, even one whose expected wall does not fit in the "
+                        "time left (it is then split over runs)")
     r.add_argument("--probe-cmd", default=None,
                    help="the health probe, run under openmps (default: python3 probe.py)")
     rp = sub.add_parser("report", help="the tables and regressions of a results folder")
