@@ -448,11 +448,12 @@ CUresult om_r_cuProfilerStop(void)
 /* ------------------------------------------------------------------ synchronisation */
 
 /*
- * The session's completion word (src/server/syncword.c; the server's OPENMPS_SYNC_WORD=on): a
- * page of pinned memory the GPU writes and this process maps read-only. A program's
- * cuCtxSynchronize then asks with ctx_sync_word; the server answers at once with the number
- * the word will hold once this client's work is done, or with nothing when it waited itself
- * (several busy streams, an error kept, printing kernels, no core to spare, ...). The thread
+ * The session's completion word (src/server/syncword.c; on unless the server has
+ * OPENMPS_SYNC_WORD=off): a page of pinned memory the GPU writes and this process maps
+ * read-only. A program's cuCtxSynchronize then asks with ctx_sync_word; the server answers at
+ * once with the number the word will hold once this client's work is done, or with nothing
+ * when it waited itself (several busy streams, an error kept, printing kernels, no core to
+ * spare, a long kernel in a shared queue, ...). The thread
  * spins on the word, as a native program's synchronize spins on the driver's semaphore, for at
  * most WORD_SPIN_NS; past that (work that long, or a server that ended: a fault stops the GPU
  * before the write), it synchronizes through the server as before, which answers the fault.
