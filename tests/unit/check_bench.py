@@ -170,5 +170,37 @@ with tempfile.TemporaryDirectory() as d:
           all("longest 2.00" in l for l in lines[3:] if "+500 ms" not in l),
           "the stall in its window, and only there: %r" % lines[2:])
 
+# bench/profiles.py sums the sessions' OPENMPS_PROFILE lines (src/server/profile.c's format)
+with tempfile.TemporaryDirectory() as d:
+    log = os.path.join(d, "server.log")
+    with open(log, "w") as f:
+        for pid, k in ((11, 1), (12, 3)):
+            f.write("[2026-11-29 12:00:00.000 Server 1] client %d: profile: %d driver call(s) in "
+                    "%.1f ms of server time, %d record(s), %d wait(s) for one; most time: "
+                    "cuLaunchKernel %d x 10.00 us (max 50), op:ctx_sync_word %d x 5.00 us "
+                    "(max 9)\n" % (pid, 300 * k, 4.0 * k, 320 * k, 7, 200 * k, 100 * k))
+        f.write("[x] client 13: freed 1 allocation(s)\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "profiles.py"), log,
+                          "--batches", "100"], stdout=subprocess.PIPE, text=True)
+    lines = out.stdout.splitlines()
+    launch = next((l.split() for l in lines if l.startswith("cuLaunchKernel")), [])
+    word = next((l.split() for l in lines if l.startswith("op:ctx_sync_word")), [])
+    check(out.returncode == 0 and "2 session(s): 1200 driver call(s), 16.0 ms" in lines[0] and
+          "80.0 µs of server time" in lines[1] and "10.0 ms (62 %)" in lines[2],
+          "profiles.py's totals: %r" % lines[:3])
+    # 800 launches of 10 µs: 8 ms, 40 µs a batch over 2 sessions x 100 batches; largest first
+    order = [l.split()[0] for l in lines[4:]]
+    check(launch == ["cuLaunchKernel", "800", "8.0", "10.00", "40.0"] and
+          word == ["op:ctx_sync_word", "400", "2.0", "5.00", "10.0"] and
+          order == ["cuLaunchKernel", "op:ctx_sync_word"],
+          "profiles.py's entry points: %r" % lines)
+    other = os.path.join(d, "other.log")
+    with open(other, "w") as f:
+        f.write("[x] client 13: freed 1 allocation(s)\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "profiles.py"), other],
+                         stdout=subprocess.PIPE, text=True)
+    check(out.returncode == 1 and "no profile lines" in out.stdout,
+          "profiles.py without profile lines: %r" % out.stdout)
+
 print("bench checks: %d failure(s)" % failures)
 sys.exit(1 if failures else 0)
