@@ -7,7 +7,9 @@ calls, server time, records, waits and its 12 entry points of most time, each as
 server ms and mean µs, largest first, and, given --batches B (the batches every session ran,
 e.g. B7's 300 + its warm-up), the server µs per batch of each. Entry points outside a session's
 12 are not in its line: the sums are lower bounds, and the line "in the 12" says how much of the
-sessions' server time they cover. Usage: bench/profiles.py SERVER_LOG [--batches B] [--top N]
+sessions' server time they cover. Every session of the log counts (those of fewer than
+--min-calls driver calls left out): give it one workload's log. Usage: bench/profiles.py
+SERVER_LOG [--batches B] [--top N] [--min-calls N]
 """
 import argparse
 import re
@@ -40,8 +42,14 @@ def main(argv):
     ap.add_argument("log")
     ap.add_argument("--batches", type=int, default=0, help="batches each session ran")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--min-calls", type=int, default=1,
+                    help="sessions with fewer driver calls are left out (probes, other work)")
     a = ap.parse_args(argv)
-    sessions = read(a.log)
+    every = read(a.log)
+    sessions = [s for s in every if s[1] >= a.min_calls]
+    if len(sessions) < len(every):
+        print("%d session(s) of fewer than %d driver call(s) left out" %
+              (len(every) - len(sessions), a.min_calls))
     if not sessions:
         print("no profile lines in %s (was OPENMPS_PROFILE=1 in the daemon's environment?)" % a.log)
         return 1

@@ -10,7 +10,6 @@ openmps only, a run stopped at its deadline continued by the next, the sharding,
 errors on bad selections. Usage: check_suites.py (with a python3 that has pytest)."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -346,10 +345,11 @@ def main():
           "`TestCuda::test_slow` +1." in slow[0], "where openmps took longer:\n" + out)
     # a unit not begun whose expected wall (an earlier process of its file took 1000 s) does
     # not fit in the time left is left for a later run; the run's first unit is always begun
+    seg = {"suite": "pytorch", "file": "test_cuda.py", "mode": "openmps", "wall": 1000.0, "rc": 0,
+           "finished": True, "ended": 4, "deadline": False, "ts": 1.0}
     res2 = os.path.join(t, "res2")
     os.makedirs(res2)
-    write(os.path.join(res2, "segments.jsonl"), json.dumps(
-        {"suite": "pytorch", "file": "test_cuda.py", "mode": "openmps", "wall": 1000.0}) + "\n")
+    write(os.path.join(res2, "segments.jsonl"), json.dumps(seg) + "\n")
     base2 = [a if a != res else res2 for a in base]
     rc, out = harness("run", *base2, "--suite", "pytorch", "--budget", "200",
                       env={"FAKE_SLOW": "0"})
@@ -360,20 +360,33 @@ def main():
           len(left) == 1 and left[0]["mode"] == "openmps" and left[0]["expected"] == 1200.0 and
           "1 units of them not done" in out,
           "the unit that does not fit is left for later: %r\n%s" % (left, out))
-    # the next run begins it: its first unit
+    # the next run begins it: its first unit (test_sub fails under openmps: rc 1)
     rc, out = harness("run", *base2, "--suite", "pytorch", "--budget", "200",
                       env={"FAKE_SLOW": "0"})
-    check(len(outcomes(os.path.join(res2, "pytorch/test_cuda.py.openmps.jsonl"))) == 4,
+    check(rc == 1 and "all done" in out and
+          len(outcomes(os.path.join(res2, "pytorch/test_cuda.py.openmps.jsonl"))) == 4,
           "the next run begins it:\n" + out)
     # --split begins every unit
     res3 = os.path.join(t, "res3")
     os.makedirs(res3)
-    shutil.copy(os.path.join(res2, "segments.jsonl"), res3)
+    write(os.path.join(res3, "segments.jsonl"), json.dumps(seg) + "\n")
     rc, out = harness("run", *[a if a != res else res3 for a in base], "--suite", "pytorch",
                       "--budget", "200", "--split", env={"FAKE_SLOW": "0"})
-    check(len(outcomes(os.path.join(res3, "pytorch/test_cuda.py.openmps.jsonl"))) == 4 and
+    check(rc == 1 and "all done" in out and
+          len(outcomes(os.path.join(res3, "pytorch/test_cuda.py.openmps.jsonl"))) == 4 and
           len(outcomes(os.path.join(res3, "pytorch/test_cuda.py.native.jsonl"))) == 4,
           "--split begins it in the same run:\n" + out)
+    # this run's own processes count: natively the file takes 20 s, so with 50 s of budget
+    # the openmps unit (expected 24 s and the margin) is left for later, with no earlier record
+    res4 = os.path.join(t, "res4")
+    rc, out = harness("run", *[a if a != res else res4 for a in base], "--suite", "pytorch",
+                      "--budget", "50", env={"FAKE_SLOW": "0", "FAKE_SLOW_NATIVE": "20"})
+    left = [e for e in records(os.path.join(res4, "events.jsonl"))
+            if e.get("event") == "unit-left-for-later"]
+    check(len(outcomes(os.path.join(res4, "pytorch/test_cuda.py.native.jsonl"))) == 4 and
+          not os.path.exists(os.path.join(res4, "pytorch/test_cuda.py.openmps.jsonl")) and
+          len(left) == 1 and left[0]["expected"] >= 24.0,
+          "the estimate from this run's native process: %r\n%s" % (left, out))
     if failures == 0:
         subprocess.run(["rm", "-rf", t])
     print("suites harness: %s" % ("ok" if failures == 0 else "%d failed (%s)" % (failures, t)))

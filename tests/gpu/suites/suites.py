@@ -63,7 +63,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 # PyTorch's CUDA and multiprocessing tests; on a machine with two GPUs, its multi-GPU CUDA tests
 # and its NCCL tests (test_cuda_multigpu.py, distributed/test_c10d_nccl.py and the module that
 # one imports, distributed/test_c10d_common.py: not among the suites' files the project is given;
-# put into .suites/src/pytorch/ from PyTorch's repository, test/, of the same cycle).
+# put into .suites/extra/pytorch/ from PyTorch's repository, test/, of the same cycle, which
+# prepare.sh lays over the shared suites in .suites/src/).
 SUITES = {
     "cupy": ("cupy", ["tests/cupy_tests/cuda_tests", "tests/cupy_tests/core_tests",
                       "tests/cupy_tests/linalg_tests", "tests/cupy_tests/fft_tests",
@@ -466,6 +467,9 @@ class Harness:
                    {"suite": suite, "file": rel, "mode": mode, "wall": round(wall, 2), "rc": rc,
                     "finished": tail.finished, "ended": tail.ended, "deadline": at_deadline,
                     "ts": round(time.time(), 1)}, self.lock)
+            with self.lock:  # this run's processes count for the other mode's estimate too
+                k = (suite, rel, mode)
+                self.walls[k] = self.walls.get(k, 0.0) + wall
             self.keep_log(suite, rel, mode, log)
             if at_deadline:
                 self.stopped = True
