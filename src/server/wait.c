@@ -50,9 +50,11 @@ static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
  * (what B1-B6 were measured with before the policy): for measuring the choice.
  *
  * The auto rule sees only the server's own clients. OPENMPS_SPIN_THREADS=load adds the rest of
- * the machine: a thread may spin only while the machine also has a CPU with nothing to run, by
- * /proc/loadavg's count of runnable threads, which a thread of the server reads every
- * millisecond. A burst of another process (B8's newcomer: numpy's thread pool on every core)
+ * the machine: a thread may spin only while no thread of the machine waits for a CPU, by
+ * /proc/loadavg's count of runnable threads (the asking thread, running, among them: no more
+ * than the CPUs), which a thread of the server reads every millisecond. (Until 2026-11-29 it
+ * asked for an idle CPU besides its own, which in B8's steady state, 16-17 runnable threads on
+ * 16 CPUs, would also have declined most completion words.) A burst of another process (B8's newcomer: numpy's thread pool on every core)
  * then stops the spinning at once, leaving the cores to whoever has work, as NVIDIA's MPS
  * clients keep theirs only while cores are idle (issue #23). For measuring against auto.
  */
@@ -70,8 +72,8 @@ bool om_spin_take(void)
 
     if (spin_max == SPIN_ALL)
         return true;
-    if (spin_load && __atomic_load_n(&machine_runnable, __ATOMIC_RELAXED) >= spin_cpus)
-        return false; /* no CPU of the machine is idle */
+    if (spin_load && __atomic_load_n(&machine_runnable, __ATOMIC_RELAXED) > spin_cpus)
+        return false; /* a thread of the machine waits for a CPU */
     limit =
         spin_max >= 0 ? spin_max : spin_cpus - __atomic_load_n(&busy_clients, __ATOMIC_RELAXED) - 1;
     if (limit <= 0)
@@ -95,7 +97,7 @@ void om_spin_give(void)
  * their clients' next records held the places, and of 8 850 synchronizes per copy about 12
  * were answered by the word). It may spin while the busy clients fit in the server's CPUs — as
  * a native program's synchronize spins while its process has fewer contexts than CPUs — and,
- * with =load, while the machine also has an idle CPU. Past that (B7 with more copies than
+ * with =load, while no thread of the machine waits for a CPU. Past that (B7 with more copies than
  * cores) a spinning client would take the core a server thread needs to launch another's
  * kernels, so the server waits for it instead.
  */
@@ -103,7 +105,7 @@ bool om_spin_client_may(void)
 {
     if (spin_max == SPIN_ALL)
         return true;
-    if (spin_load && __atomic_load_n(&machine_runnable, __ATOMIC_RELAXED) >= spin_cpus)
+    if (spin_load && __atomic_load_n(&machine_runnable, __ATOMIC_RELAXED) > spin_cpus)
         return false;
     return __atomic_load_n(&busy_clients, __ATOMIC_RELAXED) < spin_cpus;
 }
@@ -162,7 +164,7 @@ static void spin_init(void)
         if (spin_load)
             pthread_detach(t);
         om_info("spinning: while busy clients and spinning threads leave one of %d CPU(s) free, "
-                "and the machine has an idle CPU (OPENMPS_SPIN_THREADS=load)%s",
+                "and no thread of the machine waits for a CPU (OPENMPS_SPIN_THREADS=load)%s",
                 spin_cpus, spin_load ? "" : "; no sampler thread: as auto");
         return;
     }

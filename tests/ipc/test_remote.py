@@ -192,13 +192,13 @@ def test_remote_legacy_default_stream(daemon):
 
 def test_remote_spin_threads_limit_keeps_serving():
     """OPENMPS_SPIN_THREADS=0: no server thread spins (each waits in the kernel at once), =all:
-    every one may, unset: while busy clients leave a CPU free, =load: that and while the machine
-    has an idle CPU; three clients at once are served as before in each; a value that is none of
+    every one may, unset: while busy clients leave a CPU free, =load: that and while no thread of
+    the machine waits for a CPU; three clients at once are served as before in each; a value that is none of
     these is refused with a warning that names it, and the server keeps the default."""
     for value, logged in (("0", "spinning: at most 0 server thread(s) at once"),
                           ("all", "spinning: every thread may spin"),
                           ("", "spinning: while busy clients and spinning threads leave one"),
-                          ("load", "and the machine has an idle CPU (OPENMPS_SPIN_THREADS=load)"),
+                          ("load", "and no thread of the machine waits for a CPU (OPENMPS_SPIN_THREADS=load)"),
                           ("lots", "OPENMPS_SPIN_THREADS=lots is not auto, load, all or a count")):
         e = Env(start=False)
         ok = False
