@@ -54,7 +54,7 @@ static unsigned sync_flags = CU_CTX_SCHED_BLOCKING_SYNC;
  * /proc/loadavg's count of runnable threads (the asking thread, running, among them: no more
  * than the CPUs), which a thread of the server reads every millisecond. (Until 2026-11-29 it
  * asked for an idle CPU besides its own, which in B8's steady state, 16-17 runnable threads on
- * 16 CPUs, would also have declined most completion words.) A burst of another process (B8's
+ * 16 CPUs, could also have declined many completion words.) A burst of another process (B8's
  * newcomer: numpy's thread pool on every core) then stops the spinning at once, leaving the cores
  * to whoever has work, as NVIDIA's MPS clients keep theirs only while cores are idle (issue #23).
  * For measuring against auto.
