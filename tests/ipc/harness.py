@@ -261,6 +261,25 @@ def remote(e, *args, extra=None):
     return driver_program(e, REMOTE_DRIVER, args, extra)
 
 
+def fair_clients(e, kernels, procs, n=2, timeout=60):
+    """n clients of the remote driver's fair mode, each with a first long kernel launched, then
+    released together to launch kernels - 1 more and synchronize. They are added to procs (the
+    caller kills what is left when a check fails); returns each one's (returncode, out, err)."""
+    for _ in range(n):
+        procs.append(driver_program(e, REMOTE_DRIVER, ["fair", str(kernels)],
+                                    stdin=subprocess.PIPE))
+    for p in procs[-n:]:
+        check(p.stdout.readline().strip() == "launched", "a fair-share client's first kernel")
+    for p in procs[-n:]:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    done = []
+    for p in procs[-n:]:
+        out, err = p.communicate(timeout=timeout)
+        done.append((p.returncode, out, err))
+    return done
+
+
 def pinned_fds(spid, nbytes=False):
     """The server's pinned regions (one memfd mapping each, hostmem.c: openmps-pinned for those
     it made, openmps-registered for a client's own pages): how many, or their bytes. Counted in

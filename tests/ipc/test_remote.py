@@ -8,8 +8,8 @@ import signal
 import subprocess
 import time
 
-from harness import (BIN, Env, REMOTE_DRIVER, SANITIZER, check, driver_program, remote,
-                     remote_case, wait_for)
+from harness import (BIN, Env, REMOTE_DRIVER, SANITIZER, check, driver_program, fair_clients,
+                     remote, remote_case, wait_for)
 
 
 def test_kernel_printf_reaches_its_client(daemon):
@@ -616,17 +616,10 @@ def test_completion_word_under_the_scheduler(daemon):
     # not decline the word first)
     e = daemon({"OPENMPS_SYNC_WORD": "on", "FAKECUDA_KERNEL_MS": "300",
                 "OPENMPS_FAIR_WINDOW_MS": "600000", "OPENMPS_SPIN_THREADS": "all"})
-    procs = [driver_program(e, REMOTE_DRIVER, ["fair", "2"], stdin=subprocess.PIPE)
-             for _ in range(2)]
+    procs = []
     try:
-        for p in procs:
-            check(p.stdout.readline().strip() == "launched", "a fair-share client started")
-        for p in procs:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            check(p.returncode == 0 and "fair ok" in out, "fair share: %r %r" % (out, err))
+        for rc, out, err in fair_clients(e, 2, procs, timeout=120):
+            check(rc == 0 and "fair ok" in out, "fair share: %r %r" % (out, err))
     finally:
         for p in procs:
             if p.poll() is None:

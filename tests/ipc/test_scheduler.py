@@ -2,9 +2,8 @@
 """The server's scheduler: long kernels, fairness between clients, streams left alone."""
 import os
 import re
-import subprocess
 
-from harness import Env, REMOTE_DRIVER, SANITIZER, SHIM_DIR, check, remote
+from harness import Env, SANITIZER, check, fair_clients, remote
 
 
 def client_times(tlog):
@@ -80,18 +79,8 @@ def test_remote_scheduler_shares_the_gpu_fairly():
             if sched:
                 e.env["OPENMPS_SCHED"] = sched
             e.start()
-            for _ in range(2):
-                p = subprocess.Popen([REMOTE_DRIVER, "fair", "3"], env=dict(
-                    e.env, LD_LIBRARY_PATH=os.path.abspath(SHIM_DIR)), stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                procs.append(p)
-                check(p.stdout.readline().strip() == "launched", "a first kernel launched")
-            for p in procs:
-                p.stdin.write("go\n")
-                p.stdin.flush()
-            for p in procs:
-                out, err = p.communicate(timeout=60)
-                check(p.returncode == 0 and "fair ok" in out, "fair: %r %r" % (out, err))
+            for rc, out, err in fair_clients(e, 3, procs):
+                check(rc == 0 and "fair ok" in out, "fair: %r %r" % (out, err))
             t = sorted(int(r[1]) for r in client_times(tlog) if r[0] == "long")
             check(len(t) == 6, "six launches: %r" % t)
             later = t[2:]
