@@ -66,6 +66,7 @@ enum {
 #define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 #define CU_MODULE_EAGER_LOADING 0x1
 #define CU_MODULE_LAZY_LOADING 0x2
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS 89
 
 /* Virtual memory management (cuMemCreate and friends). */

@@ -25,7 +25,7 @@
 
 #define OM_RING_MAGIC 0x474e5252u /* "RRNG" */
 #define OM_RING_MAJOR 1
-#define OM_RING_MINOR 0
+#define OM_RING_MINOR 1
 
 struct om_ring_queue {
     _Alignas(64) uint64_t head; /* consumer's index */
@@ -46,6 +46,11 @@ struct om_ring_header {
     uint32_t cq_data_off;
     _Alignas(64) struct om_ring_queue sq; /* client -> server */
     struct om_ring_queue cq;              /* server -> client */
+    /* Written by the server only: changes whenever the SM count the client would be answered
+     * (cuDeviceGetAttribute's MULTIPROCESSOR_COUNT: its SM share, partition or lane) may have
+     * changed. The client keeps that count while this word stays what it was when it asked
+     * (minor 1). A client that writes it fools only its own cache. */
+    _Alignas(64) uint32_t limits_epoch;
 };
 
 /* One record. `op` names the operation (the data plane's opcode table), `seq`

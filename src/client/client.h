@@ -20,6 +20,7 @@ struct om_client {
     void *ring_map;
     size_t ring_len;
     struct om_ring_end tx, rx;
+    const uint32_t *limits_epoch; /* the server's word in the ring header, or NULL (minor 0) */
     uint32_t next_seq;
     pid_t server_pid;
     uint32_t client_id;

@@ -138,6 +138,9 @@ bool om_devrange_holds(CUdeviceptr p);
  * past its end (the driver refuses such a copy); true otherwise, also for an address not known
  * here, which the server judges. Asked before a copy's host bytes are read (api/copies.c). */
 bool om_devrange_fits(CUdeviceptr p, uint64_t n);
+/* True only when [p, p + n) lies in device memory this process obtained, walked as the server
+ * walks it (om_ranges_cover): an asynchronous set there cannot be refused for its range. */
+bool om_devrange_known_fits(CUdeviceptr p, uint64_t n);
 
 /* ---- state/shadows.c: managed memory's ranges and host shadows */
 

@@ -221,6 +221,10 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
     }
     c->ring_len = w.ring_bytes;
     om_ring_ends(c->ring_map, &geo, false, &c->tx, &c->rx);
+    /* a server of ring minor 0 writes no limits_epoch: then nothing is kept by it */
+    c->limits_epoch = ((struct om_ring_header *)c->ring_map)->minor >= 1
+                          ? &((struct om_ring_header *)c->ring_map)->limits_epoch
+                          : NULL;
     c->server_pid = (pid_t)w.server_pid;
     c->client_id = w.client_id;
     c->ndevices = w.ndevices;
@@ -451,5 +455,6 @@ void om_client_close(struct om_client *c)
     if (c->sock >= 0)
         close(c->sock);
     c->ring_map = NULL;
+    c->limits_epoch = NULL;
     c->sock = -1;
 }

@@ -154,6 +154,8 @@ CUresult om_share_settle(struct session *s, CUstream st, bool enqueue);
 void om_share_stream_gone(struct session *s, CUstream st);
 unsigned om_share_sm_count(int dev, uint32_t pct_milli);
 unsigned om_share_client_sms(struct session *s, int dev);
+/* The SM count the client would be answered may have changed: its shim asks again. */
+void om_share_sms_changed(struct session *s);
 CUresult om_share_resource(struct session *s, int dev, struct om_CUdevResource *res);
 
 /* devmap.c: the client's device ordinals (its CUDA_VISIBLE_DEVICES) and the server's. dev_in:

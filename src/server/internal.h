@@ -171,6 +171,7 @@ struct session {
     uint32_t reported_mask;     /* device_mask as the daemon last heard it (main thread) */
     bool memcap_logged;         /* its first refusal past the cap was logged */
     uint64_t calls;             /* records served (its worker writes, __atomic) */
+    uint64_t answered;          /* of them, calls the client waited for (its worker only) */
     uint64_t waits;             /* times its thread found no record and waited */
     struct om_profile *profile; /* OPENMPS_PROFILE: server time per entry point (profile.c) */
     char end_reason[200];       /* a copy: the caller's text may not outlive the worker */

@@ -47,6 +47,7 @@ CUresult om_session_set_device(struct session *s, uint64_t cdev)
     s->share = s->shares[dev];
     s->shares[dev] = NULL;
     s->dev = dev;
+    om_share_sms_changed(s); /* its share there may differ */
     /* a device it only passed through (the runtime's first calls run on device 0 before the
      * program's cudaSetDevice) is not one it used */
     __atomic_store_n(&s->device_mask, s->worked_mask | 1ull << dev, __ATOMIC_RELAXED);
@@ -420,6 +421,7 @@ static void *worker_main(void *arg)
         } else {
             uint64_t t0 = rec.flags & OM_REC_POSTED ? 0 : om_account_now(); /* a call waited on */
             __atomic_store_n(&s->calls, s->calls + 1, __ATOMIC_RELAXED); /* the main thread reads */
+            s->answered += !(rec.flags & OM_REC_POSTED);
             rc = serve(s, &rec, buf, out);
             om_account_served(s, t0); /* answered: what follows is not the client's wait */
         }
@@ -445,10 +447,11 @@ static void *worker_main(void *arg)
     release_gpu_resources(s);
     om_replybuf_put(reply); /* after the client's streams are done with it */
     om_log_session(OM_LOG_INFO,
-                   "Client %d disconnected (%s; %llu call(s) served; %u client(s) left)",
+                   "Client %d disconnected (%s; %llu call(s) served, %llu answered; %u client(s) "
+                   "left)",
                    (int)s->pid,
                    __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE) ? "protocol error" : s->end_reason,
-                   (unsigned long long)s->calls, s->left_after);
+                   (unsigned long long)s->calls, (unsigned long long)s->answered, s->left_after);
     session_destroy(s);
     if (om_sched_workers_add(-1) == 0) {
         /* No client's kernel runs now (a new client may start one: rare, and it then waits once
@@ -502,8 +505,10 @@ static void session_relimit(struct session *s, const struct om_limits *l)
     struct om_limits n = om_limits_merge(l, &s->want), *o = &s->limits, was = *o;
     char a[16], b[16];
 
-    if (n.active_thread_pct_milli != was.active_thread_pct_milli)
+    if (n.active_thread_pct_milli != was.active_thread_pct_milli) {
         __atomic_store_n(&o->active_thread_pct_milli, n.active_thread_pct_milli, __ATOMIC_RELAXED);
+        om_share_sms_changed(s);
+    }
     for (uint32_t i = 0; i < OM_MAX_DEVICES; i++) {
         uint64_t now = i < n.ndevices ? n.mem_limit[i] : 0;
         if ((i < was.ndevices ? was.mem_limit[i] : 0) != now)
@@ -612,6 +617,8 @@ void om_session_adopt(struct server *srv, int fd, const struct om_srv_adopt *a)
         goto fail;
     }
     om_ring_ends(s->ring_map, &geo, true, &s->tx, &s->rx);
+    /* not 0, which a shim's empty cache holds (a shim that forked keeps its parent's) */
+    ((struct om_ring_header *)s->ring_map)->limits_epoch = (uint32_t)om_mono_ns() | 1;
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         om_err("client %d: cannot start its worker thread", (int)s->pid);
         goto fail;

@@ -389,6 +389,7 @@ static CUresult current_static(struct session *s)
     sh->lane = l;
     sh->gen++;
     sh->part_serial = s->part.serial;
+    om_share_sms_changed(s); /* its SM count is its lane's now */
     om_info("client %d: static SM partition: kernels on %u of %u SMs", (int)s->pid, l->real,
             om_share_sm_count(sh->dev, 0));
     return CUDA_SUCCESS;
@@ -567,6 +568,7 @@ static CUresult leave_lane(struct session *s)
     }
     lane_leave(sh->lane);
     sh->lane = NULL;
+    om_share_sms_changed(s);
     return rc;
 }
 
@@ -588,6 +590,7 @@ static CUresult place(struct session *s, uint32_t pct, enum why why)
     if (pct && sms && sms < total) {
         if (sh->lane && sh->lane->sms == sms) {
             sh->pct_milli = pct;
+            om_share_sms_changed(s);
             return CUDA_SUCCESS;
         }
         l = lane_take(sh->dev, sms, &rc);
@@ -609,6 +612,7 @@ static CUresult place(struct session *s, uint32_t pct, enum why why)
         sh->gen++;
     }
     sh->pct_milli = pct;
+    om_share_sms_changed(s); /* om_share_client_sms reads the lane and pct_milli */
     if (why == WHY_OWN && (s->share_logged || pct))
         om_info("client %d: active thread percentage %s: kernels on %u of %u SMs", (int)s->pid, p,
                 l ? l->real : total, total);
@@ -689,6 +693,17 @@ CUstream om_share_launch(struct session *s, CUstream st, bool ordered, CUresult 
         return NULL;
     x->side = SIDE_LAUNCH;
     return x->green;
+}
+
+/* What the client is answered for its SM count (om_share_client_sms) may have changed: its
+ * share, partition, lane or device. Its shim asks again at its next query instead of keeping the
+ * count it has (om_ring_header.limits_epoch). Any thread, after the change is stored. */
+void om_share_sms_changed(struct session *s)
+{
+    struct om_ring_header *h = s->ring_map;
+
+    if (h)
+        __atomic_add_fetch(&h->limits_epoch, 1, __ATOMIC_RELEASE);
 }
 
 unsigned om_share_client_sms(struct session *s, int dev)

@@ -1439,6 +1439,36 @@ int main(int argc, char **argv)
             free(m);
         }
         printf("register ok\n");
+    } else if (!strcmp(mode, "roundtrips") && argc > 2) {
+        /* N asynchronous sets of its own memory on a stream and N SM-count queries, which need
+         * no answer (the server's log counts the calls it answered), then the sets' result;
+         * a set past the allocation's end and one of pinned host memory, which are answered */
+        enum { WORDS = 1024 };
+        int n = atoi(argv[2]), sms = 0, first = -1;
+        EXPECT(n >= 1 && n <= WORDS);
+        static unsigned back[WORDS];
+        unsigned *host;
+        CUdeviceptr hp;
+        CUstream st;
+        OK(cuMemAlloc_v2(&p, WORDS * 4));
+        OK(cuStreamCreate(&st, 1)); /* CU_STREAM_NON_BLOCKING */
+        for (int i = 0; i < n; i++) {
+            OK(cuMemsetD32Async(p + (i % WORDS) * 4, 1000 + i, WORDS - i % WORDS, st));
+            OK(cuDeviceGetAttribute(&sms, 16, 0));
+            EXPECT(first < 0 || sms == first);
+            first = sms;
+        }
+        EXPECT(cuMemsetD32Async(p + 4, 5, WORDS, st) == 1); /* CUDA_ERROR_INVALID_VALUE */
+        OK(cuStreamSynchronize(st));
+        OK(cuMemcpyDtoH_v2(back, p, sizeof(back)));
+        for (int w = 0; w < WORDS; w++) /* the last set that reached word w, in order */
+            EXPECT(back[w] == 1000u + (unsigned)(w < n ? w : n - 1));
+        OK(cuMemHostAlloc((void **)&host, 64, 0x2)); /* CU_MEMHOSTALLOC_DEVICEMAP */
+        OK(cuMemHostGetDevicePointer_v2(&hp, host, 0));
+        OK(cuMemsetD32Async(hp, 7, 16, st));
+        OK(cuStreamSynchronize(st));
+        EXPECT(host[0] == 7 && host[15] == 7);
+        printf("roundtrips ok sms %d\n", sms);
     } else if (!strcmp(mode, "eventflags")) {
         CUevent e;
         OK(cuEventCreate(&e, 0));

@@ -32,10 +32,28 @@ CUresult om_r_cuDeviceGet(CUdevice *dev, int ordinal)
 static int attr_cache[OM_MAX_DEVICES][MAX_ATTR];
 static unsigned char attr_known[OM_MAX_DEVICES][MAX_ATTR];
 
+/*
+ * The SM count follows the client's SM share, which the operator may change while it runs
+ * (set_active_thread_percentage, a namespace's limits), and its lane: frameworks ask for it
+ * per operation (PyTorch about 4 times per ResNet-18 batch), each a round trip. It is kept with
+ * the server's limits_epoch read before asking, and asked again once the word has moved
+ * (om_share_sms_changed). Each device's entry is one word, (epoch << 32) | (count + 1), 0
+ * when none, so that threads that race store whole entries.
+ */
+static uint64_t sm_cache[OM_MAX_DEVICES];
+
+static uint32_t limits_epoch(void)
+{
+    const uint32_t *w = om_shim.client.limits_epoch;
+
+    return w ? __atomic_load_n(w, __ATOMIC_ACQUIRE) : 0; /* 0: never kept */
+}
+
 CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 {
     int v = 0;
     CUresult rc;
+    uint32_t epoch = 0;
 
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
@@ -52,14 +70,23 @@ CUresult om_r_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
         *value = attr_cache[dev][attrib];
         return CUDA_SUCCESS;
     }
+    if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT && (epoch = limits_epoch())) {
+        uint64_t e = __atomic_load_n(&sm_cache[dev], __ATOMIC_RELAXED);
+        if (e && (uint32_t)(e >> 32) == epoch) {
+            *value = (int)(uint32_t)e - 1;
+            return CUDA_SUCCESS;
+        }
+    }
     rc = om_rpc_cuDeviceGetAttribute(&v, attrib, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     *value = v;
-    /* The SM count follows the client's SM share, which the operator may change while it runs
-     * (set_active_thread_percentage): asked each time. */
-    if (attrib >= 0 && attrib < MAX_ATTR &&
-        attrib != 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+    if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) {
+        if (epoch && v >= 0) /* kept under the epoch read before asking: a change meanwhile
+                              * moved the word, and the next query asks again */
+            __atomic_store_n(&sm_cache[dev], (uint64_t)epoch << 32 | ((uint64_t)v + 1),
+                             __ATOMIC_RELAXED);
+    } else if (attrib >= 0 && attrib < MAX_ATTR) {
         attr_cache[dev][attrib] = *value;
         __atomic_store_n(&attr_known[dev][attrib], 1, __ATOMIC_RELEASE);
     }

@@ -153,6 +153,11 @@ static int devranges_fit(CUdeviceptr p, uint64_t n)
     return fits;
 }
 
+bool om_devrange_known_fits(CUdeviceptr p, uint64_t n)
+{
+    return p + n >= p && devranges_fit(p, n) == 1;
+}
+
 bool om_devrange_fits(CUdeviceptr p, uint64_t n)
 {
     CUdeviceptr base;

@@ -9,7 +9,7 @@
 /* out:smcount (cuDeviceGetAttribute): the SM count is the client's share's (share.c). */
 CUresult om_answer_smcount(struct call *c, int *v, uint64_t attrib, int dev)
 {
-    if (attrib == 16) { /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+    if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) {
         unsigned sms = om_share_client_sms(c->s, dev);
         if (sms && sms < (unsigned)*v)
             *v = (int)sms;
