@@ -20,6 +20,7 @@
  * Exit status 0 when every check passed; the first failed check is printed. */
 #define _GNU_SOURCE /* memmem */
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <stdint.h>
@@ -1469,6 +1470,33 @@ int main(int argc, char **argv)
         OK(cuStreamSynchronize(st));
         EXPECT(host[0] == 7 && host[15] == 7);
         printf("roundtrips ok sms %d\n", sms);
+    } else if (!strcmp(mode, "managed_taken")) {
+        /* The address the server will answer for the next managed allocation, taken in this
+         * process (the double's reserves follow each other: FAKECUDA_VMM=1): the shim asks for
+         * another, and the memory works on both sides. Says "predicted" when the next answer
+         * was the one blocked (the test then expects the shim's line about it). */
+        CUdeviceptr m1, m2, m3;
+        size_t stride;
+        void *block;
+        OK(cuMemAllocManaged(&m1, 1 << 20, 1));
+        OK(cuMemAllocManaged(&m2, 1 << 20, 1));
+        EXPECT(m2 > m1);
+        stride = (size_t)(m2 - m1);
+        block = mmap((void *)(uintptr_t)(m2 + stride), 3 * stride, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        EXPECT(block == (void *)(uintptr_t)(m2 + stride));
+        OK(cuMemAllocManaged(&m3, 1 << 20, 1));
+        EXPECT(m3 < m2 + stride || m3 >= m2 + 4 * stride);   /* not in the block */
+        ((volatile unsigned char *)(uintptr_t)m3)[0] = 0x5a; /* its shadow */
+        OK(cuMemsetD8_v2(m3 + 1, 0x33, 1));
+        OK(cuCtxSynchronize());
+        EXPECT(((unsigned char *)(uintptr_t)m3)[0] == 0x5a &&
+               ((unsigned char *)(uintptr_t)m3)[1] == 0x33);
+        OK(cuMemFree_v2(m3));
+        OK(cuMemFree_v2(m2));
+        OK(cuMemFree_v2(m1));
+        munmap(block, 3 * stride);
+        printf("managed_taken ok%s\n", m3 >= m2 + 4 * stride ? " predicted" : "");
     } else if (!strcmp(mode, "eventflags")) {
         CUevent e;
         OK(cuEventCreate(&e, 0));

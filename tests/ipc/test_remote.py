@@ -688,3 +688,25 @@ def test_async_sets_and_the_sm_count_need_no_answer(daemon):
         check(int(line.group(1)) >= n, "every set reached the server: %s" % line.group(0))
     check(answered[400] - answered[10] < 10,
           "answered calls grew with the sets and queries: %r" % answered)
+
+
+def test_managed_memory_at_an_address_taken_in_the_client(daemon):
+    """Managed memory is shadowed in the client at the server's device address; where that
+    address is taken in the client's process (the GPU tier met it once: cudaMallocManaged
+    answered out of memory), the shim keeps that allocation aside, asks for another, and frees
+    the ones it could not use. remote_driver blocks the addresses the double's next answers will
+    have (FAKECUDA_VMM=1: reserves follow each other); the allocation lands elsewhere and works
+    on both sides, and the shim's trace says it asked again. Nothing stays allocated."""
+    e = daemon({"FAKECUDA_VMM": "1"})
+    p = remote(e, "managed_taken", extra={"OPENMPS_TRACE": "1"})
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "managed_taken ok predicted" in out,
+          "managed_taken: exit %d: %r %r" % (p.returncode, out, err[-3000:]))
+    check(len(re.findall(r"is taken in this process; asking for another", err)) == 3,
+          "the shim asked again for each blocked address: %r" % err[-3000:])
+    line = wait_for(lambda: re.search(r"client %d: freed (\d+) allocation" % p.pid,
+                                      e.log("server.log")) or
+                    re.search(r"Client %d disconnected" % p.pid, e.log("server.log")),
+                    what="client %d's end" % p.pid)
+    check(not line.group(0).startswith("client"),
+          "allocations left at the end: %s" % line.group(0))

@@ -13,40 +13,64 @@
 #include "../remote.h"
 #include "../shim.h"
 
+static void free_device(uint64_t base)
+{
+    REQ(fr, 8);
+    om_put_u64(&fr, base);
+    om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
+}
+
+/*
+ * Managed memory is device memory at an address D of the server's, shadowed at the same D here.
+ * The server chooses D in its own address space, which may already be taken in this one (a
+ * library, a heap mapping: the GPU tier met it once in about 50 runs). Then the allocation is
+ * kept aside, so that the server cannot answer the same D again, and another is asked for, up to
+ * MANAGED_TRIES times; those kept aside are freed at the end. Only when every try is taken here
+ * is the answer OUT_OF_MEMORY.
+ */
+#define MANAGED_TRIES 8
+
 CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
 {
-    uint64_t reply[2];
-    uint32_t got = 0;
-    REQ(req, 16);
-    CUresult rc;
-    void *shadow;
+    uint64_t reply[2], taken[MANAGED_TRIES];
+    unsigned ntaken = 0;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    void *shadow = MAP_FAILED;
 
     (void)flags;
     if (!dptr || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    om_put_u64(&req, bytes);
-    rc = om_rcall(OM_IDX_cuMemAllocManaged, &req, reply, sizeof(reply), &got);
+    while (ntaken < MANAGED_TRIES) {
+        uint32_t got = 0;
+        REQ(req, 16);
+        om_put_u64(&req, bytes);
+        rc = om_rcall(OM_IDX_cuMemAllocManaged, &req, reply, sizeof(reply), &got);
+        if (rc != CUDA_SUCCESS)
+            break;
+        if (got != sizeof(reply)) {
+            rc = CUDA_ERROR_UNKNOWN;
+            break;
+        }
+        shadow = mmap((void *)(uintptr_t)reply[0], (size_t)reply[1], PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (shadow == (void *)(uintptr_t)reply[0])
+            break;
+        om_shim_log("managed memory: the address 0x%llx is taken in this process; asking for "
+                    "another",
+                    (unsigned long long)reply[0]);
+        if (shadow != MAP_FAILED) /* an old kernel's hint taken elsewhere */
+            munmap(shadow, (size_t)reply[1]);
+        shadow = MAP_FAILED;
+        taken[ntaken++] = reply[0];
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (unsigned i = 0; i < ntaken; i++)
+        free_device(taken[i]);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (got != sizeof(reply))
-        return CUDA_ERROR_UNKNOWN;
-    shadow = mmap((void *)(uintptr_t)reply[0], (size_t)reply[1], PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (shadow != (void *)(uintptr_t)reply[0]) {
-        om_shim_log("managed memory: the address 0x%llx is taken in this process",
-                    (unsigned long long)reply[0]);
-        if (shadow != MAP_FAILED)
-            munmap(shadow, (size_t)reply[1]);
-        REQ(fr, 8);
-        om_put_u64(&fr, reply[0]);
-        om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     if (!om_managed_add(reply[0], (size_t)reply[1])) { /* state/shadows.c */
         munmap(shadow, (size_t)reply[1]);
-        REQ(fr, 8);
-        om_put_u64(&fr, reply[0]);
-        om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
+        free_device(reply[0]);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = reply[0];
