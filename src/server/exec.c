@@ -20,7 +20,10 @@
 CUresult om_exec(struct session *s, int index, const void *in, size_t in_len, void *out,
                  size_t out_cap, size_t *ret_out_len, bool posted)
 {
-    struct call c = {.s = s, .in = {.p = in, .len = in_len}, .out = {.p = out, .cap = out_cap}};
+    struct call c = {.s = s,
+                     .in = {.p = in, .len = in_len},
+                     .out = {.p = out, .cap = out_cap},
+                     .posted = posted};
     om_handler h = index >= 0 && index < OM_HANDLER_COUNT ? om_handlers[index] : NULL;
     CUresult rc;
 

@@ -21,6 +21,7 @@ struct call {
     struct session *s;
     struct om_rbuf in;
     struct om_wbuf out;
+    bool posted; /* no answer: its error is kept for its stream (om_exec), no other is taken */
 };
 
 typedef CUresult (*om_handler)(struct call *);

@@ -28,6 +28,7 @@ CUresult cuMemFree_v2(unsigned long long);
 CUresult cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
 CUresult cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
 CUresult cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
+CUresult cuMemsetD32Async(unsigned long long, unsigned, size_t, CUstream);
 
 static CUfunction failing;
 static CUcontext ctx;
@@ -124,6 +125,19 @@ void errors_case(void)
     EXPECT_RC(cuEventSynchronize(ev), CUDA_ERROR_OUT_OF_RESOURCES);
     OK(cuStreamSynchronize(sa));
     OK(cuEventSynchronize(ev));
+    /* ... also with an asynchronous set behind the event (posted: it takes no error) */
+    launch_failing(sa);
+    OK(cuEventRecord(ev, sa));
+    OK(cuMemsetD32Async(p, 5, 16, sa));
+    EXPECT_RC(cuEventSynchronize(ev), CUDA_ERROR_OUT_OF_RESOURCES);
+    OK(cuStreamSynchronize(sa));
+    /* ... and a set on another stream leaves the first stream's error where it is */
+    launch_failing(sa);
+    OK(cuStreamCreate(&sc, 1));
+    OK(cuMemsetD32Async(p, 6, 16, sc));
+    OK(cuStreamSynchronize(sc));
+    EXPECT_RC(cuStreamSynchronize(sa), CUDA_ERROR_OUT_OF_RESOURCES);
+    OK(cuStreamDestroy_v2(sc));
     /* ... an event recorded on another stream does not */
     OK(cuStreamCreate(&sc, 1));
     launch_failing(sa);

@@ -18,6 +18,7 @@ struct devrange {
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
     int dev;       /* the device it was made on: the calling thread's current one */
     bool mapped;   /* a mapping of the virtual-memory API: a copy may go on into the next one */
+    bool graph;    /* a graph's memory node's: the graph frees it, not the program */
 };
 _Static_assert(sizeof(struct devrange) == 32, "the test that fails the table's growth knows it");
 static struct devrange *devranges;
@@ -38,7 +39,8 @@ int om_devrange_add(CUdeviceptr base, size_t size)
         }
     }
     if (ndevranges < devranges_cap)
-        devranges[ndevranges++] = (struct devrange){base, size, 0, om_current_device(), false};
+        devranges[ndevranges++] =
+            (struct devrange){base, size, 0, om_current_device(), false, false};
     else
         rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
@@ -153,9 +155,27 @@ static int devranges_fit(CUdeviceptr p, uint64_t n)
     return fits;
 }
 
-bool om_devrange_known_fits(CUdeviceptr p, uint64_t n)
+void om_devrange_set_graph(CUdeviceptr base)
 {
-    return p + n >= p && devranges_fit(p, n) == 1;
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges; i++)
+        if (devranges[i].base == base)
+            devranges[i].graph = true;
+    pthread_mutex_unlock(&devranges_lock);
+}
+
+bool om_devrange_plain_holds(CUdeviceptr p, uint64_t n)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&devranges_lock);
+    for (size_t i = 0; i < ndevranges && !found; i++) {
+        const struct devrange *r = &devranges[i];
+        found = p >= r->base && p - r->base < r->size && n <= r->size - (p - r->base) && !r->pool &&
+                !r->mapped && !r->graph;
+    }
+    pthread_mutex_unlock(&devranges_lock);
+    return found;
 }
 
 bool om_devrange_fits(CUdeviceptr p, uint64_t n)

@@ -263,12 +263,14 @@ CUresult om_x_op_memset(struct call *c)
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((width != 1 && width != 2 && width != 4) || count > UINT64_MAX / 4 ||
-        !om_arg_range(c, dst, count * width))
-        return CUDA_ERROR_INVALID_VALUE;
+    /* The stream first: a posted set's refusal is then its stream's error (om_exec), reported
+     * by that stream's next synchronising call, as a launch's is. */
     st = om_arg_stream(c, sh, true, &rc);
     if (!st)
         return rc;
+    if ((width != 1 && width != 2 && width != 4) || count > UINT64_MAX / 4 ||
+        !om_arg_range(c, dst, count * width))
+        return CUDA_ERROR_INVALID_VALUE;
     if (width == 1)
         rc = ((CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))REAL(cuMemsetD8Async))(
             dst, (unsigned char)value, count, st);
@@ -280,7 +282,9 @@ CUresult om_x_op_memset(struct call *c)
             dst, (unsigned)value, count, st);
     if (rc == CUDA_SUCCESS && wait)
         rc = sync(st);
-    return om_take_call_error(c, rc);
+    /* posted (the shim posts sets of its plain allocations): the errors kept for the stream
+     * and the context stay for the calls that report them */
+    return c->posted ? rc : om_take_call_error(c, rc);
 }
 
 /* The bytes a pitched region touches: rows of `width` bytes, `pitch` apart. An empty region (no
