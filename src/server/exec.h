@@ -65,6 +65,10 @@ CUresult om_take_context_errors(struct session *s, CUresult rc);
  * queries or waits. NULL with *rc set when the client does not own the handle.
  */
 CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc);
+/* Whether session.touched holds every stream of the client that may have work (no SM share, no
+ * green context, no failed add), and a stream found idle, dropped from it. */
+bool om_streams_touched_only(const struct session *s);
+void om_stream_idle_seen(struct session *s, CUstream st);
 CUstream om_arg_stream(struct call *c, uint64_t h, bool enqueue, CUresult *rc);
 CUstream om_arg_capture_stream(struct call *c, uint64_t h, CUresult *rc); /* stream.capture */
 /* `later` waits for everything enqueued on `first` so far (with an event kept per stream, which

@@ -212,7 +212,14 @@ struct session {
     unsigned nshares;
     struct om_stream_prio *prio; /* priority.c: its streams' asked priorities, where changed */
     size_t nprio, prio_cap;
-    bool share_logged;          /* share.c: a share was applied (a later 100 % is logged) */
+    bool share_logged; /* share.c: a share was applied (a later 100 % is logged) */
+    /* route.c: the streams that may have work: each stream a call resolves is added, and the
+     * completion word's context synchronize (api/contexts.c) queries these only, dropping those
+     * it finds idle (a stream nothing was resolved to since it was idle is idle). touched_lost:
+     * an add failed, so every stream is queried from then on. */
+    struct om_handles touched;
+    CUstream last_touched;
+    bool touched_lost;
     struct om_handles blocking; /* streams the client created blocking (legacy semantics) */
     /* ... on its other devices: the legacy default stream orders a device's streams only
      * (swapped like default_streams) */

@@ -130,10 +130,37 @@ static CUstream find_stream(struct session *s, uint64_t h, bool enqueue, bool *o
     return *rc == CUDA_SUCCESS ? st : NULL;
 }
 
+/* st may have work from now on (session.touched). Every path that puts work on a client's
+ * stream resolves it here first; the SM share's joins and green contexts' streams do not, and
+ * the scan falls back to every stream for those clients (om_streams_touched_only). */
+static void touched(struct session *s, CUstream st)
+{
+    if (st == s->last_touched)
+        return; /* a run of calls on one stream: once */
+    if (om_handles_add(&s->touched, (uint64_t)(uintptr_t)st) < 0)
+        s->touched_lost = true;
+    s->last_touched = st;
+}
+
+bool om_streams_touched_only(const struct session *s)
+{
+    return !s->touched_lost && !s->nshares && !s->green && !s->ngstreams;
+}
+
+void om_stream_idle_seen(struct session *s, CUstream st)
+{
+    om_handles_remove(&s->touched, (uint64_t)(uintptr_t)st);
+    if (s->last_touched == st)
+        s->last_touched = NULL;
+}
+
 CUstream om_find_stream(struct session *s, uint64_t h, bool enqueue, CUresult *rc)
 {
     bool ordered = false;
     CUstream st = find_stream(s, h, enqueue, &ordered, rc);
+
+    if (st)
+        touched(s, st);
 
     if (st && !s->call_stream)
         s->call_stream = st; /* the call's stream: its errors are this stream's (errors.c) */
@@ -148,6 +175,8 @@ CUstream om_launch_stream(struct call *c, uint64_t h, CUresult *rc)
     bool ordered = false;
     CUstream st = find_stream(c->s, h, true, &ordered, rc);
 
+    if (st)
+        touched(c->s, st);
     if (st && !c->s->call_stream)
         c->s->call_stream = st;             /* errors.c */
     c->s->worked_mask |= 1ull << c->s->dev; /* session.c: a device it used */
@@ -251,6 +280,7 @@ CUresult om_stream_release(struct session *s, uint64_t h)
     if (rc != CUDA_SUCCESS && s->async_error == CUDA_SUCCESS)
         s->async_error = rc;
     om_handles_remove(&s->own[OM_H_STREAM], h);
+    om_stream_idle_seen(s, (CUstream)(uintptr_t)h); /* gone: never queried again */
     om_forget_device(s, h);
     om_handles_remove(&s->blocking, h);
     for (unsigned d = 0; d < OM_MAX_DEVICES; d++) /* one of another device's */

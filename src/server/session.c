@@ -327,6 +327,7 @@ static void release_gpu_resources(struct session *s)
     om_handles_free(&s->print_execs);
     om_handles_free(&s->own[OM_H_EVENT]);
     om_handles_free(&s->own[OM_H_STREAM]);
+    om_handles_free(&s->touched);
     om_handles_free(&s->own[OM_H_LIBRARY]); /* the images stay loaded for the next client */
     om_libloads_free(s);
     om_output_free(s);

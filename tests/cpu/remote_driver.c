@@ -1281,11 +1281,11 @@ int main(int argc, char **argv)
          * completion word on "one" and "stream" are deferred to it (server/syncword.c), unless
          * SYNC_SCHED=blocking gives the primary context CU_CTX_SCHED_BLOCKING_SYNC (=yield:
          * CU_CTX_SCHED_YIELD). */
-        static const char image[] = "fakecubin\nlong:4\nfail:4\n";
-        unsigned one = 1;
-        void *args[] = {&one};
+        static const char image[] = "fakecubin\nlong:4\nfail:4\nsleep:4\n";
+        unsigned one = 1, ms1 = 1000;
+        void *args[] = {&one}, *sargs[] = {&ms1};
         CUmodule mod;
-        CUfunction lng, fail;
+        CUfunction lng, fail, slp;
         CUstream s2;
         struct timespec a, b;
         CUresult rc;
@@ -1295,6 +1295,7 @@ int main(int argc, char **argv)
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&lng, mod, "long"));
         OK(cuModuleGetFunction(&fail, mod, "fail"));
+        OK(cuModuleGetFunction(&slp, mod, "sleep"));
         const char *sched = getenv("SYNC_SCHED");
         if (sched) /* CU_CTX_SCHED_BLOCKING_SYNC 4, CU_CTX_SCHED_YIELD 2 */
             OK(cuDevicePrimaryCtxSetFlags_v2(0, !strcmp(sched, "blocking") ? 4 : 2));
@@ -1332,6 +1333,17 @@ int main(int argc, char **argv)
             rc = cuCtxSynchronize();
             clock_gettime(CLOCK_MONOTONIC, &b);
             SYNC_LINE("failed");
+            /* "again": s2, the last stream a call named, found idle by a synchronize, then a
+             * kernel on it and a 1 ms one on the NULL stream: the synchronize waits for both
+             * (the server queries only streams calls named since they were idle: route.c) */
+            OK(cuStreamSynchronize(s2));
+            OK(cuCtxSynchronize());
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
+            OK(cuLaunchKernel(slp, 1, 1, 1, 1, 1, 1, 0, NULL, sargs, NULL));
+            rc = cuCtxSynchronize();
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            SYNC_LINE("again");
         }
 #undef SYNC_LINE
     } else if (!strcmp(mode, "syncthreads")) {

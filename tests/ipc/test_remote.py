@@ -539,7 +539,9 @@ def test_synchronize_answered_by_the_completion_word(daemon):
     server (none of the fallback synchronizes the timeline would show; one is allowed, for a
     client descheduled past its 50 ms of spinning on a busy machine). With nothing to wait for,
     kernels on two streams, or an error kept (a kernel that failed: the synchronize answers its
-    701), the server waits itself. The same with the context's scheduling set to yield; set to
+    701), the server waits itself; a stream found idle and then given a long kernel is seen
+    busy again ("again": the server queries only the streams calls named since they were idle,
+    route.c). The same with the context's scheduling set to yield; set to
     blocking sync (the program asked its synchronizes to sleep), and off, the same answers and
     no deferral."""
     # A client spins for its word while the busy clients fit in the server's CPUs (one here,
@@ -558,7 +560,7 @@ def test_synchronize_answered_by_the_completion_word(daemon):
         check(p.returncode == 0, "%s: %r %r" % (what, out, err))
         got = {m.group(1): (int(m.group(2)), int(m.group(3)))
                for m in re.finditer(r"(\w+)_ms (\d+) rc (-?\d+)", out)}
-        for name in ("one", "stream", "two"):  # from before the launch: at least the kernel
+        for name in ("one", "stream", "two", "again"):  # from before the launch: the kernel
             check(got.get(name, (0, 1))[1] == 0 and got[name][0] >= 38,
                   "%s: %s: %r" % (what, name, got))
         check(got.get("idle", (0, 1))[1] == 0, "%s: nothing to wait for: %r" % (what, got))

@@ -129,6 +129,21 @@ CUresult om_x_op_ctx_sync_word(struct call *c)
         return rc;
     if (!om_syncword_may_defer(s))
         return om_hook_cuCtxSynchronize(c); /* counted why */
+    if (om_streams_touched_only(s)) {
+        /* Only the streams calls were resolved to since they were last seen idle (route.c):
+         * a PyTorch process owns 16 streams and uses one, and each query of an idle stream
+         * costs a turn of the context's lock (B7 profile: 76 µs a synchronize with all). */
+        for (size_t i = s->touched.n; i-- > 0 && n < 2;) {
+            CUstream st = (CUstream)(uintptr_t)s->touched.v[i];
+            if ((b = busy(st)) < 0)
+                return declined(c, OM_SYNCWORD_STATE);
+            if (b)
+                one = st, n++;
+            else
+                om_stream_idle_seen(s, st);
+        }
+        goto counted;
+    }
     if (s->default_stream && (b = busy(s->default_stream)) != 0) {
         if (b < 0)
             return declined(c, OM_SYNCWORD_STATE);
@@ -149,6 +164,7 @@ CUresult om_x_op_ctx_sync_word(struct call *c)
             one = st, n++;
         }
     }
+counted:
     if (n != 1)
         return declined(c, n ? OM_SYNCWORD_STREAMS : OM_SYNCWORD_IDLE);
     if (!(seq = om_syncword_arm(s, one)))
