@@ -33,6 +33,8 @@ on the same machine.
            for an answer before it sleeps (OPENMPS_CLIENT_SPIN_US; 20 by default)
   openmps-spinwait  the same as openmps-clientspin, and nothing of the server sleeps: its waits
            spin in the driver (OPENMPS_SERVER_SYNC=spin), every thread may spin
+  openmps-nap  the same with clients that, past 100 µs of waiting for their completion word,
+           sleep BENCH_NAP_US (50) µs between looks instead of spinning (OPENMPS_WORD_NAP_US)
 
 For each workload, mode and N, N copies of tests/gpu/spin.cu start their kernels at the same
 moment (each says when its context exists; then all get one start time); the figure of one run is the slowest copy's kernel time (CUDA events). Each point is
@@ -144,6 +146,8 @@ class Mode:
                 env["OPENMPS_SERVER_SLICE_US"] = os.environ.get("BENCH_SLICE_US", "100")
             if self.name in ("openmps-clientspin", "openmps-spinwait"):
                 env["OPENMPS_CLIENT_SPIN_US"] = os.environ.get("BENCH_CLIENT_SPIN_US", "20000")
+            if self.name == "openmps-nap":
+                env["OPENMPS_WORD_NAP_US"] = os.environ.get("BENCH_NAP_US", "50")
             if self.name == "openmps-spinwait":
                 env["OPENMPS_SERVER_SYNC"] = "spin"
                 env["OPENMPS_SPIN_THREADS"] = "all"

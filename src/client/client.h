@@ -56,6 +56,10 @@ int om_client_welcome(struct om_client *c, int timeout_ms, char *err, size_t err
 int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, char *err,
                    size_t errlen);
 
+/* The environment variable `name` as a count of microseconds from 0 to max, or dflt (unset, or
+ * not such a count: said once on stderr). For the client's measuring settings. */
+unsigned om_client_env_us(const char *name, unsigned dflt, unsigned max);
+
 /*
  * One call: sends a record and waits for its completion, whose payload is
  * copied into reply (cap bytes; *ret_len gets its size). Returns the

@@ -366,6 +366,20 @@ static void take_output(struct om_client *c)
     c->taking_output = false;
 }
 
+unsigned om_client_env_us(const char *name, unsigned dflt, unsigned max)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    long x = v && *v ? strtol(v, &end, 10) : -1;
+
+    if (x >= 0 && x <= (long)max && !*end)
+        return (unsigned)x;
+    if (v && *v)
+        fprintf(stderr, "openmps: %s=%s is not a count of microseconds from 0 to %u; %u it is\n",
+                name, v, max, dflt);
+    return dflt;
+}
+
 /* How long a call spins for its answer before it sleeps: 20 µs (most answers come within
  * microseconds), or OPENMPS_CLIENT_SPIN_US (0 to 1 s), for measuring the choice (B8 in
  * docs/benchmarks.md: spinning 20 ms did not keep the copies' batches short). Read once. */
@@ -375,18 +389,7 @@ static unsigned reply_spin_us(void)
     unsigned got = __atomic_load_n(&us, __ATOMIC_RELAXED);
 
     if (got == ~0u) {
-        const char *v = getenv("OPENMPS_CLIENT_SPIN_US");
-        char *end = NULL;
-        long x = v && *v ? strtol(v, &end, 10) : -1;
-
-        got = 20;
-        if (x >= 0 && x <= 1000000 && !*end)
-            got = (unsigned)x;
-        else if (v && *v)
-            fprintf(stderr,
-                    "openmps: OPENMPS_CLIENT_SPIN_US=%s is not a count of microseconds from 0 "
-                    "to 1000000; 20 it is\n",
-                    v);
+        got = om_client_env_us("OPENMPS_CLIENT_SPIN_US", 20, 1000000);
         __atomic_store_n(&us, got, __ATOMIC_RELAXED);
     }
     return got;

@@ -78,8 +78,9 @@ const char *const om_conf_setting_names[] = {
 };
 
 static const char *const shim_settings[] = {
-    "OPENMPS_TRACE", "OPENMPS_TRACE_TABLES", "OPENMPS_TRACE_TABLES_FIRST", "OPENMPS_FORWARD_TABLES",
-    "OPENMPS_LIB",   "OPENMPS_CHECK",        "OPENMPS_CLIENT_SPIN_US",     NULL,
+    "OPENMPS_TRACE",          "OPENMPS_TRACE_TABLES", "OPENMPS_TRACE_TABLES_FIRST",
+    "OPENMPS_FORWARD_TABLES", "OPENMPS_LIB",          "OPENMPS_CHECK",
+    "OPENMPS_CLIENT_SPIN_US", "OPENMPS_WORD_NAP_US",  NULL,
 };
 
 enum vtype { V_STRING, V_INT, V_DECIMAL, V_BOOL };

@@ -500,18 +500,49 @@ static int64_t mono_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/*
+ * OPENMPS_WORD_NAP_US (0 to 10 000; 0, the default: spin): past the first WORD_NAP_AFTER_NS of a
+ * wait, the thread sleeps this long between looks at the word instead of spinning. A spinning
+ * client holds its core for its whole batch, as a native one does; beside a burst of another
+ * process (B8's newcomer) that is a core the burst waits for, and the client's own turn, once
+ * taken from it, comes back a time slice later. Sleeping keeps its claim on the CPU (a thread
+ * that slept runs soon after it wakes) at the cost of up to the nap's length per synchronize.
+ * For measuring the choice (bench mode openmps-nap). Read once.
+ */
+#define WORD_NAP_AFTER_NS 100000ll /* 100 µs */
+
+static unsigned word_nap_us(void)
+{
+    static unsigned us = ~0u;
+    unsigned got = __atomic_load_n(&us, __ATOMIC_RELAXED);
+
+    if (got == ~0u) {
+        got = om_client_env_us("OPENMPS_WORD_NAP_US", 0, 10000);
+        __atomic_store_n(&us, got, __ATOMIC_RELAXED);
+    }
+    return got;
+}
+
 /* Whether the word reached seq within WORD_SPIN_NS (numbers wrap: compared as a distance);
  * yield: the thread gives its core away between looks (CU_CTX_SCHED_YIELD). */
 static bool word_reached(uint32_t seq, bool yield)
 {
-    int64_t start = mono_ns();
+    int64_t start = mono_ns(), now;
+    unsigned nap = word_nap_us();
 
     for (unsigned i = 0;; i++) {
         if ((int32_t)(__atomic_load_n(word, __ATOMIC_ACQUIRE) - seq) >= 0)
             return true;
-        /* each yield may last a time slice: the clock is read after each */
-        if (((i & 255) == 255 || yield) && mono_ns() - start > WORD_SPIN_NS)
-            return false;
+        /* each yield or nap may last a time slice: the clock is read after each */
+        if ((i & 255) == 255 || yield || nap) {
+            if ((now = mono_ns()) - start > WORD_SPIN_NS)
+                return false;
+            if (nap && now - start > WORD_NAP_AFTER_NS) {
+                struct timespec t = {0, (long)nap * 1000};
+                nanosleep(&t, NULL);
+                continue;
+            }
+        }
         if (yield)
             sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
