@@ -41,6 +41,30 @@ def sched_around(timeline, n0, worst):
                                                    r[5], d[5], d[6], r[8]))
 
 
+def sched_summary(timeline, n0):
+    """CPUs' worth each set of threads ran and waited for a core, averaged over the 0.8 s before
+    the newcomer's start and the 1.2 s after it, from the scheduler's samples (how the fifteenth
+    session compared openmps's server and copies with MPS's copies: docs/benchmarks.md)."""
+    path = timeline[:-len(".csv")] + "-sched.csv"
+    try:
+        with open(path) as f:
+            rows = [[int(x) for x in r.values()] for r in csv.DictReader(f)]
+    except OSError:
+        return
+    names = ("server ran", "server waited", "copies ran", "copies waited", "newcomer ran",
+             "newcomer waited")
+    cols = (1, 2, 3, 4, 6, 7)
+    for lo, hi, what in ((n0 - 0.8e9, n0, "before the newcomer"), (n0, n0 + 1.2e9, "after")):
+        span = [r for r in rows if lo <= r[0] < hi or (r[0] == hi and lo == n0)]
+        if len(span) < 2:
+            continue
+        dt = span[-1][0] - span[0][0]
+        vals = ", ".join("%s %.2f" % (n, (span[-1][c] - span[0][c]) / dt)
+                         for n, c in zip(names, cols))
+        print("CPUs %s: %s; runnable threads %.1f on average"
+              % (what, vals, sum(r[8] for r in span) / len(span)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("timeline")
@@ -98,6 +122,7 @@ def main():
             print("  %+8.3f s: %6.2f = %6.2f + %6.2f, cpu %6.2f, wait %6.2f, copy %d, with %d"
                   % ((start - n0) / 1e9, ms, la, ms - la, cpu, wait, k, len(others)))
         sched_around(a.timeline, n0, worst[:3])
+    sched_summary(a.timeline, n0)
 
     # Every copy's batches by the window they ended in (measured 2026-11-27: the worst ones of a
     # seen-code newcomer all fell in 130 ms of its PyTorch import, before it connected).

@@ -158,16 +158,32 @@ with tempfile.TemporaryDirectory() as d:
         f.write("[x] client 7: slow call cuLibraryLoadData took 15000 us from %d\n"
                 % (t0 + 500_000_000))
         f.write("[x] client 7: slow call cuMemAlloc_v2 took 2000 us from %d\n" % (t0 + 5_000_000))
+    # the scheduler's samples beside it: the server runs 2 CPUs' worth before the newcomer's
+    # start and 1 after, the copies 8 throughout, waiting 0.5 after
+    with open(os.path.join(d, "tl-sched.csv"), "w") as f:
+        f.write("t_ns,srv_cpu,srv_wait,cli_cpu,cli_wait,nc_tasks,nc_cpu,nc_wait,running\n")
+        srv = cli = wait = 0
+        for k in range(-8, 13):
+            f.write("%d,%d,0,%d,%d,0,0,0,%d\n" % (t0 + k * 100_000_000, srv, cli, wait,
+                                                   10 if k < 0 else 16))
+            srv += 200_000_000 if k < 0 else 100_000_000
+            cli += 800_000_000
+            wait += 0 if k < 0 else 50_000_000
     out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "b8timeline.py"), tl, log,
                           "--worst", "1", "--window", "250"], stdout=subprocess.PIPE, text=True)
     lines = out.stdout.splitlines()
     check(out.returncode == 0 and len(lines) > 3, "b8timeline runs: %r" % out.stdout)
+    cpus = [l for l in lines if l.startswith("CPUs ")]
+    check(len(cpus) == 2 and "server ran 2.00" in cpus[0] and "copies ran 8.00" in cpus[0] and
+          "copies waited 0.00" in cpus[0] and "runnable threads 10.0" in cpus[0] and
+          "server ran 1.00" in cpus[1] and "copies waited 0.50" in cpus[1],
+          "the CPUs before and after the newcomer's start: %r" % cpus)
     check("batch of 20.00 ms" in lines[1] and "7 cuLibraryLoadData 15.0 ms" in lines[1] and
           "cuMemAlloc" not in lines[1], "the worst batch and the call that overlapped it: %r"
           % lines[1:2])
     win = [l for l in lines if "+500 ms" in l]
     check(win and "longest 20.00" in win[0] and
-          all("longest 2.00" in l for l in lines[3:] if "+500 ms" not in l),
+          all("longest 2.00" in l for l in lines[3:] if " ms:" in l and "+500 ms" not in l),
           "the stall in its window, and only there: %r" % lines[2:])
 
 # bench/profiles.py sums the sessions' OPENMPS_PROFILE lines (src/server/profile.c's format)
