@@ -19,15 +19,23 @@ import sys
 SLOW = re.compile(r"client (\d+): slow call (\w+) took (\d+) us from (\d+)")
 
 
+def read_sched(timeline):
+    """The scheduler's samples beside a timeline (bench/schedsample.py, written when
+    BENCH_B8_SAMPLE was set): its path and its rows of integers, none when it is not there."""
+    path = timeline[:-len(".csv")] + "-sched.csv"
+    try:
+        with open(path) as f:
+            return path, [[int(x) for x in r.values()] for r in csv.DictReader(f)]
+    except OSError:
+        return path, []
+
+
 def sched_around(timeline, n0, worst):
     """The scheduler's samples (bench/schedsample.py, beside the timeline when BENCH_B8_SAMPLE
     was set) from 10 ms before to the end of each of the given batches: per sample, the ms each
     set of threads ran and waited for a core since the previous sample."""
-    path = timeline[:-len(".csv")] + "-sched.csv"
-    try:
-        with open(path) as f:
-            rows = [[int(x) for x in r.values()] for r in csv.DictReader(f)]
-    except OSError:
+    path, rows = read_sched(timeline)
+    if not rows:
         return
     print("who waited for a core (%s; ms in each interval: server ran/waited, copies' main "
           "threads ran/waited, newcomer's threads: count ran/waited; runnable threads):" % path)
@@ -45,12 +53,7 @@ def sched_summary(timeline, n0):
     """CPUs' worth each set of threads ran and waited for a core, averaged over the 0.8 s before
     the newcomer's start and the 1.2 s after it, from the scheduler's samples (how the fifteenth
     session compared openmps's server and copies with MPS's copies: docs/benchmarks.md)."""
-    path = timeline[:-len(".csv")] + "-sched.csv"
-    try:
-        with open(path) as f:
-            rows = [[int(x) for x in r.values()] for r in csv.DictReader(f)]
-    except OSError:
-        return
+    rows = read_sched(timeline)[1]
     names = ("server ran", "server waited", "copies ran", "copies waited", "newcomer ran",
              "newcomer waited")
     cols = (1, 2, 3, 4, 6, 7)

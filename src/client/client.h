@@ -57,8 +57,9 @@ int om_client_open(struct om_client *c, const char *pipe_dir, int timeout_ms, ch
                    size_t errlen);
 
 /* The environment variable `name` as a count of microseconds from 0 to max, or dflt (unset, or
- * not such a count: said once on stderr). For the client's measuring settings. */
-unsigned om_client_env_us(const char *name, unsigned dflt, unsigned max);
+ * not such a count: said on stderr), read once into *cache (~0u until then). For the client's
+ * measuring settings. */
+unsigned om_client_env_us(unsigned *cache, const char *name, unsigned dflt, unsigned max);
 
 /*
  * One call: sends a record and waits for its completion, whose payload is

@@ -366,33 +366,35 @@ static void take_output(struct om_client *c)
     c->taking_output = false;
 }
 
-unsigned om_client_env_us(const char *name, unsigned dflt, unsigned max)
+unsigned om_client_env_us(unsigned *cache, const char *name, unsigned dflt, unsigned max)
 {
-    const char *v = getenv(name);
+    unsigned got = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    const char *v;
     char *end = NULL;
-    long x = v && *v ? strtol(v, &end, 10) : -1;
+    long x;
 
+    if (got != ~0u)
+        return got;
+    v = getenv(name);
+    x = v && *v ? strtol(v, &end, 10) : -1;
+    got = dflt;
     if (x >= 0 && x <= (long)max && !*end)
-        return (unsigned)x;
-    if (v && *v)
+        got = (unsigned)x;
+    else if (v && *v)
         fprintf(stderr, "openmps: %s=%s is not a count of microseconds from 0 to %u; %u it is\n",
                 name, v, max, dflt);
-    return dflt;
+    __atomic_store_n(cache, got, __ATOMIC_RELAXED);
+    return got;
 }
 
 /* How long a call spins for its answer before it sleeps: 20 µs (most answers come within
  * microseconds), or OPENMPS_CLIENT_SPIN_US (0 to 1 s), for measuring the choice (B8 in
- * docs/benchmarks.md: spinning 20 ms did not keep the copies' batches short). Read once. */
+ * docs/benchmarks.md: spinning 20 ms did not keep the copies' batches short). */
 static unsigned reply_spin_us(void)
 {
     static unsigned us = ~0u;
-    unsigned got = __atomic_load_n(&us, __ATOMIC_RELAXED);
 
-    if (got == ~0u) {
-        got = om_client_env_us("OPENMPS_CLIENT_SPIN_US", 20, 1000000);
-        __atomic_store_n(&us, got, __ATOMIC_RELAXED);
-    }
-    return got;
+    return om_client_env_us(&us, "OPENMPS_CLIENT_SPIN_US", 20, 1000000);
 }
 
 int om_client_call(struct om_client *c, uint16_t op, const void *payload, uint32_t len, void *reply,

@@ -507,20 +507,15 @@ static int64_t mono_ns(void)
  * process (B8's newcomer) that is a core the burst waits for, and the client's own turn, once
  * taken from it, comes back a time slice later. Sleeping keeps its claim on the CPU (a thread
  * that slept runs soon after it wakes) at the cost of up to the nap's length per synchronize.
- * For measuring the choice (bench mode openmps-nap). Read once.
+ * For measuring the choice (bench mode openmps-nap).
  */
 #define WORD_NAP_AFTER_NS 100000ll /* 100 µs */
 
 static unsigned word_nap_us(void)
 {
     static unsigned us = ~0u;
-    unsigned got = __atomic_load_n(&us, __ATOMIC_RELAXED);
 
-    if (got == ~0u) {
-        got = om_client_env_us("OPENMPS_WORD_NAP_US", 0, 10000);
-        __atomic_store_n(&us, got, __ATOMIC_RELAXED);
-    }
-    return got;
+    return om_client_env_us(&us, "OPENMPS_WORD_NAP_US", 0, 10000);
 }
 
 /* Whether the word reached seq within WORD_SPIN_NS (numbers wrap: compared as a distance);
