@@ -1271,7 +1271,8 @@ int main(int argc, char **argv)
         printf("burst %s\n", memcmp(r, v, sizeof(v)) ? "bad" : "ok");
     } else if (!strcmp(mode, "syncword") || !strcmp(mode, "syncwait") ||
                !strcmp(mode, "syncheld")) {
-        /* Each "NAME_ms MS rc RC", MS from before the launches to the synchronize's return:
+        /* Each "NAME_ms MS rc RC cpu_us US", MS from before the launches to the synchronize's
+         * return, US the calling thread's CPU time in it:
          * cuCtxSynchronize behind a kernel (FAKECUDA_KERNEL_MS) on one stream ("one"), with
          * nothing to wait for ("idle"), cuStreamSynchronize behind one ("stream"), cuCtxSynchronize
          * behind kernels on two streams ("two") and behind a kernel that failed and one after it
@@ -1287,11 +1288,12 @@ int main(int argc, char **argv)
         CUmodule mod;
         CUfunction lng, fail, slp;
         CUstream s2;
-        struct timespec a, b;
+        struct timespec a, b, ca, cb; /* wall clock, the thread's CPU time */
         CUresult rc;
 #define SYNC_LINE(name)                                                                            \
-    printf(name "_ms %ld rc %d\n",                                                                 \
-           (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), (int)rc)
+    printf(name "_ms %ld rc %d cpu_us %ld\n",                                                      \
+           (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), (int)rc,      \
+           (long)((cb.tv_sec - ca.tv_sec) * 1000000 + (cb.tv_nsec - ca.tv_nsec) / 1000))
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&lng, mod, "long"));
         OK(cuModuleGetFunction(&fail, mod, "fail"));
@@ -1306,43 +1308,43 @@ int main(int argc, char **argv)
             printf("waiting\n");
             fflush(stdout);
         }
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
         OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         rc = cuCtxSynchronize();
-        clock_gettime(CLOCK_MONOTONIC, &b);
+        clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
         SYNC_LINE("one");
         if (!strcmp(mode, "syncword")) {
-            clock_gettime(CLOCK_MONOTONIC, &a);
+            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b);
+            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("idle");
-            clock_gettime(CLOCK_MONOTONIC, &a);
+            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
             rc = cuStreamSynchronize(s2);
-            clock_gettime(CLOCK_MONOTONIC, &b);
+            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("stream");
-            clock_gettime(CLOCK_MONOTONIC, &a);
+            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b);
+            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("two");
-            clock_gettime(CLOCK_MONOTONIC, &a);
+            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
             OK(cuLaunchKernel(fail, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* posted: 701 later */
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b);
+            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("failed");
             /* "again": s2, the last stream a call named, found idle by a synchronize, then a
              * kernel on it and a 1 ms one on the NULL stream: the synchronize waits for both
              * (the server queries only streams calls named since they were idle: route.c) */
             OK(cuStreamSynchronize(s2));
             OK(cuCtxSynchronize());
-            clock_gettime(CLOCK_MONOTONIC, &a);
+            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
             OK(cuLaunchKernel(slp, 1, 1, 1, 1, 1, 1, 0, NULL, sargs, NULL));
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b);
+            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("again");
         }
 #undef SYNC_LINE
