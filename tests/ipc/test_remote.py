@@ -584,7 +584,7 @@ def test_completion_word_waited_for_in_naps(daemon):
     sleeps between looks instead of spinning. The synchronizes still return only after their
     kernels (40 ms each), are still deferred to the word, and the waiting thread's CPU time in
     each deferred wait ("one", "stream") stays under a quarter of it (measured: about 40 ms of
-    CPU per wait spinning, under 1 ms napping; a loaded machine or a sanitizer's build only
+    CPU per wait spinning, about 3 ms napping; a loaded machine or a sanitizer's build only
     lowers the share); a bad value is named and the client spins."""
     spin = "0" if len(os.sched_getaffinity(0)) >= 2 else "all"
     e = daemon({"FAKECUDA_KERNEL_MS": "40", "OPENMPS_SPIN_THREADS": spin})
