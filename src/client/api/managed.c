@@ -47,7 +47,9 @@ CUresult om_r_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
         rc = om_rcall(OM_IDX_cuMemAllocManaged, &req, reply, sizeof(reply), &got);
         if (rc != CUDA_SUCCESS)
             break;
-        if (got != sizeof(reply)) {
+        if (got != sizeof(reply)) { /* an answer cut short: what it allocated, if it says */
+            if (got >= sizeof(reply[0]))
+                free_device(reply[0]);
             rc = CUDA_ERROR_UNKNOWN;
             break;
         }
