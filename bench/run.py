@@ -147,7 +147,11 @@ class Mode:
             if self.name in ("openmps-clientspin", "openmps-spinwait"):
                 env["OPENMPS_CLIENT_SPIN_US"] = os.environ.get("BENCH_CLIENT_SPIN_US", "20000")
             if self.name == "openmps-nap":
-                env["OPENMPS_WORD_NAP_US"] = os.environ.get("BENCH_NAP_US", "50")
+                nap = os.environ.get("BENCH_NAP_US", "50")
+                if not nap.isdigit() or not 1 <= int(nap) <= 10000:
+                    # the shim would name it and spin: the mode would measure something else
+                    sys.exit("BENCH_NAP_US=%s: not a count of microseconds from 1 to 10000" % nap)
+                env["OPENMPS_WORD_NAP_US"] = nap
             if self.name == "openmps-spinwait":
                 env["OPENMPS_SERVER_SYNC"] = "spin"
                 env["OPENMPS_SPIN_THREADS"] = "all"

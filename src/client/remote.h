@@ -138,11 +138,11 @@ bool om_devrange_holds(CUdeviceptr p);
  * past its end (the driver refuses such a copy); true otherwise, also for an address not known
  * here, which the server judges. Asked before a copy's host bytes are read (api/copies.c). */
 bool om_devrange_fits(CUdeviceptr p, uint64_t n);
-/* The range at base is a graph's memory node's (api/graphmem.c). */
-void om_devrange_set_graph(CUdeviceptr base);
-/* True only when [p, p + n) lies in one plain allocation of this process (cuMemAlloc and its
- * kin: not pool, mapped or graph memory, whose lifetimes the shim does not follow exactly):
- * an asynchronous set there cannot be refused for its range. */
+/* The range at base is cuMemAlloc's (api/memory.c): only the program's cuMemFree ends it. */
+void om_devrange_set_plain(CUdeviceptr base);
+/* True only when [p, p + n) lies in one plain allocation of this process (cuMemAlloc's; not
+ * pool, mapped, graph, imported or module memory, whose lifetimes the shim does not follow
+ * exactly): an asynchronous set there cannot be refused for its range. */
 bool om_devrange_plain_holds(CUdeviceptr p, uint64_t n);
 
 /* ---- state/shadows.c: managed memory's ranges and host shadows */

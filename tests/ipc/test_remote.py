@@ -601,16 +601,16 @@ def test_completion_word_waited_for_in_naps(daemon):
             check("OPENMPS_WORD_NAP_US=lots is not a count of microseconds" in err,
                   "the bad value named: %r" % err[-1000:])
             continue
-        for name in ("one", "stream"):
-            check(got[name][2] < got[name][0] * 1000 // 4,
-                  "nap %s: %s used %d us of CPU in %d ms: %r" % (nap, name, got[name][2],
-                                                                got[name][0], got))
-    log = wait_for(lambda: len(re.findall(r"synchronize\(s\) deferred to the completion word",
-                                          e.log("server.log"))) >= 2 and e.log("server.log"),
-                   what="both sessions' ends")
-    deferred = [int(n) for n in
-                re.findall(r"(\d+) synchronize\(s\) deferred to the completion word", log)]
-    check(deferred[0] >= 1, "the napping client's synchronizes deferred: %r" % deferred)
+        # this client's deferred synchronizes: both ("one", "stream"), or one on a machine so
+        # busy that a 40 ms kernel ended before its synchronize came (then answered at once)
+        m = wait_for(lambda: re.search(r"client %d: (\d+) synchronize\(s\) deferred to the "
+                                       r"completion word" % p.pid, e.log("server.log")),
+                     what="client %d's count of deferred synchronizes" % p.pid)
+        deferred = int(m.group(1))
+        napped = [n for n in ("one", "stream") if got[n][2] < got[n][0] * 1000 // 4]
+        check(1 <= deferred <= 2 and len(napped) >= deferred,
+              "nap %s: %d deferred, the waits under a quarter of their time in CPU: %r of %r"
+              % (nap, deferred, napped, got))
 
 
 def test_completion_word_under_the_scheduler(daemon):

@@ -554,12 +554,12 @@ static CUresult memset_d(CUdeviceptr dst, uint64_t value, unsigned width, size_t
     /* An asynchronous set of memory this process allocated is posted, as a launch is: the
      * server cannot refuse its range, and what else may fail (its stream) is kept for the
      * stream's next synchronising call, as a launch's error is. PyTorch sets memory about 4
-     * times per ResNet-18 batch, each a round trip otherwise. Only in plain allocations
-     * (om_devrange_plain_holds), on a stream the shim knows (a destroyed one is refused at the
-     * call), and not while a capture is open: a set on another stream may then be refused at
-     * once (the capture mode's rules). */
-    if (!wait && count <= SIZE_MAX / width && om_capture_none() && om_stream_known(s) &&
-        om_devrange_plain_holds(dst, (uint64_t)count * width))
+     * times per ResNet-18 batch, each a round trip otherwise. Only aligned to its width, in
+     * plain allocations (om_devrange_plain_holds), on a stream the shim knows (a destroyed one
+     * is refused at the call), and not while a capture is open: a set on another stream may then be
+     * refused at once (the capture mode's rules). */
+    if (!wait && count <= SIZE_MAX / width && !(dst & (width - 1)) && om_capture_none() &&
+        om_stream_known(s) && om_devrange_plain_holds(dst, (uint64_t)count * width))
         return om_rpost(OM_IDX_op_memset, &req);
     return om_rcall(OM_IDX_op_memset, &req, NULL, 0, NULL);
 }

@@ -66,9 +66,8 @@ CUresult om_r_cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraph
     CUdeviceptr b;
     size_t sz;
     bool managed;
-    if (!om_devrange_find(reply[1], &b, &sz, &managed) && /* copies then know it is device */
-        om_devrange_add(reply[1], p->bytesize) == 0)      /* memory */
-        om_devrange_set_graph(reply[1]);
+    if (!om_devrange_find(reply[1], &b, &sz, &managed)) /* copies then know it is device memory */
+        om_devrange_add(reply[1], p->bytesize);
     return CUDA_SUCCESS;
 }
 

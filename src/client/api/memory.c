@@ -152,8 +152,10 @@ CUresult om_r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
         om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
+        om_devrange_set_plain(v); /* asynchronous sets in it are posted (api/copies.c) */
         *dptr = v;
+    }
     return rc;
 }
 

@@ -18,7 +18,7 @@ struct devrange {
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
     int dev;       /* the device it was made on: the calling thread's current one */
     bool mapped;   /* a mapping of the virtual-memory API: a copy may go on into the next one */
-    bool graph;    /* a graph's memory node's: the graph frees it, not the program */
+    bool plain;    /* cuMemAlloc's: freed only by the program's cuMemFree (om_devrange_set_plain) */
 };
 _Static_assert(sizeof(struct devrange) == 32, "the test that fails the table's growth knows it");
 static struct devrange *devranges;
@@ -155,12 +155,12 @@ static int devranges_fit(CUdeviceptr p, uint64_t n)
     return fits;
 }
 
-void om_devrange_set_graph(CUdeviceptr base)
+void om_devrange_set_plain(CUdeviceptr base)
 {
     pthread_mutex_lock(&devranges_lock);
     for (size_t i = 0; i < ndevranges; i++)
         if (devranges[i].base == base)
-            devranges[i].graph = true;
+            devranges[i].plain = true;
     pthread_mutex_unlock(&devranges_lock);
 }
 
@@ -171,8 +171,8 @@ bool om_devrange_plain_holds(CUdeviceptr p, uint64_t n)
     pthread_mutex_lock(&devranges_lock);
     for (size_t i = 0; i < ndevranges && !found; i++) {
         const struct devrange *r = &devranges[i];
-        found = p >= r->base && p - r->base < r->size && n <= r->size - (p - r->base) && !r->pool &&
-                !r->mapped && !r->graph;
+        found = p >= r->base && p - r->base < r->size && n <= r->size - (p - r->base) && r->plain &&
+                !r->pool && !r->mapped;
     }
     pthread_mutex_unlock(&devranges_lock);
     return found;
