@@ -138,8 +138,9 @@ bool om_devrange_holds(CUdeviceptr p);
  * past its end (the driver refuses such a copy); true otherwise, also for an address not known
  * here, which the server judges. Asked before a copy's host bytes are read (api/copies.c). */
 bool om_devrange_fits(CUdeviceptr p, uint64_t n);
-/* The range at base is cuMemAlloc's (api/memory.c): only the program's cuMemFree ends it. */
-void om_devrange_set_plain(CUdeviceptr base);
+/* The same for a range of cuMemAlloc's (api/memory.c), which only the program's cuMemFree ends:
+ * asynchronous sets in it are posted (api/copies.c). */
+int om_devrange_add_plain(CUdeviceptr base, size_t size);
 /* True only when [p, p + n) lies in one plain allocation of this process (cuMemAlloc's; not
  * pool, mapped, graph, imported or module memory, whose lifetimes the shim does not follow
  * exactly): an asynchronous set there cannot be refused for its range. */

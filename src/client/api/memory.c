@@ -145,17 +145,15 @@ CUresult om_r_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     rc = om_rcall_u64(OM_IDX_cuMemAlloc_v2, (uint64_t)bytes, 0, &v);
-    if (rc == CUDA_SUCCESS && om_devrange_add(v, bytes) < 0) {
+    if (rc == CUDA_SUCCESS && om_devrange_add_plain(v, bytes) < 0) {
         /* An allocation this process could not tell from host memory is not handed out. */
         REQ(fr, 8);
         om_put_u64(&fr, v);
         om_rcall(OM_IDX_cuMemFree_v2, &fr, NULL, 0, NULL);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (rc == CUDA_SUCCESS) {
-        om_devrange_set_plain(v); /* asynchronous sets in it are posted (api/copies.c) */
+    if (rc == CUDA_SUCCESS)
         *dptr = v;
-    }
     return rc;
 }
 

@@ -18,14 +18,14 @@ struct devrange {
     uint64_t pool; /* the memory pool it came from (stream-ordered allocation), or 0 */
     int dev;       /* the device it was made on: the calling thread's current one */
     bool mapped;   /* a mapping of the virtual-memory API: a copy may go on into the next one */
-    bool plain;    /* cuMemAlloc's: freed only by the program's cuMemFree (om_devrange_set_plain) */
+    bool plain;    /* cuMemAlloc's: freed only by the program's cuMemFree (om_devrange_add_plain) */
 };
 _Static_assert(sizeof(struct devrange) == 32, "the test that fails the table's growth knows it");
 static struct devrange *devranges;
 static size_t ndevranges, devranges_cap;
 static pthread_mutex_t devranges_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int om_devrange_add(CUdeviceptr base, size_t size)
+static int add(CUdeviceptr base, size_t size, bool plain)
 {
     int rc = 0;
 
@@ -40,11 +40,21 @@ int om_devrange_add(CUdeviceptr base, size_t size)
     }
     if (ndevranges < devranges_cap)
         devranges[ndevranges++] =
-            (struct devrange){base, size, 0, om_current_device(), false, false};
+            (struct devrange){base, size, 0, om_current_device(), false, plain};
     else
         rc = -ENOMEM; /* unknown here, the range would pass for host memory in cuMemcpy */
     pthread_mutex_unlock(&devranges_lock);
     return rc;
+}
+
+int om_devrange_add(CUdeviceptr base, size_t size)
+{
+    return add(base, size, false);
+}
+
+int om_devrange_add_plain(CUdeviceptr base, size_t size)
+{
+    return add(base, size, true);
 }
 
 void om_devrange_set_pool(CUdeviceptr base, uint64_t pool)
@@ -153,15 +163,6 @@ static int devranges_fit(CUdeviceptr p, uint64_t n)
     }
     pthread_mutex_unlock(&devranges_lock);
     return fits;
-}
-
-void om_devrange_set_plain(CUdeviceptr base)
-{
-    pthread_mutex_lock(&devranges_lock);
-    for (size_t i = 0; i < ndevranges; i++)
-        if (devranges[i].base == base)
-            devranges[i].plain = true;
-    pthread_mutex_unlock(&devranges_lock);
 }
 
 bool om_devrange_plain_holds(CUdeviceptr p, uint64_t n)
