@@ -1290,10 +1290,13 @@ int main(int argc, char **argv)
         CUstream s2;
         struct timespec a, b, ca, cb; /* wall clock, the thread's CPU time */
         CUresult rc;
+/* from here: the wall clock and the thread's CPU time; SYNC_LINE reads both again and says */
+#define SYNC_START() clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca)
 #define SYNC_LINE(name)                                                                            \
-    printf(name "_ms %ld rc %d cpu_us %ld\n",                                                      \
-           (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), (int)rc,      \
-           (long)((cb.tv_sec - ca.tv_sec) * 1000000 + (cb.tv_nsec - ca.tv_nsec) / 1000))
+    clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb),               \
+        printf(name "_ms %ld rc %d cpu_us %ld\n",                                                  \
+               (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000), (int)rc,  \
+               (long)((cb.tv_sec - ca.tv_sec) * 1000000 + (cb.tv_nsec - ca.tv_nsec) / 1000))
         OK(cuModuleLoadData(&mod, image));
         OK(cuModuleGetFunction(&lng, mod, "long"));
         OK(cuModuleGetFunction(&fail, mod, "fail"));
@@ -1308,46 +1311,41 @@ int main(int argc, char **argv)
             printf("waiting\n");
             fflush(stdout);
         }
-        clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+        SYNC_START();
         OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         rc = cuCtxSynchronize();
-        clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
         SYNC_LINE("one");
         if (!strcmp(mode, "syncword")) {
-            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+            SYNC_START();
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("idle");
-            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+            SYNC_START();
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
             rc = cuStreamSynchronize(s2);
-            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("stream");
-            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+            SYNC_START();
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("two");
-            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+            SYNC_START();
             OK(cuLaunchKernel(fail, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* posted: 701 later */
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("failed");
             /* "again": s2, the last stream a call named, found idle by a synchronize, then a
              * kernel on it and a 1 ms one on the NULL stream: the synchronize waits for both
              * (the server queries only streams calls named since they were idle: route.c) */
             OK(cuStreamSynchronize(s2));
             OK(cuCtxSynchronize());
-            clock_gettime(CLOCK_MONOTONIC, &a), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+            SYNC_START();
             OK(cuLaunchKernel(lng, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
             OK(cuLaunchKernel(slp, 1, 1, 1, 1, 1, 1, 0, NULL, sargs, NULL));
             rc = cuCtxSynchronize();
-            clock_gettime(CLOCK_MONOTONIC, &b), clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
             SYNC_LINE("again");
         }
 #undef SYNC_LINE
+#undef SYNC_START
     } else if (!strcmp(mode, "syncthreads")) {
         /* Two threads, one word: the first synchronizes a stream behind a kernel of 40 ms (within
          * the client's 50 ms of spinning), the second, 10 ms later, another stream behind one of
